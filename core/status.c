@@ -1,0 +1,93 @@
+/* Status strings, error formatting and the abort path behind DT_ASSERT. */
+#include "status.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+const char *dt_status_str(enum dt_status st)
+{
+    switch (st) {
+#define DT_STATUS_CASE_(name, str) \
+    case name:                     \
+        return str;
+        DT_STATUS_LIST(DT_STATUS_CASE_)
+#undef DT_STATUS_CASE_
+    }
+    return "unknown status";
+}
+
+enum dt_status dt_error_set(struct dt_error *err, enum dt_status st, const char *fmt, ...)
+{
+    if (!err) return st;
+    err->status = st;
+    err->file[0] = '\0';
+    err->line = 0;
+    err->column = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+enum dt_status dt_error_set_at(struct dt_error *err, enum dt_status st, const char *file,
+                               int line, int column, const char *fmt, ...)
+{
+    if (!err) return st;
+    err->status = st;
+    snprintf(err->file, sizeof err->file, "%s", file ? file : "");
+    err->line = line;
+    err->column = column;
+    int n = snprintf(err->msg, sizeof err->msg, "%s:%d:%d: ", err->file, line, column);
+    if (n < 0 || (size_t)n >= sizeof err->msg) return st;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg + n, sizeof err->msg - (size_t)n, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+int dt_status_exit_code(enum dt_status st)
+{
+    switch (st) {
+    case DT_OK:
+        return 0;
+    case DT_ERR_USAGE:
+    case DT_ERR_CONFIG:
+    case DT_ERR_DATA:
+    case DT_ERR_IO:
+        return 2;
+    case DT_ERR_INTERRUPTED:
+        return 130;
+    default:
+        return 1;
+    }
+}
+
+void dt_assert_fail(const char *expr, const char *file, int line, const char *msg)
+{
+    fflush(stdout);
+    fprintf(stderr, "detrain: internal invariant broken at %s:%d: %s%s%s\n", file, line, expr,
+            msg ? " -- " : "", msg ? msg : "");
+    abort();
+}
+
+void *dt_xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "detrain: out of memory allocating %zu bytes\n", bytes);
+        abort();
+    }
+    return p;
+}
+
+void *dt_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "detrain: out of memory allocating %zu x %zu bytes\n", n, size);
+        abort();
+    }
+    return p;
+}

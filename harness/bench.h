@@ -1,0 +1,17 @@
+/* `detrain bench`: step throughput of an experiment's first policy and the share of step
+ * time spent hashing, measured side by side in one process (no timed tests). */
+#ifndef DT_BENCH_H
+#define DT_BENCH_H
+
+#include "harness/config.h"
+
+struct dt_bench_options {
+    int64_t steps;  /* measured steps (after warm-up) */
+    int64_t warmup; /* unmeasured steps */
+    const char *csv_path; /* optional: append the result row here */
+};
+
+enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_bench_options *opt,
+                            struct dt_error *err);
+
+#endif

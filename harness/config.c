@@ -1,0 +1,1112 @@
+/* Experiment configuration: YAML file + --set overrides -> struct dt_experiment.
+ * Data path (DESIGN.md): configs/<name>.yaml -> harness/config -> every later stage.
+ * Every key is one row of `keys` below (type, field, default, bounds, doc). That table
+ * alone drives parsing, validation, defaults, the required-key check, the resolved JSON
+ * written to run.json and the README's config reference: a new key is a new row.
+ * Errors carry file:line:column (1-based) of the node at fault and name the dotted key. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+#include <strings.h>
+#include <yaml.h>
+
+/* ---- The key table ------------------------------------------------------------------- */
+
+enum key_type {
+    KEY_STRING,     /* char[size]; optionally restricted to `names` */
+    KEY_INT64,      /* int64_t in [lo, hi] */
+    KEY_INT,        /* int in [lo, hi] */
+    KEY_UINT64,     /* uint64_t, any value */
+    KEY_DOUBLE,     /* finite double in [dlo, dhi], ends open per flags */
+    KEY_BOOL,       /* bool */
+    KEY_ENUM,       /* an enum field; the value is the index into `names` */
+    KEY_INT_LIST,   /* int64_t[], count at count_offset; each item in [lo, hi] */
+    KEY_LEVEL_LIST, /* struct dt_policy[], count at count_offset; determinism level names */
+    KEY_FLAG_SET,   /* unsigned bit flags, bit i = names[i]; written as a list */
+    KEY_TYPE_COUNT
+};
+
+/* Words for each type: the reference's type column, and what an error says was expected
+ * for the whole value and for one list item. */
+static const struct {
+    const char *name;
+    const char *expected;
+    const char *item;
+} type_info[KEY_TYPE_COUNT] = {
+    [KEY_STRING] = {"string", "a string", "a string"},
+    [KEY_INT64] = {"integer", "an integer", "an integer"},
+    [KEY_INT] = {"integer", "an integer", "an integer"},
+    [KEY_UINT64] = {"unsigned integer", "a non-negative integer", "a non-negative integer"},
+    [KEY_DOUBLE] = {"number", "a finite number", "a finite number"},
+    [KEY_BOOL] = {"boolean", "a boolean (true/false/yes/no/on/off)", "a boolean"},
+    [KEY_ENUM] = {"choice", "a name", "a name"},
+    [KEY_INT_LIST] = {"list of integers", "a list of integers", "an integer"},
+    [KEY_LEVEL_LIST] = {"list of levels", "a list of determinism levels", "a level name"},
+    [KEY_FLAG_SET] = {"list of names", "a list of names", "a name"},
+};
+
+enum key_flags {
+    KEY_NAME_CHARS = 1u << 0, /* string limited to [A-Za-z0-9_.-] */
+    KEY_LO_OPEN = 1u << 1,    /* double: lower bound excluded */
+    KEY_HI_OPEN = 1u << 2,    /* double: upper bound excluded */
+};
+
+struct key_row {
+    const char *path;         /* dotted key, e.g. "train.optimizer.lr" */
+    enum key_type type;
+    size_t offset;            /* offsetof(struct dt_experiment, field) */
+    size_t size;              /* sizeof the field (string capacity, list capacity) */
+    size_t count_offset;      /* lists: offsetof the int item count */
+    const char *def;          /* default, as YAML text; NULL = required */
+    int64_t lo, hi;           /* integers and integer list items; strings: lo = min length */
+    double dlo, dhi;          /* doubles */
+    int min_items, max_items; /* lists */
+    unsigned flags;           /* enum key_flags */
+    const char *const *names; /* choices (string/enum) or flag names, NULL-terminated */
+    const char *doc;          /* one line for the reference */
+};
+
+#define FIELD_(f)                                   \
+    .offset = offsetof(struct dt_experiment, f),    \
+    .size = sizeof(((struct dt_experiment *)0)->f)
+#define COUNT_(f) .count_offset = offsetof(struct dt_experiment, f)
+
+static const char *const dataset_names[] = {"fashion-mnist", NULL};
+static const char *const model_kind_names[] = {"mlp", NULL};           /* enum dt_model_kind */
+static const char *const optimizer_kind_names[] = {"sgd", NULL};       /* enum dt_optimizer_kind */
+static const char *const device_names[] = {"cpu", "cuda", NULL};       /* enum dt_device */
+static const char *const vary_names[] = {"init", "data_order", NULL}; /* enum dt_vary bits */
+
+_Static_assert(DT_VARY_INIT == 1u << 0 && DT_VARY_DATA_ORDER == 1u << 1,
+               "vary_names[i] must name bit i");
+_Static_assert(DT_DEVICE_CPU == 0 && DT_DEVICE_CUDA == 1, "device_names order");
+_Static_assert(sizeof(enum dt_model_kind) == sizeof(unsigned) &&
+                   sizeof(enum dt_optimizer_kind) == sizeof(unsigned) &&
+                   sizeof(enum dt_device) == sizeof(unsigned),
+               "KEY_ENUM fields are written as unsigned");
+
+/* Rows are grouped by section so the JSON nesting can be opened and closed in one pass. */
+static const struct key_row keys[] = {
+    {.path = "name", .type = KEY_STRING, FIELD_(name), .lo = 1, .flags = KEY_NAME_CHARS,
+     .doc = "Experiment name; names the run folder"},
+    {.path = "dataset.name", .type = KEY_STRING, FIELD_(dataset.name), .def = "fashion-mnist",
+     .names = dataset_names, .doc = "Dataset to train and test on"},
+    {.path = "dataset.path", .type = KEY_STRING, FIELD_(dataset.path), .def = "\"\"",
+     .doc = "Folder with the IDX files; \"\" = search $DETRAIN_DATA, then the Debian "
+            "package folder"},
+    {.path = "dataset.train_limit", .type = KEY_INT64, FIELD_(dataset.train_limit), .def = "0",
+     .lo = 0, .hi = 60000000, .doc = "Use only the first N training examples; 0 = all"},
+    {.path = "dataset.test_limit", .type = KEY_INT64, FIELD_(dataset.test_limit), .def = "0",
+     .lo = 0, .hi = 60000000, .doc = "Use only the first N test examples; 0 = all"},
+    {.path = "model.kind", .type = KEY_ENUM, FIELD_(model.kind), .names = model_kind_names,
+     .doc = "Model architecture"},
+    {.path = "model.hidden", .type = KEY_INT_LIST, FIELD_(model.hidden), COUNT_(model.n_hidden),
+     .def = "[256, 128]", .lo = 1, .hi = 65536, .min_items = 0, .max_items = DT_MAX_HIDDEN,
+     .doc = "Hidden layer widths, input side first; [] = no hidden layer"},
+    {.path = "train.steps", .type = KEY_INT64, FIELD_(train.steps), .lo = 1, .hi = 1000000000,
+     .doc = "Optimizer steps to run"},
+    {.path = "train.batch", .type = KEY_INT64, FIELD_(train.batch), .def = "64", .lo = 1,
+     .hi = 65536, .doc = "Training examples per step"},
+    {.path = "train.optimizer.kind", .type = KEY_ENUM, FIELD_(train.optimizer.kind),
+     .def = "sgd", .names = optimizer_kind_names, .doc = "Optimizer"},
+    {.path = "train.optimizer.lr", .type = KEY_DOUBLE, FIELD_(train.optimizer.lr),
+     .def = "0.05", .dlo = 0, .dhi = 10, .flags = KEY_LO_OPEN, .doc = "Learning rate"},
+    {.path = "train.optimizer.momentum", .type = KEY_DOUBLE, FIELD_(train.optimizer.momentum),
+     .def = "0.9", .dlo = 0, .dhi = 1, .flags = KEY_HI_OPEN,
+     .doc = "Momentum coefficient; 0 = plain SGD"},
+    {.path = "train.optimizer.weight_decay", .type = KEY_DOUBLE,
+     FIELD_(train.optimizer.weight_decay), .def = "0", .dlo = 0, .dhi = 1,
+     .doc = "L2 weight decay coefficient"},
+    {.path = "train.seed", .type = KEY_UINT64, FIELD_(train.seed), .def = "0",
+     .doc = "Master seed for initial weights and data order"},
+    {.path = "train.eval_every", .type = KEY_INT64, FIELD_(train.eval_every), .def = "0",
+     .lo = 0, .hi = 1000000000,
+     .doc = "Evaluate on the test set every N steps; 0 = only at the end"},
+    {.path = "backend.device", .type = KEY_ENUM, FIELD_(backend.device), .def = "cpu",
+     .names = device_names, .doc = "Device the model trains on"},
+    {.path = "backend.threads", .type = KEY_INT, FIELD_(backend.threads), .def = "0", .lo = 0,
+     .hi = 256, .doc = "CPU worker threads; 0 = number of online CPUs (capped at 64)"},
+    {.path = "policies", .type = KEY_LEVEL_LIST, FIELD_(policies), COUNT_(n_policies),
+     .def = "[portable]", .min_items = 1, .max_items = DT_MAX_POLICIES,
+     .doc = "Determinism levels to train under, one full run each"},
+    {.path = "replicas", .type = KEY_INT, FIELD_(replicas), .def = "1", .lo = 1, .hi = 64,
+     .doc = "Runs per policy, compared bit for bit"},
+    {.path = "vary", .type = KEY_FLAG_SET, FIELD_(vary), .def = "[]", .names = vary_names,
+     .max_items = 2, /* each name at most once */
+     .doc = "Randomness made to differ across replicas: init (initial weights), data_order "
+            "(shuffle)"},
+    {.path = "hash.every", .type = KEY_INT64, FIELD_(hash.every), .def = "1", .lo = 1,
+     .hi = 1000000000, .doc = "Hash the model every N steps"},
+    {.path = "hash.per_tensor", .type = KEY_BOOL, FIELD_(hash.per_tensor), .def = "false",
+     .doc = "Also record one hash per tensor in the trace"},
+};
+
+#define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
+#define MAX_PATH_ 128 /* longest dotted key we build; longer ones cannot be known keys */
+#define MAX_SECTIONS_ 16
+
+static const struct key_row *find_key(const char *path)
+{
+    for (int i = 0; i < N_KEYS; i++)
+        if (strcmp(keys[i].path, path) == 0) return &keys[i];
+    return NULL;
+}
+
+/* Does `path` lie below `section` ("" is the root and contains everything)? */
+static bool path_in_section(const char *path, const char *section)
+{
+    size_t n = strlen(section);
+    return n == 0 || (strncmp(path, section, n) == 0 && path[n] == '.');
+}
+
+/* Is path[0, n) a section, i.e. a dotted prefix of some key ("train", "train.optimizer";
+ * "" = the root)? */
+static bool is_section_n(const char *path, size_t n)
+{
+    for (int i = 0; i < N_KEYS; i++)
+        if (n == 0 || (strncmp(keys[i].path, path, n) == 0 && keys[i].path[n] == '.'))
+            return true;
+    return false;
+}
+
+static bool is_section(const char *path)
+{
+    return is_section_n(path, strlen(path));
+}
+
+static int count_names(const char *const *names)
+{
+    int n = 0;
+    while (names[n]) n++;
+    return n;
+}
+
+/* "a", "a or b", "a, b or c" (messages: last = " or "; reference: last = ", "). */
+static void format_choices(char *buf, size_t size, const char *const *names, const char *last)
+{
+    int n = count_names(names);
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && used < size; i++) {
+        const char *sep = i == 0 ? "" : (i == n - 1 ? last : ", ");
+        int w = snprintf(buf + used, size - used, "%s%s", sep, names[i]);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+}
+
+/* The level names in the same style, for policies. */
+static void format_levels(char *buf, size_t size, const char *last)
+{
+    const char *names[DT_LEVEL_COUNT + 1];
+    for (int i = 0; i < DT_LEVEL_COUNT; i++) names[i] = dt_level_name((enum dt_level)i);
+    names[DT_LEVEL_COUNT] = NULL;
+    format_choices(buf, size, names, last);
+}
+
+/* The bounds of a numeric row as an interval: "[1, 65536]", "(0, 10]". */
+static void format_range(char *buf, size_t size, const struct key_row *row)
+{
+    switch (row->type) {
+    case KEY_DOUBLE:
+        snprintf(buf, size, "%c%g, %g%c", (row->flags & KEY_LO_OPEN) ? '(' : '[', row->dlo,
+                 row->dhi, (row->flags & KEY_HI_OPEN) ? ')' : ']');
+        break;
+    case KEY_UINT64:
+        snprintf(buf, size, "[0, %" PRIu64 "]", UINT64_MAX);
+        break;
+    default:
+        snprintf(buf, size, "[%" PRId64 ", %" PRId64 "]", row->lo, row->hi);
+        break;
+    }
+}
+
+/* ---- Loader state and error reporting --------------------------------------------------- */
+
+/* Where the nodes being applied came from, to turn libyaml's 0-based marks into the
+ * 1-based location an error reports. */
+struct source {
+    const char *file; /* the config path, or "--set" */
+    int line;         /* 0: lines come from marks; else this fixed line (the --set index) */
+    int col_off;      /* added to every column (offset of the value in a --set) */
+};
+
+/* Location of a mapping seen in the file, for "missing required key" errors. */
+struct section_mark {
+    char path[MAX_PATH_];
+    int line, column;
+};
+
+struct loader {
+    struct dt_experiment *out;
+    struct dt_error *err;
+    const struct source *src; /* origin of `doc` */
+    yaml_document_t *doc;     /* the document being applied */
+    bool record_sections;     /* file pass: remember where each section's mapping starts */
+    bool seen[sizeof keys / sizeof keys[0]]; /* set by the file or a --set (not defaults) */
+    struct section_mark sections[MAX_SECTIONS_];
+    int n_sections;
+};
+
+/* A --set value is one line of the assignment, so there the column is the mark's offset
+ * in the value (libyaml may put end-of-input marks on a line of their own). */
+static void location(const struct loader *ld, yaml_mark_t mark, int *line, int *column)
+{
+    *line = ld->src->line ? ld->src->line : (int)mark.line + 1;
+    *column = ld->src->col_off + (int)(ld->src->line ? mark.index : mark.column) + 1;
+}
+
+/* Report a config error at `mark`; always returns DT_ERR_CONFIG. */
+__attribute__((format(printf, 3, 4))) static enum dt_status fail_at(struct loader *ld,
+                                                                    yaml_mark_t mark,
+                                                                    const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    int line, column;
+    location(ld, mark, &line, &column);
+    return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->src->file, line, column, "%s", msg);
+}
+
+/* YAML's null: an empty plain scalar ("key:"), "~" or "null". */
+static bool is_null(const yaml_node_t *node)
+{
+    if (node->type != YAML_SCALAR_NODE || node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return false;
+    const char *s = (const char *)node->data.scalar.value;
+    return s[0] == '\0' || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 ||
+           strcmp(s, "Null") == 0 || strcmp(s, "NULL") == 0;
+}
+
+static bool is_quoted(const yaml_node_t *node)
+{
+    return node->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
+           node->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
+}
+
+/* What a node is, for "expected X, got Y". */
+static void describe_node(char *buf, size_t size, const yaml_node_t *node)
+{
+    const char *s = node->type == YAML_SCALAR_NODE ? (const char *)node->data.scalar.value : "";
+    const char *more = strlen(s) > 60 ? "..." : "";
+    if (node->type == YAML_MAPPING_NODE)
+        snprintf(buf, size, "a mapping");
+    else if (node->type == YAML_SEQUENCE_NODE)
+        snprintf(buf, size, "a list");
+    else if (is_null(node))
+        snprintf(buf, size, "no value");
+    else if (is_quoted(node))
+        snprintf(buf, size, "the quoted string '%.60s%s'", s, more);
+    else
+        snprintf(buf, size, "'%.60s%s'", s, more);
+}
+
+/* "key 'policies', item 2" (item >= 0) or "key 'policies'". */
+static void key_label(char *buf, size_t size, const struct key_row *row, int item)
+{
+    if (item >= 0)
+        snprintf(buf, size, "key '%s', item %d", row->path, item + 1);
+    else
+        snprintf(buf, size, "key '%s'", row->path);
+}
+
+static enum dt_status fail_type(struct loader *ld, const struct key_row *row, int item,
+                                const yaml_node_t *node)
+{
+    char label[MAX_PATH_ + 32], got[96];
+    key_label(label, sizeof label, row, item);
+    describe_node(got, sizeof got, node);
+    const char *want = item >= 0 ? type_info[row->type].item : type_info[row->type].expected;
+    return fail_at(ld, node->start_mark, "%s: expected %s, got %s", label, want, got);
+}
+
+/* A name that is not one of the row's choices (enum, restricted string, flag set). */
+static enum dt_status fail_choice(struct loader *ld, const struct key_row *row, int item,
+                                  const yaml_node_t *node)
+{
+    char label[MAX_PATH_ + 32], choices[256];
+    key_label(label, sizeof label, row, item);
+    format_choices(choices, sizeof choices, row->names, " or ");
+    return fail_at(ld, node->start_mark, "%s: unknown value '%.64s' (expected %s)", label,
+                   (const char *)node->data.scalar.value, choices);
+}
+
+static enum dt_status fail_range(struct loader *ld, const struct key_row *row, int item,
+                                 const yaml_node_t *node)
+{
+    char label[MAX_PATH_ + 32], range[96];
+    key_label(label, sizeof label, row, item);
+    format_range(range, sizeof range, row);
+    return fail_at(ld, node->start_mark, "%s: value %.64s is out of range %s", label,
+                   (const char *)node->data.scalar.value, range);
+}
+
+/* The text of a scalar that carries a value; otherwise a type error. Numbers and
+ * booleans must be plain (unquoted) scalars: "10" in quotes is a string in YAML. */
+static enum dt_status scalar_text(struct loader *ld, const struct key_row *row, int item,
+                                  const yaml_node_t *node, bool quoted_ok, const char **text)
+{
+    if (node->type != YAML_SCALAR_NODE || is_null(node) || (!quoted_ok && is_quoted(node)))
+        return fail_type(ld, row, item, node);
+    *text = (const char *)node->data.scalar.value;
+    return DT_OK;
+}
+
+/* ---- Scalar parsing ------------------------------------------------------------------- */
+
+enum number_parse { NUMBER_OK, NUMBER_SYNTAX, NUMBER_OVERFLOW };
+
+/* Decimal integer: optional sign, then digits only (no spaces, hex or exponents). */
+static enum number_parse parse_decimal(const char *s, bool *neg, uint64_t *mag)
+{
+    *neg = false;
+    *mag = 0;
+    if (*s == '+' || *s == '-') *neg = *s++ == '-';
+    if (!isdigit((unsigned char)*s)) return NUMBER_SYNTAX;
+    bool overflow = false;
+    for (; *s; s++) {
+        if (!isdigit((unsigned char)*s)) return NUMBER_SYNTAX;
+        unsigned d = (unsigned)(*s - '0');
+        if (*mag > (UINT64_MAX - d) / 10) overflow = true;
+        else *mag = *mag * 10 + d;
+    }
+    return overflow ? NUMBER_OVERFLOW : NUMBER_OK;
+}
+
+static enum number_parse parse_int64(const char *s, int64_t *v)
+{
+    bool neg;
+    uint64_t mag;
+    enum number_parse r = parse_decimal(s, &neg, &mag);
+    if (r != NUMBER_OK) return r;
+    if (mag > (uint64_t)INT64_MAX + (neg ? 1u : 0u)) return NUMBER_OVERFLOW;
+    *v = neg ? (mag == (uint64_t)INT64_MAX + 1u ? INT64_MIN : -(int64_t)mag) : (int64_t)mag;
+    return NUMBER_OK;
+}
+
+static enum number_parse parse_uint64(const char *s, uint64_t *v)
+{
+    bool neg;
+    enum number_parse r = parse_decimal(s, &neg, v);
+    if (r == NUMBER_OK && neg && *v != 0) return NUMBER_OVERFLOW;
+    return r;
+}
+
+/* A whole-string strtod; leading spaces, "nan" and "inf" are refused. */
+static bool parse_double(const char *s, double *v)
+{
+    if (*s == '\0' || isspace((unsigned char)*s)) return false;
+    char *end;
+    errno = 0;
+    *v = strtod(s, &end);
+    return *end == '\0' && isfinite(*v);
+}
+
+static bool parse_bool(const char *s, bool *v)
+{
+    static const char *const yes[] = {"true", "yes", "on"}, *const no[] = {"false", "no", "off"};
+    for (int i = 0; i < 3; i++) {
+        if (strcasecmp(s, yes[i]) == 0 || strcasecmp(s, no[i]) == 0) {
+            *v = strcasecmp(s, yes[i]) == 0;
+            return true;
+        }
+    }
+    return false;
+}
+
+static int name_index(const char *const *names, const char *s)
+{
+    for (int i = 0; names[i]; i++)
+        if (strcmp(names[i], s) == 0) return i;
+    return -1;
+}
+
+/* ---- Setters: one per type, each validating before it writes --------------------------- */
+
+static enum dt_status get_int64(struct loader *ld, const struct key_row *row, int item,
+                                const yaml_node_t *node, int64_t *v)
+{
+    const char *s = NULL;
+    DT_FORWARD_IF_ERROR(scalar_text(ld, row, item, node, false, &s));
+    enum number_parse r = parse_int64(s, v);
+    if (r == NUMBER_SYNTAX) return fail_type(ld, row, item, node);
+    if (r == NUMBER_OVERFLOW || *v < row->lo || *v > row->hi)
+        return fail_range(ld, row, item, node);
+    return DT_OK;
+}
+
+static enum dt_status set_string(struct loader *ld, const struct key_row *row,
+                                 const yaml_node_t *node, char *field)
+{
+    const char *s = NULL;
+    DT_FORWARD_IF_ERROR(scalar_text(ld, row, -1, node, true, &s));
+    size_t len = strlen(s);
+    if (len != node->data.scalar.length)
+        return fail_at(ld, node->start_mark, "key '%s': the value contains a NUL character",
+                       row->path);
+    if (row->names && name_index(row->names, s) < 0) return fail_choice(ld, row, -1, node);
+    if ((int64_t)len < row->lo)
+        return fail_at(ld, node->start_mark, "key '%s': must not be empty", row->path);
+    if (len >= row->size)
+        return fail_at(ld, node->start_mark, "key '%s': value is %zu characters long; at most %zu "
+                       "allowed", row->path, len, row->size - 1);
+    if (row->flags & KEY_NAME_CHARS) {
+        size_t bad = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-");
+        if (bad < len) {
+            unsigned char c = (unsigned char)s[bad];
+            char shown[16];
+            if (isprint(c)) snprintf(shown, sizeof shown, "'%c'", c);
+            else snprintf(shown, sizeof shown, "byte 0x%02x", c);
+            return fail_at(ld, node->start_mark, "key '%s': '%.64s' contains %s at position "
+                           "%zu; allowed: A-Z a-z 0-9 _ . -", row->path, s, shown, bad + 1);
+        }
+    }
+    memcpy(field, s, len + 1);
+    return DT_OK;
+}
+
+static enum dt_status set_scalar(struct loader *ld, const struct key_row *row,
+                                 const yaml_node_t *node, void *field)
+{
+    const char *s = NULL;
+    switch (row->type) {
+    case KEY_INT64:
+        return get_int64(ld, row, -1, node, (int64_t *)field);
+    case KEY_INT: {
+        int64_t v;
+        DT_FORWARD_IF_ERROR(get_int64(ld, row, -1, node, &v));
+        *(int *)field = (int)v; /* the row's bounds fit an int */
+        return DT_OK;
+    }
+    case KEY_UINT64: {
+        DT_FORWARD_IF_ERROR(scalar_text(ld, row, -1, node, false, &s));
+        enum number_parse r = parse_uint64(s, (uint64_t *)field);
+        if (r == NUMBER_SYNTAX) return fail_type(ld, row, -1, node);
+        if (r == NUMBER_OVERFLOW) return fail_range(ld, row, -1, node);
+        return DT_OK;
+    }
+    case KEY_DOUBLE: {
+        double v;
+        DT_FORWARD_IF_ERROR(scalar_text(ld, row, -1, node, false, &s));
+        if (!parse_double(s, &v)) return fail_type(ld, row, -1, node);
+        bool low = (row->flags & KEY_LO_OPEN) ? v <= row->dlo : v < row->dlo;
+        bool high = (row->flags & KEY_HI_OPEN) ? v >= row->dhi : v > row->dhi;
+        if (low || high) return fail_range(ld, row, -1, node);
+        *(double *)field = v;
+        return DT_OK;
+    }
+    case KEY_BOOL:
+        DT_FORWARD_IF_ERROR(scalar_text(ld, row, -1, node, false, &s));
+        if (!parse_bool(s, (bool *)field)) return fail_type(ld, row, -1, node);
+        return DT_OK;
+    case KEY_ENUM: {
+        DT_FORWARD_IF_ERROR(scalar_text(ld, row, -1, node, true, &s));
+        int i = name_index(row->names, s);
+        if (i < 0) return fail_choice(ld, row, -1, node);
+        unsigned u = (unsigned)i;
+        DT_ASSERT(row->size == sizeof u);
+        memcpy(field, &u, sizeof u);
+        return DT_OK;
+    }
+    default:
+        DT_ASSERT_MSG(0, "set_scalar: not a scalar key type");
+        return DT_ERR_INTERNAL;
+    }
+}
+
+/* One item of a list-typed key; `i` is its 0-based index. Items before it are set. */
+static enum dt_status set_list_item(struct loader *ld, const struct key_row *row, int i,
+                                    const yaml_node_t *node)
+{
+    char *field = (char *)ld->out + row->offset;
+    const char *s = NULL;
+    if (row->type == KEY_INT_LIST) return get_int64(ld, row, i, node, &((int64_t *)field)[i]);
+    DT_FORWARD_IF_ERROR(scalar_text(ld, row, i, node, true, &s));
+    if (row->type == KEY_LEVEL_LIST) {
+        struct dt_policy *pol = (struct dt_policy *)field;
+        struct dt_error sub;
+        if (dt_policy_from_level_name(&pol[i], s, &sub) != DT_OK)
+            return fail_at(ld, node->start_mark, "key '%s', item %d: %s", row->path, i + 1,
+                           sub.msg);
+        for (int j = 0; j < i; j++)
+            if (strcmp(pol[j].name, pol[i].name) == 0)
+                return fail_at(ld, node->start_mark, "key '%s', item %d: '%s' is listed twice",
+                               row->path, i + 1, s);
+        return DT_OK;
+    }
+    /* KEY_FLAG_SET */
+    unsigned *flags = (unsigned *)field;
+    int bit = name_index(row->names, s);
+    if (bit < 0) return fail_choice(ld, row, i, node);
+    if (*flags & (1u << bit))
+        return fail_at(ld, node->start_mark, "key '%s', item %d: '%s' is listed twice", row->path,
+                       i + 1, s);
+    *flags |= 1u << bit;
+    return DT_OK;
+}
+
+/* A list replaces the previous value as a whole. A single scalar stands for a one-item
+ * list (handy on the command line: --set policies=fast). */
+static enum dt_status set_list(struct loader *ld, const struct key_row *row,
+                               const yaml_node_t *node)
+{
+    const yaml_node_item_t *items = NULL;
+    int n = 1;
+    if (node->type == YAML_SEQUENCE_NODE) {
+        items = node->data.sequence.items.start;
+        n = (int)(node->data.sequence.items.top - items);
+    } else if (node->type != YAML_SCALAR_NODE || is_null(node)) {
+        return fail_type(ld, row, -1, node);
+    }
+    if (n < row->min_items || n > row->max_items)
+        return fail_at(ld, node->start_mark, "key '%s': expected %d to %d items, got %d",
+                       row->path, row->min_items, row->max_items, n);
+    char *field = (char *)ld->out + row->offset;
+    if (row->type == KEY_FLAG_SET) *(unsigned *)field = 0;
+    for (int i = 0; i < n; i++) {
+        const yaml_node_t *item = items ? yaml_document_get_node(ld->doc, items[i]) : node;
+        DT_FORWARD_IF_ERROR(set_list_item(ld, row, i, item));
+    }
+    if (row->type != KEY_FLAG_SET) *(int *)((char *)ld->out + row->count_offset) = n;
+    return DT_OK;
+}
+
+static enum dt_status set_value(struct loader *ld, const struct key_row *row,
+                                const yaml_node_t *node)
+{
+    char *field = (char *)ld->out + row->offset;
+    switch (row->type) {
+    case KEY_STRING:
+        return set_string(ld, row, node, field);
+    case KEY_INT_LIST:
+    case KEY_LEVEL_LIST:
+    case KEY_FLAG_SET:
+        return set_list(ld, row, node);
+    default:
+        return set_scalar(ld, row, node, field);
+    }
+}
+
+/* ---- Walking mappings -------------------------------------------------------------------- */
+
+/* Levenshtein distance of a[0, la) and b[0, lb) (longer than MAX_PATH_: far apart). */
+static int edit_distance(const char *a, size_t la, const char *b, size_t lb)
+{
+    int d[MAX_PATH_ + 1];
+    if (la > MAX_PATH_ || lb > MAX_PATH_) return 1000;
+    for (size_t j = 0; j <= lb; j++) d[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = d[0];
+        d[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = d[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (d[j - 1] + 1 < best) best = d[j - 1] + 1;
+            d[j] = best;
+            diag = up;
+        }
+    }
+    return d[lb];
+}
+
+/* For an unknown dotted `path`, the known key or section that is probably meant: within
+ * the deepest known section the path lies in, the child closest (edit distance <= 2) to
+ * the next component, with the rest of the path kept when that names something known.
+ * Writes "" when nothing is close. */
+static void suggest_key(char *buf, size_t size, const char *path)
+{
+    size_t slen = 0; /* path[0, slen) is the deepest known section ("" = root) */
+    for (const char *dot = strchr(path, '.'); dot && is_section_n(path, (size_t)(dot - path));
+         dot = strchr(dot + 1, '.'))
+        slen = (size_t)(dot - path);
+    size_t skip = slen ? slen + 1 : 0;
+    const char *comp = path + skip, *after = comp + strcspn(comp, "."); /* after: "" or ".x" */
+
+    int best = 3;
+    const char *child = NULL;
+    size_t child_len = 0;
+    for (int i = 0; i < N_KEYS; i++) {
+        if (slen && (strncmp(keys[i].path, path, slen) != 0 || keys[i].path[slen] != '.'))
+            continue;
+        const char *name = keys[i].path + skip;
+        size_t n = strcspn(name, ".");
+        int d = edit_distance(comp, (size_t)(after - comp), name, n);
+        if (d < best && d < (int)n) {
+            best = d;
+            child = name;
+            child_len = n;
+        }
+    }
+    buf[0] = '\0';
+    if (!child || size < 2 * MAX_PATH_) return;
+    /* candidate = section "." child [after]; every piece is shorter than MAX_PATH_ */
+    char cand[2 * MAX_PATH_];
+    size_t tail = strlen(after);
+    if (skip + child_len >= MAX_PATH_ || tail >= MAX_PATH_) return;
+    memcpy(cand, path, skip);
+    memcpy(cand + skip, child, child_len);
+    memcpy(cand + skip + child_len, after, tail + 1);
+    if (!(find_key(cand) || is_section(cand))) cand[skip + child_len] = '\0';
+    memcpy(buf, cand, strlen(cand) + 1);
+}
+
+static enum dt_status fail_unknown(struct loader *ld, yaml_mark_t mark, const char *path)
+{
+    char hint[MAX_PATH_ * 2];
+    suggest_key(hint, sizeof hint, path);
+    if (hint[0])
+        return fail_at(ld, mark, "unknown key '%s'; did you mean '%s'?", path, hint);
+    return fail_at(ld, mark, "unknown key '%s'", path);
+}
+
+static enum dt_status apply_mapping(struct loader *ld, const char *prefix,
+                                    const yaml_node_t *map);
+
+/* Apply `node` as the value of dotted `path` (a key or a section). `key_mark` locates
+ * the key itself, for "unknown key". */
+static enum dt_status apply_node(struct loader *ld, const char *path, yaml_mark_t key_mark,
+                                 const yaml_node_t *node)
+{
+    const struct key_row *row = find_key(path);
+    if (row) {
+        ld->seen[row - keys] = true;
+        return set_value(ld, row, node);
+    }
+    if (!is_section(path)) return fail_unknown(ld, key_mark, path);
+    if (node->type != YAML_MAPPING_NODE) {
+        char got[96];
+        describe_node(got, sizeof got, node);
+        return fail_at(ld, node->start_mark, "key '%s': expected a mapping of keys, got %s",
+                       path, got);
+    }
+    return apply_mapping(ld, path, node);
+}
+
+static void record_section(struct loader *ld, const char *path, const yaml_node_t *map)
+{
+    if (!ld->record_sections) return;
+    DT_ASSERT(ld->n_sections < MAX_SECTIONS_);
+    struct section_mark *s = &ld->sections[ld->n_sections++];
+    snprintf(s->path, sizeof s->path, "%s", path);
+    location(ld, map->start_mark, &s->line, &s->column);
+}
+
+/* The key nodes of pairs [0, i) of `map`: is one spelled like key `k`? */
+static const yaml_node_t *earlier_key(const struct loader *ld, const yaml_node_t *map, int i,
+                                      const yaml_node_t *k)
+{
+    for (int j = 0; j < i; j++) {
+        const yaml_node_t *kj =
+            yaml_document_get_node(ld->doc, map->data.mapping.pairs.start[j].key);
+        if (kj->type == YAML_SCALAR_NODE && kj->data.scalar.length == k->data.scalar.length &&
+            memcmp(kj->data.scalar.value, k->data.scalar.value, k->data.scalar.length) == 0)
+            return kj;
+    }
+    return NULL;
+}
+
+/* Apply every pair of a mapping found at section `prefix` ("" = root). Keys are plain
+ * names; nesting is written as nested mappings, never as dots. */
+static enum dt_status apply_mapping(struct loader *ld, const char *prefix, const yaml_node_t *map)
+{
+    record_section(ld, prefix, map);
+    const yaml_node_pair_t *pairs = map->data.mapping.pairs.start;
+    int n = (int)(map->data.mapping.pairs.top - pairs);
+    for (int i = 0; i < n; i++) {
+        const yaml_node_t *k = yaml_document_get_node(ld->doc, pairs[i].key);
+        const yaml_node_t *v = yaml_document_get_node(ld->doc, pairs[i].value);
+        if (k->type != YAML_SCALAR_NODE)
+            return fail_at(ld, k->start_mark, "expected a key name in %s%s%s, got a %s",
+                           prefix[0] ? "'" : "the top level", prefix, prefix[0] ? "'" : "",
+                           k->type == YAML_MAPPING_NODE ? "mapping" : "list");
+        const char *name = (const char *)k->data.scalar.value;
+        char path[MAX_PATH_];
+        snprintf(path, sizeof path, "%s%s%s", prefix, prefix[0] ? "." : "", name);
+        const yaml_node_t *first = earlier_key(ld, map, i, k);
+        if (first) {
+            int line, column;
+            location(ld, first->start_mark, &line, &column);
+            return fail_at(ld, k->start_mark, "duplicate key '%s' (first given at %d:%d)", path,
+                           line, column);
+        }
+        if (strchr(name, '.') || name[0] == '\0') return fail_unknown(ld, k->start_mark, path);
+        DT_FORWARD_IF_ERROR(apply_node(ld, path, k->start_mark, v));
+    }
+    return DT_OK;
+}
+
+/* ---- Documents: the file, each --set value, each default --------------------------------- */
+
+/* Line/column (0-based) of byte `offset` in `text`, for reader errors that carry no mark. */
+static yaml_mark_t mark_at_offset(const char *text, size_t len, size_t offset)
+{
+    yaml_mark_t m = {0};
+    for (size_t i = 0; i < offset && i < len; i++) {
+        if (text[i] == '\n') m.line++, m.column = 0;
+        else m.column++;
+    }
+    m.index = offset;
+    return m;
+}
+
+static enum dt_status fail_syntax(struct loader *ld, const yaml_parser_t *p, const char *text,
+                                  size_t len, const char *key)
+{
+    if (p->error == YAML_MEMORY_ERROR)
+        return dt_error_set(ld->err, DT_ERR_NOMEM, "out of memory parsing YAML");
+    yaml_mark_t mark = p->problem_mark;
+    if (p->error == YAML_READER_ERROR) mark = mark_at_offset(text, len, p->problem_offset);
+    char context[160] = "", label[MAX_PATH_ + 16] = "";
+    if (p->context) {
+        int line, column;
+        location(ld, p->context_mark, &line, &column);
+        snprintf(context, sizeof context, " (%s at %d:%d)", p->context, line, column);
+    }
+    if (key) snprintf(label, sizeof label, "key '%s': ", key);
+    return fail_at(ld, mark, "%sYAML syntax error: %s%s", label,
+                   p->problem ? p->problem : "unknown problem", context);
+}
+
+/* Parse `text` as at most one YAML document. On DT_OK the caller owns *doc (which may have
+ * no root node: empty input) and must yaml_document_delete it; on error nothing is held. */
+static enum dt_status parse_yaml(struct loader *ld, yaml_document_t *doc, const char *text,
+                                 size_t len, const char *key)
+{
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser))
+        return dt_error_set(ld->err, DT_ERR_NOMEM, "out of memory starting the YAML parser");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    enum dt_status st = DT_OK;
+    if (!yaml_parser_load(&parser, doc)) { /* libyaml has freed the partial document */
+        st = fail_syntax(ld, &parser, text, len, key);
+    } else if (yaml_document_get_root_node(doc)) {
+        yaml_document_t extra; /* a second document would be silently ignored: refuse it */
+        if (!yaml_parser_load(&parser, &extra)) {
+            st = fail_syntax(ld, &parser, text, len, key);
+        } else {
+            if (yaml_document_get_root_node(&extra))
+                st = fail_at(ld, extra.start_mark, "%s%s%sexpected one YAML document, found a "
+                             "second one", key ? "key '" : "", key ? key : "", key ? "': " : "");
+            yaml_document_delete(&extra);
+        }
+        if (st != DT_OK) yaml_document_delete(doc);
+    }
+    yaml_parser_delete(&parser);
+    return st;
+}
+
+/* Read a whole file into a NUL-terminated buffer the caller frees. */
+static enum dt_status read_file(const char *path, char **data, size_t *len, struct dt_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return dt_error_set(err, DT_ERR_IO, "cannot open config '%s': %s", path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n < cap - 1) break;
+        char *bigger = realloc(buf, cap * 2);
+        if (!bigger) free(buf);
+        buf = bigger;
+        cap *= 2;
+    }
+    int failed = buf && ferror(f), saved_errno = errno;
+    fclose(f);
+    if (!buf) return dt_error_set(err, DT_ERR_NOMEM, "out of memory reading config '%s'", path);
+    if (failed) {
+        free(buf);
+        return dt_error_set(err, DT_ERR_IO, "cannot read config '%s': %s", path,
+                            strerror(saved_errno));
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *len = n;
+    return DT_OK;
+}
+
+static enum dt_status apply_root(struct loader *ld)
+{
+    const yaml_node_t *root = yaml_document_get_root_node(ld->doc);
+    if (!root || is_null(root))
+        return fail_at(ld, root ? root->start_mark : ld->doc->start_mark,
+                       "empty configuration (expected a mapping with at least 'name', "
+                       "'model.kind' and 'train.steps')");
+    if (root->type != YAML_MAPPING_NODE) {
+        char got[96];
+        describe_node(got, sizeof got, root);
+        return fail_at(ld, root->start_mark, "the configuration must be a mapping of keys, got %s",
+                       got);
+    }
+    return apply_mapping(ld, "", root);
+}
+
+static enum dt_status load_file(struct loader *ld, const char *path)
+{
+    char *text = NULL;
+    size_t len = 0;
+    DT_FORWARD_IF_ERROR(read_file(path, &text, &len, ld->err));
+    struct source src = {.file = path};
+    yaml_document_t doc;
+    ld->src = &src;
+    ld->doc = &doc;
+    ld->record_sections = true;
+    enum dt_status st = parse_yaml(ld, &doc, text, len, NULL);
+    if (st == DT_OK) {
+        st = apply_root(ld);
+        yaml_document_delete(&doc);
+    }
+    free(text);
+    ld->record_sections = false;
+    ld->doc = NULL;
+    return st;
+}
+
+/* Apply YAML `text` to dotted `path`; the text's marks are shifted by src. */
+static enum dt_status apply_text(struct loader *ld, const struct source *src, const char *path,
+                                 const char *text)
+{
+    yaml_document_t doc;
+    ld->src = src;
+    ld->doc = &doc;
+    DT_FORWARD_IF_ERROR(parse_yaml(ld, &doc, text, strlen(text), path));
+    const yaml_node_t *root = yaml_document_get_root_node(&doc);
+    yaml_mark_t start = {0};
+    enum dt_status st = root ? apply_node(ld, path, start, root)
+                             : fail_at(ld, start, "key '%s': no value given", path);
+    yaml_document_delete(&doc);
+    ld->doc = NULL;
+    return st;
+}
+
+/* One override "key.path=value"; `index` is its 0-based position among the sets. The
+ * error location is "--set:<index+1>:<column in the assignment>". */
+static enum dt_status apply_set(struct loader *ld, int index, const char *assign)
+{
+    struct source src = {.file = "--set", .line = index + 1};
+    ld->src = &src;
+    yaml_mark_t start = {0};
+    const char *eq = strchr(assign, '=');
+    if (!eq) return fail_at(ld, start, "expected key.path=value, got '%.200s'", assign);
+    size_t b = 0, e = (size_t)(eq - assign);
+    while (b < e && isspace((unsigned char)assign[b])) b++;
+    while (e > b && isspace((unsigned char)assign[e - 1])) e--;
+    char key[MAX_PATH_];
+    snprintf(key, sizeof key, "%.*s", (int)(e - b), assign + b);
+    src.col_off = (int)b;
+    if (e == b || e - b >= sizeof key || !(find_key(key) || is_section(key)))
+        return fail_unknown(ld, start, key);
+    src.col_off = (int)(eq - assign) + 1;
+    return apply_text(ld, &src, key, eq + 1);
+}
+
+/* Every default goes through the same parser and setters as the file. A default that
+ * fails its own row is a bug in the table. */
+static void apply_defaults(struct dt_experiment *out)
+{
+    struct dt_error err;
+    struct loader ld = {.out = out, .err = &err};
+    struct source src = {.file = "<default>"};
+    for (int i = 0; i < N_KEYS; i++) {
+        if (!keys[i].def) continue;
+        if (apply_text(&ld, &src, keys[i].path, keys[i].def) != DT_OK)
+            DT_ASSERT_MSG(0, err.msg);
+    }
+}
+
+/* A required key that neither the file nor a --set gave is reported at the start of the
+ * mapping that should have held it (or of its closest enclosing mapping in the file). */
+static enum dt_status check_required(const struct loader *ld, const char *path)
+{
+    for (int i = 0; i < N_KEYS; i++) {
+        if (keys[i].def || ld->seen[i]) continue;
+        const struct section_mark *at = NULL;
+        for (int s = 0; s < ld->n_sections; s++) {
+            const struct section_mark *m = &ld->sections[s];
+            if (path_in_section(keys[i].path, m->path) &&
+                (!at || strlen(m->path) > strlen(at->path)))
+                at = m;
+        }
+        return dt_error_set_at(ld->err, DT_ERR_CONFIG, path, at ? at->line : 1,
+                               at ? at->column : 1, "missing required key '%s'", keys[i].path);
+    }
+    return DT_OK;
+}
+
+enum dt_status dt_config_load(struct dt_experiment *out, const char *path,
+                              const char *const *sets, int n_sets, struct dt_error *err)
+{
+    memset(out, 0, sizeof *out);
+    apply_defaults(out);
+    size_t n = strlen(path);
+    if (n >= sizeof out->source)
+        return dt_error_set(err, DT_ERR_IO, "config path is %zu bytes long; at most %zu allowed", n,
+                            sizeof out->source - 1);
+    memcpy(out->source, path, n + 1);
+
+    struct loader ld = {.out = out, .err = err};
+    DT_FORWARD_IF_ERROR(load_file(&ld, path));
+    for (int i = 0; i < n_sets; i++) DT_FORWARD_IF_ERROR(apply_set(&ld, i, sets[i]));
+    return check_required(&ld, path);
+}
+
+/* ---- Output: resolved JSON and the Markdown reference ------------------------------------ */
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        default:
+            if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);
+            else fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+
+static void json_value(FILE *f, const struct key_row *row, const struct dt_experiment *exp)
+{
+    const char *field = (const char *)exp + row->offset;
+    int count = row->count_offset ? *(const int *)((const char *)exp + row->count_offset) : 0;
+    switch (row->type) {
+    case KEY_STRING: json_string(f, field); break;
+    case KEY_INT64: fprintf(f, "%" PRId64, *(const int64_t *)field); break;
+    case KEY_INT: fprintf(f, "%d", *(const int *)field); break;
+    case KEY_UINT64: fprintf(f, "%" PRIu64, *(const uint64_t *)field); break;
+    case KEY_DOUBLE: fprintf(f, "%.17g", *(const double *)field); break;
+    case KEY_BOOL: fputs(*(const bool *)field ? "true" : "false", f); break;
+    case KEY_ENUM: {
+        unsigned u;
+        memcpy(&u, field, sizeof u);
+        DT_ASSERT(u < (unsigned)count_names(row->names));
+        json_string(f, row->names[u]);
+        break;
+    }
+    case KEY_INT_LIST:
+        fputc('[', f);
+        for (int i = 0; i < count; i++)
+            fprintf(f, "%s%" PRId64, i ? "," : "", ((const int64_t *)field)[i]);
+        fputc(']', f);
+        break;
+    case KEY_LEVEL_LIST:
+        fputc('[', f);
+        for (int i = 0; i < count; i++) {
+            if (i) fputc(',', f);
+            json_string(f, ((const struct dt_policy *)field)[i].name);
+        }
+        fputc(']', f);
+        break;
+    case KEY_FLAG_SET: {
+        unsigned flags = *(const unsigned *)field;
+        bool first = true;
+        fputc('[', f);
+        for (int i = 0; row->names[i]; i++) {
+            if (!(flags & (1u << i))) continue;
+            if (!first) fputc(',', f);
+            json_string(f, row->names[i]);
+            first = false;
+        }
+        fputc(']', f);
+        break;
+    }
+    default:
+        DT_ASSERT_MSG(0, "json_value: unknown key type");
+    }
+}
+
+/* Rows are grouped by section, so one pass closes the objects a row is not in and opens
+ * the ones it is in ("train" then "optimizer" for train.optimizer.lr). */
+void dt_config_write_json(FILE *f, const struct dt_experiment *exp)
+{
+    char open[MAX_PATH_] = ""; /* dotted path of the open objects below the root */
+    bool first[8] = {true};   /* per depth: nothing written yet in that object */
+    int depth = 0;
+    fputc('{', f);
+    for (int i = 0; i < N_KEYS; i++) {
+        const char *path = keys[i].path, *leaf = strrchr(path, '.');
+        leaf = leaf ? leaf + 1 : path;
+        char section[MAX_PATH_];
+        snprintf(section, sizeof section, "%.*s", leaf == path ? 0 : (int)(leaf - path - 1), path);
+        while (depth > 0 && strcmp(open, section) != 0 && !path_in_section(section, open)) {
+            char *dot = strrchr(open, '.');
+            *(dot ? dot : open) = '\0';
+            fputc('}', f);
+            depth--;
+        }
+        while (strcmp(open, section) != 0) {
+            const char *next = section + (open[0] ? strlen(open) + 1 : 0);
+            int len = (int)strcspn(next, ".");
+            fprintf(f, "%s\"%.*s\":{", first[depth] ? "" : ",", len, next);
+            first[depth] = false;
+            size_t used = strlen(open);
+            snprintf(open + used, sizeof open - used, "%s%.*s", open[0] ? "." : "", len, next);
+            DT_ASSERT(depth + 1 < (int)(sizeof first / sizeof first[0]));
+            first[++depth] = true;
+        }
+        fprintf(f, "%s\"%s\":", first[depth] ? "" : ",", leaf);
+        first[depth] = false;
+        json_value(f, &keys[i], exp);
+    }
+    for (; depth > 0; depth--) fputc('}', f);
+    fputc('}', f);
+}
+
+/* The "range / values" cell of the reference. */
+static void reference_values(char *buf, size_t size, const struct key_row *row)
+{
+    char names[256];
+    switch (row->type) {
+    case KEY_STRING:
+        if (row->names) format_choices(buf, size, row->names, ", ");
+        else if (row->flags & KEY_NAME_CHARS)
+            snprintf(buf, size, "%" PRId64 " to %zu characters from A-Z a-z 0-9 _ . -", row->lo,
+                     row->size - 1);
+        else snprintf(buf, size, "up to %zu characters", row->size - 1);
+        break;
+    case KEY_BOOL: snprintf(buf, size, "true or false (also yes/no, on/off)"); break;
+    case KEY_ENUM: format_choices(buf, size, row->names, ", "); break;
+    case KEY_INT_LIST:
+        format_range(names, sizeof names, row);
+        snprintf(buf, size, "%d to %d items, each in %s", row->min_items, row->max_items, names);
+        break;
+    case KEY_LEVEL_LIST:
+        format_levels(names, sizeof names, ", ");
+        snprintf(buf, size, "%d to %d of %s; no repeats", row->min_items, row->max_items, names);
+        break;
+    case KEY_FLAG_SET:
+        format_choices(names, sizeof names, row->names, ", ");
+        snprintf(buf, size, "any of %s; no repeats", names);
+        break;
+    default: format_range(buf, size, row); break;
+    }
+}
+
+void dt_config_write_reference(FILE *f)
+{
+    fputs("| key | type | default | range / values | required | meaning |\n", f);
+    fputs("|---|---|---|---|---|---|\n", f);
+    for (int i = 0; i < N_KEYS; i++) {
+        const struct key_row *row = &keys[i];
+        char values[320];
+        reference_values(values, sizeof values, row);
+        fprintf(f, "| `%s` | %s | %s%s%s | %s | %s | %s |\n", row->path, type_info[row->type].name,
+                row->def ? "`" : "", row->def ? row->def : "", row->def ? "`" : "", values,
+                row->def ? "no" : "yes", row->doc);
+    }
+}

@@ -1,0 +1,86 @@
+/* Experiment configuration: the struct every later stage reads, and its YAML loader.
+ * Data path (DESIGN.md): configs/<name>.yaml -> harness/config -> struct dt_experiment.
+ * Every key is one row of a table in config.c that drives parsing, validation, the
+ * resolved-config JSON in run.json and the README's config reference. */
+#ifndef DT_CONFIG_H
+#define DT_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/status.h"
+#include "determinism/policy.h"
+
+#define DT_MAX_HIDDEN 16
+#define DT_MAX_POLICIES 16
+#define DT_PATH_MAX 1024
+
+enum dt_model_kind { DT_MODEL_MLP };
+enum dt_optimizer_kind { DT_OPTIMIZER_SGD };
+enum dt_device { DT_DEVICE_CPU, DT_DEVICE_CUDA };
+
+/* Randomness sources that `vary` can make differ across replicas (bit flags). */
+enum dt_vary {
+    DT_VARY_INIT = 1u << 0,       /* initial weights */
+    DT_VARY_DATA_ORDER = 1u << 1, /* per-epoch shuffle */
+};
+
+struct dt_experiment {
+    char name[128]; /* required; [A-Za-z0-9_.-]+ */
+    struct {
+        char name[64];            /* default "fashion-mnist" (the only one for now) */
+        char path[DT_PATH_MAX];   /* "" = search $DETRAIN_DATA, then the Debian folder */
+        int64_t train_limit;      /* 0 = all; else first N training examples */
+        int64_t test_limit;       /* 0 = all; else first N test examples */
+    } dataset;
+    struct {
+        enum dt_model_kind kind; /* required: mlp */
+        int n_hidden;
+        int64_t hidden[DT_MAX_HIDDEN]; /* widths of hidden layers, default [256, 128] */
+    } model;
+    struct {
+        int64_t steps; /* required, >= 1 */
+        int64_t batch; /* default 64 */
+        struct {
+            enum dt_optimizer_kind kind; /* default sgd */
+            double lr;                   /* default 0.05 */
+            double momentum;             /* default 0.9, in [0, 1) */
+            double weight_decay;         /* default 0, >= 0 */
+        } optimizer;
+        uint64_t seed;      /* default 0 */
+        int64_t eval_every; /* 0 = only at the end; else every N steps */
+    } train;
+    struct {
+        enum dt_device device; /* default cpu */
+        int threads;           /* default 0 = number of online CPUs (capped at 64) */
+    } backend;
+    int n_policies; /* default 1: [portable] */
+    struct dt_policy policies[DT_MAX_POLICIES];
+    int replicas;  /* default 1, 1..64 */
+    unsigned vary; /* enum dt_vary flags; default 0 (none) */
+    struct {
+        int64_t every;   /* default 1: hash every step */
+        bool per_tensor; /* default false */
+    } hash;
+
+    char source[DT_PATH_MAX]; /* path the config was loaded from */
+};
+
+/* Load `path`, apply the `n_sets` overrides "key.path=value" (the value is parsed as a
+ * YAML scalar or flow sequence, e.g. "[512, 256]"), then check required keys and cross-key
+ * constraints. On failure fills `err` with "file:line:column: ... 'key' ..." (for a --set,
+ * the file is "--set" and the column points into the assignment) and returns
+ * DT_ERR_CONFIG (or DT_ERR_IO when the file cannot be read). Nothing is half-applied:
+ * on error *out is unspecified and must not be used. */
+enum dt_status dt_config_load(struct dt_experiment *out, const char *path,
+                              const char *const *sets, int n_sets, struct dt_error *err);
+
+/* The resolved configuration as one JSON object (no trailing newline), for run.json. */
+void dt_config_write_json(FILE *f, const struct dt_experiment *exp);
+
+/* The config reference as a Markdown table (key, type, default, bounds, meaning),
+ * generated from the same table that drives parsing; README embeds its output. */
+void dt_config_write_reference(FILE *f);
+
+#endif

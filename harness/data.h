@@ -1,0 +1,54 @@
+/* Datasets: IDX / IDX.gz reader and the Fashion-MNIST loader.
+ * Data path (DESIGN.md): harness/data -> batches for harness/train. The reader checks
+ * magic, dimensions, sizes and truncation and names the file and the problem. */
+#ifndef DT_DATA_H
+#define DT_DATA_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+
+/* An IDX file's content: idx3 (N x rows x cols unsigned bytes) or idx1 (N bytes). */
+struct dt_idx {
+    int ndim;        /* 1 or 3 */
+    int64_t dims[3]; /* dims[0] = N */
+    uint8_t *data;   /* prod(dims) bytes, owned */
+};
+
+/* Read an IDX file, gzip-compressed or not (detected from the content, not the name).
+ * `expect_ndim` is 1 or 3; anything else in the header is an error. Limits: each
+ * dimension in 1..2^31-1 and the payload at most 2^32 bytes. Fails with DT_ERR_IO (cannot
+ * open/read, naming the path and errno text) or DT_ERR_DATA (bad magic, wrong type byte,
+ * wrong number of dimensions, zero/oversized dimension, truncated payload, trailing bytes,
+ * corrupt gzip), always naming the file. */
+enum dt_status dt_idx_read(struct dt_idx *out, const char *path, int expect_ndim,
+                           struct dt_error *err);
+void dt_idx_free(struct dt_idx *idx);
+
+/* One split of an image classification dataset, pixels scaled to [0, 1]. */
+struct dt_split {
+    int64_t n;       /* examples */
+    int64_t dim;     /* features per example (rows * cols) */
+    float *x;        /* n x dim, row-major, owned */
+    uint8_t *y;      /* n labels, owned */
+    int n_classes;   /* 10 */
+};
+
+struct dt_dataset {
+    char dir[1024]; /* folder the files came from */
+    struct dt_split train, test;
+};
+
+/* Find and load Fashion-MNIST. Search order: `path` if non-empty (a folder), else
+ * $DETRAIN_DATA if set, else /usr/share/datasets/fashion-mnist (Debian package
+ * dataset-fashion-mnist). In the folder, each of train-images-idx3-ubyte,
+ * train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte is taken with
+ * or without a ".gz" suffix. Checks that image and label counts agree and labels are
+ * < 10. `train_limit`/`test_limit` > 0 keep only the first N examples. When nothing is
+ * found the error says where it looked and how to install the package. */
+enum dt_status dt_dataset_load_fashion_mnist(struct dt_dataset *out, const char *path,
+                                             int64_t train_limit, int64_t test_limit,
+                                             struct dt_error *err);
+void dt_dataset_free(struct dt_dataset *ds);
+
+#endif

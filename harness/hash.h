@@ -1,0 +1,32 @@
+/* Weight hashing: SHA-256 (OpenSSL EVP) of each parameter tensor's canonical bytes and
+ * a model digest over (tensor name, tensor digest) pairs in model order.
+ * Data path (DESIGN.md): harness/train -> harness/hash -> harness/trace.
+ *
+ * Canonical bytes: the tensor's float32 values, row-major in the model's documented
+ * layout, each as 4 little-endian bytes (IEEE-754 binary32 bit pattern, -0.0 and NaN
+ * payloads kept as they are). Model digest: SHA-256 over, for each tensor in order, the
+ * name's bytes, one 0x00 byte, then the tensor's 32-byte digest. */
+#ifndef DT_HASH_H
+#define DT_HASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+#define DT_DIGEST_BYTES 32
+#define DT_DIGEST_HEX 65 /* 64 hex characters + NUL */
+
+/* SHA-256 of raw bytes. Aborts if OpenSSL fails (no digest is better than a wrong one). */
+void dt_sha256(uint8_t out[DT_DIGEST_BYTES], const void *data, size_t bytes);
+
+/* SHA-256 of n float32 values in canonical little-endian byte order. */
+void dt_sha256_f32(uint8_t out[DT_DIGEST_BYTES], const float *v, int64_t n);
+
+/* Model digest over named tensor digests, in the given order. */
+void dt_model_digest(uint8_t out[DT_DIGEST_BYTES], const char *const *names,
+                     const uint8_t (*digests)[DT_DIGEST_BYTES], int n);
+
+void dt_digest_hex(char out[DT_DIGEST_HEX], const uint8_t d[DT_DIGEST_BYTES]);
+
+#endif

@@ -1,0 +1,254 @@
+/* detrain's command line: run | compare | bench | policies | config-reference.
+ * The only place a status becomes an exit code: 0 success; 2 usage, config or input
+ * error; compare: 0 identical, 1 diverged (like cmp); 130 interrupted; 1 other faults. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "build_info.h"
+#include "core/status.h"
+#include "harness/bench.h"
+#include "harness/compare.h"
+#include "harness/config.h"
+#include "harness/train.h"
+
+#define MAX_SETS 128
+
+static const char usage_text[] =
+    "usage: detrain <command> [options]\n"
+    "\n"
+    "detrain trains small networks under switchable determinism controls, SHA-256-hashes\n"
+    "the weights at every step, and tells you where and why replicas diverge.\n"
+    "\n"
+    "commands:\n"
+    "  run CONFIG [--out DIR] [--set KEY=VALUE]... [--quiet]\n"
+    "        Train every policy x replica of the experiment in CONFIG (YAML).\n"
+    "        Writes DIR/<policy>/replica-<k>/{trace.csv,tensors.csv,metrics.csv,run.json},\n"
+    "        DIR/summary.csv and DIR/run.json; prints the summary table.\n"
+    "        DIR defaults to results/<name>. --set overrides a config key, e.g.\n"
+    "        --set train.steps=200 --set 'model.hidden=[512, 256]' --set policies=[fast]\n"
+    "  compare TRACE_A TRACE_B\n"
+    "        Compare two trace.csv files (or replica folders) step by step. Exit 0 when\n"
+    "        identical, 1 when they diverge (prints the first divergent step and, when\n"
+    "        tensors.csv files are present, the first divergent tensor), 2 on bad input.\n"
+    "  bench CONFIG [--steps N] [--warmup N] [--set KEY=VALUE]... [--csv FILE]\n"
+    "        Median step time of CONFIG's model and the share spent hashing every step.\n"
+    "  policies\n"
+    "        List the determinism controls and what each level sets.\n"
+    "  config-reference\n"
+    "        Print every config key (type, default, range, meaning) as a Markdown table.\n"
+    "\n"
+    "options:\n"
+    "  --help, -h     this text        --version      version and build\n"
+    "\n"
+    "exit status: 0 success; 1 compare found a divergence, or a replica failed;\n"
+    "             2 usage, config or input error; 130 interrupted (traces are kept).\n"
+    "\n"
+    "example:\n"
+    "  detrain run configs/quickstart.yaml --out /tmp/q\n"
+    "  detrain compare /tmp/q/portable/replica-0 /tmp/q/portable/replica-1\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "detrain: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nrun 'detrain --help' for usage\n");
+    return 2;
+}
+
+static int report(enum dt_status st, const struct dt_error *err)
+{
+    if (st != DT_OK) fprintf(stderr, "detrain: %s\n", err->msg[0] ? err->msg : dt_status_str(st));
+    return dt_status_exit_code(st);
+}
+
+/* Join argv into one string for run.json. */
+static void join_command(char *buf, size_t size, int argc, char **argv)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < argc && n + 1 < size; i++) {
+        int w = snprintf(buf + n, size - n, "%s%s", i ? " " : "", argv[i]);
+        if (w < 0) break;
+        n += (size_t)w;
+    }
+}
+
+/* Shared parsing for commands taking CONFIG and --set. Returns -1 when an option is not
+ * one of these (the caller handles it), else the number of argv entries consumed. */
+static int take_set(int argc, char **argv, int i, const char **sets, int *n_sets)
+{
+    if (strcmp(argv[i], "--set") == 0) {
+        if (i + 1 >= argc) return usage_error("--set needs KEY=VALUE", ""), -2;
+        if (*n_sets >= MAX_SETS) return usage_error("too many --set options", ""), -2;
+        sets[(*n_sets)++] = argv[i + 1];
+        return 2;
+    }
+    if (strncmp(argv[i], "--set=", 6) == 0) {
+        if (*n_sets >= MAX_SETS) return usage_error("too many --set options", ""), -2;
+        sets[(*n_sets)++] = argv[i] + 6;
+        return 1;
+    }
+    return -1;
+}
+
+static int parse_count(const char *s, long long *out)
+{
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (*s == '\0' || *end || v < 0) return -1;
+    *out = v;
+    return 0;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    const char *config = NULL, *out = NULL;
+    const char *sets[MAX_SETS];
+    int n_sets = 0;
+    bool quiet = false;
+    for (int i = 2; i < argc;) {
+        int used = take_set(argc, argv, i, sets, &n_sets);
+        if (used == -2) return 2;
+        if (used > 0) {
+            i += used;
+        } else if (strcmp(argv[i], "--out") == 0) {
+            if (i + 1 >= argc) return usage_error("--out needs a folder", "");
+            out = argv[i + 1];
+            i += 2;
+        } else if (strncmp(argv[i], "--out=", 6) == 0) {
+            out = argv[i++] + 6;
+        } else if (strcmp(argv[i], "--quiet") == 0) {
+            quiet = true;
+            i++;
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            return usage_error("run: unknown option '%s'", argv[i]);
+        } else if (!config) {
+            config = argv[i++];
+        } else {
+            return usage_error("run: unexpected argument '%s' (one CONFIG only)", argv[i]);
+        }
+    }
+    if (!config) return usage_error("run: missing CONFIG (a YAML file, e.g. configs/quickstart.yaml)", "");
+    struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
+    struct dt_error err = {0};
+    enum dt_status st = dt_config_load(exp, config, sets, n_sets, &err);
+    if (st != DT_OK) {
+        free(exp);
+        return report(st, &err);
+    }
+    char out_buf[1200];
+    if (!out) {
+        snprintf(out_buf, sizeof out_buf, "results/%s", exp->name);
+        out = out_buf;
+    }
+    char command[4096];
+    join_command(command, sizeof command, argc, argv);
+    struct dt_run_options opt = {out, command, quiet};
+    st = dt_train_experiment(exp, &opt, &err);
+    free(exp);
+    return report(st, &err);
+}
+
+static int cmd_compare(int argc, char **argv)
+{
+    if (argc != 4) return usage_error("compare: expected two traces: detrain compare TRACE_A TRACE_B", "");
+    struct dt_trace_diff d;
+    struct dt_error err = {0};
+    enum dt_status st = dt_trace_compare(&d, argv[2], argv[3], &err);
+    if (st != DT_OK) return report(st, &err);
+    if (!d.diverged) {
+        printf("identical: %lld hashed steps, every model digest equal\n",
+               (long long)d.common_rows);
+        return 0;
+    }
+    if (d.digest_a[0]) {
+        printf("diverged at step %lld (after %lld equal hashed steps)\n", (long long)d.first_step,
+               (long long)(d.common_rows - 1));
+        printf("  %s: %s\n  %s: %s\n", argv[2], d.digest_a, argv[3], d.digest_b);
+        if (d.tensor[0]) printf("  first divergent tensor: %s\n", d.tensor);
+    } else {
+        printf("diverged at step %lld: %s ends after %lld hashed steps, the other goes on "
+               "(every common step is equal)\n",
+               (long long)d.first_step, d.rows_a < d.rows_b ? argv[2] : argv[3],
+               (long long)d.common_rows);
+    }
+    return 1;
+}
+
+static int cmd_bench(int argc, char **argv)
+{
+    const char *config = NULL;
+    const char *sets[MAX_SETS];
+    int n_sets = 0;
+    struct dt_bench_options opt = {100, 10, NULL};
+    for (int i = 2; i < argc;) {
+        int used = take_set(argc, argv, i, sets, &n_sets);
+        if (used == -2) return 2;
+        long long v;
+        if (used > 0) {
+            i += used;
+        } else if ((strcmp(argv[i], "--steps") == 0 || strcmp(argv[i], "--warmup") == 0) &&
+                   i + 1 < argc) {
+            if (parse_count(argv[i + 1], &v) != 0 || (v < 1 && argv[i][2] == 's'))
+                return usage_error("bench: bad count '%s'", argv[i + 1]);
+            if (argv[i][2] == 's') opt.steps = v;
+            else opt.warmup = v;
+            i += 2;
+        } else if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) {
+            opt.csv_path = argv[i + 1];
+            i += 2;
+        } else if (argv[i][0] == '-') {
+            return usage_error("bench: unknown or incomplete option '%s'", argv[i]);
+        } else if (!config) {
+            config = argv[i++];
+        } else {
+            return usage_error("bench: unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!config) return usage_error("bench: missing CONFIG", "");
+    struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
+    struct dt_error err = {0};
+    enum dt_status st = dt_config_load(exp, config, sets, n_sets, &err);
+    if (st == DT_OK) st = dt_bench_run(exp, &opt, &err);
+    free(exp);
+    return report(st, &err);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("detrain %s (git %s, %s, %s)\n", DT_VERSION, DT_GIT_REV, DT_BUILD_TYPE,
+               DT_C_COMPILER);
+        return 0;
+    }
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+    }
+    if (strcmp(cmd, "run") == 0) return cmd_run(argc, argv);
+    if (strcmp(cmd, "compare") == 0) return cmd_compare(argc, argv);
+    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
+    if (strcmp(cmd, "policies") == 0) {
+        dt_policy_print_table(stdout);
+        printf("\nIn this version every policy runs the same fixed-order CPU kernels (the\n"
+               "controls are parsed and recorded; their variants arrive in a later version).\n");
+        return 0;
+    }
+    if (strcmp(cmd, "config-reference") == 0) {
+        dt_config_write_reference(stdout);
+        return 0;
+    }
+    return usage_error("unknown command '%s'", cmd);
+}

@@ -1,0 +1,67 @@
+/* Training: for each policy x replica, for each step: batch -> model step -> hash ->
+ * trace; then evaluation, per-replica manifests and the experiment summary.
+ * Data path (DESIGN.md): harness/config + harness/data -> harness/train -> hash/trace. */
+#ifndef DT_TRAIN_H
+#define DT_TRAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "harness/config.h"
+#include "harness/data.h"
+#include "harness/hash.h"
+#include "nets/backend.h"
+#include "nets/model.h"
+
+/* How one replica ended. */
+enum dt_replica_state { DT_REPLICA_COMPLETED, DT_REPLICA_FAILED, DT_REPLICA_INTERRUPTED };
+
+struct dt_replica_result {
+    enum dt_replica_state state;
+    char reason[1024];    /* why it failed or stopped, "" when completed */
+    int64_t steps_done;
+    char final_digest[DT_DIGEST_HEX];
+    double test_loss, test_acc;
+    double step_ms_median; /* forward+backward+update, excluding hashing and evaluation */
+    double hash_ms_median; /* hashing of a step, when hashed */
+    char dir[1200];        /* where its trace lives */
+};
+
+/* Per-run options from the command line. */
+struct dt_run_options {
+    const char *out_dir;   /* results folder of the experiment */
+    const char *command;   /* the command line, for run.json */
+    bool quiet;            /* no progress lines */
+};
+
+/* Run the whole experiment. Writes <out>/run.json (updated at the end), per replica
+ * trace.csv, tensors.csv, metrics.csv and run.json, and <out>/summary.csv. Prints the
+ * summary table on stdout. Returns DT_OK when every replica completed. */
+enum dt_status dt_train_experiment(const struct dt_experiment *exp,
+                                   const struct dt_run_options *opt, struct dt_error *err);
+
+/* Building blocks shared with the benchmark and tests. */
+
+/* Create the experiment's model on a backend. */
+enum dt_status dt_train_build_model(struct dt_model **m, const struct dt_experiment *exp,
+                                    struct dt_backend *be, struct dt_error *err);
+
+/* The host batch for step index s (0-based): rows of x and labels y, following the
+ * per-epoch permutation of the data_order stream. `perm`/`perm_epoch` cache the current
+ * epoch's permutation (perm holds split->n entries; *perm_epoch starts at -1). */
+void dt_train_fill_batch(float *x, uint8_t *y, const struct dt_split *split, int64_t s,
+                         int64_t B, uint64_t seed, uint64_t order_replica, int64_t *perm,
+                         int64_t *perm_epoch);
+
+/* Hash every parameter (downloading when the backend's memory is not host memory):
+ * per-tensor digests into `tensor_digests` (n_params x 32 bytes) and the model digest. */
+void dt_train_hash_model(uint8_t model_digest[DT_DIGEST_BYTES],
+                         uint8_t (*tensor_digests)[DT_DIGEST_BYTES], struct dt_model *m,
+                         float *staging);
+
+/* Set by SIGINT/SIGTERM: training stops after the current step. */
+extern volatile int dt_train_stop_requested;
+void dt_train_install_signal_handlers(void);
+
+#endif

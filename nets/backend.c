@@ -1,0 +1,149 @@
+/* Backend registry and the public op wrappers: every argument check happens here once,
+ * then the call goes to the backend's ops table (nets/backend_impl.h). */
+#include "nets/backend_impl.h"
+
+#include <string.h>
+
+static const struct dt_backend_ops *backend_ops_for(enum dt_backend_kind kind)
+{
+    switch (kind) {
+    case DT_BACKEND_CPU: return &dt_backend_cpu_ops;
+    case DT_BACKEND_CUDA: return &dt_backend_cuda_ops;
+    }
+    return NULL;
+}
+
+enum dt_status dt_backend_create(struct dt_backend **out, const struct dt_backend_options *opt,
+                                 struct dt_error *err)
+{
+    *out = NULL;
+    const struct dt_backend_ops *ops = backend_ops_for(opt->kind);
+    if (!ops) return dt_error_set(err, DT_ERR_USAGE, "unknown backend kind %d", (int)opt->kind);
+    DT_ASSERT(ops->version >= 1);
+    struct dt_backend *be = dt_xcalloc(1, sizeof *be);
+    be->ops = ops;
+    be->threads = 1;
+    enum dt_status st = ops->init(be, opt, err);
+    if (st != DT_OK) {
+        free(be);
+        return st;
+    }
+    *out = be;
+    return DT_OK;
+}
+
+void dt_backend_destroy(struct dt_backend *be)
+{
+    if (!be) return;
+    be->ops->destroy(be);
+    free(be);
+}
+
+const char *dt_backend_name(const struct dt_backend *be) { return be->ops->name; }
+int dt_backend_threads(const struct dt_backend *be) { return be->threads; }
+
+void *dt_backend_alloc(struct dt_backend *be, size_t bytes) { return be->ops->alloc(be, bytes); }
+void dt_backend_free(struct dt_backend *be, void *p)
+{
+    if (p) be->ops->free(be, p);
+}
+void dt_backend_upload(struct dt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    be->ops->upload(be, dst, src, bytes);
+}
+void dt_backend_download(struct dt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    be->ops->download(be, dst, src, bytes);
+}
+const void *dt_backend_host_view(struct dt_backend *be, const void *p)
+{
+    return be->ops->host_view ? be->ops->host_view(be, p) : NULL;
+}
+
+/* Shared checks: sizes positive, pointers present. A violation is a caller bug. */
+#define CHECK_DIMS(...)                                                          \
+    do {                                                                         \
+        int64_t dims_[] = {__VA_ARGS__};                                         \
+        for (size_t i_ = 0; i_ < sizeof dims_ / sizeof dims_[0]; i_++)           \
+            DT_ASSERT_MSG(dims_[i_] > 0, "op called with a non-positive size"); \
+    } while (0)
+
+enum dt_status dt_dense_forward(struct dt_backend *be, float *y, const float *x, const float *w,
+                                const float *bias, int64_t B, int64_t in, int64_t out,
+                                const struct dt_policy *pol)
+{
+    CHECK_DIMS(B, in, out);
+    DT_ASSERT(y && x && w && bias && pol);
+    return be->ops->dense_forward(be, y, x, w, bias, B, in, out, pol);
+}
+
+enum dt_status dt_dense_backward_data(struct dt_backend *be, float *dx, const float *dy,
+                                      const float *w, int64_t B, int64_t in, int64_t out,
+                                      const struct dt_policy *pol)
+{
+    CHECK_DIMS(B, in, out);
+    DT_ASSERT(dx && dy && w && pol);
+    return be->ops->dense_backward_data(be, dx, dy, w, B, in, out, pol);
+}
+
+enum dt_status dt_dense_backward_weight(struct dt_backend *be, float *dw, const float *x,
+                                        const float *dy, int64_t B, int64_t in, int64_t out,
+                                        const struct dt_policy *pol)
+{
+    CHECK_DIMS(B, in, out);
+    DT_ASSERT(dw && x && dy && pol);
+    return be->ops->dense_backward_weight(be, dw, x, dy, B, in, out, pol);
+}
+
+enum dt_status dt_bias_backward(struct dt_backend *be, float *dbias, const float *dy, int64_t B,
+                                int64_t out, const struct dt_policy *pol)
+{
+    CHECK_DIMS(B, out);
+    DT_ASSERT(dbias && dy && pol);
+    return be->ops->bias_backward(be, dbias, dy, B, out, pol);
+}
+
+enum dt_status dt_relu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
+                               const struct dt_policy *pol)
+{
+    CHECK_DIMS(n);
+    DT_ASSERT(y && x && pol);
+    return be->ops->relu_forward(be, y, x, n, pol);
+}
+
+enum dt_status dt_relu_backward(struct dt_backend *be, float *dx, const float *dy,
+                                const float *y, int64_t n, const struct dt_policy *pol)
+{
+    CHECK_DIMS(n);
+    DT_ASSERT(dx && dy && y && pol);
+    return be->ops->relu_backward(be, dx, dy, y, n, pol);
+}
+
+enum dt_status dt_softmax_xent_forward(struct dt_backend *be, float *probs, float *loss_host,
+                                       int64_t *correct_host, const float *logits,
+                                       const int32_t *labels, int64_t B, int64_t C,
+                                       const struct dt_policy *pol)
+{
+    CHECK_DIMS(B, C);
+    DT_ASSERT(probs && loss_host && logits && labels && pol);
+    return be->ops->softmax_xent_forward(be, probs, loss_host, correct_host, logits, labels, B,
+                                         C, pol);
+}
+
+enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits,
+                                        const float *probs, const int32_t *labels, int64_t B,
+                                        int64_t C, const struct dt_policy *pol)
+{
+    CHECK_DIMS(B, C);
+    DT_ASSERT(dlogits && probs && labels && pol);
+    return be->ops->softmax_xent_backward(be, dlogits, probs, labels, B, C, pol);
+}
+
+enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const float *g,
+                             int64_t n, float lr, float momentum, float weight_decay,
+                             const struct dt_policy *pol)
+{
+    CHECK_DIMS(n);
+    DT_ASSERT(w && v && g && pol);
+    return be->ops->sgd_update(be, w, v, g, n, lr, momentum, weight_decay, pol);
+}

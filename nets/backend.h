@@ -1,0 +1,87 @@
+/* Backend interface: where tensors live and how ops run (DESIGN.md, "Backends").
+ * One opaque handle per backend; ops are free functions that check their arguments once
+ * here and dispatch through the backend's private ops table (nets/backend_impl.h).
+ * The training loop, models, hashing and reports never know which backend runs.
+ *
+ * Conventions: pointers passed to ops are backend memory (dt_backend_alloc); shapes are
+ * row-major; parameter order is outputs, inputs, sizes, policy. Every op states its
+ * determinism in its implementation ("portable: ...").
+ * Dense weights are stored [in, out] (row k holds the weights from input k), so the
+ * forward product vectorises across outputs while summing over inputs in index order. */
+#ifndef DT_BACKEND_H
+#define DT_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "determinism/policy.h"
+
+struct dt_backend;
+
+enum dt_backend_kind { DT_BACKEND_CPU, DT_BACKEND_CUDA };
+
+struct dt_backend_options {
+    enum dt_backend_kind kind;
+    int threads; /* CPU worker threads; 0 = online CPUs (capped at 64) */
+    int gpu;     /* CUDA device ordinal */
+};
+
+/* Create a backend by kind. A backend that was not built still links: its create says
+ * "built without CUDA" (DT_ERR_UNSUPPORTED). */
+enum dt_status dt_backend_create(struct dt_backend **out, const struct dt_backend_options *opt,
+                                 struct dt_error *err);
+void dt_backend_destroy(struct dt_backend *be);
+const char *dt_backend_name(const struct dt_backend *be);
+/* Worker threads in use (CPU), 1 for device backends. */
+int dt_backend_threads(const struct dt_backend *be);
+
+/* Backend memory, zero-filled. Aborts when memory runs out. */
+void *dt_backend_alloc(struct dt_backend *be, size_t bytes);
+void dt_backend_free(struct dt_backend *be, void *p);
+void dt_backend_upload(struct dt_backend *be, void *dst, const void *src, size_t bytes);
+void dt_backend_download(struct dt_backend *be, void *dst, const void *src, size_t bytes);
+/* A host pointer to backend memory when it is host memory (CPU), NULL otherwise. */
+const void *dt_backend_host_view(struct dt_backend *be, const void *p);
+
+/* ---- ops ------------------------------------------------------------------------------ */
+
+/* y = x . w + bias. y is (B,out), x is (B,in), w is (in,out), bias is (out). */
+enum dt_status dt_dense_forward(struct dt_backend *be, float *y, const float *x, const float *w,
+                                const float *bias, int64_t B, int64_t in, int64_t out,
+                                const struct dt_policy *pol);
+/* dx = dy . w^T. dx is (B,in), dy is (B,out), w is (in,out). */
+enum dt_status dt_dense_backward_data(struct dt_backend *be, float *dx, const float *dy,
+                                      const float *w, int64_t B, int64_t in, int64_t out,
+                                      const struct dt_policy *pol);
+/* dw = x^T . dy (sum over the batch). dw is (in,out), x is (B,in), dy is (B,out). */
+enum dt_status dt_dense_backward_weight(struct dt_backend *be, float *dw, const float *x,
+                                        const float *dy, int64_t B, int64_t in, int64_t out,
+                                        const struct dt_policy *pol);
+/* dbias = sum over the batch of dy. dbias is (out), dy is (B,out). */
+enum dt_status dt_bias_backward(struct dt_backend *be, float *dbias, const float *dy, int64_t B,
+                                int64_t out, const struct dt_policy *pol);
+/* y = max(x, 0) elementwise; y may alias x. n elements. */
+enum dt_status dt_relu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
+                               const struct dt_policy *pol);
+/* dx = dy where y > 0, else 0; dx may alias dy. */
+enum dt_status dt_relu_backward(struct dt_backend *be, float *dx, const float *dy,
+                                const float *y, int64_t n, const struct dt_policy *pol);
+/* probs = softmax(logits) row-wise; *loss_host = mean over the batch of
+ * -log(probs[b, labels[b]]); *correct_host (optional) = rows whose argmax (first maximum)
+ * equals the label. probs, logits are (B,C), labels (B) int32 in [0, C). */
+enum dt_status dt_softmax_xent_forward(struct dt_backend *be, float *probs, float *loss_host,
+                                       int64_t *correct_host, const float *logits,
+                                       const int32_t *labels, int64_t B, int64_t C,
+                                       const struct dt_policy *pol);
+/* dlogits = (probs - onehot(labels)) / B: the gradient of the mean loss. */
+enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits,
+                                        const float *probs, const int32_t *labels, int64_t B,
+                                        int64_t C, const struct dt_policy *pol);
+/* SGD with momentum and L2 weight decay (PyTorch convention), n elements, in place:
+ * g' = g + wd * w;  v = momentum * v + g';  w = w - lr * v. */
+enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const float *g,
+                             int64_t n, float lr, float momentum, float weight_decay,
+                             const struct dt_policy *pol);
+
+#endif

@@ -1,0 +1,56 @@
+/* Private: the ops table each backend fills. Members only grow at the end; `version`
+ * says how many are there. Argument checks live in nets/backend.c, not here. */
+#ifndef DT_BACKEND_IMPL_H
+#define DT_BACKEND_IMPL_H
+
+#include "nets/backend.h"
+
+#define DT_BACKEND_OPS_VERSION 1
+
+struct dt_backend_ops {
+    int version;
+    const char *name;
+    enum dt_status (*init)(struct dt_backend *be, const struct dt_backend_options *opt,
+                           struct dt_error *err);
+    void (*destroy)(struct dt_backend *be);
+    void *(*alloc)(struct dt_backend *be, size_t bytes);
+    void (*free)(struct dt_backend *be, void *p);
+    void (*upload)(struct dt_backend *be, void *dst, const void *src, size_t bytes);
+    void (*download)(struct dt_backend *be, void *dst, const void *src, size_t bytes);
+    const void *(*host_view)(struct dt_backend *be, const void *p); /* optional */
+
+    enum dt_status (*dense_forward)(struct dt_backend *, float *, const float *, const float *,
+                                    const float *, int64_t, int64_t, int64_t,
+                                    const struct dt_policy *);
+    enum dt_status (*dense_backward_data)(struct dt_backend *, float *, const float *,
+                                          const float *, int64_t, int64_t, int64_t,
+                                          const struct dt_policy *);
+    enum dt_status (*dense_backward_weight)(struct dt_backend *, float *, const float *,
+                                            const float *, int64_t, int64_t, int64_t,
+                                            const struct dt_policy *);
+    enum dt_status (*bias_backward)(struct dt_backend *, float *, const float *, int64_t,
+                                    int64_t, const struct dt_policy *);
+    enum dt_status (*relu_forward)(struct dt_backend *, float *, const float *, int64_t,
+                                   const struct dt_policy *);
+    enum dt_status (*relu_backward)(struct dt_backend *, float *, const float *, const float *,
+                                    int64_t, const struct dt_policy *);
+    enum dt_status (*softmax_xent_forward)(struct dt_backend *, float *, float *, int64_t *,
+                                           const float *, const int32_t *, int64_t, int64_t,
+                                           const struct dt_policy *);
+    enum dt_status (*softmax_xent_backward)(struct dt_backend *, float *, const float *,
+                                            const int32_t *, int64_t, int64_t,
+                                            const struct dt_policy *);
+    enum dt_status (*sgd_update)(struct dt_backend *, float *, float *, const float *, int64_t,
+                                 float, float, float, const struct dt_policy *);
+};
+
+struct dt_backend {
+    const struct dt_backend_ops *ops;
+    void *ctx; /* the backend's own state */
+    int threads;
+};
+
+extern const struct dt_backend_ops dt_backend_cpu_ops;
+extern const struct dt_backend_ops dt_backend_cuda_ops;
+
+#endif

@@ -1,0 +1,44 @@
+/* ReLU on the CPU backend. Elementwise, so every policy gives the same bits. */
+#include "nets/cpu/cpu.h"
+
+struct relu_job {
+    float *out;
+    const float *a, *b;
+};
+
+DT_VECTOR_CLONES
+static void relu_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct relu_job *j = ctx;
+    float *restrict y = j->out;
+    const float *restrict x = j->a;
+    for (int64_t i = begin; i < end; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+DT_VECTOR_CLONES
+static void relu_backward_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct relu_job *j = ctx;
+    float *dx = j->out;
+    const float *dy = j->a, *restrict y = j->b;
+    for (int64_t i = begin; i < end; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+/* portable: elementwise; NaN inputs give 0 (x > 0 is false for NaN) -- the NaN check on
+ * losses and weights catches them upstream. */
+enum dt_status dt_cpu_relu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
+                                   const struct dt_policy *pol)
+{
+    struct relu_job job = {y, x, NULL};
+    dt_pool_run(dt_cpu(be)->pool, n, 4096, relu_forward_part, &job);
+    return DT_OK;
+}
+
+/* portable: elementwise. The subgradient at 0 is 0. */
+enum dt_status dt_cpu_relu_backward(struct dt_backend *be, float *dx, const float *dy,
+                                    const float *y, int64_t n, const struct dt_policy *pol)
+{
+    struct relu_job job = {dx, dy, y};
+    dt_pool_run(dt_cpu(be)->pool, n, 4096, relu_backward_part, &job);
+    return DT_OK;
+}

@@ -1,0 +1,89 @@
+/* CPU backend: the reference implementation every other backend is compared with.
+ * Host memory, a pthread pool of a configurable size, and the ops in nets/cpu/. */
+#include <string.h>
+#include <unistd.h>
+
+#include "nets/cpu/cpu.h"
+
+static int online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    if (n > 64) n = 64;
+    return (int)n;
+}
+
+static enum dt_status cpu_init(struct dt_backend *be, const struct dt_backend_options *opt,
+                               struct dt_error *err)
+{
+    int threads = opt->threads > 0 ? opt->threads : online_cpus();
+    if (threads > 256)
+        return dt_error_set(err, DT_ERR_USAGE, "backend 'cpu': %d threads is more than 256",
+                            threads);
+    struct dt_cpu_ctx *c = dt_xcalloc(1, sizeof *c);
+    c->pool = dt_pool_create(threads);
+    be->ctx = c;
+    be->threads = threads;
+    return DT_OK;
+}
+
+static void cpu_destroy(struct dt_backend *be)
+{
+    struct dt_cpu_ctx *c = dt_cpu(be);
+    if (!c) return;
+    dt_pool_destroy(c->pool);
+    free(c->scratch);
+    free(c);
+    be->ctx = NULL;
+}
+
+float *dt_cpu_scratch(struct dt_backend *be, size_t n)
+{
+    struct dt_cpu_ctx *c = dt_cpu(be);
+    if (c->scratch_floats < n) {
+        free(c->scratch);
+        c->scratch = dt_xmalloc(n * sizeof(float));
+        c->scratch_floats = n;
+    }
+    return c->scratch;
+}
+
+static void *cpu_alloc(struct dt_backend *be, size_t bytes)
+{
+    /* 64-byte alignment keeps vector loads on cache lines. */
+    size_t rounded = (bytes + 63) / 64 * 64;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    DT_ASSERT_MSG(p != NULL, "out of memory in the CPU backend");
+    memset(p, 0, rounded ? rounded : 64);
+    return p;
+}
+
+static void cpu_free(struct dt_backend *be, void *p) { free(p); }
+
+static void cpu_copy(struct dt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    if (dst != src) memmove(dst, src, bytes);
+}
+
+static const void *cpu_host_view(struct dt_backend *be, const void *p) { return p; }
+
+const struct dt_backend_ops dt_backend_cpu_ops = {
+    .version = DT_BACKEND_OPS_VERSION,
+    .name = "cpu",
+    .init = cpu_init,
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .host_view = cpu_host_view,
+    .dense_forward = dt_cpu_dense_forward,
+    .dense_backward_data = dt_cpu_dense_backward_data,
+    .dense_backward_weight = dt_cpu_dense_backward_weight,
+    .bias_backward = dt_cpu_bias_backward,
+    .relu_forward = dt_cpu_relu_forward,
+    .relu_backward = dt_cpu_relu_backward,
+    .softmax_xent_forward = dt_cpu_softmax_xent_forward,
+    .softmax_xent_backward = dt_cpu_softmax_xent_backward,
+    .sgd_update = dt_cpu_sgd_update,
+};

@@ -1,0 +1,57 @@
+/* Private to the CPU backend: its context and the op functions it registers. */
+#ifndef DT_CPU_H
+#define DT_CPU_H
+
+#include "nets/backend_impl.h"
+#include "nets/cpu/threadpool.h"
+
+/* Kernels compiled twice (AVX2 and baseline) and picked at load time. Bits do not change
+ * between the two: contraction is off (-ffp-contract=off) and vectors run across
+ * independent outputs, never across a sum. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DT_NO_CLONES)
+#define DT_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define DT_VECTOR_CLONES
+#endif
+
+struct dt_cpu_ctx {
+    struct dt_pool *pool;
+    float *scratch; /* transposes; grown on demand */
+    size_t scratch_floats;
+};
+
+static inline struct dt_cpu_ctx *dt_cpu(struct dt_backend *be)
+{
+    return (struct dt_cpu_ctx *)be->ctx;
+}
+
+/* Scratch space of at least n floats (valid until the next call). */
+float *dt_cpu_scratch(struct dt_backend *be, size_t n);
+
+enum dt_status dt_cpu_dense_forward(struct dt_backend *be, float *y, const float *x,
+                                    const float *w, const float *bias, int64_t B, int64_t in,
+                                    int64_t out, const struct dt_policy *pol);
+enum dt_status dt_cpu_dense_backward_data(struct dt_backend *be, float *dx, const float *dy,
+                                          const float *w, int64_t B, int64_t in, int64_t out,
+                                          const struct dt_policy *pol);
+enum dt_status dt_cpu_dense_backward_weight(struct dt_backend *be, float *dw, const float *x,
+                                            const float *dy, int64_t B, int64_t in, int64_t out,
+                                            const struct dt_policy *pol);
+enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const float *dy,
+                                    int64_t B, int64_t out, const struct dt_policy *pol);
+enum dt_status dt_cpu_relu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
+                                   const struct dt_policy *pol);
+enum dt_status dt_cpu_relu_backward(struct dt_backend *be, float *dx, const float *dy,
+                                    const float *y, int64_t n, const struct dt_policy *pol);
+enum dt_status dt_cpu_softmax_xent_forward(struct dt_backend *be, float *probs, float *loss_host,
+                                           int64_t *correct_host, const float *logits,
+                                           const int32_t *labels, int64_t B, int64_t C,
+                                           const struct dt_policy *pol);
+enum dt_status dt_cpu_softmax_xent_backward(struct dt_backend *be, float *dlogits,
+                                            const float *probs, const int32_t *labels,
+                                            int64_t B, int64_t C, const struct dt_policy *pol);
+enum dt_status dt_cpu_sgd_update(struct dt_backend *be, float *w, float *v, const float *g,
+                                 int64_t n, float lr, float momentum, float weight_decay,
+                                 const struct dt_policy *pol);
+
+#endif

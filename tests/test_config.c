@@ -1,0 +1,477 @@
+/* Tests for harness/config: loading, defaults, every error class with its exact
+ * file:line:column, --set overrides, and the JSON / Markdown outputs of the key table.
+ * Fixtures live in tests/data/config/; each error fixture has one fault. */
+#include "tests/check.h"
+
+#include <errno.h>
+
+#include "harness/config.h"
+
+#define CFG(file) DT_TEST_DATA_DIR "/config/" file
+
+static enum dt_status load(struct dt_experiment *e, const char *path, const char *const *sets,
+                           int n_sets, struct dt_error *err)
+{
+    memset(err, 0, sizeof *err);
+    return dt_config_load(e, path, sets, n_sets, err);
+}
+
+/* Load and expect DT_ERR_CONFIG at file:line:column, with `want` in the message. */
+static void expect_error_at(const char *path, const char *const *sets, int n_sets,
+                            const char *file, int line, int column, const char *want)
+{
+    struct dt_experiment e;
+    struct dt_error err;
+    int before = dt_check_failures_;
+    CHECK_INT_EQ(load(&e, path, sets, n_sets, &err), DT_ERR_CONFIG);
+    CHECK_INT_EQ(err.status, DT_ERR_CONFIG);
+    CHECK_STR_EQ(err.file, file);
+    CHECK_INT_EQ(err.line, line);
+    CHECK_INT_EQ(err.column, column);
+    CHECK_CONTAINS(err.msg, want);
+    char prefix[1100];
+    snprintf(prefix, sizeof prefix, "%s:%d:%d: ", file, line, column);
+    CHECK(strncmp(err.msg, prefix, strlen(prefix)) == 0);
+    if (dt_check_failures_ != before) fprintf(stderr, "  (loading %s; message: %s)\n", path, err.msg);
+}
+
+/* The same for a fixture expected to fail on its own. */
+static void expect_file_error(const char *path, int line, int column, const char *want)
+{
+    expect_error_at(path, NULL, 0, path, line, column, want);
+}
+
+/* A --set that must fail at --set:<index>:<column>. Loaded over minimal.yaml. */
+static void expect_set_error(const char *const *sets, int n_sets, int index, int column,
+                             const char *want)
+{
+    expect_error_at(CFG("minimal.yaml"), sets, n_sets, "--set", index, column, want);
+}
+
+DT_TEST(load_full)
+{
+    struct dt_experiment e;
+    struct dt_error err;
+    CHECK_INT_EQ(load(&e, CFG("full.yaml"), NULL, 0, &err), DT_OK);
+    CHECK_STR_EQ(e.name, "full-run_1.a");
+    CHECK_STR_EQ(e.dataset.name, "fashion-mnist");
+    CHECK_STR_EQ(e.dataset.path, "/data/fmnist");
+    CHECK_INT_EQ(e.dataset.train_limit, 1000);
+    CHECK_INT_EQ(e.dataset.test_limit, 500);
+    CHECK_INT_EQ(e.model.kind, DT_MODEL_MLP);
+    CHECK_INT_EQ(e.model.n_hidden, 3);
+    CHECK_INT_EQ(e.model.hidden[0], 512);
+    CHECK_INT_EQ(e.model.hidden[1], 256);
+    CHECK_INT_EQ(e.model.hidden[2], 64);
+    CHECK_INT_EQ(e.train.steps, 1234);
+    CHECK_INT_EQ(e.train.batch, 32);
+    CHECK_INT_EQ(e.train.optimizer.kind, DT_OPTIMIZER_SGD);
+    CHECK(e.train.optimizer.lr == 0.125);
+    CHECK(e.train.optimizer.momentum == 0.5);
+    CHECK(e.train.optimizer.weight_decay == 0.0001);
+    CHECK(e.train.seed == UINT64_MAX);
+    CHECK_INT_EQ(e.train.eval_every, 100);
+    CHECK_INT_EQ(e.backend.device, DT_DEVICE_CUDA);
+    CHECK_INT_EQ(e.backend.threads, 8);
+    CHECK_INT_EQ(e.n_policies, 3);
+    CHECK_INT_EQ(e.policies[0].base, DT_LEVEL_FAST);
+    CHECK_INT_EQ(e.policies[1].base, DT_LEVEL_RUN_TO_RUN);
+    CHECK_INT_EQ(e.policies[2].base, DT_LEVEL_PORTABLE);
+    CHECK_STR_EQ(e.policies[1].name, "run_to_run");
+    CHECK_INT_EQ(e.replicas, 3);
+    CHECK_INT_EQ(e.vary, DT_VARY_INIT | DT_VARY_DATA_ORDER);
+    CHECK_INT_EQ(e.hash.every, 10);
+    CHECK(e.hash.per_tensor);
+    CHECK_STR_EQ(e.source, CFG("full.yaml"));
+}
+
+DT_TEST(load_minimal_defaults)
+{
+    struct dt_experiment e;
+    struct dt_error err;
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), NULL, 0, &err), DT_OK);
+    CHECK_STR_EQ(e.name, "q");
+    CHECK_STR_EQ(e.dataset.name, "fashion-mnist");
+    CHECK_STR_EQ(e.dataset.path, "");
+    CHECK_INT_EQ(e.dataset.train_limit, 0);
+    CHECK_INT_EQ(e.dataset.test_limit, 0);
+    CHECK_INT_EQ(e.model.kind, DT_MODEL_MLP);
+    CHECK_INT_EQ(e.model.n_hidden, 2);
+    CHECK_INT_EQ(e.model.hidden[0], 256);
+    CHECK_INT_EQ(e.model.hidden[1], 128);
+    CHECK_INT_EQ(e.train.steps, 10);
+    CHECK_INT_EQ(e.train.batch, 64);
+    CHECK_INT_EQ(e.train.optimizer.kind, DT_OPTIMIZER_SGD);
+    CHECK(e.train.optimizer.lr == 0.05);
+    CHECK(e.train.optimizer.momentum == 0.9);
+    CHECK(e.train.optimizer.weight_decay == 0.0);
+    CHECK(e.train.seed == 0);
+    CHECK_INT_EQ(e.train.eval_every, 0);
+    CHECK_INT_EQ(e.backend.device, DT_DEVICE_CPU);
+    CHECK_INT_EQ(e.backend.threads, 0);
+    CHECK_INT_EQ(e.n_policies, 1);
+    CHECK_INT_EQ(e.policies[0].base, DT_LEVEL_PORTABLE);
+    CHECK_STR_EQ(e.policies[0].name, "portable");
+    CHECK_INT_EQ(e.replicas, 1);
+    CHECK_INT_EQ(e.vary, 0);
+    CHECK_INT_EQ(e.hash.every, 1);
+    CHECK(!e.hash.per_tensor);
+    CHECK_STR_EQ(e.source, CFG("minimal.yaml"));
+}
+
+/* hidden: [256, 128 (no ']') on line 4; libyaml stops at the next key's ':' (5:6) and
+ * names the flow sequence opened at 4:11. */
+DT_TEST(malformed_yaml)
+{
+    expect_file_error(CFG("malformed.yaml"), 5, 6,
+                      "YAML syntax error: did not find expected ',' or ']' (while parsing a "
+                      "flow sequence at 4:11)");
+}
+
+DT_TEST(unknown_key)
+{
+    struct dt_experiment e;
+    struct dt_error err;
+    CHECK_INT_EQ(load(&e, CFG("unknown_key.yaml"), NULL, 0, &err), DT_ERR_CONFIG);
+    CHECK_STR_EQ(err.msg, CFG("unknown_key.yaml") ":5:3: unknown key 'train.stepz'; "
+                          "did you mean 'train.steps'?");
+    CHECK_INT_EQ(err.line, 5);
+    CHECK_INT_EQ(err.column, 3);
+}
+
+DT_TEST(wrong_type_int)
+{
+    expect_file_error(CFG("wrong_type_int.yaml"), 5, 12,
+                      "key 'train.steps': expected an integer, got 'ten'");
+}
+
+/* A mapping where a scalar belongs, and a scalar where a section's mapping belongs. */
+DT_TEST(wrong_type_mapping)
+{
+    expect_file_error(CFG("wrong_type_mapping.yaml"), 6, 9,
+                      "key 'train.optimizer.lr': expected a finite number, got a mapping");
+    const char *sets[] = {"train.optimizer=3"};
+    expect_set_error(sets, 1, 1, 17, "key 'train.optimizer': expected a mapping of keys, got '3'");
+}
+
+DT_TEST(out_of_range)
+{
+    expect_file_error(CFG("range_momentum.yaml"), 5, 25,
+                      "key 'train.optimizer.momentum': value 1.5 is out of range [0, 1)");
+    expect_file_error(CFG("range_replicas.yaml"), 4, 11,
+                      "key 'replicas': value 0 is out of range [1, 64]");
+    expect_file_error(CFG("range_batch.yaml"), 5, 12,
+                      "key 'train.batch': value -64 is out of range [1, 65536]");
+}
+
+/* Reported at the mapping that should hold the key: train's (4:3) for train.steps; the
+ * root mapping (3:1, after a comment and a blank line) for name. */
+DT_TEST(missing_required)
+{
+    expect_file_error(CFG("missing_nested.yaml"), 4, 3, "missing required key 'train.steps'");
+    expect_file_error(CFG("missing_top.yaml"), 3, 1, "missing required key 'name'");
+}
+
+DT_TEST(duplicate_key)
+{
+    expect_file_error(CFG("duplicate_key.yaml"), 6, 3,
+                      "duplicate key 'train.steps' (first given at 4:3)");
+}
+
+DT_TEST(empty_file)
+{
+    expect_file_error(CFG("empty.yaml"), 1, 1, "empty configuration");
+    expect_file_error(CFG("comments_only.yaml"), 1, 1, "empty configuration");
+}
+
+DT_TEST(root_not_mapping)
+{
+    expect_file_error(CFG("not_mapping.yaml"), 1, 1,
+                      "the configuration must be a mapping of keys, got a list");
+    expect_file_error(CFG("two_documents.yaml"), 4, 1,
+                      "expected one YAML document, found a second one");
+}
+
+DT_TEST(file_missing)
+{
+    struct dt_experiment e;
+    struct dt_error err;
+    const char *path = CFG("no_such_file.yaml");
+    CHECK_INT_EQ(load(&e, path, NULL, 0, &err), DT_ERR_IO);
+    CHECK_INT_EQ(err.status, DT_ERR_IO);
+    CHECK_CONTAINS(err.msg, path);
+    CHECK_CONTAINS(err.msg, strerror(ENOENT));
+}
+
+DT_TEST(bad_policy)
+{
+    expect_file_error(CFG("bad_policy.yaml"), 4, 18,
+                      "key 'policies', item 2: unknown determinism level 'quick'");
+}
+
+DT_TEST(duplicate_policy)
+{
+    expect_file_error(CFG("duplicate_policy.yaml"), 7, 5,
+                      "key 'policies', item 3: 'portable' is listed twice");
+}
+
+DT_TEST(bad_vary)
+{
+    expect_file_error(CFG("bad_vary.yaml"), 4, 14,
+                      "key 'vary', item 2: unknown value 'weights' (expected init or data_order)");
+    const char *sets[] = {"vary=[init, init]"};
+    expect_set_error(sets, 1, 1, 13, "key 'vary', item 2: 'init' is listed twice");
+}
+
+/* Overrides apply after the file, in order: the last one wins. */
+DT_TEST(set_changes_value)
+{
+    const char *sets[] = {"train.steps=5", "train.steps=7", "backend.device=cuda",
+                          "hash.per_tensor=on", "policies=fast", " train.batch = 12 ",
+                          "train={eval_every: 3, seed: 42}"};
+    struct dt_experiment e;
+    struct dt_error err;
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), sets, 7, &err), DT_OK);
+    CHECK_INT_EQ(e.train.steps, 7);
+    CHECK_INT_EQ(e.backend.device, DT_DEVICE_CUDA);
+    CHECK(e.hash.per_tensor);
+    CHECK_INT_EQ(e.n_policies, 1);
+    CHECK_INT_EQ(e.policies[0].base, DT_LEVEL_FAST);
+    CHECK_INT_EQ(e.train.batch, 12);
+    CHECK_INT_EQ(e.train.eval_every, 3);
+    CHECK(e.train.seed == 42);
+}
+
+DT_TEST(set_list)
+{
+    struct dt_experiment e;
+    struct dt_error err;
+    const char *one[] = {"model.hidden=[32]", "policies=[fast, portable]", "vary=[data_order]"};
+    CHECK_INT_EQ(load(&e, CFG("full.yaml"), one, 3, &err), DT_OK);
+    CHECK_INT_EQ(e.model.n_hidden, 1);
+    CHECK_INT_EQ(e.model.hidden[0], 32);
+    CHECK_INT_EQ(e.n_policies, 2);
+    CHECK_STR_EQ(e.policies[0].name, "fast");
+    CHECK_STR_EQ(e.policies[1].name, "portable");
+    CHECK_INT_EQ(e.vary, DT_VARY_DATA_ORDER);
+    const char *none[] = {"model.hidden=[]", "vary=[]"};
+    CHECK_INT_EQ(load(&e, CFG("full.yaml"), none, 2, &err), DT_OK);
+    CHECK_INT_EQ(e.model.n_hidden, 0);
+    CHECK_INT_EQ(e.vary, 0);
+}
+
+/* The location is --set:<1-based index>:<column of the value in the assignment>. */
+DT_TEST(set_bad_value)
+{
+    const char *sets[] = {"train.steps=5", "train.steps=abc"};
+    struct dt_experiment e;
+    struct dt_error err;
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), sets, 2, &err), DT_ERR_CONFIG);
+    CHECK_STR_EQ(err.msg, "--set:2:13: key 'train.steps': expected an integer, got 'abc'");
+    const char *list[] = {"model.hidden=[1, 0]"};
+    expect_set_error(list, 1, 1, 18, "key 'model.hidden', item 2: value 0 is out of range");
+    const char *syntax[] = {"model.hidden=[1"};
+    expect_set_error(syntax, 1, 1, 16, "key 'model.hidden': YAML syntax error:");
+    const char *empty[] = {"replicas="};
+    expect_set_error(empty, 1, 1, 10, "key 'replicas': no value given");
+}
+
+DT_TEST(set_unknown_key)
+{
+    const char *sets[] = {"replicas=2", " train.stepz=3"};
+    expect_set_error(sets, 2, 2, 2,
+                     "unknown key 'train.stepz'; did you mean 'train.steps'?");
+    const char *section[] = {"trian.steps=3"};
+    expect_set_error(section, 1, 1, 1, "unknown key 'trian.steps'; did you mean 'train.steps'?");
+    const char *nested[] = {"train={batch: 2, stepz: 3}"};
+    expect_set_error(nested, 1, 1, 18, "unknown key 'train.stepz'");
+}
+
+DT_TEST(set_missing_equals)
+{
+    const char *sets[] = {"train.steps=3", "train.steps"};
+    expect_set_error(sets, 2, 2, 1, "expected key.path=value, got 'train.steps'");
+}
+
+/* The required check runs after every override, so a --set may supply the key. */
+DT_TEST(set_supplies_required)
+{
+    struct dt_experiment e;
+    struct dt_error err;
+    const char *steps[] = {"train.steps=3"};
+    CHECK_INT_EQ(load(&e, CFG("missing_nested.yaml"), steps, 1, &err), DT_OK);
+    CHECK_INT_EQ(e.train.steps, 3);
+    CHECK(e.train.optimizer.lr == 0.1);
+    const char *name[] = {"name=from-cli"};
+    CHECK_INT_EQ(load(&e, CFG("missing_top.yaml"), name, 1, &err), DT_OK);
+    CHECK_STR_EQ(e.name, "from-cli");
+}
+
+/* Scalar rules: decimal integers only, 64-bit overflow, open/closed double bounds,
+ * finite doubles, boolean words, quoted numbers refused, string limits. */
+DT_TEST(scalar_parsing)
+{
+    struct dt_experiment e;
+    struct dt_error err;
+    const char *good[] = {"train.seed=18446744073709551615", "train.optimizer.lr=10",
+                          "train.optimizer.momentum=0", "train.optimizer.weight_decay=1",
+                          "hash.per_tensor=YES", "dataset.name='fashion-mnist'"};
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), good, 6, &err), DT_OK);
+    CHECK(e.train.seed == UINT64_MAX);
+    CHECK(e.train.optimizer.lr == 10.0);
+    CHECK(e.train.optimizer.weight_decay == 1.0);
+    CHECK(e.hash.per_tensor);
+
+    const char *seed[] = {"train.seed=18446744073709551616"};
+    expect_set_error(seed, 1, 1, 12, "value 18446744073709551616 is out of range [0, 18446744073709551615]");
+    const char *neg_seed[] = {"train.seed=-1"};
+    expect_set_error(neg_seed, 1, 1, 12, "key 'train.seed': value -1 is out of range");
+    const char *junk[] = {"train.steps=10x"};
+    expect_set_error(junk, 1, 1, 13, "key 'train.steps': expected an integer, got '10x'");
+    const char *hex[] = {"train.steps=0x10"};
+    expect_set_error(hex, 1, 1, 13, "expected an integer, got '0x10'");
+    const char *big[] = {"train.steps=9223372036854775808"};
+    expect_set_error(big, 1, 1, 13, "value 9223372036854775808 is out of range [1, 1000000000]");
+    const char *quoted[] = {"train.steps='10'"};
+    expect_set_error(quoted, 1, 1, 13, "expected an integer, got the quoted string '10'");
+    const char *lr0[] = {"train.optimizer.lr=0"};
+    expect_set_error(lr0, 1, 1, 20, "value 0 is out of range (0, 10]");
+    const char *not_a_number[] = {"train.optimizer.lr=nan"};
+    expect_set_error(not_a_number, 1, 1, 20, "expected a finite number, got 'nan'");
+    const char *huge[] = {"train.optimizer.lr=1e999"};
+    expect_set_error(huge, 1, 1, 20, "expected a finite number, got '1e999'");
+    const char *flag[] = {"hash.per_tensor=1"};
+    expect_set_error(flag, 1, 1, 17, "key 'hash.per_tensor': expected a boolean");
+    const char *device[] = {"backend.device=gpu"};
+    expect_set_error(device, 1, 1, 16, "unknown value 'gpu' (expected cpu or cuda)");
+    const char *threads[] = {"backend.threads=257"};
+    expect_set_error(threads, 1, 1, 17, "value 257 is out of range [0, 256]");
+    const char *name[] = {"name=a/b"};
+    expect_set_error(name, 1, 1, 6, "key 'name': 'a/b' contains '/' at position 2");
+    const char *noname[] = {"name=''"};
+    expect_set_error(noname, 1, 1, 6, "key 'name': must not be empty");
+    char longname[200] = "name=";
+    memset(longname + 5, 'x', 128);
+    const char *toolong[] = {longname};
+    expect_set_error(toolong, 1, 1, 6, "key 'name': value is 128 characters long; at most 127");
+}
+
+DT_TEST(hidden_items)
+{
+    const char *many[] = {"model.hidden=[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]"};
+    expect_set_error(many, 1, 1, 14, "key 'model.hidden': expected 0 to 16 items, got 17");
+    const char *nested[] = {"model.hidden=[8, [2]]"};
+    expect_set_error(nested, 1, 1, 18, "key 'model.hidden', item 2: expected an integer, got a list");
+    const char *wide[] = {"model.hidden=[65537]"};
+    expect_set_error(wide, 1, 1, 15, "value 65537 is out of range [1, 65536]");
+    const char *no_policy[] = {"policies=[]"};
+    expect_set_error(no_policy, 1, 1, 10, "key 'policies': expected 1 to 16 items, got 0");
+}
+
+/* Count the structural characters of a JSON text outside its strings. */
+static void json_balance(const char *s, int *braces, int *brackets, int *min_depth)
+{
+    bool in_string = false;
+    *braces = *brackets = 0;
+    *min_depth = 1;
+    for (const char *p = s; *p; p++) {
+        if (in_string) {
+            if (*p == '\\') p++;
+            else if (*p == '"') in_string = false;
+            continue;
+        }
+        if (*p == '"') in_string = true;
+        else if (*p == '{') (*braces)++;
+        else if (*p == '}') (*braces)--;
+        else if (*p == '[') (*brackets)++;
+        else if (*p == ']') (*brackets)--;
+        if (*braces < *min_depth && p[1]) *min_depth = *braces; /* closed before the end */
+    }
+}
+
+DT_TEST(write_json)
+{
+    struct dt_experiment e;
+    struct dt_error err;
+    const char *sets[] = {"policies=[fast, portable]", "vary=[init]", "dataset.path=\"a\\\"b\\\\c\""};
+    CHECK_INT_EQ(load(&e, CFG("full.yaml"), sets, 3, &err), DT_OK);
+    CHECK_STR_EQ(e.dataset.path, "a\"b\\c");
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    CHECK(f != NULL);
+    if (!f) return;
+    dt_config_write_json(f, &e);
+    fclose(f);
+    CHECK(size > 2 && text[0] == '{' && text[size - 1] == '}');
+    CHECK_CONTAINS(text, "{\"name\":\"full-run_1.a\",\"dataset\":{\"name\":\"fashion-mnist\","
+                         "\"path\":\"a\\\"b\\\\c\",\"train_limit\":1000,\"test_limit\":500},");
+    CHECK_CONTAINS(text, "\"model\":{\"kind\":\"mlp\",\"hidden\":[512,256,64]}");
+    CHECK_CONTAINS(text, "\"optimizer\":{\"kind\":\"sgd\",\"lr\":0.125,\"momentum\":0.5,"
+                         "\"weight_decay\":0.0001}");
+    CHECK_CONTAINS(text, "\"seed\":18446744073709551615,\"eval_every\":100}");
+    CHECK_CONTAINS(text, "\"backend\":{\"device\":\"cuda\",\"threads\":8}");
+    CHECK_CONTAINS(text, "\"policies\":[\"fast\",\"portable\"]");
+    CHECK_CONTAINS(text, "\"replicas\":3,\"vary\":[\"init\"]");
+    CHECK_CONTAINS(text, "\"hash\":{\"every\":10,\"per_tensor\":true}}");
+    int braces, brackets, min_depth;
+    json_balance(text, &braces, &brackets, &min_depth);
+    CHECK_INT_EQ(braces, 0);
+    CHECK_INT_EQ(brackets, 0);
+    CHECK_INT_EQ(min_depth, 1);
+
+    free(text);
+
+    /* doubles are written with %.17g, so they read back to the same bits */
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), NULL, 0, &err), DT_OK);
+    text = NULL;
+    f = open_memstream(&text, &size);
+    CHECK(f != NULL);
+    if (!f) return;
+    dt_config_write_json(f, &e);
+    fclose(f);
+    CHECK_CONTAINS(text, "\"lr\":0.050000000000000003,\"momentum\":0.90000000000000002");
+    CHECK_CONTAINS(text, "\"vary\":[]");
+    free(text);
+}
+
+DT_TEST(write_reference)
+{
+    static const char *const every_key[] = {
+        "name", "dataset.name", "dataset.path", "dataset.train_limit", "dataset.test_limit",
+        "model.kind", "model.hidden", "train.steps", "train.batch", "train.optimizer.kind",
+        "train.optimizer.lr", "train.optimizer.momentum", "train.optimizer.weight_decay",
+        "train.seed", "train.eval_every", "backend.device", "backend.threads", "policies",
+        "replicas", "vary", "hash.every", "hash.per_tensor"};
+    int n_keys = (int)(sizeof every_key / sizeof every_key[0]);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    CHECK(f != NULL);
+    if (!f) return;
+    dt_config_write_reference(f);
+    fclose(f);
+    CHECK(strncmp(text, "| key | type | default | range / values | required | meaning |\n", 62) == 0);
+    int lines = 0;
+    for (const char *p = text; *p; p++) lines += *p == '\n';
+    CHECK_INT_EQ(lines, n_keys + 2);
+    for (int i = 0; i < n_keys; i++) {
+        char cell[96];
+        snprintf(cell, sizeof cell, "| `%s` |", every_key[i]);
+        CHECK_CONTAINS(text, cell);
+    }
+    CHECK_CONTAINS(text, "| `train.steps` | integer |  | [1, 1000000000] | yes |");
+    CHECK_CONTAINS(text, "| `train.optimizer.momentum` | number | `0.9` | [0, 1) | no |");
+    CHECK_CONTAINS(text, "| `backend.device` | choice | `cpu` | cpu, cuda | no |");
+    free(text);
+}
+
+DT_TEST_MAIN(DT_CASE(load_full), DT_CASE(load_minimal_defaults), DT_CASE(malformed_yaml),
+             DT_CASE(unknown_key), DT_CASE(wrong_type_int), DT_CASE(wrong_type_mapping),
+             DT_CASE(out_of_range), DT_CASE(missing_required), DT_CASE(duplicate_key),
+             DT_CASE(empty_file), DT_CASE(root_not_mapping), DT_CASE(file_missing),
+             DT_CASE(bad_policy), DT_CASE(duplicate_policy), DT_CASE(bad_vary),
+             DT_CASE(set_changes_value), DT_CASE(set_list), DT_CASE(set_bad_value),
+             DT_CASE(set_unknown_key), DT_CASE(set_missing_equals), DT_CASE(set_supplies_required),
+             DT_CASE(scalar_parsing), DT_CASE(hidden_items), DT_CASE(write_json),
+             DT_CASE(write_reference))

@@ -1,0 +1,360 @@
+/* CPU ops: every backward against central finite differences of a double-precision
+ * reference forward; forwards against the double reference; SGD against its formula;
+ * the dense kernels' bits independent of the thread count. */
+#include <stdint.h>
+
+#include "nets/backend.h"
+#include "nets/model.h"
+#include "tests/check.h"
+
+static uint64_t rng_state = 0x243f6a8885a308d3ULL;
+static double urand(void) /* uniform in [-1, 1) */
+{
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(rng_state >> 11) * 0x1p-52 - 1.0;
+}
+static void fill(float *v, int64_t n, double scale)
+{
+    for (int64_t i = 0; i < n; i++) v[i] = (float)(scale * urand());
+}
+
+static struct dt_backend *cpu(int threads)
+{
+    struct dt_backend *be = NULL;
+    struct dt_backend_options opt = {DT_BACKEND_CPU, threads, 0};
+    struct dt_error err;
+    DT_ASSERT(dt_backend_create(&be, &opt, &err) == DT_OK);
+    return be;
+}
+
+static struct dt_policy policy(void)
+{
+    struct dt_policy p;
+    dt_policy_from_level(&p, DT_LEVEL_PORTABLE);
+    return p;
+}
+
+/* |a - b| <= atol + rtol * |b| for every element; prints the first violation. */
+static void check_close(const char *what, const float *a, const double *b, int64_t n,
+                        double atol, double rtol)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= atol + rtol * fabs(b[i]))) {
+            fprintf(stderr, "%s[%lld]: got %.9g, reference %.12g (diff %.3g)\n", what,
+                    (long long)i, (double)a[i], b[i], d);
+            dt_check_failures_++;
+            return;
+        }
+    }
+}
+
+/* ---- dense ---------------------------------------------------------------------------- */
+
+enum { DB = 9, DIN = 7, DOUT = 5 };
+static float dx_[DB * DIN], dw_[DIN * DOUT], dbias_[DOUT], dr_[DB * DOUT];
+
+/* L = sum r .* (x w + bias), all in double, from double copies of the inputs. */
+static double dense_loss_ref(const double *x, const double *w, const double *bias)
+{
+    double L = 0;
+    for (int b = 0; b < DB; b++)
+        for (int o = 0; o < DOUT; o++) {
+            double y = bias[o];
+            for (int k = 0; k < DIN; k++) y += x[b * DIN + k] * w[k * DOUT + o];
+            L += (double)dr_[b * DOUT + o] * y;
+        }
+    return L;
+}
+
+/* Central differences of dense_loss_ref w.r.t. every element of one input array. */
+static void dense_fd(double *grad, int which, int64_t n)
+{
+    double x[DB * DIN], w[DIN * DOUT], bias[DOUT];
+    for (int i = 0; i < DB * DIN; i++) x[i] = dx_[i];
+    for (int i = 0; i < DIN * DOUT; i++) w[i] = dw_[i];
+    for (int i = 0; i < DOUT; i++) bias[i] = dbias_[i];
+    double *v = which == 0 ? x : which == 1 ? w : bias;
+    const double h = 1e-4;
+    for (int64_t i = 0; i < n; i++) {
+        double keep = v[i];
+        v[i] = keep + h;
+        double lp = dense_loss_ref(x, w, bias);
+        v[i] = keep - h;
+        double lm = dense_loss_ref(x, w, bias);
+        v[i] = keep;
+        grad[i] = (lp - lm) / (2 * h);
+    }
+}
+
+DT_TEST(dense_forward_matches_double)
+{
+    fill(dx_, DB * DIN, 1.0);
+    fill(dw_, DIN * DOUT, 0.5);
+    fill(dbias_, DOUT, 0.1);
+    struct dt_backend *be = cpu(2);
+    struct dt_policy pol = policy();
+    float y[DB * DOUT];
+    double ref[DB * DOUT];
+    CHECK(dt_dense_forward(be, y, dx_, dw_, dbias_, DB, DIN, DOUT, &pol) == DT_OK);
+    for (int b = 0; b < DB; b++)
+        for (int o = 0; o < DOUT; o++) {
+            double s = dbias_[o];
+            for (int k = 0; k < DIN; k++) s += (double)dx_[b * DIN + k] * dw_[k * DOUT + o];
+            ref[b * DOUT + o] = s;
+        }
+    check_close("dense forward", y, ref, DB * DOUT, 1e-6, 1e-5);
+    dt_backend_destroy(be);
+}
+
+DT_TEST(dense_backward_gradcheck)
+{
+    fill(dx_, DB * DIN, 1.0);
+    fill(dw_, DIN * DOUT, 0.5);
+    fill(dbias_, DOUT, 0.1);
+    fill(dr_, DB * DOUT, 1.0);
+    struct dt_backend *be = cpu(2);
+    struct dt_policy pol = policy();
+    float gx[DB * DIN], gw[DIN * DOUT], gb[DOUT];
+    CHECK(dt_dense_backward_data(be, gx, dr_, dw_, DB, DIN, DOUT, &pol) == DT_OK);
+    CHECK(dt_dense_backward_weight(be, gw, dx_, dr_, DB, DIN, DOUT, &pol) == DT_OK);
+    CHECK(dt_bias_backward(be, gb, dr_, DB, DOUT, &pol) == DT_OK);
+    double fx[DB * DIN], fw[DIN * DOUT], fb[DOUT];
+    dense_fd(fx, 0, DB * DIN);
+    dense_fd(fw, 1, DIN * DOUT);
+    dense_fd(fb, 2, DOUT);
+    check_close("dL/dx", gx, fx, DB * DIN, 1e-5, 1e-4);
+    check_close("dL/dw", gw, fw, DIN * DOUT, 1e-5, 1e-4);
+    check_close("dL/dbias", gb, fb, DOUT, 1e-5, 1e-4);
+    dt_backend_destroy(be);
+}
+
+/* ---- relu ----------------------------------------------------------------------------- */
+
+DT_TEST(relu_gradcheck)
+{
+    enum { N = 64 };
+    float x[N], r[N], y[N], g[N];
+    fill(x, N, 1.0);
+    fill(r, N, 1.0);
+    for (int i = 0; i < N; i++)
+        if (fabsf(x[i]) < 0.01f) x[i] = 0.5f; /* keep away from the kink */
+    struct dt_backend *be = cpu(2);
+    struct dt_policy pol = policy();
+    CHECK(dt_relu_forward(be, y, x, N, &pol) == DT_OK);
+    CHECK(dt_relu_backward(be, g, r, y, N, &pol) == DT_OK);
+    double fd[N], yref[N];
+    const double h = 1e-4;
+    for (int i = 0; i < N; i++) {
+        double xp = (double)x[i] + h, xm = (double)x[i] - h;
+        fd[i] = (double)r[i] * ((xp > 0 ? xp : 0) - (xm > 0 ? xm : 0)) / (2 * h);
+        yref[i] = x[i] > 0 ? x[i] : 0;
+    }
+    check_close("relu forward", y, yref, N, 0, 0);
+    check_close("relu dL/dx", g, fd, N, 1e-6, 1e-6);
+    dt_backend_destroy(be);
+}
+
+/* ---- softmax cross-entropy ------------------------------------------------------------ */
+
+enum { SB = 6, SC = 10 };
+
+static double xent_ref(const double *z, const int32_t *lab)
+{
+    double total = 0;
+    for (int b = 0; b < SB; b++) {
+        double m = z[b * SC];
+        for (int c = 1; c < SC; c++) m = z[b * SC + c] > m ? z[b * SC + c] : m;
+        double s = 0;
+        for (int c = 0; c < SC; c++) s += exp(z[b * SC + c] - m);
+        total += log(s) - (z[b * SC + lab[b]] - m);
+    }
+    return total / SB;
+}
+
+DT_TEST(softmax_xent_gradcheck)
+{
+    float z[SB * SC], probs[SB * SC], g[SB * SC];
+    int32_t lab[SB] = {0, 3, 9, 9, 4, 1};
+    fill(z, SB * SC, 3.0);
+    struct dt_backend *be = cpu(2);
+    struct dt_policy pol = policy();
+    float loss;
+    int64_t correct;
+    CHECK(dt_softmax_xent_forward(be, probs, &loss, &correct, z, lab, SB, SC, &pol) == DT_OK);
+    CHECK(dt_softmax_xent_backward(be, g, probs, lab, SB, SC, &pol) == DT_OK);
+    double zd[SB * SC], fd[SB * SC];
+    for (int i = 0; i < SB * SC; i++) zd[i] = z[i];
+    double lref = xent_ref(zd, lab);
+    CHECK_NEAR(loss, lref, 1e-5 * (1 + fabs(lref)));
+    const double h = 1e-5;
+    for (int i = 0; i < SB * SC; i++) {
+        double keep = zd[i];
+        zd[i] = keep + h;
+        double lp = xent_ref(zd, lab);
+        zd[i] = keep - h;
+        double lm = xent_ref(zd, lab);
+        zd[i] = keep;
+        fd[i] = (lp - lm) / (2 * h);
+    }
+    check_close("softmax_xent dL/dz", g, fd, SB * SC, 1e-6, 1e-4);
+    /* argmax accuracy count against a direct computation */
+    int64_t want = 0;
+    for (int b = 0; b < SB; b++) {
+        int arg = 0;
+        for (int c = 1; c < SC; c++) arg = z[b * SC + c] > z[b * SC + arg] ? c : arg;
+        want += arg == lab[b];
+    }
+    CHECK_INT_EQ(correct, want);
+    dt_backend_destroy(be);
+}
+
+/* ---- SGD ------------------------------------------------------------------------------ */
+
+DT_TEST(sgd_matches_formula)
+{
+    enum { N = 1000 };
+    float w[N], v[N], g[N], w0[N], v0[N];
+    fill(w, N, 1.0);
+    fill(v, N, 0.1);
+    fill(g, N, 0.5);
+    memcpy(w0, w, sizeof w);
+    memcpy(v0, v, sizeof v);
+    struct dt_backend *be = cpu(2);
+    struct dt_policy pol = policy();
+    const float lr = 0.1f, mom = 0.9f, wd = 0.01f;
+    CHECK(dt_sgd_update(be, w, v, g, N, lr, mom, wd, &pol) == DT_OK);
+    for (int i = 0; i < N; i++) {
+        /* The documented float sequence, one rounding per operation. */
+        volatile float gi = g[i] + wd * w0[i];
+        volatile float vi = mom * v0[i] + gi;
+        volatile float wi = w0[i] - lr * vi;
+        if (v[i] != vi || w[i] != wi) {
+            fprintf(stderr, "sgd[%d]: got w=%a v=%a, want w=%a v=%a\n", i, w[i], v[i], wi, vi);
+            dt_check_failures_++;
+            break;
+        }
+    }
+    dt_backend_destroy(be);
+}
+
+/* ---- whole MLP: composition of the ops ------------------------------------------------ */
+
+enum { MB = 4, MIN = 6, MH = 5, MC = 3 };
+
+/* Mean cross-entropy of a 6-5-3 ReLU MLP in double; params in the model's layout. */
+static double mlp_loss_ref(double *const p[4], const float *x, const int32_t *lab)
+{
+    double z[MB * MC];
+    for (int b = 0; b < MB; b++) {
+        double h[MH];
+        for (int j = 0; j < MH; j++) {
+            double s = p[1][j];
+            for (int k = 0; k < MIN; k++) s += (double)x[b * MIN + k] * p[0][k * MH + j];
+            h[j] = s > 0 ? s : 0;
+        }
+        for (int c = 0; c < MC; c++) {
+            double s = p[3][c];
+            for (int j = 0; j < MH; j++) s += h[j] * p[2][j * MC + c];
+            z[b * MC + c] = s;
+        }
+    }
+    double total = 0;
+    for (int b = 0; b < MB; b++) {
+        double m = z[b * MC];
+        for (int c = 1; c < MC; c++) m = z[b * MC + c] > m ? z[b * MC + c] : m;
+        double s = 0;
+        for (int c = 0; c < MC; c++) s += exp(z[b * MC + c] - m);
+        total += log(s) - (z[b * MC + lab[b]] - m);
+    }
+    return total / MB;
+}
+
+DT_TEST(mlp_backward_gradcheck)
+{
+    struct dt_backend *be = cpu(2);
+    struct dt_policy pol = policy();
+    struct dt_model *m = NULL;
+    int64_t hidden[1] = {MH};
+    CHECK(dt_mlp_create(&m, be, MIN, hidden, 1, MC, MB, NULL) == DT_OK);
+    CHECK_INT_EQ(m->n_params, 4);
+    dt_model_init(m, 7, 0);
+    float x[MB * MIN];
+    int32_t lab[MB] = {0, 2, 1, 2};
+    fill(x, MB * MIN, 1.0);
+    dt_backend_upload(be, m->x, x, sizeof x);
+    dt_backend_upload(be, m->labels, lab, sizeof lab);
+    float loss;
+    CHECK(m->ops->forward(m, MB, &pol) == DT_OK);
+    CHECK(dt_softmax_xent_forward(be, m->probs, &loss, NULL, m->logits, m->labels, MB, MC,
+                                  &pol) == DT_OK);
+    CHECK(dt_softmax_xent_backward(be, m->dlogits, m->probs, m->labels, MB, MC, &pol) == DT_OK);
+    CHECK(m->ops->backward(m, MB, &pol) == DT_OK);
+    double *p[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = malloc((size_t)m->params[i].n * sizeof(double));
+        for (int64_t k = 0; k < m->params[i].n; k++) p[i][k] = m->params[i].w[k];
+    }
+    CHECK_NEAR(loss, mlp_loss_ref(p, x, lab), 1e-5);
+    const double h = 1e-6;
+    for (int i = 0; i < 4; i++) {
+        double *fd = malloc((size_t)m->params[i].n * sizeof(double));
+        for (int64_t k = 0; k < m->params[i].n; k++) {
+            double keep = p[i][k];
+            p[i][k] = keep + h;
+            double lp = mlp_loss_ref(p, x, lab);
+            p[i][k] = keep - h;
+            double lm = mlp_loss_ref(p, x, lab);
+            p[i][k] = keep;
+            fd[k] = (lp - lm) / (2 * h);
+        }
+        check_close(m->params[i].name, m->params[i].g, fd, m->params[i].n, 1e-5, 1e-3);
+        free(fd);
+    }
+    for (int i = 0; i < 4; i++) free(p[i]);
+    dt_model_destroy(m);
+    dt_backend_destroy(be);
+}
+
+/* ---- thread-count independence -------------------------------------------------------- */
+
+/* Sizes cross the kernels' row blocks (4) and column tiles (512). */
+enum { TB = 37, TIN = 53, TOUT = 600 };
+
+static void dense_all(int threads, float *y, float *gx, float *gw, float *gb, const float *x,
+                      const float *w, const float *bias, const float *r)
+{
+    struct dt_backend *be = cpu(threads);
+    struct dt_policy pol = policy();
+    DT_ASSERT(dt_dense_forward(be, y, x, w, bias, TB, TIN, TOUT, &pol) == DT_OK);
+    DT_ASSERT(dt_dense_backward_data(be, gx, r, w, TB, TIN, TOUT, &pol) == DT_OK);
+    DT_ASSERT(dt_dense_backward_weight(be, gw, x, r, TB, TIN, TOUT, &pol) == DT_OK);
+    DT_ASSERT(dt_bias_backward(be, gb, r, TB, TOUT, &pol) == DT_OK);
+    dt_backend_destroy(be);
+}
+
+DT_TEST(dense_thread_count_independent)
+{
+    static float x[TB * TIN], w[TIN * TOUT], bias[TOUT], r[TB * TOUT];
+    fill(x, TB * TIN, 1.0);
+    fill(w, TIN * TOUT, 0.3);
+    fill(bias, TOUT, 0.1);
+    fill(r, TB * TOUT, 1.0);
+    static float y1[TB * TOUT], gx1[TB * TIN], gw1[TIN * TOUT], gb1[TOUT];
+    static float yn[TB * TOUT], gxn[TB * TIN], gwn[TIN * TOUT], gbn[TOUT];
+    dense_all(1, y1, gx1, gw1, gb1, x, w, bias, r);
+    const int counts[] = {2, 3, 4, 8};
+    for (int t = 0; t < 4; t++) {
+        dense_all(counts[t], yn, gxn, gwn, gbn, x, w, bias, r);
+        if (memcmp(y1, yn, sizeof y1) || memcmp(gx1, gxn, sizeof gx1) ||
+            memcmp(gw1, gwn, sizeof gw1) || memcmp(gb1, gbn, sizeof gb1)) {
+            fprintf(stderr, "dense ops with %d threads differ from 1 thread\n", counts[t]);
+            dt_check_failures_++;
+        }
+    }
+}
+
+DT_TEST_MAIN(DT_CASE(dense_forward_matches_double), DT_CASE(dense_backward_gradcheck),
+             DT_CASE(relu_gradcheck), DT_CASE(softmax_xent_gradcheck),
+             DT_CASE(sgd_matches_formula), DT_CASE(mlp_backward_gradcheck),
+             DT_CASE(dense_thread_count_independent))
