@@ -56,6 +56,7 @@ int dt_status_exit_code(enum dt_status st)
     case DT_ERR_CONFIG:
     case DT_ERR_DATA:
     case DT_ERR_IO:
+    case DT_ERR_UNSUPPORTED: /* a config asking for what this build or backend cannot do */
         return 2;
     case DT_ERR_INTERRUPTED:
         return 130;

@@ -48,7 +48,8 @@ enum dt_status dt_error_set_at(struct dt_error *err, enum dt_status st, const ch
                                int line, int column, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
-/* Map a status to the CLI's exit code: 0 ok; 2 usage/config/input errors; 1 otherwise. */
+/* Map a status to the CLI's exit code: 0 ok; 2 usage, config, input and unsupported-request
+ * errors; 130 interrupted; 1 otherwise. */
 int dt_status_exit_code(enum dt_status st);
 
 void dt_assert_fail(const char *expr, const char *file, int line, const char *msg)

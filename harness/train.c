@@ -323,18 +323,18 @@ enum dt_status dt_train_experiment(const struct dt_experiment *exp,
     /* Everything that can be checked is checked before the first step. */
     DT_FORWARD_IF_ERROR(dt_mkdir_p(opt->out_dir, err));
     DT_FORWARD_IF_ERROR(dt_dir_check_writable(opt->out_dir, err));
-    struct dt_dataset ds;
-    memset(&ds, 0, sizeof ds);
-    DT_FORWARD_IF_ERROR(dt_dataset_load_fashion_mnist(&ds, exp->dataset.path,
-                                                      exp->dataset.train_limit,
-                                                      exp->dataset.test_limit, err));
     struct dt_backend *be = NULL;
     struct dt_backend_options bopt = {exp->backend.device == DT_DEVICE_CUDA ? DT_BACKEND_CUDA
                                                                             : DT_BACKEND_CPU,
                                       exp->backend.threads, 0};
-    enum dt_status st = dt_backend_create(&be, &bopt, err);
+    DT_FORWARD_IF_ERROR(dt_backend_create(&be, &bopt, err));
+    struct dt_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    enum dt_status st = dt_dataset_load_fashion_mnist(&ds, exp->dataset.path,
+                                                      exp->dataset.train_limit,
+                                                      exp->dataset.test_limit, err);
     if (st != DT_OK) {
-        dt_dataset_free(&ds);
+        dt_backend_destroy(be);
         return st;
     }
     struct run_ctx c = {exp, opt, &ds, be};

@@ -1,0 +1,103 @@
+/* Helpers for tests that run the detrain binary or read the files it writes. */
+#ifndef DT_RUN_HELPER_H
+#define DT_RUN_HELPER_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+/* Run a shell command (stdout and stderr together into `out`); return its exit status. */
+static inline int dt_run_capture(char *out, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline int dt_run_capture(char *out, size_t size, const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    char full[8300];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    if (!p) return -1;
+    size_t n = 0;
+    if (size) out[0] = '\0';
+    char buf[4096];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, p)) > 0) {
+        if (n + 1 < size) {
+            size_t take = got < size - 1 - n ? got : size - 1 - n;
+            memcpy(out + n, buf, take);
+            n += take;
+            out[n] = '\0';
+        }
+    }
+    int st = pclose(p);
+    if (!WIFEXITED(st)) return -1;
+    return WEXITSTATUS(st);
+}
+
+/* Whole file into a malloc'ed NUL-terminated buffer (NULL when unreadable). */
+static inline char *dt_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (fread(buf, 1, (size_t)n, f) != (size_t)n) n = 0;
+    buf[n] = '\0';
+    fclose(f);
+    if (len) *len = (size_t)n;
+    return buf;
+}
+
+static inline int dt_path_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* 1 when both files exist and have the same bytes. */
+static inline int dt_files_equal(const char *a, const char *b)
+{
+    size_t na = 0, nb = 0;
+    char *x = dt_read_file(a, &na), *y = dt_read_file(b, &nb);
+    int eq = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return eq;
+}
+
+/* Field `col` (0-based) of data row `row` (0-based, after the header) of a CSV file. */
+static inline int dt_csv_field(char *out, size_t size, const char *path, int row, int col)
+{
+    char *text = dt_read_file(path, NULL);
+    if (!text) return -1;
+    char *line = strchr(text, '\n');
+    for (int r = 0; line && r < row; r++) line = strchr(line + 1, '\n');
+    int rc = -1;
+    if (line && line[1] != '\0') {
+        char *p = line + 1;
+        for (int c = 0; c < col && p; c++) {
+            p = strchr(p, ',');
+            if (p) p++;
+        }
+        if (p) {
+            size_t k = strcspn(p, ",\n");
+            if (k < size) {
+                memcpy(out, p, k);
+                out[k] = '\0';
+                rc = 0;
+            }
+        }
+    }
+    free(text);
+    return rc;
+}
+
+#endif

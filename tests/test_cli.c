@@ -1,0 +1,163 @@
+/* The command line: exit codes, error messages that name file:line:column and the key,
+ * errors caught before training starts (no trace written), a short complete run and its
+ * manifest. Runs the real binary. */
+#include "core/status.h"
+#include "tests/check.h"
+#include "tests/run_helper.h"
+
+#define EXE DT_DETRAIN_EXE
+#define TINY DT_TEST_DATA_DIR "/tiny.yaml"
+#define TMP DT_TEST_TMP_DIR "/cli."
+
+static char out[65536];
+
+DT_TEST(help_and_version)
+{
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' --help", EXE), 0);
+    CHECK_CONTAINS(out, "usage: detrain <command>");
+    CHECK_CONTAINS(out, "compare TRACE_A TRACE_B");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run --help", EXE), 0);
+    CHECK_CONTAINS(out, "--set KEY=VALUE");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' --version", EXE), 0);
+    CHECK_CONTAINS(out, "detrain ");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' policies", EXE), 0);
+    CHECK_CONTAINS(out, "reduction");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' config-reference", EXE), 0);
+    CHECK_CONTAINS(out, "`train.optimizer.momentum`");
+}
+
+DT_TEST(usage_errors_exit_2)
+{
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s'", EXE), 2);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' frobnicate", EXE), 2);
+    CHECK_CONTAINS(out, "unknown command 'frobnicate'");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run", EXE), 2);
+    CHECK_CONTAINS(out, "missing CONFIG");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run '%s' --bogus", EXE, TINY), 2);
+    CHECK_CONTAINS(out, "unknown option '--bogus'");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run '%s' --set", EXE, TINY), 2);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' compare onlyone", EXE), 2);
+}
+
+/* Config errors name file:line:column and the key, exit 2, and nothing is trained. */
+DT_TEST(config_errors_stop_before_training)
+{
+    const char *dir = TMP "cfg";
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -rf '%s'; '%s' run '%s/config/unknown_key.yaml' --out '%s'",
+                                dir, EXE, DT_TEST_DATA_DIR, dir), 2);
+    CHECK_CONTAINS(out, "config/unknown_key.yaml:5:3: unknown key 'train.stepz'");
+    CHECK(!dt_path_exists(dir));
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run '%s/config/range_momentum.yaml' --out '%s'",
+                                EXE, DT_TEST_DATA_DIR, dir), 2);
+    CHECK_CONTAINS(out, "train.optimizer.momentum");
+    CHECK(!dt_path_exists(dir));
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run '%s' --out '%s' --set train.steps=abc",
+                                EXE, TINY, dir), 2);
+    CHECK_CONTAINS(out, "--set:1:13: key 'train.steps': expected an integer, got 'abc'");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run '%s' --out '%s' --set replicas=2 --set train.stepz=3",
+                                EXE, TINY, dir), 2);
+    CHECK_CONTAINS(out, "--set:2:");
+    CHECK_CONTAINS(out, "train.stepz");
+    CHECK(!dt_path_exists(dir));
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run /nonexistent/x.yaml", EXE), 2);
+    CHECK_CONTAINS(out, "/nonexistent/x.yaml");
+}
+
+/* A missing or broken dataset names the folder or file and what is wrong; exit 2; no
+ * trace is written. */
+DT_TEST(dataset_errors)
+{
+    const char *dir = TMP "data";
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -rf '%s'; '%s' run '%s' --out '%s' --set dataset.path=/nonexistent/fm",
+                                dir, EXE, TINY, dir), 2);
+    CHECK_CONTAINS(out, "/nonexistent/fm");
+    CHECK_CONTAINS(out, "apt-get install dataset-fashion-mnist");
+    /* a folder whose training images are cut short */
+    const char *broken = TMP "broken_fm";
+    int rc = dt_run_capture(out, sizeof out,
+                            "rm -rf '%s' && mkdir -p '%s' && cd '%s' && "
+                            "for f in train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do "
+                            "ln -s /usr/share/datasets/fashion-mnist/$f.gz $f.gz; done && "
+                            "zcat /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz | head -c 100000 > train-images-idx3-ubyte",
+                            broken, broken, broken);
+    if (rc != 0 || !dt_path_exists("/usr/share/datasets/fashion-mnist")) DT_SKIP("no Fashion-MNIST installed");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run '%s' --out '%s' --set dataset.path='%s'",
+                                EXE, TINY, dir, broken), 2);
+    CHECK_CONTAINS(out, "train-images-idx3-ubyte");
+    CHECK_CONTAINS(out, "truncated");
+    char trace[512];
+    snprintf(trace, sizeof trace, "%s/portable/replica-0/trace.csv", dir);
+    CHECK(!dt_path_exists(trace));
+}
+
+/* An output folder that cannot be made is reported with its path before training. */
+DT_TEST(unwritable_output)
+{
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run '%s' --out /dev/null/results", EXE, TINY), 2);
+    CHECK_CONTAINS(out, "/dev/null");
+}
+
+/* Asking for the CUDA backend in a build without CUDA kernels is a clear error, exit 2. */
+DT_TEST(cuda_unavailable)
+{
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run '%s' --out '%s' --set backend.device=cuda",
+                                EXE, TINY, TMP "cuda"), 2);
+    CHECK_CONTAINS(out, "backend 'cuda'");
+    CHECK_CONTAINS(out, "backend.device: cpu");
+}
+
+/* A short run completes, prints the summary, and writes every file with the promised
+ * headers and a manifest that says how it ended. */
+DT_TEST(short_run_outputs)
+{
+    const char *dir = TMP "short";
+    int rc = dt_run_capture(out, sizeof out, "rm -rf '%s' && '%s' run '%s' --out '%s' --set train.steps=5 "
+                            "--set hash.every=2 --set train.eval_every=2", dir, EXE, TINY, dir);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_CONTAINS(out, "first_diverge");
+    CHECK_CONTAINS(out, "replica 2/2  step 5/5");
+    char *s = dt_read_file(TMP "short/summary.csv", NULL);
+    CHECK(s != NULL);
+    const char *head = "policy,replicas,distinct_final_digests,first_divergent_step,test_acc_mean,"
+                       "test_acc_std,step_ms_median";
+    if (s) CHECK(strncmp(s, head, strlen(head)) == 0);
+    free(s);
+    /* hash.every=2 over 5 steps: steps 0, 2, 4 and the final 5 */
+    char f[80];
+    const char *trace = TMP "short/portable/replica-1/trace.csv";
+    CHECK_INT_EQ(dt_csv_field(f, sizeof f, trace, 0, 0), 0);
+    CHECK_STR_EQ(f, "0");
+    CHECK_INT_EQ(dt_csv_field(f, sizeof f, trace, 0, 1), 0);
+    CHECK_STR_EQ(f, ""); /* no loss before the first step */
+    CHECK_INT_EQ(dt_csv_field(f, sizeof f, trace, 2, 0), 0);
+    CHECK_STR_EQ(f, "4");
+    CHECK_INT_EQ(dt_csv_field(f, sizeof f, trace, 3, 0), 0);
+    CHECK_STR_EQ(f, "5");
+    CHECK(dt_csv_field(f, sizeof f, trace, 4, 0) != 0);
+    /* eval every 2 steps: rows for 2, 4 and the final 5 */
+    CHECK_INT_EQ(dt_csv_field(f, sizeof f, TMP "short/portable/replica-1/metrics.csv", 2, 0), 0);
+    CHECK_STR_EQ(f, "5");
+    char *m = dt_read_file(TMP "short/run.json", NULL);
+    CHECK(m != NULL);
+    if (m) {
+        CHECK_CONTAINS(m, "\"status\": \"completed\"");
+        CHECK_CONTAINS(m, "\"git_revision\"");
+        CHECK_CONTAINS(m, "\"cpu_model\"");
+        CHECK_CONTAINS(m, "\"openssl\"");
+        CHECK_CONTAINS(m, "\"c_flags\"");
+        CHECK_CONTAINS(m, "-ffp-contract=off");
+        CHECK_CONTAINS(m, "\"steps\":5");
+    }
+    free(m);
+    char *r = dt_read_file(TMP "short/portable/replica-0/run.json", NULL);
+    CHECK(r != NULL);
+    if (r) {
+        CHECK_CONTAINS(r, "\"state\": \"completed\"");
+        CHECK_CONTAINS(r, "\"steps_completed\": 5");
+    }
+    free(r);
+}
+
+DT_TEST_MAIN(DT_CASE(help_and_version), DT_CASE(usage_errors_exit_2),
+             DT_CASE(config_errors_stop_before_training), DT_CASE(dataset_errors),
+             DT_CASE(unwritable_output), DT_CASE(cuda_unavailable), DT_CASE(short_run_outputs))

@@ -1,0 +1,172 @@
+/* End-to-end runs of the detrain binary: accuracy of the quickstart, identical replicas
+ * with vary: [], replicas that differ from step 0 with vary: [init], run-to-run and
+ * thread-count reproducibility, and `detrain compare` on traces that differ at a chosen
+ * step. Each case writes under its own folder in DT_TEST_TMP_DIR. */
+#include "core/status.h"
+#include "tests/check.h"
+#include "tests/run_helper.h"
+
+#define EXE DT_DETRAIN_EXE
+#define TINY DT_TEST_DATA_DIR "/tiny.yaml"
+#define TMP DT_TEST_TMP_DIR "/e2e."
+
+static char out[65536];
+
+static void run_ok(const char *dir, const char *extra)
+{
+    int rc = dt_run_capture(out, sizeof out, "rm -rf '%s' && '%s' run '%s' --out '%s' --quiet %s",
+                            dir, EXE, TINY, dir, extra);
+    if (rc != 0) fprintf(stderr, "detrain run failed (%d):\n%s\n", rc, out);
+    CHECK_INT_EQ(rc, 0);
+}
+
+static void trace_digest(char *buf, size_t size, const char *dir, const char *rel, int row)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s/trace.csv", dir, rel);
+    if (dt_csv_field(buf, size, path, row, 2) != 0) {
+        fprintf(stderr, "cannot read row %d of %s\n", row, path);
+        dt_check_failures_++;
+        buf[0] = '\0';
+    }
+}
+
+/* The shipped quickstart config (one replica here) reaches the 82% target. */
+DT_TEST(quickstart_accuracy)
+{
+    const char *dir = TMP "quickstart";
+    int rc = dt_run_capture(out, sizeof out, "rm -rf '%s' && '%s' run '%s/configs/quickstart.yaml' "
+                            "--out '%s' --quiet --set replicas=1", dir, EXE, DT_SOURCE_DIR, dir);
+    CHECK_INT_EQ(rc, 0);
+    char acc[64] = "";
+    CHECK_INT_EQ(dt_csv_field(acc, sizeof acc, TMP "quickstart/summary.csv", 0, 4), 0);
+    double a = atof(acc);
+    fprintf(stderr, "quickstart test accuracy: %s\n", acc);
+    CHECK(a >= 0.82);
+}
+
+/* vary: [] -> the replicas' trace and tensor files are byte-identical. */
+DT_TEST(replicas_identical)
+{
+    const char *dir = TMP "identical";
+    run_ok(dir, "--set 'vary=[]'");
+    CHECK(dt_files_equal(TMP "identical/portable/replica-0/trace.csv",
+                         TMP "identical/portable/replica-1/trace.csv"));
+    CHECK(dt_files_equal(TMP "identical/portable/replica-0/tensors.csv",
+                         TMP "identical/portable/replica-1/tensors.csv"));
+    char f[64];
+    CHECK_INT_EQ(dt_csv_field(f, sizeof f, TMP "identical/summary.csv", 0, 2), 0);
+    CHECK_STR_EQ(f, "1"); /* distinct final digests */
+    CHECK_INT_EQ(dt_csv_field(f, sizeof f, TMP "identical/summary.csv", 0, 3), 0);
+    CHECK_STR_EQ(f, "-1"); /* first divergent step */
+    /* 30 steps hashed every step: rows for steps 0..30 */
+    char last[80];
+    CHECK_INT_EQ(dt_csv_field(last, sizeof last, TMP "identical/portable/replica-0/trace.csv", 30, 0), 0);
+    CHECK_STR_EQ(last, "30");
+}
+
+/* vary: [init] -> the initial weights differ, so the traces differ from step 0. */
+DT_TEST(vary_init_differs_from_step0)
+{
+    const char *dir = TMP "vary_init";
+    run_ok(dir, "--set 'vary=[init]'");
+    char a[80], b[80];
+    trace_digest(a, sizeof a, dir, "portable/replica-0", 0);
+    trace_digest(b, sizeof b, dir, "portable/replica-1", 0);
+    CHECK(strcmp(a, b) != 0);
+    char f[64];
+    CHECK_INT_EQ(dt_csv_field(f, sizeof f, TMP "vary_init/summary.csv", 0, 3), 0);
+    CHECK_STR_EQ(f, "0");
+    CHECK_INT_EQ(dt_csv_field(f, sizeof f, TMP "vary_init/summary.csv", 0, 2), 0);
+    CHECK_STR_EQ(f, "2");
+    int rc = dt_run_capture(out, sizeof out, "'%s' compare '%s/portable/replica-0' '%s/portable/replica-1'",
+                            EXE, dir, dir);
+    CHECK_INT_EQ(rc, 1);
+    CHECK_CONTAINS(out, "diverged at step 0");
+    CHECK_CONTAINS(out, "first divergent tensor: dense0.weight");
+}
+
+/* vary: [data_order] changes only the shuffle: equal at step 0, different after step 1. */
+DT_TEST(vary_data_order_differs_from_step1)
+{
+    const char *dir = TMP "vary_order";
+    run_ok(dir, "--set 'vary=[data_order]'");
+    char a[80], b[80];
+    trace_digest(a, sizeof a, dir, "portable/replica-0", 0);
+    trace_digest(b, sizeof b, dir, "portable/replica-1", 0);
+    CHECK_STR_EQ(a, b);
+    trace_digest(a, sizeof a, dir, "portable/replica-0", 1);
+    trace_digest(b, sizeof b, dir, "portable/replica-1", 1);
+    CHECK(strcmp(a, b) != 0);
+}
+
+/* Two separate runs, and runs with 1 and 3 threads, give byte-identical traces. */
+DT_TEST(rerun_and_threads_identical)
+{
+    run_ok(TMP "rerun_a", "--set replicas=1 --set backend.threads=1");
+    run_ok(TMP "rerun_b", "--set replicas=1 --set backend.threads=3");
+    CHECK(dt_files_equal(TMP "rerun_a/portable/replica-0/trace.csv",
+                         TMP "rerun_b/portable/replica-0/trace.csv"));
+    CHECK(dt_files_equal(TMP "rerun_a/portable/replica-0/tensors.csv",
+                         TMP "rerun_b/portable/replica-0/tensors.csv"));
+    /* a different seed is a different run: guards against a trace that ignores the weights */
+    run_ok(TMP "rerun_c", "--set replicas=1 --set train.seed=6");
+    CHECK(!dt_files_equal(TMP "rerun_a/portable/replica-0/trace.csv",
+                          TMP "rerun_c/portable/replica-0/trace.csv"));
+}
+
+/* Rewrite `src` trace into `dst` with every digest from step `k` on replaced. */
+static void corrupt_from(const char *src, const char *dst, int k)
+{
+    char *text = dt_read_file(src, NULL);
+    DT_ASSERT(text != NULL);
+    FILE *f = fopen(dst, "w");
+    DT_ASSERT(f != NULL);
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *last = strrchr(line, ',');
+        if (line[0] >= '0' && line[0] <= '9' && atoi(line) >= k) {
+            last[1] = last[1] == 'f' ? '0' : 'f'; /* change the first hex digit */
+        }
+        fprintf(f, "%s\n", line);
+    }
+    fclose(f);
+    free(text);
+}
+
+/* compare: 0 on identical, 1 with the right step on a divergence, 1 on a shorter trace,
+ * 2 on malformed input or a missing file. */
+DT_TEST(compare_finds_chosen_step)
+{
+    const char *dir = TMP "compare";
+    run_ok(dir, "--set replicas=1");
+    const char *a = TMP "compare/portable/replica-0/trace.csv";
+    int rc = dt_run_capture(out, sizeof out, "'%s' compare '%s' '%s'", EXE, a, a);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_CONTAINS(out, "identical: 31 hashed steps");
+    const int ks[] = {0, 1, 17, 30};
+    for (int i = 0; i < 4; i++) {
+        corrupt_from(a, TMP "compare/b.csv", ks[i]);
+        rc = dt_run_capture(out, sizeof out, "'%s' compare '%s' '%s'", EXE, a, TMP "compare/b.csv");
+        CHECK_INT_EQ(rc, 1);
+        char want[64];
+        snprintf(want, sizeof want, "diverged at step %d ", ks[i]);
+        CHECK_CONTAINS(out, want);
+    }
+    /* a prefix: the first 11 rows (steps 0..9 plus header) */
+    rc = dt_run_capture(out, sizeof out, "head -n 11 '%s' > '%s' && '%s' compare '%s' '%s'", a,
+                        TMP "compare/short.csv", EXE, a, TMP "compare/short.csv");
+    CHECK_INT_EQ(rc, 1);
+    CHECK_CONTAINS(out, "diverged at step 10");
+    rc = dt_run_capture(out, sizeof out, "echo 'not,a,trace' > '%s' && '%s' compare '%s' '%s'",
+                        TMP "compare/bad.csv", EXE, a, TMP "compare/bad.csv");
+    CHECK_INT_EQ(rc, 2);
+    CHECK_CONTAINS(out, "not a detrain trace");
+    rc = dt_run_capture(out, sizeof out, "'%s' compare '%s' '%s'", EXE, a, TMP "compare/missing.csv");
+    CHECK_INT_EQ(rc, 2);
+    CHECK_CONTAINS(out, "missing.csv");
+}
+
+DT_TEST_MAIN(DT_CASE(quickstart_accuracy), DT_CASE(replicas_identical),
+             DT_CASE(vary_init_differs_from_step0), DT_CASE(vary_data_order_differs_from_step1),
+             DT_CASE(rerun_and_threads_identical), DT_CASE(compare_finds_chosen_step))
