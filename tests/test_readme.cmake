@@ -1,0 +1,1 @@
+dt_add_test(readme LABELS unit CASES config_reference_matches)
