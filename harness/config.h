@@ -67,12 +67,13 @@ struct dt_experiment {
     char source[DT_PATH_MAX]; /* path the config was loaded from */
 };
 
-/* Load `path`, apply the `n_sets` overrides "key.path=value" (the value is parsed as a
- * YAML scalar or flow sequence, e.g. "[512, 256]"), then check required keys and cross-key
- * constraints. On failure fills `err` with "file:line:column: ... 'key' ..." (for a --set,
- * the file is "--set" and the column points into the assignment) and returns
- * DT_ERR_CONFIG (or DT_ERR_IO when the file cannot be read). Nothing is half-applied:
- * on error *out is unspecified and must not be used. */
+/* Load `path`, apply the `n_sets` overrides "key.path=value" (the value is parsed as YAML:
+ * a scalar, a flow sequence such as "[512, 256]", or a flow mapping for a whole section),
+ * then check that every required key was given. On failure fills `err` with
+ * "file:line:column: ... 'key' ..." (for a --set, the file is "--set", the line is the
+ * override's 1-based index and the column points into the assignment) and returns
+ * DT_ERR_CONFIG (or DT_ERR_IO when the file cannot be read). On error *out is unspecified
+ * and must not be used. */
 enum dt_status dt_config_load(struct dt_experiment *out, const char *path,
                               const char *const *sets, int n_sets, struct dt_error *err);
 
