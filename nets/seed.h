@@ -7,11 +7,7 @@
 
 #include <stdint.h>
 
-#if defined(__CUDACC__)
-#define DT_HD __host__ __device__
-#else
-#define DT_HD
-#endif
+#include "core/hd.h"
 
 /* What a stream is for. Values are part of every stream's identity: append, never
  * renumber. */
