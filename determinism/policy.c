@@ -1,15 +1,104 @@
-/* Determinism levels and the controls they set; see policy.h and DESIGN.md. */
+/* Determinism levels and the controls they set; see policy.h and DESIGN.md.
+ * `controls` below is the one table of controls: each row names a control, its field in
+ * struct dt_policy and its values (index = enum value) with what each means. Parsing,
+ * describe, auto names, equality and `detrain policies` all walk that table, so a new
+ * control or value is a new row or entry there (plus its enum in policy.h). */
 #include "policy.h"
 
 #include <string.h>
 
 static const char *const level_names[DT_LEVEL_COUNT] = {"fast", "run_to_run", "portable"};
-static const char *const reduction_names[] = {"unordered", "fixed"};
-static const char *const atomics_names[] = {"float", "fixed_point"};
-static const char *const rng_names[] = {"stored", "lfsr", "philox"};
-static const char *const conv_algo_names[] = {"autotune", "deterministic", "own"};
-static const char *const math_names[] = {"fast", "strict", "portable"};
-static const char *const threads_names[] = {"any", "fixed", "independent"};
+
+#define MAX_VALUES_ 3
+
+struct control_value {
+    const char *name;
+    const char *doc; /* what choosing this value means, one line */
+};
+
+struct control_row {
+    const char *name;
+    size_t offset;   /* offsetof(struct dt_policy, field); every control field is an enum */
+    const char *doc; /* what the control governs */
+    struct control_value values[MAX_VALUES_ + 1]; /* index = enum value; ends at name NULL */
+};
+
+#define FIELD_(f) .name = #f, .offset = offsetof(struct dt_policy, f)
+
+static const struct control_row controls[] = {
+    {FIELD_(reduction), .doc = "sums across the batch (bias/weight gradients, loss)",
+     .values = {{"unordered", "partial sums from worker threads combined in completion order "
+                              "(depends on scheduling)"},
+                {"fixed", "canonical fixed-size chunks summed in index order, then a fixed "
+                          "binary tree: same bits for any thread count"}}},
+    {FIELD_(atomics), .doc = "scatter-adds",
+     .values = {{"float", "scatter-adds in float, in arrival order"},
+                {"fixed_point", "exact int64 fixed-point accumulation, one rounding at the end"}}},
+    {FIELD_(rng),
+     .doc = "where random draws (Bayesian epsilon, dropout masks) come from in backward",
+     .values = {{"stored", "random draws kept in memory for backward"},
+                {"lfsr", "regenerated in backward by a reversible generator"},
+                {"philox", "regenerated in backward from a counter"}}},
+    {FIELD_(conv_algo), .doc = "convolution algorithm",
+     .values = {{"autotune", "cuDNN picks by timing (GPU)"},
+                {"deterministic", "a deterministic cuDNN algorithm chosen once (GPU)"},
+                {"own", "detrain's own fixed-order kernels"}}},
+    {FIELD_(math), .doc = "arithmetic mode",
+     .values = {{"fast", "libm exp/log, FMA contraction allowed, OpenBLAS sgemm"},
+                {"strict", "libm exp/log, no contraction, own fixed-order matrix kernels"},
+                {"portable", "detrain's own exp/log from IEEE basic operations, no contraction"}}},
+    {FIELD_(threads), .doc = "CPU: may the result depend on the thread count?",
+     .values = {{"any", "result may depend on the thread count"},
+                {"fixed", "thread count fixed per run"},
+                {"independent", "result independent of the thread count"}}},
+};
+
+#define N_CONTROLS_ ((int)(sizeof controls / sizeof controls[0]))
+
+/* The table's value index is the enum value, and fields are read as unsigned. */
+_Static_assert(DT_REDUCTION_UNORDERED == 0 && DT_REDUCTION_FIXED == 1, "reduction values");
+_Static_assert(DT_ATOMICS_FLOAT == 0 && DT_ATOMICS_FIXED_POINT == 1, "atomics values");
+_Static_assert(DT_RNG_STORED == 0 && DT_RNG_LFSR == 1 && DT_RNG_PHILOX == 2, "rng values");
+_Static_assert(DT_CONV_ALGO_AUTOTUNE == 0 && DT_CONV_ALGO_DETERMINISTIC == 1 &&
+                   DT_CONV_ALGO_OWN == 2,
+               "conv_algo values");
+_Static_assert(DT_MATH_FAST == 0 && DT_MATH_STRICT == 1 && DT_MATH_PORTABLE == 2, "math values");
+_Static_assert(DT_THREADS_ANY == 0 && DT_THREADS_FIXED == 1 && DT_THREADS_INDEPENDENT == 2,
+               "threads values");
+_Static_assert(sizeof(enum dt_reduction) == sizeof(unsigned) &&
+                   sizeof(enum dt_atomics) == sizeof(unsigned) &&
+                   sizeof(enum dt_rng) == sizeof(unsigned) &&
+                   sizeof(enum dt_conv_algo) == sizeof(unsigned) &&
+                   sizeof(enum dt_math) == sizeof(unsigned) &&
+                   sizeof(enum dt_threads) == sizeof(unsigned),
+               "control fields are accessed as unsigned");
+
+static int count_values(const struct control_row *row)
+{
+    int n = 0;
+    while (n < MAX_VALUES_ && row->values[n].name) n++;
+    return n;
+}
+
+static unsigned get_field(const struct dt_policy *p, const struct control_row *row)
+{
+    unsigned u;
+    memcpy(&u, (const char *)p + row->offset, sizeof u);
+    DT_ASSERT(u < (unsigned)count_values(row));
+    return u;
+}
+
+static void set_field(struct dt_policy *p, const struct control_row *row, unsigned u)
+{
+    DT_ASSERT(u < (unsigned)count_values(row));
+    memcpy((char *)p + row->offset, &u, sizeof u);
+}
+
+static const struct control_row *control_row(int control)
+{
+    DT_ASSERT(control >= 0 && control < N_CONTROLS_);
+    return &controls[control];
+}
 
 const char *dt_level_name(enum dt_level level)
 {
@@ -66,26 +155,111 @@ enum dt_status dt_policy_from_level_name(struct dt_policy *out, const char *name
                         name);
 }
 
+int dt_policy_control_count(void)
+{
+    return N_CONTROLS_;
+}
+
+const char *dt_policy_control_name(int control)
+{
+    return control_row(control)->name;
+}
+
+const char *dt_policy_control_value(const struct dt_policy *p, int control)
+{
+    const struct control_row *row = control_row(control);
+    return row->values[get_field(p, row)].name;
+}
+
+int dt_policy_find_control(const char *name)
+{
+    for (int i = 0; i < N_CONTROLS_; i++)
+        if (strcmp(controls[i].name, name) == 0) return i;
+    return -1;
+}
+
+enum dt_status dt_policy_set_control(struct dt_policy *p, const char *control, const char *value,
+                                     struct dt_error *err)
+{
+    char choices[256];
+    size_t used = 0;
+    int c = dt_policy_find_control(control);
+    if (c < 0) {
+        for (int i = 0; i < N_CONTROLS_ && used < sizeof choices; i++)
+            used += (size_t)snprintf(choices + used, sizeof choices - used, "%s%s",
+                                     i ? ", " : "", controls[i].name);
+        return dt_error_set(err, DT_ERR_CONFIG, "unknown control '%.64s' (expected one of %s)",
+                            control, choices);
+    }
+    const struct control_row *row = &controls[c];
+    int n = count_values(row);
+    for (int v = 0; v < n; v++) {
+        if (strcmp(row->values[v].name, value) == 0) {
+            set_field(p, row, (unsigned)v);
+            return DT_OK;
+        }
+    }
+    for (int v = 0; v < n && used < sizeof choices; v++)
+        used += (size_t)snprintf(choices + used, sizeof choices - used, "%s%s",
+                                 v == 0 ? "" : (v == n - 1 ? " or " : ", "), row->values[v].name);
+    return dt_error_set(err, DT_ERR_CONFIG, "control '%s': unknown value '%.64s' (expected %s)",
+                        row->name, value, choices);
+}
+
+bool dt_policy_auto_name(struct dt_policy *p)
+{
+    struct dt_policy ref;
+    dt_policy_from_level(&ref, p->base);
+    char name[sizeof p->name];
+    size_t used = (size_t)snprintf(name, sizeof name, "%s", level_names[p->base]);
+    for (int i = 0; i < N_CONTROLS_ && used < sizeof name; i++) {
+        const struct control_row *row = &controls[i];
+        unsigned v = get_field(p, row);
+        if (v == get_field(&ref, row)) continue;
+        used += (size_t)snprintf(name + used, sizeof name - used, "+%s=%s", row->name,
+                                 row->values[v].name);
+    }
+    memcpy(p->name, name, sizeof name);
+    return used < sizeof name;
+}
+
+bool dt_policy_equal_controls(const struct dt_policy *a, const struct dt_policy *b)
+{
+    for (int i = 0; i < N_CONTROLS_; i++)
+        if (get_field(a, &controls[i]) != get_field(b, &controls[i])) return false;
+    return true;
+}
+
 void dt_policy_describe(char *buf, size_t size, const struct dt_policy *p)
 {
-    snprintf(buf, size, "reduction=%s atomics=%s rng=%s conv_algo=%s math=%s threads=%s",
-             reduction_names[p->reduction], atomics_names[p->atomics], rng_names[p->rng],
-             conv_algo_names[p->conv_algo], math_names[p->math], threads_names[p->threads]);
+    size_t used = 0;
+    if (size) buf[0] = '\0';
+    for (int i = 0; i < N_CONTROLS_ && used < size; i++) {
+        int w = snprintf(buf + used, size - used, "%s%s=%s", i ? " " : "", controls[i].name,
+                         controls[i].values[get_field(p, &controls[i])].name);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
 }
 
 void dt_policy_print_table(FILE *f)
 {
     struct dt_policy lv[DT_LEVEL_COUNT];
     for (int i = 0; i < DT_LEVEL_COUNT; i++) dt_policy_from_level(&lv[i], (enum dt_level)i);
-    fprintf(f, "%-10s %-12s %-14s %-12s\n", "control", "fast", "run_to_run", "portable");
-#define DT_ROW_(label, names, field)                                                       \
-    fprintf(f, "%-10s %-12s %-14s %-12s\n", label, names[lv[0].field], names[lv[1].field], \
-            names[lv[2].field])
-    DT_ROW_("reduction", reduction_names, reduction);
-    DT_ROW_("atomics", atomics_names, atomics);
-    DT_ROW_("rng", rng_names, rng);
-    DT_ROW_("conv_algo", conv_algo_names, conv_algo);
-    DT_ROW_("math", math_names, math);
-    DT_ROW_("threads", threads_names, threads);
-#undef DT_ROW_
+    fprintf(f, "%-10s %-12s %-14s %-12s\n", "control", level_names[0], level_names[1],
+            level_names[2]);
+    for (int c = 0; c < N_CONTROLS_; c++) {
+        const struct control_row *row = &controls[c];
+        fprintf(f, "%-10s %-12s %-14s %-12s\n", row->name, row->values[get_field(&lv[0], row)].name,
+                row->values[get_field(&lv[1], row)].name, row->values[get_field(&lv[2], row)].name);
+    }
+    for (int c = 0; c < N_CONTROLS_; c++) {
+        const struct control_row *row = &controls[c];
+        fprintf(f, "\n%s: %s\n", row->name, row->doc);
+        for (int v = 0; v < count_values(row); v++)
+            fprintf(f, "  %-14s %s\n", row->values[v].name, row->values[v].doc);
+    }
+    fprintf(f, "\nIn a config, each item of `policies` is a level name or a mapping that starts\n"
+               "from a level and overrides single controls, e.g. {base: fast, reduction: fixed};\n"
+               "such a policy is named fast+reduction=fixed unless it has a `name`.\n");
 }

@@ -1,10 +1,16 @@
 /* Determinism policy: the set of controls every op receives (DESIGN.md, "Determinism
  * levels and controls"). Three named levels set every control at once; the controls
- * themselves are separate fields so an experiment can switch one and measure it.
- * Issue 2 parses level names into this struct; the controls' behaviour arrives with the
- * CPU determinism-controls work, and ops must not assume more than is implemented. */
+ * themselves are separate fields so an experiment can switch one and measure it: a policy
+ * is a base level plus any single-control overrides ("fast+reduction=fixed").
+ * One table in policy.c (control name, field, value names, what each value means) drives
+ * parsing, describing, naming and `detrain policies`; ops must not assume more than is
+ * implemented. */
 #ifndef DT_POLICY_H
 #define DT_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
 
 #include "core/status.h"
 
@@ -23,9 +29,12 @@ enum dt_math { DT_MATH_FAST, DT_MATH_STRICT, DT_MATH_PORTABLE };
 /* threads (CPU): may the result depend on the thread count? */
 enum dt_threads { DT_THREADS_ANY, DT_THREADS_FIXED, DT_THREADS_INDEPENDENT };
 
+#define DT_POLICY_NAME_MAX 64 /* capacity of dt_policy.name, NUL included */
+
 struct dt_policy {
-    char name[64]; /* readable name used in traces, summaries and folder names */
-    enum dt_level base;
+    /* readable name used in traces, summaries and folder names: [A-Za-z0-9_.+=-]+ */
+    char name[DT_POLICY_NAME_MAX];
+    enum dt_level base; /* the level the controls start from */
     enum dt_reduction reduction;
     enum dt_atomics atomics;
     enum dt_rng rng;
@@ -42,10 +51,36 @@ enum dt_status dt_policy_from_level_name(struct dt_policy *out, const char *name
                                          struct dt_error *err);
 void dt_policy_from_level(struct dt_policy *out, enum dt_level level);
 
-/* Write "reduction=fixed atomics=fixed_point ..." into buf. */
+/* The controls in table order: the order of describe, auto names, run.json and
+ * `detrain policies`. `control` is an index in [0, dt_policy_control_count()). */
+int dt_policy_control_count(void);
+const char *dt_policy_control_name(int control);
+/* The name of the value `p` has for `control` ("fixed"). */
+const char *dt_policy_control_value(const struct dt_policy *p, int control);
+/* Index of the control called `name`, or -1. */
+int dt_policy_find_control(const char *name);
+
+/* Set one control by name: ("reduction", "fixed"). Leaves p->name alone (see
+ * dt_policy_auto_name). Returns DT_ERR_CONFIG with "unknown control 'x' (expected one of
+ * reduction, atomics, ...)" or "control 'reduction': unknown value 'x' (expected unordered
+ * or fixed)"; `p` is unchanged on error. */
+enum dt_status dt_policy_set_control(struct dt_policy *p, const char *control, const char *value,
+                                     struct dt_error *err);
+
+/* Name `p` after its base level and each control that differs from that level, in table
+ * order: "fast", "fast+reduction=fixed", "portable+math=fast+threads=any". The result
+ * uses only [A-Za-z0-9_+=] and is usable as a folder name. Returns false when it does
+ * not fit in p->name (then p->name holds a truncated prefix that must not be used). */
+bool dt_policy_auto_name(struct dt_policy *p);
+
+/* Do `a` and `b` set every control alike (names and bases aside)? */
+bool dt_policy_equal_controls(const struct dt_policy *a, const struct dt_policy *b);
+
+/* Write "reduction=fixed atomics=fixed_point ..." (every control, table order) into buf. */
 void dt_policy_describe(char *buf, size_t size, const struct dt_policy *p);
 
-/* Print the controls, their values and what each level sets (for `detrain policies`). */
+/* Print what each level sets, then every control with one line per value saying what it
+ * means (for `detrain policies`). */
 void dt_policy_print_table(FILE *f);
 
 #endif

@@ -19,16 +19,16 @@
 /* ---- The key table ------------------------------------------------------------------- */
 
 enum key_type {
-    KEY_STRING,     /* char[size]; optionally restricted to `names` */
-    KEY_INT64,      /* int64_t in [lo, hi] */
-    KEY_INT,        /* int in [lo, hi] */
-    KEY_UINT64,     /* uint64_t, any value */
-    KEY_DOUBLE,     /* finite double in [dlo, dhi], ends open per flags */
-    KEY_BOOL,       /* bool */
-    KEY_ENUM,       /* an enum field; the value is the index into `names` */
-    KEY_INT_LIST,   /* int64_t[], count at count_offset; each item in [lo, hi] */
-    KEY_LEVEL_LIST, /* struct dt_policy[], count at count_offset; determinism level names */
-    KEY_FLAG_SET,   /* unsigned bit flags, bit i = names[i]; written as a list */
+    KEY_STRING,      /* char[size]; optionally restricted to `names` */
+    KEY_INT64,       /* int64_t in [lo, hi] */
+    KEY_INT,         /* int in [lo, hi] */
+    KEY_UINT64,      /* uint64_t, any value */
+    KEY_DOUBLE,      /* finite double in [dlo, dhi], ends open per flags */
+    KEY_BOOL,        /* bool */
+    KEY_ENUM,        /* an enum field; the value is the index into `names` */
+    KEY_INT_LIST,    /* int64_t[], count at count_offset; each item in [lo, hi] */
+    KEY_POLICY_LIST, /* struct dt_policy[], count at count_offset; level names or mappings */
+    KEY_FLAG_SET,    /* unsigned bit flags, bit i = names[i]; written as a list */
     KEY_TYPE_COUNT
 };
 
@@ -47,7 +47,8 @@ static const struct {
     [KEY_BOOL] = {"boolean", "a boolean (true/false/yes/no/on/off)", "a boolean"},
     [KEY_ENUM] = {"choice", "a name", "a name"},
     [KEY_INT_LIST] = {"list of integers", "a list of integers", "an integer"},
-    [KEY_LEVEL_LIST] = {"list of levels", "a list of determinism levels", "a level name"},
+    [KEY_POLICY_LIST] = {"list of policies", "a list of policies",
+                         "a level name or a mapping {base: LEVEL, CONTROL: VALUE, ...}"},
     [KEY_FLAG_SET] = {"list of names", "a list of names", "a name"},
 };
 
@@ -132,9 +133,11 @@ static const struct key_row keys[] = {
      .names = device_names, .doc = "Device the model trains on"},
     {.path = "backend.threads", .type = KEY_INT, FIELD_(backend.threads), .def = "0", .lo = 0,
      .hi = 256, .doc = "CPU worker threads; 0 = number of online CPUs (capped at 64)"},
-    {.path = "policies", .type = KEY_LEVEL_LIST, FIELD_(policies), COUNT_(n_policies),
+    {.path = "policies", .type = KEY_POLICY_LIST, FIELD_(policies), COUNT_(n_policies),
      .def = "[portable]", .min_items = 1, .max_items = DT_MAX_POLICIES,
-     .doc = "Determinism levels to train under, one full run each"},
+     .doc = "Determinism policies to train under, one full run each. A mapping starts from "
+            "level `base` and overrides single controls (`detrain policies` lists them); "
+            "unless it has a `name` it is named like fast+reduction=fixed"},
     {.path = "replicas", .type = KEY_INT, FIELD_(replicas), .def = "1", .lo = 1, .hi = 64,
      .doc = "Runs per policy, compared bit for bit"},
     {.path = "vary", .type = KEY_FLAG_SET, FIELD_(vary), .def = "[]", .names = vary_names,
@@ -423,6 +426,13 @@ static bool parse_bool(const char *s, bool *v)
     return false;
 }
 
+/* An offending character as an error shows it: "'/'" or "byte 0x0a". */
+static void format_char(char *buf, size_t size, unsigned char c)
+{
+    if (isprint(c)) snprintf(buf, size, "'%c'", c);
+    else snprintf(buf, size, "byte 0x%02x", c);
+}
+
 static int name_index(const char *const *names, const char *s)
 {
     for (int i = 0; names[i]; i++)
@@ -462,10 +472,8 @@ static enum dt_status set_string(struct loader *ld, const struct key_row *row,
     if (row->flags & KEY_NAME_CHARS) {
         size_t bad = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-");
         if (bad < len) {
-            unsigned char c = (unsigned char)s[bad];
             char shown[16];
-            if (isprint(c)) snprintf(shown, sizeof shown, "'%c'", c);
-            else snprintf(shown, sizeof shown, "byte 0x%02x", c);
+            format_char(shown, sizeof shown, (unsigned char)s[bad]);
             return fail_at(ld, node->start_mark, "key '%s': '%.64s' contains %s at position "
                            "%zu; allowed: A-Z a-z 0-9 _ . -", row->path, s, shown, bad + 1);
         }
@@ -523,6 +531,148 @@ static enum dt_status set_scalar(struct loader *ld, const struct key_row *row,
     }
 }
 
+/* ---- Policies: a level name, or {base: LEVEL, CONTROL: VALUE, ..., name: NAME} ---------- */
+
+static const yaml_node_t *earlier_key(const struct loader *ld, const yaml_node_t *map, int i,
+                                      const yaml_node_t *k);
+
+/* The text of `v`, the value of entry `what` ("'base'", "control 'math'") of the policy
+ * mapping labelled `label`; anything but a non-null scalar is a type error. */
+static enum dt_status policy_scalar(struct loader *ld, const char *label, const char *what,
+                                    const yaml_node_t *v, const char *expected, const char **text)
+{
+    if (v->type != YAML_SCALAR_NODE || is_null(v)) {
+        char got[96];
+        describe_node(got, sizeof got, v);
+        return fail_at(ld, v->start_mark, "%s: %s: expected %s, got %s", label, what, expected,
+                       got);
+    }
+    *text = (const char *)v->data.scalar.value;
+    if (strlen(*text) != v->data.scalar.length)
+        return fail_at(ld, v->start_mark, "%s: %s: the value contains a NUL character", label,
+                       what);
+    return DT_OK;
+}
+
+/* An explicit policy name: 1 to 63 characters of [A-Za-z0-9_.+=-], not "." or "..", since
+ * it names the policy's folder. */
+static enum dt_status set_policy_name(struct loader *ld, const char *label, const yaml_node_t *v,
+                                      struct dt_policy *pol)
+{
+    const char *s = NULL;
+    DT_FORWARD_IF_ERROR(policy_scalar(ld, label, "'name'", v, "a name", &s));
+    size_t len = strlen(s);
+    if (len == 0) return fail_at(ld, v->start_mark, "%s: 'name': must not be empty", label);
+    if (len >= sizeof pol->name)
+        return fail_at(ld, v->start_mark, "%s: 'name': value is %zu characters long; at most "
+                       "%zu allowed", label, len, sizeof pol->name - 1);
+    size_t bad = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+=-");
+    if (bad < len) {
+        char shown[16];
+        format_char(shown, sizeof shown, (unsigned char)s[bad]);
+        return fail_at(ld, v->start_mark, "%s: 'name': '%.64s' contains %s at position %zu; "
+                       "allowed: A-Z a-z 0-9 _ . + = -", label, s, shown, bad + 1);
+    }
+    if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return fail_at(ld, v->start_mark, "%s: 'name': '%s' cannot name a folder", label, s);
+    memcpy(pol->name, s, len + 1);
+    return DT_OK;
+}
+
+/* A policy given as a mapping. Every key is checked first (a scalar, given once, and
+ * 'base', 'name' or a control), then 'base' sets every control, then each override is
+ * applied in the order written. Without 'name' the policy gets its automatic name.
+ * *name_node is the 'name' value, or NULL. */
+static enum dt_status set_policy_mapping(struct loader *ld, const char *label,
+                                         const yaml_node_t *map, struct dt_policy *pol,
+                                         const yaml_node_t **name_node)
+{
+    const yaml_node_pair_t *pairs = map->data.mapping.pairs.start;
+    int n = (int)(map->data.mapping.pairs.top - pairs);
+    const yaml_node_t *base = NULL;
+    struct dt_error sub;
+    *name_node = NULL;
+    for (int j = 0; j < n; j++) {
+        const yaml_node_t *k = yaml_document_get_node(ld->doc, pairs[j].key);
+        const yaml_node_t *v = yaml_document_get_node(ld->doc, pairs[j].value);
+        if (k->type != YAML_SCALAR_NODE)
+            return fail_at(ld, k->start_mark, "%s: expected a key name, got a %s", label,
+                           k->type == YAML_MAPPING_NODE ? "mapping" : "list");
+        const char *key = (const char *)k->data.scalar.value;
+        const yaml_node_t *first = earlier_key(ld, map, j, k);
+        if (first) {
+            int line, column;
+            location(ld, first->start_mark, &line, &column);
+            return fail_at(ld, k->start_mark, "%s: duplicate key '%.64s' (first given at %d:%d)",
+                           label, key, line, column);
+        }
+        if (strcmp(key, "base") == 0) {
+            base = v;
+        } else if (strcmp(key, "name") == 0) {
+            *name_node = v;
+        } else if (dt_policy_find_control(key) < 0) {
+            struct dt_policy scratch; /* the message and its list come from the policy table */
+            dt_policy_from_level(&scratch, DT_LEVEL_FAST);
+            dt_policy_set_control(&scratch, key, "", &sub);
+            return fail_at(ld, k->start_mark, "%s: %s", label, sub.msg);
+        }
+    }
+    if (!base) {
+        char levels[96];
+        format_levels(levels, sizeof levels, " or ");
+        return fail_at(ld, map->start_mark, "%s: missing 'base' (the level to start from: %s)",
+                       label, levels);
+    }
+    const char *s = NULL;
+    DT_FORWARD_IF_ERROR(policy_scalar(ld, label, "'base'", base, "a level name", &s));
+    if (dt_policy_from_level_name(pol, s, &sub) != DT_OK)
+        return fail_at(ld, base->start_mark, "%s: 'base': %s", label, sub.msg);
+    for (int j = 0; j < n; j++) {
+        const yaml_node_t *k = yaml_document_get_node(ld->doc, pairs[j].key);
+        const yaml_node_t *v = yaml_document_get_node(ld->doc, pairs[j].value);
+        const char *key = (const char *)k->data.scalar.value;
+        if (strcmp(key, "base") == 0 || strcmp(key, "name") == 0) continue;
+        char what[96];
+        snprintf(what, sizeof what, "control '%s'", key);
+        DT_FORWARD_IF_ERROR(policy_scalar(ld, label, what, v, "a value name", &s));
+        if (dt_policy_set_control(pol, key, s, &sub) != DT_OK)
+            return fail_at(ld, v->start_mark, "%s: %s", label, sub.msg);
+    }
+    if (*name_node) return set_policy_name(ld, label, *name_node, pol);
+    if (!dt_policy_auto_name(pol))
+        return fail_at(ld, map->start_mark, "%s: its automatic name '%s...' would be longer "
+                       "than %zu characters; give the policy a 'name'", label, pol->name,
+                       sizeof pol->name - 1);
+    return DT_OK;
+}
+
+/* Item `i` of `policies`: a level name or a mapping. Names must be unique, as each names
+ * the policy's folder; items before `i` are set. */
+static enum dt_status set_policy_item(struct loader *ld, const struct key_row *row, int i,
+                                      const yaml_node_t *node)
+{
+    struct dt_policy *pol = (struct dt_policy *)((char *)ld->out + row->offset);
+    char label[MAX_PATH_ + 32];
+    key_label(label, sizeof label, row, i);
+    const yaml_node_t *at = node; /* where a duplicate name is reported */
+    if (node->type == YAML_MAPPING_NODE) {
+        const yaml_node_t *name_node = NULL;
+        DT_FORWARD_IF_ERROR(set_policy_mapping(ld, label, node, &pol[i], &name_node));
+        if (name_node) at = name_node;
+    } else {
+        const char *s = NULL;
+        struct dt_error sub;
+        DT_FORWARD_IF_ERROR(scalar_text(ld, row, i, node, true, &s));
+        if (dt_policy_from_level_name(&pol[i], s, &sub) != DT_OK)
+            return fail_at(ld, node->start_mark, "%s: %s", label, sub.msg);
+    }
+    for (int j = 0; j < i; j++)
+        if (strcmp(pol[j].name, pol[i].name) == 0)
+            return fail_at(ld, at->start_mark, "%s: duplicate policy name '%s' (items %d and %d)",
+                           label, pol[i].name, j + 1, i + 1);
+    return DT_OK;
+}
+
 /* One item of a list-typed key; `i` is its 0-based index. Items before it are set. */
 static enum dt_status set_list_item(struct loader *ld, const struct key_row *row, int i,
                                     const yaml_node_t *node)
@@ -530,20 +680,9 @@ static enum dt_status set_list_item(struct loader *ld, const struct key_row *row
     char *field = (char *)ld->out + row->offset;
     const char *s = NULL;
     if (row->type == KEY_INT_LIST) return get_int64(ld, row, i, node, &((int64_t *)field)[i]);
-    DT_FORWARD_IF_ERROR(scalar_text(ld, row, i, node, true, &s));
-    if (row->type == KEY_LEVEL_LIST) {
-        struct dt_policy *pol = (struct dt_policy *)field;
-        struct dt_error sub;
-        if (dt_policy_from_level_name(&pol[i], s, &sub) != DT_OK)
-            return fail_at(ld, node->start_mark, "key '%s', item %d: %s", row->path, i + 1,
-                           sub.msg);
-        for (int j = 0; j < i; j++)
-            if (strcmp(pol[j].name, pol[i].name) == 0)
-                return fail_at(ld, node->start_mark, "key '%s', item %d: '%s' is listed twice",
-                               row->path, i + 1, s);
-        return DT_OK;
-    }
+    if (row->type == KEY_POLICY_LIST) return set_policy_item(ld, row, i, node);
     /* KEY_FLAG_SET */
+    DT_FORWARD_IF_ERROR(scalar_text(ld, row, i, node, true, &s));
     unsigned *flags = (unsigned *)field;
     int bit = name_index(row->names, s);
     if (bit < 0) return fail_choice(ld, row, i, node);
@@ -555,7 +694,8 @@ static enum dt_status set_list_item(struct loader *ld, const struct key_row *row
 }
 
 /* A list replaces the previous value as a whole. A single scalar stands for a one-item
- * list (handy on the command line: --set policies=fast). */
+ * list (handy on the command line: --set policies=fast), and so does a single mapping
+ * where items may be mappings (--set 'policies={base: fast, math: strict}'). */
 static enum dt_status set_list(struct loader *ld, const struct key_row *row,
                                const yaml_node_t *node)
 {
@@ -564,7 +704,9 @@ static enum dt_status set_list(struct loader *ld, const struct key_row *row,
     if (node->type == YAML_SEQUENCE_NODE) {
         items = node->data.sequence.items.start;
         n = (int)(node->data.sequence.items.top - items);
-    } else if (node->type != YAML_SCALAR_NODE || is_null(node)) {
+    } else if (!(node->type == YAML_SCALAR_NODE ||
+                 (node->type == YAML_MAPPING_NODE && row->type == KEY_POLICY_LIST)) ||
+               is_null(node)) {
         return fail_type(ld, row, -1, node);
     }
     if (n < row->min_items || n > row->max_items)
@@ -588,7 +730,7 @@ static enum dt_status set_value(struct loader *ld, const struct key_row *row,
     case KEY_STRING:
         return set_string(ld, row, node, field);
     case KEY_INT_LIST:
-    case KEY_LEVEL_LIST:
+    case KEY_POLICY_LIST:
     case KEY_FLAG_SET:
         return set_list(ld, row, node);
     default:
@@ -1004,11 +1146,19 @@ static void json_value(FILE *f, const struct key_row *row, const struct dt_exper
             fprintf(f, "%s%" PRId64, i ? "," : "", ((const int64_t *)field)[i]);
         fputc(']', f);
         break;
-    case KEY_LEVEL_LIST:
+    case KEY_POLICY_LIST: /* every control of every policy, so run.json records them all */
         fputc('[', f);
         for (int i = 0; i < count; i++) {
-            if (i) fputc(',', f);
-            json_string(f, ((const struct dt_policy *)field)[i].name);
+            const struct dt_policy *p = &((const struct dt_policy *)field)[i];
+            fputs(i ? ",{\"name\":" : "{\"name\":", f);
+            json_string(f, p->name);
+            fputs(",\"base\":", f);
+            json_string(f, dt_level_name(p->base));
+            for (int c = 0; c < dt_policy_control_count(); c++) {
+                fprintf(f, ",\"%s\":", dt_policy_control_name(c));
+                json_string(f, dt_policy_control_value(p, c));
+            }
+            fputc('}', f);
         }
         fputc(']', f);
         break;
@@ -1070,7 +1220,7 @@ void dt_config_write_json(FILE *f, const struct dt_experiment *exp)
 /* The "range / values" cell of the reference. */
 static void reference_values(char *buf, size_t size, const struct key_row *row)
 {
-    char names[256];
+    char names[128];
     switch (row->type) {
     case KEY_STRING:
         if (row->names) format_choices(buf, size, row->names, ", ");
@@ -1085,9 +1235,11 @@ static void reference_values(char *buf, size_t size, const struct key_row *row)
         format_range(names, sizeof names, row);
         snprintf(buf, size, "%d to %d items, each in %s", row->min_items, row->max_items, names);
         break;
-    case KEY_LEVEL_LIST:
+    case KEY_POLICY_LIST:
         format_levels(names, sizeof names, ", ");
-        snprintf(buf, size, "%d to %d of %s; no repeats", row->min_items, row->max_items, names);
+        snprintf(buf, size, "%d to %d items, each a level (%s) or a mapping {base: LEVEL, "
+                 "CONTROL: VALUE, ..., name: NAME}; names unique", row->min_items,
+                 row->max_items, names);
         break;
     case KEY_FLAG_SET:
         format_choices(names, sizeof names, row->names, ", ");
@@ -1103,7 +1255,7 @@ void dt_config_write_reference(FILE *f)
     fputs("|---|---|---|---|---|---|\n", f);
     for (int i = 0; i < N_KEYS; i++) {
         const struct key_row *row = &keys[i];
-        char values[320];
+        char values[512];
         reference_values(values, sizeof values, row);
         fprintf(f, "| `%s` | %s | %s%s%s | %s | %s | %s |\n", row->path, type_info[row->type].name,
                 row->def ? "`" : "", row->def ? row->def : "", row->def ? "`" : "", values,

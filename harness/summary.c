@@ -56,6 +56,16 @@ static void summarise_policy(struct policy_row *row, const struct dt_replica_res
     }
 }
 
+/* Index of the policy whose controls are exactly the `fast` level's, or -1. */
+static int fast_policy_index(const struct dt_experiment *exp)
+{
+    struct dt_policy fast;
+    dt_policy_from_level(&fast, DT_LEVEL_FAST);
+    for (int p = 0; p < exp->n_policies; p++)
+        if (dt_policy_equal_controls(&exp->policies[p], &fast)) return p;
+    return -1;
+}
+
 enum dt_status dt_summary_write(const char *out_dir, const struct dt_experiment *exp,
                                 const struct dt_replica_result *results, int n,
                                 struct dt_error *err)
@@ -65,23 +75,35 @@ enum dt_status dt_summary_write(const char *out_dir, const struct dt_experiment 
     FILE *f = fopen(path, "w");
     if (!f) return dt_error_set(err, DT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
     fprintf(f, "%s\n", DT_SUMMARY_HEADER);
-    printf("\n%-16s %8s %9s %14s %10s %9s %9s %9s\n", "policy", "replicas", "distinct",
-           "first_diverge", "acc_mean", "acc_std", "step_ms", "hash_ms");
-    for (int p = 0; p < exp->n_policies; p++) {
+    printf("\n%-24s %8s %9s %14s %10s %9s %9s %9s %8s\n", "policy", "replicas", "distinct",
+           "first_diverge", "acc_mean", "acc_std", "step_ms", "hash_ms", "vs_fast");
+    int np = 0;
+    struct policy_row *rows = dt_xcalloc((size_t)exp->n_policies, sizeof *rows);
+    for (int p = 0; p < exp->n_policies; p++, np++) {
         int begin = p * exp->replicas;
         if (begin >= n) break;
         int count = n - begin < exp->replicas ? n - begin : exp->replicas;
-        struct policy_row row = {.policy = exp->policies[p].name};
-        summarise_policy(&row, results + begin, count);
-        fprintf(f, "%s,%d,%d,%lld,%.6f,%.6f,%.4f,%.4f,%d\n", row.policy, row.replicas,
-                row.distinct, (long long)row.first_divergent, row.acc_mean, row.acc_std,
-                row.step_ms, row.hash_ms, row.completed);
-        printf("%-16s %8d %9d %14lld %10.4f %9.4f %9.3f %9.3f\n", row.policy, row.replicas,
-               row.distinct, (long long)row.first_divergent, row.acc_mean, row.acc_std,
-               row.step_ms, row.hash_ms);
+        rows[p].policy = exp->policies[p].name;
+        summarise_policy(&rows[p], results + begin, count);
     }
+    int fi = fast_policy_index(exp);
+    double fast_ms = (fi >= 0 && fi < np) ? rows[fi].step_ms : NAN;
+    for (int p = 0; p < np; p++) {
+        const struct policy_row *row = &rows[p];
+        double ratio = row->step_ms / fast_ms; /* NaN when no fast policy ran */
+        fprintf(f, "%s,%d,%d,%lld,%.6f,%.6f,%.4f,%.4f,%d,%.4f\n", row->policy, row->replicas,
+                row->distinct, (long long)row->first_divergent, row->acc_mean, row->acc_std,
+                row->step_ms, row->hash_ms, row->completed, isfinite(ratio) ? ratio : -1.0);
+        printf("%-24s %8d %9d %14lld %10.4f %9.4f %9.3f %9.3f", row->policy, row->replicas,
+               row->distinct, (long long)row->first_divergent, row->acc_mean, row->acc_std,
+               row->step_ms, row->hash_ms);
+        if (isfinite(ratio)) printf(" %7.2fx\n", ratio);
+        else printf(" %8s\n", "-");
+    }
+    free(rows);
     printf("(distinct = distinct final model digests; first_diverge = first step where a "
-           "replica's digest differs from replica 0's, -1 = never)\nsummary: %s\n", path);
+           "replica's digest differs from replica 0's, -1 = never;\n vs_fast = median step "
+           "time relative to the fast policy of the same run)\nsummary: %s\n", path);
     fflush(stdout);
     if (fclose(f) != 0)
         return dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", path, strerror(errno));

@@ -9,7 +9,7 @@
 
 #define DT_SUMMARY_HEADER \
     "policy,replicas,distinct_final_digests,first_divergent_step,test_acc_mean,test_acc_std," \
-    "step_ms_median,hash_ms_median,completed"
+    "step_ms_median,hash_ms_median,completed,step_ms_vs_fast"
 
 /* results[] holds n results in policy-major order (policy p, replica r at
  * p * exp->replicas + r); n may be short when the run was interrupted. */

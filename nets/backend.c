@@ -60,6 +60,14 @@ const void *dt_backend_host_view(struct dt_backend *be, const void *p)
     return be->ops->host_view ? be->ops->host_view(be, p) : NULL;
 }
 
+enum dt_status dt_backend_set_forced_order(struct dt_backend *be, uint64_t seed)
+{
+    if (be->ops->version < 2 || !be->ops->set_forced_order)
+        return DT_ERR_UNSUPPORTED;
+    be->ops->set_forced_order(be, seed);
+    return DT_OK;
+}
+
 /* Shared checks: sizes positive, pointers present. A violation is a caller bug. */
 #define CHECK_DIMS(...)                                                          \
     do {                                                                         \

@@ -44,6 +44,13 @@ void dt_backend_download(struct dt_backend *be, void *dst, const void *src, size
 /* A host pointer to backend memory when it is host memory (CPU), NULL otherwise. */
 const void *dt_backend_host_view(struct dt_backend *be, const void *p);
 
+/* Test hook: with seed != 0, the nondeterministic paths (`reduction: unordered`,
+ * `atomics: float`) run serially in a combination order drawn from `seed` instead of
+ * the order in which threads happen to finish, so a test can show that the order changes
+ * the bits without relying on timing luck. 0 restores the real behaviour. Deterministic
+ * paths ignore it. Returns DT_ERR_UNSUPPORTED when the backend has no such hook. */
+enum dt_status dt_backend_set_forced_order(struct dt_backend *be, uint64_t seed);
+
 /* ---- ops ------------------------------------------------------------------------------ */
 
 /* y = x . w + bias. y is (B,out), x is (B,in), w is (in,out), bias is (out). */

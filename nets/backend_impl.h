@@ -5,7 +5,7 @@
 
 #include "nets/backend.h"
 
-#define DT_BACKEND_OPS_VERSION 1
+#define DT_BACKEND_OPS_VERSION 2
 
 struct dt_backend_ops {
     int version;
@@ -42,6 +42,8 @@ struct dt_backend_ops {
                                             const struct dt_policy *);
     enum dt_status (*sgd_update)(struct dt_backend *, float *, float *, const float *, int64_t,
                                  float, float, float, const struct dt_policy *);
+    /* version 2 */
+    void (*set_forced_order)(struct dt_backend *, uint64_t seed); /* optional */
 };
 
 struct dt_backend {

@@ -11,6 +11,7 @@ packages=(
   libyaml-dev                     # config files (YAML through libyaml)
   libssl-dev                      # SHA-256 through OpenSSL EVP
   zlib1g-dev                      # .gz datasets
+  libopenblas-dev                 # sgemm for the `fast` level's matrix products
   dataset-fashion-mnist           # /usr/share/datasets/fashion-mnist
 )
 

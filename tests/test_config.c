@@ -212,7 +212,163 @@ DT_TEST(bad_policy)
 DT_TEST(duplicate_policy)
 {
     expect_file_error(CFG("duplicate_policy.yaml"), 7, 5,
-                      "key 'policies', item 3: 'portable' is listed twice");
+                      "key 'policies', item 3: duplicate policy name 'portable' (items 1 and 3)");
+}
+
+/* Check every control of `p` against a level with the given controls overridden:
+ * `over` is {"control", "value", ...}, n pairs. */
+static void expect_policy(const struct dt_policy *p, const char *name, enum dt_level base,
+                          const char *const *over, int n)
+{
+    struct dt_policy want;
+    dt_policy_from_level(&want, base);
+    for (int i = 0; i < n; i++)
+        CHECK_INT_EQ(dt_policy_set_control(&want, over[2 * i], over[2 * i + 1], NULL), DT_OK);
+    CHECK_STR_EQ(p->name, name);
+    CHECK_INT_EQ(p->base, base);
+    CHECK(dt_policy_equal_controls(p, &want));
+    for (int c = 0; c < dt_policy_control_count(); c++)
+        CHECK_STR_EQ(dt_policy_control_value(p, c), dt_policy_control_value(&want, c));
+}
+
+/* Items are level names or mappings over a base level, in flow and block style; a
+ * mapping without `name` is named after its base and the controls that differ. */
+DT_TEST(policy_mappings)
+{
+    struct dt_experiment e;
+    struct dt_error err;
+    CHECK_INT_EQ(load(&e, CFG("policy_mappings.yaml"), NULL, 0, &err), DT_OK);
+    if (err.msg[0]) fprintf(stderr, "  %s\n", err.msg);
+    CHECK_INT_EQ(e.n_policies, 8);
+    if (e.n_policies != 8) return;
+    expect_policy(&e.policies[0], "fast", DT_LEVEL_FAST, NULL, 0);
+    expect_policy(&e.policies[1], "run_to_run", DT_LEVEL_RUN_TO_RUN, NULL, 0);
+    expect_policy(&e.policies[2], "portable", DT_LEVEL_PORTABLE, NULL, 0);
+    const char *fixed[] = {"reduction", "fixed"};
+    expect_policy(&e.policies[3], "fast+reduction=fixed", DT_LEVEL_FAST, fixed, 1);
+    CHECK_INT_EQ(e.policies[3].reduction, DT_REDUCTION_FIXED);
+    CHECK_INT_EQ(e.policies[3].atomics, DT_ATOMICS_FLOAT);
+    const char *fast_math[] = {"math", "fast"};
+    expect_policy(&e.policies[4], "portable+math=fast", DT_LEVEL_PORTABLE, fast_math, 1);
+    const char *exact[] = {"atomics", "fixed_point"};
+    expect_policy(&e.policies[5], "fast_exact_bias", DT_LEVEL_FAST, exact, 1);
+    const char *two[] = {"threads", "any", "reduction", "unordered"};
+    expect_policy(&e.policies[6], "portable+reduction=unordered+threads=any", DT_LEVEL_PORTABLE,
+                  two, 2);
+    expect_policy(&e.policies[7], "r2r.copy+1", DT_LEVEL_RUN_TO_RUN, NULL, 0);
+}
+
+/* --set goes through the same code: a flow list mixing names and mappings, or a single
+ * mapping standing for a one-item list. */
+DT_TEST(policy_mappings_set)
+{
+    struct dt_experiment e;
+    struct dt_error err;
+    const char *mixed[] = {"policies=[fast, {base: portable, math: fast}]"};
+    CHECK_INT_EQ(load(&e, CFG("full.yaml"), mixed, 1, &err), DT_OK);
+    CHECK_INT_EQ(e.n_policies, 2);
+    const char *fast_math[] = {"math", "fast"};
+    expect_policy(&e.policies[0], "fast", DT_LEVEL_FAST, NULL, 0);
+    expect_policy(&e.policies[1], "portable+math=fast", DT_LEVEL_PORTABLE, fast_math, 1);
+    const char *one[] = {"policies={base: run_to_run, rng: philox, name: r2r-philox}"};
+    CHECK_INT_EQ(load(&e, CFG("policy_mappings.yaml"), one, 1, &err), DT_OK);
+    CHECK_INT_EQ(e.n_policies, 1);
+    const char *philox[] = {"rng", "philox"};
+    expect_policy(&e.policies[0], "r2r-philox", DT_LEVEL_RUN_TO_RUN, philox, 1);
+    const char *quoted[] = {"policies=[{base: 'fast', 'conv_algo': \"own\"}]"};
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), quoted, 1, &err), DT_OK);
+    const char *own[] = {"conv_algo", "own"};
+    expect_policy(&e.policies[0], "fast+conv_algo=own", DT_LEVEL_FAST, own, 1);
+}
+
+/* Each error names the item and points at the node at fault. */
+DT_TEST(policy_errors)
+{
+    expect_file_error(CFG("policy_unknown_control.yaml"), 7, 27,
+                      "key 'policies', item 6: unknown control 'reductoin' (expected one of "
+                      "reduction, atomics, rng, conv_algo, math, threads)");
+    expect_file_error(CFG("policy_unknown_value.yaml"), 8, 31,
+                      "key 'policies', item 4: control 'reduction': unknown value 'sorted' "
+                      "(expected unordered or fixed)");
+    expect_file_error(CFG("policy_missing_base.yaml"), 6, 7,
+                      "key 'policies', item 2: missing 'base' (the level to start from: fast, "
+                      "run_to_run or portable)");
+
+    const char *bad_base[] = {"policies=[fast, {math: fast, base: quick}]"};
+    expect_set_error(bad_base, 1, 1, 36, "key 'policies', item 2: 'base': unknown determinism "
+                                         "level 'quick' (expected fast, run_to_run or portable)");
+    const char *list_base[] = {"policies={base: [fast]}"};
+    expect_set_error(list_base, 1, 1, 17, "key 'policies', item 1: 'base': expected a level "
+                                          "name, got a list");
+    const char *no_base[] = {"policies=[{name: x}]"};
+    expect_set_error(no_base, 1, 1, 11, "key 'policies', item 1: missing 'base'");
+    /* an unknown control is reported before a missing base */
+    const char *typo[] = {"policies=[{bsae: fast}]"};
+    expect_set_error(typo, 1, 1, 12, "key 'policies', item 1: unknown control 'bsae'");
+    const char *bad_value[] = {"policies=[portable, {base: fast, threads: all}]"};
+    expect_set_error(bad_value, 1, 1, 43, "key 'policies', item 2: control 'threads': unknown "
+                                          "value 'all' (expected any, fixed or independent)");
+    const char *map_value[] = {"policies=[{base: fast, math: {x: 1}}]"};
+    expect_set_error(map_value, 1, 1, 30, "key 'policies', item 1: control 'math': expected a "
+                                          "value name, got a mapping");
+    const char *null_value[] = {"policies=[{base: fast, math: }]"};
+    expect_set_error(null_value, 1, 1, 30, "control 'math': expected a value name, got no value");
+    const char *dup_key[] = {"policies=[{base: fast, math: strict, math: fast}]"};
+    expect_set_error(dup_key, 1, 1, 38, "key 'policies', item 1: duplicate key 'math' (first "
+                                        "given at 1:24)");
+    const char *list_key[] = {"policies=[{base: fast, [math]: strict}]"};
+    expect_set_error(list_key, 1, 1, 24, "key 'policies', item 1: expected a key name, got a list");
+    const char *list_item[] = {"policies=[fast, [portable]]"};
+    expect_set_error(list_item, 1, 1, 17, "key 'policies', item 2: expected a level name or a "
+                                          "mapping {base: LEVEL, CONTROL: VALUE, ...}, got a list");
+}
+
+/* Names (given or automatic) must be unique: each names the policy's folder. A given
+ * name is 1 to 63 characters of A-Z a-z 0-9 _ . + = - and not "." or "..". */
+DT_TEST(policy_names)
+{
+    expect_file_error(CFG("policy_duplicate_name.yaml"), 7, 5,
+                      "key 'policies', item 3: duplicate policy name 'fast' (items 1 and 3)");
+    expect_file_error(CFG("policy_duplicate_explicit.yaml"), 7, 11,
+                      "key 'policies', item 2: duplicate policy name 'fast+reduction=fixed' "
+                      "(items 1 and 2)");
+    const char *twice[] = {"policies=[{base: fast, math: strict}, run_to_run, "
+                           "{base: fast, math: strict}]"};
+    expect_set_error(twice, 1, 1, 51, "key 'policies', item 3: duplicate policy name "
+                                      "'fast+math=strict' (items 1 and 3)");
+    /* two names for the same controls are allowed */
+    struct dt_experiment e;
+    struct dt_error err;
+    const char *alias[] = {"policies=[run_to_run, {base: run_to_run, name: again}]"};
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), alias, 1, &err), DT_OK);
+    CHECK_STR_EQ(e.policies[1].name, "again");
+    CHECK(dt_policy_equal_controls(&e.policies[0], &e.policies[1]));
+
+    const char *slash[] = {"policies={base: fast, name: a/b}"};
+    expect_set_error(slash, 1, 1, 29, "key 'policies', item 1: 'name': 'a/b' contains '/' at "
+                                      "position 2; allowed: A-Z a-z 0-9 _ . + = -");
+    const char *space[] = {"policies={base: fast, name: 'a b'}"};
+    expect_set_error(space, 1, 1, 29, "'name': 'a b' contains ' ' at position 2");
+    const char *empty[] = {"policies={base: fast, name: ''}"};
+    expect_set_error(empty, 1, 1, 29, "key 'policies', item 1: 'name': must not be empty");
+    const char *dots[] = {"policies={base: fast, name: ..}"};
+    expect_set_error(dots, 1, 1, 29, "'name': '..' cannot name a folder");
+    char longname[128] = "policies={base: fast, name: ";
+    size_t at = strlen(longname);
+    memset(longname + at, 'n', 64);
+    strcpy(longname + at + 64, "}");
+    const char *toolong[] = {longname};
+    expect_set_error(toolong, 1, 1, 29, "'name': value is 64 characters long; at most 63 allowed");
+    memset(longname + at, 'n', 63);
+    strcpy(longname + at + 63, "}");
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), toolong, 1, &err), DT_OK);
+    CHECK_INT_EQ(strlen(e.policies[0].name), 63);
+    /* an automatic name longer than 63 characters asks for a name */
+    const char *all[] = {"policies=[{base: run_to_run, reduction: unordered, atomics: float, "
+                         "rng: philox, conv_algo: own, math: portable, threads: independent}]"};
+    expect_set_error(all, 1, 1, 11, "key 'policies', item 1: its automatic name "
+                                    "'run_to_run+reduction=unordered+atomics=float+rng=philox+");
+    expect_set_error(all, 1, 1, 11, "would be longer than 63 characters; give the policy a 'name'");
 }
 
 DT_TEST(bad_vary)
@@ -393,7 +549,8 @@ DT_TEST(write_json)
 {
     struct dt_experiment e;
     struct dt_error err;
-    const char *sets[] = {"policies=[fast, portable]", "vary=[init]", "dataset.path=\"a\\\"b\\\\c\""};
+    const char *sets[] = {"policies=[fast, {base: portable, math: fast}]", "vary=[init]",
+                          "dataset.path=\"a\\\"b\\\\c\""};
     CHECK_INT_EQ(load(&e, CFG("full.yaml"), sets, 3, &err), DT_OK);
     CHECK_STR_EQ(e.dataset.path, "a\"b\\c");
     char *text = NULL;
@@ -411,7 +568,13 @@ DT_TEST(write_json)
                          "\"weight_decay\":0.0001}");
     CHECK_CONTAINS(text, "\"seed\":18446744073709551615,\"eval_every\":100}");
     CHECK_CONTAINS(text, "\"backend\":{\"device\":\"cuda\",\"threads\":8}");
-    CHECK_CONTAINS(text, "\"policies\":[\"fast\",\"portable\"]");
+    /* every control of every policy, in table order */
+    CHECK_CONTAINS(text, "\"policies\":[{\"name\":\"fast\",\"base\":\"fast\",\"reduction\":"
+                         "\"unordered\",\"atomics\":\"float\",\"rng\":\"stored\",\"conv_algo\":"
+                         "\"autotune\",\"math\":\"fast\",\"threads\":\"any\"},{\"name\":"
+                         "\"portable+math=fast\",\"base\":\"portable\",\"reduction\":\"fixed\","
+                         "\"atomics\":\"fixed_point\",\"rng\":\"lfsr\",\"conv_algo\":\"own\","
+                         "\"math\":\"fast\",\"threads\":\"independent\"}],");
     CHECK_CONTAINS(text, "\"replicas\":3,\"vary\":[\"init\"]");
     CHECK_CONTAINS(text, "\"hash\":{\"every\":10,\"per_tensor\":true}}");
     int braces, brackets, min_depth;
@@ -463,6 +626,9 @@ DT_TEST(write_reference)
     CHECK_CONTAINS(text, "| `train.steps` | integer |  | [1, 1000000000] | yes |");
     CHECK_CONTAINS(text, "| `train.optimizer.momentum` | number | `0.9` | [0, 1) | no |");
     CHECK_CONTAINS(text, "| `backend.device` | choice | `cpu` | cpu, cuda | no |");
+    CHECK_CONTAINS(text, "| `policies` | list of policies | `[portable]` | 1 to 16 items, each a "
+                         "level (fast, run_to_run, portable) or a mapping {base: LEVEL, CONTROL: "
+                         "VALUE, ..., name: NAME}; names unique | no |");
     free(text);
 }
 
@@ -470,7 +636,9 @@ DT_TEST_MAIN(DT_CASE(load_full), DT_CASE(load_minimal_defaults), DT_CASE(malform
              DT_CASE(unknown_key), DT_CASE(wrong_type_int), DT_CASE(wrong_type_mapping),
              DT_CASE(out_of_range), DT_CASE(missing_required), DT_CASE(duplicate_key),
              DT_CASE(empty_file), DT_CASE(root_not_mapping), DT_CASE(file_missing),
-             DT_CASE(bad_policy), DT_CASE(duplicate_policy), DT_CASE(bad_vary),
+             DT_CASE(bad_policy), DT_CASE(duplicate_policy), DT_CASE(policy_mappings),
+             DT_CASE(policy_mappings_set), DT_CASE(policy_errors), DT_CASE(policy_names),
+             DT_CASE(bad_vary),
              DT_CASE(set_changes_value), DT_CASE(set_list), DT_CASE(set_bad_value),
              DT_CASE(set_unknown_key), DT_CASE(set_missing_equals), DT_CASE(set_supplies_required),
              DT_CASE(scalar_parsing), DT_CASE(hidden_items), DT_CASE(write_json),

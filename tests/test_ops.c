@@ -107,14 +107,18 @@ DT_TEST(dense_forward_matches_double)
     dt_backend_destroy(be);
 }
 
-DT_TEST(dense_backward_gradcheck)
+/* Every level's kernels: own fixed-order ones, the chunk tree, the unordered chunks,
+ * OpenBLAS (math fast), float CAS and fixed-point bias sums. B = 9 < one reduction chunk,
+ * so B = 70 (three chunks, the last short) is checked too. */
+static void dense_gradcheck_level(enum dt_level level, int threads)
 {
     fill(dx_, DB * DIN, 1.0);
     fill(dw_, DIN * DOUT, 0.5);
     fill(dbias_, DOUT, 0.1);
     fill(dr_, DB * DOUT, 1.0);
-    struct dt_backend *be = cpu(2);
-    struct dt_policy pol = policy();
+    struct dt_backend *be = cpu(threads);
+    struct dt_policy pol;
+    dt_policy_from_level(&pol, level);
     float gx[DB * DIN], gw[DIN * DOUT], gb[DOUT];
     CHECK(dt_dense_backward_data(be, gx, dr_, dw_, DB, DIN, DOUT, &pol) == DT_OK);
     CHECK(dt_dense_backward_weight(be, gw, dx_, dr_, DB, DIN, DOUT, &pol) == DT_OK);
@@ -123,10 +127,47 @@ DT_TEST(dense_backward_gradcheck)
     dense_fd(fx, 0, DB * DIN);
     dense_fd(fw, 1, DIN * DOUT);
     dense_fd(fb, 2, DOUT);
+    fprintf(stderr, "level %s, %d threads\n", dt_level_name(level), threads);
     check_close("dL/dx", gx, fx, DB * DIN, 1e-5, 1e-4);
     check_close("dL/dw", gw, fw, DIN * DOUT, 1e-5, 1e-4);
     check_close("dL/dbias", gb, fb, DOUT, 1e-5, 1e-4);
     dt_backend_destroy(be);
+}
+
+DT_TEST(dense_backward_gradcheck)
+{
+    for (int l = 0; l < DT_LEVEL_COUNT; l++) {
+        dense_gradcheck_level((enum dt_level)l, 1);
+        dense_gradcheck_level((enum dt_level)l, 3);
+    }
+}
+
+/* Sums over a batch of several reduction chunks: weight and bias gradients against a
+ * double-precision reference, for every level. */
+DT_TEST(batch_sums_every_level)
+{
+    enum { NB = 70, NI = 5, NO = 6 };
+    static float x[NB * NI], r[NB * NO];
+    fill(x, NB * NI, 1.0);
+    fill(r, NB * NO, 1.0);
+    double rw[NI * NO] = {0}, rb[NO] = {0};
+    for (int b = 0; b < NB; b++)
+        for (int o = 0; o < NO; o++) {
+            rb[o] += r[b * NO + o];
+            for (int k = 0; k < NI; k++) rw[k * NO + o] += (double)x[b * NI + k] * r[b * NO + o];
+        }
+    for (int l = 0; l < DT_LEVEL_COUNT; l++) {
+        struct dt_backend *be = cpu(2);
+        struct dt_policy pol;
+        dt_policy_from_level(&pol, (enum dt_level)l);
+        float gw[NI * NO], gb[NO];
+        CHECK(dt_dense_backward_weight(be, gw, x, r, NB, NI, NO, &pol) == DT_OK);
+        CHECK(dt_bias_backward(be, gb, r, NB, NO, &pol) == DT_OK);
+        fprintf(stderr, "level %s\n", dt_level_name((enum dt_level)l));
+        check_close("sum_b x*dy", gw, rw, NI * NO, 1e-5, 1e-5);
+        check_close("sum_b dy", gb, rb, NO, 1e-5, 1e-5);
+        dt_backend_destroy(be);
+    }
 }
 
 /* ---- relu ----------------------------------------------------------------------------- */
@@ -172,13 +213,15 @@ static double xent_ref(const double *z, const int32_t *lab)
     return total / SB;
 }
 
-DT_TEST(softmax_xent_gradcheck)
+static void softmax_gradcheck_level(enum dt_level level)
 {
     float z[SB * SC], probs[SB * SC], g[SB * SC];
     int32_t lab[SB] = {0, 3, 9, 9, 4, 1};
     fill(z, SB * SC, 3.0);
     struct dt_backend *be = cpu(2);
-    struct dt_policy pol = policy();
+    struct dt_policy pol;
+    dt_policy_from_level(&pol, level);
+    fprintf(stderr, "level %s\n", dt_level_name(level));
     float loss;
     int64_t correct;
     CHECK(dt_softmax_xent_forward(be, probs, &loss, &correct, z, lab, SB, SC, &pol) == DT_OK);
@@ -207,6 +250,11 @@ DT_TEST(softmax_xent_gradcheck)
     }
     CHECK_INT_EQ(correct, want);
     dt_backend_destroy(be);
+}
+
+DT_TEST(softmax_xent_gradcheck)
+{
+    for (int l = 0; l < DT_LEVEL_COUNT; l++) softmax_gradcheck_level((enum dt_level)l);
 }
 
 /* ---- SGD ------------------------------------------------------------------------------ */
@@ -354,7 +402,7 @@ DT_TEST(dense_thread_count_independent)
     }
 }
 
-DT_TEST_MAIN(DT_CASE(dense_forward_matches_double), DT_CASE(dense_backward_gradcheck),
+DT_TEST_MAIN(DT_CASE(dense_forward_matches_double), DT_CASE(dense_backward_gradcheck), DT_CASE(batch_sums_every_level),
              DT_CASE(relu_gradcheck), DT_CASE(softmax_xent_gradcheck),
              DT_CASE(sgd_matches_formula), DT_CASE(mlp_backward_gradcheck),
              DT_CASE(dense_thread_count_independent))

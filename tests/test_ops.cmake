@@ -1,3 +1,3 @@
-dt_add_test(ops LABELS unit CASES dense_forward_matches_double dense_backward_gradcheck
+dt_add_test(ops LABELS unit CASES dense_forward_matches_double dense_backward_gradcheck batch_sums_every_level
             relu_gradcheck softmax_xent_gradcheck sgd_matches_formula mlp_backward_gradcheck
             dense_thread_count_independent)

@@ -1,9 +1,13 @@
 /* CPU backend: the reference implementation every other backend is compared with.
  * Host memory, a pthread pool of a configurable size, and the ops in nets/cpu/. */
+#include <cblas.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "nets/cpu/cpu.h"
+#include "nets/seed.h"
+
+/* OpenBLAS's thread control (declared in its cblas.h as openblas_set_num_threads). */
 
 static int online_cpus(void)
 {
@@ -22,6 +26,9 @@ static enum dt_status cpu_init(struct dt_backend *be, const struct dt_backend_op
                             threads);
     struct dt_cpu_ctx *c = dt_xcalloc(1, sizeof *c);
     c->pool = dt_pool_create(threads);
+    pthread_mutex_init(&c->combine_mu, NULL);
+    c->blas_threads = threads;
+    openblas_set_num_threads(threads);
     be->ctx = c;
     be->threads = threads;
     return DT_OK;
@@ -32,6 +39,8 @@ static void cpu_destroy(struct dt_backend *be)
     struct dt_cpu_ctx *c = dt_cpu(be);
     if (!c) return;
     dt_pool_destroy(c->pool);
+    pthread_mutex_destroy(&c->combine_mu);
+    for (int w = 0; w < DT_CPU_MAX_THREADS; w++) free(c->worker_buf[w]);
     free(c->scratch);
     free(c);
     be->ctx = NULL;
@@ -46,6 +55,28 @@ float *dt_cpu_scratch(struct dt_backend *be, size_t n)
         c->scratch_floats = n;
     }
     return c->scratch;
+}
+
+float *dt_cpu_worker_buffer(struct dt_backend *be, int w, size_t n)
+{
+    struct dt_cpu_ctx *c = dt_cpu(be);
+    DT_ASSERT(w >= 0 && w < DT_CPU_MAX_THREADS);
+    if (c->worker_floats[w] < n) {
+        free(c->worker_buf[w]);
+        c->worker_buf[w] = dt_xmalloc(n * sizeof(float));
+        c->worker_floats[w] = n;
+    }
+    return c->worker_buf[w];
+}
+
+void dt_cpu_forced_permutation(int64_t *perm, int64_t n, uint64_t seed, uint64_t salt)
+{
+    dt_shuffle_permutation(perm, n, dt_mix64(seed ^ dt_mix64(salt)));
+}
+
+static void cpu_set_forced_order(struct dt_backend *be, uint64_t seed)
+{
+    dt_cpu(be)->forced_order = seed;
 }
 
 static void *cpu_alloc(struct dt_backend *be, size_t bytes)
@@ -86,4 +117,5 @@ const struct dt_backend_ops dt_backend_cpu_ops = {
     .softmax_xent_forward = dt_cpu_softmax_xent_forward,
     .softmax_xent_backward = dt_cpu_softmax_xent_backward,
     .sgd_update = dt_cpu_sgd_update,
+    .set_forced_order = cpu_set_forced_order,
 };

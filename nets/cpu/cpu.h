@@ -2,6 +2,9 @@
 #ifndef DT_CPU_H
 #define DT_CPU_H
 
+#include <pthread.h>
+#include <string.h>
+
 #include "nets/backend_impl.h"
 #include "nets/cpu/threadpool.h"
 
@@ -14,10 +17,17 @@
 #define DT_VECTOR_CLONES
 #endif
 
+#define DT_CPU_MAX_THREADS 256
+
 struct dt_cpu_ctx {
     struct dt_pool *pool;
     float *scratch; /* transposes; grown on demand */
     size_t scratch_floats;
+    float *worker_buf[DT_CPU_MAX_THREADS]; /* per-worker partials; each grown by its worker */
+    size_t worker_floats[DT_CPU_MAX_THREADS];
+    pthread_mutex_t combine_mu; /* unordered paths: partials combined in completion order */
+    uint64_t forced_order;      /* test hook: != 0 imposes a combination order (see backend.h) */
+    int blas_threads;
 };
 
 static inline struct dt_cpu_ctx *dt_cpu(struct dt_backend *be)
@@ -27,6 +37,23 @@ static inline struct dt_cpu_ctx *dt_cpu(struct dt_backend *be)
 
 /* Scratch space of at least n floats (valid until the next call). */
 float *dt_cpu_scratch(struct dt_backend *be, size_t n);
+/* Worker `w`'s own buffer of at least n floats; only worker w may call this for slot w. */
+float *dt_cpu_worker_buffer(struct dt_backend *be, int w, size_t n);
+/* The forced combination order: a permutation of [0, n) drawn from the hook's seed. */
+void dt_cpu_forced_permutation(int64_t *perm, int64_t n, uint64_t seed, uint64_t salt);
+/* Add src into *dst atomically (compare-and-swap on the bits): float, arrival order. */
+static inline void dt_cpu_atomic_add_float(float *dst, float v)
+{
+    uint32_t *bits = (uint32_t *)dst;
+    uint32_t old = __atomic_load_n(bits, __ATOMIC_RELAXED), want;
+    do {
+        float cur, next;
+        memcpy(&cur, &old, 4);
+        next = cur + v;
+        memcpy(&want, &next, 4);
+    } while (!__atomic_compare_exchange_n(bits, &old, want, true, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+}
 
 enum dt_status dt_cpu_dense_forward(struct dt_backend *be, float *y, const float *x,
                                     const float *w, const float *bias, int64_t B, int64_t in,

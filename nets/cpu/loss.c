@@ -1,19 +1,95 @@
-/* Softmax cross-entropy on the CPU backend. Rows are independent; the batch mean of the
- * loss is a serial sum in batch-index order. exp/log come from libm for now: the same
- * bits on one machine; the portable math control (own exp/log) arrives with the CPU
- * determinism-controls work. */
+/* Softmax cross-entropy on the CPU backend. Rows are independent; within a row the class
+ * sums run in index order. Two controls apply:
+ *   math       portable -> dt_exp_portable / dt_log_portable (same bits on every device);
+ *              fast, strict -> libm expf / logf (same bits on one machine and libm).
+ *   reduction  the batch mean of the loss: fixed -> the canonical chunk tree of reduce.h;
+ *              unordered -> chunk partials combined in the order workers finish. */
 #include <math.h>
+#include <stdatomic.h>
 
+#include "determinism/portable_math.h"
+#include "determinism/reduce.h"
 #include "nets/cpu/cpu.h"
 
-/* portable within one libm: per row, max-shifted softmax; loss = log(sum exp(z - max)) -
- * (z_label - max); the batch sum runs b = 0..B-1 in order, in double, rounded once. */
+#define LOSS_CHUNK 8 /* examples per dynamically scheduled chunk (unordered) */
+
+static inline float exp_for(const struct dt_policy *pol, float x)
+{
+    return pol->math == DT_MATH_PORTABLE ? dt_exp_portable(x) : expf(x);
+}
+
+static inline float log_for(const struct dt_policy *pol, float x)
+{
+    return pol->math == DT_MATH_PORTABLE ? dt_log_portable(x) : logf(x);
+}
+
+struct loss_sum_job {
+    const float *v;
+    int64_t n;
+    atomic_llong next;
+    float *total;
+    pthread_mutex_t *mu;
+};
+
+/* reduction unordered: chunks taken as they come; partials added in finishing order. */
+static void loss_sum_unordered_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    struct loss_sum_job *j = ctx;
+    float s = 0.0f;
+    bool any = false;
+    for (;;) {
+        int64_t c = atomic_fetch_add(&j->next, 1);
+        if (c * LOSS_CHUNK >= j->n) break;
+        int64_t e = (c + 1) * LOSS_CHUNK < j->n ? (c + 1) * LOSS_CHUNK : j->n;
+        for (int64_t i = c * LOSS_CHUNK; i < e; i++) s += j->v[i];
+        any = true;
+    }
+    if (!any) return;
+    pthread_mutex_lock(j->mu);
+    *j->total += s;
+    pthread_mutex_unlock(j->mu);
+}
+
+/* Sum of the per-example losses under the reduction control. */
+static float sum_losses(struct dt_backend *be, const float *v, int64_t n,
+                        const struct dt_policy *pol)
+{
+    struct dt_cpu_ctx *c = dt_cpu(be);
+    if (pol->reduction == DT_REDUCTION_FIXED) {
+        float *partials = dt_xmalloc((size_t)dt_reduce_chunks(n) * sizeof(float));
+        float s = dt_reduce_sum_fixed(v, n, partials);
+        free(partials);
+        return s;
+    }
+    int64_t n_chunks = (n + LOSS_CHUNK - 1) / LOSS_CHUNK;
+    if (c->forced_order) {
+        int64_t *perm = dt_xmalloc((size_t)n_chunks * sizeof *perm);
+        dt_cpu_forced_permutation(perm, n_chunks, c->forced_order, 3);
+        float total = 0.0f;
+        for (int64_t t = 0; t < n_chunks; t++) {
+            float s = 0.0f;
+            int64_t e = (perm[t] + 1) * LOSS_CHUNK < n ? (perm[t] + 1) * LOSS_CHUNK : n;
+            for (int64_t i = perm[t] * LOSS_CHUNK; i < e; i++) s += v[i];
+            total += s;
+        }
+        free(perm);
+        return total;
+    }
+    float total = 0.0f;
+    struct loss_sum_job job = {.v = v, .n = n, .total = &total, .mu = &c->combine_mu};
+    atomic_init(&job.next, 0);
+    dt_pool_run(c->pool, dt_pool_threads(c->pool), 1, loss_sum_unordered_part, &job);
+    return total;
+}
+
+/* Per row: max-shifted softmax; loss = log(sum exp(z - max)) - (z_label - max); the mean
+ * over the batch is the controlled sum divided by B (one rounding). */
 enum dt_status dt_cpu_softmax_xent_forward(struct dt_backend *be, float *probs, float *loss_host,
                                            int64_t *correct_host, const float *logits,
                                            const int32_t *labels, int64_t B, int64_t C,
                                            const struct dt_policy *pol)
 {
-    double total = 0.0;
+    float *losses = dt_xmalloc((size_t)B * sizeof(float));
     int64_t correct = 0;
     for (int64_t b = 0; b < B; b++) {
         const float *z = logits + b * C;
@@ -29,16 +105,16 @@ enum dt_status dt_cpu_softmax_xent_forward(struct dt_backend *be, float *probs, 
             }
         float s = 0.0f;
         for (int64_t c = 0; c < C; c++) {
-            p[c] = expf(z[c] - m);
+            p[c] = exp_for(pol, z[c] - m);
             s += p[c];
         }
         for (int64_t c = 0; c < C; c++) p[c] = p[c] / s;
-        float loss_b = logf(s) - (z[y] - m);
-        total += (double)loss_b;
+        losses[b] = log_for(pol, s) - (z[y] - m);
         correct += (arg == y);
     }
-    *loss_host = (float)(total / (double)B);
+    *loss_host = sum_losses(be, losses, B, pol) / (float)B;
     if (correct_host) *correct_host = correct;
+    free(losses);
     return DT_OK;
 }
 

@@ -1,0 +1,238 @@
+/* Portable float exp, log, log1p and softplus for the `math: portable` control: the same
+ * bits on every IEEE-754 binary32 machine, host C or CUDA device (DESIGN.md, "Determinism
+ * levels and controls", math). Built only from correctly rounded + - * /, comparisons,
+ * int32 arithmetic and bit reinterpretation: no libm, no double, no tables, no FMA,
+ * round-to-nearest-even assumed, no use of excess precision.
+ *
+ * Method
+ *   exp(x)   Cody-Waite: k = round(x*log2(e)) by adding and subtracting 1.5*2^23 (exact
+ *            under round-to-nearest); r = (x - k*LN2_HI) - k*LN2_LO with LN2_HI holding 15
+ *            significant bits, so k*LN2_HI and the subtraction are exact for |k| <= 512;
+ *            |r| <= ln2/2 (+ a hair). exp(r) = 1 + (r + r^2*P(r)), P of degree 5 in
+ *            Horner form (Chebyshev fit of (e^r-1-r)/r^2 on [-ln2/2, ln2/2], rel. error of
+ *            the float-coefficient polynomial 7.6e-10). Scaling by 2^k through exponent
+ *            bits; k = 128 is done as 2^127*2, k < -125 as (y*2^(k+100))*2^-100 so that a
+ *            subnormal result is rounded once (gradual underflow).
+ *   log(x)   Subnormal x is prescaled by 2^23. x = m*2^e with m in [sqrt(1/2), sqrt(2))
+ *            from the bits; f = m-1 (exact); s = f/(2+f), z = s^2;
+ *            log(1+f) = f - f^2/2 + s*(f^2/2 + R(z)), R(z) = z*(C1 + z*(C2 + z*(C3 + z*C4)))
+ *            (Chebyshev fit of (log((1+s)/(1-s)) - 2s)/s on |s| <= 0.1716, rel. error
+ *            3.0e-10; the fdlibm form, with our own coefficients); e*ln2 added as e*LN2_HI
+ *            (exact) plus e*LN2_LO folded into the small terms.
+ *   log1p(x) Direct kernel with f = x for x in (sqrt(1/2)-1, sqrt(2)-1); otherwise
+ *            u = 1+x is decomposed as for log and the rounding error of 1+x enters as the
+ *            first-order correction c = ((1+x) - u)/u (computed exactly, fdlibm style).
+ *   softplus log(1+e^x): x > 20 -> x (exact rounding: e^-x < ulp(x)/2^10); x < -20 -> e^x;
+ *            0 < x <= 20 -> x + log1p(e^-x); -20 <= x <= 0 -> log1p(e^x).
+ *
+ * Measured error (tests/test_portable_math.c; reference expl/logl/log1pl on x87 80-bit long
+ * double; ulp = float spacing at |reference|, 2^-149 for subnormal results), max over
+ * EVERY float (DT_ULP_FULL=1) in the range given:
+ *   dt_exp_portable       [-103.97, 88.72]            max 0.86 ulp   (see DT_PM_ULP_* below)
+ *   dt_log_portable       (0, FLT_MAX] incl. subnormal max 0.82 ulp
+ *   dt_log1p_portable     (-1, FLT_MAX]               max 0.89 ulp
+ *   dt_softplus_portable  [-30, 30]                   max 1.47 ulp
+ *   dt_softplus_portable  all finite floats           max 1.47 ulp
+ * (the numbers above are filled from the full sweeps; the tests enforce the DT_PM_ULP_*
+ * bounds, which leave a margin).
+ *
+ * Special cases (every NaN result is the canonical quiet NaN 0x7fc00000, whatever the
+ * input payload or sign, because CPUs propagate payloads and GPUs do not):
+ *   exp:   NaN -> NaN; +Inf -> +Inf; -Inf -> +0; exp(+-0) = 1 exactly;
+ *          x > 0x1.62e42ep6 (88.7228317) -> +Inf, exactly where binary32 exp overflows;
+ *          x < -0x1.9fe368p6 (-103.972076) -> +0 (true value below 2^-150); results in
+ *          (0, 2^-126) are subnormal, rounded once.
+ *   log:   NaN -> NaN; x < 0 (incl. -Inf) -> NaN; +-0 -> -Inf; +Inf -> +Inf; log(1) = +0;
+ *          subnormal inputs are exact-prescaled and accurate.
+ *   log1p: NaN -> NaN; x < -1 -> NaN; -1 -> -Inf; +Inf -> +Inf; +-0 -> +-0 (sign kept);
+ *          tiny x -> x.
+ *   softplus: NaN -> NaN; +Inf -> +Inf; -Inf -> +0; x < -103.97 -> +0.
+ *
+ * Compilation requirements: host C with -ffp-contract=off (the project's flags) and no
+ * fast-math; CUDA without -use_fast_math/-ftz=true, and with -fmad=false. Device code
+ * additionally uses __fmul_rn/__fdiv_rn for every product and quotient, which nvcc never
+ * fuses into an FMA, so the device bits do not depend on -fmad; -fmad=false stays the
+ * project rule. Each a*b+c is written with the product in its own call/statement. */
+#ifndef DT_PORTABLE_MATH_H
+#define DT_PORTABLE_MATH_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "core/hd.h"
+
+/* Error bounds the tests enforce, in ulps (measured maxima are in the comment above). */
+#define DT_PM_ULP_EXP 1.0
+#define DT_PM_ULP_LOG 1.0
+#define DT_PM_ULP_LOG1P 1.0
+#define DT_PM_ULP_SOFTPLUS 2.0
+
+/* ln2 = LN2_HI + LN2_LO; LN2_HI = 0x3f317200 has 15 significant bits. */
+#define DT_PM_LN2_HI 0x1.62e4p-1f
+#define DT_PM_LN2_LO 0x1.7f7d1cp-20f
+#define DT_PM_LOG2E 0x1.715476p+0f
+#define DT_PM_ROUND_MAGIC 0x1.8p23f /* 1.5*2^23: x + M - M rounds x to an integer */
+#define DT_PM_EXP_OVERFLOW 0x1.62e42ep6f   /* largest x with finite exp(x) */
+#define DT_PM_EXP_UNDERFLOW -0x1.9fe368p6f /* smallest x with exp(x) > 2^-150 */
+
+/* ---- private helpers -------------------------------------------------------------------- */
+
+static inline DT_HD uint32_t dt_pm__bits(float x)
+{
+#if defined(__CUDA_ARCH__)
+    return (uint32_t)__float_as_int(x);
+#else
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+#endif
+}
+
+static inline DT_HD float dt_pm__from_bits(uint32_t u)
+{
+#if defined(__CUDA_ARCH__)
+    return __int_as_float((int)u);
+#else
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+#endif
+}
+
+/* a*b and a/b rounded to nearest, never fused with a neighbouring add. */
+static inline DT_HD float dt_pm__mul(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
+static inline DT_HD float dt_pm__div(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fdiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+
+static inline DT_HD float dt_pm__nan(void) { return dt_pm__from_bits(0x7fc00000u); }
+static inline DT_HD float dt_pm__inf(void) { return dt_pm__from_bits(0x7f800000u); }
+
+/* 2^n for n in [-126, 127], from the exponent field. */
+static inline DT_HD float dt_pm__pow2(int n) { return dt_pm__from_bits((uint32_t)(n + 127) << 23); }
+
+/* y * 2^k for y in [0.7, 1.5), k in [-150, 128]: exact, or rounded once when subnormal. */
+static inline DT_HD float dt_pm__scale(float y, int k)
+{
+    if (k > 127) return dt_pm__mul(dt_pm__mul(y, 0x1p127f), dt_pm__pow2(k - 127));
+    if (k < -125) return dt_pm__mul(dt_pm__mul(y, dt_pm__pow2(k + 100)), 0x1p-100f);
+    return dt_pm__mul(y, dt_pm__pow2(k));
+}
+
+/* log(1+f) + e*ln2 + c for f in [sqrt(1/2)-1, sqrt(2)-1], where c is a small correction
+ * (|c| <= ulp(1+f)), with one final rounding of e*LN2_HI + (small terms). */
+static inline DT_HD float dt_pm__log_kernel(float f, int e, float c)
+{
+    const float C1 = 0x1.555556p-1f; /* ~2/3 */
+    const float C2 = 0x1.9999ecp-2f; /* ~2/5 */
+    const float C3 = 0x1.245c0ap-2f; /* ~2/7 */
+    const float C4 = 0x1.dddae2p-3f; /* ~2/9 */
+    float s = dt_pm__div(f, 2.0f + f);
+    float z = dt_pm__mul(s, s);
+    float r = dt_pm__mul(C4, z) + C3;
+    r = dt_pm__mul(r, z) + C2;
+    r = dt_pm__mul(r, z) + C1;
+    r = dt_pm__mul(r, z);
+    float hfsq = dt_pm__mul(0.5f, dt_pm__mul(f, f));
+    float dk = (float)e;
+    float lo = dt_pm__mul(dk, DT_PM_LN2_LO) + c;
+    float t = dt_pm__mul(s, hfsq + r) + lo;
+    return dt_pm__mul(dk, DT_PM_LN2_HI) - ((hfsq - t) - f);
+}
+
+/* ---- public functions --------------------------------------------------------------------- */
+
+/* e^x, <= 1 ulp (see top). */
+static inline DT_HD float dt_exp_portable(float x)
+{
+    /* P(r) ~ (e^r - 1 - r) / r^2 on [-ln2/2, ln2/2]. */
+    const float P0 = 0x1p-1f;
+    const float P1 = 0x1.555556p-3f;
+    const float P2 = 0x1.5554e8p-5f;
+    const float P3 = 0x1.1110ep-7f;
+    const float P4 = 0x1.6d4362p-10f;
+    const float P5 = 0x1.a12528p-13f;
+    if (x != x) return dt_pm__nan();
+    if (x > DT_PM_EXP_OVERFLOW) return dt_pm__inf();
+    if (x < DT_PM_EXP_UNDERFLOW) return 0.0f;
+    /* k = round-to-nearest-even(x*log2e); |x*log2e| < 151 so the magic sum is exact. */
+    float t = dt_pm__mul(x, DT_PM_LOG2E) + DT_PM_ROUND_MAGIC;
+    float kf = t - DT_PM_ROUND_MAGIC;
+    int k = (int)kf;
+    float hi = x - dt_pm__mul(kf, DT_PM_LN2_HI); /* exact */
+    float lo = dt_pm__mul(kf, DT_PM_LN2_LO);
+    float r = hi - lo; /* rounded; feeds only the polynomial */
+    float p = dt_pm__mul(P5, r) + P4;
+    p = dt_pm__mul(p, r) + P3;
+    p = dt_pm__mul(p, r) + P2;
+    p = dt_pm__mul(p, r) + P1;
+    p = dt_pm__mul(p, r) + P0;
+    p = dt_pm__mul(dt_pm__mul(r, r), p);
+    /* 1 + r + r^2*P(r) with r = hi - lo taken unrounded: one rounding less than 1 + (r + p). */
+    float y = 1.0f + (hi + (p - lo));
+    return dt_pm__scale(y, k);
+}
+
+/* Natural logarithm, <= 1 ulp (see top). */
+static inline DT_HD float dt_log_portable(float x)
+{
+    if (x != x || x < 0.0f) return dt_pm__nan();
+    if (x == 0.0f) return -dt_pm__inf();
+    if (x == dt_pm__inf()) return x;
+    uint32_t ix = dt_pm__bits(x);
+    int e = 0;
+    if (ix < 0x00800000u) { /* subnormal: scale into the normal range, exactly */
+        ix = dt_pm__bits(dt_pm__mul(x, 0x1p23f));
+        e = -23;
+    }
+    /* Shift so that m = ix's mantissa lands in [sqrt(1/2), sqrt(2)): 0x3f3504f3 is sqrt(1/2). */
+    ix += 0x3f800000u - 0x3f3504f3u;
+    e += (int)(ix >> 23) - 127;
+    ix = (ix & 0x007fffffu) + 0x3f3504f3u;
+    float f = dt_pm__from_bits(ix) - 1.0f;
+    return dt_pm__log_kernel(f, e, 0.0f);
+}
+
+/* log(1+x), accurate for small |x|, <= 1 ulp (see top). */
+static inline DT_HD float dt_log1p_portable(float x)
+{
+    if (x != x || x < -1.0f) return dt_pm__nan();
+    if (x == -1.0f) return -dt_pm__inf();
+    if (x == dt_pm__inf()) return x;
+    if (x == 0.0f) return x; /* keeps the sign of zero */
+    if (x > -0x1.2bec34p-2f && x < 0x1.a8279ap-2f) return dt_pm__log_kernel(x, 0, 0.0f);
+    float u = 1.0f + x;
+    /* (1+x) - u, exact: for u >= 2, x >= 1 and u-x is exact; otherwise u-1 is exact. */
+    float c = u >= 2.0f ? 1.0f - (u - x) : x - (u - 1.0f);
+    c = dt_pm__div(c, u);
+    uint32_t iu = dt_pm__bits(u) + (0x3f800000u - 0x3f3504f3u);
+    int e = (int)(iu >> 23) - 127;
+    iu = (iu & 0x007fffffu) + 0x3f3504f3u;
+    float f = dt_pm__from_bits(iu) - 1.0f;
+    return dt_pm__log_kernel(f, e, c);
+}
+
+/* softplus(x) = log(1 + e^x) without overflow or cancellation, <= 2 ulp (see top). */
+static inline DT_HD float dt_softplus_portable(float x)
+{
+    if (x != x) return dt_pm__nan();
+    if (x > 20.0f) return x;
+    if (x < -20.0f) return dt_exp_portable(x);
+    if (x > 0.0f) return x + dt_log1p_portable(dt_exp_portable(-x));
+    return dt_log1p_portable(dt_exp_portable(x));
+}
+
+#endif

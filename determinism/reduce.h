@@ -1,0 +1,60 @@
+/* The `reduction: fixed` summation order, shared by every backend so CPU and GPU give the
+ * same bits: a sum over n terms is cut into canonical chunks of DT_REDUCE_CHUNK consecutive
+ * terms (the last may be short), each chunk summed serially in index order starting from
+ * +0, then the chunk partials combined by a fixed pairwise tree:
+ *
+ *     while m > 1:  p[j] = p[2j] + p[2j+1] for j < m/2;  an odd last partial moves up
+ *                   unchanged to p[m/2];  m = ceil(m/2)
+ *
+ * The tree's shape depends only on n -- never on thread count, block size or device.
+ * (DESIGN.md, "Determinism levels and controls", reduction.) */
+#ifndef DT_REDUCE_H
+#define DT_REDUCE_H
+
+#include <stdint.h>
+
+#include "core/hd.h"
+
+#define DT_REDUCE_CHUNK 32
+
+static inline DT_HD int64_t dt_reduce_chunks(int64_t n)
+{
+    return (n + DT_REDUCE_CHUNK - 1) / DT_REDUCE_CHUNK;
+}
+
+/* One level-by-level pass of the fixed tree over m vectors of `len` floats stored
+ * `stride` floats apart; the result lands in p[0 .. len). Elementwise, so vectorisable. */
+static inline DT_HD void dt_reduce_tree_vectors(float *p, int64_t m, int64_t len, int64_t stride)
+{
+    while (m > 1) {
+        int64_t half = m / 2;
+        for (int64_t j = 0; j < half; j++) {
+            float *dst = p + j * stride;
+            const float *a = p + (2 * j) * stride, *b = p + (2 * j + 1) * stride;
+            for (int64_t i = 0; i < len; i++) dst[i] = a[i] + b[i];
+        }
+        if (m & 1) {
+            float *dst = p + half * stride;
+            const float *src = p + (m - 1) * stride;
+            for (int64_t i = 0; i < len; i++) dst[i] = src[i];
+        }
+        m = half + (m & 1);
+    }
+}
+
+/* Sum of v[0 .. n) in the fixed order. `partials` holds dt_reduce_chunks(n) floats. */
+static inline DT_HD float dt_reduce_sum_fixed(const float *v, int64_t n, float *partials)
+{
+    int64_t m = dt_reduce_chunks(n);
+    if (m == 0) return 0.0f;
+    for (int64_t c = 0; c < m; c++) {
+        int64_t end = (c + 1) * DT_REDUCE_CHUNK < n ? (c + 1) * DT_REDUCE_CHUNK : n;
+        float s = 0.0f;
+        for (int64_t i = c * DT_REDUCE_CHUNK; i < end; i++) s += v[i];
+        partials[c] = s;
+    }
+    dt_reduce_tree_vectors(partials, m, 1, 1);
+    return partials[0];
+}
+
+#endif

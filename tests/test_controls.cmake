@@ -1,0 +1,3 @@
+dt_add_test(controls LABELS unit CASES portable_thread_count_independent
+            run_to_run_reruns_identical reduction_forced_orders atomics_forced_orders
+            fixed_differs_from_unordered)
