@@ -38,8 +38,11 @@ check-asan: setup
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
 
 bench: build
-	./$(BUILD)/detrain bench configs/quickstart.yaml --steps 100 --warmup 10
-	./$(BUILD)/detrain bench configs/quickstart.yaml --steps 100 --warmup 10 --set train.batch=64
+	./$(BUILD)/detrain bench configs/quickstart.yaml --steps 100 --warmup 10 \
+	    --set 'policies=[fast, run_to_run, portable]'
+	./$(BUILD)/detrain bench configs/quickstart.yaml --steps 100 --warmup 10 --set train.batch=64 \
+	    --set 'policies=[fast, run_to_run, portable]'
+	./$(BUILD)/detrain bench configs/cpu_controls.yaml --steps 40 --warmup 5
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

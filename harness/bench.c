@@ -10,7 +10,104 @@
 
 #include "core/util.h"
 #include "harness/train.h"
+#include "nets/backend.h"
 #include "nets/seed.h"
+
+/* Time one training step of `pol` on m: total and per op (seconds). */
+static enum dt_status timed_step(struct dt_model *m, const float *x, const uint8_t *y, int64_t B,
+                                 const struct dt_sgd_options *sgd, const struct dt_policy *pol,
+                                 double *total, double ops[DT_OP_COUNT])
+{
+    float loss;
+    dt_backend_profile_reset(m->be);
+    double t0 = dt_now_s();
+    enum dt_status st = dt_model_train_step(m, x, y, B, sgd, pol, &loss);
+    *total = dt_now_s() - t0;
+    dt_backend_profile_read(m->be, ops);
+    return st;
+}
+
+/* Overhead of every policy against `fast`: the two alternate step by step (A B A B ...) on
+ * one model and one batch stream, so both see the same machine state; ratios of medians,
+ * per training step and per op. */
+static enum dt_status bench_overhead(const struct dt_experiment *exp,
+                                     const struct dt_bench_options *opt, struct dt_backend *be,
+                                     struct dt_model *m, const struct dt_split *train, float *x,
+                                     uint8_t *y, int64_t *perm, int64_t *perm_epoch,
+                                     struct dt_error *err)
+{
+    struct dt_policy fast;
+    dt_policy_from_level(&fast, DT_LEVEL_FAST);
+    const int64_t B = exp->train.batch, n = opt->steps;
+    const struct dt_sgd_options sgd = {(float)exp->train.optimizer.lr,
+                                       (float)exp->train.optimizer.momentum,
+                                       (float)exp->train.optimizer.weight_decay};
+    double *ta = dt_xcalloc((size_t)n, sizeof(double)), *tb = dt_xcalloc((size_t)n, sizeof(double));
+    double *oa = dt_xcalloc((size_t)(n * DT_OP_COUNT), sizeof(double));
+    double *ob = dt_xcalloc((size_t)(n * DT_OP_COUNT), sizeof(double));
+    double *col = dt_xcalloc((size_t)n, sizeof(double));
+    FILE *csv = NULL;
+    if (opt->csv_path && !(csv = fopen(opt->csv_path, "a")))
+        return dt_error_set(err, DT_ERR_IO, "%s: cannot open for appending", opt->csv_path);
+    enum dt_status st = DT_OK;
+    bool header = false;
+    dt_backend_profile_enable(be, true);
+    for (int p = 0; p < exp->n_policies && st == DT_OK; p++) {
+        const struct dt_policy *pol = &exp->policies[p];
+        if (dt_policy_equal_controls(pol, &fast)) continue;
+        if (!header) {
+            printf("\noverhead vs fast: ratio of medians over %" PRId64 " alternating steps "
+                   "(fast, policy, fast, ...) after %" PRId64 " warm-up pairs\n",
+                   n, opt->warmup);
+            printf("%-26s %8s %8s %7s", "policy", "fast_ms", "pol_ms", "step");
+            for (int o = 0; o < DT_OP_COUNT; o++) printf(" %9.9s", dt_op_name((enum dt_op)o));
+            printf("\n");
+            header = true;
+        }
+        int64_t s = 0;
+        for (int64_t i = 0; i < opt->warmup + n && st == DT_OK; i++) {
+            const struct dt_policy *order[2] = {&fast, pol};
+            for (int k = 0; k < 2 && st == DT_OK; k++) {
+                double t, ops[DT_OP_COUNT];
+                dt_train_fill_batch(x, y, train, s++, B, exp->train.seed, 0, perm, perm_epoch);
+                st = timed_step(m, x, y, B, &sgd, order[k], &t, ops);
+                if (i < opt->warmup) continue;
+                int64_t r = i - opt->warmup;
+                (k == 0 ? ta : tb)[r] = t;
+                memcpy((k == 0 ? oa : ob) + r * DT_OP_COUNT, ops, sizeof ops);
+            }
+        }
+        if (st != DT_OK) break;
+        double ma = dt_median(ta, n), mb = dt_median(tb, n);
+        printf("%-26s %8.3f %8.3f %6.2fx", pol->name, 1e3 * ma, 1e3 * mb, mb / ma);
+        if (csv)
+            fprintf(csv, "%s,%s,step,%.6f,%.6f,%.4f\n", exp->name, pol->name, 1e3 * ma, 1e3 * mb,
+                    mb / ma);
+        for (int o = 0; o < DT_OP_COUNT; o++) {
+            for (int64_t r = 0; r < n; r++) col[r] = oa[r * DT_OP_COUNT + o];
+            double a = dt_median(col, n);
+            for (int64_t r = 0; r < n; r++) col[r] = ob[r * DT_OP_COUNT + o];
+            double b = dt_median(col, n);
+            if (a > 0) printf(" %8.2fx", b / a);
+            else printf(" %9s", "-");
+            if (csv && a > 0)
+                fprintf(csv, "%s,%s,%s,%.6f,%.6f,%.4f\n", exp->name, pol->name,
+                        dt_op_name((enum dt_op)o), 1e3 * a, 1e3 * b, b / a);
+        }
+        printf("\n");
+    }
+    dt_backend_profile_enable(be, false);
+    if (!header)
+        printf("\n(no policy other than fast in this config, so no overhead table; e.g. "
+               "--set 'policies=[fast, run_to_run, portable]')\n");
+    if (csv) fclose(csv);
+    free(ta);
+    free(tb);
+    free(oa);
+    free(ob);
+    free(col);
+    return st;
+}
 
 enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_bench_options *opt,
                             struct dt_error *err)
@@ -80,17 +177,9 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
                (double)params * 4.0 / 1e6 / (hm / 1e3));
         printf("  with hashing          %.1f steps/s\n", 1e3 / (sm + hm));
         printf("  hashing share         %.2f%% of step time (target <= 5%%)\n", 100.0 * share);
-        if (opt->csv_path) {
-            FILE *f = fopen(opt->csv_path, "a");
-            if (!f) {
-                st = dt_error_set(err, DT_ERR_IO, "%s: cannot open for appending", opt->csv_path);
-            } else {
-                fprintf(f, "%s,%s,%" PRId64 ",%d,%.4f,%.4f,%.4f\n", exp->name, pol->name, B,
-                        dt_backend_threads(be), sm, hm, share);
-                fclose(f);
-            }
-        }
     }
+    if (st == DT_OK)
+        st = bench_overhead(exp, opt, be, m, &ds.train, x, y, perm, &perm_epoch, err);
     free(x);
     free(y);
     free(perm);

@@ -8,7 +8,7 @@
 struct dt_bench_options {
     int64_t steps;  /* measured steps (after warm-up) */
     int64_t warmup; /* unmeasured steps */
-    const char *csv_path; /* optional: append the result row here */
+    const char *csv_path; /* optional: append "experiment,policy,what,fast_ms,policy_ms,ratio" rows */
 };
 
 enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_bench_options *opt,

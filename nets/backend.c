@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "core/util.h"
+
 static const struct dt_backend_ops *backend_ops_for(enum dt_backend_kind kind)
 {
     switch (kind) {
@@ -68,6 +70,39 @@ enum dt_status dt_backend_set_forced_order(struct dt_backend *be, uint64_t seed)
     return DT_OK;
 }
 
+const char *dt_op_name(enum dt_op op)
+{
+    static const char *const names[] = {
+#define DT_OP_STR_(name, str) str,
+        DT_OP_LIST(DT_OP_STR_)
+#undef DT_OP_STR_
+    };
+    DT_ASSERT(op >= 0 && op < DT_OP_COUNT);
+    return names[op];
+}
+
+void dt_backend_profile_enable(struct dt_backend *be, bool on) { be->profiling = on; }
+
+void dt_backend_profile_read(const struct dt_backend *be, double seconds[DT_OP_COUNT])
+{
+    memcpy(seconds, be->op_seconds, sizeof be->op_seconds);
+}
+
+void dt_backend_profile_reset(struct dt_backend *be)
+{
+    memset(be->op_seconds, 0, sizeof be->op_seconds);
+}
+
+/* Dispatch `call` (an expression yielding enum dt_status), timing it when profiling. */
+#define DISPATCH(be, op, call)                                       \
+    do {                                                             \
+        if (!(be)->profiling) return (call);                         \
+        double t0_ = dt_now_s();                                     \
+        enum dt_status st_ = (call);                                 \
+        (be)->op_seconds[op] += dt_now_s() - t0_;                    \
+        return st_;                                                  \
+    } while (0)
+
 /* Shared checks: sizes positive, pointers present. A violation is a caller bug. */
 #define CHECK_DIMS(...)                                                          \
     do {                                                                         \
@@ -82,7 +117,7 @@ enum dt_status dt_dense_forward(struct dt_backend *be, float *y, const float *x,
 {
     CHECK_DIMS(B, in, out);
     DT_ASSERT(y && x && w && bias && pol);
-    return be->ops->dense_forward(be, y, x, w, bias, B, in, out, pol);
+    DISPATCH(be, DT_OP_DENSE_FORWARD, be->ops->dense_forward(be, y, x, w, bias, B, in, out, pol));
 }
 
 enum dt_status dt_dense_backward_data(struct dt_backend *be, float *dx, const float *dy,
@@ -91,7 +126,7 @@ enum dt_status dt_dense_backward_data(struct dt_backend *be, float *dx, const fl
 {
     CHECK_DIMS(B, in, out);
     DT_ASSERT(dx && dy && w && pol);
-    return be->ops->dense_backward_data(be, dx, dy, w, B, in, out, pol);
+    DISPATCH(be, DT_OP_DENSE_BACKWARD_DATA, be->ops->dense_backward_data(be, dx, dy, w, B, in, out, pol));
 }
 
 enum dt_status dt_dense_backward_weight(struct dt_backend *be, float *dw, const float *x,
@@ -100,7 +135,7 @@ enum dt_status dt_dense_backward_weight(struct dt_backend *be, float *dw, const 
 {
     CHECK_DIMS(B, in, out);
     DT_ASSERT(dw && x && dy && pol);
-    return be->ops->dense_backward_weight(be, dw, x, dy, B, in, out, pol);
+    DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT, be->ops->dense_backward_weight(be, dw, x, dy, B, in, out, pol));
 }
 
 enum dt_status dt_bias_backward(struct dt_backend *be, float *dbias, const float *dy, int64_t B,
@@ -108,7 +143,7 @@ enum dt_status dt_bias_backward(struct dt_backend *be, float *dbias, const float
 {
     CHECK_DIMS(B, out);
     DT_ASSERT(dbias && dy && pol);
-    return be->ops->bias_backward(be, dbias, dy, B, out, pol);
+    DISPATCH(be, DT_OP_BIAS_BACKWARD, be->ops->bias_backward(be, dbias, dy, B, out, pol));
 }
 
 enum dt_status dt_relu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
@@ -116,7 +151,7 @@ enum dt_status dt_relu_forward(struct dt_backend *be, float *y, const float *x, 
 {
     CHECK_DIMS(n);
     DT_ASSERT(y && x && pol);
-    return be->ops->relu_forward(be, y, x, n, pol);
+    DISPATCH(be, DT_OP_RELU_FORWARD, be->ops->relu_forward(be, y, x, n, pol));
 }
 
 enum dt_status dt_relu_backward(struct dt_backend *be, float *dx, const float *dy,
@@ -124,7 +159,7 @@ enum dt_status dt_relu_backward(struct dt_backend *be, float *dx, const float *d
 {
     CHECK_DIMS(n);
     DT_ASSERT(dx && dy && y && pol);
-    return be->ops->relu_backward(be, dx, dy, y, n, pol);
+    DISPATCH(be, DT_OP_RELU_BACKWARD, be->ops->relu_backward(be, dx, dy, y, n, pol));
 }
 
 enum dt_status dt_softmax_xent_forward(struct dt_backend *be, float *probs, float *loss_host,
@@ -134,8 +169,9 @@ enum dt_status dt_softmax_xent_forward(struct dt_backend *be, float *probs, floa
 {
     CHECK_DIMS(B, C);
     DT_ASSERT(probs && loss_host && logits && labels && pol);
-    return be->ops->softmax_xent_forward(be, probs, loss_host, correct_host, logits, labels, B,
-                                         C, pol);
+    DISPATCH(be, DT_OP_SOFTMAX_XENT_FORWARD,
+             be->ops->softmax_xent_forward(be, probs, loss_host, correct_host, logits, labels,
+                                           B, C, pol));
 }
 
 enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits,
@@ -144,7 +180,7 @@ enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits,
 {
     CHECK_DIMS(B, C);
     DT_ASSERT(dlogits && probs && labels && pol);
-    return be->ops->softmax_xent_backward(be, dlogits, probs, labels, B, C, pol);
+    DISPATCH(be, DT_OP_SOFTMAX_XENT_BACKWARD, be->ops->softmax_xent_backward(be, dlogits, probs, labels, B, C, pol));
 }
 
 enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const float *g,
@@ -153,5 +189,5 @@ enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const fl
 {
     CHECK_DIMS(n);
     DT_ASSERT(w && v && g && pol);
-    return be->ops->sgd_update(be, w, v, g, n, lr, momentum, weight_decay, pol);
+    DISPATCH(be, DT_OP_SGD_UPDATE, be->ops->sgd_update(be, w, v, g, n, lr, momentum, weight_decay, pol));
 }

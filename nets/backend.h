@@ -11,6 +11,7 @@
 #ifndef DT_BACKEND_H
 #define DT_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,6 +51,26 @@ const void *dt_backend_host_view(struct dt_backend *be, const void *p);
  * the bits without relying on timing luck. 0 restores the real behaviour. Deterministic
  * paths ignore it. Returns DT_ERR_UNSUPPORTED when the backend has no such hook. */
 enum dt_status dt_backend_set_forced_order(struct dt_backend *be, uint64_t seed);
+
+/* Per-op timing for benchmarks: while enabled, every op call's wall time is added to its
+ * slot (DT_OP_*). Off by default; costs two clock reads per op when on. */
+#define DT_OP_LIST(X)                                                              \
+    X(DENSE_FORWARD, "dense_forward") X(DENSE_BACKWARD_DATA, "dense_backward_data") \
+    X(DENSE_BACKWARD_WEIGHT, "dense_backward_weight") X(BIAS_BACKWARD, "bias_backward") \
+    X(RELU_FORWARD, "relu_forward") X(RELU_BACKWARD, "relu_backward")              \
+    X(SOFTMAX_XENT_FORWARD, "softmax_xent_forward")                               \
+    X(SOFTMAX_XENT_BACKWARD, "softmax_xent_backward") X(SGD_UPDATE, "sgd_update")
+enum dt_op {
+#define DT_OP_ENUM_(name, str) DT_OP_##name,
+    DT_OP_LIST(DT_OP_ENUM_)
+#undef DT_OP_ENUM_
+    DT_OP_COUNT
+};
+const char *dt_op_name(enum dt_op op);
+void dt_backend_profile_enable(struct dt_backend *be, bool on);
+/* Seconds spent per op since the last reset. */
+void dt_backend_profile_read(const struct dt_backend *be, double seconds[DT_OP_COUNT]);
+void dt_backend_profile_reset(struct dt_backend *be);
 
 /* ---- ops ------------------------------------------------------------------------------ */
 

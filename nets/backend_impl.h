@@ -50,6 +50,8 @@ struct dt_backend {
     const struct dt_backend_ops *ops;
     void *ctx; /* the backend's own state */
     int threads;
+    bool profiling;
+    double op_seconds[DT_OP_COUNT];
 };
 
 extern const struct dt_backend_ops dt_backend_cpu_ops;

@@ -28,7 +28,7 @@ static enum dt_status cpu_init(struct dt_backend *be, const struct dt_backend_op
     c->pool = dt_pool_create(threads);
     pthread_mutex_init(&c->combine_mu, NULL);
     c->blas_threads = threads;
-    openblas_set_num_threads(threads);
+    openblas_set_num_threads(1); /* parallel over our pool's row slices instead */
     be->ctx = c;
     be->threads = threads;
     return DT_OK;

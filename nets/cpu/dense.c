@@ -1,7 +1,7 @@
 /* Dense layer on the CPU backend: forward, backward-data, backward-weight, bias gradient,
  * under the policy's controls (DESIGN.md, "Determinism levels and controls"):
  *
- *   matrix products  math: fast -> OpenBLAS sgemm with its own threads; otherwise
+ *   matrix products  math: fast -> OpenBLAS sgemm on each worker's rows; otherwise
  *                    matmul_rows_ordered, which sums over k in increasing index order for
  *                    every output and vectorises across output columns, so the order
  *                    survives vectorisation and the row split across threads.
@@ -24,53 +24,87 @@
 #include "determinism/reduce.h"
 #include "nets/cpu/cpu.h"
 
-#define ROW_BLOCK 4       /* rows of C updated together: each B row loaded once per block */
-#define COL_TILE 512      /* columns of C per pass: keeps ROW_BLOCK rows of C in L1 */
+#define ROW_BLOCK 4       /* rows per block in the fixed backward-weight tree */
 #define UNORDERED_CHUNK 8 /* batch rows per dynamically scheduled chunk */
 
-/* C[i, :] (+)= sum_{k=0..K-1} A[i,k] * Bm[k, :] for i in [i0, i1), k ascending; with
- * `accumulate` the sum starts from C's current value, else from +0.
+/* GCC/Clang vector of 8 floats: AVX2 registers in the avx2 clone, two SSE registers in
+ * the baseline one. Mul and add stay separate roundings (no contraction). */
+typedef float v8f __attribute__((vector_size(32)));
+
+/* Unaligned vector load/store through pointers (no vector passes a call boundary by
+ * value, so the ABI does not depend on the clone's instruction set). */
+static inline void v8_load(v8f *v, const float *p) { memcpy(v, p, sizeof *v); }
+static inline void v8_store(float *p, const v8f *v) { memcpy(p, v, sizeof *v); }
+
+#define MR 4  /* micro-tile rows */
+#define NR 16 /* micro-tile columns: two vectors */
+
+/* One MR x NR tile of C, held in registers while k runs 0..K-1 in order. */
+static inline void micro_tile(float *restrict C, int64_t ldc, const float *restrict A,
+                              int64_t lda, const float *restrict Bm, int64_t ldb, int64_t K,
+                              bool accumulate)
+{
+    v8f c00, c01, c10, c11, c20, c21, c30, c31;
+    if (accumulate) {
+        v8_load(&c00, C + 0 * ldc), v8_load(&c01, C + 0 * ldc + 8);
+        v8_load(&c10, C + 1 * ldc), v8_load(&c11, C + 1 * ldc + 8);
+        v8_load(&c20, C + 2 * ldc), v8_load(&c21, C + 2 * ldc + 8);
+        v8_load(&c30, C + 3 * ldc), v8_load(&c31, C + 3 * ldc + 8);
+    } else {
+        c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = (v8f){0};
+    }
+    for (int64_t k = 0; k < K; k++) {
+        v8f b0, b1;
+        v8_load(&b0, Bm + k * ldb), v8_load(&b1, Bm + k * ldb + 8);
+        const float a0 = A[0 * lda + k], a1 = A[1 * lda + k];
+        const float a2 = A[2 * lda + k], a3 = A[3 * lda + k];
+        c00 = c00 + a0 * b0, c01 = c01 + a0 * b1;
+        c10 = c10 + a1 * b0, c11 = c11 + a1 * b1;
+        c20 = c20 + a2 * b0, c21 = c21 + a2 * b1;
+        c30 = c30 + a3 * b0, c31 = c31 + a3 * b1;
+    }
+    v8_store(C + 0 * ldc, &c00), v8_store(C + 0 * ldc + 8, &c01);
+    v8_store(C + 1 * ldc, &c10), v8_store(C + 1 * ldc + 8, &c11);
+    v8_store(C + 2 * ldc, &c20), v8_store(C + 2 * ldc + 8, &c21);
+    v8_store(C + 3 * ldc, &c30), v8_store(C + 3 * ldc + 8, &c31);
+}
+
+/* C[i, j] (+)= sum_{k=0..K-1} A[i,k] * Bm[k, j] for rows i in [i0, i1), k ascending; with
+ * `accumulate` the sum starts from C's current value, else from +0. Every element sees
+ * the same sequence of roundings whichever path (tile or edge) computes it, so the bits
+ * depend on neither the tiling nor the row split across threads.
  * A is (M,K) with row stride lda, Bm is (K,N) with row stride N, C is (M,N). */
 DT_VECTOR_CLONES
 static void matmul_rows_ordered(float *restrict C, const float *restrict A, int64_t lda,
                                 const float *restrict Bm, int64_t K, int64_t N, int64_t i0,
                                 int64_t i1, bool accumulate)
 {
-    for (int64_t j0 = 0; j0 < N; j0 += COL_TILE) {
-        int64_t nj = N - j0 < COL_TILE ? N - j0 : COL_TILE;
+    const int64_t n_tiled = N / NR * NR;
+    /* Column strips of NR: the strip of Bm (K x NR) stays in cache across the rows. */
+    for (int64_t j = 0; j < n_tiled; j += NR) {
         int64_t i = i0;
-        for (; i + ROW_BLOCK <= i1; i += ROW_BLOCK) {
-            float *restrict c0 = C + (i + 0) * N + j0;
-            float *restrict c1 = C + (i + 1) * N + j0;
-            float *restrict c2 = C + (i + 2) * N + j0;
-            float *restrict c3 = C + (i + 3) * N + j0;
-            if (!accumulate) {
-                memset(c0, 0, (size_t)nj * sizeof(float));
-                memset(c1, 0, (size_t)nj * sizeof(float));
-                memset(c2, 0, (size_t)nj * sizeof(float));
-                memset(c3, 0, (size_t)nj * sizeof(float));
-            }
+        for (; i + MR <= i1; i += MR)
+            micro_tile(C + i * N + j, N, A + i * lda, lda, Bm + j, N, K, accumulate);
+        for (; i < i1; i++) { /* leftover rows, same order per element */
+            float *restrict c = C + i * N + j;
+            float acc[NR];
+            for (int64_t t = 0; t < NR; t++) acc[t] = accumulate ? c[t] : 0.0f;
             for (int64_t k = 0; k < K; k++) {
-                const float a0 = A[(i + 0) * lda + k], a1 = A[(i + 1) * lda + k];
-                const float a2 = A[(i + 2) * lda + k], a3 = A[(i + 3) * lda + k];
-                const float *restrict b = Bm + k * N + j0;
-                for (int64_t j = 0; j < nj; j++) {
-                    const float bj = b[j];
-                    c0[j] += a0 * bj;
-                    c1[j] += a1 * bj;
-                    c2[j] += a2 * bj;
-                    c3[j] += a3 * bj;
-                }
+                const float a = A[i * lda + k];
+                const float *restrict b = Bm + k * N + j;
+                for (int64_t t = 0; t < NR; t++) acc[t] = acc[t] + a * b[t];
             }
+            memcpy(c, acc, sizeof acc);
         }
-        for (; i < i1; i++) {
-            float *restrict c0 = C + i * N + j0;
-            if (!accumulate) memset(c0, 0, (size_t)nj * sizeof(float));
-            for (int64_t k = 0; k < K; k++) {
-                const float a0 = A[i * lda + k];
-                const float *restrict b = Bm + k * N + j0;
-                for (int64_t j = 0; j < nj; j++) c0[j] += a0 * b[j];
-            }
+    }
+    if (n_tiled == N) return;
+    for (int64_t i = i0; i < i1; i++) { /* leftover columns */
+        float *restrict c = C + i * N;
+        if (!accumulate) memset(c + n_tiled, 0, (size_t)(N - n_tiled) * sizeof(float));
+        for (int64_t k = 0; k < K; k++) {
+            const float a = A[i * lda + k];
+            const float *restrict b = Bm + k * N;
+            for (int64_t j = n_tiled; j < N; j++) c[j] = c[j] + a * b[j];
         }
     }
 }
@@ -135,16 +169,40 @@ static void bias_add_part(void *ctx, int64_t begin, int64_t end, int worker)
 
 /* ---- forward and backward-data: sums over features, never over the batch ------------ */
 
-/* math fast: OpenBLAS sgemm (its own blocking and threads; bits may depend on the thread
- * count). Otherwise portable: y[b,o] = (sum_{k ascending} x[b,k] w[k,o]) + bias[o], each
+/* math fast: OpenBLAS sgemm, one call per worker on its slice of rows, OpenBLAS itself
+ * single-threaded (set at backend init). OpenBLAS's own threads spin for a long time
+ * after each call and would steal the cores from the rest of the step. */
+struct blas_job {
+    float *C;
+    const float *A, *Bm;
+    int64_t K, N;
+    bool trans_b; /* Bm is (N,K) and used transposed */
+};
+
+static void blas_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct blas_job *j = ctx;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, j->trans_b ? CblasTrans : CblasNoTrans,
+                (int)(end - begin), (int)j->N, (int)j->K, 1.0f, j->A + begin * j->K, (int)j->K,
+                j->Bm, j->trans_b ? (int)j->K : (int)j->N, 0.0f, j->C + begin * j->N, (int)j->N);
+}
+
+static void blas_parallel(struct dt_backend *be, float *C, const float *A, const float *Bm,
+                          int64_t M, int64_t K, int64_t N, bool trans_b)
+{
+    struct blas_job job = {C, A, Bm, K, N, trans_b};
+    dt_pool_run(dt_cpu(be)->pool, M, 16, blas_part, &job);
+}
+
+/* math fast: OpenBLAS sgemm (its own blocking and kernels, FMA where the CPU has it; bits
+ * may depend on the CPU and the row split). Otherwise portable: y[b,o] = (sum_{k ascending} x[b,k] w[k,o]) + bias[o], each
  * output computed by one thread in a fixed order. */
 enum dt_status dt_cpu_dense_forward(struct dt_backend *be, float *y, const float *x,
                                     const float *w, const float *bias, int64_t B, int64_t in,
                                     int64_t out, const struct dt_policy *pol)
 {
     if (pol->math == DT_MATH_FAST)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)out, (int)in, 1.0f,
-                    x, (int)in, w, (int)out, 0.0f, y, (int)out);
+        blas_parallel(be, y, x, w, B, in, out, false);
     else
         matmul_parallel(be, y, x, w, B, in, out);
     struct bias_add_job job = {y, bias, out};
@@ -159,8 +217,7 @@ enum dt_status dt_cpu_dense_backward_data(struct dt_backend *be, float *dx, cons
                                           const struct dt_policy *pol)
 {
     if (pol->math == DT_MATH_FAST) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)in, (int)out, 1.0f,
-                    dy, (int)out, w, (int)out, 0.0f, dx, (int)in);
+        blas_parallel(be, dx, dy, w, B, out, in, true);
         return DT_OK;
     }
     float *wt = dt_cpu_scratch(be, (size_t)(in * out));
@@ -318,7 +375,7 @@ enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const f
         free(perm);
         return DT_OK;
     }
-    struct bgrad_job job = {dbias, dy, B, out};
+    struct bgrad_job job = {.dbias = dbias, .dy = dy, .B = B, .out = out};
     atomic_init(&job.next_row, 0);
     dt_pool_run(c->pool, dt_pool_threads(c->pool), 1, bgrad_float_part, &job);
     return DT_OK;
