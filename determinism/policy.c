@@ -44,7 +44,7 @@ static const struct control_row controls[] = {
                 {"deterministic", "a deterministic cuDNN algorithm chosen once (GPU)"},
                 {"own", "detrain's own fixed-order kernels"}}},
     {FIELD_(math), .doc = "arithmetic mode",
-     .values = {{"fast", "libm exp/log, FMA contraction allowed, OpenBLAS sgemm"},
+     .values = {{"fast", "libm exp/log, OpenBLAS sgemm (FMA where the CPU has it)"},
                 {"strict", "libm exp/log, no contraction, own fixed-order matrix kernels"},
                 {"portable", "detrain's own exp/log from IEEE basic operations, no contraction"}}},
     {FIELD_(threads), .doc = "CPU: may the result depend on the thread count?",

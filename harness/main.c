@@ -242,8 +242,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
     if (strcmp(cmd, "policies") == 0) {
         dt_policy_print_table(stdout);
-        printf("\nIn this version every policy runs the same fixed-order CPU kernels (the\n"
-               "controls are parsed and recorded; their variants arrive in a later version).\n");
+        printf("\nIn this version reduction, atomics and math act on the CPU backend's ops; rng\n"
+               "and conv_algo are recorded but no op uses them yet (they arrive with the\n"
+               "Bayesian and convolutional models and the CUDA backend).\n");
         return 0;
     }
     if (strcmp(cmd, "config-reference") == 0) {

@@ -301,8 +301,8 @@ static void experiment_manifest(struct dt_strbuf *sb, const struct run_ctx *c, c
     dt_strbuf_printf(sb, ", \"dataset_dir\": ");
     dt_strbuf_json_string(sb, c->ds->dir);
     dt_strbuf_printf(sb, ", \"controls_note\": ");
-    dt_strbuf_json_string(sb, "this version runs every policy with the same fixed-order CPU "
-                              "kernels; the determinism controls take effect in a later version");
+    dt_strbuf_json_string(sb, "reduction, atomics and math act on the CPU ops; rng and "
+                              "conv_algo are recorded but unused by the MLP");
     dt_strbuf_printf(sb, ", \"start_time\": \"%s\", \"end_time\": ", start);
     if (end) dt_strbuf_printf(sb, "\"%s\"", end);
     else dt_strbuf_printf(sb, "null");
