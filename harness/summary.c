@@ -75,7 +75,7 @@ enum dt_status dt_summary_write(const char *out_dir, const struct dt_experiment 
     FILE *f = fopen(path, "w");
     if (!f) return dt_error_set(err, DT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
     fprintf(f, "%s\n", DT_SUMMARY_HEADER);
-    printf("\n%-24s %8s %9s %14s %10s %9s %9s %9s %8s\n", "policy", "replicas", "distinct",
+    printf("\n%-28s %8s %9s %14s %10s %9s %9s %9s %8s\n", "policy", "replicas", "distinct",
            "first_diverge", "acc_mean", "acc_std", "step_ms", "hash_ms", "vs_fast");
     int np = 0;
     struct policy_row *rows = dt_xcalloc((size_t)exp->n_policies, sizeof *rows);
@@ -94,7 +94,7 @@ enum dt_status dt_summary_write(const char *out_dir, const struct dt_experiment 
         fprintf(f, "%s,%d,%d,%lld,%.6f,%.6f,%.4f,%.4f,%d,%.4f\n", row->policy, row->replicas,
                 row->distinct, (long long)row->first_divergent, row->acc_mean, row->acc_std,
                 row->step_ms, row->hash_ms, row->completed, isfinite(ratio) ? ratio : -1.0);
-        printf("%-24s %8d %9d %14lld %10.4f %9.4f %9.3f %9.3f", row->policy, row->replicas,
+        printf("%-28s %8d %9d %14lld %10.4f %9.4f %9.3f %9.3f", row->policy, row->replicas,
                row->distinct, (long long)row->first_divergent, row->acc_mean, row->acc_std,
                row->step_ms, row->hash_ms);
         if (isfinite(ratio)) printf(" %7.2fx\n", ratio);
