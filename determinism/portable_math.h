@@ -49,7 +49,7 @@
  *   softplus: NaN -> NaN; +Inf -> +Inf; -Inf -> +0; x < -103.97 -> +0.
  *
  * Compilation requirements: host C with -ffp-contract=off (the project's flags) and no
- * fast-math; CUDA without -use_fast_math/-ftz=true, and with -fmad=false. Device code
+ * fast-math; CUDA without its fast-math option or flush-to-zero, and with -fmad=false. Device code
  * additionally uses __fmul_rn/__fdiv_rn for every product and quotient, which nvcc never
  * fuses into an FMA, so the device bits do not depend on -fmad; -fmad=false stays the
  * project rule. Each a*b+c is written with the product in its own call/statement. */
