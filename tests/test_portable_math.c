@@ -17,10 +17,14 @@ static const char *const fn_names[FN_COUNT] = {"exp", "log", "log1p", "softplus"
 static float eval_fn(int fn, float x)
 {
     switch (fn) {
-    case FN_EXP: return dt_exp_portable(x);
-    case FN_LOG: return dt_log_portable(x);
-    case FN_LOG1P: return dt_log1p_portable(x);
-    default: return dt_softplus_portable(x);
+    case FN_EXP:
+        return dt_exp_portable(x);
+    case FN_LOG:
+        return dt_log_portable(x);
+    case FN_LOG1P:
+        return dt_log1p_portable(x);
+    default:
+        return dt_softplus_portable(x);
     }
 }
 
@@ -28,10 +32,14 @@ static long double ref_fn(int fn, float x)
 {
     long double lx = x;
     switch (fn) {
-    case FN_EXP: return expl(lx);
-    case FN_LOG: return logl(lx);
-    case FN_LOG1P: return log1pl(lx);
-    default: return x > 0 ? lx + log1pl(expl(-lx)) : log1pl(expl(lx));
+    case FN_EXP:
+        return expl(lx);
+    case FN_LOG:
+        return logl(lx);
+    case FN_LOG1P:
+        return log1pl(lx);
+    default:
+        return x > 0 ? lx + log1pl(expl(-lx)) : log1pl(expl(lx));
     }
 }
 
@@ -110,18 +118,19 @@ static struct sweep_max sweep(int fn, float lo, float hi, int64_t stride)
     }
     printf("%-8s [%a, %a] stride %" PRId64 ": %" PRId64 " floats, max %.4Lf ulp at x = %a "
            "(%.9g, 0x%08x): got %a, ref %.12La\n",
-           fn_names[fn], lo, hi, full_sweep() ? (int64_t)1 : stride, m.count, m.ulps, m.x,
-           m.x, bits_of(m.x), m.got, m.ref);
+           fn_names[fn], lo, hi, full_sweep() ? (int64_t)1 : stride, m.count, m.ulps, m.x, m.x,
+           bits_of(m.x), m.got, m.ref);
+    fflush(stdout);
     return m;
 }
 
-#define CHECK_SWEEP(m, bound)                                                              \
-    do {                                                                                   \
-        if (!((m).ulps <= (long double)(bound))) {                                         \
-            fprintf(stderr, "%s:%d: max error %.4Lf ulp at x = %a exceeds %s = %g\n",      \
-                    __FILE__, __LINE__, (m).ulps, (m).x, #bound, (double)(bound));         \
-            dt_check_failures_++;                                                          \
-        }                                                                                  \
+#define CHECK_SWEEP(m, bound)                                                                      \
+    do {                                                                                           \
+        if (!((m).ulps <= (long double)(bound))) {                                                 \
+            fprintf(stderr, "%s:%d: max error %.4Lf ulp at x = %a exceeds %s = %g\n", __FILE__,    \
+                    __LINE__, (m).ulps, (m).x, #bound, (double)(bound));                           \
+            dt_check_failures_++;                                                                  \
+        }                                                                                          \
     } while (0)
 
 /* Strides are odd primes, so every low-bit pattern of the mantissa gets visited. */
@@ -160,28 +169,28 @@ DT_TEST(log1p_softplus_ulp)
 
 /* ---- specials --------------------------------------------------------------------------- */
 
-#define CHECK_BITS(got, want_bits)                                                          \
-    do {                                                                                    \
-        float g_ = (got);                                                                   \
-        uint32_t w_ = (want_bits);                                                          \
-        if (bits_of(g_) != w_) {                                                            \
-            fprintf(stderr, "%s:%d: CHECK_BITS failed: %s = %a (0x%08x), want %a (0x%08x)\n", \
-                    __FILE__, __LINE__, #got, g_, bits_of(g_), float_of(w_), w_);           \
-            dt_check_failures_++;                                                           \
-        }                                                                                   \
+#define CHECK_BITS(got, want_bits)                                                                 \
+    do {                                                                                           \
+        float g_ = (got);                                                                          \
+        uint32_t w_ = (want_bits);                                                                 \
+        if (bits_of(g_) != w_) {                                                                   \
+            fprintf(stderr, "%s:%d: CHECK_BITS failed: %s = %a (0x%08x), want %a (0x%08x)\n",      \
+                    __FILE__, __LINE__, #got, g_, bits_of(g_), float_of(w_), w_);                  \
+            dt_check_failures_++;                                                                  \
+        }                                                                                          \
     } while (0)
 
 /* Within `bound` ulps of the long double reference. */
-#define CHECK_ULP(fn, x, bound)                                                             \
-    do {                                                                                    \
-        float x_ = (x);                                                                     \
-        float g_ = eval_fn(fn, x_);                                                         \
-        long double e_ = ulp_err(g_, ref_fn(fn, x_));                                       \
-        if (!(e_ <= (long double)(bound))) {                                                \
-            fprintf(stderr, "%s:%d: %s(%a) = %a is %.3Lf ulp off (bound %g)\n", __FILE__,    \
-                    __LINE__, fn_names[fn], x_, g_, e_, (double)(bound));                   \
-            dt_check_failures_++;                                                           \
-        }                                                                                   \
+#define CHECK_ULP(fn, x, bound)                                                                    \
+    do {                                                                                           \
+        float x_ = (x);                                                                            \
+        float g_ = eval_fn(fn, x_);                                                                \
+        long double e_ = ulp_err(g_, ref_fn(fn, x_));                                              \
+        if (!(e_ <= (long double)(bound))) {                                                       \
+            fprintf(stderr, "%s:%d: %s(%a) = %a is %.3Lf ulp off (bound %g)\n", __FILE__,          \
+                    __LINE__, fn_names[fn], x_, g_, e_, (double)(bound));                          \
+            dt_check_failures_++;                                                                  \
+        }                                                                                          \
     } while (0)
 
 #define QNAN_BITS 0x7fc00000u
@@ -240,10 +249,12 @@ DT_TEST(specials)
     CHECK_BITS(dt_log_portable(-0.0f), NINF_BITS);
     CHECK_BITS(dt_log_portable(1.0f), 0u);
     CHECK_BITS(dt_log_portable(2.0f), 0x3f317218u); /* ln 2, correctly rounded */
-    const float logs[] = {0x1p-149f, 0x1.8p-148f, 0x1.234p-140f, 0x1.fffffcp-127f, FLT_MIN,
-                          FLT_MAX, 0x1.fffffep-1f, 0x1.000002p0f, 0x1.6a09e6p-1f,
-                          0x1.6a09e8p-1f, 0x1.6a09e6p0f, 0x1.6a09e8p0f, 10.0f};
-    for (size_t i = 0; i < sizeof logs / sizeof logs[0]; i++) CHECK_ULP(FN_LOG, logs[i], DT_PM_ULP_LOG);
+    const float logs[] = {0x1p-149f,      0x1.8p-148f,    0x1.234p-140f,  0x1.fffffcp-127f,
+                          FLT_MIN,        FLT_MAX,        0x1.fffffep-1f, 0x1.000002p0f,
+                          0x1.6a09e6p-1f, 0x1.6a09e8p-1f, 0x1.6a09e6p0f,  0x1.6a09e8p0f,
+                          10.0f};
+    for (size_t i = 0; i < sizeof logs / sizeof logs[0]; i++)
+        CHECK_ULP(FN_LOG, logs[i], DT_PM_ULP_LOG);
     CHECK_BITS(dt_log_portable(0x1p-149f), bits_of((float)logl(0x1p-149L)));
 
     /* log1p */
@@ -257,8 +268,9 @@ DT_TEST(specials)
     CHECK_BITS(dt_log1p_portable(-0x1p-149f), 0x80000001u);
     CHECK_BITS(dt_log1p_portable(1e-30f), bits_of(1e-30f));
     CHECK_BITS(dt_log1p_portable(1.0f), 0x3f317218u);
-    const float l1ps[] = {-0x1.fffffep-1f, -0.5f, -0x1.2bec34p-2f, -0x1.2bec32p-2f,
-                          0x1.a8279ap-2f, 0x1.a82798p-2f, 0x1p24f, 0x1.000002p24f, 3e37f, FLT_MAX};
+    const float l1ps[] = {-0x1.fffffep-1f, -0.5f,          -0x1.2bec34p-2f, -0x1.2bec32p-2f,
+                          0x1.a8279ap-2f,  0x1.a82798p-2f, 0x1p24f,         0x1.000002p24f,
+                          3e37f,           FLT_MAX};
     for (size_t i = 0; i < sizeof l1ps / sizeof l1ps[0]; i++)
         CHECK_ULP(FN_LOG1P, l1ps[i], DT_PM_ULP_LOG1P);
 
@@ -311,11 +323,13 @@ DT_TEST(bits_pinned)
     float *o0 = malloc((size_t)n * sizeof *o0);
     CHECK(in && o2 && o0);
     if (!in || !o2 || !o0) goto out;
-    for (int64_t i = 0; i < n; i++) in[i] = float_of((uint32_t)(START + i * STRIDE));
+    for (int64_t i = 0; i < n; i++)
+        in[i] = float_of((uint32_t)(START + i * STRIDE));
 
     for (int fn = 0; fn < FN_COUNT; fn++) {
         /* -O2 (this file) against -O0 (portable_math_o0.c), every result bit for bit. */
-        for (int64_t i = 0; i < n; i++) o2[i] = eval_fn(fn, in[i]);
+        for (int64_t i = 0; i < n; i++)
+            o2[i] = eval_fn(fn, in[i]);
         dt_pm_o0_eval(o0, in, n, fn);
         int64_t diffs = 0;
         for (int64_t i = 0; i < n; i++) {
