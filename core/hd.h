@@ -1,5 +1,6 @@
 /* DT_HD marks static inline functions shared by host C code and CUDA device code
- * (random streams, portable math, fixed-point accumulation). */
+ * (random streams, portable math, fixed-point accumulation), and the float <-> bits casts
+ * they all need. */
 #ifndef DT_HD_H
 #define DT_HD_H
 
@@ -8,5 +9,31 @@
 #else
 #define DT_HD
 #endif
+
+#include <stdint.h>
+#include <string.h>
+
+/* The IEEE-754 bit pattern of a float and back: exact, no conversion. */
+static inline DT_HD uint32_t dt_float_bits(float x)
+{
+#if defined(__CUDA_ARCH__)
+    return __float_as_uint(x);
+#else
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+#endif
+}
+
+static inline DT_HD float dt_bits_float(uint32_t u)
+{
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(u);
+#else
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+#endif
+}
 
 #endif

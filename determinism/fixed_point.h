@@ -43,28 +43,6 @@ static inline DT_HD bool dt_fixed_shift_valid(int shift)
 
 /* ---- private helpers (dt_fixed_*_): bit access, bit length, rounding shift ------------ */
 
-static inline DT_HD uint32_t dt_fixed_float_bits_(float x)
-{
-#if defined(__CUDA_ARCH__)
-    return __float_as_uint(x);
-#else
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-#endif
-}
-
-static inline DT_HD float dt_fixed_bits_float_(uint32_t u)
-{
-#if defined(__CUDA_ARCH__)
-    return __uint_as_float(u);
-#else
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-#endif
-}
-
 /* Number of significant bits of u: 0 for 0, else floor(log2 u) + 1. */
 static inline DT_HD int dt_fixed_bitlen_(uint64_t u)
 {
@@ -87,7 +65,7 @@ static inline DT_HD int dt_fixed_bitlen_(uint64_t u)
  * bit for normals), e >= -149. Returns false for NaN/Inf. *neg = sign bit. */
 static inline DT_HD bool dt_fixed_decode_(uint64_t *m, int *e, bool *neg, float x)
 {
-    uint32_t bits = dt_fixed_float_bits_(x);
+    uint32_t bits = dt_float_bits(x);
     uint32_t bexp = (bits >> 23) & 0xffu;
     uint32_t frac = bits & 0x7fffffu;
     *m = 0;
@@ -206,7 +184,7 @@ static inline DT_HD float dt_fixed_to_float(int64_t acc, int shift)
     uint64_t u = acc < 0 ? (uint64_t)0 - (uint64_t)acc : (uint64_t)acc; /* INT64_MIN ok */
     int b = dt_fixed_bitlen_(u);
     int64_t e = (int64_t)b - 1 - shift; /* value in [2^e, 2^(e+1)) */
-    if (e > 127) return dt_fixed_bits_float_(sign | 0x7f800000u);
+    if (e > 127) return dt_bits_float(sign | 0x7f800000u);
     /* the result is a multiple of 2^qexp: 24 significant bits, or 2^-149 when subnormal */
     int64_t qexp = e - 23 < -149 ? -149 : e - 23;
     int64_t r = qexp + shift; /* value / 2^qexp = u / 2^r */
@@ -216,12 +194,12 @@ static inline DT_HD float dt_fixed_to_float(int64_t acc, int shift)
     } else {
         m = dt_fixed_rne_shr_(u, r); /* <= 2^24 */
     }
-    if (m == 0) return dt_fixed_bits_float_(sign);
+    if (m == 0) return dt_bits_float(sign);
     /* m in [2^23, 2^24], or qexp == -149 with m <= 2^24: adding m to the biased exponent
      * field of 2^(qexp+23) gives the float, a carry to 2^24 bumping the exponent. */
     uint32_t bits = ((uint32_t)(qexp + 149) << 23) + (uint32_t)m;
     if (bits > 0x7f800000u) bits = 0x7f800000u;
-    return dt_fixed_bits_float_(sign | bits);
+    return dt_bits_float(sign | bits);
 }
 
 /* ---- host helper: the whole control for a column sum (CPU backend) -------------------- */
@@ -250,7 +228,7 @@ static inline enum dt_status dt_fixed_sum_rows_at_shift(float *out, const float 
         for (int64_t c = 0; c < cols; c++) {
             int64_t q;
             if (!dt_fixed_from_float(&q, row[c], shift)) {
-                uint32_t bits = dt_fixed_float_bits_(row[c]);
+                uint32_t bits = dt_float_bits(row[c]);
                 if ((bits & 0x7f800000u) == 0x7f800000u)
                     return dt_error_set(err, DT_ERR_NUMERIC,
                                         "non-finite input (%s) at row %" PRId64 ", column %" PRId64,
@@ -270,7 +248,7 @@ static inline enum dt_status dt_fixed_sum_rows_at_shift(float *out, const float 
     }
     for (int64_t c = 0; c < cols; c++) {
         out[c] = dt_fixed_to_float(scratch[c], shift);
-        if ((dt_fixed_float_bits_(out[c]) & 0x7fffffffu) == 0x7f800000u)
+        if ((dt_float_bits(out[c]) & 0x7fffffffu) == 0x7f800000u)
             return dt_error_set(err, DT_ERR_NUMERIC,
                                 "fixed-point sum of column %" PRId64 " overflows the float range",
                                 c);
@@ -292,14 +270,14 @@ static inline enum dt_status dt_fixed_sum_rows(float *out, const float *in, int6
     DT_ASSERT(rows >= 0 && cols >= 0);
     uint32_t max_bits = 0; /* max |x| compared as bit patterns: monotone for finite floats */
     for (int64_t i = 0; i < rows * cols; i++) {
-        uint32_t bits = dt_fixed_float_bits_(in[i]) & 0x7fffffffu;
+        uint32_t bits = dt_float_bits(in[i]) & 0x7fffffffu;
         if (bits >= 0x7f800000u)
             return dt_error_set(err, DT_ERR_NUMERIC,
                                 "non-finite input (%s) at row %" PRId64 ", column %" PRId64,
                                 bits > 0x7f800000u ? "nan" : "inf", i / cols, i % cols);
         if (bits > max_bits) max_bits = bits;
     }
-    int shift = dt_fixed_shift_for(dt_fixed_bits_float_(max_bits), rows);
+    int shift = dt_fixed_shift_for(dt_bits_float(max_bits), rows);
     if (shift_out) *shift_out = shift;
     return dt_fixed_sum_rows_at_shift(out, in, rows, cols, shift, scratch, err);
 }

@@ -82,28 +82,6 @@
 
 /* ---- private helpers -------------------------------------------------------------------- */
 
-static inline DT_HD uint32_t dt_pm__bits(float x)
-{
-#if defined(__CUDA_ARCH__)
-    return (uint32_t)__float_as_int(x);
-#else
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-#endif
-}
-
-static inline DT_HD float dt_pm__from_bits(uint32_t u)
-{
-#if defined(__CUDA_ARCH__)
-    return __int_as_float((int)u);
-#else
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-#endif
-}
-
 /* a*b and a/b rounded to nearest, never fused with a neighbouring add. */
 static inline DT_HD float dt_pm__mul(float a, float b)
 {
@@ -125,17 +103,17 @@ static inline DT_HD float dt_pm__div(float a, float b)
 
 static inline DT_HD float dt_pm__nan(void)
 {
-    return dt_pm__from_bits(0x7fc00000u);
+    return dt_bits_float(0x7fc00000u);
 }
 static inline DT_HD float dt_pm__inf(void)
 {
-    return dt_pm__from_bits(0x7f800000u);
+    return dt_bits_float(0x7f800000u);
 }
 
 /* 2^n for n in [-126, 127], from the exponent field. */
 static inline DT_HD float dt_pm__pow2(int n)
 {
-    return dt_pm__from_bits((uint32_t)(n + 127) << 23);
+    return dt_bits_float((uint32_t)(n + 127) << 23);
 }
 
 /* y * 2^k for y in [0.7, 1.5), k in [-150, 128]: exact, or rounded once when subnormal. */
@@ -206,17 +184,17 @@ static inline DT_HD float dt_log_portable(float x)
     if (x != x || x < 0.0f) return dt_pm__nan();
     if (x == 0.0f) return -dt_pm__inf();
     if (x == dt_pm__inf()) return x;
-    uint32_t ix = dt_pm__bits(x);
+    uint32_t ix = dt_float_bits(x);
     int e = 0;
     if (ix < 0x00800000u) { /* subnormal: scale into the normal range, exactly */
-        ix = dt_pm__bits(dt_pm__mul(x, 0x1p23f));
+        ix = dt_float_bits(dt_pm__mul(x, 0x1p23f));
         e = -23;
     }
     /* Shift so that m = ix's mantissa lands in [sqrt(1/2), sqrt(2)): 0x3f3504f3 is sqrt(1/2). */
     ix += 0x3f800000u - 0x3f3504f3u;
     e += (int)(ix >> 23) - 127;
     ix = (ix & 0x007fffffu) + 0x3f3504f3u;
-    float f = dt_pm__from_bits(ix) - 1.0f;
+    float f = dt_bits_float(ix) - 1.0f;
     return dt_pm__log_kernel(f, e, 0.0f);
 }
 
@@ -232,10 +210,10 @@ static inline DT_HD float dt_log1p_portable(float x)
     /* (1+x) - u, exact: for u >= 2, x >= 1 and u-x is exact; otherwise u-1 is exact. */
     float c = u >= 2.0f ? 1.0f - (u - x) : x - (u - 1.0f);
     c = dt_pm__div(c, u);
-    uint32_t iu = dt_pm__bits(u) + (0x3f800000u - 0x3f3504f3u);
+    uint32_t iu = dt_float_bits(u) + (0x3f800000u - 0x3f3504f3u);
     int e = (int)(iu >> 23) - 127;
     iu = (iu & 0x007fffffu) + 0x3f3504f3u;
-    float f = dt_pm__from_bits(iu) - 1.0f;
+    float f = dt_bits_float(iu) - 1.0f;
     return dt_pm__log_kernel(f, e, c);
 }
 

@@ -39,9 +39,7 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
     struct dt_policy fast;
     dt_policy_from_level(&fast, DT_LEVEL_FAST);
     const int64_t B = exp->train.batch, n = opt->steps;
-    const struct dt_sgd_options sgd = {(float)exp->train.optimizer.lr,
-                                       (float)exp->train.optimizer.momentum,
-                                       (float)exp->train.optimizer.weight_decay};
+    const struct dt_sgd_options sgd = dt_train_sgd_options(exp);
     double *ta = dt_xcalloc((size_t)n, sizeof(double)), *tb = dt_xcalloc((size_t)n, sizeof(double));
     double *oa = dt_xcalloc((size_t)(n * DT_OP_COUNT), sizeof(double));
     double *ob = dt_xcalloc((size_t)(n * DT_OP_COUNT), sizeof(double));
@@ -141,9 +139,7 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
     uint8_t(*td)[DT_DIGEST_BYTES] = dt_xcalloc((size_t)m->n_params, DT_DIGEST_BYTES);
     double *step_ms = dt_xcalloc((size_t)opt->steps, sizeof(double));
     double *hash_ms = dt_xcalloc((size_t)opt->steps, sizeof(double));
-    const struct dt_sgd_options sgd = {(float)exp->train.optimizer.lr,
-                                       (float)exp->train.optimizer.momentum,
-                                       (float)exp->train.optimizer.weight_decay};
+    const struct dt_sgd_options sgd = dt_train_sgd_options(exp);
     int64_t params = 0;
     for (int i = 0; i < m->n_params; i++) params += m->params[i].n;
 

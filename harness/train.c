@@ -40,6 +40,14 @@ enum dt_status dt_train_build_model(struct dt_model **m, const struct dt_experim
     return dt_error_set(err, DT_ERR_CONFIG, "unknown model kind");
 }
 
+struct dt_sgd_options dt_train_sgd_options(const struct dt_experiment *exp)
+{
+    struct dt_sgd_options o = {(float)exp->train.optimizer.lr,
+                               (float)exp->train.optimizer.momentum,
+                               (float)exp->train.optimizer.weight_decay};
+    return o;
+}
+
 void dt_train_fill_batch(float *x, uint8_t *y, const struct dt_split *split, int64_t s,
                          int64_t B, uint64_t seed, uint64_t order_replica, int64_t *perm,
                          int64_t *perm_epoch)
@@ -202,9 +210,7 @@ static enum dt_status run_replica(const struct run_ctx *c, const struct dt_polic
     double *step_ms = dt_xcalloc((size_t)steps, sizeof(double));
     double *hash_ms = dt_xcalloc((size_t)steps + 1, sizeof(double));
     int64_t n_hash = 0;
-    const struct dt_sgd_options sgd = {(float)exp->train.optimizer.lr,
-                                       (float)exp->train.optimizer.momentum,
-                                       (float)exp->train.optimizer.weight_decay};
+    const struct dt_sgd_options sgd = dt_train_sgd_options(exp);
     const int64_t report_every = steps >= 10 ? steps / 10 : 1;
 
     if (st == DT_OK) {

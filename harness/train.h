@@ -43,6 +43,9 @@ enum dt_status dt_train_experiment(const struct dt_experiment *exp,
 
 /* Building blocks shared with the benchmark and tests. */
 
+/* The optimizer settings of the experiment, as the model step takes them. */
+struct dt_sgd_options dt_train_sgd_options(const struct dt_experiment *exp);
+
 /* Create the experiment's model on a backend. */
 enum dt_status dt_train_build_model(struct dt_model **m, const struct dt_experiment *exp,
                                     struct dt_backend *be, struct dt_error *err);
