@@ -12,7 +12,7 @@ all: build
 help:
 	@echo "make demo    install what is missing, build, run configs/quickstart.yaml, print the summary"
 	@echo "make check   install what is missing, build, run the whole test suite (+ ASan/UBSan build)"
-	@echo "make bench   build and run the benchmark (step time, hashing share)"
+	@echo "make bench   build and run the benchmarks (MLP and LeNet step time per level vs fast, hashing share)"
 	@echo "make clean   remove the build folders"
 
 setup:
@@ -43,6 +43,10 @@ bench: build
 	./$(BUILD)/detrain bench configs/quickstart.yaml --steps 100 --warmup 10 --set train.batch=64 \
 	    --set 'policies=[fast, run_to_run, portable]'
 	./$(BUILD)/detrain bench configs/cpu_controls.yaml --steps 40 --warmup 5
+	./$(BUILD)/detrain bench configs/lenet.yaml --steps 100 --warmup 10 \
+	    --set 'policies=[fast, run_to_run, portable]'
+	./$(BUILD)/detrain bench configs/lenet.yaml --steps 100 --warmup 10 \
+	    --set model.overlap_pool=true --set 'policies=[fast, run_to_run, portable]'
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -79,7 +79,7 @@ struct key_row {
 #define COUNT_(f) .count_offset = offsetof(struct dt_experiment, f)
 
 static const char *const dataset_names[] = {"fashion-mnist", NULL};
-static const char *const model_kind_names[] = {"mlp", NULL};           /* enum dt_model_kind */
+static const char *const model_kind_names[] = {"mlp", "lenet", NULL};         /* enum dt_model_kind */
 static const char *const optimizer_kind_names[] = {"sgd", NULL};       /* enum dt_optimizer_kind */
 static const char *const device_names[] = {"cpu", "cuda", NULL};       /* enum dt_device */
 static const char *const vary_names[] = {"init", "data_order", NULL}; /* enum dt_vary bits */
@@ -109,7 +109,11 @@ static const struct key_row keys[] = {
      .doc = "Model architecture"},
     {.path = "model.hidden", .type = KEY_INT_LIST, FIELD_(model.hidden), COUNT_(model.n_hidden),
      .def = "[256, 128]", .lo = 1, .hi = 65536, .min_items = 0, .max_items = DT_MAX_HIDDEN,
-     .doc = "Hidden layer widths, input side first; [] = no hidden layer"},
+     .doc = "mlp only: hidden layer widths, input side first; [] = no hidden layer"},
+    {.path = "model.overlap_pool", .type = KEY_BOOL, FIELD_(model.overlap_pool),
+     .def = "false",
+     .doc = "lenet only: overlapping 3x3 stride-2 max pooling (padding 1) instead of 2x2 "
+            "stride 2"},
     {.path = "train.steps", .type = KEY_INT64, FIELD_(train.steps), .lo = 1, .hi = 1000000000,
      .doc = "Optimizer steps to run"},
     {.path = "train.batch", .type = KEY_INT64, FIELD_(train.batch), .def = "64", .lo = 1,
@@ -253,6 +257,10 @@ struct loader {
     yaml_document_t *doc;     /* the document being applied */
     bool record_sections;     /* file pass: remember where each section's mapping starts */
     bool seen[sizeof keys / sizeof keys[0]]; /* set by the file or a --set (not defaults) */
+    struct {
+        const char *file; /* the config path or "--set": both outlive the load */
+        int line, column;
+    } seen_at[sizeof keys / sizeof keys[0]]; /* where each seen key was last set */
     struct section_mark sections[MAX_SECTIONS_];
     int n_sections;
 };
@@ -822,6 +830,8 @@ static enum dt_status apply_node(struct loader *ld, const char *path, yaml_mark_
     const struct key_row *row = find_key(path);
     if (row) {
         ld->seen[row - keys] = true;
+        ld->seen_at[row - keys].file = ld->src->file;
+        location(ld, key_mark, &ld->seen_at[row - keys].line, &ld->seen_at[row - keys].column);
         return set_value(ld, row, node);
     }
     if (!is_section(path)) return fail_unknown(ld, key_mark, path);
@@ -1085,6 +1095,27 @@ static enum dt_status check_required(const struct loader *ld, const char *path)
     return DT_OK;
 }
 
+/* Keys that only one model kind reads must not be given for another: the user would
+ * believe they took effect. Reported where the key was set. */
+static enum dt_status check_model_keys(const struct loader *ld)
+{
+    static const struct {
+        const char *key;
+        enum dt_model_kind kind;
+    } only[] = {{"model.hidden", DT_MODEL_MLP}, {"model.overlap_pool", DT_MODEL_LENET}};
+    for (size_t i = 0; i < sizeof only / sizeof only[0]; i++) {
+        const struct key_row *row = find_key(only[i].key);
+        const int r = (int)(row - keys);
+        if (!ld->seen[r] || ld->out->model.kind == only[i].kind) continue;
+        return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->seen_at[r].file, ld->seen_at[r].line,
+                               ld->seen_at[r].column,
+                               "key '%s' applies to model.kind %s only, not %s", only[i].key,
+                               model_kind_names[only[i].kind],
+                               model_kind_names[ld->out->model.kind]);
+    }
+    return DT_OK;
+}
+
 enum dt_status dt_config_load(struct dt_experiment *out, const char *path,
                               const char *const *sets, int n_sets, struct dt_error *err)
 {
@@ -1099,7 +1130,8 @@ enum dt_status dt_config_load(struct dt_experiment *out, const char *path,
     struct loader ld = {.out = out, .err = err};
     DT_FORWARD_IF_ERROR(load_file(&ld, path));
     for (int i = 0; i < n_sets; i++) DT_FORWARD_IF_ERROR(apply_set(&ld, i, sets[i]));
-    return check_required(&ld, path);
+    DT_FORWARD_IF_ERROR(check_required(&ld, path));
+    return check_model_keys(&ld);
 }
 
 /* ---- Output: resolved JSON and the Markdown reference ------------------------------------ */

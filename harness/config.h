@@ -16,7 +16,7 @@
 #define DT_MAX_POLICIES 16
 #define DT_PATH_MAX 1024
 
-enum dt_model_kind { DT_MODEL_MLP };
+enum dt_model_kind { DT_MODEL_MLP, DT_MODEL_LENET };
 enum dt_optimizer_kind { DT_OPTIMIZER_SGD };
 enum dt_device { DT_DEVICE_CPU, DT_DEVICE_CUDA };
 
@@ -35,9 +35,10 @@ struct dt_experiment {
         int64_t test_limit;       /* 0 = all; else first N test examples */
     } dataset;
     struct {
-        enum dt_model_kind kind; /* required: mlp */
+        enum dt_model_kind kind; /* required: mlp or lenet */
         int n_hidden;
-        int64_t hidden[DT_MAX_HIDDEN]; /* widths of hidden layers, default [256, 128] */
+        int64_t hidden[DT_MAX_HIDDEN]; /* mlp: widths of hidden layers, default [256, 128] */
+        bool overlap_pool;             /* lenet: 3x3 stride-2 pooling; default false (2x2) */
     } model;
     struct {
         int64_t steps; /* required, >= 1 */

@@ -36,6 +36,9 @@ enum dt_status dt_train_build_model(struct dt_model **m, const struct dt_experim
     case DT_MODEL_MLP:
         return dt_mlp_create(m, be, 784, exp->model.hidden, exp->model.n_hidden, 10,
                              exp->train.batch, err);
+    case DT_MODEL_LENET:
+        return dt_lenet_create(m, be, 28, 28, exp->model.overlap_pool, 10, exp->train.batch,
+                               err);
     }
     return dt_error_set(err, DT_ERR_CONFIG, "unknown model kind");
 }

@@ -191,3 +191,120 @@ enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const fl
     DT_ASSERT(w && v && g && pol);
     DISPATCH(be, DT_OP_SGD_UPDATE, be->ops->sgd_update(be, w, v, g, n, lr, momentum, weight_decay, pol));
 }
+
+/* ---- convolution and pooling ---------------------------------------------------------- */
+
+/* out = (in + 2 pad - k) / stride + 1 after checking that it is a positive size. */
+static enum dt_status window_count(int64_t *out, const char *what, const char *axis,
+                                   int64_t in, int64_t k, int64_t stride, int64_t pad,
+                                   struct dt_error *err)
+{
+    if (in < 1 || k < 1 || stride < 1 || pad < 0)
+        return dt_error_set(err, DT_ERR_CONFIG,
+                            "%s: %s size %lld, kernel %lld, stride %lld, padding %lld: sizes "
+                            "must be >= 1 and padding >= 0",
+                            what, axis, (long long)in, (long long)k, (long long)stride,
+                            (long long)pad);
+    if (pad >= k)
+        return dt_error_set(err, DT_ERR_CONFIG,
+                            "%s: padding %lld must be smaller than the kernel (%lld), or a "
+                            "window could lie wholly in the padding",
+                            what, (long long)pad, (long long)k);
+    if (in + 2 * pad < k)
+        return dt_error_set(err, DT_ERR_CONFIG,
+                            "%s: kernel %lld does not fit the %s (%lld, padded to %lld)", what,
+                            (long long)k, axis, (long long)in, (long long)(in + 2 * pad));
+    *out = (in + 2 * pad - k) / stride + 1;
+    return DT_OK;
+}
+
+enum dt_status dt_conv2d_shape_init(struct dt_conv2d_shape *s, struct dt_error *err)
+{
+    if (s->B < 1 || s->C < 1 || s->K_out < 1)
+        return dt_error_set(err, DT_ERR_CONFIG,
+                            "conv2d: batch %lld, in channels %lld, out channels %lld: each "
+                            "must be >= 1",
+                            (long long)s->B, (long long)s->C, (long long)s->K_out);
+    DT_FORWARD_IF_ERROR(window_count(&s->OH, "conv2d", "height", s->H, s->KH, s->stride, s->pad, err));
+    return window_count(&s->OW, "conv2d", "width", s->W, s->KW, s->stride, s->pad, err);
+}
+
+enum dt_status dt_pool2d_shape_init(struct dt_pool2d_shape *s, struct dt_error *err)
+{
+    if (s->B < 1 || s->C < 1)
+        return dt_error_set(err, DT_ERR_CONFIG,
+                            "maxpool2d: batch %lld, channels %lld: each must be >= 1",
+                            (long long)s->B, (long long)s->C);
+    DT_FORWARD_IF_ERROR(window_count(&s->OH, "maxpool2d", "height", s->H, s->K, s->stride, s->pad, err));
+    return window_count(&s->OW, "maxpool2d", "width", s->W, s->K, s->stride, s->pad, err);
+}
+
+/* A shape reaching an op must be one dt_*_shape_init accepted: a caller bug otherwise. */
+static void check_conv_shape(const struct dt_conv2d_shape *s)
+{
+    struct dt_conv2d_shape t = *s;
+    DT_ASSERT_MSG(dt_conv2d_shape_init(&t, NULL) == DT_OK && t.OH == s->OH && t.OW == s->OW,
+                  "conv2d op called with a shape dt_conv2d_shape_init did not fill");
+}
+
+static void check_pool_shape(const struct dt_pool2d_shape *s)
+{
+    struct dt_pool2d_shape t = *s;
+    DT_ASSERT_MSG(dt_pool2d_shape_init(&t, NULL) == DT_OK && t.OH == s->OH && t.OW == s->OW,
+                  "maxpool2d op called with a shape dt_pool2d_shape_init did not fill");
+}
+
+#define HAS_OP(be, member) ((be)->ops->version >= 3 && (be)->ops->member)
+
+enum dt_status dt_conv2d_forward(struct dt_backend *be, float *y, const float *x, const float *w,
+                                 const float *bias, const struct dt_conv2d_shape *s,
+                                 const struct dt_policy *pol)
+{
+    check_conv_shape(s);
+    DT_ASSERT(y && x && w && bias && pol);
+    if (!HAS_OP(be, conv2d_forward)) return DT_ERR_UNSUPPORTED;
+    DISPATCH(be, DT_OP_CONV2D_FORWARD, be->ops->conv2d_forward(be, y, x, w, bias, s, pol));
+}
+
+enum dt_status dt_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
+                                       const float *w, const struct dt_conv2d_shape *s,
+                                       const struct dt_policy *pol)
+{
+    check_conv_shape(s);
+    DT_ASSERT(dx && dy && w && pol);
+    if (!HAS_OP(be, conv2d_backward_data)) return DT_ERR_UNSUPPORTED;
+    DISPATCH(be, DT_OP_CONV2D_BACKWARD_DATA, be->ops->conv2d_backward_data(be, dx, dy, w, s, pol));
+}
+
+enum dt_status dt_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
+                                         const float *dy, const struct dt_conv2d_shape *s,
+                                         const struct dt_policy *pol)
+{
+    check_conv_shape(s);
+    DT_ASSERT(dw && x && dy && pol);
+    if (!HAS_OP(be, conv2d_backward_weight)) return DT_ERR_UNSUPPORTED;
+    DISPATCH(be, DT_OP_CONV2D_BACKWARD_WEIGHT,
+             be->ops->conv2d_backward_weight(be, dw, x, dy, s, pol));
+}
+
+enum dt_status dt_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *argmax,
+                                    const float *x, const struct dt_pool2d_shape *s,
+                                    const struct dt_policy *pol)
+{
+    check_pool_shape(s);
+    DT_ASSERT(y && argmax && x && pol);
+    DT_ASSERT_MSG(s->H * s->W <= INT32_MAX, "maxpool2d: image plane too large for int32 argmax");
+    if (!HAS_OP(be, maxpool2d_forward)) return DT_ERR_UNSUPPORTED;
+    DISPATCH(be, DT_OP_MAXPOOL2D_FORWARD, be->ops->maxpool2d_forward(be, y, argmax, x, s, pol));
+}
+
+enum dt_status dt_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
+                                     const int32_t *argmax, const struct dt_pool2d_shape *s,
+                                     const struct dt_policy *pol)
+{
+    check_pool_shape(s);
+    DT_ASSERT(dx && dy && argmax && pol);
+    if (!HAS_OP(be, maxpool2d_backward)) return DT_ERR_UNSUPPORTED;
+    DISPATCH(be, DT_OP_MAXPOOL2D_BACKWARD,
+             be->ops->maxpool2d_backward(be, dx, dy, argmax, s, pol));
+}

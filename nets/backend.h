@@ -7,7 +7,11 @@
  * row-major; parameter order is outputs, inputs, sizes, policy. Every op states its
  * determinism in its implementation ("portable: ...").
  * Dense weights are stored [in, out] (row k holds the weights from input k), so the
- * forward product vectorises across outputs while summing over inputs in index order. */
+ * forward product vectorises across outputs while summing over inputs in index order.
+ * Images are NHWC (batch, height, width, channels) and convolution weights HWIO
+ * (kh, kw, in channel, out channel): a convolution is then a dense layer applied to
+ * image patches (im2col rows ordered kh, kw, c), and flatten is a no-op view: a
+ * (B, H, W, C) tensor is the (B, H*W*C) matrix the next dense layer reads. */
 #ifndef DT_BACKEND_H
 #define DT_BACKEND_H
 
@@ -59,7 +63,10 @@ enum dt_status dt_backend_set_forced_order(struct dt_backend *be, uint64_t seed)
     X(DENSE_BACKWARD_WEIGHT, "dense_backward_weight") X(BIAS_BACKWARD, "bias_backward") \
     X(RELU_FORWARD, "relu_forward") X(RELU_BACKWARD, "relu_backward")              \
     X(SOFTMAX_XENT_FORWARD, "softmax_xent_forward")                               \
-    X(SOFTMAX_XENT_BACKWARD, "softmax_xent_backward") X(SGD_UPDATE, "sgd_update")
+    X(SOFTMAX_XENT_BACKWARD, "softmax_xent_backward") X(SGD_UPDATE, "sgd_update")       \
+    X(CONV2D_FORWARD, "conv2d_forward") X(CONV2D_BACKWARD_DATA, "conv2d_backward_data") \
+    X(CONV2D_BACKWARD_WEIGHT, "conv2d_backward_weight")                           \
+    X(MAXPOOL2D_FORWARD, "maxpool2d_forward") X(MAXPOOL2D_BACKWARD, "maxpool2d_backward")
 enum dt_op {
 #define DT_OP_ENUM_(name, str) DT_OP_##name,
     DT_OP_LIST(DT_OP_ENUM_)
@@ -111,5 +118,57 @@ enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits,
 enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const float *g,
                              int64_t n, float lr, float momentum, float weight_decay,
                              const struct dt_policy *pol);
+
+
+/* ---- convolution and pooling (NHWC) ------------------------------------------------- */
+
+/* Geometry of a 2-D convolution; the same stride and zero padding on both axes. Fill the
+ * inputs and call dt_conv2d_shape_init, which checks them and sets OH, OW. */
+struct dt_conv2d_shape {
+    int64_t B, H, W, C;     /* input x (B, H, W, C) */
+    int64_t K_out, KH, KW;  /* weight (KH, KW, C, K_out), bias (K_out) */
+    int64_t stride, pad;    /* stride >= 1, 0 <= pad < kernel size */
+    int64_t OH, OW;         /* output y (B, OH, OW, K_out) */
+};
+/* Geometry of a 2-D max pooling window; padding cells never win the max. */
+struct dt_pool2d_shape {
+    int64_t B, H, W, C;    /* input x (B, H, W, C) */
+    int64_t K, stride, pad; /* window K x K; 0 <= pad < K */
+    int64_t OH, OW;         /* output y (B, OH, OW, C) */
+};
+/* OH = (H + 2 pad - KH) / stride + 1 (likewise OW). DT_ERR_CONFIG naming the bad value
+ * when a size is not positive, the padding is not below the kernel size, or the window
+ * does not fit in the padded input. */
+enum dt_status dt_conv2d_shape_init(struct dt_conv2d_shape *s, struct dt_error *err);
+enum dt_status dt_pool2d_shape_init(struct dt_pool2d_shape *s, struct dt_error *err);
+
+/* y[b,oh,ow,k] = bias[k] + sum over (kh, kw, c) of x[b, oh*stride-pad+kh, ow*stride-pad+kw, c]
+ * * w[kh,kw,c,k], out-of-image cells contributing zero. The sum runs over the patch in
+ * (kh, kw, c) order at every level but `math: fast`. */
+enum dt_status dt_conv2d_forward(struct dt_backend *be, float *y, const float *x, const float *w,
+                                 const float *bias, const struct dt_conv2d_shape *s,
+                                 const struct dt_policy *pol);
+/* dx = the gradient w.r.t. x given dy = the gradient w.r.t. y. Every input cell receives
+ * up to KH*KW contributions (a scatter-add: the `atomics` control). */
+enum dt_status dt_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
+                                       const float *w, const struct dt_conv2d_shape *s,
+                                       const struct dt_policy *pol);
+/* dw = the gradient w.r.t. w: a sum over batch and output positions (the `reduction`
+ * control). The bias gradient is dt_bias_backward over dy as a (B*OH*OW, K_out) matrix. */
+enum dt_status dt_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
+                                         const float *dy, const struct dt_conv2d_shape *s,
+                                         const struct dt_policy *pol);
+/* y[b,oh,ow,c] = max over the window; argmax[b,oh,ow,c] = ih * W + iw of the winner, the
+ * first maximum in (kh, kw) order (ties go to the earliest cell; a NaN wins and stops the
+ * scan). argmax is backend memory, int32, shaped like y. */
+enum dt_status dt_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *argmax,
+                                    const float *x, const struct dt_pool2d_shape *s,
+                                    const struct dt_policy *pol);
+/* dx[b, argmax, c] += dy[b,oh,ow,c]: a scatter-add (the `atomics` control) when windows
+ * overlap (K > stride); without overlap no cell receives two terms and every control
+ * gives the same bits. */
+enum dt_status dt_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
+                                     const int32_t *argmax, const struct dt_pool2d_shape *s,
+                                     const struct dt_policy *pol);
 
 #endif

@@ -5,7 +5,7 @@
 
 #include "nets/backend.h"
 
-#define DT_BACKEND_OPS_VERSION 2
+#define DT_BACKEND_OPS_VERSION 3
 
 struct dt_backend_ops {
     int version;
@@ -44,6 +44,22 @@ struct dt_backend_ops {
                                  float, float, float, const struct dt_policy *);
     /* version 2 */
     void (*set_forced_order)(struct dt_backend *, uint64_t seed); /* optional */
+    /* version 3: convolution and pooling (optional: NULL answers DT_ERR_UNSUPPORTED) */
+    enum dt_status (*conv2d_forward)(struct dt_backend *, float *, const float *, const float *,
+                                     const float *, const struct dt_conv2d_shape *,
+                                     const struct dt_policy *);
+    enum dt_status (*conv2d_backward_data)(struct dt_backend *, float *, const float *,
+                                           const float *, const struct dt_conv2d_shape *,
+                                           const struct dt_policy *);
+    enum dt_status (*conv2d_backward_weight)(struct dt_backend *, float *, const float *,
+                                             const float *, const struct dt_conv2d_shape *,
+                                             const struct dt_policy *);
+    enum dt_status (*maxpool2d_forward)(struct dt_backend *, float *, int32_t *, const float *,
+                                        const struct dt_pool2d_shape *,
+                                        const struct dt_policy *);
+    enum dt_status (*maxpool2d_backward)(struct dt_backend *, float *, const float *,
+                                         const int32_t *, const struct dt_pool2d_shape *,
+                                         const struct dt_policy *);
 };
 
 struct dt_backend {

@@ -5,6 +5,7 @@
 #ifndef DT_MODEL_H
 #define DT_MODEL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/status.h"
@@ -77,5 +78,14 @@ enum dt_status dt_model_evaluate(struct dt_model *m, const float *x, const uint8
 enum dt_status dt_mlp_create(struct dt_model **out, struct dt_backend *be, int64_t in_dim,
                              const int64_t *hidden, int n_hidden, int64_t n_classes,
                              int64_t max_batch, struct dt_error *err);
+
+/* LeNet-style CNN on (B, H, W, 1) images (nets/lenet.c): conv 5x5 (6, pad 2) -> ReLU ->
+ * maxpool -> conv 5x5 (16) -> ReLU -> maxpool -> dense 120 -> 84 -> n_classes. Pooling is
+ * 2x2 stride 2, or with overlap_pool 3x3 stride 2 pad 1. DT_ERR_CONFIG when the image is
+ * too small for the layers. Params: conv<i>.weight (5,5,in,out) HWIO, conv<i>.bias,
+ * dense<i>.weight (in,out), dense<i>.bias. */
+enum dt_status dt_lenet_create(struct dt_model **out, struct dt_backend *be, int64_t H, int64_t W,
+                               bool overlap_pool, int64_t n_classes, int64_t max_batch,
+                               struct dt_error *err);
 
 #endif

@@ -563,7 +563,7 @@ DT_TEST(write_json)
     CHECK(size > 2 && text[0] == '{' && text[size - 1] == '}');
     CHECK_CONTAINS(text, "{\"name\":\"full-run_1.a\",\"dataset\":{\"name\":\"fashion-mnist\","
                          "\"path\":\"a\\\"b\\\\c\",\"train_limit\":1000,\"test_limit\":500},");
-    CHECK_CONTAINS(text, "\"model\":{\"kind\":\"mlp\",\"hidden\":[512,256,64]}");
+    CHECK_CONTAINS(text, "\"model\":{\"kind\":\"mlp\",\"hidden\":[512,256,64],\"overlap_pool\":false}");
     CHECK_CONTAINS(text, "\"optimizer\":{\"kind\":\"sgd\",\"lr\":0.125,\"momentum\":0.5,"
                          "\"weight_decay\":0.0001}");
     CHECK_CONTAINS(text, "\"seed\":18446744073709551615,\"eval_every\":100}");
@@ -602,7 +602,7 @@ DT_TEST(write_reference)
 {
     static const char *const every_key[] = {
         "name", "dataset.name", "dataset.path", "dataset.train_limit", "dataset.test_limit",
-        "model.kind", "model.hidden", "train.steps", "train.batch", "train.optimizer.kind",
+        "model.kind", "model.hidden", "model.overlap_pool", "train.steps", "train.batch", "train.optimizer.kind",
         "train.optimizer.lr", "train.optimizer.momentum", "train.optimizer.weight_decay",
         "train.seed", "train.eval_every", "backend.device", "backend.threads", "policies",
         "replicas", "vary", "hash.every", "hash.per_tensor"};
@@ -632,6 +632,22 @@ DT_TEST(write_reference)
     free(text);
 }
 
+/* model.kind lenet loads; keys of another model kind are errors at the key's location. */
+DT_TEST(model_kind_keys)
+{
+    struct dt_experiment e;
+    struct dt_error err;
+    const char *lenet[] = {"model={kind: lenet, overlap_pool: true}"};
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), lenet, 1, &err), DT_OK);
+    CHECK_INT_EQ(e.model.kind, DT_MODEL_LENET);
+    CHECK(e.model.overlap_pool);
+    expect_file_error(CFG("lenet_hidden.yaml"), 4, 3,
+                      "key 'model.hidden' applies to model.kind mlp only, not lenet");
+    const char *overlap[] = {"model.overlap_pool=true"};
+    expect_set_error(overlap, 1, 1, 20, "key 'model.overlap_pool' applies to model.kind lenet "
+                                       "only, not mlp");
+}
+
 DT_TEST_MAIN(DT_CASE(load_full), DT_CASE(load_minimal_defaults), DT_CASE(malformed_yaml),
              DT_CASE(unknown_key), DT_CASE(wrong_type_int), DT_CASE(wrong_type_mapping),
              DT_CASE(out_of_range), DT_CASE(missing_required), DT_CASE(duplicate_key),
@@ -642,4 +658,4 @@ DT_TEST_MAIN(DT_CASE(load_full), DT_CASE(load_minimal_defaults), DT_CASE(malform
              DT_CASE(set_changes_value), DT_CASE(set_list), DT_CASE(set_bad_value),
              DT_CASE(set_unknown_key), DT_CASE(set_missing_equals), DT_CASE(set_supplies_required),
              DT_CASE(scalar_parsing), DT_CASE(hidden_items), DT_CASE(write_json),
-             DT_CASE(write_reference))
+             DT_CASE(write_reference), DT_CASE(model_kind_keys))

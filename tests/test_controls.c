@@ -1,4 +1,5 @@
-/* Determinism controls on the CPU backend, trained in-process on synthetic data:
+/* Determinism controls on the CPU backend, trained in-process on synthetic data (the MLP,
+ * then LeNet):
  * portable digests independent of the thread count and reruns; run_to_run identical over
  * reruns; and the negative controls: two forced combination orders give different bits
  * under `reduction: unordered` and `atomics: float`, the same bits under `fixed` /
@@ -153,6 +154,150 @@ DT_TEST(fixed_differs_from_unordered)
     CHECK(first_difference(a, b) >= 1);
 }
 
+/* ---- LeNet: the same claims through convolution and pooling --------------------------- */
+
+enum { LB = 40, LSTEPS = 4, LPIX = 28 * 28 }; /* rows per conv: 40*28*28, many 32-row chunks */
+static float lxs[LSTEPS][LB * LPIX];
+static uint8_t lys[LSTEPS][LB];
+
+static void make_images(void)
+{
+    uint64_t s = 0x2545f4914f6cdd1dULL;
+    for (int t = 0; t < LSTEPS; t++)
+        for (int i = 0; i < LB * LPIX; i++) {
+            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+            lxs[t][i] = (float)(s >> 40) * 0x1p-24f;
+            if (i < LB) lys[t][i] = (uint8_t)((s >> 33) % CLS);
+        }
+}
+
+#define LENET_PARAMS 10
+struct lenet_trace {
+    uint8_t model[LSTEPS + 1][DT_DIGEST_BYTES];
+    uint8_t tensor[LSTEPS + 1][LENET_PARAMS][DT_DIGEST_BYTES];
+    char names[LENET_PARAMS][DT_PARAM_NAME];
+};
+
+static void train_lenet(struct lenet_trace *tr, const struct dt_policy *pol, int threads,
+                        uint64_t forced, bool overlap)
+{
+    struct dt_backend *be = NULL;
+    struct dt_backend_options opt = {DT_BACKEND_CPU, threads, 0};
+    DT_ASSERT(dt_backend_create(&be, &opt, NULL) == DT_OK);
+    DT_ASSERT(dt_backend_set_forced_order(be, forced) == DT_OK);
+    struct dt_model *m = NULL;
+    DT_ASSERT(dt_lenet_create(&m, be, 28, 28, overlap, CLS, LB, NULL) == DT_OK);
+    DT_ASSERT(m->n_params == LENET_PARAMS);
+    dt_model_init(m, 5, 0);
+    const struct dt_sgd_options sgd = {0.05f, 0.9f, 0.0f};
+    const char *names[LENET_PARAMS];
+    for (int s = 0; s <= LSTEPS; s++) {
+        if (s > 0) {
+            float loss;
+            DT_ASSERT(dt_model_train_step(m, lxs[s - 1], lys[s - 1], LB, &sgd, pol, &loss) ==
+                      DT_OK);
+        }
+        for (int i = 0; i < m->n_params; i++) {
+            dt_sha256_f32(tr->tensor[s][i], m->params[i].w, m->params[i].n);
+            snprintf(tr->names[i], DT_PARAM_NAME, "%s", m->params[i].name);
+            names[i] = tr->names[i];
+        }
+        dt_model_digest(tr->model[s], names, (const uint8_t(*)[DT_DIGEST_BYTES])tr->tensor[s],
+                        m->n_params);
+    }
+    dt_model_destroy(m);
+    dt_backend_destroy(be);
+}
+
+static int lenet_first_difference(const struct lenet_trace *a, const struct lenet_trace *b)
+{
+    for (int s = 0; s <= LSTEPS; s++)
+        if (memcmp(a->model[s], b->model[s], DT_DIGEST_BYTES) != 0) return s;
+    return -1;
+}
+
+/* Does tensor `name` differ between a and b after `step` updates? */
+static bool lenet_tensor_differs(const struct lenet_trace *a, const struct lenet_trace *b,
+                                 int step, const char *name)
+{
+    for (int i = 0; i < LENET_PARAMS; i++)
+        if (strcmp(a->names[i], name) == 0)
+            return memcmp(a->tensor[step][i], b->tensor[step][i], DT_DIGEST_BYTES) != 0;
+    DT_ASSERT_MSG(0, "no such tensor");
+    return false;
+}
+
+static struct lenet_trace la, lb;
+
+DT_TEST(lenet_portable_thread_count_independent)
+{
+    make_images();
+    struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    for (int overlap = 0; overlap <= 1; overlap++) {
+        train_lenet(&la, &pol, 1, 0, overlap);
+        const int counts[] = {1, 2, 3, 4};
+        for (int i = 0; i < 4; i++) {
+            train_lenet(&lb, &pol, counts[i], 0, overlap);
+            int d = lenet_first_difference(&la, &lb);
+            if (d != -1)
+                fprintf(stderr, "lenet portable (overlap %d): %d threads differ from 1 at step %d\n",
+                        overlap, counts[i], d);
+            CHECK_INT_EQ(d, -1);
+        }
+        CHECK(memcmp(la.model[0], la.model[LSTEPS], DT_DIGEST_BYTES) != 0); /* it trained */
+    }
+}
+
+DT_TEST(lenet_run_to_run_reruns_identical)
+{
+    make_images();
+    struct dt_policy pol = level(DT_LEVEL_RUN_TO_RUN);
+    train_lenet(&la, &pol, 2, 0, true);
+    for (int i = 0; i < 3; i++) {
+        train_lenet(&lb, &pol, 2, 0, true);
+        CHECK_INT_EQ(lenet_first_difference(&la, &lb), -1);
+    }
+}
+
+/* reduction unordered, forced orders 1 vs 2: the conv weights differ after ONE update. At
+ * step 1 a conv weight's update depends on its backward-weight sum and on gradients that
+ * reached it through backward-data and pooling (fixed_point here, so order-free): the
+ * difference can only come from the conv backward-weight reduction. */
+DT_TEST(lenet_reduction_forced_orders)
+{
+    make_images();
+    struct dt_policy unordered = only(1, 0), fixed = only(0, 0);
+    train_lenet(&la, &unordered, 2, 1, true);
+    train_lenet(&lb, &unordered, 2, 2, true);
+    CHECK_INT_EQ(lenet_first_difference(&la, &lb), 1);
+    CHECK(lenet_tensor_differs(&la, &lb, 1, "conv0.weight"));
+    CHECK(lenet_tensor_differs(&la, &lb, 1, "conv1.weight"));
+    CHECK(!lenet_tensor_differs(&la, &lb, 1, "conv0.bias")); /* bias: atomics, fixed_point */
+    train_lenet(&lb, &unordered, 2, 1, true);
+    CHECK_INT_EQ(lenet_first_difference(&la, &lb), -1);
+    train_lenet(&la, &fixed, 2, 1, true);
+    train_lenet(&lb, &fixed, 3, 2, true);
+    CHECK_INT_EQ(lenet_first_difference(&la, &lb), -1);
+}
+
+/* atomics float, forced orders 1 vs 2, overlapping pooling: the scatter-adds (max-pool
+ * backward, col2im, bias) take the order; conv0.weight differs after one update. Under
+ * fixed_point every order and thread count gives the same bits. */
+DT_TEST(lenet_atomics_forced_orders)
+{
+    make_images();
+    struct dt_policy flt = only(0, 1), fx = only(0, 0);
+    train_lenet(&la, &flt, 2, 1, true);
+    train_lenet(&lb, &flt, 2, 2, true);
+    CHECK_INT_EQ(lenet_first_difference(&la, &lb), 1);
+    CHECK(lenet_tensor_differs(&la, &lb, 1, "conv0.weight"));
+    train_lenet(&la, &fx, 2, 1, true);
+    train_lenet(&lb, &fx, 4, 2, true);
+    CHECK_INT_EQ(lenet_first_difference(&la, &lb), -1);
+}
+
 DT_TEST_MAIN(DT_CASE(portable_thread_count_independent), DT_CASE(run_to_run_reruns_identical),
              DT_CASE(reduction_forced_orders), DT_CASE(atomics_forced_orders),
-             DT_CASE(fixed_differs_from_unordered))
+             DT_CASE(fixed_differs_from_unordered), DT_CASE(lenet_portable_thread_count_independent),
+             DT_CASE(lenet_run_to_run_reruns_identical), DT_CASE(lenet_reduction_forced_orders),
+             DT_CASE(lenet_atomics_forced_orders))

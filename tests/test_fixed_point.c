@@ -671,5 +671,39 @@ DT_TEST(shift_choice)
     }
 }
 
+/* The CPU's fast conversion (one double multiply + llrint) gives dt_fixed_from_float's
+ * bits for every term inside the shift's bound: random bit patterns at every exponent
+ * (subnormals included), every valid shift, and exact ties. */
+DT_TEST(bounded_matches_exact)
+{
+    rng_state_ = 99;
+    long checked = 0;
+    for (int shift = DT_FIXED_SHIFT_MIN; shift <= DT_FIXED_SHIFT_MAX; shift++)
+        for (int i = 0; i < 4000; i++) {
+            float x;
+            uint32_t bits = (uint32_t)rng_next() & 0xff7fffffu; /* exponent below 0xff */
+            memcpy(&x, &bits, sizeof x);
+            if (i % 4 == 0) x = (float)ldexp((double)(rng_next() % 1000000) + 0.5, -rng_int(0, 20));
+            if (!(fabsf(x) * ldexp(1.0, shift) < 0x1p62)) continue; /* outside the bound */
+            int64_t q = 0;
+            CHECK(dt_fixed_from_float(&q, x, shift));
+            int64_t fast = dt_fixed_from_float_bounded(x, dt_fixed_scale(shift));
+            if (q != fast) {
+                fprintf(stderr, "x=%a shift=%d: exact %lld, bounded %lld\n", (double)x, shift,
+                        (long long)q, (long long)fast);
+                dt_check_failures_++;
+                return;
+            }
+            checked++;
+        }
+    CHECK(checked > 400000);
+    /* ties go to even */
+    CHECK_INT_EQ(dt_fixed_from_float_bounded(2.5f, 1.0), 2);
+    CHECK_INT_EQ(dt_fixed_from_float_bounded(3.5f, 1.0), 4);
+    CHECK_INT_EQ(dt_fixed_from_float_bounded(-2.5f, 1.0), -2);
+    CHECK_INT_EQ(dt_fixed_from_float_bounded(0x1p-149f, dt_fixed_scale(148)), 0); /* 0.5 */
+    CHECK_INT_EQ(dt_fixed_from_float_bounded(0x3p-149f, dt_fixed_scale(148)), 2); /* 1.5 */
+}
+
 DT_TEST_MAIN(DT_CASE(exact_vs_reference), DT_CASE(order_independent), DT_CASE(overflow_reported),
-             DT_CASE(single_rounding), DT_CASE(shift_choice))
+             DT_CASE(single_rounding), DT_CASE(shift_choice), DT_CASE(bounded_matches_exact))

@@ -3,29 +3,13 @@
  * the dense kernels' bits independent of the thread count. */
 #include <stdint.h>
 
+#include "determinism/fixed_point.h"
 #include "nets/backend.h"
+#include "nets/cpu/cpu.h" /* white-box: the two backward-weight forms */
 #include "nets/model.h"
 #include "tests/check.h"
+#include "tests/op_helpers.h"
 
-static uint64_t rng_state = 0x243f6a8885a308d3ULL;
-static double urand(void) /* uniform in [-1, 1) */
-{
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(rng_state >> 11) * 0x1p-52 - 1.0;
-}
-static void fill(float *v, int64_t n, double scale)
-{
-    for (int64_t i = 0; i < n; i++) v[i] = (float)(scale * urand());
-}
-
-static struct dt_backend *cpu(int threads)
-{
-    struct dt_backend *be = NULL;
-    struct dt_backend_options opt = {DT_BACKEND_CPU, threads, 0};
-    struct dt_error err;
-    DT_ASSERT(dt_backend_create(&be, &opt, &err) == DT_OK);
-    return be;
-}
 
 static struct dt_policy policy(void)
 {
@@ -34,20 +18,6 @@ static struct dt_policy policy(void)
     return p;
 }
 
-/* |a - b| <= atol + rtol * |b| for every element; prints the first violation. */
-static void check_close(const char *what, const float *a, const double *b, int64_t n,
-                        double atol, double rtol)
-{
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (!(d <= atol + rtol * fabs(b[i]))) {
-            fprintf(stderr, "%s[%lld]: got %.9g, reference %.12g (diff %.3g)\n", what,
-                    (long long)i, (double)a[i], b[i], d);
-            dt_check_failures_++;
-            return;
-        }
-    }
-}
 
 /* ---- dense ---------------------------------------------------------------------------- */
 
@@ -402,7 +372,59 @@ DT_TEST(dense_thread_count_independent)
     }
 }
 
+/* A convolution's bias gradient sums B*OH*OW rows: from 65536 elements the fixed-point
+ * sum is split across workers. Its bits must be dt_fixed_sum_rows's (the serial
+ * definition) for every thread count, and a NaN must still be reported. */
+DT_TEST(bias_fixed_point_split_matches_serial)
+{
+    enum { RB = 20011, RO = 6 };
+    static float dy[RB * RO], want[RO], got[RO];
+    fill(dy, RB * RO, 1.0);
+    for (int i = 0; i < RB * RO; i += 7) dy[i] *= 1e-3f; /* spread the magnitudes */
+    int64_t scratch[RO];
+    int shift;
+    CHECK(dt_fixed_sum_rows(want, dy, RB, RO, scratch, &shift, NULL) == DT_OK);
+    struct dt_policy pol = policy();
+    const int counts[] = {1, 2, 3, 4};
+    for (int t = 0; t < 4; t++) {
+        struct dt_backend *be = cpu(counts[t]);
+        CHECK(dt_bias_backward(be, got, dy, RB, RO, &pol) == DT_OK);
+        if (memcmp(got, want, sizeof want) != 0) {
+            fprintf(stderr, "%d threads: split fixed-point bias sum differs from the serial one\n",
+                    counts[t]);
+            dt_check_failures_++;
+        }
+        const float keep = dy[RB * RO - 3];
+        dy[RB * RO - 3] = NAN;
+        CHECK_INT_EQ(dt_bias_backward(be, got, dy, RB, RO, &pol), DT_ERR_NUMERIC);
+        dy[RB * RO - 3] = keep;
+        dt_backend_destroy(be);
+    }
+}
+
+/* The two backward-weight forms (nets/cpu/cpu.h) give the same bits under `reduction:
+ * fixed`: the transposed form is picked by shape only, so the choice must not show. */
+DT_TEST(wgrad_forms_same_bits)
+{
+    enum { WB = 1003, WIN = 37, WOUT = 6 };
+    static float x[WB * WIN], xt[WIN * WB], dy[WB * WOUT], a[WIN * WOUT], b[WIN * WOUT];
+    fill(x, WB * WIN, 1.0);
+    fill(dy, WB * WOUT, 1.0);
+    for (int r = 0; r < WB; r++)
+        for (int k = 0; k < WIN; k++) xt[k * WB + r] = x[r * WIN + k];
+    CHECK(dt_cpu_wgrad_prefers_rows(WB, WIN, WOUT));
+    struct dt_policy pol = policy();
+    for (int threads = 1; threads <= 3; threads += 2) {
+        struct dt_backend *be = cpu(threads);
+        CHECK(dt_cpu_wgrad_rows(be, a, x, dy, WB, WIN, WOUT, &pol) == DT_OK);
+        CHECK(dt_cpu_wgrad_transposed(be, b, xt, dy, WB, WIN, WOUT, &pol) == DT_OK);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+        dt_backend_destroy(be);
+    }
+}
+
 DT_TEST_MAIN(DT_CASE(dense_forward_matches_double), DT_CASE(dense_backward_gradcheck), DT_CASE(batch_sums_every_level),
              DT_CASE(relu_gradcheck), DT_CASE(softmax_xent_gradcheck),
              DT_CASE(sgd_matches_formula), DT_CASE(mlp_backward_gradcheck),
-             DT_CASE(dense_thread_count_independent))
+             DT_CASE(dense_thread_count_independent), DT_CASE(bias_fixed_point_split_matches_serial),
+             DT_CASE(wgrad_forms_same_bits))

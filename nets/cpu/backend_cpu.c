@@ -42,31 +42,43 @@ static void cpu_destroy(struct dt_backend *be)
     pthread_mutex_destroy(&c->combine_mu);
     for (int w = 0; w < DT_CPU_MAX_THREADS; w++) free(c->worker_buf[w]);
     free(c->scratch);
+    free(c->cols);
+    free(c->partials);
     free(c);
     be->ctx = NULL;
 }
 
+/* A buffer of at least n floats, reallocated (contents dropped) when too small. */
+static float *grow(float **buf, size_t *cap, size_t n)
+{
+    if (*cap < n) {
+        free(*buf);
+        *buf = dt_xmalloc(n * sizeof(float));
+        *cap = n;
+    }
+    return *buf;
+}
+
 float *dt_cpu_scratch(struct dt_backend *be, size_t n)
 {
-    struct dt_cpu_ctx *c = dt_cpu(be);
-    if (c->scratch_floats < n) {
-        free(c->scratch);
-        c->scratch = dt_xmalloc(n * sizeof(float));
-        c->scratch_floats = n;
-    }
-    return c->scratch;
+    return grow(&dt_cpu(be)->scratch, &dt_cpu(be)->scratch_floats, n);
+}
+
+float *dt_cpu_cols(struct dt_backend *be, size_t n)
+{
+    return grow(&dt_cpu(be)->cols, &dt_cpu(be)->cols_floats, n);
+}
+
+float *dt_cpu_partials(struct dt_backend *be, size_t n)
+{
+    return grow(&dt_cpu(be)->partials, &dt_cpu(be)->partials_floats, n);
 }
 
 float *dt_cpu_worker_buffer(struct dt_backend *be, int w, size_t n)
 {
     struct dt_cpu_ctx *c = dt_cpu(be);
     DT_ASSERT(w >= 0 && w < DT_CPU_MAX_THREADS);
-    if (c->worker_floats[w] < n) {
-        free(c->worker_buf[w]);
-        c->worker_buf[w] = dt_xmalloc(n * sizeof(float));
-        c->worker_floats[w] = n;
-    }
-    return c->worker_buf[w];
+    return grow(&c->worker_buf[w], &c->worker_floats[w], n);
 }
 
 void dt_cpu_forced_permutation(int64_t *perm, int64_t n, uint64_t seed, uint64_t salt)
@@ -118,4 +130,9 @@ const struct dt_backend_ops dt_backend_cpu_ops = {
     .softmax_xent_backward = dt_cpu_softmax_xent_backward,
     .sgd_update = dt_cpu_sgd_update,
     .set_forced_order = cpu_set_forced_order,
+    .conv2d_forward = dt_cpu_conv2d_forward,
+    .conv2d_backward_data = dt_cpu_conv2d_backward_data,
+    .conv2d_backward_weight = dt_cpu_conv2d_backward_weight,
+    .maxpool2d_forward = dt_cpu_maxpool2d_forward,
+    .maxpool2d_backward = dt_cpu_maxpool2d_backward,
 };

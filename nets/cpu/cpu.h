@@ -14,7 +14,22 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DT_NO_CLONES)
 #define DT_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #else
-#define DT_VECTOR_CLONES
+#define DT_VECTOR_CLONESenum dt_status dt_cpu_conv2d_forward(struct dt_backend *be, float *y, const float *x,
+                                     const float *w, const float *bias,
+                                     const struct dt_conv2d_shape *s, const struct dt_policy *pol);
+enum dt_status dt_cpu_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
+                                           const float *w, const struct dt_conv2d_shape *s,
+                                           const struct dt_policy *pol);
+enum dt_status dt_cpu_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
+                                             const float *dy, const struct dt_conv2d_shape *s,
+                                             const struct dt_policy *pol);
+enum dt_status dt_cpu_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *argmax,
+                                        const float *x, const struct dt_pool2d_shape *s,
+                                        const struct dt_policy *pol);
+enum dt_status dt_cpu_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
+                                         const int32_t *argmax, const struct dt_pool2d_shape *s,
+                                         const struct dt_policy *pol);
+
 #endif
 
 #define DT_CPU_MAX_THREADS 256
@@ -23,6 +38,10 @@ struct dt_cpu_ctx {
     struct dt_pool *pool;
     float *scratch; /* transposes; grown on demand */
     size_t scratch_floats;
+    float *cols; /* convolution patches (im2col); grown on demand */
+    size_t cols_floats;
+    float *partials; /* backward-weight chunk partials; grown on demand */
+    size_t partials_floats;
     float *worker_buf[DT_CPU_MAX_THREADS]; /* per-worker partials; each grown by its worker */
     size_t worker_floats[DT_CPU_MAX_THREADS];
     pthread_mutex_t combine_mu; /* unordered paths: partials combined in completion order */
@@ -37,10 +56,19 @@ static inline struct dt_cpu_ctx *dt_cpu(struct dt_backend *be)
 
 /* Scratch space of at least n floats (valid until the next call). */
 float *dt_cpu_scratch(struct dt_backend *be, size_t n);
+/* The im2col buffer of at least n floats (valid until the next call; distinct from
+ * dt_cpu_scratch, which the dense ops use). */
+float *dt_cpu_cols(struct dt_backend *be, size_t n);
+/* A third buffer, for backward-weight partials (dt_cpu_wgrad_rows). */
+float *dt_cpu_partials(struct dt_backend *be, size_t n);
 /* Worker `w`'s own buffer of at least n floats; only worker w may call this for slot w. */
 float *dt_cpu_worker_buffer(struct dt_backend *be, int w, size_t n);
 /* The forced combination order: a permutation of [0, n) drawn from the hook's seed. */
 void dt_cpu_forced_permutation(int64_t *perm, int64_t n, uint64_t seed, uint64_t salt);
+/* *max_abs = the largest |v[i]| over [0, n), computed in parallel (max is order-free).
+ * Returns false, with *bad the index of the first NaN/Inf, when one is present. */
+bool dt_cpu_max_abs(struct dt_backend *be, const float *v, int64_t n, float *max_abs,
+                    int64_t *bad);
 /* Add src into *dst atomically (compare-and-swap on the bits): float, arrival order. */
 static inline void dt_cpu_atomic_add_float(float *dst, float v)
 {
@@ -64,6 +92,17 @@ enum dt_status dt_cpu_dense_backward_data(struct dt_backend *be, float *dx, cons
 enum dt_status dt_cpu_dense_backward_weight(struct dt_backend *be, float *dw, const float *x,
                                             const float *dy, int64_t B, int64_t in, int64_t out,
                                             const struct dt_policy *pol);
+/* Backward-weight in its two forms, same bits under `reduction: fixed`: from x (B, in) when
+ * dt_cpu_wgrad_prefers_rows (few outputs: partials computed transposed), else from x
+ * given transposed, xt (in, B). dt_cpu_dense_backward_weight picks; convolutions build
+ * their patches in the layout the chosen form reads. */
+bool dt_cpu_wgrad_prefers_rows(int64_t B, int64_t in, int64_t out);
+enum dt_status dt_cpu_wgrad_rows(struct dt_backend *be, float *dw, const float *x,
+                                 const float *dy, int64_t B, int64_t in, int64_t out,
+                                 const struct dt_policy *pol);
+enum dt_status dt_cpu_wgrad_transposed(struct dt_backend *be, float *dw, const float *xt,
+                                       const float *dy, int64_t B, int64_t in, int64_t out,
+                                       const struct dt_policy *pol);
 enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const float *dy,
                                     int64_t B, int64_t out, const struct dt_policy *pol);
 enum dt_status dt_cpu_relu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
@@ -80,5 +119,20 @@ enum dt_status dt_cpu_softmax_xent_backward(struct dt_backend *be, float *dlogit
 enum dt_status dt_cpu_sgd_update(struct dt_backend *be, float *w, float *v, const float *g,
                                  int64_t n, float lr, float momentum, float weight_decay,
                                  const struct dt_policy *pol);
+enum dt_status dt_cpu_conv2d_forward(struct dt_backend *be, float *y, const float *x,
+                                     const float *w, const float *bias,
+                                     const struct dt_conv2d_shape *s, const struct dt_policy *pol);
+enum dt_status dt_cpu_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
+                                           const float *w, const struct dt_conv2d_shape *s,
+                                           const struct dt_policy *pol);
+enum dt_status dt_cpu_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
+                                             const float *dy, const struct dt_conv2d_shape *s,
+                                             const struct dt_policy *pol);
+enum dt_status dt_cpu_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *argmax,
+                                        const float *x, const struct dt_pool2d_shape *s,
+                                        const struct dt_policy *pol);
+enum dt_status dt_cpu_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
+                                         const int32_t *argmax, const struct dt_pool2d_shape *s,
+                                         const struct dt_policy *pol);
 
 #endif

@@ -13,8 +13,9 @@
  *                                 the result in the order they finish.
  *   bias gradient    a scatter-add over the batch, under `atomics`:
  *                    fixed_point -> exact int64 accumulation, one rounding (fixed_point.h);
- *                    float       -> every row added element by element with a float
- *                                   compare-and-swap, in arrival order. */
+ *                    float       -> rows summed into per-worker partials as workers take
+ *                                   them, each partial added with a float compare-and-swap
+ *                                   in arrival order (block partials + atomicAdd). */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -26,6 +27,7 @@
 
 #define ROW_BLOCK 4       /* rows per block in the fixed backward-weight tree */
 #define UNORDERED_CHUNK 8 /* batch rows per dynamically scheduled chunk */
+#define ROWS_PARTIALS_MAX (4 << 20) /* floats of chunk partials the transposed form may use */
 
 /* GCC/Clang vector of 8 floats: AVX2 registers in the avx2 clone, two SSE registers in
  * the baseline one. Mul and add stay separate roundings (no contraction). */
@@ -38,6 +40,7 @@ static inline void v8_store(float *p, const v8f *v) { memcpy(p, v, sizeof *v); }
 
 #define MR 4  /* micro-tile rows */
 #define NR 16 /* micro-tile columns: two vectors */
+#define PAD_MAX_K 512 /* longest sum whose leftover columns go through a padded tile */
 
 /* One MR x NR tile of C, held in registers while k runs 0..K-1 in order. */
 static inline void micro_tile(float *restrict C, int64_t ldc, const float *restrict A,
@@ -98,7 +101,36 @@ static void matmul_rows_ordered(float *restrict C, const float *restrict A, int6
         }
     }
     if (n_tiled == N) return;
-    for (int64_t i = i0; i < i1; i++) { /* leftover columns */
+    const int64_t rem = N - n_tiled;
+    if (K <= PAD_MAX_K) {
+        /* Leftover columns through the same micro-tile: the strip Bm[:, n_tiled:N] copied
+         * into a zero-padded K x NR block, the tile computed into a temporary and its first
+         * `rem` columns kept. Each kept element sees exactly the roundings it would see in
+         * a full strip (the padding only feeds the discarded columns). */
+        float bp[PAD_MAX_K * NR];
+        for (int64_t k = 0; k < K; k++) {
+            memcpy(bp + k * NR, Bm + k * N + n_tiled, (size_t)rem * sizeof(float));
+            memset(bp + k * NR + rem, 0, (size_t)(NR - rem) * sizeof(float));
+        }
+        float ct[MR * NR];
+        for (int64_t i = i0; i < i1; i += MR) {
+            const int64_t rows = i1 - i < MR ? i1 - i : MR;
+            const float *a = A + i * lda;
+            float apad[MR * PAD_MAX_K];
+            if (rows < MR) { /* short last block: pad A with zero rows too */
+                for (int64_t r = 0; r < MR; r++)
+                    for (int64_t k = 0; k < K; k++) apad[r * K + k] = r < rows ? a[r * lda + k] : 0.0f;
+            }
+            for (int64_t r = 0; r < MR; r++)
+                for (int64_t t = 0; t < NR; t++)
+                    ct[r * NR + t] = (accumulate && r < rows && t < rem) ? C[(i + r) * N + n_tiled + t] : 0.0f;
+            micro_tile(ct, NR, rows < MR ? apad : a, rows < MR ? K : lda, bp, NR, K, true);
+            for (int64_t r = 0; r < rows; r++)
+                memcpy(C + (i + r) * N + n_tiled, ct + r * NR, (size_t)rem * sizeof(float));
+        }
+        return;
+    }
+    for (int64_t i = i0; i < i1; i++) { /* leftover columns, K too long to pad on the stack */
         float *restrict c = C + i * N;
         if (!accumulate) memset(c + n_tiled, 0, (size_t)(N - n_tiled) * sizeof(float));
         for (int64_t k = 0; k < K; k++) {
@@ -306,13 +338,127 @@ static void wgrad_forced(struct wgrad_job *j, uint64_t seed)
     free(perm);
 }
 
+/* ---- backward-weight with few outputs: the transposed formulation ------------------- *
+ * With out < NR the (in x out) tiles above are mostly padding. Then each chunk's partial
+ * is computed transposed, dwT (out x in) = dyT (out x B) . x (B x in): the same products
+ * (IEEE multiplication commutes), summed over the same rows in the same order from +0,
+ * combined by the same tree or the same arrival-order adds -- so the same bits for the
+ * fixed reduction -- with the long `in` axis across the vector lanes. */
+
+bool dt_cpu_wgrad_prefers_rows(int64_t B, int64_t in, int64_t out)
+{
+    return out < NR && in >= NR && dt_reduce_chunks(B) * in * out <= ROWS_PARTIALS_MAX;
+}
+
+struct wgrad_rows_job {
+    struct dt_backend *be;
+    float *partials;       /* fixed: n_chunks x (out x in); unordered: the (out x in) sum */
+    const float *dyt, *x;  /* dyt (out, B), x (B, in) */
+    int64_t B, in, out, n_chunks, chunk;
+    atomic_llong next_chunk;
+};
+
+static inline int64_t rows_chunk_len(const struct wgrad_rows_job *j, int64_t c)
+{
+    int64_t b0 = c * j->chunk;
+    return j->B - b0 < j->chunk ? j->B - b0 : j->chunk;
+}
+
+/* fixed: canonical chunks [begin, end), one transposed partial each. */
+static void wgrad_rows_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    struct wgrad_rows_job *j = ctx;
+    for (int64_t c = begin; c < end; c++) {
+        int64_t b0 = c * j->chunk;
+        matmul_rows_ordered(j->partials + c * j->out * j->in, j->dyt + b0, j->B,
+                            j->x + b0 * j->in, rows_chunk_len(j, c), j->in, 0, j->out, false);
+    }
+}
+
+/* fixed: elements [begin, end) of the partials, through the fixed tree. */
+static void wgrad_rows_tree_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    struct wgrad_rows_job *j = ctx;
+    dt_reduce_tree_vectors(j->partials + begin, j->n_chunks, end - begin, j->out * j->in);
+}
+
+/* unordered: as wgrad_unordered_part, transposed. */
+static void wgrad_rows_unordered_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    struct wgrad_rows_job *j = ctx;
+    const int64_t n = j->in * j->out;
+    float *p = NULL;
+    for (;;) {
+        int64_t c = atomic_fetch_add(&j->next_chunk, 1);
+        if (c >= j->n_chunks) break;
+        bool acc = p != NULL;
+        if (!p) p = dt_cpu_worker_buffer(j->be, worker, (size_t)n);
+        int64_t b0 = c * j->chunk;
+        matmul_rows_ordered(p, j->dyt + b0, j->B, j->x + b0 * j->in, rows_chunk_len(j, c),
+                            j->in, 0, j->out, acc);
+    }
+    if (!p) return;
+    struct dt_cpu_ctx *cc = dt_cpu(j->be);
+    pthread_mutex_lock(&cc->combine_mu);
+    add_into(j->partials, p, n);
+    pthread_mutex_unlock(&cc->combine_mu);
+}
+
+enum dt_status dt_cpu_wgrad_rows(struct dt_backend *be, float *dw, const float *x,
+                                 const float *dy, int64_t B, int64_t in, int64_t out,
+                                 const struct dt_policy *pol)
+{
+    struct dt_cpu_ctx *c = dt_cpu(be);
+    float *dyt = dt_cpu_scratch(be, (size_t)(out * B));
+    transpose_parallel(be, dyt, dy, B, out); /* dyt is (out,B) */
+    struct wgrad_rows_job job = {.be = be, .dyt = dyt, .x = x, .B = B, .in = in, .out = out};
+    atomic_init(&job.next_chunk, 0);
+    if (pol->reduction == DT_REDUCTION_FIXED) {
+        job.chunk = DT_REDUCE_CHUNK;
+        job.n_chunks = dt_reduce_chunks(B);
+        job.partials = dt_cpu_partials(be, (size_t)(job.n_chunks * out * in));
+        dt_pool_run(c->pool, job.n_chunks, 1, wgrad_rows_fixed_part, &job);
+        dt_pool_run(c->pool, out * in, 64, wgrad_rows_tree_part, &job);
+    } else {
+        job.chunk = UNORDERED_CHUNK;
+        job.n_chunks = (B + UNORDERED_CHUNK - 1) / UNORDERED_CHUNK;
+        job.partials = dt_cpu_partials(be, (size_t)(out * in));
+        memset(job.partials, 0, (size_t)(out * in) * sizeof(float));
+        if (c->forced_order) { /* the unordered chunks added serially in a drawn order */
+            int64_t *perm = dt_xmalloc((size_t)job.n_chunks * sizeof *perm);
+            dt_cpu_forced_permutation(perm, job.n_chunks, c->forced_order, 1);
+            float *p = dt_cpu_worker_buffer(be, 0, (size_t)(out * in));
+            for (int64_t t = 0; t < job.n_chunks; t++) {
+                int64_t b0 = perm[t] * job.chunk;
+                matmul_rows_ordered(p, dyt + b0, B, x + b0 * in, rows_chunk_len(&job, perm[t]),
+                                    in, 0, out, false);
+                add_into(job.partials, p, out * in);
+            }
+            free(perm);
+        } else {
+            dt_pool_run(c->pool, dt_pool_threads(c->pool), 1, wgrad_rows_unordered_part, &job);
+        }
+    }
+    transpose_parallel(be, dw, job.partials, out, in); /* dwT (out,in) -> dw (in,out) */
+    return DT_OK;
+}
+
 /* dw[k,o] = sum over the batch of x[b,k] dy[b,o]; order per the `reduction` control. */
 enum dt_status dt_cpu_dense_backward_weight(struct dt_backend *be, float *dw, const float *x,
                                             const float *dy, int64_t B, int64_t in, int64_t out,
                                             const struct dt_policy *pol)
 {
+    if (dt_cpu_wgrad_prefers_rows(B, in, out))
+        return dt_cpu_wgrad_rows(be, dw, x, dy, B, in, out, pol);
     float *xt = dt_cpu_scratch(be, (size_t)(in * B));
     transpose_parallel(be, xt, x, B, in); /* xt is (in,B) */
+    return dt_cpu_wgrad_transposed(be, dw, xt, dy, B, in, out, pol);
+}
+
+enum dt_status dt_cpu_wgrad_transposed(struct dt_backend *be, float *dw, const float *xt,
+                                       const float *dy, int64_t B, int64_t in, int64_t out,
+                                       const struct dt_policy *pol)
+{
     struct wgrad_job job = {.be = be, .dw = dw, .xt = xt, .dy = dy, .B = B, .in = in,
                             .out = out};
     atomic_init(&job.next_chunk, 0);
@@ -335,22 +481,62 @@ enum dt_status dt_cpu_dense_backward_weight(struct dt_backend *be, float *dw, co
 /* ---- bias gradient: a scatter-add over the batch (atomics control) ------------------- */
 
 struct bgrad_job {
+    struct dt_backend *be;
     float *dbias;
     const float *dy;
     int64_t B, out;
     atomic_llong next_row;
 };
 
-/* atomics float: rows taken as they come, each element added with a float CAS. */
+/* atomics float: workers take chunks of BGRAD_CHUNK rows as they come, sum them into a
+ * private partial, and add the partial into dbias element by element with a float CAS
+ * when they run out of rows, in arrival order: a GPU's block partials followed by
+ * atomicAdd. Which rows land in which partial depends on timing, so the bits do too. */
+#define BGRAD_CHUNK 64
+DT_VECTOR_CLONES
 static void bgrad_float_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     struct bgrad_job *j = ctx;
+    float *p = NULL;
     for (;;) {
-        int64_t b = atomic_fetch_add(&j->next_row, 1);
-        if (b >= j->B) break;
-        const float *row = j->dy + b * j->out;
-        for (int64_t o = 0; o < j->out; o++) dt_cpu_atomic_add_float(&j->dbias[o], row[o]);
+        int64_t b0 = atomic_fetch_add(&j->next_row, BGRAD_CHUNK);
+        if (b0 >= j->B) break;
+        int64_t b1 = b0 + BGRAD_CHUNK < j->B ? b0 + BGRAD_CHUNK : j->B;
+        if (!p) {
+            p = dt_cpu_worker_buffer(j->be, worker, (size_t)j->out);
+            memset(p, 0, (size_t)j->out * sizeof *p);
+        }
+        for (int64_t b = b0; b < b1; b++) {
+            const float *restrict row = j->dy + b * j->out;
+            float *restrict acc = p;
+            for (int64_t o = 0; o < j->out; o++) acc[o] += row[o];
+        }
     }
+    if (!p) return;
+    for (int64_t o = 0; o < j->out; o++) dt_cpu_atomic_add_float(&j->dbias[o], p[o]);
+}
+
+#define FIXED_PARALLEL_MIN 65536 /* elements from which the fixed-point sum is split */
+
+struct bgrad_fixed_job {
+    struct dt_backend *be;
+    const float *dy;
+    int64_t out;
+    int shift;
+    bool used[DT_CPU_MAX_THREADS];
+};
+
+/* atomics fixed_point, rows [begin, end): exact int64 column sums in the worker's buffer. */
+static void bgrad_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    struct bgrad_fixed_job *j = ctx;
+    int64_t *acc = (int64_t *)dt_cpu_worker_buffer(j->be, worker, (size_t)j->out * 2);
+    memset(acc, 0, (size_t)j->out * sizeof *acc);
+    const double scale = dt_fixed_scale(j->shift);
+    for (int64_t b = begin; b < end; b++) /* finite, within the max the shift was chosen for */
+        for (int64_t o = 0; o < j->out; o++)
+            acc[o] += dt_fixed_from_float_bounded(j->dy[b * j->out + o], scale);
+    j->used[worker] = true;
 }
 
 /* dbias[o] = sum over the batch of dy[b,o]; per the `atomics` control. */
@@ -359,12 +545,38 @@ enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const f
 {
     struct dt_cpu_ctx *c = dt_cpu(be);
     if (pol->atomics == DT_ATOMICS_FIXED_POINT) {
-        int64_t *acc = (int64_t *)dt_cpu_scratch(be, (size_t)out * 2);
-        int shift;
-        struct dt_error err;
-        enum dt_status st = dt_fixed_sum_rows(dbias, dy, B, out, acc, &shift, &err);
-        if (st != DT_OK) fprintf(stderr, "detrain: bias gradient: %s\n", err.msg);
-        return st;
+        if (B * out < FIXED_PARALLEL_MIN) {
+            int64_t *acc = (int64_t *)dt_cpu_scratch(be, (size_t)out * 2);
+            int shift;
+            struct dt_error err;
+            enum dt_status st = dt_fixed_sum_rows(dbias, dy, B, out, acc, &shift, &err);
+            if (st != DT_OK) fprintf(stderr, "detrain: bias gradient: %s\n", err.msg);
+            return st;
+        }
+        /* Large (a convolution's B*OH*OW rows): the same shift (max |dy|, B terms) and
+         * exact int64 sums, split over the workers' row slices and added -- integer
+         * addition, so the bits are dt_fixed_sum_rows's whatever the split. */
+        float max_abs;
+        int64_t bad;
+        if (!dt_cpu_max_abs(be, dy, B * out, &max_abs, &bad)) {
+            fprintf(stderr, "detrain: bias gradient: non-finite input at row %lld, column %lld\n",
+                    (long long)(bad / out), (long long)(bad % out));
+            return DT_ERR_NUMERIC;
+        }
+        struct bgrad_fixed_job fj = {.be = be, .dy = dy, .out = out,
+                                     .shift = dt_fixed_shift_for(max_abs, B)};
+        const int T = dt_pool_threads(c->pool);
+        for (int t = 0; t < T; t++) fj.used[t] = false;
+        dt_pool_run(c->pool, B, 256, bgrad_fixed_part, &fj);
+        int64_t *total = (int64_t *)dt_cpu_scratch(be, (size_t)out * 2);
+        memset(total, 0, (size_t)out * sizeof *total);
+        for (int t = 0; t < T; t++) {
+            if (!fj.used[t]) continue;
+            const int64_t *part = (const int64_t *)c->worker_buf[t];
+            for (int64_t o = 0; o < out; o++) total[o] += part[o]; /* < 2^63 by the shift */
+        }
+        for (int64_t o = 0; o < out; o++) dbias[o] = dt_fixed_to_float(total[o], fj.shift);
+        return DT_OK;
     }
     memset(dbias, 0, (size_t)out * sizeof(float));
     if (c->forced_order) {
@@ -375,7 +587,7 @@ enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const f
         free(perm);
         return DT_OK;
     }
-    struct bgrad_job job = {.dbias = dbias, .dy = dy, .B = B, .out = out};
+    struct bgrad_job job = {.be = be, .dbias = dbias, .dy = dy, .B = B, .out = out};
     atomic_init(&job.next_row, 0);
     dt_pool_run(c->pool, dt_pool_threads(c->pool), 1, bgrad_float_part, &job);
     return DT_OK;

@@ -1,0 +1,313 @@
+/* 2-D convolution on the CPU backend, NHWC images and HWIO weights, as im2col plus the
+ * dense kernels, so every control acts exactly where it acts for a dense layer
+ * (DESIGN.md, "Determinism levels and controls"). A patch row is the (kh, kw, c) window
+ * of one output position (b, oh, ow), out-of-image cells zero; rows = B*OH*OW,
+ * Kp = KH*KW*C.
+ *
+ *   forward          patches (rows, Kp) . w (Kp, K_out) + bias through dt_cpu_dense_forward:
+ *                    `math: fast` -> OpenBLAS, otherwise the ordered kernel that sums the
+ *                    patch in (kh, kw, c) order for every output.
+ *   backward-weight  patches^T . dy, a sum over batch AND positions, under `reduction`
+ *                    (fixed -> canonical 32-row chunks + the fixed tree of reduce.h;
+ *                    unordered -> dynamic chunks added in completion order), by whichever
+ *                    of the two same-bits forms of dense.c suits the shape; the patches are
+ *                    built in the layout that form reads (rows, or already transposed).
+ *   backward-data    dpatches = dy . w^T (dt_cpu_dense_backward_data, `math` as above),
+ *                    then col2im: every patch row scattered back onto the image cells it
+ *                    came from -- a cell receives up to KH*KW terms -- under `atomics`:
+ *                    fixed_point -> each term quantised at ONE per-tensor scale (max
+ *                                   |dpatch|, KH*KW terms per cell; fixed_point.h), int64
+ *                                   sums, one rounding per cell. Exact sums do not depend
+ *                                   on order, so each worker owns whole images and needs
+ *                                   no atomic instruction; a GPU adding the same int64
+ *                                   terms with atomicAdd gets the same bits.
+ *                    float       -> workers take blocks of output rows as they come, sum
+ *                                   each block's terms privately, and add the block's sums
+ *                                   into dx with a float compare-and-swap in arrival
+ *                                   order: a GPU's block sums + atomicAdd, nondeterministic
+ *                                   by design (neighbouring blocks share image rows).
+ * The bias gradient is dt_bias_backward over dy seen as a (rows, K_out) matrix. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "determinism/fixed_point.h"
+#include "nets/cpu/cpu.h"
+
+#define COL2IM_ROWS 2 /* output rows per dynamically scheduled block (atomics: float) */
+
+struct conv_job {
+    struct dt_backend *be;
+    const struct dt_conv2d_shape *s;
+    const float *x;   /* im2col input */
+    float *cols;      /* im2col output: (rows, Kp) or, transposed, (Kp, rows) */
+    float *dx;        /* col2im output */
+    const float *dcols;
+    int shift;        /* col2im fixed_point scale */
+    atomic_llong next;
+};
+
+static inline int64_t conv_rows(const struct dt_conv2d_shape *s) { return s->B * s->OH * s->OW; }
+static inline int64_t conv_patch(const struct dt_conv2d_shape *s) { return s->KH * s->KW * s->C; }
+
+/* Patch rows [begin, end): for each kh the in-image part of the window is one contiguous
+ * run of x (consecutive iw, all channels), copied at once; the rest is zero. */
+static void im2col_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct conv_job *j = ctx;
+    const struct dt_conv2d_shape *s = j->s;
+    const int64_t P = s->OH * s->OW, Kp = conv_patch(s), C = s->C;
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t b = r / P, oh = r % P / s->OW, ow = r % s->OW;
+        const float *img = j->x + b * s->H * s->W * C;
+        float *row = j->cols + r * Kp;
+        const int64_t iw0 = ow * s->stride - s->pad;
+        const int64_t lo = iw0 < 0 ? -iw0 : 0;                         /* first kw inside */
+        const int64_t hi = iw0 + s->KW > s->W ? s->W - iw0 : s->KW;     /* one past the last */
+        for (int64_t kh = 0; kh < s->KH; kh++) {
+            const int64_t ih = oh * s->stride - s->pad + kh;
+            float *dst = row + kh * s->KW * C;
+            if (ih < 0 || ih >= s->H || hi <= lo) {
+                memset(dst, 0, (size_t)(s->KW * C) * sizeof(float));
+                continue;
+            }
+            if (lo > 0) memset(dst, 0, (size_t)(lo * C) * sizeof(float));
+            memcpy(dst + lo * C, img + (ih * s->W + iw0 + lo) * C,
+                   (size_t)((hi - lo) * C) * sizeof(float));
+            if (hi < s->KW) memset(dst + hi * C, 0, (size_t)((s->KW - hi) * C) * sizeof(float));
+        }
+    }
+}
+
+/* Transposed patches, rows [begin, end) of (Kp, rows): row k = (kh, kw, c) holds that
+ * patch element for every output position in (b, oh, ow) order. */
+static void im2col_t_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct conv_job *j = ctx;
+    const struct dt_conv2d_shape *s = j->s;
+    const int64_t rows = conv_rows(s), C = s->C;
+    for (int64_t k = begin; k < end; k++) {
+        const int64_t kh = k / (s->KW * C), kw = k / C % s->KW, c = k % C;
+        float *dst = j->cols + k * rows;
+        /* output columns whose input column ow*stride - pad + kw lies inside [0, W) */
+        int64_t ow_lo = 0, ow_hi = s->OW;
+        while (ow_lo < s->OW && ow_lo * s->stride - s->pad + kw < 0) ow_lo++;
+        while (ow_hi > ow_lo && (ow_hi - 1) * s->stride - s->pad + kw >= s->W) ow_hi--;
+        for (int64_t b = 0; b < s->B; b++) {
+            const float *img = j->x + b * s->H * s->W * C + c;
+            for (int64_t oh = 0; oh < s->OH; oh++, dst += s->OW) {
+                const int64_t ih = oh * s->stride - s->pad + kh;
+                if (ih < 0 || ih >= s->H) {
+                    memset(dst, 0, (size_t)s->OW * sizeof(float));
+                    continue;
+                }
+                const float *line = img + ih * s->W * C;
+                for (int64_t ow = 0; ow < ow_lo; ow++) dst[ow] = 0.0f;
+                if (s->stride == 1 && C == 1)
+                    memcpy(dst + ow_lo, line + ow_lo - s->pad + kw,
+                           (size_t)(ow_hi - ow_lo) * sizeof(float));
+                else
+                    for (int64_t ow = ow_lo; ow < ow_hi; ow++)
+                        dst[ow] = line[(ow * s->stride - s->pad + kw) * C];
+                for (int64_t ow = ow_hi; ow < s->OW; ow++) dst[ow] = 0.0f;
+            }
+        }
+    }
+}
+
+enum dt_status dt_cpu_conv2d_forward(struct dt_backend *be, float *y, const float *x,
+                                     const float *w, const float *bias,
+                                     const struct dt_conv2d_shape *s, const struct dt_policy *pol)
+{
+    const int64_t rows = conv_rows(s), Kp = conv_patch(s);
+    struct conv_job job = {.be = be, .s = s, .x = x, .cols = dt_cpu_cols(be, (size_t)(rows * Kp))};
+    dt_pool_run(dt_cpu(be)->pool, rows, 16, im2col_part, &job);
+    return dt_cpu_dense_forward(be, y, job.cols, w, bias, rows, Kp, s->K_out, pol);
+}
+
+enum dt_status dt_cpu_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
+                                             const float *dy, const struct dt_conv2d_shape *s,
+                                             const struct dt_policy *pol)
+{
+    const int64_t rows = conv_rows(s), Kp = conv_patch(s);
+    struct conv_job job = {.be = be, .s = s, .x = x, .cols = dt_cpu_cols(be, (size_t)(rows * Kp))};
+    if (dt_cpu_wgrad_prefers_rows(rows, Kp, s->K_out)) {
+        dt_pool_run(dt_cpu(be)->pool, rows, 16, im2col_part, &job);
+        return dt_cpu_wgrad_rows(be, dw, job.cols, dy, rows, Kp, s->K_out, pol);
+    }
+    dt_pool_run(dt_cpu(be)->pool, Kp, 1, im2col_t_part, &job);
+    return dt_cpu_wgrad_transposed(be, dw, job.cols, dy, rows, Kp, s->K_out, pol);
+}
+
+/* ---- col2im: the scatter-add of backward-data (atomics control) ----------------------- */
+
+/* Largest |v| as a bit pattern (monotone for finite floats) over v[0, n); false and the
+ * index of the first non-finite element in *bad otherwise. */
+struct maxabs_job {
+    const float *v;
+    uint32_t worker_max[DT_CPU_MAX_THREADS];
+    int64_t worker_bad[DT_CPU_MAX_THREADS];
+};
+
+DT_VECTOR_CLONES
+static void maxabs_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    struct maxabs_job *j = ctx;
+    uint32_t m = 0;
+    for (int64_t i = begin; i < end; i++) { /* vectorises: no early exit, no index */
+        uint32_t bits;
+        memcpy(&bits, &j->v[i], sizeof bits);
+        bits &= 0x7fffffffu;
+        m = bits > m ? bits : m;
+    }
+    int64_t bad = -1;
+    if (m >= 0x7f800000u) /* a NaN or Inf is here: find the first */
+        for (int64_t i = begin; i < end && bad < 0; i++)
+            if ((dt_float_bits(j->v[i]) & 0x7fffffffu) >= 0x7f800000u) bad = i;
+    j->worker_max[worker] = m;
+    j->worker_bad[worker] = bad;
+}
+
+bool dt_cpu_max_abs(struct dt_backend *be, const float *v, int64_t n, float *max_abs,
+                    int64_t *bad)
+{
+    struct maxabs_job *j = dt_xmalloc(sizeof *j);
+    j->v = v;
+    const int T = dt_pool_threads(dt_cpu(be)->pool);
+    for (int t = 0; t < T; t++) j->worker_max[t] = 0, j->worker_bad[t] = -1;
+    dt_pool_run(dt_cpu(be)->pool, n, 4096, maxabs_part, j);
+    uint32_t m = 0;
+    *bad = -1;
+    for (int t = 0; t < T; t++) {
+        if (j->worker_max[t] > m) m = j->worker_max[t];
+        if (j->worker_bad[t] >= 0 && (*bad < 0 || j->worker_bad[t] < *bad)) *bad = j->worker_bad[t];
+    }
+    free(j);
+    *max_abs = dt_bits_float(m);
+    return *bad < 0;
+}
+
+/* The image cells a patch row (b, oh, ow) came from: fn(cell, patch_element, C) per
+ * in-image (kh, kw), with `cell` the first channel of image cell (ih, iw). */
+#define FOR_EACH_PATCH_CELL(s, oh, ow, BODY)                                      \
+    for (int64_t kh_ = 0; kh_ < (s)->KH; kh_++) {                                 \
+        const int64_t ih_ = (oh) * (s)->stride - (s)->pad + kh_;                  \
+        if (ih_ < 0 || ih_ >= (s)->H) continue;                                   \
+        for (int64_t kw_ = 0; kw_ < (s)->KW; kw_++) {                             \
+            const int64_t iw_ = (ow) * (s)->stride - (s)->pad + kw_;              \
+            if (iw_ < 0 || iw_ >= (s)->W) continue;                               \
+            const int64_t cell_ = (ih_ * (s)->W + iw_) * (s)->C;                  \
+            const int64_t elem_ = (kh_ * (s)->KW + kw_) * (s)->C;                 \
+            BODY                                                                  \
+        }                                                                         \
+    }
+
+/* fixed_point: images [begin, end), each summed exactly in the worker's int64 buffer. */
+static void col2im_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct conv_job *j = ctx;
+    const struct dt_conv2d_shape *s = j->s;
+    const int64_t n_img = s->H * s->W * s->C, Kp = conv_patch(s), C = s->C;
+    int64_t *acc = (int64_t *)dt_cpu_worker_buffer(j->be, worker, (size_t)(2 * n_img));
+    const double scale = dt_fixed_scale(j->shift);
+    for (int64_t b = begin; b < end; b++) {
+        memset(acc, 0, (size_t)n_img * sizeof *acc);
+        for (int64_t oh = 0; oh < s->OH; oh++)
+            for (int64_t ow = 0; ow < s->OW; ow++) {
+                const float *row = j->dcols + ((b * s->OH + oh) * s->OW + ow) * Kp;
+                FOR_EACH_PATCH_CELL(s, oh, ow, {
+                    /* finite, |term| <= the max the shift was chosen for, and KH*KW
+                     * such terms stay below 2^63 (dt_fixed_shift_for) */
+                    for (int64_t c = 0; c < C; c++)
+                        acc[cell_ + c] += dt_fixed_from_float_bounded(row[elem_ + c], scale);
+                })
+            }
+        float *dx = j->dx + b * n_img;
+        for (int64_t i = 0; i < n_img; i++) dx[i] = dt_fixed_to_float(acc[i], j->shift);
+    }
+}
+
+/* Forced order (test hook): one patch row added into dx with plain adds. */
+static void scatter_row_plain(const struct conv_job *j, int64_t r)
+{
+    const struct dt_conv2d_shape *s = j->s;
+    const int64_t P = s->OH * s->OW, Kp = conv_patch(s), C = s->C;
+    const int64_t b = r / P, oh = r % P / s->OW, ow = r % s->OW;
+    const float *row = j->dcols + r * Kp;
+    float *img = j->dx + b * s->H * s->W * C;
+    FOR_EACH_PATCH_CELL(s, oh, ow, {
+        for (int64_t c = 0; c < C; c++) img[cell_ + c] += row[elem_ + c];
+    })
+}
+
+/* float: workers take blocks of COL2IM_ROWS output rows (b, oh..) as they come, scatter
+ * the block's patches into a private band of image rows with plain adds, then add the
+ * band into dx with a float compare-and-swap per cell -- a GPU's block-local sums followed
+ * by atomicAdd. Neighbouring blocks' bands overlap (KH > stride), so a cell receives
+ * several band sums in arrival order and the bits depend on timing. */
+static void col2im_float_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    struct conv_job *j = ctx;
+    const struct dt_conv2d_shape *s = j->s;
+    const int64_t blocks_per_img = (s->OH + COL2IM_ROWS - 1) / COL2IM_ROWS, C = s->C;
+    const int64_t band_max = ((COL2IM_ROWS - 1) * s->stride + s->KH) * s->W * C;
+    float *band = dt_cpu_worker_buffer(j->be, worker, (size_t)band_max);
+    const int64_t Kp = conv_patch(s);
+    for (;;) {
+        const int64_t blk = atomic_fetch_add(&j->next, 1);
+        if (blk >= s->B * blocks_per_img) break;
+        const int64_t b = blk / blocks_per_img, oh0 = blk % blocks_per_img * COL2IM_ROWS;
+        const int64_t oh1 = oh0 + COL2IM_ROWS < s->OH ? oh0 + COL2IM_ROWS : s->OH;
+        int64_t ih_lo = oh0 * s->stride - s->pad, ih_hi = (oh1 - 1) * s->stride - s->pad + s->KH;
+        if (ih_lo < 0) ih_lo = 0;
+        if (ih_hi > s->H) ih_hi = s->H;
+        if (ih_hi <= ih_lo) continue;
+        const int64_t band_n = (ih_hi - ih_lo) * s->W * C;
+        memset(band, 0, (size_t)band_n * sizeof *band);
+        for (int64_t oh = oh0; oh < oh1; oh++)
+            for (int64_t ow = 0; ow < s->OW; ow++) {
+                const float *row = j->dcols + ((b * s->OH + oh) * s->OW + ow) * Kp;
+                float *base = band - ih_lo * s->W * C; /* cell_ counts from image row 0 */
+                FOR_EACH_PATCH_CELL(s, oh, ow, {
+                    for (int64_t c = 0; c < C; c++) base[cell_ + c] += row[elem_ + c];
+                })
+            }
+        float *img = j->dx + (b * s->H + ih_lo) * s->W * C;
+        for (int64_t i = 0; i < band_n; i++) dt_cpu_atomic_add_float(&img[i], band[i]);
+    }
+}
+
+enum dt_status dt_cpu_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
+                                           const float *w, const struct dt_conv2d_shape *s,
+                                           const struct dt_policy *pol)
+{
+    const int64_t rows = conv_rows(s), Kp = conv_patch(s);
+    float *dcols = dt_cpu_cols(be, (size_t)(rows * Kp));
+    DT_FORWARD_IF_ERROR(dt_cpu_dense_backward_data(be, dcols, dy, w, rows, Kp, s->K_out, pol));
+    struct conv_job job = {.be = be, .s = s, .dx = dx, .dcols = dcols};
+    atomic_init(&job.next, 0);
+    struct dt_cpu_ctx *c = dt_cpu(be);
+    if (pol->atomics == DT_ATOMICS_FIXED_POINT) {
+        float max_abs;
+        int64_t bad;
+        if (!dt_cpu_max_abs(be, dcols, rows * Kp, &max_abs, &bad)) {
+            fprintf(stderr,
+                    "detrain: conv2d backward-data: non-finite gradient at patch row %lld, "
+                    "element %lld\n",
+                    (long long)(bad / Kp), (long long)(bad % Kp));
+            return DT_ERR_NUMERIC;
+        }
+        job.shift = dt_fixed_shift_for(max_abs, s->KH * s->KW);
+        dt_pool_run(c->pool, s->B, 1, col2im_fixed_part, &job);
+        return DT_OK;
+    }
+    memset(dx, 0, (size_t)(s->B * s->H * s->W * s->C) * sizeof(float));
+    if (c->forced_order) {
+        int64_t *perm = dt_xmalloc((size_t)rows * sizeof *perm);
+        dt_cpu_forced_permutation(perm, rows, c->forced_order, 3);
+        for (int64_t t = 0; t < rows; t++) scatter_row_plain(&job, perm[t]);
+        free(perm);
+        return DT_OK;
+    }
+    dt_pool_run(c->pool, dt_pool_threads(c->pool), 1, col2im_float_part, &job);
+    return DT_OK;
+}

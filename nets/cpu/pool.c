@@ -1,0 +1,174 @@
+/* Max pooling on the CPU backend, NHWC (DESIGN.md, "Determinism levels and controls").
+ *
+ *   forward   each output scans its window in (kh, kw) order and keeps the first maximum
+ *             (a later equal value does not replace it; a NaN wins and ends the scan);
+ *             argmax records ih * W + iw. No arithmetic, so no control acts here.
+ *   backward  dx[b, argmax, c] += dy: a scatter-add when windows overlap (K > stride),
+ *             where a cell can be the maximum of up to ceil(K/stride)^2 windows.
+ *             Under `atomics`:
+ *             fixed_point -> terms quantised at one per-tensor scale (max |dy|,
+ *                            ceil(K/stride)^2 terms per cell), exact int64 sums, one
+ *                            rounding; workers own whole images (order cannot matter).
+ *             float       -> workers take output rows as they come and add with a float
+ *                            compare-and-swap, in arrival order.
+ *             Without overlap every cell receives at most one term: each image is
+ *             written directly, and every control gives the same (exact) bits. */
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "determinism/fixed_point.h"
+#include "nets/cpu/cpu.h"
+
+struct pool_job {
+    struct dt_backend *be;
+    const struct dt_pool2d_shape *s;
+    float *out;            /* y (forward) or dx (backward) */
+    int32_t *argmax_out;   /* forward */
+    const float *in;       /* x (forward) or dy (backward) */
+    const int32_t *argmax; /* backward */
+    int shift;
+    atomic_llong next;
+};
+
+/* Output rows (b, oh) [begin, end). */
+static void maxpool_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct pool_job *j = ctx;
+    const struct dt_pool2d_shape *s = j->s;
+    const int64_t C = s->C;
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t b = r / s->OH, oh = r % s->OH;
+        const float *img = j->in + b * s->H * s->W * C;
+        const int64_t ih0 = oh * s->stride - s->pad;
+        const int64_t kh0 = ih0 < 0 ? -ih0 : 0, kh1 = ih0 + s->K > s->H ? s->H - ih0 : s->K;
+        for (int64_t ow = 0; ow < s->OW; ow++) {
+            const int64_t iw0 = ow * s->stride - s->pad;
+            const int64_t kw0 = iw0 < 0 ? -iw0 : 0, kw1 = iw0 + s->K > s->W ? s->W - iw0 : s->K;
+            float *y = j->out + (r * s->OW + ow) * C;
+            int32_t *am = j->argmax_out + (r * s->OW + ow) * C;
+            for (int64_t c = 0; c < C; c++) {
+                /* pad < K, so the window holds at least one image cell: (kh0, kw0) */
+                int64_t best_cell = (ih0 + kh0) * s->W + iw0 + kw0;
+                float best = img[best_cell * C + c];
+                for (int64_t kh = kh0; kh < kh1 && !isnan(best); kh++)
+                    for (int64_t kw = kw0; kw < kw1; kw++) {
+                        const int64_t cell = (ih0 + kh) * s->W + iw0 + kw;
+                        const float v = img[cell * C + c];
+                        if (v > best || isnan(v)) {
+                            best = v;
+                            best_cell = cell;
+                            if (isnan(v)) break;
+                        }
+                    }
+                y[c] = best;
+                am[c] = (int32_t)best_cell;
+            }
+        }
+    }
+}
+
+enum dt_status dt_cpu_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *argmax,
+                                        const float *x, const struct dt_pool2d_shape *s,
+                                        const struct dt_policy *pol)
+{
+    struct pool_job job = {.be = be, .s = s, .out = y, .argmax_out = argmax, .in = x};
+    dt_pool_run(dt_cpu(be)->pool, s->B * s->OH, 4, maxpool_forward_part, &job);
+    return DT_OK;
+}
+
+/* No overlap: images [begin, end), zeroed then written directly (one term per cell). */
+static void maxpool_backward_direct_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct pool_job *j = ctx;
+    const struct dt_pool2d_shape *s = j->s;
+    const int64_t n_img = s->H * s->W * s->C, n_out = s->OH * s->OW * s->C, C = s->C;
+    for (int64_t b = begin; b < end; b++) {
+        float *dx = j->out + b * n_img;
+        memset(dx, 0, (size_t)n_img * sizeof *dx);
+        for (int64_t i = 0; i < n_out; i++)
+            dx[(int64_t)j->argmax[b * n_out + i] * C + i % C] = j->in[b * n_out + i];
+    }
+}
+
+/* fixed_point: images [begin, end), exact int64 sums in the worker's buffer. */
+static void maxpool_backward_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct pool_job *j = ctx;
+    const struct dt_pool2d_shape *s = j->s;
+    const int64_t n_img = s->H * s->W * s->C, n_out = s->OH * s->OW * s->C, C = s->C;
+    int64_t *acc = (int64_t *)dt_cpu_worker_buffer(j->be, worker, (size_t)(2 * n_img));
+    const double scale = dt_fixed_scale(j->shift);
+    for (int64_t b = begin; b < end; b++) {
+        memset(acc, 0, (size_t)n_img * sizeof *acc);
+        for (int64_t i = 0; i < n_out; i++) /* finite, within the max the shift was chosen for */
+            acc[(int64_t)j->argmax[b * n_out + i] * C + i % C] +=
+                dt_fixed_from_float_bounded(j->in[b * n_out + i], scale);
+        float *dx = j->out + b * n_img;
+        for (int64_t i = 0; i < n_img; i++) dx[i] = dt_fixed_to_float(acc[i], j->shift);
+    }
+}
+
+/* Output position p = (b, oh, ow): every channel's term added to its argmax cell. */
+static void scatter_position(const struct pool_job *j, int64_t p, bool atomic)
+{
+    const struct dt_pool2d_shape *s = j->s;
+    const int64_t C = s->C, b = p / (s->OH * s->OW);
+    float *dx = j->out + b * s->H * s->W * C;
+    for (int64_t c = 0; c < C; c++) {
+        float *cell = dx + (int64_t)j->argmax[p * C + c] * C + c;
+        if (atomic)
+            dt_cpu_atomic_add_float(cell, j->in[p * C + c]);
+        else
+            *cell += j->in[p * C + c];
+    }
+}
+
+/* float: output rows (b, oh) taken as workers come for them; float CAS per term. */
+static void maxpool_backward_float_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    struct pool_job *j = ctx;
+    const struct dt_pool2d_shape *s = j->s;
+    for (;;) {
+        int64_t r = atomic_fetch_add(&j->next, 1);
+        if (r >= s->B * s->OH) break;
+        for (int64_t ow = 0; ow < s->OW; ow++) scatter_position(j, r * s->OW + ow, true);
+    }
+}
+
+enum dt_status dt_cpu_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
+                                         const int32_t *argmax, const struct dt_pool2d_shape *s,
+                                         const struct dt_policy *pol)
+{
+    struct pool_job job = {.be = be, .s = s, .out = dx, .in = dy, .argmax = argmax};
+    atomic_init(&job.next, 0);
+    struct dt_cpu_ctx *c = dt_cpu(be);
+    if (s->K <= s->stride) {
+        dt_pool_run(c->pool, s->B, 1, maxpool_backward_direct_part, &job);
+        return DT_OK;
+    }
+    if (pol->atomics == DT_ATOMICS_FIXED_POINT) {
+        float max_abs;
+        int64_t bad;
+        if (!dt_cpu_max_abs(be, dy, s->B * s->OH * s->OW * s->C, &max_abs, &bad)) {
+            fprintf(stderr, "detrain: maxpool2d backward: non-finite gradient at element %lld\n",
+                    (long long)bad);
+            return DT_ERR_NUMERIC;
+        }
+        const int64_t per_axis = (s->K + s->stride - 1) / s->stride;
+        job.shift = dt_fixed_shift_for(max_abs, per_axis * per_axis);
+        dt_pool_run(c->pool, s->B, 1, maxpool_backward_fixed_part, &job);
+        return DT_OK;
+    }
+    memset(dx, 0, (size_t)(s->B * s->H * s->W * s->C) * sizeof(float));
+    const int64_t positions = s->B * s->OH * s->OW;
+    if (c->forced_order) {
+        int64_t *perm = dt_xmalloc((size_t)positions * sizeof *perm);
+        dt_cpu_forced_permutation(perm, positions, c->forced_order, 4);
+        for (int64_t t = 0; t < positions; t++) scatter_position(&job, perm[t], false);
+        free(perm);
+        return DT_OK;
+    }
+    dt_pool_run(c->pool, dt_pool_threads(c->pool), 1, maxpool_backward_float_part, &job);
+    return DT_OK;
+}

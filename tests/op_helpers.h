@@ -1,0 +1,53 @@
+/* Shared by the op tests (test_ops.c, test_conv.c): a reproducible uniform generator,
+ * a CPU backend of a given size, a level's policy, and the tolerance check against a
+ * double-precision reference. Include after tests/check.h. */
+#ifndef DT_OP_HELPERS_H
+#define DT_OP_HELPERS_H
+
+#include <stdint.h>
+
+#include "nets/backend.h"
+
+static uint64_t rng_state = 0x243f6a8885a308d3ULL;
+static inline double urand(void) /* uniform in [-1, 1) */
+{
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(rng_state >> 11) * 0x1p-52 - 1.0;
+}
+static inline void fill(float *v, int64_t n, double scale)
+{
+    for (int64_t i = 0; i < n; i++) v[i] = (float)(scale * urand());
+}
+
+static inline struct dt_backend *cpu(int threads)
+{
+    struct dt_backend *be = NULL;
+    struct dt_backend_options opt = {DT_BACKEND_CPU, threads, 0};
+    struct dt_error err;
+    DT_ASSERT(dt_backend_create(&be, &opt, &err) == DT_OK);
+    return be;
+}
+
+static inline struct dt_policy level(enum dt_level l)
+{
+    struct dt_policy p;
+    dt_policy_from_level(&p, l);
+    return p;
+}
+
+/* |a - b| <= atol + rtol * |b| for every element; prints the first violation. */
+static inline void check_close(const char *what, const float *a, const double *b, int64_t n,
+                               double atol, double rtol)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= atol + rtol * fabs(b[i]))) {
+            fprintf(stderr, "%s[%lld]: got %.9g, reference %.12g (diff %.3g)\n", what,
+                    (long long)i, (double)a[i], b[i], d);
+            dt_check_failures_++;
+            return;
+        }
+    }
+}
+
+#endif
