@@ -27,9 +27,10 @@ static enum dt_status timed_step(struct dt_model *m, const float *x, const uint8
     return st;
 }
 
-/* Overhead of every policy against `fast`: the two alternate step by step (A B A B ...) on
- * one model and one batch stream, so both see the same machine state; ratios of medians,
- * per training step and per op. */
+/* Overhead of every policy against `fast`: the two alternate step by step on one model and
+ * one batch stream, so both see the same machine state, in ABBA order (fast first in even
+ * pairs, the policy first in odd ones) so neither always runs on the caches the other
+ * left; ratios of medians, per training step and per op. */
 static enum dt_status bench_overhead(const struct dt_experiment *exp,
                                      const struct dt_bench_options *opt, struct dt_backend *be,
                                      struct dt_model *m, const struct dt_split *train, float *x,
@@ -55,7 +56,7 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
         if (dt_policy_equal_controls(pol, &fast)) continue;
         if (!header) {
             printf("\noverhead vs fast: ratio of medians over %" PRId64 " alternating steps "
-                   "(fast, policy, fast, ...) after %" PRId64 " warm-up pairs\n",
+                   "(ABBA: fast, policy, policy, fast, ...) after %" PRId64 " warm-up pairs\n",
                    n, opt->warmup);
             printf("%-26s %8s %8s %7s", "policy", "fast_ms", "pol_ms", "step");
             for (int o = 0; o < DT_OP_COUNT; o++) printf(" %9.9s", dt_op_name((enum dt_op)o));
@@ -64,11 +65,13 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
         }
         int64_t s = 0;
         for (int64_t i = 0; i < opt->warmup + n && st == DT_OK; i++) {
-            const struct dt_policy *order[2] = {&fast, pol};
-            for (int k = 0; k < 2 && st == DT_OK; k++) {
+            const bool fast_first = i % 2 == 0;
+            const struct dt_policy *order[2] = {fast_first ? &fast : pol, fast_first ? pol : &fast};
+            for (int step = 0; step < 2 && st == DT_OK; step++) {
+                const int k = fast_first ? step : 1 - step; /* 0 = fast, 1 = the policy */
                 double t, ops[DT_OP_COUNT];
                 dt_train_fill_batch(x, y, train, s++, B, exp->train.seed, 0, perm, perm_epoch);
-                st = timed_step(m, x, y, B, &sgd, order[k], &t, ops);
+                st = timed_step(m, x, y, B, &sgd, order[step], &t, ops);
                 if (i < opt->warmup) continue;
                 int64_t r = i - opt->warmup;
                 (k == 0 ? ta : tb)[r] = t;

@@ -372,7 +372,7 @@ DT_TEST(dense_thread_count_independent)
     }
 }
 
-/* A convolution's bias gradient sums B*OH*OW rows: from 65536 elements the fixed-point
+/* A convolution's bias gradient sums B*OH*OW rows: from 4096 elements the fixed-point
  * sum is split across workers. Its bits must be dt_fixed_sum_rows's (the serial
  * definition) for every thread count, and a NaN must still be reported. */
 DT_TEST(bias_fixed_point_split_matches_serial)

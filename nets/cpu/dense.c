@@ -516,7 +516,7 @@ static void bgrad_float_part(void *ctx, int64_t begin, int64_t end, int worker)
     for (int64_t o = 0; o < j->out; o++) dt_cpu_atomic_add_float(&j->dbias[o], p[o]);
 }
 
-#define FIXED_PARALLEL_MIN 65536 /* elements from which the fixed-point sum is split */
+#define FIXED_PARALLEL_MIN 4096 /* elements from which the fixed-point sum is split */
 
 struct bgrad_fixed_job {
     struct dt_backend *be;
