@@ -14,22 +14,7 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DT_NO_CLONES)
 #define DT_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #else
-#define DT_VECTOR_CLONESenum dt_status dt_cpu_conv2d_forward(struct dt_backend *be, float *y, const float *x,
-                                     const float *w, const float *bias,
-                                     const struct dt_conv2d_shape *s, const struct dt_policy *pol);
-enum dt_status dt_cpu_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
-                                           const float *w, const struct dt_conv2d_shape *s,
-                                           const struct dt_policy *pol);
-enum dt_status dt_cpu_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
-                                             const float *dy, const struct dt_conv2d_shape *s,
-                                             const struct dt_policy *pol);
-enum dt_status dt_cpu_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *argmax,
-                                        const float *x, const struct dt_pool2d_shape *s,
-                                        const struct dt_policy *pol);
-enum dt_status dt_cpu_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
-                                         const int32_t *argmax, const struct dt_pool2d_shape *s,
-                                         const struct dt_policy *pol);
-
+#define DT_VECTOR_CLONES
 #endif
 
 #define DT_CPU_MAX_THREADS 256
