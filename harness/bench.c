@@ -124,7 +124,7 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
                                       exp->backend.threads, 0};
     enum dt_status st = dt_backend_create(&be, &bopt, err);
     struct dt_model *m = NULL;
-    if (st == DT_OK) st = dt_train_build_model(&m, exp, be, err);
+    if (st == DT_OK) st = dt_train_build_model(&m, exp, be, ds.train.n, err);
     if (st != DT_OK) {
         dt_backend_destroy(be);
         dt_dataset_free(&ds);

@@ -79,17 +79,19 @@ struct key_row {
 #define COUNT_(f) .count_offset = offsetof(struct dt_experiment, f)
 
 static const char *const dataset_names[] = {"fashion-mnist", NULL};
-static const char *const model_kind_names[] = {"mlp", "lenet", NULL};         /* enum dt_model_kind */
+static const char *const model_kind_names[] = {"mlp", "lenet", "bnn_mlp", NULL};         /* enum dt_model_kind */
 static const char *const optimizer_kind_names[] = {"sgd", NULL};       /* enum dt_optimizer_kind */
 static const char *const device_names[] = {"cpu", "cuda", NULL};       /* enum dt_device */
-static const char *const vary_names[] = {"init", "data_order", NULL}; /* enum dt_vary bits */
+static const char *const vary_names[] = {"init", "data_order", "epsilon", NULL}; /* enum dt_vary bits */
+static const char *const eps_generator_names[] = {"philox", "lfsr", NULL}; /* enum dt_eps_generator */
 
-_Static_assert(DT_VARY_INIT == 1u << 0 && DT_VARY_DATA_ORDER == 1u << 1,
+_Static_assert(DT_VARY_INIT == 1u << 0 && DT_VARY_DATA_ORDER == 1u << 1 && DT_VARY_EPSILON == 1u << 2,
                "vary_names[i] must name bit i");
 _Static_assert(DT_DEVICE_CPU == 0 && DT_DEVICE_CUDA == 1, "device_names order");
 _Static_assert(sizeof(enum dt_model_kind) == sizeof(unsigned) &&
                    sizeof(enum dt_optimizer_kind) == sizeof(unsigned) &&
-                   sizeof(enum dt_device) == sizeof(unsigned),
+                   sizeof(enum dt_device) == sizeof(unsigned) &&
+                   sizeof(enum dt_eps_generator) == sizeof(unsigned),
                "KEY_ENUM fields are written as unsigned");
 
 /* Rows are grouped by section so the JSON nesting can be opened and closed in one pass. */
@@ -109,11 +111,35 @@ static const struct key_row keys[] = {
      .doc = "Model architecture"},
     {.path = "model.hidden", .type = KEY_INT_LIST, FIELD_(model.hidden), COUNT_(model.n_hidden),
      .def = "[256, 128]", .lo = 1, .hi = 65536, .min_items = 0, .max_items = DT_MAX_HIDDEN,
-     .doc = "mlp only: hidden layer widths, input side first; [] = no hidden layer"},
+     .doc = "mlp and bnn_mlp: hidden layer widths, input side first; [] = no hidden layer"},
     {.path = "model.overlap_pool", .type = KEY_BOOL, FIELD_(model.overlap_pool),
      .def = "false",
      .doc = "lenet only: overlapping 3x3 stride-2 max pooling (padding 1) instead of 2x2 "
             "stride 2"},
+    {.path = "model.samples", .type = KEY_INT, FIELD_(model.samples), .def = "4", .lo = 1,
+     .hi = 255, .doc = "bnn_mlp only: Monte Carlo weight samples per training step (S)"},
+    {.path = "model.test_samples", .type = KEY_INT, FIELD_(model.test_samples), .def = "10",
+     .lo = 1, .hi = 256,
+     .doc = "bnn_mlp only: sampled models whose predicted probabilities are averaged at "
+            "evaluation"},
+    {.path = "model.prior_sigma", .type = KEY_DOUBLE, FIELD_(model.prior_sigma), .def = "1",
+     .dlo = 0, .dhi = 1e6, .flags = KEY_LO_OPEN,
+     .doc = "bnn_mlp only: standard deviation of the Gaussian prior N(0, s^2) on every weight"},
+    {.path = "model.rho_init", .type = KEY_DOUBLE, FIELD_(model.rho_init), .def = "-5",
+     .dlo = -30, .dhi = 10,
+     .doc = "bnn_mlp only: initial rho of every weight; sigma = softplus(rho)"},
+    {.path = "model.lanes", .type = KEY_INT64, FIELD_(model.lanes), .def = "1024", .lo = 1,
+     .hi = 1 << 24,
+     .doc = "bnn_mlp only: lanes P of the reversible generator (rng: lfsr); part of the "
+            "run's identity, since epsilon depends on it"},
+    {.path = "model.stored_generator", .type = KEY_ENUM, FIELD_(model.stored_generator),
+     .def = "philox", .names = eps_generator_names,
+     .doc = "bnn_mlp only: generator that draws epsilon under rng: stored (philox or lfsr); "
+            "stored then matches that regenerating mode bit for bit"},
+    {.path = "model.lfsr_check_every", .type = KEY_INT64, FIELD_(model.lfsr_check_every),
+     .def = "0", .lo = 0, .hi = 1000000000,
+     .doc = "bnn_mlp only: check the lanes' return to their seed state every N steps under "
+            "rng: lfsr; 0 = every step in Debug builds, every 16th otherwise"},
     {.path = "train.steps", .type = KEY_INT64, FIELD_(train.steps), .lo = 1, .hi = 1000000000,
      .doc = "Optimizer steps to run"},
     {.path = "train.batch", .type = KEY_INT64, FIELD_(train.batch), .def = "64", .lo = 1,
@@ -129,7 +155,7 @@ static const struct key_row keys[] = {
      FIELD_(train.optimizer.weight_decay), .def = "0", .dlo = 0, .dhi = 1,
      .doc = "L2 weight decay coefficient"},
     {.path = "train.seed", .type = KEY_UINT64, FIELD_(train.seed), .def = "0",
-     .doc = "Master seed for initial weights and data order"},
+     .doc = "Master seed for initial weights, data order and Bayesian epsilon"},
     {.path = "train.eval_every", .type = KEY_INT64, FIELD_(train.eval_every), .def = "0",
      .lo = 0, .hi = 1000000000,
      .doc = "Evaluate on the test set every N steps; 0 = only at the end"},
@@ -145,9 +171,10 @@ static const struct key_row keys[] = {
     {.path = "replicas", .type = KEY_INT, FIELD_(replicas), .def = "1", .lo = 1, .hi = 64,
      .doc = "Runs per policy, compared bit for bit"},
     {.path = "vary", .type = KEY_FLAG_SET, FIELD_(vary), .def = "[]", .names = vary_names,
-     .max_items = 2, /* each name at most once */
+     .max_items = 3, /* each name at most once */
      .doc = "Randomness made to differ across replicas: init (initial weights), data_order "
-            "(shuffle)"},
+            "(shuffle), epsilon (Bayesian weight samples: each replica its own ensemble "
+            "member)"},
     {.path = "hash.every", .type = KEY_INT64, FIELD_(hash.every), .def = "1", .lo = 1,
      .hi = 1000000000, .doc = "Hash the model every N steps"},
     {.path = "hash.per_tensor", .type = KEY_BOOL, FIELD_(hash.per_tensor), .def = "false",
@@ -1101,18 +1128,35 @@ static enum dt_status check_model_keys(const struct loader *ld)
 {
     static const struct {
         const char *key;
-        enum dt_model_kind kind;
-    } only[] = {{"model.hidden", DT_MODEL_MLP}, {"model.overlap_pool", DT_MODEL_LENET}};
+        unsigned kinds; /* bit (1 << enum dt_model_kind) per kind that reads the key */
+        const char *which;
+    } only[] = {
+        {"model.hidden", 1u << DT_MODEL_MLP | 1u << DT_MODEL_BNN_MLP, "mlp and bnn_mlp"},
+        {"model.overlap_pool", 1u << DT_MODEL_LENET, "lenet"},
+        {"model.samples", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
+        {"model.test_samples", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
+        {"model.prior_sigma", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
+        {"model.rho_init", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
+        {"model.lanes", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
+        {"model.stored_generator", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
+        {"model.lfsr_check_every", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
+    };
     for (size_t i = 0; i < sizeof only / sizeof only[0]; i++) {
         const struct key_row *row = find_key(only[i].key);
         const int r = (int)(row - keys);
-        if (!ld->seen[r] || ld->out->model.kind == only[i].kind) continue;
+        if (!ld->seen[r] || (only[i].kinds >> ld->out->model.kind & 1u)) continue;
         return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->seen_at[r].file, ld->seen_at[r].line,
                                ld->seen_at[r].column,
                                "key '%s' applies to model.kind %s only, not %s", only[i].key,
-                               model_kind_names[only[i].kind],
-                               model_kind_names[ld->out->model.kind]);
+                               only[i].which, model_kind_names[ld->out->model.kind]);
     }
+    /* vary: [epsilon] only means something when a model draws epsilon. */
+    const int rv = (int)(find_key("vary") - keys);
+    if ((ld->out->vary & DT_VARY_EPSILON) && ld->out->model.kind != DT_MODEL_BNN_MLP)
+        return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->seen_at[rv].file, ld->seen_at[rv].line,
+                               ld->seen_at[rv].column,
+                               "key 'vary': epsilon applies to model.kind bnn_mlp only, not %s",
+                               model_kind_names[ld->out->model.kind]);
     return DT_OK;
 }
 

@@ -16,7 +16,9 @@
 #define DT_MAX_POLICIES 16
 #define DT_PATH_MAX 1024
 
-enum dt_model_kind { DT_MODEL_MLP, DT_MODEL_LENET };
+enum dt_model_kind { DT_MODEL_MLP, DT_MODEL_LENET, DT_MODEL_BNN_MLP };
+/* Which generator draws epsilon under `rng: stored` (the regenerating modes name theirs). */
+enum dt_eps_generator { DT_EPS_GEN_PHILOX, DT_EPS_GEN_LFSR };
 enum dt_optimizer_kind { DT_OPTIMIZER_SGD };
 enum dt_device { DT_DEVICE_CPU, DT_DEVICE_CUDA };
 
@@ -24,6 +26,7 @@ enum dt_device { DT_DEVICE_CPU, DT_DEVICE_CUDA };
 enum dt_vary {
     DT_VARY_INIT = 1u << 0,       /* initial weights */
     DT_VARY_DATA_ORDER = 1u << 1, /* per-epoch shuffle */
+    DT_VARY_EPSILON = 1u << 2,    /* Bayesian epsilon: the ensemble member of each replica */
 };
 
 struct dt_experiment {
@@ -35,10 +38,18 @@ struct dt_experiment {
         int64_t test_limit;       /* 0 = all; else first N test examples */
     } dataset;
     struct {
-        enum dt_model_kind kind; /* required: mlp or lenet */
+        enum dt_model_kind kind; /* required: mlp, lenet or bnn_mlp */
         int n_hidden;
-        int64_t hidden[DT_MAX_HIDDEN]; /* mlp: widths of hidden layers, default [256, 128] */
+        int64_t hidden[DT_MAX_HIDDEN]; /* mlp, bnn_mlp: hidden widths, default [256, 128] */
         bool overlap_pool;             /* lenet: 3x3 stride-2 pooling; default false (2x2) */
+        /* bnn_mlp (Bayes by Backprop) */
+        int samples;                   /* Monte Carlo samples per step S, default 4 */
+        int test_samples;              /* sampled models averaged at evaluation, default 10 */
+        double prior_sigma;            /* Gaussian prior N(0, prior_sigma^2), default 1 */
+        double rho_init;               /* initial rho (sigma = softplus(rho)), default -5 */
+        int64_t lanes;                 /* reversible-generator lanes P, default 1024 */
+        enum dt_eps_generator stored_generator; /* rng: stored draws with this, default philox */
+        int64_t lfsr_check_every;      /* lane invariant check period; 0 = auto */
     } model;
     struct {
         int64_t steps; /* required, >= 1 */

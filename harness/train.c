@@ -29,10 +29,35 @@ void dt_train_install_signal_handlers(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
+int64_t dt_train_lfsr_check_every(const struct dt_experiment *exp)
+{
+    if (exp->model.lfsr_check_every > 0) return exp->model.lfsr_check_every;
+#ifdef NDEBUG
+    return 16;
+#else
+    return 1;
+#endif
+}
+
 enum dt_status dt_train_build_model(struct dt_model **m, const struct dt_experiment *exp,
-                                    struct dt_backend *be, struct dt_error *err)
+                                    struct dt_backend *be, int64_t n_train,
+                                    struct dt_error *err)
 {
     switch (exp->model.kind) {
+    case DT_MODEL_BNN_MLP: {
+        struct dt_bnn_options o = {
+            .samples = exp->model.samples,
+            .test_samples = exp->model.test_samples,
+            .prior_sigma = (float)exp->model.prior_sigma,
+            .rho_init = (float)exp->model.rho_init,
+            .kl_weight = n_train > 0 ? 1.0f / (float)n_train : 0.0f,
+            .lanes = exp->model.lanes,
+            .stored_lfsr = exp->model.stored_generator == DT_EPS_GEN_LFSR,
+            .lfsr_check_every = dt_train_lfsr_check_every(exp),
+        };
+        return dt_bnn_mlp_create(m, be, 784, exp->model.hidden, exp->model.n_hidden, 10,
+                                 exp->train.batch, &o, err);
+    }
     case DT_MODEL_MLP:
         return dt_mlp_create(m, be, 784, exp->model.hidden, exp->model.n_hidden, 10,
                              exp->train.batch, err);
@@ -122,10 +147,10 @@ static enum dt_status write_hashed_step(struct dt_trace_writer *tw, struct dt_mo
     return st;
 }
 
-static enum dt_status write_metrics_row(FILE *f, const char *path, int64_t step, double loss,
-                                        double acc, struct dt_error *err)
+static enum dt_status write_metrics_row(FILE *f, const char *path, int64_t step,
+                                        const struct dt_eval *e, struct dt_error *err)
 {
-    fprintf(f, "%" PRId64 ",%.9g,%.6f\n", step, loss, acc);
+    fprintf(f, "%" PRId64 ",%.9g,%.6f,%.6f\n", step, e->loss, e->accuracy, e->ece);
     if (fflush(f) != 0 || ferror(f))
         return dt_error_set(err, DT_ERR_IO, "%s: write failed", path);
     return DT_OK;
@@ -153,16 +178,28 @@ static void write_replica_manifest(const struct run_ctx *c, const struct dt_poli
     dt_strbuf_json_string(&sb, buf);
     dt_strbuf_printf(&sb, ", \"replica\": %d, \"backend\": \"%s\", \"threads\": %d", r,
                      dt_backend_name(c->be), dt_backend_threads(c->be));
-    dt_strbuf_printf(&sb, ", \"stream_replica\": {\"init\": %" PRIu64 ", \"data_order\": %" PRIu64 "}",
+    dt_strbuf_printf(&sb, ", \"stream_replica\": {\"init\": %" PRIu64 ", \"data_order\": %" PRIu64
+                     ", \"epsilon\": %" PRIu64 "}",
                      dt_stream_replica(c->exp->vary, DT_VARY_INIT, (uint64_t)r),
-                     dt_stream_replica(c->exp->vary, DT_VARY_DATA_ORDER, (uint64_t)r));
+                     dt_stream_replica(c->exp->vary, DT_VARY_DATA_ORDER, (uint64_t)r),
+                     dt_stream_replica(c->exp->vary, DT_VARY_EPSILON, (uint64_t)r));
     dt_strbuf_printf(&sb, ", \"state\": \"%s\", \"reason\": ", state_names[res->state]);
     dt_strbuf_json_string(&sb, res->reason);
     dt_strbuf_printf(&sb, ", \"steps_completed\": %" PRId64 ", \"final_model_digest\": \"%s\"",
                      res->steps_done, res->final_digest);
     if (isfinite(res->test_acc))
-        dt_strbuf_printf(&sb, ", \"test_loss\": %.9g, \"test_accuracy\": %.6f", res->test_loss,
-                         res->test_acc);
+        dt_strbuf_printf(&sb, ", \"test_loss\": %.9g, \"test_accuracy\": %.6f, \"test_ece\": %.6f",
+                         res->test_loss, res->test_acc, res->test_ece);
+    if (c->exp->model.kind == DT_MODEL_BNN_MLP)
+        dt_strbuf_printf(&sb,
+                         ", \"epsilon\": {\"member\": %" PRIu64 ", \"philox_layout\": %d, "
+                         "\"lanes\": %" PRId64 ", \"lfsr_check_every\": %" PRId64
+                         ", \"eps_bytes_held\": %" PRId64 ", \"eps_workspace_bytes\": %" PRId64
+                         ", \"rng_state_bytes\": %" PRId64 "}",
+                         dt_stream_replica(c->exp->vary, DT_VARY_EPSILON, (uint64_t)r),
+                         DT_PHILOX_LAYOUT_VERSION, c->exp->model.lanes,
+                         dt_train_lfsr_check_every(c->exp), res->mem.eps_held,
+                         res->mem.eps_workspace, res->mem.rng_state);
     dt_strbuf_printf(&sb, ", \"step_ms_median\": %.6g, \"hash_ms_median\": %.6g",
                      isfinite(res->step_ms_median) ? res->step_ms_median : -1.0,
                      isfinite(res->hash_ms_median) ? res->hash_ms_median : -1.0);
@@ -181,7 +218,7 @@ static enum dt_status run_replica(const struct run_ctx *c, const struct dt_polic
 {
     const struct dt_experiment *exp = c->exp;
     memset(res, 0, sizeof *res);
-    res->test_acc = res->test_loss = NAN;
+    res->test_acc = res->test_loss = res->test_ece = NAN;
     res->state = DT_REPLICA_COMPLETED;
     char start[32];
     dt_utc_iso8601(start, sizeof start);
@@ -189,14 +226,14 @@ static enum dt_status run_replica(const struct run_ctx *c, const struct dt_polic
     DT_FORWARD_IF_ERROR(dt_mkdir_p(res->dir, err));
 
     struct dt_model *m = NULL;
-    DT_FORWARD_IF_ERROR(dt_train_build_model(&m, exp, c->be, err));
+    DT_FORWARD_IF_ERROR(dt_train_build_model(&m, exp, c->be, c->ds->train.n, err));
     struct dt_trace_writer tw;
     enum dt_status st = dt_trace_open(&tw, res->dir, exp->hash.per_tensor, err);
     char mpath[1300];
     snprintf(mpath, sizeof mpath, "%s/metrics.csv", res->dir);
     FILE *metrics = st == DT_OK ? fopen(mpath, "w") : NULL;
     if (st == DT_OK && !metrics) st = dt_error_set(err, DT_ERR_IO, "%s: cannot create", mpath);
-    if (metrics) fprintf(metrics, "step,test_loss,test_acc\n");
+    if (metrics) fprintf(metrics, "step,test_loss,test_acc,test_ece\n");
 
     const struct dt_split *train = &c->ds->train, *test = &c->ds->test;
     const int64_t B = exp->train.batch, steps = exp->train.steps;
@@ -218,6 +255,8 @@ static enum dt_status run_replica(const struct run_ctx *c, const struct dt_polic
 
     if (st == DT_OK) {
         dt_model_init(m, seed, dt_stream_replica(exp->vary, DT_VARY_INIT, (uint64_t)r));
+        m->member = (uint32_t)dt_stream_replica(exp->vary, DT_VARY_EPSILON, (uint64_t)r);
+        dt_model_memory(m, pol, &res->mem);
         st = write_hashed_step(&tw, m, staging, 0, NAN, res, exp->hash.per_tensor, err);
     }
     for (int64_t s = 1; st == DT_OK && s <= steps; s++) {
@@ -233,7 +272,10 @@ static enum dt_status run_replica(const struct run_ctx *c, const struct dt_polic
         double t0 = dt_now_s();
         st = dt_model_train_step(m, x, y, B, &sgd, pol, &loss);
         step_ms[s - 1] = 1e3 * (dt_now_s() - t0);
-        if (st != DT_OK) break;
+        if (st != DT_OK) {
+            if (m->err.status != DT_OK && err) *err = m->err;
+            break;
+        }
         res->steps_done = s;
         bool hashed = (s % exp->hash.every == 0) || s == steps || !isfinite(loss);
         if (hashed) {
@@ -251,16 +293,19 @@ static enum dt_status run_replica(const struct run_ctx *c, const struct dt_polic
         }
         if (st == DT_OK && exp->train.eval_every > 0 && s % exp->train.eval_every == 0 &&
             s != steps) {
-            double el, ea;
-            st = dt_model_evaluate(m, test->x, test->y, test->n, pol, &el, &ea);
-            if (st == DT_OK) st = write_metrics_row(metrics, mpath, s, el, ea, err);
+            struct dt_eval ev;
+            st = dt_model_evaluate_full(m, test->x, test->y, test->n, pol, &ev);
+            if (st == DT_OK) st = write_metrics_row(metrics, mpath, s, &ev, err);
         }
         if (s % report_every == 0 || s == steps) progress(c, pol, r, s, loss, step_ms[s - 1]);
     }
     if (st == DT_OK && res->state == DT_REPLICA_COMPLETED) {
-        st = dt_model_evaluate(m, test->x, test->y, test->n, pol, &res->test_loss, &res->test_acc);
-        if (st == DT_OK)
-            st = write_metrics_row(metrics, mpath, steps, res->test_loss, res->test_acc, err);
+        struct dt_eval ev;
+        st = dt_model_evaluate_full(m, test->x, test->y, test->n, pol, &ev);
+        res->test_loss = ev.loss;
+        res->test_acc = ev.accuracy;
+        res->test_ece = ev.ece;
+        if (st == DT_OK) st = write_metrics_row(metrics, mpath, steps, &ev, err);
     }
     if (st != DT_OK) {
         res->state = DT_REPLICA_FAILED;
@@ -310,8 +355,9 @@ static void experiment_manifest(struct dt_strbuf *sb, const struct run_ctx *c, c
     dt_strbuf_printf(sb, ", \"dataset_dir\": ");
     dt_strbuf_json_string(sb, c->ds->dir);
     dt_strbuf_printf(sb, ", \"controls_note\": ");
-    dt_strbuf_json_string(sb, "reduction, atomics and math act on the CPU ops; rng and "
-                              "conv_algo are recorded but unused by the MLP");
+    dt_strbuf_json_string(sb, "reduction, atomics and math act on the CPU ops; rng acts on "
+                              "bnn_mlp (how epsilon reaches backward); conv_algo is recorded "
+                              "but unused on the CPU");
     dt_strbuf_printf(sb, ", \"start_time\": \"%s\", \"end_time\": ", start);
     if (end) dt_strbuf_printf(sb, "\"%s\"", end);
     else dt_strbuf_printf(sb, "null");

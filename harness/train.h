@@ -22,7 +22,8 @@ struct dt_replica_result {
     char reason[1024];    /* why it failed or stopped, "" when completed */
     int64_t steps_done;
     char final_digest[DT_DIGEST_HEX];
-    double test_loss, test_acc;
+    double test_loss, test_acc, test_ece;
+    struct dt_model_memory mem; /* memory held for random draws */
     double step_ms_median; /* forward+backward+update, excluding hashing and evaluation */
     double hash_ms_median; /* hashing of a step, when hashed */
     char dir[1200];        /* where its trace lives */
@@ -46,9 +47,14 @@ enum dt_status dt_train_experiment(const struct dt_experiment *exp,
 /* The optimizer settings of the experiment, as the model step takes them. */
 struct dt_sgd_options dt_train_sgd_options(const struct dt_experiment *exp);
 
-/* Create the experiment's model on a backend. */
+/* Create the experiment's model on a backend. n_train (training examples) sets a
+ * Bayesian model's KL weight, 1 / n_train. */
 enum dt_status dt_train_build_model(struct dt_model **m, const struct dt_experiment *exp,
-                                    struct dt_backend *be, struct dt_error *err);
+                                    struct dt_backend *be, int64_t n_train,
+                                    struct dt_error *err);
+/* The lane-check period model.lfsr_check_every resolves to (0 = every step in Debug
+ * builds, every 16th otherwise). */
+int64_t dt_train_lfsr_check_every(const struct dt_experiment *exp);
 
 /* The host batch for step index s (0-based): rows of x and labels y, following the
  * per-epoch permutation of the data_order stream. `perm`/`perm_epoch` cache the current

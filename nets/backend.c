@@ -308,3 +308,81 @@ enum dt_status dt_maxpool2d_backward(struct dt_backend *be, float *dx, const flo
     DISPATCH(be, DT_OP_MAXPOOL2D_BACKWARD,
              be->ops->maxpool2d_backward(be, dx, dy, argmax, s, pol));
 }
+
+/* ---- Bayesian layers and epsilon ------------------------------------------------------ */
+
+#define HAS_OP4(be, member) ((be)->ops->version >= 4 && (be)->ops->member)
+
+enum dt_status dt_eps_philox(struct dt_backend *be, float *eps, int64_t n,
+                             const struct dt_philox_stream *s, const struct dt_policy *pol)
+{
+    CHECK_DIMS(n);
+    DT_ASSERT(eps && s && pol);
+    if (!HAS_OP4(be, eps_philox)) return DT_ERR_UNSUPPORTED;
+    DISPATCH(be, DT_OP_EPS_PHILOX, be->ops->eps_philox(be, eps, n, s, pol));
+}
+
+enum dt_status dt_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lanes, int64_t P,
+                                uint64_t seed, uint32_t step, uint32_t member, uint32_t sample,
+                                const struct dt_policy *pol)
+{
+    CHECK_DIMS(P);
+    DT_ASSERT(lanes && pol);
+    DT_ASSERT_MSG(dt_philox_fields_ok(0, member, sample), "eps_lfsr_seed: member or sample out of range");
+    if (!HAS_OP4(be, eps_lfsr_seed)) return DT_ERR_UNSUPPORTED;
+    DISPATCH(be, DT_OP_EPS_LFSR_SEED,
+             be->ops->eps_lfsr_seed(be, lanes, P, seed, step, member, sample, pol));
+}
+
+enum dt_status dt_eps_lfsr(struct dt_backend *be, float *eps, int64_t n, struct dt_xoro *lanes,
+                           int64_t P, bool backward, int64_t skip_lane,
+                           const struct dt_policy *pol)
+{
+    CHECK_DIMS(n, P);
+    DT_ASSERT(eps && lanes && pol && skip_lane < P);
+    if (!HAS_OP4(be, eps_lfsr)) return DT_ERR_UNSUPPORTED;
+    DISPATCH(be, DT_OP_EPS_LFSR, be->ops->eps_lfsr(be, eps, n, lanes, P, backward, skip_lane, pol));
+}
+
+enum dt_status dt_bnn_sigma(struct dt_backend *be, float *sigma, float *dsigma, const float *rho,
+                            int64_t n, const struct dt_policy *pol)
+{
+    CHECK_DIMS(n);
+    DT_ASSERT(sigma && dsigma && rho && pol);
+    if (!HAS_OP4(be, bnn_sigma)) return DT_ERR_UNSUPPORTED;
+    DISPATCH(be, DT_OP_BNN_SIGMA, be->ops->bnn_sigma(be, sigma, dsigma, rho, n, pol));
+}
+
+enum dt_status dt_bnn_sample(struct dt_backend *be, float *w, const float *mu,
+                             const float *sigma, const float *eps, int64_t n,
+                             const struct dt_policy *pol)
+{
+    CHECK_DIMS(n);
+    DT_ASSERT(w && mu && sigma && eps && pol);
+    if (!HAS_OP4(be, bnn_sample)) return DT_ERR_UNSUPPORTED;
+    DISPATCH(be, DT_OP_BNN_SAMPLE, be->ops->bnn_sample(be, w, mu, sigma, eps, n, pol));
+}
+
+enum dt_status dt_bnn_accumulate(struct dt_backend *be, float *gmu, float *grho, const float *g,
+                                 const float *eps, const float *dsigma, int64_t n, bool first,
+                                 const struct dt_policy *pol)
+{
+    CHECK_DIMS(n);
+    DT_ASSERT(gmu && grho && g && eps && dsigma && pol);
+    if (!HAS_OP4(be, bnn_accumulate)) return DT_ERR_UNSUPPORTED;
+    DISPATCH(be, DT_OP_BNN_ACCUMULATE,
+             be->ops->bnn_accumulate(be, gmu, grho, g, eps, dsigma, n, first, pol));
+}
+
+enum dt_status dt_bnn_finish(struct dt_backend *be, float *gmu, float *grho, const float *mu,
+                             const float *sigma, const float *dsigma, int64_t n,
+                             float inv_samples, float kl_weight, float prior_var,
+                             const struct dt_policy *pol)
+{
+    CHECK_DIMS(n);
+    DT_ASSERT(gmu && grho && mu && sigma && dsigma && pol && prior_var > 0.0f);
+    if (!HAS_OP4(be, bnn_finish)) return DT_ERR_UNSUPPORTED;
+    DISPATCH(be, DT_OP_BNN_FINISH,
+             be->ops->bnn_finish(be, gmu, grho, mu, sigma, dsigma, n, inv_samples, kl_weight,
+                                 prior_var, pol));
+}

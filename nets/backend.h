@@ -20,7 +20,9 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "determinism/philox.h"
 #include "determinism/policy.h"
+#include "determinism/xoroshiro.h"
 
 struct dt_backend;
 
@@ -66,7 +68,10 @@ enum dt_status dt_backend_set_forced_order(struct dt_backend *be, uint64_t seed)
     X(SOFTMAX_XENT_BACKWARD, "softmax_xent_backward") X(SGD_UPDATE, "sgd_update")       \
     X(CONV2D_FORWARD, "conv2d_forward") X(CONV2D_BACKWARD_DATA, "conv2d_backward_data") \
     X(CONV2D_BACKWARD_WEIGHT, "conv2d_backward_weight")                           \
-    X(MAXPOOL2D_FORWARD, "maxpool2d_forward") X(MAXPOOL2D_BACKWARD, "maxpool2d_backward")
+    X(MAXPOOL2D_FORWARD, "maxpool2d_forward") X(MAXPOOL2D_BACKWARD, "maxpool2d_backward") \
+    X(EPS_PHILOX, "eps_philox") X(EPS_LFSR_SEED, "eps_lfsr_seed") X(EPS_LFSR, "eps_lfsr")   \
+    X(BNN_SIGMA, "bnn_sigma") X(BNN_SAMPLE, "bnn_sample") X(BNN_ACCUMULATE, "bnn_accumulate") \
+    X(BNN_FINISH, "bnn_finish")
 enum dt_op {
 #define DT_OP_ENUM_(name, str) DT_OP_##name,
     DT_OP_LIST(DT_OP_ENUM_)
@@ -170,5 +175,48 @@ enum dt_status dt_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *ar
 enum dt_status dt_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
                                      const int32_t *argmax, const struct dt_pool2d_shape *s,
                                      const struct dt_policy *pol);
+
+/* ---- Bayesian layers (Bayes by Backprop) and their epsilon ---------------------------
+ * A Bayesian tensor has parameters mu and rho; sigma = softplus(rho); a sampled weight is
+ * w = mu + sigma * eps with eps ~ N(0, 1) drawn by determinism/eps.h. All of these are
+ * elementwise (or per lane) with a fixed operation order: every policy and thread count
+ * gives the same bits; `math: portable` selects the portable softplus and exp for sigma and
+ * its derivative, the other levels the C library's. Epsilon itself is always drawn with
+ * the portable transform, whatever `math` says: it is the stream's definition. */
+
+/* eps[i] for i in [0, n): element i of the Philox stream s (determinism/philox.h). */
+enum dt_status dt_eps_philox(struct dt_backend *be, float *eps, int64_t n,
+                             const struct dt_philox_stream *s, const struct dt_policy *pol);
+/* Seed `lanes` (backend memory, P states) for (seed, step, member, sample). */
+enum dt_status dt_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lanes, int64_t P,
+                                uint64_t seed, uint32_t step, uint32_t member, uint32_t sample,
+                                const struct dt_policy *pol);
+/* Walk every lane over a tensor of n elements, forwards (drawing, then stepping) or
+ * backwards (stepping back, then drawing), writing eps[0..n). Test hook: skip_lane >= 0
+ * makes that lane draw one pair fewer on a forward walk (fault injection). */
+enum dt_status dt_eps_lfsr(struct dt_backend *be, float *eps, int64_t n, struct dt_xoro *lanes,
+                           int64_t P, bool backward, int64_t skip_lane,
+                           const struct dt_policy *pol);
+/* sigma = softplus(rho), dsigma = d sigma / d rho = 1 / (1 + exp(-rho)). */
+enum dt_status dt_bnn_sigma(struct dt_backend *be, float *sigma, float *dsigma, const float *rho,
+                            int64_t n, const struct dt_policy *pol);
+/* w = mu + sigma * eps (one product, one sum). */
+enum dt_status dt_bnn_sample(struct dt_backend *be, float *w, const float *mu,
+                             const float *sigma, const float *eps, int64_t n,
+                             const struct dt_policy *pol);
+/* Add one Monte Carlo sample's weight gradient g: gmu += g; grho += (g * eps) * dsigma.
+ * With first, assign instead of adding. */
+enum dt_status dt_bnn_accumulate(struct dt_backend *be, float *gmu, float *grho, const float *g,
+                                 const float *eps, const float *dsigma, int64_t n, bool first,
+                                 const struct dt_policy *pol);
+/* Finish the gradients of mu and rho: the sample mean plus the KL term of the Gaussian
+ * prior N(0, prior_var) weighted by kl_weight:
+ *   gmu  = gmu * inv_samples  + kl_weight * (mu * ipv)
+ *   grho = grho * inv_samples + kl_weight * ((sigma * ipv - 1 / sigma) * dsigma)
+ * with ipv = 1 / prior_var rounded once. */
+enum dt_status dt_bnn_finish(struct dt_backend *be, float *gmu, float *grho, const float *mu,
+                             const float *sigma, const float *dsigma, int64_t n,
+                             float inv_samples, float kl_weight, float prior_var,
+                             const struct dt_policy *pol);
 
 #endif

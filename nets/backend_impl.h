@@ -5,7 +5,7 @@
 
 #include "nets/backend.h"
 
-#define DT_BACKEND_OPS_VERSION 3
+#define DT_BACKEND_OPS_VERSION 4
 
 struct dt_backend_ops {
     int version;
@@ -60,6 +60,23 @@ struct dt_backend_ops {
     enum dt_status (*maxpool2d_backward)(struct dt_backend *, float *, const float *,
                                          const int32_t *, const struct dt_pool2d_shape *,
                                          const struct dt_policy *);
+    /* version 4: Bayesian layers and epsilon (optional: NULL answers DT_ERR_UNSUPPORTED) */
+    enum dt_status (*eps_philox)(struct dt_backend *, float *, int64_t,
+                                 const struct dt_philox_stream *, const struct dt_policy *);
+    enum dt_status (*eps_lfsr_seed)(struct dt_backend *, struct dt_xoro *, int64_t, uint64_t,
+                                    uint32_t, uint32_t, uint32_t, const struct dt_policy *);
+    enum dt_status (*eps_lfsr)(struct dt_backend *, float *, int64_t, struct dt_xoro *, int64_t,
+                               bool, int64_t, const struct dt_policy *);
+    enum dt_status (*bnn_sigma)(struct dt_backend *, float *, float *, const float *, int64_t,
+                                const struct dt_policy *);
+    enum dt_status (*bnn_sample)(struct dt_backend *, float *, const float *, const float *,
+                                 const float *, int64_t, const struct dt_policy *);
+    enum dt_status (*bnn_accumulate)(struct dt_backend *, float *, float *, const float *,
+                                     const float *, const float *, int64_t, bool,
+                                     const struct dt_policy *);
+    enum dt_status (*bnn_finish)(struct dt_backend *, float *, float *, const float *,
+                                 const float *, const float *, int64_t, float, float, float,
+                                 const struct dt_policy *);
 };
 
 struct dt_backend {

@@ -65,9 +65,13 @@ void dt_model_destroy(struct dt_model *m)
 
 void dt_model_init(struct dt_model *m, uint64_t seed, uint64_t init_replica)
 {
+    m->seed = seed;
+    m->step = 0;
     for (int i = 0; i < m->n_params; i++) {
         struct dt_param *p = &m->params[i];
         float *h = dt_xcalloc((size_t)p->n, sizeof *h);
+        if (p->fan_in == 0 && p->init_value != 0.0f)
+            for (int64_t k = 0; k < p->n; k++) h[k] = p->init_value;
         if (p->fan_in > 0) {
             uint64_t key = dt_stream_key(seed, init_replica, DT_PURPOSE_INIT, 0, (uint64_t)i);
             const float bound = sqrtf(6.0f / (float)p->fan_in);
@@ -84,7 +88,7 @@ void dt_model_init(struct dt_model *m, uint64_t seed, uint64_t init_replica)
 }
 
 /* Copy a host batch into the model's backend buffers. */
-static void load_batch(struct dt_model *m, const float *x, const uint8_t *y, int64_t B)
+void dt_model_load_batch(struct dt_model *m, const float *x, const uint8_t *y, int64_t B)
 {
     DT_ASSERT(B >= 1 && B <= m->max_batch);
     int32_t lab[4096];
@@ -99,7 +103,11 @@ enum dt_status dt_model_train_step(struct dt_model *m, const float *x, const uin
                                    int64_t B, const struct dt_sgd_options *opt,
                                    const struct dt_policy *pol, float *loss)
 {
-    load_batch(m, x, y, B);
+    dt_model_load_batch(m, x, y, B);
+    m->step++;
+    m->err.status = DT_OK;
+    m->err.msg[0] = '\0';
+    if (m->ops->train_step) return m->ops->train_step(m, B, opt, pol, loss);
     DT_FORWARD_IF_ERROR(m->ops->forward(m, B, pol));
     DT_FORWARD_IF_ERROR(dt_softmax_xent_forward(m->be, m->probs, loss, NULL, m->logits,
                                                 m->labels, B, m->n_classes, pol));
@@ -114,24 +122,95 @@ enum dt_status dt_model_train_step(struct dt_model *m, const float *x, const uin
     return DT_OK;
 }
 
+void dt_ece_add(struct dt_ece_bins *b, double confidence, bool correct)
+{
+    int k = (int)(confidence * DT_ECE_BINS); /* bins [k/15, (k+1)/15); 1.0 goes in the last */
+    if (k >= DT_ECE_BINS) k = DT_ECE_BINS - 1;
+    if (k < 0) k = 0;
+    b->count[k]++;
+    b->correct[k] += correct;
+    b->conf[k] += confidence;
+}
+
+double dt_ece_finish(const struct dt_ece_bins *b)
+{
+    int64_t n = 0;
+    for (int k = 0; k < DT_ECE_BINS; k++) n += b->count[k];
+    if (n == 0) return NAN;
+    double ece = 0.0;
+    for (int k = 0; k < DT_ECE_BINS; k++) {
+        if (!b->count[k]) continue;
+        double acc = (double)b->correct[k] / (double)b->count[k];
+        double conf = b->conf[k] / (double)b->count[k];
+        ece += (double)b->count[k] / (double)n * fabs(acc - conf);
+    }
+    return ece;
+}
+
+/* The generic evaluation: one forward per batch; calibration from the downloaded
+ * probabilities (first maximum = the prediction, as the accuracy counts it). */
+static enum dt_status evaluate_generic(struct dt_model *m, const float *x, const uint8_t *y,
+                                       int64_t n, const struct dt_policy *pol,
+                                       struct dt_eval *out)
+{
+    double total = 0.0;
+    int64_t correct = 0;
+    struct dt_ece_bins bins;
+    memset(&bins, 0, sizeof bins);
+    const int64_t C = m->n_classes;
+    float *probs = dt_xmalloc((size_t)(m->max_batch * C) * sizeof(float));
+    for (int64_t s = 0; s < n; s += m->max_batch) {
+        int64_t B = n - s < m->max_batch ? n - s : m->max_batch;
+        dt_model_load_batch(m, x + s * m->in_dim, y + s, B);
+        enum dt_status st = m->ops->forward(m, B, pol);
+        float l;
+        int64_t c;
+        if (st == DT_OK)
+            st = dt_softmax_xent_forward(m->be, m->probs, &l, &c, m->logits, m->labels, B, C, pol);
+        if (st != DT_OK) {
+            free(probs);
+            return st;
+        }
+        total += (double)l * (double)B;
+        correct += c;
+        dt_backend_download(m->be, probs, m->probs, (size_t)(B * C) * sizeof(float));
+        for (int64_t b = 0; b < B; b++) {
+            const float *p = probs + b * C;
+            int64_t arg = 0;
+            for (int64_t k = 1; k < C; k++)
+                if (p[k] > p[arg]) arg = k;
+            dt_ece_add(&bins, p[arg], arg == y[s + b]);
+        }
+    }
+    free(probs);
+    out->loss = n > 0 ? total / (double)n : NAN;
+    out->accuracy = n > 0 ? (double)correct / (double)n : NAN;
+    out->ece = dt_ece_finish(&bins);
+    return DT_OK;
+}
+
+enum dt_status dt_model_evaluate_full(struct dt_model *m, const float *x, const uint8_t *y,
+                                      int64_t n, const struct dt_policy *pol,
+                                      struct dt_eval *out)
+{
+    if (m->ops->evaluate) return m->ops->evaluate(m, x, y, n, pol, out);
+    return evaluate_generic(m, x, y, n, pol, out);
+}
+
 enum dt_status dt_model_evaluate(struct dt_model *m, const float *x, const uint8_t *y,
                                  int64_t n, const struct dt_policy *pol, double *loss,
                                  double *accuracy)
 {
-    double total = 0.0;
-    int64_t correct = 0;
-    for (int64_t s = 0; s < n; s += m->max_batch) {
-        int64_t B = n - s < m->max_batch ? n - s : m->max_batch;
-        load_batch(m, x + s * m->in_dim, y + s, B);
-        DT_FORWARD_IF_ERROR(m->ops->forward(m, B, pol));
-        float l;
-        int64_t c;
-        DT_FORWARD_IF_ERROR(dt_softmax_xent_forward(m->be, m->probs, &l, &c, m->logits,
-                                                    m->labels, B, m->n_classes, pol));
-        total += (double)l * (double)B;
-        correct += c;
-    }
-    *loss = n > 0 ? total / (double)n : NAN;
-    *accuracy = n > 0 ? (double)correct / (double)n : NAN;
+    struct dt_eval e;
+    DT_FORWARD_IF_ERROR(dt_model_evaluate_full(m, x, y, n, pol, &e));
+    *loss = e.loss;
+    *accuracy = e.accuracy;
     return DT_OK;
+}
+
+void dt_model_memory(const struct dt_model *m, const struct dt_policy *pol,
+                     struct dt_model_memory *out)
+{
+    memset(out, 0, sizeof *out);
+    if (m->ops->memory) m->ops->memory(m, pol, out);
 }

@@ -20,11 +20,33 @@ struct dt_param {
     int ndim;
     int64_t shape[4];
     int64_t n;       /* elements */
-    int64_t fan_in;  /* init: U(-sqrt(6/fan_in), +sqrt(6/fan_in)); 0 = zeros */
+    int64_t fan_in;  /* init: U(-sqrt(6/fan_in), +sqrt(6/fan_in)); 0 = init_value */
+    float init_value; /* every element's initial value when fan_in == 0 (default 0) */
     float *w, *g, *v; /* backend memory: value, gradient, momentum; n floats each */
 };
 
 struct dt_model;
+
+/* Optimizer settings of a training step (SGD with momentum, PyTorch convention). */
+struct dt_sgd_options {
+    float lr, momentum, weight_decay;
+};
+
+/* What an evaluation measures. For a Bayesian model the predicted probabilities are the
+ * average over its sampled ensemble. */
+struct dt_eval {
+    double loss;     /* mean negative log-likelihood of the label under the prediction */
+    double accuracy; /* share of examples whose first most probable class is the label */
+    double ece;      /* expected calibration error, 15 equal-width confidence bins */
+};
+#define DT_ECE_BINS 15
+
+/* Memory a model holds for its random draws (bytes), for run.json and the benchmark. */
+struct dt_model_memory {
+    int64_t eps_held;      /* epsilon kept from forward to backward (rng: stored) */
+    int64_t eps_workspace; /* transient epsilon of one tensor (regenerating modes) */
+    int64_t rng_state;     /* generator state kept between the passes (lane states) */
+};
 
 struct dt_model_ops {
     const char *kind;
@@ -33,6 +55,17 @@ struct dt_model_ops {
     /* From m->dlogits, fill every param's g. */
     enum dt_status (*backward)(struct dt_model *m, int64_t B, const struct dt_policy *pol);
     void (*destroy)(struct dt_model *m); /* frees impl only */
+    /* Optional. A whole training step on the batch already in m->x / m->labels (models
+     * that run more than one forward/backward per step); NULL = forward, loss, backward,
+     * SGD. On failure it may fill m->err. */
+    enum dt_status (*train_step)(struct dt_model *m, int64_t B, const struct dt_sgd_options *opt,
+                                 const struct dt_policy *pol, float *loss);
+    /* Optional. Evaluation over host arrays; NULL = the generic one. */
+    enum dt_status (*evaluate)(struct dt_model *m, const float *x, const uint8_t *y, int64_t n,
+                               const struct dt_policy *pol, struct dt_eval *out);
+    /* Optional. Memory held for random draws under `pol`; NULL = none. */
+    void (*memory)(const struct dt_model *m, const struct dt_policy *pol,
+                   struct dt_model_memory *out);
 };
 
 struct dt_model {
@@ -44,6 +77,13 @@ struct dt_model {
     float *x;        /* (max_batch, in_dim) backend memory: the current batch */
     int32_t *labels; /* (max_batch) backend memory */
     float *logits, *probs, *dlogits; /* (max_batch, n_classes) backend memory */
+    /* Random draws during training (Bayesian models): the seed (set by dt_model_init),
+     * the ensemble member this replica is (set by the caller, default 0), and the steps
+     * taken so far (dt_model_train_step counts; the first step is 1, 0 = evaluation). */
+    uint64_t seed;
+    uint32_t member;
+    int64_t step;
+    struct dt_error err; /* the model's own failure message, when a step fails */
     void *impl;
 };
 
@@ -59,11 +99,13 @@ void dt_model_destroy(struct dt_model *m);
  * Host-side, integer-exact uniforms times a correctly rounded sqrt: portable bits. */
 void dt_model_init(struct dt_model *m, uint64_t seed, uint64_t init_replica);
 
+/* Copy a host batch x (B, in_dim), y (B) into m->x and m->labels. */
+void dt_model_load_batch(struct dt_model *m, const float *x, const uint8_t *y, int64_t B);
+
 /* One SGD step on a host batch x (B, in_dim), y (B). *loss = the batch's mean loss
- * (computed on the weights before the update). */
-struct dt_sgd_options {
-    float lr, momentum, weight_decay;
-};
+ * (computed on the weights before the update; for a Bayesian model the mean over its
+ * Monte Carlo samples of the data term). Increments m->step first. On failure, m->err
+ * says why when the model filled it (err.status != DT_OK). */
 enum dt_status dt_model_train_step(struct dt_model *m, const float *x, const uint8_t *y,
                                    int64_t B, const struct dt_sgd_options *opt,
                                    const struct dt_policy *pol, float *loss);
@@ -72,6 +114,21 @@ enum dt_status dt_model_train_step(struct dt_model *m, const float *x, const uin
 enum dt_status dt_model_evaluate(struct dt_model *m, const float *x, const uint8_t *y,
                                  int64_t n, const struct dt_policy *pol, double *loss,
                                  double *accuracy);
+/* The same with every metric (loss, accuracy, calibration). */
+enum dt_status dt_model_evaluate_full(struct dt_model *m, const float *x, const uint8_t *y,
+                                      int64_t n, const struct dt_policy *pol,
+                                      struct dt_eval *out);
+/* Accumulate one example into calibration bins and finish them (shared by evaluators):
+ * bins hold count, confidence sum and correct count per bin. */
+struct dt_ece_bins {
+    int64_t count[DT_ECE_BINS], correct[DT_ECE_BINS];
+    double conf[DT_ECE_BINS];
+};
+void dt_ece_add(struct dt_ece_bins *b, double confidence, bool correct);
+double dt_ece_finish(const struct dt_ece_bins *b);
+/* Memory held for random draws (zeros for models that draw none). */
+void dt_model_memory(const struct dt_model *m, const struct dt_policy *pol,
+                     struct dt_model_memory *out);
 
 /* MLP: in_dim -> hidden[0] -> ... -> n_classes, ReLU between dense layers.
  * Params: dense<i>.weight (in, out), dense<i>.bias (out). */
@@ -87,5 +144,36 @@ enum dt_status dt_mlp_create(struct dt_model **out, struct dt_backend *be, int64
 enum dt_status dt_lenet_create(struct dt_model **out, struct dt_backend *be, int64_t H, int64_t W,
                                bool overlap_pool, int64_t n_classes, int64_t max_batch,
                                struct dt_error *err);
+
+/* Bayesian MLP trained by Bayes by Backprop (nets/bnn_mlp.c): every weight and bias is
+ * N(mu, softplus(rho)^2); each step draws `samples` weight sets w = mu + sigma * eps, and
+ * the gradient is the mean over them of the data term plus the closed-form KL divergence
+ * to the prior N(0, prior_sigma^2), weighted by kl_weight. Epsilon follows the `rng`
+ * control: stored (drawn by `stored_generator` and kept), philox or lfsr (regenerated in
+ * backward). Params per layer l: dense<l>.weight_mu, dense<l>.weight_rho (in, out),
+ * dense<l>.bias_mu, dense<l>.bias_rho (out). */
+struct dt_bnn_options {
+    int samples, test_samples;
+    float prior_sigma, rho_init, kl_weight;
+    int64_t lanes;
+    bool stored_lfsr;          /* rng: stored draws with the lanes, not Philox */
+    int64_t lfsr_check_every;  /* >= 1 */
+};
+enum dt_status dt_bnn_mlp_create(struct dt_model **out, struct dt_backend *be, int64_t in_dim,
+                                 const int64_t *hidden, int n_hidden, int64_t n_classes,
+                                 int64_t max_batch, const struct dt_bnn_options *opt,
+                                 struct dt_error *err);
+
+/* Test hooks for a bnn_mlp model (DT_ERR_USAGE for other kinds).
+ * verify: in philox/lfsr modes also keep the forward epsilon and compare every tensor
+ *   regenerated in backward with it bit for bit; a mismatch fails the step naming the
+ *   tensor, and *verified counts the tensors compared.
+ * skip_tensor >= 0: on the next training steps, lane 0 draws one pair fewer in the forward
+ *   walk of that epsilon tensor (0 = dense0.weight, 1 = dense0.bias, 2 = dense1.weight...);
+ *   -1 = no fault. */
+enum dt_status dt_bnn_set_debug(struct dt_model *m, bool verify, int skip_tensor);
+int64_t dt_bnn_verified_tensors(const struct dt_model *m);
+/* The name of epsilon tensor k ("dense1.weight"). */
+const char *dt_bnn_tensor_name(const struct dt_model *m, int k);
 
 #endif

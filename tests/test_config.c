@@ -374,7 +374,7 @@ DT_TEST(policy_names)
 DT_TEST(bad_vary)
 {
     expect_file_error(CFG("bad_vary.yaml"), 4, 14,
-                      "key 'vary', item 2: unknown value 'weights' (expected init or data_order)");
+                      "key 'vary', item 2: unknown value 'weights' (expected init, data_order or epsilon)");
     const char *sets[] = {"vary=[init, init]"};
     expect_set_error(sets, 1, 1, 13, "key 'vary', item 2: 'init' is listed twice");
 }
@@ -563,7 +563,9 @@ DT_TEST(write_json)
     CHECK(size > 2 && text[0] == '{' && text[size - 1] == '}');
     CHECK_CONTAINS(text, "{\"name\":\"full-run_1.a\",\"dataset\":{\"name\":\"fashion-mnist\","
                          "\"path\":\"a\\\"b\\\\c\",\"train_limit\":1000,\"test_limit\":500},");
-    CHECK_CONTAINS(text, "\"model\":{\"kind\":\"mlp\",\"hidden\":[512,256,64],\"overlap_pool\":false}");
+    CHECK_CONTAINS(text, "\"model\":{\"kind\":\"mlp\",\"hidden\":[512,256,64],\"overlap_pool\":false,"
+                         "\"samples\":4,\"test_samples\":10,\"prior_sigma\":1,\"rho_init\":-5,"
+                         "\"lanes\":1024,\"stored_generator\":\"philox\",\"lfsr_check_every\":0}");
     CHECK_CONTAINS(text, "\"optimizer\":{\"kind\":\"sgd\",\"lr\":0.125,\"momentum\":0.5,"
                          "\"weight_decay\":0.0001}");
     CHECK_CONTAINS(text, "\"seed\":18446744073709551615,\"eval_every\":100}");
@@ -602,7 +604,9 @@ DT_TEST(write_reference)
 {
     static const char *const every_key[] = {
         "name", "dataset.name", "dataset.path", "dataset.train_limit", "dataset.test_limit",
-        "model.kind", "model.hidden", "model.overlap_pool", "train.steps", "train.batch", "train.optimizer.kind",
+        "model.kind", "model.hidden", "model.overlap_pool", "model.samples",
+        "model.test_samples", "model.prior_sigma", "model.rho_init", "model.lanes",
+        "model.stored_generator", "model.lfsr_check_every", "train.steps", "train.batch", "train.optimizer.kind",
         "train.optimizer.lr", "train.optimizer.momentum", "train.optimizer.weight_decay",
         "train.seed", "train.eval_every", "backend.device", "backend.threads", "policies",
         "replicas", "vary", "hash.every", "hash.per_tensor"};
@@ -642,7 +646,7 @@ DT_TEST(model_kind_keys)
     CHECK_INT_EQ(e.model.kind, DT_MODEL_LENET);
     CHECK(e.model.overlap_pool);
     expect_file_error(CFG("lenet_hidden.yaml"), 4, 3,
-                      "key 'model.hidden' applies to model.kind mlp only, not lenet");
+                      "key 'model.hidden' applies to model.kind mlp and bnn_mlp only, not lenet");
     const char *overlap[] = {"model.overlap_pool=true"};
     expect_set_error(overlap, 1, 1, 20, "key 'model.overlap_pool' applies to model.kind lenet "
                                        "only, not mlp");

@@ -135,4 +135,11 @@ const struct dt_backend_ops dt_backend_cpu_ops = {
     .conv2d_backward_weight = dt_cpu_conv2d_backward_weight,
     .maxpool2d_forward = dt_cpu_maxpool2d_forward,
     .maxpool2d_backward = dt_cpu_maxpool2d_backward,
+    .eps_philox = dt_cpu_eps_philox,
+    .eps_lfsr_seed = dt_cpu_eps_lfsr_seed,
+    .eps_lfsr = dt_cpu_eps_lfsr,
+    .bnn_sigma = dt_cpu_bnn_sigma,
+    .bnn_sample = dt_cpu_bnn_sample,
+    .bnn_accumulate = dt_cpu_bnn_accumulate,
+    .bnn_finish = dt_cpu_bnn_finish,
 };
