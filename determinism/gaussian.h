@@ -35,7 +35,7 @@
 /* k1 in [2^23, DT_GAUSS_K_SQRT_HALF) has 1/2 <= u1 < sqrt(1/2) (2 k1 + 1 <= 23726565). */
 #define DT_GAUSS_K_SQRT_HALF 11863283u
 
-static inline DT_HD float dt_gauss__sqrt(float x)
+static inline DT_HDI float dt_gauss__sqrt(float x)
 {
 #if defined(__CUDA_ARCH__)
     return __fsqrt_rn(x);
@@ -44,26 +44,37 @@ static inline DT_HD float dt_gauss__sqrt(float x)
 #endif
 }
 
-/* log((k + 0.5) 2^-24) for k in [0, 2^24), from an exactly formed reduced argument. */
-static inline DT_HD float dt_gauss_log_u24(uint32_t k)
+/* cond ? a : b on the bits: both operands are computed unconditionally, so compilers keep
+ * the code branch-free (and vectorise it) without speculating floating-point operations. */
+static inline DT_HDI float dt_gauss__sel(uint32_t cond, float a, float b)
 {
-    if (k < (1u << 23)) {
-        float u = dt_pm__mul((float)(2u * k + 1u), 0x1p-25f); /* exact, normal */
-        uint32_t ix = dt_float_bits(u) + (0x3f800000u - 0x3f3504f3u);
-        int e = (int)(ix >> 23) - 127;
-        ix = (ix & 0x007fffffu) + 0x3f3504f3u;
-        return dt_pm__log_kernel(dt_bits_float(ix) - 1.0f, e, 0.0f);
-    }
-    if (k < DT_GAUSS_K_SQRT_HALF) {
-        float f = dt_pm__mul((float)(int32_t)(2u * k + 1u - (1u << 24)), 0x1p-24f);
-        return dt_pm__log_kernel(f, -1, 0.0f);
-    }
-    float f = dt_pm__mul((float)((int32_t)(2u * k + 1u) - (int32_t)(1u << 25)), 0x1p-25f);
-    return dt_pm__log_kernel(f, 0, 0.0f);
+    const uint32_t m = 0u - cond; /* cond is 0 or 1 */
+    return dt_bits_float((dt_float_bits(a) & m) | (dt_float_bits(b) & ~m));
+}
+
+/* log((k + 0.5) 2^-24) for k in [0, 2^24), from an exactly formed reduced argument.
+ * Branch-free (the three ranges are formed and selected), so it vectorises and random k
+ * costs no mispredictions. */
+static inline DT_HDI float dt_gauss_log_u24(uint32_t k)
+{
+    const uint32_t n = 2u * k + 1u; /* odd, < 2^25 */
+    /* k < 2^23: u = n 2^-25 is exact and normal; m and e from its bits. */
+    float u = dt_pm__mul((float)(n & 0xffffffu), 0x1p-25f);
+    uint32_t ix = dt_float_bits(u) + (0x3f800000u - 0x3f3504f3u);
+    int ea = (int)(ix >> 23) - 127;
+    float fa = dt_bits_float((ix & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
+    /* 2^23 <= k < DT_GAUSS_K_SQRT_HALF: e = -1, f = 2u - 1 = (n - 2^24) 2^-24. */
+    float fb = dt_pm__mul((float)((int32_t)n - (int32_t)(1u << 24)), 0x1p-24f);
+    /* above: e = 0, f = u - 1 = (n - 2^25) 2^-25. */
+    float fc = dt_pm__mul((float)((int32_t)n - (int32_t)(1u << 25)), 0x1p-25f);
+    const uint32_t low = k < (1u << 23), mid = k < DT_GAUSS_K_SQRT_HALF;
+    float f = dt_gauss__sel(low, fa, dt_gauss__sel(mid, fb, fc));
+    int e = (int)((uint32_t)ea & (0u - low)) - (int)(mid & (low ^ 1u)); /* ea, -1 or 0 */
+    return dt_pm__log_kernel(f, e, 0.0f);
 }
 
 /* sin(pi t / 2) and cos(pi t / 2) for t in [0, 1/2]. */
-static inline DT_HD void dt_gauss_sincos_quarter(float t, float *s, float *c)
+static inline DT_HDI void dt_gauss_sincos_quarter(float t, float *s, float *c)
 {
     const float S0 = 0x1.921fb6p+0f, S1 = -0x1.4abbcep-1f, S2 = 0x1.466bc6p-4f,
                 S3 = -0x1.32d2ccp-8f, S4 = 0x1.507834p-13f, S5 = -0x1.e30750p-19f;
@@ -83,31 +94,26 @@ static inline DT_HD void dt_gauss_sincos_quarter(float t, float *s, float *c)
     *c = dt_pm__mul(z, pc) + 1.0f;
 }
 
-/* sin and cos of 2 pi (k + 0.5) 2^-24 for k in [0, 2^24). */
-static inline DT_HD void dt_gauss_sincos_u24(uint32_t k, float *sn, float *cs)
+/* sin and cos of 2 pi (k + 0.5) 2^-24 for k in [0, 2^24). Branch-free: the reflection
+ * and the quadrant become a swap and two sign flips chosen by selects. */
+static inline DT_HDI void dt_gauss_sincos_u24(uint32_t k, float *sn, float *cs)
 {
-    uint32_t q = k >> 22, j = k & 0x3fffffu;
-    float t = dt_pm__mul((float)(2u * j + 1u), 0x1p-23f); /* exact, in (0, 1) */
-    int swap = t > 0.5f;
-    float tt = swap ? 1.0f - t : t; /* exact */
+    const uint32_t q = k >> 22, j = k & 0x3fffffu;
+    const float t = dt_pm__mul((float)(2u * j + 1u), 0x1p-23f); /* exact, in (0, 1) */
+    const uint32_t refl = t > 0.5f;
+    const float t1 = 1.0f - t; /* exact */
     float s, c;
-    dt_gauss_sincos_quarter(tt, &s, &c);
-    if (swap) {
-        float tmp = s;
-        s = c;
-        c = tmp;
-    }
-    /* theta = (pi/2) q + (pi/2) t */
-    switch (q) {
-    case 0: *sn = s; *cs = c; break;
-    case 1: *sn = c; *cs = -s; break;
-    case 2: *sn = -s; *cs = -c; break;
-    default: *sn = -c; *cs = s; break;
-    }
+    dt_gauss_sincos_quarter(dt_gauss__sel(refl, t1, t), &s, &c);
+    /* sin(pi t/2) = cos(pi (1-t)/2); theta = (pi/2) q + (pi/2) t: an odd quadrant swaps
+     * sine and cosine again; sine is negative in quadrants 2, 3 and cosine in 1, 2. */
+    const uint32_t swap = refl ^ (q & 1u);
+    const float a = dt_gauss__sel(swap, c, s), b = dt_gauss__sel(swap, s, c);
+    *sn = dt_bits_float(dt_float_bits(a) ^ ((q >> 1) << 31));
+    *cs = dt_bits_float(dt_float_bits(b) ^ (((q ^ (q >> 1)) & 1u) << 31));
 }
 
 /* Two standard normals from two 32-bit words (Box-Muller, see the top). */
-static inline DT_HD void dt_gauss_pair(uint32_t w1, uint32_t w2, float *z0, float *z1)
+static inline DT_HDI void dt_gauss_pair(uint32_t w1, uint32_t w2, float *z0, float *z1)
 {
     float r = dt_gauss__sqrt(dt_pm__mul(-2.0f, dt_gauss_log_u24(w1 >> 8)));
     float sn, cs;

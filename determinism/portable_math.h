@@ -83,7 +83,7 @@
 /* ---- private helpers -------------------------------------------------------------------- */
 
 /* a*b and a/b rounded to nearest, never fused with a neighbouring add. */
-static inline DT_HD float dt_pm__mul(float a, float b)
+static inline DT_HDI float dt_pm__mul(float a, float b)
 {
 #if defined(__CUDA_ARCH__)
     return __fmul_rn(a, b);
@@ -92,7 +92,7 @@ static inline DT_HD float dt_pm__mul(float a, float b)
 #endif
 }
 
-static inline DT_HD float dt_pm__div(float a, float b)
+static inline DT_HDI float dt_pm__div(float a, float b)
 {
 #if defined(__CUDA_ARCH__)
     return __fdiv_rn(a, b);
@@ -101,11 +101,11 @@ static inline DT_HD float dt_pm__div(float a, float b)
 #endif
 }
 
-static inline DT_HD float dt_pm__nan(void)
+static inline DT_HDI float dt_pm__nan(void)
 {
     return dt_bits_float(0x7fc00000u);
 }
-static inline DT_HD float dt_pm__inf(void)
+static inline DT_HDI float dt_pm__inf(void)
 {
     return dt_bits_float(0x7f800000u);
 }
@@ -126,7 +126,7 @@ static inline DT_HD float dt_pm__scale(float y, int k)
 
 /* log(1+f) + e*ln2 + c for f in [sqrt(1/2)-1, sqrt(2)-1], where c is a small correction
  * (|c| <= ulp(1+f)), with one final rounding of e*LN2_HI + (small terms). */
-static inline DT_HD float dt_pm__log_kernel(float f, int e, float c)
+static inline DT_HDI float dt_pm__log_kernel(float f, int e, float c)
 {
     const float C1 = 0x1.555556p-1f; /* ~2/3 */
     const float C2 = 0x1.9999ecp-2f; /* ~2/5 */

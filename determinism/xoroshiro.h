@@ -26,18 +26,18 @@ struct dt_xoro {
     uint64_t s0, s1; /* never both zero: the zero state is a fixed point */
 };
 
-static inline DT_HD uint64_t dt_xoro__rotl(uint64_t x, int k)
+static inline DT_HDI uint64_t dt_xoro__rotl(uint64_t x, int k)
 {
     return (x << k) | (x >> (64 - k));
 }
 
 /* The 64-bit output of state s (the ** scrambler). */
-static inline DT_HD uint64_t dt_xoro_out(struct dt_xoro s)
+static inline DT_HDI uint64_t dt_xoro_out(struct dt_xoro s)
 {
     return dt_xoro__rotl(s.s0 * 5u, 7) * 9u;
 }
 
-static inline DT_HD void dt_xoro_next(struct dt_xoro *s)
+static inline DT_HDI void dt_xoro_next(struct dt_xoro *s)
 {
     uint64_t t = s->s0 ^ s->s1;
     s->s0 = dt_xoro__rotl(s->s0, 24) ^ t ^ (t << 16);
@@ -45,7 +45,7 @@ static inline DT_HD void dt_xoro_next(struct dt_xoro *s)
 }
 
 /* The exact inverse of dt_xoro_next. */
-static inline DT_HD void dt_xoro_prev(struct dt_xoro *s)
+static inline DT_HDI void dt_xoro_prev(struct dt_xoro *s)
 {
     uint64_t t = dt_xoro__rotl(s->s1, 64 - 37);
     uint64_t s0 = dt_xoro__rotl(s->s0 ^ t ^ (t << 16), 64 - 24);
@@ -58,7 +58,7 @@ static inline DT_HD void dt_xoro_prev(struct dt_xoro *s)
  * state is remapped to a fixed non-zero state, so seeding never yields the fixed point. */
 #define DT_XORO_ZERO_REMAP_S0 0x9e3779b97f4a7c15ULL
 #define DT_XORO_ZERO_REMAP_S1 0xbf58476d1ce4e5b9ULL
-static inline DT_HD struct dt_xoro dt_xoro_seed(uint64_t a, uint64_t b)
+static inline DT_HDI struct dt_xoro dt_xoro_seed(uint64_t a, uint64_t b)
 {
     struct dt_xoro s;
     s.s0 = dt_mix64(a);
@@ -70,7 +70,7 @@ static inline DT_HD struct dt_xoro dt_xoro_seed(uint64_t a, uint64_t b)
     return s;
 }
 
-static inline DT_HD int dt_xoro_equal(struct dt_xoro a, struct dt_xoro b)
+static inline DT_HDI int dt_xoro_equal(struct dt_xoro a, struct dt_xoro b)
 {
     return a.s0 == b.s0 && a.s1 == b.s1;
 }

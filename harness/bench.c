@@ -27,10 +27,11 @@ static enum dt_status timed_step(struct dt_model *m, const float *x, const uint8
     return st;
 }
 
-/* Overhead of every policy against `fast`: the two alternate step by step on one model and
- * one batch stream, so both see the same machine state, in ABBA order (fast first in even
- * pairs, the policy first in odd ones) so neither always runs on the caches the other
- * left; ratios of medians, per training step and per op. */
+/* Overhead of every policy against the baseline (`fast`, or the config's first policy):
+ * the two alternate step by step on one model and one batch stream, so both see the same
+ * machine state, in ABBA order (baseline first in even pairs, the policy first in odd
+ * ones) so neither always runs on the caches the other left; ratios of medians, per
+ * training step and per op. Models that draw epsilon also report its memory per policy. */
 static enum dt_status bench_overhead(const struct dt_experiment *exp,
                                      const struct dt_bench_options *opt, struct dt_backend *be,
                                      struct dt_model *m, const struct dt_split *train, float *x,
@@ -39,6 +40,15 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
 {
     struct dt_policy fast;
     dt_policy_from_level(&fast, DT_LEVEL_FAST);
+    if (opt->baseline_first) fast = exp->policies[0];
+    const char *base_name = opt->baseline_first ? exp->policies[0].name : "fast";
+    struct dt_model_memory mem;
+    dt_model_memory(m, &fast, &mem);
+    const bool draws = m->ops->memory != NULL;
+    if (draws)
+        printf("\nepsilon memory (bytes): %s holds %" PRId64 " from forward to backward, "
+               "workspace %" PRId64 ", generator state %" PRId64 "\n",
+               base_name, mem.eps_held, mem.eps_workspace, mem.rng_state);
     const int64_t B = exp->train.batch, n = opt->steps;
     const struct dt_sgd_options sgd = dt_train_sgd_options(exp);
     double *ta = dt_xcalloc((size_t)n, sizeof(double)), *tb = dt_xcalloc((size_t)n, sizeof(double));
@@ -55,10 +65,11 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
         const struct dt_policy *pol = &exp->policies[p];
         if (dt_policy_equal_controls(pol, &fast)) continue;
         if (!header) {
-            printf("\noverhead vs fast: ratio of medians over %" PRId64 " alternating steps "
-                   "(ABBA: fast, policy, policy, fast, ...) after %" PRId64 " warm-up pairs\n",
-                   n, opt->warmup);
-            printf("%-26s %8s %8s %7s", "policy", "fast_ms", "pol_ms", "step");
+            printf("\noverhead vs %s: ratio of medians over %" PRId64 " alternating steps "
+                   "(ABBA: base, policy, policy, base, ...) after %" PRId64 " warm-up pairs\n",
+                   base_name, n, opt->warmup);
+            printf("%-26s %8s %8s %7s", "policy", "base_ms", "pol_ms", "step");
+            if (draws) printf(" %12s %12s %10s", "eps_held_B", "eps_work_B", "state_B");
             for (int o = 0; o < DT_OP_COUNT; o++) printf(" %9.9s", dt_op_name((enum dt_op)o));
             printf("\n");
             header = true;
@@ -81,6 +92,11 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
         if (st != DT_OK) break;
         double ma = dt_median(ta, n), mb = dt_median(tb, n);
         printf("%-26s %8.3f %8.3f %6.2fx", pol->name, 1e3 * ma, 1e3 * mb, mb / ma);
+        if (draws) {
+            dt_model_memory(m, pol, &mem);
+            printf(" %12" PRId64 " %12" PRId64 " %10" PRId64, mem.eps_held, mem.eps_workspace,
+                   mem.rng_state);
+        }
         if (csv)
             fprintf(csv, "%s,%s,step,%.6f,%.6f,%.4f\n", exp->name, pol->name, 1e3 * ma, 1e3 * mb,
                     mb / ma);
@@ -99,8 +115,8 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
     }
     dt_backend_profile_enable(be, false);
     if (!header)
-        printf("\n(no policy other than fast in this config, so no overhead table; e.g. "
-               "--set 'policies=[fast, run_to_run, portable]')\n");
+        printf("\n(no policy other than the baseline %s in this config, so no overhead table; "
+               "e.g. --set 'policies=[fast, run_to_run, portable]')\n", base_name);
     if (csv) fclose(csv);
     free(ta);
     free(tb);

@@ -3,12 +3,15 @@
 #ifndef DT_BENCH_H
 #define DT_BENCH_H
 
+#include <stdbool.h>
+
 #include "harness/config.h"
 
 struct dt_bench_options {
     int64_t steps;  /* measured steps (after warm-up) */
     int64_t warmup; /* unmeasured steps */
-    const char *csv_path; /* optional: append "experiment,policy,what,fast_ms,policy_ms,ratio" rows */
+    const char *csv_path; /* optional: append "experiment,policy,what,base_ms,policy_ms,ratio" rows */
+    bool baseline_first;  /* overhead against the config's first policy instead of fast */
 };
 
 enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_bench_options *opt,

@@ -32,7 +32,11 @@ static const char usage_text[] =
     "        identical, 1 when they diverge (prints the first divergent step and, when\n"
     "        tensors.csv files are present, the first divergent tensor), 2 on bad input.\n"
     "  bench CONFIG [--steps N] [--warmup N] [--set KEY=VALUE]... [--csv FILE]\n"
-    "        Median step time of CONFIG's model and the share spent hashing every step.\n"
+    "        [--baseline fast|first]\n"
+    "        Median step time of CONFIG's model and the share spent hashing every step,\n"
+    "        then each policy's step time against the baseline (default: the fast level;\n"
+    "        first = CONFIG's first policy, e.g. rng: stored for configs/bnn.yaml),\n"
+    "        alternating the two step by step, and the epsilon memory each one holds.\n"
     "  policies\n"
     "        List the determinism controls and what each level sets.\n"
     "  config-reference\n"
@@ -181,7 +185,7 @@ static int cmd_bench(int argc, char **argv)
     const char *config = NULL;
     const char *sets[MAX_SETS];
     int n_sets = 0;
-    struct dt_bench_options opt = {100, 10, NULL};
+    struct dt_bench_options opt = {100, 10, NULL, false};
     for (int i = 2; i < argc;) {
         int used = take_set(argc, argv, i, sets, &n_sets);
         if (used == -2) return 2;
@@ -197,6 +201,11 @@ static int cmd_bench(int argc, char **argv)
             i += 2;
         } else if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) {
             opt.csv_path = argv[i + 1];
+            i += 2;
+        } else if (strcmp(argv[i], "--baseline") == 0 && i + 1 < argc) {
+            if (strcmp(argv[i + 1], "first") == 0) opt.baseline_first = true;
+            else if (strcmp(argv[i + 1], "fast") != 0)
+                return usage_error("bench: --baseline takes fast or first, not '%s'", argv[i + 1]);
             i += 2;
         } else if (argv[i][0] == '-') {
             return usage_error("bench: unknown or incomplete option '%s'", argv[i]);

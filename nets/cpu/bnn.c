@@ -9,7 +9,47 @@
 #include "determinism/portable_math.h"
 #include "nets/cpu/cpu.h"
 
-/* ---- epsilon ------------------------------------------------------------------------------ */
+/* ---- epsilon ------------------------------------------------------------------------------
+ * The reference definitions are the scalar functions of determinism/eps.h; these kernels
+ * compute the same values in a vectorisable order: raw generator words for a tile first
+ * (Philox blocks, or 8 lanes stepped side by side), then the Box-Muller transform over the
+ * whole tile, then the values are copied to their elements. Bits are unchanged by
+ * construction (same scalar operations per value; tests/test_bnn.c checks it). This file
+ * is compiled with -fno-math-errno (CMakeLists.txt), which lets sqrtf vectorise; it changes
+ * no value, only whether errno is set for negative arguments, which never occur here. */
+
+#define EPS_TILE_BLOCKS 256 /* Philox blocks per tile: 1024 values */
+#define EPS_GROUP 8         /* lanes stepped side by side */
+#define EPS_TILE_STEPS 64   /* generator steps per lane per tile */
+
+/* z[2i], z[2i+1] = the Box-Muller pair of words w[2i], w[2i+1]. */
+DT_VECTOR_CLONES
+static void gauss_words(float *restrict z, const uint32_t *restrict w, int64_t pairs)
+{
+    for (int64_t i = 0; i < pairs; i++) {
+        float a, b;
+        dt_gauss_pair(w[2 * i], w[2 * i + 1], &a, &b);
+        z[2 * i] = a;
+        z[2 * i + 1] = b;
+    }
+}
+
+/* The four words of blocks b0 .. b0 + nb - 1. */
+DT_VECTOR_CLONES
+static void philox_words(uint32_t *restrict w, uint64_t b0, int64_t nb,
+                         const struct dt_philox_stream *s)
+{
+    const uint32_t k0 = s->key[0], k1 = s->key[1], step = s->step, w3 = s->word3;
+    const uint32_t lo0 = (uint32_t)b0, hi = (uint32_t)(b0 >> 32);
+    for (int64_t i = 0; i < nb; i++) {
+        uint32_t c0 = lo0 + (uint32_t)i, c1 = hi, c2 = step, c3 = w3;
+        dt_philox4x32_10_words(&c0, &c1, &c2, &c3, k0, k1);
+        w[4 * i] = c0;
+        w[4 * i + 1] = c1;
+        w[4 * i + 2] = c2;
+        w[4 * i + 3] = c3;
+    }
+}
 
 struct philox_job {
     float *eps;
@@ -19,10 +59,24 @@ struct philox_job {
 static void philox_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     const struct philox_job *j = ctx;
-    dt_eps_philox_range(j->eps + begin, begin, end, j->s);
+    uint32_t words[4 * EPS_TILE_BLOCKS];
+    float z[4 * EPS_TILE_BLOCKS];
+    int64_t b = begin >> 2;
+    const int64_t bend = (end + 3) >> 2;
+    while (b < bend) {
+        int64_t nb = bend - b < EPS_TILE_BLOCKS ? bend - b : EPS_TILE_BLOCKS;
+        const int64_t to_wrap = (int64_t)(0x100000000ULL - (uint64_t)(uint32_t)b);
+        if (nb > to_wrap) nb = to_wrap; /* keep the low counter word from wrapping in a tile */
+        philox_words(words, (uint64_t)b, nb, j->s);
+        gauss_words(z, words, 2 * nb);
+        const int64_t lo = begin > 4 * b ? begin : 4 * b;
+        const int64_t hi = end < 4 * (b + nb) ? end : 4 * (b + nb);
+        memcpy(j->eps + lo, z + (lo - 4 * b), (size_t)(hi - lo) * sizeof(float));
+        b += nb;
+    }
 }
 
-/* portable: a pure function of (stream, element index). */
+/* portable: a pure function of (stream, element index); equals dt_eps_philox_range. */
 enum dt_status dt_cpu_eps_philox(struct dt_backend *be, float *eps, int64_t n,
                                  const struct dt_philox_stream *s, const struct dt_policy *pol)
 {
@@ -58,29 +112,104 @@ enum dt_status dt_cpu_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lanes
     return DT_OK;
 }
 
+/* EPS_GROUP lanes, `count` steps each, words laid out [step][lane][hi, lo]: forwards
+ * (output, then next) or backwards (prev, then output; row 0 = the last step taken). */
+DT_VECTOR_CLONES
+static void group_words(uint32_t *restrict w, uint64_t *restrict s0, uint64_t *restrict s1,
+                        int64_t count, bool backward)
+{
+    if (!backward) {
+        for (int64_t k = 0; k < count; k++)
+            for (int j = 0; j < EPS_GROUP; j++) {
+                struct dt_xoro s = {s0[j], s1[j]};
+                const uint64_t o = dt_xoro_out(s);
+                dt_xoro_next(&s);
+                s0[j] = s.s0;
+                s1[j] = s.s1;
+                w[(k * EPS_GROUP + j) * 2] = (uint32_t)(o >> 32);
+                w[(k * EPS_GROUP + j) * 2 + 1] = (uint32_t)o;
+            }
+    } else {
+        for (int64_t k = 0; k < count; k++)
+            for (int j = 0; j < EPS_GROUP; j++) {
+                struct dt_xoro s = {s0[j], s1[j]};
+                dt_xoro_prev(&s);
+                const uint64_t o = dt_xoro_out(s);
+                s0[j] = s.s0;
+                s1[j] = s.s1;
+                w[(k * EPS_GROUP + j) * 2] = (uint32_t)(o >> 32);
+                w[(k * EPS_GROUP + j) * 2 + 1] = (uint32_t)o;
+            }
+    }
+}
+
+/* Lanes g*8 .. g*8+7 over the whole tensor (the group's lanes all exist). */
+static void walk_group(const struct lanes_job *jb, int64_t g)
+{
+    uint32_t words[2 * EPS_GROUP * EPS_TILE_STEPS];
+    float z[2 * EPS_GROUP * EPS_TILE_STEPS];
+    uint64_t s0[EPS_GROUP], s1[EPS_GROUP];
+    int64_t lo[EPS_GROUP], hi[EPS_GROUP];
+    const int64_t n = jb->n, c = dt_eps_lane_chunk(n, jb->P), steps = dt_eps_lane_steps(n, jb->P);
+    for (int j = 0; j < EPS_GROUP; j++) {
+        const int64_t lane = g * EPS_GROUP + j;
+        s0[j] = jb->lanes[lane].s0;
+        s1[j] = jb->lanes[lane].s1;
+        lo[j] = lane * c;
+        hi[j] = lo[j] + c < n ? lo[j] + c : n;
+    }
+    for (int64_t done = 0; done < steps;) {
+        const int64_t cnt = steps - done < EPS_TILE_STEPS ? steps - done : EPS_TILE_STEPS;
+        group_words(words, s0, s1, cnt, jb->backward);
+        gauss_words(z, words, cnt * EPS_GROUP);
+        for (int64_t r = 0; r < cnt; r++) {
+            /* row r is step done + r going forwards, steps - 1 - (done + r) going back */
+            const int64_t k = jb->backward ? steps - 1 - (done + r) : done + r;
+            for (int j = 0; j < EPS_GROUP; j++) {
+                const int64_t e = lo[j] + 2 * k;
+                const float *zz = z + (r * EPS_GROUP + j) * 2;
+                if (e < hi[j]) jb->eps[e] = zz[0];
+                if (e + 1 < hi[j]) jb->eps[e + 1] = zz[1];
+            }
+        }
+        done += cnt;
+    }
+    for (int j = 0; j < EPS_GROUP; j++) {
+        struct dt_xoro *st = &jb->lanes[g * EPS_GROUP + j];
+        st->s0 = s0[j];
+        st->s1 = s1[j];
+    }
+}
+
 static void walk_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     const struct lanes_job *j = ctx;
-    for (int64_t l = begin; l < end; l++) {
-        if (j->backward) {
-            dt_eps_lane_backward(j->eps, j->n, j->P, l, &j->lanes[l]);
-        } else {
-            dt_eps_lane_forward(j->eps, j->n, j->P, l, &j->lanes[l]);
-            if (l == j->skip_lane) dt_xoro_prev(&j->lanes[l]); /* fault: one draw fewer */
+    const int64_t full = j->P / EPS_GROUP;
+    for (int64_t g = begin; g < end; g++) {
+        if (g < full) {
+            walk_group(j, g);
+        } else { /* the last P % 8 lanes: the reference walk */
+            for (int64_t l = full * EPS_GROUP; l < j->P; l++) {
+                if (j->backward) dt_eps_lane_backward(j->eps, j->n, j->P, l, &j->lanes[l]);
+                else dt_eps_lane_forward(j->eps, j->n, j->P, l, &j->lanes[l]);
+            }
         }
     }
 }
 
-/* portable: each lane walks its own chunk; lanes never share state. */
+/* portable: each lane walks its own chunk; lanes never share state; equals the
+ * dt_eps_lane_forward / dt_eps_lane_backward walks of every lane. */
 enum dt_status dt_cpu_eps_lfsr(struct dt_backend *be, float *eps, int64_t n,
                                struct dt_xoro *lanes, int64_t P, bool backward,
                                int64_t skip_lane, const struct dt_policy *pol)
 {
     struct lanes_job job = {.eps = eps, .lanes = lanes, .n = n, .P = P,
                             .skip_lane = skip_lane, .backward = backward};
-    int64_t steps = dt_eps_lane_steps(n, P);
-    int64_t grain = steps >= 256 ? 1 : 256 / steps; /* ~256 generator steps per task at least */
-    dt_pool_run(dt_cpu(be)->pool, P, grain, walk_part, &job);
+    const int64_t groups = P / EPS_GROUP + (P % EPS_GROUP != 0);
+    const int64_t steps = dt_eps_lane_steps(n, P) * EPS_GROUP;
+    const int64_t grain = steps >= 512 ? 1 : 512 / steps; /* >= ~512 generator steps a task */
+    dt_pool_run(dt_cpu(be)->pool, groups, grain, walk_part, &job);
+    if (!backward && skip_lane >= 0) dt_xoro_prev(&lanes[skip_lane]); /* fault: one draw fewer */
     return DT_OK;
 }
 
