@@ -652,6 +652,90 @@ DT_TEST(model_kind_keys)
                                        "only, not mlp");
 }
 
+/* model.kind bnn_mlp reads every bnn key; the resolved JSON names them. */
+DT_TEST(bnn_keys)
+{
+    struct dt_experiment e;
+    struct dt_error err;
+    CHECK_INT_EQ(load(&e, CFG("bnn_full.yaml"), NULL, 0, &err), DT_OK);
+    if (err.msg[0]) fprintf(stderr, "%s\n", err.msg);
+    CHECK_INT_EQ(e.model.kind, DT_MODEL_BNN_MLP);
+    CHECK_INT_EQ(e.model.n_hidden, 2);
+    CHECK_INT_EQ(e.model.hidden[0], 30);
+    CHECK_INT_EQ(e.model.hidden[1], 20);
+    CHECK_INT_EQ(e.model.samples, 3);
+    CHECK_INT_EQ(e.model.test_samples, 7);
+    CHECK(e.model.prior_sigma == 0.5);
+    CHECK(e.model.rho_init == -4.0);
+    CHECK_INT_EQ(e.model.lanes, 64);
+    CHECK_INT_EQ(e.model.stored_generator, DT_EPS_GEN_LFSR);
+    CHECK_INT_EQ(e.model.lfsr_check_every, 5);
+    CHECK_INT_EQ(e.vary, DT_VARY_EPSILON);
+    CHECK_INT_EQ(e.n_policies, 3);
+    CHECK_STR_EQ(e.policies[0].name, "portable+rng=stored");
+    CHECK_INT_EQ(e.policies[0].rng, DT_RNG_STORED);
+    CHECK_STR_EQ(e.policies[1].name, "portable+rng=philox");
+    CHECK_INT_EQ(e.policies[1].rng, DT_RNG_PHILOX);
+    CHECK_INT_EQ(e.policies[2].rng, DT_RNG_LFSR);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    CHECK(f != NULL);
+    if (!f) return;
+    dt_config_write_json(f, &e);
+    fclose(f);
+    CHECK_CONTAINS(text, "\"model\":{\"kind\":\"bnn_mlp\",\"hidden\":[30,20],\"overlap_pool\":false,"
+                         "\"samples\":3,\"test_samples\":7,\"prior_sigma\":0.5,\"rho_init\":-4,"
+                         "\"lanes\":64,\"stored_generator\":\"lfsr\",\"lfsr_check_every\":5}");
+    CHECK_CONTAINS(text, "\"vary\":[\"epsilon\"]");
+    free(text);
+    /* the defaults, and --set over a bnn_mlp model */
+    const char *sets[] = {"model={kind: bnn_mlp}", "model.samples=255", "model.test_samples=256",
+                          "model.stored_generator=philox", "model.lanes=1"};
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), sets, 1, &err), DT_OK);
+    CHECK_INT_EQ(e.model.samples, 4);
+    CHECK_INT_EQ(e.model.test_samples, 10);
+    CHECK(e.model.prior_sigma == 1.0);
+    CHECK(e.model.rho_init == -5.0);
+    CHECK_INT_EQ(e.model.lanes, 1024);
+    CHECK_INT_EQ(e.model.stored_generator, DT_EPS_GEN_PHILOX);
+    CHECK_INT_EQ(e.model.lfsr_check_every, 0);
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), sets, 5, &err), DT_OK);
+    CHECK_INT_EQ(e.model.samples, 255);
+    CHECK_INT_EQ(e.model.test_samples, 256);
+    CHECK_INT_EQ(e.model.lanes, 1);
+}
+
+/* bnn keys under another model kind, vary: [epsilon] without epsilon, bad values: each
+ * an error at file:line:column naming the key. */
+DT_TEST(bnn_key_errors)
+{
+    expect_file_error(CFG("bnn_samples_mlp.yaml"), 4, 3,
+                      "key 'model.samples' applies to model.kind bnn_mlp only, not mlp");
+    expect_file_error(CFG("bnn_vary_mlp.yaml"), 4, 1,
+                      "key 'vary': epsilon applies to model.kind bnn_mlp only, not mlp");
+    expect_file_error(CFG("bnn_bad_generator.yaml"), 4, 21,
+                      "key 'model.stored_generator': unknown value 'bogus' (expected philox or "
+                      "lfsr)");
+    expect_file_error(CFG("bnn_zero_lanes.yaml"), 4, 10,
+                      "key 'model.lanes': value 0 is out of range [1, 16777216]");
+    const char *samples[] = {"model.samples=2"};
+    expect_set_error(samples, 1, 1, 15,
+                     "key 'model.samples' applies to model.kind bnn_mlp only, not mlp");
+    const char *lenet[] = {"model={kind: lenet, lfsr_check_every: 4}"};
+    expect_set_error(lenet, 1, 1, 21, "key 'model.lfsr_check_every' applies to model.kind "
+                                     "bnn_mlp only, not lenet");
+    const char *range[] = {"model.kind=bnn_mlp", "model.samples=256"};
+    expect_set_error(range, 2, 2, 15, "key 'model.samples': value 256 is out of range [1, 255]");
+    const char *zero[] = {"model.kind=bnn_mlp", "model.test_samples=0"};
+    expect_set_error(zero, 2, 2, 20, "key 'model.test_samples': value 0 is out of range [1, 256]");
+    const char *sigma[] = {"model.kind=bnn_mlp", "model.prior_sigma=0"};
+    expect_set_error(sigma, 2, 2, 19, "key 'model.prior_sigma': value 0 is out of range");
+    const char *vary[] = {"vary=[epsilon]"};
+    expect_set_error(vary, 1, 1, 6, "key 'vary': epsilon applies to model.kind bnn_mlp only, "
+                                    "not mlp");
+}
+
 DT_TEST_MAIN(DT_CASE(load_full), DT_CASE(load_minimal_defaults), DT_CASE(malformed_yaml),
              DT_CASE(unknown_key), DT_CASE(wrong_type_int), DT_CASE(wrong_type_mapping),
              DT_CASE(out_of_range), DT_CASE(missing_required), DT_CASE(duplicate_key),
@@ -662,4 +746,5 @@ DT_TEST_MAIN(DT_CASE(load_full), DT_CASE(load_minimal_defaults), DT_CASE(malform
              DT_CASE(set_changes_value), DT_CASE(set_list), DT_CASE(set_bad_value),
              DT_CASE(set_unknown_key), DT_CASE(set_missing_equals), DT_CASE(set_supplies_required),
              DT_CASE(scalar_parsing), DT_CASE(hidden_items), DT_CASE(write_json),
-             DT_CASE(write_reference), DT_CASE(model_kind_keys))
+             DT_CASE(write_reference), DT_CASE(model_kind_keys),
+             DT_CASE(bnn_keys), DT_CASE(bnn_key_errors))

@@ -4,4 +4,4 @@ dt_add_test(config LABELS unit CASES
   bad_policy duplicate_policy policy_mappings policy_mappings_set policy_errors policy_names
   bad_vary set_changes_value set_list set_bad_value set_unknown_key
   set_missing_equals set_supplies_required scalar_parsing hidden_items write_json write_reference
-  model_kind_keys)
+  model_kind_keys bnn_keys bnn_key_errors)
