@@ -3,7 +3,9 @@
 # As root: installs what is missing (one `apt-get update`, then `apt-get install`).
 # Otherwise: prints the exact command to run and stops with status 1.
 # Used by `make demo`, `make check` and `make bench`; safe to run again (it only
-# installs what is missing).
+# installs what is missing). Optional packages (only some tests need them; those tests
+# skip without them) are installed along with the rest as root; otherwise a missing
+# optional package is reported and setup carries on.
 set -euo pipefail
 
 packages=(
@@ -14,34 +16,57 @@ packages=(
   libopenblas-dev                 # sgemm for the `fast` level's matrix products
   dataset-fashion-mnist           # /usr/share/datasets/fashion-mnist
 )
+optional=(
+  dieharder                       # make check-slow: statistical tests of the epsilon generators
+)
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
   echo "setup: this is not a Debian-like system (no dpkg-query); install the equivalents of:" >&2
-  echo "  ${packages[*]}" >&2
+  echo "  ${packages[*]} (optional: ${optional[*]})" >&2
   echo "setup: continuing; the build will say what it cannot find" >&2
   exit 0
 fi
 
+installed() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
 missing=()
 for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$p")
-  fi
+  installed "$p" || missing+=("$p")
+done
+missing_optional=()
+for p in "${optional[@]}"; do
+  installed "$p" || missing_optional+=("$p")
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
+if [ ${#missing[@]} -eq 0 ] && [ ${#missing_optional[@]} -eq 0 ]; then
   exit 0
 fi
 
-cmd="apt-get install -y --no-install-recommends ${missing[*]}"
 if [ "$(id -u)" -ne 0 ]; then
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "setup: optional Debian packages not installed: ${missing_optional[*]}" >&2
+    echo "setup: the tests that need them will be skipped; as root: apt-get install -y ${missing_optional[*]}" >&2
+    exit 0
+  fi
   echo "setup: missing Debian packages: ${missing[*]}" >&2
   echo "setup: run this as root, then run make again:" >&2
-  echo "  apt-get update && $cmd" >&2
+  echo "  apt-get update && apt-get install -y --no-install-recommends ${missing[*]} ${missing_optional[*]}" >&2
   exit 1
 fi
 
-echo "setup: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get update
-$cmd
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  apt-get update
+  apt-get install -y --no-install-recommends "${missing[@]}"
+  updated=1
+fi
+# Optional packages: a failure (offline, no such package) is reported, never fatal.
+if [ ${#missing_optional[@]} -gt 0 ]; then
+  echo "setup: installing optional ${missing_optional[*]}" >&2
+  if ! { [ -n "${updated:-}" ] || apt-get update; } ||
+     ! apt-get install -y --no-install-recommends "${missing_optional[@]}"; then
+    echo "setup: could not install ${missing_optional[*]}; the tests that need them will be skipped" >&2
+  fi
+fi
