@@ -36,9 +36,12 @@ static const struct control_row controls[] = {
                 {"fixed_point", "exact int64 fixed-point accumulation, one rounding at the end"}}},
     {FIELD_(rng),
      .doc = "where random draws (Bayesian epsilon, dropout masks) come from in backward",
-     .values = {{"stored", "random draws kept in memory for backward"},
-                {"lfsr", "regenerated in backward by a reversible generator"},
-                {"philox", "regenerated in backward from a counter"}}},
+     .values = {{"stored", "drawn in forward and kept in memory for backward (S x |W| x 4 "
+                           "bytes; drawn by model.stored_generator)"},
+                {"lfsr", "regenerated in backward by stepping reversible xoroshiro128** lanes "
+                         "back; nothing kept"},
+                {"philox", "regenerated in backward from its Philox4x32-10 counter; nothing "
+                           "kept"}}},
     {FIELD_(conv_algo), .doc = "convolution algorithm",
      .values = {{"autotune", "cuDNN picks by timing (GPU)"},
                 {"deterministic", "a deterministic cuDNN algorithm chosen once (GPU)"},

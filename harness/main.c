@@ -251,9 +251,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
     if (strcmp(cmd, "policies") == 0) {
         dt_policy_print_table(stdout);
-        printf("\nIn this version reduction, atomics and math act on the CPU backend's ops; rng\n"
-               "and conv_algo are recorded but no op uses them yet (they arrive with the\n"
-               "Bayesian and convolutional models and the CUDA backend).\n");
+        printf("\nIn this version reduction, atomics and math act on the CPU backend's ops, rng\n"
+               "on the Bayesian model (model.kind: bnn_mlp); conv_algo is recorded but acts\n"
+               "only on GPU convolutions (the CUDA backend comes later).\n");
         return 0;
     }
     if (strcmp(cmd, "config-reference") == 0) {
