@@ -129,9 +129,10 @@ static const struct key_row keys[] = {
      .dlo = -30, .dhi = 10,
      .doc = "bnn_mlp only: initial rho of every weight; sigma = softplus(rho)"},
     {.path = "model.lanes", .type = KEY_INT64, FIELD_(model.lanes), .def = "1024", .lo = 1,
-     .hi = 1 << 24,
+     .hi = 1 << 20,
      .doc = "bnn_mlp only: lanes P of the reversible generator (rng: lfsr); part of the "
-            "run's identity, since epsilon depends on it"},
+            "run's identity, since epsilon depends on it. Lane state is 16 bytes x P x "
+            "samples (plus x tensors on checked steps)"},
     {.path = "model.stored_generator", .type = KEY_ENUM, FIELD_(model.stored_generator),
      .def = "philox", .names = eps_generator_names,
      .doc = "bnn_mlp only: generator that draws epsilon under rng: stored (philox or lfsr); "

@@ -46,6 +46,7 @@ struct bnn {
     float *ww, *wb;   /* one layer's sampled weight and bias */
     float *eps_ws;    /* one tensor: regenerated epsilon */
     float *eps_store; /* S * total: rng stored, or the verify copy; NULL until needed */
+    /* Lane memory is allocated on first use (only runs that draw with the lanes pay). */
     struct dt_xoro *lanes;  /* backend memory, S * P */
     struct dt_xoro *seeds;  /* host, S * P: lane seeds of the step (checked steps) */
     struct dt_xoro *ckpt;   /* host, S * n_tensors * P: lanes where each forward walk began */
@@ -73,6 +74,21 @@ static float *mu_of(struct dt_model *m, int k) { return m->params[2 * k].w; }
 static float *rho_of(struct dt_model *m, int k) { return m->params[2 * k + 1].w; }
 static float **act_of(struct bnn *n, int s) { return n->act + (size_t)s * (size_t)(n->L + 1); }
 static struct dt_xoro *lanes_of(struct bnn *n, int s) { return n->lanes + (size_t)s * (size_t)n->o.lanes; }
+
+/* Allocate the lane states (and, for checked runs, the host copies) on first use. */
+static void ensure_lanes(struct dt_model *m, bool check)
+{
+    struct bnn *n = m->impl;
+    const size_t S = (size_t)n->o.samples, P = (size_t)n->o.lanes;
+    if (!n->lanes) {
+        n->lanes = dt_backend_alloc(m->be, S * P * sizeof(struct dt_xoro));
+        n->probe = dt_xcalloc(P, sizeof *n->probe);
+    }
+    if (check && !n->ckpt) {
+        n->seeds = dt_xcalloc(S * P, sizeof *n->seeds);
+        n->ckpt = dt_xcalloc(S * (size_t)n->n_tensors * P, sizeof *n->ckpt);
+    }
+}
 
 /* A host view of backend memory (downloaded into `staging` when not host memory). */
 static const void *host_of(struct dt_model *m, const void *p, size_t bytes, void *staging)
@@ -280,6 +296,7 @@ static enum dt_status bnn_train_step(struct dt_model *m, int64_t B, const struct
     struct bnn *n = m->impl;
     const enum gen g = generator(n, pol);
     const bool check = checking(m, g, pol);
+    if (g == GEN_LFSR) ensure_lanes(m, check);
     DT_FORWARD_IF_ERROR(sigmas(m, pol));
     float total = 0.0f;
     for (int s = 0; s < n->o.samples; s++) {
@@ -318,6 +335,7 @@ static enum dt_status bnn_evaluate(struct dt_model *m, const float *x, const uin
     const enum gen g = generator(n, pol);
     const int64_t C = m->n_classes;
     DT_FORWARD_IF_ERROR(sigmas(m, pol));
+    if (g == GEN_LFSR) ensure_lanes(m, false);
     double *pbar = dt_xcalloc((size_t)(N * C), sizeof *pbar);
     float *probs = dt_xmalloc((size_t)(m->max_batch * C) * sizeof(float));
     enum dt_status st = DT_OK;
@@ -518,11 +536,6 @@ enum dt_status dt_bnn_mlp_create(struct dt_model **out, struct dt_backend *be, i
     n->ww = dt_backend_alloc(be, (size_t)max_w * sizeof(float));
     n->wb = dt_backend_alloc(be, (size_t)max_b * sizeof(float));
     n->eps_ws = dt_backend_alloc(be, (size_t)n->max_tensor * sizeof(float));
-    const size_t P = (size_t)opt->lanes;
-    n->lanes = dt_backend_alloc(be, (size_t)S * P * sizeof(struct dt_xoro));
-    n->seeds = dt_xcalloc((size_t)S * P, sizeof *n->seeds);
-    n->ckpt = dt_xcalloc((size_t)S * (size_t)n->n_tensors * P, sizeof *n->ckpt);
-    n->probe = dt_xcalloc(P, sizeof *n->probe);
     n->host_a = dt_xmalloc((size_t)n->max_tensor * sizeof(float));
     n->host_b = dt_xmalloc((size_t)n->max_tensor * sizeof(float));
     *out = m;

@@ -718,7 +718,7 @@ DT_TEST(bnn_key_errors)
                       "key 'model.stored_generator': unknown value 'bogus' (expected philox or "
                       "lfsr)");
     expect_file_error(CFG("bnn_zero_lanes.yaml"), 4, 10,
-                      "key 'model.lanes': value 0 is out of range [1, 16777216]");
+                      "key 'model.lanes': value 0 is out of range [1, 1048576]");
     const char *samples[] = {"model.samples=2"};
     expect_set_error(samples, 1, 1, 15,
                      "key 'model.samples' applies to model.kind bnn_mlp only, not mlp");
