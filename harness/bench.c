@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "harness/metrics.h"
 #include "harness/train.h"
 #include "nets/backend.h"
 #include "nets/seed.h"
@@ -27,7 +28,9 @@ static enum dt_status timed_step(struct dt_model *m, const float *x, const uint8
     return st;
 }
 
-/* Overhead of every policy against the baseline (`fast`, or the config's first policy):
+/* Overhead of every policy against the baseline (`fast`, or the config's first policy),
+ * with a paired bootstrap 95% interval of the step-time ratio ("inconcl." when it holds
+ * 1.0; harness/metrics.h):
  * the two alternate step by step on one model and one batch stream, so both see the same
  * machine state, in ABBA order (baseline first in even pairs, the policy first in odd
  * ones) so neither always runs on the caches the other left; ratios of medians, per
@@ -68,7 +71,8 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
             printf("\noverhead vs %s: ratio of medians over %" PRId64 " alternating steps "
                    "(ABBA: base, policy, policy, base, ...) after %" PRId64 " warm-up pairs\n",
                    base_name, n, opt->warmup);
-            printf("%-26s %8s %8s %7s", "policy", "base_ms", "pol_ms", "step");
+            printf("%-26s %8s %8s %7s %-20s", "policy", "base_ms", "pol_ms", "step",
+                   "95% CI (bootstrap)");
             if (draws) printf(" %12s %12s %10s", "eps_held_B", "eps_work_B", "state_B");
             for (int o = 0; o < DT_OP_COUNT; o++) printf(" %9.9s", dt_op_name((enum dt_op)o));
             printf("\n");
@@ -91,15 +95,20 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
         }
         if (st != DT_OK) break;
         double ma = dt_median(ta, n), mb = dt_median(tb, n);
-        printf("%-26s %8.3f %8.3f %6.2fx", pol->name, 1e3 * ma, 1e3 * mb, mb / ma);
+        struct dt_ratio_ci ci;
+        dt_bootstrap_median_ratio(ta, tb, n, 2000, exp->train.seed, &ci);
+        char cis[64];
+        snprintf(cis, sizeof cis, "[%.2f, %.2f]%s", ci.lo, ci.hi, ci.inconclusive ? " inconcl." : "");
+        printf("%-26s %8.3f %8.3f %6.2fx %-20s", pol->name, 1e3 * ma, 1e3 * mb, mb / ma, cis);
         if (draws) {
             dt_model_memory(m, pol, &mem);
             printf(" %12" PRId64 " %12" PRId64 " %10" PRId64, mem.eps_held, mem.eps_workspace,
                    mem.rng_state);
         }
         if (csv)
-            fprintf(csv, "%s,%s,step,%.6f,%.6f,%.4f\n", exp->name, pol->name, 1e3 * ma, 1e3 * mb,
-                    mb / ma);
+            fprintf(csv, "%s,%s,step,%.6f,%.6f,%.4f,%.4f,%.4f,%s\n", exp->name, pol->name,
+                    1e3 * ma, 1e3 * mb, mb / ma, ci.lo, ci.hi,
+                    ci.inconclusive ? "inconclusive" : "conclusive");
         for (int o = 0; o < DT_OP_COUNT; o++) {
             for (int64_t r = 0; r < n; r++) col[r] = oa[r * DT_OP_COUNT + o];
             double a = dt_median(col, n);

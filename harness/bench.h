@@ -10,7 +10,9 @@
 struct dt_bench_options {
     int64_t steps;  /* measured steps (after warm-up) */
     int64_t warmup; /* unmeasured steps */
-    const char *csv_path; /* optional: append "experiment,policy,what,base_ms,policy_ms,ratio" rows */
+    /* optional: append "experiment,policy,what,base_ms,policy_ms,ratio" rows; the "step"
+     * rows add ",ci_lo,ci_hi,conclusive|inconclusive" (paired bootstrap, 95%) */
+    const char *csv_path;
     bool baseline_first;  /* overhead against the config's first policy instead of fast */
 };
 

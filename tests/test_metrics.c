@@ -1,0 +1,74 @@
+/* Divergence and overhead metrics (harness/metrics.c) against hand-computed values. */
+#include <math.h>
+#include <stdio.h>
+
+#include "check.h"
+#include "harness/metrics.h"
+
+DT_TEST(churn_known_vectors)
+{
+    const uint8_t a[] = {1, 2, 3, 4}, b[] = {1, 0, 3, 0}, c[] = {1, 2, 3, 4};
+    CHECK(dt_churn(a, b, 4) == 0.5);  /* two of four differ: disagreement, not agreement */
+    CHECK(dt_churn(a, c, 4) == 0.0);
+    CHECK(dt_churn(a, b, 1) == 0.0);
+    CHECK(isnan(dt_churn(a, b, 0)));
+}
+
+DT_TEST(l2_known_weights)
+{
+    const float a[] = {3.0f, 0.0f}, b[] = {0.0f, 4.0f}, c[] = {3.0f, 4.0f};
+    CHECK(dt_l2_distance(a, b, 2) == 5.0);
+    CHECK(dt_l2_distance(a, a, 2) == 0.0);
+    CHECK(dt_l2_norm(c, 2) == 5.0);
+    /* 1e-8 apart in float terms: the distance is taken in double, not lost to rounding */
+    const float x[] = {1.0f}, y[] = {1.0f + 0x1p-23f};
+    CHECK(dt_l2_distance(x, y, 1) == 0x1p-23);
+}
+
+DT_TEST(log_spaced_steps_known)
+{
+    int64_t s[16];
+    CHECK_INT_EQ(dt_log_spaced_steps(1000, 4, s), 4);
+    CHECK(s[0] == 1 && s[1] == 10 && s[2] == 100 && s[3] == 1000);
+    CHECK_INT_EQ(dt_log_spaced_steps(3, 10, s), 3); /* duplicates removed */
+    CHECK(s[0] == 1 && s[1] == 2 && s[2] == 3);
+    CHECK_INT_EQ(dt_log_spaced_steps(77, 1, s), 1);
+    CHECK(s[0] == 77);
+    CHECK_INT_EQ(dt_log_spaced_steps(0, 5, s), 0);
+}
+
+DT_TEST(bootstrap_interval_known)
+{
+    /* Two pairs (1, 1) and (1, 3): a resample holds pair 0 twice (ratio 1, p = 1/4), both
+     * (ratio 2, p = 1/2) or pair 1 twice (ratio 3, p = 1/4), so the 2.5% and 97.5%
+     * quantiles are 1 and 3; the point estimate is median(b) / median(a) = 2 / 1. */
+    const double a[] = {1.0, 1.0}, b[] = {1.0, 3.0};
+    struct dt_ratio_ci ci;
+    dt_bootstrap_median_ratio(a, b, 2, 4000, 7, &ci);
+    CHECK(ci.ratio == 2.0);
+    CHECK(ci.lo == 1.0 && ci.hi == 3.0);
+    CHECK(ci.inconclusive); /* the interval contains 1.0 */
+    /* One pair: every resample is that pair. */
+    const double a1[] = {2.0}, b1[] = {3.0};
+    dt_bootstrap_median_ratio(a1, b1, 1, 100, 7, &ci);
+    CHECK(ci.ratio == 1.5 && ci.lo == 1.5 && ci.hi == 1.5 && !ci.inconclusive);
+    /* A clear 10% slowdown with small noise is conclusive; equal timings are not. */
+    double x[40], y[40], z[40];
+    for (int i = 0; i < 40; i++) {
+        x[i] = 10.0 + 0.01 * (i % 7);
+        y[i] = 11.0 + 0.01 * (i % 5);
+        z[i] = 10.0 + 0.01 * (i % 5);
+    }
+    dt_bootstrap_median_ratio(x, y, 40, 2000, 1, &ci);
+    CHECK(!ci.inconclusive && ci.lo > 1.05 && ci.hi < 1.15 && ci.lo <= ci.ratio && ci.ratio <= ci.hi);
+    dt_bootstrap_median_ratio(x, z, 40, 2000, 1, &ci);
+    CHECK(ci.inconclusive);
+    /* A fixed seed gives the same interval. */
+    struct dt_ratio_ci c2;
+    dt_bootstrap_median_ratio(x, y, 40, 2000, 1, &c2);
+    dt_bootstrap_median_ratio(x, y, 40, 2000, 1, &ci);
+    CHECK(ci.lo == c2.lo && ci.hi == c2.hi);
+}
+
+DT_TEST_MAIN(DT_CASE(churn_known_vectors), DT_CASE(l2_known_weights),
+             DT_CASE(log_spaced_steps_known), DT_CASE(bootstrap_interval_known))
