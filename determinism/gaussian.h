@@ -60,9 +60,8 @@ static inline DT_HDI float dt_gauss_log_u24(uint32_t k)
     const uint32_t n = 2u * k + 1u; /* odd, < 2^25 */
     /* k < 2^23: u = n 2^-25 is exact and normal; m and e from its bits. */
     float u = dt_pm__mul((float)(n & 0xffffffu), 0x1p-25f);
-    uint32_t ix = dt_float_bits(u) + (0x3f800000u - 0x3f3504f3u);
-    int ea = (int)(ix >> 23) - 127;
-    float fa = dt_bits_float((ix & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
+    int ea = 0;
+    float fa = dt_pm__split(dt_float_bits(u), &ea);
     /* 2^23 <= k < DT_GAUSS_K_SQRT_HALF: e = -1, f = 2u - 1 = (n - 2^24) 2^-24. */
     float fb = dt_pm__mul((float)((int32_t)n - (int32_t)(1u << 24)), 0x1p-24f);
     /* above: e = 0, f = u - 1 = (n - 2^25) 2^-25. */

@@ -124,6 +124,15 @@ static inline DT_HD float dt_pm__scale(float y, int k)
     return dt_pm__mul(y, dt_pm__pow2(k));
 }
 
+/* The bits ix of a positive normal float x = m 2^e with m in [sqrt(1/2), sqrt(2)): returns
+ * f = m - 1 (exact) and adds e to *e. 0x3f3504f3 is sqrt(1/2). */
+static inline DT_HDI float dt_pm__split(uint32_t ix, int *e)
+{
+    ix += 0x3f800000u - 0x3f3504f3u;
+    *e += (int)(ix >> 23) - 127;
+    return dt_bits_float((ix & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
+}
+
 /* log(1+f) + e*ln2 + c for f in [sqrt(1/2)-1, sqrt(2)-1], where c is a small correction
  * (|c| <= ulp(1+f)), with one final rounding of e*LN2_HI + (small terms). */
 static inline DT_HDI float dt_pm__log_kernel(float f, int e, float c)
@@ -190,11 +199,7 @@ static inline DT_HD float dt_log_portable(float x)
         ix = dt_float_bits(dt_pm__mul(x, 0x1p23f));
         e = -23;
     }
-    /* Shift so that m = ix's mantissa lands in [sqrt(1/2), sqrt(2)): 0x3f3504f3 is sqrt(1/2). */
-    ix += 0x3f800000u - 0x3f3504f3u;
-    e += (int)(ix >> 23) - 127;
-    ix = (ix & 0x007fffffu) + 0x3f3504f3u;
-    float f = dt_bits_float(ix) - 1.0f;
+    float f = dt_pm__split(ix, &e);
     return dt_pm__log_kernel(f, e, 0.0f);
 }
 
@@ -210,10 +215,8 @@ static inline DT_HD float dt_log1p_portable(float x)
     /* (1+x) - u, exact: for u >= 2, x >= 1 and u-x is exact; otherwise u-1 is exact. */
     float c = u >= 2.0f ? 1.0f - (u - x) : x - (u - 1.0f);
     c = dt_pm__div(c, u);
-    uint32_t iu = dt_float_bits(u) + (0x3f800000u - 0x3f3504f3u);
-    int e = (int)(iu >> 23) - 127;
-    iu = (iu & 0x007fffffu) + 0x3f3504f3u;
-    float f = dt_bits_float(iu) - 1.0f;
+    int e = 0;
+    float f = dt_pm__split(dt_float_bits(u), &e);
     return dt_pm__log_kernel(f, e, c);
 }
 
