@@ -51,27 +51,30 @@ enum dt_status dt_dir_check_writable(const char *dir, struct dt_error *err)
     return DT_OK;
 }
 
-enum dt_status dt_write_file_atomic(const char *path, const void *data, size_t bytes,
-                                    struct dt_error *err)
+enum dt_status dt_write_parts_atomic(const char *path, const void *const *parts,
+                                     const size_t *sizes, int n_parts, struct dt_error *err)
 {
     char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return dt_error_set(err, DT_ERR_IO, "%s: path too long", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
     if (fd < 0)
         return dt_error_set(err, DT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    const char *p = data;
-    size_t left = bytes;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            close(fd);
-            remove(tmp);
-            return dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", tmp, strerror(e));
+    for (int i = 0; i < n_parts; i++) {
+        const char *p = parts[i];
+        size_t left = sizes[i];
+        while (left > 0) {
+            ssize_t w = write(fd, p, left);
+            if (w < 0) {
+                if (errno == EINTR) continue;
+                int e = errno;
+                close(fd);
+                remove(tmp);
+                return dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", tmp, strerror(e));
+            }
+            p += w;
+            left -= (size_t)w;
         }
-        p += w;
-        left -= (size_t)w;
     }
     if (fsync(fd) != 0 || close(fd) != 0) {
         int e = errno;
@@ -85,6 +88,12 @@ enum dt_status dt_write_file_atomic(const char *path, const void *data, size_t b
                             strerror(e));
     }
     return DT_OK;
+}
+
+enum dt_status dt_write_file_atomic(const char *path, const void *data, size_t bytes,
+                                    struct dt_error *err)
+{
+    return dt_write_parts_atomic(path, &data, &bytes, 1, err);
 }
 
 double dt_now_s(void)

@@ -13,6 +13,10 @@ enum dt_status dt_mkdir_p(const char *path, struct dt_error *err);
 /* Check that `dir` accepts a new file (create, write, remove a probe file). */
 enum dt_status dt_dir_check_writable(const char *dir, struct dt_error *err);
 
+/* Write parts[0..n_parts) one after another to `path` atomically: temporary file in the
+ * same folder, fsync, rename (no temporary file is left on failure). */
+enum dt_status dt_write_parts_atomic(const char *path, const void *const *parts,
+                                     const size_t *sizes, int n_parts, struct dt_error *err);
 /* Write `bytes` to `path` atomically: temporary file in the same folder, fsync, rename. */
 enum dt_status dt_write_file_atomic(const char *path, const void *data, size_t bytes,
                                     struct dt_error *err);

@@ -28,6 +28,32 @@ static enum dt_status timed_step(struct dt_model *m, const float *x, const uint8
     return st;
 }
 
+enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment *exp,
+                                  struct dt_bench_stream *bs, const struct dt_policy *base,
+                                  const struct dt_policy *pol, int64_t warmup, int64_t n,
+                                  double *ta, double *tb, double *oa, double *ob)
+{
+    const int64_t B = exp->train.batch;
+    const struct dt_sgd_options sgd = dt_train_sgd_options(exp);
+    enum dt_status st = DT_OK;
+    for (int64_t i = 0; i < warmup + n && st == DT_OK; i++) {
+        const bool base_first = i % 2 == 0;
+        for (int step = 0; step < 2 && st == DT_OK; step++) {
+            const int k = base_first ? step : 1 - step; /* 0 = base, 1 = the policy */
+            double t, ops[DT_OP_COUNT];
+            dt_train_fill_batch(bs->x, bs->y, bs->train, bs->s++, B, exp->train.seed, 0,
+                                bs->perm, &bs->perm_epoch);
+            st = timed_step(m, bs->x, bs->y, B, &sgd, k == 0 ? base : pol, &t, ops);
+            if (i < warmup) continue;
+            int64_t r = i - warmup;
+            (k == 0 ? ta : tb)[r] = t;
+            double *o = k == 0 ? oa : ob;
+            if (o) memcpy(o + r * DT_OP_COUNT, ops, sizeof ops);
+        }
+    }
+    return st;
+}
+
 /* Overhead of every policy against the baseline (`fast`, or the config's first policy),
  * with a paired bootstrap 95% interval of the step-time ratio ("inconcl." when it holds
  * 1.0; harness/metrics.h):
@@ -37,8 +63,7 @@ static enum dt_status timed_step(struct dt_model *m, const float *x, const uint8
  * training step and per op. Models that draw epsilon also report its memory per policy. */
 static enum dt_status bench_overhead(const struct dt_experiment *exp,
                                      const struct dt_bench_options *opt, struct dt_backend *be,
-                                     struct dt_model *m, const struct dt_split *train, float *x,
-                                     uint8_t *y, int64_t *perm, int64_t *perm_epoch,
+                                     struct dt_model *m, struct dt_bench_stream *bs,
                                      struct dt_error *err)
 {
     struct dt_policy fast;
@@ -52,8 +77,7 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
         printf("\nepsilon memory (bytes): %s holds %" PRId64 " from forward to backward, "
                "workspace %" PRId64 ", generator state %" PRId64 "\n",
                base_name, mem.eps_held, mem.eps_workspace, mem.rng_state);
-    const int64_t B = exp->train.batch, n = opt->steps;
-    const struct dt_sgd_options sgd = dt_train_sgd_options(exp);
+    const int64_t n = opt->steps;
     double *ta = dt_xcalloc((size_t)n, sizeof(double)), *tb = dt_xcalloc((size_t)n, sizeof(double));
     double *oa = dt_xcalloc((size_t)(n * DT_OP_COUNT), sizeof(double));
     double *ob = dt_xcalloc((size_t)(n * DT_OP_COUNT), sizeof(double));
@@ -78,21 +102,7 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
             printf("\n");
             header = true;
         }
-        int64_t s = 0;
-        for (int64_t i = 0; i < opt->warmup + n && st == DT_OK; i++) {
-            const bool fast_first = i % 2 == 0;
-            const struct dt_policy *order[2] = {fast_first ? &fast : pol, fast_first ? pol : &fast};
-            for (int step = 0; step < 2 && st == DT_OK; step++) {
-                const int k = fast_first ? step : 1 - step; /* 0 = fast, 1 = the policy */
-                double t, ops[DT_OP_COUNT];
-                dt_train_fill_batch(x, y, train, s++, B, exp->train.seed, 0, perm, perm_epoch);
-                st = timed_step(m, x, y, B, &sgd, order[step], &t, ops);
-                if (i < opt->warmup) continue;
-                int64_t r = i - opt->warmup;
-                (k == 0 ? ta : tb)[r] = t;
-                memcpy((k == 0 ? oa : ob) + r * DT_OP_COUNT, ops, sizeof ops);
-            }
-        }
+        st = dt_bench_alternate(m, exp, bs, &fast, pol, opt->warmup, n, ta, tb, oa, ob);
         if (st != DT_OK) break;
         double ma = dt_median(ta, n), mb = dt_median(tb, n);
         struct dt_ratio_ci ci;
@@ -202,8 +212,8 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
         printf("  with hashing          %.1f steps/s\n", 1e3 / (sm + hm));
         printf("  hashing share         %.2f%% of step time (target <= 5%%)\n", 100.0 * share);
     }
-    if (st == DT_OK)
-        st = bench_overhead(exp, opt, be, m, &ds.train, x, y, perm, &perm_epoch, err);
+    struct dt_bench_stream bs = {&ds.train, x, y, perm, perm_epoch, total};
+    if (st == DT_OK) st = bench_overhead(exp, opt, be, m, &bs, err);
     free(x);
     free(y);
     free(perm);

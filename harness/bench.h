@@ -6,6 +6,8 @@
 #include <stdbool.h>
 
 #include "harness/config.h"
+#include "harness/data.h"
+#include "nets/model.h"
 
 struct dt_bench_options {
     int64_t steps;  /* measured steps (after warm-up) */
@@ -15,6 +17,23 @@ struct dt_bench_options {
     const char *csv_path;
     bool baseline_first;  /* overhead against the config's first policy instead of fast */
 };
+
+/* The overhead protocol's sampler, shared with `detrain run` (report.overhead_samples):
+ * `base` and `pol` alternate step by step on one model and one batch stream, in ABBA order
+ * (base first in even pairs, pol first in odd ones) so neither always runs on the caches
+ * the other left; `warmup` unmeasured pairs, then n measured ones. ta[i], tb[i]: seconds of
+ * pair i's base and pol steps; oa/ob (optional, n * DT_OP_COUNT): per-op seconds, with the
+ * backend's profiling enabled by the caller. *s is the running batch index. */
+struct dt_bench_stream {
+    const struct dt_split *train;
+    float *x;
+    uint8_t *y;
+    int64_t *perm, perm_epoch, s;
+};
+enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment *exp,
+                                  struct dt_bench_stream *bs, const struct dt_policy *base,
+                                  const struct dt_policy *pol, int64_t warmup, int64_t n,
+                                  double *ta, double *tb, double *oa, double *ob);
 
 enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_bench_options *opt,
                             struct dt_error *err);

@@ -1,5 +1,7 @@
-/* Reading traces back and comparing them: behind `detrain compare` and the summary's
- * first divergent step. Data path (DESIGN.md): harness/trace -> harness/compare. */
+/* Reading traces back and comparing them, with the weight snapshots beside them: behind
+ * `detrain compare` (traces, replica folders, experiment folders) and the summary's first
+ * divergent step. Data path (DESIGN.md): harness/trace, harness/snapshot ->
+ * harness/compare. */
 #include "harness/compare.h"
 
 #include <errno.h>
@@ -7,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "harness/config.h"
+#include "harness/layout.h"
 
 /* ---- reading ------------------------------------------------------------------------ */
 
@@ -198,4 +203,346 @@ enum dt_status dt_trace_compare(struct dt_trace_diff *d, const char *path_a, con
     free(a);
     free(b);
     return st;
+}
+
+/* ---- snapshots ---------------------------------------------------------------------- */
+
+enum dt_status dt_snapshot_read_verified(struct dt_snapshot *s, char *hex,
+                                         const char *replica_dir, int64_t step,
+                                         const struct dt_trace_row *rows, int64_t n_rows,
+                                         struct dt_error *err)
+{
+    char path[4096];
+    dt_snapshot_path(path, sizeof path, replica_dir, step);
+    DT_FORWARD_IF_ERROR(dt_snapshot_read(s, path, err));
+    char own[DT_DIGEST_HEX];
+    dt_snapshot_model_digest(own, s);
+    if (s->step != step) {
+        int64_t inside = s->step;
+        dt_snapshot_free(s);
+        return dt_error_set(err, DT_ERR_DATA, "%s: holds step %" PRId64 ", not %" PRId64, path,
+                            inside, step);
+    }
+    /* Trace rows ascend by step (dt_trace_read checks): binary search. */
+    int64_t lo = 0, hi = n_rows;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (rows[mid].step < step) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < n_rows && rows[lo].step == step && strcmp(rows[lo].digest, own) != 0) {
+        dt_snapshot_free(s);
+        return dt_error_set(err, DT_ERR_DATA,
+                            "%s: does not match trace.csv at step %" PRId64
+                            ": snapshot corrupted or from another run (model digest %s, "
+                            "trace has %s)",
+                            path, step, own, rows[lo].digest);
+    }
+    if (hex) memcpy(hex, own, DT_DIGEST_HEX);
+    return DT_OK;
+}
+
+static bool file_exists(const char *dir, const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* The replica's trace rows for checking snapshots; none (OK) when it has no trace.csv. */
+static enum dt_status read_trace_if_any(struct dt_trace_row **rows, int64_t *n,
+                                        const char *replica_dir, struct dt_error *err)
+{
+    *rows = NULL;
+    *n = 0;
+    if (!file_exists(replica_dir, "trace.csv")) return DT_OK;
+    return dt_trace_read(rows, n, replica_dir, err);
+}
+
+/* One common step: both snapshots read, verified and measured. */
+static enum dt_status diff_one_step(struct dt_snapshot_diff *d, int64_t step,
+                                    const char *replica_a, const struct dt_trace_row *ta,
+                                    int64_t nta, const char *replica_b,
+                                    const struct dt_trace_row *tb, int64_t ntb,
+                                    struct dt_error *err)
+{
+    struct dt_snapshot sa, sb;
+    char ha[DT_DIGEST_HEX], hb[DT_DIGEST_HEX];
+    DT_FORWARD_IF_ERROR(dt_snapshot_read_verified(&sa, ha, replica_a, step, ta, nta, err));
+    enum dt_status st = dt_snapshot_read_verified(&sb, hb, replica_b, step, tb, ntb, err);
+    if (st != DT_OK) {
+        dt_snapshot_free(&sa);
+        return st;
+    }
+    d->step = step;
+    d->identical = strcmp(ha, hb) == 0;
+    struct dt_error inner = {0};
+    st = dt_snapshot_distance(&sa, &sb, &d->l2, &d->norm_a, &d->norm_b, &inner);
+    if (st != DT_OK) {
+        char pa[4096], pb[4096];
+        dt_snapshot_path(pa, sizeof pa, replica_a, step);
+        dt_snapshot_path(pb, sizeof pb, replica_b, step);
+        st = dt_error_set(err, st, "%s vs %s: %s", pa, pb, inner.msg);
+    } else {
+        double mean = 0.5 * (d->norm_a + d->norm_b);
+        d->rel_l2 = d->l2 == 0.0 ? 0.0 : d->l2 / mean;
+    }
+    dt_snapshot_free(&sa);
+    dt_snapshot_free(&sb);
+    return st;
+}
+
+enum dt_status dt_compare_snapshots(struct dt_snapshot_diff **rows_out, int *n_out,
+                                    const char *replica_a, const char *replica_b,
+                                    struct dt_error *err)
+{
+    *rows_out = NULL;
+    *n_out = 0;
+    int64_t *sa = NULL, *sb = NULL, nta = 0, ntb = 0;
+    int na = 0, nb = 0, n = 0;
+    struct dt_trace_row *ta = NULL, *tb = NULL;
+    struct dt_snapshot_diff *rows = NULL;
+    enum dt_status st = dt_snapshot_list(replica_a, &sa, &na, err);
+    if (st == DT_OK) st = dt_snapshot_list(replica_b, &sb, &nb, err);
+    if (st == DT_OK && na > 0 && nb > 0) {
+        st = read_trace_if_any(&ta, &nta, replica_a, err);
+        if (st == DT_OK) st = read_trace_if_any(&tb, &ntb, replica_b, err);
+        rows = dt_xcalloc((size_t)(na < nb ? na : nb), sizeof *rows);
+        /* Both lists ascend: merge. */
+        for (int i = 0, j = 0; st == DT_OK && i < na && j < nb;) {
+            if (sa[i] < sb[j]) i++;
+            else if (sa[i] > sb[j]) j++;
+            else {
+                st = diff_one_step(&rows[n], sa[i], replica_a, ta, nta, replica_b, tb, ntb, err);
+                if (st == DT_OK) n++;
+                i++;
+                j++;
+            }
+        }
+    }
+    free(sa);
+    free(sb);
+    free(ta);
+    free(tb);
+    if (st != DT_OK || n == 0) {
+        free(rows);
+        return st;
+    }
+    *rows_out = rows;
+    *n_out = n;
+    return DT_OK;
+}
+
+/* ---- detrain compare ---------------------------------------------------------------- */
+
+static bool has_snapshot_dir(const char *dir)
+{
+    char path[4096];
+    dt_snapshot_dir(path, sizeof path, dir);
+    return is_dir(path);
+}
+
+/* The first snapshot step both kept whose weights differ, or -1. */
+static int64_t first_differing_snapshot(const struct dt_snapshot_diff *rows, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!rows[i].identical) return rows[i].step;
+    return -1;
+}
+
+/* Two traces or replica folders: the digest comparison as `compare` always printed it,
+ * then the snapshot table when both are folders with snapshots. */
+static enum dt_status compare_replicas(const char *a, const char *b, FILE *out,
+                                       bool *diverged, struct dt_error *err)
+{
+    struct dt_trace_diff d;
+    DT_FORWARD_IF_ERROR(dt_trace_compare(&d, a, b, err));
+    struct dt_snapshot_diff *rows = NULL;
+    int n = 0;
+    bool snaps = is_dir(a) && is_dir(b) && has_snapshot_dir(a) && has_snapshot_dir(b);
+    if (snaps) DT_FORWARD_IF_ERROR(dt_compare_snapshots(&rows, &n, a, b, err));
+
+    if (!d.diverged) {
+        fprintf(out, "identical: %lld hashed steps, every model digest equal\n",
+                (long long)d.common_rows);
+    } else if (d.digest_a[0]) {
+        fprintf(out, "diverged at step %lld (after %lld equal hashed steps)\n",
+                (long long)d.first_step, (long long)(d.common_rows - 1));
+        fprintf(out, "  %s: %s\n  %s: %s\n", a, d.digest_a, b, d.digest_b);
+        if (d.tensor[0]) fprintf(out, "  first divergent tensor: %s\n", d.tensor);
+    } else {
+        fprintf(out, "diverged at step %lld: %s ends after %lld hashed steps, the other goes on "
+                     "(every common step is equal)\n",
+                (long long)d.first_step, d.rows_a < d.rows_b ? a : b, (long long)d.common_rows);
+    }
+    *diverged = d.diverged;
+    if (snaps) {
+        if (n == 0) {
+            fprintf(out, "snapshots: no step kept by both\n");
+        } else {
+            fprintf(out, "snapshots: %d step%s kept by both (relative L2 = L2 / mean of the two "
+                         "norms)\n", n, n == 1 ? "" : "s");
+            fprintf(out, "%12s  %14s  %14s\n", "step", "l2", "rel_l2");
+            for (int i = 0; i < n; i++)
+                fprintf(out, "%12lld  %14.6g  %14.6g%s\n", (long long)rows[i].step, rows[i].l2,
+                        rows[i].rel_l2, rows[i].identical ? "  identical" : "");
+        }
+        int64_t s = first_differing_snapshot(rows, n);
+        if (!d.diverged && s >= 0) {
+            /* Possible when the traces skip that step (hash.every > 1). */
+            fprintf(out, "diverged: the snapshots at step %lld differ although every hashed "
+                         "step is equal\n", (long long)s);
+            *diverged = true;
+        }
+    }
+    free(rows);
+    return DT_OK;
+}
+
+enum replica_outcome { REPLICA_IDENTICAL, REPLICA_DIVERGED, REPLICA_MISSING, REPLICA_ERROR };
+
+/* One replica of an experiment-folder comparison, as one line. */
+static enum replica_outcome compare_replica_line(FILE *out, const char *label, const char *ra,
+                                                 const char *rb, struct dt_error *err)
+{
+    bool in_a = file_exists(ra, "trace.csv"), in_b = file_exists(rb, "trace.csv");
+    if (!in_a || !in_b) {
+        fprintf(out, "%s: missing %s\n", label,
+                !in_a && !in_b ? "on both sides" : !in_a ? "in A" : "in B");
+        return REPLICA_MISSING;
+    }
+    struct dt_trace_diff d;
+    struct dt_snapshot_diff *rows = NULL;
+    int n = 0;
+    enum dt_status st = dt_trace_compare(&d, ra, rb, err);
+    if (st == DT_OK) st = dt_compare_snapshots(&rows, &n, ra, rb, err);
+    if (st != DT_OK) {
+        fprintf(out, "%s: error: %s\n", label, err ? err->msg : dt_status_str(st));
+        return REPLICA_ERROR;
+    }
+    int64_t snap_diff = first_differing_snapshot(rows, n);
+    enum replica_outcome oc = REPLICA_DIVERGED;
+    if (!d.diverged && snap_diff < 0) {
+        fprintf(out, "%s: identical (%lld steps)\n", label, (long long)d.common_rows);
+        oc = REPLICA_IDENTICAL;
+    } else if (!d.diverged) {
+        fprintf(out, "%s: diverged: the snapshots at step %lld differ although every hashed "
+                     "step is equal", label, (long long)snap_diff);
+    } else if (d.digest_a[0]) {
+        fprintf(out, "%s: diverged at step %lld", label, (long long)d.first_step);
+        if (d.tensor[0]) fprintf(out, ", tensor %s", d.tensor);
+    } else {
+        fprintf(out, "%s: diverged at step %lld: the trace in %s ends after %lld hashed steps",
+                label, (long long)d.first_step, d.rows_a < d.rows_b ? "A" : "B",
+                (long long)d.common_rows);
+    }
+    if (oc == REPLICA_DIVERGED) {
+        if (n > 0)
+            fprintf(out, ", final L2 %.6g (relative %.3g, step %lld)", rows[n - 1].l2,
+                    rows[n - 1].rel_l2, (long long)rows[n - 1].step);
+        fprintf(out, "\n");
+    }
+    free(rows);
+    return oc;
+}
+
+static bool is_experiment_dir(const char *path)
+{
+    return is_dir(path) && file_exists(path, "config.json");
+}
+
+/* The replica folders an experiment's config names, relative to its folder. */
+static char (*experiment_replicas(const struct dt_experiment *exp, int *n))[512]
+{
+    int cells = dt_cell_count(exp);
+    char (*rel)[512] = dt_xcalloc((size_t)cells * (size_t)exp->replicas + 1, sizeof *rel);
+    *n = 0;
+    for (int c = 0; c < cells; c++) {
+        char cell[256];
+        dt_cell_dir(cell, sizeof cell, exp, c);
+        for (int r = 0; r < exp->replicas; r++)
+            snprintf(rel[(*n)++], sizeof *rel, "%s/replica-%d", cell, r);
+    }
+    return rel;
+}
+
+static enum dt_status load_experiment(struct dt_experiment *exp, const char *dir,
+                                      struct dt_error *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    return dt_config_load(exp, path, NULL, 0, err);
+}
+
+/* Two experiment folders: every replica either config names, A's order first. */
+static enum dt_status compare_experiments(const char *a, const char *b, FILE *out,
+                                          bool *diverged, struct dt_error *err)
+{
+    struct dt_experiment *ea = dt_xcalloc(1, sizeof *ea), *eb = dt_xcalloc(1, sizeof *eb);
+    enum dt_status st = load_experiment(ea, a, err);
+    if (st == DT_OK) st = load_experiment(eb, b, err);
+    if (st != DT_OK) {
+        free(ea);
+        free(eb);
+        return st;
+    }
+    int na = 0, nb = 0;
+    char (*ra)[512] = experiment_replicas(ea, &na);
+    char (*rb)[512] = experiment_replicas(eb, &nb);
+    free(ea);
+    free(eb);
+    /* The union of both lists: A's replicas, then those only B's config names. */
+    char (*all)[512] = dt_xcalloc((size_t)(na + nb) + 1, sizeof *all);
+    int n = 0;
+    for (int i = 0; i < na; i++) memcpy(all[n++], ra[i], sizeof *all);
+    for (int j = 0; j < nb; j++) {
+        bool seen = false;
+        for (int i = 0; i < na && !seen; i++) seen = strcmp(ra[i], rb[j]) == 0;
+        if (!seen) memcpy(all[n++], rb[j], sizeof *all);
+    }
+    free(ra);
+    free(rb);
+
+    int count[4] = {0};
+    enum dt_status first_error = DT_OK;
+    struct dt_error first_err = {0};
+    for (int i = 0; i < n; i++) {
+        char pa[4096], pb[4096];
+        snprintf(pa, sizeof pa, "%s/%s", a, all[i]);
+        snprintf(pb, sizeof pb, "%s/%s", b, all[i]);
+        struct dt_error e = {0};
+        enum replica_outcome oc = compare_replica_line(out, all[i], pa, pb, &e);
+        count[oc]++;
+        if (oc == REPLICA_ERROR && first_error == DT_OK) {
+            first_error = e.status != DT_OK ? e.status : DT_ERR_DATA;
+            first_err = e;
+        }
+    }
+    free(all);
+    fprintf(out, "total: %d replica%s: %d identical, %d diverged, %d missing", n,
+            n == 1 ? "" : "s", count[REPLICA_IDENTICAL], count[REPLICA_DIVERGED],
+            count[REPLICA_MISSING]);
+    if (count[REPLICA_ERROR]) fprintf(out, ", %d unreadable", count[REPLICA_ERROR]);
+    fprintf(out, "\n");
+    *diverged = count[REPLICA_DIVERGED] > 0 || count[REPLICA_MISSING] > 0;
+    if (first_error != DT_OK) {
+        if (err) *err = first_err;
+        return first_error;
+    }
+    return DT_OK;
+}
+
+enum dt_status dt_compare_paths(const char *a, const char *b, FILE *out, bool *diverged,
+                                struct dt_error *err)
+{
+    *diverged = false;
+    bool xa = is_experiment_dir(a), xb = is_experiment_dir(b);
+    if (xa && xb) return compare_experiments(a, b, out, diverged, err);
+    if (xa || xb)
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s is an experiment folder (it has config.json) but %s is not: "
+                            "compare two experiment folders, or two replica folders or traces",
+                            xa ? a : b, xa ? b : a);
+    return compare_replicas(a, b, out, diverged, err);
 }

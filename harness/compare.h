@@ -1,12 +1,16 @@
-/* Reading and comparing traces (`detrain compare`, the summary's first divergent step). */
+/* Reading and comparing traces, replica folders and experiment folders (`detrain
+ * compare`, the summary's first divergent step): digests step by step, plus the L2
+ * distance between the weight snapshots both sides kept. */
 #ifndef DT_COMPARE_H
 #define DT_COMPARE_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/status.h"
 #include "harness/hash.h"
+#include "harness/snapshot.h"
 #include "harness/trace.h"
 
 struct dt_trace_row {
@@ -34,5 +38,44 @@ struct dt_trace_diff {
  * Traces hashed at different steps are an error (DT_ERR_DATA). */
 enum dt_status dt_trace_compare(struct dt_trace_diff *diff, const char *path_a,
                                 const char *path_b, struct dt_error *err);
+
+/* Read <replica_dir>/snapshots/step-<step>.bin and, when the replica's trace (rows, n_rows:
+ * its trace.csv as dt_trace_read gives it) has that step, check the snapshot's model digest
+ * against the trace's. A mismatch is DT_ERR_DATA naming the snapshot file ("does not match
+ * trace.csv at step N: snapshot corrupted or from another run"). The snapshot's digest is
+ * returned in `hex` (may be NULL). *s is freed on error. */
+enum dt_status dt_snapshot_read_verified(struct dt_snapshot *s, char *hex,
+                                         const char *replica_dir, int64_t step,
+                                         const struct dt_trace_row *rows, int64_t n_rows,
+                                         struct dt_error *err);
+
+/* One snapshot step both replicas kept. */
+struct dt_snapshot_diff {
+    int64_t step;
+    double l2;             /* L2 distance of all weights */
+    double norm_a, norm_b; /* L2 norms */
+    double rel_l2;         /* l2 / mean(norm_a, norm_b); 0 when l2 is 0 */
+    bool identical;        /* model digests equal */
+};
+
+/* Every snapshot step that both replica folders have, ascending (malloc'ed; *n = 0 and
+ * *rows = NULL when none), each snapshot verified against its own trace.csv first
+ * (dt_snapshot_read_verified; a replica without trace.csv is not checked). */
+enum dt_status dt_compare_snapshots(struct dt_snapshot_diff **rows, int *n,
+                                    const char *replica_a, const char *replica_b,
+                                    struct dt_error *err);
+
+/* `detrain compare A B`, printed to `out`. A and B are
+ *   - two trace.csv files or replica folders: the first divergent step (and tensor, with
+ *     tensors.csv), and, when both folders hold snapshots/, a table of every snapshot
+ *     step both have (step, L2 distance, relative L2, "identical" when digests agree);
+ *   - two experiment folders (each holds config.json): every cell and replica of either
+ *     side against the same folder in the other, one line each, then a total.
+ * *diverged = any difference (a divergent digest or snapshot, a replica missing on one
+ * side). Errors (unreadable or malformed files, a snapshot that does not match its trace,
+ * an experiment folder against a replica folder) return their status; in the experiment
+ * case the other replicas are still compared and printed first. */
+enum dt_status dt_compare_paths(const char *a, const char *b, FILE *out, bool *diverged,
+                                struct dt_error *err);
 
 #endif

@@ -28,7 +28,8 @@ enum key_type {
     KEY_ENUM,        /* an enum field; the value is the index into `names` */
     KEY_INT_LIST,    /* int64_t[], count at count_offset; each item in [lo, hi] */
     KEY_POLICY_LIST, /* struct dt_policy[], count at count_offset; level names or mappings */
-    KEY_FLAG_SET,    /* unsigned bit flags, bit i = names[i]; written as a list */
+    KEY_VARY_SETS,   /* unsigned[] of bit flags (bit i = names[i]), count at count_offset:
+                        a list of names (one setting) or a list of such lists */
     KEY_TYPE_COUNT
 };
 
@@ -49,13 +50,15 @@ static const struct {
     [KEY_INT_LIST] = {"list of integers", "a list of integers", "an integer"},
     [KEY_POLICY_LIST] = {"list of policies", "a list of policies",
                          "a level name or a mapping {base: LEVEL, CONTROL: VALUE, ...}"},
-    [KEY_FLAG_SET] = {"list of names", "a list of names", "a name"},
+    [KEY_VARY_SETS] = {"list of names, or list of lists of names",
+                       "a list of names or a list of lists of names", "a name"},
 };
 
 enum key_flags {
     KEY_NAME_CHARS = 1u << 0, /* string limited to [A-Za-z0-9_.-] */
     KEY_LO_OPEN = 1u << 1,    /* double: lower bound excluded */
     KEY_HI_OPEN = 1u << 2,    /* double: upper bound excluded */
+    KEY_ZERO_OFF = 1u << 3,   /* integer: 0 (= off) is allowed besides [lo, hi] */
 };
 
 struct key_row {
@@ -67,8 +70,9 @@ struct key_row {
     const char *def;          /* default, as YAML text; NULL = required */
     int64_t lo, hi;           /* integers and integer list items; strings: lo = min length */
     double dlo, dhi;          /* doubles */
-    int min_items, max_items; /* lists */
+    int min_items, max_items; /* lists; KEY_VARY_SETS: max_items = most settings */
     unsigned flags;           /* enum key_flags */
+    const char *below_lo;     /* KEY_ZERO_OFF: why 1..lo-1 is refused (the error says it) */
     const char *const *names; /* choices (string/enum) or flag names, NULL-terminated */
     const char *doc;          /* one line for the reference */
 };
@@ -171,15 +175,29 @@ static const struct key_row keys[] = {
             "unless it has a `name` it is named like fast+reduction=fixed"},
     {.path = "replicas", .type = KEY_INT, FIELD_(replicas), .def = "1", .lo = 1, .hi = 64,
      .doc = "Runs per policy, compared bit for bit"},
-    {.path = "vary", .type = KEY_FLAG_SET, FIELD_(vary), .def = "[]", .names = vary_names,
-     .max_items = 3, /* each name at most once */
+    {.path = "vary", .type = KEY_VARY_SETS, FIELD_(vary_sets), COUNT_(n_vary), .def = "[]",
+     .names = vary_names, .min_items = 1, .max_items = DT_MAX_VARY_SETS,
      .doc = "Randomness made to differ across replicas: init (initial weights), data_order "
             "(shuffle), epsilon (Bayesian weight samples: each replica its own ensemble "
-            "member)"},
+            "member). A list of names is one setting; a list of such lists, e.g. "
+            "[[], [init], [data_order]], is a noise-source axis: every policy runs under "
+            "each setting"},
     {.path = "hash.every", .type = KEY_INT64, FIELD_(hash.every), .def = "1", .lo = 1,
      .hi = 1000000000, .doc = "Hash the model every N steps"},
     {.path = "hash.per_tensor", .type = KEY_BOOL, FIELD_(hash.per_tensor), .def = "false",
      .doc = "Also record one hash per tensor in the trace"},
+    {.path = "report.snapshots", .type = KEY_INT, FIELD_(report.snapshots), .def = "8", .lo = 0,
+     .hi = 64,
+     .doc = "Weight snapshots kept per replica for drift curves and `detrain compare`: step 0 "
+            "and N log-spaced steps (always the last); 0 = none"},
+    {.path = "report.overhead_samples", .type = KEY_INT64, FIELD_(report.overhead_samples),
+     .def = "30", .lo = 20, .hi = 1000000, .flags = KEY_ZERO_OFF,
+     .below_lo = "the overhead protocol takes at least 20 samples",
+     .doc = "Alternated step-time pairs per policy against `fast` for the overhead "
+            "measurement; 0 = skip"},
+    {.path = "report.overhead_warmup", .type = KEY_INT64, FIELD_(report.overhead_warmup),
+     .def = "5", .lo = 0, .hi = 100000,
+     .doc = "Unmeasured step-time pairs before the overhead samples"},
 };
 
 #define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
@@ -257,7 +275,8 @@ static void format_range(char *buf, size_t size, const struct key_row *row)
         snprintf(buf, size, "[0, %" PRIu64 "]", UINT64_MAX);
         break;
     default:
-        snprintf(buf, size, "[%" PRId64 ", %" PRId64 "]", row->lo, row->hi);
+        snprintf(buf, size, "%s[%" PRId64 ", %" PRId64 "]",
+                 (row->flags & KEY_ZERO_OFF) ? "0 or " : "", row->lo, row->hi);
         break;
     }
 }
@@ -485,6 +504,10 @@ static enum dt_status get_int64(struct loader *ld, const struct key_row *row, in
     DT_FORWARD_IF_ERROR(scalar_text(ld, row, item, node, false, &s));
     enum number_parse r = parse_int64(s, v);
     if (r == NUMBER_SYNTAX) return fail_type(ld, row, item, node);
+    if (r == NUMBER_OK && (row->flags & KEY_ZERO_OFF) && *v == 0) return DT_OK;
+    if (r == NUMBER_OK && (row->flags & KEY_ZERO_OFF) && *v > 0 && *v < row->lo)
+        return fail_at(ld, node->start_mark, "key '%s': %s (or 0 to skip)", row->path,
+                       row->below_lo);
     if (r == NUMBER_OVERFLOW || *v < row->lo || *v > row->hi)
         return fail_range(ld, row, item, node);
     return DT_OK;
@@ -714,19 +737,8 @@ static enum dt_status set_list_item(struct loader *ld, const struct key_row *row
                                     const yaml_node_t *node)
 {
     char *field = (char *)ld->out + row->offset;
-    const char *s = NULL;
     if (row->type == KEY_INT_LIST) return get_int64(ld, row, i, node, &((int64_t *)field)[i]);
-    if (row->type == KEY_POLICY_LIST) return set_policy_item(ld, row, i, node);
-    /* KEY_FLAG_SET */
-    DT_FORWARD_IF_ERROR(scalar_text(ld, row, i, node, true, &s));
-    unsigned *flags = (unsigned *)field;
-    int bit = name_index(row->names, s);
-    if (bit < 0) return fail_choice(ld, row, i, node);
-    if (*flags & (1u << bit))
-        return fail_at(ld, node->start_mark, "key '%s', item %d: '%s' is listed twice", row->path,
-                       i + 1, s);
-    *flags |= 1u << bit;
-    return DT_OK;
+    return set_policy_item(ld, row, i, node);
 }
 
 /* A list replaces the previous value as a whole. A single scalar stands for a one-item
@@ -748,13 +760,105 @@ static enum dt_status set_list(struct loader *ld, const struct key_row *row,
     if (n < row->min_items || n > row->max_items)
         return fail_at(ld, node->start_mark, "key '%s': expected %d to %d items, got %d",
                        row->path, row->min_items, row->max_items, n);
-    char *field = (char *)ld->out + row->offset;
-    if (row->type == KEY_FLAG_SET) *(unsigned *)field = 0;
     for (int i = 0; i < n; i++) {
         const yaml_node_t *item = items ? yaml_document_get_node(ld->doc, items[i]) : node;
         DT_FORWARD_IF_ERROR(set_list_item(ld, row, i, item));
     }
-    if (row->type != KEY_FLAG_SET) *(int *)((char *)ld->out + row->count_offset) = n;
+    *(int *)((char *)ld->out + row->count_offset) = n;
+    return DT_OK;
+}
+
+/* ---- vary: one setting [a, b] or several [[], [a], [a, b]] -------------------------------- */
+
+/* One name of a setting into *flags; `label` names it ("key 'vary', item 2" or
+ * "key 'vary', item 2, name 1"). Each name at most once per setting. */
+static enum dt_status add_vary_name(struct loader *ld, const struct key_row *row,
+                                    const char *label, const yaml_node_t *node, unsigned *flags)
+{
+    if (node->type != YAML_SCALAR_NODE || is_null(node)) {
+        char got[96];
+        describe_node(got, sizeof got, node);
+        return fail_at(ld, node->start_mark, "%s: expected %s, got %s", label,
+                       type_info[row->type].item, got);
+    }
+    const char *s = (const char *)node->data.scalar.value;
+    int bit = name_index(row->names, s);
+    if (bit < 0) {
+        char choices[256];
+        format_choices(choices, sizeof choices, row->names, " or ");
+        return fail_at(ld, node->start_mark, "%s: unknown value '%.64s' (expected %s)", label, s,
+                       choices);
+    }
+    if (*flags & (1u << bit))
+        return fail_at(ld, node->start_mark, "%s: '%s' is listed twice", label, s);
+    *flags |= 1u << bit;
+    return DT_OK;
+}
+
+/* The form is set by item 1: a name makes the list one setting (as is a lone scalar, for
+ * --set vary=init; [] is the setting with no flags); a list makes every item a setting of
+ * its own. Settings must differ as sets. Replaces the previous value as a whole. */
+static enum dt_status set_vary_sets(struct loader *ld, const struct key_row *row,
+                                    const yaml_node_t *node)
+{
+    unsigned *sets = (unsigned *)((char *)ld->out + row->offset);
+    int *count = (int *)((char *)ld->out + row->count_offset);
+    const int n_names = count_names(row->names);
+    DT_ASSERT(row->size == (size_t)row->max_items * sizeof *sets);
+    char label[MAX_PATH_ + 48];
+    if (node->type == YAML_SCALAR_NODE && !is_null(node)) {
+        unsigned flags = 0;
+        key_label(label, sizeof label, row, 0);
+        DT_FORWARD_IF_ERROR(add_vary_name(ld, row, label, node, &flags));
+        memset(sets, 0, row->size);
+        sets[0] = flags;
+        *count = 1;
+        return DT_OK;
+    }
+    if (node->type != YAML_SEQUENCE_NODE) return fail_type(ld, row, -1, node);
+    const yaml_node_item_t *items = node->data.sequence.items.start;
+    const int n = (int)(node->data.sequence.items.top - items);
+    const yaml_node_t *first = n ? yaml_document_get_node(ld->doc, items[0]) : NULL;
+    const bool several = first && first->type == YAML_SEQUENCE_NODE;
+    if (!several && n > n_names) /* a longer list of names must repeat one */
+        return fail_at(ld, node->start_mark, "key '%s': expected 0 to %d items, got %d",
+                       row->path, n_names, n);
+    if (several && n > row->max_items)
+        return fail_at(ld, node->start_mark, "key '%s': expected %d to %d settings, got %d",
+                       row->path, row->min_items, row->max_items, n);
+    unsigned got[DT_MAX_VARY_SETS] = {0};
+    for (int i = 0; i < n; i++) {
+        const yaml_node_t *item = yaml_document_get_node(ld->doc, items[i]);
+        key_label(label, sizeof label, row, i);
+        if (!several) {
+            if (item->type == YAML_SEQUENCE_NODE)
+                return fail_at(ld, item->start_mark, "%s: expected a name like item 1, got a "
+                               "list (write one setting [a, b] or several [[a], [a, b]])", label);
+            DT_FORWARD_IF_ERROR(add_vary_name(ld, row, label, item, &got[0]));
+            continue;
+        }
+        if (item->type != YAML_SEQUENCE_NODE) {
+            char what[96];
+            describe_node(what, sizeof what, item);
+            return fail_at(ld, item->start_mark, "%s: expected a list of names like item 1, got "
+                           "%s (write one setting [a, b] or several [[a], [a, b]])", label, what);
+        }
+        const yaml_node_item_t *names = item->data.sequence.items.start;
+        const int m = (int)(item->data.sequence.items.top - names);
+        for (int j = 0; j < m; j++) {
+            char name_label[sizeof label + 32];
+            snprintf(name_label, sizeof name_label, "%s, name %d", label, j + 1);
+            DT_FORWARD_IF_ERROR(add_vary_name(ld, row, name_label,
+                                              yaml_document_get_node(ld->doc, names[j]),
+                                              &got[i]));
+        }
+        for (int k = 0; k < i; k++)
+            if (got[k] == got[i])
+                return fail_at(ld, item->start_mark, "%s: the same setting as item %d", label,
+                               k + 1);
+    }
+    *count = several ? n : 1;
+    memcpy(sets, got, sizeof got);
     return DT_OK;
 }
 
@@ -767,8 +871,9 @@ static enum dt_status set_value(struct loader *ld, const struct key_row *row,
         return set_string(ld, row, node, field);
     case KEY_INT_LIST:
     case KEY_POLICY_LIST:
-    case KEY_FLAG_SET:
         return set_list(ld, row, node);
+    case KEY_VARY_SETS:
+        return set_vary_sets(ld, row, node);
     default:
         return set_scalar(ld, row, node, field);
     }
@@ -1123,41 +1228,62 @@ static enum dt_status check_required(const struct loader *ld, const char *path)
     return DT_OK;
 }
 
-/* Keys that only one model kind reads must not be given for another: the user would
- * believe they took effect. Reported where the key was set. */
+/* Keys that only some model kinds read. The loader refuses them for another kind (the
+ * user would believe they took effect); the JSON writer leaves them out, so that its
+ * output loads back. */
+static const struct {
+    const char *key;
+    unsigned kinds; /* bit (1 << enum dt_model_kind) per kind that reads the key */
+    const char *which;
+} model_only[] = {
+    {"model.hidden", 1u << DT_MODEL_MLP | 1u << DT_MODEL_BNN_MLP, "mlp and bnn_mlp"},
+    {"model.overlap_pool", 1u << DT_MODEL_LENET, "lenet"},
+    {"model.samples", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
+    {"model.test_samples", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
+    {"model.prior_sigma", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
+    {"model.rho_init", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
+    {"model.lanes", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
+    {"model.stored_generator", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
+    {"model.lfsr_check_every", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
+};
+#define N_MODEL_ONLY ((int)(sizeof model_only / sizeof model_only[0]))
+
+/* Index into model_only of the rule for `row`, or -1 when every model kind reads it. */
+static int model_only_rule(const struct key_row *row)
+{
+    for (int i = 0; i < N_MODEL_ONLY; i++)
+        if (strcmp(model_only[i].key, row->path) == 0) return i;
+    return -1;
+}
+
+static bool key_applies(const struct key_row *row, enum dt_model_kind kind)
+{
+    int i = model_only_rule(row);
+    return i < 0 || (model_only[i].kinds >> kind & 1u);
+}
+
+/* Reported where the key was set. */
 static enum dt_status check_model_keys(const struct loader *ld)
 {
-    static const struct {
-        const char *key;
-        unsigned kinds; /* bit (1 << enum dt_model_kind) per kind that reads the key */
-        const char *which;
-    } only[] = {
-        {"model.hidden", 1u << DT_MODEL_MLP | 1u << DT_MODEL_BNN_MLP, "mlp and bnn_mlp"},
-        {"model.overlap_pool", 1u << DT_MODEL_LENET, "lenet"},
-        {"model.samples", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
-        {"model.test_samples", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
-        {"model.prior_sigma", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
-        {"model.rho_init", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
-        {"model.lanes", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
-        {"model.stored_generator", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
-        {"model.lfsr_check_every", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
-    };
-    for (size_t i = 0; i < sizeof only / sizeof only[0]; i++) {
-        const struct key_row *row = find_key(only[i].key);
+    const enum dt_model_kind kind = ld->out->model.kind;
+    for (int i = 0; i < N_MODEL_ONLY; i++) {
+        const struct key_row *row = find_key(model_only[i].key);
+        DT_ASSERT(row != NULL);
         const int r = (int)(row - keys);
-        if (!ld->seen[r] || (only[i].kinds >> ld->out->model.kind & 1u)) continue;
+        if (!ld->seen[r] || key_applies(row, kind)) continue;
         return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->seen_at[r].file, ld->seen_at[r].line,
                                ld->seen_at[r].column,
-                               "key '%s' applies to model.kind %s only, not %s", only[i].key,
-                               only[i].which, model_kind_names[ld->out->model.kind]);
+                               "key '%s' applies to model.kind %s only, not %s",
+                               model_only[i].key, model_only[i].which, model_kind_names[kind]);
     }
-    /* vary: [epsilon] only means something when a model draws epsilon. */
+    /* vary: [epsilon] only means something when a model draws epsilon: in any setting. */
     const int rv = (int)(find_key("vary") - keys);
-    if ((ld->out->vary & DT_VARY_EPSILON) && ld->out->model.kind != DT_MODEL_BNN_MLP)
-        return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->seen_at[rv].file, ld->seen_at[rv].line,
-                               ld->seen_at[rv].column,
-                               "key 'vary': epsilon applies to model.kind bnn_mlp only, not %s",
-                               model_kind_names[ld->out->model.kind]);
+    for (int v = 0; v < ld->out->n_vary; v++)
+        if ((ld->out->vary_sets[v] & DT_VARY_EPSILON) && kind != DT_MODEL_BNN_MLP)
+            return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->seen_at[rv].file,
+                                   ld->seen_at[rv].line, ld->seen_at[rv].column,
+                                   "key 'vary': epsilon applies to model.kind bnn_mlp only, "
+                                   "not %s", model_kind_names[kind]);
     return DT_OK;
 }
 
@@ -1197,6 +1323,20 @@ static void json_string(FILE *f, const char *s)
         }
     }
     fputc('"', f);
+}
+
+/* Bit flags as a list of their names, lowest bit first: ["init","data_order"]. */
+static void json_flags(FILE *f, const char *const *names, unsigned flags)
+{
+    bool first = true;
+    fputc('[', f);
+    for (int i = 0; names[i]; i++) {
+        if (!(flags & (1u << i))) continue;
+        if (!first) fputc(',', f);
+        json_string(f, names[i]);
+        first = false;
+    }
+    fputc(']', f);
 }
 
 static void json_value(FILE *f, const struct key_row *row, const struct dt_experiment *exp)
@@ -1239,26 +1379,23 @@ static void json_value(FILE *f, const struct key_row *row, const struct dt_exper
         }
         fputc(']', f);
         break;
-    case KEY_FLAG_SET: {
-        unsigned flags = *(const unsigned *)field;
-        bool first = true;
-        fputc('[', f);
-        for (int i = 0; row->names[i]; i++) {
-            if (!(flags & (1u << i))) continue;
-            if (!first) fputc(',', f);
-            json_string(f, row->names[i]);
-            first = false;
+    case KEY_VARY_SETS: /* one setting: a flat list, as written; several: a list of lists */
+        DT_ASSERT(count >= 1 && count <= row->max_items);
+        if (count > 1) fputc('[', f);
+        for (int v = 0; v < count; v++) {
+            if (v) fputc(',', f);
+            json_flags(f, row->names, ((const unsigned *)field)[v]);
         }
-        fputc(']', f);
+        if (count > 1) fputc(']', f);
         break;
-    }
     default:
         DT_ASSERT_MSG(0, "json_value: unknown key type");
     }
 }
 
 /* Rows are grouped by section, so one pass closes the objects a row is not in and opens
- * the ones it is in ("train" then "optimizer" for train.optimizer.lr). */
+ * the ones it is in ("train" then "optimizer" for train.optimizer.lr). Keys the model
+ * kind does not read are left out: dt_config_load reads the output back unchanged. */
 void dt_config_write_json(FILE *f, const struct dt_experiment *exp)
 {
     char open[MAX_PATH_] = ""; /* dotted path of the open objects below the root */
@@ -1266,6 +1403,7 @@ void dt_config_write_json(FILE *f, const struct dt_experiment *exp)
     int depth = 0;
     fputc('{', f);
     for (int i = 0; i < N_KEYS; i++) {
+        if (!key_applies(&keys[i], exp->model.kind)) continue;
         const char *path = keys[i].path, *leaf = strrchr(path, '.');
         leaf = leaf ? leaf + 1 : path;
         char section[MAX_PATH_];
@@ -1318,9 +1456,10 @@ static void reference_values(char *buf, size_t size, const struct key_row *row)
                  "CONTROL: VALUE, ..., name: NAME}; names unique", row->min_items,
                  row->max_items, names);
         break;
-    case KEY_FLAG_SET:
+    case KEY_VARY_SETS:
         format_choices(names, sizeof names, row->names, ", ");
-        snprintf(buf, size, "any of %s; no repeats", names);
+        snprintf(buf, size, "any of %s, no repeats; or a list of 1 to %d such lists "
+                 "(settings), no two alike", names, row->max_items);
         break;
     default: format_range(buf, size, row); break;
     }

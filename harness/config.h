@@ -15,6 +15,7 @@
 #define DT_MAX_HIDDEN 16
 #define DT_MAX_POLICIES 16
 #define DT_PATH_MAX 1024
+#define DT_MAX_VARY_SETS 8 /* settings of `vary` in one experiment (noise-source matrix) */
 
 enum dt_model_kind { DT_MODEL_MLP, DT_MODEL_LENET, DT_MODEL_BNN_MLP };
 /* Which generator draws epsilon under `rng: stored` (the regenerating modes name theirs). */
@@ -69,12 +70,24 @@ struct dt_experiment {
     } backend;
     int n_policies; /* default 1: [portable] */
     struct dt_policy policies[DT_MAX_POLICIES];
-    int replicas;  /* default 1, 1..64 */
-    unsigned vary; /* enum dt_vary flags; default 0 (none) */
+    int replicas; /* default 1, 1..64 */
+    /* The noise-source axis: `vary` is one setting (a list of names, e.g. [init]) or
+     * several (a list of lists, e.g. [[], [init], [init, data_order]]). Each setting is a
+     * set of enum dt_vary flags; default one setting, 0 (none). Cells = settings x
+     * policies, each trained with `replicas` replicas (harness/layout.h). */
+    int n_vary;
+    unsigned vary_sets[DT_MAX_VARY_SETS];
     struct {
         int64_t every;   /* default 1: hash every step */
         bool per_tensor; /* default false */
     } hash;
+    struct {
+        int snapshots;            /* weight snapshots at step 0 and up to N log-spaced steps
+                                     (always the last); default 8, 0 = none */
+        int64_t overhead_samples; /* alternated step-time pairs per policy vs fast; default 30,
+                                     0 = skip, else >= 20 */
+        int64_t overhead_warmup;  /* unmeasured pairs first; default 5 */
+    } report;
 
     char source[DT_PATH_MAX]; /* path the config was loaded from */
 };

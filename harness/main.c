@@ -1,4 +1,4 @@
-/* detrain's command line: run | compare | bench | policies | config-reference.
+/* detrain's command line: run | report | compare | bench | policies | config-reference.
  * The only place a status becomes an exit code: 0 success; 2 usage, config or input
  * error; compare: 0 identical, 1 diverged (like cmp); 130 interrupted; 1 other faults. */
 #include <stdio.h>
@@ -10,6 +10,7 @@
 #include "harness/bench.h"
 #include "harness/compare.h"
 #include "harness/config.h"
+#include "harness/report.h"
 #include "harness/train.h"
 
 #define MAX_SETS 128
@@ -22,15 +23,30 @@ static const char usage_text[] =
     "\n"
     "commands:\n"
     "  run CONFIG [--out DIR] [--set KEY=VALUE]... [--quiet]\n"
-    "        Train every policy x replica of the experiment in CONFIG (YAML).\n"
-    "        Writes DIR/<policy>/replica-<k>/{trace.csv,tensors.csv,metrics.csv,run.json},\n"
-    "        DIR/summary.csv and DIR/run.json; prints the summary table.\n"
-    "        DIR defaults to results/<name>. --set overrides a config key, e.g.\n"
-    "        --set train.steps=200 --set 'model.hidden=[512, 256]' --set policies=[fast]\n"
-    "  compare TRACE_A TRACE_B\n"
-    "        Compare two trace.csv files (or replica folders) step by step. Exit 0 when\n"
-    "        identical, 1 when they diverge (prints the first divergent step and, when\n"
-    "        tensors.csv files are present, the first divergent tensor), 2 on bad input.\n"
+    "        Train every cell (vary setting x policy) x replica of the experiment in\n"
+    "        CONFIG (YAML), measure each policy's step time against fast (alternated),\n"
+    "        then write the report (as `detrain report DIR`). Per replica:\n"
+    "        DIR/<cell>/replica-<k>/{trace.csv,tensors.csv,metrics.csv,times.csv,\n"
+    "        predictions.csv,snapshots/,run.json}; <cell> is the policy's name, or\n"
+    "        <vary>/<policy> when `vary` lists several settings. DIR defaults to\n"
+    "        results/<name>. --set overrides a config key, e.g. --set train.steps=200\n"
+    "        --set 'model.hidden=[512, 256]' --set policies=[fast] --set 'vary=[[], [init]]'\n"
+    "        A terminal shows a progress line (cell, replica, step, steps/s, ETA).\n"
+    "  report DIR [--no-plots] [--quiet]\n"
+    "        Rebuild DIR/report.md, summary.csv (one row per cell), cells.csv (one row\n"
+    "        per cell and replica pair), drift.csv and DIR/plots/*.svg|png (gnuplot;\n"
+    "        tables only without it) from the traces, predictions and snapshots on\n"
+    "        disk: distinct digests, first divergent step and tensor, accuracy spread,\n"
+    "        churn, weight distance and drift per cell; overhead vs fast with a 95%\n"
+    "        bootstrap interval per policy. The same folder gives the same files.\n"
+    "  compare TRACE_A TRACE_B | REPLICA_A REPLICA_B | EXPERIMENT_A EXPERIMENT_B\n"
+    "        Compare two trace.csv files (or replica folders) step by step: the first\n"
+    "        divergent step and, with tensors.csv, the first divergent tensor; for two\n"
+    "        replica folders with snapshots/, the L2 and relative L2 distance of the\n"
+    "        weights at every snapshot step both kept (each snapshot checked against its\n"
+    "        trace first). For two experiment folders (config.json), one line per cell\n"
+    "        and replica (e.g. a CPU run against a GPU run of one config), then a total.\n"
+    "        Exit 0 when identical, 1 when anything differs, 2 on bad input.\n"
     "  bench CONFIG [--steps N] [--warmup N] [--set KEY=VALUE]... [--csv FILE]\n"
     "        [--baseline fast|first]\n"
     "        Median step time of CONFIG's model and the share spent hashing every step,\n"
@@ -154,30 +170,33 @@ static int cmd_run(int argc, char **argv)
     return report(st, &err);
 }
 
+static int cmd_report(int argc, char **argv)
+{
+    const char *dir = NULL;
+    struct dt_report_options opt = {.print_summary = true, .gnuplot = NULL, .quiet = false};
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--no-plots") == 0) opt.gnuplot = "none";
+        else if (strcmp(argv[i], "--quiet") == 0) opt.quiet = true;
+        else if (argv[i][0] == '-' && argv[i][1] != '\0')
+            return usage_error("report: unknown option '%s'", argv[i]);
+        else if (!dir) dir = argv[i];
+        else return usage_error("report: unexpected argument '%s' (one DIR only)", argv[i]);
+    }
+    if (!dir) return usage_error("report: missing DIR (the folder `detrain run` wrote)", "");
+    struct dt_error err = {0};
+    return report(dt_report_build(dir, &opt, &err), &err);
+}
+
 static int cmd_compare(int argc, char **argv)
 {
-    if (argc != 4) return usage_error("compare: expected two traces: detrain compare TRACE_A TRACE_B", "");
-    struct dt_trace_diff d;
+    if (argc != 4)
+        return usage_error("compare: expected two traces, replica folders or experiment "
+                           "folders: detrain compare A B", "");
+    bool diverged = false;
     struct dt_error err = {0};
-    enum dt_status st = dt_trace_compare(&d, argv[2], argv[3], &err);
+    enum dt_status st = dt_compare_paths(argv[2], argv[3], stdout, &diverged, &err);
     if (st != DT_OK) return report(st, &err);
-    if (!d.diverged) {
-        printf("identical: %lld hashed steps, every model digest equal\n",
-               (long long)d.common_rows);
-        return 0;
-    }
-    if (d.digest_a[0]) {
-        printf("diverged at step %lld (after %lld equal hashed steps)\n", (long long)d.first_step,
-               (long long)(d.common_rows - 1));
-        printf("  %s: %s\n  %s: %s\n", argv[2], d.digest_a, argv[3], d.digest_b);
-        if (d.tensor[0]) printf("  first divergent tensor: %s\n", d.tensor);
-    } else {
-        printf("diverged at step %lld: %s ends after %lld hashed steps, the other goes on "
-               "(every common step is equal)\n",
-               (long long)d.first_step, d.rows_a < d.rows_b ? argv[2] : argv[3],
-               (long long)d.common_rows);
-    }
-    return 1;
+    return diverged ? 1 : 0;
 }
 
 static int cmd_bench(int argc, char **argv)
@@ -247,6 +266,7 @@ int main(int argc, char **argv)
         }
     }
     if (strcmp(cmd, "run") == 0) return cmd_run(argc, argv);
+    if (strcmp(cmd, "report") == 0) return cmd_report(argc, argv);
     if (strcmp(cmd, "compare") == 0) return cmd_compare(argc, argv);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
     if (strcmp(cmd, "policies") == 0) {

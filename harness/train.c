@@ -1,8 +1,11 @@
-/* The training loop: for each policy x replica, for each step: batch -> model step ->
- * hash -> trace; evaluation at eval_every and at the end; per-replica and experiment
- * manifests; then the summary (harness/summary.c). */
+/* The training loop: for each cell (vary setting x policy) x replica, for each step:
+ * batch -> model step -> hash -> trace (+ step times, weight snapshots at log-spaced
+ * steps); evaluation at eval_every and at the end (with every test prediction); per-replica
+ * and experiment manifests; the overhead protocol (each policy alternated with fast);
+ * then the report (harness/report.c) over the files on disk (harness/layout.h). */
 #include "harness/train.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
@@ -10,8 +13,11 @@
 #include <unistd.h>
 
 #include "core/util.h"
+#include "harness/bench.h"
+#include "harness/layout.h"
 #include "harness/manifest.h"
-#include "harness/summary.h"
+#include "harness/report.h"
+#include "harness/snapshot.h"
 #include "harness/trace.h"
 #include "nets/seed.h"
 
@@ -121,6 +127,10 @@ struct run_ctx {
     const struct dt_run_options *opt;
     const struct dt_dataset *ds;
     struct dt_backend *be;
+    /* progress line (a terminal only) */
+    bool tty;
+    int64_t steps_total, steps_done;
+    double t_start, t_last;
 };
 
 static enum dt_status write_hashed_step(struct dt_trace_writer *tw, struct dt_model *m,
@@ -156,18 +166,51 @@ static enum dt_status write_metrics_row(FILE *f, const char *path, int64_t step,
     return DT_OK;
 }
 
-static void progress(const struct run_ctx *c, const struct dt_policy *pol, int r, int64_t s,
-                     float loss, double ms)
+/* "1h02m", "3m05s", "42s". */
+static void format_duration(char *buf, size_t size, double sec)
 {
-    if (c->opt->quiet) return;
-    fprintf(stderr, "  [%s] replica %d/%d  step %" PRId64 "/%" PRId64 "  loss %.4f  %.2f ms/step\n",
-            pol->name, r + 1, c->exp->replicas, s, c->exp->train.steps, (double)loss, ms);
+    if (!isfinite(sec) || sec < 0) {
+        snprintf(buf, size, "?");
+        return;
+    }
+    long t = (long)(sec + 0.5);
+    if (t >= 3600) snprintf(buf, size, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60) snprintf(buf, size, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(buf, size, "%lds", t);
 }
 
-static void write_replica_manifest(const struct run_ctx *c, const struct dt_policy *pol, int r,
+/* One progress line on a terminal, rewritten in place at most 5 times a second: cell,
+ * replica, step, steps/s over the whole run, and the time left. Nothing when stderr is not
+ * a terminal or with --quiet. */
+static void progress(struct run_ctx *c, int cell, int r, int64_t s, bool force)
+{
+    c->steps_done++;
+    if (!c->tty) return;
+    double now = dt_now_s();
+    if (!force && now - c->t_last < 0.2) return;
+    c->t_last = now;
+    const double rate = (double)c->steps_done / (now - c->t_start);
+    char eta[32], cell_dir[256];
+    format_duration(eta, sizeof eta, (double)(c->steps_total - c->steps_done) / rate);
+    dt_cell_dir(cell_dir, sizeof cell_dir, c->exp, cell);
+    fprintf(stderr, "\r  cell %d/%d %s  replica %d/%d  step %" PRId64 "/%" PRId64
+                    "  %.1f steps/s  ETA %s\033[K",
+            cell + 1, dt_cell_count(c->exp), cell_dir, r + 1, c->exp->replicas, s,
+            c->exp->train.steps, rate, eta);
+    fflush(stderr);
+}
+
+static void progress_end(struct run_ctx *c)
+{
+    if (c->tty) fprintf(stderr, "\r\033[K");
+}
+
+static void write_replica_manifest(const struct run_ctx *c, int cell, int r,
                                    const struct dt_replica_result *res, const char *start)
 {
     static const char *const state_names[] = {"completed", "failed", "interrupted"};
+    const struct dt_policy *pol = &c->exp->policies[dt_cell_policy(c->exp, cell)];
+    const unsigned vary = c->exp->vary_sets[dt_cell_vary(c->exp, cell)];
     struct dt_strbuf sb = {0};
     char buf[256], end[32];
     dt_utc_iso8601(end, sizeof end);
@@ -176,13 +219,16 @@ static void write_replica_manifest(const struct run_ctx *c, const struct dt_poli
     dt_policy_describe(buf, sizeof buf, pol);
     dt_strbuf_printf(&sb, ", \"controls\": ");
     dt_strbuf_json_string(&sb, buf);
+    dt_vary_label(buf, sizeof buf, vary);
+    dt_strbuf_printf(&sb, ", \"vary\": ");
+    dt_strbuf_json_string(&sb, buf);
     dt_strbuf_printf(&sb, ", \"replica\": %d, \"backend\": \"%s\", \"threads\": %d", r,
                      dt_backend_name(c->be), dt_backend_threads(c->be));
     dt_strbuf_printf(&sb, ", \"stream_replica\": {\"init\": %" PRIu64 ", \"data_order\": %" PRIu64
                      ", \"epsilon\": %" PRIu64 "}",
-                     dt_stream_replica(c->exp->vary, DT_VARY_INIT, (uint64_t)r),
-                     dt_stream_replica(c->exp->vary, DT_VARY_DATA_ORDER, (uint64_t)r),
-                     dt_stream_replica(c->exp->vary, DT_VARY_EPSILON, (uint64_t)r));
+                     dt_stream_replica(vary, DT_VARY_INIT, (uint64_t)r),
+                     dt_stream_replica(vary, DT_VARY_DATA_ORDER, (uint64_t)r),
+                     dt_stream_replica(vary, DT_VARY_EPSILON, (uint64_t)r));
     dt_strbuf_printf(&sb, ", \"state\": \"%s\", \"reason\": ", state_names[res->state]);
     dt_strbuf_json_string(&sb, res->reason);
     dt_strbuf_printf(&sb, ", \"steps_completed\": %" PRId64 ", \"final_model_digest\": \"%s\"",
@@ -196,7 +242,7 @@ static void write_replica_manifest(const struct run_ctx *c, const struct dt_poli
                          "\"lanes\": %" PRId64 ", \"lfsr_check_every\": %" PRId64
                          ", \"eps_bytes_held\": %" PRId64 ", \"eps_workspace_bytes\": %" PRId64
                          ", \"rng_state_bytes\": %" PRId64 "}",
-                         dt_stream_replica(c->exp->vary, DT_VARY_EPSILON, (uint64_t)r),
+                         dt_stream_replica(vary, DT_VARY_EPSILON, (uint64_t)r),
                          DT_PHILOX_LAYOUT_VERSION, c->exp->model.lanes,
                          dt_train_lfsr_check_every(c->exp), res->mem.eps_held,
                          res->mem.eps_workspace, res->mem.rng_state);
@@ -211,53 +257,166 @@ static void write_replica_manifest(const struct run_ctx *c, const struct dt_poli
     dt_strbuf_free(&sb);
 }
 
-/* Train one replica under one policy. Returns an error only for faults of the tool
- * (I/O); a replica's own numerical failure is recorded in res and returns DT_OK. */
-static enum dt_status run_replica(const struct run_ctx *c, const struct dt_policy *pol, int r,
+/* A replica's open output files and buffers. */
+struct replica_io {
+    struct dt_trace_writer tw;
+    bool trace_open;
+    FILE *metrics, *times;
+    char metrics_path[1300], times_path[1300];
+    float *staging;  /* one tensor, for hashing */
+    float *weights;  /* every tensor, for snapshots */
+    int64_t snap_steps[80];
+    int n_snaps, next_snap;
+};
+
+static enum dt_status open_csv(FILE **f, char *path, size_t size, const char *dir,
+                               const char *name, const char *header, struct dt_error *err)
+{
+    snprintf(path, size, "%s/%s", dir, name);
+    *f = fopen(path, "w");
+    if (!*f) return dt_error_set(err, DT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    fprintf(*f, "%s\n", header);
+    return DT_OK;
+}
+
+static enum dt_status flush_csv(FILE *f, const char *path, struct dt_error *err)
+{
+    if (fflush(f) != 0 || ferror(f))
+        return dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    return DT_OK;
+}
+
+/* Every parameter of m at `step` into <dir>/snapshots/ (harness/snapshot.h). */
+static enum dt_status write_snapshot(struct dt_model *m, struct replica_io *io, const char *dir,
+                                     int64_t step, struct dt_error *err)
+{
+    const char *names[DT_SNAPSHOT_MAX_TENSORS];
+    const float *data[DT_SNAPSHOT_MAX_TENSORS];
+    int64_t counts[DT_SNAPSHOT_MAX_TENSORS];
+    DT_ASSERT(m->n_params <= DT_SNAPSHOT_MAX_TENSORS);
+    int64_t off = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const struct dt_param *p = &m->params[i];
+        dt_backend_download(m->be, io->weights + off, p->w, (size_t)p->n * sizeof(float));
+        names[i] = p->name;
+        data[i] = io->weights + off;
+        counts[i] = p->n;
+        off += p->n;
+    }
+    char path[1400];
+    dt_snapshot_path(path, sizeof path, dir, step);
+    return dt_snapshot_write(path, step, m->n_params, names, counts, data, err);
+}
+
+/* The snapshot due at step s, if any. */
+static enum dt_status maybe_snapshot(struct dt_model *m, struct replica_io *io, const char *dir,
+                                     int64_t s, struct dt_error *err)
+{
+    if (io->next_snap >= io->n_snaps || io->snap_steps[io->next_snap] != s) return DT_OK;
+    io->next_snap++;
+    return write_snapshot(m, io, dir, s, err);
+}
+
+static enum dt_status write_predictions(const char *dir, const uint8_t *labels,
+                                        const uint8_t *pred, int64_t n, struct dt_error *err)
+{
+    FILE *f;
+    char path[1300];
+    DT_FORWARD_IF_ERROR(open_csv(&f, path, sizeof path, dir, "predictions.csv",
+                                 DT_PREDICTIONS_HEADER, err));
+    for (int64_t i = 0; i < n; i++) fprintf(f, "%" PRId64 ",%d,%d\n", i, labels[i], pred[i]);
+    enum dt_status st = flush_csv(f, path, err);
+    if (fclose(f) != 0 && st == DT_OK)
+        st = dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    return st;
+}
+
+static enum dt_status open_replica_io(struct replica_io *io, const struct dt_experiment *exp,
+                                      const struct dt_model *m, const char *dir,
+                                      struct dt_error *err)
+{
+    memset(io, 0, sizeof *io);
+    int64_t max_param = 0, total = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        max_param = m->params[i].n > max_param ? m->params[i].n : max_param;
+        total += m->params[i].n;
+    }
+    io->staging = dt_xmalloc((size_t)max_param * sizeof(float));
+    DT_ASSERT(exp->report.snapshots + 1 <= (int)(sizeof io->snap_steps / sizeof io->snap_steps[0]));
+    io->n_snaps = dt_snapshot_steps(exp, io->snap_steps);
+    if (io->n_snaps > 0) {
+        char sdir[1300];
+        dt_snapshot_dir(sdir, sizeof sdir, dir);
+        DT_FORWARD_IF_ERROR(dt_mkdir_p(sdir, err));
+        io->weights = dt_xmalloc((size_t)total * sizeof(float));
+    }
+    DT_FORWARD_IF_ERROR(dt_trace_open(&io->tw, dir, exp->hash.per_tensor, err));
+    io->trace_open = true;
+    DT_FORWARD_IF_ERROR(open_csv(&io->metrics, io->metrics_path, sizeof io->metrics_path, dir,
+                                 "metrics.csv", DT_METRICS_HEADER, err));
+    return open_csv(&io->times, io->times_path, sizeof io->times_path, dir, "times.csv",
+                    DT_TIMES_HEADER, err);
+}
+
+/* Close everything; the first error wins (st is the status so far). */
+static enum dt_status close_replica_io(struct replica_io *io, enum dt_status st,
+                                       struct dt_error *err)
+{
+    struct dt_error e;
+    if (io->trace_open && dt_trace_close(&io->tw, &e) != DT_OK && st == DT_OK) {
+        st = e.status;
+        if (err) *err = e;
+    }
+    FILE *files[2] = {io->metrics, io->times};
+    const char *paths[2] = {io->metrics_path, io->times_path};
+    for (int i = 0; i < 2; i++)
+        if (files[i] && fclose(files[i]) != 0 && st == DT_OK)
+            st = dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", paths[i], strerror(errno));
+    free(io->staging);
+    free(io->weights);
+    return st;
+}
+
+/* Train replica r of cell `cell`. Returns an error only for faults of the tool (I/O); a
+ * replica's own numerical failure is recorded in res and returns DT_OK. */
+static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
                                   struct dt_replica_result *res, struct dt_error *err)
 {
     const struct dt_experiment *exp = c->exp;
+    const struct dt_policy *pol = &exp->policies[dt_cell_policy(exp, cell)];
+    const unsigned vary = exp->vary_sets[dt_cell_vary(exp, cell)];
     memset(res, 0, sizeof *res);
     res->test_acc = res->test_loss = res->test_ece = NAN;
     res->state = DT_REPLICA_COMPLETED;
     char start[32];
     dt_utc_iso8601(start, sizeof start);
-    snprintf(res->dir, sizeof res->dir, "%s/%s/replica-%d", c->opt->out_dir, pol->name, r);
+    dt_replica_dir(res->dir, sizeof res->dir, c->opt->out_dir, exp, cell, r);
     DT_FORWARD_IF_ERROR(dt_mkdir_p(res->dir, err));
 
     struct dt_model *m = NULL;
     DT_FORWARD_IF_ERROR(dt_train_build_model(&m, exp, c->be, c->ds->train.n, err));
-    struct dt_trace_writer tw;
-    enum dt_status st = dt_trace_open(&tw, res->dir, exp->hash.per_tensor, err);
-    char mpath[1300];
-    snprintf(mpath, sizeof mpath, "%s/metrics.csv", res->dir);
-    FILE *metrics = st == DT_OK ? fopen(mpath, "w") : NULL;
-    if (st == DT_OK && !metrics) st = dt_error_set(err, DT_ERR_IO, "%s: cannot create", mpath);
-    if (metrics) fprintf(metrics, "step,test_loss,test_acc,test_ece\n");
+    struct replica_io io;
+    enum dt_status st = open_replica_io(&io, exp, m, res->dir, err);
 
     const struct dt_split *train = &c->ds->train, *test = &c->ds->test;
     const int64_t B = exp->train.batch, steps = exp->train.steps;
     const uint64_t seed = exp->train.seed;
-    const uint64_t order_rep = dt_stream_replica(exp->vary, DT_VARY_DATA_ORDER, (uint64_t)r);
+    const uint64_t order_rep = dt_stream_replica(vary, DT_VARY_DATA_ORDER, (uint64_t)r);
     float *x = dt_xmalloc((size_t)(B * train->dim) * sizeof(float));
     uint8_t *y = dt_xmalloc((size_t)B);
     int64_t *perm = dt_xmalloc((size_t)train->n * sizeof(int64_t));
     int64_t perm_epoch = -1;
-    int64_t max_param = 0;
-    for (int i = 0; i < m->n_params; i++)
-        max_param = m->params[i].n > max_param ? m->params[i].n : max_param;
-    float *staging = dt_xmalloc((size_t)max_param * sizeof(float));
     double *step_ms = dt_xcalloc((size_t)steps, sizeof(double));
     double *hash_ms = dt_xcalloc((size_t)steps + 1, sizeof(double));
     int64_t n_hash = 0;
     const struct dt_sgd_options sgd = dt_train_sgd_options(exp);
-    const int64_t report_every = steps >= 10 ? steps / 10 : 1;
 
     if (st == DT_OK) {
-        dt_model_init(m, seed, dt_stream_replica(exp->vary, DT_VARY_INIT, (uint64_t)r));
-        m->member = (uint32_t)dt_stream_replica(exp->vary, DT_VARY_EPSILON, (uint64_t)r);
+        dt_model_init(m, seed, dt_stream_replica(vary, DT_VARY_INIT, (uint64_t)r));
+        m->member = (uint32_t)dt_stream_replica(vary, DT_VARY_EPSILON, (uint64_t)r);
         dt_model_memory(m, pol, &res->mem);
-        st = write_hashed_step(&tw, m, staging, 0, NAN, res, exp->hash.per_tensor, err);
+        st = write_hashed_step(&io.tw, m, io.staging, 0, NAN, res, exp->hash.per_tensor, err);
+        if (st == DT_OK) st = maybe_snapshot(m, &io, res->dir, 0, err);
     }
     for (int64_t s = 1; st == DT_OK && s <= steps; s++) {
         if (dt_train_stop_requested) {
@@ -278,34 +437,44 @@ static enum dt_status run_replica(const struct run_ctx *c, const struct dt_polic
         }
         res->steps_done = s;
         bool hashed = (s % exp->hash.every == 0) || s == steps || !isfinite(loss);
+        double h_ms = NAN;
         if (hashed) {
             double t1 = dt_now_s();
-            st = write_hashed_step(&tw, m, staging, s, loss, res, exp->hash.per_tensor, err);
-            hash_ms[n_hash++] = 1e3 * (dt_now_s() - t1);
+            st = write_hashed_step(&io.tw, m, io.staging, s, loss, res, exp->hash.per_tensor, err);
+            h_ms = hash_ms[n_hash++] = 1e3 * (dt_now_s() - t1);
         }
+        fprintf(io.times, "%" PRId64 ",%.6f,", s, step_ms[s - 1]);
+        if (hashed) fprintf(io.times, "%.6f", h_ms);
+        fputc('\n', io.times);
+        if (st == DT_OK && (s == steps || s % 64 == 0)) st = flush_csv(io.times, io.times_path, err);
         if (st == DT_OK && !isfinite(loss)) {
             res->state = DT_REPLICA_FAILED;
             snprintf(res->reason, sizeof res->reason,
                      "training loss is %s at step %" PRId64 "; replica stopped",
                      isnan(loss) ? "NaN" : "infinite", s);
+            progress_end(c);
             fprintf(stderr, "detrain: [%s] replica %d: %s\n", pol->name, r, res->reason);
             break;
         }
+        if (st == DT_OK) st = maybe_snapshot(m, &io, res->dir, s, err);
         if (st == DT_OK && exp->train.eval_every > 0 && s % exp->train.eval_every == 0 &&
             s != steps) {
             struct dt_eval ev;
             st = dt_model_evaluate_full(m, test->x, test->y, test->n, pol, &ev);
-            if (st == DT_OK) st = write_metrics_row(metrics, mpath, s, &ev, err);
+            if (st == DT_OK) st = write_metrics_row(io.metrics, io.metrics_path, s, &ev, err);
         }
-        if (s % report_every == 0 || s == steps) progress(c, pol, r, s, loss, step_ms[s - 1]);
+        progress(c, cell, r, s, s == steps);
     }
     if (st == DT_OK && res->state == DT_REPLICA_COMPLETED) {
         struct dt_eval ev;
-        st = dt_model_evaluate_full(m, test->x, test->y, test->n, pol, &ev);
+        uint8_t *pred = dt_xmalloc((size_t)test->n + 1);
+        st = dt_model_evaluate_pred(m, test->x, test->y, test->n, pol, &ev, pred);
         res->test_loss = ev.loss;
         res->test_acc = ev.accuracy;
         res->test_ece = ev.ece;
-        if (st == DT_OK) st = write_metrics_row(metrics, mpath, steps, &ev, err);
+        if (st == DT_OK) st = write_metrics_row(io.metrics, io.metrics_path, steps, &ev, err);
+        if (st == DT_OK) st = write_predictions(res->dir, test->y, pred, test->n, err);
+        free(pred);
     }
     if (st != DT_OK) {
         res->state = DT_REPLICA_FAILED;
@@ -313,17 +482,11 @@ static enum dt_status run_replica(const struct run_ctx *c, const struct dt_polic
     }
     res->step_ms_median = dt_median(step_ms, res->steps_done);
     res->hash_ms_median = dt_median(hash_ms, n_hash);
-    struct dt_error close_err;
-    if (dt_trace_close(&tw, &close_err) != DT_OK && st == DT_OK) {
-        st = close_err.status;
-        if (err) *err = close_err;
-    }
-    if (metrics) fclose(metrics);
-    write_replica_manifest(c, pol, r, res, start);
+    st = close_replica_io(&io, st, err);
+    write_replica_manifest(c, cell, r, res, start);
     free(x);
     free(y);
     free(perm);
-    free(staging);
     free(step_ms);
     free(hash_ms);
     dt_model_destroy(m);
@@ -372,6 +535,82 @@ static void experiment_manifest(struct dt_strbuf *sb, const struct run_ctx *c, c
     dt_strbuf_printf(sb, "]}");
 }
 
+/* <out>/config.json: the resolved config, which `detrain report` loads back. */
+static enum dt_status write_config_json(const char *out_dir, const struct dt_experiment *exp,
+                                        struct dt_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    DT_ASSERT(mem != NULL);
+    dt_config_write_json(mem, exp);
+    fclose(mem);
+    struct dt_strbuf sb = {0};
+    dt_strbuf_printf(&sb, "%s", text);
+    free(text);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/config.json", out_dir);
+    enum dt_status st = dt_manifest_write(path, &sb, err);
+    dt_strbuf_free(&sb);
+    return st;
+}
+
+/* The overhead protocol: every policy whose controls differ from the fast level's,
+ * alternated with fast step by step on one model (dt_bench_alternate), warm-up pairs
+ * first; the raw pairs go to <out>/overhead.csv and the report turns them into a median
+ * ratio with a bootstrap interval. */
+static enum dt_status measure_overhead(struct run_ctx *c, struct dt_error *err)
+{
+    const struct dt_experiment *exp = c->exp;
+    const int64_t n = exp->report.overhead_samples, warmup = exp->report.overhead_warmup;
+    struct dt_policy fast;
+    dt_policy_from_level(&fast, DT_LEVEL_FAST);
+    int todo = 0;
+    for (int p = 0; p < exp->n_policies; p++)
+        todo += !dt_policy_equal_controls(&exp->policies[p], &fast);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/overhead.csv", c->opt->out_dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return dt_error_set(err, DT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    fprintf(f, "%s\n", DT_OVERHEAD_HEADER);
+    if (n == 0 || todo == 0) return fclose(f) == 0 ? DT_OK : dt_error_set(err, DT_ERR_IO, "%s: write failed", path);
+    if (!c->opt->quiet)
+        fprintf(stderr, "detrain: overhead: %d polic%s vs fast, %" PRId64
+                        " alternated pairs each after %" PRId64 " warm-up pairs\n",
+                todo, todo == 1 ? "y" : "ies", n, warmup);
+    struct dt_model *m = NULL;
+    enum dt_status st = dt_train_build_model(&m, exp, c->be, c->ds->train.n, err);
+    const struct dt_split *train = &c->ds->train;
+    const int64_t B = exp->train.batch;
+    float *x = dt_xmalloc((size_t)(B * train->dim) * sizeof(float));
+    uint8_t *y = dt_xmalloc((size_t)B);
+    int64_t *perm = dt_xmalloc((size_t)train->n * sizeof(int64_t));
+    double *ta = dt_xcalloc((size_t)n, sizeof(double)), *tb = dt_xcalloc((size_t)n, sizeof(double));
+    struct dt_bench_stream bs = {train, x, y, perm, -1, 0};
+    if (st == DT_OK) dt_model_init(m, exp->train.seed, 0);
+    for (int p = 0; p < exp->n_policies && st == DT_OK && !dt_train_stop_requested; p++) {
+        const struct dt_policy *pol = &exp->policies[p];
+        if (dt_policy_equal_controls(pol, &fast)) continue;
+        st = dt_bench_alternate(m, exp, &bs, &fast, pol, warmup, n, ta, tb, NULL, NULL);
+        if (st == DT_OK && m->err.status == DT_OK)
+            for (int64_t i = 0; i < n; i++)
+                fprintf(f, "%s,%" PRId64 ",%s,%.6f,%.6f\n", pol->name, i,
+                        (warmup + i) % 2 == 0 ? "fast_first" : "policy_first", 1e3 * ta[i],
+                        1e3 * tb[i]);
+        if (st != DT_OK && m->err.status != DT_OK && err) *err = m->err;
+        if (st == DT_OK) st = flush_csv(f, path, err);
+    }
+    if (fclose(f) != 0 && st == DT_OK)
+        st = dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    free(x);
+    free(y);
+    free(perm);
+    free(ta);
+    free(tb);
+    dt_model_destroy(m);
+    return st;
+}
+
 enum dt_status dt_train_experiment(const struct dt_experiment *exp,
                                    const struct dt_run_options *opt, struct dt_error *err)
 {
@@ -392,46 +631,60 @@ enum dt_status dt_train_experiment(const struct dt_experiment *exp,
         dt_backend_destroy(be);
         return st;
     }
-    struct run_ctx c = {exp, opt, &ds, be};
+    const int n_cells = dt_cell_count(exp);
+    struct run_ctx c = {exp, opt, &ds, be, false, 0, 0, 0, 0};
+    c.tty = !opt->quiet && isatty(STDERR_FILENO);
+    c.steps_total = (int64_t)n_cells * exp->replicas * exp->train.steps;
+    c.t_start = dt_now_s();
     char start[32], end[32];
     dt_utc_iso8601(start, sizeof start);
     char manifest_path[1200];
     snprintf(manifest_path, sizeof manifest_path, "%s/run.json", opt->out_dir);
-    int n_runs = exp->n_policies * exp->replicas;
+    int n_runs = n_cells * exp->replicas;
     struct dt_replica_result *results = dt_xcalloc((size_t)n_runs, sizeof *results);
     struct dt_strbuf sb = {0};
     experiment_manifest(&sb, &c, start, NULL, "running", "", results, 0);
     st = dt_manifest_write(manifest_path, &sb, err);
+    if (st == DT_OK) st = write_config_json(opt->out_dir, exp, err);
     if (!opt->quiet && st == DT_OK)
         fprintf(stderr,
-                "detrain: %s: %d polic%s x %d replica%s, %" PRId64 " steps of %" PRId64
-                " on %s (%d threads); train %" PRId64 ", test %" PRId64 " examples\n"
+                "detrain: %s: %d cell%s (%d vary setting%s x %d polic%s) x %d replica%s, "
+                "%" PRId64 " steps of %" PRId64 " on %s (%d threads); train %" PRId64
+                ", test %" PRId64 " examples\n"
                 "detrain: writing to %s\n",
-                exp->name, exp->n_policies, exp->n_policies == 1 ? "y" : "ies", exp->replicas,
-                exp->replicas == 1 ? "" : "s", exp->train.steps, exp->train.batch,
+                exp->name, n_cells, n_cells == 1 ? "" : "s", exp->n_vary,
+                exp->n_vary == 1 ? "" : "s", exp->n_policies, exp->n_policies == 1 ? "y" : "ies",
+                exp->replicas, exp->replicas == 1 ? "" : "s", exp->train.steps, exp->train.batch,
                 dt_backend_name(be), dt_backend_threads(be), ds.train.n, ds.test.n, opt->out_dir);
     dt_train_install_signal_handlers();
 
     int done = 0;
     bool any_failed = false;
-    for (int p = 0; st == DT_OK && p < exp->n_policies && !dt_train_stop_requested; p++) {
+    for (int cell = 0; st == DT_OK && cell < n_cells && !dt_train_stop_requested; cell++) {
         for (int r = 0; st == DT_OK && r < exp->replicas && !dt_train_stop_requested; r++) {
-            st = run_replica(&c, &exp->policies[p], r, &results[done], err);
+            st = run_replica(&c, cell, r, &results[done], err);
             any_failed |= results[done].state == DT_REPLICA_FAILED;
             done++;
         }
     }
+    progress_end(&c);
+    if (st == DT_OK && !dt_train_stop_requested) st = measure_overhead(&c, err);
     bool interrupted = dt_train_stop_requested != 0;
     if (interrupted && st == DT_OK) {
         st = dt_error_set(err, DT_ERR_INTERRUPTED, "interrupted by signal %d; traces kept in %s",
                           (int)dt_train_stop_requested, opt->out_dir);
     }
     if (st == DT_OK || interrupted) {
-        struct dt_error serr;
-        enum dt_status sst = dt_summary_write(opt->out_dir, exp, results, done, &serr);
-        if (sst != DT_OK && st == DT_OK) {
-            st = sst;
-            if (err) *err = serr;
+        /* The report reads only what is on disk, so it also covers an interrupted run. */
+        struct dt_error rerr;
+        struct dt_report_options ropt = {.print_summary = true, .gnuplot = NULL,
+                                         .quiet = opt->quiet};
+        enum dt_status rst = dt_report_build(opt->out_dir, &ropt, &rerr);
+        if (rst != DT_OK && st == DT_OK) {
+            st = rst;
+            if (err) *err = rerr;
+        } else if (rst != DT_OK) {
+            fprintf(stderr, "detrain: report: %s\n", rerr.msg);
         }
     }
     if (st == DT_OK && any_failed)

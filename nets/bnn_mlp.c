@@ -329,7 +329,7 @@ static enum dt_status bnn_train_step(struct dt_model *m, int64_t B, const struct
 /* Evaluation: the predicted probabilities are the mean over test_samples sampled models
  * (evaluation draws use step 0 and sample t for model t). */
 static enum dt_status bnn_evaluate(struct dt_model *m, const float *x, const uint8_t *y, int64_t N,
-                                   const struct dt_policy *pol, struct dt_eval *out)
+                                   const struct dt_policy *pol, struct dt_eval *out, uint8_t *pred)
 {
     struct bnn *n = m->impl;
     const enum gen g = generator(n, pol);
@@ -378,6 +378,7 @@ static enum dt_status bnn_evaluate(struct dt_model *m, const float *x, const uin
             double py = p[y[i]] * inv_t;
             nll -= log(py > 1e-300 ? py : 1e-300);
             correct += arg == y[i];
+            if (pred) pred[i] = (uint8_t)arg;
             dt_ece_add(&bins, p[arg] * inv_t, arg == y[i]);
         }
         out->loss = N > 0 ? nll / (double)N : NAN;

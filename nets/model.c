@@ -151,7 +151,7 @@ double dt_ece_finish(const struct dt_ece_bins *b)
  * probabilities (first maximum = the prediction, as the accuracy counts it). */
 static enum dt_status evaluate_generic(struct dt_model *m, const float *x, const uint8_t *y,
                                        int64_t n, const struct dt_policy *pol,
-                                       struct dt_eval *out)
+                                       struct dt_eval *out, uint8_t *pred)
 {
     double total = 0.0;
     int64_t correct = 0;
@@ -180,6 +180,7 @@ static enum dt_status evaluate_generic(struct dt_model *m, const float *x, const
             for (int64_t k = 1; k < C; k++)
                 if (p[k] > p[arg]) arg = k;
             dt_ece_add(&bins, p[arg], arg == y[s + b]);
+            if (pred) pred[s + b] = (uint8_t)arg;
         }
     }
     free(probs);
@@ -189,12 +190,20 @@ static enum dt_status evaluate_generic(struct dt_model *m, const float *x, const
     return DT_OK;
 }
 
+enum dt_status dt_model_evaluate_pred(struct dt_model *m, const float *x, const uint8_t *y,
+                                      int64_t n, const struct dt_policy *pol,
+                                      struct dt_eval *out, uint8_t *pred)
+{
+    DT_ASSERT(m->n_classes <= 256 || !pred);
+    if (m->ops->evaluate) return m->ops->evaluate(m, x, y, n, pol, out, pred);
+    return evaluate_generic(m, x, y, n, pol, out, pred);
+}
+
 enum dt_status dt_model_evaluate_full(struct dt_model *m, const float *x, const uint8_t *y,
                                       int64_t n, const struct dt_policy *pol,
                                       struct dt_eval *out)
 {
-    if (m->ops->evaluate) return m->ops->evaluate(m, x, y, n, pol, out);
-    return evaluate_generic(m, x, y, n, pol, out);
+    return dt_model_evaluate_pred(m, x, y, n, pol, out, NULL);
 }
 
 enum dt_status dt_model_evaluate(struct dt_model *m, const float *x, const uint8_t *y,

@@ -60,9 +60,10 @@ struct dt_model_ops {
      * SGD. On failure it may fill m->err. */
     enum dt_status (*train_step)(struct dt_model *m, int64_t B, const struct dt_sgd_options *opt,
                                  const struct dt_policy *pol, float *loss);
-    /* Optional. Evaluation over host arrays; NULL = the generic one. */
+    /* Optional. Evaluation over host arrays; NULL = the generic one. pred, when not NULL,
+     * receives each example's predicted class (n entries). */
     enum dt_status (*evaluate)(struct dt_model *m, const float *x, const uint8_t *y, int64_t n,
-                               const struct dt_policy *pol, struct dt_eval *out);
+                               const struct dt_policy *pol, struct dt_eval *out, uint8_t *pred);
     /* Optional. Memory held for random draws under `pol`; NULL = none. */
     void (*memory)(const struct dt_model *m, const struct dt_policy *pol,
                    struct dt_model_memory *out);
@@ -118,6 +119,11 @@ enum dt_status dt_model_evaluate(struct dt_model *m, const float *x, const uint8
 enum dt_status dt_model_evaluate_full(struct dt_model *m, const float *x, const uint8_t *y,
                                       int64_t n, const struct dt_policy *pol,
                                       struct dt_eval *out);
+/* The same, also writing each example's predicted class (the first most probable one) to
+ * pred (n entries): what prediction churn between replicas is computed from. */
+enum dt_status dt_model_evaluate_pred(struct dt_model *m, const float *x, const uint8_t *y,
+                                      int64_t n, const struct dt_policy *pol,
+                                      struct dt_eval *out, uint8_t *pred);
 /* Accumulate one example into calibration bins and finish them (shared by evaluators):
  * bins hold count, confidence sum and correct count per bin. */
 struct dt_ece_bins {

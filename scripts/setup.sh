@@ -18,6 +18,7 @@ packages=(
 )
 optional=(
   dieharder                       # make check-slow: statistical tests of the epsilon generators
+  gnuplot-nox                     # report plots (SVG, PNG); without it reports are tables only
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

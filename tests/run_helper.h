@@ -100,4 +100,28 @@ static inline int dt_csv_field(char *out, size_t size, const char *path, int row
     return rc;
 }
 
+/* Field in column `name` (by the header line) of data row `row` of a CSV file; -1 when the
+ * file, the column or the row is missing. */
+static inline int dt_csv_col(char *out, size_t size, const char *path, int row, const char *name)
+{
+    char *text = dt_read_file(path, NULL);
+    if (!text) return -1;
+    size_t header_len = strcspn(text, "\n");
+    int col = -1, c = 0;
+    for (char *p = text; p < text + header_len; c++) {
+        size_t k = strcspn(p, ",\n");
+        if (k == strlen(name) && strncmp(p, name, k) == 0) {
+            col = c;
+            break;
+        }
+        p += k + 1;
+    }
+    free(text);
+    if (col < 0) {
+        fprintf(stderr, "%s: no column '%s'\n", path, name);
+        return -1;
+    }
+    return dt_csv_field(out, size, path, row, col);
+}
+
 #endif

@@ -939,7 +939,7 @@ DT_TEST(learns)
     if (rc != 0) fprintf(stderr, "%s\n", out);
     CHECK_INT_EQ(rc, 0);
     char f[64] = "";
-    CHECK_INT_EQ(dt_csv_field(f, sizeof f, TMP "learns/summary.csv", 0, 4), 0);
+    CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "learns/summary.csv", 0, "test_acc_mean"), 0);
     fprintf(stderr, "bnn, 150 steps: test accuracy %s\n", f);
     CHECK(atof(f) >= 0.75);
     char *json = dt_read_file(TMP "learns/portable/replica-0/run.json", NULL);
@@ -1005,9 +1005,9 @@ DT_TEST(policies_traces)
                         dir, DT_DETRAIN_EXE, DT_SOURCE_DIR, dir);
     if (rc != 0) fprintf(stderr, "%s\n", out);
     CHECK_INT_EQ(rc, 0);
-    CHECK_INT_EQ(dt_csv_field(f, sizeof f, TMP "vary_epsilon/summary.csv", 0, 2), 0);
+    CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "vary_epsilon/summary.csv", 0, "distinct_final_digests"), 0);
     CHECK_STR_EQ(f, "2"); /* distinct final digests */
-    CHECK_INT_EQ(dt_csv_field(f, sizeof f, TMP "vary_epsilon/summary.csv", 0, 3), 0);
+    CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "vary_epsilon/summary.csv", 0, "first_divergent_step"), 0);
     CHECK_STR_EQ(f, "1"); /* first divergent step */
     json = dt_read_file(TMP "vary_epsilon/portable/replica-1/run.json", NULL);
     CHECK(json && strstr(json, "\"epsilon\": {\"member\": 1, ") != NULL);

@@ -114,14 +114,33 @@ DT_TEST(short_run_outputs)
     int rc = dt_run_capture(out, sizeof out, "rm -rf '%s' && '%s' run '%s' --out '%s' --set train.steps=5 "
                             "--set hash.every=2 --set train.eval_every=2", dir, EXE, TINY, dir);
     CHECK_INT_EQ(rc, 0);
-    CHECK_CONTAINS(out, "first_diverge");
-    CHECK_CONTAINS(out, "replica 2/2  step 5/5");
+    CHECK(strstr(out, "steps/s") == NULL); /* output is not a terminal: no progress line */
     char *s = dt_read_file(TMP "short/summary.csv", NULL);
     CHECK(s != NULL);
-    const char *head = "policy,replicas,distinct_final_digests,first_divergent_step,test_acc_mean,"
-                       "test_acc_std,step_ms_median";
+    const char *head = "cell,vary,policy,replicas,completed,distinct_final_digests,"
+                       "first_divergent_step,first_divergent_tensor,test_acc_mean,test_acc_std";
     if (s) CHECK(strncmp(s, head, strlen(head)) == 0);
     free(s);
+    const char *files[] = {"config.json", "overhead.csv", "report.md", "cells.csv", "drift.csv",
+                           "portable/replica-1/times.csv", "portable/replica-1/predictions.csv",
+                           "portable/replica-1/snapshots/step-00000000.bin",
+                           "portable/replica-1/snapshots/step-00000005.bin"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        if (!dt_path_exists(path)) fprintf(stderr, "missing: %s\n", path);
+        CHECK(dt_path_exists(path));
+    }
+    /* times.csv: every step, hash time only on hashed steps (2, 4, 5) */
+    const char *times = TMP "short/portable/replica-1/times.csv";
+    char t[64];
+    CHECK_INT_EQ(dt_csv_col(t, sizeof t, times, 0, "step"), 0);
+    CHECK_STR_EQ(t, "1");
+    CHECK_INT_EQ(dt_csv_col(t, sizeof t, times, 0, "hash_ms"), 0);
+    CHECK_STR_EQ(t, "");
+    CHECK_INT_EQ(dt_csv_col(t, sizeof t, times, 1, "hash_ms"), 0);
+    CHECK(t[0] != '\0');
+    CHECK(dt_csv_col(t, sizeof t, times, 5, "step") != 0);
     /* hash.every=2 over 5 steps: steps 0, 2, 4 and the final 5 */
     char f[80];
     const char *trace = TMP "short/portable/replica-1/trace.csv";
@@ -158,6 +177,24 @@ DT_TEST(short_run_outputs)
     free(r);
 }
 
+/* On a terminal (a pseudo-terminal from script(1)) a run shows its progress line: cell,
+ * replica, step, steps/s and ETA. */
+DT_TEST(progress_line_on_terminal)
+{
+    if (system("command -v script >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "script(1) not installed: skipped\n");
+        exit(77);
+    }
+    const char *dir = TMP "progress";
+    int rc = dt_run_capture(out, sizeof out,
+                            "rm -rf '%s' && script -qec \"'%s' run '%s' --out '%s' --set train.steps=5 "
+                            "--set report.overhead_samples=0\" /dev/null",
+                            dir, EXE, TINY, dir);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_CONTAINS(out, "cell 1/1 portable  replica 2/2  step 5/5");
+    CHECK_CONTAINS(out, "steps/s  ETA");
+}
+
 /* SIGINT mid-run (sent once the trace has rows, so no timing luck): exit 130, the trace is a valid prefix `compare` can read, and both
  * manifests say the run was interrupted. */
 DT_TEST(sigint_keeps_valid_prefix)
@@ -187,4 +224,5 @@ DT_TEST(sigint_keeps_valid_prefix)
 
 DT_TEST_MAIN(DT_CASE(help_and_version), DT_CASE(usage_errors_exit_2),
              DT_CASE(config_errors_stop_before_training), DT_CASE(dataset_errors),
-             DT_CASE(unwritable_output), DT_CASE(cuda_unavailable), DT_CASE(short_run_outputs), DT_CASE(sigint_keeps_valid_prefix))
+             DT_CASE(unwritable_output), DT_CASE(cuda_unavailable), DT_CASE(short_run_outputs),
+             DT_CASE(progress_line_on_terminal), DT_CASE(sigint_keeps_valid_prefix))

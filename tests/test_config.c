@@ -4,6 +4,7 @@
 #include "tests/check.h"
 
 #include <errno.h>
+#include <glob.h>
 
 #include "harness/config.h"
 
@@ -79,7 +80,8 @@ DT_TEST(load_full)
     CHECK_INT_EQ(e.policies[2].base, DT_LEVEL_PORTABLE);
     CHECK_STR_EQ(e.policies[1].name, "run_to_run");
     CHECK_INT_EQ(e.replicas, 3);
-    CHECK_INT_EQ(e.vary, DT_VARY_INIT | DT_VARY_DATA_ORDER);
+    CHECK_INT_EQ(e.n_vary, 1);
+    CHECK_INT_EQ(e.vary_sets[0], DT_VARY_INIT | DT_VARY_DATA_ORDER);
     CHECK_INT_EQ(e.hash.every, 10);
     CHECK(e.hash.per_tensor);
     CHECK_STR_EQ(e.source, CFG("full.yaml"));
@@ -113,9 +115,13 @@ DT_TEST(load_minimal_defaults)
     CHECK_INT_EQ(e.policies[0].base, DT_LEVEL_PORTABLE);
     CHECK_STR_EQ(e.policies[0].name, "portable");
     CHECK_INT_EQ(e.replicas, 1);
-    CHECK_INT_EQ(e.vary, 0);
+    CHECK_INT_EQ(e.n_vary, 1);
+    CHECK_INT_EQ(e.vary_sets[0], 0);
     CHECK_INT_EQ(e.hash.every, 1);
     CHECK(!e.hash.per_tensor);
+    CHECK_INT_EQ(e.report.snapshots, 8);
+    CHECK_INT_EQ(e.report.overhead_samples, 30);
+    CHECK_INT_EQ(e.report.overhead_warmup, 5);
     CHECK_STR_EQ(e.source, CFG("minimal.yaml"));
 }
 
@@ -409,11 +415,13 @@ DT_TEST(set_list)
     CHECK_INT_EQ(e.n_policies, 2);
     CHECK_STR_EQ(e.policies[0].name, "fast");
     CHECK_STR_EQ(e.policies[1].name, "portable");
-    CHECK_INT_EQ(e.vary, DT_VARY_DATA_ORDER);
+    CHECK_INT_EQ(e.n_vary, 1);
+    CHECK_INT_EQ(e.vary_sets[0], DT_VARY_DATA_ORDER);
     const char *none[] = {"model.hidden=[]", "vary=[]"};
     CHECK_INT_EQ(load(&e, CFG("full.yaml"), none, 2, &err), DT_OK);
     CHECK_INT_EQ(e.model.n_hidden, 0);
-    CHECK_INT_EQ(e.vary, 0);
+    CHECK_INT_EQ(e.n_vary, 1);
+    CHECK_INT_EQ(e.vary_sets[0], 0);
 }
 
 /* The location is --set:<1-based index>:<column of the value in the assignment>. */
@@ -563,9 +571,8 @@ DT_TEST(write_json)
     CHECK(size > 2 && text[0] == '{' && text[size - 1] == '}');
     CHECK_CONTAINS(text, "{\"name\":\"full-run_1.a\",\"dataset\":{\"name\":\"fashion-mnist\","
                          "\"path\":\"a\\\"b\\\\c\",\"train_limit\":1000,\"test_limit\":500},");
-    CHECK_CONTAINS(text, "\"model\":{\"kind\":\"mlp\",\"hidden\":[512,256,64],\"overlap_pool\":false,"
-                         "\"samples\":4,\"test_samples\":10,\"prior_sigma\":1,\"rho_init\":-5,"
-                         "\"lanes\":1024,\"stored_generator\":\"philox\",\"lfsr_check_every\":0}");
+    /* only the keys model.kind mlp reads */
+    CHECK_CONTAINS(text, "\"model\":{\"kind\":\"mlp\",\"hidden\":[512,256,64]},\"train\":{");
     CHECK_CONTAINS(text, "\"optimizer\":{\"kind\":\"sgd\",\"lr\":0.125,\"momentum\":0.5,"
                          "\"weight_decay\":0.0001}");
     CHECK_CONTAINS(text, "\"seed\":18446744073709551615,\"eval_every\":100}");
@@ -578,7 +585,8 @@ DT_TEST(write_json)
                          "\"atomics\":\"fixed_point\",\"rng\":\"lfsr\",\"conv_algo\":\"own\","
                          "\"math\":\"fast\",\"threads\":\"independent\"}],");
     CHECK_CONTAINS(text, "\"replicas\":3,\"vary\":[\"init\"]");
-    CHECK_CONTAINS(text, "\"hash\":{\"every\":10,\"per_tensor\":true}}");
+    CHECK_CONTAINS(text, "\"hash\":{\"every\":10,\"per_tensor\":true},\"report\":{\"snapshots\":8,"
+                         "\"overhead_samples\":30,\"overhead_warmup\":5}}");
     int braces, brackets, min_depth;
     json_balance(text, &braces, &brackets, &min_depth);
     CHECK_INT_EQ(braces, 0);
@@ -609,7 +617,8 @@ DT_TEST(write_reference)
         "model.stored_generator", "model.lfsr_check_every", "train.steps", "train.batch", "train.optimizer.kind",
         "train.optimizer.lr", "train.optimizer.momentum", "train.optimizer.weight_decay",
         "train.seed", "train.eval_every", "backend.device", "backend.threads", "policies",
-        "replicas", "vary", "hash.every", "hash.per_tensor"};
+        "replicas", "vary", "hash.every", "hash.per_tensor", "report.snapshots",
+        "report.overhead_samples", "report.overhead_warmup"};
     int n_keys = (int)(sizeof every_key / sizeof every_key[0]);
     char *text = NULL;
     size_t size = 0;
@@ -633,6 +642,13 @@ DT_TEST(write_reference)
     CHECK_CONTAINS(text, "| `policies` | list of policies | `[portable]` | 1 to 16 items, each a "
                          "level (fast, run_to_run, portable) or a mapping {base: LEVEL, CONTROL: "
                          "VALUE, ..., name: NAME}; names unique | no |");
+    CHECK_CONTAINS(text, "| `vary` | list of names, or list of lists of names | `[]` | any of "
+                         "init, data_order, epsilon, no repeats; or a list of 1 to 8 such lists "
+                         "(settings), no two alike | no |");
+    CHECK_CONTAINS(text, "| `report.snapshots` | integer | `8` | [0, 64] | no |");
+    CHECK_CONTAINS(text,
+                   "| `report.overhead_samples` | integer | `30` | 0 or [20, 1000000] | no |");
+    CHECK_CONTAINS(text, "| `report.overhead_warmup` | integer | `5` | [0, 100000] | no |");
     free(text);
 }
 
@@ -670,7 +686,8 @@ DT_TEST(bnn_keys)
     CHECK_INT_EQ(e.model.lanes, 64);
     CHECK_INT_EQ(e.model.stored_generator, DT_EPS_GEN_LFSR);
     CHECK_INT_EQ(e.model.lfsr_check_every, 5);
-    CHECK_INT_EQ(e.vary, DT_VARY_EPSILON);
+    CHECK_INT_EQ(e.n_vary, 1);
+    CHECK_INT_EQ(e.vary_sets[0], DT_VARY_EPSILON);
     CHECK_INT_EQ(e.n_policies, 3);
     CHECK_STR_EQ(e.policies[0].name, "portable+rng=stored");
     CHECK_INT_EQ(e.policies[0].rng, DT_RNG_STORED);
@@ -684,7 +701,7 @@ DT_TEST(bnn_keys)
     if (!f) return;
     dt_config_write_json(f, &e);
     fclose(f);
-    CHECK_CONTAINS(text, "\"model\":{\"kind\":\"bnn_mlp\",\"hidden\":[30,20],\"overlap_pool\":false,"
+    CHECK_CONTAINS(text, "\"model\":{\"kind\":\"bnn_mlp\",\"hidden\":[30,20],"
                          "\"samples\":3,\"test_samples\":7,\"prior_sigma\":0.5,\"rho_init\":-4,"
                          "\"lanes\":64,\"stored_generator\":\"lfsr\",\"lfsr_check_every\":5}");
     CHECK_CONTAINS(text, "\"vary\":[\"epsilon\"]");
@@ -736,6 +753,295 @@ DT_TEST(bnn_key_errors)
                                     "not mlp");
 }
 
+/* ---- vary as an axis: a list of lists of names ----------------------------------------- */
+
+/* Expect n_vary settings equal to want[0, n), in order, and zeros after them. */
+static void expect_vary(const struct dt_experiment *e, const unsigned *want, int n)
+{
+    CHECK_INT_EQ(e->n_vary, n);
+    for (int i = 0; i < DT_MAX_VARY_SETS; i++)
+        CHECK_INT_EQ(e->vary_sets[i], i < n ? want[i] : 0u);
+}
+
+/* From a file (block style, names in any order within a setting). */
+DT_TEST(vary_sets_file)
+{
+    struct dt_experiment e;
+    struct dt_error err;
+    CHECK_INT_EQ(load(&e, CFG("vary_sets.yaml"), NULL, 0, &err), DT_OK);
+    if (err.msg[0]) fprintf(stderr, "  %s\n", err.msg);
+    const unsigned four[] = {0, DT_VARY_INIT, DT_VARY_DATA_ORDER,
+                             DT_VARY_INIT | DT_VARY_DATA_ORDER};
+    expect_vary(&e, four, 4);
+    CHECK_INT_EQ(load(&e, CFG("vary_sets_bnn.yaml"), NULL, 0, &err), DT_OK);
+    if (err.msg[0]) fprintf(stderr, "  %s\n", err.msg);
+    const unsigned bnn[] = {DT_VARY_EPSILON, 0,
+                            DT_VARY_INIT | DT_VARY_DATA_ORDER | DT_VARY_EPSILON};
+    expect_vary(&e, bnn, 3);
+}
+
+/* From --set, replacing the file's value as a whole (either form over either form). */
+DT_TEST(vary_sets_set)
+{
+    struct dt_experiment e;
+    struct dt_error err;
+    const char *two[] = {"vary=[[], [init]]"};
+    CHECK_INT_EQ(load(&e, CFG("full.yaml"), two, 1, &err), DT_OK);
+    const unsigned none_init[] = {0, DT_VARY_INIT};
+    expect_vary(&e, none_init, 2);
+    const char *empty[] = {"vary=[[]]"}; /* one setting, no flags */
+    CHECK_INT_EQ(load(&e, CFG("vary_sets.yaml"), empty, 1, &err), DT_OK);
+    const unsigned zero[] = {0};
+    expect_vary(&e, zero, 1);
+    const char *flat[] = {"vary=[data_order, init]"}; /* one setting again */
+    CHECK_INT_EQ(load(&e, CFG("vary_sets.yaml"), flat, 1, &err), DT_OK);
+    const unsigned both[] = {DT_VARY_INIT | DT_VARY_DATA_ORDER};
+    expect_vary(&e, both, 1);
+    const char *scalar[] = {"vary=init"};
+    CHECK_INT_EQ(load(&e, CFG("vary_sets.yaml"), scalar, 1, &err), DT_OK);
+    const unsigned init[] = {DT_VARY_INIT};
+    expect_vary(&e, init, 1);
+    const char *nothing[] = {"vary=[]"};
+    CHECK_INT_EQ(load(&e, CFG("vary_sets.yaml"), nothing, 1, &err), DT_OK);
+    expect_vary(&e, zero, 1);
+    /* the most settings: all eight subsets, under bnn_mlp */
+    const char *eight[] = {"model.kind=bnn_mlp",
+                           "vary=[[], [init], [data_order], [epsilon], [init, data_order], "
+                           "[epsilon, init], [data_order, epsilon], [epsilon, data_order, init]]"};
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), eight, 2, &err), DT_OK);
+    if (err.msg[0]) fprintf(stderr, "  %s\n", err.msg);
+    const unsigned all[] = {0, 1, 2, 4, 3, 5, 6, 7};
+    expect_vary(&e, all, 8);
+}
+
+/* Each error at the node at fault, naming the item (and the name within a setting). */
+DT_TEST(vary_sets_errors)
+{
+    expect_file_error(CFG("vary_same_setting.yaml"), 4, 32,
+                      "key 'vary', item 3: the same setting as item 1");
+    expect_file_error(CFG("vary_mixed.yaml"), 6, 5,
+                      "key 'vary', item 2: expected a list of names like item 1, got "
+                      "'data_order'");
+    expect_file_error(CFG("vary_sets_epsilon_mlp.yaml"), 4, 1,
+                      "key 'vary': epsilon applies to model.kind bnn_mlp only, not mlp");
+    const char *mixed[] = {"vary=[init, [data_order]]"};
+    expect_set_error(mixed, 1, 1, 13, "key 'vary', item 2: expected a name like item 1, got a "
+                                      "list");
+    const char *twice[] = {"vary=[[init], [init, init]]"};
+    expect_set_error(twice, 1, 1, 22, "key 'vary', item 2, name 2: 'init' is listed twice");
+    const char *unknown[] = {"vary=[[], [weights]]"};
+    expect_set_error(unknown, 1, 1, 12, "key 'vary', item 2, name 1: unknown value 'weights' "
+                                        "(expected init, data_order or epsilon)");
+    const char *nested[] = {"vary=[[], [[init]]]"};
+    expect_set_error(nested, 1, 1, 12, "key 'vary', item 2, name 1: expected a name, got a list");
+    const char *same[] = {"vary=[[init], [data_order], [init]]"};
+    expect_set_error(same, 1, 1, 29, "key 'vary', item 3: the same setting as item 1");
+    const char *empties[] = {"vary=[[], []]"};
+    expect_set_error(empties, 1, 1, 11, "key 'vary', item 2: the same setting as item 1");
+    const char *nine[] = {"model.kind=bnn_mlp",
+                          "vary=[[], [init], [data_order], [epsilon], [init, data_order], "
+                          "[epsilon, init], [data_order, epsilon], [epsilon, data_order, init], "
+                          "[init]]"};
+    expect_set_error(nine, 2, 2, 6, "key 'vary': expected 1 to 8 settings, got 9");
+    const char *four[] = {"vary=[init, data_order, epsilon, init]"};
+    expect_set_error(four, 1, 1, 6, "key 'vary': expected 0 to 3 items, got 4");
+    const char *map[] = {"vary={init: true}"};
+    expect_set_error(map, 1, 1, 6, "key 'vary': expected a list of names or a list of lists of "
+                                   "names, got a mapping");
+    const char *eps[] = {"vary=[[init], [init, epsilon]]"};
+    expect_set_error(eps, 1, 1, 6, "key 'vary': epsilon applies to model.kind bnn_mlp only, "
+                                   "not mlp");
+}
+
+/* ---- report.* ---------------------------------------------------------------------------- */
+
+DT_TEST(report_keys)
+{
+    struct dt_experiment e;
+    struct dt_error err;
+    CHECK_INT_EQ(load(&e, CFG("report_full.yaml"), NULL, 0, &err), DT_OK);
+    CHECK_INT_EQ(e.report.snapshots, 64);
+    CHECK_INT_EQ(e.report.overhead_samples, 1000000);
+    CHECK_INT_EQ(e.report.overhead_warmup, 100000);
+    const char *low[] = {"report.snapshots=0", "report={overhead_samples: 20, overhead_warmup: 0}"};
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), low, 2, &err), DT_OK);
+    CHECK_INT_EQ(e.report.snapshots, 0);
+    CHECK_INT_EQ(e.report.overhead_samples, 20);
+    CHECK_INT_EQ(e.report.overhead_warmup, 0);
+    const char *skip[] = {"report.overhead_samples=0"};
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), skip, 1, &err), DT_OK);
+    CHECK_INT_EQ(e.report.overhead_samples, 0);
+    CHECK_INT_EQ(e.report.snapshots, 8);
+    CHECK_INT_EQ(e.report.overhead_warmup, 5);
+
+    expect_file_error(CFG("report_few_samples.yaml"), 6, 21,
+                      "key 'report.overhead_samples': the overhead protocol takes at least 20 "
+                      "samples (or 0 to skip)");
+    const char *one[] = {"report.overhead_samples=1"};
+    expect_set_error(one, 1, 1, 25, "key 'report.overhead_samples': the overhead protocol takes "
+                                    "at least 20 samples (or 0 to skip)");
+    const char *many[] = {"report.overhead_samples=1000001"};
+    expect_set_error(many, 1, 1, 25, "key 'report.overhead_samples': value 1000001 is out of "
+                                     "range 0 or [20, 1000000]");
+    const char *neg[] = {"report={overhead_samples: -1}"};
+    expect_set_error(neg, 1, 1, 27, "key 'report.overhead_samples': value -1 is out of range 0 "
+                                    "or [20, 1000000]");
+    const char *snaps[] = {"report.snapshots=65"};
+    expect_set_error(snaps, 1, 1, 18, "key 'report.snapshots': value 65 is out of range [0, 64]");
+    const char *neg_snaps[] = {"report.snapshots=-1"};
+    expect_set_error(neg_snaps, 1, 1, 18, "key 'report.snapshots': value -1 is out of range");
+    const char *warm[] = {"report.overhead_warmup=100001"};
+    expect_set_error(warm, 1, 1, 24, "key 'report.overhead_warmup': value 100001 is out of range "
+                                     "[0, 100000]");
+    const char *typo[] = {"report.snapshot=3"};
+    expect_set_error(typo, 1, 1, 1, "unknown key 'report.snapshot'; did you mean "
+                                    "'report.snapshots'?");
+}
+
+/* ---- JSON round trip: load(yaml) -> json -> load(json) -> json ----------------------------- */
+
+static char *json_of(const struct dt_experiment *e)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    CHECK(f != NULL);
+    if (!f) return NULL;
+    dt_config_write_json(f, e);
+    fclose(f);
+    return text;
+}
+
+/* Every field of struct dt_experiment but `source`. */
+static void expect_same_experiment(const struct dt_experiment *a, const struct dt_experiment *b)
+{
+    CHECK_STR_EQ(a->name, b->name);
+    CHECK_STR_EQ(a->dataset.name, b->dataset.name);
+    CHECK_STR_EQ(a->dataset.path, b->dataset.path);
+    CHECK_INT_EQ(a->dataset.train_limit, b->dataset.train_limit);
+    CHECK_INT_EQ(a->dataset.test_limit, b->dataset.test_limit);
+    CHECK_INT_EQ(a->model.kind, b->model.kind);
+    CHECK_INT_EQ(a->model.n_hidden, b->model.n_hidden);
+    for (int i = 0; i < DT_MAX_HIDDEN; i++) CHECK_INT_EQ(a->model.hidden[i], b->model.hidden[i]);
+    CHECK_INT_EQ(a->model.overlap_pool, b->model.overlap_pool);
+    CHECK_INT_EQ(a->model.samples, b->model.samples);
+    CHECK_INT_EQ(a->model.test_samples, b->model.test_samples);
+    CHECK(memcmp(&a->model.prior_sigma, &b->model.prior_sigma, sizeof(double)) == 0);
+    CHECK(memcmp(&a->model.rho_init, &b->model.rho_init, sizeof(double)) == 0);
+    CHECK_INT_EQ(a->model.lanes, b->model.lanes);
+    CHECK_INT_EQ(a->model.stored_generator, b->model.stored_generator);
+    CHECK_INT_EQ(a->model.lfsr_check_every, b->model.lfsr_check_every);
+    CHECK_INT_EQ(a->train.steps, b->train.steps);
+    CHECK_INT_EQ(a->train.batch, b->train.batch);
+    CHECK_INT_EQ(a->train.optimizer.kind, b->train.optimizer.kind);
+    CHECK(memcmp(&a->train.optimizer.lr, &b->train.optimizer.lr, sizeof(double)) == 0);
+    CHECK(memcmp(&a->train.optimizer.momentum, &b->train.optimizer.momentum, sizeof(double)) == 0);
+    CHECK(memcmp(&a->train.optimizer.weight_decay, &b->train.optimizer.weight_decay,
+                 sizeof(double)) == 0);
+    CHECK(a->train.seed == b->train.seed);
+    CHECK_INT_EQ(a->train.eval_every, b->train.eval_every);
+    CHECK_INT_EQ(a->backend.device, b->backend.device);
+    CHECK_INT_EQ(a->backend.threads, b->backend.threads);
+    CHECK_INT_EQ(a->n_policies, b->n_policies);
+    for (int i = 0; i < a->n_policies && i < b->n_policies; i++) {
+        const struct dt_policy *p = &a->policies[i], *q = &b->policies[i];
+        CHECK_STR_EQ(p->name, q->name);
+        CHECK_INT_EQ(p->base, q->base);
+        CHECK(dt_policy_equal_controls(p, q));
+        CHECK_INT_EQ(p->reduction, q->reduction);
+        CHECK_INT_EQ(p->atomics, q->atomics);
+        CHECK_INT_EQ(p->rng, q->rng);
+        CHECK_INT_EQ(p->conv_algo, q->conv_algo);
+        CHECK_INT_EQ(p->math, q->math);
+        CHECK_INT_EQ(p->threads, q->threads);
+    }
+    CHECK_INT_EQ(a->replicas, b->replicas);
+    CHECK_INT_EQ(a->n_vary, b->n_vary);
+    for (int i = 0; i < DT_MAX_VARY_SETS; i++) CHECK_INT_EQ(a->vary_sets[i], b->vary_sets[i]);
+    CHECK_INT_EQ(a->hash.every, b->hash.every);
+    CHECK_INT_EQ(a->hash.per_tensor, b->hash.per_tensor);
+    CHECK_INT_EQ(a->report.snapshots, b->report.snapshots);
+    CHECK_INT_EQ(a->report.overhead_samples, b->report.overhead_samples);
+    CHECK_INT_EQ(a->report.overhead_warmup, b->report.overhead_warmup);
+}
+
+/* Load `path`, write its JSON to a file, load that, write again: the same text, the same
+ * fields. Returns the first JSON text (the caller frees it) or NULL. */
+static char *round_trip(const char *path, const char *const *sets, int n_sets)
+{
+    static struct dt_experiment a, b;
+    struct dt_error err;
+    int before = dt_check_failures_;
+    CHECK_INT_EQ(load(&a, path, sets, n_sets, &err), DT_OK);
+    if (err.msg[0]) fprintf(stderr, "  %s\n", err.msg);
+    char *first = json_of(&a);
+    if (!first) return NULL;
+    const char *base = strrchr(path, '/');
+    char json_path[1024];
+    snprintf(json_path, sizeof json_path, DT_TEST_TMP_DIR "/config.round_trip.%s.json",
+             base ? base + 1 : path);
+    FILE *f = fopen(json_path, "w");
+    CHECK(f != NULL);
+    if (!f) return first;
+    fputs(first, f);
+    fputc('\n', f);
+    fclose(f);
+    CHECK_INT_EQ(load(&b, json_path, NULL, 0, &err), DT_OK);
+    if (err.msg[0]) fprintf(stderr, "  %s\n", err.msg);
+    char *second = json_of(&b);
+    if (second) CHECK_STR_EQ(second, first);
+    free(second);
+    expect_same_experiment(&a, &b);
+    CHECK_STR_EQ(b.source, json_path);
+    if (dt_check_failures_ != before) fprintf(stderr, "  (round trip of %s)\n", path);
+    return first;
+}
+
+/* Every shipped config, then the test fixtures that use every model kind and both forms
+ * of vary. The JSON holds only the keys the model kind reads. */
+DT_TEST(json_round_trip)
+{
+    glob_t shipped;
+    CHECK_INT_EQ(glob(DT_SOURCE_DIR "/configs/*.yaml", 0, NULL, &shipped), 0);
+    CHECK(shipped.gl_pathc >= 4); /* quickstart, cpu_controls, lenet, bnn at least */
+    for (size_t i = 0; i < shipped.gl_pathc; i++) free(round_trip(shipped.gl_pathv[i], NULL, 0));
+    globfree(&shipped);
+
+    char *text = round_trip(DT_SOURCE_DIR "/configs/lenet.yaml", NULL, 0);
+    if (text) {
+        CHECK_CONTAINS(text, "\"model\":{\"kind\":\"lenet\",\"overlap_pool\":");
+        CHECK(!strstr(text, "\"hidden\"") && !strstr(text, "\"samples\""));
+    }
+    free(text);
+    text = round_trip(CFG("bnn_full.yaml"), NULL, 0);
+    if (text) CHECK(!strstr(text, "overlap_pool"));
+    free(text);
+    text = round_trip(CFG("vary_sets_bnn.yaml"), NULL, 0);
+    if (text) {
+        CHECK_CONTAINS(text, "\"vary\":[[\"epsilon\"],[],[\"init\",\"data_order\",\"epsilon\"]]");
+        CHECK_CONTAINS(text, "\"report\":{\"snapshots\":3,\"overhead_samples\":0,"
+                             "\"overhead_warmup\":0}}");
+        /* name + base + every control, which load back to the same policies */
+        CHECK_CONTAINS(text, "{\"name\":\"fast-fixed\",\"base\":\"fast\",\"reduction\":\"fixed\","
+                             "\"atomics\":\"float\",");
+    }
+    free(text);
+    text = round_trip(CFG("vary_sets.yaml"), NULL, 0);
+    if (text) {
+        CHECK_CONTAINS(text, "\"vary\":[[],[\"init\"],[\"data_order\"],[\"init\",\"data_order\"]]");
+        CHECK(!strstr(text, "overlap_pool") && !strstr(text, "lanes"));
+    }
+    free(text);
+    free(round_trip(CFG("full.yaml"), NULL, 0));
+    free(round_trip(CFG("policy_mappings.yaml"), NULL, 0));
+    const char *one[] = {"vary=[[init]]", "train.optimizer.lr=0.1", "model.hidden=[]"};
+    text = round_trip(CFG("minimal.yaml"), one, 3);
+    if (text) CHECK_CONTAINS(text, "\"hidden\":[]},");
+    if (text) CHECK_CONTAINS(text, "\"lr\":0.10000000000000001,");
+    if (text) CHECK_CONTAINS(text, "\"replicas\":1,\"vary\":[\"init\"],\"hash\"");
+    free(text);
+}
+
 DT_TEST_MAIN(DT_CASE(load_full), DT_CASE(load_minimal_defaults), DT_CASE(malformed_yaml),
              DT_CASE(unknown_key), DT_CASE(wrong_type_int), DT_CASE(wrong_type_mapping),
              DT_CASE(out_of_range), DT_CASE(missing_required), DT_CASE(duplicate_key),
@@ -747,4 +1053,6 @@ DT_TEST_MAIN(DT_CASE(load_full), DT_CASE(load_minimal_defaults), DT_CASE(malform
              DT_CASE(set_unknown_key), DT_CASE(set_missing_equals), DT_CASE(set_supplies_required),
              DT_CASE(scalar_parsing), DT_CASE(hidden_items), DT_CASE(write_json),
              DT_CASE(write_reference), DT_CASE(model_kind_keys),
-             DT_CASE(bnn_keys), DT_CASE(bnn_key_errors))
+             DT_CASE(bnn_keys), DT_CASE(bnn_key_errors), DT_CASE(vary_sets_file),
+             DT_CASE(vary_sets_set), DT_CASE(vary_sets_errors), DT_CASE(report_keys),
+             DT_CASE(json_round_trip))
