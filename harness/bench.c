@@ -156,8 +156,14 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
     struct dt_backend *be = NULL;
     struct dt_backend_options bopt = {exp->backend.device == DT_DEVICE_CUDA ? DT_BACKEND_CUDA
                                                                             : DT_BACKEND_CPU,
-                                      exp->backend.threads, 0};
+                                      exp->backend.threads, exp->backend.gpu};
     enum dt_status st = dt_backend_create(&be, &bopt, err);
+    const char *missing = st == DT_OK ? dt_backend_missing_op(be) : NULL;
+    if (missing)
+        st = dt_error_set(err, DT_ERR_UNSUPPORTED,
+                          "backend '%s': op %s is not implemented in this version; use "
+                          "backend.device: cpu",
+                          dt_backend_name(be), missing);
     struct dt_model *m = NULL;
     if (st == DT_OK) st = dt_train_build_model(&m, exp, be, ds.train.n, err);
     if (st != DT_OK) {

@@ -168,6 +168,8 @@ static const struct key_row keys[] = {
      .names = device_names, .doc = "Device the model trains on"},
     {.path = "backend.threads", .type = KEY_INT, FIELD_(backend.threads), .def = "0", .lo = 0,
      .hi = 256, .doc = "CPU worker threads; 0 = number of online CPUs (capped at 64)"},
+    {.path = "backend.gpu", .type = KEY_INT, FIELD_(backend.gpu), .def = "0", .lo = 0,
+     .hi = 63, .doc = "cuda: the GPU to train on (CUDA device ordinal)"},
     {.path = "policies", .type = KEY_POLICY_LIST, FIELD_(policies), COUNT_(n_policies),
      .def = "[portable]", .min_items = 1, .max_items = DT_MAX_POLICIES,
      .doc = "Determinism policies to train under, one full run each. A mapping starts from "

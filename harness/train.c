@@ -620,8 +620,17 @@ enum dt_status dt_train_experiment(const struct dt_experiment *exp,
     struct dt_backend *be = NULL;
     struct dt_backend_options bopt = {exp->backend.device == DT_DEVICE_CUDA ? DT_BACKEND_CUDA
                                                                             : DT_BACKEND_CPU,
-                                      exp->backend.threads, 0};
+                                      exp->backend.threads, exp->backend.gpu};
     DT_FORWARD_IF_ERROR(dt_backend_create(&be, &bopt, err));
+    const char *missing = dt_backend_missing_op(be);
+    if (missing) {
+        enum dt_status mst = dt_error_set(err, DT_ERR_UNSUPPORTED,
+                                          "backend '%s': op %s is not implemented in this "
+                                          "version; use backend.device: cpu",
+                                          dt_backend_name(be), missing);
+        dt_backend_destroy(be);
+        return mst;
+    }
     struct dt_dataset ds;
     memset(&ds, 0, sizeof ds);
     enum dt_status st = dt_dataset_load_fashion_mnist(&ds, exp->dataset.path,

@@ -42,6 +42,28 @@ void dt_backend_destroy(struct dt_backend *be)
 }
 
 const char *dt_backend_name(const struct dt_backend *be) { return be->ops->name; }
+const char *dt_backend_missing_op(const struct dt_backend *be)
+{
+    const struct dt_backend_ops *o = be->ops;
+    const struct {
+        bool present;
+        enum dt_op op;
+    } need[] = {
+        {o->dense_forward != NULL, DT_OP_DENSE_FORWARD},
+        {o->dense_backward_data != NULL, DT_OP_DENSE_BACKWARD_DATA},
+        {o->dense_backward_weight != NULL, DT_OP_DENSE_BACKWARD_WEIGHT},
+        {o->bias_backward != NULL, DT_OP_BIAS_BACKWARD},
+        {o->relu_forward != NULL, DT_OP_RELU_FORWARD},
+        {o->relu_backward != NULL, DT_OP_RELU_BACKWARD},
+        {o->softmax_xent_forward != NULL, DT_OP_SOFTMAX_XENT_FORWARD},
+        {o->softmax_xent_backward != NULL, DT_OP_SOFTMAX_XENT_BACKWARD},
+        {o->sgd_update != NULL, DT_OP_SGD_UPDATE},
+    };
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (!need[i].present) return dt_op_name(need[i].op);
+    return NULL;
+}
+
 int dt_backend_threads(const struct dt_backend *be) { return be->threads; }
 
 void *dt_backend_alloc(struct dt_backend *be, size_t bytes) { return be->ops->alloc(be, bytes); }
@@ -111,12 +133,17 @@ void dt_backend_profile_reset(struct dt_backend *be)
             DT_ASSERT_MSG(dims_[i_] > 0, "op called with a non-positive size"); \
     } while (0)
 
+/* The version-1 ops are present in every complete backend; a backend still being built
+ * (the CUDA one, op by op) leaves some NULL, which answers DT_ERR_UNSUPPORTED. */
+#define HAS_OP1(be, member) ((be)->ops->member != NULL)
+
 enum dt_status dt_dense_forward(struct dt_backend *be, float *y, const float *x, const float *w,
                                 const float *bias, int64_t B, int64_t in, int64_t out,
                                 const struct dt_policy *pol)
 {
     CHECK_DIMS(B, in, out);
     DT_ASSERT(y && x && w && bias && pol);
+    if (!HAS_OP1(be, dense_forward)) return DT_ERR_UNSUPPORTED;
     DISPATCH(be, DT_OP_DENSE_FORWARD, be->ops->dense_forward(be, y, x, w, bias, B, in, out, pol));
 }
 
@@ -126,6 +153,7 @@ enum dt_status dt_dense_backward_data(struct dt_backend *be, float *dx, const fl
 {
     CHECK_DIMS(B, in, out);
     DT_ASSERT(dx && dy && w && pol);
+    if (!HAS_OP1(be, dense_backward_data)) return DT_ERR_UNSUPPORTED;
     DISPATCH(be, DT_OP_DENSE_BACKWARD_DATA, be->ops->dense_backward_data(be, dx, dy, w, B, in, out, pol));
 }
 
@@ -135,6 +163,7 @@ enum dt_status dt_dense_backward_weight(struct dt_backend *be, float *dw, const 
 {
     CHECK_DIMS(B, in, out);
     DT_ASSERT(dw && x && dy && pol);
+    if (!HAS_OP1(be, dense_backward_weight)) return DT_ERR_UNSUPPORTED;
     DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT, be->ops->dense_backward_weight(be, dw, x, dy, B, in, out, pol));
 }
 
@@ -143,6 +172,7 @@ enum dt_status dt_bias_backward(struct dt_backend *be, float *dbias, const float
 {
     CHECK_DIMS(B, out);
     DT_ASSERT(dbias && dy && pol);
+    if (!HAS_OP1(be, bias_backward)) return DT_ERR_UNSUPPORTED;
     DISPATCH(be, DT_OP_BIAS_BACKWARD, be->ops->bias_backward(be, dbias, dy, B, out, pol));
 }
 
@@ -151,6 +181,7 @@ enum dt_status dt_relu_forward(struct dt_backend *be, float *y, const float *x, 
 {
     CHECK_DIMS(n);
     DT_ASSERT(y && x && pol);
+    if (!HAS_OP1(be, relu_forward)) return DT_ERR_UNSUPPORTED;
     DISPATCH(be, DT_OP_RELU_FORWARD, be->ops->relu_forward(be, y, x, n, pol));
 }
 
@@ -159,6 +190,7 @@ enum dt_status dt_relu_backward(struct dt_backend *be, float *dx, const float *d
 {
     CHECK_DIMS(n);
     DT_ASSERT(dx && dy && y && pol);
+    if (!HAS_OP1(be, relu_backward)) return DT_ERR_UNSUPPORTED;
     DISPATCH(be, DT_OP_RELU_BACKWARD, be->ops->relu_backward(be, dx, dy, y, n, pol));
 }
 
@@ -169,6 +201,7 @@ enum dt_status dt_softmax_xent_forward(struct dt_backend *be, float *probs, floa
 {
     CHECK_DIMS(B, C);
     DT_ASSERT(probs && loss_host && logits && labels && pol);
+    if (!HAS_OP1(be, softmax_xent_forward)) return DT_ERR_UNSUPPORTED;
     DISPATCH(be, DT_OP_SOFTMAX_XENT_FORWARD,
              be->ops->softmax_xent_forward(be, probs, loss_host, correct_host, logits, labels,
                                            B, C, pol));
@@ -180,6 +213,7 @@ enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits,
 {
     CHECK_DIMS(B, C);
     DT_ASSERT(dlogits && probs && labels && pol);
+    if (!HAS_OP1(be, softmax_xent_backward)) return DT_ERR_UNSUPPORTED;
     DISPATCH(be, DT_OP_SOFTMAX_XENT_BACKWARD, be->ops->softmax_xent_backward(be, dlogits, probs, labels, B, C, pol));
 }
 
@@ -189,6 +223,7 @@ enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const fl
 {
     CHECK_DIMS(n);
     DT_ASSERT(w && v && g && pol);
+    if (!HAS_OP1(be, sgd_update)) return DT_ERR_UNSUPPORTED;
     DISPATCH(be, DT_OP_SGD_UPDATE, be->ops->sgd_update(be, w, v, g, n, lr, momentum, weight_decay, pol));
 }
 

@@ -40,6 +40,10 @@ enum dt_status dt_backend_create(struct dt_backend **out, const struct dt_backen
                                  struct dt_error *err);
 void dt_backend_destroy(struct dt_backend *be);
 const char *dt_backend_name(const struct dt_backend *be);
+/* The name of the first training op (dense, bias, ReLU, softmax cross-entropy, SGD) the
+ * backend does not implement yet, or NULL when it has them all: a run checks this before
+ * its first step. */
+const char *dt_backend_missing_op(const struct dt_backend *be);
 /* Worker threads in use (CPU), 1 for device backends. */
 int dt_backend_threads(const struct dt_backend *be);
 

@@ -576,7 +576,7 @@ DT_TEST(write_json)
     CHECK_CONTAINS(text, "\"optimizer\":{\"kind\":\"sgd\",\"lr\":0.125,\"momentum\":0.5,"
                          "\"weight_decay\":0.0001}");
     CHECK_CONTAINS(text, "\"seed\":18446744073709551615,\"eval_every\":100}");
-    CHECK_CONTAINS(text, "\"backend\":{\"device\":\"cuda\",\"threads\":8}");
+    CHECK_CONTAINS(text, "\"backend\":{\"device\":\"cuda\",\"threads\":8,\"gpu\":0}");
     /* every control of every policy, in table order */
     CHECK_CONTAINS(text, "\"policies\":[{\"name\":\"fast\",\"base\":\"fast\",\"reduction\":"
                          "\"unordered\",\"atomics\":\"float\",\"rng\":\"stored\",\"conv_algo\":"
@@ -616,7 +616,7 @@ DT_TEST(write_reference)
         "model.test_samples", "model.prior_sigma", "model.rho_init", "model.lanes",
         "model.stored_generator", "model.lfsr_check_every", "train.steps", "train.batch", "train.optimizer.kind",
         "train.optimizer.lr", "train.optimizer.momentum", "train.optimizer.weight_decay",
-        "train.seed", "train.eval_every", "backend.device", "backend.threads", "policies",
+        "train.seed", "train.eval_every", "backend.device", "backend.threads", "backend.gpu", "policies",
         "replicas", "vary", "hash.every", "hash.per_tensor", "report.snapshots",
         "report.overhead_samples", "report.overhead_warmup"};
     int n_keys = (int)(sizeof every_key / sizeof every_key[0]);

@@ -1,0 +1,161 @@
+/* The CUDA backend against the CPU backend (the reference). Cases labelled `gpu` need a
+ * device and exit 77 without one (CPU-only machines and CI build and link them, then skip).
+ * Every check draws fresh inputs and poisons the outputs (NaN) before each run, so a
+ * kernel that writes nothing cannot pass. */
+#include <math.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "tests/check.h"
+#include "tests/op_helpers.h"
+#include "nets/backend_impl.h"
+#ifdef DETRAIN_HAVE_CUDA_TOOLKIT
+#include "nets/cuda/cuda.h"
+#endif
+
+/* The CUDA backend, or exit 77 (skipped) when this build or machine has no GPU. */
+static struct dt_backend *gpu_or_skip(void)
+{
+    struct dt_backend *be = NULL;
+    struct dt_backend_options opt = {DT_BACKEND_CUDA, 0, 0};
+    struct dt_error err;
+    if (dt_backend_create(&be, &opt, &err) != DT_OK) {
+        fprintf(stderr, "skipped: %s\n", err.msg);
+        exit(77);
+    }
+    return be;
+}
+
+/* Without a device (or without CUDA in the build) the backend refuses with a message that
+ * names it and says what to do; with one, it comes up. Runs everywhere. */
+DT_TEST(create_or_clear_error)
+{
+    struct dt_backend *be = NULL;
+    struct dt_backend_options opt = {DT_BACKEND_CUDA, 0, 0};
+    struct dt_error err = {0};
+    enum dt_status st = dt_backend_create(&be, &opt, &err);
+    if (st == DT_OK) {
+        CHECK_STR_EQ(dt_backend_name(be), "cuda");
+        dt_backend_destroy(be);
+        return;
+    }
+    CHECK_INT_EQ(st, DT_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(err.msg, "backend 'cuda'");
+    CHECK_CONTAINS(err.msg, "backend.device: cpu");
+    struct dt_backend_options bad = {DT_BACKEND_CUDA, 0, 64};
+    CHECK_INT_EQ(dt_backend_create(&be, &bad, &err), DT_ERR_UNSUPPORTED);
+}
+
+static float *dev_from(struct dt_backend *g, const float *host, int64_t n)
+{
+    float *d = dt_backend_alloc(g, (size_t)n * sizeof(float));
+    dt_backend_upload(g, d, host, (size_t)n * sizeof(float));
+    return d;
+}
+
+static void poison(struct dt_backend *g, float *d, int64_t n)
+{
+    float *nan = dt_xmalloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) nan[i] = NAN;
+    dt_backend_upload(g, d, nan, (size_t)n * sizeof(float));
+    free(nan);
+}
+
+/* 1 when the device array holds exactly the host array's bits. */
+static int same_bits(struct dt_backend *g, const float *d, const float *host, int64_t n,
+                     const char *what)
+{
+    float *h = dt_xmalloc((size_t)n * sizeof(float));
+    dt_backend_download(g, h, d, (size_t)n * sizeof(float));
+    int ok = memcmp(h, host, (size_t)n * sizeof(float)) == 0;
+    for (int64_t i = 0; i < n && !ok; i++)
+        if (memcmp(&h[i], &host[i], sizeof(float)) != 0) {
+            fprintf(stderr, "%s: element %lld: gpu %a, cpu %a\n", what, (long long)i,
+                    (double)h[i], (double)host[i]);
+            break;
+        }
+    free(h);
+    return ok;
+}
+
+/* ReLU forward/backward and SGD: bit-equal to the CPU at every level, for several block
+ * sizes (the grid follows the block size), sizes that are not multiples of a block. */
+DT_TEST(elementwise_parity)
+{
+    struct dt_backend *g = gpu_or_skip(), *c = cpu(2);
+    const int64_t sizes[] = {1, 255, 257, 100003};
+    const int blocks[] = {32, 128, 256, 1024};
+    for (int l = 0; l < 3; l++) {
+        struct dt_policy pol = level((enum dt_level)l);
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            const int64_t n = sizes[si];
+            float *x = dt_xmalloc((size_t)n * sizeof(float)), *dy = dt_xmalloc((size_t)n * 4);
+            float *w = dt_xmalloc((size_t)n * 4), *v = dt_xmalloc((size_t)n * 4);
+            float *gr = dt_xmalloc((size_t)n * 4);
+            fill(x, n, 2.0);
+            fill(dy, n, 1.0);
+            fill(w, n, 0.5);
+            fill(v, n, 0.1);
+            fill(gr, n, 0.3);
+            x[0] = 0.0f; /* the subgradient's edge */
+            /* CPU reference */
+            float *cy = dt_xmalloc((size_t)n * 4), *cdx = dt_xmalloc((size_t)n * 4);
+            float *cw = dt_xmalloc((size_t)n * 4), *cv = dt_xmalloc((size_t)n * 4);
+            memcpy(cw, w, (size_t)n * 4);
+            memcpy(cv, v, (size_t)n * 4);
+            CHECK_INT_EQ(dt_relu_forward(c, cy, x, n, &pol), DT_OK);
+            CHECK_INT_EQ(dt_relu_backward(c, cdx, dy, cy, n, &pol), DT_OK);
+            CHECK_INT_EQ(dt_sgd_update(c, cw, cv, gr, n, 0.05f, 0.9f, 1e-4f, &pol), DT_OK);
+            for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
+#ifdef DETRAIN_HAVE_CUDA_TOOLKIT
+                dt_cuda_set_block_size(blocks[bi]);
+#endif
+                float *dx_ = dev_from(g, x, n), *ddy = dev_from(g, dy, n);
+                float *dw = dev_from(g, w, n), *dv = dev_from(g, v, n), *dg = dev_from(g, gr, n);
+                float *dyo = dt_backend_alloc(g, (size_t)n * 4), *ddx = dt_backend_alloc(g, (size_t)n * 4);
+                poison(g, dyo, n);
+                poison(g, ddx, n);
+                CHECK_INT_EQ(dt_relu_forward(g, dyo, dx_, n, &pol), DT_OK);
+                CHECK_INT_EQ(dt_relu_backward(g, ddx, ddy, dyo, n, &pol), DT_OK);
+                CHECK_INT_EQ(dt_sgd_update(g, dw, dv, dg, n, 0.05f, 0.9f, 1e-4f, &pol), DT_OK);
+                CHECK(same_bits(g, dyo, cy, n, "relu_forward"));
+                CHECK(same_bits(g, ddx, cdx, n, "relu_backward"));
+                CHECK(same_bits(g, dw, cw, n, "sgd_update w"));
+                CHECK(same_bits(g, dv, cv, n, "sgd_update v"));
+                float *ptrs[] = {dx_, ddy, dw, dv, dg, dyo, ddx};
+                for (int k = 0; k < 7; k++) dt_backend_free(g, ptrs[k]);
+            }
+            free(x), free(dy), free(w), free(v), free(gr), free(cy), free(cdx), free(cw), free(cv);
+        }
+    }
+#ifdef DETRAIN_HAVE_CUDA_TOOLKIT
+    dt_cuda_set_block_size(0);
+#endif
+    dt_backend_destroy(g);
+    dt_backend_destroy(c);
+}
+
+/* A backend still being built (the CUDA one, op by op) leaves ops NULL: the public
+ * wrapper answers DT_ERR_UNSUPPORTED and dt_backend_missing_op names the first, which
+ * `detrain run` and `detrain bench` check before the first step (never a silent fallback).
+ * Shown on a CPU backend with one op taken out. */
+DT_TEST(missing_op_named)
+{
+    struct dt_backend *c = cpu(1);
+    CHECK(dt_backend_missing_op(c) == NULL);
+    struct dt_backend_ops partial = *c->ops;
+    partial.dense_backward_weight = NULL;
+    const struct dt_backend_ops *full = c->ops;
+    c->ops = &partial;
+    const char *missing = dt_backend_missing_op(c);
+    CHECK(missing != NULL);
+    if (missing) CHECK_STR_EQ(missing, dt_op_name(DT_OP_DENSE_BACKWARD_WEIGHT));
+    struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    float a[1] = {1.0f};
+    CHECK_INT_EQ(dt_dense_backward_weight(c, a, a, a, 1, 1, 1, &pol), DT_ERR_UNSUPPORTED);
+    c->ops = full;
+    dt_backend_destroy(c);
+}
+
+DT_TEST_MAIN(DT_CASE(create_or_clear_error), DT_CASE(elementwise_parity),
+             DT_CASE(missing_op_named))
