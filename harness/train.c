@@ -573,7 +573,11 @@ static enum dt_status measure_overhead(struct run_ctx *c, struct dt_error *err)
     FILE *f = fopen(path, "w");
     if (!f) return dt_error_set(err, DT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
     fprintf(f, "%s\n", DT_OVERHEAD_HEADER);
-    if (n == 0 || todo == 0) return fclose(f) == 0 ? DT_OK : dt_error_set(err, DT_ERR_IO, "%s: write failed", path);
+    if (n == 0 || todo == 0) { /* nothing to measure: the header alone says so */
+        if (fclose(f) != 0)
+            return dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        return DT_OK;
+    }
     if (!c->opt->quiet)
         fprintf(stderr, "detrain: overhead: %d polic%s vs fast, %" PRId64
                         " alternated pairs each after %" PRId64 " warm-up pairs\n",
