@@ -1,8 +1,8 @@
-/* The CUDA backend (host side, C): device selection, memory, and the op table. Kernels
- * live in the .cu files beside it behind extern "C" launchers (nets/cuda/cuda.h). Ops not
- * written yet are NULL, which the public wrappers answer with DT_ERR_UNSUPPORTED, and
- * dt_backend_missing_op() names them so a run refuses to start instead of failing late.
- * Data path (DESIGN.md): nets/backend -> nets/cuda. */
+/* The CUDA backend (host side, C): device selection, memory, scratch, the cuBLAS handle,
+ * the op table, and the elementwise ops. The other op families live in nets/cuda/<family>.c
+ * with their kernels in the .cu file of the same name (nets/cuda/cuda.h says how each
+ * determinism control maps onto the GPU). Data path (DESIGN.md): nets/backend -> nets/cuda. */
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,33 +10,75 @@
 #include "core/util.h"
 #include "nets/cuda/cuda.h"
 
-struct cuda_ctx {
-    int device;
-    cudaStream_t stream;
-    char name[300];
-};
+/* cuBLAS's workspace for `math: strict`: fixed once per handle and stream, as cuBLAS's
+ * reproducibility statement requires (CUBLAS_WORKSPACE_CONFIG=:4096:8 is the same idea
+ * for PyTorch); 32 MiB covers what cuBLAS asks for on Hopper. */
+#define CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 
-static struct cuda_ctx *ctx_of(struct dt_backend *be) { return be->ctx; }
+void dt_cuda_check(int e, const char *call, const char *file, int line)
+{
+    if (e == (int)cudaSuccess) return;
+    fprintf(stderr, "detrain: %s:%d: %s: %s\n", file, line, call,
+            cudaGetErrorString((cudaError_t)e));
+    abort();
+}
 
-/* A CUDA call that must not fail (memory copies, synchronisation): abort with the call
- * and CUDA's message, like DT_ASSERT -- a determinism tool never carries on quietly. */
-#define CUDA_CHECK(call)                                                                   \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "detrain: %s:%d: %s: %s\n", __FILE__, __LINE__, #call,         \
-                    cudaGetErrorString(e_));                                               \
-            abort();                                                                       \
-        }                                                                                  \
-    } while (0)
+void dt_cublas_check(int st, const char *call, const char *file, int line)
+{
+    if (st == (int)CUBLAS_STATUS_SUCCESS) return;
+    fprintf(stderr, "detrain: %s:%d: %s: cuBLAS status %d\n", file, line, call, st);
+    abort();
+}
 
-/* A launcher's result: DT_ERR_INTERNAL naming the op and CUDA's message. */
-static enum dt_status launched(int rc, const char *op)
+enum dt_status dt_cuda_launched(int rc, const char *op)
 {
     if (rc == 0) return DT_OK;
     fprintf(stderr, "detrain: cuda %s: launch failed: %s\n", op,
             cudaGetErrorString((cudaError_t)rc));
     return DT_ERR_INTERNAL;
+}
+
+void dt_cuda_sync(struct dt_backend *be)
+{
+    DT_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)dt_cuda(be)->stream));
+}
+
+void *dt_cuda_scratch(struct dt_backend *be, int slot, size_t bytes)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    DT_ASSERT(slot >= 0 && slot < DT_CUDA_SCRATCH_SLOTS);
+    if (bytes <= c->scratch_bytes[slot] && c->scratch[slot]) return c->scratch[slot];
+    dt_cuda_sync(be); /* queued work may still read the old buffer */
+    if (c->scratch[slot]) DT_CUDA_CHECK(cudaFree(c->scratch[slot]));
+    size_t grow = bytes + bytes / 2 + 256;
+    DT_CUDA_CHECK(cudaMalloc(&c->scratch[slot], grow));
+    c->scratch_bytes[slot] = grow;
+    return c->scratch[slot];
+}
+
+void *dt_cuda_host_scratch(struct dt_backend *be, int slot, size_t bytes)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    DT_ASSERT(slot >= 0 && slot < DT_CUDA_SCRATCH_SLOTS);
+    if (bytes <= c->host_scratch_bytes[slot] && c->host_scratch[slot]) return c->host_scratch[slot];
+    dt_cuda_sync(be);
+    if (c->host_scratch[slot]) DT_CUDA_CHECK(cudaFreeHost(c->host_scratch[slot]));
+    size_t grow = bytes + bytes / 2 + 256;
+    DT_CUDA_CHECK(cudaMallocHost(&c->host_scratch[slot], grow));
+    c->host_scratch_bytes[slot] = grow;
+    return c->host_scratch[slot];
+}
+
+void *dt_cuda_cublas_for(struct dt_backend *be, const struct dt_policy *pol)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    const int mode = pol->math == DT_MATH_FAST ? (int)CUBLAS_TF32_TENSOR_OP_MATH
+                                               : (int)CUBLAS_PEDANTIC_MATH;
+    if (c->cublas_mode != mode) {
+        DT_CUBLAS_CHECK(cublasSetMathMode((cublasHandle_t)c->cublas, (cublasMath_t)mode));
+        c->cublas_mode = mode;
+    }
+    return c->cublas;
 }
 
 static enum dt_status cuda_init(struct dt_backend *be, const struct dt_backend_options *opt,
@@ -54,17 +96,43 @@ static enum dt_status cuda_init(struct dt_backend *be, const struct dt_backend_o
                             "backend 'cuda': backend.gpu is %d but this machine has %d CUDA "
                             "device%s (0..%d)",
                             opt->gpu, count, count == 1 ? "" : "s", count - 1);
-    struct cuda_ctx *c = dt_xcalloc(1, sizeof *c);
+    struct dt_cuda_ctx *c = dt_xcalloc(1, sizeof *c);
     c->device = opt->gpu;
+    c->cublas_mode = -1;
     struct cudaDeviceProp prop;
+    cudaStream_t stream = NULL, copy_stream = NULL;
     e = cudaSetDevice(c->device);
     if (e == cudaSuccess) e = cudaGetDeviceProperties(&prop, c->device);
-    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaMalloc(&c->cublas_workspace, CUBLAS_WORKSPACE_BYTES);
     if (e != cudaSuccess) {
         free(c);
         return dt_error_set(err, DT_ERR_UNSUPPORTED, "backend 'cuda': device %d: %s", opt->gpu,
                             cudaGetErrorString(e));
     }
+    c->stream = (dt_cuda_stream)stream;
+    c->copy_stream = (dt_cuda_stream)copy_stream;
+    c->cublas_workspace_bytes = CUBLAS_WORKSPACE_BYTES;
+    cublasHandle_t h = NULL;
+    cublasStatus_t bs = cublasCreate(&h);
+    if (bs == CUBLAS_STATUS_SUCCESS) bs = cublasSetStream(h, stream);
+    if (bs == CUBLAS_STATUS_SUCCESS)
+        bs = cublasSetWorkspace(h, c->cublas_workspace, c->cublas_workspace_bytes);
+    if (bs == CUBLAS_STATUS_SUCCESS) bs = cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST);
+    /* No atomics inside cuBLAS routines: its run-to-run guarantee depends on it. */
+    if (bs == CUBLAS_STATUS_SUCCESS) bs = cublasSetAtomicsMode(h, CUBLAS_ATOMICS_NOT_ALLOWED);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        if (h) cublasDestroy(h);
+        cudaFree(c->cublas_workspace);
+        cudaStreamDestroy(stream);
+        cudaStreamDestroy(copy_stream);
+        free(c);
+        return dt_error_set(err, DT_ERR_UNSUPPORTED, "backend 'cuda': device %d: cuBLAS: %s",
+                            opt->gpu, cublasGetStatusString(bs));
+    }
+    c->cublas = h;
+    c->sm_count = prop.multiProcessorCount;
     snprintf(c->name, sizeof c->name, "%s (sm_%d%d)", prop.name, prop.major, prop.minor);
     be->ctx = c;
     be->threads = 1;
@@ -73,63 +141,75 @@ static enum dt_status cuda_init(struct dt_backend *be, const struct dt_backend_o
 
 static void cuda_destroy(struct dt_backend *be)
 {
-    struct cuda_ctx *c = ctx_of(be);
+    struct dt_cuda_ctx *c = dt_cuda(be);
     if (!c) return;
-    cudaStreamSynchronize(c->stream);
-    cudaStreamDestroy(c->stream);
+    cudaStreamSynchronize((cudaStream_t)c->stream);
+    cudaStreamSynchronize((cudaStream_t)c->copy_stream);
+    for (int i = 0; i < DT_CUDA_SCRATCH_SLOTS; i++) {
+        if (c->scratch[i]) cudaFree(c->scratch[i]);
+        if (c->host_scratch[i]) cudaFreeHost(c->host_scratch[i]);
+    }
+    cublasDestroy((cublasHandle_t)c->cublas);
+    cudaFree(c->cublas_workspace);
+    cudaStreamDestroy((cudaStream_t)c->stream);
+    cudaStreamDestroy((cudaStream_t)c->copy_stream);
     free(c);
 }
 
 static void *cuda_alloc(struct dt_backend *be, size_t bytes)
 {
     void *p = NULL;
-    CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
-    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, ctx_of(be)->stream));
+    DT_CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+    DT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)dt_cuda(be)->stream));
     return p;
 }
 
 static void cuda_free(struct dt_backend *be, void *p)
 {
-    CUDA_CHECK(cudaStreamSynchronize(ctx_of(be)->stream));
-    CUDA_CHECK(cudaFree(p));
+    dt_cuda_sync(be);
+    DT_CUDA_CHECK(cudaFree(p));
 }
 
 static void cuda_upload(struct dt_backend *be, void *dst, const void *src, size_t bytes)
 {
-    struct cuda_ctx *c = ctx_of(be);
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
-    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    DT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)c->stream));
+    dt_cuda_sync(be);
 }
 
 static void cuda_download(struct dt_backend *be, void *dst, const void *src, size_t bytes)
 {
-    struct cuda_ctx *c = ctx_of(be);
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
-    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    DT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
+    dt_cuda_sync(be);
+}
+
+static void cuda_set_forced_order(struct dt_backend *be, uint64_t seed)
+{
+    dt_cuda(be)->forced_order = seed;
 }
 
 /* portable at every policy: elementwise (nets/cuda/elementwise.cu). */
-static enum dt_status cuda_relu_forward(struct dt_backend *be, float *y, const float *x,
-                                        int64_t n, const struct dt_policy *pol)
+enum dt_status dt_cuda_relu_forward_op(struct dt_backend *be, float *y, const float *x, int64_t n,
+                                       const struct dt_policy *pol)
 {
-    return launched(dt_cuda_relu_forward(y, x, n, (dt_cuda_stream)ctx_of(be)->stream),
-                    "relu_forward");
+    return dt_cuda_launched(dt_cuda_relu_forward(y, x, n, dt_cuda(be)->stream), "relu_forward");
 }
 
-static enum dt_status cuda_relu_backward(struct dt_backend *be, float *dx, const float *dy,
-                                         const float *y, int64_t n, const struct dt_policy *pol)
+enum dt_status dt_cuda_relu_backward_op(struct dt_backend *be, float *dx, const float *dy,
+                                        const float *y, int64_t n, const struct dt_policy *pol)
 {
-    return launched(dt_cuda_relu_backward(dx, dy, y, n, (dt_cuda_stream)ctx_of(be)->stream),
-                    "relu_backward");
+    return dt_cuda_launched(dt_cuda_relu_backward(dx, dy, y, n, dt_cuda(be)->stream),
+                            "relu_backward");
 }
 
-static enum dt_status cuda_sgd_update(struct dt_backend *be, float *w, float *v, const float *g,
-                                      int64_t n, float lr, float momentum, float weight_decay,
-                                      const struct dt_policy *pol)
+enum dt_status dt_cuda_sgd_update_op(struct dt_backend *be, float *w, float *v, const float *g,
+                                     int64_t n, float lr, float momentum, float weight_decay,
+                                     const struct dt_policy *pol)
 {
-    return launched(dt_cuda_sgd_update(w, v, g, n, lr, momentum, weight_decay,
-                                       (dt_cuda_stream)ctx_of(be)->stream),
-                    "sgd_update");
+    return dt_cuda_launched(
+        dt_cuda_sgd_update(w, v, g, n, lr, momentum, weight_decay, dt_cuda(be)->stream),
+        "sgd_update");
 }
 
 const struct dt_backend_ops dt_backend_cuda_ops = {
@@ -141,7 +221,22 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .free = cuda_free,
     .upload = cuda_upload,
     .download = cuda_download,
-    .relu_forward = cuda_relu_forward,
-    .relu_backward = cuda_relu_backward,
-    .sgd_update = cuda_sgd_update,
+    .dense_forward = dt_cuda_dense_forward,
+    .dense_backward_data = dt_cuda_dense_backward_data,
+    .dense_backward_weight = dt_cuda_dense_backward_weight,
+    .bias_backward = dt_cuda_bias_backward,
+    .relu_forward = dt_cuda_relu_forward_op,
+    .relu_backward = dt_cuda_relu_backward_op,
+    .softmax_xent_forward = dt_cuda_softmax_xent_forward,
+    .softmax_xent_backward = dt_cuda_softmax_xent_backward,
+    .sgd_update = dt_cuda_sgd_update_op,
+    .set_forced_order = cuda_set_forced_order,
+    /* conv2d and max-pool: CUDA backend part 2 (NULL answers DT_ERR_UNSUPPORTED) */
+    .eps_philox = dt_cuda_eps_philox,
+    .eps_lfsr_seed = dt_cuda_eps_lfsr_seed,
+    .eps_lfsr = dt_cuda_eps_lfsr,
+    .bnn_sigma = dt_cuda_bnn_sigma,
+    .bnn_sample = dt_cuda_bnn_sample,
+    .bnn_accumulate = dt_cuda_bnn_accumulate,
+    .bnn_finish = dt_cuda_bnn_finish,
 };

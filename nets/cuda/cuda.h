@@ -1,9 +1,29 @@
 /* Private to the CUDA backend: its context, the error check every CUDA call goes through,
- * and the extern "C" launchers of the kernels in the .cu files (one op family per file).
- * Host code stays C; kernels are CUDA C. Data path (DESIGN.md): nets/backend -> here. */
+ * the host-side op functions (C, one op family per file, like nets/cpu/cpu.h) and the
+ * extern "C" launchers of the kernels in the .cu files beside them.
+ * Host code stays C; kernels are CUDA C compiled with --fmad=false.
+ * Data path (DESIGN.md): nets/backend -> nets/cuda/<family>.c -> nets/cuda/<family>.cu.
+ *
+ * How the policy's controls map onto the GPU (every op states its own in its file):
+ *   math      fast     -> cuBLAS with TF32 tensor-op math allowed (products);
+ *             strict   -> cuBLAS in FP32, CUBLAS_PEDANTIC_MATH, a fixed workspace set once
+ *                         on the backend's one stream (cuBLAS's documented run-to-run
+ *                         reproducibility on one architecture and SM count);
+ *             portable -> detrain's own kernels: every output's sum runs in index order from
+ *                         +0 exactly as the CPU backend's, so the bits are the CPU's.
+ *   reduction unordered -> chunk partials combined by float atomicAdd (block arrival order);
+ *             fixed     -> canonical chunks of DT_REDUCE_CHUNK and the fixed tree of
+ *                          determinism/reduce.h (two passes), the CPU's order.
+ *   atomics   float       -> block partials added by float atomicAdd;
+ *             fixed_point -> exact int64 fixed point (determinism/fixed_point.h) summed with
+ *                            integer atomics, rounded once: order-free, the CPU's bits.
+ *   rng, and the Bayesian elementwise ops: the shared DT_HD generators and formulas.
+ * No result may depend on the grid or block size (tests force several: dt_cuda_set_launch). */
 #ifndef DT_CUDA_H
 #define DT_CUDA_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "nets/backend_impl.h"
@@ -12,9 +32,114 @@
 extern "C" {
 #endif
 
-/* Launchers return 0, or the cudaError_t of the launch (checked by the caller with the
- * op's name). Every launch goes to the backend's stream. */
 typedef struct CUstream_st *dt_cuda_stream;
+
+#define DT_CUDA_SCRATCH_SLOTS 6
+
+/* The backend's state (be->ctx). Only the backend's own files touch it. */
+struct dt_cuda_ctx {
+    int device;
+    dt_cuda_stream stream;      /* every op and copy of the training step runs here */
+    dt_cuda_stream copy_stream; /* device-to-host copies of the hashing pipeline */
+    void *cublas;               /* cublasHandle_t, bound to `stream` */
+    void *cublas_workspace;     /* fixed cuBLAS workspace (math: strict) */
+    size_t cublas_workspace_bytes;
+    int cublas_mode;            /* the math mode last set on the handle (-1 = none) */
+    void *scratch[DT_CUDA_SCRATCH_SLOTS]; /* device scratch, grown on demand */
+    size_t scratch_bytes[DT_CUDA_SCRATCH_SLOTS];
+    void *host_scratch[DT_CUDA_SCRATCH_SLOTS]; /* pinned host scratch, grown on demand */
+    size_t host_scratch_bytes[DT_CUDA_SCRATCH_SLOTS];
+    uint64_t forced_order; /* test hook (backend.h): != 0 imposes a combination order */
+    int sm_count;
+    char name[300];
+};
+
+static inline struct dt_cuda_ctx *dt_cuda(struct dt_backend *be)
+{
+    return (struct dt_cuda_ctx *)be->ctx;
+}
+
+/* Abort with the call and CUDA's message when a CUDA runtime call that must not fail
+ * (copies, synchronisation, allocation) fails: a determinism tool never carries on
+ * quietly. `e` is a cudaError_t cast to int. */
+void dt_cuda_check(int e, const char *call, const char *file, int line);
+#define DT_CUDA_CHECK(call) dt_cuda_check((int)(call), #call, __FILE__, __LINE__)
+/* The same for a cuBLAS status (cublasStatus_t cast to int). */
+void dt_cublas_check(int st, const char *call, const char *file, int line);
+#define DT_CUBLAS_CHECK(call) dt_cublas_check((int)(call), #call, __FILE__, __LINE__)
+/* A launcher's result: DT_OK, or DT_ERR_INTERNAL after printing the op's name and CUDA's
+ * message for cudaError_t `rc`. */
+enum dt_status dt_cuda_launched(int rc, const char *op);
+
+/* Device scratch slot `slot` of at least `bytes` (valid until the next call for that slot;
+ * growing synchronises the stream first). Pinned host scratch likewise. */
+void *dt_cuda_scratch(struct dt_backend *be, int slot, size_t bytes);
+void *dt_cuda_host_scratch(struct dt_backend *be, int slot, size_t bytes);
+/* Wait for everything queued on the backend's stream. */
+void dt_cuda_sync(struct dt_backend *be);
+/* The cuBLAS handle with the math mode for `pol` set: TF32 allowed for `math: fast`,
+ * pedantic FP32 otherwise (callers use it for fast and strict only). */
+void *dt_cuda_cublas_for(struct dt_backend *be, const struct dt_policy *pol);
+
+/* Launch geometry hook for tests: threads per block (0 = default 256) and the largest grid
+ * (0 = as many blocks as the work needs, capped at 65535). Kernels loop grid-stride, so
+ * every result must be the same bits for any setting. */
+void dt_cuda_set_launch(int block_threads, int max_blocks);
+void dt_cuda_set_block_size(int threads); /* = dt_cuda_set_launch(threads, current max) */
+
+/* ---- host-side ops (same contracts as backend.h; each file states its determinism) ---- */
+
+/* nets/cuda/backend_cuda.c (elementwise.cu) */
+enum dt_status dt_cuda_relu_forward_op(struct dt_backend *be, float *y, const float *x, int64_t n,
+                                       const struct dt_policy *pol);
+enum dt_status dt_cuda_relu_backward_op(struct dt_backend *be, float *dx, const float *dy,
+                                        const float *y, int64_t n, const struct dt_policy *pol);
+enum dt_status dt_cuda_sgd_update_op(struct dt_backend *be, float *w, float *v, const float *g,
+                                     int64_t n, float lr, float momentum, float weight_decay,
+                                     const struct dt_policy *pol);
+/* nets/cuda/dense.c (dense.cu) */
+enum dt_status dt_cuda_dense_forward(struct dt_backend *be, float *y, const float *x,
+                                     const float *w, const float *bias, int64_t B, int64_t in,
+                                     int64_t out, const struct dt_policy *pol);
+enum dt_status dt_cuda_dense_backward_data(struct dt_backend *be, float *dx, const float *dy,
+                                           const float *w, int64_t B, int64_t in, int64_t out,
+                                           const struct dt_policy *pol);
+enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, float *dw, const float *x,
+                                             const float *dy, int64_t B, int64_t in,
+                                             int64_t out, const struct dt_policy *pol);
+enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const float *dy,
+                                     int64_t B, int64_t out, const struct dt_policy *pol);
+/* nets/cuda/loss.c (loss.cu) */
+enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs,
+                                            float *loss_host, int64_t *correct_host,
+                                            const float *logits, const int32_t *labels,
+                                            int64_t B, int64_t C, const struct dt_policy *pol);
+enum dt_status dt_cuda_softmax_xent_backward(struct dt_backend *be, float *dlogits,
+                                             const float *probs, const int32_t *labels,
+                                             int64_t B, int64_t C, const struct dt_policy *pol);
+/* nets/cuda/bnn.c (bnn.cu) */
+enum dt_status dt_cuda_eps_philox(struct dt_backend *be, float *eps, int64_t n,
+                                  const struct dt_philox_stream *s, const struct dt_policy *pol);
+enum dt_status dt_cuda_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lanes, int64_t P,
+                                     uint64_t seed, uint32_t step, uint32_t member,
+                                     uint32_t sample, const struct dt_policy *pol);
+enum dt_status dt_cuda_eps_lfsr(struct dt_backend *be, float *eps, int64_t n,
+                                struct dt_xoro *lanes, int64_t P, bool backward,
+                                int64_t skip_lane, const struct dt_policy *pol);
+enum dt_status dt_cuda_bnn_sigma(struct dt_backend *be, float *sigma, float *dsigma,
+                                 const float *rho, int64_t n, const struct dt_policy *pol);
+enum dt_status dt_cuda_bnn_sample(struct dt_backend *be, float *w, const float *mu,
+                                  const float *sigma, const float *eps, int64_t n,
+                                  const struct dt_policy *pol);
+enum dt_status dt_cuda_bnn_accumulate(struct dt_backend *be, float *gmu, float *grho,
+                                      const float *g, const float *eps, const float *dsigma,
+                                      int64_t n, bool first, const struct dt_policy *pol);
+enum dt_status dt_cuda_bnn_finish(struct dt_backend *be, float *gmu, float *grho,
+                                  const float *mu, const float *sigma, const float *dsigma,
+                                  int64_t n, float inv_samples, float kl_weight, float prior_var,
+                                  const struct dt_policy *pol);
+
+/* ---- launchers of nets/cuda/elementwise.cu: 0 or the launch's cudaError_t ------------- */
 
 /* portable: elementwise (index i only); the same operations, in the same order, as
  * nets/cpu/activation.c and nets/cpu/sgd.c, compiled without FMA contraction. */
@@ -23,9 +148,6 @@ int dt_cuda_relu_backward(float *dx, const float *dy, const float *y, int64_t n,
                           dt_cuda_stream s);
 int dt_cuda_sgd_update(float *w, float *v, const float *g, int64_t n, float lr, float momentum,
                        float weight_decay, dt_cuda_stream s);
-/* Grid-size hook for tests: elementwise launches use this many threads per block (0 =
- * the default 256), so a test can show the result does not depend on it. */
-void dt_cuda_set_block_size(int threads);
 
 #ifdef __cplusplus
 }
