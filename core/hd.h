@@ -1,6 +1,6 @@
 /* DT_HD marks static inline functions shared by host C code and CUDA device code
  * (random streams, portable math, fixed-point accumulation), and the float <-> bits casts
- * they all need. */
+ * and never-fused IEEE operations they all need. */
 #ifndef DT_HD_H
 #define DT_HD_H
 
@@ -42,6 +42,45 @@ static inline DT_HD float dt_bits_float(uint32_t u)
     float x;
     memcpy(&x, &u, sizeof x);
     return x;
+#endif
+}
+
+/* a + b, a - b, a * b, a / b, each one IEEE operation rounded to nearest and never fused
+ * with a neighbour: the __f*_rn intrinsics on the device (which nvcc never contracts),
+ * plain operators on the host (built with -ffp-contract=off). */
+static inline DT_HDI float dt_rn_add(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+
+static inline DT_HDI float dt_rn_sub(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+
+static inline DT_HDI float dt_rn_mul(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
+static inline DT_HDI float dt_rn_div(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fdiv_rn(a, b);
+#else
+    return a / b;
 #endif
 }
 

@@ -88,14 +88,18 @@ static const char *const optimizer_kind_names[] = {"sgd", NULL};       /* enum d
 static const char *const device_names[] = {"cpu", "cuda", NULL};       /* enum dt_device */
 static const char *const vary_names[] = {"init", "data_order", "epsilon", NULL}; /* enum dt_vary bits */
 static const char *const eps_generator_names[] = {"philox", "lfsr", NULL}; /* enum dt_eps_generator */
+static const char *const hash_async_names[] = {"auto", "on", "off", NULL}; /* enum dt_hash_async */
 
 _Static_assert(DT_VARY_INIT == 1u << 0 && DT_VARY_DATA_ORDER == 1u << 1 && DT_VARY_EPSILON == 1u << 2,
                "vary_names[i] must name bit i");
 _Static_assert(DT_DEVICE_CPU == 0 && DT_DEVICE_CUDA == 1, "device_names order");
+_Static_assert(DT_HASH_ASYNC_AUTO == 0 && DT_HASH_ASYNC_ON == 1 && DT_HASH_ASYNC_OFF == 2,
+               "hash_async_names order");
 _Static_assert(sizeof(enum dt_model_kind) == sizeof(unsigned) &&
                    sizeof(enum dt_optimizer_kind) == sizeof(unsigned) &&
                    sizeof(enum dt_device) == sizeof(unsigned) &&
-                   sizeof(enum dt_eps_generator) == sizeof(unsigned),
+                   sizeof(enum dt_eps_generator) == sizeof(unsigned) &&
+                   sizeof(enum dt_hash_async) == sizeof(unsigned),
                "KEY_ENUM fields are written as unsigned");
 
 /* Rows are grouped by section so the JSON nesting can be opened and closed in one pass. */
@@ -188,6 +192,11 @@ static const struct key_row keys[] = {
      .hi = 1000000000, .doc = "Hash the model every N steps"},
     {.path = "hash.per_tensor", .type = KEY_BOOL, FIELD_(hash.per_tensor), .def = "false",
      .doc = "Also record one hash per tensor in the trace"},
+    {.path = "hash.async", .type = KEY_ENUM, FIELD_(hash.async), .def = "auto",
+     .names = hash_async_names,
+     .doc = "Hash a copy of the weights on another thread while the next steps run; the "
+            "trace is the same file. auto = on where the weights are not in host memory "
+            "(cuda), off on the cpu"},
     {.path = "report.snapshots", .type = KEY_INT, FIELD_(report.snapshots), .def = "8", .lo = 0,
      .hi = 64,
      .doc = "Weight snapshots kept per replica for drift curves and `detrain compare`: step 0 "

@@ -22,6 +22,8 @@ enum dt_model_kind { DT_MODEL_MLP, DT_MODEL_LENET, DT_MODEL_BNN_MLP };
 enum dt_eps_generator { DT_EPS_GEN_PHILOX, DT_EPS_GEN_LFSR };
 enum dt_optimizer_kind { DT_OPTIMIZER_SGD };
 enum dt_device { DT_DEVICE_CPU, DT_DEVICE_CUDA };
+/* hash.async: hash a step's weights while the next steps run (harness/hashpipe.h). */
+enum dt_hash_async { DT_HASH_ASYNC_AUTO, DT_HASH_ASYNC_ON, DT_HASH_ASYNC_OFF };
 
 /* Randomness sources that `vary` can make differ across replicas (bit flags). */
 enum dt_vary {
@@ -81,6 +83,7 @@ struct dt_experiment {
     struct {
         int64_t every;   /* default 1: hash every step */
         bool per_tensor; /* default false */
+        enum dt_hash_async async; /* default auto: on where weights are not host memory */
     } hash;
     struct {
         int snapshots;            /* weight snapshots at step 0 and up to N log-spaced steps

@@ -14,6 +14,7 @@
 
 #include "core/util.h"
 #include "harness/bench.h"
+#include "harness/hashpipe.h"
 #include "harness/layout.h"
 #include "harness/manifest.h"
 #include "harness/report.h"
@@ -133,28 +134,18 @@ struct run_ctx {
     double t_start, t_last;
 };
 
-static enum dt_status write_hashed_step(struct dt_trace_writer *tw, struct dt_model *m,
-                                        float *staging, int64_t step, float loss,
-                                        struct dt_replica_result *res, bool per_tensor,
-                                        struct dt_error *err)
+/* hash.async resolved: `auto` overlaps hashing with the next steps where the weights are
+ * not in host memory (a device backend: hashing them inline would stall the device while
+ * they are copied and hashed) and hashes inline on the CPU, whose pool already keeps every
+ * core busy during a step. */
+static bool hash_async(const struct dt_experiment *exp, struct dt_model *m)
 {
-    uint8_t md[DT_DIGEST_BYTES];
-    uint8_t (*td)[DT_DIGEST_BYTES] = dt_xcalloc((size_t)m->n_params, DT_DIGEST_BYTES);
-    dt_train_hash_model(md, td, m, staging);
-    char hex[DT_DIGEST_HEX];
-    enum dt_status st = DT_OK;
-    if (per_tensor) {
-        for (int i = 0; i < m->n_params && st == DT_OK; i++) {
-            dt_digest_hex(hex, td[i]);
-            st = dt_trace_write_tensor(tw, step, m->params[i].name, hex, err);
-        }
-        if (st == DT_OK) st = dt_trace_flush(tw, err);
+    switch (exp->hash.async) {
+    case DT_HASH_ASYNC_ON: return true;
+    case DT_HASH_ASYNC_OFF: return false;
+    case DT_HASH_ASYNC_AUTO: break;
     }
-    dt_digest_hex(hex, md);
-    if (st == DT_OK) st = dt_trace_write_row(tw, step, loss, hex, err);
-    memcpy(res->final_digest, hex, DT_DIGEST_HEX);
-    free(td);
-    return st;
+    return m->n_params > 0 && dt_backend_host_view(m->be, m->params[0].w) == NULL;
 }
 
 static enum dt_status write_metrics_row(FILE *f, const char *path, int64_t step,
@@ -206,7 +197,8 @@ static void progress_end(struct run_ctx *c)
 }
 
 static void write_replica_manifest(const struct run_ctx *c, int cell, int r,
-                                   const struct dt_replica_result *res, const char *start)
+                                   const struct dt_replica_result *res, const char *start,
+                                   bool hash_async)
 {
     static const char *const state_names[] = {"completed", "failed", "interrupted"};
     const struct dt_policy *pol = &c->exp->policies[dt_cell_policy(c->exp, cell)];
@@ -246,9 +238,13 @@ static void write_replica_manifest(const struct run_ctx *c, int cell, int r,
                          DT_PHILOX_LAYOUT_VERSION, c->exp->model.lanes,
                          dt_train_lfsr_check_every(c->exp), res->mem.eps_held,
                          res->mem.eps_workspace, res->mem.rng_state);
-    dt_strbuf_printf(&sb, ", \"step_ms_median\": %.6g, \"hash_ms_median\": %.6g",
+    /* hash_ms is the training thread's share of hashing: the whole hash when inline, the
+     * copy issued and the rows written when pipelined (hash_async) */
+    dt_strbuf_printf(&sb, ", \"step_ms_median\": %.6g, \"hash_ms_median\": %.6g, "
+                     "\"hash_async\": %s",
                      isfinite(res->step_ms_median) ? res->step_ms_median : -1.0,
-                     isfinite(res->hash_ms_median) ? res->hash_ms_median : -1.0);
+                     isfinite(res->hash_ms_median) ? res->hash_ms_median : -1.0,
+                     hash_async ? "true" : "false");
     dt_strbuf_printf(&sb, ", \"start_time\": \"%s\", \"end_time\": \"%s\"}", start, end);
     char path[1300];
     snprintf(path, sizeof path, "%s/run.json", res->dir);
@@ -263,7 +259,7 @@ struct replica_io {
     bool trace_open;
     FILE *metrics, *times;
     char metrics_path[1300], times_path[1300];
-    float *staging;  /* one tensor, for hashing */
+    struct dt_hashpipe *hp; /* hashing and trace rows of the hashed steps */
     float *weights;  /* every tensor, for snapshots */
     int64_t snap_steps[80];
     int n_snaps, next_snap;
@@ -308,12 +304,20 @@ static enum dt_status write_snapshot(struct dt_model *m, struct replica_io *io, 
     return dt_snapshot_write(path, step, m->n_params, names, counts, data, err);
 }
 
-/* The snapshot due at step s, if any. */
+static bool snapshot_due(const struct replica_io *io, int64_t s)
+{
+    return io->next_snap < io->n_snaps && io->snap_steps[io->next_snap] == s;
+}
+
+/* The snapshot due at step s, if any. Readers check a snapshot against the trace's digest
+ * at its step, so the pipeline is drained first: the trace has that row before the file
+ * exists. */
 static enum dt_status maybe_snapshot(struct dt_model *m, struct replica_io *io, const char *dir,
                                      int64_t s, struct dt_error *err)
 {
-    if (io->next_snap >= io->n_snaps || io->snap_steps[io->next_snap] != s) return DT_OK;
+    if (!snapshot_due(io, s)) return DT_OK;
     io->next_snap++;
+    DT_FORWARD_IF_ERROR(dt_hashpipe_drain(io->hp, err));
     return write_snapshot(m, io, dir, s, err);
 }
 
@@ -332,16 +336,12 @@ static enum dt_status write_predictions(const char *dir, const uint8_t *labels,
 }
 
 static enum dt_status open_replica_io(struct replica_io *io, const struct dt_experiment *exp,
-                                      const struct dt_model *m, const char *dir,
+                                      struct dt_model *m, const char *dir,
                                       struct dt_error *err)
 {
     memset(io, 0, sizeof *io);
-    int64_t max_param = 0, total = 0;
-    for (int i = 0; i < m->n_params; i++) {
-        max_param = m->params[i].n > max_param ? m->params[i].n : max_param;
-        total += m->params[i].n;
-    }
-    io->staging = dt_xmalloc((size_t)max_param * sizeof(float));
+    int64_t total = 0;
+    for (int i = 0; i < m->n_params; i++) total += m->params[i].n;
     DT_ASSERT(exp->report.snapshots + 1 <= (int)(sizeof io->snap_steps / sizeof io->snap_steps[0]));
     io->n_snaps = dt_snapshot_steps(exp, io->snap_steps);
     if (io->n_snaps > 0) {
@@ -352,6 +352,8 @@ static enum dt_status open_replica_io(struct replica_io *io, const struct dt_exp
     }
     DT_FORWARD_IF_ERROR(dt_trace_open(&io->tw, dir, exp->hash.per_tensor, err));
     io->trace_open = true;
+    DT_FORWARD_IF_ERROR(dt_hashpipe_create(&io->hp, m, &io->tw, exp->hash.per_tensor,
+                                           hash_async(exp, m), err));
     DT_FORWARD_IF_ERROR(open_csv(&io->metrics, io->metrics_path, sizeof io->metrics_path, dir,
                                  "metrics.csv", DT_METRICS_HEADER, err));
     return open_csv(&io->times, io->times_path, sizeof io->times_path, dir, "times.csv",
@@ -363,6 +365,8 @@ static enum dt_status close_replica_io(struct replica_io *io, enum dt_status st,
                                        struct dt_error *err)
 {
     struct dt_error e;
+    dt_hashpipe_destroy(io->hp); /* drained by the caller: nothing left to write */
+    io->hp = NULL;
     if (io->trace_open && dt_trace_close(&io->tw, &e) != DT_OK && st == DT_OK) {
         st = e.status;
         if (err) *err = e;
@@ -372,7 +376,6 @@ static enum dt_status close_replica_io(struct replica_io *io, enum dt_status st,
     for (int i = 0; i < 2; i++)
         if (files[i] && fclose(files[i]) != 0 && st == DT_OK)
             st = dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", paths[i], strerror(errno));
-    free(io->staging);
     free(io->weights);
     return st;
 }
@@ -415,7 +418,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
         dt_model_init(m, seed, dt_stream_replica(vary, DT_VARY_INIT, (uint64_t)r));
         m->member = (uint32_t)dt_stream_replica(vary, DT_VARY_EPSILON, (uint64_t)r);
         dt_model_memory(m, pol, &res->mem);
-        st = write_hashed_step(&io.tw, m, io.staging, 0, NAN, res, exp->hash.per_tensor, err);
+        st = dt_hashpipe_submit(io.hp, 0, NAN, err);
         if (st == DT_OK) st = maybe_snapshot(m, &io, res->dir, 0, err);
     }
     for (int64_t s = 1; st == DT_OK && s <= steps; s++) {
@@ -430,6 +433,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
         float loss = NAN;
         double t0 = dt_now_s();
         st = dt_model_train_step(m, x, y, B, &sgd, pol, &loss);
+        dt_backend_synchronize(c->be); /* the step ends when the device has run it */
         step_ms[s - 1] = 1e3 * (dt_now_s() - t0);
         if (st != DT_OK) {
             if (m->err.status != DT_OK && err) *err = m->err;
@@ -439,8 +443,13 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
         bool hashed = (s % exp->hash.every == 0) || s == steps || !isfinite(loss);
         double h_ms = NAN;
         if (hashed) {
+            /* the main thread's cost: the copy issued and, when pipelined, the rows of
+             * earlier steps written; the last step, a failing one and a snapshot's step
+             * also wait until the trace holds them */
             double t1 = dt_now_s();
-            st = write_hashed_step(&io.tw, m, io.staging, s, loss, res, exp->hash.per_tensor, err);
+            st = dt_hashpipe_submit(io.hp, s, loss, err);
+            if (st == DT_OK && (s == steps || !isfinite(loss) || snapshot_due(&io, s)))
+                st = dt_hashpipe_drain(io.hp, err);
             h_ms = hash_ms[n_hash++] = 1e3 * (dt_now_s() - t1);
         }
         fprintf(io.times, "%" PRId64 ",%.6f,", s, step_ms[s - 1]);
@@ -465,6 +474,13 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
         }
         progress(c, cell, r, s, s == steps);
     }
+    /* Every hashed step is in the trace before anything reports on it, however the loop
+     * ended (completed, failed, interrupted, an error). */
+    if (io.hp) {
+        enum dt_status dst = dt_hashpipe_drain(io.hp, st == DT_OK ? err : NULL);
+        if (st == DT_OK) st = dst;
+        memcpy(res->final_digest, dt_hashpipe_last_digest(io.hp), DT_DIGEST_HEX);
+    }
     if (st == DT_OK && res->state == DT_REPLICA_COMPLETED) {
         struct dt_eval ev;
         uint8_t *pred = dt_xmalloc((size_t)test->n + 1);
@@ -483,7 +499,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
     res->step_ms_median = dt_median(step_ms, res->steps_done);
     res->hash_ms_median = dt_median(hash_ms, n_hash);
     st = close_replica_io(&io, st, err);
-    write_replica_manifest(c, cell, r, res, start);
+    write_replica_manifest(c, cell, r, res, start, hash_async(exp, m));
     free(x);
     free(y);
     free(perm);

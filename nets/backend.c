@@ -6,6 +6,9 @@
 
 #include "core/util.h"
 
+/* Version-5 members (synchronisation, host buffers, snapshot copies) are optional. */
+#define HAS_OP5(be, member) ((be)->ops->version >= 5 && (be)->ops->member != NULL)
+
 static const struct dt_backend_ops *backend_ops_for(enum dt_backend_kind kind)
 {
     switch (kind) {
@@ -22,6 +25,8 @@ enum dt_status dt_backend_create(struct dt_backend **out, const struct dt_backen
     const struct dt_backend_ops *ops = backend_ops_for(opt->kind);
     if (!ops) return dt_error_set(err, DT_ERR_USAGE, "unknown backend kind %d", (int)opt->kind);
     DT_ASSERT(ops->version >= 1);
+    DT_ASSERT_MSG(ops->version < 5 || (ops->host_alloc == NULL) == (ops->host_free == NULL),
+                  "a backend's host_alloc and host_free come as a pair");
     struct dt_backend *be = dt_xcalloc(1, sizeof *be);
     be->ops = ops;
     be->threads = 1;
@@ -37,6 +42,7 @@ enum dt_status dt_backend_create(struct dt_backend **out, const struct dt_backen
 void dt_backend_destroy(struct dt_backend *be)
 {
     if (!be) return;
+    if (be->copy_out && HAS_OP5(be, copy_out_release)) be->ops->copy_out_release(be);
     be->ops->destroy(be);
     free(be);
 }
@@ -84,6 +90,57 @@ const void *dt_backend_host_view(struct dt_backend *be, const void *p)
     return be->ops->host_view ? be->ops->host_view(be, p) : NULL;
 }
 
+void dt_backend_synchronize(struct dt_backend *be)
+{
+    if (HAS_OP5(be, synchronize)) be->ops->synchronize(be);
+}
+
+void *dt_backend_host_alloc(struct dt_backend *be, size_t bytes)
+{
+    if (HAS_OP5(be, host_alloc)) return be->ops->host_alloc(be, bytes);
+    return dt_xmalloc(bytes ? bytes : 1);
+}
+
+void dt_backend_host_free(struct dt_backend *be, void *p)
+{
+    if (!p) return;
+    if (HAS_OP5(be, host_free)) be->ops->host_free(be, p);
+    else free(p);
+}
+
+/* The begun/waited counts are the tickets: begins come from one thread and waits from one
+ * (maybe another) thread, so each count has one writer; the release/acquire pairs order a
+ * copy's begin before its wait and a wait before the begin that reuses its slot. */
+void dt_backend_copy_out_begin(struct dt_backend *be, void *host_dst, const void *const *srcs,
+                               const size_t *bytes, int n)
+{
+    DT_ASSERT(host_dst && srcs && bytes && n >= 0);
+    const int64_t ticket = __atomic_load_n(&be->copy_out_begun, __ATOMIC_RELAXED);
+    DT_ASSERT_MSG(ticket - __atomic_load_n(&be->copy_out_waited, __ATOMIC_ACQUIRE) <
+                      DT_BACKEND_COPY_OUT_DEPTH,
+                  "copy_out_begin: DT_BACKEND_COPY_OUT_DEPTH copies not yet waited for");
+    for (int i = 0; i < n; i++) DT_ASSERT_MSG(srcs[i] != NULL, "copy_out_begin: a NULL source");
+    if (HAS_OP5(be, copy_out_begin)) {
+        be->ops->copy_out_begin(be, ticket, host_dst, srcs, bytes, n);
+    } else { /* no asynchronous copy: download now, so the wait has nothing left to do */
+        size_t off = 0;
+        for (int i = 0; i < n; i++) {
+            if (bytes[i]) dt_backend_download(be, (char *)host_dst + off, srcs[i], bytes[i]);
+            off += bytes[i];
+        }
+    }
+    __atomic_store_n(&be->copy_out_begun, ticket + 1, __ATOMIC_RELEASE);
+}
+
+void dt_backend_copy_out_wait(struct dt_backend *be)
+{
+    const int64_t ticket = __atomic_load_n(&be->copy_out_waited, __ATOMIC_RELAXED);
+    DT_ASSERT_MSG(ticket < __atomic_load_n(&be->copy_out_begun, __ATOMIC_ACQUIRE),
+                  "copy_out_wait: no copy begun that was not waited for");
+    if (HAS_OP5(be, copy_out_wait)) be->ops->copy_out_wait(be, ticket);
+    __atomic_store_n(&be->copy_out_waited, ticket + 1, __ATOMIC_RELEASE);
+}
+
 enum dt_status dt_backend_set_forced_order(struct dt_backend *be, uint64_t seed)
 {
     if (be->ops->version < 2 || !be->ops->set_forced_order)
@@ -115,12 +172,16 @@ void dt_backend_profile_reset(struct dt_backend *be)
     memset(be->op_seconds, 0, sizeof be->op_seconds);
 }
 
-/* Dispatch `call` (an expression yielding enum dt_status), timing it when profiling. */
+/* Dispatch `call` (an expression yielding enum dt_status), timing it when profiling. A
+ * backend that queues work is synchronised before and after, so the time is the op's own,
+ * kernels included, and not the tail of earlier ops. */
 #define DISPATCH(be, op, call)                                       \
     do {                                                             \
         if (!(be)->profiling) return (call);                         \
+        dt_backend_synchronize(be);                                  \
         double t0_ = dt_now_s();                                     \
         enum dt_status st_ = (call);                                 \
+        dt_backend_synchronize(be);                                  \
         (be)->op_seconds[op] += dt_now_s() - t0_;                    \
         return st_;                                                  \
     } while (0)

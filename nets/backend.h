@@ -55,6 +55,31 @@ void dt_backend_download(struct dt_backend *be, void *dst, const void *src, size
 /* A host pointer to backend memory when it is host memory (CPU), NULL otherwise. */
 const void *dt_backend_host_view(struct dt_backend *be, const void *p);
 
+/* Wait until every op and copy queued so far has finished. Ops on a device backend may
+ * return before their kernels ran, so a step's end time is read after this. A no-op on
+ * the CPU, whose ops return finished. */
+void dt_backend_synchronize(struct dt_backend *be);
+
+/* Host memory the backend copies into fastest: pinned on CUDA (so a device-to-host copy
+ * can run while the host goes on), plain malloc on the CPU. Aborts when memory runs out. */
+void *dt_backend_host_alloc(struct dt_backend *be, size_t bytes);
+void dt_backend_host_free(struct dt_backend *be, void *p);
+
+/* Snapshot copies for hashing without stalling the device (harness/hashpipe.h).
+ * copy_out_begin copies n backend tensors srcs[i] of bytes[i] bytes, in order and back to
+ * back, into host_dst (dt_backend_host_alloc memory), ordered after all work queued so far,
+ * and returns at once: ops queued after it may overwrite the sources straight away (CUDA
+ * snapshots them into a device staging buffer first). host_dst holds the bytes once the
+ * matching copy_out_wait returns. Every begin is matched by one wait, in the order begun
+ * (waits from one thread at a time); the waits may run on another thread than the begins,
+ * also while later copies are begun. At most DT_BACKEND_COPY_OUT_DEPTH copies may be
+ * begun and not yet waited for.
+ * CPU: the bytes are copied before begin returns; wait returns at once. */
+#define DT_BACKEND_COPY_OUT_DEPTH 4
+void dt_backend_copy_out_begin(struct dt_backend *be, void *host_dst, const void *const *srcs,
+                               const size_t *bytes, int n);
+void dt_backend_copy_out_wait(struct dt_backend *be);
+
 /* Test hook: with seed != 0, the nondeterministic paths (`reduction: unordered`,
  * `atomics: float`) run serially in a combination order drawn from `seed` instead of
  * the order in which threads happen to finish, so a test can show that the order changes
@@ -63,7 +88,9 @@ const void *dt_backend_host_view(struct dt_backend *be, const void *p);
 enum dt_status dt_backend_set_forced_order(struct dt_backend *be, uint64_t seed);
 
 /* Per-op timing for benchmarks: while enabled, every op call's wall time is added to its
- * slot (DT_OP_*). Off by default; costs two clock reads per op when on. */
+ * slot (DT_OP_*). Off by default; costs two clock reads per op when on. On a backend with
+ * queued work (CUDA) each profiled op is bracketed by dt_backend_synchronize, so its time
+ * includes its kernels (and profiled steps lose their overlap of host and device). */
 #define DT_OP_LIST(X)                                                              \
     X(DENSE_FORWARD, "dense_forward") X(DENSE_BACKWARD_DATA, "dense_backward_data") \
     X(DENSE_BACKWARD_WEIGHT, "dense_backward_weight") X(BIAS_BACKWARD, "bias_backward") \

@@ -5,7 +5,7 @@
 
 #include "nets/backend.h"
 
-#define DT_BACKEND_OPS_VERSION 4
+#define DT_BACKEND_OPS_VERSION 5
 
 struct dt_backend_ops {
     int version;
@@ -77,6 +77,18 @@ struct dt_backend_ops {
     enum dt_status (*bnn_finish)(struct dt_backend *, float *, float *, const float *,
                                  const float *, const float *, int64_t, float, float, float,
                                  const struct dt_policy *);
+    /* version 5: synchronisation and the hashing pipeline's copies (all optional; the
+     * wrappers in nets/backend.c say what NULL means) */
+    void (*synchronize)(struct dt_backend *be); /* NULL: ops return finished (CPU) */
+    void *(*host_alloc)(struct dt_backend *be, size_t bytes); /* NULL: malloc */
+    void (*host_free)(struct dt_backend *be, void *p);
+    /* `ticket` counts copies from 0; ticket % DT_BACKEND_COPY_OUT_DEPTH names the copy's
+     * completion slot. NULL begin: one download per tensor; NULL wait: nothing to wait. */
+    void (*copy_out_begin)(struct dt_backend *be, int64_t ticket, void *host_dst,
+                           const void *const *srcs, const size_t *bytes, int n);
+    void (*copy_out_wait)(struct dt_backend *be, int64_t ticket);
+    /* frees what copy_out_begin set up in be->copy_out; called before destroy */
+    void (*copy_out_release)(struct dt_backend *be);
 };
 
 struct dt_backend {
@@ -85,6 +97,10 @@ struct dt_backend {
     int threads;
     bool profiling;
     double op_seconds[DT_OP_COUNT];
+    /* snapshot copies (version 5): begun and waited counts, kept by nets/backend.c, and the
+     * backend's own state for them (made on first use, freed by copy_out_release) */
+    int64_t copy_out_begun, copy_out_waited;
+    void *copy_out;
 };
 
 extern const struct dt_backend_ops dt_backend_cpu_ops;

@@ -28,6 +28,21 @@ static inline struct dt_backend *cpu(int threads)
     return be;
 }
 
+/* The CUDA backend on device 0, or exit 77 (the test is skipped) when this build or this
+ * machine has none: CPU-only machines and CI build and link the gpu-labelled tests, then
+ * skip them. */
+static inline struct dt_backend *gpu_or_skip(void)
+{
+    struct dt_backend *be = NULL;
+    struct dt_backend_options opt = {DT_BACKEND_CUDA, 0, 0};
+    struct dt_error err;
+    if (dt_backend_create(&be, &opt, &err) != DT_OK) {
+        fprintf(stderr, "skipped: %s\n", err.msg);
+        exit(77);
+    }
+    return be;
+}
+
 static inline struct dt_policy level(enum dt_level l)
 {
     struct dt_policy p;

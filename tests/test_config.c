@@ -84,6 +84,7 @@ DT_TEST(load_full)
     CHECK_INT_EQ(e.vary_sets[0], DT_VARY_INIT | DT_VARY_DATA_ORDER);
     CHECK_INT_EQ(e.hash.every, 10);
     CHECK(e.hash.per_tensor);
+    CHECK_INT_EQ(e.hash.async, DT_HASH_ASYNC_OFF);
     CHECK_STR_EQ(e.source, CFG("full.yaml"));
 }
 
@@ -119,6 +120,7 @@ DT_TEST(load_minimal_defaults)
     CHECK_INT_EQ(e.vary_sets[0], 0);
     CHECK_INT_EQ(e.hash.every, 1);
     CHECK(!e.hash.per_tensor);
+    CHECK_INT_EQ(e.hash.async, DT_HASH_ASYNC_AUTO);
     CHECK_INT_EQ(e.report.snapshots, 8);
     CHECK_INT_EQ(e.report.overhead_samples, 30);
     CHECK_INT_EQ(e.report.overhead_warmup, 5);
@@ -585,7 +587,8 @@ DT_TEST(write_json)
                          "\"atomics\":\"fixed_point\",\"rng\":\"lfsr\",\"conv_algo\":\"own\","
                          "\"math\":\"fast\",\"threads\":\"independent\"}],");
     CHECK_CONTAINS(text, "\"replicas\":3,\"vary\":[\"init\"]");
-    CHECK_CONTAINS(text, "\"hash\":{\"every\":10,\"per_tensor\":true},\"report\":{\"snapshots\":8,"
+    CHECK_CONTAINS(text, "\"hash\":{\"every\":10,\"per_tensor\":true,\"async\":\"off\"},"
+                         "\"report\":{\"snapshots\":8,"
                          "\"overhead_samples\":30,\"overhead_warmup\":5}}");
     int braces, brackets, min_depth;
     json_balance(text, &braces, &brackets, &min_depth);
@@ -617,7 +620,8 @@ DT_TEST(write_reference)
         "model.stored_generator", "model.lfsr_check_every", "train.steps", "train.batch", "train.optimizer.kind",
         "train.optimizer.lr", "train.optimizer.momentum", "train.optimizer.weight_decay",
         "train.seed", "train.eval_every", "backend.device", "backend.threads", "backend.gpu", "policies",
-        "replicas", "vary", "hash.every", "hash.per_tensor", "report.snapshots",
+        "replicas", "vary", "hash.every", "hash.per_tensor", "hash.async",
+        "report.snapshots",
         "report.overhead_samples", "report.overhead_warmup"};
     int n_keys = (int)(sizeof every_key / sizeof every_key[0]);
     char *text = NULL;
@@ -853,6 +857,34 @@ DT_TEST(vary_sets_errors)
                                    "not mlp");
 }
 
+/* ---- hash.async ----------------------------------------------------------------------------- */
+
+/* auto, on or off (YAML's on/off words stay names here, quoted or not); anything else is an
+ * error at the value's file:line:column naming the key and the choices. */
+DT_TEST(hash_async_key)
+{
+    struct dt_experiment e;
+    struct dt_error err;
+    const char *on[] = {"hash.async=on"};
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), on, 1, &err), DT_OK);
+    CHECK_INT_EQ(e.hash.async, DT_HASH_ASYNC_ON);
+    const char *off[] = {"hash={async: 'off'}"};
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), off, 1, &err), DT_OK);
+    CHECK_INT_EQ(e.hash.async, DT_HASH_ASYNC_OFF);
+    const char *autov[] = {"hash.async=on", "hash.async=auto"};
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), autov, 2, &err), DT_OK);
+    CHECK_INT_EQ(e.hash.async, DT_HASH_ASYNC_AUTO);
+    expect_file_error(CFG("bad_hash_async.yaml"), 6, 10,
+                      "key 'hash.async': unknown value 'sometimes' (expected auto, on or off)");
+    const char *word[] = {"hash.async=true"};
+    expect_set_error(word, 1, 1, 12, "key 'hash.async': unknown value 'true' (expected auto, "
+                                     "on or off)");
+    const char *list[] = {"train.steps=3", "hash.async=[on]"};
+    expect_set_error(list, 2, 2, 12, "key 'hash.async': expected a name, got a list");
+    const char *typo[] = {"hash.asnyc=on"};
+    expect_set_error(typo, 1, 1, 1, "unknown key 'hash.asnyc'");
+}
+
 /* ---- report.* ---------------------------------------------------------------------------- */
 
 DT_TEST(report_keys)
@@ -960,6 +992,7 @@ static void expect_same_experiment(const struct dt_experiment *a, const struct d
     for (int i = 0; i < DT_MAX_VARY_SETS; i++) CHECK_INT_EQ(a->vary_sets[i], b->vary_sets[i]);
     CHECK_INT_EQ(a->hash.every, b->hash.every);
     CHECK_INT_EQ(a->hash.per_tensor, b->hash.per_tensor);
+    CHECK_INT_EQ(a->hash.async, b->hash.async);
     CHECK_INT_EQ(a->report.snapshots, b->report.snapshots);
     CHECK_INT_EQ(a->report.overhead_samples, b->report.overhead_samples);
     CHECK_INT_EQ(a->report.overhead_warmup, b->report.overhead_warmup);
@@ -1055,4 +1088,5 @@ DT_TEST_MAIN(DT_CASE(load_full), DT_CASE(load_minimal_defaults), DT_CASE(malform
              DT_CASE(write_reference), DT_CASE(model_kind_keys),
              DT_CASE(bnn_keys), DT_CASE(bnn_key_errors), DT_CASE(vary_sets_file),
              DT_CASE(vary_sets_set), DT_CASE(vary_sets_errors), DT_CASE(report_keys),
+             DT_CASE(hash_async_key),
              DT_CASE(json_round_trip))

@@ -13,18 +13,6 @@
 #include "nets/cuda/cuda.h"
 #endif
 
-/* The CUDA backend, or exit 77 (skipped) when this build or machine has no GPU. */
-static struct dt_backend *gpu_or_skip(void)
-{
-    struct dt_backend *be = NULL;
-    struct dt_backend_options opt = {DT_BACKEND_CUDA, 0, 0};
-    struct dt_error err;
-    if (dt_backend_create(&be, &opt, &err) != DT_OK) {
-        fprintf(stderr, "skipped: %s\n", err.msg);
-        exit(77);
-    }
-    return be;
-}
 
 /* Without a device (or without CUDA in the build) the backend refuses with a message that
  * names it and says what to do; with one, it comes up. Runs everywhere. */

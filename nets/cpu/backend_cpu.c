@@ -110,6 +110,26 @@ static void cpu_copy(struct dt_backend *be, void *dst, const void *src, size_t b
 
 static const void *cpu_host_view(struct dt_backend *be, const void *p) { return p; }
 
+/* Host buffers for the hashing pipeline: nothing to pin, plain malloc. */
+static void *cpu_host_alloc(struct dt_backend *be, size_t bytes)
+{
+    return dt_xmalloc(bytes ? bytes : 1);
+}
+
+static void cpu_host_free(struct dt_backend *be, void *p) { free(p); }
+
+/* Ops return finished, so the snapshot is taken now and there is nothing to wait for
+ * (copy_out_wait and synchronize stay NULL). */
+static void cpu_copy_out_begin(struct dt_backend *be, int64_t ticket, void *host_dst,
+                               const void *const *srcs, const size_t *bytes, int n)
+{
+    char *dst = host_dst;
+    for (int i = 0; i < n; i++) {
+        memcpy(dst, srcs[i], bytes[i]);
+        dst += bytes[i];
+    }
+}
+
 const struct dt_backend_ops dt_backend_cpu_ops = {
     .version = DT_BACKEND_OPS_VERSION,
     .name = "cpu",
@@ -142,4 +162,7 @@ const struct dt_backend_ops dt_backend_cpu_ops = {
     .bnn_sample = dt_cpu_bnn_sample,
     .bnn_accumulate = dt_cpu_bnn_accumulate,
     .bnn_finish = dt_cpu_bnn_finish,
+    .host_alloc = cpu_host_alloc,
+    .host_free = cpu_host_free,
+    .copy_out_begin = cpu_copy_out_begin,
 };

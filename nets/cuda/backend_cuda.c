@@ -189,6 +189,107 @@ static void cuda_set_forced_order(struct dt_backend *be, uint64_t seed)
     dt_cuda(be)->forced_order = seed;
 }
 
+/* ---- synchronisation and snapshot copies for the hashing pipeline (ops version 5) ---- */
+
+static void cuda_synchronize(struct dt_backend *be) { dt_cuda_sync(be); }
+
+static void *cuda_host_alloc(struct dt_backend *be, size_t bytes)
+{
+    void *p = NULL;
+    DT_CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));
+    return p;
+}
+
+static void cuda_host_free(struct dt_backend *be, void *p) { DT_CUDA_CHECK(cudaFreeHost(p)); }
+
+/* be->copy_out: one device staging buffer that holds the snapshot, so the next step may
+ * overwrite the weights as soon as the device-to-device copies ran; `snapped` marks those
+ * copies on the main stream, arrived[t % depth] the device-to-host copy of ticket t on the
+ * copy stream. */
+struct cuda_copy_out {
+    void *staging;
+    size_t staging_bytes;
+    cudaEvent_t snapped;
+    cudaEvent_t arrived[DT_BACKEND_COPY_OUT_DEPTH];
+    int64_t last_ticket; /* -1 before the first copy */
+};
+
+static struct cuda_copy_out *cuda_copy_out_state(struct dt_backend *be)
+{
+    if (be->copy_out) return be->copy_out;
+    struct cuda_copy_out *co = dt_xcalloc(1, sizeof *co);
+    DT_CUDA_CHECK(cudaEventCreateWithFlags(&co->snapped, cudaEventDisableTiming));
+    for (int i = 0; i < DT_BACKEND_COPY_OUT_DEPTH; i++)
+        DT_CUDA_CHECK(cudaEventCreateWithFlags(&co->arrived[i], cudaEventDisableTiming));
+    co->last_ticket = -1;
+    be->copy_out = co;
+    return co;
+}
+
+/* Main stream: [wait for the previous device-to-host copy to have read the staging buffer]
+ * device-to-device copies into it, record `snapped`. Copy stream: wait for `snapped`, one
+ * device-to-host copy of the whole snapshot, record arrived[ticket]. The host returns at
+ * once; neither stream waits for the host. */
+static void cuda_copy_out_begin(struct dt_backend *be, int64_t ticket, void *host_dst,
+                                const void *const *srcs, const size_t *bytes, int n)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    struct cuda_copy_out *co = cuda_copy_out_state(be);
+    cudaStream_t s = (cudaStream_t)c->stream, cs = (cudaStream_t)c->copy_stream;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += bytes[i];
+    if (total > co->staging_bytes) {
+        /* a device-to-host copy may still read the old buffer; cudaFree waits for the
+         * device anyway, and this happens once per model */
+        DT_CUDA_CHECK(cudaStreamSynchronize(cs));
+        if (co->staging) DT_CUDA_CHECK(cudaFree(co->staging));
+        co->staging = NULL;
+        DT_CUDA_CHECK(cudaMalloc(&co->staging, total));
+        co->staging_bytes = total;
+    }
+    if (co->last_ticket >= 0) {
+        cudaEvent_t prev = co->arrived[co->last_ticket % DT_BACKEND_COPY_OUT_DEPTH];
+        DT_CUDA_CHECK(cudaStreamWaitEvent(s, prev, 0));
+    }
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        if (bytes[i])
+            DT_CUDA_CHECK(cudaMemcpyAsync((char *)co->staging + off, srcs[i], bytes[i],
+                                          cudaMemcpyDeviceToDevice, s));
+        off += bytes[i];
+    }
+    DT_CUDA_CHECK(cudaEventRecord(co->snapped, s));
+    DT_CUDA_CHECK(cudaStreamWaitEvent(cs, co->snapped, 0));
+    if (total)
+        DT_CUDA_CHECK(
+            cudaMemcpyAsync(host_dst, co->staging, total, cudaMemcpyDeviceToHost, cs));
+    DT_CUDA_CHECK(cudaEventRecord(co->arrived[ticket % DT_BACKEND_COPY_OUT_DEPTH], cs));
+    co->last_ticket = ticket;
+}
+
+/* Often called on the hashing thread: make the backend's device current there first. */
+static void cuda_copy_out_wait(struct dt_backend *be, int64_t ticket)
+{
+    struct cuda_copy_out *co = be->copy_out;
+    DT_ASSERT(co != NULL);
+    DT_CUDA_CHECK(cudaSetDevice(dt_cuda(be)->device));
+    DT_CUDA_CHECK(cudaEventSynchronize(co->arrived[ticket % DT_BACKEND_COPY_OUT_DEPTH]));
+}
+
+static void cuda_copy_out_release(struct dt_backend *be)
+{
+    struct cuda_copy_out *co = be->copy_out;
+    if (!co) return;
+    DT_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)dt_cuda(be)->stream));
+    DT_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)dt_cuda(be)->copy_stream));
+    if (co->staging) DT_CUDA_CHECK(cudaFree(co->staging));
+    DT_CUDA_CHECK(cudaEventDestroy(co->snapped));
+    for (int i = 0; i < DT_BACKEND_COPY_OUT_DEPTH; i++)
+        DT_CUDA_CHECK(cudaEventDestroy(co->arrived[i]));
+    free(co);
+    be->copy_out = NULL;
+}
+
 /* portable at every policy: elementwise (nets/cuda/elementwise.cu). */
 enum dt_status dt_cuda_relu_forward_op(struct dt_backend *be, float *y, const float *x, int64_t n,
                                        const struct dt_policy *pol)
@@ -239,4 +340,10 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .bnn_sample = dt_cuda_bnn_sample,
     .bnn_accumulate = dt_cuda_bnn_accumulate,
     .bnn_finish = dt_cuda_bnn_finish,
+    .synchronize = cuda_synchronize,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .copy_out_begin = cuda_copy_out_begin,
+    .copy_out_wait = cuda_copy_out_wait,
+    .copy_out_release = cuda_copy_out_release,
 };

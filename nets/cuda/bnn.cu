@@ -1,2 +1,146 @@
-/* PLACEHOLDER (being written). */
+/* Kernels of the CUDA backend's Bayesian-layer ops and epsilon generators (host side:
+ * nets/cuda/bnn.c). Every thread owns whole work items (a Philox block of 4 elements, a
+ * lane, an element) in a grid-stride loop and computes each with the shared DT_HD
+ * functions of nets/bnn_elem.h, which tests/test_cuda_bnn.c checks against the CPU
+ * backend on the host: no item depends on another, so no result depends on the grid or
+ * block size. Compiled with --fmad=false; the formulas also use the __f*_rn intrinsics. */
+#include "nets/bnn_elem.h"
+#include "nets/cuda/bnn_launch.h"
 #include "nets/cuda/cuda.h"
+#include "nets/cuda/launch.cuh"
+
+/* portable: eps is a pure function of (stream, element index); one thread per Philox
+ * block of 4 elements, computed by the reference definition. eps is (n). */
+static __global__ void eps_philox_kernel(float *eps, int64_t n, struct dt_philox_stream s)
+{
+    const int64_t blocks = (n + 3) / 4;
+    DT_GRID_STRIDE(b, blocks)
+        dt_bnn_eps_philox_block(eps, n, b, &s);
+}
+
+/* portable: lanes[j] is a pure function of (seed, step, member, sample, j). lanes is (P). */
+static __global__ void eps_lfsr_seed_kernel(struct dt_xoro *lanes, int64_t P, uint64_t seed,
+                                            uint32_t step, uint32_t member, uint32_t sample)
+{
+    DT_GRID_STRIDE(j, P)
+        lanes[j] = dt_eps_lane_seed(seed, step, member, sample, (uint64_t)j);
+}
+
+/* portable: one thread per lane walks the lane's own chunk with its own state, exactly as
+ * the reference walk; lanes never share state or elements. eps is (n), lanes (P). */
+static __global__ void eps_lfsr_kernel(float *eps, int64_t n, struct dt_xoro *lanes, int64_t P,
+                                       bool backward, int64_t skip_lane)
+{
+    DT_GRID_STRIDE(j, P)
+        dt_bnn_eps_lane_walk(eps, n, lanes, P, j, backward, skip_lane);
+}
+
+/* portable at `math: portable` (own softplus and exp), else CUDA's expf/log1pf, within a
+ * few ulps of the CPU's libm: elementwise. sigma, dsigma, rho are (n). */
+static __global__ void bnn_sigma_kernel(float *sigma, float *dsigma, const float *rho, int64_t n,
+                                        bool portable)
+{
+    DT_GRID_STRIDE(i, n) {
+        float s, ds;
+        dt_bnn_sigma_elem(&s, &ds, rho[i], portable);
+        sigma[i] = s;
+        dsigma[i] = ds;
+    }
+}
+
+/* portable: w = mu + sigma * eps, one product and one sum per element. All (n). */
+static __global__ void bnn_sample_kernel(float *w, const float *mu, const float *sigma,
+                                         const float *eps, int64_t n)
+{
+    DT_GRID_STRIDE(i, n)
+        w[i] = dt_bnn_sample_elem(mu[i], sigma[i], eps[i]);
+}
+
+/* portable: elementwise, fixed operation order; samples are added in the caller's order.
+ * All (n). */
+static __global__ void bnn_accumulate_kernel(float *gmu, float *grho, const float *g,
+                                             const float *eps, const float *dsigma, int64_t n,
+                                             bool first)
+{
+    DT_GRID_STRIDE(i, n) {
+        float m = first ? 0.0f : gmu[i], r = first ? 0.0f : grho[i];
+        dt_bnn_accumulate_elem(&m, &r, g[i], eps[i], dsigma[i], first);
+        gmu[i] = m;
+        grho[i] = r;
+    }
+}
+
+/* portable: elementwise, fixed operation order; ipv = 1 / prior_var rounded once on the
+ * host, as on the CPU. All (n). */
+static __global__ void bnn_finish_kernel(float *gmu, float *grho, const float *mu,
+                                         const float *sigma, const float *dsigma, int64_t n,
+                                         float inv_s, float klw, float ipv)
+{
+    DT_GRID_STRIDE(i, n) {
+        float m = gmu[i], r = grho[i];
+        dt_bnn_finish_elem(&m, &r, mu[i], sigma[i], dsigma[i], inv_s, klw, ipv);
+        gmu[i] = m;
+        grho[i] = r;
+    }
+}
+
+/* ---- launchers (declared in nets/cuda/bnn.c): 0 or the launch's cudaError_t ----------- */
+
+extern "C" int dt_cuda_eps_philox_launch(float *eps, int64_t n, const struct dt_philox_stream *s,
+                                         dt_cuda_stream st)
+{
+    eps_philox_kernel<<<dt_cuda_grid_for((n + 3) / 4), dt_cuda_block_threads, 0, st>>>(eps, n,
+                                                                                      *s);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int dt_cuda_eps_lfsr_seed_launch(struct dt_xoro *lanes, int64_t P, uint64_t seed,
+                                            uint32_t step, uint32_t member, uint32_t sample,
+                                            dt_cuda_stream st)
+{
+    eps_lfsr_seed_kernel<<<dt_cuda_grid_for(P), dt_cuda_block_threads, 0, st>>>(
+        lanes, P, seed, step, member, sample);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int dt_cuda_eps_lfsr_launch(float *eps, int64_t n, struct dt_xoro *lanes, int64_t P,
+                                       bool backward, int64_t skip_lane, dt_cuda_stream st)
+{
+    eps_lfsr_kernel<<<dt_cuda_grid_for(P), dt_cuda_block_threads, 0, st>>>(eps, n, lanes, P,
+                                                                          backward, skip_lane);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int dt_cuda_bnn_sigma_launch(float *sigma, float *dsigma, const float *rho, int64_t n,
+                                        bool portable, dt_cuda_stream st)
+{
+    bnn_sigma_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, st>>>(sigma, dsigma, rho,
+                                                                           n, portable);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int dt_cuda_bnn_sample_launch(float *w, const float *mu, const float *sigma,
+                                         const float *eps, int64_t n, dt_cuda_stream st)
+{
+    bnn_sample_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, st>>>(w, mu, sigma, eps,
+                                                                            n);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int dt_cuda_bnn_accumulate_launch(float *gmu, float *grho, const float *g,
+                                             const float *eps, const float *dsigma, int64_t n,
+                                             bool first, dt_cuda_stream st)
+{
+    bnn_accumulate_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, st>>>(
+        gmu, grho, g, eps, dsigma, n, first);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int dt_cuda_bnn_finish_launch(float *gmu, float *grho, const float *mu,
+                                         const float *sigma, const float *dsigma, int64_t n,
+                                         float inv_s, float klw, float ipv, dt_cuda_stream st)
+{
+    bnn_finish_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, st>>>(
+        gmu, grho, mu, sigma, dsigma, n, inv_s, klw, ipv);
+    return (int)cudaGetLastError();
+}

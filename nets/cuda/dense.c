@@ -1,13 +1,206 @@
-/* PLACEHOLDER (being written): dense ops of the CUDA backend. */
-#include "nets/cuda/cuda.h"
+/* Dense layer on the CUDA backend (host side; kernels in nets/cuda/dense.cu): forward,
+ * backward-data, backward-weight and the bias gradient, mirroring nets/cpu/dense.c op for
+ * op. Data path (DESIGN.md): nets/backend -> here -> dense.cu or cuBLAS. The controls:
+ *
+ *   matrix products  math portable -> dt_cuda_gemm_ordered: every output summed over k in
+ *                    index order from +0, two roundings per term: the CPU's bits;
+ *                    math fast / strict -> cuBLAS (TF32 allowed / pedantic FP32,
+ *                    dt_cuda_cublas_for), row-major products as column-major ones.
+ *   backward-weight  the sum over the batch, chunk partials combined under `reduction`:
+ *                    fixed     -> canonical chunks of DT_REDUCE_CHUNK rows and the fixed
+ *                                 tree of reduce.h per element: at portable the CPU's bits;
+ *                    unordered -> chunks of UNORDERED_CHUNK rows added by float atomicAdd
+ *                                 (arrival order); the forced-order hook adds them in a
+ *                                 drawn order instead, the CPU's (same chunks, same draw).
+ *   bias gradient    the sum over the batch under `atomics`:
+ *                    fixed_point -> exact int64 fixed point, one rounding: the CPU's bits
+ *                                   at every level; non-finite input and float overflow
+ *                                   are reported like the CPU's;
+ *                    float       -> row-slice sums added by float atomicAdd; the forced-order
+ *                                   hook adds the rows in the CPU's drawn order. */
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <limits.h>
+#include <stdio.h>
+
+#include "determinism/reduce.h"
+#include "nets/cpu/cpu.h" /* dt_cpu_forced_permutation: the CPU's drawn orders */
+#include "nets/cuda/dense_loss.h"
+
+#define UNORDERED_CHUNK 8 /* batch rows per chunk under `reduction: unordered` (the CPU's) */
+
+/* Scratch slots (nets/cuda/cuda.h): chunk partials or fixed-point counters; the permutation
+ * or the fixed-point record. */
+#define SLOT_PARTIALS 0
+#define SLOT_SMALL 1
+
+/* cuBLAS takes int sizes and leading dimensions. */
+static int as_int(int64_t v)
+{
+    DT_ASSERT_MSG(v >= 0 && v <= INT_MAX, "dense size beyond cuBLAS's int range");
+    return (int)v;
+}
+
+/* The forced combination order (test hook), drawn as the CPU backend draws it with the
+ * same salt, uploaded to device scratch. Synchronises: the pinned copy is reused. */
+static const int64_t *forced_perm_on_device(struct dt_backend *be, int64_t m, uint64_t salt)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    const size_t bytes = (size_t)m * sizeof(int64_t);
+    int64_t *h = dt_cuda_host_scratch(be, SLOT_SMALL, bytes);
+    int64_t *d = dt_cuda_scratch(be, SLOT_SMALL, bytes);
+    dt_cpu_forced_permutation(h, m, c->forced_order, salt);
+    DT_CUDA_CHECK(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, (cudaStream_t)c->stream));
+    dt_cuda_sync(be);
+    return d;
+}
+
+/* math portable: ordered; fast -> cuBLAS TF32; strict -> cuBLAS pedantic FP32.
+ * y (B,out) = x (B,in) . w (in,out), then y + bias in its own rounding (every level).
+ * Column-major, y^T (out,B) = w^T (out,in) . x^T (in,B): the row-major arrays as they are. */
 enum dt_status dt_cuda_dense_forward(struct dt_backend *be, float *y, const float *x,
                                      const float *w, const float *bias, int64_t B, int64_t in,
-                                     int64_t out, const struct dt_policy *pol) { return DT_ERR_UNSUPPORTED; }
+                                     int64_t out, const struct dt_policy *pol)
+{
+    dt_cuda_stream s = dt_cuda(be)->stream;
+    if (pol->math == DT_MATH_PORTABLE) {
+        struct dt_cuda_gemm_args g = {.c = y, .a = x, .b = w, .M = B, .N = out, .K = in,
+                                      .k_chunk = in, .batches = 1,
+                                      .a_si = in, .a_sk = 1, .b_sk = out, .b_sj = 1};
+        DT_FORWARD_IF_ERROR(dt_cuda_launched(dt_cuda_gemm_ordered(&g, s), "dense_forward"));
+    } else {
+        const float one = 1.0f, zero = 0.0f;
+        DT_CUBLAS_CHECK(cublasSgemm((cublasHandle_t)dt_cuda_cublas_for(be, pol), CUBLAS_OP_N,
+                                    CUBLAS_OP_N, as_int(out), as_int(B), as_int(in), &one, w,
+                                    as_int(out), x, as_int(in), &zero, y, as_int(out)));
+    }
+    return dt_cuda_launched(dt_cuda_bias_add(y, bias, B, out, s), "dense_forward bias");
+}
+
+/* math portable: dx[b,k] = sum over o ascending of dy[b,o] w[k,o] from +0 (w read
+ * transposed in place; the CPU's bits, which it gets through an exact transpose).
+ * fast / strict: cuBLAS, dx^T (in,B) = w (in,out) . dy^T (out,B). */
 enum dt_status dt_cuda_dense_backward_data(struct dt_backend *be, float *dx, const float *dy,
                                            const float *w, int64_t B, int64_t in, int64_t out,
-                                           const struct dt_policy *pol) { return DT_ERR_UNSUPPORTED; }
+                                           const struct dt_policy *pol)
+{
+    if (pol->math == DT_MATH_PORTABLE) {
+        struct dt_cuda_gemm_args g = {.c = dx, .a = dy, .b = w, .M = B, .N = in, .K = out,
+                                      .k_chunk = out, .batches = 1,
+                                      .a_si = out, .a_sk = 1, .b_sk = 1, .b_sj = out};
+        return dt_cuda_launched(dt_cuda_gemm_ordered(&g, dt_cuda(be)->stream),
+                                "dense_backward_data");
+    }
+    const float one = 1.0f, zero = 0.0f;
+    DT_CUBLAS_CHECK(cublasSgemm((cublasHandle_t)dt_cuda_cublas_for(be, pol), CUBLAS_OP_T,
+                                CUBLAS_OP_N, as_int(in), as_int(B), as_int(out), &one, w,
+                                as_int(out), dy, as_int(out), &zero, dx, as_int(in)));
+    return DT_OK;
+}
+
+/* Chunk partials of backward-weight: p[c] (in,out) = sum over the rows of chunk c (chunk
+ * rows each, the last may be short) of x[b,:]^T dy[b,:], m = ceil(B / chunk) of them.
+ * portable: ordered (rows ascending from +0, the CPU's partials). fast / strict: cuBLAS,
+ * p[c]^T (out,in) = dy_c^T (out,len) . x_c (len,in): full chunks in one strided batch,
+ * a short last chunk on its own. */
+static enum dt_status wgrad_partials(struct dt_backend *be, float *p, const float *x,
+                                     const float *dy, int64_t B, int64_t in, int64_t out,
+                                     int64_t chunk, const struct dt_policy *pol)
+{
+    const int64_t n = in * out;
+    if (pol->math == DT_MATH_PORTABLE) {
+        struct dt_cuda_gemm_args g = {.c = p, .a = x, .b = dy, .M = in, .N = out, .K = B,
+                                      .k_chunk = chunk, .batches = (B + chunk - 1) / chunk,
+                                      .a_si = 1, .a_sk = in, .a_batch = chunk * in,
+                                      .b_sk = out, .b_sj = 1, .b_batch = chunk * out,
+                                      .c_batch = n};
+        return dt_cuda_launched(dt_cuda_gemm_ordered(&g, dt_cuda(be)->stream),
+                                "dense_backward_weight");
+    }
+    cublasHandle_t h = (cublasHandle_t)dt_cuda_cublas_for(be, pol);
+    const float one = 1.0f, zero = 0.0f;
+    const int64_t full = B / chunk, rest = B - full * chunk;
+    if (full > 0)
+        DT_CUBLAS_CHECK(cublasSgemmStridedBatched(
+            h, CUBLAS_OP_N, CUBLAS_OP_T, as_int(out), as_int(in), as_int(chunk), &one, dy,
+            as_int(out), (long long)(chunk * out), x, as_int(in), (long long)(chunk * in), &zero,
+            p, as_int(out), (long long)n, as_int(full)));
+    if (rest > 0)
+        DT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, as_int(out), as_int(in),
+                                    as_int(rest), &one, dy + full * chunk * out, as_int(out),
+                                    x + full * chunk * in, as_int(in), &zero, p + full * n,
+                                    as_int(out)));
+    return DT_OK;
+}
+
+/* dw[k,o] = sum over the batch of x[b,k] dy[b,o]: chunk partials (math control), combined
+ * per the `reduction` control (file comment). */
 enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, float *dw, const float *x,
                                              const float *dy, int64_t B, int64_t in,
-                                             int64_t out, const struct dt_policy *pol) { return DT_ERR_UNSUPPORTED; }
+                                             int64_t out, const struct dt_policy *pol)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    const int64_t n = in * out;
+    const bool fixed = pol->reduction == DT_REDUCTION_FIXED;
+    const int64_t chunk = fixed ? DT_REDUCE_CHUNK : UNORDERED_CHUNK;
+    const int64_t m = (B + chunk - 1) / chunk;
+    float *p = dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)(m * n) * sizeof(float));
+    DT_FORWARD_IF_ERROR(wgrad_partials(be, p, x, dy, B, in, out, chunk, pol));
+    if (fixed)
+        return dt_cuda_launched(dt_cuda_reduce_tree(dw, p, m, n, c->stream),
+                                "dense_backward_weight tree");
+    if (c->forced_order) {
+        const int64_t *perm = forced_perm_on_device(be, m, 1);
+        return dt_cuda_launched(dt_cuda_add_partials_in_order(dw, p, perm, m, n, c->stream),
+                                "dense_backward_weight forced");
+    }
+    return dt_cuda_launched(dt_cuda_add_partials_atomic(dw, p, m, n, c->stream),
+                            "dense_backward_weight atomic");
+}
+
+/* atomics fixed_point: exact, order-free; the shift is computed on the device from the
+ * device's max |dy| (no host round trip), then one small synchronous copy of the error
+ * record. atomics float: slice sums by atomicAdd; forced order: rows in the drawn order. */
 enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const float *dy,
-                                     int64_t B, int64_t out, const struct dt_policy *pol) { return DT_ERR_UNSUPPORTED; }
+                                     int64_t B, int64_t out, const struct dt_policy *pol)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    if (pol->atomics == DT_ATOMICS_FLOAT) {
+        if (c->forced_order) {
+            const int64_t *perm = forced_perm_on_device(be, B, 2);
+            return dt_cuda_launched(dt_cuda_add_partials_in_order(dbias, dy, perm, B, out,
+                                                                  c->stream),
+                                    "bias_backward forced");
+        }
+        return dt_cuda_launched(dt_cuda_bias_grad_atomic(dbias, dy, B, out, c->stream),
+                                "bias_backward atomic");
+    }
+    unsigned long long *acc =
+        dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)out * sizeof(unsigned long long));
+    struct dt_cuda_fixed_record *rec = dt_cuda_scratch(be, SLOT_SMALL, sizeof *rec);
+    DT_FORWARD_IF_ERROR(dt_cuda_launched(dt_cuda_bias_grad_fixed(dbias, acc, rec, dy, B, out,
+                                                                 c->stream),
+                                         "bias_backward fixed point"));
+    struct dt_cuda_fixed_record *h = dt_cuda_host_scratch(be, SLOT_SMALL, sizeof *h);
+    DT_CUDA_CHECK(cudaMemcpyAsync(h, rec, sizeof *h, cudaMemcpyDeviceToHost,
+                                  (cudaStream_t)c->stream));
+    dt_cuda_sync(be);
+    if (h->first_bad != DT_CUDA_NO_INDEX) {
+        fprintf(stderr, "detrain: bias gradient: non-finite input at row %lld, column %lld\n",
+                (long long)(h->first_bad / (unsigned long long)out),
+                (long long)(h->first_bad % (unsigned long long)out));
+        return DT_ERR_NUMERIC;
+    }
+    if (h->bad_term) {
+        fprintf(stderr, "detrain: bias gradient: a fixed-point term exceeded its bound\n");
+        return DT_ERR_INTERNAL;
+    }
+    if (h->overflow_col != DT_CUDA_NO_INDEX) {
+        fprintf(stderr,
+                "detrain: bias gradient: fixed-point sum of column %lld overflows the float "
+                "range\n",
+                (long long)h->overflow_col);
+        return DT_ERR_NUMERIC;
+    }
+    return DT_OK;
+}

@@ -1,2 +1,259 @@
-/* PLACEHOLDER (being written). */
-#include "nets/cuda/cuda.h"
+/* Kernels of the CUDA dense layer (host side: nets/cuda/dense.c): the ordered matrix
+ * product of `math: portable`, the bias add, the combination of backward-weight chunk
+ * partials under `reduction`, and the bias gradient under `atomics`. Every kernel loops
+ * over its work items grid-stride (the tiled product over tiles), so no result depends on
+ * the grid or block size except where a comment says the order is arrival order. */
+#include "determinism/fixed_point.h"
+#include "determinism/reduce.h"
+#include "nets/cuda/dense_loss.h"
+#include "nets/cuda/dense_loss_hd.h"
+#include "nets/cuda/launch.cuh"
+
+#define GEMM_TILE 16  /* the product's tiles: GEMM_TILE x GEMM_TILE outputs per block */
+#define BIAS_ROWS 64  /* rows per slice of the float bias gradient */
+#define FIXED_ROWS 32 /* rows per slice of the fixed-point bias gradient */
+
+/* Blocks for `tiles` tiles of one block each: at most the grid cap (dt_cuda_set_launch). */
+static unsigned blocks_for_tiles(int64_t tiles)
+{
+    int64_t cap = dt_cuda_max_blocks > 0 ? dt_cuda_max_blocks : 65535;
+    if (tiles > cap) tiles = cap;
+    return (unsigned)(tiles > 0 ? tiles : 1);
+}
+
+/* portable: thread (ty, tx) of a tile owns output (i0+ty, j0+tx) and sums its products
+ * over k ascending from +0 (dt_dense_mac: two roundings); shared memory only stages the
+ * operands, tiles of GEMM_TILE k at a time in k order, so every output sees the CPU's
+ * sequence of roundings (nets/cpu/dense.c, matmul_rows_ordered). The block shape is
+ * fixed by the tile; blocks walk the tiles grid-stride, so any grid gives the same bits. */
+static __global__ void gemm_ordered_kernel(struct dt_cuda_gemm_args g)
+{
+    __shared__ float as[GEMM_TILE][GEMM_TILE + 1]; /* as[i][k]; +1: no bank conflicts */
+    __shared__ float bs[GEMM_TILE][GEMM_TILE + 1]; /* bs[k][j] */
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    /* Loads let consecutive threads (tx) walk an operand's unit-stride axis. */
+    const int ai = g.a_sk == 1 ? ty : tx, ak = g.a_sk == 1 ? tx : ty;
+    const int bk = g.b_sj == 1 ? ty : tx, bj = g.b_sj == 1 ? tx : ty;
+    const int64_t tiles_m = (g.M + GEMM_TILE - 1) / GEMM_TILE;
+    const int64_t tiles_n = (g.N + GEMM_TILE - 1) / GEMM_TILE;
+    const int64_t per_batch = tiles_m * tiles_n;
+    for (int64_t t = blockIdx.x; t < per_batch * g.batches; t += gridDim.x) {
+        const int64_t z = t / per_batch, r = t % per_batch;
+        const int64_t i0 = r / tiles_n * GEMM_TILE, j0 = r % tiles_n * GEMM_TILE;
+        const int64_t kz = g.K - z * g.k_chunk < g.k_chunk ? g.K - z * g.k_chunk : g.k_chunk;
+        const float *a = g.a + z * g.a_batch, *b = g.b + z * g.b_batch;
+        float acc = 0.0f;
+        for (int64_t k0 = 0; k0 < kz; k0 += GEMM_TILE) { /* uniform across the block */
+            as[ai][ak] = (i0 + ai < g.M && k0 + ak < kz)
+                             ? a[(i0 + ai) * g.a_si + (k0 + ak) * g.a_sk] : 0.0f;
+            bs[bk][bj] = (k0 + bk < kz && j0 + bj < g.N)
+                             ? b[(k0 + bk) * g.b_sk + (j0 + bj) * g.b_sj] : 0.0f;
+            __syncthreads();
+            const int kn = kz - k0 < GEMM_TILE ? (int)(kz - k0) : GEMM_TILE;
+            for (int kk = 0; kk < kn; kk++) acc = dt_dense_mac(acc, as[ty][kk], bs[kk][tx]);
+            __syncthreads();
+        }
+        const int64_t i = i0 + ty, j = j0 + tx;
+        if (i < g.M && j < g.N) g.c[z * g.c_batch + i * g.N + j] = acc;
+    }
+}
+
+/* portable: y[b,o] + bias[o], one rounding, as the CPU's y[o] += bias[o]. */
+static __global__ void bias_add_kernel(float *y, const float *bias, int64_t B, int64_t out)
+{
+    DT_GRID_STRIDE(i, B * out)
+        y[i] = dt_rn_add(y[i], bias[i % out]);
+}
+
+/* reduction fixed: one thread per element runs the fixed tree of reduce.h down its column
+ * of partials (stride n, so a warp's accesses are consecutive); the tree's shape depends
+ * on m only. */
+static __global__ void reduce_tree_kernel(float *dst, float *p, int64_t m, int64_t n)
+{
+    DT_GRID_STRIDE(e, n) {
+        dt_reduce_tree_vectors(p + e, m, 1, n);
+        dst[e] = p[e];
+    }
+}
+
+/* reduction unordered: every partial added by float atomicAdd; partials of one element sit
+ * in different blocks, so the order of the additions is the order they arrive in. */
+static __global__ void add_partials_atomic_kernel(float *dst, const float *p, int64_t m,
+                                                  int64_t n)
+{
+    DT_GRID_STRIDE(i, m * n)
+        atomicAdd(&dst[i % n], p[i]);
+}
+
+/* Forced order (test hook): one thread per element adds the partials in perm's order. */
+static __global__ void add_partials_in_order_kernel(float *dst, const float *p,
+                                                    const int64_t *perm, int64_t m, int64_t n)
+{
+    DT_GRID_STRIDE(e, n)
+        dst[e] = dt_sum_in_order(p, perm, m, n, e);
+}
+
+/* atomics float: item (slice s, column o) sums rows [s*BIAS_ROWS, ...) in order, then
+ * adds the sum by float atomicAdd: arrival order across slices. */
+static __global__ void bias_grad_atomic_kernel(float *dbias, const float *dy, int64_t B,
+                                               int64_t out)
+{
+    const int64_t slices = (B + BIAS_ROWS - 1) / BIAS_ROWS;
+    DT_GRID_STRIDE(i, slices * out) {
+        const int64_t s = i / out, o = i % out;
+        const int64_t end = (s + 1) * BIAS_ROWS < B ? (s + 1) * BIAS_ROWS : B;
+        float acc = 0.0f;
+        for (int64_t b = s * BIAS_ROWS; b < end; b++) acc = dt_rn_add(acc, dy[b * out + o]);
+        atomicAdd(&dbias[o], acc);
+    }
+}
+
+/* ---- atomics fixed_point: order-free, the CPU's bits (dt_fixed_sum_rows) -------------- */
+
+static __global__ void bias_fixed_init_kernel(unsigned long long *acc,
+                                              struct dt_cuda_fixed_record *rec, int64_t out)
+{
+    DT_GRID_STRIDE(o, out)
+        acc[o] = 0;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        rec->max_bits = 0;
+        rec->bad_term = 0;
+        rec->first_bad = DT_CUDA_NO_INDEX;
+        rec->overflow_col = DT_CUDA_NO_INDEX;
+    }
+}
+
+/* max |dy| as bit patterns (monotone for finite floats; max is order-free), and the first
+ * non-finite input by atomicMin on its row-major index. */
+static __global__ void bias_fixed_max_kernel(struct dt_cuda_fixed_record *rec, const float *dy,
+                                             int64_t n)
+{
+    __shared__ unsigned int block_max;
+    if (threadIdx.x == 0) block_max = 0;
+    __syncthreads();
+    unsigned int mx = 0;
+    DT_GRID_STRIDE(i, n) {
+        const unsigned int bits = dt_float_bits(dy[i]) & 0x7fffffffu;
+        if (bits >= 0x7f800000u)
+            atomicMin(&rec->first_bad, (unsigned long long)i);
+        else if (bits > mx)
+            mx = bits;
+    }
+    atomicMax(&block_max, mx);
+    __syncthreads();
+    if (threadIdx.x == 0) atomicMax(&rec->max_bits, block_max);
+}
+
+/* The shift of determinism/fixed_point.h for the whole tensor: max |dy| and B terms. */
+static __device__ int bias_fixed_shift(const struct dt_cuda_fixed_record *rec, int64_t B)
+{
+    return dt_fixed_shift_for(dt_bits_float(rec->max_bits), B);
+}
+
+/* Item (slice s, column o): the exact int64 sum of the slice's terms, added to the column's
+ * counter by integer atomicAdd. The shift bounds every partial and the total below 2^62 in
+ * magnitude, so two's-complement wrap-around in the unsigned counters gives the exact sum
+ * in any order. */
+static __global__ void bias_fixed_sum_kernel(unsigned long long *acc,
+                                             struct dt_cuda_fixed_record *rec, const float *dy,
+                                             int64_t B, int64_t out)
+{
+    if (rec->first_bad != DT_CUDA_NO_INDEX) return;
+    const int shift = bias_fixed_shift(rec, B);
+    const int64_t slices = (B + FIXED_ROWS - 1) / FIXED_ROWS;
+    DT_GRID_STRIDE(i, slices * out) {
+        const int64_t s = i / out, o = i % out;
+        const int64_t end = (s + 1) * FIXED_ROWS < B ? (s + 1) * FIXED_ROWS : B;
+        unsigned long long sum = 0;
+        for (int64_t b = s * FIXED_ROWS; b < end; b++) {
+            int64_t q = 0;
+            /* finite and <= max |dy|: cannot fail unless the bound is broken */
+            if (!dt_fixed_from_float(&q, dy[b * out + o], shift)) atomicExch(&rec->bad_term, 1u);
+            sum += (unsigned long long)q;
+        }
+        atomicAdd(&acc[o], sum);
+    }
+}
+
+/* dbias[o] = the float nearest to acc[o] * 2^-shift (one rounding); a sum beyond the float
+ * range is recorded by column. */
+static __global__ void bias_fixed_finish_kernel(float *dbias, struct dt_cuda_fixed_record *rec,
+                                                const unsigned long long *acc, int64_t B,
+                                                int64_t out)
+{
+    if (rec->first_bad != DT_CUDA_NO_INDEX) return;
+    const int shift = bias_fixed_shift(rec, B);
+    DT_GRID_STRIDE(o, out) {
+        const float f = dt_fixed_to_float((int64_t)acc[o], shift);
+        dbias[o] = f;
+        if ((dt_float_bits(f) & 0x7fffffffu) == 0x7f800000u)
+            atomicMin(&rec->overflow_col, (unsigned long long)o);
+    }
+}
+
+/* ---- launchers -------------------------------------------------------------------------- */
+
+extern "C" int dt_cuda_gemm_ordered(const struct dt_cuda_gemm_args *g, dt_cuda_stream s)
+{
+    const int64_t tiles = (g->M + GEMM_TILE - 1) / GEMM_TILE *
+                          ((g->N + GEMM_TILE - 1) / GEMM_TILE) * g->batches;
+    gemm_ordered_kernel<<<blocks_for_tiles(tiles), dim3(GEMM_TILE, GEMM_TILE), 0, s>>>(*g);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int dt_cuda_bias_add(float *y, const float *bias, int64_t B, int64_t out,
+                                dt_cuda_stream s)
+{
+    bias_add_kernel<<<dt_cuda_grid_for(B * out), dt_cuda_block_threads, 0, s>>>(y, bias, B, out);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int dt_cuda_reduce_tree(float *dst, float *partials, int64_t m, int64_t n,
+                                   dt_cuda_stream s)
+{
+    reduce_tree_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(dst, partials, m, n);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int dt_cuda_add_partials_atomic(float *dst, const float *partials, int64_t m,
+                                           int64_t n, dt_cuda_stream s)
+{
+    cudaError_t e = cudaMemsetAsync(dst, 0, (size_t)n * sizeof(float), s);
+    if (e != cudaSuccess) return (int)e;
+    add_partials_atomic_kernel<<<dt_cuda_grid_for(m * n), dt_cuda_block_threads, 0, s>>>(
+        dst, partials, m, n);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int dt_cuda_add_partials_in_order(float *dst, const float *partials,
+                                             const int64_t *perm, int64_t m, int64_t n,
+                                             dt_cuda_stream s)
+{
+    add_partials_in_order_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(
+        dst, partials, perm, m, n);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int dt_cuda_bias_grad_atomic(float *dbias, const float *dy, int64_t B, int64_t out,
+                                        dt_cuda_stream s)
+{
+    cudaError_t e = cudaMemsetAsync(dbias, 0, (size_t)out * sizeof(float), s);
+    if (e != cudaSuccess) return (int)e;
+    const int64_t items = (B + BIAS_ROWS - 1) / BIAS_ROWS * out;
+    bias_grad_atomic_kernel<<<dt_cuda_grid_for(items), dt_cuda_block_threads, 0, s>>>(dbias, dy,
+                                                                                      B, out);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int dt_cuda_bias_grad_fixed(float *dbias, unsigned long long *acc,
+                                       struct dt_cuda_fixed_record *rec, const float *dy,
+                                       int64_t B, int64_t out, dt_cuda_stream s)
+{
+    const unsigned threads = (unsigned)dt_cuda_block_threads;
+    const int64_t items = (B + FIXED_ROWS - 1) / FIXED_ROWS * out;
+    bias_fixed_init_kernel<<<dt_cuda_grid_for(out), threads, 0, s>>>(acc, rec, out);
+    bias_fixed_max_kernel<<<dt_cuda_grid_for(B * out), threads, 0, s>>>(rec, dy, B * out);
+    bias_fixed_sum_kernel<<<dt_cuda_grid_for(items), threads, 0, s>>>(acc, rec, dy, B, out);
+    bias_fixed_finish_kernel<<<dt_cuda_grid_for(out), threads, 0, s>>>(dbias, rec, acc, B, out);
+    return (int)cudaGetLastError();
+}

@@ -1,9 +1,98 @@
-/* PLACEHOLDER (being written): softmax cross-entropy of the CUDA backend. */
-#include "nets/cuda/cuda.h"
+/* Softmax cross-entropy on the CUDA backend (host side; kernels in nets/cuda/loss.cu),
+ * mirroring nets/cpu/loss.c. Two controls apply:
+ *   math       portable -> dt_exp_portable / dt_log_portable: the CPU's bits;
+ *              fast, strict -> CUDA's expf / logf (close to, not equal to, the CPU's libm).
+ *   reduction  the batch mean of the loss. The per-example losses come back to pinned host
+ *              memory in one copy (the loss is needed on the host anyway) and are summed
+ *              there by the CPU's own code: fixed -> dt_reduce_sum_fixed (the CPU's bits at
+ *              portable); unordered -> float atomicAdd on the device in arrival order, or,
+ *              under the forced-order hook, the CPU's forced path (chunks of 8 added in a
+ *              drawn order).
+ * A label outside [0, C) (the CPU asserts) returns DT_ERR_INTERNAL naming the first such
+ * row; the loss is then left unset. */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "determinism/reduce.h"
+#include "nets/cpu/cpu.h" /* dt_cpu_forced_permutation: the CPU's drawn orders */
+#include "nets/cuda/dense_loss.h"
+
+#define LOSS_CHUNK 8 /* examples per chunk of the forced order (the CPU's) */
+
+float dt_cuda_loss_sum(const float *losses, int64_t B, enum dt_reduction reduction,
+                       uint64_t forced_order, float device_total)
+{
+    if (reduction == DT_REDUCTION_FIXED) {
+        float *partials = dt_xmalloc((size_t)dt_reduce_chunks(B) * sizeof(float));
+        float s = dt_reduce_sum_fixed(losses, B, partials);
+        free(partials);
+        return s;
+    }
+    if (!forced_order) return device_total;
+    const int64_t n_chunks = (B + LOSS_CHUNK - 1) / LOSS_CHUNK;
+    int64_t *perm = dt_xmalloc((size_t)n_chunks * sizeof *perm);
+    dt_cpu_forced_permutation(perm, n_chunks, forced_order, 3);
+    float total = 0.0f;
+    for (int64_t t = 0; t < n_chunks; t++) {
+        float s = 0.0f;
+        int64_t e = (perm[t] + 1) * LOSS_CHUNK < B ? (perm[t] + 1) * LOSS_CHUNK : B;
+        for (int64_t i = perm[t] * LOSS_CHUNK; i < e; i++) s += losses[i];
+        total += s;
+    }
+    free(perm);
+    return total;
+}
+
+/* Rows on the device (one thread each, the CPU's order); then one copy of the losses, hit
+ * flags and atomic total to the host, one synchronisation, and the sum per `reduction`. */
 enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs,
                                             float *loss_host, int64_t *correct_host,
                                             const float *logits, const int32_t *labels,
-                                            int64_t B, int64_t C, const struct dt_policy *pol) { return DT_ERR_UNSUPPORTED; }
+                                            int64_t B, int64_t C, const struct dt_policy *pol)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    /* [losses: B floats][hit: B int32][atomic total: 1 float] */
+    const size_t bytes = (size_t)B * (sizeof(float) + sizeof(int32_t)) + sizeof(float);
+    char *d = dt_cuda_scratch(be, 0, bytes);
+    float *losses = (float *)d, *total = (float *)(d + (size_t)B * 8);
+    int32_t *hit = (int32_t *)(d + (size_t)B * 4);
+    const bool atomic_total = pol->reduction == DT_REDUCTION_UNORDERED && !c->forced_order;
+    DT_FORWARD_IF_ERROR(dt_cuda_launched(
+        dt_cuda_softmax_xent_rows(probs, losses, hit, atomic_total ? total : NULL, logits,
+                                  labels, B, C, pol->math == DT_MATH_PORTABLE, c->stream),
+        "softmax_xent_forward"));
+    char *h = dt_cuda_host_scratch(be, 0, bytes);
+    DT_CUDA_CHECK(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
+    dt_cuda_sync(be);
+    const float *h_losses = (const float *)h;
+    const int32_t *h_hit = (const int32_t *)(h + (size_t)B * 4);
+    float h_total;
+    memcpy(&h_total, h + (size_t)B * 8, sizeof h_total);
+    int64_t correct = 0;
+    for (int64_t b = 0; b < B; b++) {
+        if (h_hit[b] < 0) {
+            fprintf(stderr,
+                    "detrain: softmax_xent_forward: label out of range [0, %lld) at row %lld\n",
+                    (long long)C, (long long)b);
+            return DT_ERR_INTERNAL;
+        }
+        correct += h_hit[b];
+    }
+    *loss_host = dt_cuda_loss_sum(h_losses, B, pol->reduction, c->forced_order, h_total) /
+                 (float)B;
+    if (correct_host) *correct_host = correct;
+    return DT_OK;
+}
+
+/* portable at every level: elementwise (p - onehot) * inv_b, inv_b = 1/B rounded once
+ * here as on the CPU. */
 enum dt_status dt_cuda_softmax_xent_backward(struct dt_backend *be, float *dlogits,
                                              const float *probs, const int32_t *labels,
-                                             int64_t B, int64_t C, const struct dt_policy *pol) { return DT_ERR_UNSUPPORTED; }
+                                             int64_t B, int64_t C, const struct dt_policy *pol)
+{
+    const float inv_b = 1.0f / (float)B;
+    return dt_cuda_launched(
+        dt_cuda_softmax_xent_grad(dlogits, probs, labels, B, C, inv_b, dt_cuda(be)->stream),
+        "softmax_xent_backward");
+}

@@ -1,0 +1,98 @@
+/* Private to the CUDA dense and softmax cross-entropy ops: the extern "C" launchers of
+ * nets/cuda/dense.cu and nets/cuda/loss.cu (each returns 0 or the launch's cudaError_t),
+ * the device error record of the fixed-point bias gradient, and the host-side loss sum of
+ * nets/cuda/loss.c (exposed for the unit tests). Included by C and CUDA sources. */
+#ifndef DT_CUDA_DENSE_LOSS_H
+#define DT_CUDA_DENSE_LOSS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nets/cuda/cuda.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An ordered matrix product, batched over `batches` slices of the k axis:
+ *   C_z[i,j] = sum over k ascending in [0, K_z) of A_z(i,k) * B_z(k,j), from +0,
+ *   A_z(i,k) = a[z*a_batch + i*a_si + k*a_sk],  B_z(k,j) = b[z*b_batch + k*b_sk + j*b_sj],
+ *   C_z row-major (M,N) at c + z*c_batch,  K_z = min(k_chunk, K - z*k_chunk).
+ * One batch with k_chunk = K is a plain product. Strides let the same kernel read x, w,
+ * w^T and x^T without copies. */
+struct dt_cuda_gemm_args {
+    float *c;
+    const float *a, *b;
+    int64_t M, N, K, k_chunk, batches;
+    int64_t a_si, a_sk, a_batch;
+    int64_t b_sk, b_sj, b_batch;
+    int64_t c_batch;
+};
+
+/* What the fixed-point bias gradient's kernels found, downloaded after them: the first
+ * non-finite input (row-major index) and the first column whose sum leaves the float
+ * range, each DT_CUDA_NO_INDEX when there is none. */
+#define DT_CUDA_NO_INDEX (~0ull)
+struct dt_cuda_fixed_record {
+    unsigned int max_bits;           /* max |dy| over the finite inputs, as bits */
+    unsigned int bad_term;           /* != 0: a term failed to convert (a broken bound) */
+    unsigned long long first_bad;    /* first NaN/Inf input */
+    unsigned long long overflow_col; /* first column whose sum overflows the float range */
+};
+
+/* ---- nets/cuda/dense.cu ---------------------------------------------------------------- */
+
+/* portable: each output summed by one thread over k ascending from +0 (tiles of k staged in
+ * shared memory, the order unchanged); independent of the grid size. */
+int dt_cuda_gemm_ordered(const struct dt_cuda_gemm_args *g, dt_cuda_stream s);
+/* y[b,o] = y[b,o] + bias[o]: elementwise. y is (B,out). */
+int dt_cuda_bias_add(float *y, const float *bias, int64_t B, int64_t out, dt_cuda_stream s);
+/* dst[e] = the fixed tree (determinism/reduce.h) over partials[c*n + e], c in [0, m);
+ * partials is overwritten. */
+int dt_cuda_reduce_tree(float *dst, float *partials, int64_t m, int64_t n, dt_cuda_stream s);
+/* dst[e] = sum over c of partials[c*n + e] by float atomicAdd into a zeroed dst, in the
+ * order the additions arrive (nondeterministic). */
+int dt_cuda_add_partials_atomic(float *dst, const float *partials, int64_t m, int64_t n,
+                                dt_cuda_stream s);
+/* dst[e] = +0 + partials[perm[0]*n + e] + partials[perm[1]*n + e] + ... (m terms, that
+ * order): the forced-order test hook. perm is device memory. */
+int dt_cuda_add_partials_in_order(float *dst, const float *partials, const int64_t *perm,
+                                  int64_t m, int64_t n, dt_cuda_stream s);
+/* dbias[o] = sum over b of dy[b,o]: row slices summed in order, the slice sums added by
+ * float atomicAdd into a zeroed dbias (nondeterministic). dy is (B,out). */
+int dt_cuda_bias_grad_atomic(float *dbias, const float *dy, int64_t B, int64_t out,
+                             dt_cuda_stream s);
+/* dbias[o] = sum over b of dy[b,o] in exact fixed point (determinism/fixed_point.h):
+ * max |dy| -> shift (on the device) -> int64 column sums by integer atomics -> one
+ * rounding. acc holds `out` counters; rec is device memory, filled for the caller to read. */
+int dt_cuda_bias_grad_fixed(float *dbias, unsigned long long *acc,
+                            struct dt_cuda_fixed_record *rec, const float *dy, int64_t B,
+                            int64_t out, dt_cuda_stream s);
+
+/* ---- nets/cuda/loss.cu ----------------------------------------------------------------- */
+
+/* Per row b (dense_loss_hd.h, dt_softmax_xent_row): probs, losses[b], and hit[b] = 1 when
+ * the first argmax is the label, 0 when not, -1 when the label is outside [0, C) (its loss
+ * is then NaN). With total != NULL, *total = the sum of the losses by float atomicAdd
+ * (arrival order; total is zeroed first). */
+int dt_cuda_softmax_xent_rows(float *probs, float *losses, int32_t *hit, float *total,
+                              const float *logits, const int32_t *labels, int64_t B, int64_t C,
+                              bool portable, dt_cuda_stream s);
+/* dlogits[b,c] = (probs[b,c] - (c == labels[b])) * inv_b: elementwise. */
+int dt_cuda_softmax_xent_grad(float *dlogits, const float *probs, const int32_t *labels,
+                              int64_t B, int64_t C, float inv_b, dt_cuda_stream s);
+
+/* ---- nets/cuda/loss.c (host) ----------------------------------------------------------- */
+
+/* The sum of B per-example losses (host memory) under the reduction control, exactly as
+ * the CPU backend adds them: fixed -> dt_reduce_sum_fixed; unordered with a forced order
+ * -> chunks of 8 summed in order, added in the drawn chunk order; unordered otherwise ->
+ * device_total (the device's atomicAdd sum). */
+float dt_cuda_loss_sum(const float *losses, int64_t B, enum dt_reduction reduction,
+                       uint64_t forced_order, float device_total);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,113 @@
+/* Per-element arithmetic of the CUDA backend's dense layer and softmax cross-entropy,
+ * shared by the kernels (nets/cuda/dense.cu, nets/cuda/loss.cu) and the host unit tests
+ * (tests/test_cuda_dense.c), which compare it bit for bit with the CPU backend: the only
+ * check of the portable kernels' arithmetic that runs without a GPU.
+ * Every function does exactly the CPU reference's operations in the CPU's order
+ * (nets/cpu/dense.c, nets/cpu/loss.c): sums start from +0 and add terms in index order,
+ * a product and a sum are two roundings (explicit _rn intrinsics on the device). */
+#ifndef DT_CUDA_DENSE_LOSS_HD_H
+#define DT_CUDA_DENSE_LOSS_HD_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/hd.h"
+#include "determinism/portable_math.h"
+
+/* ---- dense layer ---------------------------------------------------------------------- */
+
+/* acc + a*b in two roundings: one step of every ordered sum (the CPU's c = c + a * b under
+ * -ffp-contract=off). */
+static inline DT_HDI float dt_dense_mac(float acc, float a, float b)
+{
+    return dt_rn_add(acc, dt_rn_mul(a, b));
+}
+
+/* sum over k = 0 .. K-1 ascending of a[k * sa] * b[k * sb], from +0 (so an all -0 sum is
+ * +0, as on the CPU). */
+static inline DT_HD float dt_dense_dot(const float *a, int64_t sa, const float *b, int64_t sb,
+                                       int64_t K)
+{
+    float acc = 0.0f;
+    for (int64_t k = 0; k < K; k++) acc = dt_dense_mac(acc, a[k * sa], b[k * sb]);
+    return acc;
+}
+
+/* y[b,o] = (sum over k ascending of x[b,k] w[k,o]) + bias[o]; the bias in its own rounding.
+ * x is (B,in), w is (in,out). */
+static inline DT_HD float dt_dense_forward_elem(const float *x, const float *w, const float *bias,
+                                                int64_t b, int64_t o, int64_t in, int64_t out)
+{
+    return dt_rn_add(dt_dense_dot(x + b * in, 1, w + o, out, in), bias[o]);
+}
+
+/* dx[b,k] = sum over o ascending of dy[b,o] w[k,o]. dy is (B,out), w is (in,out). */
+static inline DT_HD float dt_dense_backward_data_elem(const float *dy, const float *w, int64_t b,
+                                                      int64_t k, int64_t in, int64_t out)
+{
+    return dt_dense_dot(dy + b * out, 1, w + k * out, 1, out);
+}
+
+/* One batch chunk's partial of backward-weight: sum over b in [b0, b0+len) ascending of
+ * x[b,k] dy[b,o]. x is (B,in), dy is (B,out). */
+static inline DT_HD float dt_dense_wgrad_partial_elem(const float *x, const float *dy, int64_t b0,
+                                                      int64_t len, int64_t k, int64_t o,
+                                                      int64_t in, int64_t out)
+{
+    return dt_dense_dot(x + b0 * in + k, in, dy + b0 * out + o, out, len);
+}
+
+/* Element e of m partials stored `stride` floats apart, added from +0 in the order perm
+ * gives (the forced-order test hook of `reduction: unordered` and `atomics: float`). */
+static inline DT_HD float dt_sum_in_order(const float *p, const int64_t *perm, int64_t m,
+                                          int64_t stride, int64_t e)
+{
+    float acc = 0.0f;
+    for (int64_t t = 0; t < m; t++) acc = dt_rn_add(acc, p[perm[t] * stride + e]);
+    return acc;
+}
+
+/* ---- softmax cross-entropy ------------------------------------------------------------ */
+
+static inline DT_HD float dt_softmax_exp(float x, bool portable)
+{
+    return portable ? dt_exp_portable(x) : expf(x);
+}
+
+static inline DT_HD float dt_softmax_log(float x, bool portable)
+{
+    return portable ? dt_log_portable(x) : logf(x);
+}
+
+/* One row of softmax cross-entropy: m = the first maximum of z (strict >) at *arg;
+ * p[c] = exp(z[c] - m), s = their sum ascending from +0; p[c] = p[c] / s; returns
+ * log(s) - (z[y] - m). portable: detrain's exp/log (the same bits everywhere), else the
+ * platform's expf/logf. z, p are (C); y in [0, C). */
+static inline DT_HD float dt_softmax_xent_row(float *p, int64_t *arg, const float *z, int32_t y,
+                                              int64_t C, bool portable)
+{
+    float m = z[0];
+    int64_t a = 0;
+    for (int64_t c = 1; c < C; c++)
+        if (z[c] > m) {
+            m = z[c];
+            a = c;
+        }
+    float s = 0.0f;
+    for (int64_t c = 0; c < C; c++) {
+        p[c] = dt_softmax_exp(dt_rn_sub(z[c], m), portable);
+        s = dt_rn_add(s, p[c]);
+    }
+    for (int64_t c = 0; c < C; c++) p[c] = dt_rn_div(p[c], s);
+    *arg = a;
+    return dt_rn_sub(dt_softmax_log(s, portable), dt_rn_sub(z[y], m));
+}
+
+/* dlogits = (p - onehot) * inv_b, inv_b = 1.0f / (float)B rounded once by the caller. */
+static inline DT_HDI float dt_softmax_xent_grad_elem(float p, bool is_label, float inv_b)
+{
+    return dt_rn_mul(dt_rn_sub(p, is_label ? 1.0f : 0.0f), inv_b);
+}
+
+#endif

@@ -1,0 +1,1105 @@
+/* The CUDA dense layer and softmax cross-entropy against the CPU backend (the reference).
+ *
+ * unit (host, run everywhere): the per-element arithmetic the kernels run
+ * (nets/cuda/dense_loss_hd.h), composed as the kernels compose it (the same per-output
+ * order, the same partial layout and tree, the same drawn orders), is compared bit for bit
+ * with the CPU backend's ops at `portable`, over random shapes (odd sizes, sizes not
+ * multiples of 16 or 32, B = 1, B beyond three reduction chunks), zeros and negative zeros.
+ *
+ * gpu (exit 77 without a device): every op on the device against the CPU at fast,
+ * run_to_run and portable -- bitwise at portable (and wherever the control is exact), else
+ * within a stated tolerance of a double reference; the same bits for several launch
+ * geometries; identical reruns; the forced-order negative controls; the numeric errors.
+ * Every check draws fresh inputs and poisons the outputs (NaN) before each run. */
+#include <fcntl.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/util.h"
+#include "tests/check.h"
+#include "tests/op_helpers.h"
+#include "determinism/fixed_point.h"
+#include "determinism/reduce.h"
+#include "nets/backend_impl.h"
+#include "nets/cpu/cpu.h"
+#include "nets/cuda/dense_loss_hd.h"
+#ifdef DETRAIN_HAVE_CUDA_TOOLKIT
+#include "nets/cuda/cuda.h"
+#include "nets/cuda/dense_loss.h"
+#endif
+
+#define WGRAD_UNORDERED_CHUNK 8 /* nets/cuda/dense.c and nets/cpu/dense.c */
+#define LOSS_FORCED_CHUNK 8     /* nets/cuda/loss.c and nets/cpu/loss.c */
+
+/* ---- inputs ------------------------------------------------------------------------------ */
+
+/* Uniform values times 2^[0, 8) (magnitudes that make a reordered sum round differently),
+ * with exact zeros and negative zeros sprinkled in. */
+static void fill_varied(float *v, int64_t n, double scale)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double u = urand();
+        int e = (int)((urand() + 1.0) * 4.0);
+        v[i] = (float)ldexp(scale * u, e);
+        if (i % 17 == 5) v[i] = 0.0f;
+        if (i % 23 == 7) v[i] = -0.0f;
+    }
+}
+
+static float *xalloc(int64_t n)
+{
+    return dt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+}
+
+/* Labels in [0, C). */
+static void fill_labels(int32_t *labels, int64_t B, int64_t C)
+{
+    for (int64_t b = 0; b < B; b++) {
+        labels[b] = (int32_t)((urand() + 1.0) * 0.5 * (double)C);
+        if (labels[b] >= C) labels[b] = (int32_t)(C - 1);
+    }
+}
+
+/* Logits of varied scale per row, with rows of ties: all equal (first maximum at 0),
+ * -0 against +0, and a repeated maximum. */
+static void fill_logits(float *z, int64_t B, int64_t C)
+{
+    for (int64_t b = 0; b < B; b++) {
+        double scale = ldexp(1.0, (int)(b % 7)) * 0.75;
+        for (int64_t c = 0; c < C; c++)
+            z[b * C + c] = (float)(scale * urand());
+        if (b % 11 == 3)
+            for (int64_t c = 0; c < C; c++)
+                z[b * C + c] = 0.5f;
+        if (b % 13 == 4)
+            for (int64_t c = 0; c < C; c++)
+                z[b * C + c] = (c % 2) ? 0.0f : -0.0f;
+        if (b % 5 == 2 && C > 2) z[b * C + C - 1] = z[b * C + 1] = 9.0f;
+    }
+}
+
+/* 1 when a and b hold the same bits; prints the first difference. */
+static int same_bits(const float *a, const float *b, int64_t n, const char *what)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+            fprintf(stderr, "%s: element %lld: %a vs %a\n", what, (long long)i, (double)a[i],
+                    (double)b[i]);
+            return 0;
+        }
+    return 1;
+}
+
+static struct dt_policy policy_with(enum dt_level l, const char *control, const char *value)
+{
+    struct dt_policy p = level(l);
+    DT_ASSERT(dt_policy_set_control(&p, control, value, NULL) == DT_OK);
+    return p;
+}
+
+struct dense_shape {
+    int64_t B, in, out;
+};
+
+/* Odd sizes, sizes around 16 and 32, B = 1, B beyond 3 chunks of 32; out < 16 with
+ * in >= 16 takes the CPU's transposed backward-weight form, in > 512 its long-sum edge path. */
+static const struct dense_shape shapes[] = {
+    {1, 1, 1},    {1, 7, 3},    {2, 16, 16},    {5, 17, 33},    {31, 40, 10},  {32, 33, 15},
+    {33, 100, 9}, {97, 31, 47}, {130, 65, 129}, {200, 600, 20}, {64, 784, 32}, {257, 24, 5},
+};
+#define N_SHAPES ((int)(sizeof shapes / sizeof shapes[0]))
+
+/* ---- the kernels' arithmetic on the host ------------------------------------------------- */
+
+static void emu_forward(float *y, const float *x, const float *w, const float *bias, int64_t B,
+                        int64_t in, int64_t out)
+{
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t o = 0; o < out; o++)
+            y[b * out + o] = dt_dense_forward_elem(x, w, bias, b, o, in, out);
+}
+
+static void emu_backward_data(float *dx, const float *dy, const float *w, int64_t B, int64_t in,
+                              int64_t out)
+{
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t k = 0; k < in; k++)
+            dx[b * in + k] = dt_dense_backward_data_elem(dy, w, b, k, in, out);
+}
+
+/* Chunk partials laid out [chunk][k*out + o], as the device's scratch. */
+static float *emu_wgrad_partials(const float *x, const float *dy, int64_t B, int64_t in,
+                                 int64_t out, int64_t chunk, int64_t *m_out)
+{
+    const int64_t n = in * out, m = (B + chunk - 1) / chunk;
+    float *p = xalloc(m * n);
+    for (int64_t c = 0; c < m; c++) {
+        const int64_t b0 = c * chunk, len = B - b0 < chunk ? B - b0 : chunk;
+        for (int64_t k = 0; k < in; k++)
+            for (int64_t o = 0; o < out; o++)
+                p[c * n + k * out + o] = dt_dense_wgrad_partial_elem(x, dy, b0, len, k, o, in, out);
+    }
+    *m_out = m;
+    return p;
+}
+
+/* reduction fixed: partials of DT_REDUCE_CHUNK rows, then the tree per element down its
+ * column (stride n), as reduce_tree_kernel does. */
+static void emu_wgrad_fixed(float *dw, const float *x, const float *dy, int64_t B, int64_t in,
+                            int64_t out)
+{
+    int64_t m;
+    float *p = emu_wgrad_partials(x, dy, B, in, out, DT_REDUCE_CHUNK, &m);
+    const int64_t n = in * out;
+    for (int64_t e = 0; e < n; e++) {
+        dt_reduce_tree_vectors(p + e, m, 1, n);
+        dw[e] = p[e];
+    }
+    free(p);
+}
+
+/* reduction unordered under the forced order: partials of 8 rows added in the drawn order. */
+static void emu_wgrad_forced(float *dw, const float *x, const float *dy, int64_t B, int64_t in,
+                             int64_t out, uint64_t seed)
+{
+    int64_t m;
+    float *p = emu_wgrad_partials(x, dy, B, in, out, WGRAD_UNORDERED_CHUNK, &m);
+    int64_t *perm = dt_xmalloc((size_t)m * sizeof *perm);
+    dt_cpu_forced_permutation(perm, m, seed, 1);
+    for (int64_t e = 0; e < in * out; e++)
+        dw[e] = dt_sum_in_order(p, perm, m, in * out, e);
+    free(perm);
+    free(p);
+}
+
+/* atomics fixed_point as the device does it: max |dy| over finite terms, the shift from it,
+ * exact sums of 32-row slices added in reverse slice order with wrap-around, one rounding.
+ * Returns false on a non-finite input. */
+static bool emu_bias_fixed(float *dbias, const float *dy, int64_t B, int64_t out)
+{
+    uint32_t max_bits = 0;
+    for (int64_t i = 0; i < B * out; i++) {
+        uint32_t bits = dt_float_bits(dy[i]) & 0x7fffffffu;
+        if (bits >= 0x7f800000u) return false;
+        if (bits > max_bits) max_bits = bits;
+    }
+    const int shift = dt_fixed_shift_for(dt_bits_float(max_bits), B);
+    const int64_t slices = (B + 31) / 32;
+    for (int64_t o = 0; o < out; o++) {
+        uint64_t acc = 0;
+        for (int64_t s = slices - 1; s >= 0; s--) {
+            uint64_t sum = 0;
+            for (int64_t b = s * 32; b < B && b < (s + 1) * 32; b++) {
+                int64_t q = 0;
+                DT_ASSERT(dt_fixed_from_float(&q, dy[b * out + o], shift));
+                sum += (uint64_t)q;
+            }
+            acc += sum;
+        }
+        dbias[o] = dt_fixed_to_float((int64_t)acc, shift);
+    }
+    return true;
+}
+
+/* atomics float under the forced order: rows added in the drawn order. */
+static void emu_bias_forced(float *dbias, const float *dy, int64_t B, int64_t out, uint64_t seed)
+{
+    int64_t *perm = dt_xmalloc((size_t)B * sizeof *perm);
+    dt_cpu_forced_permutation(perm, B, seed, 2);
+    for (int64_t o = 0; o < out; o++)
+        dbias[o] = dt_sum_in_order(dy, perm, B, out, o);
+    free(perm);
+}
+
+/* Rows of the forward softmax; returns the number of hits. */
+static int64_t emu_softmax_rows(float *probs, float *losses, const float *logits,
+                                const int32_t *labels, int64_t B, int64_t C, bool portable)
+{
+    int64_t correct = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t arg;
+        losses[b] =
+            dt_softmax_xent_row(probs + b * C, &arg, logits + b * C, labels[b], C, portable);
+        correct += arg == labels[b];
+    }
+    return correct;
+}
+
+/* The loss sum exactly as nets/cuda/loss.c does it (its own function where this build has
+ * it). */
+static float emu_loss_sum(const float *losses, int64_t B, enum dt_reduction r, uint64_t seed)
+{
+#ifdef DETRAIN_HAVE_CUDA_TOOLKIT
+    return dt_cuda_loss_sum(losses, B, r, seed, NAN);
+#else
+    if (r == DT_REDUCTION_FIXED) {
+        float *partials = xalloc(dt_reduce_chunks(B));
+        float s = dt_reduce_sum_fixed(losses, B, partials);
+        free(partials);
+        return s;
+    }
+    const int64_t m = (B + LOSS_FORCED_CHUNK - 1) / LOSS_FORCED_CHUNK;
+    int64_t *perm = dt_xmalloc((size_t)m * sizeof *perm);
+    dt_cpu_forced_permutation(perm, m, seed, 3);
+    float total = 0.0f;
+    for (int64_t t = 0; t < m; t++) {
+        float s = 0.0f;
+        for (int64_t i = perm[t] * LOSS_FORCED_CHUNK;
+             i < B && i < (perm[t] + 1) * LOSS_FORCED_CHUNK; i++)
+            s += losses[i];
+        total += s;
+    }
+    free(perm);
+    return total;
+#endif
+}
+
+/* ---- unit: host emulation vs the CPU backend, bit for bit at portable ------------------- */
+
+/* Forward and backward-data; a row of x that is all -0 with a -0 bias shows that each sum
+ * starts from +0 (a sum seeded with its first term would give -0). */
+DT_TEST(dense_elem_matches_cpu)
+{
+    struct dt_backend *c = cpu(3);
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    for (int s = 0; s < N_SHAPES; s++) {
+        const int64_t B = shapes[s].B, in = shapes[s].in, out = shapes[s].out;
+        float *x = xalloc(B * in), *w = xalloc(in * out), *bias = xalloc(out);
+        float *dy = xalloc(B * out);
+        fill_varied(x, B * in, 1.0);
+        fill_varied(w, in * out, 0.25);
+        fill_varied(bias, out, 0.5);
+        fill_varied(dy, B * out, 0.1);
+        for (int64_t k = 0; k < in; k++)
+            x[k] = -0.0f;
+        for (int64_t o = 0; o < out; o += 2)
+            bias[o] = -0.0f;
+        for (int64_t o = 0; o < out; o++)
+            dy[(B - 1) * out + o] = -0.0f;
+        float *cy = xalloc(B * out), *ey = xalloc(B * out);
+        float *cdx = xalloc(B * in), *edx = xalloc(B * in);
+        CHECK_INT_EQ(dt_dense_forward(c, cy, x, w, bias, B, in, out, &pol), DT_OK);
+        CHECK_INT_EQ(dt_dense_backward_data(c, cdx, dy, w, B, in, out, &pol), DT_OK);
+        emu_forward(ey, x, w, bias, B, in, out);
+        emu_backward_data(edx, dy, w, B, in, out);
+        char what[96];
+        snprintf(what, sizeof what, "forward B=%lld in=%lld out=%lld", (long long)B, (long long)in,
+                 (long long)out);
+        CHECK(same_bits(ey, cy, B * out, what));
+        CHECK(dt_float_bits(ey[0]) == 0); /* +0 + (-0) bias: +0 */
+        snprintf(what, sizeof what, "backward_data B=%lld in=%lld out=%lld", (long long)B,
+                 (long long)in, (long long)out);
+        CHECK(same_bits(edx, cdx, B * in, what));
+        CHECK(dt_float_bits(edx[(B - 1) * in]) == 0); /* all -0 products sum to +0 */
+        free(x), free(w), free(bias), free(dy), free(cy), free(ey), free(cdx), free(edx);
+    }
+    dt_backend_destroy(c);
+}
+
+/* Backward-weight, reduction fixed: 32-row chunk partials and the fixed tree per element
+ * give the CPU's bits in both of its forms (rows and transposed); and the forced order of
+ * `reduction: unordered` (8-row chunks in the drawn order) gives its forced bits. Two seeds
+ * give different bits on these inputs (the GPU negative control relies on it). */
+DT_TEST(wgrad_elem_matches_cpu)
+{
+    struct dt_backend *c = cpu(3);
+    const struct dt_policy fixed = level(DT_LEVEL_PORTABLE);
+    const struct dt_policy unordered = policy_with(DT_LEVEL_PORTABLE, "reduction", "unordered");
+    for (int s = 0; s < N_SHAPES; s++) {
+        const int64_t B = shapes[s].B, in = shapes[s].in, out = shapes[s].out;
+        float *x = xalloc(B * in), *dy = xalloc(B * out);
+        fill_varied(x, B * in, 1.0);
+        fill_varied(dy, B * out, 0.1);
+        for (int64_t b = 0; b < B; b++)
+            x[b * in] = -0.0f; /* a column of -0: dw row +0 */
+        float *cdw = xalloc(in * out), *edw = xalloc(in * out);
+        char what[96];
+        snprintf(what, sizeof what, "wgrad fixed B=%lld in=%lld out=%lld", (long long)B,
+                 (long long)in, (long long)out);
+        CHECK_INT_EQ(dt_dense_backward_weight(c, cdw, x, dy, B, in, out, &fixed), DT_OK);
+        emu_wgrad_fixed(edw, x, dy, B, in, out);
+        CHECK(same_bits(edw, cdw, in * out, what));
+        CHECK(dt_float_bits(edw[0]) == 0);
+        float *seed2 = xalloc(in * out);
+        for (uint64_t seed = 1; seed <= 2; seed++) {
+            CHECK_INT_EQ(dt_backend_set_forced_order(c, seed), DT_OK);
+            CHECK_INT_EQ(dt_dense_backward_weight(c, cdw, x, dy, B, in, out, &unordered), DT_OK);
+            emu_wgrad_forced(edw, x, dy, B, in, out, seed);
+            snprintf(what, sizeof what, "wgrad forced %llu B=%lld in=%lld out=%lld",
+                     (unsigned long long)seed, (long long)B, (long long)in, (long long)out);
+            CHECK(same_bits(edw, cdw, in * out, what));
+            if (seed == 2 && B >= 200) /* many chunks: the order must show */
+                CHECK(memcmp(edw, seed2, (size_t)(in * out) * sizeof(float)) != 0);
+            memcpy(seed2, edw, (size_t)(in * out) * sizeof(float));
+        }
+        CHECK_INT_EQ(dt_backend_set_forced_order(c, 0), DT_OK);
+        free(x), free(dy), free(cdw), free(edw), free(seed2);
+    }
+    dt_backend_destroy(c);
+}
+
+/* Bias gradient: fixed point in the device's slicing and order gives the CPU's bits below
+ * and above the CPU's parallel threshold (4096 terms); the forced float order gives the
+ * CPU's forced bits, and two seeds differ. */
+DT_TEST(bias_elem_matches_cpu)
+{
+    struct dt_backend *c = cpu(3);
+    const struct dt_policy fixed = level(DT_LEVEL_PORTABLE);
+    const struct dt_policy floats = policy_with(DT_LEVEL_PORTABLE, "atomics", "float");
+    const struct dense_shape bs[] = {{1, 0, 1},     {3, 0, 7},    {33, 0, 17},  {100, 0, 40},
+                                     {130, 0, 129}, {257, 0, 33}, {1000, 0, 10}};
+    for (size_t s = 0; s < sizeof bs / sizeof bs[0]; s++) {
+        const int64_t B = bs[s].B, out = bs[s].out;
+        float *dy = xalloc(B * out), *cdb = xalloc(out), *edb = xalloc(out), *prev = xalloc(out);
+        fill_varied(dy, B * out, 0.1);
+        if (s == 2) dy[5] = 3e38f, dy[5 + out] = 3e37f; /* a large term sets the shift */
+        if (s == 3) dy[out] = 1e-44f;                   /* subnormal terms */
+        char what[64];
+        snprintf(what, sizeof what, "bias fixed B=%lld out=%lld", (long long)B, (long long)out);
+        CHECK_INT_EQ(dt_bias_backward(c, cdb, dy, B, out, &fixed), DT_OK);
+        CHECK(emu_bias_fixed(edb, dy, B, out));
+        CHECK(same_bits(edb, cdb, out, what));
+        for (uint64_t seed = 1; seed <= 2; seed++) {
+            CHECK_INT_EQ(dt_backend_set_forced_order(c, seed), DT_OK);
+            CHECK_INT_EQ(dt_bias_backward(c, cdb, dy, B, out, &floats), DT_OK);
+            emu_bias_forced(edb, dy, B, out, seed);
+            snprintf(what, sizeof what, "bias forced %llu B=%lld out=%lld",
+                     (unsigned long long)seed, (long long)B, (long long)out);
+            CHECK(same_bits(edb, cdb, out, what));
+            if (seed == 2 && B >= 257) CHECK(memcmp(edb, prev, (size_t)out * sizeof(float)) != 0);
+            memcpy(prev, edb, (size_t)out * sizeof(float));
+        }
+        CHECK_INT_EQ(dt_backend_set_forced_order(c, 0), DT_OK);
+        free(dy), free(cdb), free(edb), free(prev);
+    }
+    /* a NaN or Inf is refused by both (the device reports it the same way) */
+    float bad[6] = {1.0f, 2.0f, 3.0f, INFINITY, NAN, 0.0f}, db[3];
+    CHECK(!emu_bias_fixed(db, bad, 2, 3));
+    CHECK_INT_EQ(dt_bias_backward(c, db, bad, 2, 3, &fixed), DT_ERR_NUMERIC);
+    dt_backend_destroy(c);
+}
+
+struct loss_shape {
+    int64_t B, C;
+};
+static const struct loss_shape loss_shapes[] = {{1, 1},   {1, 10},    {7, 3},    {33, 10},
+                                                {130, 7}, {257, 100}, {1000, 10}};
+#define N_LOSS_SHAPES ((int)(sizeof loss_shapes / sizeof loss_shapes[0]))
+
+/* Softmax rows and the loss sum: the CPU's bits at portable, and on this host at strict too
+ * (both sides then call the same libm); the forced order of `reduction: unordered` gives the
+ * CPU's forced loss, two seeds differ. Backward elementwise: the CPU's bits. */
+DT_TEST(softmax_elem_matches_cpu)
+{
+    struct dt_backend *c = cpu(2);
+    for (int l = DT_LEVEL_RUN_TO_RUN; l <= DT_LEVEL_PORTABLE; l++) {
+        const struct dt_policy pol = level((enum dt_level)l);
+        const bool portable = pol.math == DT_MATH_PORTABLE;
+        for (int s = 0; s < N_LOSS_SHAPES; s++) {
+            const int64_t B = loss_shapes[s].B, C = loss_shapes[s].C;
+            float *z = xalloc(B * C), *cp = xalloc(B * C), *ep = xalloc(B * C);
+            float *losses = xalloc(B), *cd = xalloc(B * C), *ed = xalloc(B * C);
+            int32_t *labels = dt_xmalloc((size_t)B * sizeof *labels);
+            fill_logits(z, B, C);
+            fill_labels(labels, B, C);
+            float closs;
+            int64_t ccorrect;
+            CHECK_INT_EQ(dt_softmax_xent_forward(c, cp, &closs, &ccorrect, z, labels, B, C, &pol),
+                         DT_OK);
+            int64_t ecorrect = emu_softmax_rows(ep, losses, z, labels, B, C, portable);
+            float eloss = emu_loss_sum(losses, B, pol.reduction, 0) / (float)B;
+            char what[96];
+            snprintf(what, sizeof what, "softmax %s B=%lld C=%lld", dt_level_name(pol.base),
+                     (long long)B, (long long)C);
+            CHECK(same_bits(ep, cp, B * C, what));
+            CHECK(same_bits(&eloss, &closs, 1, what));
+            CHECK_INT_EQ(ecorrect, ccorrect);
+            /* backward: (p - onehot) * (1/B) */
+            const float inv_b = 1.0f / (float)B;
+            CHECK_INT_EQ(dt_softmax_xent_backward(c, cd, cp, labels, B, C, &pol), DT_OK);
+            for (int64_t i = 0; i < B * C; i++)
+                ed[i] = dt_softmax_xent_grad_elem(cp[i], i % C == labels[i / C], inv_b);
+            CHECK(same_bits(ed, cd, B * C, "softmax backward"));
+            if (portable) { /* forced order of the unordered loss sum */
+                const struct dt_policy un =
+                    policy_with(DT_LEVEL_PORTABLE, "reduction", "unordered");
+                float prev = NAN;
+                for (uint64_t seed = 1; seed <= 2; seed++) {
+                    CHECK_INT_EQ(dt_backend_set_forced_order(c, seed), DT_OK);
+                    CHECK_INT_EQ(dt_softmax_xent_forward(c, cp, &closs, NULL, z, labels, B, C, &un),
+                                 DT_OK);
+                    eloss = emu_loss_sum(losses, B, DT_REDUCTION_UNORDERED, seed) / (float)B;
+                    CHECK(same_bits(&eloss, &closs, 1, "softmax forced loss"));
+                    if (seed == 2 && B >= 1000) CHECK(memcmp(&eloss, &prev, sizeof prev) != 0);
+                    prev = eloss;
+                }
+                CHECK_INT_EQ(dt_backend_set_forced_order(c, 0), DT_OK);
+            }
+            free(z), free(cp), free(ep), free(losses), free(cd), free(ed), free(labels);
+        }
+    }
+    dt_backend_destroy(c);
+}
+
+/* ---- gpu: the device against the CPU ----------------------------------------------------- */
+
+#ifdef DETRAIN_HAVE_CUDA_TOOLKIT
+
+
+static void *dev_from(struct dt_backend *g, const void *host, size_t bytes)
+{
+    void *d = dt_backend_alloc(g, bytes);
+    dt_backend_upload(g, d, host, bytes);
+    return d;
+}
+
+/* A device array of n floats, all NaN. */
+static float *dev_poisoned(struct dt_backend *g, int64_t n)
+{
+    float *nan = xalloc(n);
+    for (int64_t i = 0; i < n; i++)
+        nan[i] = NAN;
+    float *d = dev_from(g, nan, (size_t)n * sizeof(float));
+    free(nan);
+    return d;
+}
+
+/* Download n floats into a new host array and free the device one. */
+static float *take(struct dt_backend *g, float *d, int64_t n)
+{
+    float *h = xalloc(n);
+    dt_backend_download(g, h, d, (size_t)n * sizeof(float));
+    dt_backend_free(g, d);
+    return h;
+}
+
+/* Tolerances where the bits may differ from the CPU's, relative to the sum of the terms'
+ * magnitudes (a cancelling sum has no meaningful relative error of its own):
+ *   TF32 products (math fast): inputs cut to 11 significant bits (< 2^-10 each, even if
+ *   truncated), < 2^-9 per product, plus the FP32 sum;
+ *   FP32 in another order (cuBLAS, float atomics): K terms, < K * 2^-24 (K <= 1000 here);
+ *   CUDA's expf/logf (<= 2 ulp) and a float sum of C <= 100 terms: probabilities and
+ *   losses against exp/log in double of the same float arguments z - m (1e-30 absolute
+ *   for subnormal probabilities). */
+#define RTOL_TF32 4e-3
+#define RTOL_FP32 1e-4
+#define RTOL_EXP 2e-5
+
+/* |got - ref| <= rtol * mag for every element (mag = sum of |terms|, > 0 or the element is
+ * exact); prints the first violation. */
+static void check_mag(const char *what, const float *got, const double *ref, const double *mag,
+                      int64_t n, double rtol)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - ref[i]);
+        if (!(d <= rtol * mag[i])) {
+            fprintf(stderr, "%s[%lld]: got %.9g, reference %.12g (diff %.3g, allowed %.3g)\n", what,
+                    (long long)i, (double)got[i], ref[i], d, rtol * mag[i]);
+            dt_check_failures_++;
+            return;
+        }
+    }
+}
+
+struct dense_in {
+    int64_t B, in, out;
+    float *x, *w, *bias, *dy;
+};
+struct dense_out {
+    float *y, *dx, *dw, *db;
+};
+
+static void dense_in_fill(struct dense_in *d, struct dense_shape s)
+{
+    d->B = s.B, d->in = s.in, d->out = s.out;
+    d->x = xalloc(s.B * s.in), d->w = xalloc(s.in * s.out);
+    d->bias = xalloc(s.out), d->dy = xalloc(s.B * s.out);
+    fill_varied(d->x, s.B * s.in, 1.0);
+    fill_varied(d->w, s.in * s.out, 0.25);
+    fill_varied(d->bias, s.out, 0.5);
+    fill_varied(d->dy, s.B * s.out, 0.1);
+    for (int64_t k = 0; k < s.in; k++)
+        d->x[k] = -0.0f;
+}
+
+static bool on_device(struct dt_backend *be)
+{
+    return strcmp(dt_backend_name(be), "cuda") == 0;
+}
+
+static void dense_in_free(struct dense_in *d)
+{
+    free(d->x), free(d->w), free(d->bias), free(d->dy);
+}
+static void dense_out_free(struct dense_out *o)
+{
+    free(o->y), free(o->dx), free(o->dw), free(o->db);
+}
+
+/* The four dense ops on backend `be` (device or CPU), outputs poisoned first (device) and
+ * returned in host memory. */
+static void dense_run(struct dt_backend *be, const struct dense_in *d, const struct dt_policy *pol,
+                      struct dense_out *o)
+{
+    const int64_t B = d->B, in = d->in, out = d->out;
+    if (on_device(be)) {
+        float *x = dev_from(be, d->x, (size_t)(B * in) * 4),
+              *w = dev_from(be, d->w, (size_t)(in * out) * 4);
+        float *bias = dev_from(be, d->bias, (size_t)out * 4),
+              *dy = dev_from(be, d->dy, (size_t)(B * out) * 4);
+        float *y = dev_poisoned(be, B * out), *dx = dev_poisoned(be, B * in);
+        float *dw = dev_poisoned(be, in * out), *db = dev_poisoned(be, out);
+        CHECK_INT_EQ(dt_dense_forward(be, y, x, w, bias, B, in, out, pol), DT_OK);
+        CHECK_INT_EQ(dt_dense_backward_data(be, dx, dy, w, B, in, out, pol), DT_OK);
+        CHECK_INT_EQ(dt_dense_backward_weight(be, dw, x, dy, B, in, out, pol), DT_OK);
+        CHECK_INT_EQ(dt_bias_backward(be, db, dy, B, out, pol), DT_OK);
+        o->y = take(be, y, B * out), o->dx = take(be, dx, B * in);
+        o->dw = take(be, dw, in * out), o->db = take(be, db, out);
+        dt_backend_free(be, x), dt_backend_free(be, w), dt_backend_free(be, bias);
+        dt_backend_free(be, dy);
+        return;
+    }
+    o->y = xalloc(B * out), o->dx = xalloc(B * in), o->dw = xalloc(in * out), o->db = xalloc(out);
+    CHECK_INT_EQ(dt_dense_forward(be, o->y, d->x, d->w, d->bias, B, in, out, pol), DT_OK);
+    CHECK_INT_EQ(dt_dense_backward_data(be, o->dx, d->dy, d->w, B, in, out, pol), DT_OK);
+    CHECK_INT_EQ(dt_dense_backward_weight(be, o->dw, d->x, d->dy, B, in, out, pol), DT_OK);
+    CHECK_INT_EQ(dt_bias_backward(be, o->db, d->dy, B, out, pol), DT_OK);
+}
+
+/* 1 when every output of a and b holds the same bits. */
+static int dense_same(const struct dense_out *a, const struct dense_out *b,
+                      const struct dense_in *d, const char *what)
+{
+    char w[128];
+    int ok = 1;
+    snprintf(w, sizeof w, "%s forward", what);
+    ok &= same_bits(a->y, b->y, d->B * d->out, w);
+    snprintf(w, sizeof w, "%s backward_data", what);
+    ok &= same_bits(a->dx, b->dx, d->B * d->in, w);
+    snprintf(w, sizeof w, "%s backward_weight", what);
+    ok &= same_bits(a->dw, b->dw, d->in * d->out, w);
+    snprintf(w, sizeof w, "%s bias_backward", what);
+    ok &= same_bits(a->db, b->db, d->out, w);
+    return ok;
+}
+
+/* Double references and term magnitudes of the four ops. */
+static void dense_check_tolerance(const struct dense_out *g, const struct dense_in *d,
+                                  const struct dt_policy *pol, const char *what)
+{
+    const int64_t B = d->B, in = d->in, out = d->out;
+    const double rtol_mm = pol->math == DT_MATH_FAST ? RTOL_TF32 : RTOL_FP32;
+    double *ref = dt_xmalloc((size_t)(B * (in + out) + in * out + out) * sizeof(double));
+    double *mag = dt_xmalloc((size_t)(B * (in + out) + in * out + out) * sizeof(double));
+    char w[128];
+    for (int64_t b = 0; b < B; b++) /* forward */
+        for (int64_t o = 0; o < out; o++) {
+            double r = d->bias[o], m = fabs(d->bias[o]);
+            for (int64_t k = 0; k < in; k++) {
+                r += (double)d->x[b * in + k] * d->w[k * out + o];
+                m += fabs((double)d->x[b * in + k] * d->w[k * out + o]);
+            }
+            ref[b * out + o] = r, mag[b * out + o] = m;
+        }
+    snprintf(w, sizeof w, "%s forward", what);
+    check_mag(w, g->y, ref, mag, B * out, rtol_mm);
+    for (int64_t b = 0; b < B; b++) /* backward data */
+        for (int64_t k = 0; k < in; k++) {
+            double r = 0, m = 0;
+            for (int64_t o = 0; o < out; o++) {
+                r += (double)d->dy[b * out + o] * d->w[k * out + o];
+                m += fabs((double)d->dy[b * out + o] * d->w[k * out + o]);
+            }
+            ref[b * in + k] = r, mag[b * in + k] = m;
+        }
+    snprintf(w, sizeof w, "%s backward_data", what);
+    check_mag(w, g->dx, ref, mag, B * in, rtol_mm);
+    for (int64_t k = 0; k < in; k++) /* backward weight */
+        for (int64_t o = 0; o < out; o++) {
+            double r = 0, m = 0;
+            for (int64_t b = 0; b < B; b++) {
+                r += (double)d->x[b * in + k] * d->dy[b * out + o];
+                m += fabs((double)d->x[b * in + k] * d->dy[b * out + o]);
+            }
+            ref[k * out + o] = r, mag[k * out + o] = m;
+        }
+    snprintf(w, sizeof w, "%s backward_weight", what);
+    check_mag(w, g->dw, ref, mag, in * out, rtol_mm);
+    for (int64_t o = 0; o < out; o++) { /* bias */
+        double r = 0, m = 0;
+        for (int64_t b = 0; b < B; b++)
+            r += d->dy[b * out + o], m += fabs(d->dy[b * out + o]);
+        ref[o] = r, mag[o] = m;
+    }
+    snprintf(w, sizeof w, "%s bias_backward", what);
+    check_mag(w, g->db, ref, mag, out, RTOL_FP32);
+    free(ref), free(mag);
+}
+
+/* Every dense op at fast, run_to_run and portable against the CPU: bitwise at portable,
+ * and the fixed-point bias gradient bitwise wherever `atomics: fixed_point` (run_to_run
+ * too); otherwise within the tolerances above. */
+DT_TEST(dense_parity)
+{
+    struct dt_backend *g = gpu_or_skip(), *c = cpu(3);
+    for (int l = 0; l < DT_LEVEL_COUNT; l++) {
+        const struct dt_policy pol = level((enum dt_level)l);
+        for (int s = 0; s < N_SHAPES; s++) {
+            struct dense_in d;
+            struct dense_out go, co;
+            dense_in_fill(&d, shapes[s]);
+            dense_run(g, &d, &pol, &go);
+            dense_run(c, &d, &pol, &co);
+            char what[96];
+            snprintf(what, sizeof what, "%s B=%lld in=%lld out=%lld", pol.name, (long long)d.B,
+                     (long long)d.in, (long long)d.out);
+            if (l == DT_LEVEL_PORTABLE)
+                CHECK(dense_same(&go, &co, &d, what));
+            else
+                dense_check_tolerance(&go, &d, &pol, what);
+            if (pol.atomics == DT_ATOMICS_FIXED_POINT)
+                CHECK(same_bits(go.db, co.db, d.out, "bias fixed point vs cpu"));
+            dense_in_free(&d), dense_out_free(&go), dense_out_free(&co);
+        }
+    }
+    dt_backend_destroy(g);
+    dt_backend_destroy(c);
+}
+
+static const int launches[][2] = {{256, 0}, {32, 1}, {64, 3}, {1024, 0}, {96, 7}, {128, 2}};
+#define N_LAUNCHES ((int)(sizeof launches / sizeof launches[0]))
+
+struct loss_in {
+    int64_t B, C;
+    float *z, *probs; /* probs: the CPU's, input of the backward pass */
+    int32_t *labels;
+};
+struct loss_out {
+    float *probs, *dlogits, loss;
+    int64_t correct;
+};
+
+static void loss_in_fill(struct loss_in *d, struct loss_shape s, struct dt_backend *c)
+{
+    d->B = s.B, d->C = s.C;
+    d->z = xalloc(s.B * s.C), d->probs = xalloc(s.B * s.C);
+    d->labels = dt_xmalloc((size_t)s.B * sizeof *d->labels);
+    fill_logits(d->z, s.B, s.C);
+    fill_labels(d->labels, s.B, s.C);
+    const struct dt_policy p = level(DT_LEVEL_PORTABLE);
+    float loss;
+    DT_ASSERT(dt_softmax_xent_forward(c, d->probs, &loss, NULL, d->z, d->labels, s.B, s.C, &p) ==
+              DT_OK);
+}
+
+static void loss_in_free(struct loss_in *d)
+{
+    free(d->z), free(d->probs), free(d->labels);
+}
+static void loss_out_free(struct loss_out *o)
+{
+    free(o->probs), free(o->dlogits);
+}
+
+/* Forward and backward softmax cross-entropy on `be`; outputs poisoned first. */
+static void loss_run(struct dt_backend *be, const struct loss_in *d, const struct dt_policy *pol,
+                     struct loss_out *o)
+{
+    const int64_t B = d->B, C = d->C;
+    o->loss = NAN, o->correct = -1;
+    if (on_device(be)) {
+        float *z = dev_from(be, d->z, (size_t)(B * C) * 4),
+              *pin = dev_from(be, d->probs, (size_t)(B * C) * 4);
+        int32_t *labels = dev_from(be, d->labels, (size_t)B * sizeof(int32_t));
+        float *probs = dev_poisoned(be, B * C), *dl = dev_poisoned(be, B * C);
+        CHECK_INT_EQ(
+            dt_softmax_xent_forward(be, probs, &o->loss, &o->correct, z, labels, B, C, pol), DT_OK);
+        CHECK_INT_EQ(dt_softmax_xent_backward(be, dl, pin, labels, B, C, pol), DT_OK);
+        o->probs = take(be, probs, B * C), o->dlogits = take(be, dl, B * C);
+        dt_backend_free(be, z), dt_backend_free(be, pin), dt_backend_free(be, labels);
+        return;
+    }
+    o->probs = xalloc(B * C), o->dlogits = xalloc(B * C);
+    CHECK_INT_EQ(
+        dt_softmax_xent_forward(be, o->probs, &o->loss, &o->correct, d->z, d->labels, B, C, pol),
+        DT_OK);
+    CHECK_INT_EQ(dt_softmax_xent_backward(be, o->dlogits, d->probs, d->labels, B, C, pol), DT_OK);
+}
+
+static int loss_same(const struct loss_out *a, const struct loss_out *b, int64_t n,
+                     const char *what)
+{
+    char w[128];
+    int ok = 1;
+    snprintf(w, sizeof w, "%s probs", what);
+    ok &= same_bits(a->probs, b->probs, n, w);
+    snprintf(w, sizeof w, "%s loss", what);
+    ok &= same_bits(&a->loss, &b->loss, 1, w);
+    snprintf(w, sizeof w, "%s dlogits", what);
+    ok &= same_bits(a->dlogits, b->dlogits, n, w);
+    if (a->correct != b->correct) {
+        fprintf(stderr, "%s correct: %lld vs %lld\n", what, (long long)a->correct,
+                (long long)b->correct);
+        ok = 0;
+    }
+    return ok;
+}
+
+/* Softmax cross-entropy at every level against the CPU: bitwise at portable; elsewhere the
+ * hit count and the backward pass (elementwise, same inputs) bitwise, probabilities and
+ * loss within RTOL_EXP of a double reference. */
+DT_TEST(loss_parity)
+{
+    struct dt_backend *g = gpu_or_skip(), *c = cpu(2);
+    for (int l = 0; l < DT_LEVEL_COUNT; l++) {
+        const struct dt_policy pol = level((enum dt_level)l);
+        for (int s = 0; s < N_LOSS_SHAPES; s++) {
+            struct loss_in d;
+            struct loss_out go, co;
+            loss_in_fill(&d, loss_shapes[s], c);
+            loss_run(g, &d, &pol, &go);
+            loss_run(c, &d, &pol, &co);
+            const int64_t B = d.B, C = d.C, n = B * C;
+            char what[96];
+            snprintf(what, sizeof what, "%s B=%lld C=%lld", pol.name, (long long)B, (long long)C);
+            if (l == DT_LEVEL_PORTABLE) {
+                CHECK(loss_same(&go, &co, n, what));
+            } else {
+                CHECK_INT_EQ(go.correct, co.correct);
+                CHECK(same_bits(go.dlogits, co.dlogits, n, what));
+                double *ref = dt_xmalloc((size_t)n * sizeof(double));
+                double *mag = dt_xmalloc((size_t)n * sizeof(double));
+                double total = 0, total_mag = 0;
+                for (int64_t b = 0; b < B; b++) { /* exp and log of the float z - m */
+                    const float *z = d.z + b * C;
+                    float m = z[0];
+                    for (int64_t k = 1; k < C; k++)
+                        m = z[k] > m ? z[k] : m;
+                    double sum = 0;
+                    for (int64_t k = 0; k < C; k++)
+                        sum += exp((double)(z[k] - m));
+                    for (int64_t k = 0; k < C; k++) {
+                        ref[b * C + k] = exp((double)(z[k] - m)) / sum;
+                        mag[b * C + k] = ref[b * C + k] + 1e-30;
+                    }
+                    double lb = log(sum) - (double)(z[d.labels[b]] - m);
+                    total += lb, total_mag += fabs(lb);
+                }
+                check_mag(what, go.probs, ref, mag, n, RTOL_EXP);
+                double lref = total / (double)B, lmag = total_mag / (double)B;
+                check_mag(what, &go.loss, &lref, &lmag, 1, RTOL_EXP + RTOL_FP32);
+                free(ref), free(mag);
+            }
+            loss_in_free(&d), loss_out_free(&go), loss_out_free(&co);
+        }
+    }
+    dt_backend_destroy(g);
+    dt_backend_destroy(c);
+}
+
+/* At portable every op gives the same bits for every launch geometry (and they are the
+ * CPU's); at run_to_run likewise (cuBLAS ignores the hook; the fixed-point bias and the
+ * fixed tree must not depend on it). */
+DT_TEST(grid_independence)
+{
+    struct dt_backend *g = gpu_or_skip(), *c = cpu(2);
+    const enum dt_level levels[] = {DT_LEVEL_RUN_TO_RUN, DT_LEVEL_PORTABLE};
+    const struct dense_shape ds[] = {{97, 31, 47}, {130, 65, 129}, {257, 24, 5}, {1, 7, 3}};
+    const struct loss_shape ls[] = {{130, 7}, {257, 100}, {1, 10}};
+    for (int li = 0; li < 2; li++) {
+        const struct dt_policy pol = level(levels[li]);
+        for (size_t s = 0; s < sizeof ds / sizeof ds[0]; s++) {
+            struct dense_in d;
+            struct dense_out first, co;
+            dense_in_fill(&d, ds[s]);
+            dense_run(c, &d, &pol, &co);
+            for (int a = 0; a < N_LAUNCHES; a++) {
+                dt_cuda_set_launch(launches[a][0], launches[a][1]);
+                struct dense_out o;
+                dense_run(g, &d, &pol, &o);
+                char what[96];
+                snprintf(what, sizeof what, "%s launch (%d,%d) B=%lld", pol.name, launches[a][0],
+                         launches[a][1], (long long)d.B);
+                if (a == 0) {
+                    first = o;
+                    if (levels[li] == DT_LEVEL_PORTABLE) CHECK(dense_same(&o, &co, &d, what));
+                } else {
+                    CHECK(dense_same(&o, &first, &d, what));
+                    dense_out_free(&o);
+                }
+            }
+            dt_cuda_set_launch(0, 0);
+            dense_in_free(&d), dense_out_free(&first), dense_out_free(&co);
+        }
+        for (size_t s = 0; s < sizeof ls / sizeof ls[0]; s++) {
+            struct loss_in d;
+            struct loss_out first, co;
+            loss_in_fill(&d, ls[s], c);
+            loss_run(c, &d, &pol, &co);
+            for (int a = 0; a < N_LAUNCHES; a++) {
+                dt_cuda_set_launch(launches[a][0], launches[a][1]);
+                struct loss_out o;
+                loss_run(g, &d, &pol, &o);
+                char what[96];
+                snprintf(what, sizeof what, "%s launch (%d,%d) B=%lld C=%lld", pol.name,
+                         launches[a][0], launches[a][1], (long long)d.B, (long long)d.C);
+                if (a == 0) {
+                    first = o;
+                    if (levels[li] == DT_LEVEL_PORTABLE) CHECK(loss_same(&o, &co, d.B * d.C, what));
+                } else {
+                    CHECK(loss_same(&o, &first, d.B * d.C, what));
+                    loss_out_free(&o);
+                }
+            }
+            dt_cuda_set_launch(0, 0);
+            loss_in_free(&d), loss_out_free(&first), loss_out_free(&co);
+        }
+    }
+    dt_backend_destroy(g);
+    dt_backend_destroy(c);
+}
+
+/* run_to_run and portable: the same inputs twice give the same bits, every op. */
+DT_TEST(rerun_identical)
+{
+    struct dt_backend *g = gpu_or_skip(), *c = cpu(1);
+    for (int l = DT_LEVEL_RUN_TO_RUN; l <= DT_LEVEL_PORTABLE; l++) {
+        const struct dt_policy pol = level((enum dt_level)l);
+        for (int s = 0; s < N_SHAPES; s++) {
+            struct dense_in d;
+            struct dense_out a, b;
+            dense_in_fill(&d, shapes[s]);
+            dense_run(g, &d, &pol, &a);
+            dense_run(g, &d, &pol, &b);
+            CHECK(dense_same(&a, &b, &d, pol.name));
+            dense_in_free(&d), dense_out_free(&a), dense_out_free(&b);
+        }
+        for (int s = 0; s < N_LOSS_SHAPES; s++) {
+            struct loss_in d;
+            struct loss_out a, b;
+            loss_in_fill(&d, loss_shapes[s], c);
+            loss_run(g, &d, &pol, &a);
+            loss_run(g, &d, &pol, &b);
+            CHECK(loss_same(&a, &b, d.B * d.C, pol.name));
+            loss_in_free(&d), loss_out_free(&a), loss_out_free(&b);
+        }
+    }
+    dt_backend_destroy(g);
+    dt_backend_destroy(c);
+}
+
+/* The backward weight, bias gradient and loss of one input under forced order `seed`. */
+struct forced_out {
+    float *dw, *db, loss;
+};
+
+static void forced_run(struct dt_backend *be, uint64_t seed, const struct dense_in *d,
+                       const struct loss_in *ld, const struct dt_policy *pol, struct forced_out *o)
+{
+    CHECK_INT_EQ(dt_backend_set_forced_order(be, seed), DT_OK);
+    struct dense_out dout;
+    struct loss_out lout;
+    dense_run(be, d, pol, &dout);
+    loss_run(be, ld, pol, &lout);
+    o->dw = dout.dw, o->db = dout.db, o->loss = lout.loss;
+    free(dout.y), free(dout.dx), loss_out_free(&lout);
+    CHECK_INT_EQ(dt_backend_set_forced_order(be, 0), DT_OK);
+}
+
+static int forced_same(const struct forced_out *a, const struct forced_out *b,
+                       const struct dense_in *d, int which)
+{
+    if (which == 0) return memcmp(a->dw, b->dw, (size_t)(d->in * d->out) * sizeof(float)) == 0;
+    if (which == 1) return memcmp(a->db, b->db, (size_t)d->out * sizeof(float)) == 0;
+    return memcmp(&a->loss, &b->loss, sizeof a->loss) == 0;
+}
+
+/* Negative controls. Under `fast` (reduction unordered, atomics float) two forced orders
+ * give different bits for backward-weight, the bias gradient and the loss, and one order
+ * twice gives the same; under `portable` (fixed, fixed_point) the two orders give the same
+ * bits. With math portable, the forced orders give exactly the CPU's forced bits. */
+DT_TEST(forced_orders)
+{
+    struct dt_backend *g = gpu_or_skip(), *c = cpu(2);
+    const char *names[] = {"backward_weight", "bias_backward", "loss"};
+    struct dense_in d;
+    struct loss_in ld;
+    dense_in_fill(&d, (struct dense_shape){256, 40, 24});
+    loss_in_fill(&ld, (struct loss_shape){1000, 10}, c);
+    const struct dt_policy fast = level(DT_LEVEL_FAST), port = level(DT_LEVEL_PORTABLE);
+    struct forced_out f1, f1b, f2, p1, p2;
+    forced_run(g, 1, &d, &ld, &fast, &f1);
+    forced_run(g, 1, &d, &ld, &fast, &f1b);
+    forced_run(g, 2, &d, &ld, &fast, &f2);
+    forced_run(g, 1, &d, &ld, &port, &p1);
+    forced_run(g, 2, &d, &ld, &port, &p2);
+    for (int k = 0; k < 3; k++) {
+        if (!forced_same(&f1, &f1b, &d, k))
+            fprintf(stderr, "fast %s: seed 1 twice differs\n", names[k]);
+        CHECK(forced_same(&f1, &f1b, &d, k));
+        if (forced_same(&f1, &f2, &d, k))
+            fprintf(stderr, "fast %s: seeds 1 and 2 agree\n", names[k]);
+        CHECK(!forced_same(&f1, &f2, &d, k));
+        if (!forced_same(&p1, &p2, &d, k)) fprintf(stderr, "portable %s: seeds differ\n", names[k]);
+        CHECK(forced_same(&p1, &p2, &d, k));
+    }
+    /* math portable with the nondeterministic controls: the CPU's forced bits */
+    struct dt_policy un = policy_with(DT_LEVEL_PORTABLE, "reduction", "unordered");
+    DT_ASSERT(dt_policy_set_control(&un, "atomics", "float", NULL) == DT_OK);
+    for (uint64_t seed = 1; seed <= 2; seed++) {
+        struct forced_out go, co;
+        forced_run(g, seed, &d, &ld, &un, &go);
+        forced_run(c, seed, &d, &ld, &un, &co);
+        for (int k = 0; k < 3; k++) {
+            if (!forced_same(&go, &co, &d, k))
+                fprintf(stderr, "unordered %s seed %llu: gpu != cpu\n", names[k],
+                        (unsigned long long)seed);
+            CHECK(forced_same(&go, &co, &d, k));
+        }
+        free(go.dw), free(go.db), free(co.dw), free(co.db);
+    }
+    struct forced_out *all[] = {&f1, &f1b, &f2, &p1, &p2};
+    for (int i = 0; i < 5; i++)
+        free(all[i]->dw), free(all[i]->db);
+    dense_in_free(&d), loss_in_free(&ld);
+    dt_backend_destroy(g);
+    dt_backend_destroy(c);
+}
+
+/* Run `fn` with stderr sent to a file; returns what it printed (caller frees). */
+static char *stderr_of(void (*fn)(void *), void *arg)
+{
+    const char *path = DT_TEST_TMP_DIR "/cuda_dense_stderr.txt";
+    fflush(stderr);
+    int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    DT_ASSERT(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    close(fd);
+    fn(arg);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char *buf = dt_xcalloc(1, 4096);
+    FILE *f = fopen(path, "r");
+    DT_ASSERT(f != NULL);
+    size_t n = fread(buf, 1, 4095, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+struct bias_call {
+    struct dt_backend *be;
+    const float *dy_host;
+    int64_t B, out;
+    enum dt_status st;
+};
+
+static void bias_call_run(void *arg)
+{
+    struct bias_call *b = arg;
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    float *dy = dev_from(b->be, b->dy_host, (size_t)(b->B * b->out) * 4);
+    float *db = dev_poisoned(b->be, b->out);
+    b->st = dt_bias_backward(b->be, db, dy, b->B, b->out, &pol);
+    dt_backend_free(b->be, dy), dt_backend_free(b->be, db);
+}
+
+struct label_call {
+    struct dt_backend *be;
+    float z[20 * 10];
+    int32_t labels[20];
+    enum dt_status st;
+    float loss;
+};
+
+static void label_call_run(void *arg)
+{
+    struct label_call *l = arg;
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    float *z = dev_from(l->be, l->z, sizeof l->z), *probs = dev_poisoned(l->be, 20 * 10);
+    int32_t *labels = dev_from(l->be, l->labels, sizeof l->labels);
+    l->st = dt_softmax_xent_forward(l->be, probs, &l->loss, NULL, z, labels, 20, 10, &pol);
+    dt_backend_free(l->be, z), dt_backend_free(l->be, probs), dt_backend_free(l->be, labels);
+}
+
+/* Fixed-point bias gradient: a NaN or Inf in dy is DT_ERR_NUMERIC naming the first one in
+ * row-major order, as on the CPU; a column whose sum leaves the float range is
+ * DT_ERR_NUMERIC naming it. A label outside [0, C) is DT_ERR_INTERNAL naming the row. */
+DT_TEST(numeric_errors)
+{
+    struct dt_backend *g = gpu_or_skip();
+    const int64_t B = 300, out = 40;
+    float *dy = xalloc(B * out);
+    fill_varied(dy, B * out, 0.1);
+    dy[250 * out + 3] = NAN; /* three bad terms; the first in row-major order is named */
+    dy[77 * out + 39] = INFINITY;
+    dy[77 * out + 12] = NAN;
+    struct bias_call call = {g, dy, B, out, DT_OK};
+    char *msg = stderr_of(bias_call_run, &call);
+    CHECK_INT_EQ(call.st, DT_ERR_NUMERIC);
+    CHECK_CONTAINS(msg, "non-finite input at row 77, column 12");
+    free(msg);
+    fill_varied(dy, B * out, 0.1);
+    for (int64_t b = 0; b < B; b++)
+        dy[b * out + 21] = 3e38f; /* column 21 sums past FLT_MAX */
+    msg = stderr_of(bias_call_run, &call);
+    CHECK_INT_EQ(call.st, DT_ERR_NUMERIC);
+    CHECK_CONTAINS(msg, "column 21 overflows the float range");
+    free(msg);
+    fill_varied(dy, B * out, 0.1); /* and a clean input passes */
+    call.st = DT_ERR_INTERNAL;
+    bias_call_run(&call);
+    CHECK_INT_EQ(call.st, DT_OK);
+    free(dy);
+
+    struct label_call lc = {.be = g, .st = DT_OK, .loss = 1.0f};
+    fill_logits(lc.z, 20, 10);
+    fill_labels(lc.labels, 20, 10);
+    lc.labels[13] = 10, lc.labels[17] = -1;
+    msg = stderr_of(label_call_run, &lc);
+    CHECK_INT_EQ(lc.st, DT_ERR_INTERNAL);
+    CHECK_CONTAINS(msg, "label out of range [0, 10) at row 13");
+    CHECK(lc.loss == 1.0f); /* left unset */
+    free(msg);
+    dt_backend_destroy(g);
+}
+
+#else /* no CUDA in this build: the gpu cases skip */
+
+static void no_cuda(void)
+{
+    DT_SKIP("built without CUDA");
+}
+DT_TEST(dense_parity)
+{
+    no_cuda();
+}
+DT_TEST(loss_parity)
+{
+    no_cuda();
+}
+DT_TEST(grid_independence)
+{
+    no_cuda();
+}
+DT_TEST(rerun_identical)
+{
+    no_cuda();
+}
+DT_TEST(forced_orders)
+{
+    no_cuda();
+}
+DT_TEST(numeric_errors)
+{
+    no_cuda();
+}
+
+#endif
+
+DT_TEST_MAIN(DT_CASE(dense_elem_matches_cpu), DT_CASE(wgrad_elem_matches_cpu),
+             DT_CASE(bias_elem_matches_cpu), DT_CASE(softmax_elem_matches_cpu),
+             DT_CASE(dense_parity), DT_CASE(loss_parity), DT_CASE(grid_independence),
+             DT_CASE(rerun_identical), DT_CASE(forced_orders), DT_CASE(numeric_errors))

@@ -1,0 +1,2 @@
+dt_add_test(cuda_e2e LABELS gpu CASES mlp_portable_equals_cpu bnn_portable_equals_cpu
+            run_to_run_reruns_identical manifest_names_gpu)
