@@ -243,6 +243,9 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
                ", policy %s, backend %s, %d threads\n",
                exp->name, m->ops->kind, params, B, pol->name, dt_backend_name(be),
                dt_backend_threads(be));
+        char device[512];
+        dt_backend_describe(be, device, sizeof device);
+        if (device[0]) printf("  device                %s\n", device);
         printf("  measured steps        %" PRId64 " (after %" PRId64 " warm-up)\n", opt->steps,
                opt->warmup);
         printf("  step (update) median  %.3f ms  -> %.1f steps/s without hashing\n", sm,

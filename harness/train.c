@@ -528,15 +528,22 @@ static void experiment_manifest(struct dt_strbuf *sb, const struct run_ctx *c, c
     fclose(mem);
     dt_strbuf_printf(sb, "%s", cfg);
     free(cfg);
-    dt_strbuf_printf(sb, ", \"backend\": {\"name\": \"%s\", \"threads\": %d}, ",
+    char device[512];
+    dt_backend_describe(c->be, device, sizeof device);
+    dt_strbuf_printf(sb, ", \"backend\": {\"name\": \"%s\", \"threads\": %d, \"device\": ",
                      dt_backend_name(c->be), dt_backend_threads(c->be));
+    dt_strbuf_json_string(sb, device);
+    dt_strbuf_printf(sb, "}, ");
     dt_manifest_environment_json(sb);
     dt_strbuf_printf(sb, ", \"dataset_dir\": ");
     dt_strbuf_json_string(sb, c->ds->dir);
     dt_strbuf_printf(sb, ", \"controls_note\": ");
-    dt_strbuf_json_string(sb, "reduction, atomics and math act on the CPU ops; rng acts on "
-                              "bnn_mlp (how epsilon reaches backward); conv_algo is recorded "
-                              "but unused on the CPU");
+    dt_strbuf_json_string(sb, c->exp->backend.device == DT_DEVICE_CUDA
+        ? "reduction, atomics and math act on the dense and loss ops (math fast: cuBLAS with "
+          "TF32, strict: cuBLAS pedantic FP32, portable: own ordered kernels); rng acts on "
+          "bnn_mlp; conv_algo is recorded but the CUDA backend has no convolutions yet"
+        : "reduction, atomics and math act on the CPU ops; rng acts on bnn_mlp (how epsilon "
+          "reaches backward); conv_algo is recorded but unused on the CPU");
     dt_strbuf_printf(sb, ", \"start_time\": \"%s\", \"end_time\": ", start);
     if (end) dt_strbuf_printf(sb, "\"%s\"", end);
     else dt_strbuf_printf(sb, "null");

@@ -72,6 +72,12 @@ const char *dt_backend_missing_op(const struct dt_backend *be)
 
 int dt_backend_threads(const struct dt_backend *be) { return be->threads; }
 
+void dt_backend_describe(struct dt_backend *be, char *buf, size_t size)
+{
+    if (size) buf[0] = '\0';
+    if (be->ops->version >= 6 && be->ops->describe && size) be->ops->describe(be, buf, size);
+}
+
 void *dt_backend_alloc(struct dt_backend *be, size_t bytes) { return be->ops->alloc(be, bytes); }
 void dt_backend_free(struct dt_backend *be, void *p)
 {

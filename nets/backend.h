@@ -44,6 +44,10 @@ const char *dt_backend_name(const struct dt_backend *be);
  * backend does not implement yet, or NULL when it has them all: a run checks this before
  * its first step. */
 const char *dt_backend_missing_op(const struct dt_backend *be);
+/* The device in words for manifests and benchmarks ("NVIDIA H100 80GB HBM3 (sm_90), 132
+ * SMs; driver 13.0, runtime 13.0, cuBLAS 130100"); "" when the backend has nothing to add
+ * (the CPU: the manifest's environment already names the processor). */
+void dt_backend_describe(struct dt_backend *be, char *buf, size_t size);
 /* Worker threads in use (CPU), 1 for device backends. */
 int dt_backend_threads(const struct dt_backend *be);
 

@@ -5,7 +5,7 @@
 
 #include "nets/backend.h"
 
-#define DT_BACKEND_OPS_VERSION 5
+#define DT_BACKEND_OPS_VERSION 6
 
 struct dt_backend_ops {
     int version;
@@ -89,6 +89,8 @@ struct dt_backend_ops {
     void (*copy_out_wait)(struct dt_backend *be, int64_t ticket);
     /* frees what copy_out_begin set up in be->copy_out; called before destroy */
     void (*copy_out_release)(struct dt_backend *be);
+    /* version 6: the device in words, with its driver and library versions (optional) */
+    void (*describe)(struct dt_backend *be, char *buf, size_t size);
 };
 
 struct dt_backend {

@@ -114,7 +114,7 @@ DT_TEST(run_to_run_reruns_identical)
                          TMP "r2r_bnn_b/run_to_run/replica-0/trace.csv"));
 }
 
-/* The run's manifest names the backend and device that trained it. */
+/* The run's manifest names the backend, the device and its libraries. */
 DT_TEST(manifest_names_gpu)
 {
     dt_backend_destroy(gpu_or_skip());
@@ -122,6 +122,7 @@ DT_TEST(manifest_names_gpu)
     char *json = dt_read_file(TMP "manifest/run.json", NULL);
     CHECK(json != NULL);
     CHECK(json && strstr(json, "\"name\": \"cuda\"") != NULL);
+    CHECK(json && strstr(json, "(sm_") != NULL && strstr(json, "cuBLAS") != NULL);
     free(json);
 }
 

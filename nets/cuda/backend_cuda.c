@@ -313,6 +313,20 @@ enum dt_status dt_cuda_sgd_update_op(struct dt_backend *be, float *w, float *v, 
         "sgd_update");
 }
 
+/* "<name> (sm_XY), N SMs; driver a.b, runtime c.d, cuBLAS v": what a report needs to say
+ * which device and libraries produced a trace. */
+static void cuda_describe(struct dt_backend *be, char *buf, size_t size)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    int driver = 0, runtime = 0, blas = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    cublasGetVersion((cublasHandle_t)c->cublas, &blas);
+    snprintf(buf, size, "%s, %d SMs; driver %d.%d, runtime %d.%d, cuBLAS %d", c->name,
+             c->sm_count, driver / 1000, driver % 1000 / 10, runtime / 1000,
+             runtime % 1000 / 10, blas);
+}
+
 const struct dt_backend_ops dt_backend_cuda_ops = {
     .version = DT_BACKEND_OPS_VERSION,
     .name = "cuda",
@@ -346,4 +360,5 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .copy_out_begin = cuda_copy_out_begin,
     .copy_out_wait = cuda_copy_out_wait,
     .copy_out_release = cuda_copy_out_release,
+    .describe = cuda_describe,
 };
