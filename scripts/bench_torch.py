@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+"""PyTorch reference for detrain's step time: the MLP of a detrain config (by default
+configs/quickstart.yaml: 784 -> model.hidden... -> 10, ReLU, cross-entropy, SGD with the
+config's lr, momentum and weight decay, batch train.batch) trained in eager mode, timed per
+step (median, p10, p90 after warm-up), in three modes, each in its own process so that no
+setting leaks into the next:
+
+  default        PyTorch's defaults (TF32 off for matrix products, as PyTorch ships)
+  tf32           default, plus TF32 tensor-core matrix products (what detrain's math: fast
+                 allows on the GPU)
+  deterministic  torch.use_deterministic_algorithms(True), cudnn.deterministic = True,
+                 cudnn.benchmark = False, CUBLAS_WORKSPACE_CONFIG=:4096:8 set before CUDA starts
+
+Data: Fashion-MNIST when found (dataset.path, $DETRAIN_DATA, /usr/share/datasets/
+fashion-mnist), else uniform random images and labels; either way held on the device, so
+a step is batch gather + forward + backward + update. Each step is timed from a
+torch.cuda.synchronize() to the next. Output: a CSV (--csv, appended; header when new) and
+one line per mode. --device cpu runs the same on the CPU (for smoke tests; no GPU needed).
+Exit 0 on success, 2 on bad arguments or a missing device, 77 when PyTorch is missing.
+"""
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODES = ("default", "tf32", "deterministic")
+CSV_HEADER = ("mode,steps,median_ms,p10_ms,p90_ms,device,torch,tf32_matmul,tf32_cudnn,"
+              "deterministic,batch,hidden,data,threads,final_loss,weights_sha256")
+
+
+def load_config(path):
+    """The config's MLP and optimizer settings (defaults as in detrain's config table)."""
+    cfg = {"hidden": [256, 128], "batch": 64, "lr": 0.05, "momentum": 0.9,
+           "weight_decay": 0.0, "seed": 0, "threads": 0, "data_path": ""}
+    if not path:
+        return cfg
+    try:
+        import yaml
+    except ImportError:
+        sys.exit("bench_torch.py: PyYAML is needed to read %s (or pass --no-config and "
+                 "--hidden/--batch/--lr/--momentum/--weight-decay)" % path)
+    try:
+        with open(path) as f:
+            doc = yaml.safe_load(f) or {}
+    except (OSError, yaml.YAMLError) as e:
+        print("bench_torch.py: %s: %s" % (path, e), file=sys.stderr)
+        sys.exit(2)
+    model = doc.get("model") or {}
+    if model.get("kind", "mlp") != "mlp":
+        sys.exit("bench_torch.py: %s: model.kind is %r; only mlp is mirrored" % (path, model.get("kind")))
+    train = doc.get("train") or {}
+    opt = train.get("optimizer") or {}
+    cfg["hidden"] = list(model.get("hidden", cfg["hidden"]))
+    cfg["batch"] = int(train.get("batch", cfg["batch"]))
+    cfg["lr"] = float(opt.get("lr", cfg["lr"]))
+    cfg["momentum"] = float(opt.get("momentum", cfg["momentum"]))
+    cfg["weight_decay"] = float(opt.get("weight_decay", cfg["weight_decay"]))
+    cfg["seed"] = int(train.get("seed", cfg["seed"]))
+    cfg["threads"] = int((doc.get("backend") or {}).get("threads", 0))
+    cfg["data_path"] = str((doc.get("dataset") or {}).get("path", "") or "")
+    return cfg
+
+
+def find_fashion_mnist(config_path):
+    """The folder detrain would read (harness/data.c's order), or None."""
+    for d in (config_path, os.environ.get("DETRAIN_DATA", ""), "/usr/share/datasets/fashion-mnist"):
+        if d and any(os.path.exists(os.path.join(d, "train-images-idx3-ubyte" + z)) for z in ("", ".gz")):
+            return d
+    return None
+
+
+def read_idx(folder, name):
+    """An IDX file of unsigned bytes (plain or .gz) as a uint8 tensor of its shape."""
+    import torch
+    for z in ("", ".gz"):
+        p = os.path.join(folder, name + z)
+        if os.path.exists(p):
+            with (gzip.open(p, "rb") if z else open(p, "rb")) as f:
+                raw = bytearray(f.read())
+            if raw[:3] != b"\0\0\x08":
+                sys.exit("bench_torch.py: %s: not an IDX file of unsigned bytes" % p)
+            ndim = raw[3]
+            dims = [int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
+            return torch.frombuffer(raw, dtype=torch.uint8, offset=4 + 4 * ndim).reshape(dims)
+    raise FileNotFoundError(os.path.join(folder, name))
+
+
+def csv_field(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return "%.9g" % v
+    v = str(v)
+    return '"%s"' % v.replace('"', '""') if any(c in v for c in ',"') else v
+
+
+def worker(args):
+    """One mode in this process: set it up before CUDA starts, train, print one JSON line."""
+    mode = args.worker
+    if mode == "deterministic":
+        # cuBLAS reads this when its handle is made: it must be set before CUDA starts.
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+    import torch
+    import torch.nn.functional as F
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("bench_torch.py: --device cuda but torch.cuda.is_available() is False", file=sys.stderr)
+        return 2
+    dev = torch.device(args.device)
+    torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
+    if mode == "tf32":
+        torch.backends.cudnn.allow_tf32 = True
+    if mode == "deterministic":
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+    threads = args.threads
+    if args.device == "cpu" and threads > 0:
+        torch.set_num_threads(threads)
+    torch.manual_seed(args.seed)
+
+    folder = None if args.data == "random" else (args.data if args.data != "auto" else find_fashion_mnist(args.data_path))
+    if folder:
+        x_all = read_idx(folder, "train-images-idx3-ubyte").reshape(-1, 784)
+        x_all = x_all.to(dev, torch.float32) / 255.0  # pixels in [0, 1], as detrain
+        y_all = read_idx(folder, "train-labels-idx1-ubyte").to(dev, torch.int64)
+        data = "fashion-mnist"
+    else:
+        g = torch.Generator(device="cpu").manual_seed(args.seed)
+        x_all = torch.rand(60000, 784, generator=g).to(dev)
+        y_all = torch.randint(0, 10, (60000,), generator=g).to(dev)
+        data = "random"
+    n = x_all.shape[0]
+
+    widths = [784] + args.hidden + [10]
+    layers = []
+    for i in range(len(widths) - 1):
+        layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
+        if i + 2 < len(widths):
+            layers.append(torch.nn.ReLU())
+    model = torch.nn.Sequential(*layers).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
+                          weight_decay=args.weight_decay)
+    perm = torch.randperm(n, device=dev)
+    B = args.batch
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+
+    times = []
+    loss = None
+    for s in range(args.warmup + args.steps):
+        lo = (s * B) % (n - B + 1)
+        idx = perm[lo:lo + B]
+        sync()
+        t0 = time.perf_counter()
+        x = x_all.index_select(0, idx)
+        y = y_all.index_select(0, idx)
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        sync()
+        if s >= args.warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+
+    times.sort()
+    q = statistics.quantiles(times, n=10, method="inclusive") if len(times) >= 2 else times * 9
+    h = hashlib.sha256()  # final weights: equal digests = equal bits (deterministic mode)
+    for p in model.parameters():
+        h.update(bytes(p.detach().to("cpu").contiguous().view(torch.uint8).flatten().tolist()))
+    print(json.dumps({
+        "mode": mode, "steps": len(times), "median_ms": statistics.median(times),
+        "p10_ms": q[0], "p90_ms": q[-1],
+        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+        "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
+        "deterministic": bool(torch.are_deterministic_algorithms_enabled()),
+        "batch": B, "hidden": "-".join(str(w) for w in args.hidden), "data": data,
+        "threads": torch.get_num_threads(), "final_loss": float(loss.item()),
+        "weights_sha256": h.hexdigest(),
+    }))
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", default=os.path.join(REPO, "configs", "quickstart.yaml"),
+                    help="detrain config whose MLP to mirror (default: the repo's configs/quickstart.yaml)")
+    ap.add_argument("--no-config", action="store_true", help="read no config; use the options only")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--modes", default=",".join(MODES),
+                    help="comma-separated subset of %s (default: all)" % ", ".join(MODES))
+    ap.add_argument("--steps", type=int, default=500, help="timed steps per mode (default %(default)s)")
+    ap.add_argument("--warmup", type=int, default=50, help="untimed steps first (default %(default)s)")
+    ap.add_argument("--hidden", help="hidden widths, e.g. 256,128 (overrides the config)")
+    ap.add_argument("--batch", type=int, help="batch size (overrides the config)")
+    ap.add_argument("--lr", type=float)
+    ap.add_argument("--momentum", type=float)
+    ap.add_argument("--weight-decay", type=float)
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--threads", type=int, help="CPU threads for --device cpu (default: the config's)")
+    ap.add_argument("--data", default="auto",
+                    help="auto (Fashion-MNIST if found, else random), random, or a folder")
+    ap.add_argument("--csv", help="append the rows to this CSV file")
+    ap.add_argument("--worker", choices=MODES, help=argparse.SUPPRESS)
+    ap.add_argument("--data-path", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    cfg = load_config(None if args.no_config else args.config)
+    if args.hidden is not None:
+        try:
+            args.hidden = [int(w) for w in args.hidden.split(",") if w.strip()]
+        except ValueError:
+            ap.error("--hidden: comma-separated integers, got %r" % args.hidden)
+    for key in ("hidden", "batch", "lr", "momentum", "weight_decay", "seed", "threads"):
+        if getattr(args, key) is None:
+            setattr(args, key, cfg[key])
+    if not args.data_path:
+        args.data_path = cfg["data_path"]
+    if args.steps < 1 or args.warmup < 0 or args.batch < 1 or any(w < 1 for w in args.hidden):
+        ap.error("--steps >= 1, --warmup >= 0, --batch >= 1 and positive widths, please")
+
+    if args.worker:
+        return worker(args)
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        ap.error("--modes: unknown %s; choose from %s" % (", ".join(bad) or "(none)", ", ".join(MODES)))
+    import importlib.util
+    if importlib.util.find_spec("torch") is None:  # without importing it (seconds) here
+        print("bench_torch.py: PyTorch is not installed (no module torch); skipped", file=sys.stderr)
+        return 77
+
+    base = [sys.executable, os.path.abspath(__file__), "--no-config", "--device", args.device,
+            "--steps", str(args.steps), "--warmup", str(args.warmup),
+            "--hidden", ",".join(str(w) for w in args.hidden), "--batch", str(args.batch),
+            "--lr", repr(args.lr), "--momentum", repr(args.momentum),
+            "--weight-decay", repr(args.weight_decay), "--seed", str(args.seed),
+            "--threads", str(args.threads), "--data", args.data, "--data-path", args.data_path]
+    rows = []
+    for mode in modes:
+        env = dict(os.environ)
+        env.pop("CUBLAS_WORKSPACE_CONFIG", None)  # only the deterministic mode sets it
+        p = subprocess.run(base + ["--worker", mode], env=env, stdout=subprocess.PIPE, text=True)
+        lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+        if p.returncode != 0 or not lines:
+            print("bench_torch.py: mode %s failed (exit %d)" % (mode, p.returncode), file=sys.stderr)
+            return p.returncode or 1
+        r = json.loads(lines[-1])
+        rows.append(r)
+        print("torch %s %s: %s, MLP 784-%s-10, batch %d, %s data: median %.3f ms/step "
+              "(p10 %.3f, p90 %.3f; %d steps after %d warm-up), TF32 matmul %s, cuDNN TF32 %s, "
+              "deterministic %s" % (
+                  r["torch"], r["mode"], r["device"], r["hidden"], r["batch"], r["data"],
+                  r["median_ms"], r["p10_ms"], r["p90_ms"], r["steps"], args.warmup,
+                  "on" if r["tf32_matmul"] else "off", "on" if r["tf32_cudnn"] else "off",
+                  "on" if r["deterministic"] else "off"))
+        sys.stdout.flush()
+    if args.csv:
+        new = not os.path.exists(args.csv) or os.path.getsize(args.csv) == 0
+        with open(args.csv, "a") as f:
+            if new:
+                f.write(CSV_HEADER + "\n")
+            for r in rows:
+                f.write(",".join(csv_field(r[k]) for k in CSV_HEADER.split(",")) + "\n")
+    by_mode = {r["mode"]: r for r in rows}
+    if "default" in by_mode and "deterministic" in by_mode:
+        print("torch deterministic vs default: %.2fx median step time" % (
+            by_mode["deterministic"]["median_ms"] / by_mode["default"]["median_ms"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
