@@ -117,6 +117,7 @@ DT_TEST(deps_install_fake)
         snprintf(want, sizeof want, "Cflags: -I${includedir} -I%s/usr/include/extra\n", prefix);
         CHECK_CONTAINS(blas, want);
         CHECK_CONTAINS(blas, "Libs: -L${libdir} -lopenblas\n");
+        free(blas);
     }
     /* zlib's absolute libz.so link now points into the prefix. */
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "readlink '%s/usr/lib/x86_64-linux-gnu/libz.so'", prefix), 0);
