@@ -59,9 +59,11 @@ void dt_backend_download(struct dt_backend *be, void *dst, const void *src, size
 /* A host pointer to backend memory when it is host memory (CPU), NULL otherwise. */
 const void *dt_backend_host_view(struct dt_backend *be, const void *p);
 
-/* Wait until every op and copy queued so far has finished. Ops on a device backend may
- * return before their kernels ran, so a step's end time is read after this. A no-op on
- * the CPU, whose ops return finished. */
+/* Wait until every op queued so far has finished (snapshot copies begun by
+ * dt_backend_copy_out_begin have their own wait, dt_backend_copy_out_wait, so a step's
+ * timing does not include them). Ops on a device backend may return before their kernels
+ * ran, so a step's end time is read after this. A no-op on the CPU, whose ops return
+ * finished. */
 void dt_backend_synchronize(struct dt_backend *be);
 
 /* Host memory the backend copies into fastest: pinned on CUDA (so a device-to-host copy

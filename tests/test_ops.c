@@ -374,11 +374,12 @@ DT_TEST(dense_thread_count_independent)
 
 /* A convolution's bias gradient sums B*OH*OW rows: from 4096 elements the fixed-point
  * sum is split across workers. Its bits must be dt_fixed_sum_rows's (the serial
- * definition) for every thread count, and a NaN must still be reported. */
+ * definition) for every thread count, and a NaN or a column beyond the float range must
+ * still be reported. */
 DT_TEST(bias_fixed_point_split_matches_serial)
 {
     enum { RB = 20011, RO = 6 };
-    static float dy[RB * RO], want[RO], got[RO];
+    static float dy[RB * RO], saved[RB * RO], want[RO], got[RO];
     fill(dy, RB * RO, 1.0);
     for (int i = 0; i < RB * RO; i += 7) dy[i] *= 1e-3f; /* spread the magnitudes */
     int64_t scratch[RO];
@@ -398,6 +399,12 @@ DT_TEST(bias_fixed_point_split_matches_serial)
         dy[RB * RO - 3] = NAN;
         CHECK_INT_EQ(dt_bias_backward(be, got, dy, RB, RO, &pol), DT_ERR_NUMERIC);
         dy[RB * RO - 3] = keep;
+        /* a column whose exact sum lies beyond the float range is an error here too, as on
+         * the small path and the GPU (not a silent infinity) */
+        memcpy(saved, dy, sizeof dy);
+        for (int r = 0; r < RB; r++) dy[r * RO + 4] = 3e38f;
+        CHECK_INT_EQ(dt_bias_backward(be, got, dy, RB, RO, &pol), DT_ERR_NUMERIC);
+        memcpy(dy, saved, sizeof dy);
         dt_backend_destroy(be);
     }
 }

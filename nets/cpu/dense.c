@@ -575,7 +575,14 @@ enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const f
             const int64_t *part = (const int64_t *)c->worker_buf[t];
             for (int64_t o = 0; o < out; o++) total[o] += part[o]; /* < 2^63 by the shift */
         }
-        for (int64_t o = 0; o < out; o++) dbias[o] = dt_fixed_to_float(total[o], fj.shift);
+        for (int64_t o = 0; o < out; o++) {
+            dbias[o] = dt_fixed_to_float(total[o], fj.shift);
+            if ((dt_float_bits(dbias[o]) & 0x7fffffffu) == 0x7f800000u) { /* as the small path */
+                fprintf(stderr, "detrain: bias gradient: fixed-point sum of column %lld "
+                                "overflows the float range\n", (long long)o);
+                return DT_ERR_NUMERIC;
+            }
+        }
         return DT_OK;
     }
     memset(dbias, 0, (size_t)out * sizeof(float));

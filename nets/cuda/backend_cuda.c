@@ -107,6 +107,9 @@ static enum dt_status cuda_init(struct dt_backend *be, const struct dt_backend_o
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaMalloc(&c->cublas_workspace, CUBLAS_WORKSPACE_BYTES);
     if (e != cudaSuccess) {
+        if (stream) cudaStreamDestroy(stream);
+        if (copy_stream) cudaStreamDestroy(copy_stream);
+        if (c->cublas_workspace) cudaFree(c->cublas_workspace);
         free(c);
         return dt_error_set(err, DT_ERR_UNSUPPORTED, "backend 'cuda': device %d: %s", opt->gpu,
                             cudaGetErrorString(e));
@@ -220,7 +223,8 @@ static struct cuda_copy_out *cuda_copy_out_state(struct dt_backend *be)
     struct cuda_copy_out *co = dt_xcalloc(1, sizeof *co);
     DT_CUDA_CHECK(cudaEventCreateWithFlags(&co->snapped, cudaEventDisableTiming));
     for (int i = 0; i < DT_BACKEND_COPY_OUT_DEPTH; i++)
-        DT_CUDA_CHECK(cudaEventCreateWithFlags(&co->arrived[i], cudaEventDisableTiming));
+        DT_CUDA_CHECK(cudaEventCreateWithFlags(&co->arrived[i], /* the worker sleeps, not spins */
+                                               cudaEventDisableTiming | cudaEventBlockingSync));
     co->last_ticket = -1;
     be->copy_out = co;
     return co;

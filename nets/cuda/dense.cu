@@ -219,7 +219,10 @@ extern "C" int dt_cuda_add_partials_atomic(float *dst, const float *partials, in
                                            int64_t n, dt_cuda_stream s)
 {
     cudaError_t e = cudaMemsetAsync(dst, 0, (size_t)n * sizeof(float), s);
-    if (e != cudaSuccess) return (int)e;
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* reported here, not again by the next launch */
+        return (int)e;
+    }
     add_partials_atomic_kernel<<<dt_cuda_grid_for(m * n), dt_cuda_block_threads, 0, s>>>(
         dst, partials, m, n);
     return (int)cudaGetLastError();
@@ -238,7 +241,10 @@ extern "C" int dt_cuda_bias_grad_atomic(float *dbias, const float *dy, int64_t B
                                         dt_cuda_stream s)
 {
     cudaError_t e = cudaMemsetAsync(dbias, 0, (size_t)out * sizeof(float), s);
-    if (e != cudaSuccess) return (int)e;
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* reported here, not again by the next launch */
+        return (int)e;
+    }
     const int64_t items = (B + BIAS_ROWS - 1) / BIAS_ROWS * out;
     bias_grad_atomic_kernel<<<dt_cuda_grid_for(items), dt_cuda_block_threads, 0, s>>>(dbias, dy,
                                                                                       B, out);

@@ -10,7 +10,9 @@ int dt_cuda_max_blocks = 0;
 
 extern "C" void dt_cuda_set_launch(int block_threads, int max_blocks)
 {
-    dt_cuda_block_threads = block_threads > 0 ? block_threads : 256;
+    /* 1024 threads is CUDA's limit per block; every kernel fits it (at most 37 registers
+     * per thread on sm_90). */
+    dt_cuda_block_threads = block_threads > 0 ? (block_threads < 1024 ? block_threads : 1024) : 256;
     dt_cuda_max_blocks = max_blocks > 0 ? max_blocks : 0;
 }
 

@@ -46,7 +46,10 @@ extern "C" int dt_cuda_softmax_xent_rows(float *probs, float *losses, int32_t *h
 {
     if (total) {
         cudaError_t e = cudaMemsetAsync(total, 0, sizeof *total, s);
-        if (e != cudaSuccess) return (int)e;
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError(); /* reported here, not again by the next launch */
+            return (int)e;
+        }
     }
     if (portable)
         softmax_xent_rows_kernel<true><<<dt_cuda_grid_for(B), dt_cuda_block_threads, 0, s>>>(
