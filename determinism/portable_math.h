@@ -83,23 +83,9 @@
 /* ---- private helpers -------------------------------------------------------------------- */
 
 /* a*b and a/b rounded to nearest, never fused with a neighbouring add. */
-static inline DT_HDI float dt_pm__mul(float a, float b)
-{
-#if defined(__CUDA_ARCH__)
-    return __fmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
+static inline DT_HDI float dt_pm__mul(float a, float b) { return dt_rn_mul(a, b); }
 
-static inline DT_HDI float dt_pm__div(float a, float b)
-{
-#if defined(__CUDA_ARCH__)
-    return __fdiv_rn(a, b);
-#else
-    return a / b;
-#endif
-}
+static inline DT_HDI float dt_pm__div(float a, float b) { return dt_rn_div(a, b); }
 
 static inline DT_HDI float dt_pm__nan(void)
 {
