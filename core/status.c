@@ -92,3 +92,13 @@ void *dt_xcalloc(size_t n, size_t size)
     }
     return p;
 }
+
+void *dt_xrealloc(void *p, size_t bytes)
+{
+    void *q = realloc(p, bytes ? bytes : 1);
+    if (!q) {
+        fprintf(stderr, "detrain: out of memory allocating %zu bytes\n", bytes);
+        abort();
+    }
+    return q;
+}

@@ -75,5 +75,6 @@ void dt_assert_fail(const char *expr, const char *file, int line, const char *ms
 /* Allocation that aborts on failure (used for sizes the program computed itself). */
 void *dt_xmalloc(size_t bytes);
 void *dt_xcalloc(size_t n, size_t size);
+void *dt_xrealloc(void *p, size_t bytes);
 
 #endif

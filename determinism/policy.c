@@ -43,9 +43,9 @@ static const struct control_row controls[] = {
                 {"philox", "regenerated in backward from its Philox4x32-10 counter; nothing "
                            "kept"}}},
     {FIELD_(conv_algo), .doc = "convolution algorithm",
-     .values = {{"autotune", "cuDNN picks by timing (GPU)"},
-                {"deterministic", "a deterministic cuDNN algorithm chosen once (GPU)"},
-                {"own", "detrain's own fixed-order kernels"}}},
+     .values = {{"autotune", "cuDNN picks by timing, TF32 allowed (GPU)"},
+                {"deterministic", "an algorithm cuDNN marks deterministic, by heuristic, FP32 (GPU)"},
+                {"own", "detrain's own kernels, the other controls acting in them"}}},
     {FIELD_(math), .doc = "arithmetic mode",
      .values = {{"fast", "libm exp/log, OpenBLAS sgemm (FMA where the CPU has it)"},
                 {"strict", "libm exp/log, no contraction, own fixed-order matrix kernels"},

@@ -16,6 +16,7 @@
 #include "harness/bench.h"
 #include "harness/hashpipe.h"
 #include "harness/layout.h"
+#include "harness/algolog.h"
 #include "harness/manifest.h"
 #include "harness/report.h"
 #include "harness/snapshot.h"
@@ -198,7 +199,7 @@ static void progress_end(struct run_ctx *c)
 
 static void write_replica_manifest(const struct run_ctx *c, int cell, int r,
                                    const struct dt_replica_result *res, const char *start,
-                                   bool hash_async)
+                                   bool hash_async, const struct dt_algolog *algos)
 {
     static const char *const state_names[] = {"completed", "failed", "interrupted"};
     const struct dt_policy *pol = &c->exp->policies[dt_cell_policy(c->exp, cell)];
@@ -245,6 +246,10 @@ static void write_replica_manifest(const struct run_ctx *c, int cell, int r,
                      isfinite(res->step_ms_median) ? res->step_ms_median : -1.0,
                      isfinite(res->hash_ms_median) ? res->hash_ms_median : -1.0,
                      hash_async ? "true" : "false");
+    if (algos->steps_noted > 0) { /* library algorithm choices (algos.csv has every row) */
+        dt_strbuf_printf(&sb, ", ");
+        dt_algolog_json(algos, &sb);
+    }
     dt_strbuf_printf(&sb, ", \"start_time\": \"%s\", \"end_time\": \"%s\"}", start, end);
     char path[1300];
     snprintf(path, sizeof path, "%s/run.json", res->dir);
@@ -413,6 +418,13 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
     double *hash_ms = dt_xcalloc((size_t)steps + 1, sizeof(double));
     int64_t n_hash = 0;
     const struct dt_sgd_options sgd = dt_train_sgd_options(exp);
+    /* Library algorithm choices per step (cuDNN under conv_algo autotune/deterministic):
+     * every replica chooses afresh, as a new process would. */
+    struct dt_algolog algos;
+    dt_algolog_init(&algos);
+    struct dt_algo_note *notes = dt_xcalloc(DT_ALGOLOG_MAX_CALLS, sizeof *notes);
+    dt_backend_reset_algo_choices(c->be);
+    (void)dt_backend_take_algo_notes(c->be, NULL, 0);
 
     if (st == DT_OK) {
         dt_model_init(m, seed, dt_stream_replica(vary, DT_VARY_INIT, (uint64_t)r));
@@ -435,6 +447,9 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
         st = dt_model_train_step(m, x, y, B, &sgd, pol, &loss);
         dt_backend_synchronize(c->be); /* the step ends when the device has run it */
         step_ms[s - 1] = 1e3 * (dt_now_s() - t0);
+        dt_algolog_step(&algos, s,
+                        notes, dt_backend_take_algo_notes(c->be, notes, DT_ALGOLOG_MAX_CALLS),
+                        DT_ALGOLOG_MAX_CALLS);
         if (st != DT_OK) {
             if (m->err.status != DT_OK && err) *err = m->err;
             break;
@@ -471,6 +486,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
             struct dt_eval ev;
             st = dt_model_evaluate_full(m, test->x, test->y, test->n, pol, &ev);
             if (st == DT_OK) st = write_metrics_row(io.metrics, io.metrics_path, s, &ev, err);
+            (void)dt_backend_take_algo_notes(c->be, NULL, 0); /* evaluation is not a step */
         }
         progress(c, cell, r, s, s == steps);
     }
@@ -499,7 +515,19 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
     res->step_ms_median = dt_median(step_ms, res->steps_done);
     res->hash_ms_median = dt_median(hash_ms, n_hash);
     st = close_replica_io(&io, st, err);
-    write_replica_manifest(c, cell, r, res, start, hash_async(exp, m));
+    char algos_path[1300];
+    snprintf(algos_path, sizeof algos_path, "%s/algos.csv", res->dir);
+    struct dt_error aerr;
+    if (dt_algolog_write_csv(&algos, algos_path, &aerr) != DT_OK) {
+        fprintf(stderr, "detrain: %s\n", aerr.msg);
+        if (st == DT_OK) {
+            st = DT_ERR_IO;
+            if (err) *err = aerr;
+        }
+    }
+    write_replica_manifest(c, cell, r, res, start, hash_async(exp, m), &algos);
+    dt_algolog_free(&algos);
+    free(notes);
     free(x);
     free(y);
     free(perm);
@@ -539,9 +567,11 @@ static void experiment_manifest(struct dt_strbuf *sb, const struct run_ctx *c, c
     dt_strbuf_json_string(sb, c->ds->dir);
     dt_strbuf_printf(sb, ", \"controls_note\": ");
     dt_strbuf_json_string(sb, c->exp->backend.device == DT_DEVICE_CUDA
-        ? "reduction, atomics and math act on the dense and loss ops (math fast: cuBLAS with "
-          "TF32, strict: cuBLAS pedantic FP32, portable: own ordered kernels); rng acts on "
-          "bnn_mlp; conv_algo is recorded but the CUDA backend has no convolutions yet"
+        ? "reduction, atomics and math act on the dense, loss and own convolution ops (math "
+          "fast: cuBLAS with TF32, strict: cuBLAS pedantic FP32, portable: own ordered "
+          "kernels); rng acts on bnn_mlp; conv_algo picks the convolutions (autotune: cuDNN "
+          "timed choice, TF32; deterministic: cuDNN deterministic algorithms by heuristic, "
+          "FP32; own: detrain's kernels) -- each replica's algos.csv says what ran"
         : "reduction, atomics and math act on the CPU ops; rng acts on bnn_mlp (how epsilon "
           "reaches backward); conv_algo is recorded but unused on the CPU");
     dt_strbuf_printf(sb, ", \"start_time\": \"%s\", \"end_time\": ", start);

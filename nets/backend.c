@@ -72,6 +72,18 @@ const char *dt_backend_missing_op(const struct dt_backend *be)
 
 int dt_backend_threads(const struct dt_backend *be) { return be->threads; }
 
+int dt_backend_take_algo_notes(struct dt_backend *be, struct dt_algo_note *notes, int max)
+{
+    DT_ASSERT(max >= 0 && (notes || max == 0));
+    if (be->ops->version < 7 || !be->ops->take_algo_notes) return 0;
+    return be->ops->take_algo_notes(be, notes, max);
+}
+
+void dt_backend_reset_algo_choices(struct dt_backend *be)
+{
+    if (be->ops->version >= 7 && be->ops->reset_algo_choices) be->ops->reset_algo_choices(be);
+}
+
 void dt_backend_describe(struct dt_backend *be, char *buf, size_t size)
 {
     if (size) buf[0] = '\0';
@@ -401,11 +413,15 @@ enum dt_status dt_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *ar
 }
 
 enum dt_status dt_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
-                                     const int32_t *argmax, const struct dt_pool2d_shape *s,
+                                     const float *x, const float *y, const int32_t *argmax,
+                                     const struct dt_pool2d_shape *s,
                                      const struct dt_policy *pol)
 {
     check_pool_shape(s);
-    DT_ASSERT(dx && dy && argmax && pol);
+    DT_ASSERT(dx && dy && x && y && argmax && pol);
+    if (be->ops->version >= 7 && be->ops->maxpool2d_backward_xy)
+        DISPATCH(be, DT_OP_MAXPOOL2D_BACKWARD,
+                 be->ops->maxpool2d_backward_xy(be, dx, dy, x, y, argmax, s, pol));
     if (!HAS_OP(be, maxpool2d_backward)) return DT_ERR_UNSUPPORTED;
     DISPATCH(be, DT_OP_MAXPOOL2D_BACKWARD,
              be->ops->maxpool2d_backward(be, dx, dy, argmax, s, pol));

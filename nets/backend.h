@@ -86,6 +86,27 @@ void dt_backend_copy_out_begin(struct dt_backend *be, void *host_dst, const void
                                const size_t *bytes, int n);
 void dt_backend_copy_out_wait(struct dt_backend *be);
 
+/* Which library algorithm ran: one note per call of an op that lets a library choose
+ * (CUDA: cuDNN convolutions and pooling under `conv_algo: autotune` or `deterministic`),
+ * in call order. `deterministic` is what the library reports for that algorithm (for
+ * autotune, from its timing run; for deterministic, checked at choice time). */
+struct dt_algo_note {
+    char op[24];        /* conv_fwd, conv_bwd_data, conv_bwd_filter, pool_bwd */
+    char shape[64];     /* the call's geometry, e.g. 28x28x1>6 k5 s1 p2 b128 */
+    int algo;           /* the library's algorithm number (-1: not a numbered algorithm) */
+    char name[48];      /* its name, e.g. IMPLICIT_PRECOMP_GEMM, MAX_DETERMINISTIC */
+    bool deterministic; /* the library marks it deterministic */
+    char math[16];      /* math mode it ran with: fma (FP32 only), tf32 (tensor ops allowed) */
+    char how[16];       /* how it was chosen: timed (autotune), heuristic, fixed */
+};
+/* Move up to `max` notes made since the last call into notes[]; returns how many were
+ * made (more than max: the rest are dropped). 0 on backends without such choices. */
+int dt_backend_take_algo_notes(struct dt_backend *be, struct dt_algo_note *notes, int max);
+/* Forget every algorithm chosen so far, so that the next calls choose again as a fresh
+ * process would (each replica starts with this: autotuning may then choose differently
+ * from one replica to the next, which is what the notes are there to show). */
+void dt_backend_reset_algo_choices(struct dt_backend *be);
+
 /* Test hook: with seed != 0, the nondeterministic paths (`reduction: unordered`,
  * `atomics: float`) run serially in a combination order drawn from `seed` instead of
  * the order in which threads happen to finish, so a test can show that the order changes
@@ -208,9 +229,12 @@ enum dt_status dt_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *ar
                                     const struct dt_policy *pol);
 /* dx[b, argmax, c] += dy[b,oh,ow,c]: a scatter-add (the `atomics` control) when windows
  * overlap (K > stride); without overlap no cell receives two terms and every control
- * gives the same bits. */
+ * gives the same bits. x and y are the forward's input and output: a backend whose
+ * library recomputes the winners from them (cuDNN, under `conv_algo: autotune` and
+ * `deterministic`) reads them; the CPU backend and detrain's own kernels use argmax. */
 enum dt_status dt_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
-                                     const int32_t *argmax, const struct dt_pool2d_shape *s,
+                                     const float *x, const float *y, const int32_t *argmax,
+                                     const struct dt_pool2d_shape *s,
                                      const struct dt_policy *pol);
 
 /* ---- Bayesian layers (Bayes by Backprop) and their epsilon ---------------------------

@@ -5,7 +5,7 @@
 
 #include "nets/backend.h"
 
-#define DT_BACKEND_OPS_VERSION 6
+#define DT_BACKEND_OPS_VERSION 7
 
 struct dt_backend_ops {
     int version;
@@ -91,6 +91,15 @@ struct dt_backend_ops {
     void (*copy_out_release)(struct dt_backend *be);
     /* version 6: the device in words, with its driver and library versions (optional) */
     void (*describe)(struct dt_backend *be, char *buf, size_t size);
+    /* version 7: max-pool backward with the forward's x and y (for libraries that
+     * recompute the winners; preferred over maxpool2d_backward when set), and the notes
+     * of library algorithm choices (all optional: NULL = none) */
+    enum dt_status (*maxpool2d_backward_xy)(struct dt_backend *, float *, const float *,
+                                            const float *, const float *, const int32_t *,
+                                            const struct dt_pool2d_shape *,
+                                            const struct dt_policy *);
+    int (*take_algo_notes)(struct dt_backend *be, struct dt_algo_note *notes, int max);
+    void (*reset_algo_choices)(struct dt_backend *be);
 };
 
 struct dt_backend {

@@ -87,7 +87,8 @@ static enum dt_status lenet_backward(struct dt_model *m, int64_t B, const struct
         struct dt_pool2d_shape ps = pool_at(&n->pool[l], B);
         struct dt_param *w = &m->params[2 * l], *b = &m->params[2 * l + 1];
         float *dc = n->d_conv[l];
-        DT_FORWARD_IF_ERROR(dt_maxpool2d_backward(m->be, dc, dy, n->argmax[l], &ps, pol));
+        DT_FORWARD_IF_ERROR(dt_maxpool2d_backward(m->be, dc, dy, n->conv_out[l], n->pool_out[l],
+                                                  n->argmax[l], &ps, pol));
         DT_FORWARD_IF_ERROR(dt_relu_backward(m->be, dc, dc, n->conv_out[l], conv_out_n(&cs), pol));
         const float *x = l > 0 ? n->pool_out[0] : m->x;
         DT_FORWARD_IF_ERROR(dt_conv2d_backward_weight(m->be, w->g, x, dc, &cs, pol));

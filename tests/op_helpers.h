@@ -4,9 +4,34 @@
 #ifndef DT_OP_HELPERS_H
 #define DT_OP_HELPERS_H
 
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include "nets/backend.h"
+
+/* Run fn(arg) with stderr sent to the file `path`; returns what it printed, at most 4095
+ * bytes (caller frees): for tests of an op's error message. */
+static inline char *stderr_of_call(const char *path, void (*fn)(void *), void *arg)
+{
+    fflush(stderr);
+    int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    DT_ASSERT(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    close(fd);
+    fn(arg);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char *buf = dt_xcalloc(1, 4096);
+    FILE *f = fopen(path, "r");
+    DT_ASSERT(f != NULL);
+    size_t n = fread(buf, 1, 4095, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
 
 static uint64_t rng_state = 0x243f6a8885a308d3ULL;
 static inline double urand(void) /* uniform in [-1, 1) */

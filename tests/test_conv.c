@@ -383,7 +383,7 @@ DT_TEST(maxpool_backward_gradcheck)
                 struct dt_backend *be = cpu(threads[t]);
                 CHECK(dt_maxpool2d_forward(be, y, am, x, &s, &pols[p]) == DT_OK);
                 poison(gx, (size_t)nx * sizeof *gx);
-                CHECK(dt_maxpool2d_backward(be, gx, r, am, &s, &pols[p]) == DT_OK);
+                CHECK(dt_maxpool2d_backward(be, gx, r, x, y, am, &s, &pols[p]) == DT_OK);
                 fprintf(stderr, "  policy %s, %d threads\n", pols[p].name, threads[t]);
                 check_close("maxpool dL/dx", gx, fd, nx, 1e-6, 1e-5);
                 dt_backend_destroy(be);
@@ -430,7 +430,7 @@ static void pool_rule_case(const char *what, const float *x, const struct dt_poo
                 }
             }
             poison(dx, (size_t)nx * sizeof *dx);
-            CHECK(dt_maxpool2d_backward(be, dx, dy, am, s, &pols[p]) == DT_OK);
+            CHECK(dt_maxpool2d_backward(be, dx, dy, x, y, am, s, &pols[p]) == DT_OK);
             for (int64_t i = 0; i < nx; i++)
                 if (!((double)dx[i] == rdx[i])) {
                     fprintf(stderr, "  %s, %d threads: dx[%lld] = %.9g, rule gives %.9g\n",
@@ -542,7 +542,7 @@ static void conv_pool_all(struct conv_pool_run *o, int threads, const struct dt_
     DT_ASSERT(dt_conv2d_backward_weight(be, o->dw, x, r, &s, pol) == DT_OK);
     DT_ASSERT(dt_bias_backward(be, o->db, r, s.B * s.OH * s.OW, s.K_out, pol) == DT_OK);
     DT_ASSERT(dt_maxpool2d_forward(be, o->py, o->pam, o->y, &ps, pol) == DT_OK);
-    DT_ASSERT(dt_maxpool2d_backward(be, o->pdx, pr, o->pam, &ps, pol) == DT_OK);
+    DT_ASSERT(dt_maxpool2d_backward(be, o->pdx, pr, o->y, o->py, o->pam, &ps, pol) == DT_OK);
     dt_backend_destroy(be);
 }
 
@@ -645,12 +645,13 @@ DT_TEST(conv_forced_orders)
 enum { FB = 4, FH = 16, FW = 16, FC = 4 };
 
 static void pool_bwd(float *dx, int threads, uint64_t seed, const struct dt_policy *pol,
-                     const float *dy, const int32_t *am, const struct dt_pool2d_shape *s)
+                     const float *dy, const float *x, const float *y, const int32_t *am,
+                     const struct dt_pool2d_shape *s)
 {
     struct dt_backend *be = cpu(threads);
     DT_ASSERT(dt_backend_set_forced_order(be, seed) == DT_OK);
     poison(dx, (size_t)pool_nx(s) * sizeof *dx);
-    DT_ASSERT(dt_maxpool2d_backward(be, dx, dy, am, s, pol) == DT_OK);
+    DT_ASSERT(dt_maxpool2d_backward(be, dx, dy, x, y, am, s, pol) == DT_OK);
     dt_backend_destroy(be);
 }
 
@@ -679,7 +680,6 @@ DT_TEST(maxpool_forced_orders)
         float *y = falloc(ny);
         CHECK(dt_maxpool2d_forward(be, y, am, x, &s, &fixed) == DT_OK);
         dt_backend_destroy(be);
-        free(y);
         fill(dy, ny, 1.0);
         /* cells that receive two or more terms */
         static int hits[NX];
@@ -692,21 +692,22 @@ DT_TEST(maxpool_forced_orders)
                 (long long)multi, (int)NX);
         CHECK(multi >= 100);
 
-        pool_bwd(a, 2, 1, &afloat, dy, am, &s);
-        pool_bwd(b, 2, 2, &afloat, dy, am, &s);
-        pool_bwd(c, 2, 1, &afloat, dy, am, &s);
+        pool_bwd(a, 2, 1, &afloat, dy, x, y, am, &s);
+        pool_bwd(b, 2, 2, &afloat, dy, x, y, am, &s);
+        pool_bwd(c, 2, 1, &afloat, dy, x, y, am, &s);
         int64_t d = bits_differ(a, b, NX);
         fprintf(stderr, "maxpool backward, atomics float, forced orders 1 vs 2: %lld of %d "
                 "elements differ\n", (long long)d, (int)NX);
         CHECK(d > 0);
         CHECK_INT_EQ(bits_differ(a, c, NX), 0);
-        pool_bwd(a, 2, 1, &fixed, dy, am, &s);
-        pool_bwd(b, 2, 2, &fixed, dy, am, &s);
+        pool_bwd(a, 2, 1, &fixed, dy, x, y, am, &s);
+        pool_bwd(b, 2, 2, &fixed, dy, x, y, am, &s);
         CHECK_INT_EQ(bits_differ(a, b, NX), 0);
-        pool_bwd(b, 2, 0, &fixed, dy, am, &s);
-        pool_bwd(c, 3, 0, &fixed, dy, am, &s);
+        pool_bwd(b, 2, 0, &fixed, dy, x, y, am, &s);
+        pool_bwd(c, 3, 0, &fixed, dy, x, y, am, &s);
         CHECK_INT_EQ(bits_differ(a, b, NX), 0);
         CHECK_INT_EQ(bits_differ(b, c, NX), 0);
+        free(y);
     }
     {
         /* 2x2 stride 2: one term per cell; every seed, control and thread count agree,
@@ -717,7 +718,6 @@ DT_TEST(maxpool_forced_orders)
         float *y = falloc(ny);
         CHECK(dt_maxpool2d_forward(be, y, am, x, &s, &fixed) == DT_OK);
         dt_backend_destroy(be);
-        free(y);
         fill(dy, ny, 1.0);
         to_double(dyd, dy, ny);
         pool_backward_ref(rdx, dyd, am, &s);
@@ -728,7 +728,7 @@ DT_TEST(maxpool_forced_orders)
         for (int p = 0; p < 2; p++)
             for (int si = 0; si < 3; si++)
                 for (int t = 0; t < 2; t++) {
-                    pool_bwd(a, threads[t], seeds[si], pols[p], dy, am, &s);
+                    pool_bwd(a, threads[t], seeds[si], pols[p], dy, x, y, am, &s);
                     int64_t d = bits_differ(a, c, NX);
                     if (d) {
                         fprintf(stderr, "maxpool 2x2/2 backward, %s, seed %d, %d threads: %lld "
@@ -737,6 +737,7 @@ DT_TEST(maxpool_forced_orders)
                         dt_check_failures_++;
                     }
                 }
+        free(y);
     }
 }
 

@@ -970,23 +970,7 @@ DT_TEST(forced_orders)
 /* Run `fn` with stderr sent to a file; returns what it printed (caller frees). */
 static char *stderr_of(void (*fn)(void *), void *arg)
 {
-    const char *path = DT_TEST_TMP_DIR "/cuda_dense_stderr.txt";
-    fflush(stderr);
-    int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    DT_ASSERT(saved >= 0 && fd >= 0);
-    dup2(fd, 2);
-    close(fd);
-    fn(arg);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    char *buf = dt_xcalloc(1, 4096);
-    FILE *f = fopen(path, "r");
-    DT_ASSERT(f != NULL);
-    size_t n = fread(buf, 1, 4095, f);
-    buf[n] = 0;
-    fclose(f);
-    return buf;
+    return stderr_of_call(DT_TEST_TMP_DIR "/cuda_dense_stderr.txt", fn, arg);
 }
 
 struct bias_call {

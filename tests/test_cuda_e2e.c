@@ -1,17 +1,23 @@
 /* End to end on the GPU: the CUDA backend's traces against the CPU backend's for the same
  * config. At `portable` every per-step digest (trace.csv, tensors.csv), the final
  * predictions and the metrics must be byte-identical to the CPU's -- the headline claim;
- * at `run_to_run`, five GPU reruns must be identical to each other. Every case needs a
- * device and exits 77 (skipped) without one, after the build has linked it. */
+ * at `run_to_run`, five GPU reruns must be identical to each other. The same for LeNet
+ * (both pooling variants), whose run_to_run replicas must also record, in algos.csv, only
+ * algorithms cuDNN marks deterministic. Every case needs a device and exits 77 (skipped)
+ * without one, after the build has linked it. */
 #include "core/status.h"
 #include "nets/backend.h"
 #include "tests/check.h"
 #include "tests/op_helpers.h"
 #include "tests/run_helper.h"
+#ifdef DETRAIN_HAVE_CUDA_TOOLKIT
+#include "nets/cuda/cuda.h" /* dt_cudnn_version */
+#endif
 
 #define EXE DT_DETRAIN_EXE
 #define TINY DT_TEST_DATA_DIR "/tiny.yaml"
 #define BNN DT_SOURCE_DIR "/configs/bnn.yaml"
+#define LENET DT_SOURCE_DIR "/configs/lenet.yaml"
 #define TMP DT_TEST_TMP_DIR "/cuda_e2e."
 
 static char out[65536];
@@ -126,5 +132,129 @@ DT_TEST(manifest_names_gpu)
     free(json);
 }
 
+/* ---- LeNet ------------------------------------------------------------------------------ */
+
+/* A short LeNet: a few dozen steps on the first 1,000 training images. */
+#define LENET_SHORT                                                                         \
+    "--set train.steps=24 --set dataset.train_limit=1000 --set dataset.test_limit=200 "     \
+    "--set replicas=1 --set 'policies=[portable]' "
+
+/* Replica folder `rel` of experiment `dir` has no algos.csv and its run.json no
+ * "algorithms" (nothing chose an algorithm: the own kernels ran). */
+static void no_algorithm_record(const char *dir, const char *rel)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s/algos.csv", dir, rel);
+    if (dt_path_exists(p)) fprintf(stderr, "%s exists\n", p);
+    CHECK(!dt_path_exists(p));
+    snprintf(p, sizeof p, "%s/%s/run.json", dir, rel);
+    char *json = dt_read_file(p, NULL);
+    CHECK(json != NULL);
+    CHECK(json && strstr(json, "\"final_model_digest\"") != NULL); /* the right file */
+    CHECK(json && strstr(json, "\"algorithms\"") == NULL);
+    free(json);
+}
+
+/* LeNet at portable, 2x2 pooling and overlapping 3x3/2 pooling: the GPU trace is the CPU
+ * trace, step for step and tensor by tensor (convolution backward-data and the pooling
+ * scatter in fixed point, every sum in the CPU's order); neither backend records an
+ * algorithm choice. */
+DT_TEST(lenet_portable_equals_cpu)
+{
+    dt_backend_destroy(gpu_or_skip());
+    const char *const overlap[2] = {"false", "true"};
+    for (int o = 0; o < 2; o++) {
+        char extra[512], dc[256], dg[256];
+        snprintf(extra, sizeof extra, LENET_SHORT "--set model.overlap_pool=%s", overlap[o]);
+        snprintf(dc, sizeof dc, TMP "lenet_cpu_%s", overlap[o]);
+        snprintf(dg, sizeof dg, TMP "lenet_gpu_%s", overlap[o]);
+        run_ok(LENET, dc, "cpu", extra);
+        run_ok(LENET, dg, "cuda", extra);
+        fprintf(stderr, "lenet overlap_pool=%s: cpu vs cuda\n", overlap[o]);
+        same_files(dc, dg, "portable/replica-0");
+        no_algorithm_record(dc, "portable/replica-0");
+        no_algorithm_record(dg, "portable/replica-0");
+    }
+}
+
+/* The rows of a replica's algos.csv: the header, then rows each of which must name a
+ * deterministic algorithm chosen at step 1 and kept to the last step. Returns the
+ * number of rows; *ops gets one bit per op name seen. */
+static int check_algos_csv(const char *path, int64_t steps, unsigned *ops)
+{
+    static const char *const op_names[4] = {"conv_fwd", "conv_bwd_data", "conv_bwd_filter",
+                                            "pool_bwd"};
+    char *text = dt_read_file(path, NULL);
+    if (!text) {
+        fprintf(stderr, "%s: missing\n", path);
+        dt_check_failures_++;
+        return 0;
+    }
+    const char *header = "first_step,last_step,call,op,shape,algo,name,deterministic,math,how\n";
+    CHECK(strncmp(text, header, strlen(header)) == 0);
+    int rows = 0;
+    for (char *line = strchr(text, '\n'); line && line[1]; line = strchr(line + 1, '\n'))
+        rows++;
+    for (int r = 0; r < rows; r++) {
+        char f[64] = "", op[64] = "", det[16] = "";
+        CHECK_INT_EQ(dt_csv_col(det, sizeof det, path, r, "deterministic"), 0);
+        CHECK_INT_EQ(dt_csv_col(op, sizeof op, path, r, "op"), 0);
+        if (strcmp(det, "true") != 0)
+            fprintf(stderr, "%s row %d (%s): not deterministic\n", path, r, op);
+        CHECK_STR_EQ(det, "true");
+        for (int i = 0; i < 4; i++)
+            if (strcmp(op, op_names[i]) == 0) *ops |= 1u << i;
+        CHECK_INT_EQ(dt_csv_col(f, sizeof f, path, r, "first_step"), 0);
+        CHECK_INT_EQ(atoll(f), 1);
+        CHECK_INT_EQ(dt_csv_col(f, sizeof f, path, r, "last_step"), 0);
+        CHECK_INT_EQ(atoll(f), steps);
+        CHECK_INT_EQ(dt_csv_col(f, sizeof f, path, r, "call"), 0);
+        CHECK_INT_EQ(atoll(f), r); /* one row per call site, in call order */
+    }
+    free(text);
+    return rows;
+}
+
+/* LeNet at run_to_run on the GPU (cuDNN's deterministic algorithms, overlapping pooling
+ * through CUDNN_POOLING_MAX_DETERMINISTIC): five replicas with nothing varied give one
+ * final digest and one trace, and each replica's algos.csv lists only algorithms cuDNN
+ * marks deterministic -- one row per call site of a step (two forwards, two pooling
+ * backwards, two weight gradients, one data gradient), unchanged from first step to last. */
+DT_TEST(lenet_run_to_run_replicas_identical)
+{
+    struct dt_backend *g = gpu_or_skip();
+    dt_backend_destroy(g);
+#ifdef DETRAIN_HAVE_CUDA_TOOLKIT
+    if (dt_cudnn_version() == 0) DT_SKIP("built without cuDNN: conv_algo deterministic refuses");
+#endif
+    const int64_t steps = 16;
+    const char *dir = TMP "lenet_r2r";
+    run_ok(LENET, dir, "cuda",
+           "--set train.steps=16 --set dataset.train_limit=1000 --set dataset.test_limit=200 "
+           "--set replicas=5 --set 'vary=[]' --set 'policies=[run_to_run]' "
+           "--set model.overlap_pool=true");
+    char f[64] = "", path[1024], first[1024];
+    CHECK_INT_EQ(
+        dt_csv_col(f, sizeof f, TMP "lenet_r2r/summary.csv", 0, "distinct_final_digests"), 0);
+    CHECK_STR_EQ(f, "1");
+    snprintf(first, sizeof first, "%s/run_to_run/replica-0/trace.csv", dir);
+    for (int r = 0; r < 5; r++) {
+        snprintf(path, sizeof path, "%s/run_to_run/replica-%d/trace.csv", dir, r);
+        CHECK(dt_files_equal(first, path));
+        snprintf(path, sizeof path, "%s/run_to_run/replica-%d/algos.csv", dir, r);
+        unsigned ops = 0;
+        const int rows = check_algos_csv(path, steps, &ops);
+        fprintf(stderr, "%s: %d rows\n", path, rows);
+        CHECK_INT_EQ(rows, 7);
+        CHECK_INT_EQ(ops, 0xf); /* every op noted */
+        snprintf(path, sizeof path, "%s/run_to_run/replica-%d/run.json", dir, r);
+        char *json = dt_read_file(path, NULL);
+        CHECK(json && strstr(json, "\"algorithms\": {\"steps_noted\": 16, \"rows\": 7, "
+                                   "\"changes\": 0") != NULL);
+        free(json);
+    }
+}
+
 DT_TEST_MAIN(DT_CASE(mlp_portable_equals_cpu), DT_CASE(bnn_portable_equals_cpu),
-             DT_CASE(run_to_run_reruns_identical), DT_CASE(manifest_names_gpu))
+             DT_CASE(run_to_run_reruns_identical), DT_CASE(manifest_names_gpu),
+             DT_CASE(lenet_portable_equals_cpu), DT_CASE(lenet_run_to_run_replicas_identical))

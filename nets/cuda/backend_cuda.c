@@ -152,6 +152,7 @@ static void cuda_destroy(struct dt_backend *be)
         if (c->scratch[i]) cudaFree(c->scratch[i]);
         if (c->host_scratch[i]) cudaFreeHost(c->host_scratch[i]);
     }
+    dt_cudnn_destroy(be);
     cublasDestroy((cublasHandle_t)c->cublas);
     cudaFree(c->cublas_workspace);
     cudaStreamDestroy((cudaStream_t)c->stream);
@@ -326,9 +327,12 @@ static void cuda_describe(struct dt_backend *be, char *buf, size_t size)
     cudaDriverGetVersion(&driver);
     cudaRuntimeGetVersion(&runtime);
     cublasGetVersion((cublasHandle_t)c->cublas, &blas);
-    snprintf(buf, size, "%s, %d SMs; driver %d.%d, runtime %d.%d, cuBLAS %d", c->name,
+    const size_t dnn = dt_cudnn_version();
+    char dnn_text[32] = "none";
+    if (dnn) snprintf(dnn_text, sizeof dnn_text, "%zu", dnn);
+    snprintf(buf, size, "%s, %d SMs; driver %d.%d, runtime %d.%d, cuBLAS %d, cuDNN %s", c->name,
              c->sm_count, driver / 1000, driver % 1000 / 10, runtime / 1000,
-             runtime % 1000 / 10, blas);
+             runtime % 1000 / 10, blas, dnn_text);
 }
 
 const struct dt_backend_ops dt_backend_cuda_ops = {
@@ -344,6 +348,10 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .dense_backward_data = dt_cuda_dense_backward_data,
     .dense_backward_weight = dt_cuda_dense_backward_weight,
     .bias_backward = dt_cuda_bias_backward,
+    .conv2d_forward = dt_cuda_conv2d_forward,
+    .conv2d_backward_data = dt_cuda_conv2d_backward_data,
+    .conv2d_backward_weight = dt_cuda_conv2d_backward_weight,
+    .maxpool2d_forward = dt_cuda_maxpool2d_forward,
     .relu_forward = dt_cuda_relu_forward_op,
     .relu_backward = dt_cuda_relu_backward_op,
     .softmax_xent_forward = dt_cuda_softmax_xent_forward,
@@ -365,4 +373,7 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .copy_out_wait = cuda_copy_out_wait,
     .copy_out_release = cuda_copy_out_release,
     .describe = cuda_describe,
+    .maxpool2d_backward_xy = dt_cuda_maxpool2d_backward,
+    .take_algo_notes = dt_cudnn_take_notes,
+    .reset_algo_choices = dt_cudnn_reset_choices,
 };

@@ -35,6 +35,13 @@ extern "C" {
 typedef struct CUstream_st *dt_cuda_stream;
 
 #define DT_CUDA_SCRATCH_SLOTS 6
+/* Who uses which scratch slot: 0 and 1 dense.c and loss.c (one op at a time); the rest
+ * the convolution and pooling ops (conv.c, cudnn_conv.c), which call the dense ops while
+ * holding theirs. */
+#define DT_CUDA_SLOT_CONV_COLS 2    /* patches or patch gradients (rows x KH*KW*C) */
+#define DT_CUDA_SLOT_CONV_SMALL 3   /* a scatter's record; a forced order's permutation */
+#define DT_CUDA_SLOT_CONV_WEIGHTS 4 /* weights or their gradient in cuDNN's KRSC layout */
+#define DT_CUDA_SLOT_CONV_RANK 5    /* a forced order's ranks */
 
 /* The backend's state (be->ctx). Only the backend's own files touch it. */
 struct dt_cuda_ctx {
@@ -50,6 +57,7 @@ struct dt_cuda_ctx {
     void *host_scratch[DT_CUDA_SCRATCH_SLOTS]; /* pinned host scratch, grown on demand */
     size_t host_scratch_bytes[DT_CUDA_SCRATCH_SLOTS];
     uint64_t forced_order; /* test hook (backend.h): != 0 imposes a combination order */
+    struct dt_cudnn *cudnn; /* cuDNN state (cudnn_conv.c), made on first use */
     int sm_count;
     char name[300];
 };
@@ -138,6 +146,51 @@ enum dt_status dt_cuda_bnn_finish(struct dt_backend *be, float *gmu, float *grho
                                   const float *mu, const float *sigma, const float *dsigma,
                                   int64_t n, float inv_samples, float kl_weight, float prior_var,
                                   const struct dt_policy *pol);
+
+/* nets/cuda/conv.c (conv.cu): `conv_algo: own`, else the cuDNN functions below */
+enum dt_status dt_cuda_conv2d_forward(struct dt_backend *be, float *y, const float *x,
+                                      const float *w, const float *bias,
+                                      const struct dt_conv2d_shape *s, const struct dt_policy *pol);
+enum dt_status dt_cuda_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
+                                            const float *w, const struct dt_conv2d_shape *s,
+                                            const struct dt_policy *pol);
+enum dt_status dt_cuda_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
+                                              const float *dy, const struct dt_conv2d_shape *s,
+                                              const struct dt_policy *pol);
+enum dt_status dt_cuda_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *argmax,
+                                         const float *x, const struct dt_pool2d_shape *s,
+                                         const struct dt_policy *pol);
+enum dt_status dt_cuda_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
+                                          const float *x, const float *y, const int32_t *argmax,
+                                          const struct dt_pool2d_shape *s,
+                                          const struct dt_policy *pol);
+/* nets/cuda/cudnn_conv.c: `conv_algo: autotune | deterministic` through cuDNN (built
+ * without cuDNN: DT_ERR_UNSUPPORTED saying so). Each call leaves an algorithm note. */
+enum dt_status dt_cudnn_conv2d_forward(struct dt_backend *be, float *y, const float *x,
+                                       const float *w, const float *bias,
+                                       const struct dt_conv2d_shape *s, const struct dt_policy *pol);
+enum dt_status dt_cudnn_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
+                                             const float *w, const struct dt_conv2d_shape *s,
+                                             const struct dt_policy *pol);
+enum dt_status dt_cudnn_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
+                                               const float *dy, const struct dt_conv2d_shape *s,
+                                               const struct dt_policy *pol);
+enum dt_status dt_cudnn_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
+                                           const float *x, const float *y,
+                                           const struct dt_pool2d_shape *s,
+                                           const struct dt_policy *pol);
+int dt_cudnn_take_notes(struct dt_backend *be, struct dt_algo_note *notes, int max);
+void dt_cudnn_reset_choices(struct dt_backend *be);
+void dt_cudnn_destroy(struct dt_backend *be);
+/* The version of cuDNN linked (0 without), for describe. */
+size_t dt_cudnn_version(void);
+/* Test support, independent of how a choice was made: time every algorithm of `op`
+ * ("conv_fwd", "conv_bwd_data", "conv_bwd_filter") for shape s with cudnnFind* and return
+ * the determinism cuDNN reports for `algo` (1 deterministic, 0 not) in *deterministic.
+ * DT_ERR_UNSUPPORTED when cuDNN did not report that algorithm. */
+enum dt_status dt_cudnn_reported_determinism(struct dt_backend *be, const char *op,
+                                             const struct dt_conv2d_shape *s, int algo,
+                                             int *deterministic);
 
 /* ---- launchers of nets/cuda/elementwise.cu: 0 or the launch's cudaError_t ------------- */
 

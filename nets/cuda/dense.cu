@@ -251,6 +251,14 @@ extern "C" int dt_cuda_bias_grad_atomic(float *dbias, const float *dy, int64_t B
     return (int)cudaGetLastError();
 }
 
+extern "C" int dt_cuda_fixed_scan(struct dt_cuda_fixed_record *rec, const float *v, int64_t n,
+                                  dt_cuda_stream s)
+{
+    bias_fixed_init_kernel<<<1, 1, 0, s>>>(NULL, rec, 0);
+    bias_fixed_max_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(rec, v, n);
+    return (int)cudaGetLastError();
+}
+
 extern "C" int dt_cuda_bias_grad_fixed(float *dbias, unsigned long long *acc,
                                        struct dt_cuda_fixed_record *rec, const float *dy,
                                        int64_t B, int64_t out, dt_cuda_stream s)

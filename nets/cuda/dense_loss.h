@@ -69,6 +69,12 @@ int dt_cuda_bias_grad_fixed(float *dbias, unsigned long long *acc,
                             struct dt_cuda_fixed_record *rec, const float *dy, int64_t B,
                             int64_t out, dt_cuda_stream s);
 
+/* rec reset, then max |v| (as bits) and the first non-finite index over v[0, n): the
+ * first pass of every fixed-point scatter (the bias gradient, conv.cu's col2im and
+ * max-pool backward). */
+int dt_cuda_fixed_scan(struct dt_cuda_fixed_record *rec, const float *v, int64_t n,
+                       dt_cuda_stream s);
+
 /* ---- nets/cuda/loss.cu ----------------------------------------------------------------- */
 
 /* Per row b (dense_loss_hd.h, dt_softmax_xent_row): probs, losses[b], and hit[b] = 1 when

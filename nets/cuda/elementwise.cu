@@ -10,8 +10,8 @@ int dt_cuda_max_blocks = 0;
 
 extern "C" void dt_cuda_set_launch(int block_threads, int max_blocks)
 {
-    /* 1024 threads is CUDA's limit per block; every kernel fits it (at most 37 registers
-     * per thread on sm_90). */
+    /* 1024 threads is CUDA's limit per block; every kernel fits it (at most 64 registers
+     * per thread: the forced-order gathers of nets/cuda/conv.cu carry __launch_bounds__). */
     dt_cuda_block_threads = block_threads > 0 ? (block_threads < 1024 ? block_threads : 1024) : 256;
     dt_cuda_max_blocks = max_blocks > 0 ? max_blocks : 0;
 }

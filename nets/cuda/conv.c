@@ -1,0 +1,181 @@
+/* Convolution and max pooling on the CUDA backend (host side; kernels in nets/cuda/conv.cu,
+ * cuDNN calls in nets/cuda/cudnn_conv.c). Data path (DESIGN.md): nets/backend -> here ->
+ * conv.cu, the dense ops of nets/cuda/dense.c, or cuDNN. The `conv_algo` control picks the
+ * implementation; the other controls act inside it:
+ *
+ *   own            detrain's kernels, op for op the CPU backend's (nets/cpu/conv.c, pool.c):
+ *                  forward          im2col, then dt_cuda_dense_forward (`math`: ordered at
+ *                                   portable, the CPU's bits; cuBLAS otherwise);
+ *                  backward-weight  im2col, then dt_cuda_dense_backward_weight (`reduction`:
+ *                                   canonical chunks and the fixed tree, or atomicAdd);
+ *                  backward-data    dt_cuda_dense_backward_data into patch gradients, then
+ *                                   col2im under `atomics`: fixed_point -> a per-cell gather
+ *                                   of exact int64 terms at the CPU's per-tensor shift (the
+ *                                   CPU's bits, no atomics); float -> atomicAdd per term;
+ *                  max pooling      forward: the CPU's first-maximum rule per output;
+ *                                   backward like col2im (and a direct copy when windows
+ *                                   do not overlap, as on the CPU).
+ *   autotune       cuDNN, the algorithm chosen by timing (cudnnFind*), TF32 allowed;
+ *   deterministic  cuDNN, only algorithms cuDNN reports deterministic, chosen by heuristic
+ *                  with FP32 (FMA) math; max-pool backward CUDNN_POOLING_MAX_DETERMINISTIC.
+ *                  Under both cuDNN modes max-pool forward stays detrain's kernel (no
+ *                  arithmetic: the same bits everywhere) and the bias add is its own.
+ * The fixed-point scatters read one small record back (non-finite input), one wait each. */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+
+#include "nets/cpu/cpu.h" /* dt_cpu_forced_permutation: the CPU's drawn orders */
+#include "nets/cuda/conv_launch.h"
+#include "nets/cuda/dense_loss.h"
+
+static int64_t conv_rows(const struct dt_conv2d_shape *s) { return s->B * s->OH * s->OW; }
+static int64_t conv_patch(const struct dt_conv2d_shape *s) { return s->KH * s->KW * s->C; }
+
+static float *patches(struct dt_backend *be, const struct dt_conv2d_shape *s)
+{
+    return dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_COLS,
+                           (size_t)(conv_rows(s) * conv_patch(s)) * sizeof(float));
+}
+
+/* The rank of every item in the CPU's drawn permutation of n items for `salt` (test hook),
+ * on the device. Synchronises (the pinned upload buffer is reused). */
+static const int64_t *forced_rank_on_device(struct dt_backend *be, int64_t n, uint64_t salt)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    const size_t bytes = (size_t)n * sizeof(int64_t);
+    int64_t *h = dt_cuda_host_scratch(be, DT_CUDA_SLOT_CONV_SMALL, bytes);
+    int64_t *perm = dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_SMALL, bytes);
+    int64_t *rank = dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_RANK, bytes);
+    dt_cpu_forced_permutation(h, n, c->forced_order, salt);
+    DT_CUDA_CHECK(cudaMemcpyAsync(perm, h, bytes, cudaMemcpyHostToDevice, (cudaStream_t)c->stream));
+    if (dt_cuda_launched(dt_cuda_invert_permutation(rank, perm, n, c->stream), "forced order"))
+        return NULL;
+    dt_cuda_sync(be);
+    return rank;
+}
+
+/* The record of a fixed-point scatter, once its kernels ran: DT_OK, or the CPU's message. */
+static enum dt_status scatter_record_check(struct dt_backend *be,
+                                           const struct dt_cuda_fixed_record *rec,
+                                           const char *what, int64_t row_len)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    struct dt_cuda_fixed_record *h =
+        dt_cuda_host_scratch(be, DT_CUDA_SLOT_CONV_SMALL, sizeof *h);
+    DT_CUDA_CHECK(cudaMemcpyAsync(h, rec, sizeof *h, cudaMemcpyDeviceToHost,
+                                  (cudaStream_t)c->stream));
+    dt_cuda_sync(be);
+    if (h->first_bad != DT_CUDA_NO_INDEX) {
+        const long long i = (long long)h->first_bad;
+        if (row_len > 0)
+            fprintf(stderr, "detrain: %s: non-finite gradient at patch row %lld, element %lld\n",
+                    what, i / row_len, i % row_len);
+        else
+            fprintf(stderr, "detrain: %s: non-finite gradient at element %lld\n", what, i);
+        return DT_ERR_NUMERIC;
+    }
+    if (h->bad_term) {
+        fprintf(stderr, "detrain: %s: a fixed-point term exceeded its bound\n", what);
+        return DT_ERR_INTERNAL;
+    }
+    return DT_OK;
+}
+
+/* ---- convolution -------------------------------------------------------------------------- */
+
+enum dt_status dt_cuda_conv2d_forward(struct dt_backend *be, float *y, const float *x,
+                                      const float *w, const float *bias,
+                                      const struct dt_conv2d_shape *s, const struct dt_policy *pol)
+{
+    if (pol->conv_algo != DT_CONV_ALGO_OWN) return dt_cudnn_conv2d_forward(be, y, x, w, bias, s, pol);
+    float *cols = patches(be, s);
+    DT_FORWARD_IF_ERROR(
+        dt_cuda_launched(dt_cuda_im2col(cols, x, s, dt_cuda(be)->stream), "conv2d_forward im2col"));
+    return dt_cuda_dense_forward(be, y, cols, w, bias, conv_rows(s), conv_patch(s), s->K_out, pol);
+}
+
+enum dt_status dt_cuda_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
+                                              const float *dy, const struct dt_conv2d_shape *s,
+                                              const struct dt_policy *pol)
+{
+    if (pol->conv_algo != DT_CONV_ALGO_OWN)
+        return dt_cudnn_conv2d_backward_weight(be, dw, x, dy, s, pol);
+    float *cols = patches(be, s);
+    DT_FORWARD_IF_ERROR(dt_cuda_launched(dt_cuda_im2col(cols, x, s, dt_cuda(be)->stream),
+                                         "conv2d_backward_weight im2col"));
+    return dt_cuda_dense_backward_weight(be, dw, cols, dy, conv_rows(s), conv_patch(s), s->K_out,
+                                         pol);
+}
+
+enum dt_status dt_cuda_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
+                                            const float *w, const struct dt_conv2d_shape *s,
+                                            const struct dt_policy *pol)
+{
+    if (pol->conv_algo != DT_CONV_ALGO_OWN)
+        return dt_cudnn_conv2d_backward_data(be, dx, dy, w, s, pol);
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    const int64_t rows = conv_rows(s), Kp = conv_patch(s);
+    float *dcols = patches(be, s);
+    DT_FORWARD_IF_ERROR(dt_cuda_dense_backward_data(be, dcols, dy, w, rows, Kp, s->K_out, pol));
+    if (pol->atomics == DT_ATOMICS_FIXED_POINT) {
+        struct dt_cuda_fixed_record *rec =
+            dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_SMALL, sizeof *rec);
+        DT_FORWARD_IF_ERROR(dt_cuda_launched(dt_cuda_fixed_scan(rec, dcols, rows * Kp, c->stream),
+                                             "conv2d_backward_data scan"));
+        DT_FORWARD_IF_ERROR(dt_cuda_launched(dt_cuda_col2im_fixed(dx, rec, dcols, s, c->stream),
+                                             "conv2d_backward_data col2im"));
+        return scatter_record_check(be, rec, "conv2d backward-data", Kp);
+    }
+    if (c->forced_order) {
+        const int64_t *rank = forced_rank_on_device(be, rows, 3);
+        if (!rank) return DT_ERR_INTERNAL;
+        return dt_cuda_launched(dt_cuda_col2im_ranked(dx, dcols, rank, s, c->stream),
+                                "conv2d_backward_data col2im forced");
+    }
+    return dt_cuda_launched(dt_cuda_col2im_atomic(dx, dcols, s, c->stream),
+                            "conv2d_backward_data col2im atomic");
+}
+
+/* ---- max pooling -------------------------------------------------------------------------- */
+
+/* Every level: no arithmetic, the CPU's rule and bits (cuDNN's forward would give the same
+ * maxima but no argmax for the own backward). */
+enum dt_status dt_cuda_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *argmax,
+                                         const float *x, const struct dt_pool2d_shape *s,
+                                         const struct dt_policy *pol)
+{
+    return dt_cuda_launched(dt_cuda_maxpool_forward(y, argmax, x, s, dt_cuda(be)->stream),
+                            "maxpool2d_forward");
+}
+
+enum dt_status dt_cuda_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
+                                          const float *x, const float *y, const int32_t *argmax,
+                                          const struct dt_pool2d_shape *s,
+                                          const struct dt_policy *pol)
+{
+    if (pol->conv_algo != DT_CONV_ALGO_OWN)
+        return dt_cudnn_maxpool2d_backward(be, dx, dy, x, y, s, pol);
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    if (s->K <= s->stride)
+        return dt_cuda_launched(dt_cuda_maxpool_backward_direct(dx, dy, argmax, s, c->stream),
+                                "maxpool2d_backward");
+    if (pol->atomics == DT_ATOMICS_FIXED_POINT) {
+        struct dt_cuda_fixed_record *rec =
+            dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_SMALL, sizeof *rec);
+        DT_FORWARD_IF_ERROR(dt_cuda_launched(
+            dt_cuda_fixed_scan(rec, dy, s->B * s->OH * s->OW * s->C, c->stream),
+            "maxpool2d_backward scan"));
+        DT_FORWARD_IF_ERROR(dt_cuda_launched(
+            dt_cuda_maxpool_backward_fixed(dx, rec, dy, argmax, s, c->stream),
+            "maxpool2d_backward fixed point"));
+        return scatter_record_check(be, rec, "maxpool2d backward", 0);
+    }
+    if (c->forced_order) {
+        const int64_t *rank = forced_rank_on_device(be, s->B * s->OH * s->OW, 4);
+        if (!rank) return DT_ERR_INTERNAL;
+        return dt_cuda_launched(dt_cuda_maxpool_backward_ranked(dx, dy, argmax, rank, s, c->stream),
+                                "maxpool2d_backward forced");
+    }
+    return dt_cuda_launched(dt_cuda_maxpool_backward_atomic(dx, dy, argmax, s, c->stream),
+                            "maxpool2d_backward atomic");
+}
