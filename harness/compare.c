@@ -1,7 +1,8 @@
 /* Reading traces back and comparing them, with the weight snapshots beside them: behind
- * `detrain compare` (traces, replica folders, experiment folders) and the summary's first
- * divergent step. Data path (DESIGN.md): harness/trace, harness/snapshot ->
- * harness/compare. */
+ * `detrain compare` (traces, replica folders, experiment folders), the summary's first
+ * divergent step, and the cross-device table (`compare --table`: one reference experiment
+ * against runs of the same config on other devices). Data path (DESIGN.md): harness/trace,
+ * harness/snapshot -> harness/compare. */
 #include "harness/compare.h"
 
 #include <errno.h>
@@ -9,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <yaml.h>
 
+#include "core/util.h"
 #include "harness/config.h"
 #include "harness/layout.h"
 
@@ -545,4 +548,354 @@ enum dt_status dt_compare_paths(const char *a, const char *b, FILE *out, bool *d
                             "compare two experiment folders, or two replica folders or traces",
                             xa ? a : b, xa ? b : a);
     return compare_replicas(a, b, out, diverged, err);
+}
+
+/* ---- detrain compare --table -------------------------------------------------------- */
+
+enum { JSON_MAX_DEPTH = 16, JSON_VALUE = 256 };
+
+/* The scalars at the dotted paths `keys` ("backend.device") of a JSON file such as
+ * run.json, read with libyaml's event parser (JSON is YAML); a path that is absent, or
+ * inside a list, leaves its value "". */
+static enum dt_status json_scalars(char (*values)[JSON_VALUE], const char *path,
+                                   const char *const *keys, int n_keys, struct dt_error *err)
+{
+    for (int i = 0; i < n_keys; i++) values[i][0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f) return dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    yaml_parser_t parser;
+    DT_ASSERT_MSG(yaml_parser_initialize(&parser), "out of memory starting libyaml");
+    yaml_parser_set_input_file(&parser, f);
+    struct {
+        bool mapping, want_key;
+        char key[64]; /* the mapping's current key; "[]" for a list */
+    } st[JSON_MAX_DEPTH];
+    int depth = 0;
+    enum dt_status rc = DT_OK;
+    for (bool done = false; !done && rc == DT_OK;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&parser, &ev)) {
+            rc = dt_error_set(err, DT_ERR_DATA, "%s:%zu: not valid JSON: %s", path,
+                              parser.problem_mark.line + 1,
+                              parser.problem ? parser.problem : "parse error");
+            break;
+        }
+        switch (ev.type) {
+        case YAML_MAPPING_START_EVENT:
+        case YAML_SEQUENCE_START_EVENT:
+            if (depth == JSON_MAX_DEPTH) {
+                rc = dt_error_set(err, DT_ERR_DATA, "%s: nested deeper than %d levels", path,
+                                  JSON_MAX_DEPTH);
+                break;
+            }
+            st[depth].mapping = ev.type == YAML_MAPPING_START_EVENT;
+            st[depth].want_key = true;
+            snprintf(st[depth].key, sizeof st[depth].key, "%s", st[depth].mapping ? "" : "[]");
+            depth++;
+            break;
+        case YAML_MAPPING_END_EVENT:
+        case YAML_SEQUENCE_END_EVENT:
+            if (depth > 0) depth--;
+            if (depth > 0 && st[depth - 1].mapping) st[depth - 1].want_key = true;
+            break;
+        case YAML_SCALAR_EVENT: {
+            const char *text = (const char *)ev.data.scalar.value;
+            if (depth > 0 && st[depth - 1].mapping && st[depth - 1].want_key) {
+                snprintf(st[depth - 1].key, sizeof st[depth - 1].key, "%.63s", text);
+                st[depth - 1].want_key = false;
+                break;
+            }
+            char full[JSON_MAX_DEPTH * 65] = "";
+            for (int d = 0; d < depth; d++)
+                snprintf(full + strlen(full), sizeof full - strlen(full), "%s%s", d ? "." : "",
+                         st[d].key);
+            for (int i = 0; i < n_keys; i++)
+                if (strcmp(full, keys[i]) == 0) snprintf(values[i], JSON_VALUE, "%s", text);
+            if (depth > 0 && st[depth - 1].mapping) st[depth - 1].want_key = true;
+            break;
+        }
+        case YAML_STREAM_END_EVENT:
+            done = true;
+            break;
+        default:
+            break;
+        }
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&parser);
+    fclose(f);
+    return rc;
+}
+
+/* One experiment of the table: its folder, config, column name and what it ran on. */
+struct table_exp {
+    const char *dir;
+    struct dt_experiment *exp;
+    char label[160];  /* the column header */
+    char detail[900]; /* the line under the table: device, build */
+};
+
+/* What an experiment ran on, from <dir>/run.json (backend.name, .threads, .device, the CPU
+ * model, the build), else from its first replica's run.json (backend, threads): "cpu: AMD
+ * EPYC, 2 threads", "cuda: NVIDIA H100 80GB HBM3 (sm_90)". A missing or unreadable run.json
+ * makes the device unknown, not the table impossible: the traces are what is compared. */
+static void describe_experiment(struct table_exp *t, const char *first_replica)
+{
+    enum { NAME, THREADS, DEVICE, CPU_MODEL, VERSION, GIT, N_KEYS };
+    static const char *const keys[N_KEYS] = {"backend.name",   "backend.threads",
+                                             "backend.device", "system.cpu_model",
+                                             "build.version",  "build.git_revision"};
+    static const char *const replica_keys[2] = {"backend", "threads"};
+    char v[N_KEYS][JSON_VALUE], path[4096];
+    struct dt_error e = {0};
+    snprintf(path, sizeof path, "%s/run.json", t->dir);
+    enum dt_status st = json_scalars(v, path, keys, N_KEYS, &e);
+    if (v[NAME][0] == '\0' && first_replica) {
+        char rv[2][JSON_VALUE];
+        snprintf(path, sizeof path, "%s/%s/run.json", t->dir, first_replica);
+        if (json_scalars(rv, path, replica_keys, 2, NULL) == DT_OK) {
+            memcpy(v[NAME], rv[0], JSON_VALUE);
+            memcpy(v[THREADS], rv[1], JSON_VALUE);
+        }
+    }
+    if (v[NAME][0] == '\0') {
+        snprintf(t->label, sizeof t->label, "unknown device");
+        snprintf(t->detail, sizeof t->detail, "device unknown: %.800s",
+                 st != DT_OK ? e.msg : "run.json names no backend");
+        return;
+    }
+    if (strcmp(v[NAME], "cpu") == 0) {
+        int threads = atoi(v[THREADS]);
+        snprintf(t->label, sizeof t->label, "cpu%s%.80s, %d thread%s", v[CPU_MODEL][0] ? ": " : "",
+                 v[CPU_MODEL], threads, threads == 1 ? "" : "s");
+    } else {
+        /* "<name> (sm_XY), N SMs; driver ...": the name and architecture head the column */
+        snprintf(t->label, sizeof t->label, "%.20s%s%.*s", v[NAME], v[DEVICE][0] ? ": " : "",
+                 (int)strcspn(v[DEVICE], ",;"), v[DEVICE]);
+    }
+    snprintf(t->detail, sizeof t->detail, "%s%s%s; detrain %s (git %s)", t->label,
+             v[DEVICE][0] ? "; device " : "", v[DEVICE], v[VERSION][0] ? v[VERSION] : "?",
+             v[GIT][0] ? v[GIT] : "?");
+}
+
+/* Markdown table cells hold no '|' and no line breaks. */
+static void md_cell(FILE *out, const char *s)
+{
+    for (; *s; s++) fputc(*s == '|' ? '/' : *s == '\n' ? ' ' : *s, out);
+}
+
+static void csv_cell(struct dt_strbuf *sb, const char *s)
+{
+    if (!strpbrk(s, ",\"\n")) {
+        dt_strbuf_printf(sb, "%s", s);
+        return;
+    }
+    dt_strbuf_printf(sb, "\"");
+    for (; *s; s++) dt_strbuf_printf(sb, *s == '"' ? "\"\"" : "%c", *s);
+    dt_strbuf_printf(sb, "\"");
+}
+
+enum table_outcome { CELL_IDENTICAL, CELL_COMMON, CELL_DIVERGED, CELL_MISSING, CELL_ERROR };
+
+/* One replica of the reference against the same replica of another experiment. */
+static enum table_outcome table_cell(char *text, size_t size, const char *ref, const char *other,
+                                     struct dt_error *err)
+{
+    if (!file_exists(ref, "trace.csv")) {
+        snprintf(text, size, "missing (reference)");
+        return CELL_MISSING;
+    }
+    if (!file_exists(other, "trace.csv")) {
+        snprintf(text, size, "missing");
+        return CELL_MISSING;
+    }
+    struct dt_trace_diff d;
+    if (dt_trace_compare(&d, ref, other, err) != DT_OK) {
+        snprintf(text, size, "error");
+        return CELL_ERROR;
+    }
+    if (!d.diverged) {
+        snprintf(text, size, "identical (%lld steps)", (long long)d.common_rows);
+        return CELL_IDENTICAL;
+    }
+    if (d.digest_a[0]) {
+        snprintf(text, size, "step %lld%s%s", (long long)d.first_step,
+                 d.tensor[0] ? ", tensor " : "", d.tensor);
+        return CELL_DIVERGED;
+    }
+    /* Equal as far as both go, one goes on. A prefix counts when it holds a trained step
+     * (not only step 0's initial weights). */
+    if (d.common_rows < 2) {
+        snprintf(text, size, "too short (%lld vs %lld hashed steps)", (long long)d.rows_a,
+                 (long long)d.rows_b);
+        return CELL_DIVERGED;
+    }
+    snprintf(text, size, "identical (%lld common steps; %lld vs %lld)", (long long)d.common_rows,
+             (long long)d.rows_a, (long long)d.rows_b);
+    return CELL_COMMON;
+}
+
+/* Every experiment folder checked and its config loaded before anything is printed. */
+static enum dt_status load_table_experiments(struct table_exp *t,
+                                             const struct dt_table_options *opt,
+                                             struct dt_error *err)
+{
+    for (int i = 0; i < opt->n_experiments; i++) {
+        t[i].dir = opt->experiments[i];
+        if (!is_dir(t[i].dir)) {
+            struct stat st;
+            return stat(t[i].dir, &st) == 0
+                       ? dt_error_set(err, DT_ERR_DATA, "%s: not a folder: give the experiment "
+                                      "folders `detrain run --out` wrote", t[i].dir)
+                       : dt_error_set(err, DT_ERR_IO, "%s: no such folder", t[i].dir);
+        }
+        if (!is_experiment_dir(t[i].dir))
+            return dt_error_set(err, DT_ERR_DATA,
+                                "%s: not an experiment folder (no config.json): give the folder "
+                                "`detrain run --out` wrote, not a cell or replica folder",
+                                t[i].dir);
+        t[i].exp = dt_xcalloc(1, sizeof *t[i].exp);
+        DT_FORWARD_IF_ERROR(load_experiment(t[i].exp, t[i].dir, err));
+    }
+    return DT_OK;
+}
+
+/* Column names: the label given, else the device; a name an earlier column already has gets
+ * the experiment's position ("(#2)"), so that no two columns read alike. */
+static void name_table_columns(struct table_exp *t, const struct dt_table_options *opt)
+{
+    for (int i = 0; i < opt->n_experiments; i++) {
+        int n = 0;
+        char (*rel)[512] = experiment_replicas(t[i].exp, &n);
+        describe_experiment(&t[i], n > 0 ? rel[0] : NULL);
+        free(rel);
+        if (i < opt->n_labels) snprintf(t[i].label, sizeof t[i].label, "%s", opt->labels[i]);
+        for (int j = 0; j < i; j++) {
+            if (strcmp(t[i].label, t[j].label) == 0) {
+                size_t len = strlen(t[i].label);
+                snprintf(t[i].label + len, sizeof t[i].label - len, " (#%d)", i);
+                break;
+            }
+        }
+    }
+}
+
+enum dt_status dt_compare_table(const struct dt_table_options *opt, FILE *out,
+                                bool *all_identical, struct dt_error *err)
+{
+    *all_identical = false;
+    if (opt->n_experiments < 2)
+        return dt_error_set(err, DT_ERR_USAGE, "compare --table: needs a reference and at "
+                            "least one other experiment folder");
+    if (opt->n_labels > opt->n_experiments)
+        return dt_error_set(err, DT_ERR_USAGE, "compare --table: %d labels for %d experiments",
+                            opt->n_labels, opt->n_experiments);
+    const int n_exp = opt->n_experiments, n_cols = n_exp - 1;
+    struct table_exp *t = dt_xcalloc((size_t)n_exp, sizeof *t);
+    enum dt_status st = load_table_experiments(t, opt, err);
+    int n_rows = 0;
+    char (*rows)[512] = NULL;
+    char (*cells)[160] = NULL;
+    enum table_outcome *kind = NULL;
+    struct dt_error *errs = NULL;
+    if (st != DT_OK) goto done;
+    name_table_columns(t, opt);
+
+    rows = experiment_replicas(t[0].exp, &n_rows);
+    cells = dt_xcalloc((size_t)n_rows * (size_t)n_cols + 1, sizeof *cells);
+    kind = dt_xcalloc((size_t)n_rows * (size_t)n_cols + 1, sizeof *kind);
+    errs = dt_xcalloc((size_t)n_rows * (size_t)n_cols + 1, sizeof *errs);
+    int count[CELL_ERROR + 1] = {0};
+    for (int r = 0; r < n_rows; r++) {
+        char ref[2048]; /* file_exists adds "/trace.csv" within 4096 */
+        snprintf(ref, sizeof ref, "%s/%s", t[0].dir, rows[r]);
+        for (int c = 0; c < n_cols; c++) {
+            char other[2048];
+            snprintf(other, sizeof other, "%s/%s", t[c + 1].dir, rows[r]);
+            size_t k = (size_t)r * (size_t)n_cols + (size_t)c;
+            kind[k] = table_cell(cells[k], sizeof cells[k], ref, other, &errs[k]);
+            count[kind[k]]++;
+        }
+    }
+
+    fprintf(out, "Reference: `%s` (", t[0].dir);
+    md_cell(out, t[0].label);
+    fprintf(out, ")\n\n| replica |");
+    for (int c = 0; c < n_cols; c++) {
+        fputc(' ', out);
+        md_cell(out, t[c + 1].label);
+        fprintf(out, " |");
+    }
+    fprintf(out, "\n|---|");
+    for (int c = 0; c < n_cols; c++) fprintf(out, "---|");
+    fprintf(out, "\n");
+    for (int r = 0; r < n_rows; r++) {
+        fprintf(out, "| ");
+        md_cell(out, rows[r]);
+        fprintf(out, " |");
+        for (int c = 0; c < n_cols; c++) {
+            fputc(' ', out);
+            md_cell(out, cells[(size_t)r * (size_t)n_cols + (size_t)c]);
+            fprintf(out, " |");
+        }
+        fprintf(out, "\n");
+    }
+    fprintf(out, "\n");
+    if (count[CELL_COMMON])
+        fprintf(out, "The experiments differ in length: a cell with \"common steps\" compares the "
+                     "hashed steps both have (reference vs column); those are equal.\n\n");
+    if (count[CELL_ERROR]) {
+        fprintf(out, "Unreadable:\n");
+        for (size_t k = 0; k < (size_t)n_rows * (size_t)n_cols; k++)
+            if (kind[k] == CELL_ERROR)
+                fprintf(out, "- %s vs `%s`: %s\n", rows[k / (size_t)n_cols],
+                        t[k % (size_t)n_cols + 1].dir, errs[k].msg);
+        fprintf(out, "\n");
+    }
+    fprintf(out, "Experiments:\n");
+    for (int i = 0; i < n_exp; i++) {
+        fprintf(out, "- %s`%s`: ", i ? "" : "reference ", t[i].dir);
+        md_cell(out, t[i].detail);
+        if (i < opt->n_labels) fprintf(out, " (labelled \"%s\")", t[i].label);
+        fprintf(out, "\n");
+    }
+    fprintf(out, "\ntotal: %d replica%s x %d column%s: %d identical, %d identical over common "
+                 "steps, %d diverged, %d missing, %d unreadable\n",
+            n_rows, n_rows == 1 ? "" : "s", n_cols, n_cols == 1 ? "" : "s", count[CELL_IDENTICAL],
+            count[CELL_COMMON], count[CELL_DIVERGED], count[CELL_MISSING], count[CELL_ERROR]);
+
+    if (opt->csv_path) {
+        struct dt_strbuf sb = {0};
+        dt_strbuf_printf(&sb, "replica");
+        for (int c = 0; c < n_cols; c++) {
+            dt_strbuf_printf(&sb, ",");
+            csv_cell(&sb, t[c + 1].label);
+        }
+        dt_strbuf_printf(&sb, "\n");
+        for (int r = 0; r < n_rows; r++) {
+            csv_cell(&sb, rows[r]);
+            for (int c = 0; c < n_cols; c++) {
+                dt_strbuf_printf(&sb, ",");
+                csv_cell(&sb, cells[(size_t)r * (size_t)n_cols + (size_t)c]);
+            }
+            dt_strbuf_printf(&sb, "\n");
+        }
+        st = dt_write_file_atomic(opt->csv_path, sb.data, sb.len, err);
+        dt_strbuf_free(&sb);
+    }
+    *all_identical = count[CELL_DIVERGED] + count[CELL_MISSING] + count[CELL_ERROR] == 0;
+    for (size_t k = 0; st == DT_OK && k < (size_t)n_rows * (size_t)n_cols; k++) {
+        if (kind[k] == CELL_ERROR) {
+            if (err) *err = errs[k];
+            st = errs[k].status != DT_OK ? errs[k].status : DT_ERR_DATA;
+        }
+    }
+done:
+    for (int i = 0; i < n_exp; i++) free(t[i].exp);
+    free(t);
+    free(rows);
+    free(cells);
+    free(kind);
+    free(errs);
+    return st;
 }

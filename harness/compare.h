@@ -1,6 +1,6 @@
 /* Reading and comparing traces, replica folders and experiment folders (`detrain
- * compare`, the summary's first divergent step): digests step by step, plus the L2
- * distance between the weight snapshots both sides kept. */
+ * compare`, the summary's first divergent step, the cross-device table of `compare --table`):
+ * digests step by step, plus the L2 distance between the weight snapshots both sides kept. */
 #ifndef DT_COMPARE_H
 #define DT_COMPARE_H
 
@@ -77,5 +77,32 @@ enum dt_status dt_compare_snapshots(struct dt_snapshot_diff **rows, int *n,
  * case the other replicas are still compared and printed first. */
 enum dt_status dt_compare_paths(const char *a, const char *b, FILE *out, bool *diverged,
                                 struct dt_error *err);
+
+/* `detrain compare --table`: one experiment (the first) against several others. */
+struct dt_table_options {
+    const char *const *experiments; /* experiment folders; [0] is the reference */
+    int n_experiments;              /* at least 2 */
+    const char *const *labels;      /* column names for experiments[0..n_labels), in order; */
+    int n_labels;                   /* the rest are named by the device in their run.json */
+    const char *csv_path;           /* also write the table as CSV here (NULL: not) */
+};
+
+/* The cross-device table, as Markdown to `out`: one row per cell and replica that the
+ * reference's config names, one column per other experiment, each cell
+ *   "identical (N steps)"                          every hashed step's model digest equal;
+ *   "identical (N common steps; A vs B)"           the traces differ in length, the common
+ *                                                  prefix is equal (said under the table);
+ *   "step S, tensor T" / "step S"                  the first divergent step (and tensor, with
+ *                                                  tensors.csv on both sides);
+ *   "missing" / "missing (reference)"              no trace.csv on that side;
+ *   "error"                                        unreadable trace, listed under the table.
+ * Column headers name the device each experiment ran on, from its run.json (backend name,
+ * threads, device description; run.json of the experiment, else of its first replica),
+ * unless a label is given. Traces are compared with dt_trace_compare (digests only; no
+ * snapshots). *all_identical = every cell identical (a common prefix counts). Errors: a
+ * folder that is missing or not an experiment (DT_ERR_IO / DT_ERR_DATA, before anything is
+ * printed); an unreadable trace (its status, after the table; the first one in `err`). */
+enum dt_status dt_compare_table(const struct dt_table_options *opt, FILE *out,
+                                bool *all_identical, struct dt_error *err);
 
 #endif

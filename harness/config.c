@@ -3,7 +3,9 @@
  * Every key is one row of `keys` below (type, field, default, bounds, doc). That table
  * alone drives parsing, validation, defaults, the required-key check, the resolved JSON
  * written to run.json and the README's config reference: a new key is a new row.
- * Errors carry file:line:column (1-based) of the node at fault and name the dotted key. */
+ * Errors carry file:line:column (1-based) of the node at fault and name the dotted key.
+ * A matrix config (`matrix: [{name, set: {DOTTED.KEY: VALUE}}]`) is resolved per entry by
+ * the same walk: file, then the entry's `set` pairs applied like --set values, then --set. */
 #include "config.h"
 
 #include <ctype.h>
@@ -30,6 +32,8 @@ enum key_type {
     KEY_POLICY_LIST, /* struct dt_policy[], count at count_offset; level names or mappings */
     KEY_VARY_SETS,   /* unsigned[] of bit flags (bit i = names[i]), count at count_offset:
                         a list of names (one setting) or a list of such lists */
+    KEY_MATRIX,      /* char[][DT_NAME_MAX] entry names, count at count_offset; each entry
+                        {name: NAME, set: {DOTTED.KEY: VALUE, ...}} (file only) */
     KEY_TYPE_COUNT
 };
 
@@ -52,6 +56,8 @@ static const struct {
                          "a level name or a mapping {base: LEVEL, CONTROL: VALUE, ...}"},
     [KEY_VARY_SETS] = {"list of names, or list of lists of names",
                        "a list of names or a list of lists of names", "a name"},
+    [KEY_MATRIX] = {"list of entries", "a list of entries {name: NAME, set: {KEY: VALUE, ...}}",
+                    "a mapping {name: NAME, set: {KEY: VALUE, ...}}"},
 };
 
 enum key_flags {
@@ -59,6 +65,7 @@ enum key_flags {
     KEY_LO_OPEN = 1u << 1,    /* double: lower bound excluded */
     KEY_HI_OPEN = 1u << 2,    /* double: upper bound excluded */
     KEY_ZERO_OFF = 1u << 3,   /* integer: 0 (= off) is allowed besides [lo, hi] */
+    KEY_OPTIONAL = 1u << 4,   /* no default, and not required (absent = count 0) */
 };
 
 struct key_row {
@@ -67,7 +74,7 @@ struct key_row {
     size_t offset;            /* offsetof(struct dt_experiment, field) */
     size_t size;              /* sizeof the field (string capacity, list capacity) */
     size_t count_offset;      /* lists: offsetof the int item count */
-    const char *def;          /* default, as YAML text; NULL = required */
+    const char *def;          /* default, as YAML text; NULL = required (or KEY_OPTIONAL) */
     int64_t lo, hi;           /* integers and integer list items; strings: lo = min length */
     double dlo, dhi;          /* doubles */
     int min_items, max_items; /* lists; KEY_VARY_SETS: max_items = most settings */
@@ -209,6 +216,12 @@ static const struct key_row keys[] = {
     {.path = "report.overhead_warmup", .type = KEY_INT64, FIELD_(report.overhead_warmup),
      .def = "5", .lo = 0, .hi = 100000,
      .doc = "Unmeasured step-time pairs before the overhead samples"},
+    {.path = "matrix", .type = KEY_MATRIX, FIELD_(matrix), COUNT_(n_matrix), .min_items = 1,
+     .max_items = DT_MAX_MATRIX, .flags = KEY_OPTIONAL,
+     .doc = "A matrix of experiments: entry NAME is the other keys of this file, then its "
+            "`set` (each DOTTED.KEY: VALUE means what --set DOTTED.KEY=VALUE does), then the "
+            "command line's --set; `detrain run` runs each into <out>/NAME/ (--only NAME,... "
+            "picks some) and reports them side by side. Config file only"},
 };
 
 #define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
@@ -314,6 +327,9 @@ struct loader {
     const struct source *src; /* origin of `doc` */
     yaml_document_t *doc;     /* the document being applied */
     bool record_sections;     /* file pass: remember where each section's mapping starts */
+    bool file_pass;           /* applying the config file's own keys (`matrix` only there) */
+    int entry;                /* matrix entry to resolve after the file's keys; -1 = none */
+    const yaml_node_t *entry_set; /* that entry's `set` mapping in `doc`, NULL = none */
     bool seen[sizeof keys / sizeof keys[0]]; /* set by the file or a --set (not defaults) */
     struct {
         const char *file; /* the config path or "--set": both outlive the load */
@@ -524,6 +540,21 @@ static enum dt_status get_int64(struct loader *ld, const struct key_row *row, in
     return DT_OK;
 }
 
+#define NAME_CHARS_ "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
+
+/* The experiment-name rule (A-Z a-z 0-9 _ . -) for `s`, the text of `node`; `label`
+ * starts the message ("key 'name'"). */
+static enum dt_status check_name_chars(struct loader *ld, const char *label,
+                                       const yaml_node_t *node, const char *s)
+{
+    size_t len = strlen(s), bad = strspn(s, NAME_CHARS_);
+    if (bad == len) return DT_OK;
+    char shown[16];
+    format_char(shown, sizeof shown, (unsigned char)s[bad]);
+    return fail_at(ld, node->start_mark, "%s: '%.64s' contains %s at position %zu; allowed: "
+                   "A-Z a-z 0-9 _ . -", label, s, shown, bad + 1);
+}
+
 static enum dt_status set_string(struct loader *ld, const struct key_row *row,
                                  const yaml_node_t *node, char *field)
 {
@@ -540,13 +571,9 @@ static enum dt_status set_string(struct loader *ld, const struct key_row *row,
         return fail_at(ld, node->start_mark, "key '%s': value is %zu characters long; at most %zu "
                        "allowed", row->path, len, row->size - 1);
     if (row->flags & KEY_NAME_CHARS) {
-        size_t bad = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-");
-        if (bad < len) {
-            char shown[16];
-            format_char(shown, sizeof shown, (unsigned char)s[bad]);
-            return fail_at(ld, node->start_mark, "key '%s': '%.64s' contains %s at position "
-                           "%zu; allowed: A-Z a-z 0-9 _ . -", row->path, s, shown, bad + 1);
-        }
+        char label[MAX_PATH_ + 8];
+        key_label(label, sizeof label, row, -1);
+        DT_FORWARD_IF_ERROR(check_name_chars(ld, label, node, s));
     }
     memcpy(field, s, len + 1);
     return DT_OK;
@@ -605,6 +632,26 @@ static enum dt_status set_scalar(struct loader *ld, const struct key_row *row,
 
 static const yaml_node_t *earlier_key(const struct loader *ld, const yaml_node_t *map, int i,
                                       const yaml_node_t *k);
+
+/* The key of pair j of mapping `map` (labelled `label` in messages): a scalar, not given
+ * before in the mapping. */
+static enum dt_status pair_key(struct loader *ld, const yaml_node_t *map, int j, const char *label,
+                               const char **key)
+{
+    const yaml_node_t *k = yaml_document_get_node(ld->doc, map->data.mapping.pairs.start[j].key);
+    if (k->type != YAML_SCALAR_NODE)
+        return fail_at(ld, k->start_mark, "%s: expected a key name, got a %s", label,
+                       k->type == YAML_MAPPING_NODE ? "mapping" : "list");
+    *key = (const char *)k->data.scalar.value;
+    const yaml_node_t *first = earlier_key(ld, map, j, k);
+    if (first) {
+        int line, column;
+        location(ld, first->start_mark, &line, &column);
+        return fail_at(ld, k->start_mark, "%s: duplicate key '%.64s' (first given at %d:%d)",
+                       label, *key, line, column);
+    }
+    return DT_OK;
+}
 
 /* The text of `v`, the value of entry `what` ("'base'", "control 'math'") of the policy
  * mapping labelled `label`; anything but a non-null scalar is a type error. */
@@ -665,17 +712,8 @@ static enum dt_status set_policy_mapping(struct loader *ld, const char *label,
     for (int j = 0; j < n; j++) {
         const yaml_node_t *k = yaml_document_get_node(ld->doc, pairs[j].key);
         const yaml_node_t *v = yaml_document_get_node(ld->doc, pairs[j].value);
-        if (k->type != YAML_SCALAR_NODE)
-            return fail_at(ld, k->start_mark, "%s: expected a key name, got a %s", label,
-                           k->type == YAML_MAPPING_NODE ? "mapping" : "list");
-        const char *key = (const char *)k->data.scalar.value;
-        const yaml_node_t *first = earlier_key(ld, map, j, k);
-        if (first) {
-            int line, column;
-            location(ld, first->start_mark, &line, &column);
-            return fail_at(ld, k->start_mark, "%s: duplicate key '%.64s' (first given at %d:%d)",
-                           label, key, line, column);
-        }
+        const char *key;
+        DT_FORWARD_IF_ERROR(pair_key(ld, map, j, label, &key));
         if (strcmp(key, "base") == 0) {
             base = v;
         } else if (strcmp(key, "name") == 0) {
@@ -873,6 +911,120 @@ static enum dt_status set_vary_sets(struct loader *ld, const struct key_row *row
     return DT_OK;
 }
 
+/* ---- matrix: [{name: NAME, set: {DOTTED.KEY: VALUE, ...}}, ...] ----------------------------- */
+
+static enum dt_status fail_unknown(struct loader *ld, yaml_mark_t mark, const char *path);
+
+/* An entry's name: the experiment-name rule, and a usable folder name. */
+static enum dt_status set_entry_name(struct loader *ld, const char *label, const yaml_node_t *v,
+                                     char field[DT_NAME_MAX])
+{
+    const char *s = NULL;
+    DT_FORWARD_IF_ERROR(policy_scalar(ld, label, "'name'", v, "a name", &s));
+    size_t len = strlen(s);
+    if (len == 0) return fail_at(ld, v->start_mark, "%s: 'name': must not be empty", label);
+    if (len >= DT_NAME_MAX)
+        return fail_at(ld, v->start_mark, "%s: 'name': value is %zu characters long; at most "
+                       "%d allowed", label, len, DT_NAME_MAX - 1);
+    char what[MAX_PATH_ + 48];
+    snprintf(what, sizeof what, "%s: 'name'", label);
+    DT_FORWARD_IF_ERROR(check_name_chars(ld, what, v, s));
+    if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return fail_at(ld, v->start_mark, "%s: 'name': '%s' cannot name a folder", label, s);
+    memcpy(field, s, len + 1);
+    return DT_OK;
+}
+
+/* An entry's `set`: a mapping whose keys are dotted keys or sections, exactly what a --set
+ * may name, given once each; `name` (the entry's own) and `matrix` cannot be set there.
+ * The values are checked when the entry is resolved (apply_entry_set). */
+static enum dt_status check_entry_set(struct loader *ld, const char *label,
+                                      const yaml_node_t *set)
+{
+    if (set->type != YAML_MAPPING_NODE) {
+        char got[96];
+        describe_node(got, sizeof got, set);
+        return fail_at(ld, set->start_mark, "%s: 'set': expected a mapping {DOTTED.KEY: VALUE, "
+                       "...}, got %s", label, got);
+    }
+    const yaml_node_pair_t *pairs = set->data.mapping.pairs.start;
+    const int n = (int)(set->data.mapping.pairs.top - pairs);
+    for (int j = 0; j < n; j++) {
+        const yaml_node_t *k = yaml_document_get_node(ld->doc, pairs[j].key);
+        char set_label[MAX_PATH_ + 48];
+        snprintf(set_label, sizeof set_label, "%s: 'set'", label);
+        const char *path;
+        DT_FORWARD_IF_ERROR(pair_key(ld, set, j, set_label, &path));
+        if (strcmp(path, "name") == 0)
+            return fail_at(ld, k->start_mark, "%s: 'set': key 'name' cannot be set in a matrix "
+                           "entry (the entry's 'name' names its experiment)", label);
+        if (strcmp(path, "matrix") == 0)
+            return fail_at(ld, k->start_mark, "%s: 'set': key 'matrix' cannot be set in a matrix "
+                           "entry (entries do not nest)", label);
+        if (path[0] == '\0' || strlen(path) >= MAX_PATH_ || strlen(path) != k->data.scalar.length ||
+            !(find_key(path) || is_section(path)))
+            return fail_unknown(ld, k->start_mark, path);
+    }
+    return DT_OK;
+}
+
+/* One entry: a mapping with 'name' (required) and 'set' (optional), nothing else. Names
+ * are unique; entries before `i` are set. The `set` of the entry being resolved is kept
+ * for apply_entry_set. */
+static enum dt_status set_matrix_entry(struct loader *ld, const struct key_row *row, int i,
+                                       const yaml_node_t *item)
+{
+    char (*names)[DT_NAME_MAX] = (char (*)[DT_NAME_MAX])((char *)ld->out + row->offset);
+    char label[MAX_PATH_ + 32];
+    key_label(label, sizeof label, row, i);
+    if (item->type != YAML_MAPPING_NODE) return fail_type(ld, row, i, item);
+    const yaml_node_pair_t *pairs = item->data.mapping.pairs.start;
+    const int n = (int)(item->data.mapping.pairs.top - pairs);
+    const yaml_node_t *name = NULL, *set = NULL;
+    for (int j = 0; j < n; j++) {
+        const yaml_node_t *k = yaml_document_get_node(ld->doc, pairs[j].key);
+        const yaml_node_t *v = yaml_document_get_node(ld->doc, pairs[j].value);
+        const char *key;
+        DT_FORWARD_IF_ERROR(pair_key(ld, item, j, label, &key));
+        if (strcmp(key, "name") == 0) name = v;
+        else if (strcmp(key, "set") == 0) set = v;
+        else
+            return fail_at(ld, k->start_mark, "%s: unknown key '%.64s' (an entry has 'name' and "
+                           "'set')", label, key);
+    }
+    if (!name) return fail_at(ld, item->start_mark, "%s: missing 'name'", label);
+    DT_FORWARD_IF_ERROR(set_entry_name(ld, label, name, names[i]));
+    for (int j = 0; j < i; j++)
+        if (strcmp(names[j], names[i]) == 0)
+            return fail_at(ld, name->start_mark, "%s: duplicate entry name '%s' (items %d and %d)",
+                           label, names[i], j + 1, i + 1);
+    if (set) DT_FORWARD_IF_ERROR(check_entry_set(ld, label, set));
+    if (i == ld->entry) ld->entry_set = set;
+    return DT_OK;
+}
+
+/* Only the config file lists entries: a --set cannot (precedence would be ill-defined). */
+static enum dt_status set_matrix(struct loader *ld, const struct key_row *row,
+                                 const yaml_node_t *node)
+{
+    if (!ld->file_pass)
+        return fail_at(ld, node->start_mark, "key 'matrix' cannot be given with --set; list the "
+                       "entries in the config file (`detrain run --only NAME,...` runs some)");
+    if (node->type != YAML_SEQUENCE_NODE) return fail_type(ld, row, -1, node);
+    const yaml_node_item_t *items = node->data.sequence.items.start;
+    const int n = (int)(node->data.sequence.items.top - items);
+    if (n < row->min_items || n > row->max_items)
+        return fail_at(ld, node->start_mark, "key '%s': expected %d to %d items, got %d",
+                       row->path, row->min_items, row->max_items, n);
+    ld->entry_set = NULL;
+    for (int i = 0; i < n; i++) {
+        const yaml_node_t *item = yaml_document_get_node(ld->doc, items[i]);
+        DT_FORWARD_IF_ERROR(set_matrix_entry(ld, row, i, item));
+    }
+    *(int *)((char *)ld->out + row->count_offset) = n;
+    return DT_OK;
+}
+
 static enum dt_status set_value(struct loader *ld, const struct key_row *row,
                                 const yaml_node_t *node)
 {
@@ -885,6 +1037,8 @@ static enum dt_status set_value(struct loader *ld, const struct key_row *row,
         return set_list(ld, row, node);
     case KEY_VARY_SETS:
         return set_vary_sets(ld, row, node);
+    case KEY_MATRIX:
+        return set_matrix(ld, row, node);
     default:
         return set_scalar(ld, row, node, field);
     }
@@ -1147,6 +1301,26 @@ static enum dt_status apply_root(struct loader *ld)
     return apply_mapping(ld, "", root);
 }
 
+/* After the file's keys: the `set` pairs of the matrix entry being resolved, in the order
+ * written, each applied as a --set of that key would be (the nodes are the file's, so
+ * errors point into the file). */
+static enum dt_status apply_entry_set(struct loader *ld, const char *path)
+{
+    if (ld->entry >= ld->out->n_matrix)
+        return dt_error_set(ld->err, DT_ERR_USAGE, "%s: no matrix entry %d (the config has %d)",
+                            path, ld->entry + 1, ld->out->n_matrix);
+    const yaml_node_t *set = ld->entry_set;
+    if (!set) return DT_OK;
+    const yaml_node_pair_t *pairs = set->data.mapping.pairs.start;
+    const int n = (int)(set->data.mapping.pairs.top - pairs);
+    for (int j = 0; j < n; j++) {
+        const yaml_node_t *k = yaml_document_get_node(ld->doc, pairs[j].key);
+        const yaml_node_t *v = yaml_document_get_node(ld->doc, pairs[j].value);
+        DT_FORWARD_IF_ERROR(apply_node(ld, (const char *)k->data.scalar.value, k->start_mark, v));
+    }
+    return DT_OK;
+}
+
 static enum dt_status load_file(struct loader *ld, const char *path)
 {
     char *text = NULL;
@@ -1157,13 +1331,19 @@ static enum dt_status load_file(struct loader *ld, const char *path)
     ld->src = &src;
     ld->doc = &doc;
     ld->record_sections = true;
+    ld->file_pass = true;
     enum dt_status st = parse_yaml(ld, &doc, text, len, NULL);
     if (st == DT_OK) {
         st = apply_root(ld);
+        ld->record_sections = false;
+        ld->file_pass = false;
+        if (st == DT_OK && ld->entry >= 0) st = apply_entry_set(ld, path);
         yaml_document_delete(&doc);
     }
     free(text);
     ld->record_sections = false;
+    ld->file_pass = false;
+    ld->entry_set = NULL;
     ld->doc = NULL;
     return st;
 }
@@ -1221,11 +1401,13 @@ static void apply_defaults(struct dt_experiment *out)
 }
 
 /* A required key that neither the file nor a --set gave is reported at the start of the
- * mapping that should have held it (or of its closest enclosing mapping in the file). */
-static enum dt_status check_required(const struct loader *ld, const char *path)
+ * mapping that should have held it (or of its closest enclosing mapping in the file).
+ * `only`: check that key alone (NULL = every key). */
+static enum dt_status check_required(const struct loader *ld, const char *path, const char *only)
 {
     for (int i = 0; i < N_KEYS; i++) {
-        if (keys[i].def || ld->seen[i]) continue;
+        if (keys[i].def || (keys[i].flags & KEY_OPTIONAL) || ld->seen[i]) continue;
+        if (only && strcmp(keys[i].path, only) != 0) continue;
         const struct section_mark *at = NULL;
         for (int s = 0; s < ld->n_sections; s++) {
             const struct section_mark *m = &ld->sections[s];
@@ -1298,22 +1480,79 @@ static enum dt_status check_model_keys(const struct loader *ld)
     return DT_OK;
 }
 
-enum dt_status dt_config_load(struct dt_experiment *out, const char *path,
-                              const char *const *sets, int n_sets, struct dt_error *err)
+/* Defaults, the file (and the `set` of entry ld->entry when >= 0), then the --set
+ * overrides: file < entry < command line. */
+static enum dt_status load_layers(struct loader *ld, const char *path, const char *const *sets,
+                                  int n_sets)
 {
+    struct dt_experiment *out = ld->out;
     memset(out, 0, sizeof *out);
     apply_defaults(out);
     size_t n = strlen(path);
     if (n >= sizeof out->source)
-        return dt_error_set(err, DT_ERR_IO, "config path is %zu bytes long; at most %zu allowed", n,
-                            sizeof out->source - 1);
+        return dt_error_set(ld->err, DT_ERR_IO, "config path is %zu bytes long; at most %zu "
+                            "allowed", n, sizeof out->source - 1);
     memcpy(out->source, path, n + 1);
+    DT_FORWARD_IF_ERROR(load_file(ld, path));
+    for (int i = 0; i < n_sets; i++) DT_FORWARD_IF_ERROR(apply_set(ld, i, sets[i]));
+    return DT_OK;
+}
 
-    struct loader ld = {.out = out, .err = err};
-    DT_FORWARD_IF_ERROR(load_file(&ld, path));
-    for (int i = 0; i < n_sets; i++) DT_FORWARD_IF_ERROR(apply_set(&ld, i, sets[i]));
-    DT_FORWARD_IF_ERROR(check_required(&ld, path));
-    return check_model_keys(&ld);
+/* Every check of a complete experiment. */
+static enum dt_status check_experiment(const struct loader *ld, const char *path)
+{
+    DT_FORWARD_IF_ERROR(check_required(ld, path, NULL));
+    return check_model_keys(ld);
+}
+
+enum dt_status dt_config_load(struct dt_experiment *out, const char *path,
+                              const char *const *sets, int n_sets, struct dt_error *err)
+{
+    struct loader ld = {.out = out, .err = err, .entry = -1};
+    DT_FORWARD_IF_ERROR(load_layers(&ld, path, sets, n_sets));
+    if (out->n_matrix > 0) {
+        const int r = (int)(find_key("matrix") - keys);
+        return dt_error_set_at(err, DT_ERR_CONFIG, ld.seen_at[r].file, ld.seen_at[r].line,
+                               ld.seen_at[r].column, "key 'matrix': this config is a matrix of "
+                               "%d experiments (%s%s); `detrain run` runs it, other commands "
+                               "take one experiment", out->n_matrix, out->matrix[0],
+                               out->n_matrix > 1 ? ", ..." : "");
+    }
+    return check_experiment(&ld, path);
+}
+
+enum dt_status dt_config_load_matrix(struct dt_experiment *out, const char *path,
+                                     const char *const *sets, int n_sets, struct dt_error *err)
+{
+    struct loader ld = {.out = out, .err = err, .entry = -1};
+    DT_FORWARD_IF_ERROR(load_layers(&ld, path, sets, n_sets));
+    if (out->n_matrix == 0) return check_experiment(&ld, path);
+    return check_required(&ld, path, "name"); /* it names the matrix's folder */
+}
+
+enum dt_status dt_config_load_entry(struct dt_experiment *out, const char *path, int entry,
+                                    const char *const *sets, int n_sets, struct dt_error *err)
+{
+    if (entry < 0 || entry >= DT_MAX_MATRIX)
+        return dt_error_set(err, DT_ERR_USAGE, "%s: no matrix entry %d", path, entry + 1);
+    struct loader ld = {.out = out, .err = err, .entry = entry};
+    enum dt_status st = load_layers(&ld, path, sets, n_sets);
+    if (st == DT_OK && out->n_matrix == 0)
+        return dt_error_set(err, DT_ERR_USAGE, "%s: not a matrix config (no key 'matrix')", path);
+    char name[DT_NAME_MAX] = "";
+    if (out->n_matrix > entry) memcpy(name, out->matrix[entry], sizeof name);
+    if (st == DT_OK) {
+        memcpy(out->name, name, sizeof name); /* the entry names its experiment */
+        ld.seen[find_key("name") - keys] = true;
+        out->n_matrix = 0;
+        memset(out->matrix, 0, sizeof out->matrix);
+        st = check_experiment(&ld, path);
+    }
+    if (st != DT_OK && name[0] && err) {
+        size_t used = strlen(err->msg);
+        snprintf(err->msg + used, sizeof err->msg - used, " (matrix entry '%s')", name);
+    }
+    return st;
 }
 
 /* ---- Output: resolved JSON and the Markdown reference ------------------------------------ */
@@ -1414,7 +1653,7 @@ void dt_config_write_json(FILE *f, const struct dt_experiment *exp)
     int depth = 0;
     fputc('{', f);
     for (int i = 0; i < N_KEYS; i++) {
-        if (!key_applies(&keys[i], exp->model.kind)) continue;
+        if (!key_applies(&keys[i], exp->model.kind) || keys[i].type == KEY_MATRIX) continue;
         const char *path = keys[i].path, *leaf = strrchr(path, '.');
         leaf = leaf ? leaf + 1 : path;
         char section[MAX_PATH_];
@@ -1472,6 +1711,11 @@ static void reference_values(char *buf, size_t size, const struct key_row *row)
         snprintf(buf, size, "any of %s, no repeats; or a list of 1 to %d such lists "
                  "(settings), no two alike", names, row->max_items);
         break;
+    case KEY_MATRIX:
+        snprintf(buf, size, "%d to %d entries {name: NAME, set: {DOTTED.KEY: VALUE, ...}}; "
+                 "names unique, 1 to %d characters from A-Z a-z 0-9 _ . -; set cannot hold "
+                 "name or matrix", row->min_items, row->max_items, DT_NAME_MAX - 1);
+        break;
     default: format_range(buf, size, row); break;
     }
 }
@@ -1484,8 +1728,9 @@ void dt_config_write_reference(FILE *f)
         const struct key_row *row = &keys[i];
         char values[512];
         reference_values(values, sizeof values, row);
+        const bool required = !row->def && !(row->flags & KEY_OPTIONAL);
         fprintf(f, "| `%s` | %s | %s%s%s | %s | %s | %s |\n", row->path, type_info[row->type].name,
                 row->def ? "`" : "", row->def ? row->def : "", row->def ? "`" : "", values,
-                row->def ? "no" : "yes", row->doc);
+                required ? "yes" : "no", row->doc);
     }
 }

@@ -16,6 +16,8 @@
 #define DT_MAX_POLICIES 16
 #define DT_PATH_MAX 1024
 #define DT_MAX_VARY_SETS 8 /* settings of `vary` in one experiment (noise-source matrix) */
+#define DT_MAX_MATRIX 32   /* entries of `matrix` in one config (a matrix of experiments) */
+#define DT_NAME_MAX 128    /* experiment and matrix entry names, NUL included */
 
 enum dt_model_kind { DT_MODEL_MLP, DT_MODEL_LENET, DT_MODEL_BNN_MLP };
 /* Which generator draws epsilon under `rng: stored` (the regenerating modes name theirs). */
@@ -33,7 +35,7 @@ enum dt_vary {
 };
 
 struct dt_experiment {
-    char name[128]; /* required; [A-Za-z0-9_.-]+ */
+    char name[DT_NAME_MAX]; /* required; [A-Za-z0-9_.-]+ */
     struct {
         char name[64];            /* default "fashion-mnist" (the only one for now) */
         char path[DT_PATH_MAX];   /* "" = search $DETRAIN_DATA, then the Debian folder */
@@ -93,6 +95,13 @@ struct dt_experiment {
         int64_t overhead_warmup;  /* unmeasured pairs first; default 5 */
     } report;
 
+    /* `matrix`: a config listing entries {name, set} is a matrix of experiments; entry k
+     * is the file's other keys, then its `set` (each DOTTED.KEY: VALUE as --set gives it),
+     * then the command line's --set (dt_config_load_entry). 0 = one experiment; always 0
+     * in a resolved entry, which is named after the entry. */
+    int n_matrix;
+    char matrix[DT_MAX_MATRIX][DT_NAME_MAX]; /* entry names, in file order, unique */
+
     char source[DT_PATH_MAX]; /* path the config was loaded from */
 };
 
@@ -105,8 +114,28 @@ struct dt_experiment {
  * and must not be used. */
 enum dt_status dt_config_load(struct dt_experiment *out, const char *path,
                               const char *const *sets, int n_sets, struct dt_error *err);
+/* dt_config_load refuses a matrix config (one with `matrix`: only `detrain run` runs
+ * those), naming the key. These two load one:
+ *
+ * dt_config_load_matrix: like dt_config_load for a plain config (n_matrix = 0, every check
+ * made); for a matrix config, the shared keys and the --set overrides, every entry's name
+ * and the keys of its `set` checked (known keys, no `name` or `matrix`), n_matrix and
+ * matrix[] filled. Only `name` is required then: whether an entry is complete and valid
+ * is checked when it is resolved.
+ *
+ * dt_config_load_entry: entry `entry` (0-based) of the matrix config `path` as a complete
+ * experiment: the file's keys, then the entry's `set` in the order written, then `sets`
+ * (precedence file < entry < command line), named after the entry, every check of
+ * dt_config_load made. Errors carry file:line:column as the loader's others do; those
+ * found while resolving the entry end with " (matrix entry 'NAME')". DT_ERR_USAGE when
+ * `path` has no such entry. */
+enum dt_status dt_config_load_matrix(struct dt_experiment *out, const char *path,
+                                     const char *const *sets, int n_sets, struct dt_error *err);
+enum dt_status dt_config_load_entry(struct dt_experiment *out, const char *path, int entry,
+                                    const char *const *sets, int n_sets, struct dt_error *err);
 
-/* The resolved configuration as one JSON object (no trailing newline), for run.json. */
+/* The resolved configuration as one JSON object (no trailing newline), for run.json. It
+ * never holds `matrix` (a resolved entry is one experiment). */
 void dt_config_write_json(FILE *f, const struct dt_experiment *exp);
 
 /* The config reference as a Markdown table (key, type, default, bounds, meaning),

@@ -10,6 +10,7 @@
 #include "harness/bench.h"
 #include "harness/compare.h"
 #include "harness/config.h"
+#include "harness/matrix.h"
 #include "harness/report.h"
 #include "harness/train.h"
 
@@ -22,7 +23,7 @@ static const char usage_text[] =
     "the weights at every step, and tells you where and why replicas diverge.\n"
     "\n"
     "commands:\n"
-    "  run CONFIG [--out DIR] [--set KEY=VALUE]... [--quiet]\n"
+    "  run CONFIG [--out DIR] [--only NAME,...] [--set KEY=VALUE]... [--quiet]\n"
     "        Train every cell (vary setting x policy) x replica of the experiment in\n"
     "        CONFIG (YAML), measure each policy's step time against fast (alternated),\n"
     "        then write the report (as `detrain report DIR`). Per replica:\n"
@@ -32,6 +33,10 @@ static const char usage_text[] =
     "        results/<name>. --set overrides a config key, e.g. --set train.steps=200\n"
     "        --set 'model.hidden=[512, 256]' --set policies=[fast] --set 'vary=[[], [init]]'\n"
     "        A terminal shows a progress line (cell, replica, step, steps/s, ETA).\n"
+    "        A matrix config (key `matrix`) runs each entry (--only: the named ones) as\n"
+    "        an experiment into DIR/<entry>/, skips entries whose backend cannot be\n"
+    "        opened here, and writes DIR/matrix.json, report.md and matrix.csv (per\n"
+    "        device: digests, first divergent step, step time vs fast per policy).\n"
     "  report DIR [--no-plots] [--quiet]\n"
     "        Rebuild DIR/report.md, summary.csv (one row per cell), cells.csv (one row\n"
     "        per cell and replica pair), drift.csv and DIR/plots/*.svg|png (gnuplot;\n"
@@ -39,6 +44,8 @@ static const char usage_text[] =
     "        disk: distinct digests, first divergent step and tensor, accuracy spread,\n"
     "        churn, weight distance and drift per cell; overhead vs fast with a 95%\n"
     "        bootstrap interval per policy. The same folder gives the same files.\n"
+    "        A matrix folder (matrix.json): every entry's report, then report.md and\n"
+    "        matrix.csv side by side per device.\n"
     "  compare TRACE_A TRACE_B | REPLICA_A REPLICA_B | EXPERIMENT_A EXPERIMENT_B\n"
     "        Compare two trace.csv files (or replica folders) step by step: the first\n"
     "        divergent step and, with tensors.csv, the first divergent tensor; for two\n"
@@ -47,6 +54,15 @@ static const char usage_text[] =
     "        trace first). For two experiment folders (config.json), one line per cell\n"
     "        and replica (e.g. a CPU run against a GPU run of one config), then a total.\n"
     "        Exit 0 when identical, 1 when anything differs, 2 on bad input.\n"
+    "  compare --table EXPERIMENT EXPERIMENT... [--label NAME]... [--csv FILE]\n"
+    "        Cross-device table (Markdown on stdout): the first experiment folder is the\n"
+    "        reference; one row per cell and replica it has, one column per other\n"
+    "        experiment: identical (N steps), step S, tensor T (the first divergent\n"
+    "        step and tensor), or missing. Runs of different lengths are compared over\n"
+    "        their common steps, and the cell says so. Columns are named by the device\n"
+    "        in each run.json; --label NAME (repeatable) names the experiments in order,\n"
+    "        the reference first. --csv FILE writes the same table as CSV. Exit 0 when\n"
+    "        every cell is identical, 1 when any differs or is missing, 2 on bad input.\n"
     "  bench CONFIG [--steps N] [--warmup N] [--set KEY=VALUE]... [--csv FILE]\n"
     "        [--baseline fast|first]\n"
     "        Median step time of CONFIG's model and the share spent hashing every step,\n"
@@ -61,7 +77,8 @@ static const char usage_text[] =
     "options:\n"
     "  --help, -h     this text        --version      version and build\n"
     "\n"
-    "exit status: 0 success; 1 compare found a divergence, or a replica failed;\n"
+    "exit status: 0 success; 1 compare found a divergence, or a replica (or a matrix\n"
+    "             entry) failed; a skipped matrix entry is not a failure;\n"
     "             2 usage, config or input error; 130 interrupted (traces are kept).\n"
     "\n"
     "example:\n"
@@ -123,7 +140,7 @@ static int parse_count(const char *s, long long *out)
 
 static int cmd_run(int argc, char **argv)
 {
-    const char *config = NULL, *out = NULL;
+    const char *config = NULL, *out = NULL, *only = NULL;
     const char *sets[MAX_SETS];
     int n_sets = 0;
     bool quiet = false;
@@ -132,6 +149,12 @@ static int cmd_run(int argc, char **argv)
         if (used == -2) return 2;
         if (used > 0) {
             i += used;
+        } else if (strcmp(argv[i], "--only") == 0) {
+            if (i + 1 >= argc) return usage_error("--only needs NAME,... (matrix entries)", "");
+            only = argv[i + 1];
+            i += 2;
+        } else if (strncmp(argv[i], "--only=", 7) == 0) {
+            only = argv[i++] + 7;
         } else if (strcmp(argv[i], "--out") == 0) {
             if (i + 1 >= argc) return usage_error("--out needs a folder", "");
             out = argv[i + 1];
@@ -152,10 +175,15 @@ static int cmd_run(int argc, char **argv)
     if (!config) return usage_error("run: missing CONFIG (a YAML file, e.g. configs/quickstart.yaml)", "");
     struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
     struct dt_error err = {0};
-    enum dt_status st = dt_config_load(exp, config, sets, n_sets, &err);
+    enum dt_status st = dt_config_load_matrix(exp, config, sets, n_sets, &err);
     if (st != DT_OK) {
         free(exp);
         return report(st, &err);
+    }
+    if (only && exp->n_matrix == 0) {
+        free(exp);
+        return usage_error("run: --only picks matrix entries, and '%s' has no key 'matrix'",
+                           config);
     }
     char out_buf[1200];
     if (!out) {
@@ -164,8 +192,13 @@ static int cmd_run(int argc, char **argv)
     }
     char command[4096];
     join_command(command, sizeof command, argc, argv);
-    struct dt_run_options opt = {out, command, quiet};
-    st = dt_train_experiment(exp, &opt, &err);
+    if (exp->n_matrix > 0) {
+        struct dt_matrix_options mopt = {config, sets, n_sets, only, out, command, quiet};
+        st = dt_matrix_run(exp, &mopt, &err);
+    } else {
+        struct dt_run_options opt = {out, command, quiet};
+        st = dt_train_experiment(exp, &opt, &err);
+    }
     free(exp);
     return report(st, &err);
 }
@@ -184,11 +217,48 @@ static int cmd_report(int argc, char **argv)
     }
     if (!dir) return usage_error("report: missing DIR (the folder `detrain run` wrote)", "");
     struct dt_error err = {0};
+    if (dt_matrix_is_folder(dir)) return report(dt_matrix_report(dir, &opt, true, &err), &err);
     return report(dt_report_build(dir, &opt, &err), &err);
+}
+
+/* compare --table EXPERIMENT EXPERIMENT... [--label NAME]... [--csv FILE] */
+static int cmd_compare_table(int argc, char **argv)
+{
+    enum { MAX_TABLE = 64 };
+    const char *dirs[MAX_TABLE], *labels[MAX_TABLE];
+    struct dt_table_options opt = {dirs, 0, labels, 0, NULL};
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--table") == 0) continue;
+        if (strcmp(argv[i], "--label") == 0 || strcmp(argv[i], "--csv") == 0) {
+            if (i + 1 >= argc) return usage_error("compare: %s needs a value", argv[i]);
+            if (argv[i][2] == 'c') opt.csv_path = argv[++i];
+            else if (opt.n_labels == MAX_TABLE)
+                return usage_error("compare: too many %s options", "--label");
+            else labels[opt.n_labels++] = argv[++i];
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            return usage_error("compare: unknown option '%s'", argv[i]);
+        } else if (opt.n_experiments == MAX_TABLE) {
+            return usage_error("compare --table: more than 64 experiments at '%s'", argv[i]);
+        } else {
+            dirs[opt.n_experiments++] = argv[i];
+        }
+    }
+    if (opt.n_experiments < 2)
+        return usage_error("compare --table: expected a reference experiment folder and at "
+                           "least one more: detrain compare --table REF OTHER...%s", "");
+    if (opt.n_labels > opt.n_experiments)
+        return usage_error("compare --table: more --label options than experiments%s", "");
+    bool identical = false;
+    struct dt_error err = {0};
+    enum dt_status st = dt_compare_table(&opt, stdout, &identical, &err);
+    if (st != DT_OK) return report(st, &err);
+    return identical ? 0 : 1;
 }
 
 static int cmd_compare(int argc, char **argv)
 {
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "--table") == 0) return cmd_compare_table(argc, argv);
     if (argc != 4)
         return usage_error("compare: expected two traces, replica folders or experiment "
                            "folders: detrain compare A B", "");

@@ -136,7 +136,7 @@ static bool is_dir(const char *path)
 
 /* ---- CSV reading ---------------------------------------------------------------------- */
 
-#define CSV_MAX_FIELDS 8
+#define CSV_MAX_FIELDS 24 /* summary.csv has 22 */
 
 struct csv {
     FILE *f;
@@ -1467,5 +1467,90 @@ enum dt_status dt_report_build(const char *dir, const struct dt_report_options *
     if (st == DT_OK) st = write_report_md(rep, err);
     if (st == DT_OK && rep->opt->print_summary) print_summary(rep);
     report_free(rep);
+    return st;
+}
+
+/* ---- summary.csv read back (for matrix reports) ------------------------------------------ */
+
+/* A field copied into a fixed buffer; false when it does not fit. */
+static bool copy_field(char *dst, size_t size, const char *s)
+{
+    size_t n = strlen(s);
+    if (n >= size) return false;
+    memcpy(dst, s, n + 1);
+    return true;
+}
+
+static bool parse_int_field(const char *s, int64_t *v, bool empty_ok, bool *empty)
+{
+    *empty = *s == '\0';
+    if (*empty) return empty_ok;
+    return parse_i64(s, v);
+}
+
+/* One data row of summary.csv (field order of DT_REPORT_SUMMARY_HEADER). */
+static enum dt_status summary_fields(struct dt_report_summary_row *r, const struct csv *c,
+                                     struct dt_error *err)
+{
+    char *const *f = c->field;
+    int64_t v;
+    bool empty;
+    memset(r, 0, sizeof *r);
+    if (!copy_field(r->cell, sizeof r->cell, f[0]) || !copy_field(r->vary, sizeof r->vary, f[1]) ||
+        !copy_field(r->policy, sizeof r->policy, f[2]) ||
+        !copy_field(r->first_tensor, sizeof r->first_tensor, f[7]) ||
+        !copy_field(r->verdict, sizeof r->verdict, f[21]))
+        return csv_fail(c, err, "a name field is too long");
+    if (!parse_int_field(f[3], &v, false, &empty) || v < 1)
+        return csv_fail(c, err, "bad replicas '%s'", f[3]);
+    r->replicas = (int)v;
+    if (!parse_int_field(f[4], &v, false, &empty) || v < 0 || v > r->replicas)
+        return csv_fail(c, err, "bad completed '%s'", f[4]);
+    r->completed = (int)v;
+    if (!parse_int_field(f[5], &v, true, &empty) || (!empty && (v < 1 || v > r->completed)))
+        return csv_fail(c, err, "bad distinct_final_digests '%s'", f[5]);
+    r->distinct = empty ? -1 : (int)v;
+    if (!parse_int_field(f[6], &v, true, &empty) || (!empty && v < -1))
+        return csv_fail(c, err, "bad first_divergent_step '%s'", f[6]);
+    r->has_first = !empty;
+    r->first_step = empty ? -1 : v;
+    const struct {
+        int col;
+        double *out;
+    } num[] = {{16, &r->step_ms}, {18, &r->ratio}, {19, &r->ci_lo}, {20, &r->ci_hi}};
+    for (size_t i = 0; i < sizeof num / sizeof num[0]; i++)
+        if (!parse_f64(f[num[i].col], num[i].out, true))
+            return csv_fail(c, err, "bad number '%s' in column %d", f[num[i].col], num[i].col + 1);
+    return DT_OK;
+}
+
+enum dt_status dt_report_read_summary(const char *dir, struct dt_report_summary_row **rows,
+                                      int *n_rows, struct dt_error *err)
+{
+    char path[PATH_LEN];
+    snprintf(path, sizeof path, "%s/summary.csv", dir);
+    *rows = NULL;
+    *n_rows = 0;
+    struct csv c;
+    bool exists, row;
+    enum dt_status st = csv_open(&c, path, DT_REPORT_SUMMARY_HEADER, &exists, err);
+    if (st == DT_OK && !exists) st = dt_error_set(err, DT_ERR_IO, "%s: missing", path);
+    int cap = 0;
+    row = exists;
+    while (st == DT_OK && row && (st = csv_next(&c, 22, &row, err)) == DT_OK && row) {
+        if (*n_rows == cap) {
+            cap = cap ? 2 * cap : 16;
+            *rows = realloc(*rows, (size_t)cap * sizeof **rows);
+            DT_ASSERT_MSG(*rows != NULL, "out of memory");
+        }
+        st = summary_fields(&(*rows)[*n_rows], &c, err);
+        if (st == DT_OK) (*n_rows)++;
+    }
+    csv_close(&c);
+    if (st != DT_OK) {
+        free(*rows);
+        *rows = NULL;
+        *n_rows = 0;
+    }
     return st;
 }

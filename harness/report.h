@@ -28,6 +28,7 @@
 #define DT_REPORT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "core/status.h"
 
@@ -55,5 +56,25 @@ struct dt_report_options {
  * metrics that need a completed run. */
 enum dt_status dt_report_build(const char *dir, const struct dt_report_options *opt,
                                struct dt_error *err);
+
+/* One row of summary.csv read back (dt_report_read_summary): what a matrix report
+ * (harness/matrix.h) puts side by side. */
+struct dt_report_summary_row {
+    char cell[256], vary[64], policy[64];
+    int replicas, completed;
+    int distinct;        /* distinct final digests; -1 = not available (none completed) */
+    bool has_first;      /* first_step is known (some pair of replicas was compared) */
+    int64_t first_step;  /* earliest divergent step; -1 = the replicas never differ */
+    char first_tensor[64];
+    double step_ms;      /* median step time; NaN = not available */
+    double ratio, ci_lo, ci_hi; /* overhead vs fast and its 95% interval; NaN = n/a */
+    char verdict[16];    /* baseline, conclusive, inconclusive, or "" */
+};
+
+/* Read DIR/summary.csv as dt_report_build writes it (header DT_REPORT_SUMMARY_HEADER):
+ * *rows is malloc'ed (the caller frees it), one per cell in file order. Errors name the
+ * file and line (DT_ERR_IO when it is missing, DT_ERR_DATA when malformed). */
+enum dt_status dt_report_read_summary(const char *dir, struct dt_report_summary_row **rows,
+                                      int *n_rows, struct dt_error *err);
 
 #endif

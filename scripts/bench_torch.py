@@ -1,21 +1,33 @@
 #!/usr/bin/env python3
-"""PyTorch reference for detrain's step time: the MLP of a detrain config (by default
-configs/quickstart.yaml: 784 -> model.hidden... -> 10, ReLU, cross-entropy, SGD with the
-config's lr, momentum and weight decay, batch train.batch) trained in eager mode, timed per
-step (median, p10, p90 after warm-up), in three modes, each in its own process so that no
-setting leaks into the next:
+"""PyTorch reference for detrain's step time: the model of a detrain config trained in
+eager mode (cross-entropy, SGD with the config's lr, momentum and weight decay, batch
+train.batch), timed per step (median, p10, p90 after warm-up), in several modes, each in
+its own process so that no setting leaks into the next. Two models (--model; default: the
+config's model.kind):
 
-  default        PyTorch's defaults (TF32 off for matrix products, as PyTorch ships)
+  mlp    configs/quickstart.yaml by default: 784 -> model.hidden... -> 10, ReLU
+  lenet  configs/lenet.yaml by default, as nets/lenet.c: conv 5x5 1->6 pad 2, ReLU,
+         maxpool, conv 5x5 6->16, ReLU, maxpool, dense 400-120-84-10 with ReLU; maxpool
+         2x2 stride 2, or 3x3 stride 2 pad 1 with --overlap-pool (model.overlap_pool)
+
+Modes (--modes; default mlp: default,tf32,deterministic; lenet: default,benchmark,
+deterministic):
+
+  default        PyTorch's defaults (TF32 off for matrix products, as PyTorch ships;
+                 cuDNN picks convolution algorithms by heuristics, benchmark off)
   tf32           default, plus TF32 tensor-core matrix products (what detrain's math: fast
                  allows on the GPU)
+  benchmark      default, plus cudnn.benchmark = True: cuDNN times the convolution
+                 algorithms on the first steps and keeps the fastest (autotuning, what
+                 detrain's conv_algo: autotune does)
   deterministic  torch.use_deterministic_algorithms(True), cudnn.deterministic = True,
                  cudnn.benchmark = False, CUBLAS_WORKSPACE_CONFIG=:4096:8 set before CUDA starts
 
 Data: Fashion-MNIST when found (dataset.path, $DETRAIN_DATA, /usr/share/datasets/
 fashion-mnist), else uniform random images and labels; either way held on the device, so
 a step is batch gather + forward + backward + update. Each step is timed from a
-torch.cuda.synchronize() to the next. Output: a CSV (--csv, appended; header when new) and
-one line per mode. --device cpu runs the same on the CPU (for smoke tests; no GPU needed).
+torch.cuda.synchronize() to the next. Output: a CSV (--csv, appended; header when new; the
+MLP's and LeNet's headers differ, so each model needs its own file) and one line per mode. --device cpu runs the same on the CPU (for smoke tests; no GPU needed).
 Exit 0 on success, 2 on bad arguments or a missing device, 77 when PyTorch is missing.
 """
 import argparse
@@ -29,15 +41,21 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODES = ("default", "tf32", "deterministic")
+MODES = ("default", "tf32", "benchmark", "deterministic")
+DEFAULT_MODES = {"mlp": ("default", "tf32", "deterministic"),
+                 "lenet": ("default", "benchmark", "deterministic")}
+DEFAULT_CONFIG = {"mlp": "quickstart.yaml", "lenet": "lenet.yaml"}
 CSV_HEADER = ("mode,steps,median_ms,p10_ms,p90_ms,device,torch,tf32_matmul,tf32_cudnn,"
               "deterministic,batch,hidden,data,threads,final_loss,weights_sha256")
+LENET_CSV_HEADER = ("mode,steps,median_ms,p10_ms,p90_ms,device,torch,tf32_matmul,tf32_cudnn,"
+                    "cudnn_benchmark,deterministic,batch,model,pool,data,threads,final_loss,"
+                    "weights_sha256")
 
 
 def load_config(path):
-    """The config's MLP and optimizer settings (defaults as in detrain's config table)."""
-    cfg = {"hidden": [256, 128], "batch": 64, "lr": 0.05, "momentum": 0.9,
-           "weight_decay": 0.0, "seed": 0, "threads": 0, "data_path": ""}
+    """The config's model and optimizer settings (defaults as in detrain's config table)."""
+    cfg = {"kind": "mlp", "hidden": [256, 128], "overlap_pool": False, "batch": 64, "lr": 0.05,
+           "momentum": 0.9, "weight_decay": 0.0, "seed": 0, "threads": 0, "data_path": ""}
     if not path:
         return cfg
     try:
@@ -52,11 +70,15 @@ def load_config(path):
         print("bench_torch.py: %s: %s" % (path, e), file=sys.stderr)
         sys.exit(2)
     model = doc.get("model") or {}
-    if model.get("kind", "mlp") != "mlp":
-        sys.exit("bench_torch.py: %s: model.kind is %r; only mlp is mirrored" % (path, model.get("kind")))
+    cfg["kind"] = model.get("kind", "mlp")
+    if cfg["kind"] not in DEFAULT_MODES:
+        print("bench_torch.py: %s: model.kind is %r; only mlp and lenet are mirrored" % (
+            path, cfg["kind"]), file=sys.stderr)
+        sys.exit(2)
     train = doc.get("train") or {}
     opt = train.get("optimizer") or {}
     cfg["hidden"] = list(model.get("hidden", cfg["hidden"]))
+    cfg["overlap_pool"] = bool(model.get("overlap_pool", False))
     cfg["batch"] = int(train.get("batch", cfg["batch"]))
     cfg["lr"] = float(opt.get("lr", cfg["lr"]))
     cfg["momentum"] = float(opt.get("momentum", cfg["momentum"]))
@@ -116,6 +138,7 @@ def worker(args):
     torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
     if mode == "tf32":
         torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cudnn.benchmark = mode == "benchmark"
     if mode == "deterministic":
         torch.use_deterministic_algorithms(True)
         torch.backends.cudnn.deterministic = True
@@ -138,13 +161,11 @@ def worker(args):
         data = "random"
     n = x_all.shape[0]
 
-    widths = [784] + args.hidden + [10]
-    layers = []
-    for i in range(len(widths) - 1):
-        layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
-        if i + 2 < len(widths):
-            layers.append(torch.nn.ReLU())
-    model = torch.nn.Sequential(*layers).to(dev)
+    if args.model == "lenet":
+        x_all = x_all.reshape(-1, 1, 28, 28)  # NCHW, PyTorch's layout (detrain: NHWC)
+        model = lenet(torch, args.overlap_pool).to(dev)
+    else:
+        model = mlp(torch, args.hidden).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
                           weight_decay=args.weight_decay)
     perm = torch.randperm(n, device=dev)
@@ -183,23 +204,59 @@ def worker(args):
         "torch": torch.__version__,
         "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
         "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
         "deterministic": bool(torch.are_deterministic_algorithms_enabled()),
-        "batch": B, "hidden": "-".join(str(w) for w in args.hidden), "data": data,
+        "batch": B, "hidden": "-".join(str(w) for w in args.hidden), "model": args.model,
+        "pool": "3x3s2p1" if args.overlap_pool else "2x2s2", "data": data,
         "threads": torch.get_num_threads(), "final_loss": float(loss.item()),
         "weights_sha256": h.hexdigest(),
     }))
     return 0
 
 
+def mlp(torch, hidden):
+    """784 -> hidden... -> 10 with ReLU between the dense layers."""
+    widths = [784] + hidden + [10]
+    layers = []
+    for i in range(len(widths) - 1):
+        layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
+        if i + 2 < len(widths):
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers)
+
+
+def lenet(torch, overlap_pool):
+    """nets/lenet.c's network: both pools give 14x14 and 5x5, so dense0 sees 400 features
+    either way (here in (c, h, w) order, detrain's NHWC flatten is (h, w, c): the same
+    work)."""
+    nn = torch.nn
+
+    def pool():
+        return nn.MaxPool2d(3, stride=2, padding=1) if overlap_pool else nn.MaxPool2d(2, stride=2)
+    return nn.Sequential(
+        nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), pool(),
+        nn.Conv2d(6, 16, 5), nn.ReLU(), pool(),
+        nn.Flatten(),
+        nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", default=os.path.join(REPO, "configs", "quickstart.yaml"),
-                    help="detrain config whose MLP to mirror (default: the repo's configs/quickstart.yaml)")
+    ap.add_argument("--config",
+                    help="detrain config whose model to mirror (default: the repo's "
+                         "configs/quickstart.yaml, or configs/lenet.yaml with --model lenet)")
     ap.add_argument("--no-config", action="store_true", help="read no config; use the options only")
+    ap.add_argument("--model", choices=tuple(DEFAULT_MODES),
+                    help="mlp or lenet (default: the config's model.kind; mlp without a config)")
+    ap.add_argument("--overlap-pool", action="store_true", default=None,
+                    help="lenet: 3x3 stride-2 pad-1 max pooling (default: the config's "
+                         "model.overlap_pool, else 2x2 stride 2)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    ap.add_argument("--modes", default=",".join(MODES),
-                    help="comma-separated subset of %s (default: all)" % ", ".join(MODES))
+    ap.add_argument("--modes",
+                    help="comma-separated subset of %s (default: %s for mlp, %s for lenet)" % (
+                        ", ".join(MODES), ",".join(DEFAULT_MODES["mlp"]),
+                        ",".join(DEFAULT_MODES["lenet"])))
     ap.add_argument("--steps", type=int, default=500, help="timed steps per mode (default %(default)s)")
     ap.add_argument("--warmup", type=int, default=50, help="untimed steps first (default %(default)s)")
     ap.add_argument("--hidden", help="hidden widths, e.g. 256,128 (overrides the config)")
@@ -216,7 +273,17 @@ def main():
     ap.add_argument("--data-path", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
+    if args.config is None and not args.no_config:
+        args.config = os.path.join(REPO, "configs", DEFAULT_CONFIG[args.model or "mlp"])
     cfg = load_config(None if args.no_config else args.config)
+    if args.model is None:
+        args.model = cfg["kind"]
+    elif not args.no_config and cfg["kind"] != args.model:
+        ap.error("--model %s, but %s trains model.kind %s" % (args.model, args.config, cfg["kind"]))
+    if args.overlap_pool is None:
+        args.overlap_pool = cfg["overlap_pool"]
+    if args.overlap_pool and args.model != "lenet":
+        ap.error("--overlap-pool: only for --model lenet")
     if args.hidden is not None:
         try:
             args.hidden = [int(w) for w in args.hidden.split(",") if w.strip()]
@@ -233,7 +300,8 @@ def main():
     if args.worker:
         return worker(args)
 
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    modes = [m.strip() for m in (args.modes or ",".join(DEFAULT_MODES[args.model])).split(",")
+             if m.strip()]
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         ap.error("--modes: unknown %s; choose from %s" % (", ".join(bad) or "(none)", ", ".join(MODES)))
@@ -242,12 +310,23 @@ def main():
         print("bench_torch.py: PyTorch is not installed (no module torch); skipped", file=sys.stderr)
         return 77
 
-    base = [sys.executable, os.path.abspath(__file__), "--no-config", "--device", args.device,
+    base = [sys.executable, os.path.abspath(__file__), "--no-config", "--model", args.model,
+            "--device", args.device,
             "--steps", str(args.steps), "--warmup", str(args.warmup),
             "--hidden", ",".join(str(w) for w in args.hidden), "--batch", str(args.batch),
             "--lr", repr(args.lr), "--momentum", repr(args.momentum),
             "--weight-decay", repr(args.weight_decay), "--seed", str(args.seed),
             "--threads", str(args.threads), "--data", args.data, "--data-path", args.data_path]
+    if args.overlap_pool:
+        base.append("--overlap-pool")
+    header = LENET_CSV_HEADER if args.model == "lenet" else CSV_HEADER
+    if args.csv and os.path.exists(args.csv) and os.path.getsize(args.csv) > 0:
+        with open(args.csv) as f:  # refuse before training, not after
+            first = f.readline().rstrip("\n")
+        if first != header:
+            print("bench_torch.py: %s: its header is not the %s header (%s...); give each model "
+                  "its own --csv file" % (args.csv, args.model, first[:60]), file=sys.stderr)
+            return 2
     rows = []
     for mode in modes:
         env = dict(os.environ)
@@ -259,21 +338,31 @@ def main():
             return p.returncode or 1
         r = json.loads(lines[-1])
         rows.append(r)
-        print("torch %s %s: %s, MLP 784-%s-10, batch %d, %s data: median %.3f ms/step "
-              "(p10 %.3f, p90 %.3f; %d steps after %d warm-up), TF32 matmul %s, cuDNN TF32 %s, "
-              "deterministic %s" % (
-                  r["torch"], r["mode"], r["device"], r["hidden"], r["batch"], r["data"],
-                  r["median_ms"], r["p10_ms"], r["p90_ms"], r["steps"], args.warmup,
-                  "on" if r["tf32_matmul"] else "off", "on" if r["tf32_cudnn"] else "off",
-                  "on" if r["deterministic"] else "off"))
+        onoff = {k: "on" if r[k] else "off" for k in ("tf32_matmul", "tf32_cudnn",
+                                                       "cudnn_benchmark", "deterministic")}
+        if args.model == "lenet":
+            print("torch %s %s: %s, LeNet 6-16-120-84-10, pool %s, batch %d, %s data: median "
+                  "%.3f ms/step (p10 %.3f, p90 %.3f; %d steps after %d warm-up), cuDNN "
+                  "benchmark %s, TF32 matmul %s, cuDNN TF32 %s, deterministic %s" % (
+                      r["torch"], r["mode"], r["device"], r["pool"], r["batch"], r["data"],
+                      r["median_ms"], r["p10_ms"], r["p90_ms"], r["steps"], args.warmup,
+                      onoff["cudnn_benchmark"], onoff["tf32_matmul"], onoff["tf32_cudnn"],
+                      onoff["deterministic"]))
+        else:
+            print("torch %s %s: %s, MLP 784-%s-10, batch %d, %s data: median %.3f ms/step "
+                  "(p10 %.3f, p90 %.3f; %d steps after %d warm-up), TF32 matmul %s, cuDNN TF32 %s, "
+                  "deterministic %s" % (
+                      r["torch"], r["mode"], r["device"], r["hidden"], r["batch"], r["data"],
+                      r["median_ms"], r["p10_ms"], r["p90_ms"], r["steps"], args.warmup,
+                      onoff["tf32_matmul"], onoff["tf32_cudnn"], onoff["deterministic"]))
         sys.stdout.flush()
     if args.csv:
         new = not os.path.exists(args.csv) or os.path.getsize(args.csv) == 0
         with open(args.csv, "a") as f:
             if new:
-                f.write(CSV_HEADER + "\n")
+                f.write(header + "\n")
             for r in rows:
-                f.write(",".join(csv_field(r[k]) for k in CSV_HEADER.split(",")) + "\n")
+                f.write(",".join(csv_field(r[k]) for k in header.split(",")) + "\n")
     by_mode = {r["mode"]: r for r in rows}
     if "default" in by_mode and "deterministic" in by_mode:
         print("torch deterministic vs default: %.2fx median step time" % (

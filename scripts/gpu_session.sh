@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The GPU session: build detrain with CUDA on a GPU machine, run its GPU tests, train the
-# quickstart and the Bayesian MLP on the CPU and the GPU, compare their portable traces,
-# benchmark detrain and PyTorch, and record the machine, the versions, every command and
-# its log under results/<gpu-name>/. Run in the repo root:
+# quickstart, LeNet and the Bayesian MLP on the CPU and the GPU, compare their portable
+# traces, build the cross-device digest table, run the overhead matrix, benchmark detrain
+# and PyTorch, and record the machine, the versions, every command and its log under
+# results/<gpu-name>/. Run in the repo root:
 #
-#   scripts/gpu_session.sh [OPTIONS] STEP...     STEP: info build tests runs bench torch all
+#   scripts/gpu_session.sh [OPTIONS] STEP...
+#       STEP: info build tests runs bench torch crossdev matrix all
 #
 # A step that fails is marked FAILED and the next step runs anyway; the session ends with a
 # summary and exits 1 when anything failed. `info` runs first in every session. Steps are
@@ -25,11 +27,18 @@ steps (run in the order given; `info` always first):
   build   configure BUILD with -DDETRAIN_CUDA=ON (cuDNN from the toolkit, else from the
           Python environment's site-packages/nvidia/cudnn) and build it
   tests   ctest -L gpu (a skipped test fails the step), then ctest -L unit
-  runs    detrain run configs/quickstart.yaml and configs/bnn.yaml on cpu and on cuda,
-          then detrain compare: every portable replica must match CPU and GPU bit for bit
-  bench   detrain bench on cuda (quickstart at batch 256 and 64, bnn) and quickstart on cpu
-  torch   scripts/bench_torch.py: the quickstart MLP in PyTorch (default, TF32,
-          deterministic modes)
+  runs    detrain run configs/quickstart.yaml, configs/bnn.yaml and configs/lenet.yaml
+          (200 steps, portable and run_to_run, 5 replicas) on cpu and on cuda, then
+          detrain compare: every portable replica must match CPU and GPU bit for bit, and
+          LeNet's 5 run_to_run replicas on cuda must match each other
+  bench   detrain bench on cuda (quickstart at batch 256 and 64, bnn, lenet with and
+          without model.overlap_pool) and quickstart on cpu
+  torch   scripts/bench_torch.py: the quickstart MLP (default, TF32, deterministic modes)
+          and LeNet (default, benchmark, deterministic; 2x2 and overlapping pools)
+  crossdev  scripts/cross_device.sh run: the portable runs of the three models on cuda
+          and on this machine's cpu, then the table against results/cpu/crossdev-t2 (when
+          present) into RESULTS/cross_device.md: every digest must be equal
+  matrix  detrain run configs/overhead_matrix.yaml --out RESULTS/overhead_matrix
   all     every step above
 options:
   --deps DIR        .debs from `scripts/gpu_deps.sh fetch` (default .gpu-deps; `none` = the
@@ -64,18 +73,8 @@ time_left() { # seconds before --time-limit (a large number without one)
   if [ "$time_limit" -eq 0 ]; then echo 999999; else echo $((time_limit - (SECONDS - start_s))); fi
 }
 
-# The command line as one would type it: plain words bare, others in single quotes.
-quote_args() {
-  local a out=""
-  for a in "$@"; do
-    if [[ "$a" =~ ^[A-Za-z0-9_./=:,+@%-]+$ ]]; then
-      out+=" $a"
-    else
-      out+=" '${a//\'/\'\\\'\'}'"
-    fi
-  done
-  echo "${out# }"
-}
+# quote_args
+. "$repo/scripts/lib.sh"
 
 # run [--ok "CODES"] CMD...: run CMD with its output appended to the step's log, record it
 # with its exit status and duration in the session file. A status outside CODES (default
@@ -291,14 +290,19 @@ step_tests() {
 
 step_runs() {
   need_build || return
-  local cfg dev out
-  for cfg in quickstart bnn; do
+  local cfg dev out extra
+  for cfg in quickstart bnn lenet; do
+    extra=()
+    # LeNet short: its portable replicas must match across devices, and its run_to_run
+    # replicas must match each other on the GPU (cuDNN's deterministic algorithms).
+    [ "$cfg" != lenet ] || extra=(--set 'policies=[portable, run_to_run]' --set replicas=5
+                                  --set train.steps=200)
     for dev in cpu cuda; do
       out=$results/runs/$cfg-$dev
       [ $dry -eq 1 ] || rm -rf "$out"
       # No snapshots: traces and digests are what the comparison needs; results stay small.
       run "$detrain" run "configs/$cfg.yaml" --out "$out" --set "backend.device=$dev" \
-          --set report.snapshots=0 --quiet
+          --set report.snapshots=0 "${extra[@]+"${extra[@]}"}" --quiet
     done
     # Every cell: recorded (cells other than portable may differ: exit 1 allowed).
     run --ok "0 1" "$detrain" compare "$results/runs/$cfg-cpu" "$results/runs/$cfg-cuda"
@@ -317,6 +321,12 @@ step_runs() {
       step_failed=$((step_failed + 1))
     fi
   done
+  # run_to_run on one GPU: every LeNet replica the bits of replica 0 (`compare` exits 1 on
+  # any difference, naming the step and tensor).
+  local k r2r=$results/runs/lenet-cuda/run_to_run
+  for k in 1 2 3 4; do
+    run "$detrain" compare "$r2r/replica-0" "$r2r/replica-$k"
+  done
 }
 
 step_bench() {
@@ -330,6 +340,10 @@ step_bench() {
       --set train.batch=64 --set "$levels" --csv "$d/detrain-cuda-mlp-b64.csv"
   run "$detrain" bench configs/bnn.yaml --steps 40 --warmup 4 --baseline first \
       --set backend.device=cuda --csv "$d/detrain-cuda-bnn.csv"
+  run "$detrain" bench configs/lenet.yaml --steps 100 --warmup 10 --set backend.device=cuda \
+      --set "$levels" --csv "$d/detrain-cuda-lenet.csv"
+  run "$detrain" bench configs/lenet.yaml --steps 100 --warmup 10 --set backend.device=cuda \
+      --set model.overlap_pool=true --set "$levels" --csv "$d/detrain-cuda-lenet-overlap.csv"
   # The same machine's CPU, for scale.
   run "$detrain" bench configs/quickstart.yaml --steps 100 --warmup 10 --set backend.device=cpu \
       --set "$levels" --csv "$d/detrain-cpu-mlp-b256.csv"
@@ -337,11 +351,48 @@ step_bench() {
 
 step_torch() {
   local d=$results/bench
-  [ $dry -eq 1 ] || { mkdir -p "$d"; rm -f "$d/torch.csv"; }
+  [ $dry -eq 1 ] || { mkdir -p "$d"; rm -f "$d/torch.csv" "$d/torch-lenet.csv"; }
   run python3 scripts/bench_torch.py --config configs/quickstart.yaml --device cuda \
       --steps 500 --warmup 50 --csv "$d/torch.csv"
   run python3 scripts/bench_torch.py --config configs/quickstart.yaml --device cuda --batch 64 \
       --steps 500 --warmup 50 --csv "$d/torch.csv"
+  run python3 scripts/bench_torch.py --model lenet --config configs/lenet.yaml --device cuda \
+      --steps 500 --warmup 50 --csv "$d/torch-lenet.csv"
+  run python3 scripts/bench_torch.py --model lenet --config configs/lenet.yaml --device cuda \
+      --overlap-pool --steps 500 --warmup 50 --csv "$d/torch-lenet.csv"
+}
+
+# The cross-device table: the portable runs of the three models on this GPU and on this
+# machine's CPU (scripts/cross_device.sh run), then `detrain compare --table` of the
+# committed CPU reference (results/cpu/crossdev-t2, when present) against both. Any
+# difference, missing run or unreadable trace fails the step.
+step_crossdev() {
+  need_build || return
+  local ref=results/cpu/crossdev-t2 gpu=$results/crossdev cpu=$results/crossdev-cpu roots
+  run env DETRAIN="$detrain" bash scripts/cross_device.sh run cuda "$gpu"
+  run env DETRAIN="$detrain" bash scripts/cross_device.sh run cpu "$cpu" --threads 2
+  if [ -f "$ref/mlp/config.json" ]; then
+    roots=("$ref" "$cpu" "$gpu")
+  else
+    say "crossdev: no $ref/mlp/config.json (the committed CPU reference); this machine's CPU is the reference"
+    roots=("$cpu" "$gpu")
+  fi
+  run env DETRAIN="$detrain" bash scripts/cross_device.sh table "${roots[@]}" \
+      --out "$results/cross_device.md"
+}
+
+# The overhead matrix (configs/overhead_matrix.yaml, a matrix config: every entry one
+# experiment, a report per device).
+step_matrix() {
+  need_build || return
+  local cfg=configs/overhead_matrix.yaml out=$results/overhead_matrix
+  if [ ! -f "$cfg" ]; then
+    say "matrix: $cfg does not exist in this tree: nothing to run (FAILED)"
+    step_failed=$((step_failed + 1))
+    [ $dry -eq 1 ] || return
+  fi
+  [ $dry -eq 1 ] || rm -rf "$out"
+  run "$detrain" run "$cfg" --out "$out"
 }
 
 finish() {
@@ -350,7 +401,7 @@ finish() {
   summary=$(
     echo "summary ($gpu_name, $(date -u +%Y-%m-%dT%H:%M:%SZ), $((SECONDS - start_s))s, results in $results):"
     for s in deps "${ordered[@]}"; do
-      printf '  %-6s %-12s %ss\n' "$s" "${status_of[$s]:-not run}" "${time_of[$s]:-0}"
+      printf '  %-8s %-14s %ss\n' "$s" "${status_of[$s]:-not run}" "${time_of[$s]:-0}"
     done)
   for s in deps "${ordered[@]}"; do
     case "${status_of[$s]:-not run}" in passed | planned) ;; *) failed=1 ;; esac
@@ -403,8 +454,8 @@ while [ $# -gt 0 ]; do
     --jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
     --dry-run) dry=1; shift ;;
     -h | --help) usage ;;
-    info | build | tests | runs | bench | torch) steps+=("$1"); shift ;;
-    all) steps+=(build tests runs bench torch); shift ;;
+    info | build | tests | runs | bench | torch | crossdev | matrix) steps+=("$1"); shift ;;
+    all) steps+=(build tests runs bench torch crossdev matrix); shift ;;
     *) echo "gpu_session.sh: unknown step or option '$1'" >&2; usage ;;
   esac
 done

@@ -622,7 +622,7 @@ DT_TEST(write_reference)
         "train.seed", "train.eval_every", "backend.device", "backend.threads", "backend.gpu", "policies",
         "replicas", "vary", "hash.every", "hash.per_tensor", "hash.async",
         "report.snapshots",
-        "report.overhead_samples", "report.overhead_warmup"};
+        "report.overhead_samples", "report.overhead_warmup", "matrix"};
     int n_keys = (int)(sizeof every_key / sizeof every_key[0]);
     char *text = NULL;
     size_t size = 0;
@@ -653,6 +653,10 @@ DT_TEST(write_reference)
     CHECK_CONTAINS(text,
                    "| `report.overhead_samples` | integer | `30` | 0 or [20, 1000000] | no |");
     CHECK_CONTAINS(text, "| `report.overhead_warmup` | integer | `5` | [0, 100000] | no |");
+    /* optional without a default: not required */
+    CHECK_CONTAINS(text, "| `matrix` | list of entries |  | 1 to 32 entries {name: NAME, set: "
+                         "{DOTTED.KEY: VALUE, ...}}; names unique, 1 to 127 characters from A-Z "
+                         "a-z 0-9 _ . -; set cannot hold name or matrix | no |");
     free(text);
 }
 
@@ -1030,15 +1034,63 @@ static char *round_trip(const char *path, const char *const *sets, int n_sets)
     return first;
 }
 
-/* Every shipped config, then the test fixtures that use every model kind and both forms
- * of vary. The JSON holds only the keys the model kind reads. */
+/* The same for every entry of a matrix config: each resolves to a plain experiment whose
+ * JSON (without `matrix`) loads back. */
+static void round_trip_entries(const char *path, const struct dt_experiment *m)
+{
+    static struct dt_experiment a, b;
+    for (int k = 0; k < m->n_matrix; k++) {
+        struct dt_error err = {0};
+        int before = dt_check_failures_;
+        CHECK_INT_EQ(dt_config_load_entry(&a, path, k, NULL, 0, &err), DT_OK);
+        if (err.msg[0]) fprintf(stderr, "  %s\n", err.msg);
+        CHECK_STR_EQ(a.name, m->matrix[k]);
+        char *first = json_of(&a);
+        if (!first) return;
+        CHECK(strstr(first, "\"matrix\"") == NULL);
+        char json_path[1024];
+        snprintf(json_path, sizeof json_path, DT_TEST_TMP_DIR "/config.round_trip.entry.%s.json",
+                 m->matrix[k]);
+        FILE *f = fopen(json_path, "w");
+        CHECK(f != NULL);
+        if (f) {
+            fputs(first, f);
+            fclose(f);
+            CHECK_INT_EQ(load(&b, json_path, NULL, 0, &err), DT_OK);
+            char *second = json_of(&b);
+            if (second) CHECK_STR_EQ(second, first);
+            free(second);
+            expect_same_experiment(&a, &b);
+        }
+        free(first);
+        if (dt_check_failures_ != before)
+            fprintf(stderr, "  (round trip of %s, entry %s)\n", path, m->matrix[k]);
+    }
+}
+
+/* Every shipped config (each entry of a matrix config), then the test fixtures that use
+ * every model kind and both forms of vary. The JSON holds only the keys the model kind
+ * reads. */
 DT_TEST(json_round_trip)
 {
     glob_t shipped;
     CHECK_INT_EQ(glob(DT_SOURCE_DIR "/configs/*.yaml", 0, NULL, &shipped), 0);
     CHECK(shipped.gl_pathc >= 4); /* quickstart, cpu_controls, lenet, bnn at least */
-    for (size_t i = 0; i < shipped.gl_pathc; i++) free(round_trip(shipped.gl_pathv[i], NULL, 0));
+    static struct dt_experiment m;
+    int matrices = 0;
+    for (size_t i = 0; i < shipped.gl_pathc; i++) {
+        struct dt_error err = {0};
+        CHECK_INT_EQ(dt_config_load_matrix(&m, shipped.gl_pathv[i], NULL, 0, &err), DT_OK);
+        if (err.msg[0]) fprintf(stderr, "  %s\n", err.msg);
+        if (m.n_matrix > 0) {
+            round_trip_entries(shipped.gl_pathv[i], &m);
+            matrices++;
+        } else {
+            free(round_trip(shipped.gl_pathv[i], NULL, 0));
+        }
+    }
     globfree(&shipped);
+    CHECK(matrices >= 1); /* overhead_matrix */
 
     char *text = round_trip(DT_SOURCE_DIR "/configs/lenet.yaml", NULL, 0);
     if (text) {

@@ -1,8 +1,10 @@
 /* The scripts that take detrain to a GPU machine (scripts/gpu_deps.sh, gpu_session.sh,
- * bench_torch.py), tested where no GPU and no network are needed: syntax; gpu_deps.sh
- * install on tiny fake .debs (tests/gpu_deps_fake.sh) -- .pc files moved into the prefix,
- * absolute symlinks re-pointed, env.sh, idempotence, every refusal; gpu_session.sh's plan,
- * its results folder and carrying on after failed steps; bench_torch.py on the CPU (skipped
+ * cross_device.sh, bench_torch.py), tested where no GPU and no network are needed: syntax;
+ * gpu_deps.sh install on tiny fake .debs (tests/gpu_deps_fake.sh) -- .pc files moved into
+ * the prefix, absolute symlinks re-pointed, env.sh, idempotence, every refusal;
+ * gpu_session.sh's plan, its results folder, carrying on after failed steps, and its
+ * crossdev and matrix steps in a scratch copy of the scripts with a stand-in detrain;
+ * cross_device.sh on short real CPU runs; bench_torch.py (MLP and LeNet) on the CPU (skipped
  * without PyTorch). `slow`: the real fetch, a build from the prefix alone and a short run
  * (tests/gpu_deps_check.sh; skipped offline). */
 #include "tests/check.h"
@@ -39,8 +41,8 @@ static char *read_text(const char *fmt, const char *a, const char *b)
 DT_TEST(bash_syntax)
 {
     static const char *scripts[] = {"scripts/gpu_deps.sh", "scripts/gpu_session.sh",
-                                    "scripts/setup.sh", "tests/gpu_deps_check.sh",
-                                    "tests/gpu_deps_fake.sh"};
+                                    "scripts/cross_device.sh", "scripts/lib.sh", "scripts/setup.sh",
+                                    "tests/gpu_deps_check.sh", "tests/gpu_deps_fake.sh"};
     for (size_t i = 0; i < sizeof scripts / sizeof scripts[0]; i++) {
         int rc = dt_run_capture(out, sizeof out, "bash -n '%s/%s'", SRC, scripts[i]);
         if (rc != 0) fprintf(stderr, "%s:\n%s\n", scripts[i], out);
@@ -226,7 +228,40 @@ DT_TEST(session_plan)
         "--set backend.device=cuda --set 'policies=[fast, run_to_run, portable]'",
         "[bench] build-gpu/detrain bench configs/bnn.yaml --steps 40 --warmup 4 --baseline first",
         "[torch] python3 scripts/bench_torch.py --config configs/quickstart.yaml --device cuda",
-        "  torch  planned",
+        "  torch    planned",
+        /* LeNet in runs: portable and run_to_run, 5 replicas, on both devices */
+        "[runs] build-gpu/detrain run configs/lenet.yaml --out results/nvidia-h100-80gb-hbm3/runs/lenet-cpu "
+        "--set backend.device=cpu --set report.snapshots=0 --set 'policies=[portable, run_to_run]' "
+        "--set replicas=5 --set train.steps=200 --quiet\n",
+        "[runs] build-gpu/detrain run configs/lenet.yaml --out results/nvidia-h100-80gb-hbm3/runs/lenet-cuda "
+        "--set backend.device=cuda --set report.snapshots=0 --set 'policies=[portable, run_to_run]' "
+        "--set replicas=5 --set train.steps=200 --quiet\n",
+        "[runs] build-gpu/detrain compare results/nvidia-h100-80gb-hbm3/runs/lenet-cpu/portable*/replica-K "
+        "results/nvidia-h100-80gb-hbm3/runs/lenet-cuda/... (each portable replica)",
+        "[runs] build-gpu/detrain compare results/nvidia-h100-80gb-hbm3/runs/lenet-cuda/run_to_run/replica-0 "
+        "results/nvidia-h100-80gb-hbm3/runs/lenet-cuda/run_to_run/replica-4\n",
+        /* LeNet in bench, with and without overlapping pools */
+        "[bench] build-gpu/detrain bench configs/lenet.yaml --steps 100 --warmup 10 --set backend.device=cuda "
+        "--set 'policies=[fast, run_to_run, portable]' --csv results/nvidia-h100-80gb-hbm3/bench/detrain-cuda-lenet.csv",
+        "[bench] build-gpu/detrain bench configs/lenet.yaml --steps 100 --warmup 10 --set backend.device=cuda "
+        "--set model.overlap_pool=true --set 'policies=[fast, run_to_run, portable]' "
+        "--csv results/nvidia-h100-80gb-hbm3/bench/detrain-cuda-lenet-overlap.csv",
+        "[torch] python3 scripts/bench_torch.py --model lenet --config configs/lenet.yaml --device cuda "
+        "--steps 500 --warmup 50 --csv results/nvidia-h100-80gb-hbm3/bench/torch-lenet.csv",
+        "[torch] python3 scripts/bench_torch.py --model lenet --config configs/lenet.yaml --device cuda "
+        "--overlap-pool --steps 500 --warmup 50 --csv results/nvidia-h100-80gb-hbm3/bench/torch-lenet.csv",
+        /* crossdev and matrix */
+        "[crossdev] env DETRAIN=build-gpu/detrain bash scripts/cross_device.sh run cuda "
+        "results/nvidia-h100-80gb-hbm3/crossdev\n",
+        "[crossdev] env DETRAIN=build-gpu/detrain bash scripts/cross_device.sh run cpu "
+        "results/nvidia-h100-80gb-hbm3/crossdev-cpu --threads 2\n",
+        " bash scripts/cross_device.sh table ",
+        " results/nvidia-h100-80gb-hbm3/crossdev-cpu results/nvidia-h100-80gb-hbm3/crossdev "
+        "--out results/nvidia-h100-80gb-hbm3/cross_device.md\n",
+        "[matrix] build-gpu/detrain run configs/overhead_matrix.yaml --out "
+        "results/nvidia-h100-80gb-hbm3/overhead_matrix\n",
+        "  crossdev planned",
+        "  matrix   planned",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK_CONTAINS(out, want[i]);
     /* A dry run writes nothing. */
@@ -258,10 +293,10 @@ DT_TEST(session_continues_after_failures)
                             "--build nobuild --results res --tar res.tar.gz tests runs", dir, SRC);
     CHECK_INT_EQ(rc, 1);
     CHECK_CONTAINS(out, "summary (Test GPU, ");
-    CHECK_CONTAINS(out, "  deps   passed");
-    CHECK_CONTAINS(out, "  tests  FAILED");
-    CHECK_CONTAINS(out, "  runs   FAILED");
-    CHECK_CONTAINS(out, "  info   ");
+    CHECK_CONTAINS(out, "  deps     passed");
+    CHECK_CONTAINS(out, "  tests    FAILED");
+    CHECK_CONTAINS(out, "  runs     FAILED");
+    CHECK_CONTAINS(out, "  info     ");
     CHECK_CONTAINS(out, "tests: no ");
     CHECK_CONTAINS(out, "nobuild/detrain: put the build step first");
     CHECK_CONTAINS(out, "/res.tar.gz (");
@@ -273,7 +308,7 @@ DT_TEST(session_continues_after_failures)
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "cat '%s'/res/session-*.txt", dir), 0);
     CHECK_CONTAINS(out, "# command (in ");
     CHECK_CONTAINS(out, "bash scripts/gpu_session.sh __source ");
-    CHECK_CONTAINS(out, "#   runs   FAILED");
+    CHECK_CONTAINS(out, "#   runs     FAILED");
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "tar -tzf '%s/res.tar.gz'", dir), 0);
     CHECK_CONTAINS(out, "res/info/source.txt");
     CHECK_CONTAINS(out, "res/session-");
@@ -282,8 +317,160 @@ DT_TEST(session_continues_after_failures)
     rc = dt_run_capture(out, sizeof out, "cd '%s' && bash '%s/scripts/gpu_session.sh' --deps none "
                         "--results res2 --time-limit 3 runs 2>/dev/null", dir, SRC);
     CHECK_INT_EQ(rc, 1);
-    CHECK_CONTAINS(out, "  info   not run (time)");
-    CHECK_CONTAINS(out, "  runs   not run (time)");
+    CHECK_CONTAINS(out, "  info     not run (time)");
+    CHECK_CONTAINS(out, "  runs     not run (time)");
+}
+
+/* A scratch repo holding a copy of the session scripts and a stand-in detrain that logs its
+ * arguments: the crossdev step's reference (the committed CPU runs when present, else this
+ * machine's CPU) and the matrix step, which fails loudly without its config. */
+DT_TEST(session_crossdev_and_matrix)
+{
+    const char *dir = scratch("fakerepo");
+    int rc = dt_run_capture(out, sizeof out,
+                            "cd '%s' && mkdir -p scripts fakebuild configs && "
+                            "cp '%s/scripts/gpu_session.sh' '%s/scripts/cross_device.sh' "
+                            "'%s/scripts/lib.sh' scripts/ && "
+                            "printf '#!/bin/sh\\necho \"$*\" >>\"$(dirname \"$0\")/calls.txt\"\\n' "
+                            ">fakebuild/detrain && chmod +x fakebuild/detrain", dir, SRC, SRC, SRC);
+    CHECK_INT_EQ(rc, 0);
+    /* Without the committed reference: this machine's CPU run is the reference. */
+    rc = dt_run_capture(out, sizeof out, "cd '%s' && bash scripts/gpu_session.sh --dry-run --deps none "
+                        "--results res crossdev", dir);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_CONTAINS(out, "no results/cpu/crossdev-t2/mlp/config.json (the committed CPU reference)");
+    char want[4096];
+    snprintf(want, sizeof want, "bash scripts/cross_device.sh table %s/res/crossdev-cpu %s/res/crossdev "
+             "--out %s/res/cross_device.md\n", dir, dir, dir);
+    CHECK_CONTAINS(out, want);
+    /* With it: three roots, the committed one first. */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "cd '%s' && mkdir -p results/cpu/crossdev-t2/mlp && "
+                                "echo '{}' >results/cpu/crossdev-t2/mlp/config.json", dir), 0);
+    rc = dt_run_capture(out, sizeof out, "cd '%s' && bash scripts/gpu_session.sh --dry-run --deps none "
+                        "--results res crossdev", dir);
+    CHECK_INT_EQ(rc, 0);
+    snprintf(want, sizeof want, "bash scripts/cross_device.sh table results/cpu/crossdev-t2 "
+             "%s/res/crossdev-cpu %s/res/crossdev --out %s/res/cross_device.md\n", dir, dir, dir);
+    CHECK_CONTAINS(out, want);
+    CHECK(strstr(out, "committed CPU reference") == NULL);
+
+    /* matrix without configs/overhead_matrix.yaml: FAILED, saying why; detrain not called. */
+    rc = dt_run_capture(out, sizeof out, "cd '%s' && DT_GPU_NAME=Fake bash scripts/gpu_session.sh "
+                        "--deps none --build fakebuild --results res matrix", dir);
+    CHECK_INT_EQ(rc, 1);
+    CHECK_CONTAINS(out, "matrix: configs/overhead_matrix.yaml does not exist in this tree");
+    CHECK_CONTAINS(out, "  matrix   FAILED");
+    snprintf(want, sizeof want, "%s/fakebuild/calls.txt", dir);
+    CHECK(!dt_path_exists(want));
+    /* With it: detrain run CONFIG --out RESULTS/overhead_matrix, and the step passes. */
+    rc = dt_run_capture(out, sizeof out, "cd '%s' && touch configs/overhead_matrix.yaml && "
+                        "DT_GPU_NAME=Fake bash scripts/gpu_session.sh --deps none --build fakebuild "
+                        "--results res matrix; cat fakebuild/calls.txt", dir);
+    CHECK_CONTAINS(out, "  matrix   passed");
+    snprintf(want, sizeof want, "run configs/overhead_matrix.yaml --out %s/res/overhead_matrix\n", dir);
+    CHECK_CONTAINS(out, want);
+}
+
+/* ---- cross_device.sh ----------------------------------------------------------------------- */
+
+#define XD DT_TEST_TMP_DIR "/scripts-crossdev"
+
+static int crossdev(const char *args)
+{
+    return dt_run_capture(out, sizeof out, "cd '%s' && DETRAIN='%s' bash '%s/scripts/cross_device.sh' %s",
+                          DT_TEST_TMP_DIR, DT_DETRAIN_EXE, SRC, args);
+}
+
+/* Short real runs of the three models on 2 and 1 CPU threads: equal tables; then a root
+ * whose LeNet trace was altered, one without its BNN run, one that cannot be compared; and
+ * a run on a device this machine lacks fails loudly. */
+DT_TEST(cross_device_cpu)
+{
+    const char *dir = scratch("crossdev");
+    (void)dir;
+    static const char small[] = "--steps 3 --set dataset.train_limit=2000 --set dataset.test_limit=300";
+    char args[1024];
+    snprintf(args, sizeof args, "run cpu scripts-crossdev/t2 --threads 2 %s", small);
+    int rc = crossdev(args);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_CONTAINS(out, "cross_device: lenet on cpu: done in ");
+    snprintf(args, sizeof args, "run cpu scripts-crossdev/t1 --threads 1 %s", small);
+    CHECK_INT_EQ(crossdev(args), 0);
+    char *cmds = read_text("%s/%s", DT_TEST_TMP_DIR, "scripts-crossdev/t1/commands.txt");
+    if (cmds) {
+        /* paths as seen from the repo root, where the script runs: absolute here */
+        CHECK_CONTAINS(cmds, "# scripts/cross_device.sh run cpu " XD "/t1 --threads 1 --steps 3 ");
+        CHECK_CONTAINS(cmds, " run configs/lenet.yaml --out " XD "/t1/lenet --quiet "
+                             "--set 'policies=[portable]' --set replicas=1 --set train.steps=3 "
+                             "--set hash.per_tensor=true --set report.snapshots=0 "
+                             "--set report.overhead_samples=0 --set backend.device=cpu "
+                             "--set backend.threads=1 --set dataset.train_limit=2000");
+        CHECK_CONTAINS(cmds, "# exit 0 after ");
+        CHECK_CONTAINS(cmds, "# detrain 0.1.0 (git ");
+        free(cmds);
+    }
+    char snap[1200];
+    snprintf(snap, sizeof snap, "%s/scripts-crossdev/t1/mlp/portable/replica-0/snapshots", DT_TEST_TMP_DIR);
+    CHECK(!dt_path_exists(snap));
+
+    CHECK_INT_EQ(crossdev("table scripts-crossdev/t2 scripts-crossdev/t1 --out scripts-crossdev/t.md"), 0);
+    char *md = read_text("%s/%s", DT_TEST_TMP_DIR, "scripts-crossdev/t.md");
+    if (md) {
+        CHECK_CONTAINS(md, "# Cross-device digest table\n");
+        CHECK_CONTAINS(md, "- mlp: identical\n- lenet: identical\n- bnn: identical\n");
+        CHECK_CONTAINS(md, "- made by: `scripts/cross_device.sh table scripts-crossdev/t2 "
+                           "scripts-crossdev/t1 --out scripts-crossdev/t.md`");
+        CHECK_CONTAINS(md, "## lenet (configs/lenet.yaml)\n");
+        CHECK_CONTAINS(md, " compare --table " XD "/t2/bnn " XD "/t1/bnn` (exit 0)");
+        CHECK_CONTAINS(md, "| portable/replica-0 | identical (4 steps) |");
+        CHECK_CONTAINS(md, "# scripts/cross_device.sh run cpu " XD "/t2 --threads 2");
+        free(md);
+    }
+
+    /* LeNet altered at step 2 in a third root, its BNN run gone. */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "cd '%s/scripts-crossdev' && cp -r t1 bad && rm -r bad/bnn && "
+                                "f=bad/lenet/portable/replica-0/trace.csv && awk -F, -v OFS=, 'NR == 4 "
+                                "{ c = substr($3, 1, 1); $3 = (c == \"a\" ? \"b\" : \"a\") substr($3, 2) } "
+                                "{ print }' $f >t.new && ! cmp -s t.new $f && mv t.new $f && "
+                                "awk -F, 'NR == 4 { print $1 }' bad/lenet/portable/replica-0/trace.csv",
+                                DT_TEST_TMP_DIR), 0);
+    CHECK_STR_EQ(out, "2\n");
+    rc = crossdev("table scripts-crossdev/t2 scripts-crossdev/t1 scripts-crossdev/bad "
+                  "--label ref --label one --label bad");
+    CHECK_INT_EQ(rc, 1);
+    CHECK_CONTAINS(out, "- mlp: identical\n");
+    CHECK_CONTAINS(out, "- lenet: DIFFERS (see its table)\n");
+    CHECK_CONTAINS(out, "- bnn: identical; MISSING: no run in " XD "/bad\n");
+    CHECK_CONTAINS(out, "| replica | one | bad |\n");
+    CHECK_CONTAINS(out, "- `" XD "/bad/bnn`: no experiment (no config.json)");
+
+    /* Refusals, loudly. */
+    CHECK_INT_EQ(crossdev("table scripts-crossdev/t2 scripts-crossdev/nonexistent"), 2);
+    CHECK_CONTAINS(out, "scripts-crossdev/nonexistent: no such folder");
+    CHECK_INT_EQ(crossdev("table scripts-crossdev/t2"), 2);
+    CHECK_CONTAINS(out, "needs a reference root and at least one more");
+    CHECK_INT_EQ(crossdev("run gpu scripts-crossdev/x"), 2);
+    CHECK_CONTAINS(out, "DEVICE is cpu or cuda, not 'gpu'");
+    CHECK_INT_EQ(crossdev("run cpu scripts-crossdev/x --threads two"), 2);
+    CHECK_CONTAINS(out, "--threads: a number");
+    CHECK_INT_EQ(crossdev("frobnicate"), 2);
+    CHECK_CONTAINS(out, "unknown mode 'frobnicate'");
+    CHECK_CONTAINS(out, "usage:");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "DETRAIN=/nonexistent/detrain bash '%s/scripts/cross_device.sh' "
+                                "run cpu '%s/scripts-crossdev/x'", SRC, DT_TEST_TMP_DIR), 2);
+    CHECK_CONTAINS(out, "DETRAIN=/nonexistent/detrain: no such executable");
+    /* No GPU here (or a build without CUDA): every model fails, each says why, exit 1. */
+    if (dt_run_capture(out, sizeof out, "nvidia-smi -L 2>/dev/null | grep -q GPU") != 0) {
+        CHECK_INT_EQ(crossdev("run cuda scripts-crossdev/gpu --steps 2"), 1);
+        CHECK_CONTAINS(out, "cross_device: FAILED: mlp on cuda (exit 2");
+        CHECK_CONTAINS(out, "cross_device: FAILED: bnn on cuda (exit 2");
+        CHECK_CONTAINS(out, "  detrain: ");
+        char *c = read_text("%s/%s", DT_TEST_TMP_DIR, "scripts-crossdev/gpu/commands.txt");
+        if (c) CHECK_CONTAINS(c, "# exit 2 after ");
+        free(c);
+    }
 }
 
 /* ---- bench_torch.py ------------------------------------------------------------------------ */
@@ -335,6 +522,59 @@ DT_TEST(bench_torch_cpu)
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "python3 '%s/scripts/bench_torch.py' --device cpu --modes fastest",
                                 SRC), 2);
     CHECK_CONTAINS(out, "--modes: unknown fastest");
+
+    /* LeNet: the default modes (default, benchmark, deterministic), 2x2 then overlapping
+     * pools into one CSV of its own header; on the CPU every mode gives the same weights. */
+    rc = dt_run_capture(out, sizeof out,
+                        "cd '%s' && python3 '%s/scripts/bench_torch.py' --model lenet --device cpu "
+                        "--steps 3 --warmup 1 --data random --batch 16 --csv l.csv 2>/dev/null && "
+                        "python3 '%s/scripts/bench_torch.py' --config '%s/configs/lenet.yaml' --device cpu "
+                        "--overlap-pool --steps 3 --warmup 1 --modes benchmark --data random --batch 16 "
+                        "--csv l.csv 2>/dev/null", dir, SRC, SRC, SRC);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_CONTAINS(out, " default: cpu, LeNet 6-16-120-84-10, pool 2x2s2, batch 16, random data: median ");
+    CHECK_CONTAINS(out, " benchmark: cpu, LeNet 6-16-120-84-10, pool 2x2s2, ");
+    CHECK_CONTAINS(out, "cuDNN benchmark on");
+    CHECK_CONTAINS(out, " deterministic: cpu, LeNet ");
+    CHECK_CONTAINS(out, " benchmark: cpu, LeNet 6-16-120-84-10, pool 3x3s2p1, batch 16");
+    snprintf(csv, sizeof csv, "%s/l.csv", dir);
+    text = dt_read_file(csv, NULL);
+    CHECK(text != NULL);
+    if (text) {
+        static const char lhead[] = "mode,steps,median_ms,p10_ms,p90_ms,device,torch,tf32_matmul,"
+                                    "tf32_cudnn,cudnn_benchmark,deterministic,batch,model,pool,";
+        CHECK(strncmp(text, lhead, strlen(lhead)) == 0);
+        free(text);
+    }
+    static const char *lmodes[] = {"default", "benchmark", "deterministic", "benchmark"};
+    for (int i = 0; i < 4; i++) {
+        CHECK_INT_EQ(dt_csv_col(field, sizeof field, csv, i, "mode"), 0);
+        CHECK_STR_EQ(field, lmodes[i]);
+        CHECK_INT_EQ(dt_csv_col(field, sizeof field, csv, i, "model"), 0);
+        CHECK_STR_EQ(field, "lenet");
+    }
+    CHECK_INT_EQ(dt_csv_col(field, sizeof field, csv, 1, "cudnn_benchmark"), 0);
+    CHECK_STR_EQ(field, "true");
+    CHECK_INT_EQ(dt_csv_col(field, sizeof field, csv, 2, "cudnn_benchmark"), 0);
+    CHECK_STR_EQ(field, "false");
+    CHECK_INT_EQ(dt_csv_col(field, sizeof field, csv, 3, "pool"), 0);
+    CHECK_STR_EQ(field, "3x3s2p1");
+    CHECK_INT_EQ(dt_csv_col(w0, sizeof w0, csv, 0, "weights_sha256"), 0);
+    CHECK_INT_EQ(dt_csv_col(w1, sizeof w1, csv, 2, "weights_sha256"), 0);
+    CHECK_INT_EQ((int)strlen(w0), 64);
+    CHECK_STR_EQ(w0, w1);
+    CHECK_INT_EQ(dt_csv_col(w1, sizeof w1, csv, 3, "weights_sha256"), 0);
+    CHECK(strcmp(w0, w1) != 0); /* the other pooling trains another network */
+    /* One CSV per model: appending LeNet rows to the MLP's file is refused before training. */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "cd '%s' && python3 '%s/scripts/bench_torch.py' --model lenet "
+                                "--device cpu --steps 2 --data random --csv t.csv", dir, SRC), 2);
+    CHECK_CONTAINS(out, "t.csv: its header is not the lenet header");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "python3 '%s/scripts/bench_torch.py' --model lenet "
+                                "--config '%s/configs/quickstart.yaml' --device cpu", SRC, SRC), 2);
+    CHECK_CONTAINS(out, "--model lenet, but ");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "python3 '%s/scripts/bench_torch.py' --overlap-pool "
+                                "--device cpu", SRC), 2);
+    CHECK_CONTAINS(out, "--overlap-pool: only for --model lenet");
     if (dt_run_capture(out, sizeof out, "python3 -c 'import torch, sys; sys.exit(torch.cuda.is_available())'") == 0) {
         CHECK_INT_EQ(dt_run_capture(out, sizeof out, "python3 '%s/scripts/bench_torch.py' --device cuda "
                                     "--steps 2 --warmup 0 --modes default", SRC), 2);
@@ -357,4 +597,5 @@ DT_TEST(deps_fetch_build)
 
 DT_TEST_MAIN(DT_CASE(bash_syntax), DT_CASE(python_syntax), DT_CASE(deps_install_fake),
              DT_CASE(session_plan), DT_CASE(session_continues_after_failures),
+             DT_CASE(session_crossdev_and_matrix), DT_CASE(cross_device_cpu),
              DT_CASE(bench_torch_cpu), DT_CASE(deps_fetch_build))

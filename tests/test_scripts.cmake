@@ -1,9 +1,10 @@
-# tests/test_scripts.c: scripts/gpu_deps.sh, gpu_session.sh and bench_torch.py without a GPU
-# or a network. e2e: bench_torch.py on the CPU (skipped without PyTorch). slow (make
+# tests/test_scripts.c: scripts/gpu_deps.sh, gpu_session.sh, cross_device.sh and
+# bench_torch.py without a GPU or a network. e2e: cross_device.sh on short real CPU runs of
+# the three models, bench_torch.py on the CPU (skipped without PyTorch). slow (make
 # check-slow): the real Debian fetch, a build from the unpacked prefix alone and a short run
 # (tests/gpu_deps_check.sh; skipped when apt cannot download).
 dt_add_test(scripts LABELS unit CASES bash_syntax python_syntax deps_install_fake session_plan
-            session_continues_after_failures)
-dt_add_test(scripts LABELS e2e CASES bench_torch_cpu)
+            session_continues_after_failures session_crossdev_and_matrix)
+dt_add_test(scripts LABELS e2e CASES cross_device_cpu bench_torch_cpu)
 dt_add_test(scripts LABELS slow CASES deps_fetch_build)
 set_tests_properties(scripts.deps_fetch_build PROPERTIES TIMEOUT 1200)

@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# The cross-device check (issue 8): is the `portable` level the same bits everywhere?
+#
+#   scripts/cross_device.sh run DEVICE OUTROOT [--threads N] [--steps N] [--set KEY=VALUE]...
+#       Train the portable runs of the three models on DEVICE (cpu or cuda): the MLP
+#       (configs/quickstart.yaml), LeNet (configs/lenet.yaml) and the Bayesian MLP
+#       (configs/bnn.yaml), one replica each, --steps steps (default 100), hashed every
+#       step with per-tensor digests, no weight snapshots and no overhead measurement, into
+#       OUTROOT/mlp, OUTROOT/lenet and OUTROOT/bnn (each replaced); OUTROOT/commands.txt
+#       records the date, host, detrain version and every command with its exit status and
+#       time. --threads sets backend.threads; --set passes more overrides to every run.
+#   scripts/cross_device.sh table OUTROOT_REF OUTROOT... [--out FILE.md] [--label NAME]...
+#       For each model, `detrain compare --table` of OUTROOT_REF/<model> against the others
+#       (per-step model digests; first divergent step and tensor), into one Markdown file
+#       (stdout without --out): a section per model with the exact command and its output,
+#       each root's commands.txt, the detrain version, git revision and date. --label names
+#       the roots in order (the reference first), as `compare --table --label` does.
+#
+# DETRAIN: the detrain binary (default ./build/detrain). Paths are taken relative to where
+# the script is started. Exit status: 0 every run done / every table identical; 1 a run
+# failed, or a table has a divergent or missing replica, or a root lacks a model; 2 bad
+# arguments or a table that could not be made (detrain's message is in the file).
+set -uo pipefail
+
+orig_pwd=$PWD
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+models=(mlp lenet bnn)
+declare -A config_of=([mlp]=configs/quickstart.yaml [lenet]=configs/lenet.yaml
+                      [bnn]=configs/bnn.yaml)
+
+usage() {
+  echo "usage:" >&2
+  sed -n '4,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+die() { echo "cross_device.sh: $*" >&2; exit 2; }
+# A path named on the command line, as seen from the repo root (where the script runs).
+arg_path() {
+  case "$1" in
+    /*) echo "$1" ;;
+    *) if [ "$orig_pwd" = "$repo" ]; then echo "$1"; else echo "$orig_pwd/$1"; fi ;;
+  esac
+}
+
+case "${DETRAIN:-}" in
+  "") detrain=./build/detrain ;;
+  */*) detrain=$(arg_path "$DETRAIN") ;;
+  *) detrain=$(command -v "$DETRAIN" || echo "$DETRAIN") ;;
+esac
+cd "$repo" || exit 2
+
+# quote_args
+. "$repo/scripts/lib.sh"
+
+need_detrain() {
+  [ -x "$detrain" ] || die "DETRAIN=$detrain: no such executable (build detrain, or set DETRAIN)"
+}
+
+# The code: git revision (+dirty), else DT_GIT_REV.
+git_revision() {
+  local rev
+  if rev=$(git rev-parse --short=12 HEAD 2>/dev/null); then
+    git diff-index --quiet HEAD -- 2>/dev/null || rev+="+dirty"
+    echo "$rev"
+  else
+    echo "${DT_GIT_REV:-unknown} (no .git here; DT_GIT_REV)"
+  fi
+}
+
+# ---- run ------------------------------------------------------------------------------------
+mode_run() {
+  [ $# -ge 2 ] || usage
+  local device=$1 root threads="" steps=100 sets=()
+  root=$(arg_path "$2")
+  shift 2
+  case "$device" in cpu | cuda) ;; *) die "run: DEVICE is cpu or cuda, not '$device'" ;; esac
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --threads) threads=${2:-}; [[ "$threads" =~ ^[0-9]+$ ]] || die "--threads: a number, got '$threads'"; shift 2 ;;
+      --steps) steps=${2:-}; [[ "$steps" =~ ^[1-9][0-9]*$ ]] || die "--steps: a positive number, got '$steps'"; shift 2 ;;
+      --set) [ $# -ge 2 ] || die "--set needs KEY=VALUE"; sets+=(--set "$2"); shift 2 ;;
+      *) die "run: unknown option '$1'" ;;
+    esac
+  done
+  need_detrain
+  mkdir -p "$root" || die "cannot make $root"
+  local log=$root/commands.txt failed=0 m out t0 rc cmd
+  {
+    echo "# scripts/cross_device.sh run $device $(quote_args "$root" ${threads:+--threads "$threads"} --steps "$steps" "${sets[@]+"${sets[@]}"}")"
+    echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ); host: $(hostname 2>/dev/null); $(uname -srm)"
+    echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | sed 's/^ *//'), $(nproc 2>/dev/null) online"
+    echo "# $("$detrain" --version 2>&1); source: git $(git_revision)"
+  } >"$log"
+  for m in "${models[@]}"; do
+    out=$root/$m
+    rm -rf "$out"
+    cmd=("$detrain" run "${config_of[$m]}" --out "$out" --quiet --set 'policies=[portable]'
+         --set replicas=1 --set "train.steps=$steps" --set hash.per_tensor=true
+         --set report.snapshots=0 --set report.overhead_samples=0 --set "backend.device=$device"
+         ${threads:+--set "backend.threads=$threads"} "${sets[@]+"${sets[@]}"}")
+    t0=$(date +%s.%N)
+    "${cmd[@]}" >"$root/$m.log" 2>&1
+    rc=$?
+    local secs
+    secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    printf '%s\n# exit %d after %ss\n' "$(quote_args "${cmd[@]}")" "$rc" "$secs" >>"$log"
+    if [ $rc -eq 0 ]; then
+      echo "cross_device: $m on $device: done in ${secs}s -> $out" >&2
+      rm -f "$root/$m.log"
+    else
+      echo "cross_device: FAILED: $m on $device (exit $rc after ${secs}s); its output:" >&2
+      sed 's/^/  /' "$root/$m.log" >&2
+      failed=1
+    fi
+  done
+  return $failed
+}
+
+# ---- table ----------------------------------------------------------------------------------
+mode_table() {
+  local roots=() labels=() out="" a orig=("$@")
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --out) [ $# -ge 2 ] || die "--out needs a file"; out=$(arg_path "$2"); shift 2 ;;
+      --label) [ $# -ge 2 ] || die "--label needs a name"; labels+=("$2"); shift 2 ;;
+      -*) die "table: unknown option '$1'" ;;
+      *) roots+=("$(arg_path "$1")"); shift ;;
+    esac
+  done
+  [ ${#roots[@]} -ge 2 ] || die "table: needs a reference root and at least one more"
+  [ ${#labels[@]} -le ${#roots[@]} ] || die "table: more --label options than roots"
+  local r
+  for r in "${roots[@]}"; do [ -d "$r" ] || die "table: $r: no such folder"; done
+  need_detrain
+  local md body worst=0
+  md=$(mktemp) && body=$(mktemp) || exit 2
+  {
+    echo "## How it was made"
+    echo
+    echo "- made by: \`scripts/cross_device.sh table $(quote_args "${orig[@]}")\`"
+    echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "- detrain: \`$("$detrain" --version 2>&1)\`; source: git $(git_revision)"
+    echo
+    echo "How each root was trained (its commands.txt):"
+    for r in "${roots[@]}"; do
+      echo
+      echo "\`$r\`:"
+      echo '```'
+      if [ -f "$r/commands.txt" ]; then cat "$r/commands.txt"; else echo "(no commands.txt)"; fi
+      echo '```'
+    done
+  } >"$body"
+  local m dirs used_labels i rc text summary=()
+  local lack
+  for m in "${models[@]}"; do
+    dirs=()
+    used_labels=()
+    lack=""
+    {
+      echo
+      echo "## $m (${config_of[$m]})"
+      echo
+    } >>"$body"
+    for i in "${!roots[@]}"; do
+      if [ -f "${roots[$i]}/$m/config.json" ]; then
+        dirs+=("${roots[$i]}/$m")
+        [ "$i" -ge ${#labels[@]} ] || used_labels+=(--label "${labels[$i]}")
+      else
+        echo "- \`${roots[$i]}/$m\`: no experiment (no config.json): this root has no $m run" >>"$body"
+        [ "$worst" -ge 1 ] || worst=1
+        lack+=" ${roots[$i]}"
+        [ "$i" -ne 0 ] || dirs=("__noref__")
+      fi
+    done
+    if [ "${dirs[0]:-}" = __noref__ ] || [ ${#dirs[@]} -lt 2 ]; then
+      echo "- not compared: the reference or every other root lacks it" >>"$body"
+      summary+=("$m: NOT COMPARED: no run in$lack")
+      continue
+    fi
+    # --label applies to the roots that have this model, in order.
+    local cmd=("$detrain" compare --table "${dirs[@]}" "${used_labels[@]+"${used_labels[@]}"}")
+    text=$("${cmd[@]}" 2>&1)
+    rc=$?
+    {
+      [ -z "$lack" ] || echo
+      echo "\`$(quote_args "${cmd[@]}")\` (exit $rc)"
+      echo
+      echo "$text"
+    } >>"$body"
+    case $rc in
+      0) a="$m: identical" ;;
+      1) a="$m: DIFFERS (see its table)"; [ "$worst" -ge 1 ] || worst=1 ;;
+      *) a="$m: ERROR: table not made (exit $rc)"; worst=2 ;;
+    esac
+    summary+=("$a${lack:+; MISSING: no run in$lack}")
+  done
+  {
+    echo "# Cross-device digest table"
+    echo
+    echo "Per-step model digests of the \`portable\` runs of the three models (scripts/cross_device.sh run),"
+    echo "each root against the reference \`${roots[0]}\`: \`identical (N steps)\` means every hashed step's"
+    echo "digest is equal; otherwise the first divergent step and tensor."
+    echo
+    for a in "${summary[@]}"; do echo "- $a"; done
+    echo
+    cat "$body"
+  } >"$md"
+  rm -f "$body"
+  if [ -n "$out" ]; then
+    mkdir -p "$(dirname "$out")" && mv "$md" "$out" || die "cannot write $out"
+    chmod 644 "$out"
+    echo "cross_device: wrote $out" >&2
+  else
+    cat "$md"
+    rm -f "$md"
+  fi
+  for a in "${summary[@]}"; do echo "cross_device: $a" >&2; done
+  return $worst
+}
+
+case "${1:-}" in
+  run) shift; mode_run "$@"; exit ;;
+  table) shift; mode_table "$@"; exit ;;
+  -h | --help) usage ;;
+  *) [ -z "${1:-}" ] || echo "cross_device.sh: unknown mode '$1'" >&2; usage ;;
+esac
