@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/util.h"
+#include "harness/algolog.h"
 #include "harness/compare.h"
 #include "harness/config.h"
 #include "harness/layout.h"
@@ -1339,12 +1340,96 @@ static void md_plots(struct dt_strbuf *sb, const struct report *rep)
     }
 }
 
+/* One replica's algos.csv (harness/algolog.h) summarised: its choices without their step
+ * ranges as one string (rows in opening order: "call op shape name; ..."), its rows and the
+ * changes within the run (rows beyond the first of each call site). False when absent. */
+static bool read_algos(const char *path, struct dt_strbuf *choices, int *rows, int *changes)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    char line[512];
+    bool seen[DT_ALGOLOG_MAX_CALLS] = {false};
+    *rows = *changes = 0;
+    for (int n = 0; fgets(line, sizeof line, f); n++) {
+        if (n == 0) continue; /* header */
+        line[strcspn(line, "\r\n")] = 0;
+        char *field[10];
+        int k = 0;
+        for (char *t = line, *e; k < 10 && t; t = e ? e + 1 : NULL, k++) {
+            e = strchr(t, ',');
+            if (e) *e = 0;
+            field[k] = t;
+        }
+        if (k < 10) continue; /* not a row of this format */
+        const int call = atoi(field[2]);
+        if (call >= 0 && call < DT_ALGOLOG_MAX_CALLS) {
+            if (seen[call]) (*changes)++;
+            seen[call] = true;
+        }
+        (*rows)++;
+        dt_strbuf_printf(choices, "%s%s %s %s %s%s", *rows > 1 ? "; " : "", field[2], field[3],
+                         field[4], field[6], strcmp(field[7], "true") == 0 ? "" : " (nondet.)");
+    }
+    fclose(f);
+    return true;
+}
+
+/* Which library algorithms ran (algos.csv, cuDNN under conv_algo autotune/deterministic):
+ * per cell, whether the replicas chose alike and whether a run changed its choice. No
+ * section when no replica has such a record (CPU runs, conv_algo: own). */
+static void md_algorithms(struct dt_strbuf *sb, const struct report *rep)
+{
+    bool header = false;
+    for (int c = 0; c < rep->n_cells; c++) {
+        const struct cell *cell = &rep->cells[c];
+        struct dt_strbuf first = {0};
+        int with = 0, distinct = 0, changes = 0;
+        char **sigs = dt_xcalloc((size_t)rep->exp.replicas, sizeof *sigs);
+        for (int r = 0; r < rep->exp.replicas; r++) {
+            char path[PATH_LEN + 32];
+            replica_path(path, sizeof path, rep, c, r, "algos.csv");
+            struct dt_strbuf sig = {0};
+            int rows, ch;
+            if (!read_algos(path, &sig, &rows, &ch)) continue;
+            with++;
+            changes += ch;
+            const char *text = sig.data ? sig.data : "";
+            bool seen = false;
+            for (int q = 0; q < r && !seen; q++) seen = sigs[q] && strcmp(sigs[q], text) == 0;
+            distinct += !seen;
+            if (!first.data) dt_strbuf_printf(&first, "%s", text);
+            sigs[r] = dt_xmalloc(strlen(text) + 1);
+            memcpy(sigs[r], text, strlen(text) + 1);
+            dt_strbuf_free(&sig);
+        }
+        if (with > 0) {
+            if (!header)
+                dt_strbuf_printf(sb, "## Library algorithms per cell\n\nFrom each replica's "
+                                 "`algos.csv`: the algorithms cuDNN ran (call site, op, shape, "
+                                 "algorithm). *distinct choices*: how many different sets of "
+                                 "choices the replicas made (autotuning may choose differently "
+                                 "in each run); *changes*: choices that changed within a run, "
+                                 "summed over replicas.\n\n| cell | replicas with a record | "
+                                 "distinct choices | changes | choices of the first |\n"
+                                 "|---|--:|--:|--:|---|\n");
+            header = true;
+            dt_strbuf_printf(sb, "| %s | %d | %d | %d | %s |\n", cell->dir, with, distinct,
+                             changes, first.data ? first.data : "");
+        }
+        for (int r = 0; r < rep->exp.replicas; r++) free(sigs[r]);
+        free(sigs);
+        dt_strbuf_free(&first);
+    }
+    if (header) dt_strbuf_printf(sb, "\n");
+}
+
 static enum dt_status write_report_md(const struct report *rep, struct dt_error *err)
 {
     struct dt_strbuf sb = {0};
     md_setup(&sb, rep);
     md_how_to_read(&sb);
     md_divergence(&sb, rep);
+    md_algorithms(&sb, rep);
     md_accuracy(&sb, rep);
     md_overhead(&sb, rep);
     md_drift(&sb, rep);

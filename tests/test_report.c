@@ -508,6 +508,50 @@ DT_TEST(overhead_inconclusive)
     CHECK_FIELD(dir, "summary.csv", 0, "overhead_verdict", "baseline");
 }
 
+/* algos.csv in a cell's replicas: the report's "Library algorithms" section counts the
+ * distinct sets of choices and the changes within runs; without any algos.csv (every other
+ * case here) there is no such section. */
+static void write_algos(const char *dir, const char *rel, const char *rows)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s/algos.csv", dir, rel);
+    FILE *f = fopen(path, "w");
+    DT_ASSERT(f != NULL);
+    fprintf(f, "first_step,last_step,call,op,shape,algo,name,deterministic,math,how\n%s", rows);
+    fclose(f);
+}
+
+DT_TEST(algorithms_section)
+{
+    char dir[1024], md[1200];
+    struct dt_error err;
+    build_single(dir, sizeof dir, "algorithms");
+    snprintf(md, sizeof md, "%s/report.md", dir);
+    CHECK(build_report(dir, "none", &err) == DT_OK);
+    CHECK_INT_EQ(count_occurrences(md, "## Library algorithms"), 0);
+    const int portable_rows = count_occurrences(md, "| portable |");
+    const char *a = "1,4,0,conv_fwd,8x8x1>2 k3x3 s1 p1 b2,1,IMPLICIT_PRECOMP_GEMM,true,fma,timed\n"
+                    "1,4,1,conv_bwd_filter,8x8x1>2 k3x3 s1 p1 b2,0,ALGO_0,false,fma,timed\n";
+    /* replica 1: the same choices; replica 2: another filter algorithm from step 3 on */
+    const char *c = "1,4,0,conv_fwd,8x8x1>2 k3x3 s1 p1 b2,1,IMPLICIT_PRECOMP_GEMM,true,fma,timed\n"
+                    "1,2,1,conv_bwd_filter,8x8x1>2 k3x3 s1 p1 b2,0,ALGO_0,false,fma,timed\n"
+                    "3,4,1,conv_bwd_filter,8x8x1>2 k3x3 s1 p1 b2,1,ALGO_1,true,fma,timed\n";
+    write_algos(dir, "fast/replica-0", a);
+    write_algos(dir, "fast/replica-1", a);
+    write_algos(dir, "fast/replica-2", c);
+    CHECK(build_report(dir, "none", &err) == DT_OK);
+    CHECK_INT_EQ(count_occurrences(md, "## Library algorithms per cell"), 1);
+    CHECK_INT_EQ(count_occurrences(md, "| fast | 3 | 2 | 1 | 0 conv_fwd 8x8x1>2 k3x3 s1 p1 b2 "
+                                       "IMPLICIT_PRECOMP_GEMM; 1 conv_bwd_filter 8x8x1>2 k3x3 "
+                                       "s1 p1 b2 ALGO_0 (nondet.) |"), 1);
+    /* portable has no record: no row of its own in the new section */
+    CHECK_INT_EQ(count_occurrences(md, "| portable |"), portable_rows);
+    /* all three alike: one set of choices, no change */
+    write_algos(dir, "fast/replica-2", a);
+    CHECK(build_report(dir, "none", &err) == DT_OK);
+    CHECK_INT_EQ(count_occurrences(md, "| fast | 3 | 1 | 0 |"), 1);
+}
+
 /* Two vary settings: four cells in layout order; init cells part at step 0 in fc1.bias; the
  * replica that never started counts as not completed. init/fast biases 3, 4, 5: L2 1, 2, 1
  * (mean 4/3); init/portable has replicas 0 and 1 only: L2 1. */
@@ -717,7 +761,7 @@ DT_TEST(error_snapshot_mismatch)
     CHECK_CONTAINS(err.msg, "does not match");
 }
 
-DT_TEST_MAIN(DT_CASE(summary_values), DT_CASE(cells_values), DT_CASE(overhead_inconclusive),
+DT_TEST_MAIN(DT_CASE(summary_values), DT_CASE(cells_values), DT_CASE(overhead_inconclusive), DT_CASE(algorithms_section),
              DT_CASE(two_settings), DT_CASE(reproducible_copy), DT_CASE(plots_gnuplot),
              DT_CASE(plots_none), DT_CASE(print_summary_table), DT_CASE(error_missing_config),
              DT_CASE(error_malformed_predictions), DT_CASE(error_snapshot_mismatch))
