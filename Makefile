@@ -2,22 +2,32 @@
 # needs: both install missing packages first (scripts/setup.sh), then configure and build.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all setup build demo check check-asan check-slow bench clean help
+.PHONY: all setup setup-check build demo check check-asan check-valgrind check-slow fuzz bench \
+        clean help
 
 all: build
 
 help:
 	@echo "make demo    install what is missing, build, run configs/quickstart.yaml, print the summary"
-	@echo "make check   install what is missing, build, run the test suite but its slow tests (+ ASan/UBSan build)"
+	@echo "make check   install what is missing, build, run the test suite but its slow tests"
+	@echo "             (+ valgrind run), the CPU suite under ASan/UBSan, each fuzz target 60 s"
+	@echo "make fuzz [FUZZ_SECONDS=60]  libFuzzer targets (clang): run each, report findings"
+	@echo "make check-asan / check-valgrind  one part of make check alone"
 	@echo "make check-slow  install what is missing, build, run the slow tests only (dieharder on the epsilon generators, ~4 min)"
 	@echo "make bench   build and run the benchmarks (MLP, LeNet: step time per level vs fast, hashing share; BNN: philox, lfsr vs stored, epsilon memory)"
 	@echo "make clean   remove the build folders"
 
 setup:
 	@bash scripts/setup.sh
+
+# The checking tools too (clang + its runtime libraries for libFuzzer, valgrind).
+setup-check:
+	@bash scripts/setup.sh --check
 
 $(BUILD)/CMakeCache.txt: | setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
@@ -28,20 +38,43 @@ build: setup $(BUILD)/CMakeCache.txt
 demo: build
 	./$(BUILD)/detrain run configs/quickstart.yaml --out results/quickstart
 
-# Everything but the `slow` label (make check-slow).
-check: build check-asan
+# Everything but the `slow` label (make check-slow), the valgrind run included; then the
+# CPU suite under ASan/UBSan, then each fuzz target for 60 s.
+check: setup-check build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE slow
+	$(MAKE) check-asan
+	$(MAKE) fuzz FUZZ_SECONDS=60
 
 # The slow tests (dieharder on the raw generator words; skipped without dieharder).
 check-slow: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L slow
 
-# The unit tests again, built with AddressSanitizer + UndefinedBehaviorSanitizer.
+# The CPU suite again (every label but gpu, slow and valgrind), built with
+# AddressSanitizer + UndefinedBehaviorSanitizer; the fuzz regressions replay there too.
+# ASAN_EXCLUDE: five training runs that take 100-350 s each under ASan, 976 of the suite's
+# 1,190 test-seconds there (about 8 of its 10 minutes on 2 cores); the same code paths run
+# in the shorter e2e tests. `make check-asan ASAN_EXCLUDE=` runs them too.
+ASAN_LONG := e2e[.]lenet_learns|e2e[.]quickstart_accuracy|e2e[.]lenet_policies_vary_threads
+ASAN_LONG := $(ASAN_LONG)|bnn[.]learns|bnn[.]policies_traces
+ASAN_EXCLUDE ?= ^($(ASAN_LONG))$$
 check-asan: setup
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDETRAIN_SANITIZE=ON \
 	      -DDETRAIN_CUDA=OFF $(CMAKE_ARGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'gpu|slow|valgrind' \
+	    $(if $(ASAN_EXCLUDE),-E '$(ASAN_EXCLUDE)')
+
+# One short training run under valgrind --error-exitcode=1 (also part of make check).
+check-valgrind: setup-check build
+	cd $(BUILD) && ctest --output-on-failure -L valgrind
+
+# libFuzzer (clang) on the config loader and the IDX reader: FUZZ_SECONDS each, side by
+# side, over copies of fuzz/corpus/ (fuzz/run.sh); a finding fails and names its file.
+fuzz: setup-check
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	      -DDETRAIN_FUZZ=ON -DDETRAIN_CUDA=OFF -DBUILD_TESTING=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_config fuzz_idx
+	bash fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) config idx
 
 bench: build
 	./$(BUILD)/detrain bench configs/quickstart.yaml --steps 100 --warmup 10 \
@@ -56,4 +89,4 @@ bench: build
 	./$(BUILD)/detrain bench configs/bnn.yaml --steps 40 --warmup 4 --baseline first
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

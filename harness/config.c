@@ -329,6 +329,8 @@ struct loader {
     bool record_sections;     /* file pass: remember where each section's mapping starts */
     bool file_pass;           /* applying the config file's own keys (`matrix` only there) */
     int entry;                /* matrix entry to resolve after the file's keys; -1 = none */
+    const char *text;         /* the config's bytes given in memory (dt_config_load_text), */
+    size_t text_len;          /* NULL = read them from the path */
     const yaml_node_t *entry_set; /* that entry's `set` mapping in `doc`, NULL = none */
     bool seen[sizeof keys / sizeof keys[0]]; /* set by the file or a --set (not defaults) */
     struct {
@@ -1324,15 +1326,15 @@ static enum dt_status apply_entry_set(struct loader *ld, const char *path)
 static enum dt_status load_file(struct loader *ld, const char *path)
 {
     char *text = NULL;
-    size_t len = 0;
-    DT_FORWARD_IF_ERROR(read_file(path, &text, &len, ld->err));
+    size_t len = ld->text_len;
+    if (!ld->text) DT_FORWARD_IF_ERROR(read_file(path, &text, &len, ld->err));
     struct source src = {.file = path};
     yaml_document_t doc;
     ld->src = &src;
     ld->doc = &doc;
     ld->record_sections = true;
     ld->file_pass = true;
-    enum dt_status st = parse_yaml(ld, &doc, text, len, NULL);
+    enum dt_status st = parse_yaml(ld, &doc, text ? text : ld->text, len, NULL);
     if (st == DT_OK) {
         st = apply_root(ld);
         ld->record_sections = false;
@@ -1521,32 +1523,39 @@ enum dt_status dt_config_load(struct dt_experiment *out, const char *path,
     return check_experiment(&ld, path);
 }
 
+static enum dt_status load_matrix(struct loader *ld, const char *path, const char *const *sets,
+                                  int n_sets)
+{
+    DT_FORWARD_IF_ERROR(load_layers(ld, path, sets, n_sets));
+    if (ld->out->n_matrix == 0) return check_experiment(ld, path);
+    return check_required(ld, path, "name"); /* it names the matrix's folder */
+}
+
 enum dt_status dt_config_load_matrix(struct dt_experiment *out, const char *path,
                                      const char *const *sets, int n_sets, struct dt_error *err)
 {
     struct loader ld = {.out = out, .err = err, .entry = -1};
-    DT_FORWARD_IF_ERROR(load_layers(&ld, path, sets, n_sets));
-    if (out->n_matrix == 0) return check_experiment(&ld, path);
-    return check_required(&ld, path, "name"); /* it names the matrix's folder */
+    return load_matrix(&ld, path, sets, n_sets);
 }
 
-enum dt_status dt_config_load_entry(struct dt_experiment *out, const char *path, int entry,
-                                    const char *const *sets, int n_sets, struct dt_error *err)
+/* dt_config_load_entry once ld->entry is known to be in range. */
+static enum dt_status load_entry(struct loader *ld, const char *path, const char *const *sets,
+                                 int n_sets)
 {
-    if (entry < 0 || entry >= DT_MAX_MATRIX)
-        return dt_error_set(err, DT_ERR_USAGE, "%s: no matrix entry %d", path, entry + 1);
-    struct loader ld = {.out = out, .err = err, .entry = entry};
-    enum dt_status st = load_layers(&ld, path, sets, n_sets);
+    struct dt_experiment *out = ld->out;
+    struct dt_error *err = ld->err;
+    const int entry = ld->entry;
+    enum dt_status st = load_layers(ld, path, sets, n_sets);
     if (st == DT_OK && out->n_matrix == 0)
         return dt_error_set(err, DT_ERR_USAGE, "%s: not a matrix config (no key 'matrix')", path);
     char name[DT_NAME_MAX] = "";
     if (out->n_matrix > entry) memcpy(name, out->matrix[entry], sizeof name);
     if (st == DT_OK) {
         memcpy(out->name, name, sizeof name); /* the entry names its experiment */
-        ld.seen[find_key("name") - keys] = true;
+        ld->seen[find_key("name") - keys] = true;
         out->n_matrix = 0;
         memset(out->matrix, 0, sizeof out->matrix);
-        st = check_experiment(&ld, path);
+        st = check_experiment(ld, path);
     }
     if (st != DT_OK && name[0] && err) {
         size_t used = strlen(err->msg);
@@ -1555,7 +1564,49 @@ enum dt_status dt_config_load_entry(struct dt_experiment *out, const char *path,
     return st;
 }
 
+enum dt_status dt_config_load_entry(struct dt_experiment *out, const char *path, int entry,
+                                    const char *const *sets, int n_sets, struct dt_error *err)
+{
+    if (entry < 0 || entry >= DT_MAX_MATRIX)
+        return dt_error_set(err, DT_ERR_USAGE, "%s: no matrix entry %d", path, entry + 1);
+    struct loader ld = {.out = out, .err = err, .entry = entry};
+    return load_entry(&ld, path, sets, n_sets);
+}
+
+enum dt_status dt_config_load_text(struct dt_experiment *out, const char *name, const char *text,
+                                   size_t len, int entry, const char *const *sets, int n_sets,
+                                   struct dt_error *err)
+{
+    DT_ASSERT(text != NULL || len == 0);
+    if (entry >= DT_MAX_MATRIX)
+        return dt_error_set(err, DT_ERR_USAGE, "%s: no matrix entry %d", name, entry + 1);
+    struct loader ld = {.out = out, .err = err, .entry = entry < 0 ? -1 : entry,
+                        .text = text ? text : "", .text_len = len};
+    return entry < 0 ? load_matrix(&ld, name, sets, n_sets) : load_entry(&ld, name, sets, n_sets);
+}
+
 /* ---- Output: resolved JSON and the Markdown reference ------------------------------------ */
+
+/* The JSON is read back as YAML, which refuses some characters raw (C1 controls, U+FFFE,
+ * U+FFFF) and folds others (U+0085, U+2028, U+2029: line breaks to YAML) that JSON takes
+ * as they are. For the UTF-8 sequence at `p` (a NUL-terminated, valid UTF-8 string, as
+ * libyaml gives): its length when it is one of those, its code point in *cp; else 0. */
+static int yaml_unreadable(const unsigned char *p, unsigned *cp)
+{
+    if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+        *cp = p[1];
+        return 2;
+    }
+    if (p[0] == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9)) {
+        *cp = p[2] == 0xa8 ? 0x2028u : 0x2029u;
+        return 3;
+    }
+    if (p[0] == 0xef && p[1] == 0xbf && (p[2] == 0xbe || p[2] == 0xbf)) {
+        *cp = p[2] == 0xbe ? 0xfffeu : 0xffffu;
+        return 3;
+    }
+    return 0;
+}
 
 static void json_string(FILE *f, const char *s)
 {
@@ -1567,9 +1618,19 @@ static void json_string(FILE *f, const char *s)
         case '\n': fputs("\\n", f); break;
         case '\r': fputs("\\r", f); break;
         case '\t': fputs("\\t", f); break;
-        default:
-            if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);
-            else fputc(*p, f);
+        default: {
+            unsigned cp;
+            const int n = yaml_unreadable(p, &cp);
+            if (*p < 0x20 || *p == 0x7f) {
+                fprintf(f, "\\u%04x", *p);
+            } else if (n > 0) {
+                fprintf(f, "\\u%04x", cp);
+                p += n - 1;
+            } else {
+                fputc(*p, f);
+            }
+            break;
+        }
         }
     }
     fputc('"', f);

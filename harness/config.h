@@ -134,6 +134,13 @@ enum dt_status dt_config_load_matrix(struct dt_experiment *out, const char *path
 enum dt_status dt_config_load_entry(struct dt_experiment *out, const char *path, int entry,
                                     const char *const *sets, int n_sets, struct dt_error *err);
 
+/* The loaders above on `len` bytes of YAML in memory instead of a file (the fuzz targets,
+ * fuzz/fuzz_config.c): `name` stands for the path, in out->source and in every message.
+ * `entry` < 0 loads as dt_config_load_matrix; `entry` >= 0 as dt_config_load_entry. */
+enum dt_status dt_config_load_text(struct dt_experiment *out, const char *name, const char *text,
+                                   size_t len, int entry, const char *const *sets, int n_sets,
+                                   struct dt_error *err);
+
 /* The resolved configuration as one JSON object (no trailing newline), for run.json. It
  * never holds `matrix` (a resolved entry is one experiment). */
 void dt_config_write_json(FILE *f, const struct dt_experiment *exp);

@@ -6,7 +6,17 @@
 # installs what is missing). Optional packages (only some tests need them; those tests
 # skip without them) are installed along with the rest as root; otherwise a missing
 # optional package is reported and setup carries on.
+# `--check` (make check, make fuzz) also needs the checking tools: clang with its runtime
+# libraries for libFuzzer, and valgrind.
 set -euo pipefail
+
+with_check=0
+for arg in "$@"; do
+  case "$arg" in
+    --check) with_check=1 ;;
+    *) echo "setup: unknown argument '$arg' (usage: setup.sh [--check])" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   cmake make gcc pkg-config       # build
@@ -16,6 +26,15 @@ packages=(
   libopenblas-dev                 # sgemm for the `fast` level's matrix products
   dataset-fashion-mnist           # /usr/share/datasets/fashion-mnist
 )
+# Only with --check. libclang-rt-dev (Debian 12: libclang-rt-14-dev, the libclang_rt.fuzzer,
+# asan and ubsan archives) is only a Recommends of clang, which --no-install-recommends skips.
+check_packages=(
+  clang libclang-rt-dev           # make fuzz: libFuzzer targets (-fsanitize=fuzzer)
+  valgrind                        # the valgrind.tiny_run test
+)
+if [ "$with_check" -eq 1 ]; then
+  packages+=("${check_packages[@]}")
+fi
 optional=(
   dieharder                       # make check-slow: statistical tests of the epsilon generators
   gnuplot-nox                     # report plots (SVG, PNG); without it reports are tables only
