@@ -175,6 +175,10 @@ static const struct key_row keys[] = {
     {.path = "train.eval_every", .type = KEY_INT64, FIELD_(train.eval_every), .def = "0",
      .lo = 0, .hi = 1000000000,
      .doc = "Evaluate on the test set every N steps; 0 = only at the end"},
+    {.path = "train.checkpoint_every", .type = KEY_INT64, FIELD_(train.checkpoint_every),
+     .def = "0", .lo = 0, .hi = 1000000000,
+     .doc = "Write each replica's checkpoint.bin every N steps and at the last step, for "
+            "`detrain run --resume`; 0 = only when interrupted (SIGINT/SIGTERM)"},
     {.path = "backend.device", .type = KEY_ENUM, FIELD_(backend.device), .def = "cpu",
      .names = device_names, .doc = "Device the model trains on"},
     {.path = "backend.threads", .type = KEY_INT, FIELD_(backend.threads), .def = "0", .lo = 0,

@@ -67,6 +67,8 @@ struct dt_experiment {
         } optimizer;
         uint64_t seed;      /* default 0 */
         int64_t eval_every; /* 0 = only at the end; else every N steps */
+        int64_t checkpoint_every; /* 0 = only at an interruption; else every N steps and the
+                                     last (harness/checkpoint.h) */
     } train;
     struct {
         enum dt_device device; /* default cpu */

@@ -1,6 +1,7 @@
 /* detrain's command line: run | report | compare | bench | policies | config-reference.
  * The only place a status becomes an exit code: 0 success; 2 usage, config or input
  * error; compare: 0 identical, 1 diverged (like cmp); 130 interrupted; 1 other faults. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@ static const char usage_text[] =
     "\n"
     "commands:\n"
     "  run CONFIG [--out DIR] [--only NAME,...] [--set KEY=VALUE]... [--quiet]\n"
+    "        [--resume DIR]\n"
     "        Train every cell (vary setting x policy) x replica of the experiment in\n"
     "        CONFIG (YAML), measure each policy's step time against fast (alternated),\n"
     "        then write the report (as `detrain report DIR`). Per replica:\n"
@@ -37,6 +39,12 @@ static const char usage_text[] =
     "        an experiment into DIR/<entry>/, skips entries whose backend cannot be\n"
     "        opened here, and writes DIR/matrix.json, report.md and matrix.csv (per\n"
     "        device: digests, first divergent step, step time vs fast per policy).\n"
+    "        --resume DIR goes on with an interrupted run of CONFIG in DIR: finished\n"
+    "        replicas are kept, the others go on from their checkpoint.bin (written\n"
+    "        every train.checkpoint_every steps and on SIGINT/SIGTERM) or start again;\n"
+    "        the traces end up identical to an uninterrupted run's. DIR must hold this\n"
+    "        config (train.steps, train.checkpoint_every, hash.async and report.* may\n"
+    "        change); --out, if given, must be DIR. Not for matrix configs.\n"
     "  report DIR [--no-plots] [--quiet]\n"
     "        Rebuild DIR/report.md, summary.csv (one row per cell), cells.csv (one row\n"
     "        per cell and replica pair), drift.csv and DIR/plots/*.svg|png (gnuplot;\n"
@@ -138,9 +146,17 @@ static int parse_count(const char *s, long long *out)
     return 0;
 }
 
+/* Do two paths name the same folder? (resolved when they exist, else compared as text) */
+static int same_folder(const char *a, const char *b)
+{
+    char ra[PATH_MAX], rb[PATH_MAX];
+    if (realpath(a, ra) && realpath(b, rb)) return strcmp(ra, rb) == 0;
+    return strcmp(a, b) == 0;
+}
+
 static int cmd_run(int argc, char **argv)
 {
-    const char *config = NULL, *out = NULL, *only = NULL;
+    const char *config = NULL, *out = NULL, *only = NULL, *resume = NULL;
     const char *sets[MAX_SETS];
     int n_sets = 0;
     bool quiet = false;
@@ -161,6 +177,12 @@ static int cmd_run(int argc, char **argv)
             i += 2;
         } else if (strncmp(argv[i], "--out=", 6) == 0) {
             out = argv[i++] + 6;
+        } else if (strcmp(argv[i], "--resume") == 0) {
+            if (i + 1 >= argc) return usage_error("--resume needs the folder of the run", "");
+            resume = argv[i + 1];
+            i += 2;
+        } else if (strncmp(argv[i], "--resume=", 9) == 0) {
+            resume = argv[i++] + 9;
         } else if (strcmp(argv[i], "--quiet") == 0) {
             quiet = true;
             i++;
@@ -173,12 +195,22 @@ static int cmd_run(int argc, char **argv)
         }
     }
     if (!config) return usage_error("run: missing CONFIG (a YAML file, e.g. configs/quickstart.yaml)", "");
+    if (resume && out && !same_folder(resume, out))
+        return usage_error("run: --out must be the --resume folder '%s' (a resumed run goes on "
+                           "in the folder of the run it resumes)", resume);
+    if (resume) out = resume;
     struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
     struct dt_error err = {0};
     enum dt_status st = dt_config_load_matrix(exp, config, sets, n_sets, &err);
     if (st != DT_OK) {
         free(exp);
         return report(st, &err);
+    }
+    if (resume && exp->n_matrix > 0) {
+        free(exp);
+        return usage_error("run: --resume takes a single experiment and '%s' is a matrix "
+                           "config; resume an entry as one: detrain run DIR/<entry>/config.json "
+                           "--resume DIR/<entry>", config);
     }
     if (only && exp->n_matrix == 0) {
         free(exp);
@@ -197,7 +229,7 @@ static int cmd_run(int argc, char **argv)
         st = dt_matrix_run(exp, &mopt, &err);
     } else {
         struct dt_run_options opt = {out, command, quiet};
-        st = dt_train_experiment(exp, &opt, &err);
+        st = resume ? dt_train_resume(exp, &opt, &err) : dt_train_experiment(exp, &opt, &err);
     }
     free(exp);
     return report(st, &err);

@@ -1,19 +1,23 @@
 /* The training loop: for each cell (vary setting x policy) x replica, for each step:
  * batch -> model step -> hash -> trace (+ step times, weight snapshots at log-spaced
- * steps); evaluation at eval_every and at the end (with every test prediction); per-replica
- * and experiment manifests; the overhead protocol (each policy alternated with fast);
- * then the report (harness/report.c) over the files on disk (harness/layout.h). */
+ * steps); evaluation at eval_every and at the end (with every test prediction); checkpoints
+ * every train.checkpoint_every steps and at an interruption, and --resume from them
+ * (harness/checkpoint.h); per-replica and experiment manifests; the overhead protocol (each
+ * policy alternated with fast); then the report (harness/report.c) over the files on disk
+ * (harness/layout.h). */
 #include "harness/train.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/util.h"
 #include "harness/bench.h"
+#include "harness/checkpoint.h"
 #include "harness/hashpipe.h"
 #include "harness/layout.h"
 #include "harness/algolog.h"
@@ -133,6 +137,9 @@ struct run_ctx {
     bool tty;
     int64_t steps_total, steps_done;
     double t_start, t_last;
+    /* test-only kill hook (train.h): SIGKILL after step kill_after of this process */
+    int64_t kill_after, steps_run;
+    bool resume; /* dt_train_resume */
 };
 
 /* hash.async resolved: `auto` overlaps hashing with the next steps where the weights are
@@ -226,6 +233,8 @@ static void write_replica_manifest(const struct run_ctx *c, int cell, int r,
     dt_strbuf_json_string(&sb, res->reason);
     dt_strbuf_printf(&sb, ", \"steps_completed\": %" PRId64 ", \"final_model_digest\": \"%s\"",
                      res->steps_done, res->final_digest);
+    if (res->resumed_from_step >= 0)
+        dt_strbuf_printf(&sb, ", \"resumed_from_step\": %" PRId64, res->resumed_from_step);
     if (isfinite(res->test_acc))
         dt_strbuf_printf(&sb, ", \"test_loss\": %.9g, \"test_accuracy\": %.6f, \"test_ece\": %.6f",
                          res->test_loss, res->test_acc, res->test_ece);
@@ -265,18 +274,25 @@ struct replica_io {
     FILE *metrics, *times;
     char metrics_path[1300], times_path[1300];
     struct dt_hashpipe *hp; /* hashing and trace rows of the hashed steps */
+    int64_t submitted;      /* the last step given to hp; -1 = none yet */
+    int64_t kept_step;      /* resumed: the last trace row kept from before; -1 = none */
+    char kept_digest[DT_DIGEST_HEX]; /* its model digest */
     float *weights;  /* every tensor, for snapshots */
     int64_t snap_steps[80];
     int n_snaps, next_snap;
 };
 
+/* Create dir/name with its header line, or with `append` open it to add rows (a resumed
+ * replica's file, already cut back to its checkpoint). */
 static enum dt_status open_csv(FILE **f, char *path, size_t size, const char *dir,
-                               const char *name, const char *header, struct dt_error *err)
+                               const char *name, const char *header, bool append,
+                               struct dt_error *err)
 {
     snprintf(path, size, "%s/%s", dir, name);
-    *f = fopen(path, "w");
-    if (!*f) return dt_error_set(err, DT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    fprintf(*f, "%s\n", header);
+    *f = fopen(path, append ? "a" : "w");
+    if (!*f) return dt_error_set(err, DT_ERR_IO, "%s: cannot %s: %s", path,
+                                 append ? "open" : "create", strerror(errno));
+    if (!append) fprintf(*f, "%s\n", header);
     return DT_OK;
 }
 
@@ -332,7 +348,7 @@ static enum dt_status write_predictions(const char *dir, const uint8_t *labels,
     FILE *f;
     char path[1300];
     DT_FORWARD_IF_ERROR(open_csv(&f, path, sizeof path, dir, "predictions.csv",
-                                 DT_PREDICTIONS_HEADER, err));
+                                 DT_PREDICTIONS_HEADER, false, err));
     for (int64_t i = 0; i < n; i++) fprintf(f, "%" PRId64 ",%d,%d\n", i, labels[i], pred[i]);
     enum dt_status st = flush_csv(f, path, err);
     if (fclose(f) != 0 && st == DT_OK)
@@ -340,29 +356,55 @@ static enum dt_status write_predictions(const char *dir, const uint8_t *labels,
     return st;
 }
 
+/* trace.csv and tensors.csv opened to add rows: the counterpart of dt_trace_open (which
+ * creates them) for a resumed replica, whose files were cut back to its checkpoint. */
+static enum dt_status trace_open_append(struct dt_trace_writer *t, const char *dir,
+                                        bool per_tensor, struct dt_error *err)
+{
+    memset(t, 0, sizeof *t);
+    snprintf(t->trace_path, sizeof t->trace_path, "%s/trace.csv", dir);
+    t->trace = fopen(t->trace_path, "a");
+    if (!t->trace)
+        return dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", t->trace_path, strerror(errno));
+    if (!per_tensor) return DT_OK;
+    snprintf(t->tensors_path, sizeof t->tensors_path, "%s/tensors.csv", dir);
+    t->tensors = fopen(t->tensors_path, "a");
+    if (!t->tensors)
+        return dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", t->tensors_path,
+                            strerror(errno));
+    return DT_OK;
+}
+
+/* The replica's output files: created, or with resume_step >= 0 opened to go on after that
+ * step (snapshots due up to it are already on disk). */
 static enum dt_status open_replica_io(struct replica_io *io, const struct dt_experiment *exp,
-                                      struct dt_model *m, const char *dir,
+                                      struct dt_model *m, const char *dir, int64_t resume_step,
                                       struct dt_error *err)
 {
+    const bool append = resume_step >= 0;
     memset(io, 0, sizeof *io);
+    io->submitted = io->kept_step = -1;
     int64_t total = 0;
     for (int i = 0; i < m->n_params; i++) total += m->params[i].n;
     DT_ASSERT(exp->report.snapshots + 1 <= (int)(sizeof io->snap_steps / sizeof io->snap_steps[0]));
     io->n_snaps = dt_snapshot_steps(exp, io->snap_steps);
+    while (append && io->next_snap < io->n_snaps && io->snap_steps[io->next_snap] <= resume_step)
+        io->next_snap++;
     if (io->n_snaps > 0) {
         char sdir[1300];
         dt_snapshot_dir(sdir, sizeof sdir, dir);
         DT_FORWARD_IF_ERROR(dt_mkdir_p(sdir, err));
         io->weights = dt_xmalloc((size_t)total * sizeof(float));
     }
-    DT_FORWARD_IF_ERROR(dt_trace_open(&io->tw, dir, exp->hash.per_tensor, err));
-    io->trace_open = true;
+    io->trace_open = true; /* closing a writer that never opened is a no-op */
+    DT_FORWARD_IF_ERROR(append ? trace_open_append(&io->tw, dir, exp->hash.per_tensor, err)
+                               : dt_trace_open(&io->tw, dir, exp->hash.per_tensor, err));
     DT_FORWARD_IF_ERROR(dt_hashpipe_create(&io->hp, m, &io->tw, exp->hash.per_tensor,
                                            hash_async(exp, m), err));
     DT_FORWARD_IF_ERROR(open_csv(&io->metrics, io->metrics_path, sizeof io->metrics_path, dir,
-                                 "metrics.csv", DT_METRICS_HEADER, err));
+                                 "metrics.csv", DT_METRICS_HEADER, append, err));
     return open_csv(&io->times, io->times_path, sizeof io->times_path, dir, "times.csv",
-                    DT_TIMES_HEADER, err);
+                    DT_TIMES_HEADER, append, err);
 }
 
 /* Close everything; the first error wins (st is the status so far). */
@@ -385,31 +427,325 @@ static enum dt_status close_replica_io(struct replica_io *io, enum dt_status st,
     return st;
 }
 
-/* Train replica r of cell `cell`. Returns an error only for faults of the tool (I/O); a
- * replica's own numerical failure is recorded in res and returns DT_OK. */
+/* ---- checkpoints and --resume (harness/checkpoint.h) ------------------------------------ */
+
+/* A whole file into a malloc'ed NUL-terminated buffer; NULL (errno set) when unreadable. */
+static char *read_text(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t n = 0, cap = 4096, got;
+    char *buf = dt_xmalloc(cap);
+    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 == cap) buf = dt_xrealloc(buf, cap *= 2);
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        errno = EIO;
+        return NULL;
+    }
+    buf[n] = '\0';
+    if (len) *len = n;
+    return buf;
+}
+
+/* The step (first field) of a CSV row; false when the row does not start with one. */
+static bool row_step(const char *row, int64_t *step)
+{
+    char *end;
+    if (*row < '0' || *row > '9') return false;
+    *step = strtoll(row, &end, 10);
+    return *end == ',';
+}
+
+/* The replica's streams (nets/seed.h) as a checkpoint records them, and its ensemble member. */
+static struct dt_checkpoint_info replica_streams(const struct dt_experiment *exp, int cell, int r,
+                                                 uint32_t *member)
+{
+    const unsigned vary = exp->vary_sets[dt_cell_vary(exp, cell)];
+    struct dt_checkpoint_info info = {
+        .init_stream = dt_stream_replica(vary, DT_VARY_INIT, (uint64_t)r),
+        .order_stream = dt_stream_replica(vary, DT_VARY_DATA_ORDER, (uint64_t)r),
+        .traced_step = -1,
+    };
+    *member = (uint32_t)dt_stream_replica(vary, DT_VARY_EPSILON, (uint64_t)r);
+    return info;
+}
+
+/* Did the replica in `dir` finish: its run.json says completed (write_replica_manifest's
+ * fixed spelling) and its trace ends at the last step? */
+static bool replica_completed(const char *dir, int64_t steps)
+{
+    char path[1300];
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    char *manifest = read_text(path, NULL);
+    bool done = manifest && strstr(manifest, "\"state\": \"completed\"");
+    free(manifest);
+    if (!done) return false;
+    snprintf(path, sizeof path, "%s/trace.csv", dir);
+    size_t n = 0;
+    char *trace = read_text(path, &n);
+    int64_t last = -1;
+    if (trace && n > 1 && trace[n - 1] == '\n') {
+        trace[n - 1] = '\0';
+        const char *row = strrchr(trace, '\n');
+        if (!row || !row_step(row + 1, &last)) last = -1;
+    }
+    free(trace);
+    return last == steps;
+}
+
+/* The trace must hold the row the checkpoint says was the last one written, with its
+ * digest: otherwise the checkpoint and the trace come from different runs. */
+static enum dt_status check_trace_row(const char *dir, const struct dt_checkpoint *ck,
+                                      const char *ck_path, struct dt_error *err)
+{
+    if (ck->traced_step < 0) return DT_OK;
+    char path[1300];
+    snprintf(path, sizeof path, "%s/trace.csv", dir);
+    char *text = read_text(path, NULL);
+    if (!text)
+        return dt_error_set(err, DT_ERR_DATA, "%s: cannot read (%s); %s cannot go on without it",
+                            path, strerror(errno), ck_path);
+    bool found = false;
+    for (char *row = strchr(text, '\n'); row && !found; row = strchr(row, '\n')) {
+        row++;
+        int64_t step;
+        char *eol = strchr(row, '\n');
+        if (!eol || !row_step(row, &step) || step != ck->traced_step) continue;
+        *eol = '\0';
+        const char *digest = strrchr(row, ',');
+        found = digest && strcmp(digest + 1, ck->traced_digest) == 0;
+        *eol = '\n';
+        break;
+    }
+    free(text);
+    if (!found)
+        return dt_error_set(err, DT_ERR_DATA,
+                            "%s: no row for step %" PRId64 " with digest %.16s...; %s belongs to "
+                            "another run",
+                            path, ck->traced_step, ck->traced_digest, ck_path);
+    return DT_OK;
+}
+
+/* How a replica starts: from step 0, kept as it is (it completed before), or from its
+ * checkpoint. */
+enum replica_start { START_FRESH, START_KEEP, START_CHECKPOINT };
+
+/* Decide how replica r of `cell` (folder `dir`) starts; without --resume always from step
+ * 0. A checkpoint is read into *ck and checked against this experiment, the cell's policy,
+ * the replica's streams, model m's parameters and the trace on disk; any fault stops the
+ * run (exit 2). */
+static enum dt_status plan_replica(enum replica_start *start, struct dt_checkpoint *ck,
+                                   const struct run_ctx *c, int cell, int r, const char *dir,
+                                   const struct dt_model *m, struct dt_error *err)
+{
+    *start = START_FRESH;
+    memset(ck, 0, sizeof *ck);
+    if (!c->resume) return DT_OK;
+    if (replica_completed(dir, c->exp->train.steps)) {
+        *start = START_KEEP;
+        return DT_OK;
+    }
+    char path[1300];
+    dt_checkpoint_path(path, sizeof path, dir);
+    if (access(path, F_OK) != 0) return DT_OK; /* never checkpointed: start again */
+    DT_FORWARD_IF_ERROR(dt_checkpoint_read(ck, path, err));
+    uint32_t member;
+    const struct dt_checkpoint_info want = replica_streams(c->exp, cell, r, &member);
+    const struct dt_policy *pol = &c->exp->policies[dt_cell_policy(c->exp, cell)];
+    enum dt_status st = dt_checkpoint_check(ck, path, c->exp, pol, m, &want, member, err);
+    if (st == DT_OK) st = check_trace_row(dir, ck, path, err);
+    if (st != DT_OK) {
+        dt_checkpoint_free(ck);
+        return st;
+    }
+    *start = START_CHECKPOINT;
+    return DT_OK;
+}
+
+/* Rewrite dir/name keeping its header and the complete rows of steps before k, and the row
+ * of step k when keep_k (later rows belong to steps that run again; a killed run may have
+ * left half a row). A missing file is an error when `required`, else it is created with
+ * its header. last_step/last_digest (trace.csv only, may be NULL) receive the last kept
+ * row's step and digest. Written atomically: a second interruption leaves it valid. */
+static enum dt_status cut_csv(const char *dir, const char *name, const char *header, int64_t k,
+                              bool keep_k, bool required, int64_t *last_step,
+                              char last_digest[DT_DIGEST_HEX], struct dt_error *err)
+{
+    char path[1300];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char *text = read_text(path, NULL);
+    if (!text && required)
+        return dt_error_set(err, DT_ERR_DATA,
+                            "%s: cannot read (%s); the checkpoint at step %" PRId64
+                            " cannot go on without it",
+                            path, strerror(errno), k);
+    struct dt_strbuf out = {0};
+    dt_strbuf_printf(&out, "%s\n", header);
+    enum dt_status st = DT_OK;
+    size_t hlen = strlen(header);
+    if (text && (strncmp(text, header, hlen) != 0 || text[hlen] != '\n'))
+        st = dt_error_set(err, DT_ERR_DATA, "%s: the first line is not the header '%s'", path,
+                          header);
+    int line = 1;
+    for (char *row = text ? strchr(text, '\n') : NULL; st == DT_OK && row;) {
+        row++;
+        line++;
+        char *eol = strchr(row, '\n');
+        if (!eol) break; /* a partial last row */
+        int64_t step;
+        if (!row_step(row, &step)) {
+            st = dt_error_set(err, DT_ERR_DATA, "%s:%d: malformed row (no step)", path, line);
+            break;
+        }
+        if (step < k || (step == k && keep_k)) {
+            dt_strbuf_printf(&out, "%.*s\n", (int)(eol - row), row);
+            if (last_step) *last_step = step;
+            if (last_digest) {
+                const char *d = eol - (DT_DIGEST_HEX - 1);
+                snprintf(last_digest, DT_DIGEST_HEX, "%.*s", DT_DIGEST_HEX - 1,
+                         d > row ? d : "");
+            }
+        }
+        row = eol;
+    }
+    if (st == DT_OK) st = dt_write_file_atomic(path, out.data, out.len, err);
+    dt_strbuf_free(&out);
+    free(text);
+    return st;
+}
+
+/* Cut a replica's files back to its checkpoint at step k: trace.csv and tensors.csv to the
+ * rows the uninterrupted run has up to k (the row of k only if k is a hashed step of this
+ * run: a finished run extended by train.steps drops its old last row), metrics.csv likewise
+ * for periodic evaluations, times.csv to steps <= k; predictions.csv goes (the end rewrites
+ * it), and so do snapshots after k or off this run's schedule (those due later are
+ * rewritten).
+ * kept_step/kept_digest: the last trace row kept. */
+static enum dt_status cut_back_replica(const struct dt_experiment *exp, const char *dir,
+                                       int64_t k, int64_t *kept_step,
+                                       char kept_digest[DT_DIGEST_HEX], struct dt_error *err)
+{
+    /* k == train.steps: a checkpoint at the last step of a replica killed before it
+     * finished; nothing runs again, its last row stays and the final evaluation follows */
+    const bool trace_k = k % exp->hash.every == 0 || k == exp->train.steps;
+    const bool eval_k = exp->train.eval_every > 0 && k % exp->train.eval_every == 0 &&
+                        k != exp->train.steps;
+    *kept_step = -1;
+    kept_digest[0] = '\0';
+    DT_FORWARD_IF_ERROR(cut_csv(dir, "trace.csv", DT_TRACE_HEADER, k, trace_k, true, kept_step,
+                                kept_digest, err));
+    if (exp->hash.per_tensor)
+        DT_FORWARD_IF_ERROR(cut_csv(dir, "tensors.csv", DT_TENSORS_HEADER, k, trace_k, true,
+                                    NULL, NULL, err));
+    DT_FORWARD_IF_ERROR(cut_csv(dir, "metrics.csv", DT_METRICS_HEADER, k, eval_k, false, NULL,
+                                NULL, err));
+    DT_FORWARD_IF_ERROR(cut_csv(dir, "times.csv", DT_TIMES_HEADER, k, true, false, NULL, NULL,
+                                err));
+    char path[1400];
+    snprintf(path, sizeof path, "%s/predictions.csv", dir);
+    if (remove(path) != 0 && errno != ENOENT)
+        return dt_error_set(err, DT_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+    int64_t *have = NULL, due[80];
+    int n_have = 0;
+    DT_FORWARD_IF_ERROR(dt_snapshot_list(dir, &have, &n_have, err));
+    DT_ASSERT(exp->report.snapshots + 1 <= (int)(sizeof due / sizeof due[0]));
+    const int n_due = dt_snapshot_steps(exp, due);
+    enum dt_status st = DT_OK;
+    for (int i = 0; i < n_have && st == DT_OK; i++) {
+        bool on_schedule = false;
+        for (int j = 0; j < n_due; j++) on_schedule |= due[j] == have[i];
+        if (have[i] <= k && on_schedule) continue;
+        dt_snapshot_path(path, sizeof path, dir, have[i]);
+        if (remove(path) != 0 && errno != ENOENT)
+            st = dt_error_set(err, DT_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+    }
+    free(have);
+    return st;
+}
+
+/* Give the pipeline step s (tracking the last step given, for the checkpoint). */
+static enum dt_status submit_hash(struct replica_io *io, int64_t s, float loss,
+                                  struct dt_error *err)
+{
+    io->submitted = s;
+    return dt_hashpipe_submit(io->hp, s, loss, err);
+}
+
+/* The checkpoint of m at its current step, written once every hashed step so far is in the
+ * trace and the other files are flushed: a resume cuts them back to exactly this step. */
+static enum dt_status write_checkpoint(const struct run_ctx *c, struct dt_model *m,
+                                       struct replica_io *io, const struct dt_policy *pol,
+                                       const struct dt_checkpoint_info *streams,
+                                       const char *dir, struct dt_error *err)
+{
+    DT_FORWARD_IF_ERROR(dt_hashpipe_drain(io->hp, err));
+    DT_FORWARD_IF_ERROR(flush_csv(io->times, io->times_path, err));
+    DT_FORWARD_IF_ERROR(flush_csv(io->metrics, io->metrics_path, err));
+    struct dt_checkpoint_info info = *streams;
+    info.order_position = m->step * c->exp->train.batch;
+    info.traced_step = io->submitted >= 0 ? io->submitted : io->kept_step;
+    info.traced_digest = io->submitted >= 0 ? dt_hashpipe_last_digest(io->hp) : io->kept_digest;
+    char path[1300];
+    dt_checkpoint_path(path, sizeof path, dir);
+    return dt_checkpoint_write(path, c->exp, pol, m, &info, err);
+}
+
+/* Test-only (train.h): DETRAIN_TEST_KILL_AFTER_STEP=N kills the process after its N-th
+ * step, as a crash or `kill -9` would: nothing is flushed, nothing is cleaned up. */
+static void test_kill_hook(struct run_ctx *c)
+{
+    if (c->kill_after > 0 && ++c->steps_run == c->kill_after) raise(SIGKILL);
+}
+
+/* Train replica r of cell `cell` (with --resume: keep it, or go on from its checkpoint).
+ * Returns an error only for faults of the tool (I/O, an unusable checkpoint); a replica's
+ * own numerical failure is recorded in res and returns DT_OK. */
 static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
                                   struct dt_replica_result *res, struct dt_error *err)
 {
     const struct dt_experiment *exp = c->exp;
     const struct dt_policy *pol = &exp->policies[dt_cell_policy(exp, cell)];
-    const unsigned vary = exp->vary_sets[dt_cell_vary(exp, cell)];
     memset(res, 0, sizeof *res);
     res->test_acc = res->test_loss = res->test_ece = NAN;
     res->state = DT_REPLICA_COMPLETED;
+    res->resumed_from_step = -1;
     char start[32];
     dt_utc_iso8601(start, sizeof start);
     dt_replica_dir(res->dir, sizeof res->dir, c->opt->out_dir, exp, cell, r);
+    if (c->resume && replica_completed(res->dir, exp->train.steps)) {
+        res->steps_done = exp->train.steps; /* finished before: kept as it is */
+        return DT_OK;
+    }
     DT_FORWARD_IF_ERROR(dt_mkdir_p(res->dir, err));
 
     struct dt_model *m = NULL;
     DT_FORWARD_IF_ERROR(dt_train_build_model(&m, exp, c->be, c->ds->train.n, err));
+    uint32_t member;
+    const struct dt_checkpoint_info streams = replica_streams(exp, cell, r, &member);
+    enum replica_start how;
+    struct dt_checkpoint ck;
     struct replica_io io;
-    enum dt_status st = open_replica_io(&io, exp, m, res->dir, err);
+    memset(&io, 0, sizeof io);
+    io.submitted = -1;
+    enum dt_status st = plan_replica(&how, &ck, c, cell, r, res->dir, m, err);
+    const int64_t k = how == START_CHECKPOINT ? ck.step : 0; /* steps already done */
+    int64_t kept_step = -1;
+    char kept_digest[DT_DIGEST_HEX] = "";
+    if (st == DT_OK && how == START_CHECKPOINT)
+        st = cut_back_replica(exp, res->dir, k, &kept_step, kept_digest, err);
+    if (st == DT_OK)
+        st = open_replica_io(&io, exp, m, res->dir, how == START_CHECKPOINT ? k : -1, err);
+    io.kept_step = kept_step;
+    memcpy(io.kept_digest, kept_digest, sizeof kept_digest);
 
     const struct dt_split *train = &c->ds->train, *test = &c->ds->test;
     const int64_t B = exp->train.batch, steps = exp->train.steps;
     const uint64_t seed = exp->train.seed;
-    const uint64_t order_rep = dt_stream_replica(vary, DT_VARY_DATA_ORDER, (uint64_t)r);
     float *x = dt_xmalloc((size_t)(B * train->dim) * sizeof(float));
     uint8_t *y = dt_xmalloc((size_t)B);
     int64_t *perm = dt_xmalloc((size_t)train->n * sizeof(int64_t));
@@ -427,13 +763,20 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
     (void)dt_backend_take_algo_notes(c->be, NULL, 0);
 
     if (st == DT_OK) {
-        dt_model_init(m, seed, dt_stream_replica(vary, DT_VARY_INIT, (uint64_t)r));
-        m->member = (uint32_t)dt_stream_replica(vary, DT_VARY_EPSILON, (uint64_t)r);
+        dt_model_init(m, seed, streams.init_stream);
+        m->member = member;
+        if (how == START_CHECKPOINT) { /* weights, momenta, step: as they were after step k */
+            dt_checkpoint_apply(&ck, m);
+            res->steps_done = res->resumed_from_step = k;
+        }
         dt_model_memory(m, pol, &res->mem);
-        st = dt_hashpipe_submit(io.hp, 0, NAN, err);
-        if (st == DT_OK) st = maybe_snapshot(m, &io, res->dir, 0, err);
+        if (how != START_CHECKPOINT) {
+            st = submit_hash(&io, 0, NAN, err);
+            if (st == DT_OK) st = maybe_snapshot(m, &io, res->dir, 0, err);
+        }
     }
-    for (int64_t s = 1; st == DT_OK && s <= steps; s++) {
+    dt_checkpoint_free(&ck);
+    for (int64_t s = k + 1; st == DT_OK && s <= steps; s++) {
         if (dt_train_stop_requested) {
             res->state = DT_REPLICA_INTERRUPTED;
             snprintf(res->reason, sizeof res->reason,
@@ -441,7 +784,8 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
                      s - 1);
             break;
         }
-        dt_train_fill_batch(x, y, train, s - 1, B, seed, order_rep, perm, &perm_epoch);
+        dt_train_fill_batch(x, y, train, s - 1, B, seed, streams.order_stream, perm,
+                            &perm_epoch);
         float loss = NAN;
         double t0 = dt_now_s();
         st = dt_model_train_step(m, x, y, B, &sgd, pol, &loss);
@@ -462,7 +806,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
              * earlier steps written; the last step, a failing one and a snapshot's step
              * also wait until the trace holds them */
             double t1 = dt_now_s();
-            st = dt_hashpipe_submit(io.hp, s, loss, err);
+            st = submit_hash(&io, s, loss, err);
             if (st == DT_OK && (s == steps || !isfinite(loss) || snapshot_due(&io, s)))
                 st = dt_hashpipe_drain(io.hp, err);
             h_ms = hash_ms[n_hash++] = 1e3 * (dt_now_s() - t1);
@@ -488,14 +832,30 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
             if (st == DT_OK) st = write_metrics_row(io.metrics, io.metrics_path, s, &ev, err);
             (void)dt_backend_take_algo_notes(c->be, NULL, 0); /* evaluation is not a step */
         }
+        /* after everything step s writes, so a resume finds exactly the rows up to s */
+        if (st == DT_OK && exp->train.checkpoint_every > 0 &&
+            (s % exp->train.checkpoint_every == 0 || s == steps))
+            st = write_checkpoint(c, m, &io, pol, &streams, res->dir, err);
         progress(c, cell, r, s, s == steps);
+        test_kill_hook(c);
     }
     /* Every hashed step is in the trace before anything reports on it, however the loop
      * ended (completed, failed, interrupted, an error). */
     if (io.hp) {
         enum dt_status dst = dt_hashpipe_drain(io.hp, st == DT_OK ? err : NULL);
         if (st == DT_OK) st = dst;
-        memcpy(res->final_digest, dt_hashpipe_last_digest(io.hp), DT_DIGEST_HEX);
+        memcpy(res->final_digest, io.submitted >= 0 ? dt_hashpipe_last_digest(io.hp)
+                                                    : io.kept_digest, DT_DIGEST_HEX);
+    }
+    if (st == DT_OK && res->state == DT_REPLICA_INTERRUPTED) {
+        /* always resumable after SIGINT/SIGTERM, whatever train.checkpoint_every says */
+        DT_ASSERT(m->step == res->steps_done);
+        st = write_checkpoint(c, m, &io, pol, &streams, res->dir, err);
+        if (st == DT_OK) {
+            size_t used = strlen(res->reason);
+            snprintf(res->reason + used, sizeof res->reason - used,
+                     "; checkpoint.bin written: detrain run --resume goes on from there");
+        }
     }
     if (st == DT_OK && res->state == DT_REPLICA_COMPLETED) {
         struct dt_eval ev;
@@ -512,7 +872,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
         res->state = DT_REPLICA_FAILED;
         snprintf(res->reason, sizeof res->reason, "%s", err ? err->msg : dt_status_str(st));
     }
-    res->step_ms_median = dt_median(step_ms, res->steps_done);
+    res->step_ms_median = dt_median(step_ms + k, res->steps_done - k); /* steps run here */
     res->hash_ms_median = dt_median(hash_ms, n_hash);
     st = close_replica_io(&io, st, err);
     char algos_path[1300];
@@ -545,6 +905,8 @@ static void experiment_manifest(struct dt_strbuf *sb, const struct run_ctx *c, c
     sb->len = 0;
     dt_strbuf_printf(sb, "{\"tool\": \"detrain\", \"command\": ");
     dt_strbuf_json_string(sb, c->opt->command ? c->opt->command : "");
+    if (c->resume) /* went on from an interrupted run in the same folder */
+        dt_strbuf_printf(sb, ", \"resumed\": true");
     dt_strbuf_printf(sb, ", \"config_file\": ");
     dt_strbuf_json_string(sb, c->exp->source);
     dt_strbuf_printf(sb, ", \"config\": ");
@@ -668,10 +1030,73 @@ static enum dt_status measure_overhead(struct run_ctx *c, struct dt_error *err)
     return st;
 }
 
-enum dt_status dt_train_experiment(const struct dt_experiment *exp,
-                                   const struct dt_run_options *opt, struct dt_error *err)
+/* --resume: is `dir` an experiment of this config? Its config.json must match exp on every
+ * key a resume may not change (harness/checkpoint.h); the error names the keys that
+ * differ. */
+static enum dt_status check_resume_folder(const char *dir, const struct dt_experiment *exp,
+                                          struct dt_error *err)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *stored = read_text(path, NULL);
+    if (!stored)
+        return dt_error_set(err, DT_ERR_CONFIG,
+                            "%s: cannot read (%s): --resume takes the folder of an earlier "
+                            "`detrain run` of this config",
+                            path, strerror(errno));
+    char *now = dt_checkpoint_config_text(exp);
+    char diff[800];
+    bool differ = false;
+    enum dt_status st = dt_checkpoint_config_diff(diff, sizeof diff, &differ, stored,
+                                                  "config.json", now, "this config", err);
+    if (st == DT_OK && differ)
+        st = dt_error_set(err, DT_ERR_CONFIG, "%s: not an experiment of this config: %s", dir,
+                          diff);
+    free(stored);
+    free(now);
+    return st;
+}
+
+/* --resume: how every replica will start, checked before the first step so that an
+ * unusable checkpoint stops the run with nothing on disk changed. Progress counts only the
+ * steps still to run. */
+static enum dt_status check_resume_plans(struct run_ctx *c, struct dt_error *err)
+{
+    const struct dt_experiment *exp = c->exp;
+    struct dt_model *m = NULL;
+    DT_FORWARD_IF_ERROR(dt_train_build_model(&m, exp, c->be, c->ds->train.n, err));
+    int count[3] = {0, 0, 0}; /* by enum replica_start */
+    enum dt_status st = DT_OK;
+    for (int cell = 0; st == DT_OK && cell < dt_cell_count(exp); cell++) {
+        for (int r = 0; st == DT_OK && r < exp->replicas; r++) {
+            char dir[1200];
+            dt_replica_dir(dir, sizeof dir, c->opt->out_dir, exp, cell, r);
+            enum replica_start how;
+            struct dt_checkpoint ck;
+            st = plan_replica(&how, &ck, c, cell, r, dir, m, err);
+            if (st != DT_OK) break;
+            count[how]++;
+            c->steps_total -= how == START_KEEP ? exp->train.steps
+                              : how == START_CHECKPOINT ? ck.step : 0;
+            dt_checkpoint_free(&ck);
+        }
+    }
+    dt_model_destroy(m);
+    if (st == DT_OK && !c->opt->quiet)
+        fprintf(stderr, "detrain: resuming %s: %d replica%s kept, %d from checkpoints, %d from "
+                        "step 0\n",
+                c->opt->out_dir, count[START_KEEP], count[START_KEEP] == 1 ? "" : "s",
+                count[START_CHECKPOINT], count[START_FRESH]);
+    return st;
+}
+
+/* dt_train_experiment, and with `resume` dt_train_resume. */
+static enum dt_status train_experiment(const struct dt_experiment *exp,
+                                       const struct dt_run_options *opt, bool resume,
+                                       struct dt_error *err)
 {
     /* Everything that can be checked is checked before the first step. */
+    if (resume) DT_FORWARD_IF_ERROR(check_resume_folder(opt->out_dir, exp, err));
     DT_FORWARD_IF_ERROR(dt_mkdir_p(opt->out_dir, err));
     DT_FORWARD_IF_ERROR(dt_dir_check_writable(opt->out_dir, err));
     struct dt_backend *be = NULL;
@@ -698,9 +1123,17 @@ enum dt_status dt_train_experiment(const struct dt_experiment *exp,
         return st;
     }
     const int n_cells = dt_cell_count(exp);
-    struct run_ctx c = {exp, opt, &ds, be, false, 0, 0, 0, 0};
+    struct run_ctx c = {exp, opt, &ds, be, false, 0, 0, 0, 0, 0, 0, resume};
     c.tty = !opt->quiet && isatty(STDERR_FILENO);
     c.steps_total = (int64_t)n_cells * exp->replicas * exp->train.steps;
+    const char *kill_after = getenv("DETRAIN_TEST_KILL_AFTER_STEP"); /* test-only (train.h) */
+    if (kill_after) c.kill_after = strtoll(kill_after, NULL, 10);
+    if (resume) st = check_resume_plans(&c, err);
+    if (st != DT_OK) {
+        dt_backend_destroy(be);
+        dt_dataset_free(&ds);
+        return st;
+    }
     c.t_start = dt_now_s();
     char start[32], end[32];
     dt_utc_iso8601(start, sizeof start);
@@ -767,4 +1200,16 @@ enum dt_status dt_train_experiment(const struct dt_experiment *exp,
     dt_backend_destroy(be);
     dt_dataset_free(&ds);
     return st;
+}
+
+enum dt_status dt_train_experiment(const struct dt_experiment *exp,
+                                   const struct dt_run_options *opt, struct dt_error *err)
+{
+    return train_experiment(exp, opt, false, err);
+}
+
+enum dt_status dt_train_resume(const struct dt_experiment *exp,
+                               const struct dt_run_options *opt, struct dt_error *err)
+{
+    return train_experiment(exp, opt, true, err);
 }

@@ -26,6 +26,7 @@ struct dt_replica_result {
     struct dt_model_memory mem; /* memory held for random draws */
     double step_ms_median; /* forward+backward+update, excluding hashing and evaluation */
     double hash_ms_median; /* hashing of a step, when hashed */
+    int64_t resumed_from_step; /* --resume: the checkpoint's step it went on from; -1 = none */
     char dir[1200];        /* where its trace lives */
 };
 
@@ -37,10 +38,25 @@ struct dt_run_options {
 };
 
 /* Run the whole experiment. Writes <out>/run.json (updated at the end), per replica
- * trace.csv, tensors.csv, metrics.csv and run.json, and <out>/summary.csv. Prints the
- * summary table on stdout. Returns DT_OK when every replica completed. */
+ * trace.csv, tensors.csv, metrics.csv, run.json and checkpoint.bin (every
+ * train.checkpoint_every steps, and when interrupted), and <out>/summary.csv. Prints the
+ * summary table on stdout. Returns DT_OK when every replica completed.
+ * Test-only: with DETRAIN_TEST_KILL_AFTER_STEP=N in the environment the process sends
+ * itself SIGKILL after the N-th training step this call runs (counted over its replicas in
+ * run order; each matrix entry counts anew), so tests can kill a run at a chosen point
+ * (tests/test_checkpoint.c). */
 enum dt_status dt_train_experiment(const struct dt_experiment *exp,
                                    const struct dt_run_options *opt, struct dt_error *err);
+
+/* `detrain run CONFIG --resume DIR`: go on with the interrupted run of exp in opt->out_dir.
+ * Refused (DT_ERR_CONFIG, naming the keys) unless its config.json is this config up to the
+ * keys a resume may change (harness/checkpoint.h). Completed replicas are kept; replicas
+ * with a checkpoint.bin go on from it, their files cut back to its step, so that trace.csv
+ * and tensors.csv end up byte-identical to an uninterrupted run's; the others start again.
+ * Every checkpoint is checked before the first step (DT_ERR_CONFIG / DT_ERR_DATA). Then the
+ * overhead measurement and the report, as dt_train_experiment. */
+enum dt_status dt_train_resume(const struct dt_experiment *exp,
+                               const struct dt_run_options *opt, struct dt_error *err);
 
 /* Building blocks shared with the benchmark and tests. */
 

@@ -577,7 +577,8 @@ DT_TEST(write_json)
     CHECK_CONTAINS(text, "\"model\":{\"kind\":\"mlp\",\"hidden\":[512,256,64]},\"train\":{");
     CHECK_CONTAINS(text, "\"optimizer\":{\"kind\":\"sgd\",\"lr\":0.125,\"momentum\":0.5,"
                          "\"weight_decay\":0.0001}");
-    CHECK_CONTAINS(text, "\"seed\":18446744073709551615,\"eval_every\":100}");
+    CHECK_CONTAINS(text, "\"seed\":18446744073709551615,\"eval_every\":100,"
+                         "\"checkpoint_every\":0}");
     CHECK_CONTAINS(text, "\"backend\":{\"device\":\"cuda\",\"threads\":8,\"gpu\":0}");
     /* every control of every policy, in table order */
     CHECK_CONTAINS(text, "\"policies\":[{\"name\":\"fast\",\"base\":\"fast\",\"reduction\":"
@@ -619,7 +620,7 @@ DT_TEST(write_reference)
         "model.test_samples", "model.prior_sigma", "model.rho_init", "model.lanes",
         "model.stored_generator", "model.lfsr_check_every", "train.steps", "train.batch", "train.optimizer.kind",
         "train.optimizer.lr", "train.optimizer.momentum", "train.optimizer.weight_decay",
-        "train.seed", "train.eval_every", "backend.device", "backend.threads", "backend.gpu", "policies",
+        "train.seed", "train.eval_every", "train.checkpoint_every", "backend.device", "backend.threads", "backend.gpu", "policies",
         "replicas", "vary", "hash.every", "hash.per_tensor", "hash.async",
         "report.snapshots",
         "report.overhead_samples", "report.overhead_warmup", "matrix"};
@@ -976,6 +977,7 @@ static void expect_same_experiment(const struct dt_experiment *a, const struct d
                  sizeof(double)) == 0);
     CHECK(a->train.seed == b->train.seed);
     CHECK_INT_EQ(a->train.eval_every, b->train.eval_every);
+    CHECK_INT_EQ(a->train.checkpoint_every, b->train.checkpoint_every);
     CHECK_INT_EQ(a->backend.device, b->backend.device);
     CHECK_INT_EQ(a->backend.threads, b->backend.threads);
     CHECK_INT_EQ(a->n_policies, b->n_policies);
