@@ -179,6 +179,11 @@ static const struct key_row keys[] = {
      .def = "0", .lo = 0, .hi = 1000000000,
      .doc = "Write each replica's checkpoint.bin every N steps and at the last step, for "
             "`detrain run --resume`; 0 = only when interrupted (SIGINT/SIGTERM)"},
+    {.path = "train.check_finite", .type = KEY_BOOL, FIELD_(train.check_finite),
+     .def = "true",
+     .doc = "After every step scan each gradient and weight for NaN/Inf and stop the "
+            "replica at the first one, naming the tensor; off = only a non-finite loss "
+            "stops it"},
     {.path = "backend.device", .type = KEY_ENUM, FIELD_(backend.device), .def = "cpu",
      .names = device_names, .doc = "Device the model trains on"},
     {.path = "backend.threads", .type = KEY_INT, FIELD_(backend.threads), .def = "0", .lo = 0,

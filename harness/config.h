@@ -69,6 +69,8 @@ struct dt_experiment {
         int64_t eval_every; /* 0 = only at the end; else every N steps */
         int64_t checkpoint_every; /* 0 = only at an interruption; else every N steps and the
                                      last (harness/checkpoint.h) */
+        bool check_finite; /* default true: stop a replica at the first NaN/Inf in a
+                              gradient or weight after each step (harness/train.c) */
     } train;
     struct {
         enum dt_device device; /* default cpu */

@@ -140,6 +140,13 @@ struct run_ctx {
     /* test-only kill hook (train.h): SIGKILL after step kill_after of this process */
     int64_t kill_after, steps_run;
     bool resume; /* dt_train_resume */
+    /* test-only poison hook (train.h): armed until the first replica that trains takes it */
+    struct poison {
+        bool armed, grad;
+        int64_t step;
+        char tensor[DT_PARAM_NAME];
+        float value;
+    } poison;
 };
 
 /* hash.async resolved: `auto` overlaps hashing with the next steps where the weights are
@@ -204,9 +211,12 @@ static void progress_end(struct run_ctx *c)
     if (c->tty) fprintf(stderr, "\r\033[K");
 }
 
-static void write_replica_manifest(const struct run_ctx *c, int cell, int r,
-                                   const struct dt_replica_result *res, const char *start,
-                                   bool hash_async, const struct dt_algolog *algos)
+/* The replica's run.json (DT_ERR_IO naming it when it cannot be written). */
+static enum dt_status write_replica_manifest(const struct run_ctx *c, int cell, int r,
+                                             const struct dt_replica_result *res,
+                                             const char *start, bool hash_async,
+                                             const struct dt_algolog *algos,
+                                             struct dt_error *e)
 {
     static const char *const state_names[] = {"completed", "failed", "interrupted"};
     const struct dt_policy *pol = &c->exp->policies[dt_cell_policy(c->exp, cell)];
@@ -262,9 +272,9 @@ static void write_replica_manifest(const struct run_ctx *c, int cell, int r,
     dt_strbuf_printf(&sb, ", \"start_time\": \"%s\", \"end_time\": \"%s\"}", start, end);
     char path[1300];
     snprintf(path, sizeof path, "%s/run.json", res->dir);
-    struct dt_error e;
-    if (dt_manifest_write(path, &sb, &e) != DT_OK) fprintf(stderr, "detrain: %s\n", e.msg);
+    enum dt_status st = dt_manifest_write(path, &sb, e);
     dt_strbuf_free(&sb);
+    return st;
 }
 
 /* A replica's open output files and buffers. */
@@ -695,6 +705,66 @@ static enum dt_status write_checkpoint(const struct run_ctx *c, struct dt_model 
     return dt_checkpoint_write(path, c->exp, pol, m, &info, err);
 }
 
+/* Test-only (train.h): parse DETRAIN_TEST_POISON="STEP:TENSOR[:w|g[:VALUE]]" into c->poison
+ * (armed); nothing when the variable is unset. DT_ERR_USAGE naming it when malformed. */
+static enum dt_status parse_poison(struct run_ctx *c, struct dt_error *err)
+{
+    const char *spec = getenv("DETRAIN_TEST_POISON");
+    if (!spec) return DT_OK;
+    struct poison *p = &c->poison;
+    memset(p, 0, sizeof *p);
+    p->value = NAN;
+    char which[8] = "w", value[64] = "";
+    int n = sscanf(spec, "%" SCNd64 ":%47[^:]:%7[^:]:%63s", &p->step, p->tensor, which, value);
+    char *end = NULL;
+    if (value[0]) p->value = strtof(value, &end);
+    if (n < 2 || p->step < 1 || (strcmp(which, "w") != 0 && strcmp(which, "g") != 0) ||
+        (value[0] && *end != '\0'))
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "DETRAIN_TEST_POISON='%s': expected STEP:TENSOR[:w|g[:VALUE]] with "
+                            "STEP >= 1",
+                            spec);
+    p->grad = which[0] == 'g';
+    p->armed = true;
+    return DT_OK;
+}
+
+/* Test-only: after step s, element 0 of the poisoned tensor's weight or gradient := the
+ * hook's value (NaN by default). The update of step s has run with the true gradient. */
+static enum dt_status apply_poison(const struct poison *p, struct dt_model *m, int64_t s,
+                                   struct dt_error *err)
+{
+    if (s != p->step) return DT_OK;
+    for (int i = 0; i < m->n_params; i++) {
+        if (strcmp(m->params[i].name, p->tensor) != 0) continue;
+        dt_backend_upload(m->be, p->grad ? m->params[i].g : m->params[i].w, &p->value,
+                          sizeof p->value);
+        return DT_OK;
+    }
+    return dt_error_set(err, DT_ERR_USAGE, "DETRAIN_TEST_POISON: the model has no tensor '%s'",
+                        p->tensor);
+}
+
+/* train.check_finite: the first parameter (model order) whose gradient, then weight, holds
+ * a NaN or Inf after step s. Returns false, with the reason, when one does. */
+static bool params_finite(struct dt_model *m, int64_t s, char *reason, size_t size)
+{
+    for (int i = 0; i < m->n_params; i++) {
+        const struct dt_param *p = &m->params[i];
+        const float *t[2] = {p->g, p->w};
+        for (int k = 0; k < 2; k++) {
+            int64_t bad = dt_backend_first_nonfinite(m->be, t[k], p->n);
+            if (bad < 0) continue;
+            snprintf(reason, size,
+                     "non-finite %s in %s (element %" PRId64 ") at step %" PRId64
+                     "; replica stopped",
+                     k == 0 ? "gradient" : "weight", p->name, bad, s);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Test-only (train.h): DETRAIN_TEST_KILL_AFTER_STEP=N kills the process after its N-th
  * step, as a crash or `kill -9` would: nothing is flushed, nothing is cleaned up. */
 static void test_kill_hook(struct run_ctx *c)
@@ -721,6 +791,8 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
         res->steps_done = exp->train.steps; /* finished before: kept as it is */
         return DT_OK;
     }
+    const bool poisoned = c->poison.armed; /* test hook: the first replica that trains */
+    c->poison.armed = false;
     DT_FORWARD_IF_ERROR(dt_mkdir_p(res->dir, err));
 
     struct dt_model *m = NULL;
@@ -794,11 +866,27 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
         dt_algolog_step(&algos, s,
                         notes, dt_backend_take_algo_notes(c->be, notes, DT_ALGOLOG_MAX_CALLS),
                         DT_ALGOLOG_MAX_CALLS);
+        if (st == DT_ERR_NUMERIC) { /* the replica's own fault (e.g. a fixed-point overflow) */
+            res->state = DT_REPLICA_FAILED;
+            snprintf(res->reason, sizeof res->reason, "%.900s; replica stopped",
+                     m->err.status != DT_OK ? m->err.msg : "numeric error in the step");
+            st = DT_OK;
+            progress_end(c);
+            fprintf(stderr, "detrain: [%s] replica %d: %s\n", pol->name, r, res->reason);
+            break;
+        }
         if (st != DT_OK) {
             if (m->err.status != DT_OK && err) *err = m->err;
             break;
         }
         res->steps_done = s;
+        if (poisoned) st = apply_poison(&c->poison, m, s, err);
+        if (st != DT_OK) break;
+        /* a non-finite loss is named as such; else the first bad gradient or weight */
+        const bool bad_param = isfinite(loss) && exp->train.check_finite &&
+                               !params_finite(m, s, res->reason, sizeof res->reason);
+        /* A non-finite loss always gets its row; a bad gradient or weight only on a hashed
+         * step (the report compares replicas' rows step by step) -- README, Faults. */
         bool hashed = (s % exp->hash.every == 0) || s == steps || !isfinite(loss);
         double h_ms = NAN;
         if (hashed) {
@@ -820,6 +908,12 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
             snprintf(res->reason, sizeof res->reason,
                      "training loss is %s at step %" PRId64 "; replica stopped",
                      isnan(loss) ? "NaN" : "infinite", s);
+            progress_end(c);
+            fprintf(stderr, "detrain: [%s] replica %d: %s\n", pol->name, r, res->reason);
+            break;
+        }
+        if (st == DT_OK && bad_param) {
+            res->state = DT_REPLICA_FAILED;
             progress_end(c);
             fprintf(stderr, "detrain: [%s] replica %d: %s\n", pol->name, r, res->reason);
             break;
@@ -885,7 +979,16 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
             if (err) *err = aerr;
         }
     }
-    write_replica_manifest(c, cell, r, res, start, hash_async(exp, m), &algos);
+    struct dt_error merr;
+    if (write_replica_manifest(c, cell, r, res, start, hash_async(exp, m), &algos, &merr) !=
+        DT_OK) { /* the run stops: a replica without its manifest is not a result */
+        if (st == DT_OK) {
+            st = merr.status;
+            if (err) *err = merr;
+        } else {
+            fprintf(stderr, "detrain: %s\n", merr.msg);
+        }
+    }
     dt_algolog_free(&algos);
     free(notes);
     free(x);
@@ -1123,12 +1226,14 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
         return st;
     }
     const int n_cells = dt_cell_count(exp);
-    struct run_ctx c = {exp, opt, &ds, be, false, 0, 0, 0, 0, 0, 0, resume};
+    struct run_ctx c = {exp, opt, &ds, be, false, 0, 0, 0, 0, 0, 0, resume,
+                        {false, false, 0, "", 0.0f}};
     c.tty = !opt->quiet && isatty(STDERR_FILENO);
     c.steps_total = (int64_t)n_cells * exp->replicas * exp->train.steps;
     const char *kill_after = getenv("DETRAIN_TEST_KILL_AFTER_STEP"); /* test-only (train.h) */
     if (kill_after) c.kill_after = strtoll(kill_after, NULL, 10);
-    if (resume) st = check_resume_plans(&c, err);
+    st = parse_poison(&c, err);
+    if (resume && st == DT_OK) st = check_resume_plans(&c, err);
     if (st != DT_OK) {
         dt_backend_destroy(be);
         dt_dataset_free(&ds);

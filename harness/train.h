@@ -44,7 +44,20 @@ struct dt_run_options {
  * Test-only: with DETRAIN_TEST_KILL_AFTER_STEP=N in the environment the process sends
  * itself SIGKILL after the N-th training step this call runs (counted over its replicas in
  * run order; each matrix entry counts anew), so tests can kill a run at a chosen point
- * (tests/test_checkpoint.c). */
+ * (tests/test_checkpoint.c).
+ * Faults (train.check_finite, default on): after every step, before hashing, each parameter
+ * in model order has its gradient, then its weight, scanned (dt_backend_first_nonfinite);
+ * the first NaN/Inf fails that replica at that step ("non-finite weight in dense1.weight
+ * (element 0) at step 12; replica stopped" in its run.json and on stderr), its trace keeping
+ * every hashed step before it and the step's own row only when the step is hashed anyway (a
+ * non-finite loss always gets its row). A numeric error of the step itself (the model's error
+ * names the tensor, e.g. a fixed-point overflow) fails the replica likewise, its trace ending
+ * at the step before. The other replicas go on; the run then returns DT_ERR_NUMERIC (exit 1).
+ * Test-only: DETRAIN_TEST_POISON="STEP:TENSOR[:w|g[:VALUE]]" (e.g. "12:dense1.weight",
+ * "7:dense0.bias:g", "3:dense1.weight:w:3e38") sets element 0 of that tensor's weight (w, the
+ * default) or gradient (g) to VALUE (default NaN) right after step STEP returns -- after its
+ * update, which used the true gradient, and before the scan -- in the first replica this call
+ * trains only (tests/test_faults.c). A malformed value or an unknown tensor is DT_ERR_USAGE. */
 enum dt_status dt_train_experiment(const struct dt_experiment *exp,
                                    const struct dt_run_options *opt, struct dt_error *err);
 

@@ -84,6 +84,29 @@ void dt_backend_reset_algo_choices(struct dt_backend *be)
     if (be->ops->version >= 7 && be->ops->reset_algo_choices) be->ops->reset_algo_choices(be);
 }
 
+int64_t dt_backend_first_nonfinite(struct dt_backend *be, const float *p, int64_t n)
+{
+    DT_ASSERT(n >= 0 && (p || n == 0));
+    if (n == 0) return -1;
+    if (be->ops->version >= 8 && be->ops->first_nonfinite)
+        return be->ops->first_nonfinite(be, p, n);
+    const float *host = dt_backend_host_view(be, p);
+    float *copy = NULL;
+    if (!host) {
+        copy = dt_xmalloc((size_t)n * sizeof(float));
+        dt_backend_download(be, copy, p, (size_t)n * sizeof(float));
+        host = copy;
+    }
+    int64_t bad = -1;
+    for (int64_t i = 0; i < n && bad < 0; i++) {
+        uint32_t bits;
+        memcpy(&bits, &host[i], sizeof bits);
+        if ((bits & 0x7fffffffu) >= 0x7f800000u) bad = i;
+    }
+    free(copy);
+    return bad;
+}
+
 void dt_backend_describe(struct dt_backend *be, char *buf, size_t size)
 {
     if (size) buf[0] = '\0';

@@ -107,6 +107,12 @@ int dt_backend_take_algo_notes(struct dt_backend *be, struct dt_algo_note *notes
  * from one replica to the next, which is what the notes are there to show). */
 void dt_backend_reset_algo_choices(struct dt_backend *be);
 
+/* The index of the first NaN or Inf (either sign; -0 and subnormals are finite) in p[0, n)
+ * (backend memory), -1 when there is none: the per-step fault check of harness/train.c.
+ * The backend's own scan (a max of |bits| in parallel, then the first index where it found
+ * one), or a download and a host scan on backends without one. */
+int64_t dt_backend_first_nonfinite(struct dt_backend *be, const float *p, int64_t n);
+
 /* Test hook: with seed != 0, the nondeterministic paths (`reduction: unordered`,
  * `atomics: float`) run serially in a combination order drawn from `seed` instead of
  * the order in which threads happen to finish, so a test can show that the order changes

@@ -5,7 +5,7 @@
 
 #include "nets/backend.h"
 
-#define DT_BACKEND_OPS_VERSION 7
+#define DT_BACKEND_OPS_VERSION 8
 
 struct dt_backend_ops {
     int version;
@@ -100,6 +100,9 @@ struct dt_backend_ops {
                                             const struct dt_policy *);
     int (*take_algo_notes)(struct dt_backend *be, struct dt_algo_note *notes, int max);
     void (*reset_algo_choices)(struct dt_backend *be);
+    /* version 8: the index of the first NaN or Inf in p[0, n), -1 when every element is
+     * finite (optional: NULL = the wrapper downloads and scans on the host) */
+    int64_t (*first_nonfinite)(struct dt_backend *be, const float *p, int64_t n);
 };
 
 struct dt_backend {

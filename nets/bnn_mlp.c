@@ -268,18 +268,21 @@ static enum dt_status sample_backward(struct dt_model *m, int s, int64_t B, enum
         const int64_t in = n->dims[l], out = n->dims[l + 1];
         const float *eps;
         DT_FORWARD_IF_ERROR(eps_backward(m, g, kb, s, check, pol, &eps));
-        DT_FORWARD_IF_ERROR(dt_bias_backward(m->be, n->gw, dy, B, out, pol));
+        DT_MODEL_GRAD(m, m->params[2 * kb].name, false,
+                      dt_bias_backward(m->be, n->gw, dy, B, out, pol));
         DT_FORWARD_IF_ERROR(dt_bnn_accumulate(m->be, m->params[2 * kb].g, m->params[2 * kb + 1].g,
                                               n->gw, eps, n->dsigma[kb], out, first, pol));
         DT_FORWARD_IF_ERROR(eps_backward(m, g, kw, s, check, pol, &eps));
-        DT_FORWARD_IF_ERROR(dt_dense_backward_weight(m->be, n->gw, act[l], dy, B, in, out, pol));
+        DT_MODEL_GRAD(m, m->params[2 * kw].name, false,
+                      dt_dense_backward_weight(m->be, n->gw, act[l], dy, B, in, out, pol));
         DT_FORWARD_IF_ERROR(dt_bnn_accumulate(m->be, m->params[2 * kw].g, m->params[2 * kw + 1].g,
                                               n->gw, eps, n->dsigma[kw], in * out, first, pol));
         if (l == 0) break;
         /* The same epsilon gives the sampled weight for the input gradient. */
         DT_FORWARD_IF_ERROR(dt_bnn_sample(m->be, n->ww, mu_of(m, kw), n->sigma[kw], eps, in * out, pol));
         float *dx = (dy == n->grad) ? n->grad2 : n->grad;
-        DT_FORWARD_IF_ERROR(dt_dense_backward_data(m->be, dx, dy, n->ww, B, in, out, pol));
+        DT_MODEL_GRAD(m, m->params[2 * kw].name, true,
+                      dt_dense_backward_data(m->be, dx, dy, n->ww, B, in, out, pol));
         DT_FORWARD_IF_ERROR(dt_relu_backward(m->be, dx, dx, act[l], B * in, pol));
         dy = dx;
     }

@@ -75,10 +75,12 @@ static enum dt_status lenet_backward(struct dt_model *m, int64_t B, const struct
         struct dt_param *w = &m->params[4 + 2 * l], *b = &m->params[5 + 2 * l];
         const int64_t in = n->dims[l], out = n->dims[l + 1];
         const float *x = l > 0 ? n->hidden[l - 1] : n->pool_out[1];
-        DT_FORWARD_IF_ERROR(dt_dense_backward_weight(m->be, w->g, x, dy, B, in, out, pol));
-        DT_FORWARD_IF_ERROR(dt_bias_backward(m->be, b->g, dy, B, out, pol));
+        DT_MODEL_GRAD(m, w->name, false,
+                      dt_dense_backward_weight(m->be, w->g, x, dy, B, in, out, pol));
+        DT_MODEL_GRAD(m, b->name, false, dt_bias_backward(m->be, b->g, dy, B, out, pol));
         float *dx = dy == n->d_dense[0] ? n->d_dense[1] : n->d_dense[0];
-        DT_FORWARD_IF_ERROR(dt_dense_backward_data(m->be, dx, dy, w->w, B, in, out, pol));
+        DT_MODEL_GRAD(m, w->name, true,
+                      dt_dense_backward_data(m->be, dx, dy, w->w, B, in, out, pol));
         if (l > 0) DT_FORWARD_IF_ERROR(dt_relu_backward(m->be, dx, dx, x, B * in, pol));
         dy = dx; /* after l == 0: the gradient w.r.t. the flattened pool1 output */
     }
@@ -87,15 +89,17 @@ static enum dt_status lenet_backward(struct dt_model *m, int64_t B, const struct
         struct dt_pool2d_shape ps = pool_at(&n->pool[l], B);
         struct dt_param *w = &m->params[2 * l], *b = &m->params[2 * l + 1];
         float *dc = n->d_conv[l];
-        DT_FORWARD_IF_ERROR(dt_maxpool2d_backward(m->be, dc, dy, n->conv_out[l], n->pool_out[l],
-                                                  n->argmax[l], &ps, pol));
+        DT_MODEL_GRAD(m, w->name, true,
+                      dt_maxpool2d_backward(m->be, dc, dy, n->conv_out[l], n->pool_out[l],
+                                            n->argmax[l], &ps, pol));
         DT_FORWARD_IF_ERROR(dt_relu_backward(m->be, dc, dc, n->conv_out[l], conv_out_n(&cs), pol));
         const float *x = l > 0 ? n->pool_out[0] : m->x;
-        DT_FORWARD_IF_ERROR(dt_conv2d_backward_weight(m->be, w->g, x, dc, &cs, pol));
-        DT_FORWARD_IF_ERROR(
-            dt_bias_backward(m->be, b->g, dc, B * cs.OH * cs.OW, cs.K_out, pol));
+        DT_MODEL_GRAD(m, w->name, false, dt_conv2d_backward_weight(m->be, w->g, x, dc, &cs, pol));
+        DT_MODEL_GRAD(m, b->name, false,
+                      dt_bias_backward(m->be, b->g, dc, B * cs.OH * cs.OW, cs.K_out, pol));
         if (l == 0) break; /* no gradient needed for the input */
-        DT_FORWARD_IF_ERROR(dt_conv2d_backward_data(m->be, n->d_pool0, dc, w->w, &cs, pol));
+        DT_MODEL_GRAD(m, w->name, true,
+                      dt_conv2d_backward_data(m->be, n->d_pool0, dc, w->w, &cs, pol));
         dy = n->d_pool0;
     }
     return DT_OK;

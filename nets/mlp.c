@@ -38,11 +38,13 @@ static enum dt_status mlp_backward(struct dt_model *m, int64_t B, const struct d
     for (int l = n->n_layers - 1; l >= 0; l--) {
         struct dt_param *w = &m->params[2 * l], *b = &m->params[2 * l + 1];
         int64_t in = n->dims[l], out = n->dims[l + 1];
-        DT_FORWARD_IF_ERROR(dt_dense_backward_weight(m->be, w->g, n->act[l], dy, B, in, out, pol));
-        DT_FORWARD_IF_ERROR(dt_bias_backward(m->be, b->g, dy, B, out, pol));
+        DT_MODEL_GRAD(m, w->name, false,
+                      dt_dense_backward_weight(m->be, w->g, n->act[l], dy, B, in, out, pol));
+        DT_MODEL_GRAD(m, b->name, false, dt_bias_backward(m->be, b->g, dy, B, out, pol));
         if (l == 0) break; /* no gradient needed for the input */
         float *dx = (dy == n->grad) ? n->grad2 : n->grad;
-        DT_FORWARD_IF_ERROR(dt_dense_backward_data(m->be, dx, dy, w->w, B, in, out, pol));
+        DT_MODEL_GRAD(m, w->name, true,
+                      dt_dense_backward_data(m->be, dx, dy, w->w, B, in, out, pol));
         DT_FORWARD_IF_ERROR(dt_relu_backward(m->be, dx, dx, n->act[l], B * in, pol));
         dy = dx;
     }

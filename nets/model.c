@@ -2,6 +2,7 @@
  * training step and evaluation. Model kinds (nets/mlp.c, ...) supply forward/backward. */
 #include "nets/model.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <string.h>
 
@@ -43,6 +44,19 @@ void dt_model_param(struct dt_model *m, int i, const char *name, int ndim,
     p->w = dt_backend_alloc(m->be, bytes);
     p->g = dt_backend_alloc(m->be, bytes);
     p->v = dt_backend_alloc(m->be, bytes);
+}
+
+enum dt_status dt_model_grad_status(struct dt_model *m, const char *tensor, bool input,
+                                    enum dt_status st)
+{
+    if (st == DT_OK || m->err.status != DT_OK) return st;
+    const char *what = st == DT_ERR_NUMERIC
+                           ? "a NaN/Inf term or a fixed-point sum beyond the float range (the "
+                             "op's message says where)"
+                           : dt_status_str(st);
+    dt_error_set(&m->err, st, "%s %sgradient: %s at step %" PRId64, tensor,
+                 input ? "input " : "", what, m->step);
+    return st;
 }
 
 void dt_model_destroy(struct dt_model *m)

@@ -88,6 +88,16 @@ struct dt_model {
     void *impl;
 };
 
+/* For model kinds' backward passes: `st`, the status of an op computing the gradient of
+ * parameter `tensor` (input = false) or the gradient flowing back through it into the
+ * layer's input (input = true). On failure m->err, unless already set, says which:
+ * "dense0.bias gradient: ... at step 7" (the op's own message, on stderr, has the detail,
+ * e.g. the fixed-point column that overflows). Returns st. */
+enum dt_status dt_model_grad_status(struct dt_model *m, const char *tensor, bool input,
+                                    enum dt_status st);
+#define DT_MODEL_GRAD(m, tensor, input, call) \
+    DT_FORWARD_IF_ERROR(dt_model_grad_status((m), (tensor), (input), (call)))
+
 /* Shared set-up for model builders: allocate the batch buffers and n_params params. */
 void dt_model_setup(struct dt_model *m, const struct dt_model_ops *ops, struct dt_backend *be,
                     int n_params, int64_t in_dim, int64_t n_classes, int64_t max_batch);

@@ -6,7 +6,7 @@
 # results/<gpu-name>/. Run in the repo root:
 #
 #   scripts/gpu_session.sh [OPTIONS] STEP...
-#       STEP: info build tests runs bench torch crossdev matrix all
+#       STEP: info build tests sanitize runs bench torch crossdev matrix all
 #
 # A step that fails is marked FAILED and the next step runs anyway; the session ends with a
 # summary and exits 1 when anything failed. `info` runs first in every session. Steps are
@@ -27,6 +27,9 @@ steps (run in the order given; `info` always first):
   build   configure BUILD with -DDETRAIN_CUDA=ON (cuDNN from the toolkit, else from the
           Python environment's site-packages/nvidia/cudnn) and build it
   tests   ctest -L gpu (a skipped test fails the step), then ctest -L unit
+  sanitize  every gpu-labelled test case under compute-sanitizer --tool memcheck, then
+          --tool racecheck (--error-exitcode 1); any error, or a skipped case, fails the
+          step; each tool's log in RESULTS/logs/sanitize-<tool>.log
   runs    detrain run configs/quickstart.yaml, configs/bnn.yaml and configs/lenet.yaml
           (200 steps, portable and run_to_run, 5 replicas) on cpu and on cuda, then
           detrain compare: every portable replica must match CPU and GPU bit for bit, and
@@ -202,6 +205,34 @@ ctest_gpu() { # BUILD JOBS
   return $rc
 }
 
+# sanitize_gpu BUILD TOOL LOG: every `gpu` test case (its command as ctest runs it, from
+# `ctest -L gpu -N -V`) under compute-sanitizer --tool TOOL, output into LOG; nonzero when a
+# case reports an error, is skipped (77: no usable GPU) or when there is no case at all.
+sanitize_gpu() {
+  local build=$1 tool=$2 log=$3 san nvcc cmd rc failed=0 n=0
+  san=$(command -v compute-sanitizer 2>/dev/null) ||
+    { nvcc=$(nvcc_path) && san=$(dirname "$nvcc")/compute-sanitizer; }
+  if [ -z "$san" ] || [ ! -x "$san" ]; then
+    echo "gpu_session: compute-sanitizer not found (PATH, next to nvcc)" | tee "$log"
+    return 1
+  fi
+  : >"$log"
+  while IFS= read -r cmd; do
+    n=$((n + 1))
+    echo "=== $tool: $cmd" >>"$log"
+    # the commands ctest prints quote their arguments: eval gives the same words
+    eval "\"\$san\" --tool \"\$tool\" --error-exitcode 1 $cmd" >>"$log" 2>&1 </dev/null
+    rc=$?
+    echo "=== exit $rc" >>"$log"
+    if [ $rc -ne 0 ]; then
+      failed=$((failed + 1))
+      echo "gpu_session: $tool: exit $rc$([ $rc -ne 77 ] || echo ' (skipped: no usable GPU)'): $cmd"
+    fi
+  done < <(ctest --test-dir "$build" -L gpu -N -V 2>/dev/null | sed -n 's/^[0-9]*: Test command: //p')
+  echo "gpu_session: $tool: $n gpu test case(s), $failed failed; log $log"
+  [ $n -gt 0 ] && [ $failed -eq 0 ]
+}
+
 # ---- info helpers (internal commands, so that the session file records one line each) ---------
 # Toolkit, cuBLAS, cuDNN and PyTorch versions, from the headers the build uses.
 info_versions() {
@@ -286,6 +317,14 @@ step_tests() {
   need_build || return
   run bash scripts/gpu_session.sh __ctest_gpu "$build" "$jobs"
   run ctest --test-dir "$build" -L unit --output-on-failure -j "$jobs" --timeout 600
+}
+
+step_sanitize() {
+  need_build || return
+  local tool
+  for tool in memcheck racecheck; do
+    run bash scripts/gpu_session.sh __sanitize "$build" "$tool" "$logs/sanitize-$tool.log"
+  done
 }
 
 step_runs() {
@@ -428,6 +467,7 @@ case "${1:-}" in
   __host) info_host >"$2" 2>&1; exit ;;
   __source) info_source "$2" >"$2/source.txt" 2>&1; exit ;;
   __ctest_gpu) ctest_gpu "$2" "$3"; exit ;;
+  __sanitize) sanitize_gpu "$2" "$3" "$4"; exit ;;
 esac
 
 # ---- options ----------------------------------------------------------------------------------
@@ -454,8 +494,8 @@ while [ $# -gt 0 ]; do
     --jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
     --dry-run) dry=1; shift ;;
     -h | --help) usage ;;
-    info | build | tests | runs | bench | torch | crossdev | matrix) steps+=("$1"); shift ;;
-    all) steps+=(build tests runs bench torch crossdev matrix); shift ;;
+    info | build | tests | sanitize | runs | bench | torch | crossdev | matrix) steps+=("$1"); shift ;;
+    all) steps+=(build tests sanitize runs bench torch crossdev matrix); shift ;;
     *) echo "gpu_session.sh: unknown step or option '$1'" >&2; usage ;;
   esac
 done

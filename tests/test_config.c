@@ -578,7 +578,7 @@ DT_TEST(write_json)
     CHECK_CONTAINS(text, "\"optimizer\":{\"kind\":\"sgd\",\"lr\":0.125,\"momentum\":0.5,"
                          "\"weight_decay\":0.0001}");
     CHECK_CONTAINS(text, "\"seed\":18446744073709551615,\"eval_every\":100,"
-                         "\"checkpoint_every\":0}");
+                         "\"checkpoint_every\":0,\"check_finite\":true}");
     CHECK_CONTAINS(text, "\"backend\":{\"device\":\"cuda\",\"threads\":8,\"gpu\":0}");
     /* every control of every policy, in table order */
     CHECK_CONTAINS(text, "\"policies\":[{\"name\":\"fast\",\"base\":\"fast\",\"reduction\":"
@@ -620,7 +620,8 @@ DT_TEST(write_reference)
         "model.test_samples", "model.prior_sigma", "model.rho_init", "model.lanes",
         "model.stored_generator", "model.lfsr_check_every", "train.steps", "train.batch", "train.optimizer.kind",
         "train.optimizer.lr", "train.optimizer.momentum", "train.optimizer.weight_decay",
-        "train.seed", "train.eval_every", "train.checkpoint_every", "backend.device", "backend.threads", "backend.gpu", "policies",
+        "train.seed", "train.eval_every", "train.checkpoint_every",
+        "train.check_finite", "backend.device", "backend.threads", "backend.gpu", "policies",
         "replicas", "vary", "hash.every", "hash.per_tensor", "hash.async",
         "report.snapshots",
         "report.overhead_samples", "report.overhead_warmup", "matrix"};

@@ -123,6 +123,36 @@ DT_TEST(elementwise_parity)
     dt_backend_destroy(c);
 }
 
+/* first_nonfinite (ops version 8): the device scan gives the CPU's index -- the first
+ * NaN/Inf, -1 when none; -0, subnormals and huge finite values are finite -- for sizes
+ * around the block and grid, with the bad element first, last, in the middle, or several. */
+DT_TEST(first_nonfinite_parity)
+{
+    struct dt_backend *g = gpu_or_skip(), *c = cpu(3);
+    CHECK(g->ops->version >= 8 && g->ops->first_nonfinite != NULL);
+    const int64_t sizes[] = {1, 255, 257, 100003, 3000001};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        const int64_t n = sizes[si];
+        float *v = dt_xmalloc((size_t)n * sizeof(float));
+        for (int64_t i = 0; i < n; i++)
+            v[i] = i % 3 == 0 ? -0.0f : i % 3 == 1 ? 1e-45f : -3.4e38f;
+        const int64_t at[][2] = {{-1, -1}, {n - 1, -1}, {n / 2, n - 1}, {0, n / 2}};
+        for (int k = 0; k < 4; k++) {
+            for (int j = 0; j < 2; j++)
+                if (at[k][j] >= 0) v[at[k][j]] = j == 0 ? NAN : -INFINITY;
+            float *d = dev_from(g, v, n);
+            const int64_t want = dt_backend_first_nonfinite(c, v, n);
+            CHECK_INT_EQ(want, at[k][0] < 0 ? -1 : at[k][0] < at[k][1] || at[k][1] < 0
+                                                       ? at[k][0] : at[k][1]);
+            CHECK_INT_EQ(dt_backend_first_nonfinite(g, d, n), want);
+            dt_backend_free(g, d);
+        }
+        free(v);
+    }
+    dt_backend_destroy(g);
+    dt_backend_destroy(c);
+}
+
 /* A backend still being built (the CUDA one, op by op) leaves ops NULL: the public
  * wrapper answers DT_ERR_UNSUPPORTED and dt_backend_missing_op names the first, which
  * `detrain run` and `detrain bench` check before the first step (never a silent fallback).
@@ -146,4 +176,4 @@ DT_TEST(missing_op_named)
 }
 
 DT_TEST_MAIN(DT_CASE(create_or_clear_error), DT_CASE(elementwise_parity),
-             DT_CASE(missing_op_named))
+             DT_CASE(missing_op_named), DT_CASE(first_nonfinite_parity))

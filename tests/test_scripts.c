@@ -218,6 +218,12 @@ DT_TEST(session_plan)
         "-DDETRAIN_CUDA=ON",
         "[tests] bash scripts/gpu_session.sh __ctest_gpu build-gpu ",
         "[tests] ctest --test-dir build-gpu -L unit",
+        /* sanitize: every gpu test case under both tools, a log each */
+        "[sanitize] bash scripts/gpu_session.sh __sanitize build-gpu memcheck "
+        "results/nvidia-h100-80gb-hbm3/logs/sanitize-memcheck.log\n",
+        "[sanitize] bash scripts/gpu_session.sh __sanitize build-gpu racecheck "
+        "results/nvidia-h100-80gb-hbm3/logs/sanitize-racecheck.log\n",
+        "  sanitize planned",
         "[runs] build-gpu/detrain run configs/quickstart.yaml --out "
         "results/nvidia-h100-80gb-hbm3/runs/quickstart-cuda --set backend.device=cuda "
         "--set report.snapshots=0",

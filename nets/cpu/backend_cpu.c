@@ -165,4 +165,5 @@ const struct dt_backend_ops dt_backend_cpu_ops = {
     .host_alloc = cpu_host_alloc,
     .host_free = cpu_host_free,
     .copy_out_begin = cpu_copy_out_begin,
+    .first_nonfinite = dt_cpu_first_nonfinite,
 };

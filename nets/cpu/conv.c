@@ -186,6 +186,14 @@ bool dt_cpu_max_abs(struct dt_backend *be, const float *v, int64_t n, float *max
     return *bad < 0;
 }
 
+int64_t dt_cpu_first_nonfinite(struct dt_backend *be, const float *v, int64_t n)
+{
+    float max_abs;
+    int64_t bad = -1;
+    if (n > 0) (void)dt_cpu_max_abs(be, v, n, &max_abs, &bad);
+    return bad;
+}
+
 /* The image cells a patch row (b, oh, ow) came from: fn(cell, patch_element, C) per
  * in-image (kh, kw), with `cell` the first channel of image cell (ih, iw). */
 #define FOR_EACH_PATCH_CELL(s, oh, ow, BODY)                                      \

@@ -54,6 +54,8 @@ void dt_cpu_forced_permutation(int64_t *perm, int64_t n, uint64_t seed, uint64_t
  * Returns false, with *bad the index of the first NaN/Inf, when one is present. */
 bool dt_cpu_max_abs(struct dt_backend *be, const float *v, int64_t n, float *max_abs,
                     int64_t *bad);
+/* The backend op first_nonfinite (version 8): dt_cpu_max_abs's scan, its first bad index. */
+int64_t dt_cpu_first_nonfinite(struct dt_backend *be, const float *v, int64_t n);
 /* Add src into *dst atomically (compare-and-swap on the bits): float, arrival order. */
 static inline void dt_cpu_atomic_add_float(float *dst, float v)
 {

@@ -376,4 +376,5 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .maxpool2d_backward_xy = dt_cuda_maxpool2d_backward,
     .take_algo_notes = dt_cudnn_take_notes,
     .reset_algo_choices = dt_cudnn_reset_choices,
+    .first_nonfinite = dt_cuda_first_nonfinite,
 };

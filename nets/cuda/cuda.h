@@ -117,6 +117,9 @@ enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, float *dw, c
                                              int64_t out, const struct dt_policy *pol);
 enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const float *dy,
                                      int64_t B, int64_t out, const struct dt_policy *pol);
+/* The op first_nonfinite (version 8): dt_cuda_fixed_scan's first bad index (atomicMin),
+ * one small record read back; -1 when every element is finite. */
+int64_t dt_cuda_first_nonfinite(struct dt_backend *be, const float *p, int64_t n);
 /* nets/cuda/loss.c (loss.cu) */
 enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs,
                                             float *loss_host, int64_t *correct_host,

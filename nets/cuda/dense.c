@@ -161,6 +161,19 @@ enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, float *dw, c
 /* atomics fixed_point: exact, order-free; the shift is computed on the device from the
  * device's max |dy| (no host round trip), then one small synchronous copy of the error
  * record. atomics float: slice sums by atomicAdd; forced order: rows in the drawn order. */
+int64_t dt_cuda_first_nonfinite(struct dt_backend *be, const float *p, int64_t n)
+{
+    if (n <= 0) return -1;
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    struct dt_cuda_fixed_record *rec = dt_cuda_scratch(be, SLOT_SMALL, sizeof *rec);
+    DT_CUDA_CHECK(dt_cuda_fixed_scan(rec, p, n, c->stream)); /* a launch failure aborts */
+    struct dt_cuda_fixed_record *h = dt_cuda_host_scratch(be, SLOT_SMALL, sizeof *h);
+    DT_CUDA_CHECK(cudaMemcpyAsync(h, rec, sizeof *h, cudaMemcpyDeviceToHost,
+                                  (cudaStream_t)c->stream));
+    dt_cuda_sync(be);
+    return h->first_bad == DT_CUDA_NO_INDEX ? -1 : (int64_t)h->first_bad;
+}
+
 enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const float *dy,
                                      int64_t B, int64_t out, const struct dt_policy *pol)
 {
