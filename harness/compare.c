@@ -673,7 +673,7 @@ static void describe_experiment(struct table_exp *t, const char *first_replica)
         snprintf(t->label, sizeof t->label, "%.20s%s%.*s", v[NAME], v[DEVICE][0] ? ": " : "",
                  (int)strcspn(v[DEVICE], ",;"), v[DEVICE]);
     }
-    snprintf(t->detail, sizeof t->detail, "%s%s%s; detrain %s (git %s)", t->label,
+    snprintf(t->detail, sizeof t->detail, "%s%s%.200s; detrain %.60s (git %.40s)", t->label,
              v[DEVICE][0] ? "; device " : "", v[DEVICE], v[VERSION][0] ? v[VERSION] : "?",
              v[GIT][0] ? v[GIT] : "?");
 }

@@ -372,12 +372,12 @@ static enum dt_status trace_open_append(struct dt_trace_writer *t, const char *d
                                         bool per_tensor, struct dt_error *err)
 {
     memset(t, 0, sizeof *t);
-    snprintf(t->trace_path, sizeof t->trace_path, "%s/trace.csv", dir);
+    snprintf(t->trace_path, sizeof t->trace_path, "%.1000s/trace.csv", dir);
     t->trace = fopen(t->trace_path, "a");
     if (!t->trace)
         return dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", t->trace_path, strerror(errno));
     if (!per_tensor) return DT_OK;
-    snprintf(t->tensors_path, sizeof t->tensors_path, "%s/tensors.csv", dir);
+    snprintf(t->tensors_path, sizeof t->tensors_path, "%.1000s/tensors.csv", dir);
     t->tensors = fopen(t->tensors_path, "a");
     if (!t->tensors)
         return dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", t->tensors_path,

@@ -14,6 +14,15 @@ static int dt_check_failures_;
 
 #define DT_TEST(name) static void test_##name(void)
 
+/* 1 in the ASan/UBSan build (tests/CMakeLists.txt): the learning tests run shortened there
+ * -- the same code paths, memory-checked -- and leave their accuracy thresholds to the
+ * normal build. */
+#ifdef DT_SANITIZED_BUILD
+#define DT_SANITIZED 1
+#else
+#define DT_SANITIZED 0
+#endif
+
 #define CHECK(cond)                                                                \
     do {                                                                           \
         if (!(cond)) {                                                             \

@@ -933,15 +933,17 @@ DT_TEST(learns)
     const char *dir = TMP "learns";
     int rc = dt_run_capture(out, sizeof out,
                             "rm -rf '%s' && '%s' run '%s/configs/bnn.yaml' --out '%s' --quiet "
-                            "--set train.steps=150 --set dataset.train_limit=10000 "
-                            "--set dataset.test_limit=2000 --set 'policies=[portable]'",
-                            dir, DT_DETRAIN_EXE, DT_SOURCE_DIR, dir);
+                            "--set train.steps=%d --set dataset.train_limit=10000 "
+                            "--set dataset.test_limit=%d --set 'policies=[portable]'",
+                            dir, DT_DETRAIN_EXE, DT_SOURCE_DIR, dir, DT_SANITIZED ? 8 : 150,
+                            DT_SANITIZED ? 300 : 2000);
     if (rc != 0) fprintf(stderr, "%s\n", out);
     CHECK_INT_EQ(rc, 0);
     char f[64] = "";
     CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "learns/summary.csv", 0, "test_acc_mean"), 0);
-    fprintf(stderr, "bnn, 150 steps: test accuracy %s\n", f);
-    CHECK(atof(f) >= 0.75);
+    fprintf(stderr, "bnn, %s: test accuracy %s\n",
+            DT_SANITIZED ? "8 steps (sanitizers: thresholds not checked)" : "150 steps", f);
+    if (!DT_SANITIZED) CHECK(atof(f) >= 0.75);
     char *json = dt_read_file(TMP "learns/portable/replica-0/run.json", NULL);
     CHECK(json != NULL);
     CHECK(json && strstr(json, "\"epsilon\": {\"member\": 0, \"philox_layout\": 1, ") != NULL);
@@ -954,7 +956,7 @@ DT_TEST(learns)
     json_field(f, sizeof f, json, "lanes");
     CHECK_STR_EQ(f, "1024");
     json_field(f, sizeof f, json, "test_ece");
-    CHECK(f[0] && atof(f) >= 0.0 && atof(f) <= 0.2);
+    CHECK(f[0] && atof(f) >= 0.0 && atof(f) <= (DT_SANITIZED ? 1.0 : 0.2));
     free(json);
 }
 
@@ -968,7 +970,8 @@ DT_TEST(policies_traces)
     int rc = dt_run_capture(out, sizeof out,
                             "rm -rf '%s' && '%s' run '%s/configs/bnn.yaml' --out '%s' --quiet "
                             "--set train.steps=4 --set dataset.train_limit=1000 "
-                            "--set dataset.test_limit=100 --set model.test_samples=2",
+                            "--set dataset.test_limit=100 --set model.test_samples=2 "
+                            "--set report.overhead_samples=0",
                             dir, DT_DETRAIN_EXE, DT_SOURCE_DIR, dir);
     if (rc != 0) fprintf(stderr, "%s\n", out);
     CHECK_INT_EQ(rc, 0);
@@ -1001,7 +1004,8 @@ DT_TEST(policies_traces)
                         "rm -rf '%s' && '%s' run '%s/configs/bnn.yaml' --out '%s' --quiet "
                         "--set train.steps=3 --set dataset.train_limit=1000 "
                         "--set dataset.test_limit=100 --set model.test_samples=2 "
-                        "--set 'policies=[portable]' --set replicas=2 --set 'vary=[epsilon]'",
+                        "--set 'policies=[portable]' --set replicas=2 --set 'vary=[epsilon]' "
+                        "--set report.overhead_samples=0",
                         dir, DT_DETRAIN_EXE, DT_SOURCE_DIR, dir);
     if (rc != 0) fprintf(stderr, "%s\n", out);
     CHECK_INT_EQ(rc, 0);

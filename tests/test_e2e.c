@@ -37,15 +37,19 @@ DT_TEST(quickstart_accuracy)
 {
     const char *dir = TMP "quickstart";
     int rc = dt_run_capture(out, sizeof out, "rm -rf '%s' && '%s' run '%s/configs/quickstart.yaml' "
-                            "--out '%s' --quiet --set replicas=2", dir, EXE, DT_SOURCE_DIR, dir);
+                            "--out '%s' --quiet --set replicas=2 %s", dir, EXE, DT_SOURCE_DIR, dir,
+                            DT_SANITIZED ? "--set train.steps=20 --set dataset.train_limit=4000 "
+                                           "--set dataset.test_limit=1000 "
+                                           "--set report.overhead_samples=0" : "");
     CHECK_INT_EQ(rc, 0);
     const char *summary = TMP "quickstart/summary.csv";
     for (int row = 0; row < 2; row++) {
         char policy[64] = "", acc[64] = "";
         CHECK_INT_EQ(dt_csv_col(policy, sizeof policy, summary, row, "policy"), 0);
         CHECK_INT_EQ(dt_csv_col(acc, sizeof acc, summary, row, "test_acc_mean"), 0);
-        fprintf(stderr, "quickstart %s: test accuracy %s\n", policy, acc);
-        CHECK(atof(acc) >= 0.82);
+        fprintf(stderr, "quickstart %s: test accuracy %s%s\n", policy, acc,
+                DT_SANITIZED ? " (shortened under sanitizers: threshold not checked)" : "");
+        if (!DT_SANITIZED) CHECK(atof(acc) >= 0.82);
     }
     char policy[64] = "", distinct[16] = "";
     CHECK_INT_EQ(dt_csv_col(policy, sizeof policy, summary, 1, "policy"), 0);
@@ -288,15 +292,18 @@ DT_TEST(compare_finds_chosen_step)
 DT_TEST(lenet_learns)
 {
     const char *dir = TMP "lenet";
-    int rc = dt_run_capture(out, sizeof out, "rm -rf '%s' && '%s' run '%s' --out '%s' --quiet "
-                            "--set train.steps=600", dir, EXE, LENET_CFG, dir);
+    int rc = dt_run_capture(out, sizeof out, "rm -rf '%s' && '%s' run '%s' --out '%s' --quiet %s",
+                            dir, EXE, LENET_CFG, dir,
+                            DT_SANITIZED ? "--set train.steps=20 --set dataset.test_limit=500"
+                                         : "--set train.steps=600");
     if (rc != 0) fprintf(stderr, "%s\n", out);
     CHECK_INT_EQ(rc, 0);
     const char *summary = TMP "lenet/summary.csv";
     char f[64] = "";
     CHECK_INT_EQ(dt_csv_col(f, sizeof f, summary, 0, "test_acc_mean"), 0);
-    fprintf(stderr, "lenet, 600 steps: test accuracy %s\n", f);
-    CHECK(atof(f) >= 0.84);
+    fprintf(stderr, "lenet, %s: test accuracy %s\n",
+            DT_SANITIZED ? "20 steps (sanitizers: threshold not checked)" : "600 steps", f);
+    if (!DT_SANITIZED) CHECK(atof(f) >= 0.84);
     CHECK_INT_EQ(dt_csv_col(f, sizeof f, summary, 0, "distinct_final_digests"), 0);
     CHECK_STR_EQ(f, "1");
     CHECK(dt_files_equal(TMP "lenet/portable/replica-0/tensors.csv",
@@ -311,7 +318,8 @@ DT_TEST(lenet_policies_vary_threads)
     int rc = dt_run_capture(out, sizeof out, "rm -rf '%s' && '%s' run '%s' --out '%s' --quiet "
                             "--set train.steps=12 --set 'policies=[fast, run_to_run, portable]' "
                             "--set 'vary=[init]' --set model.overlap_pool=true "
-                            "--set dataset.test_limit=500", dir, EXE, LENET_CFG, dir);
+                            "--set dataset.test_limit=500 --set report.overhead_samples=0",
+                            dir, EXE, LENET_CFG, dir);
     CHECK_INT_EQ(rc, 0);
     for (int row = 0; row < 3; row++) {
         char f[64] = "";
