@@ -746,23 +746,28 @@ static enum dt_status apply_poison(const struct poison *p, struct dt_model *m, i
 }
 
 /* train.check_finite: the first parameter (model order) whose gradient, then weight, holds
- * a NaN or Inf after step s. Returns false, with the reason, when one does. */
+ * a NaN or Inf after step s, all tensors scanned in one backend call (one device wait).
+ * Returns false, with the reason, when one does. */
 static bool params_finite(struct dt_model *m, int64_t s, char *reason, size_t size)
 {
+    const int count = 2 * m->n_params;
+    const float **t = dt_xmalloc((size_t)count * sizeof *t);
+    int64_t *n = dt_xmalloc((size_t)count * sizeof *n);
     for (int i = 0; i < m->n_params; i++) {
-        const struct dt_param *p = &m->params[i];
-        const float *t[2] = {p->g, p->w};
-        for (int k = 0; k < 2; k++) {
-            int64_t bad = dt_backend_first_nonfinite(m->be, t[k], p->n);
-            if (bad < 0) continue;
-            snprintf(reason, size,
-                     "non-finite %s in %s (element %" PRId64 ") at step %" PRId64
-                     "; replica stopped",
-                     k == 0 ? "gradient" : "weight", p->name, bad, s);
-            return false;
-        }
+        t[2 * i] = m->params[i].g;
+        t[2 * i + 1] = m->params[i].w;
+        n[2 * i] = n[2 * i + 1] = m->params[i].n;
     }
-    return true;
+    int which = -1;
+    int64_t bad = -1;
+    const bool found = dt_backend_first_nonfinite_many(m->be, t, n, count, &which, &bad);
+    free(t);
+    free(n);
+    if (!found) return true;
+    snprintf(reason, size,
+             "non-finite %s in %s (element %" PRId64 ") at step %" PRId64 "; replica stopped",
+             which % 2 == 0 ? "gradient" : "weight", m->params[which / 2].name, bad, s);
+    return false;
 }
 
 /* Test-only (train.h): DETRAIN_TEST_KILL_AFTER_STEP=N kills the process after its N-th

@@ -107,6 +107,23 @@ int64_t dt_backend_first_nonfinite(struct dt_backend *be, const float *p, int64_
     return bad;
 }
 
+bool dt_backend_first_nonfinite_many(struct dt_backend *be, const float *const *p,
+                                     const int64_t *n, int count, int *which, int64_t *index)
+{
+    DT_ASSERT(count >= 0 && which && index);
+    if (be->ops->version >= 8 && be->ops->first_nonfinite_many)
+        return be->ops->first_nonfinite_many(be, p, n, count, which, index);
+    for (int i = 0; i < count; i++) {
+        const int64_t bad = dt_backend_first_nonfinite(be, p[i], n[i]);
+        if (bad >= 0) {
+            *which = i;
+            *index = bad;
+            return true;
+        }
+    }
+    return false;
+}
+
 void dt_backend_describe(struct dt_backend *be, char *buf, size_t size)
 {
     if (size) buf[0] = '\0';

@@ -112,6 +112,11 @@ void dt_backend_reset_algo_choices(struct dt_backend *be);
  * The backend's own scan (a max of |bits| in parallel, then the first index where it found
  * one), or a download and a host scan on backends without one. */
 int64_t dt_backend_first_nonfinite(struct dt_backend *be, const float *p, int64_t n);
+/* The same over `count` tensors p[i] of n[i] elements at once: false when all are finite;
+ * true with *which = the first tensor (in the order given) holding a NaN or Inf and *index
+ * = its first such element. One wait for the device in all (CUDA), not one per tensor. */
+bool dt_backend_first_nonfinite_many(struct dt_backend *be, const float *const *p,
+                                     const int64_t *n, int count, int *which, int64_t *index);
 
 /* Test hook: with seed != 0, the nondeterministic paths (`reduction: unordered`,
  * `atomics: float`) run serially in a combination order drawn from `seed` instead of

@@ -103,6 +103,10 @@ struct dt_backend_ops {
     /* version 8: the index of the first NaN or Inf in p[0, n), -1 when every element is
      * finite (optional: NULL = the wrapper downloads and scans on the host) */
     int64_t (*first_nonfinite)(struct dt_backend *be, const float *p, int64_t n);
+    /* version 8 too: the same over several tensors with one wait (optional: NULL = one
+     * first_nonfinite call per tensor) */
+    bool (*first_nonfinite_many)(struct dt_backend *be, const float *const *p, const int64_t *n,
+                                 int count, int *which, int64_t *index);
 };
 
 struct dt_backend {

@@ -145,6 +145,20 @@ DT_TEST(first_nonfinite_parity)
             CHECK_INT_EQ(want, at[k][0] < 0 ? -1 : at[k][0] < at[k][1] || at[k][1] < 0
                                                        ? at[k][0] : at[k][1]);
             CHECK_INT_EQ(dt_backend_first_nonfinite(g, d, n), want);
+            /* the batched op (one wait): behind a finite tensor and an empty one */
+            float *fin = dev_from(g, v, 1);
+            if (v[0] != v[0] || v[0] - v[0] != 0.0f) dt_backend_upload(g, fin, &(float){0.0f}, 4);
+            const float *ps[3] = {fin, d, d};
+            const int64_t ns[3] = {1, 0, n};
+            int which = -1;
+            int64_t index = -1;
+            const bool found = dt_backend_first_nonfinite_many(g, ps, ns, 3, &which, &index);
+            CHECK_INT_EQ(found, want >= 0);
+            if (found) {
+                CHECK_INT_EQ(which, 2);
+                CHECK_INT_EQ(index, want);
+            }
+            dt_backend_free(g, fin);
             dt_backend_free(g, d);
         }
         free(v);

@@ -102,6 +102,51 @@ DT_TEST(first_nonfinite_fallback)
     dt_backend_destroy(be);
 }
 
+/* Several tensors in one call: the first tensor (in the order given) holding a NaN or Inf,
+ * and its first such element; none -> false; an empty tensor is finite. On the CPU (no
+ * batched op: one scan per tensor) and through a table whose version predates the op. */
+static void check_many(struct dt_backend *be)
+{
+    enum { T = 5, N = 300 };
+    float *buf[T];
+    const float *p[T];
+    int64_t n[T] = {N, N, 0, N, N};
+    for (int i = 0; i < T; i++) {
+        buf[i] = dt_xcalloc(N, sizeof(float));
+        p[i] = buf[i];
+    }
+    int which = -7;
+    int64_t index = -7;
+    CHECK(!dt_backend_first_nonfinite_many(be, p, n, T, &which, &index));
+    CHECK(!dt_backend_first_nonfinite_many(be, p, n, 0, &which, &index));
+    buf[4][2] = NAN;
+    buf[3][250] = INFINITY;
+    buf[3][251] = NAN;
+    buf[2][0] = NAN; /* outside its (empty) tensor: not scanned */
+    CHECK(dt_backend_first_nonfinite_many(be, p, n, T, &which, &index));
+    CHECK_INT_EQ(which, 3);
+    CHECK_INT_EQ(index, 250);
+    buf[1][N - 1] = -INFINITY;
+    CHECK(dt_backend_first_nonfinite_many(be, p, n, T, &which, &index));
+    CHECK_INT_EQ(which, 1);
+    CHECK_INT_EQ(index, N - 1);
+    for (int i = 0; i < T; i++) free(buf[i]);
+}
+
+DT_TEST(first_nonfinite_many)
+{
+    struct dt_backend *be = cpu(2);
+    if (!be) return;
+    check_many(be);
+    struct dt_backend_ops ops = *be->ops;
+    const struct dt_backend_ops *keep = be->ops;
+    ops.version = 7;
+    be->ops = &ops;
+    check_many(be);
+    be->ops = keep;
+    dt_backend_destroy(be);
+}
+
 /* An MLP 8 -> 4 -> 10 whose hidden unit 0 is 0.5 on every example and whose dense1.weight
  * row 0 is (+3e38, -3e38, ...): the logits stay finite, but every example labelled 1 sends
  * 6e38 / B back to unit 0, and the fixed-point sum of dense0.bias's column 0 leaves the
@@ -305,6 +350,7 @@ DT_TEST(unwritable_out)
 }
 
 DT_TEST_MAIN(DT_CASE(first_nonfinite_cpu), DT_CASE(first_nonfinite_fallback),
+             DT_CASE(first_nonfinite_many),
              DT_CASE(overflow_names_tensor), DT_CASE(nan_weight_stops_replica),
              DT_CASE(nan_gradient_stops_replica), DT_CASE(check_finite_off),
              DT_CASE(trace_enospc), DT_CASE(manifest_unwritable), DT_CASE(unwritable_out))

@@ -377,4 +377,5 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .take_algo_notes = dt_cudnn_take_notes,
     .reset_algo_choices = dt_cudnn_reset_choices,
     .first_nonfinite = dt_cuda_first_nonfinite,
+    .first_nonfinite_many = dt_cuda_first_nonfinite_many,
 };

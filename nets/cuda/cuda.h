@@ -120,6 +120,10 @@ enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const 
 /* The op first_nonfinite (version 8): dt_cuda_fixed_scan's first bad index (atomicMin),
  * one small record read back; -1 when every element is finite. */
 int64_t dt_cuda_first_nonfinite(struct dt_backend *be, const float *p, int64_t n);
+/* first_nonfinite_many: one scan (and record) per tensor, queued back to back, then one
+ * copy of all the records and one wait. */
+bool dt_cuda_first_nonfinite_many(struct dt_backend *be, const float *const *p, const int64_t *n,
+                                  int count, int *which, int64_t *index);
 /* nets/cuda/loss.c (loss.cu) */
 enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs,
                                             float *loss_host, int64_t *correct_host,

@@ -174,6 +174,27 @@ int64_t dt_cuda_first_nonfinite(struct dt_backend *be, const float *p, int64_t n
     return h->first_bad == DT_CUDA_NO_INDEX ? -1 : (int64_t)h->first_bad;
 }
 
+bool dt_cuda_first_nonfinite_many(struct dt_backend *be, const float *const *p, const int64_t *n,
+                                  int count, int *which, int64_t *index)
+{
+    if (count <= 0) return false;
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    const size_t bytes = (size_t)count * sizeof(struct dt_cuda_fixed_record);
+    struct dt_cuda_fixed_record *rec = dt_cuda_scratch(be, SLOT_SMALL, bytes);
+    for (int i = 0; i < count; i++)
+        if (n[i] > 0) DT_CUDA_CHECK(dt_cuda_fixed_scan(&rec[i], p[i], n[i], c->stream));
+    struct dt_cuda_fixed_record *h = dt_cuda_host_scratch(be, SLOT_SMALL, bytes);
+    DT_CUDA_CHECK(cudaMemcpyAsync(h, rec, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
+    dt_cuda_sync(be);
+    for (int i = 0; i < count; i++)
+        if (n[i] > 0 && h[i].first_bad != DT_CUDA_NO_INDEX) {
+            *which = i;
+            *index = (int64_t)h[i].first_bad;
+            return true;
+        }
+    return false;
+}
+
 enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const float *dy,
                                      int64_t B, int64_t out, const struct dt_policy *pol)
 {
