@@ -11,6 +11,14 @@
 
 #include "nets/backend.h"
 
+/* A copy of `bytes` bytes of host memory in backend memory (the GPU tests' inputs). */
+static inline void *dev_from(struct dt_backend *g, const void *host, size_t bytes)
+{
+    void *d = dt_backend_alloc(g, bytes);
+    dt_backend_upload(g, d, host, bytes);
+    return d;
+}
+
 /* Run fn(arg) with stderr sent to the file `path`; returns what it printed, at most 4095
  * bytes (caller frees): for tests of an op's error message. */
 static inline char *stderr_of_call(const char *path, void (*fn)(void *), void *arg)

@@ -34,7 +34,7 @@ DT_TEST(create_or_clear_error)
     CHECK_INT_EQ(dt_backend_create(&be, &bad, &err), DT_ERR_UNSUPPORTED);
 }
 
-static float *dev_from(struct dt_backend *g, const float *host, int64_t n)
+static float *dev_floats(struct dt_backend *g, const float *host, int64_t n)
 {
     float *d = dt_backend_alloc(g, (size_t)n * sizeof(float));
     dt_backend_upload(g, d, host, (size_t)n * sizeof(float));
@@ -98,8 +98,8 @@ DT_TEST(elementwise_parity)
 #ifdef DETRAIN_HAVE_CUDA_TOOLKIT
                 dt_cuda_set_block_size(blocks[bi]);
 #endif
-                float *dx_ = dev_from(g, x, n), *ddy = dev_from(g, dy, n);
-                float *dw = dev_from(g, w, n), *dv = dev_from(g, v, n), *dg = dev_from(g, gr, n);
+                float *dx_ = dev_floats(g, x, n), *ddy = dev_floats(g, dy, n);
+                float *dw = dev_floats(g, w, n), *dv = dev_floats(g, v, n), *dg = dev_floats(g, gr, n);
                 float *dyo = dt_backend_alloc(g, (size_t)n * 4), *ddx = dt_backend_alloc(g, (size_t)n * 4);
                 poison(g, dyo, n);
                 poison(g, ddx, n);
@@ -140,13 +140,13 @@ DT_TEST(first_nonfinite_parity)
         for (int k = 0; k < 4; k++) {
             for (int j = 0; j < 2; j++)
                 if (at[k][j] >= 0) v[at[k][j]] = j == 0 ? NAN : -INFINITY;
-            float *d = dev_from(g, v, n);
+            float *d = dev_floats(g, v, n);
             const int64_t want = dt_backend_first_nonfinite(c, v, n);
             CHECK_INT_EQ(want, at[k][0] < 0 ? -1 : at[k][0] < at[k][1] || at[k][1] < 0
                                                        ? at[k][0] : at[k][1]);
             CHECK_INT_EQ(dt_backend_first_nonfinite(g, d, n), want);
             /* the batched op (one wait): behind a finite tensor and an empty one */
-            float *fin = dev_from(g, v, 1);
+            float *fin = dev_floats(g, v, 1);
             if (v[0] != v[0] || v[0] - v[0] != 0.0f) dt_backend_upload(g, fin, &(float){0.0f}, 4);
             const float *ps[3] = {fin, d, d};
             const int64_t ns[3] = {1, 0, n};

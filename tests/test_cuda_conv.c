@@ -746,13 +746,6 @@ DT_TEST(maxpool_backward_matches_cpu)
 
 #ifdef DETRAIN_HAVE_CUDA_TOOLKIT
 
-static void *dev_from(struct dt_backend *g, const void *host, size_t bytes)
-{
-    void *d = dt_backend_alloc(g, bytes);
-    dt_backend_upload(g, d, host, bytes);
-    return d;
-}
-
 /* n floats on the device, all NaN. */
 static float *dev_poisoned(struct dt_backend *g, int64_t n)
 {
