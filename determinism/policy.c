@@ -26,11 +26,18 @@ struct control_row {
 #define FIELD_(f) .name = #f, .offset = offsetof(struct dt_policy, f)
 
 static const struct control_row controls[] = {
-    {FIELD_(reduction), .doc = "sums across the batch (bias/weight gradients, loss)",
+    {FIELD_(reduction),
+     .doc = "sums across the batch (bias/weight gradients, loss), within a process and across "
+            "MPI ranks",
      .values = {{"unordered", "partial sums from worker threads combined in completion order "
-                              "(depends on scheduling)"},
+                              "(depends on scheduling); across ranks MPI_Allreduce/NCCL in "
+                              "float"},
                 {"fixed", "canonical fixed-size chunks summed in index order, then a fixed "
-                          "binary tree: same bits for any thread count"}}},
+                          "binary tree: same bits for any thread count; across ranks the "
+                          "ranks' gradients added in rank order (depends on the rank count)"},
+                {"exact", "as fixed within a shard; the batch is cut into train.shards "
+                          "canonical shards whose gradients are added exactly (int64 fixed "
+                          "point, one rounding): same bits for any number of ranks"}}},
     {FIELD_(atomics), .doc = "scatter-adds",
      .values = {{"float", "scatter-adds in float, in arrival order"},
                 {"fixed_point", "exact int64 fixed-point accumulation, one rounding at the end"}}},
@@ -59,7 +66,8 @@ static const struct control_row controls[] = {
 #define N_CONTROLS_ ((int)(sizeof controls / sizeof controls[0]))
 
 /* The table's value index is the enum value, and fields are read as unsigned. */
-_Static_assert(DT_REDUCTION_UNORDERED == 0 && DT_REDUCTION_FIXED == 1, "reduction values");
+_Static_assert(DT_REDUCTION_UNORDERED == 0 && DT_REDUCTION_FIXED == 1 && DT_REDUCTION_EXACT == 2,
+               "reduction values");
 _Static_assert(DT_ATOMICS_FLOAT == 0 && DT_ATOMICS_FIXED_POINT == 1, "atomics values");
 _Static_assert(DT_RNG_STORED == 0 && DT_RNG_LFSR == 1 && DT_RNG_PHILOX == 2, "rng values");
 _Static_assert(DT_CONV_ALGO_AUTOTUNE == 0 && DT_CONV_ALGO_DETERMINISTIC == 1 &&
@@ -134,7 +142,7 @@ void dt_policy_from_level(struct dt_policy *out, enum dt_level level)
         break;
     case DT_LEVEL_PORTABLE:
     default:
-        out->reduction = DT_REDUCTION_FIXED;
+        out->reduction = DT_REDUCTION_EXACT;
         out->atomics = DT_ATOMICS_FIXED_POINT;
         out->rng = DT_RNG_LFSR;
         out->conv_algo = DT_CONV_ALGO_OWN;

@@ -16,8 +16,12 @@
 
 enum dt_level { DT_LEVEL_FAST, DT_LEVEL_RUN_TO_RUN, DT_LEVEL_PORTABLE, DT_LEVEL_COUNT };
 
-/* reduction: sums across the batch (bias/weight gradients, loss). */
-enum dt_reduction { DT_REDUCTION_UNORDERED, DT_REDUCTION_FIXED };
+/* reduction: sums across the batch (bias/weight gradients, loss). Within one process's
+ * ops EXACT sums as FIXED does (dt_reduction_ordered); it differs in how a step's batch is
+ * cut into shards and their gradients combined (harness/dist.h). */
+enum dt_reduction { DT_REDUCTION_UNORDERED, DT_REDUCTION_FIXED, DT_REDUCTION_EXACT };
+/* Do the ops sum in the fixed order (fixed and exact)? */
+#define dt_reduction_ordered(pol) ((pol)->reduction != DT_REDUCTION_UNORDERED)
 /* atomics: scatter-adds. */
 enum dt_atomics { DT_ATOMICS_FLOAT, DT_ATOMICS_FIXED_POINT };
 /* rng: where Bayesian epsilon / dropout masks come from in backward. */

@@ -19,14 +19,15 @@
 #include "nets/seed.h"
 
 /* Time one training step of `pol` on m: total and per op (seconds). */
-static enum dt_status timed_step(struct dt_model *m, const float *x, const uint8_t *y, int64_t B,
+static enum dt_status timed_step(struct dt_dist_step *dist, struct dt_model *m, const float *x,
+                                 const uint8_t *y, int64_t B, int64_t shards,
                                  const struct dt_sgd_options *sgd, const struct dt_policy *pol,
                                  double *total, double ops[DT_OP_COUNT])
 {
     float loss;
     dt_backend_profile_reset(m->be);
     double t0 = dt_now_s();
-    enum dt_status st = dt_model_train_step(m, x, y, B, sgd, pol, &loss);
+    enum dt_status st = dt_dist_train(dist, m, x, y, B, shards, sgd, pol, &loss);
     dt_backend_synchronize(m->be);
     *total = dt_now_s() - t0;
     dt_backend_profile_read(m->be, ops);
@@ -48,7 +49,8 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
             double t, ops[DT_OP_COUNT];
             dt_train_fill_batch(bs->x, bs->y, bs->train, bs->s++, B, exp->train.seed, 0,
                                 bs->perm, &bs->perm_epoch);
-            st = timed_step(m, bs->x, bs->y, B, &sgd, k == 0 ? base : pol, &t, ops);
+            st = timed_step(&bs->dist, m, bs->x, bs->y, B, exp->train.shards, &sgd,
+                            k == 0 ? base : pol, &t, ops);
             if (i < warmup) continue;
             int64_t r = i - warmup;
             (k == 0 ? ta : tb)[r] = t;
@@ -191,6 +193,8 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
     double *pstep_ms = dt_xcalloc((size_t)opt->steps, sizeof(double));
     double *phash_ms = dt_xcalloc((size_t)opt->steps, sizeof(double));
     const struct dt_sgd_options sgd = dt_train_sgd_options(exp);
+    struct dt_dist_step dist; /* reduction: exact's shards (harness/dist.h) */
+    memset(&dist, 0, sizeof dist);
     int64_t params = 0;
     for (int i = 0; i < m->n_params; i++) params += m->params[i].n;
 
@@ -200,7 +204,7 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
         dt_train_fill_batch(x, y, &ds.train, s_next++, B, exp->train.seed, 0, perm, &perm_epoch);
         float loss;
         double t0 = dt_now_s();
-        st = dt_model_train_step(m, x, y, B, &sgd, pol, &loss);
+        st = dt_dist_train(&dist, m, x, y, B, exp->train.shards, &sgd, pol, &loss);
         dt_backend_synchronize(be);
         double t1 = dt_now_s();
         uint8_t md[DT_DIGEST_BYTES];
@@ -220,7 +224,7 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
         dt_train_fill_batch(x, y, &ds.train, s_next++, B, exp->train.seed, 0, perm, &perm_epoch);
         float loss;
         double t0 = dt_now_s();
-        st = dt_model_train_step(m, x, y, B, &sgd, pol, &loss);
+        st = dt_dist_train(&dist, m, x, y, B, exp->train.shards, &sgd, pol, &loss);
         dt_backend_synchronize(be);
         double t1 = dt_now_s();
         if (st == DT_OK) st = dt_hashpipe_submit(hp, s, loss, err);
@@ -258,8 +262,13 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
                "%.2f%% of step time (hash.async: on)\n",
                phm, psm, 100.0 * phm / (psm + phm));
     }
-    struct dt_bench_stream bs = {&ds.train, x, y, perm, perm_epoch, s_next};
+    struct dt_bench_stream bs;
+    memset(&bs, 0, sizeof bs);
+    bs.train = &ds.train, bs.x = x, bs.y = y, bs.perm = perm, bs.perm_epoch = perm_epoch;
+    bs.s = s_next;
     if (st == DT_OK) st = bench_overhead(exp, opt, be, m, &bs, err);
+    dt_dist_step_free(&bs.dist);
+    dt_dist_step_free(&dist);
     free(x);
     free(y);
     free(perm);

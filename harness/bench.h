@@ -6,6 +6,7 @@
 #include <stdbool.h>
 
 #include "harness/config.h"
+#include "harness/dist.h"
 #include "harness/data.h"
 #include "nets/model.h"
 
@@ -29,6 +30,7 @@ struct dt_bench_stream {
     float *x;
     uint8_t *y;
     int64_t *perm, perm_epoch, s;
+    struct dt_dist_step dist; /* the data-parallel step's buffers (dt_dist_step_free after) */
 };
 enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment *exp,
                                   struct dt_bench_stream *bs, const struct dt_policy *base,

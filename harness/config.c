@@ -160,6 +160,11 @@ static const struct key_row keys[] = {
      .doc = "Optimizer steps to run"},
     {.path = "train.batch", .type = KEY_INT64, FIELD_(train.batch), .def = "64", .lo = 1,
      .hi = 65536, .doc = "Training examples per step"},
+    {.path = "train.shards", .type = KEY_INT64, FIELD_(train.shards), .def = "4", .lo = 1,
+     .hi = 65536,
+     .doc = "Canonical shards the batch is cut into under reduction: exact (the portable "
+            "level), whose gradients are summed exactly: the digests do not depend on how "
+            "many MPI ranks share them (at most this many ranks; at most train.batch)"},
     {.path = "train.optimizer.kind", .type = KEY_ENUM, FIELD_(train.optimizer.kind),
      .def = "sgd", .names = optimizer_kind_names, .doc = "Optimizer"},
     {.path = "train.optimizer.lr", .type = KEY_DOUBLE, FIELD_(train.optimizer.lr),

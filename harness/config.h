@@ -59,6 +59,7 @@ struct dt_experiment {
     struct {
         int64_t steps; /* required, >= 1 */
         int64_t batch; /* default 64 */
+        int64_t shards; /* default 4: reduction exact's canonical shards (harness/dist.h) */
         struct {
             enum dt_optimizer_kind kind; /* default sgd */
             double lr;                   /* default 0.05 */

@@ -11,6 +11,7 @@
 #include "harness/bench.h"
 #include "harness/compare.h"
 #include "harness/config.h"
+#include "harness/dist.h"
 #include "harness/matrix.h"
 #include "harness/report.h"
 #include "harness/train.h"
@@ -103,7 +104,10 @@ static int usage_error(const char *fmt, const char *arg)
 
 static int report(enum dt_status st, const struct dt_error *err)
 {
-    if (st != DT_OK) fprintf(stderr, "detrain: %s\n", err->msg[0] ? err->msg : dt_status_str(st));
+    const char *msg = err->msg[0] ? err->msg : dt_status_str(st);
+    if (st != DT_OK && dt_dist_rank() == 0) fprintf(stderr, "detrain: %s\n", msg);
+    else if (st != DT_OK && st != DT_ERR_CONFIG && st != DT_ERR_USAGE) /* rank 0 says those */
+        fprintf(stderr, "detrain: rank %d: %s\n", dt_dist_rank(), msg);
     return dt_status_exit_code(st);
 }
 
@@ -224,6 +228,12 @@ static int cmd_run(int argc, char **argv)
     }
     char command[4096];
     join_command(command, sizeof command, argc, argv);
+    if (exp->n_matrix > 0 && dt_dist_size() > 1) {
+        free(exp);
+        return usage_error("run: a matrix config runs on one process; run its entries one by "
+                           "one under mpirun (detrain run DIR/<entry>/config.json)", "");
+    }
+    if (dt_dist_rank() > 0) quiet = true; /* rank 0 speaks for every rank */
     if (exp->n_matrix > 0) {
         struct dt_matrix_options mopt = {config, sets, n_sets, only, out, command, quiet};
         st = dt_matrix_run(exp, &mopt, &err);
@@ -345,7 +355,23 @@ static int cmd_bench(int argc, char **argv)
     return report(st, &err);
 }
 
+static int run_command(int argc, char **argv);
+
+/* Under an MPI launcher every process runs this; harness/dist.h. */
 int main(int argc, char **argv)
+{
+    struct dt_error err = {0};
+    enum dt_status st = dt_dist_init(&argc, &argv, &err);
+    if (st != DT_OK) {
+        fprintf(stderr, "detrain: %s\n", err.msg);
+        return dt_status_exit_code(st);
+    }
+    int rc = run_command(argc, argv);
+    dt_dist_finalize();
+    return rc;
+}
+
+static int run_command(int argc, char **argv)
 {
     if (argc < 2) {
         fputs(usage_text, stderr);

@@ -18,6 +18,7 @@
 #include "core/util.h"
 #include "harness/bench.h"
 #include "harness/checkpoint.h"
+#include "harness/dist.h"
 #include "harness/hashpipe.h"
 #include "harness/layout.h"
 #include "harness/algolog.h"
@@ -777,6 +778,77 @@ static void test_kill_hook(struct run_ctx *c)
     if (c->kill_after > 0 && ++c->steps_run == c->kill_after) raise(SIGKILL);
 }
 
+/* ---- several ranks (harness/dist.h) ------------------------------------------------------ */
+
+/* The model digest of the step just hashed, as hex: rank 0's from its pipeline (drained),
+ * the other ranks' (which write nothing) computed here. */
+static enum dt_status rank_digest(struct replica_io *io, struct dt_model *m,
+                                  uint8_t (*tensor_digests)[DT_DIGEST_BYTES], float *staging,
+                                  char hex[DT_DIGEST_HEX], struct dt_error *err)
+{
+    if (io->hp) {
+        DT_FORWARD_IF_ERROR(dt_hashpipe_drain(io->hp, err));
+        memcpy(hex, dt_hashpipe_last_digest(io->hp), DT_DIGEST_HEX);
+        return DT_OK;
+    }
+    uint8_t md[DT_DIGEST_BYTES];
+    dt_train_hash_model(md, tensor_digests, m, staging);
+    dt_digest_hex(hex, md);
+    return DT_OK;
+}
+
+/* The ranks' verdict after `step`: a digest that differs from rank 0's fails the replica
+ * and stops the run, naming rank and step; a rank that failed stops the others; a signal
+ * on any rank becomes every rank's (the loop then stops as for its own signal). */
+static enum dt_status apply_verdict(const struct dt_dist_verdict *v, struct dt_replica_result *res,
+                                    int64_t step, struct dt_error *err)
+{
+    if (v->differing_rank >= 0) {
+        res->state = DT_REPLICA_FAILED;
+        snprintf(res->reason, sizeof res->reason,
+                 "rank %d's weights differ from rank 0's after step %" PRId64
+                 " (model digest %.16s... on rank %d, %.16s... on rank 0); run stopped",
+                 v->differing_rank, step, v->digest_bad, v->differing_rank, v->digest0);
+        if (dt_dist_rank() == 0) fprintf(stderr, "\ndetrain: %s\n", res->reason);
+        return dt_error_set(err, DT_ERR_DATA, "%s", res->reason);
+    }
+    if (v->stop_code > 0 && v->stop_code < 64) {
+        if (!dt_train_stop_requested) dt_train_stop_requested = v->stop_code;
+        return DT_OK;
+    }
+    if (v->stop_code == DT_DIST_FAILED && v->stopped_rank != dt_dist_rank() &&
+        res->state == DT_REPLICA_COMPLETED) {
+        res->state = DT_REPLICA_FAILED;
+        snprintf(res->reason, sizeof res->reason,
+                 "rank %d stopped after step %" PRId64 " (its message is on its stderr)",
+                 v->stopped_rank, step);
+        return dt_error_set(err, DT_ERR_IO, "%s", res->reason);
+    }
+    return DT_OK;
+}
+
+/* At the start of each step: go on together, or stop together. */
+static enum dt_status ranks_agree(struct dt_replica_result *res, int64_t step,
+                                  const char *digest, struct dt_error *err)
+{
+    struct dt_dist_verdict v;
+    dt_dist_agree(dt_train_stop_requested ? (int)dt_train_stop_requested : DT_DIST_GO_ON, digest,
+                  &v);
+    return apply_verdict(&v, res, step, err);
+}
+
+/* After the loop, unless the ranks stopped together: the last digests, and this rank's own
+ * stop (a failed step or write) made known to the others. */
+static enum dt_status ranks_agree_end(struct dt_replica_result *res, int64_t step,
+                                      enum dt_status st, const char *digest,
+                                      struct dt_error *err)
+{
+    struct dt_dist_verdict v;
+    const bool failed = st != DT_OK || res->state == DT_REPLICA_FAILED;
+    dt_dist_agree(failed ? DT_DIST_FAILED : DT_DIST_GO_ON, digest, &v);
+    return apply_verdict(&v, res, step, err);
+}
+
 /* Train replica r of cell `cell` (with --resume: keep it, or go on from its checkpoint).
  * Returns an error only for faults of the tool (I/O, an unusable checkpoint); a replica's
  * own numerical failure is recorded in res and returns DT_OK. */
@@ -798,7 +870,9 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
     }
     const bool poisoned = c->poison.armed; /* test hook: the first replica that trains */
     c->poison.armed = false;
-    DT_FORWARD_IF_ERROR(dt_mkdir_p(res->dir, err));
+    /* rank 0 writes every file; the other ranks train, hash and check (harness/dist.h) */
+    const bool writer = dt_dist_rank() == 0, multi = dt_dist_size() > 1;
+    if (writer) DT_FORWARD_IF_ERROR(dt_mkdir_p(res->dir, err));
 
     struct dt_model *m = NULL;
     DT_FORWARD_IF_ERROR(dt_train_build_model(&m, exp, c->be, c->ds->train.n, err));
@@ -813,9 +887,9 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
     const int64_t k = how == START_CHECKPOINT ? ck.step : 0; /* steps already done */
     int64_t kept_step = -1;
     char kept_digest[DT_DIGEST_HEX] = "";
-    if (st == DT_OK && how == START_CHECKPOINT)
+    if (st == DT_OK && how == START_CHECKPOINT && writer)
         st = cut_back_replica(exp, res->dir, k, &kept_step, kept_digest, err);
-    if (st == DT_OK)
+    if (st == DT_OK && writer)
         st = open_replica_io(&io, exp, m, res->dir, how == START_CHECKPOINT ? k : -1, err);
     io.kept_step = kept_step;
     memcpy(io.kept_digest, kept_digest, sizeof kept_digest);
@@ -838,6 +912,22 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
     struct dt_algo_note *notes = dt_xcalloc(DT_ALGOLOG_MAX_CALLS, sizeof *notes);
     dt_backend_reset_algo_choices(c->be);
     (void)dt_backend_take_algo_notes(c->be, NULL, 0);
+    /* several ranks, or reduction: exact: the data-parallel step (harness/dist.h) */
+    struct dt_dist_step dstep;
+    memset(&dstep, 0, sizeof dstep);
+    if (st == DT_OK) st = dt_dist_check(m, B, exp->train.shards, err);
+    /* the digest of the last hashed step, for the ranks' agreement; every rank hashes */
+    char digest[DT_DIGEST_HEX] = "";
+    bool have_digest = false, stopped_together = false;
+    uint8_t (*tensor_digests)[DT_DIGEST_BYTES] =
+        multi && !writer ? dt_xmalloc((size_t)m->n_params * DT_DIGEST_BYTES) : NULL;
+    float *hash_staging = NULL;
+    if (tensor_digests) {
+        int64_t most = 1;
+        for (int i = 0; i < m->n_params; i++)
+            if (m->params[i].n > most) most = m->params[i].n;
+        hash_staging = dt_xmalloc((size_t)most * sizeof(float));
+    }
 
     if (st == DT_OK) {
         dt_model_init(m, seed, streams.init_stream);
@@ -847,13 +937,33 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
             res->steps_done = res->resumed_from_step = k;
         }
         dt_model_memory(m, pol, &res->mem);
-        if (how != START_CHECKPOINT) {
+        if (how != START_CHECKPOINT && writer) {
             st = submit_hash(&io, 0, NAN, err);
             if (st == DT_OK) st = maybe_snapshot(m, &io, res->dir, 0, err);
         }
+        if (multi && how != START_CHECKPOINT) {
+            st = rank_digest(&io, m, tensor_digests, hash_staging, digest, err);
+            have_digest = true;
+        }
     }
     dt_checkpoint_free(&ck);
+    if (multi) { /* a rank that could not start stops the others before the first step */
+        int who = -1;
+        int worst = dt_dist_max_status(st == DT_OK ? 0 : (int)st, &who);
+        if (worst != 0 && st == DT_OK)
+            st = dt_error_set(err, (enum dt_status)worst,
+                              "rank %d could not start replica %d (its message is on its "
+                              "stderr)", who, r);
+    }
     for (int64_t s = k + 1; st == DT_OK && s <= steps; s++) {
+        if (multi) { /* every rank goes on, or every rank stops, after the same step */
+            st = ranks_agree(res, s - 1, have_digest ? digest : NULL, err);
+            have_digest = false;
+            if (st != DT_OK || res->state != DT_REPLICA_COMPLETED) {
+                stopped_together = true;
+                break;
+            }
+        }
         if (dt_train_stop_requested) {
             res->state = DT_REPLICA_INTERRUPTED;
             snprintf(res->reason, sizeof res->reason,
@@ -865,7 +975,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
                             &perm_epoch);
         float loss = NAN;
         double t0 = dt_now_s();
-        st = dt_model_train_step(m, x, y, B, &sgd, pol, &loss);
+        st = dt_dist_train(&dstep, m, x, y, B, exp->train.shards, &sgd, pol, &loss);
         dt_backend_synchronize(c->be); /* the step ends when the device has run it */
         step_ms[s - 1] = 1e3 * (dt_now_s() - t0);
         dt_algolog_step(&algos, s,
@@ -899,15 +1009,23 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
              * earlier steps written; the last step, a failing one and a snapshot's step
              * also wait until the trace holds them */
             double t1 = dt_now_s();
-            st = submit_hash(&io, s, loss, err);
-            if (st == DT_OK && (s == steps || !isfinite(loss) || snapshot_due(&io, s)))
+            if (writer) st = submit_hash(&io, s, loss, err);
+            if (st == DT_OK && writer &&
+                (s == steps || !isfinite(loss) || snapshot_due(&io, s)))
                 st = dt_hashpipe_drain(io.hp, err);
+            if (st == DT_OK && multi) {
+                st = rank_digest(&io, m, tensor_digests, hash_staging, digest, err);
+                have_digest = true;
+            }
             h_ms = hash_ms[n_hash++] = 1e3 * (dt_now_s() - t1);
         }
-        fprintf(io.times, "%" PRId64 ",%.6f,", s, step_ms[s - 1]);
-        if (hashed) fprintf(io.times, "%.6f", h_ms);
-        fputc('\n', io.times);
-        if (st == DT_OK && (s == steps || s % 64 == 0)) st = flush_csv(io.times, io.times_path, err);
+        if (writer) {
+            fprintf(io.times, "%" PRId64 ",%.6f,", s, step_ms[s - 1]);
+            if (hashed) fprintf(io.times, "%.6f", h_ms);
+            fputc('\n', io.times);
+        }
+        if (st == DT_OK && writer && (s == steps || s % 64 == 0))
+            st = flush_csv(io.times, io.times_path, err);
         if (st == DT_OK && !isfinite(loss)) {
             res->state = DT_REPLICA_FAILED;
             snprintf(res->reason, sizeof res->reason,
@@ -923,20 +1041,27 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
             fprintf(stderr, "detrain: [%s] replica %d: %s\n", pol->name, r, res->reason);
             break;
         }
-        if (st == DT_OK) st = maybe_snapshot(m, &io, res->dir, s, err);
-        if (st == DT_OK && exp->train.eval_every > 0 && s % exp->train.eval_every == 0 &&
-            s != steps) {
+        if (st == DT_OK && writer) st = maybe_snapshot(m, &io, res->dir, s, err);
+        if (st == DT_OK && writer && exp->train.eval_every > 0 &&
+            s % exp->train.eval_every == 0 && s != steps) {
             struct dt_eval ev;
             st = dt_model_evaluate_full(m, test->x, test->y, test->n, pol, &ev);
             if (st == DT_OK) st = write_metrics_row(io.metrics, io.metrics_path, s, &ev, err);
             (void)dt_backend_take_algo_notes(c->be, NULL, 0); /* evaluation is not a step */
         }
         /* after everything step s writes, so a resume finds exactly the rows up to s */
-        if (st == DT_OK && exp->train.checkpoint_every > 0 &&
+        if (st == DT_OK && writer && exp->train.checkpoint_every > 0 &&
             (s % exp->train.checkpoint_every == 0 || s == steps))
             st = write_checkpoint(c, m, &io, pol, &streams, res->dir, err);
-        progress(c, cell, r, s, s == steps);
+        if (writer) progress(c, cell, r, s, s == steps);
         test_kill_hook(c);
+    }
+    /* The last agreement: the last step's digests, and a stop of a rank that left the loop
+     * on its own (a failed write on rank 0) -- unless the ranks already stopped together. */
+    if (multi && !stopped_together) {
+        enum dt_status ast = ranks_agree_end(res, res->steps_done, st,
+                                             have_digest ? digest : NULL, st == DT_OK ? err : NULL);
+        if (st == DT_OK) st = ast;
     }
     /* Every hashed step is in the trace before anything reports on it, however the loop
      * ended (completed, failed, interrupted, an error). */
@@ -945,8 +1070,13 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
         if (st == DT_OK) st = dst;
         memcpy(res->final_digest, io.submitted >= 0 ? dt_hashpipe_last_digest(io.hp)
                                                     : io.kept_digest, DT_DIGEST_HEX);
+    } else if (digest[0]) {
+        memcpy(res->final_digest, digest, DT_DIGEST_HEX);
     }
-    if (st == DT_OK && res->state == DT_REPLICA_INTERRUPTED) {
+    dt_dist_step_free(&dstep);
+    free(tensor_digests);
+    free(hash_staging);
+    if (st == DT_OK && res->state == DT_REPLICA_INTERRUPTED && writer) {
         /* always resumable after SIGINT/SIGTERM, whatever train.checkpoint_every says */
         DT_ASSERT(m->step == res->steps_done);
         st = write_checkpoint(c, m, &io, pol, &streams, res->dir, err);
@@ -956,7 +1086,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
                      "; checkpoint.bin written: detrain run --resume goes on from there");
         }
     }
-    if (st == DT_OK && res->state == DT_REPLICA_COMPLETED) {
+    if (st == DT_OK && res->state == DT_REPLICA_COMPLETED && writer) {
         struct dt_eval ev;
         uint8_t *pred = dt_xmalloc((size_t)test->n + 1);
         st = dt_model_evaluate_pred(m, test->x, test->y, test->n, pol, &ev, pred);
@@ -974,6 +1104,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
     res->step_ms_median = dt_median(step_ms + k, res->steps_done - k); /* steps run here */
     res->hash_ms_median = dt_median(hash_ms, n_hash);
     st = close_replica_io(&io, st, err);
+    if (!writer) goto done;
     char algos_path[1300];
     snprintf(algos_path, sizeof algos_path, "%s/algos.csv", res->dir);
     struct dt_error aerr;
@@ -994,6 +1125,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
             fprintf(stderr, "detrain: %s\n", merr.msg);
         }
     }
+done:
     dt_algolog_free(&algos);
     free(notes);
     free(x);
@@ -1032,6 +1164,11 @@ static void experiment_manifest(struct dt_strbuf *sb, const struct run_ctx *c, c
                      dt_backend_name(c->be), dt_backend_threads(c->be));
     dt_strbuf_json_string(sb, device);
     dt_strbuf_printf(sb, "}, ");
+    /* the ranks that shared each step (harness/dist.h) */
+    dt_strbuf_printf(sb, "\"ranks\": %d, \"shards\": %" PRId64 ", \"mpi\": ", dt_dist_size(),
+                     c->exp->train.shards);
+    dt_strbuf_json_string(sb, dt_dist_library());
+    dt_strbuf_printf(sb, ", ");
     dt_manifest_environment_json(sb);
     dt_strbuf_printf(sb, ", \"dataset_dir\": ");
     dt_strbuf_json_string(sb, c->ds->dir);
@@ -1113,7 +1250,9 @@ static enum dt_status measure_overhead(struct run_ctx *c, struct dt_error *err)
     uint8_t *y = dt_xmalloc((size_t)B);
     int64_t *perm = dt_xmalloc((size_t)train->n * sizeof(int64_t));
     double *ta = dt_xcalloc((size_t)n, sizeof(double)), *tb = dt_xcalloc((size_t)n, sizeof(double));
-    struct dt_bench_stream bs = {train, x, y, perm, -1, 0};
+    struct dt_bench_stream bs;
+    memset(&bs, 0, sizeof bs);
+    bs.train = train, bs.x = x, bs.y = y, bs.perm = perm, bs.perm_epoch = -1;
     if (st == DT_OK) dt_model_init(m, exp->train.seed, 0);
     for (int p = 0; p < exp->n_policies && st == DT_OK && !dt_train_stop_requested; p++) {
         const struct dt_policy *pol = &exp->policies[p];
@@ -1134,6 +1273,7 @@ static enum dt_status measure_overhead(struct run_ctx *c, struct dt_error *err)
     free(perm);
     free(ta);
     free(tb);
+    dt_dist_step_free(&bs.dist);
     dt_model_destroy(m);
     return st;
 }
@@ -1205,12 +1345,18 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
 {
     /* Everything that can be checked is checked before the first step. */
     if (resume) DT_FORWARD_IF_ERROR(check_resume_folder(opt->out_dir, exp, err));
-    DT_FORWARD_IF_ERROR(dt_mkdir_p(opt->out_dir, err));
-    DT_FORWARD_IF_ERROR(dt_dir_check_writable(opt->out_dir, err));
+    /* rank 0 writes every file (harness/dist.h) */
+    const bool writer = dt_dist_rank() == 0, multi = dt_dist_size() > 1;
+    if (writer) {
+        DT_FORWARD_IF_ERROR(dt_mkdir_p(opt->out_dir, err));
+        DT_FORWARD_IF_ERROR(dt_dir_check_writable(opt->out_dir, err));
+    }
     struct dt_backend *be = NULL;
+    /* one GPU per rank: rank i of a machine takes backend.gpu + i */
     struct dt_backend_options bopt = {exp->backend.device == DT_DEVICE_CUDA ? DT_BACKEND_CUDA
                                                                             : DT_BACKEND_CPU,
-                                      exp->backend.threads, exp->backend.gpu};
+                                      exp->backend.threads,
+                                      exp->backend.gpu + dt_dist_local_rank()};
     DT_FORWARD_IF_ERROR(dt_backend_create(&be, &bopt, err));
     const char *missing = dt_backend_missing_op(be);
     if (missing) {
@@ -1238,6 +1384,9 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
     const char *kill_after = getenv("DETRAIN_TEST_KILL_AFTER_STEP"); /* test-only (train.h) */
     if (kill_after) c.kill_after = strtoll(kill_after, NULL, 10);
     st = parse_poison(&c, err);
+    /* test-only: DETRAIN_TEST_POISON_RANK=R poisons rank R alone (train.h) */
+    const char *poison_rank = getenv("DETRAIN_TEST_POISON_RANK");
+    if (poison_rank && atoi(poison_rank) != dt_dist_rank()) c.poison.armed = false;
     if (resume && st == DT_OK) st = check_resume_plans(&c, err);
     if (st != DT_OK) {
         dt_backend_destroy(be);
@@ -1253,8 +1402,18 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
     struct dt_replica_result *results = dt_xcalloc((size_t)n_runs, sizeof *results);
     struct dt_strbuf sb = {0};
     experiment_manifest(&sb, &c, start, NULL, "running", "", results, 0);
-    st = dt_manifest_write(manifest_path, &sb, err);
-    if (st == DT_OK) st = write_config_json(opt->out_dir, exp, err);
+    if (writer) st = dt_manifest_write(manifest_path, &sb, err);
+    if (st == DT_OK && writer) st = write_config_json(opt->out_dir, exp, err);
+    if (multi) { /* every rank starts, or none */
+        int who = -1;
+        int worst = dt_dist_max_status(st == DT_OK ? 0 : (int)st, &who);
+        if (worst != 0 && st == DT_OK)
+            st = dt_error_set(err, (enum dt_status)worst, "rank %d could not start", who);
+    }
+    if (!opt->quiet && st == DT_OK && multi)
+        fprintf(stderr, "detrain: %d ranks (%s), each step's batch of %" PRId64 " in %" PRId64
+                        " shards\n",
+                dt_dist_size(), dt_dist_library(), exp->train.batch, exp->train.shards);
     if (!opt->quiet && st == DT_OK)
         fprintf(stderr,
                 "detrain: %s: %d cell%s (%d vary setting%s x %d polic%s) x %d replica%s, "
@@ -1271,19 +1430,25 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
     bool any_failed = false;
     for (int cell = 0; st == DT_OK && cell < n_cells && !dt_train_stop_requested; cell++) {
         for (int r = 0; st == DT_OK && r < exp->replicas && !dt_train_stop_requested; r++) {
+            if (multi) { /* a signal between replicas stops every rank here */
+                int sig = dt_dist_max_status((int)dt_train_stop_requested, NULL);
+                if (sig && !dt_train_stop_requested) dt_train_stop_requested = sig;
+                if (dt_train_stop_requested) break;
+            }
             st = run_replica(&c, cell, r, &results[done], err);
             any_failed |= results[done].state == DT_REPLICA_FAILED;
             done++;
         }
     }
     progress_end(&c);
-    if (st == DT_OK && !dt_train_stop_requested) st = measure_overhead(&c, err);
+    /* the overhead sampling alternates policies in one process: one rank only */
+    if (st == DT_OK && !dt_train_stop_requested && !multi) st = measure_overhead(&c, err);
     bool interrupted = dt_train_stop_requested != 0;
     if (interrupted && st == DT_OK) {
         st = dt_error_set(err, DT_ERR_INTERRUPTED, "interrupted by signal %d; traces kept in %s",
                           (int)dt_train_stop_requested, opt->out_dir);
     }
-    if (st == DT_OK || interrupted) {
+    if (writer && (st == DT_OK || interrupted)) {
         /* The report reads only what is on disk, so it also covers an interrupted run. */
         struct dt_error rerr;
         struct dt_report_options ropt = {.print_summary = true, .gnuplot = NULL,
@@ -1303,7 +1468,7 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
     experiment_manifest(&sb, &c, start, end, status, st == DT_OK ? "" : err ? err->msg : "",
                         results, done);
     struct dt_error merr;
-    if (dt_manifest_write(manifest_path, &sb, &merr) != DT_OK)
+    if (writer && dt_manifest_write(manifest_path, &sb, &merr) != DT_OK)
         fprintf(stderr, "detrain: %s\n", merr.msg);
     dt_strbuf_free(&sb);
     free(results);

@@ -333,7 +333,22 @@ enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits,
     CHECK_DIMS(B, C);
     DT_ASSERT(dlogits && probs && labels && pol);
     if (!HAS_OP1(be, softmax_xent_backward)) return DT_ERR_UNSUPPORTED;
-    DISPATCH(be, DT_OP_SOFTMAX_XENT_BACKWARD, be->ops->softmax_xent_backward(be, dlogits, probs, labels, B, C, pol));
+    DISPATCH(be, DT_OP_SOFTMAX_XENT_BACKWARD,
+             be->ops->softmax_xent_backward(be, dlogits, probs, labels, B, C, pol));
+}
+
+enum dt_status dt_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
+                                               const float *probs, const int32_t *labels,
+                                               int64_t B, int64_t C, int64_t denom,
+                                               const struct dt_policy *pol)
+{
+    CHECK_DIMS(B, C);
+    DT_ASSERT(dlogits && probs && labels && pol && denom >= B);
+    if (denom == B) return dt_softmax_xent_backward(be, dlogits, probs, labels, B, C, pol);
+    if (be->ops->version < 9 || !be->ops->softmax_xent_backward_scaled)
+        return DT_ERR_UNSUPPORTED;
+    DISPATCH(be, DT_OP_SOFTMAX_XENT_BACKWARD,
+             be->ops->softmax_xent_backward_scaled(be, dlogits, probs, labels, B, C, denom, pol));
 }
 
 enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const float *g,

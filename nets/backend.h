@@ -187,6 +187,12 @@ enum dt_status dt_softmax_xent_forward(struct dt_backend *be, float *probs, floa
 enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits,
                                         const float *probs, const int32_t *labels, int64_t B,
                                         int64_t C, const struct dt_policy *pol);
+/* dlogits = (probs - onehot(labels)) * (1 / denom), denom >= B: a shard's rows of the
+ * gradient of the mean loss over a batch of `denom` examples (harness/dist.h). */
+enum dt_status dt_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
+                                               const float *probs, const int32_t *labels,
+                                               int64_t B, int64_t C, int64_t denom,
+                                               const struct dt_policy *pol);
 /* SGD with momentum and L2 weight decay (PyTorch convention), n elements, in place:
  * g' = g + wd * w;  v = momentum * v + g';  w = w - lr * v. */
 enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const float *g,

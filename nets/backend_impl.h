@@ -5,7 +5,7 @@
 
 #include "nets/backend.h"
 
-#define DT_BACKEND_OPS_VERSION 8
+#define DT_BACKEND_OPS_VERSION 9
 
 struct dt_backend_ops {
     int version;
@@ -107,6 +107,11 @@ struct dt_backend_ops {
      * first_nonfinite call per tensor) */
     bool (*first_nonfinite_many)(struct dt_backend *be, const float *const *p, const int64_t *n,
                                  int count, int *which, int64_t *index);
+    /* version 9: softmax_xent_backward with the divisor `denom` >= B, the global batch a
+     * shard's rows belong to (harness/dist.h) (optional: NULL = only denom == B) */
+    enum dt_status (*softmax_xent_backward_scaled)(struct dt_backend *, float *, const float *,
+                                                   const int32_t *, int64_t, int64_t, int64_t,
+                                                   const struct dt_policy *);
 };
 
 struct dt_backend {

@@ -113,27 +113,49 @@ void dt_model_load_batch(struct dt_model *m, const float *x, const uint8_t *y, i
     if (labels != lab) free(labels);
 }
 
-enum dt_status dt_model_train_step(struct dt_model *m, const float *x, const uint8_t *y,
-                                   int64_t B, const struct dt_sgd_options *opt,
-                                   const struct dt_policy *pol, float *loss)
+enum dt_status dt_model_gradients(struct dt_model *m, const float *x, const uint8_t *y,
+                                  int64_t B, int64_t denom, const struct dt_policy *pol,
+                                  float *loss)
 {
+    DT_ASSERT(!m->ops->train_step && denom >= B && B >= 1);
     dt_model_load_batch(m, x, y, B);
-    m->step++;
-    m->err.status = DT_OK;
-    m->err.msg[0] = '\0';
-    if (m->ops->train_step) return m->ops->train_step(m, B, opt, pol, loss);
     DT_FORWARD_IF_ERROR(m->ops->forward(m, B, pol));
     DT_FORWARD_IF_ERROR(dt_softmax_xent_forward(m->be, m->probs, loss, NULL, m->logits,
                                                 m->labels, B, m->n_classes, pol));
-    DT_FORWARD_IF_ERROR(dt_softmax_xent_backward(m->be, m->dlogits, m->probs, m->labels, B,
-                                                 m->n_classes, pol));
-    DT_FORWARD_IF_ERROR(m->ops->backward(m, B, pol));
+    DT_FORWARD_IF_ERROR(dt_softmax_xent_backward_scaled(m->be, m->dlogits, m->probs, m->labels,
+                                                        B, m->n_classes, denom, pol));
+    return m->ops->backward(m, B, pol);
+}
+
+enum dt_status dt_model_sgd(struct dt_model *m, const struct dt_sgd_options *opt,
+                            const struct dt_policy *pol)
+{
     for (int i = 0; i < m->n_params; i++) {
         struct dt_param *p = &m->params[i];
         DT_FORWARD_IF_ERROR(dt_sgd_update(m->be, p->w, p->v, p->g, p->n, opt->lr,
                                           opt->momentum, opt->weight_decay, pol));
     }
     return DT_OK;
+}
+
+void dt_model_begin_step(struct dt_model *m)
+{
+    m->step++;
+    m->err.status = DT_OK;
+    m->err.msg[0] = '\0';
+}
+
+enum dt_status dt_model_train_step(struct dt_model *m, const float *x, const uint8_t *y,
+                                   int64_t B, const struct dt_sgd_options *opt,
+                                   const struct dt_policy *pol, float *loss)
+{
+    dt_model_begin_step(m);
+    if (m->ops->train_step) {
+        dt_model_load_batch(m, x, y, B);
+        return m->ops->train_step(m, B, opt, pol, loss);
+    }
+    DT_FORWARD_IF_ERROR(dt_model_gradients(m, x, y, B, B, pol, loss));
+    return dt_model_sgd(m, opt, pol);
 }
 
 void dt_ece_add(struct dt_ece_bins *b, double confidence, bool correct)

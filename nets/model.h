@@ -121,6 +121,20 @@ enum dt_status dt_model_train_step(struct dt_model *m, const float *x, const uin
                                    int64_t B, const struct dt_sgd_options *opt,
                                    const struct dt_policy *pol, float *loss);
 
+/* The pieces of a step, for data-parallel steps (harness/dist.h) that combine several
+ * gradient computations before one update. Only for kinds without their own train_step.
+ * begin_step: m->step++ and m->err cleared (once per step).
+ * gradients: forward, loss and backward on a host batch x (B, in_dim), y (B), every g
+ *   filled with the gradient of (sum of the B examples' losses) / denom -- denom is the
+ *   global batch when these rows are a shard of it (denom >= B); *loss = the B rows' mean.
+ * sgd: the update of every parameter from its g. */
+void dt_model_begin_step(struct dt_model *m);
+enum dt_status dt_model_gradients(struct dt_model *m, const float *x, const uint8_t *y,
+                                  int64_t B, int64_t denom, const struct dt_policy *pol,
+                                  float *loss);
+enum dt_status dt_model_sgd(struct dt_model *m, const struct dt_sgd_options *opt,
+                            const struct dt_policy *pol);
+
 /* Mean loss and accuracy over n examples (host arrays), in batches of max_batch. */
 enum dt_status dt_model_evaluate(struct dt_model *m, const float *x, const uint8_t *y,
                                  int64_t n, const struct dt_policy *pol, double *loss,

@@ -166,4 +166,5 @@ const struct dt_backend_ops dt_backend_cpu_ops = {
     .host_free = cpu_host_free,
     .copy_out_begin = cpu_copy_out_begin,
     .first_nonfinite = dt_cpu_first_nonfinite,
+    .softmax_xent_backward_scaled = dt_cpu_softmax_xent_backward_scaled,
 };

@@ -103,6 +103,10 @@ enum dt_status dt_cpu_softmax_xent_forward(struct dt_backend *be, float *probs, 
 enum dt_status dt_cpu_softmax_xent_backward(struct dt_backend *be, float *dlogits,
                                             const float *probs, const int32_t *labels,
                                             int64_t B, int64_t C, const struct dt_policy *pol);
+enum dt_status dt_cpu_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
+                                            const float *probs, const int32_t *labels,
+                                            int64_t B, int64_t C, int64_t denom,
+                                            const struct dt_policy *pol);
 enum dt_status dt_cpu_sgd_update(struct dt_backend *be, float *w, float *v, const float *g,
                                  int64_t n, float lr, float momentum, float weight_decay,
                                  const struct dt_policy *pol);

@@ -413,7 +413,7 @@ enum dt_status dt_cpu_wgrad_rows(struct dt_backend *be, float *dw, const float *
     transpose_parallel(be, dyt, dy, B, out); /* dyt is (out,B) */
     struct wgrad_rows_job job = {.be = be, .dyt = dyt, .x = x, .B = B, .in = in, .out = out};
     atomic_init(&job.next_chunk, 0);
-    if (pol->reduction == DT_REDUCTION_FIXED) {
+    if (dt_reduction_ordered(pol)) {
         job.chunk = DT_REDUCE_CHUNK;
         job.n_chunks = dt_reduce_chunks(B);
         job.partials = dt_cpu_partials(be, (size_t)(job.n_chunks * out * in));
@@ -463,7 +463,7 @@ enum dt_status dt_cpu_wgrad_transposed(struct dt_backend *be, float *dw, const f
                             .out = out};
     atomic_init(&job.next_chunk, 0);
     struct dt_cpu_ctx *c = dt_cpu(be);
-    if (pol->reduction == DT_REDUCTION_FIXED) {
+    if (dt_reduction_ordered(pol)) {
         job.n_chunks = dt_reduce_chunks(B);
         dt_pool_run(c->pool, in, ROW_BLOCK, wgrad_fixed_part, &job);
         return DT_OK;

@@ -55,7 +55,7 @@ static float sum_losses(struct dt_backend *be, const float *v, int64_t n,
                         const struct dt_policy *pol)
 {
     struct dt_cpu_ctx *c = dt_cpu(be);
-    if (pol->reduction == DT_REDUCTION_FIXED) {
+    if (dt_reduction_ordered(pol)) {
         float *partials = dt_xmalloc((size_t)dt_reduce_chunks(n) * sizeof(float));
         float s = dt_reduce_sum_fixed(v, n, partials);
         free(partials);
@@ -118,12 +118,13 @@ enum dt_status dt_cpu_softmax_xent_forward(struct dt_backend *be, float *probs, 
     return DT_OK;
 }
 
-/* portable: elementwise (p - onehot) / B. */
-enum dt_status dt_cpu_softmax_xent_backward(struct dt_backend *be, float *dlogits,
+/* portable: elementwise (p - onehot) * (1 / denom). */
+enum dt_status dt_cpu_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
                                             const float *probs, const int32_t *labels,
-                                            int64_t B, int64_t C, const struct dt_policy *pol)
+                                            int64_t B, int64_t C, int64_t denom,
+                                            const struct dt_policy *pol)
 {
-    const float inv_b = 1.0f / (float)B;
+    const float inv_b = 1.0f / (float)denom;
     for (int64_t b = 0; b < B; b++) {
         for (int64_t c = 0; c < C; c++) {
             float t = (c == labels[b]) ? 1.0f : 0.0f;
@@ -131,4 +132,11 @@ enum dt_status dt_cpu_softmax_xent_backward(struct dt_backend *be, float *dlogit
         }
     }
     return DT_OK;
+}
+
+enum dt_status dt_cpu_softmax_xent_backward(struct dt_backend *be, float *dlogits,
+                                            const float *probs, const int32_t *labels,
+                                            int64_t B, int64_t C, const struct dt_policy *pol)
+{
+    return dt_cpu_softmax_xent_backward_scaled(be, dlogits, probs, labels, B, C, B, pol);
 }

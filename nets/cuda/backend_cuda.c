@@ -378,4 +378,5 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .reset_algo_choices = dt_cudnn_reset_choices,
     .first_nonfinite = dt_cuda_first_nonfinite,
     .first_nonfinite_many = dt_cuda_first_nonfinite_many,
+    .softmax_xent_backward_scaled = dt_cuda_softmax_xent_backward_scaled,
 };

@@ -132,6 +132,10 @@ enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs,
 enum dt_status dt_cuda_softmax_xent_backward(struct dt_backend *be, float *dlogits,
                                              const float *probs, const int32_t *labels,
                                              int64_t B, int64_t C, const struct dt_policy *pol);
+enum dt_status dt_cuda_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
+                                             const float *probs, const int32_t *labels,
+                                             int64_t B, int64_t C, int64_t denom,
+                                            const struct dt_policy *pol);
 /* nets/cuda/bnn.c (bnn.cu) */
 enum dt_status dt_cuda_eps_philox(struct dt_backend *be, float *eps, int64_t n,
                                   const struct dt_philox_stream *s, const struct dt_policy *pol);

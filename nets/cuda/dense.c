@@ -141,7 +141,7 @@ enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, float *dw, c
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
     const int64_t n = in * out;
-    const bool fixed = pol->reduction == DT_REDUCTION_FIXED;
+    const bool fixed = dt_reduction_ordered(pol);
     const int64_t chunk = fixed ? DT_REDUCE_CHUNK : UNORDERED_CHUNK;
     const int64_t m = (B + chunk - 1) / chunk;
     float *p = dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)(m * n) * sizeof(float));

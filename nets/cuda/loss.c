@@ -23,7 +23,7 @@
 float dt_cuda_loss_sum(const float *losses, int64_t B, enum dt_reduction reduction,
                        uint64_t forced_order, float device_total)
 {
-    if (reduction == DT_REDUCTION_FIXED) {
+    if (reduction != DT_REDUCTION_UNORDERED) { /* fixed and exact */
         float *partials = dt_xmalloc((size_t)dt_reduce_chunks(B) * sizeof(float));
         float s = dt_reduce_sum_fixed(losses, B, partials);
         free(partials);
@@ -87,12 +87,20 @@ enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs,
 
 /* portable at every level: elementwise (p - onehot) * inv_b, inv_b = 1/B rounded once
  * here as on the CPU. */
-enum dt_status dt_cuda_softmax_xent_backward(struct dt_backend *be, float *dlogits,
+enum dt_status dt_cuda_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
                                              const float *probs, const int32_t *labels,
-                                             int64_t B, int64_t C, const struct dt_policy *pol)
+                                             int64_t B, int64_t C, int64_t denom,
+                                            const struct dt_policy *pol)
 {
-    const float inv_b = 1.0f / (float)B;
+    const float inv_b = 1.0f / (float)denom;
     return dt_cuda_launched(
         dt_cuda_softmax_xent_grad(dlogits, probs, labels, B, C, inv_b, dt_cuda(be)->stream),
         "softmax_xent_backward");
+}
+
+enum dt_status dt_cuda_softmax_xent_backward(struct dt_backend *be, float *dlogits,
+                                            const float *probs, const int32_t *labels,
+                                            int64_t B, int64_t C, const struct dt_policy *pol)
+{
+    return dt_cuda_softmax_xent_backward_scaled(be, dlogits, probs, labels, B, C, B, pol);
 }

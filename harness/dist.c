@@ -1,0 +1,511 @@
+/* Data parallelism over MPI ranks: see dist.h for the rules. MPI is optional at build time
+ * (DETRAIN_MPI=AUTO|ON|OFF); without it every call here is its one-rank form. */
+#include "harness/dist.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "determinism/fixed_point.h"
+#include "harness/dist_nccl.h"
+#include "nets/backend.h"
+
+#ifdef DETRAIN_HAVE_MPI
+#include <mpi.h>
+#endif
+
+static struct {
+    bool launched, initialised;
+    int rank, size, local_rank;
+    char library[400];
+} g_dist = {false, false, 0, 1, 0, ""};
+
+static int env_int(const char *name, int fallback)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return fallback;
+    char *end;
+    long x = strtol(v, &end, 10);
+    return *end == '\0' && x >= 0 && x < 1 << 30 ? (int)x : fallback;
+}
+
+/* The launcher's own count of processes, -1 when none launched this one. */
+static int launcher_size(void)
+{
+    static const char *const names[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE",
+                                        "MPI_LOCALNRANKS"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        int n = env_int(names[i], -1);
+        if (n >= 1) return n;
+    }
+    return getenv("PMIX_RANK") || getenv("PMI_RANK") ? 1 : -1;
+}
+
+enum dt_status dt_dist_init(int *argc, char ***argv, struct dt_error *err)
+{
+    const int launched = launcher_size();
+    g_dist.launched = launched >= 1;
+#ifdef DETRAIN_HAVE_MPI
+    if (g_dist.launched) {
+        int provided = 0;
+        if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+            return dt_error_set(err, DT_ERR_USAGE, "MPI_Init failed");
+        g_dist.initialised = true;
+        MPI_Comm_rank(MPI_COMM_WORLD, &g_dist.rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &g_dist.size);
+        MPI_Comm local;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_dist.rank, MPI_INFO_NULL,
+                            &local);
+        MPI_Comm_rank(local, &g_dist.local_rank);
+        MPI_Comm_free(&local);
+        /* errors come back as codes, so a failed call is named instead of aborting */
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    }
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(version, &len);
+    version[strcspn(version, ",\n")] = '\0';
+    snprintf(g_dist.library, sizeof g_dist.library, "%s", version);
+#else
+    (void)argc;
+    (void)argv;
+    snprintf(g_dist.library, sizeof g_dist.library, "MPI not built in");
+    if (launched > 1)
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "started by an MPI launcher as one of %d processes, but this "
+                            "detrain was built without MPI (DETRAIN_MPI=OFF or no MPI found): "
+                            "each process would train alone and write the same files; "
+                            "install libopenmpi-dev (scripts/setup.sh) and rebuild",
+                            launched);
+#endif
+#ifdef DETRAIN_HAVE_NCCL
+    size_t used = strlen(g_dist.library);
+    snprintf(g_dist.library + used, sizeof g_dist.library - used, "; %s", dt_dist_nccl_version());
+#endif
+    return DT_OK;
+}
+
+void dt_dist_finalize(void)
+{
+#ifdef DETRAIN_HAVE_MPI
+    if (g_dist.initialised) MPI_Finalize();
+#endif
+    g_dist.initialised = false;
+}
+
+void dt_dist_abort(int code)
+{
+#ifdef DETRAIN_HAVE_MPI
+    if (g_dist.initialised && g_dist.size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+    exit(code);
+}
+
+int dt_dist_rank(void) { return g_dist.rank; }
+int dt_dist_size(void) { return g_dist.size; }
+int dt_dist_local_rank(void) { return g_dist.local_rank; }
+bool dt_dist_launched(void) { return g_dist.launched; }
+const char *dt_dist_library(void) { return g_dist.library[0] ? g_dist.library : "MPI not initialised"; }
+
+bool dt_dist_have_mpi(void)
+{
+#ifdef DETRAIN_HAVE_MPI
+    return true;
+#else
+    return false;
+#endif
+}
+
+bool dt_dist_have_nccl(void)
+{
+#ifdef DETRAIN_HAVE_NCCL
+    return true;
+#else
+    return false;
+#endif
+}
+
+int64_t dt_dist_shard_row(int64_t B, int64_t S, int64_t s)
+{
+    return (int64_t)(((__int128)s * B) / S); /* no overflow for any batch */
+}
+
+int64_t dt_dist_rank_shard(int64_t S, int N, int r) { return ((int64_t)r * S) / N; }
+
+bool dt_dist_step_needed(const struct dt_model *m, const struct dt_policy *pol)
+{
+    if (m->ops->train_step) return false; /* its own step: one rank only (dt_dist_check) */
+    return g_dist.size > 1 || pol->reduction == DT_REDUCTION_EXACT;
+}
+
+enum dt_status dt_dist_check(const struct dt_model *m, int64_t batch, int64_t shards,
+                             struct dt_error *err)
+{
+    if (shards < 1 || shards > batch)
+        return dt_error_set(err, DT_ERR_CONFIG,
+                            "train.shards is %" PRId64 " but must lie in [1, train.batch = %" PRId64
+                            "]: every shard holds at least one example",
+                            shards, batch);
+    if (g_dist.size > shards)
+        return dt_error_set(err, DT_ERR_CONFIG,
+                            "%d ranks but train.shards is %" PRId64 ": every rank needs at least "
+                            "one shard of the batch; set train.shards to %d or more (a multiple "
+                            "of every rank count you compare; the digests at reduction: exact do "
+                            "not depend on the rank count, only on train.shards)",
+                            g_dist.size, shards, g_dist.size);
+    if (g_dist.size > 1 && m->ops->train_step)
+        return dt_error_set(err, DT_ERR_UNSUPPORTED,
+                            "model %s runs its own training step (several forward/backward "
+                            "passes per step) and does not run on several ranks in this "
+                            "version; run it with one process",
+                            m->ops->kind);
+    return DT_OK;
+}
+
+/* ---- collectives on host memory (the one-rank forms when MPI is not there) ------------ */
+
+#ifdef DETRAIN_HAVE_MPI
+static bool multi(void) { return g_dist.initialised && g_dist.size > 1; }
+#define MPI_OR_FAIL(call)                                                                       \
+    do {                                                                                        \
+        int rc_ = (call);                                                                       \
+        if (rc_ != MPI_SUCCESS) {                                                               \
+            char msg_[MPI_MAX_ERROR_STRING];                                                    \
+            int len_ = 0;                                                                       \
+            MPI_Error_string(rc_, msg_, &len_);                                                 \
+            fprintf(stderr, "detrain: rank %d: %s failed: %s\n", g_dist.rank, #call, msg_);    \
+            dt_dist_abort(1);                                                                   \
+        }                                                                                       \
+    } while (0)
+#endif
+
+static void allreduce_max_u32(uint32_t *v, int n)
+{
+#ifdef DETRAIN_HAVE_MPI
+    if (multi()) MPI_OR_FAIL(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_UINT32_T, MPI_MAX, MPI_COMM_WORLD));
+#else
+    (void)v;
+    (void)n;
+#endif
+}
+
+static void allreduce_sum_i64(int64_t *v, int64_t n)
+{
+#ifdef DETRAIN_HAVE_MPI
+    for (int64_t at = 0; multi() && at < n; at += 1 << 30) {
+        int k = (int)(n - at < (1 << 30) ? n - at : 1 << 30);
+        MPI_OR_FAIL(MPI_Allreduce(MPI_IN_PLACE, v + at, k, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+    }
+#else
+    (void)v;
+    (void)n;
+#endif
+}
+
+static void allreduce_sum_f32(float *v, int64_t n)
+{
+#ifdef DETRAIN_HAVE_MPI
+    for (int64_t at = 0; multi() && at < n; at += 1 << 30) {
+        int k = (int)(n - at < (1 << 30) ? n - at : 1 << 30);
+        MPI_OR_FAIL(MPI_Allreduce(MPI_IN_PLACE, v + at, k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    }
+#else
+    (void)v;
+    (void)n;
+#endif
+}
+
+static void allgather_bytes(const void *send, void *recv, int64_t bytes)
+{
+#ifdef DETRAIN_HAVE_MPI
+    if (multi()) {
+        DT_ASSERT(bytes < INT32_MAX);
+        MPI_OR_FAIL(MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE,
+                                  MPI_COMM_WORLD));
+        return;
+    }
+#endif
+    memcpy(recv, send, (size_t)bytes);
+}
+
+int dt_dist_max_status(int status, int *rank_out)
+{
+    int pair[2] = {status, -g_dist.rank}; /* the highest status, then the lowest rank */
+#ifdef DETRAIN_HAVE_MPI
+    if (multi()) MPI_OR_FAIL(MPI_Allreduce(MPI_IN_PLACE, pair, 1, MPI_2INT, MPI_MAXLOC,
+                                           MPI_COMM_WORLD));
+#endif
+    if (rank_out) *rank_out = pair[0] ? -pair[1] : -1;
+    return pair[0];
+}
+
+void dt_dist_barrier(void)
+{
+#ifdef DETRAIN_HAVE_MPI
+    if (multi()) MPI_OR_FAIL(MPI_Barrier(MPI_COMM_WORLD));
+#endif
+}
+
+/* ---- the step ----------------------------------------------------------------------- */
+
+void dt_dist_step_init(struct dt_dist_step *d, struct dt_model *m, int64_t shards)
+{
+    memset(d, 0, sizeof *d);
+    d->m = m;
+    d->offset = dt_xcalloc((size_t)m->n_params + 1, sizeof *d->offset);
+    for (int i = 0; i < m->n_params; i++) d->offset[i + 1] = d->offset[i] + m->params[i].n;
+    d->total = d->offset[m->n_params];
+    const int N = g_dist.size;
+    /* the most shards a rank holds */
+    int64_t most = 1;
+    for (int r = 0; r < N; r++) {
+        int64_t k = dt_dist_rank_shard(shards, N, r + 1) - dt_dist_rank_shard(shards, N, r);
+        if (k > most) most = k;
+    }
+    d->stage_rows = most;
+    d->stage = dt_xmalloc((size_t)(most * d->total) * sizeof(float));
+    d->acc = dt_xmalloc((size_t)d->total * sizeof(int64_t));
+    d->gather = N > 1 ? dt_xmalloc((size_t)(N * d->total) * sizeof(float)) : NULL;
+    d->loss_slots = dt_xcalloc((size_t)(shards > N ? shards : N), sizeof(float));
+}
+
+void dt_dist_step_free(struct dt_dist_step *d)
+{
+    if (d->nccl) dt_dist_nccl_close(d->nccl);
+    free(d->offset);
+    free(d->stage);
+    free(d->acc);
+    free(d->gather);
+    free(d->loss_slots);
+    memset(d, 0, sizeof *d);
+}
+
+/* The model's gradients into row `k` of the staging buffer. */
+static void stage_gradients(struct dt_dist_step *d, int64_t k)
+{
+    struct dt_model *m = d->m;
+    float *dst = d->stage + k * d->total;
+    for (int i = 0; i < m->n_params; i++)
+        dt_backend_download(m->be, dst + d->offset[i], m->params[i].g,
+                            (size_t)m->params[i].n * sizeof(float));
+}
+
+static void unstage_gradients(struct dt_dist_step *d, const float *src)
+{
+    struct dt_model *m = d->m;
+    for (int i = 0; i < m->n_params; i++)
+        dt_backend_upload(m->be, m->params[i].g, src + d->offset[i],
+                          (size_t)m->params[i].n * sizeof(float));
+}
+
+/* Every rank learns whether any failed; a rank that did not fail says which did. */
+static enum dt_status agree_on_failure(struct dt_dist_step *d, enum dt_status st)
+{
+    int who = -1;
+    int worst = dt_dist_max_status(st == DT_OK ? 0 : (int)st, &who);
+    if (worst == 0) return DT_OK;
+    if (st == DT_OK) {
+        dt_error_set(&d->m->err, (enum dt_status)worst,
+                     "rank %d failed at step %" PRId64 " (its message is on its stderr)", who,
+                     d->m->step);
+        return (enum dt_status)worst;
+    }
+    return st;
+}
+
+static enum dt_status step_exact(struct dt_dist_step *d, const float *x, const uint8_t *y,
+                                 int64_t B, int64_t S, const struct dt_policy *pol, float *loss)
+{
+    struct dt_model *m = d->m;
+    const int N = g_dist.size, r = g_dist.rank;
+    const int64_t s0 = dt_dist_rank_shard(S, N, r), s1 = dt_dist_rank_shard(S, N, r + 1);
+    const int64_t dim = m->in_dim;
+    memset(d->loss_slots, 0, (size_t)S * sizeof(float));
+    enum dt_status st = DT_OK;
+    for (int64_t s = s0; st == DT_OK && s < s1; s++) {
+        const int64_t b0 = dt_dist_shard_row(B, S, s), b1 = dt_dist_shard_row(B, S, s + 1);
+        float l = NAN;
+        st = dt_model_gradients(m, x + b0 * dim, y + b0, b1 - b0, B, pol, &l);
+        if (st == DT_OK) stage_gradients(d, s - s0);
+        d->loss_slots[s] = l;
+    }
+    DT_FORWARD_IF_ERROR(agree_on_failure(d, st));
+    /* One scale per tensor: max |g| over every shard of every rank, compared as bit
+     * patterns (monotone for finite floats; NaN and Inf sort above every finite value). */
+    const int P = m->n_params;
+    uint32_t *max_bits = dt_xcalloc((size_t)P, sizeof *max_bits);
+    for (int i = 0; i < P; i++) {
+        uint32_t mb = 0;
+        for (int64_t k = 0; k < s1 - s0; k++) {
+            const float *g = d->stage + k * d->total + d->offset[i];
+            for (int64_t e = 0; e < m->params[i].n; e++) {
+                uint32_t b = dt_float_bits(g[e]) & 0x7fffffffu;
+                if (b > mb) mb = b;
+            }
+        }
+        max_bits[i] = mb;
+    }
+    allreduce_max_u32(max_bits, P);
+    for (int i = 0; i < P && st == DT_OK; i++) {
+        if (max_bits[i] >= 0x7f800000u)
+            st = dt_error_set(&m->err, DT_ERR_NUMERIC,
+                              "%s gradient: non-finite (%s) in a shard at step %" PRId64
+                              " (reduction: exact)",
+                              m->params[i].name, max_bits[i] > 0x7f800000u ? "nan" : "inf",
+                              m->step);
+    }
+    if (st == DT_OK) {
+        for (int i = 0; i < P; i++) {
+            const int shift = dt_fixed_shift_for(dt_bits_float(max_bits[i]), S);
+            const double scale = dt_fixed_scale(shift);
+            int64_t *acc = d->acc + d->offset[i];
+            const int64_t n = m->params[i].n;
+            memset(acc, 0, (size_t)n * sizeof *acc);
+            /* |g| <= max and S terms: no partial sum overflows (fixed_point.h) */
+            for (int64_t k = 0; k < s1 - s0; k++) {
+                const float *g = d->stage + k * d->total + d->offset[i];
+                for (int64_t e = 0; e < n; e++) acc[e] += dt_fixed_from_float_bounded(g[e], scale);
+            }
+        }
+        if (d->nccl)
+            st = dt_dist_nccl_allreduce_host(d->nccl, d->acc, d->total, true, &m->err);
+        else
+            allreduce_sum_i64(d->acc, d->total);
+    }
+    if (st == DT_OK) {
+        float *out = d->stage; /* the shards' gradients are no longer needed */
+        for (int i = 0; i < P; i++) {
+            const int shift = dt_fixed_shift_for(dt_bits_float(max_bits[i]), S);
+            for (int64_t e = 0; e < m->params[i].n; e++)
+                out[d->offset[i] + e] = dt_fixed_to_float(d->acc[d->offset[i] + e], shift);
+        }
+        unstage_gradients(d, out);
+        /* the loss: every shard's mean, gathered (one rank holds each slot and the others
+         * add +0, so the float sum is exact in any order), weighted by its rows in shard
+         * order */
+        allreduce_sum_f32(d->loss_slots, S);
+        double total = 0.0;
+        for (int64_t s = 0; s < S; s++)
+            total += (double)d->loss_slots[s] *
+                     (double)(dt_dist_shard_row(B, S, s + 1) - dt_dist_shard_row(B, S, s));
+        *loss = (float)(total / (double)B);
+    }
+    free(max_bits);
+    return st;
+}
+
+static enum dt_status step_ranks(struct dt_dist_step *d, const float *x, const uint8_t *y,
+                                 int64_t B, int64_t S, const struct dt_policy *pol, float *loss)
+{
+    struct dt_model *m = d->m;
+    const int N = g_dist.size, r = g_dist.rank;
+    const int64_t b0 = dt_dist_shard_row(B, S, dt_dist_rank_shard(S, N, r));
+    const int64_t b1 = dt_dist_shard_row(B, S, dt_dist_rank_shard(S, N, r + 1));
+    float l = NAN;
+    enum dt_status st = dt_model_gradients(m, x + b0 * m->in_dim, y + b0, b1 - b0, B, pol, &l);
+    DT_FORWARD_IF_ERROR(agree_on_failure(d, st));
+    float *mine = d->stage;
+    const double rows = (double)(b1 - b0);
+    if (pol->reduction == DT_REDUCTION_UNORDERED) {
+        if (d->nccl) {
+            st = dt_dist_nccl_allreduce_params(d->nccl, m, &m->err);
+            if (st != DT_OK) return st;
+        } else {
+            stage_gradients(d, 0);
+            allreduce_sum_f32(mine, d->total);
+            unstage_gradients(d, mine);
+        }
+        double part = (double)l * rows, sum = part;
+#ifdef DETRAIN_HAVE_MPI
+        if (multi()) MPI_OR_FAIL(MPI_Allreduce(&part, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+#endif
+        *loss = (float)(sum / (double)B);
+        return DT_OK;
+    }
+    /* fixed: every rank's gradient gathered, added in rank order */
+    stage_gradients(d, 0);
+    allgather_bytes(mine, d->gather, d->total * (int64_t)sizeof(float));
+    memcpy(mine, d->gather, (size_t)d->total * sizeof(float));
+    for (int q = 1; q < N; q++) {
+        const float *other = d->gather + (int64_t)q * d->total;
+        for (int64_t e = 0; e < d->total; e++) mine[e] += other[e];
+    }
+    unstage_gradients(d, mine);
+    double part = (double)l * rows;
+    double *parts = dt_xmalloc((size_t)N * sizeof *parts);
+    allgather_bytes(&part, parts, sizeof part);
+    double sum = 0.0;
+    for (int q = 0; q < N; q++) sum += parts[q];
+    free(parts);
+    *loss = (float)(sum / (double)B);
+    return DT_OK;
+}
+
+enum dt_status dt_dist_step(struct dt_dist_step *d, const float *x, const uint8_t *y,
+                            int64_t B, int64_t shards, const struct dt_sgd_options *opt,
+                            const struct dt_policy *pol, float *loss)
+{
+    struct dt_model *m = d->m;
+    DT_ASSERT(!m->ops->train_step && shards >= g_dist.size && shards <= B);
+    /* device memory (the CUDA backend) goes over NCCL when it is built in */
+    if (!d->nccl && g_dist.size > 1 && dt_dist_have_nccl() &&
+        !dt_backend_host_view(m->be, m->params[0].g))
+        DT_FORWARD_IF_ERROR(dt_dist_nccl_open(&d->nccl, m->be, &m->err));
+    dt_model_begin_step(m);
+    enum dt_status st = pol->reduction == DT_REDUCTION_EXACT
+                            ? step_exact(d, x, y, B, shards, pol, loss)
+                            : step_ranks(d, x, y, B, shards, pol, loss);
+    if (st != DT_OK) return st;
+    return dt_model_sgd(m, opt, pol);
+}
+
+enum dt_status dt_dist_train(struct dt_dist_step *d, struct dt_model *m, const float *x,
+                             const uint8_t *y, int64_t B, int64_t shards,
+                             const struct dt_sgd_options *opt, const struct dt_policy *pol,
+                             float *loss)
+{
+    if (!dt_dist_step_needed(m, pol)) return dt_model_train_step(m, x, y, B, opt, pol, loss);
+    if (d->m != m) {
+        if (d->m) dt_dist_step_free(d);
+        dt_dist_step_init(d, m, shards);
+    }
+    return dt_dist_step(d, x, y, B, shards, opt, pol, loss);
+}
+
+/* ---- agreement after each step -------------------------------------------------------- */
+
+struct agree_msg {
+    int32_t state;
+    int32_t has_digest;
+    char digest[72];
+};
+
+void dt_dist_agree(int state, const char *digest_hex, struct dt_dist_verdict *v)
+{
+    memset(v, 0, sizeof *v);
+    v->stopped_rank = v->differing_rank = -1;
+    const int N = g_dist.size;
+    struct agree_msg mine;
+    memset(&mine, 0, sizeof mine);
+    mine.state = (int32_t)state;
+    mine.has_digest = digest_hex != NULL;
+    if (digest_hex) snprintf(mine.digest, sizeof mine.digest, "%s", digest_hex);
+    struct agree_msg *all = dt_xcalloc((size_t)N, sizeof *all);
+    allgather_bytes(&mine, all, sizeof mine);
+    for (int q = 0; q < N; q++) {
+        if (all[q].state > v->stop_code) {
+            v->stop_code = all[q].state;
+            v->stopped_rank = q;
+        }
+        if (q > 0 && all[q].has_digest && all[0].has_digest && v->differing_rank < 0 &&
+            strcmp(all[q].digest, all[0].digest) != 0) {
+            v->differing_rank = q;
+            snprintf(v->digest0, sizeof v->digest0, "%s", all[0].digest);
+            snprintf(v->digest_bad, sizeof v->digest_bad, "%s", all[q].digest);
+        }
+    }
+    free(all);
+}

@@ -1,0 +1,115 @@
+/* NCCL between the ranks' GPUs: see dist_nccl.h. */
+#include "harness/dist_nccl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include "core/util.h"
+#include "harness/dist.h"
+
+struct dt_dist_nccl {
+    ncclComm_t comm;
+    cudaStream_t stream;
+    struct dt_backend *be;
+    void *dev;        /* staging for allreduce_host */
+    size_t dev_bytes;
+};
+
+const char *dt_dist_nccl_version(void)
+{
+    static char buf[48];
+    int v = 0;
+    if (ncclGetVersion(&v) != ncclSuccess) return "NCCL (version unknown)";
+    snprintf(buf, sizeof buf, "NCCL %d.%d.%d", v / 10000, (v / 100) % 100, v % 100);
+    return buf;
+}
+
+static enum dt_status nccl_fail(struct dt_error *err, const char *what, ncclResult_t r)
+{
+    return dt_error_set(err, DT_ERR_IO, "NCCL %s failed on rank %d: %s", what, dt_dist_rank(),
+                        ncclGetErrorString(r));
+}
+
+static enum dt_status cuda_fail(struct dt_error *err, const char *what, cudaError_t e)
+{
+    return dt_error_set(err, DT_ERR_IO, "%s failed on rank %d: %s", what, dt_dist_rank(),
+                        cudaGetErrorString(e));
+}
+
+enum dt_status dt_dist_nccl_open(struct dt_dist_nccl **out, struct dt_backend *be,
+                                 struct dt_error *err)
+{
+    ncclUniqueId id;
+    if (dt_dist_rank() == 0) {
+        ncclResult_t r = ncclGetUniqueId(&id);
+        if (r != ncclSuccess) return nccl_fail(err, "ncclGetUniqueId", r);
+    }
+    if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return dt_error_set(err, DT_ERR_IO, "MPI_Bcast of the NCCL id failed");
+    struct dt_dist_nccl *n = dt_xcalloc(1, sizeof *n);
+    n->be = be;
+    cudaError_t e = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        free(n);
+        return cuda_fail(err, "cudaStreamCreate", e);
+    }
+    ncclResult_t r = ncclCommInitRank(&n->comm, dt_dist_size(), id, dt_dist_rank());
+    if (r != ncclSuccess) {
+        cudaStreamDestroy(n->stream);
+        free(n);
+        return nccl_fail(err, "ncclCommInitRank", r);
+    }
+    *out = n;
+    return DT_OK;
+}
+
+void dt_dist_nccl_close(struct dt_dist_nccl *n)
+{
+    if (!n) return;
+    ncclCommDestroy(n->comm);
+    if (n->dev) cudaFree(n->dev);
+    cudaStreamDestroy(n->stream);
+    free(n);
+}
+
+enum dt_status dt_dist_nccl_allreduce_host(struct dt_dist_nccl *n, void *host, int64_t count,
+                                           bool is_int64, struct dt_error *err)
+{
+    const size_t bytes = (size_t)count * (is_int64 ? sizeof(int64_t) : sizeof(float));
+    cudaError_t e = cudaSuccess;
+    if (n->dev_bytes < bytes) {
+        if (n->dev) cudaFree(n->dev);
+        n->dev = NULL;
+        n->dev_bytes = 0;
+        e = cudaMalloc(&n->dev, bytes);
+        if (e != cudaSuccess) return cuda_fail(err, "cudaMalloc", e);
+        n->dev_bytes = bytes;
+    }
+    e = cudaMemcpyAsync(n->dev, host, bytes, cudaMemcpyHostToDevice, n->stream);
+    if (e != cudaSuccess) return cuda_fail(err, "cudaMemcpyAsync", e);
+    ncclResult_t r = ncclAllReduce(n->dev, n->dev, (size_t)count, is_int64 ? ncclInt64 : ncclFloat,
+                                   ncclSum, n->comm, n->stream);
+    if (r != ncclSuccess) return nccl_fail(err, "ncclAllReduce", r);
+    e = cudaMemcpyAsync(host, n->dev, bytes, cudaMemcpyDeviceToHost, n->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(n->stream);
+    return e == cudaSuccess ? DT_OK : cuda_fail(err, "cudaMemcpyAsync", e);
+}
+
+enum dt_status dt_dist_nccl_allreduce_params(struct dt_dist_nccl *n, struct dt_model *m,
+                                             struct dt_error *err)
+{
+    dt_backend_synchronize(n->be); /* the gradients are written on the backend's stream */
+    ncclResult_t r = ncclGroupStart();
+    for (int i = 0; r == ncclSuccess && i < m->n_params; i++)
+        r = ncclAllReduce(m->params[i].g, m->params[i].g, (size_t)m->params[i].n, ncclFloat,
+                          ncclSum, n->comm, n->stream);
+    ncclResult_t r2 = ncclGroupEnd();
+    if (r != ncclSuccess) return nccl_fail(err, "ncclAllReduce", r);
+    if (r2 != ncclSuccess) return nccl_fail(err, "ncclGroupEnd", r2);
+    cudaError_t e = cudaStreamSynchronize(n->stream);
+    return e == cudaSuccess ? DT_OK : cuda_fail(err, "cudaStreamSynchronize", e);
+}
