@@ -30,7 +30,7 @@ setup-check:
 	@bash scripts/setup.sh --check
 
 $(BUILD)/CMakeCache.txt: | setup
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDETRAIN_MPI=ON $(CMAKE_ARGS)
 
 build: setup $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -56,7 +56,7 @@ check-slow: build
 ASAN_EXCLUDE ?=
 check-asan: setup
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDETRAIN_SANITIZE=ON \
-	      -DDETRAIN_CUDA=OFF $(CMAKE_ARGS)
+	      -DDETRAIN_CUDA=OFF -DDETRAIN_MPI=OFF $(CMAKE_ARGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'gpu|slow|valgrind' \
 	    $(if $(ASAN_EXCLUDE),-E '$(ASAN_EXCLUDE)')

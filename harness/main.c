@@ -399,9 +399,10 @@ static int run_command(int argc, char **argv)
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
     if (strcmp(cmd, "policies") == 0) {
         dt_policy_print_table(stdout);
-        printf("\nIn this version reduction, atomics and math act on the CPU backend's ops, rng\n"
-               "on the Bayesian model (model.kind: bnn_mlp); conv_algo is recorded but acts\n"
-               "only on GPU convolutions (the CUDA backend comes later).\n");
+        printf("\nreduction, atomics and math act on the ops of both backends; reduction also\n"
+               "decides how ranks combine gradients under mpirun (exact: the same bits for any\n"
+               "rank count); rng acts on the Bayesian model (model.kind: bnn_mlp); conv_algo\n"
+               "acts on GPU convolutions only.\n");
         return 0;
     }
     if (strcmp(cmd, "config-reference") == 0) {

@@ -235,7 +235,7 @@ DT_TEST(format_round_trip)
     CHECK_INT_EQ(ck.order_stream, 12);
     CHECK_INT_EQ(ck.order_position, 7 * 32);
     CHECK_STR_EQ(ck.policy, "portable");
-    CHECK_CONTAINS(ck.controls, "reduction=fixed");
+    CHECK_CONTAINS(ck.controls, "reduction=exact");
     CHECK_INT_EQ(ck.traced_step, 6);
     CHECK_STR_EQ(ck.traced_digest, TRACED);
     CHECK_CONTAINS(ck.config_json, "\"lr\":0.050000000000000003");

@@ -297,7 +297,7 @@ DT_TEST(policy_errors)
                       "reduction, atomics, rng, conv_algo, math, threads)");
     expect_file_error(CFG("policy_unknown_value.yaml"), 8, 31,
                       "key 'policies', item 4: control 'reduction': unknown value 'sorted' "
-                      "(expected unordered or fixed)");
+                      "(expected unordered, fixed or exact)");
     expect_file_error(CFG("policy_missing_base.yaml"), 6, 7,
                       "key 'policies', item 2: missing 'base' (the level to start from: fast, "
                       "run_to_run or portable)");
@@ -584,7 +584,7 @@ DT_TEST(write_json)
     CHECK_CONTAINS(text, "\"policies\":[{\"name\":\"fast\",\"base\":\"fast\",\"reduction\":"
                          "\"unordered\",\"atomics\":\"float\",\"rng\":\"stored\",\"conv_algo\":"
                          "\"autotune\",\"math\":\"fast\",\"threads\":\"any\"},{\"name\":"
-                         "\"portable+math=fast\",\"base\":\"portable\",\"reduction\":\"fixed\","
+                         "\"portable+math=fast\",\"base\":\"portable\",\"reduction\":\"exact\","
                          "\"atomics\":\"fixed_point\",\"rng\":\"lfsr\",\"conv_algo\":\"own\","
                          "\"math\":\"fast\",\"threads\":\"independent\"}],");
     CHECK_CONTAINS(text, "\"replicas\":3,\"vary\":[\"init\"]");
@@ -618,7 +618,7 @@ DT_TEST(write_reference)
         "name", "dataset.name", "dataset.path", "dataset.train_limit", "dataset.test_limit",
         "model.kind", "model.hidden", "model.overlap_pool", "model.samples",
         "model.test_samples", "model.prior_sigma", "model.rho_init", "model.lanes",
-        "model.stored_generator", "model.lfsr_check_every", "train.steps", "train.batch", "train.optimizer.kind",
+        "model.stored_generator", "model.lfsr_check_every", "train.steps", "train.batch", "train.shards", "train.optimizer.kind",
         "train.optimizer.lr", "train.optimizer.momentum", "train.optimizer.weight_decay",
         "train.seed", "train.eval_every", "train.checkpoint_every",
         "train.check_finite", "backend.device", "backend.threads", "backend.gpu", "policies",

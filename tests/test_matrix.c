@@ -429,7 +429,7 @@ DT_TEST(report_aggregation)
     CHECK_M(dir, 4, "device", "cuda");
     CHECK_M(dir, 4, "entry", "cnn");
     CHECK_M(dir, 4, "model", "lenet");
-    CHECK_M(dir, 4, "controls", "fixed/fixed_point/portable/own");
+    CHECK_M(dir, 4, "controls", "exact/fixed_point/portable/own");
     CHECK_M(dir, 4, "first_divergent_step", "0");
     CHECK_M(dir, 4, "distinct_final_digests", "2");
     CHECK_M(dir, 5, "device", "<missing>");
@@ -445,14 +445,14 @@ DT_TEST(report_aggregation)
                    "| first divergent step | step ms | ratio vs fast [95% interval] |");
     CHECK_CONTAINS(md,
                    "| nets | mlp | fast | unordered/float/fast | 3/3 | 3 | 1 | 2.500 | baseline |");
-    CHECK_CONTAINS(md, "| nets | mlp | portable | fixed/fixed_point/portable | 3/3 | 1 | - | 3.000 "
+    CHECK_CONTAINS(md, "| nets | mlp | portable | exact/fixed_point/portable | 3/3 | 1 | - | 3.000 "
                        "| 1.200x [1.100, 1.300] |");
     CHECK_CONTAINS(md, "| 3/3 | 1 | 7 | 2.600 | 1.010x [0.980, 1.040] inconclusive |");
     CHECK_CONTAINS(
-        md, "| nets | mlp | solo | fixed/fixed_point/portable | 1/3 | 1 | n/a | 3.100 | - |");
+        md, "| nets | mlp | solo | exact/fixed_point/portable | 1/3 | 1 | n/a | 3.100 | - |");
     CHECK_CONTAINS(md, "Failed:\n\n- `gone` (mlp): dataset missing; no results were written\n");
     CHECK_CONTAINS(md, "## cuda\n\n| entry |");
-    CHECK_CONTAINS(md, "| cnn | lenet | portable | fixed/fixed_point/portable/own | 2/2 | 2 | 0 |");
+    CHECK_CONTAINS(md, "| cnn | lenet | portable | exact/fixed_point/portable/own | 2/2 | 2 | 0 |");
     CHECK_CONTAINS(md, "Skipped:\n\n- `gpu` (bnn_mlp): backend 'cuda': no CUDA device available\n");
     CHECK(strstr(md, "## cpu") < strstr(md, "## cuda"));
 

@@ -11,7 +11,7 @@ static const struct {
     const char *name;
     const char *values[4];
 } want_controls[] = {
-    {"reduction", {"unordered", "fixed"}},
+    {"reduction", {"unordered", "fixed", "exact"}},
     {"atomics", {"float", "fixed_point"}},
     {"rng", {"stored", "lfsr", "philox"}},
     {"conv_algo", {"autotune", "deterministic", "own"}},
@@ -49,7 +49,7 @@ DT_TEST(levels)
     CHECK_INT_EQ(r.conv_algo, DT_CONV_ALGO_DETERMINISTIC);
     CHECK_INT_EQ(r.math, DT_MATH_STRICT);
     CHECK_INT_EQ(r.threads, DT_THREADS_FIXED);
-    CHECK_INT_EQ(p.reduction, DT_REDUCTION_FIXED);
+    CHECK_INT_EQ(p.reduction, DT_REDUCTION_EXACT);
     CHECK_INT_EQ(p.atomics, DT_ATOMICS_FIXED_POINT);
     CHECK_INT_EQ(p.rng, DT_RNG_LFSR);
     CHECK_INT_EQ(p.conv_algo, DT_CONV_ALGO_OWN);
@@ -116,8 +116,8 @@ DT_TEST(set_control_invalid)
                           "conv_algo, math, threads)");
     CHECK(memcmp(&p, &before, sizeof p) == 0);
     CHECK_INT_EQ(dt_policy_set_control(&p, "reduction", "sorted", &err), DT_ERR_CONFIG);
-    CHECK_STR_EQ(err.msg, "control 'reduction': unknown value 'sorted' (expected unordered or "
-                          "fixed)");
+    CHECK_STR_EQ(err.msg, "control 'reduction': unknown value 'sorted' (expected unordered, "
+                          "fixed or exact)");
     CHECK_INT_EQ(dt_policy_set_control(&p, "rng", "mt19937", &err), DT_ERR_CONFIG);
     CHECK_STR_EQ(err.msg, "control 'rng': unknown value 'mt19937' (expected stored, lfsr or "
                           "philox)");
@@ -193,6 +193,8 @@ DT_TEST(equal_controls)
     CHECK_INT_EQ(dt_policy_set_control(&p, "math", "strict", NULL), DT_OK);
     CHECK(!dt_policy_equal_controls(&p, &r));
     CHECK_INT_EQ(dt_policy_set_control(&p, "threads", "fixed", NULL), DT_OK);
+    CHECK(!dt_policy_equal_controls(&p, &r)); /* reduction: exact vs fixed */
+    CHECK_INT_EQ(dt_policy_set_control(&p, "reduction", "fixed", NULL), DT_OK);
     CHECK(dt_policy_equal_controls(&p, &r));
 }
 
@@ -205,18 +207,18 @@ DT_TEST(describe)
                       "threads=any");
     p = level(DT_LEVEL_PORTABLE);
     dt_policy_describe(buf, sizeof buf, &p);
-    CHECK_STR_EQ(buf, "reduction=fixed atomics=fixed_point rng=lfsr conv_algo=own math=portable "
+    CHECK_STR_EQ(buf, "reduction=exact atomics=fixed_point rng=lfsr conv_algo=own math=portable "
                       "threads=independent");
     CHECK_INT_EQ(dt_policy_set_control(&p, "rng", "philox", NULL), DT_OK);
     CHECK_INT_EQ(dt_policy_set_control(&p, "math", "fast", NULL), DT_OK);
     dt_policy_describe(buf, sizeof buf, &p);
-    CHECK_STR_EQ(buf, "reduction=fixed atomics=fixed_point rng=philox conv_algo=own math=fast "
+    CHECK_STR_EQ(buf, "reduction=exact atomics=fixed_point rng=philox conv_algo=own math=fast "
                       "threads=independent");
     /* a short buffer gets a terminated prefix */
     char small[12];
     memset(small, 'x', sizeof small);
     dt_policy_describe(small, sizeof small, &p);
-    CHECK_STR_EQ(small, "reduction=f");
+    CHECK_STR_EQ(small, "reduction=e");
 }
 
 /* The level table stays at the top; then every value of every control has a doc line. */
@@ -230,7 +232,7 @@ DT_TEST(print_table)
     dt_policy_print_table(f);
     fclose(f);
     const char *head = "control    fast         run_to_run     portable    \n"
-                       "reduction  unordered    fixed          fixed       \n"
+                       "reduction  unordered    fixed          exact       \n"
                        "atomics    float        fixed_point    fixed_point \n"
                        "rng        stored       lfsr           lfsr        \n"
                        "conv_algo  autotune     deterministic  own         \n"
@@ -261,7 +263,8 @@ DT_TEST(print_table)
     CHECK_CONTAINS(text, "  fixed_point    exact int64 fixed-point accumulation, one rounding "
                          "at the end\n");
     CHECK_CONTAINS(text, "  unordered      partial sums from worker threads combined in "
-                         "completion order (depends on scheduling)\n");
+                         "completion order (depends on scheduling); across ranks "
+                         "MPI_Allreduce/NCCL in float\n");
     CHECK_CONTAINS(text, "  portable       detrain's own exp/log from IEEE basic operations, no "
                          "contraction\n");
     CHECK_CONTAINS(text, "  independent    result independent of the thread count\n");

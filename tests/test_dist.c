@@ -1,0 +1,303 @@
+/* Data parallelism over MPI ranks (harness/dist.h): at reduction: exact (portable) the
+ * traces of N = 1, 2, 3, 4 ranks equal each other and the plain single-process run's; under
+ * unordered and fixed they depend on N (the negative control); a rank whose weights are
+ * perturbed is named with its step; a checkpoint taken with N ranks resumes with another N
+ * into the identical trace. The e2e cases run `mpirun --oversubscribe`; they skip (77)
+ * when detrain was built without MPI. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "harness/dist.h"
+#include "nets/backend.h"
+#include "run_helper.h"
+
+#define EXE DT_DETRAIN_EXE
+#define TMP DT_TEST_TMP_DIR "/dist."
+/* root in CI containers; one slot per rank on a two-core machine */
+#define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe"
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    DT_ASSERT(f != NULL);
+    fputs(text, f);
+    DT_ASSERT(fclose(f) == 0);
+}
+
+static bool skip_without_mpi(void)
+{
+    if (dt_dist_have_mpi()) return false;
+    fprintf(stderr, "skipped: detrain was built without MPI (DETRAIN_MPI)\n");
+    return true;
+}
+
+static char out_[1 << 16];
+
+/* detrain run CONFIG into dir, with np ranks (0 = no mpirun); the exit status. */
+static int run_ranks(int np, const char *env, const char *config, const char *dir,
+                     const char *sets)
+{
+    char rm[1200];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    DT_ASSERT(system(rm) == 0);
+    int rc;
+    if (np == 0)
+        rc = dt_run_capture(out_, sizeof out_, "%s %s run %s --out %s --quiet %s", env, EXE,
+                            config, dir, sets);
+    else
+        rc = dt_run_capture(out_, sizeof out_, "%s " MPIRUN " -np %d %s run %s --out %s --quiet %s",
+                            env, np, EXE, config, dir, sets);
+    if (rc != 0) fprintf(stderr, "[np=%d rc=%d] %s\n", np, rc, out_);
+    return rc;
+}
+
+/* Do dir_a and dir_b hold the same bytes in rel (a file under each)? */
+static bool same_file(const char *dir_a, const char *dir_b, const char *rel)
+{
+    char pa[1300], pb[1300];
+    snprintf(pa, sizeof pa, "%s/%s", dir_a, rel);
+    snprintf(pb, sizeof pb, "%s/%s", dir_b, rel);
+    size_t la = 0, lb = 0;
+    char *a = dt_read_file(pa, &la), *b = dt_read_file(pb, &lb);
+    bool same = a && b && la == lb && memcmp(a, b, la) == 0;
+    if (!a || !b) fprintf(stderr, "missing: %s or %s\n", pa, pb);
+    free(a);
+    free(b);
+    return same;
+}
+
+/* How many trace rows (header excluded) a file has. */
+static int trace_rows(const char *path)
+{
+    char *t = dt_read_file(path, NULL);
+    if (!t) return -1;
+    int n = -1;
+    for (char *p = t; *p; p++) n += *p == '\n';
+    free(t);
+    return n;
+}
+
+static const char MLP_YAML[] = "name: dist-mlp\n"
+                               "dataset: {train_limit: 1000, test_limit: 200}\n"
+                               "model: {kind: mlp, hidden: [32]}\n"
+                               "train: {steps: 12, batch: 48, shards: 12, seed: 7}\n"
+                               "backend: {threads: 1}\n"
+                               "policies: [portable]\n"
+                               "replicas: 1\n"
+                               "hash: {per_tensor: true}\n"
+                               "report: {overhead_samples: 0}\n";
+
+static const char LENET_YAML[] = "name: dist-lenet\n"
+                                 "dataset: {train_limit: 300, test_limit: 100}\n"
+                                 "model: {kind: lenet}\n"
+                                 "train: {steps: 5, batch: 16, shards: 4, seed: 3}\n"
+                                 "backend: {threads: 1}\n"
+                                 "policies: [portable]\n"
+                                 "replicas: 1\n"
+                                 "hash: {per_tensor: true}\n"
+                                 "report: {overhead_samples: 0}\n";
+
+/* portable: N = 1..4 ranks and the plain run give the same trace.csv and tensors.csv. */
+static void ranks_identical(const char *tag, const char *yaml, int max_np)
+{
+    char cfg[512], plain[512], dir[512];
+    snprintf(cfg, sizeof cfg, TMP "%s.yaml", tag);
+    write_text(cfg, yaml);
+    snprintf(plain, sizeof plain, TMP "%s.plain", tag);
+    CHECK_INT_EQ(run_ranks(0, "", cfg, plain, ""), 0);
+    char path0[700];
+    snprintf(path0, sizeof path0, "%s/portable/replica-0/trace.csv", plain);
+    CHECK(trace_rows(path0) > 1);
+    for (int np = 1; np <= max_np; np++) {
+        snprintf(dir, sizeof dir, TMP "%s.np%d", tag, np);
+        CHECK_INT_EQ(run_ranks(np, "", cfg, dir, ""), 0);
+        CHECK(same_file(plain, dir, "portable/replica-0/trace.csv"));
+        CHECK(same_file(plain, dir, "portable/replica-0/tensors.csv"));
+        char path[700];
+        snprintf(path, sizeof path, "%s/run.json", dir);
+        char *manifest = dt_read_file(path, NULL);
+        char want[32];
+        snprintf(want, sizeof want, "\"ranks\": %d,", np);
+        CHECK(manifest != NULL);
+        if (manifest) CHECK_CONTAINS(manifest, want);
+        free(manifest);
+    }
+}
+
+DT_TEST(portable_mlp_ranks)
+{
+    if (skip_without_mpi()) exit(77);
+    ranks_identical("mlp", MLP_YAML, 4);
+}
+
+DT_TEST(portable_lenet_ranks)
+{
+    if (skip_without_mpi()) exit(77);
+    ranks_identical("lenet", LENET_YAML, 4);
+}
+
+/* The negative control: under unordered and fixed the ranks' gradients are added as whole
+ * per-rank sums, so 2 and 3 ranks (different row splits) give different digests; fixed
+ * repeats itself for a given N. One thread per rank: the difference is the rank count's,
+ * not thread timing's. */
+DT_TEST(rank_count_changes_unordered_and_fixed)
+{
+    if (skip_without_mpi()) exit(77);
+    const char *cfg = TMP "neg.yaml";
+    write_text(cfg, MLP_YAML);
+    static const char *const pols[] = {"{base: run_to_run, reduction: unordered}", "run_to_run"};
+    static const char *const names[] = {"run_to_run+reduction=unordered", "run_to_run"};
+    for (int i = 0; i < 2; i++) {
+        char sets[200], rel[200];
+        snprintf(sets, sizeof sets, "--set 'policies=[%s]'", pols[i]);
+        snprintf(rel, sizeof rel, "%s/replica-0/trace.csv", names[i]);
+        CHECK_INT_EQ(run_ranks(2, "", cfg, TMP "neg.np2", sets), 0);
+        CHECK_INT_EQ(run_ranks(3, "", cfg, TMP "neg.np3", sets), 0);
+        char path[400];
+        snprintf(path, sizeof path, TMP "neg.np3/%s", rel);
+        CHECK_INT_EQ(trace_rows(path), 13); /* steps 0..12: both ran to the end */
+        CHECK(!same_file(TMP "neg.np2", TMP "neg.np3", rel));
+        if (i == 1) { /* fixed: the same N gives the same bits */
+            CHECK_INT_EQ(run_ranks(2, "", cfg, TMP "neg.np2b", sets), 0);
+            CHECK(same_file(TMP "neg.np2", TMP "neg.np2b", rel));
+        }
+    }
+}
+
+/* A rank whose weights are changed after step 5 is named, with the step, and the run
+ * stops there: exit status 1, run.json failed with the message, the trace a valid prefix
+ * ending at that step. */
+DT_TEST(perturbed_rank_detected)
+{
+    if (skip_without_mpi()) exit(77);
+    const char *cfg = TMP "perturb.yaml";
+    write_text(cfg, MLP_YAML);
+    const char *dir = TMP "perturb";
+    int rc = run_ranks(3, "DETRAIN_TEST_POISON=5:dense0.weight:w:0.25 DETRAIN_TEST_POISON_RANK=2",
+                       cfg, dir, "");
+    CHECK(rc != 0);
+    CHECK_CONTAINS(out_, "rank 2's weights differ from rank 0's after step 5");
+    char *manifest = dt_read_file(TMP "perturb/run.json", NULL);
+    CHECK(manifest != NULL);
+    if (manifest) {
+        CHECK_CONTAINS(manifest, "\"status\": \"failed\"");
+        CHECK_CONTAINS(manifest, "rank 2's weights differ from rank 0's after step 5");
+    }
+    free(manifest);
+    CHECK_INT_EQ(trace_rows(TMP "perturb/portable/replica-0/trace.csv"), 6); /* steps 0..5 */
+    /* the same hook on rank 0 is found too (rank 1 and 2 differ from it) */
+    rc = run_ranks(2, "DETRAIN_TEST_POISON=3:dense0.bias:w:0.5 DETRAIN_TEST_POISON_RANK=0", cfg,
+                   dir, "");
+    CHECK(rc != 0);
+    CHECK_CONTAINS(out_, "rank 1's weights differ from rank 0's after step 3");
+}
+
+/* Killed after step 7 with 2 ranks (checkpoint at step 4), resumed with 3, then with 1 and
+ * 4 from a checkpoint of 3 ranks: every trace equals the uninterrupted plain run's. */
+DT_TEST(resume_across_rank_counts)
+{
+    if (skip_without_mpi()) exit(77);
+    const char *cfg = TMP "resume.yaml";
+    write_text(cfg, MLP_YAML);
+    const char *sets = "--set train.checkpoint_every=4";
+    CHECK_INT_EQ(run_ranks(0, "", cfg, TMP "resume.plain", sets), 0);
+    static const int kill_np[] = {2, 3}, resume_np[] = {3, 1};
+    for (int i = 0; i < 2; i++) {
+        const char *dir = TMP "resume.run";
+        CHECK(run_ranks(kill_np[i], "DETRAIN_TEST_KILL_AFTER_STEP=7", cfg, dir, sets) != 0);
+        CHECK(dt_path_exists(TMP "resume.run/portable/replica-0/checkpoint.bin"));
+        CHECK_INT_EQ(trace_rows(TMP "resume.run/portable/replica-0/trace.csv") < 13, 1);
+        int rc = dt_run_capture(out_, sizeof out_,
+                                MPIRUN " -np %d %s run %s --resume %s --quiet %s", resume_np[i],
+                                EXE, cfg, dir, sets);
+        if (rc != 0) fprintf(stderr, "%s\n", out_);
+        CHECK_INT_EQ(rc, 0);
+        CHECK(same_file(TMP "resume.plain", dir, "portable/replica-0/trace.csv"));
+        CHECK(same_file(TMP "resume.plain", dir, "portable/replica-0/tensors.csv"));
+    }
+}
+
+/* What cannot run on N ranks is refused before the first step, naming the key. */
+DT_TEST(refusals)
+{
+    if (skip_without_mpi()) exit(77);
+    const char *cfg = TMP "refuse.yaml";
+    write_text(cfg, MLP_YAML);
+    CHECK(run_ranks(3, "", cfg, TMP "refuse", "--set train.shards=2") != 0);
+    CHECK_CONTAINS(out_, "3 ranks but train.shards is 2");
+    CHECK(run_ranks(0, "", cfg, TMP "refuse", "--set train.shards=49") != 0);
+    CHECK_CONTAINS(out_, "train.shards is 49 but must lie in [1, train.batch = 48]");
+    CHECK(run_ranks(2, "", cfg, TMP "refuse",
+                    "--set model.kind=bnn_mlp --set model.samples=1 --set model.lanes=64") != 0);
+    CHECK_CONTAINS(out_, "does not run on several ranks");
+}
+
+/* The shard rules: contiguous, covering, none empty, for every B >= S >= N. */
+DT_TEST(shard_rules)
+{
+    for (int64_t B = 1; B <= 70; B++) {
+        for (int64_t S = 1; S <= B; S++) {
+            CHECK_INT_EQ(dt_dist_shard_row(B, S, 0), 0);
+            CHECK_INT_EQ(dt_dist_shard_row(B, S, S), B);
+            for (int64_t s = 0; s < S; s++)
+                if (dt_dist_shard_row(B, S, s + 1) <= dt_dist_shard_row(B, S, s)) {
+                    CHECK(!"empty shard");
+                    return;
+                }
+            for (int N = 1; N <= S && N <= 8; N++) {
+                CHECK_INT_EQ(dt_dist_rank_shard(S, N, 0), 0);
+                CHECK_INT_EQ(dt_dist_rank_shard(S, N, N), S);
+                for (int r = 0; r < N; r++)
+                    if (dt_dist_rank_shard(S, N, r + 1) <= dt_dist_rank_shard(S, N, r)) {
+                        CHECK(!"rank without a shard");
+                        return;
+                    }
+            }
+        }
+    }
+}
+
+/* softmax_xent_backward_scaled against a double-precision reference: (p - t) / denom, with
+ * the one rounding of 1/denom the op documents; denom == B is the unscaled op's bits. */
+DT_TEST(scaled_loss_gradient)
+{
+    struct dt_backend *be = NULL;
+    struct dt_backend_options bo = {DT_BACKEND_CPU, 1, 0};
+    struct dt_error err = {0};
+    DT_ASSERT(dt_backend_create(&be, &bo, &err) == DT_OK);
+    enum { B = 7, C = 5 };
+    float probs[B * C], g[B * C], g1[B * C];
+    int32_t labels[B];
+    uint64_t x = 12345;
+    for (int i = 0; i < B * C; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        probs[i] = (float)(x >> 40) / (float)(1u << 24);
+    }
+    for (int b = 0; b < B; b++) labels[b] = b % C;
+    struct dt_policy pol;
+    dt_policy_from_level(&pol, DT_LEVEL_PORTABLE);
+    const int64_t denoms[] = {B, 3 * B, 1000};
+    for (int k = 0; k < 3; k++) {
+        CHECK_INT_EQ(dt_softmax_xent_backward_scaled(be, g, probs, labels, B, C, denoms[k], &pol),
+                     DT_OK);
+        for (int b = 0; b < B; b++)
+            for (int c = 0; c < C; c++) {
+                const double t = c == labels[b] ? 1.0 : 0.0;
+                const double ref = ((double)probs[b * C + c] - t) / (double)denoms[k];
+                const double got = g[b * C + c];
+                CHECK(fabs(got - ref) <= 2e-7 * fabs(ref) + 1e-12);
+            }
+    }
+    CHECK_INT_EQ(dt_softmax_xent_backward(be, g1, probs, labels, B, C, &pol), DT_OK);
+    CHECK_INT_EQ(dt_softmax_xent_backward_scaled(be, g, probs, labels, B, C, B, &pol), DT_OK);
+    CHECK(memcmp(g, g1, sizeof g) == 0);
+    dt_backend_destroy(be);
+}
+
+DT_TEST_MAIN(DT_CASE(portable_mlp_ranks), DT_CASE(portable_lenet_ranks),
+             DT_CASE(rank_count_changes_unordered_and_fixed), DT_CASE(perturbed_rank_detected),
+             DT_CASE(resume_across_rank_counts), DT_CASE(refusals), DT_CASE(shard_rules),
+             DT_CASE(scaled_loss_gradient))
