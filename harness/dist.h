@@ -60,6 +60,9 @@ bool dt_dist_have_nccl(void);
 int64_t dt_dist_shard_row(int64_t B, int64_t S, int64_t s);
 int64_t dt_dist_rank_shard(int64_t S, int N, int r);
 
+/* dt_fixed_to_float(acc, shift) by the exact path's faster route (for tests). */
+float dt_dist_fixed_to_float(int64_t acc, int shift);
+
 /* Whether a step of `pol` on `m` goes through dt_dist_step (else dt_model_train_step). */
 bool dt_dist_step_needed(const struct dt_model *m, const struct dt_policy *pol);
 /* Refuse what cannot run on dt_dist_size() ranks: more ranks than shards, shards larger

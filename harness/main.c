@@ -13,6 +13,7 @@
 #include "harness/config.h"
 #include "harness/dist.h"
 #include "harness/matrix.h"
+#include "harness/ranks_report.h"
 #include "harness/report.h"
 #include "harness/train.h"
 
@@ -55,6 +56,9 @@ static const char usage_text[] =
     "        bootstrap interval per policy. The same folder gives the same files.\n"
     "        A matrix folder (matrix.json): every entry's report, then report.md and\n"
     "        matrix.csv side by side per device.\n"
+    "        A ranks folder (plain/ and np<N>/ runs of one config, scripts/ranks.sh):\n"
+    "        every run's report, then report.md and ranks.csv: per policy, digest\n"
+    "        equality across rank counts and step time vs reduction: unordered.\n"
     "  compare TRACE_A TRACE_B | REPLICA_A REPLICA_B | EXPERIMENT_A EXPERIMENT_B\n"
     "        Compare two trace.csv files (or replica folders) step by step: the first\n"
     "        divergent step and, with tensors.csv, the first divergent tensor; for two\n"
@@ -260,6 +264,7 @@ static int cmd_report(int argc, char **argv)
     if (!dir) return usage_error("report: missing DIR (the folder `detrain run` wrote)", "");
     struct dt_error err = {0};
     if (dt_matrix_is_folder(dir)) return report(dt_matrix_report(dir, &opt, true, &err), &err);
+    if (dt_ranks_is_folder(dir)) return report(dt_ranks_report(dir, opt.quiet, &err), &err);
     return report(dt_report_build(dir, &opt, &err), &err);
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "determinism/fixed_point.h"
 #include "harness/dist.h"
 #include "nets/backend.h"
 #include "run_helper.h"
@@ -297,7 +298,41 @@ DT_TEST(scaled_loss_gradient)
     dt_backend_destroy(be);
 }
 
-DT_TEST_MAIN(DT_CASE(portable_mlp_ranks), DT_CASE(portable_lenet_ranks),
+/* The exact path's fast int64 -> float route gives dt_fixed_to_float's bits: sums around
+ * 2^53 (both routes), tiny and huge scales, subnormal and overflowing results. */
+DT_TEST(fixed_to_float_agrees)
+{
+    uint64_t x = 99;
+    int64_t bad = 0;
+    for (int i = 0; i < 2000000; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const int bits = (int)(x >> 58); /* 0..63 */
+        int64_t acc = (int64_t)(x >> (64 - bits)) * ((x & 1) ? -1 : 1);
+        if (i % 7 == 0) acc = ((int64_t)1 << 53) - (int64_t)(x % 5) + 2; /* the boundary */
+        const int shift = DT_FIXED_SHIFT_MIN + (int)((x >> 20) % (DT_FIXED_SHIFT_MAX - DT_FIXED_SHIFT_MIN + 1));
+        const float a = dt_fixed_to_float(acc, shift), b = dt_dist_fixed_to_float(acc, shift);
+        if (memcmp(&a, &b, sizeof a) != 0 && bad++ < 5)
+            fprintf(stderr, "acc %lld shift %d: %a vs %a\n", (long long)acc, shift, (double)a,
+                    (double)b);
+    }
+    /* just below a float halfway point, where rounding to double first would land on the
+     * tie and round the wrong way: 2^k + 2^(k-23) (odd last bit) + 2^(k-24) - 1 */
+    for (int k = 30; k <= 62; k++) {
+        for (int sign = -1; sign <= 1; sign += 2) {
+            const int64_t acc = sign * (((int64_t)1 << k) + ((int64_t)1 << (k - 23)) +
+                                        ((int64_t)1 << (k - 24)) - 1);
+            for (int shift = -10; shift <= 140; shift += 15) {
+                const float a = dt_fixed_to_float(acc, shift), b = dt_dist_fixed_to_float(acc, shift);
+                if (memcmp(&a, &b, sizeof a) != 0 && bad++ < 10)
+                    fprintf(stderr, "acc %lld shift %d: %a vs %a\n", (long long)acc, shift,
+                            (double)a, (double)b);
+            }
+        }
+    }
+    CHECK_INT_EQ(bad, 0);
+}
+
+DT_TEST_MAIN(DT_CASE(fixed_to_float_agrees), DT_CASE(portable_mlp_ranks), DT_CASE(portable_lenet_ranks),
              DT_CASE(rank_count_changes_unordered_and_fixed), DT_CASE(perturbed_rank_detected),
              DT_CASE(resume_across_rank_counts), DT_CASE(refusals), DT_CASE(shard_rules),
              DT_CASE(scaled_loss_gradient))
