@@ -84,6 +84,7 @@ bench: build
 	./$(BUILD)/detrain bench configs/lenet.yaml --steps 100 --warmup 10 \
 	    --set model.overlap_pool=true --set 'policies=[fast, run_to_run, portable]'
 	./$(BUILD)/detrain bench configs/bnn.yaml --steps 40 --warmup 4 --baseline first
+	DETRAIN=./$(BUILD)/detrain bash scripts/ranks.sh configs/dist.yaml $(BUILD)/bench-dist 1 2
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -477,8 +477,9 @@ enum dt_status dt_dist_step(struct dt_dist_step *d, const float *x, const uint8_
 {
     struct dt_model *m = d->m;
     DT_ASSERT(!m->ops->train_step && shards >= g_dist.size && shards <= B);
-    /* device memory (the CUDA backend) goes over NCCL when it is built in */
-    if (!d->nccl && g_dist.size > 1 && dt_dist_have_nccl() &&
+    /* device memory (the CUDA backend) goes over NCCL when it is built in, also with one
+     * rank under mpirun (the exact path's integer all-reduce: a one-GPU check of it) */
+    if (!d->nccl && g_dist.initialised && dt_dist_have_nccl() &&
         !dt_backend_host_view(m->be, m->params[0].g))
         DT_FORWARD_IF_ERROR(dt_dist_nccl_open(&d->nccl, m->be, &m->err));
     dt_model_begin_step(m);

@@ -1229,7 +1229,9 @@ static enum dt_status measure_overhead(struct run_ctx *c, struct dt_error *err)
     for (int p = 0; p < exp->n_policies; p++)
         todo += !dt_policy_equal_controls(&exp->policies[p], &fast);
     char path[1200];
-    snprintf(path, sizeof path, "%s/overhead.csv", c->opt->out_dir);
+    /* several ranks step in lockstep (each step is collective); rank 0 writes */
+    if (dt_dist_rank() == 0) snprintf(path, sizeof path, "%s/overhead.csv", c->opt->out_dir);
+    else snprintf(path, sizeof path, "/dev/null");
     FILE *f = fopen(path, "w");
     if (!f) return dt_error_set(err, DT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
     fprintf(f, "%s\n", DT_OVERHEAD_HEADER);
@@ -1441,8 +1443,12 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
         }
     }
     progress_end(&c);
-    /* the overhead sampling alternates policies in one process: one rank only */
-    if (st == DT_OK && !dt_train_stop_requested && !multi) st = measure_overhead(&c, err);
+    /* every rank takes part: the sampled steps are data-parallel steps too */
+    if (multi) {
+        int sig = dt_dist_max_status((int)dt_train_stop_requested, NULL);
+        if (sig && !dt_train_stop_requested) dt_train_stop_requested = sig;
+    }
+    if (st == DT_OK && !dt_train_stop_requested) st = measure_overhead(&c, err);
     bool interrupted = dt_train_stop_requested != 0;
     if (interrupted && st == DT_OK) {
         st = dt_error_set(err, DT_ERR_INTERRUPTED, "interrupted by signal %d; traces kept in %s",

@@ -221,6 +221,23 @@ DT_TEST(resume_across_rank_counts)
     }
 }
 
+/* The overhead sampling under mpirun: every rank alternates fast and the policy in
+ * lockstep (each step is collective); rank 0 writes overhead.csv. */
+DT_TEST(overhead_in_lockstep)
+{
+    if (skip_without_mpi()) exit(77);
+    const char *cfg = TMP "overhead.yaml";
+    write_text(cfg, MLP_YAML);
+    CHECK_INT_EQ(run_ranks(3, "", cfg, TMP "overhead",
+                           "--set report.overhead_samples=20 --set report.overhead_warmup=1 "
+                           "--set 'policies=[fast, portable]' --set train.steps=3"),
+                 0);
+    CHECK_INT_EQ(trace_rows(TMP "overhead/overhead.csv"), 20);
+    char *md = dt_read_file(TMP "overhead/report.md", NULL);
+    CHECK(md != NULL);
+    free(md);
+}
+
 /* What cannot run on N ranks is refused before the first step, naming the key. */
 DT_TEST(refusals)
 {
@@ -234,6 +251,34 @@ DT_TEST(refusals)
     CHECK(run_ranks(2, "", cfg, TMP "refuse",
                     "--set model.kind=bnn_mlp --set model.samples=1 --set model.lanes=64") != 0);
     CHECK_CONTAINS(out_, "does not run on several ranks");
+}
+
+/* One GPU: the CUDA backend at portable under mpirun -np 1 (the exact path's integer
+ * all-reduce over NCCL when it is built in) gives the plain CUDA run's trace and the CPU's.
+ * Several GPUs (N >= 2, one per rank) are not tested here: README says so. */
+DT_TEST(cuda_one_rank_equals_plain)
+{
+    if (skip_without_mpi()) exit(77);
+    struct dt_backend *be = NULL;
+    struct dt_backend_options bo = {DT_BACKEND_CUDA, 0, 0};
+    struct dt_error err = {0};
+    if (dt_backend_create(&be, &bo, &err) != DT_OK) {
+        fprintf(stderr, "skipped: %s\n", err.msg);
+        exit(77);
+    }
+    dt_backend_destroy(be);
+    const char *cfg = TMP "cuda.yaml";
+    write_text(cfg, MLP_YAML);
+    CHECK_INT_EQ(run_ranks(0, "", cfg, TMP "cuda.cpu", ""), 0);
+    CHECK_INT_EQ(run_ranks(0, "", cfg, TMP "cuda.plain", "--set backend.device=cuda"), 0);
+    CHECK_INT_EQ(run_ranks(1, "", cfg, TMP "cuda.np1", "--set backend.device=cuda"), 0);
+    CHECK(same_file(TMP "cuda.cpu", TMP "cuda.plain", "portable/replica-0/tensors.csv"));
+    CHECK(same_file(TMP "cuda.plain", TMP "cuda.np1", "portable/replica-0/trace.csv"));
+    CHECK(same_file(TMP "cuda.plain", TMP "cuda.np1", "portable/replica-0/tensors.csv"));
+    char *manifest = dt_read_file(TMP "cuda.np1/run.json", NULL);
+    CHECK(manifest != NULL);
+    if (manifest && dt_dist_have_nccl()) CHECK_CONTAINS(manifest, "NCCL ");
+    free(manifest);
 }
 
 /* The shard rules: contiguous, covering, none empty, for every B >= S >= N. */
@@ -334,5 +379,5 @@ DT_TEST(fixed_to_float_agrees)
 
 DT_TEST_MAIN(DT_CASE(fixed_to_float_agrees), DT_CASE(portable_mlp_ranks), DT_CASE(portable_lenet_ranks),
              DT_CASE(rank_count_changes_unordered_and_fixed), DT_CASE(perturbed_rank_detected),
-             DT_CASE(resume_across_rank_counts), DT_CASE(refusals), DT_CASE(shard_rules),
-             DT_CASE(scaled_loss_gradient))
+             DT_CASE(resume_across_rank_counts), DT_CASE(refusals), DT_CASE(overhead_in_lockstep), DT_CASE(shard_rules),
+             DT_CASE(scaled_loss_gradient), DT_CASE(cuda_one_rank_equals_plain))

@@ -1,4 +1,5 @@
 dt_add_test(dist LABELS unit CASES shard_rules scaled_loss_gradient fixed_to_float_agrees)
 dt_add_test(dist LABELS e2e CASES portable_mlp_ranks portable_lenet_ranks
             rank_count_changes_unordered_and_fixed perturbed_rank_detected
-            resume_across_rank_counts refusals)
+            resume_across_rank_counts refusals overhead_in_lockstep)
+dt_add_test(dist LABELS gpu CASES cuda_one_rank_equals_plain)
