@@ -42,6 +42,7 @@ DT_TEST(bash_syntax)
 {
     static const char *scripts[] = {"scripts/gpu_deps.sh", "scripts/gpu_session.sh",
                                     "scripts/cross_device.sh", "scripts/lib.sh", "scripts/setup.sh",
+                                    "scripts/ranks.sh",
                                     "tests/gpu_deps_check.sh", "tests/gpu_deps_fake.sh"};
     for (size_t i = 0; i < sizeof scripts / sizeof scripts[0]; i++) {
         int rc = dt_run_capture(out, sizeof out, "bash -n '%s/%s'", SRC, scripts[i]);
