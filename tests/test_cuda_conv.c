@@ -1084,7 +1084,7 @@ DT_TEST(conv_parity)
                 pol->conv_algo == DT_CONV_ALGO_OWN && pol->math == DT_MATH_PORTABLE;
             const bool exact[3] = {own_portable,
                                    own_portable && pol->atomics == DT_ATOMICS_FIXED_POINT,
-                                   own_portable && pol->reduction == DT_REDUCTION_FIXED};
+                                   own_portable && dt_reduction_ordered(pol)};
             const double rtol =
                 pol->conv_algo == DT_CONV_ALGO_AUTOTUNE ||
                         (pol->conv_algo == DT_CONV_ALGO_OWN && pol->math == DT_MATH_FAST)

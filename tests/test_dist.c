@@ -351,7 +351,7 @@ DT_TEST(fixed_to_float_agrees)
     int64_t bad = 0;
     for (int i = 0; i < 2000000; i++) {
         x = x * 6364136223846793005ull + 1442695040888963407ull;
-        const int bits = (int)(x >> 58); /* 0..63 */
+        const int bits = 1 + (int)(x >> 58) % 63; /* 1..63 */
         int64_t acc = (int64_t)(x >> (64 - bits)) * ((x & 1) ? -1 : 1);
         if (i % 7 == 0) acc = ((int64_t)1 << 53) - (int64_t)(x % 5) + 2; /* the boundary */
         const int shift = DT_FIXED_SHIFT_MIN + (int)((x >> 20) % (DT_FIXED_SHIFT_MAX - DT_FIXED_SHIFT_MIN + 1));
