@@ -323,9 +323,8 @@ static enum dt_status agree_on_failure(struct dt_dist_step *d, enum dt_status st
  * range, subnormals included, lies within normal doubles), the double-to-float conversion
  * is then the one rounding, to nearest even. The same bits as dt_fixed_to_float
  * (tests/test_dist.c, fixed_to_float_agrees). */
-static inline float fixed_to_float_fast(int64_t acc, int shift, double down /* 2^-shift */)
+static inline float fixed_to_float_fast(int64_t acc, double down /* 2^-shift */)
 {
-    (void)shift;
     uint64_t u = acc < 0 ? (uint64_t)0 - (uint64_t)acc : (uint64_t)acc;
     /* branch-free (large and small sums interleave in a gradient): k = bit length - 53,
      * or 0 below 2^53 */
@@ -339,7 +338,7 @@ static inline float fixed_to_float_fast(int64_t acc, int shift, double down /* 2
 
 float dt_dist_fixed_to_float(int64_t acc, int shift)
 {
-    return fixed_to_float_fast(acc, shift, dt_fixed_scale(-shift));
+    return fixed_to_float_fast(acc, dt_fixed_scale(-shift));
 }
 
 static enum dt_status step_exact(struct dt_dist_step *d, const float *x, const uint8_t *y,
@@ -363,6 +362,7 @@ static enum dt_status step_exact(struct dt_dist_step *d, const float *x, const u
      * patterns (monotone for finite floats; NaN and Inf sort above every finite value). */
     const int P = m->n_params;
     uint32_t *max_bits = dt_xcalloc((size_t)P, sizeof *max_bits);
+    int *shifts = dt_xcalloc((size_t)P, sizeof *shifts);
     for (int i = 0; i < P; i++) {
         uint32_t mb = 0;
         for (int64_t k = 0; k < s1 - s0; k++) {
@@ -385,8 +385,8 @@ static enum dt_status step_exact(struct dt_dist_step *d, const float *x, const u
     }
     if (st == DT_OK) {
         for (int i = 0; i < P; i++) {
-            const int shift = dt_fixed_shift_for(dt_bits_float(max_bits[i]), S);
-            const double scale = dt_fixed_scale(shift);
+            shifts[i] = dt_fixed_shift_for(dt_bits_float(max_bits[i]), S);
+            const double scale = dt_fixed_scale(shifts[i]);
             int64_t *acc = d->acc + d->offset[i];
             const int64_t n = m->params[i].n;
             memset(acc, 0, (size_t)n * sizeof *acc);
@@ -404,10 +404,9 @@ static enum dt_status step_exact(struct dt_dist_step *d, const float *x, const u
     if (st == DT_OK) {
         float *out = d->stage; /* the shards' gradients are no longer needed */
         for (int i = 0; i < P; i++) {
-            const int shift = dt_fixed_shift_for(dt_bits_float(max_bits[i]), S);
-            const double down = dt_fixed_scale(-shift);
+            const double down = dt_fixed_scale(-shifts[i]);
             for (int64_t e = 0; e < m->params[i].n; e++)
-                out[d->offset[i] + e] = fixed_to_float_fast(d->acc[d->offset[i] + e], shift, down);
+                out[d->offset[i] + e] = fixed_to_float_fast(d->acc[d->offset[i] + e], down);
         }
         unstage_gradients(d, out);
         /* the loss: every shard's mean, gathered (one rank holds each slot and the others
@@ -421,6 +420,7 @@ static enum dt_status step_exact(struct dt_dist_step *d, const float *x, const u
         *loss = (float)(total / (double)B);
     }
     free(max_bits);
+    free(shifts);
     return st;
 }
 
