@@ -202,6 +202,23 @@ static inline DT_HD float dt_fixed_to_float(int64_t acc, int shift)
     return dt_bits_float(sign | bits);
 }
 
+/* reduction: exact, one element: the int64 sum of its `terms` shard partials p[0],
+ * p[stride], ... at `shift` = dt_fixed_shift_for(max, S) for a finite max >= every |p[k]|
+ * and S >= terms, which no partial sum overflows. Exact, so any order gives these bits:
+ * the device path of the exact sum (nets/cuda/exact.cu), emulated on the host by tests
+ * against the CPU backend's (nets/cpu/exact.c). */
+static inline DT_HD int64_t dt_fixed_sum_strided(const float *p, int64_t stride, int64_t terms,
+                                                 int shift)
+{
+    int64_t a = 0;
+    for (int64_t k = 0; k < terms; k++) {
+        int64_t q = 0;
+        dt_fixed_from_float(&q, p[k * stride], shift);
+        a += q;
+    }
+    return a;
+}
+
 /* ---- host helper: the whole control for a column sum (CPU backend) -------------------- */
 #if !defined(__CUDACC__)
 #include <inttypes.h>
@@ -227,6 +244,25 @@ static inline int64_t dt_fixed_from_float_bounded(float x, double scale /* = 2^s
 }
 /* 2^shift as a double, exact for every valid shift. */
 static inline double dt_fixed_scale(int shift) { return ldexp(1.0, shift); }
+
+/* The host's fast form of dt_fixed_to_float(acc, shift), down = 2^-shift (dt_fixed_scale
+ * (-shift)) for a valid shift. |acc| below 2^53 converts to double exactly. A larger one
+ * keeps its top 53 bits with a sticky bit for the rest (bit 0 set when any dropped bit is),
+ * which leaves the rounding to float's 24 bits -- 29 bits higher -- as it was: halfway,
+ * below or above. Times the exact power-of-two scale (float's whole range, subnormals
+ * included, lies within normal doubles), the double-to-float conversion is then the one
+ * rounding, to nearest even. Branch-free (large and small sums interleave in a gradient).
+ * Same bits as dt_fixed_to_float (tests/test_dist.c, fixed_to_float_agrees). */
+static inline float dt_fixed_to_float_bounded(int64_t acc, double down)
+{
+    uint64_t u = acc < 0 ? (uint64_t)0 - (uint64_t)acc : (uint64_t)acc;
+    int k = 11 - __builtin_clzll(u | 1); /* bit length - 53, or 0 below 2^53 */
+    k &= ~(k >> 31);
+    const uint64_t dropped = u & ((UINT64_C(1) << k) - 1);
+    u = (u >> k) | (uint64_t)(dropped != 0);
+    const double v = (double)u * (down * (double)(UINT64_C(1) << k)); /* exact */
+    return (float)(acc < 0 ? -v : v);
+}
 
 #include "core/status.h"
 

@@ -251,33 +251,48 @@ void dt_dist_barrier(void)
 
 /* ---- the step ----------------------------------------------------------------------- */
 
-void dt_dist_step_init(struct dt_dist_step *d, struct dt_model *m, int64_t shards)
+void dt_dist_step_init(struct dt_dist_step *d, struct dt_model *m, int64_t shards,
+                       const struct dt_policy *pol)
 {
     memset(d, 0, sizeof *d);
     d->m = m;
     d->offset = dt_xcalloc((size_t)m->n_params + 1, sizeof *d->offset);
-    for (int i = 0; i < m->n_params; i++) d->offset[i + 1] = d->offset[i] + m->params[i].n;
+    d->n = dt_xcalloc((size_t)m->n_params + 1, sizeof *d->n);
+    for (int i = 0; i < m->n_params; i++) {
+        d->offset[i + 1] = d->offset[i] + m->params[i].n;
+        d->n[i] = m->params[i].n;
+    }
     d->total = d->offset[m->n_params];
     const int N = g_dist.size;
-    /* the most shards a rank holds */
-    int64_t most = 1;
-    for (int r = 0; r < N; r++) {
-        int64_t k = dt_dist_rank_shard(shards, N, r + 1) - dt_dist_rank_shard(shards, N, r);
-        if (k > most) most = k;
+    d->exact = pol->reduction == DT_REDUCTION_EXACT;
+    if (d->exact) {
+        /* the rank's shards: the partials each gradient makes room for */
+        const int r = g_dist.rank;
+        dt_model_grad_slots(m, dt_dist_rank_shard(shards, N, r + 1) -
+                                   dt_dist_rank_shard(shards, N, r));
+        d->max_dev = dt_backend_alloc(m->be, (size_t)m->n_params * sizeof *d->max_dev);
+        d->max_bits = dt_xcalloc((size_t)m->n_params, sizeof *d->max_bits);
+        if (N > 1) {
+            d->acc_dev = dt_backend_alloc(m->be, (size_t)d->total * sizeof(int64_t));
+            d->acc = dt_xmalloc((size_t)d->total * sizeof(int64_t));
+        }
+    } else {
+        d->stage = dt_xmalloc((size_t)d->total * sizeof(float));
+        d->gather = N > 1 ? dt_xmalloc((size_t)(N * d->total) * sizeof(float)) : NULL;
     }
-    d->stage_rows = most;
-    d->stage = dt_xmalloc((size_t)(most * d->total) * sizeof(float));
-    d->acc = dt_xmalloc((size_t)d->total * sizeof(int64_t));
-    d->gather = N > 1 ? dt_xmalloc((size_t)(N * d->total) * sizeof(float)) : NULL;
     d->loss_slots = dt_xcalloc((size_t)(shards > N ? shards : N), sizeof(float));
 }
 
 void dt_dist_step_free(struct dt_dist_step *d)
 {
     if (d->nccl) dt_dist_nccl_close(d->nccl);
+    if (d->max_dev) dt_backend_free(d->m->be, d->max_dev);
+    if (d->acc_dev) dt_backend_free(d->m->be, d->acc_dev);
     free(d->offset);
+    free(d->n);
     free(d->stage);
     free(d->acc);
+    free(d->max_bits);
     free(d->gather);
     free(d->loss_slots);
     memset(d, 0, sizeof *d);
@@ -287,7 +302,8 @@ void dt_dist_step_free(struct dt_dist_step *d)
 static void stage_gradients(struct dt_dist_step *d, int64_t k)
 {
     struct dt_model *m = d->m;
-    float *dst = d->stage + k * d->total;
+    DT_ASSERT(k == 0);
+    float *dst = d->stage;
     for (int i = 0; i < m->n_params; i++)
         dt_backend_download(m->be, dst + d->offset[i], m->params[i].g,
                             (size_t)m->params[i].n * sizeof(float));
@@ -316,112 +332,72 @@ static enum dt_status agree_on_failure(struct dt_dist_step *d, enum dt_status st
     return st;
 }
 
-/* dt_fixed_to_float's value by a faster route. |acc| below 2^53 converts to double
- * exactly. A larger one keeps its top 53 bits with a sticky bit for the rest (bit 0 set
- * when any dropped bit is), which leaves the rounding to float's 24 bits -- 29 bits higher
- * -- as it was: halfway, below or above. Times the exact power-of-two scale (float's whole
- * range, subnormals included, lies within normal doubles), the double-to-float conversion
- * is then the one rounding, to nearest even. The same bits as dt_fixed_to_float
- * (tests/test_dist.c, fixed_to_float_agrees). */
-static inline float fixed_to_float_fast(int64_t acc, double down /* 2^-shift */)
-{
-    uint64_t u = acc < 0 ? (uint64_t)0 - (uint64_t)acc : (uint64_t)acc;
-    /* branch-free (large and small sums interleave in a gradient): k = bit length - 53,
-     * or 0 below 2^53 */
-    int k = 11 - __builtin_clzll(u | 1);
-    k &= ~(k >> 31);
-    const uint64_t dropped = u & ((UINT64_C(1) << k) - 1);
-    u = (u >> k) | (uint64_t)(dropped != 0);
-    const double v = (double)u * (down * (double)(UINT64_C(1) << k)); /* exact */
-    return (float)(acc < 0 ? -v : v);
-}
-
 float dt_dist_fixed_to_float(int64_t acc, int shift)
 {
-    return fixed_to_float_fast(acc, dt_fixed_scale(-shift));
+    return dt_fixed_to_float_bounded(acc, dt_fixed_scale(-shift));
 }
 
+/* reduction: exact. One pass over the rank's rows with the shards set: every batch
+ * reduction leaves one partial per shard in the packed gradients (nets/model.h), the loss
+ * one mean per shard. Then, per tensor, one scale from max |partial| over every shard of
+ * every rank (an all-reduce of the maximum, which has no order), the partials' exact int64
+ * sum and one rounding, all as backend ops (nets/backend.h, dt_exact_*); with several ranks
+ * the int64 sums are all-reduced between the conversion and the rounding. */
 static enum dt_status step_exact(struct dt_dist_step *d, const float *x, const uint8_t *y,
                                  int64_t B, int64_t S, const struct dt_policy *pol, float *loss)
 {
     struct dt_model *m = d->m;
     const int N = g_dist.size, r = g_dist.rank;
     const int64_t s0 = dt_dist_rank_shard(S, N, r), s1 = dt_dist_rank_shard(S, N, r + 1);
-    const int64_t dim = m->in_dim;
-    memset(d->loss_slots, 0, (size_t)S * sizeof(float));
-    enum dt_status st = DT_OK;
-    for (int64_t s = s0; st == DT_OK && s < s1; s++) {
-        const int64_t b0 = dt_dist_shard_row(B, S, s), b1 = dt_dist_shard_row(B, S, s + 1);
-        float l = NAN;
-        st = dt_model_gradients(m, x + b0 * dim, y + b0, b1 - b0, B, pol, &l);
-        if (st == DT_OK) stage_gradients(d, s - s0);
-        d->loss_slots[s] = l;
-    }
-    DT_FORWARD_IF_ERROR(agree_on_failure(d, st));
-    /* One scale per tensor: max |g| over every shard of every rank, compared as bit
-     * patterns (monotone for finite floats; NaN and Inf sort above every finite value). */
+    const int64_t b0 = dt_dist_shard_row(B, S, s0), dim = m->in_dim;
+    int64_t *row = dt_xmalloc((size_t)(s1 - s0 + 1) * sizeof *row);
+    for (int64_t s = s0; s <= s1; s++) row[s - s0] = dt_dist_shard_row(B, S, s) - b0;
+    const struct dt_shards sh = {s1 - s0, row};
     const int P = m->n_params;
-    uint32_t *max_bits = dt_xcalloc((size_t)P, sizeof *max_bits);
-    int *shifts = dt_xcalloc((size_t)P, sizeof *shifts);
-    for (int i = 0; i < P; i++) {
-        uint32_t mb = 0;
-        for (int64_t k = 0; k < s1 - s0; k++) {
-            const float *g = d->stage + k * d->total + d->offset[i];
-            for (int64_t e = 0; e < m->params[i].n; e++) {
-                uint32_t b = dt_float_bits(g[e]) & 0x7fffffffu;
-                if (b > mb) mb = b;
-            }
+    const struct dt_exact_layout L = {P, d->n, m->grad_first, s1 - s0, S};
+    memset(d->loss_slots, 0, (size_t)S * sizeof(float));
+    enum dt_status st = dt_model_gradients_sharded(m, x + b0 * dim, y + b0, row[s1 - s0], B, &sh,
+                                                   pol, d->loss_slots + s0);
+    free(row);
+    DT_FORWARD_IF_ERROR(agree_on_failure(d, st));
+    st = dt_exact_max(m->be, d->max_dev, m->grad_pack, &L);
+    if (st == DT_OK && N > 1) {
+        dt_backend_download(m->be, d->max_bits, d->max_dev, (size_t)P * sizeof *d->max_bits);
+        allreduce_max_u32(d->max_bits, P);
+        dt_backend_upload(m->be, d->max_dev, d->max_bits, (size_t)P * sizeof *d->max_bits);
+    }
+    if (st == DT_OK && N == 1) st = dt_exact_sum(m->be, m->grad_pack, d->max_dev, &L);
+    if (st == DT_OK && N > 1) {
+        st = dt_exact_to_fixed(m->be, d->acc_dev, m->grad_pack, d->max_dev, &L);
+        if (st == DT_OK && d->nccl) {
+            st = dt_dist_nccl_allreduce_dev(d->nccl, d->acc_dev, d->total, true, &m->err);
+        } else if (st == DT_OK) {
+            int64_t *acc = d->acc;
+            dt_backend_download(m->be, acc, d->acc_dev, (size_t)d->total * sizeof *acc);
+            allreduce_sum_i64(acc, d->total);
+            dt_backend_upload(m->be, d->acc_dev, acc, (size_t)d->total * sizeof *acc);
         }
-        max_bits[i] = mb;
+        if (st == DT_OK) st = dt_exact_round(m->be, m->grad_pack, d->acc_dev, d->max_dev, &L);
     }
-    allreduce_max_u32(max_bits, P);
-    for (int i = 0; i < P && st == DT_OK; i++) {
-        if (max_bits[i] >= 0x7f800000u)
-            st = dt_error_set(&m->err, DT_ERR_NUMERIC,
-                              "%s gradient: non-finite (%s) in a shard at step %" PRId64
-                              " (reduction: exact)",
-                              m->params[i].name, max_bits[i] > 0x7f800000u ? "nan" : "inf",
-                              m->step);
-    }
-    if (st == DT_OK) {
-        for (int i = 0; i < P; i++) {
-            shifts[i] = dt_fixed_shift_for(dt_bits_float(max_bits[i]), S);
-            const double scale = dt_fixed_scale(shifts[i]);
-            int64_t *acc = d->acc + d->offset[i];
-            const int64_t n = m->params[i].n;
-            memset(acc, 0, (size_t)n * sizeof *acc);
-            /* |g| <= max and S terms: no partial sum overflows (fixed_point.h) */
-            for (int64_t k = 0; k < s1 - s0; k++) {
-                const float *g = d->stage + k * d->total + d->offset[i];
-                for (int64_t e = 0; e < n; e++) acc[e] += dt_fixed_from_float_bounded(g[e], scale);
-            }
-        }
-        if (d->nccl)
-            st = dt_dist_nccl_allreduce_host(d->nccl, d->acc, d->total, true, &m->err);
-        else
-            allreduce_sum_i64(d->acc, d->total);
-    }
-    if (st == DT_OK) {
-        float *out = d->stage; /* the shards' gradients are no longer needed */
-        for (int i = 0; i < P; i++) {
-            const double down = dt_fixed_scale(-shifts[i]);
-            for (int64_t e = 0; e < m->params[i].n; e++)
-                out[d->offset[i] + e] = fixed_to_float_fast(d->acc[d->offset[i] + e], down);
-        }
-        unstage_gradients(d, out);
-        /* the loss: every shard's mean, gathered (one rank holds each slot and the others
-         * add +0, so the float sum is exact in any order), weighted by its rows in shard
-         * order */
-        allreduce_sum_f32(d->loss_slots, S);
-        double total = 0.0;
-        for (int64_t s = 0; s < S; s++)
-            total += (double)d->loss_slots[s] *
-                     (double)(dt_dist_shard_row(B, S, s + 1) - dt_dist_shard_row(B, S, s));
-        *loss = (float)(total / (double)B);
-    }
-    free(max_bits);
-    free(shifts);
-    return st;
+    if (st != DT_OK) return st;
+    /* the same maxima on every rank, so every rank fails alike */
+    dt_backend_download(m->be, d->max_bits, d->max_dev, (size_t)P * sizeof *d->max_bits);
+    for (int i = 0; i < P; i++)
+        if (d->max_bits[i] >= 0x7f800000u)
+            return dt_error_set(&m->err, DT_ERR_NUMERIC,
+                                "%s gradient: non-finite (%s) in a shard at step %" PRId64
+                                " (reduction: exact)",
+                                m->params[i].name, d->max_bits[i] > 0x7f800000u ? "nan" : "inf",
+                                m->step);
+    /* the loss: every shard's mean, gathered (one rank holds each slot and the others add
+     * +0, so the float sum is exact in any order), weighted by its rows in shard order */
+    allreduce_sum_f32(d->loss_slots, S);
+    double total = 0.0;
+    for (int64_t s = 0; s < S; s++)
+        total += (double)d->loss_slots[s] *
+                 (double)(dt_dist_shard_row(B, S, s + 1) - dt_dist_shard_row(B, S, s));
+    *loss = (float)(total / (double)B);
+    return DT_OK;
 }
 
 static enum dt_status step_ranks(struct dt_dist_step *d, const float *x, const uint8_t *y,
@@ -496,9 +472,9 @@ enum dt_status dt_dist_train(struct dt_dist_step *d, struct dt_model *m, const f
                              float *loss)
 {
     if (!dt_dist_step_needed(m, pol)) return dt_model_train_step(m, x, y, B, opt, pol, loss);
-    if (d->m != m) {
+    if (d->m != m || d->exact != (pol->reduction == DT_REDUCTION_EXACT)) {
         if (d->m) dt_dist_step_free(d);
-        dt_dist_step_init(d, m, shards);
+        dt_dist_step_init(d, m, shards, pol);
     }
     return dt_dist_step(d, x, y, B, shards, opt, pol, loss);
 }

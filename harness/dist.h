@@ -11,13 +11,16 @@
  *              whose order is the library's.
  *   fixed      each rank's gradient over its rows; every rank gathers all N and adds them
  *              in rank order 0, 1, ..., N-1: fixed for a given N, different across N.
- *   exact      each shard's gradient on its own (forward, loss and backward on the shard's
- *              rows, scaled by 1/B); per tensor one power-of-two scale from max |g| over
- *              every shard (an all-reduce of the maximum, which has no order) and the shard
- *              count; each shard's gradient converted exactly to int64 and summed with an
- *              integer all-reduce; one rounding back to float. Integer addition is
- *              associative, so the bits are the same for any N -- and for the plain
- *              single-process run, which takes the same path with N = 1.
+ *   exact      forward, loss and backward once over the rank's rows, every batch
+ *              reduction giving one partial per shard (each the fixed tree over the shard's
+ *              rows, as a pass over the shard alone would: nets/backend.h, dt_shards);
+ *              per tensor one power-of-two scale from max |partial| over every shard (an
+ *              all-reduce of the maximum, which has no order) and the shard count; each
+ *              partial converted exactly to int64 and summed, with an integer all-reduce
+ *              across ranks; one rounding back to float -- all backend ops (dt_exact_*),
+ *              on the device for CUDA. Integer addition is associative, so the bits are the
+ *              same for any N -- and for the plain single-process run, which takes the
+ *              same path with N = 1.
  *
  * With one rank and unordered or fixed the step is the plain one. Models with their own
  * train_step (bnn_mlp) take the plain step with one rank (exact then sums as fixed) and
@@ -70,19 +73,25 @@ bool dt_dist_step_needed(const struct dt_model *m, const struct dt_policy *pol);
 enum dt_status dt_dist_check(const struct dt_model *m, int64_t batch, int64_t shards,
                              struct dt_error *err);
 
-/* Staging buffers of one model's steps. */
+/* Buffers of one model's steps under one kind of reduction (exact or not). */
 struct dt_dist_step {
     struct dt_model *m;
+    bool exact;        /* set up for reduction: exact (dt_model_grad_slots on m) */
     int64_t total;     /* elements over every parameter */
-    int64_t *offset;   /* per parameter, into the packed gradient */
-    float *stage;      /* the rank's shards' packed gradients (exact) or its own (others) */
+    int64_t *offset;   /* per parameter, into the packed gradient (n_params + 1) */
+    int64_t *n;        /* per parameter, its elements */
+    float *stage;      /* unordered, fixed: the rank's own packed gradient */
     float *gather;     /* fixed: N packed gradients */
-    int64_t *acc;      /* exact: int64 sums */
+    uint32_t *max_dev; /* exact: per tensor, max |partial| bits (backend memory) */
+    uint32_t *max_bits; /* exact: the same on the host */
+    int64_t *acc_dev, *acc; /* exact with several ranks: the int64 sums (backend, host) */
     float *loss_slots; /* per shard (exact) or per rank */
-    int64_t stage_rows;
     struct dt_dist_nccl *nccl; /* NULL: MPI on host memory */
 };
-void dt_dist_step_init(struct dt_dist_step *d, struct dt_model *m, int64_t shards);
+/* Set up for steps of m under pol's kind of reduction (exact: m's gradients get room for
+ * the most shards a rank holds). */
+void dt_dist_step_init(struct dt_dist_step *d, struct dt_model *m, int64_t shards,
+                       const struct dt_policy *pol);
 void dt_dist_step_free(struct dt_dist_step *d);
 
 /* One training step of m on the global batch x (B, in_dim), y (B), every rank passing the

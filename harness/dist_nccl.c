@@ -15,8 +15,6 @@ struct dt_dist_nccl {
     ncclComm_t comm;
     cudaStream_t stream;
     struct dt_backend *be;
-    void *dev;        /* staging for allreduce_host */
-    size_t dev_bytes;
 };
 
 const char *dt_dist_nccl_version(void)
@@ -71,32 +69,19 @@ void dt_dist_nccl_close(struct dt_dist_nccl *n)
 {
     if (!n) return;
     ncclCommDestroy(n->comm);
-    if (n->dev) cudaFree(n->dev);
     cudaStreamDestroy(n->stream);
     free(n);
 }
 
-enum dt_status dt_dist_nccl_allreduce_host(struct dt_dist_nccl *n, void *host, int64_t count,
-                                           bool is_int64, struct dt_error *err)
+enum dt_status dt_dist_nccl_allreduce_dev(struct dt_dist_nccl *n, void *dev, int64_t count,
+                                          bool is_int64, struct dt_error *err)
 {
-    const size_t bytes = (size_t)count * (is_int64 ? sizeof(int64_t) : sizeof(float));
-    cudaError_t e = cudaSuccess;
-    if (n->dev_bytes < bytes) {
-        if (n->dev) cudaFree(n->dev);
-        n->dev = NULL;
-        n->dev_bytes = 0;
-        e = cudaMalloc(&n->dev, bytes);
-        if (e != cudaSuccess) return cuda_fail(err, "cudaMalloc", e);
-        n->dev_bytes = bytes;
-    }
-    e = cudaMemcpyAsync(n->dev, host, bytes, cudaMemcpyHostToDevice, n->stream);
-    if (e != cudaSuccess) return cuda_fail(err, "cudaMemcpyAsync", e);
-    ncclResult_t r = ncclAllReduce(n->dev, n->dev, (size_t)count, is_int64 ? ncclInt64 : ncclFloat,
+    dt_backend_synchronize(n->be); /* written on the backend's stream */
+    ncclResult_t r = ncclAllReduce(dev, dev, (size_t)count, is_int64 ? ncclInt64 : ncclFloat,
                                    ncclSum, n->comm, n->stream);
     if (r != ncclSuccess) return nccl_fail(err, "ncclAllReduce", r);
-    e = cudaMemcpyAsync(host, n->dev, bytes, cudaMemcpyDeviceToHost, n->stream);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(n->stream);
-    return e == cudaSuccess ? DT_OK : cuda_fail(err, "cudaMemcpyAsync", e);
+    cudaError_t e = cudaStreamSynchronize(n->stream);
+    return e == cudaSuccess ? DT_OK : cuda_fail(err, "cudaStreamSynchronize", e);
 }
 
 enum dt_status dt_dist_nccl_allreduce_params(struct dt_dist_nccl *n, struct dt_model *m,

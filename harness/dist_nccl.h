@@ -21,10 +21,11 @@ const char *dt_dist_nccl_version(void);
 enum dt_status dt_dist_nccl_open(struct dt_dist_nccl **out, struct dt_backend *be,
                                  struct dt_error *err);
 void dt_dist_nccl_close(struct dt_dist_nccl *n);
-/* In place, sum over ranks of `count` int64 (is_int64) or float values in host memory,
- * staged through a device buffer: the exact path's integer all-reduce. */
-enum dt_status dt_dist_nccl_allreduce_host(struct dt_dist_nccl *n, void *host, int64_t count,
-                                           bool is_int64, struct dt_error *err);
+/* In place on the device, the sum over ranks of `count` int64 (is_int64) or float values
+ * in backend memory, after the backend's queued work: the exact path's integer
+ * all-reduce, no bytes through the host. */
+enum dt_status dt_dist_nccl_allreduce_dev(struct dt_dist_nccl *n, void *dev, int64_t count,
+                                          bool is_int64, struct dt_error *err);
 /* In place on the device, the float sum over ranks of every parameter's gradient (one
  * grouped call): the unordered path. */
 enum dt_status dt_dist_nccl_allreduce_params(struct dt_dist_nccl *n, struct dt_model *m,
@@ -38,11 +39,11 @@ static inline enum dt_status dt_dist_nccl_open(struct dt_dist_nccl **out, struct
     return dt_error_set(err, DT_ERR_UNSUPPORTED, "NCCL is not built in");
 }
 static inline void dt_dist_nccl_close(struct dt_dist_nccl *n) { (void)n; }
-static inline enum dt_status dt_dist_nccl_allreduce_host(struct dt_dist_nccl *n, void *host,
-                                                         int64_t count, bool is_int64,
-                                                         struct dt_error *err)
+static inline enum dt_status dt_dist_nccl_allreduce_dev(struct dt_dist_nccl *n, void *dev,
+                                                        int64_t count, bool is_int64,
+                                                        struct dt_error *err)
 {
-    (void)n, (void)host, (void)count, (void)is_int64;
+    (void)n, (void)dev, (void)count, (void)is_int64;
     return dt_error_set(err, DT_ERR_UNSUPPORTED, "NCCL is not built in");
 }
 static inline enum dt_status dt_dist_nccl_allreduce_params(struct dt_dist_nccl *n,

@@ -252,6 +252,199 @@ void dt_backend_profile_reset(struct dt_backend *be)
             DT_ASSERT_MSG(dims_[i_] > 0, "op called with a non-positive size"); \
     } while (0)
 
+/* ---- reduction: exact, one pass: the shard form of the batch reductions --------------- */
+
+void dt_backend_set_shards(struct dt_backend *be, const struct dt_shards *sh)
+{
+    if (!sh) {
+        memset(&be->shards, 0, sizeof be->shards);
+        return;
+    }
+    DT_ASSERT(sh->count >= 1 && sh->row && sh->row[0] == 0);
+    for (int64_t k = 0; k < sh->count; k++)
+        DT_ASSERT_MSG(sh->row[k] < sh->row[k + 1], "dt_backend_set_shards: an empty shard");
+    be->shards = *sh;
+}
+
+/* Does a batch reduction over `rows` rows give shard partials? rows must then be a
+ * multiple of the shards' batch (a convolution's B*OH*OW). */
+static bool sharded(const struct dt_backend *be, const struct dt_policy *pol, int64_t rows)
+{
+    if (be->shards.count == 0 || pol->reduction != DT_REDUCTION_EXACT) return false;
+    const int64_t batch = be->shards.row[be->shards.count];
+    DT_ASSERT_MSG(rows % batch == 0,
+                  "a batch reduction over rows that are not a multiple of the shards' batch");
+    return true;
+}
+
+/* Under `math: fast` the per-row products come from libraries (OpenBLAS, cuBLAS, cuDNN)
+ * whose bits for a row may depend on where it sits in the call (edge kernels, blocking
+ * by shape). At reduction: exact they then run once per shard, so a row's bits are those
+ * of a pass over its shard on any rank count. Own kernels (every other math) are per-row
+ * exact and run once over the batch. */
+static bool library_sharded(const struct dt_backend *be, const struct dt_policy *pol,
+                            int64_t rows)
+{
+    return pol->math == DT_MATH_FAST && sharded(be, pol, rows);
+}
+
+/* The plain op once per shard on the shard's rows: the bits of a pass per shard. Each
+ * call sees the shards cleared, so it sums its rows as `fixed` does. */
+#define FOR_EACH_SHARD(be, k, r0, rows, mult, body)                                   \
+    do {                                                                          \
+        const struct dt_shards sh_ = (be)->shards;                                \
+        (be)->shards.count = 0;                                                   \
+        enum dt_status st_ = DT_OK;                                               \
+        for (int64_t k = 0; k < sh_.count && st_ == DT_OK; k++) {                 \
+            const int64_t r0 = sh_.row[k] * (mult);                               \
+            const int64_t rows = (sh_.row[k + 1] - sh_.row[k]) * (mult);          \
+            st_ = (body);                                                         \
+        }                                                                         \
+        (be)->shards = sh_;                                                       \
+        return st_;                                                               \
+    } while (0)
+
+static enum dt_status dense_forward_per_shard(struct dt_backend *be, float *y, const float *x,
+                                              const float *w, const float *bias, int64_t in,
+                                              int64_t out, const struct dt_policy *pol)
+{
+    FOR_EACH_SHARD(be, k, r0, rows, 1,
+                   be->ops->dense_forward(be, y + r0 * out, x + r0 * in, w, bias, rows, in, out,
+                                          pol));
+}
+
+static enum dt_status dense_bwd_data_per_shard(struct dt_backend *be, float *dx, const float *dy,
+                                               const float *w, int64_t in, int64_t out,
+                                               const struct dt_policy *pol)
+{
+    FOR_EACH_SHARD(be, k, r0, rows, 1,
+                   be->ops->dense_backward_data(be, dx + r0 * in, dy + r0 * out, w, rows, in,
+                                                out, pol));
+}
+
+static enum dt_status conv_forward_per_shard(struct dt_backend *be, float *y, const float *x,
+                                             const float *w, const float *bias,
+                                             const struct dt_conv2d_shape *s,
+                                             const struct dt_policy *pol)
+{
+    struct dt_conv2d_shape part = *s;
+    FOR_EACH_SHARD(be, k, r0, rows, 1,
+                   (part.B = rows,
+                    be->ops->conv2d_forward(be, y + r0 * s->OH * s->OW * s->K_out,
+                                            x + r0 * s->H * s->W * s->C, w, bias, &part, pol)));
+}
+
+static enum dt_status conv_bwd_data_per_shard(struct dt_backend *be, float *dx, const float *dy,
+                                              const float *w, const struct dt_conv2d_shape *s,
+                                              const struct dt_policy *pol)
+{
+    struct dt_conv2d_shape part = *s;
+    FOR_EACH_SHARD(be, k, r0, rows, 1,
+                   (part.B = rows,
+                    be->ops->conv2d_backward_data(be, dx + r0 * s->H * s->W * s->C,
+                                                  dy + r0 * s->OH * s->OW * s->K_out, w, &part,
+                                                  pol)));
+}
+
+static enum dt_status dense_wgrad_per_shard(struct dt_backend *be, float *dw, const float *x,
+                                            const float *dy, int64_t in, int64_t out,
+                                            const struct dt_policy *pol)
+{
+    FOR_EACH_SHARD(be, k, r0, rows, 1,
+                   be->ops->dense_backward_weight(be, dw + k * in * out, x + r0 * in,
+                                                  dy + r0 * out, rows, in, out, pol));
+}
+
+static enum dt_status bias_per_shard(struct dt_backend *be, float *dbias, const float *dy,
+                                     int64_t B, int64_t out, const struct dt_policy *pol)
+{
+    const int64_t mult = B / be->shards.row[be->shards.count];
+    FOR_EACH_SHARD(be, k, r0, rows, mult,
+                   be->ops->bias_backward(be, dbias + k * out, dy + r0 * out, rows, out, pol));
+}
+
+static enum dt_status loss_per_shard(struct dt_backend *be, float *probs, float *loss_host,
+                                     int64_t *correct_host, const float *logits,
+                                     const int32_t *labels, int64_t C,
+                                     const struct dt_policy *pol)
+{
+    const struct dt_shards sh = be->shards;
+    be->shards.count = 0;
+    enum dt_status st = DT_OK;
+    if (correct_host) *correct_host = 0;
+    for (int64_t k = 0; k < sh.count && st == DT_OK; k++) {
+        const int64_t r0 = sh.row[k], rows = sh.row[k + 1] - sh.row[k];
+        int64_t correct = 0;
+        st = be->ops->softmax_xent_forward(be, probs + r0 * C, loss_host + k,
+                                           correct_host ? &correct : NULL, logits + r0 * C,
+                                           labels + r0, rows, C, pol);
+        if (correct_host) *correct_host += correct;
+    }
+    be->shards = sh;
+    return st;
+}
+
+static enum dt_status conv_wgrad_per_shard(struct dt_backend *be, float *dw, const float *x,
+                                           const float *dy, const struct dt_conv2d_shape *s,
+                                           const struct dt_policy *pol)
+{
+    const int64_t n = s->KH * s->KW * s->C * s->K_out;
+    struct dt_conv2d_shape part = *s;
+    FOR_EACH_SHARD(be, k, r0, rows, 1,
+                   (part.B = rows,
+                    be->ops->conv2d_backward_weight(be, dw + k * n, x + r0 * s->H * s->W * s->C,
+                                                    dy + r0 * s->OH * s->OW * s->K_out, &part,
+                                                    pol)));
+}
+
+/* ---- the exact sum of the partials ---------------------------------------------------- */
+
+static void check_exact_layout(const struct dt_exact_layout *L)
+{
+    DT_ASSERT(L && L->tensors >= 1 && L->n && L->first && L->slots >= 1 &&
+              L->shards >= L->slots);
+    for (int i = 0; i < L->tensors; i++)
+        DT_ASSERT(L->n[i] >= 1 && L->first[i + 1] == L->first[i] + L->n[i]);
+}
+
+#define HAS_OP10(be, member) ((be)->ops->version >= 10 && (be)->ops->member)
+
+enum dt_status dt_exact_max(struct dt_backend *be, uint32_t *max_bits, const float *pack,
+                            const struct dt_exact_layout *L)
+{
+    check_exact_layout(L);
+    DT_ASSERT(max_bits && pack);
+    if (!HAS_OP10(be, exact_max)) return DT_ERR_UNSUPPORTED;
+    DISPATCH(be, DT_OP_EXACT_SUM, be->ops->exact_max(be, max_bits, pack, L));
+}
+
+enum dt_status dt_exact_to_fixed(struct dt_backend *be, int64_t *acc, const float *pack,
+                                 const uint32_t *max_bits, const struct dt_exact_layout *L)
+{
+    check_exact_layout(L);
+    DT_ASSERT(acc && pack && max_bits);
+    if (!HAS_OP10(be, exact_to_fixed)) return DT_ERR_UNSUPPORTED;
+    DISPATCH(be, DT_OP_EXACT_SUM, be->ops->exact_to_fixed(be, acc, pack, max_bits, L));
+}
+
+enum dt_status dt_exact_round(struct dt_backend *be, float *pack, const int64_t *acc,
+                              const uint32_t *max_bits, const struct dt_exact_layout *L)
+{
+    check_exact_layout(L);
+    DT_ASSERT(acc && pack && max_bits);
+    if (!HAS_OP10(be, exact_round)) return DT_ERR_UNSUPPORTED;
+    DISPATCH(be, DT_OP_EXACT_SUM, be->ops->exact_round(be, pack, acc, max_bits, L));
+}
+
+enum dt_status dt_exact_sum(struct dt_backend *be, float *pack, const uint32_t *max_bits,
+                            const struct dt_exact_layout *L)
+{
+    check_exact_layout(L);
+    DT_ASSERT(pack && max_bits);
+    if (!HAS_OP10(be, exact_sum)) return DT_ERR_UNSUPPORTED;
+    DISPATCH(be, DT_OP_EXACT_SUM, be->ops->exact_sum(be, pack, max_bits, L));
+}
+
 /* The version-1 ops are present in every complete backend; a backend still being built
  * (the CUDA one, op by op) leaves some NULL, which answers DT_ERR_UNSUPPORTED. */
 #define HAS_OP1(be, member) ((be)->ops->member != NULL)
@@ -263,6 +456,8 @@ enum dt_status dt_dense_forward(struct dt_backend *be, float *y, const float *x,
     CHECK_DIMS(B, in, out);
     DT_ASSERT(y && x && w && bias && pol);
     if (!HAS_OP1(be, dense_forward)) return DT_ERR_UNSUPPORTED;
+    if (library_sharded(be, pol, B))
+        DISPATCH(be, DT_OP_DENSE_FORWARD, dense_forward_per_shard(be, y, x, w, bias, in, out, pol));
     DISPATCH(be, DT_OP_DENSE_FORWARD, be->ops->dense_forward(be, y, x, w, bias, B, in, out, pol));
 }
 
@@ -273,6 +468,8 @@ enum dt_status dt_dense_backward_data(struct dt_backend *be, float *dx, const fl
     CHECK_DIMS(B, in, out);
     DT_ASSERT(dx && dy && w && pol);
     if (!HAS_OP1(be, dense_backward_data)) return DT_ERR_UNSUPPORTED;
+    if (library_sharded(be, pol, B))
+        DISPATCH(be, DT_OP_DENSE_BACKWARD_DATA, dense_bwd_data_per_shard(be, dx, dy, w, in, out, pol));
     DISPATCH(be, DT_OP_DENSE_BACKWARD_DATA, be->ops->dense_backward_data(be, dx, dy, w, B, in, out, pol));
 }
 
@@ -283,6 +480,13 @@ enum dt_status dt_dense_backward_weight(struct dt_backend *be, float *dw, const 
     CHECK_DIMS(B, in, out);
     DT_ASSERT(dw && x && dy && pol);
     if (!HAS_OP1(be, dense_backward_weight)) return DT_ERR_UNSUPPORTED;
+    if (sharded(be, pol, B)) {
+        if (be->ops->version >= 10 && be->ops->dense_backward_weight_shards)
+            DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT,
+                     be->ops->dense_backward_weight_shards(be, dw, x, dy, B, in, out,
+                                                           &be->shards, pol));
+        DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT, dense_wgrad_per_shard(be, dw, x, dy, in, out, pol));
+    }
     DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT, be->ops->dense_backward_weight(be, dw, x, dy, B, in, out, pol));
 }
 
@@ -292,6 +496,8 @@ enum dt_status dt_bias_backward(struct dt_backend *be, float *dbias, const float
     CHECK_DIMS(B, out);
     DT_ASSERT(dbias && dy && pol);
     if (!HAS_OP1(be, bias_backward)) return DT_ERR_UNSUPPORTED;
+    if (sharded(be, pol, B))
+        DISPATCH(be, DT_OP_BIAS_BACKWARD, bias_per_shard(be, dbias, dy, B, out, pol));
     DISPATCH(be, DT_OP_BIAS_BACKWARD, be->ops->bias_backward(be, dbias, dy, B, out, pol));
 }
 
@@ -321,6 +527,9 @@ enum dt_status dt_softmax_xent_forward(struct dt_backend *be, float *probs, floa
     CHECK_DIMS(B, C);
     DT_ASSERT(probs && loss_host && logits && labels && pol);
     if (!HAS_OP1(be, softmax_xent_forward)) return DT_ERR_UNSUPPORTED;
+    if (sharded(be, pol, B))
+        DISPATCH(be, DT_OP_SOFTMAX_XENT_FORWARD,
+                 loss_per_shard(be, probs, loss_host, correct_host, logits, labels, C, pol));
     DISPATCH(be, DT_OP_SOFTMAX_XENT_FORWARD,
              be->ops->softmax_xent_forward(be, probs, loss_host, correct_host, logits, labels,
                                            B, C, pol));
@@ -432,6 +641,8 @@ enum dt_status dt_conv2d_forward(struct dt_backend *be, float *y, const float *x
     check_conv_shape(s);
     DT_ASSERT(y && x && w && bias && pol);
     if (!HAS_OP(be, conv2d_forward)) return DT_ERR_UNSUPPORTED;
+    if (library_sharded(be, pol, s->B))
+        DISPATCH(be, DT_OP_CONV2D_FORWARD, conv_forward_per_shard(be, y, x, w, bias, s, pol));
     DISPATCH(be, DT_OP_CONV2D_FORWARD, be->ops->conv2d_forward(be, y, x, w, bias, s, pol));
 }
 
@@ -442,6 +653,8 @@ enum dt_status dt_conv2d_backward_data(struct dt_backend *be, float *dx, const f
     check_conv_shape(s);
     DT_ASSERT(dx && dy && w && pol);
     if (!HAS_OP(be, conv2d_backward_data)) return DT_ERR_UNSUPPORTED;
+    if (library_sharded(be, pol, s->B))
+        DISPATCH(be, DT_OP_CONV2D_BACKWARD_DATA, conv_bwd_data_per_shard(be, dx, dy, w, s, pol));
     DISPATCH(be, DT_OP_CONV2D_BACKWARD_DATA, be->ops->conv2d_backward_data(be, dx, dy, w, s, pol));
 }
 
@@ -452,6 +665,8 @@ enum dt_status dt_conv2d_backward_weight(struct dt_backend *be, float *dw, const
     check_conv_shape(s);
     DT_ASSERT(dw && x && dy && pol);
     if (!HAS_OP(be, conv2d_backward_weight)) return DT_ERR_UNSUPPORTED;
+    if (sharded(be, pol, s->B))
+        DISPATCH(be, DT_OP_CONV2D_BACKWARD_WEIGHT, conv_wgrad_per_shard(be, dw, x, dy, s, pol));
     DISPATCH(be, DT_OP_CONV2D_BACKWARD_WEIGHT,
              be->ops->conv2d_backward_weight(be, dw, x, dy, s, pol));
 }

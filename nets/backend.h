@@ -118,6 +118,50 @@ int64_t dt_backend_first_nonfinite(struct dt_backend *be, const float *p, int64_
 bool dt_backend_first_nonfinite_many(struct dt_backend *be, const float *const *p,
                                      const int64_t *n, int count, int *which, int64_t *index);
 
+/* ---- reduction: exact, one pass (harness/dist.h, DESIGN.md "reduction") -------------
+ * The canonical shards of the batch the next ops see: shard k holds batch rows
+ * [row[k], row[k+1]), row[0] = 0 and row[count] = the batch. While set, every batch
+ * reduction called with `reduction: exact` -- dense_backward_weight, bias_backward,
+ * conv2d_backward_weight, and the loss of softmax_xent_forward -- gives one result per
+ * shard instead of one over the batch: slot k (dw + k * n, loss_host[k]) holds exactly
+ * what the op gives on shard k's rows alone (the fixed tree over the shard's rows), so
+ * the forward and backward run once over the batch and the per-row ops never see the
+ * shards. An op whose rows are a multiple of the batch's (a convolution's bias gradient
+ * over B*OH*OW rows) scales the shard rows by that multiple. Other policies ignore it. */
+struct dt_shards {
+    int64_t count;      /* shards; 0 = none set */
+    const int64_t *row; /* count + 1 ascending row indices (kept by the caller while set) */
+};
+/* Set (sh != NULL) or clear (NULL) the shards of the next ops. */
+void dt_backend_set_shards(struct dt_backend *be, const struct dt_shards *sh);
+
+/* The shard partials of every gradient, packed: tensor i of n[i] elements holds `slots`
+ * partials at pack + slots * first[i] (slot k at + k * n[i]), first[] the prefix sums of
+ * n[] (tensors + 1 entries, first[0] = 0). The exact sum over S = `shards` partials (every rank's) per element:
+ *   max_bits[i] = max over the held partials of tensor i of |bits| (dt_exact_max);
+ *   shift_i = dt_fixed_shift_for(max_i, S): no sum of S terms overflows int64;
+ *   acc[first[i] + e] = sum over the held slots of round(partial * 2^shift_i), exact
+ *   (dt_exact_to_fixed); ranks add their acc with an integer all-reduce;
+ *   slot 0 = acc * 2^-shift_i rounded once to float (dt_exact_round).
+ * dt_exact_sum does to_fixed and round in one pass when one process holds every shard.
+ * A tensor whose max_bits is not finite (>= 0x7f800000) is left as it is: the caller
+ * reads max_bits and names it. max_bits (tensors uint32) and acc (first[tensors] int64)
+ * are backend memory; n and first are host arrays. Integer sums: the bits depend on
+ * neither the thread count, the device, nor how the shards are spread over ranks. */
+struct dt_exact_layout {
+    int tensors;
+    const int64_t *n, *first;
+    int64_t slots, shards;
+};
+enum dt_status dt_exact_max(struct dt_backend *be, uint32_t *max_bits, const float *pack,
+                            const struct dt_exact_layout *L);
+enum dt_status dt_exact_to_fixed(struct dt_backend *be, int64_t *acc, const float *pack,
+                                 const uint32_t *max_bits, const struct dt_exact_layout *L);
+enum dt_status dt_exact_round(struct dt_backend *be, float *pack, const int64_t *acc,
+                              const uint32_t *max_bits, const struct dt_exact_layout *L);
+enum dt_status dt_exact_sum(struct dt_backend *be, float *pack, const uint32_t *max_bits,
+                            const struct dt_exact_layout *L);
+
 /* Test hook: with seed != 0, the nondeterministic paths (`reduction: unordered`,
  * `atomics: float`) run serially in a combination order drawn from `seed` instead of
  * the order in which threads happen to finish, so a test can show that the order changes
@@ -140,7 +184,7 @@ enum dt_status dt_backend_set_forced_order(struct dt_backend *be, uint64_t seed)
     X(MAXPOOL2D_FORWARD, "maxpool2d_forward") X(MAXPOOL2D_BACKWARD, "maxpool2d_backward") \
     X(EPS_PHILOX, "eps_philox") X(EPS_LFSR_SEED, "eps_lfsr_seed") X(EPS_LFSR, "eps_lfsr")   \
     X(BNN_SIGMA, "bnn_sigma") X(BNN_SAMPLE, "bnn_sample") X(BNN_ACCUMULATE, "bnn_accumulate") \
-    X(BNN_FINISH, "bnn_finish")
+    X(BNN_FINISH, "bnn_finish") X(EXACT_SUM, "exact_sum")
 enum dt_op {
 #define DT_OP_ENUM_(name, str) DT_OP_##name,
     DT_OP_LIST(DT_OP_ENUM_)

@@ -5,7 +5,7 @@
 
 #include "nets/backend.h"
 
-#define DT_BACKEND_OPS_VERSION 9
+#define DT_BACKEND_OPS_VERSION 10
 
 struct dt_backend_ops {
     int version;
@@ -112,6 +112,22 @@ struct dt_backend_ops {
     enum dt_status (*softmax_xent_backward_scaled)(struct dt_backend *, float *, const float *,
                                                    const int32_t *, int64_t, int64_t, int64_t,
                                                    const struct dt_policy *);
+    /* version 10: reduction: exact in one pass. The per-shard batch reductions (optional:
+     * NULL = the wrapper calls the plain op once per shard on the shard's rows) and the
+     * exact sum of the partials (optional: NULL answers DT_ERR_UNSUPPORTED). Shard row
+     * indices are already scaled to the op's rows. */
+    enum dt_status (*dense_backward_weight_shards)(struct dt_backend *, float *, const float *,
+                                                   const float *, int64_t, int64_t, int64_t,
+                                                   const struct dt_shards *,
+                                                   const struct dt_policy *);
+    enum dt_status (*exact_max)(struct dt_backend *, uint32_t *, const float *,
+                                const struct dt_exact_layout *);
+    enum dt_status (*exact_to_fixed)(struct dt_backend *, int64_t *, const float *,
+                                     const uint32_t *, const struct dt_exact_layout *);
+    enum dt_status (*exact_round)(struct dt_backend *, float *, const int64_t *,
+                                  const uint32_t *, const struct dt_exact_layout *);
+    enum dt_status (*exact_sum)(struct dt_backend *, float *, const uint32_t *,
+                                const struct dt_exact_layout *);
 };
 
 struct dt_backend {
@@ -124,6 +140,8 @@ struct dt_backend {
      * backend's own state for them (made on first use, freed by copy_out_release) */
     int64_t copy_out_begun, copy_out_waited;
     void *copy_out;
+    /* reduction: exact in one pass: the shards of the next ops (count 0 = none) */
+    struct dt_shards shards;
 };
 
 extern const struct dt_backend_ops dt_backend_cpu_ops;

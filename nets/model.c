@@ -65,9 +65,11 @@ void dt_model_destroy(struct dt_model *m)
     if (m->ops && m->ops->destroy) m->ops->destroy(m);
     for (int i = 0; i < m->n_params; i++) {
         dt_backend_free(m->be, m->params[i].w);
-        dt_backend_free(m->be, m->params[i].g);
+        if (!m->grad_pack) dt_backend_free(m->be, m->params[i].g);
         dt_backend_free(m->be, m->params[i].v);
     }
+    if (m->grad_pack) dt_backend_free(m->be, m->grad_pack);
+    free(m->grad_first);
     free(m->params);
     dt_backend_free(m->be, m->x);
     dt_backend_free(m->be, m->labels);
@@ -125,6 +127,47 @@ enum dt_status dt_model_gradients(struct dt_model *m, const float *x, const uint
     DT_FORWARD_IF_ERROR(dt_softmax_xent_backward_scaled(m->be, m->dlogits, m->probs, m->labels,
                                                         B, m->n_classes, denom, pol));
     return m->ops->backward(m, B, pol);
+}
+
+void dt_model_grad_slots(struct dt_model *m, int64_t slots)
+{
+    DT_ASSERT(slots >= 1);
+    if (m->grad_pack && m->grad_slots == slots) return;
+    if (m->grad_pack) {
+        dt_backend_free(m->be, m->grad_pack);
+    } else {
+        for (int i = 0; i < m->n_params; i++) dt_backend_free(m->be, m->params[i].g);
+        m->grad_first = dt_xcalloc((size_t)m->n_params + 1, sizeof *m->grad_first);
+        for (int i = 0; i < m->n_params; i++)
+            m->grad_first[i + 1] = m->grad_first[i] + m->params[i].n;
+    }
+    m->grad_slots = slots;
+    m->grad_pack = dt_backend_alloc(
+        m->be, (size_t)(slots * m->grad_first[m->n_params]) * sizeof(float));
+    for (int i = 0; i < m->n_params; i++)
+        m->params[i].g = m->grad_pack + slots * m->grad_first[i];
+}
+
+enum dt_status dt_model_gradients_sharded(struct dt_model *m, const float *x, const uint8_t *y,
+                                          int64_t B, int64_t denom,
+                                          const struct dt_shards *sh,
+                                          const struct dt_policy *pol, float *loss_slots)
+{
+    DT_ASSERT(!m->ops->train_step && denom >= B && B >= 1);
+    DT_ASSERT(pol->reduction == DT_REDUCTION_EXACT && sh->count >= 1 &&
+              sh->count == m->grad_slots && sh->row[sh->count] == B);
+    dt_model_load_batch(m, x, y, B);
+    dt_backend_set_shards(m->be, sh);
+    enum dt_status st = m->ops->forward(m, B, pol);
+    if (st == DT_OK)
+        st = dt_softmax_xent_forward(m->be, m->probs, loss_slots, NULL, m->logits, m->labels, B,
+                                     m->n_classes, pol);
+    if (st == DT_OK)
+        st = dt_softmax_xent_backward_scaled(m->be, m->dlogits, m->probs, m->labels, B,
+                                             m->n_classes, denom, pol);
+    if (st == DT_OK) st = m->ops->backward(m, B, pol);
+    dt_backend_set_shards(m->be, NULL);
+    return st;
 }
 
 enum dt_status dt_model_sgd(struct dt_model *m, const struct dt_sgd_options *opt,

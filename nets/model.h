@@ -86,6 +86,11 @@ struct dt_model {
     int64_t step;
     struct dt_error err; /* the model's own failure message, when a step fails */
     void *impl;
+    /* reduction: exact (dt_model_grad_slots): every param's g packed in one buffer with
+     * room for grad_slots shard partials each; NULL / 0 = each g on its own */
+    float *grad_pack;
+    int64_t grad_slots;
+    int64_t *grad_first; /* n_params + 1 prefix sums of the params' n */
 };
 
 /* For model kinds' backward passes: `st`, the status of an op computing the gradient of
@@ -134,6 +139,20 @@ enum dt_status dt_model_gradients(struct dt_model *m, const float *x, const uint
                                   float *loss);
 enum dt_status dt_model_sgd(struct dt_model *m, const struct dt_sgd_options *opt,
                             const struct dt_policy *pol);
+
+/* reduction: exact in one pass (harness/dist.h). grad_slots: every param's g becomes room
+ * for `slots` partials of n floats, packed in m->grad_pack (param i at slots *
+ * grad_first[i]); g itself points at slot 0, where the final gradient lands. Keeps the
+ * layout when slots is unchanged.
+ * gradients_sharded: forward, loss and backward ONCE over the host batch x (B, in_dim),
+ * y (B) cut into sh's shards (row[count] == B; sh->count == grad_slots); slot k of every
+ * g = the gradient of (sum of shard k's losses) / denom -- the bits of dt_model_gradients
+ * on shard k's rows alone -- and loss_slots[k] = shard k's mean loss. */
+void dt_model_grad_slots(struct dt_model *m, int64_t slots);
+enum dt_status dt_model_gradients_sharded(struct dt_model *m, const float *x, const uint8_t *y,
+                                          int64_t B, int64_t denom,
+                                          const struct dt_shards *sh,
+                                          const struct dt_policy *pol, float *loss_slots);
 
 /* Mean loss and accuracy over n examples (host arrays), in batches of max_batch. */
 enum dt_status dt_model_evaluate(struct dt_model *m, const float *x, const uint8_t *y,

@@ -167,4 +167,8 @@ const struct dt_backend_ops dt_backend_cpu_ops = {
     .copy_out_begin = cpu_copy_out_begin,
     .first_nonfinite = dt_cpu_first_nonfinite,
     .softmax_xent_backward_scaled = dt_cpu_softmax_xent_backward_scaled,
+    .exact_max = dt_cpu_exact_max,
+    .exact_to_fixed = dt_cpu_exact_to_fixed,
+    .exact_round = dt_cpu_exact_round,
+    .exact_sum = dt_cpu_exact_sum,
 };

@@ -103,6 +103,15 @@ enum dt_status dt_cpu_softmax_xent_forward(struct dt_backend *be, float *probs, 
 enum dt_status dt_cpu_softmax_xent_backward(struct dt_backend *be, float *dlogits,
                                             const float *probs, const int32_t *labels,
                                             int64_t B, int64_t C, const struct dt_policy *pol);
+/* reduction: exact (nets/cpu/exact.c): see nets/backend.h, dt_exact_*. */
+enum dt_status dt_cpu_exact_max(struct dt_backend *be, uint32_t *max_bits, const float *pack,
+                                const struct dt_exact_layout *L);
+enum dt_status dt_cpu_exact_to_fixed(struct dt_backend *be, int64_t *acc, const float *pack,
+                                     const uint32_t *max_bits, const struct dt_exact_layout *L);
+enum dt_status dt_cpu_exact_round(struct dt_backend *be, float *pack, const int64_t *acc,
+                                  const uint32_t *max_bits, const struct dt_exact_layout *L);
+enum dt_status dt_cpu_exact_sum(struct dt_backend *be, float *pack, const uint32_t *max_bits,
+                                const struct dt_exact_layout *L);
 enum dt_status dt_cpu_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
                                             const float *probs, const int32_t *labels,
                                             int64_t B, int64_t C, int64_t denom,

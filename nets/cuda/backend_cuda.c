@@ -379,4 +379,8 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .first_nonfinite = dt_cuda_first_nonfinite,
     .first_nonfinite_many = dt_cuda_first_nonfinite_many,
     .softmax_xent_backward_scaled = dt_cuda_softmax_xent_backward_scaled,
+    .exact_max = dt_cuda_exact_max,
+    .exact_to_fixed = dt_cuda_exact_to_fixed,
+    .exact_round = dt_cuda_exact_round,
+    .exact_sum = dt_cuda_exact_sum,
 };

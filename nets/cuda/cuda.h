@@ -97,6 +97,21 @@ void dt_cuda_set_block_size(int threads); /* = dt_cuda_set_launch(threads, curre
 
 /* ---- host-side ops (same contracts as backend.h; each file states its determinism) ---- */
 
+/* nets/cuda/exact.c (exact.cu): reduction: exact, the sum of the shard partials */
+enum dt_status dt_cuda_exact_max(struct dt_backend *be, uint32_t *max_bits, const float *pack,
+                                 const struct dt_exact_layout *L);
+enum dt_status dt_cuda_exact_to_fixed(struct dt_backend *be, int64_t *acc, const float *pack,
+                                      const uint32_t *max_bits, const struct dt_exact_layout *L);
+enum dt_status dt_cuda_exact_round(struct dt_backend *be, float *pack, const int64_t *acc,
+                                   const uint32_t *max_bits, const struct dt_exact_layout *L);
+enum dt_status dt_cuda_exact_sum(struct dt_backend *be, float *pack, const uint32_t *max_bits,
+                                 const struct dt_exact_layout *L);
+int dt_cuda_exact_max_launch(uint32_t *max_bits, const float *p, int64_t count,
+                             dt_cuda_stream s);
+/* mode 0: sum and round into p; 1: int64 sums into acc; 2: acc rounded into p */
+int dt_cuda_exact_sum_launch(float *p, int64_t *acc, const uint32_t *max_bits, int64_t n,
+                             int64_t slots, int64_t shards, int mode, dt_cuda_stream s);
+
 /* nets/cuda/backend_cuda.c (elementwise.cu) */
 enum dt_status dt_cuda_relu_forward_op(struct dt_backend *be, float *y, const float *x, int64_t n,
                                        const struct dt_policy *pol);

@@ -1,0 +1,543 @@
+/* reduction: exact in one pass (nets/backend.h: dt_shards, dt_exact_*; harness/dist.h):
+ * the forward and backward run once over the batch and every batch reduction leaves one
+ * partial per canonical shard; the partials are summed exactly in int64. Checked here:
+ *   - each sharded op's slot k equals the plain op on shard k's rows alone, bit for bit;
+ *   - the exact sum equals a serial reference (dt_fixed_sum_rows_at_shift) bit for bit and
+ *     the true sum within the fixed-point bound, at 1-4 threads, and its device form (the
+ *     kernel body of nets/cuda/exact.cu, run on the host) gives the same bits;
+ *   - a model's one-pass gradients equal the former pass-per-shard path (a forward and
+ *     backward per shard, then the exact sum: the reference below) for the MLP and LeNet,
+ *     at 1-4 threads and 1-4 simulated ranks, with batches that shards do not divide;
+ *   - negative control: combining the same partials in float, grouped by rank, changes
+ *     bits with the rank count; the exact sum does not. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "determinism/fixed_point.h"
+#include "nets/backend.h"
+#include "nets/model.h"
+#include "op_helpers.h"
+
+static bool same_bits(const char *what, const float *a, const float *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (dt_float_bits(a[i]) != dt_float_bits(b[i])) {
+            fprintf(stderr, "%s[%lld]: %.9g (0x%08x) vs %.9g (0x%08x)\n", what, (long long)i,
+                    (double)a[i], dt_float_bits(a[i]), (double)b[i], dt_float_bits(b[i]));
+            dt_check_failures_++;
+            return false;
+        }
+    }
+    return true;
+}
+
+/* S shards of B rows by the canonical rule (harness/dist.h). */
+static void shard_rows(int64_t *row, int64_t B, int64_t S)
+{
+    for (int64_t s = 0; s <= S; s++) row[s] = s * B / S;
+}
+
+static float *dev_copy(struct dt_backend *be, const float *h, int64_t n)
+{
+    float *d = dt_backend_alloc(be, (size_t)n * sizeof(float));
+    dt_backend_upload(be, d, h, (size_t)n * sizeof(float));
+    return d;
+}
+
+static float *host_of(struct dt_backend *be, const float *d, int64_t n)
+{
+    float *h = dt_xmalloc((size_t)n * sizeof(float));
+    dt_backend_download(be, h, d, (size_t)n * sizeof(float));
+    return h;
+}
+
+/* ---- each sharded op's slots are the plain op on each shard ---------------------------- */
+
+DT_TEST(ops_per_shard)
+{
+    const int64_t B = 70, S = 3, in = 37, out = 21, C = 10;
+    int64_t row[4];
+    shard_rows(row, B, S);
+    const struct dt_shards sh = {S, row};
+    for (int threads = 1; threads <= 2; threads++) {
+        struct dt_backend *be = cpu(threads);
+        const enum dt_level levels[] = {DT_LEVEL_RUN_TO_RUN, DT_LEVEL_PORTABLE};
+        for (int li = 0; li < 2; li++) {
+            struct dt_policy pol = level(levels[li]);
+            pol.reduction = DT_REDUCTION_EXACT;
+            float *x = dt_xmalloc((size_t)(B * in) * sizeof(float));
+            float *dy = dt_xmalloc((size_t)(B * 4 * out) * sizeof(float));
+            fill(x, B * in, 1.0);
+            fill(dy, B * 4 * out, 0.3);
+            float *dx = dev_copy(be, x, B * in), *ddy = dev_copy(be, dy, B * 4 * out);
+            float *slots = dt_backend_alloc(be, (size_t)(S * in * out) * sizeof(float));
+            float *one = dt_backend_alloc(be, (size_t)(in * out) * sizeof(float));
+            /* dense weight gradient */
+            dt_backend_set_shards(be, &sh);
+            CHECK(dt_dense_backward_weight(be, slots, dx, ddy, B, in, out, &pol) == DT_OK);
+            dt_backend_set_shards(be, NULL);
+            for (int64_t k = 0; k < S; k++) {
+                const int64_t r = row[k + 1] - row[k];
+                CHECK(dt_dense_backward_weight(be, one, dx + row[k] * in, ddy + row[k] * out, r,
+                                               in, out, &pol) == DT_OK);
+                same_bits("dense_backward_weight slot", slots + k * in * out, one, in * out);
+            }
+            /* bias gradient over 4 rows per example (a convolution's B*OH*OW) */
+            dt_backend_set_shards(be, &sh);
+            CHECK(dt_bias_backward(be, slots, ddy, B * 4, out, &pol) == DT_OK);
+            dt_backend_set_shards(be, NULL);
+            for (int64_t k = 0; k < S; k++) {
+                const int64_t r = (row[k + 1] - row[k]) * 4;
+                CHECK(dt_bias_backward(be, one, ddy + row[k] * 4 * out, r, out, &pol) == DT_OK);
+                same_bits("bias_backward slot", slots + k * out, one, out);
+            }
+            /* the loss: one mean per shard */
+            int32_t *labels = dt_xmalloc((size_t)B * sizeof *labels);
+            for (int64_t b = 0; b < B; b++) labels[b] = (int32_t)((b * 7) % C);
+            int32_t *dl = dt_backend_alloc(be, (size_t)B * sizeof *dl);
+            dt_backend_upload(be, dl, labels, (size_t)B * sizeof *dl);
+            float *probs = dt_backend_alloc(be, (size_t)(B * C) * sizeof(float));
+            float loss[3], l1;
+            int64_t correct = 0, c1, c_sum = 0;
+            dt_backend_set_shards(be, &sh);
+            CHECK(dt_softmax_xent_forward(be, probs, loss, &correct, dx, dl, B, C, &pol) == DT_OK);
+            dt_backend_set_shards(be, NULL);
+            for (int64_t k = 0; k < S; k++) {
+                const int64_t r = row[k + 1] - row[k];
+                CHECK(dt_softmax_xent_forward(be, probs, &l1, &c1, dx + row[k] * C, dl + row[k],
+                                              r, C, &pol) == DT_OK);
+                same_bits("loss slot", &loss[k], &l1, 1);
+                c_sum += c1;
+            }
+            CHECK_INT_EQ(correct, c_sum);
+            /* a convolution's weight gradient: 6x6x2 images, 3x3 kernel, 4 outputs */
+            struct dt_conv2d_shape cs = {.B = B, .H = 6, .W = 6, .C = 2, .K_out = 4, .KH = 3,
+                                         .KW = 3, .stride = 1, .pad = 1};
+            CHECK(dt_conv2d_shape_init(&cs, NULL) == DT_OK);
+            const int64_t nx = B * 6 * 6 * 2, ny = B * cs.OH * cs.OW * 4, nw = 3 * 3 * 2 * 4;
+            float *cx = dt_xmalloc((size_t)nx * sizeof(float)), *cdy = dt_xmalloc((size_t)ny * sizeof(float));
+            fill(cx, nx, 1.0);
+            fill(cdy, ny, 0.2);
+            float *dcx = dev_copy(be, cx, nx), *dcdy = dev_copy(be, cdy, ny);
+            dt_backend_set_shards(be, &sh);
+            CHECK(dt_conv2d_backward_weight(be, slots, dcx, dcdy, &cs, &pol) == DT_OK);
+            dt_backend_set_shards(be, NULL);
+            for (int64_t k = 0; k < S; k++) {
+                struct dt_conv2d_shape part = cs;
+                part.B = row[k + 1] - row[k];
+                CHECK(dt_conv2d_backward_weight(be, one, dcx + row[k] * 72,
+                                                dcdy + row[k] * cs.OH * cs.OW * 4, &part,
+                                                &pol) == DT_OK);
+                same_bits("conv2d_backward_weight slot", slots + k * nw, one, nw);
+            }
+            /* without shards, exact sums over the batch as fixed does */
+            struct dt_policy fixed = pol;
+            fixed.reduction = DT_REDUCTION_FIXED;
+            float *two = dt_backend_alloc(be, (size_t)(in * out) * sizeof(float));
+            CHECK(dt_dense_backward_weight(be, one, dx, ddy, B, in, out, &pol) == DT_OK);
+            CHECK(dt_dense_backward_weight(be, two, dx, ddy, B, in, out, &fixed) == DT_OK);
+            same_bits("exact without shards = fixed", one, two, in * out);
+            free(x), free(dy), free(labels), free(cx), free(cdy);
+            dt_backend_free(be, dx), dt_backend_free(be, ddy), dt_backend_free(be, slots);
+            dt_backend_free(be, one), dt_backend_free(be, two), dt_backend_free(be, dl);
+            dt_backend_free(be, probs), dt_backend_free(be, dcx), dt_backend_free(be, dcdy);
+        }
+        dt_backend_destroy(be);
+    }
+}
+
+/* ---- the exact sum of partials -------------------------------------------------------- */
+
+#define T3 3
+static const int64_t tn[T3] = {1, 37, 1000};
+
+/* Partials with a wide range of magnitudes and signs (cancellation included). */
+static float *make_pack(int64_t slots, int64_t *first)
+{
+    first[0] = 0;
+    for (int i = 0; i < T3; i++) first[i + 1] = first[i] + tn[i];
+    float *p = dt_xmalloc((size_t)(slots * first[T3]) * sizeof(float));
+    for (int64_t i = 0; i < slots * first[T3]; i++) {
+        double e = ldexp(1.0, (int)(urand() * 30.0)); /* 2^-30 .. 2^30 */
+        p[i] = (float)(urand() * e);
+    }
+    p[slots * 1 + 4] = -p[slots * 1 + 37 + 4]; /* slots 0 and 1 of tensor 1's element 4 cancel */
+    return p;
+}
+
+/* The serial reference: per tensor one shift from max |partial| and S, then each column's
+ * exact sum (dt_fixed_sum_rows_at_shift, the bit-level form) rounded once. */
+static void reference_sum(float *out, const float *pack, const int64_t *first, int64_t slots,
+                          int64_t S)
+{
+    for (int i = 0; i < T3; i++) {
+        const float *p = pack + slots * first[i];
+        float mx = 0.0f;
+        for (int64_t k = 0; k < slots * tn[i]; k++) mx = fabsf(p[k]) > mx ? fabsf(p[k]) : mx;
+        int64_t *scratch = dt_xmalloc((size_t)tn[i] * sizeof *scratch);
+        struct dt_error err;
+        CHECK(dt_fixed_sum_rows_at_shift(out + first[i], p, slots, tn[i],
+                                         dt_fixed_shift_for(mx, S), scratch, &err) == DT_OK);
+        free(scratch);
+    }
+}
+
+DT_TEST(exact_sum_reference)
+{
+    const int64_t S = 5;
+    int64_t first[T3 + 1];
+    float *pack = make_pack(S, first);
+    const int64_t total = first[T3];
+    float *ref = dt_xmalloc((size_t)total * sizeof(float));
+    reference_sum(ref, pack, first, S, S);
+    /* the true sums, and the bound of fixed_point.h: S * 2^-(shift+1) + ulp/2 */
+    for (int i = 0; i < T3; i++) {
+        float mx = 0.0f;
+        for (int64_t k = 0; k < S * tn[i]; k++)
+            mx = fabsf(pack[S * first[i] + k]) > mx ? fabsf(pack[S * first[i] + k]) : mx;
+        const int shift = dt_fixed_shift_for(mx, S);
+        for (int64_t e = 0; e < tn[i]; e++) {
+            /* long double: the reference sum to 64 bits, its own error far below the bound */
+            long double tl = 0.0L, mag = 0.0L;
+            for (int64_t k = 0; k < S; k++) {
+                tl += (long double)pack[S * first[i] + k * tn[i] + e];
+                mag += fabsl((long double)pack[S * first[i] + k * tn[i] + e]);
+            }
+            const double t = (double)tl;
+            const float r = ref[first[i] + e];
+            const double ulp = ldexp(1.0, ilogb(r == 0.0f ? 1e-38f : r) - 23);
+            const double bound = (double)S * ldexp(1.0, -(shift + 1)) + ulp / 2 + (double)mag * 1e-17;
+            if (!(fabs((double)r - t) <= bound)) {
+                fprintf(stderr, "tensor %d element %lld: %.9g vs true %.12g (bound %.3g)\n", i,
+                        (long long)e, (double)r, t, bound);
+                dt_check_failures_++;
+                break;
+            }
+        }
+    }
+    const struct dt_exact_layout L = {T3, tn, first, S, S};
+    for (int threads = 1; threads <= 4; threads++) {
+        struct dt_backend *be = cpu(threads);
+        float *d = dev_copy(be, pack, S * total);
+        uint32_t *mb = dt_backend_alloc(be, T3 * sizeof *mb);
+        CHECK(dt_exact_max(be, mb, d, &L) == DT_OK);
+        CHECK(dt_exact_sum(be, d, mb, &L) == DT_OK);
+        float *h = host_of(be, d, S * total);
+        for (int i = 0; i < T3; i++)
+            same_bits("exact_sum vs serial reference", h + S * first[i], ref + first[i], tn[i]);
+        /* the device form: the kernel body of nets/cuda/exact.cu on the host */
+        uint32_t hm[T3];
+        dt_backend_download(be, hm, mb, sizeof hm);
+        for (int i = 0; i < T3; i++) {
+            const int shift = dt_fixed_shift_for(dt_bits_float(hm[i]), S);
+            for (int64_t e = 0; e < tn[i]; e++) {
+                const float g = dt_fixed_to_float(
+                    dt_fixed_sum_strided(pack + S * first[i] + e, tn[i], S, shift), shift);
+                if (!same_bits("device form vs exact_sum", &g, &ref[first[i] + e], 1)) break;
+            }
+        }
+        free(h);
+        dt_backend_free(be, d), dt_backend_free(be, mb);
+        dt_backend_destroy(be);
+    }
+    free(pack), free(ref);
+}
+
+/* The same partials spread over N ranks: the exact path (to_fixed per rank, integer sum,
+ * round) gives the one-rank bits for N = 1..4; a float combination grouped by rank (each
+ * rank's partials added in order, then the ranks in order) changes with N. */
+DT_TEST(rank_grouping_negative_control)
+{
+    const int64_t S = 4;
+    int64_t first[T3 + 1];
+    float *pack = make_pack(S, first);
+    const int64_t total = first[T3];
+    float *ref = dt_xmalloc((size_t)total * sizeof(float));
+    reference_sum(ref, pack, first, S, S);
+    struct dt_backend *be = cpu(2);
+    float *float_n1 = NULL;
+    int float_differs = 0;
+    for (int N = 1; N <= 4; N++) {
+        int64_t *acc = dt_xcalloc((size_t)total, sizeof *acc);
+        uint32_t gmax[T3] = {0, 0, 0};
+        float *fsum = dt_xcalloc((size_t)total, sizeof(float));
+        for (int pass = 0; pass < 2; pass++) {
+            for (int r = 0; r < N; r++) {
+                const int64_t s0 = r * S / N, s1 = (r + 1) * S / N, held = s1 - s0;
+                /* the rank's own pack: its slots of each tensor */
+                float *mine = dt_xmalloc((size_t)(held * total) * sizeof(float));
+                for (int i = 0; i < T3; i++)
+                    memcpy(mine + held * first[i], pack + S * first[i] + s0 * tn[i],
+                           (size_t)(held * tn[i]) * sizeof(float));
+                const struct dt_exact_layout L = {T3, tn, first, held, S};
+                float *d = dev_copy(be, mine, held * total);
+                uint32_t *mb = dt_backend_alloc(be, T3 * sizeof *mb);
+                if (pass == 0) { /* the maxima, all-reduced */
+                    uint32_t m[T3];
+                    CHECK(dt_exact_max(be, mb, d, &L) == DT_OK);
+                    dt_backend_download(be, m, mb, sizeof m);
+                    for (int i = 0; i < T3; i++) gmax[i] = m[i] > gmax[i] ? m[i] : gmax[i];
+                    for (int i = 0; i < T3; i++)
+                        for (int64_t e = 0; e < tn[i]; e++) {
+                            float s = 0.0f;
+                            for (int64_t k = 0; k < held; k++) s += mine[held * first[i] + k * tn[i] + e];
+                            fsum[first[i] + e] += s;
+                        }
+                } else { /* the int64 sums, all-reduced */
+                    int64_t *a = dt_backend_alloc(be, (size_t)total * sizeof *a);
+                    int64_t *ha = dt_xmalloc((size_t)total * sizeof *ha);
+                    dt_backend_upload(be, mb, gmax, sizeof gmax);
+                    CHECK(dt_exact_to_fixed(be, a, d, mb, &L) == DT_OK);
+                    dt_backend_download(be, ha, a, (size_t)total * sizeof *ha);
+                    for (int64_t e = 0; e < total; e++) acc[e] += ha[e];
+                    dt_backend_free(be, a);
+                    free(ha);
+                }
+                dt_backend_free(be, d), dt_backend_free(be, mb);
+                free(mine);
+            }
+        }
+        /* round on a pack with one slot per tensor */
+        const struct dt_exact_layout L1 = {T3, tn, first, 1, S};
+        float *out = dt_backend_alloc(be, (size_t)total * sizeof(float));
+        int64_t *a = dt_backend_alloc(be, (size_t)total * sizeof *a);
+        uint32_t *mb = dt_backend_alloc(be, T3 * sizeof *mb);
+        dt_backend_upload(be, a, acc, (size_t)total * sizeof *a);
+        dt_backend_upload(be, mb, gmax, sizeof gmax);
+        CHECK(dt_exact_round(be, out, a, mb, &L1) == DT_OK);
+        float *h = host_of(be, out, total);
+        char what[64];
+        snprintf(what, sizeof what, "exact over %d ranks vs one", N);
+        same_bits(what, h, ref, total);
+        if (N == 1) {
+            float_n1 = fsum;
+            fsum = NULL;
+        } else {
+            for (int64_t e = 0; e < total; e++)
+                if (dt_float_bits(fsum[e]) != dt_float_bits(float_n1[e])) {
+                    float_differs++;
+                    break;
+                }
+        }
+        free(h), free(acc), free(fsum);
+        dt_backend_free(be, out), dt_backend_free(be, a), dt_backend_free(be, mb);
+    }
+    /* the control: float grouping by rank moves bits for at least one N */
+    CHECK(float_differs >= 1);
+    dt_backend_destroy(be);
+    free(pack), free(ref), free(float_n1);
+}
+
+/* ---- models: one pass equals a pass per shard ------------------------------------------ */
+
+static struct dt_model *make_model(struct dt_backend *be, bool lenet, int64_t max_batch)
+{
+    struct dt_model *m = NULL;
+    struct dt_error err;
+    if (lenet) {
+        CHECK(dt_lenet_create(&m, be, 28, 28, false, 10, max_batch, &err) == DT_OK);
+    } else {
+        const int64_t hidden[2] = {40, 24};
+        CHECK(dt_mlp_create(&m, be, 60, hidden, 2, 10, max_batch, &err) == DT_OK);
+    }
+    dt_model_init(m, 20261124, 0);
+    return m;
+}
+
+static void download_grads(struct dt_model *m, float *dst)
+{
+    for (int i = 0, at = 0; i < m->n_params; at += (int)m->params[i].n, i++)
+        dt_backend_download(m->be, dst + at, m->params[i].g, (size_t)m->params[i].n * sizeof(float));
+}
+
+static int64_t total_params(const struct dt_model *m)
+{
+    int64_t t = 0;
+    for (int i = 0; i < m->n_params; i++) t += m->params[i].n;
+    return t;
+}
+
+/* The former exact path: forward, loss and backward on each shard alone, its gradient
+ * staged on the host, then the exact sum of the S gradients at one shift per tensor. */
+static void pass_per_shard(struct dt_model *m, const float *x, const uint8_t *y, int64_t B,
+                           int64_t S, const struct dt_policy *pol, float *grad, float *loss)
+{
+    const int64_t total = total_params(m);
+    float *stage = dt_xmalloc((size_t)(S * total) * sizeof(float));
+    double lsum = 0.0;
+    for (int64_t s = 0; s < S; s++) {
+        const int64_t b0 = s * B / S, b1 = (s + 1) * B / S;
+        float l;
+        CHECK(dt_model_gradients(m, x + b0 * m->in_dim, y + b0, b1 - b0, B, pol, &l) == DT_OK);
+        download_grads(m, stage + s * total);
+        lsum += (double)l * (double)(b1 - b0);
+    }
+    *loss = (float)(lsum / (double)B);
+    for (int i = 0, at = 0; i < m->n_params; at += (int)m->params[i].n, i++) {
+        const int64_t n = m->params[i].n;
+        float mx = 0.0f;
+        float *rows = dt_xmalloc((size_t)(S * n) * sizeof(float));
+        for (int64_t s = 0; s < S; s++) {
+            memcpy(rows + s * n, stage + s * total + at, (size_t)n * sizeof(float));
+            for (int64_t e = 0; e < n; e++) mx = fabsf(rows[s * n + e]) > mx ? fabsf(rows[s * n + e]) : mx;
+        }
+        int64_t *scratch = dt_xmalloc((size_t)n * sizeof *scratch);
+        struct dt_error err;
+        CHECK(dt_fixed_sum_rows_at_shift(grad + at, rows, S, n, dt_fixed_shift_for(mx, S),
+                                         scratch, &err) == DT_OK);
+        free(scratch), free(rows);
+    }
+    free(stage);
+}
+
+/* The one pass on N simulated ranks (one model, each rank's shards in turn): per rank its
+ * gradient partials, the maxima and int64 sums combined on the host as the all-reduces
+ * would, then the rounding. */
+static void one_pass_ranks(struct dt_model *m, const float *x, const uint8_t *y, int64_t B,
+                           int64_t S, int N, const struct dt_policy *pol, float *grad,
+                           float *loss)
+{
+    const int64_t total = total_params(m);
+    const int P = m->n_params;
+    int64_t *acc = dt_xcalloc((size_t)total, sizeof *acc);
+    uint32_t *gmax = dt_xcalloc((size_t)P, sizeof *gmax), *hm = dt_xcalloc((size_t)P, sizeof *hm);
+    float **packs = dt_xcalloc((size_t)N, sizeof *packs);
+    float *loss_slots = dt_xcalloc((size_t)S, sizeof(float));
+    uint32_t *mb = dt_backend_alloc(m->be, (size_t)P * sizeof *mb);
+    int64_t *dacc = dt_backend_alloc(m->be, (size_t)total * sizeof *dacc);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int r = 0; r < N; r++) {
+            const int64_t s0 = r * S / N, s1 = (r + 1) * S / N, held = s1 - s0;
+            const int64_t b0 = s0 * B / S;
+            int64_t row[8];
+            for (int64_t s = s0; s <= s1; s++) row[s - s0] = s * B / S - b0;
+            const struct dt_shards sh = {held, row};
+            dt_model_grad_slots(m, held);
+            int64_t n[64];
+            for (int i = 0; i < P; i++) n[i] = m->params[i].n;
+            const struct dt_exact_layout Ln = {P, n, m->grad_first, held, S};
+            if (pass == 0) {
+                CHECK(dt_model_gradients_sharded(m, x + b0 * m->in_dim, y + b0, row[held], B, &sh,
+                                                 pol, loss_slots + s0) == DT_OK);
+                packs[r] = host_of(m->be, m->grad_pack, held * total);
+                CHECK(dt_exact_max(m->be, mb, m->grad_pack, &Ln) == DT_OK);
+                dt_backend_download(m->be, hm, mb, (size_t)P * sizeof *hm);
+                for (int i = 0; i < P; i++) gmax[i] = hm[i] > gmax[i] ? hm[i] : gmax[i];
+            } else {
+                dt_backend_upload(m->be, m->grad_pack, packs[r],
+                                  (size_t)(held * total) * sizeof(float));
+                dt_backend_upload(m->be, mb, gmax, (size_t)P * sizeof *mb);
+                if (N == 1) { /* one process: the fused sum */
+                    CHECK(dt_exact_sum(m->be, m->grad_pack, mb, &Ln) == DT_OK);
+                    download_grads(m, grad);
+                    continue;
+                }
+                int64_t *ha = dt_xmalloc((size_t)total * sizeof *ha);
+                CHECK(dt_exact_to_fixed(m->be, dacc, m->grad_pack, mb, &Ln) == DT_OK);
+                dt_backend_download(m->be, ha, dacc, (size_t)total * sizeof *ha);
+                for (int64_t e = 0; e < total; e++) acc[e] += ha[e];
+                free(ha);
+                if (r == N - 1) {
+                    dt_backend_upload(m->be, dacc, acc, (size_t)total * sizeof *acc);
+                    CHECK(dt_exact_round(m->be, m->grad_pack, dacc, mb, &Ln) == DT_OK);
+                    download_grads(m, grad);
+                }
+            }
+        }
+    }
+    double lsum = 0.0;
+    for (int64_t s = 0; s < S; s++) lsum += (double)loss_slots[s] * (double)((s + 1) * B / S - s * B / S);
+    *loss = (float)(lsum / (double)B);
+    for (int r = 0; r < N; r++) free(packs[r]);
+    free(packs), free(acc), free(gmax), free(hm), free(loss_slots);
+    dt_backend_free(m->be, mb), dt_backend_free(m->be, dacc);
+}
+
+static void model_one_pass_equals_passes(bool lenet)
+{
+    const int64_t B = lenet ? 26 : 50;
+    const int64_t in_dim = lenet ? 28 * 28 : 60;
+    float *x = dt_xmalloc((size_t)(B * in_dim) * sizeof(float));
+    uint8_t *y = dt_xmalloc((size_t)B);
+    for (int64_t i = 0; i < B * in_dim; i++) x[i] = (float)(0.5 + 0.5 * urand());
+    for (int64_t b = 0; b < B; b++) y[b] = (uint8_t)((b * 3 + 1) % 10);
+    struct dt_policy pols[2];
+    pols[0] = level(DT_LEVEL_PORTABLE);
+    pols[1] = level(DT_LEVEL_RUN_TO_RUN);
+    pols[1].reduction = DT_REDUCTION_EXACT;
+    const int64_t shard_counts[2] = {4, 3}; /* 50 = 12+13+12+13, 26 = 6+7+6+7; 16+17+17 */
+    for (int pi = 0; pi < 2; pi++) {
+        for (int si = 0; si < 2; si++) {
+            const int64_t S = shard_counts[si];
+            struct dt_backend *be1 = cpu(1);
+            struct dt_model *ref_m = make_model(be1, lenet, B);
+            const int64_t total = total_params(ref_m);
+            float *ref = dt_xmalloc((size_t)total * sizeof(float)), ref_loss;
+            pass_per_shard(ref_m, x, y, B, S, &pols[pi], ref, &ref_loss);
+            dt_model_destroy(ref_m);
+            dt_backend_destroy(be1);
+            for (int threads = 1; threads <= 4; threads++) {
+                for (int N = 1; N <= S && N <= 4; N++) {
+                    if (threads > 1 && N > 1 && N != S) continue; /* keep the run short */
+                    struct dt_backend *be = cpu(threads);
+                    struct dt_model *m = make_model(be, lenet, B);
+                    float *g = dt_xmalloc((size_t)total * sizeof(float)), loss;
+                    one_pass_ranks(m, x, y, B, S, N, &pols[pi], g, &loss);
+                    char what[160];
+                    snprintf(what, sizeof what, "%s %.40s S=%lld threads=%d ranks=%d gradient",
+                             lenet ? "lenet" : "mlp", pols[pi].name, (long long)S, threads, N);
+                    same_bits(what, g, ref, total);
+                    same_bits("loss", &loss, &ref_loss, 1);
+                    free(g);
+                    dt_model_destroy(m);
+                    dt_backend_destroy(be);
+                }
+            }
+            free(ref);
+        }
+    }
+    free(x), free(y);
+}
+
+DT_TEST(mlp_one_pass_equals_passes) { model_one_pass_equals_passes(false); }
+DT_TEST(lenet_one_pass_equals_passes) { model_one_pass_equals_passes(true); }
+
+/* ---- the device -------------------------------------------------------------------------- */
+
+DT_TEST(cuda_exact_sum_equals_cpu)
+{
+    struct dt_backend *g = gpu_or_skip();
+    const int64_t S = 5;
+    int64_t first[T3 + 1];
+    float *pack = make_pack(S, first);
+    const int64_t total = first[T3];
+    float *ref = dt_xmalloc((size_t)total * sizeof(float));
+    reference_sum(ref, pack, first, S, S);
+    const struct dt_exact_layout L = {T3, tn, first, S, S};
+    float *d = dev_copy(g, pack, S * total);
+    uint32_t *mb = dt_backend_alloc(g, T3 * sizeof *mb);
+    CHECK(dt_exact_max(g, mb, d, &L) == DT_OK);
+    CHECK(dt_exact_sum(g, d, mb, &L) == DT_OK);
+    float *h = host_of(g, d, S * total);
+    for (int i = 0; i < T3; i++)
+        same_bits("cuda exact_sum vs serial reference", h + S * first[i], ref + first[i], tn[i]);
+    /* to_fixed + round (the several-rank form) */
+    dt_backend_upload(g, d, pack, (size_t)(S * total) * sizeof(float));
+    int64_t *a = dt_backend_alloc(g, (size_t)total * sizeof *a);
+    CHECK(dt_exact_to_fixed(g, a, d, mb, &L) == DT_OK);
+    CHECK(dt_exact_round(g, d, a, mb, &L) == DT_OK);
+    free(h);
+    h = host_of(g, d, S * total);
+    for (int i = 0; i < T3; i++)
+        same_bits("cuda to_fixed+round vs serial reference", h + S * first[i], ref + first[i], tn[i]);
+    free(h), free(pack), free(ref);
+    dt_backend_free(g, d), dt_backend_free(g, mb), dt_backend_free(g, a);
+    dt_backend_destroy(g);
+}
+
+DT_TEST_MAIN(DT_CASE(ops_per_shard), DT_CASE(exact_sum_reference),
+             DT_CASE(rank_grouping_negative_control), DT_CASE(mlp_one_pass_equals_passes),
+             DT_CASE(lenet_one_pass_equals_passes), DT_CASE(cuda_exact_sum_equals_cpu))
