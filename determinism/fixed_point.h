@@ -260,7 +260,8 @@ static inline float dt_fixed_to_float_bounded(int64_t acc, double down)
     k &= ~(k >> 31);
     const uint64_t dropped = u & ((UINT64_C(1) << k) - 1);
     u = (u >> k) | (uint64_t)(dropped != 0);
-    const double v = (double)u * (down * (double)(UINT64_C(1) << k)); /* exact */
+    /* u < 2^53 now: a signed conversion, one instruction, exact */
+    const double v = (double)(int64_t)u * (down * (double)(UINT64_C(1) << k)); /* exact */
     return (float)(acc < 0 ? -v : v);
 }
 

@@ -34,6 +34,76 @@ struct exact_job {
     bool used[DT_CPU_MAX_THREADS];
 };
 
+typedef uint32_t v8u __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+typedef double v4d __attribute__((vector_size(32)));
+typedef int64_t v4i __attribute__((vector_size(32)));
+
+/* max |bits| over p[0, n), 8 lanes at a time (max is order-free). */
+DT_VECTOR_CLONES
+static uint32_t max_bits_of(const float *p, int64_t n, uint32_t mb)
+{
+    v8u m = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v8u b;
+        memcpy(&b, p + i, sizeof b);
+        b &= 0x7fffffffu;
+        const v8u gt = (v8u)(m > b);
+        m = (m & gt) | (b & ~gt);
+    }
+    for (int l = 0; l < 8; l++) mb = m[l] > mb ? m[l] : mb;
+    for (; i < n; i++) {
+        uint32_t b = dt_float_bits(p[i]) & 0x7fffffffu;
+        mb = b > mb ? b : mb;
+    }
+    return mb;
+}
+
+/* round(x * 2^shift) for 4 finite partials with |x * 2^shift| < 2^62 (the shift's bound),
+ * ties to even -- dt_fixed_from_float_bounded's value, by the double "magic number": below
+ * 2^51 adding 1.5 * 2^52 rounds to an integer (the machine's mode: to nearest even) and
+ * leaves it in the low bits; at 2^51 and above the product, 24 significant bits, is an
+ * integer multiple of 2^28, converted as (x * 2^-28) the same way, then shifted back. */
+static inline __attribute__((always_inline)) void to_fixed4(v4i *q, const float *p,
+                                                           const v4d *up)
+{
+    const v4d magic = {0x1.8p52, 0x1.8p52, 0x1.8p52, 0x1.8p52};
+    const v4d big = {0x1p51, 0x1p51, 0x1p51, 0x1p51};
+    v4f x;
+    memcpy(&x, p, sizeof x);
+    const v4d v = __builtin_convertvector(x, v4d) * *up; /* exact */
+    const v4i small_q = (v4i)(v + magic) - (v4i)magic;
+    const v4i large_q = ((v4i)(v * 0x1p-28 + magic) - (v4i)magic) << 28;
+    const v4d av = (v4d)((v4i)v & 0x7fffffffffffffffLL);
+    const v4i is_small = (v4i)(av < big);
+    *q = (small_q & is_small) | (large_q & ~is_small);
+}
+
+/* The floats nearest to a * 2^-shift for 4 int64 sums (|a| < 2^63), ties to even, down =
+ * 2^-shift: dt_fixed_to_float_bounded's value in vector lanes. |a| below 2^52 converts to
+ * double exactly (the magic number again); a larger one keeps its bits from 2^11 up with a
+ * sticky bit for the rest -- the float's rounding point lies at 2^29 or higher there, so
+ * halfway, below and above stay as they were -- and the power-of-two scale is exact. The
+ * conversion to float is then the one rounding. */
+static inline __attribute__((always_inline)) void to_float4(float *out, const v4i *acc,
+                                                            const v4d *down)
+{
+    const v4d magic = {0x1p52, 0x1p52, 0x1p52, 0x1p52};
+    const v4i a = *acc;
+    const v4i sgn = a >> 63;
+    const v4i u = (a ^ sgn) - sgn;
+    const v4i large = (v4i)(u >= (int64_t)1 << 52);
+    const v4i sticky = (v4i)((u & 2047) != 0) & 1;
+    const v4i us = (((u >> 11) | sticky) & large) | (u & ~large);
+    const v4d d = (v4d)(us | (v4i)magic) - magic; /* exact: us < 2^52 */
+    const v4d big_scale = *down * 0x1p11;
+    const v4d scale = (v4d)(((v4i)big_scale & large) | ((v4i)*down & ~large));
+    const v4d val = (v4d)((v4i)(d * scale) | (sgn & INT64_MIN)); /* exact */
+    const v4f f = __builtin_convertvector(val, v4f);
+    memcpy(out, &f, sizeof f);
+}
+
 /* exact_max over flat partial indices [begin, end) of the pack (tensor-major). */
 static void max_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
@@ -46,12 +116,8 @@ static void max_part(void *ctx, int64_t begin, int64_t end, int worker)
     for (int64_t p = begin; p < end;) {
         while (p >= L->slots * L->first[i + 1]) i++;
         const int64_t stop = end < L->slots * L->first[i + 1] ? end : L->slots * L->first[i + 1];
-        uint32_t mb = mine[i];
-        for (; p < stop; p++) {
-            uint32_t b = dt_float_bits(j->pack[p]) & 0x7fffffffu;
-            mb = b > mb ? b : mb;
-        }
-        mine[i] = mb;
+        mine[i] = max_bits_of(j->pack + p, stop - p, mine[i]);
+        p = stop;
     }
     j->used[worker] = true;
 }
@@ -95,6 +161,19 @@ static void sum_part(void *ctx, int64_t begin, int64_t end, int worker)
         const float *base = j->pack + L->slots * L->first[i] - L->first[i];
         float *out = j->out ? j->out + L->slots * L->first[i] - L->first[i] : NULL;
         /* |partial| <= max and S terms: no partial sum overflows (fixed_point.h) */
+        const v4d up4 = {up, up, up, up}, down4 = {down, down, down, down};
+        for (; e + 4 <= stop; e += 4) { /* 4 elements at a time, their slots in order */
+            v4i a = {0};
+            for (int64_t k = 0; k < L->slots; k++) {
+                v4i q;
+                to_fixed4(&q, base + e + k * n, &up4);
+                a += q;
+            }
+            if (out)
+                to_float4(out + e, &a, &down4);
+            else
+                memcpy(j->acc + e, &a, sizeof a);
+        }
         for (; e < stop; e++) {
             int64_t a = 0;
             for (int64_t k = 0; k < L->slots; k++)
@@ -108,6 +187,7 @@ static void sum_part(void *ctx, int64_t begin, int64_t end, int worker)
 }
 
 /* Elements [begin, end): slot 0 = acc rounded once. */
+DT_VECTOR_CLONES
 static void round_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     (void)worker;
@@ -123,6 +203,12 @@ static void round_part(void *ctx, int64_t begin, int64_t end, int worker)
         const int shift = dt_fixed_shift_for(dt_bits_float(j->max_bits[i]), L->shards);
         const double down = dt_fixed_scale(-shift);
         float *out = j->out + L->slots * L->first[i] - L->first[i];
+        const v4d down4 = {down, down, down, down};
+        for (; e + 4 <= stop; e += 4) {
+            v4i a;
+            memcpy(&a, j->acc + e, sizeof a);
+            to_float4(out + e, &a, &down4);
+        }
         for (; e < stop; e++) out[e] = dt_fixed_to_float_bounded(j->acc[e], down);
     }
 }
