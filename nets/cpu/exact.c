@@ -38,6 +38,7 @@ typedef uint32_t v8u __attribute__((vector_size(32)));
 typedef float v4f __attribute__((vector_size(16)));
 typedef double v4d __attribute__((vector_size(32)));
 typedef int64_t v4i __attribute__((vector_size(32)));
+typedef uint64_t v4u __attribute__((vector_size(32))); /* wrapping arithmetic */
 
 /* max |bits| over p[0, n), 8 lanes at a time (max is order-free). */
 DT_VECTOR_CLONES
@@ -73,8 +74,9 @@ static inline __attribute__((always_inline)) void to_fixed4(v4i *q, const float 
     v4f x;
     memcpy(&x, p, sizeof x);
     const v4d v = __builtin_convertvector(x, v4d) * *up; /* exact */
-    const v4i small_q = (v4i)(v + magic) - (v4i)magic;
-    const v4i large_q = ((v4i)(v * 0x1p-28 + magic) - (v4i)magic) << 28;
+    /* unsigned: in the lanes the other form serves, these wrap (and are discarded) */
+    const v4i small_q = (v4i)((v4u)(v + magic) - (v4u)magic);
+    const v4i large_q = (v4i)(((v4u)(v * 0x1p-28 + magic) - (v4u)magic) << 28);
     const v4d av = (v4d)((v4i)v & 0x7fffffffffffffffLL);
     const v4i is_small = (v4i)(av < big);
     *q = (small_q & is_small) | (large_q & ~is_small);
