@@ -298,11 +298,10 @@ void dt_dist_step_free(struct dt_dist_step *d)
     memset(d, 0, sizeof *d);
 }
 
-/* The model's gradients into row `k` of the staging buffer. */
-static void stage_gradients(struct dt_dist_step *d, int64_t k)
+/* The model's gradients into the staging buffer. */
+static void stage_gradients(struct dt_dist_step *d)
 {
     struct dt_model *m = d->m;
-    DT_ASSERT(k == 0);
     float *dst = d->stage;
     for (int i = 0; i < m->n_params; i++)
         dt_backend_download(m->be, dst + d->offset[i], m->params[i].g,
@@ -417,7 +416,7 @@ static enum dt_status step_ranks(struct dt_dist_step *d, const float *x, const u
             st = dt_dist_nccl_allreduce_params(d->nccl, m, &m->err);
             if (st != DT_OK) return st;
         } else {
-            stage_gradients(d, 0);
+            stage_gradients(d);
             allreduce_sum_f32(mine, d->total);
             unstage_gradients(d, mine);
         }
@@ -429,7 +428,7 @@ static enum dt_status step_ranks(struct dt_dist_step *d, const float *x, const u
         return DT_OK;
     }
     /* fixed: every rank's gradient gathered, added in rank order */
-    stage_gradients(d, 0);
+    stage_gradients(d);
     allgather_bytes(mine, d->gather, d->total * (int64_t)sizeof(float));
     memcpy(mine, d->gather, (size_t)d->total * sizeof(float));
     for (int q = 1; q < N; q++) {

@@ -480,13 +480,8 @@ enum dt_status dt_dense_backward_weight(struct dt_backend *be, float *dw, const 
     CHECK_DIMS(B, in, out);
     DT_ASSERT(dw && x && dy && pol);
     if (!HAS_OP1(be, dense_backward_weight)) return DT_ERR_UNSUPPORTED;
-    if (sharded(be, pol, B)) {
-        if (be->ops->version >= 10 && be->ops->dense_backward_weight_shards)
-            DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT,
-                     be->ops->dense_backward_weight_shards(be, dw, x, dy, B, in, out,
-                                                           &be->shards, pol));
+    if (sharded(be, pol, B))
         DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT, dense_wgrad_per_shard(be, dw, x, dy, in, out, pol));
-    }
     DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT, be->ops->dense_backward_weight(be, dw, x, dy, B, in, out, pol));
 }
 

@@ -112,14 +112,9 @@ struct dt_backend_ops {
     enum dt_status (*softmax_xent_backward_scaled)(struct dt_backend *, float *, const float *,
                                                    const int32_t *, int64_t, int64_t, int64_t,
                                                    const struct dt_policy *);
-    /* version 10: reduction: exact in one pass. The per-shard batch reductions (optional:
-     * NULL = the wrapper calls the plain op once per shard on the shard's rows) and the
-     * exact sum of the partials (optional: NULL answers DT_ERR_UNSUPPORTED). Shard row
-     * indices are already scaled to the op's rows. */
-    enum dt_status (*dense_backward_weight_shards)(struct dt_backend *, float *, const float *,
-                                                   const float *, int64_t, int64_t, int64_t,
-                                                   const struct dt_shards *,
-                                                   const struct dt_policy *);
+    /* version 10: reduction: exact in one pass, the exact sum of the shard partials
+     * (optional: NULL answers DT_ERR_UNSUPPORTED). The per-shard batch reductions are the
+     * plain ops, called once per shard by nets/backend.c. */
     enum dt_status (*exact_max)(struct dt_backend *, uint32_t *, const float *,
                                 const struct dt_exact_layout *);
     enum dt_status (*exact_to_fixed)(struct dt_backend *, int64_t *, const float *,

@@ -168,21 +168,32 @@ static float *make_pack(int64_t slots, int64_t *first)
     return p;
 }
 
+static float max_abs(const float *p, int64_t n)
+{
+    float mx = 0.0f;
+    for (int64_t k = 0; k < n; k++) mx = fabsf(p[k]) > mx ? fabsf(p[k]) : mx;
+    return mx;
+}
+
+/* out (n) = the exact sum over the `slots` rows of p (slots, n) at the shift for their
+ * max |p| and S terms, by the bit-level serial form (dt_fixed_sum_rows_at_shift). */
+static void serial_exact_sum(float *out, const float *p, int64_t slots, int64_t n, int64_t S)
+{
+    int64_t *scratch = dt_xmalloc((size_t)n * sizeof *scratch);
+    struct dt_error err;
+    CHECK(dt_fixed_sum_rows_at_shift(out, p, slots, n,
+                                     dt_fixed_shift_for(max_abs(p, slots * n), S), scratch,
+                                     &err) == DT_OK);
+    free(scratch);
+}
+
 /* The serial reference: per tensor one shift from max |partial| and S, then each column's
- * exact sum (dt_fixed_sum_rows_at_shift, the bit-level form) rounded once. */
+ * exact sum rounded once. */
 static void reference_sum(float *out, const float *pack, const int64_t *first, int64_t slots,
                           int64_t S)
 {
-    for (int i = 0; i < T3; i++) {
-        const float *p = pack + slots * first[i];
-        float mx = 0.0f;
-        for (int64_t k = 0; k < slots * tn[i]; k++) mx = fabsf(p[k]) > mx ? fabsf(p[k]) : mx;
-        int64_t *scratch = dt_xmalloc((size_t)tn[i] * sizeof *scratch);
-        struct dt_error err;
-        CHECK(dt_fixed_sum_rows_at_shift(out + first[i], p, slots, tn[i],
-                                         dt_fixed_shift_for(mx, S), scratch, &err) == DT_OK);
-        free(scratch);
-    }
+    for (int i = 0; i < T3; i++)
+        serial_exact_sum(out + first[i], pack + slots * first[i], slots, tn[i], S);
 }
 
 DT_TEST(exact_sum_reference)
@@ -195,9 +206,7 @@ DT_TEST(exact_sum_reference)
     reference_sum(ref, pack, first, S, S);
     /* the true sums, and the bound of fixed_point.h: S * 2^-(shift+1) + ulp/2 */
     for (int i = 0; i < T3; i++) {
-        float mx = 0.0f;
-        for (int64_t k = 0; k < S * tn[i]; k++)
-            mx = fabsf(pack[S * first[i] + k]) > mx ? fabsf(pack[S * first[i] + k]) : mx;
+        const float mx = max_abs(pack + S * first[i], S * tn[i]);
         const int shift = dt_fixed_shift_for(mx, S);
         for (int64_t e = 0; e < tn[i]; e++) {
             /* long double: the reference sum to 64 bits, its own error far below the bound */
@@ -378,17 +387,11 @@ static void pass_per_shard(struct dt_model *m, const float *x, const uint8_t *y,
     *loss = (float)(lsum / (double)B);
     for (int i = 0, at = 0; i < m->n_params; at += (int)m->params[i].n, i++) {
         const int64_t n = m->params[i].n;
-        float mx = 0.0f;
         float *rows = dt_xmalloc((size_t)(S * n) * sizeof(float));
-        for (int64_t s = 0; s < S; s++) {
+        for (int64_t s = 0; s < S; s++)
             memcpy(rows + s * n, stage + s * total + at, (size_t)n * sizeof(float));
-            for (int64_t e = 0; e < n; e++) mx = fabsf(rows[s * n + e]) > mx ? fabsf(rows[s * n + e]) : mx;
-        }
-        int64_t *scratch = dt_xmalloc((size_t)n * sizeof *scratch);
-        struct dt_error err;
-        CHECK(dt_fixed_sum_rows_at_shift(grad + at, rows, S, n, dt_fixed_shift_for(mx, S),
-                                         scratch, &err) == DT_OK);
-        free(scratch), free(rows);
+        serial_exact_sum(grad + at, rows, S, n, S);
+        free(rows);
     }
     free(stage);
 }

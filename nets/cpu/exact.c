@@ -1,6 +1,6 @@
 /* reduction: exact on the CPU backend: the exact sum of the canonical shards' gradient
- * partials (nets/backend.h, dt_exact_*; DESIGN.md "reduction"), and the per-shard dense
- * weight gradient in one fork of the pool (dense_backward_weight under the shards).
+ * partials (nets/backend.h, dt_exact_*; DESIGN.md "reduction"). The per-shard batch
+ * reductions themselves are the plain ops, called once per shard by nets/backend.c.
  *
  *   exact_max        per tensor, the max |bits| over its partials: workers scan slices of
  *                    the pack into their own maxima, merged after (max is order-free).
@@ -17,9 +17,9 @@
 #define EXACT_GRAIN 2048 /* elements per slice of the pack */
 
 /* Tensor i of the layout holding flat element e (first[i] <= e < first[i + 1]). */
-static int tensor_of(const struct dt_exact_layout *L, int64_t e, int hint)
+static int tensor_of(const struct dt_exact_layout *L, int64_t e)
 {
-    int i = hint;
+    int i = 0;
     while (e >= L->first[i + 1]) i++;
     return i;
 }
@@ -29,7 +29,7 @@ struct exact_job {
     const struct dt_exact_layout *L;
     const float *pack;
     float *out;            /* exact_sum / exact_round: the pack (slot 0 written) */
-    int64_t *acc;          /* exact_to_fixed / exact_round */
+    int64_t *acc;          /* exact_to_fixed: written; exact_round (pack NULL): read */
     const uint32_t *max_bits;
     bool used[DT_CPU_MAX_THREADS];
 };
@@ -125,7 +125,7 @@ static void max_part(void *ctx, int64_t begin, int64_t end, int worker)
 }
 
 enum dt_status dt_cpu_exact_max(struct dt_backend *be, uint32_t *max_bits, const float *pack,
-                                    const struct dt_exact_layout *L)
+                                const struct dt_exact_layout *L)
 {
     struct dt_cpu_ctx *c = dt_cpu(be);
     struct exact_job j = {.be = be, .L = L, .pack = pack};
@@ -142,15 +142,17 @@ enum dt_status dt_cpu_exact_max(struct dt_backend *be, uint32_t *max_bits, const
 
 static inline bool finite_max(uint32_t bits) { return bits < 0x7f800000u; }
 
-/* Elements [begin, end) (flat, over every tensor's first[] range): their int64 sums
- * over the held slots, then (out) the rounding into slot 0 or (acc) the sums kept. */
+/* Elements [begin, end) (flat, over every tensor's first[] range): their int64 sums --
+ * over the held slots of the pack, or read from acc when there is no pack (exact_round)
+ * -- then rounded into slot 0 (out) or kept in acc (exact_to_fixed). The form of the
+ * CUDA kernel (nets/cuda/exact.cu), 4 elements at a time. */
 DT_VECTOR_CLONES
 static void sum_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     (void)worker;
     struct exact_job *j = ctx;
     const struct dt_exact_layout *L = j->L;
-    int i = tensor_of(L, begin, 0);
+    int i = tensor_of(L, begin);
     for (int64_t e = begin; e < end; i++) {
         const int64_t stop = end < L->first[i + 1] ? end : L->first[i + 1];
         if (!finite_max(j->max_bits[i])) { /* left as it is; the caller names it */
@@ -160,13 +162,15 @@ static void sum_part(void *ctx, int64_t begin, int64_t end, int worker)
         const int shift = dt_fixed_shift_for(dt_bits_float(j->max_bits[i]), L->shards);
         const double up = dt_fixed_scale(shift), down = dt_fixed_scale(-shift);
         const int64_t n = L->n[i];
-        const float *base = j->pack + L->slots * L->first[i] - L->first[i];
+        const float *base = j->pack ? j->pack + L->slots * L->first[i] - L->first[i] : NULL;
         float *out = j->out ? j->out + L->slots * L->first[i] - L->first[i] : NULL;
         /* |partial| <= max and S terms: no partial sum overflows (fixed_point.h) */
         const v4d up4 = {up, up, up, up}, down4 = {down, down, down, down};
-        for (; e + 4 <= stop; e += 4) { /* 4 elements at a time, their slots in order */
+        for (; e + 4 <= stop; e += 4) { /* each element's slots in order */
             v4i a = {0};
-            for (int64_t k = 0; k < L->slots; k++) {
+            if (!base)
+                memcpy(&a, j->acc + e, sizeof a);
+            for (int64_t k = 0; base && k < L->slots; k++) {
                 v4i q;
                 to_fixed4(&q, base + e + k * n, &up4);
                 a += q;
@@ -177,8 +181,8 @@ static void sum_part(void *ctx, int64_t begin, int64_t end, int worker)
                 memcpy(j->acc + e, &a, sizeof a);
         }
         for (; e < stop; e++) {
-            int64_t a = 0;
-            for (int64_t k = 0; k < L->slots; k++)
+            int64_t a = base ? 0 : j->acc[e];
+            for (int64_t k = 0; base && k < L->slots; k++)
                 a += dt_fixed_from_float_bounded(base[e + k * n], up);
             if (out)
                 out[e] = dt_fixed_to_float_bounded(a, down);
@@ -188,35 +192,8 @@ static void sum_part(void *ctx, int64_t begin, int64_t end, int worker)
     }
 }
 
-/* Elements [begin, end): slot 0 = acc rounded once. */
-DT_VECTOR_CLONES
-static void round_part(void *ctx, int64_t begin, int64_t end, int worker)
-{
-    (void)worker;
-    struct exact_job *j = ctx;
-    const struct dt_exact_layout *L = j->L;
-    int i = tensor_of(L, begin, 0);
-    for (int64_t e = begin; e < end; i++) {
-        const int64_t stop = end < L->first[i + 1] ? end : L->first[i + 1];
-        if (!finite_max(j->max_bits[i])) {
-            e = stop;
-            continue;
-        }
-        const int shift = dt_fixed_shift_for(dt_bits_float(j->max_bits[i]), L->shards);
-        const double down = dt_fixed_scale(-shift);
-        float *out = j->out + L->slots * L->first[i] - L->first[i];
-        const v4d down4 = {down, down, down, down};
-        for (; e + 4 <= stop; e += 4) {
-            v4i a;
-            memcpy(&a, j->acc + e, sizeof a);
-            to_float4(out + e, &a, &down4);
-        }
-        for (; e < stop; e++) out[e] = dt_fixed_to_float_bounded(j->acc[e], down);
-    }
-}
-
 enum dt_status dt_cpu_exact_to_fixed(struct dt_backend *be, int64_t *acc, const float *pack,
-                                         const uint32_t *max_bits, const struct dt_exact_layout *L)
+                                     const uint32_t *max_bits, const struct dt_exact_layout *L)
 {
     struct exact_job j = {.be = be, .L = L, .pack = pack, .acc = acc, .max_bits = max_bits};
     dt_pool_run(dt_cpu(be)->pool, L->first[L->tensors], EXACT_GRAIN, sum_part, &j);
@@ -224,16 +201,16 @@ enum dt_status dt_cpu_exact_to_fixed(struct dt_backend *be, int64_t *acc, const 
 }
 
 enum dt_status dt_cpu_exact_round(struct dt_backend *be, float *pack, const int64_t *acc,
-                                      const uint32_t *max_bits, const struct dt_exact_layout *L)
+                                  const uint32_t *max_bits, const struct dt_exact_layout *L)
 {
     struct exact_job j = {.be = be, .L = L, .out = pack, .acc = (int64_t *)acc,
                           .max_bits = max_bits};
-    dt_pool_run(dt_cpu(be)->pool, L->first[L->tensors], EXACT_GRAIN, round_part, &j);
+    dt_pool_run(dt_cpu(be)->pool, L->first[L->tensors], EXACT_GRAIN, sum_part, &j);
     return DT_OK;
 }
 
 enum dt_status dt_cpu_exact_sum(struct dt_backend *be, float *pack, const uint32_t *max_bits,
-                                    const struct dt_exact_layout *L)
+                                const struct dt_exact_layout *L)
 {
     struct exact_job j = {.be = be, .L = L, .pack = pack, .out = pack, .max_bits = max_bits};
     dt_pool_run(dt_cpu(be)->pool, L->first[L->tensors], EXACT_GRAIN, sum_part, &j);
