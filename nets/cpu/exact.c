@@ -168,12 +168,14 @@ static void sum_part(void *ctx, int64_t begin, int64_t end, int worker)
         const v4d up4 = {up, up, up, up}, down4 = {down, down, down, down};
         for (; e + 4 <= stop; e += 4) { /* each element's slots in order */
             v4i a = {0};
-            if (!base)
+            if (base) {
+                for (int64_t k = 0; k < L->slots; k++) {
+                    v4i q;
+                    to_fixed4(&q, base + e + k * n, &up4);
+                    a += q;
+                }
+            } else {
                 memcpy(&a, j->acc + e, sizeof a);
-            for (int64_t k = 0; base && k < L->slots; k++) {
-                v4i q;
-                to_fixed4(&q, base + e + k * n, &up4);
-                a += q;
             }
             if (out)
                 to_float4(out + e, &a, &down4);
