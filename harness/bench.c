@@ -45,6 +45,14 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
     for (int64_t i = 0; i < warmup + n && st == DT_OK; i++) {
         const bool base_first = i % 2 == 0;
         for (int step = 0; step < 2 && st == DT_OK; step++) {
+            /* a stop request (SIGINT, SIGTERM, SIGHUP in `detrain run`) ends the sampling
+             * before the next step; every rank agrees, since each step is collective. The
+             * caller sees dt_train_stop_requested and drops the unfinished samples. */
+            const int sig = dt_dist_max_status((int)dt_train_stop_requested, NULL);
+            if (sig) {
+                if (!dt_train_stop_requested) dt_train_stop_requested = sig;
+                return DT_OK;
+            }
             const int k = base_first ? step : 1 - step; /* 0 = base, 1 = the policy */
             double t, ops[DT_OP_COUNT];
             dt_train_fill_batch(bs->x, bs->y, bs->train, bs->s++, B, exp->train.seed, 0,
@@ -110,7 +118,7 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
             header = true;
         }
         st = dt_bench_alternate(m, exp, bs, &fast, pol, opt->warmup, n, ta, tb, oa, ob);
-        if (st != DT_OK) break;
+        if (st != DT_OK || dt_train_stop_requested) break;
         double ma = dt_median(ta, n), mb = dt_median(tb, n);
         struct dt_ratio_ci ci;
         dt_bootstrap_median_ratio(ta, tb, n, 2000, exp->train.seed, &ci);

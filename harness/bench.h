@@ -24,7 +24,9 @@ struct dt_bench_options {
  * (base first in even pairs, pol first in odd ones) so neither always runs on the caches
  * the other left; `warmup` unmeasured pairs, then n measured ones. ta[i], tb[i]: seconds of
  * pair i's base and pol steps; oa/ob (optional, n * DT_OP_COUNT): per-op seconds, with the
- * backend's profiling enabled by the caller. *s is the running batch index. */
+ * backend's profiling enabled by the caller. *s is the running batch index. A stop request
+ * (dt_train_stop_requested, on any rank) ends it before the next step with DT_OK and the
+ * flag set on every rank: the samples are then incomplete. */
 struct dt_bench_stream {
     const struct dt_split *train;
     float *x;

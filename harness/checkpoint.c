@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
+
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint files are little-endian; this host is not"
 #endif
@@ -219,7 +221,7 @@ enum dt_status dt_checkpoint_config_diff(char *buf, size_t size, bool *differ, c
         diff_lines(&sb, &n, b.data, name_a, a.data, name_b, false, true); /* keys only in b */
         if (n > 4) dt_strbuf_printf(&sb, "; and %d more key%s", n - 4, n - 4 == 1 ? "" : "s");
         *differ = n > 0;
-        if (n > 0) snprintf(buf, size, "%s", sb.data);
+        if (n > 0) dt_sanitize_message(buf, size, sb.data); /* values come from files */
     }
     dt_strbuf_free(&a);
     dt_strbuf_free(&b);
@@ -583,8 +585,11 @@ static enum dt_status parse_fields(struct dt_checkpoint *ck, struct cursor *c, c
     return DT_OK;
 }
 
-static enum dt_status read_checked(struct dt_checkpoint *ck, const unsigned char *buf, size_t size,
-                                   const char *path, struct dt_error *err)
+/* The fixed prefix (magic, version, reserved, length) against the file's size: `buf` holds
+ * the first min(size, PREFIX_BYTES) bytes. Checked before the rest is read, so a file can
+ * never be read past the length its header gives. */
+static enum dt_status check_prefix(const unsigned char *buf, size_t size, const char *path,
+                                   struct dt_error *err)
 {
     size_t cmp = size < MAGIC_BYTES ? size : MAGIC_BYTES;
     if (memcmp(buf, DT_CHECKPOINT_MAGIC, cmp) != 0)
@@ -613,6 +618,13 @@ static enum dt_status read_checked(struct dt_checkpoint *ck, const unsigned char
         return dt_error_set(err, DT_ERR_DATA,
                             "%s: %zu trailing bytes after the %" PRIu64 "-byte checkpoint", path,
                             size - (size_t)length, length);
+    return DT_OK;
+}
+
+static enum dt_status read_checked(struct dt_checkpoint *ck, const unsigned char *buf, size_t size,
+                                   const char *path, struct dt_error *err)
+{
+    DT_FORWARD_IF_ERROR(check_prefix(buf, size, path, err));
     uint8_t sum[DT_DIGEST_BYTES];
     dt_sha256(sum, buf, size - DT_DIGEST_BYTES);
     if (memcmp(sum, buf + size - DT_DIGEST_BYTES, DT_DIGEST_BYTES) != 0)
@@ -625,22 +637,36 @@ static enum dt_status read_checked(struct dt_checkpoint *ck, const unsigned char
 enum dt_status dt_checkpoint_read(struct dt_checkpoint *ck, const char *path, struct dt_error *err)
 {
     memset(ck, 0, sizeof *ck);
-    FILE *f = fopen(path, "rb");
-    if (!f) return dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
+    int64_t file_size;
+    DT_FORWARD_IF_ERROR(dt_open_regular(&fd, path, "a checkpoint", &file_size, err));
+    /* the header's length must be the file's size before the file is read: the read is
+     * bounded by both */
+    unsigned char prefix[PREFIX_BYTES];
+    const size_t size = (size_t)file_size;
+    size_t got = 0;
+    enum dt_status st = dt_read_fd(fd, prefix, size < PREFIX_BYTES ? size : PREFIX_BYTES, &got,
+                                   path, err);
+    if (st == DT_OK && got < (size < PREFIX_BYTES ? size : PREFIX_BYTES))
+        st = dt_error_set(err, DT_ERR_DATA, "%s: truncated checkpoint: the file shrank while "
+                          "it was read", path);
+    if (st == DT_OK) st = check_prefix(prefix, size, path, err);
     unsigned char *buf = NULL;
-    size_t size = 0, cap = 0, got;
-    do {
-        if (size == cap) {
-            cap = cap ? 2 * cap : 1 << 16;
-            buf = dt_xrealloc(buf, cap);
-        }
-        got = fread(buf + size, 1, cap - size, f);
-        size += got;
-    } while (got > 0);
-    bool bad = ferror(f);
-    fclose(f);
-    enum dt_status st = bad ? dt_error_set(err, DT_ERR_IO, "%s: read failed", path)
-                            : read_checked(ck, buf, size, path, err);
+    if (st == DT_OK) {
+        buf = malloc(size);
+        if (!buf)
+            st = dt_error_set(err, DT_ERR_NOMEM, "%s: out of memory reading a %zu-byte "
+                              "checkpoint", path, size);
+    }
+    if (st == DT_OK) {
+        memcpy(buf, prefix, PREFIX_BYTES);
+        st = dt_read_fd(fd, buf + PREFIX_BYTES, size - PREFIX_BYTES, &got, path, err);
+        if (st == DT_OK && got != size - PREFIX_BYTES)
+            st = dt_error_set(err, DT_ERR_DATA, "%s: truncated checkpoint: expected %zu bytes, "
+                              "found %zu", path, size, PREFIX_BYTES + got);
+    }
+    close(fd);
+    if (st == DT_OK) st = read_checked(ck, buf, size, path, err);
     free(buf);
     if (st != DT_OK) dt_checkpoint_free(ck);
     return st;
@@ -677,11 +703,16 @@ enum dt_status dt_checkpoint_check(const struct dt_checkpoint *ck, const char *p
     free(config);
     char controls[256];
     dt_policy_describe(controls, sizeof controls, pol);
-    if (strcmp(ck->policy, pol->name) != 0 || strcmp(ck->controls, controls) != 0)
+    if (strcmp(ck->policy, pol->name) != 0 || strcmp(ck->controls, controls) != 0) {
+        char ck_policy[160], ck_controls[400];
         return dt_error_set(err, DT_ERR_CONFIG,
                             "%s: written under policy '%s' (%s); this replica trains under '%s' "
                             "(%s)",
-                            path, ck->policy, ck->controls, pol->name, controls);
+                            path, dt_escape_str(ck_policy, sizeof ck_policy, ck->policy),
+                            dt_escape_bytes(ck_controls, sizeof ck_controls, ck->controls,
+                                            strlen(ck->controls), sizeof ck_controls),
+                            pol->name, controls);
+    }
     if (ck->seed != exp->train.seed)
         return dt_error_set(err, DT_ERR_CONFIG, "%s: seed %" PRIu64 ", train.seed is %" PRIu64,
                             path, ck->seed, exp->train.seed);

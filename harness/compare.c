@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <yaml.h>
 
+#include "core/fileio.h"
 #include "core/util.h"
 #include "harness/config.h"
 #include "harness/layout.h"
@@ -52,9 +53,9 @@ enum dt_status dt_trace_read(struct dt_trace_row **rows_out, int64_t *n_out, con
     *n_out = 0;
     char file[1200];
     trace_file_path(file, sizeof file, path);
-    FILE *f = fopen(file, "r");
-    if (!f) return dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", file, strerror(errno));
-    char line[512];
+    FILE *f;
+    DT_FORWARD_IF_ERROR(dt_fopen_regular(&f, file, "a trace", err));
+    char line[512], esc[160];
     int64_t lineno = 0, n = 0, cap = 0;
     struct dt_trace_row *rows = NULL;
     enum dt_status st = DT_OK;
@@ -65,7 +66,7 @@ enum dt_status dt_trace_read(struct dt_trace_row **rows_out, int64_t *n_out, con
             if (strcmp(line, DT_TRACE_HEADER) != 0) {
                 st = dt_error_set(err, DT_ERR_DATA,
                                   "%s:1: not a detrain trace (header is '%s', expected '%s')",
-                                  file, line, DT_TRACE_HEADER);
+                                  file, dt_escape_str(esc, sizeof esc, line), DT_TRACE_HEADER);
                 break;
             }
             continue;
@@ -81,12 +82,13 @@ enum dt_status dt_trace_read(struct dt_trace_row **rows_out, int64_t *n_out, con
         errno = 0;
         long long step = strtoll(line, &end, 10);
         if (errno || *end || end == line || step < 0) {
-            st = dt_error_set(err, DT_ERR_DATA, "%s:%" PRId64 ": bad step '%s'", file, lineno, line);
+            st = dt_error_set(err, DT_ERR_DATA, "%s:%" PRId64 ": bad step '%s'", file, lineno,
+                              dt_escape_str(esc, sizeof esc, line));
             break;
         }
         if (!is_hex_digest(c2 + 1)) {
             st = dt_error_set(err, DT_ERR_DATA, "%s:%" PRId64 ": bad digest '%s'", file, lineno,
-                              c2 + 1);
+                              dt_escape_str(esc, sizeof esc, c2 + 1));
             break;
         }
         if (n > 0 && step <= rows[n - 1].step) {
@@ -118,9 +120,11 @@ enum dt_status dt_trace_read(struct dt_trace_row **rows_out, int64_t *n_out, con
     return DT_OK;
 }
 
-/* tensors.csv beside a trace: the (name, digest) rows of `step`, in file order. */
+/* tensors.csv beside a trace: the (name, digest) rows of `step`, in file order; -1 with
+ * the reason in `why` (and *absent when there is no such file) when it cannot be read. */
 static int read_tensor_rows(const char *trace_arg, int64_t step, char names[][64],
-                            char digests[][DT_DIGEST_HEX], int max)
+                            char digests[][DT_DIGEST_HEX], int max, struct dt_error *why,
+                            bool *absent)
 {
     char file[1200], dir[1200];
     trace_file_path(file, sizeof file, trace_arg);
@@ -130,8 +134,12 @@ static int read_tensor_rows(const char *trace_arg, int64_t step, char names[][64
     else snprintf(dir, sizeof dir, ".");
     char tpath[1300];
     snprintf(tpath, sizeof tpath, "%s/tensors.csv", dir);
-    FILE *f = fopen(tpath, "r");
-    if (!f) return -1;
+    FILE *f;
+    *absent = false;
+    if (dt_fopen_regular(&f, tpath, "tensors.csv", why) != DT_OK) {
+        *absent = errno == ENOENT;
+        return -1;
+    }
     char line[512];
     int n = 0;
     while (fgets(line, sizeof line, f) && n < max) {
@@ -146,6 +154,13 @@ static int read_tensor_rows(const char *trace_arg, int64_t step, char names[][64
         snprintf(digests[n], DT_DIGEST_HEX, "%.64s", c2 + 1);
         n++;
     }
+    if (ferror(f)) {
+        n = -1;
+        dt_error_set(why, DT_ERR_IO, "%s: read failed: %s", tpath, strerror(errno));
+    } else if (n == 0) {
+        n = -1;
+        dt_error_set(why, DT_ERR_DATA, "%s: no rows for step %" PRId64, tpath, step);
+    }
     fclose(f);
     return n;
 }
@@ -154,15 +169,30 @@ static void find_first_tensor(struct dt_trace_diff *d, const char *a, const char
 {
     enum { MAXT = 256 };
     static char na[MAXT][64], nb[MAXT][64], da[MAXT][DT_DIGEST_HEX], db[MAXT][DT_DIGEST_HEX];
-    int ka = read_tensor_rows(a, d->first_step, na, da, MAXT);
-    int kb = read_tensor_rows(b, d->first_step, nb, db, MAXT);
-    if (ka <= 0 || kb <= 0) return;
-    for (int i = 0; i < ka && i < kb; i++) {
-        if (strcmp(na[i], nb[i]) != 0 || strcmp(da[i], db[i]) != 0) {
-            snprintf(d->tensor, sizeof d->tensor, "%.63s", na[i]);
-            return;
+    struct dt_error why_a = {0}, why_b = {0};
+    char note[sizeof d->tensor_note];
+    bool absent_a, absent_b;
+    int ka = read_tensor_rows(a, d->first_step, na, da, MAXT, &why_a, &absent_a);
+    int kb = read_tensor_rows(b, d->first_step, nb, db, MAXT, &why_b, &absent_b);
+    d->tensor_fault = true;
+    if (ka < 0 && kb < 0 && absent_a && absent_b) {
+        d->tensor_fault = false;
+        snprintf(note, sizeof note, "neither side has tensors.csv (written with "
+                 "hash.per_tensor: true)");
+    } else if (ka < 0 || kb < 0) {
+        _Static_assert(sizeof note == sizeof why_a.msg, "a note holds an error message");
+        memcpy(note, ka < 0 ? why_a.msg : why_b.msg, sizeof note);
+    } else {
+        for (int i = 0; i < ka && i < kb; i++) {
+            if (strcmp(na[i], nb[i]) != 0 || strcmp(da[i], db[i]) != 0) {
+                snprintf(d->tensor, sizeof d->tensor, "%.63s", na[i]);
+                return;
+            }
         }
+        snprintf(note, sizeof note, "the %d and %d tensor digests of step %" PRId64
+                 " in the two tensors.csv files do not differ", ka, kb, d->first_step);
     }
+    dt_sanitize_message(d->tensor_note, sizeof d->tensor_note, note);
 }
 
 enum dt_status dt_trace_compare(struct dt_trace_diff *d, const char *path_a, const char *path_b,
@@ -248,7 +278,7 @@ enum dt_status dt_snapshot_read_verified(struct dt_snapshot *s, char *hex,
 static bool file_exists(const char *dir, const char *name)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) return false;
     struct stat st;
     return stat(path, &st) == 0;
 }
@@ -374,6 +404,7 @@ static enum dt_status compare_replicas(const char *a, const char *b, FILE *out,
                 (long long)d.first_step, (long long)(d.common_rows - 1));
         fprintf(out, "  %s: %s\n  %s: %s\n", a, d.digest_a, b, d.digest_b);
         if (d.tensor[0]) fprintf(out, "  first divergent tensor: %s\n", d.tensor);
+        else fprintf(out, "  first divergent tensor: unknown: %s\n", d.tensor_note);
     } else {
         fprintf(out, "diverged at step %lld: %s ends after %lld hashed steps, the other goes on "
                      "(every common step is equal)\n",
@@ -435,6 +466,7 @@ static enum replica_outcome compare_replica_line(FILE *out, const char *label, c
     } else if (d.digest_a[0]) {
         fprintf(out, "%s: diverged at step %lld", label, (long long)d.first_step);
         if (d.tensor[0]) fprintf(out, ", tensor %s", d.tensor);
+        else if (d.tensor_fault) fprintf(out, ", tensor unknown (%s)", d.tensor_note);
     } else {
         fprintf(out, "%s: diverged at step %lld: the trace in %s ends after %lld hashed steps",
                 label, (long long)d.first_step, d.rows_a < d.rows_b ? "A" : "B",
@@ -561,8 +593,8 @@ static enum dt_status json_scalars(char (*values)[JSON_VALUE], const char *path,
                                    const char *const *keys, int n_keys, struct dt_error *err)
 {
     for (int i = 0; i < n_keys; i++) values[i][0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f) return dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f;
+    DT_FORWARD_IF_ERROR(dt_fopen_regular(&f, path, "a manifest", err));
     yaml_parser_t parser;
     DT_ASSERT_MSG(yaml_parser_initialize(&parser), "out of memory starting libyaml");
     yaml_parser_set_input_file(&parser, f);
@@ -610,7 +642,8 @@ static enum dt_status json_scalars(char (*values)[JSON_VALUE], const char *path,
                 snprintf(full + strlen(full), sizeof full - strlen(full), "%s%s", d ? "." : "",
                          st[d].key);
             for (int i = 0; i < n_keys; i++)
-                if (strcmp(full, keys[i]) == 0) snprintf(values[i], JSON_VALUE, "%s", text);
+                if (strcmp(full, keys[i]) == 0) /* printed in the table: escaped */
+                    dt_sanitize_message(values[i], JSON_VALUE, text);
             if (depth > 0 && st[depth - 1].mapping) st[depth - 1].want_key = true;
             break;
         }

@@ -30,6 +30,12 @@ struct dt_trace_diff {
     int64_t common_rows; /* rows compared */
     int64_t rows_a, rows_b;
     char tensor[64]; /* first differing tensor at first_step, when both have tensors.csv */
+    /* when diverged at a step both hashed and `tensor` is empty: why no tensor is named
+     * ("<dir>/tensors.csv: cannot open: ..."); tensor_fault = something is wrong (one
+     * side lacks or cannot read tensors.csv, or it lacks the step), not merely both sides
+     * without per-tensor hashes (hash.per_tensor: false) */
+    char tensor_note[1024];
+    bool tensor_fault;
     char digest_a[DT_DIGEST_HEX], digest_b[DT_DIGEST_HEX];
 };
 

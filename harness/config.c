@@ -18,6 +18,8 @@
 #include <strings.h>
 #include <yaml.h>
 
+#include "core/fileio.h"
+
 /* ---- The key table ------------------------------------------------------------------- */
 
 enum key_type {
@@ -375,7 +377,9 @@ __attribute__((format(printf, 3, 4))) static enum dt_status fail_at(struct loade
     va_end(ap);
     int line, column;
     location(ld, mark, &line, &column);
-    return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->src->file, line, column, "%s", msg);
+    char safe[1024]; /* values and keys come from the file: escaped before a terminal */
+    dt_sanitize_message(safe, sizeof safe, msg);
+    return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->src->file, line, column, "%s", safe);
 }
 
 /* YAML's null: an empty plain scalar ("key:"), "~" or "null". */
@@ -1271,34 +1275,15 @@ static enum dt_status parse_yaml(struct loader *ld, yaml_document_t *doc, const 
     return st;
 }
 
-/* Read a whole file into a NUL-terminated buffer the caller frees. */
+/* Largest config file read (a YAML config or a results folder's config.json is a few KiB;
+ * the bound keeps a wrong path, e.g. a huge log, from being read whole). */
+#define CONFIG_MAX_BYTES ((size_t)16 << 20)
+
+/* Read a whole config file (a regular file, at most CONFIG_MAX_BYTES) into a NUL-terminated
+ * buffer the caller frees. */
 static enum dt_status read_file(const char *path, char **data, size_t *len, struct dt_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return dt_error_set(err, DT_ERR_IO, "cannot open config '%s': %s", path, strerror(errno));
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        char *bigger = realloc(buf, cap * 2);
-        if (!bigger) free(buf);
-        buf = bigger;
-        cap *= 2;
-    }
-    int failed = buf && ferror(f), saved_errno = errno;
-    fclose(f);
-    if (!buf) return dt_error_set(err, DT_ERR_NOMEM, "out of memory reading config '%s'", path);
-    if (failed) {
-        free(buf);
-        return dt_error_set(err, DT_ERR_IO, "cannot read config '%s': %s", path,
-                            strerror(saved_errno));
-    }
-    buf[n] = '\0';
-    *data = buf;
-    *len = n;
-    return DT_OK;
+    return dt_read_regular_file(data, len, path, "a config", CONFIG_MAX_BYTES, err);
 }
 
 static enum dt_status apply_root(struct loader *ld)

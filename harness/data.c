@@ -12,6 +12,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "core/fileio.h"
+
 /* ---- IDX format -------------------------------------------------------------------------- */
 
 #define IDX_TYPE_UBYTE 0x08                       /* the only element type we accept */
@@ -31,11 +33,14 @@ static const char *plural(uint64_t n)
     return n == 1 ? "" : "s";
 }
 
-/* zlib prefixes its messages with "PATH: "; drop that so ours does not say it twice. */
+/* zlib prefixes its messages with "PATH: ", or "<fd:N>: " for a stream opened with
+ * gzdopen; drop that so ours does not say it twice. */
 static const char *gz_msg_without_path(const char *msg, const char *path)
 {
     size_t n = strlen(path);
     if (msg && strncmp(msg, path, n) == 0 && strncmp(msg + n, ": ", 2) == 0) return msg + n + 2;
+    const char *end = msg && strncmp(msg, "<fd:", 4) == 0 ? strstr(msg, ">: ") : NULL;
+    if (end) return end + 3;
     return msg ? msg : "unknown zlib error";
 }
 
@@ -200,11 +205,13 @@ enum dt_status dt_idx_read(struct dt_idx *out, const char *path, int expect_ndim
     DT_ASSERT_MSG(expect_ndim == 1 || expect_ndim == 3, "dt_idx_read: expect_ndim is 1 or 3");
     memset(out, 0, sizeof *out);
 
-    errno = 0;
-    gzFile gz = gzopen(path, "rb");
-    if (!gz)
-        return dt_error_set(err, errno ? DT_ERR_IO : DT_ERR_NOMEM, "%s: cannot open: %s", path,
-                            errno ? strerror(errno) : "out of memory");
+    int fd; /* a regular file (a link to one is fine): a FIFO or a device is refused */
+    DT_FORWARD_IF_ERROR(dt_open_regular(&fd, path, "a dataset file", NULL, err));
+    gzFile gz = gzdopen(fd, "rb");
+    if (!gz) {
+        close(fd);
+        return dt_error_set(err, DT_ERR_NOMEM, "%s: cannot open: out of memory", path);
+    }
     gzbuffer(gz, IDX_GZ_BUFFER);
 
     struct dt_idx idx = {0};

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "build_info.h"
+#include "core/fileio.h"
 #include "core/status.h"
 #include "harness/bench.h"
 #include "harness/compare.h"
@@ -43,10 +44,10 @@ static const char usage_text[] =
     "        device: digests, first divergent step, step time vs fast per policy).\n"
     "        --resume DIR goes on with an interrupted run of CONFIG in DIR: finished\n"
     "        replicas are kept, the others go on from their checkpoint.bin (written\n"
-    "        every train.checkpoint_every steps and on SIGINT/SIGTERM) or start again;\n"
-    "        the traces end up identical to an uninterrupted run's. DIR must hold this\n"
-    "        config (train.steps, train.checkpoint_every, hash.async and report.* may\n"
-    "        change); --out, if given, must be DIR. Not for matrix configs.\n"
+    "        every train.checkpoint_every steps and on SIGINT/SIGTERM/SIGHUP) or start\n"
+    "        again; the traces end up identical to an uninterrupted run's. DIR must\n"
+    "        hold this config (train.steps, train.checkpoint_every, hash.async and\n"
+    "        report.* may change); --out, if given, must be DIR. Not for matrix configs.\n"
     "  report DIR [--no-plots] [--quiet]\n"
     "        Rebuild DIR/report.md, summary.csv (one row per cell), cells.csv (one row\n"
     "        per cell and replica pair), drift.csv and DIR/plots/*.svg|png (gnuplot;\n"
@@ -108,7 +109,9 @@ static int usage_error(const char *fmt, const char *arg)
 
 static int report(enum dt_status st, const struct dt_error *err)
 {
-    const char *msg = err->msg[0] ? err->msg : dt_status_str(st);
+    /* messages may quote files: control bytes escaped before they reach a terminal */
+    char msg[4 * sizeof err->msg];
+    dt_sanitize_message(msg, sizeof msg, err->msg[0] ? err->msg : dt_status_str(st));
     if (st != DT_OK && dt_dist_rank() == 0) fprintf(stderr, "detrain: %s\n", msg);
     else if (st != DT_OK && st != DT_ERR_CONFIG && st != DT_ERR_USAGE) /* rank 0 says those */
         fprintf(stderr, "detrain: rank %d: %s\n", dt_dist_rank(), msg);

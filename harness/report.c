@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
 #include "core/util.h"
 #include "harness/algolog.h"
 #include "harness/compare.h"
@@ -76,6 +77,7 @@ struct overhead {
     struct dvec fast, pol;
     bool baseline;  /* the policy's controls are the fast level's */
     bool has_ratio; /* baseline, or rows to compare */
+    bool partial;   /* fewer rows than report.overhead_samples (a killed run's file) */
     double fast_med, pol_med;
     struct dt_ratio_ci ci;
 };
@@ -96,6 +98,8 @@ struct report {
     int n_steps; /* snapshot steps (layout.h), 0 when report.snapshots is 0 */
     int64_t *steps;
     struct overhead ovh[DT_MAX_POLICIES];
+    bool ovh_absent, ovh_empty, ovh_cut; /* overhead.csv missing; no header; last row cut */
+    char ovh_note[600]; /* "" when every policy's overhead was measured in full */
     char plots_skipped[256]; /* the one-line reason when no plot was attempted */
     struct plot_note plots[DT_MAX_POLICIES + 2];
     int n_plots;
@@ -145,6 +149,8 @@ struct csv {
     int64_t line;
     char *buf;
     size_t cap;
+    bool eol;   /* the last line read ended with a newline (a line without one was cut) */
+    bool empty; /* csv_open(empty_ok): no complete header line */
     char *field[CSV_MAX_FIELDS];
 };
 
@@ -152,12 +158,13 @@ static enum dt_status csv_fail(const struct csv *c, struct dt_error *err, const 
     __attribute__((format(printf, 3, 4)));
 static enum dt_status csv_fail(const struct csv *c, struct dt_error *err, const char *fmt, ...)
 {
-    char msg[700];
+    char msg[400], safe[800];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return dt_error_set(err, DT_ERR_DATA, "%s:%" PRId64 ": %s", c->path, c->line, msg);
+    dt_sanitize_message(safe, sizeof safe, msg); /* it echoes the file's bytes */
+    return dt_error_set(err, DT_ERR_DATA, "%s:%" PRId64 ": %s", c->path, c->line, safe);
 }
 
 static int csv_getline(struct csv *c)
@@ -165,23 +172,32 @@ static int csv_getline(struct csv *c)
     ssize_t n = getline(&c->buf, &c->cap, c->f);
     if (n < 0) return 0;
     c->line++;
+    c->eol = c->buf[n - 1] == '\n';
     while (n > 0 && (c->buf[n - 1] == '\n' || c->buf[n - 1] == '\r'))
         c->buf[--n] = '\0';
     return 1;
 }
 
-/* Open `path` and check its header line. *exists = false (and DT_OK) when there is no
- * such file: every reader treats a missing file as "not available". */
-static enum dt_status csv_open(struct csv *c, const char *path, const char *header, bool *exists,
-                               struct dt_error *err)
+/* Open `path` (a regular file) and check its header line. *exists = false (and DT_OK)
+ * when there is no such file: every reader treats a missing file as "not available".
+ * empty_ok: a file with no complete header (zero bytes, or a header cut short by a killed
+ * writer) gives c->empty and DT_OK. */
+static enum dt_status csv_open(struct csv *c, const char *path, const char *header, bool empty_ok,
+                               bool *exists, struct dt_error *err)
 {
     memset(c, 0, sizeof *c);
     c->path = path;
     *exists = path_exists(path);
     if (!*exists) return DT_OK;
-    c->f = fopen(path, "r");
-    if (!c->f) return dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (!csv_getline(c)) return dt_error_set(err, DT_ERR_DATA, "%s: empty file (no header)", path);
+    DT_FORWARD_IF_ERROR(dt_fopen_regular(&c->f, path, "a CSV file", err));
+    if (!csv_getline(c)) {
+        if (ferror(c->f))
+            return dt_error_set(err, DT_ERR_IO, "%s: read failed: %s", path, strerror(errno));
+        if (empty_ok) return c->empty = true, DT_OK;
+        return dt_error_set(err, DT_ERR_DATA, "%s: empty file (no header)", path);
+    }
+    if (empty_ok && !c->eol && strncmp(header, c->buf, strlen(c->buf)) == 0)
+        return c->empty = true, DT_OK;
     if (strcmp(c->buf, header) != 0)
         return csv_fail(c, err, "unexpected header '%s' (expected '%s')", c->buf, header);
     return DT_OK;
@@ -252,7 +268,7 @@ static enum dt_status read_metrics(struct replica *r, const char *path, int64_t 
 {
     struct csv c;
     bool exists;
-    enum dt_status st = csv_open(&c, path, DT_METRICS_HEADER, &exists, err);
+    enum dt_status st = csv_open(&c, path, DT_METRICS_HEADER, false, &exists, err);
     bool row = exists;
     while (st == DT_OK && row && (st = csv_next(&c, 4, &row, err)) == DT_OK && row) {
         int64_t step;
@@ -274,7 +290,7 @@ static enum dt_status read_times(struct cell *cell, const char *path, struct dt_
 {
     struct csv c;
     bool exists;
-    enum dt_status st = csv_open(&c, path, DT_TIMES_HEADER, &exists, err);
+    enum dt_status st = csv_open(&c, path, DT_TIMES_HEADER, false, &exists, err);
     bool row = exists;
     while (st == DT_OK && row && (st = csv_next(&c, 3, &row, err)) == DT_OK && row) {
         int64_t step;
@@ -306,7 +322,7 @@ static enum dt_status read_predictions(struct replica *r, const char *path, stru
 {
     struct csv c;
     bool exists;
-    enum dt_status st = csv_open(&c, path, DT_PREDICTIONS_HEADER, &exists, err);
+    enum dt_status st = csv_open(&c, path, DT_PREDICTIONS_HEADER, false, &exists, err);
     int64_t cap = 0;
     bool row = exists;
     while (st == DT_OK && row && (st = csv_next(&c, 3, &row, err)) == DT_OK && row) {
@@ -341,31 +357,50 @@ static int policy_index(const struct dt_experiment *exp, const char *name)
     return -1;
 }
 
-/* overhead.csv: alternated (fast_ms, policy_ms) pairs grouped by policy. */
+/* One row of overhead.csv into the policy's pairs. */
+static enum dt_status overhead_row(struct report *rep, struct csv *c, struct dt_error *err)
+{
+    int p = policy_index(&rep->exp, c->field[0]);
+    int64_t pair;
+    double fast, pol;
+    if (p < 0) return csv_fail(c, err, "policy '%s' is not in config.json", c->field[0]);
+    if (!parse_i64(c->field[1], &pair)) return csv_fail(c, err, "bad pair '%s'", c->field[1]);
+    if (strcmp(c->field[2], "fast_first") != 0 && strcmp(c->field[2], "policy_first") != 0)
+        return csv_fail(c, err, "bad order '%s' (expected fast_first or policy_first)",
+                        c->field[2]);
+    if (!parse_f64(c->field[3], &fast, false) || fast <= 0)
+        return csv_fail(c, err, "bad fast_ms '%s'", c->field[3]);
+    if (!parse_f64(c->field[4], &pol, false) || pol <= 0)
+        return csv_fail(c, err, "bad policy_ms '%s'", c->field[4]);
+    dvec_push(&rep->ovh[p].fast, fast);
+    dvec_push(&rep->ovh[p].pol, pol);
+    return DT_OK;
+}
+
+/* overhead.csv: alternated (fast_ms, policy_ms) pairs grouped by policy. A run stopped
+ * during its overhead measurement may leave the file empty (zero bytes, or a header cut
+ * short), with fewer rows than report.overhead_samples, or with a last row cut short:
+ * all accepted, and overhead_stats says what was not measured. */
 static enum dt_status read_overhead(struct report *rep, const char *path, struct dt_error *err)
 {
     struct csv c;
     bool exists;
-    enum dt_status st = csv_open(&c, path, DT_OVERHEAD_HEADER, &exists, err);
-    bool row = exists;
-    while (st == DT_OK && row && (st = csv_next(&c, 5, &row, err)) == DT_OK && row) {
-        int p = policy_index(&rep->exp, c.field[0]);
-        int64_t pair;
-        double fast, pol;
-        if (p < 0)
-            st = csv_fail(&c, err, "policy '%s' is not in config.json", c.field[0]);
-        else if (!parse_i64(c.field[1], &pair))
-            st = csv_fail(&c, err, "bad pair '%s'", c.field[1]);
-        else if (strcmp(c.field[2], "fast_first") != 0 && strcmp(c.field[2], "policy_first") != 0)
-            st = csv_fail(&c, err, "bad order '%s' (expected fast_first or policy_first)",
-                          c.field[2]);
-        else if (!parse_f64(c.field[3], &fast, false) || fast <= 0)
-            st = csv_fail(&c, err, "bad fast_ms '%s'", c.field[3]);
-        else if (!parse_f64(c.field[4], &pol, false) || pol <= 0)
-            st = csv_fail(&c, err, "bad policy_ms '%s'", c.field[4]);
-        if (st != DT_OK) break;
-        dvec_push(&rep->ovh[p].fast, fast);
-        dvec_push(&rep->ovh[p].pol, pol);
+    enum dt_status st = csv_open(&c, path, DT_OVERHEAD_HEADER, true, &exists, err);
+    rep->ovh_absent = !exists;
+    rep->ovh_empty = exists && c.empty;
+    bool row = exists && !c.empty;
+    while (st == DT_OK && row) {
+        struct dt_error rerr = {0};
+        enum dt_status rst = csv_next(&c, 5, &row, &rerr);
+        if ((rst == DT_ERR_DATA || (rst == DT_OK && row)) && !c.eol) {
+            rep->ovh_cut = true; /* a last line without its newline: cut short, not used */
+            break;
+        }
+        if (rst == DT_OK && row) rst = overhead_row(rep, &c, &rerr);
+        if (rst != DT_OK) {
+            if (err) *err = rerr;
+            st = rst;
+        }
     }
     csv_close(&c);
     return st;
@@ -699,6 +734,46 @@ static enum dt_status drift_cell(const struct report *rep, struct cell *cell, in
 
 /* ---- overhead --------------------------------------------------------------------------- */
 
+/* rep->ovh_note: what of the overhead was not measured, and why ("" when all was). */
+static void overhead_note(struct report *rep)
+{
+    const struct dt_experiment *exp = &rep->exp;
+    struct dt_strbuf missing = {0}, partial = {0};
+    int n_missing = 0, n_partial = 0;
+    for (int p = 0; p < exp->n_policies; p++) {
+        const struct overhead *o = &rep->ovh[p];
+        if (o->baseline) continue;
+        if (o->fast.n == 0)
+            dt_strbuf_printf(&missing, "%s%s", n_missing++ ? ", " : "", exp->policies[p].name);
+        else if (o->partial)
+            dt_strbuf_printf(&partial, "%s%s (%" PRId64 " of %" PRId64 " pairs)",
+                             n_partial++ ? ", " : "", exp->policies[p].name, o->fast.n,
+                             exp->report.overhead_samples);
+    }
+    const char *again = "`detrain run --resume` with the same config measures it";
+    char *out = rep->ovh_note;
+    const size_t size = sizeof rep->ovh_note;
+    out[0] = '\0';
+    if (n_missing > 0 && exp->report.overhead_samples == 0)
+        snprintf(out, size, "not measured (report.overhead_samples is 0)");
+    else if (n_missing > 0 && rep->ovh_absent)
+        snprintf(out, size, "not measured: %s/overhead.csv is missing (the run was stopped "
+                 "before its overhead measurement; %s)", rep->dir, again);
+    else if (n_missing > 0)
+        snprintf(out, size, "not measured for %s: %s/overhead.csv %s (the run was stopped "
+                 "before or during its overhead measurement; %s)", missing.data, rep->dir,
+                 rep->ovh_empty ? "is empty" : "has no rows for it", again);
+    if (n_partial > 0)
+        snprintf(out + strlen(out), size - strlen(out), "%smeasured over the rows present only "
+                 "for %s: %s/overhead.csv is partial (the run was stopped during its overhead "
+                 "measurement)", out[0] ? "; " : "", partial.data, rep->dir);
+    else if (rep->ovh_cut && out[0] == '\0')
+        snprintf(out, size, "measured; the cut-short last line of %s/overhead.csv was left "
+                 "out", rep->dir);
+    dt_strbuf_free(&missing);
+    dt_strbuf_free(&partial);
+}
+
 static void overhead_stats(struct report *rep)
 {
     struct dt_policy fast;
@@ -716,7 +791,9 @@ static void overhead_stats(struct report *rep)
             dt_bootstrap_median_ratio(o->fast.v, o->pol.v, o->fast.n, BOOTSTRAP_RESAMPLES,
                                       BOOTSTRAP_SEED, &o->ci);
         }
+        o->partial = !o->baseline && o->fast.n > 0 && o->fast.n < rep->exp.report.overhead_samples;
     }
+    overhead_note(rep);
 }
 
 static const char *overhead_verdict(const struct overhead *o)
@@ -1295,9 +1372,11 @@ static void md_overhead(struct dt_strbuf *sb, const struct report *rep)
             dt_strbuf_printf(sb, " | [%.3f, %.3f]", o->ci.lo, o->ci.hi);
         else
             dt_strbuf_printf(sb, " | -");
-        dt_strbuf_printf(sb, " | %s |\n", o->has_ratio ? overhead_verdict(o) : "-");
+        dt_strbuf_printf(sb, " | %s%s |\n", o->has_ratio ? overhead_verdict(o) : "not measured",
+                         o->partial ? " (partial)" : "");
     }
     dt_strbuf_printf(sb, "\n");
+    if (rep->ovh_note[0]) dt_strbuf_printf(sb, "Overhead %s.\n\n", rep->ovh_note);
 }
 
 static void md_drift(struct dt_strbuf *sb, const struct report *rep)
@@ -1345,8 +1424,8 @@ static void md_plots(struct dt_strbuf *sb, const struct report *rep)
  * changes within the run (rows beyond the first of each call site). False when absent. */
 static bool read_algos(const char *path, struct dt_strbuf *choices, int *rows, int *changes)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) return false;
+    FILE *f; /* not a regular file (a FIFO would block): no record */
+    if (dt_fopen_regular(&f, path, "algos.csv", NULL) != DT_OK) return false;
     char line[512];
     bool seen[DT_ALGOLOG_MAX_CALLS] = {false};
     *rows = *changes = 0;
@@ -1444,11 +1523,13 @@ static void print_overhead(const struct overhead *o)
     if (o->baseline)
         printf("baseline");
     else if (!o->has_ratio)
-        printf("-");
+        printf("not measured");
     else if (o->ci.inconclusive)
         printf("%.2fx inconclusive", o->ci.ratio);
     else
         printf("%.2fx [%.2f, %.2f]", o->ci.ratio, o->ci.lo, o->ci.hi);
+    if (o->partial)
+        printf(" (partial: %" PRId64 " pair%s)", o->fast.n, o->fast.n == 1 ? "" : "s");
 }
 
 static void print_summary(const struct report *rep)
@@ -1477,6 +1558,7 @@ static void print_summary(const struct report *rep)
            " churn = mean share of test examples two replicas classify differently; l2_rel = "
            "final weight distance over weight norm;\n overhead = median step time vs fast "
            "with its 95%% interval)\n");
+    if (rep->ovh_note[0]) printf("overhead: %s\n", rep->ovh_note);
     printf("report:  %s/report.md\nsummary: %s/summary.csv\ncells:   %s/cells.csv\n"
            "drift:   %s/drift.csv\n",
            rep->dir, rep->dir, rep->dir, rep->dir);
@@ -1618,7 +1700,7 @@ enum dt_status dt_report_read_summary(const char *dir, struct dt_report_summary_
     *n_rows = 0;
     struct csv c;
     bool exists, row;
-    enum dt_status st = csv_open(&c, path, DT_REPORT_SUMMARY_HEADER, &exists, err);
+    enum dt_status st = csv_open(&c, path, DT_REPORT_SUMMARY_HEADER, false, &exists, err);
     if (st == DT_OK && !exists) st = dt_error_set(err, DT_ERR_IO, "%s: missing", path);
     int cap = 0;
     row = exists;

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
 #include "core/util.h"
 #include "harness/metrics.h"
 
@@ -178,16 +179,16 @@ static enum dt_status read_checked(struct dt_snapshot *s, FILE *f, int64_t size,
 enum dt_status dt_snapshot_read(struct dt_snapshot *s, const char *path, struct dt_error *err)
 {
     memset(s, 0, sizeof *s);
-    FILE *f = fopen(path, "rb");
-    if (!f) return dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    enum dt_status rc;
-    if (fstat(fileno(f), &st) != 0)
-        rc = dt_error_set(err, DT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = dt_error_set(err, DT_ERR_IO, "%s: not a regular file", path);
-    else
-        rc = read_checked(s, f, (int64_t)st.st_size, path, err);
+    int fd; /* a FIFO or a device is refused before a byte is read (core/fileio.h) */
+    int64_t size;
+    DT_FORWARD_IF_ERROR(dt_open_regular(&fd, path, "a snapshot", &size, err));
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
+    enum dt_status rc = read_checked(s, f, size, path, err);
     fclose(f);
     if (rc != DT_OK) dt_snapshot_free(s);
     return rc;

@@ -40,6 +40,7 @@ void dt_train_install_signal_handlers(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* a closed terminal: stop like SIGTERM, resumable */
 }
 
 int64_t dt_train_lfsr_check_every(const struct dt_experiment *exp)
@@ -1240,6 +1241,11 @@ static enum dt_status measure_overhead(struct run_ctx *c, struct dt_error *err)
             return dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
         return DT_OK;
     }
+    enum dt_status hst = flush_csv(f, path, err); /* killed from here on: a header-only file */
+    if (hst != DT_OK) {
+        fclose(f);
+        return hst;
+    }
     if (!c->opt->quiet)
         fprintf(stderr, "detrain: overhead: %d polic%s vs fast, %" PRId64
                         " alternated pairs each after %" PRId64 " warm-up pairs\n",
@@ -1260,7 +1266,7 @@ static enum dt_status measure_overhead(struct run_ctx *c, struct dt_error *err)
         const struct dt_policy *pol = &exp->policies[p];
         if (dt_policy_equal_controls(pol, &fast)) continue;
         st = dt_bench_alternate(m, exp, &bs, &fast, pol, warmup, n, ta, tb, NULL, NULL);
-        if (st == DT_OK && m->err.status == DT_OK)
+        if (st == DT_OK && m->err.status == DT_OK && !dt_train_stop_requested) /* complete */
             for (int64_t i = 0; i < n; i++)
                 fprintf(f, "%s,%" PRId64 ",%s,%.6f,%.6f\n", pol->name, i,
                         (warmup + i) % 2 == 0 ? "fast_first" : "policy_first", 1e3 * ta[i],

@@ -398,8 +398,8 @@ DT_TEST(missing_file)
     join(path, sizeof path, dir, "no-such-idx3-ubyte");
     unlink(path);
     expect_read_fails(path, 3, DT_ERR_IO, "cannot open: No such file or directory");
-    /* A folder opens but cannot be read. */
-    expect_read_fails(dir, 1, DT_ERR_IO, "read error: Is a directory");
+    /* A folder (any file that is not a regular one) is refused before a read. */
+    expect_read_fails(dir, 1, DT_ERR_IO, "not a regular file but a folder");
     /* err may be NULL. */
     struct dt_idx idx = {0};
     CHECK_INT_EQ(dt_idx_read(&idx, path, 1, NULL), DT_ERR_IO);
