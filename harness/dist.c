@@ -137,7 +137,7 @@ int64_t dt_dist_rank_shard(int64_t S, int N, int r) { return ((int64_t)r * S) / 
 
 bool dt_dist_step_needed(const struct dt_model *m, const struct dt_policy *pol)
 {
-    if (m->ops->train_step) return false; /* its own step: one rank only (dt_dist_check) */
+    if (!dt_model_splits_step(m)) return false; /* one rank only (dt_dist_check) */
     return g_dist.size > 1 || pol->reduction == DT_REDUCTION_EXACT;
 }
 
@@ -156,7 +156,7 @@ enum dt_status dt_dist_check(const struct dt_model *m, int64_t batch, int64_t sh
                             "of every rank count you compare; the digests at reduction: exact do "
                             "not depend on the rank count, only on train.shards)",
                             g_dist.size, shards, g_dist.size);
-    if (g_dist.size > 1 && m->ops->train_step)
+    if (g_dist.size > 1 && !dt_model_splits_step(m))
         return dt_error_set(err, DT_ERR_UNSUPPORTED,
                             "model %s runs its own training step (several forward/backward "
                             "passes per step) and does not run on several ranks in this "
@@ -451,7 +451,7 @@ enum dt_status dt_dist_step(struct dt_dist_step *d, const float *x, const uint8_
                             const struct dt_policy *pol, float *loss)
 {
     struct dt_model *m = d->m;
-    DT_ASSERT(!m->ops->train_step && shards >= g_dist.size && shards <= B);
+    DT_ASSERT(dt_model_splits_step(m) && shards >= g_dist.size && shards <= B);
     /* device memory (the CUDA backend) goes over NCCL when it is built in, also with one
      * rank under mpirun (the exact path's integer all-reduce: a one-GPU check of it) */
     if (!d->nccl && g_dist.initialised && dt_dist_have_nccl() &&
@@ -461,6 +461,7 @@ enum dt_status dt_dist_step(struct dt_dist_step *d, const float *x, const uint8_
     enum dt_status st = pol->reduction == DT_REDUCTION_EXACT
                             ? step_exact(d, x, y, B, shards, pol, loss)
                             : step_ranks(d, x, y, B, shards, pol, loss);
+    if (st == DT_OK) st = dt_model_finish_gradients(m, pol); /* once, after the combination */
     if (st != DT_OK) return st;
     return dt_model_sgd(m, opt, pol);
 }

@@ -22,9 +22,12 @@
  *              same for any N -- and for the plain single-process run, which takes the
  *              same path with N = 1.
  *
- * With one rank and unordered or fixed the step is the plain one. Models with their own
- * train_step (bnn_mlp) take the plain step with one rank (exact then sums as fixed) and
- * refuse more than one.
+ * With one rank and unordered or fixed the step is the plain one. A model with its own
+ * train_step takes these paths when it splits that step (dt_model_splits_step: bnn_mlp's
+ * gradients give the data term over the rank's rows, one partial per shard at exact); the
+ * data-free term (bnn_mlp's KL) is added once, after the combination, identically on every
+ * rank (dt_model_finish_gradients), then the update. One that does not split its step
+ * refuses more than one rank.
  *
  * Rank 0 writes every file; every rank checks its model digest against rank 0's at each
  * hashed step, and the ranks agree after every step whether to go on, so a failure or a
@@ -69,7 +72,8 @@ float dt_dist_fixed_to_float(int64_t acc, int shift);
 /* Whether a step of `pol` on `m` goes through dt_dist_step (else dt_model_train_step). */
 bool dt_dist_step_needed(const struct dt_model *m, const struct dt_policy *pol);
 /* Refuse what cannot run on dt_dist_size() ranks: more ranks than shards, shards larger
- * than the batch, a model with its own step on several ranks. */
+ * than the batch, a model whose own step does not split (dt_model_splits_step) on several
+ * ranks. */
 enum dt_status dt_dist_check(const struct dt_model *m, int64_t batch, int64_t shards,
                              struct dt_error *err);
 

@@ -13,6 +13,11 @@
  *      the lanes back. Each tensor's epsilon is formed once and used for both the rho
  *      gradient and the sampled weight that the input gradient needs;
  *   4. gradients = sample mean + KL term (dt_bnn_finish), then SGD on every mu and rho.
+ * Steps 1-3 are ops->gradients (the data term), step 4's sum is ops->finish_gradients: a
+ * data-parallel or `reduction: exact` step (harness/dist.h) runs 1-3 on a rank's rows with
+ * the backend's shards set -- every weight and bias gradient of every sample one partial
+ * per shard, accumulated into that shard's slot of the mu and rho gradients -- combines
+ * the slots of every shard and rank, and only then adds the KL term, once per step.
  * The arithmetic is the same in every mode, so the weights match bit for bit whenever the
  * epsilon values do: `stored` draws with the generator `stored_generator` names.
  *
@@ -42,7 +47,10 @@ struct bnn {
     float **act;      /* S * (L + 1): act[s (L+1) + l]; l = 0 is m->x, l = L the logits */
     float **dlogits;  /* S */
     float *grad, *grad2; /* (max_batch, max_dim): input gradients */
-    float *gw;        /* one tensor: a sample's weight or bias gradient */
+    float *gw;        /* a sample's weight or bias gradient: gw_slots shard partials of
+                         one tensor (tensor k's slot j at gw + j * tsize[k]) */
+    int64_t gw_slots;
+    float *loss_ws;   /* host: one sample's per-shard mean losses, then their sums */
     float *ww, *wb;   /* one layer's sampled weight and bias */
     float *eps_ws;    /* one tensor: regenerated epsilon */
     float *eps_store; /* S * total: rng stored, or the verify copy; NULL until needed */
@@ -256,8 +264,24 @@ static enum dt_status sample_forward(struct dt_model *m, int s, int64_t B, enum 
     return DT_OK;
 }
 
+/* One sample's weight or bias gradient gw, `slots` shard partials of n elements, added to
+ * every slot of the mu and rho gradients of param pair 2k, 2k + 1 (slot j at + j * n). */
+static enum dt_status accumulate_slots(struct dt_model *m, int k, const float *gw, const float *eps,
+                                       int64_t n, int64_t slots, bool first,
+                                       const struct dt_policy *pol)
+{
+    struct bnn *nb = m->impl;
+    for (int64_t j = 0; j < slots; j++)
+        DT_FORWARD_IF_ERROR(dt_bnn_accumulate(m->be, m->params[2 * k].g + j * n,
+                                              m->params[2 * k + 1].g + j * n, gw + j * n, eps,
+                                              nb->dsigma[k], n, first, pol));
+    return DT_OK;
+}
+
+/* Backward of Monte Carlo sample s; every batch reduction gives `slots` shard partials
+ * (the backend's shards, when set), each accumulated into its slot of the gradients. */
 static enum dt_status sample_backward(struct dt_model *m, int s, int64_t B, enum gen g,
-                                      bool check, const struct dt_policy *pol)
+                                      bool check, int64_t slots, const struct dt_policy *pol)
 {
     struct bnn *n = m->impl;
     float **act = act_of(n, s);
@@ -270,13 +294,11 @@ static enum dt_status sample_backward(struct dt_model *m, int s, int64_t B, enum
         DT_FORWARD_IF_ERROR(eps_backward(m, g, kb, s, check, pol, &eps));
         DT_MODEL_GRAD(m, m->params[2 * kb].name, false,
                       dt_bias_backward(m->be, n->gw, dy, B, out, pol));
-        DT_FORWARD_IF_ERROR(dt_bnn_accumulate(m->be, m->params[2 * kb].g, m->params[2 * kb + 1].g,
-                                              n->gw, eps, n->dsigma[kb], out, first, pol));
+        DT_FORWARD_IF_ERROR(accumulate_slots(m, kb, n->gw, eps, out, slots, first, pol));
         DT_FORWARD_IF_ERROR(eps_backward(m, g, kw, s, check, pol, &eps));
         DT_MODEL_GRAD(m, m->params[2 * kw].name, false,
                       dt_dense_backward_weight(m->be, n->gw, act[l], dy, B, in, out, pol));
-        DT_FORWARD_IF_ERROR(dt_bnn_accumulate(m->be, m->params[2 * kw].g, m->params[2 * kw + 1].g,
-                                              n->gw, eps, n->dsigma[kw], in * out, first, pol));
+        DT_FORWARD_IF_ERROR(accumulate_slots(m, kw, n->gw, eps, in * out, slots, first, pol));
         if (l == 0) break;
         /* The same epsilon gives the sampled weight for the input gradient. */
         DT_FORWARD_IF_ERROR(dt_bnn_sample(m->be, n->ww, mu_of(m, kw), n->sigma[kw], eps, in * out, pol));
@@ -293,40 +315,67 @@ static enum dt_status sample_backward(struct dt_model *m, int s, int64_t B, enum
     return DT_OK;
 }
 
-static enum dt_status bnn_train_step(struct dt_model *m, int64_t B, const struct dt_sgd_options *opt,
-                                     const struct dt_policy *pol, float *loss)
+/* ops->gradients: the data term of every mu and rho gradient (the sum over the Monte
+ * Carlo samples; dt_bnn_finish scales it) on the B rows in m->x, dlogits scaled by
+ * 1 / denom; with sh, one partial per shard in every gradient's slots. Epsilon depends on
+ * (seed, step, member, sample, tensor) only, never on the rows, so every rank and every
+ * shard layout draws the same. */
+static enum dt_status bnn_gradients(struct dt_model *m, int64_t B, int64_t denom,
+                                    const struct dt_shards *sh, const struct dt_policy *pol,
+                                    float *loss_slots)
 {
     struct bnn *n = m->impl;
+    const int64_t slots = sh ? sh->count : 1;
+    if (slots > n->gw_slots) {
+        dt_backend_free(m->be, n->gw);
+        n->gw = dt_backend_alloc(m->be, (size_t)(slots * n->max_tensor) * sizeof(float));
+        free(n->loss_ws);
+        n->loss_ws = dt_xmalloc((size_t)(2 * slots) * sizeof(float));
+        n->gw_slots = slots;
+    }
     const enum gen g = generator(n, pol);
     const bool check = checking(m, g, pol);
     if (g == GEN_LFSR) ensure_lanes(m, check);
     DT_FORWARD_IF_ERROR(sigmas(m, pol));
-    float total = 0.0f;
+    float *ls = n->loss_ws, *total = n->loss_ws + slots;
+    for (int64_t j = 0; j < slots; j++) total[j] = 0.0f;
     for (int s = 0; s < n->o.samples; s++) {
         DT_FORWARD_IF_ERROR(sample_forward(m, s, B, g, check, pol));
-        float ls;
-        DT_FORWARD_IF_ERROR(dt_softmax_xent_forward(m->be, m->probs, &ls, NULL,
+        DT_FORWARD_IF_ERROR(dt_softmax_xent_forward(m->be, m->probs, ls, NULL,
                                                     act_of(n, s)[n->L], m->labels, B,
                                                     m->n_classes, pol));
-        DT_FORWARD_IF_ERROR(dt_softmax_xent_backward(m->be, n->dlogits[s], m->probs, m->labels,
-                                                     B, m->n_classes, pol));
-        total += ls;
+        DT_FORWARD_IF_ERROR(dt_softmax_xent_backward_scaled(m->be, n->dlogits[s], m->probs,
+                                                            m->labels, B, m->n_classes, denom,
+                                                            pol));
+        for (int64_t j = 0; j < slots; j++) total[j] += ls[j];
     }
     for (int s = 0; s < n->o.samples; s++)
-        DT_FORWARD_IF_ERROR(sample_backward(m, s, B, g, check, pol));
+        DT_FORWARD_IF_ERROR(sample_backward(m, s, B, g, check, slots, pol));
+    const float inv_s = 1.0f / (float)n->o.samples;
+    for (int64_t j = 0; j < slots; j++) loss_slots[j] = total[j] * inv_s;
+    return DT_OK;
+}
+
+/* ops->finish_gradients: the sample mean and the KL term, once per step (dt_bnn_finish). */
+static enum dt_status bnn_finish_gradients(struct dt_model *m, const struct dt_policy *pol)
+{
+    struct bnn *n = m->impl;
     const float inv_s = 1.0f / (float)n->o.samples;
     const float prior_var = n->o.prior_sigma * n->o.prior_sigma;
     for (int k = 0; k < n->n_tensors; k++)
         DT_FORWARD_IF_ERROR(dt_bnn_finish(m->be, m->params[2 * k].g, m->params[2 * k + 1].g,
                                           mu_of(m, k), n->sigma[k], n->dsigma[k], n->tsize[k],
                                           inv_s, n->o.kl_weight, prior_var, pol));
-    for (int i = 0; i < m->n_params; i++) {
-        struct dt_param *p = &m->params[i];
-        DT_FORWARD_IF_ERROR(dt_sgd_update(m->be, p->w, p->v, p->g, p->n, opt->lr, opt->momentum,
-                                          opt->weight_decay, pol));
-    }
-    *loss = total * inv_s;
     return DT_OK;
+}
+
+/* One process, no shards: the data term over the batch, the KL term, SGD. */
+static enum dt_status bnn_train_step(struct dt_model *m, int64_t B, const struct dt_sgd_options *opt,
+                                     const struct dt_policy *pol, float *loss)
+{
+    DT_FORWARD_IF_ERROR(bnn_gradients(m, B, B, NULL, pol, loss));
+    DT_FORWARD_IF_ERROR(bnn_finish_gradients(m, pol));
+    return dt_model_sgd(m, opt, pol);
 }
 
 /* Evaluation: the predicted probabilities are the mean over test_samples sampled models
@@ -454,6 +503,7 @@ static void bnn_destroy(struct dt_model *m)
     free(n->probe);
     free(n->host_a);
     free(n->host_b);
+    free(n->loss_ws);
     free(n);
     m->impl = NULL;
 }
@@ -466,6 +516,8 @@ static const struct dt_model_ops bnn_ops = {
     .train_step = bnn_train_step,
     .evaluate = bnn_evaluate,
     .memory = bnn_memory,
+    .gradients = bnn_gradients,
+    .finish_gradients = bnn_finish_gradients,
 };
 
 enum dt_status dt_bnn_mlp_create(struct dt_model **out, struct dt_backend *be, int64_t in_dim,
@@ -536,7 +588,7 @@ enum dt_status dt_bnn_mlp_create(struct dt_model **out, struct dt_backend *be, i
     }
     n->grad = dt_backend_alloc(be, (size_t)(max_batch * n->max_dim) * sizeof(float));
     n->grad2 = dt_backend_alloc(be, (size_t)(max_batch * n->max_dim) * sizeof(float));
-    n->gw = dt_backend_alloc(be, (size_t)n->max_tensor * sizeof(float));
+    /* n->gw: allocated by bnn_gradients for the shard slots of its first call */
     n->ww = dt_backend_alloc(be, (size_t)max_w * sizeof(float));
     n->wb = dt_backend_alloc(be, (size_t)max_b * sizeof(float));
     n->eps_ws = dt_backend_alloc(be, (size_t)n->max_tensor * sizeof(float));

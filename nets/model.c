@@ -119,8 +119,9 @@ enum dt_status dt_model_gradients(struct dt_model *m, const float *x, const uint
                                   int64_t B, int64_t denom, const struct dt_policy *pol,
                                   float *loss)
 {
-    DT_ASSERT(!m->ops->train_step && denom >= B && B >= 1);
+    DT_ASSERT(dt_model_splits_step(m) && denom >= B && B >= 1);
     dt_model_load_batch(m, x, y, B);
+    if (m->ops->gradients) return m->ops->gradients(m, B, denom, NULL, pol, loss);
     DT_FORWARD_IF_ERROR(m->ops->forward(m, B, pol));
     DT_FORWARD_IF_ERROR(dt_softmax_xent_forward(m->be, m->probs, loss, NULL, m->logits,
                                                 m->labels, B, m->n_classes, pol));
@@ -153,11 +154,16 @@ enum dt_status dt_model_gradients_sharded(struct dt_model *m, const float *x, co
                                           const struct dt_shards *sh,
                                           const struct dt_policy *pol, float *loss_slots)
 {
-    DT_ASSERT(!m->ops->train_step && denom >= B && B >= 1);
+    DT_ASSERT(dt_model_splits_step(m) && denom >= B && B >= 1);
     DT_ASSERT(pol->reduction == DT_REDUCTION_EXACT && sh->count >= 1 &&
               sh->count == m->grad_slots && sh->row[sh->count] == B);
     dt_model_load_batch(m, x, y, B);
     dt_backend_set_shards(m->be, sh);
+    if (m->ops->gradients) {
+        enum dt_status st = m->ops->gradients(m, B, denom, sh, pol, loss_slots);
+        dt_backend_set_shards(m->be, NULL);
+        return st;
+    }
     enum dt_status st = m->ops->forward(m, B, pol);
     if (st == DT_OK)
         st = dt_softmax_xent_forward(m->be, m->probs, loss_slots, NULL, m->logits, m->labels, B,
@@ -179,6 +185,16 @@ enum dt_status dt_model_sgd(struct dt_model *m, const struct dt_sgd_options *opt
                                           opt->momentum, opt->weight_decay, pol));
     }
     return DT_OK;
+}
+
+enum dt_status dt_model_finish_gradients(struct dt_model *m, const struct dt_policy *pol)
+{
+    return m->ops->finish_gradients ? m->ops->finish_gradients(m, pol) : DT_OK;
+}
+
+bool dt_model_splits_step(const struct dt_model *m)
+{
+    return !m->ops->train_step || m->ops->gradients;
 }
 
 void dt_model_begin_step(struct dt_model *m)

@@ -67,6 +67,21 @@ struct dt_model_ops {
     /* Optional. Memory held for random draws under `pol`; NULL = none. */
     void (*memory)(const struct dt_model *m, const struct dt_policy *pol,
                    struct dt_model_memory *out);
+    /* Optional, for kinds with their own train_step: the step split for data-parallel and
+     * exact steps (harness/dist.h), so that the kind runs on several ranks. NULL = one rank.
+     * gradients: on the B rows already in m->x / m->labels, every param's g = the data
+     *   term of the gradient of (sum of the rows' losses) / denom; with sh (the backend's
+     *   shards set to it) one result per shard in each of g's slots, slot k the bits of
+     *   the rows of shard k alone; loss_slots[k] = shard k's mean loss (one entry without
+     *   sh).
+     * finish_gradients: add what does not depend on the data (a prior's KL term) to every
+     *   g, once per step, after the data terms of every shard and rank were combined.
+     * train_step must equal gradients (denom = B, no shards), finish_gradients, then
+     * dt_model_sgd. */
+    enum dt_status (*gradients)(struct dt_model *m, int64_t B, int64_t denom,
+                                const struct dt_shards *sh, const struct dt_policy *pol,
+                                float *loss_slots);
+    enum dt_status (*finish_gradients)(struct dt_model *m, const struct dt_policy *pol);
 };
 
 struct dt_model {
@@ -127,18 +142,25 @@ enum dt_status dt_model_train_step(struct dt_model *m, const float *x, const uin
                                    const struct dt_policy *pol, float *loss);
 
 /* The pieces of a step, for data-parallel steps (harness/dist.h) that combine several
- * gradient computations before one update. Only for kinds without their own train_step.
+ * gradient computations before one update. Only for kinds that split their step
+ * (dt_model_splits_step).
  * begin_step: m->step++ and m->err cleared (once per step).
  * gradients: forward, loss and backward on a host batch x (B, in_dim), y (B), every g
  *   filled with the gradient of (sum of the B examples' losses) / denom -- denom is the
  *   global batch when these rows are a shard of it (denom >= B); *loss = the B rows' mean.
  * sgd: the update of every parameter from its g. */
 void dt_model_begin_step(struct dt_model *m);
+/* Whether the kind's gradients can be computed apart from its update: true for kinds
+ * without their own train_step and for those with ops->gradients. */
+bool dt_model_splits_step(const struct dt_model *m);
 enum dt_status dt_model_gradients(struct dt_model *m, const float *x, const uint8_t *y,
                                   int64_t B, int64_t denom, const struct dt_policy *pol,
                                   float *loss);
 enum dt_status dt_model_sgd(struct dt_model *m, const struct dt_sgd_options *opt,
                             const struct dt_policy *pol);
+/* After the gradients of every shard and rank were combined, before dt_model_sgd: the
+ * kind's data-free term (ops->finish_gradients; nothing for the others). */
+enum dt_status dt_model_finish_gradients(struct dt_model *m, const struct dt_policy *pol);
 
 /* reduction: exact in one pass (harness/dist.h). grad_slots: every param's g becomes room
  * for `slots` partials of n floats, packed in m->grad_pack (param i at slots *

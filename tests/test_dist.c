@@ -11,8 +11,10 @@
 
 #include "check.h"
 #include "determinism/fixed_point.h"
+#include "core/util.h"
 #include "harness/dist.h"
 #include "nets/backend.h"
+#include "nets/model.h"
 #include "run_helper.h"
 
 #define EXE DT_DETRAIN_EXE
@@ -101,43 +103,116 @@ static const char LENET_YAML[] = "name: dist-lenet\n"
                                  "hash: {per_tensor: true}\n"
                                  "report: {overhead_samples: 0}\n";
 
-/* portable: N = 1..4 ranks and the plain run give the same trace.csv and tensors.csv. */
-static void ranks_identical(const char *tag, const char *yaml, int max_np)
+/* The Bayesian MLP: 2 Monte Carlo samples, the KL term on (kl_weight 1 / train_limit),
+ * the lanes' end-state check at every step; a batch of 25 in 6 shards (4, 4, 4, 4, 4, 5 rows), so ranks hold uneven
+ * rows. Three cells: epsilon by the lanes (portable), by Philox, and stored. */
+static const char BNN_YAML[] = "name: dist-bnn\n"
+                               "dataset: {train_limit: 300, test_limit: 100}\n"
+                               "model: {kind: bnn_mlp, hidden: [16], samples: 2, test_samples: 2,"
+                               " lanes: 64, lfsr_check_every: 1}\n"
+                               "train: {steps: 6, batch: 25, shards: 6, seed: 11}\n"
+                               "backend: {threads: 1}\n"
+                               "policies: [portable, {base: portable, rng: philox},"
+                               " {base: portable, rng: stored}]\n"
+                               "replicas: 1\n"
+                               "hash: {per_tensor: true}\n"
+                               "report: {overhead_samples: 0}\n";
+static const char *const BNN_CELLS[] = {"portable", "portable+rng=philox",
+                                        "portable+rng=stored"};
+
+/* Does dir hold rel (a trace.csv) with rows steps 0..steps? */
+static bool full_trace(const char *dir, const char *cell, int steps)
+{
+    char path[800];
+    snprintf(path, sizeof path, "%s/%s/replica-0/trace.csv", dir, cell);
+    return trace_rows(path) == steps + 1;
+}
+
+/* portable: the plain run (one thread) and mpirun -np nps[i] with sets[i] give the same
+ * trace.csv (every step's digest and loss) and tensors.csv in every cell, and run.json
+ * names the rank count. */
+static void ranks_identical_cells(const char *tag, const char *yaml, int steps, int n_runs,
+                                  const int *nps, const char *const *sets, int n_cells,
+                                  const char *const *cells)
 {
     char cfg[512], plain[512], dir[512];
     snprintf(cfg, sizeof cfg, TMP "%s.yaml", tag);
     write_text(cfg, yaml);
     snprintf(plain, sizeof plain, TMP "%s.plain", tag);
     CHECK_INT_EQ(run_ranks(0, "", cfg, plain, ""), 0);
-    char path0[700];
-    snprintf(path0, sizeof path0, "%s/portable/replica-0/trace.csv", plain);
-    CHECK(trace_rows(path0) > 1);
-    for (int np = 1; np <= max_np; np++) {
-        snprintf(dir, sizeof dir, TMP "%s.np%d", tag, np);
-        CHECK_INT_EQ(run_ranks(np, "", cfg, dir, ""), 0);
-        CHECK(same_file(plain, dir, "portable/replica-0/trace.csv"));
-        CHECK(same_file(plain, dir, "portable/replica-0/tensors.csv"));
+    for (int c = 0; c < n_cells; c++) CHECK(full_trace(plain, cells[c], steps));
+    for (int i = 0; i < n_runs; i++) {
+        const int np = nps[i];
+        snprintf(dir, sizeof dir, TMP "%s.run%d", tag, i);
+        CHECK_INT_EQ(run_ranks(np, "", cfg, dir, sets ? sets[i] : ""), 0);
+        for (int c = 0; c < n_cells; c++) {
+            char rel[300];
+            snprintf(rel, sizeof rel, "%s/replica-0/trace.csv", cells[c]);
+            CHECK(same_file(plain, dir, rel));
+            snprintf(rel, sizeof rel, "%s/replica-0/tensors.csv", cells[c]);
+            CHECK(same_file(plain, dir, rel));
+        }
         char path[700];
         snprintf(path, sizeof path, "%s/run.json", dir);
         char *manifest = dt_read_file(path, NULL);
         char want[32];
-        snprintf(want, sizeof want, "\"ranks\": %d,", np);
+        snprintf(want, sizeof want, "\"ranks\": %d,", np ? np : 1);
         CHECK(manifest != NULL);
         if (manifest) CHECK_CONTAINS(manifest, want);
         free(manifest);
     }
 }
 
+/* portable: N = 1..4 ranks and the plain run give the same trace.csv and tensors.csv. */
+static void ranks_identical(const char *tag, const char *yaml, int steps, int max_np)
+{
+    static const char *const cells[] = {"portable"};
+    int nps[8];
+    for (int np = 1; np <= max_np; np++) nps[np - 1] = np;
+    ranks_identical_cells(tag, yaml, steps, max_np, nps, NULL, 1, cells);
+}
+
 DT_TEST(portable_mlp_ranks)
 {
     if (skip_without_mpi()) exit(77);
-    ranks_identical("mlp", MLP_YAML, 4);
+    ranks_identical("mlp", MLP_YAML, 12, 4);
 }
 
 DT_TEST(portable_lenet_ranks)
 {
     if (skip_without_mpi()) exit(77);
-    ranks_identical("lenet", LENET_YAML, 4);
+    ranks_identical("lenet", LENET_YAML, 5, 4);
+}
+
+/* bnn_mlp at portable: the plain run's digests at every step with 1, 2 and 3 ranks, and
+ * with 2 threads (plain and on 2 ranks): every rank draws the same epsilon, the KL term is
+ * added once after the exact sum over every shard of every rank. */
+DT_TEST(portable_bnn_ranks)
+{
+    if (skip_without_mpi()) exit(77);
+    static const int nps[] = {1, 2, 3, 0, 2};
+    static const char *const sets[] = {"", "", "", "--set backend.threads=2",
+                                       "--set backend.threads=2"};
+    ranks_identical_cells("bnn", BNN_YAML, 6, 5, nps, sets, 3, BNN_CELLS);
+}
+
+/* The BNN's negative control: at reduction: fixed the ranks' data gradients are added as
+ * whole per-rank sums, so 2 and 3 ranks give different digests (and neither the plain
+ * run's); both run to the end. */
+DT_TEST(bnn_rank_count_changes_fixed)
+{
+    if (skip_without_mpi()) exit(77);
+    const char *cfg = TMP "bnnneg.yaml";
+    write_text(cfg, BNN_YAML);
+    const char *sets = "--set 'policies=[{base: portable, reduction: fixed}]'";
+    const char *rel = "portable+reduction=fixed/replica-0/trace.csv";
+    CHECK_INT_EQ(run_ranks(0, "", cfg, TMP "bnnneg.plain", sets), 0);
+    CHECK_INT_EQ(run_ranks(2, "", cfg, TMP "bnnneg.np2", sets), 0);
+    CHECK_INT_EQ(run_ranks(3, "", cfg, TMP "bnnneg.np3", sets), 0);
+    CHECK(full_trace(TMP "bnnneg.np2", "portable+reduction=fixed", 6));
+    CHECK(full_trace(TMP "bnnneg.np3", "portable+reduction=fixed", 6));
+    CHECK(!same_file(TMP "bnnneg.np2", TMP "bnnneg.np3", rel));
+    CHECK(!same_file(TMP "bnnneg.plain", TMP "bnnneg.np2", rel));
 }
 
 /* The negative control: under unordered and fixed the ranks' gradients are added as whole
@@ -248,9 +323,11 @@ DT_TEST(refusals)
     CHECK_CONTAINS(out_, "3 ranks but train.shards is 2");
     CHECK(run_ranks(0, "", cfg, TMP "refuse", "--set train.shards=49") != 0);
     CHECK_CONTAINS(out_, "train.shards is 49 but must lie in [1, train.batch = 48]");
-    CHECK(run_ranks(2, "", cfg, TMP "refuse",
-                    "--set model.kind=bnn_mlp --set model.samples=1 --set model.lanes=64") != 0);
-    CHECK_CONTAINS(out_, "does not run on several ranks");
+    /* bnn_mlp goes through the same rules */
+    CHECK(run_ranks(3, "", cfg, TMP "refuse",
+                    "--set model.kind=bnn_mlp --set model.samples=1 --set model.lanes=64 "
+                    "--set train.shards=2") != 0);
+    CHECK_CONTAINS(out_, "3 ranks but train.shards is 2");
 }
 
 /* One GPU: the CUDA backend at portable under mpirun -np 1 (the exact path's integer
@@ -279,6 +356,103 @@ DT_TEST(cuda_one_rank_equals_plain)
     CHECK(manifest != NULL);
     if (manifest && dt_dist_have_nccl()) CHECK_CONTAINS(manifest, "NCCL ");
     free(manifest);
+}
+
+/* bnn_mlp's exact step (one process, S = 4 shards): its gradients with kl_weight 0.25
+ * equal those with kl_weight 0 plus the KL term added once -- gmu + klw (mu / prior_var),
+ * grho + klw ((sigma / prior_var - 1 / sigma) dsigma) -- in the op's float operations,
+ * bit for bit, and within 1e-5 of the double-precision analytic KL gradient (4 times it,
+ * once per shard, would fail both). The data terms are not all zero. */
+DT_TEST(bnn_kl_counted_once)
+{
+    struct dt_backend *be = NULL;
+    struct dt_backend_options bo = {DT_BACKEND_CPU, 2, 0};
+    struct dt_error err = {0};
+    DT_ASSERT(dt_backend_create(&be, &bo, &err) == DT_OK);
+    enum { IN = 12, H = 6, C = 4, B = 11, S = 4 };
+    const int64_t hidden[] = {H};
+    float x[B * IN];
+    uint8_t y[B];
+    uint64_t r = 777;
+    for (int i = 0; i < B * IN; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)(r >> 40) / (float)(1u << 24) - 0.5f;
+    }
+    for (int b = 0; b < B; b++) y[b] = (uint8_t)(b % C);
+    struct dt_policy pol;
+    dt_policy_from_level(&pol, DT_LEVEL_PORTABLE);
+    const struct dt_sgd_options sgd = {0.1f, 0.9f, 0.0f};
+    const float klw = 0.25f, prior_sigma = 0.7f;
+    float *g[2][4], *w[4];
+    int64_t n[4] = {0};
+    for (int run = 0; run < 2; run++) {
+        const struct dt_bnn_options o = {2, 2, prior_sigma, -3.0f, run ? klw : 0.0f, 8, false, 1};
+        struct dt_model *m = NULL;
+        DT_ASSERT(dt_bnn_mlp_create(&m, be, IN, hidden, 1, C, B, &o, &err) == DT_OK);
+        dt_model_init(m, 42, 0);
+        DT_ASSERT(m->n_params == 8);
+        for (int i = 0; i < 4; i++) { /* dense0's weight and bias: mu, rho */
+            n[i] = m->params[i].n;
+            if (run == 0) {
+                w[i] = dt_xmalloc((size_t)n[i] * sizeof(float));
+                dt_backend_download(be, w[i], m->params[i].w, (size_t)n[i] * sizeof(float));
+            }
+        }
+        struct dt_dist_step d;
+        dt_dist_step_init(&d, m, S, &pol);
+        float loss = 0.0f;
+        CHECK_INT_EQ(dt_dist_step(&d, x, y, B, S, &sgd, &pol, &loss), DT_OK);
+        CHECK(isfinite(loss) && loss > 0.0f);
+        for (int i = 0; i < 4; i++) {
+            g[run][i] = dt_xmalloc((size_t)n[i] * sizeof(float));
+            dt_backend_download(be, g[run][i], m->params[i].g, (size_t)n[i] * sizeof(float));
+        }
+        dt_dist_step_free(&d);
+        dt_model_destroy(m);
+    }
+    const float prior_var = prior_sigma * prior_sigma, ipv = 1.0f / prior_var;
+    int64_t bad = 0, nonzero = 0;
+    for (int t = 0; t < 2; t++) { /* tensor t: mu param 2t, rho param 2t + 1 */
+        const int64_t len = n[2 * t];
+        float *sigma = dt_backend_alloc(be, (size_t)len * sizeof(float));
+        float *dsigma = dt_backend_alloc(be, (size_t)len * sizeof(float));
+        float *rho = dt_backend_alloc(be, (size_t)len * sizeof(float));
+        float *hs = dt_xmalloc((size_t)len * sizeof(float)), *hd = dt_xmalloc((size_t)len * sizeof(float));
+        dt_backend_upload(be, rho, w[2 * t + 1], (size_t)len * sizeof(float));
+        CHECK_INT_EQ(dt_bnn_sigma(be, sigma, dsigma, rho, len, &pol), DT_OK);
+        dt_backend_download(be, hs, sigma, (size_t)len * sizeof(float));
+        dt_backend_download(be, hd, dsigma, (size_t)len * sizeof(float));
+        for (int64_t e = 0; e < len; e++) {
+            const float mu = w[2 * t][e];
+            const float kl_mu = klw * (mu * ipv);
+            const float kl_rho = klw * ((hs[e] * ipv - 1.0f / hs[e]) * hd[e]);
+            const float want_mu = g[0][2 * t][e] + kl_mu, got_mu = g[1][2 * t][e];
+            const float want_rho = g[0][2 * t + 1][e] + kl_rho, got_rho = g[1][2 * t + 1][e];
+            const double ref_mu = (double)klw * (double)mu / ((double)prior_sigma * prior_sigma);
+            const double d_mu = (double)got_mu - (double)g[0][2 * t][e];
+            nonzero += g[0][2 * t][e] != 0.0f && g[0][2 * t + 1][e] != 0.0f;
+            if (want_mu != got_mu || want_rho != got_rho ||
+                fabs(d_mu - ref_mu) > 1e-5 * fabs(ref_mu) + 1e-6) {
+                if (bad++ < 5)
+                    fprintf(stderr, "tensor %d element %lld: mu %a want %a, rho %a want %a\n", t,
+                            (long long)e, (double)got_mu, (double)want_mu, (double)got_rho,
+                            (double)want_rho);
+            }
+        }
+        free(hs);
+        free(hd);
+        dt_backend_free(be, sigma);
+        dt_backend_free(be, dsigma);
+        dt_backend_free(be, rho);
+    }
+    CHECK_INT_EQ(bad, 0);
+    CHECK(nonzero > 0);
+    for (int i = 0; i < 4; i++) {
+        free(w[i]);
+        free(g[0][i]);
+        free(g[1][i]);
+    }
+    dt_backend_destroy(be);
 }
 
 /* The shard rules: contiguous, covering, none empty, for every B >= S >= N. */
@@ -380,4 +554,6 @@ DT_TEST(fixed_to_float_agrees)
 DT_TEST_MAIN(DT_CASE(fixed_to_float_agrees), DT_CASE(portable_mlp_ranks), DT_CASE(portable_lenet_ranks),
              DT_CASE(rank_count_changes_unordered_and_fixed), DT_CASE(perturbed_rank_detected),
              DT_CASE(resume_across_rank_counts), DT_CASE(refusals), DT_CASE(overhead_in_lockstep), DT_CASE(shard_rules),
-             DT_CASE(scaled_loss_gradient), DT_CASE(cuda_one_rank_equals_plain))
+             DT_CASE(scaled_loss_gradient), DT_CASE(cuda_one_rank_equals_plain),
+             DT_CASE(portable_bnn_ranks), DT_CASE(bnn_rank_count_changes_fixed),
+             DT_CASE(bnn_kl_counted_once))

@@ -1,5 +1,7 @@
-dt_add_test(dist LABELS unit CASES shard_rules scaled_loss_gradient fixed_to_float_agrees)
+dt_add_test(dist LABELS unit CASES shard_rules scaled_loss_gradient fixed_to_float_agrees
+            bnn_kl_counted_once)
 dt_add_test(dist LABELS e2e CASES portable_mlp_ranks portable_lenet_ranks
             rank_count_changes_unordered_and_fixed perturbed_rank_detected
-            resume_across_rank_counts refusals overhead_in_lockstep)
+            resume_across_rank_counts refusals overhead_in_lockstep
+            portable_bnn_ranks bnn_rank_count_changes_fixed)
 dt_add_test(dist LABELS gpu CASES cuda_one_rank_equals_plain)
