@@ -36,7 +36,7 @@ build: setup $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	./$(BUILD)/detrain run configs/quickstart.yaml --out results/quickstart
+	./$(BUILD)/detrain run configs/quickstart.yaml --out results/quickstart --overwrite
 
 # Everything but the `slow` label (make check-slow), the valgrind run included; then the
 # CPU suite under ASan/UBSan, then each fuzz target for 60 s.

@@ -57,7 +57,9 @@ enum dt_status dt_write_parts_atomic(const char *path, const void *const *parts,
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid()) >= (int)sizeof tmp)
         return dt_error_set(err, DT_ERR_IO, "%s: path too long", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    /* a stale temporary of a killed run goes; a link planted there is not followed */
+    (void)unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0)
         return dt_error_set(err, DT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
     for (int i = 0; i < n_parts; i++) {

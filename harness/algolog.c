@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "harness/outdir.h"
+
 void dt_algolog_init(struct dt_algolog *log)
 {
     memset(log, 0, sizeof *log);
@@ -89,9 +91,8 @@ enum dt_status dt_algolog_write_csv(const struct dt_algolog *log, const char *pa
                                     struct dt_error *err)
 {
     if (log->steps_noted == 0) return DT_OK;
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return dt_error_set(err, DT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    FILE *f = dt_out_fopen(path, false, err);
+    if (!f) return DT_ERR_IO;
     fputs("first_step,last_step,call,op,shape,algo,name,deterministic,math,how\n", f);
     for (int64_t r = 0; r < log->n_runs; r++) {
         const struct dt_algo_run *a = &log->runs[r];

@@ -28,7 +28,7 @@ static const char usage_text[] =
     "\n"
     "commands:\n"
     "  run CONFIG [--out DIR] [--only NAME,...] [--set KEY=VALUE]... [--quiet]\n"
-    "        [--resume DIR]\n"
+    "        [--resume DIR | --overwrite]\n"
     "        Train every cell (vary setting x policy) x replica of the experiment in\n"
     "        CONFIG (YAML), measure each policy's step time against fast (alternated),\n"
     "        then write the report (as `detrain report DIR`). Per replica:\n"
@@ -48,6 +48,11 @@ static const char usage_text[] =
     "        again; the traces end up identical to an uninterrupted run's. DIR must\n"
     "        hold this config (train.steps, train.checkpoint_every, hash.async and\n"
     "        report.* may change); --out, if given, must be DIR. Not for matrix configs.\n"
+    "        DIR is one experiment's record: run writes only into a new or empty folder\n"
+    "        and refuses one that holds a result (naming the keys that differ) unless\n"
+    "        --resume goes on with it or --overwrite removes it whole first; a second\n"
+    "        run into a folder being written refuses at once (DIR/.detrain.lock). Every\n"
+    "        check comes before the first write: a refused run changes nothing.\n"
     "  report DIR [--no-plots] [--quiet]\n"
     "        Rebuild DIR/report.md, summary.csv (one row per cell), cells.csv (one row\n"
     "        per cell and replica pair), drift.csv and DIR/plots/*.svg|png (gnuplot;\n"
@@ -170,7 +175,7 @@ static int cmd_run(int argc, char **argv)
     const char *config = NULL, *out = NULL, *only = NULL, *resume = NULL;
     const char *sets[MAX_SETS];
     int n_sets = 0;
-    bool quiet = false;
+    bool quiet = false, overwrite = false;
     for (int i = 2; i < argc;) {
         int used = take_set(argc, argv, i, sets, &n_sets);
         if (used == -2) return 2;
@@ -197,6 +202,9 @@ static int cmd_run(int argc, char **argv)
         } else if (strcmp(argv[i], "--quiet") == 0) {
             quiet = true;
             i++;
+        } else if (strcmp(argv[i], "--overwrite") == 0) {
+            overwrite = true;
+            i++;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             return usage_error("run: unknown option '%s'", argv[i]);
         } else if (!config) {
@@ -209,6 +217,9 @@ static int cmd_run(int argc, char **argv)
     if (resume && out && !same_folder(resume, out))
         return usage_error("run: --out must be the --resume folder '%s' (a resumed run goes on "
                            "in the folder of the run it resumes)", resume);
+    if (resume && overwrite)
+        return usage_error("run: --resume goes on with the result in '%s' and --overwrite "
+                           "removes it: give one of them", resume);
     if (resume) out = resume;
     struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
     struct dt_error err = {0};
@@ -242,10 +253,11 @@ static int cmd_run(int argc, char **argv)
     }
     if (dt_dist_rank() > 0) quiet = true; /* rank 0 speaks for every rank */
     if (exp->n_matrix > 0) {
-        struct dt_matrix_options mopt = {config, sets, n_sets, only, out, command, quiet};
+        struct dt_matrix_options mopt = {config, sets, n_sets, only, out, command, quiet,
+                                         overwrite};
         st = dt_matrix_run(exp, &mopt, &err);
     } else {
-        struct dt_run_options opt = {out, command, quiet};
+        struct dt_run_options opt = {out, command, quiet, overwrite};
         st = resume ? dt_train_resume(exp, &opt, &err) : dt_train_experiment(exp, &opt, &err);
     }
     free(exp);

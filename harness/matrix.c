@@ -15,7 +15,9 @@
 #include <sys/stat.h>
 #include <yaml.h>
 
+#include "core/fileio.h"
 #include "core/util.h"
+#include "harness/outdir.h"
 #include "harness/train.h"
 #include "nets/backend.h"
 
@@ -179,8 +181,8 @@ static enum dt_status read_record(const char *dir, struct record *rec, struct dt
     char path[PATH_LEN];
     snprintf(path, sizeof path, "%s/matrix.json", dir);
     memset(rec, 0, sizeof *rec);
-    FILE *f = fopen(path, "rb");
-    if (!f) return dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f = NULL;
+    DT_FORWARD_IF_ERROR(dt_fopen_regular(&f, path, "a matrix record", err));
     yaml_parser_t parser;
     yaml_document_t doc;
     if (!yaml_parser_initialize(&parser)) {
@@ -295,7 +297,7 @@ static void run_entry(struct entry *e, const struct dt_experiment *exp, int k, i
     }
     char dir[PATH_LEN];
     snprintf(dir, sizeof dir, "%s/%s", opt->out_dir, e->name);
-    struct dt_run_options ropt = {dir, opt->command, opt->quiet};
+    struct dt_run_options ropt = {dir, opt->command, opt->quiet, opt->overwrite};
     struct dt_error err = {0};
     double t0 = dt_now_s();
     enum dt_status st = dt_train_experiment(exp, &ropt, &err);
@@ -306,6 +308,39 @@ static void run_entry(struct entry *e, const struct dt_experiment *exp, int k, i
         fprintf(stderr, "detrain: matrix: entry %d/%d %s failed: %s\n", k + 1, n, e->name,
                 e->reason);
     }
+}
+
+/* The matrix folder is new, empty or a matrix folder (locked from here on); each entry to
+ * run goes into a new or empty folder, or replaces a result with --overwrite (entries not
+ * run are kept: --only adds entries to a matrix folder). */
+static enum dt_status claim_matrix_folder(const struct dt_matrix_options *opt,
+                                          const struct record *rec, struct dt_folder_lock *lock,
+                                          struct dt_error *err)
+{
+    enum dt_folder_state state;
+    DT_FORWARD_IF_ERROR(dt_folder_state(&state, opt->out_dir, err));
+    if (state == DT_FOLDER_ABSENT) return DT_OK;
+    DT_FORWARD_IF_ERROR(dt_folder_lock_take(lock, opt->out_dir, opt->command, err));
+    if (state != DT_FOLDER_EMPTY && !dt_matrix_is_folder(opt->out_dir))
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: holds files but no matrix.json, and a matrix runs only into a "
+                            "new, empty or matrix folder: choose another --out",
+                            opt->out_dir);
+    for (int k = 0; k < rec->n; k++) {
+        char dir[PATH_LEN];
+        snprintf(dir, sizeof dir, "%s/%s", opt->out_dir, rec->e[k].name);
+        DT_FORWARD_IF_ERROR(dt_folder_state(&state, dir, err));
+        if (state == DT_FOLDER_ABSENT || state == DT_FOLDER_EMPTY ||
+            (state == DT_FOLDER_RESULT && opt->overwrite))
+            continue;
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: entry %s already holds %s; it is kept as it is: add "
+                            "--overwrite to replace the entries run, --only to run other "
+                            "entries, or choose another --out",
+                            dir, rec->e[k].name,
+                            state == DT_FOLDER_RESULT ? "a result" : "other files");
+    }
+    return DT_OK;
 }
 
 enum dt_status dt_matrix_run(const struct dt_experiment *matrix,
@@ -328,10 +363,16 @@ enum dt_status dt_matrix_run(const struct dt_experiment *matrix,
             rec->n++;
         }
     }
+    /* the folder rules (harness/outdir.h) for the matrix folder and every entry to run,
+     * before anything is written */
+    struct dt_folder_lock lock = {-1, ""};
+    if (st == DT_OK) st = claim_matrix_folder(opt, rec, &lock, err);
     if (st == DT_OK) st = dt_mkdir_p(opt->out_dir, err);
+    if (st == DT_OK && lock.fd < 0) st = dt_folder_lock_take(&lock, opt->out_dir, opt->command, err);
     if (st == DT_OK) st = dt_dir_check_writable(opt->out_dir, err);
     if (st == DT_OK) st = write_record(opt->out_dir, rec, opt->command, err);
     if (st != DT_OK) {
+        dt_folder_lock_release(&lock);
         free(exps);
         free(rec);
         return st;
@@ -374,6 +415,7 @@ enum dt_status dt_matrix_run(const struct dt_experiment *matrix,
                           "matrix: %d of %d entries failed (%s); see "
                           "%s/matrix.json",
                           failed, rec->n, names, opt->out_dir);
+    dt_folder_lock_release(&lock);
     free(exps);
     free(rec);
     return st;

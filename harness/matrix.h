@@ -33,6 +33,7 @@ struct dt_matrix_options {
     const char *out_dir; /* the matrix folder */
     const char *command; /* the command line, for matrix.json and each run.json */
     bool quiet;          /* no progress lines (skips and failures are still said) */
+    bool overwrite;      /* --overwrite: an entry folder that holds a result is replaced */
 };
 
 /* Run the matrix `matrix` (dt_config_load_matrix of opt->config, n_matrix > 0). Every

@@ -8,13 +8,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "harness/outdir.h"
+
 static enum dt_status open_csv(FILE **f, char *path_out, size_t size, const char *dir,
                                const char *name, const char *header, struct dt_error *err)
 {
     snprintf(path_out, size, "%s/%s", dir, name);
-    *f = fopen(path_out, "w");
-    if (!*f)
-        return dt_error_set(err, DT_ERR_IO, "%s: cannot create: %s", path_out, strerror(errno));
+    *f = dt_out_fopen(path_out, false, err);
+    if (!*f) return DT_ERR_IO;
     if (fprintf(*f, "%s\n", header) < 0 || fflush(*f) != 0)
         return dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", path_out, strerror(errno));
     return DT_OK;

@@ -13,8 +13,11 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
 #include "core/util.h"
 #include "harness/bench.h"
 #include "harness/checkpoint.h"
@@ -23,6 +26,7 @@
 #include "harness/layout.h"
 #include "harness/algolog.h"
 #include "harness/manifest.h"
+#include "harness/outdir.h"
 #include "harness/report.h"
 #include "harness/snapshot.h"
 #include "harness/trace.h"
@@ -301,9 +305,8 @@ static enum dt_status open_csv(FILE **f, char *path, size_t size, const char *di
                                struct dt_error *err)
 {
     snprintf(path, size, "%s/%s", dir, name);
-    *f = fopen(path, append ? "a" : "w");
-    if (!*f) return dt_error_set(err, DT_ERR_IO, "%s: cannot %s: %s", path,
-                                 append ? "open" : "create", strerror(errno));
+    *f = dt_out_fopen(path, append, err);
+    if (!*f) return DT_ERR_IO;
     if (!append) fprintf(*f, "%s\n", header);
     return DT_OK;
 }
@@ -375,16 +378,12 @@ static enum dt_status trace_open_append(struct dt_trace_writer *t, const char *d
 {
     memset(t, 0, sizeof *t);
     snprintf(t->trace_path, sizeof t->trace_path, "%.1000s/trace.csv", dir);
-    t->trace = fopen(t->trace_path, "a");
-    if (!t->trace)
-        return dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", t->trace_path, strerror(errno));
+    t->trace = dt_out_fopen(t->trace_path, true, err);
+    if (!t->trace) return DT_ERR_IO;
     if (!per_tensor) return DT_OK;
     snprintf(t->tensors_path, sizeof t->tensors_path, "%.1000s/tensors.csv", dir);
-    t->tensors = fopen(t->tensors_path, "a");
-    if (!t->tensors)
-        return dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", t->tensors_path,
-                            strerror(errno));
-    return DT_OK;
+    t->tensors = dt_out_fopen(t->tensors_path, true, err);
+    return t->tensors ? DT_OK : DT_ERR_IO;
 }
 
 /* The replica's output files: created, or with resume_step >= 0 opened to go on after that
@@ -441,30 +440,22 @@ static enum dt_status close_replica_io(struct replica_io *io, enum dt_status st,
 
 /* ---- checkpoints and --resume (harness/checkpoint.h) ------------------------------------ */
 
-/* A whole file into a malloc'ed NUL-terminated buffer; NULL (errno set) when unreadable. */
+/* A whole results file (run.json, config.json, trace.csv, tensors.csv...) into a malloc'ed
+ * NUL-terminated buffer: a regular file, read with its size as the bound (core/fileio.h);
+ * NULL (errno set) when it cannot be read. */
 static char *read_text(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t n = 0, cap = 4096, got;
-    char *buf = dt_xmalloc(cap);
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (n + 1 == cap) buf = dt_xrealloc(buf, cap *= 2);
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        errno = EIO;
+    char *text = NULL;
+    size_t n = 0;
+    struct dt_error e;
+    if (dt_read_regular_file(&text, &n, path, "a results file", (size_t)1 << 34, &e) != DT_OK) {
+        if (errno == 0) errno = EINVAL;
         return NULL;
     }
-    buf[n] = '\0';
     if (len) *len = n;
-    return buf;
+    return text;
 }
 
-/* The step (first field) of a CSV row; false when the row does not start with one. */
 static bool row_step(const char *row, int64_t *step)
 {
     char *end;
@@ -585,7 +576,7 @@ static enum dt_status plan_replica(enum replica_start *start, struct dt_checkpoi
  * its header. last_step/last_digest (trace.csv only, may be NULL) receive the last kept
  * row's step and digest. Written atomically: a second interruption leaves it valid. */
 static enum dt_status cut_csv(const char *dir, const char *name, const char *header, int64_t k,
-                              bool keep_k, bool required, int64_t *last_step,
+                              bool keep_k, bool required, bool dry, int64_t *last_step,
                               char last_digest[DT_DIGEST_HEX], struct dt_error *err)
 {
     char path[1300];
@@ -625,7 +616,7 @@ static enum dt_status cut_csv(const char *dir, const char *name, const char *hea
         }
         row = eol;
     }
-    if (st == DT_OK) st = dt_write_file_atomic(path, out.data, out.len, err);
+    if (st == DT_OK && !dry) st = dt_write_file_atomic(path, out.data, out.len, err);
     dt_strbuf_free(&out);
     free(text);
     return st;
@@ -637,9 +628,10 @@ static enum dt_status cut_csv(const char *dir, const char *name, const char *hea
  * for periodic evaluations, times.csv to steps <= k; predictions.csv goes (the end rewrites
  * it), and so do snapshots after k or off this run's schedule (those due later are
  * rewritten).
- * kept_step/kept_digest: the last trace row kept. */
+ * kept_step/kept_digest: the last trace row kept. `dry`: every file read and checked as
+ * for the cut, nothing changed (the check before the first write). */
 static enum dt_status cut_back_replica(const struct dt_experiment *exp, const char *dir,
-                                       int64_t k, int64_t *kept_step,
+                                       int64_t k, bool dry, int64_t *kept_step,
                                        char kept_digest[DT_DIGEST_HEX], struct dt_error *err)
 {
     /* k == train.steps: a checkpoint at the last step of a replica killed before it
@@ -649,18 +641,18 @@ static enum dt_status cut_back_replica(const struct dt_experiment *exp, const ch
                         k != exp->train.steps;
     *kept_step = -1;
     kept_digest[0] = '\0';
-    DT_FORWARD_IF_ERROR(cut_csv(dir, "trace.csv", DT_TRACE_HEADER, k, trace_k, true, kept_step,
-                                kept_digest, err));
+    DT_FORWARD_IF_ERROR(cut_csv(dir, "trace.csv", DT_TRACE_HEADER, k, trace_k, true, dry,
+                                kept_step, kept_digest, err));
     if (exp->hash.per_tensor)
-        DT_FORWARD_IF_ERROR(cut_csv(dir, "tensors.csv", DT_TENSORS_HEADER, k, trace_k, true,
+        DT_FORWARD_IF_ERROR(cut_csv(dir, "tensors.csv", DT_TENSORS_HEADER, k, trace_k, true, dry,
                                     NULL, NULL, err));
-    DT_FORWARD_IF_ERROR(cut_csv(dir, "metrics.csv", DT_METRICS_HEADER, k, eval_k, false, NULL,
+    DT_FORWARD_IF_ERROR(cut_csv(dir, "metrics.csv", DT_METRICS_HEADER, k, eval_k, false, dry,
+                                NULL, NULL, err));
+    DT_FORWARD_IF_ERROR(cut_csv(dir, "times.csv", DT_TIMES_HEADER, k, true, false, dry, NULL,
                                 NULL, err));
-    DT_FORWARD_IF_ERROR(cut_csv(dir, "times.csv", DT_TIMES_HEADER, k, true, false, NULL, NULL,
-                                err));
     char path[1400];
     snprintf(path, sizeof path, "%s/predictions.csv", dir);
-    if (remove(path) != 0 && errno != ENOENT)
+    if (!dry && remove(path) != 0 && errno != ENOENT)
         return dt_error_set(err, DT_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
     int64_t *have = NULL, due[80];
     int n_have = 0;
@@ -668,7 +660,7 @@ static enum dt_status cut_back_replica(const struct dt_experiment *exp, const ch
     DT_ASSERT(exp->report.snapshots + 1 <= (int)(sizeof due / sizeof due[0]));
     const int n_due = dt_snapshot_steps(exp, due);
     enum dt_status st = DT_OK;
-    for (int i = 0; i < n_have && st == DT_OK; i++) {
+    for (int i = 0; i < n_have && st == DT_OK && !dry; i++) {
         bool on_schedule = false;
         for (int j = 0; j < n_due; j++) on_schedule |= due[j] == have[i];
         if (have[i] <= k && on_schedule) continue;
@@ -889,7 +881,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
     int64_t kept_step = -1;
     char kept_digest[DT_DIGEST_HEX] = "";
     if (st == DT_OK && how == START_CHECKPOINT && writer)
-        st = cut_back_replica(exp, res->dir, k, &kept_step, kept_digest, err);
+        st = cut_back_replica(exp, res->dir, k, false, &kept_step, kept_digest, err);
     if (st == DT_OK && writer)
         st = open_replica_io(&io, exp, m, res->dir, how == START_CHECKPOINT ? k : -1, err);
     io.kept_step = kept_step;
@@ -916,7 +908,6 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
     /* several ranks, or reduction: exact: the data-parallel step (harness/dist.h) */
     struct dt_dist_step dstep;
     memset(&dstep, 0, sizeof dstep);
-    if (st == DT_OK) st = dt_dist_check(m, B, exp->train.shards, err);
     /* the digest of the last hashed step, for the ranks' agreement; every rank hashes */
     char digest[DT_DIGEST_HEX] = "";
     bool have_digest = false, stopped_together = false;
@@ -1313,8 +1304,42 @@ static enum dt_status check_resume_folder(const char *dir, const struct dt_exper
     return st;
 }
 
+/* A replica folder a resumed run writes into: a real folder, and every file the run writes
+ * there absent or a regular file (no links, FIFOs or folders in their place). */
+static enum dt_status check_replica_folder(const char *dir, struct dt_error *err)
+{
+    static const char *const outputs[] = {"trace.csv",   "tensors.csv",     "metrics.csv",
+                                          "times.csv",   "predictions.csv", "run.json",
+                                          "algos.csv",   "checkpoint.bin",  "snapshots"};
+    struct stat sb;
+    if (lstat(dir, &sb) != 0) return DT_OK; /* created by the run */
+    if (!S_ISDIR(sb.st_mode))
+        return dt_error_set(err, DT_ERR_IO, "%s: is not a folder (%s); detrain does not write "
+                                            "through links: remove it",
+                            dir, S_ISLNK(sb.st_mode) ? "a symbolic link" : "a file");
+    if (access(dir, W_OK | X_OK) != 0)
+        return dt_error_set(err, DT_ERR_IO, "%s: not writable: %s", dir, strerror(errno));
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+        char path[1400];
+        snprintf(path, sizeof path, "%s/%s", dir, outputs[i]);
+        if (lstat(path, &sb) != 0) continue;
+        const bool want_dir = i + 1 == sizeof outputs / sizeof outputs[0];
+        if (want_dir ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode)) continue;
+        return dt_error_set(err, DT_ERR_IO,
+                            "%s: is %s where detrain writes a %s; links are not followed: "
+                            "remove it",
+                            path,
+                            S_ISLNK(sb.st_mode)   ? "a symbolic link"
+                            : S_ISDIR(sb.st_mode) ? "a folder"
+                                                  : "a special file",
+                            want_dir ? "folder" : "regular file");
+    }
+    return DT_OK;
+}
+
 /* --resume: how every replica will start, checked before the first step so that an
- * unusable checkpoint stops the run with nothing on disk changed. Progress counts only the
+ * unusable checkpoint, or a file the cut-back needs (trace.csv, tensors.csv, ...) missing or
+ * malformed, stops the run with nothing on disk changed. Progress counts only the
  * steps still to run. */
 static enum dt_status check_resume_plans(struct run_ctx *c, struct dt_error *err)
 {
@@ -1329,8 +1354,18 @@ static enum dt_status check_resume_plans(struct run_ctx *c, struct dt_error *err
             dt_replica_dir(dir, sizeof dir, c->opt->out_dir, exp, cell, r);
             enum replica_start how;
             struct dt_checkpoint ck;
-            st = plan_replica(&how, &ck, c, cell, r, dir, m, err);
+            st = check_replica_folder(dir, err);
+            if (st == DT_OK) st = plan_replica(&how, &ck, c, cell, r, dir, m, err);
             if (st != DT_OK) break;
+            if (how == START_CHECKPOINT) { /* every file the cut will rely on, unchanged */
+                int64_t kept_step;
+                char kept_digest[DT_DIGEST_HEX];
+                st = cut_back_replica(exp, dir, ck.step, true, &kept_step, kept_digest, err);
+                if (st != DT_OK) {
+                    dt_checkpoint_free(&ck);
+                    break;
+                }
+            }
             count[how]++;
             c->steps_total -= how == START_KEEP ? exp->train.steps
                               : how == START_CHECKPOINT ? ck.step : 0;
@@ -1346,19 +1381,188 @@ static enum dt_status check_resume_plans(struct run_ctx *c, struct dt_error *err
     return st;
 }
 
+/* ---- every check that can refuse a run, before the first write -------------------------- */
+
+/* The host memory a run of exp needs, from above (bytes): the dataset as floats, then one
+ * model with its gradients, momenta, shard partials (reduction: exact), hashing and
+ * snapshot copies, and its activations. *what says which keys drive it. */
+static double run_memory_bytes(const struct dt_experiment *exp, char *what, size_t size)
+{
+    const double n_train = exp->dataset.train_limit > 0 ? (double)exp->dataset.train_limit : 60000;
+    const double n_test = exp->dataset.test_limit > 0 ? (double)exp->dataset.test_limit : 10000;
+    const double data = (n_train + n_test) * (784.0 * 4 + 1) + n_train * 8; /* + the order */
+    const double B = (double)exp->train.batch, S = (double)exp->train.shards;
+    double params = 0, acts = 0, per_param = 6 + S; /* w g v, hash, snapshot, checkpoint */
+    if (exp->model.kind == DT_MODEL_LENET) {
+        params = 61706;           /* LeNet-5 on 28x28 (nets/lenet.c) */
+        acts = 4.0 * 6 * 28 * 28; /* conv1 output, its gradient, pooling, im2col */
+        snprintf(what, size, "model.kind lenet, train.batch %" PRId64, exp->train.batch);
+    } else {
+        double in = 784, widest = 784;
+        for (int l = 0; l <= exp->model.n_hidden; l++) {
+            const double out = l < exp->model.n_hidden ? (double)exp->model.hidden[l] : 10;
+            params += in * out + out;
+            acts += out;
+            if (out > widest) widest = out;
+            in = out;
+        }
+        acts = 3 * (acts + 784) + 2 * widest; /* activations, two gradient buffers */
+        if (exp->model.kind == DT_MODEL_BNN_MLP) { /* mu and rho, sigma, epsilon per sample */
+            params *= 2;
+            per_param += 4 + exp->model.samples;
+            acts *= exp->model.samples;
+        }
+        snprintf(what, size, "model.hidden, train.batch %" PRId64 "%s", exp->train.batch,
+                 exp->model.kind == DT_MODEL_BNN_MLP ? ", model.samples" : "");
+    }
+    return data + 4.0 * (params * per_param + B * acts);
+}
+
+/* What this process may allocate: the machine's available memory (MemAvailable + free
+ * swap), or RLIMIT_AS when lower; +inf when unknown. */
+static double memory_allowed(const char **source)
+{
+    double avail = INFINITY;
+    *source = "available on this machine (MemAvailable + SwapFree)";
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        double kib = 0;
+        bool seen = false;
+        while (fgets(line, sizeof line, f)) {
+            long long v;
+            if (sscanf(line, "MemAvailable: %lld kB", &v) == 1 ||
+                sscanf(line, "SwapFree: %lld kB", &v) == 1) {
+                kib += (double)v;
+                seen = true;
+            }
+        }
+        fclose(f);
+        if (seen) avail = kib * 1024.0;
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (double)rl.rlim_cur < avail) {
+        avail = (double)rl.rlim_cur;
+        *source = "allowed by RLIMIT_AS (ulimit -v)";
+    }
+    return avail;
+}
+
+static enum dt_status check_memory(const struct dt_experiment *exp, struct dt_error *err)
+{
+    char what[200];
+    const double need = run_memory_bytes(exp, what, sizeof what);
+    const char *source;
+    const double have = memory_allowed(&source);
+    if (need <= have) return DT_OK;
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    return dt_error_set(err, DT_ERR_CONFIG,
+                        "this run needs about %.1f GiB of memory (%s), more than the %.1f GiB "
+                        "%s: make the model or the batch smaller",
+                        need / gib, what, have / gib, source);
+}
+
+/* The keys of exp checked against the model it builds: shards vs batch vs ranks, and what
+ * the model supports on several ranks (harness/dist.h). */
+static enum dt_status check_model(const struct run_ctx *c, struct dt_error *err)
+{
+    struct dt_model *m = NULL;
+    DT_FORWARD_IF_ERROR(dt_train_build_model(&m, c->exp, c->be, c->ds->train.n, err));
+    enum dt_status st = dt_dist_check(m, c->exp->train.batch, c->exp->train.shards, err);
+    dt_model_destroy(m);
+    return st;
+}
+
+/* One experiment per folder (outdir.h): may this run write into opt->out_dir? An existing
+ * folder is locked first (held until the run ends) and then looked at. A folder that holds
+ * a result is refused unless the run resumes it or opt->overwrite (then *clear: it is
+ * emptied once every other check has passed). */
+static enum dt_status claim_folder(const struct dt_experiment *exp, const struct dt_run_options *opt,
+                                   bool resume, struct dt_folder_lock *lock, bool *clear,
+                                   struct dt_error *err)
+{
+    *clear = false;
+    const char *dir = opt->out_dir;
+    enum dt_folder_state state;
+    DT_FORWARD_IF_ERROR(dt_folder_state(&state, dir, err));
+    if (state != DT_FOLDER_ABSENT) {
+        DT_FORWARD_IF_ERROR(dt_folder_lock_take(lock, dir, opt->command, err));
+        DT_FORWARD_IF_ERROR(dt_folder_state(&state, dir, err)); /* now that it is ours */
+    }
+    if (resume) return check_resume_folder(dir, exp, err);
+    if (state == DT_FOLDER_ABSENT || state == DT_FOLDER_EMPTY) return DT_OK;
+    if (state == DT_FOLDER_OTHER)
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: holds files that are not a detrain result (no config.json or "
+                            "run.json), and detrain writes an experiment only into a new or "
+                            "empty folder: choose another --out",
+                            dir);
+    if (opt->overwrite) {
+        *clear = true;
+        return DT_OK;
+    }
+    char path[1200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *stored = read_text(path, NULL);
+    char diff[800] = "";
+    bool differ = true;
+    if (stored) {
+        char *now = dt_checkpoint_config_text(exp);
+        struct dt_error ignored;
+        if (dt_checkpoint_config_diff(diff, sizeof diff, &differ, stored, "there", now,
+                                      "this config", &ignored) != DT_OK)
+            snprintf(diff, sizeof diff, "its config.json is not readable as one");
+        free(now);
+        free(stored);
+    } else {
+        snprintf(diff, sizeof diff, "no readable config.json");
+    }
+    if (differ)
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: holds another experiment (%s); it is kept as it is: choose "
+                            "another --out, or add --overwrite to remove it and run this "
+                            "config there",
+                            dir, diff);
+    return dt_error_set(err, DT_ERR_USAGE,
+                        "%s: holds a run of this config; it is kept as it is: --resume %s goes "
+                        "on with it (or extends it to more train.steps), --overwrite removes it "
+                        "and runs again, or choose another --out",
+                        dir, dir);
+}
+
+/* After every check: the folder becomes this run's (created, or emptied for --overwrite)
+ * and its lock is held. */
+static enum dt_status take_folder(const char *dir, const char *command, bool clear,
+                                  struct dt_folder_lock *lock, bool quiet, struct dt_error *err)
+{
+    if (clear) {
+        DT_FORWARD_IF_ERROR(dt_folder_clear(dir, err));
+        if (!quiet) fprintf(stderr, "detrain: --overwrite: removed the earlier result in %s\n", dir);
+    }
+    if (lock->fd < 0) { /* a new folder */
+        DT_FORWARD_IF_ERROR(dt_mkdir_p(dir, err));
+        DT_FORWARD_IF_ERROR(dt_folder_lock_take(lock, dir, command, err));
+        enum dt_folder_state state;
+        DT_FORWARD_IF_ERROR(dt_folder_state(&state, dir, err));
+        if (state != DT_FOLDER_EMPTY) /* another run made it meanwhile */
+            return dt_error_set(err, DT_ERR_USAGE,
+                                "%s: another run wrote into this new folder first; choose "
+                                "another --out", dir);
+    }
+    return dt_dir_check_writable(dir, err);
+}
+
 /* dt_train_experiment, and with `resume` dt_train_resume. */
 static enum dt_status train_experiment(const struct dt_experiment *exp,
                                        const struct dt_run_options *opt, bool resume,
                                        struct dt_error *err)
 {
-    /* Everything that can be checked is checked before the first step. */
-    if (resume) DT_FORWARD_IF_ERROR(check_resume_folder(opt->out_dir, exp, err));
+    /* Every check that can refuse the run comes before the first write into the folder, so
+     * that a refused run changes nothing on disk (README: Outputs). */
+    DT_FORWARD_IF_ERROR(check_memory(exp, err));
     /* rank 0 writes every file (harness/dist.h) */
     const bool writer = dt_dist_rank() == 0, multi = dt_dist_size() > 1;
-    if (writer) {
-        DT_FORWARD_IF_ERROR(dt_mkdir_p(opt->out_dir, err));
-        DT_FORWARD_IF_ERROR(dt_dir_check_writable(opt->out_dir, err));
-    }
     struct dt_backend *be = NULL;
     /* one GPU per rank: rank i of a machine takes backend.gpu + i */
     struct dt_backend_options bopt = {exp->backend.device == DT_DEVICE_CUDA ? DT_BACKEND_CUDA
@@ -1395,8 +1599,25 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
     /* test-only: DETRAIN_TEST_POISON_RANK=R poisons rank R alone (train.h) */
     const char *poison_rank = getenv("DETRAIN_TEST_POISON_RANK");
     if (poison_rank && atoi(poison_rank) != dt_dist_rank()) c.poison.armed = false;
+    if (st == DT_OK) st = check_model(&c, err);
+    struct dt_folder_lock lock = {-1, ""};
+    bool clear = false;
+    if (st == DT_OK && writer) st = claim_folder(exp, opt, resume, &lock, &clear, err);
     if (resume && st == DT_OK) st = check_resume_plans(&c, err);
+    if (multi) { /* every rank starts, or none: before anything is written */
+        int who = -1;
+        int worst = dt_dist_max_status(st == DT_OK ? 0 : (int)st, &who);
+        if (worst != 0 && st == DT_OK)
+            st = dt_error_set(err, (enum dt_status)worst, "rank %d refused the run (its message "
+                                                          "is on its stderr)", who);
+    }
+    const bool every_rank_ready = st == DT_OK;
+    if (st == DT_OK && writer) st = take_folder(opt->out_dir, opt->command, clear, &lock,
+                                                opt->quiet, err);
     if (st != DT_OK) {
+        /* the others wait for rank 0's start below: they learn that it failed */
+        if (multi && every_rank_ready) (void)dt_dist_max_status((int)st, NULL);
+        dt_folder_lock_release(&lock);
         dt_backend_destroy(be);
         dt_dataset_free(&ds);
         return st;
@@ -1486,6 +1707,7 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
     free(results);
     dt_backend_destroy(be);
     dt_dataset_free(&ds);
+    dt_folder_lock_release(&lock);
     return st;
 }
 

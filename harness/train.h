@@ -35,6 +35,8 @@ struct dt_run_options {
     const char *out_dir;   /* results folder of the experiment */
     const char *command;   /* the command line, for run.json */
     bool quiet;            /* no progress lines */
+    bool overwrite;        /* --overwrite: a result already in out_dir is removed whole
+                              (after every check passed) instead of refusing the run */
 };
 
 /* Run the whole experiment. Writes <out>/run.json (updated at the end), per replica

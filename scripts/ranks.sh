@@ -33,12 +33,12 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 mkdir -p "$dir"
 echo "ranks.sh: $config, plain run" >&2
-"$detrain" run "$config" --out "$dir/plain" --quiet "$@" > "$dir/plain.log" 2>&1 ||
+"$detrain" run "$config" --out "$dir/plain" --overwrite --quiet "$@" > "$dir/plain.log" 2>&1 ||
   { cat "$dir/plain.log" >&2; exit 1; }
 for n in "${counts[@]}"; do
   echo "ranks.sh: $config, $n rank(s)" >&2
   # shellcheck disable=SC2086
-  $mpirun_cmd -np "$n" "$detrain" run "$config" --out "$dir/np$n" --quiet "$@" \
+  $mpirun_cmd -np "$n" "$detrain" run "$config" --out "$dir/np$n" --overwrite --quiet "$@" \
     > "$dir/np$n.log" 2>&1 || { cat "$dir/np$n.log" >&2; exit 1; }
 done
 "$detrain" report "$dir"

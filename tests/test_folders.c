@@ -1,0 +1,331 @@
+/* A result folder is the user's record (README: Outputs; harness/outdir.h): a run refused
+ * for any reason changes nothing on disk, one folder holds one experiment, one writer at a
+ * time, and no output is written through a link. Every case fingerprints the folder (each
+ * entry's name, type, size, link target, and every file's SHA-256) before and after, and
+ * asserts exit 2 with a message naming the cause. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "harness/dist.h"
+#include "run_helper.h"
+
+#define EXE DT_DETRAIN_EXE
+#define TINY DT_TEST_DATA_DIR "/tiny.yaml"
+#define TMP DT_TEST_TMP_DIR "/folders."
+#define RUN "DETRAIN_GNUPLOT=none '" EXE "' run '" TINY "' --quiet"
+#define RUN_NP(np) "DETRAIN_GNUPLOT=none " MPIRUN " -np " np " '" EXE "' run '" TINY "' --quiet"
+#define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe"
+
+static char out[1 << 16];
+
+static bool have_data(void)
+{
+    return dt_path_exists("/usr/share/datasets/fashion-mnist");
+}
+
+/* Every entry under dir: name, type, size, link target; then every regular file's digest.
+ * The lock file is left out: a run killed while it held the lock leaves it behind (unlocked),
+ * and the next run, refused or not, takes it over and removes it. */
+static char *fingerprint(const char *dir)
+{
+    static char buf[1 << 16];
+    int rc = dt_run_capture(buf, sizeof buf,
+                            "cd '%s' && find . ! -name .detrain.lock -printf '%%P %%y %%s %%l\\n' | "
+                            "LC_ALL=C sort && find . -type f ! -name .detrain.lock -print0 | "
+                            "LC_ALL=C sort -z | xargs -0 -r sha256sum",
+                            dir);
+    DT_ASSERT(rc == 0);
+    return strdup(buf);
+}
+
+static bool unchanged(const char *dir, const char *before)
+{
+    char *now = fingerprint(dir);
+    bool same = strcmp(now, before) == 0;
+    if (!same) fprintf(stderr, "folder %s changed:\n--- before\n%s--- after\n%s", dir, before, now);
+    free(now);
+    return same;
+}
+
+/* A finished result of the tiny config in dir (any earlier content removed). */
+static void finished_result(const char *dir, const char *extra)
+{
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -rf '%s'", dir), 0);
+    int rc = dt_run_capture(out, sizeof out, RUN " --out '%s' %s", dir, extra);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    DT_ASSERT(rc == 0);
+}
+
+/* An interrupted result: killed (SIGKILL) after 40 training steps, replica-0 finished (30
+ * steps), replica-1 with its checkpoint at step 10. */
+static void interrupted_result(const char *dir)
+{
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -rf '%s'", dir), 0);
+    dt_run_capture(out, sizeof out,
+                   "DETRAIN_TEST_KILL_AFTER_STEP=40 " RUN " --out '%s' "
+                   "--set train.checkpoint_every=5",
+                   dir);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/portable/replica-1/checkpoint.bin", dir);
+    DT_ASSERT(dt_path_exists(path));
+}
+
+#define RESUME RUN " --set train.checkpoint_every=5 --resume"
+
+/* A value refused by the rules of the run (not of the config syntax), into a finished
+ * folder: refused before anything is opened for writing; the result is still resumable. */
+DT_TEST(refused_value_keeps_result)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "value";
+    finished_result(dir, "");
+    char *before = fingerprint(dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s' --set train.shards=200", dir),
+                 2);
+    CHECK_CONTAINS(out, "train.shards is 200");
+    CHECK(unchanged(dir, before));
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --resume '%s'", dir), 0);
+    free(before);
+}
+
+/* The same under mpirun: more ranks than shards, refused by every rank before rank 0
+ * writes anything. */
+DT_TEST(refused_ranks_keep_result)
+{
+    if (!dt_dist_have_mpi()) DT_SKIP("detrain was built without MPI");
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "ranks";
+    finished_result(dir, "");
+    char *before = fingerprint(dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN_NP("5") " --out '%s'", dir), 2);
+    CHECK_CONTAINS(out, "5 ranks but train.shards is 4");
+    CHECK(unchanged(dir, before));
+    free(before);
+}
+
+/* Another config into a result's folder: refused naming the differing key. */
+DT_TEST(other_config_refused)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "other";
+    finished_result(dir, "");
+    char *before = fingerprint(dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s' --set train.seed=6", dir), 2);
+    CHECK_CONTAINS(out, "holds another experiment");
+    CHECK_CONTAINS(out, "train.seed");
+    CHECK_CONTAINS(out, "--overwrite");
+    CHECK(unchanged(dir, before));
+    free(before);
+}
+
+/* The same config again: explicit (--resume or --overwrite). --overwrite replaces the whole
+ * result: no replica of the old experiment is left beside the new ones. */
+DT_TEST(rerun_is_explicit)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "rerun";
+    finished_result(dir, "");
+    char *before = fingerprint(dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s'", dir), 2);
+    CHECK_CONTAINS(out, "holds a run of this config");
+    CHECK_CONTAINS(out, "--resume");
+    CHECK(unchanged(dir, before));
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s' --overwrite --resume '%s'", dir,
+                                dir),
+                 2);
+    CHECK(unchanged(dir, before));
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s' --overwrite --set replicas=1",
+                                dir),
+                 0);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/portable/replica-1", dir);
+    CHECK(!dt_path_exists(path));
+    snprintf(path, sizeof path, "%s/portable/replica-0/trace.csv", dir);
+    CHECK(dt_path_exists(path));
+    snprintf(path, sizeof path, "%s/" ".detrain.lock", dir);
+    CHECK(!dt_path_exists(path)); /* released and removed at the end */
+    free(before);
+}
+
+/* A folder of other files is never written into, not even with --overwrite. */
+DT_TEST(foreign_folder_refused)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "foreign";
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -rf '%s' && mkdir -p '%s' && echo notes > "
+                                                 "'%s/notes.txt'",
+                                dir, dir, dir),
+                 0);
+    char *before = fingerprint(dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s' --overwrite", dir), 2);
+    CHECK_CONTAINS(out, "not a detrain result");
+    CHECK(unchanged(dir, before));
+    free(before);
+}
+
+/* One writer: with the folder's lock held (here by this test, as a running detrain holds
+ * it), a run refuses at once naming the holder, and changes nothing. */
+DT_TEST(lock_held_refuses)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "locked";
+    finished_result(dir, "");
+    char lock[1200];
+    snprintf(lock, sizeof lock, "%s/.detrain.lock", dir);
+    int fd = open(lock, O_RDWR | O_CREAT, 0666);
+    DT_ASSERT(fd >= 0);
+    DT_ASSERT(flock(fd, LOCK_EX | LOCK_NB) == 0);
+    DT_ASSERT(write(fd, "pid 4242 since now: detrain run x\n", 34) == 34);
+    char *before = fingerprint(dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --resume '%s'", dir), 2);
+    CHECK_CONTAINS(out, "another detrain is writing into this folder (pid 4242");
+    CHECK(unchanged(dir, before));
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s' --overwrite", dir), 2);
+    CHECK_CONTAINS(out, "another detrain is writing");
+    CHECK(unchanged(dir, before));
+    close(fd); /* released: the next run goes on */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --resume '%s'", dir), 0);
+    free(before);
+}
+
+/* Two runs started into one new folder at once: exactly one runs (exit 0), the other
+ * refuses (exit 2), and the folder holds the result a run alone gives. */
+DT_TEST(concurrent_runs)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "race", *solo = TMP "solo";
+    finished_result(solo, "");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -rf '%s'", dir), 0);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "( " RUN " --out '%s' > '%s.a.log' 2>&1; echo $? > '%s.a.rc' ) & "
+                                "( " RUN " --out '%s' > '%s.b.log' 2>&1; echo $? > '%s.b.rc' ) & "
+                                "wait; cat '%s.a.rc' '%s.b.rc' '%s.a.log' '%s.b.log'",
+                                dir, dir, dir, dir, dir, dir, dir, dir, dir, dir),
+                 0);
+    CHECK(strncmp(out, "0\n2\n", 4) == 0 || strncmp(out, "2\n0\n", 4) == 0);
+    CHECK(strstr(out, "another detrain is writing") || strstr(out, "holds a run of this config") ||
+          strstr(out, "another run wrote into this new folder first"));
+    for (int r = 0; r < 2; r++) {
+        char a[1200], b[1200];
+        snprintf(a, sizeof a, "%s/portable/replica-%d/trace.csv", dir, r);
+        snprintf(b, sizeof b, "%s/portable/replica-%d/trace.csv", solo, r);
+        CHECK(dt_files_equal(a, b));
+        snprintf(a, sizeof a, "%s/portable/replica-%d/tensors.csv", dir, r);
+        snprintf(b, sizeof b, "%s/portable/replica-%d/tensors.csv", solo, r);
+        CHECK(dt_files_equal(a, b));
+    }
+}
+
+/* A link planted where detrain writes: refused, and its target untouched -- in a new
+ * folder (not a result) and in a result that is resumed. */
+DT_TEST(planted_symlink)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "link", *target = TMP "link-target.txt";
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "rm -rf '%s' && mkdir -p '%s/portable/replica-0' && echo keep > "
+                                "'%s' && ln -s '%s' '%s/portable/replica-0/trace.csv'",
+                                dir, dir, target, target, dir),
+                 0);
+    char *before = fingerprint(dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s'", dir), 2);
+    CHECK_CONTAINS(out, "not a detrain result");
+    CHECK(unchanged(dir, before));
+    free(before);
+    interrupted_result(dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "cp '%s/portable/replica-1/tensors.csv' '%s' && rm "
+                                "'%s/portable/replica-1/tensors.csv' && ln -s '%s' "
+                                "'%s/portable/replica-1/tensors.csv'",
+                                dir, target, dir, target, dir),
+                 0);
+    char *target_before = dt_read_file(target, NULL);
+    before = fingerprint(dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RESUME " '%s'", dir), 2);
+    CHECK_CONTAINS(out, "replica-1/tensors.csv: is a symbolic link");
+    CHECK(unchanged(dir, before));
+    char *target_after = dt_read_file(target, NULL);
+    CHECK(target_before && target_after && strcmp(target_before, target_after) == 0);
+    free(target_before);
+    free(target_after);
+    free(before);
+}
+
+/* --resume with a file the cut-back needs missing, or malformed in the middle: refused
+ * before any file is cut; put back, the resume goes on. */
+DT_TEST(resume_inputs_checked_first)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "inputs";
+    interrupted_result(dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "mv '%s/portable/replica-1/tensors.csv' '%s.t'",
+                                dir, dir),
+                 0);
+    char *before = fingerprint(dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RESUME " '%s'", dir), 2);
+    CHECK_CONTAINS(out, "replica-1/tensors.csv: cannot read");
+    CHECK(unchanged(dir, before));
+    free(before);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "mv '%s.t' '%s/portable/replica-1/tensors.csv' && cp "
+                                "'%s/portable/replica-1/trace.csv' '%s.trace' && sed -i "
+                                "'3s/.*/garbage/' '%s/portable/replica-1/trace.csv'",
+                                dir, dir, dir, dir, dir),
+                 0);
+    before = fingerprint(dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RESUME " '%s'", dir), 2);
+    CHECK_CONTAINS(out, "replica-1/trace.csv:3: malformed row");
+    CHECK(unchanged(dir, before));
+    free(before);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "cp '%s.trace' '%s/portable/replica-1/trace.csv'",
+                                dir, dir),
+                 0);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RESUME " '%s'", dir), 0);
+}
+
+/* A replica folder the resume would write into holds a folder where run.json goes: refused
+ * before any replica trains. */
+DT_TEST(unwritable_replica_folder)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "replica";
+    interrupted_result(dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "rm -f '%s/portable/replica-1/run.json' && mkdir -p "
+                                "'%s/portable/replica-1/run.json/x'",
+                                dir, dir),
+                 0);
+    char *before = fingerprint(dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RESUME " '%s'", dir), 2);
+    CHECK_CONTAINS(out, "replica-1/run.json: is a folder where detrain writes a regular file");
+    CHECK(unchanged(dir, before));
+    free(before);
+}
+
+/* A model that cannot fit in memory: refused before anything is allocated or written,
+ * naming the keys. */
+DT_TEST(oversized_model_refused)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "oversized";
+    finished_result(dir, "");
+    char *before = fingerprint(dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                RUN " --out '%s' --set 'model.hidden=[65536, 65536, 65536]'", dir),
+                 2);
+    CHECK_CONTAINS(out, "GiB of memory (model.hidden");
+    CHECK(unchanged(dir, before));
+    free(before);
+}
+
+DT_TEST_MAIN(DT_CASE(refused_value_keeps_result), DT_CASE(refused_ranks_keep_result),
+             DT_CASE(other_config_refused), DT_CASE(rerun_is_explicit),
+             DT_CASE(foreign_folder_refused), DT_CASE(lock_held_refuses),
+             DT_CASE(concurrent_runs), DT_CASE(planted_symlink),
+             DT_CASE(resume_inputs_checked_first), DT_CASE(unwritable_replica_folder),
+             DT_CASE(oversized_model_refused))
