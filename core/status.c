@@ -2,6 +2,7 @@
 #include "status.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <string.h>
 
 const char *dt_status_str(enum dt_status st)
@@ -73,32 +74,34 @@ void dt_assert_fail(const char *expr, const char *file, int line, const char *ms
     abort();
 }
 
+static void (*g_oom_hook)(size_t bytes);
+
+void dt_set_oom_hook(void (*hook)(size_t bytes)) { g_oom_hook = hook; }
+
+static void out_of_memory(size_t bytes)
+{
+    fprintf(stderr, "detrain: out of memory allocating %zu bytes\n", bytes);
+    if (g_oom_hook) g_oom_hook(bytes);
+    abort();
+}
+
 void *dt_xmalloc(size_t bytes)
 {
     void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "detrain: out of memory allocating %zu bytes\n", bytes);
-        abort();
-    }
+    if (!p) out_of_memory(bytes);
     return p;
 }
 
 void *dt_xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) {
-        fprintf(stderr, "detrain: out of memory allocating %zu x %zu bytes\n", n, size);
-        abort();
-    }
+    if (!p) out_of_memory(n > SIZE_MAX / (size ? size : 1) ? SIZE_MAX : n * size);
     return p;
 }
 
 void *dt_xrealloc(void *p, size_t bytes)
 {
     void *q = realloc(p, bytes ? bytes : 1);
-    if (!q) {
-        fprintf(stderr, "detrain: out of memory allocating %zu bytes\n", bytes);
-        abort();
-    }
+    if (!q) out_of_memory(bytes);
     return q;
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "harness/outdir.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint files are little-endian; this host is not"
@@ -322,8 +323,9 @@ static enum dt_status write_atomic(const char *path, const void *data, size_t n,
     char tmp[1400];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return dt_error_set(err, DT_ERR_IO, "%s: path too long", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return dt_error_set(err, DT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    (void)unlink(tmp); /* a stale one goes; a link planted there is removed, not followed */
+    FILE *f = dt_out_fopen(tmp, false, err);
+    if (!f) return DT_ERR_IO;
     bool ok = fwrite(data, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
     int e = errno;
     if (fclose(f) != 0 && ok) {

@@ -25,6 +25,7 @@
 #include "harness/config.h"
 #include "harness/layout.h"
 #include "harness/metrics.h"
+#include "harness/outdir.h"
 #include "harness/snapshot.h"
 
 #define PATH_LEN 2048
@@ -1206,7 +1207,7 @@ static void make_plots(struct report *rep)
     }
     char log[PATH_LEN + 32];
     snprintf(log, sizeof log, "%s/gnuplot.log", plots_dir);
-    int log_fd = on ? open(log, O_WRONLY | O_CREAT | O_TRUNC, 0666) : -1;
+    int log_fd = on ? dt_out_open(log, O_TRUNC, NULL) : -1;
     if (on && log_fd < 0) {
         snprintf(rep->plots_skipped, sizeof rep->plots_skipped,
                  "Plots skipped: could not create plots/gnuplot.log.");

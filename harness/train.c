@@ -1224,7 +1224,7 @@ static enum dt_status measure_overhead(struct run_ctx *c, struct dt_error *err)
     /* several ranks step in lockstep (each step is collective); rank 0 writes */
     if (dt_dist_rank() == 0) snprintf(path, sizeof path, "%s/overhead.csv", c->opt->out_dir);
     else snprintf(path, sizeof path, "/dev/null");
-    FILE *f = fopen(path, "w");
+    FILE *f = dt_dist_rank() == 0 ? dt_out_fopen(path, false, err) : fopen(path, "w");
     if (!f) return dt_error_set(err, DT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
     fprintf(f, "%s\n", DT_OVERHEAD_HEADER);
     if (n == 0 || todo == 0) { /* nothing to measure: the header alone says so */
@@ -1379,6 +1379,45 @@ static enum dt_status check_resume_plans(struct run_ctx *c, struct dt_error *err
                 c->opt->out_dir, count[START_KEEP], count[START_KEEP] == 1 ? "" : "s",
                 count[START_CHECKPOINT], count[START_FRESH]);
     return st;
+}
+
+/* ---- an allocation that fails mid-run ------------------------------------------------- */
+
+/* The experiment's run.json as it is to read when an allocation fails (status failed),
+ * kept ready so that writing it needs no memory (core/status.h: dt_set_oom_hook). */
+static struct {
+    char path[1200];
+    struct dt_strbuf text;
+} g_oom;
+
+static void on_out_of_memory(size_t bytes)
+{
+    (void)bytes; /* said on stderr by the caller */
+    if (g_oom.text.data)
+        (void)dt_write_file_atomic(g_oom.path, g_oom.text.data, g_oom.text.len, NULL);
+    fprintf(stderr, "detrain: the run stops: %s says failed (out of memory); make the model "
+                    "or the batch smaller\n",
+            g_oom.path);
+    _exit(1);
+}
+
+/* Rank 0 arms the hook with the manifest a failure would leave (again after each replica,
+ * so that it lists them); NULL c disarms it. */
+static void arm_oom_manifest(const struct run_ctx *c, const char *start,
+                             struct dt_replica_result *results, int done)
+{
+    if (!c || dt_dist_rank() != 0) {
+        dt_set_oom_hook(NULL);
+        dt_strbuf_free(&g_oom.text);
+        return;
+    }
+    snprintf(g_oom.path, sizeof g_oom.path, "%s/run.json", c->opt->out_dir);
+    experiment_manifest(&g_oom.text, c, start, NULL, "failed",
+                        "out of memory: an allocation failed (its size is on stderr); make the "
+                        "model or the batch smaller",
+                        results, done);
+    dt_strbuf_printf(&g_oom.text, "\n");
+    dt_set_oom_hook(on_out_of_memory);
 }
 
 /* ---- every check that can refuse a run, before the first write -------------------------- */
@@ -1633,6 +1672,7 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
     experiment_manifest(&sb, &c, start, NULL, "running", "", results, 0);
     if (writer) st = dt_manifest_write(manifest_path, &sb, err);
     if (st == DT_OK && writer) st = write_config_json(opt->out_dir, exp, err);
+    if (st == DT_OK) arm_oom_manifest(&c, start, results, 0);
     if (multi) { /* every rank starts, or none */
         int who = -1;
         int worst = dt_dist_max_status(st == DT_OK ? 0 : (int)st, &who);
@@ -1667,6 +1707,7 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
             st = run_replica(&c, cell, r, &results[done], err);
             any_failed |= results[done].state == DT_REPLICA_FAILED;
             done++;
+            arm_oom_manifest(&c, start, results, done);
         }
     }
     progress_end(&c);
@@ -1703,6 +1744,7 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
     struct dt_error merr;
     if (writer && dt_manifest_write(manifest_path, &sb, &merr) != DT_OK)
         fprintf(stderr, "detrain: %s\n", merr.msg);
+    arm_oom_manifest(NULL, NULL, NULL, 0);
     dt_strbuf_free(&sb);
     free(results);
     dt_backend_destroy(be);
