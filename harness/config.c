@@ -185,7 +185,7 @@ static const struct key_row keys[] = {
     {.path = "train.checkpoint_every", .type = KEY_INT64, FIELD_(train.checkpoint_every),
      .def = "0", .lo = 0, .hi = 1000000000,
      .doc = "Write each replica's checkpoint.bin every N steps and at the last step, for "
-            "`detrain run --resume`; 0 = only when interrupted (SIGINT/SIGTERM)"},
+            "`detrain run --resume`; 0 = only when interrupted (SIGINT/SIGTERM/SIGHUP)"},
     {.path = "train.check_finite", .type = KEY_BOOL, FIELD_(train.check_finite),
      .def = "true",
      .doc = "After every step scan each gradient and weight for NaN/Inf and stop the "

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "build_info.h"
 #include "core/fileio.h"
@@ -14,6 +15,7 @@
 #include "harness/config.h"
 #include "harness/dist.h"
 #include "harness/matrix.h"
+#include "harness/outdir.h"
 #include "harness/ranks_report.h"
 #include "harness/report.h"
 #include "harness/train.h"
@@ -278,9 +280,18 @@ static int cmd_report(int argc, char **argv)
     }
     if (!dir) return usage_error("report: missing DIR (the folder `detrain run` wrote)", "");
     struct dt_error err = {0};
-    if (dt_matrix_is_folder(dir)) return report(dt_matrix_report(dir, &opt, true, &err), &err);
-    if (dt_ranks_is_folder(dir)) return report(dt_ranks_report(dir, opt.quiet, &err), &err);
-    return report(dt_report_build(dir, &opt, &err), &err);
+    /* report.md and plots/ are written into the folder: not while a run writes there */
+    struct dt_folder_lock lock = {.fd = -1};
+    enum dt_status st = DT_OK;
+    struct stat dir_st;
+    if (lstat(dir, &dir_st) == 0 && S_ISDIR(dir_st.st_mode)) st = dt_folder_lock_take(&lock, dir, "detrain report", &err);
+    if (st == DT_OK) {
+        if (dt_matrix_is_folder(dir)) st = dt_matrix_report(dir, &opt, true, &err);
+        else if (dt_ranks_is_folder(dir)) st = dt_ranks_report(dir, opt.quiet, &err);
+        else st = dt_report_build(dir, &opt, &err);
+        dt_folder_lock_release(&lock);
+    }
+    return report(st, &err);
 }
 
 /* compare --table EXPERIMENT EXPERIMENT... [--label NAME]... [--csv FILE] */

@@ -42,7 +42,7 @@ struct dt_matrix_options {
  * DT_ERR_USAGE. An entry whose backend cannot be opened (no CUDA device, a build without
  * CUDA) is skipped with one line; one that fails is recorded and the rest still run.
  * Returns DT_OK when every entry is done or skipped, DT_ERR_NUMERIC when any failed,
- * DT_ERR_INTERRUPTED on SIGINT/SIGTERM (the remaining entries are skipped). Writes the
+ * DT_ERR_INTERRUPTED on SIGINT/SIGTERM/SIGHUP (the remaining entries are skipped). Writes the
  * matrix report at the end. */
 enum dt_status dt_matrix_run(const struct dt_experiment *matrix,
                              const struct dt_matrix_options *opt, struct dt_error *err);

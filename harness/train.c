@@ -1069,7 +1069,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
     free(tensor_digests);
     free(hash_staging);
     if (st == DT_OK && res->state == DT_REPLICA_INTERRUPTED && writer) {
-        /* always resumable after SIGINT/SIGTERM, whatever train.checkpoint_every says */
+        /* always resumable after SIGINT/SIGTERM/SIGHUP, whatever train.checkpoint_every says */
         DT_ASSERT(m->step == res->steps_done);
         st = write_checkpoint(c, m, &io, pol, &streams, res->dir, err);
         if (st == DT_OK) {

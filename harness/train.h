@@ -100,7 +100,7 @@ void dt_train_hash_model(uint8_t model_digest[DT_DIGEST_BYTES],
                          uint8_t (*tensor_digests)[DT_DIGEST_BYTES], struct dt_model *m,
                          float *staging);
 
-/* Set by SIGINT/SIGTERM: training stops after the current step. */
+/* Set by SIGINT/SIGTERM/SIGHUP: training stops after the current step. */
 extern volatile int dt_train_stop_requested;
 void dt_train_install_signal_handlers(void);
 

@@ -188,6 +188,10 @@ DT_TEST(lock_held_refuses)
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s' --overwrite", dir), 2);
     CHECK_CONTAINS(out, "another detrain is writing");
     CHECK(unchanged(dir, before));
+    /* detrain report writes report.md and plots/ there too: not while a run writes */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "DETRAIN_GNUPLOT=none '" EXE "' report '%s'", dir), 2);
+    CHECK_CONTAINS(out, "another detrain is writing into this folder (pid 4242");
+    CHECK(unchanged(dir, before));
     close(fd); /* released: the next run goes on */
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --resume '%s'", dir), 0);
     free(before);
