@@ -76,7 +76,14 @@ void dt_assert_fail(const char *expr, const char *file, int line, const char *ms
 
 static void (*g_oom_hook)(size_t bytes);
 
-void dt_set_oom_hook(void (*hook)(size_t bytes)) { g_oom_hook = hook; }
+static size_t g_fail_above = SIZE_MAX; /* test-only (status.h) */
+
+void dt_set_oom_hook(void (*hook)(size_t bytes))
+{
+    g_oom_hook = hook;
+    const char *above = hook ? getenv("DETRAIN_TEST_FAIL_ALLOC_ABOVE") : NULL;
+    g_fail_above = above ? (size_t)strtoull(above, NULL, 10) : SIZE_MAX;
+}
 
 static void out_of_memory(size_t bytes)
 {
@@ -87,21 +94,22 @@ static void out_of_memory(size_t bytes)
 
 void *dt_xmalloc(size_t bytes)
 {
-    void *p = malloc(bytes ? bytes : 1);
+    void *p = bytes > g_fail_above ? NULL : malloc(bytes ? bytes : 1);
     if (!p) out_of_memory(bytes);
     return p;
 }
 
 void *dt_xcalloc(size_t n, size_t size)
 {
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) out_of_memory(n > SIZE_MAX / (size ? size : 1) ? SIZE_MAX : n * size);
+    const size_t bytes = n > SIZE_MAX / (size ? size : 1) ? SIZE_MAX : n * size;
+    void *p = bytes > g_fail_above ? NULL : calloc(n ? n : 1, size ? size : 1);
+    if (!p) out_of_memory(bytes);
     return p;
 }
 
 void *dt_xrealloc(void *p, size_t bytes)
 {
-    void *q = realloc(p, bytes ? bytes : 1);
+    void *q = bytes > g_fail_above ? NULL : realloc(p, bytes ? bytes : 1);
     if (!q) out_of_memory(bytes);
     return q;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "build_info.h"
 #include "core/fileio.h"
@@ -122,6 +123,12 @@ static int report(enum dt_status st, const struct dt_error *err)
     if (st != DT_OK && dt_dist_rank() == 0) fprintf(stderr, "detrain: %s\n", msg);
     else if (st != DT_OK && st != DT_ERR_CONFIG && st != DT_ERR_USAGE) /* rank 0 says those */
         fprintf(stderr, "detrain: rank %d: %s\n", dt_dist_rank(), msg);
+    if (st == DT_ERR_NOMEM) {
+        /* out of memory: leave without the libraries' exit handlers (OpenBLAS joins a
+         * worker thread that keeps retrying its own allocation: a hang, seen under ulimit -v) */
+        fflush(NULL);
+        _exit(dt_status_exit_code(st));
+    }
     return dt_status_exit_code(st);
 }
 

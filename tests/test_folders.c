@@ -327,9 +327,38 @@ DT_TEST(oversized_model_refused)
     free(before);
 }
 
+/* An allocation that fails mid-run (forced: every allocation above 20 kB fails once the
+ * run has started) ends the run with exit 1 -- not an abort -- and run.json says failed,
+ * out of memory; the folder is then resumable to the result of a run that never failed. */
+DT_TEST(allocation_fails_midrun)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "oom", *solo = TMP "oom-solo";
+    finished_result(solo, "");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -rf '%s'", dir), 0);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "DETRAIN_TEST_FAIL_ALLOC_ABOVE=20000 " RUN " --out '%s'", dir),
+                 1);
+    CHECK_CONTAINS(out, "out of memory allocating");
+    CHECK_CONTAINS(out, "run.json says failed");
+    char path[1200];
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    char *manifest = dt_read_file(path, NULL);
+    CHECK(manifest && strstr(manifest, "\"status\": \"failed\"") &&
+          strstr(manifest, "out of memory"));
+    free(manifest);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --resume '%s'", dir), 0);
+    for (int r = 0; r < 2; r++) {
+        char a[1200], b[1200];
+        snprintf(a, sizeof a, "%s/portable/replica-%d/trace.csv", dir, r);
+        snprintf(b, sizeof b, "%s/portable/replica-%d/trace.csv", solo, r);
+        CHECK(dt_files_equal(a, b));
+    }
+}
+
 DT_TEST_MAIN(DT_CASE(refused_value_keeps_result), DT_CASE(refused_ranks_keep_result),
              DT_CASE(other_config_refused), DT_CASE(rerun_is_explicit),
              DT_CASE(foreign_folder_refused), DT_CASE(lock_held_refuses),
              DT_CASE(concurrent_runs), DT_CASE(planted_symlink),
              DT_CASE(resume_inputs_checked_first), DT_CASE(unwritable_replica_folder),
-             DT_CASE(oversized_model_refused))
+             DT_CASE(oversized_model_refused), DT_CASE(allocation_fails_midrun))
