@@ -9,9 +9,12 @@
  *   backward-weight  the sum over the batch, chunk partials combined under `reduction`:
  *                    fixed     -> canonical chunks of DT_REDUCE_CHUNK rows and the fixed
  *                                 tree of reduce.h per element: at portable the CPU's bits;
- *                    unordered -> chunks of UNORDERED_CHUNK rows added by float atomicAdd
- *                                 (arrival order); the forced-order hook adds them in a
- *                                 drawn order instead, the CPU's (same chunks, same draw).
+ *                    unordered -> math fast / strict: one cuBLAS product over the batch
+ *                                 (the fastest path; deterministic on one device);
+ *                                 math portable: chunks of UNORDERED_CHUNK rows added by
+ *                                 float atomicAdd (arrival order); the forced-order hook
+ *                                 adds them in a drawn order instead, the CPU's (same
+ *                                 chunks, same draw).
  *   bias gradient    the sum over the batch under `atomics`:
  *                    fixed_point -> exact int64 fixed point, one rounding: the CPU's bits
  *                                   at every level; non-finite input and float overflow
@@ -142,6 +145,17 @@ enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, float *dw, c
     struct dt_cuda_ctx *c = dt_cuda(be);
     const int64_t n = in * out;
     const bool fixed = dt_reduction_ordered(pol);
+    if (!fixed && !c->forced_order && pol->math != DT_MATH_PORTABLE) {
+        /* the fastest path a user can choose: one cuBLAS product over the whole batch,
+         * dw^T (out,in) = dy^T (out,B) . x (B,in). cuBLAS sums without atomics here, so this
+         * op is deterministic run to run on one device even at `fast` (README: GPU); the
+         * forced-order hook keeps the chunked path, where tests show the control matters. */
+        const float one = 1.0f, zero = 0.0f;
+        DT_CUBLAS_CHECK(cublasSgemm((cublasHandle_t)dt_cuda_cublas_for(be, pol), CUBLAS_OP_N,
+                                    CUBLAS_OP_T, as_int(out), as_int(in), as_int(B), &one, dy,
+                                    as_int(out), x, as_int(in), &zero, dw, as_int(out)));
+        return DT_OK;
+    }
     const int64_t chunk = fixed ? DT_REDUCE_CHUNK : UNORDERED_CHUNK;
     const int64_t m = (B + chunk - 1) / chunk;
     float *p = dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)(m * n) * sizeof(float));
