@@ -363,6 +363,28 @@ static enum dt_status bias_per_shard(struct dt_backend *be, float *dbias, const 
                    be->ops->bias_backward(be, dbias + k * out, dy + r0 * out, rows, out, pol));
 }
 
+/* The backend's own shard op when it has one for this policy, else one call per shard. */
+static enum dt_status bias_shards(struct dt_backend *be, float *dbias, const float *dy, int64_t B,
+                                  int64_t out, const struct dt_policy *pol)
+{
+    if (be->ops->version >= 10 && be->ops->bias_backward_shards) {
+        enum dt_status st = be->ops->bias_backward_shards(be, dbias, dy, B, out, pol);
+        if (st != DT_ERR_UNSUPPORTED) return st;
+    }
+    return bias_per_shard(be, dbias, dy, B, out, pol);
+}
+
+static enum dt_status dense_wgrad_shards(struct dt_backend *be, float *dw, const float *x,
+                                         const float *dy, int64_t B, int64_t in, int64_t out,
+                                         const struct dt_policy *pol)
+{
+    if (be->ops->version >= 10 && be->ops->dense_backward_weight_shards) {
+        enum dt_status st = be->ops->dense_backward_weight_shards(be, dw, x, dy, B, in, out, pol);
+        if (st != DT_ERR_UNSUPPORTED) return st;
+    }
+    return dense_wgrad_per_shard(be, dw, x, dy, in, out, pol);
+}
+
 static enum dt_status loss_per_shard(struct dt_backend *be, float *probs, float *loss_host,
                                      int64_t *correct_host, const float *logits,
                                      const int32_t *labels, int64_t C,
@@ -481,7 +503,7 @@ enum dt_status dt_dense_backward_weight(struct dt_backend *be, float *dw, const 
     DT_ASSERT(dw && x && dy && pol);
     if (!HAS_OP1(be, dense_backward_weight)) return DT_ERR_UNSUPPORTED;
     if (sharded(be, pol, B))
-        DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT, dense_wgrad_per_shard(be, dw, x, dy, in, out, pol));
+        DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT, dense_wgrad_shards(be, dw, x, dy, B, in, out, pol));
     DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT, be->ops->dense_backward_weight(be, dw, x, dy, B, in, out, pol));
 }
 
@@ -492,7 +514,7 @@ enum dt_status dt_bias_backward(struct dt_backend *be, float *dbias, const float
     DT_ASSERT(dbias && dy && pol);
     if (!HAS_OP1(be, bias_backward)) return DT_ERR_UNSUPPORTED;
     if (sharded(be, pol, B))
-        DISPATCH(be, DT_OP_BIAS_BACKWARD, bias_per_shard(be, dbias, dy, B, out, pol));
+        DISPATCH(be, DT_OP_BIAS_BACKWARD, bias_shards(be, dbias, dy, B, out, pol));
     DISPATCH(be, DT_OP_BIAS_BACKWARD, be->ops->bias_backward(be, dbias, dy, B, out, pol));
 }
 

@@ -123,6 +123,14 @@ struct dt_backend_ops {
                                   const uint32_t *, const struct dt_exact_layout *);
     enum dt_status (*exact_sum)(struct dt_backend *, float *, const uint32_t *,
                                 const struct dt_exact_layout *);
+    /* version 10 too: the shard partials of a batch reduction in one call, with the
+     * shards of be->shards (optional: NULL, or DT_ERR_UNSUPPORTED for a policy it does not
+     * take, = the plain op once per shard). Same bits as the call per shard. */
+    enum dt_status (*bias_backward_shards)(struct dt_backend *, float *, const float *, int64_t,
+                                           int64_t, const struct dt_policy *);
+    enum dt_status (*dense_backward_weight_shards)(struct dt_backend *, float *, const float *,
+                                                   const float *, int64_t, int64_t, int64_t,
+                                                   const struct dt_policy *);
 };
 
 struct dt_backend {

@@ -171,4 +171,6 @@ const struct dt_backend_ops dt_backend_cpu_ops = {
     .exact_to_fixed = dt_cpu_exact_to_fixed,
     .exact_round = dt_cpu_exact_round,
     .exact_sum = dt_cpu_exact_sum,
+    .bias_backward_shards = dt_cpu_bias_backward_shards,
+    .dense_backward_weight_shards = dt_cpu_dense_backward_weight_shards,
 };

@@ -90,6 +90,13 @@ enum dt_status dt_cpu_wgrad_rows(struct dt_backend *be, float *dw, const float *
 enum dt_status dt_cpu_wgrad_transposed(struct dt_backend *be, float *dw, const float *xt,
                                        const float *dy, int64_t B, int64_t in, int64_t out,
                                        const struct dt_policy *pol);
+/* reduction: exact, the shard partials in one call (nets/backend_impl.h) */
+enum dt_status dt_cpu_bias_backward_shards(struct dt_backend *be, float *dbias, const float *dy,
+                                           int64_t B, int64_t out, const struct dt_policy *pol);
+enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float *dw,
+                                                   const float *x, const float *dy, int64_t B,
+                                                   int64_t in, int64_t out,
+                                                   const struct dt_policy *pol);
 enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const float *dy,
                                     int64_t B, int64_t out, const struct dt_policy *pol);
 enum dt_status dt_cpu_relu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,

@@ -8,9 +8,12 @@
  *   backward-weight  the sum over the batch, under `reduction`:
  *                    fixed     -> canonical chunks of DT_REDUCE_CHUNK rows, each summed in
  *                                 index order, combined by the fixed tree of reduce.h;
- *                    unordered -> workers take chunks of UNORDERED_CHUNK rows dynamically,
- *                                 sum them into private partials, and add the partials into
- *                                 the result in the order they finish.
+ *                    unordered -> math fast: OpenBLAS sgemm over the whole batch, each
+ *                                 worker on its rows of dw (the fastest path; no partials);
+ *                                 otherwise workers take chunks of UNORDERED_CHUNK rows
+ *                                 dynamically, sum them into private partials, and add the
+ *                                 partials into the result in the order they finish (and
+ *                                 the forced-order hook adds them in a drawn order).
  *   bias gradient    a scatter-add over the batch, under `atomics`:
  *                    fixed_point -> exact int64 accumulation, one rounding (fixed_point.h);
  *                    float       -> rows summed into per-worker partials as workers take
@@ -26,6 +29,7 @@
 #include "nets/cpu/cpu.h"
 
 #define ROW_BLOCK 4       /* rows per block in the fixed backward-weight tree */
+#define WGRAD_COLS 64     /* columns per block there (a multiple of NR) */
 #define UNORDERED_CHUNK 8 /* batch rows per dynamically scheduled chunk */
 #define ROWS_PARTIALS_MAX (4 << 20) /* floats of chunk partials the transposed form may use */
 
@@ -76,25 +80,26 @@ static inline void micro_tile(float *restrict C, int64_t ldc, const float *restr
  * `accumulate` the sum starts from C's current value, else from +0. Every element sees
  * the same sequence of roundings whichever path (tile or edge) computes it, so the bits
  * depend on neither the tiling nor the row split across threads.
- * A is (M,K) with row stride lda, Bm is (K,N) with row stride N, C is (M,N). */
+ * A is (M,K) with row stride lda, Bm is (K,N) with row stride ldb, C is (M,N) with row
+ * stride ldc. */
 DT_VECTOR_CLONES
-static void matmul_rows_ordered(float *restrict C, const float *restrict A, int64_t lda,
-                                const float *restrict Bm, int64_t K, int64_t N, int64_t i0,
-                                int64_t i1, bool accumulate)
+static void matmul_rows_ordered_ld(float *restrict C, int64_t ldc, const float *restrict A,
+                                   int64_t lda, const float *restrict Bm, int64_t ldb, int64_t K,
+                                   int64_t N, int64_t i0, int64_t i1, bool accumulate)
 {
     const int64_t n_tiled = N / NR * NR;
     /* Column strips of NR: the strip of Bm (K x NR) stays in cache across the rows. */
     for (int64_t j = 0; j < n_tiled; j += NR) {
         int64_t i = i0;
         for (; i + MR <= i1; i += MR)
-            micro_tile(C + i * N + j, N, A + i * lda, lda, Bm + j, N, K, accumulate);
+            micro_tile(C + i * ldc + j, ldc, A + i * lda, lda, Bm + j, ldb, K, accumulate);
         for (; i < i1; i++) { /* leftover rows, same order per element */
-            float *restrict c = C + i * N + j;
+            float *restrict c = C + i * ldc + j;
             float acc[NR];
             for (int64_t t = 0; t < NR; t++) acc[t] = accumulate ? c[t] : 0.0f;
             for (int64_t k = 0; k < K; k++) {
                 const float a = A[i * lda + k];
-                const float *restrict b = Bm + k * N + j;
+                const float *restrict b = Bm + k * ldb + j;
                 for (int64_t t = 0; t < NR; t++) acc[t] = acc[t] + a * b[t];
             }
             memcpy(c, acc, sizeof acc);
@@ -109,7 +114,7 @@ static void matmul_rows_ordered(float *restrict C, const float *restrict A, int6
          * a full strip (the padding only feeds the discarded columns). */
         float bp[PAD_MAX_K * NR];
         for (int64_t k = 0; k < K; k++) {
-            memcpy(bp + k * NR, Bm + k * N + n_tiled, (size_t)rem * sizeof(float));
+            memcpy(bp + k * NR, Bm + k * ldb + n_tiled, (size_t)rem * sizeof(float));
             memset(bp + k * NR + rem, 0, (size_t)(NR - rem) * sizeof(float));
         }
         float ct[MR * NR];
@@ -123,22 +128,30 @@ static void matmul_rows_ordered(float *restrict C, const float *restrict A, int6
             }
             for (int64_t r = 0; r < MR; r++)
                 for (int64_t t = 0; t < NR; t++)
-                    ct[r * NR + t] = (accumulate && r < rows && t < rem) ? C[(i + r) * N + n_tiled + t] : 0.0f;
+                    ct[r * NR + t] = (accumulate && r < rows && t < rem) ? C[(i + r) * ldc + n_tiled + t] : 0.0f;
             micro_tile(ct, NR, rows < MR ? apad : a, rows < MR ? K : lda, bp, NR, K, true);
             for (int64_t r = 0; r < rows; r++)
-                memcpy(C + (i + r) * N + n_tiled, ct + r * NR, (size_t)rem * sizeof(float));
+                memcpy(C + (i + r) * ldc + n_tiled, ct + r * NR, (size_t)rem * sizeof(float));
         }
         return;
     }
     for (int64_t i = i0; i < i1; i++) { /* leftover columns, K too long to pad on the stack */
-        float *restrict c = C + i * N;
+        float *restrict c = C + i * ldc;
         if (!accumulate) memset(c + n_tiled, 0, (size_t)(N - n_tiled) * sizeof(float));
         for (int64_t k = 0; k < K; k++) {
             const float a = A[i * lda + k];
-            const float *restrict b = Bm + k * N;
+            const float *restrict b = Bm + k * ldb;
             for (int64_t j = n_tiled; j < N; j++) c[j] = c[j] + a * b[j];
         }
     }
+}
+
+/* The same with C and Bm of row stride N. */
+static void matmul_rows_ordered(float *restrict C, const float *restrict A, int64_t lda,
+                                const float *restrict Bm, int64_t K, int64_t N, int64_t i0,
+                                int64_t i1, bool accumulate)
+{
+    matmul_rows_ordered_ld(C, N, A, lda, Bm, N, K, N, i0, i1, accumulate);
 }
 
 struct matmul_job {
@@ -260,6 +273,45 @@ enum dt_status dt_cpu_dense_backward_data(struct dt_backend *be, float *dx, cons
 
 /* ---- backward-weight: the sum over the batch (reduction control) --------------------- */
 
+/* math fast, reduction unordered, no forced order: the fastest path a user can choose,
+ * dw (in,out) = x^T (in,B) . dy (B,out) as OpenBLAS sgemm, one call per worker on its
+ * slice of dw's rows, each summing over the whole batch: no partials to combine. The split
+ * is static, so this op happens to be deterministic for a given thread count (README:
+ * what `fast` leaves nondeterministic on the CPU). a is x (B,in) or, with a_is_xt, xt
+ * (in,B). */
+struct wgrad_blas_job {
+    float *dw;
+    const float *a, *dy;
+    int64_t B, in, out;
+    bool a_is_xt;
+};
+
+static void wgrad_blas_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct wgrad_blas_job *j = ctx;
+    if (j->a_is_xt)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(end - begin), (int)j->out,
+                    (int)j->B, 1.0f, j->a + begin * j->B, (int)j->B, j->dy, (int)j->out, 0.0f,
+                    j->dw + begin * j->out, (int)j->out);
+    else
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(end - begin), (int)j->out,
+                    (int)j->B, 1.0f, j->a + begin, (int)j->in, j->dy, (int)j->out, 0.0f,
+                    j->dw + begin * j->out, (int)j->out);
+}
+
+static bool wgrad_takes_blas(struct dt_backend *be, const struct dt_policy *pol)
+{
+    return pol->math == DT_MATH_FAST && !dt_reduction_ordered(pol) && !dt_cpu(be)->forced_order;
+}
+
+static enum dt_status wgrad_blas(struct dt_backend *be, float *dw, const float *a, bool a_is_xt,
+                                 const float *dy, int64_t B, int64_t in, int64_t out)
+{
+    struct wgrad_blas_job job = {dw, a, dy, B, in, out, a_is_xt};
+    dt_pool_run(dt_cpu(be)->pool, in, 16, wgrad_blas_part, &job);
+    return DT_OK;
+}
+
 struct wgrad_job {
     struct dt_backend *be;
     float *dw;
@@ -269,23 +321,65 @@ struct wgrad_job {
     atomic_llong next_chunk;
 };
 
-/* reduction fixed, rows [begin, end) of dw: per block of ROW_BLOCK rows, one partial per
- * canonical batch chunk, then the fixed tree. Same bits for any split of the rows. */
+/* reduction fixed, rows [begin, end) of dw over batch rows [0, B): per block of ROW_BLOCK
+ * rows, one partial per canonical chunk of those rows, then the fixed tree. xt's rows are
+ * ld apart (ld >= B: a shard's columns of the whole batch's transpose). Same bits for any
+ * split of the rows. */
+static void wgrad_fixed_rows(struct dt_backend *be, int worker, float *dw, const float *xt,
+                             int64_t ld, const float *dy, int64_t B, int64_t out, int64_t begin,
+                             int64_t end)
+{
+    /* per block of ROW_BLOCK rows and WGRAD_COLS columns: the block's chunk partials stay
+     * in L1 from their products through the tree (each element's sums and tree as over
+     * the whole row: the column split moves no bits) */
+    const int64_t n_chunks = dt_reduce_chunks(B);
+    const int64_t cols_max = out < WGRAD_COLS ? out : WGRAD_COLS;
+    float *buf = dt_cpu_worker_buffer(be, worker, (size_t)(n_chunks * ROW_BLOCK * cols_max));
+    for (int64_t i0 = begin; i0 < end; i0 += ROW_BLOCK) {
+        const int64_t rows = end - i0 < ROW_BLOCK ? end - i0 : ROW_BLOCK;
+        for (int64_t j0 = 0; j0 < out; j0 += WGRAD_COLS) {
+            const int64_t cols = out - j0 < WGRAD_COLS ? out - j0 : WGRAD_COLS;
+            const int64_t block = rows * cols;
+            for (int64_t c = 0; c < n_chunks; c++) {
+                const int64_t b0 = c * DT_REDUCE_CHUNK;
+                const int64_t len = B - b0 < DT_REDUCE_CHUNK ? B - b0 : DT_REDUCE_CHUNK;
+                matmul_rows_ordered_ld(buf + c * block, cols, xt + i0 * ld + b0, ld,
+                                       dy + b0 * out + j0, out, len, cols, 0, rows, false);
+            }
+            dt_reduce_tree_vectors(buf, n_chunks, block, block);
+            for (int64_t r = 0; r < rows; r++)
+                memcpy(dw + (i0 + r) * out + j0, buf + r * cols, (size_t)cols * sizeof(float));
+        }
+    }
+}
+
 static void wgrad_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     struct wgrad_job *j = ctx;
-    const int64_t block = ROW_BLOCK * j->out;
-    float *buf = dt_cpu_worker_buffer(j->be, worker, (size_t)(j->n_chunks * block));
-    for (int64_t i0 = begin; i0 < end; i0 += ROW_BLOCK) {
-        int64_t rows = end - i0 < ROW_BLOCK ? end - i0 : ROW_BLOCK;
-        for (int64_t c = 0; c < j->n_chunks; c++) {
-            int64_t b0 = c * DT_REDUCE_CHUNK;
-            int64_t len = j->B - b0 < DT_REDUCE_CHUNK ? j->B - b0 : DT_REDUCE_CHUNK;
-            matmul_rows_ordered(buf + c * block, j->xt + i0 * j->B + b0, j->B,
-                                j->dy + b0 * j->out, len, j->out, 0, rows, false);
-        }
-        dt_reduce_tree_vectors(buf, j->n_chunks, rows * j->out, block);
-        memcpy(j->dw + i0 * j->out, buf, (size_t)(rows * j->out) * sizeof(float));
+    wgrad_fixed_rows(j->be, worker, j->dw, j->xt, j->B, j->dy, j->B, j->out, begin, end);
+}
+
+/* reduction exact with shards set: shard k's partial at dw + k * in * out, each the fixed
+ * reduction over the shard's rows alone (the bits of the plain op on those rows), from one
+ * transpose of the whole batch and one pool run over (shard, row of dw) items. */
+struct wgrad_shards_job {
+    struct dt_backend *be;
+    float *dw;
+    const float *xt, *dy;
+    int64_t B, in, out;
+    const struct dt_shards *sh;
+};
+
+static void wgrad_shards_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct wgrad_shards_job *j = ctx;
+    for (int64_t t = begin; t < end;) {
+        const int64_t k = t / j->in, i0 = t % j->in;
+        const int64_t i1 = end - t < j->in - i0 ? i0 + (end - t) : j->in;
+        const int64_t r0 = j->sh->row[k], rows = j->sh->row[k + 1] - r0;
+        wgrad_fixed_rows(j->be, worker, j->dw + k * j->in * j->out, j->xt + r0, j->B,
+                         j->dy + r0 * j->out, rows, j->out, i0, i1);
+        t += i1 - i0;
     }
 }
 
@@ -408,6 +502,7 @@ enum dt_status dt_cpu_wgrad_rows(struct dt_backend *be, float *dw, const float *
                                  const float *dy, int64_t B, int64_t in, int64_t out,
                                  const struct dt_policy *pol)
 {
+    if (wgrad_takes_blas(be, pol)) return wgrad_blas(be, dw, x, false, dy, B, in, out);
     struct dt_cpu_ctx *c = dt_cpu(be);
     float *dyt = dt_cpu_scratch(be, (size_t)(out * B));
     transpose_parallel(be, dyt, dy, B, out); /* dyt is (out,B) */
@@ -443,11 +538,27 @@ enum dt_status dt_cpu_wgrad_rows(struct dt_backend *be, float *dw, const float *
     return DT_OK;
 }
 
+enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float *dw,
+                                                   const float *x, const float *dy, int64_t B,
+                                                   int64_t in, int64_t out,
+                                                   const struct dt_policy *pol)
+{
+    const struct dt_shards *sh = &be->shards;
+    DT_ASSERT(sh->count > 0 && sh->row[sh->count] == B && dt_reduction_ordered(pol));
+    if (dt_cpu_wgrad_prefers_rows(B, in, out)) return DT_ERR_UNSUPPORTED; /* per shard */
+    float *xt = dt_cpu_scratch(be, (size_t)(in * B));
+    transpose_parallel(be, xt, x, B, in); /* xt is (in,B) */
+    struct wgrad_shards_job job = {be, dw, xt, dy, B, in, out, sh};
+    dt_pool_run(dt_cpu(be)->pool, sh->count * in, ROW_BLOCK, wgrad_shards_part, &job);
+    return DT_OK;
+}
+
 /* dw[k,o] = sum over the batch of x[b,k] dy[b,o]; order per the `reduction` control. */
 enum dt_status dt_cpu_dense_backward_weight(struct dt_backend *be, float *dw, const float *x,
                                             const float *dy, int64_t B, int64_t in, int64_t out,
                                             const struct dt_policy *pol)
 {
+    if (wgrad_takes_blas(be, pol)) return wgrad_blas(be, dw, x, false, dy, B, in, out);
     if (dt_cpu_wgrad_prefers_rows(B, in, out))
         return dt_cpu_wgrad_rows(be, dw, x, dy, B, in, out, pol);
     float *xt = dt_cpu_scratch(be, (size_t)(in * B));
@@ -461,10 +572,10 @@ enum dt_status dt_cpu_wgrad_transposed(struct dt_backend *be, float *dw, const f
 {
     struct wgrad_job job = {.be = be, .dw = dw, .xt = xt, .dy = dy, .B = B, .in = in,
                             .out = out};
+    if (wgrad_takes_blas(be, pol)) return wgrad_blas(be, dw, xt, true, dy, B, in, out);
     atomic_init(&job.next_chunk, 0);
     struct dt_cpu_ctx *c = dt_cpu(be);
     if (dt_reduction_ordered(pol)) {
-        job.n_chunks = dt_reduce_chunks(B);
         dt_pool_run(c->pool, in, ROW_BLOCK, wgrad_fixed_part, &job);
         return DT_OK;
     }
@@ -537,6 +648,90 @@ static void bgrad_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
         for (int64_t o = 0; o < j->out; o++)
             acc[o] += dt_fixed_from_float_bounded(j->dy[b * j->out + o], scale);
     j->used[worker] = true;
+}
+
+/* reduction: exact with shards set, atomics fixed_point: one partial per shard, the bits of
+ * dt_cpu_bias_backward on the shard's rows alone -- both of its paths give
+ * dt_fixed_sum_rows's bits: max |dy| over the shard and its row count fix the shift, and
+ * the int64 column sums are exact -- computed by one worker per shard in one pool run
+ * instead of one op call (and two pool runs) per shard. A worker keeps its shard's error;
+ * the first failing shard's message is printed, as the call per shard would. */
+struct bgrad_shards_job {
+    struct dt_backend *be;
+    float *dbias; /* slot k at dbias + k * out */
+    const float *dy;
+    int64_t out, mult;
+    const struct dt_shards *sh;
+    enum dt_status *st; /* per shard */
+    char (*msg)[160];
+};
+
+static void bgrad_shards_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    struct bgrad_shards_job *j = ctx;
+    const int64_t out = j->out;
+    int64_t *acc = (int64_t *)dt_cpu_worker_buffer(j->be, worker, (size_t)out * 2);
+    for (int64_t k = begin; k < end; k++) {
+        const int64_t r0 = j->sh->row[k] * j->mult;
+        const int64_t rows = (j->sh->row[k + 1] - j->sh->row[k]) * j->mult;
+        const float *dy = j->dy + r0 * out;
+        float *db = j->dbias + k * out;
+        j->st[k] = DT_OK;
+        if (rows * out < FIXED_PARALLEL_MIN) { /* the plain op's small path */
+            struct dt_error err = {0};
+            int shift;
+            j->st[k] = dt_fixed_sum_rows(db, dy, rows, out, acc, &shift, &err);
+            if (j->st[k] != DT_OK) snprintf(j->msg[k], sizeof j->msg[k], "%.150s", err.msg);
+            continue;
+        }
+        uint32_t m = 0; /* the plain op's large path, on one worker */
+        for (int64_t i = 0; i < rows * out; i++) {
+            const uint32_t bits = dt_float_bits(dy[i]) & 0x7fffffffu;
+            m = bits > m ? bits : m;
+        }
+        if (m >= 0x7f800000u) {
+            int64_t bad = 0;
+            while ((dt_float_bits(dy[bad]) & 0x7fffffffu) < 0x7f800000u) bad++;
+            j->st[k] = DT_ERR_NUMERIC;
+            snprintf(j->msg[k], sizeof j->msg[k], "non-finite input at row %lld, column %lld",
+                     (long long)(bad / out), (long long)(bad % out));
+            continue;
+        }
+        const int shift = dt_fixed_shift_for(dt_bits_float(m), rows);
+        const double scale = dt_fixed_scale(shift);
+        memset(acc, 0, (size_t)out * sizeof *acc);
+        for (int64_t b = 0; b < rows; b++)
+            for (int64_t o = 0; o < out; o++)
+                acc[o] += dt_fixed_from_float_bounded(dy[b * out + o], scale);
+        for (int64_t o = 0; o < out && j->st[k] == DT_OK; o++) {
+            db[o] = dt_fixed_to_float(acc[o], shift);
+            if ((dt_float_bits(db[o]) & 0x7fffffffu) == 0x7f800000u) {
+                j->st[k] = DT_ERR_NUMERIC;
+                snprintf(j->msg[k], sizeof j->msg[k],
+                         "fixed-point sum of column %lld overflows the float range",
+                         (long long)o);
+            }
+        }
+    }
+}
+
+enum dt_status dt_cpu_bias_backward_shards(struct dt_backend *be, float *dbias, const float *dy,
+                                           int64_t B, int64_t out, const struct dt_policy *pol)
+{
+    const struct dt_shards *sh = &be->shards;
+    DT_ASSERT(sh->count > 0);
+    if (pol->atomics != DT_ATOMICS_FIXED_POINT) return DT_ERR_UNSUPPORTED; /* per shard */
+    struct bgrad_shards_job j = {.be = be, .dbias = dbias, .dy = dy, .out = out, .sh = sh,
+                                 .mult = B / sh->row[sh->count]};
+    j.st = dt_xcalloc((size_t)sh->count, sizeof *j.st);
+    j.msg = dt_xcalloc((size_t)sh->count, sizeof *j.msg);
+    dt_pool_run(dt_cpu(be)->pool, sh->count, 1, bgrad_shards_part, &j);
+    enum dt_status st = DT_OK;
+    for (int64_t k = 0; k < sh->count && st == DT_OK; k++)
+        if ((st = j.st[k]) != DT_OK) fprintf(stderr, "detrain: bias gradient: %s\n", j.msg[k]);
+    free(j.st);
+    free(j.msg);
+    return st;
 }
 
 /* dbias[o] = sum over the batch of dy[b,o]; per the `atomics` control. */
