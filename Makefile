@@ -85,6 +85,12 @@ bench: build
 	    --set model.overlap_pool=true --set 'policies=[fast, run_to_run, portable]'
 	./$(BUILD)/detrain bench configs/bnn.yaml --steps 40 --warmup 4 --baseline first
 	DETRAIN=./$(BUILD)/detrain bash scripts/ranks.sh configs/dist.yaml $(BUILD)/bench-dist 1 2
+	@# PyTorch on the same models, batches and threads, where it is installed
+	@if python3 -c 'import torch' 2>/dev/null; then \
+	    python3 scripts/bench_torch.py --device cpu --modes default,deterministic --steps 300 --warmup 30 && \
+	    python3 scripts/bench_torch.py --device cpu --modes default,deterministic --steps 300 --warmup 30 --batch 64 && \
+	    python3 scripts/bench_torch.py --device cpu --config configs/lenet.yaml --modes default,deterministic --steps 60 --warmup 5; \
+	else echo "bench: PyTorch is not installed: no PyTorch comparison (scripts/bench_torch.py --device cpu)"; fi
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
