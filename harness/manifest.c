@@ -45,6 +45,8 @@ void dt_manifest_environment_json(struct dt_strbuf *sb)
     dt_strbuf_json_string(sb, DT_C_COMPILER);
     dt_strbuf_printf(sb, ", \"c_flags\": ");
     dt_strbuf_json_string(sb, DT_C_FLAGS);
+    dt_strbuf_printf(sb, ", \"cuda_flags\": ");
+    dt_strbuf_json_string(sb, DT_CUDA_FLAGS);
     dt_strbuf_printf(sb, ", \"cuda_toolkit_at_build\": ");
     dt_strbuf_json_string(sb, DT_CUDA_TOOLKIT);
     dt_strbuf_printf(sb, ", \"libyaml\": ");

@@ -1,6 +1,7 @@
 /* The command line: exit codes, error messages that name file:line:column and the key,
  * errors caught before training starts (no trace written), a short complete run and its
  * manifest. Runs the real binary. */
+#include "build_info.h"
 #include "core/status.h"
 #include "tests/check.h"
 #include "tests/run_helper.h"
@@ -165,6 +166,10 @@ DT_TEST(short_run_outputs)
         CHECK_CONTAINS(m, "\"openssl\"");
         CHECK_CONTAINS(m, "\"c_flags\"");
         CHECK_CONTAINS(m, "-ffp-contract=off");
+        if (DT_CUDA_FLAGS[0]) { /* the device code and the host half of .cu files too */
+            CHECK_CONTAINS(m, "--fmad=false");
+            CHECK_CONTAINS(m, "-Xcompiler=-ffp-contract=off,-fno-fast-math");
+        }
         CHECK_CONTAINS(m, "\"steps\":5");
     }
     free(m);
