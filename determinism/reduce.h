@@ -42,6 +42,30 @@ static inline DT_HD void dt_reduce_tree_vectors(float *p, int64_t m, int64_t len
     }
 }
 
+/* The same tree, by aligned blocks (what the GPU runs in parallel). In the level-by-level
+ * tree, node j of level L holds the tree of leaves [j 2^L, min((j+1) 2^L, m)) under the
+ * same rule, so for `block` a power of two the tree of m leaves is: the tree of each
+ * aligned block of `block` leaves (the last may be short), then the tree of those
+ * ceil(m / block) results -- applied again until one is left. One block of one level:
+ * block t of the `count` items `s` floats apart, in place; its result lands on its first
+ * item. Blocks are disjoint, so every (block, element) can run at once. */
+static inline DT_HD void dt_reduce_tree_block(float *p, int64_t count, int64_t s, int64_t block,
+                                              int64_t t)
+{
+    const int64_t first = t * block;
+    dt_reduce_tree_vectors(p + first * s, count - first < block ? count - first : block, 1, s);
+}
+
+/* dt_reduce_tree_vectors(p, m, len, stride) by blocks, level after level (the host's
+ * emulation of the GPU's order; same bits for every power-of-two block >= 2). */
+static inline DT_HD void dt_reduce_tree_blocked(float *p, int64_t m, int64_t len, int64_t stride,
+                                                int64_t block)
+{
+    for (int64_t s = stride, count = m; count > 1; s *= block, count = (count + block - 1) / block)
+        for (int64_t t = 0; t * block < count; t++)
+            for (int64_t e = 0; e < len; e++) dt_reduce_tree_block(p + e, count, s, block, t);
+}
+
 /* Sum of v[0 .. n) in the fixed order. `partials` holds dt_reduce_chunks(n) floats. */
 static inline DT_HD float dt_reduce_sum_fixed(const float *v, int64_t n, float *partials)
 {

@@ -342,6 +342,43 @@ DT_TEST(wgrad_elem_matches_cpu)
 /* Bias gradient: fixed point in the device's slicing and order gives the CPU's bits below
  * and above the CPU's parallel threshold (4096 terms); the forced float order gives the
  * CPU's forced bits, and two seeds differ. */
+/* The GPU's fixed tree runs by aligned blocks, level after level, every (block, element)
+ * at once (dt_reduce_tree_blocked, nets/cuda/dense.cu): the bits of the level-by-level
+ * tree at odd and power-of-two partial counts, for every block size the kernel may use.
+ * Values spread over many binades, so a different pairing would show. */
+DT_TEST(tree_blocked_matches_tree)
+{
+    const int64_t counts[] = {1, 2, 3, 5, 31, 32, 33, 63, 64, 65, 97, 1000, 1023, 1025, 3136};
+    const int64_t n = 7;
+    uint64_t st = 0x9e3779b97f4a7c15ull;
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        const int64_t m = counts[c];
+        float *p = xalloc(m * n), *a = xalloc(m * n), *b = xalloc(m * n);
+        for (int64_t i = 0; i < m * n; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            const float mant = (float)((st >> 40) & 0xffffff) / 16777216.0f - 0.5f;
+            p[i] = ldexpf(mant, (int)((st >> 20) % 40) - 20);
+        }
+        memcpy(a, p, (size_t)(m * n) * sizeof(float));
+        dt_reduce_tree_vectors(a, m, n, n);
+        for (int64_t block = 2; block <= 64; block *= 2) {
+            memcpy(b, p, (size_t)(m * n) * sizeof(float));
+            dt_reduce_tree_blocked(b, m, n, n, block);
+            char what[64];
+            snprintf(what, sizeof what, "tree m=%lld block=%lld", (long long)m, (long long)block);
+            CHECK(same_bits(a, b, n, what));
+        }
+        /* negative control: another pairing (serial, left to right) differs somewhere */
+        if (m == 3136) {
+            float serial[7] = {0};
+            for (int64_t j = 0; j < m; j++)
+                for (int64_t e = 0; e < n; e++) serial[e] += p[j * n + e];
+            CHECK(memcmp(serial, a, sizeof serial) != 0);
+        }
+        free(p), free(a), free(b);
+    }
+}
+
 DT_TEST(bias_elem_matches_cpu)
 {
     struct dt_backend *c = cpu(3);
@@ -1089,7 +1126,7 @@ DT_TEST(numeric_errors)
 
 #endif
 
-DT_TEST_MAIN(DT_CASE(dense_elem_matches_cpu), DT_CASE(wgrad_elem_matches_cpu),
+DT_TEST_MAIN(DT_CASE(dense_elem_matches_cpu), DT_CASE(tree_blocked_matches_tree), DT_CASE(wgrad_elem_matches_cpu),
              DT_CASE(bias_elem_matches_cpu), DT_CASE(softmax_elem_matches_cpu),
              DT_CASE(dense_parity), DT_CASE(loss_parity), DT_CASE(grid_independence),
              DT_CASE(rerun_identical), DT_CASE(forced_orders), DT_CASE(numeric_errors))
