@@ -6,7 +6,8 @@
 # results/<gpu-name>/. Run in the repo root:
 #
 #   scripts/gpu_session.sh [OPTIONS] STEP...
-#       STEP: info build tests sanitize runs bench torch crossdev matrix all
+#       STEP: info build smoke tests memcheck racecheck sanitize runs bench torch crossdev
+#             matrix all, or a call of the plan: call1 call2 call3 call4
 #
 # A step that fails is marked FAILED and the next step runs anyway; the session ends with a
 # summary and exits 1 when anything failed. `info` runs first in every session. Steps are
@@ -26,23 +27,35 @@ steps (run in the order given; `info` always first):
   info    nvidia-smi, driver, nvcc, cuBLAS/cuDNN/PyTorch versions, host, git revision
   build   configure BUILD with -DDETRAIN_CUDA=ON (cuDNN from the toolkit, else from the
           Python environment's site-packages/nvidia/cudnn) and build it
-  tests   ctest -L gpu (a skipped test fails the step), then ctest -L unit
-  sanitize  every gpu-labelled test case under compute-sanitizer --tool memcheck, then
-          --tool racecheck (--error-exitcode 1); any error, or a skipped case, fails the
-          step; each tool's log in RESULTS/logs/sanitize-<tool>.log
-  runs    detrain run configs/quickstart.yaml, configs/bnn.yaml and configs/lenet.yaml
-          (200 steps, portable and run_to_run, 5 replicas) on cpu and on cuda, then
-          detrain compare: every portable replica must match CPU and GPU bit for bit, and
-          LeNet's 5 run_to_run replicas on cuda must match each other
+  smoke   5 steps of the MLP, LeNet and the BNN at fast, run_to_run and portable on cuda
+          with CUDA_LAUNCH_BLOCKING=1 (a failing kernel is named where it fails)
+  tests   ctest -L gpu (a skipped test fails the step); CPU-only tests never run here
+  memcheck  every gpu-labelled test case under compute-sanitizer --tool memcheck
+          (--error-exitcode 1); any error, or a skipped case, fails the step; the log in
+          RESULTS/logs/sanitize-memcheck.log
+  racecheck  the same under --tool racecheck
+  sanitize  memcheck, then racecheck
+  runs    on cuda only: the MLP, LeNet and the BNN (100 steps, fast, run_to_run and
+          portable, 5 replicas); run_to_run and portable replicas must match replica 0,
+          fast's are compared and recorded, and portable replica 0 must match the
+          committed CPU reference (results/cpu/crossdev-t2, made beforehand)
   bench   detrain bench on cuda (quickstart at batch 256 and 64, bnn, lenet with and
           without model.overlap_pool) and quickstart on cpu
   torch   scripts/bench_torch.py: the quickstart MLP (default, TF32, deterministic modes)
           and LeNet (default, benchmark, deterministic; 2x2 and overlapping pools)
-  crossdev  scripts/cross_device.sh run: the portable runs of the three models on cuda
-          and on this machine's cpu, then the table against results/cpu/crossdev-t2 (when
-          present) into RESULTS/cross_device.md: every digest must be equal
+  crossdev  scripts/cross_device.sh run: the portable runs of the three models on cuda,
+          then the table against the committed CPU references results/cpu/crossdev-t2
+          and -t1 into RESULTS/cross_device.md: every digest must be equal (no CPU
+          training here: without the references the step fails)
   matrix  detrain run configs/overhead_matrix.yaml --out RESULTS/overhead_matrix
   all     every step above
+the plan for a lent GPU (each call within 540 s, each leaving --tar; before call 1, on your
+own machine: `scripts/gpu_deps.sh fetch`, the CPU references of results/cpu/crossdev-t1|t2
+(results/cpu/crossdev-README.md) and a --dry-run of all):
+  call1   build smoke tests memcheck      (what only a GPU can tell, first)
+  call2   runs crossdev                   (cross-device and replica comparisons)
+  call3   bench torch                     (benchmarks against PyTorch)
+  call4   matrix racecheck                (if device time is left)
 options:
   --deps DIR        .debs from `scripts/gpu_deps.sh fetch` (default .gpu-deps; `none` = the
                     host's own packages); unpacked into --prefix and sourced
@@ -316,55 +329,70 @@ need_build() {
 step_tests() {
   need_build || return
   run bash scripts/gpu_session.sh __ctest_gpu "$build" "$jobs"
-  run ctest --test-dir "$build" -L unit --output-on-failure -j "$jobs" --timeout 600
+}
+
+# A few steps of every model at every level, each kernel launch synchronous, so that a
+# kernel that faults is named by the op that launched it.
+step_smoke() {
+  need_build || return
+  local cfg level out
+  for cfg in quickstart lenet bnn; do
+    for level in fast run_to_run portable; do
+      out=$results/smoke/$cfg-$level
+      [ $dry -eq 1 ] || rm -rf "$out"
+      run env CUDA_LAUNCH_BLOCKING=1 "$detrain" run "configs/$cfg.yaml" --out "$out" \
+          --set backend.device=cuda --set train.steps=5 --set replicas=1 \
+          --set "policies=[$level]" --set report.snapshots=0 --set report.overhead_samples=0 \
+          --quiet
+    done
+  done
+}
+
+step_memcheck() {
+  need_build || return
+  run bash scripts/gpu_session.sh __sanitize "$build" memcheck "$logs/sanitize-memcheck.log"
+}
+
+step_racecheck() {
+  need_build || return
+  run bash scripts/gpu_session.sh __sanitize "$build" racecheck "$logs/sanitize-racecheck.log"
 }
 
 step_sanitize() {
-  need_build || return
-  local tool
-  for tool in memcheck racecheck; do
-    run bash scripts/gpu_session.sh __sanitize "$build" "$tool" "$logs/sanitize-$tool.log"
-  done
+  step_memcheck
+  step_racecheck
 }
 
 step_runs() {
   need_build || return
-  local cfg dev out extra
+  local cfg model out ref k cell
   for cfg in quickstart bnn lenet; do
-    extra=()
-    # LeNet short: its portable replicas must match across devices, and its run_to_run
-    # replicas must match each other on the GPU (cuDNN's deterministic algorithms).
-    [ "$cfg" != lenet ] || extra=(--set 'policies=[portable, run_to_run]' --set replicas=5
-                                  --set train.steps=200)
-    for dev in cpu cuda; do
-      out=$results/runs/$cfg-$dev
-      [ $dry -eq 1 ] || rm -rf "$out"
-      # No snapshots: traces and digests are what the comparison needs; results stay small.
-      run "$detrain" run "configs/$cfg.yaml" --out "$out" --set "backend.device=$dev" \
-          --set report.snapshots=0 "${extra[@]+"${extra[@]}"}" --quiet
+    case $cfg in quickstart) model=mlp ;; *) model=$cfg ;; esac
+    out=$results/runs/$cfg-cuda
+    [ $dry -eq 1 ] || rm -rf "$out"
+    # No snapshots: traces and per-tensor digests are what the comparisons need.
+    run "$detrain" run "configs/$cfg.yaml" --out "$out" --set backend.device=cuda \
+        --set 'policies=[fast, run_to_run, portable]' --set replicas=5 --set train.steps=100 \
+        --set hash.per_tensor=true --set report.snapshots=0 --set report.overhead_samples=0 --quiet
+    # run_to_run and portable on one GPU: every replica the bits of replica 0 (`compare`
+    # exits 1 on any difference, naming the step and tensor).
+    for cell in run_to_run portable; do
+      for k in 1 2 3 4; do
+        run "$detrain" compare "$out/$cell/replica-0" "$out/$cell/replica-$k"
+      done
     done
-    # Every cell: recorded (cells other than portable may differ: exit 1 allowed).
-    run --ok "0 1" "$detrain" compare "$results/runs/$cfg-cpu" "$results/runs/$cfg-cuda"
-    # Portable cells: the GPU must give the CPU's bits at every step.
-    local rep cell n=0
-    for rep in "$results/runs/$cfg-cpu"/portable*/replica-*; do
-      [ -d "$rep" ] || continue
-      cell=${rep#"$results/runs/$cfg-cpu/"}
-      run "$detrain" compare "$rep" "$results/runs/$cfg-cuda/$cell"
-      n=$((n + 1))
+    # fast: its divergence recorded (first step and tensor), not required.
+    for k in 1 2 3 4; do
+      run --ok "0 1" "$detrain" compare "$out/fast/replica-0" "$out/fast/replica-$k"
     done
-    if [ $dry -eq 1 ]; then
-      echo "[$step] $detrain compare $results/runs/$cfg-cpu/portable*/replica-K $results/runs/$cfg-cuda/... (each portable replica)"
-    elif [ $n -eq 0 ]; then
-      say "runs: no portable replica in $results/runs/$cfg-cpu to compare"
+    # portable: the CPU's bits, against the committed reference (made beforehand).
+    ref=results/cpu/crossdev-t2/$model/portable/replica-0
+    if [ -f "$ref/trace.csv" ] || [ $dry -eq 1 ]; then
+      run "$detrain" compare "$ref" "$out/portable/replica-0"
+    else
+      say "runs: no $ref/trace.csv (the committed CPU reference): portable not compared across devices (FAILED)"
       step_failed=$((step_failed + 1))
     fi
-  done
-  # run_to_run on one GPU: every LeNet replica the bits of replica 0 (`compare` exits 1 on
-  # any difference, naming the step and tensor).
-  local k r2r=$results/runs/lenet-cuda/run_to_run
-  for k in 1 2 3 4; do
-    run "$detrain" compare "$r2r/replica-0" "$r2r/replica-$k"
   done
 }
 
@@ -401,21 +429,23 @@ step_torch() {
       --overlap-pool --steps 500 --warmup 50 --csv "$d/torch-lenet.csv"
 }
 
-# The cross-device table: the portable runs of the three models on this GPU and on this
-# machine's CPU (scripts/cross_device.sh run), then `detrain compare --table` of the
-# committed CPU reference (results/cpu/crossdev-t2, when present) against both. Any
-# difference, missing run or unreadable trace fails the step.
+# The cross-device table: the portable runs of the three models on this GPU
+# (scripts/cross_device.sh run), then `detrain compare --table` of the committed CPU
+# references (results/cpu/crossdev-t2 and -t1, made beforehand on another machine: no CPU
+# training in device time) against it. Any difference, missing run or unreadable trace
+# fails the step; so does a missing reference.
 step_crossdev() {
   need_build || return
-  local ref=results/cpu/crossdev-t2 gpu=$results/crossdev cpu=$results/crossdev-cpu roots
-  run env DETRAIN="$detrain" bash scripts/cross_device.sh run cuda "$gpu"
-  run env DETRAIN="$detrain" bash scripts/cross_device.sh run cpu "$cpu" --threads 2
-  if [ -f "$ref/mlp/config.json" ]; then
-    roots=("$ref" "$cpu" "$gpu")
-  else
-    say "crossdev: no $ref/mlp/config.json (the committed CPU reference); this machine's CPU is the reference"
-    roots=("$cpu" "$gpu")
+  local ref=results/cpu/crossdev-t2 ref1=results/cpu/crossdev-t1 gpu=$results/crossdev roots
+  if [ ! -f "$ref/mlp/config.json" ]; then
+    say "crossdev: no $ref/mlp/config.json (the committed CPU reference; make it beforehand: results/cpu/crossdev-README.md) (FAILED)"
+    step_failed=$((step_failed + 1))
+    [ $dry -eq 1 ] || return
   fi
+  run env DETRAIN="$detrain" bash scripts/cross_device.sh run cuda "$gpu"
+  roots=("$ref")
+  [ ! -f "$ref1/mlp/config.json" ] || roots+=("$ref1")
+  roots+=("$gpu")
   run env DETRAIN="$detrain" bash scripts/cross_device.sh table "${roots[@]}" \
       --out "$results/cross_device.md"
 }
@@ -494,8 +524,14 @@ while [ $# -gt 0 ]; do
     --jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
     --dry-run) dry=1; shift ;;
     -h | --help) usage ;;
-    info | build | tests | sanitize | runs | bench | torch | crossdev | matrix) steps+=("$1"); shift ;;
-    all) steps+=(build tests sanitize runs bench torch crossdev matrix); shift ;;
+    info | build | smoke | tests | memcheck | racecheck | runs | bench | torch | crossdev | matrix)
+      steps+=("$1"); shift ;;
+    sanitize) steps+=(memcheck racecheck); shift ;;
+    call1) steps+=(build smoke tests memcheck); shift ;;
+    call2) steps+=(runs crossdev); shift ;;
+    call3) steps+=(bench torch); shift ;;
+    call4) steps+=(matrix racecheck); shift ;;
+    all) steps+=(build smoke tests memcheck runs crossdev bench torch matrix racecheck); shift ;;
     *) echo "gpu_session.sh: unknown step or option '$1'" >&2; usage ;;
   esac
 done

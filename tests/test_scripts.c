@@ -218,35 +218,32 @@ DT_TEST(session_plan)
         "[info] bash scripts/gpu_session.sh __versions results/nvidia-h100-80gb-hbm3/info/versions.txt",
         "-DDETRAIN_CUDA=ON",
         "[tests] bash scripts/gpu_session.sh __ctest_gpu build-gpu ",
-        "[tests] ctest --test-dir build-gpu -L unit",
-        /* sanitize: every gpu test case under both tools, a log each */
-        "[sanitize] bash scripts/gpu_session.sh __sanitize build-gpu memcheck "
+        /* smoke: every model at every level, launches synchronous */
+        "[smoke] env CUDA_LAUNCH_BLOCKING=1 build-gpu/detrain run configs/lenet.yaml --out "
+        "results/nvidia-h100-80gb-hbm3/smoke/lenet-run_to_run --set backend.device=cuda "
+        "--set train.steps=5 --set replicas=1 --set 'policies=[run_to_run]'",
+        "[smoke] env CUDA_LAUNCH_BLOCKING=1 build-gpu/detrain run configs/bnn.yaml --out "
+        "results/nvidia-h100-80gb-hbm3/smoke/bnn-portable ",
+        /* sanitizers: every gpu test case under each tool, a log each */
+        "[memcheck] bash scripts/gpu_session.sh __sanitize build-gpu memcheck "
         "results/nvidia-h100-80gb-hbm3/logs/sanitize-memcheck.log\n",
-        "[sanitize] bash scripts/gpu_session.sh __sanitize build-gpu racecheck "
+        "[racecheck] bash scripts/gpu_session.sh __sanitize build-gpu racecheck "
         "results/nvidia-h100-80gb-hbm3/logs/sanitize-racecheck.log\n",
-        "  sanitize planned",
+        "  memcheck planned",
+        /* runs: on the GPU only, replicas against replica 0, portable against the CPU reference */
         "[runs] build-gpu/detrain run configs/quickstart.yaml --out "
         "results/nvidia-h100-80gb-hbm3/runs/quickstart-cuda --set backend.device=cuda "
-        "--set report.snapshots=0",
-        "[runs] build-gpu/detrain run configs/bnn.yaml --out results/nvidia-h100-80gb-hbm3/runs/bnn-cpu "
-        "--set backend.device=cpu --set report.snapshots=0",
-        "[runs] build-gpu/detrain compare results/nvidia-h100-80gb-hbm3/runs/quickstart-cpu "
-        "results/nvidia-h100-80gb-hbm3/runs/quickstart-cuda",
+        "--set 'policies=[fast, run_to_run, portable]' --set replicas=5 --set train.steps=100",
+        "[runs] build-gpu/detrain compare results/nvidia-h100-80gb-hbm3/runs/lenet-cuda/run_to_run/replica-0 "
+        "results/nvidia-h100-80gb-hbm3/runs/lenet-cuda/run_to_run/replica-4\n",
+        "[runs] build-gpu/detrain compare results/nvidia-h100-80gb-hbm3/runs/bnn-cuda/fast/replica-0 "
+        "results/nvidia-h100-80gb-hbm3/runs/bnn-cuda/fast/replica-1\n",
+        "[runs] build-gpu/detrain compare results/cpu/crossdev-t2/mlp/portable/replica-0 "
+        "results/nvidia-h100-80gb-hbm3/runs/quickstart-cuda/portable/replica-0\n",
         "--set backend.device=cuda --set 'policies=[fast, run_to_run, portable]'",
         "[bench] build-gpu/detrain bench configs/bnn.yaml --steps 40 --warmup 4 --baseline first",
         "[torch] python3 scripts/bench_torch.py --config configs/quickstart.yaml --device cuda",
         "  torch    planned",
-        /* LeNet in runs: portable and run_to_run, 5 replicas, on both devices */
-        "[runs] build-gpu/detrain run configs/lenet.yaml --out results/nvidia-h100-80gb-hbm3/runs/lenet-cpu "
-        "--set backend.device=cpu --set report.snapshots=0 --set 'policies=[portable, run_to_run]' "
-        "--set replicas=5 --set train.steps=200 --quiet\n",
-        "[runs] build-gpu/detrain run configs/lenet.yaml --out results/nvidia-h100-80gb-hbm3/runs/lenet-cuda "
-        "--set backend.device=cuda --set report.snapshots=0 --set 'policies=[portable, run_to_run]' "
-        "--set replicas=5 --set train.steps=200 --quiet\n",
-        "[runs] build-gpu/detrain compare results/nvidia-h100-80gb-hbm3/runs/lenet-cpu/portable*/replica-K "
-        "results/nvidia-h100-80gb-hbm3/runs/lenet-cuda/... (each portable replica)",
-        "[runs] build-gpu/detrain compare results/nvidia-h100-80gb-hbm3/runs/lenet-cuda/run_to_run/replica-0 "
-        "results/nvidia-h100-80gb-hbm3/runs/lenet-cuda/run_to_run/replica-4\n",
         /* LeNet in bench, with and without overlapping pools */
         "[bench] build-gpu/detrain bench configs/lenet.yaml --steps 100 --warmup 10 --set backend.device=cuda "
         "--set 'policies=[fast, run_to_run, portable]' --csv results/nvidia-h100-80gb-hbm3/bench/detrain-cuda-lenet.csv",
@@ -260,17 +257,27 @@ DT_TEST(session_plan)
         /* crossdev and matrix */
         "[crossdev] env DETRAIN=build-gpu/detrain bash scripts/cross_device.sh run cuda "
         "results/nvidia-h100-80gb-hbm3/crossdev\n",
-        "[crossdev] env DETRAIN=build-gpu/detrain bash scripts/cross_device.sh run cpu "
-        "results/nvidia-h100-80gb-hbm3/crossdev-cpu --threads 2\n",
-        " bash scripts/cross_device.sh table ",
-        " results/nvidia-h100-80gb-hbm3/crossdev-cpu results/nvidia-h100-80gb-hbm3/crossdev "
-        "--out results/nvidia-h100-80gb-hbm3/cross_device.md\n",
+        " bash scripts/cross_device.sh table results/cpu/crossdev-t2 results/cpu/crossdev-t1 "
+        "results/nvidia-h100-80gb-hbm3/crossdev --out results/nvidia-h100-80gb-hbm3/cross_device.md\n",
         "[matrix] build-gpu/detrain run configs/overhead_matrix.yaml --out "
         "results/nvidia-h100-80gb-hbm3/overhead_matrix\n",
         "  crossdev planned",
         "  matrix   planned",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK_CONTAINS(out, want[i]);
+    /* No CPU-only test and no CPU training in device time (the CPU references are made
+     * beforehand; bench's one CPU line is for scale). */
+    CHECK(strstr(out, "-L unit") == NULL);
+    CHECK(strstr(out, "run cpu ") == NULL);
+    CHECK(strstr(out, "--set backend.device=cpu --set report") == NULL);
+    /* The plan's calls: call1 is build, smoke, tests and memcheck, in that order. */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "DT_GPU_NAME=X bash '%s/scripts/gpu_session.sh' "
+                                "--dry-run --deps none call1", SRC), 0);
+    CHECK(strstr(out, "[build] ") && strstr(out, "[smoke] ") && strstr(out, "[tests] ") &&
+          strstr(out, "[memcheck] ") && !strstr(out, "[runs] ") && !strstr(out, "[racecheck] "));
+    CHECK(strstr(out, "[build] ") < strstr(out, "[smoke] ") &&
+          strstr(out, "[smoke] ") < strstr(out, "[tests] ") &&
+          strstr(out, "[tests] ") < strstr(out, "[memcheck] "));
     /* A dry run writes nothing. */
     CHECK(!dt_path_exists(SRC "/results/nvidia-h100-80gb-hbm3"));
 
@@ -341,25 +348,27 @@ DT_TEST(session_crossdev_and_matrix)
                             "printf '#!/bin/sh\\necho \"$*\" >>\"$(dirname \"$0\")/calls.txt\"\\n' "
                             ">fakebuild/detrain && chmod +x fakebuild/detrain", dir, SRC, SRC, SRC);
     CHECK_INT_EQ(rc, 0);
-    /* Without the committed reference: this machine's CPU run is the reference. */
-    rc = dt_run_capture(out, sizeof out, "cd '%s' && bash scripts/gpu_session.sh --dry-run --deps none "
-                        "--results res crossdev", dir);
-    CHECK_INT_EQ(rc, 0);
-    CHECK_CONTAINS(out, "no results/cpu/crossdev-t2/mlp/config.json (the committed CPU reference)");
+    /* Without the committed reference: the step fails, saying how to make it beforehand
+     * (no CPU training in device time); nothing is trained. */
+    rc = dt_run_capture(out, sizeof out, "cd '%s' && DT_GPU_NAME=Fake bash scripts/gpu_session.sh "
+                        "--deps none --build fakebuild --results res crossdev", dir);
+    CHECK_INT_EQ(rc, 1);
+    CHECK_CONTAINS(out, "no results/cpu/crossdev-t2/mlp/config.json (the committed CPU reference");
+    CHECK_CONTAINS(out, "  crossdev FAILED");
     char want[4096];
-    snprintf(want, sizeof want, "bash scripts/cross_device.sh table %s/res/crossdev-cpu %s/res/crossdev "
-             "--out %s/res/cross_device.md\n", dir, dir, dir);
-    CHECK_CONTAINS(out, want);
-    /* With it: three roots, the committed one first. */
+    snprintf(want, sizeof want, "%s/fakebuild/calls.txt", dir);
+    CHECK(!dt_path_exists(want));
+    /* With it: the committed reference first, then this GPU's runs. */
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "cd '%s' && mkdir -p results/cpu/crossdev-t2/mlp && "
                                 "echo '{}' >results/cpu/crossdev-t2/mlp/config.json", dir), 0);
     rc = dt_run_capture(out, sizeof out, "cd '%s' && bash scripts/gpu_session.sh --dry-run --deps none "
                         "--results res crossdev", dir);
     CHECK_INT_EQ(rc, 0);
     snprintf(want, sizeof want, "bash scripts/cross_device.sh table results/cpu/crossdev-t2 "
-             "%s/res/crossdev-cpu %s/res/crossdev --out %s/res/cross_device.md\n", dir, dir, dir);
+             "%s/res/crossdev --out %s/res/cross_device.md\n", dir, dir);
     CHECK_CONTAINS(out, want);
     CHECK(strstr(out, "committed CPU reference") == NULL);
+    CHECK(strstr(out, "run cpu") == NULL);
 
     /* matrix without configs/overhead_matrix.yaml: FAILED, saying why; detrain not called. */
     rc = dt_run_capture(out, sizeof out, "cd '%s' && DT_GPU_NAME=Fake bash scripts/gpu_session.sh "
