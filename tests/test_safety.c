@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/dynlib.h"
 #include "core/fileio.h"
 #include "harness/checkpoint.h"
 #include "harness/config.h"
@@ -444,7 +445,30 @@ DT_TEST(compare_names_missing_tensors)
     CHECK_CONTAINS(out, "tensors.csv: no rows for step 1");
 }
 
-DT_TEST_MAIN(DT_CASE(escape_bytes), DT_CASE(regular_files_only), DT_CASE(special_config_refused),
+/* The probe behind cuDNN's "could not start" message (nets/cuda/cudnn_conv.c): a library
+ * that loads is not listed, one that does not is named with the loader's reason; a folder
+ * holding one that is not on the search path makes it load. */
+DT_TEST(dynlib_probe_names_missing)
+{
+    char dir[2048], missing[1024];
+    dt_dynlib_folder_of((const void *)printf, dir, sizeof dir); /* libc's folder */
+    CHECK(dir[0] == '/');
+    const char *const names[] = {"libc.so.6", "libdetrain-no-such-library.so.1", "libm.so.6"};
+    CHECK_INT_EQ(dt_dynlib_probe(names, 3, NULL, missing, sizeof missing), 1);
+    CHECK_CONTAINS(missing, "libdetrain-no-such-library.so.1 (");
+    CHECK(strstr(missing, "libc.so.6") == NULL && strstr(missing, "libm.so.6") == NULL);
+    /* a copy of a real library in a folder of our own, found only through `dir` */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "mkdir -p " DT_TEST_TMP_DIR "/dynlib && cp '%s/libm.so.6' "
+                                DT_TEST_TMP_DIR "/dynlib/libdetrain-probe-copy.so.1",
+                                dir),
+                 0);
+    const char *const copy[] = {"libdetrain-probe-copy.so.1"};
+    CHECK_INT_EQ(dt_dynlib_probe(copy, 1, NULL, missing, sizeof missing), 1);
+    CHECK_INT_EQ(dt_dynlib_probe(copy, 1, DT_TEST_TMP_DIR "/dynlib", missing, sizeof missing), 0);
+}
+
+DT_TEST_MAIN(DT_CASE(escape_bytes), DT_CASE(regular_files_only), DT_CASE(dynlib_probe_names_missing), DT_CASE(special_config_refused),
              DT_CASE(special_checkpoint_refused), DT_CASE(sigint_in_overhead),
              DT_CASE(sighup_in_overhead), DT_CASE(empty_overhead_csv),
              DT_CASE(escape_in_trace_header), DT_CASE(compare_names_missing_tensors))

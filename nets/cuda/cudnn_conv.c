@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/dynlib.h"
 #include "nets/cuda/conv_launch.h"
 #include "nets/cuda/dense_loss.h"
 
@@ -72,8 +73,12 @@ enum dt_status dt_cudnn_reported_determinism(struct dt_backend *be, const char *
 
 #else /* DETRAIN_HAVE_CUDNN */
 
-#include <cudnn.h>
+#include <cublas_api.h> /* CUBLAS_VER_MAJOR: the cuBLASLt cuDNN's engines load */
 #include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#define DT_STR_(x) #x
+#define DT_STR(x) DT_STR_(x)
 
 enum conv_op { OP_FWD, OP_BWD_DATA, OP_BWD_FILTER, N_CONV_OPS };
 static const char *const op_names[N_CONV_OPS] = {"conv_fwd", "conv_bwd_data", "conv_bwd_filter"};
@@ -151,8 +156,19 @@ static struct dt_cudnn *state(struct dt_backend *be)
     if (st == CUDNN_STATUS_SUCCESS) st = cudnnCreatePoolingDescriptor(&d->pd);
     c->cudnn = d; /* dt_cudnn_destroy frees what was made */
     if (st != CUDNN_STATUS_SUCCESS) {
-        fprintf(stderr, "detrain: cuDNN %zu could not start: %s\n", cudnnGetVersion(),
-                cudnnGetErrorString(st));
+        /* the usual cause: a library cuDNN loads at run time is not found beside it */
+        static const char *const sub[] = {
+            "libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9",
+            "libcudnn_engines_runtime_compiled.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9",
+            "libcublasLt.so." DT_STR(CUBLAS_VER_MAJOR)};
+        char dir[2048], missing[2048];
+        dt_dynlib_folder_of((const void *)cudnnCreate, dir, sizeof dir);
+        const int n = dt_dynlib_probe(sub, (int)(sizeof sub / sizeof sub[0]), dir, missing,
+                                      sizeof missing);
+        fprintf(stderr, "detrain: cuDNN %zu (%s) could not start: %s%s%s%s\n", cudnnGetVersion(),
+                dir[0] ? dir : "folder unknown", cudnnGetErrorString(st),
+                n ? "; these libraries it loads cannot be loaded: " : "", n ? missing : "",
+                n ? " (put their folder on LD_LIBRARY_PATH, or use conv_algo: own)" : "");
         dt_cudnn_destroy(be);
         return NULL;
     }
