@@ -52,6 +52,14 @@ static bool unchanged(const char *dir, const char *before)
     return same;
 }
 
+/* The command (printf-style) is refused -- exit 2 -- and leaves dir byte for byte as
+ * `before` says; its output stays in `out` for the message checks. */
+#define CHECK_REFUSED(dir, before, ...)                                \
+    do {                                                               \
+        CHECK_INT_EQ(dt_run_capture(out, sizeof out, __VA_ARGS__), 2); \
+        CHECK(unchanged((dir), (before)));                             \
+    } while (0)
+
 /* A finished result of the tiny config in dir (any earlier content removed). */
 static void finished_result(const char *dir, const char *extra)
 {
@@ -85,10 +93,8 @@ DT_TEST(refused_value_keeps_result)
     const char *dir = TMP "value";
     finished_result(dir, "");
     char *before = fingerprint(dir);
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s' --set train.shards=200", dir),
-                 2);
+    CHECK_REFUSED(dir, before, RUN " --out '%s' --set train.shards=200", dir);
     CHECK_CONTAINS(out, "train.shards is 200");
-    CHECK(unchanged(dir, before));
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --resume '%s'", dir), 0);
     free(before);
 }
@@ -102,9 +108,8 @@ DT_TEST(refused_ranks_keep_result)
     const char *dir = TMP "ranks";
     finished_result(dir, "");
     char *before = fingerprint(dir);
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN_NP("5") " --out '%s'", dir), 2);
+    CHECK_REFUSED(dir, before, RUN_NP("5") " --out '%s'", dir);
     CHECK_CONTAINS(out, "5 ranks but train.shards is 4");
-    CHECK(unchanged(dir, before));
     free(before);
 }
 
@@ -115,11 +120,10 @@ DT_TEST(other_config_refused)
     const char *dir = TMP "other";
     finished_result(dir, "");
     char *before = fingerprint(dir);
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s' --set train.seed=6", dir), 2);
+    CHECK_REFUSED(dir, before, RUN " --out '%s' --set train.seed=6", dir);
     CHECK_CONTAINS(out, "holds another experiment");
     CHECK_CONTAINS(out, "train.seed");
     CHECK_CONTAINS(out, "--overwrite");
-    CHECK(unchanged(dir, before));
     free(before);
 }
 
@@ -131,14 +135,10 @@ DT_TEST(rerun_is_explicit)
     const char *dir = TMP "rerun";
     finished_result(dir, "");
     char *before = fingerprint(dir);
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s'", dir), 2);
+    CHECK_REFUSED(dir, before, RUN " --out '%s'", dir);
     CHECK_CONTAINS(out, "holds a run of this config");
     CHECK_CONTAINS(out, "--resume");
-    CHECK(unchanged(dir, before));
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s' --overwrite --resume '%s'", dir,
-                                dir),
-                 2);
-    CHECK(unchanged(dir, before));
+    CHECK_REFUSED(dir, before, RUN " --out '%s' --overwrite --resume '%s'", dir, dir);
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s' --overwrite --set replicas=1",
                                 dir),
                  0);
@@ -162,9 +162,8 @@ DT_TEST(foreign_folder_refused)
                                 dir, dir, dir),
                  0);
     char *before = fingerprint(dir);
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s' --overwrite", dir), 2);
+    CHECK_REFUSED(dir, before, RUN " --out '%s' --overwrite", dir);
     CHECK_CONTAINS(out, "not a detrain result");
-    CHECK(unchanged(dir, before));
     free(before);
 }
 
@@ -182,16 +181,13 @@ DT_TEST(lock_held_refuses)
     DT_ASSERT(flock(fd, LOCK_EX | LOCK_NB) == 0);
     DT_ASSERT(write(fd, "pid 4242 since now: detrain run x\n", 34) == 34);
     char *before = fingerprint(dir);
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --resume '%s'", dir), 2);
+    CHECK_REFUSED(dir, before, RUN " --resume '%s'", dir);
     CHECK_CONTAINS(out, "another detrain is writing into this folder (pid 4242");
-    CHECK(unchanged(dir, before));
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s' --overwrite", dir), 2);
+    CHECK_REFUSED(dir, before, RUN " --out '%s' --overwrite", dir);
     CHECK_CONTAINS(out, "another detrain is writing");
-    CHECK(unchanged(dir, before));
     /* detrain report writes report.md and plots/ there too: not while a run writes */
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "DETRAIN_GNUPLOT=none '" EXE "' report '%s'", dir), 2);
+    CHECK_REFUSED(dir, before, "DETRAIN_GNUPLOT=none '" EXE "' report '%s'", dir);
     CHECK_CONTAINS(out, "another detrain is writing into this folder (pid 4242");
-    CHECK(unchanged(dir, before));
     close(fd); /* released: the next run goes on */
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --resume '%s'", dir), 0);
     free(before);
@@ -237,9 +233,8 @@ DT_TEST(planted_symlink)
                                 dir, dir, target, target, dir),
                  0);
     char *before = fingerprint(dir);
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s'", dir), 2);
+    CHECK_REFUSED(dir, before, RUN " --out '%s'", dir);
     CHECK_CONTAINS(out, "not a detrain result");
-    CHECK(unchanged(dir, before));
     free(before);
     interrupted_result(dir);
     CHECK_INT_EQ(dt_run_capture(out, sizeof out,
@@ -250,9 +245,8 @@ DT_TEST(planted_symlink)
                  0);
     char *target_before = dt_read_file(target, NULL);
     before = fingerprint(dir);
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RESUME " '%s'", dir), 2);
+    CHECK_REFUSED(dir, before, RESUME " '%s'", dir);
     CHECK_CONTAINS(out, "replica-1/tensors.csv: is a symbolic link");
-    CHECK(unchanged(dir, before));
     char *target_after = dt_read_file(target, NULL);
     CHECK(target_before && target_after && strcmp(target_before, target_after) == 0);
     free(target_before);
@@ -271,9 +265,8 @@ DT_TEST(resume_inputs_checked_first)
                                 dir, dir),
                  0);
     char *before = fingerprint(dir);
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RESUME " '%s'", dir), 2);
+    CHECK_REFUSED(dir, before, RESUME " '%s'", dir);
     CHECK_CONTAINS(out, "replica-1/tensors.csv: cannot read");
-    CHECK(unchanged(dir, before));
     free(before);
     CHECK_INT_EQ(dt_run_capture(out, sizeof out,
                                 "mv '%s.t' '%s/portable/replica-1/tensors.csv' && cp "
@@ -282,9 +275,8 @@ DT_TEST(resume_inputs_checked_first)
                                 dir, dir, dir, dir, dir),
                  0);
     before = fingerprint(dir);
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RESUME " '%s'", dir), 2);
+    CHECK_REFUSED(dir, before, RESUME " '%s'", dir);
     CHECK_CONTAINS(out, "replica-1/trace.csv:3: malformed row");
-    CHECK(unchanged(dir, before));
     free(before);
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "cp '%s.trace' '%s/portable/replica-1/trace.csv'",
                                 dir, dir),
@@ -305,9 +297,8 @@ DT_TEST(unwritable_replica_folder)
                                 dir, dir),
                  0);
     char *before = fingerprint(dir);
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RESUME " '%s'", dir), 2);
+    CHECK_REFUSED(dir, before, RESUME " '%s'", dir);
     CHECK_CONTAINS(out, "replica-1/run.json: is a folder where detrain writes a regular file");
-    CHECK(unchanged(dir, before));
     free(before);
 }
 
@@ -319,11 +310,8 @@ DT_TEST(oversized_model_refused)
     const char *dir = TMP "oversized";
     finished_result(dir, "");
     char *before = fingerprint(dir);
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
-                                RUN " --out '%s' --set 'model.hidden=[65536, 65536, 65536]'", dir),
-                 2);
+    CHECK_REFUSED(dir, before, RUN " --out '%s' --set 'model.hidden=[65536, 65536, 65536]'", dir);
     CHECK_CONTAINS(out, "GiB of memory (model.hidden");
-    CHECK(unchanged(dir, before));
     free(before);
 }
 

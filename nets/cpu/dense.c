@@ -637,16 +637,34 @@ struct bgrad_fixed_job {
     bool used[DT_CPU_MAX_THREADS];
 };
 
+/* acc[o] = exact int64 sum over rows [b0, b1) of dy[b, o] * 2^shift: every term finite
+ * and within the max |dy| the shift was chosen for (dt_fixed_shift_for). */
+static void fixed_sum_bounded(int64_t *acc, const float *dy, int64_t b0, int64_t b1, int64_t out,
+                              int shift)
+{
+    memset(acc, 0, (size_t)out * sizeof *acc);
+    const double scale = dt_fixed_scale(shift);
+    for (int64_t b = b0; b < b1; b++)
+        for (int64_t o = 0; o < out; o++) acc[o] += dt_fixed_from_float_bounded(dy[b * out + o], scale);
+}
+
+/* dbias[o] = acc[o] * 2^-shift rounded once; the first column whose sum leaves the float
+ * range, or -1. */
+static int64_t fixed_round_columns(float *dbias, const int64_t *acc, int64_t out, int shift)
+{
+    for (int64_t o = 0; o < out; o++) {
+        dbias[o] = dt_fixed_to_float(acc[o], shift);
+        if ((dt_float_bits(dbias[o]) & 0x7fffffffu) == 0x7f800000u) return o;
+    }
+    return -1;
+}
+
 /* atomics fixed_point, rows [begin, end): exact int64 column sums in the worker's buffer. */
 static void bgrad_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     struct bgrad_fixed_job *j = ctx;
     int64_t *acc = (int64_t *)dt_cpu_worker_buffer(j->be, worker, (size_t)j->out * 2);
-    memset(acc, 0, (size_t)j->out * sizeof *acc);
-    const double scale = dt_fixed_scale(j->shift);
-    for (int64_t b = begin; b < end; b++) /* finite, within the max the shift was chosen for */
-        for (int64_t o = 0; o < j->out; o++)
-            acc[o] += dt_fixed_from_float_bounded(j->dy[b * j->out + o], scale);
+    fixed_sum_bounded(acc, j->dy, begin, end, j->out, j->shift);
     j->used[worker] = true;
 }
 
@@ -698,19 +716,12 @@ static void bgrad_shards_part(void *ctx, int64_t begin, int64_t end, int worker)
             continue;
         }
         const int shift = dt_fixed_shift_for(dt_bits_float(m), rows);
-        const double scale = dt_fixed_scale(shift);
-        memset(acc, 0, (size_t)out * sizeof *acc);
-        for (int64_t b = 0; b < rows; b++)
-            for (int64_t o = 0; o < out; o++)
-                acc[o] += dt_fixed_from_float_bounded(dy[b * out + o], scale);
-        for (int64_t o = 0; o < out && j->st[k] == DT_OK; o++) {
-            db[o] = dt_fixed_to_float(acc[o], shift);
-            if ((dt_float_bits(db[o]) & 0x7fffffffu) == 0x7f800000u) {
-                j->st[k] = DT_ERR_NUMERIC;
-                snprintf(j->msg[k], sizeof j->msg[k],
-                         "fixed-point sum of column %lld overflows the float range",
-                         (long long)o);
-            }
+        fixed_sum_bounded(acc, dy, 0, rows, out, shift);
+        const int64_t over = fixed_round_columns(db, acc, out, shift);
+        if (over >= 0) {
+            j->st[k] = DT_ERR_NUMERIC;
+            snprintf(j->msg[k], sizeof j->msg[k],
+                     "fixed-point sum of column %lld overflows the float range", (long long)over);
         }
     }
 }
@@ -770,13 +781,11 @@ enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const f
             const int64_t *part = (const int64_t *)c->worker_buf[t];
             for (int64_t o = 0; o < out; o++) total[o] += part[o]; /* < 2^63 by the shift */
         }
-        for (int64_t o = 0; o < out; o++) {
-            dbias[o] = dt_fixed_to_float(total[o], fj.shift);
-            if ((dt_float_bits(dbias[o]) & 0x7fffffffu) == 0x7f800000u) { /* as the small path */
-                fprintf(stderr, "detrain: bias gradient: fixed-point sum of column %lld "
-                                "overflows the float range\n", (long long)o);
-                return DT_ERR_NUMERIC;
-            }
+        const int64_t over = fixed_round_columns(dbias, total, out, fj.shift);
+        if (over >= 0) { /* as the small path */
+            fprintf(stderr, "detrain: bias gradient: fixed-point sum of column %lld "
+                            "overflows the float range\n", (long long)over);
+            return DT_ERR_NUMERIC;
         }
         return DT_OK;
     }
