@@ -18,6 +18,7 @@
 #include "check.h"
 #include "determinism/fixed_point.h"
 #include "nets/backend.h"
+#include "nets/cpu/cpu.h" /* white-box: the wide (AVX-512) kernels on and off */
 #include "nets/model.h"
 #include "op_helpers.h"
 
@@ -56,13 +57,30 @@ static float *host_of(struct dt_backend *be, const float *d, int64_t n)
 
 /* ---- each sharded op's slots are the plain op on each shard ---------------------------- */
 
-DT_TEST(ops_per_shard)
+/* A CPU test body on the AVX-512 kernels (where the CPU has them) and on the AVX2/baseline
+ * ones: the same expected bits for both. */
+static void on_both_paths(void (*body)(void))
 {
-    const int64_t B = 70, S = 3, in = 37, out = 21, C = 10;
+    const bool wide = dt_cpu_set_wide(true);
+    fprintf(stderr, "AVX-512 kernels %s\n", wide ? "present: run with and without" : "absent");
+    body();
+    if (!wide) return;
+    dt_cpu_set_wide(false);
+    body();
+    dt_cpu_set_wide(true);
+}
+
+static void ops_per_shard_body(void)
+{
+    const int64_t B = 70, S = 3, in = 37, C = 10;
     int64_t row[4];
     shard_rows(row, B, S);
     const struct dt_shards sh = {S, row};
-    for (int threads = 1; threads <= 2; threads++) {
+    /* out = 6 takes the dense weight gradient's transposed (rows) form */
+    CHECK(!dt_cpu_wgrad_prefers_rows(B, in, 21) && dt_cpu_wgrad_prefers_rows(B, in, 6));
+    for (int run = 0; run < 4; run++) {
+        const int threads = run % 2 + 1;
+        const int64_t out = run < 2 ? 21 : 6;
         struct dt_backend *be = cpu(threads);
         const enum dt_level levels[] = {DT_LEVEL_RUN_TO_RUN, DT_LEVEL_PORTABLE};
         for (int li = 0; li < 2; li++) {
@@ -196,7 +214,7 @@ static void reference_sum(float *out, const float *pack, const int64_t *first, i
         serial_exact_sum(out + first[i], pack + slots * first[i], slots, tn[i], S);
 }
 
-DT_TEST(exact_sum_reference)
+static void exact_sum_reference_body(void)
 {
     const int64_t S = 5;
     int64_t first[T3 + 1];
@@ -258,7 +276,7 @@ DT_TEST(exact_sum_reference)
 /* The same partials spread over N ranks: the exact path (to_fixed per rank, integer sum,
  * round) gives the one-rank bits for N = 1..4; a float combination grouped by rank (each
  * rank's partials added in order, then the ranks in order) changes with N. */
-DT_TEST(rank_grouping_negative_control)
+static void rank_grouping_body(void)
 {
     const int64_t S = 4;
     int64_t first[T3 + 1];
@@ -505,6 +523,59 @@ static void model_one_pass_equals_passes(bool lenet)
     free(x), free(y);
 }
 
+/* The one rounding of an int64 sum to float at its ties: sums of every bit length from 25
+ * to 63 whose top 25 bits end in 1 (exactly halfway between two floats when nothing below
+ * is set), with nothing, the lowest bit, or every bit below set (the sticky part decides
+ * the direction), both signs, both mantissa parities. exact_round must give
+ * dt_fixed_to_float's bits on every kernel path; a path that dropped the low bits without
+ * keeping them sticky, or converted to double with a second rounding, fails here (random
+ * sums almost never land on a tie). */
+static void round_ties_body(void)
+{
+    enum { MAXN = 39 * 3 * 2 * 2 };
+    static int64_t acc[MAXN];
+    int64_t n = 0;
+    for (int len = 25; len <= 62; len++)
+        for (int low = 0; low < 3; low++)
+            for (int odd = 0; odd < 2; odd++)
+                for (int sign = 0; sign < 2; sign++) {
+                    const int drop = len - 25; /* bits below the halfway bit */
+                    uint64_t u = ((UINT64_C(1) << 24) | (uint64_t)(odd ? 3 : 1)) << drop;
+                    if (drop > 0 && low == 1) u |= 1;
+                    if (drop > 0 && low == 2) u |= (UINT64_C(1) << drop) - 1;
+                    acc[n++] = sign ? -(int64_t)u : (int64_t)u;
+                }
+    const int64_t S = 4, first[2] = {0, n};
+    const int64_t tens[1] = {n};
+    const uint32_t max1 = dt_float_bits(1.0f); /* the shift for max 1.0 and 4 terms */
+    const int shift = dt_fixed_shift_for(1.0f, S);
+    const struct dt_exact_layout L = {1, tens, first, 1, S};
+    struct dt_backend *be = cpu(2);
+    int64_t *a = dt_backend_alloc(be, (size_t)n * sizeof *a);
+    float *out = dt_backend_alloc(be, (size_t)n * sizeof(float));
+    uint32_t *mb = dt_backend_alloc(be, sizeof *mb);
+    dt_backend_upload(be, a, acc, (size_t)n * sizeof *a);
+    dt_backend_upload(be, mb, &max1, sizeof max1);
+    CHECK(dt_exact_round(be, out, a, mb, &L) == DT_OK);
+    float *h = host_of(be, out, n);
+    int64_t bad = 0;
+    for (int64_t e = 0; e < n; e++) {
+        const float want = dt_fixed_to_float(acc[e], shift);
+        if (dt_float_bits(h[e]) != dt_float_bits(want) && bad++ < 5)
+            fprintf(stderr, "sum %lld at shift %d: %a, want %a\n", (long long)acc[e], shift,
+                    (double)h[e], (double)want);
+    }
+    if (bad) dt_check_failures_++;
+    free(h);
+    dt_backend_free(be, a), dt_backend_free(be, out), dt_backend_free(be, mb);
+    dt_backend_destroy(be);
+}
+
+DT_TEST(ops_per_shard) { on_both_paths(ops_per_shard_body); }
+DT_TEST(exact_sum_reference) { on_both_paths(exact_sum_reference_body); }
+DT_TEST(rank_grouping_negative_control) { on_both_paths(rank_grouping_body); }
+DT_TEST(exact_round_ties) { on_both_paths(round_ties_body); }
+
 DT_TEST(mlp_one_pass_equals_passes) { model_one_pass_equals_passes(false); }
 DT_TEST(lenet_one_pass_equals_passes) { model_one_pass_equals_passes(true); }
 
@@ -543,4 +614,4 @@ DT_TEST(cuda_exact_sum_equals_cpu)
 
 DT_TEST_MAIN(DT_CASE(ops_per_shard), DT_CASE(exact_sum_reference),
              DT_CASE(rank_grouping_negative_control), DT_CASE(mlp_one_pass_equals_passes),
-             DT_CASE(lenet_one_pass_equals_passes), DT_CASE(cuda_exact_sum_equals_cpu))
+             DT_CASE(lenet_one_pass_equals_passes), DT_CASE(cuda_exact_sum_equals_cpu), DT_CASE(exact_round_ties))

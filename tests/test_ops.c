@@ -430,8 +430,63 @@ DT_TEST(wgrad_forms_same_bits)
     }
 }
 
+/* The own fixed-order product against its definition, a scalar loop summing k in
+ * ascending order (mul and add two roundings, as the build compiles everything): every
+ * shape class (full tiles, leftover rows and columns, sums longer than the padded-tile
+ * limit), both layouts of A, fresh and accumulating, on the AVX-512 path (where the CPU
+ * has it) and on the AVX2/baseline one. A tile that summed in another order, or a path
+ * that dropped the accumulator, would differ in the low bits at these sizes. */
+DT_TEST(matmul_paths_match_scalar)
+{
+    enum { MM = 19, MK = 601, MN = 70 };
+    static float A[MM * MK], At[MK * MM], Bm[MK * MN], C0[MM * MN], C[MM * MN], R[MM * MN];
+    fill(A, MM * MK, 1.0);
+    fill(Bm, MK * MN, 1.0);
+    fill(C0, MM * MN, 3.0);
+    for (int i = 0; i < MM; i++)
+        for (int k = 0; k < MK; k++) At[k * MM + i] = A[i * MK + k];
+    const int ms[] = {1, 3, 8, 11, 19}, ks[] = {1, 32, 33, 600, 601}, ns[] = {1, 15, 16, 17, 70};
+    const bool wide = dt_cpu_set_wide(true);
+    fprintf(stderr, "AVX-512 path %s\n", wide ? "available: both paths checked" : "absent");
+    int cases = 0;
+    for (int path = 0; path < 2; path++) {
+        dt_cpu_set_wide(path == 0);
+        for (int a = 0; a < 5; a++)
+            for (int b = 0; b < 5; b++)
+                for (int c = 0; c < 5; c++)
+                    for (int layout = 0; layout < 2; layout++)
+                        for (int acc = 0; acc < 2; acc++) {
+                            const int M = ms[a], K = ks[b], N = ns[c];
+                            for (int i = 0; i < M; i++)
+                                for (int j = 0; j < N; j++) {
+                                    float s = acc ? C0[i * MN + j] : 0.0f;
+                                    for (int k = 0; k < K; k++)
+                                        s = s + A[i * MK + k] * Bm[k * MN + j];
+                                    R[i * MN + j] = s;
+                                }
+                            memcpy(C, C0, sizeof C);
+                            /* rows [1, M) only when M > 1: a nonzero first row */
+                            const int i0 = M > 1 ? 1 : 0;
+                            if (layout == 0)
+                                dt_cpu_matmul_ordered(C, MN, A, MK, 1, Bm, MN, K, N, i0, M, acc);
+                            else
+                                dt_cpu_matmul_ordered(C, MN, At, 1, MM, Bm, MN, K, N, i0, M, acc);
+                            for (int i = i0; i < M; i++)
+                                if (memcmp(C + i * MN, R + i * MN, (size_t)N * sizeof(float))) {
+                                    fprintf(stderr, "%s path, M %d K %d N %d, layout %d, acc %d: row %d differs\n",
+                                            path == 0 ? "wide" : "narrow", M, K, N, layout, acc, i);
+                                    dt_check_failures_++;
+                                    break;
+                                }
+                            cases++;
+                        }
+    }
+    dt_cpu_set_wide(true);
+    CHECK_INT_EQ(cases, 2 * 5 * 5 * 5 * 2 * 2);
+}
+
 DT_TEST_MAIN(DT_CASE(dense_forward_matches_double), DT_CASE(dense_backward_gradcheck), DT_CASE(batch_sums_every_level),
              DT_CASE(relu_gradcheck), DT_CASE(softmax_xent_gradcheck),
              DT_CASE(sgd_matches_formula), DT_CASE(mlp_backward_gradcheck),
              DT_CASE(dense_thread_count_independent), DT_CASE(bias_fixed_point_split_matches_serial),
-             DT_CASE(wgrad_forms_same_bits))
+             DT_CASE(wgrad_forms_same_bits), DT_CASE(matmul_paths_match_scalar))

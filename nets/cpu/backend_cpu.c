@@ -81,6 +81,29 @@ float *dt_cpu_worker_buffer(struct dt_backend *be, int w, size_t n)
     return grow(&c->worker_buf[w], &c->worker_floats[w], n);
 }
 
+#ifdef DT_CPU_WIDE_KERNELS
+static bool wide_off; /* dt_cpu_set_wide(false): tests run the AVX2/baseline kernels */
+
+static bool have_wide(void)
+{
+    static int have = -1; /* racing first calls store the same answer */
+    if (have < 0)
+        have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") ? 1 : 0;
+    return have;
+}
+
+bool dt_cpu_wide(void) { return !wide_off && have_wide(); }
+
+bool dt_cpu_set_wide(bool on)
+{
+    wide_off = !on;
+    return have_wide();
+}
+#else
+bool dt_cpu_wide(void) { return false; }
+bool dt_cpu_set_wide(bool on) { return false; }
+#endif
+
 void dt_cpu_forced_permutation(int64_t *perm, int64_t n, uint64_t seed, uint64_t salt)
 {
     dt_shuffle_permutation(perm, n, dt_mix64(seed ^ dt_mix64(salt)));

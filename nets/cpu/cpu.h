@@ -17,6 +17,19 @@
 #define DT_VECTOR_CLONES
 #endif
 
+/* AVX-512 kernels (the ordered product and tree in dense.c, the exact sum in exact.c),
+ * picked at run time where the CPU has AVX-512F and DQ. Same bits as the AVX2 and
+ * baseline kernels (tests/test_ops.c, tests/test_exact.c run both). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DT_NO_CLONES)
+#define DT_CPU_WIDE_KERNELS 1
+#define DT_WIDE __attribute__((target("avx512f,avx512dq")))
+#endif
+/* Whether the wide kernels run now. */
+bool dt_cpu_wide(void);
+/* Test hook: allow (true, the default) or forbid the wide kernels; returns whether this
+ * CPU has them. Process-wide; not for use while ops run. */
+bool dt_cpu_set_wide(bool on);
+
 #define DT_CPU_MAX_THREADS 256
 
 struct dt_cpu_ctx {
@@ -83,6 +96,13 @@ enum dt_status dt_cpu_dense_backward_weight(struct dt_backend *be, float *dw, co
  * dt_cpu_wgrad_prefers_rows (few outputs: partials computed transposed), else from x
  * given transposed, xt (in, B). dt_cpu_dense_backward_weight picks; convolutions build
  * their patches in the layout the chosen form reads. */
+/* The own fixed-order product (dense.c): C[i, j] (+)= sum_{k = 0..K-1 ascending} A[i,k] *
+ * Bm[k,j] for rows [i0, i1), A[i,k] at A[i * lda + k * aks]; every element's roundings in
+ * that order whatever the path. */
+void dt_cpu_matmul_ordered(float *C, int64_t ldc, const float *A, int64_t lda, int64_t aks,
+                           const float *Bm, int64_t ldb, int64_t K, int64_t N, int64_t i0,
+                           int64_t i1, bool accumulate);
+
 bool dt_cpu_wgrad_prefers_rows(int64_t B, int64_t in, int64_t out);
 enum dt_status dt_cpu_wgrad_rows(struct dt_backend *be, float *dw, const float *x,
                                  const float *dy, int64_t B, int64_t in, int64_t out,

@@ -4,7 +4,9 @@
  *   matrix products  math: fast -> OpenBLAS sgemm on each worker's rows; otherwise
  *                    matmul_rows_ordered, which sums over k in increasing index order for
  *                    every output and vectorises across output columns, so the order
- *                    survives vectorisation and the row split across threads.
+ *                    survives vectorisation and the row split across threads. Its tiles
+ *                    are AVX-512 (8 rows x 16 columns) where the CPU has it, else AVX2 or
+ *                    baseline (4 x 16): the same roundings per element on every path.
  *   backward-weight  the sum over the batch, under `reduction`:
  *                    fixed     -> canonical chunks of DT_REDUCE_CHUNK rows, each summed in
  *                                 index order, combined by the fixed tree of reduce.h;
@@ -28,7 +30,7 @@
 #include "determinism/reduce.h"
 #include "nets/cpu/cpu.h"
 
-#define ROW_BLOCK 4       /* rows per block in the fixed backward-weight tree */
+#define ROW_BLOCK 8       /* rows per block in the fixed backward-weight tree */
 #define WGRAD_COLS 64     /* columns per block there (a multiple of NR) */
 #define UNORDERED_CHUNK 8 /* batch rows per dynamically scheduled chunk */
 #define ROWS_PARTIALS_MAX (4 << 20) /* floats of chunk partials the transposed form may use */
@@ -48,8 +50,8 @@ static inline void v8_store(float *p, const v8f *v) { memcpy(p, v, sizeof *v); }
 
 /* One MR x NR tile of C, held in registers while k runs 0..K-1 in order. */
 static inline void micro_tile(float *restrict C, int64_t ldc, const float *restrict A,
-                              int64_t lda, const float *restrict Bm, int64_t ldb, int64_t K,
-                              bool accumulate)
+                              int64_t lda, int64_t aks, const float *restrict Bm, int64_t ldb,
+                              int64_t K, bool accumulate)
 {
     v8f c00, c01, c10, c11, c20, c21, c30, c31;
     if (accumulate) {
@@ -63,8 +65,8 @@ static inline void micro_tile(float *restrict C, int64_t ldc, const float *restr
     for (int64_t k = 0; k < K; k++) {
         v8f b0, b1;
         v8_load(&b0, Bm + k * ldb), v8_load(&b1, Bm + k * ldb + 8);
-        const float a0 = A[0 * lda + k], a1 = A[1 * lda + k];
-        const float a2 = A[2 * lda + k], a3 = A[3 * lda + k];
+        const float a0 = A[0 * lda + k * aks], a1 = A[1 * lda + k * aks];
+        const float a2 = A[2 * lda + k * aks], a3 = A[3 * lda + k * aks];
         c00 = c00 + a0 * b0, c01 = c01 + a0 * b1;
         c10 = c10 + a1 * b0, c11 = c11 + a1 * b1;
         c20 = c20 + a2 * b0, c21 = c21 + a2 * b1;
@@ -83,22 +85,22 @@ static inline void micro_tile(float *restrict C, int64_t ldc, const float *restr
  * A is (M,K) with row stride lda, Bm is (K,N) with row stride ldb, C is (M,N) with row
  * stride ldc. */
 DT_VECTOR_CLONES
-static void matmul_rows_ordered_ld(float *restrict C, int64_t ldc, const float *restrict A,
-                                   int64_t lda, const float *restrict Bm, int64_t ldb, int64_t K,
-                                   int64_t N, int64_t i0, int64_t i1, bool accumulate)
+static void matmul_ordered_v8(float *restrict C, int64_t ldc, const float *restrict A,
+                              int64_t lda, int64_t aks, const float *restrict Bm, int64_t ldb,
+                              int64_t K, int64_t N, int64_t i0, int64_t i1, bool accumulate)
 {
     const int64_t n_tiled = N / NR * NR;
     /* Column strips of NR: the strip of Bm (K x NR) stays in cache across the rows. */
     for (int64_t j = 0; j < n_tiled; j += NR) {
         int64_t i = i0;
         for (; i + MR <= i1; i += MR)
-            micro_tile(C + i * ldc + j, ldc, A + i * lda, lda, Bm + j, ldb, K, accumulate);
+            micro_tile(C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate);
         for (; i < i1; i++) { /* leftover rows, same order per element */
             float *restrict c = C + i * ldc + j;
             float acc[NR];
             for (int64_t t = 0; t < NR; t++) acc[t] = accumulate ? c[t] : 0.0f;
             for (int64_t k = 0; k < K; k++) {
-                const float a = A[i * lda + k];
+                const float a = A[i * lda + k * aks];
                 const float *restrict b = Bm + k * ldb + j;
                 for (int64_t t = 0; t < NR; t++) acc[t] = acc[t] + a * b[t];
             }
@@ -124,12 +126,14 @@ static void matmul_rows_ordered_ld(float *restrict C, int64_t ldc, const float *
             float apad[MR * PAD_MAX_K];
             if (rows < MR) { /* short last block: pad A with zero rows too */
                 for (int64_t r = 0; r < MR; r++)
-                    for (int64_t k = 0; k < K; k++) apad[r * K + k] = r < rows ? a[r * lda + k] : 0.0f;
+                    for (int64_t k = 0; k < K; k++)
+                        apad[r * K + k] = r < rows ? a[r * lda + k * aks] : 0.0f;
             }
             for (int64_t r = 0; r < MR; r++)
                 for (int64_t t = 0; t < NR; t++)
                     ct[r * NR + t] = (accumulate && r < rows && t < rem) ? C[(i + r) * ldc + n_tiled + t] : 0.0f;
-            micro_tile(ct, NR, rows < MR ? apad : a, rows < MR ? K : lda, bp, NR, K, true);
+            micro_tile(ct, NR, rows < MR ? apad : a, rows < MR ? K : lda, rows < MR ? 1 : aks, bp,
+                       NR, K, true);
             for (int64_t r = 0; r < rows; r++)
                 memcpy(C + (i + r) * ldc + n_tiled, ct + r * NR, (size_t)rem * sizeof(float));
         }
@@ -139,11 +143,138 @@ static void matmul_rows_ordered_ld(float *restrict C, int64_t ldc, const float *
         float *restrict c = C + i * ldc;
         if (!accumulate) memset(c + n_tiled, 0, (size_t)(N - n_tiled) * sizeof(float));
         for (int64_t k = 0; k < K; k++) {
-            const float a = A[i * lda + k];
+            const float a = A[i * lda + k * aks];
             const float *restrict b = Bm + k * ldb;
             for (int64_t j = n_tiled; j < N; j++) c[j] = c[j] + a * b[j];
         }
     }
+}
+
+#ifdef DT_CPU_WIDE_KERNELS
+/* The same products on a CPU with AVX-512: tiles of up to WR rows x one 16-float vector,
+ * k in order per element, mul and add two roundings as everywhere. A 512-bit operation is
+ * one instruction where AVX2 needs two, so a core that issues a multiply and an add per
+ * cycle (Zen 4 splits each 512-bit operation over its 256-bit pipes) runs this at about
+ * OpenBLAS's FMA speed, where the AVX2 tile is held back by the number of instructions.
+ * Every element sees the same sequence of roundings as in matmul_ordered_v8 (the tests
+ * check both against a scalar loop), so which path runs never shows in the bits. */
+typedef float v16f __attribute__((vector_size(64)));
+#define WR 8  /* wide tile rows */
+#define WN 16 /* wide tile columns: one vector */
+
+DT_WIDE static inline __attribute__((always_inline)) void
+wide_tile(int rows, float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
+          int64_t aks, const float *restrict Bm, int64_t ldb, int64_t K, bool accumulate)
+{
+    v16f c[WR];
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++) {
+        if (accumulate)
+            memcpy(&c[r], C + r * ldc, sizeof c[r]);
+        else
+            c[r] = (v16f){0};
+    }
+    for (int64_t k = 0; k < K; k++) {
+        v16f b;
+        memcpy(&b, Bm + k * ldb, sizeof b);
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) c[r] = c[r] + A[r * lda + k * aks] * b;
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++) memcpy(C + r * ldc, &c[r], sizeof c[r]);
+}
+
+DT_WIDE static void matmul_ordered_wide(float *restrict C, int64_t ldc, const float *restrict A,
+                                        int64_t lda, int64_t aks, const float *restrict Bm,
+                                        int64_t ldb, int64_t K, int64_t N, int64_t i0,
+                                        int64_t i1, bool accumulate)
+{
+    const int64_t n_tiled = N / WN * WN;
+    for (int64_t j = 0; j < n_tiled; j += WN) { /* the strip of Bm stays in cache */
+        int64_t i = i0;
+        for (; i + WR <= i1; i += WR)
+            wide_tile(WR, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,
+                      accumulate);
+        if (i + 4 <= i1) {
+            wide_tile(4, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,
+                      accumulate);
+            i += 4;
+        }
+        if (i + 2 <= i1) {
+            wide_tile(2, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,
+                      accumulate);
+            i += 2;
+        }
+        if (i < i1)
+            wide_tile(1, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,
+                      accumulate);
+    }
+    if (n_tiled < N) /* leftover columns (fewer than one vector) */
+        matmul_ordered_v8(C + n_tiled, ldc, A, lda, aks, Bm + n_tiled, ldb, K, N - n_tiled, i0,
+                          i1, accumulate);
+}
+
+#endif
+
+/* C[i, j] (+)= sum_{k ascending} A[i,k] * Bm[k, j] for rows [i0, i1), A[i,k] at
+ * A[i * lda + k * aks]: the widest path this CPU has, same bits on all of them. */
+static void matmul_rows_ordered_ld(float *restrict C, int64_t ldc, const float *restrict A,
+                                   int64_t lda, int64_t aks, const float *restrict Bm,
+                                   int64_t ldb, int64_t K, int64_t N, int64_t i0, int64_t i1,
+                                   bool accumulate)
+{
+#ifdef DT_CPU_WIDE_KERNELS
+    if (dt_cpu_wide()) {
+        matmul_ordered_wide(C, ldc, A, lda, aks, Bm, ldb, K, N, i0, i1, accumulate);
+        return;
+    }
+#endif
+    matmul_ordered_v8(C, ldc, A, lda, aks, Bm, ldb, K, N, i0, i1, accumulate);
+}
+
+#ifdef DT_CPU_WIDE_KERNELS
+/* dt_reduce_tree_vectors over m contiguous vectors of len floats, the pairwise adds 16
+ * lanes at a time (elementwise: same bits). */
+DT_WIDE static void reduce_tree_wide(float *p, int64_t m, int64_t len)
+{
+    const int64_t lv = len / WN * WN;
+    while (m > 1) {
+        const int64_t half = m / 2;
+        for (int64_t j = 0; j < half; j++) {
+            float *dst = p + j * len;
+            const float *a = p + 2 * j * len, *b = p + (2 * j + 1) * len;
+            int64_t i = 0;
+            for (; i < lv; i += WN) {
+                v16f va, vb;
+                memcpy(&va, a + i, sizeof va), memcpy(&vb, b + i, sizeof vb);
+                va = va + vb;
+                memcpy(dst + i, &va, sizeof va);
+            }
+            for (; i < len; i++) dst[i] = a[i] + b[i];
+        }
+        if (m & 1) memmove(p + half * len, p + (m - 1) * len, (size_t)len * sizeof(float));
+        m = half + (m & 1);
+    }
+}
+#endif
+
+/* The fixed tree over m partials of len floats stored back to back. */
+static void reduce_tree(float *p, int64_t m, int64_t len)
+{
+#ifdef DT_CPU_WIDE_KERNELS
+    if (dt_cpu_wide()) {
+        reduce_tree_wide(p, m, len);
+        return;
+    }
+#endif
+    dt_reduce_tree_vectors(p, m, len, len);
+}
+
+void dt_cpu_matmul_ordered(float *C, int64_t ldc, const float *A, int64_t lda, int64_t aks,
+                           const float *Bm, int64_t ldb, int64_t K, int64_t N, int64_t i0,
+                           int64_t i1, bool accumulate)
+{
+    matmul_rows_ordered_ld(C, ldc, A, lda, aks, Bm, ldb, K, N, i0, i1, accumulate);
 }
 
 /* The same with C and Bm of row stride N. */
@@ -151,7 +282,7 @@ static void matmul_rows_ordered(float *restrict C, const float *restrict A, int6
                                 const float *restrict Bm, int64_t K, int64_t N, int64_t i0,
                                 int64_t i1, bool accumulate)
 {
-    matmul_rows_ordered_ld(C, N, A, lda, Bm, N, K, N, i0, i1, accumulate);
+    matmul_rows_ordered_ld(C, N, A, lda, 1, Bm, N, K, N, i0, i1, accumulate);
 }
 
 struct matmul_job {
@@ -317,17 +448,19 @@ struct wgrad_job {
     float *dw;
     const float *xt, *dy; /* xt is (in,B): x transposed */
     int64_t B, in, out;
+    int64_t a_rs, a_ks; /* the fixed form's strides of (row of dw, batch row) in xt */
     int64_t n_chunks;
     atomic_llong next_chunk;
 };
 
 /* reduction fixed, rows [begin, end) of dw over batch rows [0, B): per block of ROW_BLOCK
- * rows, one partial per canonical chunk of those rows, then the fixed tree. xt's rows are
- * ld apart (ld >= B: a shard's columns of the whole batch's transpose). Same bits for any
- * split of the rows. */
-static void wgrad_fixed_rows(struct dt_backend *be, int worker, float *dw, const float *xt,
-                             int64_t ld, const float *dy, int64_t B, int64_t out, int64_t begin,
-                             int64_t end)
+ * rows, one partial per canonical chunk of those rows, then the fixed tree. Row i of dw
+ * takes batch row b's factor from a[i * a_rs + b * a_ks]: x transposed (a_rs >= B, a_ks
+ * 1; a shard's columns of the whole batch's transpose) or x itself (a_rs 1, a_ks in).
+ * Same bits for any split of the rows and either layout. */
+static void wgrad_fixed_rows(struct dt_backend *be, int worker, float *dw, const float *a,
+                             int64_t a_rs, int64_t a_ks, const float *dy, int64_t B, int64_t out,
+                             int64_t begin, int64_t end)
 {
     /* per block of ROW_BLOCK rows and WGRAD_COLS columns: the block's chunk partials stay
      * in L1 from their products through the tree (each element's sums and tree as over
@@ -343,10 +476,10 @@ static void wgrad_fixed_rows(struct dt_backend *be, int worker, float *dw, const
             for (int64_t c = 0; c < n_chunks; c++) {
                 const int64_t b0 = c * DT_REDUCE_CHUNK;
                 const int64_t len = B - b0 < DT_REDUCE_CHUNK ? B - b0 : DT_REDUCE_CHUNK;
-                matmul_rows_ordered_ld(buf + c * block, cols, xt + i0 * ld + b0, ld,
-                                       dy + b0 * out + j0, out, len, cols, 0, rows, false);
+                matmul_rows_ordered_ld(buf + c * block, cols, a + i0 * a_rs + b0 * a_ks, a_rs,
+                                       a_ks, dy + b0 * out + j0, out, len, cols, 0, rows, false);
             }
-            dt_reduce_tree_vectors(buf, n_chunks, block, block);
+            reduce_tree(buf, n_chunks, block);
             for (int64_t r = 0; r < rows; r++)
                 memcpy(dw + (i0 + r) * out + j0, buf + r * cols, (size_t)cols * sizeof(float));
         }
@@ -356,7 +489,8 @@ static void wgrad_fixed_rows(struct dt_backend *be, int worker, float *dw, const
 static void wgrad_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     struct wgrad_job *j = ctx;
-    wgrad_fixed_rows(j->be, worker, j->dw, j->xt, j->B, j->dy, j->B, j->out, begin, end);
+    wgrad_fixed_rows(j->be, worker, j->dw, j->xt, j->a_rs, j->a_ks, j->dy, j->B, j->out, begin,
+                     end);
 }
 
 /* reduction exact with shards set: shard k's partial at dw + k * in * out, each the fixed
@@ -365,7 +499,8 @@ static void wgrad_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
 struct wgrad_shards_job {
     struct dt_backend *be;
     float *dw;
-    const float *xt, *dy;
+    const float *a, *dy; /* a: x or its transpose, as wgrad_fixed_rows takes it */
+    int64_t a_rs, a_ks;
     int64_t B, in, out;
     const struct dt_shards *sh;
 };
@@ -377,8 +512,8 @@ static void wgrad_shards_part(void *ctx, int64_t begin, int64_t end, int worker)
         const int64_t k = t / j->in, i0 = t % j->in;
         const int64_t i1 = end - t < j->in - i0 ? i0 + (end - t) : j->in;
         const int64_t r0 = j->sh->row[k], rows = j->sh->row[k + 1] - r0;
-        wgrad_fixed_rows(j->be, worker, j->dw + k * j->in * j->out, j->xt + r0, j->B,
-                         j->dy + r0 * j->out, rows, j->out, i0, i1);
+        wgrad_fixed_rows(j->be, worker, j->dw + k * j->in * j->out, j->a + r0 * j->a_ks,
+                         j->a_rs, j->a_ks, j->dy + r0 * j->out, rows, j->out, i0, i1);
         t += i1 - i0;
     }
 }
@@ -538,6 +673,42 @@ enum dt_status dt_cpu_wgrad_rows(struct dt_backend *be, float *dw, const float *
     return DT_OK;
 }
 
+/* reduction exact with shards set, few outputs: shard k's partial, the fixed reduction of
+ * the transposed form over the shard's rows (dy read in place: row o of dwT takes batch
+ * row b's factor from dy[b * out + o]), per shard on one worker, then transposed into its
+ * slot. Same bits as the plain op on the shard's rows (the rows form's are the transposed
+ * form's). */
+struct wgrad_rows_shards_job {
+    struct dt_backend *be;
+    float *dw;
+    const float *x, *dy;
+    int64_t in, out;
+    const struct dt_shards *sh;
+};
+
+static void wgrad_rows_shards_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct wgrad_rows_shards_job *j = ctx;
+    const int64_t n = j->out * j->in;
+    for (int64_t k = begin; k < end; k++) {
+        const int64_t r0 = j->sh->row[k], rows = j->sh->row[k + 1] - r0;
+        const int64_t n_chunks = dt_reduce_chunks(rows);
+        float *p = dt_cpu_worker_buffer(j->be, worker, (size_t)(n_chunks * n));
+        for (int64_t c = 0; c < n_chunks; c++) {
+            const int64_t b0 = r0 + c * DT_REDUCE_CHUNK;
+            const int64_t len = rows - c * DT_REDUCE_CHUNK < DT_REDUCE_CHUNK
+                                    ? rows - c * DT_REDUCE_CHUNK
+                                    : DT_REDUCE_CHUNK;
+            matmul_rows_ordered_ld(p + c * n, j->in, j->dy + b0 * j->out, 1, j->out,
+                                   j->x + b0 * j->in, j->in, len, j->in, 0, j->out, false);
+        }
+        reduce_tree(p, n_chunks, n);
+        float *dwk = j->dw + k * n;
+        for (int64_t o = 0; o < j->out; o++)
+            for (int64_t i = 0; i < j->in; i++) dwk[i * j->out + o] = p[o * j->in + i];
+    }
+}
+
 enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float *dw,
                                                    const float *x, const float *dy, int64_t B,
                                                    int64_t in, int64_t out,
@@ -545,10 +716,17 @@ enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float 
 {
     const struct dt_shards *sh = &be->shards;
     DT_ASSERT(sh->count > 0 && sh->row[sh->count] == B && dt_reduction_ordered(pol));
-    if (dt_cpu_wgrad_prefers_rows(B, in, out)) return DT_ERR_UNSUPPORTED; /* per shard */
-    float *xt = dt_cpu_scratch(be, (size_t)(in * B));
-    transpose_parallel(be, xt, x, B, in); /* xt is (in,B) */
-    struct wgrad_shards_job job = {be, dw, xt, dy, B, in, out, sh};
+    if (dt_cpu_wgrad_prefers_rows(B, in, out)) {
+        struct wgrad_rows_shards_job job = {be, dw, x, dy, in, out, sh};
+        dt_pool_run(dt_cpu(be)->pool, sh->count, 1, wgrad_rows_shards_part, &job);
+        return DT_OK;
+    }
+    struct wgrad_shards_job job = {be, dw, x, dy, 1, in, B, in, out, sh};
+    if (!dt_cpu_wide()) { /* the AVX2 tile wants each row's factors contiguous */
+        float *xt = dt_cpu_scratch(be, (size_t)(in * B));
+        transpose_parallel(be, xt, x, B, in); /* xt is (in,B) */
+        job.a = xt, job.a_rs = B, job.a_ks = 1;
+    }
     dt_pool_run(dt_cpu(be)->pool, sh->count * in, ROW_BLOCK, wgrad_shards_part, &job);
     return DT_OK;
 }
@@ -561,6 +739,12 @@ enum dt_status dt_cpu_dense_backward_weight(struct dt_backend *be, float *dw, co
     if (wgrad_takes_blas(be, pol)) return wgrad_blas(be, dw, x, false, dy, B, in, out);
     if (dt_cpu_wgrad_prefers_rows(B, in, out))
         return dt_cpu_wgrad_rows(be, dw, x, dy, B, in, out, pol);
+    if (dt_reduction_ordered(pol) && dt_cpu_wide()) { /* x read in place, no transpose */
+        struct wgrad_job job = {.be = be, .dw = dw, .xt = x, .dy = dy, .B = B, .in = in,
+                                .out = out, .a_rs = 1, .a_ks = in};
+        dt_pool_run(dt_cpu(be)->pool, in, ROW_BLOCK, wgrad_fixed_part, &job);
+        return DT_OK;
+    }
     float *xt = dt_cpu_scratch(be, (size_t)(in * B));
     transpose_parallel(be, xt, x, B, in); /* xt is (in,B) */
     return dt_cpu_wgrad_transposed(be, dw, xt, dy, B, in, out, pol);
@@ -571,7 +755,7 @@ enum dt_status dt_cpu_wgrad_transposed(struct dt_backend *be, float *dw, const f
                                        const struct dt_policy *pol)
 {
     struct wgrad_job job = {.be = be, .dw = dw, .xt = xt, .dy = dy, .B = B, .in = in,
-                            .out = out};
+                            .out = out, .a_rs = B, .a_ks = 1};
     if (wgrad_takes_blas(be, pol)) return wgrad_blas(be, dw, xt, true, dy, B, in, out);
     atomic_init(&job.next_chunk, 0);
     struct dt_cpu_ctx *c = dt_cpu(be);

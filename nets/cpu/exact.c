@@ -1,6 +1,7 @@
 /* reduction: exact on the CPU backend: the exact sum of the canonical shards' gradient
- * partials (nets/backend.h, dt_exact_*; DESIGN.md "reduction"). The per-shard batch
- * reductions themselves are the plain ops, called once per shard by nets/backend.c.
+ * partials (nets/backend.h, dt_exact_*; DESIGN.md "reduction"). The partials come from
+ * the shard ops (dense.c: bias and dense weight gradients) or from the plain ops called
+ * once per shard by nets/backend.c.
  *
  *   exact_max        per tensor, the max |bits| over its partials: workers scan slices of
  *                    the pack into their own maxima, merged after (max is order-free).
@@ -8,8 +9,14 @@
  *   exact_round      the one rounding back to float;
  *   exact_sum        both in one pass, for one process holding every shard. Elements are
  *                    split over the workers; each element is owned by one of them and its
- *                    integer sum is exact, so any split gives the same bits. */
+ *                    integer sum is exact, so any split gives the same bits. 4 lanes at
+ *                    a time (AVX2 or baseline), or 8 with AVX-512DQ: the same bits
+ *                    (tests/test_exact.c runs both, ties included). */
 #include <string.h>
+
+#ifdef __x86_64__
+#include <immintrin.h>
+#endif
 
 #include "determinism/fixed_point.h"
 #include "nets/cpu/cpu.h"
@@ -142,16 +149,107 @@ enum dt_status dt_cpu_exact_max(struct dt_backend *be, uint32_t *max_bits, const
 
 static inline bool finite_max(uint32_t bits) { return bits < 0x7f800000u; }
 
-/* Elements [begin, end) (flat, over every tensor's first[] range): their int64 sums --
- * over the held slots of the pack, or read from acc when there is no pack (exact_round)
- * -- then rounded into slot 0 (out) or kept in acc (exact_to_fixed). The form of the
- * CUDA kernel (nets/cuda/exact.cu), 4 elements at a time. */
+/* One tensor's run of elements [e, stop) at its shift: their int64 sums -- over the held
+ * slots of the pack (base), or read from acc when there is no pack (exact_round) -- then
+ * rounded into slot 0 (out) or kept in acc (exact_to_fixed). */
+struct sum_run {
+    const float *base; /* element e's slot k at base[e + k * n], or NULL */
+    float *out;        /* element e's result at out[e], or NULL (acc kept) */
+    int64_t *acc;
+    int64_t n, slots;
+    double up, down; /* 2^shift, 2^-shift */
+};
+
+/* The vector part of a run: whole groups of lanes from e on; returns where it stopped. */
+typedef int64_t (*sum_vector_fn)(const struct sum_run *r, int64_t e, int64_t stop);
+
+/* 4 lanes: the form of the CUDA kernel (nets/cuda/exact.cu). */
 DT_VECTOR_CLONES
+static int64_t sum_vector4(const struct sum_run *r, int64_t e, int64_t stop)
+{
+    /* |partial| <= max and S terms: no partial sum overflows (fixed_point.h) */
+    const v4d up4 = {r->up, r->up, r->up, r->up};
+    const v4d down4 = {r->down, r->down, r->down, r->down};
+    for (; e + 4 <= stop; e += 4) { /* each element's slots in order */
+        v4i a = {0};
+        if (r->base) {
+            for (int64_t k = 0; k < r->slots; k++) {
+                v4i q;
+                to_fixed4(&q, r->base + e + k * r->n, &up4);
+                a += q;
+            }
+        } else {
+            memcpy(&a, r->acc + e, sizeof a);
+        }
+        if (r->out)
+            to_float4(r->out + e, &a, &down4);
+        else
+            memcpy(r->acc + e, &a, sizeof a);
+    }
+    return e;
+}
+
+#ifdef DT_CPU_WIDE_KERNELS
+/* to_fixed4 for 8 lanes with AVX-512DQ: the exact product converted straight to int64,
+ * rounding to nearest even named in the instruction (|v| < 2^62: in range). */
+DT_WIDE static inline __attribute__((always_inline)) __m512i to_fixed8(const float *p,
+                                                                       __m512d up)
+{
+    const __m512d v = _mm512_mul_pd(_mm512_cvtps_pd(_mm256_loadu_ps(p)), up); /* exact */
+    return _mm512_cvt_roundpd_epi64(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+/* to_float4 for 8 lanes: the same sticky reduction above 2^52, then an exact int64 ->
+ * double conversion, the exact power-of-two scale, and the one rounding to float (to
+ * nearest even, named in the instruction). */
+DT_WIDE static inline __attribute__((always_inline)) void to_float8(float *out, __m512i a,
+                                                                   __m512d down)
+{
+    const __m512i u = _mm512_abs_epi64(a); /* |a| < 2^63 */
+    const __mmask8 large = _mm512_cmpge_epu64_mask(u, _mm512_set1_epi64((int64_t)1 << 52));
+    const __mmask8 sticky = _mm512_test_epi64_mask(u, _mm512_set1_epi64(2047));
+    __m512i us = _mm512_srli_epi64(u, 11);
+    us = _mm512_mask_or_epi64(us, sticky, us, _mm512_set1_epi64(1));
+    us = _mm512_mask_blend_epi64(large, u, us);
+    const __m512d d = _mm512_cvtepi64_pd(us); /* exact: us < 2^53 */
+    const __m512d scale = _mm512_mask_blend_pd(large, down, _mm512_mul_pd(down, _mm512_set1_pd(0x1p11)));
+    __m512d val = _mm512_mul_pd(d, scale); /* exact */
+    const __mmask8 neg = _mm512_cmplt_epi64_mask(a, _mm512_setzero_si512());
+    val = _mm512_mask_sub_pd(val, neg, _mm512_setzero_pd(), val);
+    _mm256_storeu_ps(out, _mm512_cvt_roundpd_ps(val, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+/* 8 lanes with AVX-512. */
+DT_WIDE static int64_t sum_vector8(const struct sum_run *r, int64_t e, int64_t stop)
+{
+    const __m512d up8 = _mm512_set1_pd(r->up), down8 = _mm512_set1_pd(r->down);
+    for (; e + 8 <= stop; e += 8) {
+        __m512i a = _mm512_setzero_si512();
+        if (r->base)
+            for (int64_t k = 0; k < r->slots; k++)
+                a = _mm512_add_epi64(a, to_fixed8(r->base + e + k * r->n, up8));
+        else
+            a = _mm512_loadu_si512(r->acc + e);
+        if (r->out)
+            to_float8(r->out + e, a, down8);
+        else
+            _mm512_storeu_si512(r->acc + e, a);
+    }
+    return e;
+}
+#endif
+
+/* Elements [begin, end) (flat, over every tensor's first[] range), tensor by tensor: the
+ * vector part, then the rest one by one (the same bits). */
 static void sum_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     (void)worker;
     struct exact_job *j = ctx;
     const struct dt_exact_layout *L = j->L;
+    sum_vector_fn vector = sum_vector4;
+#ifdef DT_CPU_WIDE_KERNELS
+    if (dt_cpu_wide()) vector = sum_vector8;
+#endif
     int i = tensor_of(L, begin);
     for (int64_t e = begin; e < end; i++) {
         const int64_t stop = end < L->first[i + 1] ? end : L->first[i + 1];
@@ -160,36 +258,19 @@ static void sum_part(void *ctx, int64_t begin, int64_t end, int worker)
             continue;
         }
         const int shift = dt_fixed_shift_for(dt_bits_float(j->max_bits[i]), L->shards);
-        const double up = dt_fixed_scale(shift), down = dt_fixed_scale(-shift);
-        const int64_t n = L->n[i];
-        const float *base = j->pack ? j->pack + L->slots * L->first[i] - L->first[i] : NULL;
-        float *out = j->out ? j->out + L->slots * L->first[i] - L->first[i] : NULL;
-        /* |partial| <= max and S terms: no partial sum overflows (fixed_point.h) */
-        const v4d up4 = {up, up, up, up}, down4 = {down, down, down, down};
-        for (; e + 4 <= stop; e += 4) { /* each element's slots in order */
-            v4i a = {0};
-            if (base) {
-                for (int64_t k = 0; k < L->slots; k++) {
-                    v4i q;
-                    to_fixed4(&q, base + e + k * n, &up4);
-                    a += q;
-                }
-            } else {
-                memcpy(&a, j->acc + e, sizeof a);
-            }
-            if (out)
-                to_float4(out + e, &a, &down4);
+        const struct sum_run r = {
+            .base = j->pack ? j->pack + L->slots * L->first[i] - L->first[i] : NULL,
+            .out = j->out ? j->out + L->slots * L->first[i] - L->first[i] : NULL,
+            .acc = j->acc, .n = L->n[i], .slots = L->slots,
+            .up = dt_fixed_scale(shift), .down = dt_fixed_scale(-shift)};
+        for (e = vector(&r, e, stop); e < stop; e++) {
+            int64_t a = r.base ? 0 : r.acc[e];
+            for (int64_t k = 0; r.base && k < r.slots; k++)
+                a += dt_fixed_from_float_bounded(r.base[e + k * r.n], r.up);
+            if (r.out)
+                r.out[e] = dt_fixed_to_float_bounded(a, r.down);
             else
-                memcpy(j->acc + e, &a, sizeof a);
-        }
-        for (; e < stop; e++) {
-            int64_t a = base ? 0 : j->acc[e];
-            for (int64_t k = 0; base && k < L->slots; k++)
-                a += dt_fixed_from_float_bounded(base[e + k * n], up);
-            if (out)
-                out[e] = dt_fixed_to_float_bounded(a, down);
-            else
-                j->acc[e] = a;
+                r.acc[e] = a;
         }
     }
 }
