@@ -374,15 +374,20 @@ DT_TEST(dense_thread_count_independent)
 
 /* A convolution's bias gradient sums B*OH*OW rows: from 4096 elements the fixed-point
  * sum is split across workers. Its bits must be dt_fixed_sum_rows's (the serial
- * definition) for every thread count, and a NaN or a column beyond the float range must
- * still be reported. */
-DT_TEST(bias_fixed_point_split_matches_serial)
+ * definition) for every thread count, with 6 columns (one by one) and 45 (the AVX-512
+ * path's groups of 32 and 8, then 5 one by one) on both kernel paths, and a NaN or a
+ * column beyond the float range must still be reported. */
+static void bias_split_case(int64_t RB, int64_t RO)
 {
-    enum { RB = 20011, RO = 6 };
-    static float dy[RB * RO], saved[RB * RO], want[RO], got[RO];
+    float *dy = dt_xmalloc((size_t)(RB * RO) * sizeof(float));
+    float *saved = dt_xmalloc((size_t)(RB * RO) * sizeof(float));
+    float want[64], got[64];
+    int64_t scratch[64];
     fill(dy, RB * RO, 1.0);
-    for (int i = 0; i < RB * RO; i += 7) dy[i] *= 1e-3f; /* spread the magnitudes */
-    int64_t scratch[RO];
+    for (int64_t i = 0; i < RB * RO; i += 7) dy[i] *= 1e-3f; /* spread the magnitudes */
+    /* column 2 far below the largest value: each term's rounding to the fixed-point step
+     * shows in its sum (nearest-even against truncation is thousands of ulps there) */
+    for (int64_t r = 0; r < RB; r++) dy[r * RO + 2] *= 1e-9f;
     int shift;
     CHECK(dt_fixed_sum_rows(want, dy, RB, RO, scratch, &shift, NULL) == DT_OK);
     struct dt_policy pol = policy();
@@ -390,9 +395,9 @@ DT_TEST(bias_fixed_point_split_matches_serial)
     for (int t = 0; t < 4; t++) {
         struct dt_backend *be = cpu(counts[t]);
         CHECK(dt_bias_backward(be, got, dy, RB, RO, &pol) == DT_OK);
-        if (memcmp(got, want, sizeof want) != 0) {
-            fprintf(stderr, "%d threads: split fixed-point bias sum differs from the serial one\n",
-                    counts[t]);
+        if (memcmp(got, want, (size_t)RO * sizeof(float)) != 0) {
+            fprintf(stderr, "%d threads, %lld columns: split fixed-point bias sum differs from the serial one\n",
+                    counts[t], (long long)RO);
             dt_check_failures_++;
         }
         const float keep = dy[RB * RO - 3];
@@ -401,12 +406,24 @@ DT_TEST(bias_fixed_point_split_matches_serial)
         dy[RB * RO - 3] = keep;
         /* a column whose exact sum lies beyond the float range is an error here too, as on
          * the small path and the GPU (not a silent infinity) */
-        memcpy(saved, dy, sizeof dy);
-        for (int r = 0; r < RB; r++) dy[r * RO + 4] = 3e38f;
+        memcpy(saved, dy, (size_t)(RB * RO) * sizeof(float));
+        for (int64_t r = 0; r < RB; r++) dy[r * RO + 4] = 3e38f;
         CHECK_INT_EQ(dt_bias_backward(be, got, dy, RB, RO, &pol), DT_ERR_NUMERIC);
-        memcpy(dy, saved, sizeof dy);
+        memcpy(dy, saved, (size_t)(RB * RO) * sizeof(float));
         dt_backend_destroy(be);
     }
+    free(dy), free(saved);
+}
+
+DT_TEST(bias_fixed_point_split_matches_serial)
+{
+    const bool wide = dt_cpu_set_wide(true);
+    for (int path = 0; path < (wide ? 2 : 1); path++) {
+        dt_cpu_set_wide(path == 0);
+        bias_split_case(20011, 6);
+        bias_split_case(3001, 45);
+    }
+    dt_cpu_set_wide(true);
 }
 
 /* The two backward-weight forms (nets/cpu/cpu.h) give the same bits under `reduction:

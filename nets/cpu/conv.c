@@ -148,17 +148,10 @@ struct maxabs_job {
     int64_t worker_bad[DT_CPU_MAX_THREADS];
 };
 
-DT_VECTOR_CLONES
 static void maxabs_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     struct maxabs_job *j = ctx;
-    uint32_t m = 0;
-    for (int64_t i = begin; i < end; i++) { /* vectorises: no early exit, no index */
-        uint32_t bits;
-        memcpy(&bits, &j->v[i], sizeof bits);
-        bits &= 0x7fffffffu;
-        m = bits > m ? bits : m;
-    }
+    const uint32_t m = dt_cpu_max_bits(j->v + begin, end - begin, 0);
     int64_t bad = -1;
     if (m >= 0x7f800000u) /* a NaN or Inf is here: find the first */
         for (int64_t i = begin; i < end && bad < 0; i++)

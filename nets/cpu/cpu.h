@@ -24,6 +24,9 @@
 #define DT_CPU_WIDE_KERNELS 1
 #define DT_WIDE __attribute__((target("avx512f,avx512dq")))
 #endif
+/* max(mb, max over p[0, n) of |bits|): for finite floats the bits of the largest |p[i]|;
+ * 0x7f800000 or more when a NaN or Inf is there (exact.c). */
+uint32_t dt_cpu_max_bits(const float *p, int64_t n, uint32_t mb);
 /* Whether the wide kernels run now. */
 bool dt_cpu_wide(void);
 /* Test hook: allow (true, the default) or forbid the wide kernels; returns whether this

@@ -26,6 +26,10 @@
 
 #include <cblas.h>
 
+#ifdef __x86_64__
+#include <immintrin.h>
+#endif
+
 #include "determinism/fixed_point.h"
 #include "determinism/reduce.h"
 #include "nets/cpu/cpu.h"
@@ -823,13 +827,51 @@ struct bgrad_fixed_job {
 
 /* acc[o] = exact int64 sum over rows [b0, b1) of dy[b, o] * 2^shift: every term finite
  * and within the max |dy| the shift was chosen for (dt_fixed_shift_for). */
+#ifdef DT_CPU_WIDE_KERNELS
+/* fixed_sum_bounded's column sums for columns [o0, o0 + 8 * V), held in V registers of 8
+ * int64 while the rows go by: the exact product converted straight to int64, rounding to
+ * nearest even named in the instruction (|product| < 2^62 by the shift). */
+#define FIXED_COLUMNS_WIDE(V)                                                                  \
+    do {                                                                                      \
+        __m512i a_[V];                                                                        \
+        for (int v_ = 0; v_ < (V); v_++) a_[v_] = _mm512_setzero_si512();                     \
+        for (int64_t b = b0; b < b1; b++)                                                     \
+            for (int v_ = 0; v_ < (V); v_++) {                                                \
+                const __m512d x_ = _mm512_mul_pd(                                             \
+                    _mm512_cvtps_pd(_mm256_loadu_ps(dy + b * out + o0 + 8 * v_)), scale);     \
+                a_[v_] = _mm512_add_epi64(                                                    \
+                    a_[v_], _mm512_cvt_roundpd_epi64(x_, _MM_FROUND_TO_NEAREST_INT |          \
+                                                             _MM_FROUND_NO_EXC));             \
+            }                                                                                 \
+        for (int v_ = 0; v_ < (V); v_++) _mm512_storeu_si512(acc + o0 + 8 * v_, a_[v_]);      \
+    } while (0)
+
+DT_WIDE static int64_t fixed_sum_wide(int64_t *acc, const float *dy, int64_t b0, int64_t b1,
+                                      int64_t out, double scale_d)
+{
+    const __m512d scale = _mm512_set1_pd(scale_d);
+    int64_t o0 = 0;
+    for (; o0 + 32 <= out; o0 += 32) FIXED_COLUMNS_WIDE(4);
+    for (; o0 + 8 <= out; o0 += 8) FIXED_COLUMNS_WIDE(1);
+    return o0;
+}
+#endif
+
+/* acc[o] = the exact int64 sum over rows [b0, b1) of round(dy[b, o] * 2^shift): columns in
+ * 8-lane groups where the CPU has AVX-512 (integer sums: the same values), the rest one by
+ * one. */
 static void fixed_sum_bounded(int64_t *acc, const float *dy, int64_t b0, int64_t b1, int64_t out,
                               int shift)
 {
-    memset(acc, 0, (size_t)out * sizeof *acc);
     const double scale = dt_fixed_scale(shift);
+    int64_t o0 = 0;
+#ifdef DT_CPU_WIDE_KERNELS
+    if (dt_cpu_wide()) o0 = fixed_sum_wide(acc, dy, b0, b1, out, scale);
+#endif
+    memset(acc + o0, 0, (size_t)(out - o0) * sizeof *acc);
     for (int64_t b = b0; b < b1; b++)
-        for (int64_t o = 0; o < out; o++) acc[o] += dt_fixed_from_float_bounded(dy[b * out + o], scale);
+        for (int64_t o = o0; o < out; o++)
+            acc[o] += dt_fixed_from_float_bounded(dy[b * out + o], scale);
 }
 
 /* dbias[o] = acc[o] * 2^-shift rounded once; the first column whose sum leaves the float
@@ -886,11 +928,8 @@ static void bgrad_shards_part(void *ctx, int64_t begin, int64_t end, int worker)
             if (j->st[k] != DT_OK) snprintf(j->msg[k], sizeof j->msg[k], "%.150s", err.msg);
             continue;
         }
-        uint32_t m = 0; /* the plain op's large path, on one worker */
-        for (int64_t i = 0; i < rows * out; i++) {
-            const uint32_t bits = dt_float_bits(dy[i]) & 0x7fffffffu;
-            m = bits > m ? bits : m;
-        }
+        /* the plain op's large path, on one worker */
+        const uint32_t m = dt_cpu_max_bits(dy, rows * out, 0);
         if (m >= 0x7f800000u) {
             int64_t bad = 0;
             while ((dt_float_bits(dy[bad]) & 0x7fffffffu) < 0x7f800000u) bad++;

@@ -68,6 +68,29 @@ static uint32_t max_bits_of(const float *p, int64_t n, uint32_t mb)
     return mb;
 }
 
+#ifdef DT_CPU_WIDE_KERNELS
+/* The same, 16 lanes. */
+DT_WIDE static uint32_t max_bits_wide(const float *p, int64_t n, uint32_t mb)
+{
+    __m512i m = _mm512_setzero_si512();
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512(p + i), abs_mask));
+    const uint32_t v = _mm512_reduce_max_epu32(m);
+    mb = v > mb ? v : mb;
+    return max_bits_of(p + i, n - i, mb);
+}
+#endif
+
+uint32_t dt_cpu_max_bits(const float *p, int64_t n, uint32_t mb)
+{
+#ifdef DT_CPU_WIDE_KERNELS
+    if (dt_cpu_wide()) return max_bits_wide(p, n, mb);
+#endif
+    return max_bits_of(p, n, mb);
+}
+
 /* round(x * 2^shift) for 4 finite partials with |x * 2^shift| < 2^62 (the shift's bound),
  * ties to even -- dt_fixed_from_float_bounded's value, by the double "magic number": below
  * 2^51 adding 1.5 * 2^52 rounds to an integer (the machine's mode: to nearest even) and
@@ -125,7 +148,7 @@ static void max_part(void *ctx, int64_t begin, int64_t end, int worker)
     for (int64_t p = begin; p < end;) {
         while (p >= L->slots * L->first[i + 1]) i++;
         const int64_t stop = end < L->slots * L->first[i + 1] ? end : L->slots * L->first[i + 1];
-        mine[i] = max_bits_of(j->pack + p, stop - p, mine[i]);
+        mine[i] = dt_cpu_max_bits(j->pack + p, stop - p, mine[i]);
         p = stop;
     }
     j->used[worker] = true;
