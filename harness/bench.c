@@ -221,14 +221,17 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
     for (int i = 0; i < m->n_params; i++) params += m->params[i].n;
 
     dt_model_init(m, exp->train.seed, 0);
+    int64_t waits = 0; /* host waits of the measured steps, the step's end included */
     /* synchronous hashing (hash.async: off), as a trace would be written without a pipeline */
     for (int64_t s = 0; s < total && st == DT_OK; s++) {
         dt_train_fill_batch(x, y, &ds.train, s_next++, B, exp->train.seed, 0, perm, &perm_epoch);
         float loss;
+        const int64_t w0 = dt_backend_host_waits(be);
         double t0 = dt_now_s();
         st = dt_dist_train(&dist, m, x, y, B, exp->train.shards, &sgd, pol, &loss);
         dt_backend_synchronize(be);
         double t1 = dt_now_s();
+        if (s >= opt->warmup) waits += dt_backend_host_waits(be) - w0;
         uint8_t md[DT_DIGEST_BYTES];
         dt_train_hash_model(md, td, m, staging);
         double t2 = dt_now_s();
@@ -276,6 +279,9 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
                opt->warmup);
         printf("  step (update) median  %.3f ms  -> %.1f steps/s without hashing\n", sm,
                1e3 / sm);
+        if (waits > 0) /* a device backend: how often the host waited in a step */
+            printf("  host waits per step   %.2f (the step's final synchronisation included)\n",
+                   (double)waits / (double)opt->steps);
         printf("  hash median           %.3f ms  (%.1f MB/s of weights)\n", hm,
                (double)params * 4.0 / 1e6 / (hm / 1e3));
         printf("  with hashing          %.1f steps/s\n", 1e3 / (sm + hm));

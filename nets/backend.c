@@ -153,6 +153,8 @@ void dt_backend_synchronize(struct dt_backend *be)
     if (HAS_OP5(be, synchronize)) be->ops->synchronize(be);
 }
 
+int64_t dt_backend_host_waits(const struct dt_backend *be) { return be->host_waits; }
+
 void *dt_backend_host_alloc(struct dt_backend *be, size_t bytes)
 {
     if (HAS_OP5(be, host_alloc)) return be->ops->host_alloc(be, bytes);

@@ -66,6 +66,13 @@ const void *dt_backend_host_view(struct dt_backend *be, const void *p);
  * finished. */
 void dt_backend_synchronize(struct dt_backend *be);
 
+/* How many times the training thread has waited for the device through this backend: a
+ * stream synchronisation inside an op (an error record read back, a download, an upload
+ * from pageable memory, a scratch buffer regrown) or dt_backend_synchronize. 0 on the CPU,
+ * whose ops never wait. Tests and `detrain bench` read it per step (issues 19 and 21: the
+ * exact reduction must add none; a step should need one). */
+int64_t dt_backend_host_waits(const struct dt_backend *be);
+
 /* Host memory the backend copies into fastest: pinned on CUDA (so a device-to-host copy
  * can run while the host goes on), plain malloc on the CPU. Aborts when memory runs out. */
 void *dt_backend_host_alloc(struct dt_backend *be, size_t bytes);

@@ -145,6 +145,9 @@ struct dt_backend {
     void *copy_out;
     /* reduction: exact in one pass: the shards of the next ops (count 0 = none) */
     struct dt_shards shards;
+    /* the training thread's waits for the device (dt_backend_host_waits), counted by the
+     * backend where it waits */
+    int64_t host_waits;
 };
 
 extern const struct dt_backend_ops dt_backend_cpu_ops;

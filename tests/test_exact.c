@@ -593,16 +593,23 @@ DT_TEST(cuda_exact_sum_equals_cpu)
     const struct dt_exact_layout L = {T3, tn, first, S, S};
     float *d = dev_copy(g, pack, S * total);
     uint32_t *mb = dt_backend_alloc(g, T3 * sizeof *mb);
+    /* the exact reduction runs on the device without the host waiting (issue 19): max,
+     * sum, and in the several-rank form to_fixed and round, add no host wait */
+    const int64_t waits0 = dt_backend_host_waits(g);
     CHECK(dt_exact_max(g, mb, d, &L) == DT_OK);
     CHECK(dt_exact_sum(g, d, mb, &L) == DT_OK);
+    CHECK_INT_EQ(dt_backend_host_waits(g) - waits0, 0);
     float *h = host_of(g, d, S * total);
+    CHECK(dt_backend_host_waits(g) > waits0); /* the download waited: the counter counts */
     for (int i = 0; i < T3; i++)
         same_bits("cuda exact_sum vs serial reference", h + S * first[i], ref + first[i], tn[i]);
     /* to_fixed + round (the several-rank form) */
     dt_backend_upload(g, d, pack, (size_t)(S * total) * sizeof(float));
     int64_t *a = dt_backend_alloc(g, (size_t)total * sizeof *a);
+    const int64_t waits1 = dt_backend_host_waits(g);
     CHECK(dt_exact_to_fixed(g, a, d, mb, &L) == DT_OK);
     CHECK(dt_exact_round(g, d, a, mb, &L) == DT_OK);
+    CHECK_INT_EQ(dt_backend_host_waits(g) - waits1, 0);
     free(h);
     h = host_of(g, d, S * total);
     for (int i = 0; i < T3; i++)

@@ -40,6 +40,7 @@ enum dt_status dt_cuda_launched(int rc, const char *op)
 
 void dt_cuda_sync(struct dt_backend *be)
 {
+    be->host_waits++; /* every training-thread wait goes through here */
     DT_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)dt_cuda(be)->stream));
 }
 
