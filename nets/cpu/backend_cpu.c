@@ -25,6 +25,7 @@ static enum dt_status cpu_init(struct dt_backend *be, const struct dt_backend_op
         return dt_error_set(err, DT_ERR_USAGE, "backend 'cpu': %d threads is more than 256",
                             threads);
     struct dt_cpu_ctx *c = dt_xcalloc(1, sizeof *c);
+    (void)dt_cpu_wide(); /* the CPU check made here, before the pool's threads read it */
     c->pool = dt_pool_create(threads);
     pthread_mutex_init(&c->combine_mu, NULL);
     c->blas_threads = threads;
@@ -86,7 +87,7 @@ static bool wide_off; /* dt_cpu_set_wide(false): tests run the AVX2/baseline ker
 
 static bool have_wide(void)
 {
-    static int have = -1; /* racing first calls store the same answer */
+    static int have = -1; /* set on the first call: cpu_init, before any worker exists */
     if (have < 0)
         have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") ? 1 : 0;
     return have;
