@@ -502,8 +502,54 @@ DT_TEST(matmul_paths_match_scalar)
     CHECK_INT_EQ(cases, 2 * 5 * 5 * 5 * 2 * 2);
 }
 
+/* The dense ops' bits do not depend on the kernel path (AVX-512 or AVX2/baseline): every
+ * level's forward, backward-data, weight gradient (x read in place or transposed, the
+ * wide or the shared fixed tree: 900 rows = 29 chunks, odd carries at two levels) and bias
+ * gradient, on a shape with full and leftover tiles. */
+DT_TEST(dense_paths_same_bits)
+{
+    enum { PB = 900, PIN = 37, POUT = 21 };
+    static float x[PB * PIN], w[PIN * POUT], bias[POUT], dy[PB * POUT];
+    static float out[2][PB * POUT + PB * PIN + PIN * POUT + POUT];
+    fill(x, PB * PIN, 1.0);
+    fill(w, PIN * POUT, 0.3);
+    fill(bias, POUT, 0.1);
+    fill(dy, PB * POUT, 1.0);
+    if (!dt_cpu_set_wide(true)) {
+        fprintf(stderr, "no AVX-512 here: one path only, nothing to compare\n");
+        return;
+    }
+    for (int level = 0; level < 3; level++) {
+        struct dt_policy pol;
+        dt_policy_from_level(&pol, (enum dt_level)level);
+        for (int path = 0; path < 2; path++) {
+            dt_cpu_set_wide(path == 0);
+            struct dt_backend *be = cpu(2);
+            float *o = out[path];
+            CHECK(dt_dense_forward(be, o, x, w, bias, PB, PIN, POUT, &pol) == DT_OK);
+            o += PB * POUT;
+            CHECK(dt_dense_backward_data(be, o, dy, w, PB, PIN, POUT, &pol) == DT_OK);
+            o += PB * PIN;
+            CHECK(dt_dense_backward_weight(be, o, x, dy, PB, PIN, POUT, &pol) == DT_OK);
+            o += PIN * POUT;
+            if (pol.atomics == DT_ATOMICS_FIXED_POINT) /* float atomics: arrival order */
+                CHECK(dt_bias_backward(be, o, dy, PB, POUT, &pol) == DT_OK);
+            else
+                memset(o, 0, POUT * sizeof(float));
+            dt_backend_destroy(be);
+        }
+        /* fast's weight gradient is OpenBLAS on both paths; the rest is compared as is */
+        if (memcmp(out[0], out[1], sizeof out[0]) != 0) {
+            fprintf(stderr, "level %s: the AVX-512 and AVX2 paths give different bits\n",
+                    dt_level_name((enum dt_level)level));
+            dt_check_failures_++;
+        }
+    }
+    dt_cpu_set_wide(true);
+}
+
 DT_TEST_MAIN(DT_CASE(dense_forward_matches_double), DT_CASE(dense_backward_gradcheck), DT_CASE(batch_sums_every_level),
              DT_CASE(relu_gradcheck), DT_CASE(softmax_xent_gradcheck),
              DT_CASE(sgd_matches_formula), DT_CASE(mlp_backward_gradcheck),
              DT_CASE(dense_thread_count_independent), DT_CASE(bias_fixed_point_split_matches_serial),
-             DT_CASE(wgrad_forms_same_bits), DT_CASE(matmul_paths_match_scalar))
+             DT_CASE(wgrad_forms_same_bits), DT_CASE(matmul_paths_match_scalar), DT_CASE(dense_paths_same_bits))
