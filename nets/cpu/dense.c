@@ -240,7 +240,8 @@ static void matmul_rows_ordered_ld(float *restrict C, int64_t ldc, const float *
 /* dt_reduce_tree_vectors(p, m, len, len) written out with 16-lane adds: the same pairing
  * (level by level, the odd last partial carried), elementwise, so the same bits
  * (ops.dense_paths_same_bits). GCC -O2 does not vectorise the shared form (its source and
- * destination may alias); written out it saves about a quarter of the fixed weight gradient's time. */
+ * destination may alias); written out, it saves about a quarter of the fixed weight
+ * gradient's time. */
 DT_WIDE static void reduce_tree_wide(float *p, int64_t m, int64_t len)
 {
     const int64_t lv = len / WN * WN;
