@@ -19,15 +19,15 @@
 #include "nets/seed.h"
 
 /* Time one training step of `pol` on m: total and per op (seconds). */
-static enum dt_status timed_step(struct dt_dist_step *dist, struct dt_model *m, const float *x,
-                                 const uint8_t *y, int64_t B, int64_t shards,
+static enum dt_status timed_step(struct dt_dist_step *dist, struct dt_model *m,
+                                 const struct dt_batch *batch, int64_t B, int64_t shards,
                                  const struct dt_sgd_options *sgd, const struct dt_policy *pol,
                                  double *total, double ops[DT_OP_COUNT])
 {
     float loss;
     dt_backend_profile_reset(m->be);
     double t0 = dt_now_s();
-    enum dt_status st = dt_dist_train(dist, m, x, y, B, shards, sgd, pol, &loss);
+    enum dt_status st = dt_dist_train(dist, m, batch, B, shards, sgd, pol, &loss);
     dt_backend_synchronize(m->be);
     *total = dt_now_s() - t0;
     dt_backend_profile_read(m->be, ops);
@@ -55,9 +55,8 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
             }
             const int k = base_first ? step : 1 - step; /* 0 = base, 1 = the policy */
             double t, ops[DT_OP_COUNT];
-            dt_train_fill_batch(bs->x, bs->y, bs->train, bs->s++, B, exp->train.seed, 0,
-                                bs->perm, &bs->perm_epoch);
-            st = timed_step(&bs->dist, m, bs->x, bs->y, B, exp->train.shards, &sgd,
+            const struct dt_batch batch = dt_batch_stream_at(&bs->batches, bs->s++);
+            st = timed_step(&bs->dist, m, &batch, B, exp->train.shards, &sgd,
                             k == 0 ? base : pol, &t, ops);
             if (i < warmup) continue;
             int64_t r = i - warmup;
@@ -202,10 +201,11 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
     }
     const struct dt_policy *pol = &exp->policies[0];
     const int64_t B = exp->train.batch, total = opt->warmup + opt->steps;
-    float *x = dt_xmalloc((size_t)(B * ds.train.dim) * sizeof(float));
-    uint8_t *y = dt_xmalloc((size_t)B);
-    int64_t *perm = dt_xmalloc((size_t)ds.train.n * sizeof(int64_t));
-    int64_t perm_epoch = -1, max_param = 0, s_next = 0;
+    struct dt_resident *train_set = dt_batch_resident(be, &ds.train);
+    struct dt_bench_stream bs;
+    memset(&bs, 0, sizeof bs);
+    dt_batch_stream_init(&bs.batches, &ds.train, train_set, B, exp->train.seed, 0);
+    int64_t max_param = 0;
     for (int i = 0; i < m->n_params; i++)
         max_param = m->params[i].n > max_param ? m->params[i].n : max_param;
     float *staging = dt_xmalloc((size_t)max_param * sizeof(float));
@@ -224,11 +224,11 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
     int64_t waits = 0; /* host waits of the measured steps, the step's end included */
     /* synchronous hashing (hash.async: off), as a trace would be written without a pipeline */
     for (int64_t s = 0; s < total && st == DT_OK; s++) {
-        dt_train_fill_batch(x, y, &ds.train, s_next++, B, exp->train.seed, 0, perm, &perm_epoch);
+        const struct dt_batch batch = dt_batch_stream_at(&bs.batches, bs.s++);
         float loss;
         const int64_t w0 = dt_backend_host_waits(be);
         double t0 = dt_now_s();
-        st = dt_dist_train(&dist, m, x, y, B, exp->train.shards, &sgd, pol, &loss);
+        st = dt_dist_train(&dist, m, &batch, B, exp->train.shards, &sgd, pol, &loss);
         dt_backend_synchronize(be);
         double t1 = dt_now_s();
         if (s >= opt->warmup) waits += dt_backend_host_waits(be) - w0;
@@ -246,10 +246,10 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
     struct dt_hashpipe *hp = NULL;
     if (st == DT_OK) st = dt_hashpipe_create(&hp, m, NULL, false, true, err);
     for (int64_t s = 0; s < total && st == DT_OK; s++) {
-        dt_train_fill_batch(x, y, &ds.train, s_next++, B, exp->train.seed, 0, perm, &perm_epoch);
+        const struct dt_batch batch = dt_batch_stream_at(&bs.batches, bs.s++);
         float loss;
         double t0 = dt_now_s();
-        st = dt_dist_train(&dist, m, x, y, B, exp->train.shards, &sgd, pol, &loss);
+        st = dt_dist_train(&dist, m, &batch, B, exp->train.shards, &sgd, pol, &loss);
         dt_backend_synchronize(be);
         double t1 = dt_now_s();
         if (st == DT_OK) st = dt_hashpipe_submit(hp, s, loss, err);
@@ -290,16 +290,10 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
                "%.2f%% of step time (hash.async: on)\n",
                phm, psm, 100.0 * phm / (psm + phm));
     }
-    struct dt_bench_stream bs;
-    memset(&bs, 0, sizeof bs);
-    bs.train = &ds.train, bs.x = x, bs.y = y, bs.perm = perm, bs.perm_epoch = perm_epoch;
-    bs.s = s_next;
     if (st == DT_OK) st = bench_overhead(exp, opt, be, m, &bs, err);
     dt_dist_step_free(&bs.dist);
     dt_dist_step_free(&dist);
-    free(x);
-    free(y);
-    free(perm);
+    dt_batch_stream_free(&bs.batches);
     free(staging);
     free(td);
     free(step_ms);
@@ -307,6 +301,7 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
     free(pstep_ms);
     free(phash_ms);
     dt_model_destroy(m);
+    dt_backend_resident_free(be, train_set);
     dt_backend_destroy(be);
     dt_dataset_free(&ds);
     return st;

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 
+#include "harness/batches.h"
 #include "harness/config.h"
 #include "harness/dist.h"
 #include "harness/data.h"
@@ -28,10 +29,8 @@ struct dt_bench_options {
  * (dt_train_stop_requested, on any rank) ends it before the next step with DT_OK and the
  * flag set on every rank: the samples are then incomplete. */
 struct dt_bench_stream {
-    const struct dt_split *train;
-    float *x;
-    uint8_t *y;
-    int64_t *perm, perm_epoch, s;
+    struct dt_batch_stream batches;
+    int64_t s;
     struct dt_dist_step dist; /* the data-parallel step's buffers (dt_dist_step_free after) */
 };
 enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment *exp,

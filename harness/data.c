@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "core/fileio.h"
+#include "nets/gather_hd.h"
 
 /* ---- IDX format -------------------------------------------------------------------------- */
 
@@ -332,8 +333,9 @@ static enum dt_status fmnist_check_split(const struct dt_idx *img, const struct 
     return DT_OK;
 }
 
-/* Keep the first min(limit, N) examples (all when limit <= 0): pixels become byte / 255.0f,
- * labels move over from the IDX buffer. */
+/* Keep the first min(limit, N) examples (all when limit <= 0): pixels become byte / 255
+ * (dt_pixel_value, the rule a device gather follows too); bytes and labels move over from
+ * the IDX buffers. */
 static enum dt_status fmnist_fill_split(struct dt_split *out, struct dt_idx *img,
                                         struct dt_idx *lbl, int64_t limit, const char *img_path,
                                         struct dt_error *err)
@@ -346,10 +348,12 @@ static enum dt_status fmnist_fill_split(struct dt_split *out, struct dt_idx *img
     if (!x)
         return dt_error_set(err, DT_ERR_NOMEM, "%s: out of memory for %lld images as floats",
                             img_path, (long long)n);
-    for (size_t i = 0; i < count; i++) x[i] = (float)img->data[i] / 255.0f;
+    for (size_t i = 0; i < count; i++) x[i] = dt_pixel_value(img->data[i]);
     out->n = n;
     out->dim = dim;
     out->x = x;
+    out->pixels = img->data; /* the first n * dim bytes are the kept examples */
+    img->data = NULL;
     out->y = lbl->data; /* first n of its N labels are used */
     lbl->data = NULL;
     out->n_classes = FMNIST_CLASSES;
@@ -399,6 +403,7 @@ enum dt_status dt_dataset_load_fashion_mnist(struct dt_dataset *out, const char 
 static void split_free(struct dt_split *s)
 {
     free(s->x);
+    free(s->pixels);
     free(s->y);
     memset(s, 0, sizeof *s);
 }

@@ -29,7 +29,8 @@ void dt_idx_free(struct dt_idx *idx);
 struct dt_split {
     int64_t n;       /* examples */
     int64_t dim;     /* features per example (rows * cols) */
-    float *x;        /* n x dim, row-major, owned */
+    float *x;        /* n x dim, row-major, owned: dt_pixel_value of each byte */
+    uint8_t *pixels; /* n x dim bytes as read (owned), or NULL */
     uint8_t *y;      /* n labels, owned */
     int n_classes;   /* 10 */
 };

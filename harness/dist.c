@@ -342,7 +342,7 @@ float dt_dist_fixed_to_float(int64_t acc, int shift)
  * every rank (an all-reduce of the maximum, which has no order), the partials' exact int64
  * sum and one rounding, all as backend ops (nets/backend.h, dt_exact_*); with several ranks
  * the int64 sums are all-reduced between the conversion and the rounding. */
-static enum dt_status step_exact(struct dt_dist_step *d, const float *x, const uint8_t *y,
+static enum dt_status step_exact(struct dt_dist_step *d, const struct dt_batch *batch,
                                  int64_t B, int64_t S, const struct dt_policy *pol, float *loss)
 {
     struct dt_model *m = d->m;
@@ -355,7 +355,8 @@ static enum dt_status step_exact(struct dt_dist_step *d, const float *x, const u
     const int P = m->n_params;
     const struct dt_exact_layout L = {P, d->n, m->grad_first, s1 - s0, S};
     memset(d->loss_slots, 0, (size_t)S * sizeof(float));
-    enum dt_status st = dt_model_gradients_sharded(m, x + b0 * dim, y + b0, row[s1 - s0], B, &sh,
+    const struct dt_batch mine = dt_batch_from(batch, b0, dim);
+    enum dt_status st = dt_model_gradients_sharded(m, &mine, row[s1 - s0], B, &sh,
                                                    pol, d->loss_slots + s0);
     free(row);
     DT_FORWARD_IF_ERROR(agree_on_failure(d, st));
@@ -399,7 +400,7 @@ static enum dt_status step_exact(struct dt_dist_step *d, const float *x, const u
     return DT_OK;
 }
 
-static enum dt_status step_ranks(struct dt_dist_step *d, const float *x, const uint8_t *y,
+static enum dt_status step_ranks(struct dt_dist_step *d, const struct dt_batch *batch,
                                  int64_t B, int64_t S, const struct dt_policy *pol, float *loss)
 {
     struct dt_model *m = d->m;
@@ -407,7 +408,8 @@ static enum dt_status step_ranks(struct dt_dist_step *d, const float *x, const u
     const int64_t b0 = dt_dist_shard_row(B, S, dt_dist_rank_shard(S, N, r));
     const int64_t b1 = dt_dist_shard_row(B, S, dt_dist_rank_shard(S, N, r + 1));
     float l = NAN;
-    enum dt_status st = dt_model_gradients(m, x + b0 * m->in_dim, y + b0, b1 - b0, B, pol, &l);
+    const struct dt_batch mine_rows = dt_batch_from(batch, b0, m->in_dim);
+    enum dt_status st = dt_model_gradients(m, &mine_rows, b1 - b0, B, pol, &l);
     DT_FORWARD_IF_ERROR(agree_on_failure(d, st));
     float *mine = d->stage;
     const double rows = (double)(b1 - b0);
@@ -446,8 +448,8 @@ static enum dt_status step_ranks(struct dt_dist_step *d, const float *x, const u
     return DT_OK;
 }
 
-enum dt_status dt_dist_step(struct dt_dist_step *d, const float *x, const uint8_t *y,
-                            int64_t B, int64_t shards, const struct dt_sgd_options *opt,
+enum dt_status dt_dist_step(struct dt_dist_step *d, const struct dt_batch *batch, int64_t B,
+                            int64_t shards, const struct dt_sgd_options *opt,
                             const struct dt_policy *pol, float *loss)
 {
     struct dt_model *m = d->m;
@@ -459,24 +461,25 @@ enum dt_status dt_dist_step(struct dt_dist_step *d, const float *x, const uint8_
         DT_FORWARD_IF_ERROR(dt_dist_nccl_open(&d->nccl, m->be, &m->err));
     dt_model_begin_step(m);
     enum dt_status st = pol->reduction == DT_REDUCTION_EXACT
-                            ? step_exact(d, x, y, B, shards, pol, loss)
-                            : step_ranks(d, x, y, B, shards, pol, loss);
+                            ? step_exact(d, batch, B, shards, pol, loss)
+                            : step_ranks(d, batch, B, shards, pol, loss);
     if (st == DT_OK) st = dt_model_finish_gradients(m, pol); /* once, after the combination */
     if (st != DT_OK) return st;
     return dt_model_sgd(m, opt, pol);
 }
 
-enum dt_status dt_dist_train(struct dt_dist_step *d, struct dt_model *m, const float *x,
-                             const uint8_t *y, int64_t B, int64_t shards,
+enum dt_status dt_dist_train(struct dt_dist_step *d, struct dt_model *m,
+                             const struct dt_batch *batch, int64_t B, int64_t shards,
                              const struct dt_sgd_options *opt, const struct dt_policy *pol,
                              float *loss)
 {
-    if (!dt_dist_step_needed(m, pol)) return dt_model_train_step(m, x, y, B, opt, pol, loss);
+    if (!dt_dist_step_needed(m, pol))
+        return dt_model_train_step_batch(m, batch, B, opt, pol, loss);
     if (d->m != m || d->exact != (pol->reduction == DT_REDUCTION_EXACT)) {
         if (d->m) dt_dist_step_free(d);
         dt_dist_step_init(d, m, shards, pol);
     }
-    return dt_dist_step(d, x, y, B, shards, opt, pol, loss);
+    return dt_dist_step(d, batch, B, shards, opt, pol, loss);
 }
 
 /* ---- agreement after each step -------------------------------------------------------- */

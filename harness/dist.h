@@ -98,21 +98,21 @@ void dt_dist_step_init(struct dt_dist_step *d, struct dt_model *m, int64_t shard
                        const struct dt_policy *pol);
 void dt_dist_step_free(struct dt_dist_step *d);
 
-/* One training step of m on the global batch x (B, in_dim), y (B), every rank passing the
- * same batch: the rank's share, the combination across ranks under pol->reduction, then
+/* One training step of m on the global batch (B rows: host rows or resident indices,
+ * nets/model.h), every rank passing the same batch: the rank's share, the combination across ranks under pol->reduction, then
  * the update. *loss = the global batch's mean loss (the same value on every rank: exact
  * combines the shards' means in shard order, fixed the ranks' in rank order, unordered by
  * an all-reduce). A failure on any rank fails the step on every rank: a numeric one with
  * DT_ERR_NUMERIC and m->err naming the tensor (and the rank when it is another's). */
-enum dt_status dt_dist_step(struct dt_dist_step *d, const float *x, const uint8_t *y,
-                            int64_t B, int64_t shards, const struct dt_sgd_options *opt,
+enum dt_status dt_dist_step(struct dt_dist_step *d, const struct dt_batch *batch, int64_t B,
+                            int64_t shards, const struct dt_sgd_options *opt,
                             const struct dt_policy *pol, float *loss);
 
 /* The step every harness caller takes: dt_dist_step when dt_dist_step_needed (d set up
  * for m on first use; dt_dist_step_free it before m is destroyed), else
  * dt_model_train_step. */
-enum dt_status dt_dist_train(struct dt_dist_step *d, struct dt_model *m, const float *x,
-                             const uint8_t *y, int64_t B, int64_t shards,
+enum dt_status dt_dist_train(struct dt_dist_step *d, struct dt_model *m,
+                             const struct dt_batch *batch, int64_t B, int64_t shards,
                              const struct dt_sgd_options *opt, const struct dt_policy *pol,
                              float *loss);
 

@@ -25,6 +25,7 @@
 #include "harness/hashpipe.h"
 #include "harness/layout.h"
 #include "harness/algolog.h"
+#include "harness/batches.h"
 #include "harness/manifest.h"
 #include "harness/outdir.h"
 #include "harness/report.h"
@@ -94,25 +95,6 @@ struct dt_sgd_options dt_train_sgd_options(const struct dt_experiment *exp)
     return o;
 }
 
-void dt_train_fill_batch(float *x, uint8_t *y, const struct dt_split *split, int64_t s,
-                         int64_t B, uint64_t seed, uint64_t order_replica, int64_t *perm,
-                         int64_t *perm_epoch)
-{
-    for (int64_t i = 0; i < B; i++) {
-        int64_t pos = s * B + i; /* position in the endless stream of examples */
-        int64_t epoch = pos / split->n;
-        if (epoch != *perm_epoch) {
-            uint64_t key = dt_stream_key(seed, order_replica, DT_PURPOSE_DATA_ORDER,
-                                         (uint64_t)epoch, 0);
-            dt_shuffle_permutation(perm, split->n, key);
-            *perm_epoch = epoch;
-        }
-        int64_t idx = perm[pos % split->n];
-        memcpy(x + i * split->dim, split->x + idx * split->dim, (size_t)split->dim * sizeof(float));
-        y[i] = split->y[idx];
-    }
-}
-
 void dt_train_hash_model(uint8_t model_digest[DT_DIGEST_BYTES],
                          uint8_t (*tensor_digests)[DT_DIGEST_BYTES], struct dt_model *m,
                          float *staging)
@@ -139,6 +121,7 @@ struct run_ctx {
     const struct dt_run_options *opt;
     const struct dt_dataset *ds;
     struct dt_backend *be;
+    const struct dt_resident *train_set; /* the training split in backend memory, or NULL */
     /* progress line (a terminal only) */
     bool tty;
     int64_t steps_total, steps_done;
@@ -890,10 +873,8 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
     const struct dt_split *train = &c->ds->train, *test = &c->ds->test;
     const int64_t B = exp->train.batch, steps = exp->train.steps;
     const uint64_t seed = exp->train.seed;
-    float *x = dt_xmalloc((size_t)(B * train->dim) * sizeof(float));
-    uint8_t *y = dt_xmalloc((size_t)B);
-    int64_t *perm = dt_xmalloc((size_t)train->n * sizeof(int64_t));
-    int64_t perm_epoch = -1;
+    struct dt_batch_stream batches;
+    dt_batch_stream_init(&batches, train, c->train_set, B, seed, streams.order_stream);
     double *step_ms = dt_xcalloc((size_t)steps, sizeof(double));
     double *hash_ms = dt_xcalloc((size_t)steps + 1, sizeof(double));
     int64_t n_hash = 0;
@@ -963,11 +944,10 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
                      s - 1);
             break;
         }
-        dt_train_fill_batch(x, y, train, s - 1, B, seed, streams.order_stream, perm,
-                            &perm_epoch);
+        const struct dt_batch batch = dt_batch_stream_at(&batches, s - 1);
         float loss = NAN;
         double t0 = dt_now_s();
-        st = dt_dist_train(&dstep, m, x, y, B, exp->train.shards, &sgd, pol, &loss);
+        st = dt_dist_train(&dstep, m, &batch, B, exp->train.shards, &sgd, pol, &loss);
         dt_backend_synchronize(c->be); /* the step ends when the device has run it */
         step_ms[s - 1] = 1e3 * (dt_now_s() - t0);
         dt_algolog_step(&algos, s,
@@ -1120,9 +1100,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
 done:
     dt_algolog_free(&algos);
     free(notes);
-    free(x);
-    free(y);
-    free(perm);
+    dt_batch_stream_free(&batches);
     free(step_ms);
     free(hash_ms);
     dt_model_destroy(m);
@@ -1245,13 +1223,10 @@ static enum dt_status measure_overhead(struct run_ctx *c, struct dt_error *err)
     enum dt_status st = dt_train_build_model(&m, exp, c->be, c->ds->train.n, err);
     const struct dt_split *train = &c->ds->train;
     const int64_t B = exp->train.batch;
-    float *x = dt_xmalloc((size_t)(B * train->dim) * sizeof(float));
-    uint8_t *y = dt_xmalloc((size_t)B);
-    int64_t *perm = dt_xmalloc((size_t)train->n * sizeof(int64_t));
     double *ta = dt_xcalloc((size_t)n, sizeof(double)), *tb = dt_xcalloc((size_t)n, sizeof(double));
     struct dt_bench_stream bs;
     memset(&bs, 0, sizeof bs);
-    bs.train = train, bs.x = x, bs.y = y, bs.perm = perm, bs.perm_epoch = -1;
+    dt_batch_stream_init(&bs.batches, train, c->train_set, B, exp->train.seed, 0);
     if (st == DT_OK) dt_model_init(m, exp->train.seed, 0);
     for (int p = 0; p < exp->n_policies && st == DT_OK && !dt_train_stop_requested; p++) {
         const struct dt_policy *pol = &exp->policies[p];
@@ -1267,9 +1242,7 @@ static enum dt_status measure_overhead(struct run_ctx *c, struct dt_error *err)
     }
     if (fclose(f) != 0 && st == DT_OK)
         st = dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    free(x);
-    free(y);
-    free(perm);
+    dt_batch_stream_free(&bs.batches);
     free(ta);
     free(tb);
     dt_dist_step_free(&bs.dist);
@@ -1628,7 +1601,8 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
         return st;
     }
     const int n_cells = dt_cell_count(exp);
-    struct run_ctx c = {exp, opt, &ds, be, false, 0, 0, 0, 0, 0, 0, resume,
+    struct dt_resident *train_set = dt_batch_resident(be, &ds.train);
+    struct run_ctx c = {exp, opt, &ds, be, train_set, false, 0, 0, 0, 0, 0, 0, resume,
                         {false, false, 0, "", 0.0f}};
     c.tty = !opt->quiet && isatty(STDERR_FILENO);
     c.steps_total = (int64_t)n_cells * exp->replicas * exp->train.steps;
@@ -1657,6 +1631,7 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
         /* the others wait for rank 0's start below: they learn that it failed */
         if (multi && every_rank_ready) (void)dt_dist_max_status((int)st, NULL);
         dt_folder_lock_release(&lock);
+        dt_backend_resident_free(be, train_set);
         dt_backend_destroy(be);
         dt_dataset_free(&ds);
         return st;
@@ -1747,6 +1722,7 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
     arm_oom_manifest(NULL, NULL, NULL, 0);
     dt_strbuf_free(&sb);
     free(results);
+    dt_backend_resident_free(be, train_set);
     dt_backend_destroy(be);
     dt_dataset_free(&ds);
     dt_folder_lock_release(&lock);

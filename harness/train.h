@@ -87,13 +87,6 @@ enum dt_status dt_train_build_model(struct dt_model **m, const struct dt_experim
  * builds, every 16th otherwise). */
 int64_t dt_train_lfsr_check_every(const struct dt_experiment *exp);
 
-/* The host batch for step index s (0-based): rows of x and labels y, following the
- * per-epoch permutation of the data_order stream. `perm`/`perm_epoch` cache the current
- * epoch's permutation (perm holds split->n entries; *perm_epoch starts at -1). */
-void dt_train_fill_batch(float *x, uint8_t *y, const struct dt_split *split, int64_t s,
-                         int64_t B, uint64_t seed, uint64_t order_replica, int64_t *perm,
-                         int64_t *perm_epoch);
-
 /* Hash every parameter (downloading when the backend's memory is not host memory):
  * per-tensor digests into `tensor_digests` (n_params x 32 bytes) and the model digest. */
 void dt_train_hash_model(uint8_t model_digest[DT_DIGEST_BYTES],

@@ -155,6 +155,32 @@ void dt_backend_synchronize(struct dt_backend *be)
 
 int64_t dt_backend_host_waits(const struct dt_backend *be) { return be->host_waits; }
 
+/* ---- the resident training set (version 11) ------------------------------------------ */
+
+#define HAS_OP11(be, member) ((be)->ops->version >= 11 && (be)->ops->member)
+
+struct dt_resident *dt_backend_resident_create(struct dt_backend *be,
+                                               const struct dt_resident_src *src)
+{
+    DT_ASSERT(src && src->n >= 1 && src->dim >= 1 && src->labels &&
+              (src->pixels || src->values));
+    if (!HAS_OP11(be, resident_create)) return NULL;
+    DT_ASSERT(be->ops->resident_free && be->ops->gather);
+    return be->ops->resident_create(be, src);
+}
+
+void dt_backend_resident_free(struct dt_backend *be, struct dt_resident *set)
+{
+    if (set) be->ops->resident_free(be, set);
+}
+
+void dt_backend_gather(struct dt_backend *be, float *x, int32_t *labels,
+                       const struct dt_resident *set, const int64_t *idx, int64_t B)
+{
+    DT_ASSERT(x && labels && set && idx && B >= 1);
+    be->ops->gather(be, x, labels, set, idx, B);
+}
+
 void *dt_backend_host_alloc(struct dt_backend *be, size_t bytes)
 {
     if (HAS_OP5(be, host_alloc)) return be->ops->host_alloc(be, bytes);

@@ -73,6 +73,32 @@ void dt_backend_synchronize(struct dt_backend *be);
  * exact reduction must add none; a step should need one). */
 int64_t dt_backend_host_waits(const struct dt_backend *be);
 
+/* ---- the training set resident in backend memory (issue 21, item 2) -------------------
+ * A dataset held by the backend once, so each training batch is gathered (and, from pixel
+ * bytes, converted: dt_pixel_value, nets/gather_hd.h) by the backend from the batch's
+ * example indices: no batch upload from pageable host memory in a step. The source: n
+ * examples of `dim` features as pixel bytes (pixels, n * dim) and/or their float values
+ * (values, n * dim, each dt_pixel_value of its byte when both are given), and n labels.
+ * The CPU backend borrows values and labels (they must outlive the set); the CUDA backend
+ * copies the bytes (4x fewer than floats; the values when there are no bytes) and labels
+ * to the device once. NULL: the backend keeps no resident set (host batches then). */
+struct dt_resident;
+struct dt_resident_src {
+    int64_t n, dim;
+    const uint8_t *pixels; /* may be NULL */
+    const float *values;   /* may be NULL when pixels are given */
+    const uint8_t *labels;
+};
+struct dt_resident *dt_backend_resident_create(struct dt_backend *be,
+                                               const struct dt_resident_src *src);
+void dt_backend_resident_free(struct dt_backend *be, struct dt_resident *set);
+/* x (B, dim) and labels (B), backend memory: row b = example idx[b] of set (idx: a host
+ * array of B indices < n, read before the call returns). The bits of copying the host
+ * rows. On CUDA: the indices go through pinned memory, one asynchronous copy and one
+ * kernel, no wait. */
+void dt_backend_gather(struct dt_backend *be, float *x, int32_t *labels,
+                       const struct dt_resident *set, const int64_t *idx, int64_t B);
+
 /* Host memory the backend copies into fastest: pinned on CUDA (so a device-to-host copy
  * can run while the host goes on), plain malloc on the CPU. Aborts when memory runs out. */
 void *dt_backend_host_alloc(struct dt_backend *be, size_t bytes);

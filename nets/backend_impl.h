@@ -5,7 +5,7 @@
 
 #include "nets/backend.h"
 
-#define DT_BACKEND_OPS_VERSION 10
+#define DT_BACKEND_OPS_VERSION 11
 
 struct dt_backend_ops {
     int version;
@@ -131,6 +131,12 @@ struct dt_backend_ops {
     enum dt_status (*dense_backward_weight_shards)(struct dt_backend *, float *, const float *,
                                                    const float *, int64_t, int64_t, int64_t,
                                                    const struct dt_policy *);
+    /* version 11: the resident training set (optional, all three or none: NULL = host
+     * batches, nets/backend.h) */
+    struct dt_resident *(*resident_create)(struct dt_backend *, const struct dt_resident_src *);
+    void (*resident_free)(struct dt_backend *, struct dt_resident *);
+    void (*gather)(struct dt_backend *, float *, int32_t *, const struct dt_resident *,
+                   const int64_t *, int64_t);
 };
 
 struct dt_backend {

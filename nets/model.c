@@ -115,12 +115,32 @@ void dt_model_load_batch(struct dt_model *m, const float *x, const uint8_t *y, i
     if (labels != lab) free(labels);
 }
 
-enum dt_status dt_model_gradients(struct dt_model *m, const float *x, const uint8_t *y,
-                                  int64_t B, int64_t denom, const struct dt_policy *pol,
-                                  float *loss)
+struct dt_batch dt_batch_from(const struct dt_batch *b, int64_t b0, int64_t in_dim)
+{
+    struct dt_batch r = *b;
+    if (r.set) {
+        r.idx += b0;
+    } else {
+        r.x += b0 * in_dim;
+        r.y += b0;
+    }
+    return r;
+}
+
+void dt_model_load(struct dt_model *m, const struct dt_batch *b, int64_t B)
+{
+    DT_ASSERT(B >= 1 && B <= m->max_batch);
+    if (b->set)
+        dt_backend_gather(m->be, m->x, m->labels, b->set, b->idx, B);
+    else
+        dt_model_load_batch(m, b->x, b->y, B);
+}
+
+enum dt_status dt_model_gradients(struct dt_model *m, const struct dt_batch *b, int64_t B,
+                                  int64_t denom, const struct dt_policy *pol, float *loss)
 {
     DT_ASSERT(dt_model_splits_step(m) && denom >= B && B >= 1);
-    dt_model_load_batch(m, x, y, B);
+    dt_model_load(m, b, B);
     if (m->ops->gradients) return m->ops->gradients(m, B, denom, NULL, pol, loss);
     DT_FORWARD_IF_ERROR(m->ops->forward(m, B, pol));
     DT_FORWARD_IF_ERROR(dt_softmax_xent_forward(m->be, m->probs, loss, NULL, m->logits,
@@ -149,7 +169,7 @@ void dt_model_grad_slots(struct dt_model *m, int64_t slots)
         m->params[i].g = m->grad_pack + slots * m->grad_first[i];
 }
 
-enum dt_status dt_model_gradients_sharded(struct dt_model *m, const float *x, const uint8_t *y,
+enum dt_status dt_model_gradients_sharded(struct dt_model *m, const struct dt_batch *b,
                                           int64_t B, int64_t denom,
                                           const struct dt_shards *sh,
                                           const struct dt_policy *pol, float *loss_slots)
@@ -157,7 +177,7 @@ enum dt_status dt_model_gradients_sharded(struct dt_model *m, const float *x, co
     DT_ASSERT(dt_model_splits_step(m) && denom >= B && B >= 1);
     DT_ASSERT(pol->reduction == DT_REDUCTION_EXACT && sh->count >= 1 &&
               sh->count == m->grad_slots && sh->row[sh->count] == B);
-    dt_model_load_batch(m, x, y, B);
+    dt_model_load(m, b, B);
     dt_backend_set_shards(m->be, sh);
     if (m->ops->gradients) {
         enum dt_status st = m->ops->gradients(m, B, denom, sh, pol, loss_slots);
@@ -204,17 +224,25 @@ void dt_model_begin_step(struct dt_model *m)
     m->err.msg[0] = '\0';
 }
 
+enum dt_status dt_model_train_step_batch(struct dt_model *m, const struct dt_batch *b, int64_t B,
+                                         const struct dt_sgd_options *opt,
+                                         const struct dt_policy *pol, float *loss)
+{
+    dt_model_begin_step(m);
+    if (m->ops->train_step) {
+        dt_model_load(m, b, B);
+        return m->ops->train_step(m, B, opt, pol, loss);
+    }
+    DT_FORWARD_IF_ERROR(dt_model_gradients(m, b, B, B, pol, loss));
+    return dt_model_sgd(m, opt, pol);
+}
+
 enum dt_status dt_model_train_step(struct dt_model *m, const float *x, const uint8_t *y,
                                    int64_t B, const struct dt_sgd_options *opt,
                                    const struct dt_policy *pol, float *loss)
 {
-    dt_model_begin_step(m);
-    if (m->ops->train_step) {
-        dt_model_load_batch(m, x, y, B);
-        return m->ops->train_step(m, B, opt, pol, loss);
-    }
-    DT_FORWARD_IF_ERROR(dt_model_gradients(m, x, y, B, B, pol, loss));
-    return dt_model_sgd(m, opt, pol);
+    const struct dt_batch b = {.x = x, .y = y};
+    return dt_model_train_step_batch(m, &b, B, opt, pol, loss);
 }
 
 void dt_ece_add(struct dt_ece_bins *b, double confidence, bool correct)

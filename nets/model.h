@@ -133,6 +133,19 @@ void dt_model_init(struct dt_model *m, uint64_t seed, uint64_t init_replica);
 /* Copy a host batch x (B, in_dim), y (B) into m->x and m->labels. */
 void dt_model_load_batch(struct dt_model *m, const float *x, const uint8_t *y, int64_t B);
 
+/* A training batch: host rows (x (B, in_dim), y (B)), or the examples idx[0, B) of a set
+ * resident in the backend (set != NULL: dt_backend_gather, no upload from pageable
+ * memory). The same bits either way. dt_batch_from: the batch's rows from row b0 on. */
+struct dt_batch {
+    const float *x;
+    const uint8_t *y;
+    const struct dt_resident *set;
+    const int64_t *idx;
+};
+struct dt_batch dt_batch_from(const struct dt_batch *b, int64_t b0, int64_t in_dim);
+/* m->x and m->labels = the batch's first B rows. */
+void dt_model_load(struct dt_model *m, const struct dt_batch *b, int64_t B);
+
 /* One SGD step on a host batch x (B, in_dim), y (B). *loss = the batch's mean loss
  * (computed on the weights before the update; for a Bayesian model the mean over its
  * Monte Carlo samples of the data term). Increments m->step first. On failure, m->err
@@ -140,12 +153,16 @@ void dt_model_load_batch(struct dt_model *m, const float *x, const uint8_t *y, i
 enum dt_status dt_model_train_step(struct dt_model *m, const float *x, const uint8_t *y,
                                    int64_t B, const struct dt_sgd_options *opt,
                                    const struct dt_policy *pol, float *loss);
+/* The same on any batch (host or resident rows). */
+enum dt_status dt_model_train_step_batch(struct dt_model *m, const struct dt_batch *b, int64_t B,
+                                         const struct dt_sgd_options *opt,
+                                         const struct dt_policy *pol, float *loss);
 
 /* The pieces of a step, for data-parallel steps (harness/dist.h) that combine several
  * gradient computations before one update. Only for kinds that split their step
  * (dt_model_splits_step).
  * begin_step: m->step++ and m->err cleared (once per step).
- * gradients: forward, loss and backward on a host batch x (B, in_dim), y (B), every g
+ * gradients: forward, loss and backward on the batch's B rows (struct dt_batch), every g
  *   filled with the gradient of (sum of the B examples' losses) / denom -- denom is the
  *   global batch when these rows are a shard of it (denom >= B); *loss = the B rows' mean.
  * sgd: the update of every parameter from its g. */
@@ -153,9 +170,8 @@ void dt_model_begin_step(struct dt_model *m);
 /* Whether the kind's gradients can be computed apart from its update: true for kinds
  * without their own train_step and for those with ops->gradients. */
 bool dt_model_splits_step(const struct dt_model *m);
-enum dt_status dt_model_gradients(struct dt_model *m, const float *x, const uint8_t *y,
-                                  int64_t B, int64_t denom, const struct dt_policy *pol,
-                                  float *loss);
+enum dt_status dt_model_gradients(struct dt_model *m, const struct dt_batch *b, int64_t B,
+                                  int64_t denom, const struct dt_policy *pol, float *loss);
 enum dt_status dt_model_sgd(struct dt_model *m, const struct dt_sgd_options *opt,
                             const struct dt_policy *pol);
 /* After the gradients of every shard and rank were combined, before dt_model_sgd: the
@@ -166,12 +182,12 @@ enum dt_status dt_model_finish_gradients(struct dt_model *m, const struct dt_pol
  * for `slots` partials of n floats, packed in m->grad_pack (param i at slots *
  * grad_first[i]); g itself points at slot 0, where the final gradient lands. Keeps the
  * layout when slots is unchanged.
- * gradients_sharded: forward, loss and backward ONCE over the host batch x (B, in_dim),
- * y (B) cut into sh's shards (row[count] == B; sh->count == grad_slots); slot k of every
+ * gradients_sharded: forward, loss and backward ONCE over the batch's B rows cut into
+ * sh's shards (row[count] == B; sh->count == grad_slots); slot k of every
  * g = the gradient of (sum of shard k's losses) / denom -- the bits of dt_model_gradients
  * on shard k's rows alone -- and loss_slots[k] = shard k's mean loss. */
 void dt_model_grad_slots(struct dt_model *m, int64_t slots);
-enum dt_status dt_model_gradients_sharded(struct dt_model *m, const float *x, const uint8_t *y,
+enum dt_status dt_model_gradients_sharded(struct dt_model *m, const struct dt_batch *b,
                                           int64_t B, int64_t denom,
                                           const struct dt_shards *sh,
                                           const struct dt_policy *pol, float *loss_slots);

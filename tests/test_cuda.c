@@ -189,5 +189,63 @@ DT_TEST(missing_op_named)
     dt_backend_destroy(c);
 }
 
+/* The resident training set (issue 21, item 2): batches gathered on the device -- from
+ * pixel bytes (converted by the kernel) and from float values -- are the CPU backend's
+ * bits for every block size, labels too; after a step's synchronisation the next two
+ * gathers (one per index buffer) wait for nothing (host waits counted by the backend). */
+DT_TEST(resident_gather_parity)
+{
+    struct dt_backend *g = gpu_or_skip(), *c = cpu(1);
+    const int64_t n = 1000, dim = 784, B = 300;
+    uint8_t *pix = dt_xmalloc((size_t)(n * dim)), *lab = dt_xmalloc((size_t)n);
+    float *val = dt_xmalloc((size_t)(n * dim) * sizeof(float));
+    for (int64_t i = 0; i < n * dim; i++) {
+        pix[i] = (uint8_t)((i * 2654435761u) >> 13);
+        val[i] = (float)pix[i] / 255.0f;
+    }
+    for (int64_t i = 0; i < n; i++) lab[i] = (uint8_t)(i % 10);
+    int64_t idx[300];
+    for (int64_t b = 0; b < B; b++) idx[b] = (b * 7919 + 13) % n;
+    const struct dt_resident_src both = {n, dim, pix, val, lab}, vals = {n, dim, NULL, val, lab};
+    struct dt_resident *cs = dt_backend_resident_create(c, &both);
+    float *cx = dt_xmalloc((size_t)(B * dim) * sizeof(float));
+    int32_t *cl = dt_xmalloc((size_t)B * sizeof(int32_t)), *gl = dt_xmalloc((size_t)B * 4);
+    dt_backend_gather(c, cx, cl, cs, idx, B);
+    const struct dt_resident_src *srcs[2] = {&both, &vals};
+    const int blocks[] = {32, 256, 1024};
+    for (int k = 0; k < 2; k++) {
+        struct dt_resident *gs = dt_backend_resident_create(g, srcs[k]);
+        CHECK(gs != NULL);
+        float *gx = dt_backend_alloc(g, (size_t)(B * dim) * sizeof(float));
+        int32_t *glab = dt_backend_alloc(g, (size_t)B * sizeof(int32_t));
+        for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
+#ifdef DETRAIN_HAVE_CUDA_TOOLKIT
+            dt_cuda_set_block_size(blocks[bi]);
+#endif
+            poison(g, gx, B * dim);
+            dt_backend_gather(g, gx, glab, gs, idx, B); /* the first may size its buffers */
+            dt_backend_synchronize(g); /* as at a step's end: both index buffers are free */
+            const int64_t w0 = dt_backend_host_waits(g);
+            dt_backend_gather(g, gx, glab, gs, idx, B);
+            dt_backend_gather(g, gx, glab, gs, idx, B);
+            CHECK_INT_EQ(dt_backend_host_waits(g) - w0, 0);
+            CHECK(same_bits(g, gx, cx, B * dim, k == 0 ? "gather (bytes)" : "gather (values)"));
+            dt_backend_download(g, gl, glab, (size_t)B * sizeof(int32_t));
+            CHECK(memcmp(gl, cl, (size_t)B * sizeof(int32_t)) == 0);
+        }
+        dt_backend_free(g, gx);
+        dt_backend_free(g, glab);
+        dt_backend_resident_free(g, gs);
+    }
+#ifdef DETRAIN_HAVE_CUDA_TOOLKIT
+    dt_cuda_set_block_size(0);
+#endif
+    dt_backend_resident_free(c, cs);
+    free(pix), free(lab), free(val), free(cx), free(cl), free(gl);
+    dt_backend_destroy(g);
+    dt_backend_destroy(c);
+}
+
 DT_TEST_MAIN(DT_CASE(create_or_clear_error), DT_CASE(elementwise_parity),
-             DT_CASE(missing_op_named), DT_CASE(first_nonfinite_parity))
+             DT_CASE(missing_op_named), DT_CASE(first_nonfinite_parity),
+             DT_CASE(resident_gather_parity))

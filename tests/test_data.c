@@ -4,9 +4,12 @@
  * parallel and no binaries live in the repository. */
 #include "tests/check.h"
 
+#include "harness/batches.h"
 #include "harness/data.h"
+#include "nets/gather_hd.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -786,6 +789,106 @@ DT_TEST(dataset_real)
     dt_dataset_free(&ds);
 }
 
+/* ---- batches gathered from the resident set (harness/batches.h, nets/gather_hd.h) -------- */
+
+/* Every byte's value is the correctly rounded quotient byte / 255 -- what IEEE division
+ * gives on the host and on a CUDA device without fast-math -- checked exactly: f * 255 is
+ * exact in double (24 + 8 bits), so |f * 255 - byte| compares f with its two neighbours.
+ * Negative control: byte * (1 / 255), the "same" formula, differs for some byte. */
+DT_TEST(pixel_value_quotient)
+{
+    int differ = 0;
+    for (int b = 0; b < 256; b++) {
+        const float f = dt_pixel_value((uint8_t)b);
+        const double e = fabs((double)f * 255.0 - b);
+        CHECK(e <= fabs((double)nextafterf(f, 2.0f) * 255.0 - b));
+        CHECK(e <= fabs((double)nextafterf(f, -1.0f) * 255.0 - b));
+        CHECK(f == ((float)b / 255.0f));
+        differ += (float)b * (1.0f / 255.0f) != f;
+    }
+    CHECK(differ > 0);
+}
+
+/* Host emulation of the device gather (dt_gather_elem per element, from the pixel bytes
+ * and from the float values) against the host batch rows, element by element, on batches
+ * that cross an epoch; the labels too. */
+DT_TEST(gather_emulation)
+{
+    char dir[1024];
+    case_dir(dir, sizeof dir, "gather_emulation");
+    struct fake_fmnist f = fake_default();
+    write_fake_fmnist(dir, &f);
+    struct dt_dataset ds = {0};
+    struct dt_error err = {0};
+    CHECK_INT_EQ(dt_dataset_load_fashion_mnist(&ds, dir, 0, 0, &err), DT_OK);
+    const struct dt_split *sp = &ds.train;
+    CHECK(sp->pixels != NULL);
+    const int64_t B = 13, dim = sp->dim; /* 20 examples: step 1 crosses into epoch 1 */
+    struct dt_batch_stream host;
+    dt_batch_stream_init(&host, sp, NULL, B, 7, 3);
+    int64_t idx[13], perm[20], epoch = -1;
+    for (int64_t s = 0; s < 4; s++) {
+        const struct dt_batch b = dt_batch_stream_at(&host, s);
+        dt_batch_indices(idx, sp->n, s, B, 7, 3, perm, &epoch);
+        int64_t bad = 0;
+        for (int64_t e = 0; e < B * dim; e++) {
+            const float from_bytes = dt_gather_elem(sp->pixels, NULL, idx, dim, e);
+            const float from_values = dt_gather_elem(NULL, sp->x, idx, dim, e);
+            bad += memcmp(&from_bytes, &b.x[e], sizeof(float)) != 0;
+            bad += memcmp(&from_values, &b.x[e], sizeof(float)) != 0;
+        }
+        CHECK_INT_EQ(bad, 0);
+        for (int64_t r = 0; r < B; r++) CHECK_INT_EQ(b.y[r], sp->y[idx[r]]);
+    }
+    dt_batch_stream_free(&host);
+    dt_dataset_free(&ds);
+}
+
+/* The CPU backend's resident set gives the host batch's bits, from the values (borrowed)
+ * or from the bytes alone (converted once); a dropped row or a wrong conversion fails. */
+DT_TEST(resident_batches_cpu)
+{
+    char dir[1024];
+    case_dir(dir, sizeof dir, "resident_batches_cpu");
+    struct fake_fmnist f = fake_default();
+    write_fake_fmnist(dir, &f);
+    struct dt_dataset ds = {0};
+    struct dt_error err = {0};
+    CHECK_INT_EQ(dt_dataset_load_fashion_mnist(&ds, dir, 0, 0, &err), DT_OK);
+    struct dt_backend *be = NULL;
+    const struct dt_backend_options opt = {DT_BACKEND_CPU, 1, 0};
+    CHECK_INT_EQ(dt_backend_create(&be, &opt, &err), DT_OK);
+    const struct dt_split *sp = &ds.train;
+    const int64_t B = 9, dim = sp->dim;
+    const struct dt_resident_src from_bytes = {sp->n, dim, sp->pixels, NULL, sp->y};
+    struct dt_resident *sets[2] = {dt_batch_resident(be, sp),
+                                   dt_backend_resident_create(be, &from_bytes)};
+    float *x = dt_backend_alloc(be, (size_t)(B * dim) * sizeof(float));
+    int32_t *lab = dt_backend_alloc(be, (size_t)B * sizeof(int32_t));
+    for (int k = 0; k < 2; k++) {
+        CHECK(sets[k] != NULL);
+        struct dt_batch_stream host, res;
+        dt_batch_stream_init(&host, sp, NULL, B, 11, 0);
+        dt_batch_stream_init(&res, sp, sets[k], B, 11, 0);
+        for (int64_t s = 0; s < 5; s++) {
+            const struct dt_batch h = dt_batch_stream_at(&host, s);
+            const struct dt_batch r = dt_batch_stream_at(&res, s);
+            CHECK(r.set == sets[k] && r.x == NULL);
+            for (int64_t e = 0; e < B * dim; e++) x[e] = NAN;
+            dt_backend_gather(be, x, lab, r.set, r.idx, B);
+            CHECK(memcmp(x, h.x, (size_t)(B * dim) * sizeof(float)) == 0);
+            for (int64_t i = 0; i < B; i++) CHECK_INT_EQ(lab[i], h.y[i]);
+        }
+        dt_batch_stream_free(&host);
+        dt_batch_stream_free(&res);
+        dt_backend_resident_free(be, sets[k]);
+    }
+    dt_backend_free(be, x);
+    dt_backend_free(be, lab);
+    dt_backend_destroy(be);
+    dt_dataset_free(&ds);
+}
+
 DT_TEST_MAIN(DT_CASE(idx3_plain), DT_CASE(idx3_gzip), DT_CASE(idx1_plain), DT_CASE(idx1_gzip),
              DT_CASE(truncated_payload), DT_CASE(truncated_header), DT_CASE(empty_file),
              DT_CASE(bad_magic), DT_CASE(bad_type), DT_CASE(wrong_ndim), DT_CASE(zero_dim),
@@ -793,4 +896,5 @@ DT_TEST_MAIN(DT_CASE(idx3_plain), DT_CASE(idx3_gzip), DT_CASE(idx1_plain), DT_CA
              DT_CASE(missing_file), DT_CASE(free_safe), DT_CASE(dataset_load),
              DT_CASE(dataset_limits), DT_CASE(dataset_count_mismatch), DT_CASE(dataset_bad_label),
              DT_CASE(dataset_bad_shape), DT_CASE(dataset_missing_file), DT_CASE(dataset_env),
-             DT_CASE(dataset_real))
+             DT_CASE(dataset_real), DT_CASE(pixel_value_quotient), DT_CASE(gather_emulation),
+             DT_CASE(resident_batches_cpu))

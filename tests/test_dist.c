@@ -401,7 +401,8 @@ DT_TEST(bnn_kl_counted_once)
         struct dt_dist_step d;
         dt_dist_step_init(&d, m, S, &pol);
         float loss = 0.0f;
-        CHECK_INT_EQ(dt_dist_step(&d, x, y, B, S, &sgd, &pol, &loss), DT_OK);
+        const struct dt_batch batch = {.x = x, .y = y};
+        CHECK_INT_EQ(dt_dist_step(&d, &batch, B, S, &sgd, &pol, &loss), DT_OK);
         CHECK(isfinite(loss) && loss > 0.0f);
         for (int i = 0; i < 4; i++) {
             g[run][i] = dt_xmalloc((size_t)n[i] * sizeof(float));

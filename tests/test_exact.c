@@ -398,7 +398,8 @@ static void pass_per_shard(struct dt_model *m, const float *x, const uint8_t *y,
     for (int64_t s = 0; s < S; s++) {
         const int64_t b0 = s * B / S, b1 = (s + 1) * B / S;
         float l;
-        CHECK(dt_model_gradients(m, x + b0 * m->in_dim, y + b0, b1 - b0, B, pol, &l) == DT_OK);
+        const struct dt_batch rows = {.x = x + b0 * m->in_dim, .y = y + b0};
+        CHECK(dt_model_gradients(m, &rows, b1 - b0, B, pol, &l) == DT_OK);
         download_grads(m, stage + s * total);
         lsum += (double)l * (double)(b1 - b0);
     }
@@ -441,8 +442,9 @@ static void one_pass_ranks(struct dt_model *m, const float *x, const uint8_t *y,
             for (int i = 0; i < P; i++) n[i] = m->params[i].n;
             const struct dt_exact_layout Ln = {P, n, m->grad_first, held, S};
             if (pass == 0) {
-                CHECK(dt_model_gradients_sharded(m, x + b0 * m->in_dim, y + b0, row[held], B, &sh,
-                                                 pol, loss_slots + s0) == DT_OK);
+                const struct dt_batch rows = {.x = x + b0 * m->in_dim, .y = y + b0};
+                CHECK(dt_model_gradients_sharded(m, &rows, row[held], B, &sh, pol,
+                                                 loss_slots + s0) == DT_OK);
                 packs[r] = host_of(m->be, m->grad_pack, held * total);
                 CHECK(dt_exact_max(m->be, mb, m->grad_pack, &Ln) == DT_OK);
                 dt_backend_download(m->be, hm, mb, (size_t)P * sizeof *hm);

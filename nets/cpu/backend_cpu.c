@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "nets/cpu/cpu.h"
+#include "nets/gather_hd.h"
 #include "nets/seed.h"
 
 /* OpenBLAS's thread control (declared in its cblas.h as openblas_set_num_threads). */
@@ -154,6 +155,48 @@ static void cpu_copy_out_begin(struct dt_backend *be, int64_t ticket, void *host
     }
 }
 
+/* The resident set: the host's float values, borrowed (converted once when only bytes are
+ * given); a gather copies rows, the bits of the host batch. */
+struct dt_resident {
+    int64_t n, dim;
+    const float *values;
+    float *owned; /* values converted from pixels, or NULL */
+    const uint8_t *labels;
+};
+
+static struct dt_resident *cpu_resident_create(struct dt_backend *be,
+                                               const struct dt_resident_src *src)
+{
+    (void)be;
+    struct dt_resident *r = dt_xcalloc(1, sizeof *r);
+    r->n = src->n, r->dim = src->dim, r->labels = src->labels, r->values = src->values;
+    if (!r->values) {
+        const int64_t count = src->n * src->dim;
+        r->owned = dt_xmalloc((size_t)count * sizeof(float));
+        for (int64_t i = 0; i < count; i++) r->owned[i] = dt_pixel_value(src->pixels[i]);
+        r->values = r->owned;
+    }
+    return r;
+}
+
+static void cpu_resident_free(struct dt_backend *be, struct dt_resident *r)
+{
+    (void)be;
+    free(r->owned);
+    free(r);
+}
+
+static void cpu_gather(struct dt_backend *be, float *x, int32_t *labels,
+                       const struct dt_resident *r, const int64_t *idx, int64_t B)
+{
+    (void)be;
+    for (int64_t b = 0; b < B; b++) {
+        DT_ASSERT(idx[b] >= 0 && idx[b] < r->n);
+        memcpy(x + b * r->dim, r->values + idx[b] * r->dim, (size_t)r->dim * sizeof(float));
+        labels[b] = r->labels[idx[b]];
+    }
+}
+
 const struct dt_backend_ops dt_backend_cpu_ops = {
     .version = DT_BACKEND_OPS_VERSION,
     .name = "cpu",
@@ -197,4 +240,7 @@ const struct dt_backend_ops dt_backend_cpu_ops = {
     .exact_sum = dt_cpu_exact_sum,
     .bias_backward_shards = dt_cpu_bias_backward_shards,
     .dense_backward_weight_shards = dt_cpu_dense_backward_weight_shards,
+    .resident_create = cpu_resident_create,
+    .resident_free = cpu_resident_free,
+    .gather = cpu_gather,
 };

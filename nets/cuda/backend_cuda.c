@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/util.h"
 #include "nets/cuda/cuda.h"
@@ -319,6 +320,95 @@ enum dt_status dt_cuda_sgd_update_op(struct dt_backend *be, float *w, float *v, 
         "sgd_update");
 }
 
+/* ---- the resident training set (nets/backend.h; kernel in gather.cu) -------------------
+ * Pixel bytes (or float values) and labels on the device, copied once. A gather writes
+ * the batch's indices into one of two pinned buffers, copies them to the device
+ * asynchronously and launches the kernel: no wait, unless the copy from that buffer two
+ * gathers ago has not run yet (a host wait then, counted). */
+#define GATHER_RING 2
+struct dt_resident {
+    int64_t n, dim;
+    uint8_t *pixels; /* device, n * dim, or NULL */
+    float *values;   /* device, n * dim, when there are no pixels */
+    uint8_t *labels; /* device, n */
+    int64_t *idx_dev, *idx_host[GATHER_RING]; /* capacity cap each */
+    int64_t cap, turn;
+    cudaEvent_t copied[GATHER_RING];
+};
+
+static struct dt_resident *cuda_resident_create(struct dt_backend *be,
+                                                const struct dt_resident_src *src)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    cudaStream_t s = (cudaStream_t)c->stream;
+    struct dt_resident *r = dt_xcalloc(1, sizeof *r);
+    r->n = src->n, r->dim = src->dim;
+    const size_t count = (size_t)(src->n * src->dim);
+    if (src->pixels) {
+        DT_CUDA_CHECK(cudaMalloc((void **)&r->pixels, count));
+        DT_CUDA_CHECK(cudaMemcpyAsync(r->pixels, src->pixels, count, cudaMemcpyHostToDevice, s));
+    } else {
+        DT_CUDA_CHECK(cudaMalloc((void **)&r->values, count * sizeof(float)));
+        DT_CUDA_CHECK(cudaMemcpyAsync(r->values, src->values, count * sizeof(float),
+                                      cudaMemcpyHostToDevice, s));
+    }
+    DT_CUDA_CHECK(cudaMalloc((void **)&r->labels, (size_t)src->n));
+    DT_CUDA_CHECK(cudaMemcpyAsync(r->labels, src->labels, (size_t)src->n,
+                                  cudaMemcpyHostToDevice, s));
+    for (int i = 0; i < GATHER_RING; i++)
+        DT_CUDA_CHECK(cudaEventCreateWithFlags(&r->copied[i], cudaEventDisableTiming));
+    dt_cuda_sync(be); /* once per set, before the first step */
+    return r;
+}
+
+static void cuda_resident_free(struct dt_backend *be, struct dt_resident *r)
+{
+    dt_cuda_sync(be);
+    cudaFree(r->pixels);
+    cudaFree(r->values);
+    cudaFree(r->labels);
+    cudaFree(r->idx_dev);
+    for (int i = 0; i < GATHER_RING; i++) {
+        if (r->idx_host[i]) cudaFreeHost(r->idx_host[i]);
+        cudaEventDestroy(r->copied[i]);
+    }
+    free(r);
+}
+
+static void cuda_gather(struct dt_backend *be, float *x, int32_t *labels,
+                        const struct dt_resident *set, const int64_t *idx, int64_t B)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    cudaStream_t s = (cudaStream_t)c->stream;
+    struct dt_resident *r = (struct dt_resident *)set; /* its index buffers change */
+    for (int64_t b = 0; b < B; b++) DT_ASSERT(idx[b] >= 0 && idx[b] < r->n);
+    if (B > r->cap) { /* first use, or a larger batch: regrow (queued copies done first) */
+        dt_cuda_sync(be);
+        cudaFree(r->idx_dev);
+        DT_CUDA_CHECK(cudaMalloc((void **)&r->idx_dev, (size_t)B * sizeof(int64_t)));
+        for (int i = 0; i < GATHER_RING; i++) {
+            if (r->idx_host[i]) DT_CUDA_CHECK(cudaFreeHost(r->idx_host[i]));
+            DT_CUDA_CHECK(cudaMallocHost((void **)&r->idx_host[i], (size_t)B * sizeof(int64_t)));
+        }
+        r->cap = B;
+    }
+    const int k = (int)(r->turn++ % GATHER_RING);
+    if (r->turn > GATHER_RING) { /* that buffer's last copy must have read it */
+        cudaError_t q = cudaEventQuery(r->copied[k]);
+        if (q == cudaErrorNotReady) {
+            be->host_waits++;
+            q = cudaEventSynchronize(r->copied[k]);
+        }
+        DT_CUDA_CHECK(q);
+    }
+    memcpy(r->idx_host[k], idx, (size_t)B * sizeof(int64_t));
+    DT_CUDA_CHECK(cudaMemcpyAsync(r->idx_dev, r->idx_host[k], (size_t)B * sizeof(int64_t),
+                                  cudaMemcpyHostToDevice, s));
+    DT_CUDA_CHECK(cudaEventRecord(r->copied[k], s));
+    DT_CUDA_CHECK(dt_cuda_gather_launch(x, labels, r->pixels, r->values, r->labels, r->idx_dev,
+                                        B, r->dim, c->stream));
+}
+
 /* "<name> (sm_XY), N SMs; driver a.b, runtime c.d, cuBLAS v": what a report needs to say
  * which device and libraries produced a trace. */
 static void cuda_describe(struct dt_backend *be, char *buf, size_t size)
@@ -384,4 +474,7 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .exact_to_fixed = dt_cuda_exact_to_fixed,
     .exact_round = dt_cuda_exact_round,
     .exact_sum = dt_cuda_exact_sum,
+    .resident_create = cuda_resident_create,
+    .resident_free = cuda_resident_free,
+    .gather = cuda_gather,
 };

@@ -218,6 +218,12 @@ enum dt_status dt_cudnn_reported_determinism(struct dt_backend *be, const char *
                                              const struct dt_conv2d_shape *s, int algo,
                                              int *deterministic);
 
+/* nets/cuda/gather.cu: x (B, dim) and labels gathered from the resident set (pixels or
+ * values, set_labels: device memory) by the device indices idx (B of them) */
+int dt_cuda_gather_launch(float *x, int32_t *labels, const uint8_t *pixels, const float *values,
+                          const uint8_t *set_labels, const int64_t *idx, int64_t B, int64_t dim,
+                          dt_cuda_stream s);
+
 /* ---- launchers of nets/cuda/elementwise.cu: 0 or the launch's cudaError_t ------------- */
 
 /* portable: elementwise (index i only); the same operations, in the same order, as
