@@ -2,8 +2,9 @@
  * two parts -- the update (forward, backward, SGD) and the hash of every parameter -- so
  * the ratio comes from the same steps on the same machine state; then as many steps again
  * with hashing pipelined (harness/hashpipe.h), timing what it costs the training thread.
- * A step's time ends when the backend has finished it (dt_backend_synchronize), so device
- * backends are timed as honestly as the CPU. Medians, not means. */
+ * A step's time ends when the backend has finished it (dt_backend_step_end: the one wait
+ * that also reads the step's deferred checks, as in training), so device backends are
+ * timed as honestly as the CPU. Medians, not means. */
 #include "harness/bench.h"
 
 #include <inttypes.h>
@@ -28,7 +29,9 @@ static enum dt_status timed_step(struct dt_dist_step *dist, struct dt_model *m,
     dt_backend_profile_reset(m->be);
     double t0 = dt_now_s();
     enum dt_status st = dt_dist_train(dist, m, batch, B, shards, sgd, pol, &loss);
-    dt_backend_synchronize(m->be);
+    struct dt_error check;
+    const enum dt_status end = dt_backend_step_end(m->be, &check); /* as a training step */
+    if (st == DT_OK && end != DT_OK) st = dt_error_set(&m->err, end, "%s", check.msg);
     *total = dt_now_s() - t0;
     dt_backend_profile_read(m->be, ops);
     return st;
@@ -42,6 +45,7 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
     const int64_t B = exp->train.batch;
     const struct dt_sgd_options sgd = dt_train_sgd_options(exp);
     enum dt_status st = DT_OK;
+    dt_backend_defer_checks(m->be, dt_dist_size() == 1); /* as a training step (train.c) */
     for (int64_t i = 0; i < warmup + n && st == DT_OK; i++) {
         const bool base_first = i % 2 == 0;
         for (int step = 0; step < 2 && st == DT_OK; step++) {
@@ -51,6 +55,7 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
             const int sig = dt_dist_max_status((int)dt_train_stop_requested, NULL);
             if (sig) {
                 if (!dt_train_stop_requested) dt_train_stop_requested = sig;
+                dt_backend_defer_checks(m->be, false);
                 return DT_OK;
             }
             const int k = base_first ? step : 1 - step; /* 0 = base, 1 = the policy */
@@ -65,6 +70,7 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
             if (o) memcpy(o + r * DT_OP_COUNT, ops, sizeof ops);
         }
     }
+    dt_backend_defer_checks(m->be, false);
     return st;
 }
 
@@ -221,6 +227,7 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
     for (int i = 0; i < m->n_params; i++) params += m->params[i].n;
 
     dt_model_init(m, exp->train.seed, 0);
+    dt_backend_defer_checks(be, dt_dist_size() == 1); /* as a training step (train.c) */
     int64_t waits = 0; /* host waits of the measured steps, the step's end included */
     /* synchronous hashing (hash.async: off), as a trace would be written without a pipeline */
     for (int64_t s = 0; s < total && st == DT_OK; s++) {
@@ -229,7 +236,9 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
         const int64_t w0 = dt_backend_host_waits(be);
         double t0 = dt_now_s();
         st = dt_dist_train(&dist, m, &batch, B, exp->train.shards, &sgd, pol, &loss);
-        dt_backend_synchronize(be);
+        struct dt_error check;
+        const enum dt_status end = dt_backend_step_end(be, &check);
+        if (st == DT_OK && end != DT_OK) st = dt_error_set(err, end, "%s", check.msg);
         double t1 = dt_now_s();
         if (s >= opt->warmup) waits += dt_backend_host_waits(be) - w0;
         uint8_t md[DT_DIGEST_BYTES];
@@ -250,7 +259,9 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
         float loss;
         double t0 = dt_now_s();
         st = dt_dist_train(&dist, m, &batch, B, exp->train.shards, &sgd, pol, &loss);
-        dt_backend_synchronize(be);
+        struct dt_error check;
+        const enum dt_status end = dt_backend_step_end(be, &check);
+        if (st == DT_OK && end != DT_OK) st = dt_error_set(err, end, "%s", check.msg);
         double t1 = dt_now_s();
         if (st == DT_OK) st = dt_hashpipe_submit(hp, s, loss, err);
         double t2 = dt_now_s();

@@ -928,6 +928,10 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
                               "rank %d could not start replica %d (its message is on its "
                               "stderr)", who, r);
     }
+    /* one process: the ops' device-record checks are read once per step, at its end
+     * (dt_backend_step_end); with several ranks each op checks at once, so that every
+     * rank learns of a fault inside the step (harness/dist.c, agree_on_failure) */
+    dt_backend_defer_checks(c->be, !multi);
     for (int64_t s = k + 1; st == DT_OK && s <= steps; s++) {
         if (multi) { /* every rank goes on, or every rank stops, after the same step */
             st = ranks_agree(res, s - 1, have_digest ? digest : NULL, err);
@@ -948,7 +952,13 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
         float loss = NAN;
         double t0 = dt_now_s();
         st = dt_dist_train(&dstep, m, &batch, B, exp->train.shards, &sgd, pol, &loss);
-        dt_backend_synchronize(c->be); /* the step ends when the device has run it */
+        /* the step ends when the device has run it: one wait, its deferred checks read */
+        struct dt_error check;
+        const enum dt_status end = dt_backend_step_end(c->be, &check);
+        if (st == DT_OK && end != DT_OK) {
+            st = end;
+            dt_error_set(&m->err, end, "%.800s at step %" PRId64, check.msg, s);
+        }
         step_ms[s - 1] = 1e3 * (dt_now_s() - t0);
         dt_algolog_step(&algos, s,
                         notes, dt_backend_take_algo_notes(c->be, notes, DT_ALGOLOG_MAX_CALLS),
@@ -1098,6 +1108,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
         }
     }
 done:
+    dt_backend_defer_checks(c->be, false);
     dt_algolog_free(&algos);
     free(notes);
     dt_batch_stream_free(&batches);

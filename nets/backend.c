@@ -2,6 +2,7 @@
  * then the call goes to the backend's ops table (nets/backend_impl.h). */
 #include "nets/backend_impl.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "core/util.h"
@@ -154,6 +155,25 @@ void dt_backend_synchronize(struct dt_backend *be)
 }
 
 int64_t dt_backend_host_waits(const struct dt_backend *be) { return be->host_waits; }
+
+/* ---- deferred checks (version 11) ----------------------------------------------------- */
+
+void dt_backend_defer_checks(struct dt_backend *be, bool on)
+{
+    if (be->ops->version >= 11 && be->ops->defer_checks) be->ops->defer_checks(be, on);
+}
+
+void dt_backend_set_context(struct dt_backend *be, const char *tensor, bool input)
+{
+    snprintf(be->context, sizeof be->context, "%s %sgradient", tensor, input ? "input " : "");
+}
+
+enum dt_status dt_backend_step_end(struct dt_backend *be, struct dt_error *err)
+{
+    if (be->ops->version >= 11 && be->ops->step_end) return be->ops->step_end(be, err);
+    dt_backend_synchronize(be);
+    return DT_OK;
+}
 
 /* ---- the resident training set (version 11) ------------------------------------------ */
 

@@ -73,6 +73,24 @@ void dt_backend_synchronize(struct dt_backend *be);
  * exact reduction must add none; a step should need one). */
 int64_t dt_backend_host_waits(const struct dt_backend *be);
 
+/* ---- deferred checks: one status read per step (issue 21, item 1) --------------------
+ * Ops whose checks need a device record (the fixed-point bias gradient, the fixed-point
+ * conv and pooling scatters: non-finite input, float overflow of a sum) read it back and
+ * wait for it after each call -- unless checks are deferred: then each record goes into a
+ * slot of one status buffer, noted with the op and the context (the tensor whose gradient
+ * the call computes, dt_backend_set_context; nets/model.h's DT_MODEL_GRAD sets it), the op
+ * returns at once, and dt_backend_step_end reads every record of the step in one copy and
+ * one wait. A fault then surfaces at the step's end, after the update: the step is failed
+ * and its weights are not used (the replica stops, README: Faults). No effect on the CPU,
+ * whose ops check as they go. */
+void dt_backend_defer_checks(struct dt_backend *be, bool on);
+void dt_backend_set_context(struct dt_backend *be, const char *tensor, bool input);
+/* The step's end: waits for the device (the one wait of dt_backend_synchronize) and reads
+ * the deferred records. DT_OK, or the first fault in op order with err saying where:
+ * "dense0.bias gradient: bias gradient: fixed-point sum of column 3 overflows the float
+ * range" (the op's own message after the context). */
+enum dt_status dt_backend_step_end(struct dt_backend *be, struct dt_error *err);
+
 /* ---- the training set resident in backend memory (issue 21, item 2) -------------------
  * A dataset held by the backend once, so each training batch is gathered (and, from pixel
  * bytes, converted: dt_pixel_value, nets/gather_hd.h) by the backend from the batch's

@@ -137,6 +137,10 @@ struct dt_backend_ops {
     void (*resident_free)(struct dt_backend *, struct dt_resident *);
     void (*gather)(struct dt_backend *, float *, int32_t *, const struct dt_resident *,
                    const int64_t *, int64_t);
+    /* version 11 too: deferred checks (optional: NULL = the ops check as they go; step_end
+     * NULL = synchronize) */
+    void (*defer_checks)(struct dt_backend *, bool);
+    enum dt_status (*step_end)(struct dt_backend *, struct dt_error *);
 };
 
 struct dt_backend {
@@ -154,6 +158,8 @@ struct dt_backend {
     /* the training thread's waits for the device (dt_backend_host_waits), counted by the
      * backend where it waits */
     int64_t host_waits;
+    /* the context of the next ops' deferred checks (dt_backend_set_context) */
+    char context[96];
 };
 
 extern const struct dt_backend_ops dt_backend_cpu_ops;

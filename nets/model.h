@@ -115,8 +115,11 @@ struct dt_model {
  * e.g. the fixed-point column that overflows). Returns st. */
 enum dt_status dt_model_grad_status(struct dt_model *m, const char *tensor, bool input,
                                     enum dt_status st);
-#define DT_MODEL_GRAD(m, tensor, input, call) \
-    DT_FORWARD_IF_ERROR(dt_model_grad_status((m), (tensor), (input), (call)))
+#define DT_MODEL_GRAD(m, tensor, input, call)                                      \
+    do {                                                                           \
+        dt_backend_set_context((m)->be, (tensor), (input)); /* deferred checks */  \
+        DT_FORWARD_IF_ERROR(dt_model_grad_status((m), (tensor), (input), (call))); \
+    } while (0)
 
 /* Shared set-up for model builders: allocate the batch buffers and n_params params. */
 void dt_model_setup(struct dt_model *m, const struct dt_model_ops *ops, struct dt_backend *be,

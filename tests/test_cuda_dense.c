@@ -1086,6 +1086,53 @@ DT_TEST(numeric_errors)
     dt_backend_destroy(g);
 }
 
+/* Deferred checks (issue 21, item 1): three fixed-point bias gradients in one step, the
+ * second with a NaN, return at once; the step's end -- one wait for the whole step --
+ * names the second call's tensor and the op's own detail; a clean step passes, and with
+ * checks eager again the op itself fails. */
+DT_TEST(deferred_checks)
+{
+    struct dt_backend *g = gpu_or_skip();
+    const struct dt_policy pol = level(DT_LEVEL_RUN_TO_RUN); /* atomics: fixed_point */
+    const int64_t B = 64, out = 10;
+    float *h = xalloc(B * out);
+    fill_varied(h, B * out, 0.1);
+    float *clean = dev_from(g, h, (size_t)(B * out) * 4);
+    h[5 * out + 7] = NAN;
+    float *bad = dev_from(g, h, (size_t)(B * out) * 4);
+    float *db[3] = {dev_poisoned(g, out), dev_poisoned(g, out), dev_poisoned(g, out)};
+    const char *names[3] = {"dense0.bias", "dense1.bias", "dense2.bias"};
+    dt_backend_defer_checks(g, true);
+    for (int round = 0; round < 2; round++) {
+        const int64_t w0 = dt_backend_host_waits(g);
+        for (int k = 0; k < 3; k++) {
+            dt_backend_set_context(g, names[k], false);
+            CHECK_INT_EQ(dt_bias_backward(g, db[k], round == 0 && k == 1 ? bad : clean, B, out,
+                                          &pol),
+                         DT_OK);
+        }
+        struct dt_error err = {0};
+        const enum dt_status st = dt_backend_step_end(g, &err);
+        CHECK_INT_EQ(dt_backend_host_waits(g) - w0, 1);
+        if (round == 0) {
+            CHECK_INT_EQ(st, DT_ERR_NUMERIC);
+            CHECK_CONTAINS(err.msg, "dense1.bias gradient: bias gradient: non-finite input at "
+                                    "row 5, column 7");
+        } else {
+            CHECK_INT_EQ(st, DT_OK);
+        }
+    }
+    dt_backend_defer_checks(g, false);
+    struct bias_call call = {g, h, B, out, DT_OK};
+    char *msg = stderr_of(bias_call_run, &call);
+    CHECK_INT_EQ(call.st, DT_ERR_NUMERIC);
+    free(msg);
+    dt_backend_free(g, clean), dt_backend_free(g, bad);
+    for (int k = 0; k < 3; k++) dt_backend_free(g, db[k]);
+    free(h);
+    dt_backend_destroy(g);
+}
+
 #else /* no CUDA in this build: the gpu cases skip */
 
 static void no_cuda(void)
@@ -1116,10 +1163,15 @@ DT_TEST(numeric_errors)
 {
     no_cuda();
 }
+DT_TEST(deferred_checks)
+{
+    no_cuda();
+}
 
 #endif
 
 DT_TEST_MAIN(DT_CASE(dense_elem_matches_cpu), DT_CASE(tree_blocked_matches_tree), DT_CASE(wgrad_elem_matches_cpu),
              DT_CASE(bias_elem_matches_cpu), DT_CASE(softmax_elem_matches_cpu),
              DT_CASE(dense_parity), DT_CASE(loss_parity), DT_CASE(grid_independence),
-             DT_CASE(rerun_identical), DT_CASE(forced_orders), DT_CASE(numeric_errors))
+             DT_CASE(rerun_identical), DT_CASE(forced_orders), DT_CASE(numeric_errors),
+             DT_CASE(deferred_checks))

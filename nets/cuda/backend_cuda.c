@@ -155,6 +155,7 @@ static void cuda_destroy(struct dt_backend *be)
         if (c->host_scratch[i]) cudaFreeHost(c->host_scratch[i]);
     }
     dt_cudnn_destroy(be);
+    dt_cuda_status_free(be);
     cublasDestroy((cublasHandle_t)c->cublas);
     cudaFree(c->cublas_workspace);
     cudaStreamDestroy((cudaStream_t)c->stream);
@@ -477,4 +478,6 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .resident_create = cuda_resident_create,
     .resident_free = cuda_resident_free,
     .gather = cuda_gather,
+    .defer_checks = dt_cuda_defer_checks,
+    .step_end = dt_cuda_step_end,
 };

@@ -20,7 +20,8 @@
  *                  with FP32 (FMA) math; max-pool backward CUDNN_POOLING_MAX_DETERMINISTIC.
  *                  Under both cuDNN modes max-pool forward stays detrain's kernel (no
  *                  arithmetic: the same bits everywhere) and the bias add is its own.
- * The fixed-point scatters read one small record back (non-finite input), one wait each. */
+ * The fixed-point scatters read one small record back (non-finite input), one wait each,
+ * or at the step's end when checks are deferred (status.c). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 
@@ -52,33 +53,6 @@ static const int64_t *forced_rank_on_device(struct dt_backend *be, int64_t n, ui
         return NULL;
     dt_cuda_sync(be);
     return rank;
-}
-
-/* The record of a fixed-point scatter, once its kernels ran: DT_OK, or the CPU's message. */
-static enum dt_status scatter_record_check(struct dt_backend *be,
-                                           const struct dt_cuda_fixed_record *rec,
-                                           const char *what, int64_t row_len)
-{
-    struct dt_cuda_ctx *c = dt_cuda(be);
-    struct dt_cuda_fixed_record *h =
-        dt_cuda_host_scratch(be, DT_CUDA_SLOT_CONV_SMALL, sizeof *h);
-    DT_CUDA_CHECK(cudaMemcpyAsync(h, rec, sizeof *h, cudaMemcpyDeviceToHost,
-                                  (cudaStream_t)c->stream));
-    dt_cuda_sync(be);
-    if (h->first_bad != DT_CUDA_NO_INDEX) {
-        const long long i = (long long)h->first_bad;
-        if (row_len > 0)
-            fprintf(stderr, "detrain: %s: non-finite gradient at patch row %lld, element %lld\n",
-                    what, i / row_len, i % row_len);
-        else
-            fprintf(stderr, "detrain: %s: non-finite gradient at element %lld\n", what, i);
-        return DT_ERR_NUMERIC;
-    }
-    if (h->bad_term) {
-        fprintf(stderr, "detrain: %s: a fixed-point term exceeded its bound\n", what);
-        return DT_ERR_INTERNAL;
-    }
-    return DT_OK;
 }
 
 /* ---- convolution -------------------------------------------------------------------------- */
@@ -118,13 +92,17 @@ enum dt_status dt_cuda_conv2d_backward_data(struct dt_backend *be, float *dx, co
     float *dcols = patches(be, s);
     DT_FORWARD_IF_ERROR(dt_cuda_dense_backward_data(be, dcols, dy, w, rows, Kp, s->K_out, pol));
     if (pol->atomics == DT_ATOMICS_FIXED_POINT) {
+        bool deferred = false;
         struct dt_cuda_fixed_record *rec =
-            dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_SMALL, sizeof *rec);
+            dt_cuda_check_record(be, DT_CUDA_CHECK_SCATTER, "conv2d backward-data", Kp,
+                                 DT_CUDA_SLOT_CONV_SMALL, &deferred);
         DT_FORWARD_IF_ERROR(dt_cuda_launched(dt_cuda_fixed_scan(rec, dcols, rows * Kp, c->stream),
                                              "conv2d_backward_data scan"));
         DT_FORWARD_IF_ERROR(dt_cuda_launched(dt_cuda_col2im_fixed(dx, rec, dcols, s, c->stream),
                                              "conv2d_backward_data col2im"));
-        return scatter_record_check(be, rec, "conv2d backward-data", Kp);
+        if (deferred) return DT_OK;
+        return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_SCATTER, "conv2d backward-data", Kp,
+                                 DT_CUDA_SLOT_CONV_SMALL);
     }
     if (c->forced_order) {
         const int64_t *rank = forced_rank_on_device(be, rows, 3);
@@ -160,15 +138,19 @@ enum dt_status dt_cuda_maxpool2d_backward(struct dt_backend *be, float *dx, cons
         return dt_cuda_launched(dt_cuda_maxpool_backward_direct(dx, dy, argmax, s, c->stream),
                                 "maxpool2d_backward");
     if (pol->atomics == DT_ATOMICS_FIXED_POINT) {
+        bool deferred = false;
         struct dt_cuda_fixed_record *rec =
-            dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_SMALL, sizeof *rec);
+            dt_cuda_check_record(be, DT_CUDA_CHECK_SCATTER, "maxpool2d backward", 0,
+                                 DT_CUDA_SLOT_CONV_SMALL, &deferred);
         DT_FORWARD_IF_ERROR(dt_cuda_launched(
             dt_cuda_fixed_scan(rec, dy, s->B * s->OH * s->OW * s->C, c->stream),
             "maxpool2d_backward scan"));
         DT_FORWARD_IF_ERROR(dt_cuda_launched(
             dt_cuda_maxpool_backward_fixed(dx, rec, dy, argmax, s, c->stream),
             "maxpool2d_backward fixed point"));
-        return scatter_record_check(be, rec, "maxpool2d backward", 0);
+        if (deferred) return DT_OK;
+        return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_SCATTER, "maxpool2d backward", 0,
+                                 DT_CUDA_SLOT_CONV_SMALL);
     }
     if (c->forced_order) {
         const int64_t *rank = forced_rank_on_device(be, s->B * s->OH * s->OW, 4);

@@ -58,6 +58,7 @@ struct dt_cuda_ctx {
     size_t host_scratch_bytes[DT_CUDA_SCRATCH_SLOTS];
     uint64_t forced_order; /* test hook (backend.h): != 0 imposes a combination order */
     struct dt_cudnn *cudnn; /* cuDNN state (cudnn_conv.c), made on first use */
+    struct dt_cuda_status *status; /* deferred checks (status.c), made on first use */
     int sm_count;
     char name[300];
 };
@@ -94,6 +95,27 @@ void *dt_cuda_cublas_for(struct dt_backend *be, const struct dt_policy *pol);
  * every result must be the same bits for any setting. */
 void dt_cuda_set_launch(int block_threads, int max_blocks);
 void dt_cuda_set_block_size(int threads); /* = dt_cuda_set_launch(threads, current max) */
+
+/* ---- checks with a device record (status.c; nets/backend.h, "deferred checks") -------- */
+
+#define DT_CUDA_STATUS_SLOTS 128 /* deferred records per step; beyond, ops check at once */
+enum dt_cuda_check {
+    DT_CUDA_CHECK_BIAS,   /* the fixed-point bias gradient: len = its columns */
+    DT_CUDA_CHECK_SCATTER /* a fixed-point scatter: len = the patch row's length, or 0 */
+};
+struct dt_cuda_fixed_record;
+/* The record an op's check writes: a slot of the step's status buffer (*deferred: the op
+ * returns without reading it) or the op's own scratch slot `slot` (read it with
+ * dt_cuda_check_now after the kernels). */
+struct dt_cuda_fixed_record *dt_cuda_check_record(struct dt_backend *be, enum dt_cuda_check kind,
+                                                  const char *what, int64_t len, int slot,
+                                                  bool *deferred);
+enum dt_status dt_cuda_check_now(struct dt_backend *be, const struct dt_cuda_fixed_record *rec,
+                                 enum dt_cuda_check kind, const char *what, int64_t len,
+                                 int slot);
+void dt_cuda_defer_checks(struct dt_backend *be, bool on);
+enum dt_status dt_cuda_step_end(struct dt_backend *be, struct dt_error *err);
+void dt_cuda_status_free(struct dt_backend *be);
 
 /* ---- host-side ops (same contracts as backend.h; each file states its determinism) ---- */
 

@@ -173,8 +173,8 @@ enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, float *dw, c
 }
 
 /* atomics fixed_point: exact, order-free; the shift is computed on the device from the
- * device's max |dy| (no host round trip), then one small synchronous copy of the error
- * record. atomics float: slice sums by atomicAdd; forced order: rows in the drawn order. */
+ * device's max |dy| (no host round trip); its error record is read back at once, or at
+ * the step's end when checks are deferred (status.c). atomics float: slice sums by atomicAdd; forced order: rows in the drawn order. */
 int64_t dt_cuda_first_nonfinite(struct dt_backend *be, const float *p, int64_t n)
 {
     if (n <= 0) return -1;
@@ -225,30 +225,12 @@ enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const 
     }
     unsigned long long *acc =
         dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)out * sizeof(unsigned long long));
-    struct dt_cuda_fixed_record *rec = dt_cuda_scratch(be, SLOT_SMALL, sizeof *rec);
+    bool deferred = false;
+    struct dt_cuda_fixed_record *rec =
+        dt_cuda_check_record(be, DT_CUDA_CHECK_BIAS, "bias gradient", out, SLOT_SMALL, &deferred);
     DT_FORWARD_IF_ERROR(dt_cuda_launched(dt_cuda_bias_grad_fixed(dbias, acc, rec, dy, B, out,
                                                                  c->stream),
                                          "bias_backward fixed point"));
-    struct dt_cuda_fixed_record *h = dt_cuda_host_scratch(be, SLOT_SMALL, sizeof *h);
-    DT_CUDA_CHECK(cudaMemcpyAsync(h, rec, sizeof *h, cudaMemcpyDeviceToHost,
-                                  (cudaStream_t)c->stream));
-    dt_cuda_sync(be);
-    if (h->first_bad != DT_CUDA_NO_INDEX) {
-        fprintf(stderr, "detrain: bias gradient: non-finite input at row %lld, column %lld\n",
-                (long long)(h->first_bad / (unsigned long long)out),
-                (long long)(h->first_bad % (unsigned long long)out));
-        return DT_ERR_NUMERIC;
-    }
-    if (h->bad_term) {
-        fprintf(stderr, "detrain: bias gradient: a fixed-point term exceeded its bound\n");
-        return DT_ERR_INTERNAL;
-    }
-    if (h->overflow_col != DT_CUDA_NO_INDEX) {
-        fprintf(stderr,
-                "detrain: bias gradient: fixed-point sum of column %lld overflows the float "
-                "range\n",
-                (long long)h->overflow_col);
-        return DT_ERR_NUMERIC;
-    }
-    return DT_OK;
+    if (deferred) return DT_OK; /* read at the step's end (status.c) */
+    return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_BIAS, "bias gradient", out, SLOT_SMALL);
 }
