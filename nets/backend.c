@@ -268,22 +268,33 @@ const char *dt_op_name(enum dt_op op)
 
 void dt_backend_profile_enable(struct dt_backend *be, bool on) { be->profiling = on; }
 
-void dt_backend_profile_read(const struct dt_backend *be, double seconds[DT_OP_COUNT])
+#define HAS_TIMERS(be) ((be)->ops->version >= 11 && (be)->ops->op_mark && (be)->ops->op_times)
+
+void dt_backend_profile_read(struct dt_backend *be, double seconds[DT_OP_COUNT])
 {
+    if (HAS_TIMERS(be)) be->ops->op_times(be, be->op_seconds);
     memcpy(seconds, be->op_seconds, sizeof be->op_seconds);
 }
 
 void dt_backend_profile_reset(struct dt_backend *be)
 {
+    if (HAS_TIMERS(be)) be->ops->op_times(be, be->op_seconds); /* forgets the pairs */
     memset(be->op_seconds, 0, sizeof be->op_seconds);
 }
 
-/* Dispatch `call` (an expression yielding enum dt_status), timing it when profiling. A
- * backend that queues work is synchronised before and after, so the time is the op's own,
- * kernels included, and not the tail of earlier ops. */
+/* Dispatch `call` (an expression yielding enum dt_status), timing it when profiling: by
+ * the backend's device timers around it, or else by the wall clock with the backend
+ * synchronised before and after, so the time is the op's own, kernels included, and not
+ * the tail of earlier ops. */
 #define DISPATCH(be, op, call)                                       \
     do {                                                             \
         if (!(be)->profiling) return (call);                         \
+        if (HAS_TIMERS(be)) {                                        \
+            (be)->ops->op_mark((be), (op), true);                    \
+            enum dt_status st_ = (call);                             \
+            (be)->ops->op_mark((be), (op), false);                   \
+            return st_;                                              \
+        }                                                            \
         dt_backend_synchronize(be);                                  \
         double t0_ = dt_now_s();                                     \
         enum dt_status st_ = (call);                                 \

@@ -220,10 +220,12 @@ enum dt_status dt_exact_sum(struct dt_backend *be, float *pack, const uint32_t *
  * paths ignore it. Returns DT_ERR_UNSUPPORTED when the backend has no such hook. */
 enum dt_status dt_backend_set_forced_order(struct dt_backend *be, uint64_t seed);
 
-/* Per-op timing for benchmarks: while enabled, every op call's wall time is added to its
- * slot (DT_OP_*). Off by default; costs two clock reads per op when on. On a backend with
- * queued work (CUDA) each profiled op is bracketed by dt_backend_synchronize, so its time
- * includes its kernels (and profiled steps lose their overlap of host and device). */
+/* Per-op timing for benchmarks: while enabled, every op call's time is added to its slot
+ * (DT_OP_*). Off by default. On the CPU, wall time (two clock reads per op). On a backend
+ * with queued work and device timers (CUDA: a pair of events recorded around the op on its
+ * stream, no wait), the device time between the pair, collected by dt_backend_profile_read
+ * with one wait; a backend with neither brackets each op by dt_backend_synchronize. Step
+ * times are taken with profiling off either way (`detrain bench`). */
 #define DT_OP_LIST(X)                                                              \
     X(DENSE_FORWARD, "dense_forward") X(DENSE_BACKWARD_DATA, "dense_backward_data") \
     X(DENSE_BACKWARD_WEIGHT, "dense_backward_weight") X(BIAS_BACKWARD, "bias_backward") \
@@ -244,8 +246,8 @@ enum dt_op {
 };
 const char *dt_op_name(enum dt_op op);
 void dt_backend_profile_enable(struct dt_backend *be, bool on);
-/* Seconds spent per op since the last reset. */
-void dt_backend_profile_read(const struct dt_backend *be, double seconds[DT_OP_COUNT]);
+/* Seconds spent per op since the last reset (device timers: waits for the last one). */
+void dt_backend_profile_read(struct dt_backend *be, double seconds[DT_OP_COUNT]);
 void dt_backend_profile_reset(struct dt_backend *be);
 
 /* ---- ops ------------------------------------------------------------------------------ */

@@ -141,6 +141,12 @@ struct dt_backend_ops {
      * NULL = synchronize) */
     void (*defer_checks)(struct dt_backend *, bool);
     enum dt_status (*step_end)(struct dt_backend *, struct dt_error *);
+    /* version 11 too: device timers for per-op profiling (optional, both or neither):
+     * op_mark records a timer before (begin) or after an op on the backend's stream;
+     * op_times waits for the last and adds each pair's seconds to seconds[op], then
+     * forgets them (also what a reset does) */
+    void (*op_mark)(struct dt_backend *, int op, bool begin);
+    void (*op_times)(struct dt_backend *, double *seconds);
 };
 
 struct dt_backend {

@@ -246,6 +246,39 @@ DT_TEST(resident_gather_parity)
     dt_backend_destroy(c);
 }
 
+/* Per-op profiling with device timers (issue 21, item 5): profiled ops queue an event
+ * pair each and wait for nothing; reading the times waits once and gives every profiled
+ * op a positive time, the others none; a reset forgets them. */
+DT_TEST(profile_device_timers)
+{
+    struct dt_backend *g = gpu_or_skip();
+    const struct dt_policy pol = level(DT_LEVEL_FAST);
+    const int64_t n = 1 << 20;
+    float *x = dt_backend_alloc(g, (size_t)n * sizeof(float));
+    float *y = dt_backend_alloc(g, (size_t)n * sizeof(float));
+    dt_backend_synchronize(g);
+    dt_backend_profile_reset(g);
+    dt_backend_profile_enable(g, true);
+    const int64_t w0 = dt_backend_host_waits(g);
+    for (int k = 0; k < 5; k++) {
+        CHECK_INT_EQ(dt_relu_forward(g, y, x, n, &pol), DT_OK);
+        CHECK_INT_EQ(dt_relu_backward(g, x, y, y, n, &pol), DT_OK);
+    }
+    CHECK_INT_EQ(dt_backend_host_waits(g) - w0, 0);
+    double sec[DT_OP_COUNT];
+    dt_backend_profile_read(g, sec);
+    CHECK_INT_EQ(dt_backend_host_waits(g) - w0, 1);
+    CHECK(sec[DT_OP_RELU_FORWARD] > 0.0 && sec[DT_OP_RELU_BACKWARD] > 0.0);
+    CHECK(sec[DT_OP_DENSE_FORWARD] == 0.0);
+    dt_backend_profile_reset(g);
+    dt_backend_profile_read(g, sec);
+    CHECK(sec[DT_OP_RELU_FORWARD] == 0.0);
+    dt_backend_profile_enable(g, false);
+    dt_backend_free(g, x);
+    dt_backend_free(g, y);
+    dt_backend_destroy(g);
+}
+
 DT_TEST_MAIN(DT_CASE(create_or_clear_error), DT_CASE(elementwise_parity),
              DT_CASE(missing_op_named), DT_CASE(first_nonfinite_parity),
-             DT_CASE(resident_gather_parity))
+             DT_CASE(resident_gather_parity), DT_CASE(profile_device_timers))

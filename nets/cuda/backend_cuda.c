@@ -83,6 +83,8 @@ void *dt_cuda_cublas_for(struct dt_backend *be, const struct dt_policy *pol)
     return c->cublas;
 }
 
+static void cuda_timers_free(struct dt_cuda_ctx *c);
+
 static enum dt_status cuda_init(struct dt_backend *be, const struct dt_backend_options *opt,
                                 struct dt_error *err)
 {
@@ -156,6 +158,7 @@ static void cuda_destroy(struct dt_backend *be)
     }
     dt_cudnn_destroy(be);
     dt_cuda_status_free(be);
+    cuda_timers_free(c);
     cublasDestroy((cublasHandle_t)c->cublas);
     cudaFree(c->cublas_workspace);
     cudaStreamDestroy((cudaStream_t)c->stream);
@@ -321,6 +324,59 @@ enum dt_status dt_cuda_sgd_update_op(struct dt_backend *be, float *w, float *v, 
         "sgd_update");
 }
 
+/* ---- per-op device timers (nets/backend.h, profiling) ---------------------------------
+ * A pair of events per profiled op call, recorded on the stream around it: no wait while
+ * the step runs; op_times waits for the last event once and adds each pair's elapsed time
+ * to its op. Events are kept and reused from one read to the next. */
+struct cuda_timers {
+    cudaEvent_t *ev;
+    int *op; /* per pair */
+    int n, cap; /* events recorded / created */
+};
+
+static void cuda_op_mark(struct dt_backend *be, int op, bool begin)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    if (!c->timers) c->timers = dt_xcalloc(1, sizeof *c->timers);
+    struct cuda_timers *t = c->timers;
+    if (t->n == t->cap) {
+        const int cap = t->cap ? 2 * t->cap : 256;
+        t->ev = dt_xrealloc(t->ev, (size_t)cap * sizeof *t->ev);
+        t->op = dt_xrealloc(t->op, (size_t)(cap / 2) * sizeof *t->op);
+        for (int i = t->cap; i < cap; i++) DT_CUDA_CHECK(cudaEventCreate(&t->ev[i]));
+        t->cap = cap;
+    }
+    DT_ASSERT(begin == (t->n % 2 == 0)); /* pairs, not nested */
+    if (begin) t->op[t->n / 2] = op;
+    DT_CUDA_CHECK(cudaEventRecord(t->ev[t->n++], (cudaStream_t)c->stream));
+}
+
+static void cuda_op_times(struct dt_backend *be, double *seconds)
+{
+    struct cuda_timers *t = dt_cuda(be)->timers;
+    if (!t || t->n == 0) return;
+    DT_ASSERT(t->n % 2 == 0);
+    be->host_waits++;
+    DT_CUDA_CHECK(cudaEventSynchronize(t->ev[t->n - 1]));
+    for (int k = 0; k < t->n / 2; k++) {
+        float ms = 0.0f;
+        DT_CUDA_CHECK(cudaEventElapsedTime(&ms, t->ev[2 * k], t->ev[2 * k + 1]));
+        seconds[t->op[k]] += 1e-3 * (double)ms;
+    }
+    t->n = 0;
+}
+
+static void cuda_timers_free(struct dt_cuda_ctx *c)
+{
+    struct cuda_timers *t = c->timers;
+    if (!t) return;
+    for (int i = 0; i < t->cap; i++) cudaEventDestroy(t->ev[i]);
+    free(t->ev);
+    free(t->op);
+    free(t);
+    c->timers = NULL;
+}
+
 /* ---- the resident training set (nets/backend.h; kernel in gather.cu) -------------------
  * Pixel bytes (or float values) and labels on the device, copied once. A gather writes
  * the batch's indices into one of two pinned buffers, copies them to the device
@@ -480,4 +536,6 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .gather = cuda_gather,
     .defer_checks = dt_cuda_defer_checks,
     .step_end = dt_cuda_step_end,
+    .op_mark = cuda_op_mark,
+    .op_times = cuda_op_times,
 };

@@ -59,6 +59,7 @@ struct dt_cuda_ctx {
     uint64_t forced_order; /* test hook (backend.h): != 0 imposes a combination order */
     struct dt_cudnn *cudnn; /* cuDNN state (cudnn_conv.c), made on first use */
     struct dt_cuda_status *status; /* deferred checks (status.c), made on first use */
+    struct cuda_timers *timers;    /* per-op device timers (backend_cuda.c), on first use */
     int sm_count;
     char name[300];
 };
