@@ -9,9 +9,13 @@
  *                  differently. Max-pool backward: CUDNN_POOLING_MAX.
  *   deterministic  FP32 only (CUDNN_FMA_MATH); cudnnGet*_v7's heuristic list (no timing),
  *                  the first algorithm with status SUCCESS that cuDNN reports
- *                  CUDNN_DETERMINISTIC and whose workspace size query succeeds. None -> an
- *                  error naming the op and shape (PyTorch's rule, research/anchors-reductions
- *                  section 3). Max-pool backward: CUDNN_POOLING_MAX_DETERMINISTIC.
+ *                  CUDNN_DETERMINISTIC and whose workspace size query succeeds. Max-pool
+ *                  backward: CUDNN_POOLING_MAX_DETERMINISTIC.
+ * No algorithm for a shape (none deterministic in FP32, or none that ran): detrain's own
+ * kernels for that op and shape (conv_algo: own under the same policy), said once on
+ * stderr and in every call's note (algo -1, name "own (...)", how "fallback") -- a run is
+ * not refused (PyTorch's rule is to raise; research/anchors-reductions section 3). Not yet:
+ * trying cuDNN's NCHW/KCRS descriptors first (issue 21, item 6).
  * A choice is kept per (op, shape) -- as frameworks cache theirs -- until
  * dt_cudnn_reset_choices (every replica starts with one), and every call leaves a note
  * (dt_algo_note) that the harness writes to the replica's algos.csv.
@@ -93,6 +97,7 @@ static const char *const bwd_filter_names[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_
 #define MAX_CHOICES 64
 #define MAX_NOTES 256
 #define MAX_PERF 16
+#define ALGO_OWN (-2) /* a choice of detrain's own kernels: cuDNN had no algorithm */
 
 /* One algorithm of cuDNN's list, whichever op it is for. */
 struct perf {
@@ -343,7 +348,7 @@ static enum dt_status choose(struct dt_backend *be, struct dt_cudnn *d, enum con
         const struct choice *ch = &d->choices[i];
         if (ch->op == op && ch->mode == mode && memcmp(&ch->s, s, sizeof *s) == 0) {
             *out = ch;
-            return set_conv(d, s, ch->math);
+            return ch->algo == ALGO_OWN ? DT_OK : set_conv(d, s, ch->math);
         }
     }
     const bool timed = mode == DT_CONV_ALGO_AUTOTUNE;
@@ -366,20 +371,20 @@ static enum dt_status choose(struct dt_backend *be, struct dt_cudnn *d, enum con
             continue;
         ch = (struct choice){op, mode, *s, p[i].algo, CUDNN_FMA_MATH, ws, true};
     }
-    if (ch.algo < 0) {
+    if (ch.algo < 0) { /* detrain's own kernels for this op and shape (file comment) */
         char shape[64];
         conv_shape_text(shape, sizeof shape, s);
         fprintf(stderr,
-                "detrain: cuDNN %zu offers no %s algorithm for %s (%s) that %s; use conv_algo: "
-                "own\n",
+                "detrain: cuDNN %zu offers no %s algorithm for %s (%s) that %s; detrain's own "
+                "kernels run it (algos.csv says so)\n",
                 cudnnGetVersion(), timed ? "working" : "deterministic FP32", op_names[op], shape,
                 timed ? "ran" : "it marks CUDNN_DETERMINISTIC");
-        return DT_ERR_UNSUPPORTED;
+        ch.algo = ALGO_OWN;
     }
     if (d->n_choices == MAX_CHOICES) d->n_choices = 0; /* many shapes: start over */
     d->choices[d->n_choices] = ch;
     *out = &d->choices[d->n_choices++];
-    return set_conv(d, s, ch.math);
+    return ch.algo == ALGO_OWN ? DT_OK : set_conv(d, s, ch.math);
 }
 
 static void *workspace(struct dt_backend *be, struct dt_cudnn *d, size_t bytes)
@@ -392,12 +397,26 @@ static void *workspace(struct dt_backend *be, struct dt_cudnn *d, size_t bytes)
     return d->ws;
 }
 
-static void note_conv(struct dt_cudnn *d, const struct choice *ch)
+static void note_conv(struct dt_cudnn *d, const struct choice *ch, const struct dt_policy *pol)
 {
     char shape[64];
     conv_shape_text(shape, sizeof shape, &ch->s);
+    if (ch->algo == ALGO_OWN) { /* deterministic when the policy's sums and scatters are */
+        add_note(d, op_names[ch->op], shape, -1, "own (no cuDNN algorithm)",
+                 dt_reduction_ordered(pol) && pol->atomics == DT_ATOMICS_FIXED_POINT,
+                 pol->math == DT_MATH_FAST ? "default(tf32)" : "fma", "fallback");
+        return;
+    }
     add_note(d, op_names[ch->op], shape, ch->algo, algo_name(ch->op, ch->algo), ch->deterministic,
              math_text(ch->math), ch->mode == DT_CONV_ALGO_AUTOTUNE ? "timed" : "heuristic");
+}
+
+/* The policy with conv_algo: own, for a shape cuDNN has no algorithm for. */
+static struct dt_policy own_policy(const struct dt_policy *pol)
+{
+    struct dt_policy own = *pol;
+    own.conv_algo = DT_CONV_ALGO_OWN;
+    return own;
 }
 
 /* Set up (state, choice, workspace) for one convolution call. */
@@ -408,8 +427,8 @@ static enum dt_status conv_call(struct dt_backend *be, enum conv_op op,
     struct dt_cudnn *d = state(be);
     if (!d) return DT_ERR_UNSUPPORTED;
     DT_FORWARD_IF_ERROR(choose(be, d, op, pol->conv_algo, s, ch));
-    *ws = workspace(be, d, (*ch)->workspace);
-    note_conv(d, *ch);
+    *ws = (*ch)->algo == ALGO_OWN ? NULL : workspace(be, d, (*ch)->workspace);
+    note_conv(d, *ch, pol);
     *d_out = d;
     return DT_OK;
 }
@@ -422,6 +441,10 @@ enum dt_status dt_cudnn_conv2d_forward(struct dt_backend *be, float *y, const fl
     const struct choice *ch;
     void *ws;
     DT_FORWARD_IF_ERROR(conv_call(be, OP_FWD, s, pol, &d, &ch, &ws));
+    if (ch->algo == ALGO_OWN) {
+        const struct dt_policy own = own_policy(pol);
+        return dt_cuda_conv2d_forward(be, y, x, w, bias, s, &own);
+    }
     const int64_t Kp = s->KH * s->KW * s->C;
     dt_cuda_stream st = dt_cuda(be)->stream;
     float *wk = dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_WEIGHTS, (size_t)(Kp * s->K_out) * sizeof(float));
@@ -444,6 +467,10 @@ enum dt_status dt_cudnn_conv2d_backward_data(struct dt_backend *be, float *dx, c
     const struct choice *ch;
     void *ws;
     DT_FORWARD_IF_ERROR(conv_call(be, OP_BWD_DATA, s, pol, &d, &ch, &ws));
+    if (ch->algo == ALGO_OWN) {
+        const struct dt_policy own = own_policy(pol);
+        return dt_cuda_conv2d_backward_data(be, dx, dy, w, s, &own);
+    }
     const int64_t Kp = s->KH * s->KW * s->C;
     float *wk = dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_WEIGHTS, (size_t)(Kp * s->K_out) * sizeof(float));
     DT_FORWARD_IF_ERROR(dt_cuda_launched(dt_cuda_transpose(wk, w, Kp, s->K_out, dt_cuda(be)->stream),
@@ -464,6 +491,10 @@ enum dt_status dt_cudnn_conv2d_backward_weight(struct dt_backend *be, float *dw,
     const struct choice *ch;
     void *ws;
     DT_FORWARD_IF_ERROR(conv_call(be, OP_BWD_FILTER, s, pol, &d, &ch, &ws));
+    if (ch->algo == ALGO_OWN) {
+        const struct dt_policy own = own_policy(pol);
+        return dt_cuda_conv2d_backward_weight(be, dw, x, dy, s, &own);
+    }
     const int64_t Kp = s->KH * s->KW * s->C;
     float *dwk = dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_WEIGHTS, (size_t)(Kp * s->K_out) * sizeof(float));
     const float one = 1.0f, zero = 0.0f;
