@@ -29,9 +29,7 @@ static enum dt_status timed_step(struct dt_dist_step *dist, struct dt_model *m,
     dt_backend_profile_reset(m->be);
     double t0 = dt_now_s();
     enum dt_status st = dt_dist_train(dist, m, batch, B, shards, sgd, pol, &loss);
-    struct dt_error check;
-    const enum dt_status end = dt_backend_step_end(m->be, &check); /* as a training step */
-    if (st == DT_OK && end != DT_OK) st = dt_error_set(&m->err, end, "%s", check.msg);
+    st = dt_model_step_end(m, st); /* as a training step */
     *total = dt_now_s() - t0;
     dt_backend_profile_read(m->be, ops);
     return st;
@@ -236,9 +234,7 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
         const int64_t w0 = dt_backend_host_waits(be);
         double t0 = dt_now_s();
         st = dt_dist_train(&dist, m, &batch, B, exp->train.shards, &sgd, pol, &loss);
-        struct dt_error check;
-        const enum dt_status end = dt_backend_step_end(be, &check);
-        if (st == DT_OK && end != DT_OK) st = dt_error_set(err, end, "%s", check.msg);
+        st = dt_model_step_end(m, st);
         double t1 = dt_now_s();
         if (s >= opt->warmup) waits += dt_backend_host_waits(be) - w0;
         uint8_t md[DT_DIGEST_BYTES];
@@ -259,9 +255,7 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
         float loss;
         double t0 = dt_now_s();
         st = dt_dist_train(&dist, m, &batch, B, exp->train.shards, &sgd, pol, &loss);
-        struct dt_error check;
-        const enum dt_status end = dt_backend_step_end(be, &check);
-        if (st == DT_OK && end != DT_OK) st = dt_error_set(err, end, "%s", check.msg);
+        st = dt_model_step_end(m, st);
         double t1 = dt_now_s();
         if (st == DT_OK) st = dt_hashpipe_submit(hp, s, loss, err);
         double t2 = dt_now_s();
@@ -302,6 +296,8 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
                phm, psm, 100.0 * phm / (psm + phm));
     }
     if (st == DT_OK) st = bench_overhead(exp, opt, be, m, &bs, err);
+    if (st != DT_OK && m->err.status != DT_OK && err && err->status == DT_OK)
+        *err = m->err; /* a step's own fault: the model says where */
     dt_dist_step_free(&bs.dist);
     dt_dist_step_free(&dist);
     dt_batch_stream_free(&bs.batches);

@@ -952,13 +952,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
         float loss = NAN;
         double t0 = dt_now_s();
         st = dt_dist_train(&dstep, m, &batch, B, exp->train.shards, &sgd, pol, &loss);
-        /* the step ends when the device has run it: one wait, its deferred checks read */
-        struct dt_error check;
-        const enum dt_status end = dt_backend_step_end(c->be, &check);
-        if (st == DT_OK && end != DT_OK) {
-            st = end;
-            dt_error_set(&m->err, end, "%.800s at step %" PRId64, check.msg, s);
-        }
+        st = dt_model_step_end(m, st); /* the device has run it: one wait, checks read */
         step_ms[s - 1] = 1e3 * (dt_now_s() - t0);
         dt_algolog_step(&algos, s,
                         notes, dt_backend_take_algo_notes(c->be, notes, DT_ALGOLOG_MAX_CALLS),

@@ -224,6 +224,14 @@ void dt_model_begin_step(struct dt_model *m)
     m->err.msg[0] = '\0';
 }
 
+enum dt_status dt_model_step_end(struct dt_model *m, enum dt_status st)
+{
+    struct dt_error check;
+    const enum dt_status end = dt_backend_step_end(m->be, &check);
+    if (st != DT_OK || end == DT_OK) return st;
+    return dt_error_set(&m->err, end, "%.800s at step %" PRId64, check.msg, m->step);
+}
+
 enum dt_status dt_model_train_step_batch(struct dt_model *m, const struct dt_batch *b, int64_t B,
                                          const struct dt_sgd_options *opt,
                                          const struct dt_policy *pol, float *loss)

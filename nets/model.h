@@ -170,6 +170,10 @@ enum dt_status dt_model_train_step_batch(struct dt_model *m, const struct dt_bat
  *   global batch when these rows are a shard of it (denom >= B); *loss = the B rows' mean.
  * sgd: the update of every parameter from its g. */
 void dt_model_begin_step(struct dt_model *m);
+/* The end of a step on m's backend (dt_backend_step_end: its one wait, the step's deferred
+ * checks read): st when the step already failed; else DT_OK, or a deferred fault with
+ * m->err saying where ("dense1.bias gradient: bias gradient: ... at step 8"). */
+enum dt_status dt_model_step_end(struct dt_model *m, enum dt_status st);
 /* Whether the kind's gradients can be computed apart from its update: true for kinds
  * without their own train_step and for those with ops->gradients. */
 bool dt_model_splits_step(const struct dt_model *m);
