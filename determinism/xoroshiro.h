@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "core/hd.h"
-#include "nets/seed.h"
+#include "determinism/streams.h"
 
 struct dt_xoro {
     uint64_t s0, s1; /* never both zero: the zero state is a fixed point */

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/util.h"
-#include "nets/seed.h"
+#include "determinism/streams.h"
 
 void dt_batch_indices(int64_t *idx, int64_t n, int64_t s, int64_t B, uint64_t seed,
                       uint64_t order_replica, int64_t *perm, int64_t *perm_epoch)

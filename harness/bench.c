@@ -17,7 +17,7 @@
 #include "harness/metrics.h"
 #include "harness/train.h"
 #include "nets/backend.h"
-#include "nets/seed.h"
+#include "determinism/streams.h"
 
 /* Time one training step of `pol` on m: total and per op (seconds). */
 static enum dt_status timed_step(struct dt_dist_step *dist, struct dt_model *m,

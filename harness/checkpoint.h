@@ -51,7 +51,7 @@
 
 /* Where a replica stands besides its model (m->step, m->seed, m->member). */
 struct dt_checkpoint_info {
-    uint64_t init_stream, order_stream; /* the replica's stream indices (nets/seed.h) */
+    uint64_t init_stream, order_stream; /* the replica's stream indices (determinism/streams.h) */
     int64_t order_position;             /* training examples consumed so far */
     int64_t traced_step;                /* the last trace row written; -1: none */
     const char *traced_digest;          /* its model digest (hex) */

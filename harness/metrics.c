@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "core/util.h"
-#include "nets/seed.h"
+#include "determinism/streams.h"
 
 double dt_churn(const uint8_t *pred_a, const uint8_t *pred_b, int64_t n)
 {

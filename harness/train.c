@@ -31,7 +31,7 @@
 #include "harness/report.h"
 #include "harness/snapshot.h"
 #include "harness/trace.h"
-#include "nets/seed.h"
+#include "determinism/streams.h"
 
 volatile int dt_train_stop_requested;
 
@@ -447,7 +447,7 @@ static bool row_step(const char *row, int64_t *step)
     return *end == ',';
 }
 
-/* The replica's streams (nets/seed.h) as a checkpoint records them, and its ensemble member. */
+/* The replica's streams (determinism/streams.h) as a checkpoint records them, and its ensemble member. */
 static struct dt_checkpoint_info replica_streams(const struct dt_experiment *exp, int cell, int r,
                                                  uint32_t *member)
 {

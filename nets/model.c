@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "nets/seed.h"
+#include "determinism/streams.h"
 
 void dt_model_setup(struct dt_model *m, const struct dt_model_ops *ops, struct dt_backend *be,
                     int n_params, int64_t in_dim, int64_t n_classes, int64_t max_batch)

@@ -25,7 +25,7 @@
 #include "tests/check.h"
 #include "tests/op_helpers.h"
 #include "determinism/fixed_point.h"
-#include "nets/cpu/cpu.h"
+#include "determinism/streams.h"
 #include "nets/cuda/conv_hd.h"
 #ifdef DETRAIN_HAVE_CUDA_TOOLKIT
 #include "nets/cuda/cuda.h"
@@ -135,7 +135,7 @@ static int64_t *forced_ranks(int64_t n, uint64_t seed, uint64_t salt)
     int64_t *rank = dt_xmalloc((size_t)n * sizeof *rank);
     for (int64_t i = 0; i < n; i++)
         rank[i] = -1;
-    dt_cpu_forced_permutation(perm, n, seed, salt);
+    dt_forced_permutation(perm, n, seed, salt);
     for (int64_t t = 0; t < n; t++)
         rank[perm[t]] = t;
     for (int64_t i = 0; i < n; i++)

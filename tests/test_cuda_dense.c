@@ -22,7 +22,7 @@
 #include "determinism/fixed_point.h"
 #include "determinism/reduce.h"
 #include "nets/backend_impl.h"
-#include "nets/cpu/cpu.h"
+#include "determinism/streams.h"
 #include "nets/cuda/dense_loss_hd.h"
 #ifdef DETRAIN_HAVE_CUDA_TOOLKIT
 #include "nets/cuda/cuda.h"
@@ -166,7 +166,7 @@ static void emu_wgrad_forced(float *dw, const float *x, const float *dy, int64_t
     int64_t m;
     float *p = emu_wgrad_partials(x, dy, B, in, out, WGRAD_UNORDERED_CHUNK, &m);
     int64_t *perm = dt_xmalloc((size_t)m * sizeof *perm);
-    dt_cpu_forced_permutation(perm, m, seed, 1);
+    dt_forced_permutation(perm, m, seed, DT_FORCED_CHUNKS);
     for (int64_t e = 0; e < in * out; e++)
         dw[e] = dt_sum_in_order(p, perm, m, in * out, e);
     free(perm);
@@ -206,7 +206,7 @@ static bool emu_bias_fixed(float *dbias, const float *dy, int64_t B, int64_t out
 static void emu_bias_forced(float *dbias, const float *dy, int64_t B, int64_t out, uint64_t seed)
 {
     int64_t *perm = dt_xmalloc((size_t)B * sizeof *perm);
-    dt_cpu_forced_permutation(perm, B, seed, 2);
+    dt_forced_permutation(perm, B, seed, DT_FORCED_ROWS);
     for (int64_t o = 0; o < out; o++)
         dbias[o] = dt_sum_in_order(dy, perm, B, out, o);
     free(perm);
@@ -241,7 +241,7 @@ static float emu_loss_sum(const float *losses, int64_t B, enum dt_reduction r, u
     }
     const int64_t m = (B + LOSS_FORCED_CHUNK - 1) / LOSS_FORCED_CHUNK;
     int64_t *perm = dt_xmalloc((size_t)m * sizeof *perm);
-    dt_cpu_forced_permutation(perm, m, seed, 3);
+    dt_forced_permutation(perm, m, seed, DT_FORCED_SUMMANDS);
     float total = 0.0f;
     for (int64_t t = 0; t < m; t++) {
         float s = 0.0f;

@@ -18,7 +18,7 @@
 #include "determinism/gaussian.h"
 #include "determinism/philox.h"
 #include "determinism/xoroshiro.h"
-#include "nets/seed.h"
+#include "determinism/streams.h"
 #include "tests/check.h"
 
 /* ---- small helpers -------------------------------------------------------------------- */

@@ -6,7 +6,7 @@
 
 #include "nets/cpu/cpu.h"
 #include "nets/gather_hd.h"
-#include "nets/seed.h"
+#include "determinism/streams.h"
 
 /* OpenBLAS's thread control (declared in its cblas.h as openblas_set_num_threads). */
 
@@ -105,11 +105,6 @@ bool dt_cpu_set_wide(bool on)
 bool dt_cpu_wide(void) { return false; }
 bool dt_cpu_set_wide(bool on) { return false; }
 #endif
-
-void dt_cpu_forced_permutation(int64_t *perm, int64_t n, uint64_t seed, uint64_t salt)
-{
-    dt_shuffle_permutation(perm, n, dt_mix64(seed ^ dt_mix64(salt)));
-}
 
 static void cpu_set_forced_order(struct dt_backend *be, uint64_t seed)
 {

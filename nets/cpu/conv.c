@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "determinism/fixed_point.h"
+#include "determinism/streams.h"
 #include "nets/cpu/cpu.h"
 
 #define COL2IM_ROWS 2 /* output rows per dynamically scheduled block (atomics: float) */
@@ -304,7 +305,7 @@ enum dt_status dt_cpu_conv2d_backward_data(struct dt_backend *be, float *dx, con
     memset(dx, 0, (size_t)(s->B * s->H * s->W * s->C) * sizeof(float));
     if (c->forced_order) {
         int64_t *perm = dt_xmalloc((size_t)rows * sizeof *perm);
-        dt_cpu_forced_permutation(perm, rows, c->forced_order, 3);
+        dt_forced_permutation(perm, rows, c->forced_order, DT_FORCED_SUMMANDS);
         for (int64_t t = 0; t < rows; t++) scatter_row_plain(&job, perm[t]);
         free(perm);
         return DT_OK;

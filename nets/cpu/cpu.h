@@ -64,8 +64,6 @@ float *dt_cpu_cols(struct dt_backend *be, size_t n);
 float *dt_cpu_partials(struct dt_backend *be, size_t n);
 /* Worker `w`'s own buffer of at least n floats; only worker w may call this for slot w. */
 float *dt_cpu_worker_buffer(struct dt_backend *be, int w, size_t n);
-/* The forced combination order: a permutation of [0, n) drawn from the hook's seed. */
-void dt_cpu_forced_permutation(int64_t *perm, int64_t n, uint64_t seed, uint64_t salt);
 /* *max_abs = the largest |v[i]| over [0, n), computed in parallel (max is order-free).
  * Returns false, with *bad the index of the first NaN/Inf, when one is present. */
 bool dt_cpu_max_abs(struct dt_backend *be, const float *v, int64_t n, float *max_abs,

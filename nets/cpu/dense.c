@@ -32,6 +32,7 @@
 
 #include "determinism/fixed_point.h"
 #include "determinism/reduce.h"
+#include "determinism/streams.h"
 #include "nets/cpu/cpu.h"
 
 #define ROW_BLOCK 8       /* rows per block in the fixed backward-weight tree */
@@ -561,7 +562,7 @@ static void wgrad_unordered_part(void *ctx, int64_t begin, int64_t end, int work
 static void wgrad_forced(struct wgrad_job *j, uint64_t seed)
 {
     int64_t *perm = dt_xmalloc((size_t)j->n_chunks * sizeof *perm);
-    dt_cpu_forced_permutation(perm, j->n_chunks, seed, 1);
+    dt_forced_permutation(perm, j->n_chunks, seed, DT_FORCED_CHUNKS);
     const int64_t n = j->in * j->out;
     float *p = dt_cpu_worker_buffer(j->be, 0, (size_t)n);
     for (int64_t t = 0; t < j->n_chunks; t++) {
@@ -663,7 +664,7 @@ enum dt_status dt_cpu_wgrad_rows(struct dt_backend *be, float *dw, const float *
         memset(job.partials, 0, (size_t)(out * in) * sizeof(float));
         if (c->forced_order) { /* the unordered chunks added serially in a drawn order */
             int64_t *perm = dt_xmalloc((size_t)job.n_chunks * sizeof *perm);
-            dt_cpu_forced_permutation(perm, job.n_chunks, c->forced_order, 1);
+            dt_forced_permutation(perm, job.n_chunks, c->forced_order, DT_FORCED_CHUNKS);
             float *p = dt_cpu_worker_buffer(be, 0, (size_t)(out * in));
             for (int64_t t = 0; t < job.n_chunks; t++) {
                 int64_t b0 = perm[t] * job.chunk;
@@ -1018,7 +1019,7 @@ enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const f
     memset(dbias, 0, (size_t)out * sizeof(float));
     if (c->forced_order) {
         int64_t *perm = dt_xmalloc((size_t)B * sizeof *perm);
-        dt_cpu_forced_permutation(perm, B, c->forced_order, 2);
+        dt_forced_permutation(perm, B, c->forced_order, DT_FORCED_ROWS);
         for (int64_t t = 0; t < B; t++)
             for (int64_t o = 0; o < out; o++) dbias[o] += dy[perm[t] * out + o];
         free(perm);

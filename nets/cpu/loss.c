@@ -9,6 +9,7 @@
 
 #include "determinism/portable_math.h"
 #include "determinism/reduce.h"
+#include "determinism/streams.h"
 #include "nets/cpu/cpu.h"
 
 #define LOSS_CHUNK 8 /* examples per dynamically scheduled chunk (unordered) */
@@ -64,7 +65,7 @@ static float sum_losses(struct dt_backend *be, const float *v, int64_t n,
     int64_t n_chunks = (n + LOSS_CHUNK - 1) / LOSS_CHUNK;
     if (c->forced_order) {
         int64_t *perm = dt_xmalloc((size_t)n_chunks * sizeof *perm);
-        dt_cpu_forced_permutation(perm, n_chunks, c->forced_order, 3);
+        dt_forced_permutation(perm, n_chunks, c->forced_order, DT_FORCED_SUMMANDS);
         float total = 0.0f;
         for (int64_t t = 0; t < n_chunks; t++) {
             float s = 0.0f;

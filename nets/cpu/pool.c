@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "determinism/fixed_point.h"
+#include "determinism/streams.h"
 #include "nets/cpu/cpu.h"
 
 struct pool_job {
@@ -164,7 +165,7 @@ enum dt_status dt_cpu_maxpool2d_backward(struct dt_backend *be, float *dx, const
     const int64_t positions = s->B * s->OH * s->OW;
     if (c->forced_order) {
         int64_t *perm = dt_xmalloc((size_t)positions * sizeof *perm);
-        dt_cpu_forced_permutation(perm, positions, c->forced_order, 4);
+        dt_forced_permutation(perm, positions, c->forced_order, DT_FORCED_POSITIONS);
         for (int64_t t = 0; t < positions; t++) scatter_position(&job, perm[t], false);
         free(perm);
         return DT_OK;

@@ -25,7 +25,7 @@
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 
-#include "nets/cpu/cpu.h" /* dt_cpu_forced_permutation: the CPU's drawn orders */
+#include "determinism/streams.h" /* dt_forced_permutation: the drawn orders */
 #include "nets/cuda/conv_launch.h"
 #include "nets/cuda/dense_loss.h"
 
@@ -47,7 +47,7 @@ static const int64_t *forced_rank_on_device(struct dt_backend *be, int64_t n, ui
     int64_t *h = dt_cuda_host_scratch(be, DT_CUDA_SLOT_CONV_SMALL, bytes);
     int64_t *perm = dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_SMALL, bytes);
     int64_t *rank = dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_RANK, bytes);
-    dt_cpu_forced_permutation(h, n, c->forced_order, salt);
+    dt_forced_permutation(h, n, c->forced_order, salt);
     DT_CUDA_CHECK(cudaMemcpyAsync(perm, h, bytes, cudaMemcpyHostToDevice, (cudaStream_t)c->stream));
     if (dt_cuda_launched(dt_cuda_invert_permutation(rank, perm, n, c->stream), "forced order"))
         return NULL;
@@ -105,7 +105,7 @@ enum dt_status dt_cuda_conv2d_backward_data(struct dt_backend *be, float *dx, co
                                  DT_CUDA_SLOT_CONV_SMALL);
     }
     if (c->forced_order) {
-        const int64_t *rank = forced_rank_on_device(be, rows, 3);
+        const int64_t *rank = forced_rank_on_device(be, rows, DT_FORCED_SUMMANDS);
         if (!rank) return DT_ERR_INTERNAL;
         return dt_cuda_launched(dt_cuda_col2im_ranked(dx, dcols, rank, s, c->stream),
                                 "conv2d_backward_data col2im forced");
@@ -153,7 +153,7 @@ enum dt_status dt_cuda_maxpool2d_backward(struct dt_backend *be, float *dx, cons
                                  DT_CUDA_SLOT_CONV_SMALL);
     }
     if (c->forced_order) {
-        const int64_t *rank = forced_rank_on_device(be, s->B * s->OH * s->OW, 4);
+        const int64_t *rank = forced_rank_on_device(be, s->B * s->OH * s->OW, DT_FORCED_POSITIONS);
         if (!rank) return DT_ERR_INTERNAL;
         return dt_cuda_launched(dt_cuda_maxpool_backward_ranked(dx, dy, argmax, rank, s, c->stream),
                                 "maxpool2d_backward forced");

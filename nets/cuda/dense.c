@@ -27,7 +27,7 @@
 #include <stdio.h>
 
 #include "determinism/reduce.h"
-#include "nets/cpu/cpu.h" /* dt_cpu_forced_permutation: the CPU's drawn orders */
+#include "determinism/streams.h" /* dt_forced_permutation: the drawn orders */
 #include "nets/cuda/dense_loss.h"
 
 #define UNORDERED_CHUNK 8 /* batch rows per chunk under `reduction: unordered` (the CPU's) */
@@ -52,7 +52,7 @@ static const int64_t *forced_perm_on_device(struct dt_backend *be, int64_t m, ui
     const size_t bytes = (size_t)m * sizeof(int64_t);
     int64_t *h = dt_cuda_host_scratch(be, SLOT_SMALL, bytes);
     int64_t *d = dt_cuda_scratch(be, SLOT_SMALL, bytes);
-    dt_cpu_forced_permutation(h, m, c->forced_order, salt);
+    dt_forced_permutation(h, m, c->forced_order, salt);
     DT_CUDA_CHECK(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, (cudaStream_t)c->stream));
     dt_cuda_sync(be);
     return d;
@@ -164,7 +164,7 @@ enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, float *dw, c
         return dt_cuda_launched(dt_cuda_reduce_tree(dw, p, m, n, c->stream),
                                 "dense_backward_weight tree");
     if (c->forced_order) {
-        const int64_t *perm = forced_perm_on_device(be, m, 1);
+        const int64_t *perm = forced_perm_on_device(be, m, DT_FORCED_CHUNKS);
         return dt_cuda_launched(dt_cuda_add_partials_in_order(dw, p, perm, m, n, c->stream),
                                 "dense_backward_weight forced");
     }
@@ -215,7 +215,7 @@ enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const 
     struct dt_cuda_ctx *c = dt_cuda(be);
     if (pol->atomics == DT_ATOMICS_FLOAT) {
         if (c->forced_order) {
-            const int64_t *perm = forced_perm_on_device(be, B, 2);
+            const int64_t *perm = forced_perm_on_device(be, B, DT_FORCED_ROWS);
             return dt_cuda_launched(dt_cuda_add_partials_in_order(dbias, dy, perm, B, out,
                                                                   c->stream),
                                     "bias_backward forced");

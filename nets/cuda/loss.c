@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "determinism/reduce.h"
-#include "nets/cpu/cpu.h" /* dt_cpu_forced_permutation: the CPU's drawn orders */
+#include "determinism/streams.h" /* dt_forced_permutation: the drawn orders */
 #include "nets/cuda/dense_loss.h"
 
 #define LOSS_CHUNK 8 /* examples per chunk of the forced order (the CPU's) */
@@ -32,7 +32,7 @@ float dt_cuda_loss_sum(const float *losses, int64_t B, enum dt_reduction reducti
     if (!forced_order) return device_total;
     const int64_t n_chunks = (B + LOSS_CHUNK - 1) / LOSS_CHUNK;
     int64_t *perm = dt_xmalloc((size_t)n_chunks * sizeof *perm);
-    dt_cpu_forced_permutation(perm, n_chunks, forced_order, 3);
+    dt_forced_permutation(perm, n_chunks, forced_order, DT_FORCED_SUMMANDS);
     float total = 0.0f;
     for (int64_t t = 0; t < n_chunks; t++) {
         float s = 0.0f;

@@ -1,9 +1,9 @@
-/* Named random streams: seed -> replica -> purpose -> step -> layer (DESIGN.md).
+/* Named random streams: seed -> replica -> purpose -> step -> layer (docs/DESIGN.md).
  * A counter-based mixer (splitmix64 finalizer) derives a 64-bit key per stream; values
  * are a pure function of (key, index), so any draw can be recomputed in any order, on any
  * device. Only integer operations and exact float scaling: portable bits. */
-#ifndef DT_SEED_H
-#define DT_SEED_H
+#ifndef DT_STREAMS_H
+#define DT_STREAMS_H
 
 #include <stdint.h>
 
@@ -67,5 +67,17 @@ static inline uint64_t dt_stream_replica(unsigned vary_flags, unsigned purpose_f
 /* Fill perm[0..n) with a uniformly random permutation of 0..n-1 (Fisher-Yates driven by
  * the stream `key`); the result depends only on (key, n). */
 void dt_shuffle_permutation(int64_t *perm, int64_t n, uint64_t key);
+
+/* The forced combination order of the test hook (backend.h, set_forced_order): a
+ * permutation of [0, n) drawn from the hook's seed and a salt naming the op family that
+ * uses it (DT_FORCED_*). Both backends draw it here, so a forced order on the GPU is the
+ * CPU's order and the tests can emulate either side on the host. */
+enum dt_forced_salt {
+    DT_FORCED_CHUNKS = 1,    /* dense weight gradient: the order of the batch chunks */
+    DT_FORCED_ROWS = 2,      /* bias gradient: the order of the batch rows */
+    DT_FORCED_SUMMANDS = 3,  /* loss: its chunks; conv backward-data: the scattered rows */
+    DT_FORCED_POSITIONS = 4, /* max-pool backward: the order of the output positions */
+};
+void dt_forced_permutation(int64_t *perm, int64_t n, uint64_t seed, uint64_t salt);
 
 #endif

@@ -1,5 +1,6 @@
-/* Host-side uses of the named streams: the per-epoch data-order permutation. */
-#include "nets/seed.h"
+/* Host-side uses of the named streams: the per-epoch data-order permutation and the test
+ * hook's forced combination orders. */
+#include "determinism/streams.h"
 
 void dt_shuffle_permutation(int64_t *perm, int64_t n, uint64_t key)
 {
@@ -11,4 +12,9 @@ void dt_shuffle_permutation(int64_t *perm, int64_t n, uint64_t key)
         perm[i] = perm[j];
         perm[j] = t;
     }
+}
+
+void dt_forced_permutation(int64_t *perm, int64_t n, uint64_t seed, uint64_t salt)
+{
+    dt_shuffle_permutation(perm, n, dt_mix64(seed ^ dt_mix64(salt)));
 }
