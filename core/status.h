@@ -75,7 +75,7 @@ void dt_assert_fail(const char *expr, const char *file, int line, const char *ms
 /* Allocation that aborts on failure (used for sizes the program computed itself). */
 /* Called (when set) before dt_xmalloc/dt_xcalloc/dt_xrealloc abort on a failed allocation,
  * with the size asked for: the training run records its manifest as failed and exits
- * (harness/train.c). It must not allocate; if it returns, the process aborts.
+ * (harness/run/train.c). It must not allocate; if it returns, the process aborts.
  * Test-only: with DETRAIN_TEST_FAIL_ALLOC_ABOVE=N in the environment when a hook is set,
  * every later dt_x* allocation of more than N bytes fails as if memory had run out. */
 void dt_set_oom_hook(void (*hook)(size_t bytes));

@@ -19,7 +19,7 @@ enum dt_level { DT_LEVEL_FAST, DT_LEVEL_RUN_TO_RUN, DT_LEVEL_PORTABLE, DT_LEVEL_
 /* reduction: sums across the batch (bias/weight gradients, loss). EXACT sums as FIXED does
  * (dt_reduction_ordered) within each canonical shard: with shards set on the backend
  * (dt_backend_set_shards) its batch reductions give one partial per shard, which the
- * step then adds exactly (dt_exact_*, harness/dist.h); without them it is FIXED. */
+ * step then adds exactly (dt_exact_*, harness/run/dist.h); without them it is FIXED. */
 enum dt_reduction { DT_REDUCTION_UNORDERED, DT_REDUCTION_FIXED, DT_REDUCTION_EXACT };
 /* Do the ops sum in the fixed order (fixed and exact)? */
 #define dt_reduction_ordered(pol) ((pol)->reduction != DT_REDUCTION_UNORDERED)

@@ -1,4 +1,4 @@
-/* Fuzz target: the YAML config loader (harness/config.c) on hostile bytes.
+/* Fuzz target: the YAML config loader (harness/setup/config.c) on hostile bytes.
  * The input is a config file, loaded from memory as "<fuzz>" (dt_config_load_text); its
  * first line, less a leading '#' and blanks, is also tried as a --set override, so a seed
  * can carry one in a YAML comment. Beyond crashes (ASan, UBSan, DT_ASSERT) it checks what
@@ -8,7 +8,7 @@
  * loads back to the same JSON. libFuzzer drives it (fuzz/CMakeLists.txt); so does
  * fuzz/replay_main.c in every build, over fuzz/corpus/config and fuzz/regressions/config. */
 #include "fuzz/fuzz_target.h"
-#include "harness/config.h"
+#include "harness/setup/config.h"
 
 #include <stdint.h>
 #include <stdio.h>

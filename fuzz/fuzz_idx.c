@@ -1,4 +1,4 @@
-/* Fuzz target: the IDX reader (harness/data.c, dt_idx_read) on hostile bytes, read both as
+/* Fuzz target: the IDX reader (harness/setup/data.c, dt_idx_read) on hostile bytes, read both as
  * labels (idx1) and as images (idx3). The reader goes through zlib's gzopen, so the bytes
  * are put in an in-memory file (memfd) and opened by its /proc/self/fd path: plain and
  * gzip inputs alike, no disk writes. Beyond crashes (ASan, UBSan, DT_ASSERT) it checks what
@@ -8,7 +8,7 @@
  * (fuzz/CMakeLists.txt); so does fuzz/replay_main.c in every build. */
 #define _GNU_SOURCE /* memfd_create */
 #include "fuzz/fuzz_target.h"
-#include "harness/data.h"
+#include "harness/setup/data.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -11,15 +11,15 @@
 #include "build_info.h"
 #include "core/fileio.h"
 #include "core/status.h"
-#include "harness/bench.h"
-#include "harness/compare.h"
-#include "harness/config.h"
-#include "harness/dist.h"
-#include "harness/matrix.h"
-#include "harness/outdir.h"
-#include "harness/ranks_report.h"
-#include "harness/report.h"
-#include "harness/train.h"
+#include "harness/run/bench.h"
+#include "harness/analyze/compare.h"
+#include "harness/setup/config.h"
+#include "harness/run/dist.h"
+#include "harness/run/matrix.h"
+#include "harness/record/outdir.h"
+#include "harness/analyze/ranks_report.h"
+#include "harness/analyze/report.h"
+#include "harness/run/train.h"
 
 #define MAX_SETS 128
 
@@ -398,7 +398,7 @@ static int cmd_bench(int argc, char **argv)
 
 static int run_command(int argc, char **argv);
 
-/* Under an MPI launcher every process runs this; harness/dist.h. */
+/* Under an MPI launcher every process runs this; harness/run/dist.h. */
 int main(int argc, char **argv)
 {
     struct dt_error err = {0};

@@ -122,7 +122,7 @@ void dt_backend_gather(struct dt_backend *be, float *x, int32_t *labels,
 void *dt_backend_host_alloc(struct dt_backend *be, size_t bytes);
 void dt_backend_host_free(struct dt_backend *be, void *p);
 
-/* Snapshot copies for hashing without stalling the device (harness/hashpipe.h).
+/* Snapshot copies for hashing without stalling the device (harness/run/hashpipe.h).
  * copy_out_begin copies n backend tensors srcs[i] of bytes[i] bytes, in order and back to
  * back, into host_dst (dt_backend_host_alloc memory), ordered after all work queued so far,
  * and returns at once: ops queued after it may overwrite the sources straight away (CUDA
@@ -159,7 +159,7 @@ int dt_backend_take_algo_notes(struct dt_backend *be, struct dt_algo_note *notes
 void dt_backend_reset_algo_choices(struct dt_backend *be);
 
 /* The index of the first NaN or Inf (either sign; -0 and subnormals are finite) in p[0, n)
- * (backend memory), -1 when there is none: the per-step fault check of harness/train.c.
+ * (backend memory), -1 when there is none: the per-step fault check of harness/run/train.c.
  * The backend's own scan (a max of |bits| in parallel, then the first index where it found
  * one), or a download and a host scan on backends without one. */
 int64_t dt_backend_first_nonfinite(struct dt_backend *be, const float *p, int64_t n);
@@ -169,7 +169,7 @@ int64_t dt_backend_first_nonfinite(struct dt_backend *be, const float *p, int64_
 bool dt_backend_first_nonfinite_many(struct dt_backend *be, const float *const *p,
                                      const int64_t *n, int count, int *which, int64_t *index);
 
-/* ---- reduction: exact, one pass (harness/dist.h, DESIGN.md "reduction") -------------
+/* ---- reduction: exact, one pass (harness/run/dist.h, DESIGN.md "reduction") -------------
  * The canonical shards of the batch the next ops see: shard k holds batch rows
  * [row[k], row[k+1]), row[0] = 0 and row[count] = the batch. While set, every batch
  * reduction called with `reduction: exact` -- dense_backward_weight, bias_backward,
@@ -285,7 +285,7 @@ enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits,
                                         const float *probs, const int32_t *labels, int64_t B,
                                         int64_t C, const struct dt_policy *pol);
 /* dlogits = (probs - onehot(labels)) * (1 / denom), denom >= B: a shard's rows of the
- * gradient of the mean loss over a batch of `denom` examples (harness/dist.h). */
+ * gradient of the mean loss over a batch of `denom` examples (harness/run/dist.h). */
 enum dt_status dt_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
                                                const float *probs, const int32_t *labels,
                                                int64_t B, int64_t C, int64_t denom,

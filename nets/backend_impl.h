@@ -108,7 +108,7 @@ struct dt_backend_ops {
     bool (*first_nonfinite_many)(struct dt_backend *be, const float *const *p, const int64_t *n,
                                  int count, int *which, int64_t *index);
     /* version 9: softmax_xent_backward with the divisor `denom` >= B, the global batch a
-     * shard's rows belong to (harness/dist.h) (optional: NULL = only denom == B) */
+     * shard's rows belong to (harness/run/dist.h) (optional: NULL = only denom == B) */
     enum dt_status (*softmax_xent_backward_scaled)(struct dt_backend *, float *, const float *,
                                                    const int32_t *, int64_t, int64_t, int64_t,
                                                    const struct dt_policy *);

@@ -14,7 +14,7 @@
  *      gradient and the sampled weight that the input gradient needs;
  *   4. gradients = sample mean + KL term (dt_bnn_finish), then SGD on every mu and rho.
  * Steps 1-3 are ops->gradients (the data term), step 4's sum is ops->finish_gradients: a
- * data-parallel or `reduction: exact` step (harness/dist.h) runs 1-3 on a rank's rows with
+ * data-parallel or `reduction: exact` step (harness/run/dist.h) runs 1-3 on a rank's rows with
  * the backend's shards set -- every weight and bias gradient of every sample one partial
  * per shard, accumulated into that shard's slot of the mu and rho gradients -- combines
  * the slots of every shard and rank, and only then adds the KL term, once per step.

@@ -1,5 +1,5 @@
 /* A training batch gathered from a resident dataset (nets/backend.h, dt_backend_gather):
- * the per-element rule shared by the host (harness/data.c's conversion, the CPU backend)
+ * the per-element rule shared by the host (harness/setup/data.c's conversion, the CPU backend)
  * and the CUDA gather kernel (nets/cuda/gather.cu), so a batch gathered on the device has
  * the bits of the host's. Tests: tests/test_data.c (the conversion is the correctly
  * rounded quotient for every byte; host emulation of the kernel against the host batch). */

@@ -68,7 +68,7 @@ struct dt_model_ops {
     void (*memory)(const struct dt_model *m, const struct dt_policy *pol,
                    struct dt_model_memory *out);
     /* Optional, for kinds with their own train_step: the step split for data-parallel and
-     * exact steps (harness/dist.h), so that the kind runs on several ranks. NULL = one rank.
+     * exact steps (harness/run/dist.h), so that the kind runs on several ranks. NULL = one rank.
      * gradients: on the B rows already in m->x / m->labels, every param's g = the data
      *   term of the gradient of (sum of the rows' losses) / denom; with sh (the backend's
      *   shards set to it) one result per shard in each of g's slots, slot k the bits of
@@ -161,7 +161,7 @@ enum dt_status dt_model_train_step_batch(struct dt_model *m, const struct dt_bat
                                          const struct dt_sgd_options *opt,
                                          const struct dt_policy *pol, float *loss);
 
-/* The pieces of a step, for data-parallel steps (harness/dist.h) that combine several
+/* The pieces of a step, for data-parallel steps (harness/run/dist.h) that combine several
  * gradient computations before one update. Only for kinds that split their step
  * (dt_model_splits_step).
  * begin_step: m->step++ and m->err cleared (once per step).
@@ -185,7 +185,7 @@ enum dt_status dt_model_sgd(struct dt_model *m, const struct dt_sgd_options *opt
  * kind's data-free term (ops->finish_gradients; nothing for the others). */
 enum dt_status dt_model_finish_gradients(struct dt_model *m, const struct dt_policy *pol);
 
-/* reduction: exact in one pass (harness/dist.h). grad_slots: every param's g becomes room
+/* reduction: exact in one pass (harness/run/dist.h). grad_slots: every param's g becomes room
  * for `slots` partials of n floats, packed in m->grad_pack (param i at slots *
  * grad_first[i]); g itself points at slot 0, where the final gradient lands. Keeps the
  * layout when slots is unchanged.

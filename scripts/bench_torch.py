@@ -90,7 +90,7 @@ def load_config(path):
 
 
 def find_fashion_mnist(config_path):
-    """The folder detrain would read (harness/data.c's order), or None."""
+    """The folder detrain would read (harness/setup/data.c's order), or None."""
     for d in (config_path, os.environ.get("DETRAIN_DATA", ""), "/usr/share/datasets/fashion-mnist"):
         if d and any(os.path.exists(os.path.join(d, "train-images-idx3-ubyte" + z)) for z in ("", ".gz")):
             return d

@@ -356,7 +356,7 @@ EOF_FN
       echo "# The host has no pkg-config: Debian's pkgconf."
       echo "dt_deps_prepend PATH '$prefix/bin'"
     fi
-    echo "# Fashion-MNIST for detrain (harness/data.c: dataset.path, else \$DETRAIN_DATA)."
+    echo "# Fashion-MNIST for detrain (harness/setup/data.c: dataset.path, else \$DETRAIN_DATA)."
     echo "export DETRAIN_DATA='$prefix/$dataset_rel'"
     echo "unset -f dt_deps_prepend"
   } >"$env"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A distributed experiment: one config at several rank counts, then the report that puts
-# them side by side (harness/ranks_report.h).
+# them side by side (harness/analyze/ranks_report.h).
 #   scripts/ranks.sh CONFIG DIR [N ...] [-- detrain-run-options]
 # runs `detrain run CONFIG --out DIR/plain` (one process, no mpirun), then for each N
 # (default 1 2) `mpirun --oversubscribe -np N detrain run CONFIG --out DIR/npN`, then

@@ -24,7 +24,7 @@ packages=(
   libssl-dev                      # SHA-256 through OpenSSL EVP
   zlib1g-dev                      # .gz datasets
   libopenblas-dev                 # sgemm for the `fast` level's matrix products
-  libopenmpi-dev openmpi-bin      # mpirun -np N detrain run: data parallelism (harness/dist.c)
+  libopenmpi-dev openmpi-bin      # mpirun -np N detrain run: data parallelism (harness/run/dist.c)
   dataset-fashion-mnist           # /usr/share/datasets/fashion-mnist
 )
 # Only with --check. libclang-rt-dev (Debian 12: libclang-rt-14-dev, the libclang_rt.fuzzer,

@@ -1,4 +1,4 @@
-/* The per-step record of library algorithm choices (harness/algolog.c): run-length rows
+/* The per-step record of library algorithm choices (harness/record/algolog.c): run-length rows
  * per call site, a row for every change (autotuning changing its mind, a short last batch
  * with its own shape), the call-site and row limits, the algos.csv and run.json texts; and
  * that a CPU run -- whose backend chooses no algorithm -- writes neither. */
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/util.h"
-#include "harness/algolog.h"
+#include "harness/record/algolog.h"
 #include "nets/backend.h"
 #include "tests/check.h"
 #include "tests/op_helpers.h"

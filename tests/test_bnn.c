@@ -31,8 +31,8 @@
 
 #include "determinism/eps.h"
 #include "determinism/philox.h"
-#include "harness/hash.h"
-#include "harness/train.h"
+#include "harness/record/hash.h"
+#include "harness/run/train.h"
 #include "nets/backend.h"
 #include "nets/model.h"
 #include "tests/check.h"

@@ -1,4 +1,4 @@
-/* Checkpoints and `detrain run --resume` (harness/checkpoint.c, harness/train.c).
+/* Checkpoints and `detrain run --resume` (harness/record/checkpoint.c, harness/run/train.c).
  * unit: the file round trip, every malformed-file error with its message, the checks
  * against another config, policy, replica or model, and the config comparison.
  * e2e: runs killed (SIGKILL, through the test-only hook DETRAIN_TEST_KILL_AFTER_STEP, at a
@@ -13,11 +13,11 @@
 
 #include "check.h"
 #include "core/util.h"
-#include "harness/checkpoint.h"
-#include "harness/config.h"
-#include "harness/layout.h"
-#include "harness/snapshot.h"
-#include "harness/train.h"
+#include "harness/record/checkpoint.h"
+#include "harness/setup/config.h"
+#include "harness/record/layout.h"
+#include "harness/record/snapshot.h"
+#include "harness/run/train.h"
 #include "nets/backend.h"
 #include "run_helper.h"
 

@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <glob.h>
 
-#include "harness/config.h"
+#include "harness/setup/config.h"
 
 #define CFG(file) DT_TEST_DATA_DIR "/config/" file
 

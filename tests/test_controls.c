@@ -6,7 +6,7 @@
  * `fixed_point`. The forced order (dt_backend_set_forced_order) replaces timing luck. */
 #include <stdint.h>
 
-#include "harness/hash.h"
+#include "harness/record/hash.h"
 #include "nets/backend.h"
 #include "nets/model.h"
 #include "tests/check.h"

@@ -1,4 +1,4 @@
-/* The cross-device table (`detrain compare --table`, harness/compare.c): real tiny runs
+/* The cross-device table (`detrain compare --table`, harness/analyze/compare.c): real tiny runs
  * (tests/data/tiny.yaml, 12 steps, per-tensor digests) on 2 and 1 CPU threads stand for two
  * devices; copies of them with one trace row (and its tensor row) altered, a replica
  * removed or a trace cut short stand for devices that disagree. Runs the real binary. */

@@ -4,8 +4,8 @@
  * parallel and no binaries live in the repository. */
 #include "tests/check.h"
 
-#include "harness/batches.h"
-#include "harness/data.h"
+#include "harness/run/batches.h"
+#include "harness/setup/data.h"
 #include "nets/gather_hd.h"
 
 #include <errno.h>
@@ -789,7 +789,7 @@ DT_TEST(dataset_real)
     dt_dataset_free(&ds);
 }
 
-/* ---- batches gathered from the resident set (harness/batches.h, nets/gather_hd.h) -------- */
+/* ---- batches gathered from the resident set (harness/run/batches.h, nets/gather_hd.h) -------- */
 
 /* Every byte's value is the correctly rounded quotient byte / 255 -- what IEEE division
  * gives on the host and on a CUDA device without fast-math -- checked exactly: f * 255 is

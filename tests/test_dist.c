@@ -1,4 +1,4 @@
-/* Data parallelism over MPI ranks (harness/dist.h): at reduction: exact (portable) the
+/* Data parallelism over MPI ranks (harness/run/dist.h): at reduction: exact (portable) the
  * traces of N = 1, 2, 3, 4 ranks equal each other and the plain single-process run's; under
  * unordered and fixed they depend on N (the negative control); a rank whose weights are
  * perturbed is named with its step; a checkpoint taken with N ranks resumes with another N
@@ -12,7 +12,7 @@
 #include "check.h"
 #include "determinism/fixed_point.h"
 #include "core/util.h"
-#include "harness/dist.h"
+#include "harness/run/dist.h"
 #include "nets/backend.h"
 #include "nets/model.h"
 #include "run_helper.h"

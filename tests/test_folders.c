@@ -1,4 +1,4 @@
-/* A result folder is the user's record (README: Outputs; harness/outdir.h): a run refused
+/* A result folder is the user's record (README: Outputs; harness/record/outdir.h): a run refused
  * for any reason changes nothing on disk, one folder holds one experiment, one writer at a
  * time, and no output is written through a link. Every case fingerprints the folder (each
  * entry's name, type, size, link target, and every file's SHA-256) before and after, and
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "harness/dist.h"
+#include "harness/run/dist.h"
 #include "run_helper.h"
 
 #define EXE DT_DETRAIN_EXE

@@ -2,7 +2,7 @@
  * float encoding; the model digest's definition, stability and sensitivity to one bit. */
 #include <stdint.h>
 
-#include "harness/hash.h"
+#include "harness/record/hash.h"
 #include "tests/check.h"
 
 static void hex_of(char out[DT_DIGEST_HEX], const void *data, size_t n)

@@ -1,4 +1,4 @@
-/* The hashing pipeline (harness/hashpipe.h) and the backend calls under it: snapshot copies
+/* The hashing pipeline (harness/run/hashpipe.h) and the backend calls under it: snapshot copies
  * (dt_backend_copy_out_begin/wait), host buffers, synchronisation around profiled ops.
  * unit: the CPU backend's copies and the pipeline in process against the synchronous path
  * (the same trace bytes, a complete prefix after every drain, write errors); e2e: detrain
@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "core/util.h"
-#include "harness/hashpipe.h"
-#include "harness/trace.h"
+#include "harness/run/hashpipe.h"
+#include "harness/record/trace.h"
 #include "nets/backend_impl.h"
 #include "tests/check.h"
 #include "tests/op_helpers.h"

@@ -1,9 +1,9 @@
-/* Divergence and overhead metrics (harness/metrics.c) against hand-computed values. */
+/* Divergence and overhead metrics (harness/record/metrics.c) against hand-computed values. */
 #include <math.h>
 #include <stdio.h>
 
 #include "check.h"
-#include "harness/metrics.h"
+#include "harness/record/metrics.h"
 
 DT_TEST(churn_known_vectors)
 {

@@ -1,4 +1,4 @@
-/* The report (harness/report.c) on experiment folders built by hand: config.json from a
+/* The report (harness/analyze/report.c) on experiment folders built by hand: config.json from a
  * small YAML, and per replica trace.csv, tensors.csv, metrics.csv, times.csv,
  * predictions.csv and snapshots whose weights are chosen so that every figure of
  * summary.csv, cells.csv and drift.csv is known in advance (worked out in the comments). */
@@ -9,11 +9,11 @@
 
 #include "check.h"
 #include "core/util.h"
-#include "harness/config.h"
-#include "harness/hash.h"
-#include "harness/layout.h"
-#include "harness/report.h"
-#include "harness/snapshot.h"
+#include "harness/setup/config.h"
+#include "harness/record/hash.h"
+#include "harness/record/layout.h"
+#include "harness/analyze/report.h"
+#include "harness/record/snapshot.h"
 #include "run_helper.h"
 
 /* ---- the synthetic model: fc1.weight (4 values) and fc1.bias (2 values) ------------------- */

@@ -16,8 +16,8 @@
 
 #include "core/dynlib.h"
 #include "core/fileio.h"
-#include "harness/checkpoint.h"
-#include "harness/config.h"
+#include "harness/record/checkpoint.h"
+#include "harness/setup/config.h"
 #include "tests/check.h"
 #include "tests/run_helper.h"
 

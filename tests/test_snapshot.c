@@ -1,5 +1,5 @@
-/* Weight snapshots (harness/snapshot.c) and `detrain compare` over replica and experiment
- * folders (harness/compare.c): round trip, digest against harness/hash, every read error
+/* Weight snapshots (harness/record/snapshot.c) and `detrain compare` over replica and experiment
+ * folders (harness/analyze/compare.c): round trip, digest against harness/hash, every read error
  * with its message, distances against hand-computed values, listing, atomic writes, and
  * compare on fabricated folders (identical, diverged, corrupted, experiment folders). */
 #include <dirent.h>
@@ -10,12 +10,12 @@
 
 #include "check.h"
 #include "core/util.h"
-#include "harness/compare.h"
-#include "harness/config.h"
-#include "harness/hash.h"
-#include "harness/layout.h"
-#include "harness/snapshot.h"
-#include "harness/trace.h"
+#include "harness/analyze/compare.h"
+#include "harness/setup/config.h"
+#include "harness/record/hash.h"
+#include "harness/record/layout.h"
+#include "harness/record/snapshot.h"
+#include "harness/record/trace.h"
 #include "run_helper.h"
 
 #define TMP DT_TEST_TMP_DIR "/snapshot."

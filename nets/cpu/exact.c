@@ -11,7 +11,9 @@
  *                    split over the workers; each element is owned by one of them and its
  *                    integer sum is exact, so any split gives the same bits. 4 lanes at
  *                    a time (AVX2 or baseline), or 8 with AVX-512DQ: the same bits
- *                    (tests/test_exact.c runs both, ties included). */
+ *                    (tests/test_exact.c runs both, ties included).
+ * Here too: dt_cpu_max_abs, the max |v| scan (the same max-bits kernel) that the
+ * fixed-point scatters (conv, pool, bias gradient) and check_finite use. */
 #include <string.h>
 
 #ifdef __x86_64__
@@ -96,6 +98,55 @@ uint32_t dt_cpu_max_bits(const float *p, int64_t n, uint32_t mb)
  * 2^51 adding 1.5 * 2^52 rounds to an integer (the machine's mode: to nearest even) and
  * leaves it in the low bits; at 2^51 and above the product, 24 significant bits, is an
  * integer multiple of 2^28, converted as (x * 2^-28) the same way, then shifted back. */
+/* ---- the max |v| scan of the fixed-point paths and of check_finite ------------------ */
+
+/* Largest |v| as a bit pattern (monotone for finite floats) over v[0, n); false and the
+ * index of the first non-finite element in *bad otherwise. */
+struct maxabs_job {
+    const float *v;
+    uint32_t worker_max[DT_CPU_MAX_THREADS];
+    int64_t worker_bad[DT_CPU_MAX_THREADS];
+};
+
+static void maxabs_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    struct maxabs_job *j = ctx;
+    const uint32_t m = dt_cpu_max_bits(j->v + begin, end - begin, 0);
+    int64_t bad = -1;
+    if (m >= 0x7f800000u) /* a NaN or Inf is here: find the first */
+        for (int64_t i = begin; i < end && bad < 0; i++)
+            if ((dt_float_bits(j->v[i]) & 0x7fffffffu) >= 0x7f800000u) bad = i;
+    j->worker_max[worker] = m;
+    j->worker_bad[worker] = bad;
+}
+
+bool dt_cpu_max_abs(struct dt_backend *be, const float *v, int64_t n, float *max_abs,
+                    int64_t *bad)
+{
+    struct maxabs_job *j = dt_xmalloc(sizeof *j);
+    j->v = v;
+    const int T = dt_pool_threads(dt_cpu(be)->pool);
+    for (int t = 0; t < T; t++) j->worker_max[t] = 0, j->worker_bad[t] = -1;
+    dt_pool_run(dt_cpu(be)->pool, n, 4096, maxabs_part, j);
+    uint32_t m = 0;
+    *bad = -1;
+    for (int t = 0; t < T; t++) {
+        if (j->worker_max[t] > m) m = j->worker_max[t];
+        if (j->worker_bad[t] >= 0 && (*bad < 0 || j->worker_bad[t] < *bad)) *bad = j->worker_bad[t];
+    }
+    free(j);
+    *max_abs = dt_bits_float(m);
+    return *bad < 0;
+}
+
+int64_t dt_cpu_first_nonfinite(struct dt_backend *be, const float *v, int64_t n)
+{
+    float max_abs;
+    int64_t bad = -1;
+    if (n > 0) (void)dt_cpu_max_abs(be, v, n, &max_abs, &bad);
+    return bad;
+}
+
 static inline __attribute__((always_inline)) void to_fixed4(v4i *q, const float *p,
                                                            const v4d *up)
 {

@@ -1,0 +1,70 @@
+/* Where an experiment's files live on disk: the one place that names them, shared by the
+ * writer (harness/train) and the readers (harness/report, harness/compare).
+ *
+ * <out>/run.json              experiment manifest (harness/train)
+ * <out>/config.json           the resolved config; dt_config_load reads it back, so
+ *                             `detrain report` rebuilds without the original YAML
+ * <out>/overhead.csv          raw alternated step times, one row per pair:
+ *                             "policy,pair,order,fast_ms,policy_ms" (order: fast_first or
+ *                             policy_first; policy = the policy's name)
+ * <out>/<cell>/replica-<k>/   one replica:
+ *     trace.csv, tensors.csv  (harness/record/trace.h)
+ *     metrics.csv             "step,test_loss,test_acc,test_ece"; the last row is the final
+ *                             evaluation (step = train.steps) when the replica completed
+ *     times.csv               "step,step_ms,hash_ms": every step; hash_ms empty when the step
+ *                             was not hashed
+ *     predictions.csv         "index,label,predicted": the final model's class for every
+ *                             test example (completed replicas only)
+ *     snapshots/step-<8 digits>.bin   weights at step 0 and report.snapshots log-spaced
+ *                             steps (harness/record/snapshot.h)
+ *     run.json                replica manifest
+ * <out>/report.md, summary.csv, cells.csv, drift.csv, plots/   (harness/report)
+ *
+ * <cell> is the policy's name when the experiment has one vary setting (the layout of
+ * single-setting experiments), else "<vary label>/<policy>". A cell index c runs over
+ * vary settings (outer) x policies (inner): c = v * n_policies + p. */
+#ifndef DT_LAYOUT_H
+#define DT_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harness/setup/config.h"
+
+#define DT_OVERHEAD_HEADER "policy,pair,order,fast_ms,policy_ms"
+#define DT_TIMES_HEADER "step,step_ms,hash_ms"
+#define DT_PREDICTIONS_HEADER "index,label,predicted"
+#define DT_METRICS_HEADER "step,test_loss,test_acc,test_ece"
+
+/* "none" for 0, else the names of the set flags joined by '+' in flag order
+ * ("init+data_order"). */
+void dt_vary_label(char *buf, size_t size, unsigned vary);
+
+static inline int dt_cell_count(const struct dt_experiment *exp)
+{
+    return exp->n_vary * exp->n_policies;
+}
+static inline int dt_cell_vary(const struct dt_experiment *exp, int cell)
+{
+    return cell / exp->n_policies;
+}
+static inline int dt_cell_policy(const struct dt_experiment *exp, int cell)
+{
+    return cell % exp->n_policies;
+}
+
+/* The cell's folder relative to <out> (see above). */
+void dt_cell_dir(char *buf, size_t size, const struct dt_experiment *exp, int cell);
+/* <out>/<cell>/replica-<r>. */
+void dt_replica_dir(char *buf, size_t size, const char *out_dir,
+                    const struct dt_experiment *exp, int cell, int r);
+/* <replica_dir>/snapshots/step-<8 digits>.bin, and the folder itself. */
+void dt_snapshot_path(char *buf, size_t size, const char *replica_dir, int64_t step);
+void dt_snapshot_dir(char *buf, size_t size, const char *replica_dir);
+
+/* The steps at which replicas keep weight snapshots: 0, then up to exp->report.snapshots
+ * log-spaced steps in [1, train.steps] (dt_log_spaced_steps), ascending. Returns the
+ * count (0 when report.snapshots is 0); out holds at least report.snapshots + 1. */
+int dt_snapshot_steps(const struct dt_experiment *exp, int64_t *out);
+
+#endif

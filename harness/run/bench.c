@@ -1,0 +1,315 @@
+/* Benchmark of the training step and of per-step hashing. Each measured step is timed in
+ * two parts -- the update (forward, backward, SGD) and the hash of every parameter -- so
+ * the ratio comes from the same steps on the same machine state; then as many steps again
+ * with hashing pipelined (harness/run/hashpipe.h), timing what it costs the training thread.
+ * A step's time ends when the backend has finished it (dt_backend_step_end: the one wait
+ * that also reads the step's deferred checks, as in training), so device backends are
+ * timed as honestly as the CPU. Medians, not means. */
+#include "harness/run/bench.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "harness/run/hashpipe.h"
+#include "harness/record/metrics.h"
+#include "harness/run/train.h"
+#include "nets/backend.h"
+#include "determinism/streams.h"
+
+/* Time one training step of `pol` on m: total and per op (seconds). */
+static enum dt_status timed_step(struct dt_dist_step *dist, struct dt_model *m,
+                                 const struct dt_batch *batch, int64_t B, int64_t shards,
+                                 const struct dt_sgd_options *sgd, const struct dt_policy *pol,
+                                 double *total, double ops[DT_OP_COUNT])
+{
+    float loss;
+    dt_backend_profile_reset(m->be);
+    double t0 = dt_now_s();
+    enum dt_status st = dt_dist_train(dist, m, batch, B, shards, sgd, pol, &loss);
+    st = dt_model_step_end(m, st); /* as a training step */
+    *total = dt_now_s() - t0;
+    dt_backend_profile_read(m->be, ops);
+    return st;
+}
+
+enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment *exp,
+                                  struct dt_bench_stream *bs, const struct dt_policy *base,
+                                  const struct dt_policy *pol, int64_t warmup, int64_t n,
+                                  double *ta, double *tb, double *oa, double *ob)
+{
+    const int64_t B = exp->train.batch;
+    const struct dt_sgd_options sgd = dt_train_sgd_options(exp);
+    enum dt_status st = DT_OK;
+    dt_backend_defer_checks(m->be, dt_dist_size() == 1); /* as a training step (train.c) */
+    for (int64_t i = 0; i < warmup + n && st == DT_OK; i++) {
+        const bool base_first = i % 2 == 0;
+        for (int step = 0; step < 2 && st == DT_OK; step++) {
+            /* a stop request (SIGINT, SIGTERM, SIGHUP in `detrain run`) ends the sampling
+             * before the next step; every rank agrees, since each step is collective. The
+             * caller sees dt_train_stop_requested and drops the unfinished samples. */
+            const int sig = dt_dist_max_status((int)dt_train_stop_requested, NULL);
+            if (sig) {
+                if (!dt_train_stop_requested) dt_train_stop_requested = sig;
+                dt_backend_defer_checks(m->be, false);
+                return DT_OK;
+            }
+            const int k = base_first ? step : 1 - step; /* 0 = base, 1 = the policy */
+            double t, ops[DT_OP_COUNT];
+            const struct dt_batch batch = dt_batch_stream_at(&bs->batches, bs->s++);
+            st = timed_step(&bs->dist, m, &batch, B, exp->train.shards, &sgd,
+                            k == 0 ? base : pol, &t, ops);
+            if (i < warmup) continue;
+            int64_t r = i - warmup;
+            (k == 0 ? ta : tb)[r] = t;
+            double *o = k == 0 ? oa : ob;
+            if (o) memcpy(o + r * DT_OP_COUNT, ops, sizeof ops);
+        }
+    }
+    dt_backend_defer_checks(m->be, false);
+    return st;
+}
+
+/* Overhead of every policy against the baseline (`fast`, or the config's first policy),
+ * with a paired bootstrap 95% interval of the step-time ratio ("inconcl." when it holds
+ * 1.0; harness/record/metrics.h):
+ * the two alternate step by step on one model and one batch stream, so both see the same
+ * machine state, in ABBA order (baseline first in even pairs, the policy first in odd
+ * ones) so neither always runs on the caches the other left; ratios of medians, per
+ * training step and per op. Models that draw epsilon also report its memory per policy. */
+static enum dt_status bench_overhead(const struct dt_experiment *exp,
+                                     const struct dt_bench_options *opt, struct dt_backend *be,
+                                     struct dt_model *m, struct dt_bench_stream *bs,
+                                     struct dt_error *err)
+{
+    struct dt_policy fast;
+    dt_policy_from_level(&fast, DT_LEVEL_FAST);
+    if (opt->baseline_first) fast = exp->policies[0];
+    const char *base_name = opt->baseline_first ? exp->policies[0].name : "fast";
+    struct dt_model_memory mem;
+    dt_model_memory(m, &fast, &mem);
+    const bool draws = m->ops->memory != NULL;
+    if (draws)
+        printf("\nepsilon memory (bytes): %s holds %" PRId64 " from forward to backward, "
+               "workspace %" PRId64 ", generator state %" PRId64 "\n",
+               base_name, mem.eps_held, mem.eps_workspace, mem.rng_state);
+    const int64_t n = opt->steps;
+    double *ta = dt_xcalloc((size_t)n, sizeof(double)), *tb = dt_xcalloc((size_t)n, sizeof(double));
+    double *oa = dt_xcalloc((size_t)(n * DT_OP_COUNT), sizeof(double));
+    double *ob = dt_xcalloc((size_t)(n * DT_OP_COUNT), sizeof(double));
+    double *col = dt_xcalloc((size_t)n, sizeof(double));
+    FILE *csv = NULL;
+    if (opt->csv_path && !(csv = fopen(opt->csv_path, "a")))
+        return dt_error_set(err, DT_ERR_IO, "%s: cannot open for appending", opt->csv_path);
+    enum dt_status st = DT_OK;
+    bool header = false;
+    /* per-op times come from a pass of their own: timing each op makes a device backend
+     * wait for it, which must not enter the step times */
+    const int64_t n_ops = n < 100 ? n : 100;
+    double *scratch_a = dt_xcalloc((size_t)n_ops, sizeof(double));
+    double *scratch_b = dt_xcalloc((size_t)n_ops, sizeof(double));
+    for (int p = 0; p < exp->n_policies && st == DT_OK; p++) {
+        const struct dt_policy *pol = &exp->policies[p];
+        if (dt_policy_equal_controls(pol, &fast)) continue;
+        if (!header) {
+            printf("\noverhead vs %s: ratio of medians over %" PRId64 " alternating steps "
+                   "(ABBA: base, policy, policy, base, ...) after %" PRId64 " warm-up pairs, "
+                   "ops unprofiled; per op: a separate pass of %" PRId64 " pairs timing "
+                   "each op\n",
+                   base_name, n, opt->warmup, n_ops);
+            printf("%-26s %8s %8s %7s %-20s", "policy", "base_ms", "pol_ms", "step",
+                   "95% CI (bootstrap)");
+            if (draws) printf(" %12s %12s %10s", "eps_held_B", "eps_work_B", "state_B");
+            for (int o = 0; o < DT_OP_COUNT; o++) printf(" %9.9s", dt_op_name((enum dt_op)o));
+            printf("\n");
+            header = true;
+        }
+        st = dt_bench_alternate(m, exp, bs, &fast, pol, opt->warmup, n, ta, tb, NULL, NULL);
+        if (st != DT_OK || dt_train_stop_requested) break;
+        dt_backend_profile_enable(be, true);
+        st = dt_bench_alternate(m, exp, bs, &fast, pol, 2, n_ops, scratch_a, scratch_b, oa, ob);
+        dt_backend_profile_enable(be, false);
+        if (st != DT_OK || dt_train_stop_requested) break;
+        double ma = dt_median(ta, n), mb = dt_median(tb, n);
+        struct dt_ratio_ci ci;
+        dt_bootstrap_median_ratio(ta, tb, n, 2000, exp->train.seed, &ci);
+        char cis[64];
+        snprintf(cis, sizeof cis, "[%.2f, %.2f]%s", ci.lo, ci.hi, ci.inconclusive ? " inconcl." : "");
+        printf("%-26s %8.3f %8.3f %6.2fx %-20s", pol->name, 1e3 * ma, 1e3 * mb, mb / ma, cis);
+        if (draws) {
+            dt_model_memory(m, pol, &mem);
+            printf(" %12" PRId64 " %12" PRId64 " %10" PRId64, mem.eps_held, mem.eps_workspace,
+                   mem.rng_state);
+        }
+        if (csv)
+            fprintf(csv, "%s,%s,step,%.6f,%.6f,%.4f,%.4f,%.4f,%s\n", exp->name, pol->name,
+                    1e3 * ma, 1e3 * mb, mb / ma, ci.lo, ci.hi,
+                    ci.inconclusive ? "inconclusive" : "conclusive");
+        for (int o = 0; o < DT_OP_COUNT; o++) {
+            for (int64_t r = 0; r < n_ops; r++) col[r] = oa[r * DT_OP_COUNT + o];
+            double a = dt_median(col, n_ops);
+            for (int64_t r = 0; r < n_ops; r++) col[r] = ob[r * DT_OP_COUNT + o];
+            double b = dt_median(col, n_ops);
+            if (a > 0) printf(" %8.2fx", b / a);
+            else printf(" %9s", "-");
+            if (csv && a > 0)
+                fprintf(csv, "%s,%s,%s,%.6f,%.6f,%.4f\n", exp->name, pol->name,
+                        dt_op_name((enum dt_op)o), 1e3 * a, 1e3 * b, b / a);
+            else if (csv && b > 0) /* an op only the policy runs (exact_sum): no ratio */
+                fprintf(csv, "%s,%s,%s,%.6f,%.6f,\n", exp->name, pol->name,
+                        dt_op_name((enum dt_op)o), 1e3 * a, 1e3 * b);
+        }
+        printf("\n");
+    }
+    free(scratch_a);
+    free(scratch_b);
+    if (!header)
+        printf("\n(no policy other than the baseline %s in this config, so no overhead table; "
+               "e.g. --set 'policies=[fast, run_to_run, portable]')\n", base_name);
+    if (csv) fclose(csv);
+    free(ta);
+    free(tb);
+    free(oa);
+    free(ob);
+    free(col);
+    return st;
+}
+
+enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_bench_options *opt,
+                            struct dt_error *err)
+{
+    struct dt_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    DT_FORWARD_IF_ERROR(dt_dataset_load_fashion_mnist(&ds, exp->dataset.path,
+                                                      exp->dataset.train_limit,
+                                                      exp->dataset.test_limit, err));
+    struct dt_backend *be = NULL;
+    struct dt_backend_options bopt = {exp->backend.device == DT_DEVICE_CUDA ? DT_BACKEND_CUDA
+                                                                            : DT_BACKEND_CPU,
+                                      exp->backend.threads, exp->backend.gpu};
+    enum dt_status st = dt_backend_create(&be, &bopt, err);
+    const char *missing = st == DT_OK ? dt_backend_missing_op(be) : NULL;
+    if (missing)
+        st = dt_error_set(err, DT_ERR_UNSUPPORTED,
+                          "backend '%s': op %s is not implemented in this version; use "
+                          "backend.device: cpu",
+                          dt_backend_name(be), missing);
+    struct dt_model *m = NULL;
+    if (st == DT_OK) st = dt_train_build_model(&m, exp, be, ds.train.n, err);
+    if (st != DT_OK) {
+        dt_backend_destroy(be);
+        dt_dataset_free(&ds);
+        return st;
+    }
+    const struct dt_policy *pol = &exp->policies[0];
+    const int64_t B = exp->train.batch, total = opt->warmup + opt->steps;
+    struct dt_resident *train_set = dt_batch_resident(be, &ds.train);
+    struct dt_bench_stream bs;
+    memset(&bs, 0, sizeof bs);
+    dt_batch_stream_init(&bs.batches, &ds.train, train_set, B, exp->train.seed, 0);
+    int64_t max_param = 0;
+    for (int i = 0; i < m->n_params; i++)
+        max_param = m->params[i].n > max_param ? m->params[i].n : max_param;
+    float *staging = dt_xmalloc((size_t)max_param * sizeof(float));
+    uint8_t(*td)[DT_DIGEST_BYTES] = dt_xcalloc((size_t)m->n_params, DT_DIGEST_BYTES);
+    double *step_ms = dt_xcalloc((size_t)opt->steps, sizeof(double));
+    double *hash_ms = dt_xcalloc((size_t)opt->steps, sizeof(double));
+    double *pstep_ms = dt_xcalloc((size_t)opt->steps, sizeof(double));
+    double *phash_ms = dt_xcalloc((size_t)opt->steps, sizeof(double));
+    const struct dt_sgd_options sgd = dt_train_sgd_options(exp);
+    struct dt_dist_step dist; /* reduction: exact's shards (harness/run/dist.h) */
+    memset(&dist, 0, sizeof dist);
+    int64_t params = 0;
+    for (int i = 0; i < m->n_params; i++) params += m->params[i].n;
+
+    dt_model_init(m, exp->train.seed, 0);
+    dt_backend_defer_checks(be, dt_dist_size() == 1); /* as a training step (train.c) */
+    int64_t waits = 0; /* host waits of the measured steps, the step's end included */
+    /* synchronous hashing (hash.async: off), as a trace would be written without a pipeline */
+    for (int64_t s = 0; s < total && st == DT_OK; s++) {
+        const struct dt_batch batch = dt_batch_stream_at(&bs.batches, bs.s++);
+        float loss;
+        const int64_t w0 = dt_backend_host_waits(be);
+        double t0 = dt_now_s();
+        st = dt_dist_train(&dist, m, &batch, B, exp->train.shards, &sgd, pol, &loss);
+        st = dt_model_step_end(m, st);
+        double t1 = dt_now_s();
+        if (s >= opt->warmup) waits += dt_backend_host_waits(be) - w0;
+        uint8_t md[DT_DIGEST_BYTES];
+        dt_train_hash_model(md, td, m, staging);
+        double t2 = dt_now_s();
+        if (s >= opt->warmup) {
+            step_ms[s - opt->warmup] = 1e3 * (t1 - t0);
+            hash_ms[s - opt->warmup] = 1e3 * (t2 - t1);
+        }
+    }
+    /* pipelined hashing (hash.async: on): the hash's cost is what the training thread
+     * spends issuing the copy and waiting for a slot; its step time is taken in the same
+     * loop, so a hashing thread that slows the step (sharing the CPU's cores) counts too */
+    struct dt_hashpipe *hp = NULL;
+    if (st == DT_OK) st = dt_hashpipe_create(&hp, m, NULL, false, true, err);
+    for (int64_t s = 0; s < total && st == DT_OK; s++) {
+        const struct dt_batch batch = dt_batch_stream_at(&bs.batches, bs.s++);
+        float loss;
+        double t0 = dt_now_s();
+        st = dt_dist_train(&dist, m, &batch, B, exp->train.shards, &sgd, pol, &loss);
+        st = dt_model_step_end(m, st);
+        double t1 = dt_now_s();
+        if (st == DT_OK) st = dt_hashpipe_submit(hp, s, loss, err);
+        double t2 = dt_now_s();
+        if (s >= opt->warmup) {
+            pstep_ms[s - opt->warmup] = 1e3 * (t1 - t0);
+            phash_ms[s - opt->warmup] = 1e3 * (t2 - t1);
+        }
+    }
+    if (hp) {
+        enum dt_status dst = dt_hashpipe_drain(hp, st == DT_OK ? err : NULL);
+        if (st == DT_OK) st = dst;
+        dt_hashpipe_destroy(hp);
+    }
+    if (st == DT_OK) {
+        double sm = dt_median(step_ms, opt->steps), hm = dt_median(hash_ms, opt->steps);
+        double share = hm / (sm + hm);
+        double psm = dt_median(pstep_ms, opt->steps), phm = dt_median(phash_ms, opt->steps);
+        printf("bench: %s, model %s (%" PRId64 " parameters), batch %" PRId64
+               ", policy %s, backend %s, %d threads\n",
+               exp->name, m->ops->kind, params, B, pol->name, dt_backend_name(be),
+               dt_backend_threads(be));
+        char device[512];
+        dt_backend_describe(be, device, sizeof device);
+        if (device[0]) printf("  device                %s\n", device);
+        printf("  measured steps        %" PRId64 " (after %" PRId64 " warm-up)\n", opt->steps,
+               opt->warmup);
+        printf("  step (update) median  %.3f ms  -> %.1f steps/s without hashing\n", sm,
+               1e3 / sm);
+        if (waits > 0) /* a device backend: how often the host waited in a step */
+            printf("  host waits per step   %.2f (the step's final synchronisation included)\n",
+                   (double)waits / (double)opt->steps);
+        printf("  hash median           %.3f ms  (%.1f MB/s of weights)\n", hm,
+               (double)params * 4.0 / 1e6 / (hm / 1e3));
+        printf("  with hashing          %.1f steps/s\n", 1e3 / (sm + hm));
+        printf("  hashing share         %.2f%% of step time (target <= 5%%)\n", 100.0 * share);
+        printf("  pipelined hash median %.3f ms on the training thread, step %.3f ms -> "
+               "%.2f%% of step time (hash.async: on)\n",
+               phm, psm, 100.0 * phm / (psm + phm));
+    }
+    if (st == DT_OK) st = bench_overhead(exp, opt, be, m, &bs, err);
+    if (st != DT_OK && m->err.status != DT_OK && err && err->status == DT_OK)
+        *err = m->err; /* a step's own fault: the model says where */
+    dt_dist_step_free(&bs.dist);
+    dt_dist_step_free(&dist);
+    dt_batch_stream_free(&bs.batches);
+    free(staging);
+    free(td);
+    free(step_ms);
+    free(hash_ms);
+    free(pstep_ms);
+    free(phash_ms);
+    dt_model_destroy(m);
+    dt_backend_resident_free(be, train_set);
+    dt_backend_destroy(be);
+    dt_dataset_free(&ds);
+    return st;
+}

@@ -1,0 +1,44 @@
+/* `detrain bench`: step throughput of an experiment's first policy and the share of step
+ * time spent hashing, measured side by side in one process (no timed tests). */
+#ifndef DT_BENCH_H
+#define DT_BENCH_H
+
+#include <stdbool.h>
+
+#include "harness/run/batches.h"
+#include "harness/setup/config.h"
+#include "harness/run/dist.h"
+#include "harness/setup/data.h"
+#include "nets/model.h"
+
+struct dt_bench_options {
+    int64_t steps;  /* measured steps (after warm-up) */
+    int64_t warmup; /* unmeasured steps */
+    /* optional: append "experiment,policy,what,base_ms,policy_ms,ratio" rows; the "step"
+     * rows add ",ci_lo,ci_hi,conclusive|inconclusive" (paired bootstrap, 95%) */
+    const char *csv_path;
+    bool baseline_first;  /* overhead against the config's first policy instead of fast */
+};
+
+/* The overhead protocol's sampler, shared with `detrain run` (report.overhead_samples):
+ * `base` and `pol` alternate step by step on one model and one batch stream, in ABBA order
+ * (base first in even pairs, pol first in odd ones) so neither always runs on the caches
+ * the other left; `warmup` unmeasured pairs, then n measured ones. ta[i], tb[i]: seconds of
+ * pair i's base and pol steps; oa/ob (optional, n * DT_OP_COUNT): per-op seconds, with the
+ * backend's profiling enabled by the caller. *s is the running batch index. A stop request
+ * (dt_train_stop_requested, on any rank) ends it before the next step with DT_OK and the
+ * flag set on every rank: the samples are then incomplete. */
+struct dt_bench_stream {
+    struct dt_batch_stream batches;
+    int64_t s;
+    struct dt_dist_step dist; /* the data-parallel step's buffers (dt_dist_step_free after) */
+};
+enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment *exp,
+                                  struct dt_bench_stream *bs, const struct dt_policy *base,
+                                  const struct dt_policy *pol, int64_t warmup, int64_t n,
+                                  double *ta, double *tb, double *oa, double *ob);
+
+enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_bench_options *opt,
+                            struct dt_error *err);
+
+#endif
