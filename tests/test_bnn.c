@@ -172,7 +172,7 @@ static void model_digest(uint8_t out[DT_DIGEST_BYTES], struct dt_model *m)
     static uint8_t td[4 * MAX_T][DT_DIGEST_BYTES];
     DT_ASSERT(m->n_params <= 4 * MAX_T);
     float *staging = staging_for(m);
-    dt_train_hash_model(out, td, m, staging);
+    dt_hash_model(out, td, m, staging);
     free(staging);
 }
 

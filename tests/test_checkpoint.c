@@ -187,7 +187,7 @@ static void fixture_open(struct fixture *f, const char *const *sets, int n_sets)
     CHECK_INT_EQ(dt_config_load(&f->exp, TINY, sets, n_sets, &err), DT_OK);
     struct dt_backend_options bo = {DT_BACKEND_CPU, 1, 0};
     CHECK_INT_EQ(dt_backend_create(&f->be, &bo, &err), DT_OK);
-    CHECK_INT_EQ(dt_train_build_model(&f->m, &f->exp, f->be, 2000, &err), DT_OK);
+    CHECK_INT_EQ(dt_experiment_build_model(&f->m, &f->exp, f->be, 2000, &err), DT_OK);
     dt_model_init(f->m, f->exp.train.seed, 0);
 }
 
@@ -242,7 +242,7 @@ DT_TEST(format_round_trip)
     CHECK_INT_EQ(ck.n_params, f.m->n_params);
     /* into a fresh model: every byte of w and v comes back */
     struct dt_model *m2 = NULL;
-    CHECK_INT_EQ(dt_train_build_model(&m2, &f.exp, f.be, 2000, &err), DT_OK);
+    CHECK_INT_EQ(dt_experiment_build_model(&m2, &f.exp, f.be, 2000, &err), DT_OK);
     dt_model_init(m2, 99, 1);
     struct dt_checkpoint_info want = {11, 12, 0, -1, NULL};
     CHECK_INT_EQ(dt_checkpoint_check(&ck, path, &f.exp, &f.exp.policies[0], m2, &want, 3, &err),

@@ -80,3 +80,23 @@ void dt_digest_hex(char out[DT_DIGEST_HEX], const uint8_t d[DT_DIGEST_BYTES])
     }
     out[2 * DT_DIGEST_BYTES] = '\0';
 }
+
+void dt_hash_model(uint8_t model_digest[DT_DIGEST_BYTES],
+                   uint8_t (*tensor_digests)[DT_DIGEST_BYTES], struct dt_model *m,
+                   float *staging)
+{
+    const char *names[256];
+    DT_ASSERT(m->n_params <= 256);
+    for (int i = 0; i < m->n_params; i++) {
+        const struct dt_param *p = &m->params[i];
+        const float *host = dt_backend_host_view(m->be, p->w);
+        if (!host) {
+            dt_backend_download(m->be, staging, p->w, (size_t)p->n * sizeof(float));
+            host = staging;
+        }
+        dt_sha256_f32(tensor_digests[i], host, p->n);
+        names[i] = p->name;
+    }
+    dt_model_digest(model_digest, names, (const uint8_t(*)[DT_DIGEST_BYTES])tensor_digests,
+                    m->n_params);
+}

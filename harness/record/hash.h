@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "nets/model.h"
 
 #define DT_DIGEST_BYTES 32
 #define DT_DIGEST_HEX 65 /* 64 hex characters + NUL */
@@ -28,5 +29,12 @@ void dt_model_digest(uint8_t out[DT_DIGEST_BYTES], const char *const *names,
                      const uint8_t (*digests)[DT_DIGEST_BYTES], int n);
 
 void dt_digest_hex(char out[DT_DIGEST_HEX], const uint8_t d[DT_DIGEST_BYTES]);
+
+/* Hash every parameter of m (downloading into `staging`, as large as the largest tensor,
+ * when the backend's memory is not host memory): per-tensor digests into `tensor_digests`
+ * (n_params x 32 bytes) and the model digest -- the trace's digest of a step. */
+void dt_hash_model(uint8_t model_digest[DT_DIGEST_BYTES],
+                   uint8_t (*tensor_digests)[DT_DIGEST_BYTES], struct dt_model *m,
+                   float *staging);
 
 #endif

@@ -8,28 +8,18 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "harness/record/csv.h"
 #include "harness/record/outdir.h"
-
-static enum dt_status open_csv(FILE **f, char *path_out, size_t size, const char *dir,
-                               const char *name, const char *header, struct dt_error *err)
-{
-    snprintf(path_out, size, "%s/%s", dir, name);
-    *f = dt_out_fopen(path_out, false, err);
-    if (!*f) return DT_ERR_IO;
-    if (fprintf(*f, "%s\n", header) < 0 || fflush(*f) != 0)
-        return dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", path_out, strerror(errno));
-    return DT_OK;
-}
 
 enum dt_status dt_trace_open(struct dt_trace_writer *t, const char *dir, bool per_tensor,
                              struct dt_error *err)
 {
     memset(t, 0, sizeof *t);
-    DT_FORWARD_IF_ERROR(open_csv(&t->trace, t->trace_path, sizeof t->trace_path, dir,
-                                 "trace.csv", DT_TRACE_HEADER, err));
+    DT_FORWARD_IF_ERROR(dt_csv_create(&t->trace, t->trace_path, sizeof t->trace_path, dir,
+                                      "trace.csv", DT_TRACE_HEADER, false, err));
     if (per_tensor)
-        DT_FORWARD_IF_ERROR(open_csv(&t->tensors, t->tensors_path, sizeof t->tensors_path, dir,
-                                     "tensors.csv", DT_TENSORS_HEADER, err));
+        DT_FORWARD_IF_ERROR(dt_csv_create(&t->tensors, t->tensors_path, sizeof t->tensors_path,
+                                          dir, "tensors.csv", DT_TENSORS_HEADER, false, err));
     return DT_OK;
 }
 

@@ -15,7 +15,9 @@
 #include "core/util.h"
 #include "harness/run/hashpipe.h"
 #include "harness/record/metrics.h"
-#include "harness/run/train.h"
+#include "harness/record/hash.h"
+#include "harness/run/stop.h"
+#include "harness/setup/model.h"
 #include "nets/backend.h"
 #include "determinism/streams.h"
 
@@ -41,7 +43,7 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
                                   double *ta, double *tb, double *oa, double *ob)
 {
     const int64_t B = exp->train.batch;
-    const struct dt_sgd_options sgd = dt_train_sgd_options(exp);
+    const struct dt_sgd_options sgd = dt_experiment_sgd_options(exp);
     enum dt_status st = DT_OK;
     dt_backend_defer_checks(m->be, dt_dist_size() == 1); /* as a training step (train.c) */
     for (int64_t i = 0; i < warmup + n && st == DT_OK; i++) {
@@ -49,10 +51,10 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
         for (int step = 0; step < 2 && st == DT_OK; step++) {
             /* a stop request (SIGINT, SIGTERM, SIGHUP in `detrain run`) ends the sampling
              * before the next step; every rank agrees, since each step is collective. The
-             * caller sees dt_train_stop_requested and drops the unfinished samples. */
-            const int sig = dt_dist_max_status((int)dt_train_stop_requested, NULL);
+             * caller sees dt_stop_requested and drops the unfinished samples. */
+            const int sig = dt_dist_max_status((int)dt_stop_requested, NULL);
             if (sig) {
-                if (!dt_train_stop_requested) dt_train_stop_requested = sig;
+                if (!dt_stop_requested) dt_stop_requested = sig;
                 dt_backend_defer_checks(m->be, false);
                 return DT_OK;
             }
@@ -127,11 +129,11 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
             header = true;
         }
         st = dt_bench_alternate(m, exp, bs, &fast, pol, opt->warmup, n, ta, tb, NULL, NULL);
-        if (st != DT_OK || dt_train_stop_requested) break;
+        if (st != DT_OK || dt_stop_requested) break;
         dt_backend_profile_enable(be, true);
         st = dt_bench_alternate(m, exp, bs, &fast, pol, 2, n_ops, scratch_a, scratch_b, oa, ob);
         dt_backend_profile_enable(be, false);
-        if (st != DT_OK || dt_train_stop_requested) break;
+        if (st != DT_OK || dt_stop_requested) break;
         double ma = dt_median(ta, n), mb = dt_median(tb, n);
         struct dt_ratio_ci ci;
         dt_bootstrap_median_ratio(ta, tb, n, 2000, exp->train.seed, &ci);
@@ -197,7 +199,7 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
                           "backend.device: cpu",
                           dt_backend_name(be), missing);
     struct dt_model *m = NULL;
-    if (st == DT_OK) st = dt_train_build_model(&m, exp, be, ds.train.n, err);
+    if (st == DT_OK) st = dt_experiment_build_model(&m, exp, be, ds.train.n, err);
     if (st != DT_OK) {
         dt_backend_destroy(be);
         dt_dataset_free(&ds);
@@ -218,7 +220,7 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
     double *hash_ms = dt_xcalloc((size_t)opt->steps, sizeof(double));
     double *pstep_ms = dt_xcalloc((size_t)opt->steps, sizeof(double));
     double *phash_ms = dt_xcalloc((size_t)opt->steps, sizeof(double));
-    const struct dt_sgd_options sgd = dt_train_sgd_options(exp);
+    const struct dt_sgd_options sgd = dt_experiment_sgd_options(exp);
     struct dt_dist_step dist; /* reduction: exact's shards (harness/run/dist.h) */
     memset(&dist, 0, sizeof dist);
     int64_t params = 0;
@@ -238,7 +240,7 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
         double t1 = dt_now_s();
         if (s >= opt->warmup) waits += dt_backend_host_waits(be) - w0;
         uint8_t md[DT_DIGEST_BYTES];
-        dt_train_hash_model(md, td, m, staging);
+        dt_hash_model(md, td, m, staging);
         double t2 = dt_now_s();
         if (s >= opt->warmup) {
             step_ms[s - opt->warmup] = 1e3 * (t1 - t0);

@@ -26,7 +26,7 @@ struct dt_bench_options {
  * the other left; `warmup` unmeasured pairs, then n measured ones. ta[i], tb[i]: seconds of
  * pair i's base and pol steps; oa/ob (optional, n * DT_OP_COUNT): per-op seconds, with the
  * backend's profiling enabled by the caller. *s is the running batch index. A stop request
- * (dt_train_stop_requested, on any rank) ends it before the next step with DT_OK and the
+ * (dt_stop_requested, on any rank) ends it before the next step with DT_OK and the
  * flag set on every rank: the samples are then incomplete. */
 struct dt_bench_stream {
     struct dt_batch_stream batches;

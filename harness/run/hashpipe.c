@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "core/util.h"
-#include "harness/run/train.h"
 
 enum slot_state {
     SLOT_FREE,   /* nothing in it */
@@ -53,7 +52,7 @@ struct dt_hashpipe {
 };
 
 /* Digests of one snapshot: per tensor over its canonical bytes, then the model digest over
- * (name, digest) pairs -- the definition dt_train_hash_model implements (harness/record/hash.h). */
+ * (name, digest) pairs -- the definition dt_hash_model implements (harness/record/hash.h). */
 static void hash_snapshot(struct dt_hashpipe *p, struct hash_slot *s)
 {
     const float *v = s->host;
@@ -191,7 +190,7 @@ enum dt_status dt_hashpipe_submit(struct dt_hashpipe *p, int64_t step, float los
 {
     if (!p->async) {
         uint8_t md[DT_DIGEST_BYTES];
-        dt_train_hash_model(md, p->tensor_digests, p->m, p->staging);
+        dt_hash_model(md, p->tensor_digests, p->m, p->staging);
         write_rows(p, step, loss, md, (const uint8_t(*)[DT_DIGEST_BYTES])p->tensor_digests);
         return result(p, err);
     }

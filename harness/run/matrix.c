@@ -380,10 +380,10 @@ enum dt_status dt_matrix_run(const struct dt_experiment *matrix,
     if (!opt->quiet)
         fprintf(stderr, "detrain: matrix %s: %d of %d entries, writing to %s\n", rec->name, rec->n,
                 matrix->n_matrix, opt->out_dir);
-    dt_train_install_signal_handlers();
+    dt_stop_install_handlers();
     for (int k = 0; k < rec->n; k++) {
         struct entry *e = &rec->e[k];
-        if (dt_train_stop_requested) {
+        if (dt_stop_requested) {
             e->status = ENTRY_SKIPPED;
             snprintf(e->reason, sizeof e->reason, "not run: the matrix was interrupted");
         } else {
@@ -405,11 +405,11 @@ enum dt_status dt_matrix_run(const struct dt_experiment *matrix,
             .print_summary = true, .gnuplot = NULL, .quiet = opt->quiet};
         st = dt_matrix_report(opt->out_dir, &ropt, false, err);
     }
-    if (st == DT_OK && dt_train_stop_requested)
+    if (st == DT_OK && dt_stop_requested)
         st = dt_error_set(err, DT_ERR_INTERRUPTED,
                           "matrix interrupted by signal %d; what ran is "
                           "kept in %s",
-                          (int)dt_train_stop_requested, opt->out_dir);
+                          (int)dt_stop_requested, opt->out_dir);
     else if (st == DT_OK && failed)
         st = dt_error_set(err, DT_ERR_NUMERIC,
                           "matrix: %d of %d entries failed (%s); see "

@@ -19,10 +19,11 @@
 
 #include "core/fileio.h"
 #include "core/util.h"
-#include "harness/run/bench.h"
 #include "harness/record/checkpoint.h"
 #include "harness/run/dist.h"
 #include "harness/run/hashpipe.h"
+#include "harness/run/overhead.h"
+#include "harness/record/csv.h"
 #include "harness/record/layout.h"
 #include "harness/record/algolog.h"
 #include "harness/run/batches.h"
@@ -32,88 +33,6 @@
 #include "harness/record/snapshot.h"
 #include "harness/record/trace.h"
 #include "determinism/streams.h"
-
-volatile int dt_train_stop_requested;
-
-static void on_stop_signal(int sig) { dt_train_stop_requested = sig; }
-
-void dt_train_install_signal_handlers(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL); /* a closed terminal: stop like SIGTERM, resumable */
-}
-
-int64_t dt_train_lfsr_check_every(const struct dt_experiment *exp)
-{
-    if (exp->model.lfsr_check_every > 0) return exp->model.lfsr_check_every;
-#ifdef NDEBUG
-    return 16;
-#else
-    return 1;
-#endif
-}
-
-enum dt_status dt_train_build_model(struct dt_model **m, const struct dt_experiment *exp,
-                                    struct dt_backend *be, int64_t n_train,
-                                    struct dt_error *err)
-{
-    switch (exp->model.kind) {
-    case DT_MODEL_BNN_MLP: {
-        struct dt_bnn_options o = {
-            .samples = exp->model.samples,
-            .test_samples = exp->model.test_samples,
-            .prior_sigma = (float)exp->model.prior_sigma,
-            .rho_init = (float)exp->model.rho_init,
-            .kl_weight = n_train > 0 ? 1.0f / (float)n_train : 0.0f,
-            .lanes = exp->model.lanes,
-            .stored_lfsr = exp->model.stored_generator == DT_EPS_GEN_LFSR,
-            .lfsr_check_every = dt_train_lfsr_check_every(exp),
-        };
-        return dt_bnn_mlp_create(m, be, 784, exp->model.hidden, exp->model.n_hidden, 10,
-                                 exp->train.batch, &o, err);
-    }
-    case DT_MODEL_MLP:
-        return dt_mlp_create(m, be, 784, exp->model.hidden, exp->model.n_hidden, 10,
-                             exp->train.batch, err);
-    case DT_MODEL_LENET:
-        return dt_lenet_create(m, be, 28, 28, exp->model.overlap_pool, 10, exp->train.batch,
-                               err);
-    }
-    return dt_error_set(err, DT_ERR_CONFIG, "unknown model kind");
-}
-
-struct dt_sgd_options dt_train_sgd_options(const struct dt_experiment *exp)
-{
-    struct dt_sgd_options o = {(float)exp->train.optimizer.lr,
-                               (float)exp->train.optimizer.momentum,
-                               (float)exp->train.optimizer.weight_decay};
-    return o;
-}
-
-void dt_train_hash_model(uint8_t model_digest[DT_DIGEST_BYTES],
-                         uint8_t (*tensor_digests)[DT_DIGEST_BYTES], struct dt_model *m,
-                         float *staging)
-{
-    const char *names[256];
-    DT_ASSERT(m->n_params <= 256);
-    for (int i = 0; i < m->n_params; i++) {
-        const struct dt_param *p = &m->params[i];
-        const float *host = dt_backend_host_view(m->be, p->w);
-        if (!host) {
-            dt_backend_download(m->be, staging, p->w, (size_t)p->n * sizeof(float));
-            host = staging;
-        }
-        dt_sha256_f32(tensor_digests[i], host, p->n);
-        names[i] = p->name;
-    }
-    dt_model_digest(model_digest, names, (const uint8_t(*)[DT_DIGEST_BYTES])tensor_digests,
-                    m->n_params);
-}
 
 /* Everything one replica needs that the experiment holds. */
 struct run_ctx {
@@ -245,7 +164,7 @@ static enum dt_status write_replica_manifest(const struct run_ctx *c, int cell, 
                          ", \"rng_state_bytes\": %" PRId64 "}",
                          dt_stream_replica(vary, DT_VARY_EPSILON, (uint64_t)r),
                          DT_PHILOX_LAYOUT_VERSION, c->exp->model.lanes,
-                         dt_train_lfsr_check_every(c->exp), res->mem.eps_held,
+                         dt_experiment_lfsr_check_every(c->exp), res->mem.eps_held,
                          res->mem.eps_workspace, res->mem.rng_state);
     /* hash_ms is the training thread's share of hashing: the whole hash when inline, the
      * copy issued and the rows written when pipelined (hash_async) */
@@ -280,26 +199,6 @@ struct replica_io {
     int64_t snap_steps[80];
     int n_snaps, next_snap;
 };
-
-/* Create dir/name with its header line, or with `append` open it to add rows (a resumed
- * replica's file, already cut back to its checkpoint). */
-static enum dt_status open_csv(FILE **f, char *path, size_t size, const char *dir,
-                               const char *name, const char *header, bool append,
-                               struct dt_error *err)
-{
-    snprintf(path, size, "%s/%s", dir, name);
-    *f = dt_out_fopen(path, append, err);
-    if (!*f) return DT_ERR_IO;
-    if (!append) fprintf(*f, "%s\n", header);
-    return DT_OK;
-}
-
-static enum dt_status flush_csv(FILE *f, const char *path, struct dt_error *err)
-{
-    if (fflush(f) != 0 || ferror(f))
-        return dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    return DT_OK;
-}
 
 /* Every parameter of m at `step` into <dir>/snapshots/ (harness/record/snapshot.h). */
 static enum dt_status write_snapshot(struct dt_model *m, struct replica_io *io, const char *dir,
@@ -345,10 +244,10 @@ static enum dt_status write_predictions(const char *dir, const uint8_t *labels,
 {
     FILE *f;
     char path[1300];
-    DT_FORWARD_IF_ERROR(open_csv(&f, path, sizeof path, dir, "predictions.csv",
+    DT_FORWARD_IF_ERROR(dt_csv_create(&f, path, sizeof path, dir, "predictions.csv",
                                  DT_PREDICTIONS_HEADER, false, err));
     for (int64_t i = 0; i < n; i++) fprintf(f, "%" PRId64 ",%d,%d\n", i, labels[i], pred[i]);
-    enum dt_status st = flush_csv(f, path, err);
+    enum dt_status st = dt_csv_flush(f, path, err);
     if (fclose(f) != 0 && st == DT_OK)
         st = dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
     return st;
@@ -395,9 +294,9 @@ static enum dt_status open_replica_io(struct replica_io *io, const struct dt_exp
                                : dt_trace_open(&io->tw, dir, exp->hash.per_tensor, err));
     DT_FORWARD_IF_ERROR(dt_hashpipe_create(&io->hp, m, &io->tw, exp->hash.per_tensor,
                                            hash_async(exp, m), err));
-    DT_FORWARD_IF_ERROR(open_csv(&io->metrics, io->metrics_path, sizeof io->metrics_path, dir,
+    DT_FORWARD_IF_ERROR(dt_csv_create(&io->metrics, io->metrics_path, sizeof io->metrics_path, dir,
                                  "metrics.csv", DT_METRICS_HEADER, append, err));
-    return open_csv(&io->times, io->times_path, sizeof io->times_path, dir, "times.csv",
+    return dt_csv_create(&io->times, io->times_path, sizeof io->times_path, dir, "times.csv",
                     DT_TIMES_HEADER, append, err);
 }
 
@@ -671,8 +570,8 @@ static enum dt_status write_checkpoint(const struct run_ctx *c, struct dt_model 
                                        const char *dir, struct dt_error *err)
 {
     DT_FORWARD_IF_ERROR(dt_hashpipe_drain(io->hp, err));
-    DT_FORWARD_IF_ERROR(flush_csv(io->times, io->times_path, err));
-    DT_FORWARD_IF_ERROR(flush_csv(io->metrics, io->metrics_path, err));
+    DT_FORWARD_IF_ERROR(dt_csv_flush(io->times, io->times_path, err));
+    DT_FORWARD_IF_ERROR(dt_csv_flush(io->metrics, io->metrics_path, err));
     struct dt_checkpoint_info info = *streams;
     info.order_position = m->step * c->exp->train.batch;
     info.traced_step = io->submitted >= 0 ? io->submitted : io->kept_step;
@@ -768,7 +667,7 @@ static enum dt_status rank_digest(struct replica_io *io, struct dt_model *m,
         return DT_OK;
     }
     uint8_t md[DT_DIGEST_BYTES];
-    dt_train_hash_model(md, tensor_digests, m, staging);
+    dt_hash_model(md, tensor_digests, m, staging);
     dt_digest_hex(hex, md);
     return DT_OK;
 }
@@ -789,7 +688,7 @@ static enum dt_status apply_verdict(const struct dt_dist_verdict *v, struct dt_r
         return dt_error_set(err, DT_ERR_DATA, "%s", res->reason);
     }
     if (v->stop_code > 0 && v->stop_code < 64) {
-        if (!dt_train_stop_requested) dt_train_stop_requested = v->stop_code;
+        if (!dt_stop_requested) dt_stop_requested = v->stop_code;
         return DT_OK;
     }
     if (v->stop_code == DT_DIST_FAILED && v->stopped_rank != dt_dist_rank() &&
@@ -808,7 +707,7 @@ static enum dt_status ranks_agree(struct dt_replica_result *res, int64_t step,
                                   const char *digest, struct dt_error *err)
 {
     struct dt_dist_verdict v;
-    dt_dist_agree(dt_train_stop_requested ? (int)dt_train_stop_requested : DT_DIST_GO_ON, digest,
+    dt_dist_agree(dt_stop_requested ? (int)dt_stop_requested : DT_DIST_GO_ON, digest,
                   &v);
     return apply_verdict(&v, res, step, err);
 }
@@ -851,7 +750,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
     if (writer) DT_FORWARD_IF_ERROR(dt_mkdir_p(res->dir, err));
 
     struct dt_model *m = NULL;
-    DT_FORWARD_IF_ERROR(dt_train_build_model(&m, exp, c->be, c->ds->train.n, err));
+    DT_FORWARD_IF_ERROR(dt_experiment_build_model(&m, exp, c->be, c->ds->train.n, err));
     uint32_t member;
     const struct dt_checkpoint_info streams = replica_streams(exp, cell, r, &member);
     enum replica_start how;
@@ -878,7 +777,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
     double *step_ms = dt_xcalloc((size_t)steps, sizeof(double));
     double *hash_ms = dt_xcalloc((size_t)steps + 1, sizeof(double));
     int64_t n_hash = 0;
-    const struct dt_sgd_options sgd = dt_train_sgd_options(exp);
+    const struct dt_sgd_options sgd = dt_experiment_sgd_options(exp);
     /* Library algorithm choices per step (cuDNN under conv_algo autotune/deterministic):
      * every replica chooses afresh, as a new process would. */
     struct dt_algolog algos;
@@ -941,10 +840,10 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
                 break;
             }
         }
-        if (dt_train_stop_requested) {
+        if (dt_stop_requested) {
             res->state = DT_REPLICA_INTERRUPTED;
             snprintf(res->reason, sizeof res->reason,
-                     "interrupted by signal %d after step %" PRId64, (int)dt_train_stop_requested,
+                     "interrupted by signal %d after step %" PRId64, (int)dt_stop_requested,
                      s - 1);
             break;
         }
@@ -1001,7 +900,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
             fputc('\n', io.times);
         }
         if (st == DT_OK && writer && (s == steps || s % 64 == 0))
-            st = flush_csv(io.times, io.times_path, err);
+            st = dt_csv_flush(io.times, io.times_path, err);
         if (st == DT_OK && !isfinite(loss)) {
             res->state = DT_REPLICA_FAILED;
             snprintf(res->reason, sizeof res->reason,
@@ -1190,71 +1089,6 @@ static enum dt_status write_config_json(const char *out_dir, const struct dt_exp
     return st;
 }
 
-/* The overhead protocol: every policy whose controls differ from the fast level's,
- * alternated with fast step by step on one model (dt_bench_alternate), warm-up pairs
- * first; the raw pairs go to <out>/overhead.csv and the report turns them into a median
- * ratio with a bootstrap interval. */
-static enum dt_status measure_overhead(struct run_ctx *c, struct dt_error *err)
-{
-    const struct dt_experiment *exp = c->exp;
-    const int64_t n = exp->report.overhead_samples, warmup = exp->report.overhead_warmup;
-    struct dt_policy fast;
-    dt_policy_from_level(&fast, DT_LEVEL_FAST);
-    int todo = 0;
-    for (int p = 0; p < exp->n_policies; p++)
-        todo += !dt_policy_equal_controls(&exp->policies[p], &fast);
-    char path[1200];
-    /* several ranks step in lockstep (each step is collective); rank 0 writes */
-    if (dt_dist_rank() == 0) snprintf(path, sizeof path, "%s/overhead.csv", c->opt->out_dir);
-    else snprintf(path, sizeof path, "/dev/null");
-    FILE *f = dt_dist_rank() == 0 ? dt_out_fopen(path, false, err) : fopen(path, "w");
-    if (!f) return dt_error_set(err, DT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    fprintf(f, "%s\n", DT_OVERHEAD_HEADER);
-    if (n == 0 || todo == 0) { /* nothing to measure: the header alone says so */
-        if (fclose(f) != 0)
-            return dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-        return DT_OK;
-    }
-    enum dt_status hst = flush_csv(f, path, err); /* killed from here on: a header-only file */
-    if (hst != DT_OK) {
-        fclose(f);
-        return hst;
-    }
-    if (!c->opt->quiet)
-        fprintf(stderr, "detrain: overhead: %d polic%s vs fast, %" PRId64
-                        " alternated pairs each after %" PRId64 " warm-up pairs\n",
-                todo, todo == 1 ? "y" : "ies", n, warmup);
-    struct dt_model *m = NULL;
-    enum dt_status st = dt_train_build_model(&m, exp, c->be, c->ds->train.n, err);
-    const struct dt_split *train = &c->ds->train;
-    const int64_t B = exp->train.batch;
-    double *ta = dt_xcalloc((size_t)n, sizeof(double)), *tb = dt_xcalloc((size_t)n, sizeof(double));
-    struct dt_bench_stream bs;
-    memset(&bs, 0, sizeof bs);
-    dt_batch_stream_init(&bs.batches, train, c->train_set, B, exp->train.seed, 0);
-    if (st == DT_OK) dt_model_init(m, exp->train.seed, 0);
-    for (int p = 0; p < exp->n_policies && st == DT_OK && !dt_train_stop_requested; p++) {
-        const struct dt_policy *pol = &exp->policies[p];
-        if (dt_policy_equal_controls(pol, &fast)) continue;
-        st = dt_bench_alternate(m, exp, &bs, &fast, pol, warmup, n, ta, tb, NULL, NULL);
-        if (st == DT_OK && m->err.status == DT_OK && !dt_train_stop_requested) /* complete */
-            for (int64_t i = 0; i < n; i++)
-                fprintf(f, "%s,%" PRId64 ",%s,%.6f,%.6f\n", pol->name, i,
-                        (warmup + i) % 2 == 0 ? "fast_first" : "policy_first", 1e3 * ta[i],
-                        1e3 * tb[i]);
-        if (st != DT_OK && m->err.status != DT_OK && err) *err = m->err;
-        if (st == DT_OK) st = flush_csv(f, path, err);
-    }
-    if (fclose(f) != 0 && st == DT_OK)
-        st = dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    dt_batch_stream_free(&bs.batches);
-    free(ta);
-    free(tb);
-    dt_dist_step_free(&bs.dist);
-    dt_model_destroy(m);
-    return st;
-}
-
 /* --resume: is `dir` an experiment of this config? Its config.json must match exp on every
  * key a resume may not change (harness/record/checkpoint.h); the error names the keys that
  * differ. */
@@ -1323,7 +1157,7 @@ static enum dt_status check_resume_plans(struct run_ctx *c, struct dt_error *err
 {
     const struct dt_experiment *exp = c->exp;
     struct dt_model *m = NULL;
-    DT_FORWARD_IF_ERROR(dt_train_build_model(&m, exp, c->be, c->ds->train.n, err));
+    DT_FORWARD_IF_ERROR(dt_experiment_build_model(&m, exp, c->be, c->ds->train.n, err));
     int count[3] = {0, 0, 0}; /* by enum replica_start */
     enum dt_status st = DT_OK;
     for (int cell = 0; st == DT_OK && cell < dt_cell_count(exp); cell++) {
@@ -1485,7 +1319,7 @@ static enum dt_status check_memory(const struct dt_experiment *exp, struct dt_er
 static enum dt_status check_model(const struct run_ctx *c, struct dt_error *err)
 {
     struct dt_model *m = NULL;
-    DT_FORWARD_IF_ERROR(dt_train_build_model(&m, c->exp, c->be, c->ds->train.n, err));
+    DT_FORWARD_IF_ERROR(dt_experiment_build_model(&m, c->exp, c->be, c->ds->train.n, err));
     enum dt_status st = dt_dist_check(m, c->exp->train.batch, c->exp->train.shards, err);
     dt_model_destroy(m);
     return st;
@@ -1673,16 +1507,16 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
                 exp->n_vary == 1 ? "" : "s", exp->n_policies, exp->n_policies == 1 ? "y" : "ies",
                 exp->replicas, exp->replicas == 1 ? "" : "s", exp->train.steps, exp->train.batch,
                 dt_backend_name(be), dt_backend_threads(be), ds.train.n, ds.test.n, opt->out_dir);
-    dt_train_install_signal_handlers();
+    dt_stop_install_handlers();
 
     int done = 0;
     bool any_failed = false;
-    for (int cell = 0; st == DT_OK && cell < n_cells && !dt_train_stop_requested; cell++) {
-        for (int r = 0; st == DT_OK && r < exp->replicas && !dt_train_stop_requested; r++) {
+    for (int cell = 0; st == DT_OK && cell < n_cells && !dt_stop_requested; cell++) {
+        for (int r = 0; st == DT_OK && r < exp->replicas && !dt_stop_requested; r++) {
             if (multi) { /* a signal between replicas stops every rank here */
-                int sig = dt_dist_max_status((int)dt_train_stop_requested, NULL);
-                if (sig && !dt_train_stop_requested) dt_train_stop_requested = sig;
-                if (dt_train_stop_requested) break;
+                int sig = dt_dist_max_status((int)dt_stop_requested, NULL);
+                if (sig && !dt_stop_requested) dt_stop_requested = sig;
+                if (dt_stop_requested) break;
             }
             st = run_replica(&c, cell, r, &results[done], err);
             any_failed |= results[done].state == DT_REPLICA_FAILED;
@@ -1693,14 +1527,14 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
     progress_end(&c);
     /* every rank takes part: the sampled steps are data-parallel steps too */
     if (multi) {
-        int sig = dt_dist_max_status((int)dt_train_stop_requested, NULL);
-        if (sig && !dt_train_stop_requested) dt_train_stop_requested = sig;
+        int sig = dt_dist_max_status((int)dt_stop_requested, NULL);
+        if (sig && !dt_stop_requested) dt_stop_requested = sig;
     }
-    if (st == DT_OK && !dt_train_stop_requested) st = measure_overhead(&c, err);
-    bool interrupted = dt_train_stop_requested != 0;
+    if (st == DT_OK && !dt_stop_requested) st = dt_overhead_measure(exp, opt->out_dir, opt->quiet, be, &ds.train, train_set, err);
+    bool interrupted = dt_stop_requested != 0;
     if (interrupted && st == DT_OK) {
         st = dt_error_set(err, DT_ERR_INTERRUPTED, "interrupted by signal %d; traces kept in %s",
-                          (int)dt_train_stop_requested, opt->out_dir);
+                          (int)dt_stop_requested, opt->out_dir);
     }
     if (writer && (st == DT_OK || interrupted)) {
         /* The report reads only what is on disk, so it also covers an interrupted run. */

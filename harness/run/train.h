@@ -11,6 +11,8 @@
 #include "harness/setup/config.h"
 #include "harness/setup/data.h"
 #include "harness/record/hash.h"
+#include "harness/run/stop.h"
+#include "harness/setup/model.h"
 #include "nets/backend.h"
 #include "nets/model.h"
 
@@ -72,29 +74,5 @@ enum dt_status dt_train_experiment(const struct dt_experiment *exp,
  * overhead measurement and the report, as dt_train_experiment. */
 enum dt_status dt_train_resume(const struct dt_experiment *exp,
                                const struct dt_run_options *opt, struct dt_error *err);
-
-/* Building blocks shared with the benchmark and tests. */
-
-/* The optimizer settings of the experiment, as the model step takes them. */
-struct dt_sgd_options dt_train_sgd_options(const struct dt_experiment *exp);
-
-/* Create the experiment's model on a backend. n_train (training examples) sets a
- * Bayesian model's KL weight, 1 / n_train. */
-enum dt_status dt_train_build_model(struct dt_model **m, const struct dt_experiment *exp,
-                                    struct dt_backend *be, int64_t n_train,
-                                    struct dt_error *err);
-/* The lane-check period model.lfsr_check_every resolves to (0 = every step in Debug
- * builds, every 16th otherwise). */
-int64_t dt_train_lfsr_check_every(const struct dt_experiment *exp);
-
-/* Hash every parameter (downloading when the backend's memory is not host memory):
- * per-tensor digests into `tensor_digests` (n_params x 32 bytes) and the model digest. */
-void dt_train_hash_model(uint8_t model_digest[DT_DIGEST_BYTES],
-                         uint8_t (*tensor_digests)[DT_DIGEST_BYTES], struct dt_model *m,
-                         float *staging);
-
-/* Set by SIGINT/SIGTERM/SIGHUP: training stops after the current step. */
-extern volatile int dt_train_stop_requested;
-void dt_train_install_signal_handlers(void);
 
 #endif

@@ -1,0 +1,12 @@
+/* A run stops between steps: SIGINT, SIGTERM and SIGHUP (a closed terminal) set a flag that
+ * the training loop, the overhead protocol, the matrix and the benchmark read before each
+ * step; the replica then writes its checkpoint and manifest ("interrupted", resumable). */
+#ifndef DT_RUN_STOP_H
+#define DT_RUN_STOP_H
+
+/* The signal that asked to stop, 0 while none has. */
+extern volatile int dt_stop_requested;
+/* Install the handlers (once per process; a second call is harmless). */
+void dt_stop_install_handlers(void);
+
+#endif

@@ -1,0 +1,27 @@
+/* From the experiment's config to what the run steps: the model on a backend and the
+ * optimizer settings (docs/DESIGN.md "Data path": setup -> run). Shared by training, the
+ * overhead protocol, `detrain bench` and the tests. */
+#ifndef DT_SETUP_MODEL_H
+#define DT_SETUP_MODEL_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+#include "harness/setup/config.h"
+#include "nets/backend.h"
+#include "nets/model.h"
+
+/* Create the experiment's model on a backend. n_train (training examples) sets a
+ * Bayesian model's KL weight, 1 / n_train. */
+enum dt_status dt_experiment_build_model(struct dt_model **m, const struct dt_experiment *exp,
+                                         struct dt_backend *be, int64_t n_train,
+                                         struct dt_error *err);
+
+/* The optimizer settings of the experiment, as the model step takes them. */
+struct dt_sgd_options dt_experiment_sgd_options(const struct dt_experiment *exp);
+
+/* The lane-check period model.lfsr_check_every resolves to (0 = every step in Debug
+ * builds, every 16th otherwise). */
+int64_t dt_experiment_lfsr_check_every(const struct dt_experiment *exp);
+
+#endif
