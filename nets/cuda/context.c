@@ -1,0 +1,78 @@
+/* What every CUDA op family uses (nets/cuda/cuda.h): error checks, the backend's one host
+ * wait (counted), device and pinned scratch per slot, and the cuBLAS handle set to the
+ * policy's math mode. Below the op families and the op table (nets/cuda/backend_cuda.c),
+ * which own nothing of this. */
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/util.h"
+#include "nets/cuda/cuda.h"
+
+void dt_cuda_check(int e, const char *call, const char *file, int line)
+{
+    if (e == (int)cudaSuccess) return;
+    fprintf(stderr, "detrain: %s:%d: %s: %s\n", file, line, call,
+            cudaGetErrorString((cudaError_t)e));
+    abort();
+}
+
+void dt_cublas_check(int st, const char *call, const char *file, int line)
+{
+    if (st == (int)CUBLAS_STATUS_SUCCESS) return;
+    fprintf(stderr, "detrain: %s:%d: %s: cuBLAS status %d\n", file, line, call, st);
+    abort();
+}
+
+enum dt_status dt_cuda_launched(int rc, const char *op)
+{
+    if (rc == 0) return DT_OK;
+    fprintf(stderr, "detrain: cuda %s: launch failed: %s\n", op,
+            cudaGetErrorString((cudaError_t)rc));
+    return DT_ERR_INTERNAL;
+}
+
+void dt_cuda_sync(struct dt_backend *be)
+{
+    be->host_waits++; /* every training-thread wait goes through here */
+    DT_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)dt_cuda(be)->stream));
+}
+
+void *dt_cuda_scratch(struct dt_backend *be, int slot, size_t bytes)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    DT_ASSERT(slot >= 0 && slot < DT_CUDA_SCRATCH_SLOTS);
+    if (bytes <= c->scratch_bytes[slot] && c->scratch[slot]) return c->scratch[slot];
+    dt_cuda_sync(be); /* queued work may still read the old buffer */
+    if (c->scratch[slot]) DT_CUDA_CHECK(cudaFree(c->scratch[slot]));
+    size_t grow = bytes + bytes / 2 + 256;
+    DT_CUDA_CHECK(cudaMalloc(&c->scratch[slot], grow));
+    c->scratch_bytes[slot] = grow;
+    return c->scratch[slot];
+}
+
+void *dt_cuda_host_scratch(struct dt_backend *be, int slot, size_t bytes)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    DT_ASSERT(slot >= 0 && slot < DT_CUDA_SCRATCH_SLOTS);
+    if (bytes <= c->host_scratch_bytes[slot] && c->host_scratch[slot]) return c->host_scratch[slot];
+    dt_cuda_sync(be);
+    if (c->host_scratch[slot]) DT_CUDA_CHECK(cudaFreeHost(c->host_scratch[slot]));
+    size_t grow = bytes + bytes / 2 + 256;
+    DT_CUDA_CHECK(cudaMallocHost(&c->host_scratch[slot], grow));
+    c->host_scratch_bytes[slot] = grow;
+    return c->host_scratch[slot];
+}
+
+void *dt_cuda_cublas_for(struct dt_backend *be, const struct dt_policy *pol)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    const int mode = pol->math == DT_MATH_FAST ? (int)CUBLAS_TF32_TENSOR_OP_MATH
+                                               : (int)CUBLAS_PEDANTIC_MATH;
+    if (c->cublas_mode != mode) {
+        DT_CUBLAS_CHECK(cublasSetMathMode((cublasHandle_t)c->cublas, (cublasMath_t)mode));
+        c->cublas_mode = mode;
+    }
+    return c->cublas;
+}
