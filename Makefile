@@ -8,7 +8,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
 .PHONY: all setup setup-check build demo check check-asan check-valgrind check-slow fuzz bench \
-        clean help
+        format clean help
 
 all: build
 
@@ -20,6 +20,7 @@ help:
 	@echo "make check-asan / check-valgrind  one part of make check alone"
 	@echo "make check-slow  install what is missing, build, run the slow tests only (dieharder on the epsilon generators, ~4 min)"
 	@echo "make bench   build and run the benchmarks (MLP, LeNet: step time per level vs fast, hashing share; BNN: philox, lfsr vs stored, epsilon memory)"
+	@echo "make format  apply the house style (.clang-format) to every C and CUDA source; make check checks it"
 	@echo "make clean   remove the build folders"
 
 setup:
@@ -38,9 +39,11 @@ build: setup $(BUILD)/CMakeCache.txt
 demo: build
 	./$(BUILD)/detrain run configs/quickstart.yaml --out results/quickstart --overwrite
 
-# Everything but the `slow` label (make check-slow), the valgrind run included; then the
+# The house style first (scripts/format.sh --check: .clang-format, clang-format 14); then
+# everything but the `slow` label (make check-slow), the valgrind run included; then the
 # CPU suite under ASan/UBSan, then each fuzz target for 60 s.
 check: setup-check build
+	bash scripts/format.sh --check
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE slow
 	$(MAKE) check-asan
 	$(MAKE) fuzz FUZZ_SECONDS=60
@@ -94,3 +97,6 @@ bench: build
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+
+format: setup-check
+	bash scripts/format.sh

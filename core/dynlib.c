@@ -17,8 +17,7 @@ void dt_dynlib_folder_of(const void *symbol, char *dir, size_t size)
     else dir[0] = '\0';
 }
 
-int dt_dynlib_probe(const char *const *names, int n, const char *dir, char *missing,
-                    size_t size)
+int dt_dynlib_probe(const char *const *names, int n, const char *dir, char *missing, size_t size)
 {
     int count = 0;
     size_t used = 0;

@@ -52,16 +52,14 @@ enum dt_status dt_open_regular(int *fd, const char *path, const char *what, int6
     if (flags < 0 || fcntl(f, F_SETFL, flags & ~O_NONBLOCK) != 0) {
         int e = errno;
         close(f);
-        return dt_error_set(err, DT_ERR_IO, "%s: cannot set blocking reads: %s", path,
-                            strerror(e));
+        return dt_error_set(err, DT_ERR_IO, "%s: cannot set blocking reads: %s", path, strerror(e));
     }
     *fd = f;
     if (size) *size = (int64_t)st.st_size;
     return DT_OK;
 }
 
-enum dt_status dt_fopen_regular(FILE **f, const char *path, const char *what,
-                                struct dt_error *err)
+enum dt_status dt_fopen_regular(FILE **f, const char *path, const char *what, struct dt_error *err)
 {
     *f = NULL;
     int fd;
@@ -112,8 +110,8 @@ enum dt_status dt_read_regular_file(char **data, size_t *len, const char *path, 
     char *buf = malloc((size_t)size + 1);
     if (!buf) {
         close(fd);
-        return dt_error_set(err, DT_ERR_NOMEM, "%s: out of memory reading %" PRId64 " bytes",
-                            path, size);
+        return dt_error_set(err, DT_ERR_NOMEM, "%s: out of memory reading %" PRId64 " bytes", path,
+                            size);
     }
     size_t got = 0;
     enum dt_status st = dt_read_fd(fd, buf, (size_t)size, &got, path, err);
@@ -156,8 +154,8 @@ static size_t utf8_text_len(const unsigned char *p, size_t n)
 }
 
 /* The shared escaper: `message` keeps newline, tab and backslash as they are. */
-static const char *escape(char *out, size_t size, const unsigned char *p, size_t n,
-                          size_t max_in, bool message)
+static const char *escape(char *out, size_t size, const unsigned char *p, size_t n, size_t max_in,
+                          bool message)
 {
     if (size == 0) return out;
     static const char ellipsis[] = "...";

@@ -27,8 +27,7 @@ enum dt_status dt_open_regular(int *fd, const char *path, const char *what, int6
 
 /* dt_open_regular as a stdio stream for line-by-line readers: a regular file ends, so
  * reading it to the end is bounded by its size. */
-enum dt_status dt_fopen_regular(FILE **f, const char *path, const char *what,
-                                struct dt_error *err);
+enum dt_status dt_fopen_regular(FILE **f, const char *path, const char *what, struct dt_error *err);
 
 /* Up to n bytes from fd (retrying interrupted and short reads); *got says how many were
  * read (fewer at end of file). DT_ERR_IO names `path` when a read fails. */

@@ -8,9 +8,8 @@
 const char *dt_status_str(enum dt_status st)
 {
     switch (st) {
-#define DT_STATUS_CASE_(name, str) \
-    case name:                     \
-        return str;
+#define DT_STATUS_CASE_(name, str)                                                                 \
+    case name: return str;
         DT_STATUS_LIST(DT_STATUS_CASE_)
 #undef DT_STATUS_CASE_
     }
@@ -31,8 +30,8 @@ enum dt_status dt_error_set(struct dt_error *err, enum dt_status st, const char 
     return st;
 }
 
-enum dt_status dt_error_set_at(struct dt_error *err, enum dt_status st, const char *file,
-                               int line, int column, const char *fmt, ...)
+enum dt_status dt_error_set_at(struct dt_error *err, enum dt_status st, const char *file, int line,
+                               int column, const char *fmt, ...)
 {
     if (!err) return st;
     err->status = st;
@@ -51,18 +50,15 @@ enum dt_status dt_error_set_at(struct dt_error *err, enum dt_status st, const ch
 int dt_status_exit_code(enum dt_status st)
 {
     switch (st) {
-    case DT_OK:
-        return 0;
+    case DT_OK: return 0;
     case DT_ERR_USAGE:
     case DT_ERR_CONFIG:
     case DT_ERR_DATA:
     case DT_ERR_IO:
     case DT_ERR_UNSUPPORTED: /* a config asking for what this build or backend cannot do */
         return 2;
-    case DT_ERR_INTERRUPTED:
-        return 130;
-    default:
-        return 1;
+    case DT_ERR_INTERRUPTED: return 130;
+    default: return 1;
     }
 }
 

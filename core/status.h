@@ -9,16 +9,16 @@
 #include <stdlib.h>
 
 /* X-macro: one row per status; generates the enum and its strings. */
-#define DT_STATUS_LIST(X)                                \
-    X(DT_OK, "ok")                                       \
-    X(DT_ERR_USAGE, "usage error")                       \
-    X(DT_ERR_CONFIG, "config error")                     \
-    X(DT_ERR_IO, "input/output error")                   \
-    X(DT_ERR_DATA, "invalid data")                       \
-    X(DT_ERR_NOMEM, "out of memory")                     \
-    X(DT_ERR_UNSUPPORTED, "unsupported")                 \
-    X(DT_ERR_NUMERIC, "numerical fault")                 \
-    X(DT_ERR_INTERRUPTED, "interrupted")                 \
+#define DT_STATUS_LIST(X)                                                                          \
+    X(DT_OK, "ok")                                                                                 \
+    X(DT_ERR_USAGE, "usage error")                                                                 \
+    X(DT_ERR_CONFIG, "config error")                                                               \
+    X(DT_ERR_IO, "input/output error")                                                             \
+    X(DT_ERR_DATA, "invalid data")                                                                 \
+    X(DT_ERR_NOMEM, "out of memory")                                                               \
+    X(DT_ERR_UNSUPPORTED, "unsupported")                                                           \
+    X(DT_ERR_NUMERIC, "numerical fault")                                                           \
+    X(DT_ERR_INTERRUPTED, "interrupted")                                                           \
     X(DT_ERR_INTERNAL, "internal error")
 
 enum dt_status {
@@ -44,8 +44,8 @@ enum dt_status dt_error_set(struct dt_error *err, enum dt_status st, const char 
     __attribute__((format(printf, 3, 4)));
 
 /* Same, with a source location; the message is prefixed with "file:line:column: ". */
-enum dt_status dt_error_set_at(struct dt_error *err, enum dt_status st, const char *file,
-                               int line, int column, const char *fmt, ...)
+enum dt_status dt_error_set_at(struct dt_error *err, enum dt_status st, const char *file, int line,
+                               int column, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
 /* Map a status to the CLI's exit code: 0 ok; 2 usage, config, input and unsupported-request
@@ -56,20 +56,20 @@ void dt_assert_fail(const char *expr, const char *file, int line, const char *ms
     __attribute__((noreturn));
 
 /* Checked in every build type. */
-#define DT_ASSERT(cond)                                                \
-    do {                                                               \
-        if (!(cond)) dt_assert_fail(#cond, __FILE__, __LINE__, NULL);  \
+#define DT_ASSERT(cond)                                                                            \
+    do {                                                                                           \
+        if (!(cond)) dt_assert_fail(#cond, __FILE__, __LINE__, NULL);                              \
     } while (0)
-#define DT_ASSERT_MSG(cond, msg)                                       \
-    do {                                                               \
-        if (!(cond)) dt_assert_fail(#cond, __FILE__, __LINE__, (msg)); \
+#define DT_ASSERT_MSG(cond, msg)                                                                   \
+    do {                                                                                           \
+        if (!(cond)) dt_assert_fail(#cond, __FILE__, __LINE__, (msg));                             \
     } while (0)
 
 /* Propagate a failing status to the caller. */
-#define DT_FORWARD_IF_ERROR(expr)              \
-    do {                                       \
-        enum dt_status dt_st_ = (expr);        \
-        if (dt_st_ != DT_OK) return dt_st_;    \
+#define DT_FORWARD_IF_ERROR(expr)                                                                  \
+    do {                                                                                           \
+        enum dt_status dt_st_ = (expr);                                                            \
+        if (dt_st_ != DT_OK) return dt_st_;                                                        \
     } while (0)
 
 /* Allocation that aborts on failure (used for sizes the program computed itself). */

@@ -17,7 +17,7 @@ enum dt_status dt_mkdir_p(const char *path, struct dt_error *err)
     char buf[4096];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
         return dt_error_set(err, DT_ERR_IO, "%s: path too long", path);
-    for (char *p = buf + 1; ; p++) {
+    for (char *p = buf + 1;; p++) {
         if (*p == '/' || *p == '\0') {
             char c = *p;
             *p = '\0';
@@ -60,8 +60,7 @@ enum dt_status dt_write_parts_atomic(const char *path, const void *const *parts,
     /* a stale temporary of a killed run goes; a link planted there is not followed */
     (void)unlink(tmp);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-    if (fd < 0)
-        return dt_error_set(err, DT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    if (fd < 0) return dt_error_set(err, DT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
     for (int i = 0; i < n_parts; i++) {
         const char *p = parts[i];
         size_t left = sizes[i];
@@ -86,8 +85,7 @@ enum dt_status dt_write_parts_atomic(const char *path, const void *const *parts,
     if (rename(tmp, path) != 0) {
         int e = errno;
         remove(tmp);
-        return dt_error_set(err, DT_ERR_IO, "%s: cannot rename into place: %s", path,
-                            strerror(e));
+        return dt_error_set(err, DT_ERR_IO, "%s: cannot rename into place: %s", path, strerror(e));
     }
     return DT_OK;
 }

@@ -35,7 +35,8 @@ struct dt_strbuf {
     char *data;
     size_t len, cap;
 };
-void dt_strbuf_printf(struct dt_strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dt_strbuf_printf(struct dt_strbuf *sb, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 void dt_strbuf_json_string(struct dt_strbuf *sb, const char *s);
 void dt_strbuf_free(struct dt_strbuf *sb);
 

@@ -280,8 +280,7 @@ static inline enum dt_status dt_fixed_sum_rows_at_shift(float *out, const float 
     if (!dt_fixed_shift_valid(shift))
         return dt_error_set(err, DT_ERR_NUMERIC, "fixed-point shift %d outside [%d, %d]", shift,
                             DT_FIXED_SHIFT_MIN, DT_FIXED_SHIFT_MAX);
-    for (int64_t c = 0; c < cols; c++)
-        scratch[c] = 0;
+    for (int64_t c = 0; c < cols; c++) scratch[c] = 0;
     for (int64_t r = 0; r < rows; r++) {
         const float *row = in + r * cols;
         for (int64_t c = 0; c < cols; c++) {

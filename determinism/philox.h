@@ -93,9 +93,8 @@ struct dt_philox_stream {
 /* Fields must be in range (tensor <= 0xfff, member <= 0xfff, sample <= 0xff); callers
  * check at configuration time (dt_philox_fields_ok). */
 static inline DT_HDI struct dt_philox_stream dt_philox_stream_make(uint64_t seed, uint32_t step,
-                                                                  uint32_t tensor,
-                                                                  uint32_t member,
-                                                                  uint32_t sample)
+                                                                   uint32_t tensor, uint32_t member,
+                                                                   uint32_t sample)
 {
     struct dt_philox_stream s;
     s.key[0] = (uint32_t)seed;
@@ -113,7 +112,7 @@ static inline DT_HDI int dt_philox_fields_ok(uint64_t tensor, uint64_t member, u
 
 /* The four words of element block `block` (elements 4*block .. 4*block+3). */
 static inline DT_HDI void dt_philox_block(uint32_t out[4], const struct dt_philox_stream *s,
-                                         uint64_t block)
+                                          uint64_t block)
 {
     uint32_t ctr[4] = {(uint32_t)block, (uint32_t)(block >> 32), s->step, s->word3};
     dt_philox4x32_10(out, ctr, s->key);

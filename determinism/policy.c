@@ -51,7 +51,8 @@ static const struct control_row controls[] = {
                            "kept"}}},
     {FIELD_(conv_algo), .doc = "convolution algorithm",
      .values = {{"autotune", "cuDNN picks by timing, TF32 allowed (GPU)"},
-                {"deterministic", "an algorithm cuDNN marks deterministic, by heuristic, FP32 (GPU)"},
+                {"deterministic",
+                 "an algorithm cuDNN marks deterministic, by heuristic, FP32 (GPU)"},
                 {"own", "detrain's own kernels, the other controls acting in them"}}},
     {FIELD_(math), .doc = "arithmetic mode",
      .values = {{"fast", "libm exp/log, OpenBLAS sgemm (FMA where the CPU has it)"},
@@ -166,15 +167,9 @@ enum dt_status dt_policy_from_level_name(struct dt_policy *out, const char *name
                         name);
 }
 
-int dt_policy_control_count(void)
-{
-    return N_CONTROLS_;
-}
+int dt_policy_control_count(void) { return N_CONTROLS_; }
 
-const char *dt_policy_control_name(int control)
-{
-    return control_row(control)->name;
-}
+const char *dt_policy_control_name(int control) { return control_row(control)->name; }
 
 const char *dt_policy_control_value(const struct dt_policy *p, int control)
 {
@@ -197,8 +192,8 @@ enum dt_status dt_policy_set_control(struct dt_policy *p, const char *control, c
     int c = dt_policy_find_control(control);
     if (c < 0) {
         for (int i = 0; i < N_CONTROLS_ && used < sizeof choices; i++)
-            used += (size_t)snprintf(choices + used, sizeof choices - used, "%s%s",
-                                     i ? ", " : "", controls[i].name);
+            used += (size_t)snprintf(choices + used, sizeof choices - used, "%s%s", i ? ", " : "",
+                                     controls[i].name);
         return dt_error_set(err, DT_ERR_CONFIG, "unknown control '%.64s' (expected one of %s)",
                             control, choices);
     }

@@ -87,20 +87,11 @@ static inline DT_HDI float dt_pm__mul(float a, float b) { return dt_rn_mul(a, b)
 
 static inline DT_HDI float dt_pm__div(float a, float b) { return dt_rn_div(a, b); }
 
-static inline DT_HDI float dt_pm__nan(void)
-{
-    return dt_bits_float(0x7fc00000u);
-}
-static inline DT_HDI float dt_pm__inf(void)
-{
-    return dt_bits_float(0x7f800000u);
-}
+static inline DT_HDI float dt_pm__nan(void) { return dt_bits_float(0x7fc00000u); }
+static inline DT_HDI float dt_pm__inf(void) { return dt_bits_float(0x7f800000u); }
 
 /* 2^n for n in [-126, 127], from the exponent field. */
-static inline DT_HD float dt_pm__pow2(int n)
-{
-    return dt_bits_float((uint32_t)(n + 127) << 23);
-}
+static inline DT_HD float dt_pm__pow2(int n) { return dt_bits_float((uint32_t)(n + 127) << 23); }
 
 /* y * 2^k for y in [0.7, 1.5), k in [-150, 128]: exact, or rounded once when subnormal. */
 static inline DT_HD float dt_pm__scale(float y, int k)

@@ -52,10 +52,8 @@ static void dt_xoro_build_powers(struct dt_xoro_mat pow[64], int backwards)
 {
     for (int j = 0; j < 128; j++) {
         struct dt_xoro e = {j < 64 ? (uint64_t)1 << j : 0, j < 64 ? 0 : (uint64_t)1 << (j - 64)};
-        if (backwards)
-            dt_xoro_prev(&e);
-        else
-            dt_xoro_next(&e);
+        if (backwards) dt_xoro_prev(&e);
+        else dt_xoro_next(&e);
         pow[0].col[j] = e;
     }
     for (int i = 1; i < 64; i++)

@@ -54,10 +54,7 @@ static int replay_file(const char *path)
     return 1;
 }
 
-static int skip_dot(const struct dirent *e)
-{
-    return e->d_name[0] != '.';
-}
+static int skip_dot(const struct dirent *e) { return e->d_name[0] != '.'; }
 
 /* Replay the folder's regular files in name order; returns how many, or -1. */
 static int replay_dir(const char *dir)

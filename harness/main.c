@@ -225,13 +225,16 @@ static int cmd_run(int argc, char **argv)
             return usage_error("run: unexpected argument '%s' (one CONFIG only)", argv[i]);
         }
     }
-    if (!config) return usage_error("run: missing CONFIG (a YAML file, e.g. configs/quickstart.yaml)", "");
+    if (!config)
+        return usage_error("run: missing CONFIG (a YAML file, e.g. configs/quickstart.yaml)", "");
     if (resume && out && !same_folder(resume, out))
         return usage_error("run: --out must be the --resume folder '%s' (a resumed run goes on "
-                           "in the folder of the run it resumes)", resume);
+                           "in the folder of the run it resumes)",
+                           resume);
     if (resume && overwrite)
         return usage_error("run: --resume goes on with the result in '%s' and --overwrite "
-                           "removes it: give one of them", resume);
+                           "removes it: give one of them",
+                           resume);
     if (resume) out = resume;
     struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
     struct dt_error err = {0};
@@ -244,7 +247,8 @@ static int cmd_run(int argc, char **argv)
         free(exp);
         return usage_error("run: --resume takes a single experiment and '%s' is a matrix "
                            "config; resume an entry as one: detrain run DIR/<entry>/config.json "
-                           "--resume DIR/<entry>", config);
+                           "--resume DIR/<entry>",
+                           config);
     }
     if (only && exp->n_matrix == 0) {
         free(exp);
@@ -261,12 +265,13 @@ static int cmd_run(int argc, char **argv)
     if (exp->n_matrix > 0 && dt_dist_size() > 1) {
         free(exp);
         return usage_error("run: a matrix config runs on one process; run its entries one by "
-                           "one under mpirun (detrain run DIR/<entry>/config.json)", "");
+                           "one under mpirun (detrain run DIR/<entry>/config.json)",
+                           "");
     }
     if (dt_dist_rank() > 0) quiet = true; /* rank 0 speaks for every rank */
     if (exp->n_matrix > 0) {
-        struct dt_matrix_options mopt = {config, sets, n_sets, only, out, command, quiet,
-                                         overwrite};
+        struct dt_matrix_options mopt = {config, sets,    n_sets, only,
+                                         out,    command, quiet,  overwrite};
         st = dt_matrix_run(exp, &mopt, &err);
     } else {
         struct dt_run_options opt = {out, command, quiet, overwrite};
@@ -294,7 +299,8 @@ static int cmd_report(int argc, char **argv)
     struct dt_folder_lock lock = {.fd = -1};
     enum dt_status st = DT_OK;
     struct stat dir_st;
-    if (lstat(dir, &dir_st) == 0 && S_ISDIR(dir_st.st_mode)) st = dt_folder_lock_take(&lock, dir, "detrain report", &err);
+    if (lstat(dir, &dir_st) == 0 && S_ISDIR(dir_st.st_mode))
+        st = dt_folder_lock_take(&lock, dir, "detrain report", &err);
     if (st == DT_OK) {
         if (dt_matrix_is_folder(dir)) st = dt_matrix_report(dir, &opt, true, &err);
         else if (dt_ranks_is_folder(dir)) st = dt_ranks_report(dir, opt.quiet, &err);
@@ -328,7 +334,8 @@ static int cmd_compare_table(int argc, char **argv)
     }
     if (opt.n_experiments < 2)
         return usage_error("compare --table: expected a reference experiment folder and at "
-                           "least one more: detrain compare --table REF OTHER...%s", "");
+                           "least one more: detrain compare --table REF OTHER...%s",
+                           "");
     if (opt.n_labels > opt.n_experiments)
         return usage_error("compare --table: more --label options than experiments%s", "");
     bool identical = false;
@@ -344,7 +351,8 @@ static int cmd_compare(int argc, char **argv)
         if (strcmp(argv[i], "--table") == 0) return cmd_compare_table(argc, argv);
     if (argc != 4)
         return usage_error("compare: expected two traces, replica folders or experiment "
-                           "folders: detrain compare A B", "");
+                           "folders: detrain compare A B",
+                           "");
     bool diverged = false;
     struct dt_error err = {0};
     enum dt_status st = dt_compare_paths(argv[2], argv[3], stdout, &diverged, &err);

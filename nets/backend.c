@@ -108,8 +108,8 @@ int64_t dt_backend_first_nonfinite(struct dt_backend *be, const float *p, int64_
     return bad;
 }
 
-bool dt_backend_first_nonfinite_many(struct dt_backend *be, const float *const *p,
-                                     const int64_t *n, int count, int *which, int64_t *index)
+bool dt_backend_first_nonfinite_many(struct dt_backend *be, const float *const *p, const int64_t *n,
+                                     int count, int *which, int64_t *index)
 {
     DT_ASSERT(count >= 0 && which && index);
     if (be->ops->version >= 8 && be->ops->first_nonfinite_many)
@@ -182,8 +182,7 @@ enum dt_status dt_backend_step_end(struct dt_backend *be, struct dt_error *err)
 struct dt_resident *dt_backend_resident_create(struct dt_backend *be,
                                                const struct dt_resident_src *src)
 {
-    DT_ASSERT(src && src->n >= 1 && src->dim >= 1 && src->labels &&
-              (src->pixels || src->values));
+    DT_ASSERT(src && src->n >= 1 && src->dim >= 1 && src->labels && (src->pixels || src->values));
     if (!HAS_OP11(be, resident_create)) return NULL;
     DT_ASSERT(be->ops->resident_free && be->ops->gather);
     return be->ops->resident_create(be, src);
@@ -249,8 +248,7 @@ void dt_backend_copy_out_wait(struct dt_backend *be)
 
 enum dt_status dt_backend_set_forced_order(struct dt_backend *be, uint64_t seed)
 {
-    if (be->ops->version < 2 || !be->ops->set_forced_order)
-        return DT_ERR_UNSUPPORTED;
+    if (be->ops->version < 2 || !be->ops->set_forced_order) return DT_ERR_UNSUPPORTED;
     be->ops->set_forced_order(be, seed);
     return DT_OK;
 }
@@ -286,29 +284,29 @@ void dt_backend_profile_reset(struct dt_backend *be)
  * the backend's device timers around it, or else by the wall clock with the backend
  * synchronised before and after, so the time is the op's own, kernels included, and not
  * the tail of earlier ops. */
-#define DISPATCH(be, op, call)                                       \
-    do {                                                             \
-        if (!(be)->profiling) return (call);                         \
-        if (HAS_TIMERS(be)) {                                        \
-            (be)->ops->op_mark((be), (op), true);                    \
-            enum dt_status st_ = (call);                             \
-            (be)->ops->op_mark((be), (op), false);                   \
-            return st_;                                              \
-        }                                                            \
-        dt_backend_synchronize(be);                                  \
-        double t0_ = dt_now_s();                                     \
-        enum dt_status st_ = (call);                                 \
-        dt_backend_synchronize(be);                                  \
-        (be)->op_seconds[op] += dt_now_s() - t0_;                    \
-        return st_;                                                  \
+#define DISPATCH(be, op, call)                                                                     \
+    do {                                                                                           \
+        if (!(be)->profiling) return (call);                                                       \
+        if (HAS_TIMERS(be)) {                                                                      \
+            (be)->ops->op_mark((be), (op), true);                                                  \
+            enum dt_status st_ = (call);                                                           \
+            (be)->ops->op_mark((be), (op), false);                                                 \
+            return st_;                                                                            \
+        }                                                                                          \
+        dt_backend_synchronize(be);                                                                \
+        double t0_ = dt_now_s();                                                                   \
+        enum dt_status st_ = (call);                                                               \
+        dt_backend_synchronize(be);                                                                \
+        (be)->op_seconds[op] += dt_now_s() - t0_;                                                  \
+        return st_;                                                                                \
     } while (0)
 
 /* Shared checks: sizes positive, pointers present. A violation is a caller bug. */
-#define CHECK_DIMS(...)                                                          \
-    do {                                                                         \
-        int64_t dims_[] = {__VA_ARGS__};                                         \
-        for (size_t i_ = 0; i_ < sizeof dims_ / sizeof dims_[0]; i_++)           \
-            DT_ASSERT_MSG(dims_[i_] > 0, "op called with a non-positive size"); \
+#define CHECK_DIMS(...)                                                                            \
+    do {                                                                                           \
+        int64_t dims_[] = {__VA_ARGS__};                                                           \
+        for (size_t i_ = 0; i_ < sizeof dims_ / sizeof dims_[0]; i_++)                             \
+            DT_ASSERT_MSG(dims_[i_] > 0, "op called with a non-positive size");                    \
     } while (0)
 
 /* ---- reduction: exact, one pass: the shard form of the batch reductions --------------- */
@@ -341,44 +339,43 @@ static bool sharded(const struct dt_backend *be, const struct dt_policy *pol, in
  * by shape). At reduction: exact they then run once per shard, so a row's bits are those
  * of a pass over its shard on any rank count. Own kernels (every other math) are per-row
  * exact and run once over the batch. */
-static bool library_sharded(const struct dt_backend *be, const struct dt_policy *pol,
-                            int64_t rows)
+static bool library_sharded(const struct dt_backend *be, const struct dt_policy *pol, int64_t rows)
 {
     return pol->math == DT_MATH_FAST && sharded(be, pol, rows);
 }
 
 /* The plain op once per shard on the shard's rows: the bits of a pass per shard. Each
  * call sees the shards cleared, so it sums its rows as `fixed` does. */
-#define FOR_EACH_SHARD(be, k, r0, rows, mult, body)                                   \
-    do {                                                                          \
-        const struct dt_shards sh_ = (be)->shards;                                \
-        (be)->shards.count = 0;                                                   \
-        enum dt_status st_ = DT_OK;                                               \
-        for (int64_t k = 0; k < sh_.count && st_ == DT_OK; k++) {                 \
-            const int64_t r0 = sh_.row[k] * (mult);                               \
-            const int64_t rows = (sh_.row[k + 1] - sh_.row[k]) * (mult);          \
-            st_ = (body);                                                         \
-        }                                                                         \
-        (be)->shards = sh_;                                                       \
-        return st_;                                                               \
+#define FOR_EACH_SHARD(be, k, r0, rows, mult, body)                                                \
+    do {                                                                                           \
+        const struct dt_shards sh_ = (be)->shards;                                                 \
+        (be)->shards.count = 0;                                                                    \
+        enum dt_status st_ = DT_OK;                                                                \
+        for (int64_t k = 0; k < sh_.count && st_ == DT_OK; k++) {                                  \
+            const int64_t r0 = sh_.row[k] * (mult);                                                \
+            const int64_t rows = (sh_.row[k + 1] - sh_.row[k]) * (mult);                           \
+            st_ = (body);                                                                          \
+        }                                                                                          \
+        (be)->shards = sh_;                                                                        \
+        return st_;                                                                                \
     } while (0)
 
 static enum dt_status dense_forward_per_shard(struct dt_backend *be, float *y, const float *x,
                                               const float *w, const float *bias, int64_t in,
                                               int64_t out, const struct dt_policy *pol)
 {
-    FOR_EACH_SHARD(be, k, r0, rows, 1,
-                   be->ops->dense_forward(be, y + r0 * out, x + r0 * in, w, bias, rows, in, out,
-                                          pol));
+    FOR_EACH_SHARD(
+        be, k, r0, rows, 1,
+        be->ops->dense_forward(be, y + r0 * out, x + r0 * in, w, bias, rows, in, out, pol));
 }
 
 static enum dt_status dense_bwd_data_per_shard(struct dt_backend *be, float *dx, const float *dy,
                                                const float *w, int64_t in, int64_t out,
                                                const struct dt_policy *pol)
 {
-    FOR_EACH_SHARD(be, k, r0, rows, 1,
-                   be->ops->dense_backward_data(be, dx + r0 * in, dy + r0 * out, w, rows, in,
-                                                out, pol));
+    FOR_EACH_SHARD(
+        be, k, r0, rows, 1,
+        be->ops->dense_backward_data(be, dx + r0 * in, dy + r0 * out, w, rows, in, out, pol));
 }
 
 static enum dt_status conv_forward_per_shard(struct dt_backend *be, float *y, const float *x,
@@ -387,10 +384,10 @@ static enum dt_status conv_forward_per_shard(struct dt_backend *be, float *y, co
                                              const struct dt_policy *pol)
 {
     struct dt_conv2d_shape part = *s;
-    FOR_EACH_SHARD(be, k, r0, rows, 1,
-                   (part.B = rows,
-                    be->ops->conv2d_forward(be, y + r0 * s->OH * s->OW * s->K_out,
-                                            x + r0 * s->H * s->W * s->C, w, bias, &part, pol)));
+    FOR_EACH_SHARD(
+        be, k, r0, rows, 1,
+        (part.B = rows, be->ops->conv2d_forward(be, y + r0 * s->OH * s->OW * s->K_out,
+                                                x + r0 * s->H * s->W * s->C, w, bias, &part, pol)));
 }
 
 static enum dt_status conv_bwd_data_per_shard(struct dt_backend *be, float *dx, const float *dy,
@@ -399,10 +396,9 @@ static enum dt_status conv_bwd_data_per_shard(struct dt_backend *be, float *dx, 
 {
     struct dt_conv2d_shape part = *s;
     FOR_EACH_SHARD(be, k, r0, rows, 1,
-                   (part.B = rows,
-                    be->ops->conv2d_backward_data(be, dx + r0 * s->H * s->W * s->C,
-                                                  dy + r0 * s->OH * s->OW * s->K_out, w, &part,
-                                                  pol)));
+                   (part.B = rows, be->ops->conv2d_backward_data(be, dx + r0 * s->H * s->W * s->C,
+                                                                 dy + r0 * s->OH * s->OW * s->K_out,
+                                                                 w, &part, pol)));
 }
 
 static enum dt_status dense_wgrad_per_shard(struct dt_backend *be, float *dw, const float *x,
@@ -410,8 +406,8 @@ static enum dt_status dense_wgrad_per_shard(struct dt_backend *be, float *dw, co
                                             const struct dt_policy *pol)
 {
     FOR_EACH_SHARD(be, k, r0, rows, 1,
-                   be->ops->dense_backward_weight(be, dw + k * in * out, x + r0 * in,
-                                                  dy + r0 * out, rows, in, out, pol));
+                   be->ops->dense_backward_weight(be, dw + k * in * out, x + r0 * in, dy + r0 * out,
+                                                  rows, in, out, pol));
 }
 
 static enum dt_status bias_per_shard(struct dt_backend *be, float *dbias, const float *dy,
@@ -446,8 +442,7 @@ static enum dt_status dense_wgrad_shards(struct dt_backend *be, float *dw, const
 
 static enum dt_status loss_per_shard(struct dt_backend *be, float *probs, float *loss_host,
                                      int64_t *correct_host, const float *logits,
-                                     const int32_t *labels, int64_t C,
-                                     const struct dt_policy *pol)
+                                     const int32_t *labels, int64_t C, const struct dt_policy *pol)
 {
     const struct dt_shards sh = be->shards;
     be->shards.count = 0;
@@ -472,18 +467,16 @@ static enum dt_status conv_wgrad_per_shard(struct dt_backend *be, float *dw, con
     const int64_t n = s->KH * s->KW * s->C * s->K_out;
     struct dt_conv2d_shape part = *s;
     FOR_EACH_SHARD(be, k, r0, rows, 1,
-                   (part.B = rows,
-                    be->ops->conv2d_backward_weight(be, dw + k * n, x + r0 * s->H * s->W * s->C,
-                                                    dy + r0 * s->OH * s->OW * s->K_out, &part,
-                                                    pol)));
+                   (part.B = rows, be->ops->conv2d_backward_weight(
+                                       be, dw + k * n, x + r0 * s->H * s->W * s->C,
+                                       dy + r0 * s->OH * s->OW * s->K_out, &part, pol)));
 }
 
 /* ---- the exact sum of the partials ---------------------------------------------------- */
 
 static void check_exact_layout(const struct dt_exact_layout *L)
 {
-    DT_ASSERT(L && L->tensors >= 1 && L->n && L->first && L->slots >= 1 &&
-              L->shards >= L->slots);
+    DT_ASSERT(L && L->tensors >= 1 && L->n && L->first && L->slots >= 1 && L->shards >= L->slots);
     for (int i = 0; i < L->tensors; i++)
         DT_ASSERT(L->n[i] >= 1 && L->first[i + 1] == L->first[i] + L->n[i]);
 }
@@ -550,8 +543,10 @@ enum dt_status dt_dense_backward_data(struct dt_backend *be, float *dx, const fl
     DT_ASSERT(dx && dy && w && pol);
     if (!HAS_OP1(be, dense_backward_data)) return DT_ERR_UNSUPPORTED;
     if (library_sharded(be, pol, B))
-        DISPATCH(be, DT_OP_DENSE_BACKWARD_DATA, dense_bwd_data_per_shard(be, dx, dy, w, in, out, pol));
-    DISPATCH(be, DT_OP_DENSE_BACKWARD_DATA, be->ops->dense_backward_data(be, dx, dy, w, B, in, out, pol));
+        DISPATCH(be, DT_OP_DENSE_BACKWARD_DATA,
+                 dense_bwd_data_per_shard(be, dx, dy, w, in, out, pol));
+    DISPATCH(be, DT_OP_DENSE_BACKWARD_DATA,
+             be->ops->dense_backward_data(be, dx, dy, w, B, in, out, pol));
 }
 
 enum dt_status dt_dense_backward_weight(struct dt_backend *be, float *dw, const float *x,
@@ -562,8 +557,10 @@ enum dt_status dt_dense_backward_weight(struct dt_backend *be, float *dw, const 
     DT_ASSERT(dw && x && dy && pol);
     if (!HAS_OP1(be, dense_backward_weight)) return DT_ERR_UNSUPPORTED;
     if (sharded(be, pol, B))
-        DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT, dense_wgrad_shards(be, dw, x, dy, B, in, out, pol));
-    DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT, be->ops->dense_backward_weight(be, dw, x, dy, B, in, out, pol));
+        DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT,
+                 dense_wgrad_shards(be, dw, x, dy, B, in, out, pol));
+    DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT,
+             be->ops->dense_backward_weight(be, dw, x, dy, B, in, out, pol));
 }
 
 enum dt_status dt_bias_backward(struct dt_backend *be, float *dbias, const float *dy, int64_t B,
@@ -586,8 +583,8 @@ enum dt_status dt_relu_forward(struct dt_backend *be, float *y, const float *x, 
     DISPATCH(be, DT_OP_RELU_FORWARD, be->ops->relu_forward(be, y, x, n, pol));
 }
 
-enum dt_status dt_relu_backward(struct dt_backend *be, float *dx, const float *dy,
-                                const float *y, int64_t n, const struct dt_policy *pol)
+enum dt_status dt_relu_backward(struct dt_backend *be, float *dx, const float *dy, const float *y,
+                                int64_t n, const struct dt_policy *pol)
 {
     CHECK_DIMS(n);
     DT_ASSERT(dx && dy && y && pol);
@@ -607,13 +604,13 @@ enum dt_status dt_softmax_xent_forward(struct dt_backend *be, float *probs, floa
         DISPATCH(be, DT_OP_SOFTMAX_XENT_FORWARD,
                  loss_per_shard(be, probs, loss_host, correct_host, logits, labels, C, pol));
     DISPATCH(be, DT_OP_SOFTMAX_XENT_FORWARD,
-             be->ops->softmax_xent_forward(be, probs, loss_host, correct_host, logits, labels,
-                                           B, C, pol));
+             be->ops->softmax_xent_forward(be, probs, loss_host, correct_host, logits, labels, B, C,
+                                           pol));
 }
 
-enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits,
-                                        const float *probs, const int32_t *labels, int64_t B,
-                                        int64_t C, const struct dt_policy *pol)
+enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits, const float *probs,
+                                        const int32_t *labels, int64_t B, int64_t C,
+                                        const struct dt_policy *pol)
 {
     CHECK_DIMS(B, C);
     DT_ASSERT(dlogits && probs && labels && pol);
@@ -623,35 +620,34 @@ enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits,
 }
 
 enum dt_status dt_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
-                                               const float *probs, const int32_t *labels,
-                                               int64_t B, int64_t C, int64_t denom,
+                                               const float *probs, const int32_t *labels, int64_t B,
+                                               int64_t C, int64_t denom,
                                                const struct dt_policy *pol)
 {
     CHECK_DIMS(B, C);
     DT_ASSERT(dlogits && probs && labels && pol && denom >= B);
     if (denom == B) return dt_softmax_xent_backward(be, dlogits, probs, labels, B, C, pol);
-    if (be->ops->version < 9 || !be->ops->softmax_xent_backward_scaled)
-        return DT_ERR_UNSUPPORTED;
+    if (be->ops->version < 9 || !be->ops->softmax_xent_backward_scaled) return DT_ERR_UNSUPPORTED;
     DISPATCH(be, DT_OP_SOFTMAX_XENT_BACKWARD,
              be->ops->softmax_xent_backward_scaled(be, dlogits, probs, labels, B, C, denom, pol));
 }
 
-enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const float *g,
-                             int64_t n, float lr, float momentum, float weight_decay,
+enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const float *g, int64_t n,
+                             float lr, float momentum, float weight_decay,
                              const struct dt_policy *pol)
 {
     CHECK_DIMS(n);
     DT_ASSERT(w && v && g && pol);
     if (!HAS_OP1(be, sgd_update)) return DT_ERR_UNSUPPORTED;
-    DISPATCH(be, DT_OP_SGD_UPDATE, be->ops->sgd_update(be, w, v, g, n, lr, momentum, weight_decay, pol));
+    DISPATCH(be, DT_OP_SGD_UPDATE,
+             be->ops->sgd_update(be, w, v, g, n, lr, momentum, weight_decay, pol));
 }
 
 /* ---- convolution and pooling ---------------------------------------------------------- */
 
 /* out = (in + 2 pad - k) / stride + 1 after checking that it is a positive size. */
-static enum dt_status window_count(int64_t *out, const char *what, const char *axis,
-                                   int64_t in, int64_t k, int64_t stride, int64_t pad,
-                                   struct dt_error *err)
+static enum dt_status window_count(int64_t *out, const char *what, const char *axis, int64_t in,
+                                   int64_t k, int64_t stride, int64_t pad, struct dt_error *err)
 {
     if (in < 1 || k < 1 || stride < 1 || pad < 0)
         return dt_error_set(err, DT_ERR_CONFIG,
@@ -679,7 +675,8 @@ enum dt_status dt_conv2d_shape_init(struct dt_conv2d_shape *s, struct dt_error *
                             "conv2d: batch %lld, in channels %lld, out channels %lld: each "
                             "must be >= 1",
                             (long long)s->B, (long long)s->C, (long long)s->K_out);
-    DT_FORWARD_IF_ERROR(window_count(&s->OH, "conv2d", "height", s->H, s->KH, s->stride, s->pad, err));
+    DT_FORWARD_IF_ERROR(
+        window_count(&s->OH, "conv2d", "height", s->H, s->KH, s->stride, s->pad, err));
     return window_count(&s->OW, "conv2d", "width", s->W, s->KW, s->stride, s->pad, err);
 }
 
@@ -689,7 +686,8 @@ enum dt_status dt_pool2d_shape_init(struct dt_pool2d_shape *s, struct dt_error *
         return dt_error_set(err, DT_ERR_CONFIG,
                             "maxpool2d: batch %lld, channels %lld: each must be >= 1",
                             (long long)s->B, (long long)s->C);
-    DT_FORWARD_IF_ERROR(window_count(&s->OH, "maxpool2d", "height", s->H, s->K, s->stride, s->pad, err));
+    DT_FORWARD_IF_ERROR(
+        window_count(&s->OH, "maxpool2d", "height", s->H, s->K, s->stride, s->pad, err));
     return window_count(&s->OW, "maxpool2d", "width", s->W, s->K, s->stride, s->pad, err);
 }
 
@@ -760,8 +758,7 @@ enum dt_status dt_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *ar
 
 enum dt_status dt_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
                                      const float *x, const float *y, const int32_t *argmax,
-                                     const struct dt_pool2d_shape *s,
-                                     const struct dt_policy *pol)
+                                     const struct dt_pool2d_shape *s, const struct dt_policy *pol)
 {
     check_pool_shape(s);
     DT_ASSERT(dx && dy && x && y && argmax && pol);
@@ -769,8 +766,7 @@ enum dt_status dt_maxpool2d_backward(struct dt_backend *be, float *dx, const flo
         DISPATCH(be, DT_OP_MAXPOOL2D_BACKWARD,
                  be->ops->maxpool2d_backward_xy(be, dx, dy, x, y, argmax, s, pol));
     if (!HAS_OP(be, maxpool2d_backward)) return DT_ERR_UNSUPPORTED;
-    DISPATCH(be, DT_OP_MAXPOOL2D_BACKWARD,
-             be->ops->maxpool2d_backward(be, dx, dy, argmax, s, pol));
+    DISPATCH(be, DT_OP_MAXPOOL2D_BACKWARD, be->ops->maxpool2d_backward(be, dx, dy, argmax, s, pol));
 }
 
 /* ---- Bayesian layers and epsilon ------------------------------------------------------ */
@@ -792,15 +788,15 @@ enum dt_status dt_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lanes, in
 {
     CHECK_DIMS(P);
     DT_ASSERT(lanes && pol);
-    DT_ASSERT_MSG(dt_philox_fields_ok(0, member, sample), "eps_lfsr_seed: member or sample out of range");
+    DT_ASSERT_MSG(dt_philox_fields_ok(0, member, sample),
+                  "eps_lfsr_seed: member or sample out of range");
     if (!HAS_OP4(be, eps_lfsr_seed)) return DT_ERR_UNSUPPORTED;
     DISPATCH(be, DT_OP_EPS_LFSR_SEED,
              be->ops->eps_lfsr_seed(be, lanes, P, seed, step, member, sample, pol));
 }
 
 enum dt_status dt_eps_lfsr(struct dt_backend *be, float *eps, int64_t n, struct dt_xoro *lanes,
-                           int64_t P, bool backward, int64_t skip_lane,
-                           const struct dt_policy *pol)
+                           int64_t P, bool backward, int64_t skip_lane, const struct dt_policy *pol)
 {
     CHECK_DIMS(n, P);
     DT_ASSERT(eps && lanes && pol && skip_lane < P);
@@ -817,9 +813,8 @@ enum dt_status dt_bnn_sigma(struct dt_backend *be, float *sigma, float *dsigma, 
     DISPATCH(be, DT_OP_BNN_SIGMA, be->ops->bnn_sigma(be, sigma, dsigma, rho, n, pol));
 }
 
-enum dt_status dt_bnn_sample(struct dt_backend *be, float *w, const float *mu,
-                             const float *sigma, const float *eps, int64_t n,
-                             const struct dt_policy *pol)
+enum dt_status dt_bnn_sample(struct dt_backend *be, float *w, const float *mu, const float *sigma,
+                             const float *eps, int64_t n, const struct dt_policy *pol)
 {
     CHECK_DIMS(n);
     DT_ASSERT(w && mu && sigma && eps && pol);
@@ -839,9 +834,8 @@ enum dt_status dt_bnn_accumulate(struct dt_backend *be, float *gmu, float *grho,
 }
 
 enum dt_status dt_bnn_finish(struct dt_backend *be, float *gmu, float *grho, const float *mu,
-                             const float *sigma, const float *dsigma, int64_t n,
-                             float inv_samples, float kl_weight, float prior_var,
-                             const struct dt_policy *pol)
+                             const float *sigma, const float *dsigma, int64_t n, float inv_samples,
+                             float kl_weight, float prior_var, const struct dt_policy *pol)
 {
     CHECK_DIMS(n);
     DT_ASSERT(gmu && grho && mu && sigma && dsigma && pol && prior_var > 0.0f);

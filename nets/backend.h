@@ -166,8 +166,8 @@ int64_t dt_backend_first_nonfinite(struct dt_backend *be, const float *p, int64_
 /* The same over `count` tensors p[i] of n[i] elements at once: false when all are finite;
  * true with *which = the first tensor (in the order given) holding a NaN or Inf and *index
  * = its first such element. One wait for the device in all (CUDA), not one per tensor. */
-bool dt_backend_first_nonfinite_many(struct dt_backend *be, const float *const *p,
-                                     const int64_t *n, int count, int *which, int64_t *index);
+bool dt_backend_first_nonfinite_many(struct dt_backend *be, const float *const *p, const int64_t *n,
+                                     int count, int *which, int64_t *index);
 
 /* ---- reduction: exact, one pass (harness/run/dist.h, DESIGN.md "reduction") -------------
  * The canonical shards of the batch the next ops see: shard k holds batch rows
@@ -188,8 +188,8 @@ void dt_backend_set_shards(struct dt_backend *be, const struct dt_shards *sh);
 
 /* The shard partials of every gradient, packed: tensor i of n[i] elements holds `slots`
  * partials at pack + slots * first[i] (slot k at + k * n[i]), first[] the prefix sums of
- * n[] (tensors + 1 entries, first[0] = 0). The exact sum over S = `shards` partials (every rank's) per element:
- *   max_bits[i] = max over the held partials of tensor i of |bits| (dt_exact_max);
+ * n[] (tensors + 1 entries, first[0] = 0). The exact sum over S = `shards` partials (every rank's)
+ * per element: max_bits[i] = max over the held partials of tensor i of |bits| (dt_exact_max);
  *   shift_i = dt_fixed_shift_for(max_i, S): no sum of S terms overflows int64;
  *   acc[first[i] + e] = sum over the held slots of round(partial * 2^shift_i), exact
  *   (dt_exact_to_fixed); ranks add their acc with an integer all-reduce;
@@ -226,23 +226,34 @@ enum dt_status dt_backend_set_forced_order(struct dt_backend *be, uint64_t seed)
  * stream, no wait), the device time between the pair, collected by dt_backend_profile_read
  * with one wait; a backend with neither brackets each op by dt_backend_synchronize. Step
  * times are taken with profiling off either way (`detrain bench`). */
-#define DT_OP_LIST(X)                                                              \
-    X(DENSE_FORWARD, "dense_forward") X(DENSE_BACKWARD_DATA, "dense_backward_data") \
-    X(DENSE_BACKWARD_WEIGHT, "dense_backward_weight") X(BIAS_BACKWARD, "bias_backward") \
-    X(RELU_FORWARD, "relu_forward") X(RELU_BACKWARD, "relu_backward")              \
-    X(SOFTMAX_XENT_FORWARD, "softmax_xent_forward")                               \
-    X(SOFTMAX_XENT_BACKWARD, "softmax_xent_backward") X(SGD_UPDATE, "sgd_update")       \
-    X(CONV2D_FORWARD, "conv2d_forward") X(CONV2D_BACKWARD_DATA, "conv2d_backward_data") \
-    X(CONV2D_BACKWARD_WEIGHT, "conv2d_backward_weight")                           \
-    X(MAXPOOL2D_FORWARD, "maxpool2d_forward") X(MAXPOOL2D_BACKWARD, "maxpool2d_backward") \
-    X(EPS_PHILOX, "eps_philox") X(EPS_LFSR_SEED, "eps_lfsr_seed") X(EPS_LFSR, "eps_lfsr")   \
-    X(BNN_SIGMA, "bnn_sigma") X(BNN_SAMPLE, "bnn_sample") X(BNN_ACCUMULATE, "bnn_accumulate") \
-    X(BNN_FINISH, "bnn_finish") X(EXACT_SUM, "exact_sum")
+#define DT_OP_LIST(X)                                                                              \
+    X(DENSE_FORWARD, "dense_forward")                                                              \
+    X(DENSE_BACKWARD_DATA, "dense_backward_data")                                                  \
+    X(DENSE_BACKWARD_WEIGHT, "dense_backward_weight")                                              \
+    X(BIAS_BACKWARD, "bias_backward")                                                              \
+    X(RELU_FORWARD, "relu_forward")                                                                \
+    X(RELU_BACKWARD, "relu_backward")                                                              \
+    X(SOFTMAX_XENT_FORWARD, "softmax_xent_forward")                                                \
+    X(SOFTMAX_XENT_BACKWARD, "softmax_xent_backward")                                              \
+    X(SGD_UPDATE, "sgd_update")                                                                    \
+    X(CONV2D_FORWARD, "conv2d_forward")                                                            \
+    X(CONV2D_BACKWARD_DATA, "conv2d_backward_data")                                                \
+    X(CONV2D_BACKWARD_WEIGHT, "conv2d_backward_weight")                                            \
+    X(MAXPOOL2D_FORWARD, "maxpool2d_forward")                                                      \
+    X(MAXPOOL2D_BACKWARD, "maxpool2d_backward")                                                    \
+    X(EPS_PHILOX, "eps_philox")                                                                    \
+    X(EPS_LFSR_SEED, "eps_lfsr_seed")                                                              \
+    X(EPS_LFSR, "eps_lfsr")                                                                        \
+    X(BNN_SIGMA, "bnn_sigma")                                                                      \
+    X(BNN_SAMPLE, "bnn_sample")                                                                    \
+    X(BNN_ACCUMULATE, "bnn_accumulate")                                                            \
+    X(BNN_FINISH, "bnn_finish")                                                                    \
+    X(EXACT_SUM, "exact_sum")
 enum dt_op {
 #define DT_OP_ENUM_(name, str) DT_OP_##name,
     DT_OP_LIST(DT_OP_ENUM_)
 #undef DT_OP_ENUM_
-    DT_OP_COUNT
+        DT_OP_COUNT
 };
 const char *dt_op_name(enum dt_op op);
 void dt_backend_profile_enable(struct dt_backend *be, bool on);
@@ -271,8 +282,8 @@ enum dt_status dt_bias_backward(struct dt_backend *be, float *dbias, const float
 enum dt_status dt_relu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
                                const struct dt_policy *pol);
 /* dx = dy where y > 0, else 0; dx may alias dy. */
-enum dt_status dt_relu_backward(struct dt_backend *be, float *dx, const float *dy,
-                                const float *y, int64_t n, const struct dt_policy *pol);
+enum dt_status dt_relu_backward(struct dt_backend *be, float *dx, const float *dy, const float *y,
+                                int64_t n, const struct dt_policy *pol);
 /* probs = softmax(logits) row-wise; *loss_host = mean over the batch of
  * -log(probs[b, labels[b]]); *correct_host (optional) = rows whose argmax (first maximum)
  * equals the label. probs, logits are (B,C), labels (B) int32 in [0, C). */
@@ -281,35 +292,34 @@ enum dt_status dt_softmax_xent_forward(struct dt_backend *be, float *probs, floa
                                        const int32_t *labels, int64_t B, int64_t C,
                                        const struct dt_policy *pol);
 /* dlogits = (probs - onehot(labels)) / B: the gradient of the mean loss. */
-enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits,
-                                        const float *probs, const int32_t *labels, int64_t B,
-                                        int64_t C, const struct dt_policy *pol);
+enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits, const float *probs,
+                                        const int32_t *labels, int64_t B, int64_t C,
+                                        const struct dt_policy *pol);
 /* dlogits = (probs - onehot(labels)) * (1 / denom), denom >= B: a shard's rows of the
  * gradient of the mean loss over a batch of `denom` examples (harness/run/dist.h). */
 enum dt_status dt_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
-                                               const float *probs, const int32_t *labels,
-                                               int64_t B, int64_t C, int64_t denom,
+                                               const float *probs, const int32_t *labels, int64_t B,
+                                               int64_t C, int64_t denom,
                                                const struct dt_policy *pol);
 /* SGD with momentum and L2 weight decay (PyTorch convention), n elements, in place:
  * g' = g + wd * w;  v = momentum * v + g';  w = w - lr * v. */
-enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const float *g,
-                             int64_t n, float lr, float momentum, float weight_decay,
+enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const float *g, int64_t n,
+                             float lr, float momentum, float weight_decay,
                              const struct dt_policy *pol);
-
 
 /* ---- convolution and pooling (NHWC) ------------------------------------------------- */
 
 /* Geometry of a 2-D convolution; the same stride and zero padding on both axes. Fill the
  * inputs and call dt_conv2d_shape_init, which checks them and sets OH, OW. */
 struct dt_conv2d_shape {
-    int64_t B, H, W, C;     /* input x (B, H, W, C) */
-    int64_t K_out, KH, KW;  /* weight (KH, KW, C, K_out), bias (K_out) */
-    int64_t stride, pad;    /* stride >= 1, 0 <= pad < kernel size */
-    int64_t OH, OW;         /* output y (B, OH, OW, K_out) */
+    int64_t B, H, W, C;    /* input x (B, H, W, C) */
+    int64_t K_out, KH, KW; /* weight (KH, KW, C, K_out), bias (K_out) */
+    int64_t stride, pad;   /* stride >= 1, 0 <= pad < kernel size */
+    int64_t OH, OW;        /* output y (B, OH, OW, K_out) */
 };
 /* Geometry of a 2-D max pooling window; padding cells never win the max. */
 struct dt_pool2d_shape {
-    int64_t B, H, W, C;    /* input x (B, H, W, C) */
+    int64_t B, H, W, C;     /* input x (B, H, W, C) */
     int64_t K, stride, pad; /* window K x K; 0 <= pad < K */
     int64_t OH, OW;         /* output y (B, OH, OW, C) */
 };
@@ -348,8 +358,7 @@ enum dt_status dt_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *ar
  * `deterministic`) reads them; the CPU backend and detrain's own kernels use argmax. */
 enum dt_status dt_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
                                      const float *x, const float *y, const int32_t *argmax,
-                                     const struct dt_pool2d_shape *s,
-                                     const struct dt_policy *pol);
+                                     const struct dt_pool2d_shape *s, const struct dt_policy *pol);
 
 /* ---- Bayesian layers (Bayes by Backprop) and their epsilon ---------------------------
  * A Bayesian tensor has parameters mu and rho; sigma = softplus(rho); a sampled weight is
@@ -376,9 +385,8 @@ enum dt_status dt_eps_lfsr(struct dt_backend *be, float *eps, int64_t n, struct 
 enum dt_status dt_bnn_sigma(struct dt_backend *be, float *sigma, float *dsigma, const float *rho,
                             int64_t n, const struct dt_policy *pol);
 /* w = mu + sigma * eps (one product, one sum). */
-enum dt_status dt_bnn_sample(struct dt_backend *be, float *w, const float *mu,
-                             const float *sigma, const float *eps, int64_t n,
-                             const struct dt_policy *pol);
+enum dt_status dt_bnn_sample(struct dt_backend *be, float *w, const float *mu, const float *sigma,
+                             const float *eps, int64_t n, const struct dt_policy *pol);
 /* Add one Monte Carlo sample's weight gradient g: gmu += g; grho += (g * eps) * dsigma.
  * With first, assign instead of adding. */
 enum dt_status dt_bnn_accumulate(struct dt_backend *be, float *gmu, float *grho, const float *g,
@@ -390,8 +398,7 @@ enum dt_status dt_bnn_accumulate(struct dt_backend *be, float *gmu, float *grho,
  *   grho = grho * inv_samples + kl_weight * ((sigma * ipv - 1 / sigma) * dsigma)
  * with ipv = 1 / prior_var rounded once. */
 enum dt_status dt_bnn_finish(struct dt_backend *be, float *gmu, float *grho, const float *mu,
-                             const float *sigma, const float *dsigma, int64_t n,
-                             float inv_samples, float kl_weight, float prior_var,
-                             const struct dt_policy *pol);
+                             const float *sigma, const float *dsigma, int64_t n, float inv_samples,
+                             float kl_weight, float prior_var, const struct dt_policy *pol);
 
 #endif

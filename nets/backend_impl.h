@@ -28,8 +28,8 @@ struct dt_backend_ops {
     enum dt_status (*dense_backward_weight)(struct dt_backend *, float *, const float *,
                                             const float *, int64_t, int64_t, int64_t,
                                             const struct dt_policy *);
-    enum dt_status (*bias_backward)(struct dt_backend *, float *, const float *, int64_t,
-                                    int64_t, const struct dt_policy *);
+    enum dt_status (*bias_backward)(struct dt_backend *, float *, const float *, int64_t, int64_t,
+                                    const struct dt_policy *);
     enum dt_status (*relu_forward)(struct dt_backend *, float *, const float *, int64_t,
                                    const struct dt_policy *);
     enum dt_status (*relu_backward)(struct dt_backend *, float *, const float *, const float *,
@@ -55,8 +55,7 @@ struct dt_backend_ops {
                                              const float *, const struct dt_conv2d_shape *,
                                              const struct dt_policy *);
     enum dt_status (*maxpool2d_forward)(struct dt_backend *, float *, int32_t *, const float *,
-                                        const struct dt_pool2d_shape *,
-                                        const struct dt_policy *);
+                                        const struct dt_pool2d_shape *, const struct dt_policy *);
     enum dt_status (*maxpool2d_backward)(struct dt_backend *, float *, const float *,
                                          const int32_t *, const struct dt_pool2d_shape *,
                                          const struct dt_policy *);
@@ -79,7 +78,7 @@ struct dt_backend_ops {
                                  const struct dt_policy *);
     /* version 5: synchronisation and the hashing pipeline's copies (all optional; the
      * wrappers in nets/backend.c say what NULL means) */
-    void (*synchronize)(struct dt_backend *be); /* NULL: ops return finished (CPU) */
+    void (*synchronize)(struct dt_backend *be);               /* NULL: ops return finished (CPU) */
     void *(*host_alloc)(struct dt_backend *be, size_t bytes); /* NULL: malloc */
     void (*host_free)(struct dt_backend *be, void *p);
     /* `ticket` counts copies from 0; ticket % DT_BACKEND_COPY_OUT_DEPTH names the copy's
@@ -119,8 +118,8 @@ struct dt_backend_ops {
                                 const struct dt_exact_layout *);
     enum dt_status (*exact_to_fixed)(struct dt_backend *, int64_t *, const float *,
                                      const uint32_t *, const struct dt_exact_layout *);
-    enum dt_status (*exact_round)(struct dt_backend *, float *, const int64_t *,
-                                  const uint32_t *, const struct dt_exact_layout *);
+    enum dt_status (*exact_round)(struct dt_backend *, float *, const int64_t *, const uint32_t *,
+                                  const struct dt_exact_layout *);
     enum dt_status (*exact_sum)(struct dt_backend *, float *, const uint32_t *,
                                 const struct dt_exact_layout *);
     /* version 10 too: the shard partials of a batch reduction in one call, with the

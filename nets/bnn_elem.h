@@ -52,10 +52,7 @@ static inline DT_HD void dt_bnn_eps_lane_walk(float *eps, int64_t n, struct dt_x
 /* softplus through the math library (`math` other than portable): x above 20 is its own
  * softplus (e^-x < ulp(x)/2), else log1p(e^x). On the device these are CUDA's expf and
  * log1pf (at most 2 and 1 ulp), on the host the C library's: the two differ by a few ulps. */
-static inline DT_HD float dt_bnn_softplus_libm(float x)
-{
-    return x > 20.0f ? x : log1pf(expf(x));
-}
+static inline DT_HD float dt_bnn_softplus_libm(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 /* sigma = softplus(rho), dsigma = 1 / (1 + exp(-rho)): the portable softplus and exp of
  * determinism/portable_math.h when `portable`, the math library's otherwise. */
@@ -98,8 +95,7 @@ static inline DT_HDI void dt_bnn_finish_elem(float *gmu, float *grho, float mu, 
                                              float dsigma, float inv_s, float klw, float ipv)
 {
     *gmu = dt_rn_add(dt_rn_mul(*gmu, inv_s), dt_rn_mul(klw, dt_rn_mul(mu, ipv)));
-    const float dkl =
-        dt_rn_mul(dt_rn_sub(dt_rn_mul(sigma, ipv), dt_rn_div(1.0f, sigma)), dsigma);
+    const float dkl = dt_rn_mul(dt_rn_sub(dt_rn_mul(sigma, ipv), dt_rn_div(1.0f, sigma)), dsigma);
     *grho = dt_rn_add(dt_rn_mul(*grho, inv_s), dt_rn_mul(klw, dkl));
 }
 

@@ -44,23 +44,23 @@ struct bnn {
     int64_t total, max_tensor, max_dim;
     char tname[BNN_MAX_TENSORS][DT_PARAM_NAME];
     float *sigma[BNN_MAX_TENSORS], *dsigma[BNN_MAX_TENSORS];
-    float **act;      /* S * (L + 1): act[s (L+1) + l]; l = 0 is m->x, l = L the logits */
-    float **dlogits;  /* S */
+    float **act;         /* S * (L + 1): act[s (L+1) + l]; l = 0 is m->x, l = L the logits */
+    float **dlogits;     /* S */
     float *grad, *grad2; /* (max_batch, max_dim): input gradients */
-    float *gw;        /* a sample's weight or bias gradient: gw_slots shard partials of
-                         one tensor (tensor k's slot j at gw + j * tsize[k]) */
+    float *gw;           /* a sample's weight or bias gradient: gw_slots shard partials of
+                            one tensor (tensor k's slot j at gw + j * tsize[k]) */
     int64_t gw_slots;
     float *loss_ws;   /* host: one sample's per-shard mean losses, then their sums */
     float *ww, *wb;   /* one layer's sampled weight and bias */
     float *eps_ws;    /* one tensor: regenerated epsilon */
     float *eps_store; /* S * total: rng stored, or the verify copy; NULL until needed */
     /* Lane memory is allocated on first use (only runs that draw with the lanes pay). */
-    struct dt_xoro *lanes;  /* backend memory, S * P */
-    struct dt_xoro *seeds;  /* host, S * P: lane seeds of the step (checked steps) */
-    struct dt_xoro *ckpt;   /* host, S * n_tensors * P: lanes where each forward walk began */
-    struct dt_xoro *probe;  /* host, P */
+    struct dt_xoro *lanes; /* backend memory, S * P */
+    struct dt_xoro *seeds; /* host, S * P: lane seeds of the step (checked steps) */
+    struct dt_xoro *ckpt;  /* host, S * n_tensors * P: lanes where each forward walk began */
+    struct dt_xoro *probe; /* host, P */
     float *eval_w[BNN_MAX_TENSORS]; /* evaluation: one sampled model */
-    float *host_a, *host_b; /* host staging, max_tensor floats each */
+    float *host_a, *host_b;         /* host staging, max_tensor floats each */
     bool verify;
     int skip_tensor;
     int64_t verified;
@@ -81,7 +81,10 @@ static enum gen generator(const struct bnn *n, const struct dt_policy *pol)
 static float *mu_of(struct dt_model *m, int k) { return m->params[2 * k].w; }
 static float *rho_of(struct dt_model *m, int k) { return m->params[2 * k + 1].w; }
 static float **act_of(struct bnn *n, int s) { return n->act + (size_t)s * (size_t)(n->L + 1); }
-static struct dt_xoro *lanes_of(struct bnn *n, int s) { return n->lanes + (size_t)s * (size_t)n->o.lanes; }
+static struct dt_xoro *lanes_of(struct bnn *n, int s)
+{
+    return n->lanes + (size_t)s * (size_t)n->o.lanes;
+}
 
 /* Allocate the lane states (and, for checked runs, the host copies) on first use. */
 static void ensure_lanes(struct dt_model *m, bool check)
@@ -111,8 +114,8 @@ static float *store_of(struct dt_model *m, int s, int k)
 {
     struct bnn *n = m->impl;
     if (!n->eps_store)
-        n->eps_store = dt_backend_alloc(
-            m->be, (size_t)n->o.samples * (size_t)n->total * sizeof(float));
+        n->eps_store =
+            dt_backend_alloc(m->be, (size_t)n->o.samples * (size_t)n->total * sizeof(float));
     return n->eps_store + (size_t)s * (size_t)n->total + (size_t)n->toff[k];
 }
 
@@ -214,9 +217,8 @@ static enum dt_status eps_backward(struct dt_model *m, enum gen g, int k, int s,
     return DT_OK;
 }
 
-static enum dt_status layer_forward(struct dt_model *m, int l, int64_t B, const float *x,
-                                    float *y, const float *w, const float *b,
-                                    const struct dt_policy *pol)
+static enum dt_status layer_forward(struct dt_model *m, int l, int64_t B, const float *x, float *y,
+                                    const float *w, const float *b, const struct dt_policy *pol)
 {
     struct bnn *n = m->impl;
     DT_FORWARD_IF_ERROR(dt_dense_forward(m->be, y, x, w, b, B, n->dims[l], n->dims[l + 1], pol));
@@ -228,14 +230,14 @@ static enum dt_status sigmas(struct dt_model *m, const struct dt_policy *pol)
 {
     struct bnn *n = m->impl;
     for (int k = 0; k < n->n_tensors; k++)
-        DT_FORWARD_IF_ERROR(dt_bnn_sigma(m->be, n->sigma[k], n->dsigma[k], rho_of(m, k),
-                                         n->tsize[k], pol));
+        DT_FORWARD_IF_ERROR(
+            dt_bnn_sigma(m->be, n->sigma[k], n->dsigma[k], rho_of(m, k), n->tsize[k], pol));
     return DT_OK;
 }
 
 /* Forward of Monte Carlo sample s: draws every tensor, keeps the activations. */
-static enum dt_status sample_forward(struct dt_model *m, int s, int64_t B, enum gen g,
-                                     bool check, const struct dt_policy *pol)
+static enum dt_status sample_forward(struct dt_model *m, int s, int64_t B, enum gen g, bool check,
+                                     const struct dt_policy *pol)
 {
     struct bnn *n = m->impl;
     const uint32_t step = (uint32_t)m->step;
@@ -253,7 +255,8 @@ static enum dt_status sample_forward(struct dt_model *m, int s, int64_t B, enum 
             int k = 2 * l + b;
             float *eps = keep ? store_of(m, s, k) : n->eps_ws;
             if (check)
-                memcpy(n->ckpt + ((size_t)s * (size_t)n->n_tensors + (size_t)k) * (size_t)n->o.lanes,
+                memcpy(n->ckpt +
+                           ((size_t)s * (size_t)n->n_tensors + (size_t)k) * (size_t)n->o.lanes,
                        lanes_host(m, s), (size_t)n->o.lanes * sizeof(struct dt_xoro));
             DT_FORWARD_IF_ERROR(draw_forward(m, g, k, s, s, step, eps, pol));
             DT_FORWARD_IF_ERROR(dt_bnn_sample(m->be, b ? n->wb : n->ww, mu_of(m, k), n->sigma[k],
@@ -280,8 +283,8 @@ static enum dt_status accumulate_slots(struct dt_model *m, int k, const float *g
 
 /* Backward of Monte Carlo sample s; every batch reduction gives `slots` shard partials
  * (the backend's shards, when set), each accumulated into its slot of the gradients. */
-static enum dt_status sample_backward(struct dt_model *m, int s, int64_t B, enum gen g,
-                                      bool check, int64_t slots, const struct dt_policy *pol)
+static enum dt_status sample_backward(struct dt_model *m, int s, int64_t B, enum gen g, bool check,
+                                      int64_t slots, const struct dt_policy *pol)
 {
     struct bnn *n = m->impl;
     float **act = act_of(n, s);
@@ -301,7 +304,8 @@ static enum dt_status sample_backward(struct dt_model *m, int s, int64_t B, enum
         DT_FORWARD_IF_ERROR(accumulate_slots(m, kw, n->gw, eps, in * out, slots, first, pol));
         if (l == 0) break;
         /* The same epsilon gives the sampled weight for the input gradient. */
-        DT_FORWARD_IF_ERROR(dt_bnn_sample(m->be, n->ww, mu_of(m, kw), n->sigma[kw], eps, in * out, pol));
+        DT_FORWARD_IF_ERROR(
+            dt_bnn_sample(m->be, n->ww, mu_of(m, kw), n->sigma[kw], eps, in * out, pol));
         float *dx = (dy == n->grad) ? n->grad2 : n->grad;
         DT_MODEL_GRAD(m, m->params[2 * kw].name, true,
                       dt_dense_backward_data(m->be, dx, dy, n->ww, B, in, out, pol));
@@ -341,12 +345,10 @@ static enum dt_status bnn_gradients(struct dt_model *m, int64_t B, int64_t denom
     for (int64_t j = 0; j < slots; j++) total[j] = 0.0f;
     for (int s = 0; s < n->o.samples; s++) {
         DT_FORWARD_IF_ERROR(sample_forward(m, s, B, g, check, pol));
-        DT_FORWARD_IF_ERROR(dt_softmax_xent_forward(m->be, m->probs, ls, NULL,
-                                                    act_of(n, s)[n->L], m->labels, B,
-                                                    m->n_classes, pol));
-        DT_FORWARD_IF_ERROR(dt_softmax_xent_backward_scaled(m->be, n->dlogits[s], m->probs,
-                                                            m->labels, B, m->n_classes, denom,
-                                                            pol));
+        DT_FORWARD_IF_ERROR(dt_softmax_xent_forward(m->be, m->probs, ls, NULL, act_of(n, s)[n->L],
+                                                    m->labels, B, m->n_classes, pol));
+        DT_FORWARD_IF_ERROR(dt_softmax_xent_backward_scaled(
+            m->be, n->dlogits[s], m->probs, m->labels, B, m->n_classes, denom, pol));
         for (int64_t j = 0; j < slots; j++) total[j] += ls[j];
     }
     for (int s = 0; s < n->o.samples; s++)
@@ -370,8 +372,9 @@ static enum dt_status bnn_finish_gradients(struct dt_model *m, const struct dt_p
 }
 
 /* One process, no shards: the data term over the batch, the KL term, SGD. */
-static enum dt_status bnn_train_step(struct dt_model *m, int64_t B, const struct dt_sgd_options *opt,
-                                     const struct dt_policy *pol, float *loss)
+static enum dt_status bnn_train_step(struct dt_model *m, int64_t B,
+                                     const struct dt_sgd_options *opt, const struct dt_policy *pol,
+                                     float *loss)
 {
     DT_FORWARD_IF_ERROR(bnn_gradients(m, B, B, NULL, pol, loss));
     DT_FORWARD_IF_ERROR(bnn_finish_gradients(m, pol));
@@ -409,8 +412,8 @@ static enum dt_status bnn_evaluate(struct dt_model *m, const float *x, const uin
                                    n->eval_w[2 * l + 1], pol);
             float lossb;
             if (st == DT_OK)
-                st = dt_softmax_xent_forward(m->be, m->probs, &lossb, NULL, act[n->L], m->labels,
-                                             B, C, pol);
+                st = dt_softmax_xent_forward(m->be, m->probs, &lossb, NULL, act[n->L], m->labels, B,
+                                             C, pol);
             if (st != DT_OK) break;
             dt_backend_download(m->be, probs, m->probs, (size_t)(B * C) * sizeof(float));
             for (int64_t i = 0; i < B * C; i++) pbar[s0 * C + i] += probs[i];
@@ -527,10 +530,10 @@ enum dt_status dt_bnn_mlp_create(struct dt_model **out, struct dt_backend *be, i
 {
     *out = NULL;
     if (n_hidden < 0 || n_hidden + 1 > BNN_MAX_LAYERS)
-        return dt_error_set(err, DT_ERR_CONFIG, "bnn_mlp: %d hidden layers (at most %d)",
-                            n_hidden, BNN_MAX_LAYERS - 1);
-    if (opt->samples < 1 || opt->samples > (int)DT_PHILOX_MAX_SAMPLE + 1 ||
-        opt->test_samples < 1 || opt->test_samples > (int)DT_PHILOX_MAX_SAMPLE + 1)
+        return dt_error_set(err, DT_ERR_CONFIG, "bnn_mlp: %d hidden layers (at most %d)", n_hidden,
+                            BNN_MAX_LAYERS - 1);
+    if (opt->samples < 1 || opt->samples > (int)DT_PHILOX_MAX_SAMPLE + 1 || opt->test_samples < 1 ||
+        opt->test_samples > (int)DT_PHILOX_MAX_SAMPLE + 1)
         return dt_error_set(err, DT_ERR_CONFIG,
                             "bnn_mlp: samples %d and test_samples %d must be in 1..%u (the "
                             "Philox counter holds 8 bits of sample index)",
@@ -541,8 +544,8 @@ enum dt_status dt_bnn_mlp_create(struct dt_model **out, struct dt_backend *be, i
                             "bnn_mlp: lanes %lld, prior_sigma %g, kl_weight %g, "
                             "lfsr_check_every %lld: lanes, prior_sigma and lfsr_check_every "
                             "must be positive and kl_weight >= 0",
-                            (long long)opt->lanes, (double)opt->prior_sigma,
-                            (double)opt->kl_weight, (long long)opt->lfsr_check_every);
+                            (long long)opt->lanes, (double)opt->prior_sigma, (double)opt->kl_weight,
+                            (long long)opt->lfsr_check_every);
     struct dt_model *m = dt_xcalloc(1, sizeof *m);
     struct bnn *n = dt_xcalloc(1, sizeof *n);
     n->o = *opt;
@@ -583,7 +586,8 @@ enum dt_status dt_bnn_mlp_create(struct dt_model **out, struct dt_backend *be, i
     n->dlogits = dt_xcalloc((size_t)S, sizeof *n->dlogits);
     for (int s = 0; s < S; s++) {
         for (int l = 1; l <= n->L; l++)
-            act_of(n, s)[l] = dt_backend_alloc(be, (size_t)(max_batch * n->dims[l]) * sizeof(float));
+            act_of(n, s)[l] =
+                dt_backend_alloc(be, (size_t)(max_batch * n->dims[l]) * sizeof(float));
         n->dlogits[s] = dt_backend_alloc(be, (size_t)(max_batch * n_classes) * sizeof(float));
     }
     n->grad = dt_backend_alloc(be, (size_t)(max_batch * n->max_dim) * sizeof(float));

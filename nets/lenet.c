@@ -19,9 +19,9 @@ struct lenet {
     int64_t dims[N_DENSE + 1];        /* dense widths: flat, 120, 84, classes */
     float *conv_out[2], *pool_out[2]; /* post-ReLU conv outputs, pooled outputs */
     int32_t *argmax[2];
-    float *hidden[N_DENSE - 1];       /* post-ReLU dense outputs */
-    float *d_conv[2], *d_pool0;       /* gradients w.r.t. conv outputs and pool0 output */
-    float *d_dense[2];                /* ping-pong gradients of dense activations */
+    float *hidden[N_DENSE - 1]; /* post-ReLU dense outputs */
+    float *d_conv[2], *d_pool0; /* gradients w.r.t. conv outputs and pool0 output */
+    float *d_dense[2];          /* ping-pong gradients of dense activations */
 };
 
 /* The shape for a batch of B (the stored shapes use max_batch). */
@@ -37,7 +37,10 @@ static struct dt_pool2d_shape pool_at(const struct dt_pool2d_shape *s, int64_t B
     t.B = B;
     return t;
 }
-static int64_t conv_out_n(const struct dt_conv2d_shape *s) { return s->B * s->OH * s->OW * s->K_out; }
+static int64_t conv_out_n(const struct dt_conv2d_shape *s)
+{
+    return s->B * s->OH * s->OW * s->K_out;
+}
 static int64_t pool_out_n(const struct dt_pool2d_shape *s) { return s->B * s->OH * s->OW * s->C; }
 
 static enum dt_status lenet_forward(struct dt_model *m, int64_t B, const struct dt_policy *pol)
@@ -141,19 +144,32 @@ enum dt_status dt_lenet_create(struct dt_model **out, struct dt_backend *be, int
     *out = NULL;
     struct lenet *n = dt_xcalloc(1, sizeof *n);
     const int64_t pk = overlap_pool ? 3 : 2, pp = overlap_pool ? 1 : 0;
-    n->conv[0] = (struct dt_conv2d_shape){.B = max_batch, .H = H, .W = W, .C = 1, .K_out = 6,
-                                          .KH = 5, .KW = 5, .stride = 1, .pad = 2};
+    n->conv[0] = (struct dt_conv2d_shape){.B = max_batch,
+                                          .H = H,
+                                          .W = W,
+                                          .C = 1,
+                                          .K_out = 6,
+                                          .KH = 5,
+                                          .KW = 5,
+                                          .stride = 1,
+                                          .pad = 2};
     enum dt_status st = dt_conv2d_shape_init(&n->conv[0], err);
     for (int l = 0; l < 2 && st == DT_OK; l++) {
         const struct dt_conv2d_shape *c = &n->conv[l];
-        n->pool[l] = (struct dt_pool2d_shape){.B = max_batch, .H = c->OH, .W = c->OW,
-                                              .C = c->K_out, .K = pk, .stride = 2, .pad = pp};
+        n->pool[l] = (struct dt_pool2d_shape){
+            .B = max_batch, .H = c->OH, .W = c->OW, .C = c->K_out, .K = pk, .stride = 2, .pad = pp};
         st = dt_pool2d_shape_init(&n->pool[l], err);
         if (st == DT_OK && l == 0) {
             const struct dt_pool2d_shape *p = &n->pool[0];
-            n->conv[1] = (struct dt_conv2d_shape){.B = max_batch, .H = p->OH, .W = p->OW,
-                                                  .C = p->C, .K_out = 16, .KH = 5, .KW = 5,
-                                                  .stride = 1, .pad = 0};
+            n->conv[1] = (struct dt_conv2d_shape){.B = max_batch,
+                                                  .H = p->OH,
+                                                  .W = p->OW,
+                                                  .C = p->C,
+                                                  .K_out = 16,
+                                                  .KH = 5,
+                                                  .KW = 5,
+                                                  .stride = 1,
+                                                  .pad = 0};
             st = dt_conv2d_shape_init(&n->conv[1], err);
         }
     }

@@ -8,10 +8,10 @@
 #define MLP_MAX_LAYERS 32
 
 struct mlp {
-    int n_layers;                      /* dense layers */
-    int64_t dims[MLP_MAX_LAYERS + 1];  /* dims[0] = in, dims[n_layers] = classes */
-    float *act[MLP_MAX_LAYERS + 1];    /* act[l] (B, dims[l]); act[0] = m->x; act[L] = logits */
-    float *grad;                       /* (B, max dim) scratch: gradient w.r.t. an activation */
+    int n_layers;                     /* dense layers */
+    int64_t dims[MLP_MAX_LAYERS + 1]; /* dims[0] = in, dims[n_layers] = classes */
+    float *act[MLP_MAX_LAYERS + 1];   /* act[l] (B, dims[l]); act[0] = m->x; act[L] = logits */
+    float *grad;                      /* (B, max dim) scratch: gradient w.r.t. an activation */
     float *grad2;
 };
 

@@ -27,8 +27,8 @@ void dt_model_setup(struct dt_model *m, const struct dt_model_ops *ops, struct d
     m->dlogits = dt_backend_alloc(be, lb);
 }
 
-void dt_model_param(struct dt_model *m, int i, const char *name, int ndim,
-                    const int64_t *shape, int64_t fan_in)
+void dt_model_param(struct dt_model *m, int i, const char *name, int ndim, const int64_t *shape,
+                    int64_t fan_in)
 {
     DT_ASSERT(i >= 0 && i < m->n_params && ndim >= 1 && ndim <= 4);
     struct dt_param *p = &m->params[i];
@@ -54,8 +54,8 @@ enum dt_status dt_model_grad_status(struct dt_model *m, const char *tensor, bool
                            ? "a NaN/Inf term or a fixed-point sum beyond the float range (the "
                              "op's message says where)"
                            : dt_status_str(st);
-    dt_error_set(&m->err, st, "%s %sgradient: %s at step %" PRId64, tensor,
-                 input ? "input " : "", what, m->step);
+    dt_error_set(&m->err, st, "%s %sgradient: %s at step %" PRId64, tensor, input ? "input " : "",
+                 what, m->step);
     return st;
 }
 
@@ -130,10 +130,8 @@ struct dt_batch dt_batch_from(const struct dt_batch *b, int64_t b0, int64_t in_d
 void dt_model_load(struct dt_model *m, const struct dt_batch *b, int64_t B)
 {
     DT_ASSERT(B >= 1 && B <= m->max_batch);
-    if (b->set)
-        dt_backend_gather(m->be, m->x, m->labels, b->set, b->idx, B);
-    else
-        dt_model_load_batch(m, b->x, b->y, B);
+    if (b->set) dt_backend_gather(m->be, m->x, m->labels, b->set, b->idx, B);
+    else dt_model_load_batch(m, b->x, b->y, B);
 }
 
 enum dt_status dt_model_gradients(struct dt_model *m, const struct dt_batch *b, int64_t B,
@@ -143,10 +141,10 @@ enum dt_status dt_model_gradients(struct dt_model *m, const struct dt_batch *b, 
     dt_model_load(m, b, B);
     if (m->ops->gradients) return m->ops->gradients(m, B, denom, NULL, pol, loss);
     DT_FORWARD_IF_ERROR(m->ops->forward(m, B, pol));
-    DT_FORWARD_IF_ERROR(dt_softmax_xent_forward(m->be, m->probs, loss, NULL, m->logits,
-                                                m->labels, B, m->n_classes, pol));
-    DT_FORWARD_IF_ERROR(dt_softmax_xent_backward_scaled(m->be, m->dlogits, m->probs, m->labels,
-                                                        B, m->n_classes, denom, pol));
+    DT_FORWARD_IF_ERROR(dt_softmax_xent_forward(m->be, m->probs, loss, NULL, m->logits, m->labels,
+                                                B, m->n_classes, pol));
+    DT_FORWARD_IF_ERROR(dt_softmax_xent_backward_scaled(m->be, m->dlogits, m->probs, m->labels, B,
+                                                        m->n_classes, denom, pol));
     return m->ops->backward(m, B, pol);
 }
 
@@ -163,15 +161,13 @@ void dt_model_grad_slots(struct dt_model *m, int64_t slots)
             m->grad_first[i + 1] = m->grad_first[i] + m->params[i].n;
     }
     m->grad_slots = slots;
-    m->grad_pack = dt_backend_alloc(
-        m->be, (size_t)(slots * m->grad_first[m->n_params]) * sizeof(float));
-    for (int i = 0; i < m->n_params; i++)
-        m->params[i].g = m->grad_pack + slots * m->grad_first[i];
+    m->grad_pack =
+        dt_backend_alloc(m->be, (size_t)(slots * m->grad_first[m->n_params]) * sizeof(float));
+    for (int i = 0; i < m->n_params; i++) m->params[i].g = m->grad_pack + slots * m->grad_first[i];
 }
 
-enum dt_status dt_model_gradients_sharded(struct dt_model *m, const struct dt_batch *b,
-                                          int64_t B, int64_t denom,
-                                          const struct dt_shards *sh,
+enum dt_status dt_model_gradients_sharded(struct dt_model *m, const struct dt_batch *b, int64_t B,
+                                          int64_t denom, const struct dt_shards *sh,
                                           const struct dt_policy *pol, float *loss_slots)
 {
     DT_ASSERT(dt_model_splits_step(m) && denom >= B && B >= 1);
@@ -201,8 +197,8 @@ enum dt_status dt_model_sgd(struct dt_model *m, const struct dt_sgd_options *opt
 {
     for (int i = 0; i < m->n_params; i++) {
         struct dt_param *p = &m->params[i];
-        DT_FORWARD_IF_ERROR(dt_sgd_update(m->be, p->w, p->v, p->g, p->n, opt->lr,
-                                          opt->momentum, opt->weight_decay, pol));
+        DT_FORWARD_IF_ERROR(dt_sgd_update(m->be, p->w, p->v, p->g, p->n, opt->lr, opt->momentum,
+                                          opt->weight_decay, pol));
     }
     return DT_OK;
 }
@@ -245,9 +241,9 @@ enum dt_status dt_model_train_step_batch(struct dt_model *m, const struct dt_bat
     return dt_model_sgd(m, opt, pol);
 }
 
-enum dt_status dt_model_train_step(struct dt_model *m, const float *x, const uint8_t *y,
-                                   int64_t B, const struct dt_sgd_options *opt,
-                                   const struct dt_policy *pol, float *loss)
+enum dt_status dt_model_train_step(struct dt_model *m, const float *x, const uint8_t *y, int64_t B,
+                                   const struct dt_sgd_options *opt, const struct dt_policy *pol,
+                                   float *loss)
 {
     const struct dt_batch b = {.x = x, .y = y};
     return dt_model_train_step_batch(m, &b, B, opt, pol, loss);
@@ -281,8 +277,8 @@ double dt_ece_finish(const struct dt_ece_bins *b)
 /* The generic evaluation: one forward per batch; calibration from the downloaded
  * probabilities (first maximum = the prediction, as the accuracy counts it). */
 static enum dt_status evaluate_generic(struct dt_model *m, const float *x, const uint8_t *y,
-                                       int64_t n, const struct dt_policy *pol,
-                                       struct dt_eval *out, uint8_t *pred)
+                                       int64_t n, const struct dt_policy *pol, struct dt_eval *out,
+                                       uint8_t *pred)
 {
     double total = 0.0;
     int64_t correct = 0;
@@ -322,8 +318,8 @@ static enum dt_status evaluate_generic(struct dt_model *m, const float *x, const
 }
 
 enum dt_status dt_model_evaluate_pred(struct dt_model *m, const float *x, const uint8_t *y,
-                                      int64_t n, const struct dt_policy *pol,
-                                      struct dt_eval *out, uint8_t *pred)
+                                      int64_t n, const struct dt_policy *pol, struct dt_eval *out,
+                                      uint8_t *pred)
 {
     DT_ASSERT(m->n_classes <= 256 || !pred);
     if (m->ops->evaluate) return m->ops->evaluate(m, x, y, n, pol, out, pred);
@@ -331,15 +327,13 @@ enum dt_status dt_model_evaluate_pred(struct dt_model *m, const float *x, const 
 }
 
 enum dt_status dt_model_evaluate_full(struct dt_model *m, const float *x, const uint8_t *y,
-                                      int64_t n, const struct dt_policy *pol,
-                                      struct dt_eval *out)
+                                      int64_t n, const struct dt_policy *pol, struct dt_eval *out)
 {
     return dt_model_evaluate_pred(m, x, y, n, pol, out, NULL);
 }
 
-enum dt_status dt_model_evaluate(struct dt_model *m, const float *x, const uint8_t *y,
-                                 int64_t n, const struct dt_policy *pol, double *loss,
-                                 double *accuracy)
+enum dt_status dt_model_evaluate(struct dt_model *m, const float *x, const uint8_t *y, int64_t n,
+                                 const struct dt_policy *pol, double *loss, double *accuracy)
 {
     struct dt_eval e;
     DT_FORWARD_IF_ERROR(dt_model_evaluate_full(m, x, y, n, pol, &e));

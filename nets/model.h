@@ -19,8 +19,8 @@ struct dt_param {
     char name[DT_PARAM_NAME]; /* e.g. "dense0.weight"; part of the model digest */
     int ndim;
     int64_t shape[4];
-    int64_t n;       /* elements */
-    int64_t fan_in;  /* init: U(-sqrt(6/fan_in), +sqrt(6/fan_in)); 0 = init_value */
+    int64_t n;        /* elements */
+    int64_t fan_in;   /* init: U(-sqrt(6/fan_in), +sqrt(6/fan_in)); 0 = init_value */
     float init_value; /* every element's initial value when fan_in == 0 (default 0) */
     float *w, *g, *v; /* backend memory: value, gradient, momentum; n floats each */
 };
@@ -90,8 +90,8 @@ struct dt_model {
     int n_params;
     struct dt_param *params; /* in digest order */
     int64_t in_dim, n_classes, max_batch;
-    float *x;        /* (max_batch, in_dim) backend memory: the current batch */
-    int32_t *labels; /* (max_batch) backend memory */
+    float *x;                        /* (max_batch, in_dim) backend memory: the current batch */
+    int32_t *labels;                 /* (max_batch) backend memory */
     float *logits, *probs, *dlogits; /* (max_batch, n_classes) backend memory */
     /* Random draws during training (Bayesian models): the seed (set by dt_model_init),
      * the ensemble member this replica is (set by the caller, default 0), and the steps
@@ -115,18 +115,18 @@ struct dt_model {
  * e.g. the fixed-point column that overflows). Returns st. */
 enum dt_status dt_model_grad_status(struct dt_model *m, const char *tensor, bool input,
                                     enum dt_status st);
-#define DT_MODEL_GRAD(m, tensor, input, call)                                      \
-    do {                                                                           \
-        dt_backend_set_context((m)->be, (tensor), (input)); /* deferred checks */  \
-        DT_FORWARD_IF_ERROR(dt_model_grad_status((m), (tensor), (input), (call))); \
+#define DT_MODEL_GRAD(m, tensor, input, call)                                                      \
+    do {                                                                                           \
+        dt_backend_set_context((m)->be, (tensor), (input)); /* deferred checks */                  \
+        DT_FORWARD_IF_ERROR(dt_model_grad_status((m), (tensor), (input), (call)));                 \
     } while (0)
 
 /* Shared set-up for model builders: allocate the batch buffers and n_params params. */
 void dt_model_setup(struct dt_model *m, const struct dt_model_ops *ops, struct dt_backend *be,
                     int n_params, int64_t in_dim, int64_t n_classes, int64_t max_batch);
 /* Define parameter i and allocate its w, g, v. */
-void dt_model_param(struct dt_model *m, int i, const char *name, int ndim,
-                    const int64_t *shape, int64_t fan_in);
+void dt_model_param(struct dt_model *m, int i, const char *name, int ndim, const int64_t *shape,
+                    int64_t fan_in);
 void dt_model_destroy(struct dt_model *m);
 
 /* Initialise every parameter from the init stream key: parameter i uses layer index i.
@@ -153,9 +153,9 @@ void dt_model_load(struct dt_model *m, const struct dt_batch *b, int64_t B);
  * (computed on the weights before the update; for a Bayesian model the mean over its
  * Monte Carlo samples of the data term). Increments m->step first. On failure, m->err
  * says why when the model filled it (err.status != DT_OK). */
-enum dt_status dt_model_train_step(struct dt_model *m, const float *x, const uint8_t *y,
-                                   int64_t B, const struct dt_sgd_options *opt,
-                                   const struct dt_policy *pol, float *loss);
+enum dt_status dt_model_train_step(struct dt_model *m, const float *x, const uint8_t *y, int64_t B,
+                                   const struct dt_sgd_options *opt, const struct dt_policy *pol,
+                                   float *loss);
 /* The same on any batch (host or resident rows). */
 enum dt_status dt_model_train_step_batch(struct dt_model *m, const struct dt_batch *b, int64_t B,
                                          const struct dt_sgd_options *opt,
@@ -194,24 +194,21 @@ enum dt_status dt_model_finish_gradients(struct dt_model *m, const struct dt_pol
  * g = the gradient of (sum of shard k's losses) / denom -- the bits of dt_model_gradients
  * on shard k's rows alone -- and loss_slots[k] = shard k's mean loss. */
 void dt_model_grad_slots(struct dt_model *m, int64_t slots);
-enum dt_status dt_model_gradients_sharded(struct dt_model *m, const struct dt_batch *b,
-                                          int64_t B, int64_t denom,
-                                          const struct dt_shards *sh,
+enum dt_status dt_model_gradients_sharded(struct dt_model *m, const struct dt_batch *b, int64_t B,
+                                          int64_t denom, const struct dt_shards *sh,
                                           const struct dt_policy *pol, float *loss_slots);
 
 /* Mean loss and accuracy over n examples (host arrays), in batches of max_batch. */
-enum dt_status dt_model_evaluate(struct dt_model *m, const float *x, const uint8_t *y,
-                                 int64_t n, const struct dt_policy *pol, double *loss,
-                                 double *accuracy);
+enum dt_status dt_model_evaluate(struct dt_model *m, const float *x, const uint8_t *y, int64_t n,
+                                 const struct dt_policy *pol, double *loss, double *accuracy);
 /* The same with every metric (loss, accuracy, calibration). */
 enum dt_status dt_model_evaluate_full(struct dt_model *m, const float *x, const uint8_t *y,
-                                      int64_t n, const struct dt_policy *pol,
-                                      struct dt_eval *out);
+                                      int64_t n, const struct dt_policy *pol, struct dt_eval *out);
 /* The same, also writing each example's predicted class (the first most probable one) to
  * pred (n entries): what prediction churn between replicas is computed from. */
 enum dt_status dt_model_evaluate_pred(struct dt_model *m, const float *x, const uint8_t *y,
-                                      int64_t n, const struct dt_policy *pol,
-                                      struct dt_eval *out, uint8_t *pred);
+                                      int64_t n, const struct dt_policy *pol, struct dt_eval *out,
+                                      uint8_t *pred);
 /* Accumulate one example into calibration bins and finish them (shared by evaluators):
  * bins hold count, confidence sum and correct count per bin. */
 struct dt_ece_bins {
@@ -250,8 +247,8 @@ struct dt_bnn_options {
     int samples, test_samples;
     float prior_sigma, rho_init, kl_weight;
     int64_t lanes;
-    bool stored_lfsr;          /* rng: stored draws with the lanes, not Philox */
-    int64_t lfsr_check_every;  /* >= 1 */
+    bool stored_lfsr;         /* rng: stored draws with the lanes, not Philox */
+    int64_t lfsr_check_every; /* >= 1 */
 };
 enum dt_status dt_bnn_mlp_create(struct dt_model **out, struct dt_backend *be, int64_t in_dim,
                                  const int64_t *hidden, int n_hidden, int64_t n_classes,

@@ -32,6 +32,7 @@ packages=(
 check_packages=(
   clang libclang-rt-dev           # make fuzz: libFuzzer targets (-fsanitize=fuzzer)
   valgrind                        # the valgrind.tiny_run test
+  clang-format                    # make check: the house style (scripts/format.sh --check)
 )
 if [ "$with_check" -eq 1 ]; then
   packages+=("${check_packages[@]}")

@@ -90,8 +90,8 @@ static inline void check_close(const char *what, const float *a, const double *b
     for (int64_t i = 0; i < n; i++) {
         double d = fabs((double)a[i] - b[i]);
         if (!(d <= atol + rtol * fabs(b[i]))) {
-            fprintf(stderr, "%s[%lld]: got %.9g, reference %.12g (diff %.3g)\n", what,
-                    (long long)i, (double)a[i], b[i], d);
+            fprintf(stderr, "%s[%lld]: got %.9g, reference %.12g (diff %.3g)\n", what, (long long)i,
+                    (double)a[i], b[i], d);
             dt_check_failures_++;
             return;
         }

@@ -12,18 +12,10 @@ void dt_pm_o0_eval(float *out, const float *in, int64_t n, int fn)
 {
     for (int64_t i = 0; i < n; i++) {
         switch (fn) {
-        case 0:
-            out[i] = dt_exp_portable(in[i]);
-            break;
-        case 1:
-            out[i] = dt_log_portable(in[i]);
-            break;
-        case 2:
-            out[i] = dt_log1p_portable(in[i]);
-            break;
-        default:
-            out[i] = dt_softplus_portable(in[i]);
-            break;
+        case 0: out[i] = dt_exp_portable(in[i]); break;
+        case 1: out[i] = dt_log_portable(in[i]); break;
+        case 2: out[i] = dt_log1p_portable(in[i]); break;
+        default: out[i] = dt_softplus_portable(in[i]); break;
         }
     }
 }

@@ -73,11 +73,9 @@ DT_TEST(unchanged_notes_one_row_per_call)
     dt_algolog_init(&log);
     struct dt_algo_note n[3];
     step_notes(n, "b128");
-    for (int64_t s = 1; s <= 10000; s++)
-        dt_algolog_step(&log, s, n, 3, DT_ALGOLOG_MAX_CALLS);
+    for (int64_t s = 1; s <= 10000; s++) dt_algolog_step(&log, s, n, 3, DT_ALGOLOG_MAX_CALLS);
     CHECK_INT_EQ(log.n_runs, 3);
-    for (int i = 0; i < 3; i++)
-        check_row(&log, i, 1, 10000, i, &n[i]);
+    for (int i = 0; i < 3; i++) check_row(&log, i, 1, 10000, i, &n[i]);
     CHECK_INT_EQ(dt_algolog_changes(&log), 0);
     CHECK_INT_EQ(log.steps_noted, 10000);
     CHECK_INT_EQ(log.dropped, 0);
@@ -122,27 +120,13 @@ DT_TEST(change_mid_run_starts_a_row)
         dt_algolog_init(&log);
         struct dt_algo_note a = n[0], b = n[0];
         switch (field) {
-        case 0:
-            snprintf(b.op, sizeof b.op, "conv_bwd_filter");
-            break;
-        case 1:
-            snprintf(b.shape, sizeof b.shape, "28x28x1>6 k5x5 s1 p2 b64");
-            break;
-        case 2:
-            b.algo = 0;
-            break;
-        case 3:
-            snprintf(b.name, sizeof b.name, "IMPLICIT_GEMM");
-            break;
-        case 4:
-            b.deterministic = false;
-            break;
-        case 5:
-            snprintf(b.math, sizeof b.math, "tensor_op");
-            break;
-        default:
-            snprintf(b.how, sizeof b.how, "timed");
-            break;
+        case 0: snprintf(b.op, sizeof b.op, "conv_bwd_filter"); break;
+        case 1: snprintf(b.shape, sizeof b.shape, "28x28x1>6 k5x5 s1 p2 b64"); break;
+        case 2: b.algo = 0; break;
+        case 3: snprintf(b.name, sizeof b.name, "IMPLICIT_GEMM"); break;
+        case 4: b.deterministic = false; break;
+        case 5: snprintf(b.math, sizeof b.math, "tensor_op"); break;
+        default: snprintf(b.how, sizeof b.how, "timed"); break;
         }
         dt_algolog_step(&log, 1, &a, 1, DT_ALGOLOG_MAX_CALLS);
         dt_algolog_step(&log, 2, &b, 1, DT_ALGOLOG_MAX_CALLS);
@@ -162,8 +146,7 @@ DT_TEST(short_last_step_gets_its_rows)
     struct dt_algo_note n[3], last[3];
     step_notes(n, "b128");
     step_notes(last, "b32");
-    for (int64_t s = 1; s <= 9; s++)
-        dt_algolog_step(&log, s, n, 3, DT_ALGOLOG_MAX_CALLS);
+    for (int64_t s = 1; s <= 9; s++) dt_algolog_step(&log, s, n, 3, DT_ALGOLOG_MAX_CALLS);
     dt_algolog_step(&log, 10, last, 3, DT_ALGOLOG_MAX_CALLS);
     CHECK_INT_EQ(log.n_runs, 6);
     for (int i = 0; i < 3; i++) {
@@ -189,13 +172,11 @@ DT_TEST(more_calls_than_followed)
     }
     struct dt_algolog log;
     dt_algolog_init(&log);
-    for (int64_t s = 1; s <= 5; s++)
-        dt_algolog_step(&log, s, n, N, N);
+    for (int64_t s = 1; s <= 5; s++) dt_algolog_step(&log, s, n, N, N);
     dt_algolog_step(&log, 6, n, 1000, DT_ALGOLOG_MAX_CALLS); /* 1000 made, 64 kept */
     dt_algolog_step(&log, 7, n, 0, DT_ALGOLOG_MAX_CALLS);
     CHECK_INT_EQ(log.n_runs, DT_ALGOLOG_MAX_CALLS);
-    for (int i = 0; i < DT_ALGOLOG_MAX_CALLS; i++)
-        check_row(&log, i, 1, 6, i, &n[i]);
+    for (int i = 0; i < DT_ALGOLOG_MAX_CALLS; i++) check_row(&log, i, 1, 6, i, &n[i]);
     CHECK_INT_EQ(dt_algolog_changes(&log), 0);
     CHECK_INT_EQ(log.steps_noted, 6);
     dt_algolog_free(&log);
@@ -318,8 +299,7 @@ DT_TEST(json_text)
     /* 70 call sites: 70 rows counted, 64 written out */
     enum { N = 70 };
     static struct dt_algo_note n[N];
-    for (int i = 0; i < N; i++)
-        n[i] = note("conv_fwd", "s", i, "GEMM", true, "fma", "heuristic");
+    for (int i = 0; i < N; i++) n[i] = note("conv_fwd", "s", i, "GEMM", true, "fma", "heuristic");
     dt_algolog_init(&log);
     dt_algolog_step(&log, 1, n, 64, DT_ALGOLOG_MAX_CALLS);
     for (int i = 0; i < 6; i++) /* six more rows: site i changes at step 2 */
@@ -330,8 +310,7 @@ DT_TEST(json_text)
     dt_algolog_json(&log, &sb);
     CHECK_CONTAINS(sb.data, "\"steps_noted\": 2, \"rows\": 70, \"changes\": 6,");
     int objects = 0;
-    for (const char *p = sb.data; (p = strstr(p, "\"first_step\"")) != NULL; p++)
-        objects++;
+    for (const char *p = sb.data; (p = strstr(p, "\"first_step\"")) != NULL; p++) objects++;
     CHECK_INT_EQ(objects, 64);
     dt_strbuf_free(&sb);
     dt_algolog_free(&log);

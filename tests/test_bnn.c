@@ -184,7 +184,7 @@ struct run {
     uint64_t seed;     /* dt_model_init */
     uint64_t eps_seed; /* m->seed after init, 0 = unchanged (epsilon only, not init) */
     uint32_t member;
-    int eval_after;    /* evaluate after this many steps (0 = never) */
+    int eval_after; /* evaluate after this many steps (0 = never) */
 };
 
 #define MAX_STEPS 100
@@ -202,8 +202,8 @@ static void train_digests(digests_t dig, const struct net *n, const struct data 
     model_digest(dig[0], m);
     for (int s = 1; s <= steps; s++) {
         float loss;
-        enum dt_status st = dt_model_train_step(m, batch_x(d, s - 1), batch_y(d, s - 1),
-                                                n->batch, &sgd, pol, &loss);
+        enum dt_status st = dt_model_train_step(m, batch_x(d, s - 1), batch_y(d, s - 1), n->batch,
+                                                &sgd, pol, &loss);
         if (st != DT_OK) fprintf(stderr, "step %d (%s): %s\n", s, pol->name, m->err.msg);
         DT_ASSERT(st == DT_OK && isfinite(loss));
         if (s == r->eval_after) {
@@ -381,9 +381,8 @@ DT_TEST(regenerated_eps_equals_forward)
             CHECK_INT_EQ(dt_bnn_set_debug(m, true, -1), DT_OK);
             for (int s = 1; s <= STEPS; s++) {
                 float loss;
-                enum dt_status st =
-                    dt_model_train_step(m, batch_x(&d, s), batch_y(&d, s), n.batch, &sgd, &pol,
-                                        &loss);
+                enum dt_status st = dt_model_train_step(m, batch_x(&d, s), batch_y(&d, s), n.batch,
+                                                        &sgd, &pol, &loss);
                 if (st != DT_OK)
                     fprintf(stderr, "rng %s, P %lld, step %d: %s\n", rngs[ri],
                             (long long)lane_counts[li], s, m->err.msg);
@@ -452,7 +451,8 @@ DT_TEST(training_matches_stored_digests)
     train_digests(dig_a, &n, &d, &stored, &r2, STEPS);
     train_digests(dig_c, &n, &d, &philox, &r3, STEPS);
     diff = first_difference(dig_a, dig_c, STEPS);
-    if (diff != -1) fprintf(stderr, "stored(philox) vs philox: first difference at step %d\n", diff);
+    if (diff != -1)
+        fprintf(stderr, "stored(philox) vs philox: first difference at step %d\n", diff);
     CHECK_INT_EQ(diff, -1);
     CHECK(memcmp(dig_a[0], dig_a[STEPS], DT_DIGEST_BYTES) != 0); /* it trained */
 
@@ -475,8 +475,8 @@ DT_TEST(training_matches_stored_digests)
 
 /* ---- 3. fault injection: the lane check names the tensor ------------------------------- */
 
-static enum dt_status faulty_steps(const struct net *n, const struct data *d, int skip,
-                                   int steps, int *failed_at, char *msg, size_t msg_size)
+static enum dt_status faulty_steps(const struct net *n, const struct data *d, int skip, int steps,
+                                   int *failed_at, char *msg, size_t msg_size)
 {
     struct dt_backend *be = cpu(2);
     struct dt_model *m = build(be, n, 3);
@@ -553,14 +553,15 @@ DT_TEST(fault_injection_names_layer)
 #define GRAD_RTOL 1e-4
 static double worst_ratio = 0.0, worst_abs = 0.0, worst_rel = 0.0, worst_loss = 0.0;
 
-static void compare_grad(const char *what, const char *tensor, const float *got,
-                         const double *ref, int64_t n)
+static void compare_grad(const char *what, const char *tensor, const float *got, const double *ref,
+                         int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
         double e = fabs((double)got[i] - ref[i]);
         double ratio = e / (GRAD_ATOL + GRAD_RTOL * fabs(ref[i]));
         worst_abs = e > worst_abs ? e : worst_abs;
-        if (fabs(ref[i]) > 1e-3) worst_rel = e / fabs(ref[i]) > worst_rel ? e / fabs(ref[i]) : worst_rel;
+        if (fabs(ref[i]) > 1e-3)
+            worst_rel = e / fabs(ref[i]) > worst_rel ? e / fabs(ref[i]) : worst_rel;
         if (ratio > worst_ratio) worst_ratio = ratio;
         if (!(ratio <= 1.0)) {
             fprintf(stderr, "%s of %s [%lld]: got %.9g, reference %.12g\n", what, tensor,
@@ -578,9 +579,9 @@ static void check_gradients(const char *rng, bool stored_lfsr, bool lfsr_eps, in
 {
     struct net n = {.in = 12, .hidden = {9, 6}, .n_hidden = n_hidden, .classes = 4, .batch = 5};
     n.o = tiny_net(3, 4).o;
-    n.o.rho_init = -2.0f;    /* sigma = 0.127 */
-    n.o.kl_weight = 0.1f;    /* KL terms comparable to the data terms */
-    n.o.prior_sigma = 0.7f;  /* prior_var 0.49 */
+    n.o.rho_init = -2.0f;   /* sigma = 0.127 */
+    n.o.kl_weight = 0.1f;   /* KL terms comparable to the data terms */
+    n.o.prior_sigma = 0.7f; /* prior_var 0.49 */
     n.o.stored_lfsr = stored_lfsr;
     const int S = n.o.samples, T = 2 * n_layers(&n);
     struct data d = make_data(&n, 40, 31);
@@ -606,8 +607,8 @@ static void check_gradients(const char *rng, bool stored_lfsr, bool lfsr_eps, in
             for (int k = 0; k < T; k++)
                 for (int64_t i = 0; i < tsize(&n, k); i++)
                     w.t[k][i] = mu.t[k][i] + softplus_d(rho.t[k][i]) * eps.f[k][i];
-            loss_ref += ref_network(&n, w.t, batch_x(&d, step), batch_y(&d, step), B, NULL, gw.t) /
-                        S;
+            loss_ref +=
+                ref_network(&n, w.t, batch_x(&d, step), batch_y(&d, step), B, NULL, gw.t) / S;
             for (int k = 0; k < T; k++)
                 for (int64_t i = 0; i < tsize(&n, k); i++) {
                     gmu.t[k][i] += gw.t[k][i] / S;
@@ -618,7 +619,8 @@ static void check_gradients(const char *rng, bool stored_lfsr, bool lfsr_eps, in
             for (int64_t i = 0; i < tsize(&n, k); i++) {
                 const double sg = softplus_d(rho.t[k][i]);
                 gmu.t[k][i] += n.o.kl_weight * (mu.t[k][i] / prior_var);
-                grho.t[k][i] += n.o.kl_weight * (sg / prior_var - 1.0 / sg) * sigmoid_d(rho.t[k][i]);
+                grho.t[k][i] +=
+                    n.o.kl_weight * (sg / prior_var - 1.0 / sg) * sigmoid_d(rho.t[k][i]);
             }
         float loss = NAN;
         enum dt_status st =
@@ -627,7 +629,8 @@ static void check_gradients(const char *rng, bool stored_lfsr, bool lfsr_eps, in
         CHECK_INT_EQ(st, DT_OK);
         CHECK_NEAR(loss, loss_ref, 1e-5 * fabs(loss_ref));
         worst_loss = fabs(loss - loss_ref) / fabs(loss_ref) > worst_loss
-                         ? fabs(loss - loss_ref) / fabs(loss_ref) : worst_loss;
+                         ? fabs(loss - loss_ref) / fabs(loss_ref)
+                         : worst_loss;
         for (int k = 0; k < T; k++) {
             const float *g_mu = dt_backend_host_view(be, m->params[2 * k].g);
             const float *g_rho = dt_backend_host_view(be, m->params[2 * k + 1].g);
@@ -636,9 +639,11 @@ static void check_gradients(const char *rng, bool stored_lfsr, bool lfsr_eps, in
                          tsize(&n, k));
         }
     }
-    fprintf(stderr, "rng %s%s, %d hidden: worst |err| %.3g, worst relative error (|ref| > 1e-3) %.3g, "
-            "worst err / (%.0e + %.0e |ref|) = %.3g; loss relative error %.2g\n", rng, stored_lfsr ? " (lanes)" : "",
-            n_hidden, worst_abs, worst_rel, GRAD_ATOL, GRAD_RTOL, worst_ratio, worst_loss);
+    fprintf(stderr,
+            "rng %s%s, %d hidden: worst |err| %.3g, worst relative error (|ref| > 1e-3) %.3g, "
+            "worst err / (%.0e + %.0e |ref|) = %.3g; loss relative error %.2g\n",
+            rng, stored_lfsr ? " (lanes)" : "", n_hidden, worst_abs, worst_rel, GRAD_ATOL,
+            GRAD_RTOL, worst_ratio, worst_loss);
     tensors_free(&mu), tensors_free(&rho), tensors_free(&eps), tensors_free(&w);
     tensors_free(&gw), tensors_free(&gmu), tensors_free(&grho);
     dt_model_destroy(m);
@@ -807,9 +812,10 @@ DT_TEST(ensemble_evaluate)
             }
             CHECK_INT_EQ(dt_model_evaluate_full(m, d.x, d.y, d.n, &pol, &ev[v]), DT_OK);
             struct dt_eval ref = ref_evaluate(m, &n, lfsr_eps, &d);
-            fprintf(stderr, "rng %s%s, test_samples %d: loss %.6f (ref diff %.2g), accuracy "
-                    "%.4f (ref %.4f), ece %.5f (ref diff %.2g)\n", rngs[ri],
-                    ri == 3 ? " (lanes)" : "", test_samples[v], ev[v].loss,
+            fprintf(stderr,
+                    "rng %s%s, test_samples %d: loss %.6f (ref diff %.2g), accuracy "
+                    "%.4f (ref %.4f), ece %.5f (ref diff %.2g)\n",
+                    rngs[ri], ri == 3 ? " (lanes)" : "", test_samples[v], ev[v].loss,
                     ev[v].loss - ref.loss, ev[v].accuracy, ref.accuracy, ev[v].ece,
                     ev[v].ece - ref.ece);
             CHECK(ev[v].accuracy >= 0.0 && ev[v].accuracy <= 1.0);
@@ -977,8 +983,10 @@ DT_TEST(policies_traces)
     CHECK_INT_EQ(rc, 0);
     CHECK(dt_files_equal(TMP "policies/portable+rng=stored/replica-0/trace.csv",
                          TMP "policies/portable+rng=philox/replica-0/trace.csv"));
-    rc = dt_run_capture(out, sizeof out, "'%s' compare '%s/portable+rng=stored/replica-0' "
-                        "'%s/portable/replica-0'", DT_DETRAIN_EXE, dir, dir);
+    rc = dt_run_capture(out, sizeof out,
+                        "'%s' compare '%s/portable+rng=stored/replica-0' "
+                        "'%s/portable/replica-0'",
+                        DT_DETRAIN_EXE, dir, dir);
     CHECK_INT_EQ(rc, 1);
     CHECK_CONTAINS(out, "diverged at step 1");
     const int64_t W = 784 * 400 + 400 + 400 * 400 + 400 + 400 * 10 + 10;
@@ -1009,9 +1017,11 @@ DT_TEST(policies_traces)
                         dir, DT_DETRAIN_EXE, DT_SOURCE_DIR, dir);
     if (rc != 0) fprintf(stderr, "%s\n", out);
     CHECK_INT_EQ(rc, 0);
-    CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "vary_epsilon/summary.csv", 0, "distinct_final_digests"), 0);
+    CHECK_INT_EQ(
+        dt_csv_col(f, sizeof f, TMP "vary_epsilon/summary.csv", 0, "distinct_final_digests"), 0);
     CHECK_STR_EQ(f, "2"); /* distinct final digests */
-    CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "vary_epsilon/summary.csv", 0, "first_divergent_step"), 0);
+    CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "vary_epsilon/summary.csv", 0, "first_divergent_step"),
+                 0);
     CHECK_STR_EQ(f, "1"); /* first divergent step */
     json = dt_read_file(TMP "vary_epsilon/portable/replica-1/run.json", NULL);
     CHECK(json && strstr(json, "\"epsilon\": {\"member\": 1, ") != NULL);

@@ -203,8 +203,7 @@ static void write_sample(struct fixture *f, const char *path, const struct dt_ch
     for (int i = 0; i < f->m->n_params; i++) {
         const struct dt_param *p = &f->m->params[i];
         float *h = dt_xmalloc((size_t)p->n * sizeof(float));
-        for (int64_t k = 0; k < p->n; k++)
-            h[k] = (float)(i + 1) * 0.001f * (float)(k % 97) - 0.03f;
+        for (int64_t k = 0; k < p->n; k++) h[k] = (float)(i + 1) * 0.001f * (float)(k % 97) - 0.03f;
         dt_backend_upload(f->be, p->v, h, (size_t)p->n * sizeof(float));
         free(h);
     }

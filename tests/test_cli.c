@@ -44,19 +44,26 @@ DT_TEST(usage_errors_exit_2)
 DT_TEST(config_errors_stop_before_training)
 {
     const char *dir = TMP "cfg";
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -rf '%s'; '%s' run '%s/config/unknown_key.yaml' --out '%s'",
-                                dir, EXE, DT_TEST_DATA_DIR, dir), 2);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "rm -rf '%s'; '%s' run '%s/config/unknown_key.yaml' --out '%s'",
+                                dir, EXE, DT_TEST_DATA_DIR, dir),
+                 2);
     CHECK_CONTAINS(out, "config/unknown_key.yaml:5:3: unknown key 'train.stepz'");
     CHECK(!dt_path_exists(dir));
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run '%s/config/range_momentum.yaml' --out '%s'",
-                                EXE, DT_TEST_DATA_DIR, dir), 2);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "'%s' run '%s/config/range_momentum.yaml' --out '%s'", EXE,
+                                DT_TEST_DATA_DIR, dir),
+                 2);
     CHECK_CONTAINS(out, "train.optimizer.momentum");
     CHECK(!dt_path_exists(dir));
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run '%s' --out '%s' --set train.steps=abc",
-                                EXE, TINY, dir), 2);
+                                EXE, TINY, dir),
+                 2);
     CHECK_CONTAINS(out, "--set:1:13: key 'train.steps': expected an integer, got 'abc'");
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run '%s' --out '%s' --set replicas=2 --set train.stepz=3",
-                                EXE, TINY, dir), 2);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "'%s' run '%s' --out '%s' --set replicas=2 --set train.stepz=3",
+                                EXE, TINY, dir),
+                 2);
     CHECK_CONTAINS(out, "--set:2:");
     CHECK_CONTAINS(out, "train.stepz");
     CHECK(!dt_path_exists(dir));
@@ -69,21 +76,28 @@ DT_TEST(config_errors_stop_before_training)
 DT_TEST(dataset_errors)
 {
     const char *dir = TMP "data";
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -rf '%s'; '%s' run '%s' --out '%s' --set dataset.path=/nonexistent/fm",
-                                dir, EXE, TINY, dir), 2);
+    CHECK_INT_EQ(
+        dt_run_capture(out, sizeof out,
+                       "rm -rf '%s'; '%s' run '%s' --out '%s' --set dataset.path=/nonexistent/fm",
+                       dir, EXE, TINY, dir),
+        2);
     CHECK_CONTAINS(out, "/nonexistent/fm");
     CHECK_CONTAINS(out, "apt-get install dataset-fashion-mnist");
     /* a folder whose training images are cut short */
     const char *broken = TMP "broken_fm";
-    int rc = dt_run_capture(out, sizeof out,
-                            "rm -rf '%s' && mkdir -p '%s' && cd '%s' && "
-                            "for f in train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do "
-                            "ln -s /usr/share/datasets/fashion-mnist/$f.gz $f.gz; done && "
-                            "zcat /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz | head -c 100000 > train-images-idx3-ubyte",
-                            broken, broken, broken);
-    if (rc != 0 || !dt_path_exists("/usr/share/datasets/fashion-mnist")) DT_SKIP("no Fashion-MNIST installed");
+    int rc = dt_run_capture(
+        out, sizeof out,
+        "rm -rf '%s' && mkdir -p '%s' && cd '%s' && "
+        "for f in train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do "
+        "ln -s /usr/share/datasets/fashion-mnist/$f.gz $f.gz; done && "
+        "zcat /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz | head -c 100000 > "
+        "train-images-idx3-ubyte",
+        broken, broken, broken);
+    if (rc != 0 || !dt_path_exists("/usr/share/datasets/fashion-mnist"))
+        DT_SKIP("no Fashion-MNIST installed");
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run '%s' --out '%s' --set dataset.path='%s'",
-                                EXE, TINY, dir, broken), 2);
+                                EXE, TINY, dir, broken),
+                 2);
     CHECK_CONTAINS(out, "train-images-idx3-ubyte");
     CHECK_CONTAINS(out, "truncated");
     char trace[512];
@@ -94,15 +108,18 @@ DT_TEST(dataset_errors)
 /* An output folder that cannot be made is reported with its path before training. */
 DT_TEST(unwritable_output)
 {
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run '%s' --out /dev/null/results", EXE, TINY), 2);
+    CHECK_INT_EQ(
+        dt_run_capture(out, sizeof out, "'%s' run '%s' --out /dev/null/results", EXE, TINY), 2);
     CHECK_CONTAINS(out, "/dev/null");
 }
 
 /* Asking for the CUDA backend in a build without CUDA kernels is a clear error, exit 2. */
 DT_TEST(cuda_unavailable)
 {
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run '%s' --out '%s' --set backend.device=cuda",
-                                EXE, TINY, TMP "cuda"), 2);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "'%s' run '%s' --out '%s' --set backend.device=cuda", EXE, TINY,
+                                TMP "cuda"),
+                 2);
     CHECK_CONTAINS(out, "backend 'cuda'");
     CHECK_CONTAINS(out, "backend.device: cpu");
 }
@@ -112,8 +129,10 @@ DT_TEST(cuda_unavailable)
 DT_TEST(short_run_outputs)
 {
     const char *dir = TMP "short";
-    int rc = dt_run_capture(out, sizeof out, "rm -rf '%s' && '%s' run '%s' --out '%s' --set train.steps=5 "
-                            "--set hash.every=2 --set train.eval_every=2", dir, EXE, TINY, dir);
+    int rc = dt_run_capture(out, sizeof out,
+                            "rm -rf '%s' && '%s' run '%s' --out '%s' --set train.steps=5 "
+                            "--set hash.every=2 --set train.eval_every=2",
+                            dir, EXE, TINY, dir);
     CHECK_INT_EQ(rc, 0);
     CHECK(strstr(out, "steps/s") == NULL); /* output is not a terminal: no progress line */
     char *s = dt_read_file(TMP "short/summary.csv", NULL);
@@ -122,8 +141,13 @@ DT_TEST(short_run_outputs)
                        "first_divergent_step,first_divergent_tensor,test_acc_mean,test_acc_std";
     if (s) CHECK(strncmp(s, head, strlen(head)) == 0);
     free(s);
-    const char *files[] = {"config.json", "overhead.csv", "report.md", "cells.csv", "drift.csv",
-                           "portable/replica-1/times.csv", "portable/replica-1/predictions.csv",
+    const char *files[] = {"config.json",
+                           "overhead.csv",
+                           "report.md",
+                           "cells.csv",
+                           "drift.csv",
+                           "portable/replica-1/times.csv",
+                           "portable/replica-1/predictions.csv",
                            "portable/replica-1/snapshots/step-00000000.bin",
                            "portable/replica-1/snapshots/step-00000005.bin"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
@@ -191,25 +215,29 @@ DT_TEST(progress_line_on_terminal)
         exit(77);
     }
     const char *dir = TMP "progress";
-    int rc = dt_run_capture(out, sizeof out,
-                            "rm -rf '%s' && script -qec \"'%s' run '%s' --out '%s' --set train.steps=5 "
-                            "--set report.overhead_samples=0\" /dev/null",
-                            dir, EXE, TINY, dir);
+    int rc =
+        dt_run_capture(out, sizeof out,
+                       "rm -rf '%s' && script -qec \"'%s' run '%s' --out '%s' --set train.steps=5 "
+                       "--set report.overhead_samples=0\" /dev/null",
+                       dir, EXE, TINY, dir);
     CHECK_INT_EQ(rc, 0);
     CHECK_CONTAINS(out, "cell 1/1 portable  replica 2/2  step 5/5");
     CHECK_CONTAINS(out, "steps/s  ETA");
 }
 
-/* SIGINT mid-run (sent once the trace has rows, so no timing luck): exit 130, the trace is a valid prefix `compare` can read, and both
- * manifests say the run was interrupted. */
+/* SIGINT mid-run (sent once the trace has rows, so no timing luck): exit 130, the trace is a valid
+ * prefix `compare` can read, and both manifests say the run was interrupted. */
 DT_TEST(sigint_keeps_valid_prefix)
 {
     const char *dir = TMP "sigint";
-    int rc = dt_run_capture(out, sizeof out,
-                            "rm -rf '%s'; '%s' run '%s' --out '%s' --quiet --set train.steps=1000000 2>&1 & "
-                            "pid=$!; t='%s/portable/replica-0/trace.csv'; "
-                            "for i in $(seq 600); do [ -f \"$t\" ] && [ $(wc -l < \"$t\") -ge 3 ] && break; sleep 0.05; done; "
-                            "kill -INT $pid; wait $pid", dir, EXE, TINY, dir, dir);
+    int rc = dt_run_capture(
+        out, sizeof out,
+        "rm -rf '%s'; '%s' run '%s' --out '%s' --quiet --set train.steps=1000000 2>&1 & "
+        "pid=$!; t='%s/portable/replica-0/trace.csv'; "
+        "for i in $(seq 600); do [ -f \"$t\" ] && [ $(wc -l < \"$t\") -ge 3 ] && break; sleep "
+        "0.05; done; "
+        "kill -INT $pid; wait $pid",
+        dir, EXE, TINY, dir, dir);
     CHECK_INT_EQ(rc, 130);
     CHECK_CONTAINS(out, "interrupted by signal 2");
     char *m = dt_read_file(TMP "sigint/run.json", NULL);

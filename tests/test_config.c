@@ -18,8 +18,8 @@ static enum dt_status load(struct dt_experiment *e, const char *path, const char
 }
 
 /* Load and expect DT_ERR_CONFIG at file:line:column, with `want` in the message. */
-static void expect_error_at(const char *path, const char *const *sets, int n_sets,
-                            const char *file, int line, int column, const char *want)
+static void expect_error_at(const char *path, const char *const *sets, int n_sets, const char *file,
+                            int line, int column, const char *want)
 {
     struct dt_experiment e;
     struct dt_error err;
@@ -33,7 +33,8 @@ static void expect_error_at(const char *path, const char *const *sets, int n_set
     char prefix[1100];
     snprintf(prefix, sizeof prefix, "%s:%d:%d: ", file, line, column);
     CHECK(strncmp(err.msg, prefix, strlen(prefix)) == 0);
-    if (dt_check_failures_ != before) fprintf(stderr, "  (loading %s; message: %s)\n", path, err.msg);
+    if (dt_check_failures_ != before)
+        fprintf(stderr, "  (loading %s; message: %s)\n", path, err.msg);
 }
 
 /* The same for a fixture expected to fail on its own. */
@@ -142,7 +143,7 @@ DT_TEST(unknown_key)
     struct dt_error err;
     CHECK_INT_EQ(load(&e, CFG("unknown_key.yaml"), NULL, 0, &err), DT_ERR_CONFIG);
     CHECK_STR_EQ(err.msg, CFG("unknown_key.yaml") ":5:3: unknown key 'train.stepz'; "
-                          "did you mean 'train.steps'?");
+                                                  "did you mean 'train.steps'?");
     CHECK_INT_EQ(err.line, 5);
     CHECK_INT_EQ(err.column, 3);
 }
@@ -303,32 +304,38 @@ DT_TEST(policy_errors)
                       "run_to_run or portable)");
 
     const char *bad_base[] = {"policies=[fast, {math: fast, base: quick}]"};
-    expect_set_error(bad_base, 1, 1, 36, "key 'policies', item 2: 'base': unknown determinism "
-                                         "level 'quick' (expected fast, run_to_run or portable)");
+    expect_set_error(bad_base, 1, 1, 36,
+                     "key 'policies', item 2: 'base': unknown determinism "
+                     "level 'quick' (expected fast, run_to_run or portable)");
     const char *list_base[] = {"policies={base: [fast]}"};
-    expect_set_error(list_base, 1, 1, 17, "key 'policies', item 1: 'base': expected a level "
-                                          "name, got a list");
+    expect_set_error(list_base, 1, 1, 17,
+                     "key 'policies', item 1: 'base': expected a level "
+                     "name, got a list");
     const char *no_base[] = {"policies=[{name: x}]"};
     expect_set_error(no_base, 1, 1, 11, "key 'policies', item 1: missing 'base'");
     /* an unknown control is reported before a missing base */
     const char *typo[] = {"policies=[{bsae: fast}]"};
     expect_set_error(typo, 1, 1, 12, "key 'policies', item 1: unknown control 'bsae'");
     const char *bad_value[] = {"policies=[portable, {base: fast, threads: all}]"};
-    expect_set_error(bad_value, 1, 1, 43, "key 'policies', item 2: control 'threads': unknown "
-                                          "value 'all' (expected any, fixed or independent)");
+    expect_set_error(bad_value, 1, 1, 43,
+                     "key 'policies', item 2: control 'threads': unknown "
+                     "value 'all' (expected any, fixed or independent)");
     const char *map_value[] = {"policies=[{base: fast, math: {x: 1}}]"};
-    expect_set_error(map_value, 1, 1, 30, "key 'policies', item 1: control 'math': expected a "
-                                          "value name, got a mapping");
+    expect_set_error(map_value, 1, 1, 30,
+                     "key 'policies', item 1: control 'math': expected a "
+                     "value name, got a mapping");
     const char *null_value[] = {"policies=[{base: fast, math: }]"};
     expect_set_error(null_value, 1, 1, 30, "control 'math': expected a value name, got no value");
     const char *dup_key[] = {"policies=[{base: fast, math: strict, math: fast}]"};
-    expect_set_error(dup_key, 1, 1, 38, "key 'policies', item 1: duplicate key 'math' (first "
-                                        "given at 1:24)");
+    expect_set_error(dup_key, 1, 1, 38,
+                     "key 'policies', item 1: duplicate key 'math' (first "
+                     "given at 1:24)");
     const char *list_key[] = {"policies=[{base: fast, [math]: strict}]"};
     expect_set_error(list_key, 1, 1, 24, "key 'policies', item 1: expected a key name, got a list");
     const char *list_item[] = {"policies=[fast, [portable]]"};
-    expect_set_error(list_item, 1, 1, 17, "key 'policies', item 2: expected a level name or a "
-                                          "mapping {base: LEVEL, CONTROL: VALUE, ...}, got a list");
+    expect_set_error(list_item, 1, 1, 17,
+                     "key 'policies', item 2: expected a level name or a "
+                     "mapping {base: LEVEL, CONTROL: VALUE, ...}, got a list");
 }
 
 /* Names (given or automatic) must be unique: each names the policy's folder. A given
@@ -342,8 +349,9 @@ DT_TEST(policy_names)
                       "(items 1 and 2)");
     const char *twice[] = {"policies=[{base: fast, math: strict}, run_to_run, "
                            "{base: fast, math: strict}]"};
-    expect_set_error(twice, 1, 1, 51, "key 'policies', item 3: duplicate policy name "
-                                      "'fast+math=strict' (items 1 and 3)");
+    expect_set_error(twice, 1, 1, 51,
+                     "key 'policies', item 3: duplicate policy name "
+                     "'fast+math=strict' (items 1 and 3)");
     /* two names for the same controls are allowed */
     struct dt_experiment e;
     struct dt_error err;
@@ -353,8 +361,9 @@ DT_TEST(policy_names)
     CHECK(dt_policy_equal_controls(&e.policies[0], &e.policies[1]));
 
     const char *slash[] = {"policies={base: fast, name: a/b}"};
-    expect_set_error(slash, 1, 1, 29, "key 'policies', item 1: 'name': 'a/b' contains '/' at "
-                                      "position 2; allowed: A-Z a-z 0-9 _ . + = -");
+    expect_set_error(slash, 1, 1, 29,
+                     "key 'policies', item 1: 'name': 'a/b' contains '/' at "
+                     "position 2; allowed: A-Z a-z 0-9 _ . + = -");
     const char *space[] = {"policies={base: fast, name: 'a b'}"};
     expect_set_error(space, 1, 1, 29, "'name': 'a b' contains ' ' at position 2");
     const char *empty[] = {"policies={base: fast, name: ''}"};
@@ -374,15 +383,17 @@ DT_TEST(policy_names)
     /* an automatic name longer than 63 characters asks for a name */
     const char *all[] = {"policies=[{base: run_to_run, reduction: unordered, atomics: float, "
                          "rng: philox, conv_algo: own, math: portable, threads: independent}]"};
-    expect_set_error(all, 1, 1, 11, "key 'policies', item 1: its automatic name "
-                                    "'run_to_run+reduction=unordered+atomics=float+rng=philox+");
+    expect_set_error(all, 1, 1, 11,
+                     "key 'policies', item 1: its automatic name "
+                     "'run_to_run+reduction=unordered+atomics=float+rng=philox+");
     expect_set_error(all, 1, 1, 11, "would be longer than 63 characters; give the policy a 'name'");
 }
 
 DT_TEST(bad_vary)
 {
-    expect_file_error(CFG("bad_vary.yaml"), 4, 14,
-                      "key 'vary', item 2: unknown value 'weights' (expected init, data_order or epsilon)");
+    expect_file_error(
+        CFG("bad_vary.yaml"), 4, 14,
+        "key 'vary', item 2: unknown value 'weights' (expected init, data_order or epsilon)");
     const char *sets[] = {"vary=[init, init]"};
     expect_set_error(sets, 1, 1, 13, "key 'vary', item 2: 'init' is listed twice");
 }
@@ -390,8 +401,12 @@ DT_TEST(bad_vary)
 /* Overrides apply after the file, in order: the last one wins. */
 DT_TEST(set_changes_value)
 {
-    const char *sets[] = {"train.steps=5", "train.steps=7", "backend.device=cuda",
-                          "hash.per_tensor=on", "policies=fast", " train.batch = 12 ",
+    const char *sets[] = {"train.steps=5",
+                          "train.steps=7",
+                          "backend.device=cuda",
+                          "hash.per_tensor=on",
+                          "policies=fast",
+                          " train.batch = 12 ",
                           "train={eval_every: 3, seed: 42}"};
     struct dt_experiment e;
     struct dt_error err;
@@ -445,8 +460,7 @@ DT_TEST(set_bad_value)
 DT_TEST(set_unknown_key)
 {
     const char *sets[] = {"replicas=2", " train.stepz=3"};
-    expect_set_error(sets, 2, 2, 2,
-                     "unknown key 'train.stepz'; did you mean 'train.steps'?");
+    expect_set_error(sets, 2, 2, 2, "unknown key 'train.stepz'; did you mean 'train.steps'?");
     const char *section[] = {"trian.steps=3"};
     expect_set_error(section, 1, 1, 1, "unknown key 'trian.steps'; did you mean 'train.steps'?");
     const char *nested[] = {"train={batch: 2, stepz: 3}"};
@@ -479,9 +493,9 @@ DT_TEST(scalar_parsing)
 {
     struct dt_experiment e;
     struct dt_error err;
-    const char *good[] = {"train.seed=18446744073709551615", "train.optimizer.lr=10",
-                          "train.optimizer.momentum=0", "train.optimizer.weight_decay=1",
-                          "hash.per_tensor=YES", "dataset.name='fashion-mnist'"};
+    const char *good[] = {
+        "train.seed=18446744073709551615", "train.optimizer.lr=10", "train.optimizer.momentum=0",
+        "train.optimizer.weight_decay=1",  "hash.per_tensor=YES",   "dataset.name='fashion-mnist'"};
     CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), good, 6, &err), DT_OK);
     CHECK(e.train.seed == UINT64_MAX);
     CHECK(e.train.optimizer.lr == 10.0);
@@ -489,7 +503,8 @@ DT_TEST(scalar_parsing)
     CHECK(e.hash.per_tensor);
 
     const char *seed[] = {"train.seed=18446744073709551616"};
-    expect_set_error(seed, 1, 1, 12, "value 18446744073709551616 is out of range [0, 18446744073709551615]");
+    expect_set_error(seed, 1, 1, 12,
+                     "value 18446744073709551616 is out of range [0, 18446744073709551615]");
     const char *neg_seed[] = {"train.seed=-1"};
     expect_set_error(neg_seed, 1, 1, 12, "key 'train.seed': value -1 is out of range");
     const char *junk[] = {"train.steps=10x"};
@@ -527,7 +542,8 @@ DT_TEST(hidden_items)
     const char *many[] = {"model.hidden=[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]"};
     expect_set_error(many, 1, 1, 14, "key 'model.hidden': expected 0 to 16 items, got 17");
     const char *nested[] = {"model.hidden=[8, [2]]"};
-    expect_set_error(nested, 1, 1, 18, "key 'model.hidden', item 2: expected an integer, got a list");
+    expect_set_error(nested, 1, 1, 18,
+                     "key 'model.hidden', item 2: expected an integer, got a list");
     const char *wide[] = {"model.hidden=[65537]"};
     expect_set_error(wide, 1, 1, 15, "value 65537 is out of range [1, 65536]");
     const char *no_policy[] = {"policies=[]"};
@@ -614,17 +630,45 @@ DT_TEST(write_json)
 
 DT_TEST(write_reference)
 {
-    static const char *const every_key[] = {
-        "name", "dataset.name", "dataset.path", "dataset.train_limit", "dataset.test_limit",
-        "model.kind", "model.hidden", "model.overlap_pool", "model.samples",
-        "model.test_samples", "model.prior_sigma", "model.rho_init", "model.lanes",
-        "model.stored_generator", "model.lfsr_check_every", "train.steps", "train.batch", "train.shards", "train.optimizer.kind",
-        "train.optimizer.lr", "train.optimizer.momentum", "train.optimizer.weight_decay",
-        "train.seed", "train.eval_every", "train.checkpoint_every",
-        "train.check_finite", "backend.device", "backend.threads", "backend.gpu", "policies",
-        "replicas", "vary", "hash.every", "hash.per_tensor", "hash.async",
-        "report.snapshots",
-        "report.overhead_samples", "report.overhead_warmup", "matrix"};
+    static const char *const every_key[] = {"name",
+                                            "dataset.name",
+                                            "dataset.path",
+                                            "dataset.train_limit",
+                                            "dataset.test_limit",
+                                            "model.kind",
+                                            "model.hidden",
+                                            "model.overlap_pool",
+                                            "model.samples",
+                                            "model.test_samples",
+                                            "model.prior_sigma",
+                                            "model.rho_init",
+                                            "model.lanes",
+                                            "model.stored_generator",
+                                            "model.lfsr_check_every",
+                                            "train.steps",
+                                            "train.batch",
+                                            "train.shards",
+                                            "train.optimizer.kind",
+                                            "train.optimizer.lr",
+                                            "train.optimizer.momentum",
+                                            "train.optimizer.weight_decay",
+                                            "train.seed",
+                                            "train.eval_every",
+                                            "train.checkpoint_every",
+                                            "train.check_finite",
+                                            "backend.device",
+                                            "backend.threads",
+                                            "backend.gpu",
+                                            "policies",
+                                            "replicas",
+                                            "vary",
+                                            "hash.every",
+                                            "hash.per_tensor",
+                                            "hash.async",
+                                            "report.snapshots",
+                                            "report.overhead_samples",
+                                            "report.overhead_warmup",
+                                            "matrix"};
     int n_keys = (int)(sizeof every_key / sizeof every_key[0]);
     char *text = NULL;
     size_t size = 0;
@@ -633,7 +677,8 @@ DT_TEST(write_reference)
     if (!f) return;
     dt_config_write_reference(f);
     fclose(f);
-    CHECK(strncmp(text, "| key | type | default | range / values | required | meaning |\n", 62) == 0);
+    CHECK(strncmp(text, "| key | type | default | range / values | required | meaning |\n", 62) ==
+          0);
     int lines = 0;
     for (const char *p = text; *p; p++) lines += *p == '\n';
     CHECK_INT_EQ(lines, n_keys + 2);
@@ -674,8 +719,9 @@ DT_TEST(model_kind_keys)
     expect_file_error(CFG("lenet_hidden.yaml"), 4, 3,
                       "key 'model.hidden' applies to model.kind mlp and bnn_mlp only, not lenet");
     const char *overlap[] = {"model.overlap_pool=true"};
-    expect_set_error(overlap, 1, 1, 20, "key 'model.overlap_pool' applies to model.kind lenet "
-                                       "only, not mlp");
+    expect_set_error(overlap, 1, 1, 20,
+                     "key 'model.overlap_pool' applies to model.kind lenet "
+                     "only, not mlp");
 }
 
 /* model.kind bnn_mlp reads every bnn key; the resolved JSON names them. */
@@ -750,8 +796,9 @@ DT_TEST(bnn_key_errors)
     expect_set_error(samples, 1, 1, 15,
                      "key 'model.samples' applies to model.kind bnn_mlp only, not mlp");
     const char *lenet[] = {"model={kind: lenet, lfsr_check_every: 4}"};
-    expect_set_error(lenet, 1, 1, 21, "key 'model.lfsr_check_every' applies to model.kind "
-                                     "bnn_mlp only, not lenet");
+    expect_set_error(lenet, 1, 1, 21,
+                     "key 'model.lfsr_check_every' applies to model.kind "
+                     "bnn_mlp only, not lenet");
     const char *range[] = {"model.kind=bnn_mlp", "model.samples=256"};
     expect_set_error(range, 2, 2, 15, "key 'model.samples': value 256 is out of range [1, 255]");
     const char *zero[] = {"model.kind=bnn_mlp", "model.test_samples=0"};
@@ -759,8 +806,9 @@ DT_TEST(bnn_key_errors)
     const char *sigma[] = {"model.kind=bnn_mlp", "model.prior_sigma=0"};
     expect_set_error(sigma, 2, 2, 19, "key 'model.prior_sigma': value 0 is out of range");
     const char *vary[] = {"vary=[epsilon]"};
-    expect_set_error(vary, 1, 1, 6, "key 'vary': epsilon applies to model.kind bnn_mlp only, "
-                                    "not mlp");
+    expect_set_error(vary, 1, 1, 6,
+                     "key 'vary': epsilon applies to model.kind bnn_mlp only, "
+                     "not mlp");
 }
 
 /* ---- vary as an axis: a list of lists of names ----------------------------------------- */
@@ -769,8 +817,7 @@ DT_TEST(bnn_key_errors)
 static void expect_vary(const struct dt_experiment *e, const unsigned *want, int n)
 {
     CHECK_INT_EQ(e->n_vary, n);
-    for (int i = 0; i < DT_MAX_VARY_SETS; i++)
-        CHECK_INT_EQ(e->vary_sets[i], i < n ? want[i] : 0u);
+    for (int i = 0; i < DT_MAX_VARY_SETS; i++) CHECK_INT_EQ(e->vary_sets[i], i < n ? want[i] : 0u);
 }
 
 /* From a file (block style, names in any order within a setting). */
@@ -835,13 +882,15 @@ DT_TEST(vary_sets_errors)
     expect_file_error(CFG("vary_sets_epsilon_mlp.yaml"), 4, 1,
                       "key 'vary': epsilon applies to model.kind bnn_mlp only, not mlp");
     const char *mixed[] = {"vary=[init, [data_order]]"};
-    expect_set_error(mixed, 1, 1, 13, "key 'vary', item 2: expected a name like item 1, got a "
-                                      "list");
+    expect_set_error(mixed, 1, 1, 13,
+                     "key 'vary', item 2: expected a name like item 1, got a "
+                     "list");
     const char *twice[] = {"vary=[[init], [init, init]]"};
     expect_set_error(twice, 1, 1, 22, "key 'vary', item 2, name 2: 'init' is listed twice");
     const char *unknown[] = {"vary=[[], [weights]]"};
-    expect_set_error(unknown, 1, 1, 12, "key 'vary', item 2, name 1: unknown value 'weights' "
-                                        "(expected init, data_order or epsilon)");
+    expect_set_error(unknown, 1, 1, 12,
+                     "key 'vary', item 2, name 1: unknown value 'weights' "
+                     "(expected init, data_order or epsilon)");
     const char *nested[] = {"vary=[[], [[init]]]"};
     expect_set_error(nested, 1, 1, 12, "key 'vary', item 2, name 1: expected a name, got a list");
     const char *same[] = {"vary=[[init], [data_order], [init]]"};
@@ -856,11 +905,13 @@ DT_TEST(vary_sets_errors)
     const char *four[] = {"vary=[init, data_order, epsilon, init]"};
     expect_set_error(four, 1, 1, 6, "key 'vary': expected 0 to 3 items, got 4");
     const char *map[] = {"vary={init: true}"};
-    expect_set_error(map, 1, 1, 6, "key 'vary': expected a list of names or a list of lists of "
-                                   "names, got a mapping");
+    expect_set_error(map, 1, 1, 6,
+                     "key 'vary': expected a list of names or a list of lists of "
+                     "names, got a mapping");
     const char *eps[] = {"vary=[[init], [init, epsilon]]"};
-    expect_set_error(eps, 1, 1, 6, "key 'vary': epsilon applies to model.kind bnn_mlp only, "
-                                   "not mlp");
+    expect_set_error(eps, 1, 1, 6,
+                     "key 'vary': epsilon applies to model.kind bnn_mlp only, "
+                     "not mlp");
 }
 
 /* ---- hash.async ----------------------------------------------------------------------------- */
@@ -883,8 +934,9 @@ DT_TEST(hash_async_key)
     expect_file_error(CFG("bad_hash_async.yaml"), 6, 10,
                       "key 'hash.async': unknown value 'sometimes' (expected auto, on or off)");
     const char *word[] = {"hash.async=true"};
-    expect_set_error(word, 1, 1, 12, "key 'hash.async': unknown value 'true' (expected auto, "
-                                     "on or off)");
+    expect_set_error(word, 1, 1, 12,
+                     "key 'hash.async': unknown value 'true' (expected auto, "
+                     "on or off)");
     const char *list[] = {"train.steps=3", "hash.async=[on]"};
     expect_set_error(list, 2, 2, 12, "key 'hash.async': expected a name, got a list");
     const char *typo[] = {"hash.asnyc=on"};
@@ -916,24 +968,29 @@ DT_TEST(report_keys)
                       "key 'report.overhead_samples': the overhead protocol takes at least 20 "
                       "samples (or 0 to skip)");
     const char *one[] = {"report.overhead_samples=1"};
-    expect_set_error(one, 1, 1, 25, "key 'report.overhead_samples': the overhead protocol takes "
-                                    "at least 20 samples (or 0 to skip)");
+    expect_set_error(one, 1, 1, 25,
+                     "key 'report.overhead_samples': the overhead protocol takes "
+                     "at least 20 samples (or 0 to skip)");
     const char *many[] = {"report.overhead_samples=1000001"};
-    expect_set_error(many, 1, 1, 25, "key 'report.overhead_samples': value 1000001 is out of "
-                                     "range 0 or [20, 1000000]");
+    expect_set_error(many, 1, 1, 25,
+                     "key 'report.overhead_samples': value 1000001 is out of "
+                     "range 0 or [20, 1000000]");
     const char *neg[] = {"report={overhead_samples: -1}"};
-    expect_set_error(neg, 1, 1, 27, "key 'report.overhead_samples': value -1 is out of range 0 "
-                                    "or [20, 1000000]");
+    expect_set_error(neg, 1, 1, 27,
+                     "key 'report.overhead_samples': value -1 is out of range 0 "
+                     "or [20, 1000000]");
     const char *snaps[] = {"report.snapshots=65"};
     expect_set_error(snaps, 1, 1, 18, "key 'report.snapshots': value 65 is out of range [0, 64]");
     const char *neg_snaps[] = {"report.snapshots=-1"};
     expect_set_error(neg_snaps, 1, 1, 18, "key 'report.snapshots': value -1 is out of range");
     const char *warm[] = {"report.overhead_warmup=100001"};
-    expect_set_error(warm, 1, 1, 24, "key 'report.overhead_warmup': value 100001 is out of range "
-                                     "[0, 100000]");
+    expect_set_error(warm, 1, 1, 24,
+                     "key 'report.overhead_warmup': value 100001 is out of range "
+                     "[0, 100000]");
     const char *typo[] = {"report.snapshot=3"};
-    expect_set_error(typo, 1, 1, 1, "unknown key 'report.snapshot'; did you mean "
-                                    "'report.snapshots'?");
+    expect_set_error(typo, 1, 1, 1,
+                     "unknown key 'report.snapshot'; did you mean "
+                     "'report.snapshots'?");
 }
 
 /* ---- JSON round trip: load(yaml) -> json -> load(json) -> json ----------------------------- */
@@ -1136,12 +1193,10 @@ DT_TEST_MAIN(DT_CASE(load_full), DT_CASE(load_minimal_defaults), DT_CASE(malform
              DT_CASE(empty_file), DT_CASE(root_not_mapping), DT_CASE(file_missing),
              DT_CASE(bad_policy), DT_CASE(duplicate_policy), DT_CASE(policy_mappings),
              DT_CASE(policy_mappings_set), DT_CASE(policy_errors), DT_CASE(policy_names),
-             DT_CASE(bad_vary),
-             DT_CASE(set_changes_value), DT_CASE(set_list), DT_CASE(set_bad_value),
-             DT_CASE(set_unknown_key), DT_CASE(set_missing_equals), DT_CASE(set_supplies_required),
-             DT_CASE(scalar_parsing), DT_CASE(hidden_items), DT_CASE(write_json),
-             DT_CASE(write_reference), DT_CASE(model_kind_keys),
+             DT_CASE(bad_vary), DT_CASE(set_changes_value), DT_CASE(set_list),
+             DT_CASE(set_bad_value), DT_CASE(set_unknown_key), DT_CASE(set_missing_equals),
+             DT_CASE(set_supplies_required), DT_CASE(scalar_parsing), DT_CASE(hidden_items),
+             DT_CASE(write_json), DT_CASE(write_reference), DT_CASE(model_kind_keys),
              DT_CASE(bnn_keys), DT_CASE(bnn_key_errors), DT_CASE(vary_sets_file),
              DT_CASE(vary_sets_set), DT_CASE(vary_sets_errors), DT_CASE(report_keys),
-             DT_CASE(hash_async_key),
-             DT_CASE(json_round_trip))
+             DT_CASE(hash_async_key), DT_CASE(json_round_trip))

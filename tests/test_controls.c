@@ -82,8 +82,8 @@ DT_TEST(portable_thread_count_independent)
     for (int i = 0; i < 5; i++) {
         train(got, &pol, counts[i], 0);
         int d = first_difference(ref, got);
-        if (d != -1) fprintf(stderr, "portable: %d threads differ from 1 thread at step %d\n",
-                             counts[i], d);
+        if (d != -1)
+            fprintf(stderr, "portable: %d threads differ from 1 thread at step %d\n", counts[i], d);
         CHECK_INT_EQ(d, -1);
     }
 }
@@ -118,7 +118,7 @@ DT_TEST(reduction_forced_orders)
     train(b, &unordered, 2, 2);
     int d = first_difference(a, b);
     fprintf(stderr, "reduction unordered, forced orders 1 vs 2: first difference at step %d\n", d);
-    CHECK_INT_EQ(d, 1); /* equal initial weights, different after the first update */
+    CHECK_INT_EQ(d, 1);         /* equal initial weights, different after the first update */
     train(b, &unordered, 2, 1); /* the same forced order reproduces */
     CHECK_INT_EQ(first_difference(a, b), -1);
     train(a, &fixed, 2, 1);
@@ -217,8 +217,8 @@ static int lenet_first_difference(const struct lenet_trace *a, const struct lene
 }
 
 /* Does tensor `name` differ between a and b after `step` updates? */
-static bool lenet_tensor_differs(const struct lenet_trace *a, const struct lenet_trace *b,
-                                 int step, const char *name)
+static bool lenet_tensor_differs(const struct lenet_trace *a, const struct lenet_trace *b, int step,
+                                 const char *name)
 {
     for (int i = 0; i < LENET_PARAMS; i++)
         if (strcmp(a->names[i], name) == 0)
@@ -240,7 +240,8 @@ DT_TEST(lenet_portable_thread_count_independent)
             train_lenet(&lb, &pol, counts[i], 0, overlap);
             int d = lenet_first_difference(&la, &lb);
             if (d != -1)
-                fprintf(stderr, "lenet portable (overlap %d): %d threads differ from 1 at step %d\n",
+                fprintf(stderr,
+                        "lenet portable (overlap %d): %d threads differ from 1 at step %d\n",
                         overlap, counts[i], d);
             CHECK_INT_EQ(d, -1);
         }
@@ -298,6 +299,7 @@ DT_TEST(lenet_atomics_forced_orders)
 
 DT_TEST_MAIN(DT_CASE(portable_thread_count_independent), DT_CASE(run_to_run_reruns_identical),
              DT_CASE(reduction_forced_orders), DT_CASE(atomics_forced_orders),
-             DT_CASE(fixed_differs_from_unordered), DT_CASE(lenet_portable_thread_count_independent),
+             DT_CASE(fixed_differs_from_unordered),
+             DT_CASE(lenet_portable_thread_count_independent),
              DT_CASE(lenet_run_to_run_reruns_identical), DT_CASE(lenet_reduction_forced_orders),
              DT_CASE(lenet_atomics_forced_orders))

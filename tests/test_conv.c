@@ -22,7 +22,6 @@ static void poison(void *p, size_t bytes) { memset(p, 0xff, bytes); }
 static float *falloc(int64_t n) { return malloc((size_t)n * sizeof(float)); }
 static double *dalloc(int64_t n) { return malloc((size_t)n * sizeof(double)); }
 
-
 /* Portable with one control switched to its nondeterministic value. */
 static struct dt_policy portable_with(int reduction_unordered, int atomics_float)
 {
@@ -41,7 +40,6 @@ static void grad_policies(struct dt_policy out[N_GRAD_POLICIES])
     out[DT_LEVEL_COUNT] = portable_with(0, 1);
     out[DT_LEVEL_COUNT + 1] = portable_with(1, 0);
 }
-
 
 /* Number of elements whose bits differ. */
 static int64_t bits_differ(const float *a, const float *b, int64_t n)
@@ -141,8 +139,15 @@ enum { N_CONV_GEOMS = sizeof conv_geoms / sizeof conv_geoms[0] };
 
 static struct dt_conv2d_shape conv_shape(const struct conv_geom *g)
 {
-    struct dt_conv2d_shape s = {.B = g->B, .H = g->H, .W = g->W, .C = g->C, .K_out = g->K_out,
-                                .KH = g->KH, .KW = g->KW, .stride = g->stride, .pad = g->pad};
+    struct dt_conv2d_shape s = {.B = g->B,
+                                .H = g->H,
+                                .W = g->W,
+                                .C = g->C,
+                                .K_out = g->K_out,
+                                .KH = g->KH,
+                                .KW = g->KW,
+                                .stride = g->stride,
+                                .pad = g->pad};
     DT_ASSERT(dt_conv2d_shape_init(&s, NULL) == DT_OK);
     return s;
 }
@@ -151,10 +156,12 @@ static int64_t conv_nw(const struct dt_conv2d_shape *s) { return s->KH * s->KW *
 static int64_t conv_ny(const struct dt_conv2d_shape *s) { return s->B * s->OH * s->OW * s->K_out; }
 static void print_conv(const struct dt_conv2d_shape *s)
 {
-    fprintf(stderr, "conv B=%lld H=%lld W=%lld C=%lld K_out=%lld KH=%lld KW=%lld stride=%lld "
-            "pad=%lld -> %lldx%lld\n", (long long)s->B, (long long)s->H, (long long)s->W,
-            (long long)s->C, (long long)s->K_out, (long long)s->KH, (long long)s->KW,
-            (long long)s->stride, (long long)s->pad, (long long)s->OH, (long long)s->OW);
+    fprintf(stderr,
+            "conv B=%lld H=%lld W=%lld C=%lld K_out=%lld KH=%lld KW=%lld stride=%lld "
+            "pad=%lld -> %lldx%lld\n",
+            (long long)s->B, (long long)s->H, (long long)s->W, (long long)s->C, (long long)s->K_out,
+            (long long)s->KH, (long long)s->KW, (long long)s->stride, (long long)s->pad,
+            (long long)s->OH, (long long)s->OW);
 }
 
 struct pool_geom {
@@ -173,8 +180,8 @@ enum { N_POOL_GEOMS = sizeof pool_geoms / sizeof pool_geoms[0] };
 
 static struct dt_pool2d_shape pool_shape(const struct pool_geom *g)
 {
-    struct dt_pool2d_shape s = {.B = g->B, .H = g->H, .W = g->W, .C = g->C, .K = g->K,
-                                .stride = g->stride, .pad = g->pad};
+    struct dt_pool2d_shape s = {
+        .B = g->B, .H = g->H, .W = g->W, .C = g->C, .K = g->K, .stride = g->stride, .pad = g->pad};
     DT_ASSERT(dt_pool2d_shape_init(&s, NULL) == DT_OK);
     return s;
 }
@@ -182,7 +189,8 @@ static int64_t pool_nx(const struct dt_pool2d_shape *s) { return s->B * s->H * s
 static int64_t pool_ny(const struct dt_pool2d_shape *s) { return s->B * s->OH * s->OW * s->C; }
 static void print_pool(const struct dt_pool2d_shape *s)
 {
-    fprintf(stderr, "maxpool B=%lld H=%lld W=%lld C=%lld K=%lld stride=%lld pad=%lld -> %lldx%lld\n",
+    fprintf(stderr,
+            "maxpool B=%lld H=%lld W=%lld C=%lld K=%lld stride=%lld pad=%lld -> %lldx%lld\n",
             (long long)s->B, (long long)s->H, (long long)s->W, (long long)s->C, (long long)s->K,
             (long long)s->stride, (long long)s->pad, (long long)s->OH, (long long)s->OW);
 }
@@ -246,8 +254,7 @@ static double conv_loss_ref(const double *x, const double *w, const double *bias
 
 /* Central differences of conv_loss_ref w.r.t. every element of v (one of x, w, bias). */
 static void conv_fd(double *grad, double *v, int64_t n, const double *x, const double *w,
-                    const double *bias, const float *r, double *y,
-                    const struct dt_conv2d_shape *s)
+                    const double *bias, const float *r, double *y, const struct dt_conv2d_shape *s)
 {
     const double h = 1e-3; /* L is linear in each argument: the difference is exact */
     for (int64_t i = 0; i < n; i++) {
@@ -330,9 +337,11 @@ DT_TEST(maxpool_forward_matches_reference)
                 CHECK(dt_maxpool2d_forward(be, y, am, x, &s, &pol) == DT_OK);
                 for (int64_t i = 0; i < ny; i++)
                     if ((double)y[i] != ref[i] || am[i] != ram[i]) {
-                        fprintf(stderr, "level %s, %d threads: y[%lld] = %.9g argmax %d, "
-                                "reference %.9g argmax %d\n", pol.name, threads[t],
-                                (long long)i, (double)y[i], am[i], ref[i], ram[i]);
+                        fprintf(stderr,
+                                "level %s, %d threads: y[%lld] = %.9g argmax %d, "
+                                "reference %.9g argmax %d\n",
+                                pol.name, threads[t], (long long)i, (double)y[i], am[i], ref[i],
+                                ram[i]);
                         dt_check_failures_++;
                         break;
                     }
@@ -422,9 +431,11 @@ static void pool_rule_case(const char *what, const float *x, const struct dt_poo
                 /* bits: a NaN must be NaN; -0 and +0 must be the first one seen */
                 bool same = isnan(want) ? isnan(y[i]) : memcmp(&y[i], &want, sizeof want) == 0;
                 if (!same || am[i] != ram[i]) {
-                    fprintf(stderr, "  %s, %d threads: y[%lld] = %a argmax %d, rule gives %a "
-                            "argmax %d\n", pols[p].name, threads[t], (long long)i, (double)y[i],
-                            am[i], (double)want, ram[i]);
+                    fprintf(stderr,
+                            "  %s, %d threads: y[%lld] = %a argmax %d, rule gives %a "
+                            "argmax %d\n",
+                            pols[p].name, threads[t], (long long)i, (double)y[i], am[i],
+                            (double)want, ram[i]);
                     dt_check_failures_++;
                     break;
                 }
@@ -446,8 +457,8 @@ static void pool_rule_case(const char *what, const float *x, const struct dt_poo
 
 DT_TEST(maxpool_ties)
 {
-    const struct pool_geom geoms[] = {{2, 7, 8, 2, 3, 2, 1}, {2, 6, 7, 2, 3, 1, 0},
-                                      {2, 6, 6, 2, 2, 2, 0}, {1, 5, 5, 1, 3, 1, 2}};
+    const struct pool_geom geoms[] = {
+        {2, 7, 8, 2, 3, 2, 1}, {2, 6, 7, 2, 3, 1, 0}, {2, 6, 6, 2, 2, 2, 0}, {1, 5, 5, 1, 3, 1, 2}};
     for (int gi = 0; gi < 4; gi++) {
         struct dt_pool2d_shape s = pool_shape(&geoms[gi]);
         const int64_t nx = pool_nx(&s);
@@ -487,7 +498,7 @@ DT_TEST(maxpool_ties)
         x[(1 * 7 + 2) * C + 0] = 10.f; /* larger value after it in scan order */
         x[(4 * 7 + 4) * C + 1] = nan;  /* channel 1: two NaNs, the first wins */
         x[(4 * 7 + 5) * C + 1] = nan;
-        x[(0 * 7 + 0) * C + 1] = nan;  /* first in-image cell of window (0,0) */
+        x[(0 * 7 + 0) * C + 1] = nan; /* first in-image cell of window (0,0) */
         pool_rule_case("NaN", x, &s);
         /* the rule check above compares against pool_ref; state the NaN cases directly */
         struct dt_backend *be = cpu(2);
@@ -586,8 +597,8 @@ DT_TEST(conv_pool_thread_count_independent)
 
 /* ---- forced-order negative controls ------------------------------------------------------ */
 
-static void conv_bwd(float *dw, float *dx, int threads, uint64_t seed,
-                     const struct dt_policy *pol, const float *x, const float *w, const float *r)
+static void conv_bwd(float *dw, float *dx, int threads, uint64_t seed, const struct dt_policy *pol,
+                     const float *x, const float *w, const float *r)
 {
     struct dt_backend *be = cpu(threads);
     DT_ASSERT(dt_backend_set_forced_order(be, seed) == DT_OK);
@@ -612,8 +623,10 @@ DT_TEST(conv_forced_orders)
     conv_bwd(b, NULL, 2, 2, &unordered, x, w, r);
     conv_bwd(c, NULL, 2, 1, &unordered, x, w, r);
     int64_t d = bits_differ(a, b, NW);
-    fprintf(stderr, "backward-weight, reduction unordered, forced orders 1 vs 2: %lld of %d "
-            "elements differ\n", (long long)d, (int)NW);
+    fprintf(stderr,
+            "backward-weight, reduction unordered, forced orders 1 vs 2: %lld of %d "
+            "elements differ\n",
+            (long long)d, (int)NW);
     CHECK(d > 0);
     CHECK_INT_EQ(bits_differ(a, c, NW), 0); /* the same order twice: the same bits */
     conv_bwd(a, NULL, 2, 1, &fixed, x, w, r);
@@ -629,8 +642,10 @@ DT_TEST(conv_forced_orders)
     conv_bwd(NULL, b, 2, 2, &afloat, x, w, r);
     conv_bwd(NULL, c, 2, 1, &afloat, x, w, r);
     d = bits_differ(a, b, NX);
-    fprintf(stderr, "backward-data, atomics float, forced orders 1 vs 2: %lld of %d elements "
-            "differ\n", (long long)d, (int)NX);
+    fprintf(stderr,
+            "backward-data, atomics float, forced orders 1 vs 2: %lld of %d elements "
+            "differ\n",
+            (long long)d, (int)NX);
     CHECK(d > 0);
     CHECK_INT_EQ(bits_differ(a, c, NX), 0);
     conv_bwd(NULL, a, 2, 1, &fixed, x, w, r);
@@ -696,8 +711,10 @@ DT_TEST(maxpool_forced_orders)
         pool_bwd(b, 2, 2, &afloat, dy, x, y, am, &s);
         pool_bwd(c, 2, 1, &afloat, dy, x, y, am, &s);
         int64_t d = bits_differ(a, b, NX);
-        fprintf(stderr, "maxpool backward, atomics float, forced orders 1 vs 2: %lld of %d "
-                "elements differ\n", (long long)d, (int)NX);
+        fprintf(stderr,
+                "maxpool backward, atomics float, forced orders 1 vs 2: %lld of %d "
+                "elements differ\n",
+                (long long)d, (int)NX);
         CHECK(d > 0);
         CHECK_INT_EQ(bits_differ(a, c, NX), 0);
         pool_bwd(a, 2, 1, &fixed, dy, x, y, am, &s);
@@ -731,9 +748,10 @@ DT_TEST(maxpool_forced_orders)
                     pool_bwd(a, threads[t], seeds[si], pols[p], dy, x, y, am, &s);
                     int64_t d = bits_differ(a, c, NX);
                     if (d) {
-                        fprintf(stderr, "maxpool 2x2/2 backward, %s, seed %d, %d threads: %lld "
-                                "elements differ from the direct assignment\n", pols[p]->name,
-                                (int)seeds[si], threads[t], (long long)d);
+                        fprintf(stderr,
+                                "maxpool 2x2/2 backward, %s, seed %d, %d threads: %lld "
+                                "elements differ from the direct assignment\n",
+                                pols[p]->name, (int)seeds[si], threads[t], (long long)d);
                         dt_check_failures_++;
                     }
                 }
@@ -946,8 +964,8 @@ static void pool_bad(struct dt_pool2d_shape s, const char *wanted)
 
 DT_TEST(shape_errors)
 {
-    const struct dt_conv2d_shape c = {.B = 2, .H = 28, .W = 28, .C = 1, .K_out = 6, .KH = 5,
-                                      .KW = 5, .stride = 1, .pad = 2};
+    const struct dt_conv2d_shape c = {
+        .B = 2, .H = 28, .W = 28, .C = 1, .K_out = 6, .KH = 5, .KW = 5, .stride = 1, .pad = 2};
     struct dt_conv2d_shape t = c;
     struct dt_error err;
     CHECK_INT_EQ(dt_conv2d_shape_init(&t, &err), DT_OK);
@@ -991,8 +1009,8 @@ DT_TEST(shape_errors)
     t = c, t.pad = -1;
     conv_bad(t, "padding -1");
 
-    const struct dt_pool2d_shape p = {.B = 2, .H = 28, .W = 28, .C = 6, .K = 3, .stride = 2,
-                                      .pad = 1};
+    const struct dt_pool2d_shape p = {
+        .B = 2, .H = 28, .W = 28, .C = 6, .K = 3, .stride = 2, .pad = 1};
     struct dt_pool2d_shape u = p;
     CHECK_INT_EQ(dt_pool2d_shape_init(&u, &err), DT_OK);
     CHECK_INT_EQ(u.OH, 14);

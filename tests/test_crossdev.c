@@ -33,12 +33,13 @@ static int copy_run(const char *from, const char *to)
  * that tensor's row) in a CSV whose digest is the last field: still a valid digest. */
 static int alter_row(const char *file, int step, const char *tensor)
 {
-    return dt_run_capture(out, sizeof out,
-                          "f='%s' && awk -F, -v OFS=, -v s=%d -v t='%s' "
-                          "'NR > 1 && $1 == s && (t == \"\" || $2 == t) && !done "
-                          "{ c = substr($NF, 1, 1); $NF = (c == \"a\" ? \"b\" : \"a\") substr($NF, 2); done = 1 } "
-                          "{ print }' \"$f\" >\"$f.new\" && ! cmp -s \"$f\" \"$f.new\" && mv \"$f.new\" \"$f\"",
-                          file, step, tensor ? tensor : "");
+    return dt_run_capture(
+        out, sizeof out,
+        "f='%s' && awk -F, -v OFS=, -v s=%d -v t='%s' "
+        "'NR > 1 && $1 == s && (t == \"\" || $2 == t) && !done "
+        "{ c = substr($NF, 1, 1); $NF = (c == \"a\" ? \"b\" : \"a\") substr($NF, 2); done = 1 } "
+        "{ print }' \"$f\" >\"$f.new\" && ! cmp -s \"$f\" \"$f.new\" && mv \"$f.new\" \"$f\"",
+        file, step, tensor ? tensor : "");
 }
 
 static int table(const char *args)
@@ -98,15 +99,18 @@ DT_TEST(table_divergent_step_and_tensor)
     CHECK_INT_EQ(alter_row(TMP "dv_alt/portable/replica-1/trace.csv", 7, NULL), 0);
     CHECK_INT_EQ(alter_row(TMP "dv_alt/portable/replica-1/tensors.csv", 7, "dense0.bias"), 0);
     CHECK_INT_EQ(alter_row(TMP "dv_notensor/portable/replica-0/trace.csv", 4, NULL), 0);
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm '" TMP "dv_notensor/portable/replica-0/tensors.csv'"),
-                 0);
+    CHECK_INT_EQ(
+        dt_run_capture(out, sizeof out, "rm '" TMP "dv_notensor/portable/replica-0/tensors.csv'"),
+        0);
     int rc = table("'" TMP "dv' '" TMP "dv_same' '" TMP "dv_alt' '" TMP "dv_notensor' --label ref "
                    "--label same --label alt --label notensor --csv '" TMP "dv.csv'");
     CHECK_INT_EQ(rc, 1);
     CHECK_CONTAINS(out, "| replica | same | alt | notensor |\n");
-    CHECK_CONTAINS(out, "| portable/replica-0 | identical (13 steps) | identical (13 steps) | step 4 |\n");
-    CHECK_CONTAINS(out, "| portable/replica-1 | identical (13 steps) | step 7, tensor dense0.bias | "
-                        "identical (13 steps) |\n");
+    CHECK_CONTAINS(
+        out, "| portable/replica-0 | identical (13 steps) | identical (13 steps) | step 4 |\n");
+    CHECK_CONTAINS(out,
+                   "| portable/replica-1 | identical (13 steps) | step 7, tensor dense0.bias | "
+                   "identical (13 steps) |\n");
     CHECK_CONTAINS(out, "4 identical, 0 identical over common steps, 2 diverged");
     char f[128];
     CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "dv.csv", 1, "replica"), 0);
@@ -115,7 +119,9 @@ DT_TEST(table_divergent_step_and_tensor)
     CHECK_STR_EQ(f, "step 4");
     char *csv = dt_read_file(TMP "dv.csv", NULL);
     CHECK(csv != NULL);
-    if (csv) CHECK_CONTAINS(csv, "portable/replica-1,identical (13 steps),\"step 7, tensor dense0.bias\",");
+    if (csv)
+        CHECK_CONTAINS(csv,
+                       "portable/replica-1,identical (13 steps),\"step 7, tensor dense0.bias\",");
     free(csv);
     /* Only the altered pair: exit 1 as well. */
     CHECK_INT_EQ(table("'" TMP "dv' '" TMP "dv_alt'"), 1);
@@ -136,13 +142,16 @@ DT_TEST(table_missing_replica)
     CHECK_CONTAINS(out, "| portable/replica-1 | missing |\n");
     CHECK_CONTAINS(out, "0 diverged, 1 missing");
     /* Rows are the reference's replicas: one that only the other side has is no row. */
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "sed -i 's/\"replicas\":2,/\"replicas\":1,/' '" TMP
-                                "ms_gone/config.json'"), 0);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "sed -i 's/\"replicas\":2,/\"replicas\":1,/' '" TMP
+                                "ms_gone/config.json'"),
+                 0);
     CHECK_INT_EQ(table("'" TMP "ms_gone' '" TMP "ms'"), 0);
     CHECK_CONTAINS(out, "| portable/replica-0 | identical (13 steps) |\n");
     CHECK(strstr(out, "replica-1") == NULL);
     /* The reference lacks the trace its config names. */
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm '" TMP "ms_ref/portable/replica-0/trace.csv'"), 0);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm '" TMP "ms_ref/portable/replica-0/trace.csv'"),
+                 0);
     CHECK_INT_EQ(table("'" TMP "ms_ref' '" TMP "ms'"), 1);
     CHECK_CONTAINS(out, "| portable/replica-0 | missing (reference) |\n");
 }
@@ -165,8 +174,10 @@ DT_TEST(table_different_lengths)
     CHECK_INT_EQ(alter_row(TMP "ln8/portable/replica-1/trace.csv", 8, NULL), 0);
     CHECK_INT_EQ(table("'" TMP "ln12' '" TMP "ln8'"), 1);
     CHECK_CONTAINS(out, "| portable/replica-1 | step 8");
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "t='" TMP "ln_step0/portable/replica-0/trace.csv' && "
-                                "head -2 \"$t\" >\"$t.new\" && mv \"$t.new\" \"$t\""), 0);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "t='" TMP "ln_step0/portable/replica-0/trace.csv' && "
+                                "head -2 \"$t\" >\"$t.new\" && mv \"$t.new\" \"$t\""),
+                 0);
     CHECK_INT_EQ(table("'" TMP "ln12' '" TMP "ln_step0'"), 1);
     CHECK_CONTAINS(out, "| portable/replica-0 | too short (13 vs 1 hashed steps) |\n");
 }
@@ -187,12 +198,15 @@ DT_TEST(table_bad_input)
     CHECK_INT_EQ(table("'" TMP "bad' '" TMP "bad/config.json'"), 2);
     CHECK_CONTAINS(out, TMP "bad/config.json: not a folder");
     /* A broken trace: the table still shows the rest, then the file, line and problem. */
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "sed -i '5s/,[0-9a-f]*$/,xyz/' '" TMP
-                                "bad_trace/portable/replica-1/trace.csv'"), 0);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "sed -i '5s/,[0-9a-f]*$/,xyz/' '" TMP
+                                "bad_trace/portable/replica-1/trace.csv'"),
+                 0);
     CHECK_INT_EQ(table("'" TMP "bad' '" TMP "bad_trace'"), 2);
     CHECK_CONTAINS(out, "| portable/replica-0 | identical (13 steps) |\n");
     CHECK_CONTAINS(out, "| portable/replica-1 | error |\n");
-    CHECK_CONTAINS(out, "detrain: " TMP "bad_trace/portable/replica-1/trace.csv:5: bad digest 'xyz'");
+    CHECK_CONTAINS(out,
+                   "detrain: " TMP "bad_trace/portable/replica-1/trace.csv:5: bad digest 'xyz'");
     /* Usage. */
     CHECK_INT_EQ(table("'" TMP "bad'"), 2);
     CHECK_CONTAINS(out, "expected a reference experiment folder and at least one more");

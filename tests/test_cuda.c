@@ -13,7 +13,6 @@
 #include "nets/cuda/cuda.h"
 #endif
 
-
 /* Without a device (or without CUDA in the build) the backend refuses with a message that
  * names it and says what to do; with one, it comes up. Runs everywhere. */
 DT_TEST(create_or_clear_error)
@@ -58,8 +57,8 @@ static int same_bits(struct dt_backend *g, const float *d, const float *host, in
     int ok = memcmp(h, host, (size_t)n * sizeof(float)) == 0;
     for (int64_t i = 0; i < n && !ok; i++)
         if (memcmp(&h[i], &host[i], sizeof(float)) != 0) {
-            fprintf(stderr, "%s: element %lld: gpu %a, cpu %a\n", what, (long long)i,
-                    (double)h[i], (double)host[i]);
+            fprintf(stderr, "%s: element %lld: gpu %a, cpu %a\n", what, (long long)i, (double)h[i],
+                    (double)host[i]);
             break;
         }
     free(h);
@@ -99,8 +98,10 @@ DT_TEST(elementwise_parity)
                 dt_cuda_set_block_size(blocks[bi]);
 #endif
                 float *dx_ = dev_floats(g, x, n), *ddy = dev_floats(g, dy, n);
-                float *dw = dev_floats(g, w, n), *dv = dev_floats(g, v, n), *dg = dev_floats(g, gr, n);
-                float *dyo = dt_backend_alloc(g, (size_t)n * 4), *ddx = dt_backend_alloc(g, (size_t)n * 4);
+                float *dw = dev_floats(g, w, n), *dv = dev_floats(g, v, n),
+                      *dg = dev_floats(g, gr, n);
+                float *dyo = dt_backend_alloc(g, (size_t)n * 4),
+                      *ddx = dt_backend_alloc(g, (size_t)n * 4);
                 poison(g, dyo, n);
                 poison(g, ddx, n);
                 CHECK_INT_EQ(dt_relu_forward(g, dyo, dx_, n, &pol), DT_OK);
@@ -134,16 +135,16 @@ DT_TEST(first_nonfinite_parity)
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         const int64_t n = sizes[si];
         float *v = dt_xmalloc((size_t)n * sizeof(float));
-        for (int64_t i = 0; i < n; i++)
-            v[i] = i % 3 == 0 ? -0.0f : i % 3 == 1 ? 1e-45f : -3.4e38f;
+        for (int64_t i = 0; i < n; i++) v[i] = i % 3 == 0 ? -0.0f : i % 3 == 1 ? 1e-45f : -3.4e38f;
         const int64_t at[][2] = {{-1, -1}, {n - 1, -1}, {n / 2, n - 1}, {0, n / 2}};
         for (int k = 0; k < 4; k++) {
             for (int j = 0; j < 2; j++)
                 if (at[k][j] >= 0) v[at[k][j]] = j == 0 ? NAN : -INFINITY;
             float *d = dev_floats(g, v, n);
             const int64_t want = dt_backend_first_nonfinite(c, v, n);
-            CHECK_INT_EQ(want, at[k][0] < 0 ? -1 : at[k][0] < at[k][1] || at[k][1] < 0
-                                                       ? at[k][0] : at[k][1]);
+            CHECK_INT_EQ(want, at[k][0] < 0                          ? -1
+                               : at[k][0] < at[k][1] || at[k][1] < 0 ? at[k][0]
+                                                                     : at[k][1]);
             CHECK_INT_EQ(dt_backend_first_nonfinite(g, d, n), want);
             /* the batched op (one wait): behind a finite tensor and an empty one */
             float *fin = dev_floats(g, v, 1);
@@ -279,6 +280,6 @@ DT_TEST(profile_device_timers)
     dt_backend_destroy(g);
 }
 
-DT_TEST_MAIN(DT_CASE(create_or_clear_error), DT_CASE(elementwise_parity),
-             DT_CASE(missing_op_named), DT_CASE(first_nonfinite_parity),
-             DT_CASE(resident_gather_parity), DT_CASE(profile_device_timers))
+DT_TEST_MAIN(DT_CASE(create_or_clear_error), DT_CASE(elementwise_parity), DT_CASE(missing_op_named),
+             DT_CASE(first_nonfinite_parity), DT_CASE(resident_gather_parity),
+             DT_CASE(profile_device_timers))

@@ -63,14 +63,14 @@ static void nan_fill(float *v, int64_t n)
  * (+-20 and their neighbours), the exp overflow and underflow edges, huge and infinite. */
 static float special(int k)
 {
-    const float v[] = {0.0f,           -0.0f,         0x1p-149f,      -0x1p-149f,
-                       FLT_MIN,        -FLT_MIN,      1.0f,           -1.0f,
-                       20.0f,          -20.0f,        0x1.400002p4f,  -0x1.400002p4f,
-                       0x1.3ffffep4f,  -0x1.3ffffep4f, 88.72283f,     -88.72283f,
-                       89.0f,          -103.97207f,   -104.0f,        1e3f,
-                       -1e3f,          1e30f,         -1e30f,         FLT_MAX,
-                       -FLT_MAX,       INFINITY,      -INFINITY,      1e-30f,
-                       -1e-30f,        0.5f,          -0.5f,          3.0f};
+    const float v[] = {0.0f,          -0.0f,          0x1p-149f,     -0x1p-149f,
+                       FLT_MIN,       -FLT_MIN,       1.0f,          -1.0f,
+                       20.0f,         -20.0f,         0x1.400002p4f, -0x1.400002p4f,
+                       0x1.3ffffep4f, -0x1.3ffffep4f, 88.72283f,     -88.72283f,
+                       89.0f,         -103.97207f,    -104.0f,       1e3f,
+                       -1e3f,         1e30f,          -1e30f,        FLT_MAX,
+                       -FLT_MAX,      INFINITY,       -INFINITY,     1e-30f,
+                       -1e-30f,       0.5f,           -0.5f,         3.0f};
     const int count = (int)(sizeof v / sizeof v[0]);
     return v[k % count];
 }
@@ -98,8 +98,8 @@ static void fill_mixed(float *v, int64_t n, double scale)
  * every 7th: products and sums of these never overflow, so no NaN can arise. */
 static void fill_finite(float *v, int64_t n, double scale)
 {
-    static const float small[] = {0.0f, -0.0f, 0x1p-149f, -0x1p-149f, FLT_MIN, -FLT_MIN,
-                                  1e-30f, -1e-30f, 1.0f, -1.0f};
+    static const float small[] = {0.0f,     -0.0f,  0x1p-149f, -0x1p-149f, FLT_MIN,
+                                  -FLT_MIN, 1e-30f, -1e-30f,   1.0f,       -1.0f};
     for (int64_t i = 0; i < n; i++)
         v[i] = i % 7 == 3 ? small[(i / 7) % 10] : (float)(scale * urand());
 }
@@ -116,8 +116,8 @@ static bool check_same(const char *what, const float *got, const float *want, in
     for (int64_t i = 0; i < n; i++)
         if (!same_value(got[i], want[i])) {
             fprintf(stderr, "%s: element %lld: got %a (0x%08x), cpu %a (0x%08x)\n", what,
-                    (long long)i, (double)got[i], (unsigned)dt_float_bits(got[i]),
-                    (double)want[i], (unsigned)dt_float_bits(want[i]));
+                    (long long)i, (double)got[i], (unsigned)dt_float_bits(got[i]), (double)want[i],
+                    (unsigned)dt_float_bits(want[i]));
             dt_check_failures_++;
             return false;
         }
@@ -173,8 +173,7 @@ DT_TEST(sigma_elem_matches_cpu)
             }
             nan_fill(hs, n), nan_fill(hd, n);
             CHECK_INT_EQ(dt_bnn_sigma(c, cs, cd, rho, n, &pol), DT_OK);
-            struct elem_job j = {.a = hs, .b = hd, .c = rho,
-                                 .flag = pol.math == DT_MATH_PORTABLE};
+            struct elem_job j = {.a = hs, .b = hd, .c = rho, .flag = pol.math == DT_MATH_PORTABLE};
             grid_stride(n, si % N_GEOM, visit_sigma, &j);
             char what[64];
             snprintf(what, sizeof what, "sigma (level %d, n %lld)", lv, (long long)n);
@@ -260,8 +259,8 @@ DT_TEST(sample_accumulate_finish_elem_match_cpu)
                 fill_mixed(g, n, k == 2 ? 1e-3 : 0.1);
                 fill_mixed(eps, n, 3.0);
                 CHECK_INT_EQ(dt_bnn_accumulate(c, cgm, cgr, g, eps, ds, n, k == 0, &pol), DT_OK);
-                struct elem_job aj = {.a = hgm, .b = hgr, .c = g, .d = eps, .e = ds,
-                                      .flag = k == 0};
+                struct elem_job aj = {
+                    .a = hgm, .b = hgr, .c = g, .d = eps, .e = ds, .flag = k == 0};
                 grid_stride(n, geo, visit_accumulate, &aj);
                 snprintf(what, sizeof what, "accumulate %d gmu (level %d, n %lld)", k, lv,
                          (long long)n);
@@ -321,8 +320,8 @@ DT_TEST(elem_order_is_observable)
 
 /* ---- unit: epsilon --------------------------------------------------------------------- */
 
-static const int64_t eps_sizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 31, 33, 255, 257, 1000, 1023,
-                                    1025, 4097, 100003};
+static const int64_t eps_sizes[] = {1,  2,   3,   4,    5,    7,    8,    9,     31,
+                                    33, 255, 257, 1000, 1023, 1025, 4097, 100003};
 #define N_EPS_SIZES ((int)(sizeof eps_sizes / sizeof eps_sizes[0]))
 
 struct philox_job {
@@ -359,8 +358,9 @@ DT_TEST(philox_block_matches_cpu)
         float *want = falloc(n), *got = falloc(n);
         struct philox_job j = {got, n, any_stream()};
         if (si == 0) j.s = dt_philox_stream_make(0, 0, 0, 0, 0); /* all-zero fields */
-        if (si == 1) j.s = dt_philox_stream_make(UINT64_MAX, UINT32_MAX, DT_PHILOX_MAX_TENSOR,
-                                                 DT_PHILOX_MAX_MEMBER, DT_PHILOX_MAX_SAMPLE);
+        if (si == 1)
+            j.s = dt_philox_stream_make(UINT64_MAX, UINT32_MAX, DT_PHILOX_MAX_TENSOR,
+                                        DT_PHILOX_MAX_MEMBER, DT_PHILOX_MAX_SAMPLE);
         CHECK_INT_EQ(dt_eps_philox(c, want, n, &j.s, &pol), DT_OK);
         for (int geo = 0; geo < N_GEOM; geo++) {
             nan_fill(got, n);
@@ -405,13 +405,13 @@ static void walk_both(struct dt_backend *c, struct dt_xoro *h, struct dt_xoro *c
     nan_fill(got, n);
     nan_fill(want, n);
     CHECK_INT_EQ(dt_eps_lfsr(c, want, n, cl, P, backward, skip, &pol), DT_OK);
-    struct lanes_job j = {.eps = got, .n = n, .P = P, .skip = skip, .lanes = h,
-                          .backward = backward};
+    struct lanes_job j = {
+        .eps = got, .n = n, .P = P, .skip = skip, .lanes = h, .backward = backward};
     grid_stride(P, geo, visit_walk, &j);
     char what[96];
     snprintf(what, sizeof what, "lfsr %s %s (n %lld, P %lld, skip %lld, geometry %d)",
-             backward ? "backward" : "forward", tag, (long long)n, (long long)P,
-             (long long)skip, geo);
+             backward ? "backward" : "forward", tag, (long long)n, (long long)P, (long long)skip,
+             geo);
     check_same(what, got, want, n);
     check_lanes_same(what, h, cl, P);
     free(got), free(want);
@@ -435,8 +435,10 @@ DT_TEST(lane_walk_matches_cpu)
         for (int si = 0; si + 1 < N_EPS_SIZES; si += 2, case_no++) {
             const int64_t nA = eps_sizes[si], nB = eps_sizes[si + 1];
             const int geo = case_no % N_GEOM;
-            struct lanes_job sj = {.lanes = h, .seed = 0x9e3779b97f4a7c15ULL * (uint64_t)(si + 1),
-                                   .step = (uint32_t)(si * 1000 + pi), .member = (uint32_t)pi,
+            struct lanes_job sj = {.lanes = h,
+                                   .seed = 0x9e3779b97f4a7c15ULL * (uint64_t)(si + 1),
+                                   .step = (uint32_t)(si * 1000 + pi),
+                                   .member = (uint32_t)pi,
                                    .sample = (uint32_t)si};
             memset(h, 0xff, (size_t)P * sizeof *h);
             memset(cl, 0xff, (size_t)P * sizeof *cl);
@@ -446,7 +448,9 @@ DT_TEST(lane_walk_matches_cpu)
             check_lanes_same("lfsr seed", h, cl, P);
             memcpy(seeds, cl, (size_t)P * sizeof *seeds);
             for (int fault = 0; fault <= 1; fault++) {
-                const int64_t skip = fault ? (case_no % 3 == 0 ? 0 : case_no % 3 == 1 ? P - 1 : P / 2)
+                const int64_t skip = fault ? (case_no % 3 == 0   ? 0
+                                              : case_no % 3 == 1 ? P - 1
+                                                                 : P / 2)
                                            : -1;
                 memcpy(h, seeds, (size_t)P * sizeof *h);
                 memcpy(cl, seeds, (size_t)P * sizeof *cl);
@@ -473,7 +477,6 @@ DT_TEST(lane_walk_matches_cpu)
 }
 
 /* ---- gpu: the ops on a device against the CPU backend ---------------------------------- */
-
 
 static void set_geometry(int geo)
 {
@@ -513,8 +516,8 @@ static bool check_bits(const char *what, const float *got, const float *want, in
     for (int64_t i = 0; i < n; i++)
         if (dt_float_bits(got[i]) != dt_float_bits(want[i])) {
             fprintf(stderr, "%s: element %lld: gpu %a (0x%08x), cpu %a (0x%08x)\n", what,
-                    (long long)i, (double)got[i], (unsigned)dt_float_bits(got[i]),
-                    (double)want[i], (unsigned)dt_float_bits(want[i]));
+                    (long long)i, (double)got[i], (unsigned)dt_float_bits(got[i]), (double)want[i],
+                    (unsigned)dt_float_bits(want[i]));
             dt_check_failures_++;
             return false;
         }
@@ -588,8 +591,7 @@ static void gpu_walk(struct dt_backend *g, struct dt_backend *c, struct dt_xoro 
     dt_backend_download(g, hl, dl, (size_t)P * sizeof *hl);
     char what[112];
     snprintf(what, sizeof what, "eps_lfsr %s %s (n %lld, P %lld, skip %lld)",
-             backward ? "backward" : "forward", tag, (long long)n, (long long)P,
-             (long long)skip);
+             backward ? "backward" : "forward", tag, (long long)n, (long long)P, (long long)skip);
     check_bits(what, got, want, n);
     check_lanes_same(what, hl, cl, P);
     free(want), free(got), free(hl);
@@ -602,8 +604,8 @@ static void gpu_walk(struct dt_backend *g, struct dt_backend *c, struct dt_xoro 
 DT_TEST(gpu_eps_lfsr_parity)
 {
     static const int64_t cases[][3] = {/* P, nA, nB */
-                                       {1, 1, 5},        {7, 3, 1001},    {64, 5, 63},
-                                       {64, 4097, 257},  {1000, 999, 1000}, {1000, 1001, 31},
+                                       {1, 1, 5},         {7, 3, 1001},       {64, 5, 63},
+                                       {64, 4097, 257},   {1000, 999, 1000},  {1000, 1001, 31},
                                        {1024, 100003, 7}, {1024, 200704, 256}};
     struct dt_backend *g = gpu_or_skip(), *c = cpu(4);
     for (int lv = 0; lv < DT_LEVEL_COUNT; lv++) {
@@ -614,8 +616,7 @@ DT_TEST(gpu_eps_lfsr_parity)
             struct dt_xoro *cl = dt_xmalloc(lbytes), *seeds = dt_xmalloc(lbytes);
             struct dt_xoro *hl = dt_xmalloc(lbytes);
             const uint64_t seed = (uint64_t)((urand() + 1.0) * 0x1p62);
-            const uint32_t step = (uint32_t)(k + 1), member = (uint32_t)lv,
-                           sample = (uint32_t)k;
+            const uint32_t step = (uint32_t)(k + 1), member = (uint32_t)lv, sample = (uint32_t)k;
             CHECK_INT_EQ(dt_eps_lfsr_seed(c, seeds, P, seed, step, member, sample, &pol), DT_OK);
             memset(hl, 0xff, lbytes);
             struct dt_xoro *dl = dev_copy(g, hl, lbytes); /* poisoned lanes */
@@ -700,19 +701,18 @@ DT_TEST(gpu_bnn_elementwise_parity)
                 for (int k = 0; k < 5; k++) dev_poison(g, outs[k], n);
                 CHECK_INT_EQ(dt_bnn_sigma(g, osig, ods, drho, n, &pol), DT_OK);
                 CHECK_INT_EQ(dt_bnn_sample(g, ow, dmu, dsig, deps, n, &pol), DT_OK);
-                CHECK_INT_EQ(dt_bnn_accumulate(g, ogm, ogr, dg1, deps, dds, n, true, &pol),
-                             DT_OK);
+                CHECK_INT_EQ(dt_bnn_accumulate(g, ogm, ogr, dg1, deps, dds, n, true, &pol), DT_OK);
                 CHECK_INT_EQ(dt_bnn_accumulate(g, ogm, ogr, dg2, deps2, dds, n, false, &pol),
                              DT_OK);
-                CHECK_INT_EQ(
-                    dt_bnn_finish(g, ogm, ogr, dmu, dsig, dds, n, 0.5f, 1e-3f, 0.3f, &pol),
-                    DT_OK);
+                CHECK_INT_EQ(dt_bnn_finish(g, ogm, ogr, dmu, dsig, dds, n, 0.5f, 1e-3f, 0.3f, &pol),
+                             DT_OK);
                 float *hs = download(g, osig, n), *hd = download(g, ods, n);
                 float *hw = download(g, ow, n), *hgm = download(g, ogm, n),
                       *hgr = download(g, ogr, n);
                 char what[80];
-#define WHAT(op) (snprintf(what, sizeof what, "%s (level %d, n %lld, geometry %d)", op, lv, \
-                           (long long)n, geo), what)
+#define WHAT(op)                                                                                   \
+    (snprintf(what, sizeof what, "%s (level %d, n %lld, geometry %d)", op, lv, (long long)n, geo), \
+     what)
                 if (portable) {
                     check_bits(WHAT("bnn_sigma sigma"), hs, csig, n);
                     check_bits(WHAT("bnn_sigma dsigma"), hd, cds, n);

@@ -36,16 +36,10 @@
 
 /* ---- inputs ------------------------------------------------------------------------------ */
 
-static float *xalloc(int64_t n)
-{
-    return dt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-}
+static float *xalloc(int64_t n) { return dt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof(float)); }
 
 /* NaN bits everywhere, so an element left unwritten is caught. */
-static void poison(void *p, size_t bytes)
-{
-    memset(p, 0xff, bytes);
-}
+static void poison(void *p, size_t bytes) { memset(p, 0xff, bytes); }
 
 /* Uniform values times 2^[0, 8) (magnitudes that make a reordered sum round differently),
  * with exact zeros and negative zeros sprinkled in. */
@@ -80,8 +74,7 @@ static void fill_exponents(float *v, int64_t n)
 static void fill_distinct(float *x, int64_t n)
 {
     int64_t *perm = dt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *perm);
-    for (int64_t i = 0; i < n; i++)
-        perm[i] = i;
+    for (int64_t i = 0; i < n; i++) perm[i] = i;
     for (int64_t i = n - 1; i > 0; i--) {
         int64_t j = (int64_t)((urand() + 1.0) * 0.5 * (double)(i + 1));
         if (j > i) j = i;
@@ -89,8 +82,7 @@ static void fill_distinct(float *x, int64_t n)
         perm[i] = perm[j];
         perm[j] = t;
     }
-    for (int64_t i = 0; i < n; i++)
-        x[i] = (float)((double)(perm[i] - n / 2) / (double)n);
+    for (int64_t i = 0; i < n; i++) x[i] = (float)((double)(perm[i] - n / 2) / (double)n);
     free(perm);
 }
 
@@ -133,13 +125,10 @@ static int64_t *forced_ranks(int64_t n, uint64_t seed, uint64_t salt)
 {
     int64_t *perm = dt_xmalloc((size_t)n * sizeof *perm);
     int64_t *rank = dt_xmalloc((size_t)n * sizeof *rank);
-    for (int64_t i = 0; i < n; i++)
-        rank[i] = -1;
+    for (int64_t i = 0; i < n; i++) rank[i] = -1;
     dt_forced_permutation(perm, n, seed, salt);
-    for (int64_t t = 0; t < n; t++)
-        rank[perm[t]] = t;
-    for (int64_t i = 0; i < n; i++)
-        DT_ASSERT(rank[i] >= 0); /* a permutation */
+    for (int64_t t = 0; t < n; t++) rank[perm[t]] = t;
+    for (int64_t i = 0; i < n; i++) DT_ASSERT(rank[i] >= 0); /* a permutation */
     free(perm);
     return rank;
 }
@@ -164,8 +153,7 @@ static int64_t visit(int order, int64_t t, int64_t n)
     if (order == ORDER_ASCENDING) return t;
     if (order == ORDER_DESCENDING) return n - 1 - t;
     int64_t p = 7;
-    while (gcd64(p, n) != 1)
-        p += 2;
+    while (gcd64(p, n) != 1) p += 2;
     return t * p % n;
 }
 
@@ -204,26 +192,11 @@ static struct dt_conv2d_shape conv_shape(const struct conv_geom *g)
     DT_ASSERT(dt_conv2d_shape_init(&s, NULL) == DT_OK);
     return s;
 }
-static int64_t conv_rows(const struct dt_conv2d_shape *s)
-{
-    return s->B * s->OH * s->OW;
-}
-static int64_t conv_kp(const struct dt_conv2d_shape *s)
-{
-    return s->KH * s->KW * s->C;
-}
-static int64_t conv_nx(const struct dt_conv2d_shape *s)
-{
-    return s->B * s->H * s->W * s->C;
-}
-static int64_t conv_nw(const struct dt_conv2d_shape *s)
-{
-    return conv_kp(s) * s->K_out;
-}
-static int64_t conv_ny(const struct dt_conv2d_shape *s)
-{
-    return conv_rows(s) * s->K_out;
-}
+static int64_t conv_rows(const struct dt_conv2d_shape *s) { return s->B * s->OH * s->OW; }
+static int64_t conv_kp(const struct dt_conv2d_shape *s) { return s->KH * s->KW * s->C; }
+static int64_t conv_nx(const struct dt_conv2d_shape *s) { return s->B * s->H * s->W * s->C; }
+static int64_t conv_nw(const struct dt_conv2d_shape *s) { return conv_kp(s) * s->K_out; }
+static int64_t conv_ny(const struct dt_conv2d_shape *s) { return conv_rows(s) * s->K_out; }
 
 static void conv_text(char *buf, size_t size, const char *what, const struct dt_conv2d_shape *s)
 {
@@ -260,14 +233,8 @@ static struct dt_pool2d_shape pool_shape(const struct pool_geom *g)
     DT_ASSERT(dt_pool2d_shape_init(&s, NULL) == DT_OK);
     return s;
 }
-static int64_t pool_nx(const struct dt_pool2d_shape *s)
-{
-    return s->B * s->H * s->W * s->C;
-}
-static int64_t pool_ny(const struct dt_pool2d_shape *s)
-{
-    return s->B * s->OH * s->OW * s->C;
-}
+static int64_t pool_nx(const struct dt_pool2d_shape *s) { return s->B * s->H * s->W * s->C; }
+static int64_t pool_ny(const struct dt_pool2d_shape *s) { return s->B * s->OH * s->OW * s->C; }
 
 static void pool_text(char *buf, size_t size, const char *what, const struct dt_pool2d_shape *s)
 {
@@ -309,21 +276,11 @@ static void fill_pattern(float *x, const struct dt_pool2d_shape *s, int pat)
     for (int64_t i = 0; i < n; i++) {
         const int64_t c = i % s->C, w = i / s->C % s->W, h = i / (s->C * s->W) % s->H;
         switch (pat) {
-        case PAT_CONSTANT:
-            x[i] = 0.5f;
-            break;
-        case PAT_NEGATIVE:
-            x[i] = -0.25f;
-            break;
-        case PAT_TERNARY:
-            x[i] = (float)floor((urand() + 1.0) * 1.5) - 1.0f;
-            break;
-        case PAT_OVERLAP_TIES:
-            x[i] = (h % 2 == 1 || w % 2 == 1) ? 2.0f : (float)urand();
-            break;
-        case PAT_SIGNED_ZEROS:
-            x[i] = urand() < 0 ? -0.0f : 0.0f;
-            break;
+        case PAT_CONSTANT: x[i] = 0.5f; break;
+        case PAT_NEGATIVE: x[i] = -0.25f; break;
+        case PAT_TERNARY: x[i] = (float)floor((urand() + 1.0) * 1.5) - 1.0f; break;
+        case PAT_OVERLAP_TIES: x[i] = (h % 2 == 1 || w % 2 == 1) ? 2.0f : (float)urand(); break;
+        case PAT_SIGNED_ZEROS: x[i] = urand() < 0 ? -0.0f : 0.0f; break;
         case PAT_NAN:
             if (i % 13 == 2) x[i] = NAN;
             if (i % 13 == 3 && c == 0) x[i] = -NAN;          /* right after a NaN, other bits */
@@ -333,8 +290,7 @@ static void fill_pattern(float *x, const struct dt_pool2d_shape *s, int pat)
         case PAT_BUMPS:
             x[i] = (float)(0.5 * urand()) + (h % 4 == 1 && w % 4 == 1 ? 4.0f : 0.0f);
             break;
-        default:
-            break;
+        default: break;
         }
     }
 }
@@ -374,16 +330,14 @@ DT_TEST(patch_elem_matches_cpu)
         for (int64_t i = 0; i < nx; i++)
             if (x[i] == 0.0f) x[i] = 0.5f; /* the selector turns -0 into +0 */
         for (int64_t r = 0; r < rows; r++)
-            for (int64_t k = 0; k < Kp; k++)
-                emu[r * Kp + k] = dt_conv_patch_elem(x, &s, r, k);
+            for (int64_t k = 0; k < Kp; k++) emu[r * Kp + k] = dt_conv_patch_elem(x, &s, r, k);
         struct dt_conv2d_shape sel = s;
         sel.K_out = Kp;
         DT_ASSERT(dt_conv2d_shape_init(&sel, NULL) == DT_OK);
         float *w = xalloc(Kp * Kp), *bias = xalloc(Kp);
         memset(w, 0, (size_t)(Kp * Kp) * sizeof *w);
         memset(bias, 0, (size_t)Kp * sizeof *bias);
-        for (int64_t k = 0; k < Kp; k++)
-            w[k * Kp + k] = 1.0f;
+        for (int64_t k = 0; k < Kp; k++) w[k * Kp + k] = 1.0f;
         poison(got, (size_t)(rows * Kp) * sizeof *got);
         CHECK_INT_EQ(dt_conv2d_forward(c, got, x, w, bias, &sel, &pol), DT_OK);
         char what[512];
@@ -392,8 +346,7 @@ DT_TEST(patch_elem_matches_cpu)
 
         fill_varied(x, nx, 1.0); /* signed zeros: against the reference loop nest */
         for (int64_t r = 0; r < rows; r++)
-            for (int64_t k = 0; k < Kp; k++)
-                emu[r * Kp + k] = dt_conv_patch_elem(x, &s, r, k);
+            for (int64_t k = 0; k < Kp; k++) emu[r * Kp + k] = dt_conv_patch_elem(x, &s, r, k);
         ref_im2col(got, x, &s);
         conv_text(what, sizeof what, "patch elements vs the reference im2col", &s);
         CHECK(same_bits(emu, got, rows * Kp, what));
@@ -425,35 +378,26 @@ static void col2im_in_make(struct col2im_in *in, struct dt_backend *c, const str
     in->dy = xalloc(ny), in->w = xalloc(nw), in->dcols = xalloc(conv_rows(s) * Kp);
     fill_varied(in->w, nw, 0.25);
     switch (kind) {
-    case IN_RANDOM:
-        fill_varied(in->dy, ny, 0.1);
-        break;
+    case IN_RANDOM: fill_varied(in->dy, ny, 0.1); break;
     case IN_EXPONENTS:
         fill_exponents(in->dy, ny);
         memset(in->w, 0, (size_t)nw * sizeof(float));
-        for (int64_t k = 0; k < Kp; k++)
-            in->w[k * Kp + k] = 1.0f;
+        for (int64_t k = 0; k < Kp; k++) in->w[k * Kp + k] = 1.0f;
         break;
     case IN_ZERO:
-        for (int64_t i = 0; i < ny; i++)
-            in->dy[i] = 0.0f;
+        for (int64_t i = 0; i < ny; i++) in->dy[i] = 0.0f;
         break;
     default:
-        for (int64_t i = 0; i < ny; i++)
-            in->dy[i] = -0.0f;
+        for (int64_t i = 0; i < ny; i++) in->dy[i] = -0.0f;
         break;
     }
     DT_ASSERT(dt_dense_backward_data(c, in->dcols, in->dy, in->w, conv_rows(s), Kp, s->K_out,
                                      pol) == DT_OK);
     if (kind == IN_EXPONENTS) /* the selector passes dy through unchanged (-0 becomes +0) */
-        for (int64_t i = 0; i < ny; i++)
-            DT_ASSERT(in->dcols[i] == in->dy[i]);
+        for (int64_t i = 0; i < ny; i++) DT_ASSERT(in->dcols[i] == in->dy[i]);
 }
 
-static void col2im_in_free(struct col2im_in *in)
-{
-    free(in->dy), free(in->w), free(in->dcols);
-}
+static void col2im_in_free(struct col2im_in *in) { free(in->dy), free(in->w), free(in->dcols); }
 
 /* The shift conv.cu's col2im kernel computes: max |dcols| over ALL of dcols (as bits,
  * monotone for finite floats) and KH*KW terms per cell. */
@@ -592,8 +536,7 @@ DT_TEST(maxpool_out_matches_cpu)
             poison(cy, (size_t)ny * sizeof *cy);
             poison(cam, (size_t)ny * sizeof *cam);
             CHECK_INT_EQ(dt_maxpool2d_forward(c, cy, cam, x, &s, &pol), DT_OK);
-            for (int64_t o = 0; o < ny; o++)
-                ey[o] = dt_maxpool_out(x, &s, o, &eam[o]);
+            for (int64_t o = 0; o < ny; o++) ey[o] = dt_maxpool_out(x, &s, o, &eam[o]);
             char what[512];
             pool_text(what, sizeof what, pattern_names[pat], &s);
             CHECK(same_bits(ey, cy, ny, what));
@@ -628,8 +571,7 @@ static void fill_dy(float *dy, int64_t n, int kind)
     if (kind == DY_VARIED) fill_varied(dy, n, 1.0);
     if (kind == DY_EXPONENTS) fill_exponents(dy, n);
     if (kind == DY_NEG_ZERO)
-        for (int64_t i = 0; i < n; i++)
-            dy[i] = -0.0f;
+        for (int64_t i = 0; i < n; i++) dy[i] = -0.0f;
 }
 
 /* Max-pool backward gathers against the CPU backend, bit for bit, cells visited in three
@@ -765,15 +707,9 @@ static void *take(struct dt_backend *g, void *d, int64_t n, size_t size)
     return h;
 }
 
-static bool on_device(struct dt_backend *be)
-{
-    return strcmp(dt_backend_name(be), "cuda") == 0;
-}
+static bool on_device(struct dt_backend *be) { return strcmp(dt_backend_name(be), "cuda") == 0; }
 
-static bool uses_cudnn(const struct dt_policy *p)
-{
-    return p->conv_algo != DT_CONV_ALGO_OWN;
-}
+static bool uses_cudnn(const struct dt_policy *p) { return p->conv_algo != DT_CONV_ALGO_OWN; }
 
 /* Tolerances where the bits may differ from the CPU's, relative to the sum of the terms'
  * magnitudes (a cancelling sum has no meaningful relative error of its own):
@@ -793,8 +729,7 @@ static void check_mag(const char *what, const float *got, const double *ref, con
                       int64_t n, double rtol)
 {
     double top = 0;
-    for (int64_t i = 0; i < n; i++)
-        top = mag[i] > top ? mag[i] : top;
+    for (int64_t i = 0; i < n; i++) top = mag[i] > top ? mag[i] : top;
     for (int64_t i = 0; i < n; i++) {
         const double d = fabs((double)got[i] - ref[i]),
                      allowed = rtol * (mag[i] + SCALE_FLOOR * top);
@@ -854,10 +789,7 @@ static void conv_case_free(struct conv_case *k)
     free(k->x), free(k->w), free(k->bias), free(k->dy);
 }
 
-static void conv_result_free(struct conv_result *r)
-{
-    free(r->y), free(r->dx), free(r->dw);
-}
+static void conv_result_free(struct conv_result *r) { free(r->y), free(r->dx), free(r->dw); }
 
 /* The three convolution ops on `be` (device or CPU), outputs poisoned first, returned in
  * host memory with each op's status. */
@@ -964,15 +896,9 @@ static void pool_case_fill(struct pool_case *k, const struct pool_geom *g, int p
     fill_varied(k->dy, pool_ny(&k->s), 1.0);
 }
 
-static void pool_case_free(struct pool_case *k)
-{
-    free(k->x), free(k->dy);
-}
+static void pool_case_free(struct pool_case *k) { free(k->x), free(k->dy); }
 
-static void pool_result_free(struct pool_result *r)
-{
-    free(r->y), free(r->dx), free(r->am);
-}
+static void pool_result_free(struct pool_result *r) { free(r->y), free(r->dx), free(r->am); }
 
 /* Forward, then backward from the forward's outputs, on `be`; outputs poisoned first. */
 static void pool_run(struct dt_backend *be, const struct pool_case *k, const struct dt_policy *pol,
@@ -981,8 +907,7 @@ static void pool_run(struct dt_backend *be, const struct pool_case *k, const str
     const struct dt_pool2d_shape *s = &k->s;
     const int64_t nx = pool_nx(s), ny = pool_ny(s);
     int32_t *am_poison = dt_xmalloc((size_t)ny * sizeof *am_poison);
-    for (int64_t i = 0; i < ny; i++)
-        am_poison[i] = -1;
+    for (int64_t i = 0; i < ny; i++) am_poison[i] = -1;
     if (on_device(be)) {
         float *x = dev_from(be, k->x, (size_t)nx * 4), *dy = dev_from(be, k->dy, (size_t)ny * 4);
         float *y = dev_poisoned(be, ny), *dx = dev_poisoned(be, nx);
@@ -1094,10 +1019,8 @@ DT_TEST(conv_parity)
                 conv_text(what, sizeof what, base, &k.s);
                 CHECK_INT_EQ(co.st[op], DT_OK);
                 if (!status_ok(go.st[op], pol, k.lenet, what)) continue;
-                if (exact[op])
-                    CHECK(same_bits(gout[op], cout[op], n[op], what));
-                else
-                    check_mag(what, gout[op], ref[op], mag[op], n[op], rtol);
+                if (exact[op]) CHECK(same_bits(gout[op], cout[op], n[op], what));
+                else check_mag(what, gout[op], ref[op], mag[op], n[op], rtol);
             }
             conv_result_free(&go), conv_result_free(&co);
         }
@@ -1223,8 +1146,7 @@ DT_TEST(grid_independence)
                 snprintf(base, sizeof base, "%.60s launch (%d,%d)", pol->name, launches[a][0],
                          launches[a][1]);
                 conv_text(what, sizeof what, base, &k.s);
-                for (int op = 0; op < 3; op++)
-                    ran &= status_ok(o.st[op], pol, k.lenet, what);
+                for (int op = 0; op < 3; op++) ran &= status_ok(o.st[op], pol, k.lenet, what);
                 if (a == 0) {
                     first = o;
                     if (ran && !uses_cudnn(pol)) CHECK(conv_same(&o, &co, &k, what));
@@ -1296,8 +1218,7 @@ DT_TEST(forced_orders)
                     CHECK_INT_EQ(dt_backend_set_forced_order(c, seed), DT_OK);
                     conv_run(c, &k, pols[p], &cr[run]);
                 }
-                for (int op = 0; op < 3; op++)
-                    CHECK_INT_EQ(gr[run].st[op], DT_OK);
+                for (int op = 0; op < 3; op++) CHECK_INT_EQ(gr[run].st[op], DT_OK);
             }
             char what[512], base[128];
             for (int run = 0; run < 2; run++) {
@@ -1316,8 +1237,7 @@ DT_TEST(forced_orders)
                     what, dx_differ ? "differs" : "same", dw_differ ? "differs" : "same");
             CHECK(dx_differ == (pols[p] == &afloat));
             CHECK(dw_differ == (pols[p] == &unordered));
-            for (int run = 0; run < 3; run++)
-                conv_result_free(&gr[run]);
+            for (int run = 0; run < 3; run++) conv_result_free(&gr[run]);
             conv_result_free(&cr[0]), conv_result_free(&cr[1]);
         }
         conv_case_free(&k);
@@ -1356,8 +1276,7 @@ DT_TEST(forced_orders)
             fprintf(stderr, "%s: forced orders 1 vs 2: backward %s\n", what,
                     differ ? "differs" : "same");
             CHECK(differ == (overlap && pols[p] == &afloat));
-            for (int run = 0; run < 3; run++)
-                pool_result_free(&gr[run]);
+            for (int run = 0; run < 3; run++) pool_result_free(&gr[run]);
             pool_result_free(&cr[0]), pool_result_free(&cr[1]);
         }
         pool_case_free(&k);
@@ -1385,10 +1304,8 @@ static void bad_call_run(void *arg)
 {
     struct bad_call *b = arg;
     const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
-    if (b->conv)
-        conv_run(b->be, b->conv, &pol, &b->cr);
-    else
-        pool_run(b->be, b->pool, &pol, &b->pr);
+    if (b->conv) conv_run(b->be, b->conv, &pol, &b->cr);
+    else pool_run(b->be, b->pool, &pol, &b->pr);
 }
 
 /* Non-finite gradients on the fixed-point paths (portable): DT_ERR_NUMERIC, with the CPU's
@@ -1445,8 +1362,7 @@ DT_TEST(numeric_errors)
     struct conv_result a, b;
     conv_run(g, &k, &port, &a);
     conv_run(c, &k, &port, &b);
-    for (int op = 0; op < 3; op++)
-        CHECK_INT_EQ(a.st[op], DT_OK);
+    for (int op = 0; op < 3; op++) CHECK_INT_EQ(a.st[op], DT_OK);
     CHECK(conv_same(&a, &b, &k, "after the errors"));
     conv_result_free(&a), conv_result_free(&b);
     conv_case_free(&k);
@@ -1487,8 +1403,7 @@ static bool have_cudnn_or_skip(struct dt_backend *g)
     conv_case_fill(&k, &gpu_conv_geoms[0], false);
     struct conv_result r;
     conv_run(g, &k, &p, &r);
-    for (int op = 0; op < 3; op++)
-        CHECK_INT_EQ(r.st[op], DT_ERR_UNSUPPORTED);
+    for (int op = 0; op < 3; op++) CHECK_INT_EQ(r.st[op], DT_ERR_UNSUPPORTED);
     CHECK_INT_EQ(dt_backend_take_algo_notes(g, NULL, 0), 0);
     conv_result_free(&r);
     conv_case_free(&k);
@@ -1513,8 +1428,7 @@ static void layer_run(struct dt_backend *g, const struct layer *l, const struct 
 {
     conv_run(g, &l->conv, pol, &o->c);
     pool_run(g, &l->pool, pol, &o->p);
-    for (int op = 0; op < 3; op++)
-        CHECK_INT_EQ(o->c.st[op], DT_OK);
+    for (int op = 0; op < 3; op++) CHECK_INT_EQ(o->c.st[op], DT_OK);
     CHECK_INT_EQ(o->p.st[0], DT_OK);
     CHECK_INT_EQ(o->p.st[1], DT_OK);
 }
@@ -1549,10 +1463,7 @@ static void layer_make(struct layer *l, int conv_idx, int pool_idx)
     pool_case_fill(&l->pool, &gpu_pool_geoms[pool_idx], PAT_DISTINCT);
 }
 
-static void layer_free(struct layer *l)
-{
-    conv_case_free(&l->conv), pool_case_free(&l->pool);
-}
+static void layer_free(struct layer *l) { conv_case_free(&l->conv), pool_case_free(&l->pool); }
 
 /* conv_algo deterministic (run_to_run, and portable with that one control): every
  * convolution note is marked deterministic, FP32 (fma), chosen by heuristic -- and cuDNN's
@@ -1674,8 +1585,7 @@ DT_TEST(autotune_notes)
         layer_run(g, &l, pol, &b);
         count = dt_backend_take_algo_notes(g, n, 8);
         check_layer_notes(n, count, &l, pol->name);
-        for (int i = 0; i < count && i < 3; i++)
-            CHECK_STR_EQ(n[i].how, "timed");
+        for (int i = 0; i < count && i < 3; i++) CHECK_STR_EQ(n[i].how, "timed");
         layer_out_free(&a), layer_out_free(&b);
         layer_free(&l);
     }
@@ -1684,42 +1594,15 @@ DT_TEST(autotune_notes)
 
 #else /* no CUDA in this build: the gpu cases skip */
 
-static void no_cuda(void)
-{
-    DT_SKIP("built without CUDA");
-}
-DT_TEST(conv_parity)
-{
-    no_cuda();
-}
-DT_TEST(pool_parity)
-{
-    no_cuda();
-}
-DT_TEST(pool_ties_bitwise)
-{
-    no_cuda();
-}
-DT_TEST(grid_independence)
-{
-    no_cuda();
-}
-DT_TEST(forced_orders)
-{
-    no_cuda();
-}
-DT_TEST(numeric_errors)
-{
-    no_cuda();
-}
-DT_TEST(deterministic_notes)
-{
-    no_cuda();
-}
-DT_TEST(autotune_notes)
-{
-    no_cuda();
-}
+static void no_cuda(void) { DT_SKIP("built without CUDA"); }
+DT_TEST(conv_parity) { no_cuda(); }
+DT_TEST(pool_parity) { no_cuda(); }
+DT_TEST(pool_ties_bitwise) { no_cuda(); }
+DT_TEST(grid_independence) { no_cuda(); }
+DT_TEST(forced_orders) { no_cuda(); }
+DT_TEST(numeric_errors) { no_cuda(); }
+DT_TEST(deterministic_notes) { no_cuda(); }
+DT_TEST(autotune_notes) { no_cuda(); }
 
 #endif
 

@@ -47,10 +47,7 @@ static void fill_varied(float *v, int64_t n, double scale)
     }
 }
 
-static float *xalloc(int64_t n)
-{
-    return dt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-}
+static float *xalloc(int64_t n) { return dt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof(float)); }
 
 /* Labels in [0, C). */
 static void fill_labels(int32_t *labels, int64_t B, int64_t C)
@@ -67,14 +64,11 @@ static void fill_logits(float *z, int64_t B, int64_t C)
 {
     for (int64_t b = 0; b < B; b++) {
         double scale = ldexp(1.0, (int)(b % 7)) * 0.75;
-        for (int64_t c = 0; c < C; c++)
-            z[b * C + c] = (float)(scale * urand());
+        for (int64_t c = 0; c < C; c++) z[b * C + c] = (float)(scale * urand());
         if (b % 11 == 3)
-            for (int64_t c = 0; c < C; c++)
-                z[b * C + c] = 0.5f;
+            for (int64_t c = 0; c < C; c++) z[b * C + c] = 0.5f;
         if (b % 13 == 4)
-            for (int64_t c = 0; c < C; c++)
-                z[b * C + c] = (c % 2) ? 0.0f : -0.0f;
+            for (int64_t c = 0; c < C; c++) z[b * C + c] = (c % 2) ? 0.0f : -0.0f;
         if (b % 5 == 2 && C > 2) z[b * C + C - 1] = z[b * C + 1] = 9.0f;
     }
 }
@@ -167,8 +161,7 @@ static void emu_wgrad_forced(float *dw, const float *x, const float *dy, int64_t
     float *p = emu_wgrad_partials(x, dy, B, in, out, WGRAD_UNORDERED_CHUNK, &m);
     int64_t *perm = dt_xmalloc((size_t)m * sizeof *perm);
     dt_forced_permutation(perm, m, seed, DT_FORCED_CHUNKS);
-    for (int64_t e = 0; e < in * out; e++)
-        dw[e] = dt_sum_in_order(p, perm, m, in * out, e);
+    for (int64_t e = 0; e < in * out; e++) dw[e] = dt_sum_in_order(p, perm, m, in * out, e);
     free(perm);
     free(p);
 }
@@ -207,8 +200,7 @@ static void emu_bias_forced(float *dbias, const float *dy, int64_t B, int64_t ou
 {
     int64_t *perm = dt_xmalloc((size_t)B * sizeof *perm);
     dt_forced_permutation(perm, B, seed, DT_FORCED_ROWS);
-    for (int64_t o = 0; o < out; o++)
-        dbias[o] = dt_sum_in_order(dy, perm, B, out, o);
+    for (int64_t o = 0; o < out; o++) dbias[o] = dt_sum_in_order(dy, perm, B, out, o);
     free(perm);
 }
 
@@ -271,12 +263,9 @@ DT_TEST(dense_elem_matches_cpu)
         fill_varied(w, in * out, 0.25);
         fill_varied(bias, out, 0.5);
         fill_varied(dy, B * out, 0.1);
-        for (int64_t k = 0; k < in; k++)
-            x[k] = -0.0f;
-        for (int64_t o = 0; o < out; o += 2)
-            bias[o] = -0.0f;
-        for (int64_t o = 0; o < out; o++)
-            dy[(B - 1) * out + o] = -0.0f;
+        for (int64_t k = 0; k < in; k++) x[k] = -0.0f;
+        for (int64_t o = 0; o < out; o += 2) bias[o] = -0.0f;
+        for (int64_t o = 0; o < out; o++) dy[(B - 1) * out + o] = -0.0f;
         float *cy = xalloc(B * out), *ey = xalloc(B * out);
         float *cdx = xalloc(B * in), *edx = xalloc(B * in);
         CHECK_INT_EQ(dt_dense_forward(c, cy, x, w, bias, B, in, out, &pol), DT_OK);
@@ -311,8 +300,7 @@ DT_TEST(wgrad_elem_matches_cpu)
         float *x = xalloc(B * in), *dy = xalloc(B * out);
         fill_varied(x, B * in, 1.0);
         fill_varied(dy, B * out, 0.1);
-        for (int64_t b = 0; b < B; b++)
-            x[b * in] = -0.0f; /* a column of -0: dw row +0 */
+        for (int64_t b = 0; b < B; b++) x[b * in] = -0.0f; /* a column of -0: dw row +0 */
         float *cdw = xalloc(in * out), *edw = xalloc(in * out);
         char what[96];
         snprintf(what, sizeof what, "wgrad fixed B=%lld in=%lld out=%lld", (long long)B,
@@ -487,8 +475,7 @@ DT_TEST(softmax_elem_matches_cpu)
 static float *dev_poisoned(struct dt_backend *g, int64_t n)
 {
     float *nan = xalloc(n);
-    for (int64_t i = 0; i < n; i++)
-        nan[i] = NAN;
+    for (int64_t i = 0; i < n; i++) nan[i] = NAN;
     float *d = dev_from(g, nan, (size_t)n * sizeof(float));
     free(nan);
     return d;
@@ -548,14 +535,10 @@ static void dense_in_fill(struct dense_in *d, struct dense_shape s)
     fill_varied(d->w, s.in * s.out, 0.25);
     fill_varied(d->bias, s.out, 0.5);
     fill_varied(d->dy, s.B * s.out, 0.1);
-    for (int64_t k = 0; k < s.in; k++)
-        d->x[k] = -0.0f;
+    for (int64_t k = 0; k < s.in; k++) d->x[k] = -0.0f;
 }
 
-static bool on_device(struct dt_backend *be)
-{
-    return strcmp(dt_backend_name(be), "cuda") == 0;
-}
+static bool on_device(struct dt_backend *be) { return strcmp(dt_backend_name(be), "cuda") == 0; }
 
 static void dense_in_free(struct dense_in *d)
 {
@@ -657,8 +640,7 @@ static void dense_check_tolerance(const struct dense_out *g, const struct dense_
     check_mag(w, g->dw, ref, mag, in * out, rtol_mm);
     for (int64_t o = 0; o < out; o++) { /* bias */
         double r = 0, m = 0;
-        for (int64_t b = 0; b < B; b++)
-            r += d->dy[b * out + o], m += fabs(d->dy[b * out + o]);
+        for (int64_t b = 0; b < B; b++) r += d->dy[b * out + o], m += fabs(d->dy[b * out + o]);
         ref[o] = r, mag[o] = m;
     }
     snprintf(w, sizeof w, "%s bias_backward", what);
@@ -683,10 +665,8 @@ DT_TEST(dense_parity)
             char what[96];
             snprintf(what, sizeof what, "%s B=%lld in=%lld out=%lld", pol.name, (long long)d.B,
                      (long long)d.in, (long long)d.out);
-            if (l == DT_LEVEL_PORTABLE)
-                CHECK(dense_same(&go, &co, &d, what));
-            else
-                dense_check_tolerance(&go, &d, &pol, what);
+            if (l == DT_LEVEL_PORTABLE) CHECK(dense_same(&go, &co, &d, what));
+            else dense_check_tolerance(&go, &d, &pol, what);
             if (pol.atomics == DT_ATOMICS_FIXED_POINT)
                 CHECK(same_bits(go.db, co.db, d.out, "bias fixed point vs cpu"));
             dense_in_free(&d), dense_out_free(&go), dense_out_free(&co);
@@ -722,14 +702,8 @@ static void loss_in_fill(struct loss_in *d, struct loss_shape s, struct dt_backe
               DT_OK);
 }
 
-static void loss_in_free(struct loss_in *d)
-{
-    free(d->z), free(d->probs), free(d->labels);
-}
-static void loss_out_free(struct loss_out *o)
-{
-    free(o->probs), free(o->dlogits);
-}
+static void loss_in_free(struct loss_in *d) { free(d->z), free(d->probs), free(d->labels); }
+static void loss_out_free(struct loss_out *o) { free(o->probs), free(o->dlogits); }
 
 /* Forward and backward softmax cross-entropy on `be`; outputs poisoned first. */
 static void loss_run(struct dt_backend *be, const struct loss_in *d, const struct dt_policy *pol,
@@ -803,11 +777,9 @@ DT_TEST(loss_parity)
                 for (int64_t b = 0; b < B; b++) { /* exp and log of the float z - m */
                     const float *z = d.z + b * C;
                     float m = z[0];
-                    for (int64_t k = 1; k < C; k++)
-                        m = z[k] > m ? z[k] : m;
+                    for (int64_t k = 1; k < C; k++) m = z[k] > m ? z[k] : m;
                     double sum = 0;
-                    for (int64_t k = 0; k < C; k++)
-                        sum += exp((double)(z[k] - m));
+                    for (int64_t k = 0; k < C; k++) sum += exp((double)(z[k] - m));
                     for (int64_t k = 0; k < C; k++) {
                         ref[b * C + k] = exp((double)(z[k] - m)) / sum;
                         mag[b * C + k] = ref[b * C + k] + 1e-30;
@@ -906,8 +878,7 @@ DT_TEST(rerun_identical)
              * claimed, as the report and README state; its bias gradient is not */
             if (l == DT_LEVEL_FAST)
                 CHECK(same_bits(a.dw, b.dw, d.in * d.out, "fast backward_weight rerun"));
-            else
-                CHECK(dense_same(&a, &b, &d, pol.name));
+            else CHECK(dense_same(&a, &b, &d, pol.name));
             dense_in_free(&d), dense_out_free(&a), dense_out_free(&b);
         }
         if (l == DT_LEVEL_FAST) continue;
@@ -996,8 +967,7 @@ DT_TEST(forced_orders)
         free(go.dw), free(go.db), free(co.dw), free(co.db);
     }
     struct forced_out *all[] = {&f1, &f1b, &f2, &p1, &p2};
-    for (int i = 0; i < 5; i++)
-        free(all[i]->dw), free(all[i]->db);
+    for (int i = 0; i < 5; i++) free(all[i]->dw), free(all[i]->db);
     dense_in_free(&d), loss_in_free(&ld);
     dt_backend_destroy(g);
     dt_backend_destroy(c);
@@ -1062,8 +1032,7 @@ DT_TEST(numeric_errors)
     CHECK_CONTAINS(msg, "non-finite input at row 77, column 12");
     free(msg);
     fill_varied(dy, B * out, 0.1);
-    for (int64_t b = 0; b < B; b++)
-        dy[b * out + 21] = 3e38f; /* column 21 sums past FLT_MAX */
+    for (int64_t b = 0; b < B; b++) dy[b * out + 21] = 3e38f; /* column 21 sums past FLT_MAX */
     msg = stderr_of(bias_call_run, &call);
     CHECK_INT_EQ(call.st, DT_ERR_NUMERIC);
     CHECK_CONTAINS(msg, "column 21 overflows the float range");
@@ -1107,9 +1076,9 @@ DT_TEST(deferred_checks)
         const int64_t w0 = dt_backend_host_waits(g);
         for (int k = 0; k < 3; k++) {
             dt_backend_set_context(g, names[k], false);
-            CHECK_INT_EQ(dt_bias_backward(g, db[k], round == 0 && k == 1 ? bad : clean, B, out,
-                                          &pol),
-                         DT_OK);
+            CHECK_INT_EQ(
+                dt_bias_backward(g, db[k], round == 0 && k == 1 ? bad : clean, B, out, &pol),
+                DT_OK);
         }
         struct dt_error err = {0};
         const enum dt_status st = dt_backend_step_end(g, &err);
@@ -1135,43 +1104,19 @@ DT_TEST(deferred_checks)
 
 #else /* no CUDA in this build: the gpu cases skip */
 
-static void no_cuda(void)
-{
-    DT_SKIP("built without CUDA");
-}
-DT_TEST(dense_parity)
-{
-    no_cuda();
-}
-DT_TEST(loss_parity)
-{
-    no_cuda();
-}
-DT_TEST(grid_independence)
-{
-    no_cuda();
-}
-DT_TEST(rerun_identical)
-{
-    no_cuda();
-}
-DT_TEST(forced_orders)
-{
-    no_cuda();
-}
-DT_TEST(numeric_errors)
-{
-    no_cuda();
-}
-DT_TEST(deferred_checks)
-{
-    no_cuda();
-}
+static void no_cuda(void) { DT_SKIP("built without CUDA"); }
+DT_TEST(dense_parity) { no_cuda(); }
+DT_TEST(loss_parity) { no_cuda(); }
+DT_TEST(grid_independence) { no_cuda(); }
+DT_TEST(rerun_identical) { no_cuda(); }
+DT_TEST(forced_orders) { no_cuda(); }
+DT_TEST(numeric_errors) { no_cuda(); }
+DT_TEST(deferred_checks) { no_cuda(); }
 
 #endif
 
-DT_TEST_MAIN(DT_CASE(dense_elem_matches_cpu), DT_CASE(tree_blocked_matches_tree), DT_CASE(wgrad_elem_matches_cpu),
-             DT_CASE(bias_elem_matches_cpu), DT_CASE(softmax_elem_matches_cpu),
-             DT_CASE(dense_parity), DT_CASE(loss_parity), DT_CASE(grid_independence),
-             DT_CASE(rerun_identical), DT_CASE(forced_orders), DT_CASE(numeric_errors),
-             DT_CASE(deferred_checks))
+DT_TEST_MAIN(DT_CASE(dense_elem_matches_cpu), DT_CASE(tree_blocked_matches_tree),
+             DT_CASE(wgrad_elem_matches_cpu), DT_CASE(bias_elem_matches_cpu),
+             DT_CASE(softmax_elem_matches_cpu), DT_CASE(dense_parity), DT_CASE(loss_parity),
+             DT_CASE(grid_independence), DT_CASE(rerun_identical), DT_CASE(forced_orders),
+             DT_CASE(numeric_errors), DT_CASE(deferred_checks))

@@ -22,7 +22,6 @@
 
 static char out[65536];
 
-
 static void run_ok(const char *cfg, const char *dir, const char *device, const char *extra)
 {
     int rc = dt_run_capture(out, sizeof out,
@@ -67,8 +66,9 @@ DT_TEST(mlp_portable_equals_cpu)
     run_ok(TINY, TMP "mlp_cpu", "cpu", extra);
     run_ok(TINY, TMP "mlp_gpu", "cuda", extra);
     same_files(TMP "mlp_cpu", TMP "mlp_gpu", "portable/replica-0");
-    run_ok(TINY, TMP "mlp_gpu_seed", "cuda", "--set replicas=1 --set 'policies=[portable]' "
-                                             "--set train.seed=6");
+    run_ok(TINY, TMP "mlp_gpu_seed", "cuda",
+           "--set replicas=1 --set 'policies=[portable]' "
+           "--set train.seed=6");
     CHECK(!dt_files_equal(TMP "mlp_gpu/portable/replica-0/trace.csv",
                           TMP "mlp_gpu_seed/portable/replica-0/trace.csv"));
 }
@@ -98,8 +98,9 @@ DT_TEST(run_to_run_reruns_identical)
     dt_backend_destroy(gpu_or_skip());
     const char *extra = "--set replicas=5 --set 'vary=[]' --set 'policies=[run_to_run]'";
     run_ok(TINY, TMP "r2r_a", "cuda", extra);
-    run_ok(TINY, TMP "r2r_b", "cuda", "--set replicas=1 --set 'vary=[]' "
-                                      "--set 'policies=[run_to_run]'");
+    run_ok(TINY, TMP "r2r_b", "cuda",
+           "--set replicas=1 --set 'vary=[]' "
+           "--set 'policies=[run_to_run]'");
     for (int r = 1; r < 5; r++) {
         char rel[64];
         snprintf(rel, sizeof rel, "run_to_run/replica-%d", r);
@@ -135,8 +136,8 @@ DT_TEST(manifest_names_gpu)
 /* ---- LeNet ------------------------------------------------------------------------------ */
 
 /* A short LeNet: a few dozen steps on the first 1,000 training images. */
-#define LENET_SHORT                                                                         \
-    "--set train.steps=24 --set dataset.train_limit=1000 --set dataset.test_limit=200 "     \
+#define LENET_SHORT                                                                                \
+    "--set train.steps=24 --set dataset.train_limit=1000 --set dataset.test_limit=200 "            \
     "--set replicas=1 --set 'policies=[portable]' "
 
 /* Replica folder `rel` of experiment `dir` has no algos.csv and its run.json no
@@ -193,8 +194,7 @@ static int check_algos_csv(const char *path, int64_t steps, unsigned *ops)
     const char *header = "first_step,last_step,call,op,shape,algo,name,deterministic,math,how\n";
     CHECK(strncmp(text, header, strlen(header)) == 0);
     int rows = 0;
-    for (char *line = strchr(text, '\n'); line && line[1]; line = strchr(line + 1, '\n'))
-        rows++;
+    for (char *line = strchr(text, '\n'); line && line[1]; line = strchr(line + 1, '\n')) rows++;
     for (int r = 0; r < rows; r++) {
         char f[64] = "", op[64] = "", det[16] = "";
         CHECK_INT_EQ(dt_csv_col(det, sizeof det, path, r, "deterministic"), 0);
@@ -234,8 +234,8 @@ DT_TEST(lenet_run_to_run_replicas_identical)
            "--set replicas=5 --set 'vary=[]' --set 'policies=[run_to_run]' "
            "--set model.overlap_pool=true");
     char f[64] = "", path[1024], first[1024];
-    CHECK_INT_EQ(
-        dt_csv_col(f, sizeof f, TMP "lenet_r2r/summary.csv", 0, "distinct_final_digests"), 0);
+    CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "lenet_r2r/summary.csv", 0, "distinct_final_digests"),
+                 0);
     CHECK_STR_EQ(f, "1");
     snprintf(first, sizeof first, "%s/run_to_run/replica-0/trace.csv", dir);
     for (int r = 0; r < 5; r++) {

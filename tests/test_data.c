@@ -94,8 +94,7 @@ static uint8_t *idx_bytes(size_t *n, uint8_t type, int ndim, const uint32_t *dim
 
 /* Write an unsigned-byte IDX file with `payload_n` data bytes (which may disagree with dims,
  * to make truncated or oversized files). Byte k of the payload is (k * 7 + 3) mod 256. */
-static void write_idx(const char *path, int ndim, const uint32_t *dims, size_t payload_n,
-                      int gz)
+static void write_idx(const char *path, int ndim, const uint32_t *dims, size_t payload_n, int gz)
 {
     uint8_t *payload = malloc(payload_n ? payload_n : 1);
     for (size_t k = 0; k < payload_n; k++) payload[k] = (uint8_t)(k * 7 + 3);
@@ -229,8 +228,9 @@ DT_TEST(truncated_header)
     const uint8_t two[2] = {0, 0};
     join(path, sizeof path, dir, "two-bytes");
     write_file(path, two, sizeof two, 0);
-    expect_read_fails(path, 3, DT_ERR_DATA, "truncated header: expected a 4-byte magic number, "
-                                            "found 2 bytes");
+    expect_read_fails(path, 3, DT_ERR_DATA,
+                      "truncated header: expected a 4-byte magic number, "
+                      "found 2 bytes");
     /* Magic of an idx3 file and 5 of its 12 dimension bytes. */
     const uint8_t part[9] = {0, 0, 0x08, 3, 0, 0, 0, 20, 0};
     join(path, sizeof path, dir, "part-dims");
@@ -439,26 +439,32 @@ DT_TEST(free_safe)
 
 enum { F_TRAIN_IMAGES, F_TRAIN_LABELS, F_TEST_IMAGES, F_TEST_LABELS, F_COUNT };
 static const char *const fmnist_names[F_COUNT] = {
-    "train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-    "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte",
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
 };
 
 /* How to build a synthetic Fashion-MNIST folder; the defaults make a valid one. */
 struct fake_fmnist {
     uint32_t n_train, n_test;
-    unsigned gz_mask;          /* bit i: write file i gzip-compressed with a ".gz" name */
-    int skip;                  /* file index to leave out, -1 for none */
-    int train_label_extra;     /* labels written beyond (or, negative, short of) n_train */
-    int bad_label_at;          /* train label index set to 10, -1 for none */
-    uint32_t cols;             /* image columns (28) */
+    unsigned gz_mask;      /* bit i: write file i gzip-compressed with a ".gz" name */
+    int skip;              /* file index to leave out, -1 for none */
+    int train_label_extra; /* labels written beyond (or, negative, short of) n_train */
+    int bad_label_at;      /* train label index set to 10, -1 for none */
+    uint32_t cols;         /* image columns (28) */
 };
 
 static struct fake_fmnist fake_default(void)
 {
     struct fake_fmnist f = {
-        .n_train = 20, .n_test = 10,
+        .n_train = 20,
+        .n_test = 10,
         .gz_mask = (1u << F_TRAIN_IMAGES) | (1u << F_TEST_LABELS), /* a mix of both */
-        .skip = -1, .train_label_extra = 0, .bad_label_at = -1, .cols = 28,
+        .skip = -1,
+        .train_label_extra = 0,
+        .bad_label_at = -1,
+        .cols = 28,
     };
     return f;
 }
@@ -691,8 +697,9 @@ DT_TEST(dataset_missing_file)
     struct fake_fmnist ok = fake_default();
     write_fake_fmnist(good, &ok);
     setenv("DETRAIN_DATA", good, 1);
-    expect_load_fails(gone, DT_ERR_IO, "missing train-images-idx3-ubyte, train-labels-idx1-ubyte, "
-                                       "t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte");
+    expect_load_fails(gone, DT_ERR_IO,
+                      "missing train-images-idx3-ubyte, train-labels-idx1-ubyte, "
+                      "t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte");
     expect_load_fails(gone, DT_ERR_IO, "the folder does not exist");
     expect_load_fails(gone, DT_ERR_IO, "apt-get install dataset-fashion-mnist");
     unsetenv("DETRAIN_DATA");

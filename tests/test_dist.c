@@ -40,16 +40,15 @@ static bool skip_without_mpi(void)
 static char out_[1 << 16];
 
 /* detrain run CONFIG into dir, with np ranks (0 = no mpirun); the exit status. */
-static int run_ranks(int np, const char *env, const char *config, const char *dir,
-                     const char *sets)
+static int run_ranks(int np, const char *env, const char *config, const char *dir, const char *sets)
 {
     char rm[1200];
     snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
     DT_ASSERT(system(rm) == 0);
     int rc;
     if (np == 0)
-        rc = dt_run_capture(out_, sizeof out_, "%s %s run %s --out %s --quiet %s", env, EXE,
-                            config, dir, sets);
+        rc = dt_run_capture(out_, sizeof out_, "%s %s run %s --out %s --quiet %s", env, EXE, config,
+                            dir, sets);
     else
         rc = dt_run_capture(out_, sizeof out_, "%s " MPIRUN " -np %d %s run %s --out %s --quiet %s",
                             env, np, EXE, config, dir, sets);
@@ -104,8 +103,8 @@ static const char LENET_YAML[] = "name: dist-lenet\n"
                                  "report: {overhead_samples: 0}\n";
 
 /* The Bayesian MLP: 2 Monte Carlo samples, the KL term on (kl_weight 1 / train_limit),
- * the lanes' end-state check at every step; a batch of 25 in 6 shards (4, 4, 4, 4, 4, 5 rows), so ranks hold uneven
- * rows. Three cells: epsilon by the lanes (portable), by Philox, and stored. */
+ * the lanes' end-state check at every step; a batch of 25 in 6 shards (4, 4, 4, 4, 4, 5 rows), so
+ * ranks hold uneven rows. Three cells: epsilon by the lanes (portable), by Philox, and stored. */
 static const char BNN_YAML[] = "name: dist-bnn\n"
                                "dataset: {train_limit: 300, test_limit: 100}\n"
                                "model: {kind: bnn_mlp, hidden: [16], samples: 2, test_samples: 2,"
@@ -117,8 +116,7 @@ static const char BNN_YAML[] = "name: dist-bnn\n"
                                "replicas: 1\n"
                                "hash: {per_tensor: true}\n"
                                "report: {overhead_samples: 0}\n";
-static const char *const BNN_CELLS[] = {"portable", "portable+rng=philox",
-                                        "portable+rng=stored"};
+static const char *const BNN_CELLS[] = {"portable", "portable+rng=philox", "portable+rng=stored"};
 
 /* Does dir hold rel (a trace.csv) with rows steps 0..steps? */
 static bool full_trace(const char *dir, const char *cell, int steps)
@@ -286,9 +284,9 @@ DT_TEST(resume_across_rank_counts)
         CHECK(run_ranks(kill_np[i], "DETRAIN_TEST_KILL_AFTER_STEP=7", cfg, dir, sets) != 0);
         CHECK(dt_path_exists(TMP "resume.run/portable/replica-0/checkpoint.bin"));
         CHECK_INT_EQ(trace_rows(TMP "resume.run/portable/replica-0/trace.csv") < 13, 1);
-        int rc = dt_run_capture(out_, sizeof out_,
-                                MPIRUN " -np %d %s run %s --resume %s --quiet %s", resume_np[i],
-                                EXE, cfg, dir, sets);
+        int rc =
+            dt_run_capture(out_, sizeof out_, MPIRUN " -np %d %s run %s --resume %s --quiet %s",
+                           resume_np[i], EXE, cfg, dir, sets);
         if (rc != 0) fprintf(stderr, "%s\n", out_);
         CHECK_INT_EQ(rc, 0);
         CHECK(same_file(TMP "resume.plain", dir, "portable/replica-0/trace.csv"));
@@ -418,7 +416,8 @@ DT_TEST(bnn_kl_counted_once)
         float *sigma = dt_backend_alloc(be, (size_t)len * sizeof(float));
         float *dsigma = dt_backend_alloc(be, (size_t)len * sizeof(float));
         float *rho = dt_backend_alloc(be, (size_t)len * sizeof(float));
-        float *hs = dt_xmalloc((size_t)len * sizeof(float)), *hd = dt_xmalloc((size_t)len * sizeof(float));
+        float *hs = dt_xmalloc((size_t)len * sizeof(float)),
+              *hd = dt_xmalloc((size_t)len * sizeof(float));
         dt_backend_upload(be, rho, w[2 * t + 1], (size_t)len * sizeof(float));
         CHECK_INT_EQ(dt_bnn_sigma(be, sigma, dsigma, rho, len, &pol), DT_OK);
         dt_backend_download(be, hs, sigma, (size_t)len * sizeof(float));
@@ -529,7 +528,8 @@ DT_TEST(fixed_to_float_agrees)
         const int bits = 1 + (int)(x >> 58) % 63; /* 1..63 */
         int64_t acc = (int64_t)(x >> (64 - bits)) * ((x & 1) ? -1 : 1);
         if (i % 7 == 0) acc = ((int64_t)1 << 53) - (int64_t)(x % 5) + 2; /* the boundary */
-        const int shift = DT_FIXED_SHIFT_MIN + (int)((x >> 20) % (DT_FIXED_SHIFT_MAX - DT_FIXED_SHIFT_MIN + 1));
+        const int shift =
+            DT_FIXED_SHIFT_MIN + (int)((x >> 20) % (DT_FIXED_SHIFT_MAX - DT_FIXED_SHIFT_MIN + 1));
         const float a = dt_fixed_to_float(acc, shift), b = dt_dist_fixed_to_float(acc, shift);
         if (memcmp(&a, &b, sizeof a) != 0 && bad++ < 5)
             fprintf(stderr, "acc %lld shift %d: %a vs %a\n", (long long)acc, shift, (double)a,
@@ -542,7 +542,8 @@ DT_TEST(fixed_to_float_agrees)
             const int64_t acc = sign * (((int64_t)1 << k) + ((int64_t)1 << (k - 23)) +
                                         ((int64_t)1 << (k - 24)) - 1);
             for (int shift = -10; shift <= 140; shift += 15) {
-                const float a = dt_fixed_to_float(acc, shift), b = dt_dist_fixed_to_float(acc, shift);
+                const float a = dt_fixed_to_float(acc, shift),
+                            b = dt_dist_fixed_to_float(acc, shift);
                 if (memcmp(&a, &b, sizeof a) != 0 && bad++ < 10)
                     fprintf(stderr, "acc %lld shift %d: %a vs %a\n", (long long)acc, shift,
                             (double)a, (double)b);
@@ -552,9 +553,10 @@ DT_TEST(fixed_to_float_agrees)
     CHECK_INT_EQ(bad, 0);
 }
 
-DT_TEST_MAIN(DT_CASE(fixed_to_float_agrees), DT_CASE(portable_mlp_ranks), DT_CASE(portable_lenet_ranks),
-             DT_CASE(rank_count_changes_unordered_and_fixed), DT_CASE(perturbed_rank_detected),
-             DT_CASE(resume_across_rank_counts), DT_CASE(refusals), DT_CASE(overhead_in_lockstep), DT_CASE(shard_rules),
+DT_TEST_MAIN(DT_CASE(fixed_to_float_agrees), DT_CASE(portable_mlp_ranks),
+             DT_CASE(portable_lenet_ranks), DT_CASE(rank_count_changes_unordered_and_fixed),
+             DT_CASE(perturbed_rank_detected), DT_CASE(resume_across_rank_counts),
+             DT_CASE(refusals), DT_CASE(overhead_in_lockstep), DT_CASE(shard_rules),
              DT_CASE(scaled_loss_gradient), DT_CASE(cuda_one_rank_equals_plain),
              DT_CASE(portable_bnn_ranks), DT_CASE(bnn_rank_count_changes_fixed),
              DT_CASE(bnn_kl_counted_once))

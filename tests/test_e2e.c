@@ -36,11 +36,14 @@ static void trace_digest(char *buf, size_t size, const char *dir, const char *re
 DT_TEST(quickstart_accuracy)
 {
     const char *dir = TMP "quickstart";
-    int rc = dt_run_capture(out, sizeof out, "rm -rf '%s' && '%s' run '%s/configs/quickstart.yaml' "
-                            "--out '%s' --quiet --set replicas=2 %s", dir, EXE, DT_SOURCE_DIR, dir,
+    int rc = dt_run_capture(out, sizeof out,
+                            "rm -rf '%s' && '%s' run '%s/configs/quickstart.yaml' "
+                            "--out '%s' --quiet --set replicas=2 %s",
+                            dir, EXE, DT_SOURCE_DIR, dir,
                             DT_SANITIZED ? "--set train.steps=20 --set dataset.train_limit=4000 "
                                            "--set dataset.test_limit=1000 "
-                                           "--set report.overhead_samples=0" : "");
+                                           "--set report.overhead_samples=0"
+                                         : "");
     CHECK_INT_EQ(rc, 0);
     const char *summary = TMP "quickstart/summary.csv";
     for (int row = 0; row < 2; row++) {
@@ -68,13 +71,16 @@ DT_TEST(replicas_identical)
     CHECK(dt_files_equal(TMP "identical/portable/replica-0/tensors.csv",
                          TMP "identical/portable/replica-1/tensors.csv"));
     char f[64];
-    CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "identical/summary.csv", 0, "distinct_final_digests"), 0);
+    CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "identical/summary.csv", 0, "distinct_final_digests"),
+                 0);
     CHECK_STR_EQ(f, "1"); /* distinct final digests */
-    CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "identical/summary.csv", 0, "first_divergent_step"), 0);
+    CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "identical/summary.csv", 0, "first_divergent_step"),
+                 0);
     CHECK_STR_EQ(f, "-1"); /* first divergent step */
     /* 30 steps hashed every step: rows for steps 0..30 */
     char last[80];
-    CHECK_INT_EQ(dt_csv_field(last, sizeof last, TMP "identical/portable/replica-0/trace.csv", 30, 0), 0);
+    CHECK_INT_EQ(
+        dt_csv_field(last, sizeof last, TMP "identical/portable/replica-0/trace.csv", 30, 0), 0);
     CHECK_STR_EQ(last, "30");
 }
 
@@ -88,12 +94,15 @@ DT_TEST(vary_init_differs_from_step0)
     trace_digest(b, sizeof b, dir, "portable/replica-1", 0);
     CHECK(strcmp(a, b) != 0);
     char f[64];
-    CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "vary_init/summary.csv", 0, "first_divergent_step"), 0);
+    CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "vary_init/summary.csv", 0, "first_divergent_step"),
+                 0);
     CHECK_STR_EQ(f, "0");
-    CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "vary_init/summary.csv", 0, "distinct_final_digests"), 0);
+    CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "vary_init/summary.csv", 0, "distinct_final_digests"),
+                 0);
     CHECK_STR_EQ(f, "2");
-    int rc = dt_run_capture(out, sizeof out, "'%s' compare '%s/portable/replica-0' '%s/portable/replica-1'",
-                            EXE, dir, dir);
+    int rc = dt_run_capture(out, sizeof out,
+                            "'%s' compare '%s/portable/replica-0' '%s/portable/replica-1'", EXE,
+                            dir, dir);
     CHECK_INT_EQ(rc, 1);
     CHECK_CONTAINS(out, "diverged at step 0");
     CHECK_CONTAINS(out, "first divergent tensor: dense0.weight");
@@ -174,10 +183,12 @@ DT_TEST(report_rebuilds_copied_folder)
     const char *dir = TMP "report_src", *copy = TMP "report_copy";
     run_ok(dir, "--set 'vary=[[], [init]]' --set 'policies=[fast, portable]' "
                 "--set report.overhead_samples=20 --set report.snapshots=4");
-    int rc = dt_run_capture(out, sizeof out, "rm -rf '%s' && cp -r '%s' '%s' && "
-                            "rm -f '%s'/summary.csv '%s'/cells.csv '%s'/drift.csv '%s'/report.md && "
-                            "'%s' report '%s' --no-plots",
-                            copy, dir, copy, copy, copy, copy, copy, EXE, copy);
+    int rc =
+        dt_run_capture(out, sizeof out,
+                       "rm -rf '%s' && cp -r '%s' '%s' && "
+                       "rm -f '%s'/summary.csv '%s'/cells.csv '%s'/drift.csv '%s'/report.md && "
+                       "'%s' report '%s' --no-plots",
+                       copy, dir, copy, copy, copy, copy, copy, EXE, copy);
     if (rc != 0) fprintf(stderr, "%s\n", out);
     CHECK_INT_EQ(rc, 0);
     const char *files[] = {"summary.csv", "cells.csv", "drift.csv"};
@@ -277,7 +288,8 @@ DT_TEST(compare_finds_chosen_step)
                         TMP "compare/bad.csv", EXE, a, TMP "compare/bad.csv");
     CHECK_INT_EQ(rc, 2);
     CHECK_CONTAINS(out, "not a detrain trace");
-    rc = dt_run_capture(out, sizeof out, "'%s' compare '%s' '%s'", EXE, a, TMP "compare/missing.csv");
+    rc = dt_run_capture(out, sizeof out, "'%s' compare '%s' '%s'", EXE, a,
+                        TMP "compare/missing.csv");
     CHECK_INT_EQ(rc, 2);
     CHECK_CONTAINS(out, "missing.csv");
 }
@@ -315,7 +327,8 @@ DT_TEST(lenet_learns)
 DT_TEST(lenet_policies_vary_threads)
 {
     const char *dir = TMP "lenet_vary";
-    int rc = dt_run_capture(out, sizeof out, "rm -rf '%s' && '%s' run '%s' --out '%s' --quiet "
+    int rc = dt_run_capture(out, sizeof out,
+                            "rm -rf '%s' && '%s' run '%s' --out '%s' --quiet "
                             "--set train.steps=12 --set 'policies=[fast, run_to_run, portable]' "
                             "--set 'vary=[init]' --set model.overlap_pool=true "
                             "--set dataset.test_limit=500 --set report.overhead_samples=0",
@@ -323,17 +336,20 @@ DT_TEST(lenet_policies_vary_threads)
     CHECK_INT_EQ(rc, 0);
     for (int row = 0; row < 3; row++) {
         char f[64] = "";
-        CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "lenet_vary/summary.csv", row, "first_divergent_step"), 0);
+        CHECK_INT_EQ(
+            dt_csv_col(f, sizeof f, TMP "lenet_vary/summary.csv", row, "first_divergent_step"), 0);
         CHECK_STR_EQ(f, "0"); /* different initial weights: apart from step 0 */
     }
-    rc = dt_run_capture(out, sizeof out, "'%s' compare '%s/portable/replica-0' '%s/portable/replica-1'",
-                        EXE, dir, dir);
+    rc = dt_run_capture(out, sizeof out,
+                        "'%s' compare '%s/portable/replica-0' '%s/portable/replica-1'", EXE, dir,
+                        dir);
     CHECK_INT_EQ(rc, 1);
     CHECK_CONTAINS(out, "first divergent tensor: conv0.weight");
 
     const char *a = TMP "lenet_t1", *b = TMP "lenet_t3";
     const char *common = "--set train.steps=12 --set replicas=1 --set dataset.test_limit=500";
-    rc = dt_run_capture(out, sizeof out, "rm -rf '%s' '%s' && '%s' run '%s' --out '%s' --quiet %s "
+    rc = dt_run_capture(out, sizeof out,
+                        "rm -rf '%s' '%s' && '%s' run '%s' --out '%s' --quiet %s "
                         "--set backend.threads=1 && '%s' run '%s' --out '%s' --quiet %s "
                         "--set backend.threads=3",
                         a, b, EXE, LENET_CFG, a, common, EXE, LENET_CFG, b, common);

@@ -24,9 +24,9 @@ DT_TEST(philox_op_matches_reference)
             const int64_t n = sizes[i];
             float *got = dt_backend_alloc(be, (size_t)n * sizeof(float));
             float *want = malloc((size_t)n * sizeof(float));
-            struct dt_philox_stream s = dt_philox_stream_make(0x0123456789abcdefULL + (uint64_t)i,
-                                                              (uint32_t)(7 * i + 1), (uint32_t)i,
-                                                              3, (uint32_t)(i % 4));
+            struct dt_philox_stream s =
+                dt_philox_stream_make(0x0123456789abcdefULL + (uint64_t)i, (uint32_t)(7 * i + 1),
+                                      (uint32_t)i, 3, (uint32_t)(i % 4));
             CHECK(dt_eps_philox(be, got, n, &s, &pol) == DT_OK);
             dt_eps_philox_range(want, 0, n, &s);
             if (memcmp(got, want, (size_t)n * sizeof(float)) != 0) {
@@ -66,7 +66,8 @@ DT_TEST(lfsr_op_matches_reference)
             const int64_t P = lane_counts[a];
             struct dt_xoro *lanes = dt_backend_alloc(be, (size_t)P * sizeof *lanes);
             struct dt_xoro *ref = malloc((size_t)P * sizeof *ref);
-            for (int64_t j = 0; j < P; j++) ref[j] = lanes[j] = dt_eps_lane_seed(7, 1, 0, 0, (uint64_t)j);
+            for (int64_t j = 0; j < P; j++)
+                ref[j] = lanes[j] = dt_eps_lane_seed(7, 1, 0, 0, (uint64_t)j);
             for (int i = 0; i < N_SIZES; i++) {
                 const int64_t n = sizes[i];
                 float *got = dt_backend_alloc(be, (size_t)n * sizeof(float));
@@ -82,8 +83,9 @@ DT_TEST(lfsr_op_matches_reference)
                     bool same = memcmp(got, want, (size_t)n * sizeof(float)) == 0;
                     for (int64_t j = 0; j < P; j++) same = same && dt_xoro_equal(lanes[j], ref[j]);
                     if (!same) {
-                        fprintf(stderr, "lfsr op (%s) differs from the reference walk: n %lld, "
-                                        "P %lld, %d threads\n",
+                        fprintf(stderr,
+                                "lfsr op (%s) differs from the reference walk: n %lld, "
+                                "P %lld, %d threads\n",
                                 back ? "backward" : "forward", (long long)n, (long long)P, threads);
                         dt_check_failures_++;
                     }
@@ -150,7 +152,8 @@ DT_TEST(bnn_elementwise_formulas)
             CHECK(dt_bnn_sample(be, w, mu, sig, eps, N, &pol) == DT_OK);
             CHECK(dt_bnn_accumulate(be, gmu, grho, g, eps, dsig, N, true, &pol) == DT_OK);
             CHECK(dt_bnn_accumulate(be, gmu, grho, g, mu, dsig, N, false, &pol) == DT_OK);
-            CHECK(dt_bnn_finish(be, gmu, grho, mu, sig, dsig, N, 0.25f, 0.01f, 2.0f, &pol) == DT_OK);
+            CHECK(dt_bnn_finish(be, gmu, grho, mu, sig, dsig, N, 0.25f, 0.01f, 2.0f, &pol) ==
+                  DT_OK);
             dt_backend_destroy(be);
         }
         int bad = 0;
@@ -168,7 +171,8 @@ DT_TEST(bnn_elementwise_formulas)
             const float ipv = 1.0f / 2.0f;
             float mf = m1 * 0.25f + 0.01f * (mu[i] * ipv);
             float rf = r1 * 0.25f + 0.01f * ((sig[i] * ipv - 1.0f / sig[i]) * dsig[i]);
-            if (dt_float_bits(wf) != dt_float_bits(w[i]) || dt_float_bits(mf) != dt_float_bits(gmu[i]) ||
+            if (dt_float_bits(wf) != dt_float_bits(w[i]) ||
+                dt_float_bits(mf) != dt_float_bits(gmu[i]) ||
                 dt_float_bits(rf) != dt_float_bits(grho[i])) {
                 fprintf(stderr, "level %d, element %d: w %a/%a gmu %a/%a grho %a/%a\n", lv, i,
                         (double)w[i], (double)wf, (double)gmu[i], (double)mf, (double)grho[i],

@@ -99,8 +99,8 @@ static void ops_per_shard_body(void)
             dt_backend_set_shards(be, NULL);
             for (int64_t k = 0; k < S; k++) {
                 const int64_t r = row[k + 1] - row[k];
-                CHECK(dt_dense_backward_weight(be, one, dx + row[k] * in, ddy + row[k] * out, r,
-                                               in, out, &pol) == DT_OK);
+                CHECK(dt_dense_backward_weight(be, one, dx + row[k] * in, ddy + row[k] * out, r, in,
+                                               out, &pol) == DT_OK);
                 same_bits("dense_backward_weight slot", slots + k * in * out, one, in * out);
             }
             /* bias gradient over 4 rows per example (a convolution's B*OH*OW) */
@@ -125,18 +125,26 @@ static void ops_per_shard_body(void)
             dt_backend_set_shards(be, NULL);
             for (int64_t k = 0; k < S; k++) {
                 const int64_t r = row[k + 1] - row[k];
-                CHECK(dt_softmax_xent_forward(be, probs, &l1, &c1, dx + row[k] * C, dl + row[k],
-                                              r, C, &pol) == DT_OK);
+                CHECK(dt_softmax_xent_forward(be, probs, &l1, &c1, dx + row[k] * C, dl + row[k], r,
+                                              C, &pol) == DT_OK);
                 same_bits("loss slot", &loss[k], &l1, 1);
                 c_sum += c1;
             }
             CHECK_INT_EQ(correct, c_sum);
             /* a convolution's weight gradient: 6x6x2 images, 3x3 kernel, 4 outputs */
-            struct dt_conv2d_shape cs = {.B = B, .H = 6, .W = 6, .C = 2, .K_out = 4, .KH = 3,
-                                         .KW = 3, .stride = 1, .pad = 1};
+            struct dt_conv2d_shape cs = {.B = B,
+                                         .H = 6,
+                                         .W = 6,
+                                         .C = 2,
+                                         .K_out = 4,
+                                         .KH = 3,
+                                         .KW = 3,
+                                         .stride = 1,
+                                         .pad = 1};
             CHECK(dt_conv2d_shape_init(&cs, NULL) == DT_OK);
             const int64_t nx = B * 6 * 6 * 2, ny = B * cs.OH * cs.OW * 4, nw = 3 * 3 * 2 * 4;
-            float *cx = dt_xmalloc((size_t)nx * sizeof(float)), *cdy = dt_xmalloc((size_t)ny * sizeof(float));
+            float *cx = dt_xmalloc((size_t)nx * sizeof(float)),
+                  *cdy = dt_xmalloc((size_t)ny * sizeof(float));
             fill(cx, nx, 1.0);
             fill(cdy, ny, 0.2);
             float *dcx = dev_copy(be, cx, nx), *dcdy = dev_copy(be, cdy, ny);
@@ -199,9 +207,8 @@ static void serial_exact_sum(float *out, const float *p, int64_t slots, int64_t 
 {
     int64_t *scratch = dt_xmalloc((size_t)n * sizeof *scratch);
     struct dt_error err;
-    CHECK(dt_fixed_sum_rows_at_shift(out, p, slots, n,
-                                     dt_fixed_shift_for(max_abs(p, slots * n), S), scratch,
-                                     &err) == DT_OK);
+    CHECK(dt_fixed_sum_rows_at_shift(out, p, slots, n, dt_fixed_shift_for(max_abs(p, slots * n), S),
+                                     scratch, &err) == DT_OK);
     free(scratch);
 }
 
@@ -236,7 +243,8 @@ static void exact_sum_reference_body(void)
             const double t = (double)tl;
             const float r = ref[first[i] + e];
             const double ulp = ldexp(1.0, ilogb(r == 0.0f ? 1e-38f : r) - 23);
-            const double bound = (double)S * ldexp(1.0, -(shift + 1)) + ulp / 2 + (double)mag * 1e-17;
+            const double bound =
+                (double)S * ldexp(1.0, -(shift + 1)) + ulp / 2 + (double)mag * 1e-17;
             if (!(fabs((double)r - t) <= bound)) {
                 fprintf(stderr, "tensor %d element %lld: %.9g vs true %.12g (bound %.3g)\n", i,
                         (long long)e, (double)r, t, bound);
@@ -310,7 +318,8 @@ static void rank_grouping_body(void)
                     for (int i = 0; i < T3; i++)
                         for (int64_t e = 0; e < tn[i]; e++) {
                             float s = 0.0f;
-                            for (int64_t k = 0; k < held; k++) s += mine[held * first[i] + k * tn[i] + e];
+                            for (int64_t k = 0; k < held; k++)
+                                s += mine[held * first[i] + k * tn[i] + e];
                             fsum[first[i] + e] += s;
                         }
                 } else { /* the int64 sums, all-reduced */
@@ -377,7 +386,8 @@ static struct dt_model *make_model(struct dt_backend *be, bool lenet, int64_t ma
 static void download_grads(struct dt_model *m, float *dst)
 {
     for (int i = 0, at = 0; i < m->n_params; at += (int)m->params[i].n, i++)
-        dt_backend_download(m->be, dst + at, m->params[i].g, (size_t)m->params[i].n * sizeof(float));
+        dt_backend_download(m->be, dst + at, m->params[i].g,
+                            (size_t)m->params[i].n * sizeof(float));
 }
 
 static int64_t total_params(const struct dt_model *m)
@@ -419,8 +429,7 @@ static void pass_per_shard(struct dt_model *m, const float *x, const uint8_t *y,
  * gradient partials, the maxima and int64 sums combined on the host as the all-reduces
  * would, then the rounding. */
 static void one_pass_ranks(struct dt_model *m, const float *x, const uint8_t *y, int64_t B,
-                           int64_t S, int N, const struct dt_policy *pol, float *grad,
-                           float *loss)
+                           int64_t S, int N, const struct dt_policy *pol, float *grad, float *loss)
 {
     const int64_t total = total_params(m);
     const int P = m->n_params;
@@ -472,7 +481,8 @@ static void one_pass_ranks(struct dt_model *m, const float *x, const uint8_t *y,
         }
     }
     double lsum = 0.0;
-    for (int64_t s = 0; s < S; s++) lsum += (double)loss_slots[s] * (double)((s + 1) * B / S - s * B / S);
+    for (int64_t s = 0; s < S; s++)
+        lsum += (double)loss_slots[s] * (double)((s + 1) * B / S - s * B / S);
     *loss = (float)(lsum / (double)B);
     for (int r = 0; r < N; r++) free(packs[r]);
     free(packs), free(acc), free(gmax), free(hm), free(loss_slots);
@@ -615,7 +625,8 @@ DT_TEST(cuda_exact_sum_equals_cpu)
     free(h);
     h = host_of(g, d, S * total);
     for (int i = 0; i < T3; i++)
-        same_bits("cuda to_fixed+round vs serial reference", h + S * first[i], ref + first[i], tn[i]);
+        same_bits("cuda to_fixed+round vs serial reference", h + S * first[i], ref + first[i],
+                  tn[i]);
     free(h), free(pack), free(ref);
     dt_backend_free(g, d), dt_backend_free(g, mb), dt_backend_free(g, a);
     dt_backend_destroy(g);
@@ -623,4 +634,5 @@ DT_TEST(cuda_exact_sum_equals_cpu)
 
 DT_TEST_MAIN(DT_CASE(ops_per_shard), DT_CASE(exact_sum_reference),
              DT_CASE(rank_grouping_negative_control), DT_CASE(mlp_one_pass_equals_passes),
-             DT_CASE(lenet_one_pass_equals_passes), DT_CASE(cuda_exact_sum_equals_cpu), DT_CASE(exact_round_ties))
+             DT_CASE(lenet_one_pass_equals_passes), DT_CASE(cuda_exact_sum_equals_cpu),
+             DT_CASE(exact_round_ties))

@@ -186,10 +186,7 @@ DT_TEST(overflow_names_tensor)
 
 /* ---- e2e ------------------------------------------------------------------------------ */
 
-static bool have_data(void)
-{
-    return dt_path_exists("/usr/share/datasets/fashion-mnist");
-}
+static bool have_data(void) { return dt_path_exists("/usr/share/datasets/fashion-mnist"); }
 
 /* `detrain run` of tiny.yaml into dir (removed first) with `env` and extra arguments. */
 static int run(const char *env, const char *dir, const char *extra)
@@ -280,8 +277,7 @@ DT_TEST(check_finite_off)
     check_manifest(dir, "fast", 0, "failed", "training loss is NaN at step 8");
     check_manifest(dir, "fast", 1, "completed", "");
     check_trace_rows(dir, "fast", 0, 8);
-    CHECK_INT_EQ(run("DETRAIN_TEST_POISON=7:dense1.weight", dir,
-                     "--set train.check_finite=false"),
+    CHECK_INT_EQ(run("DETRAIN_TEST_POISON=7:dense1.weight", dir, "--set train.check_finite=false"),
                  1);
     check_manifest(dir, "portable", 0, "failed", "dense1.bias gradient: a NaN/Inf term");
     CHECK_CONTAINS(out, "at step 8; replica stopped");
@@ -306,8 +302,9 @@ DT_TEST(write_fails_midrun)
                  2);
     CHECK_CONTAINS(out, "faults.efbig/portable/replica-0/tensors.csv: write failed: File too "
                         "large");
-    check_manifest(dir, "portable", 0, "failed", DT_TEST_TMP_DIR "/faults.efbig/portable/"
-                                                 "replica-0/tensors.csv: write failed");
+    check_manifest(dir, "portable", 0, "failed",
+                   DT_TEST_TMP_DIR "/faults.efbig/portable/"
+                                   "replica-0/tensors.csv: write failed");
     char path[1024];
     snprintf(path, sizeof path, "%s/run.json", dir);
     char *text = dt_read_file(path, NULL);
@@ -332,7 +329,6 @@ DT_TEST(unwritable_out)
 }
 
 DT_TEST_MAIN(DT_CASE(first_nonfinite_cpu), DT_CASE(first_nonfinite_fallback),
-             DT_CASE(first_nonfinite_many),
-             DT_CASE(overflow_names_tensor), DT_CASE(nan_weight_stops_replica),
-             DT_CASE(nan_gradient_stops_replica), DT_CASE(check_finite_off),
-             DT_CASE(write_fails_midrun), DT_CASE(unwritable_out))
+             DT_CASE(first_nonfinite_many), DT_CASE(overflow_names_tensor),
+             DT_CASE(nan_weight_stops_replica), DT_CASE(nan_gradient_stops_replica),
+             DT_CASE(check_finite_off), DT_CASE(write_fails_midrun), DT_CASE(unwritable_out))

@@ -23,14 +23,8 @@ static uint64_t rng_next(void) /* splitmix64 */
     z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
     return z ^ (z >> 31);
 }
-static double rng_unit(void)
-{
-    return (double)(rng_next() >> 11) * 0x1p-53;
-}
-static int rng_int(int lo, int hi)
-{
-    return lo + (int)(rng_next() % (uint64_t)(hi - lo + 1));
-}
+static double rng_unit(void) { return (double)(rng_next() >> 11) * 0x1p-53; }
+static int rng_int(int lo, int hi) { return lo + (int)(rng_next() % (uint64_t)(hi - lo + 1)); }
 
 static uint32_t f2u(float x)
 {
@@ -93,14 +87,10 @@ static void big_add(struct big *a, const struct big *b)
 static void big_neg(struct big *a)
 {
     struct big one = {{1, 0, 0, 0, 0}};
-    for (int i = 0; i < BIGW; i++)
-        a->w[i] = ~a->w[i];
+    for (int i = 0; i < BIGW; i++) a->w[i] = ~a->w[i];
     big_add(a, &one);
 }
-static bool big_is_neg(const struct big *a)
-{
-    return (a->w[BIGW - 1] >> 63) != 0;
-}
+static bool big_is_neg(const struct big *a) { return (a->w[BIGW - 1] >> 63) != 0; }
 /* +-m * 2^sh, m < 2^64, sh + 64 <= 319 */
 static struct big big_shifted(uint64_t m, int sh, bool neg)
 {
@@ -123,8 +113,7 @@ static long double big_to_ld(struct big a)
     bool neg = big_is_neg(&a);
     if (neg) big_neg(&a);
     long double v = 0;
-    for (int i = BIGW - 1; i >= 0; i--)
-        v = v * 0x1p64L + (long double)a.w[i];
+    for (int i = BIGW - 1; i >= 0; i--) v = v * 0x1p64L + (long double)a.w[i];
     return neg ? -v : v;
 }
 /* x = +-m * 2^e exactly (m < 2^24, e >= -149) */
@@ -210,10 +199,7 @@ static void check_set(const char *name, const float *v, int64_t rows, int64_t co
     free(scratch);
 }
 
-static float rand_sign(float x)
-{
-    return (rng_next() & 1) ? -x : x;
-}
+static float rand_sign(float x) { return (rng_next() & 1) ? -x : x; }
 
 DT_TEST(exact_vs_reference)
 {
@@ -248,8 +234,7 @@ DT_TEST(exact_vs_reference)
     {
         int64_t n = 1000000;
         float *v = malloc((size_t)n * sizeof *v);
-        for (int64_t r = 0; r < n; r++)
-            v[r] = 0.1f;
+        for (int64_t r = 0; r < n; r++) v[r] = 0.1f;
         check_set("tenth_x1e6", v, n, 1);
         float out = 0.0f;
         int64_t scratch;
@@ -262,8 +247,7 @@ DT_TEST(exact_vs_reference)
     {
         int64_t n = 200000, cols = 3;
         float *v = malloc((size_t)(n * cols) * sizeof *v);
-        for (int64_t i = 0; i < n * cols; i++)
-            v[i] = (float)(2.0 * rng_unit() - 1.0);
+        for (int64_t i = 0; i < n * cols; i++) v[i] = (float)(2.0 * rng_unit() - 1.0);
         check_set("uniform", v, n, cols);
         free(v);
     }
@@ -271,8 +255,7 @@ DT_TEST(exact_vs_reference)
     {
         int64_t n = 1000, cols = 2;
         float *v = malloc((size_t)(n * cols) * sizeof *v);
-        for (int64_t i = 0; i < n * cols; i++)
-            v[i] = u2f((uint32_t)(rng_next() & 0x807fffffu));
+        for (int64_t i = 0; i < n * cols; i++) v[i] = u2f((uint32_t)(rng_next() & 0x807fffffu));
         check_set("subnormal", v, n, cols);
         free(v);
     }
@@ -280,8 +263,7 @@ DT_TEST(exact_vs_reference)
     {
         int64_t n = 1000;
         float *v = malloc((size_t)n * sizeof *v);
-        for (int64_t r = 0; r < n; r++)
-            v[r] = rand_sign((float)(1e34 + 9e34 * rng_unit()));
+        for (int64_t r = 0; r < n; r++) v[r] = rand_sign((float)(1e34 + 9e34 * rng_unit()));
         int shift = dt_fixed_shift_for(1e35f, n);
         CHECK(shift < 0);
         check_set("huge", v, n, 1);
@@ -295,8 +277,7 @@ DT_TEST(exact_vs_reference)
 static void chunk_partials(int64_t *acc, const float *v, int64_t r0, int64_t r1, int64_t cols,
                            int shift)
 {
-    for (int64_t c = 0; c < cols; c++)
-        acc[c] = 0;
+    for (int64_t c = 0; c < cols; c++) acc[c] = 0;
     for (int64_t r = r0; r < r1; r++)
         for (int64_t c = 0; c < cols; c++) {
             int64_t q = 0;
@@ -320,19 +301,16 @@ DT_TEST(order_independent)
     /* random row permutations */
     int64_t perm[N];
     for (int t = 0; t < 8; t++) {
-        for (int64_t i = 0; i < N; i++)
-            perm[i] = i;
+        for (int64_t i = 0; i < N; i++) perm[i] = i;
         for (int64_t i = N - 1; i > 0; i--) {
             int64_t j = (int64_t)(rng_next() % (uint64_t)(i + 1)), tmp = perm[i];
             perm[i] = perm[j];
             perm[j] = tmp;
         }
-        for (int64_t i = 0; i < N; i++)
-            memcpy(p + i * C, v + perm[i] * C, sizeof(float) * C);
+        for (int64_t i = 0; i < N; i++) memcpy(p + i * C, v + perm[i] * C, sizeof(float) * C);
         CHECK_INT_EQ(dt_fixed_sum_rows(out, p, N, C, scratch, &shift2, NULL), DT_OK);
         CHECK_INT_EQ(shift2, shift);
-        for (int c = 0; c < C; c++)
-            CHECK_BITS_EQ(out[c], base[c], "permutation %d col %d", t, c);
+        for (int c = 0; c < C; c++) CHECK_BITS_EQ(out[c], base[c], "permutation %d col %d", t, c);
     }
 
     /* chunkings (thread splits): partials per chunk, combined last chunk first */
@@ -350,8 +328,7 @@ DT_TEST(order_independent)
         int64_t total[C] = {0}, part[C];
         for (int64_t b = nb - 2; b >= 0; b--) {
             chunk_partials(part, k % 2 ? p : v, bounds[b], bounds[b + 1], C, shift);
-            for (int c = 0; c < C; c++)
-                CHECK(dt_fixed_add(&total[c], part[c]));
+            for (int c = 0; c < C; c++) CHECK(dt_fixed_add(&total[c], part[c]));
         }
         for (int c = 0; c < C; c++)
             CHECK_BITS_EQ(dt_fixed_to_float(total[c], shift), base[c], "chunking %zu col %d", k, c);
@@ -361,12 +338,9 @@ DT_TEST(order_independent)
     int differ = 0;
     for (int c = 0; c < C; c++) {
         float fwd = 0.0f, rev = 0.0f, per = 0.0f;
-        for (int64_t r = 0; r < N; r++)
-            fwd += v[r * C + c];
-        for (int64_t r = N - 1; r >= 0; r--)
-            rev += v[r * C + c];
-        for (int64_t r = 0; r < N; r++)
-            per += p[r * C + c];
+        for (int64_t r = 0; r < N; r++) fwd += v[r * C + c];
+        for (int64_t r = N - 1; r >= 0; r--) rev += v[r * C + c];
+        for (int64_t r = 0; r < N; r++) per += p[r * C + c];
         differ += f2u(fwd) != f2u(rev) || f2u(fwd) != f2u(per);
         fprintf(stderr, "col %d: fixed %a  float fwd %a rev %a permuted %a\n", c, (double)base[c],
                 (double)fwd, (double)rev, (double)per);
@@ -456,8 +430,7 @@ DT_TEST(overflow_reported)
 
     /* non-finite inputs, with row and column */
     float grid[7 * 4];
-    for (int i = 0; i < 7 * 4; i++)
-        grid[i] = (float)i;
+    for (int i = 0; i < 7 * 4; i++) grid[i] = (float)i;
     grid[5 * 4 + 2] = NAN;
     grid[6 * 4 + 3] = INFINITY;
     int shift_out = 0;
@@ -622,10 +595,8 @@ DT_TEST(shift_choice)
         int s = dt_fixed_shift_for(m, n);
         CHECK(dt_fixed_shift_valid(s));
         CHECK(below_2_62(m, n, s));
-        if (s < DT_FIXED_SHIFT_MAX)
-            CHECK(!below_2_62(m, n, s + 1));
-        else
-            clamped++;
+        if (s < DT_FIXED_SHIFT_MAX) CHECK(!below_2_62(m, n, s + 1));
+        else clamped++;
         int64_t q = 0;
         CHECK(dt_fixed_from_float(&q, m, s));
         CHECK((i128)n * q < ((i128)1 << 63)); /* n copies of +max (or -max) fit */
@@ -638,8 +609,7 @@ DT_TEST(shift_choice)
         int64_t scratch[4];
         float out[4];
         for (int pos = 0; pos < 12; pos++) {
-            for (int i = 0; i < 12; i++)
-                v[i] = 0.25f * (float)(i - 6);
+            for (int i = 0; i < 12; i++) v[i] = 0.25f * (float)(i - 6);
             v[pos] = pos % 2 ? -1000.0f : 1000.0f;
             int s = -1;
             CHECK_INT_EQ(dt_fixed_sum_rows(out, v, 3, 4, scratch, &s, NULL), DT_OK);
@@ -665,8 +635,7 @@ DT_TEST(shift_choice)
         int s = dt_fixed_shift_for(1.0f, 4) + 2;
         int64_t q = 0, acc = 0;
         bool ok = dt_fixed_from_float(&q, 1.0f, s);
-        for (int r = 0; r < 4 && ok; r++)
-            ok = dt_fixed_add(&acc, q);
+        for (int r = 0; r < 4 && ok; r++) ok = dt_fixed_add(&acc, q);
         CHECK(!ok);
     }
 }

@@ -23,10 +23,7 @@
 
 static char out[1 << 16];
 
-static bool have_data(void)
-{
-    return dt_path_exists("/usr/share/datasets/fashion-mnist");
-}
+static bool have_data(void) { return dt_path_exists("/usr/share/datasets/fashion-mnist"); }
 
 /* Every entry under dir: name, type, size, link target; then every regular file's digest.
  * The lock file is left out: a run killed while it held the lock leaves it behind (unlocked),
@@ -34,11 +31,12 @@ static bool have_data(void)
 static char *fingerprint(const char *dir)
 {
     static char buf[1 << 16];
-    int rc = dt_run_capture(buf, sizeof buf,
-                            "cd '%s' && find . ! -name .detrain.lock -printf '%%P %%y %%s %%l\\n' | "
-                            "LC_ALL=C sort && find . -type f ! -name .detrain.lock -print0 | "
-                            "LC_ALL=C sort -z | xargs -0 -r sha256sum",
-                            dir);
+    int rc =
+        dt_run_capture(buf, sizeof buf,
+                       "cd '%s' && find . ! -name .detrain.lock -printf '%%P %%y %%s %%l\\n' | "
+                       "LC_ALL=C sort && find . -type f ! -name .detrain.lock -print0 | "
+                       "LC_ALL=C sort -z | xargs -0 -r sha256sum",
+                       dir);
     DT_ASSERT(rc == 0);
     return strdup(buf);
 }
@@ -54,10 +52,10 @@ static bool unchanged(const char *dir, const char *before)
 
 /* The command (printf-style) is refused -- exit 2 -- and leaves dir byte for byte as
  * `before` says; its output stays in `out` for the message checks. */
-#define CHECK_REFUSED(dir, before, ...)                                \
-    do {                                                               \
-        CHECK_INT_EQ(dt_run_capture(out, sizeof out, __VA_ARGS__), 2); \
-        CHECK(unchanged((dir), (before)));                             \
+#define CHECK_REFUSED(dir, before, ...)                                                            \
+    do {                                                                                           \
+        CHECK_INT_EQ(dt_run_capture(out, sizeof out, __VA_ARGS__), 2);                             \
+        CHECK(unchanged((dir), (before)));                                                         \
     } while (0)
 
 /* A finished result of the tiny config in dir (any earlier content removed). */
@@ -139,15 +137,17 @@ DT_TEST(rerun_is_explicit)
     CHECK_CONTAINS(out, "holds a run of this config");
     CHECK_CONTAINS(out, "--resume");
     CHECK_REFUSED(dir, before, RUN " --out '%s' --overwrite --resume '%s'", dir, dir);
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s' --overwrite --set replicas=1",
-                                dir),
-                 0);
+    CHECK_INT_EQ(
+        dt_run_capture(out, sizeof out, RUN " --out '%s' --overwrite --set replicas=1", dir), 0);
     char path[1200];
     snprintf(path, sizeof path, "%s/portable/replica-1", dir);
     CHECK(!dt_path_exists(path));
     snprintf(path, sizeof path, "%s/portable/replica-0/trace.csv", dir);
     CHECK(dt_path_exists(path));
-    snprintf(path, sizeof path, "%s/" ".detrain.lock", dir);
+    snprintf(path, sizeof path,
+             "%s/"
+             ".detrain.lock",
+             dir);
     CHECK(!dt_path_exists(path)); /* released and removed at the end */
     free(before);
 }
@@ -157,8 +157,9 @@ DT_TEST(foreign_folder_refused)
 {
     if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
     const char *dir = TMP "foreign";
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -rf '%s' && mkdir -p '%s' && echo notes > "
-                                                 "'%s/notes.txt'",
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "rm -rf '%s' && mkdir -p '%s' && echo notes > "
+                                "'%s/notes.txt'",
                                 dir, dir, dir),
                  0);
     char *before = fingerprint(dir);
@@ -261,9 +262,9 @@ DT_TEST(resume_inputs_checked_first)
     if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
     const char *dir = TMP "inputs";
     interrupted_result(dir);
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "mv '%s/portable/replica-1/tensors.csv' '%s.t'",
-                                dir, dir),
-                 0);
+    CHECK_INT_EQ(
+        dt_run_capture(out, sizeof out, "mv '%s/portable/replica-1/tensors.csv' '%s.t'", dir, dir),
+        0);
     char *before = fingerprint(dir);
     CHECK_REFUSED(dir, before, RESUME " '%s'", dir);
     CHECK_CONTAINS(out, "replica-1/tensors.csv: cannot read");
@@ -346,7 +347,7 @@ DT_TEST(allocation_fails_midrun)
 
 DT_TEST_MAIN(DT_CASE(refused_value_keeps_result), DT_CASE(refused_ranks_keep_result),
              DT_CASE(other_config_refused), DT_CASE(rerun_is_explicit),
-             DT_CASE(foreign_folder_refused), DT_CASE(lock_held_refuses),
-             DT_CASE(concurrent_runs), DT_CASE(planted_symlink),
-             DT_CASE(resume_inputs_checked_first), DT_CASE(unwritable_replica_folder),
-             DT_CASE(oversized_model_refused), DT_CASE(allocation_fails_midrun))
+             DT_CASE(foreign_folder_refused), DT_CASE(lock_held_refuses), DT_CASE(concurrent_runs),
+             DT_CASE(planted_symlink), DT_CASE(resume_inputs_checked_first),
+             DT_CASE(unwritable_replica_folder), DT_CASE(oversized_model_refused),
+             DT_CASE(allocation_fails_midrun))

@@ -34,8 +34,8 @@ DT_TEST(sha256_vectors)
 DT_TEST(canonical_float_bytes)
 {
     const float v[3] = {1.0f, -0.0f, 0x1p-149f};
-    const uint8_t bytes[12] = {0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0x80,
-                               0x01, 0x00, 0x00, 0x00};
+    const uint8_t bytes[12] = {0x00, 0x00, 0x80, 0x3f, 0x00, 0x00,
+                               0x00, 0x80, 0x01, 0x00, 0x00, 0x00};
     uint8_t a[DT_DIGEST_BYTES], b[DT_DIGEST_BYTES];
     dt_sha256_f32(a, v, 3);
     dt_sha256(b, bytes, sizeof bytes);

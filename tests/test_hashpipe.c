@@ -29,7 +29,7 @@ static void pattern(float *v, int64_t n, uint32_t tag)
     for (int64_t i = 0; i < n; i++) {
         uint32_t bits;
         switch ((i + tag) % 7) {
-        case 0: bits = 0x80000000u; break;                        /* -0 */
+        case 0: bits = 0x80000000u; break;                                           /* -0 */
         case 1: bits = 0x7fc00000u | ((tag * 31u + (uint32_t)i) & 0x3fffffu); break; /* NaN */
         case 2: bits = (i & 1) ? 0xff800000u : 0x7f800000u; break; /* -inf, +inf */
         case 3: bits = 0x00000001u + (uint32_t)i % 1000u; break;   /* subnormal */
@@ -56,8 +56,8 @@ static int64_t total_floats(void)
     return t;
 }
 
-static void make_tensors(struct dt_backend *be, float *dev[N_T], size_t bytes[N_T],
-                         float *expect, uint32_t tag)
+static void make_tensors(struct dt_backend *be, float *dev[N_T], size_t bytes[N_T], float *expect,
+                         uint32_t tag)
 {
     int64_t off = 0;
     for (int i = 0; i < N_T; i++) {
@@ -78,8 +78,7 @@ static int same_bits(const float *got, const float *want, int64_t n, const char 
             uint32_t a, b;
             memcpy(&a, &got[i], 4);
             memcpy(&b, &want[i], 4);
-            fprintf(stderr, "%s: float %lld: got 0x%08x, want 0x%08x\n", what, (long long)i,
-                    a, b);
+            fprintf(stderr, "%s: float %lld: got 0x%08x, want 0x%08x\n", what, (long long)i, a, b);
             break;
         }
     return 0;
@@ -463,7 +462,8 @@ DT_TEST(async_sigint_prefix)
                             "pid=$!; t='%s/portable/replica-0/trace.csv'; "
                             "for i in $(seq 600); do [ -f \"$t\" ] && "
                             "[ $(wc -l < \"$t\") -ge 5 ] && break; sleep 0.05; done; "
-                            "kill -INT $pid; wait $pid", dir, EXE, TINY, dir, dir);
+                            "kill -INT $pid; wait $pid",
+                            dir, EXE, TINY, dir, dir);
     CHECK_INT_EQ(rc, 130);
     const char *trace = TMP "sigint/portable/replica-0/trace.csv";
     int rows = count_lines(trace) - 1;
@@ -487,7 +487,6 @@ DT_TEST(async_sigint_prefix)
 }
 
 /* ---- CUDA ---------------------------------------------------------------------------------- */
-
 
 /* The CUDA backend's copy_out returns the exact bytes of every tensor, in order, through
  * pinned memory, also with several copies in flight; and synchronize waits for queued work

@@ -8,7 +8,7 @@
 DT_TEST(churn_known_vectors)
 {
     const uint8_t a[] = {1, 2, 3, 4}, b[] = {1, 0, 3, 0}, c[] = {1, 2, 3, 4};
-    CHECK(dt_churn(a, b, 4) == 0.5);  /* two of four differ: disagreement, not agreement */
+    CHECK(dt_churn(a, b, 4) == 0.5); /* two of four differ: disagreement, not agreement */
     CHECK(dt_churn(a, c, 4) == 0.0);
     CHECK(dt_churn(a, b, 1) == 0.0);
     CHECK(isnan(dt_churn(a, b, 0)));
@@ -60,7 +60,8 @@ DT_TEST(bootstrap_interval_known)
         z[i] = 10.0 + 0.01 * (i % 5);
     }
     dt_bootstrap_median_ratio(x, y, 40, 2000, 1, &ci);
-    CHECK(!ci.inconclusive && ci.lo > 1.05 && ci.hi < 1.15 && ci.lo <= ci.ratio && ci.ratio <= ci.hi);
+    CHECK(!ci.inconclusive && ci.lo > 1.05 && ci.hi < 1.15 && ci.lo <= ci.ratio &&
+          ci.ratio <= ci.hi);
     dt_bootstrap_median_ratio(x, z, 40, 2000, 1, &ci);
     CHECK(ci.inconclusive);
     /* A fixed seed gives the same interval. */

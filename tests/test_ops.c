@@ -10,14 +10,12 @@
 #include "tests/check.h"
 #include "tests/op_helpers.h"
 
-
 static struct dt_policy policy(void)
 {
     struct dt_policy p;
     dt_policy_from_level(&p, DT_LEVEL_PORTABLE);
     return p;
 }
-
 
 /* ---- dense ---------------------------------------------------------------------------- */
 
@@ -304,8 +302,8 @@ DT_TEST(mlp_backward_gradcheck)
     dt_backend_upload(be, m->labels, lab, sizeof lab);
     float loss;
     CHECK(m->ops->forward(m, MB, &pol) == DT_OK);
-    CHECK(dt_softmax_xent_forward(be, m->probs, &loss, NULL, m->logits, m->labels, MB, MC,
-                                  &pol) == DT_OK);
+    CHECK(dt_softmax_xent_forward(be, m->probs, &loss, NULL, m->logits, m->labels, MB, MC, &pol) ==
+          DT_OK);
     CHECK(dt_softmax_xent_backward(be, m->dlogits, m->probs, m->labels, MB, MC, &pol) == DT_OK);
     CHECK(m->ops->backward(m, MB, &pol) == DT_OK);
     double *p[4];
@@ -396,7 +394,9 @@ static void bias_split_case(int64_t RB, int64_t RO)
         struct dt_backend *be = cpu(counts[t]);
         CHECK(dt_bias_backward(be, got, dy, RB, RO, &pol) == DT_OK);
         if (memcmp(got, want, (size_t)RO * sizeof(float)) != 0) {
-            fprintf(stderr, "%d threads, %lld columns: split fixed-point bias sum differs from the serial one\n",
+            fprintf(stderr,
+                    "%d threads, %lld columns: split fixed-point bias sum differs from the serial "
+                    "one\n",
                     counts[t], (long long)RO);
             dt_check_failures_++;
         }
@@ -486,11 +486,12 @@ DT_TEST(matmul_paths_match_scalar)
                             const int i0 = M > 1 ? 1 : 0;
                             if (layout == 0)
                                 dt_cpu_matmul_ordered(C, MN, A, MK, 1, Bm, MN, K, N, i0, M, acc);
-                            else
-                                dt_cpu_matmul_ordered(C, MN, At, 1, MM, Bm, MN, K, N, i0, M, acc);
+                            else dt_cpu_matmul_ordered(C, MN, At, 1, MM, Bm, MN, K, N, i0, M, acc);
                             for (int i = i0; i < M; i++)
                                 if (memcmp(C + i * MN, R + i * MN, (size_t)N * sizeof(float))) {
-                                    fprintf(stderr, "%s path, M %d K %d N %d, layout %d, acc %d: row %d differs\n",
+                                    fprintf(stderr,
+                                            "%s path, M %d K %d N %d, layout %d, acc %d: row %d "
+                                            "differs\n",
                                             path == 0 ? "wide" : "narrow", M, K, N, layout, acc, i);
                                     dt_check_failures_++;
                                     break;
@@ -534,8 +535,7 @@ DT_TEST(dense_paths_same_bits)
             o += PIN * POUT;
             if (pol.atomics == DT_ATOMICS_FIXED_POINT) /* float atomics: arrival order */
                 CHECK(dt_bias_backward(be, o, dy, PB, POUT, &pol) == DT_OK);
-            else
-                memset(o, 0, POUT * sizeof(float));
+            else memset(o, 0, POUT * sizeof(float));
             dt_backend_destroy(be);
         }
         /* fast's weight gradient is OpenBLAS on both paths; the rest is compared as is */
@@ -548,8 +548,9 @@ DT_TEST(dense_paths_same_bits)
     dt_cpu_set_wide(true);
 }
 
-DT_TEST_MAIN(DT_CASE(dense_forward_matches_double), DT_CASE(dense_backward_gradcheck), DT_CASE(batch_sums_every_level),
-             DT_CASE(relu_gradcheck), DT_CASE(softmax_xent_gradcheck),
-             DT_CASE(sgd_matches_formula), DT_CASE(mlp_backward_gradcheck),
-             DT_CASE(dense_thread_count_independent), DT_CASE(bias_fixed_point_split_matches_serial),
-             DT_CASE(wgrad_forms_same_bits), DT_CASE(matmul_paths_match_scalar), DT_CASE(dense_paths_same_bits))
+DT_TEST_MAIN(DT_CASE(dense_forward_matches_double), DT_CASE(dense_backward_gradcheck),
+             DT_CASE(batch_sums_every_level), DT_CASE(relu_gradcheck),
+             DT_CASE(softmax_xent_gradcheck), DT_CASE(sgd_matches_formula),
+             DT_CASE(mlp_backward_gradcheck), DT_CASE(dense_thread_count_independent),
+             DT_CASE(bias_fixed_point_split_matches_serial), DT_CASE(wgrad_forms_same_bits),
+             DT_CASE(matmul_paths_match_scalar), DT_CASE(dense_paths_same_bits))

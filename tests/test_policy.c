@@ -78,9 +78,9 @@ DT_TEST(set_control_valid)
         for (int v = 0; want_controls[c].values[v]; v++) {
             struct dt_policy p = level(DT_LEVEL_RUN_TO_RUN), before = p;
             struct dt_error err = {0};
-            CHECK_INT_EQ(dt_policy_set_control(&p, want_controls[c].name,
-                                               want_controls[c].values[v], &err),
-                         DT_OK);
+            CHECK_INT_EQ(
+                dt_policy_set_control(&p, want_controls[c].name, want_controls[c].values[v], &err),
+                DT_OK);
             CHECK_STR_EQ(dt_policy_control_value(&p, c), want_controls[c].values[v]);
             CHECK_STR_EQ(p.name, "run_to_run");
             CHECK_INT_EQ(p.base, DT_LEVEL_RUN_TO_RUN);
@@ -162,8 +162,8 @@ DT_TEST(auto_name)
 
     /* a name that would not fit in 63 characters is refused */
     struct dt_policy p = level(DT_LEVEL_RUN_TO_RUN);
-    const char *all[] = {"reduction", "unordered", "atomics", "float", "rng", "philox",
-                         "conv_algo", "autotune", "math", "portable", "threads", "independent"};
+    const char *all[] = {"reduction", "unordered", "atomics", "float",    "rng",     "philox",
+                         "conv_algo", "autotune",  "math",    "portable", "threads", "independent"};
     for (int i = 0; i < 6; i++)
         CHECK_INT_EQ(dt_policy_set_control(&p, all[2 * i], all[2 * i + 1], NULL), DT_OK);
     CHECK(!dt_policy_auto_name(&p));
@@ -181,9 +181,9 @@ DT_TEST(equal_controls)
     CHECK(dt_policy_equal_controls(&f, &f2));
     for (int c = 0; c < N_WANT; c++) { /* each control on its own makes a difference */
         struct dt_policy x = level(DT_LEVEL_FAST);
-        CHECK_INT_EQ(dt_policy_set_control(&x, want_controls[c].name, want_controls[c].values[1],
-                                           NULL),
-                     DT_OK);
+        CHECK_INT_EQ(
+            dt_policy_set_control(&x, want_controls[c].name, want_controls[c].values[1], NULL),
+            DT_OK);
         CHECK(!dt_policy_equal_controls(&f, &x));
         CHECK(!dt_policy_equal_controls(&x, &f));
     }
@@ -255,8 +255,9 @@ DT_TEST(print_table)
             snprintf(line, sizeof line, "\n  %-14s ", want_controls[c].values[v]);
             const char *at = section ? strstr(section, line) : NULL;
             CHECK(at != NULL && next != NULL && at < next);
-            if (!at) fprintf(stderr, "  missing doc line for %s.%s\n", want_controls[c].name,
-                             want_controls[c].values[v]);
+            if (!at)
+                fprintf(stderr, "  missing doc line for %s.%s\n", want_controls[c].name,
+                        want_controls[c].values[v]);
             else CHECK(strlen(at) > strlen(line) + 10 && at[strlen(line)] != '\n');
         }
     }

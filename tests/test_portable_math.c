@@ -17,14 +17,10 @@ static const char *const fn_names[FN_COUNT] = {"exp", "log", "log1p", "softplus"
 static float eval_fn(int fn, float x)
 {
     switch (fn) {
-    case FN_EXP:
-        return dt_exp_portable(x);
-    case FN_LOG:
-        return dt_log_portable(x);
-    case FN_LOG1P:
-        return dt_log1p_portable(x);
-    default:
-        return dt_softplus_portable(x);
+    case FN_EXP: return dt_exp_portable(x);
+    case FN_LOG: return dt_log_portable(x);
+    case FN_LOG1P: return dt_log1p_portable(x);
+    default: return dt_softplus_portable(x);
     }
 }
 
@@ -32,14 +28,10 @@ static long double ref_fn(int fn, float x)
 {
     long double lx = x;
     switch (fn) {
-    case FN_EXP:
-        return expl(lx);
-    case FN_LOG:
-        return logl(lx);
-    case FN_LOG1P:
-        return log1pl(lx);
-    default:
-        return x > 0 ? lx + log1pl(expl(-lx)) : log1pl(expl(lx));
+    case FN_EXP: return expl(lx);
+    case FN_LOG: return logl(lx);
+    case FN_LOG1P: return log1pl(lx);
+    default: return x > 0 ? lx + log1pl(expl(-lx)) : log1pl(expl(lx));
     }
 }
 
@@ -323,13 +315,11 @@ DT_TEST(bits_pinned)
     float *o0 = malloc((size_t)n * sizeof *o0);
     CHECK(in && o2 && o0);
     if (!in || !o2 || !o0) goto out;
-    for (int64_t i = 0; i < n; i++)
-        in[i] = float_of((uint32_t)(START + i * STRIDE));
+    for (int64_t i = 0; i < n; i++) in[i] = float_of((uint32_t)(START + i * STRIDE));
 
     for (int fn = 0; fn < FN_COUNT; fn++) {
         /* -O2 (this file) against -O0 (portable_math_o0.c), every result bit for bit. */
-        for (int64_t i = 0; i < n; i++)
-            o2[i] = eval_fn(fn, in[i]);
+        for (int64_t i = 0; i < n; i++) o2[i] = eval_fn(fn, in[i]);
         dt_pm_o0_eval(o0, in, n, fn);
         int64_t diffs = 0;
         for (int64_t i = 0; i < n; i++) {

@@ -173,8 +173,7 @@ static void write_replica(const char *out, const struct dt_experiment *exp, int 
     if (!rs->pred) return;
     f = open_w(rdir, "predictions.csv");
     fprintf(f, "index,label,predicted\n");
-    for (int i = 0; i < 10; i++)
-        fprintf(f, "%d,%d,%d\n", i, labels[i], rs->pred[i]);
+    for (int i = 0; i < 10; i++) fprintf(f, "%d,%d,%d\n", i, labels[i], rs->pred[i]);
     fclose(f);
 }
 
@@ -193,8 +192,7 @@ static void write_fast_cell(const char *out, const struct dt_experiment *exp, in
         {KIND_FAST, 1, 4, pred_fast1, 0.8, 2.0},
         {KIND_FAST, 2, 4, pred_fast2, 0.7, 3.0},
     };
-    for (int i = 0; i < 3; i++)
-        write_replica(out, exp, cell, &r[i]);
+    for (int i = 0; i < 3; i++) write_replica(out, exp, cell, &r[i]);
 }
 
 /* Replica 2 failed after step 2: trace up to step 2, no predictions. */
@@ -205,8 +203,7 @@ static void write_portable_cell(const char *out, const struct dt_experiment *exp
         {KIND_PORTABLE, 1, 4, pred_port, 0.9, 10.0},
         {KIND_PORTABLE, 2, 2, NULL, 0.0, 10.0},
     };
-    for (int i = 0; i < 3; i++)
-        write_replica(out, exp, cell, &r[i]);
+    for (int i = 0; i < 3; i++) write_replica(out, exp, cell, &r[i]);
 }
 
 /* `replicas` completed replicas (0..replicas-1) of the init kind; the others never started. */
@@ -333,8 +330,7 @@ static int count_lines(const char *path)
 {
     char *text = dt_read_file(path, NULL);
     int n = 0;
-    for (const char *p = text; p && *p; p++)
-        n += *p == '\n';
+    for (const char *p = text; p && *p; p++) n += *p == '\n';
     free(text);
     return text ? n : -1;
 }
@@ -343,16 +339,12 @@ static int count_occurrences(const char *path, const char *needle)
 {
     char *text = dt_read_file(path, NULL);
     int n = 0;
-    for (const char *p = text; p && (p = strstr(p, needle)) != NULL; p++)
-        n++;
+    for (const char *p = text; p && (p = strstr(p, needle)) != NULL; p++) n++;
     free(text);
     return n;
 }
 
-static bool has_gnuplot(void)
-{
-    return system("command -v gnuplot >/dev/null 2>&1") == 0;
-}
+static bool has_gnuplot(void) { return system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
 /* ---- cases ---------------------------------------------------------------------------------- */
 
@@ -543,7 +535,8 @@ DT_TEST(algorithms_section)
     CHECK_INT_EQ(count_occurrences(md, "## Library algorithms per cell"), 1);
     CHECK_INT_EQ(count_occurrences(md, "| fast | 3 | 2 | 1 | 0 conv_fwd 8x8x1>2 k3x3 s1 p1 b2 "
                                        "IMPLICIT_PRECOMP_GEMM; 1 conv_bwd_filter 8x8x1>2 k3x3 "
-                                       "s1 p1 b2 ALGO_0 (nondet.) |"), 1);
+                                       "s1 p1 b2 ALGO_0 (nondet.) |"),
+                 1);
     /* portable has no record: no row of its own in the new section */
     CHECK_INT_EQ(count_occurrences(md, "| portable |"), portable_rows);
     /* all three alike: one set of choices, no change */
@@ -761,7 +754,8 @@ DT_TEST(error_snapshot_mismatch)
     CHECK_CONTAINS(err.msg, "does not match");
 }
 
-DT_TEST_MAIN(DT_CASE(summary_values), DT_CASE(cells_values), DT_CASE(overhead_inconclusive), DT_CASE(algorithms_section),
-             DT_CASE(two_settings), DT_CASE(reproducible_copy), DT_CASE(plots_gnuplot),
-             DT_CASE(plots_none), DT_CASE(print_summary_table), DT_CASE(error_missing_config),
-             DT_CASE(error_malformed_predictions), DT_CASE(error_snapshot_mismatch))
+DT_TEST_MAIN(DT_CASE(summary_values), DT_CASE(cells_values), DT_CASE(overhead_inconclusive),
+             DT_CASE(algorithms_section), DT_CASE(two_settings), DT_CASE(reproducible_copy),
+             DT_CASE(plots_gnuplot), DT_CASE(plots_none), DT_CASE(print_summary_table),
+             DT_CASE(error_missing_config), DT_CASE(error_malformed_predictions),
+             DT_CASE(error_snapshot_mismatch))

@@ -55,25 +55,22 @@ static void *xmalloc(size_t n)
     return p;
 }
 
-#define CHECK_XORO_EQ(got, want, ...)                                                       \
-    do {                                                                                    \
-        struct dt_xoro g_ = (got), w_ = (want);                                             \
-        if (!dt_xoro_equal(g_, w_)) {                                                       \
-            fprintf(stderr, "%s:%d: states differ (", __FILE__, __LINE__);                  \
-            fprintf(stderr, __VA_ARGS__);                                                   \
-            fprintf(stderr, "): got %016" PRIx64 " %016" PRIx64 " want %016" PRIx64         \
-                            " %016" PRIx64 "\n",                                            \
-                    g_.s0, g_.s1, w_.s0, w_.s1);                                            \
-            dt_check_failures_++;                                                           \
-        }                                                                                   \
+#define CHECK_XORO_EQ(got, want, ...)                                                              \
+    do {                                                                                           \
+        struct dt_xoro g_ = (got), w_ = (want);                                                    \
+        if (!dt_xoro_equal(g_, w_)) {                                                              \
+            fprintf(stderr, "%s:%d: states differ (", __FILE__, __LINE__);                         \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr,                                                                        \
+                    "): got %016" PRIx64 " %016" PRIx64 " want %016" PRIx64 " %016" PRIx64 "\n",   \
+                    g_.s0, g_.s1, w_.s0, w_.s1);                                                   \
+            dt_check_failures_++;                                                                  \
+        }                                                                                          \
     } while (0)
 
 /* Vigna's xoroshiro128** step as published (xoroshiro128starstar.c, 2018): written out
  * here independently of determinism/xoroshiro.h. Returns the output, advances s. */
-static uint64_t ref_rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
+static uint64_t ref_rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 static uint64_t ref_xoro_next(uint64_t s[2])
 {
     const uint64_t s0 = s[0];
@@ -114,10 +111,16 @@ DT_TEST(xoro_round_trip)
     /* Published outputs of xoroshiro128** from s = {1, 2} (rust-random/rand,
      * rand_xoshiro/src/xoroshiro128starstar.rs, "produced with the reference
      * implementation"). */
-    static const uint64_t kat[10] = {
-        5760u, 97769243520u, 9706862127477703552u, 9223447511460779954u,
-        8358291023205304566u, 15695619998649302768u, 8517900938696309774u,
-        16586480348202605369u, 6959129367028440372u, 16822147227405758281u};
+    static const uint64_t kat[10] = {5760u,
+                                     97769243520u,
+                                     9706862127477703552u,
+                                     9223447511460779954u,
+                                     8358291023205304566u,
+                                     15695619998649302768u,
+                                     8517900938696309774u,
+                                     16586480348202605369u,
+                                     6959129367028440372u,
+                                     16822147227405758281u};
     struct dt_xoro s = {1, 2};
     for (int i = 0; i < 10; i++) {
         uint64_t w = dt_xoro_out(s);
@@ -145,16 +148,16 @@ DT_TEST(xoro_round_trip)
         dt_xoro_prev(&y);
         if (!dt_xoro_equal(y, x)) {
             if (bad_np++ == 0)
-                fprintf(stderr, "prev(next(x)) != x at x = %016" PRIx64 " %016" PRIx64 "\n",
-                        x.s0, x.s1);
+                fprintf(stderr, "prev(next(x)) != x at x = %016" PRIx64 " %016" PRIx64 "\n", x.s0,
+                        x.s1);
         }
         struct dt_xoro z = x;
         dt_xoro_prev(&z);
         dt_xoro_next(&z);
         if (!dt_xoro_equal(z, x)) {
             if (bad_pn++ == 0)
-                fprintf(stderr, "next(prev(x)) != x at x = %016" PRIx64 " %016" PRIx64 "\n",
-                        x.s0, x.s1);
+                fprintf(stderr, "next(prev(x)) != x at x = %016" PRIx64 " %016" PRIx64 "\n", x.s0,
+                        x.s1);
         }
     }
     CHECK_INT_EQ(bad_ref, 0);
@@ -182,8 +185,8 @@ DT_TEST(xoro_jump_matches_steps)
         struct dt_xoro back_steps = x, back_jumped = x;
         for (uint64_t t = 0; t < k; t++) dt_xoro_prev(&back_steps);
         dt_xoro_jump_back(&back_jumped, k);
-        CHECK_XORO_EQ(back_jumped, back_steps, "jump_back(%" PRIu64 ") vs %" PRIu64 " prev()",
-                      k, k);
+        CHECK_XORO_EQ(back_jumped, back_steps, "jump_back(%" PRIu64 ") vs %" PRIu64 " prev()", k,
+                      k);
     }
 
     /* jump then jump_back (and the reverse) is the identity, for k of every size. */
@@ -213,10 +216,8 @@ DT_TEST(xoro_jump_matches_steps)
         z = x;
         dt_xoro_jump(&y, a);
         dt_xoro_jump_back(&y, b);
-        if (a >= b)
-            dt_xoro_jump(&z, a - b);
-        else
-            dt_xoro_jump_back(&z, b - a);
+        if (a >= b) dt_xoro_jump(&z, a - b);
+        else dt_xoro_jump_back(&z, b - a);
         CHECK_XORO_EQ(y, z, "jump(a) jump_back(b) vs jump(a - b)");
     }
 
@@ -331,7 +332,8 @@ DT_TEST(xoro_zero_state_unreachable)
     int64_t zeros = 0, dups = 0;
     for (int is = 0; is < 4; is++)
         for (int it = 0; it < 3; it++)
-            for (uint32_t member = 0; member <= DT_PHILOX_MAX_MEMBER; member += DT_PHILOX_MAX_MEMBER)
+            for (uint32_t member = 0; member <= DT_PHILOX_MAX_MEMBER;
+                 member += DT_PHILOX_MAX_MEMBER)
                 for (uint32_t sample = 0; sample <= DT_PHILOX_MAX_SAMPLE;
                      sample += DT_PHILOX_MAX_SAMPLE) {
                     for (uint64_t lane = 0; lane < LANES; lane++) {
@@ -348,7 +350,8 @@ DT_TEST(xoro_zero_state_unreachable)
         uint32_t key[2] = {0x89abcdefu, 0x01234567u}, w[4];
         uint32_t ctr[4] = {77, 0, 5, DT_PHILOX_TENSOR_LANES << 20 | 3u << 8 | 2u};
         dt_philox4x32_10(w, ctr, key);
-        struct dt_xoro want = dt_xoro_seed((uint64_t)w[1] << 32 | w[0], (uint64_t)w[3] << 32 | w[2]);
+        struct dt_xoro want =
+            dt_xoro_seed((uint64_t)w[1] << 32 | w[0], (uint64_t)w[3] << 32 | w[2]);
         CHECK_XORO_EQ(dt_eps_lane_seed(0x0123456789abcdefULL, 5, 3, 2, 77), want, "lane seed");
     }
 }
@@ -386,8 +389,8 @@ DT_TEST(philox_random123_kat)
 
     /* Stream packing: key = (seed lo, seed hi); ctr = (block lo, block hi, step,
      * tensor << 20 | member << 8 | sample). The pi-digits vector through the stream API. */
-    struct dt_philox_stream s = dt_philox_stream_make(0x299f31d0a4093822ULL, 0x13198a2e, 0x037,
-                                                      0x073, 0x44);
+    struct dt_philox_stream s =
+        dt_philox_stream_make(0x299f31d0a4093822ULL, 0x13198a2e, 0x037, 0x073, 0x44);
     CHECK(s.key[0] == 0xa4093822u && s.key[1] == 0x299f31d0u);
     CHECK(s.step == 0x13198a2eu && s.word3 == 0x03707344u);
     uint32_t out[4];
@@ -453,8 +456,8 @@ static int dt_curand_load(struct dt_curand *c, char *why, size_t why_len)
         void *lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
         if (!lib) {
             const char *e = dlerror();
-            int n = snprintf(why + used, why_len - used, "%s%s", used ? "; " : "",
-                             e ? e : names[i]);
+            int n =
+                snprintf(why + used, why_len - used, "%s%s", used ? "; " : "", e ? e : names[i]);
             if (n > 0 && (size_t)n < why_len - used) used += (size_t)n;
             continue;
         }
@@ -528,7 +531,8 @@ static int64_t curand_compare(const struct dt_curand *c, uint64_t seed, uint64_t
             for (size_t i = 0; i < counts[call]; i++, j++) {
                 uint32_t want = legacy_expected(seed, j);
                 if (out[i] != want && bad++ < 3)
-                    fprintf(stderr, "seed %016" PRIx64 " output %" PRIu64 ": curand %08x, ours %08x\n",
+                    fprintf(stderr,
+                            "seed %016" PRIx64 " output %" PRIu64 ": curand %08x, ours %08x\n",
                             seed, j, out[i], want);
             }
         }
@@ -606,9 +610,17 @@ DT_TEST(gauss_log_sincos_accuracy)
     }
     /* The range edges and the log branch boundaries (already in a full sweep; kept for a
      * strided one). */
-    static const uint32_t edges[] = {0, 1, (1u << 23) - 1, 1u << 23, DT_GAUSS_K_SQRT_HALF - 1,
-                                     DT_GAUSS_K_SQRT_HALF, (1u << 24) - 1, 1u << 22,
-                                     (1u << 22) - 1, 3u << 22, (3u << 22) - 1};
+    static const uint32_t edges[] = {0,
+                                     1,
+                                     (1u << 23) - 1,
+                                     1u << 23,
+                                     DT_GAUSS_K_SQRT_HALF - 1,
+                                     DT_GAUSS_K_SQRT_HALF,
+                                     (1u << 24) - 1,
+                                     1u << 22,
+                                     (1u << 22) - 1,
+                                     3u << 22,
+                                     (3u << 22) - 1};
     for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
         uint32_t k = edges[i];
         double u = ((double)k + 0.5) * 0x1p-24;
@@ -662,10 +674,7 @@ static void sort_floats(float *x, int64_t n)
     free(b);
 }
 
-static double normal_cdf(double x)
-{
-    return 0.5 * erfc(-x / M_SQRT2);
-}
+static double normal_cdf(double x) { return 0.5 * erfc(-x / M_SQRT2); }
 
 /* x with normal_cdf(x) = p, by bisection (monotone; to the last representable step). */
 static double normal_quantile(double p)
@@ -674,10 +683,8 @@ static double normal_quantile(double p)
     for (int i = 0; i < 200; i++) {
         double mid = 0.5 * (lo + hi);
         if (mid == lo || mid == hi) break;
-        if (normal_cdf(mid) < p)
-            lo = mid;
-        else
-            hi = mid;
+        if (normal_cdf(mid) < p) lo = mid;
+        else hi = mid;
     }
     return 0.5 * (lo + hi);
 }
@@ -860,7 +867,8 @@ static float *lfsr_tensor(uint64_t seed, uint32_t step, uint32_t tensor, uint32_
     float *z = xmalloc(sizeof *z * CORR_N);
     for (int64_t lane = 0; lane < CORR_LANES; lane++) {
         struct dt_xoro st = dt_eps_lane_seed(seed, step, member, sample, (uint64_t)lane);
-        for (uint32_t t = 0; t <= tensor; t++) dt_eps_lane_forward(z, CORR_N, CORR_LANES, lane, &st);
+        for (uint32_t t = 0; t <= tensor; t++)
+            dt_eps_lane_forward(z, CORR_N, CORR_LANES, lane, &st);
     }
     return z;
 }
@@ -884,8 +892,8 @@ DT_TEST(gauss_streams_uncorrelated)
             uint64_t seed;
             uint32_t step, tensor, member, sample;
         } other[] = {
-            {"sample", seed, 7, 3, 5, 3},     {"tensor", seed, 7, 4, 5, 2},
-            {"step", seed, 8, 3, 5, 2},       {"member", seed, 7, 3, 6, 2},
+            {"sample", seed, 7, 3, 5, 3},   {"tensor", seed, 7, 4, 5, 2},
+            {"step", seed, 8, 3, 5, 2},     {"member", seed, 7, 3, 6, 2},
             {"seed", seed + 1, 7, 3, 5, 2},
         };
         for (size_t o = 0; o < sizeof other / sizeof other[0]; o++) {
@@ -959,7 +967,8 @@ DT_TEST(lfsr_backward_regenerates)
         struct dt_xoro *st = xmalloc(sizeof *st * (size_t)P);
         float *fwd[8], *bwd[8];
         uint64_t cum = 0;
-        for (int64_t j = 0; j < P; j++) st[j] = seed[j] = dt_eps_lane_seed(99, 3, 1, 0, (uint64_t)j);
+        for (int64_t j = 0; j < P; j++)
+            st[j] = seed[j] = dt_eps_lane_seed(99, 3, 1, 0, (uint64_t)j);
         for (int t = 0; t < nt; t++) {
             int64_t n = sizes[t];
             fwd[t] = xmalloc(sizeof(float) * (size_t)(n + 2));
@@ -981,8 +990,9 @@ DT_TEST(lfsr_backward_regenerates)
                 bad_state += !dt_xoro_equal(st[j], want);
             }
             if (bad_state)
-                fprintf(stderr, "P %" PRId64 " tensor %d: %" PRId64 " lanes not at seed + %" PRIu64
-                                " steps\n",
+                fprintf(stderr,
+                        "P %" PRId64 " tensor %d: %" PRId64 " lanes not at seed + %" PRIu64
+                        " steps\n",
                         P, t, bad_state, cum);
             CHECK_INT_EQ(bad_state, 0);
             int64_t unwritten = 0;
@@ -992,7 +1002,8 @@ DT_TEST(lfsr_backward_regenerates)
             /* independent recomputation of up to 1000 elements */
             int64_t wrong = 0;
             for (int64_t q = 0; q < 1000 && q < n; q++) {
-                int64_t e = n <= 1000 ? q : (int64_t)(dt_mix64((uint64_t)(q + 31 * t)) % (uint64_t)n);
+                int64_t e =
+                    n <= 1000 ? q : (int64_t)(dt_mix64((uint64_t)(q + 31 * t)) % (uint64_t)n);
                 int64_t j = e / c, k = (e - j * c) / 2;
                 struct dt_xoro s = seed[j];
                 dt_xoro_jump(&s, cum - (uint64_t)steps + (uint64_t)k);
@@ -1011,8 +1022,9 @@ DT_TEST(lfsr_backward_regenerates)
                 int64_t first = -1;
                 for (int64_t i = 0; i < n + 2 && first < 0; i++)
                     if (f2u(fwd[t][i]) != f2u(bwd[t][i])) first = i - 1;
-                fprintf(stderr, "P %" PRId64 " tensor %d (n %" PRId64 "): backward epsilon differs "
-                                "first at element %" PRId64 "\n",
+                fprintf(stderr,
+                        "P %" PRId64 " tensor %d (n %" PRId64 "): backward epsilon differs "
+                        "first at element %" PRId64 "\n",
                         P, t, n, first);
                 dt_check_failures_++;
             }
@@ -1053,7 +1065,8 @@ DT_TEST(eps_philox_tiling_independent)
         float z[4];
         dt_gauss_pair(w[0], w[1], &z[0], &z[1]);
         dt_gauss_pair(w[2], w[3], &z[2], &z[3]);
-        for (int m = 0; m < 4 && 4 * b + m < N; m++) wrong += f2u(whole[1 + 4 * b + m]) != f2u(z[m]);
+        for (int m = 0; m < 4 && 4 * b + m < N; m++)
+            wrong += f2u(whole[1 + 4 * b + m]) != f2u(z[m]);
     }
     CHECK_INT_EQ(wrong, 0);
 
@@ -1117,10 +1130,7 @@ DT_TEST(eps_philox_tiling_independent)
 
 /* ---- pinned bits ----------------------------------------------------------------------- */
 
-static uint64_t fold32(uint64_t h, uint32_t w)
-{
-    return dt_mix64(h ^ w) + 0x9e3779b97f4a7c15ULL;
-}
+static uint64_t fold32(uint64_t h, uint32_t w) { return dt_mix64(h ^ w) + 0x9e3779b97f4a7c15ULL; }
 static uint64_t fold_floats(uint64_t h, const float *z, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) h = fold32(h, f2u(z[i]));
@@ -1151,11 +1161,11 @@ DT_TEST(eps_bits_pinned)
     enum { N = 1 << 16 };
     float *z = xmalloc(sizeof *z * N);
     h = 0;
-    static const uint32_t fields[3][4] = {{0, 0, 0, 0}, {1, 3, 5, 7}, {0xffffffffu, 0xffe, 0xfff, 0xff}};
+    static const uint32_t fields[3][4] = {
+        {0, 0, 0, 0}, {1, 3, 5, 7}, {0xffffffffu, 0xffe, 0xfff, 0xff}};
     for (int f = 0; f < 3; f++) {
-        struct dt_philox_stream s =
-            dt_philox_stream_make(0x0123456789abcdefULL, fields[f][0], fields[f][1], fields[f][2],
-                                  fields[f][3]);
+        struct dt_philox_stream s = dt_philox_stream_make(0x0123456789abcdefULL, fields[f][0],
+                                                          fields[f][1], fields[f][2], fields[f][3]);
         dt_eps_philox_range(z, 0, N, &s);
         h = fold_floats(h, z, N);
     }
@@ -1230,7 +1240,8 @@ DT_TEST(dump_lfsr)
     static struct dt_xoro st[P];
     static uint32_t buf[2 * STEPS];
     const uint32_t step = dump_step();
-    for (int j = 0; j < P; j++) st[j] = dt_eps_lane_seed(0x1234567887654321ULL, step, 0, 0, (uint64_t)j);
+    for (int j = 0; j < P; j++)
+        st[j] = dt_eps_lane_seed(0x1234567887654321ULL, step, 0, 0, (uint64_t)j);
     for (;;) {
         for (int j = 0; j < P; j++) {
             for (int k = 0; k < STEPS; k++) {
@@ -1249,4 +1260,5 @@ DT_TEST_MAIN(DT_CASE(xoro_round_trip), DT_CASE(xoro_jump_matches_steps),
              DT_CASE(philox_matches_curand_host), DT_CASE(gauss_log_sincos_accuracy),
              DT_CASE(gauss_statistics_philox), DT_CASE(gauss_statistics_lfsr),
              DT_CASE(gauss_streams_uncorrelated), DT_CASE(lfsr_backward_regenerates),
-             DT_CASE(eps_philox_tiling_independent), DT_CASE(eps_bits_pinned), DT_CASE(dump_philox), DT_CASE(dump_lfsr))
+             DT_CASE(eps_philox_tiling_independent), DT_CASE(eps_bits_pinned), DT_CASE(dump_philox),
+             DT_CASE(dump_lfsr))

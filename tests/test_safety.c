@@ -139,9 +139,9 @@ DT_TEST(regular_files_only)
                    &err, "/dev/zero", "character device");
     expect_refused(dt_read_regular_file(&data, &len, fifo, "a test file", 1 << 20, &err), &err,
                    fifo, "FIFO");
-    expect_refused(dt_read_regular_file(&data, &len, DT_TEST_DATA_DIR, "a test file", 1 << 20,
-                                        &err),
-                   &err, DT_TEST_DATA_DIR, "folder");
+    expect_refused(
+        dt_read_regular_file(&data, &len, DT_TEST_DATA_DIR, "a test file", 1 << 20, &err), &err,
+        DT_TEST_DATA_DIR, "folder");
     CHECK(data == NULL);
     FILE *f = NULL;
     expect_refused(dt_fopen_regular(&f, fifo, "a trace", &err), &err, fifo, "FIFO");
@@ -249,9 +249,9 @@ static pid_t spawn_run(const char *dir, const char *err_path)
         dup2(fd, 2);
         dup2(null, 1);
         /* a million pairs: an hour when a signal waits for the end of the measurement */
-        execl(EXE, EXE, "run", TINY, "--out", dir, "--set", "train.steps=4", "--set",
-              "replicas=1", "--set", "policies=[fast, portable]", "--set",
-              "report.overhead_samples=1000000", (char *)NULL);
+        execl(EXE, EXE, "run", TINY, "--out", dir, "--set", "train.steps=4", "--set", "replicas=1",
+              "--set", "policies=[fast, portable]", "--set", "report.overhead_samples=1000000",
+              (char *)NULL);
         _exit(98);
     }
     return pid;
@@ -316,15 +316,9 @@ static void signal_in_overhead(const char *name, int sig)
     CHECK(file_contains(path, "Overhead not measured for portable"));
 }
 
-DT_TEST(sigint_in_overhead)
-{
-    signal_in_overhead("sigint", SIGINT);
-}
+DT_TEST(sigint_in_overhead) { signal_in_overhead("sigint", SIGINT); }
 
-DT_TEST(sighup_in_overhead)
-{
-    signal_in_overhead("sighup", SIGHUP);
-}
+DT_TEST(sighup_in_overhead) { signal_in_overhead("sighup", SIGHUP); }
 
 /* ---- e2e: overhead.csv left empty or cut short --------------------------------------- */
 
@@ -388,8 +382,10 @@ DT_TEST(escape_in_trace_header)
     write_text(path, bad, (size_t)k + n);
     free(bad);
     free(text);
-    int rc = dt_run_capture(out, sizeof out, "'%s' compare '%s/portable/replica-0' "
-                            "'%s/portable/replica-1'", EXE, dir, dir);
+    int rc = dt_run_capture(out, sizeof out,
+                            "'%s' compare '%s/portable/replica-0' "
+                            "'%s/portable/replica-1'",
+                            EXE, dir, dir);
     CHECK_INT_EQ(rc, 2);
     CHECK_CONTAINS(out, "trace.csv:1: not a detrain trace");
     CHECK_CONTAINS(out, "\\x1b[31mstep,loss,model_digest\\x07");
@@ -403,8 +399,10 @@ DT_TEST(escape_in_trace_header)
     const char ovh[] = "policy,pair,order,fast_ms,policy_ms\nportable,0,\x1b]0;x\x07,1,1\n";
     write_text(path, ovh, sizeof ovh - 1);
     snprintf(path, sizeof path, "%s/portable/replica-1/trace.csv", dir);
-    rc = dt_run_capture(out, sizeof out, "cp '%s/portable/replica-0/trace.csv' '%s' && "
-                        "'%s' report '%s' --no-plots", dir, path, EXE, dir);
+    rc = dt_run_capture(out, sizeof out,
+                        "cp '%s/portable/replica-0/trace.csv' '%s' && "
+                        "'%s' report '%s' --no-plots",
+                        dir, path, EXE, dir);
     CHECK_INT_EQ(rc, 2);
     CHECK_CONTAINS(out, "bad order '\\x1b]0;x\\x07'");
     CHECK(strchr(out, 0x1b) == NULL && strchr(out, 0x07) == NULL);
@@ -432,15 +430,20 @@ DT_TEST(compare_names_missing_tensors)
     char want[700];
     snprintf(want, sizeof want,
              "first divergent tensor: unknown: %s/tensors.csv: cannot open: No such file or "
-             "directory", b);
+             "directory",
+             b);
     CHECK_CONTAINS(out, want);
     /* traces given as files: the same */
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' compare '%s/trace.csv' '%s/trace.csv'",
-                                EXE, a, b), 1);
+    CHECK_INT_EQ(
+        dt_run_capture(out, sizeof out, "'%s' compare '%s/trace.csv' '%s/trace.csv'", EXE, a, b),
+        1);
     CHECK_CONTAINS(out, want);
     /* a tensors.csv without the step */
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "echo step,tensor,sha256 > '%s/tensors.csv' && "
-                                "'%s' compare '%s' '%s'", b, EXE, a, b), 1);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "echo step,tensor,sha256 > '%s/tensors.csv' && "
+                                "'%s' compare '%s' '%s'",
+                                b, EXE, a, b),
+                 1);
     CHECK_CONTAINS(out, "first divergent tensor: unknown: ");
     CHECK_CONTAINS(out, "tensors.csv: no rows for step 1");
 }
@@ -459,8 +462,9 @@ DT_TEST(dynlib_probe_names_missing)
     CHECK(strstr(missing, "libc.so.6") == NULL && strstr(missing, "libm.so.6") == NULL);
     /* a copy of a real library in a folder of our own, found only through `dir` */
     CHECK_INT_EQ(dt_run_capture(out, sizeof out,
-                                "mkdir -p " DT_TEST_TMP_DIR "/dynlib && cp '%s/libm.so.6' "
-                                DT_TEST_TMP_DIR "/dynlib/libdetrain-probe-copy.so.1",
+                                "mkdir -p " DT_TEST_TMP_DIR
+                                "/dynlib && cp '%s/libm.so.6' " DT_TEST_TMP_DIR
+                                "/dynlib/libdetrain-probe-copy.so.1",
                                 dir),
                  0);
     const char *const copy[] = {"libdetrain-probe-copy.so.1"};
@@ -468,7 +472,8 @@ DT_TEST(dynlib_probe_names_missing)
     CHECK_INT_EQ(dt_dynlib_probe(copy, 1, DT_TEST_TMP_DIR "/dynlib", missing, sizeof missing), 0);
 }
 
-DT_TEST_MAIN(DT_CASE(escape_bytes), DT_CASE(regular_files_only), DT_CASE(dynlib_probe_names_missing), DT_CASE(special_config_refused),
+DT_TEST_MAIN(DT_CASE(escape_bytes), DT_CASE(regular_files_only),
+             DT_CASE(dynlib_probe_names_missing), DT_CASE(special_config_refused),
              DT_CASE(special_checkpoint_refused), DT_CASE(sigint_in_overhead),
              DT_CASE(sighup_in_overhead), DT_CASE(empty_overhead_csv),
              DT_CASE(escape_in_trace_header), DT_CASE(compare_names_missing_tensors))

@@ -160,8 +160,7 @@ DT_TEST(digest_matches_hash)
     const char *path = good_snapshot(dir, sizeof dir, "digest");
     /* Independently: per-tensor SHA-256 of the arrays, then the model digest. */
     uint8_t td[3][DT_DIGEST_BYTES], md[DT_DIGEST_BYTES];
-    for (int i = 0; i < 3; i++)
-        dt_sha256_f32(td[i], DATA[i], COUNTS[i]);
+    for (int i = 0; i < 3; i++) dt_sha256_f32(td[i], DATA[i], COUNTS[i]);
     dt_model_digest(md, NAMES, (const uint8_t(*)[DT_DIGEST_BYTES])td, 3);
     char want[DT_DIGEST_HEX], got[DT_DIGEST_HEX];
     dt_digest_hex(want, md);

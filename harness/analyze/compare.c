@@ -65,8 +65,8 @@ enum dt_status dt_trace_read(struct dt_trace_row **rows_out, int64_t *n_out, con
         if (lineno == 1) {
             if (strcmp(line, DT_TRACE_HEADER) != 0) {
                 st = dt_error_set(err, DT_ERR_DATA,
-                                  "%s:1: not a detrain trace (header is '%s', expected '%s')",
-                                  file, dt_escape_str(esc, sizeof esc, line), DT_TRACE_HEADER);
+                                  "%s:1: not a detrain trace (header is '%s', expected '%s')", file,
+                                  dt_escape_str(esc, sizeof esc, line), DT_TRACE_HEADER);
                 break;
             }
             continue;
@@ -92,8 +92,8 @@ enum dt_status dt_trace_read(struct dt_trace_row **rows_out, int64_t *n_out, con
             break;
         }
         if (n > 0 && step <= rows[n - 1].step) {
-            st = dt_error_set(err, DT_ERR_DATA, "%s:%" PRId64 ": step %lld does not increase",
-                              file, lineno, step);
+            st = dt_error_set(err, DT_ERR_DATA, "%s:%" PRId64 ": step %lld does not increase", file,
+                              lineno, step);
             break;
         }
         if (n == cap) {
@@ -177,7 +177,8 @@ static void find_first_tensor(struct dt_trace_diff *d, const char *a, const char
     d->tensor_fault = true;
     if (ka < 0 && kb < 0 && absent_a && absent_b) {
         d->tensor_fault = false;
-        snprintf(note, sizeof note, "neither side has tensors.csv (written with "
+        snprintf(note, sizeof note,
+                 "neither side has tensors.csv (written with "
                  "hash.per_tensor: true)");
     } else if (ka < 0 || kb < 0) {
         _Static_assert(sizeof note == sizeof why_a.msg, "a note holds an error message");
@@ -189,8 +190,10 @@ static void find_first_tensor(struct dt_trace_diff *d, const char *a, const char
                 return;
             }
         }
-        snprintf(note, sizeof note, "the %d and %d tensor digests of step %" PRId64
-                 " in the two tensors.csv files do not differ", ka, kb, d->first_step);
+        snprintf(note, sizeof note,
+                 "the %d and %d tensor digests of step %" PRId64
+                 " in the two tensors.csv files do not differ",
+                 ka, kb, d->first_step);
     }
     dt_sanitize_message(d->tensor_note, sizeof d->tensor_note, note);
 }
@@ -240,10 +243,9 @@ enum dt_status dt_trace_compare(struct dt_trace_diff *d, const char *path_a, con
 
 /* ---- snapshots ---------------------------------------------------------------------- */
 
-enum dt_status dt_snapshot_read_verified(struct dt_snapshot *s, char *hex,
-                                         const char *replica_dir, int64_t step,
-                                         const struct dt_trace_row *rows, int64_t n_rows,
-                                         struct dt_error *err)
+enum dt_status dt_snapshot_read_verified(struct dt_snapshot *s, char *hex, const char *replica_dir,
+                                         int64_t step, const struct dt_trace_row *rows,
+                                         int64_t n_rows, struct dt_error *err)
 {
     char path[4096];
     dt_snapshot_path(path, sizeof path, replica_dir, step);
@@ -294,11 +296,10 @@ static enum dt_status read_trace_if_any(struct dt_trace_row **rows, int64_t *n,
 }
 
 /* One common step: both snapshots read, verified and measured. */
-static enum dt_status diff_one_step(struct dt_snapshot_diff *d, int64_t step,
-                                    const char *replica_a, const struct dt_trace_row *ta,
-                                    int64_t nta, const char *replica_b,
-                                    const struct dt_trace_row *tb, int64_t ntb,
-                                    struct dt_error *err)
+static enum dt_status diff_one_step(struct dt_snapshot_diff *d, int64_t step, const char *replica_a,
+                                    const struct dt_trace_row *ta, int64_t nta,
+                                    const char *replica_b, const struct dt_trace_row *tb,
+                                    int64_t ntb, struct dt_error *err)
 {
     struct dt_snapshot sa, sb;
     char ha[DT_DIGEST_HEX], hb[DT_DIGEST_HEX];
@@ -386,8 +387,8 @@ static int64_t first_differing_snapshot(const struct dt_snapshot_diff *rows, int
 
 /* Two traces or replica folders: the digest comparison as `compare` always printed it,
  * then the snapshot table when both are folders with snapshots. */
-static enum dt_status compare_replicas(const char *a, const char *b, FILE *out,
-                                       bool *diverged, struct dt_error *err)
+static enum dt_status compare_replicas(const char *a, const char *b, FILE *out, bool *diverged,
+                                       struct dt_error *err)
 {
     struct dt_trace_diff d;
     DT_FORWARD_IF_ERROR(dt_trace_compare(&d, a, b, err));
@@ -406,8 +407,9 @@ static enum dt_status compare_replicas(const char *a, const char *b, FILE *out,
         if (d.tensor[0]) fprintf(out, "  first divergent tensor: %s\n", d.tensor);
         else fprintf(out, "  first divergent tensor: unknown: %s\n", d.tensor_note);
     } else {
-        fprintf(out, "diverged at step %lld: %s ends after %lld hashed steps, the other goes on "
-                     "(every common step is equal)\n",
+        fprintf(out,
+                "diverged at step %lld: %s ends after %lld hashed steps, the other goes on "
+                "(every common step is equal)\n",
                 (long long)d.first_step, d.rows_a < d.rows_b ? a : b, (long long)d.common_rows);
     }
     *diverged = d.diverged;
@@ -415,8 +417,10 @@ static enum dt_status compare_replicas(const char *a, const char *b, FILE *out,
         if (n == 0) {
             fprintf(out, "snapshots: no step kept by both\n");
         } else {
-            fprintf(out, "snapshots: %d step%s kept by both (relative L2 = L2 / mean of the two "
-                         "norms)\n", n, n == 1 ? "" : "s");
+            fprintf(out,
+                    "snapshots: %d step%s kept by both (relative L2 = L2 / mean of the two "
+                    "norms)\n",
+                    n, n == 1 ? "" : "s");
             fprintf(out, "%12s  %14s  %14s\n", "step", "l2", "rel_l2");
             for (int i = 0; i < n; i++)
                 fprintf(out, "%12lld  %14.6g  %14.6g%s\n", (long long)rows[i].step, rows[i].l2,
@@ -425,8 +429,10 @@ static enum dt_status compare_replicas(const char *a, const char *b, FILE *out,
         int64_t s = first_differing_snapshot(rows, n);
         if (!d.diverged && s >= 0) {
             /* Possible when the traces skip that step (hash.every > 1). */
-            fprintf(out, "diverged: the snapshots at step %lld differ although every hashed "
-                         "step is equal\n", (long long)s);
+            fprintf(out,
+                    "diverged: the snapshots at step %lld differ although every hashed "
+                    "step is equal\n",
+                    (long long)s);
             *diverged = true;
         }
     }
@@ -443,7 +449,9 @@ static enum replica_outcome compare_replica_line(FILE *out, const char *label, c
     bool in_a = file_exists(ra, "trace.csv"), in_b = file_exists(rb, "trace.csv");
     if (!in_a || !in_b) {
         fprintf(out, "%s: missing %s\n", label,
-                !in_a && !in_b ? "on both sides" : !in_a ? "in A" : "in B");
+                !in_a && !in_b ? "on both sides"
+                : !in_a        ? "in A"
+                               : "in B");
         return REPLICA_MISSING;
     }
     struct dt_trace_diff d;
@@ -461,8 +469,10 @@ static enum replica_outcome compare_replica_line(FILE *out, const char *label, c
         fprintf(out, "%s: identical (%lld steps)\n", label, (long long)d.common_rows);
         oc = REPLICA_IDENTICAL;
     } else if (!d.diverged) {
-        fprintf(out, "%s: diverged: the snapshots at step %lld differ although every hashed "
-                     "step is equal", label, (long long)snap_diff);
+        fprintf(out,
+                "%s: diverged: the snapshots at step %lld differ although every hashed "
+                "step is equal",
+                label, (long long)snap_diff);
     } else if (d.digest_a[0]) {
         fprintf(out, "%s: diverged at step %lld", label, (long long)d.first_step);
         if (d.tensor[0]) fprintf(out, ", tensor %s", d.tensor);
@@ -491,7 +501,7 @@ static bool is_experiment_dir(const char *path)
 static char (*experiment_replicas(const struct dt_experiment *exp, int *n))[512]
 {
     int cells = dt_cell_count(exp);
-    char (*rel)[512] = dt_xcalloc((size_t)cells * (size_t)exp->replicas + 1, sizeof *rel);
+    char(*rel)[512] = dt_xcalloc((size_t)cells * (size_t)exp->replicas + 1, sizeof *rel);
     *n = 0;
     for (int c = 0; c < cells; c++) {
         char cell[256];
@@ -511,8 +521,8 @@ static enum dt_status load_experiment(struct dt_experiment *exp, const char *dir
 }
 
 /* Two experiment folders: every replica either config names, A's order first. */
-static enum dt_status compare_experiments(const char *a, const char *b, FILE *out,
-                                          bool *diverged, struct dt_error *err)
+static enum dt_status compare_experiments(const char *a, const char *b, FILE *out, bool *diverged,
+                                          struct dt_error *err)
 {
     struct dt_experiment *ea = dt_xcalloc(1, sizeof *ea), *eb = dt_xcalloc(1, sizeof *eb);
     enum dt_status st = load_experiment(ea, a, err);
@@ -523,12 +533,12 @@ static enum dt_status compare_experiments(const char *a, const char *b, FILE *ou
         return st;
     }
     int na = 0, nb = 0;
-    char (*ra)[512] = experiment_replicas(ea, &na);
-    char (*rb)[512] = experiment_replicas(eb, &nb);
+    char(*ra)[512] = experiment_replicas(ea, &na);
+    char(*rb)[512] = experiment_replicas(eb, &nb);
     free(ea);
     free(eb);
     /* The union of both lists: A's replicas, then those only B's config names. */
-    char (*all)[512] = dt_xcalloc((size_t)(na + nb) + 1, sizeof *all);
+    char(*all)[512] = dt_xcalloc((size_t)(na + nb) + 1, sizeof *all);
     int n = 0;
     for (int i = 0; i < na; i++) memcpy(all[n++], ra[i], sizeof *all);
     for (int j = 0; j < nb; j++) {
@@ -555,9 +565,8 @@ static enum dt_status compare_experiments(const char *a, const char *b, FILE *ou
         }
     }
     free(all);
-    fprintf(out, "total: %d replica%s: %d identical, %d diverged, %d missing", n,
-            n == 1 ? "" : "s", count[REPLICA_IDENTICAL], count[REPLICA_DIVERGED],
-            count[REPLICA_MISSING]);
+    fprintf(out, "total: %d replica%s: %d identical, %d diverged, %d missing", n, n == 1 ? "" : "s",
+            count[REPLICA_IDENTICAL], count[REPLICA_DIVERGED], count[REPLICA_MISSING]);
     if (count[REPLICA_ERROR]) fprintf(out, ", %d unreadable", count[REPLICA_ERROR]);
     fprintf(out, "\n");
     *diverged = count[REPLICA_DIVERGED] > 0 || count[REPLICA_MISSING] > 0;
@@ -647,11 +656,8 @@ static enum dt_status json_scalars(char (*values)[JSON_VALUE], const char *path,
             if (depth > 0 && st[depth - 1].mapping) st[depth - 1].want_key = true;
             break;
         }
-        case YAML_STREAM_END_EVENT:
-            done = true;
-            break;
-        default:
-            break;
+        case YAML_STREAM_END_EVENT: done = true; break;
+        default: break;
         }
         yaml_event_delete(&ev);
     }
@@ -778,8 +784,10 @@ static enum dt_status load_table_experiments(struct table_exp *t,
         if (!is_dir(t[i].dir)) {
             struct stat st;
             return stat(t[i].dir, &st) == 0
-                       ? dt_error_set(err, DT_ERR_DATA, "%s: not a folder: give the experiment "
-                                      "folders `detrain run --out` wrote", t[i].dir)
+                       ? dt_error_set(err, DT_ERR_DATA,
+                                      "%s: not a folder: give the experiment "
+                                      "folders `detrain run --out` wrote",
+                                      t[i].dir)
                        : dt_error_set(err, DT_ERR_IO, "%s: no such folder", t[i].dir);
         }
         if (!is_experiment_dir(t[i].dir))
@@ -799,7 +807,7 @@ static void name_table_columns(struct table_exp *t, const struct dt_table_option
 {
     for (int i = 0; i < opt->n_experiments; i++) {
         int n = 0;
-        char (*rel)[512] = experiment_replicas(t[i].exp, &n);
+        char(*rel)[512] = experiment_replicas(t[i].exp, &n);
         describe_experiment(&t[i], n > 0 ? rel[0] : NULL);
         free(rel);
         if (i < opt->n_labels) snprintf(t[i].label, sizeof t[i].label, "%s", opt->labels[i]);
@@ -813,12 +821,13 @@ static void name_table_columns(struct table_exp *t, const struct dt_table_option
     }
 }
 
-enum dt_status dt_compare_table(const struct dt_table_options *opt, FILE *out,
-                                bool *all_identical, struct dt_error *err)
+enum dt_status dt_compare_table(const struct dt_table_options *opt, FILE *out, bool *all_identical,
+                                struct dt_error *err)
 {
     *all_identical = false;
     if (opt->n_experiments < 2)
-        return dt_error_set(err, DT_ERR_USAGE, "compare --table: needs a reference and at "
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "compare --table: needs a reference and at "
                             "least one other experiment folder");
     if (opt->n_labels > opt->n_experiments)
         return dt_error_set(err, DT_ERR_USAGE, "compare --table: %d labels for %d experiments",
@@ -827,8 +836,8 @@ enum dt_status dt_compare_table(const struct dt_table_options *opt, FILE *out,
     struct table_exp *t = dt_xcalloc((size_t)n_exp, sizeof *t);
     enum dt_status st = load_table_experiments(t, opt, err);
     int n_rows = 0;
-    char (*rows)[512] = NULL;
-    char (*cells)[160] = NULL;
+    char(*rows)[512] = NULL;
+    char(*cells)[160] = NULL;
     enum table_outcome *kind = NULL;
     struct dt_error *errs = NULL;
     if (st != DT_OK) goto done;
@@ -892,8 +901,9 @@ enum dt_status dt_compare_table(const struct dt_table_options *opt, FILE *out,
         if (i < opt->n_labels) fprintf(out, " (labelled \"%s\")", t[i].label);
         fprintf(out, "\n");
     }
-    fprintf(out, "\ntotal: %d replica%s x %d column%s: %d identical, %d identical over common "
-                 "steps, %d diverged, %d missing, %d unreadable\n",
+    fprintf(out,
+            "\ntotal: %d replica%s x %d column%s: %d identical, %d identical over common "
+            "steps, %d diverged, %d missing, %d unreadable\n",
             n_rows, n_rows == 1 ? "" : "s", n_cols, n_cols == 1 ? "" : "s", count[CELL_IDENTICAL],
             count[CELL_COMMON], count[CELL_DIVERGED], count[CELL_MISSING], count[CELL_ERROR]);
 

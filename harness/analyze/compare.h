@@ -42,18 +42,17 @@ struct dt_trace_diff {
 /* Compare two traces step by step. A trace that ends early (the other goes on with equal
  * digests) counts as diverged with first_step = the first step the shorter one lacks.
  * Traces hashed at different steps are an error (DT_ERR_DATA). */
-enum dt_status dt_trace_compare(struct dt_trace_diff *diff, const char *path_a,
-                                const char *path_b, struct dt_error *err);
+enum dt_status dt_trace_compare(struct dt_trace_diff *diff, const char *path_a, const char *path_b,
+                                struct dt_error *err);
 
 /* Read <replica_dir>/snapshots/step-<step>.bin and, when the replica's trace (rows, n_rows:
  * its trace.csv as dt_trace_read gives it) has that step, check the snapshot's model digest
  * against the trace's. A mismatch is DT_ERR_DATA naming the snapshot file ("does not match
  * trace.csv at step N: snapshot corrupted or from another run"). The snapshot's digest is
  * returned in `hex` (may be NULL). *s is freed on error. */
-enum dt_status dt_snapshot_read_verified(struct dt_snapshot *s, char *hex,
-                                         const char *replica_dir, int64_t step,
-                                         const struct dt_trace_row *rows, int64_t n_rows,
-                                         struct dt_error *err);
+enum dt_status dt_snapshot_read_verified(struct dt_snapshot *s, char *hex, const char *replica_dir,
+                                         int64_t step, const struct dt_trace_row *rows,
+                                         int64_t n_rows, struct dt_error *err);
 
 /* One snapshot step both replicas kept. */
 struct dt_snapshot_diff {
@@ -67,9 +66,8 @@ struct dt_snapshot_diff {
 /* Every snapshot step that both replica folders have, ascending (malloc'ed; *n = 0 and
  * *rows = NULL when none), each snapshot verified against its own trace.csv first
  * (dt_snapshot_read_verified; a replica without trace.csv is not checked). */
-enum dt_status dt_compare_snapshots(struct dt_snapshot_diff **rows, int *n,
-                                    const char *replica_a, const char *replica_b,
-                                    struct dt_error *err);
+enum dt_status dt_compare_snapshots(struct dt_snapshot_diff **rows, int *n, const char *replica_a,
+                                    const char *replica_b, struct dt_error *err);
 
 /* `detrain compare A B`, printed to `out`. A and B are
  *   - two trace.csv files or replica folders: the first divergent step (and tensor, with
@@ -108,7 +106,7 @@ struct dt_table_options {
  * snapshots). *all_identical = every cell identical (a common prefix counts). Errors: a
  * folder that is missing or not an experiment (DT_ERR_IO / DT_ERR_DATA, before anything is
  * printed); an unreadable trace (its status, after the table; the first one in `err`). */
-enum dt_status dt_compare_table(const struct dt_table_options *opt, FILE *out,
-                                bool *all_identical, struct dt_error *err);
+enum dt_status dt_compare_table(const struct dt_table_options *opt, FILE *out, bool *all_identical,
+                                struct dt_error *err);
 
 #endif

@@ -21,7 +21,7 @@
 
 struct run {
     char name[300]; /* "plain", "np2" */
-    int ranks;     /* 0 = plain */
+    int ranks;      /* 0 = plain */
     char dir[1100];
     struct dt_report_summary_row *rows;
     int n_rows;
@@ -91,7 +91,8 @@ enum dt_status dt_ranks_report(const char *dir, bool quiet, struct dt_error *err
     for (int i = 0; st == DT_OK && i < n; i++) {
         struct dt_report_options ropt = {.print_summary = false, .gnuplot = NULL, .quiet = true};
         st = dt_report_build(runs[i].dir, &ropt, err); /* each run's own report first */
-        if (st == DT_OK) st = dt_report_read_summary(runs[i].dir, &runs[i].rows, &runs[i].n_rows, err);
+        if (st == DT_OK)
+            st = dt_report_read_summary(runs[i].dir, &runs[i].rows, &runs[i].n_rows, err);
     }
     struct dt_strbuf md = {0}, csv = {0};
     if (st == DT_OK) {
@@ -124,9 +125,11 @@ enum dt_status dt_ranks_report(const char *dir, bool quiet, struct dt_error *err
         dt_strbuf_printf(&md, " verdict |\n|---|---|");
         for (int i = 0; i <= n; i++) dt_strbuf_printf(&md, "---|");
         dt_strbuf_printf(&md, "\n");
-        dt_strbuf_printf(&csv, "policy,reduction,run,ranks,steps,first_divergent_step_vs_%s,"
-                               "final_digest,step_ms,ratio_vs_unordered,ratio_vs_fast,ratio_lo,ratio_hi\n",
-                         runs[0].name);
+        dt_strbuf_printf(
+            &csv,
+            "policy,reduction,run,ranks,steps,first_divergent_step_vs_%s,"
+            "final_digest,step_ms,ratio_vs_unordered,ratio_vs_fast,ratio_lo,ratio_hi\n",
+            runs[0].name);
     }
     /* one row per policy (cells of the first vary setting: rank counts do not vary data) */
     for (int p = 0; st == DT_OK && p < exp->n_policies; p++) {
@@ -184,23 +187,24 @@ enum dt_status dt_ranks_report(const char *dir, bool quiet, struct dt_error *err
             }
             double ratio = isfinite(base) && base > 0 ? row->step_ms / base : NAN;
             dt_strbuf_printf(&csv, "%s,%s,%s,%d,%" PRId64 ",%" PRId64 ",%s,%.4f,", pol->name, red,
-                             runs[i].name, runs[i].ranks, n_rows > 0 ? n_rows - 1 : 0, first,
-                             final, row->step_ms);
+                             runs[i].name, runs[i].ranks, n_rows > 0 ? n_rows - 1 : 0, first, final,
+                             row->step_ms);
             if (isfinite(ratio)) dt_strbuf_printf(&csv, "%.4f", ratio);
             if (isfinite(row->ratio))
                 dt_strbuf_printf(&csv, ",%.4f,%.4f,%.4f\n", row->ratio, row->ci_lo, row->ci_hi);
-            else
-                dt_strbuf_printf(&csv, ",,,\n");
+            else dt_strbuf_printf(&csv, ",,,\n");
         }
         dt_strbuf_printf(&md, " %s |\n",
-                         n < 2 ? "one run" : all_same ? "identical for every rank count"
-                                                      : "depends on the rank count");
+                         n < 2      ? "one run"
+                         : all_same ? "identical for every rank count"
+                                    : "depends on the rank count");
     }
     /* step times */
     if (st == DT_OK) {
-        dt_strbuf_printf(&md, "\n## Step time (ms; vs unordered at the same rank count; vs fast (alternated) "
-                              "[95%% interval])\n\n"
-                              "| policy | reduction |");
+        dt_strbuf_printf(
+            &md, "\n## Step time (ms; vs unordered at the same rank count; vs fast (alternated) "
+                 "[95%% interval])\n\n"
+                 "| policy | reduction |");
         for (int i = 0; i < n; i++) {
             char l[32];
             label(l, sizeof l, &runs[i]);
@@ -229,8 +233,7 @@ enum dt_status dt_ranks_report(const char *dir, bool quiet, struct dt_error *err
                     dt_strbuf_printf(&md, " %.3f", row->step_ms);
                     if (base && isfinite(base->step_ms) && base->step_ms > 0)
                         dt_strbuf_printf(&md, " (%.2fx)", row->step_ms / base->step_ms);
-                    if (strcmp(row->verdict, "baseline") == 0)
-                        dt_strbuf_printf(&md, "; baseline");
+                    if (strcmp(row->verdict, "baseline") == 0) dt_strbuf_printf(&md, "; baseline");
                     else if (isfinite(row->ratio) && isfinite(row->ci_lo))
                         dt_strbuf_printf(&md, "; vs fast %.2fx [%.2f, %.2f]", row->ratio,
                                          row->ci_lo, row->ci_hi);

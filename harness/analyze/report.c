@@ -100,8 +100,8 @@ struct report {
     int64_t *steps;
     struct overhead ovh[DT_MAX_POLICIES];
     bool ovh_absent, ovh_empty, ovh_cut; /* overhead.csv missing; no header; last row cut */
-    char ovh_note[600]; /* "" when every policy's overhead was measured in full */
-    char plots_skipped[256]; /* the one-line reason when no plot was attempted */
+    char ovh_note[600];                  /* "" when every policy's overhead was measured in full */
+    char plots_skipped[256];             /* the one-line reason when no plot was attempted */
     struct plot_note plots[DT_MAX_POLICIES + 2];
     int n_plots;
 };
@@ -120,11 +120,9 @@ static void dvec_push(struct dvec *d, double x)
 static void mean_std(const double *v, int n, double *mean, double *std)
 {
     double sum = 0, sum2 = 0;
-    for (int i = 0; i < n; i++)
-        sum += v[i];
+    for (int i = 0; i < n; i++) sum += v[i];
     *mean = n > 0 ? sum / n : NAN;
-    for (int i = 0; i < n; i++)
-        sum2 += (v[i] - *mean) * (v[i] - *mean);
+    for (int i = 0; i < n; i++) sum2 += (v[i] - *mean) * (v[i] - *mean);
     *std = n > 1 ? sqrt(sum2 / (n - 1)) : NAN;
 }
 
@@ -174,8 +172,7 @@ static int csv_getline(struct csv *c)
     if (n < 0) return 0;
     c->line++;
     c->eol = c->buf[n - 1] == '\n';
-    while (n > 0 && (c->buf[n - 1] == '\n' || c->buf[n - 1] == '\r'))
-        c->buf[--n] = '\0';
+    while (n > 0 && (c->buf[n - 1] == '\n' || c->buf[n - 1] == '\r')) c->buf[--n] = '\0';
     return 1;
 }
 
@@ -274,12 +271,10 @@ static enum dt_status read_metrics(struct replica *r, const char *path, int64_t 
     while (st == DT_OK && row && (st = csv_next(&c, 4, &row, err)) == DT_OK && row) {
         int64_t step;
         double acc;
-        if (!parse_i64(c.field[0], &step))
-            st = csv_fail(&c, err, "bad step '%s'", c.field[0]);
+        if (!parse_i64(c.field[0], &step)) st = csv_fail(&c, err, "bad step '%s'", c.field[0]);
         else if (!parse_f64(c.field[2], &acc, true))
             st = csv_fail(&c, err, "bad test_acc '%s'", c.field[2]);
-        else if (step == steps)
-            r->test_acc = acc;
+        else if (step == steps) r->test_acc = acc;
     }
     csv_close(&c);
     return st;
@@ -296,8 +291,7 @@ static enum dt_status read_times(struct cell *cell, const char *path, struct dt_
     while (st == DT_OK && row && (st = csv_next(&c, 3, &row, err)) == DT_OK && row) {
         int64_t step;
         double ms, hash;
-        if (!parse_i64(c.field[0], &step))
-            st = csv_fail(&c, err, "bad step '%s'", c.field[0]);
+        if (!parse_i64(c.field[0], &step)) st = csv_fail(&c, err, "bad step '%s'", c.field[0]);
         else if (!parse_f64(c.field[1], &ms, true))
             st = csv_fail(&c, err, "bad step_ms '%s'", c.field[1]);
         else if (!parse_f64(c.field[2], &hash, true))
@@ -340,8 +334,7 @@ static enum dt_status read_predictions(struct replica *r, const char *path, stru
             st = csv_fail(&c, err, "bad label '%s'", c.field[1]);
         else if (!parse_class(c.field[2], &r->pred[r->n_pred]))
             st = csv_fail(&c, err, "bad predicted class '%s'", c.field[2]);
-        else
-            r->n_pred++;
+        else r->n_pred++;
     }
     if (st == DT_OK && exists && !r->label) { /* header only: present but empty */
         r->label = dt_xmalloc(1);
@@ -474,8 +467,7 @@ static enum dt_status load_cell(struct report *rep, int c, struct dt_error *err)
     cell->n_pairs = n * (n - 1) / 2;
     cell->pairs = dt_xcalloc((size_t)cell->n_pairs + 1, sizeof *cell->pairs);
     cell->drift_mean = dt_xcalloc((size_t)rep->n_steps + 1, sizeof *cell->drift_mean);
-    for (int s = 0; s < rep->n_steps; s++)
-        cell->drift_mean[s] = NAN;
+    for (int s = 0; s < rep->n_steps; s++) cell->drift_mean[s] = NAN;
     int k = 0;
     for (int a = 0; a < n; a++)
         for (int b = a + 1; b < n; b++, k++) {
@@ -484,8 +476,7 @@ static enum dt_status load_cell(struct report *rep, int c, struct dt_error *err)
             pr->b = b;
             pr->churn = pr->l2 = pr->l2_rel = NAN;
         }
-    for (int r = 0; r < n; r++)
-        DT_FORWARD_IF_ERROR(load_replica(rep, cell, c, r, err));
+    for (int r = 0; r < n; r++) DT_FORWARD_IF_ERROR(load_replica(rep, cell, c, r, err));
     cell->step_ms = dt_median(cell->step_times.v, cell->step_times.n);
     cell->hash_ms = dt_median(cell->hash_times.v, cell->hash_times.n);
     return DT_OK;
@@ -565,8 +556,7 @@ static void class_accuracy(double acc[256], const struct replica *rp)
         total[rp->label[i]]++;
         right[rp->label[i]] += rp->pred[i] == rp->label[i];
     }
-    for (int k = 0; k < 256; k++)
-        acc[k] = total[k] ? (double)right[k] / (double)total[k] : NAN;
+    for (int k = 0; k < 256; k++) acc[k] = total[k] ? (double)right[k] / (double)total[k] : NAN;
 }
 
 /* Sample std across completed replicas of each class's accuracy: mean and max over the
@@ -583,8 +573,7 @@ static void class_spread(struct cell *cell, int n_rep)
     int classes = 0;
     for (int k = 0; k < 256; k++) {
         if (!isfinite(acc[0][k])) continue;
-        for (int i = 0; i < m; i++)
-            col[i] = acc[i][k];
+        for (int i = 0; i < m; i++) col[i] = acc[i][k];
         double mean, std;
         mean_std(col, m, &mean, &std);
         sum += std;
@@ -701,8 +690,7 @@ static enum dt_status drift_cell(const struct report *rep, struct cell *cell, in
         if (!cell->rep[pr->a].completed || !cell->rep[pr->b].completed) continue;
         pr->drift_l2 = dt_xcalloc((size_t)rep->n_steps + 1, sizeof(double));
         pr->drift_rel = dt_xcalloc((size_t)rep->n_steps + 1, sizeof(double));
-        for (int s = 0; s < rep->n_steps; s++)
-            pr->drift_l2[s] = pr->drift_rel[s] = NAN;
+        for (int s = 0; s < rep->n_steps; s++) pr->drift_l2[s] = pr->drift_rel[s] = NAN;
     }
     struct dt_snapshot *snap = dt_xcalloc((size_t)n, sizeof *snap);
     bool *have = dt_xcalloc((size_t)n, sizeof *have);
@@ -758,19 +746,26 @@ static void overhead_note(struct report *rep)
     if (n_missing > 0 && exp->report.overhead_samples == 0)
         snprintf(out, size, "not measured (report.overhead_samples is 0)");
     else if (n_missing > 0 && rep->ovh_absent)
-        snprintf(out, size, "not measured: %s/overhead.csv is missing (the run was stopped "
-                 "before its overhead measurement; %s)", rep->dir, again);
+        snprintf(out, size,
+                 "not measured: %s/overhead.csv is missing (the run was stopped "
+                 "before its overhead measurement; %s)",
+                 rep->dir, again);
     else if (n_missing > 0)
-        snprintf(out, size, "not measured for %s: %s/overhead.csv %s (the run was stopped "
-                 "before or during its overhead measurement; %s)", missing.data, rep->dir,
-                 rep->ovh_empty ? "is empty" : "has no rows for it", again);
+        snprintf(out, size,
+                 "not measured for %s: %s/overhead.csv %s (the run was stopped "
+                 "before or during its overhead measurement; %s)",
+                 missing.data, rep->dir, rep->ovh_empty ? "is empty" : "has no rows for it", again);
     if (n_partial > 0)
-        snprintf(out + strlen(out), size - strlen(out), "%smeasured over the rows present only "
+        snprintf(out + strlen(out), size - strlen(out),
+                 "%smeasured over the rows present only "
                  "for %s: %s/overhead.csv is partial (the run was stopped during its overhead "
-                 "measurement)", out[0] ? "; " : "", partial.data, rep->dir);
+                 "measurement)",
+                 out[0] ? "; " : "", partial.data, rep->dir);
     else if (rep->ovh_cut && out[0] == '\0')
-        snprintf(out, size, "measured; the cut-short last line of %s/overhead.csv was left "
-                 "out", rep->dir);
+        snprintf(out, size,
+                 "measured; the cut-short last line of %s/overhead.csv was left "
+                 "out",
+                 rep->dir);
     dt_strbuf_free(&missing);
     dt_strbuf_free(&partial);
 }
@@ -852,8 +847,7 @@ static enum dt_status write_summary_csv(const struct report *rep, struct dt_erro
 {
     struct dt_strbuf sb = {0};
     dt_strbuf_printf(&sb, "%s\n", DT_REPORT_SUMMARY_HEADER);
-    for (int c = 0; c < rep->n_cells; c++)
-        summary_row(&sb, rep, &rep->cells[c]);
+    for (int c = 0; c < rep->n_cells; c++) summary_row(&sb, rep, &rep->cells[c]);
     return write_out(rep, "summary.csv", &sb, err);
 }
 
@@ -939,8 +933,7 @@ static bool choose_gnuplot(char *exe, size_t size, const struct dt_report_option
     if (name[0] == '\0' || strcmp(name, "none") == 0) {
         if (opt->gnuplot)
             snprintf(why, why_size, "Plots skipped: plotting turned off (gnuplot: none).");
-        else
-            snprintf(why, why_size, "Plots skipped: DETRAIN_GNUPLOT=%s.", name[0] ? name : "\"\"");
+        else snprintf(why, why_size, "Plots skipped: DETRAIN_GNUPLOT=%s.", name[0] ? name : "\"\"");
         return false;
     }
     if (!find_executable(exe, size, name)) {
@@ -1237,12 +1230,9 @@ static void make_plots(struct report *rep)
 static const char *model_kind_name(enum dt_model_kind k)
 {
     switch (k) {
-    case DT_MODEL_MLP:
-        return "mlp";
-    case DT_MODEL_LENET:
-        return "lenet";
-    case DT_MODEL_BNN_MLP:
-        return "bnn_mlp";
+    case DT_MODEL_MLP: return "mlp";
+    case DT_MODEL_LENET: return "lenet";
+    case DT_MODEL_BNN_MLP: return "bnn_mlp";
     }
     return "?";
 }
@@ -1251,10 +1241,8 @@ static const char *model_kind_name(enum dt_model_kind k)
 static void md_f(struct dt_strbuf *sb, const char *fmt, double v)
 {
     dt_strbuf_printf(sb, " | ");
-    if (isfinite(v))
-        dt_strbuf_printf(sb, fmt, v);
-    else
-        dt_strbuf_printf(sb, "-");
+    if (isfinite(v)) dt_strbuf_printf(sb, fmt, v);
+    else dt_strbuf_printf(sb, "-");
 }
 
 static void md_setup(struct dt_strbuf *sb, const struct report *rep)
@@ -1282,13 +1270,10 @@ static void md_setup(struct dt_strbuf *sb, const struct report *rep)
     for (int p = 0; p < exp->n_policies; p++)
         dt_strbuf_printf(sb, "%s`%s`", p ? ", " : "", exp->policies[p].name);
     dt_strbuf_printf(sb, ". %d cells (vary setting x policy). Weights hashed ", rep->n_cells);
-    if (exp->hash.every == 1)
-        dt_strbuf_printf(sb, "at every step");
-    else
-        dt_strbuf_printf(sb, "every %" PRId64 " steps", exp->hash.every);
+    if (exp->hash.every == 1) dt_strbuf_printf(sb, "at every step");
+    else dt_strbuf_printf(sb, "every %" PRId64 " steps", exp->hash.every);
     dt_strbuf_printf(sb, "%s; ", exp->hash.per_tensor ? " (per tensor)" : "");
-    if (rep->n_steps == 0)
-        dt_strbuf_printf(sb, "no weight snapshots.\n\n");
+    if (rep->n_steps == 0) dt_strbuf_printf(sb, "no weight snapshots.\n\n");
     else {
         dt_strbuf_printf(sb, "weight snapshots at steps ");
         for (int s = 0; s < rep->n_steps; s++)
@@ -1371,8 +1356,7 @@ static void md_overhead(struct dt_strbuf *sb, const struct report *rep)
         md_f(sb, "%.3f", o->has_ratio ? o->ci.ratio : NAN);
         if (o->has_ratio && isfinite(o->ci.lo))
             dt_strbuf_printf(sb, " | [%.3f, %.3f]", o->ci.lo, o->ci.hi);
-        else
-            dt_strbuf_printf(sb, " | -");
+        else dt_strbuf_printf(sb, " | -");
         dt_strbuf_printf(sb, " | %s%s |\n", o->has_ratio ? overhead_verdict(o) : "not measured",
                          o->partial ? " (partial)" : "");
     }
@@ -1389,16 +1373,13 @@ static void md_drift(struct dt_strbuf *sb, const struct report *rep)
     }
     dt_strbuf_printf(sb, "Mean pairwise L2 distance of the weights of completed replicas at "
                          "each snapshot step (per pair: drift.csv).\n\n| step |");
-    for (int c = 0; c < rep->n_cells; c++)
-        dt_strbuf_printf(sb, " %s |", rep->cells[c].dir);
+    for (int c = 0; c < rep->n_cells; c++) dt_strbuf_printf(sb, " %s |", rep->cells[c].dir);
     dt_strbuf_printf(sb, "\n|--:|");
-    for (int c = 0; c < rep->n_cells; c++)
-        dt_strbuf_printf(sb, "--:|");
+    for (int c = 0; c < rep->n_cells; c++) dt_strbuf_printf(sb, "--:|");
     dt_strbuf_printf(sb, "\n");
     for (int s = 0; s < rep->n_steps; s++) {
         dt_strbuf_printf(sb, "| %" PRId64, rep->steps[s]);
-        for (int c = 0; c < rep->n_cells; c++)
-            md_f(sb, "%.4g", rep->cells[c].drift_mean[s]);
+        for (int c = 0; c < rep->n_cells; c++) md_f(sb, "%.4g", rep->cells[c].drift_mean[s]);
         dt_strbuf_printf(sb, " |\n");
     }
     dt_strbuf_printf(sb, "\n");
@@ -1413,10 +1394,8 @@ static void md_plots(struct dt_strbuf *sb, const struct report *rep)
     }
     for (int i = 0; i < rep->n_plots; i++) {
         const struct plot_note *pl = &rep->plots[i];
-        if (pl->made)
-            dt_strbuf_printf(sb, "![%s](plots/%s.svg)\n\n", pl->title, pl->name);
-        else
-            dt_strbuf_printf(sb, "Plot %s not made: %s.\n\n", pl->name, pl->note);
+        if (pl->made) dt_strbuf_printf(sb, "![%s](plots/%s.svg)\n\n", pl->title, pl->name);
+        else dt_strbuf_printf(sb, "Plot %s not made: %s.\n\n", pl->name, pl->note);
     }
 }
 
@@ -1485,16 +1464,16 @@ static void md_algorithms(struct dt_strbuf *sb, const struct report *rep)
         if (with > 0) {
             if (!header)
                 dt_strbuf_printf(sb, "## Library algorithms per cell\n\nFrom each replica's "
-                                 "`algos.csv`: the algorithms cuDNN ran (call site, op, shape, "
-                                 "algorithm). *distinct choices*: how many different sets of "
-                                 "choices the replicas made (autotuning may choose differently "
-                                 "in each run); *changes*: choices that changed within a run, "
-                                 "summed over replicas.\n\n| cell | replicas with a record | "
-                                 "distinct choices | changes | choices of the first |\n"
-                                 "|---|--:|--:|--:|---|\n");
+                                     "`algos.csv`: the algorithms cuDNN ran (call site, op, shape, "
+                                     "algorithm). *distinct choices*: how many different sets of "
+                                     "choices the replicas made (autotuning may choose differently "
+                                     "in each run); *changes*: choices that changed within a run, "
+                                     "summed over replicas.\n\n| cell | replicas with a record | "
+                                     "distinct choices | changes | choices of the first |\n"
+                                     "|---|--:|--:|--:|---|\n");
             header = true;
-            dt_strbuf_printf(sb, "| %s | %d | %d | %d | %s |\n", cell->dir, with, distinct,
-                             changes, first.data ? first.data : "");
+            dt_strbuf_printf(sb, "| %s | %d | %d | %d | %s |\n", cell->dir, with, distinct, changes,
+                             first.data ? first.data : "");
         }
         for (int r = 0; r < rep->exp.replicas; r++) free(sigs[r]);
         free(sigs);
@@ -1521,16 +1500,11 @@ static enum dt_status write_report_md(const struct report *rep, struct dt_error 
 
 static void print_overhead(const struct overhead *o)
 {
-    if (o->baseline)
-        printf("baseline");
-    else if (!o->has_ratio)
-        printf("not measured");
-    else if (o->ci.inconclusive)
-        printf("%.2fx inconclusive", o->ci.ratio);
-    else
-        printf("%.2fx [%.2f, %.2f]", o->ci.ratio, o->ci.lo, o->ci.hi);
-    if (o->partial)
-        printf(" (partial: %" PRId64 " pair%s)", o->fast.n, o->fast.n == 1 ? "" : "s");
+    if (o->baseline) printf("baseline");
+    else if (!o->has_ratio) printf("not measured");
+    else if (o->ci.inconclusive) printf("%.2fx inconclusive", o->ci.ratio);
+    else printf("%.2fx [%.2f, %.2f]", o->ci.ratio, o->ci.lo, o->ci.hi);
+    if (o->partial) printf(" (partial: %" PRId64 " pair%s)", o->fast.n, o->fast.n == 1 ? "" : "s");
 }
 
 static void print_summary(const struct report *rep)
@@ -1564,12 +1538,9 @@ static void print_summary(const struct report *rep)
            "drift:   %s/drift.csv\n",
            rep->dir, rep->dir, rep->dir, rep->dir);
     int made = 0;
-    for (int i = 0; i < rep->n_plots; i++)
-        made += rep->plots[i].made;
-    if (rep->plots_skipped[0])
-        printf("plots:   %s\n", rep->plots_skipped);
-    else
-        printf("plots:   %s/plots/ (%d of %d made)\n", rep->dir, made, rep->n_plots);
+    for (int i = 0; i < rep->n_plots; i++) made += rep->plots[i].made;
+    if (rep->plots_skipped[0]) printf("plots:   %s\n", rep->plots_skipped);
+    else printf("plots:   %s/plots/ (%d of %d made)\n", rep->dir, made, rep->n_plots);
     fflush(stdout);
 }
 

@@ -32,13 +32,13 @@
 
 #include "core/status.h"
 
-#define DT_REPORT_SUMMARY_HEADER                                                            \
-    "cell,vary,policy,replicas,completed,distinct_final_digests,first_divergent_step,"      \
-    "first_divergent_tensor,test_acc_mean,test_acc_std,churn_mean,churn_max,l2_mean,"       \
-    "l2_rel_mean,class_acc_std_mean,class_acc_std_max,step_ms_median,hash_ms_median,"       \
+#define DT_REPORT_SUMMARY_HEADER                                                                   \
+    "cell,vary,policy,replicas,completed,distinct_final_digests,first_divergent_step,"             \
+    "first_divergent_tensor,test_acc_mean,test_acc_std,churn_mean,churn_max,l2_mean,"              \
+    "l2_rel_mean,class_acc_std_mean,class_acc_std_max,step_ms_median,hash_ms_median,"              \
     "overhead_ratio,overhead_ci_lo,overhead_ci_hi,overhead_verdict"
-#define DT_REPORT_CELLS_HEADER                                                              \
-    "cell,vary,policy,replica_a,replica_b,identical_final,first_divergent_step,"            \
+#define DT_REPORT_CELLS_HEADER                                                                     \
+    "cell,vary,policy,replica_a,replica_b,identical_final,first_divergent_step,"                   \
     "first_divergent_tensor,churn,l2,l2_rel,test_acc_a,test_acc_b"
 #define DT_REPORT_DRIFT_HEADER "cell,vary,policy,step,replica_a,replica_b,l2,l2_rel"
 
@@ -62,13 +62,13 @@ enum dt_status dt_report_build(const char *dir, const struct dt_report_options *
 struct dt_report_summary_row {
     char cell[256], vary[64], policy[64];
     int replicas, completed;
-    int distinct;        /* distinct final digests; -1 = not available (none completed) */
-    bool has_first;      /* first_step is known (some pair of replicas was compared) */
-    int64_t first_step;  /* earliest divergent step; -1 = the replicas never differ */
+    int distinct;       /* distinct final digests; -1 = not available (none completed) */
+    bool has_first;     /* first_step is known (some pair of replicas was compared) */
+    int64_t first_step; /* earliest divergent step; -1 = the replicas never differ */
     char first_tensor[64];
-    double step_ms;      /* median step time; NaN = not available */
+    double step_ms;             /* median step time; NaN = not available */
     double ratio, ci_lo, ci_hi; /* overhead vs fast and its 95% interval; NaN = n/a */
-    char verdict[16];    /* baseline, conclusive, inconclusive, or "" */
+    char verdict[16];           /* baseline, conclusive, inconclusive, or "" */
 };
 
 /* Read DIR/summary.csv as dt_report_build writes it (header DT_REPORT_SUMMARY_HEADER):

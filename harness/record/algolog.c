@@ -27,14 +27,15 @@ static bool same_note(const struct dt_algo_note *a, const struct dt_algo_note *b
            strcmp(a->math, b->math) == 0 && strcmp(a->how, b->how) == 0;
 }
 
-void dt_algolog_step(struct dt_algolog *log, int64_t step, const struct dt_algo_note *notes,
-                     int n, int max_kept)
+void dt_algolog_step(struct dt_algolog *log, int64_t step, const struct dt_algo_note *notes, int n,
+                     int max_kept)
 {
     const int kept = n < max_kept ? n : max_kept;
     if (kept > 0) log->steps_noted++;
     for (int i = 0; i < kept && i < DT_ALGOLOG_MAX_CALLS; i++) {
         const int64_t o = log->open[i];
-        if (o >= 0 && log->runs[o].last_step == step - 1 && same_note(&log->runs[o].note, &notes[i])) {
+        if (o >= 0 && log->runs[o].last_step == step - 1 &&
+            same_note(&log->runs[o].note, &notes[i])) {
             log->runs[o].last_step = step; /* the same choice as the step before */
             continue;
         }
@@ -116,12 +117,14 @@ enum dt_status dt_algolog_write_csv(const struct dt_algolog *log, const char *pa
 
 void dt_algolog_json(const struct dt_algolog *log, struct dt_strbuf *sb)
 {
-    dt_strbuf_printf(sb, "\"algorithms\": {\"steps_noted\": %" PRId64 ", \"rows\": %" PRId64
+    dt_strbuf_printf(sb,
+                     "\"algorithms\": {\"steps_noted\": %" PRId64 ", \"rows\": %" PRId64
                      ", \"changes\": %" PRId64 ", \"first_rows\": [",
                      log->steps_noted, log->n_runs + log->dropped, dt_algolog_changes(log));
     for (int64_t r = 0; r < log->n_runs && r < 64; r++) {
         const struct dt_algo_run *a = &log->runs[r];
-        dt_strbuf_printf(sb, "%s{\"first_step\": %" PRId64 ", \"last_step\": %" PRId64
+        dt_strbuf_printf(sb,
+                         "%s{\"first_step\": %" PRId64 ", \"last_step\": %" PRId64
                          ", \"call\": %d, \"op\": ",
                          r ? ", " : "", a->first_step, a->last_step, a->call);
         dt_strbuf_json_string(sb, a->note.op);
@@ -129,8 +132,8 @@ void dt_algolog_json(const struct dt_algolog *log, struct dt_strbuf *sb)
         dt_strbuf_json_string(sb, a->note.shape);
         dt_strbuf_printf(sb, ", \"algo\": %d, \"name\": ", a->note.algo);
         dt_strbuf_json_string(sb, a->note.name);
-        dt_strbuf_printf(sb, ", \"deterministic\": %s, \"math\": ",
-                         a->note.deterministic ? "true" : "false");
+        dt_strbuf_printf(
+            sb, ", \"deterministic\": %s, \"math\": ", a->note.deterministic ? "true" : "false");
         dt_strbuf_json_string(sb, a->note.math);
         dt_strbuf_printf(sb, ", \"how\": ");
         dt_strbuf_json_string(sb, a->note.how);

@@ -13,8 +13,8 @@
 #include "core/util.h"
 #include "nets/backend.h"
 
-#define DT_ALGOLOG_MAX_CALLS 64     /* call sites per step that are followed */
-#define DT_ALGOLOG_MAX_RUNS 100000  /* rows kept; beyond, changes are only counted */
+#define DT_ALGOLOG_MAX_CALLS 64    /* call sites per step that are followed */
+#define DT_ALGOLOG_MAX_RUNS 100000 /* rows kept; beyond, changes are only counted */
 
 struct dt_algo_run {
     int64_t first_step, last_step;
@@ -28,16 +28,16 @@ struct dt_algolog {
     /* index in runs of call site i's open row, or -1; beyond DT_ALGOLOG_MAX_RUNS rows, a
      * site's current (not kept) row is followed in runs[DT_ALGOLOG_MAX_RUNS + i] */
     int64_t open[DT_ALGOLOG_MAX_CALLS];
-    int64_t dropped;                    /* rows not kept (beyond DT_ALGOLOG_MAX_RUNS) */
-    int64_t steps_noted;                /* steps that had at least one note */
+    int64_t dropped;     /* rows not kept (beyond DT_ALGOLOG_MAX_RUNS) */
+    int64_t steps_noted; /* steps that had at least one note */
 };
 
 void dt_algolog_init(struct dt_algolog *log);
 void dt_algolog_free(struct dt_algolog *log);
 /* Add step `step`'s notes (in call order; n may exceed what notes holds: see
  * dt_backend_take_algo_notes, only the first min(n, max_kept) are read). */
-void dt_algolog_step(struct dt_algolog *log, int64_t step, const struct dt_algo_note *notes,
-                     int n, int max_kept);
+void dt_algolog_step(struct dt_algolog *log, int64_t step, const struct dt_algo_note *notes, int n,
+                     int max_kept);
 /* Rows whose call site changed its choice at least once: rows beyond the first per site. */
 int64_t dt_algolog_changes(const struct dt_algolog *log);
 /* algos.csv: first_step,last_step,call,op,shape,algo,name,deterministic,math,how (rows in

@@ -98,8 +98,7 @@ static bool scan_value(struct json_scan *j)
         return false;
     }
     size_t start = j->i;
-    while (j->s[j->i] && !strchr(",]} \n\r\t", j->s[j->i]))
-        j->i++;
+    while (j->s[j->i] && !strchr(",]} \n\r\t", j->s[j->i])) j->i++;
     return j->i > start;
 }
 
@@ -252,30 +251,17 @@ static void put(struct bytes *b, const void *data, size_t n)
 {
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n)
-            cap *= 2;
+        while (cap < b->len + n) cap *= 2;
         b->p = dt_xrealloc(b->p, cap);
         b->cap = cap;
     }
     if (n) memcpy(b->p + b->len, data, n);
     b->len += n;
 }
-static void put_u32(struct bytes *b, uint32_t v)
-{
-    put(b, &v, 4);
-}
-static void put_i32(struct bytes *b, int32_t v)
-{
-    put(b, &v, 4);
-}
-static void put_u64(struct bytes *b, uint64_t v)
-{
-    put(b, &v, 8);
-}
-static void put_i64(struct bytes *b, int64_t v)
-{
-    put(b, &v, 8);
-}
+static void put_u32(struct bytes *b, uint32_t v) { put(b, &v, 4); }
+static void put_i32(struct bytes *b, int32_t v) { put(b, &v, 4); }
+static void put_u64(struct bytes *b, uint64_t v) { put(b, &v, 8); }
+static void put_i64(struct bytes *b, int64_t v) { put(b, &v, 8); }
 static void put_str(struct bytes *b, const char *s)
 {
     size_t n = strlen(s);
@@ -308,8 +294,7 @@ static void weights_digest(char hex[DT_DIGEST_HEX], const char *const *names,
                            const float *const *values, const int64_t *counts, int n)
 {
     uint8_t(*d)[DT_DIGEST_BYTES] = dt_xcalloc((size_t)n + 1, DT_DIGEST_BYTES);
-    for (int i = 0; i < n; i++)
-        dt_sha256_f32(d[i], values[i], counts[i]);
+    for (int i = 0; i < n; i++) dt_sha256_f32(d[i], values[i], counts[i]);
     uint8_t md[DT_DIGEST_BYTES];
     dt_model_digest(md, names, (const uint8_t(*)[DT_DIGEST_BYTES])d, n);
     dt_digest_hex(hex, md);
@@ -344,10 +329,8 @@ static enum dt_status write_atomic(const char *path, const void *data, size_t n,
     char dir[1400];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
-    if (slash)
-        *slash = '\0';
-    else
-        snprintf(dir, sizeof dir, ".");
+    if (slash) *slash = '\0';
+    else snprintf(dir, sizeof dir, ".");
     int fd = open(dir, O_RDONLY | O_DIRECTORY);
     if (fd >= 0) {
         int rc = fsync(fd);
@@ -419,8 +402,7 @@ enum dt_status dt_checkpoint_write(const char *path, const struct dt_experiment 
         put_str(&b, p->name);
         put_i32(&b, p->ndim);
         put_i32(&b, 0);
-        for (int d = 0; d < 4; d++)
-            put_i64(&b, d < p->ndim ? p->shape[d] : 0);
+        for (int d = 0; d < 4; d++) put_i64(&b, d < p->ndim ? p->shape[d] : 0);
         put_i64(&b, p->n);
     }
     for (int i = 0; i < n; i++) {
@@ -470,10 +452,7 @@ static bool take_u64(struct cursor *c, uint64_t *v)
     if (r) memcpy(v, r, 8);
     return r != NULL;
 }
-static bool take_i64(struct cursor *c, int64_t *v)
-{
-    return take_u64(c, (uint64_t *)v);
-}
+static bool take_i64(struct cursor *c, int64_t *v) { return take_u64(c, (uint64_t *)v); }
 /* A string into buf (capacity size, NUL added); false when too long or past the end. */
 static bool take_str(struct cursor *c, char *buf, size_t size)
 {
@@ -647,25 +626,31 @@ enum dt_status dt_checkpoint_read(struct dt_checkpoint *ck, const char *path, st
     unsigned char prefix[PREFIX_BYTES];
     const size_t size = (size_t)file_size;
     size_t got = 0;
-    enum dt_status st = dt_read_fd(fd, prefix, size < PREFIX_BYTES ? size : PREFIX_BYTES, &got,
-                                   path, err);
+    enum dt_status st =
+        dt_read_fd(fd, prefix, size < PREFIX_BYTES ? size : PREFIX_BYTES, &got, path, err);
     if (st == DT_OK && got < (size < PREFIX_BYTES ? size : PREFIX_BYTES))
-        st = dt_error_set(err, DT_ERR_DATA, "%s: truncated checkpoint: the file shrank while "
-                          "it was read", path);
+        st = dt_error_set(err, DT_ERR_DATA,
+                          "%s: truncated checkpoint: the file shrank while "
+                          "it was read",
+                          path);
     if (st == DT_OK) st = check_prefix(prefix, size, path, err);
     unsigned char *buf = NULL;
     if (st == DT_OK) {
         buf = malloc(size);
         if (!buf)
-            st = dt_error_set(err, DT_ERR_NOMEM, "%s: out of memory reading a %zu-byte "
-                              "checkpoint", path, size);
+            st = dt_error_set(err, DT_ERR_NOMEM,
+                              "%s: out of memory reading a %zu-byte "
+                              "checkpoint",
+                              path, size);
     }
     if (st == DT_OK) {
         memcpy(buf, prefix, PREFIX_BYTES);
         st = dt_read_fd(fd, buf + PREFIX_BYTES, size - PREFIX_BYTES, &got, path, err);
         if (st == DT_OK && got != size - PREFIX_BYTES)
-            st = dt_error_set(err, DT_ERR_DATA, "%s: truncated checkpoint: expected %zu bytes, "
-                              "found %zu", path, size, PREFIX_BYTES + got);
+            st = dt_error_set(err, DT_ERR_DATA,
+                              "%s: truncated checkpoint: expected %zu bytes, "
+                              "found %zu",
+                              path, size, PREFIX_BYTES + got);
     }
     close(fd);
     if (st == DT_OK) st = read_checked(ck, buf, size, path, err);
@@ -742,8 +727,7 @@ enum dt_status dt_checkpoint_check(const struct dt_checkpoint *ck, const char *p
         const struct dt_checkpoint_param *a = &ck->params[i];
         const struct dt_param *b = &m->params[i];
         bool same = strcmp(a->name, b->name) == 0 && a->ndim == b->ndim && a->n == b->n;
-        for (int d = 0; same && d < a->ndim; d++)
-            same = a->shape[d] == b->shape[d];
+        for (int d = 0; same && d < a->ndim; d++) same = a->shape[d] == b->shape[d];
         if (!same) {
             char sa[96], sb[96];
             shape_text(sa, sizeof sa, a->ndim, a->shape);

@@ -30,7 +30,8 @@
  * changing the trace: train.steps (a finished run can be extended), train.checkpoint_every,
  * train.check_finite (it only decides whether a fault is named by the per-step scan or,
  * later, by a non-finite loss), hash.async (the trace is the same file either way) and
- * report.* (measured after training). Any other difference refuses the checkpoint, naming the keys. */
+ * report.* (measured after training). Any other difference refuses the checkpoint, naming the keys.
+ */
 #ifndef DT_CHECKPOINT_H
 #define DT_CHECKPOINT_H
 

@@ -6,9 +6,8 @@
 
 #include "harness/record/outdir.h"
 
-enum dt_status dt_csv_create(FILE **f, char *path, size_t size, const char *dir,
-                             const char *name, const char *header, bool append,
-                             struct dt_error *err)
+enum dt_status dt_csv_create(FILE **f, char *path, size_t size, const char *dir, const char *name,
+                             const char *header, bool append, struct dt_error *err)
 {
     snprintf(path, size, "%s/%s", dir, name);
     *f = dt_out_fopen(path, append, err);

@@ -13,9 +13,8 @@
 
 /* Create dir/name (path written to path[0, size)) with its header line, flushed; or, with
  * `append`, open the existing file to add rows. */
-enum dt_status dt_csv_create(FILE **f, char *path, size_t size, const char *dir,
-                             const char *name, const char *header, bool append,
-                             struct dt_error *err);
+enum dt_status dt_csv_create(FILE **f, char *path, size_t size, const char *dir, const char *name,
+                             const char *header, bool append, struct dt_error *err);
 /* Flush f; a failed write names the file. */
 enum dt_status dt_csv_flush(FILE *f, const char *path, struct dt_error *err);
 

@@ -82,8 +82,7 @@ void dt_digest_hex(char out[DT_DIGEST_HEX], const uint8_t d[DT_DIGEST_BYTES])
 }
 
 void dt_hash_model(uint8_t model_digest[DT_DIGEST_BYTES],
-                   uint8_t (*tensor_digests)[DT_DIGEST_BYTES], struct dt_model *m,
-                   float *staging)
+                   uint8_t (*tensor_digests)[DT_DIGEST_BYTES], struct dt_model *m, float *staging)
 {
     const char *names[256];
     DT_ASSERT(m->n_params <= 256);

@@ -34,7 +34,6 @@ void dt_digest_hex(char out[DT_DIGEST_HEX], const uint8_t d[DT_DIGEST_BYTES]);
  * when the backend's memory is not host memory): per-tensor digests into `tensor_digests`
  * (n_params x 32 bytes) and the model digest -- the trace's digest of a step. */
 void dt_hash_model(uint8_t model_digest[DT_DIGEST_BYTES],
-                   uint8_t (*tensor_digests)[DT_DIGEST_BYTES], struct dt_model *m,
-                   float *staging);
+                   uint8_t (*tensor_digests)[DT_DIGEST_BYTES], struct dt_model *m, float *staging);
 
 #endif

@@ -17,8 +17,8 @@ void dt_vary_label(char *buf, size_t size, unsigned vary)
     }
     for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (!(vary & (1u << i))) continue;
-        int w = snprintf(buf + used, size > used ? size - used : 0, "%s%s", used ? "+" : "",
-                         names[i]);
+        int w =
+            snprintf(buf + used, size > used ? size - used : 0, "%s%s", used ? "+" : "", names[i]);
         if (w < 0) break;
         used += (size_t)w;
     }
@@ -36,8 +36,8 @@ void dt_cell_dir(char *buf, size_t size, const struct dt_experiment *exp, int ce
     snprintf(buf, size, "%s/%s", label, pol);
 }
 
-void dt_replica_dir(char *buf, size_t size, const char *out_dir,
-                    const struct dt_experiment *exp, int cell, int r)
+void dt_replica_dir(char *buf, size_t size, const char *out_dir, const struct dt_experiment *exp,
+                    int cell, int r)
 {
     char cell_dir[256];
     dt_cell_dir(cell_dir, sizeof cell_dir, exp, cell);

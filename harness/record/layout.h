@@ -56,8 +56,8 @@ static inline int dt_cell_policy(const struct dt_experiment *exp, int cell)
 /* The cell's folder relative to <out> (see above). */
 void dt_cell_dir(char *buf, size_t size, const struct dt_experiment *exp, int cell);
 /* <out>/<cell>/replica-<r>. */
-void dt_replica_dir(char *buf, size_t size, const char *out_dir,
-                    const struct dt_experiment *exp, int cell, int r);
+void dt_replica_dir(char *buf, size_t size, const char *out_dir, const struct dt_experiment *exp,
+                    int cell, int r);
 /* <replica_dir>/snapshots/step-<8 digits>.bin, and the folder itself. */
 void dt_snapshot_path(char *buf, size_t size, const char *replica_dir, int64_t step);
 void dt_snapshot_dir(char *buf, size_t size, const char *replica_dir);

@@ -71,8 +71,7 @@ void dt_manifest_environment_json(struct dt_strbuf *sb)
     dt_strbuf_printf(sb, "}");
 }
 
-enum dt_status dt_manifest_write(const char *path, const struct dt_strbuf *sb,
-                                 struct dt_error *err)
+enum dt_status dt_manifest_write(const char *path, const struct dt_strbuf *sb, struct dt_error *err)
 {
     struct dt_strbuf copy = {0};
     dt_strbuf_printf(&copy, "%s\n", sb->data ? sb->data : "{}");

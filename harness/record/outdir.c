@@ -17,8 +17,9 @@ int dt_out_open(const char *path, int flags, struct dt_error *err)
 {
     /* O_NONBLOCK: opening a FIFO with no reader must not hang (ENXIO instead) */
     const int access_mode = (flags & O_RDWR) ? O_RDWR : O_WRONLY;
-    int fd = open(path, access_mode | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
-                            (flags & ~(O_TRUNC | O_RDWR)),
+    int fd = open(path,
+                  access_mode | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
+                      (flags & ~(O_TRUNC | O_RDWR)),
                   0666);
     if (fd < 0) {
         const int e = errno;
@@ -153,8 +154,7 @@ enum dt_status dt_folder_state(enum dt_folder_state *state, const char *dir, str
     if (!d) return dt_error_set(err, DT_ERR_IO, "%s: cannot list: %s", dir, strerror(errno));
     bool any = false, result = false;
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-            !strcmp(e->d_name, DT_LOCK_NAME))
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, DT_LOCK_NAME))
             continue;
         any = true;
         result |= !strcmp(e->d_name, "config.json") || !strcmp(e->d_name, "run.json");
@@ -186,14 +186,12 @@ static enum dt_status clear_at(int dfd, const char *dir, bool keep_lock, struct 
             char sub[4200];
             snprintf(sub, sizeof sub, "%s/%s", dir, n);
             int cfd = openat(dirfd(d), n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            st = cfd < 0 ? dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", sub,
-                                        strerror(errno))
+            st = cfd < 0 ? dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", sub, strerror(errno))
                          : clear_at(cfd, sub, false, err);
             if (st == DT_OK && unlinkat(dirfd(d), n, AT_REMOVEDIR) != 0)
                 st = dt_error_set(err, DT_ERR_IO, "%s: cannot remove: %s", sub, strerror(errno));
         } else if (unlinkat(dirfd(d), n, 0) != 0) {
-            st = dt_error_set(err, DT_ERR_IO, "%s/%s: cannot remove: %s", dir, n,
-                              strerror(errno));
+            st = dt_error_set(err, DT_ERR_IO, "%s/%s: cannot remove: %s", dir, n, strerror(errno));
         }
     }
     closedir(d);

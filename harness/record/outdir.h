@@ -46,8 +46,7 @@ enum dt_folder_state {
     DT_FOLDER_RESULT, /* holds a detrain result: config.json or run.json */
     DT_FOLDER_OTHER,  /* holds other files */
 };
-enum dt_status dt_folder_state(enum dt_folder_state *state, const char *dir,
-                               struct dt_error *err);
+enum dt_status dt_folder_state(enum dt_folder_state *state, const char *dir, struct dt_error *err);
 
 /* Remove everything in DIR but its lock file (--overwrite, after every check passed). Links
  * are removed, never followed. */

@@ -18,8 +18,8 @@ enum dt_status dt_trace_open(struct dt_trace_writer *t, const char *dir, bool pe
     DT_FORWARD_IF_ERROR(dt_csv_create(&t->trace, t->trace_path, sizeof t->trace_path, dir,
                                       "trace.csv", DT_TRACE_HEADER, false, err));
     if (per_tensor)
-        DT_FORWARD_IF_ERROR(dt_csv_create(&t->tensors, t->tensors_path, sizeof t->tensors_path,
-                                          dir, "tensors.csv", DT_TENSORS_HEADER, false, err));
+        DT_FORWARD_IF_ERROR(dt_csv_create(&t->tensors, t->tensors_path, sizeof t->tensors_path, dir,
+                                          "tensors.csv", DT_TENSORS_HEADER, false, err));
     return DT_OK;
 }
 
@@ -34,13 +34,10 @@ static enum dt_status check_stream(FILE *f, const char *path, struct dt_error *e
 enum dt_status dt_trace_write_row(struct dt_trace_writer *t, int64_t step, float loss,
                                   const char *digest_hex, struct dt_error *err)
 {
-    if (isnan(loss) && step == 0)
-        fprintf(t->trace, "%" PRId64 ",,%s\n", step, digest_hex);
-    else
-        fprintf(t->trace, "%" PRId64 ",%.9g,%s\n", step, (double)loss, digest_hex);
+    if (isnan(loss) && step == 0) fprintf(t->trace, "%" PRId64 ",,%s\n", step, digest_hex);
+    else fprintf(t->trace, "%" PRId64 ",%.9g,%s\n", step, (double)loss, digest_hex);
     if (fflush(t->trace) != 0)
-        return dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", t->trace_path,
-                            strerror(errno));
+        return dt_error_set(err, DT_ERR_IO, "%s: write failed: %s", t->trace_path, strerror(errno));
     return check_stream(t->trace, t->trace_path, err);
 }
 
@@ -66,8 +63,7 @@ enum dt_status dt_trace_close(struct dt_trace_writer *t, struct dt_error *err)
     if (t->trace && fclose(t->trace) != 0)
         st = dt_error_set(err, DT_ERR_IO, "%s: close failed: %s", t->trace_path, strerror(errno));
     if (t->tensors && fclose(t->tensors) != 0 && st == DT_OK)
-        st = dt_error_set(err, DT_ERR_IO, "%s: close failed: %s", t->tensors_path,
-                          strerror(errno));
+        st = dt_error_set(err, DT_ERR_IO, "%s: close failed: %s", t->tensors_path, strerror(errno));
     t->trace = t->tensors = NULL;
     return st;
 }

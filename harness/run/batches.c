@@ -14,8 +14,8 @@ void dt_batch_indices(int64_t *idx, int64_t n, int64_t s, int64_t B, uint64_t se
         int64_t pos = s * B + i; /* position in the endless stream of examples */
         int64_t epoch = pos / n;
         if (epoch != *perm_epoch) {
-            uint64_t key = dt_stream_key(seed, order_replica, DT_PURPOSE_DATA_ORDER,
-                                         (uint64_t)epoch, 0);
+            uint64_t key =
+                dt_stream_key(seed, order_replica, DT_PURPOSE_DATA_ORDER, (uint64_t)epoch, 0);
             dt_shuffle_permutation(perm, n, key);
             *perm_epoch = epoch;
         }
@@ -55,8 +55,7 @@ struct dt_batch dt_batch_stream_at(struct dt_batch_stream *bs, int64_t s)
                      &bs->perm_epoch);
     if (bs->set) return (struct dt_batch){.set = bs->set, .idx = bs->idx};
     for (int64_t i = 0; i < bs->B; i++) {
-        memcpy(bs->x + i * sp->dim, sp->x + bs->idx[i] * sp->dim,
-               (size_t)sp->dim * sizeof(float));
+        memcpy(bs->x + i * sp->dim, sp->x + bs->idx[i] * sp->dim, (size_t)sp->dim * sizeof(float));
         bs->y[i] = sp->y[bs->idx[i]];
     }
     return (struct dt_batch){.x = bs->x, .y = bs->y};

@@ -61,8 +61,8 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
             const int k = base_first ? step : 1 - step; /* 0 = base, 1 = the policy */
             double t, ops[DT_OP_COUNT];
             const struct dt_batch batch = dt_batch_stream_at(&bs->batches, bs->s++);
-            st = timed_step(&bs->dist, m, &batch, B, exp->train.shards, &sgd,
-                            k == 0 ? base : pol, &t, ops);
+            st = timed_step(&bs->dist, m, &batch, B, exp->train.shards, &sgd, k == 0 ? base : pol,
+                            &t, ops);
             if (i < warmup) continue;
             int64_t r = i - warmup;
             (k == 0 ? ta : tb)[r] = t;
@@ -138,7 +138,8 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
         struct dt_ratio_ci ci;
         dt_bootstrap_median_ratio(ta, tb, n, 2000, exp->train.seed, &ci);
         char cis[64];
-        snprintf(cis, sizeof cis, "[%.2f, %.2f]%s", ci.lo, ci.hi, ci.inconclusive ? " inconcl." : "");
+        snprintf(cis, sizeof cis, "[%.2f, %.2f]%s", ci.lo, ci.hi,
+                 ci.inconclusive ? " inconcl." : "");
         printf("%-26s %8.3f %8.3f %6.2fx %-20s", pol->name, 1e3 * ma, 1e3 * mb, mb / ma, cis);
         if (draws) {
             dt_model_memory(m, pol, &mem);
@@ -146,8 +147,8 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
                    mem.rng_state);
         }
         if (csv)
-            fprintf(csv, "%s,%s,step,%.6f,%.6f,%.4f,%.4f,%.4f,%s\n", exp->name, pol->name,
-                    1e3 * ma, 1e3 * mb, mb / ma, ci.lo, ci.hi,
+            fprintf(csv, "%s,%s,step,%.6f,%.6f,%.4f,%.4f,%.4f,%s\n", exp->name, pol->name, 1e3 * ma,
+                    1e3 * mb, mb / ma, ci.lo, ci.hi,
                     ci.inconclusive ? "inconclusive" : "conclusive");
         for (int o = 0; o < DT_OP_COUNT; o++) {
             for (int64_t r = 0; r < n_ops; r++) col[r] = oa[r * DT_OP_COUNT + o];
@@ -169,7 +170,8 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
     free(scratch_b);
     if (!header)
         printf("\n(no policy other than the baseline %s in this config, so no overhead table; "
-               "e.g. --set 'policies=[fast, run_to_run, portable]')\n", base_name);
+               "e.g. --set 'policies=[fast, run_to_run, portable]')\n",
+               base_name);
     if (csv) fclose(csv);
     free(ta);
     free(tb);
@@ -184,9 +186,8 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
 {
     struct dt_dataset ds;
     memset(&ds, 0, sizeof ds);
-    DT_FORWARD_IF_ERROR(dt_dataset_load_fashion_mnist(&ds, exp->dataset.path,
-                                                      exp->dataset.train_limit,
-                                                      exp->dataset.test_limit, err));
+    DT_FORWARD_IF_ERROR(dt_dataset_load_fashion_mnist(
+        &ds, exp->dataset.path, exp->dataset.train_limit, exp->dataset.test_limit, err));
     struct dt_backend *be = NULL;
     struct dt_backend_options bopt = {exp->backend.device == DT_DEVICE_CUDA ? DT_BACKEND_CUDA
                                                                             : DT_BACKEND_CPU,
@@ -284,8 +285,7 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
         if (device[0]) printf("  device                %s\n", device);
         printf("  measured steps        %" PRId64 " (after %" PRId64 " warm-up)\n", opt->steps,
                opt->warmup);
-        printf("  step (update) median  %.3f ms  -> %.1f steps/s without hashing\n", sm,
-               1e3 / sm);
+        printf("  step (update) median  %.3f ms  -> %.1f steps/s without hashing\n", sm, 1e3 / sm);
         if (waits > 0) /* a device backend: how often the host waited in a step */
             printf("  host waits per step   %.2f (the step's final synchronisation included)\n",
                    (double)waits / (double)opt->steps);

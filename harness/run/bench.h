@@ -17,7 +17,7 @@ struct dt_bench_options {
     /* optional: append "experiment,policy,what,base_ms,policy_ms,ratio" rows; the "step"
      * rows add ",ci_lo,ci_hi,conclusive|inconclusive" (paired bootstrap, 95%) */
     const char *csv_path;
-    bool baseline_first;  /* overhead against the config's first policy instead of fast */
+    bool baseline_first; /* overhead against the config's first policy instead of fast */
 };
 
 /* The overhead protocol's sampler, shared with `detrain run` (report.overhead_samples):

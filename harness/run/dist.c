@@ -108,7 +108,10 @@ int dt_dist_rank(void) { return g_dist.rank; }
 int dt_dist_size(void) { return g_dist.size; }
 int dt_dist_local_rank(void) { return g_dist.local_rank; }
 bool dt_dist_launched(void) { return g_dist.launched; }
-const char *dt_dist_library(void) { return g_dist.library[0] ? g_dist.library : "MPI not initialised"; }
+const char *dt_dist_library(void)
+{
+    return g_dist.library[0] ? g_dist.library : "MPI not initialised";
+}
 
 bool dt_dist_have_mpi(void)
 {
@@ -169,23 +172,24 @@ enum dt_status dt_dist_check(const struct dt_model *m, int64_t batch, int64_t sh
 
 #ifdef DETRAIN_HAVE_MPI
 static bool multi(void) { return g_dist.initialised && g_dist.size > 1; }
-#define MPI_OR_FAIL(call)                                                                       \
-    do {                                                                                        \
-        int rc_ = (call);                                                                       \
-        if (rc_ != MPI_SUCCESS) {                                                               \
-            char msg_[MPI_MAX_ERROR_STRING];                                                    \
-            int len_ = 0;                                                                       \
-            MPI_Error_string(rc_, msg_, &len_);                                                 \
-            fprintf(stderr, "detrain: rank %d: %s failed: %s\n", g_dist.rank, #call, msg_);    \
-            dt_dist_abort(1);                                                                   \
-        }                                                                                       \
+#define MPI_OR_FAIL(call)                                                                          \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        if (rc_ != MPI_SUCCESS) {                                                                  \
+            char msg_[MPI_MAX_ERROR_STRING];                                                       \
+            int len_ = 0;                                                                          \
+            MPI_Error_string(rc_, msg_, &len_);                                                    \
+            fprintf(stderr, "detrain: rank %d: %s failed: %s\n", g_dist.rank, #call, msg_);        \
+            dt_dist_abort(1);                                                                      \
+        }                                                                                          \
     } while (0)
 #endif
 
 static void allreduce_max_u32(uint32_t *v, int n)
 {
 #ifdef DETRAIN_HAVE_MPI
-    if (multi()) MPI_OR_FAIL(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_UINT32_T, MPI_MAX, MPI_COMM_WORLD));
+    if (multi())
+        MPI_OR_FAIL(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_UINT32_T, MPI_MAX, MPI_COMM_WORLD));
 #else
     (void)v;
     (void)n;
@@ -223,8 +227,8 @@ static void allgather_bytes(const void *send, void *recv, int64_t bytes)
 #ifdef DETRAIN_HAVE_MPI
     if (multi()) {
         DT_ASSERT(bytes < INT32_MAX);
-        MPI_OR_FAIL(MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE,
-                                  MPI_COMM_WORLD));
+        MPI_OR_FAIL(
+            MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD));
         return;
     }
 #endif
@@ -235,8 +239,8 @@ int dt_dist_max_status(int status, int *rank_out)
 {
     int pair[2] = {status, -g_dist.rank}; /* the highest status, then the lowest rank */
 #ifdef DETRAIN_HAVE_MPI
-    if (multi()) MPI_OR_FAIL(MPI_Allreduce(MPI_IN_PLACE, pair, 1, MPI_2INT, MPI_MAXLOC,
-                                           MPI_COMM_WORLD));
+    if (multi())
+        MPI_OR_FAIL(MPI_Allreduce(MPI_IN_PLACE, pair, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD));
 #endif
     if (rank_out) *rank_out = pair[0] ? -pair[1] : -1;
     return pair[0];
@@ -342,8 +346,8 @@ float dt_dist_fixed_to_float(int64_t acc, int shift)
  * every rank (an all-reduce of the maximum, which has no order), the partials' exact int64
  * sum and one rounding, all as backend ops (nets/backend.h, dt_exact_*); with several ranks
  * the int64 sums are all-reduced between the conversion and the rounding. */
-static enum dt_status step_exact(struct dt_dist_step *d, const struct dt_batch *batch,
-                                 int64_t B, int64_t S, const struct dt_policy *pol, float *loss)
+static enum dt_status step_exact(struct dt_dist_step *d, const struct dt_batch *batch, int64_t B,
+                                 int64_t S, const struct dt_policy *pol, float *loss)
 {
     struct dt_model *m = d->m;
     const int N = g_dist.size, r = g_dist.rank;
@@ -356,8 +360,8 @@ static enum dt_status step_exact(struct dt_dist_step *d, const struct dt_batch *
     const struct dt_exact_layout L = {P, d->n, m->grad_first, s1 - s0, S};
     memset(d->loss_slots, 0, (size_t)S * sizeof(float));
     const struct dt_batch mine = dt_batch_from(batch, b0, dim);
-    enum dt_status st = dt_model_gradients_sharded(m, &mine, row[s1 - s0], B, &sh,
-                                                   pol, d->loss_slots + s0);
+    enum dt_status st =
+        dt_model_gradients_sharded(m, &mine, row[s1 - s0], B, &sh, pol, d->loss_slots + s0);
     free(row);
     DT_FORWARD_IF_ERROR(agree_on_failure(d, st));
     st = dt_exact_max(m->be, d->max_dev, m->grad_pack, &L);
@@ -384,11 +388,10 @@ static enum dt_status step_exact(struct dt_dist_step *d, const struct dt_batch *
     dt_backend_download(m->be, d->max_bits, d->max_dev, (size_t)P * sizeof *d->max_bits);
     for (int i = 0; i < P; i++)
         if (d->max_bits[i] >= 0x7f800000u)
-            return dt_error_set(&m->err, DT_ERR_NUMERIC,
-                                "%s gradient: non-finite (%s) in a shard at step %" PRId64
-                                " (reduction: exact)",
-                                m->params[i].name, d->max_bits[i] > 0x7f800000u ? "nan" : "inf",
-                                m->step);
+            return dt_error_set(
+                &m->err, DT_ERR_NUMERIC,
+                "%s gradient: non-finite (%s) in a shard at step %" PRId64 " (reduction: exact)",
+                m->params[i].name, d->max_bits[i] > 0x7f800000u ? "nan" : "inf", m->step);
     /* the loss: every shard's mean, gathered (one rank holds each slot and the others add
      * +0, so the float sum is exact in any order), weighted by its rows in shard order */
     allreduce_sum_f32(d->loss_slots, S);
@@ -400,8 +403,8 @@ static enum dt_status step_exact(struct dt_dist_step *d, const struct dt_batch *
     return DT_OK;
 }
 
-static enum dt_status step_ranks(struct dt_dist_step *d, const struct dt_batch *batch,
-                                 int64_t B, int64_t S, const struct dt_policy *pol, float *loss)
+static enum dt_status step_ranks(struct dt_dist_step *d, const struct dt_batch *batch, int64_t B,
+                                 int64_t S, const struct dt_policy *pol, float *loss)
 {
     struct dt_model *m = d->m;
     const int N = g_dist.size, r = g_dist.rank;
@@ -424,7 +427,8 @@ static enum dt_status step_ranks(struct dt_dist_step *d, const struct dt_batch *
         }
         double part = (double)l * rows, sum = part;
 #ifdef DETRAIN_HAVE_MPI
-        if (multi()) MPI_OR_FAIL(MPI_Allreduce(&part, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+        if (multi())
+            MPI_OR_FAIL(MPI_Allreduce(&part, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
 #endif
         *loss = (float)(sum / (double)B);
         return DT_OK;
@@ -473,8 +477,7 @@ enum dt_status dt_dist_train(struct dt_dist_step *d, struct dt_model *m,
                              const struct dt_sgd_options *opt, const struct dt_policy *pol,
                              float *loss)
 {
-    if (!dt_dist_step_needed(m, pol))
-        return dt_model_train_step_batch(m, batch, B, opt, pol, loss);
+    if (!dt_dist_step_needed(m, pol)) return dt_model_train_step_batch(m, batch, B, opt, pol, loss);
     if (d->m != m || d->exact != (pol->reduction == DT_REDUCTION_EXACT)) {
         if (d->m) dt_dist_step_free(d);
         dt_dist_step_init(d, m, shards, pol);

@@ -80,16 +80,16 @@ enum dt_status dt_dist_check(const struct dt_model *m, int64_t batch, int64_t sh
 /* Buffers of one model's steps under one kind of reduction (exact or not). */
 struct dt_dist_step {
     struct dt_model *m;
-    bool exact;        /* set up for reduction: exact (dt_model_grad_slots on m) */
-    int64_t total;     /* elements over every parameter */
-    int64_t *offset;   /* per parameter, into the packed gradient (n_params + 1) */
-    int64_t *n;        /* per parameter, its elements */
-    float *stage;      /* unordered, fixed: the rank's own packed gradient */
-    float *gather;     /* fixed: N packed gradients */
-    uint32_t *max_dev; /* exact: per tensor, max |partial| bits (backend memory) */
-    uint32_t *max_bits; /* exact: the same on the host */
-    int64_t *acc_dev, *acc; /* exact with several ranks: the int64 sums (backend, host) */
-    float *loss_slots; /* per shard (exact) or per rank */
+    bool exact;                /* set up for reduction: exact (dt_model_grad_slots on m) */
+    int64_t total;             /* elements over every parameter */
+    int64_t *offset;           /* per parameter, into the packed gradient (n_params + 1) */
+    int64_t *n;                /* per parameter, its elements */
+    float *stage;              /* unordered, fixed: the rank's own packed gradient */
+    float *gather;             /* fixed: N packed gradients */
+    uint32_t *max_dev;         /* exact: per tensor, max |partial| bits (backend memory) */
+    uint32_t *max_bits;        /* exact: the same on the host */
+    int64_t *acc_dev, *acc;    /* exact with several ranks: the int64 sums (backend, host) */
+    float *loss_slots;         /* per shard (exact) or per rank */
     struct dt_dist_nccl *nccl; /* NULL: MPI on host memory */
 };
 /* Set up for steps of m under pol's kind of reduction (exact: m's gradients get room for
@@ -99,11 +99,11 @@ void dt_dist_step_init(struct dt_dist_step *d, struct dt_model *m, int64_t shard
 void dt_dist_step_free(struct dt_dist_step *d);
 
 /* One training step of m on the global batch (B rows: host rows or resident indices,
- * nets/model.h), every rank passing the same batch: the rank's share, the combination across ranks under pol->reduction, then
- * the update. *loss = the global batch's mean loss (the same value on every rank: exact
- * combines the shards' means in shard order, fixed the ranks' in rank order, unordered by
- * an all-reduce). A failure on any rank fails the step on every rank: a numeric one with
- * DT_ERR_NUMERIC and m->err naming the tensor (and the rank when it is another's). */
+ * nets/model.h), every rank passing the same batch: the rank's share, the combination across ranks
+ * under pol->reduction, then the update. *loss = the global batch's mean loss (the same value on
+ * every rank: exact combines the shards' means in shard order, fixed the ranks' in rank order,
+ * unordered by an all-reduce). A failure on any rank fails the step on every rank: a numeric one
+ * with DT_ERR_NUMERIC and m->err naming the tensor (and the rank when it is another's). */
 enum dt_status dt_dist_step(struct dt_dist_step *d, const struct dt_batch *batch, int64_t B,
                             int64_t shards, const struct dt_sgd_options *opt,
                             const struct dt_policy *pol, float *loss);

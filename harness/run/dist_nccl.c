@@ -26,8 +26,7 @@ const char *dt_dist_nccl_version(void)
     return buf;
 }
 
-static enum dt_status nccl_fail(struct dt_error *err, int rank, const char *what,
-                                ncclResult_t r)
+static enum dt_status nccl_fail(struct dt_error *err, int rank, const char *what, ncclResult_t r)
 {
     return dt_error_set(err, DT_ERR_IO, "NCCL %s failed on rank %d: %s", what, rank,
                         ncclGetErrorString(r));

@@ -48,8 +48,7 @@ static inline enum dt_status dt_dist_nccl_allreduce_dev(struct dt_dist_nccl *n, 
     return dt_error_set(err, DT_ERR_UNSUPPORTED, "NCCL is not built in");
 }
 static inline enum dt_status dt_dist_nccl_allreduce_params(struct dt_dist_nccl *n,
-                                                           struct dt_model *m,
-                                                           struct dt_error *err)
+                                                           struct dt_model *m, struct dt_error *err)
 {
     (void)n, (void)m;
     return dt_error_set(err, DT_ERR_UNSUPPORTED, "NCCL is not built in");

@@ -29,22 +29,22 @@ struct dt_hashpipe {
     struct dt_model *m;
     struct dt_trace_writer *tw; /* NULL: digests only */
     bool per_tensor, async;
-    const char **names;    /* parameter names, digest order */
-    const void **srcs;     /* parameter values (backend memory) */
-    size_t *bytes;         /* their sizes */
-    int64_t *counts;       /* their element counts */
+    const char **names; /* parameter names, digest order */
+    const void **srcs;  /* parameter values (backend memory) */
+    size_t *bytes;      /* their sizes */
+    int64_t *counts;    /* their element counts */
     /* synchronous path */
-    float *staging;        /* one tensor, when the backend's memory is not host memory */
+    float *staging; /* one tensor, when the backend's memory is not host memory */
     uint8_t (*tensor_digests)[DT_DIGEST_BYTES];
     /* asynchronous path: slots are used alternately, so the oldest outstanding step is in
      * slot `oldest` and the next submit goes to slot (oldest + outstanding) % 2 */
     struct hash_slot slot[2];
     int oldest, outstanding;
-    int work;              /* worker: the slot it hashes next */
+    int work; /* worker: the slot it hashes next */
     bool stop, started;
     pthread_t worker;
-    pthread_mutex_t mu;    /* slot states, stop */
-    pthread_cond_t cv;     /* a state changed */
+    pthread_mutex_t mu; /* slot states, stop */
+    pthread_cond_t cv;  /* a state changed */
     /* results */
     enum dt_status status; /* first write error (sticky) */
     struct dt_error error;
@@ -60,8 +60,8 @@ static void hash_snapshot(struct dt_hashpipe *p, struct hash_slot *s)
         dt_sha256_f32(s->tensor_digests[i], v, p->counts[i]);
         v += p->counts[i];
     }
-    dt_model_digest(s->model_digest, p->names,
-                    (const uint8_t(*)[DT_DIGEST_BYTES])s->tensor_digests, p->m->n_params);
+    dt_model_digest(s->model_digest, p->names, (const uint8_t(*)[DT_DIGEST_BYTES])s->tensor_digests,
+                    p->m->n_params);
 }
 
 static void *worker_main(void *arg)
@@ -177,8 +177,10 @@ enum dt_status dt_hashpipe_create(struct dt_hashpipe **out, struct dt_model *m,
     int rc = pthread_create(&p->worker, NULL, worker_main, p);
     if (rc != 0) {
         dt_hashpipe_destroy(p);
-        return dt_error_set(err, DT_ERR_INTERNAL, "hash.async: cannot start the hashing "
-                            "thread: %s", strerror(rc));
+        return dt_error_set(err, DT_ERR_INTERNAL,
+                            "hash.async: cannot start the hashing "
+                            "thread: %s",
+                            strerror(rc));
     }
     p->started = true;
     *out = p;

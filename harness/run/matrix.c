@@ -89,10 +89,8 @@ static enum dt_status write_record(const char *dir, const struct record *rec, co
             dt_strbuf_json_string(&sb, e->policies[p]);
         }
         dt_strbuf_printf(&sb, "], \"seconds\": ");
-        if (isfinite(e->seconds))
-            dt_strbuf_printf(&sb, "%.3f}", e->seconds);
-        else
-            dt_strbuf_printf(&sb, "null}");
+        if (isfinite(e->seconds)) dt_strbuf_printf(&sb, "%.3f}", e->seconds);
+        else dt_strbuf_printf(&sb, "null}");
     }
     dt_strbuf_printf(&sb, "\n ]}\n");
     char path[PATH_LEN];
@@ -245,8 +243,7 @@ static bool backend_opens(const struct dt_experiment *exp, char *why, size_t siz
 static enum dt_status select_entries(const struct dt_experiment *m, const char *only,
                                      bool selected[DT_MAX_MATRIX], struct dt_error *err)
 {
-    for (int i = 0; i < m->n_matrix; i++)
-        selected[i] = only == NULL;
+    for (int i = 0; i < m->n_matrix; i++) selected[i] = only == NULL;
     if (!only) return DT_OK;
     char names[DT_MAX_MATRIX * (DT_NAME_MAX + 2)];
     size_t used = 0;
@@ -368,7 +365,8 @@ enum dt_status dt_matrix_run(const struct dt_experiment *matrix,
     struct dt_folder_lock lock = {-1, ""};
     if (st == DT_OK) st = claim_matrix_folder(opt, rec, &lock, err);
     if (st == DT_OK) st = dt_mkdir_p(opt->out_dir, err);
-    if (st == DT_OK && lock.fd < 0) st = dt_folder_lock_take(&lock, opt->out_dir, opt->command, err);
+    if (st == DT_OK && lock.fd < 0)
+        st = dt_folder_lock_take(&lock, opt->out_dir, opt->command, err);
     if (st == DT_OK) st = dt_dir_check_writable(opt->out_dir, err);
     if (st == DT_OK) st = write_record(opt->out_dir, rec, opt->command, err);
     if (st != DT_OK) {
@@ -461,12 +459,9 @@ static void controls_text(char *buf, size_t size, const struct dt_experiment *ex
 /* "3" or "" (n/a); "-" = never diverged (every replica identical). */
 static void first_text(char *buf, size_t size, const struct dt_report_summary_row *r)
 {
-    if (!r->has_first)
-        snprintf(buf, size, "%s", "");
-    else if (r->first_step < 0)
-        snprintf(buf, size, "-");
-    else
-        snprintf(buf, size, "%" PRId64, r->first_step);
+    if (!r->has_first) snprintf(buf, size, "%s", "");
+    else if (r->first_step < 0) snprintf(buf, size, "-");
+    else snprintf(buf, size, "%" PRId64, r->first_step);
 }
 
 /* The policy column: the cell, with its vary setting named when one setting is not none. */
@@ -474,8 +469,7 @@ static void policy_text(char *buf, size_t size, const struct dt_report_summary_r
 {
     if (strcmp(r->cell, r->policy) == 0 && strcmp(r->vary, "none") != 0)
         snprintf(buf, size, "%s (vary: %s)", r->policy, r->vary);
-    else
-        snprintf(buf, size, "%s", r->cell);
+    else snprintf(buf, size, "%s", r->cell);
 }
 
 static void csv_num(struct dt_strbuf *sb, const char *fmt, double v)
@@ -507,12 +501,9 @@ static void csv_rows(struct dt_strbuf *sb, const struct entry_view *v)
 /* "1.19x [1.13, 1.27]", "baseline", "1.01x [0.97, 1.06] inconclusive" or "-". */
 static void ratio_text(char *buf, size_t size, const struct dt_report_summary_row *r)
 {
-    if (strcmp(r->verdict, "baseline") == 0)
-        snprintf(buf, size, "baseline");
-    else if (!isfinite(r->ratio))
-        snprintf(buf, size, "-");
-    else if (!isfinite(r->ci_lo) || !isfinite(r->ci_hi))
-        snprintf(buf, size, "%.3fx", r->ratio);
+    if (strcmp(r->verdict, "baseline") == 0) snprintf(buf, size, "baseline");
+    else if (!isfinite(r->ratio)) snprintf(buf, size, "-");
+    else if (!isfinite(r->ci_lo) || !isfinite(r->ci_hi)) snprintf(buf, size, "%.3fx", r->ratio);
     else
         snprintf(buf, size, "%.3fx [%.3f, %.3f]%s", r->ratio, r->ci_lo, r->ci_hi,
                  strcmp(r->verdict, "inconclusive") == 0 ? " inconclusive" : "");
@@ -529,15 +520,11 @@ static void md_rows(struct dt_strbuf *sb, const struct entry_view *v)
         ratio_text(ratio, sizeof ratio, r);
         dt_strbuf_printf(sb, "| %s | %s | %s | %s | %d/%d | ", v->e->name, model_names[v->e->model],
                          policy, controls, r->completed, r->replicas);
-        if (r->distinct >= 0)
-            dt_strbuf_printf(sb, "%d", r->distinct);
-        else
-            dt_strbuf_printf(sb, "n/a");
+        if (r->distinct >= 0) dt_strbuf_printf(sb, "%d", r->distinct);
+        else dt_strbuf_printf(sb, "n/a");
         dt_strbuf_printf(sb, " | %s | ", first[0] ? first : "n/a");
-        if (isfinite(r->step_ms))
-            dt_strbuf_printf(sb, "%.3f", r->step_ms);
-        else
-            dt_strbuf_printf(sb, "n/a");
+        if (isfinite(r->step_ms)) dt_strbuf_printf(sb, "%.3f", r->step_ms);
+        else dt_strbuf_printf(sb, "n/a");
         dt_strbuf_printf(sb, " | %s |\n", ratio);
     }
 }
@@ -546,8 +533,7 @@ static void md_device(struct dt_strbuf *sb, const struct entry_view *views, int 
 {
     dt_strbuf_printf(sb, "## %s\n\n", device_names[device]);
     int with_rows = 0;
-    for (int i = 0; i < n; i++)
-        with_rows += views[i].e->device == device && views[i].n_rows > 0;
+    for (int i = 0; i < n; i++) with_rows += views[i].e->device == device && views[i].n_rows > 0;
     if (with_rows) {
         dt_strbuf_printf(sb, "| entry | model | policy | controls | replicas | distinct digests | "
                              "first divergent step | step ms | ratio vs fast [95%% interval] |\n"
@@ -581,8 +567,7 @@ static enum dt_status write_report_md(const char *dir, const struct record *rec,
                                       const struct entry_view *views, struct dt_error *err)
 {
     int count[ENTRY_STATUS_COUNT] = {0};
-    for (int i = 0; i < rec->n; i++)
-        count[rec->e[i].status]++;
+    for (int i = 0; i < rec->n; i++) count[rec->e[i].status]++;
     struct dt_strbuf sb = {0};
     dt_strbuf_printf(&sb, "# %s (matrix)\n\n", rec->name);
     dt_strbuf_printf(&sb, "%d entr%s: %d done, %d skipped, %d failed", rec->n,
@@ -604,8 +589,7 @@ static enum dt_status write_report_md(const char *dir, const struct record *rec,
              "`n/a` = not available.\n\n");
     for (int d = 0; d < N_DEVICES; d++) {
         bool any = false;
-        for (int i = 0; i < rec->n; i++)
-            any |= rec->e[i].device == d;
+        for (int i = 0; i < rec->n; i++) any |= rec->e[i].device == d;
         if (any) md_device(&sb, views, rec->n, d);
     }
     char path[PATH_LEN];
@@ -701,8 +685,7 @@ enum dt_status dt_matrix_report(const char *dir, const struct dt_report_options 
     struct entry_view views[DT_MAX_MATRIX];
     memset(views, 0, sizeof views);
     enum dt_status st = read_record(dir, rec, err);
-    for (int i = 0; i < rec->n; i++)
-        views[i].e = &rec->e[i];
+    for (int i = 0; i < rec->n; i++) views[i].e = &rec->e[i];
     for (int i = 0; st == DT_OK && i < rec->n; i++)
         st = view_entry(dir, &views[i], opt, rebuild_entries, err);
     if (st == DT_OK) st = write_matrix_csv(dir, rec, views, err);

@@ -20,9 +20,8 @@
  * alternated with fast step by step on one model (dt_bench_alternate), warm-up pairs
  * first; the raw pairs go to <out>/overhead.csv and the report turns them into a median
  * ratio with a bootstrap interval. */
-enum dt_status dt_overhead_measure(const struct dt_experiment *exp, const char *out_dir,
-                                   bool quiet, struct dt_backend *be,
-                                   const struct dt_split *train,
+enum dt_status dt_overhead_measure(const struct dt_experiment *exp, const char *out_dir, bool quiet,
+                                   struct dt_backend *be, const struct dt_split *train,
                                    const struct dt_resident *train_set, struct dt_error *err)
 {
     const int64_t n = exp->report.overhead_samples, warmup = exp->report.overhead_warmup;
@@ -49,8 +48,9 @@ enum dt_status dt_overhead_measure(const struct dt_experiment *exp, const char *
         return hst;
     }
     if (!quiet)
-        fprintf(stderr, "detrain: overhead: %d polic%s vs fast, %" PRId64
-                        " alternated pairs each after %" PRId64 " warm-up pairs\n",
+        fprintf(stderr,
+                "detrain: overhead: %d polic%s vs fast, %" PRId64
+                " alternated pairs each after %" PRId64 " warm-up pairs\n",
                 todo, todo == 1 ? "y" : "ies", n, warmup);
     struct dt_model *m = NULL;
     enum dt_status st = dt_experiment_build_model(&m, exp, be, train->n, err);

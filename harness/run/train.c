@@ -75,8 +75,7 @@ static enum dt_status write_metrics_row(FILE *f, const char *path, int64_t step,
                                         const struct dt_eval *e, struct dt_error *err)
 {
     fprintf(f, "%" PRId64 ",%.9g,%.6f,%.6f\n", step, e->loss, e->accuracy, e->ece);
-    if (fflush(f) != 0 || ferror(f))
-        return dt_error_set(err, DT_ERR_IO, "%s: write failed", path);
+    if (fflush(f) != 0 || ferror(f)) return dt_error_set(err, DT_ERR_IO, "%s: write failed", path);
     return DT_OK;
 }
 
@@ -107,8 +106,9 @@ static void progress(struct run_ctx *c, int cell, int r, int64_t s, bool force)
     char eta[32], cell_dir[256];
     format_duration(eta, sizeof eta, (double)(c->steps_total - c->steps_done) / rate);
     dt_cell_dir(cell_dir, sizeof cell_dir, c->exp, cell);
-    fprintf(stderr, "\r  cell %d/%d %s  replica %d/%d  step %" PRId64 "/%" PRId64
-                    "  %.1f steps/s  ETA %s\033[K",
+    fprintf(stderr,
+            "\r  cell %d/%d %s  replica %d/%d  step %" PRId64 "/%" PRId64
+            "  %.1f steps/s  ETA %s\033[K",
             cell + 1, dt_cell_count(c->exp), cell_dir, r + 1, c->exp->replicas, s,
             c->exp->train.steps, rate, eta);
     fflush(stderr);
@@ -121,9 +121,8 @@ static void progress_end(struct run_ctx *c)
 
 /* The replica's run.json (DT_ERR_IO naming it when it cannot be written). */
 static enum dt_status write_replica_manifest(const struct run_ctx *c, int cell, int r,
-                                             const struct dt_replica_result *res,
-                                             const char *start, bool hash_async,
-                                             const struct dt_algolog *algos,
+                                             const struct dt_replica_result *res, const char *start,
+                                             bool hash_async, const struct dt_algolog *algos,
                                              struct dt_error *e)
 {
     static const char *const state_names[] = {"completed", "failed", "interrupted"};
@@ -142,7 +141,8 @@ static enum dt_status write_replica_manifest(const struct run_ctx *c, int cell, 
     dt_strbuf_json_string(&sb, buf);
     dt_strbuf_printf(&sb, ", \"replica\": %d, \"backend\": \"%s\", \"threads\": %d", r,
                      dt_backend_name(c->be), dt_backend_threads(c->be));
-    dt_strbuf_printf(&sb, ", \"stream_replica\": {\"init\": %" PRIu64 ", \"data_order\": %" PRIu64
+    dt_strbuf_printf(&sb,
+                     ", \"stream_replica\": {\"init\": %" PRIu64 ", \"data_order\": %" PRIu64
                      ", \"epsilon\": %" PRIu64 "}",
                      dt_stream_replica(vary, DT_VARY_INIT, (uint64_t)r),
                      dt_stream_replica(vary, DT_VARY_DATA_ORDER, (uint64_t)r),
@@ -168,7 +168,8 @@ static enum dt_status write_replica_manifest(const struct run_ctx *c, int cell, 
                          res->mem.eps_workspace, res->mem.rng_state);
     /* hash_ms is the training thread's share of hashing: the whole hash when inline, the
      * copy issued and the rows written when pipelined (hash_async) */
-    dt_strbuf_printf(&sb, ", \"step_ms_median\": %.6g, \"hash_ms_median\": %.6g, "
+    dt_strbuf_printf(&sb,
+                     ", \"step_ms_median\": %.6g, \"hash_ms_median\": %.6g, "
                      "\"hash_async\": %s",
                      isfinite(res->step_ms_median) ? res->step_ms_median : -1.0,
                      isfinite(res->hash_ms_median) ? res->hash_ms_median : -1.0,
@@ -191,11 +192,11 @@ struct replica_io {
     bool trace_open;
     FILE *metrics, *times;
     char metrics_path[1300], times_path[1300];
-    struct dt_hashpipe *hp; /* hashing and trace rows of the hashed steps */
-    int64_t submitted;      /* the last step given to hp; -1 = none yet */
-    int64_t kept_step;      /* resumed: the last trace row kept from before; -1 = none */
+    struct dt_hashpipe *hp;          /* hashing and trace rows of the hashed steps */
+    int64_t submitted;               /* the last step given to hp; -1 = none yet */
+    int64_t kept_step;               /* resumed: the last trace row kept from before; -1 = none */
     char kept_digest[DT_DIGEST_HEX]; /* its model digest */
-    float *weights;  /* every tensor, for snapshots */
+    float *weights;                  /* every tensor, for snapshots */
     int64_t snap_steps[80];
     int n_snaps, next_snap;
 };
@@ -239,13 +240,13 @@ static enum dt_status maybe_snapshot(struct dt_model *m, struct replica_io *io, 
     return write_snapshot(m, io, dir, s, err);
 }
 
-static enum dt_status write_predictions(const char *dir, const uint8_t *labels,
-                                        const uint8_t *pred, int64_t n, struct dt_error *err)
+static enum dt_status write_predictions(const char *dir, const uint8_t *labels, const uint8_t *pred,
+                                        int64_t n, struct dt_error *err)
 {
     FILE *f;
     char path[1300];
     DT_FORWARD_IF_ERROR(dt_csv_create(&f, path, sizeof path, dir, "predictions.csv",
-                                 DT_PREDICTIONS_HEADER, false, err));
+                                      DT_PREDICTIONS_HEADER, false, err));
     for (int64_t i = 0; i < n; i++) fprintf(f, "%" PRId64 ",%d,%d\n", i, labels[i], pred[i]);
     enum dt_status st = dt_csv_flush(f, path, err);
     if (fclose(f) != 0 && st == DT_OK)
@@ -255,8 +256,8 @@ static enum dt_status write_predictions(const char *dir, const uint8_t *labels,
 
 /* trace.csv and tensors.csv opened to add rows: the counterpart of dt_trace_open (which
  * creates them) for a resumed replica, whose files were cut back to its checkpoint. */
-static enum dt_status trace_open_append(struct dt_trace_writer *t, const char *dir,
-                                        bool per_tensor, struct dt_error *err)
+static enum dt_status trace_open_append(struct dt_trace_writer *t, const char *dir, bool per_tensor,
+                                        struct dt_error *err)
 {
     memset(t, 0, sizeof *t);
     snprintf(t->trace_path, sizeof t->trace_path, "%.1000s/trace.csv", dir);
@@ -292,12 +293,12 @@ static enum dt_status open_replica_io(struct replica_io *io, const struct dt_exp
     io->trace_open = true; /* closing a writer that never opened is a no-op */
     DT_FORWARD_IF_ERROR(append ? trace_open_append(&io->tw, dir, exp->hash.per_tensor, err)
                                : dt_trace_open(&io->tw, dir, exp->hash.per_tensor, err));
-    DT_FORWARD_IF_ERROR(dt_hashpipe_create(&io->hp, m, &io->tw, exp->hash.per_tensor,
-                                           hash_async(exp, m), err));
+    DT_FORWARD_IF_ERROR(
+        dt_hashpipe_create(&io->hp, m, &io->tw, exp->hash.per_tensor, hash_async(exp, m), err));
     DT_FORWARD_IF_ERROR(dt_csv_create(&io->metrics, io->metrics_path, sizeof io->metrics_path, dir,
-                                 "metrics.csv", DT_METRICS_HEADER, append, err));
+                                      "metrics.csv", DT_METRICS_HEADER, append, err));
     return dt_csv_create(&io->times, io->times_path, sizeof io->times_path, dir, "times.csv",
-                    DT_TIMES_HEADER, append, err);
+                         DT_TIMES_HEADER, append, err);
 }
 
 /* Close everything; the first error wins (st is the status so far). */
@@ -320,7 +321,8 @@ static enum dt_status close_replica_io(struct replica_io *io, enum dt_status st,
     return st;
 }
 
-/* ---- checkpoints and --resume (harness/record/checkpoint.h) ------------------------------------ */
+/* ---- checkpoints and --resume (harness/record/checkpoint.h) ------------------------------------
+ */
 
 /* A whole results file (run.json, config.json, trace.csv, tensors.csv...) into a malloc'ed
  * NUL-terminated buffer: a regular file, read with its size as the bound (core/fileio.h);
@@ -346,7 +348,8 @@ static bool row_step(const char *row, int64_t *step)
     return *end == ',';
 }
 
-/* The replica's streams (determinism/streams.h) as a checkpoint records them, and its ensemble member. */
+/* The replica's streams (determinism/streams.h) as a checkpoint records them, and its ensemble
+ * member. */
 static struct dt_checkpoint_info replica_streams(const struct dt_experiment *exp, int cell, int r,
                                                  uint32_t *member)
 {
@@ -492,8 +495,7 @@ static enum dt_status cut_csv(const char *dir, const char *name, const char *hea
             if (last_step) *last_step = step;
             if (last_digest) {
                 const char *d = eol - (DT_DIGEST_HEX - 1);
-                snprintf(last_digest, DT_DIGEST_HEX, "%.*s", DT_DIGEST_HEX - 1,
-                         d > row ? d : "");
+                snprintf(last_digest, DT_DIGEST_HEX, "%.*s", DT_DIGEST_HEX - 1, d > row ? d : "");
             }
         }
         row = eol;
@@ -512,26 +514,26 @@ static enum dt_status cut_csv(const char *dir, const char *name, const char *hea
  * rewritten).
  * kept_step/kept_digest: the last trace row kept. `dry`: every file read and checked as
  * for the cut, nothing changed (the check before the first write). */
-static enum dt_status cut_back_replica(const struct dt_experiment *exp, const char *dir,
-                                       int64_t k, bool dry, int64_t *kept_step,
+static enum dt_status cut_back_replica(const struct dt_experiment *exp, const char *dir, int64_t k,
+                                       bool dry, int64_t *kept_step,
                                        char kept_digest[DT_DIGEST_HEX], struct dt_error *err)
 {
     /* k == train.steps: a checkpoint at the last step of a replica killed before it
      * finished; nothing runs again, its last row stays and the final evaluation follows */
     const bool trace_k = k % exp->hash.every == 0 || k == exp->train.steps;
-    const bool eval_k = exp->train.eval_every > 0 && k % exp->train.eval_every == 0 &&
-                        k != exp->train.steps;
+    const bool eval_k =
+        exp->train.eval_every > 0 && k % exp->train.eval_every == 0 && k != exp->train.steps;
     *kept_step = -1;
     kept_digest[0] = '\0';
-    DT_FORWARD_IF_ERROR(cut_csv(dir, "trace.csv", DT_TRACE_HEADER, k, trace_k, true, dry,
-                                kept_step, kept_digest, err));
+    DT_FORWARD_IF_ERROR(cut_csv(dir, "trace.csv", DT_TRACE_HEADER, k, trace_k, true, dry, kept_step,
+                                kept_digest, err));
     if (exp->hash.per_tensor)
-        DT_FORWARD_IF_ERROR(cut_csv(dir, "tensors.csv", DT_TENSORS_HEADER, k, trace_k, true, dry,
-                                    NULL, NULL, err));
-    DT_FORWARD_IF_ERROR(cut_csv(dir, "metrics.csv", DT_METRICS_HEADER, k, eval_k, false, dry,
-                                NULL, NULL, err));
-    DT_FORWARD_IF_ERROR(cut_csv(dir, "times.csv", DT_TIMES_HEADER, k, true, false, dry, NULL,
-                                NULL, err));
+        DT_FORWARD_IF_ERROR(
+            cut_csv(dir, "tensors.csv", DT_TENSORS_HEADER, k, trace_k, true, dry, NULL, NULL, err));
+    DT_FORWARD_IF_ERROR(
+        cut_csv(dir, "metrics.csv", DT_METRICS_HEADER, k, eval_k, false, dry, NULL, NULL, err));
+    DT_FORWARD_IF_ERROR(
+        cut_csv(dir, "times.csv", DT_TIMES_HEADER, k, true, false, dry, NULL, NULL, err));
     char path[1400];
     snprintf(path, sizeof path, "%s/predictions.csv", dir);
     if (!dry && remove(path) != 0 && errno != ENOENT)
@@ -566,8 +568,8 @@ static enum dt_status submit_hash(struct replica_io *io, int64_t s, float loss,
  * trace and the other files are flushed: a resume cuts them back to exactly this step. */
 static enum dt_status write_checkpoint(const struct run_ctx *c, struct dt_model *m,
                                        struct replica_io *io, const struct dt_policy *pol,
-                                       const struct dt_checkpoint_info *streams,
-                                       const char *dir, struct dt_error *err)
+                                       const struct dt_checkpoint_info *streams, const char *dir,
+                                       struct dt_error *err)
 {
     DT_FORWARD_IF_ERROR(dt_hashpipe_drain(io->hp, err));
     DT_FORWARD_IF_ERROR(dt_csv_flush(io->times, io->times_path, err));
@@ -703,20 +705,18 @@ static enum dt_status apply_verdict(const struct dt_dist_verdict *v, struct dt_r
 }
 
 /* At the start of each step: go on together, or stop together. */
-static enum dt_status ranks_agree(struct dt_replica_result *res, int64_t step,
-                                  const char *digest, struct dt_error *err)
+static enum dt_status ranks_agree(struct dt_replica_result *res, int64_t step, const char *digest,
+                                  struct dt_error *err)
 {
     struct dt_dist_verdict v;
-    dt_dist_agree(dt_stop_requested ? (int)dt_stop_requested : DT_DIST_GO_ON, digest,
-                  &v);
+    dt_dist_agree(dt_stop_requested ? (int)dt_stop_requested : DT_DIST_GO_ON, digest, &v);
     return apply_verdict(&v, res, step, err);
 }
 
 /* After the loop, unless the ranks stopped together: the last digests, and this rank's own
  * stop (a failed step or write) made known to the others. */
 static enum dt_status ranks_agree_end(struct dt_replica_result *res, int64_t step,
-                                      enum dt_status st, const char *digest,
-                                      struct dt_error *err)
+                                      enum dt_status st, const char *digest, struct dt_error *err)
 {
     struct dt_dist_verdict v;
     const bool failed = st != DT_OK || res->state == DT_REPLICA_FAILED;
@@ -727,8 +727,8 @@ static enum dt_status ranks_agree_end(struct dt_replica_result *res, int64_t ste
 /* Train replica r of cell `cell` (with --resume: keep it, or go on from its checkpoint).
  * Returns an error only for faults of the tool (I/O, an unusable checkpoint); a replica's
  * own numerical failure is recorded in res and returns DT_OK. */
-static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
-                                  struct dt_replica_result *res, struct dt_error *err)
+static enum dt_status run_replica(struct run_ctx *c, int cell, int r, struct dt_replica_result *res,
+                                  struct dt_error *err)
 {
     const struct dt_experiment *exp = c->exp;
     const struct dt_policy *pol = &exp->policies[dt_cell_policy(exp, cell)];
@@ -791,7 +791,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
     /* the digest of the last hashed step, for the ranks' agreement; every rank hashes */
     char digest[DT_DIGEST_HEX] = "";
     bool have_digest = false, stopped_together = false;
-    uint8_t (*tensor_digests)[DT_DIGEST_BYTES] =
+    uint8_t(*tensor_digests)[DT_DIGEST_BYTES] =
         multi && !writer ? dt_xmalloc((size_t)m->n_params * DT_DIGEST_BYTES) : NULL;
     float *hash_staging = NULL;
     if (tensor_digests) {
@@ -825,7 +825,8 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
         if (worst != 0 && st == DT_OK)
             st = dt_error_set(err, (enum dt_status)worst,
                               "rank %d could not start replica %d (its message is on its "
-                              "stderr)", who, r);
+                              "stderr)",
+                              who, r);
     }
     /* one process: the ops' device-record checks are read once per step, at its end
      * (dt_backend_step_end); with several ranks each op checks at once, so that every
@@ -843,8 +844,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
         if (dt_stop_requested) {
             res->state = DT_REPLICA_INTERRUPTED;
             snprintf(res->reason, sizeof res->reason,
-                     "interrupted by signal %d after step %" PRId64, (int)dt_stop_requested,
-                     s - 1);
+                     "interrupted by signal %d after step %" PRId64, (int)dt_stop_requested, s - 1);
             break;
         }
         const struct dt_batch batch = dt_batch_stream_at(&batches, s - 1);
@@ -853,8 +853,8 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
         st = dt_dist_train(&dstep, m, &batch, B, exp->train.shards, &sgd, pol, &loss);
         st = dt_model_step_end(m, st); /* the device has run it: one wait, checks read */
         step_ms[s - 1] = 1e3 * (dt_now_s() - t0);
-        dt_algolog_step(&algos, s,
-                        notes, dt_backend_take_algo_notes(c->be, notes, DT_ALGOLOG_MAX_CALLS),
+        dt_algolog_step(&algos, s, notes,
+                        dt_backend_take_algo_notes(c->be, notes, DT_ALGOLOG_MAX_CALLS),
                         DT_ALGOLOG_MAX_CALLS);
         if (st == DT_ERR_NUMERIC) { /* the replica's own fault (e.g. a fixed-point overflow) */
             res->state = DT_REPLICA_FAILED;
@@ -885,8 +885,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
              * also wait until the trace holds them */
             double t1 = dt_now_s();
             if (writer) st = submit_hash(&io, s, loss, err);
-            if (st == DT_OK && writer &&
-                (s == steps || !isfinite(loss) || snapshot_due(&io, s)))
+            if (st == DT_OK && writer && (s == steps || !isfinite(loss) || snapshot_due(&io, s)))
                 st = dt_hashpipe_drain(io.hp, err);
             if (st == DT_OK && multi) {
                 st = rank_digest(&io, m, tensor_digests, hash_staging, digest, err);
@@ -917,8 +916,8 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
             break;
         }
         if (st == DT_OK && writer) st = maybe_snapshot(m, &io, res->dir, s, err);
-        if (st == DT_OK && writer && exp->train.eval_every > 0 &&
-            s % exp->train.eval_every == 0 && s != steps) {
+        if (st == DT_OK && writer && exp->train.eval_every > 0 && s % exp->train.eval_every == 0 &&
+            s != steps) {
             struct dt_eval ev;
             st = dt_model_evaluate_full(m, test->x, test->y, test->n, pol, &ev);
             if (st == DT_OK) st = write_metrics_row(io.metrics, io.metrics_path, s, &ev, err);
@@ -934,8 +933,8 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
     /* The last agreement: the last step's digests, and a stop of a rank that left the loop
      * on its own (a failed write on rank 0) -- unless the ranks already stopped together. */
     if (multi && !stopped_together) {
-        enum dt_status ast = ranks_agree_end(res, res->steps_done, st,
-                                             have_digest ? digest : NULL, st == DT_OK ? err : NULL);
+        enum dt_status ast = ranks_agree_end(res, res->steps_done, st, have_digest ? digest : NULL,
+                                             st == DT_OK ? err : NULL);
         if (st == DT_OK) st = ast;
     }
     /* Every hashed step is in the trace before anything reports on it, however the loop
@@ -943,8 +942,8 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r,
     if (io.hp) {
         enum dt_status dst = dt_hashpipe_drain(io.hp, st == DT_OK ? err : NULL);
         if (st == DT_OK) st = dst;
-        memcpy(res->final_digest, io.submitted >= 0 ? dt_hashpipe_last_digest(io.hp)
-                                                    : io.kept_digest, DT_DIGEST_HEX);
+        memcpy(res->final_digest,
+               io.submitted >= 0 ? dt_hashpipe_last_digest(io.hp) : io.kept_digest, DT_DIGEST_HEX);
     } else if (digest[0]) {
         memcpy(res->final_digest, digest, DT_DIGEST_HEX);
     }
@@ -1047,14 +1046,16 @@ static void experiment_manifest(struct dt_strbuf *sb, const struct run_ctx *c, c
     dt_strbuf_printf(sb, ", \"dataset_dir\": ");
     dt_strbuf_json_string(sb, c->ds->dir);
     dt_strbuf_printf(sb, ", \"controls_note\": ");
-    dt_strbuf_json_string(sb, c->exp->backend.device == DT_DEVICE_CUDA
-        ? "reduction, atomics and math act on the dense, loss and own convolution ops (math "
-          "fast: cuBLAS with TF32, strict: cuBLAS pedantic FP32, portable: own ordered "
-          "kernels); rng acts on bnn_mlp; conv_algo picks the convolutions (autotune: cuDNN "
-          "timed choice, TF32; deterministic: cuDNN deterministic algorithms by heuristic, "
-          "FP32; own: detrain's kernels) -- each replica's algos.csv says what ran"
-        : "reduction, atomics and math act on the CPU ops; rng acts on bnn_mlp (how epsilon "
-          "reaches backward); conv_algo is recorded but unused on the CPU");
+    dt_strbuf_json_string(
+        sb,
+        c->exp->backend.device == DT_DEVICE_CUDA
+            ? "reduction, atomics and math act on the dense, loss and own convolution ops (math "
+              "fast: cuBLAS with TF32, strict: cuBLAS pedantic FP32, portable: own ordered "
+              "kernels); rng acts on bnn_mlp; conv_algo picks the convolutions (autotune: cuDNN "
+              "timed choice, TF32; deterministic: cuDNN deterministic algorithms by heuristic, "
+              "FP32; own: detrain's kernels) -- each replica's algos.csv says what ran"
+            : "reduction, atomics and math act on the CPU ops; rng acts on bnn_mlp (how epsilon "
+              "reaches backward); conv_algo is recorded but unused on the CPU");
     dt_strbuf_printf(sb, ", \"start_time\": \"%s\", \"end_time\": ", start);
     if (end) dt_strbuf_printf(sb, "\"%s\"", end);
     else dt_strbuf_printf(sb, "null");
@@ -1106,11 +1107,11 @@ static enum dt_status check_resume_folder(const char *dir, const struct dt_exper
     char *now = dt_checkpoint_config_text(exp);
     char diff[800];
     bool differ = false;
-    enum dt_status st = dt_checkpoint_config_diff(diff, sizeof diff, &differ, stored,
-                                                  "config.json", now, "this config", err);
+    enum dt_status st = dt_checkpoint_config_diff(diff, sizeof diff, &differ, stored, "config.json",
+                                                  now, "this config", err);
     if (st == DT_OK && differ)
-        st = dt_error_set(err, DT_ERR_CONFIG, "%s: not an experiment of this config: %s", dir,
-                          diff);
+        st =
+            dt_error_set(err, DT_ERR_CONFIG, "%s: not an experiment of this config: %s", dir, diff);
     free(stored);
     free(now);
     return st;
@@ -1120,14 +1121,15 @@ static enum dt_status check_resume_folder(const char *dir, const struct dt_exper
  * there absent or a regular file (no links, FIFOs or folders in their place). */
 static enum dt_status check_replica_folder(const char *dir, struct dt_error *err)
 {
-    static const char *const outputs[] = {"trace.csv",   "tensors.csv",     "metrics.csv",
-                                          "times.csv",   "predictions.csv", "run.json",
-                                          "algos.csv",   "checkpoint.bin",  "snapshots"};
+    static const char *const outputs[] = {"trace.csv", "tensors.csv",     "metrics.csv",
+                                          "times.csv", "predictions.csv", "run.json",
+                                          "algos.csv", "checkpoint.bin",  "snapshots"};
     struct stat sb;
     if (lstat(dir, &sb) != 0) return DT_OK; /* created by the run */
     if (!S_ISDIR(sb.st_mode))
-        return dt_error_set(err, DT_ERR_IO, "%s: is not a folder (%s); detrain does not write "
-                                            "through links: remove it",
+        return dt_error_set(err, DT_ERR_IO,
+                            "%s: is not a folder (%s); detrain does not write "
+                            "through links: remove it",
                             dir, S_ISLNK(sb.st_mode) ? "a symbolic link" : "a file");
     if (access(dir, W_OK | X_OK) != 0)
         return dt_error_set(err, DT_ERR_IO, "%s: not writable: %s", dir, strerror(errno));
@@ -1179,15 +1181,17 @@ static enum dt_status check_resume_plans(struct run_ctx *c, struct dt_error *err
                 }
             }
             count[how]++;
-            c->steps_total -= how == START_KEEP ? exp->train.steps
-                              : how == START_CHECKPOINT ? ck.step : 0;
+            c->steps_total -= how == START_KEEP         ? exp->train.steps
+                              : how == START_CHECKPOINT ? ck.step
+                                                        : 0;
             dt_checkpoint_free(&ck);
         }
     }
     dt_model_destroy(m);
     if (st == DT_OK && !c->opt->quiet)
-        fprintf(stderr, "detrain: resuming %s: %d replica%s kept, %d from checkpoints, %d from "
-                        "step 0\n",
+        fprintf(stderr,
+                "detrain: resuming %s: %d replica%s kept, %d from checkpoints, %d from "
+                "step 0\n",
                 c->opt->out_dir, count[START_KEEP], count[START_KEEP] == 1 ? "" : "s",
                 count[START_CHECKPOINT], count[START_FRESH]);
     return st;
@@ -1207,8 +1211,9 @@ static void on_out_of_memory(size_t bytes)
     (void)bytes; /* said on stderr by the caller */
     if (g_oom.text.data)
         (void)dt_write_file_atomic(g_oom.path, g_oom.text.data, g_oom.text.len, NULL);
-    fprintf(stderr, "detrain: the run stops: %s says failed (out of memory); make the model "
-                    "or the batch smaller\n",
+    fprintf(stderr,
+            "detrain: the run stops: %s says failed (out of memory); make the model "
+            "or the batch smaller\n",
             g_oom.path);
     _exit(1);
 }
@@ -1257,7 +1262,7 @@ static double run_memory_bytes(const struct dt_experiment *exp, char *what, size
             if (out > widest) widest = out;
             in = out;
         }
-        acts = 3 * (acts + 784) + 2 * widest; /* activations, two gradient buffers */
+        acts = 3 * (acts + 784) + 2 * widest;      /* activations, two gradient buffers */
         if (exp->model.kind == DT_MODEL_BNN_MLP) { /* mu and rho, sigma, epsilon per sample */
             params *= 2;
             per_param += 4 + exp->model.samples;
@@ -1329,9 +1334,9 @@ static enum dt_status check_model(const struct run_ctx *c, struct dt_error *err)
  * folder is locked first (held until the run ends) and then looked at. A folder that holds
  * a result is refused unless the run resumes it or opt->overwrite (then *clear: it is
  * emptied once every other check has passed). */
-static enum dt_status claim_folder(const struct dt_experiment *exp, const struct dt_run_options *opt,
-                                   bool resume, struct dt_folder_lock *lock, bool *clear,
-                                   struct dt_error *err)
+static enum dt_status claim_folder(const struct dt_experiment *exp,
+                                   const struct dt_run_options *opt, bool resume,
+                                   struct dt_folder_lock *lock, bool *clear, struct dt_error *err)
 {
     *clear = false;
     const char *dir = opt->out_dir;
@@ -1389,7 +1394,8 @@ static enum dt_status take_folder(const char *dir, const char *command, bool cle
 {
     if (clear) {
         DT_FORWARD_IF_ERROR(dt_folder_clear(dir, err));
-        if (!quiet) fprintf(stderr, "detrain: --overwrite: removed the earlier result in %s\n", dir);
+        if (!quiet)
+            fprintf(stderr, "detrain: --overwrite: removed the earlier result in %s\n", dir);
     }
     if (lock->fd < 0) { /* a new folder */
         DT_FORWARD_IF_ERROR(dt_mkdir_p(dir, err));
@@ -1399,7 +1405,8 @@ static enum dt_status take_folder(const char *dir, const char *command, bool cle
         if (state != DT_FOLDER_EMPTY) /* another run made it meanwhile */
             return dt_error_set(err, DT_ERR_USAGE,
                                 "%s: another run wrote into this new folder first; choose "
-                                "another --out", dir);
+                                "another --out",
+                                dir);
     }
     return dt_dir_check_writable(dir, err);
 }
@@ -1416,10 +1423,9 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
     const bool writer = dt_dist_rank() == 0, multi = dt_dist_size() > 1;
     struct dt_backend *be = NULL;
     /* one GPU per rank: rank i of a machine takes backend.gpu + i */
-    struct dt_backend_options bopt = {exp->backend.device == DT_DEVICE_CUDA ? DT_BACKEND_CUDA
-                                                                            : DT_BACKEND_CPU,
-                                      exp->backend.threads,
-                                      exp->backend.gpu + dt_dist_local_rank()};
+    struct dt_backend_options bopt = {
+        exp->backend.device == DT_DEVICE_CUDA ? DT_BACKEND_CUDA : DT_BACKEND_CPU,
+        exp->backend.threads, exp->backend.gpu + dt_dist_local_rank()};
     DT_FORWARD_IF_ERROR(dt_backend_create(&be, &bopt, err));
     const char *missing = dt_backend_missing_op(be);
     if (missing) {
@@ -1432,17 +1438,16 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
     }
     struct dt_dataset ds;
     memset(&ds, 0, sizeof ds);
-    enum dt_status st = dt_dataset_load_fashion_mnist(&ds, exp->dataset.path,
-                                                      exp->dataset.train_limit,
-                                                      exp->dataset.test_limit, err);
+    enum dt_status st = dt_dataset_load_fashion_mnist(
+        &ds, exp->dataset.path, exp->dataset.train_limit, exp->dataset.test_limit, err);
     if (st != DT_OK) {
         dt_backend_destroy(be);
         return st;
     }
     const int n_cells = dt_cell_count(exp);
     struct dt_resident *train_set = dt_batch_resident(be, &ds.train);
-    struct run_ctx c = {exp, opt, &ds, be, train_set, false, 0, 0, 0, 0, 0, 0, resume,
-                        {false, false, 0, "", 0.0f}};
+    struct run_ctx c = {exp, opt, &ds, be, train_set, false,  0,
+                        0,   0,   0,   0,  0,         resume, {false, false, 0, "", 0.0f}};
     c.tty = !opt->quiet && isatty(STDERR_FILENO);
     c.steps_total = (int64_t)n_cells * exp->replicas * exp->train.steps;
     const char *kill_after = getenv("DETRAIN_TEST_KILL_AFTER_STEP"); /* test-only (train.h) */
@@ -1460,12 +1465,14 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
         int who = -1;
         int worst = dt_dist_max_status(st == DT_OK ? 0 : (int)st, &who);
         if (worst != 0 && st == DT_OK)
-            st = dt_error_set(err, (enum dt_status)worst, "rank %d refused the run (its message "
-                                                          "is on its stderr)", who);
+            st = dt_error_set(err, (enum dt_status)worst,
+                              "rank %d refused the run (its message "
+                              "is on its stderr)",
+                              who);
     }
     const bool every_rank_ready = st == DT_OK;
-    if (st == DT_OK && writer) st = take_folder(opt->out_dir, opt->command, clear, &lock,
-                                                opt->quiet, err);
+    if (st == DT_OK && writer)
+        st = take_folder(opt->out_dir, opt->command, clear, &lock, opt->quiet, err);
     if (st != DT_OK) {
         /* the others wait for rank 0's start below: they learn that it failed */
         if (multi && every_rank_ready) (void)dt_dist_max_status((int)st, NULL);
@@ -1494,8 +1501,8 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
             st = dt_error_set(err, (enum dt_status)worst, "rank %d could not start", who);
     }
     if (!opt->quiet && st == DT_OK && multi)
-        fprintf(stderr, "detrain: %d ranks (%s), each step's batch of %" PRId64 " in %" PRId64
-                        " shards\n",
+        fprintf(stderr,
+                "detrain: %d ranks (%s), each step's batch of %" PRId64 " in %" PRId64 " shards\n",
                 dt_dist_size(), dt_dist_library(), exp->train.batch, exp->train.shards);
     if (!opt->quiet && st == DT_OK)
         fprintf(stderr,
@@ -1530,7 +1537,8 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
         int sig = dt_dist_max_status((int)dt_stop_requested, NULL);
         if (sig && !dt_stop_requested) dt_stop_requested = sig;
     }
-    if (st == DT_OK && !dt_stop_requested) st = dt_overhead_measure(exp, opt->out_dir, opt->quiet, be, &ds.train, train_set, err);
+    if (st == DT_OK && !dt_stop_requested)
+        st = dt_overhead_measure(exp, opt->out_dir, opt->quiet, be, &ds.train, train_set, err);
     bool interrupted = dt_stop_requested != 0;
     if (interrupted && st == DT_OK) {
         st = dt_error_set(err, DT_ERR_INTERRUPTED, "interrupted by signal %d; traces kept in %s",
@@ -1539,8 +1547,8 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
     if (writer && (st == DT_OK || interrupted)) {
         /* The report reads only what is on disk, so it also covers an interrupted run. */
         struct dt_error rerr;
-        struct dt_report_options ropt = {.print_summary = true, .gnuplot = NULL,
-                                         .quiet = opt->quiet};
+        struct dt_report_options ropt = {
+            .print_summary = true, .gnuplot = NULL, .quiet = opt->quiet};
         enum dt_status rst = dt_report_build(opt->out_dir, &ropt, &rerr);
         if (rst != DT_OK && st == DT_OK) {
             st = rst;
@@ -1553,7 +1561,10 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
         st = dt_error_set(err, DT_ERR_NUMERIC, "some replicas failed; see their run.json");
     dt_utc_iso8601(end, sizeof end);
     const char *status = st == DT_OK ? "completed" : interrupted ? "interrupted" : "failed";
-    experiment_manifest(&sb, &c, start, end, status, st == DT_OK ? "" : err ? err->msg : "",
+    experiment_manifest(&sb, &c, start, end, status,
+                        st == DT_OK ? ""
+                        : err       ? err->msg
+                                    : "",
                         results, done);
     struct dt_error merr;
     if (writer && dt_manifest_write(manifest_path, &sb, &merr) != DT_OK)
@@ -1574,8 +1585,8 @@ enum dt_status dt_train_experiment(const struct dt_experiment *exp,
     return train_experiment(exp, opt, false, err);
 }
 
-enum dt_status dt_train_resume(const struct dt_experiment *exp,
-                               const struct dt_run_options *opt, struct dt_error *err)
+enum dt_status dt_train_resume(const struct dt_experiment *exp, const struct dt_run_options *opt,
+                               struct dt_error *err)
 {
     return train_experiment(exp, opt, true, err);
 }

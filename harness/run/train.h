@@ -21,24 +21,24 @@ enum dt_replica_state { DT_REPLICA_COMPLETED, DT_REPLICA_FAILED, DT_REPLICA_INTE
 
 struct dt_replica_result {
     enum dt_replica_state state;
-    char reason[1024];    /* why it failed or stopped, "" when completed */
+    char reason[1024]; /* why it failed or stopped, "" when completed */
     int64_t steps_done;
     char final_digest[DT_DIGEST_HEX];
     double test_loss, test_acc, test_ece;
     struct dt_model_memory mem; /* memory held for random draws */
-    double step_ms_median; /* forward+backward+update, excluding hashing and evaluation */
-    double hash_ms_median; /* hashing of a step, when hashed */
-    int64_t resumed_from_step; /* --resume: the checkpoint's step it went on from; -1 = none */
-    char dir[1200];        /* where its trace lives */
+    double step_ms_median;      /* forward+backward+update, excluding hashing and evaluation */
+    double hash_ms_median;      /* hashing of a step, when hashed */
+    int64_t resumed_from_step;  /* --resume: the checkpoint's step it went on from; -1 = none */
+    char dir[1200];             /* where its trace lives */
 };
 
 /* Per-run options from the command line. */
 struct dt_run_options {
-    const char *out_dir;   /* results folder of the experiment */
-    const char *command;   /* the command line, for run.json */
-    bool quiet;            /* no progress lines */
-    bool overwrite;        /* --overwrite: a result already in out_dir is removed whole
-                              (after every check passed) instead of refusing the run */
+    const char *out_dir; /* results folder of the experiment */
+    const char *command; /* the command line, for run.json */
+    bool quiet;          /* no progress lines */
+    bool overwrite;      /* --overwrite: a result already in out_dir is removed whole
+                            (after every check passed) instead of refusing the run */
 };
 
 /* Run the whole experiment. Writes <out>/run.json (updated at the end), per replica
@@ -72,7 +72,7 @@ enum dt_status dt_train_experiment(const struct dt_experiment *exp,
  * and tensors.csv end up byte-identical to an uninterrupted run's; the others start again.
  * Every checkpoint is checked before the first step (DT_ERR_CONFIG / DT_ERR_DATA). Then the
  * overhead measurement and the report, as dt_train_experiment. */
-enum dt_status dt_train_resume(const struct dt_experiment *exp,
-                               const struct dt_run_options *opt, struct dt_error *err);
+enum dt_status dt_train_resume(const struct dt_experiment *exp, const struct dt_run_options *opt,
+                               struct dt_error *err);
 
 #endif

@@ -71,7 +71,7 @@ enum key_flags {
 };
 
 struct key_row {
-    const char *path;         /* dotted key, e.g. "train.optimizer.lr" */
+    const char *path; /* dotted key, e.g. "train.optimizer.lr" */
     enum key_type type;
     size_t offset;            /* offsetof(struct dt_experiment, field) */
     size_t size;              /* sizeof the field (string capacity, list capacity) */
@@ -86,20 +86,23 @@ struct key_row {
     const char *doc;          /* one line for the reference */
 };
 
-#define FIELD_(f)                                   \
-    .offset = offsetof(struct dt_experiment, f),    \
-    .size = sizeof(((struct dt_experiment *)0)->f)
+#define FIELD_(f)                                                                                  \
+    .offset = offsetof(struct dt_experiment, f), .size = sizeof(((struct dt_experiment *)0)->f)
 #define COUNT_(f) .count_offset = offsetof(struct dt_experiment, f)
 
 static const char *const dataset_names[] = {"fashion-mnist", NULL};
-static const char *const model_kind_names[] = {"mlp", "lenet", "bnn_mlp", NULL};         /* enum dt_model_kind */
-static const char *const optimizer_kind_names[] = {"sgd", NULL};       /* enum dt_optimizer_kind */
-static const char *const device_names[] = {"cpu", "cuda", NULL};       /* enum dt_device */
-static const char *const vary_names[] = {"init", "data_order", "epsilon", NULL}; /* enum dt_vary bits */
-static const char *const eps_generator_names[] = {"philox", "lfsr", NULL}; /* enum dt_eps_generator */
+static const char *const model_kind_names[] = {"mlp", "lenet", "bnn_mlp",
+                                               NULL};            /* enum dt_model_kind */
+static const char *const optimizer_kind_names[] = {"sgd", NULL}; /* enum dt_optimizer_kind */
+static const char *const device_names[] = {"cpu", "cuda", NULL}; /* enum dt_device */
+static const char *const vary_names[] = {"init", "data_order", "epsilon",
+                                         NULL}; /* enum dt_vary bits */
+static const char *const eps_generator_names[] = {"philox", "lfsr",
+                                                  NULL}; /* enum dt_eps_generator */
 static const char *const hash_async_names[] = {"auto", "on", "off", NULL}; /* enum dt_hash_async */
 
-_Static_assert(DT_VARY_INIT == 1u << 0 && DT_VARY_DATA_ORDER == 1u << 1 && DT_VARY_EPSILON == 1u << 2,
+_Static_assert(DT_VARY_INIT == 1u << 0 && DT_VARY_DATA_ORDER == 1u << 1 &&
+                   DT_VARY_EPSILON == 1u << 2,
                "vary_names[i] must name bit i");
 _Static_assert(DT_DEVICE_CPU == 0 && DT_DEVICE_CUDA == 1, "device_names order");
 _Static_assert(DT_HASH_ASYNC_AUTO == 0 && DT_HASH_ASYNC_ON == 1 && DT_HASH_ASYNC_OFF == 2,
@@ -112,6 +115,8 @@ _Static_assert(sizeof(enum dt_model_kind) == sizeof(unsigned) &&
                "KEY_ENUM fields are written as unsigned");
 
 /* Rows are grouped by section so the JSON nesting can be opened and closed in one pass. */
+/* One row per key, as the reference prints it: */
+/* clang-format off */
 static const struct key_row keys[] = {
     {.path = "name", .type = KEY_STRING, FIELD_(name), .lo = 1, .flags = KEY_NAME_CHARS,
      .doc = "Experiment name; names the run folder"},
@@ -239,6 +244,7 @@ static const struct key_row keys[] = {
             "command line's --set; `detrain run` runs each into <out>/NAME/ (--only NAME,... "
             "picks some) and reports them side by side. Config file only"},
 };
+/* clang-format on */
 
 #define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
 #define MAX_PATH_ 128 /* longest dotted key we build; longer ones cannot be known keys */
@@ -263,15 +269,11 @@ static bool path_in_section(const char *path, const char *section)
 static bool is_section_n(const char *path, size_t n)
 {
     for (int i = 0; i < N_KEYS; i++)
-        if (n == 0 || (strncmp(keys[i].path, path, n) == 0 && keys[i].path[n] == '.'))
-            return true;
+        if (n == 0 || (strncmp(keys[i].path, path, n) == 0 && keys[i].path[n] == '.')) return true;
     return false;
 }
 
-static bool is_section(const char *path)
-{
-    return is_section_n(path, strlen(path));
-}
+static bool is_section(const char *path) { return is_section_n(path, strlen(path)); }
 
 static int count_names(const char *const *names)
 {
@@ -311,9 +313,7 @@ static void format_range(char *buf, size_t size, const struct key_row *row)
         snprintf(buf, size, "%c%g, %g%c", (row->flags & KEY_LO_OPEN) ? '(' : '[', row->dlo,
                  row->dhi, (row->flags & KEY_HI_OPEN) ? ')' : ']');
         break;
-    case KEY_UINT64:
-        snprintf(buf, size, "[0, %" PRIu64 "]", UINT64_MAX);
-        break;
+    case KEY_UINT64: snprintf(buf, size, "[0, %" PRIu64 "]", UINT64_MAX); break;
     default:
         snprintf(buf, size, "%s[%" PRId64 ", %" PRId64 "]",
                  (row->flags & KEY_ZERO_OFF) ? "0 or " : "", row->lo, row->hi);
@@ -340,13 +340,13 @@ struct section_mark {
 struct loader {
     struct dt_experiment *out;
     struct dt_error *err;
-    const struct source *src; /* origin of `doc` */
-    yaml_document_t *doc;     /* the document being applied */
-    bool record_sections;     /* file pass: remember where each section's mapping starts */
-    bool file_pass;           /* applying the config file's own keys (`matrix` only there) */
-    int entry;                /* matrix entry to resolve after the file's keys; -1 = none */
-    const char *text;         /* the config's bytes given in memory (dt_config_load_text), */
-    size_t text_len;          /* NULL = read them from the path */
+    const struct source *src;     /* origin of `doc` */
+    yaml_document_t *doc;         /* the document being applied */
+    bool record_sections;         /* file pass: remember where each section's mapping starts */
+    bool file_pass;               /* applying the config file's own keys (`matrix` only there) */
+    int entry;                    /* matrix entry to resolve after the file's keys; -1 = none */
+    const char *text;             /* the config's bytes given in memory (dt_config_load_text), */
+    size_t text_len;              /* NULL = read them from the path */
     const yaml_node_t *entry_set; /* that entry's `set` mapping in `doc`, NULL = none */
     bool seen[sizeof keys / sizeof keys[0]]; /* set by the file or a --set (not defaults) */
     struct {
@@ -366,9 +366,8 @@ static void location(const struct loader *ld, yaml_mark_t mark, int *line, int *
 }
 
 /* Report a config error at `mark`; always returns DT_ERR_CONFIG. */
-__attribute__((format(printf, 3, 4))) static enum dt_status fail_at(struct loader *ld,
-                                                                    yaml_mark_t mark,
-                                                                    const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static enum dt_status
+fail_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
 {
     char msg[768];
     va_list ap;
@@ -403,25 +402,18 @@ static void describe_node(char *buf, size_t size, const yaml_node_t *node)
 {
     const char *s = node->type == YAML_SCALAR_NODE ? (const char *)node->data.scalar.value : "";
     const char *more = strlen(s) > 60 ? "..." : "";
-    if (node->type == YAML_MAPPING_NODE)
-        snprintf(buf, size, "a mapping");
-    else if (node->type == YAML_SEQUENCE_NODE)
-        snprintf(buf, size, "a list");
-    else if (is_null(node))
-        snprintf(buf, size, "no value");
-    else if (is_quoted(node))
-        snprintf(buf, size, "the quoted string '%.60s%s'", s, more);
-    else
-        snprintf(buf, size, "'%.60s%s'", s, more);
+    if (node->type == YAML_MAPPING_NODE) snprintf(buf, size, "a mapping");
+    else if (node->type == YAML_SEQUENCE_NODE) snprintf(buf, size, "a list");
+    else if (is_null(node)) snprintf(buf, size, "no value");
+    else if (is_quoted(node)) snprintf(buf, size, "the quoted string '%.60s%s'", s, more);
+    else snprintf(buf, size, "'%.60s%s'", s, more);
 }
 
 /* "key 'policies', item 2" (item >= 0) or "key 'policies'". */
 static void key_label(char *buf, size_t size, const struct key_row *row, int item)
 {
-    if (item >= 0)
-        snprintf(buf, size, "key '%s', item %d", row->path, item + 1);
-    else
-        snprintf(buf, size, "key '%s'", row->path);
+    if (item >= 0) snprintf(buf, size, "key '%s', item %d", row->path, item + 1);
+    else snprintf(buf, size, "key '%s'", row->path);
 }
 
 static enum dt_status fail_type(struct loader *ld, const struct key_row *row, int item,
@@ -571,8 +563,10 @@ static enum dt_status check_name_chars(struct loader *ld, const char *label,
     if (bad == len) return DT_OK;
     char shown[16];
     format_char(shown, sizeof shown, (unsigned char)s[bad]);
-    return fail_at(ld, node->start_mark, "%s: '%.64s' contains %s at position %zu; allowed: "
-                   "A-Z a-z 0-9 _ . -", label, s, shown, bad + 1);
+    return fail_at(ld, node->start_mark,
+                   "%s: '%.64s' contains %s at position %zu; allowed: "
+                   "A-Z a-z 0-9 _ . -",
+                   label, s, shown, bad + 1);
 }
 
 static enum dt_status set_string(struct loader *ld, const struct key_row *row,
@@ -588,8 +582,10 @@ static enum dt_status set_string(struct loader *ld, const struct key_row *row,
     if ((int64_t)len < row->lo)
         return fail_at(ld, node->start_mark, "key '%s': must not be empty", row->path);
     if (len >= row->size)
-        return fail_at(ld, node->start_mark, "key '%s': value is %zu characters long; at most %zu "
-                       "allowed", row->path, len, row->size - 1);
+        return fail_at(ld, node->start_mark,
+                       "key '%s': value is %zu characters long; at most %zu "
+                       "allowed",
+                       row->path, len, row->size - 1);
     if (row->flags & KEY_NAME_CHARS) {
         char label[MAX_PATH_ + 8];
         key_label(label, sizeof label, row, -1);
@@ -604,8 +600,7 @@ static enum dt_status set_scalar(struct loader *ld, const struct key_row *row,
 {
     const char *s = NULL;
     switch (row->type) {
-    case KEY_INT64:
-        return get_int64(ld, row, -1, node, (int64_t *)field);
+    case KEY_INT64: return get_int64(ld, row, -1, node, (int64_t *)field);
     case KEY_INT: {
         int64_t v;
         DT_FORWARD_IF_ERROR(get_int64(ld, row, -1, node, &v));
@@ -642,9 +637,7 @@ static enum dt_status set_scalar(struct loader *ld, const struct key_row *row,
         memcpy(field, &u, sizeof u);
         return DT_OK;
     }
-    default:
-        DT_ASSERT_MSG(0, "set_scalar: not a scalar key type");
-        return DT_ERR_INTERNAL;
+    default: DT_ASSERT_MSG(0, "set_scalar: not a scalar key type"); return DT_ERR_INTERNAL;
     }
 }
 
@@ -667,8 +660,8 @@ static enum dt_status pair_key(struct loader *ld, const yaml_node_t *map, int j,
     if (first) {
         int line, column;
         location(ld, first->start_mark, &line, &column);
-        return fail_at(ld, k->start_mark, "%s: duplicate key '%.64s' (first given at %d:%d)",
-                       label, *key, line, column);
+        return fail_at(ld, k->start_mark, "%s: duplicate key '%.64s' (first given at %d:%d)", label,
+                       *key, line, column);
     }
     return DT_OK;
 }
@@ -701,14 +694,18 @@ static enum dt_status set_policy_name(struct loader *ld, const char *label, cons
     size_t len = strlen(s);
     if (len == 0) return fail_at(ld, v->start_mark, "%s: 'name': must not be empty", label);
     if (len >= sizeof pol->name)
-        return fail_at(ld, v->start_mark, "%s: 'name': value is %zu characters long; at most "
-                       "%zu allowed", label, len, sizeof pol->name - 1);
+        return fail_at(ld, v->start_mark,
+                       "%s: 'name': value is %zu characters long; at most "
+                       "%zu allowed",
+                       label, len, sizeof pol->name - 1);
     size_t bad = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+=-");
     if (bad < len) {
         char shown[16];
         format_char(shown, sizeof shown, (unsigned char)s[bad]);
-        return fail_at(ld, v->start_mark, "%s: 'name': '%.64s' contains %s at position %zu; "
-                       "allowed: A-Z a-z 0-9 _ . + = -", label, s, shown, bad + 1);
+        return fail_at(ld, v->start_mark,
+                       "%s: 'name': '%.64s' contains %s at position %zu; "
+                       "allowed: A-Z a-z 0-9 _ . + = -",
+                       label, s, shown, bad + 1);
     }
     if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
         return fail_at(ld, v->start_mark, "%s: 'name': '%s' cannot name a folder", label, s);
@@ -768,9 +765,10 @@ static enum dt_status set_policy_mapping(struct loader *ld, const char *label,
     }
     if (*name_node) return set_policy_name(ld, label, *name_node, pol);
     if (!dt_policy_auto_name(pol))
-        return fail_at(ld, map->start_mark, "%s: its automatic name '%s...' would be longer "
-                       "than %zu characters; give the policy a 'name'", label, pol->name,
-                       sizeof pol->name - 1);
+        return fail_at(ld, map->start_mark,
+                       "%s: its automatic name '%s...' would be longer "
+                       "than %zu characters; give the policy a 'name'",
+                       label, pol->name, sizeof pol->name - 1);
     return DT_OK;
 }
 
@@ -827,8 +825,8 @@ static enum dt_status set_list(struct loader *ld, const struct key_row *row,
         return fail_type(ld, row, -1, node);
     }
     if (n < row->min_items || n > row->max_items)
-        return fail_at(ld, node->start_mark, "key '%s': expected %d to %d items, got %d",
-                       row->path, row->min_items, row->max_items, n);
+        return fail_at(ld, node->start_mark, "key '%s': expected %d to %d items, got %d", row->path,
+                       row->min_items, row->max_items, n);
     for (int i = 0; i < n; i++) {
         const yaml_node_t *item = items ? yaml_document_get_node(ld->doc, items[i]) : node;
         DT_FORWARD_IF_ERROR(set_list_item(ld, row, i, item));
@@ -841,8 +839,8 @@ static enum dt_status set_list(struct loader *ld, const struct key_row *row,
 
 /* One name of a setting into *flags; `label` names it ("key 'vary', item 2" or
  * "key 'vary', item 2, name 1"). Each name at most once per setting. */
-static enum dt_status add_vary_name(struct loader *ld, const struct key_row *row,
-                                    const char *label, const yaml_node_t *node, unsigned *flags)
+static enum dt_status add_vary_name(struct loader *ld, const struct key_row *row, const char *label,
+                                    const yaml_node_t *node, unsigned *flags)
 {
     if (node->type != YAML_SCALAR_NODE || is_null(node)) {
         char got[96];
@@ -890,8 +888,8 @@ static enum dt_status set_vary_sets(struct loader *ld, const struct key_row *row
     const yaml_node_t *first = n ? yaml_document_get_node(ld->doc, items[0]) : NULL;
     const bool several = first && first->type == YAML_SEQUENCE_NODE;
     if (!several && n > n_names) /* a longer list of names must repeat one */
-        return fail_at(ld, node->start_mark, "key '%s': expected 0 to %d items, got %d",
-                       row->path, n_names, n);
+        return fail_at(ld, node->start_mark, "key '%s': expected 0 to %d items, got %d", row->path,
+                       n_names, n);
     if (several && n > row->max_items)
         return fail_at(ld, node->start_mark, "key '%s': expected %d to %d settings, got %d",
                        row->path, row->min_items, row->max_items, n);
@@ -901,16 +899,20 @@ static enum dt_status set_vary_sets(struct loader *ld, const struct key_row *row
         key_label(label, sizeof label, row, i);
         if (!several) {
             if (item->type == YAML_SEQUENCE_NODE)
-                return fail_at(ld, item->start_mark, "%s: expected a name like item 1, got a "
-                               "list (write one setting [a, b] or several [[a], [a, b]])", label);
+                return fail_at(ld, item->start_mark,
+                               "%s: expected a name like item 1, got a "
+                               "list (write one setting [a, b] or several [[a], [a, b]])",
+                               label);
             DT_FORWARD_IF_ERROR(add_vary_name(ld, row, label, item, &got[0]));
             continue;
         }
         if (item->type != YAML_SEQUENCE_NODE) {
             char what[96];
             describe_node(what, sizeof what, item);
-            return fail_at(ld, item->start_mark, "%s: expected a list of names like item 1, got "
-                           "%s (write one setting [a, b] or several [[a], [a, b]])", label, what);
+            return fail_at(ld, item->start_mark,
+                           "%s: expected a list of names like item 1, got "
+                           "%s (write one setting [a, b] or several [[a], [a, b]])",
+                           label, what);
         }
         const yaml_node_item_t *names = item->data.sequence.items.start;
         const int m = (int)(item->data.sequence.items.top - names);
@@ -918,8 +920,7 @@ static enum dt_status set_vary_sets(struct loader *ld, const struct key_row *row
             char name_label[sizeof label + 32];
             snprintf(name_label, sizeof name_label, "%s, name %d", label, j + 1);
             DT_FORWARD_IF_ERROR(add_vary_name(ld, row, name_label,
-                                              yaml_document_get_node(ld->doc, names[j]),
-                                              &got[i]));
+                                              yaml_document_get_node(ld->doc, names[j]), &got[i]));
         }
         for (int k = 0; k < i; k++)
             if (got[k] == got[i])
@@ -944,8 +945,10 @@ static enum dt_status set_entry_name(struct loader *ld, const char *label, const
     size_t len = strlen(s);
     if (len == 0) return fail_at(ld, v->start_mark, "%s: 'name': must not be empty", label);
     if (len >= DT_NAME_MAX)
-        return fail_at(ld, v->start_mark, "%s: 'name': value is %zu characters long; at most "
-                       "%d allowed", label, len, DT_NAME_MAX - 1);
+        return fail_at(ld, v->start_mark,
+                       "%s: 'name': value is %zu characters long; at most "
+                       "%d allowed",
+                       label, len, DT_NAME_MAX - 1);
     char what[MAX_PATH_ + 48];
     snprintf(what, sizeof what, "%s: 'name'", label);
     DT_FORWARD_IF_ERROR(check_name_chars(ld, what, v, s));
@@ -958,14 +961,15 @@ static enum dt_status set_entry_name(struct loader *ld, const char *label, const
 /* An entry's `set`: a mapping whose keys are dotted keys or sections, exactly what a --set
  * may name, given once each; `name` (the entry's own) and `matrix` cannot be set there.
  * The values are checked when the entry is resolved (apply_entry_set). */
-static enum dt_status check_entry_set(struct loader *ld, const char *label,
-                                      const yaml_node_t *set)
+static enum dt_status check_entry_set(struct loader *ld, const char *label, const yaml_node_t *set)
 {
     if (set->type != YAML_MAPPING_NODE) {
         char got[96];
         describe_node(got, sizeof got, set);
-        return fail_at(ld, set->start_mark, "%s: 'set': expected a mapping {DOTTED.KEY: VALUE, "
-                       "...}, got %s", label, got);
+        return fail_at(ld, set->start_mark,
+                       "%s: 'set': expected a mapping {DOTTED.KEY: VALUE, "
+                       "...}, got %s",
+                       label, got);
     }
     const yaml_node_pair_t *pairs = set->data.mapping.pairs.start;
     const int n = (int)(set->data.mapping.pairs.top - pairs);
@@ -976,11 +980,15 @@ static enum dt_status check_entry_set(struct loader *ld, const char *label,
         const char *path;
         DT_FORWARD_IF_ERROR(pair_key(ld, set, j, set_label, &path));
         if (strcmp(path, "name") == 0)
-            return fail_at(ld, k->start_mark, "%s: 'set': key 'name' cannot be set in a matrix "
-                           "entry (the entry's 'name' names its experiment)", label);
+            return fail_at(ld, k->start_mark,
+                           "%s: 'set': key 'name' cannot be set in a matrix "
+                           "entry (the entry's 'name' names its experiment)",
+                           label);
         if (strcmp(path, "matrix") == 0)
-            return fail_at(ld, k->start_mark, "%s: 'set': key 'matrix' cannot be set in a matrix "
-                           "entry (entries do not nest)", label);
+            return fail_at(ld, k->start_mark,
+                           "%s: 'set': key 'matrix' cannot be set in a matrix "
+                           "entry (entries do not nest)",
+                           label);
         if (path[0] == '\0' || strlen(path) >= MAX_PATH_ || strlen(path) != k->data.scalar.length ||
             !(find_key(path) || is_section(path)))
             return fail_unknown(ld, k->start_mark, path);
@@ -994,7 +1002,7 @@ static enum dt_status check_entry_set(struct loader *ld, const char *label,
 static enum dt_status set_matrix_entry(struct loader *ld, const struct key_row *row, int i,
                                        const yaml_node_t *item)
 {
-    char (*names)[DT_NAME_MAX] = (char (*)[DT_NAME_MAX])((char *)ld->out + row->offset);
+    char(*names)[DT_NAME_MAX] = (char(*)[DT_NAME_MAX])((char *)ld->out + row->offset);
     char label[MAX_PATH_ + 32];
     key_label(label, sizeof label, row, i);
     if (item->type != YAML_MAPPING_NODE) return fail_type(ld, row, i, item);
@@ -1009,8 +1017,10 @@ static enum dt_status set_matrix_entry(struct loader *ld, const struct key_row *
         if (strcmp(key, "name") == 0) name = v;
         else if (strcmp(key, "set") == 0) set = v;
         else
-            return fail_at(ld, k->start_mark, "%s: unknown key '%.64s' (an entry has 'name' and "
-                           "'set')", label, key);
+            return fail_at(ld, k->start_mark,
+                           "%s: unknown key '%.64s' (an entry has 'name' and "
+                           "'set')",
+                           label, key);
     }
     if (!name) return fail_at(ld, item->start_mark, "%s: missing 'name'", label);
     DT_FORWARD_IF_ERROR(set_entry_name(ld, label, name, names[i]));
@@ -1028,14 +1038,15 @@ static enum dt_status set_matrix(struct loader *ld, const struct key_row *row,
                                  const yaml_node_t *node)
 {
     if (!ld->file_pass)
-        return fail_at(ld, node->start_mark, "key 'matrix' cannot be given with --set; list the "
+        return fail_at(ld, node->start_mark,
+                       "key 'matrix' cannot be given with --set; list the "
                        "entries in the config file (`detrain run --only NAME,...` runs some)");
     if (node->type != YAML_SEQUENCE_NODE) return fail_type(ld, row, -1, node);
     const yaml_node_item_t *items = node->data.sequence.items.start;
     const int n = (int)(node->data.sequence.items.top - items);
     if (n < row->min_items || n > row->max_items)
-        return fail_at(ld, node->start_mark, "key '%s': expected %d to %d items, got %d",
-                       row->path, row->min_items, row->max_items, n);
+        return fail_at(ld, node->start_mark, "key '%s': expected %d to %d items, got %d", row->path,
+                       row->min_items, row->max_items, n);
     ld->entry_set = NULL;
     for (int i = 0; i < n; i++) {
         const yaml_node_t *item = yaml_document_get_node(ld->doc, items[i]);
@@ -1050,17 +1061,12 @@ static enum dt_status set_value(struct loader *ld, const struct key_row *row,
 {
     char *field = (char *)ld->out + row->offset;
     switch (row->type) {
-    case KEY_STRING:
-        return set_string(ld, row, node, field);
+    case KEY_STRING: return set_string(ld, row, node, field);
     case KEY_INT_LIST:
-    case KEY_POLICY_LIST:
-        return set_list(ld, row, node);
-    case KEY_VARY_SETS:
-        return set_vary_sets(ld, row, node);
-    case KEY_MATRIX:
-        return set_matrix(ld, row, node);
-    default:
-        return set_scalar(ld, row, node, field);
+    case KEY_POLICY_LIST: return set_list(ld, row, node);
+    case KEY_VARY_SETS: return set_vary_sets(ld, row, node);
+    case KEY_MATRIX: return set_matrix(ld, row, node);
+    default: return set_scalar(ld, row, node, field);
     }
 }
 
@@ -1104,8 +1110,7 @@ static void suggest_key(char *buf, size_t size, const char *path)
     const char *child = NULL;
     size_t child_len = 0;
     for (int i = 0; i < N_KEYS; i++) {
-        if (slen && (strncmp(keys[i].path, path, slen) != 0 || keys[i].path[slen] != '.'))
-            continue;
+        if (slen && (strncmp(keys[i].path, path, slen) != 0 || keys[i].path[slen] != '.')) continue;
         const char *name = keys[i].path + skip;
         size_t n = strcspn(name, ".");
         int d = edit_distance(comp, (size_t)(after - comp), name, n);
@@ -1132,13 +1137,11 @@ static enum dt_status fail_unknown(struct loader *ld, yaml_mark_t mark, const ch
 {
     char hint[MAX_PATH_ * 2];
     suggest_key(hint, sizeof hint, path);
-    if (hint[0])
-        return fail_at(ld, mark, "unknown key '%s'; did you mean '%s'?", path, hint);
+    if (hint[0]) return fail_at(ld, mark, "unknown key '%s'; did you mean '%s'?", path, hint);
     return fail_at(ld, mark, "unknown key '%s'", path);
 }
 
-static enum dt_status apply_mapping(struct loader *ld, const char *prefix,
-                                    const yaml_node_t *map);
+static enum dt_status apply_mapping(struct loader *ld, const char *prefix, const yaml_node_t *map);
 
 /* Apply `node` as the value of dotted `path` (a key or a section). `key_mark` locates
  * the key itself, for "unknown key". */
@@ -1156,8 +1159,8 @@ static enum dt_status apply_node(struct loader *ld, const char *path, yaml_mark_
     if (node->type != YAML_MAPPING_NODE) {
         char got[96];
         describe_node(got, sizeof got, node);
-        return fail_at(ld, node->start_mark, "key '%s': expected a mapping of keys, got %s",
-                       path, got);
+        return fail_at(ld, node->start_mark, "key '%s': expected a mapping of keys, got %s", path,
+                       got);
     }
     return apply_mapping(ld, path, node);
 }
@@ -1265,8 +1268,10 @@ static enum dt_status parse_yaml(struct loader *ld, yaml_document_t *doc, const 
             st = fail_syntax(ld, &parser, text, len, key);
         } else {
             if (yaml_document_get_root_node(&extra))
-                st = fail_at(ld, extra.start_mark, "%s%s%sexpected one YAML document, found a "
-                             "second one", key ? "key '" : "", key ? key : "", key ? "': " : "");
+                st = fail_at(ld, extra.start_mark,
+                             "%s%s%sexpected one YAML document, found a "
+                             "second one",
+                             key ? "key '" : "", key ? key : "", key ? "': " : "");
             yaml_document_delete(&extra);
         }
         if (st != DT_OK) yaml_document_delete(doc);
@@ -1396,8 +1401,7 @@ static void apply_defaults(struct dt_experiment *out)
     struct source src = {.file = "<default>"};
     for (int i = 0; i < N_KEYS; i++) {
         if (!keys[i].def) continue;
-        if (apply_text(&ld, &src, keys[i].path, keys[i].def) != DT_OK)
-            DT_ASSERT_MSG(0, err.msg);
+        if (apply_text(&ld, &src, keys[i].path, keys[i].def) != DT_OK) DT_ASSERT_MSG(0, err.msg);
     }
 }
 
@@ -1416,8 +1420,8 @@ static enum dt_status check_required(const struct loader *ld, const char *path, 
                 (!at || strlen(m->path) > strlen(at->path)))
                 at = m;
         }
-        return dt_error_set_at(ld->err, DT_ERR_CONFIG, path, at ? at->line : 1,
-                               at ? at->column : 1, "missing required key '%s'", keys[i].path);
+        return dt_error_set_at(ld->err, DT_ERR_CONFIG, path, at ? at->line : 1, at ? at->column : 1,
+                               "missing required key '%s'", keys[i].path);
     }
     return DT_OK;
 }
@@ -1467,8 +1471,8 @@ static enum dt_status check_model_keys(const struct loader *ld)
         if (!ld->seen[r] || key_applies(row, kind)) continue;
         return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->seen_at[r].file, ld->seen_at[r].line,
                                ld->seen_at[r].column,
-                               "key '%s' applies to model.kind %s only, not %s",
-                               model_only[i].key, model_only[i].which, model_kind_names[kind]);
+                               "key '%s' applies to model.kind %s only, not %s", model_only[i].key,
+                               model_only[i].which, model_kind_names[kind]);
     }
     /* vary: [epsilon] only means something when a model draws epsilon: in any setting. */
     const int rv = (int)(find_key("vary") - keys);
@@ -1477,7 +1481,8 @@ static enum dt_status check_model_keys(const struct loader *ld)
             return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->seen_at[rv].file,
                                    ld->seen_at[rv].line, ld->seen_at[rv].column,
                                    "key 'vary': epsilon applies to model.kind bnn_mlp only, "
-                                   "not %s", model_kind_names[kind]);
+                                   "not %s",
+                                   model_kind_names[kind]);
     return DT_OK;
 }
 
@@ -1491,8 +1496,10 @@ static enum dt_status load_layers(struct loader *ld, const char *path, const cha
     apply_defaults(out);
     size_t n = strlen(path);
     if (n >= sizeof out->source)
-        return dt_error_set(ld->err, DT_ERR_IO, "config path is %zu bytes long; at most %zu "
-                            "allowed", n, sizeof out->source - 1);
+        return dt_error_set(ld->err, DT_ERR_IO,
+                            "config path is %zu bytes long; at most %zu "
+                            "allowed",
+                            n, sizeof out->source - 1);
     memcpy(out->source, path, n + 1);
     DT_FORWARD_IF_ERROR(load_file(ld, path));
     for (int i = 0; i < n_sets; i++) DT_FORWARD_IF_ERROR(apply_set(ld, i, sets[i]));
@@ -1506,18 +1513,19 @@ static enum dt_status check_experiment(const struct loader *ld, const char *path
     return check_model_keys(ld);
 }
 
-enum dt_status dt_config_load(struct dt_experiment *out, const char *path,
-                              const char *const *sets, int n_sets, struct dt_error *err)
+enum dt_status dt_config_load(struct dt_experiment *out, const char *path, const char *const *sets,
+                              int n_sets, struct dt_error *err)
 {
     struct loader ld = {.out = out, .err = err, .entry = -1};
     DT_FORWARD_IF_ERROR(load_layers(&ld, path, sets, n_sets));
     if (out->n_matrix > 0) {
         const int r = (int)(find_key("matrix") - keys);
         return dt_error_set_at(err, DT_ERR_CONFIG, ld.seen_at[r].file, ld.seen_at[r].line,
-                               ld.seen_at[r].column, "key 'matrix': this config is a matrix of "
+                               ld.seen_at[r].column,
+                               "key 'matrix': this config is a matrix of "
                                "%d experiments (%s%s); `detrain run` runs it, other commands "
-                               "take one experiment", out->n_matrix, out->matrix[0],
-                               out->n_matrix > 1 ? ", ..." : "");
+                               "take one experiment",
+                               out->n_matrix, out->matrix[0], out->n_matrix > 1 ? ", ..." : "");
     }
     return check_experiment(&ld, path);
 }
@@ -1579,8 +1587,11 @@ enum dt_status dt_config_load_text(struct dt_experiment *out, const char *name, 
     DT_ASSERT(text != NULL || len == 0);
     if (entry >= DT_MAX_MATRIX)
         return dt_error_set(err, DT_ERR_USAGE, "%s: no matrix entry %d", name, entry + 1);
-    struct loader ld = {.out = out, .err = err, .entry = entry < 0 ? -1 : entry,
-                        .text = text ? text : "", .text_len = len};
+    struct loader ld = {.out = out,
+                        .err = err,
+                        .entry = entry < 0 ? -1 : entry,
+                        .text = text ? text : "",
+                        .text_len = len};
     return entry < 0 ? load_matrix(&ld, name, sets, n_sets) : load_entry(&ld, name, sets, n_sets);
 }
 
@@ -1698,8 +1709,7 @@ static void json_value(FILE *f, const struct key_row *row, const struct dt_exper
         }
         if (count > 1) fputc(']', f);
         break;
-    default:
-        DT_ASSERT_MSG(0, "json_value: unknown key type");
+    default: DT_ASSERT_MSG(0, "json_value: unknown key type");
     }
 }
 
@@ -1709,7 +1719,7 @@ static void json_value(FILE *f, const struct key_row *row, const struct dt_exper
 void dt_config_write_json(FILE *f, const struct dt_experiment *exp)
 {
     char open[MAX_PATH_] = ""; /* dotted path of the open objects below the root */
-    bool first[8] = {true};   /* per depth: nothing written yet in that object */
+    bool first[8] = {true};    /* per depth: nothing written yet in that object */
     int depth = 0;
     fputc('{', f);
     for (int i = 0; i < N_KEYS; i++) {
@@ -1762,19 +1772,24 @@ static void reference_values(char *buf, size_t size, const struct key_row *row)
         break;
     case KEY_POLICY_LIST:
         format_levels(names, sizeof names, ", ");
-        snprintf(buf, size, "%d to %d items, each a level (%s) or a mapping {base: LEVEL, "
-                 "CONTROL: VALUE, ..., name: NAME}; names unique", row->min_items,
-                 row->max_items, names);
+        snprintf(buf, size,
+                 "%d to %d items, each a level (%s) or a mapping {base: LEVEL, "
+                 "CONTROL: VALUE, ..., name: NAME}; names unique",
+                 row->min_items, row->max_items, names);
         break;
     case KEY_VARY_SETS:
         format_choices(names, sizeof names, row->names, ", ");
-        snprintf(buf, size, "any of %s, no repeats; or a list of 1 to %d such lists "
-                 "(settings), no two alike", names, row->max_items);
+        snprintf(buf, size,
+                 "any of %s, no repeats; or a list of 1 to %d such lists "
+                 "(settings), no two alike",
+                 names, row->max_items);
         break;
     case KEY_MATRIX:
-        snprintf(buf, size, "%d to %d entries {name: NAME, set: {DOTTED.KEY: VALUE, ...}}; "
+        snprintf(buf, size,
+                 "%d to %d entries {name: NAME, set: {DOTTED.KEY: VALUE, ...}}; "
                  "names unique, 1 to %d characters from A-Z a-z 0-9 _ . -; set cannot hold "
-                 "name or matrix", row->min_items, row->max_items, DT_NAME_MAX - 1);
+                 "name or matrix",
+                 row->min_items, row->max_items, DT_NAME_MAX - 1);
         break;
     default: format_range(buf, size, row); break;
     }

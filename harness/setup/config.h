@@ -37,10 +37,10 @@ enum dt_vary {
 struct dt_experiment {
     char name[DT_NAME_MAX]; /* required; [A-Za-z0-9_.-]+ */
     struct {
-        char name[64];            /* default "fashion-mnist" (the only one for now) */
-        char path[DT_PATH_MAX];   /* "" = search $DETRAIN_DATA, then the Debian folder */
-        int64_t train_limit;      /* 0 = all; else first N training examples */
-        int64_t test_limit;       /* 0 = all; else first N test examples */
+        char name[64];          /* default "fashion-mnist" (the only one for now) */
+        char path[DT_PATH_MAX]; /* "" = search $DETRAIN_DATA, then the Debian folder */
+        int64_t train_limit;    /* 0 = all; else first N training examples */
+        int64_t test_limit;     /* 0 = all; else first N test examples */
     } dataset;
     struct {
         enum dt_model_kind kind; /* required: mlp, lenet or bnn_mlp */
@@ -48,17 +48,17 @@ struct dt_experiment {
         int64_t hidden[DT_MAX_HIDDEN]; /* mlp, bnn_mlp: hidden widths, default [256, 128] */
         bool overlap_pool;             /* lenet: 3x3 stride-2 pooling; default false (2x2) */
         /* bnn_mlp (Bayes by Backprop) */
-        int samples;                   /* Monte Carlo samples per step S, default 4 */
-        int test_samples;              /* sampled models averaged at evaluation, default 10 */
-        double prior_sigma;            /* Gaussian prior N(0, prior_sigma^2), default 1 */
-        double rho_init;               /* initial rho (sigma = softplus(rho)), default -5 */
-        int64_t lanes;                 /* reversible-generator lanes P, default 1024 */
+        int samples;        /* Monte Carlo samples per step S, default 4 */
+        int test_samples;   /* sampled models averaged at evaluation, default 10 */
+        double prior_sigma; /* Gaussian prior N(0, prior_sigma^2), default 1 */
+        double rho_init;    /* initial rho (sigma = softplus(rho)), default -5 */
+        int64_t lanes;      /* reversible-generator lanes P, default 1024 */
         enum dt_eps_generator stored_generator; /* rng: stored draws with this, default philox */
-        int64_t lfsr_check_every;      /* lane invariant check period; 0 = auto */
+        int64_t lfsr_check_every;               /* lane invariant check period; 0 = auto */
     } model;
     struct {
-        int64_t steps; /* required, >= 1 */
-        int64_t batch; /* default 64 */
+        int64_t steps;  /* required, >= 1 */
+        int64_t batch;  /* default 64 */
         int64_t shards; /* default 4: reduction exact's canonical shards (harness/run/dist.h) */
         struct {
             enum dt_optimizer_kind kind; /* default sgd */
@@ -66,12 +66,12 @@ struct dt_experiment {
             double momentum;             /* default 0.9, in [0, 1) */
             double weight_decay;         /* default 0, >= 0 */
         } optimizer;
-        uint64_t seed;      /* default 0 */
-        int64_t eval_every; /* 0 = only at the end; else every N steps */
+        uint64_t seed;            /* default 0 */
+        int64_t eval_every;       /* 0 = only at the end; else every N steps */
         int64_t checkpoint_every; /* 0 = only at an interruption; else every N steps and the
                                      last (harness/record/checkpoint.h) */
-        bool check_finite; /* default true: stop a replica at the first NaN/Inf in a
-                              gradient or weight after each step (harness/run/train.c) */
+        bool check_finite;        /* default true: stop a replica at the first NaN/Inf in a
+                                     gradient or weight after each step (harness/run/train.c) */
     } train;
     struct {
         enum dt_device device; /* default cpu */
@@ -88,8 +88,8 @@ struct dt_experiment {
     int n_vary;
     unsigned vary_sets[DT_MAX_VARY_SETS];
     struct {
-        int64_t every;   /* default 1: hash every step */
-        bool per_tensor; /* default false */
+        int64_t every;            /* default 1: hash every step */
+        bool per_tensor;          /* default false */
         enum dt_hash_async async; /* default auto: on where weights are not host memory */
     } hash;
     struct {
@@ -117,8 +117,8 @@ struct dt_experiment {
  * override's 1-based index and the column points into the assignment) and returns
  * DT_ERR_CONFIG (or DT_ERR_IO when the file cannot be read). On error *out is unspecified
  * and must not be used. */
-enum dt_status dt_config_load(struct dt_experiment *out, const char *path,
-                              const char *const *sets, int n_sets, struct dt_error *err);
+enum dt_status dt_config_load(struct dt_experiment *out, const char *path, const char *const *sets,
+                              int n_sets, struct dt_error *err);
 /* dt_config_load refuses a matrix config (one with `matrix`: only `detrain run` runs
  * those), naming the key. These two load one:
  *

@@ -17,22 +17,19 @@
 
 /* ---- IDX format -------------------------------------------------------------------------- */
 
-#define IDX_TYPE_UBYTE 0x08                       /* the only element type we accept */
-#define IDX_MAX_DIM 2147483647u                   /* each dimension: 1..2^31-1 */
-#define IDX_MAX_PAYLOAD ((uint64_t)1 << 32)       /* prod(dims) bytes, at most 2^32 */
-#define IDX_READ_CHUNK ((size_t)1 << 30)          /* gzread takes unsigned int lengths */
-#define IDX_FIRST_ALLOC ((size_t)1 << 24)         /* grow the payload buffer from 16 MiB */
-#define IDX_GZ_BUFFER (128u * 1024u)              /* zlib's input buffer (default 8 KiB) */
+#define IDX_TYPE_UBYTE 0x08                 /* the only element type we accept */
+#define IDX_MAX_DIM 2147483647u             /* each dimension: 1..2^31-1 */
+#define IDX_MAX_PAYLOAD ((uint64_t)1 << 32) /* prod(dims) bytes, at most 2^32 */
+#define IDX_READ_CHUNK ((size_t)1 << 30)    /* gzread takes unsigned int lengths */
+#define IDX_FIRST_ALLOC ((size_t)1 << 24)   /* grow the payload buffer from 16 MiB */
+#define IDX_GZ_BUFFER (128u * 1024u)        /* zlib's input buffer (default 8 KiB) */
 
 static uint32_t be32(const uint8_t b[4])
 {
     return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | (uint32_t)b[3];
 }
 
-static const char *plural(uint64_t n)
-{
-    return n == 1 ? "" : "s";
-}
+static const char *plural(uint64_t n) { return n == 1 ? "" : "s"; }
 
 /* zlib prefixes its messages with "PATH: ", or "<fd:N>: " for a stream opened with
  * gzdopen; drop that so ours does not say it twice. */
@@ -52,24 +49,21 @@ static enum dt_status gz_check(gzFile gz, const char *path, struct dt_error *err
     int code = Z_OK;
     const char *msg = gz_msg_without_path(gzerror(gz, &code), path);
     switch (code) {
-    case Z_OK:
-        return DT_OK;
-    case Z_ERRNO:
-        return dt_error_set(err, DT_ERR_IO, "%s: read error: %s", path, msg);
+    case Z_OK: return DT_OK;
+    case Z_ERRNO: return dt_error_set(err, DT_ERR_IO, "%s: read error: %s", path, msg);
     case Z_MEM_ERROR:
         return dt_error_set(err, DT_ERR_NOMEM, "%s: out of memory while decompressing", path);
     case Z_BUF_ERROR:
         return dt_error_set(err, DT_ERR_DATA, "%s: corrupt gzip stream (%s: the .gz is cut short)",
                             path, msg);
-    default:
-        return dt_error_set(err, DT_ERR_DATA, "%s: corrupt gzip stream (%s)", path, msg);
+    default: return dt_error_set(err, DT_ERR_DATA, "%s: corrupt gzip stream (%s)", path, msg);
     }
 }
 
 /* Read up to `n` bytes; *got is how many arrived before the end of the file. Loops because
  * gzread takes an unsigned int length. Read and decompression errors are reported. */
-static enum dt_status gz_read_full(uint8_t *buf, size_t *got, gzFile gz, const char *path,
-                                   size_t n, struct dt_error *err)
+static enum dt_status gz_read_full(uint8_t *buf, size_t *got, gzFile gz, const char *path, size_t n,
+                                   struct dt_error *err)
 {
     *got = 0;
     while (*got < n) {
@@ -85,10 +79,7 @@ static enum dt_status gz_read_full(uint8_t *buf, size_t *got, gzFile gz, const c
     return gz_check(gz, path, err);
 }
 
-static const char *idx_kind(int ndim)
-{
-    return ndim == 3 ? "images" : "labels";
-}
+static const char *idx_kind(int ndim) { return ndim == 3 ? "images" : "labels"; }
 
 /* Read and check the header: magic (0, 0, type, ndim) and ndim big-endian uint32 sizes.
  * Fills idx->ndim and idx->dims and returns the payload size in *payload. */
@@ -102,14 +93,16 @@ static enum dt_status idx_read_header(struct dt_idx *idx, uint64_t *payload, gzF
     if (got < sizeof magic)
         return dt_error_set(err, DT_ERR_DATA,
                             "%s: truncated header: expected a 4-byte magic number, found %zu "
-                            "byte%s", path, got, plural(got));
+                            "byte%s",
+                            path, got, plural(got));
     if (magic[0] != 0 || magic[1] != 0)
         return dt_error_set(err, DT_ERR_DATA, "%s: bad magic 0x%08x: not an IDX file", path,
                             (unsigned)be32(magic));
     if (magic[2] != IDX_TYPE_UBYTE)
         return dt_error_set(err, DT_ERR_DATA,
                             "%s: unsupported IDX element type 0x%02x (only 0x08, unsigned byte, "
-                            "is supported)", path, (unsigned)magic[2]);
+                            "is supported)",
+                            path, (unsigned)magic[2]);
     if (magic[3] != expect_ndim)
         return dt_error_set(err, DT_ERR_DATA,
                             "%s: expected an idx%d (%s) file but it has %d dimension%s", path,
@@ -121,16 +114,16 @@ static enum dt_status idx_read_header(struct dt_idx *idx, uint64_t *payload, gzF
     if (got < need)
         return dt_error_set(err, DT_ERR_DATA,
                             "%s: truncated header: expected %zu bytes of dimension sizes after "
-                            "the magic number, found %zu", path, need, got);
+                            "the magic number, found %zu",
+                            path, need, got);
 
     uint64_t bytes = 1;
     int too_big = 0;
     for (int i = 0; i < expect_ndim; i++) {
         uint32_t d = be32(raw + 4 * i);
         if (d < 1 || d > IDX_MAX_DIM)
-            return dt_error_set(err, DT_ERR_DATA,
-                                "%s: dimension %d is %u; each must be in 1..%u", path, i,
-                                (unsigned)d, IDX_MAX_DIM);
+            return dt_error_set(err, DT_ERR_DATA, "%s: dimension %d is %u; each must be in 1..%u",
+                                path, i, (unsigned)d, IDX_MAX_DIM);
         idx->dims[i] = d;
         /* bytes <= 2^32 and d < 2^31 before the multiply, so this never wraps. */
         if (!too_big) bytes *= d;
@@ -142,8 +135,7 @@ static enum dt_status idx_read_header(struct dt_idx *idx, uint64_t *payload, gzF
         if (expect_ndim == 3)
             snprintf(shape, sizeof shape, "%lld x %lld x %lld", (long long)idx->dims[0],
                      (long long)idx->dims[1], (long long)idx->dims[2]);
-        else
-            snprintf(shape, sizeof shape, "%lld", (long long)idx->dims[0]);
+        else snprintf(shape, sizeof shape, "%lld", (long long)idx->dims[0]);
         return dt_error_set(err, DT_ERR_DATA,
                             "%s: dimensions %s describe more than 2^32 bytes of data (the limit)",
                             path, shape);
@@ -158,16 +150,16 @@ static enum dt_status idx_read_payload(struct dt_idx *idx, gzFile gz, const char
                                        uint64_t payload, struct dt_error *err)
 {
     if (payload > SIZE_MAX)
-        return dt_error_set(err, DT_ERR_NOMEM, "%s: %llu bytes of data do not fit in memory",
-                            path, (unsigned long long)payload);
+        return dt_error_set(err, DT_ERR_NOMEM, "%s: %llu bytes of data do not fit in memory", path,
+                            (unsigned long long)payload);
     size_t total = (size_t)payload;
     size_t cap = total < IDX_FIRST_ALLOC ? total : IDX_FIRST_ALLOC;
     size_t have = 0;
     for (;;) {
         uint8_t *grown = realloc(idx->data, cap);
         if (!grown)
-            return dt_error_set(err, DT_ERR_NOMEM, "%s: out of memory for %zu bytes of data",
-                                path, cap);
+            return dt_error_set(err, DT_ERR_NOMEM, "%s: out of memory for %zu bytes of data", path,
+                                cap);
         idx->data = grown;
         size_t got = 0;
         DT_FORWARD_IF_ERROR(gz_read_full(idx->data + have, &got, gz, path, cap - have, err));
@@ -193,9 +185,8 @@ static enum dt_status idx_check_end(gzFile gz, const char *path, struct dt_error
         extra += got;
     } while (got == sizeof buf);
     if (extra)
-        return dt_error_set(err, DT_ERR_DATA,
-                            "%s: %llu unexpected trailing byte%s after the data", path,
-                            (unsigned long long)extra, plural(extra));
+        return dt_error_set(err, DT_ERR_DATA, "%s: %llu unexpected trailing byte%s after the data",
+                            path, (unsigned long long)extra, plural(extra));
     return DT_OK;
 }
 
@@ -239,13 +230,18 @@ void dt_idx_free(struct dt_idx *idx)
 /* ---- Fashion-MNIST ----------------------------------------------------------------------- */
 
 #define FMNIST_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
-#define FMNIST_HINT \
+#define FMNIST_HINT                                                                                \
     "install it with: apt-get install dataset-fashion-mnist, or set dataset.path / $DETRAIN_DATA"
 #define FMNIST_SIDE 28    /* images are 28 x 28 */
 #define FMNIST_CLASSES 10 /* labels 0..9 */
 
-enum { FMNIST_TRAIN_IMAGES, FMNIST_TRAIN_LABELS, FMNIST_TEST_IMAGES, FMNIST_TEST_LABELS,
-       FMNIST_NFILES };
+enum {
+    FMNIST_TRAIN_IMAGES,
+    FMNIST_TRAIN_LABELS,
+    FMNIST_TEST_IMAGES,
+    FMNIST_TEST_LABELS,
+    FMNIST_NFILES
+};
 
 static const char *const fmnist_names[FMNIST_NFILES] = {
     "train-images-idx3-ubyte",
@@ -287,20 +283,20 @@ static int fmnist_find(char out[FMNIST_PATH_MAX], const char *dir, const char *n
 }
 
 /* Locate all four files; when any is missing, one error lists every missing name. */
-static enum dt_status fmnist_find_all(char paths[FMNIST_NFILES][FMNIST_PATH_MAX],
-                                      const char *dir, const char *why, struct dt_error *err)
+static enum dt_status fmnist_find_all(char paths[FMNIST_NFILES][FMNIST_PATH_MAX], const char *dir,
+                                      const char *why, struct dt_error *err)
 {
     char missing[512] = "";
     size_t len = 0;
     for (int i = 0; i < FMNIST_NFILES; i++) {
         if (fmnist_find(paths[i], dir, fmnist_names[i])) continue;
-        int n = snprintf(missing + len, sizeof missing - len, "%s%s", len ? ", " : "",
-                         fmnist_names[i]);
+        int n =
+            snprintf(missing + len, sizeof missing - len, "%s%s", len ? ", " : "", fmnist_names[i]);
         len += (size_t)n; /* four short names: always fits */
     }
     if (!len) return DT_OK;
     struct stat sb;
-    const char *folder_note = stat(dir, &sb) != 0     ? "; the folder does not exist"
+    const char *folder_note = stat(dir, &sb) != 0    ? "; the folder does not exist"
                               : !S_ISDIR(sb.st_mode) ? "; it is not a folder"
                                                      : "";
     return dt_error_set(err, DT_ERR_IO,
@@ -317,13 +313,13 @@ static enum dt_status fmnist_check_split(const struct dt_idx *img, const struct 
     if (img->dims[1] != FMNIST_SIDE || img->dims[2] != FMNIST_SIDE)
         return dt_error_set(err, DT_ERR_DATA,
                             "%s: images are %lld x %lld (rows x cols); Fashion-MNIST images must "
-                            "have rows and cols both 28", img_path, (long long)img->dims[1],
-                            (long long)img->dims[2]);
+                            "have rows and cols both 28",
+                            img_path, (long long)img->dims[1], (long long)img->dims[2]);
     if (lbl->dims[0] != img->dims[0])
         return dt_error_set(err, DT_ERR_DATA,
                             "%s: has %lld labels but %s has %lld images; the label count must "
-                            "match the image count", lbl_path, (long long)lbl->dims[0], img_path,
-                            (long long)img->dims[0]);
+                            "match the image count",
+                            lbl_path, (long long)lbl->dims[0], img_path, (long long)img->dims[0]);
     for (int64_t i = 0; i < lbl->dims[0]; i++) {
         if (lbl->data[i] >= FMNIST_CLASSES)
             return dt_error_set(err, DT_ERR_DATA,
@@ -362,8 +358,7 @@ static enum dt_status fmnist_fill_split(struct dt_split *out, struct dt_idx *img
 
 /* Load one split from its image and label files, checked against each other. */
 static enum dt_status fmnist_load_split(struct dt_split *out, const char *img_path,
-                                        const char *lbl_path, int64_t limit,
-                                        struct dt_error *err)
+                                        const char *lbl_path, int64_t limit, struct dt_error *err)
 {
     struct dt_idx img = {0}, lbl = {0};
     enum dt_status st = dt_idx_read(&img, img_path, 3, err);
@@ -384,15 +379,17 @@ enum dt_status dt_dataset_load_fashion_mnist(struct dt_dataset *out, const char 
     const char *why = NULL;
     const char *dir = fmnist_pick_dir(path, &why);
     if (strlen(dir) >= sizeof out->dir)
-        return dt_error_set(err, DT_ERR_IO, "%.64s...: dataset folder path is longer than %zu "
-                            "characters (%s)", dir, sizeof out->dir - 1, why);
+        return dt_error_set(err, DT_ERR_IO,
+                            "%.64s...: dataset folder path is longer than %zu "
+                            "characters (%s)",
+                            dir, sizeof out->dir - 1, why);
     snprintf(out->dir, sizeof out->dir, "%s", dir);
 
     char paths[FMNIST_NFILES][FMNIST_PATH_MAX];
     enum dt_status st = fmnist_find_all(paths, out->dir, why, err);
     if (st == DT_OK)
-        st = fmnist_load_split(&out->train, paths[FMNIST_TRAIN_IMAGES],
-                               paths[FMNIST_TRAIN_LABELS], train_limit, err);
+        st = fmnist_load_split(&out->train, paths[FMNIST_TRAIN_IMAGES], paths[FMNIST_TRAIN_LABELS],
+                               train_limit, err);
     if (st == DT_OK)
         st = fmnist_load_split(&out->test, paths[FMNIST_TEST_IMAGES], paths[FMNIST_TEST_LABELS],
                                test_limit, err);

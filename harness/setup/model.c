@@ -1,7 +1,6 @@
 /* The experiment's model and optimizer, built from its config (harness/setup/model.h). */
 #include "harness/setup/model.h"
 
-
 int64_t dt_experiment_lfsr_check_every(const struct dt_experiment *exp)
 {
     if (exp->model.lfsr_check_every > 0) return exp->model.lfsr_check_every;
@@ -35,16 +34,14 @@ enum dt_status dt_experiment_build_model(struct dt_model **m, const struct dt_ex
         return dt_mlp_create(m, be, 784, exp->model.hidden, exp->model.n_hidden, 10,
                              exp->train.batch, err);
     case DT_MODEL_LENET:
-        return dt_lenet_create(m, be, 28, 28, exp->model.overlap_pool, 10, exp->train.batch,
-                               err);
+        return dt_lenet_create(m, be, 28, 28, exp->model.overlap_pool, 10, exp->train.batch, err);
     }
     return dt_error_set(err, DT_ERR_CONFIG, "unknown model kind");
 }
 
 struct dt_sgd_options dt_experiment_sgd_options(const struct dt_experiment *exp)
 {
-    struct dt_sgd_options o = {(float)exp->train.optimizer.lr,
-                               (float)exp->train.optimizer.momentum,
+    struct dt_sgd_options o = {(float)exp->train.optimizer.lr, (float)exp->train.optimizer.momentum,
                                (float)exp->train.optimizer.weight_decay};
     return o;
 }

@@ -103,11 +103,11 @@ static void seed_part(void *ctx, int64_t begin, int64_t end, int worker)
 
 /* portable: a pure function of (seed, step, member, sample, lane). */
 enum dt_status dt_cpu_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lanes, int64_t P,
-                                    uint64_t seed, uint32_t step, uint32_t member,
-                                    uint32_t sample, const struct dt_policy *pol)
+                                    uint64_t seed, uint32_t step, uint32_t member, uint32_t sample,
+                                    const struct dt_policy *pol)
 {
-    struct lanes_job job = {.lanes = lanes, .P = P, .seed = seed, .step = step,
-                            .member = member, .sample = sample};
+    struct lanes_job job = {
+        .lanes = lanes, .P = P, .seed = seed, .step = step, .member = member, .sample = sample};
     dt_pool_run(dt_cpu(be)->pool, P, 256, seed_part, &job);
     return DT_OK;
 }
@@ -199,12 +199,12 @@ static void walk_part(void *ctx, int64_t begin, int64_t end, int worker)
 
 /* portable: each lane walks its own chunk; lanes never share state; equals the
  * dt_eps_lane_forward / dt_eps_lane_backward walks of every lane. */
-enum dt_status dt_cpu_eps_lfsr(struct dt_backend *be, float *eps, int64_t n,
-                               struct dt_xoro *lanes, int64_t P, bool backward,
-                               int64_t skip_lane, const struct dt_policy *pol)
+enum dt_status dt_cpu_eps_lfsr(struct dt_backend *be, float *eps, int64_t n, struct dt_xoro *lanes,
+                               int64_t P, bool backward, int64_t skip_lane,
+                               const struct dt_policy *pol)
 {
-    struct lanes_job job = {.eps = eps, .lanes = lanes, .n = n, .P = P,
-                            .skip_lane = skip_lane, .backward = backward};
+    struct lanes_job job = {
+        .eps = eps, .lanes = lanes, .n = n, .P = P, .skip_lane = skip_lane, .backward = backward};
     const int64_t groups = P / EPS_GROUP + (P % EPS_GROUP != 0);
     const int64_t steps = dt_eps_lane_steps(n, P) * EPS_GROUP;
     const int64_t grain = steps >= 512 ? 1 : 512 / steps; /* >= ~512 generator steps a task */
@@ -222,10 +222,7 @@ struct bnn_job {
     bool flag;
 };
 
-static inline float softplus_libm(float x)
-{
-    return x > 20.0f ? x : log1pf(expf(x));
-}
+static inline float softplus_libm(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 static void sigma_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
@@ -299,9 +296,9 @@ static void acc_part(void *ctx, int64_t begin, int64_t end, int worker)
 }
 
 /* portable: elementwise, fixed operation order; samples are added in the caller's order. */
-enum dt_status dt_cpu_bnn_accumulate(struct dt_backend *be, float *gmu, float *grho,
-                                     const float *g, const float *eps, const float *dsigma,
-                                     int64_t n, bool first, const struct dt_policy *pol)
+enum dt_status dt_cpu_bnn_accumulate(struct dt_backend *be, float *gmu, float *grho, const float *g,
+                                     const float *eps, const float *dsigma, int64_t n, bool first,
+                                     const struct dt_policy *pol)
 {
     struct acc_job job = {gmu, grho, g, eps, dsigma, first};
     dt_pool_run(dt_cpu(be)->pool, n, 16384, acc_part, &job);
@@ -334,8 +331,8 @@ enum dt_status dt_cpu_bnn_finish(struct dt_backend *be, float *gmu, float *grho,
                                  float inv_samples, float kl_weight, float prior_var,
                                  const struct dt_policy *pol)
 {
-    struct finish_job job = {gmu, grho, mu, sigma, dsigma, inv_samples, kl_weight,
-                             1.0f / prior_var};
+    struct finish_job job = {gmu,    grho,        mu,        sigma,
+                             dsigma, inv_samples, kl_weight, 1.0f / prior_var};
     dt_pool_run(dt_cpu(be)->pool, n, 16384, finish_part, &job);
     return DT_OK;
 }

@@ -39,11 +39,11 @@
 struct conv_job {
     struct dt_backend *be;
     const struct dt_conv2d_shape *s;
-    const float *x;   /* im2col input */
-    float *cols;      /* im2col output: (rows, Kp) or, transposed, (Kp, rows) */
-    float *dx;        /* col2im output */
+    const float *x; /* im2col input */
+    float *cols;    /* im2col output: (rows, Kp) or, transposed, (Kp, rows) */
+    float *dx;      /* col2im output */
     const float *dcols;
-    int shift;        /* col2im fixed_point scale */
+    int shift; /* col2im fixed_point scale */
     atomic_llong next;
 };
 
@@ -62,8 +62,8 @@ static void im2col_part(void *ctx, int64_t begin, int64_t end, int worker)
         const float *img = j->x + b * s->H * s->W * C;
         float *row = j->cols + r * Kp;
         const int64_t iw0 = ow * s->stride - s->pad;
-        const int64_t lo = iw0 < 0 ? -iw0 : 0;                         /* first kw inside */
-        const int64_t hi = iw0 + s->KW > s->W ? s->W - iw0 : s->KW;     /* one past the last */
+        const int64_t lo = iw0 < 0 ? -iw0 : 0;                      /* first kw inside */
+        const int64_t hi = iw0 + s->KW > s->W ? s->W - iw0 : s->KW; /* one past the last */
         for (int64_t kh = 0; kh < s->KH; kh++) {
             const int64_t ih = oh * s->stride - s->pad + kh;
             float *dst = row + kh * s->KW * C;
@@ -143,17 +143,17 @@ enum dt_status dt_cpu_conv2d_backward_weight(struct dt_backend *be, float *dw, c
 
 /* The image cells a patch row (b, oh, ow) came from: fn(cell, patch_element, C) per
  * in-image (kh, kw), with `cell` the first channel of image cell (ih, iw). */
-#define FOR_EACH_PATCH_CELL(s, oh, ow, BODY)                                      \
-    for (int64_t kh_ = 0; kh_ < (s)->KH; kh_++) {                                 \
-        const int64_t ih_ = (oh) * (s)->stride - (s)->pad + kh_;                  \
-        if (ih_ < 0 || ih_ >= (s)->H) continue;                                   \
-        for (int64_t kw_ = 0; kw_ < (s)->KW; kw_++) {                             \
-            const int64_t iw_ = (ow) * (s)->stride - (s)->pad + kw_;              \
-            if (iw_ < 0 || iw_ >= (s)->W) continue;                               \
-            const int64_t cell_ = (ih_ * (s)->W + iw_) * (s)->C;                  \
-            const int64_t elem_ = (kh_ * (s)->KW + kw_) * (s)->C;                 \
-            BODY                                                                  \
-        }                                                                         \
+#define FOR_EACH_PATCH_CELL(s, oh, ow, BODY)                                                       \
+    for (int64_t kh_ = 0; kh_ < (s)->KH; kh_++) {                                                  \
+        const int64_t ih_ = (oh) * (s)->stride - (s)->pad + kh_;                                   \
+        if (ih_ < 0 || ih_ >= (s)->H) continue;                                                    \
+        for (int64_t kw_ = 0; kw_ < (s)->KW; kw_++) {                                              \
+            const int64_t iw_ = (ow) * (s)->stride - (s)->pad + kw_;                               \
+            if (iw_ < 0 || iw_ >= (s)->W) continue;                                                \
+            const int64_t cell_ = (ih_ * (s)->W + iw_) * (s)->C;                                   \
+            const int64_t elem_ = (kh_ * (s)->KW + kw_) * (s)->C;                                  \
+            BODY                                                                                   \
+        }                                                                                          \
     }
 
 /* fixed_point: images [begin, end), each summed exactly in the worker's int64 buffer. */

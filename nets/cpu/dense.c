@@ -35,9 +35,9 @@
 #include "determinism/streams.h"
 #include "nets/cpu/cpu.h"
 
-#define ROW_BLOCK 8       /* rows per block in the fixed backward-weight tree */
-#define WGRAD_COLS 64     /* columns per block there (a multiple of NR) */
-#define UNORDERED_CHUNK 8 /* batch rows per dynamically scheduled chunk */
+#define ROW_BLOCK 8                 /* rows per block in the fixed backward-weight tree */
+#define WGRAD_COLS 64               /* columns per block there (a multiple of NR) */
+#define UNORDERED_CHUNK 8           /* batch rows per dynamically scheduled chunk */
 #define ROWS_PARTIALS_MAX (4 << 20) /* floats of chunk partials the transposed form may use */
 
 /* GCC/Clang vector of 8 floats: AVX2 registers in the avx2 clone, two SSE registers in
@@ -49,14 +49,14 @@ typedef float v8f __attribute__((vector_size(32)));
 static inline void v8_load(v8f *v, const float *p) { memcpy(v, p, sizeof *v); }
 static inline void v8_store(float *p, const v8f *v) { memcpy(p, v, sizeof *v); }
 
-#define MR 4  /* micro-tile rows */
-#define NR 16 /* micro-tile columns: two vectors */
+#define MR 4          /* micro-tile rows */
+#define NR 16         /* micro-tile columns: two vectors */
 #define PAD_MAX_K 512 /* longest sum whose leftover columns go through a padded tile */
 
 /* One MR x NR tile of C, held in registers while k runs 0..K-1 in order. */
-static inline void micro_tile(float *restrict C, int64_t ldc, const float *restrict A,
-                              int64_t lda, int64_t aks, const float *restrict Bm, int64_t ldb,
-                              int64_t K, bool accumulate)
+static inline void micro_tile(float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
+                              int64_t aks, const float *restrict Bm, int64_t ldb, int64_t K,
+                              bool accumulate)
 {
     v8f c00, c01, c10, c11, c20, c21, c30, c31;
     if (accumulate) {
@@ -90,9 +90,9 @@ static inline void micro_tile(float *restrict C, int64_t ldc, const float *restr
  * A is (M,K) with row stride lda, Bm is (K,N) with row stride ldb, C is (M,N) with row
  * stride ldc. */
 DT_VECTOR_CLONES
-static void matmul_ordered_v8(float *restrict C, int64_t ldc, const float *restrict A,
-                              int64_t lda, int64_t aks, const float *restrict Bm, int64_t ldb,
-                              int64_t K, int64_t N, int64_t i0, int64_t i1, bool accumulate)
+static void matmul_ordered_v8(float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
+                              int64_t aks, const float *restrict Bm, int64_t ldb, int64_t K,
+                              int64_t N, int64_t i0, int64_t i1, bool accumulate)
 {
     const int64_t n_tiled = N / NR * NR;
     /* Column strips of NR: the strip of Bm (K x NR) stays in cache across the rows. */
@@ -136,7 +136,8 @@ static void matmul_ordered_v8(float *restrict C, int64_t ldc, const float *restr
             }
             for (int64_t r = 0; r < MR; r++)
                 for (int64_t t = 0; t < NR; t++)
-                    ct[r * NR + t] = (accumulate && r < rows && t < rem) ? C[(i + r) * ldc + n_tiled + t] : 0.0f;
+                    ct[r * NR + t] =
+                        (accumulate && r < rows && t < rem) ? C[(i + r) * ldc + n_tiled + t] : 0.0f;
             micro_tile(ct, NR, rows < MR ? apad : a, rows < MR ? K : lda, rows < MR ? 1 : aks, bp,
                        NR, K, true);
             for (int64_t r = 0; r < rows; r++)
@@ -174,10 +175,8 @@ wide_tile(int rows, float *restrict C, int64_t ldc, const float *restrict A, int
     v16f c[WR];
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) {
-        if (accumulate)
-            memcpy(&c[r], C + r * ldc, sizeof c[r]);
-        else
-            c[r] = (v16f){0};
+        if (accumulate) memcpy(&c[r], C + r * ldc, sizeof c[r]);
+        else c[r] = (v16f){0};
     }
     for (int64_t k = 0; k < K; k++) {
         v16f b;
@@ -191,32 +190,28 @@ wide_tile(int rows, float *restrict C, int64_t ldc, const float *restrict A, int
 
 DT_WIDE static void matmul_ordered_wide(float *restrict C, int64_t ldc, const float *restrict A,
                                         int64_t lda, int64_t aks, const float *restrict Bm,
-                                        int64_t ldb, int64_t K, int64_t N, int64_t i0,
-                                        int64_t i1, bool accumulate)
+                                        int64_t ldb, int64_t K, int64_t N, int64_t i0, int64_t i1,
+                                        bool accumulate)
 {
     const int64_t n_tiled = N / WN * WN;
     for (int64_t j = 0; j < n_tiled; j += WN) { /* the strip of Bm stays in cache */
         int64_t i = i0;
         for (; i + WR <= i1; i += WR)
-            wide_tile(WR, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,
-                      accumulate);
+            wide_tile(WR, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate);
         if (i + 4 <= i1) {
-            wide_tile(4, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,
-                      accumulate);
+            wide_tile(4, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate);
             i += 4;
         }
         if (i + 2 <= i1) {
-            wide_tile(2, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,
-                      accumulate);
+            wide_tile(2, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate);
             i += 2;
         }
         if (i < i1)
-            wide_tile(1, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,
-                      accumulate);
+            wide_tile(1, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate);
     }
     if (n_tiled < N) /* leftover columns (fewer than one vector) */
-        matmul_ordered_v8(C + n_tiled, ldc, A, lda, aks, Bm + n_tiled, ldb, K, N - n_tiled, i0,
-                          i1, accumulate);
+        matmul_ordered_v8(C + n_tiled, ldc, A, lda, aks, Bm + n_tiled, ldb, K, N - n_tiled, i0, i1,
+                          accumulate);
 }
 
 #endif
@@ -224,9 +219,8 @@ DT_WIDE static void matmul_ordered_wide(float *restrict C, int64_t ldc, const fl
 /* C[i, j] (+)= sum_{k ascending} A[i,k] * Bm[k, j] for rows [i0, i1), A[i,k] at
  * A[i * lda + k * aks]: the widest path this CPU has, same bits on all of them. */
 static void matmul_rows_ordered_ld(float *restrict C, int64_t ldc, const float *restrict A,
-                                   int64_t lda, int64_t aks, const float *restrict Bm,
-                                   int64_t ldb, int64_t K, int64_t N, int64_t i0, int64_t i1,
-                                   bool accumulate)
+                                   int64_t lda, int64_t aks, const float *restrict Bm, int64_t ldb,
+                                   int64_t K, int64_t N, int64_t i0, int64_t i1, bool accumulate)
 {
 #ifdef DT_CPU_WIDE_KERNELS
     if (dt_cpu_wide()) {
@@ -327,8 +321,8 @@ static void transpose_part(void *ctx, int64_t begin, int64_t end, int worker)
         for (int64_t c = 0; c < t->cols; c++) t->dst[c * t->rows + r] = t->src[r * t->cols + c];
 }
 
-static void transpose_parallel(struct dt_backend *be, float *dst, const float *src,
-                               int64_t rows, int64_t cols)
+static void transpose_parallel(struct dt_backend *be, float *dst, const float *src, int64_t rows,
+                               int64_t cols)
 {
     struct transpose_job job = {dst, src, rows, cols};
     dt_pool_run(dt_cpu(be)->pool, rows, 16, transpose_part, &job);
@@ -379,16 +373,14 @@ static void blas_parallel(struct dt_backend *be, float *C, const float *A, const
 }
 
 /* math fast: OpenBLAS sgemm (its own blocking and kernels, FMA where the CPU has it; bits
- * may depend on the CPU and the row split). Otherwise portable: y[b,o] = (sum_{k ascending} x[b,k] w[k,o]) + bias[o], each
- * output computed by one thread in a fixed order. */
-enum dt_status dt_cpu_dense_forward(struct dt_backend *be, float *y, const float *x,
-                                    const float *w, const float *bias, int64_t B, int64_t in,
-                                    int64_t out, const struct dt_policy *pol)
+ * may depend on the CPU and the row split). Otherwise portable: y[b,o] = (sum_{k ascending} x[b,k]
+ * w[k,o]) + bias[o], each output computed by one thread in a fixed order. */
+enum dt_status dt_cpu_dense_forward(struct dt_backend *be, float *y, const float *x, const float *w,
+                                    const float *bias, int64_t B, int64_t in, int64_t out,
+                                    const struct dt_policy *pol)
 {
-    if (pol->math == DT_MATH_FAST)
-        blas_parallel(be, y, x, w, B, in, out, false);
-    else
-        matmul_parallel(be, y, x, w, B, in, out);
+    if (pol->math == DT_MATH_FAST) blas_parallel(be, y, x, w, B, in, out, false);
+    else matmul_parallel(be, y, x, w, B, in, out);
     struct bias_add_job job = {y, bias, out};
     dt_pool_run(dt_cpu(be)->pool, B, 8, bias_add_part, &job);
     return DT_OK;
@@ -484,8 +476,8 @@ static void wgrad_fixed_rows(struct dt_backend *be, int worker, float *dw, const
             for (int64_t c = 0; c < n_chunks; c++) {
                 const int64_t b0 = c * DT_REDUCE_CHUNK;
                 const int64_t len = B - b0 < DT_REDUCE_CHUNK ? B - b0 : DT_REDUCE_CHUNK;
-                matmul_rows_ordered_ld(buf + c * block, cols, a + i0 * a_rs + b0 * a_ks, a_rs,
-                                       a_ks, dy + b0 * out + j0, out, len, cols, 0, rows, false);
+                matmul_rows_ordered_ld(buf + c * block, cols, a + i0 * a_rs + b0 * a_ks, a_rs, a_ks,
+                                       dy + b0 * out + j0, out, len, cols, 0, rows, false);
             }
             reduce_tree(buf, n_chunks, block);
             for (int64_t r = 0; r < rows; r++)
@@ -520,8 +512,8 @@ static void wgrad_shards_part(void *ctx, int64_t begin, int64_t end, int worker)
         const int64_t k = t / j->in, i0 = t % j->in;
         const int64_t i1 = end - t < j->in - i0 ? i0 + (end - t) : j->in;
         const int64_t r0 = j->sh->row[k], rows = j->sh->row[k + 1] - r0;
-        wgrad_fixed_rows(j->be, worker, j->dw + k * j->in * j->out, j->a + r0 * j->a_ks,
-                         j->a_rs, j->a_ks, j->dy + r0 * j->out, rows, j->out, i0, i1);
+        wgrad_fixed_rows(j->be, worker, j->dw + k * j->in * j->out, j->a + r0 * j->a_ks, j->a_rs,
+                         j->a_ks, j->dy + r0 * j->out, rows, j->out, i0, i1);
         t += i1 - i0;
     }
 }
@@ -547,8 +539,7 @@ static void wgrad_unordered_part(void *ctx, int64_t begin, int64_t end, int work
         int64_t len = j->B - b0 < UNORDERED_CHUNK ? j->B - b0 : UNORDERED_CHUNK;
         bool acc = p != NULL;
         if (!p) p = dt_cpu_worker_buffer(j->be, worker, (size_t)n);
-        matmul_rows_ordered(p, j->xt + b0, j->B, j->dy + b0 * j->out, len, j->out, 0, j->in,
-                            acc);
+        matmul_rows_ordered(p, j->xt + b0, j->B, j->dy + b0 * j->out, len, j->out, 0, j->in, acc);
     }
     if (!p) return;
     struct dt_cpu_ctx *c = dt_cpu(j->be);
@@ -568,8 +559,7 @@ static void wgrad_forced(struct wgrad_job *j, uint64_t seed)
     for (int64_t t = 0; t < j->n_chunks; t++) {
         int64_t b0 = perm[t] * UNORDERED_CHUNK;
         int64_t len = j->B - b0 < UNORDERED_CHUNK ? j->B - b0 : UNORDERED_CHUNK;
-        matmul_rows_ordered(p, j->xt + b0, j->B, j->dy + b0 * j->out, len, j->out, 0, j->in,
-                            false);
+        matmul_rows_ordered(p, j->xt + b0, j->B, j->dy + b0 * j->out, len, j->out, 0, j->in, false);
         add_into(j->dw, p, n);
     }
     free(perm);
@@ -589,8 +579,8 @@ bool dt_cpu_wgrad_prefers_rows(int64_t B, int64_t in, int64_t out)
 
 struct wgrad_rows_job {
     struct dt_backend *be;
-    float *partials;       /* fixed: n_chunks x (out x in); unordered: the (out x in) sum */
-    const float *dyt, *x;  /* dyt (out, B), x (B, in) */
+    float *partials;      /* fixed: n_chunks x (out x in); unordered: the (out x in) sum */
+    const float *dyt, *x; /* dyt (out, B), x (B, in) */
     int64_t B, in, out, n_chunks, chunk;
     atomic_llong next_chunk;
 };
@@ -607,8 +597,8 @@ static void wgrad_rows_fixed_part(void *ctx, int64_t begin, int64_t end, int wor
     struct wgrad_rows_job *j = ctx;
     for (int64_t c = begin; c < end; c++) {
         int64_t b0 = c * j->chunk;
-        matmul_rows_ordered(j->partials + c * j->out * j->in, j->dyt + b0, j->B,
-                            j->x + b0 * j->in, rows_chunk_len(j, c), j->in, 0, j->out, false);
+        matmul_rows_ordered(j->partials + c * j->out * j->in, j->dyt + b0, j->B, j->x + b0 * j->in,
+                            rows_chunk_len(j, c), j->in, 0, j->out, false);
     }
 }
 
@@ -631,8 +621,8 @@ static void wgrad_rows_unordered_part(void *ctx, int64_t begin, int64_t end, int
         bool acc = p != NULL;
         if (!p) p = dt_cpu_worker_buffer(j->be, worker, (size_t)n);
         int64_t b0 = c * j->chunk;
-        matmul_rows_ordered(p, j->dyt + b0, j->B, j->x + b0 * j->in, rows_chunk_len(j, c),
-                            j->in, 0, j->out, acc);
+        matmul_rows_ordered(p, j->dyt + b0, j->B, j->x + b0 * j->in, rows_chunk_len(j, c), j->in, 0,
+                            j->out, acc);
     }
     if (!p) return;
     struct dt_cpu_ctx *cc = dt_cpu(j->be);
@@ -641,9 +631,8 @@ static void wgrad_rows_unordered_part(void *ctx, int64_t begin, int64_t end, int
     pthread_mutex_unlock(&cc->combine_mu);
 }
 
-enum dt_status dt_cpu_wgrad_rows(struct dt_backend *be, float *dw, const float *x,
-                                 const float *dy, int64_t B, int64_t in, int64_t out,
-                                 const struct dt_policy *pol)
+enum dt_status dt_cpu_wgrad_rows(struct dt_backend *be, float *dw, const float *x, const float *dy,
+                                 int64_t B, int64_t in, int64_t out, const struct dt_policy *pol)
 {
     if (wgrad_takes_blas(be, pol)) return wgrad_blas(be, dw, x, false, dy, B, in, out);
     struct dt_cpu_ctx *c = dt_cpu(be);
@@ -668,8 +657,8 @@ enum dt_status dt_cpu_wgrad_rows(struct dt_backend *be, float *dw, const float *
             float *p = dt_cpu_worker_buffer(be, 0, (size_t)(out * in));
             for (int64_t t = 0; t < job.n_chunks; t++) {
                 int64_t b0 = perm[t] * job.chunk;
-                matmul_rows_ordered(p, dyt + b0, B, x + b0 * in, rows_chunk_len(&job, perm[t]),
-                                    in, 0, out, false);
+                matmul_rows_ordered(p, dyt + b0, B, x + b0 * in, rows_chunk_len(&job, perm[t]), in,
+                                    0, out, false);
                 add_into(job.partials, p, out * in);
             }
             free(perm);
@@ -717,10 +706,9 @@ static void wgrad_rows_shards_part(void *ctx, int64_t begin, int64_t end, int wo
     }
 }
 
-enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float *dw,
-                                                   const float *x, const float *dy, int64_t B,
-                                                   int64_t in, int64_t out,
-                                                   const struct dt_policy *pol)
+enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float *dw, const float *x,
+                                                   const float *dy, int64_t B, int64_t in,
+                                                   int64_t out, const struct dt_policy *pol)
 {
     const struct dt_shards *sh = &be->shards;
     DT_ASSERT(sh->count > 0 && sh->row[sh->count] == B && dt_reduction_ordered(pol));
@@ -748,8 +736,15 @@ enum dt_status dt_cpu_dense_backward_weight(struct dt_backend *be, float *dw, co
     if (dt_cpu_wgrad_prefers_rows(B, in, out))
         return dt_cpu_wgrad_rows(be, dw, x, dy, B, in, out, pol);
     if (dt_reduction_ordered(pol) && dt_cpu_wide()) { /* x read in place, no transpose */
-        struct wgrad_job job = {.be = be, .dw = dw, .xt = x, .dy = dy, .B = B, .in = in,
-                                .out = out, .a_rs = 1, .a_ks = in};
+        struct wgrad_job job = {.be = be,
+                                .dw = dw,
+                                .xt = x,
+                                .dy = dy,
+                                .B = B,
+                                .in = in,
+                                .out = out,
+                                .a_rs = 1,
+                                .a_ks = in};
         dt_pool_run(dt_cpu(be)->pool, in, ROW_BLOCK, wgrad_fixed_part, &job);
         return DT_OK;
     }
@@ -762,8 +757,8 @@ enum dt_status dt_cpu_wgrad_transposed(struct dt_backend *be, float *dw, const f
                                        const float *dy, int64_t B, int64_t in, int64_t out,
                                        const struct dt_policy *pol)
 {
-    struct wgrad_job job = {.be = be, .dw = dw, .xt = xt, .dy = dy, .B = B, .in = in,
-                            .out = out, .a_rs = B, .a_ks = 1};
+    struct wgrad_job job = {
+        .be = be, .dw = dw, .xt = xt, .dy = dy, .B = B, .in = in, .out = out, .a_rs = B, .a_ks = 1};
     if (wgrad_takes_blas(be, pol)) return wgrad_blas(be, dw, xt, true, dy, B, in, out);
     atomic_init(&job.next_chunk, 0);
     struct dt_cpu_ctx *c = dt_cpu(be);
@@ -835,19 +830,19 @@ struct bgrad_fixed_job {
 /* fixed_sum_bounded's column sums for columns [o0, o0 + 8 * V), held in V registers of 8
  * int64 while the rows go by: the exact product converted straight to int64, rounding to
  * nearest even named in the instruction (|product| < 2^62 by the shift). */
-#define FIXED_COLUMNS_WIDE(V)                                                                  \
-    do {                                                                                      \
-        __m512i a_[V];                                                                        \
-        for (int v_ = 0; v_ < (V); v_++) a_[v_] = _mm512_setzero_si512();                     \
-        for (int64_t b = b0; b < b1; b++)                                                     \
-            for (int v_ = 0; v_ < (V); v_++) {                                                \
-                const __m512d x_ = _mm512_mul_pd(                                             \
-                    _mm512_cvtps_pd(_mm256_loadu_ps(dy + b * out + o0 + 8 * v_)), scale);     \
-                a_[v_] = _mm512_add_epi64(                                                    \
-                    a_[v_], _mm512_cvt_roundpd_epi64(x_, _MM_FROUND_TO_NEAREST_INT |          \
-                                                             _MM_FROUND_NO_EXC));             \
-            }                                                                                 \
-        for (int v_ = 0; v_ < (V); v_++) _mm512_storeu_si512(acc + o0 + 8 * v_, a_[v_]);      \
+#define FIXED_COLUMNS_WIDE(V)                                                                      \
+    do {                                                                                           \
+        __m512i a_[V];                                                                             \
+        for (int v_ = 0; v_ < (V); v_++) a_[v_] = _mm512_setzero_si512();                          \
+        for (int64_t b = b0; b < b1; b++)                                                          \
+            for (int v_ = 0; v_ < (V); v_++) {                                                     \
+                const __m512d x_ = _mm512_mul_pd(                                                  \
+                    _mm512_cvtps_pd(_mm256_loadu_ps(dy + b * out + o0 + 8 * v_)), scale);          \
+                a_[v_] = _mm512_add_epi64(                                                         \
+                    a_[v_],                                                                        \
+                    _mm512_cvt_roundpd_epi64(x_, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));  \
+            }                                                                                      \
+        for (int v_ = 0; v_ < (V); v_++) _mm512_storeu_si512(acc + o0 + 8 * v_, a_[v_]);           \
     } while (0)
 
 DT_WIDE static int64_t fixed_sum_wide(int64_t *acc, const float *dy, int64_t b0, int64_t b1,
@@ -959,8 +954,8 @@ enum dt_status dt_cpu_bias_backward_shards(struct dt_backend *be, float *dbias, 
     const struct dt_shards *sh = &be->shards;
     DT_ASSERT(sh->count > 0);
     if (pol->atomics != DT_ATOMICS_FIXED_POINT) return DT_ERR_UNSUPPORTED; /* per shard */
-    struct bgrad_shards_job j = {.be = be, .dbias = dbias, .dy = dy, .out = out, .sh = sh,
-                                 .mult = B / sh->row[sh->count]};
+    struct bgrad_shards_job j = {
+        .be = be, .dbias = dbias, .dy = dy, .out = out, .sh = sh, .mult = B / sh->row[sh->count]};
     j.st = dt_xcalloc((size_t)sh->count, sizeof *j.st);
     j.msg = dt_xcalloc((size_t)sh->count, sizeof *j.msg);
     dt_pool_run(dt_cpu(be)->pool, sh->count, 1, bgrad_shards_part, &j);
@@ -973,8 +968,8 @@ enum dt_status dt_cpu_bias_backward_shards(struct dt_backend *be, float *dbias, 
 }
 
 /* dbias[o] = sum over the batch of dy[b,o]; per the `atomics` control. */
-enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const float *dy,
-                                    int64_t B, int64_t out, const struct dt_policy *pol)
+enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const float *dy, int64_t B,
+                                    int64_t out, const struct dt_policy *pol)
 {
     struct dt_cpu_ctx *c = dt_cpu(be);
     if (pol->atomics == DT_ATOMICS_FIXED_POINT) {
@@ -996,8 +991,8 @@ enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const f
                     (long long)(bad / out), (long long)(bad % out));
             return DT_ERR_NUMERIC;
         }
-        struct bgrad_fixed_job fj = {.be = be, .dy = dy, .out = out,
-                                     .shift = dt_fixed_shift_for(max_abs, B)};
+        struct bgrad_fixed_job fj = {
+            .be = be, .dy = dy, .out = out, .shift = dt_fixed_shift_for(max_abs, B)};
         const int T = dt_pool_threads(c->pool);
         for (int t = 0; t < T; t++) fj.used[t] = false;
         dt_pool_run(c->pool, B, 256, bgrad_fixed_part, &fj);
@@ -1010,8 +1005,10 @@ enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const f
         }
         const int64_t over = fixed_round_columns(dbias, total, out, fj.shift);
         if (over >= 0) { /* as the small path */
-            fprintf(stderr, "detrain: bias gradient: fixed-point sum of column %lld "
-                            "overflows the float range\n", (long long)over);
+            fprintf(stderr,
+                    "detrain: bias gradient: fixed-point sum of column %lld "
+                    "overflows the float range\n",
+                    (long long)over);
             return DT_ERR_NUMERIC;
         }
         return DT_OK;

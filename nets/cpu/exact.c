@@ -37,8 +37,8 @@ struct exact_job {
     struct dt_backend *be;
     const struct dt_exact_layout *L;
     const float *pack;
-    float *out;            /* exact_sum / exact_round: the pack (slot 0 written) */
-    int64_t *acc;          /* exact_to_fixed: written; exact_round (pack NULL): read */
+    float *out;   /* exact_sum / exact_round: the pack (slot 0 written) */
+    int64_t *acc; /* exact_to_fixed: written; exact_round (pack NULL): read */
     const uint32_t *max_bits;
     bool used[DT_CPU_MAX_THREADS];
 };
@@ -120,8 +120,7 @@ static void maxabs_part(void *ctx, int64_t begin, int64_t end, int worker)
     j->worker_bad[worker] = bad;
 }
 
-bool dt_cpu_max_abs(struct dt_backend *be, const float *v, int64_t n, float *max_abs,
-                    int64_t *bad)
+bool dt_cpu_max_abs(struct dt_backend *be, const float *v, int64_t n, float *max_abs, int64_t *bad)
 {
     struct maxabs_job *j = dt_xmalloc(sizeof *j);
     j->v = v;
@@ -147,8 +146,7 @@ int64_t dt_cpu_first_nonfinite(struct dt_backend *be, const float *v, int64_t n)
     return bad;
 }
 
-static inline __attribute__((always_inline)) void to_fixed4(v4i *q, const float *p,
-                                                           const v4d *up)
+static inline __attribute__((always_inline)) void to_fixed4(v4i *q, const float *p, const v4d *up)
 {
     const v4d magic = {0x1.8p52, 0x1.8p52, 0x1.8p52, 0x1.8p52};
     const v4d big = {0x1p51, 0x1p51, 0x1p51, 0x1p51};
@@ -255,10 +253,8 @@ static int64_t sum_vector4(const struct sum_run *r, int64_t e, int64_t stop)
         } else {
             memcpy(&a, r->acc + e, sizeof a);
         }
-        if (r->out)
-            to_float4(r->out + e, &a, &down4);
-        else
-            memcpy(r->acc + e, &a, sizeof a);
+        if (r->out) to_float4(r->out + e, &a, &down4);
+        else memcpy(r->acc + e, &a, sizeof a);
     }
     return e;
 }
@@ -266,8 +262,7 @@ static int64_t sum_vector4(const struct sum_run *r, int64_t e, int64_t stop)
 #ifdef DT_CPU_WIDE_KERNELS
 /* to_fixed4 for 8 lanes with AVX-512DQ: the exact product converted straight to int64,
  * rounding to nearest even named in the instruction (|v| < 2^62: in range). */
-DT_WIDE static inline __attribute__((always_inline)) __m512i to_fixed8(const float *p,
-                                                                       __m512d up)
+DT_WIDE static inline __attribute__((always_inline)) __m512i to_fixed8(const float *p, __m512d up)
 {
     const __m512d v = _mm512_mul_pd(_mm512_cvtps_pd(_mm256_loadu_ps(p)), up); /* exact */
     return _mm512_cvt_roundpd_epi64(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -277,7 +272,7 @@ DT_WIDE static inline __attribute__((always_inline)) __m512i to_fixed8(const flo
  * double conversion, the exact power-of-two scale, and the one rounding to float (to
  * nearest even, named in the instruction). */
 DT_WIDE static inline __attribute__((always_inline)) void to_float8(float *out, __m512i a,
-                                                                   __m512d down)
+                                                                    __m512d down)
 {
     const __m512i u = _mm512_abs_epi64(a); /* |a| < 2^63 */
     const __mmask8 large = _mm512_cmpge_epu64_mask(u, _mm512_set1_epi64((int64_t)1 << 52));
@@ -286,11 +281,13 @@ DT_WIDE static inline __attribute__((always_inline)) void to_float8(float *out, 
     us = _mm512_mask_or_epi64(us, sticky, us, _mm512_set1_epi64(1));
     us = _mm512_mask_blend_epi64(large, u, us);
     const __m512d d = _mm512_cvtepi64_pd(us); /* exact: us < 2^53 */
-    const __m512d scale = _mm512_mask_blend_pd(large, down, _mm512_mul_pd(down, _mm512_set1_pd(0x1p11)));
+    const __m512d scale =
+        _mm512_mask_blend_pd(large, down, _mm512_mul_pd(down, _mm512_set1_pd(0x1p11)));
     __m512d val = _mm512_mul_pd(d, scale); /* exact */
     const __mmask8 neg = _mm512_cmplt_epi64_mask(a, _mm512_setzero_si512());
     val = _mm512_mask_sub_pd(val, neg, _mm512_setzero_pd(), val);
-    _mm256_storeu_ps(out, _mm512_cvt_roundpd_ps(val, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm256_storeu_ps(out,
+                     _mm512_cvt_roundpd_ps(val, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
 /* 8 lanes with AVX-512. */
@@ -302,12 +299,9 @@ DT_WIDE static int64_t sum_vector8(const struct sum_run *r, int64_t e, int64_t s
         if (r->base)
             for (int64_t k = 0; k < r->slots; k++)
                 a = _mm512_add_epi64(a, to_fixed8(r->base + e + k * r->n, up8));
-        else
-            a = _mm512_loadu_si512(r->acc + e);
-        if (r->out)
-            to_float8(r->out + e, a, down8);
-        else
-            _mm512_storeu_si512(r->acc + e, a);
+        else a = _mm512_loadu_si512(r->acc + e);
+        if (r->out) to_float8(r->out + e, a, down8);
+        else _mm512_storeu_si512(r->acc + e, a);
     }
     return e;
 }
@@ -335,16 +329,17 @@ static void sum_part(void *ctx, int64_t begin, int64_t end, int worker)
         const struct sum_run r = {
             .base = j->pack ? j->pack + L->slots * L->first[i] - L->first[i] : NULL,
             .out = j->out ? j->out + L->slots * L->first[i] - L->first[i] : NULL,
-            .acc = j->acc, .n = L->n[i], .slots = L->slots,
-            .up = dt_fixed_scale(shift), .down = dt_fixed_scale(-shift)};
+            .acc = j->acc,
+            .n = L->n[i],
+            .slots = L->slots,
+            .up = dt_fixed_scale(shift),
+            .down = dt_fixed_scale(-shift)};
         for (e = vector(&r, e, stop); e < stop; e++) {
             int64_t a = r.base ? 0 : r.acc[e];
             for (int64_t k = 0; r.base && k < r.slots; k++)
                 a += dt_fixed_from_float_bounded(r.base[e + k * r.n], r.up);
-            if (r.out)
-                r.out[e] = dt_fixed_to_float_bounded(a, r.down);
-            else
-                r.acc[e] = a;
+            if (r.out) r.out[e] = dt_fixed_to_float_bounded(a, r.down);
+            else r.acc[e] = a;
         }
     }
 }
@@ -360,8 +355,8 @@ enum dt_status dt_cpu_exact_to_fixed(struct dt_backend *be, int64_t *acc, const 
 enum dt_status dt_cpu_exact_round(struct dt_backend *be, float *pack, const int64_t *acc,
                                   const uint32_t *max_bits, const struct dt_exact_layout *L)
 {
-    struct exact_job j = {.be = be, .L = L, .out = pack, .acc = (int64_t *)acc,
-                          .max_bits = max_bits};
+    struct exact_job j = {
+        .be = be, .L = L, .out = pack, .acc = (int64_t *)acc, .max_bits = max_bits};
     dt_pool_run(dt_cpu(be)->pool, L->first[L->tensors], EXACT_GRAIN, sum_part, &j);
     return DT_OK;
 }

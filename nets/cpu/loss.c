@@ -121,9 +121,9 @@ enum dt_status dt_cpu_softmax_xent_forward(struct dt_backend *be, float *probs, 
 
 /* portable: elementwise (p - onehot) * (1 / denom). */
 enum dt_status dt_cpu_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
-                                            const float *probs, const int32_t *labels,
-                                            int64_t B, int64_t C, int64_t denom,
-                                            const struct dt_policy *pol)
+                                                   const float *probs, const int32_t *labels,
+                                                   int64_t B, int64_t C, int64_t denom,
+                                                   const struct dt_policy *pol)
 {
     const float inv_b = 1.0f / (float)denom;
     for (int64_t b = 0; b < B; b++) {
@@ -136,8 +136,8 @@ enum dt_status dt_cpu_softmax_xent_backward_scaled(struct dt_backend *be, float 
 }
 
 enum dt_status dt_cpu_softmax_xent_backward(struct dt_backend *be, float *dlogits,
-                                            const float *probs, const int32_t *labels,
-                                            int64_t B, int64_t C, const struct dt_policy *pol)
+                                            const float *probs, const int32_t *labels, int64_t B,
+                                            int64_t C, const struct dt_policy *pol)
 {
     return dt_cpu_softmax_xent_backward_scaled(be, dlogits, probs, labels, B, C, B, pol);
 }

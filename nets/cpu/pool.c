@@ -118,10 +118,8 @@ static void scatter_position(const struct pool_job *j, int64_t p, bool atomic)
     float *dx = j->out + b * s->H * s->W * C;
     for (int64_t c = 0; c < C; c++) {
         float *cell = dx + (int64_t)j->argmax[p * C + c] * C + c;
-        if (atomic)
-            dt_cpu_atomic_add_float(cell, j->in[p * C + c]);
-        else
-            *cell += j->in[p * C + c];
+        if (atomic) dt_cpu_atomic_add_float(cell, j->in[p * C + c]);
+        else *cell += j->in[p * C + c];
     }
 }
 

@@ -1,8 +1,9 @@
 /* The CUDA backend (host side, C): device selection, memory, the cuBLAS handle, the op
  * table, and the elementwise ops (the helpers every op family uses -- error checks, the
- * one wait, scratch, cuBLAS per policy -- are in nets/cuda/context.c). The other op families live in nets/cuda/<family>.c
- * with their kernels in the .cu file of the same name (nets/cuda/cuda.h says how each
- * determinism control maps onto the GPU). Data path (docs/DESIGN.md): nets/backend -> nets/cuda. */
+ * one wait, scratch, cuBLAS per policy -- are in nets/cuda/context.c). The other op families live
+ * in nets/cuda/<family>.c with their kernels in the .cu file of the same name (nets/cuda/cuda.h
+ * says how each determinism control maps onto the GPU). Data path (docs/DESIGN.md): nets/backend ->
+ * nets/cuda. */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -117,14 +118,16 @@ static void cuda_free(struct dt_backend *be, void *p)
 static void cuda_upload(struct dt_backend *be, void *dst, const void *src, size_t bytes)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
-    DT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)c->stream));
+    DT_CUDA_CHECK(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)c->stream));
     dt_cuda_sync(be);
 }
 
 static void cuda_download(struct dt_backend *be, void *dst, const void *src, size_t bytes)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
-    DT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
+    DT_CUDA_CHECK(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
     dt_cuda_sync(be);
 }
 
@@ -206,8 +209,7 @@ static void cuda_copy_out_begin(struct dt_backend *be, int64_t ticket, void *hos
     DT_CUDA_CHECK(cudaEventRecord(co->snapped, s));
     DT_CUDA_CHECK(cudaStreamWaitEvent(cs, co->snapped, 0));
     if (total)
-        DT_CUDA_CHECK(
-            cudaMemcpyAsync(host_dst, co->staging, total, cudaMemcpyDeviceToHost, cs));
+        DT_CUDA_CHECK(cudaMemcpyAsync(host_dst, co->staging, total, cudaMemcpyDeviceToHost, cs));
     DT_CUDA_CHECK(cudaEventRecord(co->arrived[ticket % DT_BACKEND_COPY_OUT_DEPTH], cs));
     co->last_ticket = ticket;
 }
@@ -264,7 +266,7 @@ enum dt_status dt_cuda_sgd_update_op(struct dt_backend *be, float *w, float *v, 
  * to its op. Events are kept and reused from one read to the next. */
 struct cuda_timers {
     cudaEvent_t *ev;
-    int *op; /* per pair */
+    int *op;    /* per pair */
     int n, cap; /* events recorded / created */
 };
 
@@ -319,9 +321,9 @@ static void cuda_timers_free(struct dt_cuda_ctx *c)
 #define GATHER_RING 2
 struct dt_resident {
     int64_t n, dim;
-    uint8_t *pixels; /* device, n * dim, or NULL */
-    float *values;   /* device, n * dim, when there are no pixels */
-    uint8_t *labels; /* device, n */
+    uint8_t *pixels;                          /* device, n * dim, or NULL */
+    float *values;                            /* device, n * dim, when there are no pixels */
+    uint8_t *labels;                          /* device, n */
     int64_t *idx_dev, *idx_host[GATHER_RING]; /* capacity cap each */
     int64_t cap, turn;
     cudaEvent_t copied[GATHER_RING];
@@ -344,8 +346,8 @@ static struct dt_resident *cuda_resident_create(struct dt_backend *be,
                                       cudaMemcpyHostToDevice, s));
     }
     DT_CUDA_CHECK(cudaMalloc((void **)&r->labels, (size_t)src->n));
-    DT_CUDA_CHECK(cudaMemcpyAsync(r->labels, src->labels, (size_t)src->n,
-                                  cudaMemcpyHostToDevice, s));
+    DT_CUDA_CHECK(
+        cudaMemcpyAsync(r->labels, src->labels, (size_t)src->n, cudaMemcpyHostToDevice, s));
     for (int i = 0; i < GATHER_RING; i++)
         DT_CUDA_CHECK(cudaEventCreateWithFlags(&r->copied[i], cudaEventDisableTiming));
     dt_cuda_sync(be); /* once per set, before the first step */
@@ -396,8 +398,8 @@ static void cuda_gather(struct dt_backend *be, float *x, int32_t *labels,
     DT_CUDA_CHECK(cudaMemcpyAsync(r->idx_dev, r->idx_host[k], (size_t)B * sizeof(int64_t),
                                   cudaMemcpyHostToDevice, s));
     DT_CUDA_CHECK(cudaEventRecord(r->copied[k], s));
-    DT_CUDA_CHECK(dt_cuda_gather_launch(x, labels, r->pixels, r->values, r->labels, r->idx_dev,
-                                        B, r->dim, c->stream));
+    DT_CUDA_CHECK(dt_cuda_gather_launch(x, labels, r->pixels, r->values, r->labels, r->idx_dev, B,
+                                        r->dim, c->stream));
 }
 
 /* "<name> (sm_XY), N SMs; driver a.b, runtime c.d, cuBLAS v": what a report needs to say
@@ -413,8 +415,8 @@ static void cuda_describe(struct dt_backend *be, char *buf, size_t size)
     char dnn_text[32] = "none";
     if (dnn) snprintf(dnn_text, sizeof dnn_text, "%zu", dnn);
     snprintf(buf, size, "%s, %d SMs; driver %d.%d, runtime %d.%d, cuBLAS %d, cuDNN %s", c->name,
-             c->sm_count, driver / 1000, driver % 1000 / 10, runtime / 1000,
-             runtime % 1000 / 10, blas, dnn_text);
+             c->sm_count, driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10,
+             blas, dnn_text);
 }
 
 const struct dt_backend_ops dt_backend_cuda_ops = {

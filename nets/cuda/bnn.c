@@ -16,8 +16,8 @@ enum dt_status dt_cuda_eps_philox(struct dt_backend *be, float *eps, int64_t n,
 
 /* portable: a pure function of (seed, step, member, sample, lane). */
 enum dt_status dt_cuda_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lanes, int64_t P,
-                                     uint64_t seed, uint32_t step, uint32_t member,
-                                     uint32_t sample, const struct dt_policy *pol)
+                                     uint64_t seed, uint32_t step, uint32_t member, uint32_t sample,
+                                     const struct dt_policy *pol)
 {
     return dt_cuda_launched(
         dt_cuda_eps_lfsr_seed_launch(lanes, P, seed, step, member, sample, dt_cuda(be)->stream),
@@ -26,9 +26,9 @@ enum dt_status dt_cuda_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lane
 
 /* portable: one thread per lane walks its own chunk (the reference walk); lanes never share
  * state. The skip_lane hook acts inside the lane's own thread, after its forward walk. */
-enum dt_status dt_cuda_eps_lfsr(struct dt_backend *be, float *eps, int64_t n,
-                                struct dt_xoro *lanes, int64_t P, bool backward,
-                                int64_t skip_lane, const struct dt_policy *pol)
+enum dt_status dt_cuda_eps_lfsr(struct dt_backend *be, float *eps, int64_t n, struct dt_xoro *lanes,
+                                int64_t P, bool backward, int64_t skip_lane,
+                                const struct dt_policy *pol)
 {
     return dt_cuda_launched(
         dt_cuda_eps_lfsr_launch(eps, n, lanes, P, backward, skip_lane, dt_cuda(be)->stream),
@@ -60,20 +60,20 @@ enum dt_status dt_cuda_bnn_accumulate(struct dt_backend *be, float *gmu, float *
                                       const float *g, const float *eps, const float *dsigma,
                                       int64_t n, bool first, const struct dt_policy *pol)
 {
-    return dt_cuda_launched(dt_cuda_bnn_accumulate_launch(gmu, grho, g, eps, dsigma, n, first,
-                                                          dt_cuda(be)->stream),
-                            "bnn_accumulate");
+    return dt_cuda_launched(
+        dt_cuda_bnn_accumulate_launch(gmu, grho, g, eps, dsigma, n, first, dt_cuda(be)->stream),
+        "bnn_accumulate");
 }
 
 /* portable: elementwise, fixed operation order; 1 / prior_var is rounded once, here on the
  * host, exactly as the CPU backend does. */
-enum dt_status dt_cuda_bnn_finish(struct dt_backend *be, float *gmu, float *grho,
-                                  const float *mu, const float *sigma, const float *dsigma,
-                                  int64_t n, float inv_samples, float kl_weight, float prior_var,
+enum dt_status dt_cuda_bnn_finish(struct dt_backend *be, float *gmu, float *grho, const float *mu,
+                                  const float *sigma, const float *dsigma, int64_t n,
+                                  float inv_samples, float kl_weight, float prior_var,
                                   const struct dt_policy *pol)
 {
-    return dt_cuda_launched(dt_cuda_bnn_finish_launch(gmu, grho, mu, sigma, dsigma, n,
-                                                      inv_samples, kl_weight, 1.0f / prior_var,
+    return dt_cuda_launched(dt_cuda_bnn_finish_launch(gmu, grho, mu, sigma, dsigma, n, inv_samples,
+                                                      kl_weight, 1.0f / prior_var,
                                                       dt_cuda(be)->stream),
                             "bnn_finish");
 }

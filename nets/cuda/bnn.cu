@@ -15,7 +15,7 @@ static __global__ void eps_philox_kernel(float *eps, int64_t n, struct dt_philox
 {
     const int64_t blocks = (n + 3) / 4;
     DT_GRID_STRIDE(b, blocks)
-        dt_bnn_eps_philox_block(eps, n, b, &s);
+    dt_bnn_eps_philox_block(eps, n, b, &s);
 }
 
 /* portable: lanes[j] is a pure function of (seed, step, member, sample, j). lanes is (P). */
@@ -23,7 +23,7 @@ static __global__ void eps_lfsr_seed_kernel(struct dt_xoro *lanes, int64_t P, ui
                                             uint32_t step, uint32_t member, uint32_t sample)
 {
     DT_GRID_STRIDE(j, P)
-        lanes[j] = dt_eps_lane_seed(seed, step, member, sample, (uint64_t)j);
+    lanes[j] = dt_eps_lane_seed(seed, step, member, sample, (uint64_t)j);
 }
 
 /* portable: one thread per lane walks the lane's own chunk with its own state, exactly as
@@ -32,7 +32,7 @@ static __global__ void eps_lfsr_kernel(float *eps, int64_t n, struct dt_xoro *la
                                        bool backward, int64_t skip_lane)
 {
     DT_GRID_STRIDE(j, P)
-        dt_bnn_eps_lane_walk(eps, n, lanes, P, j, backward, skip_lane);
+    dt_bnn_eps_lane_walk(eps, n, lanes, P, j, backward, skip_lane);
 }
 
 /* portable at `math: portable` (own softplus and exp), else CUDA's expf/log1pf, within a
@@ -40,7 +40,8 @@ static __global__ void eps_lfsr_kernel(float *eps, int64_t n, struct dt_xoro *la
 static __global__ void bnn_sigma_kernel(float *sigma, float *dsigma, const float *rho, int64_t n,
                                         bool portable)
 {
-    DT_GRID_STRIDE(i, n) {
+    DT_GRID_STRIDE(i, n)
+    {
         float s, ds;
         dt_bnn_sigma_elem(&s, &ds, rho[i], portable);
         sigma[i] = s;
@@ -53,7 +54,7 @@ static __global__ void bnn_sample_kernel(float *w, const float *mu, const float 
                                          const float *eps, int64_t n)
 {
     DT_GRID_STRIDE(i, n)
-        w[i] = dt_bnn_sample_elem(mu[i], sigma[i], eps[i]);
+    w[i] = dt_bnn_sample_elem(mu[i], sigma[i], eps[i]);
 }
 
 /* portable: elementwise, fixed operation order; samples are added in the caller's order.
@@ -62,7 +63,8 @@ static __global__ void bnn_accumulate_kernel(float *gmu, float *grho, const floa
                                              const float *eps, const float *dsigma, int64_t n,
                                              bool first)
 {
-    DT_GRID_STRIDE(i, n) {
+    DT_GRID_STRIDE(i, n)
+    {
         float m = first ? 0.0f : gmu[i], r = first ? 0.0f : grho[i];
         dt_bnn_accumulate_elem(&m, &r, g[i], eps[i], dsigma[i], first);
         gmu[i] = m;
@@ -76,7 +78,8 @@ static __global__ void bnn_finish_kernel(float *gmu, float *grho, const float *m
                                          const float *sigma, const float *dsigma, int64_t n,
                                          float inv_s, float klw, float ipv)
 {
-    DT_GRID_STRIDE(i, n) {
+    DT_GRID_STRIDE(i, n)
+    {
         float m = gmu[i], r = grho[i];
         dt_bnn_finish_elem(&m, &r, mu[i], sigma[i], dsigma[i], inv_s, klw, ipv);
         gmu[i] = m;
@@ -89,8 +92,7 @@ static __global__ void bnn_finish_kernel(float *gmu, float *grho, const float *m
 extern "C" int dt_cuda_eps_philox_launch(float *eps, int64_t n, const struct dt_philox_stream *s,
                                          dt_cuda_stream st)
 {
-    eps_philox_kernel<<<dt_cuda_grid_for((n + 3) / 4), dt_cuda_block_threads, 0, st>>>(eps, n,
-                                                                                      *s);
+    eps_philox_kernel<<<dt_cuda_grid_for((n + 3) / 4), dt_cuda_block_threads, 0, st>>>(eps, n, *s);
     return (int)cudaGetLastError();
 }
 
@@ -107,23 +109,22 @@ extern "C" int dt_cuda_eps_lfsr_launch(float *eps, int64_t n, struct dt_xoro *la
                                        bool backward, int64_t skip_lane, dt_cuda_stream st)
 {
     eps_lfsr_kernel<<<dt_cuda_grid_for(P), dt_cuda_block_threads, 0, st>>>(eps, n, lanes, P,
-                                                                          backward, skip_lane);
+                                                                           backward, skip_lane);
     return (int)cudaGetLastError();
 }
 
 extern "C" int dt_cuda_bnn_sigma_launch(float *sigma, float *dsigma, const float *rho, int64_t n,
                                         bool portable, dt_cuda_stream st)
 {
-    bnn_sigma_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, st>>>(sigma, dsigma, rho,
-                                                                           n, portable);
+    bnn_sigma_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, st>>>(sigma, dsigma, rho, n,
+                                                                            portable);
     return (int)cudaGetLastError();
 }
 
 extern "C" int dt_cuda_bnn_sample_launch(float *w, const float *mu, const float *sigma,
                                          const float *eps, int64_t n, dt_cuda_stream st)
 {
-    bnn_sample_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, st>>>(w, mu, sigma, eps,
-                                                                            n);
+    bnn_sample_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, st>>>(w, mu, sigma, eps, n);
     return (int)cudaGetLastError();
 }
 
@@ -131,8 +132,8 @@ extern "C" int dt_cuda_bnn_accumulate_launch(float *gmu, float *grho, const floa
                                              const float *eps, const float *dsigma, int64_t n,
                                              bool first, dt_cuda_stream st)
 {
-    bnn_accumulate_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, st>>>(
-        gmu, grho, g, eps, dsigma, n, first);
+    bnn_accumulate_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, st>>>(gmu, grho, g, eps,
+                                                                                 dsigma, n, first);
     return (int)cudaGetLastError();
 }
 

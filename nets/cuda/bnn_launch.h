@@ -15,8 +15,8 @@ int dt_cuda_eps_philox_launch(float *eps, int64_t n, const struct dt_philox_stre
                               dt_cuda_stream st);
 int dt_cuda_eps_lfsr_seed_launch(struct dt_xoro *lanes, int64_t P, uint64_t seed, uint32_t step,
                                  uint32_t member, uint32_t sample, dt_cuda_stream st);
-int dt_cuda_eps_lfsr_launch(float *eps, int64_t n, struct dt_xoro *lanes, int64_t P,
-                            bool backward, int64_t skip_lane, dt_cuda_stream st);
+int dt_cuda_eps_lfsr_launch(float *eps, int64_t n, struct dt_xoro *lanes, int64_t P, bool backward,
+                            int64_t skip_lane, dt_cuda_stream st);
 int dt_cuda_bnn_sigma_launch(float *sigma, float *dsigma, const float *rho, int64_t n,
                              bool portable, dt_cuda_stream st);
 int dt_cuda_bnn_sample_launch(float *w, const float *mu, const float *sigma, const float *eps,

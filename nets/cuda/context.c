@@ -68,8 +68,8 @@ void *dt_cuda_host_scratch(struct dt_backend *be, int slot, size_t bytes)
 void *dt_cuda_cublas_for(struct dt_backend *be, const struct dt_policy *pol)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
-    const int mode = pol->math == DT_MATH_FAST ? (int)CUBLAS_TF32_TENSOR_OP_MATH
-                                               : (int)CUBLAS_PEDANTIC_MATH;
+    const int mode =
+        pol->math == DT_MATH_FAST ? (int)CUBLAS_TF32_TENSOR_OP_MATH : (int)CUBLAS_PEDANTIC_MATH;
     if (c->cublas_mode != mode) {
         DT_CUBLAS_CHECK(cublasSetMathMode((cublasHandle_t)c->cublas, (cublasMath_t)mode));
         c->cublas_mode = mode;

@@ -61,7 +61,8 @@ enum dt_status dt_cuda_conv2d_forward(struct dt_backend *be, float *y, const flo
                                       const float *w, const float *bias,
                                       const struct dt_conv2d_shape *s, const struct dt_policy *pol)
 {
-    if (pol->conv_algo != DT_CONV_ALGO_OWN) return dt_cudnn_conv2d_forward(be, y, x, w, bias, s, pol);
+    if (pol->conv_algo != DT_CONV_ALGO_OWN)
+        return dt_cudnn_conv2d_forward(be, y, x, w, bias, s, pol);
     float *cols = patches(be, s);
     DT_FORWARD_IF_ERROR(
         dt_cuda_launched(dt_cuda_im2col(cols, x, s, dt_cuda(be)->stream), "conv2d_forward im2col"));
@@ -139,15 +140,14 @@ enum dt_status dt_cuda_maxpool2d_backward(struct dt_backend *be, float *dx, cons
                                 "maxpool2d_backward");
     if (pol->atomics == DT_ATOMICS_FIXED_POINT) {
         bool deferred = false;
-        struct dt_cuda_fixed_record *rec =
-            dt_cuda_check_record(be, DT_CUDA_CHECK_SCATTER, "maxpool2d backward", 0,
-                                 DT_CUDA_SLOT_CONV_SMALL, &deferred);
-        DT_FORWARD_IF_ERROR(dt_cuda_launched(
-            dt_cuda_fixed_scan(rec, dy, s->B * s->OH * s->OW * s->C, c->stream),
-            "maxpool2d_backward scan"));
-        DT_FORWARD_IF_ERROR(dt_cuda_launched(
-            dt_cuda_maxpool_backward_fixed(dx, rec, dy, argmax, s, c->stream),
-            "maxpool2d_backward fixed point"));
+        struct dt_cuda_fixed_record *rec = dt_cuda_check_record(
+            be, DT_CUDA_CHECK_SCATTER, "maxpool2d backward", 0, DT_CUDA_SLOT_CONV_SMALL, &deferred);
+        DT_FORWARD_IF_ERROR(
+            dt_cuda_launched(dt_cuda_fixed_scan(rec, dy, s->B * s->OH * s->OW * s->C, c->stream),
+                             "maxpool2d_backward scan"));
+        DT_FORWARD_IF_ERROR(
+            dt_cuda_launched(dt_cuda_maxpool_backward_fixed(dx, rec, dy, argmax, s, c->stream),
+                             "maxpool2d_backward fixed point"));
         if (deferred) return DT_OK;
         return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_SCATTER, "maxpool2d backward", 0,
                                  DT_CUDA_SLOT_CONV_SMALL);

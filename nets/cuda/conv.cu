@@ -21,20 +21,21 @@ static int zero(float *p, int64_t n, cudaStream_t st)
 }
 
 static __global__ void __launch_bounds__(1024)
-im2col_kernel(float *cols, const float *x, struct dt_conv2d_shape s)
+    im2col_kernel(float *cols, const float *x, struct dt_conv2d_shape s)
 {
     const int64_t Kp = s.KH * s.KW * s.C;
     DT_GRID_STRIDE(i, s.B * s.OH * s.OW * Kp)
-        cols[i] = dt_conv_patch_elem(x, &s, i / Kp, i % Kp);
+    cols[i] = dt_conv_patch_elem(x, &s, i / Kp, i % Kp);
 }
 
 static __global__ void __launch_bounds__(1024)
-col2im_fixed_kernel(float *dx, struct dt_cuda_fixed_record *rec,
-                                           const float *dcols, struct dt_conv2d_shape s)
+    col2im_fixed_kernel(float *dx, struct dt_cuda_fixed_record *rec, const float *dcols,
+                        struct dt_conv2d_shape s)
 {
     if (rec->first_bad != DT_CUDA_NO_INDEX) return;
     const int shift = dt_fixed_shift_for(dt_bits_float(rec->max_bits), s.KH * s.KW);
-    DT_GRID_STRIDE(i, s.B * s.H * s.W * s.C) {
+    DT_GRID_STRIDE(i, s.B * s.H * s.W * s.C)
+    {
         bool bad = false;
         dx[i] = dt_col2im_cell_fixed(dcols, &s, i, shift, &bad);
         if (bad) atomicExch(&rec->bad_term, 1u);
@@ -43,11 +44,11 @@ col2im_fixed_kernel(float *dx, struct dt_cuda_fixed_record *rec,
 
 /* atomics float: one thread per patch element; in-image elements added to their cell. */
 static __global__ void __launch_bounds__(1024)
-col2im_atomic_kernel(float *dx, const float *dcols,
-                                            struct dt_conv2d_shape s)
+    col2im_atomic_kernel(float *dx, const float *dcols, struct dt_conv2d_shape s)
 {
     const int64_t Kp = s.KH * s.KW * s.C, P = s.OH * s.OW;
-    DT_GRID_STRIDE(i, s.B * P * Kp) {
+    DT_GRID_STRIDE(i, s.B * P * Kp)
+    {
         const int64_t r = i / Kp, k = i % Kp;
         const int64_t b = r / P, oh = r % P / s.OW, ow = r % s.OW;
         const int64_t kh = k / (s.KW * s.C), kw = k / s.C % s.KW, c = k % s.C;
@@ -65,41 +66,40 @@ static __global__ void __launch_bounds__(1024)
                          struct dt_conv2d_shape s)
 {
     DT_GRID_STRIDE(i, s.B * s.H * s.W * s.C)
-        dx[i] = dt_col2im_cell_ranked(dcols, &s, i, rank);
+    dx[i] = dt_col2im_cell_ranked(dcols, &s, i, rank);
 }
 
 static __global__ void __launch_bounds__(1024)
-invert_permutation_kernel(int64_t *rank, const int64_t *perm, int64_t n)
+    invert_permutation_kernel(int64_t *rank, const int64_t *perm, int64_t n)
 {
     DT_GRID_STRIDE(t, n)
-        rank[perm[t]] = t;
+    rank[perm[t]] = t;
 }
 
 static __global__ void __launch_bounds__(1024)
-maxpool_forward_kernel(float *y, int32_t *argmax, const float *x,
-                                              struct dt_pool2d_shape s)
+    maxpool_forward_kernel(float *y, int32_t *argmax, const float *x, struct dt_pool2d_shape s)
 {
     DT_GRID_STRIDE(o, s.B * s.OH * s.OW * s.C)
-        y[o] = dt_maxpool_out(x, &s, o, &argmax[o]);
+    y[o] = dt_maxpool_out(x, &s, o, &argmax[o]);
 }
 
 static __global__ void __launch_bounds__(1024)
-maxpool_direct_kernel(float *dx, const float *dy, const int32_t *argmax,
-                                             struct dt_pool2d_shape s)
+    maxpool_direct_kernel(float *dx, const float *dy, const int32_t *argmax,
+                          struct dt_pool2d_shape s)
 {
     DT_GRID_STRIDE(i, s.B * s.H * s.W * s.C)
-        dx[i] = dt_maxpool_cell_direct(dy, argmax, &s, i);
+    dx[i] = dt_maxpool_cell_direct(dy, argmax, &s, i);
 }
 
 static __global__ void __launch_bounds__(1024)
-maxpool_fixed_kernel(float *dx, struct dt_cuda_fixed_record *rec,
-                                            const float *dy, const int32_t *argmax,
-                                            struct dt_pool2d_shape s)
+    maxpool_fixed_kernel(float *dx, struct dt_cuda_fixed_record *rec, const float *dy,
+                         const int32_t *argmax, struct dt_pool2d_shape s)
 {
     if (rec->first_bad != DT_CUDA_NO_INDEX) return;
     const int64_t per_axis = (s.K + s.stride - 1) / s.stride;
     const int shift = dt_fixed_shift_for(dt_bits_float(rec->max_bits), per_axis * per_axis);
-    DT_GRID_STRIDE(i, s.B * s.H * s.W * s.C) {
+    DT_GRID_STRIDE(i, s.B * s.H * s.W * s.C)
+    {
         bool bad = false;
         dx[i] = dt_maxpool_cell_fixed(dy, argmax, &s, i, shift, &bad);
         if (bad) atomicExch(&rec->bad_term, 1u);
@@ -107,10 +107,11 @@ maxpool_fixed_kernel(float *dx, struct dt_cuda_fixed_record *rec,
 }
 
 static __global__ void __launch_bounds__(1024)
-maxpool_atomic_kernel(float *dx, const float *dy, const int32_t *argmax,
-                                             struct dt_pool2d_shape s)
+    maxpool_atomic_kernel(float *dx, const float *dy, const int32_t *argmax,
+                          struct dt_pool2d_shape s)
 {
-    DT_GRID_STRIDE(o, s.B * s.OH * s.OW * s.C) {
+    DT_GRID_STRIDE(o, s.B * s.OH * s.OW * s.C)
+    {
         const int64_t c = o % s.C, b = o / (s.C * s.OW * s.OH);
         atomicAdd(&dx[(b * s.H * s.W + argmax[o]) * s.C + c], dy[o]);
     }
@@ -121,14 +122,14 @@ static __global__ void __launch_bounds__(1024)
                           struct dt_pool2d_shape s)
 {
     DT_GRID_STRIDE(i, s.B * s.H * s.W * s.C)
-        dx[i] = dt_maxpool_cell_ranked(dy, argmax, &s, i, rank);
+    dx[i] = dt_maxpool_cell_ranked(dy, argmax, &s, i, rank);
 }
 
 static __global__ void __launch_bounds__(1024)
-transpose_kernel(float *dst, const float *src, int64_t rows, int64_t cols)
+    transpose_kernel(float *dst, const float *src, int64_t rows, int64_t cols)
 {
     DT_GRID_STRIDE(i, rows * cols) /* i walks dst (cols, rows) */
-        dst[i] = src[(i % rows) * cols + i / rows];
+    dst[i] = src[(i % rows) * cols + i / rows];
 }
 
 /* ---- launchers -------------------------------------------------------------------------- */
@@ -142,16 +143,15 @@ extern "C" int dt_cuda_im2col(float *cols, const float *x, const struct dt_conv2
     return launched();
 }
 
-extern "C" int dt_cuda_col2im_fixed(float *dx, struct dt_cuda_fixed_record *rec,
-                                    const float *dcols, const struct dt_conv2d_shape *s,
-                                    dt_cuda_stream st)
+extern "C" int dt_cuda_col2im_fixed(float *dx, struct dt_cuda_fixed_record *rec, const float *dcols,
+                                    const struct dt_conv2d_shape *s, dt_cuda_stream st)
 {
     col2im_fixed_kernel<<<GRID(s->B * s->H * s->W * s->C)>>>(dx, rec, dcols, *s);
     return launched();
 }
 
-extern "C" int dt_cuda_col2im_atomic(float *dx, const float *dcols,
-                                     const struct dt_conv2d_shape *s, dt_cuda_stream st)
+extern "C" int dt_cuda_col2im_atomic(float *dx, const float *dcols, const struct dt_conv2d_shape *s,
+                                     dt_cuda_stream st)
 {
     int e = zero(dx, s->B * s->H * s->W * s->C, st);
     if (e) return e;
@@ -205,8 +205,8 @@ extern "C" int dt_cuda_maxpool_backward_atomic(float *dx, const float *dy, const
 }
 
 extern "C" int dt_cuda_maxpool_backward_ranked(float *dx, const float *dy, const int32_t *argmax,
-                                               const int64_t *rank,
-                                               const struct dt_pool2d_shape *s, dt_cuda_stream st)
+                                               const int64_t *rank, const struct dt_pool2d_shape *s,
+                                               dt_cuda_stream st)
 {
     maxpool_ranked_kernel<<<GRID(s->B * s->H * s->W * s->C)>>>(dx, dy, argmax, rank, *s);
     return launched();

@@ -52,23 +52,23 @@ static inline DT_HD void dt_window_range(int64_t i, int64_t K, int64_t stride, i
 /* Visit the terms input cell i = ((b*H + ih)*W + iw)*C + c receives in col2im: fn(term
  * index in dcols (row*Kp + element), row) for each (kh, kw) whose patch covers it, in
  * (oh, ow) ascending order. A macro so that host and device share one loop. */
-#define DT_COL2IM_TERMS(s, i, ROW, IDX, BODY)                                             \
-    do {                                                                                  \
-        const int64_t c_ = (i) % (s)->C, iw_ = (i) / (s)->C % (s)->W;                     \
-        const int64_t ih_ = (i) / ((s)->C * (s)->W) % (s)->H;                             \
-        const int64_t b_ = (i) / ((s)->C * (s)->W * (s)->H);                              \
-        int64_t oh_lo_, oh_hi_, ow_lo_, ow_hi_;                                           \
-        dt_window_range(ih_, (s)->KH, (s)->stride, (s)->pad, (s)->OH, &oh_lo_, &oh_hi_);  \
-        dt_window_range(iw_, (s)->KW, (s)->stride, (s)->pad, (s)->OW, &ow_lo_, &ow_hi_);  \
-        for (int64_t oh_ = oh_lo_; oh_ < oh_hi_; oh_++)                                   \
-            for (int64_t ow_ = ow_lo_; ow_ < ow_hi_; ow_++) {                             \
-                const int64_t kh_ = ih_ + (s)->pad - oh_ * (s)->stride;                   \
-                const int64_t kw_ = iw_ + (s)->pad - ow_ * (s)->stride;                   \
-                const int64_t ROW = (b_ * (s)->OH + oh_) * (s)->OW + ow_;                 \
-                const int64_t IDX = ROW * (s)->KH * (s)->KW * (s)->C +                    \
-                                    (kh_ * (s)->KW + kw_) * (s)->C + c_;                  \
-                BODY                                                                      \
-            }                                                                             \
+#define DT_COL2IM_TERMS(s, i, ROW, IDX, BODY)                                                      \
+    do {                                                                                           \
+        const int64_t c_ = (i) % (s)->C, iw_ = (i) / (s)->C % (s)->W;                              \
+        const int64_t ih_ = (i) / ((s)->C * (s)->W) % (s)->H;                                      \
+        const int64_t b_ = (i) / ((s)->C * (s)->W * (s)->H);                                       \
+        int64_t oh_lo_, oh_hi_, ow_lo_, ow_hi_;                                                    \
+        dt_window_range(ih_, (s)->KH, (s)->stride, (s)->pad, (s)->OH, &oh_lo_, &oh_hi_);           \
+        dt_window_range(iw_, (s)->KW, (s)->stride, (s)->pad, (s)->OW, &ow_lo_, &ow_hi_);           \
+        for (int64_t oh_ = oh_lo_; oh_ < oh_hi_; oh_++)                                            \
+            for (int64_t ow_ = ow_lo_; ow_ < ow_hi_; ow_++) {                                      \
+                const int64_t kh_ = ih_ + (s)->pad - oh_ * (s)->stride;                            \
+                const int64_t kw_ = iw_ + (s)->pad - ow_ * (s)->stride;                            \
+                const int64_t ROW = (b_ * (s)->OH + oh_) * (s)->OW + ow_;                          \
+                const int64_t IDX =                                                                \
+                    ROW * (s)->KH * (s)->KW * (s)->C + (kh_ * (s)->KW + kw_) * (s)->C + c_;        \
+                BODY                                                                               \
+            }                                                                                      \
     } while (0)
 
 /* fixed_point: dx[i] = the one rounding of the exact sum of cell i's terms at `shift`
@@ -113,8 +113,8 @@ static inline DT_HD float dt_col2im_cell_ranked(const float *dcols, const struct
 
 /* Output element o = ((b*OH + oh)*OW + ow)*C + c: the first maximum of its window in
  * (kh, kw) order (a NaN wins and ends the scan), *argmax = ih*W + iw -- the CPU's rule. */
-static inline DT_HD float dt_maxpool_out(const float *x, const struct dt_pool2d_shape *s,
-                                         int64_t o, int32_t *argmax)
+static inline DT_HD float dt_maxpool_out(const float *x, const struct dt_pool2d_shape *s, int64_t o,
+                                         int32_t *argmax)
 {
     const int64_t C = s->C, c = o % C, ow = o / C % s->OW, oh = o / (C * s->OW) % s->OH;
     const int64_t b = o / (C * s->OW * s->OH);
@@ -145,22 +145,22 @@ static inline DT_HD float dt_maxpool_out(const float *x, const struct dt_pool2d_
 /* Visit the max-pool backward terms input cell i = ((b*H + ih)*W + iw)*C + c receives:
  * every output element whose window covers the cell and whose argmax is the cell, as
  * (output position p = (b*OH + oh)*OW + ow, output element index OUT). */
-#define DT_POOL_TERMS(s, argmax, i, POS, OUT, BODY)                                       \
-    do {                                                                                  \
-        const int64_t c_ = (i) % (s)->C, iw_ = (i) / (s)->C % (s)->W;                     \
-        const int64_t ih_ = (i) / ((s)->C * (s)->W) % (s)->H;                             \
-        const int64_t b_ = (i) / ((s)->C * (s)->W * (s)->H);                              \
-        const int32_t cell_ = (int32_t)(ih_ * (s)->W + iw_);                              \
-        int64_t oh_lo_, oh_hi_, ow_lo_, ow_hi_;                                           \
-        dt_window_range(ih_, (s)->K, (s)->stride, (s)->pad, (s)->OH, &oh_lo_, &oh_hi_);   \
-        dt_window_range(iw_, (s)->K, (s)->stride, (s)->pad, (s)->OW, &ow_lo_, &ow_hi_);   \
-        for (int64_t oh_ = oh_lo_; oh_ < oh_hi_; oh_++)                                   \
-            for (int64_t ow_ = ow_lo_; ow_ < ow_hi_; ow_++) {                             \
-                const int64_t POS = (b_ * (s)->OH + oh_) * (s)->OW + ow_;                 \
-                const int64_t OUT = POS * (s)->C + c_;                                    \
-                if ((argmax)[OUT] != cell_) continue;                                     \
-                BODY                                                                      \
-            }                                                                             \
+#define DT_POOL_TERMS(s, argmax, i, POS, OUT, BODY)                                                \
+    do {                                                                                           \
+        const int64_t c_ = (i) % (s)->C, iw_ = (i) / (s)->C % (s)->W;                              \
+        const int64_t ih_ = (i) / ((s)->C * (s)->W) % (s)->H;                                      \
+        const int64_t b_ = (i) / ((s)->C * (s)->W * (s)->H);                                       \
+        const int32_t cell_ = (int32_t)(ih_ * (s)->W + iw_);                                       \
+        int64_t oh_lo_, oh_hi_, ow_lo_, ow_hi_;                                                    \
+        dt_window_range(ih_, (s)->K, (s)->stride, (s)->pad, (s)->OH, &oh_lo_, &oh_hi_);            \
+        dt_window_range(iw_, (s)->K, (s)->stride, (s)->pad, (s)->OW, &ow_lo_, &ow_hi_);            \
+        for (int64_t oh_ = oh_lo_; oh_ < oh_hi_; oh_++)                                            \
+            for (int64_t ow_ = ow_lo_; ow_ < ow_hi_; ow_++) {                                      \
+                const int64_t POS = (b_ * (s)->OH + oh_) * (s)->OW + ow_;                          \
+                const int64_t OUT = POS * (s)->C + c_;                                             \
+                if ((argmax)[OUT] != cell_) continue;                                              \
+                BODY                                                                               \
+            }                                                                                      \
     } while (0)
 
 /* Windows that do not overlap (K <= stride): the cell's one term, or +0 -- the CPU's

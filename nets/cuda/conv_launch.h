@@ -17,7 +17,8 @@ extern "C" {
 /* cols (rows, Kp) = the patches of x: dt_conv_patch_elem per element. */
 int dt_cuda_im2col(float *cols, const float *x, const struct dt_conv2d_shape *s, dt_cuda_stream st);
 /* col2im, atomics fixed_point: one thread per cell, exact sums at the shift for max |dcols|
- * (from rec, filled by dt_cuda_fixed_scan; on the device) and KH*KW terms; nothing written when rec has a bad term. */
+ * (from rec, filled by dt_cuda_fixed_scan; on the device) and KH*KW terms; nothing written when rec
+ * has a bad term. */
 int dt_cuda_col2im_fixed(float *dx, struct dt_cuda_fixed_record *rec, const float *dcols,
                          const struct dt_conv2d_shape *s, dt_cuda_stream st);
 /* col2im, atomics float: every in-image patch element added into a zeroed dx by float
@@ -39,9 +40,9 @@ int dt_cuda_maxpool_backward_direct(float *dx, const float *dy, const int32_t *a
                                     const struct dt_pool2d_shape *s, dt_cuda_stream st);
 /* atomics fixed_point: exact per-cell sums at the shift for max |dy| (rec) and
  * ceil(K/stride)^2 terms. */
-int dt_cuda_maxpool_backward_fixed(float *dx, struct dt_cuda_fixed_record *rec,
-                                   const float *dy, const int32_t *argmax,
-                                   const struct dt_pool2d_shape *s, dt_cuda_stream st);
+int dt_cuda_maxpool_backward_fixed(float *dx, struct dt_cuda_fixed_record *rec, const float *dy,
+                                   const int32_t *argmax, const struct dt_pool2d_shape *s,
+                                   dt_cuda_stream st);
 /* atomics float: each term added to its argmax cell of a zeroed dx by atomicAdd. */
 int dt_cuda_maxpool_backward_atomic(float *dx, const float *dy, const int32_t *argmax,
                                     const struct dt_pool2d_shape *s, dt_cuda_stream st);
@@ -51,8 +52,7 @@ int dt_cuda_maxpool_backward_ranked(float *dx, const float *dy, const int32_t *a
                                     dt_cuda_stream st);
 
 /* dst (cols, rows) = src (rows, cols) transposed: exact copies (HWIO <-> KRSC weights). */
-int dt_cuda_transpose(float *dst, const float *src, int64_t rows, int64_t cols,
-                      dt_cuda_stream st);
+int dt_cuda_transpose(float *dst, const float *src, int64_t rows, int64_t cols, dt_cuda_stream st);
 
 #ifdef __cplusplus
 }

@@ -51,13 +51,13 @@ struct dt_cuda_ctx {
     void *cublas;               /* cublasHandle_t, bound to `stream` */
     void *cublas_workspace;     /* fixed cuBLAS workspace (math: strict) */
     size_t cublas_workspace_bytes;
-    int cublas_mode;            /* the math mode last set on the handle (-1 = none) */
+    int cublas_mode;                      /* the math mode last set on the handle (-1 = none) */
     void *scratch[DT_CUDA_SCRATCH_SLOTS]; /* device scratch, grown on demand */
     size_t scratch_bytes[DT_CUDA_SCRATCH_SLOTS];
     void *host_scratch[DT_CUDA_SCRATCH_SLOTS]; /* pinned host scratch, grown on demand */
     size_t host_scratch_bytes[DT_CUDA_SCRATCH_SLOTS];
-    uint64_t forced_order; /* test hook (backend.h): != 0 imposes a combination order */
-    struct dt_cudnn *cudnn; /* cuDNN state (cudnn_conv.c), made on first use */
+    uint64_t forced_order;         /* test hook (backend.h): != 0 imposes a combination order */
+    struct dt_cudnn *cudnn;        /* cuDNN state (cudnn_conv.c), made on first use */
     struct dt_cuda_status *status; /* deferred checks (status.c), made on first use */
     struct cuda_timers *timers;    /* per-op device timers (backend_cuda.c), on first use */
     int sm_count;
@@ -112,8 +112,7 @@ struct dt_cuda_fixed_record *dt_cuda_check_record(struct dt_backend *be, enum dt
                                                   const char *what, int64_t len, int slot,
                                                   bool *deferred);
 enum dt_status dt_cuda_check_now(struct dt_backend *be, const struct dt_cuda_fixed_record *rec,
-                                 enum dt_cuda_check kind, const char *what, int64_t len,
-                                 int slot);
+                                 enum dt_cuda_check kind, const char *what, int64_t len, int slot);
 void dt_cuda_defer_checks(struct dt_backend *be, bool on);
 enum dt_status dt_cuda_step_end(struct dt_backend *be, struct dt_error *err);
 void dt_cuda_status_free(struct dt_backend *be);
@@ -129,8 +128,7 @@ enum dt_status dt_cuda_exact_round(struct dt_backend *be, float *pack, const int
                                    const uint32_t *max_bits, const struct dt_exact_layout *L);
 enum dt_status dt_cuda_exact_sum(struct dt_backend *be, float *pack, const uint32_t *max_bits,
                                  const struct dt_exact_layout *L);
-int dt_cuda_exact_max_launch(uint32_t *max_bits, const float *p, int64_t count,
-                             dt_cuda_stream s);
+int dt_cuda_exact_max_launch(uint32_t *max_bits, const float *p, int64_t count, dt_cuda_stream s);
 /* mode 0: sum and round into p; 1: int64 sums into acc; 2: acc rounded into p */
 int dt_cuda_exact_sum_launch(float *p, int64_t *acc, const uint32_t *max_bits, int64_t n,
                              int64_t slots, int64_t shards, int mode, dt_cuda_stream s);
@@ -151,8 +149,8 @@ enum dt_status dt_cuda_dense_backward_data(struct dt_backend *be, float *dx, con
                                            const float *w, int64_t B, int64_t in, int64_t out,
                                            const struct dt_policy *pol);
 enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, float *dw, const float *x,
-                                             const float *dy, int64_t B, int64_t in,
-                                             int64_t out, const struct dt_policy *pol);
+                                             const float *dy, int64_t B, int64_t in, int64_t out,
+                                             const struct dt_policy *pol);
 enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const float *dy,
                                      int64_t B, int64_t out, const struct dt_policy *pol);
 /* The op first_nonfinite (version 8): dt_cuda_fixed_scan's first bad index (atomicMin),
@@ -163,26 +161,26 @@ int64_t dt_cuda_first_nonfinite(struct dt_backend *be, const float *p, int64_t n
 bool dt_cuda_first_nonfinite_many(struct dt_backend *be, const float *const *p, const int64_t *n,
                                   int count, int *which, int64_t *index);
 /* nets/cuda/loss.c (loss.cu) */
-enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs,
-                                            float *loss_host, int64_t *correct_host,
-                                            const float *logits, const int32_t *labels,
-                                            int64_t B, int64_t C, const struct dt_policy *pol);
-enum dt_status dt_cuda_softmax_xent_backward(struct dt_backend *be, float *dlogits,
-                                             const float *probs, const int32_t *labels,
-                                             int64_t B, int64_t C, const struct dt_policy *pol);
-enum dt_status dt_cuda_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
-                                             const float *probs, const int32_t *labels,
-                                             int64_t B, int64_t C, int64_t denom,
+enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs, float *loss_host,
+                                            int64_t *correct_host, const float *logits,
+                                            const int32_t *labels, int64_t B, int64_t C,
                                             const struct dt_policy *pol);
+enum dt_status dt_cuda_softmax_xent_backward(struct dt_backend *be, float *dlogits,
+                                             const float *probs, const int32_t *labels, int64_t B,
+                                             int64_t C, const struct dt_policy *pol);
+enum dt_status dt_cuda_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
+                                                    const float *probs, const int32_t *labels,
+                                                    int64_t B, int64_t C, int64_t denom,
+                                                    const struct dt_policy *pol);
 /* nets/cuda/bnn.c (bnn.cu) */
 enum dt_status dt_cuda_eps_philox(struct dt_backend *be, float *eps, int64_t n,
                                   const struct dt_philox_stream *s, const struct dt_policy *pol);
 enum dt_status dt_cuda_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lanes, int64_t P,
-                                     uint64_t seed, uint32_t step, uint32_t member,
-                                     uint32_t sample, const struct dt_policy *pol);
-enum dt_status dt_cuda_eps_lfsr(struct dt_backend *be, float *eps, int64_t n,
-                                struct dt_xoro *lanes, int64_t P, bool backward,
-                                int64_t skip_lane, const struct dt_policy *pol);
+                                     uint64_t seed, uint32_t step, uint32_t member, uint32_t sample,
+                                     const struct dt_policy *pol);
+enum dt_status dt_cuda_eps_lfsr(struct dt_backend *be, float *eps, int64_t n, struct dt_xoro *lanes,
+                                int64_t P, bool backward, int64_t skip_lane,
+                                const struct dt_policy *pol);
 enum dt_status dt_cuda_bnn_sigma(struct dt_backend *be, float *sigma, float *dsigma,
                                  const float *rho, int64_t n, const struct dt_policy *pol);
 enum dt_status dt_cuda_bnn_sample(struct dt_backend *be, float *w, const float *mu,
@@ -191,9 +189,9 @@ enum dt_status dt_cuda_bnn_sample(struct dt_backend *be, float *w, const float *
 enum dt_status dt_cuda_bnn_accumulate(struct dt_backend *be, float *gmu, float *grho,
                                       const float *g, const float *eps, const float *dsigma,
                                       int64_t n, bool first, const struct dt_policy *pol);
-enum dt_status dt_cuda_bnn_finish(struct dt_backend *be, float *gmu, float *grho,
-                                  const float *mu, const float *sigma, const float *dsigma,
-                                  int64_t n, float inv_samples, float kl_weight, float prior_var,
+enum dt_status dt_cuda_bnn_finish(struct dt_backend *be, float *gmu, float *grho, const float *mu,
+                                  const float *sigma, const float *dsigma, int64_t n,
+                                  float inv_samples, float kl_weight, float prior_var,
                                   const struct dt_policy *pol);
 
 /* nets/cuda/conv.c (conv.cu): `conv_algo: own`, else the cuDNN functions below */
@@ -217,7 +215,8 @@ enum dt_status dt_cuda_maxpool2d_backward(struct dt_backend *be, float *dx, cons
  * without cuDNN: DT_ERR_UNSUPPORTED saying so). Each call leaves an algorithm note. */
 enum dt_status dt_cudnn_conv2d_forward(struct dt_backend *be, float *y, const float *x,
                                        const float *w, const float *bias,
-                                       const struct dt_conv2d_shape *s, const struct dt_policy *pol);
+                                       const struct dt_conv2d_shape *s,
+                                       const struct dt_policy *pol);
 enum dt_status dt_cudnn_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
                                              const float *w, const struct dt_conv2d_shape *s,
                                              const struct dt_policy *pol);
@@ -252,8 +251,7 @@ int dt_cuda_gather_launch(float *x, int32_t *labels, const uint8_t *pixels, cons
 /* portable: elementwise (index i only); the same operations, in the same order, as
  * nets/cpu/activation.c and nets/cpu/sgd.c, compiled without FMA contraction. */
 int dt_cuda_relu_forward(float *y, const float *x, int64_t n, dt_cuda_stream s);
-int dt_cuda_relu_backward(float *dx, const float *dy, const float *y, int64_t n,
-                          dt_cuda_stream s);
+int dt_cuda_relu_backward(float *dx, const float *dy, const float *y, int64_t n, dt_cuda_stream s);
 int dt_cuda_sgd_update(float *w, float *v, const float *g, int64_t n, float lr, float momentum,
                        float weight_decay, dt_cuda_stream s);
 

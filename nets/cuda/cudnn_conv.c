@@ -86,13 +86,13 @@ enum dt_status dt_cudnn_reported_determinism(struct dt_backend *be, const char *
 
 enum conv_op { OP_FWD, OP_BWD_DATA, OP_BWD_FILTER, N_CONV_OPS };
 static const char *const op_names[N_CONV_OPS] = {"conv_fwd", "conv_bwd_data", "conv_bwd_filter"};
-static const char *const fwd_names[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM",
-                                        "DIRECT", "FFT", "FFT_TILING", "WINOGRAD",
-                                        "WINOGRAD_NONFUSED"};
-static const char *const bwd_data_names[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING",
-                                             "WINOGRAD", "WINOGRAD_NONFUSED"};
-static const char *const bwd_filter_names[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3",
-                                               "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+static const char *const fwd_names[] = {
+    "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+    "WINOGRAD",      "WINOGRAD_NONFUSED"};
+static const char *const bwd_data_names[] = {"ALGO_0",     "ALGO_1",   "FFT",
+                                             "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+static const char *const bwd_filter_names[] = {
+    "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
 
 #define MAX_CHOICES 64
 #define MAX_NOTES 256
@@ -139,10 +139,10 @@ static enum dt_status cudnn_failed(cudnnStatus_t st, const char *call, const cha
     fprintf(stderr, "detrain: %s: %s failed: %s\n", what, call, cudnnGetErrorString(st));
     return st == CUDNN_STATUS_NOT_SUPPORTED ? DT_ERR_UNSUPPORTED : DT_ERR_INTERNAL;
 }
-#define CUDNN_TRY(call, what)                                                   \
-    do {                                                                        \
-        cudnnStatus_t st_ = (call);                                             \
-        if (st_ != CUDNN_STATUS_SUCCESS) return cudnn_failed(st_, #call, what); \
+#define CUDNN_TRY(call, what)                                                                      \
+    do {                                                                                           \
+        cudnnStatus_t st_ = (call);                                                                \
+        if (st_ != CUDNN_STATUS_SUCCESS) return cudnn_failed(st_, #call, what);                    \
     } while (0)
 
 /* The backend's cuDNN state, made on first use and bound to its stream; NULL after
@@ -162,14 +162,16 @@ static struct dt_cudnn *state(struct dt_backend *be)
     c->cudnn = d; /* dt_cudnn_destroy frees what was made */
     if (st != CUDNN_STATUS_SUCCESS) {
         /* the usual cause: a library cuDNN loads at run time is not found beside it */
-        static const char *const sub[] = {
-            "libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9",
-            "libcudnn_engines_runtime_compiled.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9",
-            "libcublasLt.so." DT_STR(CUBLAS_VER_MAJOR)};
+        static const char *const sub[] = {"libcudnn_graph.so.9",
+                                          "libcudnn_engines_precompiled.so.9",
+                                          "libcudnn_engines_runtime_compiled.so.9",
+                                          "libcudnn_ops.so.9",
+                                          "libcudnn_cnn.so.9",
+                                          "libcublasLt.so." DT_STR(CUBLAS_VER_MAJOR)};
         char dir[2048], missing[2048];
         dt_dynlib_folder_of((const void *)cudnnCreate, dir, sizeof dir);
-        const int n = dt_dynlib_probe(sub, (int)(sizeof sub / sizeof sub[0]), dir, missing,
-                                      sizeof missing);
+        const int n =
+            dt_dynlib_probe(sub, (int)(sizeof sub / sizeof sub[0]), dir, missing, sizeof missing);
         fprintf(stderr, "detrain: cuDNN %zu (%s) could not start: %s%s%s%s\n", cudnnGetVersion(),
                 dir[0] ? dir : "folder unknown", cudnnGetErrorString(st),
                 n ? "; these libraries it loads cannot be loaded: " : "", n ? missing : "",
@@ -207,7 +209,8 @@ int dt_cudnn_take_notes(struct dt_backend *be, struct dt_algo_note *notes, int m
     struct dt_cudnn *d = dt_cuda(be)->cudnn;
     if (!d) return 0;
     const int n = d->n_notes, kept = n < MAX_NOTES ? n : MAX_NOTES;
-    if (kept > 0 && max > 0) memcpy(notes, d->notes, (size_t)(kept < max ? kept : max) * sizeof *notes);
+    if (kept > 0 && max > 0)
+        memcpy(notes, d->notes, (size_t)(kept < max ? kept : max) * sizeof *notes);
     d->n_notes = 0;
     return n;
 }
@@ -243,8 +246,9 @@ static void add_note(struct dt_cudnn *d, const char *op, const char *shape, int 
 
 static const char *algo_name(enum conv_op op, int algo)
 {
-    const char *const *t = op == OP_FWD ? fwd_names : op == OP_BWD_DATA ? bwd_data_names
-                                                                         : bwd_filter_names;
+    const char *const *t = op == OP_FWD        ? fwd_names
+                           : op == OP_BWD_DATA ? bwd_data_names
+                                               : bwd_filter_names;
     const int n = op == OP_FWD ? 8 : op == OP_BWD_DATA ? 6 : 7;
     return algo >= 0 && algo < n ? t[algo] : "UNKNOWN";
 }
@@ -256,20 +260,25 @@ static enum dt_status set_conv(struct dt_cudnn *d, const struct dt_conv2d_shape 
 {
     const char *what = "cuDNN convolution descriptors";
     CUDNN_TRY(cudnnSetTensor4dDescriptor(d->xd, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, (int)s->B,
-                                         (int)s->C, (int)s->H, (int)s->W), what);
+                                         (int)s->C, (int)s->H, (int)s->W),
+              what);
     CUDNN_TRY(cudnnSetTensor4dDescriptor(d->yd, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, (int)s->B,
-                                         (int)s->K_out, (int)s->OH, (int)s->OW), what);
-    CUDNN_TRY(cudnnSetFilter4dDescriptor(d->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC,
-                                         (int)s->K_out, (int)s->C, (int)s->KH, (int)s->KW), what);
+                                         (int)s->K_out, (int)s->OH, (int)s->OW),
+              what);
+    CUDNN_TRY(cudnnSetFilter4dDescriptor(d->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, (int)s->K_out,
+                                         (int)s->C, (int)s->KH, (int)s->KW),
+              what);
     CUDNN_TRY(cudnnSetConvolution2dDescriptor(d->cd, (int)s->pad, (int)s->pad, (int)s->stride,
                                               (int)s->stride, 1, 1, CUDNN_CROSS_CORRELATION,
-                                              CUDNN_DATA_FLOAT), what);
+                                              CUDNN_DATA_FLOAT),
+              what);
     CUDNN_TRY(cudnnSetConvolutionMathType(d->cd, m), what);
     int n, c, h, w;
     CUDNN_TRY(cudnnGetConvolution2dForwardOutputDim(d->cd, d->xd, d->wd, &n, &c, &h, &w), what);
     if (h != s->OH || w != s->OW || c != s->K_out) {
-        fprintf(stderr, "detrain: cuDNN computes a %dx%dx%d output where detrain has %lldx%lldx%lld\n",
-                h, w, c, (long long)s->OH, (long long)s->OW, (long long)s->K_out);
+        fprintf(stderr,
+                "detrain: cuDNN computes a %dx%dx%d output where detrain has %lldx%lldx%lld\n", h,
+                w, c, (long long)s->OH, (long long)s->OW, (long long)s->K_out);
         return DT_ERR_INTERNAL;
     }
     return DT_OK;
@@ -277,8 +286,8 @@ static enum dt_status set_conv(struct dt_cudnn *d, const struct dt_conv2d_shape 
 
 /* cuDNN's list of algorithms for op (descriptors set): timed (cudnnFind*, fastest first)
  * or by heuristic (cudnnGet*_v7). */
-static enum dt_status list_algos(struct dt_cudnn *d, enum conv_op op, bool timed,
-                                 struct perf *out, int *n_out)
+static enum dt_status list_algos(struct dt_cudnn *d, enum conv_op op, bool timed, struct perf *out,
+                                 int *n_out)
 {
     int n = 0;
     const char *what = timed ? "cuDNN algorithm search (cudnnFind)" : "cuDNN heuristics";
@@ -286,10 +295,12 @@ static enum dt_status list_algos(struct dt_cudnn *d, enum conv_op op, bool timed
         cudnnConvolutionFwdAlgoPerf_t p[MAX_PERF];
         if (timed)
             CUDNN_TRY(cudnnFindConvolutionForwardAlgorithm(d->h, d->xd, d->wd, d->cd, d->yd,
-                                                           MAX_PERF, &n, p), what);
+                                                           MAX_PERF, &n, p),
+                      what);
         else
             CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(d->h, d->xd, d->wd, d->cd, d->yd,
-                                                             MAX_PERF, &n, p), what);
+                                                             MAX_PERF, &n, p),
+                      what);
         for (int i = 0; i < n; i++)
             out[i] = (struct perf){(int)p[i].algo, p[i].status, p[i].memory, p[i].determinism,
                                    p[i].mathType};
@@ -297,21 +308,25 @@ static enum dt_status list_algos(struct dt_cudnn *d, enum conv_op op, bool timed
         cudnnConvolutionBwdDataAlgoPerf_t p[MAX_PERF];
         if (timed)
             CUDNN_TRY(cudnnFindConvolutionBackwardDataAlgorithm(d->h, d->wd, d->yd, d->cd, d->xd,
-                                                                MAX_PERF, &n, p), what);
+                                                                MAX_PERF, &n, p),
+                      what);
         else
-            CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(d->h, d->wd, d->yd, d->cd,
-                                                                  d->xd, MAX_PERF, &n, p), what);
+            CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(d->h, d->wd, d->yd, d->cd, d->xd,
+                                                                  MAX_PERF, &n, p),
+                      what);
         for (int i = 0; i < n; i++)
             out[i] = (struct perf){(int)p[i].algo, p[i].status, p[i].memory, p[i].determinism,
                                    p[i].mathType};
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t p[MAX_PERF];
         if (timed)
-            CUDNN_TRY(cudnnFindConvolutionBackwardFilterAlgorithm(d->h, d->xd, d->yd, d->cd,
-                                                                  d->wd, MAX_PERF, &n, p), what);
+            CUDNN_TRY(cudnnFindConvolutionBackwardFilterAlgorithm(d->h, d->xd, d->yd, d->cd, d->wd,
+                                                                  MAX_PERF, &n, p),
+                      what);
         else
             CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(d->h, d->xd, d->yd, d->cd,
-                                                                    d->wd, MAX_PERF, &n, p), what);
+                                                                    d->wd, MAX_PERF, &n, p),
+                      what);
         for (int i = 0; i < n; i++)
             out[i] = (struct perf){(int)p[i].algo, p[i].status, p[i].memory, p[i].determinism,
                                    p[i].mathType};
@@ -328,13 +343,11 @@ static bool workspace_for(struct dt_cudnn *d, enum conv_op op, int algo, size_t 
         st = cudnnGetConvolutionForwardWorkspaceSize(d->h, d->xd, d->wd, d->cd, d->yd,
                                                      (cudnnConvolutionFwdAlgo_t)algo, bytes);
     else if (op == OP_BWD_DATA)
-        st = cudnnGetConvolutionBackwardDataWorkspaceSize(d->h, d->wd, d->yd, d->cd, d->xd,
-                                                          (cudnnConvolutionBwdDataAlgo_t)algo,
-                                                          bytes);
+        st = cudnnGetConvolutionBackwardDataWorkspaceSize(
+            d->h, d->wd, d->yd, d->cd, d->xd, (cudnnConvolutionBwdDataAlgo_t)algo, bytes);
     else
-        st = cudnnGetConvolutionBackwardFilterWorkspaceSize(d->h, d->xd, d->yd, d->cd, d->wd,
-                                                            (cudnnConvolutionBwdFilterAlgo_t)algo,
-                                                            bytes);
+        st = cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            d->h, d->xd, d->yd, d->cd, d->wd, (cudnnConvolutionBwdFilterAlgo_t)algo, bytes);
     return st == CUDNN_STATUS_SUCCESS;
 }
 
@@ -361,13 +374,19 @@ static enum dt_status choose(struct dt_backend *be, struct dt_cudnn *d, enum con
     for (int i = 0; i < n && ch.algo < 0; i++) {
         if (p[i].status != CUDNN_STATUS_SUCCESS) continue;
         if (timed) { /* the fastest that ran, as timed */
-            ch = (struct choice){op, mode, *s, p[i].algo, p[i].math, p[i].memory,
+            ch = (struct choice){op,
+                                 mode,
+                                 *s,
+                                 p[i].algo,
+                                 p[i].math,
+                                 p[i].memory,
                                  p[i].determinism == CUDNN_DETERMINISTIC};
             continue;
         }
         size_t ws = 0;
         if (p[i].determinism != CUDNN_DETERMINISTIC || p[i].math == CUDNN_TENSOR_OP_MATH ||
-            p[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION || !workspace_for(d, op, p[i].algo, &ws))
+            p[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
+            !workspace_for(d, op, p[i].algo, &ws))
             continue;
         ch = (struct choice){op, mode, *s, p[i].algo, CUDNN_FMA_MATH, ws, true};
     }
@@ -447,13 +466,14 @@ enum dt_status dt_cudnn_conv2d_forward(struct dt_backend *be, float *y, const fl
     }
     const int64_t Kp = s->KH * s->KW * s->C;
     dt_cuda_stream st = dt_cuda(be)->stream;
-    float *wk = dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_WEIGHTS, (size_t)(Kp * s->K_out) * sizeof(float));
+    float *wk =
+        dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_WEIGHTS, (size_t)(Kp * s->K_out) * sizeof(float));
     DT_FORWARD_IF_ERROR(dt_cuda_launched(dt_cuda_transpose(wk, w, Kp, s->K_out, st),
                                          "conv2d_forward weights to KRSC"));
     const float one = 1.0f, zero = 0.0f;
     CUDNN_TRY(cudnnConvolutionForward(d->h, &one, d->xd, x, d->wd, wk, d->cd,
-                                      (cudnnConvolutionFwdAlgo_t)ch->algo, ws, ch->workspace,
-                                      &zero, d->yd, y),
+                                      (cudnnConvolutionFwdAlgo_t)ch->algo, ws, ch->workspace, &zero,
+                                      d->yd, y),
               "conv2d_forward");
     return dt_cuda_launched(dt_cuda_bias_add(y, bias, s->B * s->OH * s->OW, s->K_out, st),
                             "conv2d_forward bias");
@@ -472,9 +492,11 @@ enum dt_status dt_cudnn_conv2d_backward_data(struct dt_backend *be, float *dx, c
         return dt_cuda_conv2d_backward_data(be, dx, dy, w, s, &own);
     }
     const int64_t Kp = s->KH * s->KW * s->C;
-    float *wk = dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_WEIGHTS, (size_t)(Kp * s->K_out) * sizeof(float));
-    DT_FORWARD_IF_ERROR(dt_cuda_launched(dt_cuda_transpose(wk, w, Kp, s->K_out, dt_cuda(be)->stream),
-                                         "conv2d_backward_data weights to KRSC"));
+    float *wk =
+        dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_WEIGHTS, (size_t)(Kp * s->K_out) * sizeof(float));
+    DT_FORWARD_IF_ERROR(
+        dt_cuda_launched(dt_cuda_transpose(wk, w, Kp, s->K_out, dt_cuda(be)->stream),
+                         "conv2d_backward_data weights to KRSC"));
     const float one = 1.0f, zero = 0.0f;
     CUDNN_TRY(cudnnConvolutionBackwardData(d->h, &one, d->wd, wk, d->yd, dy, d->cd,
                                            (cudnnConvolutionBwdDataAlgo_t)ch->algo, ws,
@@ -496,7 +518,8 @@ enum dt_status dt_cudnn_conv2d_backward_weight(struct dt_backend *be, float *dw,
         return dt_cuda_conv2d_backward_weight(be, dw, x, dy, s, &own);
     }
     const int64_t Kp = s->KH * s->KW * s->C;
-    float *dwk = dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_WEIGHTS, (size_t)(Kp * s->K_out) * sizeof(float));
+    float *dwk =
+        dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_WEIGHTS, (size_t)(Kp * s->K_out) * sizeof(float));
     const float one = 1.0f, zero = 0.0f;
     CUDNN_TRY(cudnnConvolutionBackwardFilter(d->h, &one, d->xd, x, d->yd, dy, d->cd,
                                              (cudnnConvolutionBwdFilterAlgo_t)ch->algo, ws,
@@ -517,22 +540,24 @@ enum dt_status dt_cudnn_maxpool2d_backward(struct dt_backend *be, float *dx, con
     const char *what = "maxpool2d_backward";
     const cudnnPoolingMode_t mode = det ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_MAX;
     CUDNN_TRY(cudnnSetPooling2dDescriptor(d->pd, mode, CUDNN_PROPAGATE_NAN, (int)s->K, (int)s->K,
-                                          (int)s->pad, (int)s->pad, (int)s->stride,
-                                          (int)s->stride), what);
+                                          (int)s->pad, (int)s->pad, (int)s->stride, (int)s->stride),
+              what);
     CUDNN_TRY(cudnnSetTensor4dDescriptor(d->xd, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, (int)s->B,
-                                         (int)s->C, (int)s->H, (int)s->W), what);
+                                         (int)s->C, (int)s->H, (int)s->W),
+              what);
     CUDNN_TRY(cudnnSetTensor4dDescriptor(d->yd, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, (int)s->B,
-                                         (int)s->C, (int)s->OH, (int)s->OW), what);
+                                         (int)s->C, (int)s->OH, (int)s->OW),
+              what);
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_TRY(cudnnPoolingBackward(d->h, d->pd, &one, d->yd, y, d->yd, dy, d->xd, x, &zero, d->xd,
-                                   dx), what);
+    CUDNN_TRY(
+        cudnnPoolingBackward(d->h, d->pd, &one, d->yd, y, d->yd, dy, d->xd, x, &zero, d->xd, dx),
+        what);
     char shape[64];
     snprintf(shape, sizeof shape, "%lldx%lldx%lld k%lld s%lld p%lld b%lld", (long long)s->H,
              (long long)s->W, (long long)s->C, (long long)s->K, (long long)s->stride,
              (long long)s->pad, (long long)s->B);
     /* cuDNN documents MAX_DETERMINISTIC as deterministic and promises nothing for MAX */
-    add_note(d, "pool_bwd", shape, -1, det ? "MAX_DETERMINISTIC" : "MAX", det, "fp32",
-             "fixed");
+    add_note(d, "pool_bwd", shape, -1, det ? "MAX_DETERMINISTIC" : "MAX", det, "fp32", "fixed");
     return DT_OK;
 }
 

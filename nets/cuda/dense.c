@@ -67,9 +67,18 @@ enum dt_status dt_cuda_dense_forward(struct dt_backend *be, float *y, const floa
 {
     dt_cuda_stream s = dt_cuda(be)->stream;
     if (pol->math == DT_MATH_PORTABLE) {
-        struct dt_cuda_gemm_args g = {.c = y, .a = x, .b = w, .M = B, .N = out, .K = in,
-                                      .k_chunk = in, .batches = 1,
-                                      .a_si = in, .a_sk = 1, .b_sk = out, .b_sj = 1};
+        struct dt_cuda_gemm_args g = {.c = y,
+                                      .a = x,
+                                      .b = w,
+                                      .M = B,
+                                      .N = out,
+                                      .K = in,
+                                      .k_chunk = in,
+                                      .batches = 1,
+                                      .a_si = in,
+                                      .a_sk = 1,
+                                      .b_sk = out,
+                                      .b_sj = 1};
         DT_FORWARD_IF_ERROR(dt_cuda_launched(dt_cuda_gemm_ordered(&g, s), "dense_forward"));
     } else {
         const float one = 1.0f, zero = 0.0f;
@@ -88,9 +97,18 @@ enum dt_status dt_cuda_dense_backward_data(struct dt_backend *be, float *dx, con
                                            const struct dt_policy *pol)
 {
     if (pol->math == DT_MATH_PORTABLE) {
-        struct dt_cuda_gemm_args g = {.c = dx, .a = dy, .b = w, .M = B, .N = in, .K = out,
-                                      .k_chunk = out, .batches = 1,
-                                      .a_si = out, .a_sk = 1, .b_sk = 1, .b_sj = out};
+        struct dt_cuda_gemm_args g = {.c = dx,
+                                      .a = dy,
+                                      .b = w,
+                                      .M = B,
+                                      .N = in,
+                                      .K = out,
+                                      .k_chunk = out,
+                                      .batches = 1,
+                                      .a_si = out,
+                                      .a_sk = 1,
+                                      .b_sk = 1,
+                                      .b_sj = out};
         return dt_cuda_launched(dt_cuda_gemm_ordered(&g, dt_cuda(be)->stream),
                                 "dense_backward_data");
     }
@@ -112,10 +130,20 @@ static enum dt_status wgrad_partials(struct dt_backend *be, float *p, const floa
 {
     const int64_t n = in * out;
     if (pol->math == DT_MATH_PORTABLE) {
-        struct dt_cuda_gemm_args g = {.c = p, .a = x, .b = dy, .M = in, .N = out, .K = B,
-                                      .k_chunk = chunk, .batches = (B + chunk - 1) / chunk,
-                                      .a_si = 1, .a_sk = in, .a_batch = chunk * in,
-                                      .b_sk = out, .b_sj = 1, .b_batch = chunk * out,
+        struct dt_cuda_gemm_args g = {.c = p,
+                                      .a = x,
+                                      .b = dy,
+                                      .M = in,
+                                      .N = out,
+                                      .K = B,
+                                      .k_chunk = chunk,
+                                      .batches = (B + chunk - 1) / chunk,
+                                      .a_si = 1,
+                                      .a_sk = in,
+                                      .a_batch = chunk * in,
+                                      .b_sk = out,
+                                      .b_sj = 1,
+                                      .b_batch = chunk * out,
                                       .c_batch = n};
         return dt_cuda_launched(dt_cuda_gemm_ordered(&g, dt_cuda(be)->stream),
                                 "dense_backward_weight");
@@ -126,8 +154,8 @@ static enum dt_status wgrad_partials(struct dt_backend *be, float *p, const floa
     if (full > 0)
         DT_CUBLAS_CHECK(cublasSgemmStridedBatched(
             h, CUBLAS_OP_N, CUBLAS_OP_T, as_int(out), as_int(in), as_int(chunk), &one, dy,
-            as_int(out), (long long)(chunk * out), x, as_int(in), (long long)(chunk * in), &zero,
-            p, as_int(out), (long long)n, as_int(full)));
+            as_int(out), (long long)(chunk * out), x, as_int(in), (long long)(chunk * in), &zero, p,
+            as_int(out), (long long)n, as_int(full)));
     if (rest > 0)
         DT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, as_int(out), as_int(in),
                                     as_int(rest), &one, dy + full * chunk * out, as_int(out),
@@ -139,8 +167,8 @@ static enum dt_status wgrad_partials(struct dt_backend *be, float *p, const floa
 /* dw[k,o] = sum over the batch of x[b,k] dy[b,o]: chunk partials (math control), combined
  * per the `reduction` control (file comment). */
 enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, float *dw, const float *x,
-                                             const float *dy, int64_t B, int64_t in,
-                                             int64_t out, const struct dt_policy *pol)
+                                             const float *dy, int64_t B, int64_t in, int64_t out,
+                                             const struct dt_policy *pol)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
     const int64_t n = in * out;
@@ -174,7 +202,8 @@ enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, float *dw, c
 
 /* atomics fixed_point: exact, order-free; the shift is computed on the device from the
  * device's max |dy| (no host round trip); its error record is read back at once, or at
- * the step's end when checks are deferred (status.c). atomics float: slice sums by atomicAdd; forced order: rows in the drawn order. */
+ * the step's end when checks are deferred (status.c). atomics float: slice sums by atomicAdd;
+ * forced order: rows in the drawn order. */
 int64_t dt_cuda_first_nonfinite(struct dt_backend *be, const float *p, int64_t n)
 {
     if (n <= 0) return -1;
@@ -182,8 +211,8 @@ int64_t dt_cuda_first_nonfinite(struct dt_backend *be, const float *p, int64_t n
     struct dt_cuda_fixed_record *rec = dt_cuda_scratch(be, SLOT_SMALL, sizeof *rec);
     DT_CUDA_CHECK(dt_cuda_fixed_scan(rec, p, n, c->stream)); /* a launch failure aborts */
     struct dt_cuda_fixed_record *h = dt_cuda_host_scratch(be, SLOT_SMALL, sizeof *h);
-    DT_CUDA_CHECK(cudaMemcpyAsync(h, rec, sizeof *h, cudaMemcpyDeviceToHost,
-                                  (cudaStream_t)c->stream));
+    DT_CUDA_CHECK(
+        cudaMemcpyAsync(h, rec, sizeof *h, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
     dt_cuda_sync(be);
     return h->first_bad == DT_CUDA_NO_INDEX ? -1 : (int64_t)h->first_bad;
 }
@@ -216,9 +245,9 @@ enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const 
     if (pol->atomics == DT_ATOMICS_FLOAT) {
         if (c->forced_order) {
             const int64_t *perm = forced_perm_on_device(be, B, DT_FORCED_ROWS);
-            return dt_cuda_launched(dt_cuda_add_partials_in_order(dbias, dy, perm, B, out,
-                                                                  c->stream),
-                                    "bias_backward forced");
+            return dt_cuda_launched(
+                dt_cuda_add_partials_in_order(dbias, dy, perm, B, out, c->stream),
+                "bias_backward forced");
         }
         return dt_cuda_launched(dt_cuda_bias_grad_atomic(dbias, dy, B, out, c->stream),
                                 "bias_backward atomic");
@@ -228,9 +257,9 @@ enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const 
     bool deferred = false;
     struct dt_cuda_fixed_record *rec =
         dt_cuda_check_record(be, DT_CUDA_CHECK_BIAS, "bias gradient", out, SLOT_SMALL, &deferred);
-    DT_FORWARD_IF_ERROR(dt_cuda_launched(dt_cuda_bias_grad_fixed(dbias, acc, rec, dy, B, out,
-                                                                 c->stream),
-                                         "bias_backward fixed point"));
+    DT_FORWARD_IF_ERROR(
+        dt_cuda_launched(dt_cuda_bias_grad_fixed(dbias, acc, rec, dy, B, out, c->stream),
+                         "bias_backward fixed point"));
     if (deferred) return DT_OK; /* read at the step's end (status.c) */
     return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_BIAS, "bias gradient", out, SLOT_SMALL);
 }

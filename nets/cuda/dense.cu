@@ -44,10 +44,10 @@ static __global__ void gemm_ordered_kernel(struct dt_cuda_gemm_args g)
         const float *a = g.a + z * g.a_batch, *b = g.b + z * g.b_batch;
         float acc = 0.0f;
         for (int64_t k0 = 0; k0 < kz; k0 += GEMM_TILE) { /* uniform across the block */
-            as[ai][ak] = (i0 + ai < g.M && k0 + ak < kz)
-                             ? a[(i0 + ai) * g.a_si + (k0 + ak) * g.a_sk] : 0.0f;
-            bs[bk][bj] = (k0 + bk < kz && j0 + bj < g.N)
-                             ? b[(k0 + bk) * g.b_sk + (j0 + bj) * g.b_sj] : 0.0f;
+            as[ai][ak] =
+                (i0 + ai < g.M && k0 + ak < kz) ? a[(i0 + ai) * g.a_si + (k0 + ak) * g.a_sk] : 0.0f;
+            bs[bk][bj] =
+                (k0 + bk < kz && j0 + bj < g.N) ? b[(k0 + bk) * g.b_sk + (j0 + bj) * g.b_sj] : 0.0f;
             __syncthreads();
             const int kn = kz - k0 < GEMM_TILE ? (int)(kz - k0) : GEMM_TILE;
             for (int kk = 0; kk < kn; kk++) acc = dt_dense_mac(acc, as[ty][kk], bs[kk][tx]);
@@ -62,7 +62,7 @@ static __global__ void gemm_ordered_kernel(struct dt_cuda_gemm_args g)
 static __global__ void bias_add_kernel(float *y, const float *bias, int64_t B, int64_t out)
 {
     DT_GRID_STRIDE(i, B * out)
-        y[i] = dt_rn_add(y[i], bias[i % out]);
+    y[i] = dt_rn_add(y[i], bias[i % out]);
 }
 
 /* reduction fixed: the fixed tree of reduce.h by aligned blocks of TREE_BLOCK partials,
@@ -76,7 +76,7 @@ static __global__ void reduce_tree_level_kernel(float *p, int64_t count, int64_t
 {
     const int64_t blocks = (count + TREE_BLOCK - 1) / TREE_BLOCK;
     DT_GRID_STRIDE(i, blocks * n)
-        dt_reduce_tree_block(p + i % n, count, s, TREE_BLOCK, i / n);
+    dt_reduce_tree_block(p + i % n, count, s, TREE_BLOCK, i / n);
 }
 
 static __global__ void copy_kernel(float *dst, const float *src, int64_t n)
@@ -86,19 +86,18 @@ static __global__ void copy_kernel(float *dst, const float *src, int64_t n)
 
 /* reduction unordered: every partial added by float atomicAdd; partials of one element sit
  * in different blocks, so the order of the additions is the order they arrive in. */
-static __global__ void add_partials_atomic_kernel(float *dst, const float *p, int64_t m,
-                                                  int64_t n)
+static __global__ void add_partials_atomic_kernel(float *dst, const float *p, int64_t m, int64_t n)
 {
     DT_GRID_STRIDE(i, m * n)
-        atomicAdd(&dst[i % n], p[i]);
+    atomicAdd(&dst[i % n], p[i]);
 }
 
 /* Forced order (test hook): one thread per element adds the partials in perm's order. */
-static __global__ void add_partials_in_order_kernel(float *dst, const float *p,
-                                                    const int64_t *perm, int64_t m, int64_t n)
+static __global__ void add_partials_in_order_kernel(float *dst, const float *p, const int64_t *perm,
+                                                    int64_t m, int64_t n)
 {
     DT_GRID_STRIDE(e, n)
-        dst[e] = dt_sum_in_order(p, perm, m, n, e);
+    dst[e] = dt_sum_in_order(p, perm, m, n, e);
 }
 
 /* atomics float: item (slice s, column o) sums rows [s*BIAS_ROWS, ...) in order, then
@@ -107,7 +106,8 @@ static __global__ void bias_grad_atomic_kernel(float *dbias, const float *dy, in
                                                int64_t out)
 {
     const int64_t slices = (B + BIAS_ROWS - 1) / BIAS_ROWS;
-    DT_GRID_STRIDE(i, slices * out) {
+    DT_GRID_STRIDE(i, slices * out)
+    {
         const int64_t s = i / out, o = i % out;
         const int64_t end = (s + 1) * BIAS_ROWS < B ? (s + 1) * BIAS_ROWS : B;
         float acc = 0.0f;
@@ -122,7 +122,7 @@ static __global__ void bias_fixed_init_kernel(unsigned long long *acc,
                                               struct dt_cuda_fixed_record *rec, int64_t out)
 {
     DT_GRID_STRIDE(o, out)
-        acc[o] = 0;
+    acc[o] = 0;
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         rec->max_bits = 0;
         rec->bad_term = 0;
@@ -140,12 +140,11 @@ static __global__ void bias_fixed_max_kernel(struct dt_cuda_fixed_record *rec, c
     if (threadIdx.x == 0) block_max = 0;
     __syncthreads();
     unsigned int mx = 0;
-    DT_GRID_STRIDE(i, n) {
+    DT_GRID_STRIDE(i, n)
+    {
         const unsigned int bits = dt_float_bits(dy[i]) & 0x7fffffffu;
-        if (bits >= 0x7f800000u)
-            atomicMin(&rec->first_bad, (unsigned long long)i);
-        else if (bits > mx)
-            mx = bits;
+        if (bits >= 0x7f800000u) atomicMin(&rec->first_bad, (unsigned long long)i);
+        else if (bits > mx) mx = bits;
     }
     atomicMax(&block_max, mx);
     __syncthreads();
@@ -169,7 +168,8 @@ static __global__ void bias_fixed_sum_kernel(unsigned long long *acc,
     if (rec->first_bad != DT_CUDA_NO_INDEX) return;
     const int shift = bias_fixed_shift(rec, B);
     const int64_t slices = (B + FIXED_ROWS - 1) / FIXED_ROWS;
-    DT_GRID_STRIDE(i, slices * out) {
+    DT_GRID_STRIDE(i, slices * out)
+    {
         const int64_t s = i / out, o = i % out;
         const int64_t end = (s + 1) * FIXED_ROWS < B ? (s + 1) * FIXED_ROWS : B;
         unsigned long long sum = 0;
@@ -191,7 +191,8 @@ static __global__ void bias_fixed_finish_kernel(float *dbias, struct dt_cuda_fix
 {
     if (rec->first_bad != DT_CUDA_NO_INDEX) return;
     const int shift = bias_fixed_shift(rec, B);
-    DT_GRID_STRIDE(o, out) {
+    DT_GRID_STRIDE(o, out)
+    {
         const float f = dt_fixed_to_float((int64_t)acc[o], shift);
         dbias[o] = f;
         if ((dt_float_bits(f) & 0x7fffffffu) == 0x7f800000u)
@@ -203,8 +204,8 @@ static __global__ void bias_fixed_finish_kernel(float *dbias, struct dt_cuda_fix
 
 extern "C" int dt_cuda_gemm_ordered(const struct dt_cuda_gemm_args *g, dt_cuda_stream s)
 {
-    const int64_t tiles = (g->M + GEMM_TILE - 1) / GEMM_TILE *
-                          ((g->N + GEMM_TILE - 1) / GEMM_TILE) * g->batches;
+    const int64_t tiles =
+        (g->M + GEMM_TILE - 1) / GEMM_TILE * ((g->N + GEMM_TILE - 1) / GEMM_TILE) * g->batches;
     gemm_ordered_kernel<<<blocks_for_tiles(tiles), dim3(GEMM_TILE, GEMM_TILE), 0, s>>>(*g);
     return (int)cudaGetLastError();
 }
@@ -229,8 +230,8 @@ extern "C" int dt_cuda_reduce_tree(float *dst, float *partials, int64_t m, int64
     return (int)cudaGetLastError();
 }
 
-extern "C" int dt_cuda_add_partials_atomic(float *dst, const float *partials, int64_t m,
-                                           int64_t n, dt_cuda_stream s)
+extern "C" int dt_cuda_add_partials_atomic(float *dst, const float *partials, int64_t m, int64_t n,
+                                           dt_cuda_stream s)
 {
     cudaError_t e = cudaMemsetAsync(dst, 0, (size_t)n * sizeof(float), s);
     if (e != cudaSuccess) {
@@ -242,9 +243,8 @@ extern "C" int dt_cuda_add_partials_atomic(float *dst, const float *partials, in
     return (int)cudaGetLastError();
 }
 
-extern "C" int dt_cuda_add_partials_in_order(float *dst, const float *partials,
-                                             const int64_t *perm, int64_t m, int64_t n,
-                                             dt_cuda_stream s)
+extern "C" int dt_cuda_add_partials_in_order(float *dst, const float *partials, const int64_t *perm,
+                                             int64_t m, int64_t n, dt_cuda_stream s)
 {
     add_partials_in_order_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(
         dst, partials, perm, m, n);
@@ -260,8 +260,8 @@ extern "C" int dt_cuda_bias_grad_atomic(float *dbias, const float *dy, int64_t B
         return (int)e;
     }
     const int64_t items = (B + BIAS_ROWS - 1) / BIAS_ROWS * out;
-    bias_grad_atomic_kernel<<<dt_cuda_grid_for(items), dt_cuda_block_threads, 0, s>>>(dbias, dy,
-                                                                                      B, out);
+    bias_grad_atomic_kernel<<<dt_cuda_grid_for(items), dt_cuda_block_threads, 0, s>>>(dbias, dy, B,
+                                                                                      out);
     return (int)cudaGetLastError();
 }
 
@@ -274,8 +274,8 @@ extern "C" int dt_cuda_fixed_scan(struct dt_cuda_fixed_record *rec, const float 
 }
 
 extern "C" int dt_cuda_bias_grad_fixed(float *dbias, unsigned long long *acc,
-                                       struct dt_cuda_fixed_record *rec, const float *dy,
-                                       int64_t B, int64_t out, dt_cuda_stream s)
+                                       struct dt_cuda_fixed_record *rec, const float *dy, int64_t B,
+                                       int64_t out, dt_cuda_stream s)
 {
     const unsigned threads = (unsigned)dt_cuda_block_threads;
     const int64_t items = (B + FIXED_ROWS - 1) / FIXED_ROWS * out;

@@ -56,8 +56,8 @@ int dt_cuda_add_partials_atomic(float *dst, const float *partials, int64_t m, in
                                 dt_cuda_stream s);
 /* dst[e] = +0 + partials[perm[0]*n + e] + partials[perm[1]*n + e] + ... (m terms, that
  * order): the forced-order test hook. perm is device memory. */
-int dt_cuda_add_partials_in_order(float *dst, const float *partials, const int64_t *perm,
-                                  int64_t m, int64_t n, dt_cuda_stream s);
+int dt_cuda_add_partials_in_order(float *dst, const float *partials, const int64_t *perm, int64_t m,
+                                  int64_t n, dt_cuda_stream s);
 /* dbias[o] = sum over b of dy[b,o]: row slices summed in order, the slice sums added by
  * float atomicAdd into a zeroed dbias (nondeterministic). dy is (B,out). */
 int dt_cuda_bias_grad_atomic(float *dbias, const float *dy, int64_t B, int64_t out,
@@ -65,9 +65,8 @@ int dt_cuda_bias_grad_atomic(float *dbias, const float *dy, int64_t B, int64_t o
 /* dbias[o] = sum over b of dy[b,o] in exact fixed point (determinism/fixed_point.h):
  * max |dy| -> shift (on the device) -> int64 column sums by integer atomics -> one
  * rounding. acc holds `out` counters; rec is device memory, filled for the caller to read. */
-int dt_cuda_bias_grad_fixed(float *dbias, unsigned long long *acc,
-                            struct dt_cuda_fixed_record *rec, const float *dy, int64_t B,
-                            int64_t out, dt_cuda_stream s);
+int dt_cuda_bias_grad_fixed(float *dbias, unsigned long long *acc, struct dt_cuda_fixed_record *rec,
+                            const float *dy, int64_t B, int64_t out, dt_cuda_stream s);
 
 /* rec reset, then max |v| (as bits) and the first non-finite index over v[0, n): the
  * first pass of every fixed-point scatter (the bias gradient, conv.cu's col2im and
@@ -85,8 +84,8 @@ int dt_cuda_softmax_xent_rows(float *probs, float *losses, int32_t *hit, float *
                               const float *logits, const int32_t *labels, int64_t B, int64_t C,
                               bool portable, dt_cuda_stream s);
 /* dlogits[b,c] = (probs[b,c] - (c == labels[b])) * inv_b: elementwise. */
-int dt_cuda_softmax_xent_grad(float *dlogits, const float *probs, const int32_t *labels,
-                              int64_t B, int64_t C, float inv_b, dt_cuda_stream s);
+int dt_cuda_softmax_xent_grad(float *dlogits, const float *probs, const int32_t *labels, int64_t B,
+                              int64_t C, float inv_b, dt_cuda_stream s);
 
 /* ---- nets/cuda/loss.c (host) ----------------------------------------------------------- */
 

@@ -52,8 +52,8 @@ static inline DT_HD float dt_dense_backward_data_elem(const float *dy, const flo
 /* One batch chunk's partial of backward-weight: sum over b in [b0, b0+len) ascending of
  * x[b,k] dy[b,o]. x is (B,in), dy is (B,out). */
 static inline DT_HD float dt_dense_wgrad_partial_elem(const float *x, const float *dy, int64_t b0,
-                                                      int64_t len, int64_t k, int64_t o,
-                                                      int64_t in, int64_t out)
+                                                      int64_t len, int64_t k, int64_t o, int64_t in,
+                                                      int64_t out)
 {
     return dt_dense_dot(x + b0 * in + k, in, dy + b0 * out + o, out, len);
 }

@@ -25,22 +25,23 @@ extern "C" void dt_cuda_set_block_size(int threads)
 static __global__ void relu_forward_kernel(float *y, const float *x, int64_t n)
 {
     DT_GRID_STRIDE(i, n)
-        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
 /* portable: dx[i] = y[i] > 0 ? dy[i] : 0 (subgradient 0 at 0). */
 static __global__ void relu_backward_kernel(float *dx, const float *dy, const float *y, int64_t n)
 {
     DT_GRID_STRIDE(i, n)
-        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
 /* portable: g' = g + wd*w; v = mom*v + g'; w = w - lr*v -- the CPU's order, each product
  * and sum rounded on its own. */
 static __global__ void sgd_update_kernel(float *w, float *v, const float *g, int64_t n, float lr,
-                                  float mom, float wd)
+                                         float mom, float wd)
 {
-    DT_GRID_STRIDE(i, n) {
+    DT_GRID_STRIDE(i, n)
+    {
         float gi = __fadd_rn(g[i], __fmul_rn(wd, w[i]));
         float vi = __fadd_rn(__fmul_rn(mom, v[i]), gi);
         v[i] = vi;
@@ -64,6 +65,7 @@ extern "C" int dt_cuda_relu_backward(float *dx, const float *dy, const float *y,
 extern "C" int dt_cuda_sgd_update(float *w, float *v, const float *g, int64_t n, float lr,
                                   float momentum, float weight_decay, dt_cuda_stream s)
 {
-    sgd_update_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(w, v, g, n, lr, momentum, weight_decay);
+    sgd_update_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(w, v, g, n, lr,
+                                                                            momentum, weight_decay);
     return (int)cudaGetLastError();
 }

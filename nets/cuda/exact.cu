@@ -15,7 +15,8 @@
 static __global__ void exact_max_kernel(uint32_t *max_bits, const float *p, int64_t count)
 {
     uint32_t m = 0;
-    DT_GRID_STRIDE(i, count) {
+    DT_GRID_STRIDE(i, count)
+    {
         uint32_t b = __float_as_uint(p[i]) & 0x7fffffffu;
         m = b > m ? b : m;
     }
@@ -24,22 +25,21 @@ static __global__ void exact_max_kernel(uint32_t *max_bits, const float *p, int6
 
 /* mode 0: p[e] = the exact sum rounded; mode 1: acc[e] = the int64 sum; mode 2: p[e] =
  * acc[e] rounded. A tensor with a non-finite max is left alone (the caller names it). */
-static __global__ void exact_sum_kernel(float *p, int64_t *acc, const uint32_t *max_bits,
-                                        int64_t n, int64_t slots, int64_t shards, int mode)
+static __global__ void exact_sum_kernel(float *p, int64_t *acc, const uint32_t *max_bits, int64_t n,
+                                        int64_t slots, int64_t shards, int mode)
 {
     const uint32_t mb = *max_bits;
     if (mb >= 0x7f800000u) return;
     const int shift = dt_fixed_shift_for(__uint_as_float(mb), shards);
-    DT_GRID_STRIDE(e, n) {
+    DT_GRID_STRIDE(e, n)
+    {
         if (mode == 2) {
             p[e] = dt_fixed_to_float(acc[e], shift);
             continue;
         }
         const int64_t a = dt_fixed_sum_strided(p + e, n, slots, shift);
-        if (mode == 1)
-            acc[e] = a;
-        else
-            p[e] = dt_fixed_to_float(a, shift);
+        if (mode == 1) acc[e] = a;
+        else p[e] = dt_fixed_to_float(a, shift);
     }
 }
 
@@ -52,11 +52,10 @@ extern "C" int dt_cuda_exact_max_launch(uint32_t *max_bits, const float *p, int6
     return (int)cudaGetLastError();
 }
 
-extern "C" int dt_cuda_exact_sum_launch(float *p, int64_t *acc, const uint32_t *max_bits,
-                                        int64_t n, int64_t slots, int64_t shards, int mode,
-                                        dt_cuda_stream s)
+extern "C" int dt_cuda_exact_sum_launch(float *p, int64_t *acc, const uint32_t *max_bits, int64_t n,
+                                        int64_t slots, int64_t shards, int mode, dt_cuda_stream s)
 {
     exact_sum_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(p, acc, max_bits, n,
-                                                                            slots, shards, mode);
+                                                                           slots, shards, mode);
     return (int)cudaGetLastError();
 }

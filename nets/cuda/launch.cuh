@@ -21,8 +21,8 @@ static inline unsigned dt_cuda_grid_for(int64_t items)
 }
 
 /* for (i = first item of this thread; i < n; i += whole grid) */
-#define DT_GRID_STRIDE(i, n)                                                               \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);              \
+#define DT_GRID_STRIDE(i, n)                                                                       \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                      \
          i += (int64_t)gridDim.x * blockDim.x)
 
 #endif

@@ -46,10 +46,10 @@ float dt_cuda_loss_sum(const float *losses, int64_t B, enum dt_reduction reducti
 
 /* Rows on the device (one thread each, the CPU's order); then one copy of the losses, hit
  * flags and atomic total to the host, one synchronisation, and the sum per `reduction`. */
-enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs,
-                                            float *loss_host, int64_t *correct_host,
-                                            const float *logits, const int32_t *labels,
-                                            int64_t B, int64_t C, const struct dt_policy *pol)
+enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs, float *loss_host,
+                                            int64_t *correct_host, const float *logits,
+                                            const int32_t *labels, int64_t B, int64_t C,
+                                            const struct dt_policy *pol)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
     /* [losses: B floats][hit: B int32][atomic total: 1 float] */
@@ -59,8 +59,8 @@ enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs,
     int32_t *hit = (int32_t *)(d + (size_t)B * 4);
     const bool atomic_total = pol->reduction == DT_REDUCTION_UNORDERED && !c->forced_order;
     DT_FORWARD_IF_ERROR(dt_cuda_launched(
-        dt_cuda_softmax_xent_rows(probs, losses, hit, atomic_total ? total : NULL, logits,
-                                  labels, B, C, pol->math == DT_MATH_PORTABLE, c->stream),
+        dt_cuda_softmax_xent_rows(probs, losses, hit, atomic_total ? total : NULL, logits, labels,
+                                  B, C, pol->math == DT_MATH_PORTABLE, c->stream),
         "softmax_xent_forward"));
     char *h = dt_cuda_host_scratch(be, 0, bytes);
     DT_CUDA_CHECK(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
@@ -79,8 +79,7 @@ enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs,
         }
         correct += h_hit[b];
     }
-    *loss_host = dt_cuda_loss_sum(h_losses, B, pol->reduction, c->forced_order, h_total) /
-                 (float)B;
+    *loss_host = dt_cuda_loss_sum(h_losses, B, pol->reduction, c->forced_order, h_total) / (float)B;
     if (correct_host) *correct_host = correct;
     return DT_OK;
 }
@@ -88,9 +87,9 @@ enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs,
 /* portable at every level: elementwise (p - onehot) * inv_b, inv_b = 1/B rounded once
  * here as on the CPU. */
 enum dt_status dt_cuda_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
-                                             const float *probs, const int32_t *labels,
-                                             int64_t B, int64_t C, int64_t denom,
-                                            const struct dt_policy *pol)
+                                                    const float *probs, const int32_t *labels,
+                                                    int64_t B, int64_t C, int64_t denom,
+                                                    const struct dt_policy *pol)
 {
     const float inv_b = 1.0f / (float)denom;
     return dt_cuda_launched(
@@ -99,8 +98,8 @@ enum dt_status dt_cuda_softmax_xent_backward_scaled(struct dt_backend *be, float
 }
 
 enum dt_status dt_cuda_softmax_xent_backward(struct dt_backend *be, float *dlogits,
-                                            const float *probs, const int32_t *labels,
-                                            int64_t B, int64_t C, const struct dt_policy *pol)
+                                             const float *probs, const int32_t *labels, int64_t B,
+                                             int64_t C, const struct dt_policy *pol)
 {
     return dt_cuda_softmax_xent_backward_scaled(be, dlogits, probs, labels, B, C, B, pol);
 }

@@ -17,12 +17,13 @@ static __global__ void softmax_xent_rows_kernel(float *probs, float *losses, int
                                                 float *total, const float *logits,
                                                 const int32_t *labels, int64_t B, int64_t C)
 {
-    DT_GRID_STRIDE(b, B) {
+    DT_GRID_STRIDE(b, B)
+    {
         const int32_t y = labels[b];
         const bool ok = y >= 0 && y < C;
         int64_t arg;
-        float loss = dt_softmax_xent_row(probs + b * C, &arg, logits + b * C, ok ? y : 0, C,
-                                         portable);
+        float loss =
+            dt_softmax_xent_row(probs + b * C, &arg, logits + b * C, ok ? y : 0, C, portable);
         if (!ok) loss = dt_bits_float(0x7fc00000u);
         losses[b] = loss;
         hit[b] = ok ? (arg == y) : -1;
@@ -36,13 +37,12 @@ static __global__ void softmax_xent_grad_kernel(float *dlogits, const float *pro
                                                 float inv_b)
 {
     DT_GRID_STRIDE(i, B * C)
-        dlogits[i] = dt_softmax_xent_grad_elem(probs[i], i % C == labels[i / C], inv_b);
+    dlogits[i] = dt_softmax_xent_grad_elem(probs[i], i % C == labels[i / C], inv_b);
 }
 
-extern "C" int dt_cuda_softmax_xent_rows(float *probs, float *losses, int32_t *hit,
-                                         float *total, const float *logits,
-                                         const int32_t *labels, int64_t B, int64_t C,
-                                         bool portable, dt_cuda_stream s)
+extern "C" int dt_cuda_softmax_xent_rows(float *probs, float *losses, int32_t *hit, float *total,
+                                         const float *logits, const int32_t *labels, int64_t B,
+                                         int64_t C, bool portable, dt_cuda_stream s)
 {
     if (total) {
         cudaError_t e = cudaMemsetAsync(total, 0, sizeof *total, s);
@@ -60,9 +60,8 @@ extern "C" int dt_cuda_softmax_xent_rows(float *probs, float *losses, int32_t *h
     return (int)cudaGetLastError();
 }
 
-extern "C" int dt_cuda_softmax_xent_grad(float *dlogits, const float *probs,
-                                         const int32_t *labels, int64_t B, int64_t C,
-                                         float inv_b, dt_cuda_stream s)
+extern "C" int dt_cuda_softmax_xent_grad(float *dlogits, const float *probs, const int32_t *labels,
+                                         int64_t B, int64_t C, float inv_b, dt_cuda_stream s)
 {
     softmax_xent_grad_kernel<<<dt_cuda_grid_for(B * C), dt_cuda_block_threads, 0, s>>>(
         dlogits, probs, labels, B, C, inv_b);

@@ -37,8 +37,7 @@ static enum dt_status decode(const struct dt_cuda_fixed_record *h, enum dt_cuda_
         else if (len > 0)
             snprintf(msg, size, "%s: non-finite gradient at patch row %lld, element %lld", what,
                      i / (long long)len, i % (long long)len);
-        else
-            snprintf(msg, size, "%s: non-finite gradient at element %lld", what, i);
+        else snprintf(msg, size, "%s: non-finite gradient at element %lld", what, i);
         return DT_ERR_NUMERIC;
     }
     if (h->bad_term) {
@@ -46,8 +45,8 @@ static enum dt_status decode(const struct dt_cuda_fixed_record *h, enum dt_cuda_
         return DT_ERR_INTERNAL;
     }
     if (kind == DT_CUDA_CHECK_BIAS && h->overflow_col != DT_CUDA_NO_INDEX) {
-        snprintf(msg, size, "%s: fixed-point sum of column %lld overflows the float range",
-                 what, (long long)h->overflow_col);
+        snprintf(msg, size, "%s: fixed-point sum of column %lld overflows the float range", what,
+                 (long long)h->overflow_col);
         return DT_ERR_NUMERIC;
     }
     return DT_OK;
@@ -92,13 +91,12 @@ struct dt_cuda_fixed_record *dt_cuda_check_record(struct dt_backend *be, enum dt
 }
 
 enum dt_status dt_cuda_check_now(struct dt_backend *be, const struct dt_cuda_fixed_record *rec,
-                                 enum dt_cuda_check kind, const char *what, int64_t len,
-                                 int slot)
+                                 enum dt_cuda_check kind, const char *what, int64_t len, int slot)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
     struct dt_cuda_fixed_record *h = dt_cuda_host_scratch(be, slot, sizeof *h);
-    DT_CUDA_CHECK(cudaMemcpyAsync(h, rec, sizeof *h, cudaMemcpyDeviceToHost,
-                                  (cudaStream_t)c->stream));
+    DT_CUDA_CHECK(
+        cudaMemcpyAsync(h, rec, sizeof *h, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
     dt_cuda_sync(be);
     char msg[256];
     const enum dt_status s = decode(h, kind, what, len, msg, sizeof msg);
@@ -118,13 +116,11 @@ enum dt_status dt_cuda_step_end(struct dt_backend *be, struct dt_error *err)
     st->used = 0;
     for (int k = 0; k < n; k++) {
         char msg[256];
-        const enum dt_status s =
-            decode(&st->host[k], st->note[k].kind, st->note[k].what, st->note[k].len, msg,
-                   sizeof msg);
+        const enum dt_status s = decode(&st->host[k], st->note[k].kind, st->note[k].what,
+                                        st->note[k].len, msg, sizeof msg);
         if (s != DT_OK)
-            return dt_error_set(err, s, "%s: %s", st->note[k].context[0] ? st->note[k].context
-                                                                          : "a gradient",
-                                msg);
+            return dt_error_set(err, s, "%s: %s",
+                                st->note[k].context[0] ? st->note[k].context : "a gradient", msg);
     }
     return DT_OK;
 }
