@@ -5,7 +5,7 @@
  * arithmetic); the int64 sum is exact and therefore independent of order, chunking, thread
  * and block counts (dt_fixed_add); the result is rounded ONCE to the float nearest to
  * acc * 2^-shift, ties to even, subnormal and overflow ranges included (dt_fixed_to_float).
- * (DESIGN.md, "Determinism levels and controls", atomics.)
+ * (docs/DESIGN.md, "Determinism levels and controls", atomics.)
  *
  * Error bound for n terms x_i summed at `shift` (proved in tests/test_fixed_point.c):
  *     |result - sum x_i| <= n * 2^-(shift+1) + ulp(result) / 2

@@ -1,4 +1,4 @@
-/* Determinism levels and the controls they set; see policy.h and DESIGN.md.
+/* Determinism levels and the controls they set; see policy.h and docs/DESIGN.md.
  * `controls` below is the one table of controls: each row names a control, its field in
  * struct dt_policy and its values (index = enum value) with what each means. Parsing,
  * describe, auto names, equality and `detrain policies` all walk that table, so a new

@@ -1,4 +1,4 @@
-/* Determinism policy: the set of controls every op receives (DESIGN.md, "Determinism
+/* Determinism policy: the set of controls every op receives (docs/DESIGN.md, "Determinism
  * levels and controls"). Three named levels set every control at once; the controls
  * themselves are separate fields so an experiment can switch one and measure it: a policy
  * is a base level plus any single-control overrides ("fast+reduction=fixed").

@@ -1,5 +1,5 @@
 /* Portable float exp, log, log1p and softplus for the `math: portable` control: the same
- * bits on every IEEE-754 binary32 machine, host C or CUDA device (DESIGN.md, "Determinism
+ * bits on every IEEE-754 binary32 machine, host C or CUDA device (docs/DESIGN.md, "Determinism
  * levels and controls", math). Built only from correctly rounded + - * /, comparisons,
  * int32 arithmetic and bit reinterpretation: no libm, no double, no tables, no FMA,
  * round-to-nearest-even assumed, no use of excess precision.

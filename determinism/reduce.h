@@ -7,7 +7,7 @@
  *                   unchanged to p[m/2];  m = ceil(m/2)
  *
  * The tree's shape depends only on n -- never on thread count, block size or device.
- * (DESIGN.md, "Determinism levels and controls", reduction.) */
+ * (docs/DESIGN.md, "Determinism levels and controls", reduction.) */
 #ifndef DT_REDUCE_H
 #define DT_REDUCE_H
 

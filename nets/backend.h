@@ -1,4 +1,4 @@
-/* Backend interface: where tensors live and how ops run (DESIGN.md, "Backends").
+/* Backend interface: where tensors live and how ops run (docs/DESIGN.md, "Backends").
  * One opaque handle per backend; ops are free functions that check their arguments once
  * here and dispatch through the backend's private ops table (nets/backend_impl.h).
  * The training loop, models, hashing and reports never know which backend runs.
@@ -169,7 +169,7 @@ int64_t dt_backend_first_nonfinite(struct dt_backend *be, const float *p, int64_
 bool dt_backend_first_nonfinite_many(struct dt_backend *be, const float *const *p, const int64_t *n,
                                      int count, int *which, int64_t *index);
 
-/* ---- reduction: exact, one pass (harness/run/dist.h, DESIGN.md "reduction") -------------
+/* ---- reduction: exact, one pass (harness/run/dist.h, docs/DESIGN.md "reduction") -------------
  * The canonical shards of the batch the next ops see: shard k holds batch rows
  * [row[k], row[k+1]), row[0] = 0 and row[count] = the batch. While set, every batch
  * reduction called with `reduction: exact` -- dense_backward_weight, bias_backward,

@@ -1,5 +1,5 @@
 /* Models: a backend-independent network with named parameters, and the generic training
- * and evaluation steps every model shares (DESIGN.md: nets/<model> forward -> loss ->
+ * and evaluation steps every model shares (docs/DESIGN.md: nets/<model> forward -> loss ->
  * backward -> optimizer, on a backend, with the policy passed to every op).
  * A model kind supplies forward and backward; everything else lives here. */
 #ifndef DT_MODEL_H

@@ -27,7 +27,7 @@ static struct dt_policy level(enum dt_level l)
     return p;
 }
 
-/* The levels set exactly what DESIGN.md says. */
+/* The levels set exactly what docs/DESIGN.md says. */
 DT_TEST(levels)
 {
     struct dt_policy f = level(DT_LEVEL_FAST), r = level(DT_LEVEL_RUN_TO_RUN),

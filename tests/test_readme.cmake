@@ -1,1 +1,2 @@
-dt_add_test(readme LABELS unit CASES config_reference_matches)
+dt_add_test(readme LABELS unit CASES config_reference_matches design_names_existing_files
+  design_lists_harness_stages)

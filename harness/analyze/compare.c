@@ -1,7 +1,7 @@
 /* Reading traces back and comparing them, with the weight snapshots beside them: behind
  * `detrain compare` (traces, replica folders, experiment folders), the summary's first
  * divergent step, and the cross-device table (`compare --table`: one reference experiment
- * against runs of the same config on other devices). Data path (DESIGN.md): harness/trace,
+ * against runs of the same config on other devices). Data path (docs/DESIGN.md): harness/trace,
  * harness/snapshot -> harness/compare. */
 #include "harness/analyze/compare.h"
 

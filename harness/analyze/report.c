@@ -2,7 +2,7 @@
  * replica trace, tensors, metrics, times, predictions and snapshots; overhead.csv; the
  * layout is harness/record/layout.h), computes per cell the divergence, accuracy and drift
  * figures and per policy the overhead, and writes summary.csv, cells.csv, drift.csv,
- * report.md and plots/ (gnuplot). Data path (DESIGN.md): harness/train -> files on disk
+ * report.md and plots/ (gnuplot). Data path (docs/DESIGN.md): harness/train -> files on disk
  * -> harness/report. Every output depends on the folder's files only: fixed formats,
  * fixed iteration order (cells, replicas, pairs, steps), no absolute paths or dates. */
 #include "harness/analyze/report.h"

@@ -2,7 +2,7 @@
  * state in a versioned, checksummed binary file written atomically; reading it back with
  * every field checked; and the config comparison that says which keys differ when a
  * checkpoint or a results folder belongs to another config.
- * Data path (DESIGN.md): harness/train -> <replica>/checkpoint.bin -> harness/train. */
+ * Data path (docs/DESIGN.md): harness/train -> <replica>/checkpoint.bin -> harness/train. */
 #include "harness/record/checkpoint.h"
 
 #include <errno.h>

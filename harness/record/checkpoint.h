@@ -1,6 +1,6 @@
 /* Checkpoints: everything one replica needs to carry on after an interruption so that its
  * trace goes on exactly as if it had never stopped (`detrain run CONFIG --resume DIR`).
- * Data path (DESIGN.md): harness/train -> <replica>/checkpoint.bin -> harness/train.
+ * Data path (docs/DESIGN.md): harness/train -> <replica>/checkpoint.bin -> harness/train.
  *
  * A replica's state is small: the weights w and the optimizer momentum v of every parameter
  * (gradients are recomputed from scratch at every step) and the step count, which is also

@@ -1,6 +1,6 @@
 /* Weight hashing: SHA-256 (OpenSSL EVP) of each parameter tensor's canonical bytes and
  * a model digest over (tensor name, tensor digest) pairs in model order.
- * Data path (DESIGN.md): harness/train -> harness/hash -> harness/trace.
+ * Data path (docs/DESIGN.md): harness/train -> harness/hash -> harness/trace.
  *
  * Canonical bytes: the tensor's float32 values, row-major in the model's documented
  * layout, each as 4 little-endian bytes (IEEE-754 binary32 bit pattern, -0.0 and NaN

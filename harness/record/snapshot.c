@@ -1,6 +1,6 @@
 /* Weight snapshots (snapshot.h): writing them atomically, reading them back with every
  * byte checked, their model digest (the trace's), the L2 distance between two, and the
- * steps a replica folder holds. Data path (DESIGN.md): harness/train -> snapshots on
+ * steps a replica folder holds. Data path (docs/DESIGN.md): harness/train -> snapshots on
  * disk -> harness/report (drift curves) and harness/compare. */
 #include "harness/record/snapshot.h"
 

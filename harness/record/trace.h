@@ -2,7 +2,7 @@
  * and, with hash.per_tensor, tensors.csv ("step,tensor,sha256"); reading and comparing
  * them lives in harness/analyze/compare.h. Rows are flushed as they are written, so an
  * interrupted run leaves a valid prefix.
- * Data path (DESIGN.md): harness/hash -> harness/trace -> harness/compare. */
+ * Data path (docs/DESIGN.md): harness/hash -> harness/trace -> harness/compare. */
 #ifndef DT_TRACE_H
 #define DT_TRACE_H
 

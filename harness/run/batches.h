@@ -2,7 +2,7 @@
  * (a permutation of the training split per epoch, from the data_order stream) and the rows
  * themselves -- gathered by the backend from the split resident in its memory where it
  * keeps one (nets/backend.h: no batch upload from pageable memory in a step), else copied
- * from the host split. Data path (DESIGN.md): harness/data -> here -> harness/train. */
+ * from the host split. Data path (docs/DESIGN.md): harness/data -> here -> harness/train. */
 #ifndef DT_BATCHES_H
 #define DT_BATCHES_H
 

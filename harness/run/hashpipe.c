@@ -2,7 +2,8 @@
  * always done it, or two host slots, a snapshot copy per hashed step and one worker thread
  * that hashes while the next steps train. The caller's thread alone writes the trace, in
  * step order, so rows never interleave and a drained pipeline leaves a complete prefix.
- * Data path (DESIGN.md): harness/train -> harness/hashpipe -> harness/hash -> harness/trace. */
+ * Data path (docs/DESIGN.md): harness/train -> harness/hashpipe -> harness/hash -> harness/trace.
+ */
 #include "harness/run/hashpipe.h"
 
 #include <pthread.h>

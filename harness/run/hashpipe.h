@@ -5,7 +5,8 @@
  * stream), a worker thread waits for the copy and hashes it while the caller goes on
  * training, and the caller writes the rows in step order. Both ways hash the same bytes in
  * the same order, so the trace is the same file.
- * Data path (DESIGN.md): harness/train -> harness/hashpipe -> harness/hash -> harness/trace. */
+ * Data path (docs/DESIGN.md): harness/train -> harness/hashpipe -> harness/hash -> harness/trace.
+ */
 #ifndef DT_HASHPIPE_H
 #define DT_HASHPIPE_H
 

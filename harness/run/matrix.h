@@ -2,7 +2,7 @@
  * {name, set}; `detrain run` runs each selected entry in turn as a complete experiment
  * (dt_train_experiment) into <out>/<entry name>/, records how each ended in
  * <out>/matrix.json, and puts the entries' summaries side by side in <out>/report.md and
- * <out>/matrix.csv, one section per device. Data path (DESIGN.md): harness/config ->
+ * <out>/matrix.csv, one section per device. Data path (docs/DESIGN.md): harness/config ->
  * harness/matrix -> harness/train and harness/report per entry -> the matrix report.
  *
  * <out>/matrix.json  {"tool", "matrix" (the config's name), "config_file", "command",

@@ -1,6 +1,6 @@
 /* Training: for each policy x replica, for each step: batch -> model step -> hash ->
  * trace; then evaluation, per-replica manifests and the experiment summary.
- * Data path (DESIGN.md): harness/config + harness/data -> harness/train -> hash/trace. */
+ * Data path (docs/DESIGN.md): harness/config + harness/data -> harness/train -> hash/trace. */
 #ifndef DT_TRAIN_H
 #define DT_TRAIN_H
 

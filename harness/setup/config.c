@@ -1,5 +1,5 @@
 /* Experiment configuration: YAML file + --set overrides -> struct dt_experiment.
- * Data path (DESIGN.md): configs/<name>.yaml -> harness/config -> every later stage.
+ * Data path (docs/DESIGN.md): configs/<name>.yaml -> harness/config -> every later stage.
  * Every key is one row of `keys` below (type, field, default, bounds, doc). That table
  * alone drives parsing, validation, defaults, the required-key check, the resolved JSON
  * written to run.json and the README's config reference: a new key is a new row.

@@ -1,5 +1,5 @@
 /* Experiment configuration: the struct every later stage reads, and its YAML loader.
- * Data path (DESIGN.md): configs/<name>.yaml -> harness/config -> struct dt_experiment.
+ * Data path (docs/DESIGN.md): configs/<name>.yaml -> harness/config -> struct dt_experiment.
  * Every key is one row of a table in config.c that drives parsing, validation, the
  * resolved-config JSON in run.json and the README's config reference. */
 #ifndef DT_CONFIG_H

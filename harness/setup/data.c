@@ -1,5 +1,5 @@
 /* IDX reader and Fashion-MNIST loader. Files go through zlib's gzread, which reads gzip and
- * plain files alike (gzip is recognised by content, never by name). Data path (DESIGN.md):
+ * plain files alike (gzip is recognised by content, never by name). Data path (docs/DESIGN.md):
  * files on disk -> harness/data (checked dt_split arrays, pixels scaled to [0, 1]) -> batches
  * in harness/train. Every error names the file and the exact problem, and a failed load
  * leaves nothing allocated. */

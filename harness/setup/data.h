@@ -1,5 +1,5 @@
 /* Datasets: IDX / IDX.gz reader and the Fashion-MNIST loader.
- * Data path (DESIGN.md): harness/data -> batches for harness/train. The reader checks
+ * Data path (docs/DESIGN.md): harness/data -> batches for harness/train. The reader checks
  * magic, dimensions, sizes and truncation and names the file and the problem. */
 #ifndef DT_DATA_H
 #define DT_DATA_H

@@ -1,6 +1,6 @@
 /* 2-D convolution on the CPU backend, NHWC images and HWIO weights, as im2col plus the
  * dense kernels, so every control acts exactly where it acts for a dense layer
- * (DESIGN.md, "Determinism levels and controls"). A patch row is the (kh, kw, c) window
+ * (docs/DESIGN.md, "Determinism levels and controls"). A patch row is the (kh, kw, c) window
  * of one output position (b, oh, ow), out-of-image cells zero; rows = B*OH*OW,
  * Kp = KH*KW*C.
  *

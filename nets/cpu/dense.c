@@ -1,5 +1,5 @@
 /* Dense layer on the CPU backend: forward, backward-data, backward-weight, bias gradient,
- * under the policy's controls (DESIGN.md, "Determinism levels and controls"):
+ * under the policy's controls (docs/DESIGN.md, "Determinism levels and controls"):
  *
  *   matrix products  math: fast -> OpenBLAS sgemm on each worker's rows; otherwise
  *                    matmul_rows_ordered, which sums over k in increasing index order for

@@ -1,5 +1,5 @@
 /* reduction: exact on the CPU backend: the exact sum of the canonical shards' gradient
- * partials (nets/backend.h, dt_exact_*; DESIGN.md "reduction"). The partials come from
+ * partials (nets/backend.h, dt_exact_*; docs/DESIGN.md "reduction"). The partials come from
  * the shard ops (dense.c: bias and dense weight gradients) or from the plain ops called
  * once per shard by nets/backend.c.
  *

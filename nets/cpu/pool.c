@@ -1,4 +1,4 @@
-/* Max pooling on the CPU backend, NHWC (DESIGN.md, "Determinism levels and controls").
+/* Max pooling on the CPU backend, NHWC (docs/DESIGN.md, "Determinism levels and controls").
  *
  *   forward   each output scans its window in (kh, kw) order and keeps the first maximum
  *             (a later equal value does not replace it; a NaN wins and ends the scan);

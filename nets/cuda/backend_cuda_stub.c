@@ -1,6 +1,6 @@
 /* CUDA backend placeholder: links in every build so no call site needs #ifdef; its init
  * says why it cannot run. The real backend (kernels in .cu files) replaces this file
- * when the CUDA backend lands (DESIGN.md, "Backends"). */
+ * when the CUDA backend lands (docs/DESIGN.md, "Backends"). */
 #include "nets/backend_impl.h"
 
 static enum dt_status cuda_stub_init(struct dt_backend *be, const struct dt_backend_options *opt,

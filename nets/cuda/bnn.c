@@ -3,7 +3,7 @@
  * nets/cpu/bnn.c: epsilon is always the portable transform and equals the CPU's bits at
  * every level; the elementwise ops equal the CPU's bits at every level except sigma and
  * dsigma outside `math: portable`, where both use their own math library (expf, log1pf).
- * Data path (DESIGN.md): nets/bnn_mlp -> nets/backend -> here -> nets/cuda/bnn.cu. */
+ * Data path (docs/DESIGN.md): nets/bnn_mlp -> nets/backend -> here -> nets/cuda/bnn.cu. */
 #include "nets/cuda/bnn_launch.h"
 
 /* portable: a pure function of (stream, element index); one thread per Philox block. */

@@ -1,5 +1,5 @@
 /* Convolution and max pooling on the CUDA backend (host side; kernels in nets/cuda/conv.cu,
- * cuDNN calls in nets/cuda/cudnn_conv.c). Data path (DESIGN.md): nets/backend -> here ->
+ * cuDNN calls in nets/cuda/cudnn_conv.c). Data path (docs/DESIGN.md): nets/backend -> here ->
  * conv.cu, the dense ops of nets/cuda/dense.c, or cuDNN. The `conv_algo` control picks the
  * implementation; the other controls act inside it:
  *

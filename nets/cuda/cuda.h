@@ -2,7 +2,7 @@
  * the host-side op functions (C, one op family per file, like nets/cpu/cpu.h) and the
  * extern "C" launchers of the kernels in the .cu files beside them.
  * Host code stays C; kernels are CUDA C compiled with --fmad=false.
- * Data path (DESIGN.md): nets/backend -> nets/cuda/<family>.c -> nets/cuda/<family>.cu.
+ * Data path (docs/DESIGN.md): nets/backend -> nets/cuda/<family>.c -> nets/cuda/<family>.cu.
  *
  * How the policy's controls map onto the GPU (every op states its own in its file):
  *   math      fast     -> cuBLAS with TF32 tensor-op math allowed (products);

@@ -1,5 +1,5 @@
 /* cuDNN convolutions and max-pool backward for `conv_algo: autotune | deterministic` on
- * the CUDA backend (nets/cuda/conv.c dispatches here). Data path (DESIGN.md):
+ * the CUDA backend (nets/cuda/conv.c dispatches here). Data path (docs/DESIGN.md):
  * nets/backend -> nets/cuda/conv.c -> here -> cuDNN's legacy convolution API, NHWC tensors.
  *
  *   autotune       what a framework does by default with benchmarking on: cudnnFind* times

@@ -1,6 +1,6 @@
 /* Dense layer on the CUDA backend (host side; kernels in nets/cuda/dense.cu): forward,
  * backward-data, backward-weight and the bias gradient, mirroring nets/cpu/dense.c op for
- * op. Data path (DESIGN.md): nets/backend -> here -> dense.cu or cuBLAS. The controls:
+ * op. Data path (docs/DESIGN.md): nets/backend -> here -> dense.cu or cuBLAS. The controls:
  *
  *   matrix products  math portable -> dt_cuda_gemm_ordered: every output summed over k in
  *                    index order from +0, two roundings per term: the CPU's bits;
