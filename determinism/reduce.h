@@ -17,6 +17,12 @@
 
 #define DT_REDUCE_CHUNK 32
 
+/* `reduction: unordered`: the grain of the arrival-order sums -- batch rows (dense weight
+ * gradient) or examples (loss) per chunk that a worker takes as it comes. The forced-order
+ * hook (determinism/streams.h) permutes these chunks, so a backend that emulates the CPU's
+ * forced order (the CUDA tests) must use the same grain. */
+#define DT_UNORDERED_CHUNK 8
+
 static inline DT_HD int64_t dt_reduce_chunks(int64_t n)
 {
     return (n + DT_REDUCE_CHUNK - 1) / DT_REDUCE_CHUNK;

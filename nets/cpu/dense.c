@@ -12,7 +12,7 @@
  *                                 index order, combined by the fixed tree of reduce.h;
  *                    unordered -> math fast: OpenBLAS sgemm over the whole batch, each
  *                                 worker on its rows of dw (the fastest path; no partials);
- *                                 otherwise workers take chunks of UNORDERED_CHUNK rows
+ *                                 otherwise workers take chunks of DT_UNORDERED_CHUNK rows
  *                                 dynamically, sum them into private partials, and add the
  *                                 partials into the result in the order they finish (and
  *                                 the forced-order hook adds them in a drawn order).
@@ -37,7 +37,6 @@
 
 #define ROW_BLOCK 8                 /* rows per block in the fixed backward-weight tree */
 #define WGRAD_COLS 64               /* columns per block there (a multiple of NR) */
-#define UNORDERED_CHUNK 8           /* batch rows per dynamically scheduled chunk */
 #define ROWS_PARTIALS_MAX (4 << 20) /* floats of chunk partials the transposed form may use */
 
 /* GCC/Clang vector of 8 floats: AVX2 registers in the avx2 clone, two SSE registers in
@@ -525,7 +524,7 @@ static void add_into(float *restrict dst, const float *restrict src, int64_t n)
     for (int64_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
-/* reduction unordered: worker takes chunks of UNORDERED_CHUNK batch rows as they come,
+/* reduction unordered: worker takes chunks of DT_UNORDERED_CHUNK batch rows as they come,
  * sums them into its partial, then adds the partial into dw when it runs out of work. */
 static void wgrad_unordered_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
@@ -535,8 +534,8 @@ static void wgrad_unordered_part(void *ctx, int64_t begin, int64_t end, int work
     for (;;) {
         int64_t c = atomic_fetch_add(&j->next_chunk, 1);
         if (c >= j->n_chunks) break;
-        int64_t b0 = c * UNORDERED_CHUNK;
-        int64_t len = j->B - b0 < UNORDERED_CHUNK ? j->B - b0 : UNORDERED_CHUNK;
+        int64_t b0 = c * DT_UNORDERED_CHUNK;
+        int64_t len = j->B - b0 < DT_UNORDERED_CHUNK ? j->B - b0 : DT_UNORDERED_CHUNK;
         bool acc = p != NULL;
         if (!p) p = dt_cpu_worker_buffer(j->be, worker, (size_t)n);
         matmul_rows_ordered(p, j->xt + b0, j->B, j->dy + b0 * j->out, len, j->out, 0, j->in, acc);
@@ -557,8 +556,8 @@ static void wgrad_forced(struct wgrad_job *j, uint64_t seed)
     const int64_t n = j->in * j->out;
     float *p = dt_cpu_worker_buffer(j->be, 0, (size_t)n);
     for (int64_t t = 0; t < j->n_chunks; t++) {
-        int64_t b0 = perm[t] * UNORDERED_CHUNK;
-        int64_t len = j->B - b0 < UNORDERED_CHUNK ? j->B - b0 : UNORDERED_CHUNK;
+        int64_t b0 = perm[t] * DT_UNORDERED_CHUNK;
+        int64_t len = j->B - b0 < DT_UNORDERED_CHUNK ? j->B - b0 : DT_UNORDERED_CHUNK;
         matmul_rows_ordered(p, j->xt + b0, j->B, j->dy + b0 * j->out, len, j->out, 0, j->in, false);
         add_into(j->dw, p, n);
     }
@@ -647,8 +646,8 @@ enum dt_status dt_cpu_wgrad_rows(struct dt_backend *be, float *dw, const float *
         dt_pool_run(c->pool, job.n_chunks, 1, wgrad_rows_fixed_part, &job);
         dt_pool_run(c->pool, out * in, 64, wgrad_rows_tree_part, &job);
     } else {
-        job.chunk = UNORDERED_CHUNK;
-        job.n_chunks = (B + UNORDERED_CHUNK - 1) / UNORDERED_CHUNK;
+        job.chunk = DT_UNORDERED_CHUNK;
+        job.n_chunks = (B + DT_UNORDERED_CHUNK - 1) / DT_UNORDERED_CHUNK;
         job.partials = dt_cpu_partials(be, (size_t)(out * in));
         memset(job.partials, 0, (size_t)(out * in) * sizeof(float));
         if (c->forced_order) { /* the unordered chunks added serially in a drawn order */
@@ -766,7 +765,7 @@ enum dt_status dt_cpu_wgrad_transposed(struct dt_backend *be, float *dw, const f
         dt_pool_run(c->pool, in, ROW_BLOCK, wgrad_fixed_part, &job);
         return DT_OK;
     }
-    job.n_chunks = (B + UNORDERED_CHUNK - 1) / UNORDERED_CHUNK;
+    job.n_chunks = (B + DT_UNORDERED_CHUNK - 1) / DT_UNORDERED_CHUNK;
     memset(dw, 0, (size_t)(in * out) * sizeof(float));
     if (c->forced_order) {
         wgrad_forced(&job, c->forced_order);

@@ -12,8 +12,6 @@
 #include "determinism/streams.h"
 #include "nets/cpu/cpu.h"
 
-#define LOSS_CHUNK 8 /* examples per dynamically scheduled chunk (unordered) */
-
 static inline float exp_for(const struct dt_policy *pol, float x)
 {
     return pol->math == DT_MATH_PORTABLE ? dt_exp_portable(x) : expf(x);
@@ -40,9 +38,9 @@ static void loss_sum_unordered_part(void *ctx, int64_t begin, int64_t end, int w
     bool any = false;
     for (;;) {
         int64_t c = atomic_fetch_add(&j->next, 1);
-        if (c * LOSS_CHUNK >= j->n) break;
-        int64_t e = (c + 1) * LOSS_CHUNK < j->n ? (c + 1) * LOSS_CHUNK : j->n;
-        for (int64_t i = c * LOSS_CHUNK; i < e; i++) s += j->v[i];
+        if (c * DT_UNORDERED_CHUNK >= j->n) break;
+        int64_t e = (c + 1) * DT_UNORDERED_CHUNK < j->n ? (c + 1) * DT_UNORDERED_CHUNK : j->n;
+        for (int64_t i = c * DT_UNORDERED_CHUNK; i < e; i++) s += j->v[i];
         any = true;
     }
     if (!any) return;
@@ -62,15 +60,16 @@ static float sum_losses(struct dt_backend *be, const float *v, int64_t n,
         free(partials);
         return s;
     }
-    int64_t n_chunks = (n + LOSS_CHUNK - 1) / LOSS_CHUNK;
+    int64_t n_chunks = (n + DT_UNORDERED_CHUNK - 1) / DT_UNORDERED_CHUNK;
     if (c->forced_order) {
         int64_t *perm = dt_xmalloc((size_t)n_chunks * sizeof *perm);
         dt_forced_permutation(perm, n_chunks, c->forced_order, DT_FORCED_SUMMANDS);
         float total = 0.0f;
         for (int64_t t = 0; t < n_chunks; t++) {
             float s = 0.0f;
-            int64_t e = (perm[t] + 1) * LOSS_CHUNK < n ? (perm[t] + 1) * LOSS_CHUNK : n;
-            for (int64_t i = perm[t] * LOSS_CHUNK; i < e; i++) s += v[i];
+            int64_t e =
+                (perm[t] + 1) * DT_UNORDERED_CHUNK < n ? (perm[t] + 1) * DT_UNORDERED_CHUNK : n;
+            for (int64_t i = perm[t] * DT_UNORDERED_CHUNK; i < e; i++) s += v[i];
             total += s;
         }
         free(perm);

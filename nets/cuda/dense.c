@@ -11,7 +11,7 @@
  *                                 tree of reduce.h per element: at portable the CPU's bits;
  *                    unordered -> math fast / strict: one cuBLAS product over the batch
  *                                 (the fastest path; deterministic on one device);
- *                                 math portable: chunks of UNORDERED_CHUNK rows added by
+ *                                 math portable: chunks of DT_UNORDERED_CHUNK rows added by
  *                                 float atomicAdd (arrival order); the forced-order hook
  *                                 adds them in a drawn order instead, the CPU's (same
  *                                 chunks, same draw).
@@ -29,8 +29,6 @@
 #include "determinism/reduce.h"
 #include "determinism/streams.h" /* dt_forced_permutation: the drawn orders */
 #include "nets/cuda/dense_loss.h"
-
-#define UNORDERED_CHUNK 8 /* batch rows per chunk under `reduction: unordered` (the CPU's) */
 
 /* Scratch slots (nets/cuda/cuda.h): chunk partials or fixed-point counters; the permutation
  * or the fixed-point record. */
@@ -184,7 +182,7 @@ enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, float *dw, c
                                     as_int(out), x, as_int(in), &zero, dw, as_int(out)));
         return DT_OK;
     }
-    const int64_t chunk = fixed ? DT_REDUCE_CHUNK : UNORDERED_CHUNK;
+    const int64_t chunk = fixed ? DT_REDUCE_CHUNK : DT_UNORDERED_CHUNK;
     const int64_t m = (B + chunk - 1) / chunk;
     float *p = dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)(m * n) * sizeof(float));
     DT_FORWARD_IF_ERROR(wgrad_partials(be, p, x, dy, B, in, out, chunk, pol));

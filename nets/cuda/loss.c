@@ -18,8 +18,6 @@
 #include "determinism/streams.h" /* dt_forced_permutation: the drawn orders */
 #include "nets/cuda/dense_loss.h"
 
-#define LOSS_CHUNK 8 /* examples per chunk of the forced order (the CPU's) */
-
 float dt_cuda_loss_sum(const float *losses, int64_t B, enum dt_reduction reduction,
                        uint64_t forced_order, float device_total)
 {
@@ -30,14 +28,14 @@ float dt_cuda_loss_sum(const float *losses, int64_t B, enum dt_reduction reducti
         return s;
     }
     if (!forced_order) return device_total;
-    const int64_t n_chunks = (B + LOSS_CHUNK - 1) / LOSS_CHUNK;
+    const int64_t n_chunks = (B + DT_UNORDERED_CHUNK - 1) / DT_UNORDERED_CHUNK;
     int64_t *perm = dt_xmalloc((size_t)n_chunks * sizeof *perm);
     dt_forced_permutation(perm, n_chunks, forced_order, DT_FORCED_SUMMANDS);
     float total = 0.0f;
     for (int64_t t = 0; t < n_chunks; t++) {
         float s = 0.0f;
-        int64_t e = (perm[t] + 1) * LOSS_CHUNK < B ? (perm[t] + 1) * LOSS_CHUNK : B;
-        for (int64_t i = perm[t] * LOSS_CHUNK; i < e; i++) s += losses[i];
+        int64_t e = (perm[t] + 1) * DT_UNORDERED_CHUNK < B ? (perm[t] + 1) * DT_UNORDERED_CHUNK : B;
+        for (int64_t i = perm[t] * DT_UNORDERED_CHUNK; i < e; i++) s += losses[i];
         total += s;
     }
     free(perm);
