@@ -140,5 +140,191 @@ DT_TEST(design_lists_harness_stages)
     free(design);
 }
 
+/* ---- numbers quoted from results/ ------------------------------------------------------
+ * README cites its figures: a number followed by `<!-- n: FILE | KEY -->` (spaces free,
+ * "| KEY" optional) must be, at the number of decimals it is quoted with, a number on a
+ * line of FILE (under the source tree) that contains KEY; a fenced block followed by
+ * `<!-- block: FILE -->` must have every number of its lines but the first in FILE. So a
+ * regenerated result that changes a quoted figure fails here until README follows. */
+
+/* Does the text of one line [b, e) hold a number that prints as q (d decimals)? */
+static bool line_has_number(const char *b, const char *e, const char *q, int d)
+{
+    for (const char *p = b; p < e; p++) {
+        if (!isdigit((unsigned char)*p)) continue;
+        if (p > b && (isalnum((unsigned char)p[-1]) || p[-1] == '.' || p[-1] == '_')) {
+            while (p + 1 < e && (isdigit((unsigned char)p[1]) || p[1] == '.')) p++;
+            continue;
+        }
+        const char *start = p > b && p[-1] == '-' ? p - 1 : p;
+        char *end;
+        double v = strtod(start, &end);
+        char buf[64];
+        snprintf(buf, sizeof buf, "%.*f", d, v);
+        if (strcmp(buf, q) == 0) return true;
+        if (strcmp(buf, "-0") == 0 || strncmp(buf, "-0.", 3) == 0) { /* -0.00 prints as 0.00 */
+            snprintf(buf, sizeof buf, "%.*f", d, -v);
+            if (strcmp(buf, q) == 0) return true;
+        }
+        p = end > p ? end - 1 : p;
+    }
+    return false;
+}
+
+/* Is q (d decimals) on some line of `text` that contains key ("" = any line)? */
+static bool file_has_number(const char *text, const char *key, const char *q, int d)
+{
+    for (const char *b = text; *b;) {
+        const char *e = strchr(b, '\n');
+        if (!e) e = b + strlen(b);
+        size_t n = (size_t)(e - b);
+        char *line = strndup(b, n);
+        bool keyed = !*key || strstr(line, key);
+        free(line);
+        if (keyed && line_has_number(b, e, q, d)) return true;
+        b = *e ? e + 1 : e;
+    }
+    return false;
+}
+
+/* The number that ends just before `at` (skipping markup such as "**", "×", "x", "%",
+ * " ms"): its text into q, its decimals into *d; false if there is none. */
+static bool number_before(const char *doc, const char *at, char *q, size_t size, int *d)
+{
+    const char *p = at;
+    for (int skipped = 0; p > doc && skipped < 12 && !isdigit((unsigned char)p[-1]); skipped++) p--;
+    if (p == doc || !isdigit((unsigned char)p[-1])) return false;
+    const char *end = p;
+    while (p > doc && (isdigit((unsigned char)p[-1]) || p[-1] == '.')) p--;
+    if (p > doc && p[-1] == '-') p--;
+    size_t n = (size_t)(end - p);
+    if (n == 0 || n >= size) return false;
+    memcpy(q, p, n);
+    q[n] = '\0';
+    const char *dot = strchr(q, '.');
+    *d = dot ? (int)strlen(dot + 1) : 0;
+    return true;
+}
+
+/* Checks every citation of doc; returns how many numbers it checked, *bad the mismatches. */
+static int check_citations(const char *doc, const char *name, const char *root, int *bad)
+{
+    int checked = 0;
+    *bad = 0;
+    for (const char *m = doc; (m = strstr(m, "<!-- ")); m++) {
+        bool block = strncmp(m, "<!-- block:", 11) == 0;
+        if (!block && strncmp(m, "<!-- n:", 7) != 0) continue;
+        const char *close = strstr(m, "-->");
+        if (!close) break;
+        char spec[512], file[512], key[256] = "", path[1100];
+        snprintf(spec, sizeof spec, "%.*s", (int)(close - m - (block ? 11 : 7)),
+                 m + (block ? 11 : 7));
+        char *bar = strchr(spec, '|');
+        if (bar) {
+            *bar = '\0';
+            const char *k = bar + 1;
+            while (*k == ' ') k++;
+            snprintf(key, sizeof key, "%s", k);
+            for (size_t n = strlen(key); n && key[n - 1] == ' ';) key[--n] = '\0';
+        }
+        const char *f = spec;
+        while (*f == ' ') f++;
+        snprintf(file, sizeof file, "%s", f);
+        for (size_t n = strlen(file); n && file[n - 1] == ' ';) file[--n] = '\0';
+        snprintf(path, sizeof path, "%s/%s", root, file);
+        char *text = dt_read_file(path, NULL);
+        if (!text) {
+            fprintf(stderr, "%s cites %s, which is not there\n", name, file);
+            (*bad)++;
+            continue;
+        }
+        char q[64];
+        int d;
+        if (!block) {
+            checked++;
+            if (!number_before(doc, m, q, sizeof q, &d)) {
+                fprintf(stderr, "%s: a citation of %s follows no number\n", name, file);
+                (*bad)++;
+            } else if (!file_has_number(text, key, q, d)) {
+                fprintf(stderr, "%s quotes %s from %s%s%s%s, which has no such number there\n",
+                        name, q, file, *key ? " (lines with \"" : "", key, *key ? "\")" : "");
+                (*bad)++;
+            }
+        } else { /* the fenced block just before: every number of its lines but the first */
+            const char *fence_end = m;
+            while (fence_end > doc && fence_end[-1] != '`') fence_end--;
+            const char *b = fence_end - 3, *open = b;
+            while (open > doc && strncmp(open - 3, "```", 3) != 0) open--;
+            const char *first_nl = strchr(open, '\n');
+            const char *body = first_nl ? strchr(first_nl + 1, '\n') : NULL; /* skip header */
+            for (const char *p = body ? body + 1 : b; p < b; p++) {
+                if (!isdigit((unsigned char)*p) ||
+                    (p > doc && (isalnum((unsigned char)p[-1]) || p[-1] == '.' || p[-1] == '_')))
+                    continue;
+                const char *e = p;
+                while (e < b && (isdigit((unsigned char)*e) || *e == '.')) e++;
+                while (e > p && e[-1] == '.') e--;
+                size_t n = (size_t)(e - p);
+                if (n >= sizeof q || (e < b && isalpha((unsigned char)*e) && *e != 'x')) {
+                    p = e;
+                    continue;
+                }
+                memcpy(q, p, n);
+                q[n] = '\0';
+                const char *dot = strchr(q, '.');
+                d = dot ? (int)strlen(dot + 1) : 0;
+                checked++;
+                if (!file_has_number(text, "", q, d)) {
+                    fprintf(stderr,
+                            "%s: the block before the citation of %s shows %s, which "
+                            "is not in that file\n",
+                            name, file, q);
+                    (*bad)++;
+                }
+                p = e;
+            }
+        }
+        free(text);
+    }
+    return checked;
+}
+
+DT_TEST(readme_numbers_match_results)
+{
+    char *readme = dt_read_file(DT_SOURCE_DIR "/README.md", NULL);
+    CHECK(readme != NULL);
+    if (!readme) return;
+    int bad = 0;
+    int n = check_citations(readme, "README.md", DT_SOURCE_DIR, &bad);
+    fprintf(stderr, "README.md: %d cited numbers checked\n", n);
+    CHECK(n >= 10);
+    CHECK_INT_EQ(bad, 0);
+    free(readme);
+}
+
+/* The checker itself fails on a wrong figure, a wrong key, a missing file and a block. */
+DT_TEST(citation_check_can_fail)
+{
+    int bad;
+    const char *ok = "at **1.20×** <!-- n: results/cpu/exact-one-pass/bench-mlp-b256.txt | "
+                     "portable  -->";
+    CHECK_INT_EQ(check_citations(ok, "t", DT_SOURCE_DIR, &bad), 1);
+    CHECK_INT_EQ(bad, 0);
+    const char *wrong = "at 1.21x<!-- n: results/cpu/exact-one-pass/bench-mlp-b256.txt | "
+                        "portable -->";
+    CHECK_INT_EQ(check_citations(wrong, "t", DT_SOURCE_DIR, &bad), 1);
+    CHECK_INT_EQ(bad, 1);
+    const char *key = "1.07x<!-- n: results/cpu/exact-one-pass/bench-mlp-b256.txt | portable -->";
+    CHECK_INT_EQ(check_citations(key, "t", DT_SOURCE_DIR, &bad), 1);
+    CHECK_INT_EQ(bad, 1); /* 1.07 is run_to_run's, not on a portable line */
+    CHECK_INT_EQ(check_citations("2.0<!-- n: results/none.csv -->", "t", DT_SOURCE_DIR, &bad), 0);
+    CHECK_INT_EQ(bad, 1);
+    const char *blk = "```\nhead 1\nfast 0.8449 0.0437 9.99\n```\n"
+                      "<!-- block: results/cpu/exact-one-pass/demo-summary.csv -->";
+    CHECK_INT_EQ(check_citations(blk, "t", DT_SOURCE_DIR, &bad), 3);
+    CHECK_INT_EQ(bad, 1); /* 9.99 */
+}
+
 DT_TEST_MAIN(DT_CASE(config_reference_matches), DT_CASE(design_names_existing_files),
-             DT_CASE(design_lists_harness_stages))
+             DT_CASE(design_lists_harness_stages), DT_CASE(readme_numbers_match_results),
+             DT_CASE(citation_check_can_fail))
