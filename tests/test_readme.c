@@ -212,6 +212,7 @@ static int check_citations(const char *doc, const char *name, const char *root, 
     int checked = 0;
     *bad = 0;
     for (const char *m = doc; (m = strstr(m, "<!-- ")); m++) {
+        if (m > doc && m[-1] == '`') continue; /* the syntax quoted as code, not a citation */
         bool block = strncmp(m, "<!-- block:", 11) == 0;
         if (!block && strncmp(m, "<!-- n:", 7) != 0) continue;
         const char *close = strstr(m, "-->");
