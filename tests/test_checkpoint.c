@@ -18,6 +18,7 @@
 #include "harness/record/layout.h"
 #include "harness/record/snapshot.h"
 #include "harness/run/train.h"
+#include "harness/setup/model.h"
 #include "nets/backend.h"
 #include "run_helper.h"
 

@@ -174,13 +174,12 @@ static bool line_has_number(const char *b, const char *e, const char *q, int d)
 /* Is q (d decimals) on some line of `text` that contains key ("" = any line)? */
 static bool file_has_number(const char *text, const char *key, const char *q, int d)
 {
+    const size_t klen = strlen(key);
     for (const char *b = text; *b;) {
         const char *e = strchr(b, '\n');
         if (!e) e = b + strlen(b);
-        size_t n = (size_t)(e - b);
-        char *line = strndup(b, n);
-        bool keyed = !*key || strstr(line, key);
-        free(line);
+        bool keyed = klen == 0;
+        for (const char *k = b; !keyed && k + klen <= e; k++) keyed = !memcmp(k, key, klen);
         if (keyed && line_has_number(b, e, q, d)) return true;
         b = *e ? e + 1 : e;
     }

@@ -18,6 +18,7 @@
 #include "core/fileio.h"
 #include "core/util.h"
 #include "harness/record/outdir.h"
+#include "harness/run/stop.h"
 #include "harness/run/train.h"
 #include "nets/backend.h"
 

@@ -23,6 +23,8 @@
 #include "harness/run/dist.h"
 #include "harness/run/hashpipe.h"
 #include "harness/run/overhead.h"
+#include "harness/run/stop.h"
+#include "harness/setup/model.h"
 #include "harness/record/csv.h"
 #include "harness/record/layout.h"
 #include "harness/record/algolog.h"

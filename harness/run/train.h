@@ -11,8 +11,6 @@
 #include "harness/setup/config.h"
 #include "harness/setup/data.h"
 #include "harness/record/hash.h"
-#include "harness/run/stop.h"
-#include "harness/setup/model.h"
 #include "nets/backend.h"
 #include "nets/model.h"
 
