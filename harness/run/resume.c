@@ -1,0 +1,358 @@
+/* --resume (harness/record/checkpoint.h): how each replica starts -- from step 0, kept (it
+ * completed), or from its checkpoint, checked against this experiment and the trace on disk --
+ * and its files cut back to the checkpoint's step, every plan checked before the first write.
+ */
+#include "harness/run/train_impl.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/fileio.h"
+#include "core/util.h"
+#include "determinism/streams.h"
+#include "harness/record/csv.h"
+#include "harness/record/layout.h"
+#include "harness/record/snapshot.h"
+#include "harness/setup/model.h"
+
+/* A whole results file (run.json, config.json, trace.csv, tensors.csv...) into a malloc'ed
+ * NUL-terminated buffer: a regular file, read with its size as the bound (core/fileio.h);
+ * NULL (errno set) when it cannot be read. */
+char *dt_results_read_text(const char *path, size_t *len)
+{
+    char *text = NULL;
+    size_t n = 0;
+    struct dt_error e;
+    if (dt_read_regular_file(&text, &n, path, "a results file", (size_t)1 << 34, &e) != DT_OK) {
+        if (errno == 0) errno = EINVAL;
+        return NULL;
+    }
+    if (len) *len = n;
+    return text;
+}
+
+static bool row_step(const char *row, int64_t *step)
+{
+    char *end;
+    if (*row < '0' || *row > '9') return false;
+    *step = strtoll(row, &end, 10);
+    return *end == ',';
+}
+
+/* The replica's streams (determinism/streams.h) as a checkpoint records them, and its ensemble
+ * member. */
+struct dt_checkpoint_info dt_replica_streams(const struct dt_experiment *exp, int cell, int r,
+                                                 uint32_t *member)
+{
+    const unsigned vary = exp->vary_sets[dt_cell_vary(exp, cell)];
+    struct dt_checkpoint_info info = {
+        .init_stream = dt_stream_replica(vary, DT_VARY_INIT, (uint64_t)r),
+        .order_stream = dt_stream_replica(vary, DT_VARY_DATA_ORDER, (uint64_t)r),
+        .traced_step = -1,
+    };
+    *member = (uint32_t)dt_stream_replica(vary, DT_VARY_EPSILON, (uint64_t)r);
+    return info;
+}
+
+/* Did the replica in `dir` finish: its run.json says completed (dt_replica_manifest_write's
+ * fixed spelling) and its trace ends at the last step? */
+bool dt_replica_completed(const char *dir, int64_t steps)
+{
+    char path[1300];
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    char *manifest = dt_results_read_text(path, NULL);
+    bool done = manifest && strstr(manifest, "\"state\": \"completed\"");
+    free(manifest);
+    if (!done) return false;
+    snprintf(path, sizeof path, "%s/trace.csv", dir);
+    size_t n = 0;
+    char *trace = dt_results_read_text(path, &n);
+    int64_t last = -1;
+    if (trace && n > 1 && trace[n - 1] == '\n') {
+        trace[n - 1] = '\0';
+        const char *row = strrchr(trace, '\n');
+        if (!row || !row_step(row + 1, &last)) last = -1;
+    }
+    free(trace);
+    return last == steps;
+}
+
+/* The trace must hold the row the checkpoint says was the last one written, with its
+ * digest: otherwise the checkpoint and the trace come from different runs. */
+static enum dt_status check_trace_row(const char *dir, const struct dt_checkpoint *ck,
+                                      const char *ck_path, struct dt_error *err)
+{
+    if (ck->traced_step < 0) return DT_OK;
+    char path[1300];
+    snprintf(path, sizeof path, "%s/trace.csv", dir);
+    char *text = dt_results_read_text(path, NULL);
+    if (!text)
+        return dt_error_set(err, DT_ERR_DATA, "%s: cannot read (%s); %s cannot go on without it",
+                            path, strerror(errno), ck_path);
+    bool found = false;
+    for (char *row = strchr(text, '\n'); row && !found; row = strchr(row, '\n')) {
+        row++;
+        int64_t step;
+        char *eol = strchr(row, '\n');
+        if (!eol || !row_step(row, &step) || step != ck->traced_step) continue;
+        *eol = '\0';
+        const char *digest = strrchr(row, ',');
+        found = digest && strcmp(digest + 1, ck->traced_digest) == 0;
+        *eol = '\n';
+        break;
+    }
+    free(text);
+    if (!found)
+        return dt_error_set(err, DT_ERR_DATA,
+                            "%s: no row for step %" PRId64 " with digest %.16s...; %s belongs to "
+                            "another run",
+                            path, ck->traced_step, ck->traced_digest, ck_path);
+    return DT_OK;
+}
+
+/* Decide how replica r of `cell` (folder `dir`) starts; without --resume always from step
+ * 0. A checkpoint is read into *ck and checked against this experiment, the cell's policy,
+ * the replica's streams, model m's parameters and the trace on disk; any fault stops the
+ * run (exit 2). */
+enum dt_status dt_resume_plan(enum replica_start *start, struct dt_checkpoint *ck,
+                                   const struct run_ctx *c, int cell, int r, const char *dir,
+                                   const struct dt_model *m, struct dt_error *err)
+{
+    *start = START_FRESH;
+    memset(ck, 0, sizeof *ck);
+    if (!c->resume) return DT_OK;
+    if (dt_replica_completed(dir, c->exp->train.steps)) {
+        *start = START_KEEP;
+        return DT_OK;
+    }
+    char path[1300];
+    dt_checkpoint_path(path, sizeof path, dir);
+    if (access(path, F_OK) != 0) return DT_OK; /* never checkpointed: start again */
+    DT_FORWARD_IF_ERROR(dt_checkpoint_read(ck, path, err));
+    uint32_t member;
+    const struct dt_checkpoint_info want = dt_replica_streams(c->exp, cell, r, &member);
+    const struct dt_policy *pol = &c->exp->policies[dt_cell_policy(c->exp, cell)];
+    enum dt_status st = dt_checkpoint_check(ck, path, c->exp, pol, m, &want, member, err);
+    if (st == DT_OK) st = check_trace_row(dir, ck, path, err);
+    if (st != DT_OK) {
+        dt_checkpoint_free(ck);
+        return st;
+    }
+    *start = START_CHECKPOINT;
+    return DT_OK;
+}
+
+/* Rewrite dir/name keeping its header and the complete rows of steps before k, and the row
+ * of step k when keep_k (later rows belong to steps that run again; a killed run may have
+ * left half a row). A missing file is an error when `required`, else it is created with
+ * its header. last_step/last_digest (trace.csv only, may be NULL) receive the last kept
+ * row's step and digest. Written atomically: a second interruption leaves it valid. */
+static enum dt_status cut_csv(const char *dir, const char *name, const char *header, int64_t k,
+                              bool keep_k, bool required, bool dry, int64_t *last_step,
+                              char last_digest[DT_DIGEST_HEX], struct dt_error *err)
+{
+    char path[1300];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char *text = dt_results_read_text(path, NULL);
+    if (!text && required)
+        return dt_error_set(err, DT_ERR_DATA,
+                            "%s: cannot read (%s); the checkpoint at step %" PRId64
+                            " cannot go on without it",
+                            path, strerror(errno), k);
+    struct dt_strbuf out = {0};
+    dt_strbuf_printf(&out, "%s\n", header);
+    enum dt_status st = DT_OK;
+    size_t hlen = strlen(header);
+    if (text && (strncmp(text, header, hlen) != 0 || text[hlen] != '\n'))
+        st = dt_error_set(err, DT_ERR_DATA, "%s: the first line is not the header '%s'", path,
+                          header);
+    int line = 1;
+    for (char *row = text ? strchr(text, '\n') : NULL; st == DT_OK && row;) {
+        row++;
+        line++;
+        char *eol = strchr(row, '\n');
+        if (!eol) break; /* a partial last row */
+        int64_t step;
+        if (!row_step(row, &step)) {
+            st = dt_error_set(err, DT_ERR_DATA, "%s:%d: malformed row (no step)", path, line);
+            break;
+        }
+        if (step < k || (step == k && keep_k)) {
+            dt_strbuf_printf(&out, "%.*s\n", (int)(eol - row), row);
+            if (last_step) *last_step = step;
+            if (last_digest) {
+                const char *d = eol - (DT_DIGEST_HEX - 1);
+                snprintf(last_digest, DT_DIGEST_HEX, "%.*s", DT_DIGEST_HEX - 1, d > row ? d : "");
+            }
+        }
+        row = eol;
+    }
+    if (st == DT_OK && !dry) st = dt_write_file_atomic(path, out.data, out.len, err);
+    dt_strbuf_free(&out);
+    free(text);
+    return st;
+}
+
+/* Cut a replica's files back to its checkpoint at step k: trace.csv and tensors.csv to the
+ * rows the uninterrupted run has up to k (the row of k only if k is a hashed step of this
+ * run: a finished run extended by train.steps drops its old last row), metrics.csv likewise
+ * for periodic evaluations, times.csv to steps <= k; predictions.csv goes (the end rewrites
+ * it), and so do snapshots after k or off this run's schedule (those due later are
+ * rewritten).
+ * kept_step/kept_digest: the last trace row kept. `dry`: every file read and checked as
+ * for the cut, nothing changed (the check before the first write). */
+enum dt_status dt_resume_cut_back(const struct dt_experiment *exp, const char *dir, int64_t k,
+                                       bool dry, int64_t *kept_step,
+                                       char kept_digest[DT_DIGEST_HEX], struct dt_error *err)
+{
+    /* k == train.steps: a checkpoint at the last step of a replica killed before it
+     * finished; nothing runs again, its last row stays and the final evaluation follows */
+    const bool trace_k = k % exp->hash.every == 0 || k == exp->train.steps;
+    const bool eval_k =
+        exp->train.eval_every > 0 && k % exp->train.eval_every == 0 && k != exp->train.steps;
+    *kept_step = -1;
+    kept_digest[0] = '\0';
+    DT_FORWARD_IF_ERROR(cut_csv(dir, "trace.csv", DT_TRACE_HEADER, k, trace_k, true, dry, kept_step,
+                                kept_digest, err));
+    if (exp->hash.per_tensor)
+        DT_FORWARD_IF_ERROR(
+            cut_csv(dir, "tensors.csv", DT_TENSORS_HEADER, k, trace_k, true, dry, NULL, NULL, err));
+    DT_FORWARD_IF_ERROR(
+        cut_csv(dir, "metrics.csv", DT_METRICS_HEADER, k, eval_k, false, dry, NULL, NULL, err));
+    DT_FORWARD_IF_ERROR(
+        cut_csv(dir, "times.csv", DT_TIMES_HEADER, k, true, false, dry, NULL, NULL, err));
+    char path[1400];
+    snprintf(path, sizeof path, "%s/predictions.csv", dir);
+    if (!dry && remove(path) != 0 && errno != ENOENT)
+        return dt_error_set(err, DT_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+    int64_t *have = NULL, due[80];
+    int n_have = 0;
+    DT_FORWARD_IF_ERROR(dt_snapshot_list(dir, &have, &n_have, err));
+    DT_ASSERT(exp->report.snapshots + 1 <= (int)(sizeof due / sizeof due[0]));
+    const int n_due = dt_snapshot_steps(exp, due);
+    enum dt_status st = DT_OK;
+    for (int i = 0; i < n_have && st == DT_OK && !dry; i++) {
+        bool on_schedule = false;
+        for (int j = 0; j < n_due; j++) on_schedule |= due[j] == have[i];
+        if (have[i] <= k && on_schedule) continue;
+        dt_snapshot_path(path, sizeof path, dir, have[i]);
+        if (remove(path) != 0 && errno != ENOENT)
+            st = dt_error_set(err, DT_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+    }
+    free(have);
+    return st;
+}
+
+/* --resume: is `dir` an experiment of this config? Its config.json must match exp on every
+ * key a resume may not change (harness/record/checkpoint.h); the error names the keys that
+ * differ. */
+enum dt_status dt_resume_check_folder(const char *dir, const struct dt_experiment *exp,
+                                          struct dt_error *err)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *stored = dt_results_read_text(path, NULL);
+    if (!stored)
+        return dt_error_set(err, DT_ERR_CONFIG,
+                            "%s: cannot read (%s): --resume takes the folder of an earlier "
+                            "`detrain run` of this config",
+                            path, strerror(errno));
+    char *now = dt_checkpoint_config_text(exp);
+    char diff[800];
+    bool differ = false;
+    enum dt_status st = dt_checkpoint_config_diff(diff, sizeof diff, &differ, stored, "config.json",
+                                                  now, "this config", err);
+    if (st == DT_OK && differ)
+        st =
+            dt_error_set(err, DT_ERR_CONFIG, "%s: not an experiment of this config: %s", dir, diff);
+    free(stored);
+    free(now);
+    return st;
+}
+
+/* A replica folder a resumed run writes into: a real folder, and every file the run writes
+ * there absent or a regular file (no links, FIFOs or folders in their place). */
+static enum dt_status check_replica_folder(const char *dir, struct dt_error *err)
+{
+    static const char *const outputs[] = {"trace.csv", "tensors.csv",     "metrics.csv",
+                                          "times.csv", "predictions.csv", "run.json",
+                                          "algos.csv", "checkpoint.bin",  "snapshots"};
+    struct stat sb;
+    if (lstat(dir, &sb) != 0) return DT_OK; /* created by the run */
+    if (!S_ISDIR(sb.st_mode))
+        return dt_error_set(err, DT_ERR_IO,
+                            "%s: is not a folder (%s); detrain does not write "
+                            "through links: remove it",
+                            dir, S_ISLNK(sb.st_mode) ? "a symbolic link" : "a file");
+    if (access(dir, W_OK | X_OK) != 0)
+        return dt_error_set(err, DT_ERR_IO, "%s: not writable: %s", dir, strerror(errno));
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+        char path[1400];
+        snprintf(path, sizeof path, "%s/%s", dir, outputs[i]);
+        if (lstat(path, &sb) != 0) continue;
+        const bool want_dir = i + 1 == sizeof outputs / sizeof outputs[0];
+        if (want_dir ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode)) continue;
+        return dt_error_set(err, DT_ERR_IO,
+                            "%s: is %s where detrain writes a %s; links are not followed: "
+                            "remove it",
+                            path,
+                            S_ISLNK(sb.st_mode)   ? "a symbolic link"
+                            : S_ISDIR(sb.st_mode) ? "a folder"
+                                                  : "a special file",
+                            want_dir ? "folder" : "regular file");
+    }
+    return DT_OK;
+}
+
+/* --resume: how every replica will start, checked before the first step so that an
+ * unusable checkpoint, or a file the cut-back needs (trace.csv, tensors.csv, ...) missing or
+ * malformed, stops the run with nothing on disk changed. Progress counts only the
+ * steps still to run. */
+enum dt_status dt_resume_check_plans(struct run_ctx *c, struct dt_error *err)
+{
+    const struct dt_experiment *exp = c->exp;
+    struct dt_model *m = NULL;
+    DT_FORWARD_IF_ERROR(dt_experiment_build_model(&m, exp, c->be, c->ds->train.n, err));
+    int count[3] = {0, 0, 0}; /* by enum replica_start */
+    enum dt_status st = DT_OK;
+    for (int cell = 0; st == DT_OK && cell < dt_cell_count(exp); cell++) {
+        for (int r = 0; st == DT_OK && r < exp->replicas; r++) {
+            char dir[1200];
+            dt_replica_dir(dir, sizeof dir, c->opt->out_dir, exp, cell, r);
+            enum replica_start how;
+            struct dt_checkpoint ck;
+            st = check_replica_folder(dir, err);
+            if (st == DT_OK) st = dt_resume_plan(&how, &ck, c, cell, r, dir, m, err);
+            if (st != DT_OK) break;
+            if (how == START_CHECKPOINT) { /* every file the cut will rely on, unchanged */
+                int64_t kept_step;
+                char kept_digest[DT_DIGEST_HEX];
+                st = dt_resume_cut_back(exp, dir, ck.step, true, &kept_step, kept_digest, err);
+                if (st != DT_OK) {
+                    dt_checkpoint_free(&ck);
+                    break;
+                }
+            }
+            count[how]++;
+            c->steps_total -= how == START_KEEP         ? exp->train.steps
+                              : how == START_CHECKPOINT ? ck.step
+                                                        : 0;
+            dt_checkpoint_free(&ck);
+        }
+    }
+    dt_model_destroy(m);
+    if (st == DT_OK && !c->opt->quiet)
+        fprintf(stderr,
+                "detrain: resuming %s: %d replica%s kept, %d from checkpoints, %d from "
+                "step 0\n",
+                c->opt->out_dir, count[START_KEEP], count[START_KEEP] == 1 ? "" : "s",
+                count[START_CHECKPOINT], count[START_FRESH]);
+    return st;
+}
+
