@@ -8,7 +8,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
 .PHONY: all setup setup-check build demo check check-asan check-valgrind check-slow fuzz bench \
-        format clean help
+        results format clean help
 
 all: build
 
@@ -20,6 +20,8 @@ help:
 	@echo "make check-asan / check-valgrind  one part of make check alone"
 	@echo "make check-slow  install what is missing, build, run the slow tests only (dieharder on the epsilon generators, ~4 min)"
 	@echo "make bench   build and run the benchmarks (MLP, LeNet: step time per level vs fast, hashing share; BNN: philox, lfsr vs stored, epsilon memory)"
+	@echo "make results [PARTS=\"controls dist\"]  regenerate the CPU part of results/ with the commands in"
+	@echo "             each results/cpu/*/README.md (scripts/results.sh --list; many minutes; not in make check)"
 	@echo "make format  apply the house style (.clang-format) to every C and CUDA source; make check checks it"
 	@echo "make clean   remove the build folders"
 
@@ -94,6 +96,14 @@ bench: build
 	    python3 scripts/bench_torch.py --device cpu --modes default,deterministic --steps 300 --warmup 30 --batch 64 && \
 	    python3 scripts/bench_torch.py --device cpu --config configs/lenet.yaml --modes default,deterministic --steps 60 --warmup 5; \
 	else echo "bench: PyTorch is not installed: no PyTorch comparison (scripts/bench_torch.py --device cpu)"; fi
+
+# The CPU part of results/ again: scripts/results.sh runs the commands each
+# results/cpu/*/README.md gives and puts the files back (PARTS: only those parts; see
+# scripts/results.sh --list). Many minutes on 2 cores; not part of `make check` or CI. The
+# GPU part (results/<gpu>/) is made on a GPU machine by scripts/gpu_session.sh.
+PARTS ?=
+results: build
+	DETRAIN=./$(BUILD)/detrain bash scripts/results.sh $(PARTS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -66,7 +66,7 @@ sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 
 # When DIR lies in a git work tree and is not ignored, add it to .git/info/exclude (local,
 # never committed): ~50 MB of .debs must not be committed, and a folder that git ignores
-# is carried to the GPU machine only when named (see README, "GPU").
+# is carried to the GPU machine only when named (see docs/gpu.md).
 exclude_from_git() {
   local dir=$1 top rel
   top=$(git -C "$dir" rev-parse --show-toplevel 2>/dev/null) || return 0

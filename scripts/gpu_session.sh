@@ -13,7 +13,7 @@
 # summary and exits 1 when anything failed. `info` runs first in every session. Steps are
 # separate so that a session can be split over several calls (a call may be limited to 10
 # minutes, and each may land on a fresh machine: start each call's list with `build`).
-# Dependencies come from a folder made by `scripts/gpu_deps.sh fetch` (see README, "GPU").
+# Dependencies come from a folder made by `scripts/gpu_deps.sh fetch` (see docs/gpu.md).
 set -uo pipefail
 
 orig_pwd=$PWD

@@ -40,10 +40,11 @@ static char *read_text(const char *fmt, const char *a, const char *b)
 
 DT_TEST(bash_syntax)
 {
-    static const char *scripts[] = {
-        "scripts/gpu_deps.sh", "scripts/gpu_session.sh",  "scripts/cross_device.sh",
-        "scripts/lib.sh",      "scripts/setup.sh",        "scripts/ranks.sh",
-        "scripts/format.sh",   "tests/gpu_deps_check.sh", "tests/gpu_deps_fake.sh"};
+    static const char *scripts[] = {"scripts/gpu_deps.sh",     "scripts/gpu_session.sh",
+                                    "scripts/cross_device.sh", "scripts/lib.sh",
+                                    "scripts/setup.sh",        "scripts/ranks.sh",
+                                    "scripts/format.sh",       "scripts/results.sh",
+                                    "tests/gpu_deps_check.sh", "tests/gpu_deps_fake.sh"};
     for (size_t i = 0; i < sizeof scripts / sizeof scripts[0]; i++) {
         int rc = dt_run_capture(out, sizeof out, "bash -n '%s/%s'", SRC, scripts[i]);
         if (rc != 0) fprintf(stderr, "%s:\n%s\n", scripts[i], out);

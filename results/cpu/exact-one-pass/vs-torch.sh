@@ -2,7 +2,9 @@
 # detrain (fast, portable) against PyTorch CPU (default, deterministic), interleaved in
 # rounds so that both see the same machine state. Run from the repository root:
 #   bash results/cpu/exact-one-pass/vs-torch.sh > results/cpu/exact-one-pass/vs-torch.txt
+# DETRAIN: the detrain binary (default build/detrain); scripts/results.sh sets it.
 set -e
+detrain=${DETRAIN:-build/detrain}
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
 for round in 1 2 3; do
@@ -10,7 +12,7 @@ for round in 1 2 3; do
     set -- $spec
     cfg=$1 batch=$2 steps=$3
     for pol in fast portable; do
-      ms=$(build/detrain bench "$cfg" --steps "$steps" --warmup 10 --set train.batch="$batch" \
+      ms=$("$detrain" bench "$cfg" --steps "$steps" --warmup 10 --set train.batch="$batch" \
              --set "policies=[$pol]" 2>&1 | sed -n 's/.*step (update) median *\([0-9.]*\) ms.*/\1/p')
       echo "round $round $(basename "$cfg" .yaml) batch $batch detrain-$pol $ms" | tee -a "$rows"
     done

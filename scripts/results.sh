@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# Regenerate the CPU part of results/ (`make results`): run, part by part, the commands
+# that each results/cpu/<part>/README.md (crossdev: results/cpu/crossdev-README.md) gives,
+# and put the files that README names back into the committed folder.
+#
+#   scripts/results.sh [PART...]   every part in order, or only the parts named
+#   scripts/results.sh --list      the parts, in order, and what each writes
+#   scripts/results.sh --help      this text
+#
+# DETRAIN: the detrain binary (default build/detrain; `make results` builds it first).
+# The dist part needs mpirun and a detrain built with MPI (`make` configures it so); the
+# PyTorch comparison of exact-one-pass needs python3 with torch and is skipped, saying so,
+# without it. Each part but crossdev trains into a scratch folder first and replaces the
+# committed files only when its commands succeeded (crossdev's script writes its folders
+# itself, as its README's commands do). The whole run takes many minutes on 2 cores
+# (noise_sources and overhead_matrix are the longest). Then rerun the readme tests
+# (`ctest -R readme`): a quoted number that moved fails there until README or docs/
+# follow. The GPU part of results/ (results/<gpu>/) is made on a GPU machine by
+# scripts/gpu_session.sh, not here. Exit status: 0 every part done; 1 a part failed;
+# 2 bad arguments or no detrain binary.
+set -euo pipefail
+
+orig_pwd=$PWD
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# The parts, in the order they run, and what each writes (for --list).
+parts=(exact-one-pass controls dist overhead_matrix bnn-rng noise_sources crossdev)
+declare -A writes=(
+  [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
+  [controls]="results/cpu/controls/: summary.csv cells.csv report.md config.json run.json"
+  [dist]="results/cpu/dist/: plain/ np1/ .. np4/ and their .log, report.md, ranks.csv (mpirun)"
+  [overhead_matrix]="results/cpu/overhead_matrix/: the matrix folder (cpu entries), without predictions.csv and tensors.csv"
+  [bnn-rng]="results/cpu/bnn-rng/: bench.txt"
+  [noise_sources]="results/cpu/noise_sources/: mlp/ and lenet/ (reports, csv files, config.json, run.json, plots/)"
+  [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md"
+)
+
+usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+die() { echo "results.sh: $*" >&2; exit 2; }
+say() { echo "results: $*" >&2; }
+
+# ---- arguments ------------------------------------------------------------------------------
+chosen=()
+for a in "$@"; do
+  case "$a" in
+    -h | --help) usage; exit 0 ;;
+    --list)
+      for p in "${parts[@]}"; do printf '%-16s %s\n' "$p" "${writes[$p]}"; done
+      exit 0 ;;
+    -*) die "unknown option '$a' (see --help)" ;;
+    *) [ -n "${writes[$a]+x}" ] || die "no part '$a'; the parts: ${parts[*]}"
+       chosen+=("$a") ;;
+  esac
+done
+# Run in the list's order whatever the order on the command line.
+run=()
+for p in "${parts[@]}"; do
+  if [ ${#chosen[@]} -eq 0 ] || [[ " ${chosen[*]} " == *" $p "* ]]; then run+=("$p"); fi
+done
+
+# ---- the binary -----------------------------------------------------------------------------
+detrain=${DETRAIN:-build/detrain}
+case "$detrain" in
+  /*) ;;
+  */*) if [ "$orig_pwd" != "$repo" ] && [ -e "$orig_pwd/$detrain" ]; then detrain=$orig_pwd/$detrain
+       else detrain=$repo/$detrain; fi ;;
+  *) detrain=$(command -v "$detrain" || echo "$detrain") ;;
+esac
+[ -x "$detrain" ] || die "DETRAIN=$detrain: no such executable (build it: make build, or set DETRAIN)"
+# Inside the tree, named from the repo root (where everything runs), as the READMEs do.
+case "$detrain" in
+  "$repo"/*/*) detrain=${detrain#"$repo"/} ;;
+  "$repo"/*) detrain=./${detrain#"$repo"/} ;;
+esac
+export DETRAIN=$detrain
+cd "$repo"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/detrain-results.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+# Replace everything in the committed folder DEST (under results/) but the files named
+# after it (its README.md always) with the contents of SRC.
+replace_folder() {
+  local src=$1 dest=$2
+  shift 2
+  case "$dest" in results/?*) ;; *) die "replace_folder: $dest is not under results/" ;; esac
+  mkdir -p "$dest"
+  local keep=(! -name README.md) k
+  for k in "$@"; do keep+=(! -name "$k"); done
+  find "$dest" -mindepth 1 -maxdepth 1 "${keep[@]}" -exec rm -rf {} +
+  cp -r "$src"/. "$dest"/
+}
+
+# ---- the parts (commands as in each folder's README.md) ---------------------------------------
+
+# results/cpu/exact-one-pass/README.md: detrain bench of the MLP (batch 256, 64) and LeNet;
+# vs-torch.sh against PyTorch; demo-summary.csv is the quickstart's summary.csv (make demo).
+# The *-before.txt files came from an older commit's binary and are kept as they are.
+part_exact_one_pass() {
+  local dir=results/cpu/exact-one-pass o=$tmp/exact-one-pass
+  local P='policies=[fast, run_to_run, portable, {base: portable, reduction: fixed}, {base: fast, reduction: fixed}, {base: fast, reduction: exact}]'
+  mkdir -p "$o"
+  "$DETRAIN" bench configs/quickstart.yaml --steps 300 --warmup 20 --set "$P" > "$o/bench-mlp-b256.txt"
+  "$DETRAIN" bench configs/quickstart.yaml --steps 300 --warmup 20 --set train.batch=64 --set "$P" > "$o/bench-mlp-b64.txt"
+  "$DETRAIN" bench configs/lenet.yaml --steps 60 --warmup 5 \
+    --set 'policies=[fast, run_to_run, portable, {base: portable, reduction: fixed}]' > "$o/bench-lenet.txt"
+  "$DETRAIN" run configs/quickstart.yaml --out "$o/quickstart" --quiet
+  cp "$o/quickstart/summary.csv" "$o/demo-summary.csv"
+  if python3 -c 'import torch' 2>/dev/null; then
+    bash "$dir/vs-torch.sh" > "$o/vs-torch.txt"
+    mv "$o/vs-torch.txt" "$dir/"
+  else
+    say "exact-one-pass: PyTorch is not installed: vs-torch.txt kept as it was"
+  fi
+  mv "$o"/bench-mlp-b256.txt "$o"/bench-mlp-b64.txt "$o"/bench-lenet.txt "$o"/demo-summary.csv "$dir/"
+}
+
+# results/cpu/controls/README.md: one run, five of its files copied (not the traces).
+part_controls() {
+  local o=$tmp/ctl f
+  "$DETRAIN" run configs/cpu_controls.yaml --out "$o" --quiet
+  for f in summary.csv cells.csv report.md config.json run.json; do cp "$o/$f" results/cpu/controls/; done
+}
+
+# results/cpu/dist/README.md: scripts/ranks.sh at 1, 2, 3, 4 ranks, the whole folder copied.
+part_dist() {
+  command -v mpirun >/dev/null || { say "dist: no mpirun (scripts/setup.sh installs openmpi-bin)"; return 1; }
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    bash scripts/ranks.sh configs/dist.yaml "$tmp/dist_new" 1 2 3 4
+  replace_folder "$tmp/dist_new" results/cpu/dist
+}
+
+# results/cpu/overhead_matrix/README.md: the matrix run (cuda entries skipped without a GPU),
+# then the replicas' predictions.csv and tensors.csv deleted to keep the folder small.
+part_overhead_matrix() {
+  local o=$tmp/om
+  "$DETRAIN" run configs/overhead_matrix.yaml --out "$o" --quiet
+  find "$o" -path '*/replica-*' \( -name predictions.csv -o -name tensors.csv \) -delete
+  replace_folder "$o" results/cpu/overhead_matrix
+}
+
+# results/cpu/bnn-rng/README.md: the last line of make bench.
+part_bnn_rng() {
+  "$DETRAIN" bench configs/bnn.yaml --steps 40 --warmup 4 --baseline first > "$tmp/bench.txt"
+  mv "$tmp/bench.txt" results/cpu/bnn-rng/bench.txt
+}
+
+# results/cpu/noise_sources/README.md: the two matrices; their reports, csv files,
+# manifests and plots copied (not the replica folders: 420 MB for the MLP).
+part_noise_sources() {
+  local m f
+  "$DETRAIN" run configs/noise_sources.yaml --out "$tmp/ns_mlp" --quiet
+  "$DETRAIN" run configs/noise_sources_lenet.yaml --out "$tmp/ns_lenet" --quiet
+  for m in mlp lenet; do
+    mkdir -p "$tmp/ns_copy/$m"
+    for f in report.md summary.csv cells.csv drift.csv overhead.csv config.json run.json; do
+      cp "$tmp/ns_$m/$f" "$tmp/ns_copy/$m/"
+    done
+    if [ -d "$tmp/ns_$m/plots" ]; then cp -r "$tmp/ns_$m/plots" "$tmp/ns_copy/$m/"
+    else say "noise_sources: $m has no plots/ (gnuplot-nox not installed?)"; fi
+    rm -rf "results/cpu/noise_sources/$m"
+    cp -r "$tmp/ns_copy/$m" "results/cpu/noise_sources/$m"
+  done
+}
+
+# results/cpu/crossdev-README.md: the portable runs at 2 and 1 threads, then the table.
+part_crossdev() {
+  bash scripts/cross_device.sh run cpu results/cpu/crossdev-t2 --threads 2
+  bash scripts/cross_device.sh run cpu results/cpu/crossdev-t1 --threads 1
+  bash scripts/cross_device.sh table results/cpu/crossdev-t2 results/cpu/crossdev-t1 \
+    --out results/cross_device.md
+}
+
+# ---- run ------------------------------------------------------------------------------------
+say "detrain: $DETRAIN ($("$DETRAIN" --version 2>/dev/null || echo 'version unknown'))"
+failed=()
+i=0
+for p in "${run[@]}"; do
+  i=$((i + 1))
+  say "[$i/${#run[@]}] $p ..."
+  start=$SECONDS
+  # A subshell with -e of its own (an `if` around it would switch -e off): a part stops at
+  # its first failing command.
+  set +e
+  ( set -e; "part_${p//-/_}" )
+  rc=$?
+  set -e
+  if [ $rc -eq 0 ]; then
+    say "[$i/${#run[@]}] $p done ($((SECONDS - start)) s)"
+  else
+    say "[$i/${#run[@]}] $p FAILED after $((SECONDS - start)) s (its committed files are left as they were)"
+    failed+=("$p")
+  fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  say "failed: ${failed[*]}"
+  exit 1
+fi
+say "all ${#run[@]} part(s) done; check with: cd build && ctest -R readme --output-on-failure"
