@@ -21,8 +21,6 @@ enum dt_level { DT_LEVEL_FAST, DT_LEVEL_RUN_TO_RUN, DT_LEVEL_PORTABLE, DT_LEVEL_
  * (dt_backend_set_shards) its batch reductions give one partial per shard, which the
  * step then adds exactly (dt_exact_*, harness/run/dist.h); without them it is FIXED. */
 enum dt_reduction { DT_REDUCTION_UNORDERED, DT_REDUCTION_FIXED, DT_REDUCTION_EXACT };
-/* Do the ops sum in the fixed order (fixed and exact)? */
-#define dt_reduction_ordered(pol) ((pol)->reduction != DT_REDUCTION_UNORDERED)
 /* atomics: scatter-adds. */
 enum dt_atomics { DT_ATOMICS_FLOAT, DT_ATOMICS_FIXED_POINT };
 /* rng: where Bayesian epsilon / dropout masks come from in backward. */
@@ -87,5 +85,99 @@ void dt_policy_describe(char *buf, size_t size, const struct dt_policy *p);
 /* Print what each level sets, then every control with one line per value saying what it
  * means (for `detrain policies`). */
 void dt_policy_print_table(FILE *f);
+
+/* ---- what each control value means to an op ---------------------------------------------
+ * Ops ask these questions instead of comparing with one enum constant, and each answers by
+ * a `switch` over every value with no default: a new value added to an enum is a compile
+ * error here (-Werror=switch) until it is given a meaning, instead of silently falling into
+ * some op's `else`. docs/DESIGN.md, "Controls". */
+
+/* reduction: do the ops sum in the fixed order (fixed and exact)? */
+static inline bool dt_reduction_ordered(const struct dt_policy *pol)
+{
+    switch (pol->reduction) {
+    case DT_REDUCTION_UNORDERED: return false;
+    case DT_REDUCTION_FIXED:
+    case DT_REDUCTION_EXACT: return true;
+    }
+    return true;
+}
+
+/* reduction: exact: batch reductions in shard partials, added exactly (harness/run/dist.h)? */
+static inline bool dt_reduction_exact(const struct dt_policy *pol)
+{
+    switch (pol->reduction) {
+    case DT_REDUCTION_UNORDERED:
+    case DT_REDUCTION_FIXED: return false;
+    case DT_REDUCTION_EXACT: return true;
+    }
+    return false;
+}
+
+/* atomics: scatter-adds in exact fixed point (fixed_point) rather than float arrival order? */
+static inline bool dt_atomics_exact(const struct dt_policy *pol)
+{
+    switch (pol->atomics) {
+    case DT_ATOMICS_FLOAT: return false;
+    case DT_ATOMICS_FIXED_POINT: return true;
+    }
+    return true;
+}
+
+/* math: library products (BLAS, cuBLAS with TF32, cuDNN's default math) allowed? */
+static inline bool dt_math_fast(const struct dt_policy *pol)
+{
+    switch (pol->math) {
+    case DT_MATH_FAST: return true;
+    case DT_MATH_STRICT:
+    case DT_MATH_PORTABLE: return false;
+    }
+    return false;
+}
+
+/* math: detrain's own kernels and portable exp/log, the CPU's bits on every device? */
+static inline bool dt_math_portable(const struct dt_policy *pol)
+{
+    switch (pol->math) {
+    case DT_MATH_FAST:
+    case DT_MATH_STRICT: return false;
+    case DT_MATH_PORTABLE: return true;
+    }
+    return true;
+}
+
+/* rng: epsilon kept from forward to backward (stored)? */
+static inline bool dt_rng_stored(const struct dt_policy *pol)
+{
+    switch (pol->rng) {
+    case DT_RNG_STORED: return true;
+    case DT_RNG_LFSR:
+    case DT_RNG_PHILOX: return false;
+    }
+    return true;
+}
+
+/* rng: epsilon regenerated backward by reversing the LFSR lanes? */
+static inline bool dt_rng_lfsr(const struct dt_policy *pol)
+{
+    switch (pol->rng) {
+    case DT_RNG_LFSR: return true;
+    case DT_RNG_STORED:
+    case DT_RNG_PHILOX: return false;
+    }
+    return false;
+}
+
+/* conv_algo: a library (cuDNN) picks the convolution algorithm (autotune, deterministic),
+ * rather than detrain's own kernels? */
+static inline bool dt_conv_algo_library(const struct dt_policy *pol)
+{
+    switch (pol->conv_algo) {
+    case DT_CONV_ALGO_AUTOTUNE:
+    case DT_CONV_ALGO_DETERMINISTIC: return true;
+    case DT_CONV_ALGO_OWN: return false;
+    }
+    return false;
+}
 
 #endif

@@ -2,13 +2,42 @@
  * then the call goes to the backend's ops table (nets/backend_impl.h). */
 #include "nets/backend_impl.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/util.h"
 
-/* Version-5 members (synchronisation, host buffers, snapshot copies) are optional. */
-#define HAS_OP5(be, member) ((be)->ops->version >= 5 && (be)->ops->member != NULL)
+/* An optional member the backend has (nets/backend_impl.h says what NULL means). */
+#define HAS(be, member) ((be)->ops->member != NULL)
+
+/* An op the backend does not have is refused by name: DT_ERR_UNSUPPORTED, the detail in
+ * the backend's op error record. */
+#define REQUIRE(be, member)                                                                        \
+    do {                                                                                           \
+        if (!(be)->ops->member)                                                                    \
+            return dt_backend_op_error((be), DT_ERR_UNSUPPORTED, "backend '%s' has no op %s",      \
+                                       (be)->ops->name, #member);                                  \
+    } while (0)
+
+enum dt_status dt_backend_op_error(struct dt_backend *be, enum dt_status st, const char *fmt, ...)
+{
+    if (be->op_error.status != DT_OK) return st; /* the first detail wins */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(be->op_error.msg, sizeof be->op_error.msg, fmt, ap);
+    va_end(ap);
+    be->op_error.status = st;
+    return st;
+}
+
+bool dt_backend_take_op_error(struct dt_backend *be, struct dt_error *out)
+{
+    if (be->op_error.status == DT_OK) return false;
+    if (out) *out = be->op_error;
+    memset(&be->op_error, 0, sizeof be->op_error);
+    return true;
+}
 
 static const struct dt_backend_ops *backend_ops_for(enum dt_backend_kind kind)
 {
@@ -25,8 +54,7 @@ enum dt_status dt_backend_create(struct dt_backend **out, const struct dt_backen
     *out = NULL;
     const struct dt_backend_ops *ops = backend_ops_for(opt->kind);
     if (!ops) return dt_error_set(err, DT_ERR_USAGE, "unknown backend kind %d", (int)opt->kind);
-    DT_ASSERT(ops->version >= 1);
-    DT_ASSERT_MSG(ops->version < 5 || (ops->host_alloc == NULL) == (ops->host_free == NULL),
+    DT_ASSERT_MSG((ops->host_alloc == NULL) == (ops->host_free == NULL),
                   "a backend's host_alloc and host_free come as a pair");
     struct dt_backend *be = dt_xcalloc(1, sizeof *be);
     be->ops = ops;
@@ -43,7 +71,7 @@ enum dt_status dt_backend_create(struct dt_backend **out, const struct dt_backen
 void dt_backend_destroy(struct dt_backend *be)
 {
     if (!be) return;
-    if (be->copy_out && HAS_OP5(be, copy_out_release)) be->ops->copy_out_release(be);
+    if (be->copy_out && HAS(be, copy_out_release)) be->ops->copy_out_release(be);
     be->ops->destroy(be);
     free(be);
 }
@@ -76,21 +104,20 @@ int dt_backend_threads(const struct dt_backend *be) { return be->threads; }
 int dt_backend_take_algo_notes(struct dt_backend *be, struct dt_algo_note *notes, int max)
 {
     DT_ASSERT(max >= 0 && (notes || max == 0));
-    if (be->ops->version < 7 || !be->ops->take_algo_notes) return 0;
+    if (!HAS(be, take_algo_notes)) return 0;
     return be->ops->take_algo_notes(be, notes, max);
 }
 
 void dt_backend_reset_algo_choices(struct dt_backend *be)
 {
-    if (be->ops->version >= 7 && be->ops->reset_algo_choices) be->ops->reset_algo_choices(be);
+    if (HAS(be, reset_algo_choices)) be->ops->reset_algo_choices(be);
 }
 
 int64_t dt_backend_first_nonfinite(struct dt_backend *be, const float *p, int64_t n)
 {
     DT_ASSERT(n >= 0 && (p || n == 0));
     if (n == 0) return -1;
-    if (be->ops->version >= 8 && be->ops->first_nonfinite)
-        return be->ops->first_nonfinite(be, p, n);
+    if (HAS(be, first_nonfinite)) return be->ops->first_nonfinite(be, p, n);
     const float *host = dt_backend_host_view(be, p);
     float *copy = NULL;
     if (!host) {
@@ -112,7 +139,7 @@ bool dt_backend_first_nonfinite_many(struct dt_backend *be, const float *const *
                                      int count, int *which, int64_t *index)
 {
     DT_ASSERT(count >= 0 && which && index);
-    if (be->ops->version >= 8 && be->ops->first_nonfinite_many)
+    if (HAS(be, first_nonfinite_many))
         return be->ops->first_nonfinite_many(be, p, n, count, which, index);
     for (int i = 0; i < count; i++) {
         const int64_t bad = dt_backend_first_nonfinite(be, p[i], n[i]);
@@ -128,7 +155,7 @@ bool dt_backend_first_nonfinite_many(struct dt_backend *be, const float *const *
 void dt_backend_describe(struct dt_backend *be, char *buf, size_t size)
 {
     if (size) buf[0] = '\0';
-    if (be->ops->version >= 6 && be->ops->describe && size) be->ops->describe(be, buf, size);
+    if (HAS(be, describe) && size) be->ops->describe(be, buf, size);
 }
 
 void *dt_backend_alloc(struct dt_backend *be, size_t bytes) { return be->ops->alloc(be, bytes); }
@@ -151,16 +178,16 @@ const void *dt_backend_host_view(struct dt_backend *be, const void *p)
 
 void dt_backend_synchronize(struct dt_backend *be)
 {
-    if (HAS_OP5(be, synchronize)) be->ops->synchronize(be);
+    if (HAS(be, synchronize)) be->ops->synchronize(be);
 }
 
 int64_t dt_backend_host_waits(const struct dt_backend *be) { return be->host_waits; }
 
-/* ---- deferred checks (version 11) ----------------------------------------------------- */
+/* ---- deferred checks ------------------------------------------------------------------ */
 
 void dt_backend_defer_checks(struct dt_backend *be, bool on)
 {
-    if (be->ops->version >= 11 && be->ops->defer_checks) be->ops->defer_checks(be, on);
+    if (HAS(be, defer_checks)) be->ops->defer_checks(be, on);
 }
 
 void dt_backend_set_context(struct dt_backend *be, const char *tensor, bool input)
@@ -170,20 +197,18 @@ void dt_backend_set_context(struct dt_backend *be, const char *tensor, bool inpu
 
 enum dt_status dt_backend_step_end(struct dt_backend *be, struct dt_error *err)
 {
-    if (be->ops->version >= 11 && be->ops->step_end) return be->ops->step_end(be, err);
+    if (HAS(be, step_end)) return be->ops->step_end(be, err);
     dt_backend_synchronize(be);
     return DT_OK;
 }
 
-/* ---- the resident training set (version 11) ------------------------------------------ */
-
-#define HAS_OP11(be, member) ((be)->ops->version >= 11 && (be)->ops->member)
+/* ---- the resident training set ------------------------------------------------------- */
 
 struct dt_resident *dt_backend_resident_create(struct dt_backend *be,
                                                const struct dt_resident_src *src)
 {
     DT_ASSERT(src && src->n >= 1 && src->dim >= 1 && src->labels && (src->pixels || src->values));
-    if (!HAS_OP11(be, resident_create)) return NULL;
+    if (!HAS(be, resident_create)) return NULL;
     DT_ASSERT(be->ops->resident_free && be->ops->gather);
     return be->ops->resident_create(be, src);
 }
@@ -202,14 +227,14 @@ void dt_backend_gather(struct dt_backend *be, float *x, int32_t *labels,
 
 void *dt_backend_host_alloc(struct dt_backend *be, size_t bytes)
 {
-    if (HAS_OP5(be, host_alloc)) return be->ops->host_alloc(be, bytes);
+    if (HAS(be, host_alloc)) return be->ops->host_alloc(be, bytes);
     return dt_xmalloc(bytes ? bytes : 1);
 }
 
 void dt_backend_host_free(struct dt_backend *be, void *p)
 {
     if (!p) return;
-    if (HAS_OP5(be, host_free)) be->ops->host_free(be, p);
+    if (HAS(be, host_free)) be->ops->host_free(be, p);
     else free(p);
 }
 
@@ -225,7 +250,7 @@ void dt_backend_copy_out_begin(struct dt_backend *be, void *host_dst, const void
                       DT_BACKEND_COPY_OUT_DEPTH,
                   "copy_out_begin: DT_BACKEND_COPY_OUT_DEPTH copies not yet waited for");
     for (int i = 0; i < n; i++) DT_ASSERT_MSG(srcs[i] != NULL, "copy_out_begin: a NULL source");
-    if (HAS_OP5(be, copy_out_begin)) {
+    if (HAS(be, copy_out_begin)) {
         be->ops->copy_out_begin(be, ticket, host_dst, srcs, bytes, n);
     } else { /* no asynchronous copy: download now, so the wait has nothing left to do */
         size_t off = 0;
@@ -242,13 +267,13 @@ void dt_backend_copy_out_wait(struct dt_backend *be)
     const int64_t ticket = __atomic_load_n(&be->copy_out_waited, __ATOMIC_RELAXED);
     DT_ASSERT_MSG(ticket < __atomic_load_n(&be->copy_out_begun, __ATOMIC_ACQUIRE),
                   "copy_out_wait: no copy begun that was not waited for");
-    if (HAS_OP5(be, copy_out_wait)) be->ops->copy_out_wait(be, ticket);
+    if (HAS(be, copy_out_wait)) be->ops->copy_out_wait(be, ticket);
     __atomic_store_n(&be->copy_out_waited, ticket + 1, __ATOMIC_RELEASE);
 }
 
 enum dt_status dt_backend_set_forced_order(struct dt_backend *be, uint64_t seed)
 {
-    if (be->ops->version < 2 || !be->ops->set_forced_order) return DT_ERR_UNSUPPORTED;
+    if (!HAS(be, set_forced_order)) return DT_ERR_UNSUPPORTED;
     be->ops->set_forced_order(be, seed);
     return DT_OK;
 }
@@ -266,7 +291,7 @@ const char *dt_op_name(enum dt_op op)
 
 void dt_backend_profile_enable(struct dt_backend *be, bool on) { be->profiling = on; }
 
-#define HAS_TIMERS(be) ((be)->ops->version >= 11 && (be)->ops->op_mark && (be)->ops->op_times)
+#define HAS_TIMERS(be) (HAS(be, op_mark) && HAS(be, op_times))
 
 void dt_backend_profile_read(struct dt_backend *be, double seconds[DT_OP_COUNT])
 {
@@ -327,7 +352,7 @@ void dt_backend_set_shards(struct dt_backend *be, const struct dt_shards *sh)
  * multiple of the shards' batch (a convolution's B*OH*OW). */
 static bool sharded(const struct dt_backend *be, const struct dt_policy *pol, int64_t rows)
 {
-    if (be->shards.count == 0 || pol->reduction != DT_REDUCTION_EXACT) return false;
+    if (be->shards.count == 0 || !dt_reduction_exact(pol)) return false;
     const int64_t batch = be->shards.row[be->shards.count];
     DT_ASSERT_MSG(rows % batch == 0,
                   "a batch reduction over rows that are not a multiple of the shards' batch");
@@ -341,7 +366,7 @@ static bool sharded(const struct dt_backend *be, const struct dt_policy *pol, in
  * exact and run once over the batch. */
 static bool library_sharded(const struct dt_backend *be, const struct dt_policy *pol, int64_t rows)
 {
-    return pol->math == DT_MATH_FAST && sharded(be, pol, rows);
+    return dt_math_fast(pol) && sharded(be, pol, rows);
 }
 
 /* The plain op once per shard on the shard's rows: the bits of a pass per shard. Each
@@ -422,7 +447,7 @@ static enum dt_status bias_per_shard(struct dt_backend *be, float *dbias, const 
 static enum dt_status bias_shards(struct dt_backend *be, float *dbias, const float *dy, int64_t B,
                                   int64_t out, const struct dt_policy *pol)
 {
-    if (be->ops->version >= 10 && be->ops->bias_backward_shards) {
+    if (HAS(be, bias_backward_shards)) {
         enum dt_status st = be->ops->bias_backward_shards(be, dbias, dy, B, out, pol);
         if (st != DT_ERR_UNSUPPORTED) return st;
     }
@@ -433,7 +458,7 @@ static enum dt_status dense_wgrad_shards(struct dt_backend *be, float *dw, const
                                          const float *dy, int64_t B, int64_t in, int64_t out,
                                          const struct dt_policy *pol)
 {
-    if (be->ops->version >= 10 && be->ops->dense_backward_weight_shards) {
+    if (HAS(be, dense_backward_weight_shards)) {
         enum dt_status st = be->ops->dense_backward_weight_shards(be, dw, x, dy, B, in, out, pol);
         if (st != DT_ERR_UNSUPPORTED) return st;
     }
@@ -481,14 +506,12 @@ static void check_exact_layout(const struct dt_exact_layout *L)
         DT_ASSERT(L->n[i] >= 1 && L->first[i + 1] == L->first[i] + L->n[i]);
 }
 
-#define HAS_OP10(be, member) ((be)->ops->version >= 10 && (be)->ops->member)
-
 enum dt_status dt_exact_max(struct dt_backend *be, uint32_t *max_bits, const float *pack,
                             const struct dt_exact_layout *L)
 {
     check_exact_layout(L);
     DT_ASSERT(max_bits && pack);
-    if (!HAS_OP10(be, exact_max)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, exact_max);
     DISPATCH(be, DT_OP_EXACT_SUM, be->ops->exact_max(be, max_bits, pack, L));
 }
 
@@ -497,7 +520,7 @@ enum dt_status dt_exact_to_fixed(struct dt_backend *be, int64_t *acc, const floa
 {
     check_exact_layout(L);
     DT_ASSERT(acc && pack && max_bits);
-    if (!HAS_OP10(be, exact_to_fixed)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, exact_to_fixed);
     DISPATCH(be, DT_OP_EXACT_SUM, be->ops->exact_to_fixed(be, acc, pack, max_bits, L));
 }
 
@@ -506,7 +529,7 @@ enum dt_status dt_exact_round(struct dt_backend *be, float *pack, const int64_t 
 {
     check_exact_layout(L);
     DT_ASSERT(acc && pack && max_bits);
-    if (!HAS_OP10(be, exact_round)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, exact_round);
     DISPATCH(be, DT_OP_EXACT_SUM, be->ops->exact_round(be, pack, acc, max_bits, L));
 }
 
@@ -515,13 +538,9 @@ enum dt_status dt_exact_sum(struct dt_backend *be, float *pack, const uint32_t *
 {
     check_exact_layout(L);
     DT_ASSERT(pack && max_bits);
-    if (!HAS_OP10(be, exact_sum)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, exact_sum);
     DISPATCH(be, DT_OP_EXACT_SUM, be->ops->exact_sum(be, pack, max_bits, L));
 }
-
-/* The version-1 ops are present in every complete backend; a backend still being built
- * (the CUDA one, op by op) leaves some NULL, which answers DT_ERR_UNSUPPORTED. */
-#define HAS_OP1(be, member) ((be)->ops->member != NULL)
 
 enum dt_status dt_dense_forward(struct dt_backend *be, float *y, const float *x, const float *w,
                                 const float *bias, int64_t B, int64_t in, int64_t out,
@@ -529,7 +548,7 @@ enum dt_status dt_dense_forward(struct dt_backend *be, float *y, const float *x,
 {
     CHECK_DIMS(B, in, out);
     DT_ASSERT(y && x && w && bias && pol);
-    if (!HAS_OP1(be, dense_forward)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, dense_forward);
     if (library_sharded(be, pol, B))
         DISPATCH(be, DT_OP_DENSE_FORWARD, dense_forward_per_shard(be, y, x, w, bias, in, out, pol));
     DISPATCH(be, DT_OP_DENSE_FORWARD, be->ops->dense_forward(be, y, x, w, bias, B, in, out, pol));
@@ -541,7 +560,7 @@ enum dt_status dt_dense_backward_data(struct dt_backend *be, float *dx, const fl
 {
     CHECK_DIMS(B, in, out);
     DT_ASSERT(dx && dy && w && pol);
-    if (!HAS_OP1(be, dense_backward_data)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, dense_backward_data);
     if (library_sharded(be, pol, B))
         DISPATCH(be, DT_OP_DENSE_BACKWARD_DATA,
                  dense_bwd_data_per_shard(be, dx, dy, w, in, out, pol));
@@ -555,7 +574,7 @@ enum dt_status dt_dense_backward_weight(struct dt_backend *be, float *dw, const 
 {
     CHECK_DIMS(B, in, out);
     DT_ASSERT(dw && x && dy && pol);
-    if (!HAS_OP1(be, dense_backward_weight)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, dense_backward_weight);
     if (sharded(be, pol, B))
         DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT,
                  dense_wgrad_shards(be, dw, x, dy, B, in, out, pol));
@@ -568,7 +587,7 @@ enum dt_status dt_bias_backward(struct dt_backend *be, float *dbias, const float
 {
     CHECK_DIMS(B, out);
     DT_ASSERT(dbias && dy && pol);
-    if (!HAS_OP1(be, bias_backward)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, bias_backward);
     if (sharded(be, pol, B))
         DISPATCH(be, DT_OP_BIAS_BACKWARD, bias_shards(be, dbias, dy, B, out, pol));
     DISPATCH(be, DT_OP_BIAS_BACKWARD, be->ops->bias_backward(be, dbias, dy, B, out, pol));
@@ -579,7 +598,7 @@ enum dt_status dt_relu_forward(struct dt_backend *be, float *y, const float *x, 
 {
     CHECK_DIMS(n);
     DT_ASSERT(y && x && pol);
-    if (!HAS_OP1(be, relu_forward)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, relu_forward);
     DISPATCH(be, DT_OP_RELU_FORWARD, be->ops->relu_forward(be, y, x, n, pol));
 }
 
@@ -588,7 +607,7 @@ enum dt_status dt_relu_backward(struct dt_backend *be, float *dx, const float *d
 {
     CHECK_DIMS(n);
     DT_ASSERT(dx && dy && y && pol);
-    if (!HAS_OP1(be, relu_backward)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, relu_backward);
     DISPATCH(be, DT_OP_RELU_BACKWARD, be->ops->relu_backward(be, dx, dy, y, n, pol));
 }
 
@@ -599,7 +618,7 @@ enum dt_status dt_softmax_xent_forward(struct dt_backend *be, float *probs, floa
 {
     CHECK_DIMS(B, C);
     DT_ASSERT(probs && loss_host && logits && labels && pol);
-    if (!HAS_OP1(be, softmax_xent_forward)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, softmax_xent_forward);
     if (sharded(be, pol, B))
         DISPATCH(be, DT_OP_SOFTMAX_XENT_FORWARD,
                  loss_per_shard(be, probs, loss_host, correct_host, logits, labels, C, pol));
@@ -609,27 +628,14 @@ enum dt_status dt_softmax_xent_forward(struct dt_backend *be, float *probs, floa
 }
 
 enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits, const float *probs,
-                                        const int32_t *labels, int64_t B, int64_t C,
+                                        const int32_t *labels, int64_t B, int64_t C, int64_t denom,
                                         const struct dt_policy *pol)
 {
     CHECK_DIMS(B, C);
-    DT_ASSERT(dlogits && probs && labels && pol);
-    if (!HAS_OP1(be, softmax_xent_backward)) return DT_ERR_UNSUPPORTED;
-    DISPATCH(be, DT_OP_SOFTMAX_XENT_BACKWARD,
-             be->ops->softmax_xent_backward(be, dlogits, probs, labels, B, C, pol));
-}
-
-enum dt_status dt_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
-                                               const float *probs, const int32_t *labels, int64_t B,
-                                               int64_t C, int64_t denom,
-                                               const struct dt_policy *pol)
-{
-    CHECK_DIMS(B, C);
     DT_ASSERT(dlogits && probs && labels && pol && denom >= B);
-    if (denom == B) return dt_softmax_xent_backward(be, dlogits, probs, labels, B, C, pol);
-    if (be->ops->version < 9 || !be->ops->softmax_xent_backward_scaled) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, softmax_xent_backward);
     DISPATCH(be, DT_OP_SOFTMAX_XENT_BACKWARD,
-             be->ops->softmax_xent_backward_scaled(be, dlogits, probs, labels, B, C, denom, pol));
+             be->ops->softmax_xent_backward(be, dlogits, probs, labels, B, C, denom, pol));
 }
 
 enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const float *g, int64_t n,
@@ -638,7 +644,7 @@ enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const fl
 {
     CHECK_DIMS(n);
     DT_ASSERT(w && v && g && pol);
-    if (!HAS_OP1(be, sgd_update)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, sgd_update);
     DISPATCH(be, DT_OP_SGD_UPDATE,
              be->ops->sgd_update(be, w, v, g, n, lr, momentum, weight_decay, pol));
 }
@@ -706,15 +712,13 @@ static void check_pool_shape(const struct dt_pool2d_shape *s)
                   "maxpool2d op called with a shape dt_pool2d_shape_init did not fill");
 }
 
-#define HAS_OP(be, member) ((be)->ops->version >= 3 && (be)->ops->member)
-
 enum dt_status dt_conv2d_forward(struct dt_backend *be, float *y, const float *x, const float *w,
                                  const float *bias, const struct dt_conv2d_shape *s,
                                  const struct dt_policy *pol)
 {
     check_conv_shape(s);
     DT_ASSERT(y && x && w && bias && pol);
-    if (!HAS_OP(be, conv2d_forward)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, conv2d_forward);
     if (library_sharded(be, pol, s->B))
         DISPATCH(be, DT_OP_CONV2D_FORWARD, conv_forward_per_shard(be, y, x, w, bias, s, pol));
     DISPATCH(be, DT_OP_CONV2D_FORWARD, be->ops->conv2d_forward(be, y, x, w, bias, s, pol));
@@ -726,7 +730,7 @@ enum dt_status dt_conv2d_backward_data(struct dt_backend *be, float *dx, const f
 {
     check_conv_shape(s);
     DT_ASSERT(dx && dy && w && pol);
-    if (!HAS_OP(be, conv2d_backward_data)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, conv2d_backward_data);
     if (library_sharded(be, pol, s->B))
         DISPATCH(be, DT_OP_CONV2D_BACKWARD_DATA, conv_bwd_data_per_shard(be, dx, dy, w, s, pol));
     DISPATCH(be, DT_OP_CONV2D_BACKWARD_DATA, be->ops->conv2d_backward_data(be, dx, dy, w, s, pol));
@@ -738,7 +742,7 @@ enum dt_status dt_conv2d_backward_weight(struct dt_backend *be, float *dw, const
 {
     check_conv_shape(s);
     DT_ASSERT(dw && x && dy && pol);
-    if (!HAS_OP(be, conv2d_backward_weight)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, conv2d_backward_weight);
     if (sharded(be, pol, s->B))
         DISPATCH(be, DT_OP_CONV2D_BACKWARD_WEIGHT, conv_wgrad_per_shard(be, dw, x, dy, s, pol));
     DISPATCH(be, DT_OP_CONV2D_BACKWARD_WEIGHT,
@@ -752,7 +756,7 @@ enum dt_status dt_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *ar
     check_pool_shape(s);
     DT_ASSERT(y && argmax && x && pol);
     DT_ASSERT_MSG(s->H * s->W <= INT32_MAX, "maxpool2d: image plane too large for int32 argmax");
-    if (!HAS_OP(be, maxpool2d_forward)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, maxpool2d_forward);
     DISPATCH(be, DT_OP_MAXPOOL2D_FORWARD, be->ops->maxpool2d_forward(be, y, argmax, x, s, pol));
 }
 
@@ -762,23 +766,19 @@ enum dt_status dt_maxpool2d_backward(struct dt_backend *be, float *dx, const flo
 {
     check_pool_shape(s);
     DT_ASSERT(dx && dy && x && y && argmax && pol);
-    if (be->ops->version >= 7 && be->ops->maxpool2d_backward_xy)
-        DISPATCH(be, DT_OP_MAXPOOL2D_BACKWARD,
-                 be->ops->maxpool2d_backward_xy(be, dx, dy, x, y, argmax, s, pol));
-    if (!HAS_OP(be, maxpool2d_backward)) return DT_ERR_UNSUPPORTED;
-    DISPATCH(be, DT_OP_MAXPOOL2D_BACKWARD, be->ops->maxpool2d_backward(be, dx, dy, argmax, s, pol));
+    REQUIRE(be, maxpool2d_backward);
+    DISPATCH(be, DT_OP_MAXPOOL2D_BACKWARD,
+             be->ops->maxpool2d_backward(be, dx, dy, x, y, argmax, s, pol));
 }
 
 /* ---- Bayesian layers and epsilon ------------------------------------------------------ */
-
-#define HAS_OP4(be, member) ((be)->ops->version >= 4 && (be)->ops->member)
 
 enum dt_status dt_eps_philox(struct dt_backend *be, float *eps, int64_t n,
                              const struct dt_philox_stream *s, const struct dt_policy *pol)
 {
     CHECK_DIMS(n);
     DT_ASSERT(eps && s && pol);
-    if (!HAS_OP4(be, eps_philox)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, eps_philox);
     DISPATCH(be, DT_OP_EPS_PHILOX, be->ops->eps_philox(be, eps, n, s, pol));
 }
 
@@ -790,7 +790,7 @@ enum dt_status dt_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lanes, in
     DT_ASSERT(lanes && pol);
     DT_ASSERT_MSG(dt_philox_fields_ok(0, member, sample),
                   "eps_lfsr_seed: member or sample out of range");
-    if (!HAS_OP4(be, eps_lfsr_seed)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, eps_lfsr_seed);
     DISPATCH(be, DT_OP_EPS_LFSR_SEED,
              be->ops->eps_lfsr_seed(be, lanes, P, seed, step, member, sample, pol));
 }
@@ -800,7 +800,7 @@ enum dt_status dt_eps_lfsr(struct dt_backend *be, float *eps, int64_t n, struct 
 {
     CHECK_DIMS(n, P);
     DT_ASSERT(eps && lanes && pol && skip_lane < P);
-    if (!HAS_OP4(be, eps_lfsr)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, eps_lfsr);
     DISPATCH(be, DT_OP_EPS_LFSR, be->ops->eps_lfsr(be, eps, n, lanes, P, backward, skip_lane, pol));
 }
 
@@ -809,7 +809,7 @@ enum dt_status dt_bnn_sigma(struct dt_backend *be, float *sigma, float *dsigma, 
 {
     CHECK_DIMS(n);
     DT_ASSERT(sigma && dsigma && rho && pol);
-    if (!HAS_OP4(be, bnn_sigma)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, bnn_sigma);
     DISPATCH(be, DT_OP_BNN_SIGMA, be->ops->bnn_sigma(be, sigma, dsigma, rho, n, pol));
 }
 
@@ -818,7 +818,7 @@ enum dt_status dt_bnn_sample(struct dt_backend *be, float *w, const float *mu, c
 {
     CHECK_DIMS(n);
     DT_ASSERT(w && mu && sigma && eps && pol);
-    if (!HAS_OP4(be, bnn_sample)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, bnn_sample);
     DISPATCH(be, DT_OP_BNN_SAMPLE, be->ops->bnn_sample(be, w, mu, sigma, eps, n, pol));
 }
 
@@ -828,7 +828,7 @@ enum dt_status dt_bnn_accumulate(struct dt_backend *be, float *gmu, float *grho,
 {
     CHECK_DIMS(n);
     DT_ASSERT(gmu && grho && g && eps && dsigma && pol);
-    if (!HAS_OP4(be, bnn_accumulate)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, bnn_accumulate);
     DISPATCH(be, DT_OP_BNN_ACCUMULATE,
              be->ops->bnn_accumulate(be, gmu, grho, g, eps, dsigma, n, first, pol));
 }
@@ -839,7 +839,7 @@ enum dt_status dt_bnn_finish(struct dt_backend *be, float *gmu, float *grho, con
 {
     CHECK_DIMS(n);
     DT_ASSERT(gmu && grho && mu && sigma && dsigma && pol && prior_var > 0.0f);
-    if (!HAS_OP4(be, bnn_finish)) return DT_ERR_UNSUPPORTED;
+    REQUIRE(be, bnn_finish);
     DISPATCH(be, DT_OP_BNN_FINISH,
              be->ops->bnn_finish(be, gmu, grho, mu, sigma, dsigma, n, inv_samples, kl_weight,
                                  prior_var, pol));

@@ -44,6 +44,10 @@ const char *dt_backend_name(const struct dt_backend *be);
  * backend does not implement yet, or NULL when it has them all: a run checks this before
  * its first step. */
 const char *dt_backend_missing_op(const struct dt_backend *be);
+/* Why the last op that failed failed (an op never prints): true, with the detail in *out
+ * (may be NULL), and the record cleared; false when no op failed since the last take. An op
+ * the backend lacks is named there ("backend 'cuda' has no op conv2d_forward"). */
+bool dt_backend_take_op_error(struct dt_backend *be, struct dt_error *out);
 /* The device in words for manifests and benchmarks ("NVIDIA H100 80GB HBM3 (sm_90), 132
  * SMs; driver 13.0, runtime 13.0, cuBLAS 130100"); "" when the backend has nothing to add
  * (the CPU: the manifest's environment already names the processor). */
@@ -81,7 +85,7 @@ int64_t dt_backend_host_waits(const struct dt_backend *be);
  * the call computes, dt_backend_set_context; nets/model.h's DT_MODEL_GRAD sets it), the op
  * returns at once, and dt_backend_step_end reads every record of the step in one copy and
  * one wait. A fault then surfaces at the step's end, after the update: the step is failed
- * and its weights are not used (the replica stops, README: Faults). No effect on the CPU,
+ * and its weights are not used (the replica stops, docs/cli.md, "Faults"). No effect on the CPU,
  * whose ops check as they go. */
 void dt_backend_defer_checks(struct dt_backend *be, bool on);
 void dt_backend_set_context(struct dt_backend *be, const char *tensor, bool input);
@@ -291,16 +295,12 @@ enum dt_status dt_softmax_xent_forward(struct dt_backend *be, float *probs, floa
                                        int64_t *correct_host, const float *logits,
                                        const int32_t *labels, int64_t B, int64_t C,
                                        const struct dt_policy *pol);
-/* dlogits = (probs - onehot(labels)) / B: the gradient of the mean loss. */
+/* dlogits = (probs - onehot(labels)) * (1 / denom), denom >= B: the gradient of the mean
+ * loss over a batch of `denom` examples -- denom = B for a whole batch, the global batch for
+ * a shard's rows (harness/run/dist.h). */
 enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits, const float *probs,
-                                        const int32_t *labels, int64_t B, int64_t C,
+                                        const int32_t *labels, int64_t B, int64_t C, int64_t denom,
                                         const struct dt_policy *pol);
-/* dlogits = (probs - onehot(labels)) * (1 / denom), denom >= B: a shard's rows of the
- * gradient of the mean loss over a batch of `denom` examples (harness/run/dist.h). */
-enum dt_status dt_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
-                                               const float *probs, const int32_t *labels, int64_t B,
-                                               int64_t C, int64_t denom,
-                                               const struct dt_policy *pol);
 /* SGD with momentum and L2 weight decay (PyTorch convention), n elements, in place:
  * g' = g + wd * w;  v = momentum * v + g';  w = w - lr * v. */
 enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const float *g, int64_t n,

@@ -31,6 +31,7 @@
 #include "core/util.h"
 #include "determinism/eps.h"
 #include "nets/model.h"
+#include "nets/models.h"
 
 #define BNN_MAX_LAYERS 32
 #define BNN_MAX_TENSORS (2 * BNN_MAX_LAYERS)
@@ -152,8 +153,7 @@ static const struct dt_xoro *lanes_host(struct dt_model *m, int s)
 static bool checking(const struct dt_model *m, enum gen g, const struct dt_policy *pol)
 {
     const struct bnn *n = m->impl;
-    return g == GEN_LFSR && pol->rng == DT_RNG_LFSR && m->step > 0 &&
-           m->step % n->o.lfsr_check_every == 0;
+    return g == GEN_LFSR && dt_rng_lfsr(pol) && m->step > 0 && m->step % n->o.lfsr_check_every == 0;
 }
 
 /* The lanes must be where tensor k's forward walk began (`want`); name what broke. */
@@ -182,7 +182,7 @@ static enum dt_status eps_backward(struct dt_model *m, enum gen g, int k, int s,
 {
     struct bnn *n = m->impl;
     const uint32_t step = (uint32_t)m->step;
-    if (pol->rng == DT_RNG_STORED) {
+    if (dt_rng_stored(pol)) {
         *eps = store_of(m, s, k);
         return DT_OK;
     }
@@ -241,7 +241,7 @@ static enum dt_status sample_forward(struct dt_model *m, int s, int64_t B, enum 
 {
     struct bnn *n = m->impl;
     const uint32_t step = (uint32_t)m->step;
-    const bool keep = pol->rng == DT_RNG_STORED || n->verify;
+    const bool keep = dt_rng_stored(pol) || n->verify;
     float **act = act_of(n, s);
     act[0] = m->x;
     if (g == GEN_LFSR) {
@@ -312,7 +312,7 @@ static enum dt_status sample_backward(struct dt_model *m, int s, int64_t B, enum
         DT_FORWARD_IF_ERROR(dt_relu_backward(m->be, dx, dx, act[l], B * in, pol));
         dy = dx;
     }
-    if (check && g == GEN_LFSR && pol->rng == DT_RNG_LFSR)
+    if (check && g == GEN_LFSR && dt_rng_lfsr(pol))
         DT_FORWARD_IF_ERROR(check_lanes(m, s, 0, n->seeds + (size_t)s * (size_t)n->o.lanes,
                                         "end-state invariant broken (lanes not back at their "
                                         "seed states)"));
@@ -347,8 +347,8 @@ static enum dt_status bnn_gradients(struct dt_model *m, int64_t B, int64_t denom
         DT_FORWARD_IF_ERROR(sample_forward(m, s, B, g, check, pol));
         DT_FORWARD_IF_ERROR(dt_softmax_xent_forward(m->be, m->probs, ls, NULL, act_of(n, s)[n->L],
                                                     m->labels, B, m->n_classes, pol));
-        DT_FORWARD_IF_ERROR(dt_softmax_xent_backward_scaled(
-            m->be, n->dlogits[s], m->probs, m->labels, B, m->n_classes, denom, pol));
+        DT_FORWARD_IF_ERROR(dt_softmax_xent_backward(m->be, n->dlogits[s], m->probs, m->labels, B,
+                                                     m->n_classes, denom, pol));
         for (int64_t j = 0; j < slots; j++) total[j] += ls[j];
     }
     for (int s = 0; s < n->o.samples; s++)
@@ -469,12 +469,12 @@ static void bnn_memory(const struct dt_model *m, const struct dt_policy *pol,
 {
     const struct bnn *n = m->impl;
     memset(out, 0, sizeof *out);
-    if (pol->rng == DT_RNG_STORED) {
+    if (dt_rng_stored(pol)) {
         out->eps_held = (int64_t)n->o.samples * n->total * (int64_t)sizeof(float);
         return;
     }
     out->eps_workspace = n->max_tensor * (int64_t)sizeof(float);
-    if (pol->rng == DT_RNG_LFSR)
+    if (dt_rng_lfsr(pol))
         out->rng_state = (int64_t)n->o.samples * n->o.lanes * (int64_t)sizeof(struct dt_xoro);
 }
 
@@ -622,3 +622,33 @@ const char *dt_bnn_tensor_name(const struct dt_model *m, int k)
     const struct bnn *n = m->impl;
     return (m->ops == &bnn_ops && k >= 0 && k < n->n_tensors) ? n->tname[k] : "?";
 }
+
+/* ---- the registry row (nets/models.h) -------------------------------------------------- */
+
+/* The MLP's sizes twice (mu and rho), sigma and epsilon per sample kept per parameter, the
+ * activations once per sample. */
+static struct dt_model_size bnn_mlp_size(const struct dt_model_spec *s)
+{
+    struct dt_model_size z = dt_mlp_size(s);
+    z.params *= 2;
+    z.extra_per_param += 4 + s->bnn.samples;
+    z.acts_per_example *= s->bnn.samples;
+    return z;
+}
+
+static enum dt_status bnn_mlp_kind_create(struct dt_model **out, struct dt_backend *be,
+                                          const struct dt_model_spec *s, struct dt_error *err)
+{
+    return dt_bnn_mlp_create(out, be, s->height * s->width * s->channels, s->hidden, s->n_hidden,
+                             s->n_classes, s->batch, &s->bnn, err);
+}
+
+const struct dt_model_kind_info dt_bnn_mlp_kind = {
+    .name = "bnn_mlp",
+    .keys = "model.hidden model.samples model.test_samples model.prior_sigma model.rho_init "
+            "model.lanes model.stored_generator model.lfsr_check_every",
+    .draws_epsilon = true,
+    .extra_control = "rng",
+    .create = bnn_mlp_kind_create,
+    .size = bnn_mlp_size,
+};

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "nets/model.h"
+#include "nets/models.h"
 
 enum { N_DENSE = 3 };
 
@@ -216,3 +217,32 @@ enum dt_status dt_lenet_create(struct dt_model **out, struct dt_backend *be, int
     *out = m;
     return DT_OK;
 }
+
+/* ---- the registry row (nets/models.h) -------------------------------------------------- */
+
+/* LeNet-5 as built above, with 2x2 pooling (overlapping 3x3 windows give no more). */
+static struct dt_model_size lenet_size(const struct dt_model_spec *s)
+{
+    const double flat = (double)((s->height / 2 - 4) / 2) * (double)((s->width / 2 - 4) / 2) * 16;
+    const double params = (25.0 * (double)s->channels * 6 + 6) + (25.0 * 6 * 16 + 16) +
+                          (flat * 120 + 120) + (120.0 * 84 + 84) +
+                          (84.0 * (double)s->n_classes + (double)s->n_classes);
+    /* conv0's output, its gradient, pooling, im2col */
+    return (struct dt_model_size){params, 0, 4.0 * 6 * (double)(s->height * s->width)};
+}
+
+static enum dt_status lenet_kind_create(struct dt_model **out, struct dt_backend *be,
+                                        const struct dt_model_spec *s, struct dt_error *err)
+{
+    if (s->channels != 1)
+        return dt_error_set(err, DT_ERR_CONFIG, "lenet takes one-channel images, not %lld",
+                            (long long)s->channels);
+    return dt_lenet_create(out, be, s->height, s->width, s->overlap_pool, s->n_classes, s->batch,
+                           err);
+}
+
+const struct dt_model_kind_info dt_lenet_kind = {.name = "lenet",
+                                                 .keys = "model.overlap_pool",
+                                                 .extra_control = "conv_algo",
+                                                 .create = lenet_kind_create,
+                                                 .size = lenet_size};

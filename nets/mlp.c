@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "nets/model.h"
+#include "nets/models.h"
 
 #define MLP_MAX_LAYERS 32
 
@@ -102,3 +103,30 @@ enum dt_status dt_mlp_create(struct dt_model **out, struct dt_backend *be, int64
     *out = m;
     return DT_OK;
 }
+
+/* ---- the registry row (nets/models.h) -------------------------------------------------- */
+
+struct dt_model_size dt_mlp_size(const struct dt_model_spec *s)
+{
+    const double in_dim = (double)(s->height * s->width * s->channels);
+    double in = in_dim, widest = in_dim, params = 0, acts = 0;
+    for (int l = 0; l <= s->n_hidden; l++) {
+        const double out = l < s->n_hidden ? (double)s->hidden[l] : (double)s->n_classes;
+        params += in * out + out;
+        acts += out;
+        if (out > widest) widest = out;
+        in = out;
+    }
+    /* activations, two gradient buffers */
+    return (struct dt_model_size){params, 0, 3 * (acts + in_dim) + 2 * widest};
+}
+
+static enum dt_status mlp_kind_create(struct dt_model **out, struct dt_backend *be,
+                                      const struct dt_model_spec *s, struct dt_error *err)
+{
+    return dt_mlp_create(out, be, s->height * s->width * s->channels, s->hidden, s->n_hidden,
+                         s->n_classes, s->batch, err);
+}
+
+const struct dt_model_kind_info dt_mlp_kind = {
+    .name = "mlp", .keys = "model.hidden", .create = mlp_kind_create, .size = dt_mlp_size};

@@ -50,10 +50,11 @@ enum dt_status dt_model_grad_status(struct dt_model *m, const char *tensor, bool
                                     enum dt_status st)
 {
     if (st == DT_OK || m->err.status != DT_OK) return st;
-    const char *what = st == DT_ERR_NUMERIC
-                           ? "a NaN/Inf term or a fixed-point sum beyond the float range (the "
-                             "op's message says where)"
-                           : dt_status_str(st);
+    struct dt_error detail;
+    const char *what = dt_backend_take_op_error(m->be, &detail) ? detail.msg
+                       : st == DT_ERR_NUMERIC ? "a NaN/Inf term or a fixed-point sum beyond the "
+                                                "float range"
+                                              : dt_status_str(st);
     dt_error_set(&m->err, st, "%s %sgradient: %s at step %" PRId64, tensor, input ? "input " : "",
                  what, m->step);
     return st;
@@ -143,8 +144,8 @@ enum dt_status dt_model_gradients(struct dt_model *m, const struct dt_batch *b, 
     DT_FORWARD_IF_ERROR(m->ops->forward(m, B, pol));
     DT_FORWARD_IF_ERROR(dt_softmax_xent_forward(m->be, m->probs, loss, NULL, m->logits, m->labels,
                                                 B, m->n_classes, pol));
-    DT_FORWARD_IF_ERROR(dt_softmax_xent_backward_scaled(m->be, m->dlogits, m->probs, m->labels, B,
-                                                        m->n_classes, denom, pol));
+    DT_FORWARD_IF_ERROR(dt_softmax_xent_backward(m->be, m->dlogits, m->probs, m->labels, B,
+                                                 m->n_classes, denom, pol));
     return m->ops->backward(m, B, pol);
 }
 
@@ -171,8 +172,8 @@ enum dt_status dt_model_gradients_sharded(struct dt_model *m, const struct dt_ba
                                           const struct dt_policy *pol, float *loss_slots)
 {
     DT_ASSERT(dt_model_splits_step(m) && denom >= B && B >= 1);
-    DT_ASSERT(pol->reduction == DT_REDUCTION_EXACT && sh->count >= 1 &&
-              sh->count == m->grad_slots && sh->row[sh->count] == B);
+    DT_ASSERT(dt_reduction_exact(pol) && sh->count >= 1 && sh->count == m->grad_slots &&
+              sh->row[sh->count] == B);
     dt_model_load(m, b, B);
     dt_backend_set_shards(m->be, sh);
     if (m->ops->gradients) {
@@ -185,8 +186,8 @@ enum dt_status dt_model_gradients_sharded(struct dt_model *m, const struct dt_ba
         st = dt_softmax_xent_forward(m->be, m->probs, loss_slots, NULL, m->logits, m->labels, B,
                                      m->n_classes, pol);
     if (st == DT_OK)
-        st = dt_softmax_xent_backward_scaled(m->be, m->dlogits, m->probs, m->labels, B,
-                                             m->n_classes, denom, pol);
+        st = dt_softmax_xent_backward(m->be, m->dlogits, m->probs, m->labels, B, m->n_classes,
+                                      denom, pol);
     if (st == DT_OK) st = m->ops->backward(m, B, pol);
     dt_backend_set_shards(m->be, NULL);
     return st;
@@ -218,11 +219,15 @@ void dt_model_begin_step(struct dt_model *m)
     m->step++;
     m->err.status = DT_OK;
     m->err.msg[0] = '\0';
+    (void)dt_backend_take_op_error(m->be, NULL); /* nothing stale from before the step */
 }
 
 enum dt_status dt_model_step_end(struct dt_model *m, enum dt_status st)
 {
     struct dt_error check;
+    if (st != DT_OK && m->err.status == DT_OK && dt_backend_take_op_error(m->be, &check))
+        dt_error_set(&m->err, st, "%.800s at step %" PRId64, check.msg, m->step); /* an op
+                                                       outside a named gradient (DT_MODEL_GRAD) */
     const enum dt_status end = dt_backend_step_end(m->be, &check);
     if (st != DT_OK || end == DT_OK) return st;
     return dt_error_set(&m->err, end, "%.800s at step %" PRId64, check.msg, m->step);

@@ -111,8 +111,9 @@ struct dt_model {
 /* For model kinds' backward passes: `st`, the status of an op computing the gradient of
  * parameter `tensor` (input = false) or the gradient flowing back through it into the
  * layer's input (input = true). On failure m->err, unless already set, says which:
- * "dense0.bias gradient: ... at step 7" (the op's own message, on stderr, has the detail,
- * e.g. the fixed-point column that overflows). Returns st. */
+ * "dense0.bias gradient: fixed-point sum of column 3 overflows the float range at step 7"
+ * (the op's detail from the backend's op error record, dt_backend_take_op_error). Returns
+ * st. */
 enum dt_status dt_model_grad_status(struct dt_model *m, const char *tensor, bool input,
                                     enum dt_status st);
 #define DT_MODEL_GRAD(m, tensor, input, call)                                                      \

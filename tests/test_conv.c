@@ -857,7 +857,8 @@ static void lenet_gradcheck(bool overlap)
     CHECK(m->ops->forward(m, LB, &pol) == DT_OK);
     CHECK(dt_softmax_xent_forward(be, m->probs, &loss, NULL, m->logits, m->labels, LB, LCLS,
                                   &pol) == DT_OK);
-    CHECK(dt_softmax_xent_backward(be, m->dlogits, m->probs, m->labels, LB, LCLS, &pol) == DT_OK);
+    CHECK(dt_softmax_xent_backward(be, m->dlogits, m->probs, m->labels, LB, LCLS, LB, &pol) ==
+          DT_OK);
     CHECK(m->ops->backward(m, LB, &pol) == DT_OK);
 
     struct lenet_ref n;

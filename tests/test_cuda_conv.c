@@ -1286,12 +1286,6 @@ DT_TEST(forced_orders)
     dt_backend_destroy(c);
 }
 
-/* Run `fn` with stderr sent to a file; returns what it printed (caller frees). */
-static char *stderr_of(void (*fn)(void *), void *arg)
-{
-    return stderr_of_call(DT_TEST_TMP_DIR "/cuda_conv_stderr.txt", fn, arg);
-}
-
 struct bad_call {
     struct dt_backend *be;
     const struct conv_case *conv; /* the conv backward-data, or */
@@ -1321,7 +1315,8 @@ DT_TEST(numeric_errors)
     k.dy[12 * K + 15] = INFINITY;
     k.dy[300 * K + 0] = -INFINITY;
     struct bad_call gb = {.be = g, .conv = &k}, cb = {.be = c, .conv = &k};
-    char *gmsg = stderr_of(bad_call_run, &gb), *cmsg = stderr_of(bad_call_run, &cb);
+    char *gmsg = op_error_of(gb.be, bad_call_run, &gb),
+         *cmsg = op_error_of(cb.be, bad_call_run, &cb);
     CHECK_INT_EQ(gb.cr.st[1], DT_ERR_NUMERIC);
     CHECK_INT_EQ(cb.cr.st[1], DT_ERR_NUMERIC);
     CHECK_CONTAINS(gmsg, "conv2d backward-data: non-finite gradient at patch row 12, element 0");
@@ -1335,7 +1330,7 @@ DT_TEST(numeric_errors)
     pk.dy[1000] = NAN;
     pk.dy[77] = INFINITY;
     struct bad_call gp = {.be = g, .pool = &pk}, cp = {.be = c, .pool = &pk};
-    gmsg = stderr_of(bad_call_run, &gp), cmsg = stderr_of(bad_call_run, &cp);
+    gmsg = op_error_of(gp.be, bad_call_run, &gp), cmsg = op_error_of(cp.be, bad_call_run, &cp);
     CHECK_INT_EQ(gp.pr.st[1], DT_ERR_NUMERIC);
     CHECK_INT_EQ(cp.pr.st[1], DT_ERR_NUMERIC);
     CHECK_CONTAINS(gmsg, "maxpool2d backward: non-finite gradient at element 77");

@@ -442,7 +442,7 @@ DT_TEST(softmax_elem_matches_cpu)
             CHECK_INT_EQ(ecorrect, ccorrect);
             /* backward: (p - onehot) * (1/B) */
             const float inv_b = 1.0f / (float)B;
-            CHECK_INT_EQ(dt_softmax_xent_backward(c, cd, cp, labels, B, C, &pol), DT_OK);
+            CHECK_INT_EQ(dt_softmax_xent_backward(c, cd, cp, labels, B, C, B, &pol), DT_OK);
             for (int64_t i = 0; i < B * C; i++)
                 ed[i] = dt_softmax_xent_grad_elem(cp[i], i % C == labels[i / C], inv_b);
             CHECK(same_bits(ed, cd, B * C, "softmax backward"));
@@ -718,7 +718,7 @@ static void loss_run(struct dt_backend *be, const struct loss_in *d, const struc
         float *probs = dev_poisoned(be, B * C), *dl = dev_poisoned(be, B * C);
         CHECK_INT_EQ(
             dt_softmax_xent_forward(be, probs, &o->loss, &o->correct, z, labels, B, C, pol), DT_OK);
-        CHECK_INT_EQ(dt_softmax_xent_backward(be, dl, pin, labels, B, C, pol), DT_OK);
+        CHECK_INT_EQ(dt_softmax_xent_backward(be, dl, pin, labels, B, C, B, pol), DT_OK);
         o->probs = take(be, probs, B * C), o->dlogits = take(be, dl, B * C);
         dt_backend_free(be, z), dt_backend_free(be, pin), dt_backend_free(be, labels);
         return;
@@ -727,7 +727,8 @@ static void loss_run(struct dt_backend *be, const struct loss_in *d, const struc
     CHECK_INT_EQ(
         dt_softmax_xent_forward(be, o->probs, &o->loss, &o->correct, d->z, d->labels, B, C, pol),
         DT_OK);
-    CHECK_INT_EQ(dt_softmax_xent_backward(be, o->dlogits, d->probs, d->labels, B, C, pol), DT_OK);
+    CHECK_INT_EQ(dt_softmax_xent_backward(be, o->dlogits, d->probs, d->labels, B, C, B, pol),
+                 DT_OK);
 }
 
 static int loss_same(const struct loss_out *a, const struct loss_out *b, int64_t n,
@@ -875,7 +876,7 @@ DT_TEST(rerun_identical)
             dense_run(g, &d, &pol, &a);
             dense_run(g, &d, &pol, &b);
             /* fast: only its weight gradient (one cuBLAS product, nets/cuda/dense.c) is
-             * claimed, as the report and README state; its bias gradient is not */
+             * claimed, as the report and docs/gpu.md state; its bias gradient is not */
             if (l == DT_LEVEL_FAST)
                 CHECK(same_bits(a.dw, b.dw, d.in * d.out, "fast backward_weight rerun"));
             else CHECK(dense_same(&a, &b, &d, pol.name));
@@ -973,12 +974,6 @@ DT_TEST(forced_orders)
     dt_backend_destroy(c);
 }
 
-/* Run `fn` with stderr sent to a file; returns what it printed (caller frees). */
-static char *stderr_of(void (*fn)(void *), void *arg)
-{
-    return stderr_of_call(DT_TEST_TMP_DIR "/cuda_dense_stderr.txt", fn, arg);
-}
-
 struct bias_call {
     struct dt_backend *be;
     const float *dy_host;
@@ -1027,13 +1022,13 @@ DT_TEST(numeric_errors)
     dy[77 * out + 39] = INFINITY;
     dy[77 * out + 12] = NAN;
     struct bias_call call = {g, dy, B, out, DT_OK};
-    char *msg = stderr_of(bias_call_run, &call);
+    char *msg = op_error_of(call.be, bias_call_run, &call);
     CHECK_INT_EQ(call.st, DT_ERR_NUMERIC);
     CHECK_CONTAINS(msg, "non-finite input at row 77, column 12");
     free(msg);
     fill_varied(dy, B * out, 0.1);
     for (int64_t b = 0; b < B; b++) dy[b * out + 21] = 3e38f; /* column 21 sums past FLT_MAX */
-    msg = stderr_of(bias_call_run, &call);
+    msg = op_error_of(call.be, bias_call_run, &call);
     CHECK_INT_EQ(call.st, DT_ERR_NUMERIC);
     CHECK_CONTAINS(msg, "column 21 overflows the float range");
     free(msg);
@@ -1047,7 +1042,7 @@ DT_TEST(numeric_errors)
     fill_logits(lc.z, 20, 10);
     fill_labels(lc.labels, 20, 10);
     lc.labels[13] = 10, lc.labels[17] = -1;
-    msg = stderr_of(label_call_run, &lc);
+    msg = op_error_of(lc.be, label_call_run, &lc);
     CHECK_INT_EQ(lc.st, DT_ERR_INTERNAL);
     CHECK_CONTAINS(msg, "label out of range [0, 10) at row 13");
     CHECK(lc.loss == 1.0f); /* left unset */
@@ -1093,7 +1088,7 @@ DT_TEST(deferred_checks)
     }
     dt_backend_defer_checks(g, false);
     struct bias_call call = {g, h, B, out, DT_OK};
-    char *msg = stderr_of(bias_call_run, &call);
+    char *msg = op_error_of(call.be, bias_call_run, &call);
     CHECK_INT_EQ(call.st, DT_ERR_NUMERIC);
     free(msg);
     dt_backend_free(g, clean), dt_backend_free(g, bad);

@@ -300,7 +300,7 @@ DT_TEST(compare_finds_chosen_step)
 
 /* The shipped LeNet config, shortened for CI (600 steps of batch 128, 1.3 epochs; 86.5%
  * measured): it learns (>= 84% test accuracy, chance is 10%; the full config's >= 88% is
- * recorded in README), and its two `portable` replicas stay bit-identical. */
+ * recorded in docs/controls.md), and its two `portable` replicas stay bit-identical. */
 DT_TEST(lenet_learns)
 {
     const char *dir = TMP "lenet";

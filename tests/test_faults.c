@@ -85,7 +85,7 @@ DT_TEST(first_nonfinite_cpu)
     }
 }
 
-/* A backend without the op (ops version 7 or a NULL member): the wrapper's host scan. */
+/* A backend without the op (a NULL member): the wrapper's host scan. */
 DT_TEST(first_nonfinite_fallback)
 {
     struct dt_backend *be = cpu(2);
@@ -95,16 +95,13 @@ DT_TEST(first_nonfinite_fallback)
     ops.first_nonfinite = NULL;
     be->ops = &ops;
     check_scans(be);
-    ops.first_nonfinite = keep->first_nonfinite;
-    ops.version = 7; /* an older table: the member is not there */
-    check_scans(be);
     be->ops = keep;
     dt_backend_destroy(be);
 }
 
 /* Several tensors in one call: the first tensor (in the order given) holding a NaN or Inf,
  * and its first such element; none -> false; an empty tensor is finite. On the CPU (no
- * batched op: one scan per tensor) and through a table whose version predates the op. */
+ * batched op: one scan per tensor) and with neither scan op (the host scan per tensor). */
 static void check_many(struct dt_backend *be)
 {
     enum { T = 5, N = 300 };
@@ -140,7 +137,8 @@ DT_TEST(first_nonfinite_many)
     check_many(be);
     struct dt_backend_ops ops = *be->ops;
     const struct dt_backend_ops *keep = be->ops;
-    ops.version = 7;
+    ops.first_nonfinite = NULL;
+    ops.first_nonfinite_many = NULL;
     be->ops = &ops;
     check_many(be);
     be->ops = keep;
@@ -150,7 +148,8 @@ DT_TEST(first_nonfinite_many)
 /* An MLP 8 -> 4 -> 10 whose hidden unit 0 is 0.5 on every example and whose dense1.weight
  * row 0 is (+3e38, -3e38, ...): the logits stay finite, but every example labelled 1 sends
  * 6e38 / B back to unit 0, and the fixed-point sum of dense0.bias's column 0 leaves the
- * float range. The model's error names that gradient and the step. */
+ * float range. The model's error names that gradient, the op's own detail (the column, from
+ * the backend's op error record, not stderr) and the step; the record is taken. */
 DT_TEST(overflow_names_tensor)
 {
     struct dt_backend *be = cpu(2);
@@ -178,9 +177,36 @@ DT_TEST(overflow_names_tensor)
     CHECK_INT_EQ(dt_model_train_step(m, x, y, B, &sgd, &pol, &loss), DT_ERR_NUMERIC);
     CHECK_INT_EQ(m->err.status, DT_ERR_NUMERIC);
     CHECK_CONTAINS(m->err.msg, "dense0.bias gradient: ");
-    CHECK_CONTAINS(m->err.msg, "fixed-point sum beyond the float range");
+    CHECK_CONTAINS(m->err.msg, "fixed-point sum of column 0 overflows the float range");
     CHECK_CONTAINS(m->err.msg, " at step 1");
+    CHECK(!dt_backend_take_op_error(be, NULL));
     dt_model_destroy(m);
+    dt_backend_destroy(be);
+}
+
+/* An op the backend lacks (a NULL member) is refused by name: DT_ERR_UNSUPPORTED, and the
+ * op error record says which backend and op; a present op leaves no record. */
+DT_TEST(missing_op_refused_by_name)
+{
+    struct dt_backend *be = cpu(1);
+    if (!be) return;
+    struct dt_backend_ops ops = *be->ops;
+    const struct dt_backend_ops *keep = be->ops;
+    ops.relu_forward = NULL;
+    be->ops = &ops;
+    struct dt_policy pol;
+    dt_policy_from_level(&pol, DT_LEVEL_PORTABLE);
+    float x[4] = {-1, 2, -3, 4}, y[4];
+    CHECK_INT_EQ(dt_relu_forward(be, y, x, 4, &pol), DT_ERR_UNSUPPORTED);
+    struct dt_error e;
+    CHECK(dt_backend_take_op_error(be, &e));
+    CHECK_INT_EQ(e.status, DT_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(e.msg, "backend 'cpu' has no op relu_forward");
+    CHECK(!dt_backend_take_op_error(be, NULL)); /* taken */
+    CHECK(dt_backend_missing_op(be) != NULL);
+    be->ops = keep;
+    CHECK_INT_EQ(dt_relu_forward(be, y, x, 4, &pol), DT_OK);
+    CHECK(!dt_backend_take_op_error(be, NULL));
     dt_backend_destroy(be);
 }
 
@@ -266,7 +292,8 @@ DT_TEST(nan_gradient_stops_replica)
 
 /* train.check_finite off: nothing stops step 7; the NaN weight reaches step 8's logits.
  * Under fast (float atomics) the existing loss stop reports it; under portable the
- * fixed-point bias gradient refuses the NaN and the model's error names the tensor. */
+ * fixed-point bias gradient refuses the NaN and the model's error names the tensor and the
+ * op's detail. */
 DT_TEST(check_finite_off)
 {
     if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
@@ -279,7 +306,9 @@ DT_TEST(check_finite_off)
     check_trace_rows(dir, "fast", 0, 8);
     CHECK_INT_EQ(run("DETRAIN_TEST_POISON=7:dense1.weight", dir, "--set train.check_finite=false"),
                  1);
-    check_manifest(dir, "portable", 0, "failed", "dense1.bias gradient: a NaN/Inf term");
+    /* the op's own detail (its error record), in run.json: which row and column */
+    check_manifest(dir, "portable", 0, "failed",
+                   "dense1.bias gradient: non-finite input (nan) at row 0, column 0 at step 8");
     CHECK_CONTAINS(out, "at step 8; replica stopped");
     check_manifest(dir, "portable", 1, "completed", "");
     check_trace_rows(dir, "portable", 0, 7); /* step 8 never finished */
@@ -330,5 +359,6 @@ DT_TEST(unwritable_out)
 
 DT_TEST_MAIN(DT_CASE(first_nonfinite_cpu), DT_CASE(first_nonfinite_fallback),
              DT_CASE(first_nonfinite_many), DT_CASE(overflow_names_tensor),
-             DT_CASE(nan_weight_stops_replica), DT_CASE(nan_gradient_stops_replica),
-             DT_CASE(check_finite_off), DT_CASE(write_fails_midrun), DT_CASE(unwritable_out))
+             DT_CASE(missing_op_refused_by_name), DT_CASE(nan_weight_stops_replica),
+             DT_CASE(nan_gradient_stops_replica), DT_CASE(check_finite_off),
+             DT_CASE(write_fails_midrun), DT_CASE(unwritable_out))

@@ -1,4 +1,4 @@
-/* A result folder is the user's record (README: Outputs; harness/record/outdir.h): a run refused
+/* A result folder is the user's record (docs/outputs.md; harness/record/outdir.h): a run refused
  * for any reason changes nothing on disk, one folder holds one experiment, one writer at a
  * time, and no output is written through a link. Every case fingerprints the folder (each
  * entry's name, type, size, link target, and every file's SHA-256) before and after, and
@@ -312,7 +312,8 @@ DT_TEST(oversized_model_refused)
     finished_result(dir, "");
     char *before = fingerprint(dir);
     CHECK_REFUSED(dir, before, RUN " --out '%s' --set 'model.hidden=[65536, 65536, 65536]'", dir);
-    CHECK_CONTAINS(out, "GiB of memory (model.hidden");
+    CHECK_CONTAINS(out, "GiB of memory (model.kind mlp, train.batch ");
+    CHECK_CONTAINS(out, ", model.hidden)");
     free(before);
 }
 

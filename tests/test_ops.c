@@ -193,7 +193,7 @@ static void softmax_gradcheck_level(enum dt_level level)
     float loss;
     int64_t correct;
     CHECK(dt_softmax_xent_forward(be, probs, &loss, &correct, z, lab, SB, SC, &pol) == DT_OK);
-    CHECK(dt_softmax_xent_backward(be, g, probs, lab, SB, SC, &pol) == DT_OK);
+    CHECK(dt_softmax_xent_backward(be, g, probs, lab, SB, SC, SB, &pol) == DT_OK);
     double zd[SB * SC], fd[SB * SC];
     for (int i = 0; i < SB * SC; i++) zd[i] = z[i];
     double lref = xent_ref(zd, lab);
@@ -304,7 +304,7 @@ DT_TEST(mlp_backward_gradcheck)
     CHECK(m->ops->forward(m, MB, &pol) == DT_OK);
     CHECK(dt_softmax_xent_forward(be, m->probs, &loss, NULL, m->logits, m->labels, MB, MC, &pol) ==
           DT_OK);
-    CHECK(dt_softmax_xent_backward(be, m->dlogits, m->probs, m->labels, MB, MC, &pol) == DT_OK);
+    CHECK(dt_softmax_xent_backward(be, m->dlogits, m->probs, m->labels, MB, MC, MB, &pol) == DT_OK);
     CHECK(m->ops->backward(m, MB, &pol) == DT_OK);
     double *p[4];
     for (int i = 0; i < 4; i++) {

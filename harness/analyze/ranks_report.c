@@ -178,7 +178,7 @@ enum dt_status dt_ranks_report(const char *dir, bool quiet, struct dt_error *err
             /* the unordered policy at this rank count, for the ratio */
             double base = NAN;
             for (int q = 0; q < exp->n_policies; q++) {
-                if (exp->policies[q].reduction != DT_REDUCTION_UNORDERED) continue;
+                if (dt_reduction_ordered(&exp->policies[q])) continue;
                 for (int k = 0; k < runs[i].n_rows; k++)
                     if (strcmp(runs[i].rows[k].policy, exp->policies[q].name) == 0 &&
                         isfinite(runs[i].rows[k].step_ms))
@@ -223,7 +223,7 @@ enum dt_status dt_ranks_report(const char *dir, bool quiet, struct dt_error *err
                     if (strcmp(runs[i].rows[k].policy, pol->name) == 0 && !row)
                         row = &runs[i].rows[k];
                     for (int q = 0; q < exp->n_policies && !base; q++)
-                        if (exp->policies[q].reduction == DT_REDUCTION_UNORDERED &&
+                        if (!dt_reduction_ordered(&exp->policies[q]) &&
                             strcmp(runs[i].rows[k].policy, exp->policies[q].name) == 0)
                             base = &runs[i].rows[k];
                 }

@@ -1227,16 +1227,6 @@ static void make_plots(struct report *rep)
 /* ---- report.md --------------------------------------------------------------------------------
  */
 
-static const char *model_kind_name(enum dt_model_kind k)
-{
-    switch (k) {
-    case DT_MODEL_MLP: return "mlp";
-    case DT_MODEL_LENET: return "lenet";
-    case DT_MODEL_BNN_MLP: return "bnn_mlp";
-    }
-    return "?";
-}
-
 /* " | <value>" with a fixed format, or " | -" when not available. */
 static void md_f(struct dt_strbuf *sb, const char *fmt, double v)
 {
@@ -1249,8 +1239,8 @@ static void md_setup(struct dt_strbuf *sb, const struct report *rep)
 {
     const struct dt_experiment *exp = &rep->exp;
     dt_strbuf_printf(sb, "# %s\n\n", exp->name);
-    dt_strbuf_printf(sb, "**Setup.** Model %s", model_kind_name(exp->model.kind));
-    if (exp->model.kind != DT_MODEL_LENET) {
+    dt_strbuf_printf(sb, "**Setup.** Model %s", dt_model_kind_names[exp->model.kind]);
+    if (dt_model_kind_reads(exp->model.kind, "model.hidden")) {
         dt_strbuf_printf(sb, " (hidden [");
         for (int i = 0; i < exp->model.n_hidden; i++)
             dt_strbuf_printf(sb, "%s%" PRId64, i ? ", " : "", exp->model.hidden[i]);

@@ -1,4 +1,4 @@
-/* A result folder's rules (README: Outputs). An experiment's folder is the user's record:
+/* A result folder's rules (docs/outputs.md). An experiment's folder is the user's record:
  *   - one experiment per folder: a run into a folder that holds a result is refused unless
  *     it resumes that result (--resume) or replaces it whole (--overwrite);
  *   - one writer per folder: a lock (flock on DIR/.detrain.lock, held for the run's life and

@@ -141,7 +141,7 @@ int64_t dt_dist_rank_shard(int64_t S, int N, int r) { return ((int64_t)r * S) / 
 bool dt_dist_step_needed(const struct dt_model *m, const struct dt_policy *pol)
 {
     if (!dt_model_splits_step(m)) return false; /* one rank only (dt_dist_check) */
-    return g_dist.size > 1 || pol->reduction == DT_REDUCTION_EXACT;
+    return g_dist.size > 1 || dt_reduction_exact(pol);
 }
 
 enum dt_status dt_dist_check(const struct dt_model *m, int64_t batch, int64_t shards,
@@ -268,7 +268,7 @@ void dt_dist_step_init(struct dt_dist_step *d, struct dt_model *m, int64_t shard
     }
     d->total = d->offset[m->n_params];
     const int N = g_dist.size;
-    d->exact = pol->reduction == DT_REDUCTION_EXACT;
+    d->exact = dt_reduction_exact(pol);
     if (d->exact) {
         /* the rank's shards: the partials each gradient makes room for */
         const int r = g_dist.rank;
@@ -416,7 +416,7 @@ static enum dt_status step_ranks(struct dt_dist_step *d, const struct dt_batch *
     DT_FORWARD_IF_ERROR(agree_on_failure(d, st));
     float *mine = d->stage;
     const double rows = (double)(b1 - b0);
-    if (pol->reduction == DT_REDUCTION_UNORDERED) {
+    if (!dt_reduction_ordered(pol)) {
         if (d->nccl) {
             st = dt_dist_nccl_allreduce_params(d->nccl, m, &m->err);
             if (st != DT_OK) return st;
@@ -464,9 +464,8 @@ enum dt_status dt_dist_step(struct dt_dist_step *d, const struct dt_batch *batch
         !dt_backend_host_view(m->be, m->params[0].g))
         DT_FORWARD_IF_ERROR(dt_dist_nccl_open(&d->nccl, m->be, g_dist.rank, g_dist.size, &m->err));
     dt_model_begin_step(m);
-    enum dt_status st = pol->reduction == DT_REDUCTION_EXACT
-                            ? step_exact(d, batch, B, shards, pol, loss)
-                            : step_ranks(d, batch, B, shards, pol, loss);
+    enum dt_status st = dt_reduction_exact(pol) ? step_exact(d, batch, B, shards, pol, loss)
+                                                : step_ranks(d, batch, B, shards, pol, loss);
     if (st == DT_OK) st = dt_model_finish_gradients(m, pol); /* once, after the combination */
     if (st != DT_OK) return st;
     return dt_model_sgd(m, opt, pol);
@@ -478,7 +477,7 @@ enum dt_status dt_dist_train(struct dt_dist_step *d, struct dt_model *m,
                              float *loss)
 {
     if (!dt_dist_step_needed(m, pol)) return dt_model_train_step_batch(m, batch, B, opt, pol, loss);
-    if (d->m != m || d->exact != (pol->reduction == DT_REDUCTION_EXACT)) {
+    if (d->m != m || d->exact != (dt_reduction_exact(pol))) {
         if (d->m) dt_dist_step_free(d);
         dt_dist_step_init(d, m, shards, pol);
     }

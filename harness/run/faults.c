@@ -44,7 +44,7 @@ enum dt_status dt_fault_poison_parse(struct run_ctx *c, struct dt_error *err)
 /* Test-only: after step s, element 0 of the poisoned tensor's weight or gradient := the
  * hook's value (NaN by default). The update of step s has run with the true gradient. */
 enum dt_status dt_fault_poison_apply(const struct poison *p, struct dt_model *m, int64_t s,
-                                   struct dt_error *err)
+                                     struct dt_error *err)
 {
     if (s != p->step) return DT_OK;
     for (int i = 0; i < m->n_params; i++) {
@@ -121,7 +121,7 @@ static enum dt_status apply_verdict(const struct dt_dist_verdict *v, struct dt_r
 
 /* At the start of each step: go on together, or stop together. */
 enum dt_status dt_fault_ranks_agree(struct dt_replica_result *res, int64_t step, const char *digest,
-                                  struct dt_error *err)
+                                    struct dt_error *err)
 {
     struct dt_dist_verdict v;
     dt_dist_agree(dt_stop_requested ? (int)dt_stop_requested : DT_DIST_GO_ON, digest, &v);
@@ -131,11 +131,10 @@ enum dt_status dt_fault_ranks_agree(struct dt_replica_result *res, int64_t step,
 /* After the loop, unless the ranks stopped together: the last digests, and this rank's own
  * stop (a failed step or write) made known to the others. */
 enum dt_status dt_fault_ranks_agree_end(struct dt_replica_result *res, int64_t step,
-                                      enum dt_status st, const char *digest, struct dt_error *err)
+                                        enum dt_status st, const char *digest, struct dt_error *err)
 {
     struct dt_dist_verdict v;
     const bool failed = st != DT_OK || res->state == DT_REPLICA_FAILED;
     dt_dist_agree(failed ? DT_DIST_FAILED : DT_DIST_GO_ON, digest, &v);
     return apply_verdict(&v, res, step, err);
 }
-

@@ -27,10 +27,8 @@
 enum entry_status { ENTRY_PENDING, ENTRY_DONE, ENTRY_SKIPPED, ENTRY_FAILED, ENTRY_STATUS_COUNT };
 static const char *const status_names[ENTRY_STATUS_COUNT] = {"pending", "done", "skipped",
                                                              "failed"};
-static const char *const device_names[] = {"cpu", "cuda"};            /* enum dt_device */
-static const char *const model_names[] = {"mlp", "lenet", "bnn_mlp"}; /* enum dt_model_kind */
+static const char *const device_names[] = {"cpu", "cuda"}; /* enum dt_device */
 #define N_DEVICES ((int)(sizeof device_names / sizeof device_names[0]))
-#define N_MODELS ((int)(sizeof model_names / sizeof model_names[0]))
 
 /* One entry as matrix.json records it. */
 struct entry {
@@ -38,7 +36,7 @@ struct entry {
     enum entry_status status;
     char reason[1024];
     int device; /* index into device_names */
-    int model;  /* index into model_names */
+    int model;  /* enum dt_model_kind */
     int n_policies;
     char policies[DT_MAX_POLICIES][DT_POLICY_NAME_MAX];
     double seconds; /* wall time of its run; NaN when it did not run */
@@ -84,7 +82,7 @@ static enum dt_status write_record(const char *dir, const struct record *rec, co
         dt_strbuf_printf(&sb, ", \"status\": \"%s\", \"reason\": ", status_names[e->status]);
         dt_strbuf_json_string(&sb, e->reason);
         dt_strbuf_printf(&sb, ", \"device\": \"%s\", \"model\": \"%s\", \"policies\": [",
-                         device_names[e->device], model_names[e->model]);
+                         device_names[e->device], dt_model_kind_names[e->model]);
         for (int p = 0; p < e->n_policies; p++) {
             dt_strbuf_printf(&sb, p ? ", " : "");
             dt_strbuf_json_string(&sb, e->policies[p]);
@@ -170,7 +168,8 @@ static enum dt_status read_entry(const struct reader *rd, const yaml_node_t *m, 
     e->status = (enum entry_status)status;
     DT_FORWARD_IF_ERROR(get_string(rd, m, "reason", e->reason, sizeof e->reason));
     DT_FORWARD_IF_ERROR(get_choice(rd, m, "device", device_names, N_DEVICES, &e->device));
-    DT_FORWARD_IF_ERROR(get_choice(rd, m, "model", model_names, N_MODELS, &e->model));
+    DT_FORWARD_IF_ERROR(
+        get_choice(rd, m, "model", dt_model_kind_names, DT_MODEL_KIND_COUNT, &e->model));
     e->seconds = NAN;
     return DT_OK;
 }
@@ -275,7 +274,7 @@ static void fill_entry(struct entry *e, const struct dt_experiment *exp)
     e->status = ENTRY_PENDING;
     e->device = exp->backend.device == DT_DEVICE_CUDA ? 1 : 0;
     e->model = (int)exp->model.kind;
-    DT_ASSERT(e->model >= 0 && e->model < N_MODELS);
+    DT_ASSERT(e->model >= 0 && e->model < DT_MODEL_KIND_COUNT);
     e->n_policies = exp->n_policies;
     for (int p = 0; p < exp->n_policies; p++)
         memcpy(e->policies[p], exp->policies[p].name, DT_POLICY_NAME_MAX);
@@ -444,9 +443,7 @@ static void controls_text(char *buf, size_t size, const struct dt_experiment *ex
         return;
     }
     const char *names[4] = {"reduction", "atomics", "math",
-                            exp->model.kind == DT_MODEL_LENET     ? "conv_algo"
-                            : exp->model.kind == DT_MODEL_BNN_MLP ? "rng"
-                                                                  : NULL};
+                            dt_model_kind(exp->model.kind)->extra_control};
     size_t used = 0;
     buf[0] = '\0';
     for (int i = 0; i < 4 && names[i] && used < size; i++) {
@@ -487,7 +484,7 @@ static void csv_rows(struct dt_strbuf *sb, const struct entry_view *v)
         controls_text(controls, sizeof controls, v->exp, r->policy);
         first_text(first, sizeof first, r);
         dt_strbuf_printf(sb, "%s,%s,%s,%s,%s,%s,%s,%d,%d,", device_names[v->e->device], v->e->name,
-                         model_names[v->e->model], r->cell, r->vary, r->policy, controls,
+                         dt_model_kind_names[v->e->model], r->cell, r->vary, r->policy, controls,
                          r->replicas, r->completed);
         if (r->distinct >= 0) dt_strbuf_printf(sb, "%d", r->distinct);
         dt_strbuf_printf(sb, ",%s", first);
@@ -519,8 +516,9 @@ static void md_rows(struct dt_strbuf *sb, const struct entry_view *v)
         first_text(first, sizeof first, r);
         policy_text(policy, sizeof policy, r);
         ratio_text(ratio, sizeof ratio, r);
-        dt_strbuf_printf(sb, "| %s | %s | %s | %s | %d/%d | ", v->e->name, model_names[v->e->model],
-                         policy, controls, r->completed, r->replicas);
+        dt_strbuf_printf(sb, "| %s | %s | %s | %s | %d/%d | ", v->e->name,
+                         dt_model_kind_names[v->e->model], policy, controls, r->completed,
+                         r->replicas);
         if (r->distinct >= 0) dt_strbuf_printf(sb, "%d", r->distinct);
         else dt_strbuf_printf(sb, "n/a");
         dt_strbuf_printf(sb, " | %s | ", first[0] ? first : "n/a");
@@ -552,15 +550,15 @@ static void md_device(struct dt_strbuf *sb, const struct entry_view *views, int 
             if (e->device != device || (int)e->status != s) continue;
             if (!head) dt_strbuf_printf(sb, "%s:\n\n", s == ENTRY_SKIPPED ? "Skipped" : "Failed");
             head = true;
-            dt_strbuf_printf(sb, "- `%s` (%s): %s%s%s\n", e->name, model_names[e->model], e->reason,
-                             views[i].note[0] ? "; " : "", views[i].note);
+            dt_strbuf_printf(sb, "- `%s` (%s): %s%s%s\n", e->name, dt_model_kind_names[e->model],
+                             e->reason, views[i].note[0] ? "; " : "", views[i].note);
         }
         if (head) dt_strbuf_printf(sb, "\n");
     }
     for (int i = 0; i < n; i++) {
         const struct entry *e = views[i].e;
         if (e->device == device && e->status == ENTRY_PENDING)
-            dt_strbuf_printf(sb, "Not run: `%s` (%s)\n\n", e->name, model_names[e->model]);
+            dt_strbuf_printf(sb, "Not run: `%s` (%s)\n\n", e->name, dt_model_kind_names[e->model]);
     }
 }
 

@@ -39,7 +39,7 @@ bool dt_replica_hash_async(const struct dt_experiment *exp, struct dt_model *m)
 }
 
 enum dt_status dt_replica_metrics_row(FILE *f, const char *path, int64_t step,
-                                        const struct dt_eval *e, struct dt_error *err)
+                                      const struct dt_eval *e, struct dt_error *err)
 {
     fprintf(f, "%" PRId64 ",%.9g,%.6f,%.6f\n", step, e->loss, e->accuracy, e->ece);
     if (fflush(f) != 0 || ferror(f)) return dt_error_set(err, DT_ERR_IO, "%s: write failed", path);
@@ -48,9 +48,9 @@ enum dt_status dt_replica_metrics_row(FILE *f, const char *path, int64_t step,
 
 /* The replica's run.json (DT_ERR_IO naming it when it cannot be written). */
 enum dt_status dt_replica_manifest_write(const struct run_ctx *c, int cell, int r,
-                                             const struct dt_replica_result *res, const char *start,
-                                             bool async, const struct dt_algolog *algos,
-                                             struct dt_error *e)
+                                         const struct dt_replica_result *res, const char *start,
+                                         bool async, const struct dt_algolog *algos,
+                                         struct dt_error *e)
 {
     static const char *const state_names[] = {"completed", "failed", "interrupted"};
     const struct dt_policy *pol = &c->exp->policies[dt_cell_policy(c->exp, cell)];
@@ -83,7 +83,7 @@ enum dt_status dt_replica_manifest_write(const struct run_ctx *c, int cell, int 
     if (isfinite(res->test_acc))
         dt_strbuf_printf(&sb, ", \"test_loss\": %.9g, \"test_accuracy\": %.6f, \"test_ece\": %.6f",
                          res->test_loss, res->test_acc, res->test_ece);
-    if (c->exp->model.kind == DT_MODEL_BNN_MLP)
+    if (dt_model_kind(c->exp->model.kind)->draws_epsilon)
         dt_strbuf_printf(&sb,
                          ", \"epsilon\": {\"member\": %" PRIu64 ", \"philox_layout\": %d, "
                          "\"lanes\": %" PRId64 ", \"lfsr_check_every\": %" PRId64
@@ -144,7 +144,7 @@ bool dt_replica_snapshot_due(const struct replica_io *io, int64_t s)
  * at its step, so the pipeline is drained first: the trace has that row before the file
  * exists. */
 enum dt_status dt_replica_maybe_snapshot(struct dt_model *m, struct replica_io *io, const char *dir,
-                                     int64_t s, struct dt_error *err)
+                                         int64_t s, struct dt_error *err)
 {
     if (!dt_replica_snapshot_due(io, s)) return DT_OK;
     io->next_snap++;
@@ -152,8 +152,8 @@ enum dt_status dt_replica_maybe_snapshot(struct dt_model *m, struct replica_io *
     return write_snapshot(m, io, dir, s, err);
 }
 
-enum dt_status dt_replica_predictions_write(const char *dir, const uint8_t *labels, const uint8_t *pred,
-                                        int64_t n, struct dt_error *err)
+enum dt_status dt_replica_predictions_write(const char *dir, const uint8_t *labels,
+                                            const uint8_t *pred, int64_t n, struct dt_error *err)
 {
     FILE *f;
     char path[1300];
@@ -184,8 +184,8 @@ static enum dt_status trace_open_append(struct dt_trace_writer *t, const char *d
 /* The replica's output files: created, or with resume_step >= 0 opened to go on after that
  * step (snapshots due up to it are already on disk). */
 enum dt_status dt_replica_io_open(struct replica_io *io, const struct dt_experiment *exp,
-                                      struct dt_model *m, const char *dir, int64_t resume_step,
-                                      struct dt_error *err)
+                                  struct dt_model *m, const char *dir, int64_t resume_step,
+                                  struct dt_error *err)
 {
     const bool append = resume_step >= 0;
     memset(io, 0, sizeof *io);
@@ -205,8 +205,8 @@ enum dt_status dt_replica_io_open(struct replica_io *io, const struct dt_experim
     io->trace_open = true; /* closing a writer that never opened is a no-op */
     DT_FORWARD_IF_ERROR(append ? trace_open_append(&io->tw, dir, exp->hash.per_tensor, err)
                                : dt_trace_open(&io->tw, dir, exp->hash.per_tensor, err));
-    DT_FORWARD_IF_ERROR(
-        dt_hashpipe_create(&io->hp, m, &io->tw, exp->hash.per_tensor, dt_replica_hash_async(exp, m), err));
+    DT_FORWARD_IF_ERROR(dt_hashpipe_create(&io->hp, m, &io->tw, exp->hash.per_tensor,
+                                           dt_replica_hash_async(exp, m), err));
     DT_FORWARD_IF_ERROR(dt_csv_create(&io->metrics, io->metrics_path, sizeof io->metrics_path, dir,
                                       "metrics.csv", DT_METRICS_HEADER, append, err));
     return dt_csv_create(&io->times, io->times_path, sizeof io->times_path, dir, "times.csv",
@@ -214,8 +214,7 @@ enum dt_status dt_replica_io_open(struct replica_io *io, const struct dt_experim
 }
 
 /* Close everything; the first error wins (st is the status so far). */
-enum dt_status dt_replica_io_close(struct replica_io *io, enum dt_status st,
-                                       struct dt_error *err)
+enum dt_status dt_replica_io_close(struct replica_io *io, enum dt_status st, struct dt_error *err)
 {
     struct dt_error e;
     dt_hashpipe_destroy(io->hp); /* drained by the caller: nothing left to write */
@@ -235,7 +234,7 @@ enum dt_status dt_replica_io_close(struct replica_io *io, enum dt_status st,
 
 /* Give the pipeline step s (tracking the last step given, for the checkpoint). */
 enum dt_status dt_replica_submit_hash(struct replica_io *io, int64_t s, float loss,
-                                  struct dt_error *err)
+                                      struct dt_error *err)
 {
     io->submitted = s;
     return dt_hashpipe_submit(io->hp, s, loss, err);
@@ -244,9 +243,9 @@ enum dt_status dt_replica_submit_hash(struct replica_io *io, int64_t s, float lo
 /* The checkpoint of m at its current step, written once every hashed step so far is in the
  * trace and the other files are flushed: a resume cuts them back to exactly this step. */
 enum dt_status dt_replica_checkpoint_write(const struct run_ctx *c, struct dt_model *m,
-                                       struct replica_io *io, const struct dt_policy *pol,
-                                       const struct dt_checkpoint_info *streams, const char *dir,
-                                       struct dt_error *err)
+                                           struct replica_io *io, const struct dt_policy *pol,
+                                           const struct dt_checkpoint_info *streams,
+                                           const char *dir, struct dt_error *err)
 {
     DT_FORWARD_IF_ERROR(dt_hashpipe_drain(io->hp, err));
     DT_FORWARD_IF_ERROR(dt_csv_flush(io->times, io->times_path, err));
@@ -263,8 +262,8 @@ enum dt_status dt_replica_checkpoint_write(const struct run_ctx *c, struct dt_mo
 /* The model digest of the step just hashed, as hex: rank 0's from its pipeline (drained),
  * the other ranks' (which write nothing) computed here. */
 enum dt_status dt_replica_rank_digest(struct replica_io *io, struct dt_model *m,
-                                  uint8_t (*tensor_digests)[DT_DIGEST_BYTES], float *staging,
-                                  char hex[DT_DIGEST_HEX], struct dt_error *err)
+                                      uint8_t (*tensor_digests)[DT_DIGEST_BYTES], float *staging,
+                                      char hex[DT_DIGEST_HEX], struct dt_error *err)
 {
     if (io->hp) {
         DT_FORWARD_IF_ERROR(dt_hashpipe_drain(io->hp, err));
@@ -276,4 +275,3 @@ enum dt_status dt_replica_rank_digest(struct replica_io *io, struct dt_model *m,
     dt_digest_hex(hex, md);
     return DT_OK;
 }
-

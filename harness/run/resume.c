@@ -48,7 +48,7 @@ static bool row_step(const char *row, int64_t *step)
 /* The replica's streams (determinism/streams.h) as a checkpoint records them, and its ensemble
  * member. */
 struct dt_checkpoint_info dt_replica_streams(const struct dt_experiment *exp, int cell, int r,
-                                                 uint32_t *member)
+                                             uint32_t *member)
 {
     const unsigned vary = exp->vary_sets[dt_cell_vary(exp, cell)];
     struct dt_checkpoint_info info = {
@@ -121,8 +121,8 @@ static enum dt_status check_trace_row(const char *dir, const struct dt_checkpoin
  * the replica's streams, model m's parameters and the trace on disk; any fault stops the
  * run (exit 2). */
 enum dt_status dt_resume_plan(enum replica_start *start, struct dt_checkpoint *ck,
-                                   const struct run_ctx *c, int cell, int r, const char *dir,
-                                   const struct dt_model *m, struct dt_error *err)
+                              const struct run_ctx *c, int cell, int r, const char *dir,
+                              const struct dt_model *m, struct dt_error *err)
 {
     *start = START_FRESH;
     memset(ck, 0, sizeof *ck);
@@ -208,8 +208,8 @@ static enum dt_status cut_csv(const char *dir, const char *name, const char *hea
  * kept_step/kept_digest: the last trace row kept. `dry`: every file read and checked as
  * for the cut, nothing changed (the check before the first write). */
 enum dt_status dt_resume_cut_back(const struct dt_experiment *exp, const char *dir, int64_t k,
-                                       bool dry, int64_t *kept_step,
-                                       char kept_digest[DT_DIGEST_HEX], struct dt_error *err)
+                                  bool dry, int64_t *kept_step, char kept_digest[DT_DIGEST_HEX],
+                                  struct dt_error *err)
 {
     /* k == train.steps: a checkpoint at the last step of a replica killed before it
      * finished; nothing runs again, its last row stays and the final evaluation follows */
@@ -253,7 +253,7 @@ enum dt_status dt_resume_cut_back(const struct dt_experiment *exp, const char *d
  * key a resume may not change (harness/record/checkpoint.h); the error names the keys that
  * differ. */
 enum dt_status dt_resume_check_folder(const char *dir, const struct dt_experiment *exp,
-                                          struct dt_error *err)
+                                      struct dt_error *err)
 {
     char path[1200];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -355,4 +355,3 @@ enum dt_status dt_resume_check_plans(struct run_ctx *c, struct dt_error *err)
                 count[START_CHECKPOINT], count[START_FRESH]);
     return st;
 }
-

@@ -255,7 +255,7 @@ static enum dt_status replica_step(struct run_ctx *c, struct replica *rep, int64
     const bool bad_param = isfinite(loss) && exp->train.check_finite &&
                            !dt_fault_params_finite(m, s, res->reason, sizeof res->reason);
     /* A non-finite loss always gets its row; a bad gradient or weight only on a hashed
-     * step (the report compares replicas' rows step by step) -- README, Faults. */
+     * step (the report compares replicas' rows step by step) -- docs/cli.md, "Faults". */
     const bool hashed = (s % exp->hash.every == 0) || s == steps || !isfinite(loss);
     double h_ms = NAN;
     if (hashed) {
@@ -568,34 +568,21 @@ static void arm_oom_manifest(const struct run_ctx *c, const char *start,
  * snapshot copies, and its activations. *what says which keys drive it. */
 static double run_memory_bytes(const struct dt_experiment *exp, char *what, size_t size)
 {
+    const struct dt_model_spec spec = dt_experiment_model_spec(exp, 0);
+    const double dim = (double)(spec.height * spec.width * spec.channels);
     const double n_train = exp->dataset.train_limit > 0 ? (double)exp->dataset.train_limit : 60000;
     const double n_test = exp->dataset.test_limit > 0 ? (double)exp->dataset.test_limit : 10000;
-    const double data = (n_train + n_test) * (784.0 * 4 + 1) + n_train * 8; /* + the order */
+    const double data = (n_train + n_test) * (dim * 4 + 1) + n_train * 8; /* + the order */
     const double B = (double)exp->train.batch, S = (double)exp->train.shards;
-    double params = 0, acts = 0, per_param = 6 + S; /* w g v, hash, snapshot, checkpoint */
-    if (exp->model.kind == DT_MODEL_LENET) {
-        params = 61706;           /* LeNet-5 on 28x28 (nets/lenet.c) */
-        acts = 4.0 * 6 * 28 * 28; /* conv1 output, its gradient, pooling, im2col */
-        snprintf(what, size, "model.kind lenet, train.batch %" PRId64, exp->train.batch);
-    } else {
-        double in = 784, widest = 784;
-        for (int l = 0; l <= exp->model.n_hidden; l++) {
-            const double out = l < exp->model.n_hidden ? (double)exp->model.hidden[l] : 10;
-            params += in * out + out;
-            acts += out;
-            if (out > widest) widest = out;
-            in = out;
-        }
-        acts = 3 * (acts + 784) + 2 * widest;      /* activations, two gradient buffers */
-        if (exp->model.kind == DT_MODEL_BNN_MLP) { /* mu and rho, sigma, epsilon per sample */
-            params *= 2;
-            per_param += 4 + exp->model.samples;
-            acts *= exp->model.samples;
-        }
-        snprintf(what, size, "model.hidden, train.batch %" PRId64 "%s", exp->train.batch,
-                 exp->model.kind == DT_MODEL_BNN_MLP ? ", model.samples" : "");
-    }
-    return data + 4.0 * (params * per_param + B * acts);
+    /* w g v, hash, snapshot, checkpoint, the shard partials, and what the kind keeps */
+    const struct dt_model_kind_info *kind = dt_model_kind(exp->model.kind);
+    const struct dt_model_size z = kind->size(&spec);
+    const double per_param = 6 + S + z.extra_per_param;
+    /* the keys that drive it: the batch, and the kind's own */
+    size_t used = (size_t)snprintf(what, size, "model.kind %s, train.batch %" PRId64, kind->name,
+                                   exp->train.batch);
+    if (kind->keys && used < size) snprintf(what + used, size - used, ", %s", kind->keys);
+    return data + 4.0 * (z.params * per_param + B * z.acts_per_example);
 }
 
 /* What this process may allocate: the machine's available memory (MemAvailable + free
@@ -741,7 +728,7 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
                                        struct dt_error *err)
 {
     /* Every check that can refuse the run comes before the first write into the folder, so
-     * that a refused run changes nothing on disk (README: Outputs). */
+     * that a refused run changes nothing on disk (docs/outputs.md). */
     DT_FORWARD_IF_ERROR(check_memory(exp, err));
     /* rank 0 writes every file (harness/run/dist.h) */
     const bool writer = dt_dist_rank() == 0, multi = dt_dist_size() > 1;

@@ -66,44 +66,43 @@ bool dt_replica_hash_async(const struct dt_experiment *exp, struct dt_model *m);
 /* The replica's output files: created, or with resume_step >= 0 opened to go on after that
  * step; closed with the first error winning (st is the status so far). */
 enum dt_status dt_replica_metrics_row(FILE *f, const char *path, int64_t step,
-                                        const struct dt_eval *e, struct dt_error *err);
+                                      const struct dt_eval *e, struct dt_error *err);
 enum dt_status dt_replica_manifest_write(const struct run_ctx *c, int cell, int r,
-                                             const struct dt_replica_result *res, const char *start,
-                                             bool dt_replica_hash_async, const struct dt_algolog *algos,
-                                             struct dt_error *e);
+                                         const struct dt_replica_result *res, const char *start,
+                                         bool dt_replica_hash_async, const struct dt_algolog *algos,
+                                         struct dt_error *e);
 bool dt_replica_snapshot_due(const struct replica_io *io, int64_t s);
 enum dt_status dt_replica_maybe_snapshot(struct dt_model *m, struct replica_io *io, const char *dir,
-                                     int64_t s, struct dt_error *err);
-enum dt_status dt_replica_predictions_write(const char *dir, const uint8_t *labels, const uint8_t *pred,
-                                        int64_t n, struct dt_error *err);
+                                         int64_t s, struct dt_error *err);
+enum dt_status dt_replica_predictions_write(const char *dir, const uint8_t *labels,
+                                            const uint8_t *pred, int64_t n, struct dt_error *err);
 enum dt_status dt_replica_io_open(struct replica_io *io, const struct dt_experiment *exp,
-                                      struct dt_model *m, const char *dir, int64_t resume_step,
-                                      struct dt_error *err);
-enum dt_status dt_replica_io_close(struct replica_io *io, enum dt_status st,
-                                       struct dt_error *err);
-enum dt_status dt_replica_submit_hash(struct replica_io *io, int64_t s, float loss,
+                                  struct dt_model *m, const char *dir, int64_t resume_step,
                                   struct dt_error *err);
+enum dt_status dt_replica_io_close(struct replica_io *io, enum dt_status st, struct dt_error *err);
+enum dt_status dt_replica_submit_hash(struct replica_io *io, int64_t s, float loss,
+                                      struct dt_error *err);
 enum dt_status dt_replica_checkpoint_write(const struct run_ctx *c, struct dt_model *m,
-                                       struct replica_io *io, const struct dt_policy *pol,
-                                       const struct dt_checkpoint_info *streams, const char *dir,
-                                       struct dt_error *err);
+                                           struct replica_io *io, const struct dt_policy *pol,
+                                           const struct dt_checkpoint_info *streams,
+                                           const char *dir, struct dt_error *err);
 enum dt_status dt_replica_rank_digest(struct replica_io *io, struct dt_model *m,
-                                  uint8_t (*tensor_digests)[DT_DIGEST_BYTES], float *staging,
-                                  char hex[DT_DIGEST_HEX], struct dt_error *err);
+                                      uint8_t (*tensor_digests)[DT_DIGEST_BYTES], float *staging,
+                                      char hex[DT_DIGEST_HEX], struct dt_error *err);
 
 /* ---- resume.c: --resume ------------------------------------------------------------------ */
 
 struct dt_checkpoint_info dt_replica_streams(const struct dt_experiment *exp, int cell, int r,
-                                                 uint32_t *member);
+                                             uint32_t *member);
 bool dt_replica_completed(const char *dir, int64_t steps);
 enum dt_status dt_resume_plan(enum replica_start *start, struct dt_checkpoint *ck,
-                                   const struct run_ctx *c, int cell, int r, const char *dir,
-                                   const struct dt_model *m, struct dt_error *err);
+                              const struct run_ctx *c, int cell, int r, const char *dir,
+                              const struct dt_model *m, struct dt_error *err);
 enum dt_status dt_resume_cut_back(const struct dt_experiment *exp, const char *dir, int64_t k,
-                                       bool dry, int64_t *kept_step,
-                                       char kept_digest[DT_DIGEST_HEX], struct dt_error *err);
+                                  bool dry, int64_t *kept_step, char kept_digest[DT_DIGEST_HEX],
+                                  struct dt_error *err);
 enum dt_status dt_resume_check_folder(const char *dir, const struct dt_experiment *exp,
-                                          struct dt_error *err);
+                                      struct dt_error *err);
 enum dt_status dt_resume_check_plans(struct run_ctx *c, struct dt_error *err);
 char *dt_results_read_text(const char *path, size_t *len);
 
@@ -111,12 +110,13 @@ char *dt_results_read_text(const char *path, size_t *len);
 
 enum dt_status dt_fault_poison_parse(struct run_ctx *c, struct dt_error *err);
 enum dt_status dt_fault_poison_apply(const struct poison *p, struct dt_model *m, int64_t s,
-                                   struct dt_error *err);
+                                     struct dt_error *err);
 bool dt_fault_params_finite(struct dt_model *m, int64_t s, char *reason, size_t size);
 void dt_fault_kill_hook(struct run_ctx *c);
 enum dt_status dt_fault_ranks_agree(struct dt_replica_result *res, int64_t step, const char *digest,
-                                  struct dt_error *err);
+                                    struct dt_error *err);
 enum dt_status dt_fault_ranks_agree_end(struct dt_replica_result *res, int64_t step,
-                                      enum dt_status st, const char *digest, struct dt_error *err);
+                                        enum dt_status st, const char *digest,
+                                        struct dt_error *err);
 
 #endif

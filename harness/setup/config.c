@@ -2,7 +2,7 @@
  * Data path (docs/DESIGN.md): configs/<name>.yaml -> harness/config -> every later stage.
  * Every key is one row of `keys` below (type, field, default, bounds, doc). That table
  * alone drives parsing, validation, defaults, the required-key check, the resolved JSON
- * written to run.json and the README's config reference: a new key is a new row.
+ * written to run.json and docs/config.md's reference: a new key is a new row.
  * Errors carry file:line:column (1-based) of the node at fault and name the dotted key.
  * A matrix config (`matrix: [{name, set: {DOTTED.KEY: VALUE}}]`) is resolved per entry by
  * the same walk: file, then the entry's `set` pairs applied like --set values, then --set. */
@@ -91,8 +91,6 @@ struct key_row {
 #define COUNT_(f) .count_offset = offsetof(struct dt_experiment, f)
 
 static const char *const dataset_names[] = {"fashion-mnist", NULL};
-static const char *const model_kind_names[] = {"mlp", "lenet", "bnn_mlp",
-                                               NULL};            /* enum dt_model_kind */
 static const char *const optimizer_kind_names[] = {"sgd", NULL}; /* enum dt_optimizer_kind */
 static const char *const device_names[] = {"cpu", "cuda", NULL}; /* enum dt_device */
 static const char *const vary_names[] = {"init", "data_order", "epsilon",
@@ -129,7 +127,7 @@ static const struct key_row keys[] = {
      .lo = 0, .hi = 60000000, .doc = "Use only the first N training examples; 0 = all"},
     {.path = "dataset.test_limit", .type = KEY_INT64, FIELD_(dataset.test_limit), .def = "0",
      .lo = 0, .hi = 60000000, .doc = "Use only the first N test examples; 0 = all"},
-    {.path = "model.kind", .type = KEY_ENUM, FIELD_(model.kind), .names = model_kind_names,
+    {.path = "model.kind", .type = KEY_ENUM, FIELD_(model.kind), .names = dt_model_kind_names,
      .doc = "Model architecture"},
     {.path = "model.hidden", .type = KEY_INT_LIST, FIELD_(model.hidden), COUNT_(model.n_hidden),
      .def = "[256, 128]", .lo = 1, .hi = 65536, .min_items = 0, .max_items = DT_MAX_HIDDEN,
@@ -1426,63 +1424,36 @@ static enum dt_status check_required(const struct loader *ld, const char *path, 
     return DT_OK;
 }
 
-/* Keys that only some model kinds read. The loader refuses them for another kind (the
- * user would believe they took effect); the JSON writer leaves them out, so that its
- * output loads back. */
-static const struct {
-    const char *key;
-    unsigned kinds; /* bit (1 << enum dt_model_kind) per kind that reads the key */
-    const char *which;
-} model_only[] = {
-    {"model.hidden", 1u << DT_MODEL_MLP | 1u << DT_MODEL_BNN_MLP, "mlp and bnn_mlp"},
-    {"model.overlap_pool", 1u << DT_MODEL_LENET, "lenet"},
-    {"model.samples", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
-    {"model.test_samples", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
-    {"model.prior_sigma", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
-    {"model.rho_init", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
-    {"model.lanes", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
-    {"model.stored_generator", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
-    {"model.lfsr_check_every", 1u << DT_MODEL_BNN_MLP, "bnn_mlp"},
-};
-#define N_MODEL_ONLY ((int)(sizeof model_only / sizeof model_only[0]))
-
-/* Index into model_only of the rule for `row`, or -1 when every model kind reads it. */
-static int model_only_rule(const struct key_row *row)
-{
-    for (int i = 0; i < N_MODEL_ONLY; i++)
-        if (strcmp(model_only[i].key, row->path) == 0) return i;
-    return -1;
-}
-
+/* Keys that only some model kinds read (their rows in nets/models.h list them). The loader
+ * refuses them for another kind (the user would believe they took effect); the JSON writer
+ * leaves them out, so that its output loads back. */
 static bool key_applies(const struct key_row *row, enum dt_model_kind kind)
 {
-    int i = model_only_rule(row);
-    return i < 0 || (model_only[i].kinds >> kind & 1u);
+    return dt_model_kind_reads(kind, row->path);
 }
 
 /* Reported where the key was set. */
 static enum dt_status check_model_keys(const struct loader *ld)
 {
     const enum dt_model_kind kind = ld->out->model.kind;
-    for (int i = 0; i < N_MODEL_ONLY; i++) {
-        const struct key_row *row = find_key(model_only[i].key);
-        DT_ASSERT(row != NULL);
-        const int r = (int)(row - keys);
-        if (!ld->seen[r] || key_applies(row, kind)) continue;
+    for (int r = 0; r < N_KEYS; r++) {
+        if (!ld->seen[r] || key_applies(&keys[r], kind)) continue;
+        char which[128];
+        dt_model_kinds_reading(which, sizeof which, keys[r].path);
         return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->seen_at[r].file, ld->seen_at[r].line,
                                ld->seen_at[r].column,
-                               "key '%s' applies to model.kind %s only, not %s", model_only[i].key,
-                               model_only[i].which, model_kind_names[kind]);
+                               "key '%s' applies to model.kind %s only, not %s", keys[r].path,
+                               which, dt_model_kind_names[kind]);
     }
     /* vary: [epsilon] only means something when a model draws epsilon: in any setting. */
     const int rv = (int)(find_key("vary") - keys);
     for (int v = 0; v < ld->out->n_vary; v++)
-        if ((ld->out->vary_sets[v] & DT_VARY_EPSILON) && kind != DT_MODEL_BNN_MLP)
+        if ((ld->out->vary_sets[v] & DT_VARY_EPSILON) && !dt_model_kind(kind)->draws_epsilon)
             return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->seen_at[rv].file,
                                    ld->seen_at[rv].line, ld->seen_at[rv].column,
                                    "key 'vary': epsilon applies to model.kind bnn_mlp only, "
                                    "not %s",
-                                   model_kind_names[kind]);
+                                   dt_model_kind_names[kind]);
     return DT_OK;
 }
 

@@ -1,7 +1,7 @@
 /* Experiment configuration: the struct every later stage reads, and its YAML loader.
  * Data path (docs/DESIGN.md): configs/<name>.yaml -> harness/config -> struct dt_experiment.
  * Every key is one row of a table in config.c that drives parsing, validation, the
- * resolved-config JSON in run.json and the README's config reference. */
+ * resolved-config JSON in run.json and docs/config.md's reference. */
 #ifndef DT_CONFIG_H
 #define DT_CONFIG_H
 
@@ -11,6 +11,7 @@
 
 #include "core/status.h"
 #include "determinism/policy.h"
+#include "nets/models.h" /* enum dt_model_kind: the model registry */
 
 #define DT_MAX_HIDDEN 16
 #define DT_MAX_POLICIES 16
@@ -19,7 +20,6 @@
 #define DT_MAX_MATRIX 32   /* entries of `matrix` in one config (a matrix of experiments) */
 #define DT_NAME_MAX 128    /* experiment and matrix entry names, NUL included */
 
-enum dt_model_kind { DT_MODEL_MLP, DT_MODEL_LENET, DT_MODEL_BNN_MLP };
 /* Which generator draws epsilon under `rng: stored` (the regenerating modes name theirs). */
 enum dt_eps_generator { DT_EPS_GEN_PHILOX, DT_EPS_GEN_LFSR };
 enum dt_optimizer_kind { DT_OPTIMIZER_SGD };
@@ -151,7 +151,7 @@ enum dt_status dt_config_load_text(struct dt_experiment *out, const char *name, 
 void dt_config_write_json(FILE *f, const struct dt_experiment *exp);
 
 /* The config reference as a Markdown table (key, type, default, bounds, meaning),
- * generated from the same table that drives parsing; README embeds its output. */
+ * generated from the same table that drives parsing; docs/config.md embeds its output. */
 void dt_config_write_reference(FILE *f);
 
 #endif

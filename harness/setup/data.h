@@ -25,6 +25,10 @@ enum dt_status dt_idx_read(struct dt_idx *out, const char *path, int expect_ndim
                            struct dt_error *err);
 void dt_idx_free(struct dt_idx *idx);
 
+/* Fashion-MNIST's shape: SIDE x SIDE grey images of CLASSES classes. */
+#define DT_FASHION_MNIST_SIDE 28
+#define DT_FASHION_MNIST_CLASSES 10
+
 /* One split of an image classification dataset, pixels scaled to [0, 1]. */
 struct dt_split {
     int64_t n;       /* examples */

@@ -1,6 +1,8 @@
 /* The experiment's model and optimizer, built from its config (harness/setup/model.h). */
 #include "harness/setup/model.h"
 
+#include "harness/setup/data.h"
+
 int64_t dt_experiment_lfsr_check_every(const struct dt_experiment *exp)
 {
     if (exp->model.lfsr_check_every > 0) return exp->model.lfsr_check_every;
@@ -11,32 +13,38 @@ int64_t dt_experiment_lfsr_check_every(const struct dt_experiment *exp)
 #endif
 }
 
+struct dt_model_spec dt_experiment_model_spec(const struct dt_experiment *exp, int64_t n_train)
+{
+    /* dataset.name has one value: Fashion-MNIST, 28x28 grey images of 10 classes */
+    return (struct dt_model_spec){
+        .height = DT_FASHION_MNIST_SIDE,
+        .width = DT_FASHION_MNIST_SIDE,
+        .channels = 1,
+        .n_classes = DT_FASHION_MNIST_CLASSES,
+        .batch = exp->train.batch,
+        .hidden = exp->model.hidden,
+        .n_hidden = exp->model.n_hidden,
+        .overlap_pool = exp->model.overlap_pool,
+        .bnn =
+            {
+                .samples = exp->model.samples,
+                .test_samples = exp->model.test_samples,
+                .prior_sigma = (float)exp->model.prior_sigma,
+                .rho_init = (float)exp->model.rho_init,
+                .kl_weight = n_train > 0 ? 1.0f / (float)n_train : 0.0f,
+                .lanes = exp->model.lanes,
+                .stored_lfsr = exp->model.stored_generator == DT_EPS_GEN_LFSR,
+                .lfsr_check_every = dt_experiment_lfsr_check_every(exp),
+            },
+    };
+}
+
 enum dt_status dt_experiment_build_model(struct dt_model **m, const struct dt_experiment *exp,
                                          struct dt_backend *be, int64_t n_train,
                                          struct dt_error *err)
 {
-    switch (exp->model.kind) {
-    case DT_MODEL_BNN_MLP: {
-        struct dt_bnn_options o = {
-            .samples = exp->model.samples,
-            .test_samples = exp->model.test_samples,
-            .prior_sigma = (float)exp->model.prior_sigma,
-            .rho_init = (float)exp->model.rho_init,
-            .kl_weight = n_train > 0 ? 1.0f / (float)n_train : 0.0f,
-            .lanes = exp->model.lanes,
-            .stored_lfsr = exp->model.stored_generator == DT_EPS_GEN_LFSR,
-            .lfsr_check_every = dt_experiment_lfsr_check_every(exp),
-        };
-        return dt_bnn_mlp_create(m, be, 784, exp->model.hidden, exp->model.n_hidden, 10,
-                                 exp->train.batch, &o, err);
-    }
-    case DT_MODEL_MLP:
-        return dt_mlp_create(m, be, 784, exp->model.hidden, exp->model.n_hidden, 10,
-                             exp->train.batch, err);
-    case DT_MODEL_LENET:
-        return dt_lenet_create(m, be, 28, 28, exp->model.overlap_pool, 10, exp->train.batch, err);
-    }
-    return dt_error_set(err, DT_ERR_CONFIG, "unknown model kind");
+    const struct dt_model_spec spec = dt_experiment_model_spec(exp, n_train);
+    return dt_model_kind(exp->model.kind)->create(m, be, &spec, err);
 }
 
 struct dt_sgd_options dt_experiment_sgd_options(const struct dt_experiment *exp)

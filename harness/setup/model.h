@@ -10,9 +10,14 @@
 #include "harness/setup/config.h"
 #include "nets/backend.h"
 #include "nets/model.h"
+#include "nets/models.h"
 
-/* Create the experiment's model on a backend. n_train (training examples) sets a
- * Bayesian model's KL weight, 1 / n_train. */
+/* The spec its model kind is built from (nets/models.h): the dataset's shape and the model
+ * keys. n_train (training examples) sets a Bayesian model's KL weight, 1 / n_train. */
+struct dt_model_spec dt_experiment_model_spec(const struct dt_experiment *exp, int64_t n_train);
+
+/* Create the experiment's model on a backend, by its kind's row (nets/models.h). n_train (training
+ * examples) sets a Bayesian model's KL weight, 1 / n_train. */
 enum dt_status dt_experiment_build_model(struct dt_model **m, const struct dt_experiment *exp,
                                          struct dt_backend *be, int64_t n_train,
                                          struct dt_error *err);

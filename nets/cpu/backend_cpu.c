@@ -193,7 +193,6 @@ static void cpu_gather(struct dt_backend *be, float *x, int32_t *labels,
 }
 
 const struct dt_backend_ops dt_backend_cpu_ops = {
-    .version = DT_BACKEND_OPS_VERSION,
     .name = "cpu",
     .init = cpu_init,
     .destroy = cpu_destroy,
@@ -228,7 +227,6 @@ const struct dt_backend_ops dt_backend_cpu_ops = {
     .host_free = cpu_host_free,
     .copy_out_begin = cpu_copy_out_begin,
     .first_nonfinite = dt_cpu_first_nonfinite,
-    .softmax_xent_backward_scaled = dt_cpu_softmax_xent_backward_scaled,
     .exact_max = dt_cpu_exact_max,
     .exact_to_fixed = dt_cpu_exact_to_fixed,
     .exact_round = dt_cpu_exact_round,

@@ -246,7 +246,7 @@ static void sigma_part(void *ctx, int64_t begin, int64_t end, int worker)
 enum dt_status dt_cpu_bnn_sigma(struct dt_backend *be, float *sigma, float *dsigma,
                                 const float *rho, int64_t n, const struct dt_policy *pol)
 {
-    struct bnn_job job = {.a = sigma, .b = dsigma, .c = rho, .flag = pol->math == DT_MATH_PORTABLE};
+    struct bnn_job job = {.a = sigma, .b = dsigma, .c = rho, .flag = dt_math_portable(pol)};
     dt_pool_run(dt_cpu(be)->pool, n, 4096, sigma_part, &job);
     return DT_OK;
 }

@@ -241,15 +241,14 @@ enum dt_status dt_cpu_conv2d_backward_data(struct dt_backend *be, float *dx, con
     struct conv_job job = {.be = be, .s = s, .dx = dx, .dcols = dcols};
     atomic_init(&job.next, 0);
     struct dt_cpu_ctx *c = dt_cpu(be);
-    if (pol->atomics == DT_ATOMICS_FIXED_POINT) {
+    if (dt_atomics_exact(pol)) {
         float max_abs;
         int64_t bad;
         if (!dt_cpu_max_abs(be, dcols, rows * Kp, &max_abs, &bad)) {
-            fprintf(stderr,
-                    "detrain: conv2d backward-data: non-finite gradient at patch row %lld, "
-                    "element %lld\n",
-                    (long long)(bad / Kp), (long long)(bad % Kp));
-            return DT_ERR_NUMERIC;
+            return dt_backend_op_error(be, DT_ERR_NUMERIC,
+                                       "conv2d backward-data: non-finite gradient at patch row "
+                                       "%lld, element %lld",
+                                       (long long)(bad / Kp), (long long)(bad % Kp));
         }
         job.shift = dt_fixed_shift_for(max_abs, s->KH * s->KW);
         dt_pool_run(c->pool, s->B, 1, col2im_fixed_part, &job);

@@ -67,8 +67,8 @@ float *dt_cpu_worker_buffer(struct dt_backend *be, int w, size_t n);
 /* *max_abs = the largest |v[i]| over [0, n), computed in parallel (max is order-free).
  * Returns false, with *bad the index of the first NaN/Inf, when one is present. */
 bool dt_cpu_max_abs(struct dt_backend *be, const float *v, int64_t n, float *max_abs, int64_t *bad);
-/* The backend op first_nonfinite (version 8): dt_cpu_max_abs's scan, its first bad index. */
-int64_t dt_cpu_first_nonfinite(struct dt_backend *be, const float *v, int64_t n);
+/* The backend op first_nonfinite: dt_cpu_max_abs's scan, its first bad index. */
+dt_first_nonfinite_fn dt_cpu_first_nonfinite;
 /* Add src into *dst atomically (compare-and-swap on the bits): float, arrival order. */
 static inline void dt_cpu_atomic_add_float(float *dst, float v)
 {
@@ -83,15 +83,9 @@ static inline void dt_cpu_atomic_add_float(float *dst, float v)
         !__atomic_compare_exchange_n(bits, &old, want, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 }
 
-enum dt_status dt_cpu_dense_forward(struct dt_backend *be, float *y, const float *x, const float *w,
-                                    const float *bias, int64_t B, int64_t in, int64_t out,
-                                    const struct dt_policy *pol);
-enum dt_status dt_cpu_dense_backward_data(struct dt_backend *be, float *dx, const float *dy,
-                                          const float *w, int64_t B, int64_t in, int64_t out,
-                                          const struct dt_policy *pol);
-enum dt_status dt_cpu_dense_backward_weight(struct dt_backend *be, float *dw, const float *x,
-                                            const float *dy, int64_t B, int64_t in, int64_t out,
-                                            const struct dt_policy *pol);
+dt_dense_forward_fn dt_cpu_dense_forward;
+dt_dense_backward_data_fn dt_cpu_dense_backward_data;
+dt_dense_backward_weight_fn dt_cpu_dense_backward_weight;
 /* Backward-weight in its two forms, same bits under `reduction: fixed`: from x (B, in) when
  * dt_cpu_wgrad_prefers_rows (few outputs: partials computed transposed), else from x
  * given transposed, xt (in, B). dt_cpu_dense_backward_weight picks; convolutions build
@@ -110,75 +104,31 @@ enum dt_status dt_cpu_wgrad_transposed(struct dt_backend *be, float *dw, const f
                                        const float *dy, int64_t B, int64_t in, int64_t out,
                                        const struct dt_policy *pol);
 /* reduction: exact, the shard partials in one call (nets/backend_impl.h) */
-enum dt_status dt_cpu_bias_backward_shards(struct dt_backend *be, float *dbias, const float *dy,
-                                           int64_t B, int64_t out, const struct dt_policy *pol);
-enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float *dw, const float *x,
-                                                   const float *dy, int64_t B, int64_t in,
-                                                   int64_t out, const struct dt_policy *pol);
-enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const float *dy, int64_t B,
-                                    int64_t out, const struct dt_policy *pol);
-enum dt_status dt_cpu_relu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
-                                   const struct dt_policy *pol);
-enum dt_status dt_cpu_relu_backward(struct dt_backend *be, float *dx, const float *dy,
-                                    const float *y, int64_t n, const struct dt_policy *pol);
-enum dt_status dt_cpu_softmax_xent_forward(struct dt_backend *be, float *probs, float *loss_host,
-                                           int64_t *correct_host, const float *logits,
-                                           const int32_t *labels, int64_t B, int64_t C,
-                                           const struct dt_policy *pol);
-enum dt_status dt_cpu_softmax_xent_backward(struct dt_backend *be, float *dlogits,
-                                            const float *probs, const int32_t *labels, int64_t B,
-                                            int64_t C, const struct dt_policy *pol);
+dt_bias_backward_fn dt_cpu_bias_backward_shards;
+dt_dense_backward_weight_fn dt_cpu_dense_backward_weight_shards;
+dt_bias_backward_fn dt_cpu_bias_backward;
+dt_relu_forward_fn dt_cpu_relu_forward;
+dt_relu_backward_fn dt_cpu_relu_backward;
+dt_softmax_xent_forward_fn dt_cpu_softmax_xent_forward;
+dt_softmax_xent_backward_fn dt_cpu_softmax_xent_backward;
 /* reduction: exact (nets/cpu/exact.c): see nets/backend.h, dt_exact_*. */
-enum dt_status dt_cpu_exact_max(struct dt_backend *be, uint32_t *max_bits, const float *pack,
-                                const struct dt_exact_layout *L);
-enum dt_status dt_cpu_exact_to_fixed(struct dt_backend *be, int64_t *acc, const float *pack,
-                                     const uint32_t *max_bits, const struct dt_exact_layout *L);
-enum dt_status dt_cpu_exact_round(struct dt_backend *be, float *pack, const int64_t *acc,
-                                  const uint32_t *max_bits, const struct dt_exact_layout *L);
-enum dt_status dt_cpu_exact_sum(struct dt_backend *be, float *pack, const uint32_t *max_bits,
-                                const struct dt_exact_layout *L);
-enum dt_status dt_cpu_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
-                                                   const float *probs, const int32_t *labels,
-                                                   int64_t B, int64_t C, int64_t denom,
-                                                   const struct dt_policy *pol);
-enum dt_status dt_cpu_sgd_update(struct dt_backend *be, float *w, float *v, const float *g,
-                                 int64_t n, float lr, float momentum, float weight_decay,
-                                 const struct dt_policy *pol);
-enum dt_status dt_cpu_conv2d_forward(struct dt_backend *be, float *y, const float *x,
-                                     const float *w, const float *bias,
-                                     const struct dt_conv2d_shape *s, const struct dt_policy *pol);
-enum dt_status dt_cpu_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
-                                           const float *w, const struct dt_conv2d_shape *s,
-                                           const struct dt_policy *pol);
-enum dt_status dt_cpu_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
-                                             const float *dy, const struct dt_conv2d_shape *s,
-                                             const struct dt_policy *pol);
-enum dt_status dt_cpu_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *argmax,
-                                        const float *x, const struct dt_pool2d_shape *s,
-                                        const struct dt_policy *pol);
-enum dt_status dt_cpu_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
-                                         const int32_t *argmax, const struct dt_pool2d_shape *s,
-                                         const struct dt_policy *pol);
+dt_exact_max_fn dt_cpu_exact_max;
+dt_exact_to_fixed_fn dt_cpu_exact_to_fixed;
+dt_exact_round_fn dt_cpu_exact_round;
+dt_exact_sum_fn dt_cpu_exact_sum;
+dt_sgd_update_fn dt_cpu_sgd_update;
+dt_conv2d_forward_fn dt_cpu_conv2d_forward;
+dt_conv2d_backward_data_fn dt_cpu_conv2d_backward_data;
+dt_conv2d_backward_weight_fn dt_cpu_conv2d_backward_weight;
+dt_maxpool2d_forward_fn dt_cpu_maxpool2d_forward;
+dt_maxpool2d_backward_fn dt_cpu_maxpool2d_backward;
 /* nets/cpu/bnn.c */
-enum dt_status dt_cpu_eps_philox(struct dt_backend *be, float *eps, int64_t n,
-                                 const struct dt_philox_stream *s, const struct dt_policy *pol);
-enum dt_status dt_cpu_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lanes, int64_t P,
-                                    uint64_t seed, uint32_t step, uint32_t member, uint32_t sample,
-                                    const struct dt_policy *pol);
-enum dt_status dt_cpu_eps_lfsr(struct dt_backend *be, float *eps, int64_t n, struct dt_xoro *lanes,
-                               int64_t P, bool backward, int64_t skip_lane,
-                               const struct dt_policy *pol);
-enum dt_status dt_cpu_bnn_sigma(struct dt_backend *be, float *sigma, float *dsigma,
-                                const float *rho, int64_t n, const struct dt_policy *pol);
-enum dt_status dt_cpu_bnn_sample(struct dt_backend *be, float *w, const float *mu,
-                                 const float *sigma, const float *eps, int64_t n,
-                                 const struct dt_policy *pol);
-enum dt_status dt_cpu_bnn_accumulate(struct dt_backend *be, float *gmu, float *grho, const float *g,
-                                     const float *eps, const float *dsigma, int64_t n, bool first,
-                                     const struct dt_policy *pol);
-enum dt_status dt_cpu_bnn_finish(struct dt_backend *be, float *gmu, float *grho, const float *mu,
-                                 const float *sigma, const float *dsigma, int64_t n,
-                                 float inv_samples, float kl_weight, float prior_var,
-                                 const struct dt_policy *pol);
+dt_eps_philox_fn dt_cpu_eps_philox;
+dt_eps_lfsr_seed_fn dt_cpu_eps_lfsr_seed;
+dt_eps_lfsr_fn dt_cpu_eps_lfsr;
+dt_bnn_sigma_fn dt_cpu_bnn_sigma;
+dt_bnn_sample_fn dt_cpu_bnn_sample;
+dt_bnn_accumulate_fn dt_cpu_bnn_accumulate;
+dt_bnn_finish_fn dt_cpu_bnn_finish;
 
 #endif

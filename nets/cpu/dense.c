@@ -378,7 +378,7 @@ enum dt_status dt_cpu_dense_forward(struct dt_backend *be, float *y, const float
                                     const float *bias, int64_t B, int64_t in, int64_t out,
                                     const struct dt_policy *pol)
 {
-    if (pol->math == DT_MATH_FAST) blas_parallel(be, y, x, w, B, in, out, false);
+    if (dt_math_fast(pol)) blas_parallel(be, y, x, w, B, in, out, false);
     else matmul_parallel(be, y, x, w, B, in, out);
     struct bias_add_job job = {y, bias, out};
     dt_pool_run(dt_cpu(be)->pool, B, 8, bias_add_part, &job);
@@ -391,7 +391,7 @@ enum dt_status dt_cpu_dense_backward_data(struct dt_backend *be, float *dx, cons
                                           const float *w, int64_t B, int64_t in, int64_t out,
                                           const struct dt_policy *pol)
 {
-    if (pol->math == DT_MATH_FAST) {
+    if (dt_math_fast(pol)) {
         blas_parallel(be, dx, dy, w, B, out, in, true);
         return DT_OK;
     }
@@ -406,7 +406,7 @@ enum dt_status dt_cpu_dense_backward_data(struct dt_backend *be, float *dx, cons
 /* math fast, reduction unordered, no forced order: the fastest path a user can choose,
  * dw (in,out) = x^T (in,B) . dy (B,out) as OpenBLAS sgemm, one call per worker on its
  * slice of dw's rows, each summing over the whole batch: no partials to combine. The split
- * is static, so this op happens to be deterministic for a given thread count (README:
+ * is static, so this op happens to be deterministic for a given thread count (docs/controls.md:
  * what `fast` leaves nondeterministic on the CPU). a is x (B,in) or, with a_is_xt, xt
  * (in,B). */
 struct wgrad_blas_job {
@@ -431,7 +431,7 @@ static void wgrad_blas_part(void *ctx, int64_t begin, int64_t end, int worker)
 
 static bool wgrad_takes_blas(struct dt_backend *be, const struct dt_policy *pol)
 {
-    return pol->math == DT_MATH_FAST && !dt_reduction_ordered(pol) && !dt_cpu(be)->forced_order;
+    return dt_math_fast(pol) && !dt_reduction_ordered(pol) && !dt_cpu(be)->forced_order;
 }
 
 static enum dt_status wgrad_blas(struct dt_backend *be, float *dw, const float *a, bool a_is_xt,
@@ -952,7 +952,7 @@ enum dt_status dt_cpu_bias_backward_shards(struct dt_backend *be, float *dbias, 
 {
     const struct dt_shards *sh = &be->shards;
     DT_ASSERT(sh->count > 0);
-    if (pol->atomics != DT_ATOMICS_FIXED_POINT) return DT_ERR_UNSUPPORTED; /* per shard */
+    if (!dt_atomics_exact(pol)) return DT_ERR_UNSUPPORTED; /* per shard */
     struct bgrad_shards_job j = {
         .be = be, .dbias = dbias, .dy = dy, .out = out, .sh = sh, .mult = B / sh->row[sh->count]};
     j.st = dt_xcalloc((size_t)sh->count, sizeof *j.st);
@@ -960,7 +960,7 @@ enum dt_status dt_cpu_bias_backward_shards(struct dt_backend *be, float *dbias, 
     dt_pool_run(dt_cpu(be)->pool, sh->count, 1, bgrad_shards_part, &j);
     enum dt_status st = DT_OK;
     for (int64_t k = 0; k < sh->count && st == DT_OK; k++)
-        if ((st = j.st[k]) != DT_OK) fprintf(stderr, "detrain: bias gradient: %s\n", j.msg[k]);
+        if ((st = j.st[k]) != DT_OK) dt_backend_op_error(be, st, "%s", j.msg[k]);
     free(j.st);
     free(j.msg);
     return st;
@@ -971,14 +971,13 @@ enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const f
                                     int64_t out, const struct dt_policy *pol)
 {
     struct dt_cpu_ctx *c = dt_cpu(be);
-    if (pol->atomics == DT_ATOMICS_FIXED_POINT) {
+    if (dt_atomics_exact(pol)) {
         if (B * out < FIXED_PARALLEL_MIN) {
             int64_t *acc = (int64_t *)dt_cpu_scratch(be, (size_t)out * 2);
             int shift;
             struct dt_error err;
             enum dt_status st = dt_fixed_sum_rows(dbias, dy, B, out, acc, &shift, &err);
-            if (st != DT_OK) fprintf(stderr, "detrain: bias gradient: %s\n", err.msg);
-            return st;
+            return st == DT_OK ? st : dt_backend_op_error(be, st, "%s", err.msg);
         }
         /* Large (a convolution's B*OH*OW rows): the same shift (max |dy|, B terms) and
          * exact int64 sums, split over the workers' row slices and added -- integer
@@ -986,9 +985,9 @@ enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const f
         float max_abs;
         int64_t bad;
         if (!dt_cpu_max_abs(be, dy, B * out, &max_abs, &bad)) {
-            fprintf(stderr, "detrain: bias gradient: non-finite input at row %lld, column %lld\n",
-                    (long long)(bad / out), (long long)(bad % out));
-            return DT_ERR_NUMERIC;
+            return dt_backend_op_error(be, DT_ERR_NUMERIC,
+                                       "non-finite input at row %lld, column %lld",
+                                       (long long)(bad / out), (long long)(bad % out));
         }
         struct bgrad_fixed_job fj = {
             .be = be, .dy = dy, .out = out, .shift = dt_fixed_shift_for(max_abs, B)};
@@ -1004,11 +1003,9 @@ enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const f
         }
         const int64_t over = fixed_round_columns(dbias, total, out, fj.shift);
         if (over >= 0) { /* as the small path */
-            fprintf(stderr,
-                    "detrain: bias gradient: fixed-point sum of column %lld "
-                    "overflows the float range\n",
-                    (long long)over);
-            return DT_ERR_NUMERIC;
+            return dt_backend_op_error(be, DT_ERR_NUMERIC,
+                                       "fixed-point sum of column %lld overflows the float range",
+                                       (long long)over);
         }
         return DT_OK;
     }

@@ -14,12 +14,12 @@
 
 static inline float exp_for(const struct dt_policy *pol, float x)
 {
-    return pol->math == DT_MATH_PORTABLE ? dt_exp_portable(x) : expf(x);
+    return dt_math_portable(pol) ? dt_exp_portable(x) : expf(x);
 }
 
 static inline float log_for(const struct dt_policy *pol, float x)
 {
-    return pol->math == DT_MATH_PORTABLE ? dt_log_portable(x) : logf(x);
+    return dt_math_portable(pol) ? dt_log_portable(x) : logf(x);
 }
 
 struct loss_sum_job {
@@ -119,10 +119,9 @@ enum dt_status dt_cpu_softmax_xent_forward(struct dt_backend *be, float *probs, 
 }
 
 /* portable: elementwise (p - onehot) * (1 / denom). */
-enum dt_status dt_cpu_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
-                                                   const float *probs, const int32_t *labels,
-                                                   int64_t B, int64_t C, int64_t denom,
-                                                   const struct dt_policy *pol)
+enum dt_status dt_cpu_softmax_xent_backward(struct dt_backend *be, float *dlogits,
+                                            const float *probs, const int32_t *labels, int64_t B,
+                                            int64_t C, int64_t denom, const struct dt_policy *pol)
 {
     const float inv_b = 1.0f / (float)denom;
     for (int64_t b = 0; b < B; b++) {
@@ -132,11 +131,4 @@ enum dt_status dt_cpu_softmax_xent_backward_scaled(struct dt_backend *be, float 
         }
     }
     return DT_OK;
-}
-
-enum dt_status dt_cpu_softmax_xent_backward(struct dt_backend *be, float *dlogits,
-                                            const float *probs, const int32_t *labels, int64_t B,
-                                            int64_t C, const struct dt_policy *pol)
-{
-    return dt_cpu_softmax_xent_backward_scaled(be, dlogits, probs, labels, B, C, B, pol);
 }

@@ -135,10 +135,14 @@ static void maxpool_backward_float_part(void *ctx, int64_t begin, int64_t end, i
     }
 }
 
+/* x and y (the forward's) are not needed: argmax names each window's winner. */
 enum dt_status dt_cpu_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
-                                         const int32_t *argmax, const struct dt_pool2d_shape *s,
+                                         const float *x, const float *y, const int32_t *argmax,
+                                         const struct dt_pool2d_shape *s,
                                          const struct dt_policy *pol)
 {
+    (void)x;
+    (void)y;
     struct pool_job job = {.be = be, .s = s, .out = dx, .in = dy, .argmax = argmax};
     atomic_init(&job.next, 0);
     struct dt_cpu_ctx *c = dt_cpu(be);
@@ -146,13 +150,13 @@ enum dt_status dt_cpu_maxpool2d_backward(struct dt_backend *be, float *dx, const
         dt_pool_run(c->pool, s->B, 1, maxpool_backward_direct_part, &job);
         return DT_OK;
     }
-    if (pol->atomics == DT_ATOMICS_FIXED_POINT) {
+    if (dt_atomics_exact(pol)) {
         float max_abs;
         int64_t bad;
         if (!dt_cpu_max_abs(be, dy, s->B * s->OH * s->OW * s->C, &max_abs, &bad)) {
-            fprintf(stderr, "detrain: maxpool2d backward: non-finite gradient at element %lld\n",
-                    (long long)bad);
-            return DT_ERR_NUMERIC;
+            return dt_backend_op_error(be, DT_ERR_NUMERIC,
+                                       "maxpool2d backward: non-finite gradient at element %lld",
+                                       (long long)bad);
         }
         const int64_t per_axis = (s->K + s->stride - 1) / s->stride;
         job.shift = dt_fixed_shift_for(max_abs, per_axis * per_axis);

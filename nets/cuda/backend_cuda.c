@@ -136,7 +136,7 @@ static void cuda_set_forced_order(struct dt_backend *be, uint64_t seed)
     dt_cuda(be)->forced_order = seed;
 }
 
-/* ---- synchronisation and snapshot copies for the hashing pipeline (ops version 5) ---- */
+/* ---- synchronisation and snapshot copies for the hashing pipeline ------------------- */
 
 static void cuda_synchronize(struct dt_backend *be) { dt_cuda_sync(be); }
 
@@ -241,13 +241,13 @@ static void cuda_copy_out_release(struct dt_backend *be)
 enum dt_status dt_cuda_relu_forward_op(struct dt_backend *be, float *y, const float *x, int64_t n,
                                        const struct dt_policy *pol)
 {
-    return dt_cuda_launched(dt_cuda_relu_forward(y, x, n, dt_cuda(be)->stream), "relu_forward");
+    return dt_cuda_launched(be, dt_cuda_relu_forward(y, x, n, dt_cuda(be)->stream), "relu_forward");
 }
 
 enum dt_status dt_cuda_relu_backward_op(struct dt_backend *be, float *dx, const float *dy,
                                         const float *y, int64_t n, const struct dt_policy *pol)
 {
-    return dt_cuda_launched(dt_cuda_relu_backward(dx, dy, y, n, dt_cuda(be)->stream),
+    return dt_cuda_launched(be, dt_cuda_relu_backward(dx, dy, y, n, dt_cuda(be)->stream),
                             "relu_backward");
 }
 
@@ -256,7 +256,7 @@ enum dt_status dt_cuda_sgd_update_op(struct dt_backend *be, float *w, float *v, 
                                      const struct dt_policy *pol)
 {
     return dt_cuda_launched(
-        dt_cuda_sgd_update(w, v, g, n, lr, momentum, weight_decay, dt_cuda(be)->stream),
+        be, dt_cuda_sgd_update(w, v, g, n, lr, momentum, weight_decay, dt_cuda(be)->stream),
         "sgd_update");
 }
 
@@ -420,7 +420,6 @@ static void cuda_describe(struct dt_backend *be, char *buf, size_t size)
 }
 
 const struct dt_backend_ops dt_backend_cuda_ops = {
-    .version = DT_BACKEND_OPS_VERSION,
     .name = "cuda",
     .init = cuda_init,
     .destroy = cuda_destroy,
@@ -442,7 +441,6 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .softmax_xent_backward = dt_cuda_softmax_xent_backward,
     .sgd_update = dt_cuda_sgd_update_op,
     .set_forced_order = cuda_set_forced_order,
-    /* conv2d and max-pool: CUDA backend part 2 (NULL answers DT_ERR_UNSUPPORTED) */
     .eps_philox = dt_cuda_eps_philox,
     .eps_lfsr_seed = dt_cuda_eps_lfsr_seed,
     .eps_lfsr = dt_cuda_eps_lfsr,
@@ -457,12 +455,11 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .copy_out_wait = cuda_copy_out_wait,
     .copy_out_release = cuda_copy_out_release,
     .describe = cuda_describe,
-    .maxpool2d_backward_xy = dt_cuda_maxpool2d_backward,
+    .maxpool2d_backward = dt_cuda_maxpool2d_backward,
     .take_algo_notes = dt_cudnn_take_notes,
     .reset_algo_choices = dt_cudnn_reset_choices,
     .first_nonfinite = dt_cuda_first_nonfinite,
     .first_nonfinite_many = dt_cuda_first_nonfinite_many,
-    .softmax_xent_backward_scaled = dt_cuda_softmax_xent_backward_scaled,
     .exact_max = dt_cuda_exact_max,
     .exact_to_fixed = dt_cuda_exact_to_fixed,
     .exact_round = dt_cuda_exact_round,

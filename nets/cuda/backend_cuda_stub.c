@@ -21,7 +21,6 @@ static enum dt_status cuda_stub_init(struct dt_backend *be, const struct dt_back
 static void cuda_stub_destroy(struct dt_backend *be) {}
 
 const struct dt_backend_ops dt_backend_cuda_ops = {
-    .version = DT_BACKEND_OPS_VERSION,
     .name = "cuda",
     .init = cuda_stub_init,
     .destroy = cuda_stub_destroy,

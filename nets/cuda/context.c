@@ -25,12 +25,11 @@ void dt_cublas_check(int st, const char *call, const char *file, int line)
     abort();
 }
 
-enum dt_status dt_cuda_launched(int rc, const char *op)
+enum dt_status dt_cuda_launched(struct dt_backend *be, int rc, const char *op)
 {
     if (rc == 0) return DT_OK;
-    fprintf(stderr, "detrain: cuda %s: launch failed: %s\n", op,
-            cudaGetErrorString((cudaError_t)rc));
-    return DT_ERR_INTERNAL;
+    return dt_backend_op_error(be, DT_ERR_INTERNAL, "cuda %s: launch failed: %s", op,
+                               cudaGetErrorString((cudaError_t)rc));
 }
 
 void dt_cuda_sync(struct dt_backend *be)
@@ -69,7 +68,7 @@ void *dt_cuda_cublas_for(struct dt_backend *be, const struct dt_policy *pol)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
     const int mode =
-        pol->math == DT_MATH_FAST ? (int)CUBLAS_TF32_TENSOR_OP_MATH : (int)CUBLAS_PEDANTIC_MATH;
+        dt_math_fast(pol) ? (int)CUBLAS_TF32_TENSOR_OP_MATH : (int)CUBLAS_PEDANTIC_MATH;
     if (c->cublas_mode != mode) {
         DT_CUBLAS_CHECK(cublasSetMathMode((cublasHandle_t)c->cublas, (cublasMath_t)mode));
         c->cublas_mode = mode;

@@ -49,7 +49,7 @@ static const int64_t *forced_rank_on_device(struct dt_backend *be, int64_t n, ui
     int64_t *rank = dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_RANK, bytes);
     dt_forced_permutation(h, n, c->forced_order, salt);
     DT_CUDA_CHECK(cudaMemcpyAsync(perm, h, bytes, cudaMemcpyHostToDevice, (cudaStream_t)c->stream));
-    if (dt_cuda_launched(dt_cuda_invert_permutation(rank, perm, n, c->stream), "forced order"))
+    if (dt_cuda_launched(be, dt_cuda_invert_permutation(rank, perm, n, c->stream), "forced order"))
         return NULL;
     dt_cuda_sync(be);
     return rank;
@@ -61,11 +61,10 @@ enum dt_status dt_cuda_conv2d_forward(struct dt_backend *be, float *y, const flo
                                       const float *w, const float *bias,
                                       const struct dt_conv2d_shape *s, const struct dt_policy *pol)
 {
-    if (pol->conv_algo != DT_CONV_ALGO_OWN)
-        return dt_cudnn_conv2d_forward(be, y, x, w, bias, s, pol);
+    if (dt_conv_algo_library(pol)) return dt_cudnn_conv2d_forward(be, y, x, w, bias, s, pol);
     float *cols = patches(be, s);
-    DT_FORWARD_IF_ERROR(
-        dt_cuda_launched(dt_cuda_im2col(cols, x, s, dt_cuda(be)->stream), "conv2d_forward im2col"));
+    DT_FORWARD_IF_ERROR(dt_cuda_launched(be, dt_cuda_im2col(cols, x, s, dt_cuda(be)->stream),
+                                         "conv2d_forward im2col"));
     return dt_cuda_dense_forward(be, y, cols, w, bias, conv_rows(s), conv_patch(s), s->K_out, pol);
 }
 
@@ -73,10 +72,9 @@ enum dt_status dt_cuda_conv2d_backward_weight(struct dt_backend *be, float *dw, 
                                               const float *dy, const struct dt_conv2d_shape *s,
                                               const struct dt_policy *pol)
 {
-    if (pol->conv_algo != DT_CONV_ALGO_OWN)
-        return dt_cudnn_conv2d_backward_weight(be, dw, x, dy, s, pol);
+    if (dt_conv_algo_library(pol)) return dt_cudnn_conv2d_backward_weight(be, dw, x, dy, s, pol);
     float *cols = patches(be, s);
-    DT_FORWARD_IF_ERROR(dt_cuda_launched(dt_cuda_im2col(cols, x, s, dt_cuda(be)->stream),
+    DT_FORWARD_IF_ERROR(dt_cuda_launched(be, dt_cuda_im2col(cols, x, s, dt_cuda(be)->stream),
                                          "conv2d_backward_weight im2col"));
     return dt_cuda_dense_backward_weight(be, dw, cols, dy, conv_rows(s), conv_patch(s), s->K_out,
                                          pol);
@@ -86,20 +84,19 @@ enum dt_status dt_cuda_conv2d_backward_data(struct dt_backend *be, float *dx, co
                                             const float *w, const struct dt_conv2d_shape *s,
                                             const struct dt_policy *pol)
 {
-    if (pol->conv_algo != DT_CONV_ALGO_OWN)
-        return dt_cudnn_conv2d_backward_data(be, dx, dy, w, s, pol);
+    if (dt_conv_algo_library(pol)) return dt_cudnn_conv2d_backward_data(be, dx, dy, w, s, pol);
     struct dt_cuda_ctx *c = dt_cuda(be);
     const int64_t rows = conv_rows(s), Kp = conv_patch(s);
     float *dcols = patches(be, s);
     DT_FORWARD_IF_ERROR(dt_cuda_dense_backward_data(be, dcols, dy, w, rows, Kp, s->K_out, pol));
-    if (pol->atomics == DT_ATOMICS_FIXED_POINT) {
+    if (dt_atomics_exact(pol)) {
         bool deferred = false;
         struct dt_cuda_fixed_record *rec =
             dt_cuda_check_record(be, DT_CUDA_CHECK_SCATTER, "conv2d backward-data", Kp,
                                  DT_CUDA_SLOT_CONV_SMALL, &deferred);
-        DT_FORWARD_IF_ERROR(dt_cuda_launched(dt_cuda_fixed_scan(rec, dcols, rows * Kp, c->stream),
-                                             "conv2d_backward_data scan"));
-        DT_FORWARD_IF_ERROR(dt_cuda_launched(dt_cuda_col2im_fixed(dx, rec, dcols, s, c->stream),
+        DT_FORWARD_IF_ERROR(dt_cuda_launched(
+            be, dt_cuda_fixed_scan(rec, dcols, rows * Kp, c->stream), "conv2d_backward_data scan"));
+        DT_FORWARD_IF_ERROR(dt_cuda_launched(be, dt_cuda_col2im_fixed(dx, rec, dcols, s, c->stream),
                                              "conv2d_backward_data col2im"));
         if (deferred) return DT_OK;
         return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_SCATTER, "conv2d backward-data", Kp,
@@ -108,10 +105,10 @@ enum dt_status dt_cuda_conv2d_backward_data(struct dt_backend *be, float *dx, co
     if (c->forced_order) {
         const int64_t *rank = forced_rank_on_device(be, rows, DT_FORCED_SUMMANDS);
         if (!rank) return DT_ERR_INTERNAL;
-        return dt_cuda_launched(dt_cuda_col2im_ranked(dx, dcols, rank, s, c->stream),
+        return dt_cuda_launched(be, dt_cuda_col2im_ranked(dx, dcols, rank, s, c->stream),
                                 "conv2d_backward_data col2im forced");
     }
-    return dt_cuda_launched(dt_cuda_col2im_atomic(dx, dcols, s, c->stream),
+    return dt_cuda_launched(be, dt_cuda_col2im_atomic(dx, dcols, s, c->stream),
                             "conv2d_backward_data col2im atomic");
 }
 
@@ -123,7 +120,7 @@ enum dt_status dt_cuda_maxpool2d_forward(struct dt_backend *be, float *y, int32_
                                          const float *x, const struct dt_pool2d_shape *s,
                                          const struct dt_policy *pol)
 {
-    return dt_cuda_launched(dt_cuda_maxpool_forward(y, argmax, x, s, dt_cuda(be)->stream),
+    return dt_cuda_launched(be, dt_cuda_maxpool_forward(y, argmax, x, s, dt_cuda(be)->stream),
                             "maxpool2d_forward");
 }
 
@@ -132,21 +129,20 @@ enum dt_status dt_cuda_maxpool2d_backward(struct dt_backend *be, float *dx, cons
                                           const struct dt_pool2d_shape *s,
                                           const struct dt_policy *pol)
 {
-    if (pol->conv_algo != DT_CONV_ALGO_OWN)
-        return dt_cudnn_maxpool2d_backward(be, dx, dy, x, y, s, pol);
+    if (dt_conv_algo_library(pol)) return dt_cudnn_maxpool2d_backward(be, dx, dy, x, y, s, pol);
     struct dt_cuda_ctx *c = dt_cuda(be);
     if (s->K <= s->stride)
-        return dt_cuda_launched(dt_cuda_maxpool_backward_direct(dx, dy, argmax, s, c->stream),
+        return dt_cuda_launched(be, dt_cuda_maxpool_backward_direct(dx, dy, argmax, s, c->stream),
                                 "maxpool2d_backward");
-    if (pol->atomics == DT_ATOMICS_FIXED_POINT) {
+    if (dt_atomics_exact(pol)) {
         bool deferred = false;
         struct dt_cuda_fixed_record *rec = dt_cuda_check_record(
             be, DT_CUDA_CHECK_SCATTER, "maxpool2d backward", 0, DT_CUDA_SLOT_CONV_SMALL, &deferred);
+        DT_FORWARD_IF_ERROR(dt_cuda_launched(
+            be, dt_cuda_fixed_scan(rec, dy, s->B * s->OH * s->OW * s->C, c->stream),
+            "maxpool2d_backward scan"));
         DT_FORWARD_IF_ERROR(
-            dt_cuda_launched(dt_cuda_fixed_scan(rec, dy, s->B * s->OH * s->OW * s->C, c->stream),
-                             "maxpool2d_backward scan"));
-        DT_FORWARD_IF_ERROR(
-            dt_cuda_launched(dt_cuda_maxpool_backward_fixed(dx, rec, dy, argmax, s, c->stream),
+            dt_cuda_launched(be, dt_cuda_maxpool_backward_fixed(dx, rec, dy, argmax, s, c->stream),
                              "maxpool2d_backward fixed point"));
         if (deferred) return DT_OK;
         return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_SCATTER, "maxpool2d backward", 0,
@@ -155,9 +151,10 @@ enum dt_status dt_cuda_maxpool2d_backward(struct dt_backend *be, float *dx, cons
     if (c->forced_order) {
         const int64_t *rank = forced_rank_on_device(be, s->B * s->OH * s->OW, DT_FORCED_POSITIONS);
         if (!rank) return DT_ERR_INTERNAL;
-        return dt_cuda_launched(dt_cuda_maxpool_backward_ranked(dx, dy, argmax, rank, s, c->stream),
+        return dt_cuda_launched(be,
+                                dt_cuda_maxpool_backward_ranked(dx, dy, argmax, rank, s, c->stream),
                                 "maxpool2d_backward forced");
     }
-    return dt_cuda_launched(dt_cuda_maxpool_backward_atomic(dx, dy, argmax, s, c->stream),
+    return dt_cuda_launched(be, dt_cuda_maxpool_backward_atomic(dx, dy, argmax, s, c->stream),
                             "maxpool2d_backward atomic");
 }

@@ -79,7 +79,7 @@ void dt_cublas_check(int st, const char *call, const char *file, int line);
 #define DT_CUBLAS_CHECK(call) dt_cublas_check((int)(call), #call, __FILE__, __LINE__)
 /* A launcher's result: DT_OK, or DT_ERR_INTERNAL after printing the op's name and CUDA's
  * message for cudaError_t `rc`. */
-enum dt_status dt_cuda_launched(int rc, const char *op);
+enum dt_status dt_cuda_launched(struct dt_backend *be, int rc, const char *op);
 
 /* Device scratch slot `slot` of at least `bytes` (valid until the next call for that slot;
  * growing synchronises the stream first). Pinned host scratch likewise. */
@@ -120,109 +120,53 @@ void dt_cuda_status_free(struct dt_backend *be);
 /* ---- host-side ops (same contracts as backend.h; each file states its determinism) ---- */
 
 /* nets/cuda/exact.c (exact.cu): reduction: exact, the sum of the shard partials */
-enum dt_status dt_cuda_exact_max(struct dt_backend *be, uint32_t *max_bits, const float *pack,
-                                 const struct dt_exact_layout *L);
-enum dt_status dt_cuda_exact_to_fixed(struct dt_backend *be, int64_t *acc, const float *pack,
-                                      const uint32_t *max_bits, const struct dt_exact_layout *L);
-enum dt_status dt_cuda_exact_round(struct dt_backend *be, float *pack, const int64_t *acc,
-                                   const uint32_t *max_bits, const struct dt_exact_layout *L);
-enum dt_status dt_cuda_exact_sum(struct dt_backend *be, float *pack, const uint32_t *max_bits,
-                                 const struct dt_exact_layout *L);
+dt_exact_max_fn dt_cuda_exact_max;
+dt_exact_to_fixed_fn dt_cuda_exact_to_fixed;
+dt_exact_round_fn dt_cuda_exact_round;
+dt_exact_sum_fn dt_cuda_exact_sum;
 int dt_cuda_exact_max_launch(uint32_t *max_bits, const float *p, int64_t count, dt_cuda_stream s);
 /* mode 0: sum and round into p; 1: int64 sums into acc; 2: acc rounded into p */
 int dt_cuda_exact_sum_launch(float *p, int64_t *acc, const uint32_t *max_bits, int64_t n,
                              int64_t slots, int64_t shards, int mode, dt_cuda_stream s);
 
 /* nets/cuda/backend_cuda.c (elementwise.cu) */
-enum dt_status dt_cuda_relu_forward_op(struct dt_backend *be, float *y, const float *x, int64_t n,
-                                       const struct dt_policy *pol);
-enum dt_status dt_cuda_relu_backward_op(struct dt_backend *be, float *dx, const float *dy,
-                                        const float *y, int64_t n, const struct dt_policy *pol);
-enum dt_status dt_cuda_sgd_update_op(struct dt_backend *be, float *w, float *v, const float *g,
-                                     int64_t n, float lr, float momentum, float weight_decay,
-                                     const struct dt_policy *pol);
+dt_relu_forward_fn dt_cuda_relu_forward_op;
+dt_relu_backward_fn dt_cuda_relu_backward_op;
+dt_sgd_update_fn dt_cuda_sgd_update_op;
 /* nets/cuda/dense.c (dense.cu) */
-enum dt_status dt_cuda_dense_forward(struct dt_backend *be, float *y, const float *x,
-                                     const float *w, const float *bias, int64_t B, int64_t in,
-                                     int64_t out, const struct dt_policy *pol);
-enum dt_status dt_cuda_dense_backward_data(struct dt_backend *be, float *dx, const float *dy,
-                                           const float *w, int64_t B, int64_t in, int64_t out,
-                                           const struct dt_policy *pol);
-enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, float *dw, const float *x,
-                                             const float *dy, int64_t B, int64_t in, int64_t out,
-                                             const struct dt_policy *pol);
-enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const float *dy,
-                                     int64_t B, int64_t out, const struct dt_policy *pol);
-/* The op first_nonfinite (version 8): dt_cuda_fixed_scan's first bad index (atomicMin),
+dt_dense_forward_fn dt_cuda_dense_forward;
+dt_dense_backward_data_fn dt_cuda_dense_backward_data;
+dt_dense_backward_weight_fn dt_cuda_dense_backward_weight;
+dt_bias_backward_fn dt_cuda_bias_backward;
+/* The op first_nonfinite: dt_cuda_fixed_scan's first bad index (atomicMin),
  * one small record read back; -1 when every element is finite. */
-int64_t dt_cuda_first_nonfinite(struct dt_backend *be, const float *p, int64_t n);
+dt_first_nonfinite_fn dt_cuda_first_nonfinite;
 /* first_nonfinite_many: one scan (and record) per tensor, queued back to back, then one
  * copy of all the records and one wait. */
-bool dt_cuda_first_nonfinite_many(struct dt_backend *be, const float *const *p, const int64_t *n,
-                                  int count, int *which, int64_t *index);
+dt_first_nonfinite_many_fn dt_cuda_first_nonfinite_many;
 /* nets/cuda/loss.c (loss.cu) */
-enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs, float *loss_host,
-                                            int64_t *correct_host, const float *logits,
-                                            const int32_t *labels, int64_t B, int64_t C,
-                                            const struct dt_policy *pol);
-enum dt_status dt_cuda_softmax_xent_backward(struct dt_backend *be, float *dlogits,
-                                             const float *probs, const int32_t *labels, int64_t B,
-                                             int64_t C, const struct dt_policy *pol);
-enum dt_status dt_cuda_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
-                                                    const float *probs, const int32_t *labels,
-                                                    int64_t B, int64_t C, int64_t denom,
-                                                    const struct dt_policy *pol);
+dt_softmax_xent_forward_fn dt_cuda_softmax_xent_forward;
+dt_softmax_xent_backward_fn dt_cuda_softmax_xent_backward;
 /* nets/cuda/bnn.c (bnn.cu) */
-enum dt_status dt_cuda_eps_philox(struct dt_backend *be, float *eps, int64_t n,
-                                  const struct dt_philox_stream *s, const struct dt_policy *pol);
-enum dt_status dt_cuda_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lanes, int64_t P,
-                                     uint64_t seed, uint32_t step, uint32_t member, uint32_t sample,
-                                     const struct dt_policy *pol);
-enum dt_status dt_cuda_eps_lfsr(struct dt_backend *be, float *eps, int64_t n, struct dt_xoro *lanes,
-                                int64_t P, bool backward, int64_t skip_lane,
-                                const struct dt_policy *pol);
-enum dt_status dt_cuda_bnn_sigma(struct dt_backend *be, float *sigma, float *dsigma,
-                                 const float *rho, int64_t n, const struct dt_policy *pol);
-enum dt_status dt_cuda_bnn_sample(struct dt_backend *be, float *w, const float *mu,
-                                  const float *sigma, const float *eps, int64_t n,
-                                  const struct dt_policy *pol);
-enum dt_status dt_cuda_bnn_accumulate(struct dt_backend *be, float *gmu, float *grho,
-                                      const float *g, const float *eps, const float *dsigma,
-                                      int64_t n, bool first, const struct dt_policy *pol);
-enum dt_status dt_cuda_bnn_finish(struct dt_backend *be, float *gmu, float *grho, const float *mu,
-                                  const float *sigma, const float *dsigma, int64_t n,
-                                  float inv_samples, float kl_weight, float prior_var,
-                                  const struct dt_policy *pol);
+dt_eps_philox_fn dt_cuda_eps_philox;
+dt_eps_lfsr_seed_fn dt_cuda_eps_lfsr_seed;
+dt_eps_lfsr_fn dt_cuda_eps_lfsr;
+dt_bnn_sigma_fn dt_cuda_bnn_sigma;
+dt_bnn_sample_fn dt_cuda_bnn_sample;
+dt_bnn_accumulate_fn dt_cuda_bnn_accumulate;
+dt_bnn_finish_fn dt_cuda_bnn_finish;
 
 /* nets/cuda/conv.c (conv.cu): `conv_algo: own`, else the cuDNN functions below */
-enum dt_status dt_cuda_conv2d_forward(struct dt_backend *be, float *y, const float *x,
-                                      const float *w, const float *bias,
-                                      const struct dt_conv2d_shape *s, const struct dt_policy *pol);
-enum dt_status dt_cuda_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
-                                            const float *w, const struct dt_conv2d_shape *s,
-                                            const struct dt_policy *pol);
-enum dt_status dt_cuda_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
-                                              const float *dy, const struct dt_conv2d_shape *s,
-                                              const struct dt_policy *pol);
-enum dt_status dt_cuda_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *argmax,
-                                         const float *x, const struct dt_pool2d_shape *s,
-                                         const struct dt_policy *pol);
-enum dt_status dt_cuda_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
-                                          const float *x, const float *y, const int32_t *argmax,
-                                          const struct dt_pool2d_shape *s,
-                                          const struct dt_policy *pol);
+dt_conv2d_forward_fn dt_cuda_conv2d_forward;
+dt_conv2d_backward_data_fn dt_cuda_conv2d_backward_data;
+dt_conv2d_backward_weight_fn dt_cuda_conv2d_backward_weight;
+dt_maxpool2d_forward_fn dt_cuda_maxpool2d_forward;
+dt_maxpool2d_backward_fn dt_cuda_maxpool2d_backward;
 /* nets/cuda/cudnn_conv.c: `conv_algo: autotune | deterministic` through cuDNN (built
  * without cuDNN: DT_ERR_UNSUPPORTED saying so). Each call leaves an algorithm note. */
-enum dt_status dt_cudnn_conv2d_forward(struct dt_backend *be, float *y, const float *x,
-                                       const float *w, const float *bias,
-                                       const struct dt_conv2d_shape *s,
-                                       const struct dt_policy *pol);
-enum dt_status dt_cudnn_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
-                                             const float *w, const struct dt_conv2d_shape *s,
-                                             const struct dt_policy *pol);
-enum dt_status dt_cudnn_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
-                                               const float *dy, const struct dt_conv2d_shape *s,
-                                               const struct dt_policy *pol);
+dt_conv2d_forward_fn dt_cudnn_conv2d_forward;
+dt_conv2d_backward_data_fn dt_cudnn_conv2d_backward_data;
+dt_conv2d_backward_weight_fn dt_cudnn_conv2d_backward_weight;
 enum dt_status dt_cudnn_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
                                            const float *x, const float *y,
                                            const struct dt_pool2d_shape *s,

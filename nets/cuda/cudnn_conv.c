@@ -30,39 +30,39 @@
 
 #ifndef DETRAIN_HAVE_CUDNN
 
-static enum dt_status no_cudnn(const char *op)
+static enum dt_status no_cudnn(struct dt_backend *be, const char *op)
 {
-    fprintf(stderr,
-            "detrain: %s: conv_algo autotune and deterministic need cuDNN, and this build has "
-            "none (configure with -DDETRAIN_CUDNN_ROOT=<folder with include/cudnn.h and "
-            "lib/libcudnn.so>); conv_algo: own runs without it\n",
-            op);
-    return DT_ERR_UNSUPPORTED;
+    return dt_backend_op_error(be, DT_ERR_UNSUPPORTED,
+                               "%s: conv_algo autotune and deterministic need cuDNN, and this "
+                               "build has none (configure with -DDETRAIN_CUDNN_ROOT=<folder with "
+                               "include/cudnn.h and lib/libcudnn.so>); conv_algo: own runs "
+                               "without it",
+                               op);
 }
 enum dt_status dt_cudnn_conv2d_forward(struct dt_backend *be, float *y, const float *x,
                                        const float *w, const float *bias,
                                        const struct dt_conv2d_shape *s, const struct dt_policy *pol)
 {
-    return no_cudnn("conv2d_forward");
+    return no_cudnn(be, "conv2d_forward");
 }
 enum dt_status dt_cudnn_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
                                              const float *w, const struct dt_conv2d_shape *s,
                                              const struct dt_policy *pol)
 {
-    return no_cudnn("conv2d_backward_data");
+    return no_cudnn(be, "conv2d_backward_data");
 }
 enum dt_status dt_cudnn_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
                                                const float *dy, const struct dt_conv2d_shape *s,
                                                const struct dt_policy *pol)
 {
-    return no_cudnn("conv2d_backward_weight");
+    return no_cudnn(be, "conv2d_backward_weight");
 }
 enum dt_status dt_cudnn_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
                                            const float *x, const float *y,
                                            const struct dt_pool2d_shape *s,
                                            const struct dt_policy *pol)
 {
-    return no_cudnn("maxpool2d_backward");
+    return no_cudnn(be, "maxpool2d_backward");
 }
 int dt_cudnn_take_notes(struct dt_backend *be, struct dt_algo_note *notes, int max) { return 0; }
 void dt_cudnn_reset_choices(struct dt_backend *be) {}
@@ -72,7 +72,7 @@ enum dt_status dt_cudnn_reported_determinism(struct dt_backend *be, const char *
                                              const struct dt_conv2d_shape *s, int algo,
                                              int *deterministic)
 {
-    return no_cudnn(op);
+    return no_cudnn(be, op);
 }
 
 #else /* DETRAIN_HAVE_CUDNN */
@@ -119,6 +119,7 @@ struct choice {
 };
 
 struct dt_cudnn {
+    struct dt_backend *be; /* whose op error record takes cuDNN's failures */
     cudnnHandle_t h;
     cudnnTensorDescriptor_t xd, yd;
     cudnnFilterDescriptor_t wd;
@@ -134,19 +135,22 @@ struct dt_cudnn {
 
 size_t dt_cudnn_version(void) { return cudnnGetVersion(); }
 
-static enum dt_status cudnn_failed(cudnnStatus_t st, const char *call, const char *what)
+static enum dt_status cudnn_failed(struct dt_backend *be, cudnnStatus_t st, const char *call,
+                                   const char *what)
 {
-    fprintf(stderr, "detrain: %s: %s failed: %s\n", what, call, cudnnGetErrorString(st));
-    return st == CUDNN_STATUS_NOT_SUPPORTED ? DT_ERR_UNSUPPORTED : DT_ERR_INTERNAL;
+    return dt_backend_op_error(
+        be, st == CUDNN_STATUS_NOT_SUPPORTED ? DT_ERR_UNSUPPORTED : DT_ERR_INTERNAL,
+        "%s: %s failed: %s", what, call, cudnnGetErrorString(st));
 }
 #define CUDNN_TRY(call, what)                                                                      \
     do {                                                                                           \
         cudnnStatus_t st_ = (call);                                                                \
-        if (st_ != CUDNN_STATUS_SUCCESS) return cudnn_failed(st_, #call, what);                    \
+        if (st_ != CUDNN_STATUS_SUCCESS) return cudnn_failed(d->be, st_, #call, what);             \
     } while (0)
 
 /* The backend's cuDNN state, made on first use and bound to its stream; NULL after
- * printing why when cuDNN cannot start (e.g. the library does not match the driver). */
+ * recording why (the op error record) when cuDNN cannot start (e.g. the library does not match the
+ * driver). */
 static struct dt_cudnn *state(struct dt_backend *be)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
@@ -159,6 +163,7 @@ static struct dt_cudnn *state(struct dt_backend *be)
     if (st == CUDNN_STATUS_SUCCESS) st = cudnnCreateFilterDescriptor(&d->wd);
     if (st == CUDNN_STATUS_SUCCESS) st = cudnnCreateConvolutionDescriptor(&d->cd);
     if (st == CUDNN_STATUS_SUCCESS) st = cudnnCreatePoolingDescriptor(&d->pd);
+    d->be = be;
     c->cudnn = d; /* dt_cudnn_destroy frees what was made */
     if (st != CUDNN_STATUS_SUCCESS) {
         /* the usual cause: a library cuDNN loads at run time is not found beside it */
@@ -172,10 +177,11 @@ static struct dt_cudnn *state(struct dt_backend *be)
         dt_dynlib_folder_of((const void *)cudnnCreate, dir, sizeof dir);
         const int n =
             dt_dynlib_probe(sub, (int)(sizeof sub / sizeof sub[0]), dir, missing, sizeof missing);
-        fprintf(stderr, "detrain: cuDNN %zu (%s) could not start: %s%s%s%s\n", cudnnGetVersion(),
-                dir[0] ? dir : "folder unknown", cudnnGetErrorString(st),
-                n ? "; these libraries it loads cannot be loaded: " : "", n ? missing : "",
-                n ? " (put their folder on LD_LIBRARY_PATH, or use conv_algo: own)" : "");
+        dt_backend_op_error(
+            be, DT_ERR_UNSUPPORTED, "cuDNN %zu (%s) could not start: %s%s%s%s", cudnnGetVersion(),
+            dir[0] ? dir : "folder unknown", cudnnGetErrorString(st),
+            n ? "; these libraries it loads cannot be loaded: " : "", n ? missing : "",
+            n ? " (put their folder on LD_LIBRARY_PATH, or use conv_algo: own)" : "");
         dt_cudnn_destroy(be);
         return NULL;
     }
@@ -276,10 +282,11 @@ static enum dt_status set_conv(struct dt_cudnn *d, const struct dt_conv2d_shape 
     int n, c, h, w;
     CUDNN_TRY(cudnnGetConvolution2dForwardOutputDim(d->cd, d->xd, d->wd, &n, &c, &h, &w), what);
     if (h != s->OH || w != s->OW || c != s->K_out) {
-        fprintf(stderr,
-                "detrain: cuDNN computes a %dx%dx%d output where detrain has %lldx%lldx%lld\n", h,
-                w, c, (long long)s->OH, (long long)s->OW, (long long)s->K_out);
-        return DT_ERR_INTERNAL;
+        return dt_backend_op_error(d->be, DT_ERR_INTERNAL,
+                                   "cuDNN computes a %dx%dx%d output where detrain has "
+                                   "%lldx%lldx%lld",
+                                   h, w, c, (long long)s->OH, (long long)s->OW,
+                                   (long long)s->K_out);
     }
     return DT_OK;
 }
@@ -422,8 +429,8 @@ static void note_conv(struct dt_cudnn *d, const struct choice *ch, const struct 
     conv_shape_text(shape, sizeof shape, &ch->s);
     if (ch->algo == ALGO_OWN) { /* deterministic when the policy's sums and scatters are */
         add_note(d, op_names[ch->op], shape, -1, "own (no cuDNN algorithm)",
-                 dt_reduction_ordered(pol) && pol->atomics == DT_ATOMICS_FIXED_POINT,
-                 pol->math == DT_MATH_FAST ? "default(tf32)" : "fma", "fallback");
+                 dt_reduction_ordered(pol) && dt_atomics_exact(pol),
+                 dt_math_fast(pol) ? "default(tf32)" : "fma", "fallback");
         return;
     }
     add_note(d, op_names[ch->op], shape, ch->algo, algo_name(ch->op, ch->algo), ch->deterministic,
@@ -468,14 +475,14 @@ enum dt_status dt_cudnn_conv2d_forward(struct dt_backend *be, float *y, const fl
     dt_cuda_stream st = dt_cuda(be)->stream;
     float *wk =
         dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_WEIGHTS, (size_t)(Kp * s->K_out) * sizeof(float));
-    DT_FORWARD_IF_ERROR(dt_cuda_launched(dt_cuda_transpose(wk, w, Kp, s->K_out, st),
+    DT_FORWARD_IF_ERROR(dt_cuda_launched(be, dt_cuda_transpose(wk, w, Kp, s->K_out, st),
                                          "conv2d_forward weights to KRSC"));
     const float one = 1.0f, zero = 0.0f;
     CUDNN_TRY(cudnnConvolutionForward(d->h, &one, d->xd, x, d->wd, wk, d->cd,
                                       (cudnnConvolutionFwdAlgo_t)ch->algo, ws, ch->workspace, &zero,
                                       d->yd, y),
               "conv2d_forward");
-    return dt_cuda_launched(dt_cuda_bias_add(y, bias, s->B * s->OH * s->OW, s->K_out, st),
+    return dt_cuda_launched(be, dt_cuda_bias_add(y, bias, s->B * s->OH * s->OW, s->K_out, st),
                             "conv2d_forward bias");
 }
 
@@ -495,7 +502,7 @@ enum dt_status dt_cudnn_conv2d_backward_data(struct dt_backend *be, float *dx, c
     float *wk =
         dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_WEIGHTS, (size_t)(Kp * s->K_out) * sizeof(float));
     DT_FORWARD_IF_ERROR(
-        dt_cuda_launched(dt_cuda_transpose(wk, w, Kp, s->K_out, dt_cuda(be)->stream),
+        dt_cuda_launched(be, dt_cuda_transpose(wk, w, Kp, s->K_out, dt_cuda(be)->stream),
                          "conv2d_backward_data weights to KRSC"));
     const float one = 1.0f, zero = 0.0f;
     CUDNN_TRY(cudnnConvolutionBackwardData(d->h, &one, d->wd, wk, d->yd, dy, d->cd,
@@ -525,7 +532,7 @@ enum dt_status dt_cudnn_conv2d_backward_weight(struct dt_backend *be, float *dw,
                                              (cudnnConvolutionBwdFilterAlgo_t)ch->algo, ws,
                                              ch->workspace, &zero, d->wd, dwk),
               "conv2d_backward_weight");
-    return dt_cuda_launched(dt_cuda_transpose(dw, dwk, s->K_out, Kp, dt_cuda(be)->stream),
+    return dt_cuda_launched(be, dt_cuda_transpose(dw, dwk, s->K_out, Kp, dt_cuda(be)->stream),
                             "conv2d_backward_weight weights from KRSC");
 }
 

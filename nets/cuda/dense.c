@@ -64,7 +64,7 @@ enum dt_status dt_cuda_dense_forward(struct dt_backend *be, float *y, const floa
                                      int64_t out, const struct dt_policy *pol)
 {
     dt_cuda_stream s = dt_cuda(be)->stream;
-    if (pol->math == DT_MATH_PORTABLE) {
+    if (dt_math_portable(pol)) {
         struct dt_cuda_gemm_args g = {.c = y,
                                       .a = x,
                                       .b = w,
@@ -77,14 +77,14 @@ enum dt_status dt_cuda_dense_forward(struct dt_backend *be, float *y, const floa
                                       .a_sk = 1,
                                       .b_sk = out,
                                       .b_sj = 1};
-        DT_FORWARD_IF_ERROR(dt_cuda_launched(dt_cuda_gemm_ordered(&g, s), "dense_forward"));
+        DT_FORWARD_IF_ERROR(dt_cuda_launched(be, dt_cuda_gemm_ordered(&g, s), "dense_forward"));
     } else {
         const float one = 1.0f, zero = 0.0f;
         DT_CUBLAS_CHECK(cublasSgemm((cublasHandle_t)dt_cuda_cublas_for(be, pol), CUBLAS_OP_N,
                                     CUBLAS_OP_N, as_int(out), as_int(B), as_int(in), &one, w,
                                     as_int(out), x, as_int(in), &zero, y, as_int(out)));
     }
-    return dt_cuda_launched(dt_cuda_bias_add(y, bias, B, out, s), "dense_forward bias");
+    return dt_cuda_launched(be, dt_cuda_bias_add(y, bias, B, out, s), "dense_forward bias");
 }
 
 /* math portable: dx[b,k] = sum over o ascending of dy[b,o] w[k,o] from +0 (w read
@@ -94,7 +94,7 @@ enum dt_status dt_cuda_dense_backward_data(struct dt_backend *be, float *dx, con
                                            const float *w, int64_t B, int64_t in, int64_t out,
                                            const struct dt_policy *pol)
 {
-    if (pol->math == DT_MATH_PORTABLE) {
+    if (dt_math_portable(pol)) {
         struct dt_cuda_gemm_args g = {.c = dx,
                                       .a = dy,
                                       .b = w,
@@ -107,7 +107,7 @@ enum dt_status dt_cuda_dense_backward_data(struct dt_backend *be, float *dx, con
                                       .a_sk = 1,
                                       .b_sk = 1,
                                       .b_sj = out};
-        return dt_cuda_launched(dt_cuda_gemm_ordered(&g, dt_cuda(be)->stream),
+        return dt_cuda_launched(be, dt_cuda_gemm_ordered(&g, dt_cuda(be)->stream),
                                 "dense_backward_data");
     }
     const float one = 1.0f, zero = 0.0f;
@@ -127,7 +127,7 @@ static enum dt_status wgrad_partials(struct dt_backend *be, float *p, const floa
                                      int64_t chunk, const struct dt_policy *pol)
 {
     const int64_t n = in * out;
-    if (pol->math == DT_MATH_PORTABLE) {
+    if (dt_math_portable(pol)) {
         struct dt_cuda_gemm_args g = {.c = p,
                                       .a = x,
                                       .b = dy,
@@ -143,7 +143,7 @@ static enum dt_status wgrad_partials(struct dt_backend *be, float *p, const floa
                                       .b_sj = 1,
                                       .b_batch = chunk * out,
                                       .c_batch = n};
-        return dt_cuda_launched(dt_cuda_gemm_ordered(&g, dt_cuda(be)->stream),
+        return dt_cuda_launched(be, dt_cuda_gemm_ordered(&g, dt_cuda(be)->stream),
                                 "dense_backward_weight");
     }
     cublasHandle_t h = (cublasHandle_t)dt_cuda_cublas_for(be, pol);
@@ -171,10 +171,10 @@ enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, float *dw, c
     struct dt_cuda_ctx *c = dt_cuda(be);
     const int64_t n = in * out;
     const bool fixed = dt_reduction_ordered(pol);
-    if (!fixed && !c->forced_order && pol->math != DT_MATH_PORTABLE) {
+    if (!fixed && !c->forced_order && !dt_math_portable(pol)) {
         /* the fastest path a user can choose: one cuBLAS product over the whole batch,
          * dw^T (out,in) = dy^T (out,B) . x (B,in). cuBLAS sums without atomics here, so this
-         * op is deterministic run to run on one device even at `fast` (README: GPU); the
+         * op is deterministic run to run on one device even at `fast` (docs/gpu.md); the
          * forced-order hook keeps the chunked path, where tests show the control matters. */
         const float one = 1.0f, zero = 0.0f;
         DT_CUBLAS_CHECK(cublasSgemm((cublasHandle_t)dt_cuda_cublas_for(be, pol), CUBLAS_OP_N,
@@ -187,14 +187,14 @@ enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, float *dw, c
     float *p = dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)(m * n) * sizeof(float));
     DT_FORWARD_IF_ERROR(wgrad_partials(be, p, x, dy, B, in, out, chunk, pol));
     if (fixed)
-        return dt_cuda_launched(dt_cuda_reduce_tree(dw, p, m, n, c->stream),
+        return dt_cuda_launched(be, dt_cuda_reduce_tree(dw, p, m, n, c->stream),
                                 "dense_backward_weight tree");
     if (c->forced_order) {
         const int64_t *perm = forced_perm_on_device(be, m, DT_FORCED_CHUNKS);
-        return dt_cuda_launched(dt_cuda_add_partials_in_order(dw, p, perm, m, n, c->stream),
+        return dt_cuda_launched(be, dt_cuda_add_partials_in_order(dw, p, perm, m, n, c->stream),
                                 "dense_backward_weight forced");
     }
-    return dt_cuda_launched(dt_cuda_add_partials_atomic(dw, p, m, n, c->stream),
+    return dt_cuda_launched(be, dt_cuda_add_partials_atomic(dw, p, m, n, c->stream),
                             "dense_backward_weight atomic");
 }
 
@@ -240,14 +240,14 @@ enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const 
                                      int64_t B, int64_t out, const struct dt_policy *pol)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
-    if (pol->atomics == DT_ATOMICS_FLOAT) {
+    if (!dt_atomics_exact(pol)) {
         if (c->forced_order) {
             const int64_t *perm = forced_perm_on_device(be, B, DT_FORCED_ROWS);
             return dt_cuda_launched(
-                dt_cuda_add_partials_in_order(dbias, dy, perm, B, out, c->stream),
+                be, dt_cuda_add_partials_in_order(dbias, dy, perm, B, out, c->stream),
                 "bias_backward forced");
         }
-        return dt_cuda_launched(dt_cuda_bias_grad_atomic(dbias, dy, B, out, c->stream),
+        return dt_cuda_launched(be, dt_cuda_bias_grad_atomic(dbias, dy, B, out, c->stream),
                                 "bias_backward atomic");
     }
     unsigned long long *acc =
@@ -256,7 +256,7 @@ enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const 
     struct dt_cuda_fixed_record *rec =
         dt_cuda_check_record(be, DT_CUDA_CHECK_BIAS, "bias gradient", out, SLOT_SMALL, &deferred);
     DT_FORWARD_IF_ERROR(
-        dt_cuda_launched(dt_cuda_bias_grad_fixed(dbias, acc, rec, dy, B, out, c->stream),
+        dt_cuda_launched(be, dt_cuda_bias_grad_fixed(dbias, acc, rec, dy, B, out, c->stream),
                          "bias_backward fixed point"));
     if (deferred) return DT_OK; /* read at the step's end (status.c) */
     return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_BIAS, "bias gradient", out, SLOT_SMALL);

@@ -55,10 +55,11 @@ enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs,
     char *d = dt_cuda_scratch(be, 0, bytes);
     float *losses = (float *)d, *total = (float *)(d + (size_t)B * 8);
     int32_t *hit = (int32_t *)(d + (size_t)B * 4);
-    const bool atomic_total = pol->reduction == DT_REDUCTION_UNORDERED && !c->forced_order;
+    const bool atomic_total = !dt_reduction_ordered(pol) && !c->forced_order;
     DT_FORWARD_IF_ERROR(dt_cuda_launched(
+        be,
         dt_cuda_softmax_xent_rows(probs, losses, hit, atomic_total ? total : NULL, logits, labels,
-                                  B, C, pol->math == DT_MATH_PORTABLE, c->stream),
+                                  B, C, dt_math_portable(pol), c->stream),
         "softmax_xent_forward"));
     char *h = dt_cuda_host_scratch(be, 0, bytes);
     DT_CUDA_CHECK(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
@@ -70,10 +71,10 @@ enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs,
     int64_t correct = 0;
     for (int64_t b = 0; b < B; b++) {
         if (h_hit[b] < 0) {
-            fprintf(stderr,
-                    "detrain: softmax_xent_forward: label out of range [0, %lld) at row %lld\n",
-                    (long long)C, (long long)b);
-            return DT_ERR_INTERNAL;
+            return dt_backend_op_error(be, DT_ERR_INTERNAL,
+                                       "softmax_xent_forward: label out of range [0, %lld) at "
+                                       "row %lld",
+                                       (long long)C, (long long)b);
         }
         correct += h_hit[b];
     }
@@ -84,20 +85,12 @@ enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs,
 
 /* portable at every level: elementwise (p - onehot) * inv_b, inv_b = 1/B rounded once
  * here as on the CPU. */
-enum dt_status dt_cuda_softmax_xent_backward_scaled(struct dt_backend *be, float *dlogits,
-                                                    const float *probs, const int32_t *labels,
-                                                    int64_t B, int64_t C, int64_t denom,
-                                                    const struct dt_policy *pol)
+enum dt_status dt_cuda_softmax_xent_backward(struct dt_backend *be, float *dlogits,
+                                             const float *probs, const int32_t *labels, int64_t B,
+                                             int64_t C, int64_t denom, const struct dt_policy *pol)
 {
     const float inv_b = 1.0f / (float)denom;
     return dt_cuda_launched(
-        dt_cuda_softmax_xent_grad(dlogits, probs, labels, B, C, inv_b, dt_cuda(be)->stream),
+        be, dt_cuda_softmax_xent_grad(dlogits, probs, labels, B, C, inv_b, dt_cuda(be)->stream),
         "softmax_xent_backward");
-}
-
-enum dt_status dt_cuda_softmax_xent_backward(struct dt_backend *be, float *dlogits,
-                                             const float *probs, const int32_t *labels, int64_t B,
-                                             int64_t C, const struct dt_policy *pol)
-{
-    return dt_cuda_softmax_xent_backward_scaled(be, dlogits, probs, labels, B, C, B, pol);
 }

@@ -2,8 +2,8 @@
  * the fixed-point bias gradient (dense.c) and the fixed-point conv and pooling scatters
  * (conv.c). Each op asks dt_cuda_check_record for its record. Checks eager (the default):
  * the op's own scratch record, read back at once by dt_cuda_check_now (one wait per op, the
- * message on stderr as the CPU backend's ops give it). Checks deferred (a training step):
- * a slot of the step's status buffer, noted with the op and the backend's context; the op
+ * message in the op error record as the CPU backend's ops give it). Checks deferred (a training
+ * step): a slot of the step's status buffer, noted with the op and the backend's context; the op
  * returns at once and the step's end (dt_cuda_step_end) copies every slot back in one copy
  * and one wait, and names the first fault. One decoder serves both. */
 #include <cuda_runtime_api.h>
@@ -100,8 +100,7 @@ enum dt_status dt_cuda_check_now(struct dt_backend *be, const struct dt_cuda_fix
     dt_cuda_sync(be);
     char msg[256];
     const enum dt_status s = decode(h, kind, what, len, msg, sizeof msg);
-    if (s != DT_OK) fprintf(stderr, "detrain: %s\n", msg);
-    return s;
+    return s == DT_OK ? s : dt_backend_op_error(be, s, "%s", msg);
 }
 
 enum dt_status dt_cuda_step_end(struct dt_backend *be, struct dt_error *err)

@@ -1,0 +1,570 @@
+/* The parity table, in the style of ggml's test-backend-ops: every op x every level x every
+ * backend against one reference -- the CPU backend on one thread at `portable`, whose ops
+ * test_ops.c, test_conv.c and test_bnn.c check against double-precision references -- with
+ * what each level promises:
+ *   portable    the reference's bits on every backend and thread count (docs/DESIGN.md:
+ *               "Is it the same everywhere?");
+ *   run_to_run  the same bits when run again on the same backend, and the reference within
+ *               the row's tolerance;
+ *   fast        the reference within the row's tolerance.
+ * A new op is a row of `ops` (its inputs, its outputs and the call); a new backend a row of
+ * `backends`; a new level is taken from DT_LEVEL_COUNT. Tolerances are relative to the
+ * largest |value| of the reference output. The `gpu` case runs the same table with the
+ * CUDA backend added (skipped where no GPU is usable). */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "determinism/philox.h"
+#include "nets/backend.h"
+#include "tests/check.h"
+#include "tests/op_helpers.h"
+
+enum { MAX_T = 5 };
+
+/* One op's tensors: inputs filled on the host, outputs read back; 4-byte elements (float,
+ * or int32 when marked), every tensor in backend memory. */
+struct io {
+    int n_in, n_out;
+    int64_t in_n[MAX_T], out_n[MAX_T];
+    bool out_int[MAX_T]; /* compared as integers (argmax, lane states) */
+    float *in[MAX_T];    /* host inputs (int32 inputs stored in the same 4 bytes) */
+};
+
+struct op_row {
+    const char *name;
+    void (*make)(struct io *io);
+    /* the call on backend memory: in[i] and out[i] as io describes */
+    enum dt_status (*run)(struct dt_backend *be, void *const *in, void *const *out,
+                          const struct dt_policy *pol);
+    double tol; /* where bits are not promised: |got - ref| <= tol * max |ref| */
+};
+
+static float *host(int64_t n) { return dt_xcalloc((size_t)n, sizeof(float)); }
+
+static void add_in(struct io *io, int64_t n, double scale)
+{
+    io->in_n[io->n_in] = n;
+    io->in[io->n_in] = host(n);
+    fill(io->in[io->n_in++], n, scale);
+}
+
+static void add_labels(struct io *io, int64_t n, int32_t classes)
+{
+    io->in_n[io->n_in] = n;
+    float *v = host(n);
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t c = (int32_t)((i * 7 + 3) % classes);
+        memcpy(&v[i], &c, sizeof c);
+    }
+    io->in[io->n_in++] = v;
+}
+
+static void add_out(struct io *io, int64_t n, bool is_int)
+{
+    io->out_n[io->n_out] = n;
+    io->out_int[io->n_out++] = is_int;
+}
+
+/* ---- the rows ------------------------------------------------------------------------- */
+
+enum { B = 33, IN = 40, OUT = 17, C = 10, N = 1000 };
+static const struct dt_conv2d_shape conv_shape = {
+    .B = 3, .H = 9, .W = 9, .C = 2, .K_out = 4, .KH = 3, .KW = 3, .stride = 1, .pad = 1};
+static const struct dt_pool2d_shape pool_shape = {
+    .B = 3, .H = 9, .W = 9, .C = 4, .K = 3, .stride = 2, .pad = 1}; /* overlapping: a scatter */
+
+static struct dt_conv2d_shape conv(void)
+{
+    struct dt_conv2d_shape s = conv_shape;
+    DT_ASSERT(dt_conv2d_shape_init(&s, NULL) == DT_OK);
+    return s;
+}
+
+static struct dt_pool2d_shape pool(void)
+{
+    struct dt_pool2d_shape s = pool_shape;
+    DT_ASSERT(dt_pool2d_shape_init(&s, NULL) == DT_OK);
+    return s;
+}
+
+static void make_dense_forward(struct io *io)
+{
+    add_in(io, B * IN, 1.0), add_in(io, IN * OUT, 0.3), add_in(io, OUT, 0.1);
+    add_out(io, B * OUT, false);
+}
+static enum dt_status run_dense_forward(struct dt_backend *be, void *const *in, void *const *out,
+                                        const struct dt_policy *pol)
+{
+    return dt_dense_forward(be, out[0], in[0], in[1], in[2], B, IN, OUT, pol);
+}
+
+static void make_dense_backward_data(struct io *io)
+{
+    add_in(io, B * OUT, 1.0), add_in(io, IN * OUT, 0.3);
+    add_out(io, B * IN, false);
+}
+static enum dt_status run_dense_backward_data(struct dt_backend *be, void *const *in,
+                                              void *const *out, const struct dt_policy *pol)
+{
+    return dt_dense_backward_data(be, out[0], in[0], in[1], B, IN, OUT, pol);
+}
+
+static void make_dense_backward_weight(struct io *io)
+{
+    add_in(io, B * IN, 1.0), add_in(io, B * OUT, 1.0);
+    add_out(io, IN * OUT, false);
+}
+static enum dt_status run_dense_backward_weight(struct dt_backend *be, void *const *in,
+                                                void *const *out, const struct dt_policy *pol)
+{
+    return dt_dense_backward_weight(be, out[0], in[0], in[1], B, IN, OUT, pol);
+}
+
+static void make_bias_backward(struct io *io)
+{
+    add_in(io, B * OUT, 1.0);
+    add_out(io, OUT, false);
+}
+static enum dt_status run_bias_backward(struct dt_backend *be, void *const *in, void *const *out,
+                                        const struct dt_policy *pol)
+{
+    return dt_bias_backward(be, out[0], in[0], B, OUT, pol);
+}
+
+static void make_relu_forward(struct io *io)
+{
+    add_in(io, N, 1.0);
+    add_out(io, N, false);
+}
+static enum dt_status run_relu_forward(struct dt_backend *be, void *const *in, void *const *out,
+                                       const struct dt_policy *pol)
+{
+    return dt_relu_forward(be, out[0], in[0], N, pol);
+}
+
+static void make_relu_backward(struct io *io)
+{
+    add_in(io, N, 1.0), add_in(io, N, 1.0);
+    add_out(io, N, false);
+}
+static enum dt_status run_relu_backward(struct dt_backend *be, void *const *in, void *const *out,
+                                        const struct dt_policy *pol)
+{
+    return dt_relu_backward(be, out[0], in[0], in[1], N, pol);
+}
+
+static void make_softmax_xent_forward(struct io *io)
+{
+    add_in(io, B * C, 3.0), add_labels(io, B, C);
+    add_out(io, B * C, false), add_out(io, 1, false);
+}
+static enum dt_status run_softmax_xent_forward(struct dt_backend *be, void *const *in,
+                                               void *const *out, const struct dt_policy *pol)
+{
+    float loss = NAN;
+    enum dt_status st = dt_softmax_xent_forward(be, out[0], &loss, NULL, in[0], in[1], B, C, pol);
+    dt_backend_upload(be, out[1], &loss, sizeof loss); /* the host scalar, compared too */
+    return st;
+}
+
+static void make_softmax_xent_backward(struct io *io)
+{
+    add_in(io, B * C, 1.0), add_labels(io, B, C);
+    add_out(io, B * C, false);
+}
+static enum dt_status run_softmax_xent_backward(struct dt_backend *be, void *const *in,
+                                                void *const *out, const struct dt_policy *pol)
+{
+    return dt_softmax_xent_backward(be, out[0], in[0], in[1], B, C, 3 * B, pol);
+}
+
+/* In-place ops: the outputs start as copies of the inputs they update. */
+static void copy_into(struct dt_backend *be, void *dst, const void *src, int64_t n)
+{
+    float *h = host(n);
+    dt_backend_download(be, h, src, (size_t)n * 4);
+    dt_backend_upload(be, dst, h, (size_t)n * 4);
+    free(h);
+}
+
+static void make_sgd_update(struct io *io)
+{
+    add_in(io, N, 1.0), add_in(io, N, 0.1), add_in(io, N, 1.0);
+    add_out(io, N, false), add_out(io, N, false);
+}
+static enum dt_status run_sgd_update(struct dt_backend *be, void *const *in, void *const *out,
+                                     const struct dt_policy *pol)
+{
+    copy_into(be, out[0], in[0], N), copy_into(be, out[1], in[1], N);
+    return dt_sgd_update(be, out[0], out[1], in[2], N, 0.05f, 0.9f, 1e-4f, pol);
+}
+
+static int64_t conv_x(void) { return conv_shape.B * conv_shape.H * conv_shape.W * conv_shape.C; }
+static int64_t conv_w(void)
+{
+    return conv_shape.KH * conv_shape.KW * conv_shape.C * conv_shape.K_out;
+}
+static int64_t conv_y(void)
+{
+    const struct dt_conv2d_shape s = conv();
+    return s.B * s.OH * s.OW * s.K_out;
+}
+
+static void make_conv2d_forward(struct io *io)
+{
+    add_in(io, conv_x(), 1.0), add_in(io, conv_w(), 0.3), add_in(io, conv_shape.K_out, 0.1);
+    add_out(io, conv_y(), false);
+}
+static enum dt_status run_conv2d_forward(struct dt_backend *be, void *const *in, void *const *out,
+                                         const struct dt_policy *pol)
+{
+    const struct dt_conv2d_shape s = conv();
+    return dt_conv2d_forward(be, out[0], in[0], in[1], in[2], &s, pol);
+}
+
+static void make_conv2d_backward_data(struct io *io)
+{
+    add_in(io, conv_y(), 1.0), add_in(io, conv_w(), 0.3);
+    add_out(io, conv_x(), false);
+}
+static enum dt_status run_conv2d_backward_data(struct dt_backend *be, void *const *in,
+                                               void *const *out, const struct dt_policy *pol)
+{
+    const struct dt_conv2d_shape s = conv();
+    return dt_conv2d_backward_data(be, out[0], in[0], in[1], &s, pol);
+}
+
+static void make_conv2d_backward_weight(struct io *io)
+{
+    add_in(io, conv_x(), 1.0), add_in(io, conv_y(), 1.0);
+    add_out(io, conv_w(), false);
+}
+static enum dt_status run_conv2d_backward_weight(struct dt_backend *be, void *const *in,
+                                                 void *const *out, const struct dt_policy *pol)
+{
+    const struct dt_conv2d_shape s = conv();
+    return dt_conv2d_backward_weight(be, out[0], in[0], in[1], &s, pol);
+}
+
+static int64_t pool_x(void) { return pool_shape.B * pool_shape.H * pool_shape.W * pool_shape.C; }
+static int64_t pool_y(void)
+{
+    const struct dt_pool2d_shape s = pool();
+    return s.B * s.OH * s.OW * s.C;
+}
+
+static void make_maxpool2d_forward(struct io *io)
+{
+    add_in(io, pool_x(), 1.0);
+    add_out(io, pool_y(), false), add_out(io, pool_y(), true);
+}
+static enum dt_status run_maxpool2d_forward(struct dt_backend *be, void *const *in,
+                                            void *const *out, const struct dt_policy *pol)
+{
+    const struct dt_pool2d_shape s = pool();
+    return dt_maxpool2d_forward(be, out[0], out[1], in[0], &s, pol);
+}
+
+/* The backward needs the forward's y and argmax: both made here, the gradient compared. */
+static void make_maxpool2d_backward(struct io *io)
+{
+    add_in(io, pool_x(), 1.0), add_in(io, pool_y(), 1.0);
+    add_out(io, pool_x(), false), add_out(io, pool_y(), false), add_out(io, pool_y(), true);
+}
+static enum dt_status run_maxpool2d_backward(struct dt_backend *be, void *const *in,
+                                             void *const *out, const struct dt_policy *pol)
+{
+    const struct dt_pool2d_shape s = pool();
+    DT_FORWARD_IF_ERROR(dt_maxpool2d_forward(be, out[1], out[2], in[0], &s, pol));
+    return dt_maxpool2d_backward(be, out[0], in[1], in[0], out[1], out[2], &s, pol);
+}
+
+static void make_eps_philox(struct io *io) { add_out(io, N, false); }
+static enum dt_status run_eps_philox(struct dt_backend *be, void *const *in, void *const *out,
+                                     const struct dt_policy *pol)
+{
+    const struct dt_philox_stream s = dt_philox_stream_make(0x5eed, 7, 3, 2, 1);
+    return dt_eps_philox(be, out[0], N, &s, pol);
+}
+
+/* The lanes seeded: every lane's state; then one forward walk: the draws and the states. */
+enum { LANES = 8 };
+static void make_eps_lfsr_seed(struct io *io)
+{
+    add_out(io, LANES * (int64_t)(sizeof(struct dt_xoro) / 4), true);
+}
+static enum dt_status run_eps_lfsr_seed(struct dt_backend *be, void *const *in, void *const *out,
+                                        const struct dt_policy *pol)
+{
+    return dt_eps_lfsr_seed(be, out[0], LANES, 0x5eed, 7, 2, 1, pol);
+}
+static void make_eps_lfsr(struct io *io)
+{
+    add_out(io, N, false);
+    add_out(io, LANES * (int64_t)(sizeof(struct dt_xoro) / 4), true);
+}
+static enum dt_status run_eps_lfsr(struct dt_backend *be, void *const *in, void *const *out,
+                                   const struct dt_policy *pol)
+{
+    struct dt_xoro *lanes = out[1];
+    DT_FORWARD_IF_ERROR(dt_eps_lfsr_seed(be, lanes, LANES, 0x5eed, 7, 2, 1, pol));
+    return dt_eps_lfsr(be, out[0], N, lanes, LANES, false, -1, pol);
+}
+
+static void make_bnn_sigma(struct io *io)
+{
+    add_in(io, N, 4.0);
+    add_out(io, N, false), add_out(io, N, false);
+}
+static enum dt_status run_bnn_sigma(struct dt_backend *be, void *const *in, void *const *out,
+                                    const struct dt_policy *pol)
+{
+    return dt_bnn_sigma(be, out[0], out[1], in[0], N, pol);
+}
+
+static void make_bnn_sample(struct io *io)
+{
+    add_in(io, N, 1.0), add_in(io, N, 0.1), add_in(io, N, 2.0);
+    add_out(io, N, false);
+}
+static enum dt_status run_bnn_sample(struct dt_backend *be, void *const *in, void *const *out,
+                                     const struct dt_policy *pol)
+{
+    return dt_bnn_sample(be, out[0], in[0], in[1], in[2], N, pol);
+}
+
+static void make_bnn_accumulate(struct io *io)
+{
+    add_in(io, N, 1.0), add_in(io, N, 2.0), add_in(io, N, 0.5);
+    add_out(io, N, false), add_out(io, N, false);
+}
+static enum dt_status run_bnn_accumulate(struct dt_backend *be, void *const *in, void *const *out,
+                                         const struct dt_policy *pol)
+{
+    DT_FORWARD_IF_ERROR(
+        dt_bnn_accumulate(be, out[0], out[1], in[0], in[1], in[2], N, true, pol)); /* first */
+    return dt_bnn_accumulate(be, out[0], out[1], in[1], in[0], in[2], N, false, pol);
+}
+
+static void make_bnn_finish(struct io *io)
+{
+    add_in(io, N, 1.0), add_in(io, N, 1.0), add_in(io, N, 1.0), add_in(io, N, 0.1);
+    add_in(io, N, 0.5);
+    add_out(io, N, false), add_out(io, N, false);
+}
+static enum dt_status run_bnn_finish(struct dt_backend *be, void *const *in, void *const *out,
+                                     const struct dt_policy *pol)
+{
+    copy_into(be, out[0], in[0], N), copy_into(be, out[1], in[1], N);
+    return dt_bnn_finish(be, out[0], out[1], in[2], in[3], in[4], N, 0.5f, 1e-3f, 1.0f, pol);
+}
+
+/* reduction: exact: the exact sum of S shard partials of two tensors (sums in place). */
+enum { XS = 4, XN0 = 300, XN1 = 37 };
+static const int64_t xn[2] = {XN0, XN1}, xfirst[3] = {0, XN0, XN0 + XN1};
+static void make_exact_sum(struct io *io)
+{
+    add_in(io, XS * (XN0 + XN1), 1.0);
+    add_out(io, XS * (XN0 + XN1), false);
+}
+static enum dt_status run_exact_sum(struct dt_backend *be, void *const *in, void *const *out,
+                                    const struct dt_policy *pol)
+{
+    const struct dt_exact_layout L = {2, xn, xfirst, XS, XS};
+    copy_into(be, out[0], in[0], XS * (XN0 + XN1));
+    uint32_t *mb = dt_backend_alloc(be, 2 * sizeof *mb);
+    enum dt_status st = dt_exact_max(be, mb, out[0], &L);
+    if (st == DT_OK) st = dt_exact_sum(be, out[0], mb, &L);
+    dt_backend_free(be, mb);
+    return st;
+}
+
+#define ROW(op, tol)                                                                               \
+    {                                                                                              \
+#op, make_##op, run_##op, tol                                                              \
+    }
+static const struct op_row ops[] = {
+    ROW(dense_forward, 2e-3),
+    ROW(dense_backward_data, 2e-3),
+    ROW(dense_backward_weight, 2e-3),
+    ROW(bias_backward, 1e-5),
+    ROW(relu_forward, 0),
+    ROW(relu_backward, 0),
+    ROW(softmax_xent_forward, 1e-5),
+    ROW(softmax_xent_backward, 0),
+    ROW(sgd_update, 0),
+    ROW(conv2d_forward, 2e-3),
+    ROW(conv2d_backward_data, 2e-3),
+    ROW(conv2d_backward_weight, 2e-3),
+    ROW(maxpool2d_forward, 0),
+    ROW(maxpool2d_backward, 1e-6),
+    ROW(eps_philox, 1e-6),
+    ROW(eps_lfsr_seed, 0),
+    ROW(eps_lfsr, 1e-6),
+    ROW(bnn_sigma, 1e-6),
+    ROW(bnn_sample, 0),
+    ROW(bnn_accumulate, 1e-6),
+    ROW(bnn_finish, 1e-6),
+    ROW(exact_sum, 1e-6),
+};
+#define N_OPS ((int)(sizeof ops / sizeof ops[0]))
+
+/* ---- the backends and the comparison -------------------------------------------------- */
+
+struct backend_row {
+    const char *name;
+    enum dt_backend_kind kind;
+    int threads;
+};
+static const struct backend_row cpu_backends[] = {
+    {"cpu x1", DT_BACKEND_CPU, 1}, {"cpu x2", DT_BACKEND_CPU, 2}, {"cpu x3", DT_BACKEND_CPU, 3}};
+static const struct backend_row cuda_backend = {"cuda", DT_BACKEND_CUDA, 1};
+
+/* One op on one backend under one policy: its outputs on the host (*outs[i], caller frees). */
+static enum dt_status run_on(struct dt_backend *be, const struct op_row *op, const struct io *io,
+                             const struct dt_policy *pol, float **outs)
+{
+    void *in[MAX_T], *out[MAX_T];
+    for (int i = 0; i < io->n_in; i++) in[i] = dev_from(be, io->in[i], (size_t)io->in_n[i] * 4);
+    for (int i = 0; i < io->n_out; i++) out[i] = dt_backend_alloc(be, (size_t)io->out_n[i] * 4);
+    const enum dt_status st = op->run(be, in, out, pol);
+    dt_backend_synchronize(be);
+    for (int i = 0; i < io->n_out; i++) {
+        outs[i] = host(io->out_n[i]);
+        dt_backend_download(be, outs[i], out[i], (size_t)io->out_n[i] * 4);
+        dt_backend_free(be, out[i]);
+    }
+    for (int i = 0; i < io->n_in; i++) dt_backend_free(be, in[i]);
+    return st;
+}
+
+/* Bitwise equal? Else, with tol >= 0, within tol of the reference's largest |value|
+ * (integers: equal). Returns false and says where when not. */
+static bool agree(const char *what, const float *got, const float *ref, int64_t n, bool is_int,
+                  double tol)
+{
+    if (memcmp(got, ref, (size_t)n * 4) == 0) return true;
+    if (tol < 0 || is_int) {
+        for (int64_t i = 0; i < n; i++)
+            if (memcmp(&got[i], &ref[i], 4) != 0) {
+                fprintf(stderr, "%s: element %lld differs in its bits (%.9g vs %.9g)\n", what,
+                        (long long)i, (double)got[i], (double)ref[i]);
+                break;
+            }
+        return false;
+    }
+    double scale = 0;
+    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)ref[i]));
+    for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - (double)ref[i]);
+        if (!(d <= tol * scale)) {
+            fprintf(stderr, "%s: element %lld: %.9g vs %.9g, beyond %.1g of %.3g\n", what,
+                    (long long)i, (double)got[i], (double)ref[i], tol, scale);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The table over `backends` (the first is the reference's kind, one thread). Returns the
+ * number of (op, level, backend) cells checked. */
+static int check_table(const struct backend_row *const *backends, int n_backends)
+{
+    struct dt_policy portable;
+    dt_policy_from_level(&portable, DT_LEVEL_PORTABLE);
+    struct dt_backend *ref_be = cpu(1);
+    int cells = 0;
+    for (int o = 0; o < N_OPS; o++) {
+        const struct op_row *op = &ops[o];
+        struct io io;
+        memset(&io, 0, sizeof io);
+        op->make(&io);
+        float *ref[MAX_T];
+        CHECK_INT_EQ(run_on(ref_be, op, &io, &portable, ref), DT_OK);
+        for (int b = 0; b < n_backends; b++) {
+            struct dt_backend *be = NULL;
+            struct dt_backend_options bo = {backends[b]->kind, backends[b]->threads, 0};
+            struct dt_error err;
+            DT_ASSERT(dt_backend_create(&be, &bo, &err) == DT_OK);
+            for (int lv = 0; lv < DT_LEVEL_COUNT; lv++) {
+                struct dt_policy pol;
+                dt_policy_from_level(&pol, (enum dt_level)lv);
+                float *got[MAX_T], *again[MAX_T];
+                CHECK_INT_EQ(run_on(be, op, &io, &pol, got), DT_OK);
+                CHECK_INT_EQ(run_on(be, op, &io, &pol, again), DT_OK);
+                const bool same_everywhere = lv == DT_LEVEL_PORTABLE;
+                const bool same_again = lv != DT_LEVEL_FAST;
+                for (int i = 0; i < io.n_out; i++) {
+                    char what[160];
+                    snprintf(what, sizeof what, "%s output %d, %s, %s", op->name, i,
+                             backends[b]->name, pol.name);
+                    CHECK(agree(what, got[i], ref[i], io.out_n[i], io.out_int[i],
+                                same_everywhere ? -1.0 : op->tol));
+                    if (same_again) {
+                        snprintf(what, sizeof what, "%s output %d, %s, %s, run again", op->name, i,
+                                 backends[b]->name, pol.name);
+                        CHECK(agree(what, again[i], got[i], io.out_n[i], io.out_int[i], -1.0));
+                    }
+                    free(got[i]), free(again[i]);
+                }
+                cells++;
+            }
+            dt_backend_destroy(be);
+        }
+        for (int i = 0; i < io.n_out; i++) free(ref[i]);
+        for (int i = 0; i < io.n_in; i++) free(io.in[i]);
+    }
+    dt_backend_destroy(ref_be);
+    return cells;
+}
+
+/* Every op the backends profile (nets/backend.h's DT_OP_LIST) has its row: a new op
+ * without one fails here. */
+DT_TEST(table_has_every_op)
+{
+    for (int k = 0; k < DT_OP_COUNT; k++) {
+        bool found = false;
+        for (int o = 0; o < N_OPS; o++) found |= strcmp(ops[o].name, dt_op_name(k)) == 0;
+        if (!found) fprintf(stderr, "op %s has no row\n", dt_op_name(k));
+        CHECK(found);
+    }
+}
+
+/* The CPU at 1, 2 and 3 threads. */
+DT_TEST(cpu_table)
+{
+    const struct backend_row *b[] = {&cpu_backends[0], &cpu_backends[1], &cpu_backends[2]};
+    CHECK_INT_EQ(check_table(b, 3), N_OPS * 3 * DT_LEVEL_COUNT);
+}
+
+/* The comparison can fail: one ulp in one element breaks the bitwise promise, and a
+ * difference beyond the tolerance breaks the tolerance. */
+DT_TEST(comparison_can_fail)
+{
+    float ref[4] = {1.0f, -2.0f, 3.0f, 0.5f}, got[4];
+    memcpy(got, ref, sizeof got);
+    CHECK(agree("same", got, ref, 4, false, -1.0));
+    got[2] = nextafterf(got[2], 4.0f);
+    CHECK(!agree("one ulp (expected to differ)", got, ref, 4, false, -1.0));
+    CHECK(agree("one ulp within 1e-6", got, ref, 4, false, 1e-6));
+    got[2] = 3.01f;
+    CHECK(!agree("beyond 1e-3 (expected to differ)", got, ref, 4, false, 1e-3));
+}
+
+/* The GPU: the CUDA backend against the CPU reference, the CPU rows beside it. */
+DT_TEST(gpu_table)
+{
+    struct dt_backend *g = NULL;
+    struct dt_backend_options bo = {DT_BACKEND_CUDA, 1, 0};
+    struct dt_error err;
+    if (dt_backend_create(&g, &bo, &err) != DT_OK) DT_SKIP(err.msg);
+    const char *missing = dt_backend_missing_op(g);
+    dt_backend_destroy(g);
+    CHECK(missing == NULL);
+    const struct backend_row *b[] = {&cpu_backends[0], &cuda_backend};
+    CHECK_INT_EQ(check_table(b, 2), N_OPS * 2 * DT_LEVEL_COUNT);
+}
+
+DT_TEST_MAIN(DT_CASE(table_has_every_op), DT_CASE(cpu_table), DT_CASE(comparison_can_fail),
+             DT_CASE(gpu_table))
