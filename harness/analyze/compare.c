@@ -25,146 +25,6 @@ static bool is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* Resolve a trace argument: a file, or a folder holding trace.csv. */
-static void trace_file_path(char *out, size_t size, const char *path)
-{
-    if (is_dir(path)) snprintf(out, size, "%s/trace.csv", path);
-    else snprintf(out, size, "%s", path);
-}
-
-static bool is_hex_digest(const char *s)
-{
-    if (strlen(s) != 64) return false;
-    for (int i = 0; i < 64; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
-    return true;
-}
-
-static void chomp(char *line)
-{
-    size_t n = strlen(line);
-    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
-}
-
-enum dt_status dt_trace_read(struct dt_trace_row **rows_out, int64_t *n_out, const char *path,
-                             struct dt_error *err)
-{
-    *rows_out = NULL;
-    *n_out = 0;
-    char file[1200];
-    trace_file_path(file, sizeof file, path);
-    FILE *f;
-    DT_FORWARD_IF_ERROR(dt_fopen_regular(&f, file, "a trace", err));
-    char line[512], esc[160];
-    int64_t lineno = 0, n = 0, cap = 0;
-    struct dt_trace_row *rows = NULL;
-    enum dt_status st = DT_OK;
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        chomp(line);
-        if (lineno == 1) {
-            if (strcmp(line, DT_TRACE_HEADER) != 0) {
-                st = dt_error_set(err, DT_ERR_DATA,
-                                  "%s:1: not a detrain trace (header is '%s', expected '%s')", file,
-                                  dt_escape_str(esc, sizeof esc, line), DT_TRACE_HEADER);
-                break;
-            }
-            continue;
-        }
-        if (line[0] == '\0') continue;
-        char *c1 = strchr(line, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
-        if (!c1 || !c2 || strchr(c2 + 1, ',')) {
-            st = dt_error_set(err, DT_ERR_DATA, "%s:%" PRId64 ": expected 3 fields", file, lineno);
-            break;
-        }
-        *c1 = *c2 = '\0';
-        char *end;
-        errno = 0;
-        long long step = strtoll(line, &end, 10);
-        if (errno || *end || end == line || step < 0) {
-            st = dt_error_set(err, DT_ERR_DATA, "%s:%" PRId64 ": bad step '%s'", file, lineno,
-                              dt_escape_str(esc, sizeof esc, line));
-            break;
-        }
-        if (!is_hex_digest(c2 + 1)) {
-            st = dt_error_set(err, DT_ERR_DATA, "%s:%" PRId64 ": bad digest '%s'", file, lineno,
-                              dt_escape_str(esc, sizeof esc, c2 + 1));
-            break;
-        }
-        if (n > 0 && step <= rows[n - 1].step) {
-            st = dt_error_set(err, DT_ERR_DATA, "%s:%" PRId64 ": step %lld does not increase", file,
-                              lineno, step);
-            break;
-        }
-        if (n == cap) {
-            cap = cap ? 2 * cap : 1024;
-            rows = realloc(rows, (size_t)cap * sizeof *rows);
-            DT_ASSERT_MSG(rows != NULL, "out of memory reading a trace");
-        }
-        rows[n].step = step;
-        snprintf(rows[n].loss, sizeof rows[n].loss, "%s", c1 + 1);
-        memcpy(rows[n].digest, c2 + 1, DT_DIGEST_HEX);
-        n++;
-    }
-    if (st == DT_OK && ferror(f))
-        st = dt_error_set(err, DT_ERR_IO, "%s: read failed: %s", file, strerror(errno));
-    if (st == DT_OK && lineno == 0)
-        st = dt_error_set(err, DT_ERR_DATA, "%s: empty file (no trace header)", file);
-    fclose(f);
-    if (st != DT_OK) {
-        free(rows);
-        return st;
-    }
-    *rows_out = rows;
-    *n_out = n;
-    return DT_OK;
-}
-
-/* tensors.csv beside a trace: the (name, digest) rows of `step`, in file order; -1 with
- * the reason in `why` (and *absent when there is no such file) when it cannot be read. */
-static int read_tensor_rows(const char *trace_arg, int64_t step, char names[][64],
-                            char digests[][DT_DIGEST_HEX], int max, struct dt_error *why,
-                            bool *absent)
-{
-    char file[1200], dir[1200];
-    trace_file_path(file, sizeof file, trace_arg);
-    snprintf(dir, sizeof dir, "%s", file);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = '\0';
-    else snprintf(dir, sizeof dir, ".");
-    char tpath[1300];
-    snprintf(tpath, sizeof tpath, "%s/tensors.csv", dir);
-    FILE *f;
-    *absent = false;
-    if (dt_fopen_regular(&f, tpath, "tensors.csv", why) != DT_OK) {
-        *absent = errno == ENOENT;
-        return -1;
-    }
-    char line[512];
-    int n = 0;
-    while (fgets(line, sizeof line, f) && n < max) {
-        chomp(line);
-        char *c1 = strchr(line, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
-        if (!c1 || !c2) continue;
-        *c1 = *c2 = '\0';
-        char *end;
-        long long s = strtoll(line, &end, 10);
-        if (*end || s != step) continue;
-        snprintf(names[n], 64, "%.63s", c1 + 1);
-        snprintf(digests[n], DT_DIGEST_HEX, "%.64s", c2 + 1);
-        n++;
-    }
-    if (ferror(f)) {
-        n = -1;
-        dt_error_set(why, DT_ERR_IO, "%s: read failed: %s", tpath, strerror(errno));
-    } else if (n == 0) {
-        n = -1;
-        dt_error_set(why, DT_ERR_DATA, "%s: no rows for step %" PRId64, tpath, step);
-    }
-    fclose(f);
-    return n;
-}
-
 static void find_first_tensor(struct dt_trace_diff *d, const char *a, const char *b)
 {
     enum { MAXT = 256 };
@@ -172,8 +32,8 @@ static void find_first_tensor(struct dt_trace_diff *d, const char *a, const char
     struct dt_error why_a = {0}, why_b = {0};
     char note[sizeof d->tensor_note];
     bool absent_a, absent_b;
-    int ka = read_tensor_rows(a, d->first_step, na, da, MAXT, &why_a, &absent_a);
-    int kb = read_tensor_rows(b, d->first_step, nb, db, MAXT, &why_b, &absent_b);
+    int ka = dt_trace_read_tensors(a, d->first_step, na, da, MAXT, &why_a, &absent_a);
+    int kb = dt_trace_read_tensors(b, d->first_step, nb, db, MAXT, &why_b, &absent_b);
     d->tensor_fault = true;
     if (ka < 0 && kb < 0 && absent_a && absent_b) {
         d->tensor_fault = false;

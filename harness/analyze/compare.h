@@ -13,17 +13,6 @@
 #include "harness/record/snapshot.h"
 #include "harness/record/trace.h"
 
-struct dt_trace_row {
-    int64_t step;
-    char loss[40];
-    char digest[DT_DIGEST_HEX];
-};
-
-/* Read a trace.csv fully; errors name the file and line. `path` may also be a folder
- * holding trace.csv. */
-enum dt_status dt_trace_read(struct dt_trace_row **rows, int64_t *n, const char *path,
-                             struct dt_error *err);
-
 struct dt_trace_diff {
     bool diverged;
     int64_t first_step;  /* first step whose model digest differs; -1 when none */

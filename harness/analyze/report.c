@@ -23,6 +23,7 @@
 #include "harness/record/algolog.h"
 #include "harness/analyze/compare.h"
 #include "harness/setup/config.h"
+#include "harness/record/csv.h"
 #include "harness/record/layout.h"
 #include "harness/record/metrics.h"
 #include "harness/record/outdir.h"
@@ -138,101 +139,6 @@ static bool is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* ---- CSV reading ---------------------------------------------------------------------- */
-
-#define CSV_MAX_FIELDS 24 /* summary.csv has 22 */
-
-struct csv {
-    FILE *f;
-    const char *path;
-    int64_t line;
-    char *buf;
-    size_t cap;
-    bool eol;   /* the last line read ended with a newline (a line without one was cut) */
-    bool empty; /* csv_open(empty_ok): no complete header line */
-    char *field[CSV_MAX_FIELDS];
-};
-
-static enum dt_status csv_fail(const struct csv *c, struct dt_error *err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static enum dt_status csv_fail(const struct csv *c, struct dt_error *err, const char *fmt, ...)
-{
-    char msg[400], safe[800];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    dt_sanitize_message(safe, sizeof safe, msg); /* it echoes the file's bytes */
-    return dt_error_set(err, DT_ERR_DATA, "%s:%" PRId64 ": %s", c->path, c->line, safe);
-}
-
-static int csv_getline(struct csv *c)
-{
-    ssize_t n = getline(&c->buf, &c->cap, c->f);
-    if (n < 0) return 0;
-    c->line++;
-    c->eol = c->buf[n - 1] == '\n';
-    while (n > 0 && (c->buf[n - 1] == '\n' || c->buf[n - 1] == '\r')) c->buf[--n] = '\0';
-    return 1;
-}
-
-/* Open `path` (a regular file) and check its header line. *exists = false (and DT_OK)
- * when there is no such file: every reader treats a missing file as "not available".
- * empty_ok: a file with no complete header (zero bytes, or a header cut short by a killed
- * writer) gives c->empty and DT_OK. */
-static enum dt_status csv_open(struct csv *c, const char *path, const char *header, bool empty_ok,
-                               bool *exists, struct dt_error *err)
-{
-    memset(c, 0, sizeof *c);
-    c->path = path;
-    *exists = path_exists(path);
-    if (!*exists) return DT_OK;
-    DT_FORWARD_IF_ERROR(dt_fopen_regular(&c->f, path, "a CSV file", err));
-    if (!csv_getline(c)) {
-        if (ferror(c->f))
-            return dt_error_set(err, DT_ERR_IO, "%s: read failed: %s", path, strerror(errno));
-        if (empty_ok) return c->empty = true, DT_OK;
-        return dt_error_set(err, DT_ERR_DATA, "%s: empty file (no header)", path);
-    }
-    if (empty_ok && !c->eol && strncmp(header, c->buf, strlen(c->buf)) == 0)
-        return c->empty = true, DT_OK;
-    if (strcmp(c->buf, header) != 0)
-        return csv_fail(c, err, "unexpected header '%s' (expected '%s')", c->buf, header);
-    return DT_OK;
-}
-
-/* The next non-empty row, split into exactly `want` fields; *row = false at end of file. */
-static enum dt_status csv_next(struct csv *c, int want, bool *row, struct dt_error *err)
-{
-    *row = false;
-    do {
-        if (!csv_getline(c)) {
-            if (ferror(c->f))
-                return dt_error_set(err, DT_ERR_IO, "%s: read failed: %s", c->path,
-                                    strerror(errno));
-            return DT_OK;
-        }
-    } while (c->buf[0] == '\0');
-    int n = 0;
-    for (char *p = c->buf;; p++) {
-        if (n < CSV_MAX_FIELDS) c->field[n] = p;
-        n++;
-        p = strchr(p, ',');
-        if (!p) break;
-        *p = '\0';
-    }
-    if (n != want) return csv_fail(c, err, "expected %d fields, found %d", want, n);
-    *row = true;
-    return DT_OK;
-}
-
-static void csv_close(struct csv *c)
-{
-    if (c->f) fclose(c->f);
-    free(c->buf);
-    memset(c, 0, sizeof *c);
-}
-
 static bool parse_i64(const char *s, int64_t *out)
 {
     char *end;
@@ -264,19 +170,19 @@ static bool parse_f64(const char *s, double *out, bool empty_ok)
 static enum dt_status read_metrics(struct replica *r, const char *path, int64_t steps,
                                    struct dt_error *err)
 {
-    struct csv c;
+    struct dt_csv_reader c;
     bool exists;
-    enum dt_status st = csv_open(&c, path, DT_METRICS_HEADER, false, &exists, err);
+    enum dt_status st = dt_csv_open(&c, path, DT_METRICS_HEADER, false, &exists, err);
     bool row = exists;
-    while (st == DT_OK && row && (st = csv_next(&c, 4, &row, err)) == DT_OK && row) {
+    while (st == DT_OK && row && (st = dt_csv_next(&c, 4, &row, err)) == DT_OK && row) {
         int64_t step;
         double acc;
-        if (!parse_i64(c.field[0], &step)) st = csv_fail(&c, err, "bad step '%s'", c.field[0]);
+        if (!parse_i64(c.field[0], &step)) st = dt_csv_fail(&c, err, "bad step '%s'", c.field[0]);
         else if (!parse_f64(c.field[2], &acc, true))
-            st = csv_fail(&c, err, "bad test_acc '%s'", c.field[2]);
+            st = dt_csv_fail(&c, err, "bad test_acc '%s'", c.field[2]);
         else if (step == steps) r->test_acc = acc;
     }
-    csv_close(&c);
+    dt_csv_close(&c);
     return st;
 }
 
@@ -284,23 +190,23 @@ static enum dt_status read_metrics(struct replica *r, const char *path, int64_t 
  * pools (the cell's medians are over all its replicas' steps). */
 static enum dt_status read_times(struct cell *cell, const char *path, struct dt_error *err)
 {
-    struct csv c;
+    struct dt_csv_reader c;
     bool exists;
-    enum dt_status st = csv_open(&c, path, DT_TIMES_HEADER, false, &exists, err);
+    enum dt_status st = dt_csv_open(&c, path, DT_TIMES_HEADER, false, &exists, err);
     bool row = exists;
-    while (st == DT_OK && row && (st = csv_next(&c, 3, &row, err)) == DT_OK && row) {
+    while (st == DT_OK && row && (st = dt_csv_next(&c, 3, &row, err)) == DT_OK && row) {
         int64_t step;
         double ms, hash;
-        if (!parse_i64(c.field[0], &step)) st = csv_fail(&c, err, "bad step '%s'", c.field[0]);
+        if (!parse_i64(c.field[0], &step)) st = dt_csv_fail(&c, err, "bad step '%s'", c.field[0]);
         else if (!parse_f64(c.field[1], &ms, true))
-            st = csv_fail(&c, err, "bad step_ms '%s'", c.field[1]);
+            st = dt_csv_fail(&c, err, "bad step_ms '%s'", c.field[1]);
         else if (!parse_f64(c.field[2], &hash, true))
-            st = csv_fail(&c, err, "bad hash_ms '%s'", c.field[2]);
+            st = dt_csv_fail(&c, err, "bad hash_ms '%s'", c.field[2]);
         if (st != DT_OK) break;
         if (isfinite(ms)) dvec_push(&cell->step_times, ms);
         if (isfinite(hash)) dvec_push(&cell->hash_times, hash);
     }
-    csv_close(&c);
+    dt_csv_close(&c);
     return st;
 }
 
@@ -315,12 +221,12 @@ static bool parse_class(const char *s, uint8_t *out)
 /* predictions.csv: label and predicted class of every test example, index 0, 1, ... */
 static enum dt_status read_predictions(struct replica *r, const char *path, struct dt_error *err)
 {
-    struct csv c;
+    struct dt_csv_reader c;
     bool exists;
-    enum dt_status st = csv_open(&c, path, DT_PREDICTIONS_HEADER, false, &exists, err);
+    enum dt_status st = dt_csv_open(&c, path, DT_PREDICTIONS_HEADER, false, &exists, err);
     int64_t cap = 0;
     bool row = exists;
-    while (st == DT_OK && row && (st = csv_next(&c, 3, &row, err)) == DT_OK && row) {
+    while (st == DT_OK && row && (st = dt_csv_next(&c, 3, &row, err)) == DT_OK && row) {
         int64_t index;
         if (r->n_pred == cap) {
             cap = cap ? 2 * cap : 1024;
@@ -329,18 +235,19 @@ static enum dt_status read_predictions(struct replica *r, const char *path, stru
             DT_ASSERT_MSG(r->label && r->pred, "out of memory");
         }
         if (!parse_i64(c.field[0], &index) || index != r->n_pred)
-            st = csv_fail(&c, err, "bad index '%s' (expected %" PRId64 ")", c.field[0], r->n_pred);
+            st = dt_csv_fail(&c, err, "bad index '%s' (expected %" PRId64 ")", c.field[0],
+                             r->n_pred);
         else if (!parse_class(c.field[1], &r->label[r->n_pred]))
-            st = csv_fail(&c, err, "bad label '%s'", c.field[1]);
+            st = dt_csv_fail(&c, err, "bad label '%s'", c.field[1]);
         else if (!parse_class(c.field[2], &r->pred[r->n_pred]))
-            st = csv_fail(&c, err, "bad predicted class '%s'", c.field[2]);
+            st = dt_csv_fail(&c, err, "bad predicted class '%s'", c.field[2]);
         else r->n_pred++;
     }
     if (st == DT_OK && exists && !r->label) { /* header only: present but empty */
         r->label = dt_xmalloc(1);
         r->pred = dt_xmalloc(1);
     }
-    csv_close(&c);
+    dt_csv_close(&c);
     return st;
 }
 
@@ -352,20 +259,21 @@ static int policy_index(const struct dt_experiment *exp, const char *name)
 }
 
 /* One row of overhead.csv into the policy's pairs. */
-static enum dt_status overhead_row(struct report *rep, struct csv *c, struct dt_error *err)
+static enum dt_status overhead_row(struct report *rep, struct dt_csv_reader *c,
+                                   struct dt_error *err)
 {
     int p = policy_index(&rep->exp, c->field[0]);
     int64_t pair;
     double fast, pol;
-    if (p < 0) return csv_fail(c, err, "policy '%s' is not in config.json", c->field[0]);
-    if (!parse_i64(c->field[1], &pair)) return csv_fail(c, err, "bad pair '%s'", c->field[1]);
+    if (p < 0) return dt_csv_fail(c, err, "policy '%s' is not in config.json", c->field[0]);
+    if (!parse_i64(c->field[1], &pair)) return dt_csv_fail(c, err, "bad pair '%s'", c->field[1]);
     if (strcmp(c->field[2], "fast_first") != 0 && strcmp(c->field[2], "policy_first") != 0)
-        return csv_fail(c, err, "bad order '%s' (expected fast_first or policy_first)",
-                        c->field[2]);
+        return dt_csv_fail(c, err, "bad order '%s' (expected fast_first or policy_first)",
+                           c->field[2]);
     if (!parse_f64(c->field[3], &fast, false) || fast <= 0)
-        return csv_fail(c, err, "bad fast_ms '%s'", c->field[3]);
+        return dt_csv_fail(c, err, "bad fast_ms '%s'", c->field[3]);
     if (!parse_f64(c->field[4], &pol, false) || pol <= 0)
-        return csv_fail(c, err, "bad policy_ms '%s'", c->field[4]);
+        return dt_csv_fail(c, err, "bad policy_ms '%s'", c->field[4]);
     dvec_push(&rep->ovh[p].fast, fast);
     dvec_push(&rep->ovh[p].pol, pol);
     return DT_OK;
@@ -377,15 +285,15 @@ static enum dt_status overhead_row(struct report *rep, struct csv *c, struct dt_
  * all accepted, and overhead_stats says what was not measured. */
 static enum dt_status read_overhead(struct report *rep, const char *path, struct dt_error *err)
 {
-    struct csv c;
+    struct dt_csv_reader c;
     bool exists;
-    enum dt_status st = csv_open(&c, path, DT_OVERHEAD_HEADER, true, &exists, err);
+    enum dt_status st = dt_csv_open(&c, path, DT_OVERHEAD_HEADER, true, &exists, err);
     rep->ovh_absent = !exists;
     rep->ovh_empty = exists && c.empty;
     bool row = exists && !c.empty;
     while (st == DT_OK && row) {
         struct dt_error rerr = {0};
-        enum dt_status rst = csv_next(&c, 5, &row, &rerr);
+        enum dt_status rst = dt_csv_next(&c, 5, &row, &rerr);
         if ((rst == DT_ERR_DATA || (rst == DT_OK && row)) && !c.eol) {
             rep->ovh_cut = true; /* a last line without its newline: cut short, not used */
             break;
@@ -396,7 +304,7 @@ static enum dt_status read_overhead(struct report *rep, const char *path, struct
             st = rst;
         }
     }
-    csv_close(&c);
+    dt_csv_close(&c);
     return st;
 }
 
@@ -1618,7 +1526,7 @@ static bool parse_int_field(const char *s, int64_t *v, bool empty_ok, bool *empt
 }
 
 /* One data row of summary.csv (field order of DT_REPORT_SUMMARY_HEADER). */
-static enum dt_status summary_fields(struct dt_report_summary_row *r, const struct csv *c,
+static enum dt_status summary_fields(struct dt_report_summary_row *r, const struct dt_csv_reader *c,
                                      struct dt_error *err)
 {
     char *const *f = c->field;
@@ -1629,18 +1537,18 @@ static enum dt_status summary_fields(struct dt_report_summary_row *r, const stru
         !copy_field(r->policy, sizeof r->policy, f[2]) ||
         !copy_field(r->first_tensor, sizeof r->first_tensor, f[7]) ||
         !copy_field(r->verdict, sizeof r->verdict, f[21]))
-        return csv_fail(c, err, "a name field is too long");
+        return dt_csv_fail(c, err, "a name field is too long");
     if (!parse_int_field(f[3], &v, false, &empty) || v < 1)
-        return csv_fail(c, err, "bad replicas '%s'", f[3]);
+        return dt_csv_fail(c, err, "bad replicas '%s'", f[3]);
     r->replicas = (int)v;
     if (!parse_int_field(f[4], &v, false, &empty) || v < 0 || v > r->replicas)
-        return csv_fail(c, err, "bad completed '%s'", f[4]);
+        return dt_csv_fail(c, err, "bad completed '%s'", f[4]);
     r->completed = (int)v;
     if (!parse_int_field(f[5], &v, true, &empty) || (!empty && (v < 1 || v > r->completed)))
-        return csv_fail(c, err, "bad distinct_final_digests '%s'", f[5]);
+        return dt_csv_fail(c, err, "bad distinct_final_digests '%s'", f[5]);
     r->distinct = empty ? -1 : (int)v;
     if (!parse_int_field(f[6], &v, true, &empty) || (!empty && v < -1))
-        return csv_fail(c, err, "bad first_divergent_step '%s'", f[6]);
+        return dt_csv_fail(c, err, "bad first_divergent_step '%s'", f[6]);
     r->has_first = !empty;
     r->first_step = empty ? -1 : v;
     const struct {
@@ -1649,7 +1557,8 @@ static enum dt_status summary_fields(struct dt_report_summary_row *r, const stru
     } num[] = {{16, &r->step_ms}, {18, &r->ratio}, {19, &r->ci_lo}, {20, &r->ci_hi}};
     for (size_t i = 0; i < sizeof num / sizeof num[0]; i++)
         if (!parse_f64(f[num[i].col], num[i].out, true))
-            return csv_fail(c, err, "bad number '%s' in column %d", f[num[i].col], num[i].col + 1);
+            return dt_csv_fail(c, err, "bad number '%s' in column %d", f[num[i].col],
+                               num[i].col + 1);
     return DT_OK;
 }
 
@@ -1660,13 +1569,13 @@ enum dt_status dt_report_read_summary(const char *dir, struct dt_report_summary_
     snprintf(path, sizeof path, "%s/summary.csv", dir);
     *rows = NULL;
     *n_rows = 0;
-    struct csv c;
+    struct dt_csv_reader c;
     bool exists, row;
-    enum dt_status st = csv_open(&c, path, DT_REPORT_SUMMARY_HEADER, false, &exists, err);
+    enum dt_status st = dt_csv_open(&c, path, DT_REPORT_SUMMARY_HEADER, false, &exists, err);
     if (st == DT_OK && !exists) st = dt_error_set(err, DT_ERR_IO, "%s: missing", path);
     int cap = 0;
     row = exists;
-    while (st == DT_OK && row && (st = csv_next(&c, 22, &row, err)) == DT_OK && row) {
+    while (st == DT_OK && row && (st = dt_csv_next(&c, 22, &row, err)) == DT_OK && row) {
         if (*n_rows == cap) {
             cap = cap ? 2 * cap : 16;
             *rows = realloc(*rows, (size_t)cap * sizeof **rows);
@@ -1675,7 +1584,7 @@ enum dt_status dt_report_read_summary(const char *dir, struct dt_report_summary_
         st = summary_fields(&(*rows)[*n_rows], &c, err);
         if (st == DT_OK) (*n_rows)++;
     }
-    csv_close(&c);
+    dt_csv_close(&c);
     if (st != DT_OK) {
         free(*rows);
         *rows = NULL;
