@@ -206,3 +206,15 @@ void dt_sanitize_message(char *out, size_t size, const char *msg)
 {
     escape(out, size, (const unsigned char *)msg, strlen(msg), SIZE_MAX, true);
 }
+
+bool dt_path_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+bool dt_is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}

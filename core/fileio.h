@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -16,6 +17,10 @@
 /* What a file of this st_mode is, for messages: "a FIFO (named pipe)", "a folder", "a
  * character device", "a symbolic link" (from lstat), "a regular file"... */
 const char *dt_file_kind(mode_t mode);
+
+/* Does something exist at `path` (stat follows links)? Is it a folder? */
+bool dt_path_exists(const char *path);
+bool dt_is_dir(const char *path);
 
 /* Open `path` for reading when it is a regular file (a symbolic link to one is fine): it
  * is opened non-blocking, so a FIFO cannot hang the open, checked with fstat and then

@@ -1,6 +1,7 @@
 /* Shared by the op tests (test_ops.c, test_conv.c): a reproducible uniform generator,
- * a CPU backend of a given size, a level's policy, and the tolerance check against a
- * double-precision reference. Include after tests/check.h. */
+ * a CPU backend of a given size, a level's policy, the tolerance check against a
+ * double-precision reference, and convolution and pooling geometries. Include after tests/check.h.
+ */
 #ifndef DT_OP_HELPERS_H
 #define DT_OP_HELPERS_H
 
@@ -28,6 +29,51 @@ static inline char *op_error_of(struct dt_backend *be, void (*fn)(void *), void 
     char *msg = dt_xcalloc(1, sizeof e.msg);
     if (dt_backend_take_op_error(be, &e)) memcpy(msg, e.msg, sizeof e.msg);
     return msg;
+}
+
+/* Convolution and pooling geometries as the op tests list them, and their shapes (filled
+ * by dt_*_shape_init: a geometry it refuses is a bug of the test) and tensor sizes. */
+struct conv_geom {
+    int64_t B, H, W, C, K_out, KH, KW, stride, pad;
+};
+static inline struct dt_conv2d_shape conv_shape(const struct conv_geom *g)
+{
+    struct dt_conv2d_shape s = {.B = g->B,
+                                .H = g->H,
+                                .W = g->W,
+                                .C = g->C,
+                                .K_out = g->K_out,
+                                .KH = g->KH,
+                                .KW = g->KW,
+                                .stride = g->stride,
+                                .pad = g->pad};
+    DT_ASSERT(dt_conv2d_shape_init(&s, NULL) == DT_OK);
+    return s;
+}
+static inline int64_t conv_nx(const struct dt_conv2d_shape *s) { return s->B * s->H * s->W * s->C; }
+static inline int64_t conv_nw(const struct dt_conv2d_shape *s)
+{
+    return s->KH * s->KW * s->C * s->K_out;
+}
+static inline int64_t conv_ny(const struct dt_conv2d_shape *s)
+{
+    return s->B * s->OH * s->OW * s->K_out;
+}
+
+struct pool_geom {
+    int64_t B, H, W, C, K, stride, pad;
+};
+static inline struct dt_pool2d_shape pool_shape(const struct pool_geom *g)
+{
+    struct dt_pool2d_shape s = {
+        .B = g->B, .H = g->H, .W = g->W, .C = g->C, .K = g->K, .stride = g->stride, .pad = g->pad};
+    DT_ASSERT(dt_pool2d_shape_init(&s, NULL) == DT_OK);
+    return s;
+}
+static inline int64_t pool_nx(const struct dt_pool2d_shape *s) { return s->B * s->H * s->W * s->C; }
+static inline int64_t pool_ny(const struct dt_pool2d_shape *s)
+{
+    return s->B * s->OH * s->OW * s->C;
 }
 
 static uint64_t rng_state = 0x243f6a8885a308d3ULL;

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "core/fileio.h"
+
 /* Run a shell command (stdout and stderr together into `out`); return its exit status. */
 static inline int dt_run_capture(char *out, size_t size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -54,12 +56,6 @@ static inline char *dt_read_file(const char *path, size_t *len)
     fclose(f);
     if (len) *len = (size_t)n;
     return buf;
-}
-
-static inline int dt_path_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
 }
 
 /* 1 when both files exist and have the same bytes. */

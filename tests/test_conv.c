@@ -123,9 +123,6 @@ static void pool_backward_ref(double *dx, const double *dy, const int32_t *argma
 
 /* ---- geometries ------------------------------------------------------------------------ */
 
-struct conv_geom {
-    int64_t B, H, W, C, K_out, KH, KW, stride, pad;
-};
 static const struct conv_geom conv_geoms[] = {
     {3, 7, 6, 2, 5, 3, 3, 1, 1}, /* 3x3 same padding */
     {2, 8, 7, 2, 3, 3, 3, 2, 0}, /* stride 2, no padding; last row/column unused */
@@ -137,23 +134,6 @@ static const struct conv_geom conv_geoms[] = {
 };
 enum { N_CONV_GEOMS = sizeof conv_geoms / sizeof conv_geoms[0] };
 
-static struct dt_conv2d_shape conv_shape(const struct conv_geom *g)
-{
-    struct dt_conv2d_shape s = {.B = g->B,
-                                .H = g->H,
-                                .W = g->W,
-                                .C = g->C,
-                                .K_out = g->K_out,
-                                .KH = g->KH,
-                                .KW = g->KW,
-                                .stride = g->stride,
-                                .pad = g->pad};
-    DT_ASSERT(dt_conv2d_shape_init(&s, NULL) == DT_OK);
-    return s;
-}
-static int64_t conv_nx(const struct dt_conv2d_shape *s) { return s->B * s->H * s->W * s->C; }
-static int64_t conv_nw(const struct dt_conv2d_shape *s) { return s->KH * s->KW * s->C * s->K_out; }
-static int64_t conv_ny(const struct dt_conv2d_shape *s) { return s->B * s->OH * s->OW * s->K_out; }
 static void print_conv(const struct dt_conv2d_shape *s)
 {
     fprintf(stderr,
@@ -164,9 +144,6 @@ static void print_conv(const struct dt_conv2d_shape *s)
             (long long)s->OH, (long long)s->OW);
 }
 
-struct pool_geom {
-    int64_t B, H, W, C, K, stride, pad;
-};
 static const struct pool_geom pool_geoms[] = {
     {2, 8, 6, 3, 2, 2, 0}, /* 2x2 stride 2, even sizes */
     {2, 7, 9, 3, 2, 2, 0}, /* odd sizes: last row/column dropped */
@@ -178,15 +155,6 @@ static const struct pool_geom pool_geoms[] = {
 };
 enum { N_POOL_GEOMS = sizeof pool_geoms / sizeof pool_geoms[0] };
 
-static struct dt_pool2d_shape pool_shape(const struct pool_geom *g)
-{
-    struct dt_pool2d_shape s = {
-        .B = g->B, .H = g->H, .W = g->W, .C = g->C, .K = g->K, .stride = g->stride, .pad = g->pad};
-    DT_ASSERT(dt_pool2d_shape_init(&s, NULL) == DT_OK);
-    return s;
-}
-static int64_t pool_nx(const struct dt_pool2d_shape *s) { return s->B * s->H * s->W * s->C; }
-static int64_t pool_ny(const struct dt_pool2d_shape *s) { return s->B * s->OH * s->OW * s->C; }
 static void print_pool(const struct dt_pool2d_shape *s)
 {
     fprintf(stderr,

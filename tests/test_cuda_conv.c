@@ -159,9 +159,6 @@ static int64_t visit(int order, int64_t t, int64_t n)
 
 /* ---- geometries ------------------------------------------------------------------------ */
 
-struct conv_geom {
-    int64_t B, H, W, C, K_out, KH, KW, stride, pad;
-};
 static const struct conv_geom conv_geoms[] = {
     {1, 5, 5, 1, 2, 3, 3, 1, 0},    /* B = 1, C = 1, no padding */
     {2, 7, 6, 2, 3, 3, 3, 1, 1},    /* same padding, odd height */
@@ -178,25 +175,8 @@ static const struct conv_geom conv_geoms[] = {
 };
 enum { N_CONV_GEOMS = sizeof conv_geoms / sizeof conv_geoms[0] };
 
-static struct dt_conv2d_shape conv_shape(const struct conv_geom *g)
-{
-    struct dt_conv2d_shape s = {.B = g->B,
-                                .H = g->H,
-                                .W = g->W,
-                                .C = g->C,
-                                .K_out = g->K_out,
-                                .KH = g->KH,
-                                .KW = g->KW,
-                                .stride = g->stride,
-                                .pad = g->pad};
-    DT_ASSERT(dt_conv2d_shape_init(&s, NULL) == DT_OK);
-    return s;
-}
 static int64_t conv_rows(const struct dt_conv2d_shape *s) { return s->B * s->OH * s->OW; }
 static int64_t conv_kp(const struct dt_conv2d_shape *s) { return s->KH * s->KW * s->C; }
-static int64_t conv_nx(const struct dt_conv2d_shape *s) { return s->B * s->H * s->W * s->C; }
-static int64_t conv_nw(const struct dt_conv2d_shape *s) { return conv_kp(s) * s->K_out; }
-static int64_t conv_ny(const struct dt_conv2d_shape *s) { return conv_rows(s) * s->K_out; }
 
 static void conv_text(char *buf, size_t size, const char *what, const struct dt_conv2d_shape *s)
 {
@@ -206,9 +186,6 @@ static void conv_text(char *buf, size_t size, const char *what, const struct dt_
              (long long)s->pad);
 }
 
-struct pool_geom {
-    int64_t B, H, W, C, K, stride, pad;
-};
 static const struct pool_geom pool_geoms[] = {
     {1, 4, 4, 1, 2, 2, 0},    /* B = 1, C = 1 */
     {2, 8, 6, 3, 2, 2, 0},    /* 2x2/2, even sizes */
@@ -225,16 +202,6 @@ static const struct pool_geom pool_geoms[] = {
     {2, 10, 10, 16, 3, 2, 1}, /* LeNet pool1, overlap_pool */
 };
 enum { N_POOL_GEOMS = sizeof pool_geoms / sizeof pool_geoms[0] };
-
-static struct dt_pool2d_shape pool_shape(const struct pool_geom *g)
-{
-    struct dt_pool2d_shape s = {
-        .B = g->B, .H = g->H, .W = g->W, .C = g->C, .K = g->K, .stride = g->stride, .pad = g->pad};
-    DT_ASSERT(dt_pool2d_shape_init(&s, NULL) == DT_OK);
-    return s;
-}
-static int64_t pool_nx(const struct dt_pool2d_shape *s) { return s->B * s->H * s->W * s->C; }
-static int64_t pool_ny(const struct dt_pool2d_shape *s) { return s->B * s->OH * s->OW * s->C; }
 
 static void pool_text(char *buf, size_t size, const char *what, const struct dt_pool2d_shape *s)
 {

@@ -69,24 +69,8 @@ static void add_out(struct io *io, int64_t n, bool is_int)
 /* ---- the rows ------------------------------------------------------------------------- */
 
 enum { B = 33, IN = 40, OUT = 17, C = 10, N = 1000 };
-static const struct dt_conv2d_shape conv_shape = {
-    .B = 3, .H = 9, .W = 9, .C = 2, .K_out = 4, .KH = 3, .KW = 3, .stride = 1, .pad = 1};
-static const struct dt_pool2d_shape pool_shape = {
-    .B = 3, .H = 9, .W = 9, .C = 4, .K = 3, .stride = 2, .pad = 1}; /* overlapping: a scatter */
-
-static struct dt_conv2d_shape conv(void)
-{
-    struct dt_conv2d_shape s = conv_shape;
-    DT_ASSERT(dt_conv2d_shape_init(&s, NULL) == DT_OK);
-    return s;
-}
-
-static struct dt_pool2d_shape pool(void)
-{
-    struct dt_pool2d_shape s = pool_shape;
-    DT_ASSERT(dt_pool2d_shape_init(&s, NULL) == DT_OK);
-    return s;
-}
+static const struct conv_geom conv_geom = {3, 9, 9, 2, 4, 3, 3, 1, 1};
+static const struct pool_geom pool_geom = {3, 9, 9, 4, 3, 2, 1}; /* overlapping: a scatter */
 
 static void make_dense_forward(struct io *io)
 {
@@ -200,82 +184,70 @@ static enum dt_status run_sgd_update(struct dt_backend *be, void *const *in, voi
     return dt_sgd_update(be, out[0], out[1], in[2], N, 0.05f, 0.9f, 1e-4f, pol);
 }
 
-static int64_t conv_x(void) { return conv_shape.B * conv_shape.H * conv_shape.W * conv_shape.C; }
-static int64_t conv_w(void)
-{
-    return conv_shape.KH * conv_shape.KW * conv_shape.C * conv_shape.K_out;
-}
-static int64_t conv_y(void)
-{
-    const struct dt_conv2d_shape s = conv();
-    return s.B * s.OH * s.OW * s.K_out;
-}
-
 static void make_conv2d_forward(struct io *io)
 {
-    add_in(io, conv_x(), 1.0), add_in(io, conv_w(), 0.3), add_in(io, conv_shape.K_out, 0.1);
-    add_out(io, conv_y(), false);
+    const struct dt_conv2d_shape s = conv_shape(&conv_geom);
+    add_in(io, conv_nx(&s), 1.0), add_in(io, conv_nw(&s), 0.3), add_in(io, conv_geom.K_out, 0.1);
+    add_out(io, conv_ny(&s), false);
 }
 static enum dt_status run_conv2d_forward(struct dt_backend *be, void *const *in, void *const *out,
                                          const struct dt_policy *pol)
 {
-    const struct dt_conv2d_shape s = conv();
+    const struct dt_conv2d_shape s = conv_shape(&conv_geom);
     return dt_conv2d_forward(be, out[0], in[0], in[1], in[2], &s, pol);
 }
 
 static void make_conv2d_backward_data(struct io *io)
 {
-    add_in(io, conv_y(), 1.0), add_in(io, conv_w(), 0.3);
-    add_out(io, conv_x(), false);
+    const struct dt_conv2d_shape s = conv_shape(&conv_geom);
+    add_in(io, conv_ny(&s), 1.0), add_in(io, conv_nw(&s), 0.3);
+    add_out(io, conv_nx(&s), false);
 }
 static enum dt_status run_conv2d_backward_data(struct dt_backend *be, void *const *in,
                                                void *const *out, const struct dt_policy *pol)
 {
-    const struct dt_conv2d_shape s = conv();
+    const struct dt_conv2d_shape s = conv_shape(&conv_geom);
     return dt_conv2d_backward_data(be, out[0], in[0], in[1], &s, pol);
 }
 
 static void make_conv2d_backward_weight(struct io *io)
 {
-    add_in(io, conv_x(), 1.0), add_in(io, conv_y(), 1.0);
-    add_out(io, conv_w(), false);
+    const struct dt_conv2d_shape s = conv_shape(&conv_geom);
+    add_in(io, conv_nx(&s), 1.0), add_in(io, conv_ny(&s), 1.0);
+    add_out(io, conv_nw(&s), false);
 }
 static enum dt_status run_conv2d_backward_weight(struct dt_backend *be, void *const *in,
                                                  void *const *out, const struct dt_policy *pol)
 {
-    const struct dt_conv2d_shape s = conv();
+    const struct dt_conv2d_shape s = conv_shape(&conv_geom);
     return dt_conv2d_backward_weight(be, out[0], in[0], in[1], &s, pol);
-}
-
-static int64_t pool_x(void) { return pool_shape.B * pool_shape.H * pool_shape.W * pool_shape.C; }
-static int64_t pool_y(void)
-{
-    const struct dt_pool2d_shape s = pool();
-    return s.B * s.OH * s.OW * s.C;
 }
 
 static void make_maxpool2d_forward(struct io *io)
 {
-    add_in(io, pool_x(), 1.0);
-    add_out(io, pool_y(), false), add_out(io, pool_y(), true);
+    const struct dt_pool2d_shape s = pool_shape(&pool_geom);
+    add_in(io, pool_nx(&s), 1.0);
+    add_out(io, pool_ny(&s), false), add_out(io, pool_ny(&s), true);
 }
 static enum dt_status run_maxpool2d_forward(struct dt_backend *be, void *const *in,
                                             void *const *out, const struct dt_policy *pol)
 {
-    const struct dt_pool2d_shape s = pool();
+    const struct dt_pool2d_shape s = pool_shape(&pool_geom);
     return dt_maxpool2d_forward(be, out[0], out[1], in[0], &s, pol);
 }
 
 /* The backward needs the forward's y and argmax: both made here, the gradient compared. */
 static void make_maxpool2d_backward(struct io *io)
 {
-    add_in(io, pool_x(), 1.0), add_in(io, pool_y(), 1.0);
-    add_out(io, pool_x(), false), add_out(io, pool_y(), false), add_out(io, pool_y(), true);
+    const struct dt_pool2d_shape s = pool_shape(&pool_geom);
+    add_in(io, pool_nx(&s), 1.0), add_in(io, pool_ny(&s), 1.0);
+    add_out(io, pool_nx(&s), false), add_out(io, pool_ny(&s), false),
+        add_out(io, pool_ny(&s), true);
 }
 static enum dt_status run_maxpool2d_backward(struct dt_backend *be, void *const *in,
                                              void *const *out, const struct dt_policy *pol)
 {
-    const struct dt_pool2d_shape s = pool();
+    const struct dt_pool2d_shape s = pool_shape(&pool_geom);
     DT_FORWARD_IF_ERROR(dt_maxpool2d_forward(be, out[1], out[2], in[0], &s, pol));
     return dt_maxpool2d_backward(be, out[0], in[1], in[0], out[1], out[2], &s, pol);
 }

@@ -19,12 +19,6 @@
 
 /* ---- reading ------------------------------------------------------------------------ */
 
-static bool is_dir(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 static void find_first_tensor(struct dt_trace_diff *d, const char *a, const char *b)
 {
     enum { MAXT = 256 };
@@ -141,8 +135,7 @@ static bool file_exists(const char *dir, const char *name)
 {
     char path[4096];
     if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) return false;
-    struct stat st;
-    return stat(path, &st) == 0;
+    return dt_path_exists(path);
 }
 
 /* The replica's trace rows for checking snapshots; none (OK) when it has no trace.csv. */
@@ -234,7 +227,7 @@ static bool has_snapshot_dir(const char *dir)
 {
     char path[4096];
     dt_snapshot_dir(path, sizeof path, dir);
-    return is_dir(path);
+    return dt_is_dir(path);
 }
 
 /* The first snapshot step both kept whose weights differ, or -1. */
@@ -254,7 +247,7 @@ static enum dt_status compare_replicas(const char *a, const char *b, FILE *out, 
     DT_FORWARD_IF_ERROR(dt_trace_compare(&d, a, b, err));
     struct dt_snapshot_diff *rows = NULL;
     int n = 0;
-    bool snaps = is_dir(a) && is_dir(b) && has_snapshot_dir(a) && has_snapshot_dir(b);
+    bool snaps = dt_is_dir(a) && dt_is_dir(b) && has_snapshot_dir(a) && has_snapshot_dir(b);
     if (snaps) DT_FORWARD_IF_ERROR(dt_compare_snapshots(&rows, &n, a, b, err));
 
     if (!d.diverged) {
@@ -354,7 +347,7 @@ static enum replica_outcome compare_replica_line(FILE *out, const char *label, c
 
 static bool is_experiment_dir(const char *path)
 {
-    return is_dir(path) && file_exists(path, "config.json");
+    return dt_is_dir(path) && file_exists(path, "config.json");
 }
 
 /* The replica folders an experiment's config names, relative to its folder. */
@@ -641,7 +634,7 @@ static enum dt_status load_table_experiments(struct table_exp *t,
 {
     for (int i = 0; i < opt->n_experiments; i++) {
         t[i].dir = opt->experiments[i];
-        if (!is_dir(t[i].dir)) {
+        if (!dt_is_dir(t[i].dir)) {
             struct stat st;
             return stat(t[i].dir, &st) == 0
                        ? dt_error_set(err, DT_ERR_DATA,

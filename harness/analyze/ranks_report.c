@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/fileio.h"
 #include "core/util.h"
 #include "harness/analyze/compare.h"
 #include "harness/setup/config.h"
@@ -31,8 +32,7 @@ static bool has_file(const char *dir, const char *name)
 {
     char path[1300];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    struct stat st; /* no open: a FIFO named config.json must not block the check */
-    return stat(path, &st) == 0;
+    return dt_path_exists(path); /* no open: a FIFO named config.json must not block it */
 }
 
 static int cmp_runs(const void *a, const void *b)

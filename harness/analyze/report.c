@@ -127,18 +127,6 @@ static void mean_std(const double *v, int n, double *mean, double *std)
     *std = n > 1 ? sqrt(sum2 / (n - 1)) : NAN;
 }
 
-static bool path_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
-static bool is_dir(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 static bool parse_i64(const char *s, int64_t *out)
 {
     char *end;
@@ -314,9 +302,9 @@ static enum dt_status load_config(struct report *rep, struct dt_error *err)
 {
     char path[PATH_LEN];
     snprintf(path, sizeof path, "%s/config.json", rep->dir);
-    if (!is_dir(rep->dir))
+    if (!dt_is_dir(rep->dir))
         return dt_error_set(err, DT_ERR_IO, "%s: no such experiment folder", rep->dir);
-    if (!path_exists(path))
+    if (!dt_path_exists(path))
         return dt_error_set(err, DT_ERR_IO, "%s: not an experiment folder: config.json is missing",
                             rep->dir);
     DT_FORWARD_IF_ERROR(dt_config_load(&rep->exp, path, NULL, 0, err));
@@ -345,10 +333,11 @@ static enum dt_status load_replica(struct report *rep, struct cell *cell, int c,
     char rdir[PATH_LEN], path[PATH_LEN + 32];
     rp->test_acc = NAN;
     dt_replica_dir(rdir, sizeof rdir, rep->dir, &rep->exp, c, r);
-    rp->present = is_dir(rdir);
+    rp->present = dt_is_dir(rdir);
     if (!rp->present) return DT_OK;
     snprintf(path, sizeof path, "%s/trace.csv", rdir);
-    if (path_exists(path)) DT_FORWARD_IF_ERROR(dt_trace_read(&rp->trace, &rp->n_trace, path, err));
+    if (dt_path_exists(path))
+        DT_FORWARD_IF_ERROR(dt_trace_read(&rp->trace, &rp->n_trace, path, err));
     snprintf(path, sizeof path, "%s/predictions.csv", rdir);
     DT_FORWARD_IF_ERROR(read_predictions(rp, path, err));
     snprintf(path, sizeof path, "%s/metrics.csv", rdir);
@@ -534,7 +523,7 @@ static enum dt_status load_snapshot(struct dt_snapshot *s, bool *have, const cha
                                     struct dt_error *err)
 {
     *have = false;
-    if (!path_exists(path)) return DT_OK;
+    if (!dt_path_exists(path)) return DT_OK;
     DT_FORWARD_IF_ERROR(
         dt_snapshot_read_verified(s, NULL, rdir, step, rp->trace, rp->n_trace, err));
     *have = true;
@@ -816,7 +805,7 @@ static bool find_executable(char *out, size_t size, const char *name)
 {
     if (strchr(name, '/')) {
         char *real = realpath(name, NULL);
-        bool ok = real && access(real, X_OK) == 0 && !is_dir(real);
+        bool ok = real && access(real, X_OK) == 0 && !dt_is_dir(real);
         if (ok) snprintf(out, size, "%s", real);
         free(real);
         return ok;
@@ -826,7 +815,7 @@ static bool find_executable(char *out, size_t size, const char *name)
     for (const char *p = path; *p;) {
         size_t len = strcspn(p, ":");
         snprintf(out, size, "%.*s/%s", (int)len, len ? p : ".", name);
-        if (access(out, X_OK) == 0 && !is_dir(out)) return true;
+        if (access(out, X_OK) == 0 && !dt_is_dir(out)) return true;
         p += len + (p[len] == ':');
     }
     return false;
@@ -1097,7 +1086,7 @@ static void make_plots(struct report *rep)
 {
     char plots_dir[PATH_LEN], exe[PATH_LEN];
     snprintf(plots_dir, sizeof plots_dir, "%s/plots", rep->dir);
-    if (is_dir(plots_dir)) remove_old_plots(rep, plots_dir);
+    if (dt_is_dir(plots_dir)) remove_old_plots(rep, plots_dir);
     struct dt_error e;
     bool on =
         choose_gnuplot(exe, sizeof exe, rep->opt, rep->plots_skipped, sizeof rep->plots_skipped);

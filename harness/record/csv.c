@@ -71,8 +71,7 @@ enum dt_status dt_csv_open(struct dt_csv_reader *c, const char *path, const char
 {
     memset(c, 0, sizeof *c);
     c->path = path;
-    struct stat sb;
-    *exists = stat(path, &sb) == 0;
+    *exists = dt_path_exists(path);
     if (!*exists) return DT_OK;
     DT_FORWARD_IF_ERROR(dt_fopen_regular(&c->f, path, "a CSV file", err));
     if (!csv_getline(c)) {

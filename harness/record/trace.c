@@ -72,15 +72,9 @@ enum dt_status dt_trace_close(struct dt_trace_writer *t, struct dt_error *err)
 
 /* ---- reading (the writer's counterpart; harness/analyze/compare.c compares) -------------- */
 
-static bool is_dir(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 void dt_trace_file_path(char *out, size_t size, const char *path)
 {
-    if (is_dir(path)) snprintf(out, size, "%s/trace.csv", path);
+    if (dt_is_dir(path)) snprintf(out, size, "%s/trace.csv", path);
     else snprintf(out, size, "%s", path);
 }
 

@@ -49,17 +49,11 @@ struct record {
     struct entry e[DT_MAX_MATRIX];
 };
 
-static bool path_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 bool dt_matrix_is_folder(const char *dir)
 {
     char path[PATH_LEN];
     snprintf(path, sizeof path, "%s/matrix.json", dir);
-    return path_exists(path);
+    return dt_path_exists(path);
 }
 
 /* ---- matrix.json ---------------------------------------------------------------------- */
@@ -654,7 +648,7 @@ static enum dt_status view_entry(const char *dir, struct entry_view *v,
     char edir[PATH_LEN], cfg[PATH_LEN + 16];
     snprintf(edir, sizeof edir, "%s/%s", dir, e->name);
     snprintf(cfg, sizeof cfg, "%s/config.json", edir);
-    if (e->status == ENTRY_FAILED && !path_exists(cfg)) {
+    if (e->status == ENTRY_FAILED && !dt_path_exists(cfg)) {
         snprintf(v->note, sizeof v->note, "no results were written");
         return DT_OK;
     }
