@@ -24,9 +24,10 @@ orig_pwd=$PWD
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # The parts, in the order they run, and what each writes (for --list).
-parts=(exact-one-pass controls dist overhead_matrix bnn-rng noise_sources crossdev)
+parts=(exact-one-pass runs controls dist overhead_matrix bnn-rng noise_sources crossdev)
 declare -A writes=(
   [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
+  [runs]="results/cpu/runs/: quickstart/ lenet/ bnn/ (summary.csv, run.json) and times.txt"
   [controls]="results/cpu/controls/: summary.csv cells.csv report.md config.json run.json"
   [dist]="results/cpu/dist/: plain/ np1/ .. np4/ and their .log, report.md, ranks.csv (mpirun)"
   [overhead_matrix]="results/cpu/overhead_matrix/: the matrix folder (cpu entries), without predictions.csv and tensors.csv"
@@ -113,6 +114,21 @@ part_exact_one_pass() {
     say "exact-one-pass: PyTorch is not installed: vs-torch.txt kept as it was"
   fi
   mv "$o"/bench-mlp-b256.txt "$o"/bench-mlp-b64.txt "$o"/bench-lenet.txt "$o"/demo-summary.csv "$dir/"
+}
+
+# results/cpu/runs/README.md: the three example configs run whole, each timed (wall clock,
+# whole seconds, into times.txt); their summary.csv and run.json kept, not the replicas.
+part_runs() {
+  local o=$tmp/runs c t0
+  mkdir -p "$o/keep"
+  for c in quickstart lenet bnn; do
+    t0=$SECONDS
+    "$DETRAIN" run "configs/$c.yaml" --out "$o/$c" --quiet
+    echo "$c: $((SECONDS - t0)) s ($DETRAIN run configs/$c.yaml)" >> "$o/keep/times.txt"
+    mkdir -p "$o/keep/$c"
+    cp "$o/$c/summary.csv" "$o/$c/run.json" "$o/keep/$c/"
+  done
+  replace_folder "$o/keep" results/cpu/runs
 }
 
 # results/cpu/controls/README.md: one run, five of its files copied (not the traces).
