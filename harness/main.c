@@ -1,4 +1,4 @@
-/* detrain's command line: run | report | compare | bench | policies | config-reference.
+/* detrain's command line: run | report | compare | explain | bench | policies | config-reference.
  * The only place a status becomes an exit code: 0 success; 2 usage, config or input
  * error; compare: 0 identical, 1 diverged (like cmp); 130 interrupted; 1 other faults. */
 #include <limits.h>
@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "harness/run/bench.h"
 #include "harness/analyze/compare.h"
+#include "harness/analyze/explain.h"
 #include "harness/setup/config.h"
 #include "harness/run/dist.h"
 #include "harness/run/matrix.h"
@@ -85,6 +86,20 @@ static const char usage_text[] =
     "        in each run.json; --label NAME (repeatable) names the experiments in order,\n"
     "        the reference first. --csv FILE writes the same table as CSV. Exit 0 when\n"
     "        every cell is identical, 1 when any differs or is missing, 2 on bad input.\n"
+    "  explain A B [--executions N] [--step K] [--csv FILE] [--quiet]\n"
+    "        Why two replica folders (or cells: their replica-0) part: finds the first\n"
+    "        step k where their traces differ, restores the state after k-1 (checkpoint,\n"
+    "        then a replay checked against the trace), re-executes step k with every\n"
+    "        op's outputs hashed, names the first op output that differs (op, layer,\n"
+    "        tensor, phase, elements, ulps), then switches each control alone to its\n"
+    "        run_to_run value (replicas; portable for two devices or policies) and\n"
+    "        names the control whose switch removes the difference. Replicas of one run\n"
+    "        re-execute N times (default 5), first as they run, then, if none differ,\n"
+    "        under drawn combination orders. --csv FILE: the op table (op, layer,\n"
+    "        tensor, phase, hash per execution, elements differing, max ulp). Exit 0\n"
+    "        when no difference is found (and what was tried), 1 explained, 2 error\n"
+    "        (a replay that does not match its trace included). --step K re-executes\n"
+    "        step K even where the traces agree (is that step order-sensitive?).\n"
     "  bench CONFIG [--steps N] [--warmup N] [--set KEY=VALUE]... [--csv FILE]\n"
     "        [--baseline fast|first]\n"
     "        Median step time of CONFIG's model and the share spent hashing every step,\n"
@@ -102,7 +117,8 @@ static const char usage_text[] =
     "options:\n"
     "  --help, -h     this text        --version      version and build\n"
     "\n"
-    "exit status: 0 success; 1 compare found a divergence, or a replica (or a matrix\n"
+    "exit status: 0 success; 1 compare found a divergence, explain explained one, or a\n"
+    "             replica (or a matrix\n"
     "             entry) failed; a skipped matrix entry is not a failure;\n"
     "             2 usage, config or input error; 130 interrupted (traces are kept).\n"
     "\n"
@@ -360,6 +376,48 @@ static int cmd_compare(int argc, char **argv)
     return diverged ? 1 : 0;
 }
 
+/* explain A B [--executions N] [--csv FILE] [--quiet] */
+static int cmd_explain(int argc, char **argv)
+{
+    struct dt_explain_options opt = {NULL, NULL, 5, NULL, false, 0};
+    for (int i = 2; i < argc; i++) {
+        long long v;
+        if (strcmp(argv[i], "--executions") == 0 && i + 1 < argc) {
+            if (parse_count(argv[i + 1], &v) != 0 || v < 2 || v > 64)
+                return usage_error("explain: --executions takes 2 to 64, not '%s'", argv[i + 1]);
+            opt.executions = (int)v;
+            i++;
+        } else if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) {
+            opt.csv = argv[++i];
+        } else if (strcmp(argv[i], "--step") == 0 && i + 1 < argc) {
+            if (parse_count(argv[i + 1], &v) != 0 || v < 1)
+                return usage_error("explain: --step takes a step >= 1, not '%s'", argv[i + 1]);
+            opt.step = v;
+            i++;
+        } else if (strcmp(argv[i], "--quiet") == 0) {
+            opt.quiet = true;
+        } else if (argv[i][0] == '-') {
+            return usage_error("explain: unknown or incomplete option '%s'", argv[i]);
+        } else if (!opt.a) {
+            opt.a = argv[i];
+        } else if (!opt.b) {
+            opt.b = argv[i];
+        } else {
+            return usage_error("explain: unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!opt.b)
+        return usage_error("explain: expected two replica folders: detrain explain A B%s", "");
+    struct dt_explain_result res;
+    struct dt_error err = {0};
+    enum dt_status st = dt_explain(&opt, stdout, &res, &err);
+    if (st != DT_OK) {
+        (void)report(st, &err);
+        return 2;
+    }
+    return res.explained ? 1 : 0;
+}
+
 static int cmd_bench(int argc, char **argv)
 {
     const char *config = NULL;
@@ -445,6 +503,7 @@ static int run_command(int argc, char **argv)
     if (strcmp(cmd, "run") == 0) return cmd_run(argc, argv);
     if (strcmp(cmd, "report") == 0) return cmd_report(argc, argv);
     if (strcmp(cmd, "compare") == 0) return cmd_compare(argc, argv);
+    if (strcmp(cmd, "explain") == 0) return cmd_explain(argc, argv);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
     if (strcmp(cmd, "policies") == 0) {
         dt_policy_print_table(stdout);

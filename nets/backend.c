@@ -305,12 +305,46 @@ void dt_backend_profile_reset(struct dt_backend *be)
     memset(be->op_seconds, 0, sizeof be->op_seconds);
 }
 
+void dt_backend_set_observer(struct dt_backend *be, dt_op_observer_fn fn, void *ctx)
+{
+    be->observer = fn;
+    be->observer_ctx = fn ? ctx : NULL;
+}
+
+/* An op's tensors for the observer (dt_backend_set_observer): n float32 / int32 written in
+ * backend memory, n float32 written in host memory, a parameter read (for naming). */
+#define OUT(p, n)                                                                                  \
+    {                                                                                              \
+        (p), (int64_t)(n)*4, DT_OP_OUT                                                             \
+    }
+#define OUT_INT(p, n)                                                                              \
+    {                                                                                              \
+        (p), (int64_t)(n)*4, DT_OP_OUT_INT                                                         \
+    }
+#define OUT_HOST(p, n)                                                                             \
+    {                                                                                              \
+        (p), (int64_t)(n)*4, DT_OP_OUT_HOST                                                        \
+    }
+#define PARAM(p)                                                                                   \
+    {                                                                                              \
+        (p), 0, DT_OP_IN_PARAM                                                                     \
+    }
+
 /* Dispatch `call` (an expression yielding enum dt_status), timing it when profiling: by
  * the backend's device timers around it, or else by the wall clock with the backend
  * synchronised before and after, so the time is the op's own, kernels included, and not
- * the tail of earlier ops. */
-#define DISPATCH(be, op, call)                                                                     \
+ * the tail of earlier ops. The arguments after `call` are the op's tensors (OUT, PARAM...)
+ * for the observer, which gets them before and after the call. */
+#define DISPATCH(be, op, call, ...)                                                                \
     do {                                                                                           \
+        if ((be)->observer) {                                                                      \
+            const struct dt_op_tensor t_[] = {__VA_ARGS__};                                        \
+            const int n_ = (int)(sizeof t_ / sizeof t_[0]);                                        \
+            (be)->observer((be)->observer_ctx, (be), (op), false, t_, n_);                         \
+            enum dt_status st_ = (call);                                                           \
+            if (st_ == DT_OK) (be)->observer((be)->observer_ctx, (be), (op), true, t_, n_);        \
+            return st_;                                                                            \
+        }                                                                                          \
         if (!(be)->profiling) return (call);                                                       \
         if (HAS_TIMERS(be)) {                                                                      \
             (be)->ops->op_mark((be), (op), true);                                                  \
@@ -512,7 +546,8 @@ enum dt_status dt_exact_max(struct dt_backend *be, uint32_t *max_bits, const flo
     check_exact_layout(L);
     DT_ASSERT(max_bits && pack);
     REQUIRE(be, exact_max);
-    DISPATCH(be, DT_OP_EXACT_SUM, be->ops->exact_max(be, max_bits, pack, L));
+    DISPATCH(be, DT_OP_EXACT_SUM, be->ops->exact_max(be, max_bits, pack, L),
+             OUT_INT(max_bits, L->tensors));
 }
 
 enum dt_status dt_exact_to_fixed(struct dt_backend *be, int64_t *acc, const float *pack,
@@ -521,7 +556,8 @@ enum dt_status dt_exact_to_fixed(struct dt_backend *be, int64_t *acc, const floa
     check_exact_layout(L);
     DT_ASSERT(acc && pack && max_bits);
     REQUIRE(be, exact_to_fixed);
-    DISPATCH(be, DT_OP_EXACT_SUM, be->ops->exact_to_fixed(be, acc, pack, max_bits, L));
+    DISPATCH(be, DT_OP_EXACT_SUM, be->ops->exact_to_fixed(be, acc, pack, max_bits, L),
+             OUT_INT(acc, 2 * L->first[L->tensors]));
 }
 
 enum dt_status dt_exact_round(struct dt_backend *be, float *pack, const int64_t *acc,
@@ -530,7 +566,8 @@ enum dt_status dt_exact_round(struct dt_backend *be, float *pack, const int64_t 
     check_exact_layout(L);
     DT_ASSERT(acc && pack && max_bits);
     REQUIRE(be, exact_round);
-    DISPATCH(be, DT_OP_EXACT_SUM, be->ops->exact_round(be, pack, acc, max_bits, L));
+    DISPATCH(be, DT_OP_EXACT_SUM, be->ops->exact_round(be, pack, acc, max_bits, L),
+             OUT(pack, L->slots * L->first[L->tensors]));
 }
 
 enum dt_status dt_exact_sum(struct dt_backend *be, float *pack, const uint32_t *max_bits,
@@ -539,7 +576,8 @@ enum dt_status dt_exact_sum(struct dt_backend *be, float *pack, const uint32_t *
     check_exact_layout(L);
     DT_ASSERT(pack && max_bits);
     REQUIRE(be, exact_sum);
-    DISPATCH(be, DT_OP_EXACT_SUM, be->ops->exact_sum(be, pack, max_bits, L));
+    DISPATCH(be, DT_OP_EXACT_SUM, be->ops->exact_sum(be, pack, max_bits, L),
+             OUT(pack, L->slots * L->first[L->tensors]));
 }
 
 enum dt_status dt_dense_forward(struct dt_backend *be, float *y, const float *x, const float *w,
@@ -550,8 +588,10 @@ enum dt_status dt_dense_forward(struct dt_backend *be, float *y, const float *x,
     DT_ASSERT(y && x && w && bias && pol);
     REQUIRE(be, dense_forward);
     if (library_sharded(be, pol, B))
-        DISPATCH(be, DT_OP_DENSE_FORWARD, dense_forward_per_shard(be, y, x, w, bias, in, out, pol));
-    DISPATCH(be, DT_OP_DENSE_FORWARD, be->ops->dense_forward(be, y, x, w, bias, B, in, out, pol));
+        DISPATCH(be, DT_OP_DENSE_FORWARD, dense_forward_per_shard(be, y, x, w, bias, in, out, pol),
+                 OUT(y, B * out), PARAM(w));
+    DISPATCH(be, DT_OP_DENSE_FORWARD, be->ops->dense_forward(be, y, x, w, bias, B, in, out, pol),
+             OUT(y, B * out), PARAM(w));
 }
 
 enum dt_status dt_dense_backward_data(struct dt_backend *be, float *dx, const float *dy,
@@ -563,9 +603,10 @@ enum dt_status dt_dense_backward_data(struct dt_backend *be, float *dx, const fl
     REQUIRE(be, dense_backward_data);
     if (library_sharded(be, pol, B))
         DISPATCH(be, DT_OP_DENSE_BACKWARD_DATA,
-                 dense_bwd_data_per_shard(be, dx, dy, w, in, out, pol));
+                 dense_bwd_data_per_shard(be, dx, dy, w, in, out, pol), OUT(dx, B * in), PARAM(w));
     DISPATCH(be, DT_OP_DENSE_BACKWARD_DATA,
-             be->ops->dense_backward_data(be, dx, dy, w, B, in, out, pol));
+             be->ops->dense_backward_data(be, dx, dy, w, B, in, out, pol), OUT(dx, B * in),
+             PARAM(w));
 }
 
 enum dt_status dt_dense_backward_weight(struct dt_backend *be, float *dw, const float *x,
@@ -577,9 +618,10 @@ enum dt_status dt_dense_backward_weight(struct dt_backend *be, float *dw, const 
     REQUIRE(be, dense_backward_weight);
     if (sharded(be, pol, B))
         DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT,
-                 dense_wgrad_shards(be, dw, x, dy, B, in, out, pol));
+                 dense_wgrad_shards(be, dw, x, dy, B, in, out, pol),
+                 OUT(dw, be->shards.count * in * out));
     DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT,
-             be->ops->dense_backward_weight(be, dw, x, dy, B, in, out, pol));
+             be->ops->dense_backward_weight(be, dw, x, dy, B, in, out, pol), OUT(dw, in * out));
 }
 
 enum dt_status dt_bias_backward(struct dt_backend *be, float *dbias, const float *dy, int64_t B,
@@ -589,8 +631,10 @@ enum dt_status dt_bias_backward(struct dt_backend *be, float *dbias, const float
     DT_ASSERT(dbias && dy && pol);
     REQUIRE(be, bias_backward);
     if (sharded(be, pol, B))
-        DISPATCH(be, DT_OP_BIAS_BACKWARD, bias_shards(be, dbias, dy, B, out, pol));
-    DISPATCH(be, DT_OP_BIAS_BACKWARD, be->ops->bias_backward(be, dbias, dy, B, out, pol));
+        DISPATCH(be, DT_OP_BIAS_BACKWARD, bias_shards(be, dbias, dy, B, out, pol),
+                 OUT(dbias, be->shards.count * out));
+    DISPATCH(be, DT_OP_BIAS_BACKWARD, be->ops->bias_backward(be, dbias, dy, B, out, pol),
+             OUT(dbias, out));
 }
 
 enum dt_status dt_relu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
@@ -599,7 +643,7 @@ enum dt_status dt_relu_forward(struct dt_backend *be, float *y, const float *x, 
     CHECK_DIMS(n);
     DT_ASSERT(y && x && pol);
     REQUIRE(be, relu_forward);
-    DISPATCH(be, DT_OP_RELU_FORWARD, be->ops->relu_forward(be, y, x, n, pol));
+    DISPATCH(be, DT_OP_RELU_FORWARD, be->ops->relu_forward(be, y, x, n, pol), OUT(y, n));
 }
 
 enum dt_status dt_relu_backward(struct dt_backend *be, float *dx, const float *dy, const float *y,
@@ -608,7 +652,7 @@ enum dt_status dt_relu_backward(struct dt_backend *be, float *dx, const float *d
     CHECK_DIMS(n);
     DT_ASSERT(dx && dy && y && pol);
     REQUIRE(be, relu_backward);
-    DISPATCH(be, DT_OP_RELU_BACKWARD, be->ops->relu_backward(be, dx, dy, y, n, pol));
+    DISPATCH(be, DT_OP_RELU_BACKWARD, be->ops->relu_backward(be, dx, dy, y, n, pol), OUT(dx, n));
 }
 
 enum dt_status dt_softmax_xent_forward(struct dt_backend *be, float *probs, float *loss_host,
@@ -621,10 +665,12 @@ enum dt_status dt_softmax_xent_forward(struct dt_backend *be, float *probs, floa
     REQUIRE(be, softmax_xent_forward);
     if (sharded(be, pol, B))
         DISPATCH(be, DT_OP_SOFTMAX_XENT_FORWARD,
-                 loss_per_shard(be, probs, loss_host, correct_host, logits, labels, C, pol));
+                 loss_per_shard(be, probs, loss_host, correct_host, logits, labels, C, pol),
+                 OUT(probs, B * C), OUT_HOST(loss_host, be->shards.count));
     DISPATCH(be, DT_OP_SOFTMAX_XENT_FORWARD,
              be->ops->softmax_xent_forward(be, probs, loss_host, correct_host, logits, labels, B, C,
-                                           pol));
+                                           pol),
+             OUT(probs, B * C), OUT_HOST(loss_host, 1));
 }
 
 enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits, const float *probs,
@@ -635,7 +681,8 @@ enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits, c
     DT_ASSERT(dlogits && probs && labels && pol && denom >= B);
     REQUIRE(be, softmax_xent_backward);
     DISPATCH(be, DT_OP_SOFTMAX_XENT_BACKWARD,
-             be->ops->softmax_xent_backward(be, dlogits, probs, labels, B, C, denom, pol));
+             be->ops->softmax_xent_backward(be, dlogits, probs, labels, B, C, denom, pol),
+             OUT(dlogits, B * C));
 }
 
 enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const float *g, int64_t n,
@@ -646,7 +693,8 @@ enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const fl
     DT_ASSERT(w && v && g && pol);
     REQUIRE(be, sgd_update);
     DISPATCH(be, DT_OP_SGD_UPDATE,
-             be->ops->sgd_update(be, w, v, g, n, lr, momentum, weight_decay, pol));
+             be->ops->sgd_update(be, w, v, g, n, lr, momentum, weight_decay, pol), OUT(w, n),
+             OUT(v, n), PARAM(w));
 }
 
 /* ---- convolution and pooling ---------------------------------------------------------- */
@@ -720,8 +768,10 @@ enum dt_status dt_conv2d_forward(struct dt_backend *be, float *y, const float *x
     DT_ASSERT(y && x && w && bias && pol);
     REQUIRE(be, conv2d_forward);
     if (library_sharded(be, pol, s->B))
-        DISPATCH(be, DT_OP_CONV2D_FORWARD, conv_forward_per_shard(be, y, x, w, bias, s, pol));
-    DISPATCH(be, DT_OP_CONV2D_FORWARD, be->ops->conv2d_forward(be, y, x, w, bias, s, pol));
+        DISPATCH(be, DT_OP_CONV2D_FORWARD, conv_forward_per_shard(be, y, x, w, bias, s, pol),
+                 OUT(y, s->B * s->OH * s->OW * s->K_out), PARAM(w));
+    DISPATCH(be, DT_OP_CONV2D_FORWARD, be->ops->conv2d_forward(be, y, x, w, bias, s, pol),
+             OUT(y, s->B * s->OH * s->OW * s->K_out), PARAM(w));
 }
 
 enum dt_status dt_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
@@ -732,8 +782,10 @@ enum dt_status dt_conv2d_backward_data(struct dt_backend *be, float *dx, const f
     DT_ASSERT(dx && dy && w && pol);
     REQUIRE(be, conv2d_backward_data);
     if (library_sharded(be, pol, s->B))
-        DISPATCH(be, DT_OP_CONV2D_BACKWARD_DATA, conv_bwd_data_per_shard(be, dx, dy, w, s, pol));
-    DISPATCH(be, DT_OP_CONV2D_BACKWARD_DATA, be->ops->conv2d_backward_data(be, dx, dy, w, s, pol));
+        DISPATCH(be, DT_OP_CONV2D_BACKWARD_DATA, conv_bwd_data_per_shard(be, dx, dy, w, s, pol),
+                 OUT(dx, s->B * s->H * s->W * s->C), PARAM(w));
+    DISPATCH(be, DT_OP_CONV2D_BACKWARD_DATA, be->ops->conv2d_backward_data(be, dx, dy, w, s, pol),
+             OUT(dx, s->B * s->H * s->W * s->C), PARAM(w));
 }
 
 enum dt_status dt_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
@@ -744,9 +796,11 @@ enum dt_status dt_conv2d_backward_weight(struct dt_backend *be, float *dw, const
     DT_ASSERT(dw && x && dy && pol);
     REQUIRE(be, conv2d_backward_weight);
     if (sharded(be, pol, s->B))
-        DISPATCH(be, DT_OP_CONV2D_BACKWARD_WEIGHT, conv_wgrad_per_shard(be, dw, x, dy, s, pol));
+        DISPATCH(be, DT_OP_CONV2D_BACKWARD_WEIGHT, conv_wgrad_per_shard(be, dw, x, dy, s, pol),
+                 OUT(dw, be->shards.count * s->KH * s->KW * s->C * s->K_out));
     DISPATCH(be, DT_OP_CONV2D_BACKWARD_WEIGHT,
-             be->ops->conv2d_backward_weight(be, dw, x, dy, s, pol));
+             be->ops->conv2d_backward_weight(be, dw, x, dy, s, pol),
+             OUT(dw, s->KH * s->KW * s->C * s->K_out));
 }
 
 enum dt_status dt_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *argmax,
@@ -757,7 +811,8 @@ enum dt_status dt_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *ar
     DT_ASSERT(y && argmax && x && pol);
     DT_ASSERT_MSG(s->H * s->W <= INT32_MAX, "maxpool2d: image plane too large for int32 argmax");
     REQUIRE(be, maxpool2d_forward);
-    DISPATCH(be, DT_OP_MAXPOOL2D_FORWARD, be->ops->maxpool2d_forward(be, y, argmax, x, s, pol));
+    DISPATCH(be, DT_OP_MAXPOOL2D_FORWARD, be->ops->maxpool2d_forward(be, y, argmax, x, s, pol),
+             OUT(y, s->B * s->OH * s->OW * s->C), OUT_INT(argmax, s->B * s->OH * s->OW * s->C));
 }
 
 enum dt_status dt_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
@@ -768,7 +823,8 @@ enum dt_status dt_maxpool2d_backward(struct dt_backend *be, float *dx, const flo
     DT_ASSERT(dx && dy && x && y && argmax && pol);
     REQUIRE(be, maxpool2d_backward);
     DISPATCH(be, DT_OP_MAXPOOL2D_BACKWARD,
-             be->ops->maxpool2d_backward(be, dx, dy, x, y, argmax, s, pol));
+             be->ops->maxpool2d_backward(be, dx, dy, x, y, argmax, s, pol),
+             OUT(dx, s->B * s->H * s->W * s->C));
 }
 
 /* ---- Bayesian layers and epsilon ------------------------------------------------------ */
@@ -779,7 +835,7 @@ enum dt_status dt_eps_philox(struct dt_backend *be, float *eps, int64_t n,
     CHECK_DIMS(n);
     DT_ASSERT(eps && s && pol);
     REQUIRE(be, eps_philox);
-    DISPATCH(be, DT_OP_EPS_PHILOX, be->ops->eps_philox(be, eps, n, s, pol));
+    DISPATCH(be, DT_OP_EPS_PHILOX, be->ops->eps_philox(be, eps, n, s, pol), OUT(eps, n));
 }
 
 enum dt_status dt_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lanes, int64_t P,
@@ -792,7 +848,8 @@ enum dt_status dt_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lanes, in
                   "eps_lfsr_seed: member or sample out of range");
     REQUIRE(be, eps_lfsr_seed);
     DISPATCH(be, DT_OP_EPS_LFSR_SEED,
-             be->ops->eps_lfsr_seed(be, lanes, P, seed, step, member, sample, pol));
+             be->ops->eps_lfsr_seed(be, lanes, P, seed, step, member, sample, pol),
+             OUT_INT(lanes, P * (int64_t)(sizeof *lanes / 4)));
 }
 
 enum dt_status dt_eps_lfsr(struct dt_backend *be, float *eps, int64_t n, struct dt_xoro *lanes,
@@ -801,7 +858,8 @@ enum dt_status dt_eps_lfsr(struct dt_backend *be, float *eps, int64_t n, struct 
     CHECK_DIMS(n, P);
     DT_ASSERT(eps && lanes && pol && skip_lane < P);
     REQUIRE(be, eps_lfsr);
-    DISPATCH(be, DT_OP_EPS_LFSR, be->ops->eps_lfsr(be, eps, n, lanes, P, backward, skip_lane, pol));
+    DISPATCH(be, DT_OP_EPS_LFSR, be->ops->eps_lfsr(be, eps, n, lanes, P, backward, skip_lane, pol),
+             OUT(eps, n), OUT_INT(lanes, P * (int64_t)(sizeof *lanes / 4)));
 }
 
 enum dt_status dt_bnn_sigma(struct dt_backend *be, float *sigma, float *dsigma, const float *rho,
@@ -810,7 +868,8 @@ enum dt_status dt_bnn_sigma(struct dt_backend *be, float *sigma, float *dsigma, 
     CHECK_DIMS(n);
     DT_ASSERT(sigma && dsigma && rho && pol);
     REQUIRE(be, bnn_sigma);
-    DISPATCH(be, DT_OP_BNN_SIGMA, be->ops->bnn_sigma(be, sigma, dsigma, rho, n, pol));
+    DISPATCH(be, DT_OP_BNN_SIGMA, be->ops->bnn_sigma(be, sigma, dsigma, rho, n, pol), OUT(sigma, n),
+             OUT(dsigma, n), PARAM(rho));
 }
 
 enum dt_status dt_bnn_sample(struct dt_backend *be, float *w, const float *mu, const float *sigma,
@@ -819,7 +878,8 @@ enum dt_status dt_bnn_sample(struct dt_backend *be, float *w, const float *mu, c
     CHECK_DIMS(n);
     DT_ASSERT(w && mu && sigma && eps && pol);
     REQUIRE(be, bnn_sample);
-    DISPATCH(be, DT_OP_BNN_SAMPLE, be->ops->bnn_sample(be, w, mu, sigma, eps, n, pol));
+    DISPATCH(be, DT_OP_BNN_SAMPLE, be->ops->bnn_sample(be, w, mu, sigma, eps, n, pol), OUT(w, n),
+             PARAM(mu));
 }
 
 enum dt_status dt_bnn_accumulate(struct dt_backend *be, float *gmu, float *grho, const float *g,
@@ -830,7 +890,8 @@ enum dt_status dt_bnn_accumulate(struct dt_backend *be, float *gmu, float *grho,
     DT_ASSERT(gmu && grho && g && eps && dsigma && pol);
     REQUIRE(be, bnn_accumulate);
     DISPATCH(be, DT_OP_BNN_ACCUMULATE,
-             be->ops->bnn_accumulate(be, gmu, grho, g, eps, dsigma, n, first, pol));
+             be->ops->bnn_accumulate(be, gmu, grho, g, eps, dsigma, n, first, pol), OUT(gmu, n),
+             OUT(grho, n));
 }
 
 enum dt_status dt_bnn_finish(struct dt_backend *be, float *gmu, float *grho, const float *mu,
@@ -842,5 +903,6 @@ enum dt_status dt_bnn_finish(struct dt_backend *be, float *gmu, float *grho, con
     REQUIRE(be, bnn_finish);
     DISPATCH(be, DT_OP_BNN_FINISH,
              be->ops->bnn_finish(be, gmu, grho, mu, sigma, dsigma, n, inv_samples, kl_weight,
-                                 prior_var, pol));
+                                 prior_var, pol),
+             OUT(gmu, n), OUT(grho, n), PARAM(mu));
 }

@@ -265,6 +265,30 @@ void dt_backend_profile_enable(struct dt_backend *be, bool on);
 void dt_backend_profile_read(struct dt_backend *be, double seconds[DT_OP_COUNT]);
 void dt_backend_profile_reset(struct dt_backend *be);
 
+/* ---- op observation (`detrain explain`, harness/analyze/explain.c) ------------------------
+ * While an observer is set, every op call hands it, before the op runs (after = false) and
+ * after it returned DT_OK (after = true), the op and its tensors: the memory it writes
+ * (its outputs: gradients, activations, the loss, the update's weights and momenta) and,
+ * for naming only (bytes 0), the parameters it reads. The observer may download and hash
+ * the outputs (copies: it must never write them) and may set the forced order
+ * (dt_backend_set_forced_order) for this one op in its before call. With no observer the
+ * cost is one test per op. */
+enum dt_op_tensor_role {
+    DT_OP_OUT,      /* written by the op, in backend memory: float32 */
+    DT_OP_OUT_INT,  /* written by the op, in backend memory: int32 (an argmax, lane states) */
+    DT_OP_OUT_HOST, /* written by the op, in host memory: float32 (a loss) */
+    DT_OP_IN_PARAM, /* read by the op; a parameter's weights for naming (bytes 0) */
+};
+struct dt_op_tensor {
+    const void *p;
+    int64_t bytes;
+    enum dt_op_tensor_role role;
+};
+typedef void (*dt_op_observer_fn)(void *ctx, struct dt_backend *be, enum dt_op op, bool after,
+                                  const struct dt_op_tensor *t, int n);
+/* fn NULL: none (the default). */
+void dt_backend_set_observer(struct dt_backend *be, dt_op_observer_fn fn, void *ctx);
+
 /* ---- ops ------------------------------------------------------------------------------ */
 
 /* y = x . w + bias. y is (B,out), x is (B,in), w is (in,out), bias is (out). */

@@ -206,6 +206,9 @@ struct dt_backend {
     /* the detail of the last op that failed (dt_backend_op_error; read and cleared by
      * dt_backend_take_op_error) */
     struct dt_error op_error;
+    /* the op observer (dt_backend_set_observer); fn NULL = none */
+    dt_op_observer_fn observer;
+    void *observer_ctx;
 };
 
 /* For ops: record why the op fails and return `st` ("fixed-point sum of column 3 overflows

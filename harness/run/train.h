@@ -10,6 +10,7 @@
 #include "core/status.h"
 #include "harness/setup/config.h"
 #include "harness/setup/data.h"
+#include "harness/record/checkpoint.h"
 #include "harness/record/hash.h"
 #include "nets/backend.h"
 #include "nets/model.h"
@@ -38,6 +39,11 @@ struct dt_run_options {
     bool overwrite;      /* --overwrite: a result already in out_dir is removed whole
                             (after every check passed) instead of refusing the run */
 };
+
+/* Replica r of `cell`: its stream indices (init, data order; the rest of the info zero)
+ * and, in *member, its ensemble member -- what `vary` gives it (harness/run/resume.c). */
+struct dt_checkpoint_info dt_replica_streams(const struct dt_experiment *exp, int cell, int r,
+                                             uint32_t *member);
 
 /* Run the whole experiment. Writes <out>/run.json (updated at the end), per replica
  * trace.csv, tensors.csv, metrics.csv, run.json and checkpoint.bin (every

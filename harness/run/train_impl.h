@@ -92,8 +92,6 @@ enum dt_status dt_replica_rank_digest(struct replica_io *io, struct dt_model *m,
 
 /* ---- resume.c: --resume ------------------------------------------------------------------ */
 
-struct dt_checkpoint_info dt_replica_streams(const struct dt_experiment *exp, int cell, int r,
-                                             uint32_t *member);
 bool dt_replica_completed(const char *dir, int64_t steps);
 enum dt_status dt_resume_plan(enum replica_start *start, struct dt_checkpoint *ck,
                               const struct run_ctx *c, int cell, int r, const char *dir,

@@ -1,0 +1,1006 @@
+/* `detrain explain A B` (explain.h): restore the state before the first divergent step,
+ * re-execute that step with every op's outputs hashed, name the first op output that
+ * differs, and find the control whose switch makes it agree. */
+#include "harness/analyze/explain.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+#include "core/util.h"
+#include "harness/analyze/compare.h"
+#include "harness/record/checkpoint.h"
+#include "harness/record/hash.h"
+#include "harness/record/layout.h"
+#include "harness/record/trace.h"
+#include "harness/run/batches.h"
+#include "harness/run/dist.h"
+#include "harness/run/train.h"
+#include "harness/setup/config.h"
+#include "harness/setup/data.h"
+#include "harness/setup/model.h"
+#include "nets/backend.h"
+#include "nets/model.h"
+#include "nets/models.h"
+
+enum { PATH_LEN = 1200, MAX_EXEC = 64 };
+
+/* ---- one side: a replica's run, rebuilt ---------------------------------------------------- */
+
+struct side {
+    char dir[PATH_LEN], exp_dir[PATH_LEN];
+    struct dt_experiment exp;
+    int cell, r;
+    struct dt_policy pol; /* the replica's policy */
+    struct dt_checkpoint_info streams;
+    uint32_t member;
+    struct dt_backend *be;
+    struct dt_dataset ds;
+    bool ds_loaded;
+    struct dt_resident *set;
+    struct dt_model *m;
+    struct dt_dist_step dstep;
+    struct dt_policy dstep_pol; /* the policy dstep was last used with */
+    struct dt_batch_stream bs;
+    bool bs_init;
+    struct dt_sgd_options sgd;
+    struct dt_trace_row *rows;
+    int64_t n_rows;
+    float **w_saved, **v_saved; /* the state after step `saved` */
+    int64_t saved;
+};
+
+/* The folder holding config.json at or above `dir` (at most three levels up). */
+static bool find_experiment(char *out, size_t size, const char *dir)
+{
+    char cur[PATH_LEN];
+    snprintf(cur, sizeof cur, "%s", dir);
+    for (int up = 0; up < 4; up++) {
+        char path[PATH_LEN + 16];
+        snprintf(path, sizeof path, "%s/config.json", cur);
+        if (dt_path_exists(path)) {
+            snprintf(out, size, "%s", cur);
+            return true;
+        }
+        char *slash = strrchr(cur, '/');
+        if (!slash || slash == cur) return false;
+        *slash = '\0';
+    }
+    return false;
+}
+
+static bool same_folder(const char *a, const char *b)
+{
+    char ra[PATH_MAX], rb[PATH_MAX];
+    if (!realpath(a, ra) || !realpath(b, rb)) return strcmp(a, b) == 0;
+    return strcmp(ra, rb) == 0;
+}
+
+/* Which experiment, cell and replica `arg` is (a cell folder means its replica-0). */
+static enum dt_status side_locate(struct side *sd, const char *arg, struct dt_error *err)
+{
+    char abs[PATH_MAX];
+    if (!dt_is_dir(arg)) return dt_error_set(err, DT_ERR_IO, "%s: no such folder", arg);
+    if (!realpath(arg, abs)) return dt_error_set(err, DT_ERR_IO, "%s: cannot resolve", arg);
+    snprintf(sd->dir, sizeof sd->dir, "%.1150s", abs);
+    char trace[PATH_LEN + 16];
+    snprintf(trace, sizeof trace, "%s/trace.csv", sd->dir);
+    if (!dt_path_exists(trace)) {
+        char r0[PATH_LEN + 16];
+        snprintf(r0, sizeof r0, "%s/replica-0", sd->dir);
+        if (!dt_is_dir(r0))
+            return dt_error_set(err, DT_ERR_IO,
+                                "%s: not a replica folder (no trace.csv) nor a cell folder (no "
+                                "replica-0)",
+                                arg);
+        snprintf(sd->dir, sizeof sd->dir, "%.1150s", r0);
+    }
+    if (!find_experiment(sd->exp_dir, sizeof sd->exp_dir, sd->dir))
+        return dt_error_set(err, DT_ERR_IO,
+                            "%s: no config.json in the folders above it: explain needs the "
+                            "experiment folder the replica belongs to",
+                            arg);
+    char cfg[PATH_LEN + 16];
+    snprintf(cfg, sizeof cfg, "%s/config.json", sd->exp_dir);
+    DT_FORWARD_IF_ERROR(dt_config_load(&sd->exp, cfg, NULL, 0, err));
+    for (int c = 0; c < dt_cell_count(&sd->exp); c++)
+        for (int r = 0; r < sd->exp.replicas; r++) {
+            char rd[PATH_LEN];
+            dt_replica_dir(rd, sizeof rd, sd->exp_dir, &sd->exp, c, r);
+            if (same_folder(rd, sd->dir)) {
+                sd->cell = c;
+                sd->r = r;
+                sd->pol = sd->exp.policies[dt_cell_policy(&sd->exp, c)];
+                sd->streams = dt_replica_streams(&sd->exp, c, r, &sd->member);
+                return dt_trace_read(&sd->rows, &sd->n_rows, sd->dir, err);
+            }
+        }
+    return dt_error_set(err, DT_ERR_DATA, "%s: not a replica of the experiment in %s", arg,
+                        sd->exp_dir);
+}
+
+static void side_free(struct side *sd)
+{
+    if (sd->m) {
+        if (sd->w_saved)
+            for (int i = 0; i < sd->m->n_params; i++) {
+                free(sd->w_saved[i]);
+                free(sd->v_saved[i]);
+            }
+        dt_dist_step_free(&sd->dstep);
+        dt_model_destroy(sd->m);
+    }
+    free(sd->w_saved);
+    free(sd->v_saved);
+    if (sd->bs_init) dt_batch_stream_free(&sd->bs);
+    if (sd->be) dt_backend_resident_free(sd->be, sd->set);
+    if (sd->ds_loaded) dt_dataset_free(&sd->ds);
+    dt_backend_destroy(sd->be);
+    free(sd->rows);
+}
+
+/* The trace's digest at `step`, or NULL when that step was not hashed. */
+static const char *trace_digest(const struct side *sd, int64_t step)
+{
+    for (int64_t i = 0; i < sd->n_rows; i++)
+        if (sd->rows[i].step == step) return sd->rows[i].digest;
+    return NULL;
+}
+
+static void model_digest(struct side *sd, char hex[DT_DIGEST_HEX])
+{
+    struct dt_model *m = sd->m;
+    int64_t most = 1;
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i].n > most) most = m->params[i].n;
+    float *staging = dt_xmalloc((size_t)most * sizeof(float));
+    uint8_t(*td)[DT_DIGEST_BYTES] = dt_xmalloc((size_t)m->n_params * DT_DIGEST_BYTES);
+    uint8_t d[DT_DIGEST_BYTES];
+    dt_hash_model(d, td, m, staging);
+    dt_digest_hex(hex, d);
+    free(td);
+    free(staging);
+}
+
+/* One training step s (1-based) under pol, as the run took it. */
+static enum dt_status side_step(struct side *sd, const struct dt_policy *pol, int64_t s,
+                                struct dt_error *err)
+{
+    if (!dt_policy_equal_controls(pol, &sd->dstep_pol)) { /* another kind of reduction */
+        dt_dist_step_free(&sd->dstep);
+        memset(&sd->dstep, 0, sizeof sd->dstep);
+        sd->dstep_pol = *pol;
+    }
+    const struct dt_batch b = dt_batch_stream_at(&sd->bs, s - 1);
+    float loss = 0.0f;
+    enum dt_status st = dt_dist_train(&sd->dstep, sd->m, &b, sd->exp.train.batch,
+                                      sd->exp.train.shards, &sd->sgd, pol, &loss);
+    st = dt_model_step_end(sd->m, st);
+    if (st != DT_OK)
+        return dt_error_set(err, st, "%s: step %" PRId64 " failed: %s", sd->dir, s,
+                            sd->m->err.status != DT_OK ? sd->m->err.msg : dt_status_str(st));
+    return DT_OK;
+}
+
+static void side_save(struct side *sd)
+{
+    struct dt_model *m = sd->m;
+    if (!sd->w_saved) {
+        sd->w_saved = dt_xcalloc((size_t)m->n_params, sizeof *sd->w_saved);
+        sd->v_saved = dt_xcalloc((size_t)m->n_params, sizeof *sd->v_saved);
+        for (int i = 0; i < m->n_params; i++) {
+            sd->w_saved[i] = dt_xmalloc((size_t)m->params[i].n * sizeof(float));
+            sd->v_saved[i] = dt_xmalloc((size_t)m->params[i].n * sizeof(float));
+        }
+    }
+    for (int i = 0; i < m->n_params; i++) {
+        const size_t bytes = (size_t)m->params[i].n * sizeof(float);
+        dt_backend_download(sd->be, sd->w_saved[i], m->params[i].w, bytes);
+        dt_backend_download(sd->be, sd->v_saved[i], m->params[i].v, bytes);
+    }
+    sd->saved = m->step;
+}
+
+static void side_restore(struct side *sd)
+{
+    struct dt_model *m = sd->m;
+    for (int i = 0; i < m->n_params; i++) {
+        const size_t bytes = (size_t)m->params[i].n * sizeof(float);
+        dt_backend_upload(sd->be, m->params[i].w, sd->w_saved[i], bytes);
+        dt_backend_upload(sd->be, m->params[i].v, sd->v_saved[i], bytes);
+    }
+    m->step = sd->saved;
+}
+
+/* Build the side's backend, data and model; its state after step `upto`: from its
+ * checkpoint when that is not later, then replayed; checked against its trace. */
+static enum dt_status side_prepare(struct side *sd, int64_t upto, FILE *out, bool quiet,
+                                   struct dt_error *err)
+{
+    const struct dt_experiment *exp = &sd->exp;
+    struct dt_backend_options bopt = {exp->backend.device == DT_DEVICE_CUDA ? DT_BACKEND_CUDA
+                                                                            : DT_BACKEND_CPU,
+                                      exp->backend.threads, exp->backend.gpu};
+    DT_FORWARD_IF_ERROR(dt_backend_create(&sd->be, &bopt, err));
+    DT_FORWARD_IF_ERROR(dt_dataset_load_fashion_mnist(
+        &sd->ds, exp->dataset.path, exp->dataset.train_limit, exp->dataset.test_limit, err));
+    sd->ds_loaded = true;
+    sd->set = dt_batch_resident(sd->be, &sd->ds.train);
+    DT_FORWARD_IF_ERROR(dt_experiment_build_model(&sd->m, exp, sd->be, sd->ds.train.n, err));
+    struct dt_model *m = sd->m;
+    sd->sgd = dt_experiment_sgd_options(exp);
+    sd->dstep_pol = sd->pol;
+    dt_batch_stream_init(&sd->bs, &sd->ds.train, sd->set, exp->train.batch, exp->train.seed,
+                         sd->streams.order_stream);
+    sd->bs_init = true;
+    dt_model_init(m, exp->train.seed, sd->streams.init_stream);
+    m->member = sd->member;
+    const char *how = "the initial weights";
+    char ckpath[PATH_LEN + 32];
+    dt_checkpoint_path(ckpath, sizeof ckpath, sd->dir);
+    if (upto > 0 && dt_path_exists(ckpath)) {
+        struct dt_checkpoint ck;
+        memset(&ck, 0, sizeof ck);
+        struct dt_error ckerr = {0};
+        if (dt_checkpoint_read(&ck, ckpath, &ckerr) == DT_OK && ck.step <= upto &&
+            ck.n_params == m->n_params) {
+            dt_checkpoint_apply(&ck, m);
+            how = "its checkpoint";
+        }
+        dt_checkpoint_free(&ck);
+    }
+    const int64_t from = m->step;
+    for (int64_t s = from + 1; s <= upto; s++) {
+        DT_FORWARD_IF_ERROR(side_step(sd, &sd->pol, s, err));
+        if (!quiet && (s % 100 == 0 || s == upto))
+            fprintf(stderr, "explain: %s: replayed to step %" PRId64 " of %" PRId64 "\r", sd->dir,
+                    s, upto);
+    }
+    if (!quiet && upto > from) fputc('\n', stderr);
+    char hex[DT_DIGEST_HEX];
+    model_digest(sd, hex);
+    const char *want = trace_digest(sd, upto);
+    if (!want)
+        return dt_error_set(err, DT_ERR_DATA,
+                            "%s: its trace has no row for step %" PRId64 " to check the replay "
+                            "against",
+                            sd->dir, upto);
+    if (strcmp(hex, want) != 0)
+        return dt_error_set(err, DT_ERR_DATA,
+                            "%s: replay does not match: from %s (step %" PRId64 ") to step %" PRId64
+                            " the replayed model digest is %.16s..., its "
+                            "trace says %.16s...; the run cannot be reproduced here (another "
+                            "build, device or thread count, or a nondeterministic step before "
+                            "%" PRId64 "), so nothing is explained",
+                            sd->dir, how, from, upto, hex, want, upto + 1);
+    fprintf(out,
+            "  %s: restored after step %" PRId64 " (from %s, replayed %" PRId64
+            " step(s)); digest %.16s... matches its trace\n",
+            sd->dir, upto, how, upto - from, hex);
+    side_save(sd);
+    return DT_OK;
+}
+
+/* ---- op-level hashing ---------------------------------------------------------------------- */
+
+/* One op output of one execution. */
+struct rec {
+    enum dt_op op; /* DT_OP_COUNT: the batch */
+    char layer[48], tensor[96];
+    const char *phase;
+    int occurrence; /* among the records before it with the same op and tensor */
+    bool is_float;
+    int64_t words;
+    uint8_t digest[DT_DIGEST_BYTES];
+    uint32_t *copy; /* the reference execution only */
+    int64_t differing;
+    uint64_t max_ulp;
+};
+
+struct exec {
+    struct rec *r;
+    int n, cap;
+    char final[DT_DIGEST_HEX];
+};
+
+/* The forced-op test hook (explain.h). */
+struct force_hook {
+    bool on;
+    enum dt_op op;
+    char tensor[64];
+};
+
+struct observer {
+    struct side *sd;
+    struct exec *ex;
+    const struct exec *ref; /* NULL: ex is the reference */
+    const struct dt_policy *pol;
+    uint64_t seed;        /* this execution's forced order (0 none) */
+    bool force_all;       /* the whole step forced (seed) */
+    struct force_hook fh; /* or only the hooked ops */
+    bool batch_done, forced_now;
+    char layer[48];
+    char param[DT_PARAM_NAME]; /* the last parameter read, "_mu" / "_rho" cut */
+    uint32_t *buf;
+    int64_t buf_words;
+};
+
+static const char *op_phase(enum dt_op op)
+{
+    switch (op) {
+    case DT_OP_DENSE_BACKWARD_DATA:
+    case DT_OP_DENSE_BACKWARD_WEIGHT:
+    case DT_OP_BIAS_BACKWARD:
+    case DT_OP_RELU_BACKWARD:
+    case DT_OP_SOFTMAX_XENT_BACKWARD:
+    case DT_OP_CONV2D_BACKWARD_DATA:
+    case DT_OP_CONV2D_BACKWARD_WEIGHT:
+    case DT_OP_MAXPOOL2D_BACKWARD:
+    case DT_OP_BNN_ACCUMULATE:
+    case DT_OP_BNN_FINISH:
+    case DT_OP_EXACT_SUM: return "backward";
+    case DT_OP_SGD_UPDATE: return "update";
+    case DT_OP_DENSE_FORWARD:
+    case DT_OP_RELU_FORWARD:
+    case DT_OP_SOFTMAX_XENT_FORWARD:
+    case DT_OP_CONV2D_FORWARD:
+    case DT_OP_MAXPOOL2D_FORWARD:
+    case DT_OP_EPS_PHILOX:
+    case DT_OP_EPS_LFSR_SEED:
+    case DT_OP_EPS_LFSR:
+    case DT_OP_BNN_SIGMA:
+    case DT_OP_BNN_SAMPLE:
+    case DT_OP_COUNT: return "forward";
+    }
+    return "forward";
+}
+
+/* What output k of op is, when it is not a parameter's weights, momentum or gradient. */
+static const char *output_name(enum dt_op op, int k)
+{
+    switch (op) {
+    case DT_OP_DENSE_FORWARD:
+    case DT_OP_CONV2D_FORWARD: return "output";
+    case DT_OP_RELU_FORWARD: return "relu output";
+    case DT_OP_RELU_BACKWARD: return "gradient through relu";
+    case DT_OP_DENSE_BACKWARD_DATA:
+    case DT_OP_CONV2D_BACKWARD_DATA: return "input gradient";
+    case DT_OP_MAXPOOL2D_FORWARD: return k == 0 ? "pool output" : "pool argmax";
+    case DT_OP_MAXPOOL2D_BACKWARD: return "pool input gradient";
+    case DT_OP_SOFTMAX_XENT_FORWARD: return k == 0 ? "probabilities" : "loss";
+    case DT_OP_SOFTMAX_XENT_BACKWARD: return "logit gradient";
+    case DT_OP_EPS_PHILOX: return "epsilon";
+    case DT_OP_EPS_LFSR_SEED: return "lane states";
+    case DT_OP_EPS_LFSR: return k == 0 ? "epsilon" : "lane states";
+    case DT_OP_BNN_SIGMA: return k == 0 ? "sigma" : "dsigma";
+    case DT_OP_BNN_SAMPLE: return "sampled weights";
+    case DT_OP_EXACT_SUM: return "exact sum";
+    default: return "output";
+    }
+}
+
+/* The layer of a parameter name: "dense1.weight_mu" -> "dense1". */
+static void layer_of(char *out, size_t size, const char *param)
+{
+    snprintf(out, size, "%s", param);
+    char *dot = strchr(out, '.');
+    if (dot) *dot = '\0';
+}
+
+/* Name output k: a parameter's gradient, weights or momentum by pointer, else the op's
+ * output in the current layer. */
+static void name_output(struct observer *o, enum dt_op op, const void *p, int k, char *tensor,
+                        size_t size)
+{
+    const struct dt_model *m = o->sd->m;
+    for (int i = 0; i < m->n_params; i++) {
+        const struct dt_param *q = &m->params[i];
+        const char *what = p == q->g   ? " gradient"
+                           : p == q->w ? ""
+                           : p == q->v ? " momentum"
+                                       : NULL;
+        if (!what) continue;
+        snprintf(tensor, size, "%s%s", q->name, what);
+        layer_of(o->layer, sizeof o->layer, q->name);
+        return;
+    }
+    if (op == DT_OP_EXACT_SUM) snprintf(o->layer, sizeof o->layer, "all");
+    if (op == DT_OP_BNN_SAMPLE && o->param[0]) { /* "dense0.weight sampled weights" */
+        snprintf(tensor, size, "%s %s", o->param, output_name(op, k));
+        return;
+    }
+    snprintf(tensor, size, "%s %s", o->layer, output_name(op, k));
+}
+
+static bool hook_matches(const struct observer *o, enum dt_op op, const struct dt_op_tensor *t,
+                         int n)
+{
+    if (!o->fh.on || op != o->fh.op) return false;
+    if (!o->fh.tensor[0]) return true;
+    const struct dt_model *m = o->sd->m;
+    const size_t len = strlen(o->fh.tensor);
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m->n_params; i++) {
+            const struct dt_param *q = &m->params[i];
+            if ((t[j].p == q->g || t[j].p == q->w) && strncmp(q->name, o->fh.tensor, len) == 0)
+                return true;
+        }
+    return false;
+}
+
+static uint64_t ulp_distance(uint32_t a, uint32_t b)
+{
+    const int64_t ia = (a & 0x80000000u) ? -(int64_t)(a & 0x7fffffffu) : (int64_t)a;
+    const int64_t ib = (b & 0x80000000u) ? -(int64_t)(b & 0x7fffffffu) : (int64_t)b;
+    return (uint64_t)(ia > ib ? ia - ib : ib - ia);
+}
+
+static void record(struct observer *o, enum dt_op op, const char *tensor, const void *p,
+                   int64_t bytes, enum dt_op_tensor_role role)
+{
+    struct exec *ex = o->ex;
+    if (ex->n == ex->cap) {
+        ex->cap = ex->cap ? 2 * ex->cap : 64;
+        ex->r = realloc(ex->r, (size_t)ex->cap * sizeof *ex->r);
+        DT_ASSERT(ex->r);
+    }
+    struct rec *r = &ex->r[ex->n++];
+    memset(r, 0, sizeof *r);
+    r->op = op;
+    snprintf(r->tensor, sizeof r->tensor, "%s", tensor);
+    snprintf(r->layer, sizeof r->layer, "%s", op == DT_OP_COUNT ? "input" : o->layer);
+    r->phase = op == DT_OP_COUNT ? "data" : op_phase(op);
+    r->is_float = role == DT_OP_OUT || role == DT_OP_OUT_HOST;
+    r->words = bytes / 4;
+    for (int i = 0; i < ex->n - 1; i++)
+        if (ex->r[i].op == op && strcmp(ex->r[i].tensor, r->tensor) == 0) r->occurrence++;
+    if (r->words > o->buf_words) {
+        free(o->buf);
+        o->buf_words = r->words;
+        o->buf = dt_xmalloc((size_t)r->words * 4);
+    }
+    if (role == DT_OP_OUT_HOST) memcpy(o->buf, p, (size_t)bytes);
+    else if (bytes) dt_backend_download(o->sd->be, o->buf, p, (size_t)bytes);
+    dt_sha256(r->digest, o->buf, (size_t)bytes);
+    if (!o->ref) {
+        r->copy = dt_xmalloc((size_t)(bytes ? bytes : 4));
+        memcpy(r->copy, o->buf, (size_t)bytes);
+        return;
+    }
+    /* the reference's record at the same place (a different op there is a structural
+     * difference, found by first_difference) */
+    const int at = ex->n - 1;
+    const struct rec *q = at < o->ref->n ? &o->ref->r[at] : NULL;
+    if (!q || q->op != op || q->words != r->words) return;
+    for (int64_t e = 0; e < r->words; e++)
+        if (q->copy[e] != o->buf[e]) {
+            r->differing++;
+            const uint64_t u = r->is_float ? ulp_distance(q->copy[e], o->buf[e])
+                                           : (uint64_t)llabs((long long)(int32_t)q->copy[e] -
+                                                             (long long)(int32_t)o->buf[e]);
+            if (u > r->max_ulp) r->max_ulp = u;
+        }
+}
+
+static void observe(void *ctx, struct dt_backend *be, enum dt_op op, bool after,
+                    const struct dt_op_tensor *t, int n)
+{
+    struct observer *o = ctx;
+    struct dt_model *m = o->sd->m;
+    if (!o->batch_done) { /* the step's batch, before its first op */
+        o->batch_done = true;
+        record(o, DT_OP_COUNT, "batch x", m->x, o->sd->exp.train.batch * m->in_dim * 4, DT_OP_OUT);
+        record(o, DT_OP_COUNT, "batch labels", m->labels, o->sd->exp.train.batch * 4,
+               DT_OP_OUT_INT);
+    }
+    for (int j = 0; j < n; j++) /* the layer of the parameters it reads */
+        if (t[j].role == DT_OP_IN_PARAM)
+            for (int i = 0; i < m->n_params; i++)
+                if (t[j].p == m->params[i].w) {
+                    layer_of(o->layer, sizeof o->layer, m->params[i].name);
+                    snprintf(o->param, sizeof o->param, "%s", m->params[i].name);
+                    char *cut = strstr(o->param, "_mu");
+                    if (!cut) cut = strstr(o->param, "_rho");
+                    if (cut) *cut = '\0';
+                }
+    const bool hooked = hook_matches(o, op, t, n);
+    if (!after) {
+        if (hooked && o->seed) {
+            (void)dt_backend_set_forced_order(be, o->seed);
+            o->forced_now = true;
+        }
+        return;
+    }
+    if (o->forced_now) {
+        (void)dt_backend_set_forced_order(be, 0);
+        o->forced_now = false;
+    }
+    if (hooked && o->seed && o->pol->rng == DT_RNG_STORED &&
+        (op == DT_OP_EPS_PHILOX || op == DT_OP_EPS_LFSR)) {
+        /* an epsilon draw has no combination order: flip one element's low bit */
+        const int64_t words = t[0].bytes / 4;
+        float v;
+        const int64_t e = (int64_t)(o->seed % (uint64_t)words);
+        dt_backend_download(be, &v, (const float *)t[0].p + e, sizeof v);
+        uint32_t bits;
+        memcpy(&bits, &v, sizeof bits);
+        bits ^= 1u;
+        memcpy(&v, &bits, sizeof v);
+        dt_backend_upload(be, (float *)t[0].p + e, &v, sizeof v);
+    }
+    int k = 0;
+    for (int j = 0; j < n; j++) {
+        if (t[j].role == DT_OP_IN_PARAM) continue;
+        char tensor[96];
+        name_output(o, op, t[j].p, k++, tensor, sizeof tensor);
+        record(o, op, tensor, t[j].p, t[j].bytes, t[j].role);
+    }
+}
+
+static void exec_free(struct exec *ex)
+{
+    for (int i = 0; i < ex->n; i++) free(ex->r[i].copy);
+    free(ex->r);
+    memset(ex, 0, sizeof *ex);
+}
+
+/* An epsilon draw is named after the parameter whose sample (forward) or gradient
+ * (backward) takes it next: "dense0.weight epsilon"; then every record's occurrence is
+ * counted again under the final names. */
+static bool is_eps(enum dt_op op)
+{
+    return op == DT_OP_EPS_PHILOX || op == DT_OP_EPS_LFSR || op == DT_OP_EPS_LFSR_SEED;
+}
+
+static void name_epsilon(struct exec *ex)
+{
+    for (int i = 0; i < ex->n; i++) {
+        struct rec *r = &ex->r[i];
+        if (!is_eps(r->op)) continue;
+        for (int j = i + 1; j < ex->n; j++) {
+            const struct rec *c = &ex->r[j];
+            if (c->op != DT_OP_BNN_SAMPLE && c->op != DT_OP_BNN_ACCUMULATE) continue;
+            char stem[96];
+            snprintf(stem, sizeof stem, "%.95s", c->tensor);
+            char *cut = strchr(stem, ' ');
+            if (cut) *cut = '\0';
+            cut = strstr(stem, "_mu");
+            if (cut) *cut = '\0';
+            const bool lanes = strstr(r->tensor, "lane states") != NULL;
+            snprintf(r->tensor, sizeof r->tensor, "%.60s %s", stem,
+                     lanes ? "lane states" : "epsilon");
+            snprintf(r->layer, sizeof r->layer, "%s", c->layer);
+            break;
+        }
+    }
+    for (int i = 0; i < ex->n; i++) {
+        ex->r[i].occurrence = 0;
+        for (int j = 0; j < i; j++)
+            if (ex->r[j].op == ex->r[i].op && !strcmp(ex->r[j].tensor, ex->r[i].tensor))
+                ex->r[i].occurrence++;
+    }
+}
+
+/* Re-execute step s of sd from its saved state under pol with op hashing into ex. */
+static enum dt_status run_execution(struct side *sd, const struct dt_policy *pol, int64_t s,
+                                    struct exec *ex, const struct exec *ref, uint64_t seed,
+                                    bool force_all, const struct force_hook *fh,
+                                    struct dt_error *err)
+{
+    side_restore(sd);
+    struct observer o = {
+        .sd = sd, .ex = ex, .ref = ref, .pol = pol, .seed = seed, .force_all = force_all};
+    if (fh) o.fh = *fh;
+    snprintf(o.layer, sizeof o.layer, "-");
+    if (force_all && seed) (void)dt_backend_set_forced_order(sd->be, seed);
+    dt_backend_set_observer(sd->be, observe, &o);
+    enum dt_status st = side_step(sd, pol, s, err);
+    dt_backend_set_observer(sd->be, NULL, NULL);
+    (void)dt_backend_set_forced_order(sd->be, 0);
+    free(o.buf);
+    name_epsilon(ex);
+    if (st == DT_OK) model_digest(sd, ex->final);
+    return st;
+}
+
+/* The batch loss (a host scalar) feeds no weight: a loss that differs is said, but the
+ * first differing op named is the first that can move the weights. */
+static bool is_loss(const struct rec *r)
+{
+    return r->op == DT_OP_SOFTMAX_XENT_FORWARD && strstr(r->tensor, " loss") != NULL;
+}
+
+/* The first record index where some execution differs from the reference (0), or -1;
+ * *structural: the executions ran different ops there. */
+static int first_difference(const struct exec *ex, int n_ex, bool *structural)
+{
+    *structural = false;
+    for (int i = 0;; i++) {
+        bool any = false, all = true;
+        for (int e = 0; e < n_ex; e++) {
+            if (i < ex[e].n) any = true;
+            else all = false;
+        }
+        if (!any) return -1;
+        if (!all) {
+            *structural = true;
+            return i;
+        }
+        for (int e = 1; e < n_ex; e++) {
+            const struct rec *a = &ex[0].r[i], *b = &ex[e].r[i];
+            if (a->op != b->op || strcmp(a->tensor, b->tensor) != 0) {
+                *structural = true;
+                return i;
+            }
+            if (memcmp(a->digest, b->digest, DT_DIGEST_BYTES) != 0 && !is_loss(a)) return i;
+        }
+    }
+}
+
+/* In executions ex[0..n_ex), does the output (op, tensor, occurrence) differ? -1 when no
+ * execution ran it; else how many executions differ from the first that ran it. */
+static int named_differs(const struct exec *ex, int n_ex, const struct rec *want)
+{
+    const uint8_t *first = NULL;
+    int differ = 0;
+    for (int e = 0; e < n_ex; e++)
+        for (int i = 0; i < ex[e].n; i++) {
+            const struct rec *r = &ex[e].r[i];
+            if (r->op != want->op || r->occurrence != want->occurrence ||
+                strcmp(r->tensor, want->tensor) != 0)
+                continue;
+            if (!first) first = r->digest;
+            else if (memcmp(first, r->digest, DT_DIGEST_BYTES) != 0) differ++;
+            break;
+        }
+    return first ? differ : -1;
+}
+
+static const char *op_label(enum dt_op op) { return op == DT_OP_COUNT ? "batch" : dt_op_name(op); }
+
+/* ---- the explain.csv table ----------------------------------------------------------------- */
+
+static enum dt_status write_csv(const char *path, const struct exec *ex, int n_ex,
+                                struct dt_error *err)
+{
+    struct dt_strbuf sb = {0};
+    dt_strbuf_printf(&sb, "index,op,layer,tensor,phase,elements");
+    for (int e = 0; e < n_ex; e++) dt_strbuf_printf(&sb, ",hash_%d", e + 1);
+    dt_strbuf_printf(&sb, ",executions_differing,elements_differing,max_ulp\n");
+    int rows = 0;
+    for (int e = 0; e < n_ex; e++) rows = ex[e].n > rows ? ex[e].n : rows;
+    for (int i = 0; i < rows; i++) {
+        const struct rec *a = NULL;
+        for (int e = 0; e < n_ex && !a; e++)
+            if (i < ex[e].n) a = &ex[e].r[i];
+        dt_strbuf_printf(&sb, "%d,%s,%s,%s,%s,%" PRId64, i, op_label(a->op), a->layer, a->tensor,
+                         a->phase, a->words);
+        int differ = 0;
+        int64_t elems = 0;
+        uint64_t ulp = 0;
+        for (int e = 0; e < n_ex; e++) {
+            if (i >= ex[e].n) {
+                dt_strbuf_printf(&sb, ",");
+                continue;
+            }
+            const struct rec *r = &ex[e].r[i];
+            char hex[DT_DIGEST_HEX];
+            dt_digest_hex(hex, r->digest);
+            dt_strbuf_printf(&sb, ",%.16s", hex);
+            if (e > 0 &&
+                memcmp(r->digest, ex[0].r[i < ex[0].n ? i : 0].digest, DT_DIGEST_BYTES) != 0)
+                differ++;
+            if (r->differing > elems) elems = r->differing;
+            if (r->max_ulp > ulp) ulp = r->max_ulp;
+        }
+        dt_strbuf_printf(&sb, ",%d,%" PRId64 ",%" PRIu64 "\n", differ, elems, ulp);
+    }
+    enum dt_status st = dt_write_file_atomic(path, sb.data, sb.len, err);
+    dt_strbuf_free(&sb);
+    return st;
+}
+
+/* ---- explain ---------------------------------------------------------------------------- */
+
+static enum dt_status parse_hook(struct force_hook *fh, struct dt_error *err)
+{
+    memset(fh, 0, sizeof *fh);
+    const char *spec = getenv("DETRAIN_TEST_EXPLAIN_FORCE");
+    if (!spec || !*spec) return DT_OK;
+    char op[64];
+    snprintf(op, sizeof op, "%s", spec);
+    char *colon = strchr(op, ':');
+    if (colon) {
+        *colon = '\0';
+        snprintf(fh->tensor, sizeof fh->tensor, "%s", colon + 1);
+    }
+    for (int i = 0; i < DT_OP_COUNT; i++)
+        if (strcmp(dt_op_name((enum dt_op)i), op) == 0) {
+            fh->op = (enum dt_op)i;
+            fh->on = true;
+            return DT_OK;
+        }
+    return dt_error_set(err, DT_ERR_USAGE, "DETRAIN_TEST_EXPLAIN_FORCE: no op '%s'", op);
+}
+
+/* Run n executions of step s. Replicas (one side): the first from sd, then n - 1 more;
+ * seeds 1..n when forced. Two sides: one each. */
+static enum dt_status executions(struct side *sides, int n_sides, const struct dt_policy *pols,
+                                 int64_t s, int n, bool forced, const struct force_hook *fh,
+                                 struct exec *ex, struct dt_error *err)
+{
+    const int count = n_sides == 2 ? 2 : n;
+    for (int e = 0; e < count; e++) {
+        struct side *sd = n_sides == 2 ? &sides[e] : &sides[0];
+        const uint64_t seed = fh->on || forced ? (uint64_t)e + 1 : 0;
+        DT_FORWARD_IF_ERROR(run_execution(sd, &pols[n_sides == 2 ? e : 0], s, &ex[e],
+                                          e ? &ex[0] : NULL, seed, forced && !fh->on, fh, err));
+    }
+    return DT_OK;
+}
+
+static void free_execs(struct exec *ex, int n)
+{
+    for (int e = 0; e < n; e++) exec_free(&ex[e]);
+}
+
+/* The `vary` sources in which two sides' streams differ, or "" */
+static void vary_cause(char *out, size_t size, const struct side *a, const struct side *b)
+{
+    out[0] = '\0';
+    if (a->streams.init_stream != b->streams.init_stream) snprintf(out, size, "vary: init");
+    else if (a->streams.order_stream != b->streams.order_stream)
+        snprintf(out, size, "vary: data_order");
+    else if (a->member != b->member) snprintf(out, size, "vary: epsilon");
+}
+
+enum dt_status dt_explain(const struct dt_explain_options *opt, FILE *out,
+                          struct dt_explain_result *res, struct dt_error *err)
+{
+    memset(res, 0, sizeof *res);
+    res->step = -1;
+    const int R = opt->executions ? opt->executions : 5;
+    if (R < 2 || R > MAX_EXEC)
+        return dt_error_set(err, DT_ERR_USAGE, "explain: --executions %d: give 2 to %d", R,
+                            MAX_EXEC);
+    struct force_hook fh;
+    DT_FORWARD_IF_ERROR(parse_hook(&fh, err));
+    struct side sides[2];
+    memset(sides, 0, sizeof sides);
+    struct exec ex[MAX_EXEC];
+    memset(ex, 0, sizeof ex);
+    int n_ex = 0;
+    enum dt_status st = side_locate(&sides[0], opt->a, err);
+    if (st == DT_OK) st = side_locate(&sides[1], opt->b, err);
+    struct dt_trace_diff diff;
+    if (st == DT_OK) st = dt_trace_compare(&diff, sides[0].dir, sides[1].dir, err);
+    if (st != DT_OK) goto done;
+    struct side *A = &sides[0], *B = &sides[1];
+    fprintf(out, "explain: A = %s\n         B = %s\n", A->dir, B->dir);
+    if (!diff.diverged && opt->step <= 0) {
+        fprintf(out,
+                "the traces agree at every one of their %" PRId64
+                " common hashed steps: nothing to explain (--step K re-executes step K "
+                "anyway)\n",
+                diff.common_rows);
+        goto done;
+    }
+    res->diverged = diff.diverged;
+    const int64_t k = opt->step > 0 ? opt->step : diff.first_step;
+    res->step = k;
+    if (diff.diverged)
+        fprintf(out, "the traces part at step %" PRId64 "%s%s%s\n", diff.first_step,
+                diff.tensor[0] ? " (first tensor " : "", diff.tensor, diff.tensor[0] ? ")" : "");
+    else fprintf(out, "the traces agree at every common hashed step\n");
+    if (opt->step > 0) fprintf(out, "re-executing step %" PRId64 " (--step)\n", k);
+    char vary[64];
+    vary_cause(vary, sizeof vary, A, B);
+    if (k == 0) {
+        if (!vary[0]) {
+            st = dt_error_set(err, DT_ERR_DATA,
+                              "the initial weights differ though both replicas draw them from "
+                              "the same stream: not a nondeterministic op; compare the configs "
+                              "(seed, model) of %s and %s",
+                              A->exp_dir, B->exp_dir);
+            goto done;
+        }
+        res->explained = true;
+        snprintf(res->op, sizeof res->op, "init");
+        snprintf(res->tensor, sizeof res->tensor, "%s", diff.tensor);
+        snprintf(res->phase, sizeof res->phase, "init");
+        snprintf(res->cause, sizeof res->cause, "%s", vary);
+        fprintf(out, "the initial weights differ: each replica draws its own (%s); caused by %s\n",
+                vary, vary);
+        goto done;
+    }
+    /* the last step both traces hashed before k, then one step at a time up to k */
+    int64_t prev = -1;
+    for (int64_t i = 0; i < A->n_rows; i++)
+        if (A->rows[i].step < k && trace_digest(B, A->rows[i].step)) prev = A->rows[i].step;
+    if (prev < 0) {
+        st = dt_error_set(err, DT_ERR_DATA, "no step before %" PRId64 " hashed by both traces", k);
+        goto done;
+    }
+    const bool same_run = dt_policy_equal_controls(&A->pol, &B->pol) && !vary[0] &&
+                          A->exp.backend.device == B->exp.backend.device &&
+                          A->exp.backend.threads == B->exp.backend.threads &&
+                          same_folder(A->exp_dir, B->exp_dir);
+    const int n_sides = same_run ? 1 : 2;
+    fprintf(out, "%s\n",
+            same_run ? "same config, policy, device and streams: replicas of one run"
+                     : "two runs: each side re-executed from its own state");
+    for (int i = 0; i < n_sides && st == DT_OK; i++)
+        st = side_prepare(&sides[i], prev, out, opt->quiet, err);
+    if (st != DT_OK) goto done;
+    const struct dt_policy pols[2] = {A->pol, B->pol};
+    int first = -1;
+    bool structural = false, forced = false;
+    int64_t s = prev + 1;
+    for (; s <= k && first < 0; s++) {
+        for (int pass = 0; pass < 2 && first < 0; pass++) {
+            forced = pass == 1;
+            if (forced && (n_sides == 2 || fh.on)) break; /* one pass only */
+            if (forced && dt_backend_set_forced_order(A->be, 0) != DT_OK) break;
+            free_execs(ex, n_ex);
+            n_ex = n_sides == 2 ? 2 : R;
+            st = executions(sides, n_sides, pols, s, R, forced, &fh, ex, err);
+            if (st != DT_OK) goto done;
+            first = first_difference(ex, n_ex, &structural);
+        }
+        if (first < 0 && s < k) { /* no op differs at s: go on from the state after s */
+            for (int i = 0; i < n_sides && st == DT_OK; i++) {
+                side_restore(&sides[i]);
+                st = side_step(&sides[i], &sides[i].pol, s, err);
+                if (st == DT_OK) side_save(&sides[i]);
+            }
+            if (st != DT_OK) goto done;
+        }
+    }
+    s--;
+    const int64_t n_rec = ex[0].n;
+    fprintf(out,
+            "step %" PRId64 " re-executed %d time(s) with op hashing (%" PRId64
+            " op outputs each)%s\n",
+            s, n_ex, n_rec,
+            forced  ? ", each in a combination order drawn from its number (forced-order hook): "
+                      "no two executions differed as they ran"
+            : fh.on ? ", the hooked op forced (DETRAIN_TEST_EXPLAIN_FORCE)"
+                    : "");
+    for (int e = 0; e < n_ex; e++) {
+        const char *da = trace_digest(A, s), *db = trace_digest(B, s);
+        fprintf(out, "  execution %d: model digest %.16s...%s%s\n", e + 1, ex[e].final,
+                da && !strcmp(da, ex[e].final) ? " = A's trace" : "",
+                db && !strcmp(db, ex[e].final) ? " = B's trace" : "");
+    }
+    if (opt->csv) {
+        st = write_csv(opt->csv, ex, n_ex, err);
+        if (st != DT_OK) goto done;
+    }
+    if (first < 0) {
+        fprintf(out,
+                "no op output differs between the executions (%s): the difference did not "
+                "show here%s\n",
+                forced ? "as they ran and under drawn combination orders" : "as they ran",
+                n_sides == 1 ? "; try more --executions" : "");
+        goto done;
+    }
+    for (int i = 0; i < first; i++)
+        for (int e = 1; e < n_ex; e++)
+            if (is_loss(&ex[0].r[i]) && i < ex[e].n &&
+                memcmp(ex[0].r[i].digest, ex[e].r[i].digest, DT_DIGEST_BYTES) != 0) {
+                fprintf(out, "(the batch loss, op output #%d, differs too; it feeds no weight)\n",
+                        i);
+                e = n_ex;
+                i = first;
+            }
+    const struct rec *named = &ex[0].r[first];
+    int differing_execs = 0;
+    int64_t elems = 0;
+    uint64_t ulp = 0;
+    for (int e = 1; e < n_ex; e++)
+        if (first < ex[e].n && memcmp(ex[e].r[first].digest, named->digest, DT_DIGEST_BYTES)) {
+            differing_execs++;
+            if (ex[e].r[first].differing > elems) elems = ex[e].r[first].differing;
+            if (ex[e].r[first].max_ulp > ulp) ulp = ex[e].r[first].max_ulp;
+        }
+    res->explained = true;
+    res->step = s;
+    snprintf(res->op, sizeof res->op, "%s", op_label(named->op));
+    snprintf(res->layer, sizeof res->layer, "%s", named->layer);
+    snprintf(res->tensor, sizeof res->tensor, "%s", named->tensor);
+    snprintf(res->phase, sizeof res->phase, "%s", named->phase);
+    res->elements = named->words;
+    res->differing = elems;
+    res->max_ulp = ulp;
+    if (structural) {
+        fprintf(out,
+                "the executions ran different ops from op output #%d on (%s %s): the "
+                "policies or devices take different paths\n",
+                first, op_label(named->op), named->tensor);
+    } else {
+        fprintf(out,
+                "first differing op output: #%d %s, layer %s, tensor %s, phase %s: %d of %d "
+                "execution(s) differ from execution 1; %" PRId64 " of %" PRId64
+                " elements differ, by at most %" PRIu64 " %s\n",
+                first, op_label(named->op), named->layer, named->tensor, named->phase,
+                differing_execs, n_ex, elems, named->words, ulp, named->is_float ? "ulp" : "");
+    }
+    if (vary[0] && (named->op == DT_OP_COUNT || named->op == DT_OP_EPS_PHILOX ||
+                    named->op == DT_OP_EPS_LFSR || named->op == DT_OP_EPS_LFSR_SEED)) {
+        snprintf(res->cause, sizeof res->cause, "%s", vary);
+        fprintf(out, "caused by %s: the replicas draw %s from their own streams\n", vary,
+                named->op == DT_OP_COUNT ? "their batches" : "their epsilon");
+        goto done;
+    }
+    /* attribution: each control that acts on the model and is not at the target value,
+     * switched alone */
+    const enum dt_level target_level = n_sides == 1 ? DT_LEVEL_RUN_TO_RUN : DT_LEVEL_PORTABLE;
+    struct dt_policy target;
+    dt_policy_from_level(&target, target_level);
+    const struct dt_model_kind_info *kind = dt_model_kind(A->exp.model.kind);
+    const bool can_force = n_sides == 1 && !fh.on && dt_backend_set_forced_order(A->be, 0) == DT_OK;
+    fprintf(out,
+            "attribution: step %" PRId64 " again with one control switched to its %s value "
+            "(%s):\n",
+            s, dt_level_name(target_level),
+            fh.on       ? "the hooked op forced in each execution"
+            : can_force ? "each switch run as they run and under drawn combination orders; it "
+                          "removes the difference only if neither set differs"
+                        : "each switch run once per side");
+    int found = 0;
+    char fix[96] = "";
+    for (int c = 0; c < dt_policy_control_count(); c++) {
+        const char *name = dt_policy_control_name(c);
+        const bool acts = !strcmp(name, "reduction") || !strcmp(name, "atomics") ||
+                          !strcmp(name, "math") ||
+                          (kind->extra_control && !strcmp(name, kind->extra_control));
+        if (!acts) continue; /* threads is a property; rng and conv_algo act on some models */
+        const char *want = dt_policy_control_value(&target, c);
+        bool needed = false;
+        struct dt_policy sw[2];
+        for (int i = 0; i < n_sides; i++) {
+            sw[i] = pols[i];
+            if (strcmp(dt_policy_control_value(&pols[i], c), want) != 0) needed = true;
+            (void)dt_policy_set_control(&sw[i], name, want, NULL);
+        }
+        if (!needed) continue;
+        int d = -1;
+        for (int set = 0; set < (can_force ? 2 : 1); set++) {
+            struct exec ax[MAX_EXEC];
+            memset(ax, 0, sizeof ax);
+            st = executions(sides, n_sides, sw, s, R, set == 1, &fh, ax, err);
+            const int ds = st == DT_OK ? named_differs(ax, n_ex, named) : -1;
+            free_execs(ax, n_ex);
+            if (st != DT_OK) goto done;
+            if (ds > d) d = ds;
+        }
+        fprintf(out, "  %-10s %-14s -> %s\n", name, want,
+                d < 0   ? "the op does not run: no difference"
+                : d > 0 ? "still differs"
+                        : "no longer differs");
+        if (d <= 0) {
+            const char *was = dt_policy_control_value(&pols[0], c);
+            if (!strcmp(was, want)) was = dt_policy_control_value(&pols[1], c);
+            if (!found) {
+                snprintf(res->cause, sizeof res->cause, "%s: %s", name, was);
+                snprintf(fix, sizeof fix, "%s: %s", name, want);
+            }
+            found++;
+        }
+    }
+    if (found)
+        fprintf(out, "caused by %s: %s differs in %d of %d executions; with %s it does not\n",
+                res->cause, named->tensor, differing_execs, n_ex, fix);
+    else
+        fprintf(out, "no single control removes it: %s\n",
+                n_sides == 2 ? "the sides differ beyond what the controls decide (a library or "
+                               "device path no control switches)"
+                             : "the difference comes from more than one control, or none");
+done:
+    free_execs(ex, n_ex);
+    side_free(&sides[0]);
+    side_free(&sides[1]);
+    return st;
+}
