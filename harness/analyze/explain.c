@@ -31,6 +31,7 @@ enum { PATH_LEN = 1200, MAX_EXEC = 64 };
 
 struct side {
     char dir[PATH_LEN], exp_dir[PATH_LEN];
+    char shown[PATH_LEN]; /* the folder as the command line named it */
     struct dt_experiment exp;
     int cell, r;
     struct dt_policy pol; /* the replica's policy */
@@ -84,6 +85,7 @@ static enum dt_status side_locate(struct side *sd, const char *arg, struct dt_er
     char abs[PATH_MAX];
     if (!dt_is_dir(arg)) return dt_error_set(err, DT_ERR_IO, "%s: no such folder", arg);
     if (!realpath(arg, abs)) return dt_error_set(err, DT_ERR_IO, "%s: cannot resolve", arg);
+    snprintf(sd->shown, sizeof sd->shown, "%.1150s", arg);
     snprintf(sd->dir, sizeof sd->dir, "%.1150s", abs);
     char trace[PATH_LEN + 16];
     snprintf(trace, sizeof trace, "%s/trace.csv", sd->dir);
@@ -96,6 +98,7 @@ static enum dt_status side_locate(struct side *sd, const char *arg, struct dt_er
                                 "replica-0)",
                                 arg);
         snprintf(sd->dir, sizeof sd->dir, "%.1150s", r0);
+        snprintf(sd->shown, sizeof sd->shown, "%.1100s/replica-0", arg);
     }
     if (!find_experiment(sd->exp_dir, sizeof sd->exp_dir, sd->dir))
         return dt_error_set(err, DT_ERR_IO,
@@ -278,7 +281,7 @@ static enum dt_status side_prepare(struct side *sd, int64_t upto, FILE *out, boo
     fprintf(out,
             "  %s: restored after step %" PRId64 " (from %s, replayed %" PRId64
             " step(s)); digest %.16s... matches its trace\n",
-            sd->dir, upto, how, upto - from, hex);
+            sd->shown, upto, how, upto - from, hex);
     side_save(sd);
     return DT_OK;
 }
@@ -778,7 +781,7 @@ enum dt_status dt_explain(const struct dt_explain_options *opt, FILE *out,
     if (st == DT_OK) st = dt_trace_compare(&diff, sides[0].dir, sides[1].dir, err);
     if (st != DT_OK) goto done;
     struct side *A = &sides[0], *B = &sides[1];
-    fprintf(out, "explain: A = %s\n         B = %s\n", A->dir, B->dir);
+    fprintf(out, "explain: A = %s\n         B = %s\n", A->shown, B->shown);
     if (!diff.diverged && opt->step <= 0) {
         fprintf(out,
                 "the traces agree at every one of their %" PRId64
