@@ -606,7 +606,7 @@ DT_TEST(write_json)
     CHECK_CONTAINS(text, "\"replicas\":3,\"vary\":[\"init\"]");
     CHECK_CONTAINS(text, "\"hash\":{\"every\":10,\"per_tensor\":true,\"async\":\"off\"},"
                          "\"report\":{\"snapshots\":8,"
-                         "\"overhead_samples\":30,\"overhead_warmup\":5}}");
+                         "\"overhead_samples\":30,\"overhead_warmup\":5,\"explain\":false}}");
     int braces, brackets, min_depth;
     json_balance(text, &braces, &brackets, &min_depth);
     CHECK_INT_EQ(braces, 0);
@@ -668,6 +668,7 @@ DT_TEST(write_reference)
                                             "report.snapshots",
                                             "report.overhead_samples",
                                             "report.overhead_warmup",
+                                            "report.explain",
                                             "matrix"};
     int n_keys = (int)(sizeof every_key / sizeof every_key[0]);
     char *text = NULL;
@@ -1165,7 +1166,7 @@ DT_TEST(json_round_trip)
     if (text) {
         CHECK_CONTAINS(text, "\"vary\":[[\"epsilon\"],[],[\"init\",\"data_order\",\"epsilon\"]]");
         CHECK_CONTAINS(text, "\"report\":{\"snapshots\":3,\"overhead_samples\":0,"
-                             "\"overhead_warmup\":0}}");
+                             "\"overhead_warmup\":0,\"explain\":false}}");
         /* name + base + every control, which load back to the same policies */
         CHECK_CONTAINS(text, "{\"name\":\"fast-fixed\",\"base\":\"fast\",\"reduction\":\"fixed\","
                              "\"atomics\":\"float\",");

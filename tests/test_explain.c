@@ -271,6 +271,28 @@ DT_TEST(usage_errors)
                  2);
 }
 
+/* report.explain: true puts an explanation per diverged cell in report.md (here the vary:
+ * init cells, explained by their streams); off (the default), no such section. */
+DT_TEST(report_section)
+{
+    train(TMP "rep", MLP,
+          "--set 'policies=[run_to_run]' --set 'vary=[[], [init]]' --set report.explain=true");
+    char *md = dt_read_file(TMP "rep/report.md", NULL);
+    CHECK(md != NULL);
+    if (md) {
+        CHECK_CONTAINS(md, "## Why replicas part (detrain explain)");
+        CHECK_CONTAINS(md, "### init/run_to_run\n\n```\nexplain: A = init/run_to_run/replica-0");
+        CHECK_CONTAINS(md, "caused by vary: init");
+        CHECK(strstr(md, "### none/run_to_run") == NULL); /* its replicas do not part */
+        free(md);
+    }
+    train(TMP "rep2", MLP, "--set 'policies=[run_to_run]' --set 'vary=[[], [init]]'");
+    md = dt_read_file(TMP "rep2/report.md", NULL);
+    CHECK(md != NULL);
+    if (md) CHECK(strstr(md, "detrain explain") == NULL);
+    free(md);
+}
+
 /* CPU against GPU: at run_to_run (the bits may differ) explain names the first differing op
  * output when the traces part; at portable it finds no difference in step 1. */
 DT_TEST(cpu_vs_gpu)
@@ -301,4 +323,5 @@ DT_TEST(cpu_vs_gpu)
 
 DT_TEST_MAIN(DT_CASE(hooked_bias_gradient), DT_CASE(hooked_conv_scatter), DT_CASE(hooked_epsilon),
              DT_CASE(deterministic_step_no_difference), DT_CASE(quickstart_fast_replicas),
-             DT_CASE(replay_mismatch_refused), DT_CASE(usage_errors), DT_CASE(cpu_vs_gpu))
+             DT_CASE(replay_mismatch_refused), DT_CASE(usage_errors), DT_CASE(report_section),
+             DT_CASE(cpu_vs_gpu))

@@ -22,6 +22,7 @@
 #include "core/util.h"
 #include "harness/record/algolog.h"
 #include "harness/analyze/compare.h"
+#include "harness/analyze/explain.h"
 #include "harness/setup/config.h"
 #include "harness/record/csv.h"
 #include "harness/record/layout.h"
@@ -105,6 +106,7 @@ struct report {
     char plots_skipped[256];             /* the one-line reason when no plot was attempted */
     struct plot_note plots[DT_MAX_POLICIES + 2];
     int n_plots;
+    char **explained; /* report.explain: per cell, explain's text (NULL: not explained) */
 };
 
 static void dvec_push(struct dvec *d, double x)
@@ -1208,6 +1210,57 @@ static void md_divergence(struct dt_strbuf *sb, const struct report *rep)
     dt_strbuf_printf(sb, "\n");
 }
 
+/* report.explain: `detrain explain` on replica-0 and replica-1 of each cell whose replicas
+ * part; its text kept for report.md, its op table in explain/<cell>.csv. A cell explain
+ * cannot handle says why in its place; the report goes on. */
+static enum dt_status explain_cells(struct report *rep, struct dt_error *err)
+{
+    if (!rep->exp.report.explain || rep->exp.replicas < 2) return DT_OK;
+    rep->explained = dt_xcalloc((size_t)rep->n_cells, sizeof *rep->explained);
+    char dir[PATH_LEN];
+    snprintf(dir, sizeof dir, "%s/explain", rep->dir);
+    for (int c = 0; c < rep->n_cells; c++) {
+        const struct cell *cell = &rep->cells[c];
+        if (!cell->has_first || cell->first_step < 0) continue;
+        DT_FORWARD_IF_ERROR(dt_mkdir_p(dir, err));
+        char a[PATH_LEN], b[PATH_LEN], csv[PATH_LEN + 300], name[256];
+        dt_replica_dir(a, sizeof a, rep->dir, &rep->exp, c, 0);
+        dt_replica_dir(b, sizeof b, rep->dir, &rep->exp, c, 1);
+        snprintf(name, sizeof name, "%s", cell->dir);
+        for (char *p = name; *p; p++)
+            if (*p == '/') *p = '_';
+        snprintf(csv, sizeof csv, "%s/%s.csv", dir, name);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        DT_ASSERT_MSG(f != NULL, "out of memory");
+        const struct dt_explain_options opt = {a, b, 5, csv, true, 0};
+        struct dt_explain_result res;
+        struct dt_error why = {0};
+        if (dt_explain(&opt, f, &res, &why) != DT_OK) fprintf(f, "explain failed: %s\n", why.msg);
+        fclose(f);
+        /* folders relative to the experiment, as the rest of report.md names them */
+        const size_t dl = strlen(rep->dir);
+        for (char *p = text; (p = strstr(p, rep->dir)) != NULL;)
+            if (p[dl] == '/') memmove(p, p + dl + 1, strlen(p + dl + 1) + 1);
+            else p += dl;
+        rep->explained[c] = text;
+    }
+    return DT_OK;
+}
+
+static void md_explain(struct dt_strbuf *sb, const struct report *rep)
+{
+    if (!rep->explained) return;
+    dt_strbuf_printf(sb, "## Why replicas part (detrain explain)\n\n"
+                         "For each cell whose replicas part, `detrain explain` on replica-0 and "
+                         "replica-1 (`report.explain: true`; the op tables are in "
+                         "`explain/<cell>.csv`):\n\n");
+    for (int c = 0; c < rep->n_cells; c++)
+        if (rep->explained[c])
+            dt_strbuf_printf(sb, "### %s\n\n```\n%s```\n\n", rep->cells[c].dir, rep->explained[c]);
+}
+
 static void md_accuracy(struct dt_strbuf *sb, const struct report *rep)
 {
     dt_strbuf_printf(sb, "## Accuracy per cell\n\nTest accuracy of the completed replicas; "
@@ -1375,6 +1428,7 @@ static enum dt_status write_report_md(const struct report *rep, struct dt_error 
     md_setup(&sb, rep);
     md_how_to_read(&sb);
     md_divergence(&sb, rep);
+    md_explain(&sb, rep);
     md_algorithms(&sb, rep);
     md_accuracy(&sb, rep);
     md_overhead(&sb, rep);
@@ -1435,6 +1489,8 @@ static void print_summary(const struct report *rep)
 
 static void report_free(struct report *rep)
 {
+    for (int c = 0; c < rep->n_cells && rep->explained; c++) free(rep->explained[c]);
+    free(rep->explained);
     for (int c = 0; c < rep->n_cells && rep->cells; c++) {
         struct cell *cell = &rep->cells[c];
         for (int r = 0; r < rep->exp.replicas && cell->rep; r++) {
@@ -1490,6 +1546,7 @@ enum dt_status dt_report_build(const char *dir, const struct dt_report_options *
     if (st == DT_OK) st = write_cells_csv(rep, err);
     if (st == DT_OK) st = write_drift_csv(rep, err);
     if (st == DT_OK) make_plots(rep);
+    if (st == DT_OK) st = explain_cells(rep, err);
     if (st == DT_OK) st = write_report_md(rep, err);
     if (st == DT_OK && rep->opt->print_summary) print_summary(rep);
     report_free(rep);

@@ -235,6 +235,11 @@ static const struct key_row keys[] = {
     {.path = "report.overhead_warmup", .type = KEY_INT64, FIELD_(report.overhead_warmup),
      .def = "5", .lo = 0, .hi = 100000,
      .doc = "Unmeasured step-time pairs before the overhead samples"},
+    {.path = "report.explain", .type = KEY_BOOL, FIELD_(report.explain), .def = "false",
+     .doc = "Run `detrain explain` on replica-0 and replica-1 of every cell whose replicas "
+            "part: report.md gains a section naming the op, tensor and control; "
+            "explain/<cell>.csv holds each op table. Off by default: each explanation "
+            "re-executes the divergent step (and replays the steps before it)"},
     {.path = "matrix", .type = KEY_MATRIX, FIELD_(matrix), COUNT_(n_matrix), .min_items = 1,
      .max_items = DT_MAX_MATRIX, .flags = KEY_OPTIONAL,
      .doc = "A matrix of experiments: entry NAME is the other keys of this file, then its "

@@ -98,6 +98,8 @@ struct dt_experiment {
         int64_t overhead_samples; /* alternated step-time pairs per policy vs fast; default 30,
                                      0 = skip, else >= 20 */
         int64_t overhead_warmup;  /* unmeasured pairs first; default 5 */
+        bool explain;             /* default false: `detrain explain` on each diverged cell's
+                                     replica-0 and replica-1 (harness/analyze/explain.h) */
     } report;
 
     /* `matrix`: a config listing entries {name, set} is a matrix of experiments; entry k
