@@ -21,6 +21,9 @@ const char *dt_file_kind(mode_t mode);
 /* Does something exist at `path` (stat follows links)? Is it a folder? */
 bool dt_path_exists(const char *path);
 bool dt_is_dir(const char *path);
+/* Do two paths name the same file or folder? Resolved when both exist, else compared as
+ * text. */
+bool dt_same_path(const char *a, const char *b);
 
 /* Open `path` for reading when it is a regular file (a symbolic link to one is fine): it
  * is opened non-blocking, so a FIFO cannot hang the open, checked with fstat and then

@@ -190,14 +190,6 @@ static int parse_count(const char *s, long long *out)
     return 0;
 }
 
-/* Do two paths name the same folder? (resolved when they exist, else compared as text) */
-static int same_folder(const char *a, const char *b)
-{
-    char ra[PATH_MAX], rb[PATH_MAX];
-    if (realpath(a, ra) && realpath(b, rb)) return strcmp(ra, rb) == 0;
-    return strcmp(a, b) == 0;
-}
-
 static int cmd_run(int argc, char **argv)
 {
     const char *config = NULL, *out = NULL, *only = NULL, *resume = NULL;
@@ -243,7 +235,7 @@ static int cmd_run(int argc, char **argv)
     }
     if (!config)
         return usage_error("run: missing CONFIG (a YAML file, e.g. configs/quickstart.yaml)", "");
-    if (resume && out && !same_folder(resume, out))
+    if (resume && out && !dt_same_path(resume, out))
         return usage_error("run: --out must be the --resume folder '%s' (a resumed run goes on "
                            "in the folder of the run it resumes)",
                            resume);

@@ -58,6 +58,17 @@ static inline char *dt_read_file(const char *path, size_t *len)
     return buf;
 }
 
+/* Write `text` to path (created or truncated); a test's setup that cannot write stops the
+ * test binary (exit 1) naming the file. */
+static inline void dt_write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "cannot write %s\n", path);
+        exit(1);
+    }
+}
+
 /* 1 when both files exist and have the same bytes. */
 static inline int dt_files_equal(const char *a, const char *b)
 {

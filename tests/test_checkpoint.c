@@ -31,15 +31,6 @@ static char out[65536];
 
 /* ---- helpers -------------------------------------------------------------------------- */
 
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
 /* Numbers drawn from a fixed seed (splitmix64), so every run of the suite uses the same
  * ones and a failure can be replayed; each case has its own stream. */
 static uint64_t draw(uint64_t stream)
@@ -459,7 +450,7 @@ static const char LENET_YAML[] = "name: ck-lenet\n"
 DT_TEST(lenet_kill_resume)
 {
     const char *cfg = TMP "lenet.yaml";
-    write_text(cfg, LENET_YAML);
+    dt_write_text(cfg, LENET_YAML);
     static const char *const rel[] = {"run_to_run/replica-0", "portable/replica-0"};
     kill_and_resume("lenet", cfg, "", pick_kill(3, 2, 16, 3), "", "", rel, 2);
 }
@@ -482,7 +473,7 @@ static const char BNN_YAML[] = "name: ck-bnn\n"
 DT_TEST(bnn_kill_resume)
 {
     const char *cfg = TMP "bnn.yaml";
-    write_text(cfg, BNN_YAML);
+    dt_write_text(cfg, BNN_YAML);
     static const char *const rel[] = {
         "run_to_run/replica-0", "run_to_run/replica-1",          "portable/replica-0",
         "portable/replica-1",   "portable+rng=philox/replica-0", "portable+rng=philox/replica-1"};

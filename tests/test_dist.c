@@ -22,14 +22,6 @@
 /* root in CI containers; one slot per rank on a two-core machine */
 #define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe"
 
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    DT_ASSERT(f != NULL);
-    fputs(text, f);
-    DT_ASSERT(fclose(f) == 0);
-}
-
 static bool skip_without_mpi(void)
 {
     if (dt_dist_have_mpi()) return false;
@@ -135,7 +127,7 @@ static void ranks_identical_cells(const char *tag, const char *yaml, int steps, 
 {
     char cfg[512], plain[512], dir[512];
     snprintf(cfg, sizeof cfg, TMP "%s.yaml", tag);
-    write_text(cfg, yaml);
+    dt_write_text(cfg, yaml);
     snprintf(plain, sizeof plain, TMP "%s.plain", tag);
     CHECK_INT_EQ(run_ranks(0, "", cfg, plain, ""), 0);
     for (int c = 0; c < n_cells; c++) CHECK(full_trace(plain, cells[c], steps));
@@ -201,7 +193,7 @@ DT_TEST(bnn_rank_count_changes_fixed)
 {
     if (skip_without_mpi()) exit(77);
     const char *cfg = TMP "bnnneg.yaml";
-    write_text(cfg, BNN_YAML);
+    dt_write_text(cfg, BNN_YAML);
     const char *sets = "--set 'policies=[{base: portable, reduction: fixed}]'";
     const char *rel = "portable+reduction=fixed/replica-0/trace.csv";
     CHECK_INT_EQ(run_ranks(0, "", cfg, TMP "bnnneg.plain", sets), 0);
@@ -221,7 +213,7 @@ DT_TEST(rank_count_changes_unordered_and_fixed)
 {
     if (skip_without_mpi()) exit(77);
     const char *cfg = TMP "neg.yaml";
-    write_text(cfg, MLP_YAML);
+    dt_write_text(cfg, MLP_YAML);
     static const char *const pols[] = {"{base: run_to_run, reduction: unordered}", "run_to_run"};
     static const char *const names[] = {"run_to_run+reduction=unordered", "run_to_run"};
     for (int i = 0; i < 2; i++) {
@@ -248,7 +240,7 @@ DT_TEST(perturbed_rank_detected)
 {
     if (skip_without_mpi()) exit(77);
     const char *cfg = TMP "perturb.yaml";
-    write_text(cfg, MLP_YAML);
+    dt_write_text(cfg, MLP_YAML);
     const char *dir = TMP "perturb";
     int rc = run_ranks(3, "DETRAIN_TEST_POISON=5:dense0.weight:w:0.25 DETRAIN_TEST_POISON_RANK=2",
                        cfg, dir, "");
@@ -275,7 +267,7 @@ DT_TEST(resume_across_rank_counts)
 {
     if (skip_without_mpi()) exit(77);
     const char *cfg = TMP "resume.yaml";
-    write_text(cfg, MLP_YAML);
+    dt_write_text(cfg, MLP_YAML);
     const char *sets = "--set train.checkpoint_every=4";
     CHECK_INT_EQ(run_ranks(0, "", cfg, TMP "resume.plain", sets), 0);
     static const int kill_np[] = {2, 3}, resume_np[] = {3, 1};
@@ -300,7 +292,7 @@ DT_TEST(overhead_in_lockstep)
 {
     if (skip_without_mpi()) exit(77);
     const char *cfg = TMP "overhead.yaml";
-    write_text(cfg, MLP_YAML);
+    dt_write_text(cfg, MLP_YAML);
     CHECK_INT_EQ(run_ranks(3, "", cfg, TMP "overhead",
                            "--set report.overhead_samples=20 --set report.overhead_warmup=1 "
                            "--set 'policies=[fast, portable]' --set train.steps=3"),
@@ -316,7 +308,7 @@ DT_TEST(refusals)
 {
     if (skip_without_mpi()) exit(77);
     const char *cfg = TMP "refuse.yaml";
-    write_text(cfg, MLP_YAML);
+    dt_write_text(cfg, MLP_YAML);
     CHECK(run_ranks(3, "", cfg, TMP "refuse", "--set train.shards=2") != 0);
     CHECK_CONTAINS(out_, "3 ranks but train.shards is 2");
     CHECK(run_ranks(0, "", cfg, TMP "refuse", "--set train.shards=49") != 0);
@@ -343,7 +335,7 @@ DT_TEST(cuda_one_rank_equals_plain)
     }
     dt_backend_destroy(be);
     const char *cfg = TMP "cuda.yaml";
-    write_text(cfg, MLP_YAML);
+    dt_write_text(cfg, MLP_YAML);
     CHECK_INT_EQ(run_ranks(0, "", cfg, TMP "cuda.cpu", ""), 0);
     CHECK_INT_EQ(run_ranks(0, "", cfg, TMP "cuda.plain", "--set backend.device=cuda"), 0);
     CHECK_INT_EQ(run_ranks(1, "", cfg, TMP "cuda.np1", "--set backend.device=cuda"), 0);

@@ -19,21 +19,12 @@
 
 static char out[1 << 17];
 
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
 /* Train config `yaml` (written to <dir>.yaml) into dir; extra: more --set. */
 static void train(const char *dir, const char *yaml, const char *extra)
 {
     char cfg[1024];
     snprintf(cfg, sizeof cfg, "%s.yaml", dir);
-    write_text(cfg, yaml);
+    dt_write_text(cfg, yaml);
     int rc = dt_run_capture(out, sizeof out,
                             "rm -rf '%s' && '%s' run '%s' --out '%s' --quiet --set "
                             "report.overhead_samples=0 --set report.snapshots=0 %s",
@@ -244,7 +235,7 @@ DT_TEST(replay_mismatch_refused)
             digest[0] = digest[0] == '0' ? '1' : '0';
         }
     }
-    write_text(b, trace);
+    dt_write_text(b, trace);
     free(trace);
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "sed -i 's/\"lr\":[0-9.e-]*/\"lr\":0.25/' '%s'",
                                 TMP "rm/config.json"),

@@ -19,17 +19,6 @@
 
 static char out[65536];
 
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "cannot create %s\n", path);
-        exit(1);
-    }
-    fputs(text, f);
-    fclose(f);
-}
-
 /* A config file TMP<name>.yaml holding `text`; returns its path (static buffer per slot). */
 static const char *fixture(const char *name, const char *text)
 {
@@ -37,7 +26,7 @@ static const char *fixture(const char *name, const char *text)
     static int next;
     char *p = paths[next++ % 8];
     snprintf(p, 512, TMP "%s.yaml", name);
-    write_text(p, text);
+    dt_write_text(p, text);
     return p;
 }
 
@@ -157,7 +146,7 @@ DT_TEST(parse_entries)
     dt_config_write_json(f, &e);
     fclose(f);
     CHECK(strstr(text, "matrix") == NULL);
-    write_text(TMP "good.entry.json", text);
+    dt_write_text(TMP "good.entry.json", text);
     free(text);
     CHECK_INT_EQ(dt_config_load(&m, TMP "good.entry.json", NULL, 0, &err), DT_OK);
     CHECK_STR_EQ(m.name, "plain");
@@ -316,7 +305,7 @@ static void entry_config(const char *dir, const char *name, const char *yaml)
     snprintf(path, sizeof path, "%s/%s", dir, name);
     mkdir_or_die(path);
     snprintf(path, sizeof path, "%s/%s.yaml", dir, name);
-    write_text(path, yaml);
+    dt_write_text(path, yaml);
     static struct dt_experiment e;
     struct dt_error err = {0};
     if (dt_config_load(&e, path, NULL, 0, &err) != DT_OK) {
@@ -354,7 +343,7 @@ static void build_folder(const char *dir)
     CHECK_INT_EQ(system(cmd), 0);
     char path[1024];
     snprintf(path, sizeof path, "%s/matrix.json", dir);
-    write_text(
+    dt_write_text(
         path,
         "{\"tool\": \"detrain\", \"matrix\": \"agg\", \"config_file\": \"x.yaml\", \"command\": "
         "\"\",\n"
@@ -385,7 +374,7 @@ static void build_folder(const char *dir)
              "0,0,0,0,2.6,0.5,1.010000,0.980000,1.040000,inconclusive\n"
              "solo,none,solo,3,1,1,,,0.8,,,,,,,,3.1,0.5,,,,\n",
              summary_head);
-    write_text(path, text);
+    dt_write_text(path, text);
     entry_config(dir, "cnn",
                  "name: cnn\nmodel: {kind: lenet}\ntrain: {steps: 9}\nreplicas: 2\n"
                  "backend: {device: cuda}\npolicies: [portable]\n");
@@ -394,7 +383,7 @@ static void build_folder(const char *dir)
              "%s"
              "portable,none,portable,2,2,2,0,conv0.weight,0.8,0,0,0,0,0,0,0,1.0,0.1,,,,\n",
              summary_head);
-    write_text(path, text);
+    dt_write_text(path, text);
 }
 
 DT_TEST(report_aggregation)
@@ -475,7 +464,7 @@ DT_TEST(report_aggregation)
     snprintf(path, sizeof path, "%s/cnn/summary.csv", dir);
     snprintf(text, sizeof text, "%sportable,none,portable,2,2,x,0,,,,,,,,,,1.0,,,,,\n",
              summary_head);
-    write_text(path, text);
+    dt_write_text(path, text);
     CHECK_INT_EQ(dt_matrix_report(dir, &opt, false, &err), DT_ERR_DATA);
     CHECK_CONTAINS(err.msg, "cnn/summary.csv:2: bad distinct_final_digests 'x'");
     CHECK_INT_EQ(remove(path), 0);
@@ -483,8 +472,8 @@ DT_TEST(report_aggregation)
     CHECK_CONTAINS(err.msg, "cnn/summary.csv: missing");
     /* and a matrix.json that names a folder outside the matrix is refused */
     snprintf(path, sizeof path, "%s/matrix.json", dir);
-    write_text(path, "{\"matrix\": \"x\", \"entries\": [{\"name\": \"../x\", \"status\": "
-                     "\"done\", \"reason\": \"\", \"device\": \"cpu\", \"model\": \"mlp\"}]}\n");
+    dt_write_text(path, "{\"matrix\": \"x\", \"entries\": [{\"name\": \"../x\", \"status\": "
+                        "\"done\", \"reason\": \"\", \"device\": \"cpu\", \"model\": \"mlp\"}]}\n");
     CHECK_INT_EQ(dt_matrix_report(dir, &opt, false, &err), DT_ERR_DATA);
     CHECK_CONTAINS(err.msg, "matrix.json: an entry name is not a folder name");
 }

@@ -72,13 +72,6 @@ static bool find_experiment(char *out, size_t size, const char *dir)
     return false;
 }
 
-static bool same_folder(const char *a, const char *b)
-{
-    char ra[PATH_MAX], rb[PATH_MAX];
-    if (!realpath(a, ra) || !realpath(b, rb)) return strcmp(a, b) == 0;
-    return strcmp(ra, rb) == 0;
-}
-
 /* Which experiment, cell and replica `arg` is (a cell folder means its replica-0). */
 static enum dt_status side_locate(struct side *sd, const char *arg, struct dt_error *err)
 {
@@ -112,7 +105,7 @@ static enum dt_status side_locate(struct side *sd, const char *arg, struct dt_er
         for (int r = 0; r < sd->exp.replicas; r++) {
             char rd[PATH_LEN];
             dt_replica_dir(rd, sizeof rd, sd->exp_dir, &sd->exp, c, r);
-            if (same_folder(rd, sd->dir)) {
+            if (dt_same_path(rd, sd->dir)) {
                 sd->cell = c;
                 sd->r = r;
                 sd->pol = sd->exp.policies[dt_cell_policy(&sd->exp, c)];
@@ -293,8 +286,8 @@ struct rec {
     enum dt_op op; /* DT_OP_COUNT: the batch */
     char layer[48], tensor[96];
     const char *phase;
-    int occurrence; /* among the records before it with the same op and tensor */
-    bool is_float;
+    int occurrence;      /* among the records before it with the same op and tensor */
+    bool is_float, host; /* host: the batch loss, a host scalar */
     int64_t words;
     uint8_t digest[DT_DIGEST_BYTES];
     uint32_t *copy; /* the reference execution only */
@@ -321,8 +314,7 @@ struct observer {
     const struct exec *ref; /* NULL: ex is the reference */
     const struct dt_policy *pol;
     uint64_t seed;        /* this execution's forced order (0 none) */
-    bool force_all;       /* the whole step forced (seed) */
-    struct force_hook fh; /* or only the hooked ops */
+    struct force_hook fh; /* the hooked ops forced (else the whole step, or nothing) */
     bool batch_done, forced_now;
     char layer[48];
     char param[DT_PARAM_NAME]; /* the last parameter read, "_mu" / "_rho" cut */
@@ -456,9 +448,8 @@ static void record(struct observer *o, enum dt_op op, const char *tensor, const 
     snprintf(r->layer, sizeof r->layer, "%s", op == DT_OP_COUNT ? "input" : o->layer);
     r->phase = op == DT_OP_COUNT ? "data" : op_phase(op);
     r->is_float = role == DT_OP_OUT || role == DT_OP_OUT_HOST;
+    r->host = role == DT_OP_OUT_HOST;
     r->words = bytes / 4;
-    for (int i = 0; i < ex->n - 1; i++)
-        if (ex->r[i].op == op && strcmp(ex->r[i].tensor, r->tensor) == 0) r->occurrence++;
     if (r->words > o->buf_words) {
         free(o->buf);
         o->buf_words = r->words;
@@ -549,15 +540,15 @@ static void exec_free(struct exec *ex)
     memset(ex, 0, sizeof *ex);
 }
 
-/* An epsilon draw is named after the parameter whose sample (forward) or gradient
- * (backward) takes it next: "dense0.weight epsilon"; then every record's occurrence is
- * counted again under the final names. */
+/* Names finished after the step: an epsilon draw is named after the parameter whose
+ * sample (forward) or gradient (backward) takes it next ("dense0.weight epsilon"); then
+ * each record's occurrence among those with its op and final name is counted. */
 static bool is_eps(enum dt_op op)
 {
     return op == DT_OP_EPS_PHILOX || op == DT_OP_EPS_LFSR || op == DT_OP_EPS_LFSR_SEED;
 }
 
-static void name_epsilon(struct exec *ex)
+static void finish_names(struct exec *ex)
 {
     for (int i = 0; i < ex->n; i++) {
         struct rec *r = &ex->r[i];
@@ -593,8 +584,7 @@ static enum dt_status run_execution(struct side *sd, const struct dt_policy *pol
                                     struct dt_error *err)
 {
     side_restore(sd);
-    struct observer o = {
-        .sd = sd, .ex = ex, .ref = ref, .pol = pol, .seed = seed, .force_all = force_all};
+    struct observer o = {.sd = sd, .ex = ex, .ref = ref, .pol = pol, .seed = seed};
     if (fh) o.fh = *fh;
     snprintf(o.layer, sizeof o.layer, "-");
     if (force_all && seed) (void)dt_backend_set_forced_order(sd->be, seed);
@@ -603,17 +593,14 @@ static enum dt_status run_execution(struct side *sd, const struct dt_policy *pol
     dt_backend_set_observer(sd->be, NULL, NULL);
     (void)dt_backend_set_forced_order(sd->be, 0);
     free(o.buf);
-    name_epsilon(ex);
+    finish_names(ex);
     if (st == DT_OK) model_digest(sd, ex->final);
     return st;
 }
 
 /* The batch loss (a host scalar) feeds no weight: a loss that differs is said, but the
  * first differing op named is the first that can move the weights. */
-static bool is_loss(const struct rec *r)
-{
-    return r->op == DT_OP_SOFTMAX_XENT_FORWARD && strstr(r->tensor, " loss") != NULL;
-}
+static bool is_loss(const struct rec *r) { return r->host; }
 
 /* The first record index where some execution differs from the reference (0), or -1;
  * *structural: the executions ran different ops there. */
@@ -692,8 +679,7 @@ static enum dt_status write_csv(const char *path, const struct exec *ex, int n_e
             char hex[DT_DIGEST_HEX];
             dt_digest_hex(hex, r->digest);
             dt_strbuf_printf(&sb, ",%.16s", hex);
-            if (e > 0 &&
-                memcmp(r->digest, ex[0].r[i < ex[0].n ? i : 0].digest, DT_DIGEST_BYTES) != 0)
+            if (e > 0 && (i >= ex[0].n || memcmp(r->digest, ex[0].r[i].digest, DT_DIGEST_BYTES)))
                 differ++;
             if (r->differing > elems) elems = r->differing;
             if (r->max_ulp > ulp) ulp = r->max_ulp;
@@ -829,7 +815,7 @@ enum dt_status dt_explain(const struct dt_explain_options *opt, FILE *out,
     const bool same_run = dt_policy_equal_controls(&A->pol, &B->pol) && !vary[0] &&
                           A->exp.backend.device == B->exp.backend.device &&
                           A->exp.backend.threads == B->exp.backend.threads &&
-                          same_folder(A->exp_dir, B->exp_dir);
+                          dt_same_path(A->exp_dir, B->exp_dir);
     const int n_sides = same_run ? 1 : 2;
     fprintf(out, "%s\n",
             same_run ? "same config, policy, device and streams: replicas of one run"

@@ -19,6 +19,8 @@
  *                             steps (harness/record/snapshot.h)
  *     run.json                replica manifest
  * <out>/report.md, summary.csv, cells.csv, drift.csv, plots/   (harness/report)
+ * <out>/explain/<cell>.csv     with report.explain: `detrain explain`'s op table for each cell
+ *                             whose replicas part ("/" in a cell name becomes "_")
  *
  * <cell> is the policy's name when the experiment has one vary setting (the layout of
  * single-setting experiments), else "<vary label>/<policy>". A cell index c runs over
