@@ -32,7 +32,7 @@ declare -A writes=(
   [dist]="results/cpu/dist/: plain/ np1/ .. np4/ and their .log, report.md, ranks.csv (mpirun)"
   [overhead_matrix]="results/cpu/overhead_matrix/: the matrix folder (cpu entries), without predictions.csv and tensors.csv"
   [bnn-rng]="results/cpu/bnn-rng/: bench.txt"
-  [noise_sources]="results/cpu/noise_sources/: mlp/ and lenet/ (reports, csv files, config.json, run.json, plots/)"
+  [noise_sources]="results/cpu/noise_sources/: mlp/ and lenet/ (reports, csv files, config.json, run.json, explain/, plots/)"
   [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md"
 )
 
@@ -179,6 +179,8 @@ part_noise_sources() {
     for f in report.md summary.csv cells.csv drift.csv overhead.csv config.json run.json; do
       cp "$tmp/ns_$m/$f" "$tmp/ns_copy/$m/"
     done
+    if [ -d "$tmp/ns_$m/explain" ]; then cp -r "$tmp/ns_$m/explain" "$tmp/ns_copy/$m/"
+    else say "noise_sources: $m has no explain/ (report.explain off, or no cell diverged)"; fi
     if [ -d "$tmp/ns_$m/plots" ]; then cp -r "$tmp/ns_$m/plots" "$tmp/ns_copy/$m/"
     else say "noise_sources: $m has no plots/ (gnuplot-nox not installed?)"; fi
     rm -rf "results/cpu/noise_sources/$m"

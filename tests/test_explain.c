@@ -216,27 +216,35 @@ DT_TEST(quickstart_fast_replicas)
     free(csv);
 }
 
+/* Make the trace at `path` part from its replica's at `step`: one hex digit of that step's
+ * model digest (the line's last field) changed. */
+static void spoil_trace(const char *path, int step)
+{
+    char *trace = dt_read_file(path, NULL);
+    CHECK(trace != NULL);
+    if (!trace) return;
+    char key[32];
+    snprintf(key, sizeof key, "\n%d,", step);
+    char *row = strstr(trace, key);
+    CHECK(row != NULL);
+    if (row) {
+        char *eol = strchr(row + 1, '\n');
+        CHECK(eol != NULL);
+        if (eol) {
+            char *digest = eol - 64;
+            digest[0] = digest[0] == '0' ? '1' : '0';
+        }
+    }
+    dt_write_text(path, trace);
+    free(trace);
+}
+
 /* A replay that cannot reproduce the trace at k-1 is reported as such, not explained: the
  * config's learning rate changed after the run, the traces made to part at step 3. */
 DT_TEST(replay_mismatch_refused)
 {
     train(TMP "rm", MLP, "--set 'policies=[run_to_run]' --set train.steps=4");
-    const char *b = TMP "rm/run_to_run/replica-1/trace.csv";
-    char *trace = dt_read_file(b, NULL);
-    CHECK(trace != NULL);
-    if (!trace) return;
-    char *row = strstr(trace, "\n3,");
-    CHECK(row != NULL);
-    if (row) {
-        char *eol = strchr(row + 1, '\n');
-        CHECK(eol != NULL);
-        if (eol) { /* the model digest of step 3: the line's last field */
-            char *digest = eol - 64;
-            digest[0] = digest[0] == '0' ? '1' : '0';
-        }
-    }
-    dt_write_text(b, trace);
-    free(trace);
+    spoil_trace(TMP "rm/run_to_run/replica-1/trace.csv", 3);
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "sed -i 's/\"lr\":[0-9.e-]*/\"lr\":0.25/' '%s'",
                                 TMP "rm/config.json"),
                  0);
@@ -245,6 +253,27 @@ DT_TEST(replay_mismatch_refused)
     CHECK_CONTAINS(out, "the traces part at step 3");
     CHECK_CONTAINS(out, "replay does not match");
     CHECK(strstr(out, "caused by") == NULL);
+}
+
+/* A replayed step whose digest misses the trace (as a `fast` step may) is re-executed from
+ * the last matching state until it matches: the hook spoils the first 3 replayed steps;
+ * spoiling more than the 32 tries allow is refused. The traces made to part at step 3. */
+DT_TEST(replay_retries_missed_steps)
+{
+    train(TMP "rr", MLP, "--set 'policies=[run_to_run]' --set train.steps=4");
+    spoil_trace(TMP "rr/run_to_run/replica-1/trace.csv", 3);
+    const char *a = TMP "rr/run_to_run/replica-0", *b = TMP "rr/run_to_run/replica-1";
+    CHECK_INT_EQ(explain(NULL, a, b, "--executions 2"), 0);
+    CHECK_CONTAINS(out, "replayed 2 step(s)); digest");
+    setenv("DETRAIN_TEST_EXPLAIN_REPLAY_MISS", "3", 1);
+    CHECK_INT_EQ(explain(NULL, a, b, "--executions 2"), 0);
+    CHECK_CONTAINS(out, "restored after step 2 (from the initial weights, replayed 2 step(s); 3 "
+                        "re-executed until its digest matched the trace)");
+    setenv("DETRAIN_TEST_EXPLAIN_REPLAY_MISS", "40", 1);
+    CHECK_INT_EQ(explain(NULL, a, b, "--executions 2"), 2);
+    CHECK_CONTAINS(out, "replay does not match: from the initial weights (step 0), step 1 "
+                        "replayed 32 times never gave its trace's digest");
+    unsetenv("DETRAIN_TEST_EXPLAIN_REPLAY_MISS");
 }
 
 DT_TEST(usage_errors)
@@ -314,5 +343,5 @@ DT_TEST(cpu_vs_gpu)
 
 DT_TEST_MAIN(DT_CASE(hooked_bias_gradient), DT_CASE(hooked_conv_scatter), DT_CASE(hooked_epsilon),
              DT_CASE(deterministic_step_no_difference), DT_CASE(quickstart_fast_replicas),
-             DT_CASE(replay_mismatch_refused), DT_CASE(usage_errors), DT_CASE(report_section),
-             DT_CASE(cpu_vs_gpu))
+             DT_CASE(replay_mismatch_refused), DT_CASE(replay_retries_missed_steps),
+             DT_CASE(usage_errors), DT_CASE(report_section), DT_CASE(cpu_vs_gpu))

@@ -6,8 +6,11 @@
  * (a CPU run and a GPU run of one config, two policies). explain
  *  1. compares their traces (dt_trace_compare): the first step k whose digests differ;
  *  2. restores each side's state after step k-1: from its checkpoint.bin when that is at or
- *     before k-1, then by replaying its own run (its config, policy, streams) up to k-1; the
- *     replayed model digest must equal the side's trace at k-1, or explain stops there
+ *     before k-1, then by replaying its own run (its config, policy, streams) up to k-1,
+ *     each hashed step checked against the side's trace. A step whose digest misses (a
+ *     `fast` step need not take the same bits twice) is re-executed from the last matching
+ *     state, up to 32 times: the trace says which of its possible results the run took. A
+ *     step that never matches, or a restored state that does not, stops explain
  *     (DT_ERR_DATA: "replay does not match", nothing explained);
  *  3. re-executes step k with op-level hashing (nets/backend.h, dt_backend_set_observer: every
  *     op's outputs downloaded and hashed, copies only, in execution order, the batch first):
@@ -33,7 +36,8 @@
  * TENSOR) run in a forced combination order drawn from the execution number; for the
  * epsilon ops, which have no combination order, it flips the low bit of one element of the
  * draw under `rng: stored` (a generator shared by threads, emulated). Every other op runs as
- * it does. */
+ * it does. DETRAIN_TEST_EXPLAIN_REPLAY_MISS=N spoils the first N replayed steps (a low bit
+ * of one weight flipped after the step), so that the replay's re-execution is tested. */
 #ifndef DT_EXPLAIN_H
 #define DT_EXPLAIN_H
 
