@@ -216,15 +216,15 @@ DT_TEST(quickstart_fast_replicas)
     free(csv);
 }
 
-/* Make the trace at `path` part from its replica's at `step`: one hex digit of that step's
- * model digest (the line's last field) changed. */
-static void spoil_trace(const char *path, int step)
+/* Change one hex digit of the last field (a digest) of the first line of the file at
+ * `path` that starts with `prefix`. */
+static void spoil_line(const char *path, const char *prefix)
 {
     char *trace = dt_read_file(path, NULL);
     CHECK(trace != NULL);
     if (!trace) return;
-    char key[32];
-    snprintf(key, sizeof key, "\n%d,", step);
+    char key[128];
+    snprintf(key, sizeof key, "\n%s", prefix);
     char *row = strstr(trace, key);
     CHECK(row != NULL);
     if (row) {
@@ -237,6 +237,15 @@ static void spoil_trace(const char *path, int step)
     }
     dt_write_text(path, trace);
     free(trace);
+}
+
+/* Make the trace at `path` part from its replica's at `step`: that step's model digest
+ * changed. */
+static void spoil_trace(const char *path, int step)
+{
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "%d,", step);
+    spoil_line(path, prefix);
 }
 
 /* A replay that cannot reproduce the trace at k-1 is reported as such, not explained: the
@@ -274,6 +283,31 @@ DT_TEST(replay_retries_missed_steps)
     CHECK_CONTAINS(out, "replay does not match: from the initial weights (step 0), step 1 "
                         "replayed 32 times never gave its trace's digest");
     unsetenv("DETRAIN_TEST_EXPLAIN_REPLAY_MISS");
+}
+
+/* Drawn orders reach paths the run never varied: with the traces made to part at step 2 in
+ * dense0.bias alone (trace and tensors.csv of replica 1 changed), the forced executions'
+ * first differing output, dense1's weight gradient (reduction: unordered), is passed over,
+ * since the traces agree on dense1.weight; dense0's bias gradient (atomics: float), a
+ * parameter the traces disagree on, is named. */
+DT_TEST(passes_over_agreed_parameters)
+{
+    train(TMP "pa", MLP,
+          "--set 'policies=[{base: run_to_run, atomics: float, reduction: unordered}]'");
+    const char *cell = TMP "pa/run_to_run+reduction=unordered+atomics=float";
+    char a[512], b[512], path[600];
+    snprintf(a, sizeof a, "%s/replica-0", cell);
+    snprintf(b, sizeof b, "%s/replica-1", cell);
+    snprintf(path, sizeof path, "%s/trace.csv", b);
+    spoil_trace(path, 2);
+    snprintf(path, sizeof path, "%s/tensors.csv", b);
+    spoil_line(path, "2,dense0.bias,");
+    CHECK_INT_EQ(explain(NULL, a, b, ""), 1);
+    CHECK_CONTAINS(out, "the traces part at step 2 (first tensor dense0.bias)");
+    CHECK_CONTAINS(out, "(dense_backward_weight dense1.weight gradient, op output #");
+    CHECK_CONTAINS(out, "not what parted them)");
+    CHECK_CONTAINS(out, "bias_backward, layer dense0, tensor dense0.bias gradient, phase backward");
+    CHECK_CONTAINS(out, "caused by atomics: float");
 }
 
 DT_TEST(usage_errors)
@@ -344,4 +378,5 @@ DT_TEST(cpu_vs_gpu)
 DT_TEST_MAIN(DT_CASE(hooked_bias_gradient), DT_CASE(hooked_conv_scatter), DT_CASE(hooked_epsilon),
              DT_CASE(deterministic_step_no_difference), DT_CASE(quickstart_fast_replicas),
              DT_CASE(replay_mismatch_refused), DT_CASE(replay_retries_missed_steps),
-             DT_CASE(usage_errors), DT_CASE(report_section), DT_CASE(cpu_vs_gpu))
+             DT_CASE(passes_over_agreed_parameters), DT_CASE(usage_errors), DT_CASE(report_section),
+             DT_CASE(cpu_vs_gpu))

@@ -657,11 +657,48 @@ static enum dt_status run_execution(struct side *sd, const struct dt_policy *pol
  * first differing op named is the first that can move the weights. */
 static bool is_loss(const struct rec *r) { return r->host; }
 
+/* The parameters the two sides' traces agree on after the divergent step (tensors.csv):
+ * an output that is one of their gradients, weights or momenta did not differ in the run,
+ * though it may in a re-execution (a forced order the run never takes). */
+struct agreed {
+    int n;
+    char names[256][64];
+};
+
+static void read_agreed(struct agreed *ag, const struct side *a, const struct side *b, int64_t step)
+{
+    static char na[256][64], nb[256][64], da[256][DT_DIGEST_HEX], db[256][DT_DIGEST_HEX];
+    struct dt_error why = {0};
+    bool absent;
+    ag->n = 0;
+    const int ka = dt_trace_read_tensors(a->dir, step, na, da, 256, &why, &absent);
+    const int kb = dt_trace_read_tensors(b->dir, step, nb, db, 256, &why, &absent);
+    for (int i = 0; i < ka && i < kb; i++)
+        if (!strcmp(na[i], nb[i]) && !strcmp(da[i], db[i]))
+            snprintf(ag->names[ag->n++], sizeof ag->names[0], "%.63s", na[i]);
+}
+
+static bool run_agrees_on(const struct agreed *ag, const struct rec *r)
+{
+    if (!ag) return false;
+    for (int i = 0; i < ag->n; i++) {
+        const size_t len = strlen(ag->names[i]);
+        if (!strncmp(r->tensor, ag->names[i], len) &&
+            (!r->tensor[len] || !strcmp(r->tensor + len, " gradient") ||
+             !strcmp(r->tensor + len, " momentum")))
+            return true;
+    }
+    return false;
+}
+
 /* The first record index where some execution differs from the reference (0), or -1;
- * *structural: the executions ran different ops there. */
-static int first_difference(const struct exec *ex, int n_ex, bool *structural)
+ * *structural: the executions ran different ops there. Outputs of parameters the run's
+ * traces agree on (ag, may be NULL) are passed over; *passed: the first of them, or -1. */
+static int first_difference(const struct exec *ex, int n_ex, bool *structural,
+                            const struct agreed *ag, int *passed)
 {
     *structural = false;
+    *passed = -1;
     for (int i = 0;; i++) {
         bool any = false, all = true;
         for (int e = 0; e < n_ex; e++) {
@@ -679,7 +716,11 @@ static int first_difference(const struct exec *ex, int n_ex, bool *structural)
                 *structural = true;
                 return i;
             }
-            if (memcmp(a->digest, b->digest, DT_DIGEST_BYTES) != 0 && !is_loss(a)) return i;
+            if (memcmp(a->digest, b->digest, DT_DIGEST_BYTES) != 0 && !is_loss(a)) {
+                if (!run_agrees_on(ag, a)) return i;
+                if (*passed < 0) *passed = i;
+                break;
+            }
         }
     }
 }
@@ -879,8 +920,11 @@ enum dt_status dt_explain(const struct dt_explain_options *opt, FILE *out,
         st = side_prepare(&sides[i], prev, out, opt->quiet, err);
     if (st != DT_OK) goto done;
     const struct dt_policy pols[2] = {A->pol, B->pol};
-    int first = -1;
+    int first = -1, passed = -1;
     bool structural = false, forced = false;
+    static struct agreed agreed;
+    agreed.n = 0;
+    if (diff.diverged && diff.first_step <= k) read_agreed(&agreed, A, B, diff.first_step);
     int64_t s = prev + 1;
     for (; s <= k && first < 0; s++) {
         for (int pass = 0; pass < 2 && first < 0; pass++) {
@@ -891,7 +935,9 @@ enum dt_status dt_explain(const struct dt_explain_options *opt, FILE *out,
             n_ex = n_sides == 2 ? 2 : R;
             st = executions(sides, n_sides, pols, s, R, forced, &fh, ex, err);
             if (st != DT_OK) goto done;
-            first = first_difference(ex, n_ex, &structural);
+            first = first_difference(ex, n_ex, &structural,
+                                     s == diff.first_step && agreed.n ? &agreed : NULL, &passed);
+            if (first < 0 && passed >= 0) first = passed; /* none other: name it anyway */
         }
         if (first < 0 && s < k) { /* no op differs at s: go on from the state after s */
             for (int i = 0; i < n_sides && st == DT_OK; i++) {
@@ -939,6 +985,12 @@ enum dt_status dt_explain(const struct dt_explain_options *opt, FILE *out,
                 e = n_ex;
                 i = first;
             }
+    if (passed >= 0 && passed != first)
+        fprintf(out,
+                "(%s %s, op output #%d, differs in these executions too, but the run's traces "
+                "agree on its parameter after step %" PRId64
+                " (tensors.csv): not what parted them)\n",
+                op_label(ex[0].r[passed].op), ex[0].r[passed].tensor, passed, s);
     const struct rec *named = &ex[0].r[first];
     int differing_execs = 0;
     int64_t elems = 0;

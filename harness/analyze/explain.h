@@ -22,7 +22,10 @@
  *     - two sides (devices, policies, or replicas whose streams differ by `vary`): once
  *       each, from each side's own state;
  *  4. names the first op output whose hashes differ (op, layer, tensor, phase, elements
- *     differing, the largest difference in ulps) and attributes it: step k re-executed with
+ *     differing, the largest difference in ulps) -- passing over, at the traces' first
+ *     divergent step, a gradient, weights or momentum of a parameter whose digest the two
+ *     traces agree on (tensors.csv): it differs in the re-executions (a drawn order) but did
+ *     not in the run -- and attributes it: step k re-executed with
  *     each control that is not at the target value switched alone to it (replicas: the
  *     run_to_run value; two sides: the portable value, on both sides); the controls whose
  *     switch makes the named output agree are the cause. With sides whose streams differ,
