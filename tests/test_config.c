@@ -594,7 +594,8 @@ DT_TEST(write_json)
     CHECK_CONTAINS(text, "\"optimizer\":{\"kind\":\"sgd\",\"lr\":0.125,\"momentum\":0.5,"
                          "\"weight_decay\":0.0001}");
     CHECK_CONTAINS(text, "\"seed\":18446744073709551615,\"eval_every\":100,"
-                         "\"checkpoint_every\":0,\"check_finite\":true}");
+                         "\"checkpoint_every\":0,\"check_finite\":true,"
+                         "\"checkpoint_at_divergence\":false}");
     CHECK_CONTAINS(text, "\"backend\":{\"device\":\"cuda\",\"threads\":8,\"gpu\":0}");
     /* every control of every policy, in table order */
     CHECK_CONTAINS(text, "\"policies\":[{\"name\":\"fast\",\"base\":\"fast\",\"reduction\":"
@@ -656,6 +657,7 @@ DT_TEST(write_reference)
                                             "train.eval_every",
                                             "train.checkpoint_every",
                                             "train.check_finite",
+                                            "train.checkpoint_at_divergence",
                                             "backend.device",
                                             "backend.threads",
                                             "backend.gpu",

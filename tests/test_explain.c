@@ -310,6 +310,32 @@ DT_TEST(passes_over_agreed_parameters)
     CHECK_CONTAINS(out, "caused by atomics: float");
 }
 
+/* train.checkpoint_at_divergence: replicas that agree write no divergence.bin; replica 1
+ * retrained against a replica-0 trace made to part at step 3 writes its state after step 2,
+ * and explain starts from it (no step replayed; its digest is the trace's at step 2). */
+DT_TEST(checkpoint_at_divergence)
+{
+    train(TMP "cd", MLP,
+          "--set 'policies=[run_to_run]' --set train.steps=4 --set "
+          "train.checkpoint_at_divergence=true");
+    const char *r0 = TMP "cd/run_to_run/replica-0", *r1 = TMP "cd/run_to_run/replica-1";
+    CHECK(!dt_path_exists(TMP "cd/run_to_run/replica-0/divergence.bin"));
+    CHECK(!dt_path_exists(TMP "cd/run_to_run/replica-1/divergence.bin"));
+    spoil_trace(TMP "cd/run_to_run/replica-0/trace.csv", 3);
+    int rc = dt_run_capture(out, sizeof out,
+                            "rm -rf '%s' && '%s' run '%s' --resume '%s' --quiet --set "
+                            "report.overhead_samples=0 --set report.snapshots=0 --set "
+                            "'policies=[run_to_run]' --set train.steps=4 --set "
+                            "train.checkpoint_at_divergence=true 2>&1",
+                            r1, EXE, TMP "cd.yaml", TMP "cd");
+    fprintf(stderr, "---- resume exit %d:\n%s", rc, out);
+    CHECK(dt_path_exists(TMP "cd/run_to_run/replica-1/divergence.bin"));
+    CHECK_INT_EQ(explain(NULL, r0, r1, "--executions 2"), 0);
+    CHECK_CONTAINS(out, "the traces part at step 3");
+    CHECK_CONTAINS(out, "restored after step 2 (from " TMP
+                        "cd/run_to_run/replica-1/divergence.bin, replayed 0 step(s)); digest");
+}
+
 DT_TEST(usage_errors)
 {
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' explain only-one", EXE), 2);
@@ -378,5 +404,5 @@ DT_TEST(cpu_vs_gpu)
 DT_TEST_MAIN(DT_CASE(hooked_bias_gradient), DT_CASE(hooked_conv_scatter), DT_CASE(hooked_epsilon),
              DT_CASE(deterministic_step_no_difference), DT_CASE(quickstart_fast_replicas),
              DT_CASE(replay_mismatch_refused), DT_CASE(replay_retries_missed_steps),
-             DT_CASE(passes_over_agreed_parameters), DT_CASE(usage_errors), DT_CASE(report_section),
-             DT_CASE(cpu_vs_gpu))
+             DT_CASE(passes_over_agreed_parameters), DT_CASE(checkpoint_at_divergence),
+             DT_CASE(usage_errors), DT_CASE(report_section), DT_CASE(cpu_vs_gpu))

@@ -17,6 +17,7 @@
 #include "harness/record/trace.h"
 #include "harness/run/batches.h"
 #include "harness/run/dist.h"
+#include "harness/run/divwatch.h"
 #include "harness/run/train.h"
 #include "harness/setup/config.h"
 #include "harness/setup/data.h"
@@ -231,8 +232,8 @@ static void side_restore(struct side *sd)
 
 /* Build the side's backend, data and model; its state after step `upto`: from its
  * checkpoint when that is not later, then replayed; checked against its trace. */
-static enum dt_status side_prepare(struct side *sd, int64_t upto, FILE *out, bool quiet,
-                                   struct dt_error *err)
+static enum dt_status side_prepare(struct side *sd, const struct side *other, int64_t upto,
+                                   FILE *out, bool quiet, struct dt_error *err)
 {
     const struct dt_experiment *exp = &sd->exp;
     struct dt_backend_options bopt = {exp->backend.device == DT_DEVICE_CUDA ? DT_BACKEND_CUDA
@@ -252,20 +253,39 @@ static enum dt_status side_prepare(struct side *sd, int64_t upto, FILE *out, boo
     sd->bs_init = true;
     dt_model_init(m, exp->train.seed, sd->streams.init_stream);
     m->member = sd->member;
+    /* The latest saved state at or before `upto`: the side's checkpoint.bin or
+     * divergence.bin (train.checkpoint_at_divergence), or, for replicas of one run (other
+     * not NULL), the other's divergence.bin: they agree up to k-1 (checked below). */
     const char *how = "the initial weights";
-    char ckpath[PATH_LEN + 32];
-    dt_checkpoint_path(ckpath, sizeof ckpath, sd->dir);
-    if (upto > 0 && dt_path_exists(ckpath)) {
+    static char how_buf[PATH_LEN + 64];
+    const struct {
+        const struct side *sd;
+        const char *file;
+    } cand[] = {{sd, DT_CHECKPOINT_FILE}, {sd, DT_DIVERGENCE_FILE}, {other, DT_DIVERGENCE_FILE}};
+    struct dt_checkpoint best;
+    memset(&best, 0, sizeof best);
+    best.step = -1;
+    for (size_t c = 0; c < sizeof cand / sizeof cand[0]; c++) {
+        if (!cand[c].sd || upto <= 0) continue;
+        char path[PATH_LEN + 32];
+        snprintf(path, sizeof path, "%s/%s", cand[c].sd->dir, cand[c].file);
+        if (!dt_path_exists(path)) continue;
         struct dt_checkpoint ck;
         memset(&ck, 0, sizeof ck);
         struct dt_error ckerr = {0};
-        if (dt_checkpoint_read(&ck, ckpath, &ckerr) == DT_OK && ck.step <= upto &&
-            ck.n_params == m->n_params) {
-            dt_checkpoint_apply(&ck, m);
-            how = "its checkpoint";
-        }
-        dt_checkpoint_free(&ck);
+        if (dt_checkpoint_read(&ck, path, &ckerr) == DT_OK && ck.step <= upto &&
+            ck.step > best.step && ck.n_params == m->n_params) {
+            dt_checkpoint_free(&best);
+            best = ck;
+            if (cand[c].sd == sd && c == 0) how = "its checkpoint";
+            else {
+                snprintf(how_buf, sizeof how_buf, "%s/%s", cand[c].sd->shown, cand[c].file);
+                how = how_buf;
+            }
+        } else dt_checkpoint_free(&ck);
     }
+    if (best.step >= 0) dt_checkpoint_apply(&best, m);
+    dt_checkpoint_free(&best);
     /* Replayed step by step, each hashed step checked against the trace. A policy with
      * unordered reductions or float atomics need not take the same bits again; a segment
      * whose digest misses is re-executed from the last matching state, up to REPLAY_TRIES
@@ -917,7 +937,7 @@ enum dt_status dt_explain(const struct dt_explain_options *opt, FILE *out,
             same_run ? "same config, policy, device and streams: replicas of one run"
                      : "two runs: each side re-executed from its own state");
     for (int i = 0; i < n_sides && st == DT_OK; i++)
-        st = side_prepare(&sides[i], prev, out, opt->quiet, err);
+        st = side_prepare(&sides[i], n_sides == 1 ? &sides[1] : NULL, prev, out, opt->quiet, err);
     if (st != DT_OK) goto done;
     const struct dt_policy pols[2] = {A->pol, B->pol};
     int first = -1, passed = -1;

@@ -51,7 +51,8 @@ char *dt_checkpoint_config_text(const struct dt_experiment *exp)
 static bool key_may_change(const char *key)
 {
     return strcmp(key, "train.steps") == 0 || strcmp(key, "train.checkpoint_every") == 0 ||
-           strcmp(key, "train.check_finite") == 0 || strcmp(key, "hash.async") == 0 ||
+           strcmp(key, "train.check_finite") == 0 ||
+           strcmp(key, "train.checkpoint_at_divergence") == 0 || strcmp(key, "hash.async") == 0 ||
            strncmp(key, "report.", 7) == 0;
 }
 

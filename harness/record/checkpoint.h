@@ -28,9 +28,11 @@
  * The config digest is SHA-256 over the config's "dotted.key=value" lines
  * (dt_checkpoint_config_lines) EXCLUDING the keys that may change on resume without
  * changing the trace: train.steps (a finished run can be extended), train.checkpoint_every,
- * train.check_finite (it only decides whether a fault is named by the per-step scan or,
- * later, by a non-finite loss), hash.async (the trace is the same file either way) and
- * report.* (measured after training). Any other difference refuses the checkpoint, naming the keys.
+ * train.checkpoint_at_divergence (it only adds divergence.bin), train.check_finite (it only
+ * decides whether a fault is named by the per-step scan or, later, by a non-finite loss),
+ * hash.async (the trace is the same file either way) and report.* (measured after
+ * training). Any other difference refuses the checkpoint, naming the keys.
+ * divergence.bin (harness/run/divwatch.h) has this format too.
  */
 #ifndef DT_CHECKPOINT_H
 #define DT_CHECKPOINT_H

@@ -18,6 +18,10 @@
  *     snapshots/step-<8 digits>.bin   weights at step 0 and report.snapshots log-spaced
  *                             steps (harness/record/snapshot.h)
  *     run.json                replica manifest
+ *     checkpoint.bin          train.checkpoint_every, or interrupted (harness/record/checkpoint.h)
+ *     divergence.bin          train.checkpoint_at_divergence, replicas after the first: the
+ *                             state at the last step agreeing with replica 0's trace, written
+ *                             when they first differ (harness/run/divwatch.h)
  * <out>/report.md, summary.csv, cells.csv, drift.csv, plots/   (harness/report)
  * <out>/explain/<cell>.csv     with report.explain: `detrain explain`'s op table for each cell
  *                             whose replicas part ("/" in a cell name becomes "_")

@@ -21,6 +21,7 @@
 #include "core/util.h"
 #include "harness/record/checkpoint.h"
 #include "harness/run/dist.h"
+#include "harness/run/divwatch.h"
 #include "harness/run/hashpipe.h"
 #include "harness/run/overhead.h"
 #include "harness/run/stop.h"
@@ -103,6 +104,7 @@ struct replica {
     bool have_digest, stopped_together;
     uint8_t (*tensor_digests)[DT_DIGEST_BYTES]; /* ranks > 0: their own hashing */
     float *hash_staging;
+    struct dt_divwatch watch; /* train.checkpoint_at_divergence (harness/run/divwatch.h) */
 };
 
 /* The replica's start: its model built, its plan (resume.c) made, rank 0's files opened (cut
@@ -179,6 +181,13 @@ static enum dt_status replica_begin(struct replica *rep, struct run_ctx *c, int 
             st = dt_replica_rank_digest(&rep->io, m, rep->tensor_digests, rep->hash_staging,
                                         rep->digest, err);
             rep->have_digest = true;
+        }
+        if (st == DT_OK && rep->writer && r > 0 && exp->train.checkpoint_at_divergence) {
+            char first[sizeof res->dir], hex[DT_DIGEST_HEX];
+            dt_replica_dir(first, sizeof first, c->opt->out_dir, exp, cell, 0);
+            const bool fresh = how != START_CHECKPOINT;
+            if (fresh) st = dt_replica_rank_digest(&rep->io, m, NULL, NULL, hex, err);
+            if (st == DT_OK) dt_divwatch_begin(&rep->watch, first, m, fresh ? hex : NULL);
         }
     }
     dt_checkpoint_free(&ck);
@@ -273,6 +282,15 @@ static enum dt_status replica_step(struct run_ctx *c, struct replica *rep, int64
             rep->have_digest = true;
         }
         h_ms = rep->hash_ms[rep->n_hash++] = 1e3 * (dt_now_s() - t1);
+        if (st == DT_OK && rep->watch.on) { /* after the timing: the watch is not hashing */
+            char hex[DT_DIGEST_HEX];
+            int64_t wrote;
+            if (rep->multi) memcpy(hex, rep->digest, sizeof hex); /* computed above */
+            else st = dt_replica_rank_digest(io, m, NULL, NULL, hex, err);
+            if (st == DT_OK)
+                st = dt_divwatch_step(&rep->watch, m, s, hex, exp, rep->pol, &rep->streams,
+                                      res->dir, &wrote, err);
+        }
     }
     if (rep->writer) {
         fprintf(io->times, "%" PRId64 ",%.6f,", s, rep->step_ms[s - 1]);
@@ -397,6 +415,7 @@ static enum dt_status replica_end(struct run_ctx *c, struct replica *rep, enum d
 
 static void replica_free(struct replica *rep)
 {
+    dt_divwatch_free(&rep->watch);
     dt_dist_step_free(&rep->dstep);
     free(rep->tensor_digests);
     free(rep->hash_staging);

@@ -194,6 +194,13 @@ static const struct key_row keys[] = {
      .doc = "After every step scan each gradient and weight for NaN/Inf and stop the "
             "replica at the first one, naming the tensor; off = only a non-finite loss "
             "stops it"},
+    {.path = "train.checkpoint_at_divergence", .type = KEY_BOOL,
+     FIELD_(train.checkpoint_at_divergence), .def = "false",
+     .doc = "Each replica after the first compares its digest with replica 0's trace at "
+            "every hashed step and, when it first differs, writes its state at the last "
+            "agreeing step to divergence.bin, from which `detrain explain` starts (a `fast` "
+            "run's steps need not replay the same); costs a synchronous hash and a state "
+            "copy per hashed step until then"},
     {.path = "backend.device", .type = KEY_ENUM, FIELD_(backend.device), .def = "cpu",
      .names = device_names, .doc = "Device the model trains on"},
     {.path = "backend.threads", .type = KEY_INT, FIELD_(backend.threads), .def = "0", .lo = 0,

@@ -66,12 +66,15 @@ struct dt_experiment {
             double momentum;             /* default 0.9, in [0, 1) */
             double weight_decay;         /* default 0, >= 0 */
         } optimizer;
-        uint64_t seed;            /* default 0 */
-        int64_t eval_every;       /* 0 = only at the end; else every N steps */
-        int64_t checkpoint_every; /* 0 = only at an interruption; else every N steps and the
-                                     last (harness/record/checkpoint.h) */
-        bool check_finite;        /* default true: stop a replica at the first NaN/Inf in a
-                                     gradient or weight after each step (harness/run/train.c) */
+        uint64_t seed;                 /* default 0 */
+        int64_t eval_every;            /* 0 = only at the end; else every N steps */
+        int64_t checkpoint_every;      /* 0 = only at an interruption; else every N steps and the
+                                          last (harness/record/checkpoint.h) */
+        bool check_finite;             /* default true: stop a replica at the first NaN/Inf in a
+                                          gradient or weight after each step (harness/run/train.c) */
+        bool checkpoint_at_divergence; /* default false: each replica after the first keeps
+                                          its state at its last step agreeing with replica 0
+                                          (harness/run/divwatch.h) */
     } train;
     struct {
         enum dt_device device; /* default cpu */
