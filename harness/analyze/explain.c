@@ -941,23 +941,37 @@ enum dt_status dt_explain(const struct dt_explain_options *opt, FILE *out,
     if (st != DT_OK) goto done;
     const struct dt_policy pols[2] = {A->pol, B->pol};
     int first = -1, passed = -1;
-    bool structural = false, forced = false;
+    bool structural = false, forced = false, fallback = false;
     static struct agreed agreed;
     agreed.n = 0;
     if (diff.diverged && diff.first_step <= k) read_agreed(&agreed, A, B, diff.first_step);
     int64_t s = prev + 1;
     for (; s <= k && first < 0; s++) {
-        for (int pass = 0; pass < 2 && first < 0; pass++) {
+        /* as they run; then under drawn orders; then, when only outputs the traces agree
+         * on differed as they ran and nothing under drawn orders, as they run again to
+         * name the first of those (fallback) */
+        int passed_natural = -1;
+        for (int pass = 0; pass < 3 && first < 0; pass++) {
             forced = pass == 1;
-            if (forced && (n_sides == 2 || fh.on)) break; /* one pass only */
-            if (forced && dt_backend_set_forced_order(A->be, 0) != DT_OK) break;
+            if (forced && (n_sides == 2 || fh.on ||
+                           dt_backend_set_forced_order(A->be, 0) != DT_OK)) { /* one pass only */
+                forced = false;
+                fallback = passed >= 0;
+                if (fallback) first = passed;
+                break;
+            }
+            if (pass == 2 && passed_natural < 0) break;
             free_execs(ex, n_ex);
             n_ex = n_sides == 2 ? 2 : R;
             st = executions(sides, n_sides, pols, s, R, forced, &fh, ex, err);
             if (st != DT_OK) goto done;
             first = first_difference(ex, n_ex, &structural,
                                      s == diff.first_step && agreed.n ? &agreed : NULL, &passed);
-            if (first < 0 && passed >= 0) first = passed; /* none other: name it anyway */
+            if (pass == 0) passed_natural = passed;
+            else if (first < 0 && passed >= 0) {
+                first = passed;
+                fallback = true;
+            }
         }
         if (first < 0 && s < k) { /* no op differs at s: go on from the state after s */
             for (int i = 0; i < n_sides && st == DT_OK; i++) {
@@ -1005,7 +1019,13 @@ enum dt_status dt_explain(const struct dt_explain_options *opt, FILE *out,
                 e = n_ex;
                 i = first;
             }
-    if (passed >= 0 && passed != first)
+    if (fallback)
+        fprintf(out,
+                "(only outputs of parameters the run's traces agree on after step %" PRId64
+                " (tensors.csv) differ in these executions: the run's own difference did not "
+                "recur; the first of them is named)\n",
+                s);
+    else if (passed >= 0 && passed != first)
         fprintf(out,
                 "(%s %s, op output #%d, differs in these executions too, but the run's traces "
                 "agree on its parameter after step %" PRId64
