@@ -952,6 +952,7 @@ enum dt_status dt_explain(const struct dt_explain_options *opt, FILE *out,
          * name the first of those (fallback) */
         int passed_natural = -1;
         for (int pass = 0; pass < 3 && first < 0; pass++) {
+            if (pass == 2 && passed_natural < 0) break; /* `forced` says the last pass run */
             forced = pass == 1;
             if (forced && (n_sides == 2 || fh.on ||
                            dt_backend_set_forced_order(A->be, 0) != DT_OK)) { /* one pass only */
@@ -960,7 +961,6 @@ enum dt_status dt_explain(const struct dt_explain_options *opt, FILE *out,
                 if (fallback) first = passed;
                 break;
             }
-            if (pass == 2 && passed_natural < 0) break;
             free_execs(ex, n_ex);
             n_ex = n_sides == 2 ? 2 : R;
             st = executions(sides, n_sides, pols, s, R, forced, &fh, ex, err);
