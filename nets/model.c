@@ -60,6 +60,48 @@ enum dt_status dt_model_grad_status(struct dt_model *m, const char *tensor, bool
     return st;
 }
 
+void dt_model_state_save(struct dt_model_state *st, const struct dt_model *m)
+{
+    if (!st->w) {
+        st->n = m->n_params;
+        st->w = dt_xcalloc((size_t)st->n, sizeof *st->w);
+        st->v = dt_xcalloc((size_t)st->n, sizeof *st->v);
+        for (int i = 0; i < st->n; i++) {
+            st->w[i] = dt_xmalloc((size_t)m->params[i].n * sizeof(float));
+            st->v[i] = dt_xmalloc((size_t)m->params[i].n * sizeof(float));
+        }
+    }
+    DT_ASSERT(st->n == m->n_params);
+    for (int i = 0; i < st->n; i++) {
+        const size_t bytes = (size_t)m->params[i].n * sizeof(float);
+        dt_backend_download(m->be, st->w[i], m->params[i].w, bytes);
+        dt_backend_download(m->be, st->v[i], m->params[i].v, bytes);
+    }
+    st->step = m->step;
+}
+
+void dt_model_state_load(const struct dt_model_state *st, struct dt_model *m)
+{
+    DT_ASSERT(st->w && st->n == m->n_params);
+    for (int i = 0; i < st->n; i++) {
+        const size_t bytes = (size_t)m->params[i].n * sizeof(float);
+        dt_backend_upload(m->be, m->params[i].w, st->w[i], bytes);
+        dt_backend_upload(m->be, m->params[i].v, st->v[i], bytes);
+    }
+    m->step = st->step;
+}
+
+void dt_model_state_free(struct dt_model_state *st)
+{
+    for (int i = 0; st->w && i < st->n; i++) {
+        free(st->w[i]);
+        free(st->v[i]);
+    }
+    free(st->w);
+    free(st->v);
+    memset(st, 0, sizeof *st);
+}
+
 void dt_model_destroy(struct dt_model *m)
 {
     if (!m) return;

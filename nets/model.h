@@ -130,6 +130,18 @@ void dt_model_param(struct dt_model *m, int i, const char *name, int ndim, const
                     int64_t fan_in);
 void dt_model_destroy(struct dt_model *m);
 
+/* The trainable state on the host: every parameter's w and v, and the step. Save
+ * allocates on first use (for m's shape); load writes it back. Used to restore a step
+ * (explain), keep the last agreeing state (divwatch) and write checkpoints. */
+struct dt_model_state {
+    int n;
+    float **w, **v;
+    int64_t step;
+};
+void dt_model_state_save(struct dt_model_state *st, const struct dt_model *m);
+void dt_model_state_load(const struct dt_model_state *st, struct dt_model *m);
+void dt_model_state_free(struct dt_model_state *st);
+
 /* Initialise every parameter from the init stream key: parameter i uses layer index i.
  * Host-side, integer-exact uniforms times a correctly rounded sqrt: portable bits. */
 void dt_model_init(struct dt_model *m, uint64_t seed, uint64_t init_replica);

@@ -50,8 +50,7 @@ struct side {
     struct dt_sgd_options sgd;
     struct dt_trace_row *rows;
     int64_t n_rows;
-    float **w_saved, **v_saved; /* the state after step `saved` */
-    int64_t saved;
+    struct dt_model_state saved; /* the state after step saved.step */
 };
 
 /* The folder holding config.json at or above `dir` (at most three levels up). */
@@ -121,16 +120,10 @@ static enum dt_status side_locate(struct side *sd, const char *arg, struct dt_er
 static void side_free(struct side *sd)
 {
     if (sd->m) {
-        if (sd->w_saved)
-            for (int i = 0; i < sd->m->n_params; i++) {
-                free(sd->w_saved[i]);
-                free(sd->v_saved[i]);
-            }
         dt_dist_step_free(&sd->dstep);
         dt_model_destroy(sd->m);
     }
-    free(sd->w_saved);
-    free(sd->v_saved);
+    dt_model_state_free(&sd->saved);
     if (sd->bs_init) dt_batch_stream_free(&sd->bs);
     if (sd->be) dt_backend_resident_free(sd->be, sd->set);
     if (sd->ds_loaded) dt_dataset_free(&sd->ds);
@@ -200,35 +193,9 @@ static enum dt_status side_step(struct side *sd, const struct dt_policy *pol, in
     return DT_OK;
 }
 
-static void side_save(struct side *sd)
-{
-    struct dt_model *m = sd->m;
-    if (!sd->w_saved) {
-        sd->w_saved = dt_xcalloc((size_t)m->n_params, sizeof *sd->w_saved);
-        sd->v_saved = dt_xcalloc((size_t)m->n_params, sizeof *sd->v_saved);
-        for (int i = 0; i < m->n_params; i++) {
-            sd->w_saved[i] = dt_xmalloc((size_t)m->params[i].n * sizeof(float));
-            sd->v_saved[i] = dt_xmalloc((size_t)m->params[i].n * sizeof(float));
-        }
-    }
-    for (int i = 0; i < m->n_params; i++) {
-        const size_t bytes = (size_t)m->params[i].n * sizeof(float);
-        dt_backend_download(sd->be, sd->w_saved[i], m->params[i].w, bytes);
-        dt_backend_download(sd->be, sd->v_saved[i], m->params[i].v, bytes);
-    }
-    sd->saved = m->step;
-}
+static void side_save(struct side *sd) { dt_model_state_save(&sd->saved, sd->m); }
 
-static void side_restore(struct side *sd)
-{
-    struct dt_model *m = sd->m;
-    for (int i = 0; i < m->n_params; i++) {
-        const size_t bytes = (size_t)m->params[i].n * sizeof(float);
-        dt_backend_upload(sd->be, m->params[i].w, sd->w_saved[i], bytes);
-        dt_backend_upload(sd->be, m->params[i].v, sd->v_saved[i], bytes);
-    }
-    m->step = sd->saved;
-}
+static void side_restore(struct side *sd) { dt_model_state_load(&sd->saved, sd->m); }
 
 /* Build the side's backend, data and model; its state after step `upto`: from its
  * checkpoint when that is not later, then replayed; checked against its trace. */
@@ -313,9 +280,9 @@ static enum dt_status side_prepare(struct side *sd, const struct side *other, in
                 side_save(sd);
                 tries = 0;
             } else if (++tries < REPLAY_TRIES) {
-                retried += s - sd->saved;
+                retried += s - sd->saved.step;
                 side_restore(sd);
-                s = sd->saved;
+                s = sd->saved.step;
                 continue;
             } else {
                 return dt_error_set(

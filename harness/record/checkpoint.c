@@ -379,20 +379,16 @@ enum dt_status dt_checkpoint_write(const char *path, const struct dt_experiment 
 
     /* every tensor's w and v on the host, then the digest of w */
     const int n = m->n_params;
-    float **w = dt_xcalloc((size_t)n, sizeof *w), **v = dt_xcalloc((size_t)n, sizeof *v);
+    struct dt_model_state host = {0};
+    dt_model_state_save(&host, m);
     const char **names = dt_xcalloc((size_t)n, sizeof *names);
     int64_t *counts = dt_xcalloc((size_t)n, sizeof *counts);
     for (int i = 0; i < n; i++) {
-        const struct dt_param *p = &m->params[i];
-        w[i] = dt_xmalloc((size_t)p->n * sizeof(float));
-        v[i] = dt_xmalloc((size_t)p->n * sizeof(float));
-        dt_backend_download(m->be, w[i], p->w, (size_t)p->n * sizeof(float));
-        dt_backend_download(m->be, v[i], p->v, (size_t)p->n * sizeof(float));
-        names[i] = p->name;
-        counts[i] = p->n;
+        names[i] = m->params[i].name;
+        counts[i] = m->params[i].n;
     }
     char model_hex[DT_DIGEST_HEX];
-    weights_digest(model_hex, names, (const float *const *)w, counts, n);
+    weights_digest(model_hex, names, (const float *const *)host.w, counts, n);
     uint8_t model_digest[DT_DIGEST_BYTES];
     DT_ASSERT(hex_to_digest(model_digest, model_hex));
     put(&b, model_digest, sizeof model_digest);
@@ -407,13 +403,10 @@ enum dt_status dt_checkpoint_write(const char *path, const struct dt_experiment 
         put_i64(&b, p->n);
     }
     for (int i = 0; i < n; i++) {
-        put(&b, w[i], (size_t)counts[i] * sizeof(float));
-        put(&b, v[i], (size_t)counts[i] * sizeof(float));
-        free(w[i]);
-        free(v[i]);
+        put(&b, host.w[i], (size_t)counts[i] * sizeof(float));
+        put(&b, host.v[i], (size_t)counts[i] * sizeof(float));
     }
-    free(w);
-    free(v);
+    dt_model_state_free(&host);
     free(names);
     free(counts);
     const uint64_t total = (uint64_t)b.len + DT_DIGEST_BYTES;

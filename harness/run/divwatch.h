@@ -30,12 +30,11 @@
 
 struct dt_divwatch {
     bool on;
-    struct dt_trace_row *ref; /* replica 0's trace */
-    int64_t n_ref, next;      /* next: the first row not yet passed */
-    float **w, **v;           /* the state after `step`, per parameter */
-    int n_params;
-    int64_t step; /* -1: none kept */
-    char digest[DT_DIGEST_HEX];
+    struct dt_trace_row *ref;   /* replica 0's trace */
+    int64_t n_ref, next;        /* next: the first row not yet passed */
+    struct dt_model_state kept; /* the state after kept.step (when have_kept) */
+    bool have_kept;
+    char digest[DT_DIGEST_HEX]; /* kept.step's */
 };
 
 /* Start watching (dw->on) when `replica0_dir`'s trace can be read; keep the state after
