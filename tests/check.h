@@ -78,6 +78,15 @@ static int dt_check_failures_;
         fprintf(stderr, "SKIPPED: %s\n", why);                                                     \
         exit(77);                                                                                  \
     } while (0)
+/* A skip because no usable GPU is here (no device, a driver that fails, a build without
+ * CUDA): said with this exact prefix, which scripts/gpu_session.sh's tests stage reads to tell
+ * it from other skips (no MPI, no PyTorch): on the GPU machine this one is a failure. */
+#define DT_SKIP_NO_GPU_PREFIX "SKIPPED (no usable GPU): "
+#define DT_SKIP_NO_GPU(why)                                                                        \
+    do {                                                                                           \
+        fprintf(stderr, DT_SKIP_NO_GPU_PREFIX "%s\n", why);                                        \
+        exit(77);                                                                                  \
+    } while (0)
 
 struct dt_test_case {
     const char *name;

@@ -104,10 +104,7 @@ static inline struct dt_backend *gpu_or_skip(void)
     struct dt_backend *be = NULL;
     struct dt_backend_options opt = {DT_BACKEND_CUDA, 0, 0};
     struct dt_error err;
-    if (dt_backend_create(&be, &opt, &err) != DT_OK) {
-        fprintf(stderr, "skipped: %s\n", err.msg);
-        exit(77);
-    }
+    if (dt_backend_create(&be, &opt, &err) != DT_OK) DT_SKIP_NO_GPU(err.msg);
     return be;
 }
 

@@ -1511,6 +1511,48 @@ DT_TEST(deterministic_notes)
     dt_backend_destroy(g);
 }
 
+/* cuDNN may refuse, at execution, an algorithm it offered (CUDNN_STATUS_NOT_SUPPORTED).
+ * Forced through the seam for all four ops of a layer under portable with conv_algo:
+ * deterministic: every op still succeeds, its note says "refused", and the
+ * bits are those of detrain's own kernels under the same policy (conv_algo: own, i.e. plain
+ * portable). The refused convolutions stay on the own kernels for that shape (their next
+ * notes say so, without the seam); the max-pool backward, not cached, asks cuDNN again. */
+DT_TEST(exec_refused_falls_back)
+{
+    struct dt_backend *g = gpu_or_skip();
+    if (!have_cudnn_or_skip(g)) return;
+    const struct dt_policy pol = policy_of(DT_LEVEL_PORTABLE, "conv_algo", "deterministic");
+    const struct dt_policy own = level(DT_LEVEL_PORTABLE);
+    struct layer l;
+    layer_make(&l, 5, 7);
+    struct layer_out want, got, again;
+    layer_run(g, &l, &own, &want);
+    (void)dt_backend_take_algo_notes(g, NULL, 0);
+    dt_backend_reset_algo_choices(g);
+    CHECK(dt_cudnn_test_refuse_exec(g, 4));
+    layer_run(g, &l, &pol, &got);
+    struct dt_algo_note n[8];
+    int count = dt_backend_take_algo_notes(g, n, 8);
+    CHECK_INT_EQ(count, 4);
+    for (int i = 0; i < count && i < 4; i++) {
+        print_note("refused", &n[i]);
+        CHECK_INT_EQ(n[i].algo, -1);
+        CHECK_STR_EQ(n[i].how, "refused");
+        CHECK_STR_EQ(n[i].name, "own (cuDNN refused at execution)");
+        CHECK(n[i].deterministic);
+    }
+    CHECK(conv_same(&want.c, &got.c, &l.conv, "refused at execution vs own"));
+    CHECK(pool_same(&want.p, &got.p, &l.pool, "refused at execution vs own"));
+    layer_run(g, &l, &pol, &again); /* no seam now */
+    count = dt_backend_take_algo_notes(g, n, 8);
+    CHECK_INT_EQ(count, 4);
+    for (int i = 0; i < count && i < 3; i++) CHECK_STR_EQ(n[i].how, "refused");
+    if (count == 4) CHECK(strcmp(n[3].how, "refused") != 0);
+    layer_out_free(&want), layer_out_free(&got), layer_out_free(&again);
+    layer_free(&l);
+    dt_backend_destroy(g);
+}
+
 /* conv_algo autotune (fast, and portable with that one control): every convolution note
  * says it was timed and names a real algorithm and math mode; the max-pool backward is
  * cuDNN's MAX, which cuDNN does not promise to be deterministic. After a reset the next
@@ -1556,7 +1598,7 @@ DT_TEST(autotune_notes)
 
 #else /* no CUDA in this build: the gpu cases skip */
 
-static void no_cuda(void) { DT_SKIP("built without CUDA"); }
+static void no_cuda(void) { DT_SKIP_NO_GPU("built without CUDA"); }
 DT_TEST(conv_parity) { no_cuda(); }
 DT_TEST(pool_parity) { no_cuda(); }
 DT_TEST(pool_ties_bitwise) { no_cuda(); }
@@ -1565,6 +1607,7 @@ DT_TEST(forced_orders) { no_cuda(); }
 DT_TEST(numeric_errors) { no_cuda(); }
 DT_TEST(deterministic_notes) { no_cuda(); }
 DT_TEST(autotune_notes) { no_cuda(); }
+DT_TEST(exec_refused_falls_back) { no_cuda(); }
 
 #endif
 
@@ -1572,4 +1615,5 @@ DT_TEST_MAIN(DT_CASE(patch_elem_matches_cpu), DT_CASE(col2im_fixed_matches_cpu),
              DT_CASE(col2im_ranked_matches_cpu_forced), DT_CASE(maxpool_out_matches_cpu),
              DT_CASE(maxpool_backward_matches_cpu), DT_CASE(conv_parity), DT_CASE(pool_parity),
              DT_CASE(pool_ties_bitwise), DT_CASE(grid_independence), DT_CASE(forced_orders),
-             DT_CASE(numeric_errors), DT_CASE(deterministic_notes), DT_CASE(autotune_notes))
+             DT_CASE(numeric_errors), DT_CASE(deterministic_notes), DT_CASE(autotune_notes),
+             DT_CASE(exec_refused_falls_back))

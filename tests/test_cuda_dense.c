@@ -1099,7 +1099,7 @@ DT_TEST(deferred_checks)
 
 #else /* no CUDA in this build: the gpu cases skip */
 
-static void no_cuda(void) { DT_SKIP("built without CUDA"); }
+static void no_cuda(void) { DT_SKIP_NO_GPU("built without CUDA"); }
 DT_TEST(dense_parity) { no_cuda(); }
 DT_TEST(loss_parity) { no_cuda(); }
 DT_TEST(grid_independence) { no_cuda(); }

@@ -3,8 +3,10 @@
  * predictions and the metrics must be byte-identical to the CPU's -- the headline claim;
  * at `run_to_run`, five GPU reruns must be identical to each other. The same for LeNet
  * (both pooling variants), whose run_to_run replicas must also record, in algos.csv, only
- * algorithms cuDNN marks deterministic. Every case needs a device and exits 77 (skipped)
- * without one, after the build has linked it. */
+ * algorithms cuDNN marks deterministic. Every gpu case needs a device and exits 77 (skipped)
+ * without one, after the build has linked it. The CPU side of the portable comparisons is
+ * committed (tests/data/gpu_ref), kept current by cpu_references_current (label e2e), so
+ * that no CPU training runs in device time. */
 #include "core/status.h"
 #include "nets/backend.h"
 #include "tests/check.h"
@@ -39,8 +41,8 @@ static void same_files(const char *a, const char *b, const char *rel)
                                         "metrics.csv"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char pa[1024], pb[1024];
-        snprintf(pa, sizeof pa, "%s/%s/%s", a, rel, files[i]);
-        snprintf(pb, sizeof pb, "%s/%s/%s", b, rel, files[i]);
+        snprintf(pa, sizeof pa, "%.800s/%.100s/%.20s", a, rel, files[i]);
+        snprintf(pb, sizeof pb, "%.800s/%.100s/%.20s", b, rel, files[i]);
         if (!dt_path_exists(pa)) continue; /* tensors.csv only with hash.per_tensor */
         if (!dt_files_equal(pa, pb)) {
             fprintf(stderr, "differ: %s and %s\n", pa, pb);
@@ -49,23 +51,140 @@ static void same_files(const char *a, const char *b, const char *rel)
     }
     /* and `detrain compare` says so too (0 = identical) */
     char ra[1024], rb[1024];
-    snprintf(ra, sizeof ra, "%s/%s", a, rel);
-    snprintf(rb, sizeof rb, "%s/%s", b, rel);
+    snprintf(ra, sizeof ra, "%.800s/%.100s", a, rel);
+    snprintf(rb, sizeof rb, "%.800s/%.100s", b, rel);
     int rc = dt_run_capture(out, sizeof out, "'%s' compare '%s' '%s'", EXE, ra, rb);
     if (rc != 0) fprintf(stderr, "%s\n", out);
     CHECK_INT_EQ(rc, 0);
 }
 
-/* The MLP at portable: the GPU trace is the CPU trace, step for step and tensor by
- * tensor; and a different seed changes it (a trace that ignores the weights would pass
+/* ---- the committed CPU references -------------------------------------------------------
+ * The portable cases compare the GPU with CPU runs made beforehand and committed under
+ * tests/data/gpu_ref/<case>/<cell>/replica-0/ (the four files of same_files): no CPU
+ * training in device time. cpu_references_current (label e2e, every make check) retrains
+ * them on the CPU and fails when the CPU bits no longer match the committed files, naming
+ * the command that remakes them (DT_WRITE_GPU_REFS=1 ctest -R cuda_e2e.cpu_references_current). */
+#define REF_DIR DT_SOURCE_DIR "/tests/data/gpu_ref"
+
+/* A short LeNet: a few dozen steps on the first 1,000 training images. */
+#define LENET_SHORT                                                                                \
+    "--set train.steps=24 --set dataset.train_limit=1000 --set dataset.test_limit=200 "            \
+    "--set replicas=1 --set 'policies=[portable]' "
+#define BNN_PORTABLE                                                                               \
+    "--set train.steps=6 --set dataset.train_limit=1000 --set dataset.test_limit=200 "             \
+    "--set model.test_samples=2 --set replicas=1 "                                                 \
+    "--set 'policies=[portable, {base: portable, rng: philox}, {base: portable, rng: stored}]'"
+
+struct ref_case {
+    const char *name;     /* folder under REF_DIR */
+    const char *cfg;      /* config */
+    const char *extra;    /* the overrides of both runs */
+    const char *cells[3]; /* the cells compared (NULL-terminated) */
+    bool fmnist;          /* needs Fashion-MNIST */
+};
+static const struct ref_case ref_cases[] = {
+    {"mlp", TINY, "--set replicas=1 --set 'policies=[portable]'", {"portable"}, false},
+    {"bnn", BNN, BNN_PORTABLE, {"portable", "portable+rng=philox", "portable+rng=stored"}, true},
+    {"lenet_pool2", LENET, LENET_SHORT "--set model.overlap_pool=false", {"portable"}, true},
+    {"lenet_overlap", LENET, LENET_SHORT "--set model.overlap_pool=true", {"portable"}, true},
+};
+static const char *const ref_files[] = {"trace.csv", "tensors.csv", "predictions.csv",
+                                        "metrics.csv"};
+
+static const struct ref_case *ref_case(const char *name)
+{
+    for (size_t i = 0; i < sizeof ref_cases / sizeof ref_cases[0]; i++)
+        if (strcmp(ref_cases[i].name, name) == 0) return &ref_cases[i];
+    DT_ASSERT_MSG(0, "no such reference case");
+    return NULL;
+}
+
+/* Fashion-MNIST where detrain looks for it ($DETRAIN_DATA, else the Debian folder). */
+static bool dt_test_have_fmnist(void)
+{
+    const char *env = getenv("DETRAIN_DATA");
+    char p[1024];
+    snprintf(p, sizeof p, "%s/train-images-idx3-ubyte.gz",
+             env && env[0] ? env : "/usr/share/datasets/fashion-mnist");
+    return dt_path_exists(p);
+}
+
+/* Train reference case `c` on `device` into dir. */
+static void run_case(const struct ref_case *c, const char *dir, const char *device)
+{
+    run_ok(c->cfg, dir, device, c->extra);
+}
+
+/* The GPU run `gpu` of case c equals its committed CPU reference, cell by cell. */
+static void same_as_reference(const struct ref_case *c, const char *gpu)
+{
+    char ref[1024];
+    snprintf(ref, sizeof ref, REF_DIR "/%s", c->name);
+    for (int k = 0; k < 3 && c->cells[k]; k++) {
+        char rel[96];
+        snprintf(rel, sizeof rel, "%.80s/replica-0", c->cells[k]);
+        fprintf(stderr, "%s %s: committed cpu reference vs cuda\n", c->name, c->cells[k]);
+        same_files(ref, gpu, rel);
+    }
+}
+
+/* The committed references are the current CPU bits: each case retrained on the CPU (label
+ * e2e: make check, no GPU involved) gives the committed files byte for byte. With
+ * DT_WRITE_GPU_REFS=1 it writes them instead (after a change of the CPU bits, reviewed). */
+DT_TEST(cpu_references_current)
+{
+    const bool write = getenv("DT_WRITE_GPU_REFS") && strcmp(getenv("DT_WRITE_GPU_REFS"), "1") == 0;
+    int checked = 0;
+    for (size_t i = 0; i < sizeof ref_cases / sizeof ref_cases[0]; i++) {
+        const struct ref_case *c = &ref_cases[i];
+        if (c->fmnist && !dt_test_have_fmnist()) {
+            fprintf(stderr, "%s: no Fashion-MNIST installed: not checked\n", c->name);
+            continue;
+        }
+        char dir[512];
+        snprintf(dir, sizeof dir, TMP "ref_%s", c->name);
+        run_case(c, dir, "cpu");
+        for (int k = 0; k < 3 && c->cells[k]; k++)
+            for (size_t f = 0; f < sizeof ref_files / sizeof ref_files[0]; f++) {
+                char got[1024], want[1024];
+                snprintf(got, sizeof got, "%s/%s/replica-0/%s", dir, c->cells[k], ref_files[f]);
+                snprintf(want, sizeof want, REF_DIR "/%s/%s/replica-0/%s", c->name, c->cells[k],
+                         ref_files[f]);
+                if (!dt_path_exists(got)) { /* tensors.csv only with hash.per_tensor */
+                    if (dt_path_exists(want)) fprintf(stderr, "%s: not written\n", got);
+                    CHECK(!dt_path_exists(want));
+                    continue;
+                }
+                if (write) {
+                    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                                "mkdir -p \"$(dirname '%s')\" && cp '%s' '%s'",
+                                                want, got, want),
+                                 0);
+                    continue;
+                }
+                if (!dt_files_equal(got, want)) {
+                    fprintf(stderr,
+                            "%s differs from the committed %s: the CPU bits changed; if that is "
+                            "intended, remake the references with\n  DT_WRITE_GPU_REFS=1 ctest "
+                            "--test-dir build -R cuda_e2e.cpu_references_current\n",
+                            got, want);
+                    dt_check_failures_++;
+                }
+            }
+        checked++;
+    }
+    if (checked == 0) DT_SKIP("no Fashion-MNIST installed, and the tiny case alone proves little");
+}
+
+/* The MLP at portable: the GPU trace is the committed CPU trace, step for step and tensor
+ * by tensor; and a different seed changes it (a trace that ignores the weights would pass
  * the first check). */
 DT_TEST(mlp_portable_equals_cpu)
 {
     dt_backend_destroy(gpu_or_skip());
-    const char *extra = "--set replicas=1 --set 'policies=[portable]'";
-    run_ok(TINY, TMP "mlp_cpu", "cpu", extra);
-    run_ok(TINY, TMP "mlp_gpu", "cuda", extra);
-    same_files(TMP "mlp_cpu", TMP "mlp_gpu", "portable/replica-0");
+    const struct ref_case *c = ref_case("mlp");
+    run_case(c, TMP "mlp_gpu", "cuda");
+    same_as_reference(c, TMP "mlp_gpu");
     run_ok(TINY, TMP "mlp_gpu_seed", "cuda",
            "--set replicas=1 --set 'policies=[portable]' "
            "--set train.seed=6");
@@ -78,16 +197,9 @@ DT_TEST(mlp_portable_equals_cpu)
 DT_TEST(bnn_portable_equals_cpu)
 {
     dt_backend_destroy(gpu_or_skip());
-    const char *extra = "--set train.steps=6 --set dataset.train_limit=1000 "
-                        "--set dataset.test_limit=200 --set model.test_samples=2 "
-                        "--set replicas=1 "
-                        "--set 'policies=[portable, {base: portable, rng: philox}, "
-                        "{base: portable, rng: stored}]'";
-    run_ok(BNN, TMP "bnn_cpu", "cpu", extra);
-    run_ok(BNN, TMP "bnn_gpu", "cuda", extra);
-    same_files(TMP "bnn_cpu", TMP "bnn_gpu", "portable/replica-0");
-    same_files(TMP "bnn_cpu", TMP "bnn_gpu", "portable+rng=philox/replica-0");
-    same_files(TMP "bnn_cpu", TMP "bnn_gpu", "portable+rng=stored/replica-0");
+    const struct ref_case *c = ref_case("bnn");
+    run_case(c, TMP "bnn_gpu", "cuda");
+    same_as_reference(c, TMP "bnn_gpu");
 }
 
 /* run_to_run on the GPU (cuBLAS in pedantic FP32 with a fixed workspace, fixed-order
@@ -135,11 +247,6 @@ DT_TEST(manifest_names_gpu)
 
 /* ---- LeNet ------------------------------------------------------------------------------ */
 
-/* A short LeNet: a few dozen steps on the first 1,000 training images. */
-#define LENET_SHORT                                                                                \
-    "--set train.steps=24 --set dataset.train_limit=1000 --set dataset.test_limit=200 "            \
-    "--set replicas=1 --set 'policies=[portable]' "
-
 /* Replica folder `rel` of experiment `dir` has no algos.csv and its run.json no
  * "algorithms" (nothing chose an algorithm: the own kernels ran). */
 static void no_algorithm_record(const char *dir, const char *rel)
@@ -156,24 +263,20 @@ static void no_algorithm_record(const char *dir, const char *rel)
     free(json);
 }
 
-/* LeNet at portable, 2x2 pooling and overlapping 3x3/2 pooling: the GPU trace is the CPU
- * trace, step for step and tensor by tensor (convolution backward-data and the pooling
- * scatter in fixed point, every sum in the CPU's order); neither backend records an
- * algorithm choice. */
+/* LeNet at portable, 2x2 pooling and overlapping 3x3/2 pooling: the GPU trace is the
+ * committed CPU trace, step for step and tensor by tensor (convolution backward-data and the
+ * pooling scatter in fixed point, every sum in the CPU's order); no algorithm choice is
+ * recorded (nothing chose one: the own kernels ran). */
 DT_TEST(lenet_portable_equals_cpu)
 {
     dt_backend_destroy(gpu_or_skip());
-    const char *const overlap[2] = {"false", "true"};
+    const char *const names[2] = {"lenet_pool2", "lenet_overlap"};
     for (int o = 0; o < 2; o++) {
-        char extra[512], dc[256], dg[256];
-        snprintf(extra, sizeof extra, LENET_SHORT "--set model.overlap_pool=%s", overlap[o]);
-        snprintf(dc, sizeof dc, TMP "lenet_cpu_%s", overlap[o]);
-        snprintf(dg, sizeof dg, TMP "lenet_gpu_%s", overlap[o]);
-        run_ok(LENET, dc, "cpu", extra);
-        run_ok(LENET, dg, "cuda", extra);
-        fprintf(stderr, "lenet overlap_pool=%s: cpu vs cuda\n", overlap[o]);
-        same_files(dc, dg, "portable/replica-0");
-        no_algorithm_record(dc, "portable/replica-0");
+        const struct ref_case *c = ref_case(names[o]);
+        char dg[256];
+        snprintf(dg, sizeof dg, TMP "%s_gpu", names[o]);
+        run_case(c, dg, "cuda");
+        same_as_reference(c, dg);
         no_algorithm_record(dg, "portable/replica-0");
     }
 }
@@ -255,6 +358,7 @@ DT_TEST(lenet_run_to_run_replicas_identical)
     }
 }
 
-DT_TEST_MAIN(DT_CASE(mlp_portable_equals_cpu), DT_CASE(bnn_portable_equals_cpu),
-             DT_CASE(run_to_run_reruns_identical), DT_CASE(manifest_names_gpu),
-             DT_CASE(lenet_portable_equals_cpu), DT_CASE(lenet_run_to_run_replicas_identical))
+DT_TEST_MAIN(DT_CASE(cpu_references_current), DT_CASE(mlp_portable_equals_cpu),
+             DT_CASE(bnn_portable_equals_cpu), DT_CASE(run_to_run_reruns_identical),
+             DT_CASE(manifest_names_gpu), DT_CASE(lenet_portable_equals_cpu),
+             DT_CASE(lenet_run_to_run_replicas_identical))

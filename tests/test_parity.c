@@ -530,7 +530,7 @@ DT_TEST(gpu_table)
     struct dt_backend *g = NULL;
     struct dt_backend_options bo = {DT_BACKEND_CUDA, 1, 0};
     struct dt_error err;
-    if (dt_backend_create(&g, &bo, &err) != DT_OK) DT_SKIP(err.msg);
+    if (dt_backend_create(&g, &bo, &err) != DT_OK) DT_SKIP_NO_GPU(err.msg);
     const char *missing = dt_backend_missing_op(g);
     dt_backend_destroy(g);
     CHECK(missing == NULL);

@@ -389,6 +389,9 @@ static void cuda_gather(struct dt_backend *be, float *x, int32_t *labels,
     if (r->turn > GATHER_RING) { /* that buffer's last copy must have read it */
         cudaError_t q = cudaEventQuery(r->copied[k]);
         if (q == cudaErrorNotReady) {
+            /* not an error, but it may be left as the last error: clear it so that the next
+             * cudaGetLastError check (a launch's) does not report it */
+            (void)cudaGetLastError();
             be->host_waits++;
             q = cudaEventSynchronize(r->copied[k]);
         }

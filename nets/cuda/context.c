@@ -43,8 +43,11 @@ void *dt_cuda_scratch(struct dt_backend *be, int slot, size_t bytes)
     struct dt_cuda_ctx *c = dt_cuda(be);
     DT_ASSERT(slot >= 0 && slot < DT_CUDA_SCRATCH_SLOTS);
     if (bytes <= c->scratch_bytes[slot] && c->scratch[slot]) return c->scratch[slot];
-    dt_cuda_sync(be); /* queued work may still read the old buffer */
-    if (c->scratch[slot]) DT_CUDA_CHECK(cudaFree(c->scratch[slot]));
+    if (c->scratch[slot]) { /* queued work may still read the old buffer: wait, then free */
+        dt_cuda_sync(be);
+        DT_CUDA_CHECK(cudaFree(c->scratch[slot]));
+        c->scratch[slot] = NULL;
+    }
     size_t grow = bytes + bytes / 2 + 256;
     DT_CUDA_CHECK(cudaMalloc(&c->scratch[slot], grow));
     c->scratch_bytes[slot] = grow;
@@ -56,8 +59,11 @@ void *dt_cuda_host_scratch(struct dt_backend *be, int slot, size_t bytes)
     struct dt_cuda_ctx *c = dt_cuda(be);
     DT_ASSERT(slot >= 0 && slot < DT_CUDA_SCRATCH_SLOTS);
     if (bytes <= c->host_scratch_bytes[slot] && c->host_scratch[slot]) return c->host_scratch[slot];
-    dt_cuda_sync(be);
-    if (c->host_scratch[slot]) DT_CUDA_CHECK(cudaFreeHost(c->host_scratch[slot]));
+    if (c->host_scratch[slot]) { /* an empty slot has nothing queued to wait for */
+        dt_cuda_sync(be);
+        DT_CUDA_CHECK(cudaFreeHost(c->host_scratch[slot]));
+        c->host_scratch[slot] = NULL;
+    }
     size_t grow = bytes + bytes / 2 + 256;
     DT_CUDA_CHECK(cudaMallocHost(&c->host_scratch[slot], grow));
     c->host_scratch_bytes[slot] = grow;

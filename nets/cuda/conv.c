@@ -129,7 +129,8 @@ enum dt_status dt_cuda_maxpool2d_backward(struct dt_backend *be, float *dx, cons
                                           const struct dt_pool2d_shape *s,
                                           const struct dt_policy *pol)
 {
-    if (dt_conv_algo_library(pol)) return dt_cudnn_maxpool2d_backward(be, dx, dy, x, y, s, pol);
+    if (dt_conv_algo_library(pol))
+        return dt_cudnn_maxpool2d_backward(be, dx, dy, x, y, argmax, s, pol);
     struct dt_cuda_ctx *c = dt_cuda(be);
     if (s->K <= s->stride)
         return dt_cuda_launched(be, dt_cuda_maxpool_backward_direct(dx, dy, argmax, s, c->stream),

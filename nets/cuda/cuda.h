@@ -168,7 +168,7 @@ dt_conv2d_forward_fn dt_cudnn_conv2d_forward;
 dt_conv2d_backward_data_fn dt_cudnn_conv2d_backward_data;
 dt_conv2d_backward_weight_fn dt_cudnn_conv2d_backward_weight;
 enum dt_status dt_cudnn_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
-                                           const float *x, const float *y,
+                                           const float *x, const float *y, const int32_t *argmax,
                                            const struct dt_pool2d_shape *s,
                                            const struct dt_policy *pol);
 int dt_cudnn_take_notes(struct dt_backend *be, struct dt_algo_note *notes, int max);
@@ -183,6 +183,11 @@ size_t dt_cudnn_version(void);
 enum dt_status dt_cudnn_reported_determinism(struct dt_backend *be, const char *op,
                                              const struct dt_conv2d_shape *s, int algo,
                                              int *deterministic);
+/* Test seam: the next n cuDNN executions (convolutions, max-pool backward) read as
+ * CUDNN_STATUS_NOT_SUPPORTED before cuDNN is called, as cuDNN may answer at execution for an
+ * algorithm it offered; each such call falls back to detrain's own kernels under the same
+ * policy and notes "fallback at execution". False without cuDNN (or when it cannot start). */
+bool dt_cudnn_test_refuse_exec(struct dt_backend *be, int n);
 
 /* nets/cuda/gather.cu: x (B, dim) and labels gathered from the resident set (pixels or
  * values, set_labels: device memory) by the device indices idx (B of them) */

@@ -14,7 +14,11 @@
  * No algorithm for a shape (none deterministic in FP32, or none that ran): detrain's own
  * kernels for that op and shape (conv_algo: own under the same policy), said once on
  * stderr and in every call's note (algo -1, name "own (...)", how "fallback") -- a run is
- * not refused (PyTorch's rule is to raise; research/anchors-reductions section 3). Not yet:
+ * not refused (PyTorch's rule is to raise; research/anchors-reductions section 3). cuDNN
+ * may also refuse an algorithm it offered when it runs (CUDNN_STATUS_NOT_SUPPORTED at
+ * execution, max-pool backward included): the same fallback then, for that call and, for a
+ * convolution, that shape from then on (name "own (cuDNN refused at execution)", how
+ * "refused"). Not yet:
  * trying cuDNN's NCHW/KCRS descriptors first (issue 21, item 6).
  * A choice is kept per (op, shape) -- as frameworks cache theirs -- until
  * dt_cudnn_reset_choices (every replica starts with one), and every call leaves a note
@@ -58,7 +62,7 @@ enum dt_status dt_cudnn_conv2d_backward_weight(struct dt_backend *be, float *dw,
     return no_cudnn(be, "conv2d_backward_weight");
 }
 enum dt_status dt_cudnn_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
-                                           const float *x, const float *y,
+                                           const float *x, const float *y, const int32_t *argmax,
                                            const struct dt_pool2d_shape *s,
                                            const struct dt_policy *pol)
 {
@@ -68,6 +72,7 @@ int dt_cudnn_take_notes(struct dt_backend *be, struct dt_algo_note *notes, int m
 void dt_cudnn_reset_choices(struct dt_backend *be) {}
 void dt_cudnn_destroy(struct dt_backend *be) {}
 size_t dt_cudnn_version(void) { return 0; }
+bool dt_cudnn_test_refuse_exec(struct dt_backend *be, int n) { return false; }
 enum dt_status dt_cudnn_reported_determinism(struct dt_backend *be, const char *op,
                                              const struct dt_conv2d_shape *s, int algo,
                                              int *deterministic)
@@ -116,6 +121,7 @@ struct choice {
     cudnnMathType_t math;
     size_t workspace;
     bool deterministic;
+    bool refused; /* ALGO_OWN since cuDNN refused the chosen algorithm at execution */
 };
 
 struct dt_cudnn {
@@ -130,7 +136,8 @@ struct dt_cudnn {
     struct choice choices[MAX_CHOICES];
     int n_choices;
     struct dt_algo_note notes[MAX_NOTES];
-    int n_notes; /* notes made since the last take (beyond MAX_NOTES: counted, not kept) */
+    int n_notes;     /* notes made since the last take (beyond MAX_NOTES: counted, not kept) */
+    int refuse_exec; /* test seam (dt_cudnn_test_refuse_exec): executions still to refuse */
 };
 
 size_t dt_cudnn_version(void) { return cudnnGetVersion(); }
@@ -387,7 +394,8 @@ static enum dt_status choose(struct dt_backend *be, struct dt_cudnn *d, enum con
                                  p[i].algo,
                                  p[i].math,
                                  p[i].memory,
-                                 p[i].determinism == CUDNN_DETERMINISTIC};
+                                 p[i].determinism == CUDNN_DETERMINISTIC,
+                                 false};
             continue;
         }
         size_t ws = 0;
@@ -395,7 +403,7 @@ static enum dt_status choose(struct dt_backend *be, struct dt_cudnn *d, enum con
             p[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
             !workspace_for(d, op, p[i].algo, &ws))
             continue;
-        ch = (struct choice){op, mode, *s, p[i].algo, CUDNN_FMA_MATH, ws, true};
+        ch = (struct choice){op, mode, *s, p[i].algo, CUDNN_FMA_MATH, ws, true, false};
     }
     if (ch.algo < 0) { /* detrain's own kernels for this op and shape (file comment) */
         char shape[64];
@@ -428,9 +436,10 @@ static void note_conv(struct dt_cudnn *d, const struct choice *ch, const struct 
     char shape[64];
     conv_shape_text(shape, sizeof shape, &ch->s);
     if (ch->algo == ALGO_OWN) { /* deterministic when the policy's sums and scatters are */
-        add_note(d, op_names[ch->op], shape, -1, "own (no cuDNN algorithm)",
+        add_note(d, op_names[ch->op], shape, -1,
+                 ch->refused ? "own (cuDNN refused at execution)" : "own (no cuDNN algorithm)",
                  dt_reduction_ordered(pol) && dt_atomics_exact(pol),
-                 dt_math_fast(pol) ? "default(tf32)" : "fma", "fallback");
+                 dt_math_fast(pol) ? "default(tf32)" : "fma", ch->refused ? "refused" : "fallback");
         return;
     }
     add_note(d, op_names[ch->op], shape, ch->algo, algo_name(ch->op, ch->algo), ch->deterministic,
@@ -443,6 +452,38 @@ static struct dt_policy own_policy(const struct dt_policy *pol)
     struct dt_policy own = *pol;
     own.conv_algo = DT_CONV_ALGO_OWN;
     return own;
+}
+
+/* An execution's status, through the test seam: the next `refuse_exec` executions read as
+ * CUDNN_STATUS_NOT_SUPPORTED before cuDNN is called (nothing launched, as cuDNN does when it
+ * refuses). */
+static bool refused_by_seam(struct dt_cudnn *d)
+{
+    if (d->refuse_exec <= 0) return false;
+    d->refuse_exec--;
+    return true;
+}
+
+/* cuDNN refused an algorithm it had offered, at execution (CUDNN_STATUS_NOT_SUPPORTED: it
+ * can say so only then, for a shape, layout or workspace its heuristics passed): the choice
+ * becomes detrain's own kernels for this op and shape from now on, said once on stderr, and
+ * the call's note, already made, is rewritten as a fallback ("how" = "fallback at
+ * execution"). The caller then runs its op with own_policy. */
+static void fall_back_at_execution(struct dt_cudnn *d, const struct choice *ch,
+                                   const struct dt_policy *pol)
+{
+    char shape[64];
+    conv_shape_text(shape, sizeof shape, &ch->s);
+    fprintf(stderr,
+            "detrain: cuDNN %zu refused %s algorithm %d (%s) for %s when it ran "
+            "(CUDNN_STATUS_NOT_SUPPORTED); detrain's own kernels run it (algos.csv says so)\n",
+            cudnnGetVersion(), op_names[ch->op], ch->algo, algo_name(ch->op, ch->algo), shape);
+    for (int i = 0; i < d->n_choices; i++)
+        if (&d->choices[i] == ch) d->choices[i].algo = ALGO_OWN, d->choices[i].refused = true;
+    if (d->n_notes > 0 && d->n_notes <= MAX_NOTES) { /* this call's note, made before it ran */
+        d->n_notes--;
+        note_conv(d, ch, pol);
+    }
 }
 
 /* Set up (state, choice, workspace) for one convolution call. */
@@ -478,10 +519,18 @@ enum dt_status dt_cudnn_conv2d_forward(struct dt_backend *be, float *y, const fl
     DT_FORWARD_IF_ERROR(dt_cuda_launched(be, dt_cuda_transpose(wk, w, Kp, s->K_out, st),
                                          "conv2d_forward weights to KRSC"));
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_TRY(cudnnConvolutionForward(d->h, &one, d->xd, x, d->wd, wk, d->cd,
-                                      (cudnnConvolutionFwdAlgo_t)ch->algo, ws, ch->workspace, &zero,
-                                      d->yd, y),
-              "conv2d_forward");
+    cudnnStatus_t cst = refused_by_seam(d)
+                            ? CUDNN_STATUS_NOT_SUPPORTED
+                            : cudnnConvolutionForward(d->h, &one, d->xd, x, d->wd, wk, d->cd,
+                                                      (cudnnConvolutionFwdAlgo_t)ch->algo, ws,
+                                                      ch->workspace, &zero, d->yd, y);
+    if (cst == CUDNN_STATUS_NOT_SUPPORTED) {
+        fall_back_at_execution(d, ch, pol);
+        const struct dt_policy own = own_policy(pol);
+        return dt_cuda_conv2d_forward(be, y, x, w, bias, s, &own);
+    }
+    if (cst != CUDNN_STATUS_SUCCESS)
+        return cudnn_failed(be, cst, "cudnnConvolutionForward", "conv2d_forward");
     return dt_cuda_launched(be, dt_cuda_bias_add(y, bias, s->B * s->OH * s->OW, s->K_out, st),
                             "conv2d_forward bias");
 }
@@ -505,10 +554,18 @@ enum dt_status dt_cudnn_conv2d_backward_data(struct dt_backend *be, float *dx, c
         dt_cuda_launched(be, dt_cuda_transpose(wk, w, Kp, s->K_out, dt_cuda(be)->stream),
                          "conv2d_backward_data weights to KRSC"));
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_TRY(cudnnConvolutionBackwardData(d->h, &one, d->wd, wk, d->yd, dy, d->cd,
-                                           (cudnnConvolutionBwdDataAlgo_t)ch->algo, ws,
-                                           ch->workspace, &zero, d->xd, dx),
-              "conv2d_backward_data");
+    cudnnStatus_t st = refused_by_seam(d)
+                           ? CUDNN_STATUS_NOT_SUPPORTED
+                           : cudnnConvolutionBackwardData(d->h, &one, d->wd, wk, d->yd, dy, d->cd,
+                                                          (cudnnConvolutionBwdDataAlgo_t)ch->algo,
+                                                          ws, ch->workspace, &zero, d->xd, dx);
+    if (st == CUDNN_STATUS_NOT_SUPPORTED) {
+        fall_back_at_execution(d, ch, pol);
+        const struct dt_policy own = own_policy(pol);
+        return dt_cuda_conv2d_backward_data(be, dx, dy, w, s, &own);
+    }
+    if (st != CUDNN_STATUS_SUCCESS)
+        return cudnn_failed(be, st, "cudnnConvolutionBackwardData", "conv2d_backward_data");
     return DT_OK;
 }
 
@@ -528,16 +585,25 @@ enum dt_status dt_cudnn_conv2d_backward_weight(struct dt_backend *be, float *dw,
     float *dwk =
         dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_WEIGHTS, (size_t)(Kp * s->K_out) * sizeof(float));
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_TRY(cudnnConvolutionBackwardFilter(d->h, &one, d->xd, x, d->yd, dy, d->cd,
+    cudnnStatus_t st =
+        refused_by_seam(d)
+            ? CUDNN_STATUS_NOT_SUPPORTED
+            : cudnnConvolutionBackwardFilter(d->h, &one, d->xd, x, d->yd, dy, d->cd,
                                              (cudnnConvolutionBwdFilterAlgo_t)ch->algo, ws,
-                                             ch->workspace, &zero, d->wd, dwk),
-              "conv2d_backward_weight");
+                                             ch->workspace, &zero, d->wd, dwk);
+    if (st == CUDNN_STATUS_NOT_SUPPORTED) {
+        fall_back_at_execution(d, ch, pol);
+        const struct dt_policy own = own_policy(pol);
+        return dt_cuda_conv2d_backward_weight(be, dw, x, dy, s, &own);
+    }
+    if (st != CUDNN_STATUS_SUCCESS)
+        return cudnn_failed(be, st, "cudnnConvolutionBackwardFilter", "conv2d_backward_weight");
     return dt_cuda_launched(be, dt_cuda_transpose(dw, dwk, s->K_out, Kp, dt_cuda(be)->stream),
                             "conv2d_backward_weight weights from KRSC");
 }
 
 enum dt_status dt_cudnn_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
-                                           const float *x, const float *y,
+                                           const float *x, const float *y, const int32_t *argmax,
                                            const struct dt_pool2d_shape *s,
                                            const struct dt_policy *pol)
 {
@@ -556,16 +622,36 @@ enum dt_status dt_cudnn_maxpool2d_backward(struct dt_backend *be, float *dx, con
                                          (int)s->C, (int)s->OH, (int)s->OW),
               what);
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_TRY(
-        cudnnPoolingBackward(d->h, d->pd, &one, d->yd, y, d->yd, dy, d->xd, x, &zero, d->xd, dx),
-        what);
     char shape[64];
     snprintf(shape, sizeof shape, "%lldx%lldx%lld k%lld s%lld p%lld b%lld", (long long)s->H,
              (long long)s->W, (long long)s->C, (long long)s->K, (long long)s->stride,
              (long long)s->pad, (long long)s->B);
+    cudnnStatus_t st = refused_by_seam(d) ? CUDNN_STATUS_NOT_SUPPORTED
+                                          : cudnnPoolingBackward(d->h, d->pd, &one, d->yd, y, d->yd,
+                                                                 dy, d->xd, x, &zero, d->xd, dx);
+    if (st == CUDNN_STATUS_NOT_SUPPORTED) { /* refused at execution: detrain's own kernel */
+        fprintf(stderr,
+                "detrain: cuDNN %zu refused max-pool backward (%s) for %s when it ran "
+                "(CUDNN_STATUS_NOT_SUPPORTED); detrain's own kernel runs it (algos.csv says "
+                "so)\n",
+                cudnnGetVersion(), det ? "MAX_DETERMINISTIC" : "MAX", shape);
+        add_note(d, "pool_bwd", shape, -1, "own (cuDNN refused at execution)",
+                 dt_atomics_exact(pol), "fp32", "refused");
+        const struct dt_policy own = own_policy(pol);
+        return dt_cuda_maxpool2d_backward(be, dx, dy, x, y, argmax, s, &own);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return cudnn_failed(be, st, "cudnnPoolingBackward", what);
     /* cuDNN documents MAX_DETERMINISTIC as deterministic and promises nothing for MAX */
     add_note(d, "pool_bwd", shape, -1, det ? "MAX_DETERMINISTIC" : "MAX", det, "fp32", "fixed");
     return DT_OK;
+}
+
+bool dt_cudnn_test_refuse_exec(struct dt_backend *be, int n)
+{
+    struct dt_cudnn *d = state(be);
+    if (!d) return false;
+    d->refuse_exec = n;
+    return true;
 }
 
 enum dt_status dt_cudnn_reported_determinism(struct dt_backend *be, const char *op,
