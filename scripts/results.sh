@@ -29,8 +29,8 @@ declare -A writes=(
   [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
   [runs]="results/cpu/runs/: quickstart/ lenet/ bnn/ (summary.csv, run.json), times.txt, explain-quickstart.txt|csv"
   [controls]="results/cpu/controls/: summary.csv cells.csv report.md config.json run.json"
-  [dist]="results/cpu/dist/: plain/ np1/ .. np4/ and their .log, report.md, ranks.csv (mpirun)"
-  [overhead_matrix]="results/cpu/overhead_matrix/: the matrix folder (cpu entries), without predictions.csv and tensors.csv"
+  [dist]="results/cpu/dist/: plain/ np1/ .. np4/ and their .log, report.md, ranks.csv, per-step.tar.xz (the replicas' per-step CSVs) (mpirun)"
+  [overhead_matrix]="results/cpu/overhead_matrix/: the matrix folder (cpu entries), without predictions.csv and tensors.csv; the replicas' per-step CSVs in per-step.tar.xz"
   [bnn-rng]="results/cpu/bnn-rng/: bench.txt"
   [noise_sources]="results/cpu/noise_sources/: mlp/ and lenet/ (reports, csv files, config.json, run.json, explain/, plots/)"
   [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md"
@@ -92,6 +92,22 @@ replace_folder() {
   cp -r "$src"/. "$dest"/
 }
 
+# pack_per_step DIR: the replicas' per-step files (trace.csv, tensors.csv, predictions.csv,
+# times.csv, metrics.csv under replica-*/) into DIR/per-step.tar.xz, then removed: they are
+# most of the committed bytes, and committed results travel with every GPU call (64 MiB in
+# all, scripts/gpu_session.sh payload). The archive is reproducible (sorted names, fixed
+# owner and times); `tar -xJf DIR/per-step.tar.xz -C DIR` puts the files back in place.
+pack_per_step() {
+  local dir=$1 list
+  list=$(cd "$dir" && find . -path '*/replica-*' -type f \( -name trace.csv -o -name tensors.csv \
+           -o -name predictions.csv -o -name times.csv -o -name metrics.csv \) | LC_ALL=C sort)
+  [ -n "$list" ] || return 0
+  (cd "$dir" && printf '%s\n' "$list" |
+     tar -cf - --no-recursion --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -T - |
+     xz -9e -T1 >per-step.tar.xz) || die "pack_per_step: packing $dir failed"
+  (cd "$dir" && printf '%s\n' "$list" | xargs rm -f)
+}
+
 # ---- the parts (commands as in each folder's README.md) ---------------------------------------
 
 # results/cpu/exact-one-pass/README.md: detrain bench of the MLP (batch 256, 64) and LeNet;
@@ -150,6 +166,7 @@ part_dist() {
   command -v mpirun >/dev/null || { say "dist: no mpirun (scripts/setup.sh installs openmpi-bin)"; return 1; }
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     bash scripts/ranks.sh configs/dist.yaml "$tmp/dist_new" 1 2 3 4
+  pack_per_step "$tmp/dist_new"
   replace_folder "$tmp/dist_new" results/cpu/dist
 }
 
@@ -159,6 +176,7 @@ part_overhead_matrix() {
   local o=$tmp/om
   "$DETRAIN" run configs/overhead_matrix.yaml --out "$o" --quiet
   find "$o" -path '*/replica-*' \( -name predictions.csv -o -name tensors.csv \) -delete
+  pack_per_step "$o"
   replace_folder "$o" results/cpu/overhead_matrix
 }
 
