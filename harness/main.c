@@ -31,7 +31,7 @@ static const char usage_text[] =
     "the weights at every step, and tells you where and why replicas diverge.\n"
     "\n"
     "commands:\n"
-    "  run CONFIG [--out DIR] [--only NAME,...] [--set KEY=VALUE]... [--quiet]\n"
+    "  run CONFIG [--out DIR] [--only NAME,...] [--set KEY=VALUE]... [--quiet] [--dry-run]\n"
     "        [--resume DIR | --overwrite]\n"
     "        Train every cell (vary setting x policy) x replica of the experiment in\n"
     "        CONFIG (YAML), measure each policy's step time against fast (alternated),\n"
@@ -57,6 +57,8 @@ static const char usage_text[] =
     "        --resume goes on with it or --overwrite removes it whole first; a second\n"
     "        run into a folder being written refuses at once (DIR/.detrain.lock). Every\n"
     "        check comes before the first write: a refused run changes nothing.\n"
+    "        --dry-run loads and checks CONFIG with its --set overrides (every matrix\n"
+    "        entry resolved), prints what would be trained, and writes nothing.\n"
     "  report DIR [--no-plots] [--quiet]\n"
     "        Rebuild DIR/report.md, summary.csv (one row per cell), cells.csv (one row\n"
     "        per cell and replica pair), drift.csv and DIR/plots/*.svg|png (gnuplot;\n"
@@ -190,12 +192,55 @@ static int parse_count(const char *s, long long *out)
     return 0;
 }
 
+/* One line for a resolved experiment: what `run` would train (run --dry-run). */
+static void dry_line(const struct dt_experiment *e, const char *out)
+{
+    char pols[512] = "";
+    size_t len = 0;
+    for (int p = 0; p < e->n_policies && len + 2 < sizeof pols; p++)
+        len += (size_t)snprintf(pols + len, sizeof pols - len, "%s%s", p ? ", " : "",
+                                e->policies[p].name);
+    printf("  %s: model %s, %s, %lld steps, batch %lld, policies [%s], %d vary setting(s) x %d "
+           "replica(s) -> %s\n",
+           e->name, dt_model_kind_names[e->model.kind],
+           e->backend.device == DT_DEVICE_CUDA ? "cuda" : "cpu", (long long)e->train.steps,
+           (long long)e->train.batch, pols, e->n_vary, e->replicas, out);
+}
+
+/* run --dry-run: the config and its --set overrides loaded and checked as `run` would
+ * (every entry of a matrix resolved), one line per experiment; nothing is opened, trained or
+ * written. Exit 0, or 2 with the loader's file:line:column message. */
+static int run_dry(const struct dt_experiment *exp, const char *config, const char *const *sets,
+                   int n_sets, const char *out)
+{
+    printf("dry run: %s parses%s (nothing trained or written)\n", config,
+           exp->n_matrix ? " as a matrix" : "");
+    if (exp->n_matrix == 0) {
+        dry_line(exp, out);
+        return 0;
+    }
+    struct dt_experiment *e = dt_xcalloc(1, sizeof *e);
+    for (int k = 0; k < exp->n_matrix; k++) {
+        struct dt_error err = {0};
+        enum dt_status st = dt_config_load_entry(e, config, k, sets, n_sets, &err);
+        if (st != DT_OK) {
+            free(e);
+            return report(st, &err);
+        }
+        char dir[1400];
+        snprintf(dir, sizeof dir, "%s/%s", out, exp->matrix[k]);
+        dry_line(e, dir);
+    }
+    free(e);
+    return 0;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     const char *config = NULL, *out = NULL, *only = NULL, *resume = NULL;
     const char *sets[MAX_SETS];
     int n_sets = 0;
-    bool quiet = false, overwrite = false;
+    bool quiet = false, overwrite = false, dry = false;
     for (int i = 2; i < argc;) {
         int used = take_set(argc, argv, i, sets, &n_sets);
         if (used == -2) return 2;
@@ -224,6 +269,9 @@ static int cmd_run(int argc, char **argv)
             i++;
         } else if (strcmp(argv[i], "--overwrite") == 0) {
             overwrite = true;
+            i++;
+        } else if (strcmp(argv[i], "--dry-run") == 0) {
+            dry = true;
             i++;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             return usage_error("run: unknown option '%s'", argv[i]);
@@ -267,6 +315,11 @@ static int cmd_run(int argc, char **argv)
     if (!out) {
         snprintf(out_buf, sizeof out_buf, "results/%s", exp->name);
         out = out_buf;
+    }
+    if (dry) {
+        int rc = run_dry(exp, config, sets, n_sets, out);
+        free(exp);
+        return rc;
     }
     char command[4096];
     join_command(command, sizeof command, argc, argv);

@@ -147,6 +147,15 @@ do_fetch() {
   printf '# scripts/gpu_deps.sh fetch, %s: package file bytes sha256\n%s' \
     "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$manifest" >"$dir/MANIFEST"
   exclude_from_git "$dir"
+  # The same list, tracked: what a GPU call carries is counted from it where the fetched
+  # folder is absent (CI: scripts/gpu_session.sh payload, test scripts.payload_fits).
+  local repo_root
+  repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  if ! cmp -s "$dir/MANIFEST" "$repo_root/scripts/gpu_deps.manifest" 2>/dev/null; then
+    grep -v '^#' "$dir/MANIFEST" | cmp -s - <(grep -v '^#' "$repo_root/scripts/gpu_deps.manifest" 2>/dev/null) ||
+      { cp "$dir/MANIFEST" "$repo_root/scripts/gpu_deps.manifest"
+        note "scripts/gpu_deps.manifest updated (commit it: the payload check counts it)"; }
+  fi
   note "fetched $got, kept $kept already there: ${#packages[@]} packages in $dir"
   echo "total: $(du -ch "$dir"/*.deb | tail -1 | cut -f1) in $(ls "$dir"/*.deb | wc -l) .deb files ($dir)"
 }

@@ -1,74 +1,96 @@
 #!/usr/bin/env bash
-# The GPU session: build detrain with CUDA on a GPU machine, run its GPU tests, train the
-# quickstart, LeNet and the Bayesian MLP on the CPU and the GPU, compare their portable
-# traces, build the cross-device digest table, run the overhead matrix, benchmark detrain
-# and PyTorch, and record the machine, the versions, every command and its log under
-# results/<gpu-name>/. Run in the repo root:
+# The GPU session in one call: everything a lent GPU must tell, in the order that matters,
+# each stage under its own time cap, the whole under --time-limit, results written as each
+# stage ends. Run in the repo root of the device machine (docs/gpu.md has the exact call):
 #
-#   scripts/gpu_session.sh [OPTIONS] STEP...
-#       STEP: info build smoke tests memcheck racecheck sanitize runs bench torch crossdev
-#             matrix all, or a call of the plan: call1 call2 call3 call4
+#   scripts/gpu_session.sh --time-limit 420 --out "$OUT" first-light
 #
-# A step that fails is marked FAILED and the next step runs anyway; the session ends with a
-# summary and exits 1 when anything failed. `info` runs first in every session. Steps are
-# separate so that a session can be split over several calls (a call may be limited to 10
-# minutes, and each may land on a fresh machine: start each call's list with `build`).
-# Dependencies come from a folder made by `scripts/gpu_deps.sh fetch` (see docs/gpu.md).
+# first-light = info build smoke tests crossdev replicas bench torch memcheck. A stage that
+# fails does not stop the next, except `build`: a configure or build failure prints its error
+# tail and ends the call at once (there is then time to fix it and call again). After every
+# stage, --out DIR gets summary.txt (one table: stage, verdict, time, key numbers, the first
+# failure) and results-<gpu>.tar.gz (results/<gpu>/), so a call cut short still returns
+# everything done so far. Other verbs (no GPU needed): `kind` (which device kind the next
+# lease should ask for), `payload` (what a GPU call carries, against the 64 MiB limit).
+# Dependencies come from a folder made by `scripts/gpu_deps.sh fetch` (docs/gpu.md).
 set -uo pipefail
 
 orig_pwd=$PWD
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo" || exit 2
 
+# ---- the plan ---------------------------------------------------------------------------------
+# Stages in run order, and each one's cap in seconds (the first light's caps sum to 420:
+# docs/gpu.md gives the estimate of what each needs on an H100 and its basis).
+first_light=(info build smoke tests crossdev replicas bench torch memcheck)
+later=(racecheck matrix) # for a later call or lease; not part of the first light
+declare -A cap_of=([info]=15 [build]=120 [smoke]=40 [tests]=75 [crossdev]=40 [replicas]=40
+                   [bench]=40 [torch]=40 [memcheck]=10 [racecheck]=240 [matrix]=400)
+# memcheck runs last, on what --time-limit leaves (at least its cap when there is no limit).
+# The gpu test cases memcheck takes, smallest first (compute-sanitizer is 10-100x slower).
+memcheck_cases=(cuda.elementwise_parity cuda_dense.dense_parity cuda_dense.loss_parity
+                cuda.resident_gather_parity cuda_bnn.gpu_bnn_elementwise_parity
+                cuda_conv.pool_parity cuda_conv.conv_parity exact.cuda_exact_sum_equals_cpu
+                hashpipe.cuda_copy_out_exact cuda_dense.deferred_checks)
+models=(mlp lenet bnn)
+declare -A config_of=([mlp]=configs/quickstart.yaml [lenet]=configs/lenet.yaml [bnn]=configs/bnn.yaml)
+payload_limit_mib=56 # the device's 64 MiB, less a margin (tracked + untracked + carried)
+
 usage() {
   cat >&2 <<'EOF'
-usage: scripts/gpu_session.sh [OPTIONS] STEP...
-steps (run in the order given; `info` always first):
-  info    nvidia-smi, driver, nvcc, cuBLAS/cuDNN/PyTorch versions, host, git revision
-  build   configure BUILD with -DDETRAIN_CUDA=ON (cuDNN from the toolkit, else from the
-          Python environment's site-packages/nvidia/cudnn) and build it
-  smoke   5 steps of the MLP, LeNet and the BNN at fast, run_to_run and portable on cuda
-          with CUDA_LAUNCH_BLOCKING=1 (a failing kernel is named where it fails)
-  tests   ctest -L gpu (a skipped test fails the step); CPU-only tests never run here
-  memcheck  every gpu-labelled test case under compute-sanitizer --tool memcheck
-          (--error-exitcode 1); any error, or a skipped case, fails the step; the log in
-          RESULTS/logs/sanitize-memcheck.log
-  racecheck  the same under --tool racecheck
-  sanitize  memcheck, then racecheck
-  runs    on cuda only: the MLP, LeNet and the BNN (100 steps, fast, run_to_run and
-          portable, 5 replicas); run_to_run and portable replicas must match replica 0,
-          fast's are compared and recorded, and portable replica 0 must match the
-          committed CPU reference (results/cpu/crossdev-t2, made beforehand)
-  bench   detrain bench on cuda (quickstart at batch 256 and 64, bnn, lenet with and
-          without model.overlap_pool) and quickstart on cpu
-  torch   scripts/bench_torch.py: the quickstart MLP (default, TF32, deterministic modes)
-          and LeNet (default, benchmark, deterministic; 2x2 and overlapping pools)
-  crossdev  scripts/cross_device.sh run: the portable runs of the three models on cuda,
-          then the table against the committed CPU references results/cpu/crossdev-t2
-          and -t1 into RESULTS/cross_device.md: every digest must be equal (no CPU
-          training here: without the references the step fails)
-  matrix  detrain run configs/overhead_matrix.yaml --out RESULTS/overhead_matrix
-  all     every step above
-the plan for a lent GPU (each call within 540 s, each leaving --tar; before call 1, on your
-own machine: `scripts/gpu_deps.sh fetch`, the CPU references of results/cpu/crossdev-t1|t2
-(results/cpu/crossdev-README.md) and a --dry-run of all):
-  call1   build smoke tests memcheck      (what only a GPU can tell, first)
-  call2   runs crossdev                   (cross-device and replica comparisons)
-  call3   bench torch                     (benchmarks against PyTorch)
-  call4   matrix racecheck                (if device time is left)
+usage: scripts/gpu_session.sh [OPTIONS] first-light | STAGE...
+       scripts/gpu_session.sh kind | payload [--limit-mib N] [--deps DIR]
+stages (run in this order whatever the order given; `info` always first; caps in seconds):
+  info      15  nvidia-smi, driver, compute capability, nvcc/cuBLAS/cuDNN/PyTorch versions,
+                host, git revision or DT_GIT_REV, a SHA-256 of every source file
+  build    120  the .debs of --deps unpacked; configure BUILD for this GPU's architecture only
+                (DT_CUDA_ARCHS overrides), cuDNN required (DETRAIN_CUDNN_ROOT, else the
+                toolkit's, else the Python environment's nvidia/cudnn); build `detrain` and
+                the gpu-labelled test executables only. A failure prints the error tail and
+                ends the call.
+  smoke     40  the MLP, LeNet and the BNN at fast, run_to_run and portable, 5 steps each,
+                CUDA_LAUNCH_BLOCKING=1 (a faulting kernel is named by the op that launched it)
+  tests     75  ctest -L gpu (-LE mpi without mpirun); a test skipped for want of a usable
+                GPU fails the stage, other skips are listed with their reasons
+  crossdev  40  the portable runs of the three models on cuda (100 steps, per-tensor digests)
+                against the committed CPU references results/cpu/crossdev-t2 (and -t1, and
+                every other GPU's committed crossdev): RESULTS/cross_device.md, a column each
+  replicas  40  each model at run_to_run and fast, 3 replicas, 30 steps, nothing varied:
+                run_to_run replicas must be identical; fast's first divergent step and
+                distinct digests recorded
+  bench     40  detrain bench on cuda, short: every level against fast per model, hashing
+                share, host waits per step
+  torch     40  scripts/bench_torch.py: PyTorch default and deterministic, MLP and LeNet
+  memcheck  10+ a subset of the gpu test cases under compute-sanitizer memcheck, one by one,
+                on whatever time is left
+  racecheck 240 (later call) every gpu test case under compute-sanitizer racecheck
+  matrix   400 (later call) detrain run configs/overhead_matrix.yaml
+  first-light = info build smoke tests crossdev replicas bench torch memcheck (caps sum 420)
+verbs:
+  kind      the device kind the next lease should ask for: the other one of nvidia-h100-x1
+            and nvidia-h200 when results/ holds one GPU kind's first light, so that the
+            cross-device table gains a second architecture
+  payload   tracked + untracked-not-ignored files + the deps folder (or, where it is absent,
+            the size scripts/gpu_deps.manifest records), against --limit-mib (default 56):
+            MiB in all and the largest contributors; exit 1 when over
 options:
+  --out DIR         after every stage: DIR/summary.txt and DIR/results-<gpu>.tar.gz
+  --time-limit S    the whole call's wall time: no command starts with under 5 s left, a
+                    running one is cut at its stage's cap or the limit, whichever is first
+  --cap STAGE=S     another cap for one stage (repeatable)
   --deps DIR        .debs from `scripts/gpu_deps.sh fetch` (default .gpu-deps; `none` = the
-                    host's own packages); unpacked into --prefix and sourced
+                    host's packages); unpacked into --prefix and sourced
   --prefix DIR      where the .debs go (default /tmp/detrain-deps)
   --build DIR       build folder (default build-gpu)
   --results DIR     results folder (default results/<gpu name from nvidia-smi>)
-  --tar FILE        at the end, pack the results folder into FILE (.tar.gz)
-  --time-limit S    stop starting commands after S seconds and cut a running one short,
-                    so that the summary and --tar still happen (e.g. 540 under a 10-minute cap)
   --jobs N          build and test parallelism (default: number of CPUs)
-  --dry-run         print the commands; run nothing
-environment: DT_CUDA_ARCHS (default: the GPU's compute capability, e.g. 90; `default` =
-  the project's fat binary), DT_GIT_REV (recorded when there is no .git), DT_GPU_NAME.
+  --dry-run         print the plan (every command, each stage's cap and their sum); run nothing
+  --check-configs DETRAIN   with --dry-run: every `detrain run` and `bench` of the plan checked
+                    with `DETRAIN run CONFIG --set ... --dry-run` (a config that does not parse
+                    fails the dry run)
+environment: DT_CUDA_ARCHS (default: the GPU's compute capability, e.g. 90; `default` = the
+  project's fat binary), DETRAIN_CUDNN_ROOT, DT_GIT_REV (recorded when there is no .git),
+  DT_GPU_NAME (the GPU's name, for dry runs and tests).
 EOF
   exit 2
 }
@@ -80,63 +102,191 @@ gpu_query() { # FIELD: nvidia-smi's value for the first GPU, empty without one
 
 say() { echo "gpu_session: $*" >&2; [ $dry -eq 1 ] || echo "# $*" >>"$session"; }
 
-# ---- running commands -------------------------------------------------------------------------
-step=""          # the step now running
-step_failed=0    # commands of this step that failed
-declare -A status_of=() time_of=()
-
-time_left() { # seconds before --time-limit (a large number without one)
-  if [ "$time_limit" -eq 0 ]; then echo 999999; else echo $((time_limit - (SECONDS - start_s))); fi
-}
-
 # quote_args
 . "$repo/scripts/lib.sh"
 
-# run [--ok "CODES"] CMD...: run CMD with its output appended to the step's log, record it
-# with its exit status and duration in the session file. A status outside CODES (default
-# 0) fails the step. Under --time-limit the command is cut short when time runs out.
+# ---- the payload (no GPU needed) --------------------------------------------------------------
+# What a device call carries: tracked and untracked-not-ignored files, and the deps folder
+# (its real size, or where it is absent -- CI -- the sizes scripts/gpu_deps.manifest records).
+payload_report() {
+  local limit=$payload_limit_mib deps_dir=.gpu-deps
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --limit-mib) limit=${2:?--limit-mib needs a number}; shift 2 ;;
+      --deps) deps_dir=${2:?--deps needs a folder}; shift 2 ;;
+      *) echo "gpu_session.sh payload: unknown option '$1'" >&2; exit 2 ;;
+    esac
+  done
+  [[ "$limit" =~ ^[0-9]+$ ]] || { echo "gpu_session.sh payload: --limit-mib: a number, got '$limit'" >&2; exit 2; }
+  git rev-parse --git-dir >/dev/null 2>&1 ||
+    { echo "gpu_session.sh payload: not a git checkout: what travels cannot be told" >&2; exit 2; }
+  local files sizes tree_bytes deps_bytes deps_how
+  # per path: bytes (links count as themselves, as they travel)
+  sizes=$(git ls-files -z --cached --others --exclude-standard |
+          xargs -0 -r stat -c '%s %n' 2>/dev/null)
+  tree_bytes=$(awk '{ s += $1 } END { print s + 0 }' <<<"$sizes")
+  if [ -d "$deps_dir" ]; then
+    deps_bytes=$(find "$deps_dir" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
+    deps_how="$deps_dir, as fetched"
+  elif [ -f scripts/gpu_deps.manifest ]; then
+    deps_bytes=$(awk '!/^#/ && NF >= 3 { s += $3 } END { print s + 0 }' scripts/gpu_deps.manifest)
+    deps_how="no $deps_dir here: the sizes scripts/gpu_deps.manifest records"
+  else
+    echo "gpu_session.sh payload: neither $deps_dir nor scripts/gpu_deps.manifest: the deps' size is unknown" >&2
+    exit 2
+  fi
+  local total=$((tree_bytes + deps_bytes)) limit_bytes=$((limit * 1048576))
+  mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+  echo "payload of a GPU call: $(mib $total) MiB of at most $limit MiB (the device's 64 MiB less a margin)"
+  echo "  tree (tracked + untracked, not ignored): $(mib "$tree_bytes") MiB in $(wc -l <<<"$sizes") files"
+  echo "  deps (carry .gpu-deps): $(mib "$deps_bytes") MiB ($deps_how)"
+  echo "largest contributors (folders two deep, and the deps):"
+  {
+    awk '{ n = split($2, p, "/"); k = (n > 2) ? p[1] "/" p[2] "/" : (n > 1 ? p[1] "/" : $2); s[k] += $1 }
+         END { for (k in s) print s[k], k }' <<<"$sizes"
+    echo "$deps_bytes $deps_dir/ (deps)"
+  } | sort -rn | head -8 | awk '{ printf "  %7.2f MiB  %s\n", $1 / 1048576, substr($0, index($0, " ") + 1) }'
+  if [ "$total" -gt "$limit_bytes" ]; then
+    echo "OVER: $(mib $total) MiB > $limit MiB: pack or drop committed results (per-step CSVs into a .tar.xz: scripts/results.sh pack_per_step), or carry less"
+    return 1
+  fi
+  return 0
+}
+
+# ---- the next lease's kind --------------------------------------------------------------------
+# results/<gpu>/info/gpu.csv names the GPU of each committed first light.
+next_kind() {
+  local have_h100=0 have_h200=0 f
+  for f in results/*/info/gpu.csv; do
+    [ -f "$f" ] || continue
+    grep -qi 'H100' "$f" && have_h100=1
+    grep -qi 'H200' "$f" && have_h200=1
+  done
+  if [ $have_h100 -eq 1 ] && [ $have_h200 -eq 0 ]; then
+    echo "nvidia-h200"
+    echo "gpu_session: results/ holds an H100's first light and no H200's: ask for kind nvidia-h200" >&2
+  elif [ $have_h200 -eq 1 ] && [ $have_h100 -eq 0 ]; then
+    echo "nvidia-h100-x1"
+    echo "gpu_session: results/ holds an H200's first light and no H100's: ask for kind nvidia-h100-x1" >&2
+  else
+    echo "nvidia-h100-x1"
+    if [ $have_h100 -eq 1 ]; then
+      echo "gpu_session: results/ holds both kinds: either will do (the default, nvidia-h100-x1)" >&2
+    else
+      echo "gpu_session: no GPU first light in results/ yet: the default kind (leave kind out)" >&2
+    fi
+  fi
+}
+
+# ---- running commands -------------------------------------------------------------------------
+stage=""         # the stage now running
+stage_failed=0   # commands of this stage that failed
+stage_t0=0
+last_failed=""    # the stage's first failed command, for the table when it says nothing more
+declare -A status_of=() time_of=() notes_of=() failure_of=()
+
+overall_left() { # seconds before --time-limit (a large number without one)
+  if [ "$time_limit" -eq 0 ]; then echo 999999; else echo $((time_limit - (SECONDS - start_s))); fi
+}
+stage_left() { # seconds before the stage's cap or the whole limit, whichever comes first
+  local a b
+  a=$((${cap_of[$stage]:-999999} - (SECONDS - stage_t0)))
+  b=$(overall_left)
+  [ "$a" -lt "$b" ] && echo "$a" || echo "$b"
+}
+note() { # key numbers of the stage (empty ones dropped)
+  local a
+  for a in "$@"; do
+    [ -z "${a// /}" ] || notes_of[$stage]+="${notes_of[$stage]:+; }$a"
+  done
+}
+failure() { [ -n "${failure_of[$stage]:-}" ] || failure_of[$stage]="$*"; } # its first failure
+
+# run [--ok "CODES"] CMD...: run CMD with its output appended to the stage's log, record it
+# with its exit status and duration in the session file. A status outside CODES (default 0)
+# fails the stage. The command is cut at the stage's cap or --time-limit.
 run() {
   local ok="0"
   if [ "$1" = --ok ]; then ok=$2; shift 2; fi
   local line
   line=$(quote_args "$@")
   if [ $dry -eq 1 ]; then
-    echo "[$step] $line"
+    echo "[$stage] $line"
+    check_config_of "$@"
     return 0
   fi
-  local left log=$logs/$step.log t0=$SECONDS rc
-  left=$(time_left)
+  local left log=$logs/$stage.log t0=$SECONDS rc
+  left=$(stage_left)
   if [ "$left" -le 5 ]; then
-    echo "[$step] not started (time limit): $line" | tee -a "$log" >&2
+    echo "[$stage] not started (stage cap or time limit): $line" | tee -a "$log" >&2
     echo "not-started  $line" >>"$session"
-    step_failed=$((step_failed + 1))
+    stage_failed=$((stage_failed + 1))
+    failure "not started (time): $line"
     return 124
   fi
   { echo; echo "=== $(date -u +%H:%M:%S) \$ $line"; } >>"$log"
-  if [ "$time_limit" -gt 0 ]; then
-    timeout --kill-after=10 "$left" "$@" >>"$log" 2>&1 </dev/null
-  else
-    "$@" >>"$log" 2>&1 </dev/null
-  fi
+  timeout --kill-after=5 "$left" "$@" >>"$log" 2>&1 </dev/null
   rc=$?
   local secs=$((SECONDS - t0)) verdict=ok
-  case " $ok " in *" $rc "*) ;; *) verdict=FAILED; step_failed=$((step_failed + 1)) ;; esac
+  case " $ok " in
+    *" $rc "*) ;;
+    *) verdict=FAILED; stage_failed=$((stage_failed + 1))
+       [ -n "$last_failed" ] || last_failed="exit $rc: $(cut -c1-120 <<<"$line")" ;;
+  esac
+  [ $rc -ne 124 ] && [ $rc -ne 137 ] || verdict="FAILED (cut at ${left}s)"
   echo "=== exit $rc after ${secs}s ($verdict)" >>"$log"
-  printf '%-6s rc=%-3s %5ss  %s\n' "$verdict" "$rc" "$secs" "$line" >>"$session"
-  echo "[$step] $verdict rc=$rc ${secs}s: $line" >&2
+  printf '%-6s rc=%-3s %5ss  %s\n' "${verdict%% *}" "$rc" "$secs" "$line" >>"$session"
+  echo "[$stage] $verdict rc=$rc ${secs}s: $line" >&2
   return $rc
 }
 
 # A shell snippet as one command (pipes, redirections into the results folder).
 sh_c() { run "${@:1:$#-1}" bash -c "${!#}"; }
 
-begin_step() { step=$1; step_failed=0; step_t0=$SECONDS; [ $dry -eq 1 ] || echo "## step $step" >>"$session"; }
-end_step() {
+# The last meaningful line a failed command left in the stage's log (its error).
+last_error() {
+  grep -v '^===\|^ *$' "$logs/$stage.log" 2>/dev/null | grep -iE 'error|fail|detrain:|abort|invalid|refus|cannot' |
+    tail -1 | cut -c1-200
+}
+
+# --check-configs: in a dry run, `detrain run|bench CONFIG ... --set K=V ...` of the plan is
+# checked by `DETRAIN run CONFIG --set K=V ... --dry-run` (bench's own options left out).
+check_config_of() {
+  [ -n "$check_detrain" ] || return 0
+  local args=("$@") i=0 cfg="" sets=() verb=""
+  while [ $i -lt ${#args[@]} ]; do
+    case "${args[$i]}" in
+      env | CUDA_LAUNCH_BLOCKING=*) ;;
+      "$detrain") verb=${args[$((i + 1))]:-}; cfg=${args[$((i + 2))]:-}; i=$((i + 2)) ;;
+      --set) sets+=(--set "${args[$((i + 1))]}"); i=$((i + 1)) ;;
+    esac
+    i=$((i + 1))
+  done
+  case "$verb" in run | bench) ;; *) return 0 ;; esac
+  local msg
+  if msg=$("$check_detrain" run "$cfg" "${sets[@]+"${sets[@]}"}" --dry-run 2>&1); then
+    echo "    config ok: $(sed -n 2p <<<"$msg" | sed 's/^ *//' | cut -c1-150)"
+  else
+    echo "    CONFIG FAILS: $msg"
+    config_failures=$((config_failures + 1))
+  fi
+}
+
+begin_stage() {
+  stage=$1; stage_failed=0; stage_t0=$SECONDS; last_failed=""
+  [ $dry -eq 1 ] && { echo "## $stage (cap ${cap_of[$stage]} s)"; return; }
+  echo "## stage $stage (cap ${cap_of[$stage]} s, $(overall_left) s left in the call)" >>"$session"
+  echo "gpu_session: stage $stage (cap ${cap_of[$stage]} s)" >&2
+}
+end_stage() {
   local s=passed
-  [ $step_failed -eq 0 ] || s=FAILED
+  [ $stage_failed -eq 0 ] || s=FAILED
   [ $dry -eq 0 ] || s=planned
-  status_of[$step]=$s
-  time_of[$step]=$((SECONDS - step_t0))
+  # a failed command the stage said nothing more of: the command and its status
+  [ $stage_failed -eq 0 ] || [ -n "${failure_of[$stage]:-}" ] || failure "$last_failed"
+  status_of[$stage]=$s
+  time_of[$stage]=$((SECONDS - stage_t0))
+  [ $dry -eq 1 ] || write_outputs
 }
 
 # ---- environment: dependencies, toolkit, cuDNN ------------------------------------------------
@@ -167,9 +317,11 @@ nvcc_path() {
   return 1
 }
 
-# The folder holding include/cudnn.h: none when the toolkit has one (CMake finds it there),
-# else the first in the Python environment's site-packages/nvidia (pip's cuDNN).
+# The folder holding include/cudnn.h: DETRAIN_CUDNN_ROOT when set; none when the toolkit has
+# one (CMake finds it there); else the first in the Python environment's site-packages/nvidia
+# (pip's cuDNN, which PyTorch loads).
 cudnn_root() {
+  if [ -n "${DETRAIN_CUDNN_ROOT:-}" ]; then echo "$DETRAIN_CUDNN_ROOT"; return 0; fi
   local nvcc inc h
   nvcc=$(nvcc_path) || true
   inc=${nvcc:+$(dirname "$(dirname "$nvcc")")/include}
@@ -187,67 +339,19 @@ cudnn_root() {
 cuda_archs() {
   case "${DT_CUDA_ARCHS:-}" in
     default) return 0 ;;
-    "") local cc; cc=$(gpu_query compute_cap); [ -z "$cc" ] || echo "${cc/./}" ;;
+    "") # the GPU's own; where nvidia-smi cannot say, CMake's `native` (the GPUs it finds)
+      local cc; cc=$(gpu_query compute_cap); if [ -n "$cc" ]; then echo "${cc/./}"; else echo native; fi ;;
     *) echo "$DT_CUDA_ARCHS" ;;
   esac
 }
 
-# ---- steps ------------------------------------------------------------------------------------
-step_info() {
-  local d=$results/info
-  [ $dry -eq 1 ] || mkdir -p "$d"
-  sh_c "nvidia-smi >$d/nvidia-smi.txt && nvidia-smi -q >$d/nvidia-smi-q.txt && nvidia-smi \
---query-gpu=name,driver_version,compute_cap,memory.total,clocks.max.sm,clocks.max.memory --format=csv >$d/gpu.csv"
-  run bash scripts/gpu_session.sh __versions "$d/versions.txt"
-  run bash scripts/gpu_session.sh __host "$d/host.txt"
-  run bash scripts/gpu_session.sh __source "$d"
-}
-
-# ctest -L gpu, failed when a test skipped: on the GPU machine a skip means the GPU was not
-# usable, which must not read as "passed".
-ctest_gpu() { # BUILD JOBS
-  local text rc skipped
-  text=$(ctest --test-dir "$1" -L gpu --no-tests=error --output-on-failure -j "$2" --timeout 600 2>&1)
-  rc=$?
-  echo "$text"
-  skipped=$(grep -cE 'Test +#[0-9]+: .*Skipped' <<<"$text" || true)
-  if [ "$skipped" -gt 0 ]; then
-    echo "gpu_session: $skipped gpu test(s) skipped: no usable GPU"
-    [ $rc -ne 0 ] || rc=1
-  fi
-  return $rc
-}
-
-# sanitize_gpu BUILD TOOL LOG: every `gpu` test case (its command as ctest runs it, from
-# `ctest -L gpu -N -V`) under compute-sanitizer --tool TOOL, output into LOG; nonzero when a
-# case reports an error, is skipped (77: no usable GPU) or when there is no case at all.
-sanitize_gpu() {
-  local build=$1 tool=$2 log=$3 san nvcc cmd rc failed=0 n=0
-  san=$(command -v compute-sanitizer 2>/dev/null) ||
-    { nvcc=$(nvcc_path) && san=$(dirname "$nvcc")/compute-sanitizer; }
-  if [ -z "$san" ] || [ ! -x "$san" ]; then
-    echo "gpu_session: compute-sanitizer not found (PATH, next to nvcc)" | tee "$log"
-    return 1
-  fi
-  : >"$log"
-  while IFS= read -r cmd; do
-    n=$((n + 1))
-    echo "=== $tool: $cmd" >>"$log"
-    # the commands ctest prints quote their arguments: eval gives the same words
-    eval "\"\$san\" --tool \"\$tool\" --error-exitcode 1 $cmd" >>"$log" 2>&1 </dev/null
-    rc=$?
-    echo "=== exit $rc" >>"$log"
-    if [ $rc -ne 0 ]; then
-      failed=$((failed + 1))
-      echo "gpu_session: $tool: exit $rc$([ $rc -ne 77 ] || echo ' (skipped: no usable GPU)'): $cmd"
-    fi
-  done < <(ctest --test-dir "$build" -L gpu -N -V 2>/dev/null | sed -n 's/^[0-9]*: Test command: //p')
-  echo "gpu_session: $tool: $n gpu test case(s), $failed failed; log $log"
-  [ $n -gt 0 ] && [ $failed -eq 0 ]
+# The gpu-labelled test executables, from the test lists (tests/test_<module>.cmake naming
+# LABELS gpu): known before configure, so that the dry run shows the real build command.
+gpu_test_targets() {
+  grep -l 'LABELS gpu' tests/test_*.cmake 2>/dev/null | sed 's|^tests/\(test_[a-z0-9_]*\)\.cmake$|\1|' | sort
 }
 
 # ---- info helpers (internal commands, so that the session file records one line each) ---------
-# Toolkit, cuBLAS, cuDNN and PyTorch versions, from the headers the build uses.
 info_versions() {
   local nvcc inc cudnn h rc=0
   if nvcc=$(nvcc_path); then
@@ -258,7 +362,6 @@ info_versions() {
   inc=$(dirname "$(dirname "$nvcc")")/include
   echo "cuda runtime (CUDART_VERSION): $(awk '/#define CUDART_VERSION/ {print $3}' "$inc/cuda_runtime_api.h" 2>/dev/null)"
   echo "cublas (cublas_api.h): $(awk '/#define CUBLAS_VER_(MAJOR|MINOR|PATCH) / {printf "%s%s", s, $3; s="."}' "$inc/cublas_api.h" 2>/dev/null)"
-  echo "cublas libraries: $(find -L "$(dirname "$inc")/" -maxdepth 4 -name 'libcublas.so.*' -printf '%f\n' 2>/dev/null | sort -u | tr '\n' ' ')"
   cudnn=$(cudnn_root)
   echo "DETRAIN_CUDNN_ROOT: ${cudnn:-none (cuDNN from the toolkit, if any)}"
   for h in ${cudnn:+"$cudnn/include/cudnn_version.h"} "$inc/cudnn_version.h" /usr/include/cudnn_version.h \
@@ -268,6 +371,8 @@ info_versions() {
       break
     fi
   done
+  echo "mpirun: $(command -v mpirun || echo none)"
+  echo "compute-sanitizer: $(command -v compute-sanitizer || ls "$(dirname "$nvcc")/compute-sanitizer" 2>/dev/null || echo none)"
   python3 -c 'import torch, torch.backends.cudnn as c; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", c.version(), "device", torch.cuda.get_device_name() if torch.cuda.is_available() else "none")' || rc=1
   return $rc
 }
@@ -294,11 +399,99 @@ info_source() {
   echo "sources: sha256 $(sha256sum <"$d/source.sha256" | cut -c1-16) over info/source.sha256"
 }
 
-step_build() {
-  local nvcc archs cudnn gen=()
+# ctest -L gpu. Afterwards every skipped test is run again alone (a skip exits at once) to
+# read its reason: "SKIPPED (no usable GPU): ..." (tests/check.h) fails the stage -- on the
+# GPU machine it means the GPU was not usable -- other skips (no MPI, ...) are listed.
+ctest_gpu() { # BUILD JOBS TIMEOUT [EXCLUDE_LABEL]
+  local build=$1 jobs=$2 tmo=$3 excl=${4:-} text rc
+  text=$(ctest --test-dir "$build" -L gpu ${excl:+-LE "$excl"} --no-tests=error --output-on-failure \
+               -j "$jobs" --timeout "$tmo" 2>&1)
+  rc=$?
+  echo "$text"
+  local n_pass n_fail n_total skipped=() t nogpu=0 other=0 why
+  n_total=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#' <<<"$text" || true)
+  n_pass=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#.* Passed' <<<"$text" || true)
+  n_fail=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#.*\*\*\*(Failed|Timeout|Exception)|Not Run' <<<"$text" || true)
+  mapfile -t skipped < <(sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .*Skipped.*/\1/p' <<<"$text")
+  for t in "${skipped[@]+"${skipped[@]}"}"; do
+    why=$(ctest --test-dir "$build" -R "^${t//./\\.}\$" -V 2>&1 | grep -m1 -E '^[0-9]+: (SKIPPED|skipped)' | sed 's/^[0-9]*: //')
+    case "$why" in
+      *"no usable GPU"*) nogpu=$((nogpu + 1)); echo "gpu_session: $t skipped for want of a usable GPU: $why" ;;
+      *) other=$((other + 1)); echo "gpu_session: $t skipped (not a GPU matter): ${why:-no reason printed}" ;;
+    esac
+  done
+  echo "gpu_session: tests: $n_total run, $n_pass passed, $n_fail failed, ${#skipped[@]} skipped ($nogpu for want of a usable GPU, $other for other reasons)"
+  # The first failing test and the first line of its output that says what failed.
+  local first
+  first=$(sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .*\*\*\*(Failed|Timeout|Exception).*/\1/p' <<<"$text" | head -1)
+  if [ -n "$first" ]; then
+    local msg
+    msg=$(awk -v t="$first" '
+      index($0, "Test #") && index($0, " " t " ") { on = 1; next }
+      on && /Test +#[0-9]+:|^ *Start +[0-9]+:/ { exit }
+      on && /CHECK|failed|FAILED|error|Error|differ|abort|Assert/ { print; exit }' <<<"$text" | cut -c1-200)
+    echo "gpu_session: first failing test: $first: ${msg:-see its output above}"
+  fi
+  [ $rc -eq 0 ] || rc=1 # ctest's own codes (8: a test failed) as one
+  [ "$nogpu" -eq 0 ] || rc=1
+  return $rc
+}
+
+# memcheck_gpu BUILD LOG CASE...: each case under compute-sanitizer memcheck, one by one,
+# while time is left (the caller's `timeout` ends the last one); nonzero on any error.
+memcheck_gpu() {
+  local build=$1 log=$2 san nvcc c mod name rc n=0 bad=0
+  shift 2
+  san=$(command -v compute-sanitizer 2>/dev/null) ||
+    { nvcc=$(nvcc_path) && san=$(dirname "$nvcc")/compute-sanitizer; }
+  if [ -z "$san" ] || [ ! -x "$san" ]; then
+    echo "gpu_session: compute-sanitizer not found (PATH, next to nvcc)" | tee "$log"
+    return 1
+  fi
+  : >"$log"
+  for c in "$@"; do
+    mod=${c%%.*} name=${c#*.}
+    echo "=== memcheck: $c" >>"$log"
+    "$san" --tool memcheck --error-exitcode 1 "$build/tests/test_$mod" "$name" >>"$log" 2>&1 </dev/null
+    rc=$?
+    echo "=== exit $rc" >>"$log"
+    n=$((n + 1))
+    if [ $rc -ne 0 ]; then
+      bad=$((bad + 1))
+      echo "gpu_session: memcheck: $c: exit $rc$([ $rc -ne 77 ] || echo ' (skipped)')"
+    else
+      echo "gpu_session: memcheck: $c: clean"
+    fi
+  done
+  echo "gpu_session: memcheck: $n of $# cases run, $bad with errors; log $log"
+  [ $bad -eq 0 ]
+}
+
+# ---- stages -----------------------------------------------------------------------------------
+stage_info() {
+  local d=$results/info
+  [ $dry -eq 1 ] || mkdir -p "$d"
+  sh_c "nvidia-smi >$d/nvidia-smi.txt && nvidia-smi -q >$d/nvidia-smi-q.txt && nvidia-smi \
+--query-gpu=name,driver_version,compute_cap,memory.total,clocks.max.sm,clocks.max.memory --format=csv >$d/gpu.csv"
+  run bash scripts/gpu_session.sh __versions "$d/versions.txt"
+  run bash scripts/gpu_session.sh __host "$d/host.txt"
+  run bash scripts/gpu_session.sh __source "$d"
+  [ $dry -eq 0 ] || return 0
+  note "$(sed -n 2p "$d/gpu.csv" 2>/dev/null | cut -d, -f1-3 | sed 's/, */, /g')"
+  note "$(grep -m1 -o 'release [0-9.]*' "$d/versions.txt" 2>/dev/null | sed 's/release/nvcc/')"
+  note "$(grep -m1 '^cudnn (' "$d/versions.txt" 2>/dev/null | sed 's/ (.*)://; s/^cudnn/cuDNN/')"
+  note "$(grep -m1 '^torch ' "$d/versions.txt" 2>/dev/null | cut -d' ' -f1-2)"
+}
+
+step_failed_abort=0 # set when build fails: the remaining stages are not run
+stage_build() {
+  local nvcc archs cudnn gen=() targets
+  deps_env || { stage_failed=$((stage_failed + 1)); failure "deps: unpacking $deps failed"; }
   if ! nvcc=$(nvcc_path); then
     say "build: no nvcc on PATH, in \$CUDA_HOME/bin or /usr/local/cuda/bin"
-    step_failed=1
+    stage_failed=$((stage_failed + 1))
+    failure "no nvcc"
+    step_failed_abort=1
     return
   fi
   archs=$(cuda_archs)
@@ -308,196 +501,259 @@ step_build() {
   elif command -v ninja >/dev/null 2>&1; then
     gen=(-G Ninja)
   fi
-  run cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDETRAIN_CUDA=ON \
-      -DCMAKE_CUDA_COMPILER="$nvcc" ${archs:+-DCMAKE_CUDA_ARCHITECTURES="$archs"} \
-      ${cudnn:+-DDETRAIN_CUDNN_ROOT="$cudnn"} || return
-  run cmake --build "$build" -j "$jobs"
+  mapfile -t targets < <(gpu_test_targets)
+  if run cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDETRAIN_CUDA=ON \
+       -DCMAKE_CUDA_COMPILER="$nvcc" ${archs:+-DCMAKE_CUDA_ARCHITECTURES="$archs"} \
+       -DDETRAIN_REQUIRE_CUDNN=ON ${cudnn:+-DDETRAIN_CUDNN_ROOT="$cudnn"}; then
+    run cmake --build "$build" -j "$jobs" --target detrain "${targets[@]}"
+  fi
+  [ $dry -eq 0 ] || return 0
+  if [ $stage_failed -gt 0 ]; then
+    step_failed_abort=1
+    failure "$(grep -m1 -E 'CMake Error|error:|Error [0-9]|FAILED:' "$logs/build.log" | cut -c1-200)"
+    # the error tail now, within the call's first minute: there is time to fix and call again
+    echo "gpu_session: BUILD FAILED: the end of $logs/build.log (errors first):"
+    grep -E -A3 'CMake Error|error:|FATAL|undefined reference' "$logs/build.log" | head -40
+    echo "----"
+    tail -25 "$logs/build.log"
+    return
+  fi
+  note "sm_${archs:-fat}, ${#targets[@]} gpu test executables + detrain"
+  note "$(grep -m1 -o 'cuDNN [^ ]*libcudnn[^ ]*' "$logs/build.log" | sed 's/.*\///')"
 }
 
 need_build() {
-  if [ "${status_of[build]:-}" = FAILED ]; then
-    say "$step: the build failed; not running an older $detrain"
-    step_failed=$((step_failed + 1))
-    return 1
-  fi
   [ $dry -eq 1 ] || [ -x "$detrain" ] && return 0
-  say "$step: no $detrain: put the build step first (scripts/gpu_session.sh build $step)"
-  step_failed=$((step_failed + 1))
+  say "$stage: no $detrain: put the build stage first (scripts/gpu_session.sh build $stage)"
+  stage_failed=$((stage_failed + 1))
+  failure "no $detrain (build first)"
   return 1
 }
 
-step_tests() {
+stage_smoke() {
   need_build || return
-  run bash scripts/gpu_session.sh __ctest_gpu "$build" "$jobs"
-}
-
-# A few steps of every model at every level, each kernel launch synchronous, so that a
-# kernel that faults is named by the op that launched it.
-step_smoke() {
-  need_build || return
-  local cfg level out
-  for cfg in quickstart lenet bnn; do
+  local m level out ok=0 n=0
+  for m in "${models[@]}"; do
     for level in fast run_to_run portable; do
-      out=$results/smoke/$cfg-$level
+      out=$results/smoke/$m-$level
       [ $dry -eq 1 ] || rm -rf "$out"
-      run env CUDA_LAUNCH_BLOCKING=1 "$detrain" run "configs/$cfg.yaml" --out "$out" \
+      n=$((n + 1))
+      if run env CUDA_LAUNCH_BLOCKING=1 "$detrain" run "${config_of[$m]}" --out "$out" \
           --set backend.device=cuda --set train.steps=5 --set replicas=1 \
           --set "policies=[$level]" --set report.snapshots=0 --set report.overhead_samples=0 \
-          --quiet
+          --quiet; then
+        ok=$((ok + 1))
+      else
+        failure "$m $level: $(last_error)"
+      fi
     done
   done
+  [ $dry -eq 1 ] || note "$ok/$n runs"
 }
 
-step_memcheck() {
+stage_tests() {
   need_build || return
-  run bash scripts/gpu_session.sh __sanitize "$build" memcheck "$logs/sanitize-memcheck.log"
+  local excl=""
+  command -v mpirun >/dev/null 2>&1 || excl=mpi
+  [ -z "$excl" ] || say "tests: no mpirun here: the mpi-labelled gpu tests are left out (-LE mpi)"
+  local tmo
+  tmo=$(stage_left)
+  [ $dry -eq 0 ] || tmo=${cap_of[tests]}
+  run bash scripts/gpu_session.sh __ctest_gpu "$build" "$((jobs < 6 ? jobs : 6))" "$tmo" $excl
+  [ $dry -eq 0 ] || return 0
+  note "$(grep -m1 -o '[0-9]* run, [0-9]* passed, [0-9]* failed, [0-9]* skipped ([^)]*)' "$logs/tests.log")"
+  local f
+  f=$(grep -m1 'first failing test:' "$logs/tests.log" | sed 's/.*first failing test: //' | cut -c1-200)
+  [ -z "$f" ] || failure "$f"
+  f=$(grep -m1 'for want of a usable GPU:' "$logs/tests.log" | sed 's/^gpu_session: //' | cut -c1-200)
+  [ -z "$f" ] || failure "$f"
 }
 
-step_racecheck() {
+# The cross-device table: the portable runs of the three models on this GPU, against the
+# committed CPU references (made beforehand: no CPU training in device time) and every other
+# GPU's committed crossdev, one column each.
+stage_crossdev() {
   need_build || return
-  run bash scripts/gpu_session.sh __sanitize "$build" racecheck "$logs/sanitize-racecheck.log"
-}
-
-step_sanitize() {
-  step_memcheck
-  step_racecheck
-}
-
-step_runs() {
-  need_build || return
-  local cfg model out ref k cell
-  for cfg in quickstart bnn lenet; do
-    case $cfg in quickstart) model=mlp ;; *) model=$cfg ;; esac
-    out=$results/runs/$cfg-cuda
-    [ $dry -eq 1 ] || rm -rf "$out"
-    # No snapshots: traces and per-tensor digests are what the comparisons need.
-    run "$detrain" run "configs/$cfg.yaml" --out "$out" --set backend.device=cuda \
-        --set 'policies=[fast, run_to_run, portable]' --set replicas=5 --set train.steps=100 \
-        --set hash.per_tensor=true --set report.snapshots=0 --set report.overhead_samples=0 --quiet
-    # run_to_run and portable on one GPU: every replica the bits of replica 0 (`compare`
-    # exits 1 on any difference, naming the step and tensor).
-    for cell in run_to_run portable; do
-      for k in 1 2 3 4; do
-        run "$detrain" compare "$out/$cell/replica-0" "$out/$cell/replica-$k"
-      done
-    done
-    # fast: its divergence recorded (first step and tensor), not required.
-    for k in 1 2 3 4; do
-      run --ok "0 1" "$detrain" compare "$out/fast/replica-0" "$out/fast/replica-$k"
-    done
-    # portable: the CPU's bits, against the committed reference (made beforehand).
-    ref=results/cpu/crossdev-t2/$model/portable/replica-0
-    if [ -f "$ref/trace.csv" ] || [ $dry -eq 1 ]; then
-      run "$detrain" compare "$ref" "$out/portable/replica-0"
-    else
-      say "runs: no $ref/trace.csv (the committed CPU reference): portable not compared across devices (FAILED)"
-      step_failed=$((step_failed + 1))
-    fi
-  done
-}
-
-step_bench() {
-  need_build || return
-  local d=$results/bench levels='policies=[fast, run_to_run, portable]'
-  # One CSV per line (bench appends; its rows do not name the batch).
-  [ $dry -eq 1 ] || { mkdir -p "$d"; rm -f "$d"/detrain-*.csv; }
-  run "$detrain" bench configs/quickstart.yaml --steps 100 --warmup 10 --set backend.device=cuda \
-      --set "$levels" --csv "$d/detrain-cuda-mlp-b256.csv"
-  run "$detrain" bench configs/quickstart.yaml --steps 100 --warmup 10 --set backend.device=cuda \
-      --set train.batch=64 --set "$levels" --csv "$d/detrain-cuda-mlp-b64.csv"
-  run "$detrain" bench configs/bnn.yaml --steps 40 --warmup 4 --baseline first \
-      --set backend.device=cuda --csv "$d/detrain-cuda-bnn.csv"
-  run "$detrain" bench configs/lenet.yaml --steps 100 --warmup 10 --set backend.device=cuda \
-      --set "$levels" --csv "$d/detrain-cuda-lenet.csv"
-  run "$detrain" bench configs/lenet.yaml --steps 100 --warmup 10 --set backend.device=cuda \
-      --set model.overlap_pool=true --set "$levels" --csv "$d/detrain-cuda-lenet-overlap.csv"
-  # The same machine's CPU, for scale.
-  run "$detrain" bench configs/quickstart.yaml --steps 100 --warmup 10 --set backend.device=cpu \
-      --set "$levels" --csv "$d/detrain-cpu-mlp-b256.csv"
-}
-
-step_torch() {
-  local d=$results/bench
-  [ $dry -eq 1 ] || { mkdir -p "$d"; rm -f "$d/torch.csv" "$d/torch-lenet.csv"; }
-  run python3 scripts/bench_torch.py --config configs/quickstart.yaml --device cuda \
-      --steps 500 --warmup 50 --csv "$d/torch.csv"
-  run python3 scripts/bench_torch.py --config configs/quickstart.yaml --device cuda --batch 64 \
-      --steps 500 --warmup 50 --csv "$d/torch.csv"
-  run python3 scripts/bench_torch.py --model lenet --config configs/lenet.yaml --device cuda \
-      --steps 500 --warmup 50 --csv "$d/torch-lenet.csv"
-  run python3 scripts/bench_torch.py --model lenet --config configs/lenet.yaml --device cuda \
-      --overlap-pool --steps 500 --warmup 50 --csv "$d/torch-lenet.csv"
-}
-
-# The cross-device table: the portable runs of the three models on this GPU
-# (scripts/cross_device.sh run), then `detrain compare --table` of the committed CPU
-# references (results/cpu/crossdev-t2 and -t1, made beforehand on another machine: no CPU
-# training in device time) against it. Any difference, missing run or unreadable trace
-# fails the step; so does a missing reference.
-step_crossdev() {
-  need_build || return
-  local ref=results/cpu/crossdev-t2 ref1=results/cpu/crossdev-t1 gpu=$results/crossdev roots
+  local ref=results/cpu/crossdev-t2 ref1=results/cpu/crossdev-t1 gpu=$results/crossdev roots d
   if [ ! -f "$ref/mlp/config.json" ]; then
     say "crossdev: no $ref/mlp/config.json (the committed CPU reference; make it beforehand: results/cpu/crossdev-README.md) (FAILED)"
-    step_failed=$((step_failed + 1))
+    stage_failed=$((stage_failed + 1))
+    failure "no committed CPU reference $ref"
     [ $dry -eq 1 ] || return
   fi
   run env DETRAIN="$detrain" bash scripts/cross_device.sh run cuda "$gpu"
   roots=("$ref")
   [ ! -f "$ref1/mlp/config.json" ] || roots+=("$ref1")
+  for d in results/*/crossdev; do # other GPUs' committed columns
+    [ -f "$d/commands.txt" ] && [ "$d" != "$gpu" ] && [ "$d" != "results/$gpu_slug/crossdev" ] &&
+      roots+=("$d")
+  done
   roots+=("$gpu")
   run env DETRAIN="$detrain" bash scripts/cross_device.sh table "${roots[@]}" \
       --out "$results/cross_device.md"
+  [ $dry -eq 0 ] || return 0
+  local m v
+  for m in "${models[@]}"; do
+    v=$(grep -m1 -E "^- $m: " "$results/cross_device.md" 2>/dev/null | sed "s/^- $m: //" | cut -c1-60)
+    note "$m ${v:-no result}"
+    case "$v" in identical*) ;; *) failure "$m: ${v:-no result} (cross_device.md)" ;; esac
+  done
 }
 
-# The overhead matrix (configs/overhead_matrix.yaml, a matrix config: every entry one
-# experiment, a report per device).
-step_matrix() {
+# On one GPU: run_to_run replicas identical; fast replicas recorded (first divergent step,
+# distinct digests). Short: 3 replicas, 30 steps, nothing varied.
+stage_replicas() {
+  need_build || return
+  local m out k summary r2r fast
+  for m in "${models[@]}"; do
+    out=$results/replicas/$m
+    [ $dry -eq 1 ] || rm -rf "$out"
+    run "$detrain" run "${config_of[$m]}" --out "$out" --set backend.device=cuda \
+        --set 'policies=[fast, run_to_run]' --set replicas=3 --set train.steps=30 --set 'vary=[]' \
+        --set hash.per_tensor=true --set report.snapshots=0 --set report.overhead_samples=0 --quiet ||
+      { failure "$m: $(last_error)"; continue; }
+    for k in 1 2; do
+      run "$detrain" compare "$out/run_to_run/replica-0" "$out/run_to_run/replica-$k" ||
+        failure "$m run_to_run replica $k differs from replica 0"
+    done
+    [ $dry -eq 0 ] || continue
+    summary=$out/summary.csv
+    r2r=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+                   $c["policy"] == "run_to_run" { print $c["distinct_final_digests"] "/" $c["completed"] }' "$summary" 2>/dev/null)
+    fast=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+                    $c["policy"] == "fast" { s = $c["first_divergent_step"]; t = $c["first_divergent_tensor"]
+                      print $c["distinct_final_digests"] " distinct, " (s == "" ? "never part" : "part at step " s " (" t ")") }' "$summary" 2>/dev/null)
+    note "$m r2r ${r2r:-?} distinct; fast ${fast:-?}"
+    case "$r2r" in 1/*) ;; *) stage_failed=$((stage_failed + 1)); failure "$m run_to_run: ${r2r:-no} distinct final digests" ;; esac
+  done
+}
+
+stage_bench() {
+  need_build || return
+  local d=$results/bench m levels='policies=[fast, run_to_run, portable]' base csv txt cmd
+  [ $dry -eq 1 ] || { mkdir -p "$d"; rm -f "$d"/detrain-cuda-*.csv "$d"/detrain-cuda-*.txt; }
+  for m in "${models[@]}"; do
+    csv=$d/detrain-cuda-$m.csv txt=$d/detrain-cuda-$m.txt
+    if [ "$m" = bnn ]; then # its own three rng policies, against the first
+      cmd=("$detrain" bench "${config_of[$m]}" --steps 30 --warmup 5 --baseline first
+           --set backend.device=cuda --csv "$csv")
+    else
+      cmd=("$detrain" bench "${config_of[$m]}" --steps 30 --warmup 5 --set backend.device=cuda
+           --set "$levels" --csv "$csv")
+    fi
+    sh_c "$(quote_args "${cmd[@]}") >$(quote_args "$txt")" || failure "bench $m: $(last_error)"
+    [ $dry -eq 0 ] || check_config_of "${cmd[@]}"
+    [ $dry -eq 0 ] || continue
+    base=$(grep -m1 'step (update) median' "$txt" 2>/dev/null | awk '{ print $4 " ms" }')
+    note "$m ${base:-?}/step $(awk -F, '$3 == "step" { printf "%s%s %.2fx", s, $2, $6; s = ", " }' "$csv" 2>/dev/null)" \
+         "hash $(grep -m1 'hashing share' "$txt" 2>/dev/null | awk '{ print $3 }')" \
+         "waits/step $(grep -m1 'host waits per step' "$txt" 2>/dev/null | awk '{ print $5 }')"
+  done
+}
+
+stage_torch() {
+  local d=$results/bench m
+  [ $dry -eq 1 ] || { mkdir -p "$d"; rm -f "$d"/torch-*.csv; }
+  for m in mlp lenet; do
+    run python3 scripts/bench_torch.py --model "$m" --config "${config_of[$m]}" --device cuda \
+        --modes default,deterministic --steps 200 --warmup 20 --csv "$d/torch-$m.csv" ||
+      failure "torch $m: $(last_error)"
+    [ $dry -eq 0 ] || continue
+    note "$m $(awk -F, 'NR > 1 { printf "%s%s %.3f ms", s, $1, $3; s = ", " }' "$d/torch-$m.csv" 2>/dev/null)"
+  done
+}
+
+stage_memcheck() {
+  need_build || return
+  run bash scripts/gpu_session.sh __memcheck "$build" "$logs/sanitize-memcheck.log" "${memcheck_cases[@]}"
+  [ $dry -eq 0 ] || return 0
+  note "$(grep -m1 -o '[0-9]* of [0-9]* cases run, [0-9]* with errors' "$logs/memcheck.log")"
+  local f
+  f=$(grep -m1 -E 'memcheck: [a-z_.]+: exit' "$logs/memcheck.log" | sed 's/^gpu_session: //')
+  [ -z "$f" ] || failure "$f"
+}
+
+stage_racecheck() {
+  need_build || return
+  local cases=() t
+  mapfile -t cases < <(ctest --test-dir "$build" -L gpu -N 2>/dev/null | sed -nE 's/^ *Test +#[0-9]+: ([a-z_0-9]+\.[a-z_0-9]+)$/\1/p')
+  [ $dry -eq 0 ] || cases=("<every gpu test case of ctest -L gpu -N>")
+  run bash scripts/gpu_session.sh __racecheck "$build" "$logs/sanitize-racecheck.log" "${cases[@]}"
+}
+
+stage_matrix() {
   need_build || return
   local cfg=configs/overhead_matrix.yaml out=$results/overhead_matrix
-  if [ ! -f "$cfg" ]; then
-    say "matrix: $cfg does not exist in this tree: nothing to run (FAILED)"
-    step_failed=$((step_failed + 1))
-    [ $dry -eq 1 ] || return
-  fi
   [ $dry -eq 1 ] || rm -rf "$out"
-  run "$detrain" run "$cfg" --out "$out"
+  run "$detrain" run "$cfg" --out "$out" --only mlp-cuda,lenet-cuda,bnn-cuda
+}
+
+# ---- outputs: summary.txt and the tarball, after every stage ----------------------------------
+summary_text() {
+  local s row
+  echo "detrain GPU session $stamp: $gpu_name; $((SECONDS - start_s)) s of ${time_limit:-no} s limit; results in $results"
+  echo "command: scripts/gpu_session.sh $(quote_args "${orig_args[@]+"${orig_args[@]}"}")"
+  echo "| stage | verdict | s / cap | key numbers | first failure |"
+  echo "|---|---|---|---|---|"
+  for s in "${ordered[@]}"; do
+    row="| $s | ${status_of[$s]:-not run} | ${time_of[$s]:-0} / ${cap_of[$s]} | ${notes_of[$s]:-} | ${failure_of[$s]:-} |"
+    echo "$row"
+  done
+}
+
+write_outputs() {
+  local text
+  text=$(summary_text)
+  echo "$text" >"$results/summary.txt"
+  [ -n "$out_dir" ] || return 0
+  mkdir -p "$out_dir" || return 0
+  echo "$text" >"$out_dir/summary.txt.tmp" && mv "$out_dir/summary.txt.tmp" "$out_dir/summary.txt"
+  tar -czf "$out_dir/results-$gpu_slug.tar.gz.tmp" -C "$(dirname "$results")" "$(basename "$results")" 2>/dev/null &&
+    mv "$out_dir/results-$gpu_slug.tar.gz.tmp" "$out_dir/results-$gpu_slug.tar.gz"
 }
 
 finish() {
   local s failed=0
-  local summary
-  summary=$(
-    echo "summary ($gpu_name, $(date -u +%Y-%m-%dT%H:%M:%SZ), $((SECONDS - start_s))s, results in $results):"
-    for s in deps "${ordered[@]}"; do
-      printf '  %-8s %-14s %ss\n' "$s" "${status_of[$s]:-not run}" "${time_of[$s]:-0}"
-    done)
-  for s in deps "${ordered[@]}"; do
+  for s in "${ordered[@]}"; do
     case "${status_of[$s]:-not run}" in passed | planned) ;; *) failed=1 ;; esac
   done
-  if [ $dry -eq 0 ]; then
-    echo "$summary" | sed 's/^/# /' >>"$session"
-    echo "logs: $logs/<step>.log; commands: $session" >&2
-    if [ -n "$tarfile" ]; then
-      mkdir -p "$(dirname "$tarfile")"
-      if tar -czf "$tarfile" -C "$(dirname "$results")" "$(basename "$results")"; then
-        echo "packed $results into $tarfile ($(du -h "$tarfile" | cut -f1))" >&2
-      else
-        echo "could not pack $results into $tarfile" >&2; failed=1
-      fi
+  if [ $dry -eq 1 ]; then
+    local sum=0
+    for s in "${ordered[@]}"; do sum=$((sum + ${cap_of[$s]})); done
+    echo "plan: ${ordered[*]}"
+    echo "caps: $(for s in "${ordered[@]}"; do printf '%s %s, ' "$s" "${cap_of[$s]}"; done | sed 's/, $//'); sum $sum s"
+    if [ -n "$check_detrain" ]; then
+      echo "configs: $config_failures failing"
+      [ "$config_failures" -eq 0 ] || failed=1
     fi
+    exit $failed
   fi
-  echo "$summary"
+  write_outputs
+  summary_text | sed 's/^/# /' >>"$session"
+  echo "logs: $logs/<stage>.log; commands: $session${out_dir:+; returned: $out_dir/summary.txt, $out_dir/results-$gpu_slug.tar.gz}" >&2
+  echo
+  summary_text
   exit $failed
 }
+
 # ---- the session -----------------------------------------------------------------------------
-# Internal commands (the info step runs them as commands of their own).
+# Internal commands (stages run them as commands of their own).
 case "${1:-}" in
   __versions) info_versions >"$2" 2>&1; exit ;;
   __host) info_host >"$2" 2>&1; exit ;;
   __source) info_source "$2" >"$2/source.txt" 2>&1; exit ;;
-  __ctest_gpu) ctest_gpu "$2" "$3"; exit ;;
-  __sanitize) sanitize_gpu "$2" "$3" "$4"; exit ;;
+  __ctest_gpu) shift; ctest_gpu "$@"; exit ;;
+  __memcheck) shift; memcheck_gpu "$@"; exit ;;
+  __racecheck) shift; b=$1 l=$2; shift 2
+    san=$(command -v compute-sanitizer || echo "$(dirname "$(nvcc_path)")/compute-sanitizer")
+    : >"$l"; bad=0
+    for c in "$@"; do
+      "$san" --tool racecheck --error-exitcode 1 "$b/tests/test_${c%%.*}" "${c#*.}" >>"$l" 2>&1 </dev/null ||
+        { bad=$((bad + 1)); echo "gpu_session: racecheck: $c failed"; }
+    done
+    echo "gpu_session: racecheck: $# cases, $bad failed; log $l"; [ $bad -eq 0 ]; exit ;;
+  kind) next_kind; exit 0 ;;
+  payload) shift; payload_report "$@"; exit ;;
 esac
 
 # ---- options ----------------------------------------------------------------------------------
@@ -506,11 +762,13 @@ deps=.gpu-deps
 prefix=/tmp/detrain-deps
 build="build-gpu"
 results=""
-tarfile=""
+out_dir=""
 time_limit=0
 jobs=$(nproc 2>/dev/null || echo 4)
 dry=0
-steps=()
+check_detrain=""
+config_failures=0
+stages=()
 # A folder or file named on the command line: relative to where the script was started.
 arg_path() { case "$1" in /* | none) echo "$1" ;; *) echo "$orig_pwd/$1" ;; esac; }
 while [ $# -gt 0 ]; do
@@ -519,30 +777,40 @@ while [ $# -gt 0 ]; do
     --prefix) prefix=$(arg_path "${2:?--prefix needs a folder}"); shift 2 ;;
     --build) build=$(arg_path "${2:?--build needs a folder}"); shift 2 ;;
     --results) results=$(arg_path "${2:?--results needs a folder}"); shift 2 ;;
-    --tar) tarfile=$(arg_path "${2:?--tar needs a file}"); shift 2 ;;
+    --out) out_dir=$(arg_path "${2:?--out needs a folder}"); shift 2 ;;
     --time-limit) time_limit=${2:?--time-limit needs seconds}; shift 2 ;;
+    --cap)
+      c=${2:?--cap needs STAGE=SECONDS}
+      [[ "$c" =~ ^([a-z]+)=([0-9]+)$ ]] && [ -n "${cap_of[${BASH_REMATCH[1]}]+x}" ] ||
+        { echo "gpu_session.sh: --cap: STAGE=SECONDS with a known stage, got '$c'" >&2; exit 2; }
+      cap_of[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}; shift 2 ;;
     --jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
     --dry-run) dry=1; shift ;;
+    --check-configs) check_detrain=$(arg_path "${2:?--check-configs needs a detrain binary}"); shift 2 ;;
     -h | --help) usage ;;
-    info | build | smoke | tests | memcheck | racecheck | runs | bench | torch | crossdev | matrix)
-      steps+=("$1"); shift ;;
-    sanitize) steps+=(memcheck racecheck); shift ;;
-    call1) steps+=(build smoke tests memcheck); shift ;;
-    call2) steps+=(runs crossdev); shift ;;
-    call3) steps+=(bench torch); shift ;;
-    call4) steps+=(matrix racecheck); shift ;;
-    all) steps+=(build smoke tests memcheck runs crossdev bench torch matrix racecheck); shift ;;
-    *) echo "gpu_session.sh: unknown step or option '$1'" >&2; usage ;;
+    info | build | smoke | tests | crossdev | replicas | bench | torch | memcheck | racecheck | matrix)
+      stages+=("$1"); shift ;;
+    first-light) stages+=("${first_light[@]}"); shift ;;
+    call1 | call2 | call3 | call4 | runs | all)
+      echo "gpu_session.sh: '$1' is gone: the plan is one call now (first-light; docs/gpu.md)" >&2; exit 2 ;;
+    *) echo "gpu_session.sh: unknown stage or option '$1'" >&2; usage ;;
   esac
 done
-[ ${#steps[@]} -gt 0 ] || usage
+[ ${#stages[@]} -gt 0 ] || usage
 [[ "$time_limit" =~ ^[0-9]+$ ]] || { echo "gpu_session.sh: --time-limit: seconds, got '$time_limit'" >&2; exit 2; }
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "gpu_session.sh: --jobs: a number, got '$jobs'" >&2; exit 2; }
-# info first, once; the others in the order given, each once.
-ordered=(info)
-for s in "${steps[@]}"; do
-  case " ${ordered[*]} " in *" $s "*) ;; *) ordered+=("$s") ;; esac
+[ -z "$check_detrain" ] || [ $dry -eq 1 ] || { echo "gpu_session.sh: --check-configs goes with --dry-run" >&2; exit 2; }
+[ -z "$check_detrain" ] || [ -x "$check_detrain" ] ||
+  { echo "gpu_session.sh: --check-configs: $check_detrain is not an executable" >&2; exit 2; }
+# info first, then the plan's order (whatever the order given), each once.
+ordered=()
+for s in "${first_light[@]}" "${later[@]}"; do
+  if [ "$s" = info ] || [[ " ${stages[*]} " == *" $s "* ]]; then ordered+=("$s"); fi
 done
+# memcheck takes what is left of the limit, at least its cap.
+if [ "$time_limit" -gt 0 ] && [[ " ${ordered[*]} " == *" memcheck "* ]]; then
+  memcheck_floor=${cap_of[memcheck]}
+fi
 
 start_s=$SECONDS
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
@@ -563,25 +831,31 @@ if [ $dry -eq 0 ]; then
     echo "# scripts/gpu_session.sh session $stamp on $(hostname 2>/dev/null)"
     echo "# command (in $orig_pwd): $(printf '%q ' "$0" "${orig_args[@]+"${orig_args[@]}"}")"
   } >"$session"
+else
+  echo "dry run: the plan on '$gpu_name' (results $results, build $build, deps $deps)"
 fi
 trap 'say "interrupted"; finish' INT TERM
-step=deps
-begin_step deps
-deps_env || step_failed=$((step_failed + 1))
-end_step
 say "gpu: $gpu_name; results: $results; build: $build; CUDA architectures: $(cuda_archs || true)"
 if [ $dry -eq 0 ]; then
-  for v in PATH LD_LIBRARY_PATH PKG_CONFIG_PATH CMAKE_PREFIX_PATH CPATH DETRAIN_DATA DT_CUDA_ARCHS DT_GIT_REV; do
+  for v in PATH LD_LIBRARY_PATH PKG_CONFIG_PATH CMAKE_PREFIX_PATH CPATH DETRAIN_DATA DT_CUDA_ARCHS DT_GIT_REV DETRAIN_CUDNN_ROOT; do
     echo "# env $v=${!v:-}" >>"$session"
   done
 fi
 for s in "${ordered[@]}"; do
-  if [ "$(time_left)" -le 5 ]; then
+  if [ $step_failed_abort -eq 1 ]; then
+    status_of[$s]="not run (build failed)"
+    continue
+  fi
+  if [ $dry -eq 0 ] && [ "$(overall_left)" -le 5 ]; then
     status_of[$s]="not run (time)"
     continue
   fi
-  begin_step "$s"
-  "step_$s"
-  end_step
+  if [ "$s" = memcheck ] && [ -n "${memcheck_floor:-}" ] && [ $dry -eq 0 ]; then
+    left=$(overall_left)
+    [ "$left" -gt "$memcheck_floor" ] && cap_of[memcheck]=$left
+  fi
+  begin_stage "$s"
+  "stage_$s"
+  end_stage
 done
 finish

@@ -73,6 +73,45 @@ DT_TEST(config_errors_stop_before_training)
 
 /* A missing or broken dataset names the folder or file and what is wrong; exit 2; no
  * trace is written. */
+/* run --dry-run: the config and its overrides checked as run would, one line per experiment,
+ * nothing written (not even the output folder); a bad key is exit 2 with file:line:column;
+ * a matrix config resolves every entry, and an entry's bad override is named. */
+DT_TEST(run_dry_run)
+{
+    const char *dir = TMP "dry";
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -rf '%s'", dir), 0);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "'%s' run '%s' --out '%s' --dry-run --set backend.device=cuda "
+                                "--set train.steps=7",
+                                EXE, TINY, dir),
+                 0);
+    CHECK_CONTAINS(out, "dry run: ");
+    CHECK_CONTAINS(out, " parses (nothing trained or written)\n");
+    CHECK_CONTAINS(out, ", cuda, 7 steps, ");
+    CHECK(!dt_path_exists(dir));
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "'%s' run '%s' --out '%s' --dry-run --set train.stepz=7", EXE, TINY,
+                                dir),
+                 2);
+    CHECK_CONTAINS(out, "--set:1:");
+    CHECK_CONTAINS(out, "'train.stepz'");
+    CHECK(!dt_path_exists(dir));
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "'%s' run '%s/configs/overhead_matrix.yaml' --out '%s' --dry-run",
+                                EXE, DT_SOURCE_DIR, dir),
+                 0);
+    CHECK_CONTAINS(out, " parses as a matrix ");
+    CHECK_CONTAINS(out, "  lenet-cuda: model lenet, cuda, ");
+    CHECK_CONTAINS(out, "-> " TMP "dry/bnn-cpu\n");
+    CHECK(!dt_path_exists(dir));
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "'%s' run '%s/configs/overhead_matrix.yaml' --dry-run "
+                                "--set model.hidden=[0]",
+                                EXE, DT_SOURCE_DIR),
+                 2);
+    CHECK_CONTAINS(out, "model.hidden");
+}
+
 DT_TEST(dataset_errors)
 {
     const char *dir = TMP "data";
@@ -256,6 +295,7 @@ DT_TEST(sigint_keeps_valid_prefix)
 }
 
 DT_TEST_MAIN(DT_CASE(help_and_version), DT_CASE(usage_errors_exit_2),
-             DT_CASE(config_errors_stop_before_training), DT_CASE(dataset_errors),
-             DT_CASE(unwritable_output), DT_CASE(cuda_unavailable), DT_CASE(short_run_outputs),
-             DT_CASE(progress_line_on_terminal), DT_CASE(sigint_keeps_valid_prefix))
+             DT_CASE(config_errors_stop_before_training), DT_CASE(run_dry_run),
+             DT_CASE(dataset_errors), DT_CASE(unwritable_output), DT_CASE(cuda_unavailable),
+             DT_CASE(short_run_outputs), DT_CASE(progress_line_on_terminal),
+             DT_CASE(sigint_keeps_valid_prefix))

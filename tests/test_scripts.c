@@ -240,222 +240,495 @@ DT_TEST(deps_install_fake)
 
 /* ---- gpu_session.sh ----------------------------------------------------------------------- */
 
+/* The first stage header of `stage` in a dry run's output ("## STAGE (cap N s)"). */
+static const char *stage_at(const char *text, const char *stage)
+{
+    char h[64];
+    snprintf(h, sizeof h, "## %s (cap ", stage);
+    const char *p = strstr(text, h);
+    if (!p) {
+        fprintf(stderr, "no stage '%s' in the plan\n", stage);
+        dt_check_failures_++;
+    }
+    return p;
+}
+
+/* The one-call plan, dry: every stage of the first light in order, each with its cap and at
+ * least one command, the caps summing to at most 420 s; every config of a `detrain run` or
+ * `bench` of the plan parses (`detrain run --dry-run`); the build builds detrain and exactly
+ * the gpu-labelled test executables ctest knows; memcheck's cases are gpu test cases; no
+ * CPU-only test and no CPU training in device time; the old four calls are refused. */
 DT_TEST(session_plan)
 {
     int rc = dt_run_capture(out, sizeof out,
                             "DT_GPU_NAME='NVIDIA H100 80GB HBM3' bash '%s/scripts/gpu_session.sh' "
-                            "--dry-run --deps none all",
-                            SRC);
+                            "--dry-run --deps none --check-configs '%s' --time-limit 420 "
+                            "--out /tmp/o first-light 2>&1",
+                            SRC, DT_DETRAIN_EXE);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
     CHECK_INT_EQ(rc, 0);
-    static const char *want[] = {
-        "[info] bash scripts/gpu_session.sh __versions "
-        "results/nvidia-h100-80gb-hbm3/info/versions.txt",
-        "-DDETRAIN_CUDA=ON",
-        "[tests] bash scripts/gpu_session.sh __ctest_gpu build-gpu ",
-        /* smoke: every model at every level, launches synchronous */
-        "[smoke] env CUDA_LAUNCH_BLOCKING=1 build-gpu/detrain run configs/lenet.yaml --out "
-        "results/nvidia-h100-80gb-hbm3/smoke/lenet-run_to_run --set backend.device=cuda "
-        "--set train.steps=5 --set replicas=1 --set 'policies=[run_to_run]'",
-        "[smoke] env CUDA_LAUNCH_BLOCKING=1 build-gpu/detrain run configs/bnn.yaml --out "
-        "results/nvidia-h100-80gb-hbm3/smoke/bnn-portable ",
-        /* sanitizers: every gpu test case under each tool, a log each */
-        "[memcheck] bash scripts/gpu_session.sh __sanitize build-gpu memcheck "
-        "results/nvidia-h100-80gb-hbm3/logs/sanitize-memcheck.log\n",
-        "[racecheck] bash scripts/gpu_session.sh __sanitize build-gpu racecheck "
-        "results/nvidia-h100-80gb-hbm3/logs/sanitize-racecheck.log\n",
-        "  memcheck planned",
-        /* runs: on the GPU only, replicas against replica 0, portable against the CPU reference */
-        "[runs] build-gpu/detrain run configs/quickstart.yaml --out "
-        "results/nvidia-h100-80gb-hbm3/runs/quickstart-cuda --set backend.device=cuda "
-        "--set 'policies=[fast, run_to_run, portable]' --set replicas=5 --set train.steps=100",
-        "[runs] build-gpu/detrain compare "
-        "results/nvidia-h100-80gb-hbm3/runs/lenet-cuda/run_to_run/replica-0 "
-        "results/nvidia-h100-80gb-hbm3/runs/lenet-cuda/run_to_run/replica-4\n",
-        "[runs] build-gpu/detrain compare "
-        "results/nvidia-h100-80gb-hbm3/runs/bnn-cuda/fast/replica-0 "
-        "results/nvidia-h100-80gb-hbm3/runs/bnn-cuda/fast/replica-1\n",
-        "[runs] build-gpu/detrain compare results/cpu/crossdev-t2/mlp/portable/replica-0 "
-        "results/nvidia-h100-80gb-hbm3/runs/quickstart-cuda/portable/replica-0\n",
-        "--set backend.device=cuda --set 'policies=[fast, run_to_run, portable]'",
-        "[bench] build-gpu/detrain bench configs/bnn.yaml --steps 40 --warmup 4 --baseline first",
-        "[torch] python3 scripts/bench_torch.py --config configs/quickstart.yaml --device cuda",
-        "  torch    planned",
-        /* LeNet in bench, with and without overlapping pools */
-        "[bench] build-gpu/detrain bench configs/lenet.yaml --steps 100 --warmup 10 --set "
-        "backend.device=cuda "
-        "--set 'policies=[fast, run_to_run, portable]' --csv "
-        "results/nvidia-h100-80gb-hbm3/bench/detrain-cuda-lenet.csv",
-        "[bench] build-gpu/detrain bench configs/lenet.yaml --steps 100 --warmup 10 --set "
-        "backend.device=cuda "
-        "--set model.overlap_pool=true --set 'policies=[fast, run_to_run, portable]' "
-        "--csv results/nvidia-h100-80gb-hbm3/bench/detrain-cuda-lenet-overlap.csv",
-        "[torch] python3 scripts/bench_torch.py --model lenet --config configs/lenet.yaml --device "
-        "cuda "
-        "--steps 500 --warmup 50 --csv results/nvidia-h100-80gb-hbm3/bench/torch-lenet.csv",
-        "[torch] python3 scripts/bench_torch.py --model lenet --config configs/lenet.yaml --device "
-        "cuda "
-        "--overlap-pool --steps 500 --warmup 50 --csv "
-        "results/nvidia-h100-80gb-hbm3/bench/torch-lenet.csv",
-        /* crossdev and matrix */
-        "[crossdev] env DETRAIN=build-gpu/detrain bash scripts/cross_device.sh run cuda "
-        "results/nvidia-h100-80gb-hbm3/crossdev\n",
-        " bash scripts/cross_device.sh table results/cpu/crossdev-t2 results/cpu/crossdev-t1 "
-        "results/nvidia-h100-80gb-hbm3/crossdev --out "
-        "results/nvidia-h100-80gb-hbm3/cross_device.md\n",
-        "[matrix] build-gpu/detrain run configs/overhead_matrix.yaml --out "
-        "results/nvidia-h100-80gb-hbm3/overhead_matrix\n",
-        "  crossdev planned",
-        "  matrix   planned",
-    };
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK_CONTAINS(out, want[i]);
-    /* No CPU-only test and no CPU training in device time (the CPU references are made
-     * beforehand; bench's one CPU line is for scale). */
+    static const char *const stages[] = {"info",     "build", "smoke", "tests",   "crossdev",
+                                         "replicas", "bench", "torch", "memcheck"};
+    const char *prev = out;
+    for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
+        const char *at = stage_at(out, stages[i]);
+        CHECK(at && at >= prev);
+        if (at) prev = at;
+        char cmd[64];
+        snprintf(cmd, sizeof cmd, "\n[%s] ", stages[i]);
+        CHECK_CONTAINS(out, cmd);
+    }
+    CHECK(strstr(out, "[racecheck] ") == NULL && strstr(out, "[matrix] ") == NULL);
+    const char *sum = strstr(out, "; sum ");
+    CHECK(sum != NULL);
+    if (sum) {
+        long total = strtol(sum + 6, NULL, 10);
+        fprintf(stderr, "caps sum to %ld s\n", total);
+        CHECK(total > 0 && total <= 420);
+    }
+    CHECK_CONTAINS(out, "configs: 0 failing");
+    CHECK(strstr(out, "CONFIG FAILS") == NULL);
+    CHECK_CONTAINS(out, "    config ok: quickstart: model mlp, cuda, 5 steps");
+    CHECK_CONTAINS(out, "    config ok: lenet: model lenet, cuda, 30 steps, batch 128, policies "
+                        "[fast, run_to_run]");
+    CHECK_CONTAINS(out, "    config ok: bnn: model bnn_mlp, cuda, 900 steps, batch 128, policies "
+                        "[portable+rng=stored");
+    /* smoke: every model at every level, launches synchronous */
+    CHECK_CONTAINS(out,
+                   "[smoke] env CUDA_LAUNCH_BLOCKING=1 build-gpu/detrain run configs/lenet.yaml "
+                   "--out results/nvidia-h100-80gb-hbm3/smoke/lenet-run_to_run "
+                   "--set backend.device=cuda --set train.steps=5");
+    CHECK_CONTAINS(out, "-DDETRAIN_CUDA=ON");
+    CHECK_CONTAINS(out, "-DDETRAIN_REQUIRE_CUDNN=ON");
+    CHECK_CONTAINS(out, "[crossdev] env DETRAIN=build-gpu/detrain bash scripts/cross_device.sh "
+                        "table results/cpu/crossdev-t2 results/cpu/crossdev-t1 "
+                        "results/nvidia-h100-80gb-hbm3/crossdev --out "
+                        "results/nvidia-h100-80gb-hbm3/cross_device.md\n");
+    CHECK_CONTAINS(out, "[replicas] build-gpu/detrain compare "
+                        "results/nvidia-h100-80gb-hbm3/replicas/bnn/run_to_run/replica-0 "
+                        "results/nvidia-h100-80gb-hbm3/replicas/bnn/run_to_run/replica-2\n");
+    CHECK_CONTAINS(out, "[torch] python3 scripts/bench_torch.py --model lenet --config "
+                        "configs/lenet.yaml --device cuda --modes default,deterministic");
+    /* The build: detrain and exactly the gpu test executables (ctest -N -L gpu here). */
+    char targets[4096] = "";
+    CHECK_INT_EQ(dt_run_capture(targets, sizeof targets,
+                                "ctest --test-dir '%s/..' -N -L gpu | sed -nE 's/^ *Test +#[0-9]+: "
+                                "([a-z0-9_]+)\\..*/test_\\1/p' | sort -u | tr '\\n' ' '",
+                                DT_TEST_TMP_DIR),
+                 0);
+    CHECK(strlen(targets) > 20);
+    char want[4200];
+    snprintf(want, sizeof want, "--target detrain %s", targets);
+    want[strlen(want) - 1] = '\n'; /* the last target ends the line */
+    CHECK_CONTAINS(out, want);
+    /* memcheck's cases are gpu test cases */
+    char cases[8192] = "";
+    CHECK_INT_EQ(dt_run_capture(cases, sizeof cases,
+                                "ctest --test-dir '%s/..' -N -L gpu | sed -nE 's/^ *Test +#[0-9]+: "
+                                "([a-z0-9_.]+)$/\\1/p'",
+                                DT_TEST_TMP_DIR),
+                 0);
+    const char *mc = strstr(out, "[memcheck] ");
+    if (mc) {
+        char line[2048];
+        snprintf(line, sizeof line, "%.*s", (int)strcspn(mc, "\n"), mc);
+        char *save = NULL, *w = strtok_r(line, " ", &save);
+        int n = 0;
+        while (w) {
+            if (strchr(w, '.') && !strchr(w, '/')) {
+                char name[160];
+                snprintf(name, sizeof name, "%s\n", w);
+                if (!strstr(cases, name))
+                    fprintf(stderr, "memcheck case %s: no such gpu test\n", w);
+                CHECK(strstr(cases, name) != NULL);
+                n++;
+            }
+            w = strtok_r(NULL, " ", &save);
+        }
+        CHECK(n >= 5);
+    }
+    /* No CPU-only test and no CPU training in device time. */
     CHECK(strstr(out, "-L unit") == NULL);
     CHECK(strstr(out, "run cpu ") == NULL);
-    CHECK(strstr(out, "--set backend.device=cpu --set report") == NULL);
-    /* The plan's calls: call1 is build, smoke, tests and memcheck, in that order. */
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
-                                "DT_GPU_NAME=X bash '%s/scripts/gpu_session.sh' "
-                                "--dry-run --deps none call1",
-                                SRC),
-                 0);
-    CHECK(strstr(out, "[build] ") && strstr(out, "[smoke] ") && strstr(out, "[tests] ") &&
-          strstr(out, "[memcheck] ") && !strstr(out, "[runs] ") && !strstr(out, "[racecheck] "));
-    CHECK(strstr(out, "[build] ") < strstr(out, "[smoke] ") &&
-          strstr(out, "[smoke] ") < strstr(out, "[tests] ") &&
-          strstr(out, "[tests] ") < strstr(out, "[memcheck] "));
+    CHECK(strstr(out, "backend.device=cpu") == NULL);
     /* A dry run writes nothing. */
     CHECK(!dt_path_exists(SRC "/results/nvidia-h100-80gb-hbm3"));
+    CHECK(!dt_path_exists("/tmp/o/summary.txt") || 1); /* (another process may own /tmp/o) */
 
-    /* Only the steps asked for, info always first. */
+    /* Only the stages asked for, info always first, the plan's order whatever the order given. */
     CHECK_INT_EQ(dt_run_capture(out, sizeof out,
                                 "bash '%s/scripts/gpu_session.sh' --dry-run --deps none "
-                                "--results /tmp/x bench",
+                                "--results /tmp/x bench smoke",
                                 SRC),
                  0);
-    CHECK_CONTAINS(out, "[info] ");
-    CHECK_CONTAINS(out, "[bench] ");
+    CHECK(strstr(out, "[info] ") && strstr(out, "[smoke] ") && strstr(out, "[bench] "));
     CHECK(strstr(out, "[build] ") == NULL);
-    CHECK(strstr(out, "[info] ") < strstr(out, "[bench] "));
-
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "bash '%s/scripts/gpu_session.sh' biuld", SRC), 2);
-    CHECK_CONTAINS(out, "unknown step or option 'biuld'");
+    CHECK(strstr(out, "[info] ") < strstr(out, "[smoke] ") &&
+          strstr(out, "[smoke] ") < strstr(out, "[bench] "));
+    /* --cap changes one stage's cap */
     CHECK_INT_EQ(dt_run_capture(out, sizeof out,
-                                "bash '%s/scripts/gpu_session.sh' --time-limit 9m runs", SRC),
+                                "bash '%s/scripts/gpu_session.sh' --dry-run --deps none "
+                                "--cap smoke=7 smoke",
+                                SRC),
+                 0);
+    CHECK_CONTAINS(out, "## smoke (cap 7 s)");
+    CHECK_CONTAINS(out, "caps: info 15, smoke 7; sum 22 s");
+
+    /* Refusals. */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "bash '%s/scripts/gpu_session.sh' biuld", SRC), 2);
+    CHECK_CONTAINS(out, "unknown stage or option 'biuld'");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "bash '%s/scripts/gpu_session.sh' call1", SRC), 2);
+    CHECK_CONTAINS(out, "the plan is one call now");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "bash '%s/scripts/gpu_session.sh' --time-limit 9m smoke", SRC),
                  2);
     CHECK_CONTAINS(out, "--time-limit: seconds");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "bash '%s/scripts/gpu_session.sh' --cap smoek=3 smoke", SRC),
+                 2);
+    CHECK_CONTAINS(out, "--cap: STAGE=SECONDS with a known stage");
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "bash '%s/scripts/gpu_session.sh'", SRC), 2);
     CHECK_CONTAINS(out, "usage:");
+
+    /* The docs describe the one call, paste-ready, and no longer the four. */
+    char *gpu_md = read_text("%s/%s", SRC, "docs/gpu.md");
+    char *readme = read_text("%s/%s", SRC, "README.md");
+    if (gpu_md && readme) {
+        CHECK_CONTAINS(gpu_md, "bash scripts/gpu_session.sh --time-limit 420 --out \\\"$OUT\\\" "
+                               "first-light\"");
+        CHECK_CONTAINS(gpu_md, "\"carry\": [\".gpu-deps\"]");
+        CHECK_CONTAINS(gpu_md, "\"timeout_s\": 440");
+        CHECK(strstr(gpu_md, "call1") == NULL && strstr(gpu_md, "call4") == NULL);
+        CHECK(strstr(readme, "call1") == NULL && strstr(readme, "four calls") == NULL);
+    }
+    free(gpu_md), free(readme);
 }
 
+/* A scratch repo holding copies of the session scripts, the three configs, the test lists and
+ * a stand-in detrain that logs its arguments (and answers `run --dry-run` for real configs by
+ * calling the real one). */
+static const char *fake_repo(const char *name)
+{
+    const char *dir = scratch(name);
+    int rc =
+        dt_run_capture(out, sizeof out,
+                       "cd '%s' && mkdir -p scripts fakebuild configs tests && "
+                       "cp '%s/scripts/gpu_session.sh' '%s/scripts/cross_device.sh' "
+                       "'%s/scripts/lib.sh' '%s/scripts/gpu_deps.sh' scripts/ && "
+                       "cp '%s'/configs/quickstart.yaml '%s'/configs/lenet.yaml "
+                       "'%s'/configs/bnn.yaml configs/ && cp '%s'/tests/test_*.cmake tests/ && "
+                       "printf '#!/bin/sh\\necho \"$*\" >>\"$(dirname \"$0\")/calls.txt\"\\n' "
+                       ">fakebuild/detrain && chmod +x fakebuild/detrain",
+                       dir, SRC, SRC, SRC, SRC, SRC, SRC, SRC, SRC);
+    CHECK_INT_EQ(rc, 0);
+    return dir;
+}
+
+/* Carrying on: no build, so `tests` and `replicas` fail at once; `info` runs; after every
+ * stage --out gets summary.txt (one table) and the tarball of the results folder; out of
+ * time, nothing starts and the summary says so. A failing build ends the call at once, its
+ * error tail printed, the other stages "not run (build failed)". */
 DT_TEST(session_continues_after_failures)
 {
     const char *dir = scratch("session");
-    /* No build: `tests` and `runs` fail at once, `info` runs, the summary names each, the
-     * session file holds the commands, and --tar packs the folder. */
     int rc = dt_run_capture(
         out, sizeof out,
         "cd '%s' && DT_GPU_NAME='Test GPU' bash '%s/scripts/gpu_session.sh' --deps none "
-        "--build nobuild --results res --tar res.tar.gz tests runs",
+        "--build nobuild --results res --out ret tests replicas",
         dir, SRC);
     CHECK_INT_EQ(rc, 1);
-    CHECK_CONTAINS(out, "summary (Test GPU, ");
-    CHECK_CONTAINS(out, "  deps     passed");
-    CHECK_CONTAINS(out, "  tests    FAILED");
-    CHECK_CONTAINS(out, "  runs     FAILED");
-    CHECK_CONTAINS(out, "  info     ");
-    CHECK_CONTAINS(out, "tests: no ");
-    CHECK_CONTAINS(out, "nobuild/detrain: put the build step first");
-    CHECK_CONTAINS(out, "/res.tar.gz (");
+    CHECK_CONTAINS(out, "detrain GPU session ");
+    CHECK_CONTAINS(out, "| stage | verdict | s / cap | key numbers | first failure |\n");
+    CHECK_CONTAINS(out, "| tests | FAILED | ");
+    CHECK_CONTAINS(out, "| replicas | FAILED | ");
+    CHECK_CONTAINS(out, "nobuild/detrain (build first) |");
+    CHECK_CONTAINS(out, "| info | ");
     char path[2048];
     snprintf(path, sizeof path, "%s/res/logs/info.log", dir);
     CHECK(dt_path_exists(path));
     snprintf(path, sizeof path, "%s/res/info/source.sha256", dir);
     CHECK(dt_path_exists(path));
+    char *summary = read_text("%s/%s", dir, "ret/summary.txt");
+    if (summary) {
+        CHECK_CONTAINS(summary, "| replicas | FAILED | ");
+        free(summary);
+    }
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "cat '%s'/res/session-*.txt", dir), 0);
     CHECK_CONTAINS(out, "# command (in ");
     CHECK_CONTAINS(out, "bash scripts/gpu_session.sh __source ");
-    CHECK_CONTAINS(out, "#   runs     FAILED");
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "tar -tzf '%s/res.tar.gz'", dir), 0);
+    CHECK_CONTAINS(out, "## stage replicas (cap 40 s");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "tar -tzf '%s/ret/results-test-gpu.tar.gz'", dir),
+                 0);
     CHECK_CONTAINS(out, "res/info/source.txt");
-    CHECK_CONTAINS(out, "res/session-");
+    CHECK_CONTAINS(out, "res/summary.txt");
 
-    /* Out of time: nothing starts, each step says so, the session still ends with a summary. */
+    /* Out of time: nothing starts, each stage says so, the session still ends with a table. */
     rc = dt_run_capture(out, sizeof out,
                         "cd '%s' && bash '%s/scripts/gpu_session.sh' --deps none "
-                        "--results res2 --time-limit 3 runs 2>/dev/null",
+                        "--results res2 --time-limit 3 smoke 2>/dev/null",
                         dir, SRC);
     CHECK_INT_EQ(rc, 1);
-    CHECK_CONTAINS(out, "  info     not run (time)");
-    CHECK_CONTAINS(out, "  runs     not run (time)");
+    CHECK_CONTAINS(out, "| info | not run (time) |");
+    CHECK_CONTAINS(out, "| smoke | not run (time) |");
+
+    /* A build that cannot configure (a tree without CMakeLists.txt): at once, its error. */
+    const char *repo = fake_repo("session-build");
+    rc = dt_run_capture(out, sizeof out,
+                        "cd '%s' && DT_GPU_NAME=Fake timeout 120 bash scripts/gpu_session.sh "
+                        "--deps none --results res --out ret build smoke tests 2>&1",
+                        repo);
+    CHECK_INT_EQ(rc, 1);
+    CHECK(strstr(out, "BUILD FAILED") != NULL || strstr(out, "no nvcc") != NULL);
+    CHECK(strstr(out, "CMake Error") != NULL || strstr(out, "no nvcc") != NULL);
+    CHECK_CONTAINS(out, "| smoke | not run (build failed) |");
+    CHECK_CONTAINS(out, "| tests | not run (build failed) |");
+    snprintf(path, sizeof path, "%s/ret/summary.txt", repo);
+    CHECK(dt_path_exists(path));
 }
 
-/* A scratch repo holding a copy of the session scripts and a stand-in detrain that logs its
- * arguments: the crossdev step's reference (the committed CPU runs when present, else this
- * machine's CPU) and the matrix step, which fails loudly without its config. */
+/* The tests stage tells a skip for want of a usable GPU (a failure on the GPU machine) from
+ * other skips, and names the first failing test with the line that says why: on a CTest
+ * folder written by hand (CTestTestfile.cmake), no build needed. */
+DT_TEST(session_tests_stage_skips)
+{
+    const char *dir = scratch("ctest");
+    static const char *const lines[] = {
+        "add_test(a.pass /bin/sh -c \"exit 0\")",
+        "add_test(a.nompi /bin/sh -c \"echo 'SKIPPED: detrain was built without MPI' >&2; exit "
+        "77\")",
+        "add_test(b.nogpu /bin/sh -c \"echo 'SKIPPED (no usable GPU): no CUDA device' >&2; exit "
+        "77\")",
+        "add_test(c.fail /bin/sh -c \"echo 'tests/x.c:12: CHECK failed: 1 == 2' >&2; exit 1\")",
+    };
+    /* three folders: pass + a non-GPU skip; + a no-GPU skip; + a failure */
+    for (int k = 0; k < 3; k++) {
+        char f[2048], text[2048] = "";
+        for (int i = 0; i <= k + 1; i++) {
+            char l[400];
+            const char *name = i == 0   ? "a.pass"
+                               : i == 1 ? "a.nompi"
+                               : i == 2 ? "b.nogpu"
+                                        : "c.fail";
+            snprintf(l, sizeof l,
+                     "%s\nset_tests_properties(%s PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)\n",
+                     lines[i], name);
+            strncat(text, l, sizeof text - strlen(text) - 1);
+        }
+        snprintf(f, sizeof f, "%s/t%d/CTestTestfile.cmake", dir, k);
+        CHECK_INT_EQ(dt_run_capture(out, sizeof out, "mkdir -p '%s/t%d'", dir, k), 0);
+        dt_write_text(f, text);
+    }
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "bash '%s/scripts/gpu_session.sh' __ctest_gpu '%s/t0' 2 30", SRC,
+             dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "%s", cmd), 0);
+    CHECK_CONTAINS(out,
+                   "a.nompi skipped (not a GPU matter): SKIPPED: detrain was built without MPI");
+    CHECK_CONTAINS(out, "tests: 2 run, 1 passed, 0 failed, 1 skipped (0 for want of a usable GPU, "
+                        "1 for other reasons)");
+    snprintf(cmd, sizeof cmd, "bash '%s/scripts/gpu_session.sh' __ctest_gpu '%s/t1' 2 30", SRC,
+             dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "%s", cmd), 1);
+    CHECK_CONTAINS(out, "b.nogpu skipped for want of a usable GPU: SKIPPED (no usable GPU): no "
+                        "CUDA device");
+    snprintf(cmd, sizeof cmd, "bash '%s/scripts/gpu_session.sh' __ctest_gpu '%s/t2' 2 30", SRC,
+             dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "%s", cmd), 1);
+    CHECK_CONTAINS(out, "first failing test: c.fail: tests/x.c:12: CHECK failed: 1 == 2");
+    CHECK_CONTAINS(out, "1 failed");
+}
+
+/* What a GPU call carries fits its limit (56 MiB: the device's 64 less a margin), counted
+ * from the fetched deps or, where they are absent (CI), from scripts/gpu_deps.manifest; a
+ * limit it exceeds fails, naming the largest contributors. */
+DT_TEST(payload_fits)
+{
+    int rc = dt_run_capture(out, sizeof out, "cd '%s' && bash scripts/gpu_session.sh payload", SRC);
+    fprintf(stderr, "%s", out);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_CONTAINS(out, " MiB of at most 56 MiB");
+    CHECK_CONTAINS(out, "  deps (carry .gpu-deps): ");
+    CHECK_CONTAINS(out, "largest contributors");
+    CHECK_CONTAINS(out, " MiB  results/cpu/\n");
+    /* the deps are counted: without them the tree alone would be far below */
+    CHECK(strstr(out, "deps (carry .gpu-deps): 0.0 MiB") == NULL);
+    rc = dt_run_capture(out, sizeof out,
+                        "cd '%s' && bash scripts/gpu_session.sh payload --limit-mib 20", SRC);
+    CHECK_INT_EQ(rc, 1);
+    CHECK_CONTAINS(out, "OVER: ");
+    CHECK_CONTAINS(out, ".gpu-deps/ (deps)");
+    /* the manifest is what CI counts: the fetched folder's sizes, every package named */
+    char *m = read_text("%s/%s", SRC, "scripts/gpu_deps.manifest");
+    if (m) {
+        CHECK_CONTAINS(m, "\ndataset-fashion-mnist ");
+        CHECK_CONTAINS(m, "\nlibopenblas0-pthread ");
+        free(m);
+    }
+}
+
+/* The first line of `text` is `want` (stdout's answer; stderr's explanation follows). */
+#define CHECK_FIRST_LINE(text, want)                                                               \
+    do {                                                                                           \
+        const size_t n_ = strlen(want);                                                            \
+        if (strncmp((text), (want), n_) != 0 || (text)[n_] != '\n') {                              \
+            fprintf(stderr, "%s:%d: first line of \"%s\" is not \"%s\"\n", __FILE__, __LINE__,     \
+                    (text), (want));                                                               \
+            dt_check_failures_++;                                                                  \
+        }                                                                                          \
+    } while (0)
+
+/* The next lease's kind: the other one of the two once results/ holds one kind's first light. */
+DT_TEST(session_kind)
+{
+    const char *repo = fake_repo("kind");
+    CHECK_INT_EQ(
+        dt_run_capture(out, sizeof out, "cd '%s' && bash scripts/gpu_session.sh kind", repo), 0);
+    CHECK_FIRST_LINE(out, "nvidia-h100-x1");
+    CHECK_CONTAINS(out, "no GPU first light in results/ yet");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "cd '%s' && mkdir -p results/nvidia-h100-80gb-hbm3/info && "
+                                "printf 'name, driver_version\\nNVIDIA H100 80GB HBM3, 580\\n' "
+                                ">results/nvidia-h100-80gb-hbm3/info/gpu.csv && "
+                                "bash scripts/gpu_session.sh kind",
+                                repo),
+                 0);
+    CHECK_FIRST_LINE(out, "nvidia-h200");
+    CHECK_INT_EQ(
+        dt_run_capture(out, sizeof out,
+                       "cd '%s' && rm -r results/nvidia-h100-80gb-hbm3 && "
+                       "mkdir -p results/nvidia-h200/info && "
+                       "printf 'name\\nNVIDIA H200\\n' >results/nvidia-h200/info/gpu.csv && "
+                       "bash scripts/gpu_session.sh kind",
+                       repo),
+        0);
+    CHECK_FIRST_LINE(out, "nvidia-h100-x1");
+}
+
+/* In a scratch repo with a stand-in detrain: the crossdev stage's reference (the committed CPU
+ * runs; none: FAILED, nothing trained; every other GPU's committed crossdev a column), the
+ * matrix stage (the cuda entries), and a config that does not parse failing the dry run. */
 DT_TEST(session_crossdev_and_matrix)
 {
-    const char *dir = scratch("fakerepo");
+    const char *dir = fake_repo("fakerepo");
     int rc = dt_run_capture(out, sizeof out,
-                            "cd '%s' && mkdir -p scripts fakebuild configs && "
-                            "cp '%s/scripts/gpu_session.sh' '%s/scripts/cross_device.sh' "
-                            "'%s/scripts/lib.sh' scripts/ && "
-                            "printf '#!/bin/sh\\necho \"$*\" >>\"$(dirname \"$0\")/calls.txt\"\\n' "
-                            ">fakebuild/detrain && chmod +x fakebuild/detrain",
-                            dir, SRC, SRC, SRC);
-    CHECK_INT_EQ(rc, 0);
-    /* Without the committed reference: the step fails, saying how to make it beforehand
-     * (no CPU training in device time); nothing is trained. */
-    rc = dt_run_capture(out, sizeof out,
-                        "cd '%s' && DT_GPU_NAME=Fake bash scripts/gpu_session.sh "
-                        "--deps none --build fakebuild --results res crossdev",
-                        dir);
+                            "cd '%s' && DT_GPU_NAME=Fake bash scripts/gpu_session.sh "
+                            "--deps none --build fakebuild --results res crossdev",
+                            dir);
     CHECK_INT_EQ(rc, 1);
     CHECK_CONTAINS(out, "no results/cpu/crossdev-t2/mlp/config.json (the committed CPU reference");
-    CHECK_CONTAINS(out, "  crossdev FAILED");
+    CHECK_CONTAINS(out, "| crossdev | FAILED |");
     char want[4096];
     snprintf(want, sizeof want, "%s/fakebuild/calls.txt", dir);
     CHECK(!dt_path_exists(want));
-    /* With it: the committed reference first, then this GPU's runs. */
+    /* With it, and another GPU's committed column: reference first, the other GPU, this one. */
     CHECK_INT_EQ(dt_run_capture(out, sizeof out,
-                                "cd '%s' && mkdir -p results/cpu/crossdev-t2/mlp && "
-                                "echo '{}' >results/cpu/crossdev-t2/mlp/config.json",
+                                "cd '%s' && mkdir -p results/cpu/crossdev-t2/mlp "
+                                "results/nvidia-h200/crossdev && "
+                                "echo '{}' >results/cpu/crossdev-t2/mlp/config.json && "
+                                "touch results/nvidia-h200/crossdev/commands.txt",
                                 dir),
                  0);
     rc = dt_run_capture(out, sizeof out,
-                        "cd '%s' && bash scripts/gpu_session.sh --dry-run --deps none "
-                        "--results res crossdev",
+                        "cd '%s' && DT_GPU_NAME='NVIDIA H100 80GB HBM3' bash "
+                        "scripts/gpu_session.sh --dry-run --deps none crossdev",
                         dir);
     CHECK_INT_EQ(rc, 0);
-    snprintf(want, sizeof want,
-             "bash scripts/cross_device.sh table results/cpu/crossdev-t2 "
-             "%s/res/crossdev --out %s/res/cross_device.md\n",
-             dir, dir);
-    CHECK_CONTAINS(out, want);
+    CHECK_CONTAINS(out, "bash scripts/cross_device.sh table results/cpu/crossdev-t2 "
+                        "results/nvidia-h200/crossdev results/nvidia-h100-80gb-hbm3/crossdev "
+                        "--out results/nvidia-h100-80gb-hbm3/cross_device.md\n");
     CHECK(strstr(out, "committed CPU reference") == NULL);
     CHECK(strstr(out, "run cpu") == NULL);
 
-    /* matrix without configs/overhead_matrix.yaml: FAILED, saying why; detrain not called. */
+    /* matrix: the cuda entries of configs/overhead_matrix.yaml, into RESULTS/overhead_matrix. */
     rc = dt_run_capture(out, sizeof out,
-                        "cd '%s' && DT_GPU_NAME=Fake bash scripts/gpu_session.sh "
-                        "--deps none --build fakebuild --results res matrix",
+                        "cd '%s' && DT_GPU_NAME=Fake bash scripts/gpu_session.sh --deps none "
+                        "--build fakebuild --results res matrix; cat fakebuild/calls.txt",
                         dir);
-    CHECK_INT_EQ(rc, 1);
-    CHECK_CONTAINS(out, "matrix: configs/overhead_matrix.yaml does not exist in this tree");
-    CHECK_CONTAINS(out, "  matrix   FAILED");
-    snprintf(want, sizeof want, "%s/fakebuild/calls.txt", dir);
-    CHECK(!dt_path_exists(want));
-    /* With it: detrain run CONFIG --out RESULTS/overhead_matrix, and the step passes. */
-    rc =
-        dt_run_capture(out, sizeof out,
-                       "cd '%s' && touch configs/overhead_matrix.yaml && "
-                       "DT_GPU_NAME=Fake bash scripts/gpu_session.sh --deps none --build fakebuild "
-                       "--results res matrix; cat fakebuild/calls.txt",
-                       dir);
-    CHECK_CONTAINS(out, "  matrix   passed");
-    snprintf(want, sizeof want, "run configs/overhead_matrix.yaml --out %s/res/overhead_matrix\n",
+    CHECK_CONTAINS(out, "| matrix | passed |");
+    snprintf(want, sizeof want,
+             "run configs/overhead_matrix.yaml --out %s/res/overhead_matrix --only "
+             "mlp-cuda,lenet-cuda,bnn-cuda\n",
              dir);
     CHECK_CONTAINS(out, want);
+
+    /* A config of the plan that does not parse fails the dry run, naming file:line:column. */
+    rc = dt_run_capture(out, sizeof out,
+                        "cd '%s' && sed -i 's/^  steps: /  stepz: /' configs/lenet.yaml && "
+                        "bash scripts/gpu_session.sh --dry-run --deps none --check-configs '%s' "
+                        "smoke 2>&1",
+                        dir, DT_DETRAIN_EXE);
+    CHECK_INT_EQ(rc, 1);
+    CHECK_CONTAINS(out, "    CONFIG FAILS: detrain: configs/lenet.yaml:");
+    CHECK_CONTAINS(out, "configs: 3 failing");
+    CHECK_CONTAINS(out, "    config ok: quickstart: ");
+}
+
+/* cuDNN for the GPU build (CMakeLists.txt): DETRAIN_CUDNN_ROOT is searched alone, and a root
+ * without cuDNN is refused naming it; a header of one version paired with a library of
+ * another is refused under DETRAIN_REQUIRE_CUDNN (the GPU session's build) and warned of
+ * otherwise. Configures only, on fake roots (an empty library file named by its version);
+ * skipped where there is no CUDA compiler. */
+DT_TEST(cmake_cudnn_root)
+{
+    if (dt_run_capture(out, sizeof out, "command -v nvcc || test -x /usr/local/cuda/bin/nvcc") != 0)
+        DT_SKIP("no CUDA compiler: the cuDNN search is not configured");
+    const char *dir = scratch("cudnn");
+    int rc = dt_run_capture(
+        out, sizeof out,
+        "cd '%s' && mkdir -p root/include root/lib && : >root/include/cudnn.h && "
+        "printf '#define CUDNN_MAJOR 9\n#define CUDNN_MINOR 26\n#define CUDNN_PATCHLEVEL 0\n' "
+        ">root/include/cudnn_version.h && : >root/lib/libcudnn.so.9.19.0 && "
+        "ln -s libcudnn.so.9.19.0 root/lib/libcudnn.so",
+        dir);
+    CHECK_INT_EQ(rc, 0);
+    /* CMake folds long messages over lines: the output with its whitespace runs as one space */
+    static const char cfg[] = "cmake -S '%s' -B '%s/b%d' -DDETRAIN_CUDA=ON -DDETRAIN_MPI=OFF "
+                              "-DCMAKE_CUDA_COMPILER=$(command -v nvcc || echo "
+                              "/usr/local/cuda/bin/nvcc) -DCMAKE_CUDA_ARCHITECTURES=90 %s "
+                              ">cfg.log 2>&1; rc=$?; tr -s ' \\n' '  ' <cfg.log; exit $rc";
+    char extra[1200];
+    snprintf(extra, sizeof extra, "-DDETRAIN_CUDNN_ROOT='%s/nonexistent'", dir);
+    char cmd[2400];
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s", dir, cfg);
+    rc = dt_run_capture(out, sizeof out, cmd, SRC, dir, 0, extra);
+    CHECK(rc != 0);
+    CHECK_CONTAINS(out, "nonexistent: no cuDNN there");
+    snprintf(extra, sizeof extra, "-DDETRAIN_CUDNN_ROOT='%s/root' -DDETRAIN_REQUIRE_CUDNN=ON", dir);
+    rc = dt_run_capture(out, sizeof out, cmd, SRC, dir, 1, extra);
+    CHECK(rc != 0);
+    CHECK_CONTAINS(out, "DETRAIN_REQUIRE_CUDNN: cuDNN header");
+    CHECK_CONTAINS(out, "is 9.26 but");
+    CHECK_CONTAINS(out, "is 9.19: two");
+    /* the environment variable does the same as the option; without REQUIRE, a warning */
+    snprintf(extra, sizeof extra, " ");
+    snprintf(cmd, sizeof cmd, "cd '%s' && DETRAIN_CUDNN_ROOT='%s/root' %s", dir, dir, cfg);
+    rc = dt_run_capture(out, sizeof out, cmd, SRC, dir, 2, extra);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_CONTAINS(out, "(building with them anyway)");
+}
+
+/* The committed CPU references the GPU plan compares against (results/cpu/crossdev-t2) are
+ * the current CPU bits: the three portable runs again here, identical at every step. */
+DT_TEST(crossdev_references_current)
+{
+    const char *dir = scratch("xdref");
+    int rc = dt_run_capture(out, sizeof out,
+                            "cd '%s' && DETRAIN='%s' bash scripts/cross_device.sh run cpu '%s/cpu' "
+                            "--threads 2 && DETRAIN='%s' bash scripts/cross_device.sh table "
+                            "results/cpu/crossdev-t2 '%s/cpu' --out '%s/t.md'",
+                            SRC, DT_DETRAIN_EXE, dir, DT_DETRAIN_EXE, dir, dir);
+    if (rc != 0)
+        fprintf(stderr,
+                "%s\nresults/cpu/crossdev-t2 no longer holds the current CPU bits: remake it "
+                "(scripts/results.sh crossdev) if the change is intended\n",
+                out);
+    CHECK_INT_EQ(rc, 0);
+    char *md = read_text("%s/%s", dir, "t.md");
+    if (md) {
+        CHECK_CONTAINS(md, "- mlp: identical\n- lenet: identical\n- bnn: identical\n");
+        CHECK_CONTAINS(md, "| identical (101 steps) |");
+        free(md);
+    }
 }
 
 /* ---- cross_device.sh ----------------------------------------------------------------------- */
@@ -715,5 +988,7 @@ DT_TEST(deps_fetch_build)
 
 DT_TEST_MAIN(DT_CASE(bash_syntax), DT_CASE(python_syntax), DT_CASE(deps_install_fake),
              DT_CASE(session_plan), DT_CASE(session_continues_after_failures),
-             DT_CASE(session_crossdev_and_matrix), DT_CASE(cross_device_cpu),
+             DT_CASE(session_tests_stage_skips), DT_CASE(payload_fits), DT_CASE(session_kind),
+             DT_CASE(session_crossdev_and_matrix), DT_CASE(cmake_cudnn_root),
+             DT_CASE(crossdev_references_current), DT_CASE(cross_device_cpu),
              DT_CASE(bench_torch_cpu), DT_CASE(deps_fetch_build))

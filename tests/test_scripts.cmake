@@ -4,7 +4,9 @@
 # check-slow): the real Debian fetch, a build from the unpacked prefix alone and a short run
 # (tests/gpu_deps_check.sh; skipped when apt cannot download).
 dt_add_test(scripts LABELS unit CASES bash_syntax python_syntax deps_install_fake session_plan
-            session_continues_after_failures session_crossdev_and_matrix)
-dt_add_test(scripts LABELS e2e CASES cross_device_cpu bench_torch_cpu)
+            session_continues_after_failures session_tests_stage_skips payload_fits session_kind
+            session_crossdev_and_matrix)
+dt_add_test(scripts LABELS e2e CASES cross_device_cpu bench_torch_cpu crossdev_references_current
+            cmake_cudnn_root)
 dt_add_test(scripts LABELS slow CASES deps_fetch_build)
 set_tests_properties(scripts.deps_fetch_build PROPERTIES TIMEOUT 1200)
