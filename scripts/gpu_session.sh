@@ -182,6 +182,7 @@ next_kind() {
 stage=""         # the stage now running
 stage_failed=0   # commands of this stage that failed
 stage_t0=0
+last_verdict=""   # the last command's exit status, for last_error when its log says nothing
 last_failed=""    # the stage's first failed command, for the table when it says nothing more
 declare -A status_of=() time_of=() notes_of=() failure_of=()
 
@@ -235,6 +236,7 @@ run() {
   esac
   [ $rc -ne 124 ] && [ $rc -ne 137 ] || verdict="FAILED (cut at ${left}s)"
   echo "=== exit $rc after ${secs}s ($verdict)" >>"$log"
+  last_verdict="exit $rc after ${secs}s${verdict#FAILED}"
   printf '%-6s rc=%-3s %5ss  %s\n' "${verdict%% *}" "$rc" "$secs" "$line" >>"$session"
   echo "[$stage] $verdict rc=$rc ${secs}s: $line" >&2
   return $rc
@@ -245,8 +247,10 @@ sh_c() { run "${@:1:$#-1}" bash -c "${!#}"; }
 
 # The last meaningful line a failed command left in the stage's log (its error).
 last_error() {
-  grep -v '^===\|^ *$' "$logs/$stage.log" 2>/dev/null | grep -iE 'error|fail|detrain:|abort|invalid|refus|cannot' |
-    tail -1 | cut -c1-200
+  local e
+  e=$(grep -v '^===\|^ *$' "$logs/$stage.log" 2>/dev/null |
+      grep -iE 'error|fail|detrain:|abort|invalid|refus|cannot' | tail -1 | cut -c1-200)
+  echo "${e:-$last_verdict}"
 }
 
 # --check-configs: in a dry run, `detrain run|bench CONFIG ... --set K=V ...` of the plan is
@@ -595,8 +599,10 @@ stage_crossdev() {
   local m v
   for m in "${models[@]}"; do
     v=$(grep -m1 -E "^- $m: " "$results/cross_device.md" 2>/dev/null | sed "s/^- $m: //" | cut -c1-60)
-    note "$m ${v:-no result}"
-    case "$v" in identical*) ;; *) failure "$m: ${v:-no result} (cross_device.md)" ;; esac
+    case "$v" in
+      identical) note "$m identical" ;;
+      *) note "$m ${v:-no result}"; failure "$m: ${v:-no result} (cross_device.md)" ;;
+    esac
   done
 }
 
@@ -644,6 +650,7 @@ stage_bench() {
     sh_c "$(quote_args "${cmd[@]}") >$(quote_args "$txt")" || failure "bench $m: $(last_error)"
     [ $dry -eq 0 ] || check_config_of "${cmd[@]}"
     [ $dry -eq 0 ] || continue
+    [ -s "$csv" ] || continue
     base=$(grep -m1 'step (update) median' "$txt" 2>/dev/null | awk '{ print $4 " ms" }')
     note "$m ${base:-?}/step $(awk -F, '$3 == "step" { printf "%s%s %.2fx", s, $2, $6; s = ", " }' "$csv" 2>/dev/null)" \
          "hash $(grep -m1 'hashing share' "$txt" 2>/dev/null | awk '{ print $3 }')" \
@@ -656,9 +663,14 @@ stage_torch() {
   [ $dry -eq 1 ] || { mkdir -p "$d"; rm -f "$d"/torch-*.csv; }
   for m in mlp lenet; do
     run python3 scripts/bench_torch.py --model "$m" --config "${config_of[$m]}" --device cuda \
-        --modes default,deterministic --steps 200 --warmup 20 --csv "$d/torch-$m.csv" ||
-      failure "torch $m: $(last_error)"
+        --modes default,deterministic --steps 200 --warmup 20 --csv "$d/torch-$m.csv"
+    case $? in
+      0) ;;
+      77) failure "torch $m: no PyTorch here (exit 77)" ;;
+      *) failure "torch $m: $(last_error)" ;;
+    esac
     [ $dry -eq 0 ] || continue
+    [ -s "$d/torch-$m.csv" ] || continue
     note "$m $(awk -F, 'NR > 1 { printf "%s%s %.3f ms", s, $1, $3; s = ", " }' "$d/torch-$m.csv" 2>/dev/null)"
   done
 }
