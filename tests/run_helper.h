@@ -11,6 +11,16 @@
 
 #include "core/fileio.h"
 
+/* mpirun as the tests start it (a shell word list): as root where CI runs, more ranks than
+ * cores, and a private session folder per start (TMPDIR: a short path under /tmp, since
+ * Open MPI puts its sockets there, whose names are limited to 107 bytes): two mpirun
+ * started at the same moment under ctest -j raced on Open MPI's shared /tmp/ompi.<host>.<uid>
+ * ("mkdir: File exists", a CI flake). The cases that start it also hold the CTest lock `mpirun`
+ * (tests/test_<module>.cmake, LOCKS). */
+#define DT_MPIRUN                                                                                  \
+    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "                                   \
+    "TMPDIR=$(d=/tmp/dt-mpirun.$$; mkdir -p $d && echo $d) mpirun --oversubscribe"
+
 /* Run a shell command (stdout and stderr together into `out`); return its exit status. */
 static inline int dt_run_capture(char *out, size_t size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -370,6 +370,16 @@ DT_TEST(policy_names)
     expect_set_error(empty, 1, 1, 29, "key 'policies', item 1: 'name': must not be empty");
     const char *dots[] = {"policies={base: fast, name: ..}"};
     expect_set_error(dots, 1, 1, 29, "'name': '..' cannot name a folder");
+    /* the experiment's name is one folder too: not the current folder, its parent or an
+     * option-like word (a name of '..' made --overwrite wipe the parent folder) */
+    const char *up[] = {"name=.."};
+    expect_set_error(up, 1, 1, 6, "key 'name': '..' cannot name a folder");
+    const char *here[] = {"name=."};
+    expect_set_error(here, 1, 1, 6, "key 'name': '.' cannot name a folder");
+    const char *dash[] = {"name=-rf"};
+    expect_set_error(dash, 1, 1, 6, "key 'name': '-rf' starts with '-'");
+    const char *dotted[] = {"name=.hidden..ok"};
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), dotted, 1, &err), DT_OK);
     char longname[128] = "policies={base: fast, name: ";
     size_t at = strlen(longname);
     memset(longname + at, 'n', 64);

@@ -20,7 +20,7 @@
 #define EXE DT_DETRAIN_EXE
 #define TMP DT_TEST_TMP_DIR "/dist."
 /* root in CI containers; one slot per rank on a two-core machine */
-#define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe"
+#define MPIRUN DT_MPIRUN
 
 static bool skip_without_mpi(void)
 {

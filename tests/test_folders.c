@@ -19,7 +19,7 @@
 #define TMP DT_TEST_TMP_DIR "/folders."
 #define RUN "DETRAIN_GNUPLOT=none '" EXE "' run '" TINY "' --quiet"
 #define RUN_NP(np) "DETRAIN_GNUPLOT=none " MPIRUN " -np " np " '" EXE "' run '" TINY "' --quiet"
-#define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe"
+#define MPIRUN DT_MPIRUN
 
 static char out[1 << 16];
 

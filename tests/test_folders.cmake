@@ -1,4 +1,5 @@
-dt_add_test(folders LABELS e2e CASES refused_value_keeps_result refused_ranks_keep_result
+dt_add_test(folders LABELS e2e CASES refused_ranks_keep_result LOCKS mpirun)
+dt_add_test(folders LABELS e2e CASES refused_value_keeps_result
             other_config_refused rerun_is_explicit foreign_folder_refused lock_held_refuses
             concurrent_runs planted_symlink resume_inputs_checked_first unwritable_replica_folder
             oversized_model_refused

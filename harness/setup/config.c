@@ -570,7 +570,16 @@ static enum dt_status check_name_chars(struct loader *ld, const char *label,
                                        const yaml_node_t *node, const char *s)
 {
     size_t len = strlen(s), bad = strspn(s, NAME_CHARS_);
-    if (bad == len) return DT_OK;
+    if (bad == len) {
+        /* a name becomes one folder: one path component that is neither the folder itself
+         * nor its parent, and not read as an option on a command line */
+        if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+            return fail_at(ld, node->start_mark, "%s: '%s' cannot name a folder", label, s);
+        if (s[0] == '-')
+            return fail_at(ld, node->start_mark,
+                           "%s: '%.64s' starts with '-' (it would read as an option)", label, s);
+        return DT_OK;
+    }
     char shown[16];
     format_char(shown, sizeof shown, (unsigned char)s[bad]);
     return fail_at(ld, node->start_mark,
