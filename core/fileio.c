@@ -220,6 +220,58 @@ bool dt_is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+bool dt_resolve_path(const char *path, char *out, size_t size)
+{
+    char head[PATH_MAX];
+    if (!path[0] || strlen(path) >= sizeof head) return false;
+    if (path[0] == '/') {
+        snprintf(head, sizeof head, "%s", path);
+    } else {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd)) return false;
+        const size_t a = strlen(cwd), b = strlen(path);
+        if (a + 1 + b >= sizeof head) return false;
+        memcpy(head, cwd, a);
+        head[a] = '/';
+        memcpy(head + a + 1, path, b + 1);
+    }
+    /* the longest existing prefix (at a '/'), resolved */
+    char base[PATH_MAX], tail[PATH_MAX] = "";
+    size_t cut = strlen(head);
+    for (;;) {
+        char prefix[PATH_MAX];
+        memcpy(prefix, head, cut);
+        prefix[cut] = '\0';
+        if (cut == 0) snprintf(prefix, sizeof prefix, "/");
+        if (realpath(prefix, base)) {
+            snprintf(tail, sizeof tail, "%s", head + cut);
+            break;
+        }
+        if (cut == 0) return false;
+        while (cut > 0 && head[cut - 1] != '/') cut--;
+        if (cut > 0) cut--; /* before the '/' */
+    }
+    /* the rest, component by component */
+    char res[PATH_MAX];
+    snprintf(res, sizeof res, "%s", strcmp(base, "/") == 0 ? "" : base);
+    for (char *save = NULL, *c = strtok_r(tail, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        if (strcmp(c, ".") == 0) continue;
+        if (strcmp(c, "..") == 0) {
+            char *slash = strrchr(res, '/');
+            if (slash) *slash = '\0';
+            continue;
+        }
+        size_t len = strlen(res);
+        if (len + 1 + strlen(c) >= sizeof res) return false;
+        res[len] = '/';
+        snprintf(res + len + 1, sizeof res - len - 1, "%s", c);
+    }
+    if (!res[0]) snprintf(res, sizeof res, "/");
+    if (strlen(res) >= size) return false;
+    snprintf(out, size, "%s", res);
+    return true;
+}
+
 bool dt_same_path(const char *a, const char *b)
 {
     char ra[PATH_MAX], rb[PATH_MAX];

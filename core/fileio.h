@@ -24,6 +24,10 @@ bool dt_is_dir(const char *path);
 /* Do two paths name the same file or folder? Resolved when both exist, else compared as
  * text. */
 bool dt_same_path(const char *a, const char *b);
+/* `path` made absolute and canonical whether or not it exists: the longest part of it that
+ * exists resolved (links followed, as opening it would), the rest appended with "." and ".."
+ * taken as written. False when it does not fit `size` or nothing of it can be resolved. */
+bool dt_resolve_path(const char *path, char *out, size_t size);
 
 /* Open `path` for reading when it is a regular file (a symbolic link to one is fine): it
  * is opened non-blocking, so a FIFO cannot hang the open, checked with fstat and then

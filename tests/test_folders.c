@@ -168,6 +168,105 @@ DT_TEST(foreign_folder_refused)
     free(before);
 }
 
+/* --overwrite removes only what detrain wrote: a user's file beside a result (at the top,
+ * deep in a replica folder), a link in place of a result's folder, and a folder whose
+ * config.json and run.json are a user's files, are each refused (exit 2, naming the entry)
+ * with everything kept, the link's target included; without --overwrite the refusal says
+ * --overwrite would refuse too. A clean result is replaced, and a killed run's leftovers
+ * (checkpoint.bin, an atomic write's .tmp) are its own. */
+DT_TEST(overwrite_removes_only_results)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "ow";
+    finished_result(dir, "");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "echo mine > '%s/notes.txt'", dir), 0);
+    char *before = fingerprint(dir);
+    CHECK_REFUSED(dir, before, RUN " --out '%s' --overwrite", dir);
+    CHECK_CONTAINS(out, "holds an earlier result and notes.txt, which detrain did not write");
+    CHECK_CONTAINS(out, "nothing was removed");
+    CHECK_REFUSED(dir, before, RUN " --out '%s'", dir);
+    CHECK_CONTAINS(out, "it also holds notes.txt, which detrain did not write");
+    free(before);
+    /* deep: a file of the user's inside a replica folder */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "mv '%s/notes.txt' '%s/portable/replica-1/mine.csv'", dir, dir),
+                 0);
+    before = fingerprint(dir);
+    CHECK_REFUSED(dir, before, RUN " --out '%s' --overwrite", dir);
+    CHECK_CONTAINS(out, "portable/replica-1/mine.csv, which detrain did not write");
+    free(before);
+    /* a link where the result has a folder: the link is not the result's, nor its target */
+    const char *elsewhere = TMP "ow-elsewhere";
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "rm -f '%s/portable/replica-1/mine.csv' && rm -rf '%s' && "
+                                "mkdir -p '%s' && echo precious > '%s/data.txt' && "
+                                "rm -rf '%s/plots' && ln -s '%s' '%s/plots'",
+                                dir, elsewhere, elsewhere, elsewhere, dir, elsewhere, dir),
+                 0);
+    before = fingerprint(dir);
+    char *target_before = fingerprint(elsewhere);
+    CHECK_REFUSED(dir, before, RUN " --out '%s' --overwrite", dir);
+    CHECK_CONTAINS(out, "plots, which detrain did not write");
+    CHECK(unchanged(elsewhere, target_before));
+    free(before), free(target_before);
+    /* a killed run's leftovers are the result's own: replaced whole, link gone first */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "rm '%s/plots' && echo x > '%s/portable/replica-0/run.json.tmp-77' "
+                                "&& echo x > '%s/portable/replica-1/checkpoint.bin.tmp'",
+                                dir, dir, dir),
+                 0);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, RUN " --out '%s' --overwrite", dir), 0);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/portable/replica-0/run.json.tmp-77", dir);
+    CHECK(!dt_path_exists(path));
+    snprintf(path, sizeof path, "%s/portable/replica-1/trace.csv", dir);
+    CHECK(dt_path_exists(path));
+    /* a user's config.json and run.json do not make a result */
+    const char *fake = TMP "ow-fake";
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "rm -rf '%s' && mkdir -p '%s' && echo '{\"mine\": 1}' > "
+                                "'%s/config.json' && echo '{\"mine\": 2}' > '%s/run.json' && "
+                                "echo keep > '%s/thesis.tex'",
+                                fake, fake, fake, fake, fake),
+                 0);
+    before = fingerprint(fake);
+    CHECK_REFUSED(fake, before, RUN " --out '%s' --overwrite", fake);
+    CHECK_CONTAINS(out, "not a detrain result");
+    free(before);
+}
+
+/* Output folders are checked as locations before anything is written: the current folder,
+ * a folder above it (an --out ending in ..), / and the home folder are refused, and so is
+ * an --out whose longest path below it would pass the limit -- not after training. */
+DT_TEST(output_locations_checked)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "loc";
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -rf '%s' && mkdir -p '%s/a'", dir, dir), 0);
+    finished_result(TMP "loc/a/r", "");
+    char *before = fingerprint(dir);
+    CHECK_REFUSED(dir, before, "cd '%s/a' && " RUN " --out . --overwrite", dir);
+    CHECK_CONTAINS(out, ".: is the current folder");
+    CHECK_REFUSED(dir, before, "cd '%s/a' && " RUN " --out r/../.. --overwrite", dir);
+    CHECK_CONTAINS(out, "r/../..: is a folder above the current one");
+    CHECK_REFUSED(dir, before, "cd '%s/a/r' && " RUN " --out .. --overwrite", dir);
+    CHECK_CONTAINS(out, "..: is a folder above the current one");
+    CHECK_REFUSED(dir, before, "cd '%s/a' && " RUN " --set name=.. --overwrite", dir);
+    CHECK_CONTAINS(out, "key 'name': '..' cannot name a folder");
+    CHECK_REFUSED(dir, before, "cd '%s/a' && " RUN " --out / --overwrite", dir);
+    CHECK_CONTAINS(out, "/: is the root folder");
+    CHECK_REFUSED(dir, before, "cd '%s/a' && HOME='%s/a/r' " RUN " --out r --overwrite", dir, dir);
+    CHECK_CONTAINS(out, "r: is your home folder");
+    /* a path that the run's longest file below it would push past the limit */
+    char longdir[1100];
+    int n = snprintf(longdir, sizeof longdir, "%s/a/", dir);
+    for (; n < 1000; n++) longdir[n] = n % 100 == 0 ? '/' : 'x';
+    longdir[n] = '\0';
+    CHECK_REFUSED(dir, before, RUN " --out '%s'", longdir);
+    CHECK_CONTAINS(out, "choose a shorter --out (nothing was written)");
+    free(before);
+}
+
 /* One writer: with the folder's lock held (here by this test, as a running detrain holds
  * it), a run refuses at once naming the holder, and changes nothing. */
 DT_TEST(lock_held_refuses)
@@ -348,7 +447,8 @@ DT_TEST(allocation_fails_midrun)
 
 DT_TEST_MAIN(DT_CASE(refused_value_keeps_result), DT_CASE(refused_ranks_keep_result),
              DT_CASE(other_config_refused), DT_CASE(rerun_is_explicit),
-             DT_CASE(foreign_folder_refused), DT_CASE(lock_held_refuses), DT_CASE(concurrent_runs),
-             DT_CASE(planted_symlink), DT_CASE(resume_inputs_checked_first),
-             DT_CASE(unwritable_replica_folder), DT_CASE(oversized_model_refused),
-             DT_CASE(allocation_fails_midrun))
+             DT_CASE(foreign_folder_refused), DT_CASE(overwrite_removes_only_results),
+             DT_CASE(output_locations_checked), DT_CASE(lock_held_refuses),
+             DT_CASE(concurrent_runs), DT_CASE(planted_symlink),
+             DT_CASE(resume_inputs_checked_first), DT_CASE(unwritable_replica_folder),
+             DT_CASE(oversized_model_refused), DT_CASE(allocation_fails_midrun))

@@ -32,6 +32,7 @@
 #ifndef DT_LAYOUT_H
 #define DT_LAYOUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -72,5 +73,14 @@ void dt_snapshot_dir(char *buf, size_t size, const char *replica_dir);
  * log-spaced steps in [1, train.steps] (dt_log_spaced_steps), ascending. Returns the
  * count (0 when report.snapshots is 0); out holds at least report.snapshots + 1. */
 int dt_snapshot_steps(const struct dt_experiment *exp, int64_t *out);
+
+/* Whether `rel` -- a path inside an experiment folder, relative to it ("portable/replica-0/
+ * trace.csv") -- is one that detrain writes for exp (a run, its report, resume, explain;
+ * atomic writes' ".tmp" and ".tmp-<pid>" leftovers included), is_dir saying whether it is a
+ * folder. What --overwrite may remove, and nothing else (harness/record/outdir.h). */
+bool dt_layout_is_own(const struct dt_experiment *exp, const char *rel, bool is_dir);
+/* The length of the longest path below the experiment folder ('/' first) that a run of exp
+ * writes: the run refuses an --out that would push it past DT_PATH_MAX before anything. */
+size_t dt_layout_longest(const struct dt_experiment *exp);
 
 #endif

@@ -12,6 +12,8 @@
 
 #include "core/fileio.h"
 #include "core/util.h"
+#include "harness/record/layout.h"
+#include "harness/setup/config.h"
 
 int dt_out_open(const char *path, int flags, struct dt_error *err)
 {
@@ -152,55 +154,226 @@ enum dt_status dt_folder_state(enum dt_folder_state *state, const char *dir, str
         return dt_error_set(err, DT_ERR_IO, "%s: exists and is not a folder", dir);
     DIR *d = opendir(dir);
     if (!d) return dt_error_set(err, DT_ERR_IO, "%s: cannot list: %s", dir, strerror(errno));
-    bool any = false, result = false;
+    bool any = false;
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, DT_LOCK_NAME))
             continue;
         any = true;
-        result |= !strcmp(e->d_name, "config.json") || !strcmp(e->d_name, "run.json");
     }
     closedir(d);
-    *state = result ? DT_FOLDER_RESULT : any ? DT_FOLDER_OTHER : DT_FOLDER_EMPTY;
+    *state = dt_folder_is_result(dir) ? DT_FOLDER_RESULT : any ? DT_FOLDER_OTHER : DT_FOLDER_EMPTY;
     return DT_OK;
 }
 
-/* Everything in the folder open as dfd, depth first; links are entries like any other. */
-static enum dt_status clear_at(int dfd, const char *dir, bool keep_lock, struct dt_error *err)
+/* A regular file (not a link) at dir/name whose first bytes are `head`. */
+static bool regular_file_starting(const char *dir, const char *name, const char *head)
 {
-    DIR *d = fdopendir(dfd);
-    if (!d) {
-        close(dfd);
-        return dt_error_set(err, DT_ERR_IO, "%s: cannot list: %s", dir, strerror(errno));
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return false;
+    struct stat st;
+    char buf[64] = "";
+    const size_t want = strlen(head);
+    bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && want < sizeof buf &&
+              read(fd, buf, want) == (ssize_t)want && memcmp(buf, head, want) == 0;
+    close(fd);
+    return ok;
+}
+
+bool dt_folder_is_result(const char *dir)
+{
+    return regular_file_starting(dir, "run.json", "{\"tool\": \"detrain\"") &&
+           regular_file_starting(dir, "config.json", "{");
+}
+
+/* ---- where a result may go ------------------------------------------------------------- */
+
+enum dt_status dt_out_location_check(const char *dir, size_t longest, struct dt_error *err)
+{
+    char shown[200];
+    dt_escape_str(shown, sizeof shown, dir);
+    if (strlen(dir) + longest >= DT_PATH_MAX)
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: this output folder's path is %zu characters long, and the "
+                            "longest path this run writes below it adds %zu: more than the %d "
+                            "detrain allows; choose a shorter --out (nothing was written)",
+                            shown, strlen(dir), longest, DT_PATH_MAX - 1);
+    char where[4096], cwd[4096], home[4096];
+    if (!dt_resolve_path(dir, where, sizeof where))
+        return dt_error_set(err, DT_ERR_USAGE, "%s: cannot tell where this folder is", shown);
+    char where_shown[200];
+    dt_escape_str(where_shown, sizeof where_shown, where);
+    const char *what = NULL;
+    if (strcmp(where, "/") == 0) {
+        what = "the root folder";
+    } else if (getenv("HOME") && dt_resolve_path(getenv("HOME"), home, sizeof home) &&
+               strcmp(where, home) == 0) {
+        what = "your home folder";
+    } else if (getcwd(cwd, sizeof cwd) && dt_resolve_path(cwd, cwd, sizeof cwd)) {
+        const size_t n = strlen(where);
+        if (strcmp(where, cwd) == 0) what = "the current folder";
+        else if (strncmp(cwd, where, n) == 0 && cwd[n] == '/')
+            what = "a folder above the current one";
     }
-    enum dt_status st = DT_OK;
-    for (struct dirent *e; st == DT_OK && (e = readdir(d)) != NULL;) {
-        const char *n = e->d_name;
-        if (!strcmp(n, ".") || !strcmp(n, "..") || (keep_lock && !strcmp(n, DT_LOCK_NAME)))
-            continue;
-        struct stat sb;
-        if (fstatat(dirfd(d), n, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
-            st = dt_error_set(err, DT_ERR_IO, "%s/%s: %s", dir, n, strerror(errno));
-            break;
+    if (what)
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: is %s (%s); an experiment goes into a folder of its own, "
+                            "below it: choose another --out or config name (nothing was "
+                            "written)",
+                            shown, what, where_shown);
+    return DT_OK;
+}
+
+/* ---- a result's own entries (dt_result_foreign, dt_result_clear) ------------------------ */
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names in the folder open as dfd, sorted (the first foreign entry is the same on every
+ * run), "." and ".." left out; *n gets their count. NULL with err set when unlistable. */
+static char **sorted_names(int dfd, const char *dir, int *n, struct dt_error *err)
+{
+    int fd = dup(dfd);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (!d) {
+        if (fd >= 0) close(fd);
+        dt_error_set(err, DT_ERR_IO, "%s: cannot list: %s", dir, strerror(errno));
+        return NULL;
+    }
+    int cap = 16, k = 0;
+    char **names = dt_xcalloc((size_t)cap, sizeof *names);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (k == cap) {
+            cap *= 2;
+            names = dt_xrealloc(names, (size_t)cap * sizeof *names);
         }
-        if (S_ISDIR(sb.st_mode)) {
-            char sub[4200];
-            snprintf(sub, sizeof sub, "%s/%s", dir, n);
-            int cfd = openat(dirfd(d), n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            st = cfd < 0 ? dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", sub, strerror(errno))
-                         : clear_at(cfd, sub, false, err);
-            if (st == DT_OK && unlinkat(dirfd(d), n, AT_REMOVEDIR) != 0)
-                st = dt_error_set(err, DT_ERR_IO, "%s: cannot remove: %s", sub, strerror(errno));
-        } else if (unlinkat(dirfd(d), n, 0) != 0) {
-            st = dt_error_set(err, DT_ERR_IO, "%s/%s: cannot remove: %s", dir, n, strerror(errno));
-        }
+        const size_t len = strlen(e->d_name) + 1;
+        names[k] = dt_xmalloc(len);
+        memcpy(names[k++], e->d_name, len);
     }
     closedir(d);
+    qsort(names, (size_t)k, sizeof *names, cmp_names);
+    *n = k;
+    return names;
+}
+
+static void free_names(char **names, int n)
+{
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+/* Walk the folder open as dfd (rel: its path below the result, "" at the top), depth first.
+ * Without `remove`: the first entry that is not the result's own (dt_layout_is_own; a link
+ * or a special file never is) goes to foreign (relative path) and the walk stops. With it:
+ * every own file is removed, and every own folder once emptied; a foreign entry is left
+ * where it is (and named in foreign), so that nothing detrain did not write is touched. */
+static enum dt_status walk_result(int dfd, const char *dir, const char *rel,
+                                  const struct dt_experiment *exp, bool remove, char *foreign,
+                                  size_t size, struct dt_error *err)
+{
+    int n = 0;
+    char **names = sorted_names(dfd, dir, &n, err);
+    if (!names) return DT_ERR_IO;
+    enum dt_status st = DT_OK;
+    for (int i = 0; i < n && st == DT_OK; i++) {
+        const char *name = names[i];
+        char sub_rel[2200];
+        snprintf(sub_rel, sizeof sub_rel, "%s%s%s", rel, rel[0] ? "/" : "", name);
+        struct stat sb;
+        if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (errno == ENOENT) continue; /* gone meanwhile */
+            st = dt_error_set(err, DT_ERR_IO, "%s/%s: %s", dir, name, strerror(errno));
+            break;
+        }
+        const bool is_dir = S_ISDIR(sb.st_mode);
+        const bool own = (is_dir || S_ISREG(sb.st_mode)) && dt_layout_is_own(exp, sub_rel, is_dir);
+        if (!own) {
+            if (!foreign[0]) snprintf(foreign, size, "%s", sub_rel);
+            if (!remove) break;
+            continue;
+        }
+        if (is_dir) {
+            char sub[4400];
+            snprintf(sub, sizeof sub, "%s/%s", dir, name);
+            int cfd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (cfd < 0) {
+                st = dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", sub, strerror(errno));
+                break;
+            }
+            st = walk_result(cfd, sub, sub_rel, exp, remove, foreign, size, err);
+            close(cfd);
+            if (st != DT_OK || (!remove && foreign[0])) break;
+            if (remove && unlinkat(dfd, name, AT_REMOVEDIR) != 0 && errno != ENOTEMPTY &&
+                errno != EEXIST)
+                st = dt_error_set(err, DT_ERR_IO, "%s: cannot remove: %s", sub, strerror(errno));
+        } else if (remove && strcmp(sub_rel, DT_LOCK_NAME) != 0 && unlinkat(dfd, name, 0) != 0 &&
+                   errno != ENOENT) {
+            st = dt_error_set(err, DT_ERR_IO, "%s/%s: cannot remove: %s", dir, name,
+                              strerror(errno));
+        }
+    }
+    free_names(names, n);
     return st;
 }
 
-enum dt_status dt_folder_clear(const char *dir, struct dt_error *err)
+/* The experiment a result folder holds, from its config.json. */
+static enum dt_status stored_experiment(struct dt_experiment *exp, const char *dir,
+                                        struct dt_error *err)
 {
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) return dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
-    return clear_at(dfd, dir, true, err);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    struct dt_error e2 = {0};
+    if (dt_config_load(exp, path, NULL, 0, &e2) != DT_OK)
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: its config.json is not a detrain config (%s), so what the "
+                            "result holds cannot be told from what else is there: nothing is "
+                            "removed; move the folder away or choose another --out",
+                            dir, e2.msg);
+    return DT_OK;
+}
+
+enum dt_status dt_result_foreign(const char *dir, char *foreign, size_t size, struct dt_error *err)
+{
+    foreign[0] = '\0';
+    struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
+    enum dt_status st = stored_experiment(exp, dir, err);
+    if (st == DT_OK) {
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0) {
+            st = dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
+        } else {
+            st = walk_result(dfd, dir, "", exp, false, foreign, size, err);
+            close(dfd);
+        }
+    }
+    free(exp);
+    return st;
+}
+
+enum dt_status dt_result_clear(const char *dir, struct dt_error *err)
+{
+    struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
+    enum dt_status st = stored_experiment(exp, dir, err);
+    char foreign[2200] = "";
+    if (st == DT_OK) {
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0) {
+            st = dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
+        } else {
+            st = walk_result(dfd, dir, "", exp, true, foreign, sizeof foreign, err);
+            close(dfd);
+        }
+    }
+    free(exp);
+    if (st == DT_OK && foreign[0]) /* appeared since the check: left where it is */
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: %s appeared while the earlier result was being removed; it was "
+                            "left as it is (and whatever of the result lies beside it)",
+                            dir, foreign);
+    return st;
 }

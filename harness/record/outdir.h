@@ -1,6 +1,7 @@
 /* A result folder's rules (docs/outputs.md). An experiment's folder is the user's record:
  *   - one experiment per folder: a run into a folder that holds a result is refused unless
- *     it resumes that result (--resume) or replaces it whole (--overwrite);
+ *     it resumes that result (--resume) or replaces it (--overwrite), which removes only
+ *     what detrain wrote and refuses a folder holding anything else;
  *   - one writer per folder: a lock (flock on DIR/.detrain.lock, held for the run's life and
  *     released by the kernel on any death) makes a second run into it refuse at once;
  *   - no followed links, no special files: every output is opened with O_NOFOLLOW and must
@@ -43,13 +44,33 @@ void dt_folder_lock_release(struct dt_folder_lock *l);
 enum dt_folder_state {
     DT_FOLDER_ABSENT, /* no such folder yet */
     DT_FOLDER_EMPTY,  /* exists; nothing in it but the lock file */
-    DT_FOLDER_RESULT, /* holds a detrain result: config.json or run.json */
+    DT_FOLDER_RESULT, /* holds a detrain result (dt_folder_is_result) */
     DT_FOLDER_OTHER,  /* holds other files */
 };
 enum dt_status dt_folder_state(enum dt_folder_state *state, const char *dir, struct dt_error *err);
 
-/* Remove everything in DIR but its lock file (--overwrite, after every check passed). Links
- * are removed, never followed. */
-enum dt_status dt_folder_clear(const char *dir, struct dt_error *err);
+/* A result is recognised by what detrain wrote, not by a name a user's file may have: a
+ * run.json that is detrain's manifest ({"tool": "detrain", ...}) and a config.json, both
+ * regular files (not links). */
+bool dt_folder_is_result(const char *dir);
+
+/* An output folder checked as a location, before anything is written: refused
+ * (DT_ERR_USAGE, naming it and where it resolves) when it resolves to /, the home folder,
+ * the current folder or a folder above it (a result there mixes with everything else, and
+ * --overwrite would reach it), or when the path as given with `longest` -- the longest path
+ * below it the run writes (layout.h, dt_layout_longest) -- passes DT_PATH_MAX. */
+enum dt_status dt_out_location_check(const char *dir, size_t longest, struct dt_error *err);
+
+/* The first entry (sorted by name, depth first) of the result in DIR that detrain did not
+ * write for the experiment its config.json describes (harness/record/layout.h,
+ * dt_layout_is_own: a user's file, a link, a special file, a folder of another name), as a
+ * path relative to DIR into foreign; "" when every entry is the result's own. DT_ERR_USAGE
+ * when config.json is not a detrain config (then nothing can be told apart). */
+enum dt_status dt_result_foreign(const char *dir, char *foreign, size_t size, struct dt_error *err);
+
+/* Remove the result in DIR: exactly its own files, and its own folders once empty; never a
+ * file detrain did not write, never through a link, never the lock file (--overwrite, after
+ * dt_result_foreign found nothing foreign and every other check passed). */
+enum dt_status dt_result_clear(const char *dir, struct dt_error *err);
 
 #endif

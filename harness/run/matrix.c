@@ -309,6 +309,8 @@ static enum dt_status claim_matrix_folder(const struct dt_matrix_options *opt,
                                           struct dt_error *err)
 {
     enum dt_folder_state state;
+    /* the entries' own paths are checked as each runs (train.c): here the folder's place */
+    DT_FORWARD_IF_ERROR(dt_out_location_check(opt->out_dir, 0, err));
     DT_FORWARD_IF_ERROR(dt_folder_state(&state, opt->out_dir, err));
     if (state == DT_FOLDER_ABSENT) return DT_OK;
     DT_FORWARD_IF_ERROR(dt_folder_lock_take(lock, opt->out_dir, opt->command, err));

@@ -670,6 +670,7 @@ static enum dt_status claim_folder(const struct dt_experiment *exp,
 {
     *clear = false;
     const char *dir = opt->out_dir;
+    DT_FORWARD_IF_ERROR(dt_out_location_check(dir, dt_layout_longest(exp), err));
     enum dt_folder_state state;
     DT_FORWARD_IF_ERROR(dt_folder_state(&state, dir, err));
     if (state != DT_FOLDER_ABSENT) {
@@ -680,14 +681,32 @@ static enum dt_status claim_folder(const struct dt_experiment *exp,
     if (state == DT_FOLDER_ABSENT || state == DT_FOLDER_EMPTY) return DT_OK;
     if (state == DT_FOLDER_OTHER)
         return dt_error_set(err, DT_ERR_USAGE,
-                            "%s: holds files that are not a detrain result (no config.json or "
-                            "run.json), and detrain writes an experiment only into a new or "
-                            "empty folder: choose another --out",
+                            "%s: holds files that are not a detrain result (no detrain "
+                            "run.json and config.json), and detrain writes an experiment only "
+                            "into a new or empty folder: choose another --out",
                             dir);
+    /* a result: what else is there? --overwrite removes only what detrain wrote */
+    char foreign[1200];
+    DT_FORWARD_IF_ERROR(dt_result_foreign(dir, foreign, sizeof foreign, err));
+    char foreign_shown[300] = "";
+    if (foreign[0]) dt_escape_str(foreign_shown, sizeof foreign_shown, foreign);
     if (opt->overwrite) {
+        if (foreign[0])
+            return dt_error_set(err, DT_ERR_USAGE,
+                                "%s: holds an earlier result and %s, which detrain did not "
+                                "write; --overwrite removes only a result's own files, so "
+                                "nothing was removed: move it out of the folder first, or "
+                                "choose another --out",
+                                dir, foreign_shown);
         *clear = true;
         return DT_OK;
     }
+    char also[500] = "";
+    if (foreign[0])
+        snprintf(also, sizeof also,
+                 " (it also holds %s, which detrain did not write: move it out before "
+                 "--overwrite, which refuses to remove anything beside a result)",
+                 foreign_shown);
     char path[1200];
     snprintf(path, sizeof path, "%s/config.json", dir);
     char *stored = dt_results_read_text(path, NULL);
@@ -708,13 +727,13 @@ static enum dt_status claim_folder(const struct dt_experiment *exp,
         return dt_error_set(err, DT_ERR_USAGE,
                             "%s: holds another experiment (%s); it is kept as it is: choose "
                             "another --out, or add --overwrite to remove it and run this "
-                            "config there",
-                            dir, diff);
+                            "config there%s",
+                            dir, diff, also);
     return dt_error_set(err, DT_ERR_USAGE,
                         "%s: holds a run of this config; it is kept as it is: --resume %s goes "
                         "on with it (or extends it to more train.steps), --overwrite removes it "
-                        "and runs again, or choose another --out",
-                        dir, dir);
+                        "and runs again, or choose another --out%s",
+                        dir, dir, also);
 }
 
 /* After every check: the folder becomes this run's (created, or emptied for --overwrite)
@@ -723,7 +742,7 @@ static enum dt_status take_folder(const char *dir, const char *command, bool cle
                                   struct dt_folder_lock *lock, bool quiet, struct dt_error *err)
 {
     if (clear) {
-        DT_FORWARD_IF_ERROR(dt_folder_clear(dir, err));
+        DT_FORWARD_IF_ERROR(dt_result_clear(dir, err));
         if (!quiet)
             fprintf(stderr, "detrain: --overwrite: removed the earlier result in %s\n", dir);
     }
