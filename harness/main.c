@@ -108,9 +108,13 @@ static const char usage_text[] =
     "        then each policy's step time against the baseline (default: the fast level;\n"
     "        first = CONFIG's first policy, e.g. rng: stored for configs/bnn.yaml),\n"
     "        alternating the two step by step, and the epsilon memory each one holds.\n"
-    "        --csv FILE appends rows config,policy,what,base_ms,policy_ms,ratio: what is\n"
-    "        `step` (then also the 95% interval and whether it is conclusive) or an op\n"
-    "        (an op only the policy runs, e.g. exact_sum, has base_ms 0 and no ratio).\n"
+    "        --csv FILE writes rows config,policy,what,base_ms,policy_ms,ratio under a\n"
+    "        header, after the rows of an earlier bench CSV there: what is `step` (then\n"
+    "        also the 95% interval and whether it is conclusive) or an op (an op only the\n"
+    "        policy runs, e.g. exact_sum, has base_ms 0 and no ratio).\n"
+    "  Every --csv FILE (compare, explain, bench) is refused before anything runs when\n"
+    "  it is or lies inside what the command reads, is a link, or exists and is not an\n"
+    "  earlier output of the same kind; it is written to a temporary file and renamed.\n"
     "  policies\n"
     "        List the determinism controls and what each level sets.\n"
     "  config-reference\n"
@@ -401,6 +405,9 @@ static int cmd_compare_table(int argc, char **argv)
         return usage_error("compare --table: more --label options than experiments%s", "");
     bool identical = false;
     struct dt_error err = {0};
+    if (opt.csv_path && dt_out_file_check(opt.csv_path, dirs, opt.n_experiments, "replica,",
+                                          "comparison table", &err) != DT_OK)
+        return report(DT_ERR_USAGE, &err);
     enum dt_status st = dt_compare_table(&opt, stdout, &identical, &err);
     if (st != DT_OK) return report(st, &err);
     return identical ? 0 : 1;
@@ -455,6 +462,10 @@ static int cmd_explain(int argc, char **argv)
         return usage_error("explain: expected two replica folders: detrain explain A B%s", "");
     struct dt_explain_result res;
     struct dt_error err = {0};
+    const char *reads[2] = {opt.a, opt.b};
+    if (opt.csv &&
+        dt_out_file_check(opt.csv, reads, 2, DT_EXPLAIN_CSV_HEADER, "op table", &err) != DT_OK)
+        return report(DT_ERR_USAGE, &err);
     enum dt_status st = dt_explain(&opt, stdout, &res, &err);
     if (st != DT_OK) {
         (void)report(st, &err);
@@ -499,8 +510,11 @@ static int cmd_bench(int argc, char **argv)
         }
     }
     if (!config) return usage_error("bench: missing CONFIG", "");
-    struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
     struct dt_error err = {0};
+    if (opt.csv_path && dt_out_file_check(opt.csv_path, &config, 1, DT_BENCH_CSV_HEADER,
+                                          "bench CSV", &err) != DT_OK)
+        return report(DT_ERR_USAGE, &err);
+    struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
     enum dt_status st = dt_config_load(exp, config, sets, n_sets, &err);
     if (st == DT_OK) st = dt_bench_run(exp, &opt, &err);
     free(exp);

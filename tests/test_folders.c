@@ -267,6 +267,59 @@ DT_TEST(output_locations_checked)
     free(before);
 }
 
+/* No command writes onto its inputs: compare --table, explain and bench refuse a --csv that
+ * is, or lies inside, what they read (a result's config.json, a new file in a replica
+ * folder, the bench config itself), a link, or an existing file that is not an earlier
+ * output of theirs -- exit 2, everything kept; an earlier output of their own is replaced
+ * (compare, explain) or extended (bench: its rows after the old ones, one header). */
+DT_TEST(outputs_never_onto_inputs)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "io";
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -rf '%s' && mkdir -p '%s'", dir, dir), 0);
+    finished_result(TMP "io/r", "");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "cd '%s' && cp '%s' t.yaml && echo 'my,own' > mine.csv && "
+                                "ln -s mine.csv link.csv",
+                                dir, TINY),
+                 0);
+    char *before = fingerprint(dir);
+    CHECK_REFUSED(dir, before, "cd '%s' && '%s' compare --table r r --csv r/config.json", dir, EXE);
+    CHECK_CONTAINS(out, "r/config.json: is inside ");
+    CHECK_CONTAINS(out, "which this command reads");
+    CHECK_REFUSED(dir, before, "cd '%s' && '%s' compare --table r r --csv r/portable/t.csv", dir,
+                  EXE);
+    CHECK_REFUSED(dir, before,
+                  "cd '%s' && '%s' explain r/portable/replica-0 r/portable/replica-1 --csv "
+                  "r/portable/replica-0/trace.csv",
+                  dir, EXE);
+    CHECK_CONTAINS(out, "write the op table elsewhere");
+    CHECK_REFUSED(dir, before, "cd '%s' && '%s' bench t.yaml --steps 2 --csv t.yaml", dir, EXE);
+    CHECK_CONTAINS(out, "t.yaml: is ");
+    CHECK_REFUSED(dir, before, "cd '%s' && '%s' bench t.yaml --steps 2 --csv mine.csv", dir, EXE);
+    CHECK_CONTAINS(out, "mine.csv: exists and is not an earlier bench CSV of detrain's (its first "
+                        "line is 'my,own'");
+    CHECK_REFUSED(dir, before, "cd '%s' && '%s' compare --table r r --csv link.csv", dir, EXE);
+    CHECK_CONTAINS(out, "link.csv: is a symbolic link");
+    free(before);
+    /* their own earlier outputs: replaced, or extended */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "cd '%s' && '%s' compare --table r r --csv tab.csv >/dev/null && "
+                                "'%s' compare --table r r --csv tab.csv >/dev/null && wc -l < "
+                                "tab.csv",
+                                dir, EXE, EXE),
+                 0);
+    CHECK_STR_EQ(out, "3\n"); /* header, two replicas: not doubled */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "cd '%s' && for i in 1 2; do '%s' bench t.yaml --steps 2 "
+                                "--warmup 1 --set 'policies=[fast, portable]' --csv b.csv "
+                                ">/dev/null || exit 1; done; grep -c '^config,' b.csv; grep -c "
+                                "',portable,step,' b.csv",
+                                dir, EXE),
+                 0);
+    CHECK_STR_EQ(out, "1\n2\n");
+}
+
 /* One writer: with the folder's lock held (here by this test, as a running detrain holds
  * it), a run refuses at once naming the holder, and changes nothing. */
 DT_TEST(lock_held_refuses)
@@ -448,7 +501,7 @@ DT_TEST(allocation_fails_midrun)
 DT_TEST_MAIN(DT_CASE(refused_value_keeps_result), DT_CASE(refused_ranks_keep_result),
              DT_CASE(other_config_refused), DT_CASE(rerun_is_explicit),
              DT_CASE(foreign_folder_refused), DT_CASE(overwrite_removes_only_results),
-             DT_CASE(output_locations_checked), DT_CASE(lock_held_refuses),
-             DT_CASE(concurrent_runs), DT_CASE(planted_symlink),
+             DT_CASE(output_locations_checked), DT_CASE(outputs_never_onto_inputs),
+             DT_CASE(lock_held_refuses), DT_CASE(concurrent_runs), DT_CASE(planted_symlink),
              DT_CASE(resume_inputs_checked_first), DT_CASE(unwritable_replica_folder),
              DT_CASE(oversized_model_refused), DT_CASE(allocation_fails_midrun))

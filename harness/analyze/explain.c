@@ -739,8 +739,8 @@ static enum dt_status write_csv(const char *path, const struct exec *ex, int n_e
                                 struct dt_error *err)
 {
     struct dt_strbuf sb = {0};
-    dt_strbuf_printf(&sb, "index,op,layer,tensor,phase,elements");
-    for (int e = 0; e < n_ex; e++) dt_strbuf_printf(&sb, ",hash_%d", e + 1);
+    dt_strbuf_printf(&sb, "%s", DT_EXPLAIN_CSV_HEADER);
+    for (int e = 0; e < n_ex; e++) dt_strbuf_printf(&sb, "%shash_%d", e ? "," : "", e + 1);
     dt_strbuf_printf(&sb, ",executions_differing,elements_differing,max_ulp\n");
     int rows = 0;
     for (int e = 0; e < n_ex; e++) rows = ex[e].n > rows ? ex[e].n : rows;

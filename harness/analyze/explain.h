@@ -74,4 +74,7 @@ struct dt_explain_result {
 enum dt_status dt_explain(const struct dt_explain_options *opt, FILE *out,
                           struct dt_explain_result *res, struct dt_error *err);
 
+/* The first columns of explain's --csv table (hash_<e> columns follow, one per execution). */
+#define DT_EXPLAIN_CSV_HEADER "index,op,layer,tensor,phase,elements,"
+
 #endif

@@ -225,6 +225,72 @@ enum dt_status dt_out_location_check(const char *dir, size_t longest, struct dt_
     return DT_OK;
 }
 
+/* ---- output files of the analysis commands --------------------------------------------- */
+
+/* Is `in` (resolved) the same as `out` or a folder holding it? */
+static bool covers(const char *in, const char *out)
+{
+    const size_t n = strlen(in);
+    return strcmp(in, out) == 0 || (strncmp(out, in, n) == 0 && (out[n] == '/' || n == 1));
+}
+
+enum dt_status dt_out_file_check(const char *path, const char *const *reads, int n_reads,
+                                 const char *header, const char *what, struct dt_error *err)
+{
+    char shown[200], where[4096];
+    dt_escape_str(shown, sizeof shown, path);
+    if (!dt_resolve_path(path, where, sizeof where))
+        return dt_error_set(err, DT_ERR_USAGE, "%s: cannot tell where this file would be", shown);
+    for (int i = 0; i < n_reads; i++) {
+        char in[4096];
+        if (!dt_resolve_path(reads[i], in, sizeof in)) continue;
+        /* the input, then the folders above it up to the detrain result it belongs to */
+        char up[4096];
+        snprintf(up, sizeof up, "%s", in);
+        for (int depth = 0; depth < 4; depth++) {
+            const bool result = dt_folder_is_result(up);
+            if (depth == 0 || result) {
+                if (covers(up, where)) {
+                    char in_shown[200];
+                    dt_escape_str(in_shown, sizeof in_shown, up);
+                    return dt_error_set(err, DT_ERR_USAGE,
+                                        "%s: is %s%s, which this command reads; write the %s "
+                                        "elsewhere (nothing was written)",
+                                        shown, strcmp(up, where) == 0 ? "" : "inside ", in_shown,
+                                        what);
+                }
+            }
+            if (result) break;
+            char *slash = strrchr(up, '/');
+            if (!slash || slash == up) break;
+            *slash = '\0';
+        }
+    }
+    struct stat st;
+    if (lstat(path, &st) != 0) return DT_OK; /* a new file */
+    if (!S_ISREG(st.st_mode))
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: is %s, and detrain writes its %s only as a regular file it "
+                            "creates or an earlier one of its own (links are not followed)",
+                            shown, dt_file_kind(st.st_mode), what);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    char first[256] = "";
+    ssize_t got = fd < 0 ? -1 : read(fd, first, sizeof first - 1);
+    if (fd >= 0) close(fd);
+    if (got >= 0) first[got] = '\0';
+    first[strcspn(first, "\n")] = '\0';
+    if (got < 0 || strncmp(first, header, strlen(header)) != 0) {
+        char first_shown[160];
+        dt_escape_str(first_shown, sizeof first_shown, first);
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: exists and is not an earlier %s of detrain's (its first line "
+                            "is '%s', not '%s...'); detrain replaces or extends only its own "
+                            "outputs: remove it or choose another file (nothing was written)",
+                            shown, what, first_shown, header);
+    }
+    return DT_OK;
+}
+
 /* ---- a result's own entries (dt_result_foreign, dt_result_clear) ------------------------ */
 
 static int cmp_names(const void *a, const void *b)

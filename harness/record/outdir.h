@@ -61,6 +61,16 @@ bool dt_folder_is_result(const char *dir);
  * below it the run writes (layout.h, dt_layout_longest) -- passes DT_PATH_MAX. */
 enum dt_status dt_out_location_check(const char *dir, size_t longest, struct dt_error *err);
 
+/* An output file a command was asked for (--csv FILE), checked before the command runs:
+ * refused (DT_ERR_USAGE, naming why) when it is, or lies inside, one of the `n_reads` paths
+ * the command reads (a file, or a folder together with the detrain result around it: a
+ * replica folder's experiment), when it is a link or not a regular file, or when it exists
+ * and its first line does not start with `header` (it is not an earlier output of the same
+ * kind, `what`): detrain replaces or extends only its own outputs, and writes them to a
+ * temporary file renamed into place. */
+enum dt_status dt_out_file_check(const char *path, const char *const *reads, int n_reads,
+                                 const char *header, const char *what, struct dt_error *err);
+
 /* The first entry (sorted by name, depth first) of the result in DIR that detrain did not
  * write for the experiment its config.json describes (harness/record/layout.h,
  * dt_layout_is_own: a user's file, a link, a special file, a folder of another name), as a

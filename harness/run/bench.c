@@ -10,8 +10,10 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/fileio.h"
 #include "core/util.h"
 #include "harness/run/hashpipe.h"
 #include "harness/record/metrics.h"
@@ -102,9 +104,25 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
     double *oa = dt_xcalloc((size_t)(n * DT_OP_COUNT), sizeof(double));
     double *ob = dt_xcalloc((size_t)(n * DT_OP_COUNT), sizeof(double));
     double *col = dt_xcalloc((size_t)n, sizeof(double));
-    FILE *csv = NULL;
-    if (opt->csv_path && !(csv = fopen(opt->csv_path, "a")))
-        return dt_error_set(err, DT_ERR_IO, "%s: cannot open for appending", opt->csv_path);
+    /* the CSV in memory: an earlier bench CSV of this path (main.c checked it is one) first,
+     * else the header; written atomically at the end */
+    struct dt_strbuf csvb = {0}, *csv = NULL;
+    if (opt->csv_path) {
+        csv = &csvb;
+        char *old = NULL;
+        size_t old_len = 0;
+        if (dt_path_exists(opt->csv_path)) {
+            enum dt_status rs = dt_read_regular_file(&old, &old_len, opt->csv_path, "the bench CSV",
+                                                     (size_t)1 << 30, err);
+            if (rs != DT_OK) return rs;
+        }
+        if (old && old_len) {
+            dt_strbuf_printf(csv, "%s%s", old, old[old_len - 1] == '\n' ? "" : "\n");
+        } else {
+            dt_strbuf_printf(csv, "%s\n", DT_BENCH_CSV_HEADER);
+        }
+        free(old);
+    }
     enum dt_status st = DT_OK;
     bool header = false;
     /* per-op times come from a pass of their own: timing each op makes a device backend
@@ -147,9 +165,9 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
                    mem.rng_state);
         }
         if (csv)
-            fprintf(csv, "%s,%s,step,%.6f,%.6f,%.4f,%.4f,%.4f,%s\n", exp->name, pol->name, 1e3 * ma,
-                    1e3 * mb, mb / ma, ci.lo, ci.hi,
-                    ci.inconclusive ? "inconclusive" : "conclusive");
+            dt_strbuf_printf(csv, "%s,%s,step,%.6f,%.6f,%.4f,%.4f,%.4f,%s\n", exp->name, pol->name,
+                             1e3 * ma, 1e3 * mb, mb / ma, ci.lo, ci.hi,
+                             ci.inconclusive ? "inconclusive" : "conclusive");
         for (int o = 0; o < DT_OP_COUNT; o++) {
             for (int64_t r = 0; r < n_ops; r++) col[r] = oa[r * DT_OP_COUNT + o];
             double a = dt_median(col, n_ops);
@@ -158,11 +176,11 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
             if (a > 0) printf(" %8.2fx", b / a);
             else printf(" %9s", "-");
             if (csv && a > 0)
-                fprintf(csv, "%s,%s,%s,%.6f,%.6f,%.4f\n", exp->name, pol->name,
-                        dt_op_name((enum dt_op)o), 1e3 * a, 1e3 * b, b / a);
+                dt_strbuf_printf(csv, "%s,%s,%s,%.6f,%.6f,%.4f\n", exp->name, pol->name,
+                                 dt_op_name((enum dt_op)o), 1e3 * a, 1e3 * b, b / a);
             else if (csv && b > 0) /* an op only the policy runs (exact_sum): no ratio */
-                fprintf(csv, "%s,%s,%s,%.6f,%.6f,\n", exp->name, pol->name,
-                        dt_op_name((enum dt_op)o), 1e3 * a, 1e3 * b);
+                dt_strbuf_printf(csv, "%s,%s,%s,%.6f,%.6f,\n", exp->name, pol->name,
+                                 dt_op_name((enum dt_op)o), 1e3 * a, 1e3 * b);
         }
         printf("\n");
     }
@@ -172,7 +190,10 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
         printf("\n(no policy other than the baseline %s in this config, so no overhead table; "
                "e.g. --set 'policies=[fast, run_to_run, portable]')\n",
                base_name);
-    if (csv) fclose(csv);
+    if (csv) {
+        if (st == DT_OK) st = dt_write_file_atomic(opt->csv_path, csv->data, csv->len, err);
+        dt_strbuf_free(csv);
+    }
     free(ta);
     free(tb);
     free(oa);

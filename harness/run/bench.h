@@ -11,11 +11,15 @@
 #include "harness/setup/data.h"
 #include "nets/model.h"
 
+#define DT_BENCH_CSV_HEADER "config,policy,what,base_ms,policy_ms,ratio,ci_lo,ci_hi,verdict"
+
 struct dt_bench_options {
     int64_t steps;  /* measured steps (after warm-up) */
     int64_t warmup; /* unmeasured steps */
-    /* optional: append "experiment,policy,what,base_ms,policy_ms,ratio" rows; the "step"
-     * rows add ",ci_lo,ci_hi,conclusive|inconclusive" (paired bootstrap, 95%) */
+    /* optional: DT_BENCH_CSV_HEADER, then "experiment,policy,what,base_ms,policy_ms,ratio"
+     * rows; the "step" rows add ",ci_lo,ci_hi,conclusive|inconclusive" (paired bootstrap,
+     * 95%). An existing file (an earlier bench CSV: main.c checks) gets the new rows after
+     * its own; the whole is written to a temporary file and renamed into place. */
     const char *csv_path;
     bool baseline_first; /* overhead against the config's first policy instead of fast */
 };
