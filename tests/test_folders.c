@@ -407,6 +407,52 @@ DT_TEST(planted_symlink)
     free(before);
 }
 
+/* No link is followed at any depth of a result: a cell folder replaced by a link to a
+ * folder outside (the old resume wrote a replica there) is refused on --resume, report,
+ * compare and explain, naming the link, with the folder and the link's target unchanged;
+ * a link deep in a replica's snapshots too. */
+DT_TEST(links_never_followed)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "celllink", *outside = TMP "celllink-outside";
+    interrupted_result(dir);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "rm -rf '%s' && mv '%s/portable' '%s' && ln -s '%s' '%s/portable'",
+                                outside, dir, outside, outside, dir),
+                 0);
+    char *before = fingerprint(dir), *outside_before = fingerprint(outside);
+    CHECK_REFUSED(dir, before, RESUME " '%s'", dir);
+    CHECK_CONTAINS(out, "celllink/portable: is a symbolic link inside a detrain result");
+    CHECK(unchanged(outside, outside_before));
+    CHECK_REFUSED(dir, before, "'%s' report '%s'", EXE, dir);
+    CHECK_CONTAINS(out, "portable: is a symbolic link");
+    CHECK_REFUSED(dir, before, "'%s' compare '%s/portable/replica-0' '%s/portable/replica-1'", EXE,
+                  dir, dir);
+    CHECK_CONTAINS(out, "portable: is a symbolic link");
+    CHECK_REFUSED(dir, before, "'%s' explain '%s/portable/replica-0' '%s/portable/replica-1'", EXE,
+                  dir, dir);
+    CHECK_CONTAINS(out, "portable: is a symbolic link");
+    CHECK(unchanged(outside, outside_before));
+    free(before), free(outside_before);
+    /* put back; then a link deep inside (a snapshot): refused on resume as well */
+    CHECK_INT_EQ(
+        dt_run_capture(out, sizeof out,
+                       "rm '%s/portable' && mv '%s' '%s/portable' && "
+                       "ln -s /dev/null '%s/portable/replica-0/snapshots/step-99999999.bin'",
+                       dir, outside, dir, dir),
+        0);
+    before = fingerprint(dir);
+    CHECK_REFUSED(dir, before, RESUME " '%s'", dir);
+    CHECK_CONTAINS(out, "snapshots/step-99999999.bin: is a symbolic link");
+    free(before);
+    /* without it the resume goes on */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "rm '%s/portable/replica-0/snapshots/step-99999999.bin' && " RESUME
+                                " '%s'",
+                                dir, dir),
+                 0);
+}
+
 /* --resume with a file the cut-back needs missing, or malformed in the middle: refused
  * before any file is cut; put back, the resume goes on. */
 DT_TEST(resume_inputs_checked_first)
@@ -503,5 +549,6 @@ DT_TEST_MAIN(DT_CASE(refused_value_keeps_result), DT_CASE(refused_ranks_keep_res
              DT_CASE(foreign_folder_refused), DT_CASE(overwrite_removes_only_results),
              DT_CASE(output_locations_checked), DT_CASE(outputs_never_onto_inputs),
              DT_CASE(lock_held_refuses), DT_CASE(concurrent_runs), DT_CASE(planted_symlink),
-             DT_CASE(resume_inputs_checked_first), DT_CASE(unwritable_replica_folder),
-             DT_CASE(oversized_model_refused), DT_CASE(allocation_fails_midrun))
+             DT_CASE(links_never_followed), DT_CASE(resume_inputs_checked_first),
+             DT_CASE(unwritable_replica_folder), DT_CASE(oversized_model_refused),
+             DT_CASE(allocation_fails_midrun))

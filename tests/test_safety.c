@@ -231,7 +231,9 @@ DT_TEST(special_checkpoint_refused)
         CHECK_INT_EQ(rc, 2); /* 124 = it hung */
         CHECK(time(NULL) - t0 < 15);
         CHECK_CONTAINS(out, ck);
-        CHECK_CONTAINS(out, "regular file");
+        /* a link is refused as a link inside a result (no link is followed there), a FIFO
+         * as not a regular file */
+        CHECK_CONTAINS(out, k == 0 ? "is a symbolic link inside a detrain result" : "regular file");
         check_unchanged(before, dir);
         free(before);
     }

@@ -3,6 +3,7 @@
  * divergent step, and the cross-device table (`compare --table`: one reference experiment
  * against runs of the same config on other devices). Data path (docs/DESIGN.md): harness/trace,
  * harness/snapshot -> harness/compare. */
+#include "harness/record/outdir.h"
 #include "harness/analyze/compare.h"
 
 #include <errno.h>
@@ -434,6 +435,9 @@ enum dt_status dt_compare_paths(const char *a, const char *b, FILE *out, bool *d
                                 struct dt_error *err)
 {
     *diverged = false;
+    /* no link followed inside a result (outdir.h) */
+    DT_FORWARD_IF_ERROR(dt_result_check_links(a, err));
+    DT_FORWARD_IF_ERROR(dt_result_check_links(b, err));
     bool xa = is_experiment_dir(a), xb = is_experiment_dir(b);
     if (xa && xb) return compare_experiments(a, b, out, diverged, err);
     if (xa || xb)
@@ -677,6 +681,8 @@ static void name_table_columns(struct table_exp *t, const struct dt_table_option
 enum dt_status dt_compare_table(const struct dt_table_options *opt, FILE *out, bool *all_identical,
                                 struct dt_error *err)
 {
+    for (int i = 0; i < opt->n_experiments; i++) /* no link followed inside a result */
+        DT_FORWARD_IF_ERROR(dt_result_check_links(opt->experiments[i], err));
     *all_identical = false;
     if (opt->n_experiments < 2)
         return dt_error_set(err, DT_ERR_USAGE,

@@ -1,6 +1,7 @@
 /* `detrain explain A B` (explain.h): restore the state before the first divergent step,
  * re-execute that step with every op's outputs hashed, name the first op output that
  * differs, and find the control whose switch makes it agree. */
+#include "harness/record/outdir.h"
 #include "harness/analyze/explain.h"
 
 #include <inttypes.h>
@@ -831,6 +832,8 @@ static void vary_cause(char *out, size_t size, const struct side *a, const struc
 enum dt_status dt_explain(const struct dt_explain_options *opt, FILE *out,
                           struct dt_explain_result *res, struct dt_error *err)
 {
+    DT_FORWARD_IF_ERROR(dt_result_check_links(opt->a, err)); /* no link followed inside */
+    DT_FORWARD_IF_ERROR(dt_result_check_links(opt->b, err));
     memset(res, 0, sizeof *res);
     res->step = -1;
     const int R = opt->executions ? opt->executions : 5;

@@ -1536,6 +1536,7 @@ static enum dt_status analyse(struct report *rep, struct dt_error *err)
 enum dt_status dt_report_build(const char *dir, const struct dt_report_options *opt,
                                struct dt_error *err)
 {
+    DT_FORWARD_IF_ERROR(dt_result_check_links(dir, err)); /* no link followed in it */
     static const struct dt_report_options defaults = {0};
     struct report *rep = dt_xcalloc(1, sizeof *rep);
     rep->dir = dir;

@@ -443,3 +443,75 @@ enum dt_status dt_result_clear(const char *dir, struct dt_error *err)
                             dir, foreign);
     return st;
 }
+
+/* ---- no links in a result -------------------------------------------------------------- */
+
+static enum dt_status link_refused(const char *link, struct dt_error *err)
+{
+    char shown[300];
+    dt_escape_str(shown, sizeof shown, link);
+    return dt_error_set(err, DT_ERR_USAGE,
+                        "%s: is a symbolic link inside a detrain result, and detrain follows no "
+                        "link in a result folder (it could lead writes or reads outside the "
+                        "result): put what it points to in its place, or remove it",
+                        shown);
+}
+
+/* Every entry below the folder open as dfd: the first link refused. */
+static enum dt_status no_links_at(int dfd, const char *dir, int depth, struct dt_error *err)
+{
+    if (depth > 16) return DT_OK; /* deeper than any result: nothing of detrain's there */
+    int n = 0;
+    char **names = sorted_names(dfd, dir, &n, err);
+    if (!names) return DT_ERR_IO;
+    enum dt_status st = DT_OK;
+    for (int i = 0; i < n && st == DT_OK; i++) {
+        char sub[4400];
+        snprintf(sub, sizeof sub, "%s/%s", dir, names[i]);
+        struct stat sb;
+        if (fstatat(dfd, names[i], &sb, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        if (S_ISLNK(sb.st_mode)) {
+            st = link_refused(sub, err);
+        } else if (S_ISDIR(sb.st_mode)) {
+            int cfd = openat(dfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (cfd >= 0) {
+                st = no_links_at(cfd, sub, depth + 1, err);
+                close(cfd);
+            }
+        }
+    }
+    free_names(names, n);
+    return st;
+}
+
+enum dt_status dt_result_check_links(const char *path, struct dt_error *err)
+{
+    /* the folders between the result around path (up to three levels above) and path */
+    char up[4200];
+    snprintf(up, sizeof up, "%s", path);
+    size_t len = strlen(up);
+    while (len > 1 && up[len - 1] == '/') up[--len] = '\0';
+    char chain[4][4200];
+    int n_chain = 0;
+    for (int level = 0; level < 4; level++) {
+        if (dt_folder_is_result(up)) break;
+        snprintf(chain[n_chain++], sizeof chain[0], "%s", up);
+        char *slash = strrchr(up, '/');
+        if (!slash || slash == up || level == 3) {
+            n_chain = 0; /* no result around it: only what lies below path is checked */
+            break;
+        }
+        *slash = '\0';
+    }
+    for (int i = 0; i < n_chain; i++) {
+        struct stat sb;
+        if (lstat(chain[i], &sb) == 0 && S_ISLNK(sb.st_mode)) return link_refused(chain[i], err);
+    }
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return DT_OK;
+    int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return DT_OK; /* the caller's own open says why */
+    enum dt_status st = no_links_at(dfd, path, 0, err);
+    close(dfd);
+    return st;
+}

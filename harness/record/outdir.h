@@ -71,6 +71,13 @@ enum dt_status dt_out_location_check(const char *dir, size_t longest, struct dt_
 enum dt_status dt_out_file_check(const char *path, const char *const *reads, int n_reads,
                                  const char *header, const char *what, struct dt_error *err);
 
+/* No link followed at any depth of a result: `path` (an experiment, cell or replica folder,
+ * or a file in one) is refused (DT_ERR_USAGE, naming the link) when a folder between the
+ * result it lies in and it, or anything below it, is a symbolic link -- a link could lead
+ * a resume's writes or a report's reads outside the result. `path` itself may be reached
+ * through links above the result (a results folder that is a link is fine). */
+enum dt_status dt_result_check_links(const char *path, struct dt_error *err);
+
 /* The first entry (sorted by name, depth first) of the result in DIR that detrain did not
  * write for the experiment its config.json describes (harness/record/layout.h,
  * dt_layout_is_own: a user's file, a link, a special file, a folder of another name), as a

@@ -2,6 +2,7 @@
  * completed), or from its checkpoint, checked against this experiment and the trace on disk --
  * and its files cut back to the checkpoint's step, every plan checked before the first write.
  */
+#include "harness/record/outdir.h"
 #include "harness/run/train_impl.h"
 
 #include <errno.h>
@@ -255,6 +256,17 @@ enum dt_status dt_resume_cut_back(const struct dt_experiment *exp, const char *d
 enum dt_status dt_resume_check_folder(const char *dir, const struct dt_experiment *exp,
                                       struct dt_error *err)
 {
+    if (!dt_is_dir(dir)) {
+        char shown[300];
+        dt_escape_str(shown, sizeof shown, dir);
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: no such result folder (--resume takes the folder of an "
+                            "earlier `detrain run` of this config)",
+                            shown);
+    }
+    /* nothing of the result is reached through a link: a cell folder that is one would
+     * lead the resumed replicas' writes outside the result */
+    DT_FORWARD_IF_ERROR(dt_result_check_links(dir, err));
     char path[1200];
     snprintf(path, sizeof path, "%s/config.json", dir);
     char *stored = dt_results_read_text(path, NULL);
