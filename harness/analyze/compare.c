@@ -58,6 +58,7 @@ enum dt_status dt_trace_compare(struct dt_trace_diff *d, const char *path_a, con
 {
     memset(d, 0, sizeof *d);
     d->first_step = -1;
+    d->last_common_step = -1;
     struct dt_trace_row *a = NULL, *b = NULL;
     int64_t na = 0, nb = 0;
     DT_FORWARD_IF_ERROR(dt_trace_read(&a, &na, path_a, err));
@@ -78,6 +79,7 @@ enum dt_status dt_trace_compare(struct dt_trace_diff *d, const char *path_a, con
             break;
         }
         d->common_rows = i + 1;
+        d->last_common_step = a[i].step;
         if (strcmp(a[i].digest, b[i].digest) != 0) {
             d->diverged = true;
             d->first_step = a[i].step;
@@ -262,9 +264,10 @@ static enum dt_status compare_replicas(const char *a, const char *b, FILE *out, 
         else fprintf(out, "  first divergent tensor: unknown: %s\n", d.tensor_note);
     } else {
         fprintf(out,
-                "diverged at step %lld: %s ends after %lld hashed steps, the other goes on "
-                "(every common step is equal)\n",
-                (long long)d.first_step, d.rows_a < d.rows_b ? a : b, (long long)d.common_rows);
+                "%s stops at step %lld and %s goes on: every one of the %lld hashed steps "
+                "both have is equal (a shorter run, not a divergence)\n",
+                d.rows_a < d.rows_b ? a : b, (long long)d.last_common_step,
+                d.rows_a < d.rows_b ? b : a, (long long)d.common_rows);
     }
     *diverged = d.diverged;
     if (snaps) {
@@ -294,7 +297,13 @@ static enum dt_status compare_replicas(const char *a, const char *b, FILE *out, 
     return DT_OK;
 }
 
-enum replica_outcome { REPLICA_IDENTICAL, REPLICA_DIVERGED, REPLICA_MISSING, REPLICA_ERROR };
+enum replica_outcome {
+    REPLICA_IDENTICAL,
+    REPLICA_DIVERGED,
+    REPLICA_MISSING,
+    REPLICA_ERROR,
+    REPLICA_SHORTER /* every common step equal, one trace stops earlier */
+};
 
 /* One replica of an experiment-folder comparison, as one line. */
 static enum replica_outcome compare_replica_line(FILE *out, const char *label, const char *ra,
@@ -332,9 +341,11 @@ static enum replica_outcome compare_replica_line(FILE *out, const char *label, c
         if (d.tensor[0]) fprintf(out, ", tensor %s", d.tensor);
         else if (d.tensor_fault) fprintf(out, ", tensor unknown (%s)", d.tensor_note);
     } else {
-        fprintf(out, "%s: diverged at step %lld: the trace in %s ends after %lld hashed steps",
-                label, (long long)d.first_step, d.rows_a < d.rows_b ? "A" : "B",
+        fprintf(out,
+                "%s: %s stops at step %lld (every one of the %lld common hashed steps equal)\n",
+                label, d.rows_a < d.rows_b ? "A" : "B", (long long)d.last_common_step,
                 (long long)d.common_rows);
+        oc = REPLICA_SHORTER;
     }
     if (oc == REPLICA_DIVERGED) {
         if (n > 0)
@@ -403,7 +414,7 @@ static enum dt_status compare_experiments(const char *a, const char *b, FILE *ou
     free(ra);
     free(rb);
 
-    int count[4] = {0};
+    int count[5] = {0};
     enum dt_status first_error = DT_OK;
     struct dt_error first_err = {0};
     for (int i = 0; i < n; i++) {
@@ -421,9 +432,12 @@ static enum dt_status compare_experiments(const char *a, const char *b, FILE *ou
     free(all);
     fprintf(out, "total: %d replica%s: %d identical, %d diverged, %d missing", n, n == 1 ? "" : "s",
             count[REPLICA_IDENTICAL], count[REPLICA_DIVERGED], count[REPLICA_MISSING]);
+    if (count[REPLICA_SHORTER]) fprintf(out, ", %d stopping earlier", count[REPLICA_SHORTER]);
     if (count[REPLICA_ERROR]) fprintf(out, ", %d unreadable", count[REPLICA_ERROR]);
     fprintf(out, "\n");
-    *diverged = count[REPLICA_DIVERGED] > 0 || count[REPLICA_MISSING] > 0;
+    /* exit 1 for any difference: a shorter run is not the same run, though not a divergence */
+    *diverged =
+        count[REPLICA_DIVERGED] > 0 || count[REPLICA_MISSING] > 0 || count[REPLICA_SHORTER] > 0;
     if (first_error != DT_OK) {
         if (err) *err = first_err;
         return first_error;

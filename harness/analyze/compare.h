@@ -18,7 +18,8 @@ struct dt_trace_diff {
     int64_t first_step;  /* first step whose model digest differs; -1 when none */
     int64_t common_rows; /* rows compared */
     int64_t rows_a, rows_b;
-    char tensor[64]; /* first differing tensor at first_step, when both have tensors.csv */
+    int64_t last_common_step; /* the step of the last row both traces have (-1: none) */
+    char tensor[64];          /* first differing tensor at first_step, when both have tensors.csv */
     /* when diverged at a step both hashed and `tensor` is empty: why no tensor is named
      * ("<dir>/tensors.csv: cannot open: ..."); tensor_fault = something is wrong (one
      * side lacks or cannot read tensors.csv, or it lacks the step), not merely both sides
