@@ -453,6 +453,44 @@ DT_TEST(links_never_followed)
                  0);
 }
 
+/* A trace row cut short by the kill: --resume says so and goes on -- the checkpoint's row
+ * written whole from the digest the checkpoint records -- ending byte-identical to an
+ * uninterrupted run; a row cut inside its loss cannot be completed: refused, saying the line
+ * was cut (not "another run"), with the folder unchanged. */
+DT_TEST(resume_completes_cut_trace_row)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "cutrow", *whole = TMP "cutrow-whole";
+    finished_result(whole, "--set train.checkpoint_every=5");
+    for (int cut = 0; cut < 2; cut++) {
+        interrupted_result(dir);
+        /* the kill leaves replica-1's trace ending at its checkpoint's step (10): cut its
+         * last row inside the digest (30 bytes off) or inside the loss (70 bytes off) */
+        CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                    "f='%s/portable/replica-1/trace.csv' && tail -n 1 \"$f\" | "
+                                    "cut -d, -f1 && truncate -s $(( $(stat -c %%s \"$f\") - %d )) "
+                                    "\"$f\"",
+                                    dir, cut ? 70 : 30),
+                     0);
+        CHECK_STR_EQ(out, "10\n");
+        if (cut == 0) {
+            CHECK_INT_EQ(dt_run_capture(out, sizeof out, RESUME " '%s'", dir), 0);
+            CHECK_CONTAINS(out, "its row of step 10 was cut short when the run was stopped; "
+                                "written whole from the checkpoint");
+            char a[1200], b[1200];
+            snprintf(a, sizeof a, "%s/portable/replica-1/trace.csv", dir);
+            snprintf(b, sizeof b, "%s/portable/replica-1/trace.csv", whole);
+            CHECK(dt_files_equal(a, b));
+        } else {
+            char *before = fingerprint(dir);
+            CHECK_REFUSED(dir, before, RESUME " '%s'", dir);
+            CHECK_CONTAINS(out, "was cut short when the run was stopped");
+            CHECK(strstr(out, "another run") == NULL);
+            free(before);
+        }
+    }
+}
+
 /* --resume with a file the cut-back needs missing, or malformed in the middle: refused
  * before any file is cut; put back, the resume goes on. */
 DT_TEST(resume_inputs_checked_first)
@@ -549,6 +587,6 @@ DT_TEST_MAIN(DT_CASE(refused_value_keeps_result), DT_CASE(refused_ranks_keep_res
              DT_CASE(foreign_folder_refused), DT_CASE(overwrite_removes_only_results),
              DT_CASE(output_locations_checked), DT_CASE(outputs_never_onto_inputs),
              DT_CASE(lock_held_refuses), DT_CASE(concurrent_runs), DT_CASE(planted_symlink),
-             DT_CASE(links_never_followed), DT_CASE(resume_inputs_checked_first),
-             DT_CASE(unwritable_replica_folder), DT_CASE(oversized_model_refused),
-             DT_CASE(allocation_fails_midrun))
+             DT_CASE(links_never_followed), DT_CASE(resume_completes_cut_trace_row),
+             DT_CASE(resume_inputs_checked_first), DT_CASE(unwritable_replica_folder),
+             DT_CASE(oversized_model_refused), DT_CASE(allocation_fails_midrun))

@@ -84,8 +84,36 @@ bool dt_replica_completed(const char *dir, int64_t steps)
     return last == steps;
 }
 
+/* A trace row cut short by a kill ("<step>,<loss>,<part of the digest>", no end of line) that
+ * is the row of the checkpoint's traced step, its loss whole and its digest a prefix of the
+ * checkpoint's: the whole row into out ("<step>,<loss>,<digest>"), and true. */
+static bool complete_cut_row(const char *partial, int64_t traced_step, const char *digest,
+                             char *out, size_t size)
+{
+    int64_t step;
+    if (!partial || traced_step < 0 || !row_step(partial, &step) || step != traced_step)
+        return false;
+    const char *c1 = strchr(partial, ',');
+    const char *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
+    if (!c2 || strchr(c2 + 1, ',')) return false;
+    const size_t have = strlen(c2 + 1);
+    if (have > strlen(digest) || strncmp(c2 + 1, digest, have) != 0) return false;
+    return snprintf(out, size, "%.*s%s", (int)(c2 + 1 - partial), partial, digest) < (int)size;
+}
+
+/* The last line of text when it has no end of line (a row cut by a kill), else NULL. */
+static const char *cut_last_line(const char *text)
+{
+    size_t n = strlen(text);
+    if (n == 0 || text[n - 1] == '\n') return NULL;
+    const char *nl = strrchr(text, '\n');
+    return nl ? nl + 1 : NULL;
+}
+
 /* The trace must hold the row the checkpoint says was the last one written, with its
- * digest: otherwise the checkpoint and the trace come from different runs. */
+ * digest: otherwise the checkpoint and the trace come from different runs. A last row cut
+ * short by the interruption is that row when what is left of it agrees with the
+ * checkpoint (the cut-back then writes it whole); a trace cut anywhere else says so. */
 static enum dt_status check_trace_row(const char *dir, const struct dt_checkpoint *ck,
                                       const char *ck_path, struct dt_error *err)
 {
@@ -97,6 +125,12 @@ static enum dt_status check_trace_row(const char *dir, const struct dt_checkpoin
         return dt_error_set(err, DT_ERR_DATA, "%s: cannot read (%s); %s cannot go on without it",
                             path, strerror(errno), ck_path);
     bool found = false;
+    char whole[256];
+    const char *cut = cut_last_line(text);
+    if (complete_cut_row(cut, ck->traced_step, ck->traced_digest, whole, sizeof whole)) {
+        free(text);
+        return DT_OK; /* the cut row is the checkpoint's: dt_resume_cut_back completes it */
+    }
     for (char *row = strchr(text, '\n'); row && !found; row = strchr(row, '\n')) {
         row++;
         int64_t step;
@@ -108,12 +142,20 @@ static enum dt_status check_trace_row(const char *dir, const struct dt_checkpoin
         *eol = '\n';
         break;
     }
+    char cut_note[200] = "";
+    if (cut) {
+        char shown[80];
+        dt_escape_str(shown, sizeof shown, cut);
+        snprintf(cut_note, sizeof cut_note,
+                 " (its last line, '%s', was cut short when the run was stopped)", shown);
+    }
     free(text);
     if (!found)
         return dt_error_set(err, DT_ERR_DATA,
-                            "%s: no row for step %" PRId64 " with digest %.16s...; %s belongs to "
-                            "another run",
-                            path, ck->traced_step, ck->traced_digest, ck_path);
+                            "%s: no whole row for step %" PRId64 " with digest %.16s...%s; %s "
+                            "does not match this trace (remove it to run this replica again "
+                            "from the start)",
+                            path, ck->traced_step, ck->traced_digest, cut_note, ck_path);
     return DT_OK;
 }
 
@@ -156,7 +198,8 @@ enum dt_status dt_resume_plan(enum replica_start *start, struct dt_checkpoint *c
  * row's step and digest. Written atomically: a second interruption leaves it valid. */
 static enum dt_status cut_csv(const char *dir, const char *name, const char *header, int64_t k,
                               bool keep_k, bool required, bool dry, int64_t *last_step,
-                              char last_digest[DT_DIGEST_HEX], struct dt_error *err)
+                              char last_digest[DT_DIGEST_HEX], const struct dt_checkpoint *ck,
+                              struct dt_error *err)
 {
     char path[1300];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -178,7 +221,23 @@ static enum dt_status cut_csv(const char *dir, const char *name, const char *hea
         row++;
         line++;
         char *eol = strchr(row, '\n');
-        if (!eol) break; /* a partial last row */
+        if (!eol) { /* a partial last row: the trace's row of the checkpoint is completed */
+            char whole[256];
+            if (ck && keep_k && *row &&
+                complete_cut_row(row, ck->traced_step, ck->traced_digest, whole, sizeof whole) &&
+                ck->traced_step == k) {
+                dt_strbuf_printf(&out, "%s\n", whole);
+                if (last_step) *last_step = k;
+                if (last_digest) snprintf(last_digest, DT_DIGEST_HEX, "%s", ck->traced_digest);
+                if (!dry)
+                    fprintf(stderr,
+                            "detrain: %s: its row of step %" PRId64 " was cut short when the run "
+                            "was stopped; written whole from the checkpoint, which records its "
+                            "digest\n",
+                            path, k);
+            }
+            break;
+        }
         int64_t step;
         if (!row_step(row, &step)) {
             st = dt_error_set(err, DT_ERR_DATA, "%s:%d: malformed row (no step)", path, line);
@@ -200,18 +259,20 @@ static enum dt_status cut_csv(const char *dir, const char *name, const char *hea
     return st;
 }
 
-/* Cut a replica's files back to its checkpoint at step k: trace.csv and tensors.csv to the
- * rows the uninterrupted run has up to k (the row of k only if k is a hashed step of this
- * run: a finished run extended by train.steps drops its old last row), metrics.csv likewise
- * for periodic evaluations, times.csv to steps <= k; predictions.csv goes (the end rewrites
- * it), and so do snapshots after k or off this run's schedule (those due later are
+/* Cut a replica's files back to its checkpoint ck at step k = ck->step (a trace row of step
+ * k cut short by the interruption is written whole: the checkpoint records its digest):
+ * trace.csv and tensors.csv to the rows the uninterrupted run has up to k (the row of k only if k
+ * is a hashed step of this run: a finished run extended by train.steps drops its old last row),
+ * metrics.csv likewise for periodic evaluations, times.csv to steps <= k; predictions.csv goes (the
+ * end rewrites it), and so do snapshots after k or off this run's schedule (those due later are
  * rewritten).
  * kept_step/kept_digest: the last trace row kept. `dry`: every file read and checked as
  * for the cut, nothing changed (the check before the first write). */
-enum dt_status dt_resume_cut_back(const struct dt_experiment *exp, const char *dir, int64_t k,
-                                  bool dry, int64_t *kept_step, char kept_digest[DT_DIGEST_HEX],
-                                  struct dt_error *err)
+enum dt_status dt_resume_cut_back(const struct dt_experiment *exp, const char *dir,
+                                  const struct dt_checkpoint *ck, bool dry, int64_t *kept_step,
+                                  char kept_digest[DT_DIGEST_HEX], struct dt_error *err)
 {
+    const int64_t k = ck->step;
     /* k == train.steps: a checkpoint at the last step of a replica killed before it
      * finished; nothing runs again, its last row stays and the final evaluation follows */
     const bool trace_k = k % exp->hash.every == 0 || k == exp->train.steps;
@@ -220,14 +281,14 @@ enum dt_status dt_resume_cut_back(const struct dt_experiment *exp, const char *d
     *kept_step = -1;
     kept_digest[0] = '\0';
     DT_FORWARD_IF_ERROR(cut_csv(dir, "trace.csv", DT_TRACE_HEADER, k, trace_k, true, dry, kept_step,
-                                kept_digest, err));
+                                kept_digest, ck, err));
     if (exp->hash.per_tensor)
-        DT_FORWARD_IF_ERROR(
-            cut_csv(dir, "tensors.csv", DT_TENSORS_HEADER, k, trace_k, true, dry, NULL, NULL, err));
+        DT_FORWARD_IF_ERROR(cut_csv(dir, "tensors.csv", DT_TENSORS_HEADER, k, trace_k, true, dry,
+                                    NULL, NULL, NULL, err));
+    DT_FORWARD_IF_ERROR(cut_csv(dir, "metrics.csv", DT_METRICS_HEADER, k, eval_k, false, dry, NULL,
+                                NULL, NULL, err));
     DT_FORWARD_IF_ERROR(
-        cut_csv(dir, "metrics.csv", DT_METRICS_HEADER, k, eval_k, false, dry, NULL, NULL, err));
-    DT_FORWARD_IF_ERROR(
-        cut_csv(dir, "times.csv", DT_TIMES_HEADER, k, true, false, dry, NULL, NULL, err));
+        cut_csv(dir, "times.csv", DT_TIMES_HEADER, k, true, false, dry, NULL, NULL, NULL, err));
     char path[1400];
     snprintf(path, sizeof path, "%s/predictions.csv", dir);
     if (!dry && remove(path) != 0 && errno != ENOENT)
@@ -345,7 +406,7 @@ enum dt_status dt_resume_check_plans(struct run_ctx *c, struct dt_error *err)
             if (how == START_CHECKPOINT) { /* every file the cut will rely on, unchanged */
                 int64_t kept_step;
                 char kept_digest[DT_DIGEST_HEX];
-                st = dt_resume_cut_back(exp, dir, ck.step, true, &kept_step, kept_digest, err);
+                st = dt_resume_cut_back(exp, dir, &ck, true, &kept_step, kept_digest, err);
                 if (st != DT_OK) {
                     dt_checkpoint_free(&ck);
                     break;

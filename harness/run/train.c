@@ -140,7 +140,7 @@ static enum dt_status replica_begin(struct replica *rep, struct run_ctx *c, int 
     int64_t kept_step = -1;
     char kept_digest[DT_DIGEST_HEX] = "";
     if (st == DT_OK && how == START_CHECKPOINT && rep->writer)
-        st = dt_resume_cut_back(exp, res->dir, rep->k, false, &kept_step, kept_digest, err);
+        st = dt_resume_cut_back(exp, res->dir, &ck, false, &kept_step, kept_digest, err);
     if (st == DT_OK && rep->writer)
         st = dt_replica_io_open(&rep->io, exp, m, res->dir, how == START_CHECKPOINT ? rep->k : -1,
                                 err);

@@ -96,9 +96,9 @@ bool dt_replica_completed(const char *dir, int64_t steps);
 enum dt_status dt_resume_plan(enum replica_start *start, struct dt_checkpoint *ck,
                               const struct run_ctx *c, int cell, int r, const char *dir,
                               const struct dt_model *m, struct dt_error *err);
-enum dt_status dt_resume_cut_back(const struct dt_experiment *exp, const char *dir, int64_t k,
-                                  bool dry, int64_t *kept_step, char kept_digest[DT_DIGEST_HEX],
-                                  struct dt_error *err);
+enum dt_status dt_resume_cut_back(const struct dt_experiment *exp, const char *dir,
+                                  const struct dt_checkpoint *ck, bool dry, int64_t *kept_step,
+                                  char kept_digest[DT_DIGEST_HEX], struct dt_error *err);
 enum dt_status dt_resume_check_folder(const char *dir, const struct dt_experiment *exp,
                                       struct dt_error *err);
 enum dt_status dt_resume_check_plans(struct run_ctx *c, struct dt_error *err);
