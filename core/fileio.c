@@ -278,3 +278,9 @@ bool dt_same_path(const char *a, const char *b)
     if (realpath(a, ra) && realpath(b, rb)) return strcmp(ra, rb) == 0;
     return strcmp(a, b) == 0;
 }
+
+const char *dt_escape_path(char *out, size_t size, const char *path)
+{
+    const size_t n = strlen(path);
+    return dt_escape_bytes(out, size, path, n, n);
+}

@@ -63,6 +63,10 @@ const char *dt_escape_bytes(char *out, size_t size, const void *data, size_t n, 
 #define DT_ESCAPE_MAX_IN 120
 const char *dt_escape_str(char *out, size_t size, const char *s);
 
+/* A path for a terminal: dt_escape_bytes of the whole of it (not cut at DT_ESCAPE_MAX_IN,
+ * only to fit `size`). Returns out. */
+const char *dt_escape_path(char *out, size_t size, const char *path);
+
 /* A message for a terminal: control bytes other than newline and tab, and bytes that are
  * not UTF-8 text, escaped as "\xHH" in place of being written raw; backslashes are kept,
  * so text already escaped with dt_escape_bytes reads the same. */

@@ -491,6 +491,26 @@ DT_TEST(resume_completes_cut_trace_row)
     }
 }
 
+/* Every path printed to a terminal is escaped: an --out holding an ESC sequence comes out as
+ * \x1b in the closing lines (report:, writing to, --overwrite), never as the raw byte. */
+DT_TEST(terminal_paths_escaped)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "esc\033[31mred";
+    for (int k = 0; k < 2; k++) {
+        int rc = dt_run_capture(out, sizeof out,
+                                "DETRAIN_GNUPLOT=none '" EXE "' run '" TINY "' --out '%s' "
+                                "--set train.steps=2 --set replicas=1 %s",
+                                dir, k ? "--overwrite" : "");
+        CHECK_INT_EQ(rc, 0);
+        CHECK(strchr(out, '\033') == NULL);
+        CHECK_CONTAINS(out, "esc\\x1b[31mred/report.md");
+        CHECK_CONTAINS(out, "detrain: writing to ");
+    }
+    CHECK_CONTAINS(out, "removed the earlier result in ");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -rf '%s'", dir), 0);
+}
+
 /* --resume with a file the cut-back needs missing, or malformed in the middle: refused
  * before any file is cut; put back, the resume goes on. */
 DT_TEST(resume_inputs_checked_first)
@@ -588,5 +608,6 @@ DT_TEST_MAIN(DT_CASE(refused_value_keeps_result), DT_CASE(refused_ranks_keep_res
              DT_CASE(output_locations_checked), DT_CASE(outputs_never_onto_inputs),
              DT_CASE(lock_held_refuses), DT_CASE(concurrent_runs), DT_CASE(planted_symlink),
              DT_CASE(links_never_followed), DT_CASE(resume_completes_cut_trace_row),
-             DT_CASE(resume_inputs_checked_first), DT_CASE(unwritable_replica_folder),
-             DT_CASE(oversized_model_refused), DT_CASE(allocation_fails_midrun))
+             DT_CASE(terminal_paths_escaped), DT_CASE(resume_inputs_checked_first),
+             DT_CASE(unwritable_replica_folder), DT_CASE(oversized_model_refused),
+             DT_CASE(allocation_fails_midrun))

@@ -3,6 +3,6 @@ dt_add_test(folders LABELS e2e CASES refused_value_keeps_result
             other_config_refused rerun_is_explicit foreign_folder_refused overwrite_removes_only_results
             output_locations_checked outputs_never_onto_inputs lock_held_refuses
             concurrent_runs planted_symlink links_never_followed
-            resume_completes_cut_trace_row resume_inputs_checked_first unwritable_replica_folder
+            resume_completes_cut_trace_row terminal_paths_escaped resume_inputs_checked_first unwritable_replica_folder
             oversized_model_refused
             allocation_fails_midrun)

@@ -1475,13 +1475,15 @@ static void print_summary(const struct report *rep)
            "final weight distance over weight norm;\n overhead = median step time vs fast "
            "with its 95%% interval)\n");
     if (rep->ovh_note[0]) printf("overhead: %s\n", rep->ovh_note);
+    char dir[4 * 1100]; /* the folder as given, escaped for the terminal */
+    dt_escape_path(dir, sizeof dir, rep->dir);
     printf("report:  %s/report.md\nsummary: %s/summary.csv\ncells:   %s/cells.csv\n"
            "drift:   %s/drift.csv\n",
-           rep->dir, rep->dir, rep->dir, rep->dir);
+           dir, dir, dir, dir);
     int made = 0;
     for (int i = 0; i < rep->n_plots; i++) made += rep->plots[i].made;
     if (rep->plots_skipped[0]) printf("plots:   %s\n", rep->plots_skipped);
-    else printf("plots:   %s/plots/ (%d of %d made)\n", rep->dir, made, rep->n_plots);
+    else printf("plots:   %s/plots/ (%d of %d made)\n", dir, made, rep->n_plots);
     fflush(stdout);
 }
 

@@ -371,9 +371,10 @@ enum dt_status dt_matrix_run(const struct dt_experiment *matrix,
         free(rec);
         return st;
     }
+    char out_shown[4 * 1100];
     if (!opt->quiet)
         fprintf(stderr, "detrain: matrix %s: %d of %d entries, writing to %s\n", rec->name, rec->n,
-                matrix->n_matrix, opt->out_dir);
+                matrix->n_matrix, dt_escape_path(out_shown, sizeof out_shown, opt->out_dir));
     dt_stop_install_handlers();
     for (int k = 0; k < rec->n; k++) {
         struct entry *e = &rec->e[k];

@@ -743,8 +743,10 @@ static enum dt_status take_folder(const char *dir, const char *command, bool cle
 {
     if (clear) {
         DT_FORWARD_IF_ERROR(dt_result_clear(dir, err));
+        char shown[4 * 1100];
         if (!quiet)
-            fprintf(stderr, "detrain: --overwrite: removed the earlier result in %s\n", dir);
+            fprintf(stderr, "detrain: --overwrite: removed the earlier result in %s\n",
+                    dt_escape_path(shown, sizeof shown, dir));
     }
     if (lock->fd < 0) { /* a new folder */
         DT_FORWARD_IF_ERROR(dt_mkdir_p(dir, err));
@@ -853,6 +855,8 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
         fprintf(stderr,
                 "detrain: %d ranks (%s), each step's batch of %" PRId64 " in %" PRId64 " shards\n",
                 dt_dist_size(), dt_dist_library(), exp->train.batch, exp->train.shards);
+    char out_shown[4 * 1100];
+    dt_escape_path(out_shown, sizeof out_shown, opt->out_dir);
     if (!opt->quiet && st == DT_OK)
         fprintf(stderr,
                 "detrain: %s: %d cell%s (%d vary setting%s x %d polic%s) x %d replica%s, "
@@ -862,7 +866,7 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
                 exp->name, n_cells, n_cells == 1 ? "" : "s", exp->n_vary,
                 exp->n_vary == 1 ? "" : "s", exp->n_policies, exp->n_policies == 1 ? "y" : "ies",
                 exp->replicas, exp->replicas == 1 ? "" : "s", exp->train.steps, exp->train.batch,
-                dt_backend_name(be), dt_backend_threads(be), ds.train.n, ds.test.n, opt->out_dir);
+                dt_backend_name(be), dt_backend_threads(be), ds.train.n, ds.test.n, out_shown);
     dt_stop_install_handlers();
 
     int done = 0;
