@@ -351,6 +351,29 @@ DT_TEST(usage_errors)
                  2);
 }
 
+/* Replicas of two different experiments (another model width): explain refuses, naming the
+ * key that differs, instead of blaming a noise source; compare of the two folders says they
+ * are different experiments. A different policy is what explain is for: not refused. */
+DT_TEST(different_experiments_named)
+{
+    train(TMP "xa", MLP, "--set replicas=1 --set 'policies=[portable]'");
+    train(TMP "xb", MLP, "--set replicas=1 --set 'policies=[portable]' --set 'model.hidden=[24]'");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' explain '%s' '%s'", EXE,
+                                TMP "xa/portable/replica-0", TMP "xb/portable/replica-0"),
+                 2);
+    CHECK_CONTAINS(out, "are replicas of different experiments (model.hidden (A: ");
+    CHECK(strstr(out, "stream") == NULL);
+    const int crc =
+        dt_run_capture(out, sizeof out, "'%s' compare '%s' '%s'", EXE, TMP "xa", TMP "xb");
+    CHECK(crc == 1 || crc == 2); /* they differ, or cannot be compared: never 0 */
+    CHECK_CONTAINS(out, "note: A and B are different experiments (model.hidden (A: ");
+    train(TMP "xc", MLP, "--set replicas=1 --set 'policies=[fast]'");
+    int rc = dt_run_capture(out, sizeof out, "'%s' explain '%s' '%s'", EXE,
+                            TMP "xa/portable/replica-0", TMP "xc/fast/replica-0");
+    CHECK(rc == 0 || rc == 1);
+    CHECK(strstr(out, "different experiments") == NULL);
+}
+
 /* report.explain: true puts an explanation per diverged cell in report.md (here the vary:
  * init cells, explained by their streams); off (the default), no such section. */
 DT_TEST(report_section)
@@ -405,4 +428,5 @@ DT_TEST_MAIN(DT_CASE(hooked_bias_gradient), DT_CASE(hooked_conv_scatter), DT_CAS
              DT_CASE(deterministic_step_no_difference), DT_CASE(quickstart_fast_replicas),
              DT_CASE(replay_mismatch_refused), DT_CASE(replay_retries_missed_steps),
              DT_CASE(passes_over_agreed_parameters), DT_CASE(checkpoint_at_divergence),
-             DT_CASE(usage_errors), DT_CASE(report_section), DT_CASE(cpu_vs_gpu))
+             DT_CASE(usage_errors), DT_CASE(different_experiments_named), DT_CASE(report_section),
+             DT_CASE(cpu_vs_gpu))

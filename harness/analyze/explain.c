@@ -118,6 +118,44 @@ static enum dt_status side_locate(struct side *sd, const char *arg, struct dt_er
                         sd->exp_dir);
 }
 
+/* A and B must be runs of one experiment up to what explain attributes a divergence to (the
+ * policy, the vary setting, the replica), what it may rerun on another device (backend) and
+ * what a run may change without changing its trace (train.steps, report.*, ...): explain
+ * on replicas of two different models used to blame the initial-weight stream. Refused
+ * (DT_ERR_USAGE) naming the keys that differ. */
+static enum dt_status same_experiment(const struct side *a, const struct side *b,
+                                      struct dt_error *err)
+{
+    struct dt_experiment *x = dt_xcalloc(1, sizeof *x), *y = dt_xcalloc(1, sizeof *y);
+    *x = a->exp;
+    *y = b->exp;
+    /* what may differ: y takes x's */
+    memcpy(y->name, x->name, sizeof y->name);
+    memcpy(y->source, x->source, sizeof y->source);
+    y->n_policies = x->n_policies;
+    memcpy(y->policies, x->policies, sizeof y->policies);
+    y->n_vary = x->n_vary;
+    memcpy(y->vary_sets, x->vary_sets, sizeof y->vary_sets);
+    y->replicas = x->replicas;
+    y->backend = x->backend;
+    y->hash = x->hash;
+    y->report = x->report;
+    char *ta = dt_checkpoint_config_text(x), *tb = dt_checkpoint_config_text(y);
+    char diff[800] = "";
+    bool differ = false;
+    enum dt_status st =
+        dt_checkpoint_config_diff(diff, sizeof diff, &differ, ta, "A", tb, "B", err);
+    free(ta), free(tb), free(x), free(y);
+    if (st == DT_OK && differ)
+        st = dt_error_set(err, DT_ERR_USAGE,
+                          "%s and %s are replicas of different experiments (%s): explain "
+                          "attributes a divergence to a determinism control or a noise source, "
+                          "not to a change of model, data or training; explain two replicas of "
+                          "one config (their policies, vary settings and devices may differ)",
+                          a->shown, b->shown, diff);
+    return st;
+}
+
 static void side_free(struct side *sd)
 {
     if (sd->m) {
@@ -849,6 +887,7 @@ enum dt_status dt_explain(const struct dt_explain_options *opt, FILE *out,
     int n_ex = 0;
     enum dt_status st = side_locate(&sides[0], opt->a, err);
     if (st == DT_OK) st = side_locate(&sides[1], opt->b, err);
+    if (st == DT_OK) st = same_experiment(&sides[0], &sides[1], err);
     struct dt_trace_diff diff;
     if (st == DT_OK) st = dt_trace_compare(&diff, sides[0].dir, sides[1].dir, err);
     if (st != DT_OK) goto done;
