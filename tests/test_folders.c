@@ -481,6 +481,21 @@ DT_TEST(resume_completes_cut_trace_row)
             snprintf(a, sizeof a, "%s/portable/replica-1/trace.csv", dir);
             snprintf(b, sizeof b, "%s/portable/replica-1/trace.csv", whole);
             CHECK(dt_files_equal(a, b));
+            /* run.json: the first start time kept, each segment with its command and build */
+            char mpath[1200];
+            snprintf(mpath, sizeof mpath, "%s/run.json", dir);
+            char *m = dt_read_file(mpath, NULL);
+            CHECK(m != NULL);
+            if (m) {
+                CHECK_CONTAINS(m, "\"segments\": [{\"start_time\": \"");
+                CHECK_CONTAINS(m, "\"status\": \"killed\", \"command\": ");
+                CHECK_CONTAINS(m, "\"status\": \"completed\", \"command\": ");
+                CHECK_CONTAINS(m, "--resume");
+                const char *top = strstr(m, "\"start_time\": \""), *seg = strstr(m, "\"segments\"");
+                const char *first = seg ? strstr(seg, "\"start_time\": \"") : NULL;
+                CHECK(top && first && strncmp(top, first, 36) == 0); /* the first segment's */
+                free(m);
+            }
         } else {
             char *before = fingerprint(dir);
             CHECK_REFUSED(dir, before, RESUME " '%s'", dir);

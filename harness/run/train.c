@@ -506,11 +506,19 @@ static void experiment_manifest(struct dt_strbuf *sb, const struct run_ctx *c, c
               "FP32; own: detrain's kernels) -- each replica's algos.csv says what ran"
             : "reduction, atomics and math act on the CPU ops; rng acts on bnn_mlp (how epsilon "
               "reaches backward); conv_algo is recorded but unused on the CPU");
-    dt_strbuf_printf(sb, ", \"start_time\": \"%s\", \"end_time\": ", start);
+    /* the segments: each start of the run (the first `run`, then every --resume), with its
+     * build; the run's start time is the first one's */
+    struct dt_strbuf seg = {0};
+    char first[64];
+    dt_manifest_segments_json(&seg, c->earlier_manifest, start, end, status,
+                              c->opt->command ? c->opt->command : "", first, sizeof first);
+    dt_strbuf_printf(sb, ", \"start_time\": \"%s\", \"end_time\": ", first);
     if (end) dt_strbuf_printf(sb, "\"%s\"", end);
     else dt_strbuf_printf(sb, "null");
     dt_strbuf_printf(sb, ", \"status\": \"%s\", \"message\": ", status);
     dt_strbuf_json_string(sb, message);
+    dt_strbuf_printf(sb, ", \"segments\": [%s]", seg.data);
+    dt_strbuf_free(&seg);
     dt_strbuf_printf(sb, ", \"replicas\": [");
     for (int i = 0; i < n_results; i++) {
         dt_strbuf_printf(sb, "%s{\"dir\": ", i ? ", " : "");
@@ -798,7 +806,8 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
     const int n_cells = dt_cell_count(exp);
     struct dt_resident *train_set = dt_batch_resident(be, &ds.train);
     struct run_ctx c = {exp, opt, &ds, be, train_set, false,  0,
-                        0,   0,   0,   0,  0,         resume, {false, false, 0, "", 0.0f}};
+                        0,   0,   0,   0,  0,         resume, {false, false, 0, "", 0.0f},
+                        NULL};
     c.tty = !opt->quiet && isatty(STDERR_FILENO);
     c.steps_total = (int64_t)n_cells * exp->replicas * exp->train.steps;
     const char *kill_after = getenv("DETRAIN_TEST_KILL_AFTER_STEP"); /* test-only (train.h) */
@@ -838,6 +847,7 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
     dt_utc_iso8601(start, sizeof start);
     char manifest_path[1200];
     snprintf(manifest_path, sizeof manifest_path, "%s/run.json", opt->out_dir);
+    if (resume) c.earlier_manifest = dt_results_read_text(manifest_path, NULL);
     int n_runs = n_cells * exp->replicas;
     struct dt_replica_result *results = dt_xcalloc((size_t)n_runs, sizeof *results);
     struct dt_strbuf sb = {0};
@@ -925,6 +935,7 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
     arm_oom_manifest(NULL, NULL, NULL, 0);
     dt_strbuf_free(&sb);
     free(results);
+    free(c.earlier_manifest);
     dt_backend_resident_free(be, train_set);
     dt_backend_destroy(be);
     dt_dataset_free(&ds);

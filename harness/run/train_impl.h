@@ -37,6 +37,8 @@ struct run_ctx {
         char tensor[DT_PARAM_NAME];
         float value;
     } poison;
+    /* --resume: the run.json the folder held before (its segments go on in the new one) */
+    char *earlier_manifest;
 };
 
 /* A replica's open output files and buffers. */
