@@ -70,13 +70,14 @@ check-asan: setup
 check-valgrind: setup-check build
 	cd $(BUILD) && ctest --output-on-failure -L valgrind
 
-# libFuzzer (clang) on the config loader and the IDX reader: FUZZ_SECONDS each, side by
+# libFuzzer (clang) on the config loader, the IDX reader, the trace/tensors readers and the
+# checkpoint reader: FUZZ_SECONDS each, side by
 # side, over copies of fuzz/corpus/ (fuzz/run.sh); a finding fails and names its file.
 fuzz: setup-check
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	      -DDETRAIN_FUZZ=ON -DDETRAIN_CUDA=OFF -DBUILD_TESTING=OFF
-	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_config fuzz_idx
-	bash fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) config idx
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_config fuzz_idx fuzz_trace fuzz_checkpoint
+	bash fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) config idx trace checkpoint
 
 bench: build
 	./$(BUILD)/detrain bench configs/quickstart.yaml --steps 100 --warmup 10 \

@@ -2,7 +2,7 @@
 # fuzz_<target>_replay (fuzz/fuzz_<target>.c + fuzz/replay_main.c, the normal compiler)
 # runs every input that once crashed (fuzz/regressions/<target>/) and every seed
 # (fuzz/corpus/<target>/) through LLVMFuzzerTestOneInput. Tests fuzz.<target>_replay (unit).
-foreach(t config idx)
+foreach(t config idx trace checkpoint)
   add_executable(fuzz_${t}_replay ${CMAKE_SOURCE_DIR}/fuzz/fuzz_${t}.c
                  ${CMAKE_SOURCE_DIR}/fuzz/replay_main.c)
   target_link_libraries(fuzz_${t}_replay PRIVATE detrain_core)

@@ -520,8 +520,11 @@ static enum dt_status parse_fields(struct dt_checkpoint *ck, struct cursor *c, c
             if (!take_i64(c, &p->shape[k])) return MALFORMED("parameter table");
             if (k < p->ndim && (p->shape[k] < 1 || p->shape[k] > MAX_COUNT))
                 return MALFORMED("parameter shape out of range");
+            /* prod <= MAX_COUNT and shape <= MAX_COUNT: the test divides instead of
+             * multiplying past int64 (a fuzzed shape found it) */
+            if (k < p->ndim && prod > MAX_COUNT / p->shape[k])
+                return MALFORMED("parameter shape out of range");
             if (k < p->ndim) prod *= p->shape[k];
-            if (prod > MAX_COUNT) return MALFORMED("parameter shape out of range");
         }
         if (!take_i64(c, &p->n) || p->n != prod) return MALFORMED("parameter count vs shape");
     }

@@ -107,6 +107,11 @@ enum dt_status dt_trace_read(struct dt_trace_row **rows_out, int64_t *n_out, con
     enum dt_status st = DT_OK;
     while (fgets(line, sizeof line, f)) {
         lineno++;
+        if (!strchr(line, '\n') && !feof(f)) { /* a longer line would be read as two */
+            st = dt_error_set(err, DT_ERR_DATA, "%s:%" PRId64 ": line longer than %zu bytes", file,
+                              lineno, sizeof line - 2);
+            break;
+        }
         chomp(line);
         if (lineno == 1) {
             if (strcmp(line, DT_TRACE_HEADER) != 0) {
@@ -186,19 +191,44 @@ int dt_trace_read_tensors(const char *trace_arg, int64_t step, char names[][64],
     }
     char line[512];
     int n = 0;
-    while (fgets(line, sizeof line, f) && n < max) {
+    int64_t lineno = 0;
+    bool bad = false;
+    while (!bad && fgets(line, sizeof line, f) && n < max) {
+        lineno++;
+        if (!strchr(line, '\n') && !feof(f)) { /* a longer line would be read as two */
+            dt_error_set(why, DT_ERR_DATA, "%s:%" PRId64 ": line longer than %zu bytes", tpath,
+                         lineno, sizeof line - 2);
+            bad = true;
+            break;
+        }
         chomp(line);
         char *c1 = strchr(line, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
         if (!c1 || !c2) continue;
         *c1 = *c2 = '\0';
         char *end;
         long long s = strtoll(line, &end, 10);
-        if (*end || s != step) continue;
-        snprintf(names[n], 64, "%.63s", c1 + 1);
-        snprintf(digests[n], DT_DIGEST_HEX, "%.64s", c2 + 1);
+        if (*end || end == line || s != step) continue;
+        /* a row of this step: a tensor name (1..63 printable bytes) and a model digest */
+        const char *name = c1 + 1, *digest = c2 + 1;
+        const size_t nlen = strlen(name);
+        bool name_ok = nlen > 0 && nlen < 64;
+        for (size_t i = 0; name_ok && i < nlen; i++)
+            name_ok = (unsigned char)name[i] > 0x20 && (unsigned char)name[i] < 0x7f;
+        if (!name_ok || !is_hex_digest(digest)) {
+            char esc[160];
+            dt_error_set(why, DT_ERR_DATA,
+                         "%s:%" PRId64 ": malformed row of step %" PRId64 " ('%s')", tpath, lineno,
+                         step, dt_escape_str(esc, sizeof esc, !name_ok ? name : digest));
+            bad = true;
+            break;
+        }
+        snprintf(names[n], 64, "%s", name);
+        snprintf(digests[n], DT_DIGEST_HEX, "%s", digest);
         n++;
     }
-    if (ferror(f)) {
+    if (bad) {
+        n = -1;
+    } else if (ferror(f)) {
         n = -1;
         dt_error_set(why, DT_ERR_IO, "%s: read failed: %s", tpath, strerror(errno));
     } else if (n == 0) {
