@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *dt_status_str(enum dt_status st)
 {
@@ -81,12 +82,16 @@ void dt_set_oom_hook(void (*hook)(size_t bytes))
     g_fail_above = above ? (size_t)strtoull(above, NULL, 10) : SIZE_MAX;
 }
 
-static void out_of_memory(size_t bytes)
+void dt_out_of_memory(size_t bytes, const char *what)
 {
-    fprintf(stderr, "detrain: out of memory allocating %zu bytes\n", bytes);
+    fflush(stdout);
+    fprintf(stderr, "detrain: out of memory allocating %zu bytes%s%s\n", bytes, what ? " for " : "",
+            what ? what : "");
     if (g_oom_hook) g_oom_hook(bytes);
-    abort();
+    _exit(1); /* no exit handlers: a library's may wait on memory that cannot come */
 }
+
+static void out_of_memory(size_t bytes) { dt_out_of_memory(bytes, NULL); }
 
 void *dt_xmalloc(size_t bytes)
 {

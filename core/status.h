@@ -79,6 +79,10 @@ void dt_assert_fail(const char *expr, const char *file, int line, const char *ms
  * Test-only: with DETRAIN_TEST_FAIL_ALLOC_ABOVE=N in the environment when a hook is set,
  * every later dt_x* allocation of more than N bytes fails as if memory had run out. */
 void dt_set_oom_hook(void (*hook)(size_t bytes));
+/* An allocation of `bytes` for `what` failed: said on stderr, then the hook (a run records
+ * its manifest as failed and exits 1); without one the process exits 1 too -- never an abort,
+ * for memory is the machine's limit, not a broken invariant. */
+__attribute__((noreturn)) void dt_out_of_memory(size_t bytes, const char *what);
 void *dt_xmalloc(size_t bytes);
 void *dt_xcalloc(size_t n, size_t size);
 void *dt_xrealloc(void *p, size_t bytes);

@@ -145,7 +145,7 @@ void dt_strbuf_printf(struct dt_strbuf *sb, const char *fmt, ...)
         size_t cap = sb->cap ? sb->cap : 256;
         while (cap < need) cap *= 2;
         char *d = realloc(sb->data, cap);
-        DT_ASSERT_MSG(d != NULL, "out of memory");
+        if (!d) dt_out_of_memory(cap, "a text buffer");
         sb->data = d;
         sb->cap = cap;
     }

@@ -60,14 +60,16 @@ static void read_one(const uint8_t *data, size_t size)
         if (ck.step < 0) fuzz_fail("a negative step was accepted", NULL);
         terminated(ck.policy, sizeof ck.policy, "the policy name is not terminated");
         terminated(ck.controls, sizeof ck.controls, "the controls are not terminated");
-        terminated(ck.traced_digest, sizeof ck.traced_digest, "the traced digest is not terminated");
+        terminated(ck.traced_digest, sizeof ck.traced_digest,
+                   "the traced digest is not terminated");
         terminated(ck.model_digest, sizeof ck.model_digest, "the model digest is not terminated");
         if (!ck.config_json) fuzz_fail("no config text", NULL);
         if (ck.n_params < 0 || (ck.n_params > 0 && !ck.params)) fuzz_fail("no parameters", NULL);
         for (int i = 0; i < ck.n_params; i++) {
             const struct dt_checkpoint_param *p = &ck.params[i];
             terminated(p->name, sizeof p->name, "a parameter name is not terminated");
-            if (p->ndim < 1 || p->ndim > 4) fuzz_fail("a parameter's rank is out of range", p->name);
+            if (p->ndim < 1 || p->ndim > 4)
+                fuzz_fail("a parameter's rank is out of range", p->name);
             int64_t count = 1;
             for (int d = 0; d < p->ndim; d++) {
                 if (p->shape[d] < 1) fuzz_fail("a dimension below 1", p->name);

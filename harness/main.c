@@ -204,11 +204,13 @@ static void dry_line(const struct dt_experiment *e, const char *out)
     for (int p = 0; p < e->n_policies && len + 2 < sizeof pols; p++)
         len += (size_t)snprintf(pols + len, sizeof pols - len, "%s%s", p ? ", " : "",
                                 e->policies[p].name);
+    char what[200];
+    const double mib = dt_run_memory_bytes(e, what, sizeof what) / (1024.0 * 1024.0);
     printf("  %s: model %s, %s, %lld steps, batch %lld, policies [%s], %d vary setting(s) x %d "
-           "replica(s) -> %s\n",
+           "replica(s), about %.0f MiB of memory -> %s\n",
            e->name, dt_model_kind_names[e->model.kind],
            e->backend.device == DT_DEVICE_CUDA ? "cuda" : "cpu", (long long)e->train.steps,
-           (long long)e->train.batch, pols, e->n_vary, e->replicas, out);
+           (long long)e->train.batch, pols, e->n_vary, e->replicas, mib, out);
 }
 
 /* run --dry-run: the config and its --set overrides loaded and checked as `run` would

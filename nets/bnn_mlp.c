@@ -625,13 +625,16 @@ const char *dt_bnn_tensor_name(const struct dt_model *m, int k)
 
 /* ---- the registry row (nets/models.h) -------------------------------------------------- */
 
-/* The MLP's sizes twice (mu and rho), sigma and epsilon per sample kept per parameter, the
- * activations once per sample. */
+/* The MLP's sizes twice (mu and rho), sigma and the sampled weights per parameter, epsilon
+ * per sample under rng: stored, the activations once per sample. */
 static struct dt_model_size bnn_mlp_size(const struct dt_model_spec *s)
 {
     struct dt_model_size z = dt_mlp_size(s);
     z.params *= 2;
-    z.extra_per_param += 4 + s->bnn.samples;
+    /* sigma, the sampled weights and their gradients (measured: 3.75 floats per mu or rho);
+     * rng: stored keeps every sample's epsilon, one float per weight (0.5 per mu or rho) */
+    z.extra_per_param += 3.75;
+    z.stored_per_param_per_sample = 0.5;
     z.acts_per_example *= s->bnn.samples;
     return z;
 }

@@ -36,11 +36,14 @@ struct dt_model_spec {
     struct dt_bnn_options bnn; /* model.samples, ...: bnn_mlp */
 };
 
-/* How much a model of this spec holds, in floats, for the memory check before a run:
- * parameters (every trained value), floats kept per parameter beyond w, g, v (e.g. sigma
- * and epsilon per sample), and activations and gradients per example. From above. */
+/* What a model of a spec holds, for the run's memory estimate (harness/run/train.c,
+ * dt_run_memory_bytes; calibrated against measured peaks by the test
+ * folders.memory_estimate_matches_peak): parameters (floats), floats kept per parameter
+ * beyond the run's own copies, floats per parameter per sample under rng: stored, and
+ * activation floats per example of a batch. */
 struct dt_model_size {
     double params, extra_per_param, acts_per_example;
+    double stored_per_param_per_sample;
 };
 
 struct dt_model_kind_info {

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -320,6 +322,74 @@ DT_TEST(outputs_never_onto_inputs)
     CHECK_STR_EQ(out, "1\n2\n");
 }
 
+/* Peak resident memory (MiB) of `detrain run CFG --out DIR SETS` run to its end, from wait4;
+ * *estimate gets what `run --dry-run` says the run needs. */
+static double peak_rss_mib(const char *cfg, const char *dir, const char *sets, double *estimate)
+{
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -rf '%s' && '%s' run '%s' --dry-run %s", dir,
+                                EXE, cfg, sets),
+                 0);
+    const char *about = strstr(out, "about ");
+    *estimate = about ? atof(about + 6) : -1;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "exec '%s' run '%s' --out '%s' --quiet %s >/dev/null 2>&1", EXE, cfg,
+             dir, sets);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    CHECK(wait4(pid, &status, 0, &ru) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    return (double)ru.ru_maxrss / 1024.0;
+}
+
+/* The memory check's estimate is the run's measured peak within 15% -- for each model at
+ * three sizes (the MLP's width, LeNet's batch, the Bayesian MLP's width under its three rng
+ * policies), the process's own baseline included -- so that a model a little past what fits
+ * is refused before anything is allocated, not stopped by an allocation that fails (which
+ * ends with exit 1 and run.json failed, tested by allocation_fails_midrun). Normal builds
+ * only: a sanitizer's shadow memory is not the run's. */
+DT_TEST(memory_estimate_matches_peak)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+#ifdef DT_SANITIZED_BUILD
+    DT_SKIP("a sanitized build: its memory is not the run's");
+#endif
+    static const char base[] =
+        "--set train.steps=3 --set replicas=1 --set dataset.train_limit=2000 "
+        "--set dataset.test_limit=100 --set report.overhead_samples=0 "
+        "--set report.snapshots=0";
+    static const struct {
+        const char *cfg, *sets;
+    } cases[] = {
+        {"configs/quickstart.yaml", "--set 'model.hidden=[1024, 1024]'"},
+        {"configs/quickstart.yaml", "--set 'model.hidden=[2048, 2048]'"},
+        {"configs/quickstart.yaml", "--set 'model.hidden=[4096, 4096]' --set report.snapshots=8"},
+        {"configs/lenet.yaml", "--set train.batch=128"},
+        {"configs/lenet.yaml", "--set train.batch=1024"},
+        {"configs/lenet.yaml", "--set train.batch=4096"},
+        {"configs/bnn.yaml", ""},
+        {"configs/bnn.yaml", "--set 'model.hidden=[2048, 2048]'"},
+        {"configs/bnn.yaml", "--set 'model.hidden=[3072, 3072]'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cfg[1024], sets[512];
+        snprintf(cfg, sizeof cfg, "%s/%s", DT_SOURCE_DIR, cases[i].cfg);
+        snprintf(sets, sizeof sets, "%s %s", base, cases[i].sets);
+        double est = 0;
+        const double peak = peak_rss_mib(cfg, TMP "mem", sets, &est);
+        const double ratio = est > 0 ? peak / est : 0;
+        fprintf(stderr, "%s %s: estimate %.0f MiB, peak %.1f MiB, peak/estimate %.3f\n",
+                cases[i].cfg, cases[i].sets, est, peak, ratio);
+        CHECK(ratio > 1 / 1.15 && ratio < 1.15);
+    }
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -rf '%s'", TMP "mem"), 0);
+}
+
 /* One writer: with the folder's lock held (here by this test, as a running detrain holds
  * it), a run refuses at once naming the holder, and changes nothing. */
 DT_TEST(lock_held_refuses)
@@ -621,8 +691,8 @@ DT_TEST_MAIN(DT_CASE(refused_value_keeps_result), DT_CASE(refused_ranks_keep_res
              DT_CASE(other_config_refused), DT_CASE(rerun_is_explicit),
              DT_CASE(foreign_folder_refused), DT_CASE(overwrite_removes_only_results),
              DT_CASE(output_locations_checked), DT_CASE(outputs_never_onto_inputs),
-             DT_CASE(lock_held_refuses), DT_CASE(concurrent_runs), DT_CASE(planted_symlink),
-             DT_CASE(links_never_followed), DT_CASE(resume_completes_cut_trace_row),
-             DT_CASE(terminal_paths_escaped), DT_CASE(resume_inputs_checked_first),
-             DT_CASE(unwritable_replica_folder), DT_CASE(oversized_model_refused),
-             DT_CASE(allocation_fails_midrun))
+             DT_CASE(memory_estimate_matches_peak), DT_CASE(lock_held_refuses),
+             DT_CASE(concurrent_runs), DT_CASE(planted_symlink), DT_CASE(links_never_followed),
+             DT_CASE(resume_completes_cut_trace_row), DT_CASE(terminal_paths_escaped),
+             DT_CASE(resume_inputs_checked_first), DT_CASE(unwritable_replica_folder),
+             DT_CASE(oversized_model_refused), DT_CASE(allocation_fails_midrun))

@@ -113,8 +113,7 @@ static void dvec_push(struct dvec *d, double x)
 {
     if (d->n == d->cap) {
         d->cap = d->cap ? 2 * d->cap : 64;
-        d->v = realloc(d->v, (size_t)d->cap * sizeof *d->v);
-        DT_ASSERT_MSG(d->v != NULL, "out of memory");
+        d->v = dt_xrealloc(d->v, (size_t)d->cap * sizeof *d->v);
     }
     d->v[d->n++] = x;
 }
@@ -220,9 +219,8 @@ static enum dt_status read_predictions(struct replica *r, const char *path, stru
         int64_t index;
         if (r->n_pred == cap) {
             cap = cap ? 2 * cap : 1024;
-            r->label = realloc(r->label, (size_t)cap);
-            r->pred = realloc(r->pred, (size_t)cap);
-            DT_ASSERT_MSG(r->label && r->pred, "out of memory");
+            r->label = dt_xrealloc(r->label, (size_t)cap);
+            r->pred = dt_xrealloc(r->pred, (size_t)cap);
         }
         if (!parse_i64(c.field[0], &index) || index != r->n_pred)
             st = dt_csv_fail(&c, err, "bad index '%s' (expected %" PRId64 ")", c.field[0],
@@ -1233,7 +1231,7 @@ static enum dt_status explain_cells(struct report *rep, struct dt_error *err)
         char *text = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
-        DT_ASSERT_MSG(f != NULL, "out of memory");
+        if (!f) dt_out_of_memory(0, "an explanation's text");
         const struct dt_explain_options opt = {a, b, 5, csv, true, 0};
         struct dt_explain_result res;
         struct dt_error why = {0};
@@ -1627,8 +1625,7 @@ enum dt_status dt_report_read_summary(const char *dir, struct dt_report_summary_
     while (st == DT_OK && row && (st = dt_csv_next(&c, 22, &row, err)) == DT_OK && row) {
         if (*n_rows == cap) {
             cap = cap ? 2 * cap : 16;
-            *rows = realloc(*rows, (size_t)cap * sizeof **rows);
-            DT_ASSERT_MSG(*rows != NULL, "out of memory");
+            *rows = dt_xrealloc(*rows, (size_t)cap * sizeof **rows);
         }
         st = summary_fields(&(*rows)[*n_rows], &c, err);
         if (st == DT_OK) (*n_rows)++;

@@ -281,8 +281,7 @@ enum dt_status dt_snapshot_list(const char *replica_dir, int64_t **steps_out, in
         if (step < 0) continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
-            steps = realloc(steps, (size_t)cap * sizeof *steps);
-            DT_ASSERT_MSG(steps != NULL, "out of memory listing snapshots");
+            steps = dt_xrealloc(steps, (size_t)cap * sizeof *steps);
         }
         steps[n++] = step;
     }

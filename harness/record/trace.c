@@ -149,8 +149,7 @@ enum dt_status dt_trace_read(struct dt_trace_row **rows_out, int64_t *n_out, con
         }
         if (n == cap) {
             cap = cap ? 2 * cap : 1024;
-            rows = realloc(rows, (size_t)cap * sizeof *rows);
-            DT_ASSERT_MSG(rows != NULL, "out of memory reading a trace");
+            rows = dt_xrealloc(rows, (size_t)cap * sizeof *rows);
         }
         rows[n].step = step;
         snprintf(rows[n].loss, sizeof rows[n].loss, "%s", c1 + 1);

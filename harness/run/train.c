@@ -590,10 +590,34 @@ static void arm_oom_manifest(const struct run_ctx *c, const char *start,
 
 /* ---- every check that can refuse a run, before the first write -------------------------- */
 
-/* The host memory a run of exp needs, from above (bytes): the dataset as floats, then one
- * model with its gradients, momenta, shard partials (reduction: exact), hashing and
- * snapshot copies, and its activations. *what says which keys drive it. */
-static double run_memory_bytes(const struct dt_experiment *exp, char *what, size_t size)
+/* The resident memory of this process now (VmRSS: its code, the libraries it loaded -- the
+ * CUDA ones alone are some 200 MiB -- and what it holds so far), 0 when unknown. */
+static double process_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    double kib = 0;
+    while (fgets(line, sizeof line, f)) {
+        long long v;
+        if (sscanf(line, "VmRSS: %lld kB", &v) == 1) kib = (double)v;
+    }
+    fclose(f);
+    return kib * 1024.0;
+}
+
+/* The memory a run of exp needs (bytes), for the check before anything is allocated: this
+ * process's baseline (measured now, plus what it adds once running), the dataset as floats,
+ * then the largest cell's model
+ * state -- cells run one after another -- in floats per parameter, and its activations.
+ * The copies per parameter were measured (peak RSS, this machine's CPU backend; test
+ * folders.memory_estimate_matches_peak keeps them within 15% for every model at three
+ * sizes): w, v, the gradient, the hash copy and work buffers, 4.25 copies, or under
+ * reduction: exact 3.35 + one partial per shard; one more with snapshots; 4 more while
+ * checkpoints are written (the weights and momenta downloaded and serialised); what the
+ * kind keeps (dt_model_size), and under rng: stored every sample's epsilon. *what says
+ * which keys drive it. */
+double dt_run_memory_bytes(const struct dt_experiment *exp, char *what, size_t size)
 {
     const struct dt_model_spec spec = dt_experiment_model_spec(exp, 0);
     const double dim = (double)(spec.height * spec.width * spec.channels);
@@ -601,15 +625,26 @@ static double run_memory_bytes(const struct dt_experiment *exp, char *what, size
     const double n_test = exp->dataset.test_limit > 0 ? (double)exp->dataset.test_limit : 10000;
     const double data = (n_train + n_test) * (dim * 4 + 1) + n_train * 8; /* + the order */
     const double B = (double)exp->train.batch, S = (double)exp->train.shards;
-    /* w g v, hash, snapshot, checkpoint, the shard partials, and what the kind keeps */
     const struct dt_model_kind_info *kind = dt_model_kind(exp->model.kind);
     const struct dt_model_size z = kind->size(&spec);
-    const double per_param = 6 + S + z.extra_per_param;
+    double copies = 0; /* the largest over the cells' policies */
+    for (int p = 0; p < exp->n_policies; p++) {
+        const struct dt_policy *pol = &exp->policies[p];
+        double c = pol->reduction == DT_REDUCTION_EXACT ? 3.35 + S : 4.25;
+        if (pol->rng == DT_RNG_STORED) c += z.stored_per_param_per_sample * spec.bnn.samples;
+        if (c > copies) copies = c;
+    }
+    copies += z.extra_per_param;
+    if (exp->report.snapshots > 0) copies += 1;
+    if (exp->train.checkpoint_every > 0 || exp->train.checkpoint_at_divergence) copies += 4;
     /* the keys that drive it: the batch, and the kind's own */
     size_t used = (size_t)snprintf(what, size, "model.kind %s, train.batch %" PRId64, kind->name,
                                    exp->train.batch);
     if (kind->keys && used < size) snprintf(what + used, size - used, ", %s", kind->keys);
-    return data + 4.0 * (z.params * per_param + B * z.acts_per_example);
+    /* + what the process adds once it runs (its threads, the BLAS's buffers): about 60 MiB
+     * above the baseline measured here, on this machine's CPU backend */
+    return process_rss_bytes() + 64.0 * 1024 * 1024 + data +
+           4.0 * (z.params * copies + B * z.acts_per_example);
 }
 
 /* What this process may allocate: the machine's available memory (MemAvailable + free
@@ -646,7 +681,7 @@ static double memory_allowed(const char **source)
 static enum dt_status check_memory(const struct dt_experiment *exp, struct dt_error *err)
 {
     char what[200];
-    const double need = run_memory_bytes(exp, what, sizeof what);
+    const double need = dt_run_memory_bytes(exp, what, sizeof what);
     const char *source;
     const double have = memory_allowed(&source);
     if (need <= have) return DT_OK;

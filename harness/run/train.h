@@ -79,4 +79,9 @@ enum dt_status dt_train_experiment(const struct dt_experiment *exp,
 enum dt_status dt_train_resume(const struct dt_experiment *exp, const struct dt_run_options *opt,
                                struct dt_error *err);
 
+/* The memory a run of exp needs on this process, from above (bytes): the run refuses one
+ * that needs more than the machine allows before anything is allocated; *what names the
+ * keys that drive it. (`detrain run --dry-run` prints it.) */
+double dt_run_memory_bytes(const struct dt_experiment *exp, char *what, size_t size);
+
 #endif

@@ -116,7 +116,7 @@ static void *cpu_alloc(struct dt_backend *be, size_t bytes)
     /* 64-byte alignment keeps vector loads on cache lines. */
     size_t rounded = (bytes + 63) / 64 * 64;
     void *p = aligned_alloc(64, rounded ? rounded : 64);
-    DT_ASSERT_MSG(p != NULL, "out of memory in the CPU backend");
+    if (!p) dt_out_of_memory(rounded, "a tensor of the CPU backend");
     memset(p, 0, rounded ? rounded : 64);
     return p;
 }
