@@ -7,6 +7,7 @@
 
 #include "determinism/eps.h"
 #include "determinism/portable_math.h"
+#include "nets/bnn_elem.h"
 #include "nets/cpu/cpu.h"
 
 /* ---- epsilon ------------------------------------------------------------------------------
@@ -222,24 +223,16 @@ struct bnn_job {
     bool flag;
 };
 
-static inline float softplus_libm(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-
+/* The per-element arithmetic of these ops is nets/bnn_elem.h's, the functions the CUDA
+ * kernels call too: one formula, one place. */
 static void sigma_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     const struct bnn_job *j = ctx;
     float *restrict sigma = j->a, *restrict dsigma = j->b;
     const float *restrict rho = j->c;
-    if (j->flag) { /* math: portable */
-        for (int64_t i = begin; i < end; i++) {
-            sigma[i] = dt_softplus_portable(rho[i]);
-            dsigma[i] = 1.0f / (1.0f + dt_exp_portable(-rho[i]));
-        }
-    } else {
-        for (int64_t i = begin; i < end; i++) {
-            sigma[i] = softplus_libm(rho[i]);
-            dsigma[i] = 1.0f / (1.0f + expf(-rho[i]));
-        }
-    }
+    const bool portable = j->flag; /* math: portable: the own softplus and exp */
+    for (int64_t i = begin; i < end; i++)
+        dt_bnn_sigma_elem(&sigma[i], &dsigma[i], rho[i], portable);
 }
 
 /* portable at `math: portable` (own softplus and exp); run_to_run otherwise (libm). */
@@ -257,7 +250,7 @@ static void sample_part(void *ctx, int64_t begin, int64_t end, int worker)
     const struct bnn_job *j = ctx;
     float *restrict w = j->a;
     const float *restrict mu = j->c, *restrict sigma = j->d, *restrict eps = j->e;
-    for (int64_t i = begin; i < end; i++) w[i] = mu[i] + sigma[i] * eps[i];
+    for (int64_t i = begin; i < end; i++) w[i] = dt_bnn_sample_elem(mu[i], sigma[i], eps[i]);
 }
 
 /* portable: one product and one sum per element. */
@@ -282,16 +275,12 @@ static void acc_part(void *ctx, int64_t begin, int64_t end, int worker)
     const struct acc_job *j = ctx;
     float *restrict gmu = j->gmu, *restrict grho = j->grho;
     const float *restrict g = j->g, *restrict eps = j->eps, *restrict ds = j->dsigma;
-    if (j->first) {
-        for (int64_t i = begin; i < end; i++) {
-            gmu[i] = g[i];
-            grho[i] = (g[i] * eps[i]) * ds[i];
-        }
+    if (j->first) { /* two loops: the branch stays out of the vectorised body */
+        for (int64_t i = begin; i < end; i++)
+            dt_bnn_accumulate_elem(&gmu[i], &grho[i], g[i], eps[i], ds[i], true);
     } else {
-        for (int64_t i = begin; i < end; i++) {
-            gmu[i] = gmu[i] + g[i];
-            grho[i] = grho[i] + (g[i] * eps[i]) * ds[i];
-        }
+        for (int64_t i = begin; i < end; i++)
+            dt_bnn_accumulate_elem(&gmu[i], &grho[i], g[i], eps[i], ds[i], false);
     }
 }
 
@@ -317,12 +306,8 @@ static void finish_part(void *ctx, int64_t begin, int64_t end, int worker)
     float *restrict gmu = j->gmu, *restrict grho = j->grho;
     const float *restrict mu = j->mu, *restrict sigma = j->sigma, *restrict ds = j->dsigma;
     const float inv_s = j->inv_s, klw = j->klw, ipv = j->inv_prior_var;
-    for (int64_t i = begin; i < end; i++) {
-        float s = sigma[i];
-        gmu[i] = gmu[i] * inv_s + klw * (mu[i] * ipv);
-        float dkl = (s * ipv - 1.0f / s) * ds[i];
-        grho[i] = grho[i] * inv_s + klw * dkl;
-    }
+    for (int64_t i = begin; i < end; i++)
+        dt_bnn_finish_elem(&gmu[i], &grho[i], mu[i], sigma[i], ds[i], inv_s, klw, ipv);
 }
 
 /* portable: elementwise, fixed operation order (1 / prior_var is rounded once, here). */
