@@ -1,7 +1,7 @@
 /* The CUDA dense layer and softmax cross-entropy against the CPU backend (the reference).
  *
  * unit (host, run everywhere): the per-element arithmetic the kernels run
- * (nets/cuda/dense_loss_hd.h), composed as the kernels compose it (the same per-output
+ * (nets/dense_loss_elem.h), composed as the kernels compose it (the same per-output
  * order, the same partial layout and tree, the same drawn orders), is compared bit for bit
  * with the CPU backend's ops at `portable`, over random shapes (odd sizes, sizes not
  * multiples of 16 or 32, B = 1, B beyond three reduction chunks), zeros and negative zeros.
@@ -23,7 +23,7 @@
 #include "determinism/reduce.h"
 #include "nets/backend_impl.h"
 #include "determinism/streams.h"
-#include "nets/cuda/dense_loss_hd.h"
+#include "nets/dense_loss_elem.h"
 #ifdef DETRAIN_HAVE_CUDA_TOOLKIT
 #include "nets/cuda/cuda.h"
 #include "nets/cuda/dense_loss.h"

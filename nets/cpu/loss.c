@@ -11,16 +11,7 @@
 #include "determinism/reduce.h"
 #include "determinism/streams.h"
 #include "nets/cpu/cpu.h"
-
-static inline float exp_for(const struct dt_policy *pol, float x)
-{
-    return dt_math_portable(pol) ? dt_exp_portable(x) : expf(x);
-}
-
-static inline float log_for(const struct dt_policy *pol, float x)
-{
-    return dt_math_portable(pol) ? dt_log_portable(x) : logf(x);
-}
+#include "nets/dense_loss_elem.h"
 
 struct loss_sum_job {
     const float *v;
@@ -91,25 +82,12 @@ enum dt_status dt_cpu_softmax_xent_forward(struct dt_backend *be, float *probs, 
 {
     float *losses = dt_xmalloc((size_t)B * sizeof(float));
     int64_t correct = 0;
+    const bool portable = dt_math_portable(pol);
     for (int64_t b = 0; b < B; b++) {
-        const float *z = logits + b * C;
-        float *p = probs + b * C;
-        int32_t y = labels[b];
+        const int32_t y = labels[b];
         DT_ASSERT_MSG(y >= 0 && y < C, "label out of range in softmax_xent_forward");
-        float m = z[0];
-        int64_t arg = 0;
-        for (int64_t c = 1; c < C; c++)
-            if (z[c] > m) {
-                m = z[c];
-                arg = c;
-            }
-        float s = 0.0f;
-        for (int64_t c = 0; c < C; c++) {
-            p[c] = exp_for(pol, z[c] - m);
-            s += p[c];
-        }
-        for (int64_t c = 0; c < C; c++) p[c] = p[c] / s;
-        losses[b] = log_for(pol, s) - (z[y] - m);
+        int64_t arg = 0; /* the row's formula is the kernels' (nets/dense_loss_elem.h) */
+        losses[b] = dt_softmax_xent_row(probs + b * C, &arg, logits + b * C, y, C, portable);
         correct += (arg == y);
     }
     *loss_host = sum_losses(be, losses, B, pol) / (float)B;
@@ -124,11 +102,8 @@ enum dt_status dt_cpu_softmax_xent_backward(struct dt_backend *be, float *dlogit
                                             int64_t C, int64_t denom, const struct dt_policy *pol)
 {
     const float inv_b = 1.0f / (float)denom;
-    for (int64_t b = 0; b < B; b++) {
-        for (int64_t c = 0; c < C; c++) {
-            float t = (c == labels[b]) ? 1.0f : 0.0f;
-            dlogits[b * C + c] = (probs[b * C + c] - t) * inv_b;
-        }
-    }
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t c = 0; c < C; c++)
+            dlogits[b * C + c] = dt_softmax_xent_grad_elem(probs[b * C + c], c == labels[b], inv_b);
     return DT_OK;
 }

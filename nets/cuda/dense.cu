@@ -6,7 +6,7 @@
 #include "determinism/fixed_point.h"
 #include "determinism/reduce.h"
 #include "nets/cuda/dense_loss.h"
-#include "nets/cuda/dense_loss_hd.h"
+#include "nets/dense_loss_elem.h"
 #include "nets/cuda/launch.cuh"
 
 #define GEMM_TILE 16  /* the product's tiles: GEMM_TILE x GEMM_TILE outputs per block */

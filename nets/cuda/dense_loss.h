@@ -76,7 +76,7 @@ int dt_cuda_fixed_scan(struct dt_cuda_fixed_record *rec, const float *v, int64_t
 
 /* ---- nets/cuda/loss.cu ----------------------------------------------------------------- */
 
-/* Per row b (dense_loss_hd.h, dt_softmax_xent_row): probs, losses[b], and hit[b] = 1 when
+/* Per row b (nets/dense_loss_elem.h, dt_softmax_xent_row): probs, losses[b], and hit[b] = 1 when
  * the first argmax is the label, 0 when not, -1 when the label is outside [0, C) (its loss
  * is then NaN). With total != NULL, *total = the sum of the losses by float atomicAdd
  * (arrival order; total is zeroed first). */

@@ -1,10 +1,10 @@
 /* Kernels of the CUDA softmax cross-entropy (host side: nets/cuda/loss.c). Rows are
- * independent: one thread per row runs dt_softmax_xent_row (nets/cuda/dense_loss_hd.h), the
+ * independent: one thread per row runs dt_softmax_xent_row (nets/dense_loss_elem.h), the
  * CPU's operations in the CPU's order; the backward pass is elementwise. Grid-stride loops:
  * no result depends on the grid or block size, except the unordered loss total (float
  * atomicAdd, arrival order). */
 #include "nets/cuda/dense_loss.h"
-#include "nets/cuda/dense_loss_hd.h"
+#include "nets/dense_loss_elem.h"
 #include "nets/cuda/launch.cuh"
 
 /* math portable: detrain's exp/log, the CPU's bits; otherwise CUDA's expf/logf (whose

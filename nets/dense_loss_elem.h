@@ -1,12 +1,13 @@
-/* Per-element arithmetic of the CUDA backend's dense layer and softmax cross-entropy,
- * shared by the kernels (nets/cuda/dense.cu, nets/cuda/loss.cu) and the host unit tests
- * (tests/test_cuda_dense.c), which compare it bit for bit with the CPU backend: the only
+/* Per-element arithmetic of the dense layer and softmax cross-entropy, shared by the CUDA
+ * kernels (nets/cuda/dense.cu, nets/cuda/loss.cu), the CPU backend (nets/cpu/loss.c: the
+ * softmax cross-entropy row and its gradient are these functions) and the host unit tests
+ * (tests/test_cuda_dense.c), which compare them bit for bit with the CPU backend: the only
  * check of the portable kernels' arithmetic that runs without a GPU.
  * Every function does exactly the CPU reference's operations in the CPU's order
  * (nets/cpu/dense.c, nets/cpu/loss.c): sums start from +0 and add terms in index order,
  * a product and a sum are two roundings (explicit _rn intrinsics on the device). */
-#ifndef DT_CUDA_DENSE_LOSS_HD_H
-#define DT_CUDA_DENSE_LOSS_HD_H
+#ifndef DT_DENSE_LOSS_ELEM_H
+#define DT_DENSE_LOSS_ELEM_H
 
 #include <math.h>
 #include <stdbool.h>
