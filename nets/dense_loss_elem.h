@@ -25,40 +25,6 @@ static inline DT_HDI float dt_dense_mac(float acc, float a, float b)
     return dt_rn_add(acc, dt_rn_mul(a, b));
 }
 
-/* sum over k = 0 .. K-1 ascending of a[k * sa] * b[k * sb], from +0 (so an all -0 sum is
- * +0, as on the CPU). */
-static inline DT_HD float dt_dense_dot(const float *a, int64_t sa, const float *b, int64_t sb,
-                                       int64_t K)
-{
-    float acc = 0.0f;
-    for (int64_t k = 0; k < K; k++) acc = dt_dense_mac(acc, a[k * sa], b[k * sb]);
-    return acc;
-}
-
-/* y[b,o] = (sum over k ascending of x[b,k] w[k,o]) + bias[o]; the bias in its own rounding.
- * x is (B,in), w is (in,out). */
-static inline DT_HD float dt_dense_forward_elem(const float *x, const float *w, const float *bias,
-                                                int64_t b, int64_t o, int64_t in, int64_t out)
-{
-    return dt_rn_add(dt_dense_dot(x + b * in, 1, w + o, out, in), bias[o]);
-}
-
-/* dx[b,k] = sum over o ascending of dy[b,o] w[k,o]. dy is (B,out), w is (in,out). */
-static inline DT_HD float dt_dense_backward_data_elem(const float *dy, const float *w, int64_t b,
-                                                      int64_t k, int64_t in, int64_t out)
-{
-    return dt_dense_dot(dy + b * out, 1, w + k * out, 1, out);
-}
-
-/* One batch chunk's partial of backward-weight: sum over b in [b0, b0+len) ascending of
- * x[b,k] dy[b,o]. x is (B,in), dy is (B,out). */
-static inline DT_HD float dt_dense_wgrad_partial_elem(const float *x, const float *dy, int64_t b0,
-                                                      int64_t len, int64_t k, int64_t o, int64_t in,
-                                                      int64_t out)
-{
-    return dt_dense_dot(x + b0 * in + k, in, dy + b0 * out + o, out, len);
-}
-
 /* Element e of m partials stored `stride` floats apart, added from +0 in the order perm
  * gives (the forced-order test hook of `reduction: unordered` and `atomics: float`). */
 static inline DT_HD float dt_sum_in_order(const float *p, const int64_t *perm, int64_t m,

@@ -106,12 +106,49 @@ static const struct dense_shape shapes[] = {
 
 /* ---- the kernels' arithmetic on the host ------------------------------------------------- */
 
+/* How nets/cuda/dense.cu's gemm_ordered_kernel composes dt_dense_mac, the arithmetic it
+ * shares with this test (nets/dense_loss_elem.h): each output's sum over k ascending from +0,
+ * its shared-memory tiles only staging the operands; the bias in its own rounding. Written
+ * here, in the test, because the kernel's loop is tiled: what the test shares with the
+ * kernel is the mac and the order, not this loop. */
+/* sum over k = 0 .. K-1 ascending of a[k * sa] * b[k * sb], from +0 (so an all -0 sum is
+ * +0, as on the CPU). */
+static float kernel_dot(const float *a, int64_t sa, const float *b, int64_t sb, int64_t K)
+{
+    float acc = 0.0f;
+    for (int64_t k = 0; k < K; k++) acc = dt_dense_mac(acc, a[k * sa], b[k * sb]);
+    return acc;
+}
+
+/* y[b,o] = (sum over k ascending of x[b,k] w[k,o]) + bias[o]; the bias in its own rounding.
+ * x is (B,in), w is (in,out). */
+static float kernel_forward_elem(const float *x, const float *w, const float *bias, int64_t b,
+                                 int64_t o, int64_t in, int64_t out)
+{
+    return dt_rn_add(kernel_dot(x + b * in, 1, w + o, out, in), bias[o]);
+}
+
+/* dx[b,k] = sum over o ascending of dy[b,o] w[k,o]. dy is (B,out), w is (in,out). */
+static float kernel_backward_data_elem(const float *dy, const float *w, int64_t b, int64_t k,
+                                       int64_t in, int64_t out)
+{
+    return kernel_dot(dy + b * out, 1, w + k * out, 1, out);
+}
+
+/* One batch chunk's partial of backward-weight: sum over b in [b0, b0+len) ascending of
+ * x[b,k] dy[b,o]. x is (B,in), dy is (B,out). */
+static float kernel_wgrad_partial_elem(const float *x, const float *dy, int64_t b0, int64_t len,
+                                       int64_t k, int64_t o, int64_t in, int64_t out)
+{
+    return kernel_dot(x + b0 * in + k, in, dy + b0 * out + o, out, len);
+}
+
 static void emu_forward(float *y, const float *x, const float *w, const float *bias, int64_t B,
                         int64_t in, int64_t out)
 {
     for (int64_t b = 0; b < B; b++)
         for (int64_t o = 0; o < out; o++)
-            y[b * out + o] = dt_dense_forward_elem(x, w, bias, b, o, in, out);
+            y[b * out + o] = kernel_forward_elem(x, w, bias, b, o, in, out);
 }
 
 static void emu_backward_data(float *dx, const float *dy, const float *w, int64_t B, int64_t in,
@@ -119,7 +156,7 @@ static void emu_backward_data(float *dx, const float *dy, const float *w, int64_
 {
     for (int64_t b = 0; b < B; b++)
         for (int64_t k = 0; k < in; k++)
-            dx[b * in + k] = dt_dense_backward_data_elem(dy, w, b, k, in, out);
+            dx[b * in + k] = kernel_backward_data_elem(dy, w, b, k, in, out);
 }
 
 /* Chunk partials laid out [chunk][k*out + o], as the device's scratch. */
@@ -132,7 +169,7 @@ static float *emu_wgrad_partials(const float *x, const float *dy, int64_t B, int
         const int64_t b0 = c * chunk, len = B - b0 < chunk ? B - b0 : chunk;
         for (int64_t k = 0; k < in; k++)
             for (int64_t o = 0; o < out; o++)
-                p[c * n + k * out + o] = dt_dense_wgrad_partial_elem(x, dy, b0, len, k, o, in, out);
+                p[c * n + k * out + o] = kernel_wgrad_partial_elem(x, dy, b0, len, k, o, in, out);
     }
     *m_out = m;
     return p;
