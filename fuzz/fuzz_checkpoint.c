@@ -9,6 +9,7 @@
  * every build. */
 #define _GNU_SOURCE /* memfd_create */
 #include "fuzz/fuzz_target.h"
+#include "fuzz/memfile.h"
 #include "harness/record/checkpoint.h"
 #include "harness/record/hash.h"
 
@@ -16,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 static void fuzz_fail(const char *what, const char *detail)
@@ -24,24 +24,6 @@ static void fuzz_fail(const char *what, const char *detail)
     fprintf(stderr, "fuzz_checkpoint: %s\n", what);
     if (detail) fprintf(stderr, "  %s\n", detail);
     abort();
-}
-
-static const char *put_bytes(const uint8_t *data, size_t size)
-{
-    static int fd = -1;
-    static char name[64];
-    if (fd < 0) {
-        fd = memfd_create("fuzz_checkpoint", 0);
-        if (fd < 0) fuzz_fail("memfd_create failed", NULL);
-        snprintf(name, sizeof name, "/proc/self/fd/%d", fd);
-    }
-    if (ftruncate(fd, 0) != 0) fuzz_fail("ftruncate failed", NULL);
-    for (size_t done = 0; done < size;) {
-        ssize_t w = pwrite(fd, data + done, size - done, (off_t)done);
-        if (w <= 0) fuzz_fail("pwrite failed", NULL);
-        done += (size_t)w;
-    }
-    return name;
 }
 
 static void terminated(const char *s, size_t size, const char *what)
@@ -52,7 +34,7 @@ static void terminated(const char *s, size_t size, const char *what)
 /* One input as the file: read, and what the reader promises checked. */
 static void read_one(const uint8_t *data, size_t size)
 {
-    const char *path = put_bytes(data, size);
+    const char *path = dt_fuzz_memfile(data, size);
     struct dt_checkpoint ck;
     struct dt_error err = {0};
     enum dt_status st = dt_checkpoint_read(&ck, path, &err);

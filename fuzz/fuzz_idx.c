@@ -1,20 +1,20 @@
 /* Fuzz target: the IDX reader (harness/setup/data.c, dt_idx_read) on hostile bytes, read both as
  * labels (idx1) and as images (idx3). The reader goes through zlib's gzopen, so the bytes
  * are put in an in-memory file (memfd) and opened by its /proc/self/fd path: plain and
- * gzip inputs alike, no disk writes. Beyond crashes (ASan, UBSan, DT_ASSERT) it checks what
- * data.h promises: a success has 1..2^31-1 per dimension, at most 2^32 bytes, all of them
- * readable, and for a plain file exactly the payload's bytes; a failure names the file,
- * has a data, I/O or memory status and leaves nothing allocated. libFuzzer drives it
+ * gzip inputs alike, no disk writes (fuzz/memfile.h). Beyond crashes (ASan, UBSan, DT_ASSERT) it
+ * checks what data.h promises: a success has 1..2^31-1 per dimension, at most 2^32 bytes, all of
+ * them readable, and for a plain file exactly the payload's bytes; a failure names the file, has a
+ * data, I/O or memory status and leaves nothing allocated. libFuzzer drives it
  * (fuzz/CMakeLists.txt); so does fuzz/replay_main.c in every build. */
 #define _GNU_SOURCE /* memfd_create */
 #include "fuzz/fuzz_target.h"
+#include "fuzz/memfile.h"
 #include "harness/setup/data.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 static void fuzz_fail(const char *what, const char *detail)
@@ -22,25 +22,6 @@ static void fuzz_fail(const char *what, const char *detail)
     fprintf(stderr, "fuzz_idx: %s\n", what);
     if (detail) fprintf(stderr, "  %s\n", detail);
     abort();
-}
-
-/* The in-memory file, created once and rewritten for every input; its path in *path. */
-static void put_bytes(const char **path, const uint8_t *data, size_t size)
-{
-    static int fd = -1;
-    static char name[64];
-    if (fd < 0) {
-        fd = memfd_create("fuzz_idx", 0);
-        if (fd < 0) fuzz_fail("memfd_create failed", NULL);
-        snprintf(name, sizeof name, "/proc/self/fd/%d", fd);
-    }
-    if (ftruncate(fd, 0) != 0) fuzz_fail("ftruncate failed", NULL);
-    for (size_t done = 0; done < size;) {
-        ssize_t w = pwrite(fd, data + done, size - done, (off_t)done);
-        if (w <= 0) fuzz_fail("pwrite failed", NULL);
-        done += (size_t)w;
-    }
-    *path = name;
 }
 
 static void check_success(const struct dt_idx *idx, int ndim, const uint8_t *data, size_t size)
@@ -75,8 +56,7 @@ static void check_failure(enum dt_status st, const struct dt_error *err, const s
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    const char *path;
-    put_bytes(&path, data, size);
+    const char *path = dt_fuzz_memfile(data, size);
     static const int ndims[] = {1, 3};
     for (int k = 0; k < 2; k++) {
         struct dt_idx idx;

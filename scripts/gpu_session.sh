@@ -441,11 +441,12 @@ ctest_gpu() { # BUILD JOBS TIMEOUT [EXCLUDE_LABEL]
   return $rc
 }
 
-# memcheck_gpu BUILD LOG CASE...: each case under compute-sanitizer memcheck, one by one,
-# while time is left (the caller's `timeout` ends the last one); nonzero on any error.
-memcheck_gpu() {
-  local build=$1 log=$2 san nvcc c mod name rc n=0 bad=0
-  shift 2
+# sanitize_gpu TOOL BUILD LOG CASE...: each gpu test case under compute-sanitizer --tool TOOL
+# (memcheck, racecheck), one by one, while time is left (the caller's `timeout` ends the last
+# one); nonzero when a case reports an error or is skipped.
+sanitize_gpu() {
+  local tool=$1 build=$2 log=$3 san nvcc c rc n=0 bad=0
+  shift 3
   san=$(command -v compute-sanitizer 2>/dev/null) ||
     { nvcc=$(nvcc_path) && san=$(dirname "$nvcc")/compute-sanitizer; }
   if [ -z "$san" ] || [ ! -x "$san" ]; then
@@ -454,20 +455,19 @@ memcheck_gpu() {
   fi
   : >"$log"
   for c in "$@"; do
-    mod=${c%%.*} name=${c#*.}
-    echo "=== memcheck: $c" >>"$log"
-    "$san" --tool memcheck --error-exitcode 1 "$build/tests/test_$mod" "$name" >>"$log" 2>&1 </dev/null
+    echo "=== $tool: $c" >>"$log"
+    "$san" --tool "$tool" --error-exitcode 1 "$build/tests/test_${c%%.*}" "${c#*.}" >>"$log" 2>&1 </dev/null
     rc=$?
     echo "=== exit $rc" >>"$log"
     n=$((n + 1))
     if [ $rc -ne 0 ]; then
       bad=$((bad + 1))
-      echo "gpu_session: memcheck: $c: exit $rc$([ $rc -ne 77 ] || echo ' (skipped)')"
+      echo "gpu_session: $tool: $c: exit $rc$([ $rc -ne 77 ] || echo ' (skipped)')"
     else
-      echo "gpu_session: memcheck: $c: clean"
+      echo "gpu_session: $tool: $c: clean"
     fi
   done
-  echo "gpu_session: memcheck: $n of $# cases run, $bad with errors; log $log"
+  echo "gpu_session: $tool: $n of $# cases run, $bad with errors; log $log"
   [ $bad -eq 0 ]
 }
 
@@ -677,7 +677,8 @@ stage_torch() {
 
 stage_memcheck() {
   need_build || return
-  run bash scripts/gpu_session.sh __memcheck "$build" "$logs/sanitize-memcheck.log" "${memcheck_cases[@]}"
+  run bash scripts/gpu_session.sh __sanitize memcheck "$build" "$logs/sanitize-memcheck.log" \
+      "${memcheck_cases[@]}"
   [ $dry -eq 0 ] || return 0
   note "$(grep -m1 -o '[0-9]* of [0-9]* cases run, [0-9]* with errors' "$logs/memcheck.log")"
   local f
@@ -690,7 +691,8 @@ stage_racecheck() {
   local cases=() t
   mapfile -t cases < <(ctest --test-dir "$build" -L gpu -N 2>/dev/null | sed -nE 's/^ *Test +#[0-9]+: ([a-z_0-9]+\.[a-z_0-9]+)$/\1/p')
   [ $dry -eq 0 ] || cases=("<every gpu test case of ctest -L gpu -N>")
-  run bash scripts/gpu_session.sh __racecheck "$build" "$logs/sanitize-racecheck.log" "${cases[@]}"
+  run bash scripts/gpu_session.sh __sanitize racecheck "$build" "$logs/sanitize-racecheck.log" \
+      "${cases[@]}"
 }
 
 stage_matrix() {
@@ -755,15 +757,7 @@ case "${1:-}" in
   __host) info_host >"$2" 2>&1; exit ;;
   __source) info_source "$2" >"$2/source.txt" 2>&1; exit ;;
   __ctest_gpu) shift; ctest_gpu "$@"; exit ;;
-  __memcheck) shift; memcheck_gpu "$@"; exit ;;
-  __racecheck) shift; b=$1 l=$2; shift 2
-    san=$(command -v compute-sanitizer || echo "$(dirname "$(nvcc_path)")/compute-sanitizer")
-    : >"$l"; bad=0
-    for c in "$@"; do
-      "$san" --tool racecheck --error-exitcode 1 "$b/tests/test_${c%%.*}" "${c#*.}" >>"$l" 2>&1 </dev/null ||
-        { bad=$((bad + 1)); echo "gpu_session: racecheck: $c failed"; }
-    done
-    echo "gpu_session: racecheck: $# cases, $bad failed; log $l"; [ $bad -eq 0 ]; exit ;;
+  __sanitize) shift; sanitize_gpu "$@"; exit ;;
   kind) next_kind; exit 0 ;;
   payload) shift; payload_report "$@"; exit ;;
 esac

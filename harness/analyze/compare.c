@@ -400,26 +400,14 @@ static enum dt_status compare_experiments(const char *a, const char *b, FILE *ou
     }
     /* two experiments of different configs: said first, naming the keys (the device, the
      * name and what a run may change without changing its trace are expected to differ) */
-    {
-        struct dt_experiment *y = dt_xcalloc(1, sizeof *y);
-        *y = *eb;
-        memcpy(y->name, ea->name, sizeof y->name);
-        memcpy(y->source, ea->source, sizeof y->source);
-        y->backend = ea->backend;
-        y->report = ea->report;
-        char *ta = dt_checkpoint_config_text(ea), *tb = dt_checkpoint_config_text(y);
-        char diff[800] = "";
-        bool differ = false;
-        struct dt_error ignored;
-        if (dt_checkpoint_config_diff(diff, sizeof diff, &differ, ta, "A", tb, "B", &ignored) ==
-                DT_OK &&
-            differ)
-            fprintf(out,
-                    "note: A and B are different experiments (%s); their replicas are "
-                    "compared all the same\n",
-                    diff);
-        free(ta), free(tb), free(y);
-    }
+    char diff[800] = "";
+    bool differ = false;
+    struct dt_error ignored;
+    if (dt_experiment_diff(diff, sizeof diff, &differ, ea, eb, false, &ignored) == DT_OK && differ)
+        fprintf(out,
+                "note: A and B are different experiments (%s); their replicas are compared all "
+                "the same\n",
+                diff);
     int na = 0, nb = 0;
     char(*ra)[512] = experiment_replicas(ea, &na);
     char(*rb)[512] = experiment_replicas(eb, &nb);

@@ -126,26 +126,9 @@ static enum dt_status side_locate(struct side *sd, const char *arg, struct dt_er
 static enum dt_status same_experiment(const struct side *a, const struct side *b,
                                       struct dt_error *err)
 {
-    struct dt_experiment *x = dt_xcalloc(1, sizeof *x), *y = dt_xcalloc(1, sizeof *y);
-    *x = a->exp;
-    *y = b->exp;
-    /* what may differ: y takes x's */
-    memcpy(y->name, x->name, sizeof y->name);
-    memcpy(y->source, x->source, sizeof y->source);
-    y->n_policies = x->n_policies;
-    memcpy(y->policies, x->policies, sizeof y->policies);
-    y->n_vary = x->n_vary;
-    memcpy(y->vary_sets, x->vary_sets, sizeof y->vary_sets);
-    y->replicas = x->replicas;
-    y->backend = x->backend;
-    y->hash = x->hash;
-    y->report = x->report;
-    char *ta = dt_checkpoint_config_text(x), *tb = dt_checkpoint_config_text(y);
     char diff[800] = "";
     bool differ = false;
-    enum dt_status st =
-        dt_checkpoint_config_diff(diff, sizeof diff, &differ, ta, "A", tb, "B", err);
-    free(ta), free(tb), free(x), free(y);
+    enum dt_status st = dt_experiment_diff(diff, sizeof diff, &differ, &a->exp, &b->exp, true, err);
     if (st == DT_OK && differ)
         st = dt_error_set(err, DT_ERR_USAGE,
                           "%s and %s are replicas of different experiments (%s): explain "

@@ -45,6 +45,30 @@ char *dt_checkpoint_config_text(const struct dt_experiment *exp)
     return text;
 }
 
+enum dt_status dt_experiment_diff(char *buf, size_t size, bool *differ,
+                                  const struct dt_experiment *a, const struct dt_experiment *b,
+                                  bool cells_may_differ, struct dt_error *err)
+{
+    struct dt_experiment *y = dt_xcalloc(1, sizeof *y);
+    *y = *b; /* what may differ: b's copy takes a's */
+    memcpy(y->name, a->name, sizeof y->name);
+    memcpy(y->source, a->source, sizeof y->source);
+    y->backend = a->backend;
+    y->report = a->report;
+    if (cells_may_differ) {
+        y->n_policies = a->n_policies;
+        memcpy(y->policies, a->policies, sizeof y->policies);
+        y->n_vary = a->n_vary;
+        memcpy(y->vary_sets, a->vary_sets, sizeof y->vary_sets);
+        y->replicas = a->replicas;
+        y->hash = a->hash;
+    }
+    char *ta = dt_checkpoint_config_text(a), *tb = dt_checkpoint_config_text(y);
+    enum dt_status st = dt_checkpoint_config_diff(buf, size, differ, ta, "A", tb, "B", err);
+    free(ta), free(tb), free(y);
+    return st;
+}
+
 /* ---- the config as "dotted.key=value" lines ------------------------------------------ */
 
 /* Keys a resume may change: the trace does not depend on them (checkpoint.h). */

@@ -105,6 +105,14 @@ enum dt_status dt_checkpoint_config_diff(char *buf, size_t size, bool *differ, c
                                          const char *name_a, const char *json_b, const char *name_b,
                                          struct dt_error *err);
 
+/* Do two experiments differ beyond what two runs of one config may: their names, config
+ * files, devices and report settings, and with `cells_may_differ` also their policies, vary
+ * settings, replica counts and hashing (explain compares replicas of different cells)?
+ * *differ and buf as dt_checkpoint_config_diff, sides named "A" and "B". */
+enum dt_status dt_experiment_diff(char *buf, size_t size, bool *differ,
+                                  const struct dt_experiment *a, const struct dt_experiment *b,
+                                  bool cells_may_differ, struct dt_error *err);
+
 /* Write the checkpoint of model m (trained under exp and pol) to `path` atomically. The
  * weights and momenta are downloaded from m's backend. */
 enum dt_status dt_checkpoint_write(const char *path, const struct dt_experiment *exp,

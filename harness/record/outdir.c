@@ -403,7 +403,10 @@ static enum dt_status stored_experiment(struct dt_experiment *exp, const char *d
     return DT_OK;
 }
 
-enum dt_status dt_result_foreign(const char *dir, char *foreign, size_t size, struct dt_error *err)
+/* The result in dir walked against the experiment its config.json describes (walk_result:
+ * `remove` or only look). */
+static enum dt_status walk_stored_result(const char *dir, bool remove, char *foreign, size_t size,
+                                         struct dt_error *err)
 {
     foreign[0] = '\0';
     struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
@@ -413,7 +416,7 @@ enum dt_status dt_result_foreign(const char *dir, char *foreign, size_t size, st
         if (dfd < 0) {
             st = dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
         } else {
-            st = walk_result(dfd, dir, "", exp, false, foreign, size, err);
+            st = walk_result(dfd, dir, "", exp, remove, foreign, size, err);
             close(dfd);
         }
     }
@@ -421,21 +424,15 @@ enum dt_status dt_result_foreign(const char *dir, char *foreign, size_t size, st
     return st;
 }
 
+enum dt_status dt_result_foreign(const char *dir, char *foreign, size_t size, struct dt_error *err)
+{
+    return walk_stored_result(dir, false, foreign, size, err);
+}
+
 enum dt_status dt_result_clear(const char *dir, struct dt_error *err)
 {
-    struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
-    enum dt_status st = stored_experiment(exp, dir, err);
-    char foreign[2200] = "";
-    if (st == DT_OK) {
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dfd < 0) {
-            st = dt_error_set(err, DT_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
-        } else {
-            st = walk_result(dfd, dir, "", exp, true, foreign, sizeof foreign, err);
-            close(dfd);
-        }
-    }
-    free(exp);
+    char foreign[2200];
+    enum dt_status st = walk_stored_result(dir, true, foreign, sizeof foreign, err);
     if (st == DT_OK && foreign[0]) /* appeared since the check: left where it is */
         return dt_error_set(err, DT_ERR_USAGE,
                             "%s: %s appeared while the earlier result was being removed; it was "
