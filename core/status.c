@@ -71,23 +71,26 @@ void dt_assert_fail(const char *expr, const char *file, int line, const char *ms
     abort();
 }
 
-static void (*g_oom_hook)(size_t bytes);
+/* The allocator's own state (status.h): what to call when memory runs out, and the
+ * test-only ceiling. Process-wide as the allocator is. */
+static void (*g_oom_hook)(void *ctx, size_t bytes);
+static void *g_oom_ctx;
+static size_t g_fail_above = SIZE_MAX;
 
-static size_t g_fail_above = SIZE_MAX; /* test-only (status.h) */
-
-void dt_set_oom_hook(void (*hook)(size_t bytes))
+void dt_set_oom_hook(void (*hook)(void *ctx, size_t bytes), void *ctx)
 {
     g_oom_hook = hook;
-    const char *above = hook ? getenv("DETRAIN_TEST_FAIL_ALLOC_ABOVE") : NULL;
-    g_fail_above = above ? (size_t)strtoull(above, NULL, 10) : SIZE_MAX;
+    g_oom_ctx = ctx;
 }
+
+void dt_set_alloc_ceiling(size_t bytes) { g_fail_above = bytes; }
 
 void dt_out_of_memory(size_t bytes, const char *what)
 {
     fflush(stdout);
     fprintf(stderr, "detrain: out of memory allocating %zu bytes%s%s\n", bytes, what ? " for " : "",
             what ? what : "");
-    if (g_oom_hook) g_oom_hook(bytes);
+    if (g_oom_hook) g_oom_hook(g_oom_ctx, bytes);
     _exit(1); /* no exit handlers: a library's may wait on memory that cannot come */
 }
 

@@ -74,11 +74,14 @@ void dt_assert_fail(const char *expr, const char *file, int line, const char *ms
 
 /* Allocation that aborts on failure (used for sizes the program computed itself). */
 /* Called (when set) before dt_xmalloc/dt_xcalloc/dt_xrealloc abort on a failed allocation,
- * with the size asked for: the training run records its manifest as failed and exits
- * (harness/run/train.c). It must not allocate; if it returns, the process aborts.
- * Test-only: with DETRAIN_TEST_FAIL_ALLOC_ABOVE=N in the environment when a hook is set,
- * every later dt_x* allocation of more than N bytes fails as if memory had run out. */
-void dt_set_oom_hook(void (*hook)(size_t bytes));
+ * with ctx and the size asked for: the training run records its manifest as failed and exits
+ * (harness/run/train.c). It must not allocate; if it returns, the process exits 1. NULL
+ * clears it. */
+void dt_set_oom_hook(void (*hook)(void *ctx, size_t bytes), void *ctx);
+/* Test-only (harness/setup/test_hooks.h, the allocation ceiling): every later dt_x*
+ * allocation of more than `bytes` fails as if memory had run out; SIZE_MAX: none (the
+ * default). */
+void dt_set_alloc_ceiling(size_t bytes);
 /* An allocation of `bytes` for `what` failed: said on stderr, then the hook (a run records
  * its manifest as failed and exits 1); without one the process exits 1 too -- never an abort,
  * for memory is the machine's limit, not a broken invariant. */

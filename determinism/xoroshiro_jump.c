@@ -44,14 +44,15 @@ static struct dt_xoro dt_xoro_mat_apply(const struct dt_xoro_mat *m, struct dt_x
         r0 ^= m->col[64 + j].s0 & mask;
         r1 ^= m->col[64 + j].s1 & mask;
     }
-    struct dt_xoro r = {r0, r1};
+    struct dt_xoro r = {.s0 = r0, .s1 = r1};
     return r;
 }
 
 static void dt_xoro_build_powers(struct dt_xoro_mat pow[64], int backwards)
 {
     for (int j = 0; j < 128; j++) {
-        struct dt_xoro e = {j < 64 ? (uint64_t)1 << j : 0, j < 64 ? 0 : (uint64_t)1 << (j - 64)};
+        struct dt_xoro e = {.s0 = j < 64 ? (uint64_t)1 << j : 0,
+                            .s1 = j < 64 ? 0 : (uint64_t)1 << (j - 64)};
         if (backwards) dt_xoro_prev(&e);
         else dt_xoro_next(&e);
         pow[0].col[j] = e;

@@ -16,13 +16,27 @@
 #include "harness/analyze/explain.h"
 #include "harness/setup/config.h"
 #include "harness/run/dist.h"
-#include "harness/run/matrix.h"
+#include "harness/matrix.h"
 #include "harness/record/outdir.h"
 #include "harness/analyze/ranks_report.h"
 #include "harness/analyze/report.h"
 #include "harness/run/train.h"
+#include "harness/setup/test_hooks.h"
 
 #define MAX_SETS 128
+
+/* What every command is given: this process's place among the ranks and the test hooks. */
+struct app {
+    struct dt_dist *dist;
+    struct dt_test_hooks hooks;
+};
+
+/* The report of a finished (or interrupted) run, built here (dt_run_options.report). */
+static enum dt_status run_report(const char *dir, bool quiet, struct dt_error *err)
+{
+    const struct dt_report_options ropt = {.print_summary = true, .gnuplot = NULL, .quiet = quiet};
+    return dt_report_build(dir, &ropt, err);
+}
 
 static const char usage_text[] =
     "usage: detrain <command> [options]\n"
@@ -140,14 +154,14 @@ static int usage_error(const char *fmt, const char *arg)
     return 2;
 }
 
-static int report(enum dt_status st, const struct dt_error *err)
+static int report(const struct app *app, enum dt_status st, const struct dt_error *err)
 {
     /* messages may quote files: control bytes escaped before they reach a terminal */
     char msg[4 * sizeof err->msg];
     dt_sanitize_message(msg, sizeof msg, err->msg[0] ? err->msg : dt_status_str(st));
-    if (st != DT_OK && dt_dist_rank() == 0) fprintf(stderr, "detrain: %s\n", msg);
+    if (st != DT_OK && dt_dist_rank(app->dist) == 0) fprintf(stderr, "detrain: %s\n", msg);
     else if (st != DT_OK && st != DT_ERR_CONFIG && st != DT_ERR_USAGE) /* rank 0 says those */
-        fprintf(stderr, "detrain: rank %d: %s\n", dt_dist_rank(), msg);
+        fprintf(stderr, "detrain: rank %d: %s\n", dt_dist_rank(app->dist), msg);
     if (st == DT_ERR_NOMEM) {
         /* out of memory: leave without the libraries' exit handlers (OpenBLAS joins a
          * worker thread that keeps retrying its own allocation: a hang, seen under ulimit -v) */
@@ -216,8 +230,8 @@ static void dry_line(const struct dt_experiment *e, const char *out)
 /* run --dry-run: the config and its --set overrides loaded and checked as `run` would
  * (every entry of a matrix resolved), one line per experiment; nothing is opened, trained or
  * written. Exit 0, or 2 with the loader's file:line:column message. */
-static int run_dry(const struct dt_experiment *exp, const char *config, const char *const *sets,
-                   int n_sets, const char *out)
+static int run_dry(const struct app *app, const struct dt_experiment *exp, const char *config,
+                   const char *const *sets, int n_sets, const char *out)
 {
     printf("dry run: %s parses%s (nothing trained or written)\n", config,
            exp->n_matrix ? " as a matrix" : "");
@@ -231,7 +245,7 @@ static int run_dry(const struct dt_experiment *exp, const char *config, const ch
         enum dt_status st = dt_config_load_entry(e, config, k, sets, n_sets, &err);
         if (st != DT_OK) {
             free(e);
-            return report(st, &err);
+            return report(app, st, &err);
         }
         char dir[1400];
         snprintf(dir, sizeof dir, "%s/%s", out, exp->matrix[k]);
@@ -241,7 +255,7 @@ static int run_dry(const struct dt_experiment *exp, const char *config, const ch
     return 0;
 }
 
-static int cmd_run(int argc, char **argv)
+static int cmd_run(const struct app *app, int argc, char **argv)
 {
     const char *config = NULL, *out = NULL, *only = NULL, *resume = NULL;
     const char *sets[MAX_SETS];
@@ -303,7 +317,7 @@ static int cmd_run(int argc, char **argv)
     enum dt_status st = dt_config_load_matrix(exp, config, sets, n_sets, &err);
     if (st != DT_OK) {
         free(exp);
-        return report(st, &err);
+        return report(app, st, &err);
     }
     if (resume && exp->n_matrix > 0) {
         free(exp);
@@ -323,32 +337,46 @@ static int cmd_run(int argc, char **argv)
         out = out_buf;
     }
     if (dry) {
-        int rc = run_dry(exp, config, sets, n_sets, out);
+        int rc = run_dry(app, exp, config, sets, n_sets, out);
         free(exp);
         return rc;
     }
     char command[4096];
     join_command(command, sizeof command, argc, argv);
-    if (exp->n_matrix > 0 && dt_dist_size() > 1) {
+    if (exp->n_matrix > 0 && dt_dist_size(app->dist) > 1) {
         free(exp);
         return usage_error("run: a matrix config runs on one process; run its entries one by "
                            "one under mpirun (detrain run DIR/<entry>/config.json)",
                            "");
     }
-    if (dt_dist_rank() > 0) quiet = true; /* rank 0 speaks for every rank */
+    if (dt_dist_rank(app->dist) > 0) quiet = true; /* rank 0 speaks for every rank */
     if (exp->n_matrix > 0) {
-        struct dt_matrix_options mopt = {config, sets,    n_sets, only,
-                                         out,    command, quiet,  overwrite};
+        const struct dt_matrix_options mopt = {.config = config,
+                                               .sets = sets,
+                                               .n_sets = n_sets,
+                                               .only = only,
+                                               .out_dir = out,
+                                               .command = command,
+                                               .quiet = quiet,
+                                               .overwrite = overwrite,
+                                               .dist = app->dist,
+                                               .hooks = &app->hooks};
         st = dt_matrix_run(exp, &mopt, &err);
     } else {
-        struct dt_run_options opt = {out, command, quiet, overwrite};
+        const struct dt_run_options opt = {.out_dir = out,
+                                           .command = command,
+                                           .quiet = quiet,
+                                           .overwrite = overwrite,
+                                           .dist = app->dist,
+                                           .hooks = &app->hooks,
+                                           .report = run_report};
         st = resume ? dt_train_resume(exp, &opt, &err) : dt_train_experiment(exp, &opt, &err);
     }
     free(exp);
-    return report(st, &err);
+    return report(app, st, &err);
 }
 
-static int cmd_report(int argc, char **argv)
+static int cmd_report(const struct app *app, int argc, char **argv)
 {
     const char *dir = NULL;
     struct dt_report_options opt = {.print_summary = true, .gnuplot = NULL, .quiet = false};
@@ -374,15 +402,16 @@ static int cmd_report(int argc, char **argv)
         else st = dt_report_build(dir, &opt, &err);
         dt_folder_lock_release(&lock);
     }
-    return report(st, &err);
+    return report(app, st, &err);
 }
 
 /* compare --table EXPERIMENT EXPERIMENT... [--label NAME]... [--csv FILE] */
-static int cmd_compare_table(int argc, char **argv)
+static int cmd_compare_table(const struct app *app, int argc, char **argv)
 {
     enum { MAX_TABLE = 64 };
     const char *dirs[MAX_TABLE], *labels[MAX_TABLE];
-    struct dt_table_options opt = {dirs, 0, labels, 0, NULL};
+    struct dt_table_options opt = {
+        .experiments = dirs, .n_experiments = 0, .labels = labels, .n_labels = 0, .csv_path = NULL};
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--table") == 0) continue;
         if (strcmp(argv[i], "--label") == 0 || strcmp(argv[i], "--csv") == 0) {
@@ -409,16 +438,16 @@ static int cmd_compare_table(int argc, char **argv)
     struct dt_error err = {0};
     if (opt.csv_path && dt_out_file_check(opt.csv_path, dirs, opt.n_experiments, "replica,",
                                           "comparison table", &err) != DT_OK)
-        return report(DT_ERR_USAGE, &err);
+        return report(app, DT_ERR_USAGE, &err);
     enum dt_status st = dt_compare_table(&opt, stdout, &identical, &err);
-    if (st != DT_OK) return report(st, &err);
+    if (st != DT_OK) return report(app, st, &err);
     return identical ? 0 : 1;
 }
 
-static int cmd_compare(int argc, char **argv)
+static int cmd_compare(const struct app *app, int argc, char **argv)
 {
     for (int i = 2; i < argc; i++)
-        if (strcmp(argv[i], "--table") == 0) return cmd_compare_table(argc, argv);
+        if (strcmp(argv[i], "--table") == 0) return cmd_compare_table(app, argc, argv);
     if (argc != 4)
         return usage_error("compare: expected two traces, replica folders or experiment "
                            "folders: detrain compare A B",
@@ -426,14 +455,14 @@ static int cmd_compare(int argc, char **argv)
     bool diverged = false;
     struct dt_error err = {0};
     enum dt_status st = dt_compare_paths(argv[2], argv[3], stdout, &diverged, &err);
-    if (st != DT_OK) return report(st, &err);
+    if (st != DT_OK) return report(app, st, &err);
     return diverged ? 1 : 0;
 }
 
 /* explain A B [--executions N] [--csv FILE] [--quiet] */
-static int cmd_explain(int argc, char **argv)
+static int cmd_explain(const struct app *app, int argc, char **argv)
 {
-    struct dt_explain_options opt = {NULL, NULL, 5, NULL, false, 0};
+    struct dt_explain_options opt = {.executions = 5, .hooks = &app->hooks};
     for (int i = 2; i < argc; i++) {
         long long v;
         if (strcmp(argv[i], "--executions") == 0 && i + 1 < argc) {
@@ -467,21 +496,22 @@ static int cmd_explain(int argc, char **argv)
     const char *reads[2] = {opt.a, opt.b};
     if (opt.csv &&
         dt_out_file_check(opt.csv, reads, 2, DT_EXPLAIN_CSV_HEADER, "op table", &err) != DT_OK)
-        return report(DT_ERR_USAGE, &err);
+        return report(app, DT_ERR_USAGE, &err);
     enum dt_status st = dt_explain(&opt, stdout, &res, &err);
     if (st != DT_OK) {
-        (void)report(st, &err);
+        (void)report(app, st, &err);
         return 2;
     }
     return res.explained ? 1 : 0;
 }
 
-static int cmd_bench(int argc, char **argv)
+static int cmd_bench(const struct app *app, int argc, char **argv)
 {
     const char *config = NULL;
     const char *sets[MAX_SETS];
     int n_sets = 0;
-    struct dt_bench_options opt = {100, 10, NULL, false};
+    struct dt_bench_options opt = {
+        .steps = 100, .warmup = 10, .csv_path = NULL, .baseline_first = false, .dist = app->dist};
     for (int i = 2; i < argc;) {
         int used = take_set(argc, argv, i, sets, &n_sets);
         if (used == -2) return 2;
@@ -515,31 +545,54 @@ static int cmd_bench(int argc, char **argv)
     struct dt_error err = {0};
     if (opt.csv_path && dt_out_file_check(opt.csv_path, &config, 1, DT_BENCH_CSV_HEADER,
                                           "bench CSV", &err) != DT_OK)
-        return report(DT_ERR_USAGE, &err);
+        return report(app, DT_ERR_USAGE, &err);
     struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
     enum dt_status st = dt_config_load(exp, config, sets, n_sets, &err);
     if (st == DT_OK) st = dt_bench_run(exp, &opt, &err);
     free(exp);
-    return report(st, &err);
+    return report(app, st, &err);
 }
 
-static int run_command(int argc, char **argv);
+static int run_command(const struct app *app, int argc, char **argv);
+
+/* The test-only behaviours (harness/setup/test_hooks.h): the one place that reads them. */
+static void test_hooks_from_env(struct dt_test_hooks *h)
+{
+    memset(h, 0, sizeof *h);
+    h->poison_rank = -1;
+    const char *v = getenv("DETRAIN_TEST_FAIL_ALLOC_ABOVE");
+    if (v && *v) {
+        h->fail_alloc = true;
+        h->fail_alloc_above = (size_t)strtoull(v, NULL, 10);
+    }
+    v = getenv("DETRAIN_TEST_KILL_AFTER_STEP");
+    if (v && *v) h->kill_after_step = strtoll(v, NULL, 10);
+    h->poison = getenv("DETRAIN_TEST_POISON");
+    v = getenv("DETRAIN_TEST_POISON_RANK");
+    if (v && *v) h->poison_rank = atoi(v);
+    h->explain_force = getenv("DETRAIN_TEST_EXPLAIN_FORCE");
+    v = getenv("DETRAIN_TEST_EXPLAIN_REPLAY_MISS");
+    if (v && *v) h->explain_replay_miss = atoi(v);
+}
 
 /* Under an MPI launcher every process runs this; harness/run/dist.h. */
 int main(int argc, char **argv)
 {
     struct dt_error err = {0};
-    enum dt_status st = dt_dist_init(&argc, &argv, &err);
+    struct app app;
+    test_hooks_from_env(&app.hooks);
+    enum dt_status st = dt_dist_init(&argc, &argv, &app.dist, &err);
     if (st != DT_OK) {
         fprintf(stderr, "detrain: %s\n", err.msg);
+        dt_dist_finalize(app.dist);
         return dt_status_exit_code(st);
     }
-    int rc = run_command(argc, argv);
-    dt_dist_finalize();
+    int rc = run_command(&app, argc, argv);
+    dt_dist_finalize(app.dist);
     return rc;
 }
 
-static int run_command(int argc, char **argv)
+static int run_command(const struct app *app, int argc, char **argv)
 {
     if (argc < 2) {
         fputs(usage_text, stderr);
@@ -561,11 +614,11 @@ static int run_command(int argc, char **argv)
             return 0;
         }
     }
-    if (strcmp(cmd, "run") == 0) return cmd_run(argc, argv);
-    if (strcmp(cmd, "report") == 0) return cmd_report(argc, argv);
-    if (strcmp(cmd, "compare") == 0) return cmd_compare(argc, argv);
-    if (strcmp(cmd, "explain") == 0) return cmd_explain(argc, argv);
-    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
+    if (strcmp(cmd, "run") == 0) return cmd_run(app, argc, argv);
+    if (strcmp(cmd, "report") == 0) return cmd_report(app, argc, argv);
+    if (strcmp(cmd, "compare") == 0) return cmd_compare(app, argc, argv);
+    if (strcmp(cmd, "explain") == 0) return cmd_explain(app, argc, argv);
+    if (strcmp(cmd, "bench") == 0) return cmd_bench(app, argc, argv);
     if (strcmp(cmd, "policies") == 0) {
         dt_policy_print_table(stdout);
         printf("\nreduction, atomics and math act on the ops of both backends; reduction also\n"

@@ -229,7 +229,10 @@ static struct dt_model_size lenet_size(const struct dt_model_spec *s)
                           (84.0 * (double)s->n_classes + (double)s->n_classes);
     /* per example: the convolutions' im2col columns (25 per output pixel and channel in),
      * outputs, gradients and pooling indices -- about 50 floats per input pixel, measured */
-    return (struct dt_model_size){params, 0, 50.0 * (double)(s->height * s->width), 0};
+    return (struct dt_model_size){.params = params,
+                                  .extra_per_param = 0,
+                                  .acts_per_example = 50.0 * (double)(s->height * s->width),
+                                  .stored_per_param_per_sample = 0};
 }
 
 static enum dt_status lenet_kind_create(struct dt_model **out, struct dt_backend *be,

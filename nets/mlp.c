@@ -119,7 +119,10 @@ struct dt_model_size dt_mlp_size(const struct dt_model_spec *s)
     }
     /* every layer's output and its gradient (measured: 2 floats per unit and input) */
     (void)widest;
-    return (struct dt_model_size){params, 0, 2 * (acts + in_dim), 0};
+    return (struct dt_model_size){.params = params,
+                                  .extra_per_param = 0,
+                                  .acts_per_example = 2 * (acts + in_dim),
+                                  .stored_per_param_per_sample = 0};
 }
 
 static enum dt_status mlp_kind_create(struct dt_model **out, struct dt_backend *be,

@@ -33,6 +33,7 @@ check_packages=(
   clang libclang-rt-dev           # make fuzz: libFuzzer targets (-fsanitize=fuzzer)
   valgrind                        # the valgrind.tiny_run test
   clang-format                    # make check: the house style (scripts/format.sh --check)
+  python3 git                     # make check: the house rules (scripts/house.py)
 )
 if [ "$with_check" -eq 1 ]; then
   packages+=("${check_packages[@]}")

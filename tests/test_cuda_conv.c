@@ -1,7 +1,7 @@
 /* The CUDA convolution and max pooling against the CPU backend (the reference).
  *
  * unit (host, run everywhere): the per-element work of detrain's own kernels
- * (nets/cuda/conv_hd.h: patch elements, the col2im and max-pool gathers, the forward's
+ * (nets/conv_elem.h: patch elements, the col2im and max-pool gathers, the forward's
  * first-maximum rule), run on the host in several emulated visiting orders, is compared
  * bit for bit with the CPU backend's real ops (nets/cpu/conv.c, nets/cpu/pool.c) at
  * `portable` (fixed point, with the shift chosen exactly as conv.cu chooses it) and under
@@ -26,7 +26,7 @@
 #include "tests/op_helpers.h"
 #include "determinism/fixed_point.h"
 #include "determinism/streams.h"
-#include "nets/cuda/conv_hd.h"
+#include "nets/conv_elem.h"
 #ifdef DETRAIN_HAVE_CUDA_TOOLKIT
 #include "nets/cuda/cuda.h"
 #endif
@@ -262,9 +262,10 @@ static void fill_pattern(float *x, const struct dt_pool2d_shape *s, int pat)
     }
 }
 
-/* ---- unit: conv_hd.h on the host against the CPU backend, bit for bit ------------------ */
+/* ---- unit: nets/conv_elem.h on the host against the CPU backend, bit for bit ------------------
+ */
 
-/* A reference im2col written as the plain loop nest, independently of conv_hd.h. */
+/* A reference im2col written as the plain loop nest, independently of nets/conv_elem.h. */
 static void ref_im2col(float *cols, const float *x, const struct dt_conv2d_shape *s)
 {
     float *p = cols;

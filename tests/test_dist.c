@@ -15,6 +15,7 @@
 #include "harness/run/dist.h"
 #include "nets/backend.h"
 #include "nets/model.h"
+#include "nets/step.h"
 #include "run_helper.h"
 
 #define EXE DT_DETRAIN_EXE
@@ -385,17 +386,17 @@ DT_TEST(bnn_kl_counted_once)
                 dt_backend_download(be, w[i], m->params[i].w, (size_t)n[i] * sizeof(float));
             }
         }
-        struct dt_dist_step d;
-        dt_dist_step_init(&d, m, S, &pol);
+        struct dt_step d;
+        dt_step_init(&d, m, S, &pol, NULL);
         float loss = 0.0f;
         const struct dt_batch batch = {.x = x, .y = y};
-        CHECK_INT_EQ(dt_dist_step(&d, &batch, B, S, &sgd, &pol, &loss), DT_OK);
+        CHECK_INT_EQ(dt_step_combined(&d, &batch, B, S, &sgd, &pol, &loss), DT_OK);
         CHECK(isfinite(loss) && loss > 0.0f);
         for (int i = 0; i < 4; i++) {
             g[run][i] = dt_xmalloc((size_t)n[i] * sizeof(float));
             dt_backend_download(be, g[run][i], m->params[i].g, (size_t)n[i] * sizeof(float));
         }
-        dt_dist_step_free(&d);
+        dt_step_free(&d);
         dt_model_destroy(m);
     }
     const float prior_var = prior_sigma * prior_sigma, ipv = 1.0f / prior_var;
@@ -449,18 +450,18 @@ DT_TEST(shard_rules)
 {
     for (int64_t B = 1; B <= 70; B++) {
         for (int64_t S = 1; S <= B; S++) {
-            CHECK_INT_EQ(dt_dist_shard_row(B, S, 0), 0);
-            CHECK_INT_EQ(dt_dist_shard_row(B, S, S), B);
+            CHECK_INT_EQ(dt_shard_row(B, S, 0), 0);
+            CHECK_INT_EQ(dt_shard_row(B, S, S), B);
             for (int64_t s = 0; s < S; s++)
-                if (dt_dist_shard_row(B, S, s + 1) <= dt_dist_shard_row(B, S, s)) {
+                if (dt_shard_row(B, S, s + 1) <= dt_shard_row(B, S, s)) {
                     CHECK(!"empty shard");
                     return;
                 }
             for (int N = 1; N <= S && N <= 8; N++) {
-                CHECK_INT_EQ(dt_dist_rank_shard(S, N, 0), 0);
-                CHECK_INT_EQ(dt_dist_rank_shard(S, N, N), S);
+                CHECK_INT_EQ(dt_rank_shard(S, N, 0), 0);
+                CHECK_INT_EQ(dt_rank_shard(S, N, N), S);
                 for (int r = 0; r < N; r++)
-                    if (dt_dist_rank_shard(S, N, r + 1) <= dt_dist_rank_shard(S, N, r)) {
+                    if (dt_rank_shard(S, N, r + 1) <= dt_rank_shard(S, N, r)) {
                         CHECK(!"rank without a shard");
                         return;
                     }
@@ -515,7 +516,7 @@ DT_TEST(fixed_to_float_agrees)
         if (i % 7 == 0) acc = ((int64_t)1 << 53) - (int64_t)(x % 5) + 2; /* the boundary */
         const int shift =
             DT_FIXED_SHIFT_MIN + (int)((x >> 20) % (DT_FIXED_SHIFT_MAX - DT_FIXED_SHIFT_MIN + 1));
-        const float a = dt_fixed_to_float(acc, shift), b = dt_dist_fixed_to_float(acc, shift);
+        const float a = dt_fixed_to_float(acc, shift), b = dt_step_fixed_to_float(acc, shift);
         if (memcmp(&a, &b, sizeof a) != 0 && bad++ < 5)
             fprintf(stderr, "acc %lld shift %d: %a vs %a\n", (long long)acc, shift, (double)a,
                     (double)b);
@@ -528,7 +529,7 @@ DT_TEST(fixed_to_float_agrees)
                                         ((int64_t)1 << (k - 24)) - 1);
             for (int shift = -10; shift <= 140; shift += 15) {
                 const float a = dt_fixed_to_float(acc, shift),
-                            b = dt_dist_fixed_to_float(acc, shift);
+                            b = dt_step_fixed_to_float(acc, shift);
                 if (memcmp(&a, &b, sizeof a) != 0 && bad++ < 10)
                     fprintf(stderr, "acc %lld shift %d: %a vs %a\n", (long long)acc, shift,
                             (double)a, (double)b);

@@ -1,4 +1,4 @@
-/* reduction: exact in one pass (nets/backend.h: dt_shards, dt_exact_*; harness/run/dist.h):
+/* reduction: exact in one pass (nets/backend.h: dt_shards, dt_exact_*; nets/step.h):
  * the forward and backward run once over the batch and every batch reduction leaves one
  * partial per canonical shard; the partials are summed exactly in int64. Checked here:
  *   - each sharded op's slot k equals the plain op on shard k's rows alone, bit for bit;
@@ -35,7 +35,7 @@ static bool same_bits(const char *what, const float *a, const float *b, int64_t 
     return true;
 }
 
-/* S shards of B rows by the canonical rule (harness/run/dist.h). */
+/* S shards of B rows by the canonical rule (nets/step.h). */
 static void shard_rows(int64_t *row, int64_t B, int64_t S)
 {
     for (int64_t s = 0; s <= S; s++) row[s] = s * B / S;

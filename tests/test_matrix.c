@@ -1,4 +1,4 @@
-/* Matrices of experiments (config key `matrix`, harness/run/matrix.c): parsing and every error
+/* Matrices of experiments (config key `matrix`, harness/matrix.c): parsing and every error
  * with its file:line:column and key, precedence file < entry's set < command line, the
  * matrix report's aggregation on a hand-built folder (unit), and real runs of a tiny
  * 2-entry matrix: matrix.json / report.md / matrix.csv, `detrain report` rebuilding them
@@ -10,7 +10,7 @@
 
 #include "core/util.h"
 #include "harness/setup/config.h"
-#include "harness/run/matrix.h"
+#include "harness/matrix.h"
 #include "harness/analyze/report.h"
 #include "nets/backend.h"
 

@@ -24,7 +24,11 @@
 static void find_first_tensor(struct dt_trace_diff *d, const char *a, const char *b)
 {
     enum { MAXT = 256 };
-    static char na[MAXT][64], nb[MAXT][64], da[MAXT][DT_DIGEST_HEX], db[MAXT][DT_DIGEST_HEX];
+    struct names {
+        char na[MAXT][64], nb[MAXT][64], da[MAXT][DT_DIGEST_HEX], db[MAXT][DT_DIGEST_HEX];
+    } *t = dt_xmalloc(sizeof *t); /* on the heap: no static buffer, so reentrant */
+    char(*na)[64] = t->na, (*nb)[64] = t->nb, (*da)[DT_DIGEST_HEX] = t->da,
+    (*db)[DT_DIGEST_HEX] = t->db;
     struct dt_error why_a = {0}, why_b = {0};
     char note[sizeof d->tensor_note];
     bool absent_a, absent_b;
@@ -43,6 +47,7 @@ static void find_first_tensor(struct dt_trace_diff *d, const char *a, const char
         for (int i = 0; i < ka && i < kb; i++) {
             if (strcmp(na[i], nb[i]) != 0 || strcmp(da[i], db[i]) != 0) {
                 snprintf(d->tensor, sizeof d->tensor, "%.63s", na[i]);
+                free(t);
                 return;
             }
         }
@@ -52,6 +57,7 @@ static void find_first_tensor(struct dt_trace_diff *d, const char *a, const char
                  ka, kb, d->first_step);
     }
     dt_sanitize_message(d->tensor_note, sizeof d->tensor_note, note);
+    free(t);
 }
 
 enum dt_status dt_trace_compare(struct dt_trace_diff *d, const char *path_a, const char *path_b,
@@ -703,6 +709,31 @@ static void name_table_columns(struct table_exp *t, const struct dt_table_option
     }
 }
 
+/* The table as CSV: a row per replica, a column per compared experiment. */
+static enum dt_status write_table_csv(const char *path, const struct table_exp *t, int n_cols,
+                                      const char (*rows)[512], int n_rows, const char (*cells)[160],
+                                      struct dt_error *err)
+{
+    struct dt_strbuf sb = {0};
+    dt_strbuf_printf(&sb, "replica");
+    for (int c = 0; c < n_cols; c++) {
+        dt_strbuf_printf(&sb, ",");
+        csv_cell(&sb, t[c + 1].label);
+    }
+    dt_strbuf_printf(&sb, "\n");
+    for (int r = 0; r < n_rows; r++) {
+        csv_cell(&sb, rows[r]);
+        for (int c = 0; c < n_cols; c++) {
+            dt_strbuf_printf(&sb, ",");
+            csv_cell(&sb, cells[(size_t)r * (size_t)n_cols + (size_t)c]);
+        }
+        dt_strbuf_printf(&sb, "\n");
+    }
+    enum dt_status st = dt_write_file_atomic(path, sb.data, sb.len, err);
+    dt_strbuf_free(&sb);
+    return st;
+}
+
 enum dt_status dt_compare_table(const struct dt_table_options *opt, FILE *out, bool *all_identical,
                                 struct dt_error *err)
 {
@@ -791,25 +822,9 @@ enum dt_status dt_compare_table(const struct dt_table_options *opt, FILE *out, b
             n_rows, n_rows == 1 ? "" : "s", n_cols, n_cols == 1 ? "" : "s", count[CELL_IDENTICAL],
             count[CELL_COMMON], count[CELL_DIVERGED], count[CELL_MISSING], count[CELL_ERROR]);
 
-    if (opt->csv_path) {
-        struct dt_strbuf sb = {0};
-        dt_strbuf_printf(&sb, "replica");
-        for (int c = 0; c < n_cols; c++) {
-            dt_strbuf_printf(&sb, ",");
-            csv_cell(&sb, t[c + 1].label);
-        }
-        dt_strbuf_printf(&sb, "\n");
-        for (int r = 0; r < n_rows; r++) {
-            csv_cell(&sb, rows[r]);
-            for (int c = 0; c < n_cols; c++) {
-                dt_strbuf_printf(&sb, ",");
-                csv_cell(&sb, cells[(size_t)r * (size_t)n_cols + (size_t)c]);
-            }
-            dt_strbuf_printf(&sb, "\n");
-        }
-        st = dt_write_file_atomic(opt->csv_path, sb.data, sb.len, err);
-        dt_strbuf_free(&sb);
-    }
+    if (opt->csv_path)
+        st = write_table_csv(opt->csv_path, t, n_cols, (const char(*)[512])rows, n_rows,
+                             (const char(*)[160])cells, err);
     *all_identical = count[CELL_DIVERGED] + count[CELL_MISSING] + count[CELL_ERROR] == 0;
     for (size_t k = 0; st == DT_OK && k < (size_t)n_rows * (size_t)n_cols; k++) {
         if (kind[k] == CELL_ERROR) {

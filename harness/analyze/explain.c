@@ -17,15 +17,16 @@
 #include "harness/record/layout.h"
 #include "harness/record/trace.h"
 #include "harness/run/batches.h"
-#include "harness/run/dist.h"
 #include "harness/run/divwatch.h"
 #include "harness/run/train.h"
 #include "harness/setup/config.h"
 #include "harness/setup/data.h"
 #include "harness/setup/model.h"
+#include "harness/setup/test_hooks.h"
 #include "nets/backend.h"
 #include "nets/model.h"
 #include "nets/models.h"
+#include "nets/step.h"
 
 enum { PATH_LEN = 1200, MAX_EXEC = 64 };
 
@@ -44,14 +45,16 @@ struct side {
     bool ds_loaded;
     struct dt_resident *set;
     struct dt_model *m;
-    struct dt_dist_step dstep;
+    struct dt_step dstep;       /* the step (nets/step.h), one process: no exchange */
     struct dt_policy dstep_pol; /* the policy dstep was last used with */
+    int replay_miss;            /* test hook: replayed steps still to spoil */
     struct dt_batch_stream bs;
     bool bs_init;
     struct dt_sgd_options sgd;
     struct dt_trace_row *rows;
     int64_t n_rows;
     struct dt_model_state saved; /* the state after step saved.step */
+    char how[PATH_LEN + 64];     /* where the restored state came from */
 };
 
 /* The folder holding config.json at or above `dir` (at most three levels up). */
@@ -142,7 +145,7 @@ static enum dt_status same_experiment(const struct side *a, const struct side *b
 static void side_free(struct side *sd)
 {
     if (sd->m) {
-        dt_dist_step_free(&sd->dstep);
+        dt_step_free(&sd->dstep);
         dt_model_destroy(sd->m);
     }
     dt_model_state_free(&sd->saved);
@@ -156,14 +159,8 @@ static void side_free(struct side *sd)
 /* How many times a replayed segment whose digest misses the trace is re-executed. */
 enum { REPLAY_TRIES = 32 };
 
-/* Test hook (explain.h): DETRAIN_TEST_EXPLAIN_REPLAY_MISS=N spoils the first N replayed
- * steps' results (one weight's low bit flipped), as a step that took other bits would. */
-static int replay_misses(void)
-{
-    const char *v = getenv("DETRAIN_TEST_EXPLAIN_REPLAY_MISS");
-    return v && *v ? atoi(v) : 0;
-}
-
+/* Test hook (harness/setup/test_hooks.h): the first N replayed steps' results spoiled (one
+ * weight's low bit flipped), as a step that took other bits would. */
 static void spoil_step(struct side *sd)
 {
     uint32_t w;
@@ -200,13 +197,12 @@ static enum dt_status side_step(struct side *sd, const struct dt_policy *pol, in
                                 struct dt_error *err)
 {
     if (!dt_policy_equal_controls(pol, &sd->dstep_pol)) { /* another kind of reduction */
-        dt_dist_step_free(&sd->dstep);
-        memset(&sd->dstep, 0, sizeof sd->dstep);
+        dt_step_free(&sd->dstep);
         sd->dstep_pol = *pol;
     }
     const struct dt_batch b = dt_batch_stream_at(&sd->bs, s - 1);
     float loss = 0.0f;
-    enum dt_status st = dt_dist_train(&sd->dstep, sd->m, &b, sd->exp.train.batch,
+    enum dt_status st = dt_step_train(&sd->dstep, sd->m, NULL, &b, sd->exp.train.batch,
                                       sd->exp.train.shards, &sd->sgd, pol, &loss);
     st = dt_model_step_end(sd->m, st);
     if (st != DT_OK)
@@ -219,34 +215,14 @@ static void side_save(struct side *sd) { dt_model_state_save(&sd->saved, sd->m);
 
 static void side_restore(struct side *sd) { dt_model_state_load(&sd->saved, sd->m); }
 
-/* Build the side's backend, data and model; its state after step `upto`: from its
- * checkpoint when that is not later, then replayed; checked against its trace. */
-static enum dt_status side_prepare(struct side *sd, const struct side *other, int64_t upto,
-                                   FILE *out, bool quiet, struct dt_error *err)
+/* The latest saved state at or before `upto` loaded into sd's model: the side's
+ * checkpoint.bin or divergence.bin (train.checkpoint_at_divergence), or, for replicas of one
+ * run (other not NULL), the other's divergence.bin: they agree up to k-1 (checked after the
+ * replay). Returns where it came from (sd->how), "the initial weights" when none. */
+static const char *side_load_saved(struct side *sd, const struct side *other, int64_t upto)
 {
-    const struct dt_experiment *exp = &sd->exp;
-    struct dt_backend_options bopt = {exp->backend.device == DT_DEVICE_CUDA ? DT_BACKEND_CUDA
-                                                                            : DT_BACKEND_CPU,
-                                      exp->backend.threads, exp->backend.gpu};
-    DT_FORWARD_IF_ERROR(dt_backend_create(&sd->be, &bopt, err));
-    DT_FORWARD_IF_ERROR(dt_dataset_load_fashion_mnist(
-        &sd->ds, exp->dataset.path, exp->dataset.train_limit, exp->dataset.test_limit, err));
-    sd->ds_loaded = true;
-    sd->set = dt_batch_resident(sd->be, &sd->ds.train);
-    DT_FORWARD_IF_ERROR(dt_experiment_build_model(&sd->m, exp, sd->be, sd->ds.train.n, err));
     struct dt_model *m = sd->m;
-    sd->sgd = dt_experiment_sgd_options(exp);
-    sd->dstep_pol = sd->pol;
-    dt_batch_stream_init(&sd->bs, &sd->ds.train, sd->set, exp->train.batch, exp->train.seed,
-                         sd->streams.order_stream);
-    sd->bs_init = true;
-    dt_model_init(m, exp->train.seed, sd->streams.init_stream);
-    m->member = sd->member;
-    /* The latest saved state at or before `upto`: the side's checkpoint.bin or
-     * divergence.bin (train.checkpoint_at_divergence), or, for replicas of one run (other
-     * not NULL), the other's divergence.bin: they agree up to k-1 (checked below). */
-    const char *how = "the initial weights";
-    static char how_buf[PATH_LEN + 64];
+    snprintf(sd->how, sizeof sd->how, "the initial weights");
     const struct {
         const struct side *sd;
         const char *file;
@@ -266,28 +242,49 @@ static enum dt_status side_prepare(struct side *sd, const struct side *other, in
             ck.step > best.step && ck.n_params == m->n_params) {
             dt_checkpoint_free(&best);
             best = ck;
-            if (cand[c].sd == sd && c == 0) how = "its checkpoint";
-            else {
-                snprintf(how_buf, sizeof how_buf, "%s/%s", cand[c].sd->shown, cand[c].file);
-                how = how_buf;
-            }
+            if (cand[c].sd == sd && c == 0) snprintf(sd->how, sizeof sd->how, "its checkpoint");
+            else snprintf(sd->how, sizeof sd->how, "%s/%s", cand[c].sd->shown, cand[c].file);
         } else dt_checkpoint_free(&ck);
     }
     if (best.step >= 0) dt_checkpoint_apply(&best, m);
     dt_checkpoint_free(&best);
+    return sd->how;
+}
+
+/* Build the side's backend, data and model; its state after step `upto`: from its
+ * checkpoint when that is not later, then replayed; checked against its trace. */
+static enum dt_status side_prepare(struct side *sd, const struct side *other, int64_t upto,
+                                   FILE *out, bool quiet, struct dt_error *err)
+{
+    const struct dt_experiment *exp = &sd->exp;
+    DT_FORWARD_IF_ERROR(dt_experiment_open_backend(&sd->be, exp, 0, err));
+    DT_FORWARD_IF_ERROR(dt_dataset_load_fashion_mnist(
+        &sd->ds, exp->dataset.path, exp->dataset.train_limit, exp->dataset.test_limit, err));
+    sd->ds_loaded = true;
+    sd->set = dt_batch_resident(sd->be, &sd->ds.train);
+    DT_FORWARD_IF_ERROR(dt_experiment_build_model(&sd->m, exp, sd->be, sd->ds.train.n, err));
+    struct dt_model *m = sd->m;
+    sd->sgd = dt_experiment_sgd_options(exp);
+    sd->dstep_pol = sd->pol;
+    dt_batch_stream_init(&sd->bs, &sd->ds.train, sd->set, exp->train.batch, exp->train.seed,
+                         sd->streams.order_stream);
+    sd->bs_init = true;
+    dt_model_init(m, exp->train.seed, sd->streams.init_stream);
+    m->member = sd->member;
+    const char *how = side_load_saved(sd, other, upto);
     /* Replayed step by step, each hashed step checked against the trace. A policy with
      * unordered reductions or float atomics need not take the same bits again; a segment
      * whose digest misses is re-executed from the last matching state, up to REPLAY_TRIES
      * times: the trace says which of the step's possible outcomes the run took. */
     const int64_t from = m->step;
     int64_t retried = 0;
-    int tries = 0, misses = replay_misses();
+    int tries = 0;
     char hex[DT_DIGEST_HEX];
     if (upto > from) side_save(sd);
     for (int64_t s = from + 1; s <= upto; s++) {
         DT_FORWARD_IF_ERROR(side_step(sd, &sd->pol, s, err));
-        if (misses > 0) {
-            misses--;
+        if (sd->replay_miss > 0) {
+            sd->replay_miss--;
             spoil_step(sd);
         }
         const char *at = trace_digest(sd, s);
@@ -676,7 +673,11 @@ struct agreed {
 
 static void read_agreed(struct agreed *ag, const struct side *a, const struct side *b, int64_t step)
 {
-    static char na[256][64], nb[256][64], da[256][DT_DIGEST_HEX], db[256][DT_DIGEST_HEX];
+    struct names {
+        char na[256][64], nb[256][64], da[256][DT_DIGEST_HEX], db[256][DT_DIGEST_HEX];
+    } *t = dt_xmalloc(sizeof *t);
+    char(*na)[64] = t->na, (*nb)[64] = t->nb, (*da)[DT_DIGEST_HEX] = t->da,
+    (*db)[DT_DIGEST_HEX] = t->db;
     struct dt_error why = {0};
     bool absent;
     ag->n = 0;
@@ -685,6 +686,7 @@ static void read_agreed(struct agreed *ag, const struct side *a, const struct si
     for (int i = 0; i < ka && i < kb; i++)
         if (!strcmp(na[i], nb[i]) && !strcmp(da[i], db[i]))
             snprintf(ag->names[ag->n++], sizeof ag->names[0], "%.63s", na[i]);
+    free(t);
 }
 
 static bool run_agrees_on(const struct agreed *ag, const struct rec *r)
@@ -798,10 +800,10 @@ static enum dt_status write_csv(const char *path, const struct exec *ex, int n_e
 
 /* ---- explain ---------------------------------------------------------------------------- */
 
-static enum dt_status parse_hook(struct force_hook *fh, struct dt_error *err)
+/* The force hook (harness/setup/test_hooks.h): "OP[:TENSOR]", NULL or "" for none. */
+static enum dt_status parse_hook(struct force_hook *fh, const char *spec, struct dt_error *err)
 {
     memset(fh, 0, sizeof *fh);
-    const char *spec = getenv("DETRAIN_TEST_EXPLAIN_FORCE");
     if (!spec || !*spec) return DT_OK;
     char op[64];
     snprintf(op, sizeof op, "%s", spec);
@@ -816,7 +818,7 @@ static enum dt_status parse_hook(struct force_hook *fh, struct dt_error *err)
             fh->on = true;
             return DT_OK;
         }
-    return dt_error_set(err, DT_ERR_USAGE, "DETRAIN_TEST_EXPLAIN_FORCE: no op '%s'", op);
+    return dt_error_set(err, DT_ERR_USAGE, "explain force hook: no op '%s'", op);
 }
 
 /* Run n executions of step s. Replicas (one side): the first from sd, then n - 1 more;
@@ -850,6 +852,340 @@ static void vary_cause(char *out, size_t size, const struct side *a, const struc
     else if (a->member != b->member) snprintf(out, size, "vary: epsilon");
 }
 
+/* One explanation while it is made: what dt_explain's phases share. */
+struct explanation {
+    const struct dt_explain_options *opt;
+    FILE *out;
+    struct dt_explain_result *res;
+    int R; /* re-executions for replicas */
+    struct force_hook fh;
+    struct side sides[2];
+    struct exec ex[MAX_EXEC];
+    int n_ex;
+    struct dt_trace_diff diff;
+    int64_t k, prev, s; /* the step to explain, the last one both hashed before it, the one named */
+    char vary[64];      /* the `vary` source the sides' streams differ in, or "" */
+    int n_sides;        /* 1: replicas of one run, re-executed from A; 2: each side its own */
+    struct dt_policy pols[2];
+    int first, passed; /* the named op output; one the traces agree on (-1 none) */
+    bool structural, forced, fallback;
+    struct agreed agreed;
+    bool finished; /* said all there is: the later phases have nothing to do */
+};
+
+/* Phase 1, locate: the two sides, their traces compared, the step to explain; an initial
+ * divergence is explained here (a `vary` source), an agreement said. */
+static enum dt_status explain_locate(struct explanation *x, struct dt_error *err)
+{
+    const struct dt_explain_options *opt = x->opt;
+    FILE *out = x->out;
+    struct side *A = &x->sides[0], *B = &x->sides[1];
+    DT_FORWARD_IF_ERROR(side_locate(A, opt->a, err));
+    DT_FORWARD_IF_ERROR(side_locate(B, opt->b, err));
+    DT_FORWARD_IF_ERROR(same_experiment(A, B, err));
+    DT_FORWARD_IF_ERROR(dt_trace_compare(&x->diff, A->dir, B->dir, err));
+    const struct dt_trace_diff *diff = &x->diff;
+    fprintf(out, "explain: A = %s\n         B = %s\n", A->shown, B->shown);
+    if (!diff->diverged && opt->step <= 0) {
+        fprintf(out,
+                "the traces agree at every one of their %" PRId64
+                " common hashed steps: nothing to explain (--step K re-executes step K "
+                "anyway)\n",
+                diff->common_rows);
+        x->finished = true;
+        return DT_OK;
+    }
+    x->res->diverged = diff->diverged;
+    x->k = opt->step > 0 ? opt->step : diff->first_step;
+    x->res->step = x->k;
+    if (diff->diverged)
+        fprintf(out, "the traces part at step %" PRId64 "%s%s%s\n", diff->first_step,
+                diff->tensor[0] ? " (first tensor " : "", diff->tensor, diff->tensor[0] ? ")" : "");
+    else fprintf(out, "the traces agree at every common hashed step\n");
+    if (opt->step > 0) fprintf(out, "re-executing step %" PRId64 " (--step)\n", x->k);
+    vary_cause(x->vary, sizeof x->vary, A, B);
+    if (x->k != 0) return DT_OK;
+    if (!x->vary[0])
+        return dt_error_set(err, DT_ERR_DATA,
+                            "the initial weights differ though both replicas draw them from "
+                            "the same stream: not a nondeterministic op; compare the configs "
+                            "(seed, model) of %s and %s",
+                            A->exp_dir, B->exp_dir);
+    struct dt_explain_result *res = x->res;
+    res->explained = true;
+    snprintf(res->op, sizeof res->op, "init");
+    snprintf(res->tensor, sizeof res->tensor, "%s", diff->tensor);
+    snprintf(res->phase, sizeof res->phase, "init");
+    snprintf(res->cause, sizeof res->cause, "%s", x->vary);
+    fprintf(out, "the initial weights differ: each replica draws its own (%s); caused by %s\n",
+            x->vary, x->vary);
+    x->finished = true;
+    return DT_OK;
+}
+
+/* Phase 2, restore: each side's state after the last step both traces hashed before k. */
+static enum dt_status explain_restore(struct explanation *x, struct dt_error *err)
+{
+    struct side *A = &x->sides[0], *B = &x->sides[1];
+    x->prev = -1;
+    for (int64_t i = 0; i < A->n_rows; i++)
+        if (A->rows[i].step < x->k && trace_digest(B, A->rows[i].step)) x->prev = A->rows[i].step;
+    if (x->prev < 0)
+        return dt_error_set(err, DT_ERR_DATA, "no step before %" PRId64 " hashed by both traces",
+                            x->k);
+    const bool same_run = dt_policy_equal_controls(&A->pol, &B->pol) && !x->vary[0] &&
+                          A->exp.backend.device == B->exp.backend.device &&
+                          A->exp.backend.threads == B->exp.backend.threads &&
+                          dt_same_path(A->exp_dir, B->exp_dir);
+    x->n_sides = same_run ? 1 : 2;
+    fprintf(x->out, "%s\n",
+            same_run ? "same config, policy, device and streams: replicas of one run"
+                     : "two runs: each side re-executed from its own state");
+    for (int i = 0; i < x->n_sides; i++)
+        DT_FORWARD_IF_ERROR(side_prepare(&x->sides[i], x->n_sides == 1 ? B : NULL, x->prev, x->out,
+                                         x->opt->quiet, err));
+    x->pols[0] = A->pol;
+    x->pols[1] = B->pol;
+    return DT_OK;
+}
+
+/* Step s re-executed with op hashing until an op output differs: as they run; then under
+ * drawn orders; then, when only outputs the traces agree on differed as they ran and nothing
+ * under drawn orders, as they run again to name the first of those (fallback). */
+static enum dt_status reexecute_step(struct explanation *x, int64_t s, struct dt_error *err)
+{
+    struct side *A = &x->sides[0];
+    int passed_natural = -1;
+    for (int pass = 0; pass < 3 && x->first < 0; pass++) {
+        if (pass == 2 && passed_natural < 0) break; /* `forced` says the last pass run */
+        x->forced = pass == 1;
+        if (x->forced && (x->n_sides == 2 || x->fh.on ||
+                          dt_backend_set_forced_order(A->be, 0) != DT_OK)) { /* one pass only */
+            x->forced = false;
+            x->fallback = x->passed >= 0;
+            if (x->fallback) x->first = x->passed;
+            break;
+        }
+        free_execs(x->ex, x->n_ex);
+        x->n_ex = x->n_sides == 2 ? 2 : x->R;
+        DT_FORWARD_IF_ERROR(
+            executions(x->sides, x->n_sides, x->pols, s, x->R, x->forced, &x->fh, x->ex, err));
+        x->first = first_difference(x->ex, x->n_ex, &x->structural,
+                                    s == x->diff.first_step && x->agreed.n ? &x->agreed : NULL,
+                                    &x->passed);
+        if (pass == 0) passed_natural = x->passed;
+        else if (x->first < 0 && x->passed >= 0) {
+            x->first = x->passed;
+            x->fallback = true;
+        }
+    }
+    return DT_OK;
+}
+
+/* Phase 3, re-execute: from the step after prev up to k, each step re-executed until an op
+ * output differs; a step where none does is taken as the run took it, and the next tried. */
+static enum dt_status explain_reexecute(struct explanation *x, struct dt_error *err)
+{
+    x->first = x->passed = -1;
+    x->agreed.n = 0;
+    if (x->diff.diverged && x->diff.first_step <= x->k)
+        read_agreed(&x->agreed, &x->sides[0], &x->sides[1], x->diff.first_step);
+    int64_t s = x->prev + 1;
+    for (; s <= x->k && x->first < 0; s++) {
+        DT_FORWARD_IF_ERROR(reexecute_step(x, s, err));
+        if (x->first < 0 && s < x->k) /* no op differs at s: go on from the state after s */
+            for (int i = 0; i < x->n_sides; i++) {
+                side_restore(&x->sides[i]);
+                DT_FORWARD_IF_ERROR(side_step(&x->sides[i], &x->sides[i].pol, s, err));
+                side_save(&x->sides[i]);
+            }
+    }
+    x->s = s - 1;
+    fprintf(x->out,
+            "step %" PRId64 " re-executed %d time(s) with op hashing (%" PRId64
+            " op outputs each)%s\n",
+            x->s, x->n_ex, (int64_t)x->ex[0].n,
+            x->forced  ? ", each in a combination order drawn from its number (forced-order hook): "
+                         "no two executions differed as they ran"
+            : x->fh.on ? ", the hooked op forced (test hook)"
+                       : "");
+    for (int e = 0; e < x->n_ex; e++) {
+        const char *da = trace_digest(&x->sides[0], x->s), *db = trace_digest(&x->sides[1], x->s);
+        fprintf(x->out, "  execution %d: model digest %.16s...%s%s\n", e + 1, x->ex[e].final,
+                da && !strcmp(da, x->ex[e].final) ? " = A's trace" : "",
+                db && !strcmp(db, x->ex[e].final) ? " = B's trace" : "");
+    }
+    if (x->opt->csv) DT_FORWARD_IF_ERROR(write_csv(x->opt->csv, x->ex, x->n_ex, err));
+    return DT_OK;
+}
+
+/* Phase 4, name: the first differing op output said and recorded; a `vary` source that
+ * explains it ends the explanation. */
+static void explain_name(struct explanation *x)
+{
+    FILE *out = x->out;
+    const struct exec *ex = x->ex;
+    const int first = x->first, n_ex = x->n_ex;
+    if (first < 0) {
+        fprintf(out,
+                "no op output differs between the executions (%s): the difference did not "
+                "show here%s\n",
+                x->forced ? "as they ran and under drawn combination orders" : "as they ran",
+                x->n_sides == 1 ? "; try more --executions" : "");
+        x->finished = true;
+        return;
+    }
+    for (int i = 0; i < first; i++)
+        for (int e = 1; e < n_ex; e++)
+            if (is_loss(&ex[0].r[i]) && i < ex[e].n &&
+                memcmp(ex[0].r[i].digest, ex[e].r[i].digest, DT_DIGEST_BYTES) != 0) {
+                fprintf(out, "(the batch loss, op output #%d, differs too; it feeds no weight)\n",
+                        i);
+                e = n_ex;
+                i = first;
+            }
+    if (x->fallback)
+        fprintf(out,
+                "(only outputs of parameters the run's traces agree on after step %" PRId64
+                " (tensors.csv) differ in these executions: the run's own difference did not "
+                "recur; the first of them is named)\n",
+                x->s);
+    else if (x->passed >= 0 && x->passed != first)
+        fprintf(out,
+                "(%s %s, op output #%d, differs in these executions too, but the run's traces "
+                "agree on its parameter after step %" PRId64
+                " (tensors.csv): not what parted them)\n",
+                op_label(ex[0].r[x->passed].op), ex[0].r[x->passed].tensor, x->passed, x->s);
+    const struct rec *named = &ex[0].r[first];
+    int differing_execs = 0;
+    int64_t elems = 0;
+    uint64_t ulp = 0;
+    for (int e = 1; e < n_ex; e++)
+        if (first < ex[e].n && memcmp(ex[e].r[first].digest, named->digest, DT_DIGEST_BYTES)) {
+            differing_execs++;
+            if (ex[e].r[first].differing > elems) elems = ex[e].r[first].differing;
+            if (ex[e].r[first].max_ulp > ulp) ulp = ex[e].r[first].max_ulp;
+        }
+    struct dt_explain_result *res = x->res;
+    res->explained = true;
+    res->step = x->s;
+    snprintf(res->op, sizeof res->op, "%s", op_label(named->op));
+    snprintf(res->layer, sizeof res->layer, "%s", named->layer);
+    snprintf(res->tensor, sizeof res->tensor, "%s", named->tensor);
+    snprintf(res->phase, sizeof res->phase, "%s", named->phase);
+    res->elements = named->words;
+    res->differing = elems;
+    res->max_ulp = ulp;
+    if (x->structural)
+        fprintf(out,
+                "the executions ran different ops from op output #%d on (%s %s): the "
+                "policies or devices take different paths\n",
+                first, op_label(named->op), named->tensor);
+    else
+        fprintf(out,
+                "first differing op output: #%d %s, layer %s, tensor %s, phase %s: %d of %d "
+                "execution(s) differ from execution 1; %" PRId64 " of %" PRId64
+                " elements differ, by at most %" PRIu64 " %s\n",
+                first, op_label(named->op), named->layer, named->tensor, named->phase,
+                differing_execs, n_ex, elems, named->words, ulp, named->is_float ? "ulp" : "");
+    if (x->vary[0] && (named->op == DT_OP_COUNT || named->op == DT_OP_EPS_PHILOX ||
+                       named->op == DT_OP_EPS_LFSR || named->op == DT_OP_EPS_LFSR_SEED)) {
+        snprintf(res->cause, sizeof res->cause, "%s", x->vary);
+        fprintf(out, "caused by %s: the replicas draw %s from their own streams\n", x->vary,
+                named->op == DT_OP_COUNT ? "their batches" : "their epsilon");
+        x->finished = true;
+    }
+}
+
+/* Whether switching control c alone to the target value `want` removes the named output's
+ * difference: *d = how many executions still differ from the first (-1: the op did not
+ * run), the largest over the natural and (can_force) the drawn orders. */
+static enum dt_status switch_control(struct explanation *x, int c, const char *want, bool can_force,
+                                     int *d, struct dt_error *err)
+{
+    struct dt_policy sw[2];
+    for (int i = 0; i < x->n_sides; i++) {
+        sw[i] = x->pols[i];
+        (void)dt_policy_set_control(&sw[i], dt_policy_control_name(c), want, NULL);
+    }
+    *d = -1;
+    for (int set = 0; set < (can_force ? 2 : 1); set++) {
+        struct exec *ax = dt_xcalloc(MAX_EXEC, sizeof *ax);
+        enum dt_status st =
+            executions(x->sides, x->n_sides, sw, x->s, x->R, set == 1, &x->fh, ax, err);
+        const int ds = st == DT_OK ? named_differs(ax, x->n_ex, &x->ex[0].r[x->first]) : -1;
+        free_execs(ax, x->n_ex);
+        free(ax);
+        DT_FORWARD_IF_ERROR(st);
+        if (ds > *d) *d = ds;
+    }
+    return DT_OK;
+}
+
+/* Phase 5, attribute: each control that acts on the model and is not at the target value,
+ * switched alone; the controls whose switch removes the difference are the cause. */
+static enum dt_status explain_attribute(struct explanation *x, struct dt_error *err)
+{
+    FILE *out = x->out;
+    struct side *A = &x->sides[0];
+    struct dt_explain_result *res = x->res;
+    const enum dt_level target_level = x->n_sides == 1 ? DT_LEVEL_RUN_TO_RUN : DT_LEVEL_PORTABLE;
+    struct dt_policy target;
+    dt_policy_from_level(&target, target_level);
+    const struct dt_model_kind_info *kind = dt_model_kind(A->exp.model.kind);
+    const bool can_force =
+        x->n_sides == 1 && !x->fh.on && dt_backend_set_forced_order(A->be, 0) == DT_OK;
+    fprintf(out,
+            "attribution: step %" PRId64 " again with one control switched to its %s value "
+            "(%s):\n",
+            x->s, dt_level_name(target_level),
+            x->fh.on    ? "the hooked op forced in each execution"
+            : can_force ? "each switch run as they run and under drawn combination orders; it "
+                          "removes the difference only if neither set differs"
+                        : "each switch run once per side");
+    int found = 0, differing_execs = 0;
+    char fix[96] = "";
+    for (int c = 0; c < dt_policy_control_count(); c++) {
+        const char *name = dt_policy_control_name(c);
+        const bool acts = !strcmp(name, "reduction") || !strcmp(name, "atomics") ||
+                          !strcmp(name, "math") ||
+                          (kind->extra_control && !strcmp(name, kind->extra_control));
+        if (!acts) continue; /* threads is a property; rng and conv_algo act on some models */
+        const char *want = dt_policy_control_value(&target, c);
+        bool needed = false;
+        for (int i = 0; i < x->n_sides; i++)
+            if (strcmp(dt_policy_control_value(&x->pols[i], c), want) != 0) needed = true;
+        if (!needed) continue;
+        int d = -1;
+        DT_FORWARD_IF_ERROR(switch_control(x, c, want, can_force, &d, err));
+        fprintf(out, "  %-10s %-14s -> %s\n", name, want,
+                d < 0   ? "the op does not run: no difference"
+                : d > 0 ? "still differs"
+                        : "no longer differs");
+        if (d > 0) continue;
+        const char *was = dt_policy_control_value(&x->pols[0], c);
+        if (!strcmp(was, want)) was = dt_policy_control_value(&x->pols[1], c);
+        if (!found) {
+            snprintf(res->cause, sizeof res->cause, "%s: %s", name, was);
+            snprintf(fix, sizeof fix, "%s: %s", name, want);
+        }
+        found++;
+    }
+    const struct rec *named = &x->ex[0].r[x->first];
+    for (int e = 1; e < x->n_ex; e++)
+        differing_execs += x->first < x->ex[e].n &&
+                           memcmp(x->ex[e].r[x->first].digest, named->digest, DT_DIGEST_BYTES);
+    if (found)
+        fprintf(out, "caused by %s: %s differs in %d of %d executions; with %s it does not\n",
+                res->cause, named->tensor, differing_execs, x->n_ex, fix);
+    else
+        fprintf(out, "no single control removes it: %s\n",
+                x->n_sides == 2 ? "the sides differ beyond what the controls decide (a library "
+                                  "or device path no control switches)"
+                                : "the difference comes from more than one control, or none");
+    return DT_OK;
+}
+
 enum dt_status dt_explain(const struct dt_explain_options *opt, FILE *out,
                           struct dt_explain_result *res, struct dt_error *err)
 {
@@ -861,274 +1197,22 @@ enum dt_status dt_explain(const struct dt_explain_options *opt, FILE *out,
     if (R < 2 || R > MAX_EXEC)
         return dt_error_set(err, DT_ERR_USAGE, "explain: --executions %d: give 2 to %d", R,
                             MAX_EXEC);
-    struct force_hook fh;
-    DT_FORWARD_IF_ERROR(parse_hook(&fh, err));
-    struct side sides[2];
-    memset(sides, 0, sizeof sides);
-    struct exec ex[MAX_EXEC];
-    memset(ex, 0, sizeof ex);
-    int n_ex = 0;
-    enum dt_status st = side_locate(&sides[0], opt->a, err);
-    if (st == DT_OK) st = side_locate(&sides[1], opt->b, err);
-    if (st == DT_OK) st = same_experiment(&sides[0], &sides[1], err);
-    struct dt_trace_diff diff;
-    if (st == DT_OK) st = dt_trace_compare(&diff, sides[0].dir, sides[1].dir, err);
-    if (st != DT_OK) goto done;
-    struct side *A = &sides[0], *B = &sides[1];
-    fprintf(out, "explain: A = %s\n         B = %s\n", A->shown, B->shown);
-    if (!diff.diverged && opt->step <= 0) {
-        fprintf(out,
-                "the traces agree at every one of their %" PRId64
-                " common hashed steps: nothing to explain (--step K re-executes step K "
-                "anyway)\n",
-                diff.common_rows);
-        goto done;
-    }
-    res->diverged = diff.diverged;
-    const int64_t k = opt->step > 0 ? opt->step : diff.first_step;
-    res->step = k;
-    if (diff.diverged)
-        fprintf(out, "the traces part at step %" PRId64 "%s%s%s\n", diff.first_step,
-                diff.tensor[0] ? " (first tensor " : "", diff.tensor, diff.tensor[0] ? ")" : "");
-    else fprintf(out, "the traces agree at every common hashed step\n");
-    if (opt->step > 0) fprintf(out, "re-executing step %" PRId64 " (--step)\n", k);
-    char vary[64];
-    vary_cause(vary, sizeof vary, A, B);
-    if (k == 0) {
-        if (!vary[0]) {
-            st = dt_error_set(err, DT_ERR_DATA,
-                              "the initial weights differ though both replicas draw them from "
-                              "the same stream: not a nondeterministic op; compare the configs "
-                              "(seed, model) of %s and %s",
-                              A->exp_dir, B->exp_dir);
-            goto done;
-        }
-        res->explained = true;
-        snprintf(res->op, sizeof res->op, "init");
-        snprintf(res->tensor, sizeof res->tensor, "%s", diff.tensor);
-        snprintf(res->phase, sizeof res->phase, "init");
-        snprintf(res->cause, sizeof res->cause, "%s", vary);
-        fprintf(out, "the initial weights differ: each replica draws its own (%s); caused by %s\n",
-                vary, vary);
-        goto done;
-    }
-    /* the last step both traces hashed before k, then one step at a time up to k */
-    int64_t prev = -1;
-    for (int64_t i = 0; i < A->n_rows; i++)
-        if (A->rows[i].step < k && trace_digest(B, A->rows[i].step)) prev = A->rows[i].step;
-    if (prev < 0) {
-        st = dt_error_set(err, DT_ERR_DATA, "no step before %" PRId64 " hashed by both traces", k);
-        goto done;
-    }
-    const bool same_run = dt_policy_equal_controls(&A->pol, &B->pol) && !vary[0] &&
-                          A->exp.backend.device == B->exp.backend.device &&
-                          A->exp.backend.threads == B->exp.backend.threads &&
-                          dt_same_path(A->exp_dir, B->exp_dir);
-    const int n_sides = same_run ? 1 : 2;
-    fprintf(out, "%s\n",
-            same_run ? "same config, policy, device and streams: replicas of one run"
-                     : "two runs: each side re-executed from its own state");
-    for (int i = 0; i < n_sides && st == DT_OK; i++)
-        st = side_prepare(&sides[i], n_sides == 1 ? &sides[1] : NULL, prev, out, opt->quiet, err);
-    if (st != DT_OK) goto done;
-    const struct dt_policy pols[2] = {A->pol, B->pol};
-    int first = -1, passed = -1;
-    bool structural = false, forced = false, fallback = false;
-    static struct agreed agreed;
-    agreed.n = 0;
-    if (diff.diverged && diff.first_step <= k) read_agreed(&agreed, A, B, diff.first_step);
-    int64_t s = prev + 1;
-    for (; s <= k && first < 0; s++) {
-        /* as they run; then under drawn orders; then, when only outputs the traces agree
-         * on differed as they ran and nothing under drawn orders, as they run again to
-         * name the first of those (fallback) */
-        int passed_natural = -1;
-        for (int pass = 0; pass < 3 && first < 0; pass++) {
-            if (pass == 2 && passed_natural < 0) break; /* `forced` says the last pass run */
-            forced = pass == 1;
-            if (forced && (n_sides == 2 || fh.on ||
-                           dt_backend_set_forced_order(A->be, 0) != DT_OK)) { /* one pass only */
-                forced = false;
-                fallback = passed >= 0;
-                if (fallback) first = passed;
-                break;
-            }
-            free_execs(ex, n_ex);
-            n_ex = n_sides == 2 ? 2 : R;
-            st = executions(sides, n_sides, pols, s, R, forced, &fh, ex, err);
-            if (st != DT_OK) goto done;
-            first = first_difference(ex, n_ex, &structural,
-                                     s == diff.first_step && agreed.n ? &agreed : NULL, &passed);
-            if (pass == 0) passed_natural = passed;
-            else if (first < 0 && passed >= 0) {
-                first = passed;
-                fallback = true;
-            }
-        }
-        if (first < 0 && s < k) { /* no op differs at s: go on from the state after s */
-            for (int i = 0; i < n_sides && st == DT_OK; i++) {
-                side_restore(&sides[i]);
-                st = side_step(&sides[i], &sides[i].pol, s, err);
-                if (st == DT_OK) side_save(&sides[i]);
-            }
-            if (st != DT_OK) goto done;
-        }
-    }
-    s--;
-    const int64_t n_rec = ex[0].n;
-    fprintf(out,
-            "step %" PRId64 " re-executed %d time(s) with op hashing (%" PRId64
-            " op outputs each)%s\n",
-            s, n_ex, n_rec,
-            forced  ? ", each in a combination order drawn from its number (forced-order hook): "
-                      "no two executions differed as they ran"
-            : fh.on ? ", the hooked op forced (DETRAIN_TEST_EXPLAIN_FORCE)"
-                    : "");
-    for (int e = 0; e < n_ex; e++) {
-        const char *da = trace_digest(A, s), *db = trace_digest(B, s);
-        fprintf(out, "  execution %d: model digest %.16s...%s%s\n", e + 1, ex[e].final,
-                da && !strcmp(da, ex[e].final) ? " = A's trace" : "",
-                db && !strcmp(db, ex[e].final) ? " = B's trace" : "");
-    }
-    if (opt->csv) {
-        st = write_csv(opt->csv, ex, n_ex, err);
-        if (st != DT_OK) goto done;
-    }
-    if (first < 0) {
-        fprintf(out,
-                "no op output differs between the executions (%s): the difference did not "
-                "show here%s\n",
-                forced ? "as they ran and under drawn combination orders" : "as they ran",
-                n_sides == 1 ? "; try more --executions" : "");
-        goto done;
-    }
-    for (int i = 0; i < first; i++)
-        for (int e = 1; e < n_ex; e++)
-            if (is_loss(&ex[0].r[i]) && i < ex[e].n &&
-                memcmp(ex[0].r[i].digest, ex[e].r[i].digest, DT_DIGEST_BYTES) != 0) {
-                fprintf(out, "(the batch loss, op output #%d, differs too; it feeds no weight)\n",
-                        i);
-                e = n_ex;
-                i = first;
-            }
-    if (fallback)
-        fprintf(out,
-                "(only outputs of parameters the run's traces agree on after step %" PRId64
-                " (tensors.csv) differ in these executions: the run's own difference did not "
-                "recur; the first of them is named)\n",
-                s);
-    else if (passed >= 0 && passed != first)
-        fprintf(out,
-                "(%s %s, op output #%d, differs in these executions too, but the run's traces "
-                "agree on its parameter after step %" PRId64
-                " (tensors.csv): not what parted them)\n",
-                op_label(ex[0].r[passed].op), ex[0].r[passed].tensor, passed, s);
-    const struct rec *named = &ex[0].r[first];
-    int differing_execs = 0;
-    int64_t elems = 0;
-    uint64_t ulp = 0;
-    for (int e = 1; e < n_ex; e++)
-        if (first < ex[e].n && memcmp(ex[e].r[first].digest, named->digest, DT_DIGEST_BYTES)) {
-            differing_execs++;
-            if (ex[e].r[first].differing > elems) elems = ex[e].r[first].differing;
-            if (ex[e].r[first].max_ulp > ulp) ulp = ex[e].r[first].max_ulp;
-        }
-    res->explained = true;
-    res->step = s;
-    snprintf(res->op, sizeof res->op, "%s", op_label(named->op));
-    snprintf(res->layer, sizeof res->layer, "%s", named->layer);
-    snprintf(res->tensor, sizeof res->tensor, "%s", named->tensor);
-    snprintf(res->phase, sizeof res->phase, "%s", named->phase);
-    res->elements = named->words;
-    res->differing = elems;
-    res->max_ulp = ulp;
-    if (structural) {
-        fprintf(out,
-                "the executions ran different ops from op output #%d on (%s %s): the "
-                "policies or devices take different paths\n",
-                first, op_label(named->op), named->tensor);
-    } else {
-        fprintf(out,
-                "first differing op output: #%d %s, layer %s, tensor %s, phase %s: %d of %d "
-                "execution(s) differ from execution 1; %" PRId64 " of %" PRId64
-                " elements differ, by at most %" PRIu64 " %s\n",
-                first, op_label(named->op), named->layer, named->tensor, named->phase,
-                differing_execs, n_ex, elems, named->words, ulp, named->is_float ? "ulp" : "");
-    }
-    if (vary[0] && (named->op == DT_OP_COUNT || named->op == DT_OP_EPS_PHILOX ||
-                    named->op == DT_OP_EPS_LFSR || named->op == DT_OP_EPS_LFSR_SEED)) {
-        snprintf(res->cause, sizeof res->cause, "%s", vary);
-        fprintf(out, "caused by %s: the replicas draw %s from their own streams\n", vary,
-                named->op == DT_OP_COUNT ? "their batches" : "their epsilon");
-        goto done;
-    }
-    /* attribution: each control that acts on the model and is not at the target value,
-     * switched alone */
-    const enum dt_level target_level = n_sides == 1 ? DT_LEVEL_RUN_TO_RUN : DT_LEVEL_PORTABLE;
-    struct dt_policy target;
-    dt_policy_from_level(&target, target_level);
-    const struct dt_model_kind_info *kind = dt_model_kind(A->exp.model.kind);
-    const bool can_force = n_sides == 1 && !fh.on && dt_backend_set_forced_order(A->be, 0) == DT_OK;
-    fprintf(out,
-            "attribution: step %" PRId64 " again with one control switched to its %s value "
-            "(%s):\n",
-            s, dt_level_name(target_level),
-            fh.on       ? "the hooked op forced in each execution"
-            : can_force ? "each switch run as they run and under drawn combination orders; it "
-                          "removes the difference only if neither set differs"
-                        : "each switch run once per side");
-    int found = 0;
-    char fix[96] = "";
-    for (int c = 0; c < dt_policy_control_count(); c++) {
-        const char *name = dt_policy_control_name(c);
-        const bool acts = !strcmp(name, "reduction") || !strcmp(name, "atomics") ||
-                          !strcmp(name, "math") ||
-                          (kind->extra_control && !strcmp(name, kind->extra_control));
-        if (!acts) continue; /* threads is a property; rng and conv_algo act on some models */
-        const char *want = dt_policy_control_value(&target, c);
-        bool needed = false;
-        struct dt_policy sw[2];
-        for (int i = 0; i < n_sides; i++) {
-            sw[i] = pols[i];
-            if (strcmp(dt_policy_control_value(&pols[i], c), want) != 0) needed = true;
-            (void)dt_policy_set_control(&sw[i], name, want, NULL);
-        }
-        if (!needed) continue;
-        int d = -1;
-        for (int set = 0; set < (can_force ? 2 : 1); set++) {
-            struct exec ax[MAX_EXEC];
-            memset(ax, 0, sizeof ax);
-            st = executions(sides, n_sides, sw, s, R, set == 1, &fh, ax, err);
-            const int ds = st == DT_OK ? named_differs(ax, n_ex, named) : -1;
-            free_execs(ax, n_ex);
-            if (st != DT_OK) goto done;
-            if (ds > d) d = ds;
-        }
-        fprintf(out, "  %-10s %-14s -> %s\n", name, want,
-                d < 0   ? "the op does not run: no difference"
-                : d > 0 ? "still differs"
-                        : "no longer differs");
-        if (d <= 0) {
-            const char *was = dt_policy_control_value(&pols[0], c);
-            if (!strcmp(was, want)) was = dt_policy_control_value(&pols[1], c);
-            if (!found) {
-                snprintf(res->cause, sizeof res->cause, "%s: %s", name, was);
-                snprintf(fix, sizeof fix, "%s: %s", name, want);
-            }
-            found++;
-        }
-    }
-    if (found)
-        fprintf(out, "caused by %s: %s differs in %d of %d executions; with %s it does not\n",
-                res->cause, named->tensor, differing_execs, n_ex, fix);
-    else
-        fprintf(out, "no single control removes it: %s\n",
-                n_sides == 2 ? "the sides differ beyond what the controls decide (a library or "
-                               "device path no control switches)"
-                             : "the difference comes from more than one control, or none");
-done:
-    free_execs(ex, n_ex);
-    side_free(&sides[0]);
-    side_free(&sides[1]);
+    struct explanation *x = dt_xcalloc(1, sizeof *x);
+    x->opt = opt;
+    x->out = out;
+    x->res = res;
+    x->R = R;
+    const struct dt_test_hooks *h = opt->hooks;
+    x->sides[0].replay_miss = x->sides[1].replay_miss = h ? h->explain_replay_miss : 0;
+    enum dt_status st = parse_hook(&x->fh, h ? h->explain_force : NULL, err);
+    if (st == DT_OK) st = explain_locate(x, err);
+    if (st == DT_OK && !x->finished) st = explain_restore(x, err);
+    if (st == DT_OK && !x->finished) st = explain_reexecute(x, err);
+    if (st == DT_OK && !x->finished) explain_name(x);
+    if (st == DT_OK && !x->finished) st = explain_attribute(x, err);
+    free_execs(x->ex, x->n_ex);
+    side_free(&x->sides[0]);
+    side_free(&x->sides[1]);
+    free(x);
     return st;
 }

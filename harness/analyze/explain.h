@@ -33,13 +33,13 @@
  * Writes the explanation on `out` and the op table as CSV to opt->csv (atomically; NULL =
  * none). The observer is off outside step k's re-executions: training never pays for it.
  *
- * Test hook: DETRAIN_TEST_EXPLAIN_FORCE="OP[:TENSOR]" (e.g. "bias_backward:dense1.bias",
- * "conv2d_backward_data:conv1", "eps_philox") makes, in every re-execution, only the ops
- * named OP (and, with TENSOR, only those whose output or parameter name starts with
- * TENSOR) run in a forced combination order drawn from the execution number; for the
+ * Test hooks (opt->hooks, harness/setup/test_hooks.h). The force hook "OP[:TENSOR]" (e.g.
+ * "bias_backward:dense1.bias", "conv2d_backward_data:conv1", "eps_philox") makes, in every
+ * re-execution, only the ops named OP (and, with TENSOR, only those whose output or parameter name
+ * starts with TENSOR) run in a forced combination order drawn from the execution number; for the
  * epsilon ops, which have no combination order, it flips the low bit of one element of the
  * draw under `rng: stored` (a generator shared by threads, emulated). Every other op runs as
- * it does. DETRAIN_TEST_EXPLAIN_REPLAY_MISS=N spoils the first N replayed steps (a low bit
+ * it does. The replay-miss hook N spoils the first N replayed steps (a low bit
  * of one weight flipped after the step), so that the replay's re-execution is tested. */
 #ifndef DT_EXPLAIN_H
 #define DT_EXPLAIN_H
@@ -50,12 +50,15 @@
 
 #include "core/status.h"
 
+struct dt_test_hooks;
+
 struct dt_explain_options {
     const char *a, *b; /* replica (or cell) folders */
     int executions;    /* re-executions of the step for replicas (default 5, 2..64) */
     const char *csv;   /* explain.csv path, or NULL */
     bool quiet;        /* no progress on stderr */
     int64_t step;      /* > 0: re-execute this step even where the traces agree */
+    const struct dt_test_hooks *hooks; /* test-only (harness/setup/test_hooks.h); NULL: none */
 };
 
 /* What explain found. */

@@ -77,33 +77,17 @@ static void label(char *buf, size_t size, const struct run *r)
     else snprintf(buf, size, "N=%d", r->ranks);
 }
 
-enum dt_status dt_ranks_report(const char *dir, bool quiet, struct dt_error *err)
+/* The reading guide and the digest table's header; the CSV's header. */
+static void ranks_header(struct dt_strbuf *md, struct dt_strbuf *csv,
+                         const struct dt_experiment *exp, const struct run *runs, int n)
 {
-    struct run runs[MAX_RUNS];
-    const int n = find_runs(dir, runs);
-    if (n == 0)
-        return dt_error_set(err, DT_ERR_IO, "%s: no run folders (plain, np<N>) with config.json",
-                            dir);
-    struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
-    char path[1400];
-    snprintf(path, sizeof path, "%s/config.json", runs[0].dir);
-    enum dt_status st = dt_config_load(exp, path, NULL, 0, err);
-    for (int i = 0; st == DT_OK && i < n; i++) {
-        struct dt_report_options ropt = {.print_summary = false, .gnuplot = NULL, .quiet = true};
-        st = dt_report_build(runs[i].dir, &ropt, err); /* each run's own report first */
-        if (st == DT_OK)
-            st = dt_report_read_summary(runs[i].dir, &runs[i].rows, &runs[i].n_rows, err);
-    }
-    struct dt_strbuf md = {0}, csv = {0};
-    if (st == DT_OK) {
-        dt_strbuf_printf(&md, "# %s across rank counts\n\n", exp->name);
-        dt_strbuf_printf(&md,
-                         "Runs of one config, each in its own folder: `plain` (one process, no "
-                         "mpirun) and `np<N>` (`mpirun -np N`); each has its own report.md. "
-                         "The global batch is %" PRId64 " examples in %" PRId64 " shards.\n\n",
-                         exp->train.batch, exp->train.shards);
-        dt_strbuf_printf(&md,
-                         "**How to read this.** *Digests*: replica 0's trace at every hashed "
+    dt_strbuf_printf(md, "# %s across rank counts\n\n", exp->name);
+    dt_strbuf_printf(md,
+                     "Runs of one config, each in its own folder: `plain` (one process, no "
+                     "mpirun) and `np<N>` (`mpirun -np N`); each has its own report.md. "
+                     "The global batch is %" PRId64 " examples in %" PRId64 " shards.\n\n",
+                     exp->train.batch, exp->train.shards);
+    dt_strbuf_printf(md, "**How to read this.** *Digests*: replica 0's trace at every hashed "
                          "step compared with the first column's; `=` means identical at every "
                          "step, otherwise the first step that differs. `reduction: exact` (the "
                          "portable level) must read `=` everywhere: its digests do not depend on "
@@ -116,132 +100,161 @@ enum dt_status dt_ranks_report(const char *dir, bool quiet, struct dt_error *err
                          "lockstep), with its 95%% bootstrap interval -- the ratio to trust; "
                          "for a policy that differs from `fast` only in `reduction` it is the "
                          "cost of that reduction against `unordered`.\n\n");
-        dt_strbuf_printf(&md, "## Digests across rank counts\n\n| policy | reduction |");
-        for (int i = 0; i < n; i++) {
-            char l[32];
-            label(l, sizeof l, &runs[i]);
-            dt_strbuf_printf(&md, " %s |", l);
-        }
-        dt_strbuf_printf(&md, " verdict |\n|---|---|");
-        for (int i = 0; i <= n; i++) dt_strbuf_printf(&md, "---|");
-        dt_strbuf_printf(&md, "\n");
-        dt_strbuf_printf(
-            &csv,
-            "policy,reduction,run,ranks,steps,first_divergent_step_vs_%s,"
-            "final_digest,step_ms,ratio_vs_unordered,ratio_vs_fast,ratio_lo,ratio_hi\n",
-            runs[0].name);
+    dt_strbuf_printf(md, "## Digests across rank counts\n\n| policy | reduction |");
+    for (int i = 0; i < n; i++) {
+        char l[32];
+        label(l, sizeof l, &runs[i]);
+        dt_strbuf_printf(md, " %s |", l);
     }
-    /* one row per policy (cells of the first vary setting: rank counts do not vary data) */
-    for (int p = 0; st == DT_OK && p < exp->n_policies; p++) {
+    dt_strbuf_printf(md, " verdict |\n|---|---|");
+    for (int i = 0; i <= n; i++) dt_strbuf_printf(md, "---|");
+    dt_strbuf_printf(md, "\n");
+    dt_strbuf_printf(csv,
+                     "policy,reduction,run,ranks,steps,first_divergent_step_vs_%s,"
+                     "final_digest,step_ms,ratio_vs_unordered,ratio_vs_fast,ratio_lo,ratio_hi\n",
+                     runs[0].name);
+}
+
+/* Run r's summary row of policy `name`, NULL when it has none. */
+static const struct dt_report_summary_row *policy_row(const struct run *r, const char *name)
+{
+    for (int k = 0; k < r->n_rows; k++)
+        if (strcmp(r->rows[k].policy, name) == 0) return &r->rows[k];
+    return NULL;
+}
+
+/* Run r's row of the config's first unordered policy (the ratios' base), NULL when none. */
+static const struct dt_report_summary_row *unordered_row(const struct run *r,
+                                                         const struct dt_experiment *exp)
+{
+    for (int q = 0; q < exp->n_policies; q++)
+        if (!dt_reduction_ordered(&exp->policies[q])) return policy_row(r, exp->policies[q].name);
+    return NULL;
+}
+
+/* One policy's digest row: each run's replica-0 trace against the first run's. */
+static void digest_row(struct dt_strbuf *md, struct dt_strbuf *csv, const struct dt_experiment *exp,
+                       const struct dt_policy *pol, const struct run *runs, int n)
+{
+    const char *red = dt_policy_control_value(pol, dt_policy_find_control("reduction"));
+    dt_strbuf_printf(md, "| %s | %s |", pol->name, red);
+    bool all_same = true, have_ref = false;
+    char ref_trace[1400];
+    for (int i = 0; i < n; i++) {
+        const struct dt_report_summary_row *row = policy_row(&runs[i], pol->name);
+        if (!row) {
+            dt_strbuf_printf(md, " n/a |");
+            all_same = false;
+            continue;
+        }
+        char trace[1400];
+        snprintf(trace, sizeof trace, "%s/%s/replica-0/trace.csv", runs[i].dir, row->cell);
+        struct dt_trace_row *rows = NULL;
+        int64_t n_rows = 0;
+        struct dt_error terr;
+        char final[DT_DIGEST_HEX] = "";
+        if (dt_trace_read(&rows, &n_rows, trace, &terr) == DT_OK && n_rows > 0)
+            snprintf(final, sizeof final, "%s", rows[n_rows - 1].digest);
+        free(rows);
+        int64_t first = -1;
+        struct dt_trace_diff diff;
+        if (!have_ref) {
+            have_ref = true;
+            snprintf(ref_trace, sizeof ref_trace, "%s", trace);
+            dt_strbuf_printf(md, " `%.12s` (%" PRId64 " rows) |", final, n_rows);
+        } else if (dt_trace_compare(&diff, ref_trace, trace, &terr) != DT_OK) {
+            dt_strbuf_printf(md, " error: %s |", terr.msg);
+            all_same = false;
+        } else if (diff.diverged) {
+            first = diff.first_step;
+            dt_strbuf_printf(md, " step %" PRId64 " |", first);
+            all_same = false;
+        } else {
+            dt_strbuf_printf(md, " = |");
+        }
+        /* the unordered policy at this rank count, for the ratio */
+        const struct dt_report_summary_row *b = unordered_row(&runs[i], exp);
+        const double base = b && isfinite(b->step_ms) ? b->step_ms : NAN;
+        const double ratio = isfinite(base) && base > 0 ? row->step_ms / base : NAN;
+        dt_strbuf_printf(csv, "%s,%s,%s,%d,%" PRId64 ",%" PRId64 ",%s,%.4f,", pol->name, red,
+                         runs[i].name, runs[i].ranks, n_rows > 0 ? n_rows - 1 : 0, first, final,
+                         row->step_ms);
+        if (isfinite(ratio)) dt_strbuf_printf(csv, "%.4f", ratio);
+        if (isfinite(row->ratio))
+            dt_strbuf_printf(csv, ",%.4f,%.4f,%.4f\n", row->ratio, row->ci_lo, row->ci_hi);
+        else dt_strbuf_printf(csv, ",,,\n");
+    }
+    dt_strbuf_printf(md, " %s |\n",
+                     n < 2      ? "one run"
+                     : all_same ? "identical for every rank count"
+                                : "depends on the rank count");
+}
+
+/* The step-time table: per policy and run, its median, the ratio to unordered, the
+ * alternated ratio to fast. */
+static void step_time_table(struct dt_strbuf *md, const struct dt_experiment *exp,
+                            const struct run *runs, int n)
+{
+    dt_strbuf_printf(md, "\n## Step time (ms; vs unordered at the same rank count; vs fast "
+                         "(alternated) [95%% interval])\n\n"
+                         "| policy | reduction |");
+    for (int i = 0; i < n; i++) {
+        char l[32];
+        label(l, sizeof l, &runs[i]);
+        dt_strbuf_printf(md, " %s |", l);
+    }
+    dt_strbuf_printf(md, "\n|---|---|");
+    for (int i = 0; i < n; i++) dt_strbuf_printf(md, "---|");
+    dt_strbuf_printf(md, "\n");
+    for (int p = 0; p < exp->n_policies; p++) {
         const struct dt_policy *pol = &exp->policies[p];
-        const char *red = dt_policy_control_value(pol, dt_policy_find_control("reduction"));
-        dt_strbuf_printf(&md, "| %s | %s |", pol->name, red);
-        bool all_same = true;
-        char ref_trace[1400];
-        const struct dt_report_summary_row *ref_row = NULL;
+        dt_strbuf_printf(md, "| %s | %s |", pol->name,
+                         dt_policy_control_value(pol, dt_policy_find_control("reduction")));
         for (int i = 0; i < n; i++) {
-            const struct dt_report_summary_row *row = NULL;
-            for (int k = 0; k < runs[i].n_rows && !row; k++)
-                if (strcmp(runs[i].rows[k].policy, pol->name) == 0) row = &runs[i].rows[k];
-            if (!row) {
-                dt_strbuf_printf(&md, " n/a |");
-                all_same = false;
+            const struct dt_report_summary_row *row = policy_row(&runs[i], pol->name);
+            const struct dt_report_summary_row *base = unordered_row(&runs[i], exp);
+            if (!row || !isfinite(row->step_ms)) {
+                dt_strbuf_printf(md, " n/a |");
                 continue;
             }
-            char trace[1400];
-            snprintf(trace, sizeof trace, "%s/%s/replica-0/trace.csv", runs[i].dir, row->cell);
-            struct dt_trace_row *rows = NULL;
-            int64_t n_rows = 0;
-            struct dt_error terr;
-            char final[DT_DIGEST_HEX] = "";
-            if (dt_trace_read(&rows, &n_rows, trace, &terr) == DT_OK && n_rows > 0)
-                snprintf(final, sizeof final, "%s", rows[n_rows - 1].digest);
-            free(rows);
-            int64_t first = -1;
-            if (!ref_row) {
-                ref_row = row;
-                snprintf(ref_trace, sizeof ref_trace, "%s", trace);
-                dt_strbuf_printf(&md, " `%.12s` (%" PRId64 " rows) |", final, n_rows);
-            } else {
-                struct dt_trace_diff diff;
-                if (dt_trace_compare(&diff, ref_trace, trace, &terr) != DT_OK) {
-                    dt_strbuf_printf(&md, " error: %s |", terr.msg);
-                    all_same = false;
-                } else if (diff.diverged) {
-                    first = diff.first_step;
-                    dt_strbuf_printf(&md, " step %" PRId64 " |", first);
-                    all_same = false;
-                } else {
-                    dt_strbuf_printf(&md, " = |");
-                }
-            }
-            /* the unordered policy at this rank count, for the ratio */
-            double base = NAN;
-            for (int q = 0; q < exp->n_policies; q++) {
-                if (dt_reduction_ordered(&exp->policies[q])) continue;
-                for (int k = 0; k < runs[i].n_rows; k++)
-                    if (strcmp(runs[i].rows[k].policy, exp->policies[q].name) == 0 &&
-                        isfinite(runs[i].rows[k].step_ms))
-                        base = runs[i].rows[k].step_ms;
-                break;
-            }
-            double ratio = isfinite(base) && base > 0 ? row->step_ms / base : NAN;
-            dt_strbuf_printf(&csv, "%s,%s,%s,%d,%" PRId64 ",%" PRId64 ",%s,%.4f,", pol->name, red,
-                             runs[i].name, runs[i].ranks, n_rows > 0 ? n_rows - 1 : 0, first, final,
-                             row->step_ms);
-            if (isfinite(ratio)) dt_strbuf_printf(&csv, "%.4f", ratio);
-            if (isfinite(row->ratio))
-                dt_strbuf_printf(&csv, ",%.4f,%.4f,%.4f\n", row->ratio, row->ci_lo, row->ci_hi);
-            else dt_strbuf_printf(&csv, ",,,\n");
+            dt_strbuf_printf(md, " %.3f", row->step_ms);
+            if (base && isfinite(base->step_ms) && base->step_ms > 0)
+                dt_strbuf_printf(md, " (%.2fx)", row->step_ms / base->step_ms);
+            if (strcmp(row->verdict, "baseline") == 0) dt_strbuf_printf(md, "; baseline");
+            else if (isfinite(row->ratio) && isfinite(row->ci_lo))
+                dt_strbuf_printf(md, "; vs fast %.2fx [%.2f, %.2f]", row->ratio, row->ci_lo,
+                                 row->ci_hi);
+            dt_strbuf_printf(md, " |");
         }
-        dt_strbuf_printf(&md, " %s |\n",
-                         n < 2      ? "one run"
-                         : all_same ? "identical for every rank count"
-                                    : "depends on the rank count");
+        dt_strbuf_printf(md, "\n");
     }
-    /* step times */
+}
+
+enum dt_status dt_ranks_report(const char *dir, bool quiet, struct dt_error *err)
+{
+    struct run runs[MAX_RUNS];
+    const int n = find_runs(dir, runs);
+    if (n == 0)
+        return dt_error_set(err, DT_ERR_IO, "%s: no run folders (plain, np<N>) with config.json",
+                            dir);
+    struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
+    char path[1400];
+    snprintf(path, sizeof path, "%s/config.json", runs[0].dir);
+    enum dt_status st = dt_config_load(exp, path, NULL, 0, err);
+    for (int i = 0; st == DT_OK && i < n; i++) {
+        const struct dt_report_options ropt = {
+            .print_summary = false, .gnuplot = NULL, .quiet = true};
+        st = dt_report_build(runs[i].dir, &ropt, err); /* each run's own report first */
+        if (st == DT_OK)
+            st = dt_report_read_summary(runs[i].dir, &runs[i].rows, &runs[i].n_rows, err);
+    }
+    struct dt_strbuf md = {0}, csv = {0};
     if (st == DT_OK) {
-        dt_strbuf_printf(
-            &md, "\n## Step time (ms; vs unordered at the same rank count; vs fast (alternated) "
-                 "[95%% interval])\n\n"
-                 "| policy | reduction |");
-        for (int i = 0; i < n; i++) {
-            char l[32];
-            label(l, sizeof l, &runs[i]);
-            dt_strbuf_printf(&md, " %s |", l);
-        }
-        dt_strbuf_printf(&md, "\n|---|---|");
-        for (int i = 0; i < n; i++) dt_strbuf_printf(&md, "---|");
-        dt_strbuf_printf(&md, "\n");
-        for (int p = 0; p < exp->n_policies; p++) {
-            const struct dt_policy *pol = &exp->policies[p];
-            dt_strbuf_printf(&md, "| %s | %s |", pol->name,
-                             dt_policy_control_value(pol, dt_policy_find_control("reduction")));
-            for (int i = 0; i < n; i++) {
-                const struct dt_report_summary_row *row = NULL, *base = NULL;
-                for (int k = 0; k < runs[i].n_rows; k++) {
-                    if (strcmp(runs[i].rows[k].policy, pol->name) == 0 && !row)
-                        row = &runs[i].rows[k];
-                    for (int q = 0; q < exp->n_policies && !base; q++)
-                        if (!dt_reduction_ordered(&exp->policies[q]) &&
-                            strcmp(runs[i].rows[k].policy, exp->policies[q].name) == 0)
-                            base = &runs[i].rows[k];
-                }
-                if (!row || !isfinite(row->step_ms)) {
-                    dt_strbuf_printf(&md, " n/a |");
-                } else {
-                    dt_strbuf_printf(&md, " %.3f", row->step_ms);
-                    if (base && isfinite(base->step_ms) && base->step_ms > 0)
-                        dt_strbuf_printf(&md, " (%.2fx)", row->step_ms / base->step_ms);
-                    if (strcmp(row->verdict, "baseline") == 0) dt_strbuf_printf(&md, "; baseline");
-                    else if (isfinite(row->ratio) && isfinite(row->ci_lo))
-                        dt_strbuf_printf(&md, "; vs fast %.2fx [%.2f, %.2f]", row->ratio,
-                                         row->ci_lo, row->ci_hi);
-                    dt_strbuf_printf(&md, " |");
-                }
-            }
-            dt_strbuf_printf(&md, "\n");
-        }
+        ranks_header(&md, &csv, exp, runs, n);
+        /* one row per policy (cells of the first vary setting: rank counts do not vary data) */
+        for (int p = 0; p < exp->n_policies; p++)
+            digest_row(&md, &csv, exp, &exp->policies[p], runs, n);
+        step_time_table(&md, exp, runs, n);
     }
     char md_path[1200], csv_path[1200];
     snprintf(md_path, sizeof md_path, "%s/report.md", dir);

@@ -1232,7 +1232,8 @@ static enum dt_status explain_cells(struct report *rep, struct dt_error *err)
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
         if (!f) dt_out_of_memory(0, "an explanation's text");
-        const struct dt_explain_options opt = {a, b, 5, csv, true, 0};
+        const struct dt_explain_options opt = {
+            .a = a, .b = b, .executions = 5, .csv = csv, .quiet = true, .step = 0, .hooks = NULL};
         struct dt_explain_result res;
         struct dt_error why = {0};
         if (dt_explain(&opt, f, &res, &why) != DT_OK) fprintf(f, "explain failed: %s\n", why.msg);

@@ -58,7 +58,7 @@ enum dt_status dt_report_build(const char *dir, const struct dt_report_options *
                                struct dt_error *err);
 
 /* One row of summary.csv read back (dt_report_read_summary): what a matrix report
- * (harness/run/matrix.h) puts side by side. */
+ * (harness/matrix.h) puts side by side. */
 struct dt_report_summary_row {
     char cell[256], vary[64], policy[64];
     int replicas, completed;

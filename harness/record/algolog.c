@@ -47,7 +47,8 @@ void dt_algolog_step(struct dt_algolog *log, int64_t step, const struct dt_algo_
                 log->cap = DT_ALGOLOG_MAX_RUNS + DT_ALGOLOG_MAX_CALLS;
                 log->runs = dt_xrealloc(log->runs, (size_t)log->cap * sizeof *log->runs);
             }
-            log->runs[DT_ALGOLOG_MAX_RUNS + i] = (struct dt_algo_run){step, step, i, notes[i]};
+            log->runs[DT_ALGOLOG_MAX_RUNS + i] = (struct dt_algo_run){
+                .first_step = step, .last_step = step, .call = i, .note = notes[i]};
             log->open[i] = DT_ALGOLOG_MAX_RUNS + i;
             continue;
         }
@@ -55,7 +56,8 @@ void dt_algolog_step(struct dt_algolog *log, int64_t step, const struct dt_algo_
             log->cap = log->cap ? 2 * log->cap : 16;
             log->runs = dt_xrealloc(log->runs, (size_t)log->cap * sizeof *log->runs);
         }
-        log->runs[log->n_runs] = (struct dt_algo_run){step, step, i, notes[i]};
+        log->runs[log->n_runs] = (struct dt_algo_run){
+            .first_step = step, .last_step = step, .call = i, .note = notes[i]};
         log->open[i] = log->n_runs++;
     }
 }

@@ -172,7 +172,7 @@ static bool flatten_object(struct json_scan *j, const char *prefix, struct dt_st
 enum dt_status dt_checkpoint_config_lines(struct dt_strbuf *out, const char *json, const char *what,
                                           struct dt_error *err)
 {
-    struct json_scan j = {json, 0};
+    struct json_scan j = {.s = json, .i = 0};
     out->len = 0;
     dt_strbuf_printf(out, "%s", ""); /* never NULL data, even for {} */
     skip_ws(&j);
@@ -632,7 +632,7 @@ static enum dt_status read_checked(struct dt_checkpoint *ck, const unsigned char
     if (memcmp(sum, buf + size - DT_DIGEST_BYTES, DT_DIGEST_BYTES) != 0)
         return dt_error_set(err, DT_ERR_DATA, "%s: checksum mismatch: the checkpoint is corrupted",
                             path);
-    struct cursor c = {buf, size - DT_DIGEST_BYTES, PREFIX_BYTES};
+    struct cursor c = {.p = buf, .len = size - DT_DIGEST_BYTES, .pos = PREFIX_BYTES};
     return parse_fields(ck, &c, path, err);
 }
 

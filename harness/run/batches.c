@@ -63,6 +63,10 @@ struct dt_batch dt_batch_stream_at(struct dt_batch_stream *bs, int64_t s)
 
 struct dt_resident *dt_batch_resident(struct dt_backend *be, const struct dt_split *split)
 {
-    const struct dt_resident_src src = {split->n, split->dim, split->pixels, split->x, split->y};
+    const struct dt_resident_src src = {.n = split->n,
+                                        .dim = split->dim,
+                                        .pixels = split->pixels,
+                                        .values = split->x,
+                                        .labels = split->y};
     return dt_backend_resident_create(be, &src);
 }

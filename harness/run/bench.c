@@ -24,15 +24,16 @@
 #include "determinism/streams.h"
 
 /* Time one training step of `pol` on m: total and per op (seconds). */
-static enum dt_status timed_step(struct dt_dist_step *dist, struct dt_model *m,
-                                 const struct dt_batch *batch, int64_t B, int64_t shards,
-                                 const struct dt_sgd_options *sgd, const struct dt_policy *pol,
-                                 double *total, double ops[DT_OP_COUNT])
+static enum dt_status timed_step(struct dt_step *step, const struct dt_exchange *x,
+                                 struct dt_model *m, const struct dt_batch *batch, int64_t B,
+                                 int64_t shards, const struct dt_sgd_options *sgd,
+                                 const struct dt_policy *pol, double *total,
+                                 double ops[DT_OP_COUNT])
 {
     float loss;
     dt_backend_profile_reset(m->be);
     double t0 = dt_now_s();
-    enum dt_status st = dt_dist_train(dist, m, batch, B, shards, sgd, pol, &loss);
+    enum dt_status st = dt_step_train(step, m, x, batch, B, shards, sgd, pol, &loss);
     st = dt_model_step_end(m, st); /* as a training step */
     *total = dt_now_s() - t0;
     dt_backend_profile_read(m->be, ops);
@@ -47,14 +48,14 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
     const int64_t B = exp->train.batch;
     const struct dt_sgd_options sgd = dt_experiment_sgd_options(exp);
     enum dt_status st = DT_OK;
-    dt_backend_defer_checks(m->be, dt_dist_size() == 1); /* as a training step (train.c) */
+    dt_backend_defer_checks(m->be, dt_dist_size(bs->dist) == 1); /* as a training step (train.c) */
     for (int64_t i = 0; i < warmup + n && st == DT_OK; i++) {
         const bool base_first = i % 2 == 0;
         for (int step = 0; step < 2 && st == DT_OK; step++) {
             /* a stop request (SIGINT, SIGTERM, SIGHUP in `detrain run`) ends the sampling
              * before the next step; every rank agrees, since each step is collective. The
              * caller sees dt_stop_requested and drops the unfinished samples. */
-            const int sig = dt_dist_max_status((int)dt_stop_requested, NULL);
+            const int sig = dt_dist_max_status(bs->dist, (int)dt_stop_requested, NULL);
             if (sig) {
                 if (!dt_stop_requested) dt_stop_requested = sig;
                 dt_backend_defer_checks(m->be, false);
@@ -63,8 +64,8 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
             const int k = base_first ? step : 1 - step; /* 0 = base, 1 = the policy */
             double t, ops[DT_OP_COUNT];
             const struct dt_batch batch = dt_batch_stream_at(&bs->batches, bs->s++);
-            st = timed_step(&bs->dist, m, &batch, B, exp->train.shards, &sgd, k == 0 ? base : pol,
-                            &t, ops);
+            st = timed_step(&bs->step, dt_dist_exchange(bs->dist), m, &batch, B, exp->train.shards,
+                            &sgd, k == 0 ? base : pol, &t, ops);
             if (i < warmup) continue;
             int64_t r = i - warmup;
             (k == 0 ? ta : tb)[r] = t;
@@ -202,6 +203,45 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
     return st;
 }
 
+/* The step and hashing times of dt_bench_run (ms per measured step). */
+struct bench_times {
+    const double *step_ms, *hash_ms;   /* hashing after the step (hash.async: off) */
+    const double *pstep_ms, *phash_ms; /* pipelined hashing (hash.async: on) */
+    int64_t waits;                     /* host waits over the measured steps */
+    int64_t params;                    /* the model's parameters */
+};
+
+static void print_bench(const struct dt_experiment *exp, const struct dt_bench_options *opt,
+                        struct dt_model *m, const struct dt_policy *pol,
+                        const struct bench_times *t)
+{
+    struct dt_backend *be = m->be;
+    const int64_t B = exp->train.batch, params = t->params, waits = t->waits;
+    const double sm = dt_median(t->step_ms, opt->steps), hm = dt_median(t->hash_ms, opt->steps);
+    const double share = hm / (sm + hm);
+    const double psm = dt_median(t->pstep_ms, opt->steps), phm = dt_median(t->phash_ms, opt->steps);
+    printf("bench: %s, model %s (%" PRId64 " parameters), batch %" PRId64
+           ", policy %s, backend %s, %d threads\n",
+           exp->name, m->ops->kind, params, B, pol->name, dt_backend_name(be),
+           dt_backend_threads(be));
+    char device[512];
+    dt_backend_describe(be, device, sizeof device);
+    if (device[0]) printf("  device                %s\n", device);
+    printf("  measured steps        %" PRId64 " (after %" PRId64 " warm-up)\n", opt->steps,
+           opt->warmup);
+    printf("  step (update) median  %.3f ms  -> %.1f steps/s without hashing\n", sm, 1e3 / sm);
+    if (waits > 0) /* a device backend: how often the host waited in a step */
+        printf("  host waits per step   %.2f (the step's final synchronisation included)\n",
+               (double)waits / (double)opt->steps);
+    printf("  hash median           %.3f ms  (%.1f MB/s of weights)\n", hm,
+           (double)params * 4.0 / 1e6 / (hm / 1e3));
+    printf("  with hashing          %.1f steps/s\n", 1e3 / (sm + hm));
+    printf("  hashing share         %.2f%% of step time (target <= 5%%)\n", 100.0 * share);
+    printf("  pipelined hash median %.3f ms on the training thread, step %.3f ms -> "
+           "%.2f%% of step time (hash.async: on)\n",
+           phm, psm, 100.0 * phm / (psm + phm));
+}
+
 enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_bench_options *opt,
                             struct dt_error *err)
 {
@@ -210,16 +250,7 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
     DT_FORWARD_IF_ERROR(dt_dataset_load_fashion_mnist(
         &ds, exp->dataset.path, exp->dataset.train_limit, exp->dataset.test_limit, err));
     struct dt_backend *be = NULL;
-    struct dt_backend_options bopt = {exp->backend.device == DT_DEVICE_CUDA ? DT_BACKEND_CUDA
-                                                                            : DT_BACKEND_CPU,
-                                      exp->backend.threads, exp->backend.gpu};
-    enum dt_status st = dt_backend_create(&be, &bopt, err);
-    const char *missing = st == DT_OK ? dt_backend_missing_op(be) : NULL;
-    if (missing)
-        st = dt_error_set(err, DT_ERR_UNSUPPORTED,
-                          "backend '%s': op %s is not implemented in this version; use "
-                          "backend.device: cpu",
-                          dt_backend_name(be), missing);
+    enum dt_status st = dt_experiment_open_backend(&be, exp, 0, err);
     struct dt_model *m = NULL;
     if (st == DT_OK) st = dt_experiment_build_model(&m, exp, be, ds.train.n, err);
     if (st != DT_OK) {
@@ -243,13 +274,15 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
     double *pstep_ms = dt_xcalloc((size_t)opt->steps, sizeof(double));
     double *phash_ms = dt_xcalloc((size_t)opt->steps, sizeof(double));
     const struct dt_sgd_options sgd = dt_experiment_sgd_options(exp);
-    struct dt_dist_step dist; /* reduction: exact's shards (harness/run/dist.h) */
-    memset(&dist, 0, sizeof dist);
+    struct dt_step step; /* reduction: exact's shards (nets/step.h) */
+    memset(&step, 0, sizeof step);
+    const struct dt_exchange *x = dt_dist_exchange(opt->dist);
+    bs.dist = opt->dist;
     int64_t params = 0;
     for (int i = 0; i < m->n_params; i++) params += m->params[i].n;
 
     dt_model_init(m, exp->train.seed, 0);
-    dt_backend_defer_checks(be, dt_dist_size() == 1); /* as a training step (train.c) */
+    dt_backend_defer_checks(be, dt_dist_size(opt->dist) == 1); /* as a training step (train.c) */
     int64_t waits = 0; /* host waits of the measured steps, the step's end included */
     /* synchronous hashing (hash.async: off), as a trace would be written without a pipeline */
     for (int64_t s = 0; s < total && st == DT_OK; s++) {
@@ -257,7 +290,7 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
         float loss;
         const int64_t w0 = dt_backend_host_waits(be);
         double t0 = dt_now_s();
-        st = dt_dist_train(&dist, m, &batch, B, exp->train.shards, &sgd, pol, &loss);
+        st = dt_step_train(&step, m, x, &batch, B, exp->train.shards, &sgd, pol, &loss);
         st = dt_model_step_end(m, st);
         double t1 = dt_now_s();
         if (s >= opt->warmup) waits += dt_backend_host_waits(be) - w0;
@@ -278,7 +311,7 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
         const struct dt_batch batch = dt_batch_stream_at(&bs.batches, bs.s++);
         float loss;
         double t0 = dt_now_s();
-        st = dt_dist_train(&dist, m, &batch, B, exp->train.shards, &sgd, pol, &loss);
+        st = dt_step_train(&step, m, x, &batch, B, exp->train.shards, &sgd, pol, &loss);
         st = dt_model_step_end(m, st);
         double t1 = dt_now_s();
         if (st == DT_OK) st = dt_hashpipe_submit(hp, s, loss, err);
@@ -294,35 +327,19 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
         dt_hashpipe_destroy(hp);
     }
     if (st == DT_OK) {
-        double sm = dt_median(step_ms, opt->steps), hm = dt_median(hash_ms, opt->steps);
-        double share = hm / (sm + hm);
-        double psm = dt_median(pstep_ms, opt->steps), phm = dt_median(phash_ms, opt->steps);
-        printf("bench: %s, model %s (%" PRId64 " parameters), batch %" PRId64
-               ", policy %s, backend %s, %d threads\n",
-               exp->name, m->ops->kind, params, B, pol->name, dt_backend_name(be),
-               dt_backend_threads(be));
-        char device[512];
-        dt_backend_describe(be, device, sizeof device);
-        if (device[0]) printf("  device                %s\n", device);
-        printf("  measured steps        %" PRId64 " (after %" PRId64 " warm-up)\n", opt->steps,
-               opt->warmup);
-        printf("  step (update) median  %.3f ms  -> %.1f steps/s without hashing\n", sm, 1e3 / sm);
-        if (waits > 0) /* a device backend: how often the host waited in a step */
-            printf("  host waits per step   %.2f (the step's final synchronisation included)\n",
-                   (double)waits / (double)opt->steps);
-        printf("  hash median           %.3f ms  (%.1f MB/s of weights)\n", hm,
-               (double)params * 4.0 / 1e6 / (hm / 1e3));
-        printf("  with hashing          %.1f steps/s\n", 1e3 / (sm + hm));
-        printf("  hashing share         %.2f%% of step time (target <= 5%%)\n", 100.0 * share);
-        printf("  pipelined hash median %.3f ms on the training thread, step %.3f ms -> "
-               "%.2f%% of step time (hash.async: on)\n",
-               phm, psm, 100.0 * phm / (psm + phm));
+        const struct bench_times t = {.step_ms = step_ms,
+                                      .hash_ms = hash_ms,
+                                      .pstep_ms = pstep_ms,
+                                      .phash_ms = phash_ms,
+                                      .waits = waits,
+                                      .params = params};
+        print_bench(exp, opt, m, pol, &t);
     }
     if (st == DT_OK) st = bench_overhead(exp, opt, be, m, &bs, err);
     if (st != DT_OK && m->err.status != DT_OK && err && err->status == DT_OK)
         *err = m->err; /* a step's own fault: the model says where */
-    dt_dist_step_free(&bs.dist);
-    dt_dist_step_free(&dist);
+    dt_step_free(&bs.step);
+    dt_step_free(&step);
     dt_batch_stream_free(&bs.batches);
     free(staging);
     free(td);

@@ -21,7 +21,8 @@ struct dt_bench_options {
      * 95%). An existing file (an earlier bench CSV: main.c checks) gets the new rows after
      * its own; the whole is written to a temporary file and renamed into place. */
     const char *csv_path;
-    bool baseline_first; /* overhead against the config's first policy instead of fast */
+    bool baseline_first;        /* overhead against the config's first policy instead of fast */
+    const struct dt_dist *dist; /* the ranks (harness/run/dist.h); NULL: one process */
 };
 
 /* The overhead protocol's sampler, shared with `detrain run` (report.overhead_samples):
@@ -35,7 +36,8 @@ struct dt_bench_options {
 struct dt_bench_stream {
     struct dt_batch_stream batches;
     int64_t s;
-    struct dt_dist_step dist; /* the data-parallel step's buffers (dt_dist_step_free after) */
+    struct dt_step step;        /* the combined step's buffers (dt_step_free after) */
+    const struct dt_dist *dist; /* the ranks stepping together; NULL: one process */
 };
 enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment *exp,
                                   struct dt_bench_stream *bs, const struct dt_policy *base,

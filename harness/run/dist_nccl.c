@@ -74,24 +74,13 @@ void dt_dist_nccl_close(struct dt_dist_nccl *n)
     free(n);
 }
 
-enum dt_status dt_dist_nccl_allreduce_dev(struct dt_dist_nccl *n, void *dev, int64_t count,
-                                          bool is_int64, struct dt_error *err)
+enum dt_status dt_dist_nccl_sum(struct dt_dist_nccl *n, void *const *buf, const int64_t *count,
+                                int nbuf, bool is_int64, struct dt_error *err)
 {
     dt_backend_synchronize(n->be); /* written on the backend's stream */
-    ncclResult_t r = ncclAllReduce(dev, dev, (size_t)count, is_int64 ? ncclInt64 : ncclFloat,
-                                   ncclSum, n->comm, n->stream);
-    if (r != ncclSuccess) return nccl_fail(err, n->rank, "ncclAllReduce", r);
-    cudaError_t e = cudaStreamSynchronize(n->stream);
-    return e == cudaSuccess ? DT_OK : cuda_fail(err, n->rank, "cudaStreamSynchronize", e);
-}
-
-enum dt_status dt_dist_nccl_allreduce_params(struct dt_dist_nccl *n, struct dt_model *m,
-                                             struct dt_error *err)
-{
-    dt_backend_synchronize(n->be); /* the gradients are written on the backend's stream */
     ncclResult_t r = ncclGroupStart();
-    for (int i = 0; r == ncclSuccess && i < m->n_params; i++)
-        r = ncclAllReduce(m->params[i].g, m->params[i].g, (size_t)m->params[i].n, ncclFloat,
+    for (int i = 0; r == ncclSuccess && i < nbuf; i++)
+        r = ncclAllReduce(buf[i], buf[i], (size_t)count[i], is_int64 ? ncclInt64 : ncclFloat,
                           ncclSum, n->comm, n->stream);
     ncclResult_t r2 = ncclGroupEnd();
     if (r != ncclSuccess) return nccl_fail(err, n->rank, "ncclAllReduce", r);
@@ -99,3 +88,5 @@ enum dt_status dt_dist_nccl_allreduce_params(struct dt_dist_nccl *n, struct dt_m
     cudaError_t e = cudaStreamSynchronize(n->stream);
     return e == cudaSuccess ? DT_OK : cuda_fail(err, n->rank, "cudaStreamSynchronize", e);
 }
+
+struct dt_backend *dt_dist_nccl_backend(const struct dt_dist_nccl *n) { return n->be; }

@@ -1,7 +1,7 @@
 /* NCCL between the ranks' GPUs (harness/run/dist.h): one communicator over MPI_COMM_WORLD, its
  * unique id sent from rank 0 with MPI_Bcast, one GPU per rank. Built when the CUDA
  * backend, MPI and nccl.h/libnccl are all found (DETRAIN_HAVE_NCCL); otherwise the calls
- * below answer DT_ERR_UNSUPPORTED and harness/run/dist.c stays on MPI. */
+ * below answer DT_ERR_UNSUPPORTED and the step stages through the host (nets/step.h). */
 #ifndef DT_DIST_NCCL_H
 #define DT_DIST_NCCL_H
 
@@ -22,15 +22,14 @@ const char *dt_dist_nccl_version(void);
 enum dt_status dt_dist_nccl_open(struct dt_dist_nccl **out, struct dt_backend *be, int rank,
                                  int size, struct dt_error *err);
 void dt_dist_nccl_close(struct dt_dist_nccl *n);
-/* In place on the device, the sum over ranks of `count` int64 (is_int64) or float values
- * in backend memory, after the backend's queued work: the exact path's integer
- * all-reduce, no bytes through the host. */
-enum dt_status dt_dist_nccl_allreduce_dev(struct dt_dist_nccl *n, void *dev, int64_t count,
-                                          bool is_int64, struct dt_error *err);
-/* In place on the device, the float sum over ranks of every parameter's gradient (one
- * grouped call): the unordered path. */
-enum dt_status dt_dist_nccl_allreduce_params(struct dt_dist_nccl *n, struct dt_model *m,
-                                             struct dt_error *err);
+/* In place on the device, after the backend's queued work, the sum over ranks of nbuf
+ * buffers of backend memory (buf[i] holds count[i] int64 (is_int64) or float values), in
+ * one grouped call: the exact path's integer sum, the unordered path's gradients; no bytes
+ * through the host. */
+enum dt_status dt_dist_nccl_sum(struct dt_dist_nccl *n, void *const *buf, const int64_t *count,
+                                int nbuf, bool is_int64, struct dt_error *err);
+/* The backend n was opened on. */
+struct dt_backend *dt_dist_nccl_backend(const struct dt_dist_nccl *n);
 #else
 static inline enum dt_status dt_dist_nccl_open(struct dt_dist_nccl **out, struct dt_backend *be,
                                                int rank, int size, struct dt_error *err)
@@ -40,18 +39,17 @@ static inline enum dt_status dt_dist_nccl_open(struct dt_dist_nccl **out, struct
     return dt_error_set(err, DT_ERR_UNSUPPORTED, "NCCL is not built in");
 }
 static inline void dt_dist_nccl_close(struct dt_dist_nccl *n) { (void)n; }
-static inline enum dt_status dt_dist_nccl_allreduce_dev(struct dt_dist_nccl *n, void *dev,
-                                                        int64_t count, bool is_int64,
-                                                        struct dt_error *err)
+static inline enum dt_status dt_dist_nccl_sum(struct dt_dist_nccl *n, void *const *buf,
+                                              const int64_t *count, int nbuf, bool is_int64,
+                                              struct dt_error *err)
 {
-    (void)n, (void)dev, (void)count, (void)is_int64;
+    (void)n, (void)buf, (void)count, (void)nbuf, (void)is_int64;
     return dt_error_set(err, DT_ERR_UNSUPPORTED, "NCCL is not built in");
 }
-static inline enum dt_status dt_dist_nccl_allreduce_params(struct dt_dist_nccl *n,
-                                                           struct dt_model *m, struct dt_error *err)
+static inline struct dt_backend *dt_dist_nccl_backend(const struct dt_dist_nccl *n)
 {
-    (void)n, (void)m;
-    return dt_error_set(err, DT_ERR_UNSUPPORTED, "NCCL is not built in");
+    (void)n;
+    return NULL;
 }
 #endif
 

@@ -17,11 +17,11 @@
 #include "harness/run/dist.h"
 #include "harness/run/stop.h"
 
-/* Test-only (train.h): parse DETRAIN_TEST_POISON="STEP:TENSOR[:w|g[:VALUE]]" into c->poison
- * (armed); nothing when the variable is unset. DT_ERR_USAGE naming it when malformed. */
-enum dt_status dt_fault_poison_parse(struct run_ctx *c, struct dt_error *err)
+/* Test-only (harness/setup/test_hooks.h): parse the poison hook's
+ * "STEP:TENSOR[:w|g[:VALUE]]" into c->poison (armed); nothing when spec is NULL.
+ * DT_ERR_USAGE naming it when malformed. */
+enum dt_status dt_fault_poison_parse(struct run_ctx *c, const char *spec, struct dt_error *err)
 {
-    const char *spec = getenv("DETRAIN_TEST_POISON");
     if (!spec) return DT_OK;
     struct poison *p = &c->poison;
     memset(p, 0, sizeof *p);
@@ -33,7 +33,7 @@ enum dt_status dt_fault_poison_parse(struct run_ctx *c, struct dt_error *err)
     if (n < 2 || p->step < 1 || (strcmp(which, "w") != 0 && strcmp(which, "g") != 0) ||
         (value[0] && *end != '\0'))
         return dt_error_set(err, DT_ERR_USAGE,
-                            "DETRAIN_TEST_POISON='%s': expected STEP:TENSOR[:w|g[:VALUE]] with "
+                            "poison hook '%s': expected STEP:TENSOR[:w|g[:VALUE]] with "
                             "STEP >= 1",
                             spec);
     p->grad = which[0] == 'g';
@@ -53,8 +53,7 @@ enum dt_status dt_fault_poison_apply(const struct poison *p, struct dt_model *m,
                           sizeof p->value);
         return DT_OK;
     }
-    return dt_error_set(err, DT_ERR_USAGE, "DETRAIN_TEST_POISON: the model has no tensor '%s'",
-                        p->tensor);
+    return dt_error_set(err, DT_ERR_USAGE, "poison hook: the model has no tensor '%s'", p->tensor);
 }
 
 /* train.check_finite: the first parameter (model order) whose gradient, then weight, holds
@@ -82,7 +81,7 @@ bool dt_fault_params_finite(struct dt_model *m, int64_t s, char *reason, size_t 
     return false;
 }
 
-/* Test-only (train.h): DETRAIN_TEST_KILL_AFTER_STEP=N kills the process after its N-th
+/* Test-only (harness/setup/test_hooks.h): the kill hook kills the process after its N-th
  * step, as a crash or `kill -9` would: nothing is flushed, nothing is cleaned up. */
 void dt_fault_kill_hook(struct run_ctx *c)
 {
@@ -92,8 +91,9 @@ void dt_fault_kill_hook(struct run_ctx *c)
 /* The ranks' verdict after `step`: a digest that differs from rank 0's fails the replica
  * and stops the run, naming rank and step; a rank that failed stops the others; a signal
  * on any rank becomes every rank's (the loop then stops as for its own signal). */
-static enum dt_status apply_verdict(const struct dt_dist_verdict *v, struct dt_replica_result *res,
-                                    int64_t step, struct dt_error *err)
+static enum dt_status apply_verdict(const struct dt_dist *d, const struct dt_dist_verdict *v,
+                                    struct dt_replica_result *res, int64_t step,
+                                    struct dt_error *err)
 {
     if (v->differing_rank >= 0) {
         res->state = DT_REPLICA_FAILED;
@@ -101,14 +101,14 @@ static enum dt_status apply_verdict(const struct dt_dist_verdict *v, struct dt_r
                  "rank %d's weights differ from rank 0's after step %" PRId64
                  " (model digest %.16s... on rank %d, %.16s... on rank 0); run stopped",
                  v->differing_rank, step, v->digest_bad, v->differing_rank, v->digest0);
-        if (dt_dist_rank() == 0) fprintf(stderr, "\ndetrain: %s\n", res->reason);
+        if (dt_dist_rank(d) == 0) fprintf(stderr, "\ndetrain: %s\n", res->reason);
         return dt_error_set(err, DT_ERR_DATA, "%s", res->reason);
     }
     if (v->stop_code > 0 && v->stop_code < 64) {
         if (!dt_stop_requested) dt_stop_requested = v->stop_code;
         return DT_OK;
     }
-    if (v->stop_code == DT_DIST_FAILED && v->stopped_rank != dt_dist_rank() &&
+    if (v->stop_code == DT_DIST_FAILED && v->stopped_rank != dt_dist_rank(d) &&
         res->state == DT_REPLICA_COMPLETED) {
         res->state = DT_REPLICA_FAILED;
         snprintf(res->reason, sizeof res->reason,
@@ -120,21 +120,22 @@ static enum dt_status apply_verdict(const struct dt_dist_verdict *v, struct dt_r
 }
 
 /* At the start of each step: go on together, or stop together. */
-enum dt_status dt_fault_ranks_agree(struct dt_replica_result *res, int64_t step, const char *digest,
-                                    struct dt_error *err)
+enum dt_status dt_fault_ranks_agree(const struct dt_dist *d, struct dt_replica_result *res,
+                                    int64_t step, const char *digest, struct dt_error *err)
 {
     struct dt_dist_verdict v;
-    dt_dist_agree(dt_stop_requested ? (int)dt_stop_requested : DT_DIST_GO_ON, digest, &v);
-    return apply_verdict(&v, res, step, err);
+    dt_dist_agree(d, dt_stop_requested ? (int)dt_stop_requested : DT_DIST_GO_ON, digest, &v);
+    return apply_verdict(d, &v, res, step, err);
 }
 
 /* After the loop, unless the ranks stopped together: the last digests, and this rank's own
  * stop (a failed step or write) made known to the others. */
-enum dt_status dt_fault_ranks_agree_end(struct dt_replica_result *res, int64_t step,
-                                        enum dt_status st, const char *digest, struct dt_error *err)
+enum dt_status dt_fault_ranks_agree_end(const struct dt_dist *d, struct dt_replica_result *res,
+                                        int64_t step, enum dt_status st, const char *digest,
+                                        struct dt_error *err)
 {
     struct dt_dist_verdict v;
     const bool failed = st != DT_OK || res->state == DT_REPLICA_FAILED;
-    dt_dist_agree(failed ? DT_DIST_FAILED : DT_DIST_GO_ON, digest, &v);
-    return apply_verdict(&v, res, step, err);
+    dt_dist_agree(d, failed ? DT_DIST_FAILED : DT_DIST_GO_ON, digest, &v);
+    return apply_verdict(d, &v, res, step, err);
 }

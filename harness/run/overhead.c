@@ -21,7 +21,8 @@
  * first; the raw pairs go to <out>/overhead.csv and the report turns them into a median
  * ratio with a bootstrap interval. */
 enum dt_status dt_overhead_measure(const struct dt_experiment *exp, const char *out_dir, bool quiet,
-                                   struct dt_backend *be, const struct dt_split *train,
+                                   const struct dt_dist *dist, struct dt_backend *be,
+                                   const struct dt_split *train,
                                    const struct dt_resident *train_set, struct dt_error *err)
 {
     const int64_t n = exp->report.overhead_samples, warmup = exp->report.overhead_warmup;
@@ -32,9 +33,9 @@ enum dt_status dt_overhead_measure(const struct dt_experiment *exp, const char *
         todo += !dt_policy_equal_controls(&exp->policies[p], &fast);
     char path[1200];
     /* several ranks step in lockstep (each step is collective); rank 0 writes */
-    if (dt_dist_rank() == 0) snprintf(path, sizeof path, "%s/overhead.csv", out_dir);
+    if (dt_dist_rank(dist) == 0) snprintf(path, sizeof path, "%s/overhead.csv", out_dir);
     else snprintf(path, sizeof path, "/dev/null");
-    FILE *f = dt_dist_rank() == 0 ? dt_out_fopen(path, false, err) : fopen(path, "w");
+    FILE *f = dt_dist_rank(dist) == 0 ? dt_out_fopen(path, false, err) : fopen(path, "w");
     if (!f) return dt_error_set(err, DT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
     fprintf(f, "%s\n", DT_OVERHEAD_HEADER);
     if (n == 0 || todo == 0) { /* nothing to measure: the header alone says so */
@@ -58,6 +59,7 @@ enum dt_status dt_overhead_measure(const struct dt_experiment *exp, const char *
     double *ta = dt_xcalloc((size_t)n, sizeof(double)), *tb = dt_xcalloc((size_t)n, sizeof(double));
     struct dt_bench_stream bs;
     memset(&bs, 0, sizeof bs);
+    bs.dist = dist;
     dt_batch_stream_init(&bs.batches, train, train_set, B, exp->train.seed, 0);
     if (st == DT_OK) dt_model_init(m, exp->train.seed, 0);
     for (int p = 0; p < exp->n_policies && st == DT_OK && !dt_stop_requested; p++) {
@@ -77,7 +79,7 @@ enum dt_status dt_overhead_measure(const struct dt_experiment *exp, const char *
     dt_batch_stream_free(&bs.batches);
     free(ta);
     free(tb);
-    dt_dist_step_free(&bs.dist);
+    dt_step_free(&bs.step);
     dt_model_destroy(m);
     return st;
 }

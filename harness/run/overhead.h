@@ -13,11 +13,14 @@
 #include "harness/setup/data.h"
 #include "nets/backend.h"
 
+struct dt_dist;
+
 /* Measure on `be` with the training split (train_set: its copy in backend memory, or
  * NULL); rank 0 writes out_dir/overhead.csv (a header alone when there is nothing to
  * measure); a stop signal ends it between steps, the unfinished policy's samples dropped. */
 enum dt_status dt_overhead_measure(const struct dt_experiment *exp, const char *out_dir, bool quiet,
-                                   struct dt_backend *be, const struct dt_split *train,
+                                   const struct dt_dist *dist, struct dt_backend *be,
+                                   const struct dt_split *train,
                                    const struct dt_resident *train_set, struct dt_error *err);
 
 #endif

@@ -3,8 +3,8 @@
  * steps); evaluation at eval_every and at the end (with every test prediction); checkpoints
  * every train.checkpoint_every steps and at an interruption, and --resume from them
  * (harness/record/checkpoint.h); per-replica and experiment manifests; the overhead protocol (each
- * policy alternated with fast); then the report (harness/analyze/report.c) over the files on disk
- * (harness/record/layout.h). */
+ * policy alternated with fast); then the caller's report (dt_run_options.report) over the files
+ * on disk (harness/record/layout.h). */
 #include "harness/run/train_impl.h"
 
 #include <errno.h>
@@ -26,13 +26,13 @@
 #include "harness/run/overhead.h"
 #include "harness/run/stop.h"
 #include "harness/setup/model.h"
+#include "harness/setup/test_hooks.h"
 #include "harness/record/csv.h"
 #include "harness/record/layout.h"
 #include "harness/record/algolog.h"
 #include "harness/run/batches.h"
 #include "harness/record/manifest.h"
 #include "harness/record/outdir.h"
-#include "harness/analyze/report.h"
 #include "harness/record/snapshot.h"
 #include "harness/record/trace.h"
 #include "determinism/streams.h"
@@ -97,8 +97,8 @@ struct replica {
      * every replica chooses afresh, as a new process would. */
     struct dt_algolog algos;
     struct dt_algo_note *notes;
-    /* several ranks, or reduction: exact: the data-parallel step (harness/run/dist.h) */
-    struct dt_dist_step dstep;
+    /* several ranks, or reduction: exact: the combined step (nets/step.h) */
+    struct dt_step dstep;
     /* the digest of the last hashed step, for the ranks' agreement; every rank hashes */
     char digest[DT_DIGEST_HEX];
     bool have_digest, stopped_together;
@@ -125,8 +125,8 @@ static enum dt_status replica_begin(struct replica *rep, struct run_ctx *c, int 
     rep->poisoned = c->poison.armed; /* test hook: the first replica that trains */
     c->poison.armed = false;
     /* rank 0 writes every file; the other ranks train, hash and check (harness/run/dist.h) */
-    rep->writer = dt_dist_rank() == 0;
-    rep->multi = dt_dist_size() > 1;
+    rep->writer = dt_dist_rank(c->opt->dist) == 0;
+    rep->multi = dt_dist_size(c->opt->dist) > 1;
     if (rep->writer) DT_FORWARD_IF_ERROR(dt_mkdir_p(res->dir, err));
     DT_FORWARD_IF_ERROR(dt_experiment_build_model(&rep->m, exp, c->be, c->ds->train.n, err));
     *built = true;
@@ -193,7 +193,7 @@ static enum dt_status replica_begin(struct replica *rep, struct run_ctx *c, int 
     dt_checkpoint_free(&ck);
     if (rep->multi) { /* a rank that could not start stops the others before the first step */
         int who = -1;
-        int worst = dt_dist_max_status(st == DT_OK ? 0 : (int)st, &who);
+        int worst = dt_dist_max_status(c->opt->dist, st == DT_OK ? 0 : (int)st, &who);
         if (worst != 0 && st == DT_OK)
             st = dt_error_set(err, (enum dt_status)worst,
                               "rank %d could not start replica %d (its message is on its "
@@ -225,7 +225,8 @@ static enum dt_status replica_step(struct run_ctx *c, struct replica *rep, int64
     enum dt_status st = DT_OK;
     *stop = true;
     if (rep->multi) { /* every rank goes on, or every rank stops, after the same step */
-        st = dt_fault_ranks_agree(res, s - 1, rep->have_digest ? rep->digest : NULL, err);
+        st = dt_fault_ranks_agree(c->opt->dist, res, s - 1, rep->have_digest ? rep->digest : NULL,
+                                  err);
         rep->have_digest = false;
         if (st != DT_OK || res->state != DT_REPLICA_COMPLETED) {
             rep->stopped_together = true;
@@ -241,8 +242,8 @@ static enum dt_status replica_step(struct run_ctx *c, struct replica *rep, int64
     const struct dt_batch batch = dt_batch_stream_at(&rep->batches, s - 1);
     float loss = NAN;
     double t0 = dt_now_s();
-    st = dt_dist_train(&rep->dstep, m, &batch, exp->train.batch, exp->train.shards, &rep->sgd,
-                       rep->pol, &loss);
+    st = dt_step_train(&rep->dstep, m, dt_dist_exchange(c->opt->dist), &batch, exp->train.batch,
+                       exp->train.shards, &rep->sgd, rep->pol, &loss);
     st = dt_model_step_end(m, st); /* the device has run it: one wait, checks read */
     rep->step_ms[s - 1] = 1e3 * (dt_now_s() - t0);
     dt_algolog_step(&rep->algos, s, rep->notes,
@@ -342,7 +343,7 @@ static enum dt_status replica_end(struct run_ctx *c, struct replica *rep, enum d
     /* The last agreement: the last step's digests, and a stop of a rank that left the loop
      * on its own (a failed write on rank 0) -- unless the ranks already stopped together. */
     if (rep->multi && !rep->stopped_together) {
-        enum dt_status ast = dt_fault_ranks_agree_end(res, res->steps_done, st,
+        enum dt_status ast = dt_fault_ranks_agree_end(c->opt->dist, res, res->steps_done, st,
                                                       rep->have_digest ? rep->digest : NULL,
                                                       st == DT_OK ? err : NULL);
         if (st == DT_OK) st = ast;
@@ -416,7 +417,7 @@ static enum dt_status replica_end(struct run_ctx *c, struct replica *rep, enum d
 static void replica_free(struct replica *rep)
 {
     dt_divwatch_free(&rep->watch);
-    dt_dist_step_free(&rep->dstep);
+    dt_step_free(&rep->dstep);
     free(rep->tensor_digests);
     free(rep->hash_staging);
     dt_algolog_free(&rep->algos);
@@ -449,7 +450,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r, struct dt_
     if (!built) return st;
     /* one process: the ops' device-record checks are read once per step, at its end
      * (dt_backend_step_end); with several ranks each op checks at once, so that every
-     * rank learns of a fault inside the step (harness/run/dist.c, agree_on_failure) */
+     * rank learns of a fault inside the step (nets/step.c, agree_on_failure) */
     dt_backend_defer_checks(c->be, !rep.multi);
     bool stop = false;
     for (int64_t s = rep.k + 1; st == DT_OK && !stop && s <= exp->train.steps; s++)
@@ -488,9 +489,9 @@ static void experiment_manifest(struct dt_strbuf *sb, const struct run_ctx *c, c
     dt_strbuf_json_string(sb, device);
     dt_strbuf_printf(sb, "}, ");
     /* the ranks that shared each step (harness/run/dist.h) */
-    dt_strbuf_printf(sb, "\"ranks\": %d, \"shards\": %" PRId64 ", \"mpi\": ", dt_dist_size(),
-                     c->exp->train.shards);
-    dt_strbuf_json_string(sb, dt_dist_library());
+    dt_strbuf_printf(sb, "\"ranks\": %d, \"shards\": %" PRId64 ", \"mpi\": ",
+                     dt_dist_size(c->opt->dist), c->exp->train.shards);
+    dt_strbuf_json_string(sb, dt_dist_library(c->opt->dist));
     dt_strbuf_printf(sb, ", ");
     dt_manifest_environment_json(sb);
     dt_strbuf_printf(sb, ", \"dataset_dir\": ");
@@ -552,40 +553,44 @@ static enum dt_status write_config_json(const char *out_dir, const struct dt_exp
 
 /* The experiment's run.json as it is to read when an allocation fails (status failed),
  * kept ready so that writing it needs no memory (core/status.h: dt_set_oom_hook). */
-static struct {
+struct oom_manifest {
     char path[1200];
     struct dt_strbuf text;
-} g_oom;
+};
 
-static void on_out_of_memory(size_t bytes)
+static void on_out_of_memory(void *ctx, size_t bytes)
 {
     (void)bytes; /* said on stderr by the caller */
-    if (g_oom.text.data)
-        (void)dt_write_file_atomic(g_oom.path, g_oom.text.data, g_oom.text.len, NULL);
+    const struct oom_manifest *o = ctx;
+    if (o->text.data) (void)dt_write_file_atomic(o->path, o->text.data, o->text.len, NULL);
     fprintf(stderr,
             "detrain: the run stops: %s says failed (out of memory); make the model "
             "or the batch smaller\n",
-            g_oom.path);
+            o->path);
     _exit(1);
 }
 
 /* Rank 0 arms the hook with the manifest a failure would leave (again after each replica,
- * so that it lists them); NULL c disarms it. */
-static void arm_oom_manifest(const struct run_ctx *c, const char *start,
+ * so that it lists them); NULL c disarms it. The test hook's allocation ceiling
+ * (harness/setup/test_hooks.h) holds while it is armed. */
+static void arm_oom_manifest(struct oom_manifest *o, const struct run_ctx *c, const char *start,
                              struct dt_replica_result *results, int done)
 {
-    if (!c || dt_dist_rank() != 0) {
-        dt_set_oom_hook(NULL);
-        dt_strbuf_free(&g_oom.text);
+    if (!c || dt_dist_rank(c->opt->dist) != 0) {
+        dt_set_oom_hook(NULL, NULL);
+        dt_set_alloc_ceiling(SIZE_MAX);
+        dt_strbuf_free(&o->text);
         return;
     }
-    snprintf(g_oom.path, sizeof g_oom.path, "%s/run.json", c->opt->out_dir);
-    experiment_manifest(&g_oom.text, c, start, NULL, "failed",
+    snprintf(o->path, sizeof o->path, "%s/run.json", c->opt->out_dir);
+    experiment_manifest(&o->text, c, start, NULL, "failed",
                         "out of memory: an allocation failed (its size is on stderr); make the "
                         "model or the batch smaller",
                         results, done);
-    dt_strbuf_printf(&g_oom.text, "\n");
-    dt_set_oom_hook(on_out_of_memory);
+    dt_strbuf_printf(&o->text, "\n");
+    dt_set_oom_hook(on_out_of_memory, o);
+    const struct dt_test_hooks *h = c->opt->hooks;
+    dt_set_alloc_ceiling(h && h->fail_alloc ? h->fail_alloc_above : SIZE_MAX);
 }
 
 /* ---- every check that can refuse a run, before the first write -------------------------- */
@@ -698,7 +703,8 @@ static enum dt_status check_model(const struct run_ctx *c, struct dt_error *err)
 {
     struct dt_model *m = NULL;
     DT_FORWARD_IF_ERROR(dt_experiment_build_model(&m, c->exp, c->be, c->ds->train.n, err));
-    enum dt_status st = dt_dist_check(m, c->exp->train.batch, c->exp->train.shards, err);
+    enum dt_status st =
+        dt_dist_check(c->opt->dist, m, c->exp->train.batch, c->exp->train.shards, err);
     dt_model_destroy(m);
     return st;
 }
@@ -805,149 +811,192 @@ static enum dt_status take_folder(const char *dir, const char *command, bool cle
     return dt_dir_check_writable(dir, err);
 }
 
-/* dt_train_experiment, and with `resume` dt_train_resume. */
-static enum dt_status train_experiment(const struct dt_experiment *exp,
-                                       const struct dt_run_options *opt, bool resume,
-                                       struct dt_error *err)
+/* An experiment while it runs: what train_experiment's phases share. */
+struct experiment {
+    struct run_ctx c;
+    struct dt_dataset ds;
+    struct dt_resident *train_set; /* c.train_set, owned here */
+    struct dt_folder_lock lock;
+    bool writer, multi;
+    char start[32];
+    char manifest_path[1200];
+    struct dt_strbuf sb; /* run.json */
+    struct oom_manifest oom;
+    struct dt_replica_result *results;
+    int done;
+    bool any_failed;
+};
+
+/* Every rank goes on, or none: st, or another rank's failure ("rank 2 <what>"). */
+static enum dt_status ranks_all_ok(const struct experiment *e, enum dt_status st, const char *what,
+                                   struct dt_error *err)
 {
-    /* Every check that can refuse the run comes before the first write into the folder, so
-     * that a refused run changes nothing on disk (docs/outputs.md). */
+    if (!e->multi) return st;
+    int who = -1;
+    int worst = dt_dist_max_status(e->c.opt->dist, st == DT_OK ? 0 : (int)st, &who);
+    if (worst != 0 && st == DT_OK)
+        st = dt_error_set(err, (enum dt_status)worst, "rank %d %s", who, what);
+    return st;
+}
+
+/* The test hooks that act on a run (harness/setup/test_hooks.h): the kill point and the
+ * poison (on one rank, when the hook names it). */
+static enum dt_status take_test_hooks(struct run_ctx *c, struct dt_error *err)
+{
+    const struct dt_test_hooks *h = c->opt->hooks;
+    if (!h) return DT_OK;
+    c->kill_after = h->kill_after_step;
+    enum dt_status st = dt_fault_poison_parse(c, h->poison, err);
+    if (h->poison_rank >= 0 && h->poison_rank != dt_dist_rank(c->opt->dist))
+        c->poison.armed = false;
+    return st;
+}
+
+/* The backend (one GPU per rank: rank i of a machine takes backend.gpu + i) and the data. */
+static enum dt_status open_backend_and_data(struct experiment *e, struct dt_error *err)
+{
+    const struct dt_experiment *exp = e->c.exp;
+    struct dt_backend *be = NULL;
+    DT_FORWARD_IF_ERROR(
+        dt_experiment_open_backend(&be, exp, dt_dist_local_rank(e->c.opt->dist), err));
+    enum dt_status st = dt_dataset_load_fashion_mnist(
+        &e->ds, exp->dataset.path, exp->dataset.train_limit, exp->dataset.test_limit, err);
+    if (st != DT_OK) {
+        dt_backend_destroy(be);
+        return st;
+    }
+    e->c.be = be;
+    e->c.ds = &e->ds;
+    e->train_set = dt_batch_resident(be, &e->ds.train);
+    e->c.train_set = e->train_set;
+    return DT_OK;
+}
+
+static void close_backend_and_data(struct experiment *e)
+{
+    dt_backend_resident_free(e->c.be, e->train_set);
+    dt_backend_destroy(e->c.be);
+    dt_dataset_free(&e->ds);
+}
+
+/* The first phase: every check that can refuse the run before the first write into the
+ * folder, so that a refused run changes nothing on disk (docs/outputs.md); then the folder
+ * taken and run.json / config.json written. On failure everything is released. */
+static enum dt_status experiment_open(struct experiment *e, const struct dt_experiment *exp,
+                                      const struct dt_run_options *opt, bool resume,
+                                      struct dt_error *err)
+{
+    memset(e, 0, sizeof *e);
+    e->lock = (struct dt_folder_lock){.fd = -1};
+    e->c = (struct run_ctx){.exp = exp, .opt = opt, .resume = resume};
     DT_FORWARD_IF_ERROR(check_memory(exp, err));
     /* rank 0 writes every file (harness/run/dist.h) */
-    const bool writer = dt_dist_rank() == 0, multi = dt_dist_size() > 1;
-    struct dt_backend *be = NULL;
-    /* one GPU per rank: rank i of a machine takes backend.gpu + i */
-    struct dt_backend_options bopt = {
-        exp->backend.device == DT_DEVICE_CUDA ? DT_BACKEND_CUDA : DT_BACKEND_CPU,
-        exp->backend.threads, exp->backend.gpu + dt_dist_local_rank()};
-    DT_FORWARD_IF_ERROR(dt_backend_create(&be, &bopt, err));
-    const char *missing = dt_backend_missing_op(be);
-    if (missing) {
-        enum dt_status mst = dt_error_set(err, DT_ERR_UNSUPPORTED,
-                                          "backend '%s': op %s is not implemented in this "
-                                          "version; use backend.device: cpu",
-                                          dt_backend_name(be), missing);
-        dt_backend_destroy(be);
-        return mst;
-    }
-    struct dt_dataset ds;
-    memset(&ds, 0, sizeof ds);
-    enum dt_status st = dt_dataset_load_fashion_mnist(
-        &ds, exp->dataset.path, exp->dataset.train_limit, exp->dataset.test_limit, err);
-    if (st != DT_OK) {
-        dt_backend_destroy(be);
-        return st;
-    }
-    const int n_cells = dt_cell_count(exp);
-    struct dt_resident *train_set = dt_batch_resident(be, &ds.train);
-    struct run_ctx c = {exp, opt, &ds, be, train_set, false,  0,
-                        0,   0,   0,   0,  0,         resume, {false, false, 0, "", 0.0f},
-                        NULL};
-    c.tty = !opt->quiet && isatty(STDERR_FILENO);
-    c.steps_total = (int64_t)n_cells * exp->replicas * exp->train.steps;
-    const char *kill_after = getenv("DETRAIN_TEST_KILL_AFTER_STEP"); /* test-only (train.h) */
-    if (kill_after) c.kill_after = strtoll(kill_after, NULL, 10);
-    st = dt_fault_poison_parse(&c, err);
-    /* test-only: DETRAIN_TEST_POISON_RANK=R poisons rank R alone (train.h) */
-    const char *poison_rank = getenv("DETRAIN_TEST_POISON_RANK");
-    if (poison_rank && atoi(poison_rank) != dt_dist_rank()) c.poison.armed = false;
-    if (st == DT_OK) st = check_model(&c, err);
-    struct dt_folder_lock lock = {-1, ""};
+    e->writer = dt_dist_rank(opt->dist) == 0;
+    e->multi = dt_dist_size(opt->dist) > 1;
+    DT_FORWARD_IF_ERROR(open_backend_and_data(e, err));
+    struct run_ctx *c = &e->c;
+    c->tty = !opt->quiet && isatty(STDERR_FILENO);
+    c->steps_total = (int64_t)dt_cell_count(exp) * exp->replicas * exp->train.steps;
+    enum dt_status st = take_test_hooks(c, err);
+    if (st == DT_OK) st = check_model(c, err);
     bool clear = false;
-    if (st == DT_OK && writer) st = claim_folder(exp, opt, resume, &lock, &clear, err);
-    if (resume && st == DT_OK) st = dt_resume_check_plans(&c, err);
-    if (multi) { /* every rank starts, or none: before anything is written */
-        int who = -1;
-        int worst = dt_dist_max_status(st == DT_OK ? 0 : (int)st, &who);
-        if (worst != 0 && st == DT_OK)
-            st = dt_error_set(err, (enum dt_status)worst,
-                              "rank %d refused the run (its message "
-                              "is on its stderr)",
-                              who);
-    }
+    if (st == DT_OK && e->writer) st = claim_folder(exp, opt, resume, &e->lock, &clear, err);
+    if (resume && st == DT_OK) st = dt_resume_check_plans(c, err);
+    st = ranks_all_ok(e, st, "refused the run (its message is on its stderr)", err);
     const bool every_rank_ready = st == DT_OK;
-    if (st == DT_OK && writer)
-        st = take_folder(opt->out_dir, opt->command, clear, &lock, opt->quiet, err);
+    if (st == DT_OK && e->writer)
+        st = take_folder(opt->out_dir, opt->command, clear, &e->lock, opt->quiet, err);
     if (st != DT_OK) {
         /* the others wait for rank 0's start below: they learn that it failed */
-        if (multi && every_rank_ready) (void)dt_dist_max_status((int)st, NULL);
-        dt_folder_lock_release(&lock);
-        dt_backend_resident_free(be, train_set);
-        dt_backend_destroy(be);
-        dt_dataset_free(&ds);
+        if (e->multi && every_rank_ready) (void)dt_dist_max_status(opt->dist, (int)st, NULL);
+        dt_folder_lock_release(&e->lock);
+        close_backend_and_data(e);
         return st;
     }
-    c.t_start = dt_now_s();
-    char start[32], end[32];
-    dt_utc_iso8601(start, sizeof start);
-    char manifest_path[1200];
-    snprintf(manifest_path, sizeof manifest_path, "%s/run.json", opt->out_dir);
-    if (resume) c.earlier_manifest = dt_results_read_text(manifest_path, NULL);
-    int n_runs = n_cells * exp->replicas;
-    struct dt_replica_result *results = dt_xcalloc((size_t)n_runs, sizeof *results);
-    struct dt_strbuf sb = {0};
-    experiment_manifest(&sb, &c, start, NULL, "running", "", results, 0);
-    if (writer) st = dt_manifest_write(manifest_path, &sb, err);
-    if (st == DT_OK && writer) st = write_config_json(opt->out_dir, exp, err);
-    if (st == DT_OK) arm_oom_manifest(&c, start, results, 0);
-    if (multi) { /* every rank starts, or none */
-        int who = -1;
-        int worst = dt_dist_max_status(st == DT_OK ? 0 : (int)st, &who);
-        if (worst != 0 && st == DT_OK)
-            st = dt_error_set(err, (enum dt_status)worst, "rank %d could not start", who);
-    }
-    if (!opt->quiet && st == DT_OK && multi)
+    c->t_start = dt_now_s();
+    dt_utc_iso8601(e->start, sizeof e->start);
+    snprintf(e->manifest_path, sizeof e->manifest_path, "%s/run.json", opt->out_dir);
+    if (resume) c->earlier_manifest = dt_results_read_text(e->manifest_path, NULL);
+    e->results = dt_xcalloc((size_t)dt_cell_count(exp) * (size_t)exp->replicas, sizeof *e->results);
+    experiment_manifest(&e->sb, c, e->start, NULL, "running", "", e->results, 0);
+    if (e->writer) st = dt_manifest_write(e->manifest_path, &e->sb, err);
+    if (st == DT_OK && e->writer) st = write_config_json(opt->out_dir, exp, err);
+    if (st == DT_OK) arm_oom_manifest(&e->oom, c, e->start, e->results, 0);
+    return ranks_all_ok(e, st, "could not start", err);
+}
+
+/* A signal on any rank stops every rank here (with one rank: nothing to do). */
+static void ranks_share_stop(const struct experiment *e)
+{
+    if (!e->multi) return;
+    int sig = dt_dist_max_status(e->c.opt->dist, (int)dt_stop_requested, NULL);
+    if (sig && !dt_stop_requested) dt_stop_requested = sig;
+}
+
+static void say_plan(const struct experiment *e)
+{
+    const struct run_ctx *c = &e->c;
+    const struct dt_experiment *exp = c->exp;
+    const int n_cells = dt_cell_count(exp);
+    if (e->multi)
         fprintf(stderr,
                 "detrain: %d ranks (%s), each step's batch of %" PRId64 " in %" PRId64 " shards\n",
-                dt_dist_size(), dt_dist_library(), exp->train.batch, exp->train.shards);
+                dt_dist_size(c->opt->dist), dt_dist_library(c->opt->dist), exp->train.batch,
+                exp->train.shards);
     char out_shown[4 * 1100];
-    dt_escape_path(out_shown, sizeof out_shown, opt->out_dir);
-    if (!opt->quiet && st == DT_OK)
-        fprintf(stderr,
-                "detrain: %s: %d cell%s (%d vary setting%s x %d polic%s) x %d replica%s, "
-                "%" PRId64 " steps of %" PRId64 " on %s (%d threads); train %" PRId64
-                ", test %" PRId64 " examples\n"
-                "detrain: writing to %s\n",
-                exp->name, n_cells, n_cells == 1 ? "" : "s", exp->n_vary,
-                exp->n_vary == 1 ? "" : "s", exp->n_policies, exp->n_policies == 1 ? "y" : "ies",
-                exp->replicas, exp->replicas == 1 ? "" : "s", exp->train.steps, exp->train.batch,
-                dt_backend_name(be), dt_backend_threads(be), ds.train.n, ds.test.n, out_shown);
-    dt_stop_install_handlers();
+    dt_escape_path(out_shown, sizeof out_shown, c->opt->out_dir);
+    fprintf(stderr,
+            "detrain: %s: %d cell%s (%d vary setting%s x %d polic%s) x %d replica%s, "
+            "%" PRId64 " steps of %" PRId64 " on %s (%d threads); train %" PRId64 ", test %" PRId64
+            " examples\n"
+            "detrain: writing to %s\n",
+            exp->name, n_cells, n_cells == 1 ? "" : "s", exp->n_vary, exp->n_vary == 1 ? "" : "s",
+            exp->n_policies, exp->n_policies == 1 ? "y" : "ies", exp->replicas,
+            exp->replicas == 1 ? "" : "s", exp->train.steps, exp->train.batch,
+            dt_backend_name(c->be), dt_backend_threads(c->be), e->ds.train.n, e->ds.test.n,
+            out_shown);
+}
 
-    int done = 0;
-    bool any_failed = false;
-    for (int cell = 0; st == DT_OK && cell < n_cells && !dt_stop_requested; cell++) {
+/* The second phase: every replica of every cell, then the overhead measurement. */
+static enum dt_status experiment_loop(struct experiment *e, struct dt_error *err)
+{
+    struct run_ctx *c = &e->c;
+    const struct dt_experiment *exp = c->exp;
+    if (!c->opt->quiet) say_plan(e);
+    dt_stop_install_handlers();
+    enum dt_status st = DT_OK;
+    for (int cell = 0; st == DT_OK && cell < dt_cell_count(exp) && !dt_stop_requested; cell++) {
         for (int r = 0; st == DT_OK && r < exp->replicas && !dt_stop_requested; r++) {
-            if (multi) { /* a signal between replicas stops every rank here */
-                int sig = dt_dist_max_status((int)dt_stop_requested, NULL);
-                if (sig && !dt_stop_requested) dt_stop_requested = sig;
-                if (dt_stop_requested) break;
-            }
-            st = run_replica(&c, cell, r, &results[done], err);
-            any_failed |= results[done].state == DT_REPLICA_FAILED;
-            done++;
-            arm_oom_manifest(&c, start, results, done);
+            ranks_share_stop(e); /* a signal between replicas stops every rank here */
+            if (dt_stop_requested) break;
+            st = run_replica(c, cell, r, &e->results[e->done], err);
+            e->any_failed |= e->results[e->done].state == DT_REPLICA_FAILED;
+            e->done++;
+            arm_oom_manifest(&e->oom, c, e->start, e->results, e->done);
         }
     }
-    progress_end(&c);
-    /* every rank takes part: the sampled steps are data-parallel steps too */
-    if (multi) {
-        int sig = dt_dist_max_status((int)dt_stop_requested, NULL);
-        if (sig && !dt_stop_requested) dt_stop_requested = sig;
-    }
+    progress_end(c);
+    ranks_share_stop(e); /* every rank takes part: the sampled steps are combined steps too */
     if (st == DT_OK && !dt_stop_requested)
-        st = dt_overhead_measure(exp, opt->out_dir, opt->quiet, be, &ds.train, train_set, err);
-    bool interrupted = dt_stop_requested != 0;
-    if (interrupted && st == DT_OK) {
+        st = dt_overhead_measure(exp, c->opt->out_dir, c->opt->quiet, c->opt->dist, c->be,
+                                 &e->ds.train, c->train_set, err);
+    return st;
+}
+
+/* The last phase: the caller's report (also of an interrupted run: it reads only what is
+ * on disk), the final run.json, everything released. */
+static enum dt_status experiment_close(struct experiment *e, enum dt_status st,
+                                       struct dt_error *err)
+{
+    struct run_ctx *c = &e->c;
+    const struct dt_run_options *opt = c->opt;
+    const bool interrupted = dt_stop_requested != 0;
+    if (interrupted && st == DT_OK)
         st = dt_error_set(err, DT_ERR_INTERRUPTED, "interrupted by signal %d; traces kept in %s",
                           (int)dt_stop_requested, opt->out_dir);
-    }
-    if (writer && (st == DT_OK || interrupted)) {
-        /* The report reads only what is on disk, so it also covers an interrupted run. */
+    if (e->writer && opt->report && (st == DT_OK || interrupted)) {
         struct dt_error rerr;
-        struct dt_report_options ropt = {
-            .print_summary = true, .gnuplot = NULL, .quiet = opt->quiet};
-        enum dt_status rst = dt_report_build(opt->out_dir, &ropt, &rerr);
+        enum dt_status rst = opt->report(opt->out_dir, opt->quiet, &rerr);
         if (rst != DT_OK && st == DT_OK) {
             st = rst;
             if (err) *err = rerr;
@@ -955,26 +1004,42 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
             fprintf(stderr, "detrain: report: %s\n", rerr.msg);
         }
     }
-    if (st == DT_OK && any_failed)
+    if (st == DT_OK && e->any_failed)
         st = dt_error_set(err, DT_ERR_NUMERIC, "some replicas failed; see their run.json");
+    char end[32];
     dt_utc_iso8601(end, sizeof end);
     const char *status = st == DT_OK ? "completed" : interrupted ? "interrupted" : "failed";
-    experiment_manifest(&sb, &c, start, end, status,
+    experiment_manifest(&e->sb, c, e->start, end, status,
                         st == DT_OK ? ""
                         : err       ? err->msg
                                     : "",
-                        results, done);
+                        e->results, e->done);
     struct dt_error merr;
-    if (writer && dt_manifest_write(manifest_path, &sb, &merr) != DT_OK)
+    if (e->writer && dt_manifest_write(e->manifest_path, &e->sb, &merr) != DT_OK)
         fprintf(stderr, "detrain: %s\n", merr.msg);
-    arm_oom_manifest(NULL, NULL, NULL, 0);
-    dt_strbuf_free(&sb);
-    free(results);
-    free(c.earlier_manifest);
-    dt_backend_resident_free(be, train_set);
-    dt_backend_destroy(be);
-    dt_dataset_free(&ds);
-    dt_folder_lock_release(&lock);
+    arm_oom_manifest(&e->oom, NULL, NULL, NULL, 0);
+    dt_strbuf_free(&e->sb);
+    free(e->results);
+    free(c->earlier_manifest);
+    close_backend_and_data(e);
+    dt_folder_lock_release(&e->lock);
+    return st;
+}
+
+/* dt_train_experiment, and with `resume` dt_train_resume. */
+static enum dt_status train_experiment(const struct dt_experiment *exp,
+                                       const struct dt_run_options *opt, bool resume,
+                                       struct dt_error *err)
+{
+    struct experiment *e = dt_xmalloc(sizeof *e); /* the OOM hook points into it */
+    enum dt_status st = experiment_open(e, exp, opt, resume, err);
+    if (st == DT_OK) {
+        st = experiment_loop(e, err);
+        st = experiment_close(e, st, err);
+    } else if (e->results) { /* opened, but a rank could not start */
+        st = experiment_close(e, st, err);
+    }
+    free(e);
     return st;
 }
 

@@ -15,6 +15,9 @@
 #include "nets/backend.h"
 #include "nets/model.h"
 
+struct dt_dist;
+struct dt_test_hooks;
+
 /* How one replica ended. */
 enum dt_replica_state { DT_REPLICA_COMPLETED, DT_REPLICA_FAILED, DT_REPLICA_INTERRUPTED };
 
@@ -33,11 +36,17 @@ struct dt_replica_result {
 
 /* Per-run options from the command line. */
 struct dt_run_options {
-    const char *out_dir; /* results folder of the experiment */
-    const char *command; /* the command line, for run.json */
-    bool quiet;          /* no progress lines */
-    bool overwrite;      /* --overwrite: a result already in out_dir is removed whole
-                            (after every check passed) instead of refusing the run */
+    const char *out_dir;               /* results folder of the experiment */
+    const char *command;               /* the command line, for run.json */
+    bool quiet;                        /* no progress lines */
+    bool overwrite;                    /* --overwrite: a result already in out_dir is removed whole
+                                          (after every check passed) instead of refusing the run */
+    const struct dt_dist *dist;        /* the ranks (harness/run/dist.h); NULL: one process */
+    const struct dt_test_hooks *hooks; /* test-only (harness/setup/test_hooks.h); NULL: none */
+    /* The report over the folder's files, built by the caller's function once the run
+     * ended (also interrupted: it reads only what is on disk); its failure fails the run.
+     * NULL: none. main.c and the matrix runner pass dt_report_build's. */
+    enum dt_status (*report)(const char *dir, bool quiet, struct dt_error *err);
 };
 
 /* Replica r of `cell`: its stream indices (init, data order; the rest of the info zero)
@@ -49,9 +58,9 @@ struct dt_checkpoint_info dt_replica_streams(const struct dt_experiment *exp, in
  * trace.csv, tensors.csv, metrics.csv, run.json and checkpoint.bin (every
  * train.checkpoint_every steps, and when interrupted), and <out>/summary.csv. Prints the
  * summary table on stdout. Returns DT_OK when every replica completed.
- * Test-only: with DETRAIN_TEST_KILL_AFTER_STEP=N in the environment the process sends
- * itself SIGKILL after the N-th training step this call runs (counted over its replicas in
- * run order; each matrix entry counts anew), so tests can kill a run at a chosen point
+ * Test-only (opt->hooks, harness/setup/test_hooks.h): the kill hook sends the process
+ * SIGKILL after the N-th training step this call runs (counted over its replicas in run
+ * order; each matrix entry counts anew), so tests can kill a run at a chosen point
  * (tests/test_checkpoint.c).
  * Faults (train.check_finite, default on): after every step, before hashing, each parameter
  * in model order has its gradient, then its weight, scanned (dt_backend_first_nonfinite);
@@ -61,7 +70,7 @@ struct dt_checkpoint_info dt_replica_streams(const struct dt_experiment *exp, in
  * non-finite loss always gets its row). A numeric error of the step itself (the model's error
  * names the tensor, e.g. a fixed-point overflow) fails the replica likewise, its trace ending
  * at the step before. The other replicas go on; the run then returns DT_ERR_NUMERIC (exit 1).
- * Test-only: DETRAIN_TEST_POISON="STEP:TENSOR[:w|g[:VALUE]]" (e.g. "12:dense1.weight",
+ * Test-only: the poison hook "STEP:TENSOR[:w|g[:VALUE]]" (e.g. "12:dense1.weight",
  * "7:dense0.bias:g", "3:dense1.weight:w:3e38") sets element 0 of that tensor's weight (w, the
  * default) or gradient (g) to VALUE (default NaN) right after step STEP returns -- after its
  * update, which used the true gradient, and before the scan -- in the first replica this call

@@ -14,6 +14,7 @@
 #include "harness/record/checkpoint.h"
 #include "harness/record/trace.h"
 #include "harness/run/hashpipe.h"
+#include "harness/run/dist.h"
 #include "harness/run/train.h"
 
 /* Everything one replica needs that the experiment holds. */
@@ -27,10 +28,12 @@ struct run_ctx {
     bool tty;
     int64_t steps_total, steps_done;
     double t_start, t_last;
-    /* test-only kill hook (train.h): SIGKILL after step kill_after of this process */
+    /* test-only kill hook (harness/setup/test_hooks.h): SIGKILL after step kill_after of this
+     * process */
     int64_t kill_after, steps_run;
     bool resume; /* dt_train_resume */
-    /* test-only poison hook (train.h): armed until the first replica that trains takes it */
+    /* test-only poison hook (harness/setup/test_hooks.h): armed until the first replica that trains
+     * takes it */
     struct poison {
         bool armed, grad;
         int64_t step;
@@ -108,15 +111,15 @@ char *dt_results_read_text(const char *path, size_t *len);
 
 /* ---- faults.c: what stops a replica ---------------------------------------------------- */
 
-enum dt_status dt_fault_poison_parse(struct run_ctx *c, struct dt_error *err);
+enum dt_status dt_fault_poison_parse(struct run_ctx *c, const char *spec, struct dt_error *err);
 enum dt_status dt_fault_poison_apply(const struct poison *p, struct dt_model *m, int64_t s,
                                      struct dt_error *err);
 bool dt_fault_params_finite(struct dt_model *m, int64_t s, char *reason, size_t size);
 void dt_fault_kill_hook(struct run_ctx *c);
-enum dt_status dt_fault_ranks_agree(struct dt_replica_result *res, int64_t step, const char *digest,
-                                    struct dt_error *err);
-enum dt_status dt_fault_ranks_agree_end(struct dt_replica_result *res, int64_t step,
-                                        enum dt_status st, const char *digest,
+enum dt_status dt_fault_ranks_agree(const struct dt_dist *d, struct dt_replica_result *res,
+                                    int64_t step, const char *digest, struct dt_error *err);
+enum dt_status dt_fault_ranks_agree_end(const struct dt_dist *d, struct dt_replica_result *res,
+                                        int64_t step, enum dt_status st, const char *digest,
                                         struct dt_error *err);
 
 #endif

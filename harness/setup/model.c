@@ -49,7 +49,28 @@ enum dt_status dt_experiment_build_model(struct dt_model **m, const struct dt_ex
 
 struct dt_sgd_options dt_experiment_sgd_options(const struct dt_experiment *exp)
 {
-    struct dt_sgd_options o = {(float)exp->train.optimizer.lr, (float)exp->train.optimizer.momentum,
-                               (float)exp->train.optimizer.weight_decay};
+    struct dt_sgd_options o = {.lr = (float)exp->train.optimizer.lr,
+                               .momentum = (float)exp->train.optimizer.momentum,
+                               .weight_decay = (float)exp->train.optimizer.weight_decay};
     return o;
+}
+
+enum dt_status dt_experiment_open_backend(struct dt_backend **be, const struct dt_experiment *exp,
+                                          int gpu_offset, struct dt_error *err)
+{
+    const struct dt_backend_options bopt = {
+        .kind = exp->backend.device == DT_DEVICE_CUDA ? DT_BACKEND_CUDA : DT_BACKEND_CPU,
+        .threads = exp->backend.threads,
+        .gpu = exp->backend.gpu + gpu_offset};
+    *be = NULL;
+    DT_FORWARD_IF_ERROR(dt_backend_create(be, &bopt, err));
+    const char *missing = dt_backend_missing_op(*be);
+    if (!missing) return DT_OK;
+    enum dt_status st = dt_error_set(err, DT_ERR_UNSUPPORTED,
+                                     "backend '%s': op %s is not implemented in this version; "
+                                     "use backend.device: cpu",
+                                     dt_backend_name(*be), missing);
+    dt_backend_destroy(*be);
+    *be = NULL;
+    return st;
 }

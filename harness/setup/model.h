@@ -25,6 +25,12 @@ enum dt_status dt_experiment_build_model(struct dt_model **m, const struct dt_ex
 /* The optimizer settings of the experiment, as the model step takes them. */
 struct dt_sgd_options dt_experiment_sgd_options(const struct dt_experiment *exp);
 
+/* The experiment's backend (backend.device, .threads, and GPU backend.gpu + gpu_offset: a
+ * rank's place on its machine), refused (DT_ERR_UNSUPPORTED, nothing left open) when it lacks
+ * an op: "backend 'cuda': op conv2d_forward is not implemented in this version". */
+enum dt_status dt_experiment_open_backend(struct dt_backend **be, const struct dt_experiment *exp,
+                                          int gpu_offset, struct dt_error *err);
+
 /* The lane-check period model.lfsr_check_every resolves to (0 = every step in Debug
  * builds, every 16th otherwise). */
 int64_t dt_experiment_lfsr_check_every(const struct dt_experiment *exp);

@@ -29,7 +29,7 @@ static void relu_backward_part(void *ctx, int64_t begin, int64_t end, int worker
 enum dt_status dt_cpu_relu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
                                    const struct dt_policy *pol)
 {
-    struct relu_job job = {y, x, NULL};
+    struct relu_job job = {.out = y, .a = x, .b = NULL};
     dt_pool_run(dt_cpu(be)->pool, n, 4096, relu_forward_part, &job);
     return DT_OK;
 }
@@ -38,7 +38,7 @@ enum dt_status dt_cpu_relu_forward(struct dt_backend *be, float *y, const float 
 enum dt_status dt_cpu_relu_backward(struct dt_backend *be, float *dx, const float *dy,
                                     const float *y, int64_t n, const struct dt_policy *pol)
 {
-    struct relu_job job = {dx, dy, y};
+    struct relu_job job = {.out = dx, .a = dy, .b = y};
     dt_pool_run(dt_cpu(be)->pool, n, 4096, relu_backward_part, &job);
     return DT_OK;
 }

@@ -81,7 +81,7 @@ static void philox_part(void *ctx, int64_t begin, int64_t end, int worker)
 enum dt_status dt_cpu_eps_philox(struct dt_backend *be, float *eps, int64_t n,
                                  const struct dt_philox_stream *s, const struct dt_policy *pol)
 {
-    struct philox_job job = {eps, s};
+    struct philox_job job = {.eps = eps, .s = s};
     dt_pool_run(dt_cpu(be)->pool, n, 4096, philox_part, &job);
     return DT_OK;
 }
@@ -122,7 +122,7 @@ static void group_words(uint32_t *restrict w, uint64_t *restrict s0, uint64_t *r
     if (!backward) {
         for (int64_t k = 0; k < count; k++)
             for (int j = 0; j < EPS_GROUP; j++) {
-                struct dt_xoro s = {s0[j], s1[j]};
+                struct dt_xoro s = {.s0 = s0[j], .s1 = s1[j]};
                 const uint64_t o = dt_xoro_out(s);
                 dt_xoro_next(&s);
                 s0[j] = s.s0;
@@ -133,7 +133,7 @@ static void group_words(uint32_t *restrict w, uint64_t *restrict s0, uint64_t *r
     } else {
         for (int64_t k = 0; k < count; k++)
             for (int j = 0; j < EPS_GROUP; j++) {
-                struct dt_xoro s = {s0[j], s1[j]};
+                struct dt_xoro s = {.s0 = s0[j], .s1 = s1[j]};
                 dt_xoro_prev(&s);
                 const uint64_t o = dt_xoro_out(s);
                 s0[j] = s.s0;
@@ -289,7 +289,8 @@ enum dt_status dt_cpu_bnn_accumulate(struct dt_backend *be, float *gmu, float *g
                                      const float *eps, const float *dsigma, int64_t n, bool first,
                                      const struct dt_policy *pol)
 {
-    struct acc_job job = {gmu, grho, g, eps, dsigma, first};
+    struct acc_job job = {
+        .gmu = gmu, .grho = grho, .g = g, .eps = eps, .dsigma = dsigma, .first = first};
     dt_pool_run(dt_cpu(be)->pool, n, 16384, acc_part, &job);
     return DT_OK;
 }
@@ -316,8 +317,14 @@ enum dt_status dt_cpu_bnn_finish(struct dt_backend *be, float *gmu, float *grho,
                                  float inv_samples, float kl_weight, float prior_var,
                                  const struct dt_policy *pol)
 {
-    struct finish_job job = {gmu,    grho,        mu,        sigma,
-                             dsigma, inv_samples, kl_weight, 1.0f / prior_var};
+    struct finish_job job = {.gmu = gmu,
+                             .grho = grho,
+                             .mu = mu,
+                             .sigma = sigma,
+                             .dsigma = dsigma,
+                             .inv_s = inv_samples,
+                             .klw = kl_weight,
+                             .inv_prior_var = 1.0f / prior_var};
     dt_pool_run(dt_cpu(be)->pool, n, 16384, finish_part, &job);
     return DT_OK;
 }

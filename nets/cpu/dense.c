@@ -302,7 +302,7 @@ static void matmul_part(void *ctx, int64_t begin, int64_t end, int worker)
 static void matmul_parallel(struct dt_backend *be, float *C, const float *A, const float *Bm,
                             int64_t M, int64_t K, int64_t N)
 {
-    struct matmul_job job = {C, A, Bm, K, K, N};
+    struct matmul_job job = {.C = C, .A = A, .Bm = Bm, .lda = K, .K = K, .N = N};
     dt_pool_run(dt_cpu(be)->pool, M, ROW_BLOCK, matmul_part, &job);
 }
 
@@ -323,7 +323,7 @@ static void transpose_part(void *ctx, int64_t begin, int64_t end, int worker)
 static void transpose_parallel(struct dt_backend *be, float *dst, const float *src, int64_t rows,
                                int64_t cols)
 {
-    struct transpose_job job = {dst, src, rows, cols};
+    struct transpose_job job = {.dst = dst, .src = src, .rows = rows, .cols = cols};
     dt_pool_run(dt_cpu(be)->pool, rows, 16, transpose_part, &job);
 }
 
@@ -367,7 +367,7 @@ static void blas_part(void *ctx, int64_t begin, int64_t end, int worker)
 static void blas_parallel(struct dt_backend *be, float *C, const float *A, const float *Bm,
                           int64_t M, int64_t K, int64_t N, bool trans_b)
 {
-    struct blas_job job = {C, A, Bm, K, N, trans_b};
+    struct blas_job job = {.C = C, .A = A, .Bm = Bm, .K = K, .N = N, .trans_b = trans_b};
     dt_pool_run(dt_cpu(be)->pool, M, 16, blas_part, &job);
 }
 
@@ -380,7 +380,7 @@ enum dt_status dt_cpu_dense_forward(struct dt_backend *be, float *y, const float
 {
     if (dt_math_fast(pol)) blas_parallel(be, y, x, w, B, in, out, false);
     else matmul_parallel(be, y, x, w, B, in, out);
-    struct bias_add_job job = {y, bias, out};
+    struct bias_add_job job = {.y = y, .bias = bias, .out = out};
     dt_pool_run(dt_cpu(be)->pool, B, 8, bias_add_part, &job);
     return DT_OK;
 }
@@ -437,7 +437,8 @@ static bool wgrad_takes_blas(struct dt_backend *be, const struct dt_policy *pol)
 static enum dt_status wgrad_blas(struct dt_backend *be, float *dw, const float *a, bool a_is_xt,
                                  const float *dy, int64_t B, int64_t in, int64_t out)
 {
-    struct wgrad_blas_job job = {dw, a, dy, B, in, out, a_is_xt};
+    struct wgrad_blas_job job = {
+        .dw = dw, .a = a, .dy = dy, .B = B, .in = in, .out = out, .a_is_xt = a_is_xt};
     dt_pool_run(dt_cpu(be)->pool, in, 16, wgrad_blas_part, &job);
     return DT_OK;
 }
@@ -712,11 +713,21 @@ enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float 
     const struct dt_shards *sh = &be->shards;
     DT_ASSERT(sh->count > 0 && sh->row[sh->count] == B && dt_reduction_ordered(pol));
     if (dt_cpu_wgrad_prefers_rows(B, in, out)) {
-        struct wgrad_rows_shards_job job = {be, dw, x, dy, in, out, sh};
+        struct wgrad_rows_shards_job job = {
+            .be = be, .dw = dw, .x = x, .dy = dy, .in = in, .out = out, .sh = sh};
         dt_pool_run(dt_cpu(be)->pool, sh->count, 1, wgrad_rows_shards_part, &job);
         return DT_OK;
     }
-    struct wgrad_shards_job job = {be, dw, x, dy, 1, in, B, in, out, sh};
+    struct wgrad_shards_job job = {.be = be,
+                                   .dw = dw,
+                                   .a = x,
+                                   .dy = dy,
+                                   .a_rs = 1,
+                                   .a_ks = in,
+                                   .B = B,
+                                   .in = in,
+                                   .out = out,
+                                   .sh = sh};
     if (!dt_cpu_wide()) { /* the AVX2 tile wants each row's factors contiguous */
         float *xt = dt_cpu_scratch(be, (size_t)(in * B));
         transpose_parallel(be, xt, x, B, in); /* xt is (in,B) */

@@ -19,6 +19,7 @@
 
 #include "determinism/fixed_point.h"
 #include "determinism/streams.h"
+#include "nets/conv_elem.h"
 #include "nets/cpu/cpu.h"
 
 struct pool_job {
@@ -32,7 +33,8 @@ struct pool_job {
     atomic_llong next;
 };
 
-/* Output rows (b, oh) [begin, end). */
+/* Output rows (b, oh) [begin, end): each output element the first maximum of its window,
+ * dt_maxpool_window -- the function the CUDA kernel calls. */
 static void maxpool_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     const struct pool_job *j = ctx;
@@ -41,30 +43,11 @@ static void maxpool_forward_part(void *ctx, int64_t begin, int64_t end, int work
     for (int64_t r = begin; r < end; r++) {
         const int64_t b = r / s->OH, oh = r % s->OH;
         const float *img = j->in + b * s->H * s->W * C;
-        const int64_t ih0 = oh * s->stride - s->pad;
-        const int64_t kh0 = ih0 < 0 ? -ih0 : 0, kh1 = ih0 + s->K > s->H ? s->H - ih0 : s->K;
         for (int64_t ow = 0; ow < s->OW; ow++) {
-            const int64_t iw0 = ow * s->stride - s->pad;
-            const int64_t kw0 = iw0 < 0 ? -iw0 : 0, kw1 = iw0 + s->K > s->W ? s->W - iw0 : s->K;
-            float *y = j->out + (r * s->OW + ow) * C;
-            int32_t *am = j->argmax_out + (r * s->OW + ow) * C;
-            for (int64_t c = 0; c < C; c++) {
-                /* pad < K, so the window holds at least one image cell: (kh0, kw0) */
-                int64_t best_cell = (ih0 + kh0) * s->W + iw0 + kw0;
-                float best = img[best_cell * C + c];
-                for (int64_t kh = kh0; kh < kh1 && !isnan(best); kh++)
-                    for (int64_t kw = kw0; kw < kw1; kw++) {
-                        const int64_t cell = (ih0 + kh) * s->W + iw0 + kw;
-                        const float v = img[cell * C + c];
-                        if (v > best || isnan(v)) {
-                            best = v;
-                            best_cell = cell;
-                            if (isnan(v)) break;
-                        }
-                    }
-                y[c] = best;
-                am[c] = (int32_t)best_cell;
-            }
+            const int64_t o = (r * s->OW + ow) * C;
+            for (int64_t c = 0; c < C; c++)
+                j->out[o + c] = dt_maxpool_window(img, s, c, oh * s->stride - s->pad,
+                                                  ow * s->stride - s->pad, &j->argmax_out[o + c]);
         }
     }
 }

@@ -28,7 +28,8 @@ enum dt_status dt_cpu_sgd_update(struct dt_backend *be, float *w, float *v, cons
                                  int64_t n, float lr, float momentum, float weight_decay,
                                  const struct dt_policy *pol)
 {
-    struct sgd_job job = {w, v, g, lr, momentum, weight_decay};
+    struct sgd_job job = {
+        .w = w, .v = v, .g = g, .lr = lr, .momentum = momentum, .wd = weight_decay};
     dt_pool_run(dt_cpu(be)->pool, n, 8192, sgd_part, &job);
     return DT_OK;
 }

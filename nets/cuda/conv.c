@@ -1,7 +1,7 @@
-/* Convolution and max pooling on the CUDA backend (host side; kernels in nets/cuda/conv.cu,
- * cuDNN calls in nets/cuda/cudnn_conv.c). Data path (docs/DESIGN.md): nets/backend -> here ->
- * conv.cu, the dense ops of nets/cuda/dense.c, or cuDNN. The `conv_algo` control picks the
- * implementation; the other controls act inside it:
+/* Convolution and max pooling on the CUDA backend, detrain's own kernels (host side; kernels
+ * in nets/cuda/conv.cu). Data path (docs/DESIGN.md): nets/backend -> nets/cuda/conv_choose.c
+ * (the `conv_algo` control picks the implementation) -> here (own) or nets/cuda/cudnn_conv.c
+ * (cuDNN, which falls back to here); the other controls act inside it:
  *
  *   own            detrain's kernels, op for op the CPU backend's (nets/cpu/conv.c, pool.c):
  *                  forward          im2col, then dt_cuda_dense_forward (`math`: ordered at
@@ -57,22 +57,21 @@ static const int64_t *forced_rank_on_device(struct dt_backend *be, int64_t n, ui
 
 /* ---- convolution -------------------------------------------------------------------------- */
 
-enum dt_status dt_cuda_conv2d_forward(struct dt_backend *be, float *y, const float *x,
-                                      const float *w, const float *bias,
-                                      const struct dt_conv2d_shape *s, const struct dt_policy *pol)
+enum dt_status dt_cuda_own_conv2d_forward(struct dt_backend *be, float *y, const float *x,
+                                          const float *w, const float *bias,
+                                          const struct dt_conv2d_shape *s,
+                                          const struct dt_policy *pol)
 {
-    if (dt_conv_algo_library(pol)) return dt_cudnn_conv2d_forward(be, y, x, w, bias, s, pol);
     float *cols = patches(be, s);
     DT_FORWARD_IF_ERROR(dt_cuda_launched(be, dt_cuda_im2col(cols, x, s, dt_cuda(be)->stream),
                                          "conv2d_forward im2col"));
     return dt_cuda_dense_forward(be, y, cols, w, bias, conv_rows(s), conv_patch(s), s->K_out, pol);
 }
 
-enum dt_status dt_cuda_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
-                                              const float *dy, const struct dt_conv2d_shape *s,
-                                              const struct dt_policy *pol)
+enum dt_status dt_cuda_own_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
+                                                  const float *dy, const struct dt_conv2d_shape *s,
+                                                  const struct dt_policy *pol)
 {
-    if (dt_conv_algo_library(pol)) return dt_cudnn_conv2d_backward_weight(be, dw, x, dy, s, pol);
     float *cols = patches(be, s);
     DT_FORWARD_IF_ERROR(dt_cuda_launched(be, dt_cuda_im2col(cols, x, s, dt_cuda(be)->stream),
                                          "conv2d_backward_weight im2col"));
@@ -80,11 +79,10 @@ enum dt_status dt_cuda_conv2d_backward_weight(struct dt_backend *be, float *dw, 
                                          pol);
 }
 
-enum dt_status dt_cuda_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
-                                            const float *w, const struct dt_conv2d_shape *s,
-                                            const struct dt_policy *pol)
+enum dt_status dt_cuda_own_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
+                                                const float *w, const struct dt_conv2d_shape *s,
+                                                const struct dt_policy *pol)
 {
-    if (dt_conv_algo_library(pol)) return dt_cudnn_conv2d_backward_data(be, dx, dy, w, s, pol);
     struct dt_cuda_ctx *c = dt_cuda(be);
     const int64_t rows = conv_rows(s), Kp = conv_patch(s);
     float *dcols = patches(be, s);
@@ -124,13 +122,11 @@ enum dt_status dt_cuda_maxpool2d_forward(struct dt_backend *be, float *y, int32_
                             "maxpool2d_forward");
 }
 
-enum dt_status dt_cuda_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
-                                          const float *x, const float *y, const int32_t *argmax,
-                                          const struct dt_pool2d_shape *s,
-                                          const struct dt_policy *pol)
+enum dt_status dt_cuda_own_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
+                                              const float *x, const float *y, const int32_t *argmax,
+                                              const struct dt_pool2d_shape *s,
+                                              const struct dt_policy *pol)
 {
-    if (dt_conv_algo_library(pol))
-        return dt_cudnn_maxpool2d_backward(be, dx, dy, x, y, argmax, s, pol);
     struct dt_cuda_ctx *c = dt_cuda(be);
     if (s->K <= s->stride)
         return dt_cuda_launched(be, dt_cuda_maxpool_backward_direct(dx, dy, argmax, s, c->stream),

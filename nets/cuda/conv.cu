@@ -1,12 +1,12 @@
 /* Kernels of the CUDA backend's own convolution and max pooling (`conv_algo: own`; host
  * side: nets/cuda/conv.c): im2col, the col2im and max-pool scatters as per-cell gathers
- * under `atomics` (nets/cuda/conv_hd.h), the atomicAdd scatters of `atomics: float`, and
+ * under `atomics` (nets/conv_elem.h), the atomicAdd scatters of `atomics: float`, and
  * a transpose for cuDNN's weight layout. Every kernel loops grid-stride, so no result
  * depends on the grid or block size except the atomicAdd scatters (arrival order). Every
  * kernel carries __launch_bounds__(1024), so the 1024-thread blocks dt_cuda_set_launch
  * allows always launch (the forced-order gathers need it: 72 registers unbounded). */
 #include "determinism/fixed_point.h"
-#include "nets/cuda/conv_hd.h"
+#include "nets/conv_elem.h"
 #include "nets/cuda/conv_launch.h"
 #include "nets/cuda/launch.cuh"
 

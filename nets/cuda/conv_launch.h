@@ -1,6 +1,6 @@
 /* Private to the CUDA convolution and pooling ops: the extern "C" launchers of
  * nets/cuda/conv.cu (each returns 0 or the launch's cudaError_t). Included by C and CUDA
- * sources. The per-element work is nets/cuda/conv_hd.h's. */
+ * sources. The per-element work is nets/conv_elem.h's. */
 #ifndef DT_CUDA_CONV_LAUNCH_H
 #define DT_CUDA_CONV_LAUNCH_H
 

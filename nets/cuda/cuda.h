@@ -162,6 +162,12 @@ dt_conv2d_backward_data_fn dt_cuda_conv2d_backward_data;
 dt_conv2d_backward_weight_fn dt_cuda_conv2d_backward_weight;
 dt_maxpool2d_forward_fn dt_cuda_maxpool2d_forward;
 dt_maxpool2d_backward_fn dt_cuda_maxpool2d_backward;
+/* detrain's own kernels for the ops above (nets/cuda/conv.c), whatever conv_algo says: what
+ * nets/cuda/conv_choose.c picks under `own`, and what cuDNN falls back to. */
+dt_conv2d_forward_fn dt_cuda_own_conv2d_forward;
+dt_conv2d_backward_data_fn dt_cuda_own_conv2d_backward_data;
+dt_conv2d_backward_weight_fn dt_cuda_own_conv2d_backward_weight;
+dt_maxpool2d_backward_fn dt_cuda_own_maxpool2d_backward;
 /* nets/cuda/cudnn_conv.c: `conv_algo: autotune | deterministic` through cuDNN (built
  * without cuDNN: DT_ERR_UNSUPPORTED saying so). Each call leaves an algorithm note. */
 dt_conv2d_forward_fn dt_cudnn_conv2d_forward;

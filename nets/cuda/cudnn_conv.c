@@ -316,8 +316,11 @@ static enum dt_status list_algos(struct dt_cudnn *d, enum conv_op op, bool timed
                                                              MAX_PERF, &n, p),
                       what);
         for (int i = 0; i < n; i++)
-            out[i] = (struct perf){(int)p[i].algo, p[i].status, p[i].memory, p[i].determinism,
-                                   p[i].mathType};
+            out[i] = (struct perf){.algo = (int)p[i].algo,
+                                   .status = p[i].status,
+                                   .memory = p[i].memory,
+                                   .determinism = p[i].determinism,
+                                   .math = p[i].mathType};
     } else if (op == OP_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t p[MAX_PERF];
         if (timed)
@@ -329,8 +332,11 @@ static enum dt_status list_algos(struct dt_cudnn *d, enum conv_op op, bool timed
                                                                   MAX_PERF, &n, p),
                       what);
         for (int i = 0; i < n; i++)
-            out[i] = (struct perf){(int)p[i].algo, p[i].status, p[i].memory, p[i].determinism,
-                                   p[i].mathType};
+            out[i] = (struct perf){.algo = (int)p[i].algo,
+                                   .status = p[i].status,
+                                   .memory = p[i].memory,
+                                   .determinism = p[i].determinism,
+                                   .math = p[i].mathType};
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t p[MAX_PERF];
         if (timed)
@@ -342,8 +348,11 @@ static enum dt_status list_algos(struct dt_cudnn *d, enum conv_op op, bool timed
                                                                     d->wd, MAX_PERF, &n, p),
                       what);
         for (int i = 0; i < n; i++)
-            out[i] = (struct perf){(int)p[i].algo, p[i].status, p[i].memory, p[i].determinism,
-                                   p[i].mathType};
+            out[i] = (struct perf){.algo = (int)p[i].algo,
+                                   .status = p[i].status,
+                                   .memory = p[i].memory,
+                                   .determinism = p[i].determinism,
+                                   .math = p[i].mathType};
     }
     *n_out = n;
     return DT_OK;
@@ -388,14 +397,14 @@ static enum dt_status choose(struct dt_backend *be, struct dt_cudnn *d, enum con
     for (int i = 0; i < n && ch.algo < 0; i++) {
         if (p[i].status != CUDNN_STATUS_SUCCESS) continue;
         if (timed) { /* the fastest that ran, as timed */
-            ch = (struct choice){op,
-                                 mode,
-                                 *s,
-                                 p[i].algo,
-                                 p[i].math,
-                                 p[i].memory,
-                                 p[i].determinism == CUDNN_DETERMINISTIC,
-                                 false};
+            ch = (struct choice){.op = op,
+                                 .mode = mode,
+                                 .s = *s,
+                                 .algo = p[i].algo,
+                                 .math = p[i].math,
+                                 .workspace = p[i].memory,
+                                 .deterministic = p[i].determinism == CUDNN_DETERMINISTIC,
+                                 .refused = false};
             continue;
         }
         size_t ws = 0;
@@ -403,7 +412,14 @@ static enum dt_status choose(struct dt_backend *be, struct dt_cudnn *d, enum con
             p[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
             !workspace_for(d, op, p[i].algo, &ws))
             continue;
-        ch = (struct choice){op, mode, *s, p[i].algo, CUDNN_FMA_MATH, ws, true, false};
+        ch = (struct choice){.op = op,
+                             .mode = mode,
+                             .s = *s,
+                             .algo = p[i].algo,
+                             .math = CUDNN_FMA_MATH,
+                             .workspace = ws,
+                             .deterministic = true,
+                             .refused = false};
     }
     if (ch.algo < 0) { /* detrain's own kernels for this op and shape (file comment) */
         char shape[64];
@@ -510,7 +526,7 @@ enum dt_status dt_cudnn_conv2d_forward(struct dt_backend *be, float *y, const fl
     DT_FORWARD_IF_ERROR(conv_call(be, OP_FWD, s, pol, &d, &ch, &ws));
     if (ch->algo == ALGO_OWN) {
         const struct dt_policy own = own_policy(pol);
-        return dt_cuda_conv2d_forward(be, y, x, w, bias, s, &own);
+        return dt_cuda_own_conv2d_forward(be, y, x, w, bias, s, &own);
     }
     const int64_t Kp = s->KH * s->KW * s->C;
     dt_cuda_stream st = dt_cuda(be)->stream;
@@ -527,7 +543,7 @@ enum dt_status dt_cudnn_conv2d_forward(struct dt_backend *be, float *y, const fl
     if (cst == CUDNN_STATUS_NOT_SUPPORTED) {
         fall_back_at_execution(d, ch, pol);
         const struct dt_policy own = own_policy(pol);
-        return dt_cuda_conv2d_forward(be, y, x, w, bias, s, &own);
+        return dt_cuda_own_conv2d_forward(be, y, x, w, bias, s, &own);
     }
     if (cst != CUDNN_STATUS_SUCCESS)
         return cudnn_failed(be, cst, "cudnnConvolutionForward", "conv2d_forward");
@@ -545,7 +561,7 @@ enum dt_status dt_cudnn_conv2d_backward_data(struct dt_backend *be, float *dx, c
     DT_FORWARD_IF_ERROR(conv_call(be, OP_BWD_DATA, s, pol, &d, &ch, &ws));
     if (ch->algo == ALGO_OWN) {
         const struct dt_policy own = own_policy(pol);
-        return dt_cuda_conv2d_backward_data(be, dx, dy, w, s, &own);
+        return dt_cuda_own_conv2d_backward_data(be, dx, dy, w, s, &own);
     }
     const int64_t Kp = s->KH * s->KW * s->C;
     float *wk =
@@ -562,7 +578,7 @@ enum dt_status dt_cudnn_conv2d_backward_data(struct dt_backend *be, float *dx, c
     if (st == CUDNN_STATUS_NOT_SUPPORTED) {
         fall_back_at_execution(d, ch, pol);
         const struct dt_policy own = own_policy(pol);
-        return dt_cuda_conv2d_backward_data(be, dx, dy, w, s, &own);
+        return dt_cuda_own_conv2d_backward_data(be, dx, dy, w, s, &own);
     }
     if (st != CUDNN_STATUS_SUCCESS)
         return cudnn_failed(be, st, "cudnnConvolutionBackwardData", "conv2d_backward_data");
@@ -579,7 +595,7 @@ enum dt_status dt_cudnn_conv2d_backward_weight(struct dt_backend *be, float *dw,
     DT_FORWARD_IF_ERROR(conv_call(be, OP_BWD_FILTER, s, pol, &d, &ch, &ws));
     if (ch->algo == ALGO_OWN) {
         const struct dt_policy own = own_policy(pol);
-        return dt_cuda_conv2d_backward_weight(be, dw, x, dy, s, &own);
+        return dt_cuda_own_conv2d_backward_weight(be, dw, x, dy, s, &own);
     }
     const int64_t Kp = s->KH * s->KW * s->C;
     float *dwk =
@@ -594,7 +610,7 @@ enum dt_status dt_cudnn_conv2d_backward_weight(struct dt_backend *be, float *dw,
     if (st == CUDNN_STATUS_NOT_SUPPORTED) {
         fall_back_at_execution(d, ch, pol);
         const struct dt_policy own = own_policy(pol);
-        return dt_cuda_conv2d_backward_weight(be, dw, x, dy, s, &own);
+        return dt_cuda_own_conv2d_backward_weight(be, dw, x, dy, s, &own);
     }
     if (st != CUDNN_STATUS_SUCCESS)
         return cudnn_failed(be, st, "cudnnConvolutionBackwardFilter", "conv2d_backward_weight");
@@ -638,7 +654,7 @@ enum dt_status dt_cudnn_maxpool2d_backward(struct dt_backend *be, float *dx, con
         add_note(d, "pool_bwd", shape, -1, "own (cuDNN refused at execution)",
                  dt_atomics_exact(pol), "fp32", "refused");
         const struct dt_policy own = own_policy(pol);
-        return dt_cuda_maxpool2d_backward(be, dx, dy, x, y, argmax, s, &own);
+        return dt_cuda_own_maxpool2d_backward(be, dx, dy, x, y, argmax, s, &own);
     }
     if (st != CUDNN_STATUS_SUCCESS) return cudnn_failed(be, st, "cudnnPoolingBackward", what);
     /* cuDNN documents MAX_DETERMINISTIC as deterministic and promises nothing for MAX */

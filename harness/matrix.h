@@ -20,6 +20,9 @@
 #include "harness/setup/config.h"
 #include "harness/analyze/report.h"
 
+struct dt_dist;
+struct dt_test_hooks;
+
 #define DT_MATRIX_CSV_HEADER                                                                       \
     "device,entry,model,cell,vary,policy,controls,replicas,completed,"                             \
     "distinct_final_digests,first_divergent_step,step_ms_median,overhead_ratio,"                   \
@@ -29,11 +32,13 @@ struct dt_matrix_options {
     const char *config;      /* the matrix config file */
     const char *const *sets; /* command-line --set overrides, over every entry */
     int n_sets;
-    const char *only;    /* "a,b": run these entries only (file order); NULL = all */
-    const char *out_dir; /* the matrix folder */
-    const char *command; /* the command line, for matrix.json and each run.json */
-    bool quiet;          /* no progress lines (skips and failures are still said) */
-    bool overwrite;      /* --overwrite: an entry folder that holds a result is replaced */
+    const char *only;           /* "a,b": run these entries only (file order); NULL = all */
+    const char *out_dir;        /* the matrix folder */
+    const char *command;        /* the command line, for matrix.json and each run.json */
+    bool quiet;                 /* no progress lines (skips and failures are still said) */
+    bool overwrite;             /* --overwrite: an entry folder that holds a result is replaced */
+    const struct dt_dist *dist; /* NULL: one process (a matrix runs on one) */
+    const struct dt_test_hooks *hooks; /* test-only (harness/setup/test_hooks.h); NULL: none */
 };
 
 /* Run the matrix `matrix` (dt_config_load_matrix of opt->config, n_matrix > 0). Every

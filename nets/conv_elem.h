@@ -1,7 +1,9 @@
-/* Per-element work of the CUDA backend's own convolution and max-pooling kernels
- * (`conv_algo: own`), shared by nets/cuda/conv.cu and the host unit tests
+/* Per-element work of the own convolution and max-pooling ops (`conv_algo: own`), shared by
+ * the CUDA kernels (nets/cuda/conv.cu), the CPU's max-pool forward (nets/cpu/pool.c: the
+ * first-maximum rule, one function on both devices) and the host unit tests
  * (tests/test_cuda_conv.c), which run these functions in several emulated launch orders and
- * compare them bit for bit with the CPU backend (nets/cpu/conv.c, nets/cpu/pool.c).
+ * compare them bit for bit with the CPU backend (nets/cpu/conv.c, nets/cpu/pool.c). The CPU's
+ * im2col copies whole runs of a row at once (memcpy), the same cells dt_conv_patch_elem names.
  *
  * The CPU scatters (col2im, max-pool backward) become gathers here: one GPU thread per
  * input cell visits the terms that cell receives. Under `atomics: fixed_point` the terms
@@ -11,8 +13,8 @@
  * cell receives at most one term from each patch row (or output position), so visiting
  * its terms by rank reproduces the CPU's serial scatter exactly. (`atomics: float` is a
  * real scatter by atomicAdd in conv.cu: nondeterministic by design.) */
-#ifndef DT_CUDA_CONV_HD_H
-#define DT_CUDA_CONV_HD_H
+#ifndef DT_CONV_ELEM_H
+#define DT_CONV_ELEM_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -111,15 +113,14 @@ static inline DT_HD float dt_col2im_cell_ranked(const float *dcols, const struct
 
 /* ---- max pooling ----------------------------------------------------------------------- */
 
-/* Output element o = ((b*OH + oh)*OW + ow)*C + c: the first maximum of its window in
- * (kh, kw) order (a NaN wins and ends the scan), *argmax = ih*W + iw -- the CPU's rule. */
-static inline DT_HD float dt_maxpool_out(const float *x, const struct dt_pool2d_shape *s, int64_t o,
-                                         int32_t *argmax)
+/* The window at (ih0, iw0) of channel c in one NHWC image: its first maximum in (kh, kw)
+ * order (a later equal value does not replace it; a NaN wins and ends the scan), *argmax =
+ * ih*W + iw -- the rule of both devices (the CPU's loops call it per output element, the
+ * CUDA kernel through dt_maxpool_out). pad < K, so the window holds an image cell. */
+static inline DT_HD float dt_maxpool_window(const float *img, const struct dt_pool2d_shape *s,
+                                            int64_t c, int64_t ih0, int64_t iw0, int32_t *argmax)
 {
-    const int64_t C = s->C, c = o % C, ow = o / C % s->OW, oh = o / (C * s->OW) % s->OH;
-    const int64_t b = o / (C * s->OW * s->OH);
-    const float *img = x + b * s->H * s->W * C;
-    const int64_t ih0 = oh * s->stride - s->pad, iw0 = ow * s->stride - s->pad;
+    const int64_t C = s->C;
     const int64_t kh0 = ih0 < 0 ? -ih0 : 0, kh1 = ih0 + s->K > s->H ? s->H - ih0 : s->K;
     const int64_t kw0 = iw0 < 0 ? -iw0 : 0, kw1 = iw0 + s->K > s->W ? s->W - iw0 : s->K;
     int64_t best_cell = (ih0 + kh0) * s->W + iw0 + kw0;
@@ -140,6 +141,16 @@ static inline DT_HD float dt_maxpool_out(const float *x, const struct dt_pool2d_
         }
     *argmax = (int32_t)best_cell;
     return best;
+}
+
+/* Output element o = ((b*OH + oh)*OW + ow)*C + c: dt_maxpool_window of its window. */
+static inline DT_HD float dt_maxpool_out(const float *x, const struct dt_pool2d_shape *s, int64_t o,
+                                         int32_t *argmax)
+{
+    const int64_t C = s->C, c = o % C, ow = o / C % s->OW, oh = o / (C * s->OW) % s->OH;
+    const int64_t b = o / (C * s->OW * s->OH);
+    return dt_maxpool_window(x + b * s->H * s->W * C, s, c, oh * s->stride - s->pad,
+                             ow * s->stride - s->pad, argmax);
 }
 
 /* Visit the max-pool backward terms input cell i = ((b*H + ih)*W + iw)*C + c receives:

@@ -4,7 +4,7 @@
  * in matrix.json (rewritten after each entry, so an interrupted matrix leaves a true
  * record). The report reads matrix.json and each entry's summary.csv and config.json back
  * from disk, like `detrain report` does for one experiment: fixed order, no times. */
-#include "harness/run/matrix.h"
+#include "harness/matrix.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -191,7 +191,7 @@ static enum dt_status read_record(const char *dir, struct record *rec, struct dt
     yaml_parser_delete(&parser);
     fclose(f);
     if (!loaded) return st;
-    struct reader rd = {&doc, path, err};
+    struct reader rd = {.doc = &doc, .path = path, .err = err};
     const yaml_node_t *root = yaml_document_get_root_node(&doc);
     const yaml_node_t *entries =
         root && root->type == YAML_MAPPING_NODE ? map_get(&rd, root, "entries") : NULL;
@@ -217,9 +217,10 @@ static enum dt_status read_record(const char *dir, struct record *rec, struct dt
 static bool backend_opens(const struct dt_experiment *exp, char *why, size_t size)
 {
     struct dt_backend *be = NULL;
-    struct dt_backend_options bopt = {exp->backend.device == DT_DEVICE_CUDA ? DT_BACKEND_CUDA
-                                                                            : DT_BACKEND_CPU,
-                                      exp->backend.threads, exp->backend.gpu};
+    struct dt_backend_options bopt = {
+        .kind = exp->backend.device == DT_DEVICE_CUDA ? DT_BACKEND_CUDA : DT_BACKEND_CPU,
+        .threads = exp->backend.threads,
+        .gpu = exp->backend.gpu};
     struct dt_error e = {0};
     if (dt_backend_create(&be, &bopt, &e) != DT_OK) {
         snprintf(why, size, "%s", e.msg[0] ? e.msg : "the backend cannot be opened");
@@ -276,6 +277,13 @@ static void fill_entry(struct entry *e, const struct dt_experiment *exp)
 }
 
 /* Run entry k (of rec, resolved as exp) into <out>/<name>/ and record how it ended. */
+/* An entry's own report, as `detrain run` makes it (dt_run_options.report). */
+static enum dt_status entry_report(const char *dir, bool quiet, struct dt_error *err)
+{
+    const struct dt_report_options ropt = {.print_summary = true, .gnuplot = NULL, .quiet = quiet};
+    return dt_report_build(dir, &ropt, err);
+}
+
 static void run_entry(struct entry *e, const struct dt_experiment *exp, int k, int n,
                       const struct dt_matrix_options *opt)
 {
@@ -288,7 +296,13 @@ static void run_entry(struct entry *e, const struct dt_experiment *exp, int k, i
     }
     char dir[PATH_LEN];
     snprintf(dir, sizeof dir, "%s/%s", opt->out_dir, e->name);
-    struct dt_run_options ropt = {dir, opt->command, opt->quiet, opt->overwrite};
+    const struct dt_run_options ropt = {.out_dir = dir,
+                                        .command = opt->command,
+                                        .quiet = opt->quiet,
+                                        .overwrite = opt->overwrite,
+                                        .dist = opt->dist,
+                                        .hooks = opt->hooks,
+                                        .report = entry_report};
     struct dt_error err = {0};
     double t0 = dt_now_s();
     enum dt_status st = dt_train_experiment(exp, &ropt, &err);
@@ -358,7 +372,7 @@ enum dt_status dt_matrix_run(const struct dt_experiment *matrix,
     }
     /* the folder rules (harness/record/outdir.h) for the matrix folder and every entry to run,
      * before anything is written */
-    struct dt_folder_lock lock = {-1, ""};
+    struct dt_folder_lock lock = {.fd = -1, .path = ""};
     if (st == DT_OK) st = claim_matrix_folder(opt, rec, &lock, err);
     if (st == DT_OK) st = dt_mkdir_p(opt->out_dir, err);
     if (st == DT_OK && lock.fd < 0)

@@ -1,0 +1,34 @@
+/* The test-only behaviours: the one seam through which tests reach inside a run. main.c
+ * reads them from the environment once (the only reader of DETRAIN_TEST_*) and passes the
+ * struct down explicitly (dt_run_options, dt_explain_options); production code paths hold no
+ * getenv of them, and a zeroed struct -- or NULL -- means none is on.
+ *
+ *   DETRAIN_TEST_FAIL_ALLOC_ABOVE=N   every dt_x* allocation of more than N bytes fails as
+ *                                     if memory had run out (core/status.h), once the run
+ *                                     armed its out-of-memory manifest
+ *   DETRAIN_TEST_KILL_AFTER_STEP=N    SIGKILL after this process's N-th training step
+ *                                     (harness/run/train.h)
+ *   DETRAIN_TEST_POISON=STEP:TENSOR[:w|g[:VALUE]]   after step STEP, element 0 of the
+ *                                     tensor's weight or gradient := VALUE (NaN)
+ *   DETRAIN_TEST_POISON_RANK=R        poison rank R alone
+ *   DETRAIN_TEST_EXPLAIN_FORCE=OP[:TENSOR]   explain forces that op's nondeterministic path
+ *                                     (harness/analyze/explain.h)
+ *   DETRAIN_TEST_EXPLAIN_REPLAY_MISS=N   explain spoils its first N replayed steps */
+#ifndef DT_TEST_HOOKS_H
+#define DT_TEST_HOOKS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct dt_test_hooks {
+    bool fail_alloc;           /* fail_alloc_above is set */
+    size_t fail_alloc_above;   /* bytes */
+    int64_t kill_after_step;   /* 0: none */
+    const char *poison;        /* NULL: none */
+    int poison_rank;           /* -1: every rank */
+    const char *explain_force; /* NULL: none */
+    int explain_replay_miss;   /* 0: none */
+};
+
+#endif

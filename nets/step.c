@@ -1,0 +1,325 @@
+/* One training step for every caller: see step.h. */
+#include "nets/step.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "determinism/fixed_point.h"
+
+int64_t dt_shard_row(int64_t B, int64_t S, int64_t s)
+{
+    return (int64_t)(((__int128)s * B) / S); /* no overflow for any batch */
+}
+
+int64_t dt_rank_shard(int64_t S, int N, int r) { return ((int64_t)r * S) / N; }
+
+float dt_step_fixed_to_float(int64_t acc, int shift)
+{
+    return dt_fixed_to_float_bounded(acc, dt_fixed_scale(-shift));
+}
+
+/* ---- the exchange, or its one-process form ---------------------------------------------- */
+
+static int ranks(const struct dt_exchange *x) { return x ? x->size : 1; }
+static int rank_of(const struct dt_exchange *x) { return x ? x->rank : 0; }
+static bool several(const struct dt_exchange *x) { return x && x->size > 1; }
+
+static void x_max_u32(const struct dt_exchange *x, uint32_t *v, int n)
+{
+    if (several(x)) x->ops->max_u32(x->ctx, v, n);
+}
+
+static void x_sum_i64(const struct dt_exchange *x, int64_t *v, int64_t n)
+{
+    if (several(x)) x->ops->sum_i64(x->ctx, v, n);
+}
+
+static void x_sum_f32(const struct dt_exchange *x, float *v, int64_t n)
+{
+    if (several(x)) x->ops->sum_f32(x->ctx, v, n);
+}
+
+static void x_sum_f64(const struct dt_exchange *x, double *v, int n)
+{
+    if (several(x)) x->ops->sum_f64(x->ctx, v, n);
+}
+
+static void x_gather(const struct dt_exchange *x, const void *send, void *recv, int64_t bytes)
+{
+    if (several(x))
+        x->ops->gather(x->ctx, send, recv, bytes);
+    else
+        memcpy(recv, send, (size_t)bytes);
+}
+
+static int x_max_status(const struct dt_exchange *x, int status, int *rank_out)
+{
+    if (several(x)) return x->ops->max_status(x->ctx, status, rank_out);
+    if (rank_out) *rank_out = status ? 0 : -1;
+    return status;
+}
+
+/* Device memory goes through the exchange's device sum when it has one (NCCL between GPUs,
+ * also with one rank under a launcher: a one-GPU check of it); host memory never does. */
+static bool device_sum(struct dt_step *d)
+{
+    const struct dt_exchange *x = d->x;
+    if (!x || !x->ops->sum_device || dt_backend_host_view(d->m->be, d->m->params[0].g))
+        return false;
+    d->device_sum = true;
+    return true;
+}
+
+/* ---- set-up --------------------------------------------------------------------------- */
+
+bool dt_step_needs_combine(const struct dt_model *m, const struct dt_policy *pol,
+                           const struct dt_exchange *x)
+{
+    if (!dt_model_splits_step(m)) return false; /* one rank only (dt_dist_check) */
+    return several(x) || dt_reduction_exact(pol);
+}
+
+void dt_step_init(struct dt_step *d, struct dt_model *m, int64_t shards,
+                  const struct dt_policy *pol, const struct dt_exchange *x)
+{
+    memset(d, 0, sizeof *d);
+    d->m = m;
+    d->x = x;
+    d->offset = dt_xcalloc((size_t)m->n_params + 1, sizeof *d->offset);
+    d->n = dt_xcalloc((size_t)m->n_params + 1, sizeof *d->n);
+    for (int i = 0; i < m->n_params; i++) {
+        d->offset[i + 1] = d->offset[i] + m->params[i].n;
+        d->n[i] = m->params[i].n;
+    }
+    d->total = d->offset[m->n_params];
+    const int N = ranks(x), r = rank_of(x);
+    d->exact = dt_reduction_exact(pol);
+    if (d->exact) {
+        /* the rank's shards: the partials each gradient makes room for */
+        dt_model_grad_slots(m, dt_rank_shard(shards, N, r + 1) - dt_rank_shard(shards, N, r));
+        d->max_dev = dt_backend_alloc(m->be, (size_t)m->n_params * sizeof *d->max_dev);
+        d->max_bits = dt_xcalloc((size_t)m->n_params, sizeof *d->max_bits);
+        if (N > 1) {
+            d->acc_dev = dt_backend_alloc(m->be, (size_t)d->total * sizeof(int64_t));
+            d->acc = dt_xmalloc((size_t)d->total * sizeof(int64_t));
+        }
+    } else {
+        d->stage = dt_xmalloc((size_t)d->total * sizeof(float));
+        d->gather = N > 1 ? dt_xmalloc((size_t)(N * d->total) * sizeof(float)) : NULL;
+    }
+    d->loss_slots = dt_xcalloc((size_t)(shards > N ? shards : N), sizeof(float));
+}
+
+void dt_step_free(struct dt_step *d)
+{
+    if (d->device_sum && d->x->ops->release_device)
+        d->x->ops->release_device(d->x->ctx, d->m->be);
+    if (d->max_dev) dt_backend_free(d->m->be, d->max_dev);
+    if (d->acc_dev) dt_backend_free(d->m->be, d->acc_dev);
+    free(d->offset);
+    free(d->n);
+    free(d->stage);
+    free(d->acc);
+    free(d->max_bits);
+    free(d->gather);
+    free(d->loss_slots);
+    memset(d, 0, sizeof *d);
+}
+
+/* ---- the combined step ------------------------------------------------------------------ */
+
+/* The model's gradients into the staging buffer, and back. */
+static void stage_gradients(struct dt_step *d)
+{
+    struct dt_model *m = d->m;
+    for (int i = 0; i < m->n_params; i++)
+        dt_backend_download(m->be, d->stage + d->offset[i], m->params[i].g,
+                            (size_t)m->params[i].n * sizeof(float));
+}
+
+static void unstage_gradients(struct dt_step *d, const float *src)
+{
+    struct dt_model *m = d->m;
+    for (int i = 0; i < m->n_params; i++)
+        dt_backend_upload(m->be, m->params[i].g, src + d->offset[i],
+                          (size_t)m->params[i].n * sizeof(float));
+}
+
+/* Every rank learns whether any failed; a rank that did not fail says which did. */
+static enum dt_status agree_on_failure(struct dt_step *d, enum dt_status st)
+{
+    int who = -1;
+    int worst = x_max_status(d->x, st == DT_OK ? 0 : (int)st, &who);
+    if (worst == 0) return DT_OK;
+    if (st == DT_OK) {
+        dt_error_set(&d->m->err, (enum dt_status)worst,
+                     "rank %d failed at step %" PRId64 " (its message is on its stderr)", who,
+                     d->m->step);
+        return (enum dt_status)worst;
+    }
+    return st;
+}
+
+/* exact, the int64 sums across ranks: on the device when the exchange can, else staged. */
+static enum dt_status sum_fixed(struct dt_step *d)
+{
+    struct dt_model *m = d->m;
+    if (device_sum(d)) {
+        void *buf[1] = {d->acc_dev};
+        const int64_t count[1] = {d->total};
+        return d->x->ops->sum_device(d->x->ctx, m->be, buf, count, 1, true, &m->err);
+    }
+    dt_backend_download(m->be, d->acc, d->acc_dev, (size_t)d->total * sizeof *d->acc);
+    x_sum_i64(d->x, d->acc, d->total);
+    dt_backend_upload(m->be, d->acc_dev, d->acc, (size_t)d->total * sizeof *d->acc);
+    return DT_OK;
+}
+
+/* exact: per tensor the maxima (across ranks), the int64 sum, one rounding. */
+static enum dt_status combine_exact(struct dt_step *d, const struct dt_exact_layout *L)
+{
+    struct dt_model *m = d->m;
+    const int P = m->n_params;
+    enum dt_status st = dt_exact_max(m->be, d->max_dev, m->grad_pack, L);
+    if (st != DT_OK) return st;
+    if (ranks(d->x) == 1) return dt_exact_sum(m->be, m->grad_pack, d->max_dev, L);
+    dt_backend_download(m->be, d->max_bits, d->max_dev, (size_t)P * sizeof *d->max_bits);
+    x_max_u32(d->x, d->max_bits, P);
+    dt_backend_upload(m->be, d->max_dev, d->max_bits, (size_t)P * sizeof *d->max_bits);
+    st = dt_exact_to_fixed(m->be, d->acc_dev, m->grad_pack, d->max_dev, L);
+    if (st == DT_OK) st = sum_fixed(d);
+    if (st == DT_OK) st = dt_exact_round(m->be, m->grad_pack, d->acc_dev, d->max_dev, L);
+    return st;
+}
+
+/* reduction: exact. One pass over the rank's rows with the shards set: every batch
+ * reduction leaves one partial per shard in the packed gradients (nets/model.h), the loss
+ * one mean per shard; then combine_exact. */
+static enum dt_status step_exact(struct dt_step *d, const struct dt_batch *batch, int64_t B,
+                                 int64_t S, const struct dt_policy *pol, float *loss)
+{
+    struct dt_model *m = d->m;
+    const int N = ranks(d->x), r = rank_of(d->x);
+    const int64_t s0 = dt_rank_shard(S, N, r), s1 = dt_rank_shard(S, N, r + 1);
+    const int64_t b0 = dt_shard_row(B, S, s0);
+    int64_t *row = dt_xmalloc((size_t)(s1 - s0 + 1) * sizeof *row);
+    for (int64_t s = s0; s <= s1; s++) row[s - s0] = dt_shard_row(B, S, s) - b0;
+    const struct dt_shards sh = {.count = s1 - s0, .row = row};
+    const int P = m->n_params;
+    const struct dt_exact_layout L = {
+        .tensors = P, .n = d->n, .first = m->grad_first, .slots = s1 - s0, .shards = S};
+    memset(d->loss_slots, 0, (size_t)S * sizeof(float));
+    const struct dt_batch mine = dt_batch_from(batch, b0, m->in_dim);
+    enum dt_status st =
+        dt_model_gradients_sharded(m, &mine, row[s1 - s0], B, &sh, pol, d->loss_slots + s0);
+    free(row);
+    DT_FORWARD_IF_ERROR(agree_on_failure(d, st));
+    DT_FORWARD_IF_ERROR(combine_exact(d, &L));
+    /* the same maxima on every rank, so every rank fails alike */
+    dt_backend_download(m->be, d->max_bits, d->max_dev, (size_t)P * sizeof *d->max_bits);
+    for (int i = 0; i < P; i++)
+        if (d->max_bits[i] >= 0x7f800000u)
+            return dt_error_set(
+                &m->err, DT_ERR_NUMERIC,
+                "%s gradient: non-finite (%s) in a shard at step %" PRId64 " (reduction: exact)",
+                m->params[i].name, d->max_bits[i] > 0x7f800000u ? "nan" : "inf", m->step);
+    /* the loss: every shard's mean, gathered (one rank holds each slot and the others add
+     * +0, so the float sum is exact in any order), weighted by its rows in shard order */
+    x_sum_f32(d->x, d->loss_slots, S);
+    double total = 0.0;
+    for (int64_t s = 0; s < S; s++)
+        total += (double)d->loss_slots[s] * (double)(dt_shard_row(B, S, s + 1) - dt_shard_row(B, S, s));
+    *loss = (float)(total / (double)B);
+    return DT_OK;
+}
+
+/* unordered: the exchange's float sum, on the device when it can. */
+static enum dt_status sum_unordered(struct dt_step *d)
+{
+    struct dt_model *m = d->m;
+    if (device_sum(d)) {
+        void **buf = dt_xmalloc((size_t)m->n_params * sizeof *buf);
+        for (int i = 0; i < m->n_params; i++) buf[i] = m->params[i].g;
+        enum dt_status st =
+            d->x->ops->sum_device(d->x->ctx, m->be, buf, d->n, m->n_params, false, &m->err);
+        free(buf);
+        return st;
+    }
+    stage_gradients(d);
+    x_sum_f32(d->x, d->stage, d->total);
+    unstage_gradients(d, d->stage);
+    return DT_OK;
+}
+
+/* fixed: every rank's gradient gathered, added in rank order. */
+static void sum_rank_order(struct dt_step *d)
+{
+    const int N = ranks(d->x);
+    float *mine = d->stage;
+    stage_gradients(d);
+    x_gather(d->x, mine, d->gather, d->total * (int64_t)sizeof(float));
+    memcpy(mine, d->gather, (size_t)d->total * sizeof(float));
+    for (int q = 1; q < N; q++) {
+        const float *other = d->gather + (int64_t)q * d->total;
+        for (int64_t e = 0; e < d->total; e++) mine[e] += other[e];
+    }
+    unstage_gradients(d, mine);
+}
+
+static enum dt_status step_ranks(struct dt_step *d, const struct dt_batch *batch, int64_t B,
+                                 int64_t S, const struct dt_policy *pol, float *loss)
+{
+    struct dt_model *m = d->m;
+    const int N = ranks(d->x), r = rank_of(d->x);
+    const int64_t b0 = dt_shard_row(B, S, dt_rank_shard(S, N, r));
+    const int64_t b1 = dt_shard_row(B, S, dt_rank_shard(S, N, r + 1));
+    float l = NAN;
+    const struct dt_batch mine_rows = dt_batch_from(batch, b0, m->in_dim);
+    enum dt_status st = dt_model_gradients(m, &mine_rows, b1 - b0, B, pol, &l);
+    DT_FORWARD_IF_ERROR(agree_on_failure(d, st));
+    const double part = (double)l * (double)(b1 - b0);
+    double sum = part;
+    if (!dt_reduction_ordered(pol)) {
+        DT_FORWARD_IF_ERROR(sum_unordered(d));
+        x_sum_f64(d->x, &sum, 1);
+    } else {
+        sum_rank_order(d);
+        double *parts = dt_xmalloc((size_t)N * sizeof *parts);
+        x_gather(d->x, &part, parts, sizeof part);
+        sum = 0.0;
+        for (int q = 0; q < N; q++) sum += parts[q];
+        free(parts);
+    }
+    *loss = (float)(sum / (double)B);
+    return DT_OK;
+}
+
+enum dt_status dt_step_combined(struct dt_step *d, const struct dt_batch *batch, int64_t B,
+                                int64_t shards, const struct dt_sgd_options *opt,
+                                const struct dt_policy *pol, float *loss)
+{
+    struct dt_model *m = d->m;
+    DT_ASSERT(dt_model_splits_step(m) && shards >= ranks(d->x) && shards <= B);
+    dt_model_begin_step(m);
+    enum dt_status st = dt_reduction_exact(pol) ? step_exact(d, batch, B, shards, pol, loss)
+                                                : step_ranks(d, batch, B, shards, pol, loss);
+    if (st == DT_OK) st = dt_model_finish_gradients(m, pol); /* once, after the combination */
+    if (st != DT_OK) return st;
+    return dt_model_sgd(m, opt, pol);
+}
+
+enum dt_status dt_step_train(struct dt_step *d, struct dt_model *m, const struct dt_exchange *x,
+                             const struct dt_batch *batch, int64_t B, int64_t shards,
+                             const struct dt_sgd_options *opt, const struct dt_policy *pol,
+                             float *loss)
+{
+    if (!dt_step_needs_combine(m, pol, x)) return dt_model_train_step_batch(m, batch, B, opt, pol, loss);
+    if (d->m != m || d->x != x || d->exact != dt_reduction_exact(pol)) {
+        if (d->m) dt_step_free(d);
+        dt_step_init(d, m, shards, pol, x);
+    }
+    return dt_step_combined(d, batch, B, shards, opt, pol, loss);
+}

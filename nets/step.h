@@ -1,0 +1,119 @@
+/* One training step, the same for every caller (training, explain's re-execution, bench,
+ * the overhead sampler): the batch's rows gathered into the model, forward, loss,
+ * backward, the batch reductions under the policy -- the exact shard combine included --
+ * the exchange across ranks, the update.
+ *
+ * Shards and ranks. The global batch of B rows is cut into S canonical shards by a fixed
+ * rule -- shard s holds rows [floor(s*B/S), floor((s+1)*B/S)) -- and rank r of N takes
+ * shards [floor(r*S/N), floor((r+1)*S/N)): contiguous rows, every rank at least one shard
+ * (N <= S). A step's gradient is combined under the `reduction` control:
+ *
+ *   unordered  each rank's gradient over its rows, summed by the exchange in float (the
+ *              library's order).
+ *   fixed      each rank's gradient over its rows; every rank gathers all N and adds them
+ *              in rank order 0, 1, ..., N-1: fixed for a given N, different across N.
+ *   exact      forward, loss and backward once over the rank's rows, every batch reduction
+ *              giving one partial per shard (each the fixed tree over the shard's rows, as a
+ *              pass over the shard alone would: nets/backend.h, dt_shards); per tensor one
+ *              power-of-two scale from max |partial| over every shard (a maximum across
+ *              ranks, which has no order) and the shard count; each partial converted
+ *              exactly to int64 and summed, the int64 sums summed across ranks; one rounding
+ *              back to float -- all backend ops (dt_exact_*), on the device for CUDA.
+ *              Integer addition is associative, so the bits are the same for any N -- and
+ *              for a single process (no exchange), which takes the same path with N = 1.
+ *
+ * With one process and unordered or fixed the step is the model's plain one. A kind with its
+ * own train_step takes these paths when it splits that step (dt_model_splits_step); its
+ * data-free term (bnn_mlp's KL) is added once, after the combination
+ * (dt_model_finish_gradients), then the update. The rank rules -- who writes, which rank
+ * failed, the agreement after each step -- stay with the exchange's owner (harness/run/dist.h). */
+#ifndef DT_STEP_H
+#define DT_STEP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "determinism/policy.h"
+#include "nets/backend.h"
+#include "nets/model.h"
+
+/* The collectives a step needs across ranks. Each is called by every rank in the same order.
+ * A single process passes no exchange (NULL) and never calls any of them. */
+struct dt_exchange_ops {
+    void (*max_u32)(void *ctx, uint32_t *v, int n);       /* elementwise maximum, in place */
+    void (*sum_i64)(void *ctx, int64_t *v, int64_t n);    /* elementwise sum, in place */
+    void (*sum_f32)(void *ctx, float *v, int64_t n);      /* in the library's order */
+    void (*sum_f64)(void *ctx, double *v, int n);         /* in the library's order */
+    void (*gather)(void *ctx, const void *send, void *recv, int64_t bytes); /* rank order */
+    /* the highest status (0 = DT_OK) and the lowest rank holding it (-1 when 0) */
+    int (*max_status)(void *ctx, int status, int *rank_out);
+    /* Optional (NULL: the step stages through host memory): sum n buffers of be's device
+     * memory in place (count[i] elements, int64 or float), e.g. NCCL between GPUs. */
+    enum dt_status (*sum_device)(void *ctx, struct dt_backend *be, void *const *buf,
+                                 const int64_t *count, int n, bool is_int64,
+                                 struct dt_error *err);
+    /* Optional: the step that used sum_device on be is done with it. */
+    void (*release_device)(void *ctx, struct dt_backend *be);
+};
+struct dt_exchange {
+    const struct dt_exchange_ops *ops;
+    void *ctx;
+    int rank, size; /* this process's rank of size (size >= 1) */
+};
+
+/* The canonical cut: shard s's first row of B rows in S shards; rank r's first shard of S
+ * over N ranks. */
+int64_t dt_shard_row(int64_t B, int64_t S, int64_t s);
+int64_t dt_rank_shard(int64_t S, int N, int r);
+/* An int64 sum of partials scaled by 2^shift back to float, one rounding (reduction: exact). */
+float dt_step_fixed_to_float(int64_t acc, int shift);
+
+/* The buffers of one model's steps under one kind of reduction (exact or not). */
+struct dt_step {
+    struct dt_model *m;
+    const struct dt_exchange *x; /* NULL: one process */
+    bool exact;                  /* set up for reduction: exact (dt_model_grad_slots on m) */
+    bool device_sum;             /* x->ops->sum_device was used on m->be */
+    int64_t total;               /* elements over every parameter */
+    int64_t *offset;             /* per parameter, into the packed gradient (n_params + 1) */
+    int64_t *n;                  /* per parameter, its elements */
+    float *stage;                /* unordered, fixed: the rank's own packed gradient */
+    float *gather;               /* fixed: N packed gradients */
+    uint32_t *max_dev;           /* exact: per tensor, max |partial| bits (backend memory) */
+    uint32_t *max_bits;          /* exact: the same on the host */
+    int64_t *acc_dev, *acc;      /* exact with several ranks: the int64 sums (backend, host) */
+    float *loss_slots;           /* per shard (exact) or per rank */
+};
+
+/* Whether m's step under pol goes through the shard/rank combination (dt_step_combined)
+ * rather than the model's plain step: m splits its step and there are several ranks or the
+ * reduction is exact. */
+bool dt_step_needs_combine(const struct dt_model *m, const struct dt_policy *pol,
+                           const struct dt_exchange *x);
+/* Set up for steps of m under pol's kind of reduction (exact: m's gradients get room for
+ * the most shards this rank holds). x may be NULL (one process). */
+void dt_step_init(struct dt_step *d, struct dt_model *m, int64_t shards,
+                  const struct dt_policy *pol, const struct dt_exchange *x);
+void dt_step_free(struct dt_step *d);
+
+/* One combined step of m on the global batch (B rows: host rows or resident indices,
+ * nets/model.h), every rank passing the same batch: the rank's share, the combination
+ * across ranks under pol->reduction, then the update. *loss = the global batch's mean loss
+ * (the same value on every rank: exact combines the shards' means in shard order, fixed the
+ * ranks' in rank order, unordered by the exchange's sum). A failure on any rank fails the
+ * step on every rank: a numeric one with DT_ERR_NUMERIC and m->err naming the tensor (and
+ * the rank when it is another's). */
+enum dt_status dt_step_combined(struct dt_step *d, const struct dt_batch *batch, int64_t B,
+                                int64_t shards, const struct dt_sgd_options *opt,
+                                const struct dt_policy *pol, float *loss);
+
+/* The step every caller takes: dt_step_combined when dt_step_needs_combine (d set up for m
+ * on first use; dt_step_free it before m is destroyed), else the model's plain step
+ * (dt_model_train_step_batch). x may be NULL (one process). */
+enum dt_status dt_step_train(struct dt_step *d, struct dt_model *m, const struct dt_exchange *x,
+                             const struct dt_batch *batch, int64_t B, int64_t shards,
+                             const struct dt_sgd_options *opt, const struct dt_policy *pol,
+                             float *loss);
+
+#endif
