@@ -49,10 +49,8 @@ static void x_sum_f64(const struct dt_exchange *x, double *v, int n)
 
 static void x_gather(const struct dt_exchange *x, const void *send, void *recv, int64_t bytes)
 {
-    if (several(x))
-        x->ops->gather(x->ctx, send, recv, bytes);
-    else
-        memcpy(recv, send, (size_t)bytes);
+    if (several(x)) x->ops->gather(x->ctx, send, recv, bytes);
+    else memcpy(recv, send, (size_t)bytes);
 }
 
 static int x_max_status(const struct dt_exchange *x, int status, int *rank_out)
@@ -115,8 +113,7 @@ void dt_step_init(struct dt_step *d, struct dt_model *m, int64_t shards,
 
 void dt_step_free(struct dt_step *d)
 {
-    if (d->device_sum && d->x->ops->release_device)
-        d->x->ops->release_device(d->x->ctx, d->m->be);
+    if (d->device_sum && d->x->ops->release_device) d->x->ops->release_device(d->x->ctx, d->m->be);
     if (d->max_dev) dt_backend_free(d->m->be, d->max_dev);
     if (d->acc_dev) dt_backend_free(d->m->be, d->acc_dev);
     free(d->offset);
@@ -231,7 +228,8 @@ static enum dt_status step_exact(struct dt_step *d, const struct dt_batch *batch
     x_sum_f32(d->x, d->loss_slots, S);
     double total = 0.0;
     for (int64_t s = 0; s < S; s++)
-        total += (double)d->loss_slots[s] * (double)(dt_shard_row(B, S, s + 1) - dt_shard_row(B, S, s));
+        total +=
+            (double)d->loss_slots[s] * (double)(dt_shard_row(B, S, s + 1) - dt_shard_row(B, S, s));
     *loss = (float)(total / (double)B);
     return DT_OK;
 }
@@ -316,7 +314,8 @@ enum dt_status dt_step_train(struct dt_step *d, struct dt_model *m, const struct
                              const struct dt_sgd_options *opt, const struct dt_policy *pol,
                              float *loss)
 {
-    if (!dt_step_needs_combine(m, pol, x)) return dt_model_train_step_batch(m, batch, B, opt, pol, loss);
+    if (!dt_step_needs_combine(m, pol, x))
+        return dt_model_train_step_batch(m, batch, B, opt, pol, loss);
     if (d->m != m || d->x != x || d->exact != dt_reduction_exact(pol)) {
         if (d->m) dt_step_free(d);
         dt_step_init(d, m, shards, pol, x);

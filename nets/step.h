@@ -41,18 +41,17 @@
 /* The collectives a step needs across ranks. Each is called by every rank in the same order.
  * A single process passes no exchange (NULL) and never calls any of them. */
 struct dt_exchange_ops {
-    void (*max_u32)(void *ctx, uint32_t *v, int n);       /* elementwise maximum, in place */
-    void (*sum_i64)(void *ctx, int64_t *v, int64_t n);    /* elementwise sum, in place */
-    void (*sum_f32)(void *ctx, float *v, int64_t n);      /* in the library's order */
-    void (*sum_f64)(void *ctx, double *v, int n);         /* in the library's order */
+    void (*max_u32)(void *ctx, uint32_t *v, int n);    /* elementwise maximum, in place */
+    void (*sum_i64)(void *ctx, int64_t *v, int64_t n); /* elementwise sum, in place */
+    void (*sum_f32)(void *ctx, float *v, int64_t n);   /* in the library's order */
+    void (*sum_f64)(void *ctx, double *v, int n);      /* in the library's order */
     void (*gather)(void *ctx, const void *send, void *recv, int64_t bytes); /* rank order */
     /* the highest status (0 = DT_OK) and the lowest rank holding it (-1 when 0) */
     int (*max_status)(void *ctx, int status, int *rank_out);
     /* Optional (NULL: the step stages through host memory): sum n buffers of be's device
      * memory in place (count[i] elements, int64 or float), e.g. NCCL between GPUs. */
     enum dt_status (*sum_device)(void *ctx, struct dt_backend *be, void *const *buf,
-                                 const int64_t *count, int n, bool is_int64,
-                                 struct dt_error *err);
+                                 const int64_t *count, int n, bool is_int64, struct dt_error *err);
     /* Optional: the step that used sum_device on be is done with it. */
     void (*release_device)(void *ctx, struct dt_backend *be);
 };
