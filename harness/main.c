@@ -510,8 +510,12 @@ static int cmd_bench(const struct app *app, int argc, char **argv)
     const char *config = NULL;
     const char *sets[MAX_SETS];
     int n_sets = 0;
-    struct dt_bench_options opt = {
-        .steps = 100, .warmup = 10, .csv_path = NULL, .baseline_first = false, .dist = app->dist};
+    struct dt_bench_options opt = {.steps = 100,
+                                   .warmup = 10,
+                                   .csv_path = NULL,
+                                   .baseline_first = false,
+                                   .dist = app->dist,
+                                   .hooks = &app->hooks};
     for (int i = 2; i < argc;) {
         int used = take_set(argc, argv, i, sets, &n_sets);
         if (used == -2) return 2;
@@ -573,6 +577,15 @@ static void test_hooks_from_env(struct dt_test_hooks *h)
     h->explain_force = getenv("DETRAIN_TEST_EXPLAIN_FORCE");
     v = getenv("DETRAIN_TEST_EXPLAIN_REPLAY_MISS");
     if (v && *v) h->explain_replay_miss = atoi(v);
+    h->slow_base_op = -1;
+    v = getenv("DETRAIN_TEST_SLOW_BASE_OP");
+    for (int op = 0; v && op < DT_OP_COUNT; op++) {
+        const size_t len = strlen(dt_op_name((enum dt_op)op));
+        if (strncmp(v, dt_op_name((enum dt_op)op), len) == 0 && (!v[len] || v[len] == ':')) {
+            h->slow_base_op = op;
+            h->slow_base_seconds = 1e-3 * (v[len] == ':' ? atof(v + len + 1) : 2.0);
+        }
+    }
 }
 
 /* Under an MPI launcher every process runs this; harness/run/dist.h. */

@@ -335,8 +335,23 @@ void dt_backend_set_observer(struct dt_backend *be, dt_op_observer_fn fn, void *
  * synchronised before and after, so the time is the op's own, kernels included, and not
  * the tail of earlier ops. The arguments after `call` are the op's tensors (OUT, PARAM...)
  * for the observer, which gets them before and after the call. */
+static void slow_hook(struct dt_backend *be, int op)
+{
+    if (be->slow_op != op + 1) return;
+    const double until = dt_now_s() + be->slow_seconds;
+    while (dt_now_s() < until) {
+    }
+}
+
+void dt_backend_set_slow_op(struct dt_backend *be, int op, double seconds)
+{
+    be->slow_op = op >= 0 && op < DT_OP_COUNT ? op + 1 : 0;
+    be->slow_seconds = seconds;
+}
+
 #define DISPATCH(be, op, call, ...)                                                                \
     do {                                                                                           \
+        if ((be)->slow_op) slow_hook((be), (op));                                                  \
         if ((be)->observer) {                                                                      \
             const struct dt_op_tensor t_[] = {__VA_ARGS__};                                        \
             const int n_ = (int)(sizeof t_ / sizeof t_[0]);                                        \
@@ -353,7 +368,7 @@ void dt_backend_set_observer(struct dt_backend *be, dt_op_observer_fn fn, void *
             return st_;                                                                            \
         }                                                                                          \
         dt_backend_synchronize(be);                                                                \
-        double t0_ = dt_now_s();                                                                   \
+        double t0_ = dt_now_s() - ((be)->slow_op == (op) + 1 ? (be)->slow_seconds : 0);            \
         enum dt_status st_ = (call);                                                               \
         dt_backend_synchronize(be);                                                                \
         (be)->op_seconds[op] += dt_now_s() - t0_;                                                  \

@@ -224,6 +224,11 @@ enum dt_status dt_exact_sum(struct dt_backend *be, float *pack, const uint32_t *
  * paths ignore it. Returns DT_ERR_UNSUPPORTED when the backend has no such hook. */
 enum dt_status dt_backend_set_forced_order(struct dt_backend *be, uint64_t seed);
 
+/* Test hook: op (a DT_OP index; -1 none) takes `seconds` longer each call (a spin on the
+ * host clock before it runs, inside its profiled time), so a test can make one op of one
+ * policy slower than another policy's and see `detrain bench` flag it. */
+void dt_backend_set_slow_op(struct dt_backend *be, int op, double seconds);
+
 /* Per-op timing for benchmarks: while enabled, every op call's time is added to its slot
  * (DT_OP_*). Off by default. On the CPU, wall time (two clock reads per op). On a backend
  * with queued work and device timers (CUDA: a pair of events recorded around the op on its

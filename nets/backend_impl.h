@@ -192,6 +192,8 @@ struct dt_backend {
     int threads;
     bool profiling;
     double op_seconds[DT_OP_COUNT];
+    int slow_op;         /* test hook (dt_backend_set_slow_op): this op index + 1, 0 none */
+    double slow_seconds; /* how much longer it takes */
     /* snapshot copies: begun and waited counts, kept by nets/backend.c, and the backend's
      * own state for them (made on first use, freed by copy_out_release) */
     int64_t copy_out_begun, copy_out_waited;

@@ -294,8 +294,26 @@ DT_TEST(sigint_keeps_valid_prefix)
     CHECK_INT_EQ(dt_csv_field(f, sizeof f, trace, 1, 0), 0); /* at least step 1 was written */
 }
 
+/* `detrain bench` flags a baseline that is not the fastest, per op and for the step: the
+ * test hook makes fast's ReLU forward 3 ms slower (in fast's steps only), so run_to_run's
+ * beats it beyond any interval, and the flag names the op; without the hook, the same bench
+ * names no relu_forward (the flag is not printed for nothing). */
+DT_TEST(bench_flags_slow_baseline)
+{
+    const char *args = "bench '%s' --steps 12 --warmup 2 --set 'policies=[fast, run_to_run]' "
+                       "--set dataset.train_limit=512";
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "DETRAIN_TEST_SLOW_BASE_OP=relu_forward:3 '%%s' %s", args);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, cmd, EXE, TINY), 0);
+    CHECK_CONTAINS(out, "fast is not the fastest for relu_forward here: run_to_run's");
+    CHECK_CONTAINS(out, "fast is not the fastest here: run_to_run's step");
+    snprintf(cmd, sizeof cmd, "'%%s' %s", args);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, cmd, EXE, TINY), 0);
+    CHECK(strstr(out, "not the fastest for relu_forward") == NULL);
+}
+
 DT_TEST_MAIN(DT_CASE(help_and_version), DT_CASE(usage_errors_exit_2),
              DT_CASE(config_errors_stop_before_training), DT_CASE(run_dry_run),
              DT_CASE(dataset_errors), DT_CASE(unwritable_output), DT_CASE(cuda_unavailable),
              DT_CASE(short_run_outputs), DT_CASE(progress_line_on_terminal),
-             DT_CASE(sigint_keeps_valid_prefix))
+             DT_CASE(sigint_keeps_valid_prefix), DT_CASE(bench_flags_slow_baseline))

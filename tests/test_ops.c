@@ -520,7 +520,8 @@ DT_TEST(dense_paths_same_bits)
         fprintf(stderr, "no AVX-512 here: one path only, nothing to compare\n");
         return;
     }
-    for (int level = 0; level < 3; level++) {
+    /* fast's paths differ by design (fused AVX-512 tiles or OpenBLAS): dense_fast_matches_double */
+    for (int level = DT_LEVEL_RUN_TO_RUN; level < 3; level++) {
         struct dt_policy pol;
         dt_policy_from_level(&pol, (enum dt_level)level);
         for (int path = 0; path < 2; path++) {
@@ -538,7 +539,6 @@ DT_TEST(dense_paths_same_bits)
             else memset(o, 0, POUT * sizeof(float));
             dt_backend_destroy(be);
         }
-        /* fast's weight gradient is OpenBLAS on both paths; the rest is compared as is */
         if (memcmp(out[0], out[1], sizeof out[0]) != 0) {
             fprintf(stderr, "level %s: the AVX-512 and AVX2 paths give different bits\n",
                     dt_level_name((enum dt_level)level));
@@ -548,9 +548,50 @@ DT_TEST(dense_paths_same_bits)
     dt_cpu_set_wide(true);
 }
 
+/* math: fast's products on both kernel paths -- the fused AVX-512 tiles (full 16-column
+ * tiles, 8/4/2/1-row tiles, leftover columns) and OpenBLAS -- against a double-precision
+ * product: forward and backward-data within float rounding of the sum. */
+DT_TEST(dense_fast_matches_double)
+{
+    enum { PB = 75, PIN = 37, POUT = 21 };
+    static float x[PB * PIN], w[PIN * POUT], bias[POUT], dy[PB * POUT], y[PB * POUT], dx[PB * PIN];
+    static double ry[PB * POUT], rdx[PB * PIN];
+    fill(x, PB * PIN, 1.0);
+    fill(w, PIN * POUT, 0.3);
+    fill(bias, POUT, 0.1);
+    fill(dy, PB * POUT, 1.0);
+    for (int b = 0; b < PB; b++) {
+        for (int o = 0; o < POUT; o++) {
+            double s = bias[o];
+            for (int k = 0; k < PIN; k++) s += (double)x[b * PIN + k] * w[k * POUT + o];
+            ry[b * POUT + o] = s;
+        }
+        for (int k = 0; k < PIN; k++) {
+            double s = 0;
+            for (int o = 0; o < POUT; o++) s += (double)dy[b * POUT + o] * w[k * POUT + o];
+            rdx[b * PIN + k] = s;
+        }
+    }
+    struct dt_policy pol;
+    dt_policy_from_level(&pol, DT_LEVEL_FAST);
+    const bool wide = dt_cpu_set_wide(true);
+    for (int path = 0; path < (wide ? 2 : 1); path++) {
+        dt_cpu_set_wide(path == 0);
+        fprintf(stderr, "fast, %s path\n", path == 0 && wide ? "AVX-512 fused" : "OpenBLAS");
+        struct dt_backend *be = cpu(2);
+        CHECK(dt_dense_forward(be, y, x, w, bias, PB, PIN, POUT, &pol) == DT_OK);
+        CHECK(dt_dense_backward_data(be, dx, dy, w, PB, PIN, POUT, &pol) == DT_OK);
+        check_close("fast dense forward", y, ry, PB * POUT, 1e-6, 1e-5);
+        check_close("fast dense backward-data", dx, rdx, PB * PIN, 1e-6, 1e-5);
+        dt_backend_destroy(be);
+    }
+    dt_cpu_set_wide(true);
+}
+
 DT_TEST_MAIN(DT_CASE(dense_forward_matches_double), DT_CASE(dense_backward_gradcheck),
              DT_CASE(batch_sums_every_level), DT_CASE(relu_gradcheck),
              DT_CASE(softmax_xent_gradcheck), DT_CASE(sgd_matches_formula),
              DT_CASE(mlp_backward_gradcheck), DT_CASE(dense_thread_count_independent),
              DT_CASE(bias_fixed_point_split_matches_serial), DT_CASE(wgrad_forms_same_bits),
-             DT_CASE(matmul_paths_match_scalar), DT_CASE(dense_paths_same_bits))
+             DT_CASE(matmul_paths_match_scalar), DT_CASE(dense_paths_same_bits),
+             DT_CASE(dense_fast_matches_double))

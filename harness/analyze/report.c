@@ -1300,6 +1300,17 @@ static void md_overhead(struct dt_strbuf *sb, const struct report *rep)
                          o->partial ? " (partial)" : "");
     }
     dt_strbuf_printf(sb, "\n");
+    for (int p = 0; p < rep->exp.n_policies; p++) { /* a baseline slower than it need be */
+        const struct overhead *o = &rep->ovh[p];
+        if (o->has_ratio && !o->baseline && isfinite(o->ci.hi) && o->ci.hi < 0.95)
+            dt_strbuf_printf(
+                sb,
+                "**fast is not the fastest here**: %s's step is %.3fx fast's "
+                "[%.3f, %.3f], beyond the interval by more than 5%%; every ratio against fast "
+                "flatters determinism until fast takes the faster path "
+                "(docs/performance.md).\n\n",
+                rep->exp.policies[p].name, o->ci.ratio, o->ci.lo, o->ci.hi);
+    }
     if (rep->ovh_note[0]) dt_strbuf_printf(sb, "Overhead %s.\n\n", rep->ovh_note);
 }
 

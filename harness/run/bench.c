@@ -20,6 +20,7 @@
 #include "harness/record/hash.h"
 #include "harness/run/stop.h"
 #include "harness/setup/model.h"
+#include "harness/setup/test_hooks.h"
 #include "nets/backend.h"
 #include "determinism/streams.h"
 
@@ -63,6 +64,9 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
             }
             const int k = base_first ? step : 1 - step; /* 0 = base, 1 = the policy */
             double t, ops[DT_OP_COUNT];
+            if (bs->slow_base_op >= 0) /* test hook: one op of the baseline slowed */
+                dt_backend_set_slow_op(m->be, k == 0 ? bs->slow_base_op : -1,
+                                       bs->slow_base_seconds);
             const struct dt_batch batch = dt_batch_stream_at(&bs->batches, bs->s++);
             st = timed_step(&bs->step, dt_dist_exchange(bs->dist), m, &batch, B, exp->train.shards,
                             &sgd, k == 0 ? base : pol, &t, ops);
@@ -74,7 +78,49 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
         }
     }
     dt_backend_defer_checks(m->be, false);
+    dt_backend_set_slow_op(m->be, -1, 0);
     return st;
+}
+
+/* A policy beats the baseline by more than noise when the upper end of the paired bootstrap
+ * 95% interval of its time ratio lies below this: beyond the interval and by more than 5%
+ * (per-op times of sub-millisecond ops carry percent-sized biases of their own). */
+#define DT_BENCH_FLAG_BELOW 0.95
+
+/* "fast is not the fastest for OP here": the policy's op beats the baseline's beyond
+ * DT_BENCH_FLAG_BELOW (both ran the op). */
+static void op_flag(struct dt_strbuf *flags, const char *base, const char *pol, enum dt_op op,
+                    const double *oa, const double *ob, int64_t n, uint64_t seed)
+{
+    double *a = dt_xmalloc((size_t)n * sizeof *a), *b = dt_xmalloc((size_t)n * sizeof *b);
+    bool ran = true;
+    for (int64_t r = 0; r < n; r++) {
+        a[r] = oa[r * DT_OP_COUNT + op];
+        b[r] = ob[r * DT_OP_COUNT + op];
+        ran &= a[r] > 0 && b[r] > 0;
+    }
+    struct dt_ratio_ci ci;
+    if (ran) dt_bootstrap_median_ratio(a, b, n, 2000, seed, &ci);
+    if (ran && ci.hi < DT_BENCH_FLAG_BELOW)
+        dt_strbuf_printf(flags, "  %s is not the fastest for %s here: %s's %.2fx [%.2f, %.2f]\n",
+                         base, dt_op_name(op), pol, ci.ratio, ci.lo, ci.hi);
+    free(a);
+    free(b);
+}
+
+/* The bench CSV in memory: an earlier bench CSV of this path (main.c checked it is one)
+ * first, else the header; written atomically at the end. */
+static enum dt_status csv_begin(struct dt_strbuf *csv, const char *path, struct dt_error *err)
+{
+    char *old = NULL;
+    size_t old_len = 0;
+    if (dt_path_exists(path))
+        DT_FORWARD_IF_ERROR(
+            dt_read_regular_file(&old, &old_len, path, "the bench CSV", (size_t)1 << 30, err));
+    if (old && old_len) dt_strbuf_printf(csv, "%s%s", old, old[old_len - 1] == '\n' ? "" : "\n");
+    else dt_strbuf_printf(csv, "%s\n", DT_BENCH_CSV_HEADER);
+    free(old);
+    return DT_OK;
 }
 
 /* Overhead of every policy against the baseline (`fast`, or the config's first policy),
@@ -100,30 +146,13 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
         printf("\nepsilon memory (bytes): %s holds %" PRId64 " from forward to backward, "
                "workspace %" PRId64 ", generator state %" PRId64 "\n",
                base_name, mem.eps_held, mem.eps_workspace, mem.rng_state);
+    struct dt_strbuf csvb = {0}, *csv = opt->csv_path ? &csvb : NULL;
+    if (csv) DT_FORWARD_IF_ERROR(csv_begin(csv, opt->csv_path, err));
     const int64_t n = opt->steps;
     double *ta = dt_xcalloc((size_t)n, sizeof(double)), *tb = dt_xcalloc((size_t)n, sizeof(double));
     double *oa = dt_xcalloc((size_t)(n * DT_OP_COUNT), sizeof(double));
     double *ob = dt_xcalloc((size_t)(n * DT_OP_COUNT), sizeof(double));
     double *col = dt_xcalloc((size_t)n, sizeof(double));
-    /* the CSV in memory: an earlier bench CSV of this path (main.c checked it is one) first,
-     * else the header; written atomically at the end */
-    struct dt_strbuf csvb = {0}, *csv = NULL;
-    if (opt->csv_path) {
-        csv = &csvb;
-        char *old = NULL;
-        size_t old_len = 0;
-        if (dt_path_exists(opt->csv_path)) {
-            enum dt_status rs = dt_read_regular_file(&old, &old_len, opt->csv_path, "the bench CSV",
-                                                     (size_t)1 << 30, err);
-            if (rs != DT_OK) return rs;
-        }
-        if (old && old_len) {
-            dt_strbuf_printf(csv, "%s%s", old, old[old_len - 1] == '\n' ? "" : "\n");
-        } else {
-            dt_strbuf_printf(csv, "%s\n", DT_BENCH_CSV_HEADER);
-        }
-        free(old);
-    }
     enum dt_status st = DT_OK;
     bool header = false;
     /* per-op times come from a pass of their own: timing each op makes a device backend
@@ -169,11 +198,16 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
             dt_strbuf_printf(csv, "%s,%s,step,%.6f,%.6f,%.4f,%.4f,%.4f,%s\n", exp->name, pol->name,
                              1e3 * ma, 1e3 * mb, mb / ma, ci.lo, ci.hi,
                              ci.inconclusive ? "inconclusive" : "conclusive");
+        struct dt_strbuf flags = {0}; /* where the baseline is not the fastest */
+        if (ci.hi < DT_BENCH_FLAG_BELOW)
+            dt_strbuf_printf(&flags, "  %s is not the fastest here: %s's step %.2fx [%.2f, %.2f]\n",
+                             base_name, pol->name, ci.ratio, ci.lo, ci.hi);
         for (int o = 0; o < DT_OP_COUNT; o++) {
             for (int64_t r = 0; r < n_ops; r++) col[r] = oa[r * DT_OP_COUNT + o];
             double a = dt_median(col, n_ops);
             for (int64_t r = 0; r < n_ops; r++) col[r] = ob[r * DT_OP_COUNT + o];
             double b = dt_median(col, n_ops);
+            op_flag(&flags, base_name, pol->name, (enum dt_op)o, oa, ob, n_ops, exp->train.seed);
             if (a > 0) printf(" %8.2fx", b / a);
             else printf(" %9s", "-");
             if (csv && a > 0)
@@ -183,7 +217,8 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
                 dt_strbuf_printf(csv, "%s,%s,%s,%.6f,%.6f,\n", exp->name, pol->name,
                                  dt_op_name((enum dt_op)o), 1e3 * a, 1e3 * b);
         }
-        printf("\n");
+        printf("\n%s", flags.data ? flags.data : "");
+        dt_strbuf_free(&flags);
     }
     free(scratch_a);
     free(scratch_b);
@@ -278,6 +313,8 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
     memset(&step, 0, sizeof step);
     const struct dt_exchange *x = dt_dist_exchange(opt->dist);
     bs.dist = opt->dist;
+    bs.slow_base_op = opt->hooks ? opt->hooks->slow_base_op : -1;
+    bs.slow_base_seconds = opt->hooks ? opt->hooks->slow_base_seconds : 0;
     int64_t params = 0;
     for (int i = 0; i < m->n_params; i++) params += m->params[i].n;
 

@@ -23,6 +23,7 @@ struct dt_bench_options {
     const char *csv_path;
     bool baseline_first;        /* overhead against the config's first policy instead of fast */
     const struct dt_dist *dist; /* the ranks (harness/run/dist.h); NULL: one process */
+    const struct dt_test_hooks *hooks; /* test-only (harness/setup/test_hooks.h); NULL: none */
 };
 
 /* The overhead protocol's sampler, shared with `detrain run` (report.overhead_samples):
@@ -38,6 +39,8 @@ struct dt_bench_stream {
     int64_t s;
     struct dt_step step;        /* the combined step's buffers (dt_step_free after) */
     const struct dt_dist *dist; /* the ranks stepping together; NULL: one process */
+    int slow_base_op;           /* test hook: this op slowed in base's steps; -1 none */
+    double slow_base_seconds;
 };
 enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment *exp,
                                   struct dt_bench_stream *bs, const struct dt_policy *base,

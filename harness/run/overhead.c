@@ -60,6 +60,7 @@ enum dt_status dt_overhead_measure(const struct dt_experiment *exp, const char *
     struct dt_bench_stream bs;
     memset(&bs, 0, sizeof bs);
     bs.dist = dist;
+    bs.slow_base_op = -1;
     dt_batch_stream_init(&bs.batches, train, train_set, B, exp->train.seed, 0);
     if (st == DT_OK) dt_model_init(m, exp->train.seed, 0);
     for (int p = 0; p < exp->n_policies && st == DT_OK && !dt_stop_requested; p++) {

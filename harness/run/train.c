@@ -640,6 +640,9 @@ double dt_run_memory_bytes(const struct dt_experiment *exp, char *what, size_t s
         if (c > copies) copies = c;
     }
     copies += z.extra_per_param;
+    /* the largest layer's w^T for backward-data (the ordered and the fused fast tiles read
+     * it), kept in the backend's scratch across cells: about 3/4 of an MLP's weights */
+    copies += 0.75;
     if (exp->report.snapshots > 0) copies += 1;
     if (exp->train.checkpoint_every > 0 || exp->train.checkpoint_at_divergence) copies += 4;
     /* the keys that drive it: the batch, and the kind's own */

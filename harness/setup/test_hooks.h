@@ -13,7 +13,10 @@
  *   DETRAIN_TEST_POISON_RANK=R        poison rank R alone
  *   DETRAIN_TEST_EXPLAIN_FORCE=OP[:TENSOR]   explain forces that op's nondeterministic path
  *                                     (harness/analyze/explain.h)
- *   DETRAIN_TEST_EXPLAIN_REPLAY_MISS=N   explain spoils its first N replayed steps */
+ *   DETRAIN_TEST_EXPLAIN_REPLAY_MISS=N   explain spoils its first N replayed steps
+ *   DETRAIN_TEST_SLOW_BASE_OP=OP[:MS]   `detrain bench` makes op OP take MS (default 2) ms
+ *                                     longer in the baseline's (fast's) steps, so that its
+ *                                     "fast is not the fastest" flag can be seen to fire */
 #ifndef DT_TEST_HOOKS_H
 #define DT_TEST_HOOKS_H
 
@@ -29,6 +32,8 @@ struct dt_test_hooks {
     int poison_rank;           /* -1: every rank */
     const char *explain_force; /* NULL: none */
     int explain_replay_miss;   /* 0: none */
+    int slow_base_op;          /* a DT_OP index; -1: none */
+    double slow_base_seconds;
 };
 
 #endif

@@ -21,11 +21,13 @@
  *                                   on order, so each worker owns whole images and needs
  *                                   no atomic instruction; a GPU adding the same int64
  *                                   terms with atomicAdd gets the same bits.
- *                    float       -> workers take blocks of output rows as they come, sum
- *                                   each block's terms privately, and add the block's sums
- *                                   into dx with a float compare-and-swap in arrival
- *                                   order: a GPU's block sums + atomicAdd, nondeterministic
- *                                   by design (neighbouring blocks share image rows).
+ *                    float       -> the fastest form: each worker owns whole images and
+ *                                   adds their patch rows in row order with plain adds (no
+ *                                   atomic instruction). Deterministic for any thread
+ *                                   count, though the control allows any order: on the CPU
+ *                                   `fast` has nothing to gain from arrival order here
+ *                                   (measured: docs/performance.md); the forced-order hook
+ *                                   (a drawn row order) still shows the control matters.
  * The bias gradient is dt_bias_backward over dy seen as a (rows, K_out) matrix. */
 #include <stdatomic.h>
 #include <string.h>
@@ -33,8 +35,6 @@
 #include "determinism/fixed_point.h"
 #include "determinism/streams.h"
 #include "nets/cpu/cpu.h"
-
-#define COL2IM_ROWS 2 /* output rows per dynamically scheduled block (atomics: float) */
 
 struct conv_job {
     struct dt_backend *be;
@@ -194,41 +194,17 @@ static void scatter_row_plain(const struct conv_job *j, int64_t r)
     })
 }
 
-/* float: workers take blocks of COL2IM_ROWS output rows (b, oh..) as they come, scatter
- * the block's patches into a private band of image rows with plain adds, then add the
- * band into dx with a float compare-and-swap per cell -- a GPU's block-local sums followed
- * by atomicAdd. Neighbouring blocks' bands overlap (KH > stride), so a cell receives
- * several band sums in arrival order and the bits depend on timing. */
-static void col2im_float_part(void *ctx, int64_t begin, int64_t end, int worker)
+/* float, the fastest form: each worker owns whole images [begin, end)
+ * and scatters their patch rows in row order with plain adds -- no atomic instruction, no
+ * band; deterministic for any thread count, though the control allows any order. */
+static void col2im_plain_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
-    struct conv_job *j = ctx;
+    const struct conv_job *j = ctx;
     const struct dt_conv2d_shape *s = j->s;
-    const int64_t blocks_per_img = (s->OH + COL2IM_ROWS - 1) / COL2IM_ROWS, C = s->C;
-    const int64_t band_max = ((COL2IM_ROWS - 1) * s->stride + s->KH) * s->W * C;
-    float *band = dt_cpu_worker_buffer(j->be, worker, (size_t)band_max);
-    const int64_t Kp = conv_patch(s);
-    for (;;) {
-        const int64_t blk = atomic_fetch_add(&j->next, 1);
-        if (blk >= s->B * blocks_per_img) break;
-        const int64_t b = blk / blocks_per_img, oh0 = blk % blocks_per_img * COL2IM_ROWS;
-        const int64_t oh1 = oh0 + COL2IM_ROWS < s->OH ? oh0 + COL2IM_ROWS : s->OH;
-        int64_t ih_lo = oh0 * s->stride - s->pad, ih_hi = (oh1 - 1) * s->stride - s->pad + s->KH;
-        if (ih_lo < 0) ih_lo = 0;
-        if (ih_hi > s->H) ih_hi = s->H;
-        if (ih_hi <= ih_lo) continue;
-        const int64_t band_n = (ih_hi - ih_lo) * s->W * C;
-        memset(band, 0, (size_t)band_n * sizeof *band);
-        for (int64_t oh = oh0; oh < oh1; oh++)
-            for (int64_t ow = 0; ow < s->OW; ow++) {
-                const float *row = j->dcols + ((b * s->OH + oh) * s->OW + ow) * Kp;
-                float *base = band - ih_lo * s->W * C; /* cell_ counts from image row 0 */
-                FOR_EACH_PATCH_CELL(s, oh, ow, {
-                    for (int64_t c = 0; c < C; c++) base[cell_ + c] += row[elem_ + c];
-                })
-            }
-        float *img = j->dx + (b * s->H + ih_lo) * s->W * C;
-        for (int64_t i = 0; i < band_n; i++) dt_cpu_atomic_add_float(&img[i], band[i]);
-    }
+    const int64_t P = s->OH * s->OW;
+    memset(j->dx + begin * s->H * s->W * s->C, 0,
+           (size_t)((end - begin) * s->H * s->W * s->C) * sizeof(float));
+    for (int64_t r = begin * P; r < end * P; r++) scatter_row_plain(j, r);
 }
 
 enum dt_status dt_cpu_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
@@ -254,14 +230,14 @@ enum dt_status dt_cpu_conv2d_backward_data(struct dt_backend *be, float *dx, con
         dt_pool_run(c->pool, s->B, 1, col2im_fixed_part, &job);
         return DT_OK;
     }
-    memset(dx, 0, (size_t)(s->B * s->H * s->W * s->C) * sizeof(float));
     if (c->forced_order) {
+        memset(dx, 0, (size_t)(s->B * s->H * s->W * s->C) * sizeof(float));
         int64_t *perm = dt_xmalloc((size_t)rows * sizeof *perm);
         dt_forced_permutation(perm, rows, c->forced_order, DT_FORCED_SUMMANDS);
         for (int64_t t = 0; t < rows; t++) scatter_row_plain(&job, perm[t]);
         free(perm);
         return DT_OK;
     }
-    dt_pool_run(c->pool, dt_pool_threads(c->pool), 1, col2im_float_part, &job);
+    dt_pool_run(c->pool, s->B, 1, col2im_plain_part, &job);
     return DT_OK;
 }

@@ -1,7 +1,12 @@
 /* Dense layer on the CPU backend: forward, backward-data, backward-weight, bias gradient,
- * under the policy's controls (docs/DESIGN.md, "Determinism levels and controls"):
+ * under the policy's controls (docs/DESIGN.md, "Determinism levels and controls").
+ * `fast` takes, op by op, the fastest path detrain has on this CPU (measured with `detrain
+ * bench`, which flags an op where another level beats fast: docs/performance.md); several
+ * of those happen to be deterministic, which the comments say.
  *
- *   matrix products  math: fast -> OpenBLAS sgemm on each worker's rows; otherwise
+ *   matrix products  math: fast -> on a CPU with AVX-512 the wide tiles with fused
+ *                    multiply-adds (one rounding per k, k in order: deterministic, not the
+ *                    portable bits), else OpenBLAS sgemm on each worker's rows; otherwise
  *                    matmul_rows_ordered, which sums over k in increasing index order for
  *                    every output and vectorises across output columns, so the order
  *                    survives vectorisation and the row split across threads. Its tiles
@@ -10,8 +15,10 @@
  *   backward-weight  the sum over the batch, under `reduction`:
  *                    fixed     -> canonical chunks of DT_REDUCE_CHUNK rows, each summed in
  *                                 index order, combined by the fixed tree of reduce.h;
- *                    unordered -> math fast: OpenBLAS sgemm over the whole batch, each
- *                                 worker on its rows of dw (the fastest path; no partials);
+ *                    unordered -> math fast: the fixed chunks read in place where the CPU
+ *                                 has AVX-512 and the shape is a dense layer's (faster
+ *                                 than OpenBLAS there), else OpenBLAS sgemm over the whole
+ *                                 batch, each worker on its rows of dw (no partials);
  *                                 otherwise workers take chunks of DT_UNORDERED_CHUNK rows
  *                                 dynamically, sum them into private partials, and add the
  *                                 partials into the result in the order they finish (and
@@ -20,7 +27,10 @@
  *                    fixed_point -> exact int64 accumulation, one rounding (fixed_point.h);
  *                    float       -> rows summed into per-worker partials as workers take
  *                                   them, each partial added with a float compare-and-swap
- *                                   in arrival order (block partials + atomicAdd). */
+ *                                   in arrival order (block partials + atomicAdd). Not yet
+ *                                   the fastest: the fixed-point sum beats it here, and
+ *                                   `detrain bench` says so (docs/performance.md); it is
+ *                                   what still makes `fast` replicas part on the CPU. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -259,6 +269,55 @@ DT_WIDE static void reduce_tree_wide(float *p, int64_t m, int64_t len)
 }
 #endif
 
+#ifdef DT_CPU_WIDE_KERNELS
+/* math: fast on a CPU with AVX-512: the wide tile with each multiply-add fused (one
+ * rounding, _mm512_fmadd_ps), k still in order. Faster than OpenBLAS's per-slice sgemm at
+ * the shapes detrain trains (measured on this 2-core Zen 4: docs/performance.md); its bits
+ * are not portable's (contraction), but deterministic for any thread count. */
+#define DT_WIDE_FMA __attribute__((target("avx512f,avx512dq,fma")))
+
+DT_WIDE_FMA static inline __attribute__((always_inline)) void
+wide_tile_fma(int rows, float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
+              const float *restrict Bm, int64_t ldb, int64_t K)
+{
+    __m512 c[WR];
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++) c[r] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        const __m512 b = _mm512_loadu_ps(Bm + k * ldb);
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++)
+            c[r] = _mm512_fmadd_ps(_mm512_set1_ps(A[r * lda + k]), b, c[r]);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++) _mm512_storeu_ps(C + r * ldc, c[r]);
+}
+
+/* C (M,N) = A (M,K) . Bm (K,N), rows [i0, i1), all of row stride N except A's (K). */
+DT_WIDE_FMA static void matmul_fast_wide(float *restrict C, const float *restrict A,
+                                         const float *restrict Bm, int64_t K, int64_t N, int64_t i0,
+                                         int64_t i1)
+{
+    const int64_t n_tiled = N / WN * WN;
+    for (int64_t j = 0; j < n_tiled; j += WN) {
+        int64_t i = i0;
+        for (; i + WR <= i1; i += WR)
+            wide_tile_fma(WR, C + i * N + j, N, A + i * K, K, Bm + j, N, K);
+        if (i + 4 <= i1) {
+            wide_tile_fma(4, C + i * N + j, N, A + i * K, K, Bm + j, N, K);
+            i += 4;
+        }
+        if (i + 2 <= i1) {
+            wide_tile_fma(2, C + i * N + j, N, A + i * K, K, Bm + j, N, K);
+            i += 2;
+        }
+        if (i < i1) wide_tile_fma(1, C + i * N + j, N, A + i * K, K, Bm + j, N, K);
+    }
+    if (n_tiled < N) /* leftover columns (fewer than one vector): the unfused tile */
+        matmul_ordered_v8(C + n_tiled, N, A, K, 1, Bm + n_tiled, N, K, N - n_tiled, i0, i1, false);
+}
+#endif
+
 /* The fixed tree over m partials of len floats stored back to back. */
 static void reduce_tree(float *p, int64_t m, int64_t len)
 {
@@ -296,6 +355,30 @@ static void matmul_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     const struct matmul_job *j = ctx;
     matmul_rows_ordered(j->C, j->A, j->lda, j->Bm, j->K, j->N, begin, end, false);
+}
+
+#ifdef DT_CPU_WIDE_KERNELS
+static void matmul_fast_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct matmul_job *j = ctx;
+    matmul_fast_wide(j->C, j->A, j->Bm, j->K, j->N, begin, end);
+}
+#endif
+
+/* math: fast's product C (M,N) = A (M,K) . Bm (K,N): the fused wide tiles where the CPU has
+ * AVX-512 (the faster here), else OpenBLAS (blas_parallel). Returns false when it did not
+ * run (no wide kernels): the caller takes BLAS. */
+static bool matmul_fast(struct dt_backend *be, float *C, const float *A, const float *Bm, int64_t M,
+                        int64_t K, int64_t N)
+{
+#ifdef DT_CPU_WIDE_KERNELS
+    if (dt_cpu_wide()) {
+        struct matmul_job job = {.C = C, .A = A, .Bm = Bm, .lda = K, .K = K, .N = N};
+        dt_pool_run(dt_cpu(be)->pool, M, ROW_BLOCK, matmul_fast_part, &job);
+        return true;
+    }
+#endif
+    return false;
 }
 
 /* C = A . Bm with rows of C split across the pool; see matmul_rows_ordered. */
@@ -378,8 +461,11 @@ enum dt_status dt_cpu_dense_forward(struct dt_backend *be, float *y, const float
                                     const float *bias, int64_t B, int64_t in, int64_t out,
                                     const struct dt_policy *pol)
 {
-    if (dt_math_fast(pol)) blas_parallel(be, y, x, w, B, in, out, false);
-    else matmul_parallel(be, y, x, w, B, in, out);
+    if (dt_math_fast(pol)) {
+        if (!matmul_fast(be, y, x, w, B, in, out)) blas_parallel(be, y, x, w, B, in, out, false);
+    } else {
+        matmul_parallel(be, y, x, w, B, in, out);
+    }
     struct bias_add_job job = {.y = y, .bias = bias, .out = out};
     dt_pool_run(dt_cpu(be)->pool, B, 8, bias_add_part, &job);
     return DT_OK;
@@ -391,13 +477,14 @@ enum dt_status dt_cpu_dense_backward_data(struct dt_backend *be, float *dx, cons
                                           const float *w, int64_t B, int64_t in, int64_t out,
                                           const struct dt_policy *pol)
 {
-    if (dt_math_fast(pol)) {
+    if (dt_math_fast(pol) && !dt_cpu_wide()) {
         blas_parallel(be, dx, dy, w, B, out, in, true);
         return DT_OK;
     }
     float *wt = dt_cpu_scratch(be, (size_t)(in * out));
     transpose_parallel(be, wt, w, in, out); /* wt is (out,in) */
-    matmul_parallel(be, dx, dy, wt, B, out, in);
+    if (!dt_math_fast(pol) || !matmul_fast(be, dx, dy, wt, B, out, in))
+        matmul_parallel(be, dx, dy, wt, B, out, in);
     return DT_OK;
 }
 
@@ -742,10 +829,15 @@ enum dt_status dt_cpu_dense_backward_weight(struct dt_backend *be, float *dw, co
                                             const float *dy, int64_t B, int64_t in, int64_t out,
                                             const struct dt_policy *pol)
 {
-    if (wgrad_takes_blas(be, pol)) return wgrad_blas(be, dw, x, false, dy, B, in, out);
+    /* math: fast with AVX-512: the fixed chunks read in place beat OpenBLAS's per-slice
+     * sgemm at the dense layers' shapes (measured: docs/performance.md) */
+    const bool fast_fixed =
+        wgrad_takes_blas(be, pol) && dt_cpu_wide() && !dt_cpu_wgrad_prefers_rows(B, in, out);
+    if (wgrad_takes_blas(be, pol) && !fast_fixed)
+        return wgrad_blas(be, dw, x, false, dy, B, in, out);
     if (dt_cpu_wgrad_prefers_rows(B, in, out))
         return dt_cpu_wgrad_rows(be, dw, x, dy, B, in, out, pol);
-    if (dt_reduction_ordered(pol) && dt_cpu_wide()) { /* x read in place, no transpose */
+    if ((dt_reduction_ordered(pol) || fast_fixed) && dt_cpu_wide()) { /* x in place */
         struct wgrad_job job = {.be = be,
                                 .dw = dw,
                                 .xt = x,
@@ -787,42 +879,6 @@ enum dt_status dt_cpu_wgrad_transposed(struct dt_backend *be, float *dw, const f
 }
 
 /* ---- bias gradient: a scatter-add over the batch (atomics control) ------------------- */
-
-struct bgrad_job {
-    struct dt_backend *be;
-    float *dbias;
-    const float *dy;
-    int64_t B, out;
-    atomic_llong next_row;
-};
-
-/* atomics float: workers take chunks of BGRAD_CHUNK rows as they come, sum them into a
- * private partial, and add the partial into dbias element by element with a float CAS
- * when they run out of rows, in arrival order: a GPU's block partials followed by
- * atomicAdd. Which rows land in which partial depends on timing, so the bits do too. */
-#define BGRAD_CHUNK 64
-DT_VECTOR_CLONES
-static void bgrad_float_part(void *ctx, int64_t begin, int64_t end, int worker)
-{
-    struct bgrad_job *j = ctx;
-    float *p = NULL;
-    for (;;) {
-        int64_t b0 = atomic_fetch_add(&j->next_row, BGRAD_CHUNK);
-        if (b0 >= j->B) break;
-        int64_t b1 = b0 + BGRAD_CHUNK < j->B ? b0 + BGRAD_CHUNK : j->B;
-        if (!p) {
-            p = dt_cpu_worker_buffer(j->be, worker, (size_t)j->out);
-            memset(p, 0, (size_t)j->out * sizeof *p);
-        }
-        for (int64_t b = b0; b < b1; b++) {
-            const float *restrict row = j->dy + b * j->out;
-            float *restrict acc = p;
-            for (int64_t o = 0; o < j->out; o++) acc[o] += row[o];
-        }
-    }
-    if (!p) return;
-    for (int64_t o = 0; o < j->out; o++) dt_cpu_atomic_add_float(&j->dbias[o], p[o]);
-}
 
 #define FIXED_PARALLEL_MIN 4096 /* elements from which the fixed-point sum is split */
 
@@ -895,6 +951,42 @@ static int64_t fixed_round_columns(float *dbias, const int64_t *acc, int64_t out
 }
 
 /* atomics fixed_point, rows [begin, end): exact int64 column sums in the worker's buffer. */
+struct bgrad_job {
+    struct dt_backend *be;
+    float *dbias;
+    const float *dy;
+    int64_t B, out;
+    atomic_llong next_row;
+};
+
+/* atomics float: workers take chunks of BGRAD_CHUNK rows as they come, sum them into a
+ * private partial, and add the partial into dbias element by element with a float CAS
+ * when they run out of rows, in arrival order: a GPU's block partials followed by
+ * atomicAdd. Which rows land in which partial depends on timing, so the bits do too. */
+#define BGRAD_CHUNK 64
+DT_VECTOR_CLONES
+static void bgrad_float_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    struct bgrad_job *j = ctx;
+    float *p = NULL;
+    for (;;) {
+        int64_t b0 = atomic_fetch_add(&j->next_row, BGRAD_CHUNK);
+        if (b0 >= j->B) break;
+        int64_t b1 = b0 + BGRAD_CHUNK < j->B ? b0 + BGRAD_CHUNK : j->B;
+        if (!p) {
+            p = dt_cpu_worker_buffer(j->be, worker, (size_t)j->out);
+            memset(p, 0, (size_t)j->out * sizeof *p);
+        }
+        for (int64_t b = b0; b < b1; b++) {
+            const float *restrict row = j->dy + b * j->out;
+            float *restrict acc = p;
+            for (int64_t o = 0; o < j->out; o++) acc[o] += row[o];
+        }
+    }
+    if (!p) return;
+    for (int64_t o = 0; o < j->out; o++) dt_cpu_atomic_add_float(&j->dbias[o], p[o]);
+}
+
 static void bgrad_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     struct bgrad_fixed_job *j = ctx;

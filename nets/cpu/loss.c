@@ -3,7 +3,11 @@
  *   math       portable -> dt_exp_portable / dt_log_portable (same bits on every device);
  *              fast, strict -> libm expf / logf (same bits on one machine and libm).
  *   reduction  the batch mean of the loss: fixed -> the canonical chunk tree of reduce.h;
- *              unordered -> chunk partials combined in the order workers finish. */
+ *              unordered -> for a batch of up to DT_LOSS_SERIAL_MAX examples (every batch
+ *              detrain trains) one serial pass, the fastest way (a thread pool's hand-off
+ *              costs more than the adds: measured, docs/performance.md), deterministic
+ *              though the control allows any order; for more, chunk partials combined in
+ *              the order workers finish. The forced-order hook still draws an order. */
 #include <math.h>
 #include <stdatomic.h>
 
@@ -12,6 +16,9 @@
 #include "determinism/streams.h"
 #include "nets/cpu/cpu.h"
 #include "nets/dense_loss_elem.h"
+
+/* Up to this many per-example losses, `unordered` adds them in one serial pass. */
+#define DT_LOSS_SERIAL_MAX 65536
 
 struct loss_sum_job {
     const float *v;
@@ -67,6 +74,10 @@ static float sum_losses(struct dt_backend *be, const float *v, int64_t n,
         return total;
     }
     float total = 0.0f;
+    if (n <= DT_LOSS_SERIAL_MAX) { /* the fastest way to add a batch's losses: one pass */
+        for (int64_t i = 0; i < n; i++) total += v[i];
+        return total;
+    }
     struct loss_sum_job job = {.v = v, .n = n, .total = &total, .mu = &c->combine_mu};
     atomic_init(&job.next, 0);
     dt_pool_run(c->pool, dt_pool_threads(c->pool), 1, loss_sum_unordered_part, &job);
