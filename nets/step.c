@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "core/util.h"
-#include "determinism/fixed_point.h"
 
 int64_t dt_shard_row(int64_t B, int64_t S, int64_t s)
 {
@@ -15,11 +14,6 @@ int64_t dt_shard_row(int64_t B, int64_t S, int64_t s)
 }
 
 int64_t dt_rank_shard(int64_t S, int N, int r) { return ((int64_t)r * S) / N; }
-
-float dt_step_fixed_to_float(int64_t acc, int shift)
-{
-    return dt_fixed_to_float_bounded(acc, dt_fixed_scale(-shift));
-}
 
 /* ---- the exchange, or its one-process form ---------------------------------------------- */
 

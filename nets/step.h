@@ -65,8 +65,6 @@ struct dt_exchange {
  * over N ranks. */
 int64_t dt_shard_row(int64_t B, int64_t S, int64_t s);
 int64_t dt_rank_shard(int64_t S, int N, int r);
-/* An int64 sum of partials scaled by 2^shift back to float, one rounding (reduction: exact). */
-float dt_step_fixed_to_float(int64_t acc, int shift);
 
 /* The buffers of one model's steps under one kind of reduction (exact or not). */
 struct dt_step {

@@ -172,14 +172,16 @@ static void matmul_ordered_v8(float *restrict C, int64_t ldc, const float *restr
  * cycle (Zen 4 splits each 512-bit operation over its 256-bit pipes) runs this at about
  * OpenBLAS's FMA speed, where the AVX2 tile is held back by the number of instructions.
  * Every element sees the same sequence of roundings as in matmul_ordered_v8 (the tests
- * check both against a scalar loop), so which path runs never shows in the bits. */
+ * check both against a scalar loop), so which path runs never shows in the bits. With
+ * `fused` (math: fast only, matmul_fast_wide) each multiply-add is one rounding instead. */
 typedef float v16f __attribute__((vector_size(64)));
 #define WR 8  /* wide tile rows */
 #define WN 16 /* wide tile columns: one vector */
 
 DT_WIDE static inline __attribute__((always_inline)) void
 wide_tile(int rows, float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
-          int64_t aks, const float *restrict Bm, int64_t ldb, int64_t K, bool accumulate)
+          int64_t aks, const float *restrict Bm, int64_t ldb, int64_t K, bool accumulate,
+          bool fused)
 {
     v16f c[WR];
 #pragma GCC unroll 8
@@ -191,10 +193,45 @@ wide_tile(int rows, float *restrict C, int64_t ldc, const float *restrict A, int
         v16f b;
         memcpy(&b, Bm + k * ldb, sizeof b);
 #pragma GCC unroll 8
-        for (int r = 0; r < rows; r++) c[r] = c[r] + A[r * lda + k * aks] * b;
+        for (int r = 0; r < rows; r++) {
+            if (fused) /* math: fast: one rounding per multiply-add */
+                c[r] = (v16f)_mm512_fmadd_ps(_mm512_set1_ps(A[r * lda + k * aks]), (__m512)b,
+                                             (__m512)c[r]);
+            else c[r] = c[r] + A[r * lda + k * aks] * b;
+        }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) memcpy(C + r * ldc, &c[r], sizeof c[r]);
+}
+
+DT_WIDE static inline __attribute__((always_inline)) void
+matmul_wide(float *restrict C, int64_t ldc, const float *restrict A, int64_t lda, int64_t aks,
+            const float *restrict Bm, int64_t ldb, int64_t K, int64_t N, int64_t i0, int64_t i1,
+            bool accumulate, bool fused)
+{
+    const int64_t n_tiled = N / WN * WN;
+    for (int64_t j = 0; j < n_tiled; j += WN) { /* the strip of Bm stays in cache */
+        int64_t i = i0;
+        for (; i + WR <= i1; i += WR)
+            wide_tile(WR, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate,
+                      fused);
+        if (i + 4 <= i1) {
+            wide_tile(4, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate,
+                      fused);
+            i += 4;
+        }
+        if (i + 2 <= i1) {
+            wide_tile(2, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate,
+                      fused);
+            i += 2;
+        }
+        if (i < i1)
+            wide_tile(1, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate,
+                      fused);
+    }
+    if (n_tiled < N) /* leftover columns (fewer than one vector) */
+        matmul_ordered_v8(C + n_tiled, ldc, A, lda, aks, Bm + n_tiled, ldb, K, N - n_tiled, i0, i1,
+                          accumulate);
 }
 
 DT_WIDE static void matmul_ordered_wide(float *restrict C, int64_t ldc, const float *restrict A,
@@ -202,25 +239,19 @@ DT_WIDE static void matmul_ordered_wide(float *restrict C, int64_t ldc, const fl
                                         int64_t ldb, int64_t K, int64_t N, int64_t i0, int64_t i1,
                                         bool accumulate)
 {
-    const int64_t n_tiled = N / WN * WN;
-    for (int64_t j = 0; j < n_tiled; j += WN) { /* the strip of Bm stays in cache */
-        int64_t i = i0;
-        for (; i + WR <= i1; i += WR)
-            wide_tile(WR, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate);
-        if (i + 4 <= i1) {
-            wide_tile(4, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate);
-            i += 4;
-        }
-        if (i + 2 <= i1) {
-            wide_tile(2, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate);
-            i += 2;
-        }
-        if (i < i1)
-            wide_tile(1, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate);
-    }
-    if (n_tiled < N) /* leftover columns (fewer than one vector) */
-        matmul_ordered_v8(C + n_tiled, ldc, A, lda, aks, Bm + n_tiled, ldb, K, N - n_tiled, i0, i1,
-                          accumulate);
+    matmul_wide(C, ldc, A, lda, aks, Bm, ldb, K, N, i0, i1, accumulate, false);
+}
+
+/* math: fast on a CPU with AVX-512: the same tiles with each multiply-add fused (one
+ * rounding, k still in order). Faster than OpenBLAS's per-slice sgemm at the shapes detrain
+ * trains (measured on this 2-core Zen 4: docs/performance.md); its bits are not
+ * portable's (contraction), but deterministic for any thread count. C (M,N) = A (M,K) .
+ * Bm (K,N), rows [i0, i1). */
+DT_WIDE static void matmul_fast_wide(float *restrict C, const float *restrict A,
+                                     const float *restrict Bm, int64_t K, int64_t N, int64_t i0,
+                                     int64_t i1)
+{
+    matmul_wide(C, N, A, K, 1, Bm, N, K, N, i0, i1, false, true);
 }
 
 #endif
@@ -266,55 +297,6 @@ DT_WIDE static void reduce_tree_wide(float *p, int64_t m, int64_t len)
         if (m & 1) memmove(p + half * len, p + (m - 1) * len, (size_t)len * sizeof(float));
         m = half + (m & 1);
     }
-}
-#endif
-
-#ifdef DT_CPU_WIDE_KERNELS
-/* math: fast on a CPU with AVX-512: the wide tile with each multiply-add fused (one
- * rounding, _mm512_fmadd_ps), k still in order. Faster than OpenBLAS's per-slice sgemm at
- * the shapes detrain trains (measured on this 2-core Zen 4: docs/performance.md); its bits
- * are not portable's (contraction), but deterministic for any thread count. */
-#define DT_WIDE_FMA __attribute__((target("avx512f,avx512dq,fma")))
-
-DT_WIDE_FMA static inline __attribute__((always_inline)) void
-wide_tile_fma(int rows, float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
-              const float *restrict Bm, int64_t ldb, int64_t K)
-{
-    __m512 c[WR];
-#pragma GCC unroll 8
-    for (int r = 0; r < rows; r++) c[r] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < K; k++) {
-        const __m512 b = _mm512_loadu_ps(Bm + k * ldb);
-#pragma GCC unroll 8
-        for (int r = 0; r < rows; r++)
-            c[r] = _mm512_fmadd_ps(_mm512_set1_ps(A[r * lda + k]), b, c[r]);
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < rows; r++) _mm512_storeu_ps(C + r * ldc, c[r]);
-}
-
-/* C (M,N) = A (M,K) . Bm (K,N), rows [i0, i1), all of row stride N except A's (K). */
-DT_WIDE_FMA static void matmul_fast_wide(float *restrict C, const float *restrict A,
-                                         const float *restrict Bm, int64_t K, int64_t N, int64_t i0,
-                                         int64_t i1)
-{
-    const int64_t n_tiled = N / WN * WN;
-    for (int64_t j = 0; j < n_tiled; j += WN) {
-        int64_t i = i0;
-        for (; i + WR <= i1; i += WR)
-            wide_tile_fma(WR, C + i * N + j, N, A + i * K, K, Bm + j, N, K);
-        if (i + 4 <= i1) {
-            wide_tile_fma(4, C + i * N + j, N, A + i * K, K, Bm + j, N, K);
-            i += 4;
-        }
-        if (i + 2 <= i1) {
-            wide_tile_fma(2, C + i * N + j, N, A + i * K, K, Bm + j, N, K);
-            i += 2;
-        }
-        if (i < i1) wide_tile_fma(1, C + i * N + j, N, A + i * K, K, Bm + j, N, K);
-    }
-    if (n_tiled < N) /* leftover columns (fewer than one vector): the unfused tile */
-        matmul_ordered_v8(C + n_tiled, N, A, K, 1, Bm + n_tiled, N, K, N - n_tiled, i0, i1, false);
 }
 #endif
 
