@@ -24,8 +24,11 @@ cd "$repo" || exit 2
 # docs/gpu.md gives the estimate of what each needs on an H100 and its basis).
 first_light=(info build smoke tests crossdev replicas bench torch memcheck)
 later=(racecheck matrix) # for a later call or lease; not part of the first light
-declare -A cap_of=([info]=15 [build]=120 [smoke]=40 [tests]=75 [crossdev]=40 [replicas]=40
-                   [bench]=40 [torch]=40 [memcheck]=10 [racecheck]=240 [matrix]=400)
+# The caps come from the first H100 call (results/nvidia-h100-80gb-hbm3/session-*.txt): each is
+# 2-3x what the stage took there, torch (about 25 s a model: PyTorch's import and CUDA start)
+# 2x, and memcheck takes the rest.
+declare -A cap_of=([info]=15 [build]=90 [smoke]=30 [tests]=45 [crossdev]=30 [replicas]=30
+                   [bench]=40 [torch]=100 [memcheck]=40 [racecheck]=240 [matrix]=400)
 # memcheck runs last, on what --time-limit leaves (at least its cap when there is no limit).
 # The gpu test cases memcheck takes, smallest first (compute-sanitizer is 10-100x slower).
 memcheck_cases=(cuda.elementwise_parity cuda_dense.dense_parity cuda_dense.loss_parity
@@ -43,25 +46,25 @@ usage: scripts/gpu_session.sh [OPTIONS] first-light | STAGE...
 stages (run in this order whatever the order given; `info` always first; caps in seconds):
   info      15  nvidia-smi, driver, compute capability, nvcc/cuBLAS/cuDNN/PyTorch versions,
                 host, git revision or DT_GIT_REV, a SHA-256 of every source file
-  build    120  the .debs of --deps unpacked; configure BUILD for this GPU's architecture only
+  build     90  the .debs of --deps unpacked; configure BUILD for this GPU's architecture only
                 (DT_CUDA_ARCHS overrides), cuDNN required (DETRAIN_CUDNN_ROOT, else the
                 toolkit's, else the Python environment's nvidia/cudnn); build `detrain` and
                 the gpu-labelled test executables only. A failure prints the error tail and
                 ends the call.
-  smoke     40  the MLP, LeNet and the BNN at fast, run_to_run and portable, 5 steps each,
+  smoke     30  the MLP, LeNet and the BNN at fast, run_to_run and portable, 5 steps each,
                 CUDA_LAUNCH_BLOCKING=1 (a faulting kernel is named by the op that launched it)
-  tests     75  ctest -L gpu (-LE mpi without mpirun); a test skipped for want of a usable
+  tests     45  ctest -L gpu (-LE mpi without mpirun); a test skipped for want of a usable
                 GPU fails the stage, other skips are listed with their reasons
-  crossdev  40  the portable runs of the three models on cuda (100 steps, per-tensor digests)
+  crossdev  30  the portable runs of the three models on cuda (100 steps, per-tensor digests)
                 against the committed CPU references results/cpu/crossdev-t2 (and -t1, and
                 every other GPU's committed crossdev): RESULTS/cross_device.md, a column each
-  replicas  40  each model at run_to_run and fast, 3 replicas, 30 steps, nothing varied:
+  replicas  30  each model at run_to_run and fast, 3 replicas, 30 steps, nothing varied:
                 run_to_run replicas must be identical; fast's first divergent step and
                 distinct digests recorded
   bench     40  detrain bench on cuda, short: every level against fast per model, hashing
                 share, host waits per step
-  torch     40  scripts/bench_torch.py: PyTorch default and deterministic, MLP and LeNet
-  memcheck  10+ a subset of the gpu test cases under compute-sanitizer memcheck, one by one,
+  torch    100  scripts/bench_torch.py: PyTorch default and deterministic, MLP and LeNet
+  memcheck  40+ a subset of the gpu test cases under compute-sanitizer memcheck, one by one,
                 on whatever time is left
   racecheck 240 (later call) every gpu test case under compute-sanitizer racecheck
   matrix   400 (later call) detrain run configs/overhead_matrix.yaml

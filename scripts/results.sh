@@ -5,6 +5,8 @@
 #
 #   scripts/results.sh [PART...]   every part in order, or only the parts named
 #   scripts/results.sh --list      the parts, in order, and what each writes
+#   scripts/results.sh --pack DIR  only pack DIR's per-step CSVs into DIR/per-step.tar.xz
+#                                  (a GPU session's replicas/ and smoke/, once landed here)
 #   scripts/results.sh --help      this text
 #
 # DETRAIN: the detrain binary (default build/detrain; `make results` builds it first).
@@ -33,7 +35,7 @@ declare -A writes=(
   [overhead_matrix]="results/cpu/overhead_matrix/: the matrix folder (cpu entries), without predictions.csv and tensors.csv; the replicas' per-step CSVs in per-step.tar.xz"
   [bnn-rng]="results/cpu/bnn-rng/: bench.txt"
   [noise_sources]="results/cpu/noise_sources/: mlp/ and lenet/ (reports, csv files, config.json, run.json, explain/, plots/)"
-  [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md"
+  [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md (every committed results/<gpu>/crossdev a column)"
 )
 
 usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
@@ -42,14 +44,17 @@ say() { echo "results: $*" >&2; }
 
 # ---- arguments ------------------------------------------------------------------------------
 chosen=()
+pack_dirs=()
 for a in "$@"; do
   case "$a" in
     -h | --help) usage; exit 0 ;;
     --list)
       for p in "${parts[@]}"; do printf '%-16s %s\n' "$p" "${writes[$p]}"; done
       exit 0 ;;
+    --pack) pack_dir=1 ;;
     -*) die "unknown option '$a' (see --help)" ;;
-    *) [ -n "${writes[$a]+x}" ] || die "no part '$a'; the parts: ${parts[*]}"
+    *) if [ "${pack_dir:-0}" = 1 ]; then pack_dirs+=("$a"); continue; fi
+       [ -n "${writes[$a]+x}" ] || die "no part '$a'; the parts: ${parts[*]}"
        chosen+=("$a") ;;
   esac
 done
@@ -58,6 +63,33 @@ run=()
 for p in "${parts[@]}"; do
   if [ ${#chosen[@]} -eq 0 ] || [[ " ${chosen[*]} " == *" $p "* ]]; then run+=("$p"); fi
 done
+
+# pack_per_step DIR: the replicas' per-step files (trace.csv, tensors.csv, predictions.csv,
+# times.csv, metrics.csv under replica-*/) into DIR/per-step.tar.xz, then removed: they are
+# most of the committed bytes, and committed results travel with every GPU call (64 MiB in
+# all, scripts/gpu_session.sh payload). The archive is reproducible (sorted names, fixed
+# owner and times); `tar -xJf DIR/per-step.tar.xz -C DIR` puts the files back in place.
+pack_per_step() {
+  local dir=$1 list
+  list=$(cd "$dir" && find . -path '*/replica-*' -type f \( -name trace.csv -o -name tensors.csv \
+           -o -name predictions.csv -o -name times.csv -o -name metrics.csv \) | LC_ALL=C sort)
+  [ -n "$list" ] || return 0
+  (cd "$dir" && printf '%s\n' "$list" |
+     tar -cf - --no-recursion --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -T - |
+     xz -9e -T1 >per-step.tar.xz) || die "pack_per_step: packing $dir failed"
+  (cd "$dir" && printf '%s\n' "$list" | xargs rm -f)
+}
+
+# --pack DIR...: pack and stop (no binary, no part).
+if [ "${pack_dir:-0}" = 1 ]; then
+  [ ${#pack_dirs[@]} -gt 0 ] && [ ${#chosen[@]} -eq 0 ] || die "--pack takes folders, and no part"
+  for d in "${pack_dirs[@]}"; do
+    [ -d "$d" ] || die "--pack: no folder '$d'"
+    pack_per_step "$d"
+    say "packed $d/per-step.tar.xz"
+  done
+  exit 0
+fi
 
 # ---- the binary -----------------------------------------------------------------------------
 detrain=${DETRAIN:-build/detrain}
@@ -92,21 +124,6 @@ replace_folder() {
   cp -r "$src"/. "$dest"/
 }
 
-# pack_per_step DIR: the replicas' per-step files (trace.csv, tensors.csv, predictions.csv,
-# times.csv, metrics.csv under replica-*/) into DIR/per-step.tar.xz, then removed: they are
-# most of the committed bytes, and committed results travel with every GPU call (64 MiB in
-# all, scripts/gpu_session.sh payload). The archive is reproducible (sorted names, fixed
-# owner and times); `tar -xJf DIR/per-step.tar.xz -C DIR` puts the files back in place.
-pack_per_step() {
-  local dir=$1 list
-  list=$(cd "$dir" && find . -path '*/replica-*' -type f \( -name trace.csv -o -name tensors.csv \
-           -o -name predictions.csv -o -name times.csv -o -name metrics.csv \) | LC_ALL=C sort)
-  [ -n "$list" ] || return 0
-  (cd "$dir" && printf '%s\n' "$list" |
-     tar -cf - --no-recursion --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -T - |
-     xz -9e -T1 >per-step.tar.xz) || die "pack_per_step: packing $dir failed"
-  (cd "$dir" && printf '%s\n' "$list" | xargs rm -f)
-}
 
 # ---- the parts (commands as in each folder's README.md) ---------------------------------------
 
@@ -210,8 +227,12 @@ part_noise_sources() {
 part_crossdev() {
   bash scripts/cross_device.sh run cpu results/cpu/crossdev-t2 --threads 2
   bash scripts/cross_device.sh run cpu results/cpu/crossdev-t1 --threads 1
+  # Every committed GPU first light (results/<gpu>/crossdev) is a column too: the table
+  # only reads their files, so it is remade here without a GPU.
+  local gpus=() g
+  for g in results/*/crossdev; do [ -d "$g" ] && gpus+=("$g"); done
   bash scripts/cross_device.sh table results/cpu/crossdev-t2 results/cpu/crossdev-t1 \
-    --out results/cross_device.md
+    "${gpus[@]}" --out results/cross_device.md
 }
 
 # ---- run ------------------------------------------------------------------------------------

@@ -641,7 +641,35 @@ DT_TEST(results_script_covers_results)
     CHECK_CONTAINS(list, "no such executable");
 }
 
+/* --pack DIR: a GPU session's per-step CSVs (replica-N/trace.csv and the like) go into
+ * DIR/per-step.tar.xz and leave the folder, other files stay; no binary needed; a missing
+ * folder exits 2. */
+DT_TEST(results_script_packs)
+{
+    static char out[4096];
+    CHECK_INT_EQ(
+        dt_run_capture(out, sizeof out,
+                       "d=$(mktemp -d) && mkdir -p $d/r/fast/replica-0 && "
+                       "echo 1 >$d/r/fast/replica-0/trace.csv && "
+                       "echo 2 >$d/r/fast/replica-0/run.json && echo 3 >$d/r/summary.csv && "
+                       "DETRAIN=/nonexistent bash '%s/scripts/results.sh' --pack $d/r && "
+                       "ls $d/r $d/r/fast/replica-0 && tar -tJf $d/r/per-step.tar.xz; "
+                       "rc=$?; rm -rf $d; exit $rc",
+                       DT_SOURCE_DIR),
+        0);
+    CHECK_CONTAINS(out, "per-step.tar.xz");
+    CHECK_CONTAINS(out, "./fast/replica-0/trace.csv");
+    CHECK_CONTAINS(out, "run.json");
+    CHECK_CONTAINS(out, "summary.csv");
+    CHECK(strstr(out, "\ntrace.csv") == NULL); /* gone from the folder */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "bash '%s/scripts/results.sh' --pack /nonexistent/dir",
+                                DT_SOURCE_DIR),
+                 2);
+    CHECK_CONTAINS(out, "no folder");
+}
+
 DT_TEST_MAIN(DT_CASE(config_reference_matches), DT_CASE(design_names_existing_files),
              DT_CASE(design_lists_harness_stages), DT_CASE(readme_numbers_match_results),
              DT_CASE(citation_check_can_fail), DT_CASE(doc_links_resolve),
-             DT_CASE(results_script_covers_results))
+             DT_CASE(results_script_covers_results), DT_CASE(results_script_packs))

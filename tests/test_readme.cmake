@@ -1,3 +1,4 @@
 dt_add_test(readme LABELS unit CASES config_reference_matches design_names_existing_files
   design_lists_harness_stages readme_numbers_match_results
-  citation_check_can_fail doc_links_resolve results_script_covers_results)
+  citation_check_can_fail doc_links_resolve results_script_covers_results
+  results_script_packs)
