@@ -38,8 +38,17 @@ $(BUILD)/CMakeCache.txt: | setup
 build: setup $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The quickstart (fast and portable, 3 replicas each, 2 threads), then the same config at
+# 1 thread for 50 steps, and the table of the two (compare exits 1 when a cell differs:
+# under fast it does, which is what the demo shows).
 demo: build
 	./$(BUILD)/detrain run configs/quickstart.yaml --out results/quickstart --overwrite
+	./$(BUILD)/detrain run configs/quickstart.yaml --out results/quickstart-1thread --overwrite \
+	  --quiet --set backend.threads=1 --set train.steps=50 --set report.overhead_samples=0
+	@echo
+	@echo "The same run at 2 threads (results/quickstart) and at 1 (results/quickstart-1thread):"
+	@./$(BUILD)/detrain compare --table results/quickstart results/quickstart-1thread \
+	  --label '1 thread, 50 steps' | sed -n '/^| replica/,/^$$/p'; true
 
 # The house style first (scripts/format.sh --check: .clang-format, clang-format 14); then
 # everything but the `slow` label (make check-slow), the valgrind run included; then the

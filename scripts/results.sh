@@ -29,7 +29,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 parts=(exact-one-pass runs controls dist overhead_matrix bnn-rng noise_sources crossdev)
 declare -A writes=(
   [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
-  [runs]="results/cpu/runs/: quickstart/ lenet/ bnn/ (summary.csv, run.json), times.txt, explain-quickstart.txt|csv"
+  [runs]="results/cpu/runs/: quickstart/ lenet/ bnn/ (summary.csv, run.json), times.txt, threads-table.md (2 threads vs 1), explain-quickstart.txt|csv"
   [controls]="results/cpu/controls/: summary.csv cells.csv report.md config.json run.json"
   [dist]="results/cpu/dist/: plain/ np1/ .. np4/ and their .log, report.md, ranks.csv, per-step.tar.xz (the replicas' per-step CSVs) (mpirun)"
   [overhead_matrix]="results/cpu/overhead_matrix/: the matrix folder (cpu entries), without predictions.csv and tensors.csv; the replicas' per-step CSVs in per-step.tar.xz"
@@ -161,11 +161,18 @@ part_runs() {
     mkdir -p "$o/keep/$c"
     cp "$o/$c/summary.csv" "$o/$c/run.json" "$o/keep/$c/"
   done
-  # detrain explain on the quickstart's fast replicas (exit 1 = explained), paths shown
-  # relative to the scratch folder
+  # make demo's second run: the quickstart at 1 thread, 50 steps; the table of the two
+  # (exit 1: a cell differs) and detrain explain on fast's replica 0 of each (exit 1 =
+  # explained), paths shown relative to the scratch folder
   local rc=0 exe=$DETRAIN
   case "$exe" in /*) ;; */*) exe=$repo/$exe ;; esac
-  (cd "$o" && "$exe" explain quickstart/fast/replica-0 quickstart/fast/replica-1 \
+  "$DETRAIN" run configs/quickstart.yaml --out "$o/quickstart-1thread" --quiet \
+    --set backend.threads=1 --set train.steps=50 --set report.overhead_samples=0
+  (cd "$o" && "$exe" compare --table quickstart quickstart-1thread \
+     --label '1 thread, 50 steps' > keep/threads-table.md) || rc=$?
+  [ $rc -le 1 ] || { say "runs: detrain compare --table failed ($rc)"; return 1; }
+  rc=0
+  (cd "$o" && "$exe" explain quickstart/fast/replica-0 quickstart-1thread/fast/replica-0 \
      --quiet --csv keep/explain-quickstart.csv > keep/explain-quickstart.txt) || rc=$?
   [ $rc -le 1 ] || { say "runs: detrain explain failed ($rc)"; return 1; }
   replace_folder "$o/keep" results/cpu/runs

@@ -1,4 +1,5 @@
 dt_add_test(e2e LABELS e2e CASES quickstart_accuracy replicas_identical
             vary_init_differs_from_step0 vary_data_order_differs_from_step1
             rerun_and_threads_identical compare_finds_chosen_step lenet_learns
-            lenet_policies_vary_threads noise_matrix_cells report_rebuilds_copied_folder)
+            lenet_policies_vary_threads noise_matrix_cells report_rebuilds_copied_folder
+            fast_follows_thread_count)

@@ -1186,6 +1186,31 @@ static void md_how_to_read(struct dt_strbuf *sb)
             "available.\n\n");
 }
 
+/* A cell whose policy promises nothing (reduction unordered or atomics float) but whose
+ * replicas all agree: say so, and what still depends on the schedule or the machine
+ * (issue 38: fast takes its fastest paths, and on a CPU some happen to be deterministic). */
+static void md_unparted_note(struct dt_strbuf *sb, const struct report *rep,
+                             const struct cell *cell)
+{
+    const struct dt_policy *pol = &rep->exp.policies[cell->p];
+    if (rep->exp.replicas < 2 || cell->completed < 2 || cell->distinct != 1) return;
+    if (dt_reduction_ordered(pol) && dt_atomics_exact(pol)) return;
+    const bool cpu = rep->exp.backend.device == DT_DEVICE_CPU;
+    dt_strbuf_printf(
+        sb, "`%s`: its replicas did not part, though `%s` promises no order. %s\n\n", cell->dir,
+        pol->name,
+        cpu ? "On the CPU `fast` takes the fastest path op by op, and here, at this thread "
+              "count, each happened to add in the same order in every replica (with two "
+              "threads, per-thread partials added in arrival order cannot change the bits; "
+              "with three or more, or where an op hands out chunks as threads come, they "
+              "can). Every split follows the thread count, so another thread count or rank "
+              "count gives other bits: `make demo` shows 1 thread against 2, and `detrain "
+              "explain` names the op."
+            : "On a GPU its float atomicAdd (bias gradients, scatter-adds) and cuDNN's timed "
+              "algorithm choice still depend on the schedule; this run's replicas happened to "
+              "agree.");
+}
+
 static void md_divergence(struct dt_strbuf *sb, const struct report *rep)
 {
     dt_strbuf_printf(sb,
@@ -1206,6 +1231,7 @@ static void md_divergence(struct dt_strbuf *sb, const struct report *rep)
         dt_strbuf_printf(sb, " |\n");
     }
     dt_strbuf_printf(sb, "\n");
+    for (int c = 0; c < rep->n_cells; c++) md_unparted_note(sb, rep, &rep->cells[c]);
 }
 
 /* report.explain: `detrain explain` on replica-0 and replica-1 of each cell whose replicas

@@ -932,40 +932,39 @@ static int64_t fixed_round_columns(float *dbias, const int64_t *acc, int64_t out
     return -1;
 }
 
-/* atomics fixed_point, rows [begin, end): exact int64 column sums in the worker's buffer. */
+/* atomics float: each worker sums its static slice of rows (threadpool.h) into a private
+ * partial, then adds the partial into dbias element by element with a float CAS, in
+ * arrival order: a GPU's block partials followed by atomicAdd. The slices follow the
+ * thread count, so the bits do (1 thread against 2); with two partials arrival order
+ * cannot change them (0 + a + b == 0 + b + a in float), with three or more it can. Below
+ * BGRAD_SERIAL_MAX elements the calling thread sums alone: waking the pool costs more
+ * than the sum (issue 38: the earlier chunks taken as they came were slower than the
+ * exact int64 path of run_to_run). */
+#define BGRAD_SERIAL_MAX 4096
 struct bgrad_job {
     struct dt_backend *be;
     float *dbias;
     const float *dy;
-    int64_t B, out;
-    atomic_llong next_row;
+    int64_t out;
 };
 
-/* atomics float: workers take chunks of BGRAD_CHUNK rows as they come, sum them into a
- * private partial, and add the partial into dbias element by element with a float CAS
- * when they run out of rows, in arrival order: a GPU's block partials followed by
- * atomicAdd. Which rows land in which partial depends on timing, so the bits do too. */
-#define BGRAD_CHUNK 64
+/* acc[o] = sum over rows [b0, b1) of dy[b, o], rows in index order. */
 DT_VECTOR_CLONES
+static void column_sums(float *restrict acc, const float *restrict dy, int64_t b0, int64_t b1,
+                        int64_t out)
+{
+    memset(acc, 0, (size_t)out * sizeof *acc);
+    for (int64_t b = b0; b < b1; b++) {
+        const float *restrict row = dy + b * out;
+        for (int64_t o = 0; o < out; o++) acc[o] += row[o];
+    }
+}
+
 static void bgrad_float_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     struct bgrad_job *j = ctx;
-    float *p = NULL;
-    for (;;) {
-        int64_t b0 = atomic_fetch_add(&j->next_row, BGRAD_CHUNK);
-        if (b0 >= j->B) break;
-        int64_t b1 = b0 + BGRAD_CHUNK < j->B ? b0 + BGRAD_CHUNK : j->B;
-        if (!p) {
-            p = dt_cpu_worker_buffer(j->be, worker, (size_t)j->out);
-            memset(p, 0, (size_t)j->out * sizeof *p);
-        }
-        for (int64_t b = b0; b < b1; b++) {
-            const float *restrict row = j->dy + b * j->out;
-            float *restrict acc = p;
-            for (int64_t o = 0; o < j->out; o++) acc[o] += row[o];
-        }
-    }
-    if (!p) return;
+    float *p = dt_cpu_worker_buffer(j->be, worker, (size_t)j->out);
+    column_sums(p, j->dy, begin, end, j->out);
     for (int64_t o = 0; o < j->out; o++) dt_cpu_atomic_add_float(&j->dbias[o], p[o]);
 }
 
@@ -1103,8 +1102,11 @@ enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const f
         free(perm);
         return DT_OK;
     }
-    struct bgrad_job job = {.be = be, .dbias = dbias, .dy = dy, .B = B, .out = out};
-    atomic_init(&job.next_row, 0);
-    dt_pool_run(c->pool, dt_pool_threads(c->pool), 1, bgrad_float_part, &job);
+    if (B * out <= BGRAD_SERIAL_MAX) {
+        column_sums(dbias, dy, 0, B, out);
+        return DT_OK;
+    }
+    struct bgrad_job job = {.be = be, .dbias = dbias, .dy = dy, .out = out};
+    dt_pool_run(c->pool, B, 256, bgrad_float_part, &job);
     return DT_OK;
 }
