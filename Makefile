@@ -89,6 +89,7 @@ fuzz: setup-check
 	bash fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) config idx trace checkpoint
 
 bench: build
+	@bash scripts/setup.sh --bench
 	./$(BUILD)/detrain bench configs/quickstart.yaml --steps 100 --warmup 10 \
 	    --set 'policies=[fast, run_to_run, portable]'
 	./$(BUILD)/detrain bench configs/quickstart.yaml --steps 100 --warmup 10 --set train.batch=64 \
@@ -100,12 +101,11 @@ bench: build
 	    --set model.overlap_pool=true --set 'policies=[fast, run_to_run, portable]'
 	./$(BUILD)/detrain bench configs/bnn.yaml --steps 40 --warmup 4 --baseline first
 	DETRAIN=./$(BUILD)/detrain bash scripts/ranks.sh configs/dist.yaml $(BUILD)/bench-dist 1 2
-	@# PyTorch on the same models, batches and threads, where it is installed
-	@if python3 -c 'import torch' 2>/dev/null; then \
-	    python3 scripts/bench_torch.py --device cpu --modes default,deterministic --steps 300 --warmup 30 && \
-	    python3 scripts/bench_torch.py --device cpu --modes default,deterministic --steps 300 --warmup 30 --batch 64 && \
-	    python3 scripts/bench_torch.py --device cpu --config configs/lenet.yaml --modes default,deterministic --steps 60 --warmup 5; \
-	else echo "bench: PyTorch is not installed: no PyTorch comparison (scripts/bench_torch.py --device cpu)"; fi
+	@# PyTorch on every model, interleaved rounds, medians and ratios (exit 77: no PyTorch)
+	DETRAIN=./$(BUILD)/detrain bash scripts/vs_torch.sh > $(BUILD)/vs-torch.txt; \
+	  rc=$$?; if [ $$rc -eq 0 ]; then cat $(BUILD)/vs-torch.txt | grep -v '^round'; \
+	  elif [ $$rc -eq 77 ]; then echo "bench: no PyTorch comparison (apt-get install python3-torch)"; \
+	  else exit $$rc; fi
 
 # The CPU part of results/ again: scripts/results.sh runs the commands each
 # results/cpu/*/README.md gives and puts the files back (PARTS: only those parts; see

@@ -71,6 +71,10 @@ def load_config(path):
         sys.exit(2)
     model = doc.get("model") or {}
     cfg["kind"] = model.get("kind", "mlp")
+    if cfg["kind"] == "bnn_mlp":  # its widths, as a plain MLP (no Bayesian sampling)
+        print("bench_torch.py: %s: bnn_mlp mirrored as a plain MLP of the same widths" % path,
+              file=sys.stderr)
+        cfg["kind"] = "mlp"
     if cfg["kind"] not in DEFAULT_MODES:
         print("bench_torch.py: %s: model.kind is %r; only mlp and lenet are mirrored" % (
             path, cfg["kind"]), file=sys.stderr)

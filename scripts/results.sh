@@ -128,7 +128,7 @@ replace_folder() {
 # ---- the parts (commands as in each folder's README.md) ---------------------------------------
 
 # results/cpu/exact-one-pass/README.md: detrain bench of the MLP (batch 256, 64) and LeNet;
-# vs-torch.sh against PyTorch; demo-summary.csv is the quickstart's summary.csv (make demo).
+# scripts/vs_torch.sh against PyTorch; demo-summary.csv is the quickstart's summary.csv (make demo).
 # The *-before.txt files came from an older commit's binary and are kept as they are.
 part_exact_one_pass() {
   local dir=results/cpu/exact-one-pass o=$tmp/exact-one-pass
@@ -140,12 +140,13 @@ part_exact_one_pass() {
     --set 'policies=[fast, run_to_run, portable, {base: portable, reduction: fixed}]' > "$o/bench-lenet.txt"
   "$DETRAIN" run configs/quickstart.yaml --out "$o/quickstart" --quiet
   cp "$o/quickstart/summary.csv" "$o/demo-summary.csv"
-  if python3 -c 'import torch' 2>/dev/null; then
-    bash "$dir/vs-torch.sh" > "$o/vs-torch.txt"
-    mv "$o/vs-torch.txt" "$dir/"
-  else
-    say "exact-one-pass: PyTorch is not installed: vs-torch.txt kept as it was"
-  fi
+  local rc=0
+  bash scripts/vs_torch.sh > "$o/vs-torch.txt" || rc=$?
+  case $rc in
+    0) mv "$o/vs-torch.txt" "$dir/" ;;
+    77) say "exact-one-pass: PyTorch is not installed: vs-torch.txt kept as it was" ;;
+    *) say "exact-one-pass: scripts/vs_torch.sh failed ($rc)"; return 1 ;;
+  esac
   mv "$o"/bench-mlp-b256.txt "$o"/bench-mlp-b64.txt "$o"/bench-lenet.txt "$o"/demo-summary.csv "$dir/"
 }
 

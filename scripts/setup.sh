@@ -7,14 +7,17 @@
 # skip without them) are installed along with the rest as root; otherwise a missing
 # optional package is reported and setup carries on.
 # `--check` (make check, make fuzz) also needs the checking tools: clang with its runtime
-# libraries for libFuzzer, and valgrind.
+# libraries for libFuzzer, and valgrind. `--bench` (make bench) adds PyTorch for the
+# comparison on every model (Debian 12's python3-torch, for /usr/bin/python3).
 set -euo pipefail
 
 with_check=0
+with_bench=0
 for arg in "$@"; do
   case "$arg" in
     --check) with_check=1 ;;
-    *) echo "setup: unknown argument '$arg' (usage: setup.sh [--check])" >&2; exit 2 ;;
+    --bench) with_bench=1 ;;
+    *) echo "setup: unknown argument '$arg' (usage: setup.sh [--check] [--bench])" >&2; exit 2 ;;
   esac
 done
 
@@ -37,6 +40,9 @@ check_packages=(
 )
 if [ "$with_check" -eq 1 ]; then
   packages+=("${check_packages[@]}")
+fi
+if [ "$with_bench" -eq 1 ]; then
+  packages+=(python3-torch python3-yaml) # make bench: scripts/vs_torch.sh, bench_torch.py
 fi
 optional=(
   dieharder                       # make check-slow: statistical tests of the epsilon generators

@@ -1,0 +1,64 @@
+#!/bin/bash
+# detrain (fast, portable) against PyTorch on the CPU (default, deterministic), on every
+# model: the quickstart MLP at batch 256 and 64, LeNet at 128, and the Bayesian MLP's widths
+# (configs/bnn.yaml) -- detrain's Bayesian MLP against a plain PyTorch MLP of those widths,
+# so that row prices the ensemble too. Interleaved in rounds (each round runs every
+# workload's four programs one after the other) so that all see the same machine state;
+# then the median of each over the rounds and detrain's against PyTorch's: one file.
+#   bash scripts/vs_torch.sh [ROUNDS] > vs-torch.txt     (make bench; scripts/results.sh)
+# DETRAIN: the detrain binary (default build/detrain). PYTHON: a Python with torch (default:
+# the first of python3 and /usr/bin/python3 that imports it; Debian's python3-torch is for
+# /usr/bin/python3). Exit 77 without PyTorch. Same threads on both sides: detrain's config
+# (backend.threads), PyTorch's --threads from the same config (scripts/bench_torch.py).
+set -euo pipefail
+detrain=${DETRAIN:-build/detrain}
+rounds=${1:-3}
+py=${PYTHON:-}
+if [ -z "$py" ]; then
+  for p in python3 /usr/bin/python3; do
+    if "$p" -c 'import torch' 2>/dev/null; then py=$p; break; fi
+  done
+fi
+if [ -z "$py" ] || ! "$py" -c 'import torch' 2>/dev/null; then
+  echo "vs_torch: no Python with PyTorch (Debian: apt-get install python3-torch)" >&2
+  exit 77
+fi
+rows=$(mktemp)
+trap 'rm -f "$rows"' EXIT
+echo "# $("$detrain" --version 2>/dev/null | head -1); $("$py" -c 'import torch; print("torch", torch.__version__)'); $(nproc) CPUs; $rounds rounds"
+for round in $(seq 1 "$rounds"); do
+  for spec in "configs/quickstart.yaml 256 300" "configs/quickstart.yaml 64 300" \
+              "configs/lenet.yaml 128 60" "configs/bnn.yaml 128 40"; do
+    set -- $spec
+    cfg=$1 batch=$2 steps=$3
+    name=$(basename "$cfg" .yaml)
+    for pol in fast portable; do
+      ms=$("$detrain" bench "$cfg" --steps "$steps" --warmup 5 --set train.batch="$batch" \
+             --set "policies=[$pol]" 2>&1 | sed -n 's/.*step (update) median *\([0-9.]*\) ms.*/\1/p')
+      echo "round $round $name batch $batch detrain-$pol $ms" | tee -a "$rows"
+    done
+    for mode in default deterministic; do
+      ms=$("$py" scripts/bench_torch.py --device cpu --config "$cfg" --batch "$batch" --modes "$mode" \
+             --steps "$steps" --warmup 5 2>/dev/null | sed -n 's/.*median \([0-9.]*\) ms.step.*/\1/p' | head -1)
+      echo "round $round $name batch $batch torch-$mode $ms" | tee -a "$rows"
+    done
+  done
+done
+# Medians over the rounds, and detrain's median against PyTorch's (the ratios README quotes).
+awk '
+  { key = $3 " batch " $5; col = $6; v[key, col, ++n[key, col]] = $7; keys[key]; cols[col] }
+  END {
+    for (k in keys) {
+      for (c in cols) {
+        m = n[k, c]; for (i = 1; i <= m; i++) a[i] = v[k, c, i]
+        for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+        med[k, c] = a[int((m + 1) / 2)]
+        printf "median %s %s %.3f\n", k, c, med[k, c]
+      }
+      printf "ratio %s fast/torch-default %.2f\n", k, med[k, "detrain-fast"] / med[k, "torch-default"]
+      printf "ratio %s portable/torch-default %.2f\n", k, med[k, "detrain-portable"] / med[k, "torch-default"]
+      printf "ratio %s fast/torch-deterministic %.2f\n", k, med[k, "detrain-fast"] / med[k, "torch-deterministic"]
+      printf "ratio %s portable/torch-deterministic %.2f\n", k, med[k, "detrain-portable"] / med[k, "torch-deterministic"]
+      printf "ratio %s portable/fast %.2f\n", k, med[k, "detrain-portable"] / med[k, "detrain-fast"]
+    }
+  }' "$rows" | sort
