@@ -48,7 +48,7 @@ demo: build
 	@echo
 	@echo "The same run at 2 threads (results/quickstart) and at 1 (results/quickstart-1thread):"
 	@./$(BUILD)/detrain compare --table results/quickstart results/quickstart-1thread \
-	  --label '1 thread, 50 steps' | sed -n '/^| replica/,/^$$/p'; true
+	  | sed -n '/^| replica/,/^$$/p'; true
 
 # The house style first (scripts/format.sh --check: .clang-format, clang-format 14); then
 # everything but the `slow` label (make check-slow), the valgrind run included; then the

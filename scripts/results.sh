@@ -170,7 +170,7 @@ part_runs() {
   "$DETRAIN" run configs/quickstart.yaml --out "$o/quickstart-1thread" --quiet \
     --set backend.threads=1 --set train.steps=50 --set report.overhead_samples=0
   (cd "$o" && "$exe" compare --table quickstart quickstart-1thread \
-     --label '1 thread, 50 steps' > keep/threads-table.md) || rc=$?
+     > keep/threads-table.md) || rc=$?
   [ $rc -le 1 ] || { say "runs: detrain compare --table failed ($rc)"; return 1; }
   rc=0
   (cd "$o" && "$exe" explain quickstart/fast/replica-0 quickstart-1thread/fast/replica-0 \
