@@ -27,6 +27,7 @@ packages=(
   libssl-dev                      # SHA-256 through OpenSSL EVP
   zlib1g-dev                      # .gz datasets
   libopenblas-dev                 # sgemm for the `fast` level's matrix products
+  libdnnl-dev                     # oneDNN: the `fast` level's CPU convolutions (nets/cpu/conv_dnnl.c)
   libopenmpi-dev openmpi-bin      # mpirun -np N detrain run: data parallelism (harness/run/dist.c)
   dataset-fashion-mnist           # /usr/share/datasets/fashion-mnist
 )

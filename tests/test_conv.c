@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "nets/backend.h"
+#include "nets/cpu/conv_dnnl.h"
 #include "nets/model.h"
 #include "tests/check.h"
 #include "tests/op_helpers.h"
@@ -207,6 +208,74 @@ DT_TEST(conv2d_forward_matches_double)
             dt_backend_destroy(be);
         }
         free(x), free(w), free(bias), free(y), free(xd), free(wd), free(bd), free(ref);
+    }
+}
+
+/* The oneDNN path of `fast` (nets/cpu/conv_dnnl.c), called directly so that a silent fall
+ * back to conv.c cannot pass for it: built with oneDNN, each op runs under `fast` and
+ * matches the double reference (forward; backward against the same finite differences
+ * as the gradcheck below, through conv_ref); under run_to_run, portable and a forced order
+ * it declines (DT_ERR_UNSUPPORTED), leaving the output as it was. Without oneDNN every call
+ * declines. */
+static void conv_fd(double *grad, double *v, int64_t n, const double *x, const double *w,
+                    const double *bias, const float *r, double *y, const struct dt_conv2d_shape *s);
+DT_TEST(conv_onednn_path)
+{
+    const bool built = dt_cpu_dnnl_built();
+    fprintf(stderr, "oneDNN %s\n",
+            built ? "built in: its path checked" : "not built: every call declines");
+    for (int gi = 0; gi < N_CONV_GEOMS; gi++) {
+        struct dt_conv2d_shape s = conv_shape(&conv_geoms[gi]);
+        const int64_t nx = conv_nx(&s), nw = conv_nw(&s), ny = conv_ny(&s);
+        float *x = falloc(nx), *w = falloc(nw), *bias = falloc(s.K_out), *y = falloc(ny);
+        float *r = falloc(ny), *gx = falloc(nx), *gw = falloc(nw);
+        double *xd = dalloc(nx), *wd = dalloc(nw), *bd = dalloc(s.K_out), *ref = dalloc(ny);
+        double *fx = dalloc(nx), *fw = dalloc(nw), *yy = dalloc(ny);
+        fill(x, nx, 1.0);
+        fill(w, nw, 0.5);
+        fill(bias, s.K_out, 0.1);
+        fill(r, ny, 1.0);
+        to_double(xd, x, nx);
+        to_double(wd, w, nw);
+        to_double(bd, bias, s.K_out);
+        conv_ref(ref, xd, wd, bd, &s);
+        conv_fd(fx, xd, nx, xd, wd, bd, r, yy, &s);
+        conv_fd(fw, wd, nw, xd, wd, bd, r, yy, &s);
+        print_conv(&s);
+        struct dt_backend *be = cpu(2);
+        struct dt_policy fast = level(DT_LEVEL_FAST);
+        enum dt_status want = built ? DT_OK : DT_ERR_UNSUPPORTED;
+        poison(y, (size_t)ny * sizeof *y);
+        poison(gx, (size_t)nx * sizeof *gx);
+        poison(gw, (size_t)nw * sizeof *gw);
+        CHECK_INT_EQ(dt_cpu_dnnl_conv_forward(be, y, x, w, bias, &s, &fast), want);
+        CHECK_INT_EQ(dt_cpu_dnnl_conv_backward_data(be, gx, r, w, &s, &fast), want);
+        CHECK_INT_EQ(dt_cpu_dnnl_conv_backward_weight(be, gw, x, r, &s, &fast), want);
+        if (built) {
+            check_close("oneDNN conv forward", y, ref, ny, 1e-5, 1e-4);
+            check_close("oneDNN conv dL/dx", gx, fx, nx, 1e-5, 1e-4);
+            check_close("oneDNN conv dL/dw", gw, fw, nw, 1e-5, 1e-4);
+        }
+        for (int l = 0; l < DT_LEVEL_COUNT; l++) {
+            struct dt_policy pol = level((enum dt_level)l);
+            if (l == DT_LEVEL_FAST) continue;
+            poison(y, (size_t)ny * sizeof *y);
+            CHECK_INT_EQ(dt_cpu_dnnl_conv_forward(be, y, x, w, bias, &s, &pol), DT_ERR_UNSUPPORTED);
+            CHECK_INT_EQ(dt_cpu_dnnl_conv_backward_weight(be, gw, x, r, &s, &pol),
+                         DT_ERR_UNSUPPORTED);
+            int64_t touched = 0; /* declined: y still holds the poison, every byte 0xff */
+            for (int64_t i = 0; i < ny; i++) {
+                uint32_t bits;
+                memcpy(&bits, &y[i], sizeof bits);
+                touched += bits != 0xffffffffu;
+            }
+            CHECK_INT_EQ(touched, 0);
+        }
+        CHECK_INT_EQ(dt_backend_set_forced_order(be, 7), DT_OK);
+        CHECK_INT_EQ(dt_cpu_dnnl_conv_forward(be, y, x, w, bias, &s, &fast), DT_ERR_UNSUPPORTED);
+        dt_backend_destroy(be);
+        free(x), free(w), free(bias), free(y), free(r), free(gx), free(gw);
+        free(xd), free(wd), free(bd), free(ref), free(fx), free(fw), free(yy);
     }
 }
 
@@ -1021,8 +1090,9 @@ DT_TEST(shape_errors)
     dt_backend_destroy(be);
 }
 
-DT_TEST_MAIN(DT_CASE(conv2d_forward_matches_double), DT_CASE(conv2d_backward_gradcheck),
-             DT_CASE(maxpool_forward_matches_reference), DT_CASE(maxpool_backward_gradcheck),
-             DT_CASE(maxpool_ties), DT_CASE(conv_pool_thread_count_independent),
-             DT_CASE(conv_forced_orders), DT_CASE(maxpool_forced_orders),
-             DT_CASE(lenet_backward_gradcheck), DT_CASE(shape_errors))
+DT_TEST_MAIN(DT_CASE(conv2d_forward_matches_double), DT_CASE(conv_onednn_path),
+             DT_CASE(conv2d_backward_gradcheck), DT_CASE(maxpool_forward_matches_reference),
+             DT_CASE(maxpool_backward_gradcheck), DT_CASE(maxpool_ties),
+             DT_CASE(conv_pool_thread_count_independent), DT_CASE(conv_forced_orders),
+             DT_CASE(maxpool_forced_orders), DT_CASE(lenet_backward_gradcheck),
+             DT_CASE(shape_errors))

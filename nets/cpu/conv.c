@@ -28,12 +28,15 @@
  *                                   `fast` has nothing to gain from arrival order here
  *                                   (measured: docs/performance.md); the forced-order hook
  *                                   (a drawn row order) still shows the control matters.
- * The bias gradient is dt_bias_backward over dy seen as a (rows, K_out) matrix. */
+ * The bias gradient is dt_bias_backward over dy seen as a (rows, K_out) matrix.
+ * Under `fast` (no control asking for an order) the three ops go to oneDNN first where
+ * detrain is built with it (conv_dnnl.c: measured faster, docs/performance.md). */
 #include <stdatomic.h>
 #include <string.h>
 
 #include "determinism/fixed_point.h"
 #include "determinism/streams.h"
+#include "nets/cpu/conv_dnnl.h"
 #include "nets/cpu/cpu.h"
 
 struct conv_job {
@@ -119,6 +122,8 @@ enum dt_status dt_cpu_conv2d_forward(struct dt_backend *be, float *y, const floa
                                      const float *w, const float *bias,
                                      const struct dt_conv2d_shape *s, const struct dt_policy *pol)
 {
+    enum dt_status st = dt_cpu_dnnl_conv_forward(be, y, x, w, bias, s, pol);
+    if (st != DT_ERR_UNSUPPORTED) return st;
     const int64_t rows = conv_rows(s), Kp = conv_patch(s);
     struct conv_job job = {.be = be, .s = s, .x = x, .cols = dt_cpu_cols(be, (size_t)(rows * Kp))};
     dt_pool_run(dt_cpu(be)->pool, rows, 16, im2col_part, &job);
@@ -129,6 +134,8 @@ enum dt_status dt_cpu_conv2d_backward_weight(struct dt_backend *be, float *dw, c
                                              const float *dy, const struct dt_conv2d_shape *s,
                                              const struct dt_policy *pol)
 {
+    enum dt_status st = dt_cpu_dnnl_conv_backward_weight(be, dw, x, dy, s, pol);
+    if (st != DT_ERR_UNSUPPORTED) return st;
     const int64_t rows = conv_rows(s), Kp = conv_patch(s);
     struct conv_job job = {.be = be, .s = s, .x = x, .cols = dt_cpu_cols(be, (size_t)(rows * Kp))};
     if (dt_cpu_wgrad_prefers_rows(rows, Kp, s->K_out)) {
@@ -211,6 +218,8 @@ enum dt_status dt_cpu_conv2d_backward_data(struct dt_backend *be, float *dx, con
                                            const float *w, const struct dt_conv2d_shape *s,
                                            const struct dt_policy *pol)
 {
+    enum dt_status st = dt_cpu_dnnl_conv_backward_data(be, dx, dy, w, s, pol);
+    if (st != DT_ERR_UNSUPPORTED) return st;
     const int64_t rows = conv_rows(s), Kp = conv_patch(s);
     float *dcols = dt_cpu_cols(be, (size_t)(rows * Kp));
     DT_FORWARD_IF_ERROR(dt_cpu_dense_backward_data(be, dcols, dy, w, rows, Kp, s->K_out, pol));

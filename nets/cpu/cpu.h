@@ -48,6 +48,7 @@ struct dt_cpu_ctx {
     pthread_mutex_t combine_mu; /* unordered paths: partials combined in completion order */
     uint64_t forced_order;      /* test hook: != 0 imposes a combination order (see backend.h) */
     int blas_threads;
+    struct dt_cpu_dnnl *dnnl; /* oneDNN's convolutions for `fast` (conv_dnnl.h); NULL: none */
 };
 
 static inline struct dt_cpu_ctx *dt_cpu(struct dt_backend *be)
