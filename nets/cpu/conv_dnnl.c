@@ -22,7 +22,7 @@
 
 struct dnnl_shape {
     struct dt_conv2d_shape s;
-    bool bad;                       /* oneDNN refused this shape: conv.c runs it */
+    bool bad; /* oneDNN refused this shape: conv.c runs it */
     dnnl_primitive_t fwd, bwd_data, bwd_w;
     dnnl_primitive_t to_fwd_w, to_bwd_w, from_diff_w; /* weight reorders (NULL: same layout) */
     dnnl_memory_t x, y, dx, dy, w_user, dw_user;      /* detrain's buffers (handles set per call) */
@@ -39,9 +39,8 @@ struct dt_cpu_dnnl {
 
 static bool same_shape(const struct dt_conv2d_shape *a, const struct dt_conv2d_shape *b)
 {
-    return a->B == b->B && a->H == b->H && a->W == b->W && a->C == b->C &&
-           a->K_out == b->K_out && a->KH == b->KH && a->KW == b->KW &&
-           a->stride == b->stride && a->pad == b->pad;
+    return a->B == b->B && a->H == b->H && a->W == b->W && a->C == b->C && a->K_out == b->K_out &&
+           a->KH == b->KH && a->KW == b->KW && a->stride == b->stride && a->pad == b->pad;
 }
 
 /* A memory for `md`: our buffer set per call (NONE), or owned by oneDNN (ALLOCATE). */
@@ -92,21 +91,20 @@ static bool build_shape(struct dt_cpu_dnnl *d, struct dnnl_shape *e)
         return false;
     dnnl_convolution_desc_t fd, bdd, bwd;
     dnnl_primitive_desc_t fpd = NULL, bpd = NULL, wpd = NULL;
-    bool ok =
-        dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
-                                           &x_md, &w_any, &b_md, &y_md, strides, pad,
-                                           pad) == dnnl_success &&
-        dnnl_primitive_desc_create(&fpd, &fd, NULL, d->engine, NULL) == dnnl_success &&
-        dnnl_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct, &x_md, &w_any,
+    bool ok = dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
+                                                 dnnl_convolution_direct, &x_md, &w_any, &b_md,
                                                  &y_md, strides, pad, pad) == dnnl_success &&
-        dnnl_primitive_desc_create(&bpd, &bdd, NULL, d->engine, fpd) == dnnl_success &&
-        dnnl_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &x_md, &w_any,
-                                                    NULL, &y_md, strides, pad,
-                                                    pad) == dnnl_success &&
-        dnnl_primitive_desc_create(&wpd, &bwd, NULL, d->engine, fpd) == dnnl_success &&
-        dnnl_primitive_create(&e->fwd, fpd) == dnnl_success &&
-        dnnl_primitive_create(&e->bwd_data, bpd) == dnnl_success &&
-        dnnl_primitive_create(&e->bwd_w, wpd) == dnnl_success;
+              dnnl_primitive_desc_create(&fpd, &fd, NULL, d->engine, NULL) == dnnl_success &&
+              dnnl_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct, &x_md, &w_any,
+                                                       &y_md, strides, pad, pad) == dnnl_success &&
+              dnnl_primitive_desc_create(&bpd, &bdd, NULL, d->engine, fpd) == dnnl_success &&
+              dnnl_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &x_md,
+                                                          &w_any, NULL, &y_md, strides, pad,
+                                                          pad) == dnnl_success &&
+              dnnl_primitive_desc_create(&wpd, &bwd, NULL, d->engine, fpd) == dnnl_success &&
+              dnnl_primitive_create(&e->fwd, fpd) == dnnl_success &&
+              dnnl_primitive_create(&e->bwd_data, bpd) == dnnl_success &&
+              dnnl_primitive_create(&e->bwd_w, wpd) == dnnl_success;
     if (ok) {
         const dnnl_memory_desc_t *wf = query(fpd, dnnl_query_weights_md);
         const dnnl_memory_desc_t *wb = query(bpd, dnnl_query_weights_md);
@@ -130,8 +128,8 @@ static bool build_shape(struct dt_cpu_dnnl *d, struct dnnl_shape *e)
 
 static void free_shape(struct dnnl_shape *e)
 {
-    dnnl_primitive_t prims[] = {e->fwd, e->bwd_data, e->bwd_w, e->to_fwd_w, e->to_bwd_w,
-                                e->from_diff_w};
+    dnnl_primitive_t prims[] = {e->fwd,      e->bwd_data, e->bwd_w,
+                                e->to_fwd_w, e->to_bwd_w, e->from_diff_w};
     for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
         if (prims[i]) dnnl_primitive_destroy(prims[i]);
     if (e->w_fwd && e->w_fwd != e->w_user) dnnl_memory_destroy(e->w_fwd);
@@ -158,7 +156,8 @@ struct dt_cpu_dnnl *dt_cpu_dnnl_new(int threads)
 {
     struct dt_cpu_dnnl *d = dt_xcalloc(1, sizeof *d);
     d->threads = threads;
-    omp_set_num_threads(threads); /* before oneDNN's first parallel region, primitive making included */
+    omp_set_num_threads(
+        threads); /* before oneDNN's first parallel region, primitive making included */
     if (dnnl_engine_create(&d->engine, dnnl_cpu, 0) != dnnl_success ||
         dnnl_stream_create(&d->stream, d->engine, dnnl_stream_default_flags) != dnnl_success) {
         dt_cpu_dnnl_free(d);
@@ -236,8 +235,7 @@ enum dt_status dt_cpu_dnnl_conv_backward_data(struct dt_backend *be, float *dx, 
     set(e->dx, dx), set(e->dy, dy), set(e->w_user, w);
     const dnnl_exec_arg_t args[] = {
         {DNNL_ARG_DIFF_SRC, e->dx}, {DNNL_ARG_WEIGHTS, e->w_bwd}, {DNNL_ARG_DIFF_DST, e->dy}};
-    if (!reorder(c->dnnl, e->to_bwd_w, e->w_user, e->w_bwd) ||
-        !run(c->dnnl, e->bwd_data, 3, args))
+    if (!reorder(c->dnnl, e->to_bwd_w, e->w_user, e->w_bwd) || !run(c->dnnl, e->bwd_data, 3, args))
         return dt_backend_op_error(be, DT_ERR_INTERNAL, "oneDNN convolution backward-data failed");
     return DT_OK;
 }
