@@ -32,9 +32,7 @@ static enum dt_status cpu_init(struct dt_backend *be, const struct dt_backend_op
     pthread_mutex_init(&c->combine_mu, NULL);
     c->blas_threads = threads;
     openblas_set_num_threads(1); /* parallel over our pool's row slices instead */
-    /* oneDNN on one OpenMP thread: a team of two spins between calls and takes a core from
-     * the pool (measured: the other ops ran 1.5x slower alternated with it). */
-    c->dnnl = dt_cpu_dnnl_new(1);
+    c->dnnl = dt_cpu_dnnl_new();
     be->ctx = c;
     be->threads = threads;
     return DT_OK;

@@ -6,10 +6,11 @@
  *
  * Activations stay in detrain's NHWC (oneDNN's `nhwc`), so nothing large is reordered;
  * the weights (HWIO, oneDNN's `hwio`) are reordered into the layout the primitive chose
- * (`any`: the blocked layouts its AVX-512/AVX2 kernels read), a few KB. Primitives are
- * made once per shape and kept (LeNet has two). oneDNN runs on its own OpenMP threads,
- * as many as the backend's pool has. The bias gradient stays dt_bias_backward (its own
- * op, under `atomics`). */
+ * (`any`: the blocked layouts its AVX-512/AVX2 kernels read), a few KB. The batch is split
+ * over detrain's pool, one oneDNN call per slice on one OpenMP thread each: an OpenMP team
+ * of its own spun between calls and took the cores from the pool (docs/performance.md).
+ * Primitives are made once per (slice) shape and kept (LeNet has two). The bias gradient
+ * stays dt_bias_backward (its own op, under `atomics`). */
 #include "nets/cpu/conv_dnnl.h"
 
 #ifdef DT_HAVE_ONEDNN
@@ -18,21 +19,26 @@
 #include <omp.h>
 #include <string.h>
 
-#define DNNL_SHAPES 8
+#define DNNL_SHAPES 16
 
+/* The primitives of one shape -- the batch of one pool slice -- and the weights in their
+ * layouts (shared by the slices: reordered by the caller before the pool runs). */
 struct dnnl_shape {
     struct dt_conv2d_shape s;
     bool bad; /* oneDNN refused this shape: conv.c runs it */
     dnnl_primitive_t fwd, bwd_data, bwd_w;
     dnnl_primitive_t to_fwd_w, to_bwd_w, from_diff_w; /* weight reorders (NULL: same layout) */
-    dnnl_memory_t x, y, dx, dy, w_user, dw_user;      /* detrain's buffers (handles set per call) */
-    dnnl_memory_t w_fwd, w_bwd, dw_prim, bias;        /* the primitives' weight layouts */
+    dnnl_memory_desc_t x_md, y_md, w_user_md, b_md, dw_md;
+    /* scratchpads, given per call from the worker's buffer (user mode: oneDNN's own shared
+     * one is not safe for calls running at once in this build): fwd, bwd_data, bwd_w,
+     * from_diff_w */
+    dnnl_memory_desc_t scratch_md[4];
+    dnnl_memory_t w_user, w_fwd, w_bwd; /* w_user's handle set per call; the others owned */
 };
 
 struct dt_cpu_dnnl {
     dnnl_engine_t engine;
-    dnnl_stream_t stream;
-    int threads;
+    dnnl_stream_t streams[DT_CPU_MAX_THREADS]; /* one per pool worker, made by that worker */
     int n;
     struct dnnl_shape shapes[DNNL_SHAPES];
 };
@@ -43,26 +49,28 @@ static bool same_shape(const struct dt_conv2d_shape *a, const struct dt_conv2d_s
            a->KH == b->KH && a->KW == b->KW && a->stride == b->stride && a->pad == b->pad;
 }
 
-/* A memory for `md`: our buffer set per call (NONE), or owned by oneDNN (ALLOCATE). */
-static dnnl_memory_t new_mem(struct dt_cpu_dnnl *d, const dnnl_memory_desc_t *md, bool owned)
+/* A memory for `md` over `p` (NULL: oneDNN allocates it). */
+static dnnl_memory_t new_mem(dnnl_engine_t engine, const dnnl_memory_desc_t *md, void *p)
 {
     dnnl_memory_t m = NULL;
-    if (dnnl_memory_create(&m, md, d->engine, owned ? DNNL_MEMORY_ALLOCATE : DNNL_MEMORY_NONE) !=
-        dnnl_success)
+    if (dnnl_memory_create(&m, md, engine, p ? p : DNNL_MEMORY_ALLOCATE) != dnnl_success)
         return NULL;
     return m;
 }
 
 /* A reorder from src to dst, or NULL when the two layouts are equal. */
 static bool make_reorder(struct dt_cpu_dnnl *d, dnnl_primitive_t *out,
-                         const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst)
+                         const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst,
+                         const_dnnl_primitive_attr_t attr, dnnl_memory_desc_t *scratch)
 {
     *out = NULL;
+    memset(scratch, 0, sizeof *scratch);
     if (dnnl_memory_desc_equal(src, dst)) return true;
     dnnl_primitive_desc_t pd;
-    if (dnnl_reorder_primitive_desc_create(&pd, src, d->engine, dst, d->engine, NULL) !=
+    if (dnnl_reorder_primitive_desc_create(&pd, src, d->engine, dst, d->engine, attr) !=
         dnnl_success)
         return false;
+    *scratch = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     bool ok = dnnl_primitive_create(out, pd) == dnnl_success;
     dnnl_primitive_desc_destroy(pd);
     return ok;
@@ -73,56 +81,69 @@ static const dnnl_memory_desc_t *query(const_dnnl_primitive_desc_t pd, dnnl_quer
     return dnnl_primitive_desc_query_md(pd, what, 0);
 }
 
-/* The three primitives, the weight reorders and memories of one shape; false when oneDNN
- * has no implementation for it. */
-static bool build_shape(struct dt_cpu_dnnl *d, struct dnnl_shape *e)
+/* The memory descriptors of a shape: activations NHWC, weights HWIO as detrain holds
+ * them, and `any` weights for the primitives to pick their layout. */
+static bool shape_descs(struct dnnl_shape *e, dnnl_memory_desc_t *w_any)
 {
     const struct dt_conv2d_shape *s = &e->s;
     dnnl_dims_t xd = {s->B, s->C, s->H, s->W}, wd = {s->K_out, s->C, s->KH, s->KW};
     dnnl_dims_t bd = {s->K_out}, yd = {s->B, s->K_out, s->OH, s->OW};
+    return dnnl_memory_desc_init_by_tag(&e->x_md, 4, xd, dnnl_f32, dnnl_nhwc) == dnnl_success &&
+           dnnl_memory_desc_init_by_tag(&e->w_user_md, 4, wd, dnnl_f32, dnnl_hwio) ==
+               dnnl_success &&
+           dnnl_memory_desc_init_by_tag(w_any, 4, wd, dnnl_f32, dnnl_format_tag_any) ==
+               dnnl_success &&
+           dnnl_memory_desc_init_by_tag(&e->b_md, 1, bd, dnnl_f32, dnnl_x) == dnnl_success &&
+           dnnl_memory_desc_init_by_tag(&e->y_md, 4, yd, dnnl_f32, dnnl_nhwc) == dnnl_success;
+}
+
+/* The three primitives, the weight reorders and the shared weight memories of one shape;
+ * false when oneDNN has no implementation for it. */
+static bool build_shape(struct dt_cpu_dnnl *d, struct dnnl_shape *e)
+{
+    const struct dt_conv2d_shape *s = &e->s;
     dnnl_dims_t strides = {s->stride, s->stride}, pad = {s->pad, s->pad};
-    dnnl_memory_desc_t x_md, w_user_md, w_any, b_md, y_md;
-    if (dnnl_memory_desc_init_by_tag(&x_md, 4, xd, dnnl_f32, dnnl_nhwc) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&w_user_md, 4, wd, dnnl_f32, dnnl_hwio) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&w_any, 4, wd, dnnl_f32, dnnl_format_tag_any) !=
-            dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_x) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&y_md, 4, yd, dnnl_f32, dnnl_nhwc) != dnnl_success)
-        return false;
+    dnnl_memory_desc_t w_any, unused;
+    if (!shape_descs(e, &w_any)) return false;
+    dnnl_primitive_attr_t attr = NULL;
+    if (dnnl_primitive_attr_create(&attr) != dnnl_success) return false;
     dnnl_convolution_desc_t fd, bdd, bwd;
     dnnl_primitive_desc_t fpd = NULL, bpd = NULL, wpd = NULL;
-    bool ok = dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
-                                                 dnnl_convolution_direct, &x_md, &w_any, &b_md,
-                                                 &y_md, strides, pad, pad) == dnnl_success &&
-              dnnl_primitive_desc_create(&fpd, &fd, NULL, d->engine, NULL) == dnnl_success &&
-              dnnl_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct, &x_md, &w_any,
-                                                       &y_md, strides, pad, pad) == dnnl_success &&
-              dnnl_primitive_desc_create(&bpd, &bdd, NULL, d->engine, fpd) == dnnl_success &&
-              dnnl_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &x_md,
-                                                          &w_any, NULL, &y_md, strides, pad,
-                                                          pad) == dnnl_success &&
-              dnnl_primitive_desc_create(&wpd, &bwd, NULL, d->engine, fpd) == dnnl_success &&
-              dnnl_primitive_create(&e->fwd, fpd) == dnnl_success &&
-              dnnl_primitive_create(&e->bwd_data, bpd) == dnnl_success &&
-              dnnl_primitive_create(&e->bwd_w, wpd) == dnnl_success;
+    bool ok =
+        dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+        dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
+                                           &e->x_md, &w_any, &e->b_md, &e->y_md, strides, pad,
+                                           pad) == dnnl_success &&
+        dnnl_primitive_desc_create(&fpd, &fd, attr, d->engine, NULL) == dnnl_success &&
+        dnnl_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct, &e->x_md, &w_any,
+                                                 &e->y_md, strides, pad, pad) == dnnl_success &&
+        dnnl_primitive_desc_create(&bpd, &bdd, attr, d->engine, fpd) == dnnl_success &&
+        dnnl_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &e->x_md, &w_any,
+                                                    NULL, &e->y_md, strides, pad,
+                                                    pad) == dnnl_success &&
+        dnnl_primitive_desc_create(&wpd, &bwd, attr, d->engine, fpd) == dnnl_success &&
+        dnnl_primitive_create(&e->fwd, fpd) == dnnl_success &&
+        dnnl_primitive_create(&e->bwd_data, bpd) == dnnl_success &&
+        dnnl_primitive_create(&e->bwd_w, wpd) == dnnl_success;
     if (ok) {
         const dnnl_memory_desc_t *wf = query(fpd, dnnl_query_weights_md);
         const dnnl_memory_desc_t *wb = query(bpd, dnnl_query_weights_md);
-        const dnnl_memory_desc_t *dw = query(wpd, dnnl_query_diff_weights_md);
-        ok = make_reorder(d, &e->to_fwd_w, &w_user_md, wf) &&
-             make_reorder(d, &e->to_bwd_w, &w_user_md, wb) &&
-             make_reorder(d, &e->from_diff_w, dw, &w_user_md) &&
-             (e->x = new_mem(d, &x_md, false)) && (e->y = new_mem(d, &y_md, false)) &&
-             (e->dx = new_mem(d, &x_md, false)) && (e->dy = new_mem(d, &y_md, false)) &&
-             (e->w_user = new_mem(d, &w_user_md, false)) &&
-             (e->dw_user = new_mem(d, &w_user_md, false)) && (e->bias = new_mem(d, &b_md, false)) &&
-             (e->w_fwd = e->to_fwd_w ? new_mem(d, wf, true) : e->w_user) &&
-             (e->w_bwd = e->to_bwd_w ? new_mem(d, wb, true) : e->w_user) &&
-             (e->dw_prim = e->from_diff_w ? new_mem(d, dw, true) : e->dw_user);
+        e->dw_md = *query(wpd, dnnl_query_diff_weights_md);
+        e->scratch_md[0] = *query(fpd, dnnl_query_scratchpad_md);
+        e->scratch_md[1] = *query(bpd, dnnl_query_scratchpad_md);
+        e->scratch_md[2] = *query(wpd, dnnl_query_scratchpad_md);
+        /* the weight reorders run on the caller alone, before the pool: their own scratchpad */
+        ok = make_reorder(d, &e->to_fwd_w, &e->w_user_md, wf, NULL, &unused) &&
+             make_reorder(d, &e->to_bwd_w, &e->w_user_md, wb, NULL, &unused) &&
+             make_reorder(d, &e->from_diff_w, &e->dw_md, &e->w_user_md, attr, &e->scratch_md[3]) &&
+             (e->w_user = new_mem(d->engine, &e->w_user_md, NULL)) &&
+             (e->w_fwd = e->to_fwd_w ? new_mem(d->engine, wf, NULL) : e->w_user) &&
+             (e->w_bwd = e->to_bwd_w ? new_mem(d->engine, wb, NULL) : e->w_user);
     }
     if (fpd) dnnl_primitive_desc_destroy(fpd);
     if (bpd) dnnl_primitive_desc_destroy(bpd);
     if (wpd) dnnl_primitive_desc_destroy(wpd);
+    dnnl_primitive_attr_destroy(attr);
     return ok;
 }
 
@@ -134,10 +155,7 @@ static void free_shape(struct dnnl_shape *e)
         if (prims[i]) dnnl_primitive_destroy(prims[i]);
     if (e->w_fwd && e->w_fwd != e->w_user) dnnl_memory_destroy(e->w_fwd);
     if (e->w_bwd && e->w_bwd != e->w_user) dnnl_memory_destroy(e->w_bwd);
-    if (e->dw_prim && e->dw_prim != e->dw_user) dnnl_memory_destroy(e->dw_prim);
-    dnnl_memory_t mems[] = {e->x, e->y, e->dx, e->dy, e->w_user, e->dw_user, e->bias};
-    for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
-        if (mems[i]) dnnl_memory_destroy(mems[i]);
+    if (e->w_user) dnnl_memory_destroy(e->w_user);
     memset(e, 0, sizeof *e);
 }
 
@@ -147,19 +165,17 @@ void dt_cpu_dnnl_free(struct dt_cpu_dnnl *d)
 {
     if (!d) return;
     for (int i = 0; i < d->n; i++) free_shape(&d->shapes[i]);
-    if (d->stream) dnnl_stream_destroy(d->stream);
+    for (int t = 0; t < DT_CPU_MAX_THREADS; t++)
+        if (d->streams[t]) dnnl_stream_destroy(d->streams[t]);
     if (d->engine) dnnl_engine_destroy(d->engine);
     free(d);
 }
 
-struct dt_cpu_dnnl *dt_cpu_dnnl_new(int threads)
+struct dt_cpu_dnnl *dt_cpu_dnnl_new(void)
 {
     struct dt_cpu_dnnl *d = dt_xcalloc(1, sizeof *d);
-    d->threads = threads;
-    omp_set_num_threads(
-        threads); /* before oneDNN's first parallel region, primitive making included */
-    if (dnnl_engine_create(&d->engine, dnnl_cpu, 0) != dnnl_success ||
-        dnnl_stream_create(&d->stream, d->engine, dnnl_stream_default_flags) != dnnl_success) {
+    omp_set_num_threads(1); /* before oneDNN's first parallel region, primitive making included */
+    if (dnnl_engine_create(&d->engine, dnnl_cpu, 0) != dnnl_success) {
         dt_cpu_dnnl_free(d);
         return NULL;
     }
@@ -173,87 +189,208 @@ static bool library_allowed(const struct dt_cpu_ctx *c, const struct dt_policy *
            dt_math_fast(pol) && !dt_reduction_ordered(pol) && !dt_atomics_exact(pol);
 }
 
-/* The shape's primitives, made on first use; NULL when oneDNN refuses it or the cache is
- * full (then conv.c runs it). */
-static struct dnnl_shape *shape_for(struct dt_cpu_dnnl *d, const struct dt_conv2d_shape *s)
+/* The primitives for shape s with batch B, made on first use; NULL when oneDNN refuses it
+ * or the cache is full (then conv.c runs the op). */
+static struct dnnl_shape *shape_for(struct dt_cpu_dnnl *d, const struct dt_conv2d_shape *s,
+                                    int64_t B)
 {
+    struct dt_conv2d_shape want = *s;
+    want.B = B;
     for (int i = 0; i < d->n; i++)
-        if (same_shape(&d->shapes[i].s, s)) return d->shapes[i].bad ? NULL : &d->shapes[i];
+        if (same_shape(&d->shapes[i].s, &want)) return d->shapes[i].bad ? NULL : &d->shapes[i];
     if (d->n == DNNL_SHAPES) return NULL;
     struct dnnl_shape *e = &d->shapes[d->n++];
-    e->s = *s;
+    e->s = want;
     if (!build_shape(d, e)) {
         free_shape(e);
-        e->s = *s;
+        e->s = want;
         e->bad = true;
         return NULL;
     }
     return e;
 }
 
-static bool run(struct dt_cpu_dnnl *d, dnnl_primitive_t p, int n, const dnnl_exec_arg_t *args)
+/* One call split over the pool: the batch in the pool's slices (threadpool.h), each slice
+ * one oneDNN call on its worker's stream, one OpenMP thread each. At most two slice sizes
+ * (they differ by at most one image): their shapes are made, and the weights reordered, by
+ * the caller before the pool runs. */
+enum dnnl_op { DNNL_FWD, DNNL_BWD_DATA, DNNL_BWD_W };
+struct dnnl_job {
+    struct dt_backend *be;
+    enum dnnl_op op;
+    const struct dt_conv2d_shape *s;
+    struct dnnl_shape *big, *small; /* slices of B/parts + 1 and B/parts images */
+    float *out;                     /* y, dx (slices of it) or dw (per-worker partials) */
+    const float *in, *w, *bias;     /* x or dy; w; bias (forward) */
+    const float *dy;                /* backward-weight */
+    bool failed[DT_CPU_MAX_THREADS];
+};
+
+static bool exec(dnnl_stream_t st, dnnl_primitive_t p, int n, const dnnl_exec_arg_t *args)
 {
-    omp_set_num_threads(d->threads);
-    return dnnl_primitive_execute(p, d->stream, n, args) == dnnl_success &&
-           dnnl_stream_wait(d->stream) == dnnl_success;
+    return dnnl_primitive_execute(p, st, n, args) == dnnl_success &&
+           dnnl_stream_wait(st) == dnnl_success;
 }
 
-static bool reorder(struct dt_cpu_dnnl *d, dnnl_primitive_t p, dnnl_memory_t from, dnnl_memory_t to)
+/* Worker `worker`'s slice [b0, b1): its op on its stream; backward-weight leaves the
+ * slice's HWIO gradient in the worker's buffer. */
+static size_t floats_of(const dnnl_memory_desc_t *md)
 {
-    if (!p) return true;
-    const dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-    return run(d, p, 2, args);
+    return (dnnl_memory_desc_get_size(md) + sizeof(float) - 1) / sizeof(float) + 16;
 }
 
-static void set(dnnl_memory_t m, const void *p) { dnnl_memory_set_data_handle(m, (void *)p); }
+/* A scratchpad memory for `md` at p (none when oneDNN asks for none). */
+static dnnl_memory_t scratch_mem(dnnl_engine_t eng, const dnnl_memory_desc_t *md, float *p)
+{
+    return dnnl_memory_desc_get_size(md) ? new_mem(eng, md, p) : NULL;
+}
+
+static bool slice_run(struct dnnl_job *j, dnnl_stream_t st, int64_t b0, int64_t b1, int worker)
+{
+    struct dnnl_shape *e = b1 - b0 == j->big->s.B ? j->big : j->small;
+    dnnl_engine_t eng = dt_cpu(j->be)->dnnl->engine;
+    const struct dt_conv2d_shape *s = j->s;
+    const int64_t img = s->H * s->W * s->C, oimg = s->OH * s->OW * s->K_out;
+    const int64_t nw = s->KH * s->KW * s->C * s->K_out;
+    const size_t prim_floats = floats_of(&e->dw_md),
+                 pad_floats = floats_of(&e->scratch_md[0]) + floats_of(&e->scratch_md[1]) +
+                              floats_of(&e->scratch_md[2]) + floats_of(&e->scratch_md[3]);
+    /* the worker's buffer: [HWIO gradient | the primitive's gradient | scratchpad] */
+    float *buf = dt_cpu_worker_buffer(j->be, worker, (size_t)nw + prim_floats + pad_floats);
+    float *pad = buf + nw + prim_floats;
+    dnnl_memory_t m[6] = {0};
+    bool ok = false;
+    if (j->op == DNNL_FWD) {
+        m[0] = new_mem(eng, &e->x_md, (void *)(j->in + b0 * img));
+        m[1] = new_mem(eng, &e->y_md, j->out + b0 * oimg);
+        m[2] = new_mem(eng, &e->b_md, (void *)j->bias);
+        m[4] = scratch_mem(eng, &e->scratch_md[0], pad);
+        const dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, m[0]},
+                                     {DNNL_ARG_WEIGHTS, e->w_fwd},
+                                     {DNNL_ARG_BIAS, m[2]},
+                                     {DNNL_ARG_DST, m[1]},
+                                     {DNNL_ARG_SCRATCHPAD, m[4]}};
+        ok = m[0] && m[1] && m[2] && exec(st, e->fwd, m[4] ? 5 : 4, a);
+    } else if (j->op == DNNL_BWD_DATA) {
+        m[0] = new_mem(eng, &e->x_md, j->out + b0 * img);
+        m[1] = new_mem(eng, &e->y_md, (void *)(j->in + b0 * oimg));
+        m[4] = scratch_mem(eng, &e->scratch_md[1], pad);
+        const dnnl_exec_arg_t a[] = {{DNNL_ARG_DIFF_SRC, m[0]},
+                                     {DNNL_ARG_WEIGHTS, e->w_bwd},
+                                     {DNNL_ARG_DIFF_DST, m[1]},
+                                     {DNNL_ARG_SCRATCHPAD, m[4]}};
+        ok = m[0] && m[1] && exec(st, e->bwd_data, m[4] ? 4 : 3, a);
+    } else {
+        m[0] = new_mem(eng, &e->x_md, (void *)(j->in + b0 * img));
+        m[1] = new_mem(eng, &e->y_md, (void *)(j->dy + b0 * oimg));
+        m[2] = new_mem(eng, &e->w_user_md, buf);
+        m[3] = e->from_diff_w ? new_mem(eng, &e->dw_md, buf + nw) : NULL;
+        m[4] = scratch_mem(eng, &e->scratch_md[2], pad);
+        m[5] = scratch_mem(eng, &e->scratch_md[3], pad);
+        dnnl_memory_t dwp = m[3] ? m[3] : m[2];
+        const dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, m[0]},
+                                     {DNNL_ARG_DIFF_WEIGHTS, dwp},
+                                     {DNNL_ARG_DIFF_DST, m[1]},
+                                     {DNNL_ARG_SCRATCHPAD, m[4]}};
+        const dnnl_exec_arg_t r[] = {
+            {DNNL_ARG_FROM, dwp}, {DNNL_ARG_TO, m[2]}, {DNNL_ARG_SCRATCHPAD, m[5]}};
+        ok = m[0] && m[1] && m[2] && (m[3] || !e->from_diff_w) &&
+             exec(st, e->bwd_w, m[4] ? 4 : 3, a) &&
+             (!e->from_diff_w || exec(st, e->from_diff_w, m[5] ? 3 : 2, r));
+    }
+    for (int i = 0; i < 6; i++)
+        if (m[i]) dnnl_memory_destroy(m[i]);
+    return ok;
+}
+
+static void dnnl_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    struct dnnl_job *j = ctx;
+    struct dt_cpu_dnnl *d = dt_cpu(j->be)->dnnl;
+    omp_set_num_threads(1); /* this thread's own OpenMP setting */
+    if (!d->streams[worker] && dnnl_stream_create(&d->streams[worker], d->engine,
+                                                  dnnl_stream_default_flags) != dnnl_success) {
+        d->streams[worker] = NULL;
+        j->failed[worker] = true;
+        return;
+    }
+    j->failed[worker] = !slice_run(j, d->streams[worker], begin, end, worker);
+}
+
+/* Make the slices' shapes and reorder the weights for them, then run the job over the
+ * pool. DT_ERR_UNSUPPORTED (nothing written) when oneDNN does not take the op. */
+static enum dt_status run_job(struct dnnl_job *j, const char *what)
+{
+    struct dt_cpu_ctx *c = dt_cpu(j->be);
+    struct dt_cpu_dnnl *d = c->dnnl;
+    const int T = dt_pool_threads(c->pool);
+    const int parts = j->s->B < T ? (int)j->s->B : T;
+    const int64_t base = j->s->B / parts, rem = j->s->B % parts;
+    omp_set_num_threads(1);
+    j->small = shape_for(d, j->s, base);
+    j->big = rem ? shape_for(d, j->s, base + 1) : j->small;
+    if (!j->small || !j->big) return DT_ERR_UNSUPPORTED;
+    if (!d->streams[0] &&
+        dnnl_stream_create(&d->streams[0], d->engine, dnnl_stream_default_flags) != dnnl_success)
+        return DT_ERR_UNSUPPORTED;
+    struct dnnl_shape *es[2] = {j->small, j->big};
+    for (int k = 0; k < (j->big == j->small ? 1 : 2); k++) {
+        struct dnnl_shape *e = es[k];
+        dnnl_primitive_t to = j->op == DNNL_FWD ? e->to_fwd_w : e->to_bwd_w;
+        dnnl_memory_t dst = j->op == DNNL_FWD ? e->w_fwd : e->w_bwd;
+        if (j->op == DNNL_BWD_W) continue;
+        dnnl_memory_set_data_handle(e->w_user, (void *)j->w);
+        const dnnl_exec_arg_t r[] = {{DNNL_ARG_FROM, e->w_user}, {DNNL_ARG_TO, dst}};
+        if (to && !exec(d->streams[0], to, 2, r))
+            return dt_backend_op_error(j->be, DT_ERR_INTERNAL, "oneDNN %s: weight reorder failed",
+                                       what);
+    }
+    for (int t = 0; t < T; t++) j->failed[t] = false;
+    dt_pool_run(c->pool, j->s->B, 1, dnnl_part, j);
+    for (int t = 0; t < parts; t++)
+        if (j->failed[t])
+            return dt_backend_op_error(j->be, DT_ERR_INTERNAL, "oneDNN %s failed", what);
+    return DT_OK;
+}
 
 enum dt_status dt_cpu_dnnl_conv_forward(struct dt_backend *be, float *y, const float *x,
                                         const float *w, const float *bias,
                                         const struct dt_conv2d_shape *s,
                                         const struct dt_policy *pol)
 {
-    struct dt_cpu_ctx *c = dt_cpu(be);
-    struct dnnl_shape *e;
-    if (!library_allowed(c, pol) || !(e = shape_for(c->dnnl, s))) return DT_ERR_UNSUPPORTED;
-    set(e->x, x), set(e->y, y), set(e->w_user, w), set(e->bias, bias);
-    const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, e->x},
-                                    {DNNL_ARG_WEIGHTS, e->w_fwd},
-                                    {DNNL_ARG_BIAS, e->bias},
-                                    {DNNL_ARG_DST, e->y}};
-    if (!reorder(c->dnnl, e->to_fwd_w, e->w_user, e->w_fwd) || !run(c->dnnl, e->fwd, 4, args))
-        return dt_backend_op_error(be, DT_ERR_INTERNAL, "oneDNN convolution forward failed");
-    return DT_OK;
+    if (!library_allowed(dt_cpu(be), pol)) return DT_ERR_UNSUPPORTED;
+    struct dnnl_job j = {.be = be, .op = DNNL_FWD, .s = s, .out = y, .in = x, .w = w, .bias = bias};
+    return run_job(&j, "convolution forward");
 }
 
 enum dt_status dt_cpu_dnnl_conv_backward_data(struct dt_backend *be, float *dx, const float *dy,
                                               const float *w, const struct dt_conv2d_shape *s,
                                               const struct dt_policy *pol)
 {
-    struct dt_cpu_ctx *c = dt_cpu(be);
-    struct dnnl_shape *e;
-    if (!library_allowed(c, pol) || !(e = shape_for(c->dnnl, s))) return DT_ERR_UNSUPPORTED;
-    set(e->dx, dx), set(e->dy, dy), set(e->w_user, w);
-    const dnnl_exec_arg_t args[] = {
-        {DNNL_ARG_DIFF_SRC, e->dx}, {DNNL_ARG_WEIGHTS, e->w_bwd}, {DNNL_ARG_DIFF_DST, e->dy}};
-    if (!reorder(c->dnnl, e->to_bwd_w, e->w_user, e->w_bwd) || !run(c->dnnl, e->bwd_data, 3, args))
-        return dt_backend_op_error(be, DT_ERR_INTERNAL, "oneDNN convolution backward-data failed");
-    return DT_OK;
+    if (!library_allowed(dt_cpu(be), pol)) return DT_ERR_UNSUPPORTED;
+    struct dnnl_job j = {.be = be, .op = DNNL_BWD_DATA, .s = s, .out = dx, .in = dy, .w = w};
+    return run_job(&j, "convolution backward-data");
 }
 
+/* The slices' weight gradients, each in its worker's buffer, added into dw in worker order
+ * (a float sum over slices: `fast` promises no order, and this one follows the thread
+ * count, as every split does). */
 enum dt_status dt_cpu_dnnl_conv_backward_weight(struct dt_backend *be, float *dw, const float *x,
                                                 const float *dy, const struct dt_conv2d_shape *s,
                                                 const struct dt_policy *pol)
 {
     struct dt_cpu_ctx *c = dt_cpu(be);
-    struct dnnl_shape *e;
-    if (!library_allowed(c, pol) || !(e = shape_for(c->dnnl, s))) return DT_ERR_UNSUPPORTED;
-    set(e->x, x), set(e->dy, dy), set(e->dw_user, dw);
-    const dnnl_exec_arg_t args[] = {
-        {DNNL_ARG_SRC, e->x}, {DNNL_ARG_DIFF_WEIGHTS, e->dw_prim}, {DNNL_ARG_DIFF_DST, e->dy}};
-    if (!run(c->dnnl, e->bwd_w, 3, args) ||
-        !reorder(c->dnnl, e->from_diff_w, e->dw_prim, e->dw_user))
-        return dt_backend_op_error(be, DT_ERR_INTERNAL,
-                                   "oneDNN convolution backward-weight failed");
+    if (!library_allowed(c, pol)) return DT_ERR_UNSUPPORTED;
+    struct dnnl_job j = {.be = be, .op = DNNL_BWD_W, .s = s, .out = dw, .in = x, .dy = dy};
+    DT_FORWARD_IF_ERROR(run_job(&j, "convolution backward-weight"));
+    const int T = dt_pool_threads(c->pool);
+    const int parts = s->B < T ? (int)s->B : T;
+    const int64_t nw = s->KH * s->KW * s->C * s->K_out;
+    memcpy(dw, c->worker_buf[0], (size_t)nw * sizeof *dw);
+    for (int t = 1; t < parts; t++) {
+        const float *p = c->worker_buf[t];
+        for (int64_t i = 0; i < nw; i++) dw[i] += p[i];
+    }
     return DT_OK;
 }
 
@@ -261,11 +398,7 @@ enum dt_status dt_cpu_dnnl_conv_backward_weight(struct dt_backend *be, float *dw
 
 bool dt_cpu_dnnl_built(void) { return false; }
 
-struct dt_cpu_dnnl *dt_cpu_dnnl_new(int threads)
-{
-    (void)threads;
-    return NULL;
-}
+struct dt_cpu_dnnl *dt_cpu_dnnl_new(void) { return NULL; }
 void dt_cpu_dnnl_free(struct dt_cpu_dnnl *d) { (void)d; }
 enum dt_status dt_cpu_dnnl_conv_forward(struct dt_backend *be, float *y, const float *x,
                                         const float *w, const float *bias,

@@ -8,8 +8,8 @@
 #include "nets/cpu/cpu.h"
 
 /* The engine and the per-shape primitives; NULL without oneDNN (or when it fails to
- * start). `threads`: oneDNN's OpenMP threads, the backend's thread count. */
-struct dt_cpu_dnnl *dt_cpu_dnnl_new(int threads);
+ * start). oneDNN runs one call per pool slice, each on one OpenMP thread. */
+struct dt_cpu_dnnl *dt_cpu_dnnl_new(void);
 /* Was detrain built with oneDNN? (tests: which path the `fast` convolutions take) */
 bool dt_cpu_dnnl_built(void);
 void dt_cpu_dnnl_free(struct dt_cpu_dnnl *d);
