@@ -857,17 +857,28 @@ DT_TEST(cross_device_cpu)
 
 /* ---- bench_torch.py ------------------------------------------------------------------------ */
 
+/* A Python that imports torch, as scripts/vs_torch.sh looks for one (Debian's python3-torch,
+ * which make bench installs, is /usr/bin/python3's); NULL when none does. */
+static const char *python_with_torch(void)
+{
+    static const char *const pythons[] = {"python3", "/usr/bin/python3"};
+    for (size_t i = 0; i < sizeof pythons / sizeof pythons[0]; i++)
+        if (dt_run_capture(out, sizeof out, "%s -c 'import torch' 2>/dev/null", pythons[i]) == 0)
+            return pythons[i];
+    return NULL;
+}
+
 DT_TEST(bench_torch_cpu)
 {
-    if (dt_run_capture(out, sizeof out, "python3 -c 'import torch'") != 0)
-        DT_SKIP("PyTorch is not installed");
+    const char *py = python_with_torch();
+    if (!py) DT_SKIP("PyTorch is not installed");
     const char *dir = scratch("torch");
     int rc = dt_run_capture(
         out, sizeof out,
-        "cd '%s' && python3 '%s/scripts/bench_torch.py' --config '%s/configs/quickstart.yaml' "
+        "cd '%s' && %s '%s/scripts/bench_torch.py' --config '%s/configs/quickstart.yaml' "
         "--device cpu --steps 5 --warmup 1 --modes default,deterministic --data random "
         "--batch 32 --csv t.csv 2>/dev/null",
-        dir, SRC, SRC);
+        dir, py, SRC, SRC);
     CHECK_INT_EQ(rc, 0);
     CHECK_CONTAINS(out, " default: cpu, MLP 784-256-128-10, batch 32, random data: median ");
     CHECK_CONTAINS(out, " deterministic: cpu, ");
@@ -904,7 +915,7 @@ DT_TEST(bench_torch_cpu)
     CHECK_STR_EQ(w0, w1);
 
     CHECK_INT_EQ(dt_run_capture(out, sizeof out,
-                                "python3 '%s/scripts/bench_torch.py' --device cpu --modes fastest",
+                                "%s '%s/scripts/bench_torch.py' --device cpu --modes fastest", py,
                                 SRC),
                  2);
     CHECK_CONTAINS(out, "--modes: unknown fastest");
@@ -913,12 +924,12 @@ DT_TEST(bench_torch_cpu)
      * pools into one CSV of its own header; on the CPU every mode gives the same weights. */
     rc = dt_run_capture(
         out, sizeof out,
-        "cd '%s' && python3 '%s/scripts/bench_torch.py' --model lenet --device cpu "
+        "cd '%s' && %s '%s/scripts/bench_torch.py' --model lenet --device cpu "
         "--steps 3 --warmup 1 --data random --batch 16 --csv l.csv 2>/dev/null && "
-        "python3 '%s/scripts/bench_torch.py' --config '%s/configs/lenet.yaml' --device cpu "
+        "%s '%s/scripts/bench_torch.py' --config '%s/configs/lenet.yaml' --device cpu "
         "--overlap-pool --steps 3 --warmup 1 --modes benchmark --data random --batch 16 "
         "--csv l.csv 2>/dev/null",
-        dir, SRC, SRC, SRC);
+        dir, py, SRC, py, SRC, SRC);
     CHECK_INT_EQ(rc, 0);
     CHECK_CONTAINS(
         out, " default: cpu, LeNet 6-16-120-84-10, pool 2x2s2, batch 16, random data: median ");
@@ -956,30 +967,29 @@ DT_TEST(bench_torch_cpu)
     CHECK(strcmp(w0, w1) != 0); /* the other pooling trains another network */
     /* One CSV per model: appending LeNet rows to the MLP's file is refused before training. */
     CHECK_INT_EQ(dt_run_capture(out, sizeof out,
-                                "cd '%s' && python3 '%s/scripts/bench_torch.py' --model lenet "
+                                "cd '%s' && %s '%s/scripts/bench_torch.py' --model lenet "
                                 "--device cpu --steps 2 --data random --csv t.csv",
-                                dir, SRC),
+                                dir, py, SRC),
                  2);
     CHECK_CONTAINS(out, "t.csv: its header is not the lenet header");
     CHECK_INT_EQ(dt_run_capture(out, sizeof out,
-                                "python3 '%s/scripts/bench_torch.py' --model lenet "
+                                "%s '%s/scripts/bench_torch.py' --model lenet "
                                 "--config '%s/configs/quickstart.yaml' --device cpu",
-                                SRC, SRC),
+                                py, SRC, SRC),
                  2);
     CHECK_CONTAINS(out, "--model lenet, but ");
     CHECK_INT_EQ(dt_run_capture(out, sizeof out,
-                                "python3 '%s/scripts/bench_torch.py' --overlap-pool "
+                                "%s '%s/scripts/bench_torch.py' --overlap-pool "
                                 "--device cpu",
-                                SRC),
+                                py, SRC),
                  2);
     CHECK_CONTAINS(out, "--overlap-pool: only for --model lenet");
     if (dt_run_capture(out, sizeof out,
-                       "python3 -c 'import torch, sys; sys.exit(torch.cuda.is_available())'") ==
-        0) {
+                       "%s -c 'import torch, sys; sys.exit(torch.cuda.is_available())'", py) == 0) {
         CHECK_INT_EQ(dt_run_capture(out, sizeof out,
-                                    "python3 '%s/scripts/bench_torch.py' --device cuda "
+                                    "%s '%s/scripts/bench_torch.py' --device cuda "
                                     "--steps 2 --warmup 0 --modes default",
-                                    SRC),
+                                    py, SRC),
                      2);
         CHECK_CONTAINS(out, "torch.cuda.is_available() is False");
     }
