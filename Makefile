@@ -44,7 +44,8 @@ build: setup $(BUILD)/CMakeCache.txt
 demo: build
 	./$(BUILD)/detrain run configs/quickstart.yaml --out results/quickstart --overwrite
 	./$(BUILD)/detrain run configs/quickstart.yaml --out results/quickstart-1thread --overwrite \
-	  --quiet --set backend.threads=1 --set train.steps=50 --set report.overhead_samples=0
+	  --quiet --set backend.threads=1 --set train.steps=50 --set report.overhead_samples=0 \
+	  >/dev/null
 	@echo
 	@echo "The same run at 2 threads (results/quickstart) and at 1 (results/quickstart-1thread):"
 	@./$(BUILD)/detrain compare --table results/quickstart results/quickstart-1thread \

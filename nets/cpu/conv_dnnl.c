@@ -219,8 +219,9 @@ struct dnnl_job {
     struct dt_backend *be;
     enum dnnl_op op;
     const struct dt_conv2d_shape *s;
+    int parts;                      /* the pool's slices of the batch */
     struct dnnl_shape *big, *small; /* slices of B/parts + 1 and B/parts images */
-    float *out;                     /* y, dx (slices of it) or dw (per-worker partials) */
+    float *out;                     /* y or dx (slices of it); backward-weight: none */
     const float *in, *w, *bias;     /* x or dy; w; bias (forward) */
     const float *dy;                /* backward-weight */
     bool failed[DT_CPU_MAX_THREADS];
@@ -318,14 +319,16 @@ static void dnnl_part(void *ctx, int64_t begin, int64_t end, int worker)
 }
 
 /* Make the slices' shapes and reorder the weights for them, then run the job over the
- * pool. DT_ERR_UNSUPPORTED (nothing written) when oneDNN does not take the op. */
-static enum dt_status run_job(struct dnnl_job *j, const char *what)
+ * pool. DT_ERR_UNSUPPORTED (nothing written) when oneDNN does not take the op: a policy
+ * that asks for an order, or a shape it refuses. */
+static enum dt_status run_job(struct dnnl_job *j, const struct dt_policy *pol, const char *what)
 {
     struct dt_cpu_ctx *c = dt_cpu(j->be);
     struct dt_cpu_dnnl *d = c->dnnl;
+    if (!library_allowed(c, pol)) return DT_ERR_UNSUPPORTED;
     const int T = dt_pool_threads(c->pool);
-    const int parts = j->s->B < T ? (int)j->s->B : T;
-    const int64_t base = j->s->B / parts, rem = j->s->B % parts;
+    j->parts = j->s->B < T ? (int)j->s->B : T; /* as dt_pool_run slices B with grain 1 */
+    const int64_t base = j->s->B / j->parts, rem = j->s->B % j->parts;
     omp_set_num_threads(1);
     j->small = shape_for(d, j->s, base);
     j->big = rem ? shape_for(d, j->s, base + 1) : j->small;
@@ -334,20 +337,18 @@ static enum dt_status run_job(struct dnnl_job *j, const char *what)
         dnnl_stream_create(&d->streams[0], d->engine, dnnl_stream_default_flags) != dnnl_success)
         return DT_ERR_UNSUPPORTED;
     struct dnnl_shape *es[2] = {j->small, j->big};
-    for (int k = 0; k < (j->big == j->small ? 1 : 2); k++) {
+    for (int k = 0; j->op != DNNL_BWD_W && k < (j->big == j->small ? 1 : 2); k++) {
         struct dnnl_shape *e = es[k];
         dnnl_primitive_t to = j->op == DNNL_FWD ? e->to_fwd_w : e->to_bwd_w;
         dnnl_memory_t dst = j->op == DNNL_FWD ? e->w_fwd : e->w_bwd;
-        if (j->op == DNNL_BWD_W) continue;
-        dnnl_memory_set_data_handle(e->w_user, (void *)j->w);
+        dnnl_memory_set_data_handle(e->w_user, (void *)j->w); /* dst itself when no reorder */
         const dnnl_exec_arg_t r[] = {{DNNL_ARG_FROM, e->w_user}, {DNNL_ARG_TO, dst}};
         if (to && !exec(d->streams[0], to, 2, r))
             return dt_backend_op_error(j->be, DT_ERR_INTERNAL, "oneDNN %s: weight reorder failed",
                                        what);
     }
-    for (int t = 0; t < T; t++) j->failed[t] = false;
     dt_pool_run(c->pool, j->s->B, 1, dnnl_part, j);
-    for (int t = 0; t < parts; t++)
+    for (int t = 0; t < j->parts; t++)
         if (j->failed[t])
             return dt_backend_op_error(j->be, DT_ERR_INTERNAL, "oneDNN %s failed", what);
     return DT_OK;
@@ -358,18 +359,16 @@ enum dt_status dt_cpu_dnnl_conv_forward(struct dt_backend *be, float *y, const f
                                         const struct dt_conv2d_shape *s,
                                         const struct dt_policy *pol)
 {
-    if (!library_allowed(dt_cpu(be), pol)) return DT_ERR_UNSUPPORTED;
     struct dnnl_job j = {.be = be, .op = DNNL_FWD, .s = s, .out = y, .in = x, .w = w, .bias = bias};
-    return run_job(&j, "convolution forward");
+    return run_job(&j, pol, "convolution forward");
 }
 
 enum dt_status dt_cpu_dnnl_conv_backward_data(struct dt_backend *be, float *dx, const float *dy,
                                               const float *w, const struct dt_conv2d_shape *s,
                                               const struct dt_policy *pol)
 {
-    if (!library_allowed(dt_cpu(be), pol)) return DT_ERR_UNSUPPORTED;
     struct dnnl_job j = {.be = be, .op = DNNL_BWD_DATA, .s = s, .out = dx, .in = dy, .w = w};
-    return run_job(&j, "convolution backward-data");
+    return run_job(&j, pol, "convolution backward-data");
 }
 
 /* The slices' weight gradients, each in its worker's buffer, added into dw in worker order
@@ -379,15 +378,12 @@ enum dt_status dt_cpu_dnnl_conv_backward_weight(struct dt_backend *be, float *dw
                                                 const float *dy, const struct dt_conv2d_shape *s,
                                                 const struct dt_policy *pol)
 {
+    struct dnnl_job j = {.be = be, .op = DNNL_BWD_W, .s = s, .in = x, .dy = dy};
+    DT_FORWARD_IF_ERROR(run_job(&j, pol, "convolution backward-weight"));
     struct dt_cpu_ctx *c = dt_cpu(be);
-    if (!library_allowed(c, pol)) return DT_ERR_UNSUPPORTED;
-    struct dnnl_job j = {.be = be, .op = DNNL_BWD_W, .s = s, .out = dw, .in = x, .dy = dy};
-    DT_FORWARD_IF_ERROR(run_job(&j, "convolution backward-weight"));
-    const int T = dt_pool_threads(c->pool);
-    const int parts = s->B < T ? (int)s->B : T;
     const int64_t nw = s->KH * s->KW * s->C * s->K_out;
     memcpy(dw, c->worker_buf[0], (size_t)nw * sizeof *dw);
-    for (int t = 1; t < parts; t++) {
+    for (int t = 1; t < j.parts; t++) {
         const float *p = c->worker_buf[t];
         for (int64_t i = 0; i < nw; i++) dw[i] += p[i];
     }
