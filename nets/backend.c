@@ -436,21 +436,29 @@ static bool library_sharded(const struct dt_backend *be, const struct dt_policy 
         return st_;                                                                                \
     } while (0)
 
-static enum dt_status dense_forward_per_shard(struct dt_backend *be, float *y, const float *x,
-                                              const float *w, const float *bias, int64_t in,
-                                              int64_t out, const struct dt_policy *pol)
+/* Rows per example of a batch reduction over `rows` rows (the GPT's positions). */
+static int64_t shard_mult(const struct dt_backend *be, int64_t rows)
 {
+    return rows / be->shards.row[be->shards.count];
+}
+
+static enum dt_status dense_forward_per_shard(struct dt_backend *be, float *y, const float *x,
+                                              const float *w, const float *bias, int64_t B,
+                                              int64_t in, int64_t out, const struct dt_policy *pol)
+{
+    const int64_t mult = shard_mult(be, B);
     FOR_EACH_SHARD(
-        be, k, r0, rows, 1,
+        be, k, r0, rows, mult,
         be->ops->dense_forward(be, y + r0 * out, x + r0 * in, w, bias, rows, in, out, pol));
 }
 
 static enum dt_status dense_bwd_data_per_shard(struct dt_backend *be, float *dx, const float *dy,
-                                               const float *w, int64_t in, int64_t out,
+                                               const float *w, int64_t B, int64_t in, int64_t out,
                                                const struct dt_policy *pol)
 {
+    const int64_t mult = shard_mult(be, B);
     FOR_EACH_SHARD(
-        be, k, r0, rows, 1,
+        be, k, r0, rows, mult,
         be->ops->dense_backward_data(be, dx + r0 * in, dy + r0 * out, w, rows, in, out, pol));
 }
 
@@ -478,10 +486,11 @@ static enum dt_status conv_bwd_data_per_shard(struct dt_backend *be, float *dx, 
 }
 
 static enum dt_status dense_wgrad_per_shard(struct dt_backend *be, float *dw, const float *x,
-                                            const float *dy, int64_t in, int64_t out,
+                                            const float *dy, int64_t B, int64_t in, int64_t out,
                                             const struct dt_policy *pol)
 {
-    FOR_EACH_SHARD(be, k, r0, rows, 1,
+    const int64_t mult = shard_mult(be, B);
+    FOR_EACH_SHARD(be, k, r0, rows, mult,
                    be->ops->dense_backward_weight(be, dw + k * in * out, x + r0 * in, dy + r0 * out,
                                                   rows, in, out, pol));
 }
@@ -509,23 +518,25 @@ static enum dt_status dense_wgrad_shards(struct dt_backend *be, float *dw, const
                                          const float *dy, int64_t B, int64_t in, int64_t out,
                                          const struct dt_policy *pol)
 {
-    if (HAS(be, dense_backward_weight_shards)) {
+    if (HAS(be, dense_backward_weight_shards) && shard_mult(be, B) == 1) {
         enum dt_status st = be->ops->dense_backward_weight_shards(be, dw, x, dy, B, in, out, pol);
         if (st != DT_ERR_UNSUPPORTED) return st;
     }
-    return dense_wgrad_per_shard(be, dw, x, dy, in, out, pol);
+    return dense_wgrad_per_shard(be, dw, x, dy, B, in, out, pol);
 }
 
 static enum dt_status loss_per_shard(struct dt_backend *be, float *probs, float *loss_host,
                                      int64_t *correct_host, const float *logits,
-                                     const int32_t *labels, int64_t C, const struct dt_policy *pol)
+                                     const int32_t *labels, int64_t B, int64_t C,
+                                     const struct dt_policy *pol)
 {
+    const int64_t mult = shard_mult(be, B);
     const struct dt_shards sh = be->shards;
     be->shards.count = 0;
     enum dt_status st = DT_OK;
     if (correct_host) *correct_host = 0;
     for (int64_t k = 0; k < sh.count && st == DT_OK; k++) {
-        const int64_t r0 = sh.row[k], rows = sh.row[k + 1] - sh.row[k];
+        const int64_t r0 = sh.row[k] * mult, rows = (sh.row[k + 1] - sh.row[k]) * mult;
         int64_t correct = 0;
         st = be->ops->softmax_xent_forward(be, probs + r0 * C, loss_host + k,
                                            correct_host ? &correct : NULL, logits + r0 * C,
@@ -605,8 +616,9 @@ enum dt_status dt_dense_forward(struct dt_backend *be, float *y, const float *x,
     DT_ASSERT(y && x && w && bias && pol);
     REQUIRE(be, dense_forward);
     if (library_sharded(be, pol, B))
-        DISPATCH(be, DT_OP_DENSE_FORWARD, dense_forward_per_shard(be, y, x, w, bias, in, out, pol),
-                 OUT(y, B * out), PARAM(w));
+        DISPATCH(be, DT_OP_DENSE_FORWARD,
+                 dense_forward_per_shard(be, y, x, w, bias, B, in, out, pol), OUT(y, B * out),
+                 PARAM(w));
     DISPATCH(be, DT_OP_DENSE_FORWARD, be->ops->dense_forward(be, y, x, w, bias, B, in, out, pol),
              OUT(y, B * out), PARAM(w));
 }
@@ -620,7 +632,8 @@ enum dt_status dt_dense_backward_data(struct dt_backend *be, float *dx, const fl
     REQUIRE(be, dense_backward_data);
     if (library_sharded(be, pol, B))
         DISPATCH(be, DT_OP_DENSE_BACKWARD_DATA,
-                 dense_bwd_data_per_shard(be, dx, dy, w, in, out, pol), OUT(dx, B * in), PARAM(w));
+                 dense_bwd_data_per_shard(be, dx, dy, w, B, in, out, pol), OUT(dx, B * in),
+                 PARAM(w));
     DISPATCH(be, DT_OP_DENSE_BACKWARD_DATA,
              be->ops->dense_backward_data(be, dx, dy, w, B, in, out, pol), OUT(dx, B * in),
              PARAM(w));
@@ -682,7 +695,7 @@ enum dt_status dt_softmax_xent_forward(struct dt_backend *be, float *probs, floa
     REQUIRE(be, softmax_xent_forward);
     if (sharded(be, pol, B))
         DISPATCH(be, DT_OP_SOFTMAX_XENT_FORWARD,
-                 loss_per_shard(be, probs, loss_host, correct_host, logits, labels, C, pol),
+                 loss_per_shard(be, probs, loss_host, correct_host, logits, labels, B, C, pol),
                  OUT(probs, B * C), OUT_HOST(loss_host, be->shards.count));
     DISPATCH(be, DT_OP_SOFTMAX_XENT_FORWARD,
              be->ops->softmax_xent_forward(be, probs, loss_host, correct_host, logits, labels, B, C,
@@ -922,4 +935,145 @@ enum dt_status dt_bnn_finish(struct dt_backend *be, float *gmu, float *grho, con
              be->ops->bnn_finish(be, gmu, grho, mu, sigma, dsigma, n, inv_samples, kl_weight,
                                  prior_var, pol),
              OUT(gmu, n), OUT(grho, n), PARAM(mu));
+}
+
+/* ---- the transformer's ops ------------------------------------------------------------- */
+
+enum dt_status dt_embedding_forward(struct dt_backend *be, float *h, int32_t *tokens,
+                                    int32_t *targets, const float *x, const float *wte,
+                                    const float *wpe, int64_t B, int64_t T, int64_t D,
+                                    const struct dt_policy *pol)
+{
+    CHECK_DIMS(B, T, D);
+    DT_ASSERT(h && tokens && targets && x && wte && wpe && pol);
+    REQUIRE(be, embedding_forward);
+    DISPATCH(be, DT_OP_EMBEDDING_FORWARD,
+             be->ops->embedding_forward(be, h, tokens, targets, x, wte, wpe, B, T, D, pol),
+             OUT(h, B * T * D), OUT_INT(tokens, B * T), OUT_INT(targets, B * T), PARAM(wte),
+             PARAM(wpe));
+}
+
+/* reduction: exact with shards set: one partial per shard (slot k at dwte + k V D), each the
+ * plain op over the shard's rows. */
+static enum dt_status embedding_bwd_per_shard(struct dt_backend *be, float *dwte, const float *dh,
+                                              const int32_t *tokens, int64_t rows_all, int64_t V,
+                                              int64_t D, bool accumulate,
+                                              const struct dt_policy *pol)
+{
+    const int64_t mult = shard_mult(be, rows_all);
+    FOR_EACH_SHARD(be, k, r0, rows, mult,
+                   be->ops->embedding_backward(be, dwte + k * V * D, dh + r0 * D, tokens + r0, rows,
+                                               V, D, accumulate, pol));
+}
+
+enum dt_status dt_embedding_backward(struct dt_backend *be, float *dwte, const float *dh,
+                                     const int32_t *tokens, int64_t rows, int64_t V, int64_t D,
+                                     bool accumulate, const struct dt_policy *pol)
+{
+    CHECK_DIMS(rows, V, D);
+    DT_ASSERT(dwte && dh && tokens && pol);
+    REQUIRE(be, embedding_backward);
+    if (sharded(be, pol, rows))
+        DISPATCH(be, DT_OP_EMBEDDING_BACKWARD,
+                 embedding_bwd_per_shard(be, dwte, dh, tokens, rows, V, D, accumulate, pol),
+                 OUT(dwte, be->shards.count * V * D));
+    DISPATCH(be, DT_OP_EMBEDDING_BACKWARD,
+             be->ops->embedding_backward(be, dwte, dh, tokens, rows, V, D, accumulate, pol),
+             OUT(dwte, V * D));
+}
+
+enum dt_status dt_layernorm_forward(struct dt_backend *be, float *y, float *mean, float *rstd,
+                                    const float *x, const float *gamma, const float *beta,
+                                    int64_t rows, int64_t D, const struct dt_policy *pol)
+{
+    CHECK_DIMS(rows, D);
+    DT_ASSERT(y && mean && rstd && x && gamma && beta && pol);
+    REQUIRE(be, layernorm_forward);
+    DISPATCH(be, DT_OP_LAYERNORM_FORWARD,
+             be->ops->layernorm_forward(be, y, mean, rstd, x, gamma, beta, rows, D, pol),
+             OUT(y, rows * D), OUT(mean, rows), OUT(rstd, rows), PARAM(gamma), PARAM(beta));
+}
+
+enum dt_status dt_layernorm_backward(struct dt_backend *be, float *dx, float *gx, const float *dy,
+                                     const float *x, const float *mean, const float *rstd,
+                                     const float *gamma, int64_t rows, int64_t D, bool accumulate,
+                                     const struct dt_policy *pol)
+{
+    CHECK_DIMS(rows, D);
+    DT_ASSERT(dx && gx && dy && x && mean && rstd && gamma && pol);
+    REQUIRE(be, layernorm_backward);
+    DISPATCH(
+        be, DT_OP_LAYERNORM_BACKWARD,
+        be->ops->layernorm_backward(be, dx, gx, dy, x, mean, rstd, gamma, rows, D, accumulate, pol),
+        OUT(dx, rows * D), OUT(gx, rows * D), PARAM(gamma));
+}
+
+static void check_heads(int64_t D, int64_t H)
+{
+    DT_ASSERT_MSG(D % H == 0, "attention: the width is not a multiple of the heads");
+}
+
+enum dt_status dt_attention_forward(struct dt_backend *be, float *out, float *att, const float *qkv,
+                                    int64_t B, int64_t T, int64_t H, int64_t D,
+                                    const struct dt_policy *pol)
+{
+    CHECK_DIMS(B, T, H, D);
+    check_heads(D, H);
+    DT_ASSERT(out && att && qkv && pol);
+    REQUIRE(be, attention_forward);
+    DISPATCH(be, DT_OP_ATTENTION_FORWARD,
+             be->ops->attention_forward(be, out, att, qkv, B, T, H, D, pol), OUT(out, B * T * D),
+             OUT(att, B * H * T * T));
+}
+
+enum dt_status dt_attention_backward(struct dt_backend *be, float *dqkv, float *ds,
+                                     const float *dout, const float *att, const float *qkv,
+                                     int64_t B, int64_t T, int64_t H, int64_t D,
+                                     const struct dt_policy *pol)
+{
+    CHECK_DIMS(B, T, H, D);
+    check_heads(D, H);
+    DT_ASSERT(dqkv && ds && dout && att && qkv && pol);
+    REQUIRE(be, attention_backward);
+    DISPATCH(be, DT_OP_ATTENTION_BACKWARD,
+             be->ops->attention_backward(be, dqkv, ds, dout, att, qkv, B, T, H, D, pol),
+             OUT(dqkv, B * T * 3 * D), OUT(ds, B * H * T * T));
+}
+
+enum dt_status dt_gelu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
+                               const struct dt_policy *pol)
+{
+    CHECK_DIMS(n);
+    DT_ASSERT(y && x && pol);
+    REQUIRE(be, gelu_forward);
+    DISPATCH(be, DT_OP_GELU_FORWARD, be->ops->gelu_forward(be, y, x, n, pol), OUT(y, n));
+}
+
+enum dt_status dt_gelu_backward(struct dt_backend *be, float *dx, const float *dy, const float *x,
+                                int64_t n, const struct dt_policy *pol)
+{
+    CHECK_DIMS(n);
+    DT_ASSERT(dx && dy && x && pol);
+    REQUIRE(be, gelu_backward);
+    DISPATCH(be, DT_OP_GELU_BACKWARD, be->ops->gelu_backward(be, dx, dy, x, n, pol), OUT(dx, n));
+}
+
+enum dt_status dt_add(struct dt_backend *be, float *y, const float *x, int64_t n,
+                      const struct dt_policy *pol)
+{
+    CHECK_DIMS(n);
+    DT_ASSERT(y && x && pol);
+    REQUIRE(be, add);
+    DISPATCH(be, DT_OP_ADD, be->ops->add(be, y, x, n, pol), OUT(y, n));
+}
+
+enum dt_status dt_adamw_update(struct dt_backend *be, float *w, float *m, float *v, const float *g,
+                               int64_t n, const struct dt_adamw_step *s,
+                               const struct dt_policy *pol)
+{
+    CHECK_DIMS(n);
+    DT_ASSERT(w && m && v && g && s && pol);
+    REQUIRE(be, adamw_update);
+    DISPATCH(be, DT_OP_ADAMW_UPDATE, be->ops->adamw_update(be, w, m, v, g, n, s, pol), OUT(w, n),
+             OUT(m, n), OUT(v, n), PARAM(w));
 }

@@ -23,6 +23,7 @@
 #include "determinism/philox.h"
 #include "determinism/policy.h"
 #include "determinism/xoroshiro.h"
+#include "nets/gpt_elem.h" /* struct dt_adamw_step */
 
 struct dt_backend;
 
@@ -110,6 +111,8 @@ struct dt_resident_src {
     const uint8_t *pixels; /* may be NULL */
     const float *values;   /* may be NULL when pixels are given */
     const uint8_t *labels;
+    int64_t stride; /* elements from example i's first to example i + 1's; 0 = dim (the
+                       training windows of a text overlap: stride 1) */
 };
 struct dt_resident *dt_backend_resident_create(struct dt_backend *be,
                                                const struct dt_resident_src *src);
@@ -257,7 +260,17 @@ void dt_backend_set_slow_op(struct dt_backend *be, int op, double seconds);
     X(BNN_SAMPLE, "bnn_sample")                                                                    \
     X(BNN_ACCUMULATE, "bnn_accumulate")                                                            \
     X(BNN_FINISH, "bnn_finish")                                                                    \
-    X(EXACT_SUM, "exact_sum")
+    X(EXACT_SUM, "exact_sum")                                                                      \
+    X(EMBEDDING_FORWARD, "embedding_forward")                                                      \
+    X(EMBEDDING_BACKWARD, "embedding_backward")                                                    \
+    X(LAYERNORM_FORWARD, "layernorm_forward")                                                      \
+    X(LAYERNORM_BACKWARD, "layernorm_backward")                                                    \
+    X(ATTENTION_FORWARD, "attention_forward")                                                      \
+    X(ATTENTION_BACKWARD, "attention_backward")                                                    \
+    X(GELU_FORWARD, "gelu_forward")                                                                \
+    X(GELU_BACKWARD, "gelu_backward")                                                              \
+    X(ADD, "add")                                                                                  \
+    X(ADAMW_UPDATE, "adamw_update")
 enum dt_op {
 #define DT_OP_ENUM_(name, str) DT_OP_##name,
     DT_OP_LIST(DT_OP_ENUM_)
@@ -429,5 +442,56 @@ enum dt_status dt_bnn_accumulate(struct dt_backend *be, float *gmu, float *grho,
 enum dt_status dt_bnn_finish(struct dt_backend *be, float *gmu, float *grho, const float *mu,
                              const float *sigma, const float *dsigma, int64_t n, float inv_samples,
                              float kl_weight, float prior_var, const struct dt_policy *pol);
+
+/* ---- the transformer's ops (gpt; per-element arithmetic in nets/gpt_elem.h) ------------
+ * Rows are (example, position) pairs, r = b * T + t. Every op but the scatter is a fixed
+ * order per output element, so the policy changes only `math` (exp, tanh) in them; the
+ * batch reductions (LayerNorm's gamma and beta, the positional embedding's gradient) are
+ * dt_bias_backward calls by the model, the products the dense ops. */
+
+/* h[r] = wte[tok_r] + wpe[t] (D each) for x (B, T + 1) byte values, tok_r = x[b, t];
+ * tokens[r] = tok_r and targets[r] = x[b, t + 1] (int32, B * T each). */
+enum dt_status dt_embedding_forward(struct dt_backend *be, float *h, int32_t *tokens,
+                                    int32_t *targets, const float *x, const float *wte,
+                                    const float *wpe, int64_t B, int64_t T, int64_t D,
+                                    const struct dt_policy *pol);
+/* dwte[v] (=, or += with accumulate) the sum of dh[r] over the rows r with tokens[r] == v:
+ * a scatter-add by token id (the `atomics` control: float adds in arrival order, or exact
+ * int64 fixed point and one rounding). rows = B * T; dwte is (V, D). */
+enum dt_status dt_embedding_backward(struct dt_backend *be, float *dwte, const float *dh,
+                                     const int32_t *tokens, int64_t rows, int64_t V, int64_t D,
+                                     bool accumulate, const struct dt_policy *pol);
+/* LayerNorm of every row of x (rows, D): y, and each row's mean and 1/std (rows each). */
+enum dt_status dt_layernorm_forward(struct dt_backend *be, float *y, float *mean, float *rstd,
+                                    const float *x, const float *gamma, const float *beta,
+                                    int64_t rows, int64_t D, const struct dt_policy *pol);
+/* dx = (or += with accumulate) the input gradient of every row; gx = dy * xhat (rows, D),
+ * whose column sums are gamma's gradient (dy's are beta's). */
+enum dt_status dt_layernorm_backward(struct dt_backend *be, float *dx, float *gx, const float *dy,
+                                     const float *x, const float *mean, const float *rstd,
+                                     const float *gamma, int64_t rows, int64_t D, bool accumulate,
+                                     const struct dt_policy *pol);
+/* Causal self-attention: qkv (B, T, 3D) -> out (B, T, D), att (B, H, T, T) the weights. */
+enum dt_status dt_attention_forward(struct dt_backend *be, float *out, float *att, const float *qkv,
+                                    int64_t B, int64_t T, int64_t H, int64_t D,
+                                    const struct dt_policy *pol);
+/* dqkv (B, T, 3D) from dout (B, T, D); ds (B, H, T, T) is scratch (the score gradients). */
+enum dt_status dt_attention_backward(struct dt_backend *be, float *dqkv, float *ds,
+                                     const float *dout, const float *att, const float *qkv,
+                                     int64_t B, int64_t T, int64_t H, int64_t D,
+                                     const struct dt_policy *pol);
+/* y = gelu(x), n elements (y may alias x). */
+enum dt_status dt_gelu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
+                               const struct dt_policy *pol);
+/* dx = dy * gelu'(x) (dx may alias dy). */
+enum dt_status dt_gelu_backward(struct dt_backend *be, float *dx, const float *dy, const float *x,
+                                int64_t n, const struct dt_policy *pol);
+/* y += x, n elements (a residual connection, or a second gradient). */
+enum dt_status dt_add(struct dt_backend *be, float *y, const float *x, int64_t n,
+                      const struct dt_policy *pol);
+/* AdamW on n elements in place (dt_adamw_elem): w, first moment m, second moment v. */
+enum dt_status dt_adamw_update(struct dt_backend *be, float *w, float *m, float *v, const float *g,
+                               int64_t n, const struct dt_adamw_step *s,
+                               const struct dt_policy *pol);
 
 #endif

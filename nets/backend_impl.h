@@ -99,6 +99,39 @@ typedef enum dt_status dt_exact_round_fn(struct dt_backend *be, float *pack, con
                                          const uint32_t *max_bits, const struct dt_exact_layout *L);
 typedef enum dt_status dt_exact_sum_fn(struct dt_backend *be, float *pack, const uint32_t *max_bits,
                                        const struct dt_exact_layout *L);
+typedef enum dt_status dt_embedding_forward_fn(struct dt_backend *be, float *h, int32_t *tokens,
+                                               int32_t *targets, const float *x, const float *wte,
+                                               const float *wpe, int64_t B, int64_t T, int64_t D,
+                                               const struct dt_policy *pol);
+typedef enum dt_status dt_embedding_backward_fn(struct dt_backend *be, float *dwte, const float *dh,
+                                                const int32_t *tokens, int64_t rows, int64_t V,
+                                                int64_t D, bool accumulate,
+                                                const struct dt_policy *pol);
+typedef enum dt_status dt_layernorm_forward_fn(struct dt_backend *be, float *y, float *mean,
+                                               float *rstd, const float *x, const float *gamma,
+                                               const float *beta, int64_t rows, int64_t D,
+                                               const struct dt_policy *pol);
+typedef enum dt_status dt_layernorm_backward_fn(struct dt_backend *be, float *dx, float *gx,
+                                                const float *dy, const float *x, const float *mean,
+                                                const float *rstd, const float *gamma, int64_t rows,
+                                                int64_t D, bool accumulate,
+                                                const struct dt_policy *pol);
+typedef enum dt_status dt_attention_forward_fn(struct dt_backend *be, float *out, float *att,
+                                               const float *qkv, int64_t B, int64_t T, int64_t H,
+                                               int64_t D, const struct dt_policy *pol);
+typedef enum dt_status dt_attention_backward_fn(struct dt_backend *be, float *dqkv, float *ds,
+                                                const float *dout, const float *att,
+                                                const float *qkv, int64_t B, int64_t T, int64_t H,
+                                                int64_t D, const struct dt_policy *pol);
+typedef enum dt_status dt_gelu_forward_fn(struct dt_backend *be, float *y, const float *x,
+                                          int64_t n, const struct dt_policy *pol);
+typedef enum dt_status dt_gelu_backward_fn(struct dt_backend *be, float *dx, const float *dy,
+                                           const float *x, int64_t n, const struct dt_policy *pol);
+typedef enum dt_status dt_add_fn(struct dt_backend *be, float *y, const float *x, int64_t n,
+                                 const struct dt_policy *pol);
+typedef enum dt_status dt_adamw_update_fn(struct dt_backend *be, float *w, float *m, float *v,
+                                          const float *g, int64_t n, const struct dt_adamw_step *s,
+                                          const struct dt_policy *pol);
 typedef int64_t dt_first_nonfinite_fn(struct dt_backend *be, const float *p, int64_t n);
 typedef bool dt_first_nonfinite_many_fn(struct dt_backend *be, const float *const *p,
                                         const int64_t *n, int count, int *which, int64_t *index);
@@ -139,6 +172,17 @@ struct dt_backend_ops {
     dt_bnn_sample_fn *bnn_sample;
     dt_bnn_accumulate_fn *bnn_accumulate;
     dt_bnn_finish_fn *bnn_finish;
+    /* ---- the transformer (gpt) and AdamW ---- */
+    dt_embedding_forward_fn *embedding_forward;
+    dt_embedding_backward_fn *embedding_backward;
+    dt_layernorm_forward_fn *layernorm_forward;
+    dt_layernorm_backward_fn *layernorm_backward;
+    dt_attention_forward_fn *attention_forward;
+    dt_attention_backward_fn *attention_backward;
+    dt_gelu_forward_fn *gelu_forward;
+    dt_gelu_backward_fn *gelu_backward;
+    dt_add_fn *add;
+    dt_adamw_update_fn *adamw_update;
     /* ---- reduction: exact in one pass: the exact sum of the shard partials ---- */
     dt_exact_max_fn *exact_max;
     dt_exact_to_fixed_fn *exact_to_fixed;

@@ -15,13 +15,14 @@
 static inline DT_HD float dt_pixel_value(uint8_t byte) { return (float)byte / 255.0f; }
 
 /* Element e of a gathered batch of rows of `dim` features: x[e] for e = b * dim + f is
- * feature f of example idx[b], from the pixel bytes (pixels != NULL) or from the float
- * values themselves. */
+ * feature f of example idx[b], which starts `stride` elements after example idx[b] - 1's
+ * (stride = dim for images; 1 for a text's overlapping windows), from the pixel bytes
+ * (pixels != NULL) or from the float values themselves. */
 static inline DT_HD float dt_gather_elem(const uint8_t *pixels, const float *values,
-                                         const int64_t *idx, int64_t dim, int64_t e)
+                                         const int64_t *idx, int64_t dim, int64_t stride, int64_t e)
 {
     const int64_t b = e / dim, f = e - b * dim;
-    const int64_t src = idx[b] * dim + f;
+    const int64_t src = idx[b] * stride + f;
     return pixels ? dt_pixel_value(pixels[src]) : values[src];
 }
 

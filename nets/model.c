@@ -66,6 +66,7 @@ void dt_model_state_save(struct dt_model_state *st, const struct dt_model *m)
         st->n = m->n_params;
         st->w = dt_xcalloc((size_t)st->n, sizeof *st->w);
         st->v = dt_xcalloc((size_t)st->n, sizeof *st->v);
+        st->s = dt_xcalloc((size_t)st->n, sizeof *st->s);
         for (int i = 0; i < st->n; i++) {
             st->w[i] = dt_xmalloc((size_t)m->params[i].n * sizeof(float));
             st->v[i] = dt_xmalloc((size_t)m->params[i].n * sizeof(float));
@@ -76,6 +77,10 @@ void dt_model_state_save(struct dt_model_state *st, const struct dt_model *m)
         const size_t bytes = (size_t)m->params[i].n * sizeof(float);
         dt_backend_download(m->be, st->w[i], m->params[i].w, bytes);
         dt_backend_download(m->be, st->v[i], m->params[i].v, bytes);
+        if (m->params[i].s) {
+            if (!st->s[i]) st->s[i] = dt_xmalloc(bytes);
+            dt_backend_download(m->be, st->s[i], m->params[i].s, bytes);
+        }
     }
     st->step = m->step;
 }
@@ -87,6 +92,10 @@ void dt_model_state_load(const struct dt_model_state *st, struct dt_model *m)
         const size_t bytes = (size_t)m->params[i].n * sizeof(float);
         dt_backend_upload(m->be, m->params[i].w, st->w[i], bytes);
         dt_backend_upload(m->be, m->params[i].v, st->v[i], bytes);
+        if (st->s[i]) {
+            if (!m->params[i].s) m->params[i].s = dt_backend_alloc(m->be, bytes);
+            dt_backend_upload(m->be, m->params[i].s, st->s[i], bytes);
+        }
     }
     m->step = st->step;
 }
@@ -96,9 +105,11 @@ void dt_model_state_free(struct dt_model_state *st)
     for (int i = 0; st->w && i < st->n; i++) {
         free(st->w[i]);
         free(st->v[i]);
+        if (st->s) free(st->s[i]);
     }
     free(st->w);
     free(st->v);
+    free(st->s);
     memset(st, 0, sizeof *st);
 }
 
@@ -110,6 +121,7 @@ void dt_model_destroy(struct dt_model *m)
         dt_backend_free(m->be, m->params[i].w);
         if (!m->grad_pack) dt_backend_free(m->be, m->params[i].g);
         dt_backend_free(m->be, m->params[i].v);
+        dt_backend_free(m->be, m->params[i].s);
     }
     if (m->grad_pack) dt_backend_free(m->be, m->grad_pack);
     free(m->grad_first);
@@ -142,6 +154,7 @@ void dt_model_init(struct dt_model *m, uint64_t seed, uint64_t init_replica)
         dt_backend_upload(m->be, p->w, h, (size_t)p->n * sizeof(float));
         memset(h, 0, (size_t)p->n * sizeof *h);
         dt_backend_upload(m->be, p->v, h, (size_t)p->n * sizeof(float));
+        if (p->s) dt_backend_upload(m->be, p->s, h, (size_t)p->n * sizeof(float));
         free(h);
     }
 }
@@ -235,12 +248,43 @@ enum dt_status dt_model_gradients_sharded(struct dt_model *m, const struct dt_ba
     return st;
 }
 
+float dt_model_lr(const struct dt_sgd_options *opt, int64_t step)
+{
+    double lr = opt->lr;
+    if (opt->warmup > 0 && step <= opt->warmup)
+        return (float)(lr * (double)step / (double)opt->warmup);
+    if (opt->cosine && opt->total_steps > opt->warmup) {
+        const double progress =
+            (double)(step - opt->warmup) / (double)(opt->total_steps - opt->warmup);
+        lr *= 0.5 * (1.0 + cos(M_PI * (progress > 1.0 ? 1.0 : progress)));
+    }
+    return (float)lr;
+}
+
 enum dt_status dt_model_sgd(struct dt_model *m, const struct dt_sgd_options *opt,
                             const struct dt_policy *pol)
 {
+    const float lr = dt_model_lr(opt, m->step > 0 ? m->step : 1);
+    if (opt->adamw) {
+        /* bias corrections 1 - beta^t in double, rounded once per step */
+        const double t = (double)(m->step > 0 ? m->step : 1);
+        const struct dt_adamw_step s = {.lr = lr,
+                                        .beta1 = opt->beta1,
+                                        .beta2 = opt->beta2,
+                                        .eps = opt->eps,
+                                        .weight_decay = opt->weight_decay,
+                                        .bc1 = (float)(1.0 - pow((double)opt->beta1, t)),
+                                        .bc2 = (float)(1.0 - pow((double)opt->beta2, t))};
+        for (int i = 0; i < m->n_params; i++) {
+            struct dt_param *p = &m->params[i];
+            if (!p->s) p->s = dt_backend_alloc(m->be, (size_t)p->n * sizeof(float));
+            DT_FORWARD_IF_ERROR(dt_adamw_update(m->be, p->w, p->v, p->s, p->g, p->n, &s, pol));
+        }
+        return DT_OK;
+    }
     for (int i = 0; i < m->n_params; i++) {
         struct dt_param *p = &m->params[i];
-        DT_FORWARD_IF_ERROR(dt_sgd_update(m->be, p->w, p->v, p->g, p->n, opt->lr, opt->momentum,
+        DT_FORWARD_IF_ERROR(dt_sgd_update(m->be, p->w, p->v, p->g, p->n, lr, opt->momentum,
                                           opt->weight_decay, pol));
     }
     return DT_OK;

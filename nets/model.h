@@ -22,15 +22,26 @@ struct dt_param {
     int64_t n;        /* elements */
     int64_t fan_in;   /* init: U(-sqrt(6/fan_in), +sqrt(6/fan_in)); 0 = init_value */
     float init_value; /* every element's initial value when fan_in == 0 (default 0) */
-    float *w, *g, *v; /* backend memory: value, gradient, momentum; n floats each */
+    float *w, *g, *v; /* backend memory: value, gradient, momentum (AdamW: first moment) */
+    float *s;         /* AdamW's second moment (n floats), made on its first step; or NULL */
 };
 
 struct dt_model;
 
-/* Optimizer settings of a training step (SGD with momentum, PyTorch convention). */
+/* Optimizer settings of a training step: SGD with momentum (PyTorch convention), or AdamW
+ * (adamw true: beta1, beta2, eps; weight_decay decoupled). The learning rate of step t
+ * (m->step, from 1): lr * t / warmup during a warm-up of `warmup` steps, then lr, or with
+ * cosine lr * (1 + cos(pi (t - warmup) / (total_steps - warmup))) / 2 -- computed in
+ * double on the host and rounded once (dt_model_lr). */
 struct dt_sgd_options {
     float lr, momentum, weight_decay;
+    bool adamw;
+    float beta1, beta2, eps;
+    int64_t warmup, total_steps;
+    bool cosine;
 };
+/* The learning rate of step `step` (>= 1) under opt. */
+float dt_model_lr(const struct dt_sgd_options *opt, int64_t step);
 
 /* What an evaluation measures. For a Bayesian model the predicted probabilities are the
  * average over its sampled ensemble. */
@@ -130,12 +141,13 @@ void dt_model_param(struct dt_model *m, int i, const char *name, int ndim, const
                     int64_t fan_in);
 void dt_model_destroy(struct dt_model *m);
 
-/* The trainable state on the host: every parameter's w and v, and the step. Save
+/* The trainable state on the host: every parameter's w and v (and s, AdamW's second
+ * moment, where the parameter has one), and the step. Save
  * allocates on first use (for m's shape); load writes it back. Used to restore a step
  * (explain), keep the last agreeing state (divwatch) and write checkpoints. */
 struct dt_model_state {
     int n;
-    float **w, **v;
+    float **w, **v, **s; /* s[i] NULL where parameter i has no second moment */
     int64_t step;
 };
 void dt_model_state_save(struct dt_model_state *st, const struct dt_model *m);
@@ -267,6 +279,26 @@ enum dt_status dt_bnn_mlp_create(struct dt_model **out, struct dt_backend *be, i
                                  const int64_t *hidden, int n_hidden, int64_t n_classes,
                                  int64_t max_batch, const struct dt_bnn_options *opt,
                                  struct dt_error *err);
+
+/* A decoder-only transformer on bytes (nets/gpt.c): token embedding (V = 256) plus a
+ * learned positional embedding, `layers` pre-LayerNorm blocks (causal multi-head
+ * self-attention with one fused QKV projection and an output projection; an MLP of width
+ * 4 d_model with GELU, tanh form), a final LayerNorm and the output head (the token
+ * embedding itself when tie_embeddings). An example is a window of context + 1 bytes (as
+ * their values): the first context bytes are the input, the last context the targets;
+ * the loss is the mean over every position. Params: wte (V, D), wpe (T, D), then per
+ * block l: h<l>.ln1.weight, .ln1.bias (D), h<l>.attn.qkv.weight (D, 3D), .qkv.bias,
+ * h<l>.attn.proj.weight (D, D), .proj.bias, h<l>.ln2.weight, .ln2.bias,
+ * h<l>.mlp.fc.weight (D, 4D), .fc.bias, h<l>.mlp.proj.weight (4D, D), .proj.bias; then
+ * ln_f.weight, ln_f.bias, and lm_head.weight (D, V) when not tied. */
+struct dt_gpt_options {
+    int64_t context, d_model, heads;
+    int layers;
+    bool tie_embeddings;
+};
+enum dt_status dt_gpt_create(struct dt_model **out, struct dt_backend *be,
+                             const struct dt_gpt_options *opt, int64_t max_batch,
+                             struct dt_error *err);
 
 /* Test hooks for a bnn_mlp model (DT_ERR_USAGE for other kinds).
  * verify: in philox/lfsr modes also keep the forward epsilon and compare every tensor

@@ -16,7 +16,8 @@
 #define DT_MODEL_KIND_LIST(X)                                                                      \
     X(MLP, "mlp", dt_mlp_kind)                                                                     \
     X(LENET, "lenet", dt_lenet_kind)                                                               \
-    X(BNN_MLP, "bnn_mlp", dt_bnn_mlp_kind)
+    X(BNN_MLP, "bnn_mlp", dt_bnn_mlp_kind)                                                         \
+    X(GPT, "gpt", dt_gpt_kind)
 
 enum dt_model_kind {
 #define DT_MODEL_ENUM_(id, name, info) DT_MODEL_##id,
@@ -34,6 +35,7 @@ struct dt_model_spec {
     int n_hidden;
     bool overlap_pool;         /* model.overlap_pool */
     struct dt_bnn_options bnn; /* model.samples, ...: bnn_mlp */
+    struct dt_gpt_options gpt; /* model.context, ...: gpt */
 };
 
 /* What a model of a spec holds, for the run's memory estimate (harness/run/train.c,
@@ -51,6 +53,7 @@ struct dt_model_kind_info {
     /* the config keys only some kinds read that this kind reads (space-separated) */
     const char *keys;
     bool draws_epsilon;        /* vary: [epsilon] means something */
+    bool reads_text;           /* trains on dataset.name: text (else images) */
     const char *extra_control; /* the control beyond reduction, atomics and math that acts on
                                   it (matrix reports name it), or NULL */
     enum dt_status (*create)(struct dt_model **out, struct dt_backend *be,

@@ -176,7 +176,7 @@ static void model_digest(uint8_t out[DT_DIGEST_BYTES], struct dt_model *m)
     free(staging);
 }
 
-static const struct dt_sgd_options sgd = {0.05f, 0.9f, 0.0f};
+static const struct dt_sgd_options sgd = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 0.0f};
 
 /* How one digest run differs from the plain one. */
 struct run {

@@ -601,8 +601,9 @@ DT_TEST(write_json)
                          "\"path\":\"a\\\"b\\\\c\",\"train_limit\":1000,\"test_limit\":500},");
     /* only the keys model.kind mlp reads */
     CHECK_CONTAINS(text, "\"model\":{\"kind\":\"mlp\",\"hidden\":[512,256,64]},\"train\":{");
+    /* only the keys sgd reads (no beta1, beta2, eps) */
     CHECK_CONTAINS(text, "\"optimizer\":{\"kind\":\"sgd\",\"lr\":0.125,\"momentum\":0.5,"
-                         "\"weight_decay\":0.0001}");
+                         "\"weight_decay\":0.0001,\"warmup\":0,\"schedule\":\"constant\"}");
     CHECK_CONTAINS(text, "\"seed\":18446744073709551615,\"eval_every\":100,"
                          "\"checkpoint_every\":0,\"check_finite\":true,"
                          "\"checkpoint_at_divergence\":false}");
@@ -656,6 +657,11 @@ DT_TEST(write_reference)
                                             "model.lanes",
                                             "model.stored_generator",
                                             "model.lfsr_check_every",
+                                            "model.context",
+                                            "model.d_model",
+                                            "model.layers",
+                                            "model.heads",
+                                            "model.tie_embeddings",
                                             "train.steps",
                                             "train.batch",
                                             "train.shards",
@@ -663,6 +669,11 @@ DT_TEST(write_reference)
                                             "train.optimizer.lr",
                                             "train.optimizer.momentum",
                                             "train.optimizer.weight_decay",
+                                            "train.optimizer.beta1",
+                                            "train.optimizer.beta2",
+                                            "train.optimizer.eps",
+                                            "train.optimizer.warmup",
+                                            "train.optimizer.schedule",
                                             "train.seed",
                                             "train.eval_every",
                                             "train.checkpoint_every",

@@ -39,7 +39,7 @@ static void train(uint8_t digests[STEPS + 1][DT_DIGEST_BYTES], const struct dt_p
     int64_t hidden[1] = {HID};
     DT_ASSERT(dt_mlp_create(&m, be, IN, hidden, 1, CLS, B, NULL) == DT_OK);
     dt_model_init(m, 11, 0);
-    const struct dt_sgd_options sgd = {0.1f, 0.9f, 1e-4f};
+    const struct dt_sgd_options sgd = {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 1e-4f};
     uint8_t td[8][DT_DIGEST_BYTES];
     const char *names[8];
     for (int s = 0; s <= STEPS; s++) {
@@ -189,7 +189,7 @@ static void train_lenet(struct lenet_trace *tr, const struct dt_policy *pol, int
     DT_ASSERT(dt_lenet_create(&m, be, 28, 28, overlap, CLS, LB, NULL) == DT_OK);
     DT_ASSERT(m->n_params == LENET_PARAMS);
     dt_model_init(m, 5, 0);
-    const struct dt_sgd_options sgd = {0.05f, 0.9f, 0.0f};
+    const struct dt_sgd_options sgd = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 0.0f};
     const char *names[LENET_PARAMS];
     for (int s = 0; s <= LSTEPS; s++) {
         if (s > 0) {

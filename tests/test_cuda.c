@@ -207,7 +207,8 @@ DT_TEST(resident_gather_parity)
     for (int64_t i = 0; i < n; i++) lab[i] = (uint8_t)(i % 10);
     int64_t idx[300];
     for (int64_t b = 0; b < B; b++) idx[b] = (b * 7919 + 13) % n;
-    const struct dt_resident_src both = {n, dim, pix, val, lab}, vals = {n, dim, NULL, val, lab};
+    const struct dt_resident_src both = {n, dim, pix, val, lab, dim},
+                                 vals = {n, dim, NULL, val, lab, dim};
     struct dt_resident *cs = dt_backend_resident_create(c, &both);
     float *cx = dt_xmalloc((size_t)(B * dim) * sizeof(float));
     int32_t *cl = dt_xmalloc((size_t)B * sizeof(int32_t)), *gl = dt_xmalloc((size_t)B * 4);

@@ -839,8 +839,8 @@ DT_TEST(gather_emulation)
         dt_batch_indices(idx, sp->n, s, B, 7, 3, perm, &epoch);
         int64_t bad = 0;
         for (int64_t e = 0; e < B * dim; e++) {
-            const float from_bytes = dt_gather_elem(sp->pixels, NULL, idx, dim, e);
-            const float from_values = dt_gather_elem(NULL, sp->x, idx, dim, e);
+            const float from_bytes = dt_gather_elem(sp->pixels, NULL, idx, dim, dim, e);
+            const float from_values = dt_gather_elem(NULL, sp->x, idx, dim, dim, e);
             bad += memcmp(&from_bytes, &b.x[e], sizeof(float)) != 0;
             bad += memcmp(&from_values, &b.x[e], sizeof(float)) != 0;
         }
@@ -867,7 +867,7 @@ DT_TEST(resident_batches_cpu)
     CHECK_INT_EQ(dt_backend_create(&be, &opt, &err), DT_OK);
     const struct dt_split *sp = &ds.train;
     const int64_t B = 9, dim = sp->dim;
-    const struct dt_resident_src from_bytes = {sp->n, dim, sp->pixels, NULL, sp->y};
+    const struct dt_resident_src from_bytes = {sp->n, dim, sp->pixels, NULL, sp->y, dim};
     struct dt_resident *sets[2] = {dt_batch_resident(be, sp),
                                    dt_backend_resident_create(be, &from_bytes)};
     float *x = dt_backend_alloc(be, (size_t)(B * dim) * sizeof(float));

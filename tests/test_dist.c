@@ -369,7 +369,7 @@ DT_TEST(bnn_kl_counted_once)
     for (int b = 0; b < B; b++) y[b] = (uint8_t)(b % C);
     struct dt_policy pol;
     dt_policy_from_level(&pol, DT_LEVEL_PORTABLE);
-    const struct dt_sgd_options sgd = {0.1f, 0.9f, 0.0f};
+    const struct dt_sgd_options sgd = {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.0f};
     const float klw = 0.25f, prior_sigma = 0.7f;
     float *g[2][4], *w[4];
     int64_t n[4] = {0};

@@ -172,7 +172,7 @@ DT_TEST(overflow_names_tensor)
     memset(y, 1, sizeof y);
     struct dt_policy pol;
     dt_policy_from_level(&pol, DT_LEVEL_PORTABLE); /* atomics: fixed_point */
-    struct dt_sgd_options sgd = {0.1f, 0.0f, 0.0f};
+    struct dt_sgd_options sgd = {.lr = 0.1f, .momentum = 0.0f, .weight_decay = 0.0f};
     float loss;
     CHECK_INT_EQ(dt_model_train_step(m, x, y, B, &sgd, &pol, &loss), DT_ERR_NUMERIC);
     CHECK_INT_EQ(m->err.status, DT_ERR_NUMERIC);

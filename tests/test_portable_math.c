@@ -11,8 +11,9 @@
 /* From tests/portable_math_o0.c (built at -O0): fn 0 exp, 1 log, 2 log1p, 3 softplus. */
 void dt_pm_o0_eval(float *out, const float *in, int64_t n, int fn);
 
-enum { FN_EXP, FN_LOG, FN_LOG1P, FN_SOFTPLUS, FN_COUNT };
-static const char *const fn_names[FN_COUNT] = {"exp", "log", "log1p", "softplus"};
+/* FN_COUNT: the functions with a pinned digest and an -O0 twin; tanh is swept only. */
+enum { FN_EXP, FN_LOG, FN_LOG1P, FN_SOFTPLUS, FN_TANH, FN_ALL, FN_COUNT = FN_TANH };
+static const char *const fn_names[FN_ALL] = {"exp", "log", "log1p", "softplus", "tanh"};
 
 static float eval_fn(int fn, float x)
 {
@@ -20,6 +21,7 @@ static float eval_fn(int fn, float x)
     case FN_EXP: return dt_exp_portable(x);
     case FN_LOG: return dt_log_portable(x);
     case FN_LOG1P: return dt_log1p_portable(x);
+    case FN_TANH: return dt_tanh_portable(x);
     default: return dt_softplus_portable(x);
     }
 }
@@ -31,6 +33,7 @@ static long double ref_fn(int fn, float x)
     case FN_EXP: return expl(lx);
     case FN_LOG: return logl(lx);
     case FN_LOG1P: return log1pl(lx);
+    case FN_TANH: return tanhl(lx);
     default: return x > 0 ? lx + log1pl(expl(-lx)) : log1pl(expl(lx));
     }
 }
@@ -157,6 +160,21 @@ DT_TEST(log1p_softplus_ulp)
     CHECK_SWEEP(m, DT_PM_ULP_SOFTPLUS);
     m = sweep(FN_SOFTPLUS, 30.0f, FLT_MAX, 1021);
     CHECK_SWEEP(m, DT_PM_ULP_SOFTPLUS);
+}
+
+DT_TEST(tanh_ulp)
+{
+    struct sweep_max m = sweep(FN_TANH, -12.0f, 12.0f, 101);
+    CHECK_SWEEP(m, DT_PM_ULP_TANH);
+    m = sweep(FN_TANH, -1.0f, 1.0f, 31); /* the polynomial, the switch at 0.55 */
+    CHECK_SWEEP(m, DT_PM_ULP_TANH);
+    m = sweep(FN_TANH, 0x1p-30f, 0x1p-10f, 97); /* tiny: tanh(x) = x */
+    CHECK_SWEEP(m, DT_PM_ULP_TANH);
+    CHECK(dt_float_bits(dt_tanh_portable(0.0f)) == 0u);
+    CHECK(dt_float_bits(dt_tanh_portable(-0.0f)) == 0x80000000u);
+    CHECK(dt_tanh_portable(1e30f) == 1.0f && dt_tanh_portable(-1e30f) == -1.0f);
+    CHECK(dt_tanh_portable(-INFINITY) == -1.0f &&
+          dt_float_bits(dt_tanh_portable(NAN)) == 0x7fc00000u);
 }
 
 /* ---- specials --------------------------------------------------------------------------- */
@@ -366,4 +384,4 @@ out:
 }
 
 DT_TEST_MAIN(DT_CASE(exp_ulp_sweep), DT_CASE(log_ulp_sweep), DT_CASE(log1p_softplus_ulp),
-             DT_CASE(specials), DT_CASE(bits_pinned))
+             DT_CASE(tanh_ulp), DT_CASE(specials), DT_CASE(bits_pinned))

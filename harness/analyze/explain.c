@@ -258,8 +258,7 @@ static enum dt_status side_prepare(struct side *sd, const struct side *other, in
 {
     const struct dt_experiment *exp = &sd->exp;
     DT_FORWARD_IF_ERROR(dt_experiment_open_backend(&sd->be, exp, 0, err));
-    DT_FORWARD_IF_ERROR(dt_dataset_load_fashion_mnist(
-        &sd->ds, exp->dataset.path, exp->dataset.train_limit, exp->dataset.test_limit, err));
+    DT_FORWARD_IF_ERROR(dt_experiment_load_dataset(&sd->ds, exp, err));
     sd->ds_loaded = true;
     sd->set = dt_batch_resident(sd->be, &sd->ds.train);
     DT_FORWARD_IF_ERROR(dt_experiment_build_model(&sd->m, exp, sd->be, sd->ds.train.n, err));
@@ -396,8 +395,18 @@ static const char *op_phase(enum dt_op op)
     case DT_OP_MAXPOOL2D_BACKWARD:
     case DT_OP_BNN_ACCUMULATE:
     case DT_OP_BNN_FINISH:
+    case DT_OP_EMBEDDING_BACKWARD:
+    case DT_OP_LAYERNORM_BACKWARD:
+    case DT_OP_ATTENTION_BACKWARD:
+    case DT_OP_GELU_BACKWARD:
     case DT_OP_EXACT_SUM: return "backward";
-    case DT_OP_SGD_UPDATE: return "update";
+    case DT_OP_SGD_UPDATE:
+    case DT_OP_ADAMW_UPDATE: return "update";
+    case DT_OP_EMBEDDING_FORWARD:
+    case DT_OP_LAYERNORM_FORWARD:
+    case DT_OP_ATTENTION_FORWARD:
+    case DT_OP_GELU_FORWARD:
+    case DT_OP_ADD:
     case DT_OP_DENSE_FORWARD:
     case DT_OP_RELU_FORWARD:
     case DT_OP_SOFTMAX_XENT_FORWARD:
@@ -433,6 +442,15 @@ static const char *output_name(enum dt_op op, int k)
     case DT_OP_BNN_SIGMA: return k == 0 ? "sigma" : "dsigma";
     case DT_OP_BNN_SAMPLE: return "sampled weights";
     case DT_OP_EXACT_SUM: return "exact sum";
+    case DT_OP_EMBEDDING_FORWARD: return k == 0 ? "embedding" : k == 1 ? "tokens" : "targets";
+    case DT_OP_EMBEDDING_BACKWARD: return "embedding gradient";
+    case DT_OP_LAYERNORM_FORWARD: return k == 0 ? "layernorm output" : k == 1 ? "mean" : "rstd";
+    case DT_OP_LAYERNORM_BACKWARD: return k == 0 ? "layernorm input gradient" : "gamma terms";
+    case DT_OP_ATTENTION_FORWARD: return k == 0 ? "attention output" : "attention weights";
+    case DT_OP_ATTENTION_BACKWARD: return k == 0 ? "qkv gradient" : "score gradient";
+    case DT_OP_GELU_FORWARD: return "gelu output";
+    case DT_OP_GELU_BACKWARD: return "gradient through gelu";
+    case DT_OP_ADD: return "sum";
     default: return "output";
     }
 }

@@ -55,7 +55,7 @@ struct dt_batch dt_batch_stream_at(struct dt_batch_stream *bs, int64_t s)
                      &bs->perm_epoch);
     if (bs->set) return (struct dt_batch){.set = bs->set, .idx = bs->idx};
     for (int64_t i = 0; i < bs->B; i++) {
-        memcpy(bs->x + i * sp->dim, sp->x + bs->idx[i] * sp->dim, (size_t)sp->dim * sizeof(float));
+        memcpy(bs->x + i * sp->dim, dt_split_row(sp, bs->idx[i]), (size_t)sp->dim * sizeof(float));
         bs->y[i] = sp->y[bs->idx[i]];
     }
     return (struct dt_batch){.x = bs->x, .y = bs->y};
@@ -65,6 +65,7 @@ struct dt_resident *dt_batch_resident(struct dt_backend *be, const struct dt_spl
 {
     const struct dt_resident_src src = {.n = split->n,
                                         .dim = split->dim,
+                                        .stride = split->stride,
                                         .pixels = split->pixels,
                                         .values = split->x,
                                         .labels = split->y};

@@ -282,8 +282,7 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
 {
     struct dt_dataset ds;
     memset(&ds, 0, sizeof ds);
-    DT_FORWARD_IF_ERROR(dt_dataset_load_fashion_mnist(
-        &ds, exp->dataset.path, exp->dataset.train_limit, exp->dataset.test_limit, err));
+    DT_FORWARD_IF_ERROR(dt_experiment_load_dataset(&ds, exp, err));
     struct dt_backend *be = NULL;
     enum dt_status st = dt_experiment_open_backend(&be, exp, 0, err);
     struct dt_model *m = NULL;

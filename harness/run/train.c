@@ -626,9 +626,17 @@ double dt_run_memory_bytes(const struct dt_experiment *exp, char *what, size_t s
 {
     const struct dt_model_spec spec = dt_experiment_model_spec(exp, 0);
     const double dim = (double)(spec.height * spec.width * spec.channels);
-    const double n_train = exp->dataset.train_limit > 0 ? (double)exp->dataset.train_limit : 60000;
-    const double n_test = exp->dataset.test_limit > 0 ? (double)exp->dataset.test_limit : 10000;
-    const double data = (n_train + n_test) * (dim * 4 + 1) + n_train * 8; /* + the order */
+    const bool text = dt_experiment_text(exp);
+    /* Fashion-MNIST's 60,000 + 10,000 images; a text's windows overlap (4 bytes a byte, the
+     * default corpus about 2.8 MB) */
+    const double n_train = exp->dataset.train_limit > 0 ? (double)exp->dataset.train_limit
+                           : text                       ? 2.8e6
+                                                        : 60000;
+    const double n_test = exp->dataset.test_limit > 0 ? (double)exp->dataset.test_limit
+                          : text                      ? 2.8e5 / dim
+                                                      : 10000;
+    const double data = text ? n_train * (4 + 1 + 8) + n_test * (dim * 4 + 1)
+                             : (n_train + n_test) * (dim * 4 + 1) + n_train * 8; /* + order */
     const double B = (double)exp->train.batch, S = (double)exp->train.shards;
     const struct dt_model_kind_info *kind = dt_model_kind(exp->model.kind);
     const struct dt_model_size z = kind->size(&spec);
@@ -862,8 +870,7 @@ static enum dt_status open_backend_and_data(struct experiment *e, struct dt_erro
     struct dt_backend *be = NULL;
     DT_FORWARD_IF_ERROR(
         dt_experiment_open_backend(&be, exp, dt_dist_local_rank(e->c.opt->dist), err));
-    enum dt_status st = dt_dataset_load_fashion_mnist(
-        &e->ds, exp->dataset.path, exp->dataset.train_limit, exp->dataset.test_limit, err);
+    enum dt_status st = dt_experiment_load_dataset(&e->ds, exp, err);
     if (st != DT_OK) {
         dt_backend_destroy(be);
         return st;

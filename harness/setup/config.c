@@ -19,6 +19,7 @@
 #include <yaml.h>
 
 #include "core/fileio.h"
+#include "harness/setup/data.h"
 
 /* ---- The key table ------------------------------------------------------------------- */
 
@@ -90,8 +91,11 @@ struct key_row {
     .offset = offsetof(struct dt_experiment, f), .size = sizeof(((struct dt_experiment *)0)->f)
 #define COUNT_(f) .count_offset = offsetof(struct dt_experiment, f)
 
-static const char *const dataset_names[] = {"fashion-mnist", NULL};
-static const char *const optimizer_kind_names[] = {"sgd", NULL}; /* enum dt_optimizer_kind */
+static const char *const dataset_names[] = {"fashion-mnist", "text", NULL};
+static const char *const optimizer_kind_names[] = {"sgd", "adamw",
+                                                   NULL}; /* enum dt_optimizer_kind */
+static const char *const lr_schedule_names[] = {"constant", "cosine",
+                                                NULL};           /* enum dt_lr_schedule */
 static const char *const device_names[] = {"cpu", "cuda", NULL}; /* enum dt_device */
 static const char *const vary_names[] = {"init", "data_order", "epsilon",
                                          NULL}; /* enum dt_vary bits */
@@ -119,12 +123,16 @@ static const struct key_row keys[] = {
     {.path = "name", .type = KEY_STRING, FIELD_(name), .lo = 1, .flags = KEY_NAME_CHARS,
      .doc = "Experiment name; names the run folder"},
     {.path = "dataset.name", .type = KEY_STRING, FIELD_(dataset.name), .def = "fashion-mnist",
-     .names = dataset_names, .doc = "Dataset to train and test on"},
+     .names = dataset_names,
+     .doc = "Dataset to train and test on: fashion-mnist (images; mlp, lenet, bnn_mlp) or text "
+            "(bytes; gpt)"},
     {.path = "dataset.path", .type = KEY_STRING, FIELD_(dataset.path), .def = "\"\"",
-     .doc = "Folder with the IDX files; \"\" = search $DETRAIN_DATA, then the Debian "
-            "package folder"},
+     .doc = "fashion-mnist: folder with the IDX files; \"\" = search $DETRAIN_DATA, then the "
+            "Debian package folder. text: a file, or a folder whose files are read in name "
+            "order (not *.dat, *.u8); \"\" = Debian's fortunes (" DT_TEXT_DEFAULT_DIR ")"},
     {.path = "dataset.train_limit", .type = KEY_INT64, FIELD_(dataset.train_limit), .def = "0",
-     .lo = 0, .hi = 60000000, .doc = "Use only the first N training examples; 0 = all"},
+     .lo = 0, .hi = 2000000000,
+     .doc = "Use only the first N training examples (text: window offsets); 0 = all"},
     {.path = "dataset.test_limit", .type = KEY_INT64, FIELD_(dataset.test_limit), .def = "0",
      .lo = 0, .hi = 60000000, .doc = "Use only the first N test examples; 0 = all"},
     {.path = "model.kind", .type = KEY_ENUM, FIELD_(model.kind), .names = dt_model_kind_names,
@@ -161,6 +169,18 @@ static const struct key_row keys[] = {
      .def = "0", .lo = 0, .hi = 1000000000,
      .doc = "bnn_mlp only: check the lanes' return to their seed state every N steps under "
             "rng: lfsr; 0 = every step in Debug builds, every 16th otherwise"},
+    {.path = "model.context", .type = KEY_INT64, FIELD_(model.context), .def = "64", .lo = 1,
+     .hi = 4096, .doc = "gpt only: sequence length T (training windows are T + 1 bytes)"},
+    {.path = "model.d_model", .type = KEY_INT64, FIELD_(model.d_model), .def = "64", .lo = 1,
+     .hi = 8192, .doc = "gpt only: embedding width; a multiple of model.heads"},
+    {.path = "model.layers", .type = KEY_INT, FIELD_(model.layers), .def = "2", .lo = 1,
+     .hi = 64, .doc = "gpt only: transformer blocks (pre-LayerNorm)"},
+    {.path = "model.heads", .type = KEY_INT64, FIELD_(model.heads), .def = "4", .lo = 1,
+     .hi = 256, .doc = "gpt only: attention heads per block"},
+    {.path = "model.tie_embeddings", .type = KEY_BOOL, FIELD_(model.tie_embeddings),
+     .def = "true",
+     .doc = "gpt only: the output head is the token embedding (its gradient then adds the "
+            "embedding's scatter and the head's product)"},
     {.path = "train.steps", .type = KEY_INT64, FIELD_(train.steps), .lo = 1, .hi = 1000000000,
      .doc = "Optimizer steps to run"},
     {.path = "train.batch", .type = KEY_INT64, FIELD_(train.batch), .def = "64", .lo = 1,
@@ -176,10 +196,26 @@ static const struct key_row keys[] = {
      .def = "0.05", .dlo = 0, .dhi = 10, .flags = KEY_LO_OPEN, .doc = "Learning rate"},
     {.path = "train.optimizer.momentum", .type = KEY_DOUBLE, FIELD_(train.optimizer.momentum),
      .def = "0.9", .dlo = 0, .dhi = 1, .flags = KEY_HI_OPEN,
-     .doc = "Momentum coefficient; 0 = plain SGD"},
+     .doc = "sgd: momentum coefficient; 0 = plain SGD"},
     {.path = "train.optimizer.weight_decay", .type = KEY_DOUBLE,
      FIELD_(train.optimizer.weight_decay), .def = "0", .dlo = 0, .dhi = 1,
-     .doc = "L2 weight decay coefficient"},
+     .doc = "sgd: L2 weight decay added to the gradient; adamw: decoupled decay, w -= lr * wd "
+            "* w"},
+    {.path = "train.optimizer.beta1", .type = KEY_DOUBLE, FIELD_(train.optimizer.beta1),
+     .def = "0.9", .dlo = 0, .dhi = 1, .flags = KEY_HI_OPEN,
+     .doc = "adamw: decay of the first moment"},
+    {.path = "train.optimizer.beta2", .type = KEY_DOUBLE, FIELD_(train.optimizer.beta2),
+     .def = "0.999", .dlo = 0, .dhi = 1, .flags = KEY_HI_OPEN,
+     .doc = "adamw: decay of the second moment"},
+    {.path = "train.optimizer.eps", .type = KEY_DOUBLE, FIELD_(train.optimizer.eps),
+     .def = "1e-8", .dlo = 0, .dhi = 1, .flags = KEY_LO_OPEN,
+     .doc = "adamw: added to the second moment's square root"},
+    {.path = "train.optimizer.warmup", .type = KEY_INT64, FIELD_(train.optimizer.warmup),
+     .def = "0", .lo = 0, .hi = 1000000000,
+     .doc = "Steps of linear learning-rate warm-up from lr / warmup to lr; 0 = none"},
+    {.path = "train.optimizer.schedule", .type = KEY_ENUM, FIELD_(train.optimizer.schedule),
+     .def = "constant", .names = lr_schedule_names,
+     .doc = "Learning rate after the warm-up: constant, or cosine decay to 0 at train.steps"},
     {.path = "train.seed", .type = KEY_UINT64, FIELD_(train.seed), .def = "0",
      .doc = "Master seed for initial weights, data order and Bayesian epsilon"},
     {.path = "train.eval_every", .type = KEY_INT64, FIELD_(train.eval_every), .def = "0",
@@ -1453,6 +1489,17 @@ static bool key_applies(const struct key_row *row, enum dt_model_kind kind)
     return dt_model_kind_reads(kind, row->path);
 }
 
+/* The optimizer's own keys: momentum for sgd; beta1, beta2 and eps for adamw. */
+static const char *const adamw_only[] = {"train.optimizer.beta1", "train.optimizer.beta2",
+                                         "train.optimizer.eps"};
+static bool optimizer_key_applies(const char *path, enum dt_optimizer_kind kind)
+{
+    if (strcmp(path, "train.optimizer.momentum") == 0) return kind == DT_OPTIMIZER_SGD;
+    for (size_t i = 0; i < sizeof adamw_only / sizeof adamw_only[0]; i++)
+        if (strcmp(path, adamw_only[i]) == 0) return kind == DT_OPTIMIZER_ADAMW;
+    return true;
+}
+
 /* Reported where the key was set. */
 static enum dt_status check_model_keys(const struct loader *ld)
 {
@@ -1465,6 +1512,38 @@ static enum dt_status check_model_keys(const struct loader *ld)
                                ld->seen_at[r].column,
                                "key '%s' applies to model.kind %s only, not %s", keys[r].path,
                                which, dt_model_kind_names[kind]);
+    }
+    /* the data a kind reads: text for gpt, images for the others */
+    const bool text = strcmp(ld->out->dataset.name, "text") == 0;
+    if (text != dt_model_kind(kind)->reads_text) {
+        const int rd = (int)(find_key("dataset.name") - keys),
+                  rk = (int)(find_key("model.kind") - keys);
+        const int at = ld->seen[rd] ? rd : rk;
+        return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->seen_at[at].file, ld->seen_at[at].line,
+                               ld->seen_at[at].column,
+                               "key '%s': model.kind %s trains on %s, but dataset.name is %s",
+                               keys[at].path, dt_model_kind_names[kind],
+                               dt_model_kind(kind)->reads_text ? "text (dataset.name: text)"
+                                                               : "images (dataset.name: "
+                                                                 "fashion-mnist)",
+                               ld->out->dataset.name);
+    }
+    if (kind == DT_MODEL_GPT && ld->out->model.d_model % ld->out->model.heads != 0) {
+        const int rd = (int)(find_key("model.d_model") - keys);
+        const int r = ld->seen[rd] ? rd : (int)(find_key("model.heads") - keys);
+        return dt_error_set_at(
+            ld->err, DT_ERR_CONFIG, ld->seen_at[r].file, ld->seen_at[r].line, ld->seen_at[r].column,
+            "key 'model.d_model': %" PRId64 " is not a multiple of model.heads (%" PRId64 ")",
+            ld->out->model.d_model, ld->out->model.heads);
+    }
+    /* the optimizer's own keys */
+    const enum dt_optimizer_kind ok = ld->out->train.optimizer.kind;
+    for (int r = 0; r < N_KEYS; r++) {
+        if (!ld->seen[r] || optimizer_key_applies(keys[r].path, ok)) continue;
+        return dt_error_set_at(
+            ld->err, DT_ERR_CONFIG, ld->seen_at[r].file, ld->seen_at[r].line, ld->seen_at[r].column,
+            "key '%s' applies to train.optimizer.kind %s only, not %s", keys[r].path,
+            ok == DT_OPTIMIZER_SGD ? "adamw" : "sgd", optimizer_kind_names[ok]);
     }
     /* vary: [epsilon] only means something when a model draws epsilon: in any setting. */
     const int rv = (int)(find_key("vary") - keys);
@@ -1715,7 +1794,9 @@ void dt_config_write_json(FILE *f, const struct dt_experiment *exp)
     int depth = 0;
     fputc('{', f);
     for (int i = 0; i < N_KEYS; i++) {
-        if (!key_applies(&keys[i], exp->model.kind) || keys[i].type == KEY_MATRIX) continue;
+        if (!key_applies(&keys[i], exp->model.kind) || keys[i].type == KEY_MATRIX ||
+            !optimizer_key_applies(keys[i].path, exp->train.optimizer.kind))
+            continue;
         const char *path = keys[i].path, *leaf = strrchr(path, '.');
         leaf = leaf ? leaf + 1 : path;
         char section[MAX_PATH_];

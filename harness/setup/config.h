@@ -22,7 +22,8 @@
 
 /* Which generator draws epsilon under `rng: stored` (the regenerating modes name theirs). */
 enum dt_eps_generator { DT_EPS_GEN_PHILOX, DT_EPS_GEN_LFSR };
-enum dt_optimizer_kind { DT_OPTIMIZER_SGD };
+enum dt_optimizer_kind { DT_OPTIMIZER_SGD, DT_OPTIMIZER_ADAMW };
+enum dt_lr_schedule { DT_LR_CONSTANT, DT_LR_COSINE };
 enum dt_device { DT_DEVICE_CPU, DT_DEVICE_CUDA };
 /* hash.async: hash a step's weights while the next steps run (harness/run/hashpipe.h). */
 enum dt_hash_async { DT_HASH_ASYNC_AUTO, DT_HASH_ASYNC_ON, DT_HASH_ASYNC_OFF };
@@ -37,7 +38,7 @@ enum dt_vary {
 struct dt_experiment {
     char name[DT_NAME_MAX]; /* required; [A-Za-z0-9_.-]+ */
     struct {
-        char name[64];          /* default "fashion-mnist" (the only one for now) */
+        char name[64];          /* default "fashion-mnist"; "text" (gpt) */
         char path[DT_PATH_MAX]; /* "" = search $DETRAIN_DATA, then the Debian folder */
         int64_t train_limit;    /* 0 = all; else first N training examples */
         int64_t test_limit;     /* 0 = all; else first N test examples */
@@ -55,16 +56,23 @@ struct dt_experiment {
         int64_t lanes;      /* reversible-generator lanes P, default 1024 */
         enum dt_eps_generator stored_generator; /* rng: stored draws with this, default philox */
         int64_t lfsr_check_every;               /* lane invariant check period; 0 = auto */
+        /* gpt (nets/gpt.c) */
+        int64_t context, d_model, heads; /* T, D, H; default 64, 64, 4 */
+        int layers;                      /* default 2 */
+        bool tie_embeddings;             /* default true */
     } model;
     struct {
         int64_t steps;  /* required, >= 1 */
         int64_t batch;  /* default 64 */
         int64_t shards; /* default 4: reduction exact's canonical shards (harness/run/dist.h) */
         struct {
-            enum dt_optimizer_kind kind; /* default sgd */
-            double lr;                   /* default 0.05 */
-            double momentum;             /* default 0.9, in [0, 1) */
-            double weight_decay;         /* default 0, >= 0 */
+            enum dt_optimizer_kind kind;  /* default sgd */
+            double lr;                    /* default 0.05 */
+            double momentum;              /* default 0.9, in [0, 1) */
+            double weight_decay;          /* default 0, >= 0 */
+            double beta1, beta2, eps;     /* adamw: default 0.9, 0.999, 1e-8 */
+            int64_t warmup;               /* default 0 */
+            enum dt_lr_schedule schedule; /* default constant */
         } optimizer;
         uint64_t seed;                 /* default 0 */
         int64_t eval_every;            /* 0 = only at the end; else every N steps */

@@ -5,7 +5,10 @@
  * leaves nothing allocated. */
 #include "harness/setup/data.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -347,6 +350,7 @@ static enum dt_status fmnist_fill_split(struct dt_split *out, struct dt_idx *img
     for (size_t i = 0; i < count; i++) x[i] = dt_pixel_value(img->data[i]);
     out->n = n;
     out->dim = dim;
+    out->stride = dim;
     out->x = x;
     out->pixels = img->data; /* the first n * dim bytes are the kept examples */
     img->data = NULL;
@@ -411,4 +415,150 @@ void dt_dataset_free(struct dt_dataset *ds)
     split_free(&ds->train);
     split_free(&ds->test);
     ds->dir[0] = '\0';
+}
+
+/* ---- text ---------------------------------------------------------------------------------- */
+
+#define TEXT_MAX_BYTES ((size_t)1 << 31) /* a corpus of at most 2 GiB */
+#define TEXT_MAX_FILES 4096
+
+static bool text_skipped_name(const char *name)
+{
+    const size_t n = strlen(name);
+    if (name[0] == '.') return true;
+    if (n >= 4 && strcmp(name + n - 4, ".dat") == 0) return true;
+    return n >= 3 && strcmp(name + n - 3, ".u8") == 0;
+}
+
+static int text_name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Append the regular file `path` to buf (grown as needed). */
+static enum dt_status text_append(uint8_t **buf, size_t *len, const char *path,
+                                  struct dt_error *err)
+{
+    char *data = NULL;
+    size_t n = 0;
+    DT_FORWARD_IF_ERROR(
+        dt_read_regular_file(&data, &n, path, "a text file", TEXT_MAX_BYTES - *len, err));
+    *buf = dt_xrealloc(*buf, *len + n + 1);
+    memcpy(*buf + *len, data, n);
+    *len += n;
+    free(data);
+    return DT_OK;
+}
+
+/* Every readable regular file of `dir` in name order (the skipped names left out). */
+static enum dt_status text_read_dir(uint8_t **buf, size_t *len, int *files, const char *dir,
+                                    struct dt_error *err)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return dt_error_set(err, DT_ERR_IO, "%s: cannot open the text folder: %s", dir,
+                            strerror(errno));
+    char *names[TEXT_MAX_FILES];
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (text_skipped_name(e->d_name)) continue;
+        if (n == TEXT_MAX_FILES) {
+            closedir(d);
+            for (int i = 0; i < n; i++) free(names[i]);
+            return dt_error_set(err, DT_ERR_DATA, "%s: more than %d files in the text folder", dir,
+                                TEXT_MAX_FILES);
+        }
+        {
+            const size_t len_ = strlen(e->d_name) + 1;
+            names[n] = dt_xmalloc(len_);
+            memcpy(names[n++], e->d_name, len_);
+        }
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], text_name_cmp);
+    enum dt_status st = DT_OK;
+    for (int i = 0; i < n && st == DT_OK; i++) {
+        char path[FMNIST_PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        struct stat sb;
+        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || access(path, R_OK) != 0) continue;
+        st = text_append(buf, len, path, err);
+        if (st == DT_OK) (*files)++;
+    }
+    for (int i = 0; i < n; i++) free(names[i]);
+    return st;
+}
+
+/* A split of windows of `dim` bytes: at every offset (stride 1) over `bytes` (train), or at
+ * offsets 0, dim - 1, 2 (dim - 1), ... materialised (test). */
+static void text_fill_split(struct dt_split *out, const uint8_t *bytes, int64_t len, int64_t dim,
+                            bool every_offset, int64_t limit)
+{
+    int64_t n = every_offset ? len - dim + 1 : (len - 1) / (dim - 1);
+    if (limit > 0 && limit < n) n = limit;
+    out->n = n;
+    out->dim = dim;
+    out->stride = every_offset ? 1 : dim;
+    out->n_classes = DT_TEXT_CLASSES;
+    const int64_t count = (n - 1) * out->stride + dim;
+    out->x = dt_xmalloc((size_t)count * sizeof *out->x);
+    out->y = dt_xmalloc((size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *w = bytes + (every_offset ? i : i * (dim - 1));
+        if (!every_offset || i == 0)
+            for (int64_t f = 0; f < dim; f++) out->x[i * out->stride + f] = (float)w[f];
+        else out->x[i + dim - 1] = (float)w[dim - 1];
+        out->y[i] = w[dim - 1];
+    }
+}
+
+enum dt_status dt_dataset_load_text(struct dt_dataset *out, const char *path, int64_t context,
+                                    int64_t train_limit, int64_t test_limit, struct dt_error *err)
+{
+    DT_ASSERT(out != NULL && context >= 1);
+    memset(out, 0, sizeof *out);
+    const char *src = path && path[0] ? path : DT_TEXT_DEFAULT_DIR;
+    const char *hint = path && path[0] ? "dataset.path"
+                                       : "the default corpus; install it with: apt-get install "
+                                         "fortunes, or set dataset.path to a text file or folder";
+    if (strlen(src) >= sizeof out->dir)
+        return dt_error_set(err, DT_ERR_IO, "%.64s...: text path is longer than %zu characters",
+                            src, sizeof out->dir - 1);
+    snprintf(out->dir, sizeof out->dir, "%s", src);
+    struct stat sb;
+    if (stat(src, &sb) != 0)
+        return dt_error_set(err, DT_ERR_IO, "%s: cannot read the text corpus: %s (%s)", src,
+                            strerror(errno), hint);
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    int files = 0;
+    enum dt_status st = DT_OK;
+    if (S_ISDIR(sb.st_mode)) {
+        st = text_read_dir(&bytes, &len, &files, src, err);
+        if (st == DT_OK && files == 0)
+            st = dt_error_set(err, DT_ERR_IO,
+                              "%s: the text folder has no readable file (names ending in .dat "
+                              "or .u8 and hidden ones are left out)",
+                              src);
+    } else {
+        st = text_append(&bytes, &len, src, err);
+    }
+    const int64_t dim = context + 1;
+    const int64_t n_val = (int64_t)len / 10, n_train = (int64_t)len - n_val;
+    if (st == DT_OK && len == 0)
+        st = dt_error_set(err, DT_ERR_DATA, "%s: the text corpus is empty", src);
+    else if (st == DT_OK && (n_train < dim || n_val < dim))
+        st = dt_error_set(err, DT_ERR_DATA,
+                          "%s: the text corpus has %zu bytes: too short for model.context %" PRId64
+                          " (each split needs a window of context + 1 = %" PRId64
+                          " bytes, and the validation split is the last 10%%: at least %" PRId64
+                          " bytes in all)",
+                          src, len, context, dim, 10 * dim);
+    if (st == DT_OK) {
+        text_fill_split(&out->train, bytes, n_train, dim, true, train_limit);
+        text_fill_split(&out->test, bytes + n_train, n_val, dim, false, test_limit);
+    }
+    free(bytes);
+    if (st != DT_OK) dt_dataset_free(out);
+    return st;
 }

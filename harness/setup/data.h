@@ -29,14 +29,20 @@ void dt_idx_free(struct dt_idx *idx);
 #define DT_FASHION_MNIST_SIDE 28
 #define DT_FASHION_MNIST_CLASSES 10
 
-/* One split of an image classification dataset, pixels scaled to [0, 1]. */
+/* One split of a dataset: images (pixels scaled to [0, 1], one label each) or text
+ * windows (dataset.name: text: each example is context + 1 consecutive bytes, as their
+ * values 0..255; the label is the window's last byte). Example i's features are
+ * x[i * stride .. i * stride + dim): stride = dim for images and materialised windows,
+ * 1 for the training windows of a text, which overlap (one at every byte offset). */
 struct dt_split {
     int64_t n;       /* examples */
-    int64_t dim;     /* features per example (rows * cols) */
-    float *x;        /* n x dim, row-major, owned: dt_pixel_value of each byte */
+    int64_t dim;     /* features per example (rows * cols; context + 1 bytes) */
+    int64_t stride;  /* floats from one example's first feature to the next's */
+    float *x;        /* (n - 1) * stride + dim floats, owned: dt_pixel_value of each byte, or
+                        a text's byte values */
     uint8_t *pixels; /* n x dim bytes as read (owned), or NULL */
     uint8_t *y;      /* n labels, owned */
-    int n_classes;   /* 10 */
+    int n_classes;   /* 10; 256 for text (every byte value) */
 };
 
 struct dt_dataset {
@@ -55,5 +61,27 @@ enum dt_status dt_dataset_load_fashion_mnist(struct dt_dataset *out, const char 
                                              int64_t train_limit, int64_t test_limit,
                                              struct dt_error *err);
 void dt_dataset_free(struct dt_dataset *ds);
+
+/* A text corpus for language models (dataset.name: text). `path`: a file, or a folder
+ * whose regular files are read in name order (byte order of the names), leaving out those
+ * ending in .dat or .u8 (the fortune index files) and hidden ones; "" = the default corpus,
+ * Debian's `fortunes` package (DT_TEXT_DEFAULT_DIR). The bytes are concatenated; the last
+ * 10% (rounded down) are the validation split, the rest the training split.
+ * train: one window of context + 1 bytes at every offset (n = bytes - context, stride 1;
+ *   train_limit > 0 keeps the first N offsets).
+ * test: the fixed validation windows, at offsets 0, context, 2 context, ... (every byte
+ *   after the first predicted once; materialised, stride = dim; test_limit > 0: first N).
+ * Refused before anything is written, naming the path (DT_ERR_IO: missing, unreadable, a
+ * folder with no readable file; DT_ERR_DATA: empty, or a split shorter than context + 1
+ * bytes). */
+#define DT_TEXT_DEFAULT_DIR "/usr/share/games/fortunes"
+#define DT_TEXT_CLASSES 256
+enum dt_status dt_dataset_load_text(struct dt_dataset *out, const char *path, int64_t context,
+                                    int64_t train_limit, int64_t test_limit, struct dt_error *err);
+/* The first floats of example i of a split. */
+static inline const float *dt_split_row(const struct dt_split *s, int64_t i)
+{
+    return s->x + i * s->stride;
+}
 
 #endif

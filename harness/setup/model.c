@@ -3,6 +3,8 @@
 
 #include "harness/setup/data.h"
 
+#include <string.h>
+
 int64_t dt_experiment_lfsr_check_every(const struct dt_experiment *exp)
 {
     if (exp->model.lfsr_check_every > 0) return exp->model.lfsr_check_every;
@@ -13,14 +15,36 @@ int64_t dt_experiment_lfsr_check_every(const struct dt_experiment *exp)
 #endif
 }
 
+bool dt_experiment_text(const struct dt_experiment *exp)
+{
+    return strcmp(exp->dataset.name, "text") == 0;
+}
+
+enum dt_status dt_experiment_load_dataset(struct dt_dataset *ds, const struct dt_experiment *exp,
+                                          struct dt_error *err)
+{
+    if (dt_experiment_text(exp))
+        return dt_dataset_load_text(ds, exp->dataset.path, exp->model.context,
+                                    exp->dataset.train_limit, exp->dataset.test_limit, err);
+    return dt_dataset_load_fashion_mnist(ds, exp->dataset.path, exp->dataset.train_limit,
+                                         exp->dataset.test_limit, err);
+}
+
 struct dt_model_spec dt_experiment_model_spec(const struct dt_experiment *exp, int64_t n_train)
 {
-    /* dataset.name has one value: Fashion-MNIST, 28x28 grey images of 10 classes */
+    /* Fashion-MNIST, 28x28 grey images of 10 classes; or a text's windows of context + 1
+     * bytes, 256 classes */
+    const bool text = dt_experiment_text(exp);
     return (struct dt_model_spec){
-        .height = DT_FASHION_MNIST_SIDE,
-        .width = DT_FASHION_MNIST_SIDE,
+        .height = text ? 1 : DT_FASHION_MNIST_SIDE,
+        .width = text ? exp->model.context + 1 : DT_FASHION_MNIST_SIDE,
         .channels = 1,
-        .n_classes = DT_FASHION_MNIST_CLASSES,
+        .n_classes = text ? DT_TEXT_CLASSES : DT_FASHION_MNIST_CLASSES,
+        .gpt = {.context = exp->model.context,
+                .d_model = exp->model.d_model,
+                .heads = exp->model.heads,
+                .layers = exp->model.layers,
+                .tie_embeddings = exp->model.tie_embeddings},
         .batch = exp->train.batch,
         .hidden = exp->model.hidden,
         .n_hidden = exp->model.n_hidden,
@@ -51,7 +75,14 @@ struct dt_sgd_options dt_experiment_sgd_options(const struct dt_experiment *exp)
 {
     struct dt_sgd_options o = {.lr = (float)exp->train.optimizer.lr,
                                .momentum = (float)exp->train.optimizer.momentum,
-                               .weight_decay = (float)exp->train.optimizer.weight_decay};
+                               .weight_decay = (float)exp->train.optimizer.weight_decay,
+                               .adamw = exp->train.optimizer.kind == DT_OPTIMIZER_ADAMW,
+                               .beta1 = (float)exp->train.optimizer.beta1,
+                               .beta2 = (float)exp->train.optimizer.beta2,
+                               .eps = (float)exp->train.optimizer.eps,
+                               .warmup = exp->train.optimizer.warmup,
+                               .total_steps = exp->train.steps,
+                               .cosine = exp->train.optimizer.schedule == DT_LR_COSINE};
     return o;
 }
 

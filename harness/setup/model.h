@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "harness/setup/config.h"
+#include "harness/setup/data.h"
 #include "nets/backend.h"
 #include "nets/model.h"
 #include "nets/models.h"
@@ -15,6 +16,12 @@
 /* The spec its model kind is built from (nets/models.h): the dataset's shape and the model
  * keys. n_train (training examples) sets a Bayesian model's KL weight, 1 / n_train. */
 struct dt_model_spec dt_experiment_model_spec(const struct dt_experiment *exp, int64_t n_train);
+/* Whether the experiment trains on text (dataset.name: text). */
+bool dt_experiment_text(const struct dt_experiment *exp);
+/* The experiment's dataset: Fashion-MNIST, or a text cut into windows of model.context + 1
+ * bytes (harness/setup/data.h). */
+enum dt_status dt_experiment_load_dataset(struct dt_dataset *ds, const struct dt_experiment *exp,
+                                          struct dt_error *err);
 
 /* Create the experiment's model on a backend, by its kind's row (nets/models.h). n_train (training
  * examples) sets a Bayesian model's KL weight, 1 / n_train. */

@@ -156,7 +156,7 @@ static void cpu_copy_out_begin(struct dt_backend *be, int64_t ticket, void *host
 /* The resident set: the host's float values, borrowed (converted once when only bytes are
  * given); a gather copies rows, the bits of the host batch. */
 struct dt_resident {
-    int64_t n, dim;
+    int64_t n, dim, stride;
     const float *values;
     float *owned; /* values converted from pixels, or NULL */
     const uint8_t *labels;
@@ -168,8 +168,9 @@ static struct dt_resident *cpu_resident_create(struct dt_backend *be,
     (void)be;
     struct dt_resident *r = dt_xcalloc(1, sizeof *r);
     r->n = src->n, r->dim = src->dim, r->labels = src->labels, r->values = src->values;
+    r->stride = src->stride ? src->stride : src->dim;
     if (!r->values) {
-        const int64_t count = src->n * src->dim;
+        const int64_t count = (src->n - 1) * r->stride + src->dim;
         r->owned = dt_xmalloc((size_t)count * sizeof(float));
         for (int64_t i = 0; i < count; i++) r->owned[i] = dt_pixel_value(src->pixels[i]);
         r->values = r->owned;
@@ -190,7 +191,7 @@ static void cpu_gather(struct dt_backend *be, float *x, int32_t *labels,
     (void)be;
     for (int64_t b = 0; b < B; b++) {
         DT_ASSERT(idx[b] >= 0 && idx[b] < r->n);
-        memcpy(x + b * r->dim, r->values + idx[b] * r->dim, (size_t)r->dim * sizeof(float));
+        memcpy(x + b * r->dim, r->values + idx[b] * r->stride, (size_t)r->dim * sizeof(float));
         labels[b] = r->labels[idx[b]];
     }
 }
@@ -213,6 +214,16 @@ const struct dt_backend_ops dt_backend_cpu_ops = {
     .softmax_xent_forward = dt_cpu_softmax_xent_forward,
     .softmax_xent_backward = dt_cpu_softmax_xent_backward,
     .sgd_update = dt_cpu_sgd_update,
+    .embedding_forward = dt_cpu_embedding_forward,
+    .embedding_backward = dt_cpu_embedding_backward,
+    .layernorm_forward = dt_cpu_layernorm_forward,
+    .layernorm_backward = dt_cpu_layernorm_backward,
+    .attention_forward = dt_cpu_attention_forward,
+    .attention_backward = dt_cpu_attention_backward,
+    .gelu_forward = dt_cpu_gelu_forward,
+    .gelu_backward = dt_cpu_gelu_backward,
+    .add = dt_cpu_add,
+    .adamw_update = dt_cpu_adamw_update,
     .set_forced_order = cpu_set_forced_order,
     .conv2d_forward = dt_cpu_conv2d_forward,
     .conv2d_backward_data = dt_cpu_conv2d_backward_data,

@@ -118,6 +118,17 @@ dt_exact_to_fixed_fn dt_cpu_exact_to_fixed;
 dt_exact_round_fn dt_cpu_exact_round;
 dt_exact_sum_fn dt_cpu_exact_sum;
 dt_sgd_update_fn dt_cpu_sgd_update;
+/* the transformer (nets/cpu/gpt.c) */
+dt_embedding_forward_fn dt_cpu_embedding_forward;
+dt_embedding_backward_fn dt_cpu_embedding_backward;
+dt_layernorm_forward_fn dt_cpu_layernorm_forward;
+dt_layernorm_backward_fn dt_cpu_layernorm_backward;
+dt_attention_forward_fn dt_cpu_attention_forward;
+dt_attention_backward_fn dt_cpu_attention_backward;
+dt_gelu_forward_fn dt_cpu_gelu_forward;
+dt_gelu_backward_fn dt_cpu_gelu_backward;
+dt_add_fn dt_cpu_add;
+dt_adamw_update_fn dt_cpu_adamw_update;
 dt_conv2d_forward_fn dt_cpu_conv2d_forward;
 dt_conv2d_backward_data_fn dt_cpu_conv2d_backward_data;
 dt_conv2d_backward_weight_fn dt_cpu_conv2d_backward_weight;

@@ -320,9 +320,9 @@ static void cuda_timers_free(struct dt_cuda_ctx *c)
  * gathers ago has not run yet (a host wait then, counted). */
 #define GATHER_RING 2
 struct dt_resident {
-    int64_t n, dim;
-    uint8_t *pixels;                          /* device, n * dim, or NULL */
-    float *values;                            /* device, n * dim, when there are no pixels */
+    int64_t n, dim, stride;
+    uint8_t *pixels;                          /* device, (n - 1) * stride + dim, or NULL */
+    float *values;                            /* device, likewise, when there are no pixels */
     uint8_t *labels;                          /* device, n */
     int64_t *idx_dev, *idx_host[GATHER_RING]; /* capacity cap each */
     int64_t cap, turn;
@@ -335,8 +335,8 @@ static struct dt_resident *cuda_resident_create(struct dt_backend *be,
     struct dt_cuda_ctx *c = dt_cuda(be);
     cudaStream_t s = (cudaStream_t)c->stream;
     struct dt_resident *r = dt_xcalloc(1, sizeof *r);
-    r->n = src->n, r->dim = src->dim;
-    const size_t count = (size_t)(src->n * src->dim);
+    r->n = src->n, r->dim = src->dim, r->stride = src->stride ? src->stride : src->dim;
+    const size_t count = (size_t)((src->n - 1) * r->stride + src->dim);
     if (src->pixels) {
         DT_CUDA_CHECK(cudaMalloc((void **)&r->pixels, count));
         DT_CUDA_CHECK(cudaMemcpyAsync(r->pixels, src->pixels, count, cudaMemcpyHostToDevice, s));
@@ -402,7 +402,7 @@ static void cuda_gather(struct dt_backend *be, float *x, int32_t *labels,
                                   cudaMemcpyHostToDevice, s));
     DT_CUDA_CHECK(cudaEventRecord(r->copied[k], s));
     DT_CUDA_CHECK(dt_cuda_gather_launch(x, labels, r->pixels, r->values, r->labels, r->idx_dev, B,
-                                        r->dim, c->stream));
+                                        r->dim, r->stride, c->stream));
 }
 
 /* "<name> (sm_XY), N SMs; driver a.b, runtime c.d, cuBLAS v": what a report needs to say

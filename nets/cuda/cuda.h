@@ -199,7 +199,7 @@ bool dt_cudnn_test_refuse_exec(struct dt_backend *be, int n);
  * values, set_labels: device memory) by the device indices idx (B of them) */
 int dt_cuda_gather_launch(float *x, int32_t *labels, const uint8_t *pixels, const float *values,
                           const uint8_t *set_labels, const int64_t *idx, int64_t B, int64_t dim,
-                          dt_cuda_stream s);
+                          int64_t stride, dt_cuda_stream s);
 
 /* ---- launchers of nets/cuda/elementwise.cu: 0 or the launch's cudaError_t ------------- */
 

@@ -8,19 +8,20 @@
 
 static __global__ void gather_kernel(float *x, int32_t *labels, const uint8_t *pixels,
                                      const float *values, const uint8_t *set_labels,
-                                     const int64_t *idx, int64_t B, int64_t dim)
+                                     const int64_t *idx, int64_t B, int64_t dim, int64_t stride)
 {
     DT_GRID_STRIDE(e, B * dim)
-    x[e] = dt_gather_elem(pixels, values, idx, dim, e);
+    x[e] = dt_gather_elem(pixels, values, idx, dim, stride, e);
     DT_GRID_STRIDE(b, B)
     labels[b] = set_labels[idx[b]];
 }
 
 extern "C" int dt_cuda_gather_launch(float *x, int32_t *labels, const uint8_t *pixels,
                                      const float *values, const uint8_t *set_labels,
-                                     const int64_t *idx, int64_t B, int64_t dim, dt_cuda_stream s)
+                                     const int64_t *idx, int64_t B, int64_t dim, int64_t stride,
+                                     dt_cuda_stream s)
 {
     gather_kernel<<<dt_cuda_grid_for(B * dim), dt_cuda_block_threads, 0, s>>>(
-        x, labels, pixels, values, set_labels, idx, B, dim);
+        x, labels, pixels, values, set_labels, idx, B, dim, stride);
     return (int)cudaGetLastError();
 }

@@ -1,0 +1,357 @@
+/* The transformer's ops on the CPU backend (nets/backend.h, "the transformer's ops"). Each
+ * output element is computed by the per-element functions of nets/gpt_elem.h -- the ones a
+ * CUDA kernel calls -- in one worker, so the thread count changes speed, not bits. The one
+ * exception is the embedding's scatter-add under `atomics: float`: rows are split over the
+ * workers and added into the table by compare-and-swap in arrival order, as a GPU's
+ * atomicAdd does -- the nondeterministic baseline; `fixed_point` sums every entry exactly
+ * in int64 and rounds once. */
+#include <stdlib.h>
+
+#include "determinism/fixed_point.h"
+#include "determinism/streams.h"
+#include "nets/cpu/cpu.h"
+#include "nets/gpt_elem.h"
+
+/* ---- embedding --------------------------------------------------------------------------- */
+
+struct emb_job {
+    float *h;
+    int32_t *tokens, *targets;
+    const float *x, *wte, *wpe;
+    int64_t T, D;
+};
+
+static void emb_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct emb_job *j = ctx;
+    const int64_t T = j->T, D = j->D;
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t b = r / T, t = r % T;
+        const int32_t tok = dt_gpt_token(j->x[b * (T + 1) + t]);
+        j->tokens[r] = tok;
+        j->targets[r] = dt_gpt_token(j->x[b * (T + 1) + t + 1]);
+        const float *e = j->wte + (int64_t)tok * D, *p = j->wpe + t * D;
+        float *h = j->h + r * D;
+        for (int64_t i = 0; i < D; i++) h[i] = e[i] + p[i];
+    }
+}
+
+/* portable: elementwise. */
+enum dt_status dt_cpu_embedding_forward(struct dt_backend *be, float *h, int32_t *tokens,
+                                        int32_t *targets, const float *x, const float *wte,
+                                        const float *wpe, int64_t B, int64_t T, int64_t D,
+                                        const struct dt_policy *pol)
+{
+    struct emb_job j = {.h = h,
+                        .tokens = tokens,
+                        .targets = targets,
+                        .x = x,
+                        .wte = wte,
+                        .wpe = wpe,
+                        .T = T,
+                        .D = D};
+    dt_pool_run(dt_cpu(be)->pool, B * T, 16, emb_forward_part, &j);
+    return DT_OK;
+}
+
+struct scatter_job {
+    float *dwte;
+    const float *dh;
+    const int32_t *tokens;
+    int64_t rows, V, D;
+    int shift;
+    int64_t *acc; /* fixed point: (V, D) */
+};
+
+/* atomics: float -- every row's terms added into the table as they come. */
+static void scatter_float_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct scatter_job *j = ctx;
+    for (int64_t r = begin; r < end; r++) {
+        float *dst = j->dwte + (int64_t)j->tokens[r] * j->D;
+        const float *src = j->dh + r * j->D;
+        for (int64_t i = 0; i < j->D; i++) dt_cpu_atomic_add_float(&dst[i], src[i]);
+    }
+}
+
+/* atomics: fixed_point -- worker owns columns [begin, end) of every entry: exact sums. */
+static void scatter_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct scatter_job *j = ctx;
+    for (int64_t r = 0; r < j->rows; r++) {
+        int64_t *acc = j->acc + (int64_t)j->tokens[r] * j->D;
+        const float *src = j->dh + r * j->D;
+        for (int64_t i = begin; i < end; i++) {
+            int64_t q = 0;
+            (void)dt_fixed_from_float(&q, src[i], j->shift); /* in range: max |term| set it */
+            acc[i] += q; /* rows * max * 2^shift < 2^62: no overflow in any order */
+        }
+    }
+}
+
+enum dt_status dt_cpu_embedding_backward(struct dt_backend *be, float *dwte, const float *dh,
+                                         const int32_t *tokens, int64_t rows, int64_t V,
+                                         int64_t D, bool accumulate, const struct dt_policy *pol)
+{
+    struct dt_cpu_ctx *c = dt_cpu(be);
+    for (int64_t r = 0; r < rows; r++)
+        if (tokens[r] < 0 || tokens[r] >= V)
+            return dt_backend_op_error(be, DT_ERR_DATA, "token %d at row %lld is not below %lld",
+                                       (int)tokens[r], (long long)r, (long long)V);
+    struct scatter_job j = {
+        .dwte = dwte, .dh = dh, .tokens = tokens, .rows = rows, .V = V, .D = D};
+    if (!dt_atomics_exact(pol)) {
+        if (!accumulate) memset(dwte, 0, (size_t)(V * D) * sizeof(float));
+        if (c->forced_order) { /* test hook: the rows in a drawn order, serially */
+            int64_t *perm = dt_xmalloc((size_t)rows * sizeof *perm);
+            dt_forced_permutation(perm, rows, c->forced_order, DT_FORCED_ROWS);
+            for (int64_t k = 0; k < rows; k++) scatter_float_part(&j, perm[k], perm[k] + 1, 0);
+            free(perm);
+            return DT_OK;
+        }
+        dt_pool_run(c->pool, rows, 8, scatter_float_part, &j);
+        return DT_OK;
+    }
+    /* fixed point: one shift from max |dh| and the row count, exact int64 sums, one
+     * rounding per entry (then added to what is there with accumulate) */
+    float max_abs = 0.0f;
+    int64_t bad = -1;
+    if (!dt_cpu_max_abs(be, dh, rows * D, &max_abs, &bad))
+        return dt_backend_op_error(be, DT_ERR_NUMERIC, "non-finite input at row %lld, column %lld",
+                                   (long long)(bad / D), (long long)(bad % D));
+    j.shift = dt_fixed_shift_for(max_abs, rows);
+    j.acc = dt_xcalloc((size_t)(V * D), sizeof *j.acc);
+    dt_pool_run(c->pool, D, 1, scatter_fixed_part, &j);
+    enum dt_status st = DT_OK;
+    for (int64_t e = 0; e < V * D; e++) {
+        const float s = dt_fixed_to_float(j.acc[e], j.shift);
+        if ((dt_float_bits(s) & 0x7fffffffu) >= 0x7f800000u) {
+            st = dt_backend_op_error(be, DT_ERR_NUMERIC,
+                                     "fixed-point sum of token %lld, column %lld overflows the "
+                                     "float range",
+                                     (long long)(e / D), (long long)(e % D));
+            break;
+        }
+        dwte[e] = accumulate ? dwte[e] + s : s;
+    }
+    free(j.acc);
+    return st;
+}
+
+/* ---- LayerNorm ---------------------------------------------------------------------------- */
+
+struct ln_job {
+    float *y, *mean, *rstd, *gx;
+    const float *x, *gamma, *beta, *dy;
+    int64_t D;
+    bool accumulate;
+};
+
+static void ln_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct ln_job *j = ctx;
+    for (int64_t r = begin; r < end; r++)
+        dt_layernorm_row(j->y + r * j->D, &j->mean[r], &j->rstd[r], j->x + r * j->D, j->gamma,
+                         j->beta, j->D);
+}
+
+static void ln_backward_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct ln_job *j = ctx;
+    for (int64_t r = begin; r < end; r++)
+        dt_layernorm_row_grad(j->y + r * j->D, j->gx + r * j->D, j->dy + r * j->D,
+                              j->x + r * j->D, j->mean[r], j->rstd[r], j->gamma, j->D,
+                              j->accumulate);
+}
+
+/* portable: per row, in index order (dt_layernorm_row). */
+enum dt_status dt_cpu_layernorm_forward(struct dt_backend *be, float *y, float *mean, float *rstd,
+                                        const float *x, const float *gamma, const float *beta,
+                                        int64_t rows, int64_t D, const struct dt_policy *pol)
+{
+    struct ln_job j = {
+        .y = y, .mean = mean, .rstd = rstd, .x = x, .gamma = gamma, .beta = beta, .D = D};
+    dt_pool_run(dt_cpu(be)->pool, rows, 16, ln_forward_part, &j);
+    return DT_OK;
+}
+
+/* portable: per row (dt_layernorm_row_grad); y carries dx. */
+enum dt_status dt_cpu_layernorm_backward(struct dt_backend *be, float *dx, float *gx,
+                                         const float *dy, const float *x, const float *mean,
+                                         const float *rstd, const float *gamma, int64_t rows,
+                                         int64_t D, bool accumulate, const struct dt_policy *pol)
+{
+    struct ln_job j = {.accumulate = accumulate,
+                       .y = dx,
+                       .gx = gx,
+                       .dy = dy,
+                       .x = x,
+                       .mean = (float *)mean,
+                       .rstd = (float *)rstd,
+                       .gamma = gamma,
+                       .D = D};
+    dt_pool_run(dt_cpu(be)->pool, rows, 16, ln_backward_part, &j);
+    return DT_OK;
+}
+
+/* ---- attention ----------------------------------------------------------------------------- */
+
+struct attn_job {
+    float *out, *att, *ds, *dqkv;
+    const float *qkv, *dout, *p;
+    int64_t B, T, H, D, hd;
+    float scale;
+    bool portable;
+};
+
+/* items: (b, h, t) rows */
+static void attn_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct attn_job *j = ctx;
+    const int64_t T = j->T, H = j->H, D = j->D, hd = j->hd;
+    for (int64_t i = begin; i < end; i++) {
+        const int64_t t = i % T, h = (i / T) % H, b = i / (T * H);
+        dt_attn_row(j->out + (b * T + t) * D + h * hd, j->att + i * T, j->qkv, b, t, h, T, D, hd,
+                    j->scale, j->portable);
+    }
+}
+
+static void attn_dscores_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct attn_job *j = ctx;
+    const int64_t T = j->T, H = j->H;
+    for (int64_t i = begin; i < end; i++) {
+        const int64_t t = i % T, h = (i / T) % H, b = i / (T * H);
+        dt_attn_row_dscores(j->ds + i * T, j->p + i * T, j->dout, j->qkv, b, t, h, T, j->D, j->hd,
+                            j->scale);
+    }
+}
+
+/* items: (b, u) rows of dqkv, every element of q, k and v */
+static void attn_grad_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct attn_job *j = ctx;
+    const int64_t T = j->T, D = j->D, hd = j->hd;
+    for (int64_t i = begin; i < end; i++) {
+        const int64_t b = i / T, u = i % T;
+        float *row = j->dqkv + i * 3 * D;
+        for (int which = 0; which < 3; which++)
+            for (int64_t e = 0; e < D; e++)
+                row[which * D + e] = dt_attn_grad_elem(j->ds, j->p, j->dout, j->qkv, b, u, e / hd,
+                                                       e % hd, which, T, D, hd);
+    }
+}
+
+/* portable: per row in index order (dt_attn_row); `math` picks exp. */
+enum dt_status dt_cpu_attention_forward(struct dt_backend *be, float *out, float *att,
+                                        const float *qkv, int64_t B, int64_t T, int64_t H,
+                                        int64_t D, const struct dt_policy *pol)
+{
+    struct attn_job j = {.out = out,
+                         .att = att,
+                         .qkv = qkv,
+                         .B = B,
+                         .T = T,
+                         .H = H,
+                         .D = D,
+                         .hd = D / H,
+                         .scale = dt_gpt_attn_scale(D / H),
+                         .portable = dt_math_portable(pol)};
+    dt_pool_run(dt_cpu(be)->pool, B * H * T, 4, attn_forward_part, &j);
+    return DT_OK;
+}
+
+/* portable: the score gradients per row, then every element of dq, dk, dv one sum in index
+ * order (dt_attn_grad_elem): the sums over positions never depend on the split. */
+enum dt_status dt_cpu_attention_backward(struct dt_backend *be, float *dqkv, float *ds,
+                                         const float *dout, const float *att, const float *qkv,
+                                         int64_t B, int64_t T, int64_t H, int64_t D,
+                                         const struct dt_policy *pol)
+{
+    struct attn_job j = {.ds = ds,
+                         .dqkv = dqkv,
+                         .qkv = qkv,
+                         .dout = dout,
+                         .p = att,
+                         .B = B,
+                         .T = T,
+                         .H = H,
+                         .D = D,
+                         .hd = D / H,
+                         .scale = dt_gpt_attn_scale(D / H)};
+    dt_pool_run(dt_cpu(be)->pool, B * H * T, 4, attn_dscores_part, &j);
+    dt_pool_run(dt_cpu(be)->pool, B * T, 2, attn_grad_part, &j);
+    return DT_OK;
+}
+
+/* ---- GELU, add, AdamW -------------------------------------------------------------------------- */
+
+struct ew_job {
+    float *y, *w, *m, *v;
+    const float *x, *dy, *g;
+    bool portable;
+    const struct dt_adamw_step *s;
+};
+
+static void gelu_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct ew_job *j = ctx;
+    for (int64_t i = begin; i < end; i++) j->y[i] = dt_gelu(j->x[i], j->portable);
+}
+
+static void gelu_backward_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct ew_job *j = ctx;
+    for (int64_t i = begin; i < end; i++) j->y[i] = dt_gelu_grad(j->x[i], j->dy[i], j->portable);
+}
+
+DT_VECTOR_CLONES
+static void add_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct ew_job *j = ctx;
+    float *restrict y = j->y;
+    const float *restrict x = j->x;
+    for (int64_t i = begin; i < end; i++) y[i] += x[i];
+}
+
+static void adamw_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct ew_job *j = ctx;
+    for (int64_t i = begin; i < end; i++) dt_adamw_elem(&j->w[i], &j->m[i], &j->v[i], j->g[i], j->s);
+}
+
+/* portable: elementwise; `math` picks tanh. */
+enum dt_status dt_cpu_gelu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
+                                   const struct dt_policy *pol)
+{
+    struct ew_job j = {.y = y, .x = x, .portable = dt_math_portable(pol)};
+    dt_pool_run(dt_cpu(be)->pool, n, 2048, gelu_forward_part, &j);
+    return DT_OK;
+}
+
+enum dt_status dt_cpu_gelu_backward(struct dt_backend *be, float *dx, const float *dy,
+                                    const float *x, int64_t n, const struct dt_policy *pol)
+{
+    struct ew_job j = {.y = dx, .dy = dy, .x = x, .portable = dt_math_portable(pol)};
+    dt_pool_run(dt_cpu(be)->pool, n, 2048, gelu_backward_part, &j);
+    return DT_OK;
+}
+
+/* portable: elementwise. */
+enum dt_status dt_cpu_add(struct dt_backend *be, float *y, const float *x, int64_t n,
+                          const struct dt_policy *pol)
+{
+    struct ew_job j = {.y = y, .x = x};
+    dt_pool_run(dt_cpu(be)->pool, n, 8192, add_part, &j);
+    return DT_OK;
+}
+
+/* portable: elementwise (dt_adamw_elem). */
+enum dt_status dt_cpu_adamw_update(struct dt_backend *be, float *w, float *m, float *v,
+                                   const float *g, int64_t n, const struct dt_adamw_step *s,
+                                   const struct dt_policy *pol)
+{
+    struct ew_job j = {.w = w, .m = m, .v = v, .g = g, .s = s};
+    dt_pool_run(dt_cpu(be)->pool, n, 8192, adamw_part, &j);
+    return DT_OK;
+}

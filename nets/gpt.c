@@ -1,0 +1,403 @@
+/* A decoder-only transformer on bytes (nets/model.h, dt_gpt_create): every step is backend
+ * ops under the policy, so the controls act on it as on the other models -- the products
+ * are the dense ops (reduction, math), the batch reductions of LayerNorm's gamma and beta,
+ * the biases and the positional embedding are dt_bias_backward, the token embedding's
+ * gradient is a scatter-add by token id (atomics), softmax and GELU take `math`'s exp and
+ * tanh (nets/gpt_elem.h). Activations of every block are kept for backward. */
+#include <string.h>
+
+#include "nets/model.h"
+#include "nets/models.h"
+
+#define GPT_MAX_LAYERS 64
+
+/* Parameters per block, in digest order. */
+enum {
+    P_LN1_W,
+    P_LN1_B,
+    P_QKV_W,
+    P_QKV_B,
+    P_PROJ_W,
+    P_PROJ_B,
+    P_LN2_W,
+    P_LN2_B,
+    P_FC_W,
+    P_FC_B,
+    P_FC2_W,
+    P_FC2_B,
+    P_PER_BLOCK
+};
+
+struct gpt_block {
+    float *ln1, *mean1, *rstd1, *qkv, *att, *ao, *mid, *ln2, *mean2, *rstd2, *fc, *gl;
+};
+
+struct gpt {
+    int64_t T, D, H, V, F; /* F = 4 D */
+    int L;
+    bool tie;
+    int64_t B; /* rows of the last forward: B * T */
+    float **res; /* L + 1 residual streams (rows, D); res[0] = the embedding */
+    struct gpt_block blk[GPT_MAX_LAYERS];
+    float *lnf, *meanf, *rstdf, *logits, *probs, *dlogits;
+    int32_t *tokens, *targets;
+    float *zero_d, *zero_v;                          /* bias-free products */
+    float *dres, *dtmp, *gx, *d4, *dqkv, *ds;        /* backward scratch */
+};
+
+static struct dt_param *P(struct dt_model *m, int l, int which)
+{
+    return &m->params[2 + l * P_PER_BLOCK + which];
+}
+
+static struct dt_param *wte(struct dt_model *m) { return &m->params[0]; }
+static struct dt_param *wpe(struct dt_model *m) { return &m->params[1]; }
+static struct dt_param *lnf_w(struct dt_model *m)
+{
+    return &m->params[2 + ((struct gpt *)m->impl)->L * P_PER_BLOCK];
+}
+static struct dt_param *lnf_b(struct dt_model *m) { return lnf_w(m) + 1; }
+static struct dt_param *head(struct dt_model *m) { return lnf_w(m) + 2; } /* untied only */
+
+#define TRY(call) DT_FORWARD_IF_ERROR(call)
+
+static enum dt_status gpt_forward(struct dt_model *m, int64_t B, const struct dt_policy *pol)
+{
+    struct gpt *g = m->impl;
+    struct dt_backend *be = m->be;
+    const int64_t T = g->T, D = g->D, F = g->F, V = g->V, rows = B * T;
+    g->B = B;
+    TRY(dt_embedding_forward(be, g->res[0], g->tokens, g->targets, m->x, wte(m)->w, wpe(m)->w, B,
+                             T, D, pol));
+    for (int l = 0; l < g->L; l++) {
+        struct gpt_block *k = &g->blk[l];
+        TRY(dt_layernorm_forward(be, k->ln1, k->mean1, k->rstd1, g->res[l], P(m, l, P_LN1_W)->w,
+                                 P(m, l, P_LN1_B)->w, rows, D, pol));
+        TRY(dt_dense_forward(be, k->qkv, k->ln1, P(m, l, P_QKV_W)->w, P(m, l, P_QKV_B)->w, rows, D,
+                             3 * D, pol));
+        TRY(dt_attention_forward(be, k->ao, k->att, k->qkv, B, T, g->H, D, pol));
+        TRY(dt_dense_forward(be, k->mid, k->ao, P(m, l, P_PROJ_W)->w, P(m, l, P_PROJ_B)->w, rows,
+                             D, D, pol));
+        TRY(dt_add(be, k->mid, g->res[l], rows * D, pol));
+        TRY(dt_layernorm_forward(be, k->ln2, k->mean2, k->rstd2, k->mid, P(m, l, P_LN2_W)->w,
+                                 P(m, l, P_LN2_B)->w, rows, D, pol));
+        TRY(dt_dense_forward(be, k->fc, k->ln2, P(m, l, P_FC_W)->w, P(m, l, P_FC_B)->w, rows, D, F,
+                             pol));
+        TRY(dt_gelu_forward(be, k->gl, k->fc, rows * F, pol));
+        TRY(dt_dense_forward(be, g->res[l + 1], k->gl, P(m, l, P_FC2_W)->w, P(m, l, P_FC2_B)->w,
+                             rows, F, D, pol));
+        TRY(dt_add(be, g->res[l + 1], k->mid, rows * D, pol));
+    }
+    TRY(dt_layernorm_forward(be, g->lnf, g->meanf, g->rstdf, g->res[g->L], lnf_w(m)->w,
+                             lnf_b(m)->w, rows, D, pol));
+    if (g->tie) /* logits = lnf . wte^T: the backward-data product with wte as (V, D) */
+        return dt_dense_backward_data(be, g->logits, g->lnf, wte(m)->w, rows, V, D, pol);
+    return dt_dense_forward(be, g->logits, g->lnf, head(m)->w, g->zero_v, rows, D, V, pol);
+}
+
+/* Gradients of an LN's gamma and beta: column sums of gx and dy over the rows. */
+static enum dt_status ln_param_grads(struct dt_model *m, struct dt_param *w, struct dt_param *b,
+                                     const float *gx, const float *dy, int64_t rows, int64_t D,
+                                     const struct dt_policy *pol)
+{
+    DT_MODEL_GRAD(m, w->name, false, dt_bias_backward(m->be, w->g, gx, rows, D, pol));
+    DT_MODEL_GRAD(m, b->name, false, dt_bias_backward(m->be, b->g, dy, rows, D, pol));
+    return DT_OK;
+}
+
+/* A dense layer's weight and bias gradients from its input x and output gradient dy. */
+static enum dt_status dense_grads(struct dt_model *m, struct dt_param *w, struct dt_param *b,
+                                  const float *x, const float *dy, int64_t rows, int64_t in,
+                                  int64_t out, const struct dt_policy *pol)
+{
+    DT_MODEL_GRAD(m, w->name, false,
+                  dt_dense_backward_weight(m->be, w->g, x, dy, rows, in, out, pol));
+    DT_MODEL_GRAD(m, b->name, false, dt_bias_backward(m->be, b->g, dy, rows, out, pol));
+    return DT_OK;
+}
+
+static enum dt_status gpt_backward(struct dt_model *m, int64_t B, const struct dt_policy *pol)
+{
+    struct gpt *g = m->impl;
+    struct dt_backend *be = m->be;
+    const int64_t T = g->T, D = g->D, F = g->F, V = g->V, rows = B * T;
+    /* the head */
+    if (g->tie) {
+        DT_MODEL_GRAD(m, wte(m)->name, false,
+                      dt_dense_backward_weight(be, wte(m)->g, g->dlogits, g->lnf, rows, V, D, pol));
+        DT_MODEL_GRAD(m, "ln_f", true,
+                      dt_dense_forward(be, g->dtmp, g->dlogits, wte(m)->w, g->zero_d, rows, V, D,
+                                       pol));
+    } else {
+        DT_MODEL_GRAD(m, head(m)->name, false,
+                      dt_dense_backward_weight(be, head(m)->g, g->lnf, g->dlogits, rows, D, V, pol));
+        DT_MODEL_GRAD(m, head(m)->name, true,
+                      dt_dense_backward_data(be, g->dtmp, g->dlogits, head(m)->w, rows, D, V, pol));
+    }
+    DT_MODEL_GRAD(m, lnf_w(m)->name, true,
+                  dt_layernorm_backward(be, g->dres, g->gx, g->dtmp, g->res[g->L], g->meanf,
+                                        g->rstdf, lnf_w(m)->w, rows, D, false, pol));
+    TRY(ln_param_grads(m, lnf_w(m), lnf_b(m), g->gx, g->dtmp, rows, D, pol));
+    for (int l = g->L - 1; l >= 0; l--) {
+        struct gpt_block *k = &g->blk[l];
+        /* res[l + 1] = mid + fc2(gelu(fc(ln2(mid)))): dres is its gradient */
+        TRY(dense_grads(m, P(m, l, P_FC2_W), P(m, l, P_FC2_B), k->gl, g->dres, rows, F, D, pol));
+        DT_MODEL_GRAD(m, P(m, l, P_FC2_W)->name, true,
+                      dt_dense_backward_data(be, g->d4, g->dres, P(m, l, P_FC2_W)->w, rows, F, D,
+                                             pol));
+        TRY(dt_gelu_backward(be, g->d4, g->d4, k->fc, rows * F, pol));
+        TRY(dense_grads(m, P(m, l, P_FC_W), P(m, l, P_FC_B), k->ln2, g->d4, rows, D, F, pol));
+        DT_MODEL_GRAD(m, P(m, l, P_FC_W)->name, true,
+                      dt_dense_backward_data(be, g->dtmp, g->d4, P(m, l, P_FC_W)->w, rows, D, F,
+                                             pol));
+        DT_MODEL_GRAD(m, P(m, l, P_LN2_W)->name, true,
+                      dt_layernorm_backward(be, g->dres, g->gx, g->dtmp, k->mid, k->mean2,
+                                            k->rstd2, P(m, l, P_LN2_W)->w, rows, D, true, pol));
+        TRY(ln_param_grads(m, P(m, l, P_LN2_W), P(m, l, P_LN2_B), g->gx, g->dtmp, rows, D, pol));
+        /* mid = res[l] + proj(attention(qkv(ln1(res[l])))): dres is mid's gradient */
+        TRY(dense_grads(m, P(m, l, P_PROJ_W), P(m, l, P_PROJ_B), k->ao, g->dres, rows, D, D, pol));
+        DT_MODEL_GRAD(m, P(m, l, P_PROJ_W)->name, true,
+                      dt_dense_backward_data(be, g->dtmp, g->dres, P(m, l, P_PROJ_W)->w, rows, D,
+                                             D, pol));
+        TRY(dt_attention_backward(be, g->dqkv, g->ds, g->dtmp, k->att, k->qkv, B, T, g->H, D,
+                                  pol));
+        TRY(dense_grads(m, P(m, l, P_QKV_W), P(m, l, P_QKV_B), k->ln1, g->dqkv, rows, D, 3 * D,
+                        pol));
+        DT_MODEL_GRAD(m, P(m, l, P_QKV_W)->name, true,
+                      dt_dense_backward_data(be, g->dtmp, g->dqkv, P(m, l, P_QKV_W)->w, rows, D,
+                                             3 * D, pol));
+        DT_MODEL_GRAD(m, P(m, l, P_LN1_W)->name, true,
+                      dt_layernorm_backward(be, g->dres, g->gx, g->dtmp, g->res[l], k->mean1,
+                                            k->rstd1, P(m, l, P_LN1_W)->w, rows, D, true, pol));
+        TRY(ln_param_grads(m, P(m, l, P_LN1_W), P(m, l, P_LN1_B), g->gx, g->dtmp, rows, D, pol));
+    }
+    /* the embeddings: dres is h0's gradient. wpe: the sum over the batch of each position's
+     * rows, a bias gradient of B rows of T D; wte: the scatter by token id (added to the
+     * head's product when tied) */
+    DT_MODEL_GRAD(m, wpe(m)->name, false, dt_bias_backward(be, wpe(m)->g, g->dres, B, T * D, pol));
+    DT_MODEL_GRAD(m, wte(m)->name, false,
+                  dt_embedding_backward(be, wte(m)->g, g->dres, g->tokens, rows, V, D, g->tie,
+                                        pol));
+    return DT_OK;
+}
+
+/* gradients (nets/model.h): the loss is the mean over every position of the batch's
+ * windows, so a shard of rows of a global batch of `denom` windows scales by denom * T. */
+static enum dt_status gpt_gradients(struct dt_model *m, int64_t B, int64_t denom,
+                                    const struct dt_shards *sh, const struct dt_policy *pol,
+                                    float *loss_slots)
+{
+    struct gpt *g = m->impl;
+    const int64_t rows = B * g->T;
+    (void)sh; /* the backend's shards are set: every batch reduction gives shard partials */
+    TRY(gpt_forward(m, B, pol));
+    TRY(dt_softmax_xent_forward(m->be, g->probs, loss_slots, NULL, g->logits, g->targets, rows,
+                                g->V, pol));
+    TRY(dt_softmax_xent_backward(m->be, g->dlogits, g->probs, g->targets, rows, g->V,
+                                 denom * g->T, pol));
+    return gpt_backward(m, B, pol);
+}
+
+/* Mean loss per predicted byte (nats) and next-byte accuracy over the windows x (n, T + 1)
+ * of a text's validation split; calibration over every position's prediction. */
+static enum dt_status gpt_evaluate(struct dt_model *m, const float *x, const uint8_t *y,
+                                   int64_t n, const struct dt_policy *pol, struct dt_eval *out,
+                                   uint8_t *pred)
+{
+    struct gpt *g = m->impl;
+    const int64_t T = g->T, V = g->V;
+    double total = 0.0;
+    int64_t correct = 0, count = 0;
+    struct dt_ece_bins bins;
+    memset(&bins, 0, sizeof bins);
+    float *probs = dt_xmalloc((size_t)(m->max_batch * T * V) * sizeof(float));
+    int32_t *targets = dt_xmalloc((size_t)(m->max_batch * T) * sizeof(int32_t));
+    enum dt_status st = DT_OK;
+    for (int64_t s = 0; s < n && st == DT_OK; s += m->max_batch) {
+        const int64_t B = n - s < m->max_batch ? n - s : m->max_batch, rows = B * T;
+        dt_model_load_batch(m, x + s * m->in_dim, y + s, B);
+        st = gpt_forward(m, B, pol);
+        float l = 0.0f;
+        int64_t c = 0;
+        if (st == DT_OK)
+            st = dt_softmax_xent_forward(m->be, g->probs, &l, &c, g->logits, g->targets, rows, V,
+                                         pol);
+        if (st != DT_OK) break;
+        total += (double)l * (double)rows;
+        correct += c;
+        count += rows;
+        dt_backend_download(m->be, probs, g->probs, (size_t)(rows * V) * sizeof(float));
+        dt_backend_download(m->be, targets, g->targets, (size_t)rows * sizeof(int32_t));
+        for (int64_t r = 0; r < rows; r++) {
+            const float *p = probs + r * V;
+            int64_t arg = 0;
+            for (int64_t k = 1; k < V; k++)
+                if (p[k] > p[arg]) arg = k;
+            dt_ece_add(&bins, p[arg], arg == targets[r]);
+            if (pred && r % T == T - 1) pred[s + r / T] = (uint8_t)arg; /* the last position */
+        }
+    }
+    free(probs);
+    free(targets);
+    if (st != DT_OK) return st;
+    out->loss = count > 0 ? total / (double)count : NAN;
+    out->accuracy = count > 0 ? (double)correct / (double)count : NAN;
+    out->ece = dt_ece_finish(&bins);
+    return DT_OK;
+}
+
+static void gpt_destroy(struct dt_model *m)
+{
+    struct gpt *g = m->impl;
+    if (!g) return;
+    struct dt_backend *be = m->be;
+    for (int l = 0; l <= g->L; l++) dt_backend_free(be, g->res[l]);
+    free(g->res);
+    for (int l = 0; l < g->L; l++) {
+        struct gpt_block *k = &g->blk[l];
+        float *bufs[] = {k->ln1, k->mean1, k->rstd1, k->qkv, k->att, k->ao,
+                         k->mid, k->ln2,   k->mean2, k->rstd2, k->fc, k->gl};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dt_backend_free(be, bufs[i]);
+    }
+    float *bufs[] = {g->lnf,  g->meanf, g->rstdf, g->logits, g->probs, g->dlogits,
+                     g->zero_d, g->zero_v, g->dres, g->dtmp,  g->gx,    g->d4,
+                     g->dqkv, g->ds};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dt_backend_free(be, bufs[i]);
+    dt_backend_free(be, g->tokens);
+    dt_backend_free(be, g->targets);
+    free(g);
+    m->impl = NULL;
+}
+
+static const struct dt_model_ops gpt_ops = {
+    .kind = "gpt",
+    .forward = gpt_forward,
+    .backward = gpt_backward,
+    .destroy = gpt_destroy,
+    .evaluate = gpt_evaluate,
+    .gradients = gpt_gradients,
+};
+
+static float *alloc_floats(struct dt_backend *be, int64_t n)
+{
+    return dt_backend_alloc(be, (size_t)n * sizeof(float));
+}
+
+enum dt_status dt_gpt_create(struct dt_model **out, struct dt_backend *be,
+                             const struct dt_gpt_options *opt, int64_t max_batch,
+                             struct dt_error *err)
+{
+    *out = NULL;
+    const int64_t T = opt->context, D = opt->d_model, H = opt->heads, V = DT_GPT_VOCAB;
+    if (opt->layers < 1 || opt->layers > GPT_MAX_LAYERS || T < 1 || D < 1 || H < 1 || D % H)
+        return dt_error_set(err, DT_ERR_CONFIG,
+                            "gpt: %d layers (1..%d), d_model %lld a multiple of heads %lld, "
+                            "context %lld >= 1",
+                            opt->layers, GPT_MAX_LAYERS, (long long)D, (long long)H,
+                            (long long)T);
+    struct dt_model *m = dt_xcalloc(1, sizeof *m);
+    struct gpt *g = dt_xcalloc(1, sizeof *g);
+    g->T = T, g->D = D, g->H = H, g->V = V, g->F = 4 * D, g->L = opt->layers;
+    g->tie = opt->tie_embeddings;
+    const int n_params = 2 + g->L * P_PER_BLOCK + 2 + (g->tie ? 0 : 1);
+    dt_model_setup(m, &gpt_ops, be, n_params, T + 1, V, max_batch);
+    m->impl = g;
+    char name[DT_PARAM_NAME];
+    const int64_t s_vd[2] = {V, D}, s_td[2] = {T, D};
+    /* initialisation: U(-sqrt(6 / fan_in), +) like the other models; the embeddings with
+     * fan_in D; LayerNorm gamma 1, beta 0 */
+    dt_model_param(m, 0, "wte", 2, s_vd, D);
+    dt_model_param(m, 1, "wpe", 2, s_td, D);
+    for (int l = 0; l < g->L; l++) {
+        static const char *const names[P_PER_BLOCK] = {
+            "ln1.weight",     "ln1.bias",       "attn.qkv.weight", "attn.qkv.bias",
+            "attn.proj.weight", "attn.proj.bias", "ln2.weight",    "ln2.bias",
+            "mlp.fc.weight",  "mlp.fc.bias",    "mlp.proj.weight", "mlp.proj.bias"};
+        const int64_t shapes[P_PER_BLOCK][2] = {{D, 0}, {D, 0}, {D, 3 * D}, {3 * D, 0},
+                                                {D, D}, {D, 0}, {D, 0},     {D, 0},
+                                                {D, g->F}, {g->F, 0}, {g->F, D}, {D, 0}};
+        for (int p = 0; p < P_PER_BLOCK; p++) {
+            snprintf(name, sizeof name, "h%d.%s", l, names[p]);
+            const bool matrix = shapes[p][1] != 0;
+            dt_model_param(m, 2 + l * P_PER_BLOCK + p, name, matrix ? 2 : 1, shapes[p],
+                           matrix ? shapes[p][0] : 0);
+            if (p == P_LN1_W || p == P_LN2_W) m->params[2 + l * P_PER_BLOCK + p].init_value = 1.0f;
+        }
+    }
+    const int64_t s_d[1] = {D};
+    const int pf = 2 + g->L * P_PER_BLOCK;
+    dt_model_param(m, pf, "ln_f.weight", 1, s_d, 0);
+    m->params[pf].init_value = 1.0f;
+    dt_model_param(m, pf + 1, "ln_f.bias", 1, s_d, 0);
+    if (!g->tie) {
+        const int64_t s_dv[2] = {D, V};
+        dt_model_param(m, pf + 2, "lm_head.weight", 2, s_dv, D);
+    }
+    /* activations */
+    const int64_t rows = max_batch * T, att = max_batch * H * T * T;
+    g->res = dt_xcalloc((size_t)g->L + 1, sizeof *g->res);
+    for (int l = 0; l <= g->L; l++) g->res[l] = alloc_floats(be, rows * D);
+    for (int l = 0; l < g->L; l++) {
+        struct gpt_block *k = &g->blk[l];
+        k->ln1 = alloc_floats(be, rows * D);
+        k->mean1 = alloc_floats(be, rows);
+        k->rstd1 = alloc_floats(be, rows);
+        k->qkv = alloc_floats(be, rows * 3 * D);
+        k->att = alloc_floats(be, att);
+        k->ao = alloc_floats(be, rows * D);
+        k->mid = alloc_floats(be, rows * D);
+        k->ln2 = alloc_floats(be, rows * D);
+        k->mean2 = alloc_floats(be, rows);
+        k->rstd2 = alloc_floats(be, rows);
+        k->fc = alloc_floats(be, rows * g->F);
+        k->gl = alloc_floats(be, rows * g->F);
+    }
+    g->lnf = alloc_floats(be, rows * D);
+    g->meanf = alloc_floats(be, rows);
+    g->rstdf = alloc_floats(be, rows);
+    g->logits = alloc_floats(be, rows * V);
+    g->probs = alloc_floats(be, rows * V);
+    g->dlogits = alloc_floats(be, rows * V);
+    g->zero_d = alloc_floats(be, D);
+    g->zero_v = alloc_floats(be, V);
+    g->dres = alloc_floats(be, rows * D);
+    g->dtmp = alloc_floats(be, rows * D);
+    g->gx = alloc_floats(be, rows * D);
+    g->d4 = alloc_floats(be, rows * g->F);
+    g->dqkv = alloc_floats(be, rows * 3 * D);
+    g->ds = alloc_floats(be, att);
+    g->tokens = dt_backend_alloc(be, (size_t)rows * sizeof(int32_t));
+    g->targets = dt_backend_alloc(be, (size_t)rows * sizeof(int32_t));
+    *out = m;
+    return DT_OK;
+}
+
+/* ---- the registry row (nets/models.h) -------------------------------------------------- */
+
+static struct dt_model_size gpt_size(const struct dt_model_spec *s)
+{
+    const double T = (double)s->gpt.context, D = (double)s->gpt.d_model,
+                 H = (double)s->gpt.heads, L = (double)s->gpt.layers, V = DT_GPT_VOCAB;
+    double params = V * D + T * D + L * (12 * D * D + 13 * D) + 2 * D;
+    if (!s->gpt.tie_embeddings) params += D * V;
+    /* per position: each block's 16 D + 4 D kept and H T attention weights, the final
+     * LayerNorm, the logits, probabilities and their gradient, and the backward scratch */
+    const double per_pos = L * (20 * D + H * T + 4) + 2 * D + 3 * V + 14 * D + H * T;
+    return (struct dt_model_size){.params = params,
+                                  .extra_per_param = 1, /* AdamW's second moment */
+                                  .acts_per_example = T * per_pos,
+                                  .stored_per_param_per_sample = 0};
+}
+
+static enum dt_status gpt_kind_create(struct dt_model **out, struct dt_backend *be,
+                                      const struct dt_model_spec *s, struct dt_error *err)
+{
+    return dt_gpt_create(out, be, &s->gpt, s->batch, err);
+}
+
+const struct dt_model_kind_info dt_gpt_kind = {
+    .name = "gpt",
+    .keys = "model.context model.d_model model.layers model.heads model.tie_embeddings",
+    .reads_text = true,
+    .create = gpt_kind_create,
+    .size = gpt_size};

@@ -1,0 +1,219 @@
+/* The GPT's per-element arithmetic, written once for every backend (nets/gpt.c's model,
+ * nets/cpu/gpt.c's ops, the CUDA kernels to come, and tests/test_gpt.c): token and position
+ * embedding, LayerNorm rows, causal attention rows and their gradients, GELU (tanh form)
+ * and the AdamW update. Every sum here runs in index order in one thread, so a device
+ * that calls these functions per row gets the CPU's bits. Products and quotients go
+ * through dt_rn_mul / dt_rn_div (never fused into an FMA, on the host or the device).
+ *
+ * `portable` selects the `math` control's portable exp/tanh (determinism/portable_math.h);
+ * otherwise the C library's expf/tanhf (`fast` and `strict`). sqrtf is IEEE-exact on both. */
+#ifndef DT_GPT_ELEM_H
+#define DT_GPT_ELEM_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/hd.h"
+#include "determinism/portable_math.h"
+
+#define DT_GPT_LN_EPS 1e-5f
+#define DT_GPT_VOCAB 256
+
+static inline DT_HD float dt_gpt_exp(float x, bool portable)
+{
+    return portable ? dt_exp_portable(x) : expf(x);
+}
+
+static inline DT_HD float dt_gpt_tanh(float x, bool portable)
+{
+    return portable ? dt_tanh_portable(x) : tanhf(x);
+}
+
+/* ---- embedding ------------------------------------------------------------------------ */
+
+/* A window's byte value as a token id: x holds byte values 0..255 exactly; anything else
+ * (a corrupt batch) is clamped into the vocabulary. */
+static inline DT_HD int32_t dt_gpt_token(float x)
+{
+    const int32_t t = (int32_t)x;
+    return t < 0 ? 0 : t >= DT_GPT_VOCAB ? DT_GPT_VOCAB - 1 : t;
+}
+
+/* ---- GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) ---------------- */
+
+#define DT_GELU_K 0x1.988454p-1f /* sqrt(2/pi) */
+#define DT_GELU_C 0x1.6e4cb8p-5f /* 0.044715 */
+
+static inline DT_HD float dt_gelu(float x, bool portable)
+{
+    const float x3 = dt_rn_mul(dt_rn_mul(x, x), x);
+    const float u = dt_rn_mul(DT_GELU_K, x + dt_rn_mul(DT_GELU_C, x3));
+    const float t = dt_gpt_tanh(u, portable);
+    return dt_rn_mul(dt_rn_mul(0.5f, x), 1.0f + t);
+}
+
+/* dy * d gelu / dx = dy * (0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)). */
+static inline DT_HD float dt_gelu_grad(float x, float dy, bool portable)
+{
+    const float x2 = dt_rn_mul(x, x);
+    const float u = dt_rn_mul(DT_GELU_K, x + dt_rn_mul(DT_GELU_C, dt_rn_mul(x2, x)));
+    const float t = dt_gpt_tanh(u, portable);
+    const float du = dt_rn_mul(DT_GELU_K, 1.0f + dt_rn_mul(3.0f * DT_GELU_C, x2));
+    const float left = dt_rn_mul(0.5f, 1.0f + t);
+    const float right = dt_rn_mul(dt_rn_mul(dt_rn_mul(0.5f, x), 1.0f - dt_rn_mul(t, t)), du);
+    return dt_rn_mul(dy, left + right);
+}
+
+/* ---- LayerNorm over a row of D ------------------------------------------------------- */
+
+/* y = (x - mean) * rstd * gamma + beta; *mean_out, *rstd_out kept for backward.
+ * mean = (sum x) / D, var = (sum (x - mean)^2) / D, rstd = 1 / sqrt(var + eps). */
+static inline DT_HD void dt_layernorm_row(float *y, float *mean_out, float *rstd_out,
+                                          const float *x, const float *gamma, const float *beta,
+                                          int64_t D)
+{
+    float s = 0.0f;
+    for (int64_t i = 0; i < D; i++) s += x[i];
+    const float mean = dt_rn_div(s, (float)D);
+    float v = 0.0f;
+    for (int64_t i = 0; i < D; i++) {
+        const float d = x[i] - mean;
+        v += dt_rn_mul(d, d);
+    }
+    const float rstd = dt_rn_div(1.0f, sqrtf(dt_rn_div(v, (float)D) + DT_GPT_LN_EPS));
+    for (int64_t i = 0; i < D; i++)
+        y[i] = dt_rn_mul(dt_rn_mul(x[i] - mean, rstd), gamma[i]) + beta[i];
+    *mean_out = mean;
+    *rstd_out = rstd;
+}
+
+/* The row's input gradient into dx (added to what is there with accumulate: a residual
+ * stream's gradient), and dy * xhat into gx (the terms of gamma's gradient, summed over
+ * rows by the caller's batch reduction):
+ * xhat = (x - mean) rstd, g = dy gamma, dx = rstd (g - mean(g) - xhat mean(g xhat)). */
+static inline DT_HD void dt_layernorm_row_grad(float *dx, float *gx, const float *dy,
+                                               const float *x, float mean, float rstd,
+                                               const float *gamma, int64_t D, bool accumulate)
+{
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int64_t i = 0; i < D; i++) {
+        const float xhat = dt_rn_mul(x[i] - mean, rstd);
+        const float g = dt_rn_mul(dy[i], gamma[i]);
+        s1 += g;
+        s2 += dt_rn_mul(g, xhat);
+    }
+    const float m1 = dt_rn_div(s1, (float)D), m2 = dt_rn_div(s2, (float)D);
+    for (int64_t i = 0; i < D; i++) {
+        const float xhat = dt_rn_mul(x[i] - mean, rstd);
+        const float g = dt_rn_mul(dy[i], gamma[i]);
+        const float d = dt_rn_mul(rstd, (g - m1) - dt_rn_mul(xhat, m2));
+        dx[i] = accumulate ? dx[i] + d : d;
+        gx[i] = dt_rn_mul(dy[i], xhat);
+    }
+}
+
+/* ---- causal self-attention -------------------------------------------------------------
+ * qkv is (B, T, 3D): row (b, t) holds q, then k, then v, each D = H * hd wide, head h at
+ * offset h * hd. att is (B, H, T, T): row (b, h, t) holds the softmax weights over keys
+ * s <= t (zeros beyond). scale = 1 / sqrt(hd), rounded once (dt_gpt_attn_scale). */
+
+static inline DT_HD float dt_gpt_attn_scale(int64_t hd) { return dt_rn_div(1.0f, sqrtf((float)hd)); }
+
+/* Row (b, h, t): p[s] for s <= t (p[s] = 0 beyond) and out[j] = sum_s p[s] v_s[j]. */
+static inline DT_HD void dt_attn_row(float *out, float *p, const float *qkv, int64_t b, int64_t t,
+                                     int64_t h, int64_t T, int64_t D, int64_t hd, float scale,
+                                     bool portable)
+{
+    const float *q = qkv + (b * T + t) * 3 * D + h * hd;
+    float mx = -INFINITY;
+    for (int64_t s = 0; s <= t; s++) {
+        const float *k = qkv + (b * T + s) * 3 * D + D + h * hd;
+        float dot = 0.0f;
+        for (int64_t j = 0; j < hd; j++) dot += dt_rn_mul(q[j], k[j]);
+        p[s] = dt_rn_mul(dot, scale);
+        if (p[s] > mx) mx = p[s];
+    }
+    float z = 0.0f;
+    for (int64_t s = 0; s <= t; s++) {
+        p[s] = dt_gpt_exp(p[s] - mx, portable);
+        z += p[s];
+    }
+    for (int64_t s = 0; s <= t; s++) p[s] = dt_rn_div(p[s], z);
+    for (int64_t s = t + 1; s < T; s++) p[s] = 0.0f;
+    for (int64_t j = 0; j < hd; j++) {
+        float acc = 0.0f;
+        for (int64_t s = 0; s <= t; s++)
+            acc += dt_rn_mul(p[s], qkv[(b * T + s) * 3 * D + 2 * D + h * hd + j]);
+        out[j] = acc;
+    }
+}
+
+/* Row (b, h, t) of dS, the gradient of the pre-softmax scores times scale:
+ * dp[s] = dout_t . v_s, dS[s] = p[s] (dp[s] - sum_s' p[s'] dp[s']) scale (zeros beyond t). */
+static inline DT_HD void dt_attn_row_dscores(float *ds, const float *p, const float *dout,
+                                             const float *qkv, int64_t b, int64_t t, int64_t h,
+                                             int64_t T, int64_t D, int64_t hd, float scale)
+{
+    const float *dy = dout + (b * T + t) * D + h * hd;
+    float sum = 0.0f;
+    for (int64_t s = 0; s <= t; s++) {
+        const float *v = qkv + (b * T + s) * 3 * D + 2 * D + h * hd;
+        float dp = 0.0f;
+        for (int64_t j = 0; j < hd; j++) dp += dt_rn_mul(dy[j], v[j]);
+        ds[s] = dp;
+        sum += dt_rn_mul(p[s], dp);
+    }
+    for (int64_t s = 0; s <= t; s++) ds[s] = dt_rn_mul(dt_rn_mul(p[s], ds[s] - sum), scale);
+    for (int64_t s = t + 1; s < T; s++) ds[s] = 0.0f;
+}
+
+/* Element j of head h of the gradients at position u of example b, from dS and att
+ * ((B, H, T, T) each) and dout (B, T, D):
+ *   dq_u[j] = sum_{s <= u} dS[u, s] k_s[j]
+ *   dk_u[j] = sum_{t >= u} dS[t, u] q_t[j]
+ *   dv_u[j] = sum_{t >= u} p[t, u] dout_t[j]
+ * each one sum in index order. which: 0 = q, 1 = k, 2 = v. */
+static inline DT_HD float dt_attn_grad_elem(const float *ds, const float *att, const float *dout,
+                                            const float *qkv, int64_t b, int64_t u, int64_t h,
+                                            int64_t j, int which, int64_t T, int64_t D,
+                                            int64_t hd)
+{
+    const float *dsb = ds + (b * (D / hd) + h) * T * T, *pb = att + (b * (D / hd) + h) * T * T;
+    float acc = 0.0f;
+    if (which == 0) {
+        for (int64_t s = 0; s <= u; s++)
+            acc += dt_rn_mul(dsb[u * T + s], qkv[(b * T + s) * 3 * D + D + h * hd + j]);
+    } else if (which == 1) {
+        for (int64_t t = u; t < T; t++)
+            acc += dt_rn_mul(dsb[t * T + u], qkv[(b * T + t) * 3 * D + h * hd + j]);
+    } else {
+        for (int64_t t = u; t < T; t++)
+            acc += dt_rn_mul(pb[t * T + u], dout[(b * T + t) * D + h * hd + j]);
+    }
+    return acc;
+}
+
+/* ---- AdamW (decoupled weight decay, bias correction; PyTorch's order) ------------------
+ * w -= lr * wd * w; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+ * w -= lr * (m / bc1) / (sqrt(v / bc2) + eps), with bc1 = 1 - b1^t, bc2 = 1 - b2^t rounded
+ * to float once per step by the caller (host doubles). */
+struct dt_adamw_step {
+    float lr, beta1, beta2, eps, weight_decay, bc1, bc2;
+};
+
+static inline DT_HD void dt_adamw_elem(float *w, float *m, float *v, float g,
+                                       const struct dt_adamw_step *s)
+{
+    float wi = *w;
+    if (s->weight_decay != 0.0f) wi = wi - dt_rn_mul(dt_rn_mul(s->lr, s->weight_decay), wi);
+    const float mi = dt_rn_mul(s->beta1, *m) + dt_rn_mul(1.0f - s->beta1, g);
+    const float vi = dt_rn_mul(s->beta2, *v) + dt_rn_mul(dt_rn_mul(1.0f - s->beta2, g), g);
+    const float mhat = dt_rn_div(mi, s->bc1);
+    const float denom = sqrtf(dt_rn_div(vi, s->bc2)) + s->eps;
+    *w = wi - dt_rn_mul(s->lr, dt_rn_div(mhat, denom));
+    *m = mi;
+    *v = vi;
+}
+
+#endif
