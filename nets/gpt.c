@@ -36,13 +36,18 @@ struct gpt {
     int64_t T, D, H, V, F; /* F = 4 D */
     int L;
     bool tie;
-    int64_t B; /* rows of the last forward: B * T */
+    int64_t B;   /* rows of the last forward: B * T */
     float **res; /* L + 1 residual streams (rows, D); res[0] = the embedding */
     struct gpt_block blk[GPT_MAX_LAYERS];
     float *lnf, *meanf, *rstdf, *logits, *probs, *dlogits;
     int32_t *tokens, *targets;
-    float *zero_d, *zero_v;                          /* bias-free products */
-    float *dres, *dtmp, *gx, *d4, *dqkv, *ds;        /* backward scratch */
+    float *zero_d, *zero_v;                   /* bias-free products */
+    float *dres, *dtmp, *gx, *d4, *dqkv, *ds; /* backward scratch */
+    /* tied: the head's product's part of wte's gradient (one partial per shard under
+     * reduction: exact), added after the scatter has written wte's gradient: each op's
+     * output is then its own (explain names the scatter's, unmixed with the product's) */
+    float *demb;
+    int64_t demb_slots, slots; /* capacity; the slots of this step's gradients */
 };
 
 static struct dt_param *P(struct dt_model *m, int l, int which)
@@ -61,14 +66,19 @@ static struct dt_param *head(struct dt_model *m) { return lnf_w(m) + 2; } /* unt
 
 #define TRY(call) DT_FORWARD_IF_ERROR(call)
 
+static float *alloc_floats(struct dt_backend *be, int64_t n)
+{
+    return dt_backend_alloc(be, (size_t)n * sizeof(float));
+}
+
 static enum dt_status gpt_forward(struct dt_model *m, int64_t B, const struct dt_policy *pol)
 {
     struct gpt *g = m->impl;
     struct dt_backend *be = m->be;
     const int64_t T = g->T, D = g->D, F = g->F, V = g->V, rows = B * T;
     g->B = B;
-    TRY(dt_embedding_forward(be, g->res[0], g->tokens, g->targets, m->x, wte(m)->w, wpe(m)->w, B,
-                             T, D, pol));
+    TRY(dt_embedding_forward(be, g->res[0], g->tokens, g->targets, m->x, wte(m)->w, wpe(m)->w, B, T,
+                             D, pol));
     for (int l = 0; l < g->L; l++) {
         struct gpt_block *k = &g->blk[l];
         TRY(dt_layernorm_forward(be, k->ln1, k->mean1, k->rstd1, g->res[l], P(m, l, P_LN1_W)->w,
@@ -76,8 +86,8 @@ static enum dt_status gpt_forward(struct dt_model *m, int64_t B, const struct dt
         TRY(dt_dense_forward(be, k->qkv, k->ln1, P(m, l, P_QKV_W)->w, P(m, l, P_QKV_B)->w, rows, D,
                              3 * D, pol));
         TRY(dt_attention_forward(be, k->ao, k->att, k->qkv, B, T, g->H, D, pol));
-        TRY(dt_dense_forward(be, k->mid, k->ao, P(m, l, P_PROJ_W)->w, P(m, l, P_PROJ_B)->w, rows,
-                             D, D, pol));
+        TRY(dt_dense_forward(be, k->mid, k->ao, P(m, l, P_PROJ_W)->w, P(m, l, P_PROJ_B)->w, rows, D,
+                             D, pol));
         TRY(dt_add(be, k->mid, g->res[l], rows * D, pol));
         TRY(dt_layernorm_forward(be, k->ln2, k->mean2, k->rstd2, k->mid, P(m, l, P_LN2_W)->w,
                                  P(m, l, P_LN2_B)->w, rows, D, pol));
@@ -88,8 +98,8 @@ static enum dt_status gpt_forward(struct dt_model *m, int64_t B, const struct dt
                              rows, F, D, pol));
         TRY(dt_add(be, g->res[l + 1], k->mid, rows * D, pol));
     }
-    TRY(dt_layernorm_forward(be, g->lnf, g->meanf, g->rstdf, g->res[g->L], lnf_w(m)->w,
-                             lnf_b(m)->w, rows, D, pol));
+    TRY(dt_layernorm_forward(be, g->lnf, g->meanf, g->rstdf, g->res[g->L], lnf_w(m)->w, lnf_b(m)->w,
+                             rows, D, pol));
     if (g->tie) /* logits = lnf . wte^T: the backward-data product with wte as (V, D) */
         return dt_dense_backward_data(be, g->logits, g->lnf, wte(m)->w, rows, V, D, pol);
     return dt_dense_forward(be, g->logits, g->lnf, head(m)->w, g->zero_v, rows, D, V, pol);
@@ -123,14 +133,20 @@ static enum dt_status gpt_backward(struct dt_model *m, int64_t B, const struct d
     const int64_t T = g->T, D = g->D, F = g->F, V = g->V, rows = B * T;
     /* the head */
     if (g->tie) {
+        if (g->demb_slots < g->slots) {
+            dt_backend_free(be, g->demb);
+            g->demb = alloc_floats(be, g->slots * V * D);
+            g->demb_slots = g->slots;
+        }
         DT_MODEL_GRAD(m, wte(m)->name, false,
-                      dt_dense_backward_weight(be, wte(m)->g, g->dlogits, g->lnf, rows, V, D, pol));
-        DT_MODEL_GRAD(m, "ln_f", true,
-                      dt_dense_forward(be, g->dtmp, g->dlogits, wte(m)->w, g->zero_d, rows, V, D,
-                                       pol));
+                      dt_dense_backward_weight(be, g->demb, g->dlogits, g->lnf, rows, V, D, pol));
+        DT_MODEL_GRAD(
+            m, "ln_f", true,
+            dt_dense_forward(be, g->dtmp, g->dlogits, wte(m)->w, g->zero_d, rows, V, D, pol));
     } else {
-        DT_MODEL_GRAD(m, head(m)->name, false,
-                      dt_dense_backward_weight(be, head(m)->g, g->lnf, g->dlogits, rows, D, V, pol));
+        DT_MODEL_GRAD(
+            m, head(m)->name, false,
+            dt_dense_backward_weight(be, head(m)->g, g->lnf, g->dlogits, rows, D, V, pol));
         DT_MODEL_GRAD(m, head(m)->name, true,
                       dt_dense_backward_data(be, g->dtmp, g->dlogits, head(m)->w, rows, D, V, pol));
     }
@@ -142,30 +158,29 @@ static enum dt_status gpt_backward(struct dt_model *m, int64_t B, const struct d
         struct gpt_block *k = &g->blk[l];
         /* res[l + 1] = mid + fc2(gelu(fc(ln2(mid)))): dres is its gradient */
         TRY(dense_grads(m, P(m, l, P_FC2_W), P(m, l, P_FC2_B), k->gl, g->dres, rows, F, D, pol));
-        DT_MODEL_GRAD(m, P(m, l, P_FC2_W)->name, true,
-                      dt_dense_backward_data(be, g->d4, g->dres, P(m, l, P_FC2_W)->w, rows, F, D,
-                                             pol));
+        DT_MODEL_GRAD(
+            m, P(m, l, P_FC2_W)->name, true,
+            dt_dense_backward_data(be, g->d4, g->dres, P(m, l, P_FC2_W)->w, rows, F, D, pol));
         TRY(dt_gelu_backward(be, g->d4, g->d4, k->fc, rows * F, pol));
         TRY(dense_grads(m, P(m, l, P_FC_W), P(m, l, P_FC_B), k->ln2, g->d4, rows, D, F, pol));
-        DT_MODEL_GRAD(m, P(m, l, P_FC_W)->name, true,
-                      dt_dense_backward_data(be, g->dtmp, g->d4, P(m, l, P_FC_W)->w, rows, D, F,
-                                             pol));
+        DT_MODEL_GRAD(
+            m, P(m, l, P_FC_W)->name, true,
+            dt_dense_backward_data(be, g->dtmp, g->d4, P(m, l, P_FC_W)->w, rows, D, F, pol));
         DT_MODEL_GRAD(m, P(m, l, P_LN2_W)->name, true,
-                      dt_layernorm_backward(be, g->dres, g->gx, g->dtmp, k->mid, k->mean2,
-                                            k->rstd2, P(m, l, P_LN2_W)->w, rows, D, true, pol));
+                      dt_layernorm_backward(be, g->dres, g->gx, g->dtmp, k->mid, k->mean2, k->rstd2,
+                                            P(m, l, P_LN2_W)->w, rows, D, true, pol));
         TRY(ln_param_grads(m, P(m, l, P_LN2_W), P(m, l, P_LN2_B), g->gx, g->dtmp, rows, D, pol));
         /* mid = res[l] + proj(attention(qkv(ln1(res[l])))): dres is mid's gradient */
         TRY(dense_grads(m, P(m, l, P_PROJ_W), P(m, l, P_PROJ_B), k->ao, g->dres, rows, D, D, pol));
-        DT_MODEL_GRAD(m, P(m, l, P_PROJ_W)->name, true,
-                      dt_dense_backward_data(be, g->dtmp, g->dres, P(m, l, P_PROJ_W)->w, rows, D,
-                                             D, pol));
-        TRY(dt_attention_backward(be, g->dqkv, g->ds, g->dtmp, k->att, k->qkv, B, T, g->H, D,
-                                  pol));
+        DT_MODEL_GRAD(
+            m, P(m, l, P_PROJ_W)->name, true,
+            dt_dense_backward_data(be, g->dtmp, g->dres, P(m, l, P_PROJ_W)->w, rows, D, D, pol));
+        TRY(dt_attention_backward(be, g->dqkv, g->ds, g->dtmp, k->att, k->qkv, B, T, g->H, D, pol));
         TRY(dense_grads(m, P(m, l, P_QKV_W), P(m, l, P_QKV_B), k->ln1, g->dqkv, rows, D, 3 * D,
                         pol));
-        DT_MODEL_GRAD(m, P(m, l, P_QKV_W)->name, true,
-                      dt_dense_backward_data(be, g->dtmp, g->dqkv, P(m, l, P_QKV_W)->w, rows, D,
-                                             3 * D, pol));
+        DT_MODEL_GRAD(
+            m, P(m, l, P_QKV_W)->name, true,
+            dt_dense_backward_data(be, g->dtmp, g->dqkv, P(m, l, P_QKV_W)->w, rows, D, 3 * D, pol));
         DT_MODEL_GRAD(m, P(m, l, P_LN1_W)->name, true,
                       dt_layernorm_backward(be, g->dres, g->gx, g->dtmp, g->res[l], k->mean1,
                                             k->rstd1, P(m, l, P_LN1_W)->w, rows, D, true, pol));
@@ -176,8 +191,10 @@ static enum dt_status gpt_backward(struct dt_model *m, int64_t B, const struct d
      * head's product when tied) */
     DT_MODEL_GRAD(m, wpe(m)->name, false, dt_bias_backward(be, wpe(m)->g, g->dres, B, T * D, pol));
     DT_MODEL_GRAD(m, wte(m)->name, false,
-                  dt_embedding_backward(be, wte(m)->g, g->dres, g->tokens, rows, V, D, g->tie,
-                                        pol));
+                  dt_embedding_backward(be, wte(m)->g, g->dres, g->tokens, rows, V, D, false, pol));
+    if (g->tie)
+        DT_MODEL_GRAD(m, wte(m)->name, false,
+                      dt_add(be, wte(m)->g, g->demb, g->slots * V * D, pol));
     return DT_OK;
 }
 
@@ -189,20 +206,21 @@ static enum dt_status gpt_gradients(struct dt_model *m, int64_t B, int64_t denom
 {
     struct gpt *g = m->impl;
     const int64_t rows = B * g->T;
-    (void)sh; /* the backend's shards are set: every batch reduction gives shard partials */
+    /* with sh the backend's shards are set: every batch reduction gives one partial per
+     * shard, in the slots of every gradient */
+    g->slots = sh ? sh->count : 1;
     TRY(gpt_forward(m, B, pol));
     TRY(dt_softmax_xent_forward(m->be, g->probs, loss_slots, NULL, g->logits, g->targets, rows,
                                 g->V, pol));
-    TRY(dt_softmax_xent_backward(m->be, g->dlogits, g->probs, g->targets, rows, g->V,
-                                 denom * g->T, pol));
+    TRY(dt_softmax_xent_backward(m->be, g->dlogits, g->probs, g->targets, rows, g->V, denom * g->T,
+                                 pol));
     return gpt_backward(m, B, pol);
 }
 
 /* Mean loss per predicted byte (nats) and next-byte accuracy over the windows x (n, T + 1)
  * of a text's validation split; calibration over every position's prediction. */
-static enum dt_status gpt_evaluate(struct dt_model *m, const float *x, const uint8_t *y,
-                                   int64_t n, const struct dt_policy *pol, struct dt_eval *out,
-                                   uint8_t *pred)
+static enum dt_status gpt_evaluate(struct dt_model *m, const float *x, const uint8_t *y, int64_t n,
+                                   const struct dt_policy *pol, struct dt_eval *out, uint8_t *pred)
 {
     struct gpt *g = m->impl;
     const int64_t T = g->T, V = g->V;
@@ -255,13 +273,13 @@ static void gpt_destroy(struct dt_model *m)
     free(g->res);
     for (int l = 0; l < g->L; l++) {
         struct gpt_block *k = &g->blk[l];
-        float *bufs[] = {k->ln1, k->mean1, k->rstd1, k->qkv, k->att, k->ao,
-                         k->mid, k->ln2,   k->mean2, k->rstd2, k->fc, k->gl};
+        float *bufs[] = {k->ln1, k->mean1, k->rstd1, k->qkv,   k->att, k->ao,
+                         k->mid, k->ln2,   k->mean2, k->rstd2, k->fc,  k->gl};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dt_backend_free(be, bufs[i]);
     }
-    float *bufs[] = {g->lnf,  g->meanf, g->rstdf, g->logits, g->probs, g->dlogits,
-                     g->zero_d, g->zero_v, g->dres, g->dtmp,  g->gx,    g->d4,
-                     g->dqkv, g->ds};
+    float *bufs[] = {g->lnf,     g->meanf,  g->rstdf,  g->logits, g->probs,
+                     g->dlogits, g->zero_d, g->zero_v, g->dres,   g->dtmp,
+                     g->gx,      g->d4,     g->dqkv,   g->ds,     g->demb};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dt_backend_free(be, bufs[i]);
     dt_backend_free(be, g->tokens);
     dt_backend_free(be, g->targets);
@@ -278,11 +296,6 @@ static const struct dt_model_ops gpt_ops = {
     .gradients = gpt_gradients,
 };
 
-static float *alloc_floats(struct dt_backend *be, int64_t n)
-{
-    return dt_backend_alloc(be, (size_t)n * sizeof(float));
-}
-
 enum dt_status dt_gpt_create(struct dt_model **out, struct dt_backend *be,
                              const struct dt_gpt_options *opt, int64_t max_batch,
                              struct dt_error *err)
@@ -293,12 +306,12 @@ enum dt_status dt_gpt_create(struct dt_model **out, struct dt_backend *be,
         return dt_error_set(err, DT_ERR_CONFIG,
                             "gpt: %d layers (1..%d), d_model %lld a multiple of heads %lld, "
                             "context %lld >= 1",
-                            opt->layers, GPT_MAX_LAYERS, (long long)D, (long long)H,
-                            (long long)T);
+                            opt->layers, GPT_MAX_LAYERS, (long long)D, (long long)H, (long long)T);
     struct dt_model *m = dt_xcalloc(1, sizeof *m);
     struct gpt *g = dt_xcalloc(1, sizeof *g);
     g->T = T, g->D = D, g->H = H, g->V = V, g->F = 4 * D, g->L = opt->layers;
     g->tie = opt->tie_embeddings;
+    g->slots = 1;
     const int n_params = 2 + g->L * P_PER_BLOCK + 2 + (g->tie ? 0 : 1);
     dt_model_setup(m, &gpt_ops, be, n_params, T + 1, V, max_batch);
     m->impl = g;
@@ -310,12 +323,12 @@ enum dt_status dt_gpt_create(struct dt_model **out, struct dt_backend *be,
     dt_model_param(m, 1, "wpe", 2, s_td, D);
     for (int l = 0; l < g->L; l++) {
         static const char *const names[P_PER_BLOCK] = {
-            "ln1.weight",     "ln1.bias",       "attn.qkv.weight", "attn.qkv.bias",
-            "attn.proj.weight", "attn.proj.bias", "ln2.weight",    "ln2.bias",
-            "mlp.fc.weight",  "mlp.fc.bias",    "mlp.proj.weight", "mlp.proj.bias"};
-        const int64_t shapes[P_PER_BLOCK][2] = {{D, 0}, {D, 0}, {D, 3 * D}, {3 * D, 0},
-                                                {D, D}, {D, 0}, {D, 0},     {D, 0},
-                                                {D, g->F}, {g->F, 0}, {g->F, D}, {D, 0}};
+            "ln1.weight",       "ln1.bias",       "attn.qkv.weight", "attn.qkv.bias",
+            "attn.proj.weight", "attn.proj.bias", "ln2.weight",      "ln2.bias",
+            "mlp.fc.weight",    "mlp.fc.bias",    "mlp.proj.weight", "mlp.proj.bias"};
+        const int64_t shapes[P_PER_BLOCK][2] = {{D, 0},    {D, 0},    {D, 3 * D}, {3 * D, 0},
+                                                {D, D},    {D, 0},    {D, 0},     {D, 0},
+                                                {D, g->F}, {g->F, 0}, {g->F, D},  {D, 0}};
         for (int p = 0; p < P_PER_BLOCK; p++) {
             snprintf(name, sizeof name, "h%d.%s", l, names[p]);
             const bool matrix = shapes[p][1] != 0;
@@ -376,8 +389,8 @@ enum dt_status dt_gpt_create(struct dt_model **out, struct dt_backend *be,
 
 static struct dt_model_size gpt_size(const struct dt_model_spec *s)
 {
-    const double T = (double)s->gpt.context, D = (double)s->gpt.d_model,
-                 H = (double)s->gpt.heads, L = (double)s->gpt.layers, V = DT_GPT_VOCAB;
+    const double T = (double)s->gpt.context, D = (double)s->gpt.d_model, H = (double)s->gpt.heads,
+                 L = (double)s->gpt.layers, V = DT_GPT_VOCAB;
     double params = V * D + T * D + L * (12 * D * D + 13 * D) + 2 * D;
     if (!s->gpt.tie_embeddings) params += D * V;
     /* per position: each block's 16 D + 4 D kept and H T attention weights, the final

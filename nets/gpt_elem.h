@@ -118,7 +118,10 @@ static inline DT_HD void dt_layernorm_row_grad(float *dx, float *gx, const float
  * offset h * hd. att is (B, H, T, T): row (b, h, t) holds the softmax weights over keys
  * s <= t (zeros beyond). scale = 1 / sqrt(hd), rounded once (dt_gpt_attn_scale). */
 
-static inline DT_HD float dt_gpt_attn_scale(int64_t hd) { return dt_rn_div(1.0f, sqrtf((float)hd)); }
+static inline DT_HD float dt_gpt_attn_scale(int64_t hd)
+{
+    return dt_rn_div(1.0f, sqrtf((float)hd));
+}
 
 /* Row (b, h, t): p[s] for s <= t (p[s] = 0 beyond) and out[j] = sum_s p[s] v_s[j]. */
 static inline DT_HD void dt_attn_row(float *out, float *p, const float *qkv, int64_t b, int64_t t,
@@ -176,8 +179,7 @@ static inline DT_HD void dt_attn_row_dscores(float *ds, const float *p, const fl
  * each one sum in index order. which: 0 = q, 1 = k, 2 = v. */
 static inline DT_HD float dt_attn_grad_elem(const float *ds, const float *att, const float *dout,
                                             const float *qkv, int64_t b, int64_t u, int64_t h,
-                                            int64_t j, int which, int64_t T, int64_t D,
-                                            int64_t hd)
+                                            int64_t j, int which, int64_t T, int64_t D, int64_t hd)
 {
     const float *dsb = ds + (b * (D / hd) + h) * T * T, *pb = att + (b * (D / hd) + h) * T * T;
     float acc = 0.0f;

@@ -95,6 +95,9 @@ void dt_model_state_load(const struct dt_model_state *st, struct dt_model *m)
         if (st->s[i]) {
             if (!m->params[i].s) m->params[i].s = dt_backend_alloc(m->be, bytes);
             dt_backend_upload(m->be, m->params[i].s, st->s[i], bytes);
+        } else if (m->params[i].s) { /* a state from before AdamW's first step: none yet */
+            dt_backend_free(m->be, m->params[i].s);
+            m->params[i].s = NULL;
         }
     }
     m->step = st->step;

@@ -422,13 +422,14 @@ enum dt_status dt_checkpoint_write(const char *path, const struct dt_experiment 
         const struct dt_param *p = &m->params[i];
         put_str(&b, p->name);
         put_i32(&b, p->ndim);
-        put_i32(&b, 0);
+        put_i32(&b, host.s[i] ? 1 : 0); /* flags: the second moment follows */
         for (int d = 0; d < 4; d++) put_i64(&b, d < p->ndim ? p->shape[d] : 0);
         put_i64(&b, p->n);
     }
     for (int i = 0; i < n; i++) {
         put(&b, host.w[i], (size_t)counts[i] * sizeof(float));
         put(&b, host.v[i], (size_t)counts[i] * sizeof(float));
+        if (host.s[i]) put(&b, host.s[i], (size_t)counts[i] * sizeof(float));
     }
     dt_model_state_free(&host);
     free(names);
@@ -489,6 +490,7 @@ void dt_checkpoint_free(struct dt_checkpoint *ck)
         for (int i = 0; i < ck->n_params; i++) {
             free(ck->params[i].w);
             free(ck->params[i].v);
+            free(ck->params[i].s);
         }
     free(ck->params);
     free(ck->config_json);
@@ -534,10 +536,11 @@ static enum dt_status parse_fields(struct dt_checkpoint *ck, struct cursor *c, c
     ck->params = dt_xcalloc(n_params, sizeof *ck->params);
     for (uint32_t i = 0; i < n_params; i++) {
         struct dt_checkpoint_param *p = &ck->params[i];
-        uint32_t ndim;
-        if (!take_str(c, p->name, sizeof p->name) || !take_u32(c, &ndim) || !take_u32(c, &zero) ||
-            zero != 0 || ndim < 1 || ndim > 4)
+        uint32_t ndim, flags;
+        if (!take_str(c, p->name, sizeof p->name) || !take_u32(c, &ndim) || !take_u32(c, &flags) ||
+            flags > 1 || ndim < 1 || ndim > 4)
             return MALFORMED("parameter table");
+        p->has_s = flags != 0;
         p->ndim = (int)ndim;
         int64_t prod = 1;
         for (int k = 0; k < 4; k++) {
@@ -556,11 +559,16 @@ static enum dt_status parse_fields(struct dt_checkpoint *ck, struct cursor *c, c
         struct dt_checkpoint_param *p = &ck->params[i];
         const size_t bytes = (size_t)p->n * sizeof(float);
         const unsigned char *w = take(c, bytes), *v = w ? take(c, bytes) : NULL;
-        if (!v) return MALFORMED("parameter values run past the end");
+        const unsigned char *s = v && p->has_s ? take(c, bytes) : NULL;
+        if (!v || (p->has_s && !s)) return MALFORMED("parameter values run past the end");
         p->w = dt_xmalloc(bytes);
         p->v = dt_xmalloc(bytes);
         memcpy(p->w, w, bytes);
         memcpy(p->v, v, bytes);
+        if (s) {
+            p->s = dt_xmalloc(bytes);
+            memcpy(p->s, s, bytes);
+        }
     }
     if (c->pos != c->len)
         return dt_error_set(err, DT_ERR_DATA,
@@ -767,6 +775,13 @@ void dt_checkpoint_apply(const struct dt_checkpoint *ck, struct dt_model *m)
         const size_t bytes = (size_t)m->params[i].n * sizeof(float);
         dt_backend_upload(m->be, m->params[i].w, ck->params[i].w, bytes);
         dt_backend_upload(m->be, m->params[i].v, ck->params[i].v, bytes);
+        if (ck->params[i].s) {
+            if (!m->params[i].s) m->params[i].s = dt_backend_alloc(m->be, bytes);
+            dt_backend_upload(m->be, m->params[i].s, ck->params[i].s, bytes);
+        } else if (m->params[i].s) { /* saved before AdamW's first step: no moment yet */
+            dt_backend_free(m->be, m->params[i].s);
+            m->params[i].s = NULL;
+        }
     }
     m->step = ck->step;
     m->seed = ck->seed;

@@ -3,6 +3,7 @@
  * Data path (docs/DESIGN.md): harness/train -> <replica>/checkpoint.bin -> harness/train.
  *
  * A replica's state is small: the weights w and the optimizer momentum v of every parameter
+ * (AdamW: its first moment; the second moment s too)
  * (gradients are recomputed from scratch at every step) and the step count, which is also
  * the state of every generator -- Bayesian epsilon is drawn from (seed, step, member,
  * sample), rng: lfsr seeds its lanes per step, and the data order is a pure function of
@@ -19,9 +20,10 @@
  *   32 bytes  config digest; str the resolved config JSON (dt_config_write_json)
  *   i64       last traced step (-1: none); 32 bytes its model digest
  *   32 bytes  model digest of the weights below (the trace's definition, harness/record/hash.h)
- *   i32       n_params, i32 0; per parameter: str name, i32 ndim, i32 0, i64 shape[4],
- *             i64 count
- *   per parameter: count float32 w, then count float32 v
+ *   i32       n_params, i32 0; per parameter: str name, i32 ndim, i32 flags (bit 0: a
+ *             second moment follows; 0 in files from before AdamW), i64 shape[4], i64 count
+ *   per parameter: count float32 w, then count float32 v, then with flag bit 0 count
+ *             float32 s
  *   32 bytes  SHA-256 of every byte before it (truncation and corruption are named)
  * Written atomically: checkpoint.bin.tmp, fflush, fsync, rename, fsync of the folder.
  *
@@ -65,7 +67,8 @@ struct dt_checkpoint_param {
     int ndim;
     int64_t shape[4];
     int64_t n;
-    float *w, *v; /* n each */
+    bool has_s;       /* the file holds a second moment (flags bit 0) */
+    float *w, *v, *s; /* n each; s (AdamW's second moment) NULL without one */
 };
 
 /* A checkpoint read back (dt_checkpoint_read). */

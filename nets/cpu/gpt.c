@@ -90,16 +90,15 @@ static void scatter_fixed_part(void *ctx, int64_t begin, int64_t end, int worker
 }
 
 enum dt_status dt_cpu_embedding_backward(struct dt_backend *be, float *dwte, const float *dh,
-                                         const int32_t *tokens, int64_t rows, int64_t V,
-                                         int64_t D, bool accumulate, const struct dt_policy *pol)
+                                         const int32_t *tokens, int64_t rows, int64_t V, int64_t D,
+                                         bool accumulate, const struct dt_policy *pol)
 {
     struct dt_cpu_ctx *c = dt_cpu(be);
     for (int64_t r = 0; r < rows; r++)
         if (tokens[r] < 0 || tokens[r] >= V)
             return dt_backend_op_error(be, DT_ERR_DATA, "token %d at row %lld is not below %lld",
                                        (int)tokens[r], (long long)r, (long long)V);
-    struct scatter_job j = {
-        .dwte = dwte, .dh = dh, .tokens = tokens, .rows = rows, .V = V, .D = D};
+    struct scatter_job j = {.dwte = dwte, .dh = dh, .tokens = tokens, .rows = rows, .V = V, .D = D};
     if (!dt_atomics_exact(pol)) {
         if (!accumulate) memset(dwte, 0, (size_t)(V * D) * sizeof(float));
         if (c->forced_order) { /* test hook: the rows in a drawn order, serially */
@@ -159,9 +158,8 @@ static void ln_backward_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     const struct ln_job *j = ctx;
     for (int64_t r = begin; r < end; r++)
-        dt_layernorm_row_grad(j->y + r * j->D, j->gx + r * j->D, j->dy + r * j->D,
-                              j->x + r * j->D, j->mean[r], j->rstd[r], j->gamma, j->D,
-                              j->accumulate);
+        dt_layernorm_row_grad(j->y + r * j->D, j->gx + r * j->D, j->dy + r * j->D, j->x + r * j->D,
+                              j->mean[r], j->rstd[r], j->gamma, j->D, j->accumulate);
 }
 
 /* portable: per row, in index order (dt_layernorm_row). */
@@ -284,7 +282,8 @@ enum dt_status dt_cpu_attention_backward(struct dt_backend *be, float *dqkv, flo
     return DT_OK;
 }
 
-/* ---- GELU, add, AdamW -------------------------------------------------------------------------- */
+/* ---- GELU, add, AdamW --------------------------------------------------------------------------
+ */
 
 struct ew_job {
     float *y, *w, *m, *v;
@@ -317,7 +316,8 @@ static void add_part(void *ctx, int64_t begin, int64_t end, int worker)
 static void adamw_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     const struct ew_job *j = ctx;
-    for (int64_t i = begin; i < end; i++) dt_adamw_elem(&j->w[i], &j->m[i], &j->v[i], j->g[i], j->s);
+    for (int64_t i = begin; i < end; i++)
+        dt_adamw_elem(&j->w[i], &j->m[i], &j->v[i], j->g[i], j->s);
 }
 
 /* portable: elementwise; `math` picks tanh. */
