@@ -1,4 +1,5 @@
-/* detrain's command line: run | report | compare | explain | bench | policies | config-reference.
+/* detrain's command line: run | report | compare | explain | bench | export | batches |
+ * policies | config-reference.
  * The only place a status becomes an exit code: 0 success; 2 usage, config or input
  * error; compare: 0 identical, 1 diverged (like cmp); 130 interrupted; 1 other faults. */
 #include <limits.h>
@@ -19,6 +20,9 @@
 #include "harness/matrix.h"
 #include "harness/record/outdir.h"
 #include "harness/analyze/ranks_report.h"
+#include "harness/record/export.h"
+#include "harness/run/batches.h"
+#include "harness/setup/model.h"
 #include "harness/analyze/report.h"
 #include "harness/run/train.h"
 #include "harness/setup/test_hooks.h"
@@ -116,6 +120,20 @@ static const char usage_text[] =
     "        when no difference is found (and what was tried), 1 explained, 2 error\n"
     "        (a replay that does not match its trace included). --step K re-executes\n"
     "        step K even where the traces agree (is that step order-sensitive?).\n"
+    "  export CHECKPOINT|REPLICA_DIR [--step K] --safetensors FILE\n"
+    "        A model's weights as a safetensors file (PyTorch, safetensors and most\n"
+    "        frameworks read it): from a checkpoint (checkpoint.bin, divergence.bin), or\n"
+    "        from a replica folder's weight snapshot at step K (default: its last; step 0\n"
+    "        is the initial weights). Tensors keep detrain's names and shapes (dense\n"
+    "        weights [in, out]: torch.nn.Linear's transposed); the header's metadata\n"
+    "        says the step, the model kind and the layout. FILE must not exist.\n"
+    "  batches CONFIG [--steps N] [--cell C] [--replica R] [--set KEY=VALUE]...\n"
+    "        The training examples of the first N steps (default train.steps) of\n"
+    "        replica R (default 0) of cell C (default 0) as CSV on stdout: step,row,index\n"
+    "        (index: the example of the training split; for dataset.name: text the\n"
+    "        window's byte offset in the training bytes). What a run draws from its\n"
+    "        data-order stream, for replaying its batches elsewhere\n"
+    "        (scripts/gpt_vs_torch.py).\n"
     "  bench CONFIG [--steps N] [--warmup N] [--set KEY=VALUE]... [--csv FILE]\n"
     "        [--baseline fast|first]\n"
     "        Median step time of CONFIG's model and the share spent hashing every step,\n"
@@ -557,6 +575,99 @@ static int cmd_bench(const struct app *app, int argc, char **argv)
     return report(app, st, &err);
 }
 
+/* export CHECKPOINT|REPLICA_DIR [--step K] --safetensors FILE */
+static int cmd_export(const struct app *app, int argc, char **argv)
+{
+    const char *src = NULL, *out = NULL;
+    long long step = -1;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--safetensors") == 0 && i + 1 < argc) {
+            out = argv[++i];
+        } else if (strcmp(argv[i], "--step") == 0 && i + 1 < argc) {
+            if (parse_count(argv[i + 1], &step) != 0)
+                return usage_error("export: --step takes a step number, not '%s'", argv[i + 1]);
+            i++;
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            return usage_error("export: unknown or incomplete option '%s'", argv[i]);
+        } else if (!src) {
+            src = argv[i];
+        } else {
+            return usage_error("export: unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!src || !out)
+        return usage_error("export: expected CHECKPOINT|REPLICA_DIR --safetensors FILE%s", "");
+    struct dt_error err = {0};
+    enum dt_status st = dt_export_safetensors(src, step, out, &err);
+    if (st == DT_OK) fprintf(stderr, "detrain: wrote %s\n", out);
+    return report(app, st, &err);
+}
+
+/* batches CONFIG [--steps N] [--cell C] [--replica R] [--set KEY=VALUE]... */
+static int cmd_batches(const struct app *app, int argc, char **argv)
+{
+    const char *config = NULL;
+    const char *sets[MAX_SETS];
+    int n_sets = 0;
+    long long steps = -1, cell = 0, replica = 0;
+    for (int i = 2; i < argc;) {
+        int used = take_set(argc, argv, i, sets, &n_sets);
+        if (used == -2) return 2;
+        if (used > 0) {
+            i += used;
+        } else if ((strcmp(argv[i], "--steps") == 0 || strcmp(argv[i], "--cell") == 0 ||
+                    strcmp(argv[i], "--replica") == 0) &&
+                   i + 1 < argc) {
+            long long v;
+            if (parse_count(argv[i + 1], &v) != 0)
+                return usage_error("batches: bad count '%s'", argv[i + 1]);
+            if (argv[i][2] == 's') steps = v;
+            else if (argv[i][2] == 'c') cell = v;
+            else replica = v;
+            i += 2;
+        } else if (argv[i][0] == '-') {
+            return usage_error("batches: unknown or incomplete option '%s'", argv[i]);
+        } else if (!config) {
+            config = argv[i++];
+        } else {
+            return usage_error("batches: unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!config) return usage_error("batches: missing CONFIG", "");
+    struct dt_error err = {0};
+    struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
+    enum dt_status st = dt_config_load(exp, config, sets, n_sets, &err);
+    const int cells = exp->n_vary * exp->n_policies;
+    if (st == DT_OK && (cell >= cells || replica >= exp->replicas))
+        st = dt_error_set(&err, DT_ERR_USAGE,
+                          "batches: %s has %d cell(s) and %d replica(s) each; --cell %lld "
+                          "--replica %lld is not one",
+                          config, cells, exp->replicas, cell, replica);
+    struct dt_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    if (st == DT_OK) st = dt_experiment_load_dataset(&ds, exp, &err);
+    if (st == DT_OK) {
+        uint32_t member = 0;
+        const struct dt_checkpoint_info info =
+            dt_replica_streams(exp, (int)cell, (int)replica, &member);
+        const int64_t n = steps >= 0 ? steps : exp->train.steps, B = exp->train.batch;
+        int64_t *idx = dt_xmalloc((size_t)B * sizeof *idx);
+        int64_t *perm = dt_xmalloc((size_t)ds.train.n * sizeof *perm), epoch = -1;
+        printf("step,row,index\n");
+        for (int64_t s = 0; s < n; s++) {
+            dt_batch_indices(idx, ds.train.n, s, B, exp->train.seed, info.order_stream, perm,
+                             &epoch);
+            for (int64_t b = 0; b < B; b++)
+                printf("%lld,%lld,%lld\n", (long long)(s + 1), (long long)b, (long long)idx[b]);
+        }
+        free(idx);
+        free(perm);
+    }
+    dt_dataset_free(&ds);
+    free(exp);
+    return report(app, st, &err);
+}
+
 static int run_command(const struct app *app, int argc, char **argv);
 
 /* The test-only behaviours (harness/setup/test_hooks.h): the one place that reads them. */
@@ -632,6 +743,8 @@ static int run_command(const struct app *app, int argc, char **argv)
     if (strcmp(cmd, "compare") == 0) return cmd_compare(app, argc, argv);
     if (strcmp(cmd, "explain") == 0) return cmd_explain(app, argc, argv);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(app, argc, argv);
+    if (strcmp(cmd, "export") == 0) return cmd_export(app, argc, argv);
+    if (strcmp(cmd, "batches") == 0) return cmd_batches(app, argc, argv);
     if (strcmp(cmd, "policies") == 0) {
         dt_policy_print_table(stdout);
         printf("\nreduction, atomics and math act on the ops of both backends; reduction also\n"

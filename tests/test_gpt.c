@@ -31,6 +31,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "harness/record/layout.h"
+#include "harness/record/snapshot.h"
 #include "harness/setup/data.h"
 #include "nets/backend.h"
 #include "nets/gpt_elem.h"
@@ -48,8 +50,7 @@ static bool same_bits(const float *a, const float *b, int64_t n, const char *wha
 {
     for (int64_t i = 0; i < n; i++)
         if (memcmp(&a[i], &b[i], 4) != 0) {
-            fprintf(stderr, "%s[%lld]: %a vs %a\n", what, (long long)i, (double)a[i],
-                    (double)b[i]);
+            fprintf(stderr, "%s[%lld]: %a vs %a\n", what, (long long)i, (double)a[i], (double)b[i]);
             return false;
         }
     return true;
@@ -118,8 +119,8 @@ static void check_ops_shared(int threads, enum dt_level lv)
         for (int64_t u = 0; u < T_; u++)
             for (int w = 0; w < 3; w++)
                 for (int64_t e = 0; e < D_; e++)
-                    edqkv[(b * T_ + u) * 3 * D_ + w * D_ + e] =
-                        dt_attn_grad_elem(eds, eatt, dy, qkv, b, u, e / HD_, e % HD_, w, T_, D_, HD_);
+                    edqkv[(b * T_ + u) * 3 * D_ + w * D_ + e] = dt_attn_grad_elem(
+                        eds, eatt, dy, qkv, b, u, e / HD_, e % HD_, w, T_, D_, HD_);
     CHECK(same_bits(ds, eds, B_ * H_ * T_ * T_, "score gradients"));
     CHECK(same_bits(dqkv, edqkv, ROWS_ * 3 * D_, "qkv gradient"));
     /* GELU, add, embedding forward */
@@ -210,7 +211,8 @@ static void attn_ref(double *o, const double *qkv, int64_t T, int64_t D, int64_t
             for (int64_t s = 0; s <= t; s++) z += (a[s] = exp(a[s] - mx));
             for (int64_t j = 0; j < hd; j++) {
                 double acc = 0;
-                for (int64_t s = 0; s <= t; s++) acc += a[s] / z * qkv[s * 3 * D + 2 * D + h * hd + j];
+                for (int64_t s = 0; s <= t; s++)
+                    acc += a[s] / z * qkv[s * 3 * D + 2 * D + h * hd + j];
                 o[t * D + h * hd + j] = acc;
             }
         }
@@ -626,8 +628,8 @@ DT_TEST(text_dataset)
 /* A corpus of made-up sentences from a fixed generator (the same bytes every run). */
 static void make_corpus(void)
 {
-    static const char *const words[] = {"the ", "a ", "cat ", "sat ", "on ", "mat ", "and ",
-                                        "dog ", "ran ", "far. ", "why? ", "so\n"};
+    static const char *const words[] = {"the ", "a ",   "cat ", "sat ",  "on ",   "mat ",
+                                        "and ", "dog ", "ran ", "far. ", "why? ", "so\n"};
     FILE *f = fopen(CORPUS, "wb");
     DT_ASSERT(f);
     uint64_t s = 12345;
@@ -782,6 +784,102 @@ DT_TEST(explain_names_scatter)
     CHECK(strstr(out, "adamw_update") == NULL);
 }
 
+/* detrain export: the step-0 snapshot of a replica folder and a checkpoint as safetensors
+ * (header: every tensor's dtype, shape and byte range; values: the snapshot's, byte for
+ * byte); detrain batches: B rows per step, windows inside the training split. */
+DT_TEST(export_and_batches)
+{
+    make_corpus();
+    const char *dir = TMP "export";
+    CHECK_INT_EQ(run_gpt(dir, "--set policies=[portable] --set replicas=1 "
+                              "--set train.checkpoint_every=12"),
+                 0);
+    const char *st = TMP "step0.safetensors", *ck = TMP "ck.safetensors";
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -f '%s' '%s'", st, ck);
+    CHECK_INT_EQ(system(cmd), 0);
+    int rc = dt_run_capture(out, sizeof out,
+                            "'%s' export '%s/portable/replica-0' --step 0 --safetensors '%s'", EXE,
+                            dir, st);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    CHECK_INT_EQ(rc, 0);
+    size_t len = 0;
+    char *f = dt_read_file(st, &len);
+    CHECK(f != NULL && len > 8);
+    if (f) {
+        uint64_t hl = 0;
+        memcpy(&hl, f, 8);
+        CHECK(hl % 8 == 0 && 8 + hl < len);
+        char *h = dt_xcalloc(1, hl + 1);
+        memcpy(h, f + 8, hl);
+        CHECK_CONTAINS(h, "\"step\":\"0\"");
+        CHECK_CONTAINS(h, "\"model.kind\":\"gpt\"");
+        CHECK_CONTAINS(h,
+                       "\"wte\":{\"dtype\":\"F32\",\"shape\":[256,16],\"data_offsets\":[0,16384]}");
+        CHECK_CONTAINS(h, "\"h1.attn.qkv.weight\":{\"dtype\":\"F32\",\"shape\":[16,48],");
+        /* the data: the step-0 snapshot's values in model order */
+        char snap[1024], rep[512];
+        snprintf(rep, sizeof rep, "%s/portable/replica-0", dir);
+        dt_snapshot_path(snap, sizeof snap, rep, 0);
+        struct dt_snapshot s;
+        struct dt_error err;
+        CHECK_INT_EQ(dt_snapshot_read(&s, snap, &err), DT_OK);
+        CHECK(len == 8 + hl + (size_t)s.total * 4);
+        CHECK(memcmp(f + 8 + hl, s.data, (size_t)s.total * 4) == 0);
+        dt_snapshot_free(&s);
+        free(h);
+        free(f);
+    }
+    rc = dt_run_capture(out, sizeof out,
+                        "'%s' export '%s/portable/replica-0/checkpoint.bin' "
+                        "--safetensors '%s'",
+                        EXE, dir, ck);
+    CHECK_INT_EQ(rc, 0);
+    f = dt_read_file(ck, &len);
+    CHECK(f && strstr(f + 8, "\"step\":\"12\"") != NULL);
+    free(f);
+    /* refusals: an existing file, a step without a snapshot */
+    rc = dt_run_capture(out, sizeof out, "'%s' export '%s/portable/replica-0' --safetensors '%s'",
+                        EXE, dir, ck);
+    CHECK_INT_EQ(rc, 2);
+    CHECK_CONTAINS(out, "exists");
+    rc = dt_run_capture(out, sizeof out,
+                        "'%s' export '%s/portable/replica-0' --step 5 --safetensors '%s.x'", EXE,
+                        dir, ck);
+    CHECK_INT_EQ(rc, 2);
+    CHECK_CONTAINS(out, "no weight snapshot at step 5");
+    /* batches */
+    rc = dt_run_capture(out, sizeof out,
+                        "'%s' batches '%s' --steps 3 --set dataset.path='%s' 2>/dev/null", EXE,
+                        CONFIG, CORPUS);
+    CHECK_INT_EQ(rc, 0);
+    CHECK(strncmp(out, "step,row,index\n1,0,", 19) == 0);
+    int lines = 0;
+    for (const char *p = out; *p; p++) lines += *p == '\n';
+    CHECK_INT_EQ(lines, 1 + 3 * 6);
+}
+
+/* scripts/gpt_vs_torch.py on the tiny config: the same losses in PyTorch (skipped without
+ * PyTorch, as in CI). */
+DT_TEST(vs_torch)
+{
+    static const char *const pythons[] = {"python3", "/usr/bin/python3"};
+    const char *py = NULL;
+    for (int i = 0; i < 2 && !py; i++)
+        if (dt_run_capture(out, sizeof out, "%s -c 'import torch' 2>/dev/null", pythons[i]) == 0)
+            py = pythons[i];
+    if (!py) DT_SKIP("PyTorch is not installed");
+    make_corpus();
+    const char *dir = TMP "vs_torch";
+    int rc = dt_run_capture(out, sizeof out,
+                            "rm -rf '%s' && %s '%s/scripts/gpt_vs_torch.py' --detrain '%s' "
+                            "--config '%s' --steps 12 --out '%s' --set dataset.path='%s'",
+                            dir, py, DT_SOURCE_DIR, EXE, CONFIG, dir, CORPUS);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_CONTAINS(out, "agree");
+}
+
 DT_TEST(refusals)
 {
     const char *dir = TMP "refused";
@@ -816,5 +914,5 @@ DT_TEST(refusals)
 DT_TEST_MAIN(DT_CASE(ops_are_the_shared_functions), DT_CASE(ops_match_double_reference),
              DT_CASE(gradients_match_double_reference), DT_CASE(embedding_scatter_controls),
              DT_CASE(adamw_and_schedule), DT_CASE(text_dataset), DT_CASE(levels_and_threads),
-             DT_CASE(resume_after_kill), DT_CASE(ranks_independent),
-             DT_CASE(explain_names_scatter), DT_CASE(refusals))
+             DT_CASE(resume_after_kill), DT_CASE(ranks_independent), DT_CASE(explain_names_scatter),
+             DT_CASE(export_and_batches), DT_CASE(vs_torch), DT_CASE(refusals))

@@ -37,7 +37,8 @@ struct op_row {
     /* the call on backend memory: in[i] and out[i] as io describes */
     enum dt_status (*run)(struct dt_backend *be, void *const *in, void *const *out,
                           const struct dt_policy *pol);
-    double tol; /* where bits are not promised: |got - ref| <= tol * max |ref| */
+    double tol;    /* where bits are not promised: |got - ref| <= tol * max |ref| */
+    bool cpu_only; /* not on the CUDA backend yet: listed, not checked, there */
 };
 
 static float *host(int64_t n) { return dt_xcalloc((size_t)n, sizeof(float)); }
@@ -352,9 +353,153 @@ static enum dt_status run_exact_sum(struct dt_backend *be, void *const *in, void
     return st;
 }
 
+/* ---- the transformer's ops (nets/gpt_elem.h) ---- */
+enum { GB = 3, GT = 6, GH = 2, GD = 8, GR = GB * GT, GV = 256 };
+
+/* n int32 values in [0, classes) in the 4 bytes of floats (tokens) */
+static void add_ints(struct io *io, int64_t n, int32_t classes) { add_labels(io, n, classes); }
+
+/* n non-negative floats (second moments, 1 / std) */
+static void add_positive(struct io *io, int64_t n, double scale)
+{
+    add_in(io, n, scale);
+    for (int64_t i = 0; i < n; i++) io->in[io->n_in - 1][i] = fabsf(io->in[io->n_in - 1][i]);
+}
+
+static void make_embedding_forward(struct io *io)
+{
+    add_in(io, GB * (GT + 1), 1.0);
+    for (int64_t i = 0; i < GB * (GT + 1); i++) io->in[0][i] = (float)((i * 53 + 7) % GV);
+    add_in(io, GV * GD, 0.3), add_in(io, GT * GD, 0.3);
+    add_out(io, GR * GD, false), add_out(io, GR, true), add_out(io, GR, true);
+}
+static enum dt_status run_embedding_forward(struct dt_backend *be, void *const *in,
+                                            void *const *out, const struct dt_policy *pol)
+{
+    return dt_embedding_forward(be, out[0], out[1], out[2], in[0], in[1], in[2], GB, GT, GD, pol);
+}
+
+static void make_embedding_backward(struct io *io)
+{
+    add_in(io, 40 * GR * GD, 1.0), add_ints(io, 40 * GR, 17); /* 17 tokens: many rows each */
+    add_out(io, GV * GD, false);
+}
+static enum dt_status run_embedding_backward(struct dt_backend *be, void *const *in,
+                                             void *const *out, const struct dt_policy *pol)
+{
+    return dt_embedding_backward(be, out[0], in[0], in[1], 40 * GR, GV, GD, false, pol);
+}
+
+static void make_layernorm_forward(struct io *io)
+{
+    add_in(io, GR * GD, 2.0), add_in(io, GD, 1.0), add_in(io, GD, 1.0);
+    add_out(io, GR * GD, false), add_out(io, GR, false), add_out(io, GR, false);
+}
+static enum dt_status run_layernorm_forward(struct dt_backend *be, void *const *in,
+                                            void *const *out, const struct dt_policy *pol)
+{
+    return dt_layernorm_forward(be, out[0], out[1], out[2], in[0], in[1], in[2], GR, GD, pol);
+}
+
+static void make_layernorm_backward(struct io *io)
+{
+    add_in(io, GR * GD, 1.0), add_in(io, GR * GD, 2.0), add_in(io, GR, 0.5);
+    add_positive(io, GR, 2.0), add_in(io, GD, 1.0);
+    add_out(io, GR * GD, false), add_out(io, GR * GD, false);
+}
+static enum dt_status run_layernorm_backward(struct dt_backend *be, void *const *in,
+                                             void *const *out, const struct dt_policy *pol)
+{
+    return dt_layernorm_backward(be, out[0], out[1], in[0], in[1], in[2], in[3], in[4], GR, GD,
+                                 false, pol);
+}
+
+static void make_attention_forward(struct io *io)
+{
+    add_in(io, GR * 3 * GD, 1.5);
+    add_out(io, GR * GD, false), add_out(io, GB * GH * GT * GT, false);
+}
+static enum dt_status run_attention_forward(struct dt_backend *be, void *const *in,
+                                            void *const *out, const struct dt_policy *pol)
+{
+    return dt_attention_forward(be, out[0], out[1], in[0], GB, GT, GH, GD, pol);
+}
+
+static void make_attention_backward(struct io *io)
+{
+    add_in(io, GR * GD, 1.0), add_positive(io, GB * GH * GT * GT, 0.5),
+        add_in(io, GR * 3 * GD, 1.5);
+    add_out(io, GR * 3 * GD, false), add_out(io, GB * GH * GT * GT, false);
+}
+static enum dt_status run_attention_backward(struct dt_backend *be, void *const *in,
+                                             void *const *out, const struct dt_policy *pol)
+{
+    return dt_attention_backward(be, out[0], out[1], in[0], in[1], in[2], GB, GT, GH, GD, pol);
+}
+
+static void make_gelu_forward(struct io *io)
+{
+    add_in(io, N, 5.0);
+    add_out(io, N, false);
+}
+static enum dt_status run_gelu_forward(struct dt_backend *be, void *const *in, void *const *out,
+                                       const struct dt_policy *pol)
+{
+    return dt_gelu_forward(be, out[0], in[0], N, pol);
+}
+
+static void make_gelu_backward(struct io *io)
+{
+    add_in(io, N, 1.0), add_in(io, N, 5.0);
+    add_out(io, N, false);
+}
+static enum dt_status run_gelu_backward(struct dt_backend *be, void *const *in, void *const *out,
+                                        const struct dt_policy *pol)
+{
+    return dt_gelu_backward(be, out[0], in[0], in[1], N, pol);
+}
+
+static void make_add(struct io *io)
+{
+    add_in(io, N, 1.0), add_in(io, N, 1.0);
+    add_out(io, N, false);
+}
+static enum dt_status run_add(struct dt_backend *be, void *const *in, void *const *out,
+                              const struct dt_policy *pol)
+{
+    copy_into(be, out[0], in[0], N);
+    return dt_add(be, out[0], in[1], N, pol);
+}
+
+static void make_adamw_update(struct io *io)
+{
+    add_in(io, N, 1.0), add_in(io, N, 0.1), add_positive(io, N, 0.01), add_in(io, N, 1.0);
+    add_out(io, N, false), add_out(io, N, false), add_out(io, N, false);
+}
+static enum dt_status run_adamw_update(struct dt_backend *be, void *const *in, void *const *out,
+                                       const struct dt_policy *pol)
+{
+    const struct dt_adamw_step s = {.lr = 1e-3f,
+                                    .beta1 = 0.9f,
+                                    .beta2 = 0.999f,
+                                    .eps = 1e-8f,
+                                    .weight_decay = 0.01f,
+                                    .bc1 = 0.19f,
+                                    .bc2 = 0.002f};
+    copy_into(be, out[0], in[0], N), copy_into(be, out[1], in[1], N);
+    copy_into(be, out[2], in[2], N);
+    return dt_adamw_update(be, out[0], out[1], out[2], in[3], N, &s, pol);
+}
+
 #define ROW(op, tol)                                                                               \
     {                                                                                              \
-#op, make_##op, run_##op, tol                                                              \
+#op, make_##op, run_##op, tol, false                                                       \
+    }
+/* An op the CUDA backend does not have yet (the GPT's, issue 40): the gpu table lists it as
+ * missing there instead of failing on it; the CPU rows check it as every other. */
+#define ROW_CPU(op, tol)                                                                           \
+    {                                                                                              \
+#op, make_##op, run_##op, tol, true                                                        \
     }
 static const struct op_row ops[] = {
     ROW(dense_forward, 2e-3),
@@ -379,6 +524,16 @@ static const struct op_row ops[] = {
     ROW(bnn_accumulate, 1e-6),
     ROW(bnn_finish, 1e-6),
     ROW(exact_sum, 1e-6),
+    ROW_CPU(embedding_forward, 0),
+    ROW_CPU(embedding_backward, 1e-5),
+    ROW_CPU(layernorm_forward, 0),
+    ROW_CPU(layernorm_backward, 0),
+    ROW_CPU(attention_forward, 1e-6),
+    ROW_CPU(attention_backward, 1e-6),
+    ROW_CPU(gelu_forward, 1e-6),
+    ROW_CPU(gelu_backward, 1e-6),
+    ROW_CPU(add, 0),
+    ROW_CPU(adamw_update, 0),
 };
 #define N_OPS ((int)(sizeof ops / sizeof ops[0]))
 
@@ -455,6 +610,11 @@ static int check_table(const struct backend_row *const *backends, int n_backends
         float *ref[MAX_T];
         CHECK_INT_EQ(run_on(ref_be, op, &io, &portable, ref), DT_OK);
         for (int b = 0; b < n_backends; b++) {
+            if (op->cpu_only && backends[b]->kind != DT_BACKEND_CPU) {
+                fprintf(stderr, "%s: not on %s yet (the GPT's CUDA kernels, issue 40)\n", op->name,
+                        backends[b]->name);
+                continue;
+            }
             struct dt_backend *be = NULL;
             struct dt_backend_options bo = {backends[b]->kind, backends[b]->threads, 0};
             struct dt_error err;
@@ -535,7 +695,9 @@ DT_TEST(gpu_table)
     dt_backend_destroy(g);
     CHECK(missing == NULL);
     const struct backend_row *b[] = {&cpu_backends[0], &cuda_backend};
-    CHECK_INT_EQ(check_table(b, 2), N_OPS * 2 * DT_LEVEL_COUNT);
+    int cpu_only = 0;
+    for (int o = 0; o < N_OPS; o++) cpu_only += ops[o].cpu_only;
+    CHECK_INT_EQ(check_table(b, 2), (N_OPS * 2 - cpu_only) * DT_LEVEL_COUNT);
 }
 
 DT_TEST_MAIN(DT_CASE(table_has_every_op), DT_CASE(cpu_table), DT_CASE(comparison_can_fail),

@@ -1,0 +1,231 @@
+/* `detrain export` (harness/record/export.h). */
+#include "harness/record/export.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "build_info.h"
+#include "core/fileio.h"
+#include "core/util.h"
+#include "harness/record/checkpoint.h"
+#include "harness/record/layout.h"
+#include "harness/record/snapshot.h"
+#include "harness/setup/config.h"
+#include "harness/setup/model.h"
+
+#define EXPORT_MAX_TENSORS 256
+
+/* What is written: names, shapes and values of every tensor, in model order. */
+struct weights {
+    int n;
+    char names[EXPORT_MAX_TENSORS][DT_PARAM_NAME];
+    int ndim[EXPORT_MAX_TENSORS];
+    int64_t shape[EXPORT_MAX_TENSORS][4];
+    int64_t count[EXPORT_MAX_TENSORS];
+    const float *values[EXPORT_MAX_TENSORS];
+    int64_t step;
+    char kind[32];
+};
+
+static bool is_checkpoint(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    char magic[8] = {0};
+    const bool yes = fread(magic, 1, 8, f) == 8 && memcmp(magic, DT_CHECKPOINT_MAGIC, 8) == 0;
+    fclose(f);
+    return yes;
+}
+
+/* The experiment config.json in dir or its parents (at most four levels: replica, policy,
+ * vary setting, experiment). */
+static bool find_config(char *out, size_t size, const char *dir)
+{
+    char base[2048];
+    snprintf(base, sizeof base, "%s", dir);
+    for (int up = 0; up < 4; up++) {
+        snprintf(out, size, "%s/config.json", base);
+        if (dt_path_exists(out)) return true;
+        const size_t n = strlen(base);
+        if (n + 4 >= sizeof base) return false;
+        memcpy(base + n, "/..", 4);
+    }
+    return false;
+}
+
+static enum dt_status write_safetensors(const struct weights *w, const char *src,
+                                        const char *out_path, struct dt_error *err)
+{
+    struct dt_strbuf h = {0};
+    dt_strbuf_printf(&h, "{\"__metadata__\":{\"format\":\"pt\",\"producer\":");
+    dt_strbuf_json_string(&h, "detrain " DT_VERSION " (git " DT_GIT_REV ")");
+    dt_strbuf_printf(&h, ",\"source\":");
+    dt_strbuf_json_string(&h, src);
+    dt_strbuf_printf(&h, ",\"step\":\"%" PRId64 "\",\"model.kind\":", w->step);
+    dt_strbuf_json_string(&h, w->kind);
+    dt_strbuf_printf(&h, ",\"layout\":\"dense weights [in, out] (torch.nn.Linear's weight "
+                         "transposed); convolution weights HWIO; images NHWC\"}");
+    int64_t off = 0;
+    for (int i = 0; i < w->n; i++) {
+        dt_strbuf_printf(&h, ",");
+        dt_strbuf_json_string(&h, w->names[i]);
+        dt_strbuf_printf(&h, ":{\"dtype\":\"F32\",\"shape\":[");
+        for (int d = 0; d < w->ndim[i]; d++)
+            dt_strbuf_printf(&h, "%s%" PRId64, d ? "," : "", w->shape[i][d]);
+        const int64_t bytes = w->count[i] * 4;
+        dt_strbuf_printf(&h, "],\"data_offsets\":[%" PRId64 ",%" PRId64 "]}", off, off + bytes);
+        off += bytes;
+    }
+    dt_strbuf_printf(&h, "}");
+    while (h.len % 8) dt_strbuf_printf(&h, " "); /* the data starts 8-byte aligned */
+    const uint64_t header_len = h.len;
+    const int n_parts = 2 + w->n;
+    const void **parts = dt_xcalloc((size_t)n_parts, sizeof *parts);
+    size_t *sizes = dt_xcalloc((size_t)n_parts, sizeof *sizes);
+    parts[0] = &header_len, sizes[0] = 8; /* little-endian, as every supported host is */
+    parts[1] = h.data, sizes[1] = h.len;
+    for (int i = 0; i < w->n; i++)
+        parts[2 + i] = w->values[i], sizes[2 + i] = (size_t)w->count[i] * 4;
+    enum dt_status st = dt_write_parts_atomic(out_path, parts, sizes, n_parts, err);
+    free(parts);
+    free(sizes);
+    dt_strbuf_free(&h);
+    return st;
+}
+
+static enum dt_status from_checkpoint(const char *src, const char *out_path, struct dt_error *err)
+{
+    struct dt_checkpoint ck;
+    memset(&ck, 0, sizeof ck);
+    DT_FORWARD_IF_ERROR(dt_checkpoint_read(&ck, src, err));
+    struct weights *w = dt_xcalloc(1, sizeof *w);
+    enum dt_status st = DT_OK;
+    if (ck.n_params > EXPORT_MAX_TENSORS)
+        st = dt_error_set(err, DT_ERR_DATA, "%s: %d tensors (at most %d)", src, ck.n_params,
+                          EXPORT_MAX_TENSORS);
+    for (int i = 0; st == DT_OK && i < ck.n_params; i++) {
+        snprintf(w->names[i], DT_PARAM_NAME, "%s", ck.params[i].name);
+        w->ndim[i] = ck.params[i].ndim;
+        memcpy(w->shape[i], ck.params[i].shape, sizeof w->shape[i]);
+        w->count[i] = ck.params[i].n;
+        w->values[i] = ck.params[i].w;
+    }
+    w->n = ck.n_params;
+    w->step = ck.step;
+    /* the model kind from the checkpoint's config */
+    struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
+    if (st == DT_OK && dt_config_load_text(exp, src, ck.config_json, strlen(ck.config_json), -1, NULL,
+                                          0, err) == DT_OK)
+        snprintf(w->kind, sizeof w->kind, "%s", dt_model_kind_names[exp->model.kind]);
+    if (st == DT_OK) st = write_safetensors(w, src, out_path, err);
+    free(exp);
+    free(w);
+    dt_checkpoint_free(&ck);
+    return st;
+}
+
+/* A replica folder's snapshot; shapes from the experiment's model, built on the CPU. */
+static enum dt_status from_snapshot(const char *dir, int64_t step, const char *out_path,
+                                    struct dt_error *err)
+{
+    int64_t *steps = NULL;
+    int n_steps = 0;
+    DT_FORWARD_IF_ERROR(dt_snapshot_list(dir, &steps, &n_steps, err));
+    bool found = false;
+    for (int i = 0; i < n_steps; i++) found |= steps[i] == step;
+    if (n_steps > 0 && step < 0) step = steps[n_steps - 1], found = true;
+    char have[256] = "";
+    for (int i = 0, used = 0; i < n_steps && used < (int)sizeof have - 16; i++)
+        used += snprintf(have + used, sizeof have - (size_t)used, "%s%" PRId64, i ? ", " : "",
+                         steps[i]);
+    free(steps);
+    if (!found) {
+        char which[48] = "at all";
+        if (step >= 0) snprintf(which, sizeof which, "at step %" PRId64, step);
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: no weight snapshot %s (snapshots at steps: %s; "
+                            "report.snapshots sets how many a run keeps)",
+                            dir, which, n_steps ? have : "none");
+    }
+    char cfg[2100];
+    if (!find_config(cfg, sizeof cfg, dir))
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: not a replica folder of a detrain run (no config.json in it or "
+                            "its parents), and not a checkpoint file",
+                            dir);
+    struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
+    enum dt_status st = dt_config_load(exp, cfg, NULL, 0, err);
+    struct dt_backend *be = NULL;
+    struct dt_model *m = NULL;
+    struct dt_snapshot snap;
+    memset(&snap, 0, sizeof snap);
+    if (st == DT_OK) {
+        exp->backend.device = DT_DEVICE_CPU;
+        exp->backend.threads = 1;
+        exp->train.batch = 1; /* shapes only */
+        st = dt_experiment_open_backend(&be, exp, 0, err);
+    }
+    if (st == DT_OK) st = dt_experiment_build_model(&m, exp, be, 1, err);
+    char path[2300];
+    dt_snapshot_path(path, sizeof path, dir, step);
+    if (st == DT_OK) st = dt_snapshot_read(&snap, path, err);
+    struct weights *w = dt_xcalloc(1, sizeof *w);
+    if (st == DT_OK && snap.n_tensors != m->n_params)
+        st = dt_error_set(err, DT_ERR_DATA, "%s: %d tensors; the model of %s has %d", path,
+                          snap.n_tensors, cfg, m->n_params);
+    for (int i = 0; st == DT_OK && i < m->n_params; i++) {
+        const struct dt_param *p = &m->params[i];
+        if (strcmp(snap.names[i], p->name) != 0 || snap.counts[i] != p->n) {
+            st = dt_error_set(err, DT_ERR_DATA,
+                              "%s: tensor %d is %s (%" PRId64 " values); the model of %s has %s "
+                              "(%" PRId64 ")",
+                              path, i, snap.names[i], snap.counts[i], cfg, p->name, p->n);
+            break;
+        }
+        snprintf(w->names[i], DT_PARAM_NAME, "%s", p->name);
+        w->ndim[i] = p->ndim;
+        memcpy(w->shape[i], p->shape, sizeof w->shape[i]);
+        w->count[i] = p->n;
+        w->values[i] = snap.data + snap.offsets[i];
+    }
+    if (st == DT_OK) {
+        w->n = m->n_params;
+        w->step = step;
+        snprintf(w->kind, sizeof w->kind, "%s", dt_model_kind_names[exp->model.kind]);
+        st = write_safetensors(w, path, out_path, err);
+    }
+    free(w);
+    dt_snapshot_free(&snap);
+    dt_model_destroy(m);
+    dt_backend_destroy(be);
+    free(exp);
+    return st;
+}
+
+enum dt_status dt_export_safetensors(const char *src, int64_t step, const char *out_path,
+                                     struct dt_error *err)
+{
+    if (dt_path_exists(out_path))
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: exists; export writes a new file (remove it or choose another)",
+                            out_path);
+    if (!dt_path_exists(src))
+        return dt_error_set(err, DT_ERR_IO, "%s: no such checkpoint or replica folder", src);
+    if (!dt_is_dir(src)) {
+        if (step >= 0)
+            return dt_error_set(err, DT_ERR_USAGE,
+                                "%s: --step is for a replica folder's snapshots; a checkpoint "
+                                "holds one step",
+                                src);
+        if (!is_checkpoint(src))
+            return dt_error_set(err, DT_ERR_DATA,
+                                "%s: not a detrain checkpoint (checkpoint.bin, divergence.bin) "
+                                "nor a replica folder",
+                                src);
+        return from_checkpoint(src, out_path, err);
+    }
+    return from_snapshot(src, step, out_path, err);
+}

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""detrain's GPT against the same model in PyTorch, step by step.
+
+Trains CONFIG (a model.kind: gpt config) with detrain under one policy, exports its
+step-0 weights as safetensors (`detrain export`), asks detrain for the windows of every
+step (`detrain batches`), then builds the same transformer in PyTorch from those weights,
+replays exactly those batches with torch.optim.AdamW and the same learning-rate schedule,
+and compares the losses step by step: the first (the initial weights: only the forward
+arithmetic differs) and the curve.
+
+    scripts/gpt_vs_torch.py --detrain build/detrain --config configs/gpt.yaml \\
+        --steps 200 --out results/cpu/gpt/vs-torch
+
+Writes OUT/losses.csv (step, detrain, torch, relative difference) and OUT/summary.txt,
+and prints the summary. Exit 0 when the first loss agrees to --first-tol (relative) and
+every step to --curve-tol; 1 otherwise; 77 when PyTorch is not installed (a skip).
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+
+
+def die(msg, code=2):
+    print(f"gpt_vs_torch: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    print("gpt_vs_torch: SKIPPED: PyTorch is not installed (Debian: apt-get install "
+          "python3-torch)", file=sys.stderr)
+    sys.exit(77)
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        die(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
+    return r.stdout
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    meta = header.pop("__metadata__", {})
+    out = {}
+    for name, t in header.items():
+        if t["dtype"] != "F32":
+            die(f"{path}: tensor {name} is {t['dtype']}, expected F32")
+        a, b = t["data_offsets"]
+        buf = bytearray(data[base + a:base + b])
+        out[name] = torch.frombuffer(buf, dtype=torch.float32).reshape(t["shape"]).clone()
+    return out, meta
+
+
+def read_corpus(path):
+    """The bytes detrain reads (harness/setup/data.c, dt_dataset_load_text)."""
+    if os.path.isdir(path):
+        chunks = []
+        for name in sorted(os.listdir(path), key=lambda s: s.encode()):
+            if name.startswith(".") or name.endswith(".dat") or name.endswith(".u8"):
+                continue
+            p = os.path.join(path, name)
+            if os.path.isfile(p) and os.access(p, os.R_OK):
+                with open(p, "rb") as f:
+                    chunks.append(f.read())
+        data = b"".join(chunks)
+    else:
+        with open(path, "rb") as f:
+            data = f.read()
+    n_val = len(data) // 10
+    return data[:len(data) - n_val]
+
+
+class GPT(torch.nn.Module):
+    """nets/gpt.c in PyTorch: pre-LayerNorm blocks, causal attention, GELU (tanh)."""
+
+    def __init__(self, w, T, D, H, L, tie):
+        super().__init__()
+        self.T, self.D, self.H, self.L, self.tie = T, D, H, L, tie
+        self.p = torch.nn.ParameterDict()
+        for name, t in w.items():
+            # detrain's dense weights are [in, out]; keep them so and use x @ W
+            self.p[name.replace(".", "__")] = torch.nn.Parameter(t.clone())
+
+    def g(self, name):
+        return self.p[name.replace(".", "__")]
+
+    def forward(self, tokens):
+        B, T = tokens.shape
+        D, H = self.D, self.H
+        h = self.g("wte")[tokens] + self.g("wpe")[:T]
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        for l in range(self.L):
+            P = lambda s: self.g(f"h{l}.{s}")
+            x = F.layer_norm(h, (D,), P("ln1.weight"), P("ln1.bias"), 1e-5)
+            qkv = x @ P("attn.qkv.weight") + P("attn.qkv.bias")
+            q, k, v = qkv.split(D, dim=2)
+            q = q.view(B, T, H, D // H).transpose(1, 2)
+            k = k.view(B, T, H, D // H).transpose(1, 2)
+            v = v.view(B, T, H, D // H).transpose(1, 2)
+            a = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D // H))
+            a = a.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+            y = (a @ v).transpose(1, 2).reshape(B, T, D)
+            h = h + (y @ P("attn.proj.weight") + P("attn.proj.bias"))
+            x = F.layer_norm(h, (D,), P("ln2.weight"), P("ln2.bias"), 1e-5)
+            x = F.gelu(x @ P("mlp.fc.weight") + P("mlp.fc.bias"), approximate="tanh")
+            h = h + (x @ P("mlp.proj.weight") + P("mlp.proj.bias"))
+        h = F.layer_norm(h, (D,), self.g("ln_f.weight"), self.g("ln_f.bias"), 1e-5)
+        head = self.g("wte").t() if self.tie else self.g("lm_head.weight")
+        return h @ head
+
+
+def lr_at(step, lr, warmup, total, cosine):
+    """nets/model.c, dt_model_lr."""
+    if warmup > 0 and step <= warmup:
+        return lr * step / warmup
+    if cosine and total > warmup:
+        progress = min(1.0, (step - warmup) / (total - warmup))
+        return lr * 0.5 * (1.0 + math.cos(math.pi * progress))
+    return lr
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--detrain", required=True, help="the detrain binary")
+    ap.add_argument("--config", required=True, help="a model.kind: gpt config")
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--policy", default="portable")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", required=True, help="a new folder")
+    ap.add_argument("--set", action="append", default=[], help="more detrain --set")
+    ap.add_argument("--first-tol", type=float, default=1e-6)
+    ap.add_argument("--curve-tol", type=float, default=0.01)
+    a = ap.parse_args()
+    if os.path.exists(a.out) and os.listdir(a.out):
+        die(f"{a.out}: exists and is not empty; choose a new folder")
+    os.makedirs(a.out, exist_ok=True)
+    torch.set_num_threads(a.threads)
+    sets = [f"train.steps={a.steps}", f"policies=[{a.policy}]", "replicas=1",
+            f"backend.threads={a.threads}", "report.overhead_samples=0"] + a.set
+    setargs = [x for s in sets for x in ("--set", s)]
+    run_dir = os.path.join(a.out, "detrain")
+    run([a.detrain, "run", a.config, "--out", run_dir, "--quiet"] + setargs,
+        env={**os.environ, "DETRAIN_GNUPLOT": "none"})
+    with open(os.path.join(run_dir, "config.json")) as f:
+        cfg = json.load(f)
+    model, train, dataset = cfg["model"], cfg["train"], cfg["dataset"]
+    if model["kind"] != "gpt":
+        die(f"{a.config}: model.kind is {model['kind']}, not gpt")
+    replica = os.path.join(run_dir, a.policy, "replica-0")
+    st_path = os.path.join(a.out, "step0.safetensors")
+    run([a.detrain, "export", replica, "--step", "0", "--safetensors", st_path])
+    batches = run([a.detrain, "batches", a.config, "--steps", str(a.steps)] + setargs)
+    rows = list(csv.DictReader(batches.splitlines()))
+    with open(os.path.join(replica, "trace.csv")) as f:
+        det = {int(r["step"]): float(r["loss"]) for r in csv.DictReader(f) if r["loss"]}
+    corpus = dataset["path"] or "/usr/share/games/fortunes"
+    data = torch.tensor(list(read_corpus(corpus)), dtype=torch.long)
+    w, meta = read_safetensors(st_path)
+    T, D, H, L = model["context"], model["d_model"], model["heads"], model["layers"]
+    tie = model.get("tie_embeddings", True)
+    net = GPT(w, T, D, H, L, tie)
+    opt = train["optimizer"]
+    if opt["kind"] != "adamw":
+        die("this comparison replays AdamW (train.optimizer.kind: adamw)")
+    adam = torch.optim.AdamW(net.parameters(), lr=opt["lr"],
+                             betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"],
+                             weight_decay=opt["weight_decay"])
+    B = train["batch"]
+    out_rows, worst = [], 0.0
+    for s in range(1, a.steps + 1):
+        idx = [int(r["index"]) for r in rows[(s - 1) * B:s * B]]
+        win = torch.stack([data[i:i + T + 1] for i in idx])
+        logits = net(win[:, :T])
+        loss = F.cross_entropy(logits.reshape(-1, 256), win[:, 1:].reshape(-1))
+        for g in adam.param_groups:
+            g["lr"] = lr_at(s, opt["lr"], opt["warmup"], train["steps"],
+                            opt["schedule"] == "cosine")
+        adam.zero_grad()
+        loss.backward()
+        adam.step()
+        tl, dl = float(loss), det[s]
+        rel = abs(tl - dl) / abs(dl)
+        worst = max(worst, rel)
+        out_rows.append((s, dl, tl, rel))
+    with open(os.path.join(a.out, "losses.csv"), "w") as f:
+        f.write("step,detrain,torch,rel_diff\n")
+        for r in out_rows:
+            f.write(f"{r[0]},{r[1]:.9g},{r[2]:.9g},{r[3]:.3e}\n")
+    first = out_rows[0][3]
+    ok = first <= a.first_tol and worst <= a.curve_tol
+    summary = (
+        f"config {a.config}, policy {a.policy}, {a.steps} steps of {B} windows of {T + 1} "
+        f"bytes, {a.threads} threads; PyTorch {torch.__version__}\n"
+        f"first loss (initial weights): detrain {out_rows[0][1]:.9g}, torch "
+        f"{out_rows[0][2]:.9g}, relative difference {first:.2e} (tolerance {a.first_tol:g})\n"
+        f"largest relative difference over {a.steps} steps: {worst:.2e} (tolerance "
+        f"{a.curve_tol:g})\n"
+        f"last loss: detrain {out_rows[-1][1]:.6g}, torch {out_rows[-1][2]:.6g}\n"
+        f"{'agree' if ok else 'DISAGREE'}\n")
+    with open(os.path.join(a.out, "summary.txt"), "w") as f:
+        f.write(summary)
+    print(summary, end="")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
