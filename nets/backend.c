@@ -1077,3 +1077,23 @@ enum dt_status dt_adamw_update(struct dt_backend *be, float *w, float *m, float 
     DISPATCH(be, DT_OP_ADAMW_UPDATE, be->ops->adamw_update(be, w, m, v, g, n, s, pol), OUT(w, n),
              OUT(m, n), OUT(v, n), PARAM(w));
 }
+
+enum dt_status dt_grad_norm(struct dt_backend *be, float *norm_sq, const float *const *g,
+                            const int64_t *n, int count, const struct dt_policy *pol)
+{
+    DT_ASSERT(norm_sq && g && n && count >= 1 && pol);
+    for (int i = 0; i < count; i++) DT_ASSERT(g[i] && n[i] >= 1);
+    REQUIRE(be, grad_norm);
+    DISPATCH(be, DT_OP_GRAD_NORM, be->ops->grad_norm(be, norm_sq, g, n, count, pol),
+             OUT(norm_sq, 1));
+}
+
+enum dt_status dt_clip_scale(struct dt_backend *be, float *g, int64_t n, const float *norm_sq,
+                             float max_norm, const struct dt_policy *pol)
+{
+    CHECK_DIMS(n);
+    DT_ASSERT(g && norm_sq && max_norm > 0 && pol);
+    REQUIRE(be, clip_scale);
+    DISPATCH(be, DT_OP_CLIP_SCALE, be->ops->clip_scale(be, g, n, norm_sq, max_norm, pol),
+             OUT(g, n));
+}

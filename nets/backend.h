@@ -270,7 +270,9 @@ void dt_backend_set_slow_op(struct dt_backend *be, int op, double seconds);
     X(GELU_FORWARD, "gelu_forward")                                                                \
     X(GELU_BACKWARD, "gelu_backward")                                                              \
     X(ADD, "add")                                                                                  \
-    X(ADAMW_UPDATE, "adamw_update")
+    X(ADAMW_UPDATE, "adamw_update")                                                                \
+    X(GRAD_NORM, "grad_norm")                                                                      \
+    X(CLIP_SCALE, "clip_scale")
 enum dt_op {
 #define DT_OP_ENUM_(name, str) DT_OP_##name,
     DT_OP_LIST(DT_OP_ENUM_)
@@ -489,6 +491,17 @@ enum dt_status dt_gelu_backward(struct dt_backend *be, float *dx, const float *d
 /* y += x, n elements (a residual connection, or a second gradient). */
 enum dt_status dt_add(struct dt_backend *be, float *y, const float *x, int64_t n,
                       const struct dt_policy *pol);
+/* *norm_sq (backend memory, one float) = the sum of the squares of every element of the
+ * `count` tensors g[i] (n[i] floats each): the global gradient norm that clipping reads, a
+ * sum over all parameters under `reduction` -- unordered: per-worker partials added in
+ * arrival order; fixed: each tensor's squares in the fixed chunks-and-tree order
+ * (determinism/reduce.h), the tensors' sums in tensor order; exact: every square to int64
+ * fixed point at one scale, summed exactly, rounded once. */
+enum dt_status dt_grad_norm(struct dt_backend *be, float *norm_sq, const float *const *g,
+                            const int64_t *n, int count, const struct dt_policy *pol);
+/* g *= dt_clip_coef(*norm_sq, max_norm), n elements (norm_sq: backend memory). */
+enum dt_status dt_clip_scale(struct dt_backend *be, float *g, int64_t n, const float *norm_sq,
+                             float max_norm, const struct dt_policy *pol);
 /* AdamW on n elements in place (dt_adamw_elem): w, first moment m, second moment v. */
 enum dt_status dt_adamw_update(struct dt_backend *be, float *w, float *m, float *v, const float *g,
                                int64_t n, const struct dt_adamw_step *s,

@@ -132,6 +132,11 @@ typedef enum dt_status dt_add_fn(struct dt_backend *be, float *y, const float *x
 typedef enum dt_status dt_adamw_update_fn(struct dt_backend *be, float *w, float *m, float *v,
                                           const float *g, int64_t n, const struct dt_adamw_step *s,
                                           const struct dt_policy *pol);
+typedef enum dt_status dt_grad_norm_fn(struct dt_backend *be, float *norm_sq, const float *const *g,
+                                       const int64_t *n, int count, const struct dt_policy *pol);
+typedef enum dt_status dt_clip_scale_fn(struct dt_backend *be, float *g, int64_t n,
+                                        const float *norm_sq, float max_norm,
+                                        const struct dt_policy *pol);
 typedef int64_t dt_first_nonfinite_fn(struct dt_backend *be, const float *p, int64_t n);
 typedef bool dt_first_nonfinite_many_fn(struct dt_backend *be, const float *const *p,
                                         const int64_t *n, int count, int *which, int64_t *index);
@@ -183,6 +188,8 @@ struct dt_backend_ops {
     dt_gelu_backward_fn *gelu_backward;
     dt_add_fn *add;
     dt_adamw_update_fn *adamw_update;
+    dt_grad_norm_fn *grad_norm;
+    dt_clip_scale_fn *clip_scale;
     /* ---- reduction: exact in one pass: the exact sum of the shard partials ---- */
     dt_exact_max_fn *exact_max;
     dt_exact_to_fixed_fn *exact_to_fixed;

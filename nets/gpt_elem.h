@@ -218,4 +218,14 @@ static inline DT_HD void dt_adamw_elem(float *w, float *m, float *v, float g,
     *v = vi;
 }
 
+/* ---- clipping by the global norm (torch.nn.utils.clip_grad_norm_'s factor) ----------- */
+
+/* min(1, max_norm / (sqrt(norm_sq) + 1e-6)); a NaN norm gives 1 (the non-finite scan then
+ * names the gradient). */
+static inline DT_HD float dt_clip_coef(float norm_sq, float max_norm)
+{
+    const float c = dt_rn_div(max_norm, sqrtf(norm_sq) + 1e-6f);
+    return c < 1.0f ? c : 1.0f;
+}
+
 #endif

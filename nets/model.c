@@ -127,6 +127,7 @@ void dt_model_destroy(struct dt_model *m)
         dt_backend_free(m->be, m->params[i].s);
     }
     if (m->grad_pack) dt_backend_free(m->be, m->grad_pack);
+    dt_backend_free(m->be, m->norm_sq);
     free(m->grad_first);
     free(m->params);
     dt_backend_free(m->be, m->x);
@@ -251,6 +252,24 @@ enum dt_status dt_model_gradients_sharded(struct dt_model *m, const struct dt_ba
     return st;
 }
 
+/* Every gradient scaled by min(1, max_norm / global norm): after the batch reductions and
+ * the exchange across ranks, so every rank scales the same combined gradient. */
+static enum dt_status clip_gradients(struct dt_model *m, float max_norm,
+                                     const struct dt_policy *pol)
+{
+    if (!m->norm_sq) m->norm_sq = dt_backend_alloc(m->be, sizeof(float));
+    const float **g = dt_xcalloc((size_t)m->n_params, sizeof *g);
+    int64_t *n = dt_xcalloc((size_t)m->n_params, sizeof *n);
+    for (int i = 0; i < m->n_params; i++) g[i] = m->params[i].g, n[i] = m->params[i].n;
+    enum dt_status st =
+        dt_grad_norm(m->be, m->norm_sq, (const float *const *)g, n, m->n_params, pol);
+    for (int i = 0; st == DT_OK && i < m->n_params; i++)
+        st = dt_clip_scale(m->be, m->params[i].g, m->params[i].n, m->norm_sq, max_norm, pol);
+    free(g);
+    free(n);
+    return st;
+}
+
 float dt_model_lr(const struct dt_sgd_options *opt, int64_t step)
 {
     double lr = opt->lr;
@@ -268,6 +287,7 @@ enum dt_status dt_model_sgd(struct dt_model *m, const struct dt_sgd_options *opt
                             const struct dt_policy *pol)
 {
     const float lr = dt_model_lr(opt, m->step > 0 ? m->step : 1);
+    if (opt->clip_norm > 0.0f) DT_FORWARD_IF_ERROR(clip_gradients(m, opt->clip_norm, pol));
     if (opt->adamw) {
         /* bias corrections 1 - beta^t in double, rounded once per step */
         const double t = (double)(m->step > 0 ? m->step : 1);

@@ -37,6 +37,7 @@ struct dt_sgd_options {
     float lr, momentum, weight_decay;
     bool adamw;
     float beta1, beta2, eps;
+    float clip_norm; /* > 0: every gradient scaled by dt_clip_coef of the global norm first */
     int64_t warmup, total_steps;
     bool cosine;
 };
@@ -117,6 +118,7 @@ struct dt_model {
     float *grad_pack;
     int64_t grad_slots;
     int64_t *grad_first; /* n_params + 1 prefix sums of the params' n */
+    float *norm_sq;      /* clipping: the global gradient norm squared (backend, 1 float) */
 };
 
 /* For model kinds' backward passes: `st`, the status of an op computing the gradient of

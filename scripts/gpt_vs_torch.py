@@ -189,6 +189,8 @@ def main():
                             opt["schedule"] == "cosine")
         adam.zero_grad()
         loss.backward()
+        if opt.get("clip_norm", 0) > 0:
+            torch.nn.utils.clip_grad_norm_(net.parameters(), opt["clip_norm"])
         adam.step()
         tl, dl = float(loss), det[s]
         rel = abs(tl - dl) / abs(dl)

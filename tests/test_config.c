@@ -603,7 +603,8 @@ DT_TEST(write_json)
     CHECK_CONTAINS(text, "\"model\":{\"kind\":\"mlp\",\"hidden\":[512,256,64]},\"train\":{");
     /* only the keys sgd reads (no beta1, beta2, eps) */
     CHECK_CONTAINS(text, "\"optimizer\":{\"kind\":\"sgd\",\"lr\":0.125,\"momentum\":0.5,"
-                         "\"weight_decay\":0.0001,\"warmup\":0,\"schedule\":\"constant\"}");
+                         "\"weight_decay\":0.0001,\"clip_norm\":0,\"warmup\":0,"
+                         "\"schedule\":\"constant\"}");
     CHECK_CONTAINS(text, "\"seed\":18446744073709551615,\"eval_every\":100,"
                          "\"checkpoint_every\":0,\"check_finite\":true,"
                          "\"checkpoint_at_divergence\":false}");
@@ -672,6 +673,7 @@ DT_TEST(write_reference)
                                             "train.optimizer.beta1",
                                             "train.optimizer.beta2",
                                             "train.optimizer.eps",
+                                            "train.optimizer.clip_norm",
                                             "train.optimizer.warmup",
                                             "train.optimizer.schedule",
                                             "train.seed",

@@ -554,6 +554,51 @@ DT_TEST(adamw_and_schedule)
     CHECK_NEAR(dt_model_lr(&o, 1), 0.1, 1e-8);
 }
 
+/* The global norm under each `reduction` against a double sum; fixed and exact the same
+ * bits at 1 and 3 threads and under forced orders; unordered under two forced orders
+ * differs (the negative control); clip_scale is dt_clip_coef's factor. */
+DT_TEST(clip_norm_controls)
+{
+    enum { NT = 3 };
+    const int64_t n[NT] = {70001, 33, 4099};
+    float *g[NT];
+    double ref = 0;
+    for (int i = 0; i < NT; i++) {
+        g[i] = dt_xmalloc((size_t)n[i] * sizeof(float));
+        fill(g[i], n[i], i == 1 ? 3.0 : 1.0);
+        for (int64_t k = 0; k < n[i]; k++) ref += (double)g[i][k] * g[i][k];
+    }
+    const enum dt_level lv[3] = {DT_LEVEL_FAST, DT_LEVEL_RUN_TO_RUN, DT_LEVEL_PORTABLE};
+    for (int l = 0; l < 3; l++) {
+        const struct dt_policy pol = level(lv[l]);
+        float got[4];
+        for (int c = 0; c < 4; c++) { /* 1 thread, 3 threads, 2 threads forced twice */
+            struct dt_backend *be = cpu(c == 0 ? 1 : c == 1 ? 3 : 2);
+            if (c >= 2) CHECK_INT_EQ(dt_backend_set_forced_order(be, (uint64_t)c), DT_OK);
+            CHECK_INT_EQ(dt_grad_norm(be, &got[c], (const float *const *)g, n, NT, &pol), DT_OK);
+            dt_backend_destroy(be);
+        }
+        CHECK_NEAR(got[0], ref, 1e-5 * ref);
+        if (lv[l] == DT_LEVEL_FAST) {
+            CHECK(got[2] != got[3]); /* the order matters, forced */
+        } else {
+            CHECK(got[0] == got[1] && got[0] == got[2] && got[0] == got[3]);
+        }
+        if (lv[l] == DT_LEVEL_PORTABLE) CHECK(got[0] == (float)ref); /* exact, rounded once */
+    }
+    struct dt_backend *be = cpu(2);
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    float v[5] = {1, -2, 3, 0, 4}, ns = 100.0f; /* norm 10: scaled by 5 / (10 + 1e-6) */
+    CHECK_INT_EQ(dt_clip_scale(be, v, 5, &ns, 5.0f, &pol), DT_OK);
+    const float f = dt_clip_coef(100.0f, 5.0f);
+    CHECK(f < 0.5f && f > 0.4999f && v[1] == -2.0f * f && v[4] == 4.0f * f);
+    ns = 1.0f; /* norm 1 below 5: unchanged */
+    CHECK_INT_EQ(dt_clip_scale(be, v, 5, &ns, 5.0f, &pol), DT_OK);
+    CHECK(v[1] == -2.0f * f);
+    dt_backend_destroy(be);
+    for (int i = 0; i < NT; i++) free(g[i]);
+}
+
 /* ---- 6. the text dataset ----------------------------------------------------------------- */
 
 static void write_bytes(const char *path, const char *text, size_t n)
@@ -913,6 +958,7 @@ DT_TEST(refusals)
 
 DT_TEST_MAIN(DT_CASE(ops_are_the_shared_functions), DT_CASE(ops_match_double_reference),
              DT_CASE(gradients_match_double_reference), DT_CASE(embedding_scatter_controls),
-             DT_CASE(adamw_and_schedule), DT_CASE(text_dataset), DT_CASE(levels_and_threads),
-             DT_CASE(resume_after_kill), DT_CASE(ranks_independent), DT_CASE(explain_names_scatter),
-             DT_CASE(export_and_batches), DT_CASE(vs_torch), DT_CASE(refusals))
+             DT_CASE(adamw_and_schedule), DT_CASE(clip_norm_controls), DT_CASE(text_dataset),
+             DT_CASE(levels_and_threads), DT_CASE(resume_after_kill), DT_CASE(ranks_independent),
+             DT_CASE(explain_names_scatter), DT_CASE(export_and_batches), DT_CASE(vs_torch),
+             DT_CASE(refusals))

@@ -491,6 +491,31 @@ static enum dt_status run_adamw_update(struct dt_backend *be, void *const *in, v
     return dt_adamw_update(be, out[0], out[1], out[2], in[3], N, &s, pol);
 }
 
+static void make_grad_norm(struct io *io)
+{
+    add_in(io, N, 1.0), add_in(io, 37, 3.0);
+    add_out(io, 1, false);
+}
+static enum dt_status run_grad_norm(struct dt_backend *be, void *const *in, void *const *out,
+                                    const struct dt_policy *pol)
+{
+    const float *g[2] = {in[0], in[1]};
+    const int64_t n[2] = {N, 37};
+    return dt_grad_norm(be, out[0], g, n, 2, pol);
+}
+
+static void make_clip_scale(struct io *io)
+{
+    add_in(io, N, 1.0), add_positive(io, 1, 3e4);
+    add_out(io, N, false);
+}
+static enum dt_status run_clip_scale(struct dt_backend *be, void *const *in, void *const *out,
+                                     const struct dt_policy *pol)
+{
+    copy_into(be, out[0], in[0], N);
+    return dt_clip_scale(be, out[0], N, in[1], 1.5f, pol);
+}
+
 #define ROW(op, tol)                                                                               \
     {                                                                                              \
 #op, make_##op, run_##op, tol, false                                                       \
@@ -534,6 +559,8 @@ static const struct op_row ops[] = {
     ROW_CPU(gelu_backward, 1e-6),
     ROW_CPU(add, 0),
     ROW_CPU(adamw_update, 0),
+    ROW_CPU(grad_norm, 1e-5),
+    ROW_CPU(clip_scale, 0),
 };
 #define N_OPS ((int)(sizeof ops / sizeof ops[0]))
 

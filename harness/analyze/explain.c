@@ -401,6 +401,8 @@ static const char *op_phase(enum dt_op op)
     case DT_OP_GELU_BACKWARD:
     case DT_OP_EXACT_SUM: return "backward";
     case DT_OP_SGD_UPDATE:
+    case DT_OP_GRAD_NORM:
+    case DT_OP_CLIP_SCALE:
     case DT_OP_ADAMW_UPDATE: return "update";
     case DT_OP_EMBEDDING_FORWARD:
     case DT_OP_LAYERNORM_FORWARD:
@@ -451,6 +453,8 @@ static const char *output_name(enum dt_op op, int k)
     case DT_OP_GELU_FORWARD: return "gelu output";
     case DT_OP_GELU_BACKWARD: return "gradient through gelu";
     case DT_OP_ADD: return "sum";
+    case DT_OP_GRAD_NORM: return "gradient norm";
+    case DT_OP_CLIP_SCALE: return "clipped gradient";
     default: return "output";
     }
 }

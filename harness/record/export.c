@@ -117,8 +117,8 @@ static enum dt_status from_checkpoint(const char *src, const char *out_path, str
     w->step = ck.step;
     /* the model kind from the checkpoint's config */
     struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
-    if (st == DT_OK && dt_config_load_text(exp, src, ck.config_json, strlen(ck.config_json), -1, NULL,
-                                          0, err) == DT_OK)
+    if (st == DT_OK && dt_config_load_text(exp, src, ck.config_json, strlen(ck.config_json), -1,
+                                           NULL, 0, err) == DT_OK)
         snprintf(w->kind, sizeof w->kind, "%s", dt_model_kind_names[exp->model.kind]);
     if (st == DT_OK) st = write_safetensors(w, src, out_path, err);
     free(exp);

@@ -210,6 +210,11 @@ static const struct key_row keys[] = {
     {.path = "train.optimizer.eps", .type = KEY_DOUBLE, FIELD_(train.optimizer.eps),
      .def = "1e-8", .dlo = 0, .dhi = 1, .flags = KEY_LO_OPEN,
      .doc = "adamw: added to the second moment's square root"},
+    {.path = "train.optimizer.clip_norm", .type = KEY_DOUBLE, FIELD_(train.optimizer.clip_norm),
+     .def = "0", .dlo = 0, .dhi = 1e9,
+     .doc = "Scale every gradient by min(1, clip_norm / global norm) before the update "
+            "(torch.nn.utils.clip_grad_norm_); the norm is a sum over every parameter under "
+            "`reduction`. 0 = off"},
     {.path = "train.optimizer.warmup", .type = KEY_INT64, FIELD_(train.optimizer.warmup),
      .def = "0", .lo = 0, .hi = 1000000000,
      .doc = "Steps of linear learning-rate warm-up from lr / warmup to lr; 0 = none"},

@@ -71,6 +71,7 @@ struct dt_experiment {
             double momentum;              /* default 0.9, in [0, 1) */
             double weight_decay;          /* default 0, >= 0 */
             double beta1, beta2, eps;     /* adamw: default 0.9, 0.999, 1e-8 */
+            double clip_norm;             /* default 0 = off */
             int64_t warmup;               /* default 0 */
             enum dt_lr_schedule schedule; /* default constant */
         } optimizer;

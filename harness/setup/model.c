@@ -80,6 +80,7 @@ struct dt_sgd_options dt_experiment_sgd_options(const struct dt_experiment *exp)
                                .beta1 = (float)exp->train.optimizer.beta1,
                                .beta2 = (float)exp->train.optimizer.beta2,
                                .eps = (float)exp->train.optimizer.eps,
+                               .clip_norm = (float)exp->train.optimizer.clip_norm,
                                .warmup = exp->train.optimizer.warmup,
                                .total_steps = exp->train.steps,
                                .cosine = exp->train.optimizer.schedule == DT_LR_COSINE};

@@ -129,6 +129,8 @@ dt_gelu_forward_fn dt_cpu_gelu_forward;
 dt_gelu_backward_fn dt_cpu_gelu_backward;
 dt_add_fn dt_cpu_add;
 dt_adamw_update_fn dt_cpu_adamw_update;
+dt_grad_norm_fn dt_cpu_grad_norm;
+dt_clip_scale_fn dt_cpu_clip_scale;
 dt_conv2d_forward_fn dt_cpu_conv2d_forward;
 dt_conv2d_backward_data_fn dt_cpu_conv2d_backward_data;
 dt_conv2d_backward_weight_fn dt_cpu_conv2d_backward_weight;
