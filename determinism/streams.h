@@ -14,6 +14,7 @@
 enum dt_purpose {
     DT_PURPOSE_INIT = 1,       /* initial weights */
     DT_PURPOSE_DATA_ORDER = 2, /* per-epoch shuffle */
+    DT_PURPOSE_SAMPLE = 3,     /* a language model's generated text (nets/gpt.c) */
 };
 
 /* splitmix64's finalizer: a bijection on 64-bit words with full avalanche. */

@@ -4,7 +4,10 @@
  * the biases and the positional embedding are dt_bias_backward, the token embedding's
  * gradient is a scatter-add by token id (atomics), softmax and GELU take `math`'s exp and
  * tanh (nets/gpt_elem.h). Activations of every block are kept for backward. */
+#include <math.h>
 #include <string.h>
+
+#include "determinism/streams.h"
 
 #include "nets/model.h"
 #include "nets/models.h"
@@ -383,6 +386,50 @@ enum dt_status dt_gpt_create(struct dt_model **out, struct dt_backend *be,
     g->targets = dt_backend_alloc(be, (size_t)rows * sizeof(int32_t));
     *out = m;
     return DT_OK;
+}
+
+/* ---- sampling ------------------------------------------------------------------------ */
+
+enum dt_status dt_gpt_sample(struct dt_model *m, const uint8_t *prompt, int64_t prompt_len,
+                             int64_t n, float temperature, uint64_t key,
+                             const struct dt_policy *pol, uint8_t *out)
+{
+    if (m->ops != &gpt_ops) return DT_ERR_USAGE;
+    DT_ASSERT(prompt_len >= 1 && n >= 0 && temperature > 0);
+    struct gpt *g = m->impl;
+    const int64_t T = g->T, V = g->V;
+    memcpy(out, prompt, (size_t)prompt_len);
+    float *win = dt_xcalloc((size_t)(T + 1), sizeof *win);
+    float *logits = dt_xmalloc((size_t)(T * V) * sizeof *logits);
+    double *p = dt_xmalloc((size_t)V * sizeof *p);
+    enum dt_status st = DT_OK;
+    for (int64_t i = 0; i < n && st == DT_OK; i++) {
+        const int64_t have = prompt_len + i, first = have > T ? have - T : 0, len = have - first;
+        for (int64_t t = 0; t <= T; t++) win[t] = t < len ? (float)out[first + t] : 32.0f;
+        const uint8_t y = 0;
+        dt_model_load_batch(m, win, &y, 1);
+        st = gpt_forward(m, 1, pol);
+        if (st != DT_OK) break;
+        dt_backend_download(m->be, logits, g->logits, (size_t)(T * V) * sizeof *logits);
+        /* causal: position len - 1 saw only the window's first len bytes */
+        const float *z = logits + (len - 1) * V;
+        double mx = z[0], sum = 0;
+        for (int64_t v = 1; v < V; v++) mx = z[v] > mx ? z[v] : mx;
+        for (int64_t v = 0; v < V; v++) sum += p[v] = exp(((double)z[v] - mx) / temperature);
+        const double u = (double)dt_stream_uniform(key, (uint64_t)i) * sum;
+        double c = 0;
+        int64_t pick = V - 1;
+        for (int64_t v = 0; v < V; v++)
+            if ((c += p[v]) > u) {
+                pick = v;
+                break;
+            }
+        out[have] = (uint8_t)pick;
+    }
+    free(win);
+    free(logits);
+    free(p);
+    return st;
 }
 
 /* ---- the registry row (nets/models.h) -------------------------------------------------- */

@@ -26,7 +26,7 @@ orig_pwd=$PWD
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # The parts, in the order they run, and what each writes (for --list).
-parts=(exact-one-pass runs controls dist overhead_matrix bnn-rng noise_sources crossdev)
+parts=(exact-one-pass runs controls dist overhead_matrix bnn-rng noise_sources gpt crossdev)
 declare -A writes=(
   [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
   [runs]="results/cpu/runs/: quickstart/ lenet/ bnn/ (summary.csv, run.json), times.txt, threads-table.md (2 threads vs 1), explain-quickstart.txt|csv"
@@ -34,7 +34,8 @@ declare -A writes=(
   [dist]="results/cpu/dist/: plain/ np1/ .. np4/ and their .log, report.md, ranks.csv, per-step.tar.xz (the replicas' per-step CSVs) (mpirun)"
   [overhead_matrix]="results/cpu/overhead_matrix/: the matrix folder (cpu entries), without predictions.csv and tensors.csv; the replicas' per-step CSVs in per-step.tar.xz"
   [bnn-rng]="results/cpu/bnn-rng/: bench.txt"
-  [noise_sources]="results/cpu/noise_sources/: mlp/ and lenet/ (reports, csv files, config.json, run.json, explain/, plots/)"
+  [noise_sources]="results/cpu/noise_sources/: mlp/, lenet/ and gpt/ (reports, csv files, config.json, run.json, explain/, plots/)"
+  [gpt]="results/cpu/gpt/: run/ (configs/gpt.yaml: report, csv files, manifests, samples), threads-table.md, explain.txt|csv, bench.txt, vs-torch/ (with PyTorch)"
   [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md (every committed results/<gpu>/crossdev a column)"
 )
 
@@ -217,7 +218,8 @@ part_noise_sources() {
   local m f
   "$DETRAIN" run configs/noise_sources.yaml --out "$tmp/ns_mlp" --quiet
   "$DETRAIN" run configs/noise_sources_lenet.yaml --out "$tmp/ns_lenet" --quiet
-  for m in mlp lenet; do
+  "$DETRAIN" run configs/noise_sources_gpt.yaml --out "$tmp/ns_gpt" --quiet
+  for m in mlp lenet gpt; do
     mkdir -p "$tmp/ns_copy/$m"
     for f in report.md summary.csv cells.csv drift.csv overhead.csv config.json run.json; do
       cp "$tmp/ns_$m/$f" "$tmp/ns_copy/$m/"
@@ -229,6 +231,45 @@ part_noise_sources() {
     rm -rf "results/cpu/noise_sources/$m"
     cp -r "$tmp/ns_copy/$m" "results/cpu/noise_sources/$m"
   done
+}
+
+# results/cpu/gpt/README.md: configs/gpt.yaml run whole (its report, csv files, manifests and
+# each replica's sample.txt kept, not the per-step files), the same at 1 thread (one
+# replica per level) and the table of the two, explain on fast's replicas, detrain bench,
+# and scripts/gpt_vs_torch.py (PyTorch; kept as it was without it).
+part_gpt() {
+  local o=$tmp/gpt f d py exe=$DETRAIN rc=0
+  case "$exe" in /*) ;; */*) exe=$repo/$exe ;; esac
+  mkdir -p "$o/keep/run"
+  "$DETRAIN" run configs/gpt.yaml --out "$o/run" --quiet
+  for f in report.md summary.csv cells.csv drift.csv overhead.csv config.json run.json; do
+    cp "$o/run/$f" "$o/keep/run/"
+  done
+  for d in "$o"/run/*/replica-*; do
+    mkdir -p "$o/keep/run/${d#"$o/run/"}"
+    cp "$d/sample.txt" "$d/run.json" "$o/keep/run/${d#"$o/run/"}/"
+  done
+  "$DETRAIN" run configs/gpt.yaml --out "$o/run-1thread" --quiet --set backend.threads=1 \
+    --set replicas=1 --set report.overhead_samples=0
+  (cd "$o" && "$exe" compare --table run run-1thread > keep/threads-table.md) || rc=$?
+  [ $rc -le 1 ] || { say "gpt: detrain compare --table failed ($rc)"; return 1; }
+  rc=0
+  (cd "$o" && "$exe" explain run/fast/replica-0 run/fast/replica-1 --quiet \
+     --csv keep/explain.csv > keep/explain.txt) || rc=$?
+  [ $rc -le 1 ] || { say "gpt: detrain explain failed ($rc)"; return 1; }
+  "$DETRAIN" bench configs/gpt.yaml --steps 60 --warmup 5 > "$o/keep/bench.txt"
+  rc=0
+  python3 -c 'import torch' 2>/dev/null && py=python3 || py=/usr/bin/python3
+  "$py" scripts/gpt_vs_torch.py --detrain "$DETRAIN" --config configs/gpt.yaml --steps 200 \
+    --out "$o/vs-torch" > /dev/null || rc=$?
+  case $rc in
+    0) mkdir -p "$o/keep/vs-torch"
+       cp "$o/vs-torch/losses.csv" "$o/vs-torch/summary.txt" "$o/keep/vs-torch/" ;;
+    77) say "gpt: PyTorch is not installed: vs-torch/ kept as it was"
+        [ -d results/cpu/gpt/vs-torch ] && cp -r results/cpu/gpt/vs-torch "$o/keep/" ;;
+    *) say "gpt: scripts/gpt_vs_torch.py failed ($rc)"; return 1 ;;
+  esac
+  replace_folder "$o/keep" results/cpu/gpt
 }
 
 # results/cpu/crossdev-README.md: the portable runs at 2 and 1 threads, then the table.

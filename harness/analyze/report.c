@@ -47,6 +47,7 @@ struct replica {
     struct dt_trace_row *trace; /* NULL without trace.csv */
     int64_t n_trace;
     double test_acc;       /* final evaluation (metrics.csv row at train.steps), else NaN */
+    double test_loss;      /* its loss (nats per example; per byte for a text), else NaN */
     uint8_t *label, *pred; /* predictions.csv; NULL when absent */
     int64_t n_pred;
 };
@@ -165,11 +166,13 @@ static enum dt_status read_metrics(struct replica *r, const char *path, int64_t 
     bool row = exists;
     while (st == DT_OK && row && (st = dt_csv_next(&c, 4, &row, err)) == DT_OK && row) {
         int64_t step;
-        double acc;
+        double acc, loss;
         if (!parse_i64(c.field[0], &step)) st = dt_csv_fail(&c, err, "bad step '%s'", c.field[0]);
         else if (!parse_f64(c.field[2], &acc, true))
             st = dt_csv_fail(&c, err, "bad test_acc '%s'", c.field[2]);
-        else if (step == steps) r->test_acc = acc;
+        else if (!parse_f64(c.field[1], &loss, true))
+            st = dt_csv_fail(&c, err, "bad test_loss '%s'", c.field[1]);
+        else if (step == steps) r->test_acc = acc, r->test_loss = loss;
     }
     dt_csv_close(&c);
     return st;
@@ -332,6 +335,7 @@ static enum dt_status load_replica(struct report *rep, struct cell *cell, int c,
     struct replica *rp = &cell->rep[r];
     char rdir[PATH_LEN], path[PATH_LEN + 32];
     rp->test_acc = NAN;
+    rp->test_loss = NAN;
     dt_replica_dir(rdir, sizeof rdir, rep->dir, &rep->exp, c, r);
     rp->present = dt_is_dir(rdir);
     if (!rp->present) return DT_OK;
@@ -1304,6 +1308,55 @@ static void md_accuracy(struct dt_strbuf *sb, const struct report *rep)
     dt_strbuf_printf(sb, "\n");
 }
 
+/* A language model (dataset.name: text): validation loss in nats and bits per byte per
+ * cell, and the text replica 0 of each cell sampled at the end (sample.txt, layout.h). */
+static void md_text(struct dt_strbuf *sb, const struct report *rep)
+{
+    if (strcmp(rep->exp.dataset.name, "text") != 0) return;
+    dt_strbuf_printf(sb, "## Language model\n\nMean validation loss of the completed replicas "
+                         "over the fixed validation windows (every byte after a window's "
+                         "first predicted once), in nats and in bits per byte (nats / ln 2); "
+                         "test acc above is the share of bytes predicted first.\n\n"
+                         "| cell | completed | loss (nats/byte) | bits per byte |\n"
+                         "|---|--:|--:|--:|\n");
+    for (int c = 0; c < rep->n_cells; c++) {
+        const struct cell *cell = &rep->cells[c];
+        double sum = 0;
+        int m = 0;
+        for (int r = 0; r < rep->exp.replicas; r++)
+            if (cell->rep[r].completed && isfinite(cell->rep[r].test_loss))
+                sum += cell->rep[r].test_loss, m++;
+        dt_strbuf_printf(sb, "| %s | %d", cell->dir, cell->completed);
+        md_f(sb, "%.4f", m ? sum / m : NAN);
+        md_f(sb, "%.4f", m ? sum / m / log(2.0) : NAN);
+        dt_strbuf_printf(sb, " |\n");
+    }
+    dt_strbuf_printf(sb, "\nText sampled from each cell's replica 0 after training (prompt `%s`, "
+                         "temperature %.1f; the same stream for every replica, so replicas with "
+                         "the same weights write the same text; bytes outside printable text "
+                         "shown as \\xHH):\n\n",
+                     DT_SAMPLE_PROMPT, (double)DT_SAMPLE_TEMPERATURE);
+    for (int c = 0; c < rep->n_cells; c++) {
+        char rdir[PATH_LEN], path[PATH_LEN + 16];
+        dt_replica_dir(rdir, sizeof rdir, rep->dir, &rep->exp, c, 0);
+        snprintf(path, sizeof path, "%s/sample.txt", rdir);
+        size_t len = 0;
+        char *text = NULL;
+        struct dt_error e;
+        if (dt_read_regular_file(&text, &len, path, "a sample", 1 << 16, &e) != DT_OK) continue;
+        dt_strbuf_printf(sb, "`%s`:\n\n", rep->cells[c].dir);
+        for (size_t i = 0; i < len;) {
+            const size_t j = i + strcspn(text + i, "\n");
+            char line[1024];
+            dt_escape_bytes(line, sizeof line, text + i, j - i, sizeof line);
+            dt_strbuf_printf(sb, "    %s\n", line);
+            i = j + 1;
+        }
+        dt_strbuf_printf(sb, "\n");
+        free(text);
+    }
+}
+
 static void md_overhead(struct dt_strbuf *sb, const struct report *rep)
 {
     dt_strbuf_printf(sb,
@@ -1467,6 +1520,7 @@ static enum dt_status write_report_md(const struct report *rep, struct dt_error 
     md_explain(&sb, rep);
     md_algorithms(&sb, rep);
     md_accuracy(&sb, rep);
+    md_text(&sb, rep);
     md_overhead(&sb, rep);
     md_drift(&sb, rep);
     md_plots(&sb, rep);

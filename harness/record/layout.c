@@ -72,7 +72,8 @@ static const char *const top_files[] = {"run.json",  "config.json",  "overhead.c
                                         "drift.csv", ".detrain.lock"};
 static const char *const replica_files[] = {"trace.csv",      "tensors.csv",     "metrics.csv",
                                             "times.csv",      "predictions.csv", "run.json",
-                                            "checkpoint.bin", "divergence.bin",  "algos.csv"};
+                                            "checkpoint.bin", "divergence.bin",  "algos.csv",
+                                            "sample.txt"};
 static const char *const plot_endings[] = {".gp", ".dat", ".svg", ".png", ".log"};
 
 static bool in_list(const char *s, const char *const *list, size_t n)

@@ -14,7 +14,10 @@
  *     times.csv               "step,step_ms,hash_ms": every step; hash_ms empty when the step
  *                             was not hashed
  *     predictions.csv         "index,label,predicted": the final model's class for every
- *                             test example (completed replicas only)
+ *                             test example (completed replicas only); for a text, the
+ *                             next byte after each validation window
+ *     sample.txt              a language model's (gpt) text from DT_SAMPLE_PROMPT, sampled
+ *                             at the end (completed replicas only; raw bytes)
  *     snapshots/step-<8 digits>.bin   weights at step 0 and report.snapshots log-spaced
  *                             steps (harness/record/snapshot.h)
  *     run.json                replica manifest
@@ -37,6 +40,14 @@
 #include <stdint.h>
 
 #include "harness/setup/config.h"
+
+/* sample.txt: what a completed gpt replica writes, from its final weights: the prompt, then
+ * DT_SAMPLE_BYTES bytes at temperature DT_SAMPLE_TEMPERATURE, drawn from the stream (seed,
+ * replica 0, DT_PURPOSE_SAMPLE, train.steps): replicas with the same weights write the
+ * same text. */
+#define DT_SAMPLE_PROMPT "Q: Why did the"
+#define DT_SAMPLE_BYTES 240
+#define DT_SAMPLE_TEMPERATURE 0.8f
 
 #define DT_OVERHEAD_HEADER "policy,pair,order,fast_ms,policy_ms"
 #define DT_TIMES_HEADER "step,step_ms,hash_ms"

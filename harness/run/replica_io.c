@@ -166,6 +166,24 @@ enum dt_status dt_replica_predictions_write(const char *dir, const uint8_t *labe
     return st;
 }
 
+enum dt_status dt_replica_sample_write(struct dt_model *m, const struct dt_experiment *exp,
+                                       const struct dt_policy *pol, const char *dir,
+                                       struct dt_error *err)
+{
+    const size_t np = sizeof DT_SAMPLE_PROMPT - 1;
+    uint8_t *text = dt_xmalloc(np + DT_SAMPLE_BYTES);
+    const uint64_t key =
+        dt_stream_key(exp->train.seed, 0, DT_PURPOSE_SAMPLE, (uint64_t)exp->train.steps, 0);
+    enum dt_status st = dt_gpt_sample(m, (const uint8_t *)DT_SAMPLE_PROMPT, (int64_t)np,
+                                      DT_SAMPLE_BYTES, DT_SAMPLE_TEMPERATURE, key, pol, text);
+    char path[1300];
+    snprintf(path, sizeof path, "%.1200s/sample.txt", dir);
+    if (st == DT_OK) st = dt_write_file_atomic(path, text, np + DT_SAMPLE_BYTES, err);
+    else if (err) dt_error_set(err, st, "%s: sampling text failed: %s", path, dt_status_str(st));
+    free(text);
+    return st;
+}
+
 /* trace.csv and tensors.csv opened to add rows: the counterpart of dt_trace_open (which
  * creates them) for a resumed replica, whose files were cut back to its checkpoint. */
 static enum dt_status trace_open_append(struct dt_trace_writer *t, const char *dir, bool per_tensor,

@@ -380,6 +380,8 @@ static enum dt_status replica_end(struct run_ctx *c, struct replica *rep, enum d
         if (st == DT_OK)
             st = dt_replica_metrics_row(io->metrics, io->metrics_path, exp->train.steps, &ev, err);
         if (st == DT_OK) st = dt_replica_predictions_write(res->dir, test->y, pred, test->n, err);
+        if (st == DT_OK && dt_model_kind(exp->model.kind)->reads_text)
+            st = dt_replica_sample_write(m, exp, rep->pol, res->dir, err);
         free(pred);
     }
     if (st != DT_OK) {

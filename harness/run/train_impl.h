@@ -79,6 +79,10 @@ enum dt_status dt_replica_manifest_write(const struct run_ctx *c, int cell, int 
 bool dt_replica_snapshot_due(const struct replica_io *io, int64_t s);
 enum dt_status dt_replica_maybe_snapshot(struct dt_model *m, struct replica_io *io, const char *dir,
                                          int64_t s, struct dt_error *err);
+/* sample.txt of a gpt replica (harness/record/layout.h). */
+enum dt_status dt_replica_sample_write(struct dt_model *m, const struct dt_experiment *exp,
+                                       const struct dt_policy *pol, const char *dir,
+                                       struct dt_error *err);
 enum dt_status dt_replica_predictions_write(const char *dir, const uint8_t *labels,
                                             const uint8_t *pred, int64_t n, struct dt_error *err);
 enum dt_status dt_replica_io_open(struct replica_io *io, const struct dt_experiment *exp,
