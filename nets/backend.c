@@ -99,6 +99,31 @@ const char *dt_backend_missing_op(const struct dt_backend *be)
     return NULL;
 }
 
+const char *dt_backend_missing_transformer_op(const struct dt_backend *be)
+{
+    const struct dt_backend_ops *o = be->ops;
+    const struct {
+        bool present;
+        enum dt_op op;
+    } need[] = {
+        {o->embedding_forward != NULL, DT_OP_EMBEDDING_FORWARD},
+        {o->embedding_backward != NULL, DT_OP_EMBEDDING_BACKWARD},
+        {o->layernorm_forward != NULL, DT_OP_LAYERNORM_FORWARD},
+        {o->layernorm_backward != NULL, DT_OP_LAYERNORM_BACKWARD},
+        {o->attention_forward != NULL, DT_OP_ATTENTION_FORWARD},
+        {o->attention_backward != NULL, DT_OP_ATTENTION_BACKWARD},
+        {o->gelu_forward != NULL, DT_OP_GELU_FORWARD},
+        {o->gelu_backward != NULL, DT_OP_GELU_BACKWARD},
+        {o->add != NULL, DT_OP_ADD},
+        {o->adamw_update != NULL, DT_OP_ADAMW_UPDATE},
+        {o->grad_norm != NULL, DT_OP_GRAD_NORM},
+        {o->clip_scale != NULL, DT_OP_CLIP_SCALE},
+    };
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (!need[i].present) return dt_op_name(need[i].op);
+    return NULL;
+}
+
 int dt_backend_threads(const struct dt_backend *be) { return be->threads; }
 
 int dt_backend_take_algo_notes(struct dt_backend *be, struct dt_algo_note *notes, int max)

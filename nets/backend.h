@@ -45,6 +45,9 @@ const char *dt_backend_name(const struct dt_backend *be);
  * backend does not implement yet, or NULL when it has them all: a run checks this before
  * its first step. */
 const char *dt_backend_missing_op(const struct dt_backend *be);
+/* The same for the transformer's ops (embedding, LayerNorm, attention, GELU, add, AdamW,
+ * clipping): a gpt run checks it before its first step. */
+const char *dt_backend_missing_transformer_op(const struct dt_backend *be);
 /* Why the last op that failed failed (an op never prints): true, with the detail in *out
  * (may be NULL), and the record cleared; false when no op failed since the last take. An op
  * the backend lacks is named there ("backend 'cuda' has no op conv2d_forward"). */

@@ -235,7 +235,8 @@ part_noise_sources() {
 
 # results/cpu/gpt/README.md: configs/gpt.yaml run whole (its report, csv files, manifests and
 # each replica's sample.txt kept, not the per-step files), the same at 1 thread (one
-# replica per level) and the table of the two, explain on fast's replicas, detrain bench,
+# replica per level) and the table of the two, explain on fast at 2 threads against 1
+# (its replicas agree at 2 threads on this CPU: every arrival-order sum has two partials), detrain bench,
 # and scripts/gpt_vs_torch.py (PyTorch; kept as it was without it).
 part_gpt() {
   local o=$tmp/gpt f d py exe=$DETRAIN rc=0
@@ -254,7 +255,7 @@ part_gpt() {
   (cd "$o" && "$exe" compare --table run run-1thread > keep/threads-table.md) || rc=$?
   [ $rc -le 1 ] || { say "gpt: detrain compare --table failed ($rc)"; return 1; }
   rc=0
-  (cd "$o" && "$exe" explain run/fast/replica-0 run/fast/replica-1 --quiet \
+  (cd "$o" && "$exe" explain run/fast/replica-0 run-1thread/fast/replica-0 --quiet \
      --csv keep/explain.csv > keep/explain.txt) || rc=$?
   [ $rc -le 1 ] || { say "gpt: detrain explain failed ($rc)"; return 1; }
   "$DETRAIN" bench configs/gpt.yaml --steps 60 --warmup 5 > "$o/keep/bench.txt"

@@ -1331,10 +1331,11 @@ static void md_text(struct dt_strbuf *sb, const struct report *rep)
         md_f(sb, "%.4f", m ? sum / m / log(2.0) : NAN);
         dt_strbuf_printf(sb, " |\n");
     }
-    dt_strbuf_printf(sb, "\nText sampled from each cell's replica 0 after training (prompt `%s`, "
-                         "temperature %.1f; the same stream for every replica, so replicas with "
-                         "the same weights write the same text; bytes outside printable text "
-                         "shown as \\xHH):\n\n",
+    dt_strbuf_printf(sb,
+                     "\nText sampled from each cell's replica 0 after training (prompt `%s`, "
+                     "temperature %.1f; the same stream for every replica, so replicas with "
+                     "the same weights write the same text; bytes outside printable text "
+                     "shown as \\xHH):\n\n",
                      DT_SAMPLE_PROMPT, (double)DT_SAMPLE_TEMPERATURE);
     for (int c = 0; c < rep->n_cells; c++) {
         char rdir[PATH_LEN], path[PATH_LEN + 16];

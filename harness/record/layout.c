@@ -70,10 +70,9 @@ int dt_snapshot_steps(const struct dt_experiment *exp, int64_t *out)
 static const char *const top_files[] = {"run.json",  "config.json",  "overhead.csv",
                                         "report.md", "summary.csv",  "cells.csv",
                                         "drift.csv", ".detrain.lock"};
-static const char *const replica_files[] = {"trace.csv",      "tensors.csv",     "metrics.csv",
-                                            "times.csv",      "predictions.csv", "run.json",
-                                            "checkpoint.bin", "divergence.bin",  "algos.csv",
-                                            "sample.txt"};
+static const char *const replica_files[] = {
+    "trace.csv", "tensors.csv",    "metrics.csv",    "times.csv", "predictions.csv",
+    "run.json",  "checkpoint.bin", "divergence.bin", "algos.csv", "sample.txt"};
 static const char *const plot_endings[] = {".gp", ".dat", ".svg", ".png", ".log"};
 
 static bool in_list(const char *s, const char *const *list, size_t n)
