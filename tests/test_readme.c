@@ -221,7 +221,7 @@ static bool line_has_number(const char *b, const char *e, const char *q, int d)
         char *end;
         double v = strtod(start, &end);
         char buf[64];
-        snprintf(buf, sizeof buf, "%.*f", d, v);
+        snprintf(buf, sizeof buf, strchr(q, 'e') ? "%.*e" : "%.*f", d, v); /* 2.39e-07 */
         if (strcmp(buf, q) == 0) return true;
         if (strcmp(buf, "-0") == 0 || strncmp(buf, "-0.", 3) == 0) { /* -0.00 prints as 0.00 */
             snprintf(buf, sizeof buf, "%.*f", d, -v);
@@ -256,13 +256,20 @@ static bool number_before(const char *doc, const char *at, char *q, size_t size,
     if (p == doc || !isdigit((unsigned char)p[-1])) return false;
     const char *end = p;
     while (p > doc && (isdigit((unsigned char)p[-1]) || p[-1] == '.')) p--;
+    /* scientific notation, 2.39e-07: the mantissa before the exponent */
+    if (p - doc >= 3 && (p[-1] == '-' || p[-1] == '+') && p[-2] == 'e' &&
+        isdigit((unsigned char)p[-3])) {
+        p -= 2;
+        while (p > doc && (isdigit((unsigned char)p[-1]) || p[-1] == '.')) p--;
+    }
     if (p > doc && p[-1] == '-') p--;
     size_t n = (size_t)(end - p);
     if (n == 0 || n >= size) return false;
     memcpy(q, p, n);
     q[n] = '\0';
     const char *dot = strchr(q, '.');
-    *d = dot ? (int)strlen(dot + 1) : 0;
+    const char *exp = strchr(q, 'e');
+    *d = dot ? (int)((exp ? (size_t)(exp - dot) : strlen(dot)) - 1) : 0;
     return true;
 }
 
