@@ -30,6 +30,7 @@ packages=(
   libdnnl-dev                     # oneDNN: the `fast` level's CPU convolutions (nets/cpu/conv_dnnl.c)
   libopenmpi-dev openmpi-bin      # mpirun -np N detrain run: data parallelism (harness/run/dist.c)
   dataset-fashion-mnist           # /usr/share/datasets/fashion-mnist
+  fortunes                        # /usr/share/games/fortunes: the GPT's default text (dataset.name: text)
 )
 # Only with --check. libclang-rt-dev (Debian 12: libclang-rt-14-dev, the libclang_rt.fuzzer,
 # asan and ubsan archives) is only a Recommends of clang, which --no-install-recommends skips.

@@ -23,7 +23,9 @@
  *                                  threads; the evaluation in metrics.csv;
  *   resume_after_kill (e2e)        SIGKILL mid-run, --resume: the trace of the uninterrupted
  *                                  run, AdamW's second moment restored;
- *   ranks_independent (e2e)        portable under mpirun -np 1, 2, 3: the one-process trace;
+ *   ranks_independent (e2e)        portable under mpirun -np 1..4: the one-process trace;
+ *   nonfinite_stops (e2e)          a NaN in a LayerNorm gradient at step 5 stops the replica,
+ *                                  naming the tensor and the step;
  *   refusals (e2e)                 a bad corpus or a gpt on images: exit 2, nothing written. */
 #include <math.h>
 #include <stdbool.h>
@@ -782,9 +784,9 @@ DT_TEST(ranks_independent)
 {
     make_corpus();
     const char *one = TMP "rk1";
-    const char *set = "--set policies=[portable] --set replicas=1 --set train.shards=3";
+    const char *set = "--set policies=[portable] --set replicas=1 --set train.shards=6";
     CHECK_INT_EQ(run_gpt(one, set), 0);
-    for (int np = 1; np <= 3; np++) {
+    for (int np = 1; np <= 4; np++) {
         char dir[256];
         snprintf(dir, sizeof dir, TMP "rk_np%d", np);
         int rc = dt_run_capture(out, sizeof out,
@@ -926,6 +928,24 @@ DT_TEST(vs_torch)
     CHECK_CONTAINS(out, "agree");
 }
 
+DT_TEST(nonfinite_stops)
+{
+    make_corpus();
+    const char *dir = TMP "nan";
+    int rc = dt_run_capture(out, sizeof out,
+                            "rm -rf '%s' && DETRAIN_TEST_POISON=5:h1.ln2.weight:g "
+                            "DETRAIN_GNUPLOT=none '%s' run '%s' --out '%s' --quiet "
+                            "--set dataset.path='%s' --set policies=[portable] --set replicas=1",
+                            dir, EXE, CONFIG, dir, CORPUS);
+    CHECK_INT_EQ(rc, 1);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/portable/replica-0/run.json", dir);
+    char *j = dt_read_file(path, NULL);
+    CHECK(j != NULL);
+    if (j) CHECK_CONTAINS(j, "non-finite gradient in h1.ln2.weight (element 0) at step 5");
+    free(j);
+}
+
 DT_TEST(refusals)
 {
     const char *dir = TMP "refused";
@@ -962,4 +982,4 @@ DT_TEST_MAIN(DT_CASE(ops_are_the_shared_functions), DT_CASE(ops_match_double_ref
              DT_CASE(adamw_and_schedule), DT_CASE(clip_norm_controls), DT_CASE(text_dataset),
              DT_CASE(levels_and_threads), DT_CASE(resume_after_kill), DT_CASE(ranks_independent),
              DT_CASE(explain_names_scatter), DT_CASE(export_and_batches), DT_CASE(vs_torch),
-             DT_CASE(refusals))
+             DT_CASE(nonfinite_stops), DT_CASE(refusals))

@@ -3,5 +3,5 @@ dt_add_test(gpt LABELS unit CASES ops_are_the_shared_functions ops_match_double_
             clip_norm_controls
             text_dataset refusals)
 dt_add_test(gpt LABELS e2e CASES levels_and_threads resume_after_kill explain_names_scatter
-            export_and_batches vs_torch)
+            export_and_batches vs_torch nonfinite_stops)
 dt_add_test(gpt LABELS e2e CASES ranks_independent LOCKS mpirun)
