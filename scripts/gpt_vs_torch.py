@@ -21,8 +21,10 @@ import json
 import math
 import os
 import struct
+import statistics
 import subprocess
 import sys
+import time
 
 
 def die(msg, code=2):
@@ -178,8 +180,9 @@ def main():
                              betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"],
                              weight_decay=opt["weight_decay"])
     B = train["batch"]
-    out_rows, worst = [], 0.0
+    out_rows, worst, torch_ms = [], 0.0, []
     for s in range(1, a.steps + 1):
+        t0 = time.perf_counter()
         idx = [int(r["index"]) for r in rows[(s - 1) * B:s * B]]
         win = torch.stack([data[i:i + T + 1] for i in idx])
         logits = net(win[:, :T])
@@ -192,6 +195,7 @@ def main():
         if opt.get("clip_norm", 0) > 0:
             torch.nn.utils.clip_grad_norm_(net.parameters(), opt["clip_norm"])
         adam.step()
+        torch_ms.append((time.perf_counter() - t0) * 1e3)
         tl, dl = float(loss), det[s]
         rel = abs(tl - dl) / abs(dl)
         worst = max(worst, rel)
@@ -202,6 +206,9 @@ def main():
             f.write(f"{r[0]},{r[1]:.9g},{r[2]:.9g},{r[3]:.3e}\n")
     first = out_rows[0][3]
     ok = first <= a.first_tol and worst <= a.curve_tol
+    with open(os.path.join(replica, "times.csv")) as f:
+        det_ms = [float(r["step_ms"]) for r in csv.DictReader(f)]
+    skip = min(5, a.steps // 4)  # warm-up steps left out on both sides
     summary = (
         f"config {a.config}, policy {a.policy}, {a.steps} steps of {B} windows of {T + 1} "
         f"bytes, {a.threads} threads; PyTorch {torch.__version__}\n"
@@ -210,6 +217,10 @@ def main():
         f"largest relative difference over {a.steps} steps: {worst:.2e} (tolerance "
         f"{a.curve_tol:g})\n"
         f"last loss: detrain {out_rows[-1][1]:.6g}, torch {out_rows[-1][2]:.6g}\n"
+        f"step time, median after {skip} steps (one run each, one after the other, not "
+        f"interleaved): detrain {a.policy} {statistics.median(det_ms[skip:]):.3f} ms "
+        f"(times.csv, hashing apart), torch eager {statistics.median(torch_ms[skip:]):.3f} ms "
+        f"(forward, backward, clipping, AdamW)\n"
         f"{'agree' if ok else 'DISAGREE'}\n")
     with open(os.path.join(a.out, "summary.txt"), "w") as f:
         f.write(summary)

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "harness/record/layout.h"
+#include "harness/run/dist.h"
 #include "harness/record/snapshot.h"
 #include "harness/setup/data.h"
 #include "nets/backend.h"
@@ -782,6 +783,7 @@ DT_TEST(resume_after_kill)
 
 DT_TEST(ranks_independent)
 {
+    if (!dt_dist_have_mpi()) DT_SKIP("detrain was built without MPI (DETRAIN_MPI)");
     make_corpus();
     const char *one = TMP "rk1";
     const char *set = "--set policies=[portable] --set replicas=1 --set train.shards=6";
