@@ -138,8 +138,9 @@ static inline DT_HDI float dt_pm__log_kernel(float f, int e, float c)
 
 /* ---- public functions --------------------------------------------------------------------- */
 
-/* e^x, <= 1 ulp (see top). */
-static inline DT_HD float dt_exp_portable(float x)
+/* exp's kernel for finite x in [DT_PM_EXP_UNDERFLOW, DT_PM_EXP_OVERFLOW]: e^x = y * 2^k with
+ * y in [0.7, 1.5) returned and k in *k_out. No branch: loops of it vectorise. */
+static inline DT_HDI float dt_pm__exp_kernel(float x, int *k_out)
 {
     /* P(r) ~ (e^r - 1 - r) / r^2 on [-ln2/2, ln2/2]. */
     const float P0 = 0x1p-1f;
@@ -148,13 +149,10 @@ static inline DT_HD float dt_exp_portable(float x)
     const float P3 = 0x1.1110ep-7f;
     const float P4 = 0x1.6d4362p-10f;
     const float P5 = 0x1.a12528p-13f;
-    if (x != x) return dt_pm__nan();
-    if (x > DT_PM_EXP_OVERFLOW) return dt_pm__inf();
-    if (x < DT_PM_EXP_UNDERFLOW) return 0.0f;
     /* k = round-to-nearest-even(x*log2e); |x*log2e| < 151 so the magic sum is exact. */
     float t = dt_pm__mul(x, DT_PM_LOG2E) + DT_PM_ROUND_MAGIC;
     float kf = t - DT_PM_ROUND_MAGIC;
-    int k = (int)kf;
+    *k_out = (int)kf;
     float hi = x - dt_pm__mul(kf, DT_PM_LN2_HI); /* exact */
     float lo = dt_pm__mul(kf, DT_PM_LN2_LO);
     float r = hi - lo; /* rounded; feeds only the polynomial */
@@ -165,7 +163,17 @@ static inline DT_HD float dt_exp_portable(float x)
     p = dt_pm__mul(p, r) + P0;
     p = dt_pm__mul(dt_pm__mul(r, r), p);
     /* 1 + r + r^2*P(r) with r = hi - lo taken unrounded: one rounding less than 1 + (r + p). */
-    float y = 1.0f + (hi + (p - lo));
+    return 1.0f + (hi + (p - lo));
+}
+
+/* e^x, <= 1 ulp (see top). */
+static inline DT_HD float dt_exp_portable(float x)
+{
+    if (x != x) return dt_pm__nan();
+    if (x > DT_PM_EXP_OVERFLOW) return dt_pm__inf();
+    if (x < DT_PM_EXP_UNDERFLOW) return 0.0f;
+    int k;
+    const float y = dt_pm__exp_kernel(x, &k);
     return dt_pm__scale(y, k);
 }
 
@@ -212,34 +220,55 @@ static inline DT_HD float dt_softplus_portable(float x)
     return dt_log1p_portable(dt_exp_portable(x));
 }
 
-/* tanh(x), <= 2 ulp (strided sweeps measured 1.41 ulp, near the switch at 0.55; see top). */
-static inline DT_HD float dt_tanh_portable(float x)
+/* c ? a : b by masks (c is 0 or 1): no branch for a vectoriser to refuse. */
+static inline DT_HDI uint32_t dt_pm__pick(uint32_t c, uint32_t a, uint32_t b)
 {
-    if (x != x) return dt_pm__nan();
-    const float a = x < 0.0f ? -x : x;
-    float r;
-    if (a < 0x1p-12f) {
-        r = a;
-    } else if (a < 0.55f) {
-        /* Q(z) = -1/3 + 2/15 z - 17/315 z^2 + 62/2835 z^3 - 1382/155925 z^4
-         *        + 21844/6081075 z^5 - 929569/638512875 z^6 + 6404582/10854718875 z^7 */
-        const float z = dt_pm__mul(a, a);
-        float q = 0x1.355824p-11f;
-        q = dt_pm__mul(q, z) - 0x1.7da364p-10f;
-        q = dt_pm__mul(q, z) + 0x1.d6d3d0p-9f;
-        q = dt_pm__mul(q, z) - 0x1.226e36p-7f;
-        q = dt_pm__mul(q, z) + 0x1.664f48p-6f;
-        q = dt_pm__mul(q, z) - 0x1.ba1ba2p-5f;
-        q = dt_pm__mul(q, z) + 0x1.111112p-3f;
-        q = dt_pm__mul(q, z) - 0x1.555556p-2f;
-        r = a + dt_pm__mul(dt_pm__mul(a, z), q);
-    } else if (a < 9.1f) {
-        const float e = dt_exp_portable(dt_pm__mul(2.0f, a));
-        r = 1.0f - dt_pm__div(2.0f, e + 1.0f);
-    } else {
-        r = 1.0f;
-    }
-    return x < 0.0f ? -r : r;
+    const uint32_t m = 0u - c;
+    return (a & m) | (b & ~m);
+}
+
+/* e^x for x in [0, 18.25] (what dt_tanh_portable asks for): dt_exp_portable's arithmetic
+ * without its special cases, so that a loop over it vectorises; the same bits there. */
+static inline DT_HDI float dt_pm__exp_tanh(float x)
+{
+    int k;
+    const float y = dt_pm__exp_kernel(x, &k);
+    return dt_pm__mul(y, dt_bits_float((uint32_t)(k + 127) << 23)); /* k in [0, 27]: exact */
+}
+
+/* tanh(x), <= 2 ulp (strided sweeps measured 1.41 ulp, near the switch at 0.55; see top).
+ * Every branch is computed and one selected, with no early return, so that a loop of it
+ * vectorises (GELU's, nets/cpu/gpt.c); the selections compare |x|'s bits as integers (the
+ * same order as the floats for |x| >= 0) and pick by masks (dt_pm__pick: GCC at -O2 turns
+ * neither a float compare, which may trap, nor a chain of selects into vector code), and the
+ * exp branch's argument is clamped into dt_pm__exp_tanh's range. */
+static inline DT_HDI float dt_tanh_portable(float x)
+{
+    const uint32_t bits = dt_float_bits(x), abits = bits & 0x7fffffffu;
+    const uint32_t B_TINY = 0x39800000u /* 0x1p-12f */, B_POLY = 0x3f0ccccdu /* 0.55f */,
+                   B_ONE = 0x4111999au /* 9.1f */;
+    const float a = dt_bits_float(abits);
+    /* |x| < 0.55: x + x^3 * Q(x^2), Q the Taylor series of (tanh(x) - x) / x^3:
+     * Q(z) = -1/3 + 2/15 z - 17/315 z^2 + 62/2835 z^3 - 1382/155925 z^4
+     *        + 21844/6081075 z^5 - 929569/638512875 z^6 + 6404582/10854718875 z^7 */
+    const float z = dt_pm__mul(a, a);
+    float q = 0x1.355824p-11f;
+    q = dt_pm__mul(q, z) - 0x1.7da364p-10f;
+    q = dt_pm__mul(q, z) + 0x1.d6d3d0p-9f;
+    q = dt_pm__mul(q, z) - 0x1.226e36p-7f;
+    q = dt_pm__mul(q, z) + 0x1.664f48p-6f;
+    q = dt_pm__mul(q, z) - 0x1.ba1ba2p-5f;
+    q = dt_pm__mul(q, z) + 0x1.111112p-3f;
+    q = dt_pm__mul(q, z) - 0x1.555556p-2f;
+    const float small = a + dt_pm__mul(dt_pm__mul(a, z), q);
+    /* 0.55 <= |x| < 9.1: 1 - 2 / (e^(2|x|) + 1) */
+    const float ac = dt_bits_float(dt_pm__pick(abits < B_ONE, abits, B_ONE));
+    const float e = dt_pm__exp_tanh(dt_pm__mul(2.0f, ac));
+    const float big = 1.0f - dt_pm__div(2.0f, e + 1.0f);
+    uint32_t r = dt_pm__pick(abits < B_ONE, dt_float_bits(big), 0x3f800000u /* 1 */);
+    r = dt_pm__pick(abits < B_POLY, dt_float_bits(small), r);
+    r = dt_pm__pick(abits < B_TINY, abits, r);
+    return dt_bits_float(dt_pm__pick(abits > 0x7f800000u, 0x7fc00000u, r | (bits & 0x80000000u)));
 }
 
 #endif

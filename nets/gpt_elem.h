@@ -30,7 +30,7 @@ static inline DT_HD float dt_gpt_exp(float x, bool portable)
  * results/cpu/gpt/bench.txt); the C library's at `strict`. */
 #define dt_gelu_own_tanh(pol) (!dt_math_fast(pol) ? dt_math_portable(pol) : true)
 
-static inline DT_HD float dt_gpt_tanh(float x, bool portable)
+static inline DT_HDI float dt_gpt_tanh(float x, bool portable)
 {
     return portable ? dt_tanh_portable(x) : tanhf(x);
 }
@@ -50,7 +50,7 @@ static inline DT_HD int32_t dt_gpt_token(float x)
 #define DT_GELU_K 0x1.988454p-1f /* sqrt(2/pi) */
 #define DT_GELU_C 0x1.6e4cb8p-5f /* 0.044715 */
 
-static inline DT_HD float dt_gelu(float x, bool portable)
+static inline DT_HDI float dt_gelu(float x, bool portable)
 {
     const float x3 = dt_rn_mul(dt_rn_mul(x, x), x);
     const float u = dt_rn_mul(DT_GELU_K, x + dt_rn_mul(DT_GELU_C, x3));
@@ -59,7 +59,7 @@ static inline DT_HD float dt_gelu(float x, bool portable)
 }
 
 /* dy * d gelu / dx = dy * (0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)). */
-static inline DT_HD float dt_gelu_grad(float x, float dy, bool portable)
+static inline DT_HDI float dt_gelu_grad(float x, float dy, bool portable)
 {
     const float x2 = dt_rn_mul(x, x);
     const float u = dt_rn_mul(DT_GELU_K, x + dt_rn_mul(DT_GELU_C, dt_rn_mul(x2, x)));

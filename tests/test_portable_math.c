@@ -162,6 +162,50 @@ DT_TEST(log1p_softplus_ulp)
     CHECK_SWEEP(m, DT_PM_ULP_SOFTPLUS);
 }
 
+/* dt_tanh_portable as first written (branches and early returns): the branch-free form
+ * that replaced it must give its bits for every input, so no committed trace moved. */
+static float tanh_branchy(float x)
+{
+    if (x != x) return float_of(0x7fc00000u);
+    const float a = x < 0.0f ? -x : x;
+    float r;
+    if (a < 0x1p-12f) {
+        r = a;
+    } else if (a < 0.55f) {
+        const float z = a * a;
+        float q = 0x1.355824p-11f;
+        q = q * z - 0x1.7da364p-10f;
+        q = q * z + 0x1.d6d3d0p-9f;
+        q = q * z - 0x1.226e36p-7f;
+        q = q * z + 0x1.664f48p-6f;
+        q = q * z - 0x1.ba1ba2p-5f;
+        q = q * z + 0x1.111112p-3f;
+        q = q * z - 0x1.555556p-2f;
+        r = a + (a * z) * q;
+    } else if (a < 9.1f) {
+        const float e = dt_exp_portable(2.0f * a);
+        r = 1.0f - 2.0f / (e + 1.0f);
+    } else {
+        r = 1.0f;
+    }
+    return x < 0.0f ? -r : r;
+}
+
+DT_TEST(tanh_branch_free_same_bits)
+{
+    const int64_t stride = full_sweep() ? 1 : 7;
+    int64_t diffs = 0, n = 0;
+    for (uint64_t u = 0; u <= 0xffffffffu; u += (uint64_t)stride, n++) {
+        const float x = float_of((uint32_t)u);
+        if (bits_of(dt_tanh_portable(x)) != bits_of(tanh_branchy(x)) && diffs++ < 5)
+            fprintf(stderr, "tanh(%a): 0x%08x, first form 0x%08x\n", (double)x,
+                    bits_of(dt_tanh_portable(x)), bits_of(tanh_branchy(x)));
+    }
+    printf("tanh: %lld inputs, every %lld-th bit pattern, %lld differ\n", (long long)n,
+           (long long)stride, (long long)diffs);
+    CHECK_INT_EQ(diffs, 0);
+}
+
 DT_TEST(tanh_ulp)
 {
     struct sweep_max m = sweep(FN_TANH, -12.0f, 12.0f, 101);
@@ -384,4 +428,5 @@ out:
 }
 
 DT_TEST_MAIN(DT_CASE(exp_ulp_sweep), DT_CASE(log_ulp_sweep), DT_CASE(log1p_softplus_ulp),
-             DT_CASE(tanh_ulp), DT_CASE(specials), DT_CASE(bits_pinned))
+             DT_CASE(tanh_ulp), DT_CASE(tanh_branch_free_same_bits), DT_CASE(specials),
+             DT_CASE(bits_pinned))
