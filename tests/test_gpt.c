@@ -898,6 +898,12 @@ DT_TEST(export_and_batches)
                         dir, ck);
     CHECK_INT_EQ(rc, 2);
     CHECK_CONTAINS(out, "no weight snapshot at step 5");
+    rc = dt_run_capture(out, sizeof out,
+                        "'%s' export '%s/portable/replica-0' --safetensors '%s/w.safetensors'", EXE,
+                        dir, dir);
+    CHECK_INT_EQ(rc, 2); /* inside the result it reads: refused, nothing written */
+    snprintf(cmd, sizeof cmd, "%s/w.safetensors", dir);
+    CHECK(!dt_path_exists(cmd));
     /* batches */
     rc = dt_run_capture(out, sizeof out,
                         "'%s' batches '%s' --steps 3 --set dataset.path='%s' 2>/dev/null", EXE,

@@ -12,6 +12,7 @@
 #include "core/util.h"
 #include "harness/record/checkpoint.h"
 #include "harness/record/layout.h"
+#include "harness/record/outdir.h"
 #include "harness/record/snapshot.h"
 #include "harness/setup/config.h"
 #include "harness/setup/model.h"
@@ -214,6 +215,8 @@ enum dt_status dt_export_safetensors(const char *src, int64_t step, const char *
                             out_path);
     if (!dt_path_exists(src))
         return dt_error_set(err, DT_ERR_IO, "%s: no such checkpoint or replica folder", src);
+    /* not inside what it reads: a result folder holds only detrain's own files */
+    DT_FORWARD_IF_ERROR(dt_out_file_check(out_path, &src, 1, "", "safetensors file", err));
     if (!dt_is_dir(src)) {
         if (step >= 0)
             return dt_error_set(err, DT_ERR_USAGE,

@@ -16,7 +16,8 @@
 
 #include "core/status.h"
 
-/* Write `out_path` (refused when it exists, so nothing is overwritten by mistake) from
+/* Write `out_path` (refused when it exists, so nothing is overwritten by mistake, or when
+ * it lies inside `src` or the result around it: dt_out_file_check) from
  * `src`: a checkpoint file, or a replica folder's snapshot at `step` (-1: its last one).
  * DT_ERR_USAGE / DT_ERR_IO / DT_ERR_DATA name the file and what is wrong. */
 enum dt_status dt_export_safetensors(const char *src, int64_t step, const char *out_path,
