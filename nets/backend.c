@@ -77,13 +77,22 @@ void dt_backend_destroy(struct dt_backend *be)
 }
 
 const char *dt_backend_name(const struct dt_backend *be) { return be->ops->name; }
+/* The first op of `need` (present: whether the backend has it) the backend lacks, or NULL. */
+struct op_need {
+    bool present;
+    enum dt_op op;
+};
+static const char *first_missing(const struct op_need *need, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!need[i].present) return dt_op_name(need[i].op);
+    return NULL;
+}
+
 const char *dt_backend_missing_op(const struct dt_backend *be)
 {
     const struct dt_backend_ops *o = be->ops;
-    const struct {
-        bool present;
-        enum dt_op op;
-    } need[] = {
+    const struct op_need need[] = {
         {o->dense_forward != NULL, DT_OP_DENSE_FORWARD},
         {o->dense_backward_data != NULL, DT_OP_DENSE_BACKWARD_DATA},
         {o->dense_backward_weight != NULL, DT_OP_DENSE_BACKWARD_WEIGHT},
@@ -94,18 +103,13 @@ const char *dt_backend_missing_op(const struct dt_backend *be)
         {o->softmax_xent_backward != NULL, DT_OP_SOFTMAX_XENT_BACKWARD},
         {o->sgd_update != NULL, DT_OP_SGD_UPDATE},
     };
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
-        if (!need[i].present) return dt_op_name(need[i].op);
-    return NULL;
+    return first_missing(need, sizeof need / sizeof need[0]);
 }
 
 const char *dt_backend_missing_transformer_op(const struct dt_backend *be)
 {
     const struct dt_backend_ops *o = be->ops;
-    const struct {
-        bool present;
-        enum dt_op op;
-    } need[] = {
+    const struct op_need need[] = {
         {o->embedding_forward != NULL, DT_OP_EMBEDDING_FORWARD},
         {o->embedding_backward != NULL, DT_OP_EMBEDDING_BACKWARD},
         {o->layernorm_forward != NULL, DT_OP_LAYERNORM_FORWARD},
@@ -119,9 +123,7 @@ const char *dt_backend_missing_transformer_op(const struct dt_backend *be)
         {o->grad_norm != NULL, DT_OP_GRAD_NORM},
         {o->clip_scale != NULL, DT_OP_CLIP_SCALE},
     };
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
-        if (!need[i].present) return dt_op_name(need[i].op);
-    return NULL;
+    return first_missing(need, sizeof need / sizeof need[0]);
 }
 
 int dt_backend_threads(const struct dt_backend *be) { return be->threads; }

@@ -25,11 +25,6 @@ static inline DT_HD float dt_gpt_exp(float x, bool portable)
     return portable ? dt_exp_portable(x) : expf(x);
 }
 
-/* GELU's tanh under `math`: the own (portable) one at `portable`, and at `fast` too, where
- * it is the faster (about 0.7x the C library's tanhf per element on the development CPU:
- * results/cpu/gpt/bench.txt); the C library's at `strict`. */
-#define dt_gelu_own_tanh(pol) (!dt_math_fast(pol) ? dt_math_portable(pol) : true)
-
 static inline DT_HDI float dt_gpt_tanh(float x, bool portable)
 {
     return portable ? dt_tanh_portable(x) : tanhf(x);
@@ -43,6 +38,15 @@ static inline DT_HD int32_t dt_gpt_token(float x)
 {
     const int32_t t = (int32_t)x;
     return t < 0 ? 0 : t >= DT_GPT_VOCAB ? DT_GPT_VOCAB - 1 : t;
+}
+
+/* Element e of the embedded batch h (B * T rows of D): wte[tok, i] + wpe[t, i] for row
+ * r = b * T + t, i = e - r D, tok = the window's byte x[b, t] (x is (B, T + 1)). */
+static inline DT_HD float dt_embed_elem(const float *x, const float *wte, const float *wpe,
+                                        int64_t T, int64_t D, int64_t e)
+{
+    const int64_t r = e / D, i = e - r * D, b = r / T, t = r - b * T;
+    return wte[(int64_t)dt_gpt_token(x[b * (T + 1) + t]) * D + i] + wpe[t * D + i];
 }
 
 /* ---- GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) ---------------- */

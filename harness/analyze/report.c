@@ -1312,7 +1312,7 @@ static void md_accuracy(struct dt_strbuf *sb, const struct report *rep)
  * cell, and the text replica 0 of each cell sampled at the end (sample.txt, layout.h). */
 static void md_text(struct dt_strbuf *sb, const struct report *rep)
 {
-    if (strcmp(rep->exp.dataset.name, "text") != 0) return;
+    if (!dt_model_kind(rep->exp.model.kind)->reads_text) return;
     dt_strbuf_printf(sb, "## Language model\n\nMean validation loss of the completed replicas "
                          "over the fixed validation windows (every byte after a window's "
                          "first predicted once), in nats and in bits per byte (nats / ln 2); "

@@ -30,12 +30,10 @@ static void emb_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
     const int64_t T = j->T, D = j->D;
     for (int64_t r = begin; r < end; r++) {
         const int64_t b = r / T, t = r % T;
-        const int32_t tok = dt_gpt_token(j->x[b * (T + 1) + t]);
-        j->tokens[r] = tok;
+        j->tokens[r] = dt_gpt_token(j->x[b * (T + 1) + t]);
         j->targets[r] = dt_gpt_token(j->x[b * (T + 1) + t + 1]);
-        const float *e = j->wte + (int64_t)tok * D, *p = j->wpe + t * D;
-        float *h = j->h + r * D;
-        for (int64_t i = 0; i < D; i++) h[i] = e[i] + p[i];
+        for (int64_t e = r * D; e < (r + 1) * D; e++)
+            j->h[e] = dt_embed_elem(j->x, j->wte, j->wpe, T, D, e);
     }
 }
 
@@ -351,11 +349,11 @@ static void adamw_part(void *ctx, int64_t begin, int64_t end, int worker)
         dt_adamw_elem(&j->w[i], &j->m[i], &j->v[i], j->g[i], j->s);
 }
 
-/* portable: elementwise; `math` picks tanh (dt_gelu_own_tanh). */
+/* portable: elementwise; `math` picks tanh (dt_math_own_tanh). */
 enum dt_status dt_cpu_gelu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
                                    const struct dt_policy *pol)
 {
-    struct ew_job j = {.y = y, .x = x, .portable = dt_gelu_own_tanh(pol)};
+    struct ew_job j = {.y = y, .x = x, .portable = dt_math_own_tanh(pol)};
     dt_pool_run(dt_cpu(be)->pool, n, 2048, gelu_forward_part, &j);
     return DT_OK;
 }
@@ -363,7 +361,7 @@ enum dt_status dt_cpu_gelu_forward(struct dt_backend *be, float *y, const float 
 enum dt_status dt_cpu_gelu_backward(struct dt_backend *be, float *dx, const float *dy,
                                     const float *x, int64_t n, const struct dt_policy *pol)
 {
-    struct ew_job j = {.y = dx, .dy = dy, .x = x, .portable = dt_gelu_own_tanh(pol)};
+    struct ew_job j = {.y = dx, .dy = dy, .x = x, .portable = dt_math_own_tanh(pol)};
     dt_pool_run(dt_cpu(be)->pool, n, 2048, gelu_backward_part, &j);
     return DT_OK;
 }
