@@ -122,6 +122,8 @@ const char *dt_backend_missing_transformer_op(const struct dt_backend *be)
         {o->adamw_update != NULL, DT_OP_ADAMW_UPDATE},
         {o->grad_norm != NULL, DT_OP_GRAD_NORM},
         {o->clip_scale != NULL, DT_OP_CLIP_SCALE},
+        {o->dropout != NULL, DT_OP_DROPOUT},
+        {o->dropout_seed != NULL, DT_OP_DROPOUT_SEED},
     };
     return first_missing(need, sizeof need / sizeof need[0]);
 }
@@ -1123,4 +1125,35 @@ enum dt_status dt_clip_scale(struct dt_backend *be, float *g, int64_t n, const f
     REQUIRE(be, clip_scale);
     DISPATCH(be, DT_OP_CLIP_SCALE, be->ops->clip_scale(be, g, n, norm_sq, max_norm, pol),
              OUT(g, n));
+}
+
+enum dt_status dt_dropout(struct dt_backend *be, float *y, const float *x, uint8_t *keep,
+                          struct dt_xoro *lanes, int64_t rows, int64_t width,
+                          const struct dt_dropout_site *s, const struct dt_policy *pol)
+{
+    CHECK_DIMS(rows, width);
+    DT_ASSERT(y && x && s && pol && s->row0 >= 0);
+    const bool lfsr = s->mode == DT_DROPOUT_LFSR_FORWARD || s->mode == DT_DROPOUT_LFSR_BACKWARD;
+    const bool bytes = s->mode == DT_DROPOUT_KEEP || s->mode == DT_DROPOUT_STORED;
+    DT_ASSERT_MSG(lfsr == (lanes != NULL) && bytes == (keep != NULL),
+                  "dropout: lanes go with the lfsr modes, keep bytes with keep and stored");
+    REQUIRE(be, dropout);
+    if (lanes)
+        DISPATCH(be, DT_OP_DROPOUT, be->ops->dropout(be, y, x, keep, lanes, rows, width, s, pol),
+                 OUT(y, rows * width), OUT_INT(lanes, rows * (int64_t)(sizeof *lanes / 4)));
+    DISPATCH(be, DT_OP_DROPOUT, be->ops->dropout(be, y, x, keep, lanes, rows, width, s, pol),
+             OUT(y, rows * width));
+}
+
+enum dt_status dt_dropout_seed(struct dt_backend *be, struct dt_xoro *lanes, int64_t rows,
+                               int64_t row0, uint64_t seed, uint32_t step, uint32_t member,
+                               const struct dt_policy *pol)
+{
+    CHECK_DIMS(rows);
+    DT_ASSERT(lanes && pol && row0 >= 0);
+    DT_ASSERT_MSG(dt_philox_fields_ok(0, member, 0), "dropout_seed: member out of range");
+    REQUIRE(be, dropout_seed);
+    DISPATCH(be, DT_OP_DROPOUT_SEED,
+             be->ops->dropout_seed(be, lanes, rows, row0, seed, step, member, pol),
+             OUT_INT(lanes, rows * (int64_t)(sizeof *lanes / 4)));
 }

@@ -275,7 +275,9 @@ void dt_backend_set_slow_op(struct dt_backend *be, int op, double seconds);
     X(ADD, "add")                                                                                  \
     X(ADAMW_UPDATE, "adamw_update")                                                                \
     X(GRAD_NORM, "grad_norm")                                                                      \
-    X(CLIP_SCALE, "clip_scale")
+    X(CLIP_SCALE, "clip_scale")                                                                    \
+    X(DROPOUT, "dropout")                                                                          \
+    X(DROPOUT_SEED, "dropout_seed")
 enum dt_op {
 #define DT_OP_ENUM_(name, str) DT_OP_##name,
     DT_OP_LIST(DT_OP_ENUM_)
@@ -508,6 +510,37 @@ enum dt_status dt_clip_scale(struct dt_backend *be, float *g, int64_t n, const f
 /* AdamW on n elements in place (dt_adamw_elem): w, first moment m, second moment v. */
 enum dt_status dt_adamw_update(struct dt_backend *be, float *w, float *m, float *v, const float *g,
                                int64_t n, const struct dt_adamw_step *s,
+                               const struct dt_policy *pol);
+
+/* ---- dropout (model.dropout; masks under `rng`, determinism/dropout.h) -----------------
+ * How a site's mask is formed: philox regenerates it from the counter (forward and
+ * backward alike); keep draws with philox and writes each element's keep byte (rng:
+ * stored, forward); stored applies those bytes (rng: stored, backward); lfsr walks each
+ * row's lane forwards (forward) or backwards (backward). */
+enum dt_dropout_mode {
+    DT_DROPOUT_PHILOX,
+    DT_DROPOUT_KEEP,
+    DT_DROPOUT_STORED,
+    DT_DROPOUT_LFSR_FORWARD,
+    DT_DROPOUT_LFSR_BACKWARD
+};
+struct dt_dropout_site {
+    enum dt_dropout_mode mode;
+    struct dt_philox_stream stream; /* philox, keep: the site's stream (dt_dropout_stream) */
+    int64_t row0;                   /* the global row of row 0 (determinism/dropout.h) */
+    uint32_t threshold;             /* keep when u >= threshold */
+    float scale;                    /* 1 / (1 - p), rounded */
+};
+/* y = dropout(x) over (rows, width) (y may alias x): forward on activations, backward on
+ * their gradients with the same mask. keep: (rows, width) bytes (keep and stored modes,
+ * else NULL); lanes: one state per row (lfsr modes, else NULL), advanced or walked back.
+ * Elementwise per row: every policy and thread count gives the same bits. */
+enum dt_status dt_dropout(struct dt_backend *be, float *y, const float *x, uint8_t *keep,
+                          struct dt_xoro *lanes, int64_t rows, int64_t width,
+                          const struct dt_dropout_site *s, const struct dt_policy *pol);
+/* lanes[r] = dt_dropout_lane_seed(seed, step, member, row0 + r), r in [0, rows). */
+enum dt_status dt_dropout_seed(struct dt_backend *be, struct dt_xoro *lanes, int64_t rows,
+                               int64_t row0, uint64_t seed, uint32_t step, uint32_t member,
                                const struct dt_policy *pol);
 
 #endif

@@ -137,6 +137,12 @@ typedef enum dt_status dt_grad_norm_fn(struct dt_backend *be, float *norm_sq, co
 typedef enum dt_status dt_clip_scale_fn(struct dt_backend *be, float *g, int64_t n,
                                         const float *norm_sq, float max_norm,
                                         const struct dt_policy *pol);
+typedef enum dt_status dt_dropout_fn(struct dt_backend *be, float *y, const float *x, uint8_t *keep,
+                                     struct dt_xoro *lanes, int64_t rows, int64_t width,
+                                     const struct dt_dropout_site *s, const struct dt_policy *pol);
+typedef enum dt_status dt_dropout_seed_fn(struct dt_backend *be, struct dt_xoro *lanes,
+                                          int64_t rows, int64_t row0, uint64_t seed, uint32_t step,
+                                          uint32_t member, const struct dt_policy *pol);
 typedef int64_t dt_first_nonfinite_fn(struct dt_backend *be, const float *p, int64_t n);
 typedef bool dt_first_nonfinite_many_fn(struct dt_backend *be, const float *const *p,
                                         const int64_t *n, int count, int *which, int64_t *index);
@@ -190,6 +196,8 @@ struct dt_backend_ops {
     dt_adamw_update_fn *adamw_update;
     dt_grad_norm_fn *grad_norm;
     dt_clip_scale_fn *clip_scale;
+    dt_dropout_fn *dropout;
+    dt_dropout_seed_fn *dropout_seed;
     /* ---- reduction: exact in one pass: the exact sum of the shard partials ---- */
     dt_exact_max_fn *exact_max;
     dt_exact_to_fixed_fn *exact_to_fixed;

@@ -3,10 +3,17 @@
  * are the dense ops (reduction, math), the batch reductions of LayerNorm's gamma and beta,
  * the biases and the positional embedding are dt_bias_backward, the token embedding's
  * gradient is a scatter-add by token id (atomics), softmax and GELU take `math`'s exp and
- * tanh (nets/gpt_elem.h). Activations of every block are kept for backward. */
+ * tanh (nets/gpt_elem.h). Activations of every block are kept for backward.
+ *
+ * Dropout (model.dropout = p > 0, training steps only): at site 0 the embedding's sum, at
+ * sites 1 + 2 l and 2 + 2 l block l's attention projection and MLP output before their
+ * residual adds, each in place; masks by global row under `rng` (determinism/dropout.h):
+ * philox regenerates them in backward, stored keeps one byte per element from forward,
+ * lfsr walks each row's lane back through the sites in reverse order. */
 #include <math.h>
 #include <string.h>
 
+#include "determinism/dropout.h"
 #include "determinism/streams.h"
 
 #include "nets/model.h"
@@ -51,6 +58,16 @@ struct gpt {
      * output is then its own (explain names the scatter's, unmixed with the product's) */
     float *demb;
     int64_t demb_slots, slots; /* capacity; the slots of this step's gradients */
+    /* dropout */
+    bool dropout;          /* p > 0 */
+    uint32_t threshold;    /* keep when u >= threshold */
+    float scale;           /* 1 / (1 - p) */
+    bool training;         /* the forward of a training step (masks on) */
+    uint8_t *keep;         /* rng: stored: (2 L + 1) sites of rows D bytes; NULL until used */
+    struct dt_xoro *lanes; /* rng: lfsr: one per row; NULL until used */
+    struct dt_xoro *lanes_host;
+    float *ddrop;             /* a site's gradient before its mask */
+    int64_t lfsr_check_every; /* >= 1 */
 };
 
 static struct dt_param *P(struct dt_model *m, int l, int which)
@@ -74,14 +91,82 @@ static float *alloc_floats(struct dt_backend *be, int64_t n)
     return dt_backend_alloc(be, (size_t)n * sizeof(float));
 }
 
-static enum dt_status gpt_forward(struct dt_model *m, int64_t B, const struct dt_policy *pol)
+/* ---- dropout ------------------------------------------------------------------------------ */
+
+static enum dt_dropout_mode drop_mode(const struct dt_policy *pol, bool backward)
+{
+    if (dt_rng_lfsr(pol)) return backward ? DT_DROPOUT_LFSR_BACKWARD : DT_DROPOUT_LFSR_FORWARD;
+    if (dt_rng_stored(pol)) return backward ? DT_DROPOUT_STORED : DT_DROPOUT_KEEP;
+    return DT_DROPOUT_PHILOX;
+}
+
+static bool dropping(const struct gpt *g) { return g->dropout && g->training; }
+
+/* Site `site`'s mask from src (rows, D) into dst (may alias): forwards on an activation or
+ * backwards on its gradient. Only in a step that drops (dropping). */
+static enum dt_status drop_site(struct dt_model *m, float *dst, const float *src, int site,
+                                int64_t rows, bool backward, const struct dt_policy *pol)
+{
+    struct gpt *g = m->impl;
+    DT_ASSERT(dropping(g));
+    const struct dt_dropout_site s = {
+        .mode = drop_mode(pol, backward),
+        .stream = dt_dropout_stream(m->seed, (uint32_t)m->step, (uint32_t)site, m->member),
+        .row0 = m->row0 * g->T,
+        .threshold = g->threshold,
+        .scale = g->scale};
+    const bool bytes = s.mode == DT_DROPOUT_KEEP || s.mode == DT_DROPOUT_STORED;
+    const bool lfsr = s.mode == DT_DROPOUT_LFSR_FORWARD || s.mode == DT_DROPOUT_LFSR_BACKWARD;
+    if (bytes && !g->keep)
+        g->keep = dt_backend_alloc(m->be, (size_t)((2 * g->L + 1) * m->max_batch * g->T * g->D));
+    uint8_t *keep = bytes ? g->keep + (int64_t)site * m->max_batch * g->T * g->D : NULL;
+    return dt_dropout(m->be, dst, src, keep, lfsr ? g->lanes : NULL, rows, g->D, &s, pol);
+}
+
+/* rng: lfsr: the lanes of this step's rows at their seed states (before forward). */
+static enum dt_status drop_seed(struct dt_model *m, int64_t rows, const struct dt_policy *pol)
+{
+    struct gpt *g = m->impl;
+    if (!dropping(g) || !dt_rng_lfsr(pol)) return DT_OK;
+    if (!g->lanes) {
+        g->lanes = dt_backend_alloc(m->be, (size_t)(m->max_batch * g->T) * sizeof *g->lanes);
+        g->lanes_host = dt_xmalloc((size_t)(m->max_batch * g->T) * sizeof *g->lanes_host);
+    }
+    return dt_dropout_seed(m->be, g->lanes, rows, m->row0 * g->T, m->seed, (uint32_t)m->step,
+                           m->member, pol);
+}
+
+/* rng: lfsr, on checked steps: after backward every lane is back at its seed state. */
+static enum dt_status drop_check(struct dt_model *m, int64_t rows, const struct dt_policy *pol)
+{
+    struct gpt *g = m->impl;
+    if (!dropping(g) || !dt_rng_lfsr(pol) || m->step % g->lfsr_check_every != 0) return DT_OK;
+    dt_backend_download(m->be, g->lanes_host, g->lanes, (size_t)rows * sizeof *g->lanes_host);
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t row = m->row0 * g->T + r;
+        if (!dt_xoro_equal(g->lanes_host[r], dt_dropout_lane_seed(m->seed, (uint32_t)m->step,
+                                                                  m->member, (uint64_t)row)))
+            return dt_error_set(&m->err, DT_ERR_NUMERIC,
+                                "rng lfsr: dropout lane of row %lld is not back at its seed "
+                                "state after backward at step %lld: the masks regenerated in "
+                                "backward differ from forward's",
+                                (long long)row, (long long)m->step);
+    }
+    return DT_OK;
+}
+
+/* The forward of a training step (g->training: with dropout) or of an evaluation. */
+static enum dt_status run_forward(struct dt_model *m, int64_t B, const struct dt_policy *pol)
 {
     struct gpt *g = m->impl;
     struct dt_backend *be = m->be;
     const int64_t T = g->T, D = g->D, F = g->F, V = g->V, rows = B * T;
+    const bool drop = dropping(g);
     g->B = B;
+    TRY(drop_seed(m, rows, pol));
     TRY(dt_embedding_forward(be, g->res[0], g->tokens, g->targets, m->x, wte(m)->w, wpe(m)->w, B, T,
                              D, pol));
+    if (drop) TRY(drop_site(m, g->res[0], g->res[0], 0, rows, false, pol));
     for (int l = 0; l < g->L; l++) {
         struct gpt_block *k = &g->blk[l];
         TRY(dt_layernorm_forward(be, k->ln1, k->mean1, k->rstd1, g->res[l], P(m, l, P_LN1_W)->w,
@@ -91,6 +176,7 @@ static enum dt_status gpt_forward(struct dt_model *m, int64_t B, const struct dt
         TRY(dt_attention_forward(be, k->ao, k->att, k->qkv, B, T, g->H, D, pol));
         TRY(dt_dense_forward(be, k->mid, k->ao, P(m, l, P_PROJ_W)->w, P(m, l, P_PROJ_B)->w, rows, D,
                              D, pol));
+        if (drop) TRY(drop_site(m, k->mid, k->mid, 1 + 2 * l, rows, false, pol));
         TRY(dt_add(be, k->mid, g->res[l], rows * D, pol));
         TRY(dt_layernorm_forward(be, k->ln2, k->mean2, k->rstd2, k->mid, P(m, l, P_LN2_W)->w,
                                  P(m, l, P_LN2_B)->w, rows, D, pol));
@@ -99,6 +185,7 @@ static enum dt_status gpt_forward(struct dt_model *m, int64_t B, const struct dt
         TRY(dt_gelu_forward(be, k->gl, k->fc, rows * F, pol));
         TRY(dt_dense_forward(be, g->res[l + 1], k->gl, P(m, l, P_FC2_W)->w, P(m, l, P_FC2_B)->w,
                              rows, F, D, pol));
+        if (drop) TRY(drop_site(m, g->res[l + 1], g->res[l + 1], 2 + 2 * l, rows, false, pol));
         TRY(dt_add(be, g->res[l + 1], k->mid, rows * D, pol));
     }
     TRY(dt_layernorm_forward(be, g->lnf, g->meanf, g->rstdf, g->res[g->L], lnf_w(m)->w, lnf_b(m)->w,
@@ -106,6 +193,25 @@ static enum dt_status gpt_forward(struct dt_model *m, int64_t B, const struct dt
     if (g->tie) /* logits = lnf . wte^T: the backward-data product with wte as (V, D) */
         return dt_dense_backward_data(be, g->logits, g->lnf, wte(m)->w, rows, V, D, pol);
     return dt_dense_forward(be, g->logits, g->lnf, head(m)->w, g->zero_v, rows, D, V, pol);
+}
+
+/* ops->forward: an evaluation's forward (no dropout). */
+static enum dt_status gpt_forward(struct dt_model *m, int64_t B, const struct dt_policy *pol)
+{
+    ((struct gpt *)m->impl)->training = false;
+    return run_forward(m, B, pol);
+}
+
+/* The gradient of a residual branch's output before its dropout: dres itself when the step
+ * does not drop, else dres through site `site`'s mask (in ddrop). */
+static enum dt_status branch_grad(struct dt_model *m, int site, int64_t rows,
+                                  const struct dt_policy *pol, const float **out)
+{
+    struct gpt *g = m->impl;
+    *out = g->dres;
+    if (!dropping(g)) return DT_OK;
+    *out = g->ddrop;
+    return drop_site(m, g->ddrop, g->dres, site, rows, true, pol);
 }
 
 /* Gradients of an LN's gamma and beta: column sums of gx and dy over the rows. */
@@ -159,11 +265,12 @@ static enum dt_status gpt_backward(struct dt_model *m, int64_t B, const struct d
     TRY(ln_param_grads(m, lnf_w(m), lnf_b(m), g->gx, g->dtmp, rows, D, pol));
     for (int l = g->L - 1; l >= 0; l--) {
         struct gpt_block *k = &g->blk[l];
-        /* res[l + 1] = mid + fc2(gelu(fc(ln2(mid)))): dres is its gradient */
-        TRY(dense_grads(m, P(m, l, P_FC2_W), P(m, l, P_FC2_B), k->gl, g->dres, rows, F, D, pol));
-        DT_MODEL_GRAD(
-            m, P(m, l, P_FC2_W)->name, true,
-            dt_dense_backward_data(be, g->d4, g->dres, P(m, l, P_FC2_W)->w, rows, F, D, pol));
+        /* res[l + 1] = mid + drop(fc2(gelu(fc(ln2(mid))))): dres is its gradient */
+        const float *db = NULL;
+        TRY(branch_grad(m, 2 + 2 * l, rows, pol, &db));
+        TRY(dense_grads(m, P(m, l, P_FC2_W), P(m, l, P_FC2_B), k->gl, db, rows, F, D, pol));
+        DT_MODEL_GRAD(m, P(m, l, P_FC2_W)->name, true,
+                      dt_dense_backward_data(be, g->d4, db, P(m, l, P_FC2_W)->w, rows, F, D, pol));
         TRY(dt_gelu_backward(be, g->d4, g->d4, k->fc, rows * F, pol));
         TRY(dense_grads(m, P(m, l, P_FC_W), P(m, l, P_FC_B), k->ln2, g->d4, rows, D, F, pol));
         DT_MODEL_GRAD(
@@ -173,11 +280,12 @@ static enum dt_status gpt_backward(struct dt_model *m, int64_t B, const struct d
                       dt_layernorm_backward(be, g->dres, g->gx, g->dtmp, k->mid, k->mean2, k->rstd2,
                                             P(m, l, P_LN2_W)->w, rows, D, true, pol));
         TRY(ln_param_grads(m, P(m, l, P_LN2_W), P(m, l, P_LN2_B), g->gx, g->dtmp, rows, D, pol));
-        /* mid = res[l] + proj(attention(qkv(ln1(res[l])))): dres is mid's gradient */
-        TRY(dense_grads(m, P(m, l, P_PROJ_W), P(m, l, P_PROJ_B), k->ao, g->dres, rows, D, D, pol));
+        /* mid = res[l] + drop(proj(attention(qkv(ln1(res[l]))))): dres is mid's gradient */
+        TRY(branch_grad(m, 1 + 2 * l, rows, pol, &db));
+        TRY(dense_grads(m, P(m, l, P_PROJ_W), P(m, l, P_PROJ_B), k->ao, db, rows, D, D, pol));
         DT_MODEL_GRAD(
             m, P(m, l, P_PROJ_W)->name, true,
-            dt_dense_backward_data(be, g->dtmp, g->dres, P(m, l, P_PROJ_W)->w, rows, D, D, pol));
+            dt_dense_backward_data(be, g->dtmp, db, P(m, l, P_PROJ_W)->w, rows, D, D, pol));
         TRY(dt_attention_backward(be, g->dqkv, g->ds, g->dtmp, k->att, k->qkv, B, T, g->H, D, pol));
         TRY(dense_grads(m, P(m, l, P_QKV_W), P(m, l, P_QKV_B), k->ln1, g->dqkv, rows, D, 3 * D,
                         pol));
@@ -191,14 +299,15 @@ static enum dt_status gpt_backward(struct dt_model *m, int64_t B, const struct d
     }
     /* the embeddings: dres is h0's gradient. wpe: the sum over the batch of each position's
      * rows, a bias gradient of B rows of T D; wte: the scatter by token id (added to the
-     * head's product when tied) */
+     * head's product when tied); through site 0's mask first */
+    if (dropping(g)) TRY(drop_site(m, g->dres, g->dres, 0, rows, true, pol));
     DT_MODEL_GRAD(m, wpe(m)->name, false, dt_bias_backward(be, wpe(m)->g, g->dres, B, T * D, pol));
     DT_MODEL_GRAD(m, wte(m)->name, false,
                   dt_embedding_backward(be, wte(m)->g, g->dres, g->tokens, rows, V, D, false, pol));
     if (g->tie)
         DT_MODEL_GRAD(m, wte(m)->name, false,
                       dt_add(be, wte(m)->g, g->demb, g->slots * V * D, pol));
-    return DT_OK;
+    return drop_check(m, rows, pol);
 }
 
 /* gradients (nets/model.h): the loss is the mean over every position of the batch's
@@ -212,12 +321,17 @@ static enum dt_status gpt_gradients(struct dt_model *m, int64_t B, int64_t denom
     /* with sh the backend's shards are set: every batch reduction gives one partial per
      * shard, in the slots of every gradient */
     g->slots = sh ? sh->count : 1;
-    TRY(gpt_forward(m, B, pol));
-    TRY(dt_softmax_xent_forward(m->be, g->probs, loss_slots, NULL, g->logits, g->targets, rows,
-                                g->V, pol));
-    TRY(dt_softmax_xent_backward(m->be, g->dlogits, g->probs, g->targets, rows, g->V, denom * g->T,
-                                 pol));
-    return gpt_backward(m, B, pol);
+    g->training = true;
+    enum dt_status st = run_forward(m, B, pol);
+    if (st == DT_OK)
+        st = dt_softmax_xent_forward(m->be, g->probs, loss_slots, NULL, g->logits, g->targets, rows,
+                                     g->V, pol);
+    if (st == DT_OK)
+        st = dt_softmax_xent_backward(m->be, g->dlogits, g->probs, g->targets, rows, g->V,
+                                      denom * g->T, pol);
+    if (st == DT_OK) st = gpt_backward(m, B, pol);
+    g->training = false;
+    return st;
 }
 
 /* Mean loss per predicted byte (nats) and next-byte accuracy over the windows x (n, T + 1)
@@ -286,6 +400,10 @@ static void gpt_destroy(struct dt_model *m)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dt_backend_free(be, bufs[i]);
     dt_backend_free(be, g->tokens);
     dt_backend_free(be, g->targets);
+    dt_backend_free(be, g->ddrop);
+    dt_backend_free(be, g->keep);
+    dt_backend_free(be, g->lanes);
+    free(g->lanes_host);
     free(g);
     m->impl = NULL;
 }
@@ -305,16 +423,25 @@ enum dt_status dt_gpt_create(struct dt_model **out, struct dt_backend *be,
 {
     *out = NULL;
     const int64_t T = opt->context, D = opt->d_model, H = opt->heads, V = DT_GPT_VOCAB;
-    if (opt->layers < 1 || opt->layers > GPT_MAX_LAYERS || T < 1 || D < 1 || H < 1 || D % H)
+    if (opt->layers < 1 || opt->layers > GPT_MAX_LAYERS || T < 1 || D < 1 || H < 1 || D % H ||
+        !(opt->dropout >= 0 && opt->dropout < 1) || opt->lfsr_check_every < 0)
         return dt_error_set(err, DT_ERR_CONFIG,
                             "gpt: %d layers (1..%d), d_model %lld a multiple of heads %lld, "
-                            "context %lld >= 1",
-                            opt->layers, GPT_MAX_LAYERS, (long long)D, (long long)H, (long long)T);
+                            "context %lld >= 1, dropout %g in [0, 1)",
+                            opt->layers, GPT_MAX_LAYERS, (long long)D, (long long)H, (long long)T,
+                            opt->dropout);
     struct dt_model *m = dt_xcalloc(1, sizeof *m);
     struct gpt *g = dt_xcalloc(1, sizeof *g);
     g->T = T, g->D = D, g->H = H, g->V = V, g->F = 4 * D, g->L = opt->layers;
     g->tie = opt->tie_embeddings;
     g->slots = 1;
+    g->dropout = opt->dropout > 0;
+    if (g->dropout) { /* exact in double: p 2^32 rounded; 1 / (1 - p) rounded once to float */
+        const double t = nearbyint(opt->dropout * 4294967296.0);
+        g->threshold = t >= 4294967295.0 ? 0xffffffffu : (uint32_t)t;
+        g->scale = (float)(1.0 / (1.0 - opt->dropout));
+    }
+    g->lfsr_check_every = opt->lfsr_check_every > 0 ? opt->lfsr_check_every : 1;
     const int n_params = 2 + g->L * P_PER_BLOCK + 2 + (g->tie ? 0 : 1);
     dt_model_setup(m, &gpt_ops, be, n_params, T + 1, V, max_batch);
     m->impl = g;
@@ -382,6 +509,7 @@ enum dt_status dt_gpt_create(struct dt_model **out, struct dt_backend *be,
     g->d4 = alloc_floats(be, rows * g->F);
     g->dqkv = alloc_floats(be, rows * 3 * D);
     g->ds = alloc_floats(be, att);
+    if (g->dropout) g->ddrop = alloc_floats(be, rows * D);
     g->tokens = dt_backend_alloc(be, (size_t)rows * sizeof(int32_t));
     g->targets = dt_backend_alloc(be, (size_t)rows * sizeof(int32_t));
     *out = m;
@@ -442,7 +570,10 @@ static struct dt_model_size gpt_size(const struct dt_model_spec *s)
     if (!s->gpt.tie_embeddings) params += D * V;
     /* per position: each block's 16 D + 4 D kept and H T attention weights, the final
      * LayerNorm, the logits, probabilities and their gradient, and the backward scratch */
-    const double per_pos = L * (20 * D + H * T + 4) + 2 * D + 3 * V + 14 * D + H * T;
+    double per_pos = L * (20 * D + H * T + 4) + 2 * D + 3 * V + 14 * D + H * T;
+    /* dropout: its gradient scratch, and at most (rng: stored) a byte per element of every
+     * site, and a lane per row (rng: lfsr) */
+    if (s->gpt.dropout > 0) per_pos += D + (2 * L + 1) * D / 4 + 4;
     return (struct dt_model_size){.params = params,
                                   .extra_per_param = 1, /* AdamW's second moment */
                                   .acts_per_example = T * per_pos,
@@ -457,7 +588,9 @@ static enum dt_status gpt_kind_create(struct dt_model **out, struct dt_backend *
 
 const struct dt_model_kind_info dt_gpt_kind = {
     .name = "gpt",
-    .keys = "model.context model.d_model model.layers model.heads model.tie_embeddings",
+    .keys = "model.context model.d_model model.layers model.heads model.tie_embeddings "
+            "model.dropout model.lfsr_check_every",
+    .extra_control = "rng", /* with model.dropout > 0 */
     .reads_text = true,
     .create = gpt_kind_create,
     .size = gpt_size};

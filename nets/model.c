@@ -178,6 +178,7 @@ void dt_model_load_batch(struct dt_model *m, const float *x, const uint8_t *y, i
 struct dt_batch dt_batch_from(const struct dt_batch *b, int64_t b0, int64_t in_dim)
 {
     struct dt_batch r = *b;
+    r.row0 += b0;
     if (r.set) {
         r.idx += b0;
     } else {
@@ -190,6 +191,7 @@ struct dt_batch dt_batch_from(const struct dt_batch *b, int64_t b0, int64_t in_d
 void dt_model_load(struct dt_model *m, const struct dt_batch *b, int64_t B)
 {
     DT_ASSERT(B >= 1 && B <= m->max_batch);
+    m->row0 = b->row0;
     if (b->set) dt_backend_gather(m->be, m->x, m->labels, b->set, b->idx, B);
     else dt_model_load_batch(m, b->x, b->y, B);
 }

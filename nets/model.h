@@ -111,6 +111,10 @@ struct dt_model {
     uint64_t seed;
     uint32_t member;
     int64_t step;
+    /* The global batch row of m->x's first row (dt_model_load): a model whose draws are
+     * per example (the GPT's dropout masks) keys them by global row, so they do not depend
+     * on how a batch is split over shards and ranks. */
+    int64_t row0;
     struct dt_error err; /* the model's own failure message, when a step fails */
     void *impl;
     /* reduction: exact (dt_model_grad_slots): every param's g packed in one buffer with
@@ -165,12 +169,14 @@ void dt_model_load_batch(struct dt_model *m, const float *x, const uint8_t *y, i
 
 /* A training batch: host rows (x (B, in_dim), y (B)), or the examples idx[0, B) of a set
  * resident in the backend (set != NULL: dt_backend_gather, no upload from pageable
- * memory). The same bits either way. dt_batch_from: the batch's rows from row b0 on. */
+ * memory). The same bits either way. dt_batch_from: the batch's rows from row b0 on;
+ * row0 counts the global batch row of its first row (0 for a whole batch). */
 struct dt_batch {
     const float *x;
     const uint8_t *y;
     const struct dt_resident *set;
     const int64_t *idx;
+    int64_t row0;
 };
 struct dt_batch dt_batch_from(const struct dt_batch *b, int64_t b0, int64_t in_dim);
 /* m->x and m->labels = the batch's first B rows. */
@@ -297,6 +303,12 @@ struct dt_gpt_options {
     int64_t context, d_model, heads;
     int layers;
     bool tie_embeddings;
+    /* Dropout probability p in [0, 1) at the embedding's sum and before each residual add
+     * (attention's projection, the MLP's output), in training steps only; masks under `rng`
+     * (determinism/dropout.h). lfsr_check_every: under rng: lfsr, check every Nth step that
+     * the lanes walked back to their seed state (1 = every step). */
+    double dropout;
+    int64_t lfsr_check_every;
 };
 enum dt_status dt_gpt_create(struct dt_model **out, struct dt_backend *be,
                              const struct dt_gpt_options *opt, int64_t max_batch,

@@ -37,6 +37,7 @@
 #include "harness/run/dist.h"
 #include "harness/record/snapshot.h"
 #include "harness/setup/data.h"
+#include "determinism/dropout.h"
 #include "nets/backend.h"
 #include "nets/gpt_elem.h"
 #include "nets/model.h"
@@ -320,7 +321,15 @@ struct ref_gpt {
     bool tie;
     double **p; /* every parameter as the model orders them */
     int n_params;
+    double **mask; /* dropout: per site, each element's multiplier (0 or scale); or NULL */
 };
+
+/* x *= site k's multipliers (rows D), when the reference drops. */
+static void ref_drop(const struct ref_gpt *g, double *x, int k, int64_t n)
+{
+    if (!g->mask) return;
+    for (int64_t i = 0; i < n; i++) x[i] *= g->mask[k][i];
+}
 
 static void ref_layernorm(double *y, const double *x, const double *g, const double *b,
                           int64_t rows, int64_t D)
@@ -359,17 +368,20 @@ static double ref_loss(const struct ref_gpt *g, const float *win, int64_t B)
             for (int64_t i = 0; i < D; i++)
                 h[(b * T + t) * D + i] =
                     g->p[0][(int64_t)win[b * (T + 1) + t] * D + i] + g->p[1][t * D + i];
+    ref_drop(g, h, 0, rows * D);
     for (int64_t l = 0; l < g->L; l++) {
         double *const *P = g->p + 2 + l * 12;
         ref_layernorm(ln, h, P[0], P[1], rows, D);
         ref_dense(qkv, ln, P[2], P[3], rows, D, 3 * D);
         for (int64_t b = 0; b < B; b++) attn_ref(ao + b * T * D, qkv + b * T * 3 * D, T, D, g->H);
         ref_dense(tmp, ao, P[4], P[5], rows, D, D);
+        ref_drop(g, tmp, (int)(1 + 2 * l), rows * D);
         for (int64_t i = 0; i < rows * D; i++) h[i] += tmp[i];
         ref_layernorm(ln, h, P[6], P[7], rows, D);
         ref_dense(fc, ln, P[8], P[9], rows, D, F);
         for (int64_t i = 0; i < rows * F; i++) fc[i] = gelu_ref(fc[i]);
         ref_dense(tmp, fc, P[10], P[11], rows, F, D);
+        ref_drop(g, tmp, (int)(2 + 2 * l), rows * D);
         for (int64_t i = 0; i < rows * D; i++) h[i] += tmp[i];
     }
     double *const *Pf = g->p + 2 + g->L * 12;
@@ -394,10 +406,43 @@ static double ref_loss(const struct ref_gpt *g, const float *win, int64_t B)
     return loss / (double)rows;
 }
 
-static void check_model_gradients(bool tie, enum dt_level lv, int threads)
+/* The multipliers of the 2 L + 1 dropout sites of a step over rows (global rows 0..), as
+ * determinism/dropout.h defines them for the policy's rng, from ones. */
+static double **ref_masks(const struct dt_policy *pol, int L, int64_t rows, int64_t D,
+                          uint64_t seed, uint32_t step, uint32_t member, double p)
 {
-    const struct dt_gpt_options o = {
-        .context = 5, .d_model = 8, .heads = 2, .layers = 2, .tie_embeddings = tie};
+    const uint32_t thr = (uint32_t)nearbyint(p * 4294967296.0);
+    const float scale = (float)(1.0 / (1.0 - p));
+    double **mk = dt_xcalloc((size_t)(2 * L + 1), sizeof *mk);
+    float *ones = dt_xmalloc((size_t)(rows * D) * sizeof *ones),
+          *y = dt_xmalloc((size_t)(rows * D) * 4);
+    for (int64_t i = 0; i < rows * D; i++) ones[i] = 1.0f;
+    struct dt_xoro *lanes = dt_xmalloc((size_t)rows * sizeof *lanes);
+    for (int64_t r = 0; r < rows; r++)
+        lanes[r] = dt_dropout_lane_seed(seed, step, member, (uint64_t)r);
+    for (int k = 0; k < 2 * L + 1; k++) {
+        const struct dt_philox_stream st = dt_dropout_stream(seed, step, (uint32_t)k, member);
+        for (int64_t r = 0; r < rows; r++)
+            if (dt_rng_lfsr(pol))
+                dt_dropout_lane_forward(y + r * D, ones + r * D, D, &lanes[r], thr, scale);
+            else dt_dropout_philox_range(y + r * D, ones + r * D, NULL, r * D, D, &st, thr, scale);
+        mk[k] = dt_xmalloc((size_t)(rows * D) * sizeof(double));
+        for (int64_t i = 0; i < rows * D; i++) mk[k][i] = y[i];
+    }
+    free(ones), free(y), free(lanes);
+    return mk;
+}
+
+/* rng >= 0: that rng value instead of the level's. */
+static void check_model_gradients(bool tie, enum dt_level lv, int threads, double dropout, int rng)
+{
+    const struct dt_gpt_options o = {.context = 5,
+                                     .d_model = 8,
+                                     .heads = 2,
+                                     .layers = 2,
+                                     .tie_embeddings = tie,
+                                     .dropout = dropout,
+                                     .lfsr_check_every = 1};
     enum { B = 3 };
     struct dt_backend *be = cpu(threads);
     struct dt_model *m = NULL;
@@ -416,11 +461,14 @@ static void check_model_gradients(bool tie, enum dt_level lv, int threads)
     for (int i = 0; i < B * 6; i++) win[i] = (float)((i * 91 + 7) % 256);
     uint8_t y[B] = {0};
     const struct dt_batch batch = {.x = win, .y = y};
-    const struct dt_policy pol = level(lv);
+    struct dt_policy pol = level(lv);
+    if (rng >= 0) pol.rng = (enum dt_rng)rng;
     float loss = 0;
     dt_model_begin_step(m);
     CHECK_INT_EQ(dt_model_gradients(m, &batch, B, B, &pol, &loss), DT_OK);
     struct ref_gpt g = {.T = 5, .D = 8, .H = 2, .L = 2, .V = DT_GPT_VOCAB, .tie = tie};
+    if (dropout > 0)
+        g.mask = ref_masks(&pol, 2, B * 5, 8, m->seed, (uint32_t)m->step, m->member, dropout);
     g.n_params = m->n_params;
     g.p = dt_xcalloc((size_t)g.n_params, sizeof *g.p);
     for (int i = 0; i < g.n_params; i++) {
@@ -448,9 +496,10 @@ static void check_model_gradients(bool tie, enum dt_level lv, int threads)
             g.p[i][k] = keep;
             const double fd = (lp - lm) / (2 * h);
             if (!(fabs(gr[k] - fd) <= 1e-6 + 2e-3 * fabs(fd) + 1e-4 * gmax)) {
-                fprintf(stderr, "%s (%s, %s): %s[%lld]: gradient %.9g, reference %.9g\n",
+                fprintf(stderr,
+                        "%s (%s, %s, dropout %g): %s[%lld]: gradient %.9g, reference %.9g\n",
                         tie ? "tied" : "untied", dt_level_name(lv), threads == 1 ? "1t" : "2t",
-                        p->name, (long long)k, (double)gr[k], fd);
+                        dropout, p->name, (long long)k, (double)gr[k], fd);
                 dt_check_failures_++;
             }
         }
@@ -458,16 +507,26 @@ static void check_model_gradients(bool tie, enum dt_level lv, int threads)
     }
     for (int i = 0; i < g.n_params; i++) free(g.p[i]);
     free(g.p);
+    if (g.mask) {
+        for (int k = 0; k < 5; k++) free(g.mask[k]);
+        free(g.mask);
+    }
     dt_model_destroy(m);
     dt_backend_destroy(be);
 }
 
 DT_TEST(gradients_match_double_reference)
 {
-    check_model_gradients(true, DT_LEVEL_PORTABLE, 2);
-    check_model_gradients(false, DT_LEVEL_PORTABLE, 1);
-    check_model_gradients(true, DT_LEVEL_FAST, 2);
-    check_model_gradients(true, DT_LEVEL_RUN_TO_RUN, 2);
+    check_model_gradients(true, DT_LEVEL_PORTABLE, 2, 0, -1);
+    check_model_gradients(false, DT_LEVEL_PORTABLE, 1, 0, -1);
+    check_model_gradients(true, DT_LEVEL_FAST, 2, 0, -1);
+    check_model_gradients(true, DT_LEVEL_RUN_TO_RUN, 2, 0, -1);
+    /* dropout: the model's masks are the header's, in forward and (regenerated, kept or
+     * walked back) in backward -- fast keeps them (stored), portable walks lanes (lfsr),
+     * portable with rng philox regenerates them */
+    check_model_gradients(true, DT_LEVEL_FAST, 2, 0.3, -1);
+    check_model_gradients(false, DT_LEVEL_PORTABLE, 2, 0.3, -1);
+    check_model_gradients(true, DT_LEVEL_PORTABLE, 1, 0.3, DT_RNG_PHILOX);
 }
 
 /* ---- 4. the embedding's scatter-add under `atomics` --------------------------------------- */
@@ -608,6 +667,112 @@ DT_TEST(clip_norm_controls)
 
 /* ---- 6. the text dataset ----------------------------------------------------------------- */
 
+/* ---- dropout masks (determinism/dropout.h) -------------------------------------------------- */
+
+enum { DR_ROWS = 48, DR_W = 37, DR_N = DR_ROWS * DR_W };
+
+/* The op on rows [0, rows) of x whose first row is global row row0, in `mode` (lfsr: lanes
+ * seeded here for those rows, then walked forwards; backward walks them back too, into
+ * *back). */
+static void drop_rows(struct dt_backend *be, float *y, const float *x, int64_t rows, int64_t row0,
+                      enum dt_dropout_mode mode, uint32_t site, float *back)
+{
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    struct dt_dropout_site s = {.mode = mode,
+                                .stream = dt_dropout_stream(99, 4, site, 2),
+                                .row0 = row0,
+                                .threshold = 0x4ccccccdu, /* p = 0.3 */
+                                .scale = (float)(1.0 / 0.7)};
+    struct dt_xoro lanes[DR_ROWS];
+    uint8_t keep[DR_N];
+    const bool lfsr = mode == DT_DROPOUT_LFSR_FORWARD;
+    if (lfsr) CHECK_INT_EQ(dt_dropout_seed(be, lanes, rows, row0, 99, 4, 2, &pol), DT_OK);
+    CHECK_INT_EQ(dt_dropout(be, y, x, mode == DT_DROPOUT_KEEP ? keep : NULL, lfsr ? lanes : NULL,
+                            rows, DR_W, &s, &pol),
+                 DT_OK);
+    if (!back) return;
+    s.mode = lfsr ? DT_DROPOUT_LFSR_BACKWARD : mode == DT_DROPOUT_KEEP ? DT_DROPOUT_STORED : mode;
+    CHECK_INT_EQ(dt_dropout(be, back, x, s.mode == DT_DROPOUT_STORED ? keep : NULL,
+                            lfsr ? lanes : NULL, rows, DR_W, &s, &pol),
+                 DT_OK);
+    if (lfsr) /* walked back: every lane at its seed state */
+        for (int64_t r = 0; r < rows; r++)
+            CHECK(dt_xoro_equal(lanes[r], dt_dropout_lane_seed(99, 4, 2, (uint64_t)(row0 + r))));
+}
+
+/* Masks are a function of the global row: the op equals the header's functions at 1 and 3
+ * threads, backward regenerates forward's mask in every mode, stored keeps philox's, the
+ * keep rate is 1 - p, and a batch cut in two (as ranks cut it) gets the whole batch's masks
+ * -- with a negative control (the second part keyed by its local row) that differs. */
+DT_TEST(dropout_masks)
+{
+    static float x[DR_N], y[DR_N], e[DR_N], back[DR_N], part[DR_N];
+    fill(x, DR_N, 2.0);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        struct dt_backend *be = cpu(threads);
+        const struct dt_philox_stream st = dt_dropout_stream(99, 4, 5, 2);
+        /* philox: the header's range function per row */
+        drop_rows(be, y, x, DR_ROWS, 10, DT_DROPOUT_PHILOX, 5, back);
+        for (int64_t r = 0; r < DR_ROWS; r++)
+            dt_dropout_philox_range(e + r * DR_W, x + r * DR_W, NULL, (10 + r) * DR_W, DR_W, &st,
+                                    0x4ccccccdu, (float)(1.0 / 0.7));
+        CHECK(same_bits(y, e, DR_N, "philox mask"));
+        CHECK(same_bits(back, e, DR_N, "philox mask regenerated"));
+        /* stored: philox's mask, kept and replayed */
+        drop_rows(be, y, x, DR_ROWS, 10, DT_DROPOUT_KEEP, 5, back);
+        CHECK(same_bits(y, e, DR_N, "stored mask"));
+        CHECK(same_bits(back, e, DR_N, "stored mask replayed"));
+        /* lfsr: the lane walk per row; backward rebuilds it */
+        drop_rows(be, y, x, DR_ROWS, 10, DT_DROPOUT_LFSR_FORWARD, 5, back);
+        for (int64_t r = 0; r < DR_ROWS; r++) {
+            struct dt_xoro lane = dt_dropout_lane_seed(99, 4, 2, (uint64_t)(10 + r));
+            dt_dropout_lane_forward(e + r * DR_W, x + r * DR_W, DR_W, &lane, 0x4ccccccdu,
+                                    (float)(1.0 / 0.7));
+        }
+        CHECK(same_bits(y, e, DR_N, "lfsr mask"));
+        CHECK(same_bits(back, e, DR_N, "lfsr mask walked back"));
+        dt_backend_destroy(be);
+    }
+    struct dt_backend *be = cpu(2);
+    /* the keep rate, over many rows: 1 - p within 1% */
+    enum { BIG = 4096 };
+    float *ones = dt_xmalloc(BIG * DR_W * sizeof(float)), *yy = dt_xmalloc(BIG * DR_W * 4);
+    for (int64_t i = 0; i < BIG * DR_W; i++) ones[i] = 1.0f;
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    for (int lf = 0; lf < 2; lf++) {
+        struct dt_dropout_site s = {.mode = lf ? DT_DROPOUT_LFSR_FORWARD : DT_DROPOUT_PHILOX,
+                                    .stream = dt_dropout_stream(1, 1, 0, 0),
+                                    .threshold = 0x4ccccccdu,
+                                    .scale = 1.0f};
+        struct dt_xoro *lanes = dt_xmalloc(BIG * sizeof *lanes);
+        CHECK_INT_EQ(dt_dropout_seed(be, lanes, BIG, 0, 1, 1, 0, &pol), DT_OK);
+        CHECK_INT_EQ(dt_dropout(be, yy, ones, NULL, lf ? lanes : NULL, BIG, DR_W, &s, &pol), DT_OK);
+        double kept = 0;
+        for (int64_t i = 0; i < BIG * DR_W; i++) kept += yy[i];
+        kept /= (double)(BIG * DR_W);
+        if (fabs(kept - 0.7) > 0.01)
+            fprintf(stderr, "%s keep rate %.4f\n", lf ? "lfsr" : "philox", kept);
+        CHECK(fabs(kept - 0.7) <= 0.01);
+        free(lanes);
+    }
+    free(ones), free(yy);
+    /* a batch cut in two: rows [0, 20) at global 10, rows [20, 48) at global 30 */
+    static const enum dt_dropout_mode modes[] = {DT_DROPOUT_PHILOX, DT_DROPOUT_LFSR_FORWARD};
+    for (int k = 0; k < 2; k++) {
+        drop_rows(be, y, x, DR_ROWS, 10, modes[k], 5, NULL);
+        drop_rows(be, part, x, 20, 10, modes[k], 5, NULL);
+        drop_rows(be, part + 20 * DR_W, x + 20 * DR_W, DR_ROWS - 20, 30, modes[k], 5, NULL);
+        CHECK(same_bits(part, y, DR_N, "split batch mask"));
+        /* negative control: the second part keyed by its local row numbers */
+        drop_rows(be, part + 20 * DR_W, x + 20 * DR_W, DR_ROWS - 20, 10, modes[k], 5, NULL);
+        CHECK(memcmp(part + 20 * DR_W, y + 20 * DR_W, (DR_ROWS - 20) * DR_W * 4) != 0);
+        /* another site, another mask */
+        drop_rows(be, part, x, DR_ROWS, 10, modes[k], 6, NULL);
+        if (k == 0) CHECK(memcmp(part, y, sizeof y) != 0);
+    }
+    dt_backend_destroy(be);
+}
+
 static void write_bytes(const char *path, const char *text, size_t n)
 {
     FILE *f = fopen(path, "wb");
@@ -677,12 +842,16 @@ DT_TEST(text_dataset)
 #define CORPUS TMP "corpus.txt"
 #define CONFIG DT_TEST_DATA_DIR "/gpt_tiny.yaml"
 
-/* A corpus of made-up sentences from a fixed generator (the same bytes every run). */
+/* A corpus of made-up sentences from a fixed generator (the same bytes every run). Tests
+ * run in parallel share it: each writes its own copy and renames it into place, so a run
+ * of another test never reads a half-written file. */
 static void make_corpus(void)
 {
     static const char *const words[] = {"the ", "a ",   "cat ", "sat ",  "on ",   "mat ",
                                         "and ", "dog ", "ran ", "far. ", "why? ", "so\n"};
-    FILE *f = fopen(CORPUS, "wb");
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s.%d", CORPUS, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
     DT_ASSERT(f);
     uint64_t s = 12345;
     for (int i = 0; i < 6000; i++) {
@@ -690,6 +859,7 @@ static void make_corpus(void)
         fputs(words[(s >> 33) % 12], f);
     }
     DT_ASSERT(fclose(f) == 0);
+    DT_ASSERT(rename(tmp, CORPUS) == 0);
 }
 
 static int run_gpt(const char *dir, const char *extra)
@@ -721,6 +891,15 @@ static bool files_same(const char *a_dir, const char *b_dir, const char *rel)
     snprintf(a, sizeof a, "%s/%s/trace.csv", a_dir, rel);
     snprintf(b, sizeof b, "%s/%s/trace.csv", b_dir, rel);
     return dt_files_equal(a, b);
+}
+
+/* The traces of two cells of one result are the same file? */
+static bool files_same_cells(const char *dir, const char *a, const char *b)
+{
+    char pa[1024], pb[1024];
+    snprintf(pa, sizeof pa, "%s/%s/replica-0/trace.csv", dir, a);
+    snprintf(pb, sizeof pb, "%s/%s/replica-0/trace.csv", dir, b);
+    return dt_files_equal(pa, pb);
 }
 
 DT_TEST(levels_and_threads)
@@ -762,25 +941,52 @@ DT_TEST(levels_and_threads)
     }
 }
 
+/* A run of `extra` into dir killed after step 7, then --resume'd: both as meant? */
+static bool kill_and_resume(const char *dir, const char *extra)
+{
+    int rc = dt_run_capture(out, sizeof out,
+                            "rm -rf '%s' && DETRAIN_TEST_KILL_AFTER_STEP=7 DETRAIN_GNUPLOT=none "
+                            "'%s' run '%s' --out '%s' --quiet --set dataset.path='%s' %s",
+                            dir, EXE, CONFIG, dir, CORPUS, extra);
+    if (rc == 0) return false; /* it was not killed */
+    rc = dt_run_capture(out, sizeof out,
+                        "DETRAIN_GNUPLOT=none '%s' run '%s' --resume '%s' --quiet "
+                        "--set dataset.path='%s' %s",
+                        EXE, CONFIG, dir, CORPUS, extra);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    return rc == 0;
+}
+
+/* mpirun -np np0..4 of `set` gives the trace of the one-process run `one` in each of the
+ * n cells (their replica 0). */
+static void check_ranks(const char *one, const char *tag, const char *set, int np0,
+                        const char *const *cells, int n)
+{
+    for (int np = np0; np <= 4; np++) {
+        char dir[256];
+        snprintf(dir, sizeof dir, TMP "%s_np%d", tag, np);
+        int rc = dt_run_capture(out, sizeof out,
+                                "rm -rf '%s' && DETRAIN_GNUPLOT=none " DT_MPIRUN
+                                " -np %d '%s' run '%s' --out '%s' --quiet --set dataset.path='%s' "
+                                "%s",
+                                dir, np, EXE, CONFIG, dir, CORPUS, set);
+        if (rc != 0) fprintf(stderr, "np %d:\n%s\n", np, out);
+        CHECK_INT_EQ(rc, 0);
+        for (int c = 0; c < n; c++) {
+            char rel[256];
+            snprintf(rel, sizeof rel, "%s/replica-0", cells[c]);
+            CHECK(files_same(one, dir, rel));
+        }
+    }
+}
+
 DT_TEST(resume_after_kill)
 {
     make_corpus();
     const char *ref = TMP "res_ref", *got = TMP "res_got";
     const char *set = "--set policies=[portable] --set replicas=1 --set train.checkpoint_every=3";
     CHECK_INT_EQ(run_gpt(ref, set), 0);
-    char extra[512];
-    snprintf(extra, sizeof extra, "%s", set);
-    int rc = dt_run_capture(out, sizeof out,
-                            "rm -rf '%s' && DETRAIN_TEST_KILL_AFTER_STEP=7 DETRAIN_GNUPLOT=none "
-                            "'%s' run '%s' --out '%s' --quiet --set dataset.path='%s' %s",
-                            got, EXE, CONFIG, got, CORPUS, extra);
-    CHECK(rc != 0); /* killed */
-    rc = dt_run_capture(out, sizeof out,
-                        "DETRAIN_GNUPLOT=none '%s' run '%s' --resume '%s' --quiet "
-                        "--set dataset.path='%s' %s",
-                        EXE, CONFIG, got, CORPUS, extra);
-    if (rc != 0) fprintf(stderr, "%s\n", out);
-    CHECK_INT_EQ(rc, 0);
+    CHECK(kill_and_resume(got, set));
     CHECK(files_same(ref, got, "portable/replica-0"));
 }
 
@@ -791,18 +997,67 @@ DT_TEST(ranks_independent)
     const char *one = TMP "rk1";
     const char *set = "--set policies=[portable] --set replicas=1 --set train.shards=6";
     CHECK_INT_EQ(run_gpt(one, set), 0);
-    for (int np = 1; np <= 4; np++) {
-        char dir[256];
-        snprintf(dir, sizeof dir, TMP "rk_np%d", np);
-        int rc = dt_run_capture(out, sizeof out,
-                                "rm -rf '%s' && DETRAIN_GNUPLOT=none " DT_MPIRUN
-                                " -np %d '%s' run '%s' --out '%s' --quiet --set dataset.path='%s' "
-                                "%s",
-                                dir, np, EXE, CONFIG, dir, CORPUS, set);
-        if (rc != 0) fprintf(stderr, "np %d:\n%s\n", np, out);
-        CHECK_INT_EQ(rc, 0);
-        CHECK(files_same(one, dir, "portable/replica-0"));
+    static const char *const cells[] = {"portable"};
+    check_ranks(one, "rk", set, 1, cells, 1);
+}
+
+/* model.dropout end to end: under every rng the replicas agree and 1 thread gives 2
+ * threads' trace; stored keeps philox's masks (the same trace), lfsr draws others (a
+ * different trace: rng acts); a dropping run differs from one without; --resume after
+ * SIGKILL continues the same trace (the masks depend on the step, not on the process);
+ * with MPI, np 1..4 give the one-process trace under lfsr (portable) and philox. */
+DT_TEST(dropout_runs)
+{
+    make_corpus();
+    const char *set =
+        "--set model.dropout=0.2 --set replicas=2 --set train.shards=6 --set "
+        "'policies=[portable, {base: portable, rng: philox}, {base: portable, rng: stored}, "
+        "run_to_run]'";
+    const char *d2 = TMP "dr2", *d1 = TMP "dr1", *nodrop = TMP "dr0";
+    char extra[512];
+    snprintf(extra, sizeof extra, "%s", set);
+    int rc = run_gpt(d2, extra);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    CHECK_INT_EQ(rc, 0);
+    snprintf(extra, sizeof extra, "%s --set backend.threads=1", set);
+    CHECK_INT_EQ(run_gpt(d1, extra), 0);
+    static const char *const cells[] = {"portable", "portable+rng=philox", "portable+rng=stored",
+                                        "run_to_run"};
+    for (int c = 0; c < 4; c++) {
+        char r0[256], r1[256], p0[1024], p1[1024];
+        snprintf(r0, sizeof r0, "%s/replica-0", cells[c]);
+        snprintf(r1, sizeof r1, "%s/replica-1", cells[c]);
+        snprintf(p0, sizeof p0, "%s/%s/trace.csv", d2, r0);
+        snprintf(p1, sizeof p1, "%s/%s/trace.csv", d2, r1);
+        if (!dt_files_equal(p0, p1)) fprintf(stderr, "%s: replicas differ\n", cells[c]);
+        CHECK(dt_files_equal(p0, p1));
+        if (!files_same(d1, d2, r0)) fprintf(stderr, "%s: 1 and 2 threads differ\n", cells[c]);
+        CHECK(files_same(d1, d2, r0));
     }
+    CHECK(files_same_cells(d2, "portable+rng=philox", "portable+rng=stored"));
+    CHECK(!files_same_cells(d2, "portable", "portable+rng=philox"));
+    CHECK_INT_EQ(run_gpt(nodrop, "--set policies=[portable] --set replicas=1 --set train.shards=6"),
+                 0);
+    char *a = last_digest(d2, "portable/replica-0"), *b = last_digest(nodrop, "portable/replica-0");
+    CHECK(a && b && strcmp(a, b) != 0);
+    free(a), free(b);
+    /* resume after a kill, lfsr (portable) */
+    CHECK(kill_and_resume(TMP "dr_res", "--set model.dropout=0.2 --set policies=[portable] --set "
+                                        "replicas=1 --set train.shards=6 --set "
+                                        "train.checkpoint_every=3"));
+    CHECK(files_same(d2, TMP "dr_res", "portable/replica-0"));
+}
+
+DT_TEST(dropout_ranks)
+{
+    if (!dt_dist_have_mpi()) DT_SKIP("detrain was built without MPI (DETRAIN_MPI)");
+    make_corpus();
+    const char *one = TMP "drk1";
+    const char *set = "--set model.dropout=0.2 --set replicas=1 --set train.shards=6 "
+                      "--set 'policies=[portable, {base: portable, rng: philox}]'";
+    CHECK_INT_EQ(run_gpt(one, set), 0);
+    static const char *const cells[] = {"portable", "portable+rng=philox"};
+    check_ranks(one, "drk", set, 2, cells, 2);
 }
 
 /* explain on the GPT: with the forced-op hook making the embedding's scatter the one
@@ -986,11 +1241,21 @@ DT_TEST(refusals)
                         CONFIG, dir);
     CHECK_INT_EQ(rc, 2);
     CHECK_CONTAINS(out, "applies to train.optimizer.kind sgd only");
+    rc = dt_run_capture(out, sizeof out, "'%s' run '%s' --out '%s' --quiet --set model.dropout=1",
+                        EXE, CONFIG, dir);
+    CHECK_INT_EQ(rc, 2);
+    CHECK_CONTAINS(out, "key 'model.dropout': value 1 is out of range");
+    rc = dt_run_capture(out, sizeof out, "'%s' run '%s' --out '%s' --quiet --set model.dropout=0.1",
+                        EXE, DT_TEST_DATA_DIR "/config/minimal.yaml", dir);
+    CHECK_INT_EQ(rc, 2);
+    CHECK_CONTAINS(out, "key 'model.dropout' applies to model.kind gpt only");
+    CHECK(stat(dir, &sb) != 0);
 }
 
 DT_TEST_MAIN(DT_CASE(ops_are_the_shared_functions), DT_CASE(ops_match_double_reference),
-             DT_CASE(gradients_match_double_reference), DT_CASE(embedding_scatter_controls),
-             DT_CASE(adamw_and_schedule), DT_CASE(clip_norm_controls), DT_CASE(text_dataset),
-             DT_CASE(levels_and_threads), DT_CASE(resume_after_kill), DT_CASE(ranks_independent),
-             DT_CASE(explain_names_scatter), DT_CASE(export_and_batches), DT_CASE(vs_torch),
-             DT_CASE(nonfinite_stops), DT_CASE(refusals))
+             DT_CASE(dropout_masks), DT_CASE(gradients_match_double_reference),
+             DT_CASE(embedding_scatter_controls), DT_CASE(adamw_and_schedule),
+             DT_CASE(clip_norm_controls), DT_CASE(text_dataset), DT_CASE(levels_and_threads),
+             DT_CASE(resume_after_kill), DT_CASE(ranks_independent), DT_CASE(dropout_runs),
+             DT_CASE(dropout_ranks), DT_CASE(explain_names_scatter), DT_CASE(export_and_batches),
+             DT_CASE(vs_torch), DT_CASE(nonfinite_stops), DT_CASE(refusals))

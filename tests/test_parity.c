@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "determinism/dropout.h"
 #include "determinism/philox.h"
 #include "nets/backend.h"
 #include "tests/check.h"
@@ -516,6 +517,51 @@ static enum dt_status run_clip_scale(struct dt_backend *be, void *const *in, voi
     return dt_clip_scale(be, out[0], N, in[1], 1.5f, pol);
 }
 
+/* Dropout over (DROP_ROWS, N / DROP_ROWS), rows from global row 5: philox into out[0],
+ * keep bytes (rng: stored) then their replay into out[1], an lfsr forward walk into out[2]
+ * and the walk back over out[2] into out[3] (the same mask twice) with its lanes. */
+enum { DROP_ROWS = 40 }; /* 25 columns: odd, so the lanes' last pair is half used */
+static void make_dropout(struct io *io)
+{
+    add_in(io, N, 1.0);
+    add_out(io, N, false), add_out(io, N, false), add_out(io, N, false), add_out(io, N, false);
+    add_out(io, DROP_ROWS * (int64_t)(sizeof(struct dt_xoro) / 4), true);
+}
+static enum dt_status run_dropout(struct dt_backend *be, void *const *in, void *const *out,
+                                  const struct dt_policy *pol)
+{
+    const int64_t W = N / DROP_ROWS;
+    struct dt_dropout_site s = {.mode = DT_DROPOUT_PHILOX,
+                                .stream = dt_dropout_stream(0x5eed, 7, 3, 1),
+                                .row0 = 5,
+                                .threshold = 0x40000000u,
+                                .scale = 4.0f / 3.0f};
+    DT_FORWARD_IF_ERROR(dt_dropout(be, out[0], in[0], NULL, NULL, DROP_ROWS, W, &s, pol));
+    uint8_t *keep = dt_backend_alloc(be, (size_t)N);
+    s.mode = DT_DROPOUT_KEEP;
+    enum dt_status st = dt_dropout(be, out[1], in[0], keep, NULL, DROP_ROWS, W, &s, pol);
+    s.mode = DT_DROPOUT_STORED;
+    if (st == DT_OK) st = dt_dropout(be, out[1], out[1], keep, NULL, DROP_ROWS, W, &s, pol);
+    dt_backend_free(be, keep);
+    DT_FORWARD_IF_ERROR(st);
+    struct dt_xoro *lanes = out[4];
+    DT_FORWARD_IF_ERROR(dt_dropout_seed(be, lanes, DROP_ROWS, 5, 0x5eed, 7, 1, pol));
+    s.mode = DT_DROPOUT_LFSR_FORWARD;
+    DT_FORWARD_IF_ERROR(dt_dropout(be, out[2], in[0], NULL, lanes, DROP_ROWS, W, &s, pol));
+    s.mode = DT_DROPOUT_LFSR_BACKWARD;
+    return dt_dropout(be, out[3], out[2], NULL, lanes, DROP_ROWS, W, &s, pol);
+}
+
+static void make_dropout_seed(struct io *io)
+{
+    add_out(io, DROP_ROWS * (int64_t)(sizeof(struct dt_xoro) / 4), true);
+}
+static enum dt_status run_dropout_seed(struct dt_backend *be, void *const *in, void *const *out,
+                                       const struct dt_policy *pol)
+{
+    return dt_dropout_seed(be, out[0], DROP_ROWS, 3, 0x5eed, 7, 2, pol);
+}
+
 #define ROW(op, tol)                                                                               \
     {                                                                                              \
 #op, make_##op, run_##op, tol, false                                                       \
@@ -561,6 +607,8 @@ static const struct op_row ops[] = {
     ROW_CPU(adamw_update, 0),
     ROW_CPU(grad_norm, 1e-5),
     ROW_CPU(clip_scale, 0),
+    ROW_CPU(dropout, 0),
+    ROW_CPU(dropout_seed, 0),
 };
 #define N_OPS ((int)(sizeof ops / sizeof ops[0]))
 

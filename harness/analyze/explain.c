@@ -419,6 +419,8 @@ static const char *op_phase(enum dt_op op)
     case DT_OP_EPS_LFSR:
     case DT_OP_BNN_SIGMA:
     case DT_OP_BNN_SAMPLE:
+    case DT_OP_DROPOUT: /* in both passes: masks an activation, or its gradient */
+    case DT_OP_DROPOUT_SEED:
     case DT_OP_COUNT: return "forward";
     }
     return "forward";
@@ -455,6 +457,8 @@ static const char *output_name(enum dt_op op, int k)
     case DT_OP_ADD: return "sum";
     case DT_OP_GRAD_NORM: return "gradient norm";
     case DT_OP_CLIP_SCALE: return "clipped gradient";
+    case DT_OP_DROPOUT: return k == 0 ? "dropout output" : "lane states";
+    case DT_OP_DROPOUT_SEED: return "lane states";
     default: return "output";
     }
 }

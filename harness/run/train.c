@@ -901,15 +901,18 @@ static enum dt_status experiment_open(struct experiment *e, const struct dt_expe
     memset(e, 0, sizeof *e);
     e->lock = (struct dt_folder_lock){.fd = -1};
     e->c = (struct run_ctx){.exp = exp, .opt = opt, .resume = resume};
-    DT_FORWARD_IF_ERROR(check_memory(exp, err));
     /* rank 0 writes every file (harness/run/dist.h) */
     e->writer = dt_dist_rank(opt->dist) == 0;
     e->multi = dt_dist_size(opt->dist) > 1;
-    DT_FORWARD_IF_ERROR(open_backend_and_data(e, err));
+    /* every refusal below reaches ranks_all_ok: a rank that cannot read the data (say)
+     * must not leave the others waiting for it */
+    enum dt_status st = check_memory(exp, err);
+    if (st == DT_OK) st = open_backend_and_data(e, err);
+    const bool opened = st == DT_OK;
     struct run_ctx *c = &e->c;
     c->tty = !opt->quiet && isatty(STDERR_FILENO);
     c->steps_total = (int64_t)dt_cell_count(exp) * exp->replicas * exp->train.steps;
-    enum dt_status st = take_test_hooks(c, err);
+    if (st == DT_OK) st = take_test_hooks(c, err);
     if (st == DT_OK) st = check_model(c, err);
     bool clear = false;
     if (st == DT_OK && e->writer) st = claim_folder(exp, opt, resume, &e->lock, &clear, err);
@@ -922,7 +925,7 @@ static enum dt_status experiment_open(struct experiment *e, const struct dt_expe
         /* the others wait for rank 0's start below: they learn that it failed */
         if (e->multi && every_rank_ready) (void)dt_dist_max_status(opt->dist, (int)st, NULL);
         dt_folder_lock_release(&e->lock);
-        close_backend_and_data(e);
+        if (opened) close_backend_and_data(e);
         return st;
     }
     c->t_start = dt_now_s();

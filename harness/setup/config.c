@@ -167,8 +167,9 @@ static const struct key_row keys[] = {
             "stored then matches that regenerating mode bit for bit"},
     {.path = "model.lfsr_check_every", .type = KEY_INT64, FIELD_(model.lfsr_check_every),
      .def = "0", .lo = 0, .hi = 1000000000,
-     .doc = "bnn_mlp only: check the lanes' return to their seed state every N steps under "
-            "rng: lfsr; 0 = every step in Debug builds, every 16th otherwise"},
+     .doc = "bnn_mlp and gpt (with dropout): check the lanes' return to their seed state "
+            "every N steps under rng: lfsr; 0 = every step in Debug builds, every 16th "
+            "otherwise"},
     {.path = "model.context", .type = KEY_INT64, FIELD_(model.context), .def = "64", .lo = 1,
      .hi = 4096, .doc = "gpt only: sequence length T (training windows are T + 1 bytes)"},
     {.path = "model.d_model", .type = KEY_INT64, FIELD_(model.d_model), .def = "64", .lo = 1,
@@ -181,6 +182,11 @@ static const struct key_row keys[] = {
      .def = "true",
      .doc = "gpt only: the output head is the token embedding (its gradient then adds the "
             "embedding's scatter and the head's product)"},
+    {.path = "model.dropout", .type = KEY_DOUBLE, FIELD_(model.dropout), .def = "0", .dlo = 0,
+     .dhi = 1, .flags = KEY_HI_OPEN,
+     .doc = "gpt only: dropout probability at the embedding and before each residual add, in "
+            "training steps; masks come from the rng control (stored keeps a byte per "
+            "element, philox and lfsr regenerate them in backward); 0 = off"},
     {.path = "train.steps", .type = KEY_INT64, FIELD_(train.steps), .lo = 1, .hi = 1000000000,
      .doc = "Optimizer steps to run"},
     {.path = "train.batch", .type = KEY_INT64, FIELD_(train.batch), .def = "64", .lo = 1,

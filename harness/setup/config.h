@@ -60,6 +60,7 @@ struct dt_experiment {
         int64_t context, d_model, heads; /* T, D, H; default 64, 64, 4 */
         int layers;                      /* default 2 */
         bool tie_embeddings;             /* default true */
+        double dropout;                  /* default 0 (off), in [0, 1) */
     } model;
     struct {
         int64_t steps;  /* required, >= 1 */

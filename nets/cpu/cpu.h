@@ -131,6 +131,8 @@ dt_add_fn dt_cpu_add;
 dt_adamw_update_fn dt_cpu_adamw_update;
 dt_grad_norm_fn dt_cpu_grad_norm;
 dt_clip_scale_fn dt_cpu_clip_scale;
+dt_dropout_fn dt_cpu_dropout;
+dt_dropout_seed_fn dt_cpu_dropout_seed;
 dt_conv2d_forward_fn dt_cpu_conv2d_forward;
 dt_conv2d_backward_data_fn dt_cpu_conv2d_backward_data;
 dt_conv2d_backward_weight_fn dt_cpu_conv2d_backward_weight;

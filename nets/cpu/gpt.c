@@ -12,6 +12,7 @@
 #include "determinism/fixed_point.h"
 #include "determinism/reduce.h"
 #include "determinism/streams.h"
+#include "determinism/dropout.h"
 #include "nets/cpu/cpu.h"
 #include "nets/gpt_elem.h"
 
@@ -504,5 +505,64 @@ enum dt_status dt_cpu_clip_scale(struct dt_backend *be, float *g, int64_t n, con
     if (f == 1.0f) return DT_OK;
     struct ew_job j = {.y = g, .x = &f};
     dt_pool_run(dt_cpu(be)->pool, n, 8192, clip_part, &j);
+    return DT_OK;
+}
+
+/* ---- dropout ------------------------------------------------------------------------------ */
+
+struct drop_job {
+    float *y;
+    const float *x;
+    uint8_t *keep;
+    struct dt_xoro *lanes;
+    int64_t width;
+    const struct dt_dropout_site *s;
+};
+
+/* Rows [begin, end): each row's mask is a function of its global row alone. */
+static void dropout_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct drop_job *j = ctx;
+    const struct dt_dropout_site *s = j->s;
+    const int64_t W = j->width;
+    for (int64_t r = begin; r < end; r++) {
+        float *y = j->y + r * W;
+        const float *x = j->x + r * W;
+        switch (s->mode) {
+        case DT_DROPOUT_PHILOX:
+        case DT_DROPOUT_KEEP:
+            dt_dropout_philox_range(y, x, s->mode == DT_DROPOUT_KEEP ? j->keep + r * W : NULL,
+                                    (s->row0 + r) * W, W, &s->stream, s->threshold, s->scale);
+            break;
+        case DT_DROPOUT_STORED:
+            for (int64_t c = 0; c < W; c++)
+                y[c] = dt_dropout_apply(x[c], j->keep[r * W + c] != 0, s->scale);
+            break;
+        case DT_DROPOUT_LFSR_FORWARD:
+            dt_dropout_lane_forward(y, x, W, &j->lanes[r], s->threshold, s->scale);
+            break;
+        case DT_DROPOUT_LFSR_BACKWARD:
+            dt_dropout_lane_backward(y, x, W, &j->lanes[r], s->threshold, s->scale);
+            break;
+        }
+    }
+}
+
+/* portable: per row, a function of the global row (determinism/dropout.h). */
+enum dt_status dt_cpu_dropout(struct dt_backend *be, float *y, const float *x, uint8_t *keep,
+                              struct dt_xoro *lanes, int64_t rows, int64_t width,
+                              const struct dt_dropout_site *s, const struct dt_policy *pol)
+{
+    struct drop_job j = {.y = y, .x = x, .keep = keep, .lanes = lanes, .width = width, .s = s};
+    dt_pool_run(dt_cpu(be)->pool, rows, 1 + 4096 / width, dropout_part, &j);
+    return DT_OK;
+}
+
+enum dt_status dt_cpu_dropout_seed(struct dt_backend *be, struct dt_xoro *lanes, int64_t rows,
+                                   int64_t row0, uint64_t seed, uint32_t step, uint32_t member,
+                                   const struct dt_policy *pol)
+{
+    for (int64_t r = 0; r < rows; r++)
+        lanes[r] = dt_dropout_lane_seed(seed, step, member, (uint64_t)(row0 + r));
     return DT_OK;
 }
