@@ -10,19 +10,20 @@
  * u >= threshold (threshold = p 2^32 rounded, so the keep rate is exactly 1 - threshold /
  * 2^32), and a kept value is multiplied by scale = 1 / (1 - p) rounded to float.
  *
- * philox (and stored, which draws with it and keeps the bytes): u is word e % 4 of block
- * e / 4 of the Philox stream (run seed, step, tensor DT_PHILOX_TENSOR_DROPOUT + site,
- * member, sample 0), e = r width + c (determinism/philox.h). Any tiling, any order.
+ * philox: u is word e % 4 of block e / 4 of the Philox stream (run seed, step, tensor
+ * DT_PHILOX_TENSOR_DROPOUT + site, member, sample 0), e = r width + c
+ * (determinism/philox.h). Any tiling, any order.
  *
- * lfsr (reversible, nothing stored): one xoroshiro128** lane per global row, seeded per
- * step by dt_eps_lane_seed(seed, step, member, DT_DROPOUT_LANE_SAMPLE, r) (the epsilon
- * lanes' seeding, determinism/eps.h). Going forwards, at each site in site order the lane
- * takes ceil(width / 2) steps: step k's output w gives u = w >> 32 to column 2k and
- * u = w & 0xffffffff to column 2k + 1 (if inside). Backward visits the sites in reverse
- * order and walks each back (dt_xoro_prev, then the output), rebuilding the same u; after
- * site 0 every lane is at its seed state again (the invariant the model checks). Rows, not
- * chunks of a tensor, are the lanes: a rank holding rows [r0, r1) holds exactly their
- * lanes, so the masks do not depend on how rows are split. */
+ * lfsr (reversible, nothing stored; and stored, which draws with its forward walk and keeps
+ * each element's keep bit as a byte -- the cheaper generator of the two on a CPU, so the
+ * `fast` level's rng: stored is the fastest mask): one xoroshiro128** lane per global row, seeded
+ * per step by dt_eps_lane_seed(seed, step, member, DT_DROPOUT_LANE_SAMPLE, r) (the epsilon lanes'
+ * seeding, determinism/eps.h). Going forwards, at each site in site order the lane takes ceil(width
+ * / 2) steps: step k's output w gives u = w >> 32 to column 2k and u = w & 0xffffffff to column 2k
+ * + 1 (if inside). Backward visits the sites in reverse order and walks each back (dt_xoro_prev,
+ * then the output), rebuilding the same u; after site 0 every lane is at its seed state again (the
+ * invariant the model checks). Rows, not chunks of a tensor, are the lanes: a rank holding rows
+ * [r0, r1) holds exactly their lanes, so the masks do not depend on how rows are split. */
 #ifndef DT_DROPOUT_H
 #define DT_DROPOUT_H
 
@@ -55,10 +56,8 @@ static inline DT_HD struct dt_philox_stream dt_dropout_stream(uint64_t seed, uin
     return dt_philox_stream_make(seed, step, DT_PHILOX_TENSOR_DROPOUT + site, member, 0);
 }
 
-/* y[i] = dropout of x[i] for global elements e0 + i, i in [0, n) (philox); keep, when not
- * NULL, gets each element's keep bit as a byte (rng: stored). y may alias x. */
-static inline DT_HD void dt_dropout_philox_range(float *y, const float *x, uint8_t *keep,
-                                                 int64_t e0, int64_t n,
+/* y[i] = dropout of x[i] for global elements e0 + i, i in [0, n) (philox). y may alias x. */
+static inline DT_HD void dt_dropout_philox_range(float *y, const float *x, int64_t e0, int64_t n,
                                                  const struct dt_philox_stream *s,
                                                  uint32_t threshold, float scale)
 {
@@ -67,27 +66,30 @@ static inline DT_HD void dt_dropout_philox_range(float *y, const float *x, uint8
         const uint64_t e = (uint64_t)(e0 + i), block = e >> 2;
         uint32_t w[4];
         dt_philox_block(w, s, block);
-        for (int k = (int)(e & 3); k < 4 && i < n; k++, i++) {
-            const bool kp = dt_dropout_keeps(w[k], threshold);
-            if (keep) keep[i] = (uint8_t)kp;
-            y[i] = dt_dropout_apply(x[i], kp, scale);
-        }
+        for (int k = (int)(e & 3); k < 4 && i < n; k++, i++)
+            y[i] = dt_dropout_apply(x[i], dt_dropout_keeps(w[k], threshold), scale);
     }
 }
 
-/* A row's lane walk over one site of `width` columns: forwards (output, then step) or
- * backwards (step back, then output, last pair first). y may alias x. */
-static inline DT_HD void dt_dropout_lane_forward(float *y, const float *x, int64_t width,
-                                                 struct dt_xoro *st, uint32_t threshold,
-                                                 float scale)
+/* A row's lane walk over one site of `width` columns: forwards (output, then step; keep,
+ * when not NULL, gets each element's keep bit as a byte) or backwards (step back, then
+ * output, last pair first). y may alias x. */
+static inline DT_HD void dt_dropout_lane_forward(float *y, const float *x, uint8_t *keep,
+                                                 int64_t width, struct dt_xoro *st,
+                                                 uint32_t threshold, float scale)
 {
     struct dt_xoro s = *st;
     for (int64_t c = 0; c < width; c += 2) {
         const uint64_t w = dt_xoro_out(s);
         dt_xoro_next(&s);
-        y[c] = dt_dropout_apply(x[c], dt_dropout_keeps((uint32_t)(w >> 32), threshold), scale);
-        if (c + 1 < width)
-            y[c + 1] = dt_dropout_apply(x[c + 1], dt_dropout_keeps((uint32_t)w, threshold), scale);
+        const bool k0 = dt_dropout_keeps((uint32_t)(w >> 32), threshold);
+        y[c] = dt_dropout_apply(x[c], k0, scale);
+        if (keep) keep[c] = (uint8_t)k0;
+        if (c + 1 < width) {
+            const bool k1 = dt_dropout_keeps((uint32_t)w, threshold);
+            y[c + 1] = dt_dropout_apply(x[c + 1], k1, scale);
+            if (keep) keep[c + 1] = (uint8_t)k1;
+        }
     }
     *st = s;
 }

@@ -1133,10 +1133,11 @@ enum dt_status dt_dropout(struct dt_backend *be, float *y, const float *x, uint8
 {
     CHECK_DIMS(rows, width);
     DT_ASSERT(y && x && s && pol && s->row0 >= 0);
-    const bool lfsr = s->mode == DT_DROPOUT_LFSR_FORWARD || s->mode == DT_DROPOUT_LFSR_BACKWARD;
+    const bool walk = s->mode == DT_DROPOUT_LFSR_FORWARD || s->mode == DT_DROPOUT_LFSR_BACKWARD ||
+                      s->mode == DT_DROPOUT_KEEP;
     const bool bytes = s->mode == DT_DROPOUT_KEEP || s->mode == DT_DROPOUT_STORED;
-    DT_ASSERT_MSG(lfsr == (lanes != NULL) && bytes == (keep != NULL),
-                  "dropout: lanes go with the lfsr modes, keep bytes with keep and stored");
+    DT_ASSERT_MSG(walk == (lanes != NULL) && bytes == (keep != NULL),
+                  "dropout: lanes go with the lfsr and keep modes, bytes with keep and stored");
     REQUIRE(be, dropout);
     if (lanes)
         DISPATCH(be, DT_OP_DROPOUT, be->ops->dropout(be, y, x, keep, lanes, rows, width, s, pol),

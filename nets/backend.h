@@ -514,9 +514,9 @@ enum dt_status dt_adamw_update(struct dt_backend *be, float *w, float *m, float 
 
 /* ---- dropout (model.dropout; masks under `rng`, determinism/dropout.h) -----------------
  * How a site's mask is formed: philox regenerates it from the counter (forward and
- * backward alike); keep draws with philox and writes each element's keep byte (rng:
- * stored, forward); stored applies those bytes (rng: stored, backward); lfsr walks each
- * row's lane forwards (forward) or backwards (backward). */
+ * backward alike); lfsr walks each row's lane forwards (forward) or backwards (backward);
+ * keep walks the lanes forwards and writes each element's keep byte (rng: stored,
+ * forward); stored applies those bytes (rng: stored, backward). */
 enum dt_dropout_mode {
     DT_DROPOUT_PHILOX,
     DT_DROPOUT_KEEP,
@@ -533,7 +533,8 @@ struct dt_dropout_site {
 };
 /* y = dropout(x) over (rows, width) (y may alias x): forward on activations, backward on
  * their gradients with the same mask. keep: (rows, width) bytes (keep and stored modes,
- * else NULL); lanes: one state per row (lfsr modes, else NULL), advanced or walked back.
+ * else NULL); lanes: one state per row (keep and lfsr modes, else NULL), advanced or
+ * walked back.
  * Elementwise per row: every policy and thread count gives the same bits. */
 enum dt_status dt_dropout(struct dt_backend *be, float *y, const float *x, uint8_t *keep,
                           struct dt_xoro *lanes, int64_t rows, int64_t width,

@@ -8,8 +8,8 @@
  * Dropout (model.dropout = p > 0, training steps only): at site 0 the embedding's sum, at
  * sites 1 + 2 l and 2 + 2 l block l's attention projection and MLP output before their
  * residual adds, each in place; masks by global row under `rng` (determinism/dropout.h):
- * philox regenerates them in backward, stored keeps one byte per element from forward,
- * lfsr walks each row's lane back through the sites in reverse order. */
+ * philox regenerates them in backward, lfsr walks each row's lane back through the sites
+ * in reverse order, stored draws as lfsr does and keeps one byte per element instead. */
 #include <math.h>
 #include <string.h>
 
@@ -116,18 +116,20 @@ static enum dt_status drop_site(struct dt_model *m, float *dst, const float *src
         .threshold = g->threshold,
         .scale = g->scale};
     const bool bytes = s.mode == DT_DROPOUT_KEEP || s.mode == DT_DROPOUT_STORED;
-    const bool lfsr = s.mode == DT_DROPOUT_LFSR_FORWARD || s.mode == DT_DROPOUT_LFSR_BACKWARD;
+    const bool walk = s.mode == DT_DROPOUT_LFSR_FORWARD || s.mode == DT_DROPOUT_LFSR_BACKWARD ||
+                      s.mode == DT_DROPOUT_KEEP;
     if (bytes && !g->keep)
         g->keep = dt_backend_alloc(m->be, (size_t)((2 * g->L + 1) * m->max_batch * g->T * g->D));
     uint8_t *keep = bytes ? g->keep + (int64_t)site * m->max_batch * g->T * g->D : NULL;
-    return dt_dropout(m->be, dst, src, keep, lfsr ? g->lanes : NULL, rows, g->D, &s, pol);
+    return dt_dropout(m->be, dst, src, keep, walk ? g->lanes : NULL, rows, g->D, &s, pol);
 }
 
-/* rng: lfsr: the lanes of this step's rows at their seed states (before forward). */
+/* rng: lfsr and stored (which draws with the lanes' forward walk): the lanes of this step's
+ * rows at their seed states (before forward). */
 static enum dt_status drop_seed(struct dt_model *m, int64_t rows, const struct dt_policy *pol)
 {
     struct gpt *g = m->impl;
-    if (!dropping(g) || !dt_rng_lfsr(pol)) return DT_OK;
+    if (!dropping(g) || !(dt_rng_lfsr(pol) || dt_rng_stored(pol))) return DT_OK;
     if (!g->lanes) {
         g->lanes = dt_backend_alloc(m->be, (size_t)(m->max_batch * g->T) * sizeof *g->lanes);
         g->lanes_host = dt_xmalloc((size_t)(m->max_batch * g->T) * sizeof *g->lanes_host);

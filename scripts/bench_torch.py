@@ -2,16 +2,22 @@
 """PyTorch reference for detrain's step time: the model of a detrain config trained in
 eager mode (cross-entropy, SGD with the config's lr, momentum and weight decay, batch
 train.batch), timed per step (median, p10, p90 after warm-up), in several modes, each in
-its own process so that no setting leaks into the next. Two models (--model; default: the
+its own process so that no setting leaks into the next. Three models (--model; default: the
 config's model.kind):
 
   mlp    configs/quickstart.yaml by default: 784 -> model.hidden... -> 10, ReLU
   lenet  configs/lenet.yaml by default, as nets/lenet.c: conv 5x5 1->6 pad 2, ReLU,
          maxpool, conv 5x5 6->16, ReLU, maxpool, dense 400-120-84-10 with ReLU; maxpool
          2x2 stride 2, or 3x3 stride 2 pad 1 with --overlap-pool (model.overlap_pool)
+  gpt    configs/gpt.yaml by default: nets/gpt.c's transformer (scripts/torch_gpt.py, the
+         model scripts/gpt_vs_torch.py replays) with the config's context, width, layers,
+         heads, tied head and dropout, trained by AdamW (the config's betas, eps, weight
+         decay, lr) with clipping at the config's norm, on windows of context + 1 bytes at
+         random offsets of the config's corpus (Debian's fortunes by default; random bytes
+         when absent)
 
 Modes (--modes; default mlp: default,tf32,deterministic; lenet: default,benchmark,
-deterministic):
+deterministic; gpt: default,deterministic,sdpa):
 
   default        PyTorch's defaults (TF32 off for matrix products, as PyTorch ships;
                  cuDNN picks convolution algorithms by heuristics, benchmark off)
@@ -22,6 +28,9 @@ deterministic):
                  detrain's conv_algo: autotune does)
   deterministic  torch.use_deterministic_algorithms(True), cudnn.deterministic = True,
                  cudnn.benchmark = False, CUBLAS_WORKSPACE_CONFIG=:4096:8 set before CUDA starts
+  sdpa           gpt: default, with attention by F.scaled_dot_product_attention (PyTorch >=
+                 2.0; FlashAttention or memory-efficient kernels on a GPU): the anchor a
+                 user would pick instead; skipped (noted) where PyTorch lacks it
 
 Data: Fashion-MNIST when found (dataset.path, $DETRAIN_DATA, /usr/share/datasets/
 fashion-mnist), else uniform random images and labels; either way held on the device, so
@@ -41,12 +50,16 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODES = ("default", "tf32", "benchmark", "deterministic")
+MODES = ("default", "tf32", "benchmark", "deterministic", "sdpa")
 DEFAULT_MODES = {"mlp": ("default", "tf32", "deterministic"),
-                 "lenet": ("default", "benchmark", "deterministic")}
-DEFAULT_CONFIG = {"mlp": "quickstart.yaml", "lenet": "lenet.yaml"}
+                 "lenet": ("default", "benchmark", "deterministic"),
+                 "gpt": ("default", "deterministic", "sdpa")}
+DEFAULT_CONFIG = {"mlp": "quickstart.yaml", "lenet": "lenet.yaml", "gpt": "gpt.yaml"}
+EXIT_SKIP = 77
 CSV_HEADER = ("mode,steps,median_ms,p10_ms,p90_ms,device,torch,tf32_matmul,tf32_cudnn,"
               "deterministic,batch,hidden,data,threads,final_loss,weights_sha256")
+GPT_CSV_HEADER = ("mode,steps,median_ms,p10_ms,p90_ms,device,torch,tf32_matmul,deterministic,"
+                  "sdpa,batch,model,data,threads,final_loss,weights_sha256")
 LENET_CSV_HEADER = ("mode,steps,median_ms,p10_ms,p90_ms,device,torch,tf32_matmul,tf32_cudnn,"
                     "cudnn_benchmark,deterministic,batch,model,pool,data,threads,final_loss,"
                     "weights_sha256")
@@ -55,7 +68,8 @@ LENET_CSV_HEADER = ("mode,steps,median_ms,p10_ms,p90_ms,device,torch,tf32_matmul
 def load_config(path):
     """The config's model and optimizer settings (defaults as in detrain's config table)."""
     cfg = {"kind": "mlp", "hidden": [256, 128], "overlap_pool": False, "batch": 64, "lr": 0.05,
-           "momentum": 0.9, "weight_decay": 0.0, "seed": 0, "threads": 0, "data_path": ""}
+           "momentum": 0.9, "weight_decay": 0.0, "seed": 0, "threads": 0, "data_path": "",
+           "gpt": None}
     if not path:
         return cfg
     try:
@@ -76,11 +90,21 @@ def load_config(path):
               file=sys.stderr)
         cfg["kind"] = "mlp"
     if cfg["kind"] not in DEFAULT_MODES:
-        print("bench_torch.py: %s: model.kind is %r; only mlp and lenet are mirrored" % (
+        print("bench_torch.py: %s: model.kind is %r; only mlp, lenet and gpt are mirrored" % (
             path, cfg["kind"]), file=sys.stderr)
         sys.exit(2)
     train = doc.get("train") or {}
     opt = train.get("optimizer") or {}
+    if cfg["kind"] == "gpt":  # detrain's defaults (harness/setup/config.c) where absent
+        cfg["gpt"] = {"context": int(model.get("context", 64)),
+                      "d_model": int(model.get("d_model", 64)),
+                      "layers": int(model.get("layers", 2)), "heads": int(model.get("heads", 4)),
+                      "tie": bool(model.get("tie_embeddings", True)),
+                      "dropout": float(model.get("dropout", 0.0)),
+                      "optimizer": opt.get("kind", "sgd"),
+                      "beta1": float(opt.get("beta1", 0.9)), "beta2": float(opt.get("beta2", 0.999)),
+                      "eps": float(opt.get("eps", 1e-8)),
+                      "clip_norm": float(opt.get("clip_norm", 0.0))}
     cfg["hidden"] = list(model.get("hidden", cfg["hidden"]))
     cfg["overlap_pool"] = bool(model.get("overlap_pool", False))
     cfg["batch"] = int(train.get("batch", cfg["batch"]))
@@ -151,6 +175,8 @@ def worker(args):
     if args.device == "cpu" and threads > 0:
         torch.set_num_threads(threads)
     torch.manual_seed(args.seed)
+    if args.model == "gpt":
+        return worker_gpt(args, torch, F, dev, mode)
 
     folder = None if args.data == "random" else (args.data if args.data != "auto" else find_fashion_mnist(args.data_path))
     if folder:
@@ -218,6 +244,90 @@ def worker(args):
     return 0
 
 
+def gpt_defaults():
+    """detrain's gpt defaults (harness/setup/config.c), for --model gpt without a config."""
+    return {"context": 64, "d_model": 64, "layers": 2, "heads": 4, "tie": True, "dropout": 0.0,
+            "optimizer": "adamw", "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "clip_norm": 0.0}
+
+
+def worker_gpt(args, torch, F, dev, mode):
+    """The GPT in one mode: windows of context + 1 bytes at drawn offsets, forward,
+    cross-entropy over every position, backward, clipping, the update."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import torch_gpt
+    g = json.loads(args.gpt_json) if args.gpt_json else gpt_defaults()
+    if mode == "sdpa" and not torch_gpt.have_sdpa():
+        print("bench_torch.py: mode sdpa: PyTorch %s has no scaled_dot_product_attention "
+              "(2.0 or later); skipped" % torch.__version__, file=sys.stderr)
+        return EXIT_SKIP
+    T, D, H, L, tie = g["context"], g["d_model"], g["heads"], g["layers"], g["tie"]
+    gen = torch.Generator(device="cpu").manual_seed(args.seed)
+    net = torch_gpt.GPT(torch_gpt.random_weights(T, D, L, tie, gen), T, D, H, L, tie,
+                        sdpa=mode == "sdpa", dropout=g["dropout"]).to(dev)
+    net.train()
+    corpus = args.data_path or "/usr/share/games/fortunes"
+    if args.data != "random" and os.path.exists(corpus):
+        raw = torch_gpt.read_corpus(corpus)
+        data = "text"
+    else:
+        raw = bytes(torch.randint(0, 256, (1 << 21,), generator=gen, dtype=torch.uint8).tolist())
+        data = "random"
+    if len(raw) < T + 2:
+        print("bench_torch.py: %s: %d bytes, fewer than context + 2" % (corpus, len(raw)),
+              file=sys.stderr)
+        return 2
+    text = torch.frombuffer(bytearray(raw), dtype=torch.uint8).to(dev)
+    B = args.batch
+    total = args.warmup + args.steps
+    offsets = torch.randint(0, len(raw) - T - 1, (total, B), generator=gen).to(dev)
+    span = torch.arange(T + 1, device=dev)
+    if g["optimizer"] == "adamw":
+        opt = torch.optim.AdamW(net.parameters(), lr=args.lr, betas=(g["beta1"], g["beta2"]),
+                                eps=g["eps"], weight_decay=args.weight_decay)
+    else:
+        opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum,
+                              weight_decay=args.weight_decay)
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+
+    times, loss = [], None
+    for s in range(total):
+        sync()
+        t0 = time.perf_counter()
+        win = text[offsets[s][:, None] + span].long()
+        logits = net(win[:, :T])
+        loss = F.cross_entropy(logits.reshape(-1, torch_gpt.VOCAB), win[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if g["clip_norm"] > 0:
+            torch.nn.utils.clip_grad_norm_(net.parameters(), g["clip_norm"])
+        opt.step()
+        sync()
+        if s >= args.warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+    times.sort()
+    q = statistics.quantiles(times, n=10, method="inclusive") if len(times) >= 2 else times * 9
+    h = hashlib.sha256()
+    for p in net.parameters():
+        h.update(bytes(p.detach().to("cpu").contiguous().view(torch.uint8).flatten().tolist()))
+    print(json.dumps({
+        "mode": mode, "steps": len(times), "median_ms": statistics.median(times),
+        "p10_ms": q[0], "p90_ms": q[-1],
+        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+        "deterministic": bool(torch.are_deterministic_algorithms_enabled()),
+        "sdpa": mode == "sdpa", "batch": B,
+        "model": "gpt L%d d%d h%d T%d %s%s" % (L, D, H, T, "tied" if tie else "untied",
+                                              " dropout %g" % g["dropout"] if g["dropout"] else ""),
+        "data": data, "threads": torch.get_num_threads(), "final_loss": float(loss.item()),
+        "weights_sha256": h.hexdigest(),
+    }))
+    return 0
+
+
 def mlp(torch, hidden):
     """784 -> hidden... -> 10 with ReLU between the dense layers."""
     widths = [784] + hidden + [10]
@@ -275,6 +385,7 @@ def main():
     ap.add_argument("--csv", help="append the rows to this CSV file")
     ap.add_argument("--worker", choices=MODES, help=argparse.SUPPRESS)
     ap.add_argument("--data-path", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--gpt-json", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.config is None and not args.no_config:
@@ -323,7 +434,9 @@ def main():
             "--threads", str(args.threads), "--data", args.data, "--data-path", args.data_path]
     if args.overlap_pool:
         base.append("--overlap-pool")
-    header = LENET_CSV_HEADER if args.model == "lenet" else CSV_HEADER
+    if args.model == "gpt":
+        base += ["--gpt-json", json.dumps(cfg["gpt"] or gpt_defaults())]
+    header = {"lenet": LENET_CSV_HEADER, "gpt": GPT_CSV_HEADER}.get(args.model, CSV_HEADER)
     if args.csv and os.path.exists(args.csv) and os.path.getsize(args.csv) > 0:
         with open(args.csv) as f:  # refuse before training, not after
             first = f.readline().rstrip("\n")
@@ -336,15 +449,24 @@ def main():
         env = dict(os.environ)
         env.pop("CUBLAS_WORKSPACE_CONFIG", None)  # only the deterministic mode sets it
         p = subprocess.run(base + ["--worker", mode], env=env, stdout=subprocess.PIPE, text=True)
+        if p.returncode == EXIT_SKIP:  # a mode this PyTorch lacks (said on stderr)
+            continue
         lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
         if p.returncode != 0 or not lines:
             print("bench_torch.py: mode %s failed (exit %d)" % (mode, p.returncode), file=sys.stderr)
             return p.returncode or 1
         r = json.loads(lines[-1])
         rows.append(r)
-        onoff = {k: "on" if r[k] else "off" for k in ("tf32_matmul", "tf32_cudnn",
-                                                       "cudnn_benchmark", "deterministic")}
-        if args.model == "lenet":
+        onoff = {k: "on" if r.get(k) else "off" for k in ("tf32_matmul", "tf32_cudnn",
+                                                           "cudnn_benchmark", "deterministic")}
+        if args.model == "gpt":
+            print("torch %s %s: %s, %s, batch %d, %s data: median %.3f ms/step (p10 %.3f, "
+                  "p90 %.3f; %d steps after %d warm-up), TF32 matmul %s, deterministic %s, "
+                  "sdpa %s" % (
+                      r["torch"], r["mode"], r["device"], r["model"], r["batch"], r["data"],
+                      r["median_ms"], r["p10_ms"], r["p90_ms"], r["steps"], args.warmup,
+                      onoff["tf32_matmul"], onoff["deterministic"], "on" if r["sdpa"] else "off"))
+        elif args.model == "lenet":
             print("torch %s %s: %s, LeNet 6-16-120-84-10, pool %s, batch %d, %s data: median "
                   "%.3f ms/step (p10 %.3f, p90 %.3f; %d steps after %d warm-up), cuDNN "
                   "benchmark %s, TF32 matmul %s, cuDNN TF32 %s, deterministic %s" % (

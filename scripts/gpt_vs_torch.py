@@ -18,7 +18,6 @@ every step to --curve-tol; 1 otherwise; 77 when PyTorch is not installed (a skip
 import argparse
 import csv
 import json
-import math
 import os
 import struct
 import statistics
@@ -39,6 +38,9 @@ except ImportError:
     print("gpt_vs_torch: SKIPPED: PyTorch is not installed (Debian: apt-get install "
           "python3-torch)", file=sys.stderr)
     sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_gpt import GPT, lr_at, read_corpus  # noqa: E402  (the model bench_torch.py times)
 
 
 def run(cmd, **kw):
@@ -63,74 +65,6 @@ def read_safetensors(path):
         buf = bytearray(data[base + a:base + b])
         out[name] = torch.frombuffer(buf, dtype=torch.float32).reshape(t["shape"]).clone()
     return out, meta
-
-
-def read_corpus(path):
-    """The bytes detrain reads (harness/setup/data.c, dt_dataset_load_text)."""
-    if os.path.isdir(path):
-        chunks = []
-        for name in sorted(os.listdir(path), key=lambda s: s.encode()):
-            if name.startswith(".") or name.endswith(".dat") or name.endswith(".u8"):
-                continue
-            p = os.path.join(path, name)
-            if os.path.isfile(p) and os.access(p, os.R_OK):
-                with open(p, "rb") as f:
-                    chunks.append(f.read())
-        data = b"".join(chunks)
-    else:
-        with open(path, "rb") as f:
-            data = f.read()
-    n_val = len(data) // 10
-    return data[:len(data) - n_val]
-
-
-class GPT(torch.nn.Module):
-    """nets/gpt.c in PyTorch: pre-LayerNorm blocks, causal attention, GELU (tanh)."""
-
-    def __init__(self, w, T, D, H, L, tie):
-        super().__init__()
-        self.T, self.D, self.H, self.L, self.tie = T, D, H, L, tie
-        self.p = torch.nn.ParameterDict()
-        for name, t in w.items():
-            # detrain's dense weights are [in, out]; keep them so and use x @ W
-            self.p[name.replace(".", "__")] = torch.nn.Parameter(t.clone())
-
-    def g(self, name):
-        return self.p[name.replace(".", "__")]
-
-    def forward(self, tokens):
-        B, T = tokens.shape
-        D, H = self.D, self.H
-        h = self.g("wte")[tokens] + self.g("wpe")[:T]
-        mask = torch.ones(T, T, dtype=torch.bool).tril()
-        for l in range(self.L):
-            P = lambda s: self.g(f"h{l}.{s}")
-            x = F.layer_norm(h, (D,), P("ln1.weight"), P("ln1.bias"), 1e-5)
-            qkv = x @ P("attn.qkv.weight") + P("attn.qkv.bias")
-            q, k, v = qkv.split(D, dim=2)
-            q = q.view(B, T, H, D // H).transpose(1, 2)
-            k = k.view(B, T, H, D // H).transpose(1, 2)
-            v = v.view(B, T, H, D // H).transpose(1, 2)
-            a = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D // H))
-            a = a.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-            y = (a @ v).transpose(1, 2).reshape(B, T, D)
-            h = h + (y @ P("attn.proj.weight") + P("attn.proj.bias"))
-            x = F.layer_norm(h, (D,), P("ln2.weight"), P("ln2.bias"), 1e-5)
-            x = F.gelu(x @ P("mlp.fc.weight") + P("mlp.fc.bias"), approximate="tanh")
-            h = h + (x @ P("mlp.proj.weight") + P("mlp.proj.bias"))
-        h = F.layer_norm(h, (D,), self.g("ln_f.weight"), self.g("ln_f.bias"), 1e-5)
-        head = self.g("wte").t() if self.tie else self.g("lm_head.weight")
-        return h @ head
-
-
-def lr_at(step, lr, warmup, total, cosine):
-    """nets/model.c, dt_model_lr."""
-    if warmup > 0 and step <= warmup:
-        return lr * step / warmup
-    if cosine and total > warmup:
-        progress = min(1.0, (step - warmup) / (total - warmup))
-        return lr * 0.5 * (1.0 + math.cos(math.pi * progress))
-    return lr
 
 
 def main():
@@ -160,6 +94,9 @@ def main():
     model, train, dataset = cfg["model"], cfg["train"], cfg["dataset"]
     if model["kind"] != "gpt":
         die(f"{a.config}: model.kind is {model['kind']}, not gpt")
+    if model.get("dropout", 0) > 0:
+        die(f"{a.config}: model.dropout is {model['dropout']}: PyTorch cannot draw detrain's "
+            "masks; compare with --set model.dropout=0")
     replica = os.path.join(run_dir, a.policy, "replica-0")
     st_path = os.path.join(a.out, "step0.safetensors")
     run([a.detrain, "export", replica, "--step", "0", "--safetensors", st_path])

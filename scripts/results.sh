@@ -35,7 +35,7 @@ declare -A writes=(
   [overhead_matrix]="results/cpu/overhead_matrix/: the matrix folder (cpu entries), without predictions.csv and tensors.csv; the replicas' per-step CSVs in per-step.tar.xz"
   [bnn-rng]="results/cpu/bnn-rng/: bench.txt"
   [noise_sources]="results/cpu/noise_sources/: mlp/, lenet/ and gpt/ (reports, csv files, config.json, run.json, explain/, plots/)"
-  [gpt]="results/cpu/gpt/: run/ (configs/gpt.yaml: report, csv files, manifests, samples), threads-table.md, explain.txt|csv, bench.txt, vs-torch/ (with PyTorch)"
+  [gpt]="results/cpu/gpt/: run/ (configs/gpt.yaml: report, csv files, manifests, samples), threads-table.md, explain.txt|csv, bench.txt, dropout-bench.txt, vs-torch/ (with PyTorch)"
   [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md (every committed results/<gpu>/crossdev a column)"
 )
 
@@ -259,6 +259,10 @@ part_gpt() {
      --csv keep/explain.csv > keep/explain.txt) || rc=$?
   [ $rc -le 1 ] || { say "gpt: detrain explain failed ($rc)"; return 1; }
   "$DETRAIN" bench configs/gpt.yaml --steps 60 --warmup 5 > "$o/keep/bench.txt"
+  # dropout 0.1 under each rng mode (fast: stored; portable: lfsr), against fast
+  "$DETRAIN" bench configs/gpt.yaml --steps 60 --warmup 5 --set model.dropout=0.1 \
+    --set 'policies=[fast, portable, {base: portable, rng: philox}, {base: portable, rng: stored}]' \
+    > "$o/keep/dropout-bench.txt"
   rc=0
   python3 -c 'import torch' 2>/dev/null && py=python3 || py=/usr/bin/python3
   "$py" scripts/gpt_vs_torch.py --detrain "$DETRAIN" --config configs/gpt.yaml --steps 200 \

@@ -1,8 +1,9 @@
 #!/bin/bash
 # detrain (fast, portable) against PyTorch on the CPU (default, deterministic), on every
-# model: the quickstart MLP at batch 256 and 64, LeNet at 128, and the Bayesian MLP's widths
+# model: the quickstart MLP at batch 256 and 64, LeNet at 128, the Bayesian MLP's widths
 # (configs/bnn.yaml) -- detrain's Bayesian MLP against a plain PyTorch MLP of those widths,
-# so that row prices the ensemble too. Interleaved in rounds (each round runs every
+# so that row prices the ensemble too -- and the tiny GPT (configs/gpt.yaml, batch 16; the
+# same transformer in PyTorch: scripts/torch_gpt.py). Interleaved in rounds (each round runs every
 # workload's four programs one after the other) so that all see the same machine state;
 # then the median of each over the rounds and detrain's against PyTorch's: one file.
 #   bash scripts/vs_torch.sh [ROUNDS] > vs-torch.txt     (make bench; scripts/results.sh)
@@ -28,7 +29,7 @@ trap 'rm -f "$rows"' EXIT
 echo "# $("$detrain" --version 2>/dev/null | head -1); $("$py" -c 'import torch; print("torch", torch.__version__)'); $(nproc) CPUs; $rounds rounds"
 for round in $(seq 1 "$rounds"); do
   for spec in "configs/quickstart.yaml 256 300" "configs/quickstart.yaml 64 300" \
-              "configs/lenet.yaml 128 60" "configs/bnn.yaml 128 40"; do
+              "configs/lenet.yaml 128 60" "configs/bnn.yaml 128 40" "configs/gpt.yaml 16 60"; do
     set -- $spec
     cfg=$1 batch=$2 steps=$3
     name=$(basename "$cfg" .yaml)

@@ -8,8 +8,9 @@
  *                                  (backward by central differences of the double forward);
  *   gradients_match_double_reference  the whole model's loss and every parameter's
  *                                  gradient (a sample of elements per tensor, tied and untied
- *                                  head, every level) against a double-precision GPT written
- *                                  here, by central differences;
+ *                                  head, every level; with dropout under stored, lfsr and
+ *                                  philox) against a double-precision GPT written here, by
+ *                                  central differences;
  *   embedding_scatter_controls     atomics: fixed_point is the exactly rounded sum,
  *                                  independent of threads and of a forced order; atomics:
  *                                  float under two forced orders gives different bits
@@ -24,6 +25,13 @@
  *   resume_after_kill (e2e)        SIGKILL mid-run, --resume: the trace of the uninterrupted
  *                                  run, AdamW's second moment restored;
  *   ranks_independent (e2e)        portable under mpirun -np 1..4: the one-process trace;
+ *   dropout_masks                  the dropout op = determinism/dropout.h's functions (1, 3
+ *                                  threads, every rng mode), backward rebuilds forward's
+ *                                  mask, keep rate 1 - p, a split batch keeps the whole
+ *                                  batch's masks (negative control: local row keys);
+ *   dropout_runs (e2e)             with dropout: replicas, 1/2 threads, stored == lfsr,
+ *                                  philox != lfsr, a run without dropout differs, resume;
+ *   dropout_ranks (e2e)            with dropout, mpirun -np 2..4 = one process (lfsr, philox);
  *   nonfinite_stops (e2e)          a NaN in a LayerNorm gradient at step 5 stops the replica,
  *                                  naming the tensor and the step;
  *   refusals (e2e)                 a bad corpus or a gpt on images: exit 2, nothing written. */
@@ -423,9 +431,9 @@ static double **ref_masks(const struct dt_policy *pol, int L, int64_t rows, int6
     for (int k = 0; k < 2 * L + 1; k++) {
         const struct dt_philox_stream st = dt_dropout_stream(seed, step, (uint32_t)k, member);
         for (int64_t r = 0; r < rows; r++)
-            if (dt_rng_lfsr(pol))
-                dt_dropout_lane_forward(y + r * D, ones + r * D, D, &lanes[r], thr, scale);
-            else dt_dropout_philox_range(y + r * D, ones + r * D, NULL, r * D, D, &st, thr, scale);
+            if (dt_rng_lfsr(pol) || dt_rng_stored(pol)) /* stored draws as lfsr */
+                dt_dropout_lane_forward(y + r * D, ones + r * D, NULL, D, &lanes[r], thr, scale);
+            else dt_dropout_philox_range(y + r * D, ones + r * D, r * D, D, &st, thr, scale);
         mk[k] = dt_xmalloc((size_t)(rows * D) * sizeof(double));
         for (int64_t i = 0; i < rows * D; i++) mk[k][i] = y[i];
     }
@@ -522,8 +530,8 @@ DT_TEST(gradients_match_double_reference)
     check_model_gradients(true, DT_LEVEL_FAST, 2, 0, -1);
     check_model_gradients(true, DT_LEVEL_RUN_TO_RUN, 2, 0, -1);
     /* dropout: the model's masks are the header's, in forward and (regenerated, kept or
-     * walked back) in backward -- fast keeps them (stored), portable walks lanes (lfsr),
-     * portable with rng philox regenerates them */
+     * walked back) in backward -- fast keeps lfsr's (stored), portable walks lanes back
+     * (lfsr), portable with rng philox regenerates them */
     check_model_gradients(true, DT_LEVEL_FAST, 2, 0.3, -1);
     check_model_gradients(false, DT_LEVEL_PORTABLE, 2, 0.3, -1);
     check_model_gradients(true, DT_LEVEL_PORTABLE, 1, 0.3, DT_RNG_PHILOX);
@@ -685,23 +693,23 @@ static void drop_rows(struct dt_backend *be, float *y, const float *x, int64_t r
                                 .scale = (float)(1.0 / 0.7)};
     struct dt_xoro lanes[DR_ROWS];
     uint8_t keep[DR_N];
-    const bool lfsr = mode == DT_DROPOUT_LFSR_FORWARD;
-    if (lfsr) CHECK_INT_EQ(dt_dropout_seed(be, lanes, rows, row0, 99, 4, 2, &pol), DT_OK);
-    CHECK_INT_EQ(dt_dropout(be, y, x, mode == DT_DROPOUT_KEEP ? keep : NULL, lfsr ? lanes : NULL,
-                            rows, DR_W, &s, &pol),
+    const bool lfsr = mode == DT_DROPOUT_LFSR_FORWARD, stored = mode == DT_DROPOUT_KEEP;
+    if (lfsr || stored) CHECK_INT_EQ(dt_dropout_seed(be, lanes, rows, row0, 99, 4, 2, &pol), DT_OK);
+    CHECK_INT_EQ(dt_dropout(be, y, x, stored ? keep : NULL, lfsr || stored ? lanes : NULL, rows,
+                            DR_W, &s, &pol),
                  DT_OK);
     if (!back) return;
-    s.mode = lfsr ? DT_DROPOUT_LFSR_BACKWARD : mode == DT_DROPOUT_KEEP ? DT_DROPOUT_STORED : mode;
-    CHECK_INT_EQ(dt_dropout(be, back, x, s.mode == DT_DROPOUT_STORED ? keep : NULL,
-                            lfsr ? lanes : NULL, rows, DR_W, &s, &pol),
-                 DT_OK);
+    s.mode = lfsr ? DT_DROPOUT_LFSR_BACKWARD : stored ? DT_DROPOUT_STORED : mode;
+    CHECK_INT_EQ(
+        dt_dropout(be, back, x, stored ? keep : NULL, lfsr ? lanes : NULL, rows, DR_W, &s, &pol),
+        DT_OK);
     if (lfsr) /* walked back: every lane at its seed state */
         for (int64_t r = 0; r < rows; r++)
             CHECK(dt_xoro_equal(lanes[r], dt_dropout_lane_seed(99, 4, 2, (uint64_t)(row0 + r))));
 }
 
 /* Masks are a function of the global row: the op equals the header's functions at 1 and 3
- * threads, backward regenerates forward's mask in every mode, stored keeps philox's, the
+ * threads, backward regenerates forward's mask in every mode, stored keeps lfsr's, the
  * keep rate is 1 - p, and a batch cut in two (as ranks cut it) gets the whole batch's masks
  * -- with a negative control (the second part keyed by its local row) that differs. */
 DT_TEST(dropout_masks)
@@ -714,23 +722,23 @@ DT_TEST(dropout_masks)
         /* philox: the header's range function per row */
         drop_rows(be, y, x, DR_ROWS, 10, DT_DROPOUT_PHILOX, 5, back);
         for (int64_t r = 0; r < DR_ROWS; r++)
-            dt_dropout_philox_range(e + r * DR_W, x + r * DR_W, NULL, (10 + r) * DR_W, DR_W, &st,
+            dt_dropout_philox_range(e + r * DR_W, x + r * DR_W, (10 + r) * DR_W, DR_W, &st,
                                     0x4ccccccdu, (float)(1.0 / 0.7));
         CHECK(same_bits(y, e, DR_N, "philox mask"));
         CHECK(same_bits(back, e, DR_N, "philox mask regenerated"));
-        /* stored: philox's mask, kept and replayed */
-        drop_rows(be, y, x, DR_ROWS, 10, DT_DROPOUT_KEEP, 5, back);
-        CHECK(same_bits(y, e, DR_N, "stored mask"));
-        CHECK(same_bits(back, e, DR_N, "stored mask replayed"));
         /* lfsr: the lane walk per row; backward rebuilds it */
         drop_rows(be, y, x, DR_ROWS, 10, DT_DROPOUT_LFSR_FORWARD, 5, back);
         for (int64_t r = 0; r < DR_ROWS; r++) {
             struct dt_xoro lane = dt_dropout_lane_seed(99, 4, 2, (uint64_t)(10 + r));
-            dt_dropout_lane_forward(e + r * DR_W, x + r * DR_W, DR_W, &lane, 0x4ccccccdu,
+            dt_dropout_lane_forward(e + r * DR_W, x + r * DR_W, NULL, DR_W, &lane, 0x4ccccccdu,
                                     (float)(1.0 / 0.7));
         }
         CHECK(same_bits(y, e, DR_N, "lfsr mask"));
         CHECK(same_bits(back, e, DR_N, "lfsr mask walked back"));
+        /* stored: lfsr's mask, kept and replayed */
+        drop_rows(be, y, x, DR_ROWS, 10, DT_DROPOUT_KEEP, 5, back);
+        CHECK(same_bits(y, e, DR_N, "stored mask"));
+        CHECK(same_bits(back, e, DR_N, "stored mask replayed"));
         dt_backend_destroy(be);
     }
     struct dt_backend *be = cpu(2);
@@ -1002,7 +1010,7 @@ DT_TEST(ranks_independent)
 }
 
 /* model.dropout end to end: under every rng the replicas agree and 1 thread gives 2
- * threads' trace; stored keeps philox's masks (the same trace), lfsr draws others (a
+ * threads' trace; stored keeps lfsr's masks (the same trace), philox draws others (a
  * different trace: rng acts); a dropping run differs from one without; --resume after
  * SIGKILL continues the same trace (the masks depend on the step, not on the process);
  * with MPI, np 1..4 give the one-process trace under lfsr (portable) and philox. */
@@ -1034,7 +1042,7 @@ DT_TEST(dropout_runs)
         if (!files_same(d1, d2, r0)) fprintf(stderr, "%s: 1 and 2 threads differ\n", cells[c]);
         CHECK(files_same(d1, d2, r0));
     }
-    CHECK(files_same_cells(d2, "portable+rng=philox", "portable+rng=stored"));
+    CHECK(files_same_cells(d2, "portable", "portable+rng=stored"));
     CHECK(!files_same_cells(d2, "portable", "portable+rng=philox"));
     CHECK_INT_EQ(run_gpt(nodrop, "--set policies=[portable] --set replicas=1 --set train.shards=6"),
                  0);

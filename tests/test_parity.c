@@ -518,8 +518,9 @@ static enum dt_status run_clip_scale(struct dt_backend *be, void *const *in, voi
 }
 
 /* Dropout over (DROP_ROWS, N / DROP_ROWS), rows from global row 5: philox into out[0],
- * keep bytes (rng: stored) then their replay into out[1], an lfsr forward walk into out[2]
- * and the walk back over out[2] into out[3] (the same mask twice) with its lanes. */
+ * keep bytes (rng: stored, the lanes' forward walk) then their replay into out[1], an lfsr
+ * forward walk into out[2] and the walk back over out[2] into out[3] (the same mask twice)
+ * with its lanes. */
 enum { DROP_ROWS = 40 }; /* 25 columns: odd, so the lanes' last pair is half used */
 static void make_dropout(struct io *io)
 {
@@ -537,14 +538,15 @@ static enum dt_status run_dropout(struct dt_backend *be, void *const *in, void *
                                 .threshold = 0x40000000u,
                                 .scale = 4.0f / 3.0f};
     DT_FORWARD_IF_ERROR(dt_dropout(be, out[0], in[0], NULL, NULL, DROP_ROWS, W, &s, pol));
+    struct dt_xoro *lanes = out[4];
+    DT_FORWARD_IF_ERROR(dt_dropout_seed(be, lanes, DROP_ROWS, 5, 0x5eed, 7, 1, pol));
     uint8_t *keep = dt_backend_alloc(be, (size_t)N);
     s.mode = DT_DROPOUT_KEEP;
-    enum dt_status st = dt_dropout(be, out[1], in[0], keep, NULL, DROP_ROWS, W, &s, pol);
+    enum dt_status st = dt_dropout(be, out[1], in[0], keep, lanes, DROP_ROWS, W, &s, pol);
     s.mode = DT_DROPOUT_STORED;
     if (st == DT_OK) st = dt_dropout(be, out[1], out[1], keep, NULL, DROP_ROWS, W, &s, pol);
     dt_backend_free(be, keep);
     DT_FORWARD_IF_ERROR(st);
-    struct dt_xoro *lanes = out[4];
     DT_FORWARD_IF_ERROR(dt_dropout_seed(be, lanes, DROP_ROWS, 5, 0x5eed, 7, 1, pol));
     s.mode = DT_DROPOUT_LFSR_FORWARD;
     DT_FORWARD_IF_ERROR(dt_dropout(be, out[2], in[0], NULL, lanes, DROP_ROWS, W, &s, pol));

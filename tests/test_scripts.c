@@ -65,9 +65,12 @@ DT_TEST(python_syntax)
     /* ast.parse rather than py_compile: no __pycache__ in the source tree. */
     static const char parse[] =
         "python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])'";
-    int rc = dt_run_capture(out, sizeof out, "%s '%s/scripts/bench_torch.py'", parse, SRC);
-    if (rc != 0) fprintf(stderr, "%s\n", out);
-    CHECK_INT_EQ(rc, 0);
+    static const char *const scripts[] = {"bench_torch.py", "torch_gpt.py", "gpt_vs_torch.py"};
+    for (int i = 0; i < 3; i++) {
+        int rc = dt_run_capture(out, sizeof out, "%s '%s/scripts/%s'", parse, SRC, scripts[i]);
+        if (rc != 0) fprintf(stderr, "%s\n", out);
+        CHECK_INT_EQ(rc, 0);
+    }
     const char *dir = scratch("pysyntax");
     CHECK(dt_run_capture(out, sizeof out, "printf 'def f(:\\n' >'%s/bad.py' && %s '%s/bad.py'", dir,
                          parse, dir) != 0);
@@ -984,6 +987,27 @@ DT_TEST(bench_torch_cpu)
                                 py, SRC),
                  2);
     CHECK_CONTAINS(out, "--overlap-pool: only for --model lenet");
+    /* The GPT (configs/gpt.yaml, scripts/torch_gpt.py): default and deterministic give the
+     * same weights on the CPU; sdpa runs where PyTorch has it and is skipped, said, where
+     * not (1.13) -- either way the rows in the CSV are the modes that ran. */
+    rc = dt_run_capture(out, sizeof out,
+                        "cd '%s' && %s '%s/scripts/bench_torch.py' --config '%s/configs/gpt.yaml' "
+                        "--device cpu --steps 3 --warmup 1 --data random --batch 4 --csv g.csv "
+                        "2>&1",
+                        dir, py, SRC, SRC);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_CONTAINS(out, " default: cpu, gpt L2 d64 h4 T64 tied, batch 4, random data: median ");
+    CHECK_CONTAINS(out, " deterministic: cpu, gpt L2 d64 h4 T64 tied, ");
+    const bool sdpa = strstr(out, " sdpa: cpu, gpt ") != NULL;
+    if (!sdpa) CHECK_CONTAINS(out, "mode sdpa: PyTorch ");
+    snprintf(csv, sizeof csv, "%s/g.csv", dir);
+    CHECK_INT_EQ(dt_csv_col(field, sizeof field, csv, 0, "model"), 0);
+    CHECK_STR_EQ(field, "gpt L2 d64 h4 T64 tied");
+    CHECK_INT_EQ(dt_csv_col(w0, sizeof w0, csv, 0, "weights_sha256"), 0);
+    CHECK_INT_EQ(dt_csv_col(w1, sizeof w1, csv, 1, "weights_sha256"), 0);
+    CHECK_STR_EQ(w0, w1);
+    CHECK_INT_EQ(dt_csv_col(field, sizeof field, csv, 2, "mode"), sdpa ? 0 : -1);
     if (dt_run_capture(out, sizeof out,
                        "%s -c 'import torch, sys; sys.exit(torch.cuda.is_available())'", py) == 0) {
         CHECK_INT_EQ(dt_run_capture(out, sizeof out,

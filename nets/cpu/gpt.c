@@ -530,16 +530,17 @@ static void dropout_part(void *ctx, int64_t begin, int64_t end, int worker)
         const float *x = j->x + r * W;
         switch (s->mode) {
         case DT_DROPOUT_PHILOX:
+            dt_dropout_philox_range(y, x, (s->row0 + r) * W, W, &s->stream, s->threshold, s->scale);
+            break;
         case DT_DROPOUT_KEEP:
-            dt_dropout_philox_range(y, x, s->mode == DT_DROPOUT_KEEP ? j->keep + r * W : NULL,
-                                    (s->row0 + r) * W, W, &s->stream, s->threshold, s->scale);
+            dt_dropout_lane_forward(y, x, j->keep + r * W, W, &j->lanes[r], s->threshold, s->scale);
             break;
         case DT_DROPOUT_STORED:
             for (int64_t c = 0; c < W; c++)
                 y[c] = dt_dropout_apply(x[c], j->keep[r * W + c] != 0, s->scale);
             break;
         case DT_DROPOUT_LFSR_FORWARD:
-            dt_dropout_lane_forward(y, x, W, &j->lanes[r], s->threshold, s->scale);
+            dt_dropout_lane_forward(y, x, NULL, W, &j->lanes[r], s->threshold, s->scale);
             break;
         case DT_DROPOUT_LFSR_BACKWARD:
             dt_dropout_lane_backward(y, x, W, &j->lanes[r], s->threshold, s->scale);
