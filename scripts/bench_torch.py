@@ -222,26 +222,31 @@ def worker(args):
         if s >= args.warmup:
             times.append((time.perf_counter() - t0) * 1e3)
 
-    times.sort()
-    q = statistics.quantiles(times, n=10, method="inclusive") if len(times) >= 2 else times * 9
-    h = hashlib.sha256()  # final weights: equal digests = equal bits (deterministic mode)
-    for p in model.parameters():
-        h.update(bytes(p.detach().to("cpu").contiguous().view(torch.uint8).flatten().tolist()))
-    print(json.dumps({
-        "mode": mode, "steps": len(times), "median_ms": statistics.median(times),
-        "p10_ms": q[0], "p90_ms": q[-1],
-        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
-        "torch": torch.__version__,
-        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+    print(json.dumps(dict(result_fields(torch, dev, mode, times, model, loss), **{
         "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
-        "deterministic": bool(torch.are_deterministic_algorithms_enabled()),
         "batch": B, "hidden": "-".join(str(w) for w in args.hidden), "model": args.model,
-        "pool": "3x3s2p1" if args.overlap_pool else "2x2s2", "data": data,
-        "threads": torch.get_num_threads(), "final_loss": float(loss.item()),
-        "weights_sha256": h.hexdigest(),
-    }))
+        "pool": "3x3s2p1" if args.overlap_pool else "2x2s2", "data": data})))
     return 0
+
+
+def result_fields(torch, dev, mode, times, model, loss):
+    """Every model's fields of a mode's result: the step-time quantiles, the device and
+    settings, the final loss and a digest of the final weights (equal digests = equal
+    bits, e.g. between modes that should agree)."""
+    times = sorted(times)
+    q = statistics.quantiles(times, n=10, method="inclusive") if len(times) >= 2 else times * 9
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(bytes(p.detach().to("cpu").contiguous().view(torch.uint8).flatten().tolist()))
+    return {"mode": mode, "steps": len(times), "median_ms": statistics.median(times),
+            "p10_ms": q[0], "p90_ms": q[-1],
+            "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+            "torch": torch.__version__,
+            "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+            "deterministic": bool(torch.are_deterministic_algorithms_enabled()),
+            "threads": torch.get_num_threads(), "final_loss": float(loss.item()),
+            "weights_sha256": h.hexdigest()}
 
 
 def gpt_defaults():
@@ -307,24 +312,11 @@ def worker_gpt(args, torch, F, dev, mode):
         sync()
         if s >= args.warmup:
             times.append((time.perf_counter() - t0) * 1e3)
-    times.sort()
-    q = statistics.quantiles(times, n=10, method="inclusive") if len(times) >= 2 else times * 9
-    h = hashlib.sha256()
-    for p in net.parameters():
-        h.update(bytes(p.detach().to("cpu").contiguous().view(torch.uint8).flatten().tolist()))
-    print(json.dumps({
-        "mode": mode, "steps": len(times), "median_ms": statistics.median(times),
-        "p10_ms": q[0], "p90_ms": q[-1],
-        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
-        "torch": torch.__version__,
-        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
-        "deterministic": bool(torch.are_deterministic_algorithms_enabled()),
+    print(json.dumps(dict(result_fields(torch, dev, mode, times, net, loss), **{
         "sdpa": mode == "sdpa", "batch": B,
         "model": "gpt L%d d%d h%d T%d %s%s" % (L, D, H, T, "tied" if tie else "untied",
                                               " dropout %g" % g["dropout"] if g["dropout"] else ""),
-        "data": data, "threads": torch.get_num_threads(), "final_loss": float(loss.item()),
-        "weights_sha256": h.hexdigest(),
-    }))
+        "data": data})))
     return 0
 
 

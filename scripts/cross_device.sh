@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # The cross-device check (issue 8): is the `portable` level the same bits everywhere?
 #
-#   scripts/cross_device.sh run DEVICE OUTROOT [--threads N] [--steps N] [--set KEY=VALUE]...
-#       Train the portable runs of the three models on DEVICE (cpu or cuda): the MLP
+#   scripts/cross_device.sh run DEVICE OUTROOT [--threads N] [--steps N] [--models LIST]
+#                               [--set KEY=VALUE]...
+#       Train the portable runs of the models on DEVICE (cpu or cuda): by default the MLP
 #       (configs/quickstart.yaml), LeNet (configs/lenet.yaml) and the Bayesian MLP
-#       (configs/bnn.yaml), one replica each, --steps steps (default 100), hashed every
-#       step with per-tensor digests, no weight snapshots and no overhead measurement, into
-#       OUTROOT/mlp, OUTROOT/lenet and OUTROOT/bnn (each replaced); OUTROOT/commands.txt
-#       records the date, host, detrain version and every command with its exit status and
-#       time. --threads sets backend.threads; --set passes more overrides to every run.
+#       (configs/bnn.yaml); --models picks from mlp,lenet,bnn,gpt (gpt: configs/gpt.yaml on
+#       tests/data/gpt_corpus.txt, a committed corpus every machine has). One replica each,
+#       --steps steps (default 100), hashed every step with per-tensor digests, no weight
+#       snapshots, plots or overhead measurement, into OUTROOT/<model> (each replaced);
+#       OUTROOT/commands.txt records the date, host, detrain version and every command with
+#       its exit status and time. --threads sets backend.threads; --set passes more
+#       overrides to every run.
 #   scripts/cross_device.sh table OUTROOT_REF OUTROOT... [--out FILE.md] [--label NAME]...
+#                                 [--models LIST]
 #       For each model, `detrain compare --table` of OUTROOT_REF/<model> against the others
 #       (per-step model digests; first divergent step and tensor), into one Markdown file
 #       (stdout without --out): a section per model with the exact command and its output,
 #       each root's commands.txt, the detrain version, git revision and date. --label names
-#       the roots in order (the reference first), as `compare --table --label` does.
+#       the roots in order (the reference first), as `compare --table --label` does;
+#       --models as for run (default: the three).
 #
 # DETRAIN: the detrain binary (default ./build/detrain). Paths are taken relative to where
 # the script is started. Exit status: 0 every run done / every table identical; 1 a run
@@ -26,14 +31,26 @@ orig_pwd=$PWD
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 models=(mlp lenet bnn)
 declare -A config_of=([mlp]=configs/quickstart.yaml [lenet]=configs/lenet.yaml
-                      [bnn]=configs/bnn.yaml)
+                      [bnn]=configs/bnn.yaml [gpt]=configs/gpt.yaml)
+# overrides a model needs wherever it runs (the GPT: a corpus in the repo, not fortunes)
+declare -A sets_of=([gpt]=dataset.path=tests/data/gpt_corpus.txt)
 
 usage() {
   echo "usage:" >&2
-  sed -n '4,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '4,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 die() { echo "cross_device.sh: $*" >&2; exit 2; }
+# --models LIST: models=(...) from a comma-separated subset of mlp,lenet,bnn,gpt.
+set_models() {
+  local m list
+  IFS=, read -r -a list <<<"$1"
+  [ ${#list[@]} -ge 1 ] || die "--models: a comma-separated list of mlp, lenet, bnn, gpt"
+  for m in "${list[@]}"; do
+    [ -n "${config_of[$m]:-}" ] || die "--models: unknown model '$m' (mlp, lenet, bnn, gpt)"
+  done
+  models=("${list[@]}")
+}
 # A path named on the command line, as seen from the repo root (where the script runs).
 arg_path() {
   case "$1" in
@@ -79,6 +96,7 @@ mode_run() {
       --threads) threads=${2:-}; [[ "$threads" =~ ^[0-9]+$ ]] || die "--threads: a number, got '$threads'"; shift 2 ;;
       --steps) steps=${2:-}; [[ "$steps" =~ ^[1-9][0-9]*$ ]] || die "--steps: a positive number, got '$steps'"; shift 2 ;;
       --set) [ $# -ge 2 ] || die "--set needs KEY=VALUE"; sets+=(--set "$2"); shift 2 ;;
+      --models) [ $# -ge 2 ] || die "--models needs a list"; set_models "$2"; shift 2 ;;
       *) die "run: unknown option '$1'" ;;
     esac
   done
@@ -86,7 +104,7 @@ mode_run() {
   mkdir -p "$root" || die "cannot make $root"
   local log=$root/commands.txt failed=0 m out t0 rc cmd
   {
-    echo "# scripts/cross_device.sh run $device $(quote_args "$root" ${threads:+--threads "$threads"} --steps "$steps" "${sets[@]+"${sets[@]}"}")"
+    echo "# scripts/cross_device.sh run $device $(quote_args "$root" ${threads:+--threads "$threads"} --steps "$steps" --models "$(IFS=,; echo "${models[*]}")" "${sets[@]+"${sets[@]}"}")"
     echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ); host: $(hostname 2>/dev/null); $(uname -srm)"
     echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | sed 's/^ *//'), $(nproc 2>/dev/null) online"
     echo "# $("$detrain" --version 2>&1); source: git $(git_revision)"
@@ -97,9 +115,10 @@ mode_run() {
     cmd=("$detrain" run "${config_of[$m]}" --out "$out" --quiet --set 'policies=[portable]'
          --set replicas=1 --set "train.steps=$steps" --set hash.per_tensor=true
          --set report.snapshots=0 --set report.overhead_samples=0 --set "backend.device=$device"
-         ${threads:+--set "backend.threads=$threads"} "${sets[@]+"${sets[@]}"}")
+         ${threads:+--set "backend.threads=$threads"} ${sets_of[$m]:+--set "${sets_of[$m]}"}
+         "${sets[@]+"${sets[@]}"}")
     t0=$(date +%s.%N)
-    "${cmd[@]}" >"$root/$m.log" 2>&1
+    DETRAIN_GNUPLOT=none "${cmd[@]}" >"$root/$m.log" 2>&1
     rc=$?
     local secs
     secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
@@ -123,6 +142,7 @@ mode_table() {
     case "$1" in
       --out) [ $# -ge 2 ] || die "--out needs a file"; out=$(arg_path "$2"); shift 2 ;;
       --label) [ $# -ge 2 ] || die "--label needs a name"; labels+=("$2"); shift 2 ;;
+      --models) [ $# -ge 2 ] || die "--models needs a list"; set_models "$2"; shift 2 ;;
       -*) die "table: unknown option '$1'" ;;
       *) roots+=("$(arg_path "$1")"); shift ;;
     esac
@@ -197,7 +217,7 @@ mode_table() {
   {
     echo "# Cross-device digest table"
     echo
-    echo "Per-step model digests of the \`portable\` runs of the three models (scripts/cross_device.sh run),"
+    echo "Per-step model digests of the \`portable\` runs of the models (scripts/cross_device.sh run),"
     echo "each root against the reference \`${roots[0]}\`: \`identical (N steps)\` means every hashed step's"
     echo "digest is equal; otherwise the first divergent step and tensor."
     echo

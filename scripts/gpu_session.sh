@@ -5,7 +5,7 @@
 #
 #   scripts/gpu_session.sh --time-limit 420 --out "$OUT" first-light
 #
-# first-light = info build smoke tests crossdev replicas bench torch memcheck. A stage that
+# first-light = info build smoke tests crossdev replicas bench torch gpt memcheck. A stage that
 # fails does not stop the next, except `build`: a configure or build failure prints its error
 # tail and ends the call at once (there is then time to fix it and call again). After every
 # stage, --out DIR gets summary.txt (one table: stage, verdict, time, key numbers, the first
@@ -22,19 +22,24 @@ cd "$repo" || exit 2
 # ---- the plan ---------------------------------------------------------------------------------
 # Stages in run order, and each one's cap in seconds (the first light's caps sum to 420:
 # docs/gpu.md gives the estimate of what each needs on an H100 and its basis).
-first_light=(info build smoke tests crossdev replicas bench torch memcheck)
+first_light=(info build smoke tests crossdev replicas bench torch gpt memcheck)
 later=(racecheck matrix) # for a later call or lease; not part of the first light
 # The caps come from the first H100 call (results/nvidia-h100-80gb-hbm3/session-*.txt): each is
 # 2-3x what the stage took there, torch (about 25 s a model: PyTorch's import and CUDA start)
-# 2x, and memcheck takes the rest.
-declare -A cap_of=([info]=15 [build]=90 [smoke]=30 [tests]=45 [crossdev]=30 [replicas]=30
-                   [bench]=40 [torch]=100 [memcheck]=40 [racecheck]=240 [matrix]=400)
+# 2x, and memcheck takes the rest. The GPT's stage (issue 40; never run on a GPU yet) comes
+# after every other model's, so that nothing it does can cost their results: its cap is an
+# estimate (its gpu tests ~20 s, smoke and the cross-device run ~15 s, replicas and explain
+# ~12 s, bench ~10 s, PyTorch's three modes ~30 s); build (11 s there), torch (now MLP and
+# LeNet only) and memcheck's floor came down to make room within the 420 s.
+declare -A cap_of=([info]=15 [build]=60 [smoke]=30 [tests]=45 [crossdev]=30 [replicas]=30
+                   [bench]=40 [torch]=70 [gpt]=80 [memcheck]=20 [racecheck]=240 [matrix]=400)
 # memcheck runs last, on what --time-limit leaves (at least its cap when there is no limit).
 # The gpu test cases memcheck takes, smallest first (compute-sanitizer is 10-100x slower).
 memcheck_cases=(cuda.elementwise_parity cuda_dense.dense_parity cuda_dense.loss_parity
                 cuda.resident_gather_parity cuda_bnn.gpu_bnn_elementwise_parity
                 cuda_conv.pool_parity cuda_conv.conv_parity exact.cuda_exact_sum_equals_cpu
-                hashpipe.cuda_copy_out_exact cuda_dense.deferred_checks)
+                hashpipe.cuda_copy_out_exact cuda_dense.deferred_checks
+                gpt.gpu_gradients_equal_cpu_and_grid_free)
 models=(mlp lenet bnn)
 declare -A config_of=([mlp]=configs/quickstart.yaml [lenet]=configs/lenet.yaml [bnn]=configs/bnn.yaml)
 payload_limit_mib=56 # the device's 64 MiB, less a margin (tracked + untracked + carried)
@@ -46,15 +51,15 @@ usage: scripts/gpu_session.sh [OPTIONS] first-light | STAGE...
 stages (run in this order whatever the order given; `info` always first; caps in seconds):
   info      15  nvidia-smi, driver, compute capability, nvcc/cuBLAS/cuDNN/PyTorch versions,
                 host, git revision or DT_GIT_REV, a SHA-256 of every source file
-  build     90  the .debs of --deps unpacked; configure BUILD for this GPU's architecture only
+  build     60  the .debs of --deps unpacked; configure BUILD for this GPU's architecture only
                 (DT_CUDA_ARCHS overrides), cuDNN required (DETRAIN_CUDNN_ROOT, else the
                 toolkit's, else the Python environment's nvidia/cudnn); build `detrain` and
                 the gpu-labelled test executables only. A failure prints the error tail and
                 ends the call.
   smoke     30  the MLP, LeNet and the BNN at fast, run_to_run and portable, 5 steps each,
                 CUDA_LAUNCH_BLOCKING=1 (a faulting kernel is named by the op that launched it)
-  tests     45  ctest -L gpu (-LE mpi without mpirun); a test skipped for want of a usable
-                GPU fails the stage, other skips are listed with their reasons
+  tests     45  ctest -L gpu -LE gpt (and mpi without mpirun); a test skipped for want of a
+                usable GPU fails the stage, other skips are listed with their reasons
   crossdev  30  the portable runs of the three models on cuda (100 steps, per-tensor digests)
                 against the committed CPU references results/cpu/crossdev-t2 (and -t1, and
                 every other GPU's committed crossdev): RESULTS/cross_device.md, a column each
@@ -63,12 +68,17 @@ stages (run in this order whatever the order given; `info` always first; caps in
                 distinct digests recorded
   bench     40  detrain bench on cuda, short: every level against fast per model, hashing
                 share, host waits per step
-  torch    100  scripts/bench_torch.py: PyTorch default and deterministic, MLP and LeNet
-  memcheck  40+ a subset of the gpu test cases under compute-sanitizer memcheck, one by one,
+  torch     70  scripts/bench_torch.py: PyTorch default and deterministic, MLP and LeNet
+  gpt       80  the tiny GPT (issue 40), after the other models: its gpu tests (ctest -L gpt);
+                smoke at each level; the portable run on cuda against the committed CPU
+                reference results/cpu/crossdev-gpt-t2 (RESULTS/cross_device_gpt.md); fast and
+                run_to_run replicas and explain of fast's; detrain bench; PyTorch on the same
+                GPT: default, deterministic, sdpa (flash)
+  memcheck  20+ a subset of the gpu test cases under compute-sanitizer memcheck, one by one,
                 on whatever time is left
   racecheck 240 (later call) every gpu test case under compute-sanitizer racecheck
   matrix   400 (later call) detrain run configs/overhead_matrix.yaml
-  first-light = info build smoke tests crossdev replicas bench torch memcheck (caps sum 420)
+  first-light = info build smoke tests crossdev replicas bench torch gpt memcheck (caps sum 420)
 verbs:
   kind      the device kind the next lease should ask for: the other one of nvidia-h100-x1
             and nvidia-h200 when results/ holds one GPU kind's first light, so that the
@@ -409,9 +419,9 @@ info_source() {
 # ctest -L gpu. Afterwards every skipped test is run again alone (a skip exits at once) to
 # read its reason: "SKIPPED (no usable GPU): ..." (tests/check.h) fails the stage -- on the
 # GPU machine it means the GPU was not usable -- other skips (no MPI, ...) are listed.
-ctest_gpu() { # BUILD JOBS TIMEOUT [EXCLUDE_LABEL]
-  local build=$1 jobs=$2 tmo=$3 excl=${4:-} text rc
-  text=$(ctest --test-dir "$build" -L gpu ${excl:+-LE "$excl"} --no-tests=error --output-on-failure \
+ctest_gpu() { # BUILD JOBS TIMEOUT [EXCLUDE_LABEL [LABEL]] (LABEL default gpu)
+  local build=$1 jobs=$2 tmo=$3 excl=${4:-} incl=${5:-gpu} text rc
+  text=$(ctest --test-dir "$build" -L "$incl" ${excl:+-LE "$excl"} --no-tests=error --output-on-failure \
                -j "$jobs" --timeout "$tmo" 2>&1)
   rc=$?
   echo "$text"
@@ -560,9 +570,11 @@ stage_smoke() {
 
 stage_tests() {
   need_build || return
-  local excl=""
-  command -v mpirun >/dev/null 2>&1 || excl=mpi
-  [ -z "$excl" ] || say "tests: no mpirun here: the mpi-labelled gpu tests are left out (-LE mpi)"
+  local excl="gpt" # the GPT's gpu tests run in its own stage
+  if ! command -v mpirun >/dev/null 2>&1; then
+    excl="gpt|mpi"
+    say "tests: no mpirun here: the mpi-labelled gpu tests are left out (-LE mpi)"
+  fi
   local tmo
   tmo=$(stage_left)
   [ $dry -eq 0 ] || tmo=${cap_of[tests]}
@@ -676,6 +688,73 @@ stage_torch() {
     [ -s "$d/torch-$m.csv" ] || continue
     note "$m $(awk -F, 'NR > 1 { printf "%s%s %.3f ms", s, $1, $3; s = ", " }' "$d/torch-$m.csv" 2>/dev/null)"
   done
+}
+
+# The GPT (issue 40), after every other model's stage so that nothing here can cost their
+# results. Its corpus is tests/data/gpt_corpus.txt (committed; the device has no fortunes).
+stage_gpt() {
+  need_build || return
+  local d=$results/gpt cfg=configs/gpt.yaml level out tmo ok=0 n=0 v
+  local sets=(--set dataset.path=tests/data/gpt_corpus.txt --set report.snapshots=0
+              --set report.overhead_samples=0)
+  [ $dry -eq 1 ] || { rm -rf "$d" "$results/crossdev-gpt"; mkdir -p "$d"; }
+  # its gpu tests (labels gpu and gpt)
+  tmo=30
+  run bash scripts/gpu_session.sh __ctest_gpu "$build" "$((jobs < 6 ? jobs : 6))" "$tmo" "" gpt ||
+    failure "gpt tests: $(grep -m1 'first failing test:' "$logs/gpt.log" 2>/dev/null | sed 's/.*first failing test: //' | cut -c1-160)"
+  # smoke at each level, launches synchronous
+  for level in fast run_to_run portable; do
+    out=$d/smoke-$level
+    n=$((n + 1))
+    if run env CUDA_LAUNCH_BLOCKING=1 "$detrain" run "$cfg" --out "$out" --set backend.device=cuda \
+        --set train.steps=5 --set replicas=1 --set "policies=[$level]" "${sets[@]}" --quiet; then
+      ok=$((ok + 1))
+    else
+      failure "gpt $level: $(last_error)"
+    fi
+  done
+  [ $dry -eq 1 ] || note "smoke $ok/$n"
+  # portable on the GPU against the committed CPU reference (scripts/cross_device.sh --models gpt)
+  run env DETRAIN="$detrain" bash scripts/cross_device.sh run cuda "$results/crossdev-gpt" --models gpt
+  run env DETRAIN="$detrain" bash scripts/cross_device.sh table results/cpu/crossdev-gpt-t2 \
+      "$results/crossdev-gpt" --models gpt --out "$results/cross_device_gpt.md" ||
+    failure "portable GPT on cuda differs from the CPU's (cross_device_gpt.md)"
+  if [ $dry -eq 0 ]; then
+    v=$(grep -m1 -E '^- gpt: ' "$results/cross_device_gpt.md" 2>/dev/null | sed 's/^- gpt: //' | cut -c1-60)
+    note "portable vs cpu: ${v:-no result}"
+  fi
+  # replicas: run_to_run identical, fast recorded and explained
+  out=$d/replicas
+  run "$detrain" run "$cfg" --out "$out" --set backend.device=cuda \
+      --set 'policies=[fast, run_to_run]' --set replicas=3 --set train.steps=30 --set 'vary=[]' \
+      --set hash.per_tensor=true "${sets[@]}" --quiet || failure "gpt replicas: $(last_error)"
+  for n in 1 2; do
+    run "$detrain" compare "$out/run_to_run/replica-0" "$out/run_to_run/replica-$n" ||
+      failure "gpt run_to_run replica $n differs from replica 0"
+  done
+  sh_c --ok "0 1" "$(quote_args "$detrain" explain "$out/fast/replica-0" "$out/fast/replica-1" --quiet) >$(quote_args "$d/explain-fast.txt")"
+  if [ $dry -eq 0 ]; then
+    v=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+                 $c["policy"] == "fast" { s = $c["first_divergent_step"]; t = $c["first_divergent_tensor"]
+                   print $c["distinct_final_digests"] " distinct, " (s == "" || s == -1 ? "never part" : "part at step " s " (" t ")") }' "$out/summary.csv" 2>/dev/null)
+    note "fast ${v:-?}" "explain: $(grep -m1 -o 'caused by [a-z_]*: [a-z_]*' "$d/explain-fast.txt" 2>/dev/null)"
+  fi
+  # bench: every level against fast, hashing share, host waits
+  local cmd=("$detrain" bench "$cfg" --steps 30 --warmup 5 --set backend.device=cuda
+             --set 'policies=[fast, run_to_run, portable]'
+             --set dataset.path=tests/data/gpt_corpus.txt --csv "$d/bench.csv")
+  sh_c "$(quote_args "${cmd[@]}") >$(quote_args "$d/bench.txt")" || failure "gpt bench: $(last_error)"
+  [ $dry -eq 0 ] || check_config_of "${cmd[@]}"
+  if [ $dry -eq 0 ] && [ -s "$d/bench.csv" ]; then
+    note "$(grep -m1 'step (update) median' "$d/bench.txt" | awk '{ print $4 " ms" }')/step $(awk -F, '$3 == "step" { printf "%s%s %.2fx", s, $2, $6; s = ", " }' "$d/bench.csv")" \
+         "waits/step $(grep -m1 'host waits per step' "$d/bench.txt" | awk '{ print $5 }')"
+  fi
+  # PyTorch on the same GPT and batch: default, deterministic, sdpa (flash)
+  run python3 scripts/bench_torch.py --config "$cfg" --device cuda --data random \
+      --modes default,deterministic,sdpa --steps 100 --warmup 10 --csv "$d/torch-gpt.csv" ||
+    failure "torch gpt: $(last_error)"
+  [ $dry -eq 1 ] || [ ! -s "$d/torch-gpt.csv" ] ||
+    note "torch $(awk -F, 'NR > 1 { printf "%s%s %.3f ms", s, $1, $3; s = ", " }' "$d/torch-gpt.csv")"
 }
 
 stage_memcheck() {
@@ -797,7 +876,7 @@ while [ $# -gt 0 ]; do
     --dry-run) dry=1; shift ;;
     --check-configs) check_detrain=$(arg_path "${2:?--check-configs needs a detrain binary}"); shift 2 ;;
     -h | --help) usage ;;
-    info | build | smoke | tests | crossdev | replicas | bench | torch | memcheck | racecheck | matrix)
+    info | build | smoke | tests | crossdev | replicas | bench | torch | gpt | memcheck | racecheck | matrix)
       stages+=("$1"); shift ;;
     first-light) stages+=("${first_light[@]}"); shift ;;
     call1 | call2 | call3 | call4 | runs | all)

@@ -19,7 +19,7 @@
  *                                  warm-up and cosine learning rates;
  *   text_dataset                   windows, split, name order, skipped files; refusals
  *                                  (missing, empty, too short, no readable file);
- *   levels_and_threads (e2e)       the binary on a generated corpus: portable and
+ *   levels_and_threads (e2e)       the binary on tests/data/gpt_corpus.txt: portable and
  *                                  run_to_run replicas identical and the same at 1 and 2
  *                                  threads; the evaluation in metrics.csv;
  *   resume_after_kill (e2e)        SIGKILL mid-run, --resume: the trace of the uninterrupted
@@ -34,7 +34,14 @@
  *   dropout_ranks (e2e)            with dropout, mpirun -np 2..4 = one process (lfsr, philox);
  *   nonfinite_stops (e2e)          a NaN in a LayerNorm gradient at step 5 stops the replica,
  *                                  naming the tensor and the step;
- *   refusals (e2e)                 a bad corpus or a gpt on images: exit 2, nothing written. */
+ *   refusals (e2e)                 a bad corpus or a gpt on images: exit 2, nothing written;
+ * on the GPU (labels gpu, gpt; skipped without one):
+ *   gpu_gradients_equal_cpu_and_grid_free  one step's gradients: the CPU's bits at portable
+ *                                  (with and without dropout, lfsr and philox), the same at
+ *                                  three launch geometries at run_to_run and portable;
+ *   gpu_host_waits_per_step        2 waits a step (the loss, the step's end);
+ *   gpu_portable_trace_equals_cpu  50 steps: trace, per-tensor digests, metrics = the CPU's;
+ *   gpu_run_to_run_replicas_identical, gpu_explain_names_scatter (the forced float scatter). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -52,6 +59,9 @@
 #include "tests/check.h"
 #include "tests/op_helpers.h"
 #include "tests/run_helper.h"
+#ifdef DETRAIN_HAVE_CUDA_TOOLKIT
+#include "nets/cuda/cuda.h" /* dt_cuda_set_launch */
+#endif
 
 #define EXE DT_DETRAIN_EXE
 #define TMP DT_TEST_TMP_DIR "/gpt."
@@ -847,28 +857,10 @@ DT_TEST(text_dataset)
 
 /* ---- 7. end to end ---------------------------------------------------------------------- */
 
-#define CORPUS TMP "corpus.txt"
+/* A corpus of made-up sentences (the same bytes scripts/cross_device.sh's GPT reads): the
+ * words "the a cat sat on mat and dog ran far. why? so" drawn 6,000 times by a 64-bit LCG. */
+#define CORPUS DT_TEST_DATA_DIR "/gpt_corpus.txt"
 #define CONFIG DT_TEST_DATA_DIR "/gpt_tiny.yaml"
-
-/* A corpus of made-up sentences from a fixed generator (the same bytes every run). Tests
- * run in parallel share it: each writes its own copy and renames it into place, so a run
- * of another test never reads a half-written file. */
-static void make_corpus(void)
-{
-    static const char *const words[] = {"the ", "a ",   "cat ", "sat ",  "on ",   "mat ",
-                                        "and ", "dog ", "ran ", "far. ", "why? ", "so\n"};
-    char tmp[512];
-    snprintf(tmp, sizeof tmp, "%s.%d", CORPUS, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    DT_ASSERT(f);
-    uint64_t s = 12345;
-    for (int i = 0; i < 6000; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        fputs(words[(s >> 33) % 12], f);
-    }
-    DT_ASSERT(fclose(f) == 0);
-    DT_ASSERT(rename(tmp, CORPUS) == 0);
-}
 
 static int run_gpt(const char *dir, const char *extra)
 {
@@ -901,6 +893,33 @@ static bool files_same(const char *a_dir, const char *b_dir, const char *rel)
     return dt_files_equal(a, b);
 }
 
+/* The n replicas of `cell` in dir have one trace. */
+static void check_replicas_identical(const char *dir, const char *cell, int n)
+{
+    for (int r = 1; r < n; r++) {
+        char pa[1024], pb[1024];
+        snprintf(pa, sizeof pa, "%s/%s/replica-0/trace.csv", dir, cell);
+        snprintf(pb, sizeof pb, "%s/%s/replica-%d/trace.csv", dir, cell, r);
+        if (!dt_files_equal(pa, pb)) fprintf(stderr, "%s: replica %d differs\n", cell, r);
+        CHECK(dt_files_equal(pa, pb));
+    }
+}
+
+/* explain of step 1 between the two replicas of dir's cell run_to_run+atomics=float with
+ * the embedding's scatter forced: it names that op and atomics: float. */
+static void check_explain_forced_scatter(const char *dir)
+{
+    const int rc = dt_run_capture(out, sizeof out,
+                                  "DETRAIN_TEST_EXPLAIN_FORCE=embedding_backward '%s' explain "
+                                  "'%s/run_to_run+atomics=float/replica-0' "
+                                  "'%s/run_to_run+atomics=float/replica-1' --quiet --step 1",
+                                  EXE, dir, dir);
+    if (rc != 1) fprintf(stderr, "explain exit %d:\n%s\n", rc, out);
+    CHECK_INT_EQ(rc, 1);
+    CHECK_CONTAINS(out, "embedding_backward, layer wte, tensor wte gradient, phase backward");
+    CHECK_CONTAINS(out, "caused by atomics: float");
+}
+
 /* The traces of two cells of one result are the same file? */
 static bool files_same_cells(const char *dir, const char *a, const char *b)
 {
@@ -912,7 +931,6 @@ static bool files_same_cells(const char *dir, const char *a, const char *b)
 
 DT_TEST(levels_and_threads)
 {
-    make_corpus();
     const char *d2 = TMP "lv2", *d1 = TMP "lv1";
     int rc = run_gpt(d2, "");
     if (rc != 0) fprintf(stderr, "%s\n", out);
@@ -921,13 +939,9 @@ DT_TEST(levels_and_threads)
     CHECK_INT_EQ(rc, 0);
     static const char *const cells[] = {"run_to_run", "portable"};
     for (int c = 0; c < 2; c++) {
-        char r0[256], r1[256];
+        char r0[256];
         snprintf(r0, sizeof r0, "%s/replica-0", cells[c]);
-        snprintf(r1, sizeof r1, "%s/replica-1", cells[c]);
-        char p0[1024], p1[1024];
-        snprintf(p0, sizeof p0, "%s/%s/trace.csv", d2, r0);
-        snprintf(p1, sizeof p1, "%s/%s/trace.csv", d2, r1);
-        CHECK(dt_files_equal(p0, p1)); /* replicas identical */
+        check_replicas_identical(d2, cells[c], 2);
         CHECK(files_same(d1, d2, r0)); /* 1 thread == 2 threads */
     }
     /* portable and run_to_run: the same model at the end? Not promised; portable's digest
@@ -990,7 +1004,6 @@ static void check_ranks(const char *one, const char *tag, const char *set, int n
 
 DT_TEST(resume_after_kill)
 {
-    make_corpus();
     const char *ref = TMP "res_ref", *got = TMP "res_got";
     const char *set = "--set policies=[portable] --set replicas=1 --set train.checkpoint_every=3";
     CHECK_INT_EQ(run_gpt(ref, set), 0);
@@ -1001,7 +1014,6 @@ DT_TEST(resume_after_kill)
 DT_TEST(ranks_independent)
 {
     if (!dt_dist_have_mpi()) DT_SKIP("detrain was built without MPI (DETRAIN_MPI)");
-    make_corpus();
     const char *one = TMP "rk1";
     const char *set = "--set policies=[portable] --set replicas=1 --set train.shards=6";
     CHECK_INT_EQ(run_gpt(one, set), 0);
@@ -1016,7 +1028,6 @@ DT_TEST(ranks_independent)
  * with MPI, np 1..4 give the one-process trace under lfsr (portable) and philox. */
 DT_TEST(dropout_runs)
 {
-    make_corpus();
     const char *set =
         "--set model.dropout=0.2 --set replicas=2 --set train.shards=6 --set "
         "'policies=[portable, {base: portable, rng: philox}, {base: portable, rng: stored}, "
@@ -1032,13 +1043,9 @@ DT_TEST(dropout_runs)
     static const char *const cells[] = {"portable", "portable+rng=philox", "portable+rng=stored",
                                         "run_to_run"};
     for (int c = 0; c < 4; c++) {
-        char r0[256], r1[256], p0[1024], p1[1024];
+        char r0[256];
         snprintf(r0, sizeof r0, "%s/replica-0", cells[c]);
-        snprintf(r1, sizeof r1, "%s/replica-1", cells[c]);
-        snprintf(p0, sizeof p0, "%s/%s/trace.csv", d2, r0);
-        snprintf(p1, sizeof p1, "%s/%s/trace.csv", d2, r1);
-        if (!dt_files_equal(p0, p1)) fprintf(stderr, "%s: replicas differ\n", cells[c]);
-        CHECK(dt_files_equal(p0, p1));
+        check_replicas_identical(d2, cells[c], 2);
         if (!files_same(d1, d2, r0)) fprintf(stderr, "%s: 1 and 2 threads differ\n", cells[c]);
         CHECK(files_same(d1, d2, r0));
     }
@@ -1059,7 +1066,6 @@ DT_TEST(dropout_runs)
 DT_TEST(dropout_ranks)
 {
     if (!dt_dist_have_mpi()) DT_SKIP("detrain was built without MPI (DETRAIN_MPI)");
-    make_corpus();
     const char *one = TMP "drk1";
     const char *set = "--set model.dropout=0.2 --set replicas=1 --set train.shards=6 "
                       "--set 'policies=[portable, {base: portable, rng: philox}]'";
@@ -1073,28 +1079,19 @@ DT_TEST(dropout_ranks)
  * gradient and atomics: float. */
 DT_TEST(explain_names_scatter)
 {
-    make_corpus();
     const char *dir = TMP "explain";
     CHECK_INT_EQ(run_gpt(dir, "--set 'policies=[{base: run_to_run, atomics: float}]' "
                               "--set backend.threads=1 --set train.steps=2"),
                  0);
-    int rc = dt_run_capture(out, sizeof out,
-                            "DETRAIN_TEST_EXPLAIN_FORCE=embedding_backward '%s' explain "
-                            "'%s/run_to_run+atomics=float/replica-0' "
-                            "'%s/run_to_run+atomics=float/replica-1' --quiet --step 1",
-                            EXE, dir, dir);
-    if (rc != 1) fprintf(stderr, "explain exit %d:\n%s\n", rc, out);
-    CHECK_INT_EQ(rc, 1);
-    CHECK_CONTAINS(out, "embedding_backward, layer wte, tensor wte gradient, phase backward");
-    CHECK_CONTAINS(out, "caused by atomics: float");
+    check_explain_forced_scatter(dir);
     /* without the hook: at one thread the step runs the same way every time (AdamW's second
      * moment, made at the first step, is restored to none: a stale one made this fail),
      * so explain draws combination orders for every op and finds an atomics-float op (the
      * first in backward: LayerNorm's gamma gradient, a bias-form sum) */
-    rc = dt_run_capture(out, sizeof out,
-                        "'%s' explain '%s/run_to_run+atomics=float/replica-0' "
-                        "'%s/run_to_run+atomics=float/replica-1' --quiet --step 1",
-                        EXE, dir, dir);
+    int rc = dt_run_capture(out, sizeof out,
+                            "'%s' explain '%s/run_to_run+atomics=float/replica-0' "
+                            "'%s/run_to_run+atomics=float/replica-1' --quiet --step 1",
+                            EXE, dir, dir);
     CHECK_INT_EQ(rc, 1);
     CHECK_CONTAINS(out, "caused by atomics: float");
     CHECK(strstr(out, "adamw_update") == NULL);
@@ -1105,7 +1102,6 @@ DT_TEST(explain_names_scatter)
  * byte); detrain batches: B rows per step, windows inside the training split. */
 DT_TEST(export_and_batches)
 {
-    make_corpus();
     const char *dir = TMP "export";
     CHECK_INT_EQ(run_gpt(dir, "--set policies=[portable] --set replicas=1 "
                               "--set train.checkpoint_every=12"),
@@ -1191,7 +1187,6 @@ DT_TEST(vs_torch)
         if (dt_run_capture(out, sizeof out, "%s -c 'import torch' 2>/dev/null", pythons[i]) == 0)
             py = pythons[i];
     if (!py) DT_SKIP("PyTorch is not installed");
-    make_corpus();
     const char *dir = TMP "vs_torch";
     int rc = dt_run_capture(out, sizeof out,
                             "rm -rf '%s' && %s '%s/scripts/gpt_vs_torch.py' --detrain '%s' "
@@ -1204,7 +1199,6 @@ DT_TEST(vs_torch)
 
 DT_TEST(nonfinite_stops)
 {
-    make_corpus();
     const char *dir = TMP "nan";
     int rc = dt_run_capture(out, sizeof out,
                             "rm -rf '%s' && DETRAIN_TEST_POISON=5:h1.ln2.weight:g "
@@ -1260,10 +1254,195 @@ DT_TEST(refusals)
     CHECK(stat(dir, &sb) != 0);
 }
 
+/* ---- on the GPU (labels gpu and gpt: built and skipped where there is no device; the
+ * first-light plan runs them in its gpt stage, apart from the other models' tests) ------- */
+
+/* Model gradients of one step on backend be at policy pol (tiny GPT, dropout p): every
+ * parameter's gradient on the host, concatenated; *loss the step's loss. */
+static float *gpt_grads(struct dt_backend *be, const struct dt_policy *pol, double p, float *loss,
+                        int64_t *count)
+{
+    const struct dt_gpt_options o = {.context = 9,
+                                     .d_model = 16,
+                                     .heads = 2,
+                                     .layers = 2,
+                                     .tie_embeddings = true,
+                                     .dropout = p,
+                                     .lfsr_check_every = 1};
+    enum { B = 5 };
+    struct dt_model *m = NULL;
+    struct dt_error err;
+    DT_ASSERT(dt_gpt_create(&m, be, &o, B, &err) == DT_OK);
+    dt_model_init(m, 3, 0);
+    float win[B * 10];
+    for (int i = 0; i < B * 10; i++) win[i] = (float)((i * 37 + 11) % 256);
+    uint8_t y[B] = {0};
+    const struct dt_batch batch = {.x = win, .y = y, .row0 = 7};
+    dt_model_begin_step(m);
+    CHECK_INT_EQ(dt_model_gradients(m, &batch, B, B, pol, loss), DT_OK);
+    CHECK_INT_EQ(dt_model_step_end(m, DT_OK), DT_OK);
+    int64_t n = 0;
+    for (int i = 0; i < m->n_params; i++) n += m->params[i].n;
+    float *all = dt_xmalloc((size_t)n * sizeof *all);
+    int64_t at = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        dt_backend_download(be, all + at, m->params[i].g, (size_t)m->params[i].n * sizeof *all);
+        at += m->params[i].n;
+    }
+    *count = n;
+    dt_model_destroy(m);
+    return all;
+}
+
+/* Every GPT op through one step of the model: at portable the GPU's gradients and loss are
+ * the CPU's bits (with dropout, lfsr and philox); at run_to_run and portable they do not
+ * depend on the launch geometry (block size, grid cap) -- every reduction and scatter is
+ * grid-independent there. */
+DT_TEST(gpu_gradients_equal_cpu_and_grid_free)
+{
+    struct dt_backend *g = gpu_or_skip();
+    struct dt_backend *c = cpu(2);
+    static const double drops[] = {0.0, 0.2};
+    for (int lv = DT_LEVEL_RUN_TO_RUN; lv <= DT_LEVEL_PORTABLE; lv++)
+        for (int k = 0; k < 2; k++)
+            for (int philox = 0; philox < 2; philox++) {
+                struct dt_policy pol = level((enum dt_level)lv);
+                if (philox) pol.rng = DT_RNG_PHILOX;
+                float lc = 0, lg = 0;
+                int64_t n = 0, n2 = 0;
+                float *ref = gpt_grads(c, &pol, drops[k], &lc, &n);
+                float *first = NULL;
+#ifdef DETRAIN_HAVE_CUDA_TOOLKIT
+                static const int geometry[][2] = {{256, 0}, {32, 3}, {1024, 1}};
+                for (int gi = 0; gi < 3; gi++) {
+                    dt_cuda_set_launch(geometry[gi][0], geometry[gi][1]);
+                    float *got = gpt_grads(g, &pol, drops[k], &lg, &n2);
+                    CHECK_INT_EQ(n2, n);
+                    if (!first) first = got;
+                    else {
+                        CHECK(same_bits(got, first, n, "gradients at another launch geometry"));
+                        free(got);
+                    }
+                }
+                dt_cuda_set_launch(256, 0);
+#endif
+                if (first && lv == DT_LEVEL_PORTABLE) {
+                    CHECK(same_bits(first, ref, n, "GPU gradients vs CPU (portable)"));
+                    CHECK(memcmp(&lc, &lg, sizeof lc) == 0);
+                }
+                free(first);
+                free(ref);
+            }
+    dt_backend_destroy(c);
+    dt_backend_destroy(g);
+}
+
+/* One wait per step plus the loss's copy: a portable GPT step with clipping and AdamW,
+ * checks deferred, waits for the device twice (the loss to the host, the step's end). */
+DT_TEST(gpu_host_waits_per_step)
+{
+    struct dt_backend *g = gpu_or_skip();
+    const struct dt_gpt_options o = {
+        .context = 9, .d_model = 16, .heads = 2, .layers = 2, .tie_embeddings = true};
+    enum { B = 4 };
+    struct dt_model *m = NULL;
+    struct dt_error err;
+    CHECK_INT_EQ(dt_gpt_create(&m, g, &o, B, &err), DT_OK);
+    dt_model_init(m, 3, 0);
+    float win[B * 10];
+    for (int i = 0; i < B * 10; i++) win[i] = (float)((i * 53 + 5) % 256);
+    uint8_t y[B] = {0};
+    const struct dt_batch batch = {.x = win, .y = y};
+    const struct dt_sgd_options opt = {.lr = 1e-3f,
+                                       .adamw = true,
+                                       .beta1 = 0.9f,
+                                       .beta2 = 0.999f,
+                                       .eps = 1e-8f,
+                                       .weight_decay = 0.01f,
+                                       .clip_norm = 1.0f,
+                                       .total_steps = 10};
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    dt_backend_defer_checks(g, true);
+    for (int s = 0; s < 3; s++) {
+        float loss = 0;
+        const int64_t w0 = dt_backend_host_waits(g);
+        CHECK_INT_EQ(dt_model_train_step_batch(m, &batch, B, &opt, &pol, &loss), DT_OK);
+        CHECK_INT_EQ(dt_model_step_end(m, DT_OK), DT_OK);
+        const int64_t w = dt_backend_host_waits(g) - w0;
+        if (w != 2) fprintf(stderr, "step %d: %lld host waits\n", s, (long long)w);
+        CHECK_INT_EQ(w, 2);
+    }
+    dt_backend_defer_checks(g, false);
+    dt_model_destroy(m);
+    dt_backend_destroy(g);
+}
+
+/* End to end: 50 portable steps on the GPU give the CPU's trace, per-tensor digests and
+ * metrics (without dropout; with dropout 0.1 under lfsr and philox). */
+DT_TEST(gpu_portable_trace_equals_cpu)
+{
+    dt_backend_destroy(gpu_or_skip());
+    static const char *const sets[] = {
+        "--set policies=[portable]",
+        "--set model.dropout=0.1 --set 'policies=[portable, {base: portable, rng: philox}]'"};
+    static const char *const cells[][2] = {{"portable", NULL}, {"portable", "portable+rng=philox"}};
+    for (int k = 0; k < 2; k++) {
+        char extra[512], dc[256], dg[256];
+        snprintf(dc, sizeof dc, TMP "gpu_cpu%d", k);
+        snprintf(dg, sizeof dg, TMP "gpu_cuda%d", k);
+        snprintf(extra, sizeof extra, "%s --set replicas=1 --set train.steps=50", sets[k]);
+        CHECK_INT_EQ(run_gpt(dc, extra), 0);
+        snprintf(extra, sizeof extra,
+                 "%s --set replicas=1 --set train.steps=50 "
+                 "--set backend.device=cuda",
+                 sets[k]);
+        const int rc = run_gpt(dg, extra);
+        if (rc != 0) fprintf(stderr, "%s\n", out);
+        CHECK_INT_EQ(rc, 0);
+        for (int c = 0; c < 2 && cells[k][c]; c++) {
+            static const char *const files[] = {"trace.csv", "tensors.csv", "metrics.csv"};
+            for (int f = 0; f < 3; f++) {
+                char pa[1024], pb[1024];
+                snprintf(pa, sizeof pa, "%s/%s/replica-0/%s", dc, cells[k][c], files[f]);
+                snprintf(pb, sizeof pb, "%s/%s/replica-0/%s", dg, cells[k][c], files[f]);
+                if (!dt_files_equal(pa, pb)) fprintf(stderr, "differ: %s %s\n", pa, pb);
+                CHECK(dt_files_equal(pa, pb));
+            }
+        }
+    }
+}
+
+/* run_to_run on the GPU: three replicas with nothing varied give one trace (dropout on). */
+DT_TEST(gpu_run_to_run_replicas_identical)
+{
+    dt_backend_destroy(gpu_or_skip());
+    const char *dir = TMP "gpu_r2r";
+    CHECK_INT_EQ(run_gpt(dir, "--set policies=[run_to_run] --set replicas=3 --set 'vary=[]' "
+                              "--set train.steps=30 --set model.dropout=0.1 "
+                              "--set backend.device=cuda"),
+                 0);
+    check_replicas_identical(dir, "run_to_run", 3);
+}
+
+/* explain on the GPU, the embedding's scatter forced (float atomicAdd's order drawn): it
+ * names embedding_backward and atomics: float, as on the CPU. */
+DT_TEST(gpu_explain_names_scatter)
+{
+    dt_backend_destroy(gpu_or_skip());
+    const char *dir = TMP "gpu_explain";
+    CHECK_INT_EQ(run_gpt(dir, "--set 'policies=[{base: run_to_run, atomics: float}]' "
+                              "--set train.steps=2 --set backend.device=cuda"),
+                 0);
+    check_explain_forced_scatter(dir);
+}
+
 DT_TEST_MAIN(DT_CASE(ops_are_the_shared_functions), DT_CASE(ops_match_double_reference),
              DT_CASE(dropout_masks), DT_CASE(gradients_match_double_reference),
              DT_CASE(embedding_scatter_controls), DT_CASE(adamw_and_schedule),
              DT_CASE(clip_norm_controls), DT_CASE(text_dataset), DT_CASE(levels_and_threads),
              DT_CASE(resume_after_kill), DT_CASE(ranks_independent), DT_CASE(dropout_runs),
              DT_CASE(dropout_ranks), DT_CASE(explain_names_scatter), DT_CASE(export_and_batches),
-             DT_CASE(vs_torch), DT_CASE(nonfinite_stops), DT_CASE(refusals))
+             DT_CASE(vs_torch), DT_CASE(nonfinite_stops), DT_CASE(refusals),
+             DT_CASE(gpu_gradients_equal_cpu_and_grid_free), DT_CASE(gpu_host_waits_per_step),
+             DT_CASE(gpu_portable_trace_equals_cpu), DT_CASE(gpu_run_to_run_replicas_identical),
+             DT_CASE(gpu_explain_names_scatter))

@@ -38,8 +38,7 @@ struct op_row {
     /* the call on backend memory: in[i] and out[i] as io describes */
     enum dt_status (*run)(struct dt_backend *be, void *const *in, void *const *out,
                           const struct dt_policy *pol);
-    double tol;    /* where bits are not promised: |got - ref| <= tol * max |ref| */
-    bool cpu_only; /* not on the CUDA backend yet: listed, not checked, there */
+    double tol; /* where bits are not promised: |got - ref| <= tol * max |ref| */
 };
 
 static float *host(int64_t n) { return dt_xcalloc((size_t)n, sizeof(float)); }
@@ -566,13 +565,7 @@ static enum dt_status run_dropout_seed(struct dt_backend *be, void *const *in, v
 
 #define ROW(op, tol)                                                                               \
     {                                                                                              \
-#op, make_##op, run_##op, tol, false                                                       \
-    }
-/* An op the CUDA backend does not have yet (the GPT's, issue 40): the gpu table lists it as
- * missing there instead of failing on it; the CPU rows check it as every other. */
-#define ROW_CPU(op, tol)                                                                           \
-    {                                                                                              \
-#op, make_##op, run_##op, tol, true                                                        \
+#op, make_##op, run_##op, tol                                                              \
     }
 static const struct op_row ops[] = {
     ROW(dense_forward, 2e-3),
@@ -597,20 +590,20 @@ static const struct op_row ops[] = {
     ROW(bnn_accumulate, 1e-6),
     ROW(bnn_finish, 1e-6),
     ROW(exact_sum, 1e-6),
-    ROW_CPU(embedding_forward, 0),
-    ROW_CPU(embedding_backward, 1e-5),
-    ROW_CPU(layernorm_forward, 0),
-    ROW_CPU(layernorm_backward, 0),
-    ROW_CPU(attention_forward, 1e-6),
-    ROW_CPU(attention_backward, 1e-6),
-    ROW_CPU(gelu_forward, 1e-6),
-    ROW_CPU(gelu_backward, 1e-6),
-    ROW_CPU(add, 0),
-    ROW_CPU(adamw_update, 0),
-    ROW_CPU(grad_norm, 1e-5),
-    ROW_CPU(clip_scale, 0),
-    ROW_CPU(dropout, 0),
-    ROW_CPU(dropout_seed, 0),
+    ROW(embedding_forward, 0),
+    ROW(embedding_backward, 1e-5),
+    ROW(layernorm_forward, 0),
+    ROW(layernorm_backward, 0),
+    ROW(attention_forward, 1e-6),
+    ROW(attention_backward, 1e-6),
+    ROW(gelu_forward, 1e-6),
+    ROW(gelu_backward, 1e-6),
+    ROW(add, 0),
+    ROW(adamw_update, 0),
+    ROW(grad_norm, 1e-5),
+    ROW(clip_scale, 0),
+    ROW(dropout, 0),
+    ROW(dropout_seed, 0),
 };
 #define N_OPS ((int)(sizeof ops / sizeof ops[0]))
 
@@ -687,11 +680,6 @@ static int check_table(const struct backend_row *const *backends, int n_backends
         float *ref[MAX_T];
         CHECK_INT_EQ(run_on(ref_be, op, &io, &portable, ref), DT_OK);
         for (int b = 0; b < n_backends; b++) {
-            if (op->cpu_only && backends[b]->kind != DT_BACKEND_CPU) {
-                fprintf(stderr, "%s: not on %s yet (the GPT's CUDA kernels, issue 40)\n", op->name,
-                        backends[b]->name);
-                continue;
-            }
             struct dt_backend *be = NULL;
             struct dt_backend_options bo = {backends[b]->kind, backends[b]->threads, 0};
             struct dt_error err;
@@ -772,9 +760,7 @@ DT_TEST(gpu_table)
     dt_backend_destroy(g);
     CHECK(missing == NULL);
     const struct backend_row *b[] = {&cpu_backends[0], &cuda_backend};
-    int cpu_only = 0;
-    for (int o = 0; o < N_OPS; o++) cpu_only += ops[o].cpu_only;
-    CHECK_INT_EQ(check_table(b, 2), (N_OPS * 2 - cpu_only) * DT_LEVEL_COUNT);
+    CHECK_INT_EQ(check_table(b, 2), N_OPS * 2 * DT_LEVEL_COUNT);
 }
 
 DT_TEST_MAIN(DT_CASE(table_has_every_op), DT_CASE(cpu_table), DT_CASE(comparison_can_fail),

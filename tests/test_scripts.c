@@ -278,8 +278,8 @@ DT_TEST(session_plan)
                             SRC, DT_DETRAIN_EXE);
     if (rc != 0) fprintf(stderr, "%s\n", out);
     CHECK_INT_EQ(rc, 0);
-    static const char *const stages[] = {"info",     "build", "smoke", "tests",   "crossdev",
-                                         "replicas", "bench", "torch", "memcheck"};
+    static const char *const stages[] = {"info",     "build", "smoke", "tests", "crossdev",
+                                         "replicas", "bench", "torch", "gpt",   "memcheck"};
     const char *prev = out;
     for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
         const char *at = stage_at(out, stages[i]);
@@ -320,6 +320,16 @@ DT_TEST(session_plan)
                         "results/nvidia-h100-80gb-hbm3/replicas/bnn/run_to_run/replica-2\n");
     CHECK_CONTAINS(out, "[torch] python3 scripts/bench_torch.py --model lenet --config "
                         "configs/lenet.yaml --device cuda --modes default,deterministic");
+    /* the GPT's stage: its gpu tests apart (the tests stage leaves them out), the portable
+     * run against its committed CPU reference, PyTorch's three modes */
+    CHECK_CONTAINS(out, "[tests] bash scripts/gpu_session.sh __ctest_gpu build-gpu ");
+    CHECK(strstr(out, "__ctest_gpu build-gpu 2 45 gpt") || strstr(out, "'gpt|mpi'"));
+    CHECK_CONTAINS(out, "[gpt] bash scripts/gpu_session.sh __ctest_gpu build-gpu 2 30 '' gpt\n");
+    CHECK_CONTAINS(out, "[gpt] env DETRAIN=build-gpu/detrain bash scripts/cross_device.sh table "
+                        "results/cpu/crossdev-gpt-t2 results/nvidia-h100-80gb-hbm3/crossdev-gpt "
+                        "--models gpt");
+    CHECK_CONTAINS(out, "--modes default,deterministic,sdpa");
+    CHECK_CONTAINS(out, "    config ok: gpt: model gpt, cuda, 5 steps");
     /* The build: detrain and exactly the gpu test executables (ctest -N -L gpu here). */
     char targets[4096] = "";
     CHECK_INT_EQ(dt_run_capture(targets, sizeof targets,
@@ -742,6 +752,20 @@ DT_TEST(crossdev_references_current)
     char *md = read_text("%s/%s", dir, "t.md");
     if (md) {
         CHECK_CONTAINS(md, "- mlp: identical\n- lenet: identical\n- bnn: identical\n");
+        CHECK_CONTAINS(md, "| identical (101 steps) |");
+        free(md);
+    }
+    /* the GPT's (results/cpu/crossdev-gpt-t2, the gpt stage's reference) */
+    rc = dt_run_capture(out, sizeof out,
+                        "cd '%s' && DETRAIN='%s' bash scripts/cross_device.sh run cpu '%s/gpt' "
+                        "--threads 2 --models gpt && DETRAIN='%s' bash scripts/cross_device.sh "
+                        "table results/cpu/crossdev-gpt-t2 '%s/gpt' --models gpt --out '%s/g.md'",
+                        SRC, DT_DETRAIN_EXE, dir, DT_DETRAIN_EXE, dir, dir);
+    if (rc != 0) fprintf(stderr, "%s\nremake results/cpu/crossdev-gpt-t2 if intended\n", out);
+    CHECK_INT_EQ(rc, 0);
+    md = read_text("%s/%s", dir, "g.md");
+    if (md) {
+        CHECK_CONTAINS(md, "- gpt: identical\n");
         CHECK_CONTAINS(md, "| identical (101 steps) |");
         free(md);
     }

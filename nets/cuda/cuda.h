@@ -84,6 +84,9 @@ enum dt_status dt_cuda_launched(struct dt_backend *be, int rc, const char *op);
 /* Device scratch slot `slot` of at least `bytes` (valid until the next call for that slot;
  * growing synchronises the stream first). Pinned host scratch likewise. */
 void *dt_cuda_scratch(struct dt_backend *be, int slot, size_t bytes);
+/* The forced-order hook's permutation of m items for an op family (dt_forced_permutation,
+ * the CPU's draw), in device scratch slot 1; synchronises (nets/cuda/dense.c). */
+const int64_t *dt_cuda_forced_perm(struct dt_backend *be, int64_t m, uint64_t salt);
 void *dt_cuda_host_scratch(struct dt_backend *be, int slot, size_t bytes);
 /* Wait for everything queued on the backend's stream. */
 void dt_cuda_sync(struct dt_backend *be);
@@ -155,6 +158,21 @@ dt_bnn_sigma_fn dt_cuda_bnn_sigma;
 dt_bnn_sample_fn dt_cuda_bnn_sample;
 dt_bnn_accumulate_fn dt_cuda_bnn_accumulate;
 dt_bnn_finish_fn dt_cuda_bnn_finish;
+/* the transformer (nets/cuda/gpt.c) */
+dt_embedding_forward_fn dt_cuda_embedding_forward;
+dt_embedding_backward_fn dt_cuda_embedding_backward;
+dt_layernorm_forward_fn dt_cuda_layernorm_forward;
+dt_layernorm_backward_fn dt_cuda_layernorm_backward;
+dt_attention_forward_fn dt_cuda_attention_forward;
+dt_attention_backward_fn dt_cuda_attention_backward;
+dt_gelu_forward_fn dt_cuda_gelu_forward;
+dt_gelu_backward_fn dt_cuda_gelu_backward;
+dt_add_fn dt_cuda_add;
+dt_adamw_update_fn dt_cuda_adamw_update;
+dt_grad_norm_fn dt_cuda_grad_norm;
+dt_clip_scale_fn dt_cuda_clip_scale;
+dt_dropout_fn dt_cuda_dropout;
+dt_dropout_seed_fn dt_cuda_dropout_seed;
 
 /* nets/cuda/conv.c (conv.cu): `conv_algo: own`, else the cuDNN functions below */
 dt_conv2d_forward_fn dt_cuda_conv2d_forward;

@@ -44,7 +44,7 @@ static int as_int(int64_t v)
 
 /* The forced combination order (test hook), drawn as the CPU backend draws it with the
  * same salt, uploaded to device scratch. Synchronises: the pinned copy is reused. */
-static const int64_t *forced_perm_on_device(struct dt_backend *be, int64_t m, uint64_t salt)
+const int64_t *dt_cuda_forced_perm(struct dt_backend *be, int64_t m, uint64_t salt)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
     const size_t bytes = (size_t)m * sizeof(int64_t);
@@ -190,7 +190,7 @@ enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, float *dw, c
         return dt_cuda_launched(be, dt_cuda_reduce_tree(dw, p, m, n, c->stream),
                                 "dense_backward_weight tree");
     if (c->forced_order) {
-        const int64_t *perm = forced_perm_on_device(be, m, DT_FORCED_CHUNKS);
+        const int64_t *perm = dt_cuda_forced_perm(be, m, DT_FORCED_CHUNKS);
         return dt_cuda_launched(be, dt_cuda_add_partials_in_order(dw, p, perm, m, n, c->stream),
                                 "dense_backward_weight forced");
     }
@@ -242,7 +242,7 @@ enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const 
     struct dt_cuda_ctx *c = dt_cuda(be);
     if (!dt_atomics_exact(pol)) {
         if (c->forced_order) {
-            const int64_t *perm = forced_perm_on_device(be, B, DT_FORCED_ROWS);
+            const int64_t *perm = dt_cuda_forced_perm(be, B, DT_FORCED_ROWS);
             return dt_cuda_launched(
                 be, dt_cuda_add_partials_in_order(dbias, dy, perm, B, out, c->stream),
                 "bias_backward forced");

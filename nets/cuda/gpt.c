@@ -1,0 +1,257 @@
+/* The transformer's ops on the CUDA backend (host side; kernels in nets/cuda/gpt.cu),
+ * mirroring nets/cpu/gpt.c op for op. Data path (docs/DESIGN.md): nets/gpt.c ->
+ * nets/backend -> here -> gpt.cu. Every kernel computes its items with the per-element
+ * functions of nets/gpt_elem.h and determinism/dropout.h, one item per thread, so every op
+ * but the two order-dependent ones gives the CPU's bits wherever `math` agrees (at
+ * `portable`: always; elsewhere attention's exp and GELU's tanh are CUDA's expf/tanhf where
+ * the CPU's are libm's). The controls:
+ *
+ *   embedding gradient  atomics float       -> one float atomicAdd per term (arrival
+ *                                              order: the nondeterministic baseline); the
+ *                                              forced-order hook adds the rows in the CPU's
+ *                                              drawn order;
+ *                       atomics fixed_point -> exact int64 per entry at the shift of
+ *                                              (max |dh|, rows), one rounding: the CPU's bits;
+ *                                              a non-finite input or a sum beyond the float
+ *                                              range is reported as the bias gradient's is
+ *                                              (deferred to the step's end);
+ *   clipping norm       reduction unordered -> chunk sums added by float atomicAdd; forced:
+ *                                              the CPU's drawn chunk order (on the host);
+ *                       fixed               -> per tensor the chunks and fixed tree of
+ *                                              determinism/reduce.h, the tensors in order:
+ *                                              the CPU's bits;
+ *                       exact               -> every square in int64 at one shift, rounded
+ *                                              once: the CPU's bits.
+ * No op here waits for the device (the forced-order hook apart). */
+#include <cuda_runtime_api.h>
+
+#include "determinism/reduce.h"
+#include "determinism/streams.h"
+#include "nets/cuda/gpt_launch.h"
+
+#define SLOT_PARTIALS 0
+#define SLOT_SMALL 1
+
+static dt_cuda_stream stream_of(struct dt_backend *be) { return dt_cuda(be)->stream; }
+
+/* portable: elementwise (dt_embed_elem, dt_gpt_token). */
+enum dt_status dt_cuda_embedding_forward(struct dt_backend *be, float *h, int32_t *tokens,
+                                         int32_t *targets, const float *x, const float *wte,
+                                         const float *wpe, int64_t B, int64_t T, int64_t D,
+                                         const struct dt_policy *pol)
+{
+    return dt_cuda_launched(be,
+                            dt_cuda_embedding_forward_launch(h, tokens, targets, x, wte, wpe, B, T,
+                                                             D, stream_of(be)),
+                            "embedding_forward");
+}
+
+enum dt_status dt_cuda_embedding_backward(struct dt_backend *be, float *dwte, const float *dh,
+                                          const int32_t *tokens, int64_t rows, int64_t V, int64_t D,
+                                          bool accumulate, const struct dt_policy *pol)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    if (!dt_atomics_exact(pol)) {
+        if (!accumulate)
+            DT_CUDA_CHECK(cudaMemsetAsync(dwte, 0, (size_t)(V * D) * sizeof(float),
+                                          (cudaStream_t)c->stream));
+        if (c->forced_order) {
+            const int64_t *perm = dt_cuda_forced_perm(be, rows, DT_FORCED_ROWS);
+            return dt_cuda_launched(
+                be, dt_cuda_embedding_scatter_in_order(dwte, dh, tokens, perm, rows, V, D, c->stream),
+                "embedding_backward forced");
+        }
+        return dt_cuda_launched(
+            be, dt_cuda_embedding_scatter_atomic(dwte, dh, tokens, rows, V, D, c->stream),
+            "embedding_backward atomic");
+    }
+    unsigned long long *acc =
+        dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)(V * D) * sizeof(unsigned long long));
+    bool deferred = false;
+    struct dt_cuda_fixed_record *rec = dt_cuda_check_record(
+        be, DT_CUDA_CHECK_BIAS, "embedding gradient (entry token*D+column)", D, SLOT_SMALL,
+        &deferred);
+    DT_FORWARD_IF_ERROR(dt_cuda_launched(be,
+                                         dt_cuda_embedding_scatter_fixed(dwte, acc, rec, dh, tokens,
+                                                                         rows, V, D, accumulate,
+                                                                         c->stream),
+                                         "embedding_backward fixed point"));
+    if (deferred) return DT_OK; /* read at the step's end (status.c) */
+    return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_BIAS, "embedding gradient (entry token*D+column)",
+                             D, SLOT_SMALL);
+}
+
+/* portable: per row (dt_layernorm_row). */
+enum dt_status dt_cuda_layernorm_forward(struct dt_backend *be, float *y, float *mean, float *rstd,
+                                         const float *x, const float *gamma, const float *beta,
+                                         int64_t rows, int64_t D, const struct dt_policy *pol)
+{
+    return dt_cuda_launched(
+        be,
+        dt_cuda_layernorm_forward_launch(y, mean, rstd, x, gamma, beta, rows, D, stream_of(be)),
+        "layernorm_forward");
+}
+
+/* portable: per row (dt_layernorm_row_grad). */
+enum dt_status dt_cuda_layernorm_backward(struct dt_backend *be, float *dx, float *gx,
+                                          const float *dy, const float *x, const float *mean,
+                                          const float *rstd, const float *gamma, int64_t rows,
+                                          int64_t D, bool accumulate, const struct dt_policy *pol)
+{
+    return dt_cuda_launched(be,
+                            dt_cuda_layernorm_backward_launch(dx, gx, dy, x, mean, rstd, gamma,
+                                                              rows, D, accumulate, stream_of(be)),
+                            "layernorm_backward");
+}
+
+/* portable at `math: portable` (own exp): per (b, h, t) row, sums in index order. */
+enum dt_status dt_cuda_attention_forward(struct dt_backend *be, float *out, float *att,
+                                         const float *qkv, int64_t B, int64_t T, int64_t H,
+                                         int64_t D, const struct dt_policy *pol)
+{
+    return dt_cuda_launched(be,
+                            dt_cuda_attention_forward_launch(out, att, qkv, B, T, H, D,
+                                                             dt_math_portable(pol), stream_of(be)),
+                            "attention_forward");
+}
+
+/* portable: score gradients per row, then each element of dqkv one sum in index order. */
+enum dt_status dt_cuda_attention_backward(struct dt_backend *be, float *dqkv, float *ds,
+                                          const float *dout, const float *att, const float *qkv,
+                                          int64_t B, int64_t T, int64_t H, int64_t D,
+                                          const struct dt_policy *pol)
+{
+    return dt_cuda_launched(
+        be, dt_cuda_attention_backward_launch(dqkv, ds, dout, att, qkv, B, T, H, D, stream_of(be)),
+        "attention_backward");
+}
+
+/* portable wherever dt_math_own_tanh (fast and portable: the own tanh); strict: CUDA's. */
+enum dt_status dt_cuda_gelu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
+                                    const struct dt_policy *pol)
+{
+    return dt_cuda_launched(
+        be, dt_cuda_gelu_launch(y, NULL, x, n, false, dt_math_own_tanh(pol), stream_of(be)),
+        "gelu_forward");
+}
+
+enum dt_status dt_cuda_gelu_backward(struct dt_backend *be, float *dx, const float *dy,
+                                     const float *x, int64_t n, const struct dt_policy *pol)
+{
+    return dt_cuda_launched(
+        be, dt_cuda_gelu_launch(dx, dy, x, n, true, dt_math_own_tanh(pol), stream_of(be)),
+        "gelu_backward");
+}
+
+/* portable: elementwise. */
+enum dt_status dt_cuda_add(struct dt_backend *be, float *y, const float *x, int64_t n,
+                           const struct dt_policy *pol)
+{
+    return dt_cuda_launched(be, dt_cuda_add_launch(y, x, n, stream_of(be)), "add");
+}
+
+/* portable: elementwise (dt_adamw_elem). */
+enum dt_status dt_cuda_adamw_update(struct dt_backend *be, float *w, float *m, float *v,
+                                    const float *g, int64_t n, const struct dt_adamw_step *s,
+                                    const struct dt_policy *pol)
+{
+    return dt_cuda_launched(be, dt_cuda_adamw_launch(w, m, v, g, n, s, stream_of(be)),
+                            "adamw_update");
+}
+
+/* portable: one factor from the device's norm (no host round trip), elementwise. */
+enum dt_status dt_cuda_clip_scale(struct dt_backend *be, float *g, int64_t n, const float *norm_sq,
+                                  float max_norm, const struct dt_policy *pol)
+{
+    return dt_cuda_launched(be, dt_cuda_clip_scale_launch(g, n, norm_sq, max_norm, stream_of(be)),
+                            "clip_scale");
+}
+
+/* The forced-order hook under reduction unordered: each tensor's chunk sums come to the
+ * host and are added there in the CPU's drawn order (nets/cpu/gpt.c), the tensors in order. */
+static enum dt_status norm_forced(struct dt_backend *be, float *norm_sq, const float *const *g,
+                                  const int64_t *n, int count)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    float sum = 0.0f;
+    for (int i = 0; i < count; i++) {
+        const int64_t m = (n[i] + DT_UNORDERED_CHUNK - 1) / DT_UNORDERED_CHUNK;
+        float *part = dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)m * sizeof(float));
+        DT_FORWARD_IF_ERROR(
+            dt_cuda_launched(be, dt_cuda_norm_chunks(part, g[i], n[i], DT_UNORDERED_CHUNK, c->stream),
+                             "grad_norm forced"));
+        float *h = dt_xmalloc((size_t)m * sizeof *h);
+        DT_CUDA_CHECK(cudaMemcpyAsync(h, part, (size_t)m * sizeof *h, cudaMemcpyDeviceToHost,
+                                      (cudaStream_t)c->stream));
+        dt_cuda_sync(be);
+        int64_t *perm = dt_xmalloc((size_t)m * sizeof *perm);
+        dt_forced_permutation(perm, m, c->forced_order, DT_FORCED_SUMMANDS);
+        float t = 0.0f;
+        for (int64_t k = 0; k < m; k++) t += h[perm[k]];
+        sum += t;
+        free(perm);
+        free(h);
+    }
+    DT_CUDA_CHECK(cudaMemcpyAsync(norm_sq, &sum, sizeof sum, cudaMemcpyHostToDevice,
+                                  (cudaStream_t)c->stream));
+    dt_cuda_sync(be); /* sum is on this stack */
+    return DT_OK;
+}
+
+enum dt_status dt_cuda_grad_norm(struct dt_backend *be, float *norm_sq, const float *const *g,
+                                 const int64_t *n, int count, const struct dt_policy *pol)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    const cudaStream_t s = (cudaStream_t)c->stream;
+    if (dt_reduction_exact(pol)) {
+        struct small {
+            struct dt_cuda_fixed_record rec;
+            unsigned long long acc;
+        } *d = dt_cuda_scratch(be, SLOT_SMALL, sizeof(struct small));
+        int64_t total = 0;
+        int rc = dt_cuda_norm_exact_init(&d->acc, &d->rec, c->stream);
+        for (int i = 0; i < count && rc == 0; i++) {
+            rc = dt_cuda_norm_exact_max(&d->rec, g[i], n[i], c->stream);
+            total += n[i];
+        }
+        for (int i = 0; i < count && rc == 0; i++)
+            rc = dt_cuda_norm_exact_sum(&d->acc, &d->rec, g[i], n[i], total, c->stream);
+        if (rc == 0) rc = dt_cuda_norm_exact_finish(norm_sq, &d->acc, &d->rec, total, c->stream);
+        return dt_cuda_launched(be, rc, "grad_norm exact");
+    }
+    if (!dt_reduction_ordered(pol) && c->forced_order) return norm_forced(be, norm_sq, g, n, count);
+    DT_CUDA_CHECK(cudaMemsetAsync(norm_sq, 0, sizeof(float), s));
+    for (int i = 0; i < count; i++) {
+        int rc;
+        if (dt_reduction_ordered(pol)) { /* chunks, the fixed tree, then += in tensor order */
+            const int64_t m = dt_reduce_chunks(n[i]);
+            float *part = dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)m * sizeof(float));
+            float *t = dt_cuda_scratch(be, SLOT_SMALL, sizeof(float));
+            rc = dt_cuda_norm_chunks(part, g[i], n[i], DT_REDUCE_CHUNK, c->stream);
+            if (rc == 0) rc = dt_cuda_reduce_tree(t, part, m, 1, c->stream);
+            if (rc == 0) rc = dt_cuda_norm_add_in_order(norm_sq, t, c->stream);
+        } else {
+            rc = dt_cuda_norm_atomic(norm_sq, g[i], n[i], DT_UNORDERED_CHUNK, c->stream);
+        }
+        DT_FORWARD_IF_ERROR(dt_cuda_launched(be, rc, "grad_norm"));
+    }
+    return DT_OK;
+}
+
+/* portable: per row, a function of the global row (determinism/dropout.h). */
+enum dt_status dt_cuda_dropout(struct dt_backend *be, float *y, const float *x, uint8_t *keep,
+                               struct dt_xoro *lanes, int64_t rows, int64_t width,
+                               const struct dt_dropout_site *site, const struct dt_policy *pol)
+{
+    return dt_cuda_launched(
+        be, dt_cuda_dropout_launch(y, x, keep, lanes, rows, width, site, stream_of(be)), "dropout");
+}
+
+enum dt_status dt_cuda_dropout_seed(struct dt_backend *be, struct dt_xoro *lanes, int64_t rows,
+                                    int64_t row0, uint64_t seed, uint32_t step, uint32_t member,
+                                    const struct dt_policy *pol)
+{
+    return dt_cuda_launched(
+        be, dt_cuda_dropout_seed_launch(lanes, rows, row0, seed, step, member, stream_of(be)),
+        "dropout_seed");
+}

@@ -1,0 +1,496 @@
+/* Kernels of the CUDA backend's transformer ops (host side: nets/cuda/gpt.c). Every thread
+ * owns whole work items -- an element, a row, a (b, h, t) attention row, a chunk -- in a
+ * grid-stride loop and computes each with the DT_HD functions of nets/gpt_elem.h and
+ * determinism/dropout.h, the ones the CPU ops call (tests/test_gpt.c checks those against
+ * the CPU ops; tests/test_parity.c's gpu table checks these kernels against the CPU): no
+ * item depends on another, so no result depends on the grid or block size. The order-
+ * dependent forms are the `fast` ones -- float atomicAdd into the embedding table and into
+ * the clipping norm -- and their forced-order hooks. Compiled with --fmad=false; the
+ * formulas also round each product on its own (dt_rn_mul). */
+#include "determinism/dropout.h"
+#include "determinism/fixed_point.h"
+#include "nets/cuda/gpt_launch.h"
+#include "nets/cuda/launch.cuh"
+#include "nets/gpt_elem.h"
+
+/* ---- embedding ------------------------------------------------------------------------- */
+
+static __global__ void embed_tokens_kernel(int32_t *tokens, int32_t *targets, const float *x,
+                                           int64_t B, int64_t T)
+{
+    DT_GRID_STRIDE(r, B * T)
+    {
+        const int64_t b = r / T, t = r - b * T;
+        tokens[r] = dt_gpt_token(x[b * (T + 1) + t]);
+        targets[r] = dt_gpt_token(x[b * (T + 1) + t + 1]);
+    }
+}
+
+static __global__ void embed_kernel(float *h, const float *x, const float *wte, const float *wpe,
+                                    int64_t T, int64_t D, int64_t n)
+{
+    DT_GRID_STRIDE(e, n)
+    h[e] = dt_embed_elem(x, wte, wpe, T, D, e);
+}
+
+/* atomics float: one float atomicAdd per term, in arrival order (what a fast GPU scatter
+ * does; tokens out of [0, V) -- impossible after dt_gpt_token -- are skipped). */
+static __global__ void scatter_atomic_kernel(float *dwte, const float *dh, const int32_t *tokens,
+                                             int64_t rows, int64_t V, int64_t D)
+{
+    DT_GRID_STRIDE(e, rows * D)
+    {
+        const int64_t r = e / D, i = e - r * D, tok = tokens[r];
+        if (tok >= 0 && tok < V) atomicAdd(&dwte[tok * D + i], dh[e]);
+    }
+}
+
+/* The forced-order hook: column i of every entry gets the rows in perm's order, one
+ * thread per column (the CPU's forced path adds the same terms in the same order). */
+static __global__ void scatter_in_order_kernel(float *dwte, const float *dh, const int32_t *tokens,
+                                               const int64_t *perm, int64_t rows, int64_t V,
+                                               int64_t D)
+{
+    DT_GRID_STRIDE(i, D)
+    for (int64_t k = 0; k < rows; k++) {
+        const int64_t r = perm[k], tok = tokens[r];
+        if (tok >= 0 && tok < V) dwte[tok * D + i] += dh[r * D + i];
+    }
+}
+
+static __global__ void fixed_zero_kernel(unsigned long long *acc, int64_t n)
+{
+    DT_GRID_STRIDE(e, n)
+    acc[e] = 0;
+}
+
+/* atomics fixed_point: every term to int64 at the shift of (max |dh|, rows); integer
+ * atomics add them exactly in any order (the shift bounds every sum below 2^62). */
+static __global__ void scatter_fixed_kernel(unsigned long long *acc,
+                                            struct dt_cuda_fixed_record *rec, const float *dh,
+                                            const int32_t *tokens, int64_t rows, int64_t V,
+                                            int64_t D)
+{
+    if (rec->first_bad != DT_CUDA_NO_INDEX) return;
+    const int shift = dt_fixed_shift_for(dt_bits_float(rec->max_bits), rows);
+    DT_GRID_STRIDE(e, rows * D)
+    {
+        const int64_t r = e / D, i = e - r * D, tok = tokens[r];
+        int64_t q = 0;
+        if (!dt_fixed_from_float(&q, dh[e], shift)) atomicExch(&rec->bad_term, 1u);
+        if (tok >= 0 && tok < V) atomicAdd(&acc[tok * D + i], (unsigned long long)q);
+    }
+}
+
+/* One rounding per entry; = or += into dwte; an entry beyond the float range is recorded. */
+static __global__ void scatter_fixed_finish_kernel(float *dwte, struct dt_cuda_fixed_record *rec,
+                                                   const unsigned long long *acc, int64_t rows,
+                                                   int64_t n, bool accumulate)
+{
+    if (rec->first_bad != DT_CUDA_NO_INDEX) return;
+    const int shift = dt_fixed_shift_for(dt_bits_float(rec->max_bits), rows);
+    DT_GRID_STRIDE(e, n)
+    {
+        const float f = dt_fixed_to_float((int64_t)acc[e], shift);
+        if ((dt_float_bits(f) & 0x7fffffffu) >= 0x7f800000u) {
+            atomicMin(&rec->overflow_col, (unsigned long long)e);
+            continue;
+        }
+        dwte[e] = accumulate ? dwte[e] + f : f;
+    }
+}
+
+/* ---- LayerNorm, attention ---------------------------------------------------------------- */
+
+static __global__ void layernorm_forward_kernel(float *y, float *mean, float *rstd, const float *x,
+                                                const float *gamma, const float *beta,
+                                                int64_t rows, int64_t D)
+{
+    DT_GRID_STRIDE(r, rows)
+    dt_layernorm_row(y + r * D, &mean[r], &rstd[r], x + r * D, gamma, beta, D);
+}
+
+static __global__ void layernorm_backward_kernel(float *dx, float *gx, const float *dy,
+                                                 const float *x, const float *mean,
+                                                 const float *rstd, const float *gamma,
+                                                 int64_t rows, int64_t D, bool accumulate)
+{
+    DT_GRID_STRIDE(r, rows)
+    dt_layernorm_row_grad(dx + r * D, gx + r * D, dy + r * D, x + r * D, mean[r], rstd[r], gamma, D,
+                          accumulate);
+}
+
+/* items: (b, h, t) rows, i = (b H + h) T + t */
+static __global__ void attention_forward_kernel(float *out, float *att, const float *qkv, int64_t B,
+                                                int64_t T, int64_t H, int64_t D, float scale,
+                                                bool portable)
+{
+    const int64_t hd = D / H;
+    DT_GRID_STRIDE(i, B * H * T)
+    {
+        const int64_t t = i % T, h = (i / T) % H, b = i / (T * H);
+        dt_attn_row(out + (b * T + t) * D + h * hd, att + i * T, qkv, b, t, h, T, D, hd, scale,
+                    portable);
+    }
+}
+
+static __global__ void attention_dscores_kernel(float *ds, const float *att, const float *dout,
+                                                const float *qkv, int64_t B, int64_t T, int64_t H,
+                                                int64_t D, float scale)
+{
+    const int64_t hd = D / H;
+    DT_GRID_STRIDE(i, B * H * T)
+    {
+        const int64_t t = i % T, h = (i / T) % H, b = i / (T * H);
+        dt_attn_row_dscores(ds + i * T, att + i * T, dout, qkv, b, t, h, T, D, hd, scale);
+    }
+}
+
+/* items: every element of dqkv (B, T, 3, D) */
+static __global__ void attention_grad_kernel(float *dqkv, const float *ds, const float *att,
+                                             const float *dout, const float *qkv, int64_t B,
+                                             int64_t T, int64_t H, int64_t D)
+{
+    const int64_t hd = D / H;
+    DT_GRID_STRIDE(k, B * T * 3 * D)
+    {
+        const int64_t e = k % D, which = (k / D) % 3, u = (k / (3 * D)) % T, b = k / (3 * D * T);
+        dqkv[k] = dt_attn_grad_elem(ds, att, dout, qkv, b, u, e / hd, e % hd, (int)which, T, D, hd);
+    }
+}
+
+/* ---- elementwise --------------------------------------------------------------------------- */
+
+static __global__ void gelu_kernel(float *y, const float *dy, const float *x, int64_t n,
+                                   bool backward, bool own_tanh)
+{
+    DT_GRID_STRIDE(i, n)
+    y[i] = backward ? dt_gelu_grad(x[i], dy[i], own_tanh) : dt_gelu(x[i], own_tanh);
+}
+
+static __global__ void add_kernel(float *y, const float *x, int64_t n)
+{
+    DT_GRID_STRIDE(i, n)
+    y[i] = y[i] + x[i];
+}
+
+static __global__ void adamw_kernel(float *w, float *m, float *v, const float *g, int64_t n,
+                                    struct dt_adamw_step st)
+{
+    DT_GRID_STRIDE(i, n)
+    dt_adamw_elem(&w[i], &m[i], &v[i], g[i], &st);
+}
+
+static __global__ void clip_scale_kernel(float *g, int64_t n, const float *norm_sq, float max_norm)
+{
+    const float f = dt_clip_coef(*norm_sq, max_norm);
+    if (f == 1.0f) return;
+    DT_GRID_STRIDE(i, n)
+    g[i] = dt_rn_mul(g[i], f);
+}
+
+/* ---- the clipping norm --------------------------------------------------------------------- */
+
+static __global__ void norm_chunks_kernel(float *part, const float *g, int64_t n, int64_t chunk)
+{
+    DT_GRID_STRIDE(c, (n + chunk - 1) / chunk)
+    {
+        const int64_t e = (c + 1) * chunk < n ? (c + 1) * chunk : n;
+        float s = 0.0f;
+        for (int64_t i = c * chunk; i < e; i++) s = s + dt_rn_mul(g[i], g[i]);
+        part[c] = s;
+    }
+}
+
+static __global__ void norm_atomic_kernel(float *dst, const float *g, int64_t n, int64_t chunk)
+{
+    DT_GRID_STRIDE(c, (n + chunk - 1) / chunk)
+    {
+        const int64_t e = (c + 1) * chunk < n ? (c + 1) * chunk : n;
+        float s = 0.0f;
+        for (int64_t i = c * chunk; i < e; i++) s = s + dt_rn_mul(g[i], g[i]);
+        atomicAdd(dst, s);
+    }
+}
+
+static __global__ void norm_add_in_order_kernel(float *dst, const float *sum)
+{
+    *dst = *dst + *sum;
+}
+
+static __global__ void norm_exact_init_kernel(unsigned long long *acc,
+                                              struct dt_cuda_fixed_record *rec)
+{
+    *acc = 0;
+    rec->max_bits = 0;
+    rec->bad_term = 0;
+    rec->first_bad = DT_CUDA_NO_INDEX;
+    rec->overflow_col = DT_CUDA_NO_INDEX;
+}
+
+static __global__ void norm_exact_max_kernel(struct dt_cuda_fixed_record *rec, const float *g,
+                                             int64_t n)
+{
+    DT_GRID_STRIDE(i, n)
+    {
+        const unsigned int bits = dt_float_bits(g[i]) & 0x7fffffffu;
+        if (bits >= 0x7f800000u) atomicMin(&rec->first_bad, (unsigned long long)i);
+        else atomicMax(&rec->max_bits, bits);
+    }
+}
+
+/* The shift of every square: max |g|^2 (rounded once) and the count of all terms. */
+static __device__ int norm_exact_shift(const struct dt_cuda_fixed_record *rec, int64_t total)
+{
+    const float mx = dt_bits_float(rec->max_bits);
+    return dt_fixed_shift_for(dt_rn_mul(mx, mx), total);
+}
+
+static __global__ void norm_exact_sum_kernel(unsigned long long *acc,
+                                             const struct dt_cuda_fixed_record *rec,
+                                             const float *g, int64_t n, int64_t total)
+{
+    if (rec->first_bad != DT_CUDA_NO_INDEX) return;
+    const float mx = dt_bits_float(rec->max_bits);
+    if (!(dt_rn_mul(mx, mx) <= 3.402823466e+38f)) return; /* finish says +Inf */
+    const int shift = norm_exact_shift(rec, total);
+    DT_GRID_STRIDE(i, n)
+    {
+        int64_t q = 0;
+        (void)dt_fixed_from_float(&q, dt_rn_mul(g[i], g[i]), shift); /* in range by the shift */
+        atomicAdd(acc, (unsigned long long)q);
+    }
+}
+
+static __global__ void norm_exact_finish_kernel(float *dst, const unsigned long long *acc,
+                                                const struct dt_cuda_fixed_record *rec,
+                                                int64_t total)
+{
+    const float mx = dt_bits_float(rec->max_bits), max_sq = dt_rn_mul(mx, mx);
+    if (rec->first_bad != DT_CUDA_NO_INDEX) *dst = __int_as_float(0x7fc00000); /* NaN */
+    else if (!(max_sq <= 3.402823466e+38f)) *dst = __int_as_float(0x7f800000); /* +Inf */
+    else *dst = dt_fixed_to_float((int64_t)*acc, norm_exact_shift(rec, total));
+}
+
+/* ---- dropout --------------------------------------------------------------------------------- */
+
+static __global__ void dropout_kernel(float *y, const float *x, uint8_t *keep,
+                                      struct dt_xoro *lanes, int64_t rows, int64_t W,
+                                      struct dt_dropout_site s)
+{
+    DT_GRID_STRIDE(r, rows)
+    {
+        float *yr = y + r * W;
+        const float *xr = x + r * W;
+        switch (s.mode) {
+        case DT_DROPOUT_PHILOX:
+            dt_dropout_philox_range(yr, xr, (s.row0 + r) * W, W, &s.stream, s.threshold, s.scale);
+            break;
+        case DT_DROPOUT_KEEP:
+            dt_dropout_lane_forward(yr, xr, keep + r * W, W, &lanes[r], s.threshold, s.scale);
+            break;
+        case DT_DROPOUT_STORED:
+            for (int64_t c = 0; c < W; c++)
+                yr[c] = dt_dropout_apply(xr[c], keep[r * W + c] != 0, s.scale);
+            break;
+        case DT_DROPOUT_LFSR_FORWARD:
+            dt_dropout_lane_forward(yr, xr, NULL, W, &lanes[r], s.threshold, s.scale);
+            break;
+        case DT_DROPOUT_LFSR_BACKWARD:
+            dt_dropout_lane_backward(yr, xr, W, &lanes[r], s.threshold, s.scale);
+            break;
+        }
+    }
+}
+
+static __global__ void dropout_seed_kernel(struct dt_xoro *lanes, int64_t rows, int64_t row0,
+                                           uint64_t seed, uint32_t step, uint32_t member)
+{
+    DT_GRID_STRIDE(r, rows)
+    lanes[r] = dt_dropout_lane_seed(seed, step, member, (uint64_t)(row0 + r));
+}
+
+/* ---- launchers ------------------------------------------------------------------------------- */
+
+#define THREADS dt_cuda_block_threads
+#define LAUNCHED return (int)cudaGetLastError()
+
+extern "C" int dt_cuda_embedding_forward_launch(float *h, int32_t *tokens, int32_t *targets,
+                                                const float *x, const float *wte, const float *wpe,
+                                                int64_t B, int64_t T, int64_t D, dt_cuda_stream s)
+{
+    embed_tokens_kernel<<<dt_cuda_grid_for(B * T), THREADS, 0, s>>>(tokens, targets, x, B, T);
+    embed_kernel<<<dt_cuda_grid_for(B * T * D), THREADS, 0, s>>>(h, x, wte, wpe, T, D, B * T * D);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_embedding_scatter_atomic(float *dwte, const float *dh, const int32_t *tokens,
+                                                int64_t rows, int64_t V, int64_t D,
+                                                dt_cuda_stream s)
+{
+    scatter_atomic_kernel<<<dt_cuda_grid_for(rows * D), THREADS, 0, s>>>(dwte, dh, tokens, rows, V,
+                                                                         D);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_embedding_scatter_in_order(float *dwte, const float *dh,
+                                                  const int32_t *tokens, const int64_t *perm,
+                                                  int64_t rows, int64_t V, int64_t D,
+                                                  dt_cuda_stream s)
+{
+    scatter_in_order_kernel<<<dt_cuda_grid_for(D), THREADS, 0, s>>>(dwte, dh, tokens, perm, rows, V,
+                                                                    D);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_embedding_scatter_fixed(float *dwte, unsigned long long *acc,
+                                               struct dt_cuda_fixed_record *rec, const float *dh,
+                                               const int32_t *tokens, int64_t rows, int64_t V,
+                                               int64_t D, bool accumulate, dt_cuda_stream s)
+{
+    const int rc = dt_cuda_fixed_scan(rec, dh, rows * D, s);
+    if (rc != 0) return rc;
+    fixed_zero_kernel<<<dt_cuda_grid_for(V * D), THREADS, 0, s>>>(acc, V * D);
+    scatter_fixed_kernel<<<dt_cuda_grid_for(rows * D), THREADS, 0, s>>>(acc, rec, dh, tokens, rows,
+                                                                        V, D);
+    scatter_fixed_finish_kernel<<<dt_cuda_grid_for(V * D), THREADS, 0, s>>>(dwte, rec, acc, rows,
+                                                                            V * D, accumulate);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_layernorm_forward_launch(float *y, float *mean, float *rstd, const float *x,
+                                                const float *gamma, const float *beta,
+                                                int64_t rows, int64_t D, dt_cuda_stream s)
+{
+    layernorm_forward_kernel<<<dt_cuda_grid_for(rows), THREADS, 0, s>>>(y, mean, rstd, x, gamma,
+                                                                        beta, rows, D);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_layernorm_backward_launch(float *dx, float *gx, const float *dy,
+                                                 const float *x, const float *mean,
+                                                 const float *rstd, const float *gamma,
+                                                 int64_t rows, int64_t D, bool accumulate,
+                                                 dt_cuda_stream s)
+{
+    layernorm_backward_kernel<<<dt_cuda_grid_for(rows), THREADS, 0, s>>>(
+        dx, gx, dy, x, mean, rstd, gamma, rows, D, accumulate);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_attention_forward_launch(float *out, float *att, const float *qkv, int64_t B,
+                                                int64_t T, int64_t H, int64_t D, bool portable,
+                                                dt_cuda_stream s)
+{
+    attention_forward_kernel<<<dt_cuda_grid_for(B * H * T), THREADS, 0, s>>>(
+        out, att, qkv, B, T, H, D, dt_gpt_attn_scale(D / H), portable);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_attention_backward_launch(float *dqkv, float *ds, const float *dout,
+                                                 const float *att, const float *qkv, int64_t B,
+                                                 int64_t T, int64_t H, int64_t D, dt_cuda_stream s)
+{
+    attention_dscores_kernel<<<dt_cuda_grid_for(B * H * T), THREADS, 0, s>>>(
+        ds, att, dout, qkv, B, T, H, D, dt_gpt_attn_scale(D / H));
+    attention_grad_kernel<<<dt_cuda_grid_for(B * T * 3 * D), THREADS, 0, s>>>(dqkv, ds, att, dout,
+                                                                              qkv, B, T, H, D);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_gelu_launch(float *y, const float *dy, const float *x, int64_t n,
+                                   bool backward, bool own_tanh, dt_cuda_stream s)
+{
+    gelu_kernel<<<dt_cuda_grid_for(n), THREADS, 0, s>>>(y, dy, x, n, backward, own_tanh);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_add_launch(float *y, const float *x, int64_t n, dt_cuda_stream s)
+{
+    add_kernel<<<dt_cuda_grid_for(n), THREADS, 0, s>>>(y, x, n);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_adamw_launch(float *w, float *m, float *v, const float *g, int64_t n,
+                                    const struct dt_adamw_step *st, dt_cuda_stream s)
+{
+    adamw_kernel<<<dt_cuda_grid_for(n), THREADS, 0, s>>>(w, m, v, g, n, *st);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_clip_scale_launch(float *g, int64_t n, const float *norm_sq, float max_norm,
+                                         dt_cuda_stream s)
+{
+    clip_scale_kernel<<<dt_cuda_grid_for(n), THREADS, 0, s>>>(g, n, norm_sq, max_norm);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_norm_chunks(float *part, const float *g, int64_t n, int64_t chunk,
+                                   dt_cuda_stream s)
+{
+    norm_chunks_kernel<<<dt_cuda_grid_for((n + chunk - 1) / chunk), THREADS, 0, s>>>(part, g, n,
+                                                                                     chunk);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_norm_add_in_order(float *dst, const float *sum, dt_cuda_stream s)
+{
+    norm_add_in_order_kernel<<<1, 1, 0, s>>>(dst, sum);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_norm_atomic(float *dst, const float *g, int64_t n, int64_t chunk,
+                                   dt_cuda_stream s)
+{
+    norm_atomic_kernel<<<dt_cuda_grid_for((n + chunk - 1) / chunk), THREADS, 0, s>>>(dst, g, n,
+                                                                                     chunk);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_norm_exact_init(unsigned long long *acc, struct dt_cuda_fixed_record *rec,
+                                       dt_cuda_stream s)
+{
+    norm_exact_init_kernel<<<1, 1, 0, s>>>(acc, rec);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_norm_exact_max(struct dt_cuda_fixed_record *rec, const float *g, int64_t n,
+                                      dt_cuda_stream s)
+{
+    norm_exact_max_kernel<<<dt_cuda_grid_for(n), THREADS, 0, s>>>(rec, g, n);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_norm_exact_sum(unsigned long long *acc,
+                                      const struct dt_cuda_fixed_record *rec, const float *g,
+                                      int64_t n, int64_t total, dt_cuda_stream s)
+{
+    norm_exact_sum_kernel<<<dt_cuda_grid_for(n), THREADS, 0, s>>>(acc, rec, g, n, total);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_norm_exact_finish(float *dst, const unsigned long long *acc,
+                                         const struct dt_cuda_fixed_record *rec, int64_t total,
+                                         dt_cuda_stream s)
+{
+    norm_exact_finish_kernel<<<1, 1, 0, s>>>(dst, acc, rec, total);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_dropout_launch(float *y, const float *x, uint8_t *keep,
+                                      struct dt_xoro *lanes, int64_t rows, int64_t width,
+                                      const struct dt_dropout_site *site, dt_cuda_stream s)
+{
+    dropout_kernel<<<dt_cuda_grid_for(rows), THREADS, 0, s>>>(y, x, keep, lanes, rows, width,
+                                                              *site);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_dropout_seed_launch(struct dt_xoro *lanes, int64_t rows, int64_t row0,
+                                           uint64_t seed, uint32_t step, uint32_t member,
+                                           dt_cuda_stream s)
+{
+    dropout_seed_kernel<<<dt_cuda_grid_for(rows), THREADS, 0, s>>>(lanes, rows, row0, seed, step,
+                                                                   member);
+    LAUNCHED;
+}

@@ -1,0 +1,84 @@
+/* Private to the CUDA backend: the launchers of nets/cuda/gpt.cu (the transformer's kernels),
+ * included by both sides so a declaration and its extern "C" definition cannot drift apart.
+ * Each returns 0 or the launch's cudaError_t; pointers are device memory. */
+#ifndef DT_CUDA_GPT_LAUNCH_H
+#define DT_CUDA_GPT_LAUNCH_H
+
+#include "nets/cuda/dense_loss.h" /* struct dt_cuda_fixed_record */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* tokens, targets (rows) and h (rows, D) of x (B, T + 1): dt_gpt_token, dt_embed_elem. */
+int dt_cuda_embedding_forward_launch(float *h, int32_t *tokens, int32_t *targets, const float *x,
+                                     const float *wte, const float *wpe, int64_t B, int64_t T,
+                                     int64_t D, dt_cuda_stream s);
+/* atomics float: dwte[tok] += dh[r] by float atomicAdd (arrival order); the caller zeroes
+ * dwte first unless accumulating. */
+int dt_cuda_embedding_scatter_atomic(float *dwte, const float *dh, const int32_t *tokens,
+                                     int64_t rows, int64_t V, int64_t D, dt_cuda_stream s);
+/* The forced-order hook: per column, the rows in the order perm (device) onto dwte. */
+int dt_cuda_embedding_scatter_in_order(float *dwte, const float *dh, const int32_t *tokens,
+                                       const int64_t *perm, int64_t rows, int64_t V, int64_t D,
+                                       dt_cuda_stream s);
+/* atomics fixed_point: max |dh| -> shift (dt_fixed_shift_for(max, rows), on the device) ->
+ * exact int64 sums per entry by integer atomics (acc: V * D counters) -> one rounding, then
+ * = or += into dwte. rec gets the first non-finite input and the first overflowing entry. */
+int dt_cuda_embedding_scatter_fixed(float *dwte, unsigned long long *acc,
+                                    struct dt_cuda_fixed_record *rec, const float *dh,
+                                    const int32_t *tokens, int64_t rows, int64_t V, int64_t D,
+                                    bool accumulate, dt_cuda_stream s);
+/* One thread per row: dt_layernorm_row / dt_layernorm_row_grad. */
+int dt_cuda_layernorm_forward_launch(float *y, float *mean, float *rstd, const float *x,
+                                     const float *gamma, const float *beta, int64_t rows,
+                                     int64_t D, dt_cuda_stream s);
+int dt_cuda_layernorm_backward_launch(float *dx, float *gx, const float *dy, const float *x,
+                                      const float *mean, const float *rstd, const float *gamma,
+                                      int64_t rows, int64_t D, bool accumulate, dt_cuda_stream s);
+/* One thread per (b, h, t) row: dt_attn_row; backward: dt_attn_row_dscores per row, then
+ * dt_attn_grad_elem per element of dqkv. */
+int dt_cuda_attention_forward_launch(float *out, float *att, const float *qkv, int64_t B,
+                                     int64_t T, int64_t H, int64_t D, bool portable,
+                                     dt_cuda_stream s);
+int dt_cuda_attention_backward_launch(float *dqkv, float *ds, const float *dout, const float *att,
+                                      const float *qkv, int64_t B, int64_t T, int64_t H, int64_t D,
+                                      dt_cuda_stream s);
+/* Elementwise: dt_gelu, dt_gelu_grad, y += x, dt_adamw_elem, g *= dt_clip_coef(*norm_sq). */
+int dt_cuda_gelu_launch(float *y, const float *dy, const float *x, int64_t n, bool backward,
+                        bool own_tanh, dt_cuda_stream s);
+int dt_cuda_add_launch(float *y, const float *x, int64_t n, dt_cuda_stream s);
+int dt_cuda_adamw_launch(float *w, float *m, float *v, const float *g, int64_t n,
+                         const struct dt_adamw_step *st, dt_cuda_stream s);
+int dt_cuda_clip_scale_launch(float *g, int64_t n, const float *norm_sq, float max_norm,
+                              dt_cuda_stream s);
+/* The clipping norm's pieces. chunks: part[c] = the squares of g's chunk c (`chunk`
+ * elements) summed in index order. add_in_order: *dst = *dst + sum, one thread (fixed:
+ * the tensors' sums in tensor order). atomic: the chunk sums added to *dst by atomicAdd.
+ * exact: init zeroes acc and the record; max takes g's max |x| into it (and the first
+ * non-finite element); sum adds g's squares at the shift of (max^2, total) into acc;
+ * finish writes *dst (NaN after a non-finite element, +Inf when max^2 overflows). */
+int dt_cuda_norm_chunks(float *part, const float *g, int64_t n, int64_t chunk, dt_cuda_stream s);
+int dt_cuda_norm_add_in_order(float *dst, const float *sum, dt_cuda_stream s);
+int dt_cuda_norm_atomic(float *dst, const float *g, int64_t n, int64_t chunk, dt_cuda_stream s);
+int dt_cuda_norm_exact_init(unsigned long long *acc, struct dt_cuda_fixed_record *rec,
+                            dt_cuda_stream s);
+int dt_cuda_norm_exact_max(struct dt_cuda_fixed_record *rec, const float *g, int64_t n,
+                           dt_cuda_stream s);
+int dt_cuda_norm_exact_sum(unsigned long long *acc, const struct dt_cuda_fixed_record *rec,
+                           const float *g, int64_t n, int64_t total, dt_cuda_stream s);
+int dt_cuda_norm_exact_finish(float *dst, const unsigned long long *acc,
+                              const struct dt_cuda_fixed_record *rec, int64_t total,
+                              dt_cuda_stream s);
+/* One thread per row: the dropout op's modes (determinism/dropout.h); the lanes' seeds. */
+int dt_cuda_dropout_launch(float *y, const float *x, uint8_t *keep, struct dt_xoro *lanes,
+                           int64_t rows, int64_t width, const struct dt_dropout_site *site,
+                           dt_cuda_stream s);
+int dt_cuda_dropout_seed_launch(struct dt_xoro *lanes, int64_t rows, int64_t row0, uint64_t seed,
+                                uint32_t step, uint32_t member, dt_cuda_stream s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
