@@ -36,7 +36,7 @@ declare -A writes=(
   [bnn-rng]="results/cpu/bnn-rng/: bench.txt"
   [noise_sources]="results/cpu/noise_sources/: mlp/, lenet/ and gpt/ (reports, csv files, config.json, run.json, explain/, plots/)"
   [gpt]="results/cpu/gpt/: run/ (configs/gpt.yaml: report, csv files, manifests, samples), threads-table.md, explain.txt|csv, bench.txt, dropout-bench.txt, vs-torch/ (with PyTorch)"
-  [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md (every committed results/<gpu>/crossdev a column)"
+  [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md (every committed results/<gpu>/crossdev a column), results/cpu/crossdev-gpt-t2/"
 )
 
 usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
@@ -287,6 +287,9 @@ part_crossdev() {
   for g in results/*/crossdev; do [ -d "$g" ] && gpus+=("$g"); done
   bash scripts/cross_device.sh table results/cpu/crossdev-t2 results/cpu/crossdev-t1 \
     "${gpus[@]}" --out results/cross_device.md
+  # the GPT's reference for the first light's gpt stage (its own root: a GPT failure there
+  # cannot touch the other models' table)
+  bash scripts/cross_device.sh run cpu results/cpu/crossdev-gpt-t2 --threads 2 --models gpt
 }
 
 # ---- run ------------------------------------------------------------------------------------
