@@ -229,6 +229,15 @@ static inline DT_HD void dt_adamw_elem(float *w, float *m, float *v, float g,
 
 /* ---- clipping by the global norm (torch.nn.utils.clip_grad_norm_'s factor) ----------- */
 
+/* The squares of g[begin, end) summed in index order from +0: a chunk of the clipping
+ * norm (each square rounded on its own). */
+static inline DT_HD float dt_sq_sum(const float *g, int64_t begin, int64_t end)
+{
+    float s = 0.0f;
+    for (int64_t i = begin; i < end; i++) s = s + dt_rn_mul(g[i], g[i]);
+    return s;
+}
+
 /* min(1, max_norm / (sqrt(norm_sq) + 1e-6)); a NaN norm gives 1 (the non-finite scan then
  * names the gradient). */
 static inline DT_HD float dt_clip_coef(float norm_sq, float max_norm)

@@ -263,6 +263,14 @@ part_gpt() {
   "$DETRAIN" bench configs/gpt.yaml --steps 60 --warmup 5 --set model.dropout=0.1 \
     --set 'policies=[fast, portable, {base: portable, rng: philox}, {base: portable, rng: stored}]' \
     > "$o/keep/dropout-bench.txt"
+  # detrain fast/portable and PyTorch default/deterministic on the GPT, interleaved
+  if bash scripts/vs_torch.sh 3 gpt > "$o/keep/vs-torch-interleaved.txt"; then :; else
+    rc=$?
+    [ $rc -eq 77 ] || { say "gpt: scripts/vs_torch.sh failed ($rc)"; return 1; }
+    say "gpt: PyTorch is not installed: vs-torch-interleaved.txt kept as it was"
+    [ ! -f results/cpu/gpt/vs-torch-interleaved.txt ] ||
+      cp results/cpu/gpt/vs-torch-interleaved.txt "$o/keep/"
+  fi
   rc=0
   python3 -c 'import torch' 2>/dev/null && py=python3 || py=/usr/bin/python3
   "$py" scripts/gpt_vs_torch.py --detrain "$DETRAIN" --config configs/gpt.yaml --steps 200 \

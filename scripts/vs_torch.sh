@@ -6,7 +6,8 @@
 # same transformer in PyTorch: scripts/torch_gpt.py). Interleaved in rounds (each round runs every
 # workload's four programs one after the other) so that all see the same machine state;
 # then the median of each over the rounds and detrain's against PyTorch's: one file.
-#   bash scripts/vs_torch.sh [ROUNDS] > vs-torch.txt     (make bench; scripts/results.sh)
+#   bash scripts/vs_torch.sh [ROUNDS [NAME...]] > vs-torch.txt  (make bench; scripts/results.sh)
+# NAME limits the workloads to those configs (quickstart, lenet, bnn, gpt), e.g. `3 gpt`.
 # DETRAIN: the detrain binary (default build/detrain). PYTHON: a Python with torch (default:
 # the first of python3 and /usr/bin/python3 that imports it; Debian's python3-torch is for
 # /usr/bin/python3). Exit 77 without PyTorch. Same threads on both sides: detrain's config
@@ -14,6 +15,7 @@
 set -euo pipefail
 detrain=${DETRAIN:-build/detrain}
 rounds=${1:-3}
+only=("${@:2}")
 py=${PYTHON:-}
 if [ -z "$py" ]; then
   for p in python3 /usr/bin/python3; do
@@ -33,6 +35,7 @@ for round in $(seq 1 "$rounds"); do
     set -- $spec
     cfg=$1 batch=$2 steps=$3
     name=$(basename "$cfg" .yaml)
+    if [ ${#only[@]} -gt 0 ] && [[ " ${only[*]} " != *" $name "* ]]; then continue; fi
     for pol in fast portable; do
       ms=$("$detrain" bench "$cfg" --steps "$steps" --warmup 5 --set train.batch="$batch" \
              --set "policies=[$pol]" 2>&1 | sed -n 's/.*step (update) median *\([0-9.]*\) ms.*/\1/p')

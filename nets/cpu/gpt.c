@@ -402,18 +402,14 @@ static void norm_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
     const struct norm_job *j = ctx;
     for (int64_t c = begin; c < end; c++) {
         const int64_t e = (c + 1) * DT_REDUCE_CHUNK < j->n ? (c + 1) * DT_REDUCE_CHUNK : j->n;
-        float s = 0.0f;
-        for (int64_t i = c * DT_REDUCE_CHUNK; i < e; i++) s += j->g[i] * j->g[i];
-        j->chunks[c] = s;
+        j->chunks[c] = dt_sq_sum(j->g, c * DT_REDUCE_CHUNK, e);
     }
 }
 
 static void norm_unordered_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     const struct norm_job *j = ctx;
-    float s = 0.0f;
-    for (int64_t i = begin; i < end; i++) s += j->g[i] * j->g[i];
-    dt_cpu_atomic_add_float(j->total, s);
+    dt_cpu_atomic_add_float(j->total, dt_sq_sum(j->g, begin, end));
 }
 
 static void norm_exact_part(void *ctx, int64_t begin, int64_t end, int worker)
@@ -422,7 +418,8 @@ static void norm_exact_part(void *ctx, int64_t begin, int64_t end, int worker)
     int64_t acc = 0;
     for (int64_t i = begin; i < end; i++) {
         int64_t q = 0;
-        (void)dt_fixed_from_float(&q, j->g[i] * j->g[i], j->shift); /* in range by the shift */
+        (void)dt_fixed_from_float(&q, dt_rn_mul(j->g[i], j->g[i]),
+                                  j->shift); /* in range by the shift */
         acc += q;
     }
     __atomic_fetch_add(j->acc, acc, __ATOMIC_RELAXED); /* integers: any order */

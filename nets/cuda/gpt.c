@@ -31,6 +31,9 @@
 
 #define SLOT_PARTIALS 0
 #define SLOT_SMALL 1
+/* The fixed-point scatter's records name dh's row and column for a non-finite input, and
+ * the entry token * D + i for a sum beyond the float range (status.c: at most 39 chars). */
+#define EMB_WHAT "embedding grad (col = token*D + i)"
 
 static dt_cuda_stream stream_of(struct dt_backend *be) { return dt_cuda(be)->stream; }
 
@@ -40,10 +43,10 @@ enum dt_status dt_cuda_embedding_forward(struct dt_backend *be, float *h, int32_
                                          const float *wpe, int64_t B, int64_t T, int64_t D,
                                          const struct dt_policy *pol)
 {
-    return dt_cuda_launched(be,
-                            dt_cuda_embedding_forward_launch(h, tokens, targets, x, wte, wpe, B, T,
-                                                             D, stream_of(be)),
-                            "embedding_forward");
+    return dt_cuda_launched(
+        be,
+        dt_cuda_embedding_forward_launch(h, tokens, targets, x, wte, wpe, B, T, D, stream_of(be)),
+        "embedding_forward");
 }
 
 enum dt_status dt_cuda_embedding_backward(struct dt_backend *be, float *dwte, const float *dh,
@@ -53,12 +56,13 @@ enum dt_status dt_cuda_embedding_backward(struct dt_backend *be, float *dwte, co
     struct dt_cuda_ctx *c = dt_cuda(be);
     if (!dt_atomics_exact(pol)) {
         if (!accumulate)
-            DT_CUDA_CHECK(cudaMemsetAsync(dwte, 0, (size_t)(V * D) * sizeof(float),
-                                          (cudaStream_t)c->stream));
+            DT_CUDA_CHECK(
+                cudaMemsetAsync(dwte, 0, (size_t)(V * D) * sizeof(float), (cudaStream_t)c->stream));
         if (c->forced_order) {
             const int64_t *perm = dt_cuda_forced_perm(be, rows, DT_FORCED_ROWS);
             return dt_cuda_launched(
-                be, dt_cuda_embedding_scatter_in_order(dwte, dh, tokens, perm, rows, V, D, c->stream),
+                be,
+                dt_cuda_embedding_scatter_in_order(dwte, dh, tokens, perm, rows, V, D, c->stream),
                 "embedding_backward forced");
         }
         return dt_cuda_launched(
@@ -68,17 +72,15 @@ enum dt_status dt_cuda_embedding_backward(struct dt_backend *be, float *dwte, co
     unsigned long long *acc =
         dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)(V * D) * sizeof(unsigned long long));
     bool deferred = false;
-    struct dt_cuda_fixed_record *rec = dt_cuda_check_record(
-        be, DT_CUDA_CHECK_BIAS, "embedding gradient (entry token*D+column)", D, SLOT_SMALL,
-        &deferred);
-    DT_FORWARD_IF_ERROR(dt_cuda_launched(be,
-                                         dt_cuda_embedding_scatter_fixed(dwte, acc, rec, dh, tokens,
-                                                                         rows, V, D, accumulate,
-                                                                         c->stream),
-                                         "embedding_backward fixed point"));
+    struct dt_cuda_fixed_record *rec =
+        dt_cuda_check_record(be, DT_CUDA_CHECK_BIAS, EMB_WHAT, D, SLOT_SMALL, &deferred);
+    DT_FORWARD_IF_ERROR(
+        dt_cuda_launched(be,
+                         dt_cuda_embedding_scatter_fixed(dwte, acc, rec, dh, tokens, rows, V, D,
+                                                         accumulate, c->stream),
+                         "embedding_backward fixed point"));
     if (deferred) return DT_OK; /* read at the step's end (status.c) */
-    return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_BIAS, "embedding gradient (entry token*D+column)",
-                             D, SLOT_SMALL);
+    return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_BIAS, EMB_WHAT, D, SLOT_SMALL);
 }
 
 /* portable: per row (dt_layernorm_row). */
@@ -87,8 +89,7 @@ enum dt_status dt_cuda_layernorm_forward(struct dt_backend *be, float *y, float 
                                          int64_t rows, int64_t D, const struct dt_policy *pol)
 {
     return dt_cuda_launched(
-        be,
-        dt_cuda_layernorm_forward_launch(y, mean, rstd, x, gamma, beta, rows, D, stream_of(be)),
+        be, dt_cuda_layernorm_forward_launch(y, mean, rstd, x, gamma, beta, rows, D, stream_of(be)),
         "layernorm_forward");
 }
 
@@ -177,9 +178,9 @@ static enum dt_status norm_forced(struct dt_backend *be, float *norm_sq, const f
     for (int i = 0; i < count; i++) {
         const int64_t m = (n[i] + DT_UNORDERED_CHUNK - 1) / DT_UNORDERED_CHUNK;
         float *part = dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)m * sizeof(float));
-        DT_FORWARD_IF_ERROR(
-            dt_cuda_launched(be, dt_cuda_norm_chunks(part, g[i], n[i], DT_UNORDERED_CHUNK, c->stream),
-                             "grad_norm forced"));
+        DT_FORWARD_IF_ERROR(dt_cuda_launched(
+            be, dt_cuda_norm_chunks(part, g[i], n[i], DT_UNORDERED_CHUNK, c->stream),
+            "grad_norm forced"));
         float *h = dt_xmalloc((size_t)m * sizeof *h);
         DT_CUDA_CHECK(cudaMemcpyAsync(h, part, (size_t)m * sizeof *h, cudaMemcpyDeviceToHost,
                                       (cudaStream_t)c->stream));

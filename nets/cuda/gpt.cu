@@ -103,8 +103,8 @@ static __global__ void scatter_fixed_finish_kernel(float *dwte, struct dt_cuda_f
 /* ---- LayerNorm, attention ---------------------------------------------------------------- */
 
 static __global__ void layernorm_forward_kernel(float *y, float *mean, float *rstd, const float *x,
-                                                const float *gamma, const float *beta,
-                                                int64_t rows, int64_t D)
+                                                const float *gamma, const float *beta, int64_t rows,
+                                                int64_t D)
 {
     DT_GRID_STRIDE(r, rows)
     dt_layernorm_row(y + r * D, &mean[r], &rstd[r], x + r * D, gamma, beta, D);
@@ -196,9 +196,7 @@ static __global__ void norm_chunks_kernel(float *part, const float *g, int64_t n
     DT_GRID_STRIDE(c, (n + chunk - 1) / chunk)
     {
         const int64_t e = (c + 1) * chunk < n ? (c + 1) * chunk : n;
-        float s = 0.0f;
-        for (int64_t i = c * chunk; i < e; i++) s = s + dt_rn_mul(g[i], g[i]);
-        part[c] = s;
+        part[c] = dt_sq_sum(g, c * chunk, e);
     }
 }
 
@@ -207,9 +205,7 @@ static __global__ void norm_atomic_kernel(float *dst, const float *g, int64_t n,
     DT_GRID_STRIDE(c, (n + chunk - 1) / chunk)
     {
         const int64_t e = (c + 1) * chunk < n ? (c + 1) * chunk : n;
-        float s = 0.0f;
-        for (int64_t i = c * chunk; i < e; i++) s = s + dt_rn_mul(g[i], g[i]);
-        atomicAdd(dst, s);
+        atomicAdd(dst, dt_sq_sum(g, c * chunk, e));
     }
 }
 
@@ -247,8 +243,8 @@ static __device__ int norm_exact_shift(const struct dt_cuda_fixed_record *rec, i
 }
 
 static __global__ void norm_exact_sum_kernel(unsigned long long *acc,
-                                             const struct dt_cuda_fixed_record *rec,
-                                             const float *g, int64_t n, int64_t total)
+                                             const struct dt_cuda_fixed_record *rec, const float *g,
+                                             int64_t n, int64_t total)
 {
     if (rec->first_bad != DT_CUDA_NO_INDEX) return;
     const float mx = dt_bits_float(rec->max_bits);
@@ -359,8 +355,8 @@ extern "C" int dt_cuda_embedding_scatter_fixed(float *dwte, unsigned long long *
 }
 
 extern "C" int dt_cuda_layernorm_forward_launch(float *y, float *mean, float *rstd, const float *x,
-                                                const float *gamma, const float *beta,
-                                                int64_t rows, int64_t D, dt_cuda_stream s)
+                                                const float *gamma, const float *beta, int64_t rows,
+                                                int64_t D, dt_cuda_stream s)
 {
     layernorm_forward_kernel<<<dt_cuda_grid_for(rows), THREADS, 0, s>>>(y, mean, rstd, x, gamma,
                                                                         beta, rows, D);

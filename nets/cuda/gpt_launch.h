@@ -31,16 +31,15 @@ int dt_cuda_embedding_scatter_fixed(float *dwte, unsigned long long *acc,
                                     bool accumulate, dt_cuda_stream s);
 /* One thread per row: dt_layernorm_row / dt_layernorm_row_grad. */
 int dt_cuda_layernorm_forward_launch(float *y, float *mean, float *rstd, const float *x,
-                                     const float *gamma, const float *beta, int64_t rows,
-                                     int64_t D, dt_cuda_stream s);
+                                     const float *gamma, const float *beta, int64_t rows, int64_t D,
+                                     dt_cuda_stream s);
 int dt_cuda_layernorm_backward_launch(float *dx, float *gx, const float *dy, const float *x,
                                       const float *mean, const float *rstd, const float *gamma,
                                       int64_t rows, int64_t D, bool accumulate, dt_cuda_stream s);
 /* One thread per (b, h, t) row: dt_attn_row; backward: dt_attn_row_dscores per row, then
  * dt_attn_grad_elem per element of dqkv. */
-int dt_cuda_attention_forward_launch(float *out, float *att, const float *qkv, int64_t B,
-                                     int64_t T, int64_t H, int64_t D, bool portable,
-                                     dt_cuda_stream s);
+int dt_cuda_attention_forward_launch(float *out, float *att, const float *qkv, int64_t B, int64_t T,
+                                     int64_t H, int64_t D, bool portable, dt_cuda_stream s);
 int dt_cuda_attention_backward_launch(float *dqkv, float *ds, const float *dout, const float *att,
                                       const float *qkv, int64_t B, int64_t T, int64_t H, int64_t D,
                                       dt_cuda_stream s);
