@@ -464,7 +464,9 @@ enum dt_status dt_embedding_forward(struct dt_backend *be, float *h, int32_t *to
                                     const struct dt_policy *pol);
 /* dwte[v] (=, or += with accumulate) the sum of dh[r] over the rows r with tokens[r] == v:
  * a scatter-add by token id (the `atomics` control: float adds in arrival order, or exact
- * int64 fixed point and one rounding). rows = B * T; dwte is (V, D). */
+ * int64 fixed point and one rounding). rows = B * T; dwte is (V, D). A token outside
+ * [0, V) -- impossible after dt_gpt_token when V = 256 -- is DT_ERR_DATA on the CPU; the
+ * CUDA kernels skip its row (checking would cost a host wait). */
 enum dt_status dt_embedding_backward(struct dt_backend *be, float *dwte, const float *dh,
                                      const int32_t *tokens, int64_t rows, int64_t V, int64_t D,
                                      bool accumulate, const struct dt_policy *pol);

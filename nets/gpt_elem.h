@@ -33,11 +33,13 @@ static inline DT_HDI float dt_gpt_tanh(float x, bool portable)
 /* ---- embedding ------------------------------------------------------------------------ */
 
 /* A window's byte value as a token id: x holds byte values 0..255 exactly; anything else
- * (a corrupt batch) is clamped into the vocabulary. */
+ * (a corrupt batch, NaN included) is clamped into the vocabulary as a float first, so that
+ * no out-of-range conversion (undefined in C, saturating on a GPU) decides it. */
 static inline DT_HD int32_t dt_gpt_token(float x)
 {
-    const int32_t t = (int32_t)x;
-    return t < 0 ? 0 : t >= DT_GPT_VOCAB ? DT_GPT_VOCAB - 1 : t;
+    if (!(x >= 0.0f)) return 0;
+    if (x >= (float)(DT_GPT_VOCAB - 1)) return DT_GPT_VOCAB - 1;
+    return (int32_t)x;
 }
 
 /* Element e of the embedded batch h (B * T rows of D): wte[tok, i] + wpe[t, i] for row

@@ -457,6 +457,7 @@ enum dt_status dt_cpu_grad_norm(struct dt_backend *be, float *norm_sq, const flo
     }
     float sum = 0.0f;
     for (int i = 0; i < count; i++) {
+        if (n[i] <= 0) continue;
         struct norm_job j = {.g = g[i], .n = n[i]};
         if (dt_reduction_ordered(pol)) {
             const int64_t m = dt_reduce_chunks(n[i]);

@@ -224,6 +224,7 @@ enum dt_status dt_cuda_grad_norm(struct dt_backend *be, float *norm_sq, const fl
     DT_CUDA_CHECK(cudaMemsetAsync(norm_sq, 0, sizeof(float), s));
     for (int i = 0; i < count; i++) {
         int rc;
+        if (n[i] <= 0) continue;
         if (dt_reduction_ordered(pol)) { /* chunks, the fixed tree, then += in tensor order */
             const int64_t m = dt_reduce_chunks(n[i]);
             float *part = dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)m * sizeof(float));

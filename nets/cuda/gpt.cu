@@ -92,11 +92,9 @@ static __global__ void scatter_fixed_finish_kernel(float *dwte, struct dt_cuda_f
     DT_GRID_STRIDE(e, n)
     {
         const float f = dt_fixed_to_float((int64_t)acc[e], shift);
-        if ((dt_float_bits(f) & 0x7fffffffu) >= 0x7f800000u) {
+        if ((dt_float_bits(f) & 0x7fffffffu) >= 0x7f800000u)
             atomicMin(&rec->overflow_col, (unsigned long long)e);
-            continue;
-        }
-        dwte[e] = accumulate ? dwte[e] + f : f;
+        dwte[e] = accumulate ? dwte[e] + f : f; /* the Inf too, as the bias gradient writes it */
     }
 }
 
@@ -224,15 +222,20 @@ static __global__ void norm_exact_init_kernel(unsigned long long *acc,
     rec->overflow_col = DT_CUDA_NO_INDEX;
 }
 
+/* max |g| as bits (order-free), one atomic per thread; any non-finite element flags. */
 static __global__ void norm_exact_max_kernel(struct dt_cuda_fixed_record *rec, const float *g,
                                              int64_t n)
 {
+    unsigned int mx = 0;
+    bool bad = false;
     DT_GRID_STRIDE(i, n)
     {
         const unsigned int bits = dt_float_bits(g[i]) & 0x7fffffffu;
-        if (bits >= 0x7f800000u) atomicMin(&rec->first_bad, (unsigned long long)i);
-        else atomicMax(&rec->max_bits, bits);
+        if (bits >= 0x7f800000u) bad = true;
+        else if (bits > mx) mx = bits;
     }
+    if (bad) atomicMin(&rec->first_bad, 0ull);
+    if (mx) atomicMax(&rec->max_bits, mx);
 }
 
 /* The shift of every square: max |g|^2 (rounded once) and the count of all terms. */
@@ -250,12 +253,14 @@ static __global__ void norm_exact_sum_kernel(unsigned long long *acc,
     const float mx = dt_bits_float(rec->max_bits);
     if (!(dt_rn_mul(mx, mx) <= 3.402823466e+38f)) return; /* finish says +Inf */
     const int shift = norm_exact_shift(rec, total);
+    unsigned long long sum = 0; /* exact in any grouping: the shift bounds every sum */
     DT_GRID_STRIDE(i, n)
     {
         int64_t q = 0;
         (void)dt_fixed_from_float(&q, dt_rn_mul(g[i], g[i]), shift); /* in range by the shift */
-        atomicAdd(acc, (unsigned long long)q);
+        sum += (unsigned long long)q;
     }
+    if (sum) atomicAdd(acc, sum);
 }
 
 static __global__ void norm_exact_finish_kernel(float *dst, const unsigned long long *acc,
