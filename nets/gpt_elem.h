@@ -134,20 +134,13 @@ static inline DT_HD float dt_gpt_attn_scale(int64_t hd)
     return dt_rn_div(1.0f, sqrtf((float)hd));
 }
 
-/* Row (b, h, t): p[s] for s <= t (p[s] = 0 beyond) and out[j] = sum_s p[s] v_s[j]. */
-static inline DT_HD void dt_attn_row(float *out, float *p, const float *qkv, int64_t b, int64_t t,
-                                     int64_t h, int64_t T, int64_t D, int64_t hd, float scale,
-                                     bool portable)
+/* The causal softmax of row t in place: scores p[0..t] on entry, weights on return, and
+ * p[s] = 0 for t < s < T. */
+static inline DT_HD void dt_attn_softmax_row(float *p, int64_t t, int64_t T, bool portable)
 {
-    const float *q = qkv + (b * T + t) * 3 * D + h * hd;
     float mx = -INFINITY;
-    for (int64_t s = 0; s <= t; s++) {
-        const float *k = qkv + (b * T + s) * 3 * D + D + h * hd;
-        float dot = 0.0f;
-        for (int64_t j = 0; j < hd; j++) dot += dt_rn_mul(q[j], k[j]);
-        p[s] = dt_rn_mul(dot, scale);
+    for (int64_t s = 0; s <= t; s++)
         if (p[s] > mx) mx = p[s];
-    }
     float z = 0.0f;
     for (int64_t s = 0; s <= t; s++) {
         p[s] = dt_gpt_exp(p[s] - mx, portable);
@@ -155,6 +148,21 @@ static inline DT_HD void dt_attn_row(float *out, float *p, const float *qkv, int
     }
     for (int64_t s = 0; s <= t; s++) p[s] = dt_rn_div(p[s], z);
     for (int64_t s = t + 1; s < T; s++) p[s] = 0.0f;
+}
+
+/* Row (b, h, t): p[s] for s <= t (p[s] = 0 beyond) and out[j] = sum_s p[s] v_s[j]. */
+static inline DT_HD void dt_attn_row(float *out, float *p, const float *qkv, int64_t b, int64_t t,
+                                     int64_t h, int64_t T, int64_t D, int64_t hd, float scale,
+                                     bool portable)
+{
+    const float *q = qkv + (b * T + t) * 3 * D + h * hd;
+    for (int64_t s = 0; s <= t; s++) {
+        const float *k = qkv + (b * T + s) * 3 * D + D + h * hd;
+        float dot = 0.0f;
+        for (int64_t j = 0; j < hd; j++) dot += dt_rn_mul(q[j], k[j]);
+        p[s] = dt_rn_mul(dot, scale);
+    }
+    dt_attn_softmax_row(p, t, T, portable);
     for (int64_t j = 0; j < hd; j++) {
         float acc = 0.0f;
         for (int64_t s = 0; s <= t; s++)
@@ -163,23 +171,31 @@ static inline DT_HD void dt_attn_row(float *out, float *p, const float *qkv, int
     }
 }
 
+/* Row t of dS from dp in place: dp[0..t] on entry, dS[s] = p[s] (dp[s] - sum_s' p[s']
+ * dp[s']) scale on return, zeros for t < s < T. */
+static inline DT_HD void dt_attn_dscores_finish(float *ds, const float *p, int64_t t, int64_t T,
+                                                float scale)
+{
+    float sum = 0.0f;
+    for (int64_t s = 0; s <= t; s++) sum += dt_rn_mul(p[s], ds[s]);
+    for (int64_t s = 0; s <= t; s++) ds[s] = dt_rn_mul(dt_rn_mul(p[s], ds[s] - sum), scale);
+    for (int64_t s = t + 1; s < T; s++) ds[s] = 0.0f;
+}
+
 /* Row (b, h, t) of dS, the gradient of the pre-softmax scores times scale:
- * dp[s] = dout_t . v_s, dS[s] = p[s] (dp[s] - sum_s' p[s'] dp[s']) scale (zeros beyond t). */
+ * dp[s] = dout_t . v_s, then dt_attn_dscores_finish. */
 static inline DT_HD void dt_attn_row_dscores(float *ds, const float *p, const float *dout,
                                              const float *qkv, int64_t b, int64_t t, int64_t h,
                                              int64_t T, int64_t D, int64_t hd, float scale)
 {
     const float *dy = dout + (b * T + t) * D + h * hd;
-    float sum = 0.0f;
     for (int64_t s = 0; s <= t; s++) {
         const float *v = qkv + (b * T + s) * 3 * D + 2 * D + h * hd;
         float dp = 0.0f;
         for (int64_t j = 0; j < hd; j++) dp += dt_rn_mul(dy[j], v[j]);
         ds[s] = dp;
-        sum += dt_rn_mul(p[s], dp);
     }
-    for (int64_t s = 0; s <= t; s++) ds[s] = dt_rn_mul(dt_rn_mul(p[s], ds[s] - sum), scale);
-    for (int64_t s = t + 1; s < T; s++) ds[s] = 0.0f;
+    dt_attn_dscores_finish(ds, p, t, T, scale);
 }
 
 /* Element j of head h of the gradients at position u of example b, from dS and att

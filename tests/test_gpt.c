@@ -3,6 +3,10 @@
  *   ops_are_the_shared_functions   every CPU op, at 1 and 3 threads, equals a plain loop over
  *                                  the per-element functions of nets/gpt_elem.h bit for bit
  *                                  (the host emulation a CUDA kernel is checked against);
+ *   attention_library_path         the CUDA backend's cuBLAS calls for attention
+ *                                  (nets/gpt_attn_gemm.h) through a host BLAS, with the
+ *                                  per-row softmax and dS: the CPU op within rounding; a
+ *                                  wrongly transposed operand is far off;
  *   ops_match_double_reference     LayerNorm, attention and GELU forward and backward
  *                                  against double-precision references written here
  *                                  (backward by central differences of the double forward);
@@ -54,6 +58,7 @@
 #include "harness/setup/data.h"
 #include "determinism/dropout.h"
 #include "nets/backend.h"
+#include "nets/gpt_attn_gemm.h"
 #include "nets/gpt_elem.h"
 #include "nets/model.h"
 #include "tests/check.h"
@@ -193,6 +198,86 @@ static void check_ops_shared(int threads, enum dt_level lv)
     dt_backend_destroy(be);
 }
 
+/* The BLAS definition (column-major, strided batch) on the host. */
+static void host_gemm(const struct dt_gemm_call *g)
+{
+    for (int64_t z = 0; z < g->batch; z++) {
+        const float *a = g->a + z * g->stride_a, *b = g->b + z * g->stride_b;
+        float *c = g->c + z * g->stride_c;
+        for (int64_t j = 0; j < g->n; j++)
+            for (int64_t i = 0; i < g->m; i++) {
+                double acc = 0;
+                for (int64_t l = 0; l < g->k; l++)
+                    acc += (double)(g->ta ? a[l + i * g->lda] : a[i + l * g->lda]) *
+                           (double)(g->tb ? b[j + l * g->ldb] : b[l + j * g->ldb]);
+                c[i + j * g->ldc] = (float)(g->alpha * acc);
+            }
+    }
+}
+
+/* The CUDA backend's library path for attention (nets/gpt_attn_gemm.h: the exact cuBLAS
+ * calls it issues, each example a strided batch over heads) run through the BLAS
+ * definition here, with the per-row softmax and dS functions between: the CPU op's
+ * outputs within float rounding. A GPU is not needed to check the calls' layouts. */
+static void check_attention_library_path(void)
+{
+    enum { AB = 2, AT = 7, AH = 3, AD = 12, AR = AB * AT };
+    struct dt_backend *be = cpu(1);
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    static float qkv[AR * 3 * AD], dout[AR * AD], aout[AR * AD], att[AB * AH * AT * AT];
+    static float ds[AB * AH * AT * AT], dqkv[AR * 3 * AD];
+    static float gout[AR * AD], gatt[AB * AH * AT * AT], gds[AB * AH * AT * AT], gdqkv[AR * 3 * AD];
+    fill(qkv, AR * 3 * AD, 1.5);
+    fill(dout, AR * AD, 1.0);
+    CHECK_INT_EQ(dt_attention_forward(be, aout, att, qkv, AB, AT, AH, AD, &pol), DT_OK);
+    CHECK_INT_EQ(dt_attention_backward(be, dqkv, ds, dout, att, qkv, AB, AT, AH, AD, &pol), DT_OK);
+    const struct dt_attn_shape s = {AB, AT, AH, AD};
+    const float scale = dt_gpt_attn_scale(AD / AH);
+    for (int64_t b = 0; b < AB; b++) {
+        const struct dt_gemm_call g = dt_attn_gemm_scores(&s, gatt, qkv, b, scale);
+        host_gemm(&g);
+    }
+    for (int64_t i = 0; i < AB * AH * AT; i++) dt_attn_softmax_row(gatt + i * AT, i % AT, AT, true);
+    for (int64_t b = 0; b < AB; b++) {
+        const struct dt_gemm_call g = dt_attn_gemm_out(&s, gout, gatt, qkv, b);
+        host_gemm(&g);
+        const struct dt_gemm_call p = dt_attn_gemm_dp(&s, gds, dout, qkv, b);
+        host_gemm(&p);
+    }
+    for (int64_t i = 0; i < AB * AH * AT; i++)
+        dt_attn_dscores_finish(gds + i * AT, gatt + i * AT, i % AT, AT, scale);
+    for (int64_t b = 0; b < AB; b++)
+        for (int which = 0; which < 3; which++) {
+            const struct dt_gemm_call g =
+                dt_attn_gemm_grad(&s, gdqkv, gds, gatt, dout, qkv, b, which);
+            host_gemm(&g);
+        }
+    const struct {
+        const char *what;
+        const float *got, *ref;
+        int64_t n;
+    } cmp[] = {{"library path: weights", gatt, att, AB * AH * AT * AT},
+               {"library path: out", gout, aout, AR * AD},
+               {"library path: dS", gds, ds, AB * AH * AT * AT},
+               {"library path: dqkv", gdqkv, dqkv, AR * 3 * AD}};
+    for (size_t c = 0; c < sizeof cmp / sizeof cmp[0]; c++) {
+        double mx = 0, worst = 0;
+        for (int64_t i = 0; i < cmp[c].n; i++) mx = fmax(mx, fabs(cmp[c].ref[i]));
+        for (int64_t i = 0; i < cmp[c].n; i++)
+            worst = fmax(worst, fabs((double)cmp[c].got[i] - cmp[c].ref[i]));
+        if (!(worst <= 1e-5 * mx)) fprintf(stderr, "%s: off by %g of %g\n", cmp[c].what, worst, mx);
+        CHECK(worst <= 1e-5 * mx);
+    }
+    /* negative control: one operand transposed the wrong way is far off */
+    struct dt_gemm_call bad = dt_attn_gemm_grad(&s, gdqkv, gds, gatt, dout, qkv, 0, 1);
+    bad.tb = !bad.tb;
+    host_gemm(&bad);
+    double off = 0;
+    for (int64_t i = 0; i < AR * 3 * AD; i++) off = fmax(off, fabs((double)gdqkv[i] - dqkv[i]));
+    CHECK(off > 1e-3);
+    dt_backend_destroy(be);
+}
+
 DT_TEST(ops_are_the_shared_functions)
 {
     for (int threads = 1; threads <= 3; threads += 2) {
@@ -201,6 +286,8 @@ DT_TEST(ops_are_the_shared_functions)
         check_ops_shared(threads, DT_LEVEL_FAST);
     }
 }
+
+DT_TEST(attention_library_path) { check_attention_library_path(); }
 
 /* ---- 2. the ops against double references ------------------------------------------------ */
 
@@ -1436,13 +1523,13 @@ DT_TEST(gpu_explain_names_scatter)
     check_explain_forced_scatter(dir);
 }
 
-DT_TEST_MAIN(DT_CASE(ops_are_the_shared_functions), DT_CASE(ops_match_double_reference),
-             DT_CASE(dropout_masks), DT_CASE(gradients_match_double_reference),
-             DT_CASE(embedding_scatter_controls), DT_CASE(adamw_and_schedule),
-             DT_CASE(clip_norm_controls), DT_CASE(text_dataset), DT_CASE(levels_and_threads),
-             DT_CASE(resume_after_kill), DT_CASE(ranks_independent), DT_CASE(dropout_runs),
-             DT_CASE(dropout_ranks), DT_CASE(explain_names_scatter), DT_CASE(export_and_batches),
-             DT_CASE(vs_torch), DT_CASE(nonfinite_stops), DT_CASE(refusals),
-             DT_CASE(gpu_gradients_equal_cpu_and_grid_free), DT_CASE(gpu_host_waits_per_step),
-             DT_CASE(gpu_portable_trace_equals_cpu), DT_CASE(gpu_run_to_run_replicas_identical),
-             DT_CASE(gpu_explain_names_scatter))
+DT_TEST_MAIN(DT_CASE(ops_are_the_shared_functions), DT_CASE(attention_library_path),
+             DT_CASE(ops_match_double_reference), DT_CASE(dropout_masks),
+             DT_CASE(gradients_match_double_reference), DT_CASE(embedding_scatter_controls),
+             DT_CASE(adamw_and_schedule), DT_CASE(clip_norm_controls), DT_CASE(text_dataset),
+             DT_CASE(levels_and_threads), DT_CASE(resume_after_kill), DT_CASE(ranks_independent),
+             DT_CASE(dropout_runs), DT_CASE(dropout_ranks), DT_CASE(explain_names_scatter),
+             DT_CASE(export_and_batches), DT_CASE(vs_torch), DT_CASE(nonfinite_stops),
+             DT_CASE(refusals), DT_CASE(gpu_gradients_equal_cpu_and_grid_free),
+             DT_CASE(gpu_host_waits_per_step), DT_CASE(gpu_portable_trace_equals_cpu),
+             DT_CASE(gpu_run_to_run_replicas_identical), DT_CASE(gpu_explain_names_scatter))

@@ -594,8 +594,8 @@ static const struct op_row ops[] = {
     ROW(embedding_backward, 1e-5),
     ROW(layernorm_forward, 0),
     ROW(layernorm_backward, 0),
-    ROW(attention_forward, 1e-6),
-    ROW(attention_backward, 1e-6),
+    ROW(attention_forward, 2e-3), /* cuBLAS (TF32 at fast) outside portable, as dense */
+    ROW(attention_backward, 2e-3),
     ROW(gelu_forward, 1e-6),
     ROW(gelu_backward, 1e-6),
     ROW(add, 0),

@@ -21,11 +21,20 @@
  *                                              determinism/reduce.h, the tensors in order:
  *                                              the CPU's bits;
  *                       exact               -> every square in int64 at one shift, rounded
- *                                              once: the CPU's bits.
+ *                                              once: the CPU's bits;
+ *   attention           math portable       -> the own per-row kernels: the CPU's bits;
+ *                       fast, strict        -> its five products by cuBLAS
+ *                                              (nets/gpt_attn_gemm.h, checked through a host
+ *                                              BLAS in tests/test_gpt.c), TF32 at fast,
+ *                                              pedantic FP32 at strict; softmax and dS per
+ *                                              row through the shared functions.
  * No op here waits for the device (the forced-order hook apart). */
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <limits.h>
 
 #include "determinism/reduce.h"
+#include "nets/gpt_attn_gemm.h"
 #include "determinism/streams.h"
 #include "nets/cuda/gpt_launch.h"
 
@@ -105,26 +114,81 @@ enum dt_status dt_cuda_layernorm_backward(struct dt_backend *be, float *dx, floa
                             "layernorm_backward");
 }
 
-/* portable at `math: portable` (own exp): per (b, h, t) row, sums in index order. */
+/* One of attention's products (nets/gpt_attn_gemm.h) through cuBLAS, in the math mode the
+ * policy sets on the handle (TF32 at fast; pedantic FP32, fixed workspace at strict). */
+static int as_int(int64_t v)
+{
+    DT_ASSERT_MSG(v >= 0 && v <= INT_MAX, "attention size beyond cuBLAS's int range");
+    return (int)v;
+}
+
+static void attn_gemm(struct dt_backend *be, const struct dt_gemm_call *g,
+                      const struct dt_policy *pol)
+{
+    const float zero = 0.0f;
+    DT_CUBLAS_CHECK(cublasSgemmStridedBatched(
+        (cublasHandle_t)dt_cuda_cublas_for(be, pol), g->ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+        g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(g->m), as_int(g->n), as_int(g->k), &g->alpha,
+        g->a, as_int(g->lda), g->stride_a, g->b, as_int(g->ldb), g->stride_b, &zero, g->c,
+        as_int(g->ldc), g->stride_c, as_int(g->batch)));
+}
+
+/* portable (`math: portable`): the own kernels, per (b, h, t) row, sums in index order: the
+ * CPU's bits. fast and strict: the products by cuBLAS per example (a strided batch over the
+ * heads), the causal softmax a per-row kernel -- the library path a fast GPU
+ * implementation takes (deterministic on one GPU at strict). */
 enum dt_status dt_cuda_attention_forward(struct dt_backend *be, float *out, float *att,
                                          const float *qkv, int64_t B, int64_t T, int64_t H,
                                          int64_t D, const struct dt_policy *pol)
 {
-    return dt_cuda_launched(be,
-                            dt_cuda_attention_forward_launch(out, att, qkv, B, T, H, D,
-                                                             dt_math_portable(pol), stream_of(be)),
-                            "attention_forward");
+    if (dt_math_portable(pol))
+        return dt_cuda_launched(
+            be, dt_cuda_attention_forward_launch(out, att, qkv, B, T, H, D, true, stream_of(be)),
+            "attention_forward");
+    const struct dt_attn_shape s = {B, T, H, D};
+    for (int64_t b = 0; b < B; b++) {
+        const struct dt_gemm_call g =
+            dt_attn_gemm_scores(&s, att, qkv, b, dt_gpt_attn_scale(D / H));
+        attn_gemm(be, &g, pol);
+    }
+    DT_FORWARD_IF_ERROR(dt_cuda_launched(
+        be, dt_cuda_attention_softmax_launch(att, B * H * T, T, false, stream_of(be)),
+        "attention_forward softmax"));
+    for (int64_t b = 0; b < B; b++) {
+        const struct dt_gemm_call g = dt_attn_gemm_out(&s, out, att, qkv, b);
+        attn_gemm(be, &g, pol);
+    }
+    return DT_OK;
 }
 
-/* portable: score gradients per row, then each element of dqkv one sum in index order. */
+/* portable: score gradients per row, then each element of dqkv one sum in index order.
+ * fast and strict: dP by cuBLAS, dS per row, then dQ, dK, dV by cuBLAS. */
 enum dt_status dt_cuda_attention_backward(struct dt_backend *be, float *dqkv, float *ds,
                                           const float *dout, const float *att, const float *qkv,
                                           int64_t B, int64_t T, int64_t H, int64_t D,
                                           const struct dt_policy *pol)
 {
-    return dt_cuda_launched(
-        be, dt_cuda_attention_backward_launch(dqkv, ds, dout, att, qkv, B, T, H, D, stream_of(be)),
-        "attention_backward");
+    if (dt_math_portable(pol))
+        return dt_cuda_launched(
+            be,
+            dt_cuda_attention_backward_launch(dqkv, ds, dout, att, qkv, B, T, H, D, stream_of(be)),
+            "attention_backward");
+    const struct dt_attn_shape s = {B, T, H, D};
+    for (int64_t b = 0; b < B; b++) {
+        const struct dt_gemm_call g = dt_attn_gemm_dp(&s, ds, dout, qkv, b);
+        attn_gemm(be, &g, pol);
+    }
+    DT_FORWARD_IF_ERROR(
+        dt_cuda_launched(be,
+                         dt_cuda_attention_dscores_finish_launch(
+                             ds, att, B * H * T, T, dt_gpt_attn_scale(D / H), stream_of(be)),
+                         "attention_backward dS"));
+    for (int64_t b = 0; b < B; b++)
+        for (int which = 0; which < 3; which++) {
+            const struct dt_gemm_call g = dt_attn_gemm_grad(&s, dqkv, ds, att, dout, qkv, b, which);
+            attn_gemm(be, &g, pol);
+        }
+    return DT_OK;
 }
 
 /* portable wherever dt_math_own_tanh (fast and portable: the own tanh); strict: CUDA's. */

@@ -157,6 +157,21 @@ static __global__ void attention_grad_kernel(float *dqkv, const float *ds, const
     }
 }
 
+/* The library path's per-row steps (math fast and strict): the causal softmax of the
+ * scores cuBLAS left in att, and dS from the dP it left in ds. */
+static __global__ void attention_softmax_kernel(float *att, int64_t rows, int64_t T, bool portable)
+{
+    DT_GRID_STRIDE(i, rows)
+    dt_attn_softmax_row(att + i * T, i % T, T, portable);
+}
+
+static __global__ void attention_dscores_finish_kernel(float *ds, const float *att, int64_t rows,
+                                                       int64_t T, float scale)
+{
+    DT_GRID_STRIDE(i, rows)
+    dt_attn_dscores_finish(ds + i * T, att + i * T, i % T, T, scale);
+}
+
 /* ---- elementwise --------------------------------------------------------------------------- */
 
 static __global__ void gelu_kernel(float *y, const float *dy, const float *x, int64_t n,
@@ -396,6 +411,21 @@ extern "C" int dt_cuda_attention_backward_launch(float *dqkv, float *ds, const f
         ds, att, dout, qkv, B, T, H, D, dt_gpt_attn_scale(D / H));
     attention_grad_kernel<<<dt_cuda_grid_for(B * T * 3 * D), THREADS, 0, s>>>(dqkv, ds, att, dout,
                                                                               qkv, B, T, H, D);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_attention_softmax_launch(float *att, int64_t rows, int64_t T, bool portable,
+                                                dt_cuda_stream s)
+{
+    attention_softmax_kernel<<<dt_cuda_grid_for(rows), THREADS, 0, s>>>(att, rows, T, portable);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_attention_dscores_finish_launch(float *ds, const float *att, int64_t rows,
+                                                       int64_t T, float scale, dt_cuda_stream s)
+{
+    attention_dscores_finish_kernel<<<dt_cuda_grid_for(rows), THREADS, 0, s>>>(ds, att, rows, T,
+                                                                               scale);
     LAUNCHED;
 }
 

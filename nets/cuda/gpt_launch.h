@@ -43,6 +43,12 @@ int dt_cuda_attention_forward_launch(float *out, float *att, const float *qkv, i
 int dt_cuda_attention_backward_launch(float *dqkv, float *ds, const float *dout, const float *att,
                                       const float *qkv, int64_t B, int64_t T, int64_t H, int64_t D,
                                       dt_cuda_stream s);
+/* The library path's per-row steps: dt_attn_softmax_row over att's rows (B H T of T), and
+ * dt_attn_dscores_finish of ds's rows against att's. */
+int dt_cuda_attention_softmax_launch(float *att, int64_t rows, int64_t T, bool portable,
+                                     dt_cuda_stream s);
+int dt_cuda_attention_dscores_finish_launch(float *ds, const float *att, int64_t rows, int64_t T,
+                                            float scale, dt_cuda_stream s);
 /* Elementwise: dt_gelu, dt_gelu_grad, y += x, dt_adamw_elem, g *= dt_clip_coef(*norm_sq). */
 int dt_cuda_gelu_launch(float *y, const float *dy, const float *x, int64_t n, bool backward,
                         bool own_tanh, dt_cuda_stream s);
