@@ -8,7 +8,8 @@
 #       (configs/bnn.yaml); --models picks from mlp,lenet,bnn,gpt (gpt: configs/gpt.yaml on
 #       tests/data/gpt_corpus.txt, a committed corpus every machine has). One replica each,
 #       --steps steps (default 100), hashed every step with per-tensor digests, no weight
-#       snapshots, plots or overhead measurement, into OUTROOT/<model> (each replaced);
+#       snapshots, plots, predictions.csv or overhead measurement, into OUTROOT/<model>
+#       (each replaced);
 #       OUTROOT/commands.txt records the date, host, detrain version and every command with
 #       its exit status and time. --threads sets backend.threads; --set passes more
 #       overrides to every run.
@@ -126,6 +127,9 @@ mode_run() {
     if [ $rc -eq 0 ]; then
       echo "cross_device: $m on $device: done in ${secs}s -> $out" >&2
       rm -f "$root/$m.log"
+      # the table compares digests: the per-example predictions (89 kB a run) only weigh
+      # on every GPU call that carries the references
+      rm -f "$out"/portable/replica-*/predictions.csv
     else
       echo "cross_device: FAILED: $m on $device (exit $rc after ${secs}s); its output:" >&2
       sed 's/^/  /' "$root/$m.log" >&2
