@@ -37,9 +37,8 @@ struct dt_attn_shape {
 
 static inline struct dt_gemm_call dt_attn_gemm_(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                                                 float alpha, const float *a, int64_t lda,
-                                                int64_t sa, const float *b, int64_t ldb,
-                                                int64_t sb, float *c, int64_t ldc, int64_t sc,
-                                                int64_t batch)
+                                                int64_t sa, const float *b, int64_t ldb, int64_t sb,
+                                                float *c, int64_t ldc, int64_t sc, int64_t batch)
 {
     struct dt_gemm_call g = {ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, c, ldc, sc, batch};
     return g;
@@ -82,8 +81,8 @@ static inline struct dt_gemm_call dt_attn_gemm_dp(const struct dt_attn_shape *s,
  * dQ^T = K^T dS^T, dK^T = Q^T dS, dV^T = dout^T P. */
 static inline struct dt_gemm_call dt_attn_gemm_grad(const struct dt_attn_shape *s, float *dqkv,
                                                     const float *ds, const float *att,
-                                                    const float *dout, const float *qkv,
-                                                    int64_t b, int which)
+                                                    const float *dout, const float *qkv, int64_t b,
+                                                    int which)
 {
     const int64_t T = s->T, D = s->D, H = s->H, hd = s->D / s->H;
     const float *base = qkv + b * T * 3 * D;
