@@ -17,7 +17,7 @@ config's model.kind):
          when absent)
 
 Modes (--modes; default mlp: default,tf32,deterministic; lenet: default,benchmark,
-deterministic; gpt: default,deterministic,sdpa):
+deterministic; gpt: default,tf32,deterministic,sdpa):
 
   default        PyTorch's defaults (TF32 off for matrix products, as PyTorch ships;
                  cuDNN picks convolution algorithms by heuristics, benchmark off)
@@ -28,9 +28,11 @@ deterministic; gpt: default,deterministic,sdpa):
                  detrain's conv_algo: autotune does)
   deterministic  torch.use_deterministic_algorithms(True), cudnn.deterministic = True,
                  cudnn.benchmark = False, CUBLAS_WORKSPACE_CONFIG=:4096:8 set before CUDA starts
-  sdpa           gpt: default, with attention by F.scaled_dot_product_attention (PyTorch >=
-                 2.0; FlashAttention or memory-efficient kernels on a GPU): the anchor a
-                 user would pick instead; skipped (noted) where PyTorch lacks it
+  sdpa           gpt only: default, with attention by F.scaled_dot_product_attention
+                 (PyTorch >= 2.0: its fused kernels on a GPU -- FlashAttention takes only
+                 fp16/bf16, so in this fp32 model the memory-efficient kernel or the math
+                 fallback runs): the anchor a user would pick instead; skipped (noted)
+                 where PyTorch lacks it
 
 Data: Fashion-MNIST when found (dataset.path, $DETRAIN_DATA, /usr/share/datasets/
 fashion-mnist), else uniform random images and labels; either way held on the device, so
@@ -53,7 +55,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ("default", "tf32", "benchmark", "deterministic", "sdpa")
 DEFAULT_MODES = {"mlp": ("default", "tf32", "deterministic"),
                  "lenet": ("default", "benchmark", "deterministic"),
-                 "gpt": ("default", "deterministic", "sdpa")}
+                 "gpt": ("default", "tf32", "deterministic", "sdpa")}
 DEFAULT_CONFIG = {"mlp": "quickstart.yaml", "lenet": "lenet.yaml", "gpt": "gpt.yaml"}
 EXIT_SKIP = 77
 CSV_HEADER = ("mode,steps,median_ms,p10_ms,p90_ms,device,torch,tf32_matmul,tf32_cudnn,"
@@ -250,9 +252,10 @@ def result_fields(torch, dev, mode, times, model, loss):
 
 
 def gpt_defaults():
-    """detrain's gpt defaults (harness/setup/config.c), for --model gpt without a config."""
+    """detrain's defaults (harness/setup/config.c: a gpt trained by SGD, as every model is
+    without train.optimizer.kind), for --model gpt without a config."""
     return {"context": 64, "d_model": 64, "layers": 2, "heads": 4, "tie": True, "dropout": 0.0,
-            "optimizer": "adamw", "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "clip_norm": 0.0}
+            "optimizer": "sgd", "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "clip_norm": 0.0}
 
 
 def worker_gpt(args, torch, F, dev, mode):
@@ -270,7 +273,12 @@ def worker_gpt(args, torch, F, dev, mode):
     net = torch_gpt.GPT(torch_gpt.random_weights(T, D, L, tie, gen), T, D, H, L, tie,
                         sdpa=mode == "sdpa", dropout=g["dropout"]).to(dev)
     net.train()
-    corpus = args.data_path or "/usr/share/games/fortunes"
+    # --data FOLDER|FILE names the corpus; auto: the config's dataset.path, else fortunes
+    explicit = args.data not in ("auto", "random")
+    corpus = args.data if explicit else (args.data_path or "/usr/share/games/fortunes")
+    if explicit and not os.path.exists(corpus):
+        print("bench_torch.py: --data %s: no such file or folder" % corpus, file=sys.stderr)
+        return 2
     if args.data != "random" and os.path.exists(corpus):
         raw = torch_gpt.read_corpus(corpus)
         data = "text"
@@ -412,6 +420,8 @@ def main():
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         ap.error("--modes: unknown %s; choose from %s" % (", ".join(bad) or "(none)", ", ".join(MODES)))
+    if "sdpa" in modes and args.model != "gpt":
+        ap.error("--modes sdpa: attention's mode, for --model gpt only")
     import importlib.util
     if importlib.util.find_spec("torch") is None:  # without importing it (seconds) here
         print("bench_torch.py: PyTorch is not installed (no module torch); skipped", file=sys.stderr)

@@ -328,7 +328,7 @@ DT_TEST(session_plan)
     CHECK_CONTAINS(out, "[gpt] env DETRAIN=build-gpu/detrain bash scripts/cross_device.sh table "
                         "results/cpu/crossdev-gpt-t2 results/nvidia-h100-80gb-hbm3/crossdev-gpt "
                         "--models gpt");
-    CHECK_CONTAINS(out, "--modes default,deterministic,sdpa");
+    CHECK_CONTAINS(out, "--modes default,tf32,deterministic,sdpa");
     CHECK_CONTAINS(out, "    config ok: gpt: model gpt, cuda, 5 steps");
     /* The build: detrain and exactly the gpu test executables (ctest -N -L gpu here). */
     char targets[4096] = "";
@@ -1011,9 +1011,10 @@ DT_TEST(bench_torch_cpu)
                                 py, SRC),
                  2);
     CHECK_CONTAINS(out, "--overlap-pool: only for --model lenet");
-    /* The GPT (configs/gpt.yaml, scripts/torch_gpt.py): default and deterministic give the
-     * same weights on the CPU; sdpa runs where PyTorch has it and is skipped, said, where
-     * not (1.13) -- either way the rows in the CSV are the modes that ran. */
+    /* The GPT (configs/gpt.yaml, scripts/torch_gpt.py): default and tf32 give the same
+     * weights on the CPU (TF32 is a GPU setting); sdpa runs where PyTorch has it and is
+     * skipped, said, where not (1.13) -- either way the rows in the CSV are the modes that
+     * ran. */
     rc = dt_run_capture(out, sizeof out,
                         "cd '%s' && %s '%s/scripts/bench_torch.py' --config '%s/configs/gpt.yaml' "
                         "--device cpu --steps 3 --warmup 1 --data random --batch 4 --csv g.csv "
@@ -1031,7 +1032,15 @@ DT_TEST(bench_torch_cpu)
     CHECK_INT_EQ(dt_csv_col(w0, sizeof w0, csv, 0, "weights_sha256"), 0);
     CHECK_INT_EQ(dt_csv_col(w1, sizeof w1, csv, 1, "weights_sha256"), 0);
     CHECK_STR_EQ(w0, w1);
-    CHECK_INT_EQ(dt_csv_col(field, sizeof field, csv, 2, "mode"), sdpa ? 0 : -1);
+    CHECK_INT_EQ(dt_csv_col(field, sizeof field, csv, 2, "mode"), 0);
+    CHECK_STR_EQ(field, "deterministic");
+    CHECK_INT_EQ(dt_csv_col(field, sizeof field, csv, 3, "mode"), sdpa ? 0 : -1);
+    /* sdpa is attention's mode: refused for the MLP */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "%s '%s/scripts/bench_torch.py' --device cpu --modes sdpa", py,
+                                SRC),
+                 2);
+    CHECK_CONTAINS(out, "--modes sdpa: attention's mode, for --model gpt only");
     if (dt_run_capture(out, sizeof out,
                        "%s -c 'import torch, sys; sys.exit(torch.cuda.is_available())'", py) == 0) {
         CHECK_INT_EQ(dt_run_capture(out, sizeof out,
