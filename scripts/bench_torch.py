@@ -461,28 +461,21 @@ def main():
         rows.append(r)
         onoff = {k: "on" if r.get(k) else "off" for k in ("tf32_matmul", "tf32_cudnn",
                                                            "cudnn_benchmark", "deterministic")}
-        if args.model == "gpt":
-            print("torch %s %s: %s, %s, batch %d, %s data: median %.3f ms/step (p10 %.3f, "
-                  "p90 %.3f; %d steps after %d warm-up), TF32 matmul %s, deterministic %s, "
-                  "sdpa %s" % (
-                      r["torch"], r["mode"], r["device"], r["model"], r["batch"], r["data"],
-                      r["median_ms"], r["p10_ms"], r["p90_ms"], r["steps"], args.warmup,
-                      onoff["tf32_matmul"], onoff["deterministic"], "on" if r["sdpa"] else "off"))
-        elif args.model == "lenet":
-            print("torch %s %s: %s, LeNet 6-16-120-84-10, pool %s, batch %d, %s data: median "
-                  "%.3f ms/step (p10 %.3f, p90 %.3f; %d steps after %d warm-up), cuDNN "
-                  "benchmark %s, TF32 matmul %s, cuDNN TF32 %s, deterministic %s" % (
-                      r["torch"], r["mode"], r["device"], r["pool"], r["batch"], r["data"],
-                      r["median_ms"], r["p10_ms"], r["p90_ms"], r["steps"], args.warmup,
-                      onoff["cudnn_benchmark"], onoff["tf32_matmul"], onoff["tf32_cudnn"],
-                      onoff["deterministic"]))
-        else:
-            print("torch %s %s: %s, MLP 784-%s-10, batch %d, %s data: median %.3f ms/step "
-                  "(p10 %.3f, p90 %.3f; %d steps after %d warm-up), TF32 matmul %s, cuDNN TF32 %s, "
-                  "deterministic %s" % (
-                      r["torch"], r["mode"], r["device"], r["hidden"], r["batch"], r["data"],
-                      r["median_ms"], r["p10_ms"], r["p90_ms"], r["steps"], args.warmup,
-                      onoff["tf32_matmul"], onoff["tf32_cudnn"], onoff["deterministic"]))
+        # "torch VERSION MODE: DEVICE, MODEL, batch B, DATA data: median ... ms/step (...)"
+        what = {"gpt": r.get("model"), "lenet": "LeNet 6-16-120-84-10, pool %s" % r.get("pool"),
+                "mlp": "MLP 784-%s-10" % r.get("hidden")}[args.model]
+        settings = {"gpt": ("TF32 matmul %s, deterministic %s, sdpa %s" % (
+                            onoff["tf32_matmul"], onoff["deterministic"],
+                            "on" if r.get("sdpa") else "off")),
+                    "lenet": ("cuDNN benchmark %s, TF32 matmul %s, cuDNN TF32 %s, deterministic "
+                              "%s" % (onoff["cudnn_benchmark"], onoff["tf32_matmul"],
+                                      onoff["tf32_cudnn"], onoff["deterministic"])),
+                    "mlp": ("TF32 matmul %s, cuDNN TF32 %s, deterministic %s" % (
+                            onoff["tf32_matmul"], onoff["tf32_cudnn"], onoff["deterministic"]))}
+        print("torch %s %s: %s, %s, batch %d, %s data: median %.3f ms/step (p10 %.3f, p90 %.3f; "
+              "%d steps after %d warm-up), %s" % (
+                  r["torch"], r["mode"], r["device"], what, r["batch"], r["data"], r["median_ms"],
+                  r["p10_ms"], r["p90_ms"], r["steps"], args.warmup, settings[args.model]))
         sys.stdout.flush()
     if args.csv:
         new = not os.path.exists(args.csv) or os.path.getsize(args.csv) == 0
