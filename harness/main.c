@@ -688,6 +688,8 @@ static void test_hooks_from_env(struct dt_test_hooks *h)
     h->explain_force = getenv("DETRAIN_TEST_EXPLAIN_FORCE");
     v = getenv("DETRAIN_TEST_EXPLAIN_REPLAY_MISS");
     if (v && *v) h->explain_replay_miss = atoi(v);
+    v = getenv("DETRAIN_TEST_FORCED_ORDER");
+    if (v && *v) h->forced_order = strtoull(v, NULL, 10);
     h->slow_base_op = -1;
     v = getenv("DETRAIN_TEST_SLOW_BASE_OP");
     for (int op = 0; v && op < DT_OP_COUNT; op++) {

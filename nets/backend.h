@@ -56,6 +56,10 @@ bool dt_backend_take_op_error(struct dt_backend *be, struct dt_error *out);
  * SMs; driver 13.0, runtime 13.0, cuBLAS 130100"); "" when the backend has nothing to add
  * (the CPU: the manifest's environment already names the processor). */
 void dt_backend_describe(struct dt_backend *be, char *buf, size_t size);
+/* The CPU backend's kernel family in this process: "avx512" (the wide kernels), "avx2" or
+ * "baseline"; DETRAIN_CPU_ISA=avx2 holds it to avx2. The bits are the same on every one
+ * (nets/cpu/cpu.h); run.json records it. */
+const char *dt_cpu_kernels(void);
 /* Worker threads in use (CPU), 1 for device backends. */
 int dt_backend_threads(const struct dt_backend *be);
 

@@ -361,13 +361,17 @@ DT_TEST(lenet_policies_vary_threads)
                          TMP "lenet_t3/portable/replica-0/tensors.csv"));
 }
 
-/* What make demo shows (issue 38): under fast the same run at 1 thread and at 2 parts at
- * step 1 -- the bias gradient's per-thread slices follow the thread count, the same data
- * every time, so this is forced, not timing luck -- while portable gives the same digests.
- * And a fast cell whose replicas agree (1 thread: one order) says so in report.md. */
+/* The same run at 1 and 2 threads. `portable` gives the same digests on every machine.
+ * `fast` promises nothing: whether its bits follow the thread count depends on the CPU
+ * (which kernels its products take, how OpenBLAS splits them), so the test asserts only
+ * that the verdict is one of the two and that compare and the report agree with it. That
+ * `fast`'s paths really are order-sensitive is shown with the forced-order hook, which
+ * every machine honours: each replica adds in its own drawn order (seed + replica), so
+ * `fast`'s replicas part at step 1 and the report says so, while `portable` ignores the
+ * hook and keeps the digests of the run without it (the negative control). */
 DT_TEST(fast_follows_thread_count)
 {
-    const char *a = TMP "fast_t1", *b = TMP "fast_t2";
+    const char *a = TMP "fast_t1", *b = TMP "fast_t2", *h = TMP "fast_forced";
     const char *common = "--quiet --set train.steps=3 --set replicas=2 "
                          "--set 'policies=[fast, portable]' --set dataset.test_limit=500 "
                          "--set report.overhead_samples=0 --set report.snapshots=0";
@@ -379,13 +383,18 @@ DT_TEST(fast_follows_thread_count)
     if (rc != 0) fprintf(stderr, "%s\n", out);
     CHECK_INT_EQ(rc, 0);
     rc = dt_run_capture(out, sizeof out, "'%s' compare --table '%s' '%s'", EXE, a, b);
-    CHECK_INT_EQ(rc, 1);
-    CHECK_CONTAINS(out, "| fast/replica-0 | step 1, tensor ");
+    CHECK(rc == 0 || rc == 1);
     CHECK_CONTAINS(out, "| portable/replica-0 | identical (4 steps) |");
+    CHECK_CONTAINS(out, "| portable/replica-1 | identical (4 steps) |");
+    const bool fast_same = strstr(out, "| fast/replica-0 | identical (4 steps) |") != NULL;
+    fprintf(stderr, "fast at 1 thread against 2 on this machine: %s\n",
+            fast_same ? "identical" : "parts");
+    CHECK_INT_EQ(rc, fast_same ? 0 : 1);
+    if (!fast_same) CHECK_CONTAINS(out, "| fast/replica-0 | step ");
     char f[64] = "";
     CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "fast_t1/summary.csv", 0, "distinct_final_digests"),
                  0);
-    CHECK_STR_EQ(f, "1");
+    CHECK_STR_EQ(f, "1"); /* one thread: one order */
     char *md = dt_read_file(TMP "fast_t1/report.md", NULL);
     CHECK(md != NULL);
     if (md) {
@@ -393,6 +402,33 @@ DT_TEST(fast_follows_thread_count)
         CHECK(strstr(md, "`portable`: its replicas did not part") == NULL);
         free(md);
     }
+
+    /* the forced-order hook: fast's two replicas add in two drawn orders */
+    rc = dt_run_capture(out, sizeof out,
+                        "rm -rf '%s' && DETRAIN_TEST_FORCED_ORDER=7 '%s' run '%s' --out '%s' %s "
+                        "--set backend.threads=2",
+                        h, EXE, QUICKSTART, h, common);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "fast_forced/summary.csv", 0, "policy"), 0);
+    CHECK_STR_EQ(f, "fast");
+    CHECK_INT_EQ(
+        dt_csv_col(f, sizeof f, TMP "fast_forced/summary.csv", 0, "distinct_final_digests"), 0);
+    CHECK_STR_EQ(f, "2");
+    CHECK_INT_EQ(dt_csv_col(f, sizeof f, TMP "fast_forced/summary.csv", 0, "first_divergent_step"),
+                 0);
+    CHECK_STR_EQ(f, "1");
+    CHECK_INT_EQ(
+        dt_csv_col(f, sizeof f, TMP "fast_forced/summary.csv", 1, "distinct_final_digests"), 0);
+    CHECK_STR_EQ(f, "1");
+    md = dt_read_file(TMP "fast_forced/report.md", NULL);
+    CHECK(md != NULL);
+    if (md) {
+        CHECK(strstr(md, "`fast`: its replicas did not part") == NULL);
+        free(md);
+    }
+    CHECK(dt_files_equal(TMP "fast_forced/portable/replica-0/tensors.csv",
+                         TMP "fast_t2/portable/replica-0/tensors.csv"));
 }
 
 DT_TEST_MAIN(DT_CASE(quickstart_accuracy), DT_CASE(replicas_identical),

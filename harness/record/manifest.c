@@ -11,6 +11,7 @@
 #include <zlib.h>
 
 #include "build_info.h"
+#include "nets/backend.h"
 
 static void cpu_model(char *buf, size_t size)
 {
@@ -61,6 +62,8 @@ void dt_manifest_environment_json(struct dt_strbuf *sb)
     cpu_model(buf, sizeof buf);
     dt_strbuf_json_string(sb, buf);
     dt_strbuf_printf(sb, ", \"online_cpus\": %ld", sysconf(_SC_NPROCESSORS_ONLN));
+    dt_strbuf_printf(sb, ", \"cpu_kernels\": ");
+    dt_strbuf_json_string(sb, dt_cpu_kernels());
     struct utsname u;
     if (uname(&u) == 0) {
         dt_strbuf_printf(sb, ", \"host\": ");

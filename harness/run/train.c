@@ -157,6 +157,8 @@ static enum dt_status replica_begin(struct replica *rep, struct run_ctx *c, int 
     rep->notes = dt_xcalloc(DT_ALGOLOG_MAX_CALLS, sizeof *rep->notes);
     dt_backend_reset_algo_choices(c->be);
     (void)dt_backend_take_algo_notes(c->be, NULL, 0);
+    if (c->opt->hooks && c->opt->hooks->forced_order) /* test hook: a drawn order per replica */
+        (void)dt_backend_set_forced_order(c->be, c->opt->hooks->forced_order + (uint64_t)r);
     if (rep->multi && !rep->writer) {
         rep->tensor_digests = dt_xmalloc((size_t)m->n_params * DT_DIGEST_BYTES);
         int64_t most = 1;
@@ -992,6 +994,7 @@ static enum dt_status experiment_loop(struct experiment *e, struct dt_error *err
     }
     progress_end(c);
     ranks_share_stop(e); /* every rank takes part: the sampled steps are combined steps too */
+    if (c->opt->hooks && c->opt->hooks->forced_order) (void)dt_backend_set_forced_order(c->be, 0);
     if (st == DT_OK && !dt_stop_requested)
         st = dt_overhead_measure(exp, c->opt->out_dir, c->opt->quiet, c->opt->dist, c->be,
                                  &e->ds.train, c->train_set, err);

@@ -14,6 +14,11 @@
  *   DETRAIN_TEST_EXPLAIN_FORCE=OP[:TENSOR]   explain forces that op's nondeterministic path
  *                                     (harness/analyze/explain.h)
  *   DETRAIN_TEST_EXPLAIN_REPLAY_MISS=N   explain spoils its first N replayed steps
+ *   DETRAIN_TEST_FORCED_ORDER=SEED    `run` trains replica r with the forced combination order
+ *                                     SEED + r on every op (dt_backend_set_forced_order): the
+ *                                     unordered and float paths add in a drawn order that
+ *                                     differs between replicas on every machine, the
+ *                                     deterministic paths ignore it (harness/run/train.c)
  *   DETRAIN_TEST_SLOW_BASE_OP=OP[:MS]   `detrain bench` makes op OP take MS (default 2) ms
  *                                     longer in the baseline's (fast's) steps, so that its
  *                                     "fast is not the fastest" flag can be seen to fire */
@@ -32,6 +37,7 @@ struct dt_test_hooks {
     int poison_rank;           /* -1: every rank */
     const char *explain_force; /* NULL: none */
     int explain_replay_miss;   /* 0: none */
+    uint64_t forced_order;     /* run: replica r trains under forced order this + r; 0: none */
     int slow_base_op;          /* a DT_OP index; -1: none */
     double slow_base_seconds;
 };

@@ -1,6 +1,7 @@
 /* CPU backend: the reference implementation every other backend is compared with.
  * Host memory, a pthread pool of a configurable size, and the ops in nets/cpu/. */
 #include <cblas.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -26,6 +27,12 @@ static enum dt_status cpu_init(struct dt_backend *be, const struct dt_backend_op
     if (threads > 256)
         return dt_error_set(err, DT_ERR_USAGE, "backend 'cpu': %d threads is more than 256",
                             threads);
+    const char *isa = getenv("DETRAIN_CPU_ISA");
+    if (isa && *isa && strcmp(isa, "auto") != 0 && strcmp(isa, "avx2") != 0)
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "DETRAIN_CPU_ISA='%s': give auto (the widest kernels this CPU has) or "
+                            "avx2 (no AVX-512 kernels: the path an AVX2 machine takes)",
+                            isa);
     struct dt_cpu_ctx *c = dt_xcalloc(1, sizeof *c);
     (void)dt_cpu_wide(); /* the CPU check made here, before the pool's threads read it */
     c->pool = dt_pool_create(threads);
@@ -56,11 +63,23 @@ static void cpu_destroy(struct dt_backend *be)
 #ifdef DT_CPU_WIDE_KERNELS
 static bool wide_off; /* dt_cpu_set_wide(false): tests run the AVX2/baseline kernels */
 
+/* DETRAIN_CPU_ISA=avx2 forbids the wide kernels for the whole process (the narrow path an
+ * AVX2 machine takes; make check runs part of the suite so, with OpenBLAS and oneDNN held
+ * to AVX2 too). */
+static bool isa_narrowed(void)
+{
+    const char *isa = getenv("DETRAIN_CPU_ISA");
+    return isa && strcmp(isa, "avx2") == 0;
+}
+
 static bool have_wide(void)
 {
     static int have = -1; /* set on the first call: cpu_init, before any worker exists */
     if (have < 0)
-        have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") ? 1 : 0;
+        have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                       !isa_narrowed()
+                   ? 1
+                   : 0;
     return have;
 }
 
@@ -75,6 +94,15 @@ bool dt_cpu_set_wide(bool on)
 bool dt_cpu_wide(void) { return false; }
 bool dt_cpu_set_wide(bool on) { return false; }
 #endif
+
+const char *dt_cpu_kernels(void)
+{
+    if (dt_cpu_wide()) return "avx512";
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DT_NO_CLONES)
+    if (__builtin_cpu_supports("avx2")) return "avx2";
+#endif
+    return "baseline";
+}
 
 static void cpu_set_forced_order(struct dt_backend *be, uint64_t seed)
 {
