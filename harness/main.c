@@ -1,5 +1,5 @@
 /* detrain's command line: run | report | compare | explain | bench | export | batches |
- * policies | config-reference.
+ * reproduce | policies | config-reference.
  * The only place a status becomes an exit code: 0 success; 2 usage, config or input
  * error; compare: 0 identical, 1 diverged (like cmp); 130 interrupted; 1 other faults. */
 #include <limits.h>
@@ -24,6 +24,7 @@
 #include "harness/run/batches.h"
 #include "harness/setup/model.h"
 #include "harness/analyze/report.h"
+#include "harness/analyze/reproduce.h"
 #include "harness/run/train.h"
 #include "harness/setup/test_hooks.h"
 
@@ -75,8 +76,12 @@ static const char usage_text[] =
     "        --resume goes on with it or --overwrite removes it whole first; a second\n"
     "        run into a folder being written refuses at once (DIR/.detrain.lock). Every\n"
     "        check comes before the first write: a refused run changes nothing.\n"
-    "        --dry-run loads and checks CONFIG with its --set overrides (every matrix\n"
-    "        entry resolved), prints what would be trained, and writes nothing.\n"
+    "        --dry-run loads CONFIG with its --set overrides (every matrix entry\n"
+    "        resolved) and makes every check the run makes before its first write (memory,\n"
+    "        backend, the data read, the model, the output folder; with --resume the\n"
+    "        folder's config, data and checkpoints), prints what would be trained, and\n"
+    "        writes nothing: exit 0 exactly when the run would start (a GPU config on a\n"
+    "        machine without one: said, and the rest checked with the CPU backend).\n"
     "  report DIR [--no-plots] [--quiet]\n"
     "        Rebuild DIR/report.md, summary.csv (one row per cell), cells.csv (one row\n"
     "        per cell and replica pair), drift.csv and DIR/plots/*.svg|png (gnuplot;\n"
@@ -120,6 +125,23 @@ static const char usage_text[] =
     "        when no difference is found (and what was tried), 1 explained, 2 error\n"
     "        (a replay that does not match its trace included). --step K re-executes\n"
     "        step K even where the traces agree (is that step order-sensitive?).\n"
+    "  reproduce DIR... [--cells CELL,...] [--set KEY=VALUE]... [--out KEEP] [--quiet]\n"
+    "        Rerun a recorded result on this machine and compare it step by step with\n"
+    "        its traces: DIR is an experiment folder (config.json, run.json and the\n"
+    "        replicas' trace.csv, as `run` writes it, committed or downloaded) or a folder\n"
+    "        of them (results/cpu/crossdev-t2). By default its portable cells are rerun\n"
+    "        (every control at portable: the cells that promise the same bits on any\n"
+    "        machine); --cells names others. The config's keys are kept but\n"
+    "        backend.device (cpu unless --set says cuda), and the run is as long as the\n"
+    "        recorded trace. One verdict per replica: \"identical at all N hashed steps\n"
+    "        to <machine> (<date>)\", or the first divergent step and tensor -- for a cell\n"
+    "        that is not portable, then what `explain` finds (the op and the control).\n"
+    "        Refused, before anything is trained, when the result lacks what it needs (a\n"
+    "        trace, a dataset, a key this build knows). Nothing is written into DIR: the\n"
+    "        rerun goes to a temporary folder, removed after, unless --out KEEP (new or\n"
+    "        empty) keeps it. Exit 0 when every replica is identical, 1 when any parts.\n"
+    "        e.g. detrain reproduce results/cpu/crossdev-t2 "
+    "results/nvidia-h100-80gb-hbm3/crossdev\n"
     "  export CHECKPOINT|REPLICA_DIR [--step K] --safetensors FILE\n"
     "        A model's weights as a safetensors file (PyTorch, safetensors and most\n"
     "        frameworks read it): from a checkpoint (checkpoint.bin, divergence.bin), or\n"
@@ -246,30 +268,47 @@ static void dry_line(const struct dt_experiment *e, const char *out)
 }
 
 /* run --dry-run: the config and its --set overrides loaded and checked as `run` would
- * (every entry of a matrix resolved), one line per experiment; nothing is opened, trained or
- * written. Exit 0, or 2 with the loader's file:line:column message. */
+ * (every entry of a matrix resolved), then every check the run makes before its first write
+ * (dt_run_options.dry_run: memory, backend, data, model, folder; with --resume the folder's
+ * config, data and checkpoints), one line per experiment; nothing is trained or written.
+ * Exit 0, or the run's refusal (2 with the loader's file:line:column message, say). */
 static int run_dry(const struct app *app, const struct dt_experiment *exp, const char *config,
-                   const char *const *sets, int n_sets, const char *out)
+                   const char *const *sets, int n_sets, const char *out, bool overwrite,
+                   bool resume)
 {
     printf("dry run: %s parses%s (nothing trained or written)\n", config,
            exp->n_matrix ? " as a matrix" : "");
+    struct dt_run_options opt = {.command = "detrain run --dry-run",
+                                 .quiet = true,
+                                 .overwrite = overwrite,
+                                 .dist = app->dist,
+                                 .hooks = &app->hooks,
+                                 .dry_run = true};
+    struct dt_error err = {0};
     if (exp->n_matrix == 0) {
+        opt.out_dir = out;
+        enum dt_status st =
+            resume ? dt_train_resume(exp, &opt, &err) : dt_train_experiment(exp, &opt, &err);
+        if (st != DT_OK) return report(app, st, &err);
         dry_line(exp, out);
+        printf("every check of the run passed\n");
         return 0;
     }
     struct dt_experiment *e = dt_xcalloc(1, sizeof *e);
     for (int k = 0; k < exp->n_matrix; k++) {
-        struct dt_error err = {0};
         enum dt_status st = dt_config_load_entry(e, config, k, sets, n_sets, &err);
+        char dir[1400];
+        snprintf(dir, sizeof dir, "%s/%s", out, exp->matrix[k]);
+        opt.out_dir = dir;
+        if (st == DT_OK) st = dt_train_experiment(e, &opt, &err);
         if (st != DT_OK) {
             free(e);
             return report(app, st, &err);
         }
-        char dir[1400];
-        snprintf(dir, sizeof dir, "%s/%s", out, exp->matrix[k]);
         dry_line(e, dir);
     }
     free(e);
+    printf("every check of the run passed\n");
     return 0;
 }
 
@@ -354,13 +393,13 @@ static int cmd_run(const struct app *app, int argc, char **argv)
         snprintf(out_buf, sizeof out_buf, "results/%s", exp->name);
         out = out_buf;
     }
+    char command[4096];
+    join_command(command, sizeof command, argc, argv);
     if (dry) {
-        int rc = run_dry(app, exp, config, sets, n_sets, out);
+        int rc = run_dry(app, exp, config, sets, n_sets, out, overwrite, resume != NULL);
         free(exp);
         return rc;
     }
-    char command[4096];
-    join_command(command, sizeof command, argc, argv);
     if (exp->n_matrix > 0 && dt_dist_size(app->dist) > 1) {
         free(exp);
         return usage_error("run: a matrix config runs on one process; run its entries one by "
@@ -582,10 +621,14 @@ static int cmd_export(const struct app *app, int argc, char **argv)
     long long step = -1;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--safetensors") == 0 && i + 1 < argc) {
+            if (out) return usage_error("export: --safetensors given twice (one FILE%s)", "");
             out = argv[++i];
         } else if (strcmp(argv[i], "--step") == 0 && i + 1 < argc) {
+            if (step >= 0) return usage_error("export: --step given twice (one step%s)", "");
             if (parse_count(argv[i + 1], &step) != 0)
                 return usage_error("export: --step takes a step number, not '%s'", argv[i + 1]);
+            if (step == LLONG_MAX) /* strtoll's value for any larger number: not clamped */
+                return usage_error("export: --step %s is out of range", argv[i + 1]);
             i++;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             return usage_error("export: unknown or incomplete option '%s'", argv[i]);
@@ -670,6 +713,43 @@ static int cmd_batches(const struct app *app, int argc, char **argv)
 
 static int run_command(const struct app *app, int argc, char **argv);
 
+/* detrain reproduce DIR... (harness/analyze/reproduce.h). */
+static int cmd_reproduce(const struct app *app, int argc, char **argv)
+{
+    const char *dirs[16], *sets[MAX_SETS];
+    struct dt_reproduce_options o = {.dirs = dirs, .sets = sets};
+    for (int i = 2; i < argc;) {
+        int used = take_set(argc, argv, i, sets, &o.n_sets);
+        if (used == -2) return 2;
+        if (used > 0) {
+            i += used;
+        } else if (strcmp(argv[i], "--cells") == 0 || strcmp(argv[i], "--out") == 0) {
+            if (i + 1 >= argc) return usage_error("reproduce: %s needs a value", argv[i]);
+            if (strcmp(argv[i], "--cells") == 0) o.cells = argv[i + 1];
+            else o.out = argv[i + 1];
+            i += 2;
+        } else if (strcmp(argv[i], "--quiet") == 0) {
+            o.quiet = true;
+            i++;
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            return usage_error("reproduce: unknown option '%s'", argv[i]);
+        } else if (o.n_dirs >= 16) {
+            return usage_error("reproduce: at most 16 results at once ('%s')", argv[i]);
+        } else {
+            dirs[o.n_dirs++] = argv[i++];
+        }
+    }
+    if (o.n_dirs == 0)
+        return usage_error("reproduce: missing DIR (a result folder, e.g. "
+                           "results/cpu/crossdev-t2)",
+                           "");
+    struct dt_error err = {0};
+    bool same = false;
+    enum dt_status st = dt_reproduce(&o, stdout, &same, &err);
+    if (st != DT_OK) return report(app, st, &err);
+    return same ? 0 : 1;
+}
+
 /* The test-only behaviours (harness/setup/test_hooks.h): the one place that reads them. */
 static void test_hooks_from_env(struct dt_test_hooks *h)
 {
@@ -746,6 +826,7 @@ static int run_command(const struct app *app, int argc, char **argv)
     if (strcmp(cmd, "explain") == 0) return cmd_explain(app, argc, argv);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(app, argc, argv);
     if (strcmp(cmd, "export") == 0) return cmd_export(app, argc, argv);
+    if (strcmp(cmd, "reproduce") == 0) return cmd_reproduce(app, argc, argv);
     if (strcmp(cmd, "batches") == 0) return cmd_batches(app, argc, argv);
     if (strcmp(cmd, "policies") == 0) {
         dt_policy_print_table(stdout);

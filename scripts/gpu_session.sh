@@ -281,13 +281,18 @@ check_config_of() {
     i=$((i + 1))
   done
   case "$verb" in run | bench) ;; *) return 0 ;; esac
-  local msg
-  if msg=$("$check_detrain" run "$cfg" "${sets[@]+"${sets[@]}"}" --dry-run 2>&1); then
+  # the dry run makes the run's checks, the output folder's too: a fresh one, never created
+  local msg errs scratch
+  scratch=$(mktemp -d "${TMPDIR:-/tmp}/detrain-check.XXXXXX")
+  if msg=$("$check_detrain" run "$cfg" "${sets[@]+"${sets[@]}"}" --out "$scratch/out" \
+      --dry-run 2>"$scratch/err"); then
     echo "    config ok: $(sed -n 2p <<<"$msg" | sed 's/^ *//' | cut -c1-150)"
   else
-    echo "    CONFIG FAILS: $msg"
+    errs=$(cat "$scratch/err")
+    echo "    CONFIG FAILS: $errs $msg"
     config_failures=$((config_failures + 1))
   fi
+  rm -rf "$scratch"
 }
 
 begin_stage() {

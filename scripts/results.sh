@@ -26,7 +26,7 @@ orig_pwd=$PWD
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # The parts, in the order they run, and what each writes (for --list).
-parts=(exact-one-pass runs controls dist overhead_matrix bnn-rng noise_sources gpt crossdev)
+parts=(exact-one-pass runs controls dist overhead_matrix bnn-rng noise_sources gpt crossdev reproduce)
 declare -A writes=(
   [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
   [runs]="results/cpu/runs/: quickstart/ lenet/ bnn/ (summary.csv, run.json), times.txt, threads-table.md (2 threads vs 1), explain-quickstart.txt|csv"
@@ -36,6 +36,7 @@ declare -A writes=(
   [bnn-rng]="results/cpu/bnn-rng/: bench.txt"
   [noise_sources]="results/cpu/noise_sources/: mlp/, lenet/ and gpt/ (reports, csv files, config.json, run.json, explain/, plots/)"
   [gpt]="results/cpu/gpt/: run/ (configs/gpt.yaml: report, csv files, manifests, samples), threads-table.md, explain.txt|csv, bench.txt, dropout-bench.txt, vs-torch/ (with PyTorch)"
+  [reproduce]="results/cpu/reproduce/: widest.txt, narrow.txt (detrain reproduce of every committed portable reference, on this CPU's widest kernels and on the AVX2 path)"
   [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md (every committed results/<gpu>/crossdev a column), results/cpu/crossdev-gpt-t2/"
 )
 
@@ -298,6 +299,18 @@ part_crossdev() {
   # the GPT's reference for the first light's gpt stage (its own root: a GPT failure there
   # cannot touch the other models' table)
   bash scripts/cross_device.sh run cpu results/cpu/crossdev-gpt-t2 --threads 2 --models gpt
+}
+
+# results/cpu/reproduce/README.md: every committed portable reference (the CPU's, the GPT's,
+# each GPU's) reproduced on this machine, on its widest kernels and on the narrow path.
+part_reproduce() {
+  local refs=(results/cpu/crossdev-t2 results/cpu/crossdev-gpt-t2) g
+  for g in results/*/crossdev; do [ -d "$g" ] && refs+=("$g"); done
+  mkdir -p results/cpu/reproduce
+  "$DETRAIN" reproduce --quiet "${refs[@]}" > "$tmp/widest.txt"
+  DETRAIN_CPU_ISA=avx2 OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=AVX2 \
+    "$DETRAIN" reproduce --quiet "${refs[@]}" > "$tmp/narrow.txt"
+  cp "$tmp/widest.txt" "$tmp/narrow.txt" results/cpu/reproduce/
 }
 
 # ---- run ------------------------------------------------------------------------------------

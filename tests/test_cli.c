@@ -112,6 +112,46 @@ DT_TEST(run_dry_run)
     CHECK_CONTAINS(out, "model.hidden");
 }
 
+/* run --dry-run makes every check the run makes before its first write (probe round three):
+ * each config below is refused by --dry-run exactly as by the run -- same exit 2, same
+ * message -- and neither writes anything. A batch larger than the training set is one of
+ * them (refused, where it was accepted silently). */
+DT_TEST(dry_run_refuses_what_run_refuses)
+{
+    if (!dt_path_exists("/usr/share/datasets/fashion-mnist") && !getenv("DETRAIN_DATA"))
+        DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "dry_refuse";
+    char corpus[256];
+    snprintf(corpus, sizeof corpus, "%s", TMP "dry_refuse.short.txt");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "printf 'too short' > '%s'", corpus), 0);
+    char text_sets[600];
+    snprintf(text_sets, sizeof text_sets, "--set dataset.path='%s'", corpus);
+    static const char *const cfg_big = "--set 'model.hidden=[16384, 16384]'";
+    const char *gpt = DT_TEST_DATA_DIR "/gpt_tiny.yaml";
+    const struct {
+        const char *prefix, *cfg, *sets, *want;
+    } cases[] = {
+        {"", TINY, "--set train.shards=64 --set train.batch=32",
+         "train.shards is 64 but must lie in"},
+        {"", TINY, "--set dataset.path=/nonexistent/fm", "/nonexistent/fm"},
+        {"", TINY, "--set dataset.train_limit=20",
+         "train.batch is 32 but the training set holds 20"},
+        {"", gpt, text_sets, "dry_refuse.short.txt"},
+        {"prlimit --as=3000000000 ", TINY, cfg_big, "GiB of memory"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (int dry = 1; dry >= 0; dry--) {
+            int rc = dt_run_capture(
+                out, sizeof out, "rm -rf '%s' && %s'%s' run '%s' --out '%s' %s %s", dir,
+                cases[i].prefix, EXE, TINY, dir, dry ? "--dry-run" : "--quiet", cases[i].sets);
+            if (rc != 2) fprintf(stderr, "case %zu (%s): %s\n", i, dry ? "dry" : "run", out);
+            CHECK_INT_EQ(rc, 2);
+            CHECK_CONTAINS(out, cases[i].want);
+            CHECK(!dt_path_exists(dir));
+        }
+    }
+}
+
 DT_TEST(dataset_errors)
 {
     const char *dir = TMP "data";
@@ -296,8 +336,10 @@ DT_TEST(sigint_keeps_valid_prefix)
 
 /* `detrain bench` flags a baseline that is not the fastest, per op and for the step: the
  * test hook makes fast's ReLU forward 3 ms slower (in fast's steps only), so run_to_run's
- * beats it beyond any interval, and the flag names the op; without the hook, the same bench
- * names no relu_forward (the flag is not printed for nothing). */
+ * beats it beyond any interval, and the flag names the op. Without the hook the same bench
+ * runs and times relu_forward for both policies, and any flag it prints names the other
+ * policy; whether it flags relu_forward then is timing noise on a sub-millisecond op
+ * (docs/performance.md), so that is not asserted. */
 DT_TEST(bench_flags_slow_baseline)
 {
     const char *args = "bench '%s' --steps 12 --warmup 2 --set 'policies=[fast, run_to_run]' "
@@ -309,11 +351,20 @@ DT_TEST(bench_flags_slow_baseline)
     CHECK_CONTAINS(out, "fast is not the fastest here: run_to_run's step");
     snprintf(cmd, sizeof cmd, "'%%s' %s", args);
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, cmd, EXE, TINY), 0);
-    CHECK(strstr(out, "not the fastest for relu_forward") == NULL);
+    CHECK_CONTAINS(out, "policy fast, backend cpu");
+    CHECK_CONTAINS(out, " relu_forw ");
+    CHECK_CONTAINS(out, "\nrun_to_run ");
+    for (const char *f = strstr(out, "fast is not the fastest"); f;
+         f = strstr(f + 1, "fast is not the fastest")) {
+        const char *eol = strchr(f, '\n');
+        const char *who = strstr(f, "run_to_run's");
+        CHECK(who != NULL && (!eol || who < eol)); /* names the policy that beat fast */
+    }
 }
 
 DT_TEST_MAIN(DT_CASE(help_and_version), DT_CASE(usage_errors_exit_2),
-             DT_CASE(config_errors_stop_before_training), DT_CASE(run_dry_run),
-             DT_CASE(dataset_errors), DT_CASE(unwritable_output), DT_CASE(cuda_unavailable),
-             DT_CASE(short_run_outputs), DT_CASE(progress_line_on_terminal),
-             DT_CASE(sigint_keeps_valid_prefix), DT_CASE(bench_flags_slow_baseline))
+             DT_CASE(dry_run_refuses_what_run_refuses), DT_CASE(config_errors_stop_before_training),
+             DT_CASE(run_dry_run), DT_CASE(dataset_errors), DT_CASE(unwritable_output),
+             DT_CASE(cuda_unavailable), DT_CASE(short_run_outputs),
+             DT_CASE(progress_line_on_terminal), DT_CASE(sigint_keeps_valid_prefix),
+             DT_CASE(bench_flags_slow_baseline))

@@ -5,7 +5,9 @@
 
 #include <errno.h>
 #include <glob.h>
+#include <time.h>
 
+#include "core/util.h"
 #include "harness/setup/config.h"
 
 #define CFG(file) DT_TEST_DATA_DIR "/config/" file
@@ -1214,6 +1216,86 @@ DT_TEST(json_round_trip)
     free(text);
 }
 
+/* Write `text` to DT_TEST_TMP_DIR/config.<name> and return the path (static buffer). */
+static const char *tmp_config(const char *name, const char *text)
+{
+    static char path[1024];
+    snprintf(path, sizeof path, "%s/config.%s", DT_TEST_TMP_DIR, name);
+    FILE *f = fopen(path, "w");
+    DT_ASSERT(f && fputs(text, f) >= 0 && fclose(f) == 0);
+    return path;
+}
+
+/* n copies of `unit` after `head`, then n copies of `tail` and `end` (malloc'ed). */
+static char *repeat(const char *head, const char *unit, const char *tail, const char *end, int n)
+{
+    struct dt_strbuf sb = {0};
+    dt_strbuf_printf(&sb, "%s", head);
+    for (int i = 0; i < n; i++) dt_strbuf_printf(&sb, "%s", unit);
+    for (int i = 0; i < n; i++) dt_strbuf_printf(&sb, "%s", tail);
+    dt_strbuf_printf(&sb, "%s", end);
+    return sb.data;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A config nested 100,000 levels deep (flow lists, flow mappings, one line of "- - -", and,
+ * as a --set value, flow lists) is refused at once -- not after libyaml's scanner spends
+ * tens of seconds on it -- at the line and column where the 65th level opens; 100 levels
+ * of indented mappings are refused at their 65th line. Brackets inside quotes or a comment
+ * nest nothing: such a config loads. All of it well under 2 s. */
+DT_TEST(deep_nesting_refused)
+{
+    const double t0 = now_s();
+    const char *const deep = "nested deeper than 64 levels";
+    char *text = repeat("a: ", "[", "]", "\n", 100000);
+    const char *path = tmp_config("deep-lists.yaml", text);
+    expect_error_at(path, NULL, 0, path, 1, 3 + 64, deep);
+    free(text);
+    text = repeat("a: ", "{a: ", "}", "\n", 100000);
+    path = tmp_config("deep-maps.yaml", text);
+    expect_error_at(path, NULL, 0, path, 1, 3 + 4 * 63 + 1, deep);
+    free(text);
+    text = repeat("a:\n", "- ", "", "x\n", 100000);
+    path = tmp_config("deep-dashes.yaml", text);
+    expect_error_at(path, NULL, 0, path, 2, 2 * 63 + 1, deep);
+    free(text);
+    struct dt_strbuf sb = {0};
+    for (int i = 0; i < 100; i++) dt_strbuf_printf(&sb, "%*sk%d:\n", i, "", i);
+    path = tmp_config("deep-indent.yaml", sb.data);
+    expect_error_at(path, NULL, 0, path, 65, 65, deep);
+    dt_strbuf_free(&sb);
+    text = repeat("model.hidden=", "[", "]", "", 100000);
+    const char *sets[] = {text};
+    expect_set_error(sets, 1, 1, 13 + 65, deep); /* the value's own 65th level */
+    free(text);
+    /* not nesting: 80 brackets in comments and quoted scalars (double quotes in the file,
+     * single quotes in a --set) */
+    char *br = repeat("", "[", "{", "", 40);
+    dt_strbuf_printf(&sb,
+                     "name: q\n# %s\nmodel: {kind: mlp, hidden: [32]}  # %s\n"
+                     "train:\n  steps: 10\ndataset: {path: \"/x/%s\"}\n",
+                     br, br, br);
+    struct dt_experiment e;
+    struct dt_error err;
+    path = tmp_config("brackets.yaml", sb.data);
+    char quoted[200];
+    snprintf(quoted, sizeof quoted, "dataset.path='/y/%s'", br);
+    const char *qsets[] = {quoted};
+    CHECK_INT_EQ(load(&e, path, qsets, 1, &err), DT_OK);
+    if (err.msg[0]) fprintf(stderr, "%s\n", err.msg);
+    dt_strbuf_free(&sb);
+    free(br);
+    const double took = now_s() - t0;
+    if (took >= 2.0) fprintf(stderr, "took %.1f s\n", took);
+    CHECK(took < 2.0);
+}
+
 DT_TEST_MAIN(DT_CASE(load_full), DT_CASE(load_minimal_defaults), DT_CASE(malformed_yaml),
              DT_CASE(unknown_key), DT_CASE(wrong_type_int), DT_CASE(wrong_type_mapping),
              DT_CASE(out_of_range), DT_CASE(missing_required), DT_CASE(duplicate_key),
@@ -1226,4 +1308,4 @@ DT_TEST_MAIN(DT_CASE(load_full), DT_CASE(load_minimal_defaults), DT_CASE(malform
              DT_CASE(write_json), DT_CASE(write_reference), DT_CASE(model_kind_keys),
              DT_CASE(bnn_keys), DT_CASE(bnn_key_errors), DT_CASE(vary_sets_file),
              DT_CASE(vary_sets_set), DT_CASE(vary_sets_errors), DT_CASE(report_keys),
-             DT_CASE(hash_async_key), DT_CASE(json_round_trip))
+             DT_CASE(hash_async_key), DT_CASE(json_round_trip), DT_CASE(deep_nesting_refused))

@@ -1,5 +1,6 @@
-dt_add_test(e2e LABELS e2e CASES quickstart_accuracy replicas_identical
-            vary_init_differs_from_step0 vary_data_order_differs_from_step1
-            rerun_and_threads_identical compare_finds_chosen_step lenet_learns
-            lenet_policies_vary_threads noise_matrix_cells report_rebuilds_copied_folder
+dt_add_test(e2e LABELS e2e CASES quickstart_accuracy vary_init_differs_from_step0
+            vary_data_order_differs_from_step1 compare_finds_chosen_step lenet_learns
+            lenet_policies_vary_threads noise_matrix_cells report_rebuilds_copied_folder)
+# also on the narrow path (make check-narrow)
+dt_add_test(e2e LABELS e2e narrow CASES replicas_identical rerun_and_threads_identical
             fast_follows_thread_count)

@@ -336,6 +336,32 @@ DT_TEST(checkpoint_at_divergence)
                         "cd/run_to_run/replica-1/divergence.bin, replayed 0 step(s)); digest");
 }
 
+/* --step K must be a step both traces cover and one before which the two sides still agree:
+ * K past the traces' last step is refused naming their range (no step after the last one is
+ * re-executed), with traces that agree or part; K after the step where the traces already
+ * part is refused saying the states before K already differ (nothing blamed on a library or
+ * device path); the parting step itself is explained. */
+DT_TEST(step_out_of_range)
+{
+    train(TMP "range", MLP, "--set 'vary=[[], [data_order]]'");
+    const char *same0 = TMP "range/none/run_to_run+atomics=float/replica-0",
+               *same1 = TMP "range/none/run_to_run+atomics=float/replica-1",
+               *part0 = TMP "range/data_order/run_to_run+atomics=float/replica-0",
+               *part1 = TMP "range/data_order/run_to_run+atomics=float/replica-1";
+    CHECK_INT_EQ(explain(NULL, same0, same1, "--step 5"), 2);
+    CHECK_CONTAINS(out, "--step 5 is past the traces' last step: they cover steps 1 to 3");
+    CHECK(strstr(out, "re-executed") == NULL);
+    CHECK_INT_EQ(explain(NULL, part0, part1, "--step 4"), 2);
+    CHECK_CONTAINS(out, "--step 4 is past the traces' last step: they cover steps 1 to 3");
+    CHECK_INT_EQ(explain(NULL, part0, part1, "--step 3"), 2);
+    CHECK_CONTAINS(out, "the traces part at step 1, before step 3: the states before step 3 "
+                        "already differ");
+    CHECK(strstr(out, "re-executed") == NULL);
+    CHECK(strstr(out, "library") == NULL);
+    CHECK_INT_EQ(explain(NULL, part0, part1, "--step 1"), 1);
+    CHECK_CONTAINS(out, "caused by vary: data_order");
+}
+
 DT_TEST(usage_errors)
 {
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' explain only-one", EXE), 2);
@@ -429,4 +455,4 @@ DT_TEST_MAIN(DT_CASE(hooked_bias_gradient), DT_CASE(hooked_conv_scatter), DT_CAS
              DT_CASE(replay_mismatch_refused), DT_CASE(replay_retries_missed_steps),
              DT_CASE(passes_over_agreed_parameters), DT_CASE(checkpoint_at_divergence),
              DT_CASE(usage_errors), DT_CASE(different_experiments_named), DT_CASE(report_section),
-             DT_CASE(cpu_vs_gpu))
+             DT_CASE(step_out_of_range), DT_CASE(cpu_vs_gpu))

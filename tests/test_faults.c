@@ -342,6 +342,40 @@ DT_TEST(write_fails_midrun)
     free(text);
 }
 
+/* A full disk at the very first write (RLIMIT_FSIZE of 1 KiB: run.json is larger): the run
+ * stops with exit 2 naming the file and leaves no half result, so the next run into the same
+ * folder starts. A folder that an older build left so (detrain's run.json alone, "running",
+ * no replica, no config.json) is taken as empty too. */
+DT_TEST(first_write_fails)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "first_write", *stuck = TMP "stuck";
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "rm -rf '%s' && trap '' XFSZ && DETRAIN_GNUPLOT=none "
+                                "prlimit --fsize=1024 '%s' run '%s' --out '%s' --quiet "
+                                "--set report.snapshots=0 --set replicas=1",
+                                dir, EXE, TINY, dir),
+                 2);
+    CHECK_CONTAINS(out, "faults.first_write/run.json");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "ls -A '%s' | wc -l", dir), 0);
+    CHECK_STR_EQ(out, "0\n");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "DETRAIN_GNUPLOT=none '%s' run '%s' --out '%s' --quiet --set "
+                                "report.snapshots=0 --set replicas=1 --set train.steps=3 "
+                                "--set report.overhead_samples=0",
+                                EXE, TINY, dir),
+                 0);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "rm -rf '%s' && mkdir -p '%s' && printf '%%s' '{\"tool\": "
+                                "\"detrain\", \"status\": \"running\", \"message\": \"\", "
+                                "\"replicas\": []}' > '%s/run.json' && DETRAIN_GNUPLOT=none '%s' "
+                                "run '%s' --out '%s' --quiet --set report.snapshots=0 --set "
+                                "replicas=1 --set train.steps=3 --set report.overhead_samples=0",
+                                stuck, stuck, stuck, EXE, TINY, stuck),
+                 0);
+    CHECK(dt_path_exists(TMP "stuck/config.json"));
+}
+
 /* --out under a regular file: refused before training (as root too, unlike a folder
  * without write permission, which root may write anyway), exit 2 naming the path. */
 DT_TEST(unwritable_out)
@@ -361,4 +395,4 @@ DT_TEST_MAIN(DT_CASE(first_nonfinite_cpu), DT_CASE(first_nonfinite_fallback),
              DT_CASE(first_nonfinite_many), DT_CASE(overflow_names_tensor),
              DT_CASE(missing_op_refused_by_name), DT_CASE(nan_weight_stops_replica),
              DT_CASE(nan_gradient_stops_replica), DT_CASE(check_finite_off),
-             DT_CASE(write_fails_midrun), DT_CASE(unwritable_out))
+             DT_CASE(write_fails_midrun), DT_CASE(first_write_fails), DT_CASE(unwritable_out))

@@ -326,8 +326,9 @@ DT_TEST(outputs_never_onto_inputs)
  * *estimate gets what `run --dry-run` says the run needs. */
 static double peak_rss_mib(const char *cfg, const char *dir, const char *sets, double *estimate)
 {
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -rf '%s' && '%s' run '%s' --dry-run %s", dir,
-                                EXE, cfg, sets),
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "rm -rf '%s' && '%s' run '%s' --out '%s' --dry-run %s", dir, EXE,
+                                cfg, dir, sets),
                  0);
     const char *about = strstr(out, "about ");
     *estimate = about ? atof(about + 6) : -1;
@@ -371,7 +372,7 @@ DT_TEST(memory_estimate_matches_peak)
         {"configs/quickstart.yaml", "--set 'model.hidden=[4096, 4096]' --set report.snapshots=8"},
         {"configs/lenet.yaml", "--set train.batch=128"},
         {"configs/lenet.yaml", "--set train.batch=1024"},
-        {"configs/lenet.yaml", "--set train.batch=4096"},
+        {"configs/lenet.yaml", "--set train.batch=4096 --set dataset.train_limit=4096"},
         {"configs/bnn.yaml", ""},
         {"configs/bnn.yaml", "--set 'model.hidden=[2048, 2048]'"},
         {"configs/bnn.yaml", "--set 'model.hidden=[3072, 3072]'"},
@@ -687,6 +688,128 @@ DT_TEST(allocation_fails_midrun)
     }
 }
 
+/* export of a special file named as its checkpoint (a FIFO with no writer, a character
+ * device): refused at once, exit 2, naming what it is -- never a blocked open (the command
+ * runs under timeout(1), so a hang fails with 124 instead of blocking the suite). */
+DT_TEST(export_refuses_special_files)
+{
+    const char *fifo = TMP "export.fifo", *st = TMP "export-fifo.safetensors";
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -f '%s' '%s' && mkfifo '%s'", fifo, st, fifo),
+                 0);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "timeout 10 '%s' export '%s' --safetensors '%s'",
+                                EXE, fifo, st),
+                 2);
+    CHECK_CONTAINS(out, "export.fifo: not a regular file but a FIFO (named pipe)");
+    CHECK(!dt_path_exists(st));
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "timeout 10 '%s' export /dev/zero --safetensors '%s'", EXE, st),
+                 2);
+    CHECK_CONTAINS(out, "/dev/zero: not a regular file but a character device");
+    CHECK(!dt_path_exists(st));
+}
+
+/* export verifies what it writes: a snapshot with flipped bytes no longer matches its
+ * trace's digest at that step, a checkpoint with a flipped byte fails its checksum; both
+ * refused, exit 2, naming the file, and nothing written. */
+DT_TEST(export_verifies_weights)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "export-verify", *st = TMP "export-verify.safetensors";
+    finished_result(dir, "--set train.steps=5 --set train.checkpoint_every=5");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -f '%s'", st), 0);
+    /* flip 4 bytes of weight values (the end of the file) of the step-5 snapshot */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "f='%s/portable/replica-0/snapshots/step-00000005.bin' && "
+                                "printf '\\377\\377\\377\\177' | dd of=\"$f\" bs=1 "
+                                "seek=$(( $(stat -c %%s \"$f\") - 40 )) conv=notrunc 2>/dev/null",
+                                dir),
+                 0);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "'%s' export '%s/portable/replica-0' --safetensors '%s'", EXE, dir,
+                                st),
+                 2);
+    CHECK_CONTAINS(out, "snapshots/step-00000005.bin: does not match trace.csv at step 5");
+    CHECK(!dt_path_exists(st));
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "'%s' export '%s/portable/replica-0' --step 5 --safetensors '%s'",
+                                EXE, dir, st),
+                 2);
+    CHECK(!dt_path_exists(st));
+    /* an intact step of the same folder is still written */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "'%s' export '%s/portable/replica-0' --step 4 --safetensors '%s'",
+                                EXE, dir, st),
+                 0);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -f '%s'", st), 0);
+    /* a checkpoint with one byte flipped in its weights */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "f='%s/portable/replica-1/checkpoint.bin' && "
+                                "printf '\\177' | dd of=\"$f\" bs=1 "
+                                "seek=$(( $(stat -c %%s \"$f\") - 100 )) conv=notrunc 2>/dev/null",
+                                dir),
+                 0);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "'%s' export '%s/portable/replica-1/checkpoint.bin' "
+                                "--safetensors '%s'",
+                                EXE, dir, st),
+                 2);
+    CHECK_CONTAINS(out, "replica-1/checkpoint.bin: checksum mismatch");
+    CHECK(!dt_path_exists(st));
+}
+
+/* export's refusals say what to give: an experiment or cell folder names a replica folder
+ * in it; a --step past the trace or without a snapshot, or too large to read, is refused
+ * (exit 2), not clamped; a missing output folder is named as the user wrote it; a repeated
+ * --safetensors is a usage error. Nothing is written by any of them. */
+DT_TEST(export_messages)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "export-msg", *st = TMP "export-msg.safetensors";
+    finished_result(dir, "--set train.steps=5");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm -f '%s' '%s.b'", st, st), 0);
+    char rep[1200];
+    snprintf(rep, sizeof rep, "%s/portable/replica-0", dir);
+    CHECK_INT_EQ(
+        dt_run_capture(out, sizeof out, "'%s' export '%s' --safetensors '%s'", EXE, dir, st), 2);
+    CHECK_CONTAINS(out, "an experiment folder");
+    CHECK_CONTAINS(out, "give a replica folder");
+    CHECK_CONTAINS(out, rep);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' export '%s/portable' --safetensors '%s'",
+                                EXE, dir, st),
+                 2);
+    CHECK_CONTAINS(out, "give a replica folder");
+    CHECK_CONTAINS(out, rep);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' export '%s' --step 6 --safetensors '%s'",
+                                EXE, rep, st),
+                 2);
+    CHECK_CONTAINS(out, "past the end of its trace");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "'%s' export '%s' --step 99999999999999999999 --safetensors '%s'",
+                                EXE, rep, st),
+                 2);
+    CHECK(strstr(out, "9223372036854775807") == NULL); /* not clamped to the largest step */
+    CHECK_CONTAINS(out, "out of range");
+    /* the last snapshot beyond a trace cut short: refused, not written unchecked */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "sed -i '$d' '%s/trace.csv'", rep), 0);
+    CHECK_INT_EQ(
+        dt_run_capture(out, sizeof out, "'%s' export '%s' --safetensors '%s'", EXE, rep, st), 2);
+    CHECK_CONTAINS(out, "past the end of its trace");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "'%s' export '%s' --safetensors /no/such/dir/x.safetensors", EXE,
+                                rep),
+                 2);
+    CHECK_CONTAINS(out, "/no/such/dir/x.safetensors: ");
+    CHECK(strstr(out, ".tmp-") == NULL);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "'%s' export '%s' --step 4 --safetensors '%s' --safetensors '%s.b'",
+                                EXE, rep, st, st),
+                 2);
+    CHECK_CONTAINS(out, "--safetensors given twice");
+    CHECK(!dt_path_exists(st));
+    snprintf(rep, sizeof rep, "%s.b", st);
+    CHECK(!dt_path_exists(rep));
+}
+
 DT_TEST_MAIN(DT_CASE(refused_value_keeps_result), DT_CASE(refused_ranks_keep_result),
              DT_CASE(other_config_refused), DT_CASE(rerun_is_explicit),
              DT_CASE(foreign_folder_refused), DT_CASE(overwrite_removes_only_results),
@@ -695,4 +818,6 @@ DT_TEST_MAIN(DT_CASE(refused_value_keeps_result), DT_CASE(refused_ranks_keep_res
              DT_CASE(concurrent_runs), DT_CASE(planted_symlink), DT_CASE(links_never_followed),
              DT_CASE(resume_completes_cut_trace_row), DT_CASE(terminal_paths_escaped),
              DT_CASE(resume_inputs_checked_first), DT_CASE(unwritable_replica_folder),
-             DT_CASE(oversized_model_refused), DT_CASE(allocation_fails_midrun))
+             DT_CASE(oversized_model_refused), DT_CASE(allocation_fails_midrun),
+             DT_CASE(export_refuses_special_files), DT_CASE(export_verifies_weights),
+             DT_CASE(export_messages))

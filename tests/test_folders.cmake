@@ -6,4 +6,5 @@ dt_add_test(folders LABELS e2e CASES refused_value_keeps_result
             concurrent_runs planted_symlink links_never_followed
             resume_completes_cut_trace_row terminal_paths_escaped resume_inputs_checked_first unwritable_replica_folder
             oversized_model_refused
-            allocation_fails_midrun)
+            allocation_fails_midrun
+            export_refuses_special_files export_verifies_weights export_messages)

@@ -1,8 +1,8 @@
-dt_add_test(gpt LABELS unit CASES ops_are_the_shared_functions ops_match_double_reference
+dt_add_test(gpt LABELS unit narrow CASES ops_are_the_shared_functions ops_match_double_reference
             gradients_match_double_reference embedding_scatter_controls adamw_and_schedule
             clip_norm_controls dropout_masks attention_library_path
             text_dataset refusals)
-dt_add_test(gpt LABELS e2e CASES levels_and_threads resume_after_kill explain_names_scatter
+dt_add_test(gpt LABELS e2e narrow CASES levels_and_threads resume_after_kill explain_names_scatter
             export_and_batches vs_torch nonfinite_stops dropout_runs)
 dt_add_test(gpt LABELS e2e CASES ranks_independent dropout_ranks LOCKS mpirun)
 dt_add_test(gpt LABELS gpu gpt CASES gpu_gradients_equal_cpu_and_grid_free gpu_host_waits_per_step

@@ -217,7 +217,9 @@ static bool line_has_number(const char *b, const char *e, const char *q, int d)
             while (p + 1 < e && (isdigit((unsigned char)p[1]) || p[1] == '.')) p++;
             continue;
         }
-        const char *start = p > b && p[-1] == '-' ? p - 1 : p;
+        /* a minus sign, unless it joins two numbers (a date: 2026-11-26) */
+        const bool sign = p > b && p[-1] == '-' && !(p - 1 > b && isalnum((unsigned char)p[-2]));
+        const char *start = sign ? p - 1 : p;
         char *end;
         double v = strtod(start, &end);
         char buf[64];

@@ -14,6 +14,7 @@
 #include "harness/record/layout.h"
 #include "harness/analyze/report.h"
 #include "harness/record/snapshot.h"
+#include "harness/record/trace.h"
 #include "run_helper.h"
 
 /* ---- the synthetic model: fc1.weight (4 values) and fc1.bias (2 values) ------------------- */
@@ -754,8 +755,72 @@ DT_TEST(error_snapshot_mismatch)
     CHECK_CONTAINS(err.msg, "does not match");
 }
 
+/* Append `text` (no end of line) to DIR/REL: a last line cut short, as kill -9 leaves it. */
+static void append_cut(const char *dir, const char *rel, const char *text)
+{
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    FILE *f = fopen(path, "a");
+    DT_ASSERT(f && fputs(text, f) >= 0 && fclose(f) == 0);
+}
+
+/* A last line without its end of line (a killed run's trace.csv, tensors.csv, times.csv,
+ * metrics.csv) is treated as absent by the report and by the trace reader compare uses --
+ * every figure is the one without it -- and report.md names the files it was left out of;
+ * a malformed line that is not the last is still an error. */
+DT_TEST(cut_last_lines_ignored)
+{
+    char dir[1024], clean[1024], path[1200];
+    struct dt_error err;
+    build_single(clean, sizeof clean, "cut-clean");
+    CHECK(build_report(clean, "none", &err) == DT_OK);
+    build_single(dir, sizeof dir, "cut");
+    /* replica 2 of portable stopped after step 2: its row of step 3 cut inside the digest */
+    append_cut(dir, "portable/replica-2/trace.csv", "3,0.5,0123456789abcdef");
+    append_cut(dir, "portable/replica-2/tensors.csv", "3,fc1.wei");
+    append_cut(dir, "portable/replica-2/times.csv", "3,12.");
+    append_cut(dir, "fast/replica-1/metrics.csv", "5,0.3,0.1");
+    CHECK(build_report(dir, "none", &err) == DT_OK);
+    const char *outputs[] = {"summary.csv", "cells.csv", "drift.csv"};
+    for (int i = 0; i < 3; i++) {
+        char a[1200], b[1200];
+        snprintf(a, sizeof a, "%s/%s", dir, outputs[i]);
+        snprintf(b, sizeof b, "%s/%s", clean, outputs[i]);
+        if (!dt_files_equal(a, b)) fprintf(stderr, "%s differs from the uncut folder's\n", a);
+        CHECK(dt_files_equal(a, b));
+    }
+    CHECK_FIELD(dir, "summary.csv", 1, "first_divergent_step", "3");
+    snprintf(path, sizeof path, "%s/report.md", dir);
+    char *md = dt_read_file(path, NULL);
+    CHECK(md != NULL);
+    if (md) {
+        CHECK_CONTAINS(md, "**Cut short.** The last line of `");
+        CHECK_CONTAINS(md, "`portable/replica-2/trace.csv`");
+        CHECK_CONTAINS(md, "`portable/replica-2/tensors.csv`");
+        CHECK_CONTAINS(md, "`portable/replica-2/times.csv`");
+        CHECK_CONTAINS(md, "`fast/replica-1/metrics.csv`");
+        CHECK(strstr(md, "`fast/replica-0/") == NULL);
+    }
+    free(md);
+    snprintf(path, sizeof path, "%s/report.md", clean);
+    md = dt_read_file(path, NULL);
+    CHECK(md && strstr(md, "Cut short") == NULL);
+    free(md);
+    /* the trace reader compare uses: the same rows as without the cut line */
+    struct dt_trace_row *rows = NULL;
+    int64_t n = 0;
+    snprintf(path, sizeof path, "%s/portable/replica-2", dir);
+    CHECK_INT_EQ(dt_trace_read(&rows, &n, path, &err), DT_OK);
+    CHECK_INT_EQ(n, 3);
+    free(rows);
+    /* cut in the middle (a line follows): still refused, naming file and line */
+    append_cut(dir, "portable/replica-2/times.csv", "\n4,13.0,0.5\n");
+    CHECK(build_report(dir, "none", &err) == DT_ERR_DATA);
+    CHECK_CONTAINS(err.msg, "portable/replica-2/times.csv:4: expected 3 fields, found 2");
+}
+
 DT_TEST_MAIN(DT_CASE(summary_values), DT_CASE(cells_values), DT_CASE(overhead_inconclusive),
              DT_CASE(algorithms_section), DT_CASE(two_settings), DT_CASE(reproducible_copy),
              DT_CASE(plots_gnuplot), DT_CASE(plots_none), DT_CASE(print_summary_table),
              DT_CASE(error_missing_config), DT_CASE(error_malformed_predictions),
-             DT_CASE(error_snapshot_mismatch))
+             DT_CASE(error_snapshot_mismatch), DT_CASE(cut_last_lines_ignored))

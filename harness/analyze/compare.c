@@ -566,43 +566,52 @@ struct table_exp {
  * model, the build), else from its first replica's run.json (backend, threads): "cpu: AMD
  * EPYC, 2 threads", "cuda: NVIDIA H100 80GB HBM3 (sm_90)". A missing or unreadable run.json
  * makes the device unknown, not the table impossible: the traces are what is compared. */
-static void describe_experiment(struct table_exp *t, const char *first_replica)
+void dt_experiment_describe(const char *dir, const char *first_replica, char *label,
+                            size_t label_size, char *detail, size_t detail_size, char *when,
+                            size_t when_size)
 {
-    enum { NAME, THREADS, DEVICE, CPU_MODEL, VERSION, GIT, N_KEYS };
-    static const char *const keys[N_KEYS] = {"backend.name",   "backend.threads",
-                                             "backend.device", "system.cpu_model",
-                                             "build.version",  "build.git_revision"};
+    enum { NAME, THREADS, DEVICE, CPU_MODEL, VERSION, GIT, START, N_KEYS };
+    static const char *const keys[N_KEYS] = {
+        "backend.name",  "backend.threads",    "backend.device", "system.cpu_model",
+        "build.version", "build.git_revision", "start_time"};
     static const char *const replica_keys[2] = {"backend", "threads"};
     char v[N_KEYS][JSON_VALUE], path[4096];
     struct dt_error e = {0};
-    snprintf(path, sizeof path, "%s/run.json", t->dir);
+    snprintf(path, sizeof path, "%s/run.json", dir);
     enum dt_status st = json_scalars(v, path, keys, N_KEYS, &e);
+    if (when && when_size) snprintf(when, when_size, "%s", v[START]);
     if (v[NAME][0] == '\0' && first_replica) {
         char rv[2][JSON_VALUE];
-        snprintf(path, sizeof path, "%s/%s/run.json", t->dir, first_replica);
+        snprintf(path, sizeof path, "%s/%s/run.json", dir, first_replica);
         if (json_scalars(rv, path, replica_keys, 2, NULL) == DT_OK) {
             memcpy(v[NAME], rv[0], JSON_VALUE);
             memcpy(v[THREADS], rv[1], JSON_VALUE);
         }
     }
     if (v[NAME][0] == '\0') {
-        snprintf(t->label, sizeof t->label, "unknown device");
-        snprintf(t->detail, sizeof t->detail, "device unknown: %.800s",
+        snprintf(label, label_size, "unknown device");
+        snprintf(detail, detail_size, "device unknown: %.800s",
                  st != DT_OK ? e.msg : "run.json names no backend");
         return;
     }
     if (strcmp(v[NAME], "cpu") == 0) {
         int threads = atoi(v[THREADS]);
-        snprintf(t->label, sizeof t->label, "cpu%s%.80s, %d thread%s", v[CPU_MODEL][0] ? ": " : "",
+        snprintf(label, label_size, "cpu%s%.80s, %d thread%s", v[CPU_MODEL][0] ? ": " : "",
                  v[CPU_MODEL], threads, threads == 1 ? "" : "s");
     } else {
         /* "<name> (sm_XY), N SMs; driver ...": the name and architecture head the column */
-        snprintf(t->label, sizeof t->label, "%.20s%s%.*s", v[NAME], v[DEVICE][0] ? ": " : "",
+        snprintf(label, label_size, "%.20s%s%.*s", v[NAME], v[DEVICE][0] ? ": " : "",
                  (int)strcspn(v[DEVICE], ",;"), v[DEVICE]);
     }
-    snprintf(t->detail, sizeof t->detail, "%s%s%.200s; detrain %.60s (git %.40s)", t->label,
+    snprintf(detail, detail_size, "%s%s%.200s; detrain %.60s (git %.40s)", label,
              v[DEVICE][0] ? "; device " : "", v[DEVICE], v[VERSION][0] ? v[VERSION] : "?",
              v[GIT][0] ? v[GIT] : "?");
+}
+
+static void describe_experiment(struct table_exp *t, const char *first_replica)
+{
+    dt_experiment_describe(t->dir, first_replica, t->label, sizeof t->label, t->detail,
+                           sizeof t->detail, NULL, 0);
 }
 
 /* Markdown table cells hold no '|' and no line breaks. */

@@ -99,4 +99,12 @@ struct dt_table_options {
 enum dt_status dt_compare_table(const struct dt_table_options *opt, FILE *out, bool *all_identical,
                                 struct dt_error *err);
 
+/* What the experiment in `dir` ran on, from its run.json (else its replica
+ * `first_replica`'s, may be NULL): a short label ("cpu: AMD EPYC, 2 threads", "cuda: NVIDIA
+ * H100 80GB HBM3 (sm_90)"), a longer detail (device, build) and, when `when` is not NULL,
+ * its start time ("" when unknown). */
+void dt_experiment_describe(const char *dir, const char *first_replica, char *label,
+                            size_t label_size, char *detail, size_t detail_size, char *when,
+                            size_t when_size);
+
 #endif

@@ -899,6 +899,37 @@ struct explanation {
     bool finished; /* said all there is: the later phases have nothing to do */
 };
 
+/* --step K: a step both traces cover (1 to the last step both hashed), and one the two sides
+ * reach from the same state: once the traces have parted at S < K, the states before K
+ * already differ and re-executing K could show only that, so S is what to explain. */
+static enum dt_status check_step(const struct explanation *x, struct dt_error *err)
+{
+    const struct side *A = &x->sides[0], *B = &x->sides[1];
+    const int64_t k = x->opt->step;
+    const int64_t last_a = A->n_rows > 0 ? A->rows[A->n_rows - 1].step : 0;
+    const int64_t last_b = B->n_rows > 0 ? B->rows[B->n_rows - 1].step : 0;
+    const int64_t last = last_a < last_b ? last_a : last_b;
+    if (k > last)
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "explain: --step %" PRId64
+                            " is past the traces' last step: they cover steps 1 to %" PRId64
+                            " (A's trace ends at step %" PRId64 ", B's at step %" PRId64
+                            "); give a step in that range",
+                            k, last, last_a, last_b);
+    const int64_t s = x->diff.first_step;
+    if (x->diff.diverged && s < k) {
+        char what[96] = "leave out --step";
+        if (s > 0) snprintf(what, sizeof what, "leave out --step, or give --step %" PRId64, s);
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "explain: the traces part at step %" PRId64 ", before step %" PRId64
+                            ": the states before step %" PRId64
+                            " already differ, so re-executing it would show only that; explain "
+                            "step %" PRId64 ", where they part (%s)",
+                            s, k, k, s, what);
+    }
+    return DT_OK;
+}
+
 /* Phase 1, locate: the two sides, their traces compared, the step to explain; an initial
  * divergence is explained here (a `vary` source), an agreement said. */
 static enum dt_status explain_locate(struct explanation *x, struct dt_error *err)
@@ -910,6 +941,7 @@ static enum dt_status explain_locate(struct explanation *x, struct dt_error *err
     DT_FORWARD_IF_ERROR(side_locate(B, opt->b, err));
     DT_FORWARD_IF_ERROR(same_experiment(A, B, err));
     DT_FORWARD_IF_ERROR(dt_trace_compare(&x->diff, A->dir, B->dir, err));
+    if (opt->step > 0) DT_FORWARD_IF_ERROR(check_step(x, err));
     const struct dt_trace_diff *diff = &x->diff;
     fprintf(out, "explain: A = %s\n         B = %s\n", A->shown, B->shown);
     if (!diff->diverged && opt->step <= 0) {

@@ -107,7 +107,8 @@ struct report {
     char plots_skipped[256];             /* the one-line reason when no plot was attempted */
     struct plot_note plots[DT_MAX_POLICIES + 2];
     int n_plots;
-    char **explained; /* report.explain: per cell, explain's text (NULL: not explained) */
+    char **explained;     /* report.explain: per cell, explain's text (NULL: not explained) */
+    struct dt_strbuf cut; /* "`<cell>/replica-<r>/<file>`, ...": last line cut short, not used */
 };
 
 static void dvec_push(struct dvec *d, double x)
@@ -157,7 +158,7 @@ static bool parse_f64(const char *s, double *out, bool empty_ok)
 /* ---- per-replica files ---------------------------------------------------------------- */
 
 /* metrics.csv: the test accuracy of the row at train.steps (the final evaluation). */
-static enum dt_status read_metrics(struct replica *r, const char *path, int64_t steps,
+static enum dt_status read_metrics(struct replica *r, const char *path, int64_t steps, bool *cut,
                                    struct dt_error *err)
 {
     struct dt_csv_reader c;
@@ -174,13 +175,15 @@ static enum dt_status read_metrics(struct replica *r, const char *path, int64_t 
             st = dt_csv_fail(&c, err, "bad test_loss '%s'", c.field[1]);
         else if (step == steps) r->test_acc = acc, r->test_loss = loss;
     }
+    *cut = st == DT_OK && exists && !c.eol; /* its last row cut short: left out */
     dt_csv_close(&c);
     return st;
 }
 
 /* times.csv: every step's step_ms, and hash_ms where the step was hashed, into the cell's
  * pools (the cell's medians are over all its replicas' steps). */
-static enum dt_status read_times(struct cell *cell, const char *path, struct dt_error *err)
+static enum dt_status read_times(struct cell *cell, const char *path, bool *cut,
+                                 struct dt_error *err)
 {
     struct dt_csv_reader c;
     bool exists;
@@ -198,6 +201,7 @@ static enum dt_status read_times(struct cell *cell, const char *path, struct dt_
         if (isfinite(ms)) dvec_push(&cell->step_times, ms);
         if (isfinite(hash)) dvec_push(&cell->hash_times, hash);
     }
+    *cut = st == DT_OK && exists && !c.eol;
     dt_csv_close(&c);
     return st;
 }
@@ -211,7 +215,8 @@ static bool parse_class(const char *s, uint8_t *out)
 }
 
 /* predictions.csv: label and predicted class of every test example, index 0, 1, ... */
-static enum dt_status read_predictions(struct replica *r, const char *path, struct dt_error *err)
+static enum dt_status read_predictions(struct replica *r, const char *path, bool *cut,
+                                       struct dt_error *err)
 {
     struct dt_csv_reader c;
     bool exists;
@@ -234,7 +239,12 @@ static enum dt_status read_predictions(struct replica *r, const char *path, stru
             st = dt_csv_fail(&c, err, "bad predicted class '%s'", c.field[2]);
         else r->n_pred++;
     }
-    if (st == DT_OK && exists && !r->label) { /* header only: present but empty */
+    *cut = st == DT_OK && exists && !c.eol;
+    if (*cut) { /* written at the end of a replica: cut short, the replica did not complete */
+        free(r->label), free(r->pred);
+        r->label = r->pred = NULL;
+        r->n_pred = 0;
+    } else if (st == DT_OK && exists && !r->label) { /* header only: present but empty */
         r->label = dt_xmalloc(1);
         r->pred = dt_xmalloc(1);
     }
@@ -285,16 +295,14 @@ static enum dt_status read_overhead(struct report *rep, const char *path, struct
     while (st == DT_OK && row) {
         struct dt_error rerr = {0};
         enum dt_status rst = dt_csv_next(&c, 5, &row, &rerr);
-        if ((rst == DT_ERR_DATA || (rst == DT_OK && row)) && !c.eol) {
-            rep->ovh_cut = true; /* a last line without its newline: cut short, not used */
-            break;
-        }
         if (rst == DT_OK && row) rst = overhead_row(rep, &c, &rerr);
         if (rst != DT_OK) {
             if (err) *err = rerr;
             st = rst;
         }
     }
+    /* a last line without its newline: cut short, not used (dt_csv_next left it out) */
+    if (st == DT_OK && exists && !c.empty && !c.eol) rep->ovh_cut = true;
     dt_csv_close(&c);
     return st;
 }
@@ -327,8 +335,31 @@ static void replica_path(char *buf, size_t size, const struct report *rep, int c
     snprintf(buf, size, "%s/%s", rdir, file);
 }
 
+/* Does the file end inside a line (no end of line after its last byte, as a writer killed
+ * mid-row leaves it)? */
+static bool last_line_cut(const char *path)
+{
+    int fd;
+    int64_t size = 0;
+    struct dt_error ignored;
+    if (dt_open_regular(&fd, path, "a CSV file", &size, &ignored) != DT_OK) return false;
+    char last = '\n';
+    const bool cut = size > 0 && pread(fd, &last, 1, (off_t)size - 1) == 1 && last != '\n';
+    close(fd);
+    return cut;
+}
+
+/* A replica's file whose cut last line was left out, listed for report.md. */
+static void note_cut(struct report *rep, const struct cell *cell, int r, const char *name, bool cut)
+{
+    if (cut)
+        dt_strbuf_printf(&rep->cut, "%s`%s/replica-%d/%s`", rep->cut.len ? ", " : "", cell->dir, r,
+                         name);
+}
+
 /* One replica's files. A missing folder (run interrupted before it started) or a trace
- * that stops short of train.steps leaves it not completed. */
+ * that stops short of train.steps leaves it not completed. A last line cut short (a run
+ * killed while writing it) is left out, as if absent, and noted. */
 static enum dt_status load_replica(struct report *rep, struct cell *cell, int c, int r,
                                    struct dt_error *err)
 {
@@ -340,14 +371,22 @@ static enum dt_status load_replica(struct report *rep, struct cell *cell, int c,
     rp->present = dt_is_dir(rdir);
     if (!rp->present) return DT_OK;
     snprintf(path, sizeof path, "%s/trace.csv", rdir);
-    if (dt_path_exists(path))
+    if (dt_path_exists(path)) {
         DT_FORWARD_IF_ERROR(dt_trace_read(&rp->trace, &rp->n_trace, path, err));
+        note_cut(rep, cell, r, "trace.csv", last_line_cut(path));
+    }
+    snprintf(path, sizeof path, "%s/tensors.csv", rdir); /* read where traces are compared */
+    if (dt_path_exists(path)) note_cut(rep, cell, r, "tensors.csv", last_line_cut(path));
+    bool cut = false;
     snprintf(path, sizeof path, "%s/predictions.csv", rdir);
-    DT_FORWARD_IF_ERROR(read_predictions(rp, path, err));
+    DT_FORWARD_IF_ERROR(read_predictions(rp, path, &cut, err));
+    note_cut(rep, cell, r, "predictions.csv", cut);
     snprintf(path, sizeof path, "%s/metrics.csv", rdir);
-    DT_FORWARD_IF_ERROR(read_metrics(rp, path, rep->exp.train.steps, err));
+    DT_FORWARD_IF_ERROR(read_metrics(rp, path, rep->exp.train.steps, &cut, err));
+    note_cut(rep, cell, r, "metrics.csv", cut);
     snprintf(path, sizeof path, "%s/times.csv", rdir);
-    DT_FORWARD_IF_ERROR(read_times(cell, path, err));
+    DT_FORWARD_IF_ERROR(read_times(cell, path, &cut, err));
+    note_cut(rep, cell, r, "times.csv", cut);
     rp->completed = rp->n_trace > 0 && rp->trace[rp->n_trace - 1].step == rep->exp.train.steps &&
                     rp->label != NULL;
     cell->completed += rp->completed;
@@ -1203,13 +1242,15 @@ static void md_unparted_note(struct dt_strbuf *sb, const struct report *rep,
     dt_strbuf_printf(
         sb, "`%s`: its replicas did not part, though `%s` promises no order. %s\n\n", cell->dir,
         pol->name,
-        cpu ? "On the CPU `fast` takes the fastest path op by op, and here, at this thread "
-              "count, each happened to add in the same order in every replica (with two "
-              "threads, per-thread partials added in arrival order cannot change the bits; "
-              "with three or more, or where an op hands out chunks as threads come, they "
-              "can). Every split follows the thread count, so another thread count or rank "
-              "count gives other bits: `make demo` shows 1 thread against 2, and `detrain "
-              "explain` names the op."
+        cpu ? "On the CPU `fast` takes the fastest path op by op, and in this run none of "
+              "them handed work out as threads came or added partials in an order that could "
+              "change the bits (two per-thread partials cannot: 0 + a + b = 0 + b + a). Whether "
+              "another thread count gives other bits depends on the CPU and the batch -- which "
+              "kernels the products take (detrain's AVX-512 tiles split outputs, never a sum; "
+              "OpenBLAS's choice varies by processor) and how the batch splits -- so compare a "
+              "run at another thread count (`make demo` shows 1 thread against 2). The order "
+              "still matters: `detrain explain` on two replicas re-executes a step under drawn "
+              "combination orders and names the op whose bits change."
             : "On a GPU its float atomicAdd (bias gradients, scatter-adds) and cuDNN's timed "
               "algorithm choice still depend on the schedule; this run's replicas happened to "
               "agree.");
@@ -1512,10 +1553,22 @@ static void md_algorithms(struct dt_strbuf *sb, const struct report *rep)
     if (header) dt_strbuf_printf(sb, "\n");
 }
 
+/* The replicas' files whose last line was cut short (a run stopped while writing it): left
+ * out of every figure, as if absent. */
+static void md_cut(struct dt_strbuf *sb, const struct report *rep)
+{
+    if (!rep->cut.len) return;
+    dt_strbuf_printf(sb,
+                     "**Cut short.** The last line of %s had no end of line (the run was stopped "
+                     "while writing it): it is left out of every figure below, as if absent.\n\n",
+                     rep->cut.data);
+}
+
 static enum dt_status write_report_md(const struct report *rep, struct dt_error *err)
 {
     struct dt_strbuf sb = {0};
     md_setup(&sb, rep);
+    md_cut(&sb, rep);
     md_how_to_read(&sb);
     md_divergence(&sb, rep);
     md_explain(&sb, rep);
@@ -1566,6 +1619,9 @@ static void print_summary(const struct report *rep)
            "final weight distance over weight norm;\n overhead = median step time vs fast "
            "with its 95%% interval)\n");
     if (rep->ovh_note[0]) printf("overhead: %s\n", rep->ovh_note);
+    if (rep->cut.len)
+        printf("note: a replica file's last line was cut short (a stopped run) and left out; "
+               "report.md names the files\n");
     char dir[4 * 1100]; /* the folder as given, escaped for the terminal */
     dt_escape_path(dir, sizeof dir, rep->dir);
     printf("report:  %s/report.md\nsummary: %s/summary.csv\ncells:   %s/cells.csv\n"
@@ -1607,6 +1663,7 @@ static void report_free(struct report *rep)
     }
     free(rep->cells);
     free(rep->steps);
+    dt_strbuf_free(&rep->cut);
     free(rep);
 }
 

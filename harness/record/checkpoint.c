@@ -231,13 +231,32 @@ static void diff_lines(struct dt_strbuf *sb, int *n_diff, const char *lines_a, c
     }
 }
 
+/* A config JSON as this build writes it: loaded (every key it lacks takes its default: a
+ * file from an older build, written before keys were added) and written again. NULL when
+ * this build cannot load it (a key it does not know, a value out of range): the text is
+ * then compared as it is, and the diff names what differs. */
+static char *normalized_config(const char *json)
+{
+    struct dt_experiment *e = dt_xcalloc(1, sizeof *e);
+    struct dt_error ignored = {0};
+    char *text = NULL;
+    if (dt_config_load_text(e, "config.json", json, strlen(json), -1, NULL, 0, &ignored) == DT_OK &&
+        e->n_matrix == 0)
+        text = dt_checkpoint_config_text(e);
+    free(e);
+    return text;
+}
+
 enum dt_status dt_checkpoint_config_diff(char *buf, size_t size, bool *differ, const char *json_a,
                                          const char *name_a, const char *json_b, const char *name_b,
                                          struct dt_error *err)
 {
     struct dt_strbuf a = {0}, b = {0}, sb = {0};
-    enum dt_status st = dt_checkpoint_config_lines(&a, json_a, name_a, err);
-    if (st == DT_OK) st = dt_checkpoint_config_lines(&b, json_b, name_b, err);
+    char *norm_a = normalized_config(json_a), *norm_b = normalized_config(json_b);
+    enum dt_status st = dt_checkpoint_config_lines(&a, norm_a ? norm_a : json_a, name_a, err);
+    if (st == DT_OK) st = dt_checkpoint_config_lines(&b, norm_b ? norm_b : json_b, name_b, err);
+    free(norm_a);
+    free(norm_b);
     *differ = false;
     if (size) buf[0] = '\0';
     if (st == DT_OK) {
@@ -706,7 +725,16 @@ enum dt_status dt_checkpoint_check(const struct dt_checkpoint *ck, const char *p
     char *config = dt_checkpoint_config_text(exp);
     uint8_t digest[DT_DIGEST_BYTES];
     DT_ASSERT(config_digest(digest, config, "the resolved config", NULL) == DT_OK);
-    if (memcmp(digest, ck->config_digest, DT_DIGEST_BYTES) != 0) {
+    bool config_same = memcmp(digest, ck->config_digest, DT_DIGEST_BYTES) == 0;
+    if (!config_same) { /* a checkpoint of an older build: its config read with this build's
+                           defaults */
+        char *norm = normalized_config(ck->config_json);
+        uint8_t old[DT_DIGEST_BYTES];
+        config_same = norm && config_digest(old, norm, "the checkpoint's config", NULL) == DT_OK &&
+                      memcmp(old, digest, DT_DIGEST_BYTES) == 0;
+        free(norm);
+    }
+    if (!config_same) {
         char diff[800];
         bool differ = false;
         enum dt_status st = dt_checkpoint_config_diff(diff, sizeof diff, &differ, ck->config_json,

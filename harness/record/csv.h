@@ -41,7 +41,9 @@ struct dt_csv_reader {
 enum dt_status dt_csv_open(struct dt_csv_reader *c, const char *path, const char *header,
                            bool empty_ok, bool *exists, struct dt_error *err);
 /* The next non-empty row, split into exactly `want` fields (c->field); *row = false at end of
- * file. A row with another count is DT_ERR_DATA naming file:line. */
+ * file. A row with another count is DT_ERR_DATA naming file:line. A last row without its end
+ * of line (cut short by a killed writer) is not returned: *row = false with c->eol false,
+ * so the caller can say the file was cut. */
 enum dt_status dt_csv_next(struct dt_csv_reader *c, int want, bool *row, struct dt_error *err);
 void dt_csv_close(struct dt_csv_reader *c);
 /* DT_ERR_DATA "<path>:<line>: <message>", the file's bytes in it made safe to print. */

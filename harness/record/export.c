@@ -1,11 +1,13 @@
 /* `detrain export` (harness/record/export.h). */
 #include "harness/record/export.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "build_info.h"
 #include "core/fileio.h"
@@ -14,6 +16,7 @@
 #include "harness/record/layout.h"
 #include "harness/record/outdir.h"
 #include "harness/record/snapshot.h"
+#include "harness/record/trace.h"
 #include "harness/setup/config.h"
 #include "harness/setup/model.h"
 
@@ -31,14 +34,20 @@ struct weights {
     char kind[32];
 };
 
-static bool is_checkpoint(const char *path)
+/* Whether `path` begins with the checkpoint magic. It is opened as dt_open_regular opens
+ * inputs: a FIFO, a device or a socket is refused (DT_ERR_IO naming what it is) before a
+ * byte is read, so a FIFO with no writer cannot hang the open. */
+static enum dt_status is_checkpoint(bool *yes, const char *path, struct dt_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
+    *yes = false;
+    int fd;
+    DT_FORWARD_IF_ERROR(dt_open_regular(&fd, path, "a checkpoint", NULL, err));
     char magic[8] = {0};
-    const bool yes = fread(magic, 1, 8, f) == 8 && memcmp(magic, DT_CHECKPOINT_MAGIC, 8) == 0;
-    fclose(f);
-    return yes;
+    size_t got = 0;
+    const enum dt_status st = dt_read_fd(fd, magic, sizeof magic, &got, path, err);
+    close(fd);
+    *yes = st == DT_OK && got == 8 && memcmp(magic, DT_CHECKPOINT_MAGIC, 8) == 0;
+    return st;
 }
 
 /* The experiment config.json in dir or its parents (at most four levels: replica, policy,
@@ -90,7 +99,14 @@ static enum dt_status write_safetensors(const struct weights *w, const char *src
     parts[1] = h.data, sizes[1] = h.len;
     for (int i = 0; i < w->n; i++)
         parts[2 + i] = w->values[i], sizes[2 + i] = (size_t)w->count[i] * 4;
-    enum dt_status st = dt_write_parts_atomic(out_path, parts, sizes, n_parts, err);
+    struct dt_error inner = {0};
+    enum dt_status st = dt_write_parts_atomic(out_path, parts, sizes, n_parts, &inner);
+    if (st != DT_OK) { /* named as the user gave it, not by the temporary file beside it */
+        const char *why = inner.msg;
+        if (strncmp(why, out_path, strlen(out_path)) == 0 && strstr(why, ": "))
+            why = strstr(why, ": ") + 2;
+        dt_error_set(err, st, "%s: cannot write it: %s", out_path, why);
+    }
     free(parts);
     free(sizes);
     dt_strbuf_free(&h);
@@ -128,29 +144,134 @@ static enum dt_status from_checkpoint(const char *src, const char *out_path, str
     return st;
 }
 
-/* A replica folder's snapshot; shapes from the experiment's model, built on the CPU. */
-static enum dt_status from_snapshot(const char *dir, int64_t step, const char *out_path,
-                                    struct dt_error *err)
+/* A folder given where a replica folder is wanted: an experiment folder (config.json in it)
+ * or a cell folder (replica-0 in it) is refused naming a replica folder inside it; a folder
+ * with neither trace.csv nor snapshots/ is no replica folder. */
+static enum dt_status check_replica_folder(const char *dir, struct dt_error *err)
+{
+    char path[2100], example[2400];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (dt_path_exists(path)) {
+        struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
+        struct dt_error ignored = {0};
+        if (dt_config_load(exp, path, NULL, 0, &ignored) == DT_OK)
+            dt_replica_dir(example, sizeof example, dir, exp, 0, 0);
+        else snprintf(example, sizeof example, "%s/<cell>/replica-0", dir);
+        free(exp);
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: an experiment folder; export writes one replica's weights: give "
+                            "a replica folder, e.g. %s (or a checkpoint file)",
+                            dir, example);
+    }
+    snprintf(path, sizeof path, "%s/replica-0", dir);
+    if (dt_is_dir(path))
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: a cell folder; export writes one replica's weights: give a "
+                            "replica folder, e.g. %s (or a checkpoint file)",
+                            dir, path);
+    char snaps[2100];
+    snprintf(path, sizeof path, "%s/trace.csv", dir);
+    dt_snapshot_dir(snaps, sizeof snaps, dir);
+    if (!dt_path_exists(path) && !dt_is_dir(snaps))
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: not a replica folder of a detrain run (no trace.csv or "
+                            "snapshots/ in it): give a replica folder, DIR/<cell>/replica-N, or "
+                            "a checkpoint file",
+                            dir);
+    return DT_OK;
+}
+
+/* The step to export (*step; -1: the last snapshot) and the trace's model digest there: the
+ * step must have a snapshot and lie within the replica's trace.csv, which records the
+ * digest the snapshot is checked against. Nothing is clamped: another step is refused. */
+static enum dt_status pick_step(int64_t *step, char digest[DT_DIGEST_HEX], const char *dir,
+                                struct dt_error *err)
 {
     int64_t *steps = NULL;
     int n_steps = 0;
     DT_FORWARD_IF_ERROR(dt_snapshot_list(dir, &steps, &n_steps, err));
+    const bool given = *step >= 0;
     bool found = false;
-    for (int i = 0; i < n_steps; i++) found |= steps[i] == step;
-    if (n_steps > 0 && step < 0) step = steps[n_steps - 1], found = true;
+    for (int i = 0; i < n_steps; i++) found |= steps[i] == *step;
+    if (!given && n_steps > 0) *step = steps[n_steps - 1], found = true;
     char have[256] = "";
     for (int i = 0, used = 0; i < n_steps && used < (int)sizeof have - 16; i++)
         used += snprintf(have + used, sizeof have - (size_t)used, "%s%" PRId64, i ? ", " : "",
                          steps[i]);
     free(steps);
-    if (!found) {
-        char which[48] = "at all";
-        if (step >= 0) snprintf(which, sizeof which, "at step %" PRId64, step);
+    if (n_steps == 0)
         return dt_error_set(err, DT_ERR_USAGE,
-                            "%s: no weight snapshot %s (snapshots at steps: %s; "
-                            "report.snapshots sets how many a run keeps)",
-                            dir, which, n_steps ? have : "none");
-    }
+                            "%s: no weight snapshot at all (report.snapshots sets how many a run "
+                            "keeps; a checkpoint file can be exported instead)",
+                            dir);
+    char tpath[2100];
+    snprintf(tpath, sizeof tpath, "%s/trace.csv", dir);
+    if (!dt_path_exists(tpath))
+        return dt_error_set(err, DT_ERR_DATA,
+                            "%s: missing: export checks a snapshot against the digest its "
+                            "trace records, so the weights cannot be verified without it",
+                            tpath);
+    struct dt_trace_row *rows = NULL;
+    int64_t n = 0;
+    DT_FORWARD_IF_ERROR(dt_trace_read(&rows, &n, dir, err));
+    const int64_t last = n > 0 ? rows[n - 1].step : -1;
+    bool traced = false;
+    for (int64_t i = 0; i < n && !traced; i++)
+        if (rows[i].step == *step) memcpy(digest, rows[i].digest, DT_DIGEST_HEX), traced = true;
+    free(rows);
+    char which[64], ends[64] = "has no rows";
+    snprintf(which, sizeof which, "%s %" PRId64, given ? "--step" : "its last snapshot, step",
+             *step);
+    if (n > 0) snprintf(ends, sizeof ends, "ends at step %" PRId64, last);
+    if (*step > last)
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: %s is past the end of its trace (trace.csv %s), so its weights "
+                            "cannot be checked: give --step with a step the trace covers "
+                            "(snapshots at steps: %s)",
+                            dir, which, ends, have);
+    if (!found)
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: no weight snapshot at step %" PRId64
+                            " (snapshots at steps: %s; report.snapshots sets how many a run "
+                            "keeps)",
+                            dir, *step, have);
+    if (!traced)
+        return dt_error_set(err, DT_ERR_DATA,
+                            "%s: no row for step %" PRId64
+                            ", so its snapshot cannot be checked; export another step "
+                            "(snapshots at steps: %s)",
+                            tpath, *step, have);
+    return DT_OK;
+}
+
+/* The snapshot read is the one the trace recorded: its step, and its model digest. */
+static enum dt_status verify_snapshot(const struct dt_snapshot *snap, const char *path,
+                                      int64_t step, const char *digest, struct dt_error *err)
+{
+    if (snap->step != step)
+        return dt_error_set(err, DT_ERR_DATA,
+                            "%s: holds step %" PRId64 ", not %" PRId64
+                            ": the file was renamed or damaged; nothing written",
+                            path, snap->step, step);
+    char own[DT_DIGEST_HEX];
+    dt_snapshot_model_digest(own, snap);
+    if (strcmp(own, digest) != 0)
+        return dt_error_set(err, DT_ERR_DATA,
+                            "%s: does not match trace.csv at step %" PRId64
+                            ": snapshot corrupted or from another run (model digest %s, trace "
+                            "has %s); nothing written",
+                            path, step, own, digest);
+    return DT_OK;
+}
+
+/* A replica folder's snapshot, verified against its trace; shapes from the experiment's
+ * model, built on the CPU. */
+static enum dt_status from_snapshot(const char *dir, int64_t step, const char *out_path,
+                                    struct dt_error *err)
+{
+    DT_FORWARD_IF_ERROR(check_replica_folder(dir, err));
+    char digest[DT_DIGEST_HEX];
+    DT_FORWARD_IF_ERROR(pick_step(&step, digest, dir, err));
     char cfg[2100];
     if (!find_config(cfg, sizeof cfg, dir))
         return dt_error_set(err, DT_ERR_USAGE,
@@ -173,6 +294,7 @@ static enum dt_status from_snapshot(const char *dir, int64_t step, const char *o
     char path[2300];
     dt_snapshot_path(path, sizeof path, dir, step);
     if (st == DT_OK) st = dt_snapshot_read(&snap, path, err);
+    if (st == DT_OK) st = verify_snapshot(&snap, path, step, digest, err);
     struct weights *w = dt_xcalloc(1, sizeof *w);
     if (st == DT_OK && snap.n_tensors != m->n_params)
         st = dt_error_set(err, DT_ERR_DATA, "%s: %d tensors; the model of %s has %d", path,
@@ -206,6 +328,26 @@ static enum dt_status from_snapshot(const char *dir, int64_t step, const char *o
     return st;
 }
 
+/* The folder FILE goes in exists and may be written: said under the name the user gave. */
+static enum dt_status check_out_folder(const char *out_path, struct dt_error *err)
+{
+    char folder[4096];
+    snprintf(folder, sizeof folder, "%s", out_path);
+    char *slash = strrchr(folder, '/');
+    if (!slash) snprintf(folder, sizeof folder, ".");
+    else if (slash == folder) slash[1] = '\0';
+    else *slash = '\0';
+    if (!dt_is_dir(folder))
+        return dt_error_set(
+            err, DT_ERR_USAGE, "%s: the folder %s %s: create it first or choose another place",
+            out_path, folder, dt_path_exists(folder) ? "is not a folder" : "does not exist");
+    if (access(folder, W_OK) != 0)
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: cannot write in the folder %s (%s): choose another place",
+                            out_path, folder, strerror(errno));
+    return DT_OK;
+}
+
 enum dt_status dt_export_safetensors(const char *src, int64_t step, const char *out_path,
                                      struct dt_error *err)
 {
@@ -213,17 +355,20 @@ enum dt_status dt_export_safetensors(const char *src, int64_t step, const char *
         return dt_error_set(err, DT_ERR_USAGE,
                             "%s: exists; export writes a new file (remove it or choose another)",
                             out_path);
+    DT_FORWARD_IF_ERROR(check_out_folder(out_path, err));
     if (!dt_path_exists(src))
         return dt_error_set(err, DT_ERR_IO, "%s: no such checkpoint or replica folder", src);
     /* not inside what it reads: a result folder holds only detrain's own files */
     DT_FORWARD_IF_ERROR(dt_out_file_check(out_path, &src, 1, "", "safetensors file", err));
     if (!dt_is_dir(src)) {
+        bool ckpt = false;
+        DT_FORWARD_IF_ERROR(is_checkpoint(&ckpt, src, err)); /* a special file: refused */
         if (step >= 0)
             return dt_error_set(err, DT_ERR_USAGE,
                                 "%s: --step is for a replica folder's snapshots; a checkpoint "
                                 "holds one step",
                                 src);
-        if (!is_checkpoint(src))
+        if (!ckpt)
             return dt_error_set(err, DT_ERR_DATA,
                                 "%s: not a detrain checkpoint (checkpoint.bin, divergence.bin) "
                                 "nor a replica folder",

@@ -133,6 +133,23 @@ void dt_folder_lock_release(struct dt_folder_lock *l)
 
 /* ---- what a folder holds -------------------------------------------------------------- */
 
+static bool regular_file_starting(const char *dir, const char *name, const char *head);
+
+/* dir/run.json is detrain's manifest of a run still "running" that trained no replica. */
+static bool unstarted_manifest(const char *dir)
+{
+    if (!regular_file_starting(dir, "run.json", "{\"tool\": \"detrain\"")) return false;
+    char path[4200], buf[65536];
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, "\"status\": \"running\"") != NULL &&
+           strstr(buf, "\"replicas\": []") != NULL;
+}
+
 enum dt_status dt_folder_state(enum dt_folder_state *state, const char *dir, struct dt_error *err)
 {
     *state = DT_FOLDER_ABSENT;
@@ -154,14 +171,20 @@ enum dt_status dt_folder_state(enum dt_folder_state *state, const char *dir, str
         return dt_error_set(err, DT_ERR_IO, "%s: exists and is not a folder", dir);
     DIR *d = opendir(dir);
     if (!d) return dt_error_set(err, DT_ERR_IO, "%s: cannot list: %s", dir, strerror(errno));
-    bool any = false;
+    bool any = false, only_manifest = true;
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, DT_LOCK_NAME))
             continue;
         any = true;
+        only_manifest &= strcmp(e->d_name, "run.json") == 0;
     }
     closedir(d);
     *state = dt_folder_is_result(dir) ? DT_FOLDER_RESULT : any ? DT_FOLDER_OTHER : DT_FOLDER_EMPTY;
+    /* a start that never began: detrain's run.json alone, "running", no config.json (what a
+     * full disk at the very first write left before that start cleaned up after itself) --
+     * nothing of a result in it, so the folder counts as empty and the next run takes it */
+    if (*state == DT_FOLDER_OTHER && only_manifest && unstarted_manifest(dir))
+        *state = DT_FOLDER_EMPTY;
     return DT_OK;
 }
 

@@ -112,6 +112,7 @@ enum dt_status dt_trace_read(struct dt_trace_row **rows_out, int64_t *n_out, con
                               lineno, sizeof line - 2);
             break;
         }
+        if (!strchr(line, '\n') && lineno > 1) break; /* a last row cut by a kill: absent */
         chomp(line);
         if (lineno == 1) {
             if (strcmp(line, DT_TRACE_HEADER) != 0) {
@@ -200,6 +201,7 @@ int dt_trace_read_tensors(const char *trace_arg, int64_t step, char names[][64],
             bad = true;
             break;
         }
+        if (!strchr(line, '\n') && lineno > 1) break; /* a last row cut by a kill: absent */
         chomp(line);
         char *c1 = strchr(line, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
         if (!c1 || !c2) continue;

@@ -44,7 +44,8 @@ struct dt_trace_row {
 /* A trace argument resolved: a file, or a folder holding trace.csv. */
 void dt_trace_file_path(char *out, size_t size, const char *path);
 /* Read a trace.csv fully; errors name the file and line. `path` may also be a folder
- * holding trace.csv. */
+ * holding trace.csv. A last row without its end of line (cut short by a killed writer) is
+ * left out, as if absent; so is one of tensors.csv in dt_trace_read_tensors. */
 enum dt_status dt_trace_read(struct dt_trace_row **rows, int64_t *n, const char *path,
                              struct dt_error *err);
 /* tensors.csv beside a trace: the (name, digest) rows of `step`, in file order (at most

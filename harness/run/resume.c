@@ -18,6 +18,7 @@
 #include "core/util.h"
 #include "determinism/streams.h"
 #include "harness/record/csv.h"
+#include "harness/record/hash.h"
 #include "harness/record/layout.h"
 #include "harness/record/snapshot.h"
 #include "harness/setup/model.h"
@@ -264,8 +265,9 @@ static enum dt_status cut_csv(const char *dir, const char *name, const char *hea
  * trace.csv and tensors.csv to the rows the uninterrupted run has up to k (the row of k only if k
  * is a hashed step of this run: a finished run extended by train.steps drops its old last row),
  * metrics.csv likewise for periodic evaluations, times.csv to steps <= k; predictions.csv goes (the
- * end rewrites it), and so do snapshots after k or off this run's schedule (those due later are
- * rewritten).
+ * end rewrites it), and so do snapshots after k (those due later are rewritten); the snapshots
+ * up to k stay, also those off this run's schedule (report.snapshots or train.steps changed):
+ * weights the run will not compute again.
  * kept_step/kept_digest: the last trace row kept. `dry`: every file read and checked as
  * for the cut, nothing changed (the check before the first write). */
 enum dt_status dt_resume_cut_back(const struct dt_experiment *exp, const char *dir,
@@ -293,21 +295,43 @@ enum dt_status dt_resume_cut_back(const struct dt_experiment *exp, const char *d
     snprintf(path, sizeof path, "%s/predictions.csv", dir);
     if (!dry && remove(path) != 0 && errno != ENOENT)
         return dt_error_set(err, DT_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
-    int64_t *have = NULL, due[80];
+    int64_t *have = NULL;
     int n_have = 0;
     DT_FORWARD_IF_ERROR(dt_snapshot_list(dir, &have, &n_have, err));
-    DT_ASSERT(exp->report.snapshots + 1 <= (int)(sizeof due / sizeof due[0]));
-    const int n_due = dt_snapshot_steps(exp, due);
     enum dt_status st = DT_OK;
     for (int i = 0; i < n_have && st == DT_OK && !dry; i++) {
-        bool on_schedule = false;
-        for (int j = 0; j < n_due; j++) on_schedule |= due[j] == have[i];
-        if (have[i] <= k && on_schedule) continue;
+        /* the run's weights at a step it will not run again: kept, even off this run's
+         * schedule (report.snapshots or train.steps changed on resume) */
+        if (have[i] <= k) continue;
         dt_snapshot_path(path, sizeof path, dir, have[i]);
         if (remove(path) != 0 && errno != ENOENT)
             st = dt_error_set(err, DT_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
     }
     free(have);
+    return st;
+}
+
+/* A resume may change train.steps (a finished run extended), but not under a schedule
+ * that depends on it: cosine decays to train.steps, so every step after the warm-up of the
+ * run so far had another learning rate than an uninterrupted run of the new length. */
+static enum dt_status check_schedule_length(const char *config_json,
+                                            const struct dt_experiment *exp, struct dt_error *err)
+{
+    struct dt_experiment *old = dt_xcalloc(1, sizeof *old);
+    struct dt_error ignored = {0};
+    enum dt_status st = DT_OK;
+    if (dt_config_load(old, config_json, NULL, 0, &ignored) == DT_OK &&
+        old->train.steps != exp->train.steps &&
+        (old->train.optimizer.schedule == DT_LR_COSINE ||
+         exp->train.optimizer.schedule == DT_LR_COSINE))
+        st = dt_error_set(err, DT_ERR_CONFIG,
+                          "%s: train.steps was %lld, now %lld, under the cosine schedule, which "
+                          "decays to train.steps: the steps already run had other learning "
+                          "rates than a run of %lld steps, so the trace could not be an "
+                          "uninterrupted run's; resume with train.steps=%lld, or start a new run",
+                          config_json, (long long)old->train.steps, (long long)exp->train.steps,
+                          (long long)exp->train.steps, (long long)old->train.steps);
+    free(old);
     return st;
 }
 
@@ -346,6 +370,7 @@ enum dt_status dt_resume_check_folder(const char *dir, const struct dt_experimen
             dt_error_set(err, DT_ERR_CONFIG, "%s: not an experiment of this config: %s", dir, diff);
     free(stored);
     free(now);
+    if (st == DT_OK) st = check_schedule_length(path, exp, err);
     return st;
 }
 
@@ -427,4 +452,64 @@ enum dt_status dt_resume_check_plans(struct run_ctx *c, struct dt_error *err)
                 c->opt->out_dir, count[START_KEEP], count[START_KEEP] == 1 ? "" : "s",
                 count[START_CHECKPOINT], count[START_FRESH]);
     return st;
+}
+
+/* One split into the running digest: its sizes, then the digests of its features and
+ * labels (bytes as read where kept, else the floats). */
+static void split_digest(struct dt_strbuf *sb, const struct dt_split *s)
+{
+    uint8_t d[DT_DIGEST_BYTES];
+    char hex[DT_DIGEST_HEX];
+    dt_strbuf_printf(sb, "n=%" PRId64 " dim=%" PRId64 " stride=%" PRId64 " classes=%d", s->n,
+                     s->dim, s->stride, s->n_classes);
+    if (s->n > 0 && s->pixels) dt_sha256(d, s->pixels, (size_t)(s->n * s->dim));
+    else if (s->n > 0 && s->x) dt_sha256_f32(d, s->x, (s->n - 1) * s->stride + s->dim);
+    else dt_sha256(d, "", 0);
+    dt_digest_hex(hex, d);
+    dt_strbuf_printf(sb, " x=%s", hex);
+    dt_sha256(d, s->y ? (const void *)s->y : "", s->y ? (size_t)s->n : 0);
+    dt_digest_hex(hex, d);
+    dt_strbuf_printf(sb, " y=%s\n", hex);
+}
+
+void dt_data_digest(char hex[DT_DIGEST_HEX], const struct dt_dataset *ds)
+{
+    struct dt_strbuf sb = {0};
+    split_digest(&sb, &ds->train);
+    split_digest(&sb, &ds->test);
+    uint8_t d[DT_DIGEST_BYTES];
+    dt_sha256(d, sb.data, sb.len);
+    dt_digest_hex(hex, d);
+    dt_strbuf_free(&sb);
+}
+
+enum dt_status dt_resume_check_data(const char *dir, const struct run_ctx *c, struct dt_error *err)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    char *text = dt_results_read_text(path, NULL);
+    static const char key[] = "\"data_digest\": \"";
+    const char *at = text ? strstr(text, key) : NULL;
+    if (!at) {
+        if (!c->opt->quiet)
+            fprintf(stderr,
+                    "detrain: %s records no data digest (a run from before it was "
+                    "recorded): the data is not checked against the run's\n",
+                    path);
+        free(text);
+        return DT_OK;
+    }
+    at += sizeof key - 1;
+    const bool same =
+        strncmp(at, c->data_digest, DT_DIGEST_HEX - 1) == 0 && at[DT_DIGEST_HEX - 1] == '"';
+    char was[17];
+    snprintf(was, sizeof was, "%.16s", at);
+    free(text);
+    if (same) return DT_OK;
+    return dt_error_set(err, DT_ERR_CONFIG,
+                        "%s: the data changed since this run read it (%s in %s: digest %s... "
+                        "then, %.16s... now): a resumed run on other data would match neither "
+                        "run; resume with the data the run read, or start a new run",
+                        dir, c->exp->dataset.name, c->ds->dir[0] ? c->ds->dir : "its path", was,
+                        c->data_digest);
 }

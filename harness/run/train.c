@@ -500,6 +500,7 @@ static void experiment_manifest(struct dt_strbuf *sb, const struct run_ctx *c, c
     dt_manifest_environment_json(sb);
     dt_strbuf_printf(sb, ", \"dataset_dir\": ");
     dt_strbuf_json_string(sb, c->ds->dir);
+    dt_strbuf_printf(sb, ", \"data_digest\": \"%s\"", c->data_digest);
     dt_strbuf_printf(sb, ", \"controls_note\": ");
     dt_strbuf_json_string(
         sb,
@@ -737,7 +738,7 @@ static enum dt_status claim_folder(const struct dt_experiment *exp,
     DT_FORWARD_IF_ERROR(dt_out_location_check(dir, dt_layout_longest(exp), err));
     enum dt_folder_state state;
     DT_FORWARD_IF_ERROR(dt_folder_state(&state, dir, err));
-    if (state != DT_FOLDER_ABSENT) {
+    if (state != DT_FOLDER_ABSENT && !opt->dry_run) { /* a dry run writes not even a lock */
         DT_FORWARD_IF_ERROR(dt_folder_lock_take(lock, dir, opt->command, err));
         DT_FORWARD_IF_ERROR(dt_folder_state(&state, dir, err)); /* now that it is ours */
     }
@@ -826,6 +827,19 @@ static enum dt_status take_folder(const char *dir, const char *command, bool cle
     return dt_dir_check_writable(dir, err);
 }
 
+/* A start whose first writes failed leaves no half result: its run.json and config.json
+ * (and their temporary files) removed, so that the folder is empty again. */
+static void unstart_folder(const char *dir)
+{
+    static const char *const names[] = {"run.json", "config.json", "run.json.tmp",
+                                        "config.json.tmp"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[1300];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        (void)unlink(path);
+    }
+}
+
 /* An experiment while it runs: what train_experiment's phases share. */
 struct experiment {
     struct run_ctx c;
@@ -872,10 +886,38 @@ static enum dt_status open_backend_and_data(struct experiment *e, struct dt_erro
 {
     const struct dt_experiment *exp = e->c.exp;
     struct dt_backend *be = NULL;
-    DT_FORWARD_IF_ERROR(
-        dt_experiment_open_backend(&be, exp, dt_dist_local_rank(e->c.opt->dist), err));
-    enum dt_status st = dt_experiment_load_dataset(&e->ds, exp, err);
+    enum dt_status st =
+        dt_experiment_open_backend(&be, exp, dt_dist_local_rank(e->c.opt->dist), err);
+    if (st == DT_ERR_UNSUPPORTED && e->c.opt->dry_run && exp->backend.device != DT_DEVICE_CPU) {
+        /* a dry run of a GPU config where there is none: the rest checked on the CPU */
+        fprintf(stderr, "detrain: dry run: %s; the other checks are made with the CPU backend\n",
+                err->msg);
+        struct dt_experiment *cpu = dt_xmalloc(sizeof *cpu);
+        *cpu = *exp;
+        cpu->backend.device = DT_DEVICE_CPU;
+        *err = (struct dt_error){0};
+        st = dt_experiment_open_backend(&be, cpu, 0, err);
+        free(cpu);
+    }
+    if (st != DT_OK) return st;
+    st = dt_experiment_load_dataset(&e->ds, exp, err);
     if (st != DT_OK) {
+        dt_backend_destroy(be);
+        return st;
+    }
+    if (exp->train.batch > e->ds.train.n) {
+        char lim[80] = "";
+        if (exp->dataset.train_limit > 0)
+            snprintf(lim, sizeof lim, ", dataset.train_limit: %lld",
+                     (long long)exp->dataset.train_limit);
+        st = dt_error_set(err, DT_ERR_CONFIG,
+                          "train.batch is %lld but the training set holds %lld example%s (%s%s): "
+                          "a batch would hold some examples twice; make train.batch at most "
+                          "%lld",
+                          (long long)exp->train.batch, (long long)e->ds.train.n,
+                          e->ds.train.n == 1 ? "" : "s", exp->dataset.name, lim,
+                          (long long)e->ds.train.n);
+        dt_dataset_free(&e->ds);
         dt_backend_destroy(be);
         return st;
     }
@@ -918,12 +960,14 @@ static enum dt_status experiment_open(struct experiment *e, const struct dt_expe
     if (st == DT_OK) st = check_model(c, err);
     bool clear = false;
     if (st == DT_OK && e->writer) st = claim_folder(exp, opt, resume, &e->lock, &clear, err);
+    if (st == DT_OK) dt_data_digest(c->data_digest, &e->ds);
+    if (resume && st == DT_OK && e->writer) st = dt_resume_check_data(opt->out_dir, c, err);
     if (resume && st == DT_OK) st = dt_resume_check_plans(c, err);
     st = ranks_all_ok(e, st, "refused the run (its message is on its stderr)", err);
     const bool every_rank_ready = st == DT_OK;
-    if (st == DT_OK && e->writer)
+    if (st == DT_OK && e->writer && !opt->dry_run)
         st = take_folder(opt->out_dir, opt->command, clear, &e->lock, opt->quiet, err);
-    if (st != DT_OK) {
+    if (st != DT_OK || opt->dry_run) { /* a dry run stops here, every check made */
         /* the others wait for rank 0's start below: they learn that it failed */
         if (e->multi && every_rank_ready) (void)dt_dist_max_status(opt->dist, (int)st, NULL);
         dt_folder_lock_release(&e->lock);
@@ -938,6 +982,8 @@ static enum dt_status experiment_open(struct experiment *e, const struct dt_expe
     experiment_manifest(&e->sb, c, e->start, NULL, "running", "", e->results, 0);
     if (e->writer) st = dt_manifest_write(e->manifest_path, &e->sb, err);
     if (st == DT_OK && e->writer) st = write_config_json(opt->out_dir, exp, err);
+    if (st != DT_OK && e->writer && !resume) /* the first writes failed (a full disk): the */
+        unstart_folder(opt->out_dir);        /* folder as it was, for the next run to take */
     if (st == DT_OK) arm_oom_manifest(&e->oom, c, e->start, e->results, 0);
     return ranks_all_ok(e, st, "could not start", err);
 }
@@ -1051,7 +1097,7 @@ static enum dt_status train_experiment(const struct dt_experiment *exp,
 {
     struct experiment *e = dt_xmalloc(sizeof *e); /* the OOM hook points into it */
     enum dt_status st = experiment_open(e, exp, opt, resume, err);
-    if (st == DT_OK) {
+    if (st == DT_OK && !opt->dry_run) {
         st = experiment_loop(e, err);
         st = experiment_close(e, st, err);
     } else if (e->results) { /* opened, but a rank could not start */

@@ -47,6 +47,10 @@ struct dt_run_options {
      * ended (also interrupted: it reads only what is on disk); its failure fails the run.
      * NULL: none. main.c and the matrix runner pass dt_report_build's. */
     enum dt_status (*report)(const char *dir, bool quiet, struct dt_error *err);
+    /* --dry-run: every check the run makes before its first write (memory, backend, data,
+     * model, folder, and for a resume the folder's config, data and checkpoints), then stop:
+     * nothing trained or written, no folder lock taken. */
+    bool dry_run;
 };
 
 /* Replica r of `cell`: its stream indices (init, data order; the rest of the info zero)

@@ -42,6 +42,9 @@ struct run_ctx {
     } poison;
     /* --resume: the run.json the folder held before (its segments go on in the new one) */
     char *earlier_manifest;
+    /* what the run reads: SHA-256 over the training and test splits as loaded (run.json's
+     * data_digest; --resume refuses data that changed since) */
+    char data_digest[DT_DIGEST_HEX];
 };
 
 /* A replica's open output files and buffers. */
@@ -112,6 +115,13 @@ enum dt_status dt_resume_check_folder(const char *dir, const struct dt_experimen
                                       struct dt_error *err);
 enum dt_status dt_resume_check_plans(struct run_ctx *c, struct dt_error *err);
 char *dt_results_read_text(const char *path, size_t *len);
+/* The data a run reads, as hex: SHA-256 over each split's size, features (the bytes as read,
+ * or the floats) and labels, training split first. */
+void dt_data_digest(char hex[DT_DIGEST_HEX], const struct dt_dataset *ds);
+/* --resume: the data this run read must be what the run in `dir` read (its run.json's
+ * data_digest; a run.json from before the digest is not checked, said on stderr unless
+ * quiet). DT_ERR_CONFIG naming the dataset otherwise. */
+enum dt_status dt_resume_check_data(const char *dir, const struct run_ctx *c, struct dt_error *err);
 
 /* ---- faults.c: what stops a replica ---------------------------------------------------- */
 

@@ -1316,11 +1316,161 @@ static enum dt_status fail_syntax(struct loader *ld, const yaml_parser_t *p, con
                    p->problem ? p->problem : "unknown problem", context);
 }
 
+/* ---- Nesting bound: a pre-scan of the raw bytes, before libyaml sees them ----------------- */
+
+/* The deepest nesting of lists and mappings a config may have (detrain's own need 6). libyaml's
+ * scanner takes time quadratic in the depth of flow collections ("[[[[...": 40 s of CPU at
+ * 100,000 levels), so the bound is checked over the raw text first, in one linear pass. */
+#define CONFIG_MAX_DEPTH 64
+
+/* The pre-scan's state. Block collections are kept as a stack of 2 x their column (+1 for a
+ * list entry "- ", so that a list under a key at the same indentation nests one deeper);
+ * flow collections ('[' '{') are counted. The depth is their sum. */
+struct depth_scan {
+    const char *t;
+    size_t len;
+    int stack[CONFIG_MAX_DEPTH + 1], top, flow;
+    size_t line_begin, last_sig; /* where the current line starts; its last significant byte */
+    int line_col;                /* its indentation */
+    int block_scalar;            /* indentation of the line that opened a '|' / '>' scalar, or -1 */
+    size_t too_deep;             /* offset of the opening past the bound; len when none */
+};
+
+/* May a token (a quote, a flow opening, a comment) start at t[i]? After a line start,
+ * whitespace or an indicator; not inside a plain word such as "x[1]" or "it's". */
+static bool token_start(const char *t, size_t i)
+{
+    if (i == 0) return true;
+    const char c = t[i - 1];
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',' || c == '[' || c == '{' ||
+           c == ':' || c == '-' || c == '?';
+}
+
+/* Past a quoted scalar starting at t[i] ('...' with '' inside, "..." with \ escapes). */
+static size_t skip_quoted(const char *t, size_t len, size_t i)
+{
+    const char q = t[i++];
+    while (i < len) {
+        if (q == '"' && t[i] == '\\') i += 2;
+        else if (t[i] == q && q == '\'' && i + 1 < len && t[i + 1] == '\'') i += 2;
+        else if (t[i] == q) return i + 1;
+        else i++;
+    }
+    return len;
+}
+
+static bool is_blank_char(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+/* A block collection at `level` (2 x column, +1 for a list entry) opened at offset `at`. */
+static void depth_push(struct depth_scan *s, int level, size_t at)
+{
+    while (s->top > 0 && s->stack[s->top - 1] >= level) s->top--;
+    if (s->top + s->flow >= CONFIG_MAX_DEPTH) {
+        if (s->too_deep == s->len) s->too_deep = at;
+        return;
+    }
+    s->stack[s->top++] = level;
+}
+
+/* Does the line from t[p] hold a mapping key ("key:" then a space or its end)? */
+static bool line_has_key(const struct depth_scan *s, size_t p)
+{
+    if (p < s->len && (s->t[p] == '[' || s->t[p] == '{')) return false;
+    while (p < s->len && s->t[p] != '\n') {
+        const char c = s->t[p];
+        if ((c == '\'' || c == '"') && token_start(s->t, p)) {
+            p = skip_quoted(s->t, s->len, p);
+            continue;
+        }
+        if (c == '#' && token_start(s->t, p) && (p == 0 || is_blank_char(s->t[p - 1])))
+            return false;
+        if (c == ':' && (p + 1 == s->len || is_blank_char(s->t[p + 1]))) return true;
+        p++;
+    }
+    return false;
+}
+
+/* A new line outside flow collections, at t[i]: the lines of an open block scalar skipped,
+ * then its "- " entries and its mapping key pushed. Returns where the scan goes on. */
+static size_t depth_line(struct depth_scan *s, size_t i)
+{
+    for (;;) {
+        int col = 0;
+        while (i + (size_t)col < s->len && s->t[i + (size_t)col] == ' ') col++;
+        const size_t p = i + (size_t)col;
+        const bool blank = p >= s->len || s->t[p] == '\n' || s->t[p] == '\r';
+        if (s->block_scalar >= 0 && p < s->len && (blank || col > s->block_scalar)) {
+            while (i < s->len && s->t[i] != '\n') i++; /* a line of the scalar's text */
+            if (i < s->len) i++;
+            continue;
+        }
+        s->block_scalar = -1;
+        s->line_begin = i;
+        s->line_col = col;
+        s->last_sig = s->len;
+        if (blank || s->t[p] == '#') return p;
+        break;
+    }
+    size_t p = i + (size_t)s->line_col;
+    while (p < s->len && s->t[p] == '-' && (p + 1 == s->len || is_blank_char(s->t[p + 1]))) {
+        depth_push(s, 2 * (int)(p - i) + 1, p);
+        for (p++; p < s->len && s->t[p] == ' ';) p++;
+    }
+    if (line_has_key(s, p)) depth_push(s, 2 * (int)(p - i), p);
+    return p;
+}
+
+/* The end of a line outside flow collections: a last token '|' or '>' (with its indicators)
+ * opens a block scalar, whose more-indented lines are text. */
+static void depth_line_end(struct depth_scan *s)
+{
+    if (s->last_sig == s->len || s->last_sig < s->line_begin) return;
+    size_t j = s->last_sig;
+    while (j > s->line_begin &&
+           (isdigit((unsigned char)s->t[j]) || s->t[j] == '+' || s->t[j] == '-'))
+        j--;
+    if ((s->t[j] == '|' || s->t[j] == '>') && token_start(s->t, j)) s->block_scalar = s->line_col;
+}
+
+/* Refuse text nested deeper than CONFIG_MAX_DEPTH, at the opening past the bound. */
+static enum dt_status check_depth(struct loader *ld, const char *t, size_t len, const char *key)
+{
+    struct depth_scan s = {.t = t, .len = len, .block_scalar = -1, .too_deep = len};
+    size_t i = depth_line(&s, 0);
+    while (i < len && s.too_deep == len) {
+        const char c = t[i];
+        if (c == '\n') {
+            if (s.flow == 0) depth_line_end(&s);
+            i = s.flow == 0 ? depth_line(&s, i + 1) : i + 1;
+        } else if ((c == '\'' || c == '"') && token_start(t, i)) {
+            i = skip_quoted(t, len, i);
+            s.last_sig = i - 1;
+        } else if (c == '#' && (i == 0 || is_blank_char(t[i - 1]))) {
+            while (i < len && t[i] != '\n') i++; /* a comment */
+        } else {
+            if ((c == '[' || c == '{') && (s.flow > 0 || token_start(t, i))) {
+                if (s.top + s.flow >= CONFIG_MAX_DEPTH) s.too_deep = i;
+                s.flow++;
+            } else if ((c == ']' || c == '}') && s.flow > 0) {
+                s.flow--;
+            }
+            if (!is_blank_char(c)) s.last_sig = i;
+            i++;
+        }
+    }
+    if (s.too_deep == len) return DT_OK;
+    return fail_at(ld, mark_at_offset(t, len, s.too_deep),
+                   "%s%s%snested deeper than %d levels (lists and mappings inside one another; a "
+                   "detrain config needs a few): flatten it",
+                   key ? "key '" : "", key ? key : "", key ? "': " : "", CONFIG_MAX_DEPTH);
+}
+
 /* Parse `text` as at most one YAML document. On DT_OK the caller owns *doc (which may have
  * no root node: empty input) and must yaml_document_delete it; on error nothing is held. */
 static enum dt_status parse_yaml(struct loader *ld, yaml_document_t *doc, const char *text,
                                  size_t len, const char *key)
 {
+    DT_FORWARD_IF_ERROR(check_depth(ld, text, len, key)); /* before libyaml's scanner */
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser))
         return dt_error_set(ld->err, DT_ERR_NOMEM, "out of memory starting the YAML parser");
