@@ -278,8 +278,9 @@ float dt_model_lr(const struct dt_sgd_options *opt, int64_t step)
     if (opt->warmup > 0 && step <= opt->warmup)
         return (float)(lr * (double)step / (double)opt->warmup);
     if (opt->cosine && opt->total_steps > opt->warmup) {
+        /* the first step after the warm-up at lr, the last one still above 0 */
         const double progress =
-            (double)(step - opt->warmup) / (double)(opt->total_steps - opt->warmup);
+            (double)(step - opt->warmup - 1) / (double)(opt->total_steps - opt->warmup);
         lr *= 0.5 * (1.0 + cos(M_PI * (progress > 1.0 ? 1.0 : progress)));
     }
     return (float)lr;

@@ -31,8 +31,9 @@ struct dt_model;
 /* Optimizer settings of a training step: SGD with momentum (PyTorch convention), or AdamW
  * (adamw true: beta1, beta2, eps; weight_decay decoupled). The learning rate of step t
  * (m->step, from 1): lr * t / warmup during a warm-up of `warmup` steps, then lr, or with
- * cosine lr * (1 + cos(pi (t - warmup) / (total_steps - warmup))) / 2 -- computed in
- * double on the host and rounded once (dt_model_lr). */
+ * cosine lr * (1 + cos(pi (t - warmup - 1) / (total_steps - warmup))) / 2 -- the first step
+ * after the warm-up at lr, the last one above 0 (PyTorch's CosineAnnealingLR with T_max =
+ * total_steps - warmup) -- computed in double on the host and rounded once (dt_model_lr). */
 struct dt_sgd_options {
     float lr, momentum, weight_decay;
     bool adamw;

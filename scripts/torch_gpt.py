@@ -105,7 +105,7 @@ def lr_at(step, lr, warmup, total, cosine):
     if warmup > 0 and step <= warmup:
         return lr * step / warmup
     if cosine and total > warmup:
-        progress = min(1.0, (step - warmup) / (total - warmup))
+        progress = min(1.0, (step - warmup - 1) / (total - warmup))
         return lr * 0.5 * (1.0 + math.cos(math.pi * progress))
     return lr
 

@@ -810,6 +810,43 @@ DT_TEST(export_messages)
     CHECK(!dt_path_exists(rep));
 }
 
+/* Memory near an address-space limit (probe round three): a GPT whose run needs about 1.55
+ * GiB of address space (0.6 GiB resident; the libraries' mappings, stacks and malloc arenas
+ * count under RLIMIT_AS) under a 1.4 GiB limit is refused with exit 2 before anything is
+ * written, where it used to pass the check, write its folder and fail at an allocation
+ * (exit 1); and a text corpus far larger than the limit is refused by its size on disk,
+ * before a byte of it is read. Normal builds only (a sanitizer reserves address space). */
+DT_TEST(memory_limit_counts_address_space_and_corpus)
+{
+#ifdef DT_SANITIZED_BUILD
+    DT_SKIP("a sanitized build: its address space is not the run's");
+#endif
+    const char *dir = TMP "as_limit", *big = TMP "as_limit.corpus.txt";
+    static const char gpt_sets[] =
+        "--set train.steps=1 --set replicas=1 --set policies=[portable] "
+        "--set report.overhead_samples=0 --set report.snapshots=0 --set dataset.test_limit=20 "
+        "--set model.d_model=512 --set model.layers=4 --set model.heads=8 --set train.batch=4";
+    int rc = dt_run_capture(out, sizeof out,
+                            "rm -rf '%s' && prlimit --as=%lld '%s' run '%s/configs/gpt.yaml' "
+                            "--out '%s' --quiet --set dataset.path='%s/gpt_corpus.txt' %s",
+                            dir, 1400LL << 20, EXE, DT_SOURCE_DIR, dir, DT_TEST_DATA_DIR, gpt_sets);
+    if (rc != 2) fprintf(stderr, "%s\n", out);
+    CHECK_INT_EQ(rc, 2);
+    CHECK_CONTAINS(out, "GiB of memory");
+    CHECK_CONTAINS(out, "address space");
+    CHECK(!dt_path_exists(dir));
+    /* 1.5 GB of text (a sparse file: nothing is read) under 1.4 GiB */
+    rc = dt_run_capture(out, sizeof out,
+                        "(rm -f '%s' && truncate -s 1500M '%s' && prlimit --as=%lld '%s' run "
+                        "'%s/configs/gpt.yaml' --out '%s' --quiet --set dataset.path='%s' %s "
+                        "2>&1; e=$?; rm -f '%s'; exit $e)",
+                        big, big, 1400LL << 20, EXE, DT_SOURCE_DIR, dir, big, gpt_sets, big);
+    if (rc != 2) fprintf(stderr, "%s\n", out);
+    CHECK_INT_EQ(rc, 2);
+    CHECK_CONTAINS(out, "GiB of memory");
+    CHECK(!dt_path_exists(dir));
+}
+
 DT_TEST_MAIN(DT_CASE(refused_value_keeps_result), DT_CASE(refused_ranks_keep_result),
              DT_CASE(other_config_refused), DT_CASE(rerun_is_explicit),
              DT_CASE(foreign_folder_refused), DT_CASE(overwrite_removes_only_results),
@@ -820,4 +857,4 @@ DT_TEST_MAIN(DT_CASE(refused_value_keeps_result), DT_CASE(refused_ranks_keep_res
              DT_CASE(resume_inputs_checked_first), DT_CASE(unwritable_replica_folder),
              DT_CASE(oversized_model_refused), DT_CASE(allocation_fails_midrun),
              DT_CASE(export_refuses_special_files), DT_CASE(export_verifies_weights),
-             DT_CASE(export_messages))
+             DT_CASE(export_messages), DT_CASE(memory_limit_counts_address_space_and_corpus))

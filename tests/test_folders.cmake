@@ -7,4 +7,5 @@ dt_add_test(folders LABELS e2e CASES refused_value_keeps_result
             resume_completes_cut_trace_row terminal_paths_escaped resume_inputs_checked_first unwritable_replica_folder
             oversized_model_refused
             allocation_fails_midrun
-            export_refuses_special_files export_verifies_weights export_messages)
+            export_refuses_special_files export_verifies_weights export_messages
+            memory_limit_counts_address_space_and_corpus)

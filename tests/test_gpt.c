@@ -717,8 +717,14 @@ DT_TEST(adamw_and_schedule)
     struct dt_sgd_options o = {.lr = 0.1f, .warmup = 10, .total_steps = 110, .cosine = true};
     CHECK_NEAR(dt_model_lr(&o, 1), 0.01, 1e-8);
     CHECK_NEAR(dt_model_lr(&o, 10), 0.1, 1e-8);
-    CHECK_NEAR(dt_model_lr(&o, 60), 0.05, 1e-7);
-    CHECK_NEAR(dt_model_lr(&o, 110), 0.0, 1e-9);
+    CHECK_NEAR(dt_model_lr(&o, 11), 0.1, 1e-8); /* the first after the warm-up: all of lr */
+    CHECK_NEAR(dt_model_lr(&o, 61), 0.05, 1e-7);
+    /* the last step still trains (probe round three: it had lr 0, so a 1-step cosine run
+     * trained nothing): (1 + cos(pi 99/100)) / 2 of lr */
+    CHECK_NEAR(dt_model_lr(&o, 110), 0.1 * 0.5 * (1.0 + cos(M_PI * 0.99)), 1e-9);
+    CHECK(dt_model_lr(&o, 110) > 0.0f);
+    const struct dt_sgd_options one = {.lr = 0.1f, .total_steps = 1, .cosine = true};
+    CHECK_NEAR(dt_model_lr(&one, 1), 0.1, 1e-8);
     o.cosine = false;
     CHECK_NEAR(dt_model_lr(&o, 60), 0.1, 1e-8);
     o.warmup = 0;

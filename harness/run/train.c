@@ -602,19 +602,23 @@ static void arm_oom_manifest(struct oom_manifest *o, const struct run_ctx *c, co
 
 /* The resident memory of this process now (VmRSS: its code, the libraries it loaded -- the
  * CUDA ones alone are some 200 MiB -- and what it holds so far), 0 when unknown. */
-static double process_rss_bytes(void)
+/* A field of /proc/self/status in bytes ("VmRSS", "VmSize"); 0 when unknown. */
+static double process_status_bytes(const char *field)
 {
     FILE *f = fopen("/proc/self/status", "r");
     if (!f) return 0;
-    char line[256];
+    char line[256], fmt[48];
+    snprintf(fmt, sizeof fmt, "%s: %%lld kB", field);
     double kib = 0;
     while (fgets(line, sizeof line, f)) {
         long long v;
-        if (sscanf(line, "VmRSS: %lld kB", &v) == 1) kib = (double)v;
+        if (sscanf(line, fmt, &v) == 1) kib = (double)v;
     }
     fclose(f);
     return kib * 1024.0;
 }
+
+static double process_rss_bytes(void) { return process_status_bytes("VmRSS"); }
 
 /* The memory a run of exp needs (bytes), for the check before anything is allocated: this
  * process's baseline (measured now, plus what it adds once running), the dataset as floats,
@@ -632,15 +636,17 @@ double dt_run_memory_bytes(const struct dt_experiment *exp, char *what, size_t s
     const struct dt_model_spec spec = dt_experiment_model_spec(exp, 0);
     const double dim = (double)(spec.height * spec.width * spec.channels);
     const bool text = dt_experiment_text(exp);
-    /* Fashion-MNIST's 60,000 + 10,000 images; a text's windows overlap (4 bytes a byte, the
-     * default corpus about 2.8 MB) */
-    const double n_train = exp->dataset.train_limit > 0 ? (double)exp->dataset.train_limit
-                           : text                       ? 2.8e6
-                                                        : 60000;
-    const double n_test = exp->dataset.test_limit > 0 ? (double)exp->dataset.test_limit
-                          : text                      ? 2.8e5 / dim
-                                                      : 10000;
-    const double data = text ? n_train * (4 + 1 + 8) + n_test * (dim * 4 + 1)
+    /* Fashion-MNIST's 60,000 + 10,000 images; a text's windows overlap (4 bytes a byte) over
+     * the corpus's bytes, counted from the files (the default corpus about 2.8 MB), which are
+     * held twice while they are read */
+    const int64_t corpus = text ? dt_text_corpus_bytes(exp->dataset.path) : 0;
+    const double bytes = corpus > 0 ? (double)corpus : 2.8e6;
+    double n_train = text ? 0.9 * bytes : 60000, n_test = text ? 0.1 * bytes / dim : 10000;
+    if (exp->dataset.train_limit > 0 && (double)exp->dataset.train_limit < n_train)
+        n_train = (double)exp->dataset.train_limit;
+    if (exp->dataset.test_limit > 0 && (double)exp->dataset.test_limit < n_test)
+        n_test = (double)exp->dataset.test_limit;
+    const double data = text ? 2 * bytes + n_train * (4 + 1 + 8) + n_test * (dim * 4 + 1)
                              : (n_train + n_test) * (dim * 4 + 1) + n_train * 8; /* + order */
     const double B = (double)exp->train.batch, S = (double)exp->train.shards;
     const struct dt_model_kind_info *kind = dt_model_kind(exp->model.kind);
@@ -699,12 +705,34 @@ static double memory_allowed(const char **source)
     return avail;
 }
 
+/* Under RLIMIT_AS what counts is address space, not resident memory: the libraries mapped
+ * (the CUDA ones: hundreds of MiB never touched), and for each thread its stack and the
+ * malloc arena glibc reserves for it (64 MiB each, up to 8 a core). So the estimate's
+ * baseline becomes the address space in use now (VmSize, not VmRSS), plus those reserves for
+ * the pool's threads, the main thread and one more (measured: a GPT whose run needs 1.55 GiB
+ * of address space, 0.71 GiB resident, is estimated at 1.8 GiB). */
+static double address_space_bytes(const struct dt_experiment *exp, double need)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1) cores = 1;
+    const double threads = (exp->backend.threads > 0 ? exp->backend.threads : (double)cores) + 2;
+    const double arenas = fmin(threads, 8.0 * (double)cores);
+    const double mib = 1024.0 * 1024.0;
+    return need - process_rss_bytes() + process_status_bytes("VmSize") + arenas * 64 * mib +
+           threads * 8 * mib;
+}
+
 static enum dt_status check_memory(const struct dt_experiment *exp, struct dt_error *err)
 {
-    char what[200];
-    const double need = dt_run_memory_bytes(exp, what, sizeof what);
+    char what[400];
+    double need = dt_run_memory_bytes(exp, what, sizeof what);
     const char *source;
     const double have = memory_allowed(&source);
+    if (strstr(source, "RLIMIT_AS")) {
+        need = address_space_bytes(exp, need);
+        strncat(what, "; address space: the libraries mapped, stacks and malloc arenas",
+                sizeof what - strlen(what) - 1);
+    }
     if (need <= have) return DT_OK;
     const double gib = 1024.0 * 1024.0 * 1024.0;
     return dt_error_set(err, DT_ERR_CONFIG,

@@ -226,7 +226,8 @@ static const struct key_row keys[] = {
      .doc = "Steps of linear learning-rate warm-up from lr / warmup to lr; 0 = none"},
     {.path = "train.optimizer.schedule", .type = KEY_ENUM, FIELD_(train.optimizer.schedule),
      .def = "constant", .names = lr_schedule_names,
-     .doc = "Learning rate after the warm-up: constant, or cosine decay to 0 at train.steps"},
+     .doc = "Learning rate after the warm-up: constant, or cosine decay towards 0 over the "
+            "steps after it (the first at lr, the last still above 0)"},
     {.path = "train.seed", .type = KEY_UINT64, FIELD_(train.seed), .def = "0",
      .doc = "Master seed for initial weights, data order and Bayesian epsilon"},
     {.path = "train.eval_every", .type = KEY_INT64, FIELD_(train.eval_every), .def = "0",

@@ -450,6 +450,25 @@ static enum dt_status text_append(uint8_t **buf, size_t *len, const char *path,
     return DT_OK;
 }
 
+int64_t dt_text_corpus_bytes(const char *path)
+{
+    const char *src = path && path[0] ? path : DT_TEXT_DEFAULT_DIR;
+    struct stat sb;
+    if (stat(src, &sb) != 0) return -1;
+    if (!S_ISDIR(sb.st_mode)) return S_ISREG(sb.st_mode) ? (int64_t)sb.st_size : -1;
+    DIR *d = opendir(src);
+    if (!d) return -1;
+    int64_t total = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (text_skipped_name(e->d_name)) continue;
+        char p[FMNIST_PATH_MAX + 256];
+        snprintf(p, sizeof p, "%s/%s", src, e->d_name);
+        if (stat(p, &sb) == 0 && S_ISREG(sb.st_mode)) total += (int64_t)sb.st_size;
+    }
+    closedir(d);
+    return total;
+}
+
 /* Every readable regular file of `dir` in name order (the skipped names left out). */
 static enum dt_status text_read_dir(uint8_t **buf, size_t *len, int *files, const char *dir,
                                     struct dt_error *err)

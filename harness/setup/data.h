@@ -78,6 +78,10 @@ void dt_dataset_free(struct dt_dataset *ds);
 #define DT_TEXT_CLASSES 256
 enum dt_status dt_dataset_load_text(struct dt_dataset *out, const char *path, int64_t context,
                                     int64_t train_limit, int64_t test_limit, struct dt_error *err);
+/* The bytes a text corpus holds (a file's size, or the sum over the files of a folder that
+ * dt_dataset_load_text reads), from stat alone; -1 when it cannot be told. The memory check
+ * counts them before anything is read. */
+int64_t dt_text_corpus_bytes(const char *path);
 /* The first floats of example i of a split. */
 static inline const float *dt_split_row(const struct dt_split *s, int64_t i)
 {
