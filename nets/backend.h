@@ -23,7 +23,7 @@
 #include "determinism/philox.h"
 #include "determinism/policy.h"
 #include "determinism/xoroshiro.h"
-#include "nets/gpt_elem.h" /* struct dt_adamw_step */
+#include "nets/optim_elem.h" /* struct dt_adamw_step */
 
 struct dt_backend;
 

@@ -16,6 +16,7 @@
 #include "determinism/dropout.h"
 #include "determinism/streams.h"
 
+#include "nets/gpt_elem.h"
 #include "nets/model.h"
 #include "nets/models.h"
 

@@ -1,9 +1,10 @@
 /* The GPT's per-element arithmetic, written once for every backend (nets/gpt.c's model,
- * nets/cpu/gpt.c's ops, the CUDA kernels to come, and tests/test_gpt.c): token and position
- * embedding, LayerNorm rows, causal attention rows and their gradients, GELU (tanh form)
- * and the AdamW update. Every sum here runs in index order in one thread, so a device
- * that calls these functions per row gets the CPU's bits. Products and quotients go
- * through dt_rn_mul / dt_rn_div (never fused into an FMA, on the host or the device).
+ * nets/cpu/gpt.c's ops, the CUDA kernels of nets/cuda/gpt.cu, and tests/test_gpt.c): token and
+ * position embedding, LayerNorm rows, causal attention rows and their gradients, GELU (tanh form)
+ * (the optimizers' elements, AdamW's among them, are nets/optim_elem.h). Every sum here runs in
+ * index order in one thread, so a device that calls these functions per row gets the CPU's bits.
+ * Products and quotients go through dt_rn_mul / dt_rn_div (never fused into an FMA, on the host or
+ * the device).
  *
  * `portable` selects the `math` control's portable exp/tanh (determinism/portable_math.h);
  * otherwise the C library's expf/tanhf (`fast` and `strict`). sqrtf is IEEE-exact on both. */
@@ -16,6 +17,7 @@
 
 #include "core/hd.h"
 #include "determinism/portable_math.h"
+#include "nets/optim_elem.h" /* AdamW and clipping, which the GPT trains with */
 
 #define DT_GPT_LN_EPS 1e-5f
 #define DT_GPT_VOCAB 256
@@ -221,47 +223,6 @@ static inline DT_HD float dt_attn_grad_elem(const float *ds, const float *att, c
             acc += dt_rn_mul(pb[t * T + u], dout[(b * T + t) * D + h * hd + j]);
     }
     return acc;
-}
-
-/* ---- AdamW (decoupled weight decay, bias correction; PyTorch's order) ------------------
- * w -= lr * wd * w; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
- * w -= lr * (m / bc1) / (sqrt(v / bc2) + eps), with bc1 = 1 - b1^t, bc2 = 1 - b2^t rounded
- * to float once per step by the caller (host doubles). */
-struct dt_adamw_step {
-    float lr, beta1, beta2, eps, weight_decay, bc1, bc2;
-};
-
-static inline DT_HD void dt_adamw_elem(float *w, float *m, float *v, float g,
-                                       const struct dt_adamw_step *s)
-{
-    float wi = *w;
-    if (s->weight_decay != 0.0f) wi = wi - dt_rn_mul(dt_rn_mul(s->lr, s->weight_decay), wi);
-    const float mi = dt_rn_mul(s->beta1, *m) + dt_rn_mul(1.0f - s->beta1, g);
-    const float vi = dt_rn_mul(s->beta2, *v) + dt_rn_mul(dt_rn_mul(1.0f - s->beta2, g), g);
-    const float mhat = dt_rn_div(mi, s->bc1);
-    const float denom = sqrtf(dt_rn_div(vi, s->bc2)) + s->eps;
-    *w = wi - dt_rn_mul(s->lr, dt_rn_div(mhat, denom));
-    *m = mi;
-    *v = vi;
-}
-
-/* ---- clipping by the global norm (torch.nn.utils.clip_grad_norm_'s factor) ----------- */
-
-/* The squares of g[begin, end) summed in index order from +0: a chunk of the clipping
- * norm (each square rounded on its own). */
-static inline DT_HD float dt_sq_sum(const float *g, int64_t begin, int64_t end)
-{
-    float s = 0.0f;
-    for (int64_t i = begin; i < end; i++) s = s + dt_rn_mul(g[i], g[i]);
-    return s;
-}
-
-/* min(1, max_norm / (sqrt(norm_sq) + 1e-6)); a NaN norm gives 1 (the non-finite scan then
- * names the gradient). */
-static inline DT_HD float dt_clip_coef(float norm_sq, float max_norm)
-{
-    const float c = dt_rn_div(max_norm, sqrtf(norm_sq) + 1e-6f);
-    return c < 1.0f ? c : 1.0f;
 }
 
 #endif

@@ -81,16 +81,14 @@ struct dt_model_ops {
     void (*memory)(const struct dt_model *m, const struct dt_policy *pol,
                    struct dt_model_memory *out);
     /* Optional, for kinds with their own train_step: the step split for data-parallel and
-     * exact steps (harness/run/dist.h), so that the kind runs on several ranks. NULL = one rank.
-     * gradients: on the B rows already in m->x / m->labels, every param's g = the data
-     *   term of the gradient of (sum of the rows' losses) / denom; with sh (the backend's
-     *   shards set to it) one result per shard in each of g's slots, slot k the bits of
-     *   the rows of shard k alone; loss_slots[k] = shard k's mean loss (one entry without
-     *   sh).
-     * finish_gradients: add what does not depend on the data (a prior's KL term) to every
-     *   g, once per step, after the data terms of every shard and rank were combined.
-     * train_step must equal gradients (denom = B, no shards), finish_gradients, then
-     * dt_model_sgd. */
+     * exact steps (nets/step.h, dt_step_train), so that the kind runs on several ranks. NULL = one
+     * rank. gradients: on the B rows already in m->x / m->labels, every param's g = the data term
+     * of the gradient of (sum of the rows' losses) / denom; with sh (the backend's shards set to
+     * it) one result per shard in each of g's slots, slot k the bits of the rows of shard k alone;
+     * loss_slots[k] = shard k's mean loss (one entry without sh). finish_gradients: add what does
+     * not depend on the data (a prior's KL term) to every g, once per step, after the data terms of
+     * every shard and rank were combined. train_step must equal gradients (denom = B, no shards),
+     * finish_gradients, then dt_model_sgd. */
     enum dt_status (*gradients)(struct dt_model *m, int64_t B, int64_t denom,
                                 const struct dt_shards *sh, const struct dt_policy *pol,
                                 float *loss_slots);
@@ -195,7 +193,7 @@ enum dt_status dt_model_train_step_batch(struct dt_model *m, const struct dt_bat
                                          const struct dt_sgd_options *opt,
                                          const struct dt_policy *pol, float *loss);
 
-/* The pieces of a step, for data-parallel steps (harness/run/dist.h) that combine several
+/* The pieces of a step, for data-parallel steps (nets/step.h, dt_step_train) that combine several
  * gradient computations before one update. Only for kinds that split their step
  * (dt_model_splits_step).
  * begin_step: m->step++ and m->err cleared (once per step).
@@ -219,7 +217,7 @@ enum dt_status dt_model_sgd(struct dt_model *m, const struct dt_sgd_options *opt
  * kind's data-free term (ops->finish_gradients; nothing for the others). */
 enum dt_status dt_model_finish_gradients(struct dt_model *m, const struct dt_policy *pol);
 
-/* reduction: exact in one pass (harness/run/dist.h). grad_slots: every param's g becomes room
+/* reduction: exact in one pass (nets/step.h). grad_slots: every param's g becomes room
  * for `slots` partials of n floats, packed in m->grad_pack (param i at slots *
  * grad_first[i]); g itself points at slot 0, where the final gradient lands. Keeps the
  * layout when slots is unchanged.

@@ -1,6 +1,7 @@
-/* SGD with momentum and weight decay on the CPU backend: elementwise, so every policy and
- * thread count gives the same bits. Two roundings per a*b+c (no contraction). */
+/* SGD with momentum and weight decay on the CPU backend: elementwise (nets/optim_elem.h,
+ * the CUDA kernel's function too), so every policy and thread count gives the same bits. */
 #include "nets/cpu/cpu.h"
+#include "nets/optim_elem.h"
 
 struct sgd_job {
     float *w, *v;
@@ -15,12 +16,7 @@ static void sgd_part(void *ctx, int64_t begin, int64_t end, int worker)
     float *restrict w = j->w, *restrict v = j->v;
     const float *restrict g = j->g;
     const float lr = j->lr, mom = j->momentum, wd = j->wd;
-    for (int64_t i = begin; i < end; i++) {
-        float gi = g[i] + wd * w[i];
-        float vi = mom * v[i] + gi;
-        v[i] = vi;
-        w[i] = w[i] - lr * vi;
-    }
+    for (int64_t i = begin; i < end; i++) dt_sgd_elem(&w[i], &v[i], g[i], lr, mom, wd);
 }
 
 /* portable: elementwise, fixed operation order (see backend.h). */

@@ -2,6 +2,7 @@
  * Each thread owns element i (grid-stride loop), so the result is independent of grid and
  * block size; with --fmad=false (CMakeLists.txt) a*b+c stays two roundings, matching the
  * CPU backend's bits at every policy. */
+#include "nets/optim_elem.h"
 #include "nets/cuda/cuda.h"
 #include "nets/cuda/launch.cuh"
 
@@ -35,18 +36,11 @@ static __global__ void relu_backward_kernel(float *dx, const float *dy, const fl
     dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
-/* portable: g' = g + wd*w; v = mom*v + g'; w = w - lr*v -- the CPU's order, each product
- * and sum rounded on its own. */
+/* portable: the CPU's element function (nets/optim_elem.h), one element per thread. */
 static __global__ void sgd_update_kernel(float *w, float *v, const float *g, int64_t n, float lr,
                                          float mom, float wd)
 {
-    DT_GRID_STRIDE(i, n)
-    {
-        float gi = __fadd_rn(g[i], __fmul_rn(wd, w[i]));
-        float vi = __fadd_rn(__fmul_rn(mom, v[i]), gi);
-        v[i] = vi;
-        w[i] = __fsub_rn(w[i], __fmul_rn(lr, vi));
-    }
+    DT_GRID_STRIDE(i, n) dt_sgd_elem(&w[i], &v[i], g[i], lr, mom, wd);
 }
 
 extern "C" int dt_cuda_relu_forward(float *y, const float *x, int64_t n, dt_cuda_stream s)

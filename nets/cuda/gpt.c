@@ -35,6 +35,7 @@
 
 #include "determinism/reduce.h"
 #include "nets/gpt_attn_gemm.h"
+#include "nets/gpt_elem.h"
 #include "determinism/streams.h"
 #include "nets/cuda/gpt_launch.h"
 
