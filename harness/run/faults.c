@@ -1,7 +1,7 @@
 /* What stops a replica besides its end (train.h, "Faults"): the non-finite scan after each
  * step, the test-only poison and kill hooks, and with several ranks their verdict after each
  * step (a digest that differs from rank 0's, a rank that failed, a signal on any rank). */
-#include "harness/run/train_impl.h"
+#include "harness/run/run_ctx.h"
 
 #include <errno.h>
 #include <inttypes.h>

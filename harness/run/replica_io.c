@@ -2,7 +2,7 @@
  * the hashing pipeline, metrics.csv, times.csv, predictions.csv, weight snapshots, the
  * checkpoint and the replica's run.json. Opened by the training loop (train.c), created or,
  * for a resumed replica, opened to add rows after its checkpoint (resume.c cut them back). */
-#include "harness/run/train_impl.h"
+#include "harness/run/run_ctx.h"
 
 #include <errno.h>
 #include <inttypes.h>

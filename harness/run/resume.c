@@ -3,7 +3,7 @@
  * and its files cut back to the checkpoint's step, every plan checked before the first write.
  */
 #include "harness/record/outdir.h"
-#include "harness/run/train_impl.h"
+#include "harness/run/run_ctx.h"
 
 #include <errno.h>
 #include <inttypes.h>

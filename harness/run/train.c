@@ -5,7 +5,8 @@
  * (harness/record/checkpoint.h); per-replica and experiment manifests; the overhead protocol (each
  * policy alternated with fast); then the caller's report (dt_run_options.report) over the files
  * on disk (harness/record/layout.h). */
-#include "harness/run/train_impl.h"
+#include "harness/run/run_ctx.h"
+#include "harness/run/train.h"
 
 #include <errno.h>
 #include <inttypes.h>

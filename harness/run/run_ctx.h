@@ -1,10 +1,11 @@
-/* Private to harness/run's training loop (train.c) and the parts it calls by name:
+/* The training loop's shared state (struct run_ctx), private to harness/run: train.c and
+ * the parts it calls by name, each below it:
  * replica_io.c (a replica's output files, hashing submissions, snapshots, checkpoints, its
  * run.json), resume.c (--resume: how each replica starts, cutting its files back to the
  * checkpoint), faults.c (the test-only poison and kill hooks, the non-finite scan, the ranks'
  * verdicts). docs/DESIGN.md, "Data path". */
-#ifndef DT_TRAIN_IMPL_H
-#define DT_TRAIN_IMPL_H
+#ifndef DT_RUN_CTX_H
+#define DT_RUN_CTX_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -15,7 +16,7 @@
 #include "harness/record/trace.h"
 #include "harness/run/hashpipe.h"
 #include "harness/run/dist.h"
-#include "harness/run/train.h"
+#include "harness/run/replica.h"
 
 /* Everything one replica needs that the experiment holds. */
 struct run_ctx {
