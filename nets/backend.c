@@ -310,12 +310,38 @@ enum dt_status dt_backend_set_forced_order(struct dt_backend *be, uint64_t seed)
 const char *dt_op_name(enum dt_op op)
 {
     static const char *const names[] = {
-#define DT_OP_STR_(name, str) str,
+#define DT_OP_STR_(name, str, phase, outputs) str,
         DT_OP_LIST(DT_OP_STR_)
 #undef DT_OP_STR_
     };
     DT_ASSERT(op >= 0 && op < DT_OP_COUNT);
     return names[op];
+}
+
+const char *dt_op_phase(enum dt_op op)
+{
+    static const enum dt_op_phase phases[] = {
+#define DT_OP_PHASE_(name, str, phase, outputs) phase,
+        DT_OP_LIST(DT_OP_PHASE_)
+#undef DT_OP_PHASE_
+    };
+    DT_ASSERT(op >= 0 && op < DT_OP_COUNT);
+    return phases[op] == DT_PHASE_BACKWARD ? "backward"
+           : phases[op] == DT_PHASE_UPDATE ? "update"
+                                           : "forward";
+}
+
+void dt_op_output_name(char *buf, size_t size, enum dt_op op, int k)
+{
+    static const char *const outputs[] = {
+#define DT_OP_OUTPUTS_(name, str, phase, outputs) outputs,
+        DT_OP_LIST(DT_OP_OUTPUTS_)
+#undef DT_OP_OUTPUTS_
+    };
+    DT_ASSERT(op >= 0 && op < DT_OP_COUNT);
+    const char *s = outputs[op];
+    for (int i = 0; i < k && strchr(s, '|'); i++) s = strchr(s, '|') + 1;
+    snprintf(buf, size, "%.*s", (int)strcspn(s, "|"), s);
 }
 
 void dt_backend_profile_enable(struct dt_backend *be, bool on) { be->profiling = on; }

@@ -245,50 +245,61 @@ void dt_backend_set_slow_op(struct dt_backend *be, int op, double seconds);
  * stream, no wait), the device time between the pair, collected by dt_backend_profile_read
  * with one wait; a backend with neither brackets each op by dt_backend_synchronize. Step
  * times are taken with profiling off either way (`detrain bench`). */
+/* The ops, one row each: the enum name, the op's name (profiles, bench, parity, explain),
+ * its phase in a training step (what explain calls it; dropout masks in both passes and is
+ * listed as forward) and its outputs' names in the order the op hands them to an observer,
+ * '|'-separated (explain's tensor names, after the layer or parameter: "dense1 input
+ * gradient"; an index past the last takes the last). */
+enum dt_op_phase { DT_PHASE_FORWARD, DT_PHASE_BACKWARD, DT_PHASE_UPDATE };
 #define DT_OP_LIST(X)                                                                              \
-    X(DENSE_FORWARD, "dense_forward")                                                              \
-    X(DENSE_BACKWARD_DATA, "dense_backward_data")                                                  \
-    X(DENSE_BACKWARD_WEIGHT, "dense_backward_weight")                                              \
-    X(BIAS_BACKWARD, "bias_backward")                                                              \
-    X(RELU_FORWARD, "relu_forward")                                                                \
-    X(RELU_BACKWARD, "relu_backward")                                                              \
-    X(SOFTMAX_XENT_FORWARD, "softmax_xent_forward")                                                \
-    X(SOFTMAX_XENT_BACKWARD, "softmax_xent_backward")                                              \
-    X(SGD_UPDATE, "sgd_update")                                                                    \
-    X(CONV2D_FORWARD, "conv2d_forward")                                                            \
-    X(CONV2D_BACKWARD_DATA, "conv2d_backward_data")                                                \
-    X(CONV2D_BACKWARD_WEIGHT, "conv2d_backward_weight")                                            \
-    X(MAXPOOL2D_FORWARD, "maxpool2d_forward")                                                      \
-    X(MAXPOOL2D_BACKWARD, "maxpool2d_backward")                                                    \
-    X(EPS_PHILOX, "eps_philox")                                                                    \
-    X(EPS_LFSR_SEED, "eps_lfsr_seed")                                                              \
-    X(EPS_LFSR, "eps_lfsr")                                                                        \
-    X(BNN_SIGMA, "bnn_sigma")                                                                      \
-    X(BNN_SAMPLE, "bnn_sample")                                                                    \
-    X(BNN_ACCUMULATE, "bnn_accumulate")                                                            \
-    X(BNN_FINISH, "bnn_finish")                                                                    \
-    X(EXACT_SUM, "exact_sum")                                                                      \
-    X(EMBEDDING_FORWARD, "embedding_forward")                                                      \
-    X(EMBEDDING_BACKWARD, "embedding_backward")                                                    \
-    X(LAYERNORM_FORWARD, "layernorm_forward")                                                      \
-    X(LAYERNORM_BACKWARD, "layernorm_backward")                                                    \
-    X(ATTENTION_FORWARD, "attention_forward")                                                      \
-    X(ATTENTION_BACKWARD, "attention_backward")                                                    \
-    X(GELU_FORWARD, "gelu_forward")                                                                \
-    X(GELU_BACKWARD, "gelu_backward")                                                              \
-    X(ADD, "add")                                                                                  \
-    X(ADAMW_UPDATE, "adamw_update")                                                                \
-    X(GRAD_NORM, "grad_norm")                                                                      \
-    X(CLIP_SCALE, "clip_scale")                                                                    \
-    X(DROPOUT, "dropout")                                                                          \
-    X(DROPOUT_SEED, "dropout_seed")
+    X(DENSE_FORWARD, "dense_forward", DT_PHASE_FORWARD, "output")                                  \
+    X(DENSE_BACKWARD_DATA, "dense_backward_data", DT_PHASE_BACKWARD, "input gradient")             \
+    X(DENSE_BACKWARD_WEIGHT, "dense_backward_weight", DT_PHASE_BACKWARD, "output")                 \
+    X(BIAS_BACKWARD, "bias_backward", DT_PHASE_BACKWARD, "output")                                 \
+    X(RELU_FORWARD, "relu_forward", DT_PHASE_FORWARD, "relu output")                               \
+    X(RELU_BACKWARD, "relu_backward", DT_PHASE_BACKWARD, "gradient through relu")                  \
+    X(SOFTMAX_XENT_FORWARD, "softmax_xent_forward", DT_PHASE_FORWARD, "probabilities|loss")        \
+    X(SOFTMAX_XENT_BACKWARD, "softmax_xent_backward", DT_PHASE_BACKWARD, "logit gradient")         \
+    X(SGD_UPDATE, "sgd_update", DT_PHASE_UPDATE, "output")                                         \
+    X(CONV2D_FORWARD, "conv2d_forward", DT_PHASE_FORWARD, "output")                                \
+    X(CONV2D_BACKWARD_DATA, "conv2d_backward_data", DT_PHASE_BACKWARD, "input gradient")           \
+    X(CONV2D_BACKWARD_WEIGHT, "conv2d_backward_weight", DT_PHASE_BACKWARD, "output")               \
+    X(MAXPOOL2D_FORWARD, "maxpool2d_forward", DT_PHASE_FORWARD, "pool output|pool argmax")         \
+    X(MAXPOOL2D_BACKWARD, "maxpool2d_backward", DT_PHASE_BACKWARD, "pool input gradient")          \
+    X(EPS_PHILOX, "eps_philox", DT_PHASE_FORWARD, "epsilon")                                       \
+    X(EPS_LFSR_SEED, "eps_lfsr_seed", DT_PHASE_FORWARD, "lane states")                             \
+    X(EPS_LFSR, "eps_lfsr", DT_PHASE_FORWARD, "epsilon|lane states")                               \
+    X(BNN_SIGMA, "bnn_sigma", DT_PHASE_FORWARD, "sigma|dsigma")                                    \
+    X(BNN_SAMPLE, "bnn_sample", DT_PHASE_FORWARD, "sampled weights")                               \
+    X(BNN_ACCUMULATE, "bnn_accumulate", DT_PHASE_BACKWARD, "output")                               \
+    X(BNN_FINISH, "bnn_finish", DT_PHASE_BACKWARD, "output")                                       \
+    X(EXACT_SUM, "exact_sum", DT_PHASE_BACKWARD, "exact sum")                                      \
+    X(EMBEDDING_FORWARD, "embedding_forward", DT_PHASE_FORWARD, "embedding|tokens|targets")        \
+    X(EMBEDDING_BACKWARD, "embedding_backward", DT_PHASE_BACKWARD, "embedding gradient")           \
+    X(LAYERNORM_FORWARD, "layernorm_forward", DT_PHASE_FORWARD, "layernorm output|mean|rstd")      \
+    X(LAYERNORM_BACKWARD, "layernorm_backward", DT_PHASE_BACKWARD,                                 \
+      "layernorm input gradient|gamma terms")                                                      \
+    X(ATTENTION_FORWARD, "attention_forward", DT_PHASE_FORWARD,                                    \
+      "attention output|attention weights")                                                        \
+    X(ATTENTION_BACKWARD, "attention_backward", DT_PHASE_BACKWARD, "qkv gradient|score gradient")  \
+    X(GELU_FORWARD, "gelu_forward", DT_PHASE_FORWARD, "gelu output")                               \
+    X(GELU_BACKWARD, "gelu_backward", DT_PHASE_BACKWARD, "gradient through gelu")                  \
+    X(ADD, "add", DT_PHASE_FORWARD, "sum")                                                         \
+    X(ADAMW_UPDATE, "adamw_update", DT_PHASE_UPDATE, "output")                                     \
+    X(GRAD_NORM, "grad_norm", DT_PHASE_UPDATE, "gradient norm")                                    \
+    X(CLIP_SCALE, "clip_scale", DT_PHASE_UPDATE, "clipped gradient")                               \
+    X(DROPOUT, "dropout", DT_PHASE_FORWARD, "dropout output|lane states")                          \
+    X(DROPOUT_SEED, "dropout_seed", DT_PHASE_FORWARD, "lane states")
 enum dt_op {
-#define DT_OP_ENUM_(name, str) DT_OP_##name,
+#define DT_OP_ENUM_(name, str, phase, outputs) DT_OP_##name,
     DT_OP_LIST(DT_OP_ENUM_)
 #undef DT_OP_ENUM_
         DT_OP_COUNT
 };
 const char *dt_op_name(enum dt_op op);
+/* The row's phase as a word ("forward", "backward", "update") and its k-th output's name. */
+const char *dt_op_phase(enum dt_op op);
+void dt_op_output_name(char *buf, size_t size, enum dt_op op, int k);
 void dt_backend_profile_enable(struct dt_backend *be, bool on);
 /* Seconds spent per op since the last reset (device timers: waits for the last one). */
 void dt_backend_profile_read(struct dt_backend *be, double seconds[DT_OP_COUNT]);

@@ -763,5 +763,31 @@ DT_TEST(gpu_table)
     CHECK_INT_EQ(check_table(b, 2), N_OPS * 2 * DT_LEVEL_COUNT);
 }
 
-DT_TEST_MAIN(DT_CASE(table_has_every_op), DT_CASE(cpu_table), DT_CASE(comparison_can_fail),
-             DT_CASE(gpu_table))
+/* The op row carries what explain says of an op (nets/backend.h, DT_OP_LIST): its phase and
+ * its outputs' names, k past the last taking the last -- the same words explain's own
+ * switches gave before they became the row. */
+DT_TEST(op_rows_carry_explain_metadata)
+{
+    for (int op = 0; op < DT_OP_COUNT; op++) {
+        const char *ph = dt_op_phase((enum dt_op)op);
+        CHECK(!strcmp(ph, "forward") || !strcmp(ph, "backward") || !strcmp(ph, "update"));
+        char name[64];
+        dt_op_output_name(name, sizeof name, (enum dt_op)op, 0);
+        CHECK(name[0] != '\0' && strchr(name, '|') == NULL);
+    }
+    CHECK_STR_EQ(dt_op_phase(DT_OP_SGD_UPDATE), "update");
+    CHECK_STR_EQ(dt_op_phase(DT_OP_EXACT_SUM), "backward");
+    CHECK_STR_EQ(dt_op_phase(DT_OP_DROPOUT), "forward");
+    char name[64];
+    dt_op_output_name(name, sizeof name, DT_OP_LAYERNORM_FORWARD, 2);
+    CHECK_STR_EQ(name, "rstd");
+    dt_op_output_name(name, sizeof name, DT_OP_MAXPOOL2D_FORWARD, 5);
+    CHECK_STR_EQ(name, "pool argmax");
+    dt_op_output_name(name, sizeof name, DT_OP_EMBEDDING_FORWARD, 1);
+    CHECK_STR_EQ(name, "tokens");
+    dt_op_output_name(name, sizeof name, DT_OP_DENSE_BACKWARD_DATA, 3);
+    CHECK_STR_EQ(name, "input gradient");
+}
+
+DT_TEST_MAIN(DT_CASE(table_has_every_op), DT_CASE(op_rows_carry_explain_metadata),
+             DT_CASE(cpu_table), DT_CASE(comparison_can_fail), DT_CASE(gpu_table))

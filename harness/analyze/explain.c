@@ -382,87 +382,6 @@ struct observer {
     int64_t buf_words;
 };
 
-static const char *op_phase(enum dt_op op)
-{
-    switch (op) {
-    case DT_OP_DENSE_BACKWARD_DATA:
-    case DT_OP_DENSE_BACKWARD_WEIGHT:
-    case DT_OP_BIAS_BACKWARD:
-    case DT_OP_RELU_BACKWARD:
-    case DT_OP_SOFTMAX_XENT_BACKWARD:
-    case DT_OP_CONV2D_BACKWARD_DATA:
-    case DT_OP_CONV2D_BACKWARD_WEIGHT:
-    case DT_OP_MAXPOOL2D_BACKWARD:
-    case DT_OP_BNN_ACCUMULATE:
-    case DT_OP_BNN_FINISH:
-    case DT_OP_EMBEDDING_BACKWARD:
-    case DT_OP_LAYERNORM_BACKWARD:
-    case DT_OP_ATTENTION_BACKWARD:
-    case DT_OP_GELU_BACKWARD:
-    case DT_OP_EXACT_SUM: return "backward";
-    case DT_OP_SGD_UPDATE:
-    case DT_OP_GRAD_NORM:
-    case DT_OP_CLIP_SCALE:
-    case DT_OP_ADAMW_UPDATE: return "update";
-    case DT_OP_EMBEDDING_FORWARD:
-    case DT_OP_LAYERNORM_FORWARD:
-    case DT_OP_ATTENTION_FORWARD:
-    case DT_OP_GELU_FORWARD:
-    case DT_OP_ADD:
-    case DT_OP_DENSE_FORWARD:
-    case DT_OP_RELU_FORWARD:
-    case DT_OP_SOFTMAX_XENT_FORWARD:
-    case DT_OP_CONV2D_FORWARD:
-    case DT_OP_MAXPOOL2D_FORWARD:
-    case DT_OP_EPS_PHILOX:
-    case DT_OP_EPS_LFSR_SEED:
-    case DT_OP_EPS_LFSR:
-    case DT_OP_BNN_SIGMA:
-    case DT_OP_BNN_SAMPLE:
-    case DT_OP_DROPOUT: /* in both passes: masks an activation, or its gradient */
-    case DT_OP_DROPOUT_SEED:
-    case DT_OP_COUNT: return "forward";
-    }
-    return "forward";
-}
-
-/* What output k of op is, when it is not a parameter's weights, momentum or gradient. */
-static const char *output_name(enum dt_op op, int k)
-{
-    switch (op) {
-    case DT_OP_DENSE_FORWARD:
-    case DT_OP_CONV2D_FORWARD: return "output";
-    case DT_OP_RELU_FORWARD: return "relu output";
-    case DT_OP_RELU_BACKWARD: return "gradient through relu";
-    case DT_OP_DENSE_BACKWARD_DATA:
-    case DT_OP_CONV2D_BACKWARD_DATA: return "input gradient";
-    case DT_OP_MAXPOOL2D_FORWARD: return k == 0 ? "pool output" : "pool argmax";
-    case DT_OP_MAXPOOL2D_BACKWARD: return "pool input gradient";
-    case DT_OP_SOFTMAX_XENT_FORWARD: return k == 0 ? "probabilities" : "loss";
-    case DT_OP_SOFTMAX_XENT_BACKWARD: return "logit gradient";
-    case DT_OP_EPS_PHILOX: return "epsilon";
-    case DT_OP_EPS_LFSR_SEED: return "lane states";
-    case DT_OP_EPS_LFSR: return k == 0 ? "epsilon" : "lane states";
-    case DT_OP_BNN_SIGMA: return k == 0 ? "sigma" : "dsigma";
-    case DT_OP_BNN_SAMPLE: return "sampled weights";
-    case DT_OP_EXACT_SUM: return "exact sum";
-    case DT_OP_EMBEDDING_FORWARD: return k == 0 ? "embedding" : k == 1 ? "tokens" : "targets";
-    case DT_OP_EMBEDDING_BACKWARD: return "embedding gradient";
-    case DT_OP_LAYERNORM_FORWARD: return k == 0 ? "layernorm output" : k == 1 ? "mean" : "rstd";
-    case DT_OP_LAYERNORM_BACKWARD: return k == 0 ? "layernorm input gradient" : "gamma terms";
-    case DT_OP_ATTENTION_FORWARD: return k == 0 ? "attention output" : "attention weights";
-    case DT_OP_ATTENTION_BACKWARD: return k == 0 ? "qkv gradient" : "score gradient";
-    case DT_OP_GELU_FORWARD: return "gelu output";
-    case DT_OP_GELU_BACKWARD: return "gradient through gelu";
-    case DT_OP_ADD: return "sum";
-    case DT_OP_GRAD_NORM: return "gradient norm";
-    case DT_OP_CLIP_SCALE: return "clipped gradient";
-    case DT_OP_DROPOUT: return k == 0 ? "dropout output" : "lane states";
-    case DT_OP_DROPOUT_SEED: return "lane states";
-    default: return "output";
-    }
-}
-
 /* The layer of a parameter name: "dense1.weight_mu" -> "dense1". */
 static void layer_of(char *out, size_t size, const char *param)
 {
@@ -489,11 +408,11 @@ static void name_output(struct observer *o, enum dt_op op, const void *p, int k,
         return;
     }
     if (op == DT_OP_EXACT_SUM) snprintf(o->layer, sizeof o->layer, "all");
-    if (op == DT_OP_BNN_SAMPLE && o->param[0]) { /* "dense0.weight sampled weights" */
-        snprintf(tensor, size, "%s %s", o->param, output_name(op, k));
-        return;
-    }
-    snprintf(tensor, size, "%s %s", o->layer, output_name(op, k));
+    char name[48]; /* the op row's name of output k (nets/backend.h, DT_OP_LIST) */
+    dt_op_output_name(name, sizeof name, op, k);
+    /* "dense0.weight sampled weights", else "dense1 input gradient" */
+    const char *of = op == DT_OP_BNN_SAMPLE && o->param[0] ? o->param : o->layer;
+    snprintf(tensor, size, "%.*s %.40s", (int)(size > 42 ? size - 42 : 0), of, name);
 }
 
 static bool hook_matches(const struct observer *o, enum dt_op op, const struct dt_op_tensor *t,
@@ -533,7 +452,7 @@ static void record(struct observer *o, enum dt_op op, const char *tensor, const 
     r->op = op;
     snprintf(r->tensor, sizeof r->tensor, "%s", tensor);
     snprintf(r->layer, sizeof r->layer, "%s", op == DT_OP_COUNT ? "input" : o->layer);
-    r->phase = op == DT_OP_COUNT ? "data" : op_phase(op);
+    r->phase = op == DT_OP_COUNT ? "data" : dt_op_phase(op);
     r->is_float = role == DT_OP_OUT || role == DT_OP_OUT_HOST;
     r->host = role == DT_OP_OUT_HOST;
     r->words = bytes / 4;
