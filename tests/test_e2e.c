@@ -369,7 +369,7 @@ DT_TEST(lenet_policies_vary_threads)
  * every machine honours: each replica adds in its own drawn order (seed + replica), so
  * `fast`'s replicas part at step 1 and the report says so, while `portable` ignores the
  * hook and keeps the digests of the run without it (the negative control). */
-DT_TEST(fast_follows_thread_count)
+DT_TEST(thread_counts_and_forced_orders)
 {
     const char *a = TMP "fast_t1", *b = TMP "fast_t2", *h = TMP "fast_forced";
     const char *common = "--quiet --set train.steps=3 --set replicas=2 "
@@ -435,5 +435,5 @@ DT_TEST_MAIN(DT_CASE(quickstart_accuracy), DT_CASE(replicas_identical),
              DT_CASE(vary_init_differs_from_step0), DT_CASE(vary_data_order_differs_from_step1),
              DT_CASE(rerun_and_threads_identical), DT_CASE(compare_finds_chosen_step),
              DT_CASE(lenet_learns), DT_CASE(lenet_policies_vary_threads),
-             DT_CASE(fast_follows_thread_count), DT_CASE(noise_matrix_cells),
+             DT_CASE(thread_counts_and_forced_orders), DT_CASE(noise_matrix_cells),
              DT_CASE(report_rebuilds_copied_folder))

@@ -3,4 +3,4 @@ dt_add_test(e2e LABELS e2e CASES quickstart_accuracy vary_init_differs_from_step
             lenet_policies_vary_threads noise_matrix_cells report_rebuilds_copied_folder)
 # also on the narrow path (make check-narrow)
 dt_add_test(e2e LABELS e2e narrow CASES replicas_identical rerun_and_threads_identical
-            fast_follows_thread_count)
+            thread_counts_and_forced_orders)
