@@ -1,8 +1,8 @@
 /* The optimizers' per-element arithmetic, written once for every backend and model (the
- * CPU ops in nets/cpu/optim.c, the CUDA kernels in nets/cuda/elementwise.cu
- * and nets/cuda/gpt.cu, and the tests): SGD with momentum and weight decay, AdamW, and the
- * global-norm clipping's chunk of squares and factor. Products and quotients go through
- * dt_rn_mul / dt_rn_div, sums are plain (no contraction anywhere: -ffp-contract=off,
+ * CPU ops in nets/cpu/optim.c, the CUDA kernels in nets/cuda/optim.cu, and the tests): SGD with
+ * momentum and weight decay, AdamW, and the global-norm clipping's chunk of squares and factor.
+ * Products and quotients go through dt_rn_mul / dt_rn_div, sums are plain (no contraction anywhere:
+ * -ffp-contract=off,
  * --fmad=false), so the host and the device give the same bits. */
 #ifndef DT_OPTIM_ELEM_H
 #define DT_OPTIM_ELEM_H

@@ -251,15 +251,6 @@ enum dt_status dt_cuda_relu_backward_op(struct dt_backend *be, float *dx, const 
                             "relu_backward");
 }
 
-enum dt_status dt_cuda_sgd_update_op(struct dt_backend *be, float *w, float *v, const float *g,
-                                     int64_t n, float lr, float momentum, float weight_decay,
-                                     const struct dt_policy *pol)
-{
-    return dt_cuda_launched(
-        be, dt_cuda_sgd_update(w, v, g, n, lr, momentum, weight_decay, dt_cuda(be)->stream),
-        "sgd_update");
-}
-
 /* ---- per-op device timers (nets/backend.h, profiling) ---------------------------------
  * A pair of events per profiled op call, recorded on the stream around it: no wait while
  * the step runs; op_times waits for the last event once and adds each pair's elapsed time

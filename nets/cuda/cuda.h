@@ -222,11 +222,9 @@ int dt_cuda_gather_launch(float *x, int32_t *labels, const uint8_t *pixels, cons
 /* ---- launchers of nets/cuda/elementwise.cu: 0 or the launch's cudaError_t ------------- */
 
 /* portable: elementwise (index i only); the same operations, in the same order, as
- * nets/cpu/activation.c and nets/cpu/optim.c, compiled without FMA contraction. */
+ * nets/cpu/activation.c, compiled without FMA contraction. */
 int dt_cuda_relu_forward(float *y, const float *x, int64_t n, dt_cuda_stream s);
 int dt_cuda_relu_backward(float *dx, const float *dy, const float *y, int64_t n, dt_cuda_stream s);
-int dt_cuda_sgd_update(float *w, float *v, const float *g, int64_t n, float lr, float momentum,
-                       float weight_decay, dt_cuda_stream s);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,7 @@
-/* Elementwise kernels of the CUDA backend: ReLU forward/backward and SGD with momentum.
+/* Elementwise kernels of the CUDA backend: ReLU forward and backward (the optimizers: optim.cu).
  * Each thread owns element i (grid-stride loop), so the result is independent of grid and
  * block size; with --fmad=false (CMakeLists.txt) a*b+c stays two roundings, matching the
  * CPU backend's bits at every policy. */
-#include "nets/optim_elem.h"
 #include "nets/cuda/cuda.h"
 #include "nets/cuda/launch.cuh"
 
@@ -36,13 +35,6 @@ static __global__ void relu_backward_kernel(float *dx, const float *dy, const fl
     dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
-/* portable: the CPU's element function (nets/optim_elem.h), one element per thread. */
-static __global__ void sgd_update_kernel(float *w, float *v, const float *g, int64_t n, float lr,
-                                         float mom, float wd)
-{
-    DT_GRID_STRIDE(i, n) dt_sgd_elem(&w[i], &v[i], g[i], lr, mom, wd);
-}
-
 extern "C" int dt_cuda_relu_forward(float *y, const float *x, int64_t n, dt_cuda_stream s)
 {
     relu_forward_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(y, x, n);
@@ -53,13 +45,5 @@ extern "C" int dt_cuda_relu_backward(float *dx, const float *dy, const float *y,
                                      dt_cuda_stream s)
 {
     relu_backward_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(dx, dy, y, n);
-    return (int)cudaGetLastError();
-}
-
-extern "C" int dt_cuda_sgd_update(float *w, float *v, const float *g, int64_t n, float lr,
-                                  float momentum, float weight_decay, dt_cuda_stream s)
-{
-    sgd_update_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(w, v, g, n, lr,
-                                                                            momentum, weight_decay);
     return (int)cudaGetLastError();
 }

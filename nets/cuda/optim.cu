@@ -1,0 +1,199 @@
+/* Kernels of the CUDA backend's optimizers, for every model (host side: nets/cuda/optim.c):
+ * SGD with momentum and AdamW, one element per thread, and clipping by the global norm -- its
+ * chunk sums under `reduction` (atomicAdd in arrival order; chunks then the fixed tree;
+ * exact int64) and one factor. Each element is the DT_HD function of nets/optim_elem.h that
+ * the CPU op calls, so no result depends on the grid or block size; compiled with
+ * --fmad=false. */
+#include "determinism/fixed_point.h"
+#include "nets/cuda/cuda.h"
+#include "nets/cuda/launch.cuh"
+#include "nets/cuda/optim_launch.h"
+#include "nets/optim_elem.h"
+
+/* portable: the CPU's element function (nets/optim_elem.h), one element per thread. */
+static __global__ void sgd_update_kernel(float *w, float *v, const float *g, int64_t n, float lr,
+                                         float mom, float wd)
+{
+    DT_GRID_STRIDE(i, n) dt_sgd_elem(&w[i], &v[i], g[i], lr, mom, wd);
+}
+
+static __global__ void adamw_kernel(float *w, float *m, float *v, const float *g, int64_t n,
+                                    struct dt_adamw_step st)
+{
+    DT_GRID_STRIDE(i, n)
+    dt_adamw_elem(&w[i], &m[i], &v[i], g[i], &st);
+}
+
+static __global__ void clip_scale_kernel(float *g, int64_t n, const float *norm_sq, float max_norm)
+{
+    const float f = dt_clip_coef(*norm_sq, max_norm);
+    if (f == 1.0f) return;
+    DT_GRID_STRIDE(i, n)
+    g[i] = dt_rn_mul(g[i], f);
+}
+
+/* ---- the clipping norm --------------------------------------------------------------------- */
+
+static __global__ void norm_chunks_kernel(float *part, const float *g, int64_t n, int64_t chunk)
+{
+    DT_GRID_STRIDE(c, (n + chunk - 1) / chunk)
+    {
+        const int64_t e = (c + 1) * chunk < n ? (c + 1) * chunk : n;
+        part[c] = dt_sq_sum(g, c * chunk, e);
+    }
+}
+
+static __global__ void norm_atomic_kernel(float *dst, const float *g, int64_t n, int64_t chunk)
+{
+    DT_GRID_STRIDE(c, (n + chunk - 1) / chunk)
+    {
+        const int64_t e = (c + 1) * chunk < n ? (c + 1) * chunk : n;
+        atomicAdd(dst, dt_sq_sum(g, c * chunk, e));
+    }
+}
+
+static __global__ void norm_add_in_order_kernel(float *dst, const float *sum)
+{
+    *dst = *dst + *sum;
+}
+
+static __global__ void norm_exact_init_kernel(unsigned long long *acc,
+                                              struct dt_cuda_fixed_record *rec)
+{
+    *acc = 0;
+    rec->max_bits = 0;
+    rec->bad_term = 0;
+    rec->first_bad = DT_CUDA_NO_INDEX;
+    rec->overflow_col = DT_CUDA_NO_INDEX;
+}
+
+/* max |g| as bits (order-free), one atomic per thread; any non-finite element flags. */
+static __global__ void norm_exact_max_kernel(struct dt_cuda_fixed_record *rec, const float *g,
+                                             int64_t n)
+{
+    unsigned int mx = 0;
+    bool bad = false;
+    DT_GRID_STRIDE(i, n)
+    {
+        const unsigned int bits = dt_float_bits(g[i]) & 0x7fffffffu;
+        if (bits >= 0x7f800000u) bad = true;
+        else if (bits > mx) mx = bits;
+    }
+    if (bad) atomicMin(&rec->first_bad, 0ull);
+    if (mx) atomicMax(&rec->max_bits, mx);
+}
+
+/* The shift of every square: max |g|^2 (rounded once) and the count of all terms. */
+static __device__ int norm_exact_shift(const struct dt_cuda_fixed_record *rec, int64_t total)
+{
+    const float mx = dt_bits_float(rec->max_bits);
+    return dt_fixed_shift_for(dt_rn_mul(mx, mx), total);
+}
+
+static __global__ void norm_exact_sum_kernel(unsigned long long *acc,
+                                             const struct dt_cuda_fixed_record *rec, const float *g,
+                                             int64_t n, int64_t total)
+{
+    if (rec->first_bad != DT_CUDA_NO_INDEX) return;
+    const float mx = dt_bits_float(rec->max_bits);
+    if (!(dt_rn_mul(mx, mx) <= 3.402823466e+38f)) return; /* finish says +Inf */
+    const int shift = norm_exact_shift(rec, total);
+    unsigned long long sum = 0; /* exact in any grouping: the shift bounds every sum */
+    DT_GRID_STRIDE(i, n)
+    {
+        int64_t q = 0;
+        (void)dt_fixed_from_float(&q, dt_rn_mul(g[i], g[i]), shift); /* in range by the shift */
+        sum += (unsigned long long)q;
+    }
+    if (sum) atomicAdd(acc, sum);
+}
+
+static __global__ void norm_exact_finish_kernel(float *dst, const unsigned long long *acc,
+                                                const struct dt_cuda_fixed_record *rec,
+                                                int64_t total)
+{
+    const float mx = dt_bits_float(rec->max_bits), max_sq = dt_rn_mul(mx, mx);
+    if (rec->first_bad != DT_CUDA_NO_INDEX) *dst = __int_as_float(0x7fc00000); /* NaN */
+    else if (!(max_sq <= 3.402823466e+38f)) *dst = __int_as_float(0x7f800000); /* +Inf */
+    else *dst = dt_fixed_to_float((int64_t)*acc, norm_exact_shift(rec, total));
+}
+
+/* ---- launchers ------------------------------------------------------------------------------- */
+
+#define THREADS dt_cuda_block_threads
+#define LAUNCHED return (int)cudaGetLastError()
+
+extern "C" int dt_cuda_sgd_update(float *w, float *v, const float *g, int64_t n, float lr,
+                                  float momentum, float weight_decay, dt_cuda_stream s)
+{
+    sgd_update_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(w, v, g, n, lr,
+                                                                            momentum, weight_decay);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int dt_cuda_adamw_launch(float *w, float *m, float *v, const float *g, int64_t n,
+                                    const struct dt_adamw_step *st, dt_cuda_stream s)
+{
+    adamw_kernel<<<dt_cuda_grid_for(n), THREADS, 0, s>>>(w, m, v, g, n, *st);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_clip_scale_launch(float *g, int64_t n, const float *norm_sq, float max_norm,
+                                         dt_cuda_stream s)
+{
+    clip_scale_kernel<<<dt_cuda_grid_for(n), THREADS, 0, s>>>(g, n, norm_sq, max_norm);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_norm_chunks(float *part, const float *g, int64_t n, int64_t chunk,
+                                   dt_cuda_stream s)
+{
+    norm_chunks_kernel<<<dt_cuda_grid_for((n + chunk - 1) / chunk), THREADS, 0, s>>>(part, g, n,
+                                                                                     chunk);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_norm_add_in_order(float *dst, const float *sum, dt_cuda_stream s)
+{
+    norm_add_in_order_kernel<<<1, 1, 0, s>>>(dst, sum);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_norm_atomic(float *dst, const float *g, int64_t n, int64_t chunk,
+                                   dt_cuda_stream s)
+{
+    norm_atomic_kernel<<<dt_cuda_grid_for((n + chunk - 1) / chunk), THREADS, 0, s>>>(dst, g, n,
+                                                                                     chunk);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_norm_exact_init(unsigned long long *acc, struct dt_cuda_fixed_record *rec,
+                                       dt_cuda_stream s)
+{
+    norm_exact_init_kernel<<<1, 1, 0, s>>>(acc, rec);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_norm_exact_max(struct dt_cuda_fixed_record *rec, const float *g, int64_t n,
+                                      dt_cuda_stream s)
+{
+    norm_exact_max_kernel<<<dt_cuda_grid_for(n), THREADS, 0, s>>>(rec, g, n);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_norm_exact_sum(unsigned long long *acc,
+                                      const struct dt_cuda_fixed_record *rec, const float *g,
+                                      int64_t n, int64_t total, dt_cuda_stream s)
+{
+    norm_exact_sum_kernel<<<dt_cuda_grid_for(n), THREADS, 0, s>>>(acc, rec, g, n, total);
+    LAUNCHED;
+}
+
+extern "C" int dt_cuda_norm_exact_finish(float *dst, const unsigned long long *acc,
+                                         const struct dt_cuda_fixed_record *rec, int64_t total,
+                                         dt_cuda_stream s)
+{
+    norm_exact_finish_kernel<<<1, 1, 0, s>>>(dst, acc, rec, total);
+    LAUNCHED;
+}
+
