@@ -344,7 +344,18 @@ void dt_op_output_name(char *buf, size_t size, enum dt_op op, int k)
     snprintf(buf, size, "%.*s", (int)strcspn(s, "|"), s);
 }
 
-void dt_backend_profile_enable(struct dt_backend *be, bool on) { be->profiling = on; }
+/* observer, profiling or the slow-op hook on: the op's dispatch takes its instrumented
+ * path; with none of them it calls the op and nothing else. */
+static void instrument(struct dt_backend *be)
+{
+    be->instrumented = be->observer != NULL || be->profiling || be->slow_op != 0;
+}
+
+void dt_backend_profile_enable(struct dt_backend *be, bool on)
+{
+    be->profiling = on;
+    instrument(be);
+}
 
 #define HAS_TIMERS(be) (HAS(be, op_mark) && HAS(be, op_times))
 
@@ -364,6 +375,7 @@ void dt_backend_set_observer(struct dt_backend *be, dt_op_observer_fn fn, void *
 {
     be->observer = fn;
     be->observer_ctx = fn ? ctx : NULL;
+    instrument(be);
 }
 
 /* An op's tensors for the observer (dt_backend_set_observer): n float32 / int32 written in
@@ -402,6 +414,7 @@ void dt_backend_set_slow_op(struct dt_backend *be, int op, double seconds)
 {
     be->slow_op = op >= 0 && op < DT_OP_COUNT ? op + 1 : 0;
     be->slow_seconds = seconds;
+    instrument(be);
 }
 
 /* The call, after the test hook's delay when it names this op (inside any timing). */
@@ -409,6 +422,7 @@ void dt_backend_set_slow_op(struct dt_backend *be, int op, double seconds)
 
 #define DISPATCH(be, op, call, ...)                                                                \
     do {                                                                                           \
+        if (!(be)->instrumented) return (call); /* the hot path: one test */                       \
         if ((be)->observer) {                                                                      \
             const struct dt_op_tensor t_[] = {__VA_ARGS__};                                        \
             const int n_ = (int)(sizeof t_ / sizeof t_[0]);                                        \

@@ -311,8 +311,8 @@ void dt_backend_profile_reset(struct dt_backend *be);
  * (its outputs: gradients, activations, the loss, the update's weights and momenta) and,
  * for naming only (bytes 0), the parameters it reads. The observer may download and hash
  * the outputs (copies: it must never write them) and may set the forced order
- * (dt_backend_set_forced_order) for this one op in its before call. With no observer the
- * cost is one test per op. */
+ * (dt_backend_set_forced_order) for this one op in its before call. With no observer, no profiling
+ * and no slow-op hook the cost is one test per op (dt_backend.instrumented). */
 enum dt_op_tensor_role {
     DT_OP_OUT,      /* written by the op, in backend memory: float32 */
     DT_OP_OUT_INT,  /* written by the op, in backend memory: int32 (an argmax, lane states) */

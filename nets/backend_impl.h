@@ -249,6 +249,9 @@ struct dt_backend {
     const struct dt_backend_ops *ops;
     void *ctx; /* the backend's own state */
     int threads;
+    /* observer || profiling || slow_op: the one test an op's dispatch makes on the hot path
+     * (nets/backend.c, DISPATCH); kept by their setters */
+    bool instrumented;
     bool profiling;
     double op_seconds[DT_OP_COUNT];
     int slow_op;         /* test hook (dt_backend_set_slow_op): this op index + 1, 0 none */

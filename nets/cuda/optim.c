@@ -36,8 +36,8 @@ enum dt_status dt_cuda_adamw_update(struct dt_backend *be, float *w, float *m, f
 enum dt_status dt_cuda_clip_scale(struct dt_backend *be, float *g, int64_t n, const float *norm_sq,
                                   float max_norm, const struct dt_policy *pol)
 {
-    return dt_cuda_launched(be, dt_cuda_clip_scale_launch(g, n, norm_sq, max_norm, dt_cuda(be)->stream),
-                            "clip_scale");
+    return dt_cuda_launched(
+        be, dt_cuda_clip_scale_launch(g, n, norm_sq, max_norm, dt_cuda(be)->stream), "clip_scale");
 }
 
 /* The forced-order hook under reduction unordered: each tensor's chunk sums come to the
@@ -111,4 +111,3 @@ enum dt_status dt_cuda_grad_norm(struct dt_backend *be, float *norm_sq, const fl
     }
     return DT_OK;
 }
-

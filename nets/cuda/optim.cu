@@ -196,4 +196,3 @@ extern "C" int dt_cuda_norm_exact_finish(float *dst, const unsigned long long *a
     norm_exact_finish_kernel<<<1, 1, 0, s>>>(dst, acc, rec, total);
     LAUNCHED;
 }
-
