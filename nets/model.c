@@ -196,18 +196,31 @@ void dt_model_load(struct dt_model *m, const struct dt_batch *b, int64_t B)
     else dt_model_load_batch(m, b->x, b->y, B);
 }
 
+/* The one forward -> loss -> backward of a step: the kind's own gradients where it has
+ * them (the GPT), else its forward, the softmax cross-entropy and its backward. With the
+ * backend's shards set (sh), `loss` gets one mean per shard. */
+static enum dt_status forward_loss_backward(struct dt_model *m, int64_t B, int64_t denom,
+                                            const struct dt_shards *sh, const struct dt_policy *pol,
+                                            float *loss)
+{
+    if (m->ops->gradients) return m->ops->gradients(m, B, denom, sh, pol, loss);
+    enum dt_status st = m->ops->forward(m, B, pol);
+    if (st == DT_OK)
+        st = dt_softmax_xent_forward(m->be, m->probs, loss, NULL, m->logits, m->labels, B,
+                                     m->n_classes, pol);
+    if (st == DT_OK)
+        st = dt_softmax_xent_backward(m->be, m->dlogits, m->probs, m->labels, B, m->n_classes,
+                                      denom, pol);
+    if (st == DT_OK) st = m->ops->backward(m, B, pol);
+    return st;
+}
+
 enum dt_status dt_model_gradients(struct dt_model *m, const struct dt_batch *b, int64_t B,
                                   int64_t denom, const struct dt_policy *pol, float *loss)
 {
     DT_ASSERT(dt_model_splits_step(m) && denom >= B && B >= 1);
     dt_model_load(m, b, B);
-    if (m->ops->gradients) return m->ops->gradients(m, B, denom, NULL, pol, loss);
-    DT_FORWARD_IF_ERROR(m->ops->forward(m, B, pol));
-    DT_FORWARD_IF_ERROR(dt_softmax_xent_forward(m->be, m->probs, loss, NULL, m->logits, m->labels,
-                                                B, m->n_classes, pol));
-    DT_FORWARD_IF_ERROR(dt_softmax_xent_backward(m->be, m->dlogits, m->probs, m->labels, B,
-                                                 m->n_classes, denom, pol));
-    return m->ops->backward(m, B, pol);
+    return forward_loss_backward(m, B, denom, NULL, pol, loss);
 }
 
 void dt_model_grad_slots(struct dt_model *m, int64_t slots)
@@ -237,19 +250,7 @@ enum dt_status dt_model_gradients_sharded(struct dt_model *m, const struct dt_ba
               sh->row[sh->count] == B);
     dt_model_load(m, b, B);
     dt_backend_set_shards(m->be, sh);
-    if (m->ops->gradients) {
-        enum dt_status st = m->ops->gradients(m, B, denom, sh, pol, loss_slots);
-        dt_backend_set_shards(m->be, NULL);
-        return st;
-    }
-    enum dt_status st = m->ops->forward(m, B, pol);
-    if (st == DT_OK)
-        st = dt_softmax_xent_forward(m->be, m->probs, loss_slots, NULL, m->logits, m->labels, B,
-                                     m->n_classes, pol);
-    if (st == DT_OK)
-        st = dt_softmax_xent_backward(m->be, m->dlogits, m->probs, m->labels, B, m->n_classes,
-                                      denom, pol);
-    if (st == DT_OK) st = m->ops->backward(m, B, pol);
+    const enum dt_status st = forward_loss_backward(m, B, denom, sh, pol, loss_slots);
     dt_backend_set_shards(m->be, NULL);
     return st;
 }
