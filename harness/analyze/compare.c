@@ -364,7 +364,7 @@ static enum replica_outcome compare_replica_line(FILE *out, const char *label, c
     return oc;
 }
 
-static bool is_experiment_dir(const char *path)
+bool dt_is_experiment_dir(const char *path)
 {
     return dt_is_dir(path) && file_exists(path, "config.json");
 }
@@ -469,7 +469,7 @@ enum dt_status dt_compare_paths(const char *a, const char *b, FILE *out, bool *d
     /* no link followed inside a result (outdir.h) */
     DT_FORWARD_IF_ERROR(dt_result_check_links(a, err));
     DT_FORWARD_IF_ERROR(dt_result_check_links(b, err));
-    bool xa = is_experiment_dir(a), xb = is_experiment_dir(b);
+    bool xa = dt_is_experiment_dir(a), xb = dt_is_experiment_dir(b);
     if (xa && xb) return compare_experiments(a, b, out, diverged, err);
     if (xa || xb)
         return dt_error_set(err, DT_ERR_USAGE,
@@ -687,7 +687,7 @@ static enum dt_status load_table_experiments(struct table_exp *t,
                                       t[i].dir)
                        : dt_error_set(err, DT_ERR_IO, "%s: no such folder", t[i].dir);
         }
-        if (!is_experiment_dir(t[i].dir))
+        if (!dt_is_experiment_dir(t[i].dir))
             return dt_error_set(err, DT_ERR_DATA,
                                 "%s: not an experiment folder (no config.json): give the folder "
                                 "`detrain run --out` wrote, not a cell or replica folder",

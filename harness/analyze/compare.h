@@ -99,6 +99,9 @@ struct dt_table_options {
 enum dt_status dt_compare_table(const struct dt_table_options *opt, FILE *out, bool *all_identical,
                                 struct dt_error *err);
 
+/* Is `path` an experiment folder (a folder holding config.json)? */
+bool dt_is_experiment_dir(const char *path);
+
 /* What the experiment in `dir` ran on, from its run.json (else its replica
  * `first_replica`'s, may be NULL): a short label ("cpu: AMD EPYC, 2 threads", "cuda: NVIDIA
  * H100 80GB HBM3 (sm_90)"), a longer detail (device, build) and, when `when` is not NULL,

@@ -1,9 +1,7 @@
 /* `detrain reproduce`: a recorded result rerun here and compared step by step (reproduce.h). */
-#define _XOPEN_SOURCE 700
 #include "harness/analyze/reproduce.h"
 
 #include <dirent.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,10 +13,9 @@
 #include "harness/analyze/explain.h"
 #include "nets/backend.h"
 #include "harness/record/layout.h"
+#include "harness/record/outdir.h"
 #include "harness/record/trace.h"
 #include "harness/run/train.h"
-#include "harness/setup/data.h"
-#include "harness/setup/model.h"
 #include "harness/setup/config.h"
 
 #define MAX_EXPERIMENTS 64
@@ -44,13 +41,6 @@ static char *xstrdup(const char *s)
     return strcpy(d, s);
 }
 
-static bool is_experiment(const char *dir)
-{
-    char p[4300];
-    snprintf(p, sizeof p, "%s/config.json", dir);
-    return dt_path_exists(p);
-}
-
 static int name_cmp(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -66,7 +56,7 @@ static enum dt_status list_experiments(char ***list, int *n, const char *dir, st
                             "reproduce: '%s' is not a folder (give a result "
                             "folder: an experiment with config.json, or a folder of them)",
                             dir);
-    if (is_experiment(dir)) {
+    if (dt_is_experiment_dir(dir)) {
         (*list)[(*n)++] = xstrdup(dir);
         return DT_OK;
     }
@@ -77,7 +67,7 @@ static enum dt_status list_experiments(char ***list, int *n, const char *dir, st
         char p[4200];
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         struct stat st;
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode) && is_experiment(p))
+        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode) && dt_is_experiment_dir(p))
             (*list)[(*n)++] = xstrdup(p);
     }
     closedir(d);
@@ -198,14 +188,6 @@ static void keep_chosen_policies(struct dt_experiment *run, const struct dt_expe
         if (keep[p]) run->policies[run->n_policies++] = exp->policies[p];
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 /* The explain of a non-portable cell that parted: its op and control, or why not. */
 static void explain_cell(struct reproduce_ctx *x, const char *rec, const char *now, char *why,
                          size_t size)
@@ -312,22 +294,32 @@ static enum dt_status reproduce_one(struct reproduce_ctx *x, const char *dir, co
     enum dt_status st = dt_config_load(exp, config, sets, n_sets, err);
     if (st == DT_OK) st = choose_cells(chosen, exp, dir, opt->cells, err);
     if (st == DT_OK) st = recorded_length(&steps, &replicas, exp, chosen, dir, err);
-    if (st == DT_OK && check_only) { /* the data too, before any experiment is trained */
-        struct dt_dataset ds = {0};
-        st = dt_experiment_load_dataset(&ds, exp, err);
-        if (st == DT_OK) dt_dataset_free(&ds);
-    }
     char recorded[160] = "", detail[900], when[64] = "", tmp[4400] = "";
+    if (st == DT_OK) {
+        *run = *exp;
+        keep_chosen_policies(run, exp, chosen);
+        run->train.steps = steps;
+        run->replicas = replicas;
+    }
+    if (st == DT_OK && check_only) {
+        /* every check the rerun itself makes before its first write (memory, data, model,
+         * its folder): the run's dry run, into --out or a folder that does not exist */
+        const char *t = getenv("TMPDIR");
+        if (keep) snprintf(tmp, sizeof tmp, "%s", keep);
+        else
+            snprintf(tmp, sizeof tmp, "%s/detrain-reproduce-check-%ld/run", t && *t ? t : "/tmp",
+                     (long)getpid());
+        const struct dt_run_options ro = {
+            .out_dir = tmp, .command = "detrain reproduce", .quiet = true, .dry_run = true};
+        st = dt_train_experiment(run, &ro, err);
+        tmp[0] = '\0';
+    }
     if (st == DT_OK && !check_only) {
         char first[256];
         dt_cell_dir(first, sizeof first, exp, 0);
         strncat(first, "/replica-0", sizeof first - strlen(first) - 1);
         dt_experiment_describe(dir, first, recorded, sizeof recorded, detail, sizeof detail, when,
                                sizeof when);
-        *run = *exp;
-        keep_chosen_policies(run, exp, chosen);
-        run->train.steps = steps;
-        run->replicas = replicas;
         if (keep) snprintf(tmp, sizeof tmp, "%s", keep);
         else {
             const char *t = getenv("TMPDIR");
@@ -359,7 +351,11 @@ static enum dt_status reproduce_one(struct reproduce_ctx *x, const char *dir, co
             strncat(x->here, " kernels", sizeof x->here - strlen(x->here) - 1);
         judge(x, exp, chosen, replicas, dir, run, tmp, recorded, when, all);
     }
-    if (tmp[0] && !keep) (void)nftw(tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (tmp[0] && !keep) { /* the rerun's files (detrain's own only), then the folder */
+        struct dt_error ignored = {0};
+        (void)dt_result_clear(tmp, &ignored);
+        (void)rmdir(tmp);
+    }
     free(sets);
     free(exp);
     free(run);
@@ -383,23 +379,13 @@ static enum dt_status check_out(const struct dt_reproduce_options *opt, struct d
                                 "'%s', which reproduce only reads: give a folder elsewhere",
                                 opt->out, opt->dirs[i]);
     }
-    if (dt_path_exists(opt->out)) {
-        DIR *d = opendir(opt->out);
-        if (!d)
-            return dt_error_set(err, DT_ERR_USAGE,
-                                "reproduce: --out '%s' exists and is not a "
-                                "folder",
-                                opt->out);
-        int entries = 0;
-        for (struct dirent *e; (e = readdir(d)) != NULL;)
-            entries += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
-        closedir(d);
-        if (entries)
-            return dt_error_set(err, DT_ERR_USAGE,
-                                "reproduce: --out '%s' is not empty: give a "
-                                "new or empty folder for the rerun",
-                                opt->out);
-    }
+    enum dt_folder_state state;
+    DT_FORWARD_IF_ERROR(dt_folder_state(&state, opt->out, err));
+    if (state != DT_FOLDER_ABSENT && state != DT_FOLDER_EMPTY)
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "reproduce: --out '%s' is not empty: give a new or empty folder "
+                            "for the rerun",
+                            opt->out);
     return DT_OK;
 }
 

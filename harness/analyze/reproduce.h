@@ -16,8 +16,9 @@
  *     tensor; a cell whose policy is not portable is then passed to `explain` (the
  *     recorded replica against the new one), whose op and control are printed, or why it
  *     could not tell.
- * Every refusal (the datasets' included: each is loaded once in the checks) comes before
- * anything is trained. Nothing is written into DIR: the rerun
+ * Every refusal comes before anything is trained: the folders, configs, cells and traces,
+ * then for each experiment the rerun's own checks (its dry run: memory, data, model,
+ * folder; dt_run_options.dry_run). Nothing is written into DIR: the rerun
  * goes to a temporary folder that is removed at the end, unless --out keeps it. */
 #ifndef DT_REPRODUCE_H
 #define DT_REPRODUCE_H

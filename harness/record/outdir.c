@@ -139,15 +139,14 @@ static bool regular_file_starting(const char *dir, const char *name, const char 
 static bool unstarted_manifest(const char *dir)
 {
     if (!regular_file_starting(dir, "run.json", "{\"tool\": \"detrain\"")) return false;
-    char path[4200], buf[65536];
+    char path[4200], *text = NULL;
+    size_t len = 0;
     snprintf(path, sizeof path, "%s/run.json", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return false;
-    const size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return strstr(buf, "\"status\": \"running\"") != NULL &&
-           strstr(buf, "\"replicas\": []") != NULL;
+    if (dt_read_regular_file(&text, &len, path, "run.json", 1 << 20, NULL) != DT_OK) return false;
+    const bool unstarted =
+        strstr(text, "\"status\": \"running\"") != NULL && strstr(text, "\"replicas\": []") != NULL;
+    free(text);
+    return unstarted;
 }
 
 enum dt_status dt_folder_state(enum dt_folder_state *state, const char *dir, struct dt_error *err)

@@ -676,11 +676,13 @@ double dt_run_memory_bytes(const struct dt_experiment *exp, char *what, size_t s
 }
 
 /* What this process may allocate: the machine's available memory (MemAvailable + free
- * swap), or RLIMIT_AS when lower; +inf when unknown. */
-static double memory_allowed(const char **source)
+ * swap), or RLIMIT_AS when lower (then *address_space: the limit counts address space, not
+ * resident memory); +inf when unknown. */
+static double memory_allowed(const char **source, bool *address_space)
 {
     double avail = INFINITY;
     *source = "available on this machine (MemAvailable + SwapFree)";
+    *address_space = false;
     FILE *f = fopen("/proc/meminfo", "r");
     if (f) {
         char line[256];
@@ -702,6 +704,7 @@ static double memory_allowed(const char **source)
         (double)rl.rlim_cur < avail) {
         avail = (double)rl.rlim_cur;
         *source = "allowed by RLIMIT_AS (ulimit -v)";
+        *address_space = true;
     }
     return avail;
 }
@@ -728,8 +731,9 @@ static enum dt_status check_memory(const struct dt_experiment *exp, struct dt_er
     char what[400];
     double need = dt_run_memory_bytes(exp, what, sizeof what);
     const char *source;
-    const double have = memory_allowed(&source);
-    if (strstr(source, "RLIMIT_AS")) {
+    bool address_space;
+    const double have = memory_allowed(&source, &address_space);
+    if (address_space) {
         need = address_space_bytes(exp, need);
         strncat(what, "; address space: the libraries mapped, stacks and malloc arenas",
                 sizeof what - strlen(what) - 1);
