@@ -77,55 +77,14 @@ void dt_backend_destroy(struct dt_backend *be)
 }
 
 const char *dt_backend_name(const struct dt_backend *be) { return be->ops->name; }
-/* The first op of `need` (present: whether the backend has it) the backend lacks, or NULL. */
-struct op_need {
-    bool present;
-    enum dt_op op;
-};
-static const char *first_missing(const struct op_need *need, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!need[i].present) return dt_op_name(need[i].op);
-    return NULL;
-}
-
+/* The first op of nets/op_list.h the backend lacks (a NULL member), or NULL. */
 const char *dt_backend_missing_op(const struct dt_backend *be)
 {
-    const struct dt_backend_ops *o = be->ops;
-    const struct op_need need[] = {
-        {o->dense_forward != NULL, DT_OP_DENSE_FORWARD},
-        {o->dense_backward_data != NULL, DT_OP_DENSE_BACKWARD_DATA},
-        {o->dense_backward_weight != NULL, DT_OP_DENSE_BACKWARD_WEIGHT},
-        {o->bias_backward != NULL, DT_OP_BIAS_BACKWARD},
-        {o->relu_forward != NULL, DT_OP_RELU_FORWARD},
-        {o->relu_backward != NULL, DT_OP_RELU_BACKWARD},
-        {o->softmax_xent_forward != NULL, DT_OP_SOFTMAX_XENT_FORWARD},
-        {o->softmax_xent_backward != NULL, DT_OP_SOFTMAX_XENT_BACKWARD},
-        {o->sgd_update != NULL, DT_OP_SGD_UPDATE},
-    };
-    return first_missing(need, sizeof need / sizeof need[0]);
-}
-
-const char *dt_backend_missing_transformer_op(const struct dt_backend *be)
-{
-    const struct dt_backend_ops *o = be->ops;
-    const struct op_need need[] = {
-        {o->embedding_forward != NULL, DT_OP_EMBEDDING_FORWARD},
-        {o->embedding_backward != NULL, DT_OP_EMBEDDING_BACKWARD},
-        {o->layernorm_forward != NULL, DT_OP_LAYERNORM_FORWARD},
-        {o->layernorm_backward != NULL, DT_OP_LAYERNORM_BACKWARD},
-        {o->attention_forward != NULL, DT_OP_ATTENTION_FORWARD},
-        {o->attention_backward != NULL, DT_OP_ATTENTION_BACKWARD},
-        {o->gelu_forward != NULL, DT_OP_GELU_FORWARD},
-        {o->gelu_backward != NULL, DT_OP_GELU_BACKWARD},
-        {o->add != NULL, DT_OP_ADD},
-        {o->adamw_update != NULL, DT_OP_ADAMW_UPDATE},
-        {o->grad_norm != NULL, DT_OP_GRAD_NORM},
-        {o->clip_scale != NULL, DT_OP_CLIP_SCALE},
-        {o->dropout != NULL, DT_OP_DROPOUT},
-        {o->dropout_seed != NULL, DT_OP_DROPOUT_SEED},
-    };
-    return first_missing(need, sizeof need / sizeof need[0]);
+#define DT_OP_MISSING_(ENUM, name, ...)                                                            \
+    if (!be->ops->name) return #name;
+    DT_OP_LIST(DT_OP_MISSING_)
+#undef DT_OP_MISSING_
+    return NULL;
 }
 
 int dt_backend_threads(const struct dt_backend *be) { return be->threads; }
@@ -307,41 +266,54 @@ enum dt_status dt_backend_set_forced_order(struct dt_backend *be, uint64_t seed)
     return DT_OK;
 }
 
+/* The rows' columns as tables (nets/op_list.h). */
+#define DT_OP_NAME_(ENUM, name, ...) #name,
+static const char *const op_names[] = {DT_OP_LIST(DT_OP_NAME_)};
+#undef DT_OP_NAME_
+#define DT_OP_PHASE_(ENUM, name, phase, ...) DT_PHASE_##phase,
+static const enum dt_op_phase op_phases[] = {DT_OP_LIST(DT_OP_PHASE_)};
+#undef DT_OP_PHASE_
+#define DT_OP_OUTPUTS_(ENUM, name, phase, outputs, ...) outputs,
+static const char *const op_outputs[] = {DT_OP_LIST(DT_OP_OUTPUTS_)};
+#undef DT_OP_OUTPUTS_
+#define DT_OP_CONTROLS_(ENUM, name, phase, outputs, controls, ...) controls,
+static const char *const op_controls[] = {DT_OP_LIST(DT_OP_CONTROLS_)};
+#undef DT_OP_CONTROLS_
+
 const char *dt_op_name(enum dt_op op)
 {
-    static const char *const names[] = {
-#define DT_OP_STR_(name, str, phase, outputs) str,
-        DT_OP_LIST(DT_OP_STR_)
-#undef DT_OP_STR_
-    };
     DT_ASSERT(op >= 0 && op < DT_OP_COUNT);
-    return names[op];
+    return op_names[op];
 }
 
 const char *dt_op_phase(enum dt_op op)
 {
-    static const enum dt_op_phase phases[] = {
-#define DT_OP_PHASE_(name, str, phase, outputs) phase,
-        DT_OP_LIST(DT_OP_PHASE_)
-#undef DT_OP_PHASE_
-    };
     DT_ASSERT(op >= 0 && op < DT_OP_COUNT);
-    return phases[op] == DT_PHASE_BACKWARD ? "backward"
-           : phases[op] == DT_PHASE_UPDATE ? "update"
-                                           : "forward";
+    return op_phases[op] == DT_PHASE_BACKWARD ? "backward"
+           : op_phases[op] == DT_PHASE_UPDATE ? "update"
+                                              : "forward";
+}
+
+/* The k-th '|'-separated word of list (past the last: the last) into buf. */
+static void list_item(char *buf, size_t size, const char *list, int k)
+{
+    for (int i = 0; i < k && strchr(list, '|'); i++) list = strchr(list, '|') + 1;
+    snprintf(buf, size, "%.*s", (int)strcspn(list, "|"), list);
 }
 
 void dt_op_output_name(char *buf, size_t size, enum dt_op op, int k)
 {
-    static const char *const outputs[] = {
-#define DT_OP_OUTPUTS_(name, str, phase, outputs) outputs,
-        DT_OP_LIST(DT_OP_OUTPUTS_)
-#undef DT_OP_OUTPUTS_
-    };
     DT_ASSERT(op >= 0 && op < DT_OP_COUNT);
-    const char *s = outputs[op];
-    for (int i = 0; i < k && strchr(s, '|'); i++) s = strchr(s, '|') + 1;
-    snprintf(buf, size, "%.*s", (int)strcspn(s, "|"), s);
+    list_item(buf, size, op_outputs[op], k);
+}
+
+bool dt_op_obeys(enum dt_op op, const char *control)
+{
+    DT_ASSERT(op >= 0 && op < DT_OP_COUNT && control);
+    const size_t len = strlen(control);
+    for (const char *s = op_controls[op]; *s; s += strcspn(s, "|"), s += *s == '|')
+        if (strcspn(s, "|") == len && strncmp(s, control, len) == 0) return true;
+    return false;
 }
 
 /* observer, profiling or the slow-op hook on: the op's dispatch takes its instrumented
@@ -397,11 +369,10 @@ void dt_backend_set_observer(struct dt_backend *be, dt_op_observer_fn fn, void *
         (p), 0, DT_OP_IN_PARAM                                                                     \
     }
 
-/* Dispatch `call` (an expression yielding enum dt_status), timing it when profiling: by
- * the backend's device timers around it, or else by the wall clock with the backend
- * synchronised before and after, so the time is the op's own, kernels included, and not
- * the tail of earlier ops. The arguments after `call` are the op's tensors (OUT, PARAM...)
- * for the observer, which gets them before and after the call. */
+/* The test hook's delay (dt_backend_set_slow_op). Profiling times an op by the backend's
+ * device timers around it, or else by the wall clock with the backend synchronised before
+ * and after, so the time is the op's own, kernels included, and not the tail of earlier
+ * ops. */
 static void slow_hook(struct dt_backend *be, int op)
 {
     if (be->slow_op != op + 1) return;
@@ -420,15 +391,33 @@ void dt_backend_set_slow_op(struct dt_backend *be, int op, double seconds)
 /* The call, after the test hook's delay when it names this op (inside any timing). */
 #define SLOWED(be, op, call) ((be)->slow_op ? slow_hook((be), (op)) : (void)0, (call))
 
-#define DISPATCH(be, op, call, ...)                                                                \
+/* An op's tensors as its plan names them (at most OP_TENSORS_MAX). */
+#define OP_TENSORS_MAX 8
+struct op_tensors {
+    struct dt_op_tensor t[OP_TENSORS_MAX];
+    int n;
+};
+/* Name the op's tensors (OUT, PARAM...) for the observer -- only when t is not NULL, that
+ * is when the call is instrumented: the hot path builds nothing. */
+#define TENSORS(dst, ...)                                                                          \
     do {                                                                                           \
-        if (!(be)->instrumented) return (call); /* the hot path: one test */                       \
+        if (dst) {                                                                                 \
+            const struct dt_op_tensor a_[] = {__VA_ARGS__};                                        \
+            _Static_assert(sizeof a_ / sizeof a_[0] <= OP_TENSORS_MAX, "too many op tensors");     \
+            memcpy((dst)->t, a_, sizeof a_);                                                       \
+            (dst)->n = (int)(sizeof a_ / sizeof a_[0]);                                            \
+        }                                                                                          \
+    } while (0)
+
+/* The instrumented path of `call` (an expression yielding enum dt_status): the observer
+ * gets the tensors `tens` (struct op_tensors *) before and after; profiling times it. */
+#define INSTRUMENTED(be, op, tens, call)                                                           \
+    do {                                                                                           \
         if ((be)->observer) {                                                                      \
-            const struct dt_op_tensor t_[] = {__VA_ARGS__};                                        \
-            const int n_ = (int)(sizeof t_ / sizeof t_[0]);                                        \
-            (be)->observer((be)->observer_ctx, (be), (op), false, t_, n_);                         \
+            (be)->observer((be)->observer_ctx, (be), (op), false, (tens)->t, (tens)->n);           \
             enum dt_status st_ = SLOWED(be, op, call);                                             \
-            if (st_ == DT_OK) (be)->observer((be)->observer_ctx, (be), (op), true, t_, n_);        \
+            if (st_ == DT_OK)                                                                      \
+                (be)->observer((be)->observer_ctx, (be), (op), true, (tens)->t, (tens)->n);        \
             return st_;                                                                            \
         }                                                                                          \
         if (!(be)->profiling) return SLOWED(be, op, call);                                         \
@@ -444,6 +433,15 @@ void dt_backend_set_slow_op(struct dt_backend *be, int op, double seconds)
         dt_backend_synchronize(be);                                                                \
         (be)->op_seconds[op] += dt_now_s() - t0_;                                                  \
         return st_;                                                                                \
+    } while (0)
+
+/* A hand-written wrapper's dispatch (exact_sum's stages): `call`, its tensors after it. */
+#define DISPATCH(be, op, call, ...)                                                                \
+    do {                                                                                           \
+        if (!(be)->instrumented) return (call); /* the hot path: one test */                       \
+        struct op_tensors t_, *tp_ = &t_;                                                          \
+        TENSORS(tp_, __VA_ARGS__);                                                                 \
+        INSTRUMENTED(be, op, tp_, call);                                                           \
     } while (0)
 
 /* Shared checks: sizes positive, pointers present. A violation is a caller bug. */
@@ -667,133 +665,136 @@ enum dt_status dt_exact_round(struct dt_backend *be, float *pack, const int64_t 
              OUT(pack, L->slots * L->first[L->tensors]));
 }
 
-enum dt_status dt_exact_sum(struct dt_backend *be, float *pack, const uint32_t *max_bits,
-                            const struct dt_exact_layout *L)
+/* ---- plans: one per row of nets/op_list.h -------------------------------------------
+ * plan_<name> checks the op's arguments (a violation is a caller bug), names the tensors it
+ * writes for the observer (only when t is not NULL) and returns what to call with the op's
+ * arguments: the backend's op, or a route over the shards with the same signature. The
+ * wrapper dt_<name> is generated from the row (the end of this file). */
+
+static dt_exact_sum_fn *plan_exact_sum(struct dt_backend *be, struct op_tensors *t, float *pack,
+                                       const uint32_t *max_bits, const struct dt_exact_layout *L)
 {
     check_exact_layout(L);
     DT_ASSERT(pack && max_bits);
-    REQUIRE(be, exact_sum);
-    DISPATCH(be, DT_OP_EXACT_SUM, be->ops->exact_sum(be, pack, max_bits, L),
-             OUT(pack, L->slots * L->first[L->tensors]));
+    TENSORS(t, OUT(pack, L->slots * L->first[L->tensors]));
+    return be->ops->exact_sum;
 }
 
-enum dt_status dt_dense_forward(struct dt_backend *be, float *y, const float *x, const float *w,
-                                const float *bias, int64_t B, int64_t in, int64_t out,
-                                const struct dt_policy *pol)
+static dt_dense_forward_fn *plan_dense_forward(struct dt_backend *be, struct op_tensors *t,
+                                               float *y, const float *x, const float *w,
+                                               const float *bias, int64_t B, int64_t in,
+                                               int64_t out, const struct dt_policy *pol)
 {
     CHECK_DIMS(B, in, out);
     DT_ASSERT(y && x && w && bias && pol);
-    REQUIRE(be, dense_forward);
-    if (library_sharded(be, pol, B))
-        DISPATCH(be, DT_OP_DENSE_FORWARD,
-                 dense_forward_per_shard(be, y, x, w, bias, B, in, out, pol), OUT(y, B * out),
-                 PARAM(w));
-    DISPATCH(be, DT_OP_DENSE_FORWARD, be->ops->dense_forward(be, y, x, w, bias, B, in, out, pol),
-             OUT(y, B * out), PARAM(w));
+    if (library_sharded(be, pol, B)) {
+        TENSORS(t, OUT(y, B * out), PARAM(w));
+        return dense_forward_per_shard;
+    }
+    TENSORS(t, OUT(y, B * out), PARAM(w));
+    return be->ops->dense_forward;
 }
 
-enum dt_status dt_dense_backward_data(struct dt_backend *be, float *dx, const float *dy,
-                                      const float *w, int64_t B, int64_t in, int64_t out,
-                                      const struct dt_policy *pol)
+static dt_dense_backward_data_fn *plan_dense_backward_data(struct dt_backend *be,
+                                                           struct op_tensors *t, float *dx,
+                                                           const float *dy, const float *w,
+                                                           int64_t B, int64_t in, int64_t out,
+                                                           const struct dt_policy *pol)
 {
     CHECK_DIMS(B, in, out);
     DT_ASSERT(dx && dy && w && pol);
-    REQUIRE(be, dense_backward_data);
-    if (library_sharded(be, pol, B))
-        DISPATCH(be, DT_OP_DENSE_BACKWARD_DATA,
-                 dense_bwd_data_per_shard(be, dx, dy, w, B, in, out, pol), OUT(dx, B * in),
-                 PARAM(w));
-    DISPATCH(be, DT_OP_DENSE_BACKWARD_DATA,
-             be->ops->dense_backward_data(be, dx, dy, w, B, in, out, pol), OUT(dx, B * in),
-             PARAM(w));
+    if (library_sharded(be, pol, B)) {
+        TENSORS(t, OUT(dx, B * in), PARAM(w));
+        return dense_bwd_data_per_shard;
+    }
+    TENSORS(t, OUT(dx, B * in), PARAM(w));
+    return be->ops->dense_backward_data;
 }
 
-enum dt_status dt_dense_backward_weight(struct dt_backend *be, float *dw, const float *x,
-                                        const float *dy, int64_t B, int64_t in, int64_t out,
-                                        const struct dt_policy *pol)
+static dt_dense_backward_weight_fn *plan_dense_backward_weight(struct dt_backend *be,
+                                                               struct op_tensors *t, float *dw,
+                                                               const float *x, const float *dy,
+                                                               int64_t B, int64_t in, int64_t out,
+                                                               const struct dt_policy *pol)
 {
     CHECK_DIMS(B, in, out);
     DT_ASSERT(dw && x && dy && pol);
-    REQUIRE(be, dense_backward_weight);
-    if (sharded(be, pol, B))
-        DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT,
-                 dense_wgrad_shards(be, dw, x, dy, B, in, out, pol),
-                 OUT(dw, be->shards.count * in * out));
-    DISPATCH(be, DT_OP_DENSE_BACKWARD_WEIGHT,
-             be->ops->dense_backward_weight(be, dw, x, dy, B, in, out, pol), OUT(dw, in * out));
+    if (sharded(be, pol, B)) {
+        TENSORS(t, OUT(dw, be->shards.count * in * out));
+        return dense_wgrad_shards;
+    }
+    TENSORS(t, OUT(dw, in * out));
+    return be->ops->dense_backward_weight;
 }
 
-enum dt_status dt_bias_backward(struct dt_backend *be, float *dbias, const float *dy, int64_t B,
-                                int64_t out, const struct dt_policy *pol)
+static dt_bias_backward_fn *plan_bias_backward(struct dt_backend *be, struct op_tensors *t,
+                                               float *dbias, const float *dy, int64_t B,
+                                               int64_t out, const struct dt_policy *pol)
 {
     CHECK_DIMS(B, out);
     DT_ASSERT(dbias && dy && pol);
-    REQUIRE(be, bias_backward);
-    if (sharded(be, pol, B))
-        DISPATCH(be, DT_OP_BIAS_BACKWARD, bias_shards(be, dbias, dy, B, out, pol),
-                 OUT(dbias, be->shards.count * out));
-    DISPATCH(be, DT_OP_BIAS_BACKWARD, be->ops->bias_backward(be, dbias, dy, B, out, pol),
-             OUT(dbias, out));
+    if (sharded(be, pol, B)) {
+        TENSORS(t, OUT(dbias, be->shards.count * out));
+        return bias_shards;
+    }
+    TENSORS(t, OUT(dbias, out));
+    return be->ops->bias_backward;
 }
 
-enum dt_status dt_relu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
-                               const struct dt_policy *pol)
+static dt_relu_forward_fn *plan_relu_forward(struct dt_backend *be, struct op_tensors *t, float *y,
+                                             const float *x, int64_t n, const struct dt_policy *pol)
 {
     CHECK_DIMS(n);
     DT_ASSERT(y && x && pol);
-    REQUIRE(be, relu_forward);
-    DISPATCH(be, DT_OP_RELU_FORWARD, be->ops->relu_forward(be, y, x, n, pol), OUT(y, n));
+    TENSORS(t, OUT(y, n));
+    return be->ops->relu_forward;
 }
 
-enum dt_status dt_relu_backward(struct dt_backend *be, float *dx, const float *dy, const float *y,
-                                int64_t n, const struct dt_policy *pol)
+static dt_relu_backward_fn *plan_relu_backward(struct dt_backend *be, struct op_tensors *t,
+                                               float *dx, const float *dy, const float *y,
+                                               int64_t n, const struct dt_policy *pol)
 {
     CHECK_DIMS(n);
     DT_ASSERT(dx && dy && y && pol);
-    REQUIRE(be, relu_backward);
-    DISPATCH(be, DT_OP_RELU_BACKWARD, be->ops->relu_backward(be, dx, dy, y, n, pol), OUT(dx, n));
+    TENSORS(t, OUT(dx, n));
+    return be->ops->relu_backward;
 }
 
-enum dt_status dt_softmax_xent_forward(struct dt_backend *be, float *probs, float *loss_host,
-                                       int64_t *correct_host, const float *logits,
-                                       const int32_t *labels, int64_t B, int64_t C,
-                                       const struct dt_policy *pol)
+static dt_softmax_xent_forward_fn *
+plan_softmax_xent_forward(struct dt_backend *be, struct op_tensors *t, float *probs,
+                          float *loss_host, int64_t *correct_host, const float *logits,
+                          const int32_t *labels, int64_t B, int64_t C, const struct dt_policy *pol)
 {
     CHECK_DIMS(B, C);
     DT_ASSERT(probs && loss_host && logits && labels && pol);
-    REQUIRE(be, softmax_xent_forward);
-    if (sharded(be, pol, B))
-        DISPATCH(be, DT_OP_SOFTMAX_XENT_FORWARD,
-                 loss_per_shard(be, probs, loss_host, correct_host, logits, labels, B, C, pol),
-                 OUT(probs, B * C), OUT_HOST(loss_host, be->shards.count));
-    DISPATCH(be, DT_OP_SOFTMAX_XENT_FORWARD,
-             be->ops->softmax_xent_forward(be, probs, loss_host, correct_host, logits, labels, B, C,
-                                           pol),
-             OUT(probs, B * C), OUT_HOST(loss_host, 1));
+    if (sharded(be, pol, B)) {
+        TENSORS(t, OUT(probs, B * C), OUT_HOST(loss_host, be->shards.count));
+        return loss_per_shard;
+    }
+    TENSORS(t, OUT(probs, B * C), OUT_HOST(loss_host, 1));
+    return be->ops->softmax_xent_forward;
 }
 
-enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits, const float *probs,
-                                        const int32_t *labels, int64_t B, int64_t C, int64_t denom,
-                                        const struct dt_policy *pol)
+static dt_softmax_xent_backward_fn *
+plan_softmax_xent_backward(struct dt_backend *be, struct op_tensors *t, float *dlogits,
+                           const float *probs, const int32_t *labels, int64_t B, int64_t C,
+                           int64_t denom, const struct dt_policy *pol)
 {
     CHECK_DIMS(B, C);
     DT_ASSERT(dlogits && probs && labels && pol && denom >= B);
-    REQUIRE(be, softmax_xent_backward);
-    DISPATCH(be, DT_OP_SOFTMAX_XENT_BACKWARD,
-             be->ops->softmax_xent_backward(be, dlogits, probs, labels, B, C, denom, pol),
-             OUT(dlogits, B * C));
+    TENSORS(t, OUT(dlogits, B * C));
+    return be->ops->softmax_xent_backward;
 }
 
-enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const float *g, int64_t n,
-                             float lr, float momentum, float weight_decay,
-                             const struct dt_policy *pol)
+static dt_sgd_update_fn *plan_sgd_update(struct dt_backend *be, struct op_tensors *t, float *w,
+                                         float *v, const float *g, int64_t n, float lr,
+                                         float momentum, float weight_decay,
+                                         const struct dt_policy *pol)
 {
     CHECK_DIMS(n);
     DT_ASSERT(w && v && g && pol);
-    REQUIRE(be, sgd_update);
-    DISPATCH(be, DT_OP_SGD_UPDATE,
-             be->ops->sgd_update(be, w, v, g, n, lr, momentum, weight_decay, pol), OUT(w, n),
-             OUT(v, n), PARAM(w));
+    TENSORS(t, OUT(w, n), OUT(v, n), PARAM(w));
+    return be->ops->sgd_update;
 }
 
 /* ---- convolution and pooling ---------------------------------------------------------- */
@@ -859,167 +860,167 @@ static void check_pool_shape(const struct dt_pool2d_shape *s)
                   "maxpool2d op called with a shape dt_pool2d_shape_init did not fill");
 }
 
-enum dt_status dt_conv2d_forward(struct dt_backend *be, float *y, const float *x, const float *w,
-                                 const float *bias, const struct dt_conv2d_shape *s,
-                                 const struct dt_policy *pol)
+static dt_conv2d_forward_fn *plan_conv2d_forward(struct dt_backend *be, struct op_tensors *t,
+                                                 float *y, const float *x, const float *w,
+                                                 const float *bias, const struct dt_conv2d_shape *s,
+                                                 const struct dt_policy *pol)
 {
     check_conv_shape(s);
     DT_ASSERT(y && x && w && bias && pol);
-    REQUIRE(be, conv2d_forward);
-    if (library_sharded(be, pol, s->B))
-        DISPATCH(be, DT_OP_CONV2D_FORWARD, conv_forward_per_shard(be, y, x, w, bias, s, pol),
-                 OUT(y, s->B * s->OH * s->OW * s->K_out), PARAM(w));
-    DISPATCH(be, DT_OP_CONV2D_FORWARD, be->ops->conv2d_forward(be, y, x, w, bias, s, pol),
-             OUT(y, s->B * s->OH * s->OW * s->K_out), PARAM(w));
+    if (library_sharded(be, pol, s->B)) {
+        TENSORS(t, OUT(y, s->B * s->OH * s->OW * s->K_out), PARAM(w));
+        return conv_forward_per_shard;
+    }
+    TENSORS(t, OUT(y, s->B * s->OH * s->OW * s->K_out), PARAM(w));
+    return be->ops->conv2d_forward;
 }
 
-enum dt_status dt_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
-                                       const float *w, const struct dt_conv2d_shape *s,
-                                       const struct dt_policy *pol)
+static dt_conv2d_backward_data_fn *plan_conv2d_backward_data(struct dt_backend *be,
+                                                             struct op_tensors *t, float *dx,
+                                                             const float *dy, const float *w,
+                                                             const struct dt_conv2d_shape *s,
+                                                             const struct dt_policy *pol)
 {
     check_conv_shape(s);
     DT_ASSERT(dx && dy && w && pol);
-    REQUIRE(be, conv2d_backward_data);
-    if (library_sharded(be, pol, s->B))
-        DISPATCH(be, DT_OP_CONV2D_BACKWARD_DATA, conv_bwd_data_per_shard(be, dx, dy, w, s, pol),
-                 OUT(dx, s->B * s->H * s->W * s->C), PARAM(w));
-    DISPATCH(be, DT_OP_CONV2D_BACKWARD_DATA, be->ops->conv2d_backward_data(be, dx, dy, w, s, pol),
-             OUT(dx, s->B * s->H * s->W * s->C), PARAM(w));
+    if (library_sharded(be, pol, s->B)) {
+        TENSORS(t, OUT(dx, s->B * s->H * s->W * s->C), PARAM(w));
+        return conv_bwd_data_per_shard;
+    }
+    TENSORS(t, OUT(dx, s->B * s->H * s->W * s->C), PARAM(w));
+    return be->ops->conv2d_backward_data;
 }
 
-enum dt_status dt_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
-                                         const float *dy, const struct dt_conv2d_shape *s,
-                                         const struct dt_policy *pol)
+static dt_conv2d_backward_weight_fn *plan_conv2d_backward_weight(struct dt_backend *be,
+                                                                 struct op_tensors *t, float *dw,
+                                                                 const float *x, const float *dy,
+                                                                 const struct dt_conv2d_shape *s,
+                                                                 const struct dt_policy *pol)
 {
     check_conv_shape(s);
     DT_ASSERT(dw && x && dy && pol);
-    REQUIRE(be, conv2d_backward_weight);
-    if (sharded(be, pol, s->B))
-        DISPATCH(be, DT_OP_CONV2D_BACKWARD_WEIGHT, conv_wgrad_per_shard(be, dw, x, dy, s, pol),
-                 OUT(dw, be->shards.count * s->KH * s->KW * s->C * s->K_out));
-    DISPATCH(be, DT_OP_CONV2D_BACKWARD_WEIGHT,
-             be->ops->conv2d_backward_weight(be, dw, x, dy, s, pol),
-             OUT(dw, s->KH * s->KW * s->C * s->K_out));
+    if (sharded(be, pol, s->B)) {
+        TENSORS(t, OUT(dw, be->shards.count * s->KH * s->KW * s->C * s->K_out));
+        return conv_wgrad_per_shard;
+    }
+    TENSORS(t, OUT(dw, s->KH * s->KW * s->C * s->K_out));
+    return be->ops->conv2d_backward_weight;
 }
 
-enum dt_status dt_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *argmax,
-                                    const float *x, const struct dt_pool2d_shape *s,
-                                    const struct dt_policy *pol)
+static dt_maxpool2d_forward_fn *plan_maxpool2d_forward(struct dt_backend *be, struct op_tensors *t,
+                                                       float *y, int32_t *argmax, const float *x,
+                                                       const struct dt_pool2d_shape *s,
+                                                       const struct dt_policy *pol)
 {
     check_pool_shape(s);
     DT_ASSERT(y && argmax && x && pol);
     DT_ASSERT_MSG(s->H * s->W <= INT32_MAX, "maxpool2d: image plane too large for int32 argmax");
-    REQUIRE(be, maxpool2d_forward);
-    DISPATCH(be, DT_OP_MAXPOOL2D_FORWARD, be->ops->maxpool2d_forward(be, y, argmax, x, s, pol),
-             OUT(y, s->B * s->OH * s->OW * s->C), OUT_INT(argmax, s->B * s->OH * s->OW * s->C));
+    TENSORS(t, OUT(y, s->B * s->OH * s->OW * s->C), OUT_INT(argmax, s->B * s->OH * s->OW * s->C));
+    return be->ops->maxpool2d_forward;
 }
 
-enum dt_status dt_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
-                                     const float *x, const float *y, const int32_t *argmax,
-                                     const struct dt_pool2d_shape *s, const struct dt_policy *pol)
+static dt_maxpool2d_backward_fn *
+plan_maxpool2d_backward(struct dt_backend *be, struct op_tensors *t, float *dx, const float *dy,
+                        const float *x, const float *y, const int32_t *argmax,
+                        const struct dt_pool2d_shape *s, const struct dt_policy *pol)
 {
     check_pool_shape(s);
     DT_ASSERT(dx && dy && x && y && argmax && pol);
-    REQUIRE(be, maxpool2d_backward);
-    DISPATCH(be, DT_OP_MAXPOOL2D_BACKWARD,
-             be->ops->maxpool2d_backward(be, dx, dy, x, y, argmax, s, pol),
-             OUT(dx, s->B * s->H * s->W * s->C));
+    TENSORS(t, OUT(dx, s->B * s->H * s->W * s->C));
+    return be->ops->maxpool2d_backward;
 }
 
 /* ---- Bayesian layers and epsilon ------------------------------------------------------ */
 
-enum dt_status dt_eps_philox(struct dt_backend *be, float *eps, int64_t n,
-                             const struct dt_philox_stream *s, const struct dt_policy *pol)
+static dt_eps_philox_fn *plan_eps_philox(struct dt_backend *be, struct op_tensors *t, float *eps,
+                                         int64_t n, const struct dt_philox_stream *s,
+                                         const struct dt_policy *pol)
 {
     CHECK_DIMS(n);
     DT_ASSERT(eps && s && pol);
-    REQUIRE(be, eps_philox);
-    DISPATCH(be, DT_OP_EPS_PHILOX, be->ops->eps_philox(be, eps, n, s, pol), OUT(eps, n));
+    TENSORS(t, OUT(eps, n));
+    return be->ops->eps_philox;
 }
 
-enum dt_status dt_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lanes, int64_t P,
-                                uint64_t seed, uint32_t step, uint32_t member, uint32_t sample,
-                                const struct dt_policy *pol)
+static dt_eps_lfsr_seed_fn *plan_eps_lfsr_seed(struct dt_backend *be, struct op_tensors *t,
+                                               struct dt_xoro *lanes, int64_t P, uint64_t seed,
+                                               uint32_t step, uint32_t member, uint32_t sample,
+                                               const struct dt_policy *pol)
 {
     CHECK_DIMS(P);
     DT_ASSERT(lanes && pol);
     DT_ASSERT_MSG(dt_philox_fields_ok(0, member, sample),
                   "eps_lfsr_seed: member or sample out of range");
-    REQUIRE(be, eps_lfsr_seed);
-    DISPATCH(be, DT_OP_EPS_LFSR_SEED,
-             be->ops->eps_lfsr_seed(be, lanes, P, seed, step, member, sample, pol),
-             OUT_INT(lanes, P * (int64_t)(sizeof *lanes / 4)));
+    TENSORS(t, OUT_INT(lanes, P * (int64_t)(sizeof *lanes / 4)));
+    return be->ops->eps_lfsr_seed;
 }
 
-enum dt_status dt_eps_lfsr(struct dt_backend *be, float *eps, int64_t n, struct dt_xoro *lanes,
-                           int64_t P, bool backward, int64_t skip_lane, const struct dt_policy *pol)
+static dt_eps_lfsr_fn *plan_eps_lfsr(struct dt_backend *be, struct op_tensors *t, float *eps,
+                                     int64_t n, struct dt_xoro *lanes, int64_t P, bool backward,
+                                     int64_t skip_lane, const struct dt_policy *pol)
 {
     CHECK_DIMS(n, P);
     DT_ASSERT(eps && lanes && pol && skip_lane < P);
-    REQUIRE(be, eps_lfsr);
-    DISPATCH(be, DT_OP_EPS_LFSR, be->ops->eps_lfsr(be, eps, n, lanes, P, backward, skip_lane, pol),
-             OUT(eps, n), OUT_INT(lanes, P * (int64_t)(sizeof *lanes / 4)));
+    TENSORS(t, OUT(eps, n), OUT_INT(lanes, P * (int64_t)(sizeof *lanes / 4)));
+    return be->ops->eps_lfsr;
 }
 
-enum dt_status dt_bnn_sigma(struct dt_backend *be, float *sigma, float *dsigma, const float *rho,
-                            int64_t n, const struct dt_policy *pol)
+static dt_bnn_sigma_fn *plan_bnn_sigma(struct dt_backend *be, struct op_tensors *t, float *sigma,
+                                       float *dsigma, const float *rho, int64_t n,
+                                       const struct dt_policy *pol)
 {
     CHECK_DIMS(n);
     DT_ASSERT(sigma && dsigma && rho && pol);
-    REQUIRE(be, bnn_sigma);
-    DISPATCH(be, DT_OP_BNN_SIGMA, be->ops->bnn_sigma(be, sigma, dsigma, rho, n, pol), OUT(sigma, n),
-             OUT(dsigma, n), PARAM(rho));
+    TENSORS(t, OUT(sigma, n), OUT(dsigma, n), PARAM(rho));
+    return be->ops->bnn_sigma;
 }
 
-enum dt_status dt_bnn_sample(struct dt_backend *be, float *w, const float *mu, const float *sigma,
-                             const float *eps, int64_t n, const struct dt_policy *pol)
+static dt_bnn_sample_fn *plan_bnn_sample(struct dt_backend *be, struct op_tensors *t, float *w,
+                                         const float *mu, const float *sigma, const float *eps,
+                                         int64_t n, const struct dt_policy *pol)
 {
     CHECK_DIMS(n);
     DT_ASSERT(w && mu && sigma && eps && pol);
-    REQUIRE(be, bnn_sample);
-    DISPATCH(be, DT_OP_BNN_SAMPLE, be->ops->bnn_sample(be, w, mu, sigma, eps, n, pol), OUT(w, n),
-             PARAM(mu));
+    TENSORS(t, OUT(w, n), PARAM(mu));
+    return be->ops->bnn_sample;
 }
 
-enum dt_status dt_bnn_accumulate(struct dt_backend *be, float *gmu, float *grho, const float *g,
-                                 const float *eps, const float *dsigma, int64_t n, bool first,
-                                 const struct dt_policy *pol)
+static dt_bnn_accumulate_fn *plan_bnn_accumulate(struct dt_backend *be, struct op_tensors *t,
+                                                 float *gmu, float *grho, const float *g,
+                                                 const float *eps, const float *dsigma, int64_t n,
+                                                 bool first, const struct dt_policy *pol)
 {
     CHECK_DIMS(n);
     DT_ASSERT(gmu && grho && g && eps && dsigma && pol);
-    REQUIRE(be, bnn_accumulate);
-    DISPATCH(be, DT_OP_BNN_ACCUMULATE,
-             be->ops->bnn_accumulate(be, gmu, grho, g, eps, dsigma, n, first, pol), OUT(gmu, n),
-             OUT(grho, n));
+    TENSORS(t, OUT(gmu, n), OUT(grho, n));
+    return be->ops->bnn_accumulate;
 }
 
-enum dt_status dt_bnn_finish(struct dt_backend *be, float *gmu, float *grho, const float *mu,
-                             const float *sigma, const float *dsigma, int64_t n, float inv_samples,
-                             float kl_weight, float prior_var, const struct dt_policy *pol)
+static dt_bnn_finish_fn *plan_bnn_finish(struct dt_backend *be, struct op_tensors *t, float *gmu,
+                                         float *grho, const float *mu, const float *sigma,
+                                         const float *dsigma, int64_t n, float inv_samples,
+                                         float kl_weight, float prior_var,
+                                         const struct dt_policy *pol)
 {
     CHECK_DIMS(n);
     DT_ASSERT(gmu && grho && mu && sigma && dsigma && pol && prior_var > 0.0f);
-    REQUIRE(be, bnn_finish);
-    DISPATCH(be, DT_OP_BNN_FINISH,
-             be->ops->bnn_finish(be, gmu, grho, mu, sigma, dsigma, n, inv_samples, kl_weight,
-                                 prior_var, pol),
-             OUT(gmu, n), OUT(grho, n), PARAM(mu));
+    TENSORS(t, OUT(gmu, n), OUT(grho, n), PARAM(mu));
+    return be->ops->bnn_finish;
 }
 
 /* ---- the transformer's ops ------------------------------------------------------------- */
 
-enum dt_status dt_embedding_forward(struct dt_backend *be, float *h, int32_t *tokens,
-                                    int32_t *targets, const float *x, const float *wte,
-                                    const float *wpe, int64_t B, int64_t T, int64_t D,
-                                    const struct dt_policy *pol)
+static dt_embedding_forward_fn *plan_embedding_forward(struct dt_backend *be, struct op_tensors *t,
+                                                       float *h, int32_t *tokens, int32_t *targets,
+                                                       const float *x, const float *wte,
+                                                       const float *wpe, int64_t B, int64_t T,
+                                                       int64_t D, const struct dt_policy *pol)
 {
     CHECK_DIMS(B, T, D);
     DT_ASSERT(h && tokens && targets && x && wte && wpe && pol);
-    REQUIRE(be, embedding_forward);
-    DISPATCH(be, DT_OP_EMBEDDING_FORWARD,
-             be->ops->embedding_forward(be, h, tokens, targets, x, wte, wpe, B, T, D, pol),
-             OUT(h, B * T * D), OUT_INT(tokens, B * T), OUT_INT(targets, B * T), PARAM(wte),
-             PARAM(wpe));
+    TENSORS(t, OUT(h, B * T * D), OUT_INT(tokens, B * T), OUT_INT(targets, B * T), PARAM(wte),
+            PARAM(wpe));
+    return be->ops->embedding_forward;
 }
 
 /* reduction: exact with shards set: one partial per shard (slot k at dwte + k V D), each the
@@ -1035,46 +1036,43 @@ static enum dt_status embedding_bwd_per_shard(struct dt_backend *be, float *dwte
                                                V, D, accumulate, pol));
 }
 
-enum dt_status dt_embedding_backward(struct dt_backend *be, float *dwte, const float *dh,
-                                     const int32_t *tokens, int64_t rows, int64_t V, int64_t D,
-                                     bool accumulate, const struct dt_policy *pol)
+static dt_embedding_backward_fn *
+plan_embedding_backward(struct dt_backend *be, struct op_tensors *t, float *dwte, const float *dh,
+                        const int32_t *tokens, int64_t rows, int64_t V, int64_t D, bool accumulate,
+                        const struct dt_policy *pol)
 {
     CHECK_DIMS(rows, V, D);
     DT_ASSERT(dwte && dh && tokens && pol);
-    REQUIRE(be, embedding_backward);
-    if (sharded(be, pol, rows))
-        DISPATCH(be, DT_OP_EMBEDDING_BACKWARD,
-                 embedding_bwd_per_shard(be, dwte, dh, tokens, rows, V, D, accumulate, pol),
-                 OUT(dwte, be->shards.count * V * D));
-    DISPATCH(be, DT_OP_EMBEDDING_BACKWARD,
-             be->ops->embedding_backward(be, dwte, dh, tokens, rows, V, D, accumulate, pol),
-             OUT(dwte, V * D));
+    if (sharded(be, pol, rows)) {
+        TENSORS(t, OUT(dwte, be->shards.count * V * D));
+        return embedding_bwd_per_shard;
+    }
+    TENSORS(t, OUT(dwte, V * D));
+    return be->ops->embedding_backward;
 }
 
-enum dt_status dt_layernorm_forward(struct dt_backend *be, float *y, float *mean, float *rstd,
-                                    const float *x, const float *gamma, const float *beta,
-                                    int64_t rows, int64_t D, const struct dt_policy *pol)
+static dt_layernorm_forward_fn *plan_layernorm_forward(struct dt_backend *be, struct op_tensors *t,
+                                                       float *y, float *mean, float *rstd,
+                                                       const float *x, const float *gamma,
+                                                       const float *beta, int64_t rows, int64_t D,
+                                                       const struct dt_policy *pol)
 {
     CHECK_DIMS(rows, D);
     DT_ASSERT(y && mean && rstd && x && gamma && beta && pol);
-    REQUIRE(be, layernorm_forward);
-    DISPATCH(be, DT_OP_LAYERNORM_FORWARD,
-             be->ops->layernorm_forward(be, y, mean, rstd, x, gamma, beta, rows, D, pol),
-             OUT(y, rows * D), OUT(mean, rows), OUT(rstd, rows), PARAM(gamma), PARAM(beta));
+    TENSORS(t, OUT(y, rows * D), OUT(mean, rows), OUT(rstd, rows), PARAM(gamma), PARAM(beta));
+    return be->ops->layernorm_forward;
 }
 
-enum dt_status dt_layernorm_backward(struct dt_backend *be, float *dx, float *gx, const float *dy,
-                                     const float *x, const float *mean, const float *rstd,
-                                     const float *gamma, int64_t rows, int64_t D, bool accumulate,
-                                     const struct dt_policy *pol)
+static dt_layernorm_backward_fn *
+plan_layernorm_backward(struct dt_backend *be, struct op_tensors *t, float *dx, float *gx,
+                        const float *dy, const float *x, const float *mean, const float *rstd,
+                        const float *gamma, int64_t rows, int64_t D, bool accumulate,
+                        const struct dt_policy *pol)
 {
     CHECK_DIMS(rows, D);
     DT_ASSERT(dx && gx && dy && x && mean && rstd && gamma && pol);
-    REQUIRE(be, layernorm_backward);
-    DISPATCH(
-        be, DT_OP_LAYERNORM_BACKWARD,
-        be->ops->layernorm_backward(be, dx, gx, dy, x, mean, rstd, gamma, rows, D, accumulate, pol),
-        OUT(dx, rows * D), OUT(gx, rows * D), PARAM(gamma));
+    TENSORS(t, OUT(dx, rows * D), OUT(gx, rows * D), PARAM(gamma));
+    return be->ops->layernorm_backward;
 }
 
 static void check_heads(int64_t D, int64_t H)
@@ -1082,94 +1080,93 @@ static void check_heads(int64_t D, int64_t H)
     DT_ASSERT_MSG(D % H == 0, "attention: the width is not a multiple of the heads");
 }
 
-enum dt_status dt_attention_forward(struct dt_backend *be, float *out, float *att, const float *qkv,
-                                    int64_t B, int64_t T, int64_t H, int64_t D,
-                                    const struct dt_policy *pol)
+static dt_attention_forward_fn *plan_attention_forward(struct dt_backend *be, struct op_tensors *t,
+                                                       float *out, float *att, const float *qkv,
+                                                       int64_t B, int64_t T, int64_t H, int64_t D,
+                                                       const struct dt_policy *pol)
 {
     CHECK_DIMS(B, T, H, D);
     check_heads(D, H);
     DT_ASSERT(out && att && qkv && pol);
-    REQUIRE(be, attention_forward);
-    DISPATCH(be, DT_OP_ATTENTION_FORWARD,
-             be->ops->attention_forward(be, out, att, qkv, B, T, H, D, pol), OUT(out, B * T * D),
-             OUT(att, B * H * T * T));
+    TENSORS(t, OUT(out, B * T * D), OUT(att, B * H * T * T));
+    return be->ops->attention_forward;
 }
 
-enum dt_status dt_attention_backward(struct dt_backend *be, float *dqkv, float *ds,
-                                     const float *dout, const float *att, const float *qkv,
-                                     int64_t B, int64_t T, int64_t H, int64_t D,
-                                     const struct dt_policy *pol)
+static dt_attention_backward_fn *
+plan_attention_backward(struct dt_backend *be, struct op_tensors *t, float *dqkv, float *ds,
+                        const float *dout, const float *att, const float *qkv, int64_t B, int64_t T,
+                        int64_t H, int64_t D, const struct dt_policy *pol)
 {
     CHECK_DIMS(B, T, H, D);
     check_heads(D, H);
     DT_ASSERT(dqkv && ds && dout && att && qkv && pol);
-    REQUIRE(be, attention_backward);
-    DISPATCH(be, DT_OP_ATTENTION_BACKWARD,
-             be->ops->attention_backward(be, dqkv, ds, dout, att, qkv, B, T, H, D, pol),
-             OUT(dqkv, B * T * 3 * D), OUT(ds, B * H * T * T));
+    TENSORS(t, OUT(dqkv, B * T * 3 * D), OUT(ds, B * H * T * T));
+    return be->ops->attention_backward;
 }
 
-enum dt_status dt_gelu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
-                               const struct dt_policy *pol)
+static dt_gelu_forward_fn *plan_gelu_forward(struct dt_backend *be, struct op_tensors *t, float *y,
+                                             const float *x, int64_t n, const struct dt_policy *pol)
 {
     CHECK_DIMS(n);
     DT_ASSERT(y && x && pol);
-    REQUIRE(be, gelu_forward);
-    DISPATCH(be, DT_OP_GELU_FORWARD, be->ops->gelu_forward(be, y, x, n, pol), OUT(y, n));
+    TENSORS(t, OUT(y, n));
+    return be->ops->gelu_forward;
 }
 
-enum dt_status dt_gelu_backward(struct dt_backend *be, float *dx, const float *dy, const float *x,
-                                int64_t n, const struct dt_policy *pol)
+static dt_gelu_backward_fn *plan_gelu_backward(struct dt_backend *be, struct op_tensors *t,
+                                               float *dx, const float *dy, const float *x,
+                                               int64_t n, const struct dt_policy *pol)
 {
     CHECK_DIMS(n);
     DT_ASSERT(dx && dy && x && pol);
-    REQUIRE(be, gelu_backward);
-    DISPATCH(be, DT_OP_GELU_BACKWARD, be->ops->gelu_backward(be, dx, dy, x, n, pol), OUT(dx, n));
+    TENSORS(t, OUT(dx, n));
+    return be->ops->gelu_backward;
 }
 
-enum dt_status dt_add(struct dt_backend *be, float *y, const float *x, int64_t n,
-                      const struct dt_policy *pol)
+static dt_add_fn *plan_add(struct dt_backend *be, struct op_tensors *t, float *y, const float *x,
+                           int64_t n, const struct dt_policy *pol)
 {
     CHECK_DIMS(n);
     DT_ASSERT(y && x && pol);
-    REQUIRE(be, add);
-    DISPATCH(be, DT_OP_ADD, be->ops->add(be, y, x, n, pol), OUT(y, n));
+    TENSORS(t, OUT(y, n));
+    return be->ops->add;
 }
 
-enum dt_status dt_adamw_update(struct dt_backend *be, float *w, float *m, float *v, const float *g,
-                               int64_t n, const struct dt_adamw_step *s,
-                               const struct dt_policy *pol)
+static dt_adamw_update_fn *plan_adamw_update(struct dt_backend *be, struct op_tensors *t, float *w,
+                                             float *m, float *v, const float *g, int64_t n,
+                                             const struct dt_adamw_step *s,
+                                             const struct dt_policy *pol)
 {
     CHECK_DIMS(n);
     DT_ASSERT(w && m && v && g && s && pol);
-    REQUIRE(be, adamw_update);
-    DISPATCH(be, DT_OP_ADAMW_UPDATE, be->ops->adamw_update(be, w, m, v, g, n, s, pol), OUT(w, n),
-             OUT(m, n), OUT(v, n), PARAM(w));
+    TENSORS(t, OUT(w, n), OUT(m, n), OUT(v, n), PARAM(w));
+    return be->ops->adamw_update;
 }
 
-enum dt_status dt_grad_norm(struct dt_backend *be, float *norm_sq, const float *const *g,
-                            const int64_t *n, int count, const struct dt_policy *pol)
+static dt_grad_norm_fn *plan_grad_norm(struct dt_backend *be, struct op_tensors *t, float *norm_sq,
+                                       const float *const *g, const int64_t *n, int count,
+                                       const struct dt_policy *pol)
 {
     DT_ASSERT(norm_sq && g && n && count >= 1 && pol);
     for (int i = 0; i < count; i++) DT_ASSERT(g[i] && n[i] >= 1);
-    REQUIRE(be, grad_norm);
-    DISPATCH(be, DT_OP_GRAD_NORM, be->ops->grad_norm(be, norm_sq, g, n, count, pol),
-             OUT(norm_sq, 1));
+    TENSORS(t, OUT(norm_sq, 1));
+    return be->ops->grad_norm;
 }
 
-enum dt_status dt_clip_scale(struct dt_backend *be, float *g, int64_t n, const float *norm_sq,
-                             float max_norm, const struct dt_policy *pol)
+static dt_clip_scale_fn *plan_clip_scale(struct dt_backend *be, struct op_tensors *t, float *g,
+                                         int64_t n, const float *norm_sq, float max_norm,
+                                         const struct dt_policy *pol)
 {
     CHECK_DIMS(n);
     DT_ASSERT(g && norm_sq && max_norm > 0 && pol);
-    REQUIRE(be, clip_scale);
-    DISPATCH(be, DT_OP_CLIP_SCALE, be->ops->clip_scale(be, g, n, norm_sq, max_norm, pol),
-             OUT(g, n));
+    TENSORS(t, OUT(g, n));
+    return be->ops->clip_scale;
 }
 
-enum dt_status dt_dropout(struct dt_backend *be, float *y, const float *x, uint8_t *keep,
-                          struct dt_xoro *lanes, int64_t rows, int64_t width,
-                          const struct dt_dropout_site *s, const struct dt_policy *pol)
+static dt_dropout_fn *plan_dropout(struct dt_backend *be, struct op_tensors *t, float *y,
+                                   const float *x, uint8_t *keep, struct dt_xoro *lanes,
+                                   int64_t rows, int64_t width, const struct dt_dropout_site *s,
+                                   const struct dt_policy *pol)
 {
     CHECK_DIMS(rows, width);
     DT_ASSERT(y && x && s && pol && s->row0 >= 0);
@@ -1178,23 +1175,36 @@ enum dt_status dt_dropout(struct dt_backend *be, float *y, const float *x, uint8
     const bool bytes = s->mode == DT_DROPOUT_KEEP || s->mode == DT_DROPOUT_STORED;
     DT_ASSERT_MSG(walk == (lanes != NULL) && bytes == (keep != NULL),
                   "dropout: lanes go with the lfsr and keep modes, bytes with keep and stored");
-    REQUIRE(be, dropout);
-    if (lanes)
-        DISPATCH(be, DT_OP_DROPOUT, be->ops->dropout(be, y, x, keep, lanes, rows, width, s, pol),
-                 OUT(y, rows * width), OUT_INT(lanes, rows * (int64_t)(sizeof *lanes / 4)));
-    DISPATCH(be, DT_OP_DROPOUT, be->ops->dropout(be, y, x, keep, lanes, rows, width, s, pol),
-             OUT(y, rows * width));
+    if (lanes) {
+        TENSORS(t, OUT(y, rows * width), OUT_INT(lanes, rows * (int64_t)(sizeof *lanes / 4)));
+        return be->ops->dropout;
+    }
+    TENSORS(t, OUT(y, rows * width));
+    return be->ops->dropout;
 }
 
-enum dt_status dt_dropout_seed(struct dt_backend *be, struct dt_xoro *lanes, int64_t rows,
-                               int64_t row0, uint64_t seed, uint32_t step, uint32_t member,
-                               const struct dt_policy *pol)
+static dt_dropout_seed_fn *plan_dropout_seed(struct dt_backend *be, struct op_tensors *t,
+                                             struct dt_xoro *lanes, int64_t rows, int64_t row0,
+                                             uint64_t seed, uint32_t step, uint32_t member,
+                                             const struct dt_policy *pol)
 {
     CHECK_DIMS(rows);
     DT_ASSERT(lanes && pol && row0 >= 0);
     DT_ASSERT_MSG(dt_philox_fields_ok(0, member, 0), "dropout_seed: member out of range");
-    REQUIRE(be, dropout_seed);
-    DISPATCH(be, DT_OP_DROPOUT_SEED,
-             be->ops->dropout_seed(be, lanes, rows, row0, seed, step, member, pol),
-             OUT_INT(lanes, rows * (int64_t)(sizeof *lanes / 4)));
+    TENSORS(t, OUT_INT(lanes, rows * (int64_t)(sizeof *lanes / 4)));
+    return be->ops->dropout_seed;
 }
+
+/* ---- the wrappers: dt_<name> for every row of nets/op_list.h --------------------------- */
+#define DT_OP_PLAN_ARGS(...) (be, be->instrumented ? &t_ : NULL, __VA_ARGS__)
+#define DT_OP_WRAPPER_(ENUM, name, phase, outputs, controls, params, args)                         \
+    enum dt_status dt_##name DT_OP_PARAMS params                                                   \
+    {                                                                                              \
+        REQUIRE(be, name);                                                                         \
+        struct op_tensors t_;                                                                      \
+        dt_##name##_fn *fn_ = plan_##name DT_OP_PLAN_ARGS args;                                    \
+        if (!be->instrumented) return fn_ DT_OP_ARGS args; /* the hot path: one test */            \
+        INSTRUMENTED(be, DT_OP_##ENUM, &t_, fn_ DT_OP_ARGS args);                                  \
+    }
+DT_OP_LIST(DT_OP_WRAPPER_)
+#undef DT_OP_WRAPPER_

@@ -23,6 +23,7 @@
 #include "determinism/philox.h"
 #include "determinism/policy.h"
 #include "determinism/xoroshiro.h"
+#include "nets/op_list.h"
 #include "nets/optim_elem.h" /* struct dt_adamw_step */
 
 struct dt_backend;
@@ -41,13 +42,9 @@ enum dt_status dt_backend_create(struct dt_backend **out, const struct dt_backen
                                  struct dt_error *err);
 void dt_backend_destroy(struct dt_backend *be);
 const char *dt_backend_name(const struct dt_backend *be);
-/* The name of the first training op (dense, bias, ReLU, softmax cross-entropy, SGD) the
- * backend does not implement yet, or NULL when it has them all: a run checks this before
- * its first step. */
+/* The name of the first op of nets/op_list.h the backend does not implement, or NULL when
+ * it has them all: a run checks this before its first step (never a silent fallback). */
 const char *dt_backend_missing_op(const struct dt_backend *be);
-/* The same for the transformer's ops (embedding, LayerNorm, attention, GELU, add, AdamW,
- * clipping): a gpt run checks it before its first step. */
-const char *dt_backend_missing_transformer_op(const struct dt_backend *be);
 /* Why the last op that failed failed (an op never prints): true, with the detail in *out
  * (may be NULL), and the record cleared; false when no op failed since the last take. An op
  * the backend lacks is named there ("backend 'cuda' has no op conv2d_forward"). */
@@ -224,8 +221,6 @@ enum dt_status dt_exact_to_fixed(struct dt_backend *be, int64_t *acc, const floa
                                  const uint32_t *max_bits, const struct dt_exact_layout *L);
 enum dt_status dt_exact_round(struct dt_backend *be, float *pack, const int64_t *acc,
                               const uint32_t *max_bits, const struct dt_exact_layout *L);
-enum dt_status dt_exact_sum(struct dt_backend *be, float *pack, const uint32_t *max_bits,
-                            const struct dt_exact_layout *L);
 
 /* Test hook: with seed != 0, the nondeterministic paths (`reduction: unordered`,
  * `atomics: float`) run serially in a combination order drawn from `seed` instead of
@@ -245,61 +240,20 @@ void dt_backend_set_slow_op(struct dt_backend *be, int op, double seconds);
  * stream, no wait), the device time between the pair, collected by dt_backend_profile_read
  * with one wait; a backend with neither brackets each op by dt_backend_synchronize. Step
  * times are taken with profiling off either way (`detrain bench`). */
-/* The ops, one row each: the enum name, the op's name (profiles, bench, parity, explain),
- * its phase in a training step (what explain calls it; dropout masks in both passes and is
- * listed as forward) and its outputs' names in the order the op hands them to an observer,
- * '|'-separated (explain's tensor names, after the layer or parameter: "dense1 input
- * gradient"; an index past the last takes the last). */
+/* The ops: one row each in nets/op_list.h, which says what a row holds. */
 enum dt_op_phase { DT_PHASE_FORWARD, DT_PHASE_BACKWARD, DT_PHASE_UPDATE };
-#define DT_OP_LIST(X)                                                                              \
-    X(DENSE_FORWARD, "dense_forward", DT_PHASE_FORWARD, "output")                                  \
-    X(DENSE_BACKWARD_DATA, "dense_backward_data", DT_PHASE_BACKWARD, "input gradient")             \
-    X(DENSE_BACKWARD_WEIGHT, "dense_backward_weight", DT_PHASE_BACKWARD, "output")                 \
-    X(BIAS_BACKWARD, "bias_backward", DT_PHASE_BACKWARD, "output")                                 \
-    X(RELU_FORWARD, "relu_forward", DT_PHASE_FORWARD, "relu output")                               \
-    X(RELU_BACKWARD, "relu_backward", DT_PHASE_BACKWARD, "gradient through relu")                  \
-    X(SOFTMAX_XENT_FORWARD, "softmax_xent_forward", DT_PHASE_FORWARD, "probabilities|loss")        \
-    X(SOFTMAX_XENT_BACKWARD, "softmax_xent_backward", DT_PHASE_BACKWARD, "logit gradient")         \
-    X(SGD_UPDATE, "sgd_update", DT_PHASE_UPDATE, "output")                                         \
-    X(CONV2D_FORWARD, "conv2d_forward", DT_PHASE_FORWARD, "output")                                \
-    X(CONV2D_BACKWARD_DATA, "conv2d_backward_data", DT_PHASE_BACKWARD, "input gradient")           \
-    X(CONV2D_BACKWARD_WEIGHT, "conv2d_backward_weight", DT_PHASE_BACKWARD, "output")               \
-    X(MAXPOOL2D_FORWARD, "maxpool2d_forward", DT_PHASE_FORWARD, "pool output|pool argmax")         \
-    X(MAXPOOL2D_BACKWARD, "maxpool2d_backward", DT_PHASE_BACKWARD, "pool input gradient")          \
-    X(EPS_PHILOX, "eps_philox", DT_PHASE_FORWARD, "epsilon")                                       \
-    X(EPS_LFSR_SEED, "eps_lfsr_seed", DT_PHASE_FORWARD, "lane states")                             \
-    X(EPS_LFSR, "eps_lfsr", DT_PHASE_FORWARD, "epsilon|lane states")                               \
-    X(BNN_SIGMA, "bnn_sigma", DT_PHASE_FORWARD, "sigma|dsigma")                                    \
-    X(BNN_SAMPLE, "bnn_sample", DT_PHASE_FORWARD, "sampled weights")                               \
-    X(BNN_ACCUMULATE, "bnn_accumulate", DT_PHASE_BACKWARD, "output")                               \
-    X(BNN_FINISH, "bnn_finish", DT_PHASE_BACKWARD, "output")                                       \
-    X(EXACT_SUM, "exact_sum", DT_PHASE_BACKWARD, "exact sum")                                      \
-    X(EMBEDDING_FORWARD, "embedding_forward", DT_PHASE_FORWARD, "embedding|tokens|targets")        \
-    X(EMBEDDING_BACKWARD, "embedding_backward", DT_PHASE_BACKWARD, "embedding gradient")           \
-    X(LAYERNORM_FORWARD, "layernorm_forward", DT_PHASE_FORWARD, "layernorm output|mean|rstd")      \
-    X(LAYERNORM_BACKWARD, "layernorm_backward", DT_PHASE_BACKWARD,                                 \
-      "layernorm input gradient|gamma terms")                                                      \
-    X(ATTENTION_FORWARD, "attention_forward", DT_PHASE_FORWARD,                                    \
-      "attention output|attention weights")                                                        \
-    X(ATTENTION_BACKWARD, "attention_backward", DT_PHASE_BACKWARD, "qkv gradient|score gradient")  \
-    X(GELU_FORWARD, "gelu_forward", DT_PHASE_FORWARD, "gelu output")                               \
-    X(GELU_BACKWARD, "gelu_backward", DT_PHASE_BACKWARD, "gradient through gelu")                  \
-    X(ADD, "add", DT_PHASE_FORWARD, "sum")                                                         \
-    X(ADAMW_UPDATE, "adamw_update", DT_PHASE_UPDATE, "output")                                     \
-    X(GRAD_NORM, "grad_norm", DT_PHASE_UPDATE, "gradient norm")                                    \
-    X(CLIP_SCALE, "clip_scale", DT_PHASE_UPDATE, "clipped gradient")                               \
-    X(DROPOUT, "dropout", DT_PHASE_FORWARD, "dropout output|lane states")                          \
-    X(DROPOUT_SEED, "dropout_seed", DT_PHASE_FORWARD, "lane states")
 enum dt_op {
-#define DT_OP_ENUM_(name, str, phase, outputs) DT_OP_##name,
+#define DT_OP_ENUM_(ENUM, ...) DT_OP_##ENUM,
     DT_OP_LIST(DT_OP_ENUM_)
 #undef DT_OP_ENUM_
         DT_OP_COUNT
 };
 const char *dt_op_name(enum dt_op op);
-/* The row's phase as a word ("forward", "backward", "update") and its k-th output's name. */
+/* The row's phase as a word ("forward", "backward", "update"), its k-th output's name and
+ * whether `control` (a policy control's name: "reduction") is one of its controls. */
 const char *dt_op_phase(enum dt_op op);
 void dt_op_output_name(char *buf, size_t size, enum dt_op op, int k);
+bool dt_op_obeys(enum dt_op op, const char *control);
 void dt_backend_profile_enable(struct dt_backend *be, bool on);
 /* Seconds spent per op since the last reset (device timers: waits for the last one). */
 void dt_backend_profile_read(struct dt_backend *be, double seconds[DT_OP_COUNT]);
@@ -329,48 +283,6 @@ typedef void (*dt_op_observer_fn)(void *ctx, struct dt_backend *be, enum dt_op o
 /* fn NULL: none (the default). */
 void dt_backend_set_observer(struct dt_backend *be, dt_op_observer_fn fn, void *ctx);
 
-/* ---- ops ------------------------------------------------------------------------------ */
-
-/* y = x . w + bias. y is (B,out), x is (B,in), w is (in,out), bias is (out). */
-enum dt_status dt_dense_forward(struct dt_backend *be, float *y, const float *x, const float *w,
-                                const float *bias, int64_t B, int64_t in, int64_t out,
-                                const struct dt_policy *pol);
-/* dx = dy . w^T. dx is (B,in), dy is (B,out), w is (in,out). */
-enum dt_status dt_dense_backward_data(struct dt_backend *be, float *dx, const float *dy,
-                                      const float *w, int64_t B, int64_t in, int64_t out,
-                                      const struct dt_policy *pol);
-/* dw = x^T . dy (sum over the batch). dw is (in,out), x is (B,in), dy is (B,out). */
-enum dt_status dt_dense_backward_weight(struct dt_backend *be, float *dw, const float *x,
-                                        const float *dy, int64_t B, int64_t in, int64_t out,
-                                        const struct dt_policy *pol);
-/* dbias = sum over the batch of dy. dbias is (out), dy is (B,out). */
-enum dt_status dt_bias_backward(struct dt_backend *be, float *dbias, const float *dy, int64_t B,
-                                int64_t out, const struct dt_policy *pol);
-/* y = max(x, 0) elementwise; y may alias x. n elements. */
-enum dt_status dt_relu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
-                               const struct dt_policy *pol);
-/* dx = dy where y > 0, else 0; dx may alias dy. */
-enum dt_status dt_relu_backward(struct dt_backend *be, float *dx, const float *dy, const float *y,
-                                int64_t n, const struct dt_policy *pol);
-/* probs = softmax(logits) row-wise; *loss_host = mean over the batch of
- * -log(probs[b, labels[b]]); *correct_host (optional) = rows whose argmax (first maximum)
- * equals the label. probs, logits are (B,C), labels (B) int32 in [0, C). */
-enum dt_status dt_softmax_xent_forward(struct dt_backend *be, float *probs, float *loss_host,
-                                       int64_t *correct_host, const float *logits,
-                                       const int32_t *labels, int64_t B, int64_t C,
-                                       const struct dt_policy *pol);
-/* dlogits = (probs - onehot(labels)) * (1 / denom), denom >= B: the gradient of the mean
- * loss over a batch of `denom` examples -- denom = B for a whole batch, the global batch for
- * a shard's rows (harness/run/dist.h). */
-enum dt_status dt_softmax_xent_backward(struct dt_backend *be, float *dlogits, const float *probs,
-                                        const int32_t *labels, int64_t B, int64_t C, int64_t denom,
-                                        const struct dt_policy *pol);
-/* SGD with momentum and L2 weight decay (PyTorch convention), n elements, in place:
- * g' = g + wd * w;  v = momentum * v + g';  w = w - lr * v. */
-enum dt_status dt_sgd_update(struct dt_backend *be, float *w, float *v, const float *g, int64_t n,
-                             float lr, float momentum, float weight_decay,
-                             const struct dt_policy *pol);
-
 /* ---- convolution and pooling (NHWC) ------------------------------------------------- */
 
 /* Geometry of a 2-D convolution; the same stride and zero padding on both axes. Fill the
@@ -393,142 +305,6 @@ struct dt_pool2d_shape {
 enum dt_status dt_conv2d_shape_init(struct dt_conv2d_shape *s, struct dt_error *err);
 enum dt_status dt_pool2d_shape_init(struct dt_pool2d_shape *s, struct dt_error *err);
 
-/* y[b,oh,ow,k] = bias[k] + sum over (kh, kw, c) of x[b, oh*stride-pad+kh, ow*stride-pad+kw, c]
- * * w[kh,kw,c,k], out-of-image cells contributing zero. The sum runs over the patch in
- * (kh, kw, c) order at every level but `math: fast`. */
-enum dt_status dt_conv2d_forward(struct dt_backend *be, float *y, const float *x, const float *w,
-                                 const float *bias, const struct dt_conv2d_shape *s,
-                                 const struct dt_policy *pol);
-/* dx = the gradient w.r.t. x given dy = the gradient w.r.t. y. Every input cell receives
- * up to KH*KW contributions (a scatter-add: the `atomics` control). */
-enum dt_status dt_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
-                                       const float *w, const struct dt_conv2d_shape *s,
-                                       const struct dt_policy *pol);
-/* dw = the gradient w.r.t. w: a sum over batch and output positions (the `reduction`
- * control). The bias gradient is dt_bias_backward over dy as a (B*OH*OW, K_out) matrix. */
-enum dt_status dt_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
-                                         const float *dy, const struct dt_conv2d_shape *s,
-                                         const struct dt_policy *pol);
-/* y[b,oh,ow,c] = max over the window; argmax[b,oh,ow,c] = ih * W + iw of the winner, the
- * first maximum in (kh, kw) order (ties go to the earliest cell; a NaN wins and stops the
- * scan). argmax is backend memory, int32, shaped like y. */
-enum dt_status dt_maxpool2d_forward(struct dt_backend *be, float *y, int32_t *argmax,
-                                    const float *x, const struct dt_pool2d_shape *s,
-                                    const struct dt_policy *pol);
-/* dx[b, argmax, c] += dy[b,oh,ow,c]: a scatter-add (the `atomics` control) when windows
- * overlap (K > stride); without overlap no cell receives two terms and every control
- * gives the same bits. x and y are the forward's input and output: a backend whose
- * library recomputes the winners from them (cuDNN, under `conv_algo: autotune` and
- * `deterministic`) reads them; the CPU backend and detrain's own kernels use argmax. */
-enum dt_status dt_maxpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
-                                     const float *x, const float *y, const int32_t *argmax,
-                                     const struct dt_pool2d_shape *s, const struct dt_policy *pol);
-
-/* ---- Bayesian layers (Bayes by Backprop) and their epsilon ---------------------------
- * A Bayesian tensor has parameters mu and rho; sigma = softplus(rho); a sampled weight is
- * w = mu + sigma * eps with eps ~ N(0, 1) drawn by determinism/eps.h. All of these are
- * elementwise (or per lane) with a fixed operation order: every policy and thread count
- * gives the same bits; `math: portable` selects the portable softplus and exp for sigma and
- * its derivative, the other levels the C library's. Epsilon itself is always drawn with
- * the portable transform, whatever `math` says: it is the stream's definition. */
-
-/* eps[i] for i in [0, n): element i of the Philox stream s (determinism/philox.h). */
-enum dt_status dt_eps_philox(struct dt_backend *be, float *eps, int64_t n,
-                             const struct dt_philox_stream *s, const struct dt_policy *pol);
-/* Seed `lanes` (backend memory, P states) for (seed, step, member, sample). */
-enum dt_status dt_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lanes, int64_t P,
-                                uint64_t seed, uint32_t step, uint32_t member, uint32_t sample,
-                                const struct dt_policy *pol);
-/* Walk every lane over a tensor of n elements, forwards (drawing, then stepping) or
- * backwards (stepping back, then drawing), writing eps[0..n). Test hook: skip_lane >= 0
- * makes that lane draw one pair fewer on a forward walk (fault injection). */
-enum dt_status dt_eps_lfsr(struct dt_backend *be, float *eps, int64_t n, struct dt_xoro *lanes,
-                           int64_t P, bool backward, int64_t skip_lane,
-                           const struct dt_policy *pol);
-/* sigma = softplus(rho), dsigma = d sigma / d rho = 1 / (1 + exp(-rho)). */
-enum dt_status dt_bnn_sigma(struct dt_backend *be, float *sigma, float *dsigma, const float *rho,
-                            int64_t n, const struct dt_policy *pol);
-/* w = mu + sigma * eps (one product, one sum). */
-enum dt_status dt_bnn_sample(struct dt_backend *be, float *w, const float *mu, const float *sigma,
-                             const float *eps, int64_t n, const struct dt_policy *pol);
-/* Add one Monte Carlo sample's weight gradient g: gmu += g; grho += (g * eps) * dsigma.
- * With first, assign instead of adding. */
-enum dt_status dt_bnn_accumulate(struct dt_backend *be, float *gmu, float *grho, const float *g,
-                                 const float *eps, const float *dsigma, int64_t n, bool first,
-                                 const struct dt_policy *pol);
-/* Finish the gradients of mu and rho: the sample mean plus the KL term of the Gaussian
- * prior N(0, prior_var) weighted by kl_weight:
- *   gmu  = gmu * inv_samples  + kl_weight * (mu * ipv)
- *   grho = grho * inv_samples + kl_weight * ((sigma * ipv - 1 / sigma) * dsigma)
- * with ipv = 1 / prior_var rounded once. */
-enum dt_status dt_bnn_finish(struct dt_backend *be, float *gmu, float *grho, const float *mu,
-                             const float *sigma, const float *dsigma, int64_t n, float inv_samples,
-                             float kl_weight, float prior_var, const struct dt_policy *pol);
-
-/* ---- the transformer's ops (gpt; per-element arithmetic in nets/gpt_elem.h) ------------
- * Rows are (example, position) pairs, r = b * T + t. Every op but the scatter is a fixed
- * order per output element, so the policy changes only `math` (exp, tanh) in them; the
- * batch reductions (LayerNorm's gamma and beta, the positional embedding's gradient) are
- * dt_bias_backward calls by the model, the products the dense ops. */
-
-/* h[r] = wte[tok_r] + wpe[t] (D each) for x (B, T + 1) byte values, tok_r = x[b, t];
- * tokens[r] = tok_r and targets[r] = x[b, t + 1] (int32, B * T each). */
-enum dt_status dt_embedding_forward(struct dt_backend *be, float *h, int32_t *tokens,
-                                    int32_t *targets, const float *x, const float *wte,
-                                    const float *wpe, int64_t B, int64_t T, int64_t D,
-                                    const struct dt_policy *pol);
-/* dwte[v] (=, or += with accumulate) the sum of dh[r] over the rows r with tokens[r] == v:
- * a scatter-add by token id (the `atomics` control: float adds in arrival order, or exact
- * int64 fixed point and one rounding). rows = B * T; dwte is (V, D). A token outside
- * [0, V) -- impossible after dt_gpt_token when V = 256 -- is DT_ERR_DATA on the CPU; the
- * CUDA kernels skip its row (checking would cost a host wait). */
-enum dt_status dt_embedding_backward(struct dt_backend *be, float *dwte, const float *dh,
-                                     const int32_t *tokens, int64_t rows, int64_t V, int64_t D,
-                                     bool accumulate, const struct dt_policy *pol);
-/* LayerNorm of every row of x (rows, D): y, and each row's mean and 1/std (rows each). */
-enum dt_status dt_layernorm_forward(struct dt_backend *be, float *y, float *mean, float *rstd,
-                                    const float *x, const float *gamma, const float *beta,
-                                    int64_t rows, int64_t D, const struct dt_policy *pol);
-/* dx = (or += with accumulate) the input gradient of every row; gx = dy * xhat (rows, D),
- * whose column sums are gamma's gradient (dy's are beta's). */
-enum dt_status dt_layernorm_backward(struct dt_backend *be, float *dx, float *gx, const float *dy,
-                                     const float *x, const float *mean, const float *rstd,
-                                     const float *gamma, int64_t rows, int64_t D, bool accumulate,
-                                     const struct dt_policy *pol);
-/* Causal self-attention: qkv (B, T, 3D) -> out (B, T, D), att (B, H, T, T) the weights. */
-enum dt_status dt_attention_forward(struct dt_backend *be, float *out, float *att, const float *qkv,
-                                    int64_t B, int64_t T, int64_t H, int64_t D,
-                                    const struct dt_policy *pol);
-/* dqkv (B, T, 3D) from dout (B, T, D); ds (B, H, T, T) is scratch (the score gradients). */
-enum dt_status dt_attention_backward(struct dt_backend *be, float *dqkv, float *ds,
-                                     const float *dout, const float *att, const float *qkv,
-                                     int64_t B, int64_t T, int64_t H, int64_t D,
-                                     const struct dt_policy *pol);
-/* y = gelu(x), n elements (y may alias x). */
-enum dt_status dt_gelu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
-                               const struct dt_policy *pol);
-/* dx = dy * gelu'(x) (dx may alias dy). */
-enum dt_status dt_gelu_backward(struct dt_backend *be, float *dx, const float *dy, const float *x,
-                                int64_t n, const struct dt_policy *pol);
-/* y += x, n elements (a residual connection, or a second gradient). */
-enum dt_status dt_add(struct dt_backend *be, float *y, const float *x, int64_t n,
-                      const struct dt_policy *pol);
-/* *norm_sq (backend memory, one float) = the sum of the squares of every element of the
- * `count` tensors g[i] (n[i] floats each): the global gradient norm that clipping reads, a
- * sum over all parameters under `reduction` -- unordered: per-worker partials added in
- * arrival order; fixed: each tensor's squares in the fixed chunks-and-tree order
- * (determinism/reduce.h), the tensors' sums in tensor order; exact: every square to int64
- * fixed point at one scale, summed exactly, rounded once. */
-enum dt_status dt_grad_norm(struct dt_backend *be, float *norm_sq, const float *const *g,
-                            const int64_t *n, int count, const struct dt_policy *pol);
-/* g *= dt_clip_coef(*norm_sq, max_norm), n elements (norm_sq: backend memory). */
-enum dt_status dt_clip_scale(struct dt_backend *be, float *g, int64_t n, const float *norm_sq,
-                             float max_norm, const struct dt_policy *pol);
-/* AdamW on n elements in place (dt_adamw_elem): w, first moment m, second moment v. */
-enum dt_status dt_adamw_update(struct dt_backend *be, float *w, float *m, float *v, const float *g,
-                               int64_t n, const struct dt_adamw_step *s,
-                               const struct dt_policy *pol);
-
 /* ---- dropout (model.dropout; masks under `rng`, determinism/dropout.h) -----------------
  * How a site's mask is formed: philox regenerates it from the counter (forward and
  * backward alike); lfsr walks each row's lane forwards (forward) or backwards (backward);
@@ -548,17 +324,12 @@ struct dt_dropout_site {
     uint32_t threshold;             /* keep when u >= threshold */
     float scale;                    /* 1 / (1 - p), rounded */
 };
-/* y = dropout(x) over (rows, width) (y may alias x): forward on activations, backward on
- * their gradients with the same mask. keep: (rows, width) bytes (keep and stored modes,
- * else NULL); lanes: one state per row (keep and lfsr modes, else NULL), advanced or
- * walked back.
- * Elementwise per row: every policy and thread count gives the same bits. */
-enum dt_status dt_dropout(struct dt_backend *be, float *y, const float *x, uint8_t *keep,
-                          struct dt_xoro *lanes, int64_t rows, int64_t width,
-                          const struct dt_dropout_site *s, const struct dt_policy *pol);
-/* lanes[r] = dt_dropout_lane_seed(seed, step, member, row0 + r), r in [0, rows). */
-enum dt_status dt_dropout_seed(struct dt_backend *be, struct dt_xoro *lanes, int64_t rows,
-                               int64_t row0, uint64_t seed, uint32_t step, uint32_t member,
-                               const struct dt_policy *pol);
+
+/* ---- the ops: dt_<name>(be, parameters) for every row of nets/op_list.h, where each op's
+ * contract is written above its row ---------------------------------------------------- */
+#define DT_OP_DECLARE_(ENUM, name, phase, outputs, controls, params, args)                         \
+    enum dt_status dt_##name DT_OP_PARAMS params;
+DT_OP_LIST(DT_OP_DECLARE_)
+#undef DT_OP_DECLARE_
 
 #endif

@@ -4,10 +4,10 @@
  * ops), and the other members' NULL meaning is said beside them. Argument checks live in
  * nets/backend.c, not here.
  *
- * Each op's signature is written once, as a function type below: the table holds pointers
- * to it and a backend declares its functions with it (`dt_dense_forward_fn
- * dt_cpu_dense_forward;` in nets/cpu/cpu.h), so a definition that drifts from the table is
- * a compile error. The public wrappers (nets/backend.h) take the same arguments.
+ * Each op's signature is written once, in its row of nets/op_list.h: the function type
+ * dt_<name>_fn below, the table's member and each backend's declaration (nets/cpu/cpu.h,
+ * nets/cuda/cuda.h) are generated from it, so a definition that drifts from the row is a
+ * compile error. The public wrappers (nets/backend.h) take the same arguments.
  *
  * Errors: an op returns its status and, when it fails, the detail in be->op_error
  * (dt_backend_op_error); it never prints. The caller formats it (nets/model.c names the
@@ -17,79 +17,12 @@
 
 #include "nets/backend.h"
 
-/* ---- the ops' function types (arguments as in nets/backend.h) ----------------------- */
-
-typedef enum dt_status dt_dense_forward_fn(struct dt_backend *be, float *y, const float *x,
-                                           const float *w, const float *bias, int64_t B, int64_t in,
-                                           int64_t out, const struct dt_policy *pol);
-typedef enum dt_status dt_dense_backward_data_fn(struct dt_backend *be, float *dx, const float *dy,
-                                                 const float *w, int64_t B, int64_t in, int64_t out,
-                                                 const struct dt_policy *pol);
-typedef enum dt_status dt_dense_backward_weight_fn(struct dt_backend *be, float *dw, const float *x,
-                                                   const float *dy, int64_t B, int64_t in,
-                                                   int64_t out, const struct dt_policy *pol);
-typedef enum dt_status dt_bias_backward_fn(struct dt_backend *be, float *dbias, const float *dy,
-                                           int64_t B, int64_t out, const struct dt_policy *pol);
-typedef enum dt_status dt_relu_forward_fn(struct dt_backend *be, float *y, const float *x,
-                                          int64_t n, const struct dt_policy *pol);
-typedef enum dt_status dt_relu_backward_fn(struct dt_backend *be, float *dx, const float *dy,
-                                           const float *y, int64_t n, const struct dt_policy *pol);
-typedef enum dt_status dt_softmax_xent_forward_fn(struct dt_backend *be, float *probs,
-                                                  float *loss_host, int64_t *correct_host,
-                                                  const float *logits, const int32_t *labels,
-                                                  int64_t B, int64_t C,
-                                                  const struct dt_policy *pol);
-/* denom >= B: the global batch a shard's rows belong to (harness/run/dist.h) */
-typedef enum dt_status dt_softmax_xent_backward_fn(struct dt_backend *be, float *dlogits,
-                                                   const float *probs, const int32_t *labels,
-                                                   int64_t B, int64_t C, int64_t denom,
-                                                   const struct dt_policy *pol);
-typedef enum dt_status dt_sgd_update_fn(struct dt_backend *be, float *w, float *v, const float *g,
-                                        int64_t n, float lr, float momentum, float weight_decay,
-                                        const struct dt_policy *pol);
-typedef enum dt_status dt_conv2d_forward_fn(struct dt_backend *be, float *y, const float *x,
-                                            const float *w, const float *bias,
-                                            const struct dt_conv2d_shape *s,
-                                            const struct dt_policy *pol);
-typedef enum dt_status dt_conv2d_backward_data_fn(struct dt_backend *be, float *dx, const float *dy,
-                                                  const float *w, const struct dt_conv2d_shape *s,
-                                                  const struct dt_policy *pol);
-typedef enum dt_status dt_conv2d_backward_weight_fn(struct dt_backend *be, float *dw,
-                                                    const float *x, const float *dy,
-                                                    const struct dt_conv2d_shape *s,
-                                                    const struct dt_policy *pol);
-typedef enum dt_status dt_maxpool2d_forward_fn(struct dt_backend *be, float *y, int32_t *argmax,
-                                               const float *x, const struct dt_pool2d_shape *s,
-                                               const struct dt_policy *pol);
-/* x and y: the forward's input and output, for libraries that recompute the winners (the
- * CPU reads argmax alone) */
-typedef enum dt_status dt_maxpool2d_backward_fn(struct dt_backend *be, float *dx, const float *dy,
-                                                const float *x, const float *y,
-                                                const int32_t *argmax,
-                                                const struct dt_pool2d_shape *s,
-                                                const struct dt_policy *pol);
-typedef enum dt_status dt_eps_philox_fn(struct dt_backend *be, float *eps, int64_t n,
-                                        const struct dt_philox_stream *s,
-                                        const struct dt_policy *pol);
-typedef enum dt_status dt_eps_lfsr_seed_fn(struct dt_backend *be, struct dt_xoro *lanes, int64_t P,
-                                           uint64_t seed, uint32_t step, uint32_t member,
-                                           uint32_t sample, const struct dt_policy *pol);
-typedef enum dt_status dt_eps_lfsr_fn(struct dt_backend *be, float *eps, int64_t n,
-                                      struct dt_xoro *lanes, int64_t P, bool backward,
-                                      int64_t skip_lane, const struct dt_policy *pol);
-typedef enum dt_status dt_bnn_sigma_fn(struct dt_backend *be, float *sigma, float *dsigma,
-                                       const float *rho, int64_t n, const struct dt_policy *pol);
-typedef enum dt_status dt_bnn_sample_fn(struct dt_backend *be, float *w, const float *mu,
-                                        const float *sigma, const float *eps, int64_t n,
-                                        const struct dt_policy *pol);
-typedef enum dt_status dt_bnn_accumulate_fn(struct dt_backend *be, float *gmu, float *grho,
-                                            const float *g, const float *eps, const float *dsigma,
-                                            int64_t n, bool first, const struct dt_policy *pol);
-typedef enum dt_status dt_bnn_finish_fn(struct dt_backend *be, float *gmu, float *grho,
-                                        const float *mu, const float *sigma, const float *dsigma,
-                                        int64_t n, float inv_samples, float kl_weight,
-                                        float prior_var, const struct dt_policy *pol);
-/* reduction: exact in one pass (nets/backend.h, dt_exact_*) */
+/* ---- the ops' function types: dt_<name>_fn for every row of nets/op_list.h ---------- */
+#define DT_OP_FN_TYPE_(ENUM, name, phase, outputs, controls, params, args)                         \
+    typedef enum dt_status dt_##name##_fn DT_OP_PARAMS params;
+DT_OP_LIST(DT_OP_FN_TYPE_)
+#undef DT_OP_FN_TYPE_
+/* The stages of exact_sum for several ranks (nets/backend.h, struct dt_exact_layout). */
 typedef enum dt_status dt_exact_max_fn(struct dt_backend *be, uint32_t *max_bits, const float *pack,
                                        const struct dt_exact_layout *L);
 typedef enum dt_status dt_exact_to_fixed_fn(struct dt_backend *be, int64_t *acc, const float *pack,
@@ -97,52 +30,6 @@ typedef enum dt_status dt_exact_to_fixed_fn(struct dt_backend *be, int64_t *acc,
                                             const struct dt_exact_layout *L);
 typedef enum dt_status dt_exact_round_fn(struct dt_backend *be, float *pack, const int64_t *acc,
                                          const uint32_t *max_bits, const struct dt_exact_layout *L);
-typedef enum dt_status dt_exact_sum_fn(struct dt_backend *be, float *pack, const uint32_t *max_bits,
-                                       const struct dt_exact_layout *L);
-typedef enum dt_status dt_embedding_forward_fn(struct dt_backend *be, float *h, int32_t *tokens,
-                                               int32_t *targets, const float *x, const float *wte,
-                                               const float *wpe, int64_t B, int64_t T, int64_t D,
-                                               const struct dt_policy *pol);
-typedef enum dt_status dt_embedding_backward_fn(struct dt_backend *be, float *dwte, const float *dh,
-                                                const int32_t *tokens, int64_t rows, int64_t V,
-                                                int64_t D, bool accumulate,
-                                                const struct dt_policy *pol);
-typedef enum dt_status dt_layernorm_forward_fn(struct dt_backend *be, float *y, float *mean,
-                                               float *rstd, const float *x, const float *gamma,
-                                               const float *beta, int64_t rows, int64_t D,
-                                               const struct dt_policy *pol);
-typedef enum dt_status dt_layernorm_backward_fn(struct dt_backend *be, float *dx, float *gx,
-                                                const float *dy, const float *x, const float *mean,
-                                                const float *rstd, const float *gamma, int64_t rows,
-                                                int64_t D, bool accumulate,
-                                                const struct dt_policy *pol);
-typedef enum dt_status dt_attention_forward_fn(struct dt_backend *be, float *out, float *att,
-                                               const float *qkv, int64_t B, int64_t T, int64_t H,
-                                               int64_t D, const struct dt_policy *pol);
-typedef enum dt_status dt_attention_backward_fn(struct dt_backend *be, float *dqkv, float *ds,
-                                                const float *dout, const float *att,
-                                                const float *qkv, int64_t B, int64_t T, int64_t H,
-                                                int64_t D, const struct dt_policy *pol);
-typedef enum dt_status dt_gelu_forward_fn(struct dt_backend *be, float *y, const float *x,
-                                          int64_t n, const struct dt_policy *pol);
-typedef enum dt_status dt_gelu_backward_fn(struct dt_backend *be, float *dx, const float *dy,
-                                           const float *x, int64_t n, const struct dt_policy *pol);
-typedef enum dt_status dt_add_fn(struct dt_backend *be, float *y, const float *x, int64_t n,
-                                 const struct dt_policy *pol);
-typedef enum dt_status dt_adamw_update_fn(struct dt_backend *be, float *w, float *m, float *v,
-                                          const float *g, int64_t n, const struct dt_adamw_step *s,
-                                          const struct dt_policy *pol);
-typedef enum dt_status dt_grad_norm_fn(struct dt_backend *be, float *norm_sq, const float *const *g,
-                                       const int64_t *n, int count, const struct dt_policy *pol);
-typedef enum dt_status dt_clip_scale_fn(struct dt_backend *be, float *g, int64_t n,
-                                        const float *norm_sq, float max_norm,
-                                        const struct dt_policy *pol);
-typedef enum dt_status dt_dropout_fn(struct dt_backend *be, float *y, const float *x, uint8_t *keep,
-                                     struct dt_xoro *lanes, int64_t rows, int64_t width,
-                                     const struct dt_dropout_site *s, const struct dt_policy *pol);
-typedef enum dt_status dt_dropout_seed_fn(struct dt_backend *be, struct dt_xoro *lanes,
-                                          int64_t rows, int64_t row0, uint64_t seed, uint32_t step,
-                                          uint32_t member, const struct dt_policy *pol);
 typedef int64_t dt_first_nonfinite_fn(struct dt_backend *be, const float *p, int64_t n);
 typedef bool dt_first_nonfinite_many_fn(struct dt_backend *be, const float *const *p,
                                         const int64_t *n, int count, int *which, int64_t *index);
@@ -159,50 +46,14 @@ struct dt_backend_ops {
     void (*download)(struct dt_backend *be, void *dst, const void *src, size_t bytes);
     const void *(*host_view)(struct dt_backend *be, const void *p);
 
-    /* ---- the training ops (dt_backend_missing_op names the first NULL one) ---- */
-    dt_dense_forward_fn *dense_forward;
-    dt_dense_backward_data_fn *dense_backward_data;
-    dt_dense_backward_weight_fn *dense_backward_weight;
-    dt_bias_backward_fn *bias_backward;
-    dt_relu_forward_fn *relu_forward;
-    dt_relu_backward_fn *relu_backward;
-    dt_softmax_xent_forward_fn *softmax_xent_forward;
-    dt_softmax_xent_backward_fn *softmax_xent_backward;
-    dt_sgd_update_fn *sgd_update;
-    /* ---- convolution and pooling (LeNet) ---- */
-    dt_conv2d_forward_fn *conv2d_forward;
-    dt_conv2d_backward_data_fn *conv2d_backward_data;
-    dt_conv2d_backward_weight_fn *conv2d_backward_weight;
-    dt_maxpool2d_forward_fn *maxpool2d_forward;
-    dt_maxpool2d_backward_fn *maxpool2d_backward;
-    /* ---- Bayesian layers and epsilon (bnn_mlp) ---- */
-    dt_eps_philox_fn *eps_philox;
-    dt_eps_lfsr_seed_fn *eps_lfsr_seed;
-    dt_eps_lfsr_fn *eps_lfsr;
-    dt_bnn_sigma_fn *bnn_sigma;
-    dt_bnn_sample_fn *bnn_sample;
-    dt_bnn_accumulate_fn *bnn_accumulate;
-    dt_bnn_finish_fn *bnn_finish;
-    /* ---- the transformer (gpt) and AdamW ---- */
-    dt_embedding_forward_fn *embedding_forward;
-    dt_embedding_backward_fn *embedding_backward;
-    dt_layernorm_forward_fn *layernorm_forward;
-    dt_layernorm_backward_fn *layernorm_backward;
-    dt_attention_forward_fn *attention_forward;
-    dt_attention_backward_fn *attention_backward;
-    dt_gelu_forward_fn *gelu_forward;
-    dt_gelu_backward_fn *gelu_backward;
-    dt_add_fn *add;
-    dt_adamw_update_fn *adamw_update;
-    dt_grad_norm_fn *grad_norm;
-    dt_clip_scale_fn *clip_scale;
-    dt_dropout_fn *dropout;
-    dt_dropout_seed_fn *dropout_seed;
-    /* ---- reduction: exact in one pass: the exact sum of the shard partials ---- */
+    /* ---- the ops: one member per row of nets/op_list.h (dt_backend_missing_op names the
+     * first NULL one) and exact_sum's stages for several ranks ---- */
+#define DT_OP_MEMBER_(ENUM, name, ...) dt_##name##_fn *name;
+    DT_OP_LIST(DT_OP_MEMBER_)
+#undef DT_OP_MEMBER_
     dt_exact_max_fn *exact_max;
     dt_exact_to_fixed_fn *exact_to_fixed;
     dt_exact_round_fn *exact_round;
-    dt_exact_sum_fn *exact_sum;
     /* The shard partials of a batch reduction in one call, with the shards of be->shards
      * (NULL, or DT_ERR_UNSUPPORTED for a policy it does not take, = the plain op once per
      * shard, called by nets/backend.c). Same bits as the call per shard. */

@@ -6,3 +6,13 @@ foreach(check lengths hooks self-test)
   add_test(NAME house.${check} COMMAND python3 ${CMAKE_SOURCE_DIR}/scripts/house.py ${check})
   set_tests_properties(house.${check} PROPERTIES LABELS unit)
 endforeach()
+# Adding an op (docs/DESIGN.md, "Adding an op"): scripts/new_op.py adds a dummy op in a copy
+# of the tree through the six files DESIGN names, builds the CPU side with this build's
+# flags, runs the copy's parity cases over it, compiles its CUDA body when nvcc is here,
+# and fails if the op took more than six files.
+# Once per tree: not again in the sanitizer build (make check-asan).
+if(NOT DETRAIN_SANITIZE)
+  add_test(NAME house.new_op_touches_six_files
+           COMMAND python3 ${CMAKE_SOURCE_DIR}/scripts/new_op.py ${CMAKE_BINARY_DIR} --max 6)
+  set_tests_properties(house.new_op_touches_six_files PROPERTIES LABELS unit)
+endif()

@@ -408,7 +408,7 @@ static void name_output(struct observer *o, enum dt_op op, const void *p, int k,
         return;
     }
     if (op == DT_OP_EXACT_SUM) snprintf(o->layer, sizeof o->layer, "all");
-    char name[48]; /* the op row's name of output k (nets/backend.h, DT_OP_LIST) */
+    char name[48]; /* the op row's name of output k (nets/op_list.h) */
     dt_op_output_name(name, sizeof name, op, k);
     /* "dense0.weight sampled weights", else "dense1 input gradient" */
     const char *of = op == DT_OP_BNN_SAMPLE && o->param[0] ? o->param : o->layer;

@@ -99,10 +99,6 @@ enum dt_status dt_experiment_open_backend(struct dt_backend **be, const struct d
     *be = NULL;
     DT_FORWARD_IF_ERROR(dt_backend_create(be, &bopt, err));
     const char *missing = dt_backend_missing_op(*be);
-    if (!missing &&
-        (dt_model_kind(exp->model.kind)->reads_text ||
-         exp->train.optimizer.kind == DT_OPTIMIZER_ADAMW || exp->train.optimizer.clip_norm > 0))
-        missing = dt_backend_missing_transformer_op(*be);
     if (!missing) return DT_OK;
     enum dt_status st = dt_error_set(err, DT_ERR_UNSUPPORTED,
                                      "backend '%s': op %s is not implemented in this version; "

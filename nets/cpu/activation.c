@@ -1,4 +1,6 @@
-/* ReLU on the CPU backend. Elementwise, so every policy gives the same bits. */
+/* The activations on the CPU backend (the formulas: nets/activation_elem.h). Elementwise, so
+ * every policy gives the same bits. */
+#include "nets/activation_elem.h"
 #include "nets/cpu/cpu.h"
 
 struct relu_job {
@@ -12,7 +14,7 @@ static void relu_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
     const struct relu_job *j = ctx;
     float *restrict y = j->out;
     const float *restrict x = j->a;
-    for (int64_t i = begin; i < end; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    for (int64_t i = begin; i < end; i++) y[i] = dt_relu(x[i]);
 }
 
 DT_VECTOR_CLONES
@@ -21,7 +23,7 @@ static void relu_backward_part(void *ctx, int64_t begin, int64_t end, int worker
     const struct relu_job *j = ctx;
     float *dx = j->out;
     const float *dy = j->a, *restrict y = j->b;
-    for (int64_t i = begin; i < end; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    for (int64_t i = begin; i < end; i++) dx[i] = dt_relu_grad(y[i], dy[i]);
 }
 
 /* portable: elementwise; NaN inputs give 0 (x > 0 is false for NaN) -- the NaN check on

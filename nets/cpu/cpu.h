@@ -84,9 +84,6 @@ static inline void dt_cpu_atomic_add_float(float *dst, float v)
         !__atomic_compare_exchange_n(bits, &old, want, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 }
 
-dt_dense_forward_fn dt_cpu_dense_forward;
-dt_dense_backward_data_fn dt_cpu_dense_backward_data;
-dt_dense_backward_weight_fn dt_cpu_dense_backward_weight;
 /* Backward-weight in its two forms, same bits under `reduction: fixed`: from x (B, in) when
  * dt_cpu_wgrad_prefers_rows (few outputs: partials computed transposed), else from x
  * given transposed, xt (in, B). dt_cpu_dense_backward_weight picks; convolutions build
@@ -107,44 +104,17 @@ enum dt_status dt_cpu_wgrad_transposed(struct dt_backend *be, float *dw, const f
 /* reduction: exact, the shard partials in one call (nets/backend_impl.h) */
 dt_bias_backward_fn dt_cpu_bias_backward_shards;
 dt_dense_backward_weight_fn dt_cpu_dense_backward_weight_shards;
-dt_bias_backward_fn dt_cpu_bias_backward;
-dt_relu_forward_fn dt_cpu_relu_forward;
-dt_relu_backward_fn dt_cpu_relu_backward;
-dt_softmax_xent_forward_fn dt_cpu_softmax_xent_forward;
-dt_softmax_xent_backward_fn dt_cpu_softmax_xent_backward;
-/* reduction: exact (nets/cpu/exact.c): see nets/backend.h, dt_exact_*. */
+/* reduction: exact (nets/cpu/exact.c): exact_sum's stages for several ranks. */
 dt_exact_max_fn dt_cpu_exact_max;
 dt_exact_to_fixed_fn dt_cpu_exact_to_fixed;
 dt_exact_round_fn dt_cpu_exact_round;
-dt_exact_sum_fn dt_cpu_exact_sum;
-dt_sgd_update_fn dt_cpu_sgd_update;
-/* the transformer (nets/cpu/gpt.c) */
-dt_embedding_forward_fn dt_cpu_embedding_forward;
-dt_embedding_backward_fn dt_cpu_embedding_backward;
-dt_layernorm_forward_fn dt_cpu_layernorm_forward;
-dt_layernorm_backward_fn dt_cpu_layernorm_backward;
-dt_attention_forward_fn dt_cpu_attention_forward;
-dt_attention_backward_fn dt_cpu_attention_backward;
-dt_gelu_forward_fn dt_cpu_gelu_forward;
-dt_gelu_backward_fn dt_cpu_gelu_backward;
-dt_add_fn dt_cpu_add;
-dt_adamw_update_fn dt_cpu_adamw_update;
-dt_grad_norm_fn dt_cpu_grad_norm;
-dt_clip_scale_fn dt_cpu_clip_scale;
-dt_dropout_fn dt_cpu_dropout;
-dt_dropout_seed_fn dt_cpu_dropout_seed;
-dt_conv2d_forward_fn dt_cpu_conv2d_forward;
-dt_conv2d_backward_data_fn dt_cpu_conv2d_backward_data;
-dt_conv2d_backward_weight_fn dt_cpu_conv2d_backward_weight;
-dt_maxpool2d_forward_fn dt_cpu_maxpool2d_forward;
-dt_maxpool2d_backward_fn dt_cpu_maxpool2d_backward;
-/* nets/cpu/bnn.c */
-dt_eps_philox_fn dt_cpu_eps_philox;
-dt_eps_lfsr_seed_fn dt_cpu_eps_lfsr_seed;
-dt_eps_lfsr_fn dt_cpu_eps_lfsr;
-dt_bnn_sigma_fn dt_cpu_bnn_sigma;
-dt_bnn_sample_fn dt_cpu_bnn_sample;
-dt_bnn_accumulate_fn dt_cpu_bnn_accumulate;
-dt_bnn_finish_fn dt_cpu_bnn_finish;
+
+/* ---- the ops: dt_cpu_<name> for every row of nets/op_list.h, in nets/cpu/<layer>.c:
+ * dense.c (dense, bias), activation.c (relu), loss.c (softmax cross-entropy), optim.c (sgd,
+ * adamw, clipping), conv.c and pool.c, bnn.c (epsilon, Bayesian), exact.c (exact_sum),
+ * gpt.c (the transformer's ops, dropout). */
+#define DT_CPU_OP_DECLARE_(ENUM, name, ...) dt_##name##_fn dt_cpu_##name;
+DT_OP_LIST(DT_CPU_OP_DECLARE_)
+#undef DT_CPU_OP_DECLARE_
 
 #endif

@@ -237,20 +237,6 @@ static void cuda_copy_out_release(struct dt_backend *be)
     be->copy_out = NULL;
 }
 
-/* portable at every policy: elementwise (nets/cuda/elementwise.cu). */
-enum dt_status dt_cuda_relu_forward_op(struct dt_backend *be, float *y, const float *x, int64_t n,
-                                       const struct dt_policy *pol)
-{
-    return dt_cuda_launched(be, dt_cuda_relu_forward(y, x, n, dt_cuda(be)->stream), "relu_forward");
-}
-
-enum dt_status dt_cuda_relu_backward_op(struct dt_backend *be, float *dx, const float *dy,
-                                        const float *y, int64_t n, const struct dt_policy *pol)
-{
-    return dt_cuda_launched(be, dt_cuda_relu_backward(dx, dy, y, n, dt_cuda(be)->stream),
-                            "relu_backward");
-}
-
 /* ---- per-op device timers (nets/backend.h, profiling) ---------------------------------
  * A pair of events per profiled op call, recorded on the stream around it: no wait while
  * the step runs; op_times waits for the last event once and adds each pair's elapsed time
@@ -421,41 +407,10 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .free = cuda_free,
     .upload = cuda_upload,
     .download = cuda_download,
-    .dense_forward = dt_cuda_dense_forward,
-    .dense_backward_data = dt_cuda_dense_backward_data,
-    .dense_backward_weight = dt_cuda_dense_backward_weight,
-    .bias_backward = dt_cuda_bias_backward,
-    .conv2d_forward = dt_cuda_conv2d_forward,
-    .conv2d_backward_data = dt_cuda_conv2d_backward_data,
-    .conv2d_backward_weight = dt_cuda_conv2d_backward_weight,
-    .maxpool2d_forward = dt_cuda_maxpool2d_forward,
-    .relu_forward = dt_cuda_relu_forward_op,
-    .relu_backward = dt_cuda_relu_backward_op,
-    .softmax_xent_forward = dt_cuda_softmax_xent_forward,
-    .softmax_xent_backward = dt_cuda_softmax_xent_backward,
-    .sgd_update = dt_cuda_sgd_update_op,
-    .set_forced_order = cuda_set_forced_order,
-    .eps_philox = dt_cuda_eps_philox,
-    .eps_lfsr_seed = dt_cuda_eps_lfsr_seed,
-    .eps_lfsr = dt_cuda_eps_lfsr,
-    .bnn_sigma = dt_cuda_bnn_sigma,
-    .bnn_sample = dt_cuda_bnn_sample,
-    .bnn_accumulate = dt_cuda_bnn_accumulate,
-    .bnn_finish = dt_cuda_bnn_finish,
-    .embedding_forward = dt_cuda_embedding_forward,
-    .embedding_backward = dt_cuda_embedding_backward,
-    .layernorm_forward = dt_cuda_layernorm_forward,
-    .layernorm_backward = dt_cuda_layernorm_backward,
-    .attention_forward = dt_cuda_attention_forward,
-    .attention_backward = dt_cuda_attention_backward,
-    .gelu_forward = dt_cuda_gelu_forward,
-    .gelu_backward = dt_cuda_gelu_backward,
-    .add = dt_cuda_add,
-    .adamw_update = dt_cuda_adamw_update,
-    .grad_norm = dt_cuda_grad_norm,
-    .clip_scale = dt_cuda_clip_scale,
-    .dropout = dt_cuda_dropout,
-    .dropout_seed = dt_cuda_dropout_seed,
+#define DT_CUDA_OP_ENTRY_(ENUM, name, ...) .name = dt_cuda_##name,
+    DT_OP_LIST(DT_CUDA_OP_ENTRY_) /* every op of nets/op_list.h */
+#undef DT_CUDA_OP_ENTRY_
+        .set_forced_order = cuda_set_forced_order,
     .synchronize = cuda_synchronize,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
@@ -463,7 +418,6 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .copy_out_wait = cuda_copy_out_wait,
     .copy_out_release = cuda_copy_out_release,
     .describe = cuda_describe,
-    .maxpool2d_backward = dt_cuda_maxpool2d_backward,
     .take_algo_notes = dt_cudnn_take_notes,
     .reset_algo_choices = dt_cudnn_reset_choices,
     .first_nonfinite = dt_cuda_first_nonfinite,
@@ -471,7 +425,6 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .exact_max = dt_cuda_exact_max,
     .exact_to_fixed = dt_cuda_exact_to_fixed,
     .exact_round = dt_cuda_exact_round,
-    .exact_sum = dt_cuda_exact_sum,
     .resident_create = cuda_resident_create,
     .resident_free = cuda_resident_free,
     .gather = cuda_gather,

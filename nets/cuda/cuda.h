@@ -120,67 +120,34 @@ void dt_cuda_defer_checks(struct dt_backend *be, bool on);
 enum dt_status dt_cuda_step_end(struct dt_backend *be, struct dt_error *err);
 void dt_cuda_status_free(struct dt_backend *be);
 
-/* ---- host-side ops (same contracts as backend.h; each file states its determinism) ---- */
+/* ---- host-side ops (same contracts as backend.h; each file states its determinism) ----
+ * dt_cuda_<name> for every row of nets/op_list.h, in nets/cuda/<layer>.c beside its kernels
+ * (<layer>.cu): dense.c (dense, bias), loss.c (softmax cross-entropy), activation.cu (relu: host
+ * function and kernel in one file), optim.c (sgd, adamw, clipping), conv.c (convolution, pooling),
+ * bnn.c (epsilon, Bayesian), exact.c (exact_sum), gpt.c (the transformer's ops, dropout). */
+#define DT_CUDA_OP_DECLARE_(ENUM, name, ...) dt_##name##_fn dt_cuda_##name;
+DT_OP_LIST(DT_CUDA_OP_DECLARE_)
+#undef DT_CUDA_OP_DECLARE_
 
 /* nets/cuda/exact.c (exact.cu): reduction: exact, the sum of the shard partials */
 dt_exact_max_fn dt_cuda_exact_max;
 dt_exact_to_fixed_fn dt_cuda_exact_to_fixed;
 dt_exact_round_fn dt_cuda_exact_round;
-dt_exact_sum_fn dt_cuda_exact_sum;
 int dt_cuda_exact_max_launch(uint32_t *max_bits, const float *p, int64_t count, dt_cuda_stream s);
 /* mode 0: sum and round into p; 1: int64 sums into acc; 2: acc rounded into p */
 int dt_cuda_exact_sum_launch(float *p, int64_t *acc, const uint32_t *max_bits, int64_t n,
                              int64_t slots, int64_t shards, int mode, dt_cuda_stream s);
 
-/* nets/cuda/backend_cuda.c (elementwise.cu) */
-dt_relu_forward_fn dt_cuda_relu_forward_op;
-dt_relu_backward_fn dt_cuda_relu_backward_op;
-dt_sgd_update_fn dt_cuda_sgd_update_op;
 /* nets/cuda/dense.c (dense.cu) */
-dt_dense_forward_fn dt_cuda_dense_forward;
-dt_dense_backward_data_fn dt_cuda_dense_backward_data;
-dt_dense_backward_weight_fn dt_cuda_dense_backward_weight;
-dt_bias_backward_fn dt_cuda_bias_backward;
 /* The op first_nonfinite: dt_cuda_fixed_scan's first bad index (atomicMin),
  * one small record read back; -1 when every element is finite. */
 dt_first_nonfinite_fn dt_cuda_first_nonfinite;
 /* first_nonfinite_many: one scan (and record) per tensor, queued back to back, then one
  * copy of all the records and one wait. */
 dt_first_nonfinite_many_fn dt_cuda_first_nonfinite_many;
-/* nets/cuda/loss.c (loss.cu) */
-dt_softmax_xent_forward_fn dt_cuda_softmax_xent_forward;
-dt_softmax_xent_backward_fn dt_cuda_softmax_xent_backward;
-/* nets/cuda/bnn.c (bnn.cu) */
-dt_eps_philox_fn dt_cuda_eps_philox;
-dt_eps_lfsr_seed_fn dt_cuda_eps_lfsr_seed;
-dt_eps_lfsr_fn dt_cuda_eps_lfsr;
-dt_bnn_sigma_fn dt_cuda_bnn_sigma;
-dt_bnn_sample_fn dt_cuda_bnn_sample;
-dt_bnn_accumulate_fn dt_cuda_bnn_accumulate;
-dt_bnn_finish_fn dt_cuda_bnn_finish;
-/* the transformer (nets/cuda/gpt.c) */
-dt_embedding_forward_fn dt_cuda_embedding_forward;
-dt_embedding_backward_fn dt_cuda_embedding_backward;
-dt_layernorm_forward_fn dt_cuda_layernorm_forward;
-dt_layernorm_backward_fn dt_cuda_layernorm_backward;
-dt_attention_forward_fn dt_cuda_attention_forward;
-dt_attention_backward_fn dt_cuda_attention_backward;
-dt_gelu_forward_fn dt_cuda_gelu_forward;
-dt_gelu_backward_fn dt_cuda_gelu_backward;
-dt_add_fn dt_cuda_add;
-dt_adamw_update_fn dt_cuda_adamw_update;
-dt_grad_norm_fn dt_cuda_grad_norm;
-dt_clip_scale_fn dt_cuda_clip_scale;
-dt_dropout_fn dt_cuda_dropout;
-dt_dropout_seed_fn dt_cuda_dropout_seed;
 
-/* nets/cuda/conv.c (conv.cu): `conv_algo: own`, else the cuDNN functions below */
-dt_conv2d_forward_fn dt_cuda_conv2d_forward;
-dt_conv2d_backward_data_fn dt_cuda_conv2d_backward_data;
-dt_conv2d_backward_weight_fn dt_cuda_conv2d_backward_weight;
-dt_maxpool2d_forward_fn dt_cuda_maxpool2d_forward;
-dt_maxpool2d_backward_fn dt_cuda_maxpool2d_backward;
-/* detrain's own kernels for the ops above (nets/cuda/conv.c), whatever conv_algo says: what
+/* nets/cuda/conv.c (conv.cu): `conv_algo: own`, else the cuDNN functions below;
+ * detrain's own kernels for the ops above (nets/cuda/conv.c), whatever conv_algo says: what
  * nets/cuda/conv_choose.c picks under `own`, and what cuDNN falls back to. */
 dt_conv2d_forward_fn dt_cuda_own_conv2d_forward;
 dt_conv2d_backward_data_fn dt_cuda_own_conv2d_backward_data;
@@ -218,13 +185,6 @@ bool dt_cudnn_test_refuse_exec(struct dt_backend *be, int n);
 int dt_cuda_gather_launch(float *x, int32_t *labels, const uint8_t *pixels, const float *values,
                           const uint8_t *set_labels, const int64_t *idx, int64_t B, int64_t dim,
                           int64_t stride, dt_cuda_stream s);
-
-/* ---- launchers of nets/cuda/elementwise.cu: 0 or the launch's cudaError_t ------------- */
-
-/* portable: elementwise (index i only); the same operations, in the same order, as
- * nets/cpu/activation.c, compiled without FMA contraction. */
-int dt_cuda_relu_forward(float *y, const float *x, int64_t n, dt_cuda_stream s);
-int dt_cuda_relu_backward(float *dx, const float *dy, const float *y, int64_t n, dt_cuda_stream s);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-/* Current threads per block and grid cap (defined in nets/cuda/elementwise.cu). */
+/* Current threads per block and grid cap (defined in nets/cuda/launch.cu). */
 extern int dt_cuda_block_threads;
 extern int dt_cuda_max_blocks;
 

@@ -14,12 +14,12 @@
 #define SLOT_SMALL 1
 
 /* portable: elementwise (dt_sgd_elem). */
-enum dt_status dt_cuda_sgd_update_op(struct dt_backend *be, float *w, float *v, const float *g,
-                                     int64_t n, float lr, float momentum, float weight_decay,
-                                     const struct dt_policy *pol)
+enum dt_status dt_cuda_sgd_update(struct dt_backend *be, float *w, float *v, const float *g,
+                                  int64_t n, float lr, float momentum, float weight_decay,
+                                  const struct dt_policy *pol)
 {
     return dt_cuda_launched(
-        be, dt_cuda_sgd_update(w, v, g, n, lr, momentum, weight_decay, dt_cuda(be)->stream),
+        be, dt_cuda_sgd_update_launch(w, v, g, n, lr, momentum, weight_decay, dt_cuda(be)->stream),
         "sgd_update");
 }
 

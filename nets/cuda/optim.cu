@@ -123,8 +123,8 @@ static __global__ void norm_exact_finish_kernel(float *dst, const unsigned long 
 #define THREADS dt_cuda_block_threads
 #define LAUNCHED return (int)cudaGetLastError()
 
-extern "C" int dt_cuda_sgd_update(float *w, float *v, const float *g, int64_t n, float lr,
-                                  float momentum, float weight_decay, dt_cuda_stream s)
+extern "C" int dt_cuda_sgd_update_launch(float *w, float *v, const float *g, int64_t n, float lr,
+                                         float momentum, float weight_decay, dt_cuda_stream s)
 {
     sgd_update_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(w, v, g, n, lr,
                                                                             momentum, weight_decay);

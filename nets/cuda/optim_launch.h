@@ -12,8 +12,8 @@ extern "C" {
 #endif
 
 /* Elementwise: dt_sgd_elem, dt_adamw_elem, g *= dt_clip_coef(*norm_sq). */
-int dt_cuda_sgd_update(float *w, float *v, const float *g, int64_t n, float lr, float momentum,
-                       float weight_decay, dt_cuda_stream s);
+int dt_cuda_sgd_update_launch(float *w, float *v, const float *g, int64_t n, float lr,
+                              float momentum, float weight_decay, dt_cuda_stream s);
 int dt_cuda_adamw_launch(float *w, float *m, float *v, const float *g, int64_t n,
                          const struct dt_adamw_step *st, dt_cuda_stream s);
 int dt_cuda_clip_scale_launch(float *g, int64_t n, const float *norm_sq, float max_norm,
