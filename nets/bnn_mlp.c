@@ -13,7 +13,8 @@
  *      the lanes back. Each tensor's epsilon is formed once and used for both the rho
  *      gradient and the sampled weight that the input gradient needs;
  *   4. gradients = sample mean + KL term (dt_bnn_finish), then SGD on every mu and rho.
- * Steps 1-3 are ops->gradients (the data term), step 4's sum is ops->finish_gradients: a
+ * Steps 1-3 are the passes of the step (nets/step.c: pass s = sample s, its forward in
+ * ops->forward, its backward in ops->backward), step 4's sum is ops->finish_gradients: a
  * data-parallel or `reduction: exact` step (harness/run/dist.h) runs 1-3 on a rank's rows with
  * the backend's shards set -- every weight and bias gradient of every sample one partial
  * per shard, accumulated into that shard's slot of the mu and rho gradients -- combines
@@ -51,7 +52,6 @@ struct bnn {
     float *gw;           /* a sample's weight or bias gradient: gw_slots shard partials of
                             one tensor (tensor k's slot j at gw + j * tsize[k]) */
     int64_t gw_slots;
-    float *loss_ws;   /* host: one sample's per-shard mean losses, then their sums */
     float *ww, *wb;   /* one layer's sampled weight and bias */
     float *eps_ws;    /* one tensor: regenerated epsilon */
     float *eps_store; /* S * total: rng stored, or the verify copy; NULL until needed */
@@ -319,43 +319,59 @@ static enum dt_status sample_backward(struct dt_model *m, int s, int64_t B, enum
     return DT_OK;
 }
 
-/* ops->gradients: the data term of every mu and rho gradient (the sum over the Monte
- * Carlo samples; dt_bnn_finish scales it) on the B rows in m->x, dlogits scaled by
- * 1 / denom; with sh, one partial per shard in every gradient's slots. Epsilon depends on
- * (seed, step, member, sample, tensor) only, never on the rows, so every rank and every
- * shard layout draws the same. */
-static enum dt_status bnn_gradients(struct dt_model *m, int64_t B, int64_t denom,
-                                    const struct dt_shards *sh, const struct dt_policy *pol,
-                                    float *loss_slots)
+/* The step's set-up, before pass 0: room for `slots` shard partials of a tensor's
+ * gradient, the lanes, and every tensor's sigma. */
+static enum dt_status step_setup(struct dt_model *m, int64_t slots, enum gen g, bool check,
+                                 const struct dt_policy *pol)
 {
     struct bnn *n = m->impl;
-    const int64_t slots = sh ? sh->count : 1;
     if (slots > n->gw_slots) {
         dt_backend_free(m->be, n->gw);
         n->gw = dt_backend_alloc(m->be, (size_t)(slots * n->max_tensor) * sizeof(float));
-        free(n->loss_ws);
-        n->loss_ws = dt_xmalloc((size_t)(2 * slots) * sizeof(float));
         n->gw_slots = slots;
+    }
+    if (g == GEN_LFSR) ensure_lanes(m, check);
+    return sigmas(m, pol);
+}
+
+/* ops->forward. Training: pass s is Monte Carlo sample s (its activations kept for its
+ * backward, as one graph over every sample would), its logits and dlogits its own.
+ * Epsilon depends on (seed, step, member, sample, tensor) only, never on the rows, so
+ * every rank and every shard layout draws the same. Evaluation: the mean network (w = mu),
+ * for callers that want one forward (bnn_evaluate averages sampled models). */
+static enum dt_status bnn_forward(struct dt_model *m, int64_t B, struct dt_pass *p,
+                                  const struct dt_policy *pol)
+{
+    struct bnn *n = m->impl;
+    if (!p->training) {
+        float **act = act_of(n, 0);
+        act[0] = m->x;
+        for (int l = 0; l < n->L; l++)
+            DT_FORWARD_IF_ERROR(layer_forward(m, l, B, act[l],
+                                              l + 1 == n->L ? m->logits : act[l + 1],
+                                              mu_of(m, 2 * l), mu_of(m, 2 * l + 1), pol));
+        return DT_OK;
     }
     const enum gen g = generator(n, pol);
     const bool check = checking(m, g, pol);
-    if (g == GEN_LFSR) ensure_lanes(m, check);
-    DT_FORWARD_IF_ERROR(sigmas(m, pol));
-    float *ls = n->loss_ws, *total = n->loss_ws + slots;
-    for (int64_t j = 0; j < slots; j++) total[j] = 0.0f;
-    for (int s = 0; s < n->o.samples; s++) {
-        DT_FORWARD_IF_ERROR(sample_forward(m, s, B, g, check, pol));
-        DT_FORWARD_IF_ERROR(dt_softmax_xent_forward(m->be, m->probs, ls, NULL, act_of(n, s)[n->L],
-                                                    m->labels, B, m->n_classes, pol));
-        DT_FORWARD_IF_ERROR(dt_softmax_xent_backward(m->be, n->dlogits[s], m->probs, m->labels, B,
-                                                     m->n_classes, denom, pol));
-        for (int64_t j = 0; j < slots; j++) total[j] += ls[j];
-    }
-    for (int s = 0; s < n->o.samples; s++)
-        DT_FORWARD_IF_ERROR(sample_backward(m, s, B, g, check, slots, pol));
-    const float inv_s = 1.0f / (float)n->o.samples;
-    for (int64_t j = 0; j < slots; j++) loss_slots[j] = total[j] * inv_s;
+    if (p->index == 0) DT_FORWARD_IF_ERROR(step_setup(m, p->slots, g, check, pol));
+    DT_FORWARD_IF_ERROR(sample_forward(m, p->index, B, g, check, pol));
+    p->logits = act_of(n, p->index)[n->L];
+    p->dlogits = n->dlogits[p->index];
     return DT_OK;
+}
+
+/* ops->backward: sample s's data term, every batch reduction one partial per shard in the
+ * slots of the mu and rho gradients; dt_bnn_finish scales the sum over the samples. */
+static enum dt_status bnn_backward(struct dt_model *m, int64_t B, const struct dt_pass *p,
+                                   const struct dt_policy *pol)
+{
+    struct bnn *n = m->impl;
+    if (!p->training)
+        return dt_error_set(&m->err, DT_ERR_UNSUPPORTED,
+                            "bnn_mlp: backward runs on a training step's samples only");
+    const enum gen g = generator(n, pol);
+    return sample_backward(m, p->index, B, g, checking(m, g, pol), p->slots, pol);
 }
 
 /* ops->finish_gradients: the sample mean and the KL term, once per step (dt_bnn_finish). */
@@ -369,16 +385,6 @@ static enum dt_status bnn_finish_gradients(struct dt_model *m, const struct dt_p
                                           mu_of(m, k), n->sigma[k], n->dsigma[k], n->tsize[k],
                                           inv_s, n->o.kl_weight, prior_var, pol));
     return DT_OK;
-}
-
-/* One process, no shards: the data term over the batch, the KL term, SGD. */
-static enum dt_status bnn_train_step(struct dt_model *m, int64_t B,
-                                     const struct dt_sgd_options *opt, const struct dt_policy *pol,
-                                     float *loss)
-{
-    DT_FORWARD_IF_ERROR(bnn_gradients(m, B, B, NULL, pol, loss));
-    DT_FORWARD_IF_ERROR(bnn_finish_gradients(m, pol));
-    return dt_model_sgd(m, opt, pol);
 }
 
 /* Evaluation: the predicted probabilities are the mean over test_samples sampled models
@@ -445,25 +451,6 @@ static enum dt_status bnn_evaluate(struct dt_model *m, const float *x, const uin
     return st;
 }
 
-/* ops->forward: logits of the mean network (w = mu), for callers that want one forward. */
-static enum dt_status bnn_forward_mean(struct dt_model *m, int64_t B, const struct dt_policy *pol)
-{
-    struct bnn *n = m->impl;
-    float **act = act_of(n, 0);
-    act[0] = m->x;
-    for (int l = 0; l < n->L; l++)
-        DT_FORWARD_IF_ERROR(layer_forward(m, l, B, act[l], l + 1 == n->L ? m->logits : act[l + 1],
-                                          mu_of(m, 2 * l), mu_of(m, 2 * l + 1), pol));
-    return DT_OK;
-}
-
-static enum dt_status bnn_backward_unsupported(struct dt_model *m, int64_t B,
-                                               const struct dt_policy *pol)
-{
-    return dt_error_set(&m->err, DT_ERR_UNSUPPORTED,
-                        "bnn_mlp: backward runs inside its own training step");
-}
-
 static void bnn_memory(const struct dt_model *m, const struct dt_policy *pol,
                        struct dt_model_memory *out)
 {
@@ -506,20 +493,17 @@ static void bnn_destroy(struct dt_model *m)
     free(n->probe);
     free(n->host_a);
     free(n->host_b);
-    free(n->loss_ws);
     free(n);
     m->impl = NULL;
 }
 
 static const struct dt_model_ops bnn_ops = {
     .kind = "bnn_mlp",
-    .forward = bnn_forward_mean,
-    .backward = bnn_backward_unsupported,
+    .forward = bnn_forward,
+    .backward = bnn_backward,
     .destroy = bnn_destroy,
-    .train_step = bnn_train_step,
     .evaluate = bnn_evaluate,
     .memory = bnn_memory,
-    .gradients = bnn_gradients,
     .finish_gradients = bnn_finish_gradients,
 };
 
@@ -557,6 +541,7 @@ enum dt_status dt_bnn_mlp_create(struct dt_model **out, struct dt_backend *be, i
     n->dims[n->L] = n_classes;
     dt_model_setup(m, &bnn_ops, be, 2 * n->n_tensors, in_dim, n_classes, max_batch);
     m->impl = n;
+    m->passes = n->o.samples; /* one pass per Monte Carlo sample */
     for (int l = 0; l <= n->L; l++) n->max_dim = n->dims[l] > n->max_dim ? n->dims[l] : n->max_dim;
     int64_t max_w = 0, max_b = 0;
     for (int l = 0; l < n->L; l++) {
@@ -592,7 +577,7 @@ enum dt_status dt_bnn_mlp_create(struct dt_model **out, struct dt_backend *be, i
     }
     n->grad = dt_backend_alloc(be, (size_t)(max_batch * n->max_dim) * sizeof(float));
     n->grad2 = dt_backend_alloc(be, (size_t)(max_batch * n->max_dim) * sizeof(float));
-    /* n->gw: allocated by bnn_gradients for the shard slots of its first call */
+    /* n->gw: allocated by step_setup for the shard slots of its first step */
     n->ww = dt_backend_alloc(be, (size_t)max_w * sizeof(float));
     n->wb = dt_backend_alloc(be, (size_t)max_b * sizeof(float));
     n->eps_ws = dt_backend_alloc(be, (size_t)n->max_tensor * sizeof(float));

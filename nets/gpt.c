@@ -198,11 +198,31 @@ static enum dt_status run_forward(struct dt_model *m, int64_t B, const struct dt
     return dt_dense_forward(be, g->logits, g->lnf, head(m)->w, g->zero_v, rows, D, V, pol);
 }
 
-/* ops->forward: an evaluation's forward (no dropout). */
-static enum dt_status gpt_forward(struct dt_model *m, int64_t B, const struct dt_policy *pol)
+/* ops->forward: a training step's (p->training: dropout; p->slots: the shard partials
+ * backward gives) or an evaluation's. The loss is over every position: B T rows of V
+ * classes, T per example, so a shard of rows of a global batch of `denom` windows scales
+ * by denom * T. */
+static enum dt_status gpt_forward(struct dt_model *m, int64_t B, struct dt_pass *p,
+                                  const struct dt_policy *pol)
 {
-    ((struct gpt *)m->impl)->training = false;
+    struct gpt *g = m->impl;
+    g->training = p->training;
+    g->slots = p->slots;
+    p->logits = g->logits;
+    p->probs = g->probs;
+    p->dlogits = g->dlogits;
+    p->labels = g->targets;
+    p->rows = B * g->T;
+    p->classes = g->V;
+    p->per_example = g->T;
     return run_forward(m, B, pol);
+}
+
+/* An evaluation's forward (no dropout). */
+static enum dt_status eval_forward(struct dt_model *m, int64_t B, const struct dt_policy *pol)
+{
+    struct dt_pass p;
+    return dt_model_forward(m, B, pol, &p);
 }
 
 /* The gradient of a residual branch's output before its dropout: dres itself when the step
@@ -238,9 +258,12 @@ static enum dt_status dense_grads(struct dt_model *m, struct dt_param *w, struct
     return DT_OK;
 }
 
-static enum dt_status gpt_backward(struct dt_model *m, int64_t B, const struct dt_policy *pol)
+static enum dt_status gpt_backward(struct dt_model *m, int64_t B, const struct dt_pass *p,
+                                   const struct dt_policy *pol)
 {
     struct gpt *g = m->impl;
+    g->training = p->training;
+    g->slots = p->slots;
     struct dt_backend *be = m->be;
     const int64_t T = g->T, D = g->D, F = g->F, V = g->V, rows = B * T;
     /* the head */
@@ -313,30 +336,6 @@ static enum dt_status gpt_backward(struct dt_model *m, int64_t B, const struct d
     return drop_check(m, rows, pol);
 }
 
-/* gradients (nets/model.h): the loss is the mean over every position of the batch's
- * windows, so a shard of rows of a global batch of `denom` windows scales by denom * T. */
-static enum dt_status gpt_gradients(struct dt_model *m, int64_t B, int64_t denom,
-                                    const struct dt_shards *sh, const struct dt_policy *pol,
-                                    float *loss_slots)
-{
-    struct gpt *g = m->impl;
-    const int64_t rows = B * g->T;
-    /* with sh the backend's shards are set: every batch reduction gives one partial per
-     * shard, in the slots of every gradient */
-    g->slots = sh ? sh->count : 1;
-    g->training = true;
-    enum dt_status st = run_forward(m, B, pol);
-    if (st == DT_OK)
-        st = dt_softmax_xent_forward(m->be, g->probs, loss_slots, NULL, g->logits, g->targets, rows,
-                                     g->V, pol);
-    if (st == DT_OK)
-        st = dt_softmax_xent_backward(m->be, g->dlogits, g->probs, g->targets, rows, g->V,
-                                      denom * g->T, pol);
-    if (st == DT_OK) st = gpt_backward(m, B, pol);
-    g->training = false;
-    return st;
-}
-
 /* Mean loss per predicted byte (nats) and next-byte accuracy over the windows x (n, T + 1)
  * of a text's validation split; calibration over every position's prediction. */
 static enum dt_status gpt_evaluate(struct dt_model *m, const float *x, const uint8_t *y, int64_t n,
@@ -354,7 +353,7 @@ static enum dt_status gpt_evaluate(struct dt_model *m, const float *x, const uin
     for (int64_t s = 0; s < n && st == DT_OK; s += m->max_batch) {
         const int64_t B = n - s < m->max_batch ? n - s : m->max_batch, rows = B * T;
         dt_model_load_batch(m, x + s * m->in_dim, y + s, B);
-        st = gpt_forward(m, B, pol);
+        st = eval_forward(m, B, pol);
         float l = 0.0f;
         int64_t c = 0;
         if (st == DT_OK)
@@ -417,7 +416,6 @@ static const struct dt_model_ops gpt_ops = {
     .backward = gpt_backward,
     .destroy = gpt_destroy,
     .evaluate = gpt_evaluate,
-    .gradients = gpt_gradients,
 };
 
 enum dt_status dt_gpt_create(struct dt_model **out, struct dt_backend *be,
@@ -539,7 +537,7 @@ enum dt_status dt_gpt_sample(struct dt_model *m, const uint8_t *prompt, int64_t 
         for (int64_t t = 0; t <= T; t++) win[t] = t < len ? (float)out[first + t] : 32.0f;
         const uint8_t y = 0;
         dt_model_load_batch(m, win, &y, 1);
-        st = gpt_forward(m, 1, pol);
+        st = eval_forward(m, 1, pol);
         if (st != DT_OK) break;
         dt_backend_download(m->be, logits, g->logits, (size_t)(T * V) * sizeof *logits);
         /* causal: position len - 1 saw only the window's first len bytes */

@@ -44,7 +44,8 @@ static int64_t conv_out_n(const struct dt_conv2d_shape *s)
 }
 static int64_t pool_out_n(const struct dt_pool2d_shape *s) { return s->B * s->OH * s->OW * s->C; }
 
-static enum dt_status lenet_forward(struct dt_model *m, int64_t B, const struct dt_policy *pol)
+static enum dt_status lenet_forward(struct dt_model *m, int64_t B, struct dt_pass *p,
+                                    const struct dt_policy *pol)
 {
     struct lenet *n = m->impl;
     const float *in = m->x;
@@ -71,7 +72,8 @@ static enum dt_status lenet_forward(struct dt_model *m, int64_t B, const struct 
     return DT_OK;
 }
 
-static enum dt_status lenet_backward(struct dt_model *m, int64_t B, const struct dt_policy *pol)
+static enum dt_status lenet_backward(struct dt_model *m, int64_t B, const struct dt_pass *p,
+                                     const struct dt_policy *pol)
 {
     struct lenet *n = m->impl;
     const float *dy = m->dlogits;

@@ -16,7 +16,8 @@ struct mlp {
     float *grad2;
 };
 
-static enum dt_status mlp_forward(struct dt_model *m, int64_t B, const struct dt_policy *pol)
+static enum dt_status mlp_forward(struct dt_model *m, int64_t B, struct dt_pass *p,
+                                  const struct dt_policy *pol)
 {
     struct mlp *n = m->impl;
     n->act[0] = m->x;
@@ -32,7 +33,8 @@ static enum dt_status mlp_forward(struct dt_model *m, int64_t B, const struct dt
     return DT_OK;
 }
 
-static enum dt_status mlp_backward(struct dt_model *m, int64_t B, const struct dt_policy *pol)
+static enum dt_status mlp_backward(struct dt_model *m, int64_t B, const struct dt_pass *p,
+                                   const struct dt_policy *pol)
 {
     struct mlp *n = m->impl;
     const float *dy = m->dlogits; /* gradient w.r.t. the output of layer l */

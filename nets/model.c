@@ -19,6 +19,7 @@ void dt_model_setup(struct dt_model *m, const struct dt_model_ops *ops, struct d
     m->in_dim = in_dim;
     m->n_classes = n_classes;
     m->max_batch = max_batch;
+    m->passes = 1;
     m->x = dt_backend_alloc(be, (size_t)(max_batch * in_dim) * sizeof(float));
     m->labels = dt_backend_alloc(be, (size_t)max_batch * sizeof(int32_t));
     size_t lb = (size_t)(max_batch * n_classes) * sizeof(float);
@@ -129,6 +130,7 @@ void dt_model_destroy(struct dt_model *m)
     if (m->grad_pack) dt_backend_free(m->be, m->grad_pack);
     dt_backend_free(m->be, m->norm_sq);
     free(m->grad_first);
+    free(m->loss_ws);
     free(m->params);
     dt_backend_free(m->be, m->x);
     dt_backend_free(m->be, m->labels);
@@ -196,31 +198,79 @@ void dt_model_load(struct dt_model *m, const struct dt_batch *b, int64_t B)
     else dt_model_load_batch(m, b->x, b->y, B);
 }
 
-/* The one forward -> loss -> backward of a step: the kind's own gradients where it has
- * them (the GPT), else its forward, the softmax cross-entropy and its backward. With the
- * backend's shards set (sh), `loss` gets one mean per shard. */
-static enum dt_status forward_loss_backward(struct dt_model *m, int64_t B, int64_t denom,
-                                            const struct dt_shards *sh, const struct dt_policy *pol,
-                                            float *loss)
+/* The loss's defaults for pass p (struct dt_pass): m's own buffers over B rows. */
+static void pass_init(struct dt_pass *p, const struct dt_model *m, int64_t B, int index,
+                      int64_t slots, bool training)
 {
-    if (m->ops->gradients) return m->ops->gradients(m, B, denom, sh, pol, loss);
-    enum dt_status st = m->ops->forward(m, B, pol);
-    if (st == DT_OK)
-        st = dt_softmax_xent_forward(m->be, m->probs, loss, NULL, m->logits, m->labels, B,
-                                     m->n_classes, pol);
-    if (st == DT_OK)
-        st = dt_softmax_xent_backward(m->be, m->dlogits, m->probs, m->labels, B, m->n_classes,
-                                      denom, pol);
-    if (st == DT_OK) st = m->ops->backward(m, B, pol);
-    return st;
+    *p = (struct dt_pass){.index = index,
+                          .slots = slots,
+                          .training = training,
+                          .logits = m->logits,
+                          .probs = m->probs,
+                          .dlogits = m->dlogits,
+                          .labels = m->labels,
+                          .rows = B,
+                          .classes = m->n_classes,
+                          .per_example = 1};
+}
+
+enum dt_status dt_model_forward(struct dt_model *m, int64_t B, const struct dt_policy *pol,
+                                struct dt_pass *p)
+{
+    pass_init(p, m, B, 0, 1, false);
+    return m->ops->forward(m, B, p, pol);
+}
+
+/* Room for `slots` per-slot losses and their sums (several passes). */
+static float *loss_workspace(struct dt_model *m, int64_t slots)
+{
+    if (slots > m->loss_ws_slots) {
+        free(m->loss_ws);
+        m->loss_ws = dt_xmalloc((size_t)(2 * slots) * sizeof(float));
+        m->loss_ws_slots = slots;
+    }
+    return m->loss_ws;
+}
+
+/* The one forward -> loss -> backward in the code: each pass's forward and its softmax
+ * cross-entropy (the loss of each of `slots` shards when the backend's shards are set),
+ * then each pass's backward, in pass order. loss[k] = slot k's mean loss, the mean over
+ * the passes when there are several (their sum in pass order times 1 / passes). */
+static enum dt_status forward_loss_backward(struct dt_model *m, int64_t B, int64_t denom,
+                                            int64_t slots, const struct dt_policy *pol, float *loss)
+{
+    const int P = m->passes;
+    float *ls = P > 1 ? loss_workspace(m, slots) : loss, *total = ls + slots;
+    if (P > 1)
+        for (int64_t k = 0; k < slots; k++) total[k] = 0.0f;
+    struct dt_pass p;
+    for (int i = 0; i < P; i++) {
+        pass_init(&p, m, B, i, slots, true);
+        DT_FORWARD_IF_ERROR(m->ops->forward(m, B, &p, pol));
+        DT_FORWARD_IF_ERROR(dt_softmax_xent_forward(m->be, p.probs, ls, NULL, p.logits, p.labels,
+                                                    p.rows, p.classes, pol));
+        DT_FORWARD_IF_ERROR(dt_softmax_xent_backward(m->be, p.dlogits, p.probs, p.labels, p.rows,
+                                                     p.classes, denom * p.per_example, pol));
+        if (P > 1)
+            for (int64_t k = 0; k < slots; k++) total[k] += ls[k];
+    }
+    for (int i = 0; i < P; i++) {
+        pass_init(&p, m, B, i, slots, true);
+        DT_FORWARD_IF_ERROR(m->ops->backward(m, B, &p, pol));
+    }
+    if (P > 1) {
+        const float inv = 1.0f / (float)P;
+        for (int64_t k = 0; k < slots; k++) loss[k] = total[k] * inv;
+    }
+    return DT_OK;
 }
 
 enum dt_status dt_model_gradients(struct dt_model *m, const struct dt_batch *b, int64_t B,
                                   int64_t denom, const struct dt_policy *pol, float *loss)
 {
-    DT_ASSERT(dt_model_splits_step(m) && denom >= B && B >= 1);
+    DT_ASSERT(denom >= B && B >= 1);
     dt_model_load(m, b, B);
-    return forward_loss_backward(m, B, denom, NULL, pol, loss);
+    return forward_loss_backward(m, B, denom, 1, pol, loss);
 }
 
 void dt_model_grad_slots(struct dt_model *m, int64_t slots)
@@ -245,12 +295,12 @@ enum dt_status dt_model_gradients_sharded(struct dt_model *m, const struct dt_ba
                                           int64_t denom, const struct dt_shards *sh,
                                           const struct dt_policy *pol, float *loss_slots)
 {
-    DT_ASSERT(dt_model_splits_step(m) && denom >= B && B >= 1);
+    DT_ASSERT(denom >= B && B >= 1);
     DT_ASSERT(dt_reduction_exact(pol) && sh->count >= 1 && sh->count == m->grad_slots &&
               sh->row[sh->count] == B);
     dt_model_load(m, b, B);
     dt_backend_set_shards(m->be, sh);
-    const enum dt_status st = forward_loss_backward(m, B, denom, sh, pol, loss_slots);
+    const enum dt_status st = forward_loss_backward(m, B, denom, sh->count, pol, loss_slots);
     dt_backend_set_shards(m->be, NULL);
     return st;
 }
@@ -287,11 +337,16 @@ float dt_model_lr(const struct dt_sgd_options *opt, int64_t step)
     return (float)lr;
 }
 
-enum dt_status dt_model_sgd(struct dt_model *m, const struct dt_sgd_options *opt,
-                            const struct dt_policy *pol)
+enum dt_status dt_model_clip(struct dt_model *m, const struct dt_sgd_options *opt,
+                             const struct dt_policy *pol)
+{
+    return opt->clip_norm > 0.0f ? clip_gradients(m, opt->clip_norm, pol) : DT_OK;
+}
+
+enum dt_status dt_model_update(struct dt_model *m, const struct dt_sgd_options *opt,
+                               const struct dt_policy *pol)
 {
     const float lr = dt_model_lr(opt, m->step > 0 ? m->step : 1);
-    if (opt->clip_norm > 0.0f) DT_FORWARD_IF_ERROR(clip_gradients(m, opt->clip_norm, pol));
     if (opt->adamw) {
         /* bias corrections 1 - beta^t in double, rounded once per step */
         const double t = (double)(m->step > 0 ? m->step : 1);
@@ -322,11 +377,6 @@ enum dt_status dt_model_finish_gradients(struct dt_model *m, const struct dt_pol
     return m->ops->finish_gradients ? m->ops->finish_gradients(m, pol) : DT_OK;
 }
 
-bool dt_model_splits_step(const struct dt_model *m)
-{
-    return !m->ops->train_step || m->ops->gradients;
-}
-
 void dt_model_begin_step(struct dt_model *m)
 {
     m->step++;
@@ -344,27 +394,6 @@ enum dt_status dt_model_step_end(struct dt_model *m, enum dt_status st)
     const enum dt_status end = dt_backend_step_end(m->be, &check);
     if (st != DT_OK || end == DT_OK) return st;
     return dt_error_set(&m->err, end, "%.800s at step %" PRId64, check.msg, m->step);
-}
-
-enum dt_status dt_model_train_step_batch(struct dt_model *m, const struct dt_batch *b, int64_t B,
-                                         const struct dt_sgd_options *opt,
-                                         const struct dt_policy *pol, float *loss)
-{
-    dt_model_begin_step(m);
-    if (m->ops->train_step) {
-        dt_model_load(m, b, B);
-        return m->ops->train_step(m, B, opt, pol, loss);
-    }
-    DT_FORWARD_IF_ERROR(dt_model_gradients(m, b, B, B, pol, loss));
-    return dt_model_sgd(m, opt, pol);
-}
-
-enum dt_status dt_model_train_step(struct dt_model *m, const float *x, const uint8_t *y, int64_t B,
-                                   const struct dt_sgd_options *opt, const struct dt_policy *pol,
-                                   float *loss)
-{
-    const struct dt_batch b = {.x = x, .y = y};
-    return dt_model_train_step_batch(m, &b, B, opt, pol, loss);
 }
 
 void dt_ece_add(struct dt_ece_bins *b, double confidence, bool correct)
@@ -407,11 +436,13 @@ static enum dt_status evaluate_generic(struct dt_model *m, const float *x, const
     for (int64_t s = 0; s < n; s += m->max_batch) {
         int64_t B = n - s < m->max_batch ? n - s : m->max_batch;
         dt_model_load_batch(m, x + s * m->in_dim, y + s, B);
-        enum dt_status st = m->ops->forward(m, B, pol);
+        struct dt_pass pass;
+        enum dt_status st = dt_model_forward(m, B, pol, &pass);
         float l;
         int64_t c;
         if (st == DT_OK)
-            st = dt_softmax_xent_forward(m->be, m->probs, &l, &c, m->logits, m->labels, B, C, pol);
+            st =
+                dt_softmax_xent_forward(m->be, m->probs, &l, &c, pass.logits, m->labels, B, C, pol);
         if (st != DT_OK) {
             free(probs);
             return st;

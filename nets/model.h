@@ -1,7 +1,8 @@
 /* Models: a backend-independent network with named parameters, and the generic training
  * and evaluation steps every model shares (docs/DESIGN.md: nets/<model> forward -> loss ->
  * backward -> optimizer, on a backend, with the policy passed to every op).
- * A model kind supplies forward and backward; everything else lives here. */
+ * A model kind supplies forward and backward (struct dt_model_ops); the step that runs them
+ * is nets/step.h's dt_step_train. */
 #ifndef DT_MODEL_H
 #define DT_MODEL_H
 
@@ -61,18 +62,39 @@ struct dt_model_memory {
     int64_t rng_state;     /* generator state kept between the passes (lane states) */
 };
 
+/* One forward and backward pass of a training step, or an evaluation's forward. The step
+ * (nets/step.h, dt_step_train) runs m->passes of them: every forward with its loss, then
+ * every backward, in pass order. */
+struct dt_pass {
+    int index;     /* the pass within the step: a Monte Carlo sample (0 .. m->passes - 1) */
+    int64_t slots; /* shard partials each batch reduction gives (the backend's shards; 1 none) */
+    bool training; /* a training step (dropout, sampled weights), not an evaluation */
+    /* What the loss reads and writes, as forward leaves it -- by default m->logits,
+     * m->probs, m->dlogits and m->labels over the batch's B rows of n_classes; a model with
+     * other logits (the GPT: one row per position, T per example) sets it. */
+    const float *logits;
+    float *probs, *dlogits;
+    const int32_t *labels;
+    int64_t rows, classes, per_example;
+};
+
+/* A model kind: forward and backward, and optionally the data-free term of its gradient.
+ * Everything else -- loading the batch, the loss, the combination across shards and ranks,
+ * clipping, the update -- is the step's (nets/step.c), the same for every kind. */
 struct dt_model_ops {
     const char *kind;
-    /* Compute m->logits (B, n_classes) from m->x (B, in_dim). */
-    enum dt_status (*forward)(struct dt_model *m, int64_t B, const struct dt_policy *pol);
-    /* From m->dlogits, fill every param's g. */
-    enum dt_status (*backward)(struct dt_model *m, int64_t B, const struct dt_policy *pol);
+    /* Compute the logits of the B rows in m->x for pass p (setting p's loss fields when
+     * they are not the defaults). */
+    enum dt_status (*forward)(struct dt_model *m, int64_t B, struct dt_pass *p,
+                              const struct dt_policy *pol);
+    /* From p's dlogits, add pass p's data term to every param's g (the first pass
+     * assigns): one result per shard in each g's slots when p->slots > 1. */
+    enum dt_status (*backward)(struct dt_model *m, int64_t B, const struct dt_pass *p,
+                               const struct dt_policy *pol);
     void (*destroy)(struct dt_model *m); /* frees impl only */
-    /* Optional. A whole training step on the batch already in m->x / m->labels (models
-     * that run more than one forward/backward per step); NULL = forward, loss, backward,
-     * SGD. On failure it may fill m->err. */
-    enum dt_status (*train_step)(struct dt_model *m, int64_t B, const struct dt_sgd_options *opt,
-                                 const struct dt_policy *pol, float *loss);
+    /* Optional: the data-free term (a prior's KL term, the mean over the passes), added to
+     * every g once per step, after the data terms of every shard and rank were combined. */
+    enum dt_status (*finish_gradients)(struct dt_model *m, const struct dt_policy *pol);
     /* Optional. Evaluation over host arrays; NULL = the generic one. pred, when not NULL,
      * receives each example's predicted class (n entries). */
     enum dt_status (*evaluate)(struct dt_model *m, const float *x, const uint8_t *y, int64_t n,
@@ -80,19 +102,6 @@ struct dt_model_ops {
     /* Optional. Memory held for random draws under `pol`; NULL = none. */
     void (*memory)(const struct dt_model *m, const struct dt_policy *pol,
                    struct dt_model_memory *out);
-    /* Optional, for kinds with their own train_step: the step split for data-parallel and
-     * exact steps (nets/step.h, dt_step_train), so that the kind runs on several ranks. NULL = one
-     * rank. gradients: on the B rows already in m->x / m->labels, every param's g = the data term
-     * of the gradient of (sum of the rows' losses) / denom; with sh (the backend's shards set to
-     * it) one result per shard in each of g's slots, slot k the bits of the rows of shard k alone;
-     * loss_slots[k] = shard k's mean loss (one entry without sh). finish_gradients: add what does
-     * not depend on the data (a prior's KL term) to every g, once per step, after the data terms of
-     * every shard and rank were combined. train_step must equal gradients (denom = B, no shards),
-     * finish_gradients, then dt_model_sgd. */
-    enum dt_status (*gradients)(struct dt_model *m, int64_t B, int64_t denom,
-                                const struct dt_shards *sh, const struct dt_policy *pol,
-                                float *loss_slots);
-    enum dt_status (*finish_gradients)(struct dt_model *m, const struct dt_policy *pol);
 };
 
 struct dt_model {
@@ -101,12 +110,13 @@ struct dt_model {
     int n_params;
     struct dt_param *params; /* in digest order */
     int64_t in_dim, n_classes, max_batch;
+    int passes;                      /* forward/backward passes per training step (dt_pass; >= 1) */
     float *x;                        /* (max_batch, in_dim) backend memory: the current batch */
     int32_t *labels;                 /* (max_batch) backend memory */
     float *logits, *probs, *dlogits; /* (max_batch, n_classes) backend memory */
     /* Random draws during training (Bayesian models): the seed (set by dt_model_init),
      * the ensemble member this replica is (set by the caller, default 0), and the steps
-     * taken so far (dt_model_train_step counts; the first step is 1, 0 = evaluation). */
+     * taken so far (dt_model_begin_step counts; the first step is 1, 0 = evaluation). */
     uint64_t seed;
     uint32_t member;
     int64_t step;
@@ -122,6 +132,8 @@ struct dt_model {
     int64_t grad_slots;
     int64_t *grad_first; /* n_params + 1 prefix sums of the params' n */
     float *norm_sq;      /* clipping: the global gradient norm squared (backend, 1 float) */
+    float *loss_ws;      /* host: a pass's per-slot losses and their sums (passes > 1) */
+    int64_t loss_ws_slots;
 };
 
 /* For model kinds' backward passes: `st`, the status of an op computing the gradient of
@@ -181,41 +193,31 @@ struct dt_batch dt_batch_from(const struct dt_batch *b, int64_t b0, int64_t in_d
 /* m->x and m->labels = the batch's first B rows. */
 void dt_model_load(struct dt_model *m, const struct dt_batch *b, int64_t B);
 
-/* One SGD step on a host batch x (B, in_dim), y (B). *loss = the batch's mean loss
- * (computed on the weights before the update; for a Bayesian model the mean over its
- * Monte Carlo samples of the data term). Increments m->step first. On failure, m->err
- * says why when the model filled it (err.status != DT_OK). */
-enum dt_status dt_model_train_step(struct dt_model *m, const float *x, const uint8_t *y, int64_t B,
-                                   const struct dt_sgd_options *opt, const struct dt_policy *pol,
-                                   float *loss);
-/* The same on any batch (host or resident rows). */
-enum dt_status dt_model_train_step_batch(struct dt_model *m, const struct dt_batch *b, int64_t B,
-                                         const struct dt_sgd_options *opt,
-                                         const struct dt_policy *pol, float *loss);
-
-/* The pieces of a step, for data-parallel steps (nets/step.h, dt_step_train) that combine several
- * gradient computations before one update. Only for kinds that split their step
- * (dt_model_splits_step).
+/* The pieces of the step (nets/step.h, dt_step_train, which every caller takes).
  * begin_step: m->step++ and m->err cleared (once per step).
- * gradients: forward, loss and backward on the batch's B rows (struct dt_batch), every g
- *   filled with the gradient of (sum of the B examples' losses) / denom -- denom is the
- *   global batch when these rows are a shard of it (denom >= B); *loss = the B rows' mean.
- * sgd: the update of every parameter from its g. */
+ * gradients: load the batch's B rows (struct dt_batch), then forward -> loss -> backward
+ *   for each of m->passes passes: every g filled with the gradient of (sum of the B
+ *   examples' losses) / denom -- denom is the global batch when these rows are a shard of
+ *   it (denom >= B); *loss = the B rows' mean (over the passes).
+ * finish_gradients: the kind's data-free term (ops->finish_gradients), after the gradients
+ *   of every shard and rank were combined; clip: every g scaled to the global norm
+ *   opt->clip_norm (nothing when it is 0); update: SGD or AdamW on every parameter. */
 void dt_model_begin_step(struct dt_model *m);
 /* The end of a step on m's backend (dt_backend_step_end: its one wait, the step's deferred
  * checks read): st when the step already failed; else DT_OK, or a deferred fault with
  * m->err saying where ("dense1.bias gradient: bias gradient: ... at step 8"). */
 enum dt_status dt_model_step_end(struct dt_model *m, enum dt_status st);
-/* Whether the kind's gradients can be computed apart from its update: true for kinds
- * without their own train_step and for those with ops->gradients. */
-bool dt_model_splits_step(const struct dt_model *m);
 enum dt_status dt_model_gradients(struct dt_model *m, const struct dt_batch *b, int64_t B,
                                   int64_t denom, const struct dt_policy *pol, float *loss);
-enum dt_status dt_model_sgd(struct dt_model *m, const struct dt_sgd_options *opt,
-                            const struct dt_policy *pol);
-/* After the gradients of every shard and rank were combined, before dt_model_sgd: the
- * kind's data-free term (ops->finish_gradients; nothing for the others). */
 enum dt_status dt_model_finish_gradients(struct dt_model *m, const struct dt_policy *pol);
+enum dt_status dt_model_clip(struct dt_model *m, const struct dt_sgd_options *opt,
+                             const struct dt_policy *pol);
+enum dt_status dt_model_update(struct dt_model *m, const struct dt_sgd_options *opt,
+                               const struct dt_policy *pol);
+/* An evaluation's forward of the B rows in m->x: p (filled here, not training) then says
+ * where the logits are. */
+enum dt_status dt_model_forward(struct dt_model *m, int64_t B, const struct dt_policy *pol,
+                                struct dt_pass *p);
 
 /* reduction: exact in one pass (nets/step.h). grad_slots: every param's g becomes room
  * for `slots` partials of n floats, packed in m->grad_pack (param i at slots *

@@ -67,10 +67,8 @@ static bool device_sum(struct dt_step *d)
 
 /* ---- set-up --------------------------------------------------------------------------- */
 
-bool dt_step_needs_combine(const struct dt_model *m, const struct dt_policy *pol,
-                           const struct dt_exchange *x)
+bool dt_step_needs_combine(const struct dt_policy *pol, const struct dt_exchange *x)
 {
-    if (!dt_model_splits_step(m)) return false; /* one rank only (dt_dist_check) */
     return several(x) || dt_reduction_exact(pol);
 }
 
@@ -186,28 +184,47 @@ static enum dt_status combine_exact(struct dt_step *d, const struct dt_exact_lay
     return st;
 }
 
+/* The rank's rows [b0, b1) of the global batch, and under exact its shards [s0, s1). */
+struct share {
+    int64_t s0, s1, b0, b1;
+};
+static struct share share_of(const struct dt_step *d, int64_t B, int64_t S)
+{
+    const int N = ranks(d->x), r = rank_of(d->x);
+    struct share h = {.s0 = dt_rank_shard(S, N, r), .s1 = dt_rank_shard(S, N, r + 1)};
+    h.b0 = dt_shard_row(B, S, h.s0);
+    h.b1 = dt_shard_row(B, S, h.s1);
+    return h;
+}
+
 /* reduction: exact. One pass over the rank's rows with the shards set: every batch
  * reduction leaves one partial per shard in the packed gradients (nets/model.h), the loss
- * one mean per shard; then combine_exact. */
-static enum dt_status step_exact(struct dt_step *d, const struct dt_batch *batch, int64_t B,
-                                 int64_t S, const struct dt_policy *pol, float *loss)
+ * one mean per shard (in loss_slots). */
+static enum dt_status exact_gradients(struct dt_step *d, const struct dt_batch *batch, int64_t B,
+                                      int64_t S, const struct dt_policy *pol)
 {
     struct dt_model *m = d->m;
-    const int N = ranks(d->x), r = rank_of(d->x);
-    const int64_t s0 = dt_rank_shard(S, N, r), s1 = dt_rank_shard(S, N, r + 1);
-    const int64_t b0 = dt_shard_row(B, S, s0);
-    int64_t *row = dt_xmalloc((size_t)(s1 - s0 + 1) * sizeof *row);
-    for (int64_t s = s0; s <= s1; s++) row[s - s0] = dt_shard_row(B, S, s) - b0;
-    const struct dt_shards sh = {.count = s1 - s0, .row = row};
+    const struct share h = share_of(d, B, S);
+    int64_t *row = dt_xmalloc((size_t)(h.s1 - h.s0 + 1) * sizeof *row);
+    for (int64_t s = h.s0; s <= h.s1; s++) row[s - h.s0] = dt_shard_row(B, S, s) - h.b0;
+    const struct dt_shards sh = {.count = h.s1 - h.s0, .row = row};
+    memset(d->loss_slots, 0, (size_t)S * sizeof(float));
+    const struct dt_batch mine = dt_batch_from(batch, h.b0, m->in_dim);
+    enum dt_status st =
+        dt_model_gradients_sharded(m, &mine, h.b1 - h.b0, B, &sh, pol, d->loss_slots + h.s0);
+    free(row);
+    return st;
+}
+
+/* reduction: exact, the combination: every shard's partials added exactly, across ranks;
+ * the loss from the shards' means. */
+static enum dt_status exact_combine(struct dt_step *d, int64_t B, int64_t S, float *loss)
+{
+    struct dt_model *m = d->m;
+    const struct share h = share_of(d, B, S);
     const int P = m->n_params;
     const struct dt_exact_layout L = {
-        .tensors = P, .n = d->n, .first = m->grad_first, .slots = s1 - s0, .shards = S};
-    memset(d->loss_slots, 0, (size_t)S * sizeof(float));
-    const struct dt_batch mine = dt_batch_from(batch, b0, m->in_dim);
-    enum dt_status st =
-        dt_model_gradients_sharded(m, &mine, row[s1 - s0], B, &sh, pol, d->loss_slots + s0);
-    free(row);
-    DT_FORWARD_IF_ERROR(agree_on_failure(d, st));
+        .tensors = P, .n = d->n, .first = m->grad_first, .slots = h.s1 - h.s0, .shards = S};
     DT_FORWARD_IF_ERROR(combine_exact(d, &L));
     /* the same maxima on every rank, so every rank fails alike */
     dt_backend_download(m->be, d->max_bits, d->max_dev, (size_t)P * sizeof *d->max_bits);
@@ -261,18 +278,25 @@ static void sum_rank_order(struct dt_step *d)
     unstage_gradients(d, mine);
 }
 
-static enum dt_status step_ranks(struct dt_step *d, const struct dt_batch *batch, int64_t B,
-                                 int64_t S, const struct dt_policy *pol, float *loss)
+/* unordered, fixed: the gradient over the rank's rows (loss_slots[0]: their mean loss). */
+static enum dt_status rank_gradients(struct dt_step *d, const struct dt_batch *batch, int64_t B,
+                                     int64_t S, const struct dt_policy *pol)
 {
     struct dt_model *m = d->m;
-    const int N = ranks(d->x), r = rank_of(d->x);
-    const int64_t b0 = dt_shard_row(B, S, dt_rank_shard(S, N, r));
-    const int64_t b1 = dt_shard_row(B, S, dt_rank_shard(S, N, r + 1));
-    float l = NAN;
-    const struct dt_batch mine_rows = dt_batch_from(batch, b0, m->in_dim);
-    enum dt_status st = dt_model_gradients(m, &mine_rows, b1 - b0, B, pol, &l);
-    DT_FORWARD_IF_ERROR(agree_on_failure(d, st));
-    const double part = (double)l * (double)(b1 - b0);
+    const struct share h = share_of(d, B, S);
+    d->loss_slots[0] = NAN;
+    const struct dt_batch mine = dt_batch_from(batch, h.b0, m->in_dim);
+    return dt_model_gradients(m, &mine, h.b1 - h.b0, B, pol, &d->loss_slots[0]);
+}
+
+/* unordered, fixed: the ranks' gradients added (by the exchange, or in rank order), and
+ * the loss from the ranks' means weighted by their rows. */
+static enum dt_status rank_combine(struct dt_step *d, int64_t B, int64_t S,
+                                   const struct dt_policy *pol, float *loss)
+{
+    const int N = ranks(d->x);
+    const struct share h = share_of(d, B, S);
+    const double part = (double)d->loss_slots[0] * (double)(h.b1 - h.b0);
     double sum = part;
     if (!dt_reduction_ordered(pol)) {
         DT_FORWARD_IF_ERROR(sum_unordered(d));
@@ -289,18 +313,13 @@ static enum dt_status step_ranks(struct dt_step *d, const struct dt_batch *batch
     return DT_OK;
 }
 
-enum dt_status dt_step_combined(struct dt_step *d, const struct dt_batch *batch, int64_t B,
-                                int64_t shards, const struct dt_sgd_options *opt,
-                                const struct dt_policy *pol, float *loss)
+/* Set up d for m under pol (again when the model, exchange or reduction changed). */
+static void prepare(struct dt_step *d, struct dt_model *m, const struct dt_exchange *x,
+                    int64_t shards, const struct dt_policy *pol)
 {
-    struct dt_model *m = d->m;
-    DT_ASSERT(dt_model_splits_step(m) && shards >= ranks(d->x) && shards <= B);
-    dt_model_begin_step(m);
-    enum dt_status st = dt_reduction_exact(pol) ? step_exact(d, batch, B, shards, pol, loss)
-                                                : step_ranks(d, batch, B, shards, pol, loss);
-    if (st == DT_OK) st = dt_model_finish_gradients(m, pol); /* once, after the combination */
-    if (st != DT_OK) return st;
-    return dt_model_sgd(m, opt, pol);
+    if (d->m == m && d->x == x && d->exact == dt_reduction_exact(pol)) return;
+    if (d->m) dt_step_free(d);
+    dt_step_init(d, m, shards, pol, x);
 }
 
 enum dt_status dt_step_train(struct dt_step *d, struct dt_model *m, const struct dt_exchange *x,
@@ -308,11 +327,45 @@ enum dt_status dt_step_train(struct dt_step *d, struct dt_model *m, const struct
                              const struct dt_sgd_options *opt, const struct dt_policy *pol,
                              float *loss)
 {
-    if (!dt_step_needs_combine(m, pol, x))
-        return dt_model_train_step_batch(m, batch, B, opt, pol, loss);
-    if (d->m != m || d->x != x || d->exact != dt_reduction_exact(pol)) {
-        if (d->m) dt_step_free(d);
-        dt_step_init(d, m, shards, pol, x);
+    const bool combine = dt_step_needs_combine(pol, x), exact = dt_reduction_exact(pol);
+    DT_ASSERT(!combine || (shards >= ranks(x) && shards <= B));
+    if (combine) prepare(d, m, x, shards, pol);
+    dt_model_begin_step(m);
+    enum dt_status st;
+    /* load -> forward -> loss -> backward: the whole batch, or the rank's rows (under
+     * exact with one partial per shard) */
+    if (!combine) st = dt_model_gradients(m, batch, B, B, pol, loss);
+    else
+        st = exact ? exact_gradients(d, batch, B, shards, pol)
+                   : rank_gradients(d, batch, B, shards, pol);
+    /* combine across shards and ranks (every rank learns whether one failed first) */
+    if (combine) {
+        st = agree_on_failure(d, st);
+        if (st == DT_OK)
+            st = exact ? exact_combine(d, B, shards, loss) : rank_combine(d, B, shards, pol, loss);
     }
-    return dt_step_combined(d, batch, B, shards, opt, pol, loss);
+    /* the data-free term, once; clip; update */
+    if (st == DT_OK) st = dt_model_finish_gradients(m, pol);
+    if (st == DT_OK) st = dt_model_clip(m, opt, pol);
+    if (st == DT_OK) st = dt_model_update(m, opt, pol);
+    return st;
+}
+
+enum dt_status dt_model_train_step_batch(struct dt_model *m, const struct dt_batch *b, int64_t B,
+                                         const struct dt_sgd_options *opt,
+                                         const struct dt_policy *pol, float *loss)
+{
+    struct dt_step d;
+    memset(&d, 0, sizeof d);
+    const enum dt_status st = dt_step_train(&d, m, NULL, b, B, 1, opt, pol, loss);
+    if (d.m) dt_step_free(&d);
+    return st;
+}
+
+enum dt_status dt_model_train_step(struct dt_model *m, const float *x, const uint8_t *y, int64_t B,
+                                   const struct dt_sgd_options *opt, const struct dt_policy *pol,
+                                   float *loss)
+{
+    const struct dt_batch b = {.x = x, .y = y};
+    return dt_model_train_step_batch(m, &b, B, opt, pol, loss);
 }

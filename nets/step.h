@@ -1,7 +1,8 @@
 /* One training step, the same for every caller (training, explain's re-execution, bench,
- * the overhead sampler): the batch's rows gathered into the model, forward, loss,
- * backward, the batch reductions under the policy -- the exact shard combine included --
- * the exchange across ranks, the update.
+ * the overhead sampler, the tests), read top to bottom in dt_step_train: load the batch's
+ * rows -> forward -> loss -> backward (each of the model's passes) -> combine across
+ * shards and ranks -> the data-free term -> clip -> update. A model supplies only its
+ * forward and backward (nets/model.h, struct dt_model_ops).
  *
  * Shards and ranks. The global batch of B rows is cut into S canonical shards by a fixed
  * rule -- shard s holds rows [floor(s*B/S), floor((s+1)*B/S)) -- and rank r of N takes
@@ -22,10 +23,9 @@
  *              Integer addition is associative, so the bits are the same for any N -- and
  *              for a single process (no exchange), which takes the same path with N = 1.
  *
- * With one process and unordered or fixed the step is the model's plain one. A kind with its
- * own train_step takes these paths when it splits that step (dt_model_splits_step); its
- * data-free term (bnn_mlp's KL) is added once, after the combination
- * (dt_model_finish_gradients), then the update. The rank rules -- who writes, which rank
+ * With one process and unordered or fixed there is nothing to combine. A kind's data-free
+ * term (bnn_mlp's KL) is added once, after the combination (dt_model_finish_gradients),
+ * then clipping and the update. The rank rules -- who writes, which rank
  * failed, the agreement after each step -- stay with the exchange's owner (harness/run/dist.h). */
 #ifndef DT_STEP_H
 #define DT_STEP_H
@@ -83,34 +83,39 @@ struct dt_step {
     float *loss_slots;           /* per shard (exact) or per rank */
 };
 
-/* Whether m's step under pol goes through the shard/rank combination (dt_step_combined)
- * rather than the model's plain step: m splits its step and there are several ranks or the
- * reduction is exact. */
-bool dt_step_needs_combine(const struct dt_model *m, const struct dt_policy *pol,
-                           const struct dt_exchange *x);
+/* Whether a step under pol goes through the shard/rank combination: there are several
+ * ranks or the reduction is exact. */
+bool dt_step_needs_combine(const struct dt_policy *pol, const struct dt_exchange *x);
 /* Set up for steps of m under pol's kind of reduction (exact: m's gradients get room for
  * the most shards this rank holds). x may be NULL (one process). */
 void dt_step_init(struct dt_step *d, struct dt_model *m, int64_t shards,
                   const struct dt_policy *pol, const struct dt_exchange *x);
 void dt_step_free(struct dt_step *d);
 
-/* One combined step of m on the global batch (B rows: host rows or resident indices,
- * nets/model.h), every rank passing the same batch: the rank's share, the combination
- * across ranks under pol->reduction, then the update. *loss = the global batch's mean loss
- * (the same value on every rank: exact combines the shards' means in shard order, fixed the
- * ranks' in rank order, unordered by the exchange's sum). A failure on any rank fails the
- * step on every rank: a numeric one with DT_ERR_NUMERIC and m->err naming the tensor (and
- * the rank when it is another's). */
-enum dt_status dt_step_combined(struct dt_step *d, const struct dt_batch *batch, int64_t B,
-                                int64_t shards, const struct dt_sgd_options *opt,
-                                const struct dt_policy *pol, float *loss);
-
-/* The step every caller takes: dt_step_combined when dt_step_needs_combine (d set up for m
- * on first use; dt_step_free it before m is destroyed), else the model's plain step
- * (dt_model_train_step_batch). x may be NULL (one process). */
+/* The step every caller takes, on the global batch (B rows: host rows or resident indices,
+ * nets/model.h), every rank passing the same batch: the rank's share of the rows, the
+ * combination across shards and ranks under pol->reduction when dt_step_needs_combine (d
+ * set up for m on first use; dt_step_free it before m is destroyed), then the update.
+ * *loss = the global batch's mean loss, computed on the weights before the update (the
+ * same value on every rank: exact combines the shards' means in shard order, fixed the
+ * ranks' in rank order, unordered by the exchange's sum; a Bayesian model's is the mean
+ * over its passes of the data term). A failure on any rank fails the step on every rank: a
+ * numeric one with DT_ERR_NUMERIC and m->err naming the tensor (and the rank when it is
+ * another's). x may be NULL (one process). */
 enum dt_status dt_step_train(struct dt_step *d, struct dt_model *m, const struct dt_exchange *x,
                              const struct dt_batch *batch, int64_t B, int64_t shards,
                              const struct dt_sgd_options *opt, const struct dt_policy *pol,
                              float *loss);
+
+/* dt_step_train in one process on a host batch x (B, in_dim), y (B), one shard, its own
+ * step buffers: for tests and tools that train a model directly. On failure, m->err says
+ * why when the model filled it (err.status != DT_OK). */
+enum dt_status dt_model_train_step(struct dt_model *m, const float *x, const uint8_t *y, int64_t B,
+                                   const struct dt_sgd_options *opt, const struct dt_policy *pol,
+                                   float *loss);
+/* The same on any batch (host or resident rows). */
+enum dt_status dt_model_train_step_batch(struct dt_model *m, const struct dt_batch *b, int64_t B,
+                                         const struct dt_sgd_options *opt,
+                                         const struct dt_policy *pol, float *loss);
 
 #endif

@@ -35,6 +35,7 @@
 #include "harness/run/train.h"
 #include "nets/backend.h"
 #include "nets/model.h"
+#include "nets/step.h"
 #include "tests/check.h"
 #include "tests/run_helper.h"
 

@@ -9,6 +9,7 @@
 #include "harness/record/hash.h"
 #include "nets/backend.h"
 #include "nets/model.h"
+#include "nets/step.h"
 #include "tests/check.h"
 
 enum { IN = 50, HID = 40, CLS = 10, B = 100, STEPS = 6 }; /* B = 3 chunks of 32 + 4 */

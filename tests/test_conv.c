@@ -891,12 +891,13 @@ static void lenet_gradcheck(bool overlap)
     dt_backend_upload(be, m->x, x, sizeof x);
     dt_backend_upload(be, m->labels, lab, sizeof lab);
     float loss;
-    CHECK(m->ops->forward(m, LB, &pol) == DT_OK);
+    struct dt_pass pass;
+    CHECK(dt_model_forward(m, LB, &pol, &pass) == DT_OK);
     CHECK(dt_softmax_xent_forward(be, m->probs, &loss, NULL, m->logits, m->labels, LB, LCLS,
                                   &pol) == DT_OK);
     CHECK(dt_softmax_xent_backward(be, m->dlogits, m->probs, m->labels, LB, LCLS, LB, &pol) ==
           DT_OK);
-    CHECK(m->ops->backward(m, LB, &pol) == DT_OK);
+    CHECK(m->ops->backward(m, LB, &pass, &pol) == DT_OK);
 
     struct lenet_ref n;
     lenet_ref_init(&n, overlap);

@@ -390,7 +390,7 @@ DT_TEST(bnn_kl_counted_once)
         dt_step_init(&d, m, S, &pol, NULL);
         float loss = 0.0f;
         const struct dt_batch batch = {.x = x, .y = y};
-        CHECK_INT_EQ(dt_step_combined(&d, &batch, B, S, &sgd, &pol, &loss), DT_OK);
+        CHECK_INT_EQ(dt_step_train(&d, m, NULL, &batch, B, S, &sgd, &pol, &loss), DT_OK);
         CHECK(isfinite(loss) && loss > 0.0f);
         for (int i = 0; i < 4; i++) {
             g[run][i] = dt_xmalloc((size_t)n[i] * sizeof(float));

@@ -20,6 +20,7 @@
 #include "nets/backend.h"
 #include "nets/backend_impl.h" /* white-box: the host fallback (an ops table without the op) */
 #include "nets/model.h"
+#include "nets/step.h"
 #include "run_helper.h"
 
 #define EXE DT_DETRAIN_EXE

@@ -61,6 +61,7 @@
 #include "nets/gpt_attn_gemm.h"
 #include "nets/gpt_elem.h"
 #include "nets/model.h"
+#include "nets/step.h"
 #include "tests/check.h"
 #include "tests/op_helpers.h"
 #include "tests/run_helper.h"

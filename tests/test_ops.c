@@ -301,11 +301,12 @@ DT_TEST(mlp_backward_gradcheck)
     dt_backend_upload(be, m->x, x, sizeof x);
     dt_backend_upload(be, m->labels, lab, sizeof lab);
     float loss;
-    CHECK(m->ops->forward(m, MB, &pol) == DT_OK);
+    struct dt_pass pass;
+    CHECK(dt_model_forward(m, MB, &pol, &pass) == DT_OK);
     CHECK(dt_softmax_xent_forward(be, m->probs, &loss, NULL, m->logits, m->labels, MB, MC, &pol) ==
           DT_OK);
     CHECK(dt_softmax_xent_backward(be, m->dlogits, m->probs, m->labels, MB, MC, MB, &pol) == DT_OK);
-    CHECK(m->ops->backward(m, MB, &pol) == DT_OK);
+    CHECK(m->ops->backward(m, MB, &pass, &pol) == DT_OK);
     double *p[4];
     for (int i = 0; i < 4; i++) {
         p[i] = malloc((size_t)m->params[i].n * sizeof(double));

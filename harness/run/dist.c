@@ -171,12 +171,6 @@ enum dt_status dt_dist_check(const struct dt_dist *d, const struct dt_model *m, 
                             "of every rank count you compare; the digests at reduction: exact do "
                             "not depend on the rank count, only on train.shards)",
                             N, shards, N);
-    if (N > 1 && !dt_model_splits_step(m))
-        return dt_error_set(err, DT_ERR_UNSUPPORTED,
-                            "model %s runs its own training step (several forward/backward "
-                            "passes per step) and does not run on several ranks in this "
-                            "version; run it with one process",
-                            m->ops->kind);
     return DT_OK;
 }
 

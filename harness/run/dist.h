@@ -6,8 +6,7 @@
  * `reduction` control through the exchange this module implements (struct dt_exchange:
  * MPI on host memory, NCCL on GPU memory when built in). Every rank draws the same global
  * batch from the same data-order stream and keeps its rows. A single process (no launcher)
- * has no exchange and never touches MPI. A model that does not split its step
- * (dt_model_splits_step) refuses more than one rank.
+ * has no exchange and never touches MPI.
  *
  * Rank 0 writes every file; every rank checks its model digest against rank 0's at each
  * hashed step, and the ranks agree after every step whether to go on, so a failure or a
