@@ -4,10 +4,14 @@
   lengths  no function in harness/ or nets/ longer than 120 lines (definition line to its
            closing brace), so that each reads on one screen or two;
   hooks    no DETRAIN_TEST_ name outside the test seam (harness/main.c reads them,
-           harness/setup/test_hooks.h says what they do), tests/ and docs/.
+           harness/setup/test_hooks.h says what they do), tests/ and docs/;
+  design   docs/DESIGN.md says what is there: every path it quotes exists (as written,
+           or as a module: .c / .h), and its "Folders" block names every C file of the
+           folders it describes (nets/, harness/run/, harness/record/, harness/analyze/,
+           harness/setup/) by its name or its stem.
 
-Usage: house.py [lengths|hooks|self-test]... (default: lengths and hooks; self-test: each
-check finds a made-up breach). Exit 1 naming each breach."""
+Usage: house.py [lengths|hooks|design|self-test]... (default: lengths, hooks and design;
+self-test: each check finds a made-up breach). Exit 1 naming each breach."""
 import os
 import re
 import subprocess
@@ -21,7 +25,7 @@ SEAM = {"harness/main.c", "harness/setup/test_hooks.h"}
 def tracked(prefixes, endings):
     """The tracked files under prefixes (every file there when the tree is not a git clone)."""
     try:
-        out = subprocess.run(["git", "-C", ROOT, "ls-files", *prefixes], check=True,
+        out = subprocess.run(["git", "-C", ROOT, "ls-files", "-co", "--exclude-standard", *prefixes], check=True,
                              capture_output=True, text=True).stdout.split()
     except (OSError, subprocess.CalledProcessError):
         out = []
@@ -107,6 +111,60 @@ def check_hooks():
     return bad
 
 
+ROOTS = ("core/", "determinism/", "nets/", "harness/", "scripts/", "tests/", "docs/",
+         "results/", "fuzz/", "configs/", ".ci/")
+FOLDERS = ("nets/", "harness/run/", "harness/record/", "harness/analyze/", "harness/setup/")
+
+
+def design_breaches(text, exists, files_of):
+    """Paths DESIGN quotes that do not exist, and C files of the described folders that its
+    Folders block does not name. exists(path) and files_of(folder) read the tree."""
+    bad = []
+    for tok in sorted(set(re.findall(r"`([A-Za-z0-9_./+-]+)`", text))):
+        path = tok.rstrip("/")
+        if not tok.startswith(ROOTS) or "*" in tok:
+            continue
+        if not (exists(path) or exists(path + ".c") or exists(path + ".h")):
+            bad.append(f"docs/DESIGN.md quotes `{tok}`, which is not in the tree")
+    blocks = re.findall(r"```\n(core/ .*?)```", text, re.S)
+    if not blocks:
+        return bad + ["docs/DESIGN.md: no Folders block (a code block starting with core/)"]
+    entries, cur = {}, None
+    for line in blocks[0].split("\n"):
+        m = re.match(r"(\S+/)\s+(.*)", line)
+        if m:
+            cur = m.group(1)
+            entries[cur] = m.group(2)
+        elif cur and line.startswith(" "):
+            entries[cur] += " " + line.strip()
+    for folder in FOLDERS:
+        said = entries.get(folder)
+        if said is None:
+            bad.append(f"docs/DESIGN.md: the Folders block has no entry for {folder}")
+            continue
+        words = set(re.findall(r"[A-Za-z0-9_]+(?:\.[ch])?", said))
+        for f in files_of(folder):
+            stem = f[: -2]
+            if f not in words and stem not in words:
+                bad.append(f"docs/DESIGN.md: the Folders entry for {folder} does not name {f}")
+    return bad
+
+
+def check_design():
+    with open(os.path.join(ROOT, "docs", "DESIGN.md"), encoding="utf-8") as f:
+        text = f.read()
+    listed = set(tracked(["."], ("",)))
+
+    def exists(path):
+        return path in listed or any(p.startswith(path + "/") for p in listed)
+
+    def files_of(folder):
+        return sorted(p[len(folder):] for p in listed
+                      if p.startswith(folder) and "/" not in p[len(folder):] and p.endswith(".c"))
+
+    return design_breaches(text, exists, files_of)
+
+
 def self_test():
     """Negative controls: each check finds what it is for in a made-up source."""
     body = "\n".join(f"    x += {i};" for i in range(LIMIT))
@@ -121,21 +179,34 @@ def self_test():
         bad.append(f"self-test: a {LIMIT + 4}-line function measured {found.get('too_long')}")
     if "s" in found:
         bad.append("self-test: a struct was taken for a function")
+    design = ("Quotes `nets/gone.c` and `nets/model`.\n```\ncore/   x\nnets/   model.c\n"
+              "harness/run/ train\nharness/record/ trace\nharness/analyze/ report\n"
+              "harness/setup/ config\n```\n")
+    tree = {"nets/model.c", "nets/new.c", "harness/run/train.c", "harness/record/trace.c",
+            "harness/analyze/report.c", "harness/setup/config.c"}
+    found = design_breaches(design, lambda p: p in tree,
+                            lambda d: sorted(p[len(d):] for p in tree if p.startswith(d)
+                                             and "/" not in p[len(d):]))
+    if len(found) != 2 or "nets/gone.c" not in found[0] or "new.c" not in found[1]:
+        bad.append(f"self-test: the design check found {found} (expected nets/gone.c, new.c)")
     return bad
 
 
 def main(argv):
-    what = argv[1:] or ["lengths", "hooks"]
+    what = argv[1:] or ["lengths", "hooks", "design"]
     bad = []
     for w in what:
         if w == "lengths":
             bad += check_lengths()
         elif w == "hooks":
             bad += check_hooks()
+        elif w == "design":
+            bad += check_design()
         elif w == "self-test":
             bad += self_test()
         else:
-            print(f"house.py: unknown check '{w}' (lengths, hooks, self-test)", file=sys.stderr)
+            print(f"house.py: unknown check '{w}' (lengths, hooks, design, self-test)",
+                  file=sys.stderr)
             return 2
     for b in bad:
         print(b)

@@ -1,6 +1,7 @@
 /* What stops a replica besides its end (train.h, "Faults"): the non-finite scan after each
- * step, the test-only poison and kill hooks, and with several ranks their verdict after each
- * step (a digest that differs from rank 0's, a rank that failed, a signal on any rank). */
+ * step and the verdict on it, the test-only poison and kill hooks (observers of the step,
+ * run_ctx.h), and with several ranks their verdict after each step (a digest that differs
+ * from rank 0's, a rank that failed, a signal on any rank). */
 #include "harness/run/run_ctx.h"
 
 #include <errno.h>
@@ -81,11 +82,54 @@ bool dt_fault_params_finite(struct dt_model *m, int64_t s, char *reason, size_t 
     return false;
 }
 
-/* Test-only (harness/setup/test_hooks.h): the kill hook kills the process after its N-th
- * step, as a crash or `kill -9` would: nothing is flushed, nothing is cleaned up. */
-void dt_fault_kill_hook(struct run_ctx *c)
+/* Test-only (harness/setup/test_hooks.h), an observer installed when set: the kill hook
+ * kills the process after its N-th step, as a crash or `kill -9` would: nothing is flushed,
+ * nothing is cleaned up. */
+enum dt_status dt_observe_kill(struct run_ctx *c, struct replica *rep, struct step_done *done,
+                               struct dt_error *err)
 {
     if (c->kill_after > 0 && ++c->steps_run == c->kill_after) raise(SIGKILL);
+    return DT_OK;
+}
+
+/* Test-only, an observer of the first replica that trains when the poison hook is set. */
+enum dt_status dt_observe_poison(struct run_ctx *c, struct replica *rep, struct step_done *done,
+                                 struct dt_error *err)
+{
+    return dt_fault_poison_apply(&c->poison, rep->m, done->s, err);
+}
+
+/* train.check_finite: the first bad gradient or weight, named in res->reason -- acted on
+ * after the step's rows are written (dt_observe_verdict). A non-finite loss is named as such
+ * instead, so there is no scan then. */
+enum dt_status dt_observe_scan(struct run_ctx *c, struct replica *rep, struct step_done *done,
+                               struct dt_error *err)
+{
+    done->bad_param =
+        isfinite(done->loss) && c->exp->train.check_finite &&
+        !dt_fault_params_finite(rep->m, done->s, rep->res->reason, sizeof rep->res->reason);
+    return DT_OK;
+}
+
+void dt_replica_failed(struct run_ctx *c, const struct replica *rep)
+{
+    rep->res->state = DT_REPLICA_FAILED;
+    dt_progress_end(c);
+    fprintf(stderr, "detrain: [%s] replica %d: %s\n", rep->pol->name, rep->r, rep->res->reason);
+}
+
+/* After the step's rows: a non-finite loss or a bad parameter fails the replica. */
+enum dt_status dt_observe_verdict(struct run_ctx *c, struct replica *rep, struct step_done *done,
+                                  struct dt_error *err)
+{
+    if (!isfinite(done->loss))
+        snprintf(rep->res->reason, sizeof rep->res->reason,
+                 "training loss is %s at step %" PRId64 "; replica stopped",
+                 isnan(done->loss) ? "NaN" : "infinite", done->s);
+    if (isfinite(done->loss) && !done->bad_param) return DT_OK;
+    dt_replica_failed(c, rep);
+    done->stop = true;
+    return DT_OK;
 }
 
 /* The ranks' verdict after `step`: a digest that differs from rank 0's fails the replica

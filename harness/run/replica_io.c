@@ -293,3 +293,26 @@ enum dt_status dt_replica_rank_digest(struct replica_io *io, struct dt_model *m,
     dt_digest_hex(hex, md);
     return DT_OK;
 }
+
+/* ---- observers of every step (run_ctx.h) ------------------------------------------------- */
+
+/* The weight snapshot at its log-spaced steps. */
+enum dt_status dt_observe_snapshot(struct run_ctx *c, struct replica *rep, struct step_done *done,
+                                   struct dt_error *err)
+{
+    if (!rep->writer) return DT_OK;
+    return dt_replica_maybe_snapshot(rep->m, &rep->io, rep->res->dir, done->s, err);
+}
+
+/* The checkpoint every train.checkpoint_every steps and at the last: after everything step
+ * s writes, so a resume finds exactly the rows up to s. */
+enum dt_status dt_observe_checkpoint(struct run_ctx *c, struct replica *rep, struct step_done *done,
+                                     struct dt_error *err)
+{
+    const struct dt_experiment *exp = c->exp;
+    if (!rep->writer || exp->train.checkpoint_every <= 0 ||
+        (done->s % exp->train.checkpoint_every != 0 && done->s != exp->train.steps))
+        return DT_OK;
+    return dt_replica_checkpoint_write(c, rep->m, &rep->io, rep->pol, &rep->streams, rep->res->dir,
+                                       err);
+}

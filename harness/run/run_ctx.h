@@ -17,6 +17,9 @@
 #include "harness/run/hashpipe.h"
 #include "harness/run/dist.h"
 #include "harness/run/replica.h"
+#include "harness/run/batches.h"
+#include "harness/run/divwatch.h"
+#include "nets/step.h"
 
 /* Everything one replica needs that the experiment holds. */
 struct run_ctx {
@@ -48,6 +51,28 @@ struct run_ctx {
     char data_digest[DT_DIGEST_HEX];
 };
 
+/* ---- after each step: the observers ------------------------------------------------------
+ * A step of a replica (train.c, replica_step) is the model's step (nets/step.h) and then its
+ * observers in order, each in the file that owns its concern: the poison hook and the
+ * non-finite scan (faults.c), the hashed step's trace row, rank digest and divergence watch
+ * and the step-times row (observe_hash.c), the verdict on a non-finite loss or parameter
+ * (faults.c), the weight snapshot and the checkpoint (replica_io.c), the periodic
+ * evaluation (observe_eval.c), the progress line (progress.c) and the kill hook
+ * (faults.c). Test hooks are installed only when set. An observer that ends the replica
+ * (it failed) sets done->stop; an error return stops it too. */
+struct step_done {
+    int64_t s;      /* the step */
+    float loss;     /* its loss, on the weights before its update (NaN: non-finite) */
+    bool bad_param; /* the scan found a NaN or Inf gradient or weight (res->reason says) */
+    bool hashed;    /* a hashed step: hash.every, the last step, or a non-finite loss */
+    double hash_ms; /* the main thread's hashing time (NaN when not hashed) */
+    bool stop;      /* the replica ended (failed) */
+};
+struct replica;
+typedef enum dt_status dt_step_observer_fn(struct run_ctx *c, struct replica *rep,
+                                           struct step_done *done, struct dt_error *err);
+#define DT_MAX_OBSERVERS 12
+
 /* A replica's open output files and buffers. */
 struct replica_io {
     struct dt_trace_writer tw;
@@ -66,6 +91,40 @@ struct replica_io {
 /* How a replica starts: from step 0, kept as it is (it completed before), or from its
  * checkpoint. */
 enum replica_start { START_FRESH, START_KEEP, START_CHECKPOINT };
+
+/* One replica while it trains: what run_replica's phases share. */
+struct replica {
+    int cell, r;
+    const struct dt_policy *pol;
+    struct dt_replica_result *res;
+    char start[32];               /* when it started (run.json) */
+    bool writer, multi, poisoned; /* rank 0 writes; several ranks; the poison hook's replica */
+    struct dt_model *m;
+    struct dt_checkpoint_info streams;
+    uint32_t member;
+    int64_t k;            /* steps done before this run (a checkpoint's step) */
+    struct replica_io io; /* rank 0's files */
+    struct dt_batch_stream batches;
+    struct dt_sgd_options sgd;
+    double *step_ms, *hash_ms; /* per step run here; per hashed step */
+    int64_t n_hash;
+    /* Library algorithm choices per step (cuDNN under conv_algo autotune/deterministic):
+     * every replica chooses afresh, as a new process would. */
+    struct dt_algolog algos;
+    struct dt_algo_note *notes;
+    /* several ranks, or reduction: exact: the combined step (nets/step.h) */
+    struct dt_step dstep;
+    /* the digest of the last hashed step, for the ranks' agreement; every rank hashes */
+    char digest[DT_DIGEST_HEX];
+    bool have_digest, stopped_together;
+    uint8_t (*tensor_digests)[DT_DIGEST_BYTES]; /* ranks > 0: their own hashing */
+    float *hash_staging;
+    struct dt_divwatch watch; /* train.checkpoint_at_divergence (harness/run/divwatch.h) */
+    /* what runs after each step, in order (install_observers, train.c): test hooks only
+     * when set */
+    dt_step_observer_fn *observers[DT_MAX_OBSERVERS];
+    int n_observers;
+};
 
 /* ---- replica_io.c: a replica's output files ---------------------------------------------- */
 
@@ -103,6 +162,14 @@ enum dt_status dt_replica_rank_digest(struct replica_io *io, struct dt_model *m,
                                       uint8_t (*tensor_digests)[DT_DIGEST_BYTES], float *staging,
                                       char hex[DT_DIGEST_HEX], struct dt_error *err);
 
+dt_step_observer_fn dt_observe_snapshot, dt_observe_checkpoint;
+
+/* ---- observe_hash.c, observe_eval.c, progress.c ------------------------------------------ */
+
+dt_step_observer_fn dt_observe_hash, dt_observe_times, dt_observe_eval, dt_observe_progress;
+/* The progress line's end (a terminal only), before a message of the replica's. */
+void dt_progress_end(struct run_ctx *c);
+
 /* ---- resume.c: --resume ------------------------------------------------------------------ */
 
 bool dt_replica_completed(const char *dir, int64_t steps);
@@ -126,11 +193,14 @@ enum dt_status dt_resume_check_data(const char *dir, const struct run_ctx *c, st
 
 /* ---- faults.c: what stops a replica ---------------------------------------------------- */
 
+/* The replica fails for a reason of its own (res->reason): said on stderr, the run goes on. */
+void dt_replica_failed(struct run_ctx *c, const struct replica *rep);
+dt_step_observer_fn dt_observe_poison, dt_observe_scan, dt_observe_verdict, dt_observe_kill;
+
 enum dt_status dt_fault_poison_parse(struct run_ctx *c, const char *spec, struct dt_error *err);
 enum dt_status dt_fault_poison_apply(const struct poison *p, struct dt_model *m, int64_t s,
                                      struct dt_error *err);
 bool dt_fault_params_finite(struct dt_model *m, int64_t s, char *reason, size_t size);
-void dt_fault_kill_hook(struct run_ctx *c);
 enum dt_status dt_fault_ranks_agree(const struct dt_dist *d, struct dt_replica_result *res,
                                     int64_t step, const char *digest, struct dt_error *err);
 enum dt_status dt_fault_ranks_agree_end(const struct dt_dist *d, struct dt_replica_result *res,

@@ -38,76 +38,6 @@
 #include "harness/record/trace.h"
 #include "determinism/streams.h"
 
-/* "1h02m", "3m05s", "42s". */
-static void format_duration(char *buf, size_t size, double sec)
-{
-    if (!isfinite(sec) || sec < 0) {
-        snprintf(buf, size, "?");
-        return;
-    }
-    long t = (long)(sec + 0.5);
-    if (t >= 3600) snprintf(buf, size, "%ldh%02ldm", t / 3600, t / 60 % 60);
-    else if (t >= 60) snprintf(buf, size, "%ldm%02lds", t / 60, t % 60);
-    else snprintf(buf, size, "%lds", t);
-}
-
-/* One progress line on a terminal, rewritten in place at most 5 times a second: cell,
- * replica, step, steps/s over the whole run, and the time left. Nothing when stderr is not
- * a terminal or with --quiet. */
-static void progress(struct run_ctx *c, int cell, int r, int64_t s, bool force)
-{
-    c->steps_done++;
-    if (!c->tty) return;
-    double now = dt_now_s();
-    if (!force && now - c->t_last < 0.2) return;
-    c->t_last = now;
-    const double rate = (double)c->steps_done / (now - c->t_start);
-    char eta[32], cell_dir[256];
-    format_duration(eta, sizeof eta, (double)(c->steps_total - c->steps_done) / rate);
-    dt_cell_dir(cell_dir, sizeof cell_dir, c->exp, cell);
-    fprintf(stderr,
-            "\r  cell %d/%d %s  replica %d/%d  step %" PRId64 "/%" PRId64
-            "  %.1f steps/s  ETA %s\033[K",
-            cell + 1, dt_cell_count(c->exp), cell_dir, r + 1, c->exp->replicas, s,
-            c->exp->train.steps, rate, eta);
-    fflush(stderr);
-}
-
-static void progress_end(struct run_ctx *c)
-{
-    if (c->tty) fprintf(stderr, "\r\033[K");
-}
-
-/* One replica while it trains: what run_replica's phases share. */
-struct replica {
-    int cell, r;
-    const struct dt_policy *pol;
-    struct dt_replica_result *res;
-    char start[32];               /* when it started (run.json) */
-    bool writer, multi, poisoned; /* rank 0 writes; several ranks; the poison hook's replica */
-    struct dt_model *m;
-    struct dt_checkpoint_info streams;
-    uint32_t member;
-    int64_t k;            /* steps done before this run (a checkpoint's step) */
-    struct replica_io io; /* rank 0's files */
-    struct dt_batch_stream batches;
-    struct dt_sgd_options sgd;
-    double *step_ms, *hash_ms; /* per step run here; per hashed step */
-    int64_t n_hash;
-    /* Library algorithm choices per step (cuDNN under conv_algo autotune/deterministic):
-     * every replica chooses afresh, as a new process would. */
-    struct dt_algolog algos;
-    struct dt_algo_note *notes;
-    /* several ranks, or reduction: exact: the combined step (nets/step.h) */
-    struct dt_step dstep;
-    /* the digest of the last hashed step, for the ranks' agreement; every rank hashes */
-    char digest[DT_DIGEST_HEX];
-    bool have_digest, stopped_together;
-    uint8_t (*tensor_digests)[DT_DIGEST_BYTES]; /* ranks > 0: their own hashing */
-    float *hash_staging;
-    struct dt_divwatch watch; /* train.checkpoint_at_divergence (harness/run/divwatch.h) */
-};
-
 /* The replica's start: its model built, its plan (resume.c) made, rank 0's files opened (cut
  * back first when it goes on from a checkpoint), the model initialised or restored, step 0
  * hashed. An error before the model exists returns with nothing to free (*built false). */
@@ -206,130 +136,95 @@ static enum dt_status replica_begin(struct replica *rep, struct run_ctx *c, int 
     return st;
 }
 
-/* The replica fails for a reason of its own (res->reason): said on stderr, the run goes on. */
-static void replica_failed(struct run_ctx *c, const struct replica *rep)
+/* The observers of rep's steps, in order (run_ctx.h); the test hooks only when set. */
+static void install_observers(struct replica *rep, const struct run_ctx *c)
 {
-    rep->res->state = DT_REPLICA_FAILED;
-    progress_end(c);
-    fprintf(stderr, "detrain: [%s] replica %d: %s\n", rep->pol->name, rep->r, rep->res->reason);
+    int n = 0;
+    if (rep->poisoned) rep->observers[n++] = dt_observe_poison;
+    rep->observers[n++] = dt_observe_scan;
+    rep->observers[n++] = dt_observe_hash;
+    rep->observers[n++] = dt_observe_times;
+    rep->observers[n++] = dt_observe_verdict;
+    rep->observers[n++] = dt_observe_snapshot;
+    rep->observers[n++] = dt_observe_eval;
+    rep->observers[n++] = dt_observe_checkpoint;
+    rep->observers[n++] = dt_observe_progress;
+    if (c->kill_after > 0) rep->observers[n++] = dt_observe_kill;
+    DT_ASSERT(n <= DT_MAX_OBSERVERS);
+    rep->n_observers = n;
 }
 
-/* Step s: the ranks' agreement, batch -> model step -> fault scan -> hash -> trace, times,
- * snapshot, periodic evaluation and checkpoint. *stop: the replica ends after it (failed,
- * interrupted, or the ranks stopped together); an error return stops it too. */
-static enum dt_status replica_step(struct run_ctx *c, struct replica *rep, int64_t s, bool *stop,
-                                   struct dt_error *err)
+/* Before step s: with several ranks, go on together or stop together; a signal stops the
+ * replica (interrupted). False when it must not take the step (*st: why, or DT_OK). */
+static bool may_step(struct run_ctx *c, struct replica *rep, int64_t s, enum dt_status *st,
+                     struct dt_error *err)
 {
-    const struct dt_experiment *exp = c->exp;
-    struct dt_model *m = rep->m;
     struct dt_replica_result *res = rep->res;
-    struct replica_io *io = &rep->io;
-    const int64_t steps = exp->train.steps;
-    enum dt_status st = DT_OK;
-    *stop = true;
+    *st = DT_OK;
     if (rep->multi) { /* every rank goes on, or every rank stops, after the same step */
-        st = dt_fault_ranks_agree(c->opt->dist, res, s - 1, rep->have_digest ? rep->digest : NULL,
-                                  err);
+        *st = dt_fault_ranks_agree(c->opt->dist, res, s - 1, rep->have_digest ? rep->digest : NULL,
+                                   err);
         rep->have_digest = false;
-        if (st != DT_OK || res->state != DT_REPLICA_COMPLETED) {
+        if (*st != DT_OK || res->state != DT_REPLICA_COMPLETED) {
             rep->stopped_together = true;
-            return st;
+            return false;
         }
     }
     if (dt_stop_requested) {
         res->state = DT_REPLICA_INTERRUPTED;
         snprintf(res->reason, sizeof res->reason, "interrupted by signal %d after step %" PRId64,
                  (int)dt_stop_requested, s - 1);
-        return DT_OK;
+        return false;
     }
+    return true;
+}
+
+/* The model's step s (nets/step.h) on its batch, to the device's end (one wait, the
+ * deferred checks read), timed; the algorithm notes it left. A numeric fault of the step
+ * (the model's error names the tensor) fails the replica (done->stop). */
+static enum dt_status model_step(struct run_ctx *c, struct replica *rep, struct step_done *done,
+                                 struct dt_error *err)
+{
+    const struct dt_experiment *exp = c->exp;
+    struct dt_model *m = rep->m;
+    const int64_t s = done->s;
     const struct dt_batch batch = dt_batch_stream_at(&rep->batches, s - 1);
-    float loss = NAN;
-    double t0 = dt_now_s();
-    st = dt_step_train(&rep->dstep, m, dt_dist_exchange(c->opt->dist), &batch, exp->train.batch,
-                       exp->train.shards, &rep->sgd, rep->pol, &loss);
-    st = dt_model_step_end(m, st); /* the device has run it: one wait, checks read */
+    done->loss = NAN;
+    const double t0 = dt_now_s();
+    enum dt_status st =
+        dt_step_train(&rep->dstep, m, dt_dist_exchange(c->opt->dist), &batch, exp->train.batch,
+                      exp->train.shards, &rep->sgd, rep->pol, &done->loss);
+    st = dt_model_step_end(m, st);
     rep->step_ms[s - 1] = 1e3 * (dt_now_s() - t0);
     dt_algolog_step(&rep->algos, s, rep->notes,
                     dt_backend_take_algo_notes(c->be, rep->notes, DT_ALGOLOG_MAX_CALLS),
                     DT_ALGOLOG_MAX_CALLS);
-    if (st == DT_ERR_NUMERIC) { /* the replica's own fault (e.g. a fixed-point overflow) */
-        snprintf(res->reason, sizeof res->reason, "%.900s; replica stopped",
+    if (st == DT_ERR_NUMERIC) {
+        snprintf(rep->res->reason, sizeof rep->res->reason, "%.900s; replica stopped",
                  m->err.status != DT_OK ? m->err.msg : "numeric error in the step");
-        replica_failed(c, rep);
+        dt_replica_failed(c, rep);
+        done->stop = true;
         return DT_OK;
     }
-    if (st != DT_OK) {
-        if (m->err.status != DT_OK && err) *err = m->err;
-        return st;
-    }
-    res->steps_done = s;
-    if (rep->poisoned) DT_FORWARD_IF_ERROR(dt_fault_poison_apply(&c->poison, m, s, err));
-    /* a non-finite loss is named as such; else the first bad gradient or weight */
-    const bool bad_param = isfinite(loss) && exp->train.check_finite &&
-                           !dt_fault_params_finite(m, s, res->reason, sizeof res->reason);
-    /* A non-finite loss always gets its row; a bad gradient or weight only on a hashed
-     * step (the report compares replicas' rows step by step) -- docs/cli.md, "Faults". */
-    const bool hashed = (s % exp->hash.every == 0) || s == steps || !isfinite(loss);
-    double h_ms = NAN;
-    if (hashed) {
-        /* the main thread's cost: the copy issued and, when pipelined, the rows of
-         * earlier steps written; the last step, a failing one and a snapshot's step
-         * also wait until the trace holds them */
-        double t1 = dt_now_s();
-        if (rep->writer) st = dt_replica_submit_hash(io, s, loss, err);
-        if (st == DT_OK && rep->writer &&
-            (s == steps || !isfinite(loss) || dt_replica_snapshot_due(io, s)))
-            st = dt_hashpipe_drain(io->hp, err);
-        if (st == DT_OK && rep->multi) {
-            st = dt_replica_rank_digest(io, m, rep->tensor_digests, rep->hash_staging, rep->digest,
-                                        err);
-            rep->have_digest = true;
-        }
-        h_ms = rep->hash_ms[rep->n_hash++] = 1e3 * (dt_now_s() - t1);
-        if (st == DT_OK && rep->watch.on) { /* after the timing: the watch is not hashing */
-            char hex[DT_DIGEST_HEX];
-            int64_t wrote;
-            if (rep->multi) memcpy(hex, rep->digest, sizeof hex); /* computed above */
-            else st = dt_replica_rank_digest(io, m, NULL, NULL, hex, err);
-            if (st == DT_OK)
-                st = dt_divwatch_step(&rep->watch, m, s, hex, exp, rep->pol, &rep->streams,
-                                      res->dir, &wrote, err);
-        }
-    }
-    if (rep->writer) {
-        fprintf(io->times, "%" PRId64 ",%.6f,", s, rep->step_ms[s - 1]);
-        if (hashed) fprintf(io->times, "%.6f", h_ms);
-        fputc('\n', io->times);
-    }
-    if (st == DT_OK && rep->writer && (s == steps || s % 64 == 0))
-        st = dt_csv_flush(io->times, io->times_path, err);
-    if (st == DT_OK && !isfinite(loss)) {
-        snprintf(res->reason, sizeof res->reason,
-                 "training loss is %s at step %" PRId64 "; replica stopped",
-                 isnan(loss) ? "NaN" : "infinite", s);
-        replica_failed(c, rep);
-        return DT_OK;
-    }
-    if (st == DT_OK && bad_param) {
-        replica_failed(c, rep);
-        return DT_OK;
-    }
-    if (st == DT_OK && rep->writer) st = dt_replica_maybe_snapshot(m, io, res->dir, s, err);
-    if (st == DT_OK && rep->writer && exp->train.eval_every > 0 && s % exp->train.eval_every == 0 &&
-        s != steps) {
-        struct dt_eval ev;
-        const struct dt_split *test = &c->ds->test;
-        st = dt_model_evaluate_full(m, test->x, test->y, test->n, rep->pol, &ev);
-        if (st == DT_OK) st = dt_replica_metrics_row(io->metrics, io->metrics_path, s, &ev, err);
-        (void)dt_backend_take_algo_notes(c->be, NULL, 0); /* evaluation is not a step */
-    }
-    /* after everything step s writes, so a resume finds exactly the rows up to s */
-    if (st == DT_OK && rep->writer && exp->train.checkpoint_every > 0 &&
-        (s % exp->train.checkpoint_every == 0 || s == steps))
-        st = dt_replica_checkpoint_write(c, m, io, rep->pol, &rep->streams, res->dir, err);
-    if (rep->writer) progress(c, rep->cell, rep->r, s, s == steps);
-    dt_fault_kill_hook(c);
-    *stop = false;
+    if (st != DT_OK && m->err.status != DT_OK && err) *err = m->err;
+    if (st == DT_OK) rep->res->steps_done = s;
+    return st;
+}
+
+/* Step s: the model's step, then its observers in order (run_ctx.h). *stop: the replica
+ * ends after it (failed, interrupted, or the ranks stopped together); an error return stops
+ * it too. */
+static enum dt_status replica_step(struct run_ctx *c, struct replica *rep, int64_t s, bool *stop,
+                                   struct dt_error *err)
+{
+    enum dt_status st;
+    *stop = true;
+    if (!may_step(c, rep, s, &st, err)) return st;
+    struct step_done done = {.s = s};
+    st = model_step(c, rep, &done, err);
+    for (int i = 0; i < rep->n_observers && st == DT_OK && !done.stop; i++)
+        st = rep->observers[i](c, rep, &done, err);
+    *stop = done.stop;
     return st;
 }
 
@@ -453,6 +348,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r, struct dt_
     bool built;
     enum dt_status st = replica_begin(&rep, c, cell, r, res, &built, err);
     if (!built) return st;
+    install_observers(&rep, c);
     /* one process: the ops' device-record checks are read once per step, at its end
      * (dt_backend_step_end); with several ranks each op checks at once, so that every
      * rank learns of a fault inside the step (nets/step.c, agree_on_failure) */
@@ -1071,7 +967,7 @@ static enum dt_status experiment_loop(struct experiment *e, struct dt_error *err
             arm_oom_manifest(&e->oom, c, e->start, e->results, e->done);
         }
     }
-    progress_end(c);
+    dt_progress_end(c);
     ranks_share_stop(e); /* every rank takes part: the sampled steps are combined steps too */
     if (c->opt->hooks && c->opt->hooks->forced_order) (void)dt_backend_set_forced_order(c->be, 0);
     if (st == DT_OK && !dt_stop_requested)
