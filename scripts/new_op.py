@@ -74,8 +74,8 @@ static __global__ void dummy_scale_kernel(float *y, const float *x, int64_t n, f
 extern "C" enum dt_status dt_cuda_dummy_scale(struct dt_backend *be, float *y, const float *x,
                                               int64_t n, float alpha, const struct dt_policy *pol)
 {
-    const cudaStream_t s = (cudaStream_t)dt_cuda(be)->stream;
-    dummy_scale_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(y, x, n, alpha);
+    const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
+    dummy_scale_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, L->stream>>>(y, x, n, alpha);
     return dt_cuda_launched(be, (int)cudaGetLastError(), "dummy_scale");
 }
 '''

@@ -95,7 +95,7 @@ DT_TEST(elementwise_parity)
             CHECK_INT_EQ(dt_sgd_update(c, cw, cv, gr, n, 0.05f, 0.9f, 1e-4f, &pol), DT_OK);
             for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
 #ifdef DETRAIN_HAVE_CUDA_TOOLKIT
-                dt_cuda_set_block_size(blocks[bi]);
+                dt_cuda_set_block_size(g, blocks[bi]);
 #endif
                 float *dx_ = dev_floats(g, x, n), *ddy = dev_floats(g, dy, n);
                 float *dw = dev_floats(g, w, n), *dv = dev_floats(g, v, n),
@@ -118,7 +118,7 @@ DT_TEST(elementwise_parity)
         }
     }
 #ifdef DETRAIN_HAVE_CUDA_TOOLKIT
-    dt_cuda_set_block_size(0);
+    dt_cuda_set_block_size(g, 0);
 #endif
     dt_backend_destroy(g);
     dt_backend_destroy(c);
@@ -222,7 +222,7 @@ DT_TEST(resident_gather_parity)
         int32_t *glab = dt_backend_alloc(g, (size_t)B * sizeof(int32_t));
         for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
 #ifdef DETRAIN_HAVE_CUDA_TOOLKIT
-            dt_cuda_set_block_size(blocks[bi]);
+            dt_cuda_set_block_size(g, blocks[bi]);
 #endif
             poison(g, gx, B * dim);
             dt_backend_gather(g, gx, glab, gs, idx, B); /* the first may size its buffers */
@@ -240,7 +240,7 @@ DT_TEST(resident_gather_parity)
         dt_backend_resident_free(g, gs);
     }
 #ifdef DETRAIN_HAVE_CUDA_TOOLKIT
-    dt_cuda_set_block_size(0);
+    dt_cuda_set_block_size(g, 0);
 #endif
     dt_backend_resident_free(c, cs);
     free(pix), free(lab), free(val), free(cx), free(cl), free(gl);

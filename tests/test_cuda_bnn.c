@@ -478,11 +478,11 @@ DT_TEST(lane_walk_matches_cpu)
 
 /* ---- gpu: the ops on a device against the CPU backend ---------------------------------- */
 
-static void set_geometry(int geo)
+static void set_geometry(struct dt_backend *g, int geo)
 {
 #ifdef DETRAIN_HAVE_CUDA_TOOLKIT
-    if (geo < 0) dt_cuda_set_launch(0, 0);
-    else dt_cuda_set_launch(geometries[geo][0], geometries[geo][1]);
+    if (geo < 0) dt_cuda_set_launch(g, 0, 0);
+    else dt_cuda_set_launch(g, geometries[geo][0], geometries[geo][1]);
 #else
     (void)geo;
 #endif
@@ -557,7 +557,7 @@ DT_TEST(gpu_eps_philox_parity)
             CHECK_INT_EQ(dt_eps_philox(c, want, n, &s, &pol), DT_OK);
             float *d = dt_backend_alloc(g, (size_t)n * sizeof(float));
             for (int geo = 0; geo < N_GEOM; geo++) {
-                set_geometry(geo);
+                set_geometry(g, geo);
                 dev_poison(g, d, n);
                 CHECK_INT_EQ(dt_eps_philox(g, d, n, &s, &pol), DT_OK);
                 float *got = download(g, d, n);
@@ -571,7 +571,7 @@ DT_TEST(gpu_eps_philox_parity)
             free(want);
         }
     }
-    set_geometry(-1);
+    set_geometry(g, -1);
     dt_backend_destroy(g);
     dt_backend_destroy(c);
 }
@@ -621,7 +621,7 @@ DT_TEST(gpu_eps_lfsr_parity)
             memset(hl, 0xff, lbytes);
             struct dt_xoro *dl = dev_copy(g, hl, lbytes); /* poisoned lanes */
             for (int geo = 0; geo < N_GEOM; geo++) {
-                set_geometry(geo);
+                set_geometry(g, geo);
                 for (int fault = 0; fault <= 1; fault++) {
                     const int64_t skip = fault ? (k % 2 ? P - 1 : P / 2) : -1;
                     dt_backend_upload(g, dl, hl, lbytes); /* poison again */
@@ -648,7 +648,7 @@ DT_TEST(gpu_eps_lfsr_parity)
             free(cl), free(seeds), free(hl);
         }
     }
-    set_geometry(-1);
+    set_geometry(g, -1);
     dt_backend_destroy(g);
     dt_backend_destroy(c);
 }
@@ -696,7 +696,7 @@ DT_TEST(gpu_bnn_elementwise_parity)
                   *ogr = dt_backend_alloc(g, bytes);
             float *first_sig = NULL, *first_ds = NULL;
             for (int geo = 0; geo < N_GEOM; geo++) {
-                set_geometry(geo);
+                set_geometry(g, geo);
                 float *outs[] = {osig, ods, ow, ogm, ogr};
                 for (int k = 0; k < 5; k++) dev_poison(g, outs[k], n);
                 CHECK_INT_EQ(dt_bnn_sigma(g, osig, ods, drho, n, &pol), DT_OK);
@@ -742,7 +742,7 @@ DT_TEST(gpu_bnn_elementwise_parity)
             free(csig), free(cds), free(cw), free(cgm), free(cgr), free(srho), free(sig), free(ds);
         }
     }
-    set_geometry(-1);
+    set_geometry(g, -1);
     dt_backend_destroy(g);
     dt_backend_destroy(c);
 }

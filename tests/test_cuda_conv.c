@@ -1107,7 +1107,7 @@ DT_TEST(grid_independence)
             conv_run(c, &k, pol, &co);
             bool ran = true;
             for (int a = 0; a < N_LAUNCHES; a++) {
-                dt_cuda_set_launch(launches[a][0], launches[a][1]);
+                dt_cuda_set_launch(g, launches[a][0], launches[a][1]);
                 struct conv_result o;
                 conv_run(g, &k, pol, &o);
                 char what[512], base[128];
@@ -1123,7 +1123,7 @@ DT_TEST(grid_independence)
                     conv_result_free(&o);
                 }
             }
-            dt_cuda_set_launch(0, 0);
+            dt_cuda_set_launch(g, 0, 0);
             conv_result_free(&first), conv_result_free(&co);
             conv_case_free(&k);
         }
@@ -1133,7 +1133,7 @@ DT_TEST(grid_independence)
             struct pool_result first, co;
             pool_run(c, &k, pol, &co);
             for (int a = 0; a < N_LAUNCHES; a++) {
-                dt_cuda_set_launch(launches[a][0], launches[a][1]);
+                dt_cuda_set_launch(g, launches[a][0], launches[a][1]);
                 struct pool_result o;
                 pool_run(g, &k, pol, &o);
                 char what[512], base[128];
@@ -1150,7 +1150,7 @@ DT_TEST(grid_independence)
                     pool_result_free(&o);
                 }
             }
-            dt_cuda_set_launch(0, 0);
+            dt_cuda_set_launch(g, 0, 0);
             pool_result_free(&first), pool_result_free(&co);
             pool_case_free(&k);
         }

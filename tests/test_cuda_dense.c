@@ -854,7 +854,7 @@ DT_TEST(grid_independence)
             dense_in_fill(&d, ds[s]);
             dense_run(c, &d, &pol, &co);
             for (int a = 0; a < N_LAUNCHES; a++) {
-                dt_cuda_set_launch(launches[a][0], launches[a][1]);
+                dt_cuda_set_launch(g, launches[a][0], launches[a][1]);
                 struct dense_out o;
                 dense_run(g, &d, &pol, &o);
                 char what[96];
@@ -868,7 +868,7 @@ DT_TEST(grid_independence)
                     dense_out_free(&o);
                 }
             }
-            dt_cuda_set_launch(0, 0);
+            dt_cuda_set_launch(g, 0, 0);
             dense_in_free(&d), dense_out_free(&first), dense_out_free(&co);
         }
         for (size_t s = 0; s < sizeof ls / sizeof ls[0]; s++) {
@@ -877,7 +877,7 @@ DT_TEST(grid_independence)
             loss_in_fill(&d, ls[s], c);
             loss_run(c, &d, &pol, &co);
             for (int a = 0; a < N_LAUNCHES; a++) {
-                dt_cuda_set_launch(launches[a][0], launches[a][1]);
+                dt_cuda_set_launch(g, launches[a][0], launches[a][1]);
                 struct loss_out o;
                 loss_run(g, &d, &pol, &o);
                 char what[96];
@@ -891,7 +891,7 @@ DT_TEST(grid_independence)
                     loss_out_free(&o);
                 }
             }
-            dt_cuda_set_launch(0, 0);
+            dt_cuda_set_launch(g, 0, 0);
             loss_in_free(&d), loss_out_free(&first), loss_out_free(&co);
         }
     }

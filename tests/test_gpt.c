@@ -1409,7 +1409,7 @@ DT_TEST(gpu_gradients_equal_cpu_and_grid_free)
 #ifdef DETRAIN_HAVE_CUDA_TOOLKIT
                 static const int geometry[][2] = {{256, 0}, {32, 3}, {1024, 1}};
                 for (int gi = 0; gi < 3; gi++) {
-                    dt_cuda_set_launch(geometry[gi][0], geometry[gi][1]);
+                    dt_cuda_set_launch(g, geometry[gi][0], geometry[gi][1]);
                     float *got = gpt_grads(g, &pol, drops[k], &lg, &n2);
                     CHECK_INT_EQ(n2, n);
                     if (!first) first = got;
@@ -1418,7 +1418,7 @@ DT_TEST(gpu_gradients_equal_cpu_and_grid_free)
                         free(got);
                     }
                 }
-                dt_cuda_set_launch(256, 0);
+                dt_cuda_set_launch(g, 256, 0);
 #endif
                 if (first && lv == DT_LEVEL_PORTABLE) {
                     CHECK(same_bits(first, ref, n, "GPU gradients vs CPU (portable)"));

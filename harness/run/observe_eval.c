@@ -16,7 +16,8 @@ enum dt_status dt_observe_eval(struct run_ctx *c, struct replica *rep, struct st
     struct dt_eval ev;
     const struct dt_split *test = &c->ds->test;
     enum dt_status st = dt_model_evaluate_full(rep->m, test->x, test->y, test->n, rep->pol, &ev);
-    if (st == DT_OK) st = dt_replica_metrics_row(rep->io.metrics, rep->io.metrics_path, s, &ev, err);
+    if (st == DT_OK)
+        st = dt_replica_metrics_row(rep->io.metrics, rep->io.metrics_path, s, &ev, err);
     (void)dt_backend_take_algo_notes(c->be, NULL, 0); /* evaluation is not a step */
     return st;
 }

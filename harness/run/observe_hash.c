@@ -32,8 +32,8 @@ enum dt_status dt_observe_hash(struct run_ctx *c, struct replica *rep, struct st
         (s == steps || !isfinite(done->loss) || dt_replica_snapshot_due(io, s)))
         st = dt_hashpipe_drain(io->hp, err);
     if (st == DT_OK && rep->multi) {
-        st = dt_replica_rank_digest(io, rep->m, rep->tensor_digests, rep->hash_staging,
-                                    rep->digest, err);
+        st = dt_replica_rank_digest(io, rep->m, rep->tensor_digests, rep->hash_staging, rep->digest,
+                                    err);
         rep->have_digest = true;
     }
     done->hash_ms = rep->hash_ms[rep->n_hash++] = 1e3 * (dt_now_s() - t1);
@@ -59,6 +59,7 @@ enum dt_status dt_observe_times(struct run_ctx *c, struct replica *rep, struct s
     fprintf(io->times, "%" PRId64 ",%.6f,", s, rep->step_ms[s - 1]);
     if (done->hashed) fprintf(io->times, "%.6f", done->hash_ms);
     fputc('\n', io->times);
-    if (s == c->exp->train.steps || s % 64 == 0) return dt_csv_flush(io->times, io->times_path, err);
+    if (s == c->exp->train.steps || s % 64 == 0)
+        return dt_csv_flush(io->times, io->times_path, err);
     return DT_OK;
 }

@@ -22,8 +22,8 @@ static __global__ void relu_backward_kernel(float *dx, const float *dy, const fl
 extern "C" enum dt_status dt_cuda_relu_forward(struct dt_backend *be, float *y, const float *x,
                                                int64_t n, const struct dt_policy *pol)
 {
-    const cudaStream_t s = (cudaStream_t)dt_cuda(be)->stream;
-    relu_forward_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(y, x, n);
+    const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
+    relu_forward_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, L->stream>>>(y, x, n);
     return dt_cuda_launched(be, (int)cudaGetLastError(), "relu_forward");
 }
 
@@ -31,7 +31,7 @@ extern "C" enum dt_status dt_cuda_relu_backward(struct dt_backend *be, float *dx
                                                 const float *y, int64_t n,
                                                 const struct dt_policy *pol)
 {
-    const cudaStream_t s = (cudaStream_t)dt_cuda(be)->stream;
-    relu_backward_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(dx, dy, y, n);
+    const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
+    relu_backward_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, L->stream>>>(dx, dy, y, n);
     return dt_cuda_launched(be, (int)cudaGetLastError(), "relu_backward");
 }

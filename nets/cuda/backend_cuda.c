@@ -55,6 +55,7 @@ static enum dt_status cuda_init(struct dt_backend *be, const struct dt_backend_o
                             cudaGetErrorString(e));
     }
     c->stream = (dt_cuda_stream)stream;
+    c->launch = (struct dt_cuda_launch){.stream = c->stream, .block_threads = 256};
     c->copy_stream = (dt_cuda_stream)copy_stream;
     c->cublas_workspace_bytes = CUBLAS_WORKSPACE_BYTES;
     cublasHandle_t h = NULL;
@@ -380,7 +381,7 @@ static void cuda_gather(struct dt_backend *be, float *x, int32_t *labels,
                                   cudaMemcpyHostToDevice, s));
     DT_CUDA_CHECK(cudaEventRecord(r->copied[k], s));
     DT_CUDA_CHECK(dt_cuda_gather_launch(x, labels, r->pixels, r->values, r->labels, r->idx_dev, B,
-                                        r->dim, r->stride, c->stream));
+                                        r->dim, r->stride, &dt_cuda(be)->launch));
 }
 
 /* "<name> (sm_XY), N SMs; driver a.b, runtime c.d, cuBLAS v": what a report needs to say

@@ -10,7 +10,7 @@
 enum dt_status dt_cuda_eps_philox(struct dt_backend *be, float *eps, int64_t n,
                                   const struct dt_philox_stream *s, const struct dt_policy *pol)
 {
-    return dt_cuda_launched(be, dt_cuda_eps_philox_launch(eps, n, s, dt_cuda(be)->stream),
+    return dt_cuda_launched(be, dt_cuda_eps_philox_launch(eps, n, s, &dt_cuda(be)->launch),
                             "eps_philox");
 }
 
@@ -20,7 +20,8 @@ enum dt_status dt_cuda_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lane
                                      const struct dt_policy *pol)
 {
     return dt_cuda_launched(
-        be, dt_cuda_eps_lfsr_seed_launch(lanes, P, seed, step, member, sample, dt_cuda(be)->stream),
+        be,
+        dt_cuda_eps_lfsr_seed_launch(lanes, P, seed, step, member, sample, &dt_cuda(be)->launch),
         "eps_lfsr_seed");
 }
 
@@ -31,7 +32,7 @@ enum dt_status dt_cuda_eps_lfsr(struct dt_backend *be, float *eps, int64_t n, st
                                 const struct dt_policy *pol)
 {
     return dt_cuda_launched(
-        be, dt_cuda_eps_lfsr_launch(eps, n, lanes, P, backward, skip_lane, dt_cuda(be)->stream),
+        be, dt_cuda_eps_lfsr_launch(eps, n, lanes, P, backward, skip_lane, &dt_cuda(be)->launch),
         "eps_lfsr");
 }
 
@@ -40,10 +41,10 @@ enum dt_status dt_cuda_eps_lfsr(struct dt_backend *be, float *eps, int64_t n, st
 enum dt_status dt_cuda_bnn_sigma(struct dt_backend *be, float *sigma, float *dsigma,
                                  const float *rho, int64_t n, const struct dt_policy *pol)
 {
-    return dt_cuda_launched(
-        be,
-        dt_cuda_bnn_sigma_launch(sigma, dsigma, rho, n, dt_math_portable(pol), dt_cuda(be)->stream),
-        "bnn_sigma");
+    return dt_cuda_launched(be,
+                            dt_cuda_bnn_sigma_launch(sigma, dsigma, rho, n, dt_math_portable(pol),
+                                                     &dt_cuda(be)->launch),
+                            "bnn_sigma");
 }
 
 /* portable: one product and one sum per element. */
@@ -52,7 +53,7 @@ enum dt_status dt_cuda_bnn_sample(struct dt_backend *be, float *w, const float *
                                   const struct dt_policy *pol)
 {
     return dt_cuda_launched(
-        be, dt_cuda_bnn_sample_launch(w, mu, sigma, eps, n, dt_cuda(be)->stream), "bnn_sample");
+        be, dt_cuda_bnn_sample_launch(w, mu, sigma, eps, n, &dt_cuda(be)->launch), "bnn_sample");
 }
 
 /* portable: elementwise, fixed operation order; samples are added in the caller's order. */
@@ -61,7 +62,8 @@ enum dt_status dt_cuda_bnn_accumulate(struct dt_backend *be, float *gmu, float *
                                       int64_t n, bool first, const struct dt_policy *pol)
 {
     return dt_cuda_launched(
-        be, dt_cuda_bnn_accumulate_launch(gmu, grho, g, eps, dsigma, n, first, dt_cuda(be)->stream),
+        be,
+        dt_cuda_bnn_accumulate_launch(gmu, grho, g, eps, dsigma, n, first, &dt_cuda(be)->launch),
         "bnn_accumulate");
 }
 
@@ -75,6 +77,6 @@ enum dt_status dt_cuda_bnn_finish(struct dt_backend *be, float *gmu, float *grho
     return dt_cuda_launched(be,
                             dt_cuda_bnn_finish_launch(gmu, grho, mu, sigma, dsigma, n, inv_samples,
                                                       kl_weight, 1.0f / prior_var,
-                                                      dt_cuda(be)->stream),
+                                                      &dt_cuda(be)->launch),
                             "bnn_finish");
 }

@@ -90,58 +90,68 @@ static __global__ void bnn_finish_kernel(float *gmu, float *grho, const float *m
 /* ---- launchers (declared in nets/cuda/bnn.c): 0 or the launch's cudaError_t ----------- */
 
 extern "C" int dt_cuda_eps_philox_launch(float *eps, int64_t n, const struct dt_philox_stream *s,
-                                         dt_cuda_stream st)
+                                         const struct dt_cuda_launch *L)
 {
-    eps_philox_kernel<<<dt_cuda_grid_for((n + 3) / 4), dt_cuda_block_threads, 0, st>>>(eps, n, *s);
+    const dt_cuda_stream st = L->stream;
+    eps_philox_kernel<<<dt_cuda_grid(L, (n + 3) / 4), L->block_threads, 0, st>>>(eps, n, *s);
     return (int)cudaGetLastError();
 }
 
 extern "C" int dt_cuda_eps_lfsr_seed_launch(struct dt_xoro *lanes, int64_t P, uint64_t seed,
                                             uint32_t step, uint32_t member, uint32_t sample,
-                                            dt_cuda_stream st)
+                                            const struct dt_cuda_launch *L)
 {
-    eps_lfsr_seed_kernel<<<dt_cuda_grid_for(P), dt_cuda_block_threads, 0, st>>>(
-        lanes, P, seed, step, member, sample);
+    const dt_cuda_stream st = L->stream;
+    eps_lfsr_seed_kernel<<<dt_cuda_grid(L, P), L->block_threads, 0, st>>>(lanes, P, seed, step,
+                                                                          member, sample);
     return (int)cudaGetLastError();
 }
 
 extern "C" int dt_cuda_eps_lfsr_launch(float *eps, int64_t n, struct dt_xoro *lanes, int64_t P,
-                                       bool backward, int64_t skip_lane, dt_cuda_stream st)
+                                       bool backward, int64_t skip_lane,
+                                       const struct dt_cuda_launch *L)
 {
-    eps_lfsr_kernel<<<dt_cuda_grid_for(P), dt_cuda_block_threads, 0, st>>>(eps, n, lanes, P,
-                                                                           backward, skip_lane);
+    const dt_cuda_stream st = L->stream;
+    eps_lfsr_kernel<<<dt_cuda_grid(L, P), L->block_threads, 0, st>>>(eps, n, lanes, P, backward,
+                                                                     skip_lane);
     return (int)cudaGetLastError();
 }
 
 extern "C" int dt_cuda_bnn_sigma_launch(float *sigma, float *dsigma, const float *rho, int64_t n,
-                                        bool portable, dt_cuda_stream st)
+                                        bool portable, const struct dt_cuda_launch *L)
 {
-    bnn_sigma_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, st>>>(sigma, dsigma, rho, n,
-                                                                            portable);
+    const dt_cuda_stream st = L->stream;
+    bnn_sigma_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, st>>>(sigma, dsigma, rho, n,
+                                                                      portable);
     return (int)cudaGetLastError();
 }
 
 extern "C" int dt_cuda_bnn_sample_launch(float *w, const float *mu, const float *sigma,
-                                         const float *eps, int64_t n, dt_cuda_stream st)
+                                         const float *eps, int64_t n,
+                                         const struct dt_cuda_launch *L)
 {
-    bnn_sample_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, st>>>(w, mu, sigma, eps, n);
+    const dt_cuda_stream st = L->stream;
+    bnn_sample_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, st>>>(w, mu, sigma, eps, n);
     return (int)cudaGetLastError();
 }
 
 extern "C" int dt_cuda_bnn_accumulate_launch(float *gmu, float *grho, const float *g,
                                              const float *eps, const float *dsigma, int64_t n,
-                                             bool first, dt_cuda_stream st)
+                                             bool first, const struct dt_cuda_launch *L)
 {
-    bnn_accumulate_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, st>>>(gmu, grho, g, eps,
-                                                                                 dsigma, n, first);
+    const dt_cuda_stream st = L->stream;
+    bnn_accumulate_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, st>>>(gmu, grho, g, eps,
+                                                                           dsigma, n, first);
     return (int)cudaGetLastError();
 }
 
 extern "C" int dt_cuda_bnn_finish_launch(float *gmu, float *grho, const float *mu,
                                          const float *sigma, const float *dsigma, int64_t n,
-                                         float inv_s, float klw, float ipv, dt_cuda_stream st)
+                                         float inv_s, float klw, float ipv,
+                                         const struct dt_cuda_launch *L)
 {
-    bnn_finish_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, st>>>(
-        gmu, grho, mu, sigma, dsigma, n, inv_s, klw, ipv);
+    const dt_cuda_stream st = L->stream;
+    bnn_finish_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, st>>>(gmu, grho, mu, sigma, dsigma,
+                                                                       n, inv_s, klw, ipv);
     return (int)cudaGetLastError();
 }

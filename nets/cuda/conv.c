@@ -49,7 +49,8 @@ static const int64_t *forced_rank_on_device(struct dt_backend *be, int64_t n, ui
     int64_t *rank = dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_RANK, bytes);
     dt_forced_permutation(h, n, c->forced_order, salt);
     DT_CUDA_CHECK(cudaMemcpyAsync(perm, h, bytes, cudaMemcpyHostToDevice, (cudaStream_t)c->stream));
-    if (dt_cuda_launched(be, dt_cuda_invert_permutation(rank, perm, n, c->stream), "forced order"))
+    if (dt_cuda_launched(be, dt_cuda_invert_permutation(rank, perm, n, &dt_cuda(be)->launch),
+                         "forced order"))
         return NULL;
     dt_cuda_sync(be);
     return rank;
@@ -63,7 +64,7 @@ enum dt_status dt_cuda_own_conv2d_forward(struct dt_backend *be, float *y, const
                                           const struct dt_policy *pol)
 {
     float *cols = patches(be, s);
-    DT_FORWARD_IF_ERROR(dt_cuda_launched(be, dt_cuda_im2col(cols, x, s, dt_cuda(be)->stream),
+    DT_FORWARD_IF_ERROR(dt_cuda_launched(be, dt_cuda_im2col(cols, x, s, &dt_cuda(be)->launch),
                                          "conv2d_forward im2col"));
     return dt_cuda_dense_forward(be, y, cols, w, bias, conv_rows(s), conv_patch(s), s->K_out, pol);
 }
@@ -73,7 +74,7 @@ enum dt_status dt_cuda_own_conv2d_backward_weight(struct dt_backend *be, float *
                                                   const struct dt_policy *pol)
 {
     float *cols = patches(be, s);
-    DT_FORWARD_IF_ERROR(dt_cuda_launched(be, dt_cuda_im2col(cols, x, s, dt_cuda(be)->stream),
+    DT_FORWARD_IF_ERROR(dt_cuda_launched(be, dt_cuda_im2col(cols, x, s, &dt_cuda(be)->launch),
                                          "conv2d_backward_weight im2col"));
     return dt_cuda_dense_backward_weight(be, dw, cols, dy, conv_rows(s), conv_patch(s), s->K_out,
                                          pol);
@@ -92,10 +93,12 @@ enum dt_status dt_cuda_own_conv2d_backward_data(struct dt_backend *be, float *dx
         struct dt_cuda_fixed_record *rec =
             dt_cuda_check_record(be, DT_CUDA_CHECK_SCATTER, "conv2d backward-data", Kp,
                                  DT_CUDA_SLOT_CONV_SMALL, &deferred);
-        DT_FORWARD_IF_ERROR(dt_cuda_launched(
-            be, dt_cuda_fixed_scan(rec, dcols, rows * Kp, c->stream), "conv2d_backward_data scan"));
-        DT_FORWARD_IF_ERROR(dt_cuda_launched(be, dt_cuda_col2im_fixed(dx, rec, dcols, s, c->stream),
-                                             "conv2d_backward_data col2im"));
+        DT_FORWARD_IF_ERROR(
+            dt_cuda_launched(be, dt_cuda_fixed_scan(rec, dcols, rows * Kp, &dt_cuda(be)->launch),
+                             "conv2d_backward_data scan"));
+        DT_FORWARD_IF_ERROR(
+            dt_cuda_launched(be, dt_cuda_col2im_fixed(dx, rec, dcols, s, &dt_cuda(be)->launch),
+                             "conv2d_backward_data col2im"));
         if (deferred) return DT_OK;
         return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_SCATTER, "conv2d backward-data", Kp,
                                  DT_CUDA_SLOT_CONV_SMALL);
@@ -103,10 +106,10 @@ enum dt_status dt_cuda_own_conv2d_backward_data(struct dt_backend *be, float *dx
     if (c->forced_order) {
         const int64_t *rank = forced_rank_on_device(be, rows, DT_FORCED_SUMMANDS);
         if (!rank) return DT_ERR_INTERNAL;
-        return dt_cuda_launched(be, dt_cuda_col2im_ranked(dx, dcols, rank, s, c->stream),
+        return dt_cuda_launched(be, dt_cuda_col2im_ranked(dx, dcols, rank, s, &dt_cuda(be)->launch),
                                 "conv2d_backward_data col2im forced");
     }
-    return dt_cuda_launched(be, dt_cuda_col2im_atomic(dx, dcols, s, c->stream),
+    return dt_cuda_launched(be, dt_cuda_col2im_atomic(dx, dcols, s, &dt_cuda(be)->launch),
                             "conv2d_backward_data col2im atomic");
 }
 
@@ -118,7 +121,7 @@ enum dt_status dt_cuda_maxpool2d_forward(struct dt_backend *be, float *y, int32_
                                          const float *x, const struct dt_pool2d_shape *s,
                                          const struct dt_policy *pol)
 {
-    return dt_cuda_launched(be, dt_cuda_maxpool_forward(y, argmax, x, s, dt_cuda(be)->stream),
+    return dt_cuda_launched(be, dt_cuda_maxpool_forward(y, argmax, x, s, &dt_cuda(be)->launch),
                             "maxpool2d_forward");
 }
 
@@ -129,18 +132,19 @@ enum dt_status dt_cuda_own_maxpool2d_backward(struct dt_backend *be, float *dx, 
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
     if (s->K <= s->stride)
-        return dt_cuda_launched(be, dt_cuda_maxpool_backward_direct(dx, dy, argmax, s, c->stream),
-                                "maxpool2d_backward");
+        return dt_cuda_launched(
+            be, dt_cuda_maxpool_backward_direct(dx, dy, argmax, s, &dt_cuda(be)->launch),
+            "maxpool2d_backward");
     if (dt_atomics_exact(pol)) {
         bool deferred = false;
         struct dt_cuda_fixed_record *rec = dt_cuda_check_record(
             be, DT_CUDA_CHECK_SCATTER, "maxpool2d backward", 0, DT_CUDA_SLOT_CONV_SMALL, &deferred);
         DT_FORWARD_IF_ERROR(dt_cuda_launched(
-            be, dt_cuda_fixed_scan(rec, dy, s->B * s->OH * s->OW * s->C, c->stream),
+            be, dt_cuda_fixed_scan(rec, dy, s->B * s->OH * s->OW * s->C, &dt_cuda(be)->launch),
             "maxpool2d_backward scan"));
-        DT_FORWARD_IF_ERROR(
-            dt_cuda_launched(be, dt_cuda_maxpool_backward_fixed(dx, rec, dy, argmax, s, c->stream),
-                             "maxpool2d_backward fixed point"));
+        DT_FORWARD_IF_ERROR(dt_cuda_launched(
+            be, dt_cuda_maxpool_backward_fixed(dx, rec, dy, argmax, s, &dt_cuda(be)->launch),
+            "maxpool2d_backward fixed point"));
         if (deferred) return DT_OK;
         return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_SCATTER, "maxpool2d backward", 0,
                                  DT_CUDA_SLOT_CONV_SMALL);
@@ -148,10 +152,11 @@ enum dt_status dt_cuda_own_maxpool2d_backward(struct dt_backend *be, float *dx, 
     if (c->forced_order) {
         const int64_t *rank = forced_rank_on_device(be, s->B * s->OH * s->OW, DT_FORCED_POSITIONS);
         if (!rank) return DT_ERR_INTERNAL;
-        return dt_cuda_launched(be,
-                                dt_cuda_maxpool_backward_ranked(dx, dy, argmax, rank, s, c->stream),
-                                "maxpool2d_backward forced");
+        return dt_cuda_launched(
+            be, dt_cuda_maxpool_backward_ranked(dx, dy, argmax, rank, s, &dt_cuda(be)->launch),
+            "maxpool2d_backward forced");
     }
-    return dt_cuda_launched(be, dt_cuda_maxpool_backward_atomic(dx, dy, argmax, s, c->stream),
-                            "maxpool2d_backward atomic");
+    return dt_cuda_launched(
+        be, dt_cuda_maxpool_backward_atomic(dx, dy, argmax, s, &dt_cuda(be)->launch),
+        "maxpool2d_backward atomic");
 }

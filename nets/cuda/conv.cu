@@ -134,25 +134,28 @@ static __global__ void __launch_bounds__(1024)
 
 /* ---- launchers -------------------------------------------------------------------------- */
 
-#define GRID(n) dt_cuda_grid_for(n), dt_cuda_block_threads, 0, st
+#define GRID(n) dt_cuda_grid(L, n), L->block_threads, 0, st
 
 extern "C" int dt_cuda_im2col(float *cols, const float *x, const struct dt_conv2d_shape *s,
-                              dt_cuda_stream st)
+                              const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream st = L->stream;
     im2col_kernel<<<GRID(s->B * s->OH * s->OW * s->KH * s->KW * s->C)>>>(cols, x, *s);
     return launched();
 }
 
 extern "C" int dt_cuda_col2im_fixed(float *dx, struct dt_cuda_fixed_record *rec, const float *dcols,
-                                    const struct dt_conv2d_shape *s, dt_cuda_stream st)
+                                    const struct dt_conv2d_shape *s, const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream st = L->stream;
     col2im_fixed_kernel<<<GRID(s->B * s->H * s->W * s->C)>>>(dx, rec, dcols, *s);
     return launched();
 }
 
 extern "C" int dt_cuda_col2im_atomic(float *dx, const float *dcols, const struct dt_conv2d_shape *s,
-                                     dt_cuda_stream st)
+                                     const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream st = L->stream;
     int e = zero(dx, s->B * s->H * s->W * s->C, st);
     if (e) return e;
     col2im_atomic_kernel<<<GRID(s->B * s->OH * s->OW * s->KH * s->KW * s->C)>>>(dx, dcols, *s);
@@ -160,44 +163,55 @@ extern "C" int dt_cuda_col2im_atomic(float *dx, const float *dcols, const struct
 }
 
 extern "C" int dt_cuda_col2im_ranked(float *dx, const float *dcols, const int64_t *rank,
-                                     const struct dt_conv2d_shape *s, dt_cuda_stream st)
+                                     const struct dt_conv2d_shape *s,
+                                     const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream st = L->stream;
     col2im_ranked_kernel<<<GRID(s->B * s->H * s->W * s->C)>>>(dx, dcols, rank, *s);
     return launched();
 }
 
 extern "C" int dt_cuda_invert_permutation(int64_t *rank, const int64_t *perm, int64_t n,
-                                          dt_cuda_stream st)
+                                          const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream st = L->stream;
     invert_permutation_kernel<<<GRID(n)>>>(rank, perm, n);
     return launched();
 }
 
 extern "C" int dt_cuda_maxpool_forward(float *y, int32_t *argmax, const float *x,
-                                       const struct dt_pool2d_shape *s, dt_cuda_stream st)
+                                       const struct dt_pool2d_shape *s,
+                                       const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream st = L->stream;
     maxpool_forward_kernel<<<GRID(s->B * s->OH * s->OW * s->C)>>>(y, argmax, x, *s);
     return launched();
 }
 
 extern "C" int dt_cuda_maxpool_backward_direct(float *dx, const float *dy, const int32_t *argmax,
-                                               const struct dt_pool2d_shape *s, dt_cuda_stream st)
+                                               const struct dt_pool2d_shape *s,
+                                               const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream st = L->stream;
     maxpool_direct_kernel<<<GRID(s->B * s->H * s->W * s->C)>>>(dx, dy, argmax, *s);
     return launched();
 }
 
 extern "C" int dt_cuda_maxpool_backward_fixed(float *dx, struct dt_cuda_fixed_record *rec,
                                               const float *dy, const int32_t *argmax,
-                                              const struct dt_pool2d_shape *s, dt_cuda_stream st)
+                                              const struct dt_pool2d_shape *s,
+                                              const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream st = L->stream;
     maxpool_fixed_kernel<<<GRID(s->B * s->H * s->W * s->C)>>>(dx, rec, dy, argmax, *s);
     return launched();
 }
 
 extern "C" int dt_cuda_maxpool_backward_atomic(float *dx, const float *dy, const int32_t *argmax,
-                                               const struct dt_pool2d_shape *s, dt_cuda_stream st)
+                                               const struct dt_pool2d_shape *s,
+                                               const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream st = L->stream;
     int e = zero(dx, s->B * s->H * s->W * s->C, st);
     if (e) return e;
     maxpool_atomic_kernel<<<GRID(s->B * s->OH * s->OW * s->C)>>>(dx, dy, argmax, *s);
@@ -206,15 +220,17 @@ extern "C" int dt_cuda_maxpool_backward_atomic(float *dx, const float *dy, const
 
 extern "C" int dt_cuda_maxpool_backward_ranked(float *dx, const float *dy, const int32_t *argmax,
                                                const int64_t *rank, const struct dt_pool2d_shape *s,
-                                               dt_cuda_stream st)
+                                               const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream st = L->stream;
     maxpool_ranked_kernel<<<GRID(s->B * s->H * s->W * s->C)>>>(dx, dy, argmax, rank, *s);
     return launched();
 }
 
 extern "C" int dt_cuda_transpose(float *dst, const float *src, int64_t rows, int64_t cols,
-                                 dt_cuda_stream st)
+                                 const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream st = L->stream;
     transpose_kernel<<<GRID(rows * cols)>>>(dst, src, rows, cols);
     return launched();
 }

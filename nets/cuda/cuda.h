@@ -34,6 +34,14 @@ extern "C" {
 
 typedef struct CUstream_st *dt_cuda_stream;
 
+/* How the backend launches: its stream, threads per block (default 256) and the largest
+ * grid (0 = as many blocks as the work needs, capped at 65535). Every launcher takes it;
+ * kernels loop grid-stride, so every result is the same bits for any setting. */
+struct dt_cuda_launch {
+    dt_cuda_stream stream;
+    int block_threads, max_blocks;
+};
+
 #define DT_CUDA_SCRATCH_SLOTS 6
 /* Who uses which scratch slot: 0 and 1 dense.c and loss.c (one op at a time); the rest
  * the convolution and pooling ops (conv.c, cudnn_conv.c), which call the dense ops while
@@ -46,10 +54,11 @@ typedef struct CUstream_st *dt_cuda_stream;
 /* The backend's state (be->ctx). Only the backend's own files touch it. */
 struct dt_cuda_ctx {
     int device;
-    dt_cuda_stream stream;      /* every op and copy of the training step runs here */
-    dt_cuda_stream copy_stream; /* device-to-host copies of the hashing pipeline */
-    void *cublas;               /* cublasHandle_t, bound to `stream` */
-    void *cublas_workspace;     /* fixed cuBLAS workspace (math: strict) */
+    dt_cuda_stream stream;        /* every op and copy of the training step runs here */
+    struct dt_cuda_launch launch; /* stream and geometry of every kernel launch */
+    dt_cuda_stream copy_stream;   /* device-to-host copies of the hashing pipeline */
+    void *cublas;                 /* cublasHandle_t, bound to `stream` */
+    void *cublas_workspace;       /* fixed cuBLAS workspace (math: strict) */
     size_t cublas_workspace_bytes;
     int cublas_mode;                      /* the math mode last set on the handle (-1 = none) */
     void *scratch[DT_CUDA_SCRATCH_SLOTS]; /* device scratch, grown on demand */
@@ -94,11 +103,11 @@ void dt_cuda_sync(struct dt_backend *be);
  * pedantic FP32 otherwise (callers use it for fast and strict only). */
 void *dt_cuda_cublas_for(struct dt_backend *be, const struct dt_policy *pol);
 
-/* Launch geometry hook for tests: threads per block (0 = default 256) and the largest grid
- * (0 = as many blocks as the work needs, capped at 65535). Kernels loop grid-stride, so
- * every result must be the same bits for any setting. */
-void dt_cuda_set_launch(int block_threads, int max_blocks);
-void dt_cuda_set_block_size(int threads); /* = dt_cuda_set_launch(threads, current max) */
+/* Launch geometry hook for tests, on backend be (struct dt_cuda_launch): threads per block
+ * (0 = default 256) and the largest grid (0 = as many blocks as the work needs, capped at
+ * 65535). Kernels loop grid-stride, so every result must be the same bits for any setting. */
+void dt_cuda_set_launch(struct dt_backend *be, int block_threads, int max_blocks);
+void dt_cuda_set_block_size(struct dt_backend *be, int threads); /* the current cap kept */
 
 /* ---- checks with a device record (status.c; nets/backend.h, "deferred checks") -------- */
 
@@ -133,10 +142,12 @@ DT_OP_LIST(DT_CUDA_OP_DECLARE_)
 dt_exact_max_fn dt_cuda_exact_max;
 dt_exact_to_fixed_fn dt_cuda_exact_to_fixed;
 dt_exact_round_fn dt_cuda_exact_round;
-int dt_cuda_exact_max_launch(uint32_t *max_bits, const float *p, int64_t count, dt_cuda_stream s);
+int dt_cuda_exact_max_launch(uint32_t *max_bits, const float *p, int64_t count,
+                             const struct dt_cuda_launch *L);
 /* mode 0: sum and round into p; 1: int64 sums into acc; 2: acc rounded into p */
 int dt_cuda_exact_sum_launch(float *p, int64_t *acc, const uint32_t *max_bits, int64_t n,
-                             int64_t slots, int64_t shards, int mode, dt_cuda_stream s);
+                             int64_t slots, int64_t shards, int mode,
+                             const struct dt_cuda_launch *L);
 
 /* nets/cuda/dense.c (dense.cu) */
 /* The op first_nonfinite: dt_cuda_fixed_scan's first bad index (atomicMin),
@@ -184,7 +195,7 @@ bool dt_cudnn_test_refuse_exec(struct dt_backend *be, int n);
  * values, set_labels: device memory) by the device indices idx (B of them) */
 int dt_cuda_gather_launch(float *x, int32_t *labels, const uint8_t *pixels, const float *values,
                           const uint8_t *set_labels, const int64_t *idx, int64_t B, int64_t dim,
-                          int64_t stride, dt_cuda_stream s);
+                          int64_t stride, const struct dt_cuda_launch *L);
 
 #ifdef __cplusplus
 }

@@ -529,11 +529,11 @@ enum dt_status dt_cudnn_conv2d_forward(struct dt_backend *be, float *y, const fl
         return dt_cuda_own_conv2d_forward(be, y, x, w, bias, s, &own);
     }
     const int64_t Kp = s->KH * s->KW * s->C;
-    dt_cuda_stream st = dt_cuda(be)->stream;
     float *wk =
         dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_WEIGHTS, (size_t)(Kp * s->K_out) * sizeof(float));
-    DT_FORWARD_IF_ERROR(dt_cuda_launched(be, dt_cuda_transpose(wk, w, Kp, s->K_out, st),
-                                         "conv2d_forward weights to KRSC"));
+    DT_FORWARD_IF_ERROR(
+        dt_cuda_launched(be, dt_cuda_transpose(wk, w, Kp, s->K_out, &dt_cuda(be)->launch),
+                         "conv2d_forward weights to KRSC"));
     const float one = 1.0f, zero = 0.0f;
     cudnnStatus_t cst = refused_by_seam(d)
                             ? CUDNN_STATUS_NOT_SUPPORTED
@@ -547,8 +547,9 @@ enum dt_status dt_cudnn_conv2d_forward(struct dt_backend *be, float *y, const fl
     }
     if (cst != CUDNN_STATUS_SUCCESS)
         return cudnn_failed(be, cst, "cudnnConvolutionForward", "conv2d_forward");
-    return dt_cuda_launched(be, dt_cuda_bias_add(y, bias, s->B * s->OH * s->OW, s->K_out, st),
-                            "conv2d_forward bias");
+    return dt_cuda_launched(
+        be, dt_cuda_bias_add(y, bias, s->B * s->OH * s->OW, s->K_out, &dt_cuda(be)->launch),
+        "conv2d_forward bias");
 }
 
 enum dt_status dt_cudnn_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
@@ -567,7 +568,7 @@ enum dt_status dt_cudnn_conv2d_backward_data(struct dt_backend *be, float *dx, c
     float *wk =
         dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_WEIGHTS, (size_t)(Kp * s->K_out) * sizeof(float));
     DT_FORWARD_IF_ERROR(
-        dt_cuda_launched(be, dt_cuda_transpose(wk, w, Kp, s->K_out, dt_cuda(be)->stream),
+        dt_cuda_launched(be, dt_cuda_transpose(wk, w, Kp, s->K_out, &dt_cuda(be)->launch),
                          "conv2d_backward_data weights to KRSC"));
     const float one = 1.0f, zero = 0.0f;
     cudnnStatus_t st = refused_by_seam(d)
@@ -614,7 +615,7 @@ enum dt_status dt_cudnn_conv2d_backward_weight(struct dt_backend *be, float *dw,
     }
     if (st != CUDNN_STATUS_SUCCESS)
         return cudnn_failed(be, st, "cudnnConvolutionBackwardFilter", "conv2d_backward_weight");
-    return dt_cuda_launched(be, dt_cuda_transpose(dw, dwk, s->K_out, Kp, dt_cuda(be)->stream),
+    return dt_cuda_launched(be, dt_cuda_transpose(dw, dwk, s->K_out, Kp, &dt_cuda(be)->launch),
                             "conv2d_backward_weight weights from KRSC");
 }
 

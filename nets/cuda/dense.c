@@ -63,7 +63,6 @@ enum dt_status dt_cuda_dense_forward(struct dt_backend *be, float *y, const floa
                                      const float *w, const float *bias, int64_t B, int64_t in,
                                      int64_t out, const struct dt_policy *pol)
 {
-    dt_cuda_stream s = dt_cuda(be)->stream;
     if (dt_math_portable(pol)) {
         struct dt_cuda_gemm_args g = {.c = y,
                                       .a = x,
@@ -77,14 +76,16 @@ enum dt_status dt_cuda_dense_forward(struct dt_backend *be, float *y, const floa
                                       .a_sk = 1,
                                       .b_sk = out,
                                       .b_sj = 1};
-        DT_FORWARD_IF_ERROR(dt_cuda_launched(be, dt_cuda_gemm_ordered(&g, s), "dense_forward"));
+        DT_FORWARD_IF_ERROR(
+            dt_cuda_launched(be, dt_cuda_gemm_ordered(&g, &dt_cuda(be)->launch), "dense_forward"));
     } else {
         const float one = 1.0f, zero = 0.0f;
         DT_CUBLAS_CHECK(cublasSgemm((cublasHandle_t)dt_cuda_cublas_for(be, pol), CUBLAS_OP_N,
                                     CUBLAS_OP_N, as_int(out), as_int(B), as_int(in), &one, w,
                                     as_int(out), x, as_int(in), &zero, y, as_int(out)));
     }
-    return dt_cuda_launched(be, dt_cuda_bias_add(y, bias, B, out, s), "dense_forward bias");
+    return dt_cuda_launched(be, dt_cuda_bias_add(y, bias, B, out, &dt_cuda(be)->launch),
+                            "dense_forward bias");
 }
 
 /* math portable: dx[b,k] = sum over o ascending of dy[b,o] w[k,o] from +0 (w read
@@ -107,7 +108,7 @@ enum dt_status dt_cuda_dense_backward_data(struct dt_backend *be, float *dx, con
                                       .a_sk = 1,
                                       .b_sk = 1,
                                       .b_sj = out};
-        return dt_cuda_launched(be, dt_cuda_gemm_ordered(&g, dt_cuda(be)->stream),
+        return dt_cuda_launched(be, dt_cuda_gemm_ordered(&g, &dt_cuda(be)->launch),
                                 "dense_backward_data");
     }
     const float one = 1.0f, zero = 0.0f;
@@ -143,7 +144,7 @@ static enum dt_status wgrad_partials(struct dt_backend *be, float *p, const floa
                                       .b_sj = 1,
                                       .b_batch = chunk * out,
                                       .c_batch = n};
-        return dt_cuda_launched(be, dt_cuda_gemm_ordered(&g, dt_cuda(be)->stream),
+        return dt_cuda_launched(be, dt_cuda_gemm_ordered(&g, &dt_cuda(be)->launch),
                                 "dense_backward_weight");
     }
     cublasHandle_t h = (cublasHandle_t)dt_cuda_cublas_for(be, pol);
@@ -187,14 +188,15 @@ enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, float *dw, c
     float *p = dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)(m * n) * sizeof(float));
     DT_FORWARD_IF_ERROR(wgrad_partials(be, p, x, dy, B, in, out, chunk, pol));
     if (fixed)
-        return dt_cuda_launched(be, dt_cuda_reduce_tree(dw, p, m, n, c->stream),
+        return dt_cuda_launched(be, dt_cuda_reduce_tree(dw, p, m, n, &dt_cuda(be)->launch),
                                 "dense_backward_weight tree");
     if (c->forced_order) {
         const int64_t *perm = dt_cuda_forced_perm(be, m, DT_FORCED_CHUNKS);
-        return dt_cuda_launched(be, dt_cuda_add_partials_in_order(dw, p, perm, m, n, c->stream),
-                                "dense_backward_weight forced");
+        return dt_cuda_launched(
+            be, dt_cuda_add_partials_in_order(dw, p, perm, m, n, &dt_cuda(be)->launch),
+            "dense_backward_weight forced");
     }
-    return dt_cuda_launched(be, dt_cuda_add_partials_atomic(dw, p, m, n, c->stream),
+    return dt_cuda_launched(be, dt_cuda_add_partials_atomic(dw, p, m, n, &dt_cuda(be)->launch),
                             "dense_backward_weight atomic");
 }
 
@@ -207,7 +209,8 @@ int64_t dt_cuda_first_nonfinite(struct dt_backend *be, const float *p, int64_t n
     if (n <= 0) return -1;
     struct dt_cuda_ctx *c = dt_cuda(be);
     struct dt_cuda_fixed_record *rec = dt_cuda_scratch(be, SLOT_SMALL, sizeof *rec);
-    DT_CUDA_CHECK(dt_cuda_fixed_scan(rec, p, n, c->stream)); /* a launch failure aborts */
+    DT_CUDA_CHECK(
+        dt_cuda_fixed_scan(rec, p, n, &dt_cuda(be)->launch)); /* a launch failure aborts */
     struct dt_cuda_fixed_record *h = dt_cuda_host_scratch(be, SLOT_SMALL, sizeof *h);
     DT_CUDA_CHECK(
         cudaMemcpyAsync(h, rec, sizeof *h, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
@@ -223,7 +226,7 @@ bool dt_cuda_first_nonfinite_many(struct dt_backend *be, const float *const *p, 
     const size_t bytes = (size_t)count * sizeof(struct dt_cuda_fixed_record);
     struct dt_cuda_fixed_record *rec = dt_cuda_scratch(be, SLOT_SMALL, bytes);
     for (int i = 0; i < count; i++)
-        if (n[i] > 0) DT_CUDA_CHECK(dt_cuda_fixed_scan(&rec[i], p[i], n[i], c->stream));
+        if (n[i] > 0) DT_CUDA_CHECK(dt_cuda_fixed_scan(&rec[i], p[i], n[i], &dt_cuda(be)->launch));
     struct dt_cuda_fixed_record *h = dt_cuda_host_scratch(be, SLOT_SMALL, bytes);
     DT_CUDA_CHECK(cudaMemcpyAsync(h, rec, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
     dt_cuda_sync(be);
@@ -244,10 +247,11 @@ enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const 
         if (c->forced_order) {
             const int64_t *perm = dt_cuda_forced_perm(be, B, DT_FORCED_ROWS);
             return dt_cuda_launched(
-                be, dt_cuda_add_partials_in_order(dbias, dy, perm, B, out, c->stream),
+                be, dt_cuda_add_partials_in_order(dbias, dy, perm, B, out, &dt_cuda(be)->launch),
                 "bias_backward forced");
         }
-        return dt_cuda_launched(be, dt_cuda_bias_grad_atomic(dbias, dy, B, out, c->stream),
+        return dt_cuda_launched(be,
+                                dt_cuda_bias_grad_atomic(dbias, dy, B, out, &dt_cuda(be)->launch),
                                 "bias_backward atomic");
     }
     unsigned long long *acc =
@@ -255,9 +259,9 @@ enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const 
     bool deferred = false;
     struct dt_cuda_fixed_record *rec =
         dt_cuda_check_record(be, DT_CUDA_CHECK_BIAS, "bias gradient", out, SLOT_SMALL, &deferred);
-    DT_FORWARD_IF_ERROR(
-        dt_cuda_launched(be, dt_cuda_bias_grad_fixed(dbias, acc, rec, dy, B, out, c->stream),
-                         "bias_backward fixed point"));
+    DT_FORWARD_IF_ERROR(dt_cuda_launched(
+        be, dt_cuda_bias_grad_fixed(dbias, acc, rec, dy, B, out, &dt_cuda(be)->launch),
+        "bias_backward fixed point"));
     if (deferred) return DT_OK; /* read at the step's end (status.c) */
     return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_BIAS, "bias gradient", out, SLOT_SMALL);
 }

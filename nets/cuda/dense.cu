@@ -14,9 +14,9 @@
 #define FIXED_ROWS 32 /* rows per slice of the fixed-point bias gradient */
 
 /* Blocks for `tiles` tiles of one block each: at most the grid cap (dt_cuda_set_launch). */
-static unsigned blocks_for_tiles(int64_t tiles)
+static unsigned blocks_for_tiles(const struct dt_cuda_launch *L, int64_t tiles)
 {
-    int64_t cap = dt_cuda_max_blocks > 0 ? dt_cuda_max_blocks : 65535;
+    int64_t cap = L->max_blocks > 0 ? L->max_blocks : 65535;
     if (tiles > cap) tiles = cap;
     return (unsigned)(tiles > 0 ? tiles : 1);
 }
@@ -202,86 +202,94 @@ static __global__ void bias_fixed_finish_kernel(float *dbias, struct dt_cuda_fix
 
 /* ---- launchers -------------------------------------------------------------------------- */
 
-extern "C" int dt_cuda_gemm_ordered(const struct dt_cuda_gemm_args *g, dt_cuda_stream s)
+extern "C" int dt_cuda_gemm_ordered(const struct dt_cuda_gemm_args *g,
+                                    const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream s = L->stream;
     const int64_t tiles =
         (g->M + GEMM_TILE - 1) / GEMM_TILE * ((g->N + GEMM_TILE - 1) / GEMM_TILE) * g->batches;
-    gemm_ordered_kernel<<<blocks_for_tiles(tiles), dim3(GEMM_TILE, GEMM_TILE), 0, s>>>(*g);
+    gemm_ordered_kernel<<<blocks_for_tiles(L, tiles), dim3(GEMM_TILE, GEMM_TILE), 0, s>>>(*g);
     return (int)cudaGetLastError();
 }
 
 extern "C" int dt_cuda_bias_add(float *y, const float *bias, int64_t B, int64_t out,
-                                dt_cuda_stream s)
+                                const struct dt_cuda_launch *L)
 {
-    bias_add_kernel<<<dt_cuda_grid_for(B * out), dt_cuda_block_threads, 0, s>>>(y, bias, B, out);
+    const dt_cuda_stream s = L->stream;
+    bias_add_kernel<<<dt_cuda_grid(L, B * out), L->block_threads, 0, s>>>(y, bias, B, out);
     return (int)cudaGetLastError();
 }
 
 extern "C" int dt_cuda_reduce_tree(float *dst, float *partials, int64_t m, int64_t n,
-                                   dt_cuda_stream s)
+                                   const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream s = L->stream;
     for (int64_t st = n, count = m; count > 1;
          st *= TREE_BLOCK, count = (count + TREE_BLOCK - 1) / TREE_BLOCK) {
         const int64_t blocks = (count + TREE_BLOCK - 1) / TREE_BLOCK;
-        reduce_tree_level_kernel<<<dt_cuda_grid_for(blocks * n), dt_cuda_block_threads, 0, s>>>(
+        reduce_tree_level_kernel<<<dt_cuda_grid(L, blocks * n), L->block_threads, 0, s>>>(
             partials, count, st, n);
     }
-    copy_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(dst, partials, n);
+    copy_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, s>>>(dst, partials, n);
     return (int)cudaGetLastError();
 }
 
 extern "C" int dt_cuda_add_partials_atomic(float *dst, const float *partials, int64_t m, int64_t n,
-                                           dt_cuda_stream s)
+                                           const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream s = L->stream;
     cudaError_t e = cudaMemsetAsync(dst, 0, (size_t)n * sizeof(float), s);
     if (e != cudaSuccess) {
         (void)cudaGetLastError(); /* reported here, not again by the next launch */
         return (int)e;
     }
-    add_partials_atomic_kernel<<<dt_cuda_grid_for(m * n), dt_cuda_block_threads, 0, s>>>(
-        dst, partials, m, n);
+    add_partials_atomic_kernel<<<dt_cuda_grid(L, m * n), L->block_threads, 0, s>>>(dst, partials, m,
+                                                                                   n);
     return (int)cudaGetLastError();
 }
 
 extern "C" int dt_cuda_add_partials_in_order(float *dst, const float *partials, const int64_t *perm,
-                                             int64_t m, int64_t n, dt_cuda_stream s)
+                                             int64_t m, int64_t n, const struct dt_cuda_launch *L)
 {
-    add_partials_in_order_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(
-        dst, partials, perm, m, n);
+    const dt_cuda_stream s = L->stream;
+    add_partials_in_order_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, s>>>(dst, partials,
+                                                                                 perm, m, n);
     return (int)cudaGetLastError();
 }
 
 extern "C" int dt_cuda_bias_grad_atomic(float *dbias, const float *dy, int64_t B, int64_t out,
-                                        dt_cuda_stream s)
+                                        const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream s = L->stream;
     cudaError_t e = cudaMemsetAsync(dbias, 0, (size_t)out * sizeof(float), s);
     if (e != cudaSuccess) {
         (void)cudaGetLastError(); /* reported here, not again by the next launch */
         return (int)e;
     }
     const int64_t items = (B + BIAS_ROWS - 1) / BIAS_ROWS * out;
-    bias_grad_atomic_kernel<<<dt_cuda_grid_for(items), dt_cuda_block_threads, 0, s>>>(dbias, dy, B,
-                                                                                      out);
+    bias_grad_atomic_kernel<<<dt_cuda_grid(L, items), L->block_threads, 0, s>>>(dbias, dy, B, out);
     return (int)cudaGetLastError();
 }
 
 extern "C" int dt_cuda_fixed_scan(struct dt_cuda_fixed_record *rec, const float *v, int64_t n,
-                                  dt_cuda_stream s)
+                                  const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream s = L->stream;
     bias_fixed_init_kernel<<<1, 1, 0, s>>>(NULL, rec, 0);
-    bias_fixed_max_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(rec, v, n);
+    bias_fixed_max_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, s>>>(rec, v, n);
     return (int)cudaGetLastError();
 }
 
 extern "C" int dt_cuda_bias_grad_fixed(float *dbias, unsigned long long *acc,
                                        struct dt_cuda_fixed_record *rec, const float *dy, int64_t B,
-                                       int64_t out, dt_cuda_stream s)
+                                       int64_t out, const struct dt_cuda_launch *L)
 {
-    const unsigned threads = (unsigned)dt_cuda_block_threads;
+    const dt_cuda_stream s = L->stream;
+    const unsigned threads = (unsigned)L->block_threads;
     const int64_t items = (B + FIXED_ROWS - 1) / FIXED_ROWS * out;
-    bias_fixed_init_kernel<<<dt_cuda_grid_for(out), threads, 0, s>>>(acc, rec, out);
-    bias_fixed_max_kernel<<<dt_cuda_grid_for(B * out), threads, 0, s>>>(rec, dy, B * out);
-    bias_fixed_sum_kernel<<<dt_cuda_grid_for(items), threads, 0, s>>>(acc, rec, dy, B, out);
-    bias_fixed_finish_kernel<<<dt_cuda_grid_for(out), threads, 0, s>>>(dbias, rec, acc, B, out);
+    bias_fixed_init_kernel<<<dt_cuda_grid(L, out), threads, 0, s>>>(acc, rec, out);
+    bias_fixed_max_kernel<<<dt_cuda_grid(L, B * out), threads, 0, s>>>(rec, dy, B * out);
+    bias_fixed_sum_kernel<<<dt_cuda_grid(L, items), threads, 0, s>>>(acc, rec, dy, B, out);
+    bias_fixed_finish_kernel<<<dt_cuda_grid(L, out), threads, 0, s>>>(dbias, rec, acc, B, out);
     return (int)cudaGetLastError();
 }

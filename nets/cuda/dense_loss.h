@@ -44,35 +44,38 @@ struct dt_cuda_fixed_record {
 
 /* portable: each output summed by one thread over k ascending from +0 (tiles of k staged in
  * shared memory, the order unchanged); independent of the grid size. */
-int dt_cuda_gemm_ordered(const struct dt_cuda_gemm_args *g, dt_cuda_stream s);
+int dt_cuda_gemm_ordered(const struct dt_cuda_gemm_args *g, const struct dt_cuda_launch *L);
 /* y[b,o] = y[b,o] + bias[o]: elementwise. y is (B,out). */
-int dt_cuda_bias_add(float *y, const float *bias, int64_t B, int64_t out, dt_cuda_stream s);
+int dt_cuda_bias_add(float *y, const float *bias, int64_t B, int64_t out,
+                     const struct dt_cuda_launch *L);
 /* dst[e] = the fixed tree (determinism/reduce.h) over partials[c*n + e], c in [0, m);
  * partials is overwritten. */
-int dt_cuda_reduce_tree(float *dst, float *partials, int64_t m, int64_t n, dt_cuda_stream s);
+int dt_cuda_reduce_tree(float *dst, float *partials, int64_t m, int64_t n,
+                        const struct dt_cuda_launch *L);
 /* dst[e] = sum over c of partials[c*n + e] by float atomicAdd into a zeroed dst, in the
  * order the additions arrive (nondeterministic). */
 int dt_cuda_add_partials_atomic(float *dst, const float *partials, int64_t m, int64_t n,
-                                dt_cuda_stream s);
+                                const struct dt_cuda_launch *L);
 /* dst[e] = +0 + partials[perm[0]*n + e] + partials[perm[1]*n + e] + ... (m terms, that
  * order): the forced-order test hook. perm is device memory. */
 int dt_cuda_add_partials_in_order(float *dst, const float *partials, const int64_t *perm, int64_t m,
-                                  int64_t n, dt_cuda_stream s);
+                                  int64_t n, const struct dt_cuda_launch *L);
 /* dbias[o] = sum over b of dy[b,o]: row slices summed in order, the slice sums added by
  * float atomicAdd into a zeroed dbias (nondeterministic). dy is (B,out). */
 int dt_cuda_bias_grad_atomic(float *dbias, const float *dy, int64_t B, int64_t out,
-                             dt_cuda_stream s);
+                             const struct dt_cuda_launch *L);
 /* dbias[o] = sum over b of dy[b,o] in exact fixed point (determinism/fixed_point.h):
  * max |dy| -> shift (on the device) -> int64 column sums by integer atomics -> one
  * rounding. acc holds `out` counters; rec is device memory, filled for the caller to read. */
 int dt_cuda_bias_grad_fixed(float *dbias, unsigned long long *acc, struct dt_cuda_fixed_record *rec,
-                            const float *dy, int64_t B, int64_t out, dt_cuda_stream s);
+                            const float *dy, int64_t B, int64_t out,
+                            const struct dt_cuda_launch *L);
 
 /* rec reset, then max |v| (as bits) and the first non-finite index over v[0, n): the
  * first pass of every fixed-point scatter (the bias gradient, conv.cu's col2im and
  * max-pool backward). */
 int dt_cuda_fixed_scan(struct dt_cuda_fixed_record *rec, const float *v, int64_t n,
-                       dt_cuda_stream s);
+                       const struct dt_cuda_launch *L);
 
 /* ---- nets/cuda/loss.cu ----------------------------------------------------------------- */
 
@@ -82,10 +85,10 @@ int dt_cuda_fixed_scan(struct dt_cuda_fixed_record *rec, const float *v, int64_t
  * (arrival order; total is zeroed first). */
 int dt_cuda_softmax_xent_rows(float *probs, float *losses, int32_t *hit, float *total,
                               const float *logits, const int32_t *labels, int64_t B, int64_t C,
-                              bool portable, dt_cuda_stream s);
+                              bool portable, const struct dt_cuda_launch *L);
 /* dlogits[b,c] = (probs[b,c] - (c == labels[b])) * inv_b: elementwise. */
 int dt_cuda_softmax_xent_grad(float *dlogits, const float *probs, const int32_t *labels, int64_t B,
-                              int64_t C, float inv_b, dt_cuda_stream s);
+                              int64_t C, float inv_b, const struct dt_cuda_launch *L);
 
 /* ---- nets/cuda/loss.c (host) ----------------------------------------------------------- */
 

@@ -9,7 +9,7 @@ enum dt_status dt_cuda_exact_max(struct dt_backend *be, uint32_t *max_bits, cons
 {
     for (int i = 0; i < L->tensors; i++) {
         int rc = dt_cuda_exact_max_launch(max_bits + i, pack + L->slots * L->first[i],
-                                          L->slots * L->n[i], dt_cuda(be)->stream);
+                                          L->slots * L->n[i], &dt_cuda(be)->launch);
         if (rc) return dt_cuda_launched(be, rc, "exact_max");
     }
     return DT_OK;
@@ -22,7 +22,7 @@ static enum dt_status exact_sums(struct dt_backend *be, float *pack, int64_t *ac
     for (int i = 0; i < L->tensors; i++) {
         int rc = dt_cuda_exact_sum_launch(pack + L->slots * L->first[i],
                                           acc ? acc + L->first[i] : NULL, max_bits + i, L->n[i],
-                                          L->slots, L->shards, mode, dt_cuda(be)->stream);
+                                          L->slots, L->shards, mode, &dt_cuda(be)->launch);
         if (rc) return dt_cuda_launched(be, rc, "exact_sum");
     }
     return DT_OK;

@@ -44,18 +44,21 @@ static __global__ void exact_sum_kernel(float *p, int64_t *acc, const uint32_t *
 }
 
 extern "C" int dt_cuda_exact_max_launch(uint32_t *max_bits, const float *p, int64_t count,
-                                        dt_cuda_stream s)
+                                        const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream s = L->stream;
     cudaError_t e = cudaMemsetAsync(max_bits, 0, sizeof *max_bits, s);
     if (e != cudaSuccess) return (int)e;
-    exact_max_kernel<<<dt_cuda_grid_for(count), dt_cuda_block_threads, 0, s>>>(max_bits, p, count);
+    exact_max_kernel<<<dt_cuda_grid(L, count), L->block_threads, 0, s>>>(max_bits, p, count);
     return (int)cudaGetLastError();
 }
 
 extern "C" int dt_cuda_exact_sum_launch(float *p, int64_t *acc, const uint32_t *max_bits, int64_t n,
-                                        int64_t slots, int64_t shards, int mode, dt_cuda_stream s)
+                                        int64_t slots, int64_t shards, int mode,
+                                        const struct dt_cuda_launch *L)
 {
-    exact_sum_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(p, acc, max_bits, n,
-                                                                           slots, shards, mode);
+    const dt_cuda_stream s = L->stream;
+    exact_sum_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, s>>>(p, acc, max_bits, n, slots,
+                                                                     shards, mode);
     return (int)cudaGetLastError();
 }

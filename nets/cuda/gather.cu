@@ -19,9 +19,10 @@ static __global__ void gather_kernel(float *x, int32_t *labels, const uint8_t *p
 extern "C" int dt_cuda_gather_launch(float *x, int32_t *labels, const uint8_t *pixels,
                                      const float *values, const uint8_t *set_labels,
                                      const int64_t *idx, int64_t B, int64_t dim, int64_t stride,
-                                     dt_cuda_stream s)
+                                     const struct dt_cuda_launch *L)
 {
-    gather_kernel<<<dt_cuda_grid_for(B * dim), dt_cuda_block_threads, 0, s>>>(
+    const dt_cuda_stream s = L->stream;
+    gather_kernel<<<dt_cuda_grid(L, B * dim), L->block_threads, 0, s>>>(
         x, labels, pixels, values, set_labels, idx, B, dim, stride);
     return (int)cudaGetLastError();
 }

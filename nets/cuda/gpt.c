@@ -53,10 +53,10 @@ enum dt_status dt_cuda_embedding_forward(struct dt_backend *be, float *h, int32_
                                          const float *wpe, int64_t B, int64_t T, int64_t D,
                                          const struct dt_policy *pol)
 {
-    return dt_cuda_launched(
-        be,
-        dt_cuda_embedding_forward_launch(h, tokens, targets, x, wte, wpe, B, T, D, stream_of(be)),
-        "embedding_forward");
+    return dt_cuda_launched(be,
+                            dt_cuda_embedding_forward_launch(h, tokens, targets, x, wte, wpe, B, T,
+                                                             D, &dt_cuda(be)->launch),
+                            "embedding_forward");
 }
 
 enum dt_status dt_cuda_embedding_backward(struct dt_backend *be, float *dwte, const float *dh,
@@ -70,13 +70,14 @@ enum dt_status dt_cuda_embedding_backward(struct dt_backend *be, float *dwte, co
                 cudaMemsetAsync(dwte, 0, (size_t)(V * D) * sizeof(float), (cudaStream_t)c->stream));
         if (c->forced_order) {
             const int64_t *perm = dt_cuda_forced_perm(be, rows, DT_FORCED_ROWS);
-            return dt_cuda_launched(
-                be,
-                dt_cuda_embedding_scatter_in_order(dwte, dh, tokens, perm, rows, V, D, c->stream),
-                "embedding_backward forced");
+            return dt_cuda_launched(be,
+                                    dt_cuda_embedding_scatter_in_order(dwte, dh, tokens, perm, rows,
+                                                                       V, D, &dt_cuda(be)->launch),
+                                    "embedding_backward forced");
         }
         return dt_cuda_launched(
-            be, dt_cuda_embedding_scatter_atomic(dwte, dh, tokens, rows, V, D, c->stream),
+            be,
+            dt_cuda_embedding_scatter_atomic(dwte, dh, tokens, rows, V, D, &dt_cuda(be)->launch),
             "embedding_backward atomic");
     }
     unsigned long long *acc =
@@ -87,7 +88,7 @@ enum dt_status dt_cuda_embedding_backward(struct dt_backend *be, float *dwte, co
     DT_FORWARD_IF_ERROR(
         dt_cuda_launched(be,
                          dt_cuda_embedding_scatter_fixed(dwte, acc, rec, dh, tokens, rows, V, D,
-                                                         accumulate, c->stream),
+                                                         accumulate, &dt_cuda(be)->launch),
                          "embedding_backward fixed point"));
     if (deferred) return DT_OK; /* read at the step's end (status.c) */
     return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_BIAS, EMB_WHAT, D, SLOT_SMALL);
@@ -98,9 +99,10 @@ enum dt_status dt_cuda_layernorm_forward(struct dt_backend *be, float *y, float 
                                          const float *x, const float *gamma, const float *beta,
                                          int64_t rows, int64_t D, const struct dt_policy *pol)
 {
-    return dt_cuda_launched(
-        be, dt_cuda_layernorm_forward_launch(y, mean, rstd, x, gamma, beta, rows, D, stream_of(be)),
-        "layernorm_forward");
+    return dt_cuda_launched(be,
+                            dt_cuda_layernorm_forward_launch(y, mean, rstd, x, gamma, beta, rows, D,
+                                                             &dt_cuda(be)->launch),
+                            "layernorm_forward");
 }
 
 /* portable: per row (dt_layernorm_row_grad). */
@@ -111,7 +113,8 @@ enum dt_status dt_cuda_layernorm_backward(struct dt_backend *be, float *dx, floa
 {
     return dt_cuda_launched(be,
                             dt_cuda_layernorm_backward_launch(dx, gx, dy, x, mean, rstd, gamma,
-                                                              rows, D, accumulate, stream_of(be)),
+                                                              rows, D, accumulate,
+                                                              &dt_cuda(be)->launch),
                             "layernorm_backward");
 }
 
@@ -144,7 +147,8 @@ enum dt_status dt_cuda_attention_forward(struct dt_backend *be, float *out, floa
 {
     if (dt_math_portable(pol))
         return dt_cuda_launched(
-            be, dt_cuda_attention_forward_launch(out, att, qkv, B, T, H, D, true, stream_of(be)),
+            be,
+            dt_cuda_attention_forward_launch(out, att, qkv, B, T, H, D, true, &dt_cuda(be)->launch),
             "attention_forward");
     const struct dt_attn_shape s = {B, T, H, D};
     for (int64_t b = 0; b < B; b++) {
@@ -153,7 +157,7 @@ enum dt_status dt_cuda_attention_forward(struct dt_backend *be, float *out, floa
         attn_gemm(be, &g, pol);
     }
     DT_FORWARD_IF_ERROR(dt_cuda_launched(
-        be, dt_cuda_attention_softmax_launch(att, B * H * T, T, false, stream_of(be)),
+        be, dt_cuda_attention_softmax_launch(att, B * H * T, T, false, &dt_cuda(be)->launch),
         "attention_forward softmax"));
     for (int64_t b = 0; b < B; b++) {
         const struct dt_gemm_call g = dt_attn_gemm_out(&s, out, att, qkv, b);
@@ -170,10 +174,10 @@ enum dt_status dt_cuda_attention_backward(struct dt_backend *be, float *dqkv, fl
                                           const struct dt_policy *pol)
 {
     if (dt_math_portable(pol))
-        return dt_cuda_launched(
-            be,
-            dt_cuda_attention_backward_launch(dqkv, ds, dout, att, qkv, B, T, H, D, stream_of(be)),
-            "attention_backward");
+        return dt_cuda_launched(be,
+                                dt_cuda_attention_backward_launch(dqkv, ds, dout, att, qkv, B, T, H,
+                                                                  D, &dt_cuda(be)->launch),
+                                "attention_backward");
     const struct dt_attn_shape s = {B, T, H, D};
     for (int64_t b = 0; b < B; b++) {
         const struct dt_gemm_call g = dt_attn_gemm_dp(&s, ds, dout, qkv, b);
@@ -182,7 +186,7 @@ enum dt_status dt_cuda_attention_backward(struct dt_backend *be, float *dqkv, fl
     DT_FORWARD_IF_ERROR(
         dt_cuda_launched(be,
                          dt_cuda_attention_dscores_finish_launch(
-                             ds, att, B * H * T, T, dt_gpt_attn_scale(D / H), stream_of(be)),
+                             ds, att, B * H * T, T, dt_gpt_attn_scale(D / H), &dt_cuda(be)->launch),
                          "attention_backward dS"));
     for (int64_t b = 0; b < B; b++)
         for (int which = 0; which < 3; which++) {
@@ -197,7 +201,7 @@ enum dt_status dt_cuda_gelu_forward(struct dt_backend *be, float *y, const float
                                     const struct dt_policy *pol)
 {
     return dt_cuda_launched(
-        be, dt_cuda_gelu_launch(y, NULL, x, n, false, dt_math_own_tanh(pol), stream_of(be)),
+        be, dt_cuda_gelu_launch(y, NULL, x, n, false, dt_math_own_tanh(pol), &dt_cuda(be)->launch),
         "gelu_forward");
 }
 
@@ -205,7 +209,7 @@ enum dt_status dt_cuda_gelu_backward(struct dt_backend *be, float *dx, const flo
                                      const float *x, int64_t n, const struct dt_policy *pol)
 {
     return dt_cuda_launched(
-        be, dt_cuda_gelu_launch(dx, dy, x, n, true, dt_math_own_tanh(pol), stream_of(be)),
+        be, dt_cuda_gelu_launch(dx, dy, x, n, true, dt_math_own_tanh(pol), &dt_cuda(be)->launch),
         "gelu_backward");
 }
 
@@ -213,7 +217,7 @@ enum dt_status dt_cuda_gelu_backward(struct dt_backend *be, float *dx, const flo
 enum dt_status dt_cuda_add(struct dt_backend *be, float *y, const float *x, int64_t n,
                            const struct dt_policy *pol)
 {
-    return dt_cuda_launched(be, dt_cuda_add_launch(y, x, n, stream_of(be)), "add");
+    return dt_cuda_launched(be, dt_cuda_add_launch(y, x, n, &dt_cuda(be)->launch), "add");
 }
 
 /* portable: per row, a function of the global row (determinism/dropout.h). */
@@ -222,7 +226,8 @@ enum dt_status dt_cuda_dropout(struct dt_backend *be, float *y, const float *x, 
                                const struct dt_dropout_site *site, const struct dt_policy *pol)
 {
     return dt_cuda_launched(
-        be, dt_cuda_dropout_launch(y, x, keep, lanes, rows, width, site, stream_of(be)), "dropout");
+        be, dt_cuda_dropout_launch(y, x, keep, lanes, rows, width, site, &dt_cuda(be)->launch),
+        "dropout");
 }
 
 enum dt_status dt_cuda_dropout_seed(struct dt_backend *be, struct dt_xoro *lanes, int64_t rows,
@@ -230,6 +235,7 @@ enum dt_status dt_cuda_dropout_seed(struct dt_backend *be, struct dt_xoro *lanes
                                     const struct dt_policy *pol)
 {
     return dt_cuda_launched(
-        be, dt_cuda_dropout_seed_launch(lanes, rows, row0, seed, step, member, stream_of(be)),
+        be,
+        dt_cuda_dropout_seed_launch(lanes, rows, row0, seed, step, member, &dt_cuda(be)->launch),
         "dropout_seed");
 }

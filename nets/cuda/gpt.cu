@@ -227,58 +227,65 @@ static __global__ void dropout_seed_kernel(struct dt_xoro *lanes, int64_t rows, 
 
 /* ---- launchers ------------------------------------------------------------------------------- */
 
-#define THREADS dt_cuda_block_threads
+#define THREADS L->block_threads
 #define LAUNCHED return (int)cudaGetLastError()
 
 extern "C" int dt_cuda_embedding_forward_launch(float *h, int32_t *tokens, int32_t *targets,
                                                 const float *x, const float *wte, const float *wpe,
-                                                int64_t B, int64_t T, int64_t D, dt_cuda_stream s)
+                                                int64_t B, int64_t T, int64_t D,
+                                                const struct dt_cuda_launch *L)
 {
-    embed_tokens_kernel<<<dt_cuda_grid_for(B * T), THREADS, 0, s>>>(tokens, targets, x, B, T);
-    embed_kernel<<<dt_cuda_grid_for(B * T * D), THREADS, 0, s>>>(h, x, wte, wpe, T, D, B * T * D);
+    const dt_cuda_stream s = L->stream;
+    embed_tokens_kernel<<<dt_cuda_grid(L, B * T), THREADS, 0, s>>>(tokens, targets, x, B, T);
+    embed_kernel<<<dt_cuda_grid(L, B * T * D), THREADS, 0, s>>>(h, x, wte, wpe, T, D, B * T * D);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_embedding_scatter_atomic(float *dwte, const float *dh, const int32_t *tokens,
                                                 int64_t rows, int64_t V, int64_t D,
-                                                dt_cuda_stream s)
+                                                const struct dt_cuda_launch *L)
 {
-    scatter_atomic_kernel<<<dt_cuda_grid_for(rows * D), THREADS, 0, s>>>(dwte, dh, tokens, rows, V,
-                                                                         D);
+    const dt_cuda_stream s = L->stream;
+    scatter_atomic_kernel<<<dt_cuda_grid(L, rows * D), THREADS, 0, s>>>(dwte, dh, tokens, rows, V,
+                                                                        D);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_embedding_scatter_in_order(float *dwte, const float *dh,
                                                   const int32_t *tokens, const int64_t *perm,
                                                   int64_t rows, int64_t V, int64_t D,
-                                                  dt_cuda_stream s)
+                                                  const struct dt_cuda_launch *L)
 {
-    scatter_in_order_kernel<<<dt_cuda_grid_for(D), THREADS, 0, s>>>(dwte, dh, tokens, perm, rows, V,
-                                                                    D);
+    const dt_cuda_stream s = L->stream;
+    scatter_in_order_kernel<<<dt_cuda_grid(L, D), THREADS, 0, s>>>(dwte, dh, tokens, perm, rows, V,
+                                                                   D);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_embedding_scatter_fixed(float *dwte, unsigned long long *acc,
                                                struct dt_cuda_fixed_record *rec, const float *dh,
                                                const int32_t *tokens, int64_t rows, int64_t V,
-                                               int64_t D, bool accumulate, dt_cuda_stream s)
+                                               int64_t D, bool accumulate,
+                                               const struct dt_cuda_launch *L)
 {
-    const int rc = dt_cuda_fixed_scan(rec, dh, rows * D, s);
+    const dt_cuda_stream s = L->stream;
+    const int rc = dt_cuda_fixed_scan(rec, dh, rows * D, L);
     if (rc != 0) return rc;
-    fixed_zero_kernel<<<dt_cuda_grid_for(V * D), THREADS, 0, s>>>(acc, V * D);
-    scatter_fixed_kernel<<<dt_cuda_grid_for(rows * D), THREADS, 0, s>>>(acc, rec, dh, tokens, rows,
-                                                                        V, D);
-    scatter_fixed_finish_kernel<<<dt_cuda_grid_for(V * D), THREADS, 0, s>>>(dwte, rec, acc, rows,
-                                                                            V * D, accumulate);
+    fixed_zero_kernel<<<dt_cuda_grid(L, V * D), THREADS, 0, s>>>(acc, V * D);
+    scatter_fixed_kernel<<<dt_cuda_grid(L, rows * D), THREADS, 0, s>>>(acc, rec, dh, tokens, rows,
+                                                                       V, D);
+    scatter_fixed_finish_kernel<<<dt_cuda_grid(L, V * D), THREADS, 0, s>>>(dwte, rec, acc, rows,
+                                                                           V * D, accumulate);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_layernorm_forward_launch(float *y, float *mean, float *rstd, const float *x,
                                                 const float *gamma, const float *beta, int64_t rows,
-                                                int64_t D, dt_cuda_stream s)
+                                                int64_t D, const struct dt_cuda_launch *L)
 {
-    layernorm_forward_kernel<<<dt_cuda_grid_for(rows), THREADS, 0, s>>>(y, mean, rstd, x, gamma,
-                                                                        beta, rows, D);
+    const dt_cuda_stream s = L->stream;
+    layernorm_forward_kernel<<<dt_cuda_grid(L, rows), THREADS, 0, s>>>(y, mean, rstd, x, gamma,
+                                                                       beta, rows, D);
     LAUNCHED;
 }
 
@@ -286,75 +293,87 @@ extern "C" int dt_cuda_layernorm_backward_launch(float *dx, float *gx, const flo
                                                  const float *x, const float *mean,
                                                  const float *rstd, const float *gamma,
                                                  int64_t rows, int64_t D, bool accumulate,
-                                                 dt_cuda_stream s)
+                                                 const struct dt_cuda_launch *L)
 {
-    layernorm_backward_kernel<<<dt_cuda_grid_for(rows), THREADS, 0, s>>>(
-        dx, gx, dy, x, mean, rstd, gamma, rows, D, accumulate);
+    const dt_cuda_stream s = L->stream;
+    layernorm_backward_kernel<<<dt_cuda_grid(L, rows), THREADS, 0, s>>>(dx, gx, dy, x, mean, rstd,
+                                                                        gamma, rows, D, accumulate);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_attention_forward_launch(float *out, float *att, const float *qkv, int64_t B,
                                                 int64_t T, int64_t H, int64_t D, bool portable,
-                                                dt_cuda_stream s)
+                                                const struct dt_cuda_launch *L)
 {
-    attention_forward_kernel<<<dt_cuda_grid_for(B * H * T), THREADS, 0, s>>>(
+    const dt_cuda_stream s = L->stream;
+    attention_forward_kernel<<<dt_cuda_grid(L, B * H * T), THREADS, 0, s>>>(
         out, att, qkv, B, T, H, D, dt_gpt_attn_scale(D / H), portable);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_attention_backward_launch(float *dqkv, float *ds, const float *dout,
                                                  const float *att, const float *qkv, int64_t B,
-                                                 int64_t T, int64_t H, int64_t D, dt_cuda_stream s)
+                                                 int64_t T, int64_t H, int64_t D,
+                                                 const struct dt_cuda_launch *L)
 {
-    attention_dscores_kernel<<<dt_cuda_grid_for(B * H * T), THREADS, 0, s>>>(
+    const dt_cuda_stream s = L->stream;
+    attention_dscores_kernel<<<dt_cuda_grid(L, B * H * T), THREADS, 0, s>>>(
         ds, att, dout, qkv, B, T, H, D, dt_gpt_attn_scale(D / H));
-    attention_grad_kernel<<<dt_cuda_grid_for(B * T * 3 * D), THREADS, 0, s>>>(dqkv, ds, att, dout,
-                                                                              qkv, B, T, H, D);
+    attention_grad_kernel<<<dt_cuda_grid(L, B * T * 3 * D), THREADS, 0, s>>>(dqkv, ds, att, dout,
+                                                                             qkv, B, T, H, D);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_attention_softmax_launch(float *att, int64_t rows, int64_t T, bool portable,
-                                                dt_cuda_stream s)
+                                                const struct dt_cuda_launch *L)
 {
-    attention_softmax_kernel<<<dt_cuda_grid_for(rows), THREADS, 0, s>>>(att, rows, T, portable);
+    const dt_cuda_stream s = L->stream;
+    attention_softmax_kernel<<<dt_cuda_grid(L, rows), THREADS, 0, s>>>(att, rows, T, portable);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_attention_dscores_finish_launch(float *ds, const float *att, int64_t rows,
-                                                       int64_t T, float scale, dt_cuda_stream s)
+                                                       int64_t T, float scale,
+                                                       const struct dt_cuda_launch *L)
 {
-    attention_dscores_finish_kernel<<<dt_cuda_grid_for(rows), THREADS, 0, s>>>(ds, att, rows, T,
-                                                                               scale);
+    const dt_cuda_stream s = L->stream;
+    attention_dscores_finish_kernel<<<dt_cuda_grid(L, rows), THREADS, 0, s>>>(ds, att, rows, T,
+                                                                              scale);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_gelu_launch(float *y, const float *dy, const float *x, int64_t n,
-                                   bool backward, bool own_tanh, dt_cuda_stream s)
+                                   bool backward, bool own_tanh, const struct dt_cuda_launch *L)
 {
-    gelu_kernel<<<dt_cuda_grid_for(n), THREADS, 0, s>>>(y, dy, x, n, backward, own_tanh);
+    const dt_cuda_stream s = L->stream;
+    gelu_kernel<<<dt_cuda_grid(L, n), THREADS, 0, s>>>(y, dy, x, n, backward, own_tanh);
     LAUNCHED;
 }
 
-extern "C" int dt_cuda_add_launch(float *y, const float *x, int64_t n, dt_cuda_stream s)
+extern "C" int dt_cuda_add_launch(float *y, const float *x, int64_t n,
+                                  const struct dt_cuda_launch *L)
 {
-    add_kernel<<<dt_cuda_grid_for(n), THREADS, 0, s>>>(y, x, n);
+    const dt_cuda_stream s = L->stream;
+    add_kernel<<<dt_cuda_grid(L, n), THREADS, 0, s>>>(y, x, n);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_dropout_launch(float *y, const float *x, uint8_t *keep,
                                       struct dt_xoro *lanes, int64_t rows, int64_t width,
-                                      const struct dt_dropout_site *site, dt_cuda_stream s)
+                                      const struct dt_dropout_site *site,
+                                      const struct dt_cuda_launch *L)
 {
-    dropout_kernel<<<dt_cuda_grid_for(rows), THREADS, 0, s>>>(y, x, keep, lanes, rows, width,
-                                                              *site);
+    const dt_cuda_stream s = L->stream;
+    dropout_kernel<<<dt_cuda_grid(L, rows), THREADS, 0, s>>>(y, x, keep, lanes, rows, width, *site);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_dropout_seed_launch(struct dt_xoro *lanes, int64_t rows, int64_t row0,
                                            uint64_t seed, uint32_t step, uint32_t member,
-                                           dt_cuda_stream s)
+                                           const struct dt_cuda_launch *L)
 {
-    dropout_seed_kernel<<<dt_cuda_grid_for(rows), THREADS, 0, s>>>(lanes, rows, row0, seed, step,
-                                                                   member);
+    const dt_cuda_stream s = L->stream;
+    dropout_seed_kernel<<<dt_cuda_grid(L, rows), THREADS, 0, s>>>(lanes, rows, row0, seed, step,
+                                                                  member);
     LAUNCHED;
 }

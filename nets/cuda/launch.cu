@@ -1,21 +1,19 @@
-/* The CUDA backend's launch geometry (nets/cuda/launch.cuh): threads per block and the
- * grid cap every launch reads, and the test hook that sets them. Every kernel loops
- * grid-stride, so no result depends on them. */
+/* The test hook that sets a CUDA backend's launch geometry (struct dt_cuda_launch,
+ * nets/cuda/cuda.h): threads per block and the grid cap its launches read. Every kernel
+ * loops grid-stride, so no result depends on them. */
 #include "nets/cuda/cuda.h"
 #include "nets/cuda/launch.cuh"
 
-int dt_cuda_block_threads = 256;
-int dt_cuda_max_blocks = 0;
-
-extern "C" void dt_cuda_set_launch(int block_threads, int max_blocks)
+extern "C" void dt_cuda_set_launch(struct dt_backend *be, int block_threads, int max_blocks)
 {
     /* 1024 threads is CUDA's limit per block; every kernel fits it (at most 64 registers
      * per thread: the forced-order gathers of nets/cuda/conv.cu carry __launch_bounds__). */
-    dt_cuda_block_threads = block_threads > 0 ? (block_threads < 1024 ? block_threads : 1024) : 256;
-    dt_cuda_max_blocks = max_blocks > 0 ? max_blocks : 0;
+    struct dt_cuda_launch *L = &dt_cuda(be)->launch;
+    L->block_threads = block_threads > 0 ? (block_threads < 1024 ? block_threads : 1024) : 256;
+    L->max_blocks = max_blocks > 0 ? max_blocks : 0;
 }
 
-extern "C" void dt_cuda_set_block_size(int threads)
+extern "C" void dt_cuda_set_block_size(struct dt_backend *be, int threads)
 {
-    dt_cuda_set_launch(threads, dt_cuda_max_blocks);
+    dt_cuda_set_launch(be, threads, dt_cuda(be)->launch.max_blocks);
 }

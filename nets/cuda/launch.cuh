@@ -1,21 +1,21 @@
-/* Launch geometry shared by the .cu files of the CUDA backend (CUDA C only). Every kernel
- * loops grid-stride over its work items, so any block and grid size computes the same
- * items the same way; tests force several through dt_cuda_set_launch (nets/cuda/cuda.h). */
+/* Launch geometry for the .cu files of the CUDA backend (CUDA C only): every launcher takes
+ * the backend's struct dt_cuda_launch (its stream, threads per block and grid cap; in the
+ * backend's context, nets/cuda/cuda.h). Every kernel loops grid-stride over its work
+ * items, so any block and grid size computes the same items the same way; tests force
+ * several through dt_cuda_set_launch. */
 #ifndef DT_CUDA_LAUNCH_CUH
 #define DT_CUDA_LAUNCH_CUH
 
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-/* Current threads per block and grid cap (defined in nets/cuda/launch.cu). */
-extern int dt_cuda_block_threads;
-extern int dt_cuda_max_blocks;
+#include "nets/cuda/cuda.h" /* struct dt_cuda_launch: the backend's stream and geometry */
 
-/* Blocks for `items` work items at the current block size, at least 1, at most the cap. */
-static inline unsigned dt_cuda_grid_for(int64_t items)
+/* Blocks for `items` work items at L's block size, at least 1, at most L's cap. */
+static inline unsigned dt_cuda_grid(const struct dt_cuda_launch *L, int64_t items)
 {
-    int64_t blocks = (items + dt_cuda_block_threads - 1) / dt_cuda_block_threads;
-    int64_t cap = dt_cuda_max_blocks > 0 ? dt_cuda_max_blocks : 65535;
+    int64_t blocks = (items + L->block_threads - 1) / L->block_threads;
+    int64_t cap = L->max_blocks > 0 ? L->max_blocks : 65535;
     if (blocks > cap) blocks = cap;
     return (unsigned)(blocks > 0 ? blocks : 1);
 }

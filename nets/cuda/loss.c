@@ -59,7 +59,7 @@ enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs,
     DT_FORWARD_IF_ERROR(dt_cuda_launched(
         be,
         dt_cuda_softmax_xent_rows(probs, losses, hit, atomic_total ? total : NULL, logits, labels,
-                                  B, C, dt_math_portable(pol), c->stream),
+                                  B, C, dt_math_portable(pol), &dt_cuda(be)->launch),
         "softmax_xent_forward"));
     char *h = dt_cuda_host_scratch(be, 0, bytes);
     DT_CUDA_CHECK(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
@@ -91,6 +91,6 @@ enum dt_status dt_cuda_softmax_xent_backward(struct dt_backend *be, float *dlogi
 {
     const float inv_b = 1.0f / (float)denom;
     return dt_cuda_launched(
-        be, dt_cuda_softmax_xent_grad(dlogits, probs, labels, B, C, inv_b, dt_cuda(be)->stream),
+        be, dt_cuda_softmax_xent_grad(dlogits, probs, labels, B, C, inv_b, &dt_cuda(be)->launch),
         "softmax_xent_backward");
 }

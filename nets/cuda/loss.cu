@@ -42,8 +42,9 @@ static __global__ void softmax_xent_grad_kernel(float *dlogits, const float *pro
 
 extern "C" int dt_cuda_softmax_xent_rows(float *probs, float *losses, int32_t *hit, float *total,
                                          const float *logits, const int32_t *labels, int64_t B,
-                                         int64_t C, bool portable, dt_cuda_stream s)
+                                         int64_t C, bool portable, const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream s = L->stream;
     if (total) {
         cudaError_t e = cudaMemsetAsync(total, 0, sizeof *total, s);
         if (e != cudaSuccess) {
@@ -52,18 +53,20 @@ extern "C" int dt_cuda_softmax_xent_rows(float *probs, float *losses, int32_t *h
         }
     }
     if (portable)
-        softmax_xent_rows_kernel<true><<<dt_cuda_grid_for(B), dt_cuda_block_threads, 0, s>>>(
+        softmax_xent_rows_kernel<true><<<dt_cuda_grid(L, B), L->block_threads, 0, s>>>(
             probs, losses, hit, total, logits, labels, B, C);
     else
-        softmax_xent_rows_kernel<false><<<dt_cuda_grid_for(B), dt_cuda_block_threads, 0, s>>>(
+        softmax_xent_rows_kernel<false><<<dt_cuda_grid(L, B), L->block_threads, 0, s>>>(
             probs, losses, hit, total, logits, labels, B, C);
     return (int)cudaGetLastError();
 }
 
 extern "C" int dt_cuda_softmax_xent_grad(float *dlogits, const float *probs, const int32_t *labels,
-                                         int64_t B, int64_t C, float inv_b, dt_cuda_stream s)
+                                         int64_t B, int64_t C, float inv_b,
+                                         const struct dt_cuda_launch *L)
 {
-    softmax_xent_grad_kernel<<<dt_cuda_grid_for(B * C), dt_cuda_block_threads, 0, s>>>(
+    const dt_cuda_stream s = L->stream;
+    softmax_xent_grad_kernel<<<dt_cuda_grid(L, B * C), L->block_threads, 0, s>>>(
         dlogits, probs, labels, B, C, inv_b);
     return (int)cudaGetLastError();
 }

@@ -19,7 +19,7 @@ enum dt_status dt_cuda_sgd_update(struct dt_backend *be, float *w, float *v, con
                                   const struct dt_policy *pol)
 {
     return dt_cuda_launched(
-        be, dt_cuda_sgd_update_launch(w, v, g, n, lr, momentum, weight_decay, dt_cuda(be)->stream),
+        be, dt_cuda_sgd_update_launch(w, v, g, n, lr, momentum, weight_decay, &dt_cuda(be)->launch),
         "sgd_update");
 }
 
@@ -28,7 +28,7 @@ enum dt_status dt_cuda_adamw_update(struct dt_backend *be, float *w, float *m, f
                                     const float *g, int64_t n, const struct dt_adamw_step *s,
                                     const struct dt_policy *pol)
 {
-    return dt_cuda_launched(be, dt_cuda_adamw_launch(w, m, v, g, n, s, dt_cuda(be)->stream),
+    return dt_cuda_launched(be, dt_cuda_adamw_launch(w, m, v, g, n, s, &dt_cuda(be)->launch),
                             "adamw_update");
 }
 
@@ -37,7 +37,7 @@ enum dt_status dt_cuda_clip_scale(struct dt_backend *be, float *g, int64_t n, co
                                   float max_norm, const struct dt_policy *pol)
 {
     return dt_cuda_launched(
-        be, dt_cuda_clip_scale_launch(g, n, norm_sq, max_norm, dt_cuda(be)->stream), "clip_scale");
+        be, dt_cuda_clip_scale_launch(g, n, norm_sq, max_norm, &dt_cuda(be)->launch), "clip_scale");
 }
 
 /* The forced-order hook under reduction unordered: each tensor's chunk sums come to the
@@ -51,7 +51,7 @@ static enum dt_status norm_forced(struct dt_backend *be, float *norm_sq, const f
         const int64_t m = (n[i] + DT_UNORDERED_CHUNK - 1) / DT_UNORDERED_CHUNK;
         float *part = dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)m * sizeof(float));
         DT_FORWARD_IF_ERROR(dt_cuda_launched(
-            be, dt_cuda_norm_chunks(part, g[i], n[i], DT_UNORDERED_CHUNK, c->stream),
+            be, dt_cuda_norm_chunks(part, g[i], n[i], DT_UNORDERED_CHUNK, &dt_cuda(be)->launch),
             "grad_norm forced"));
         float *h = dt_xmalloc((size_t)m * sizeof *h);
         DT_CUDA_CHECK(cudaMemcpyAsync(h, part, (size_t)m * sizeof *h, cudaMemcpyDeviceToHost,
@@ -82,14 +82,15 @@ enum dt_status dt_cuda_grad_norm(struct dt_backend *be, float *norm_sq, const fl
             unsigned long long acc;
         } *d = dt_cuda_scratch(be, SLOT_SMALL, sizeof(struct small));
         int64_t total = 0;
-        int rc = dt_cuda_norm_exact_init(&d->acc, &d->rec, c->stream);
+        int rc = dt_cuda_norm_exact_init(&d->acc, &d->rec, &dt_cuda(be)->launch);
         for (int i = 0; i < count && rc == 0; i++) {
-            rc = dt_cuda_norm_exact_max(&d->rec, g[i], n[i], c->stream);
+            rc = dt_cuda_norm_exact_max(&d->rec, g[i], n[i], &dt_cuda(be)->launch);
             total += n[i];
         }
         for (int i = 0; i < count && rc == 0; i++)
-            rc = dt_cuda_norm_exact_sum(&d->acc, &d->rec, g[i], n[i], total, c->stream);
-        if (rc == 0) rc = dt_cuda_norm_exact_finish(norm_sq, &d->acc, &d->rec, total, c->stream);
+            rc = dt_cuda_norm_exact_sum(&d->acc, &d->rec, g[i], n[i], total, &dt_cuda(be)->launch);
+        if (rc == 0)
+            rc = dt_cuda_norm_exact_finish(norm_sq, &d->acc, &d->rec, total, &dt_cuda(be)->launch);
         return dt_cuda_launched(be, rc, "grad_norm exact");
     }
     if (!dt_reduction_ordered(pol) && c->forced_order) return norm_forced(be, norm_sq, g, n, count);
@@ -101,11 +102,11 @@ enum dt_status dt_cuda_grad_norm(struct dt_backend *be, float *norm_sq, const fl
             const int64_t m = dt_reduce_chunks(n[i]);
             float *part = dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)m * sizeof(float));
             float *t = dt_cuda_scratch(be, SLOT_SMALL, sizeof(float));
-            rc = dt_cuda_norm_chunks(part, g[i], n[i], DT_REDUCE_CHUNK, c->stream);
-            if (rc == 0) rc = dt_cuda_reduce_tree(t, part, m, 1, c->stream);
-            if (rc == 0) rc = dt_cuda_norm_add_in_order(norm_sq, t, c->stream);
+            rc = dt_cuda_norm_chunks(part, g[i], n[i], DT_REDUCE_CHUNK, &dt_cuda(be)->launch);
+            if (rc == 0) rc = dt_cuda_reduce_tree(t, part, m, 1, &dt_cuda(be)->launch);
+            if (rc == 0) rc = dt_cuda_norm_add_in_order(norm_sq, t, &dt_cuda(be)->launch);
         } else {
-            rc = dt_cuda_norm_atomic(norm_sq, g[i], n[i], DT_UNORDERED_CHUNK, c->stream);
+            rc = dt_cuda_norm_atomic(norm_sq, g[i], n[i], DT_UNORDERED_CHUNK, &dt_cuda(be)->launch);
         }
         DT_FORWARD_IF_ERROR(dt_cuda_launched(be, rc, "grad_norm"));
     }

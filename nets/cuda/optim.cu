@@ -120,79 +120,91 @@ static __global__ void norm_exact_finish_kernel(float *dst, const unsigned long 
 
 /* ---- launchers ------------------------------------------------------------------------------- */
 
-#define THREADS dt_cuda_block_threads
+#define THREADS L->block_threads
 #define LAUNCHED return (int)cudaGetLastError()
 
 extern "C" int dt_cuda_sgd_update_launch(float *w, float *v, const float *g, int64_t n, float lr,
-                                         float momentum, float weight_decay, dt_cuda_stream s)
+                                         float momentum, float weight_decay,
+                                         const struct dt_cuda_launch *L)
 {
-    sgd_update_kernel<<<dt_cuda_grid_for(n), dt_cuda_block_threads, 0, s>>>(w, v, g, n, lr,
-                                                                            momentum, weight_decay);
+    const dt_cuda_stream s = L->stream;
+    sgd_update_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, s>>>(w, v, g, n, lr, momentum,
+                                                                      weight_decay);
     return (int)cudaGetLastError();
 }
 
 extern "C" int dt_cuda_adamw_launch(float *w, float *m, float *v, const float *g, int64_t n,
-                                    const struct dt_adamw_step *st, dt_cuda_stream s)
+                                    const struct dt_adamw_step *st, const struct dt_cuda_launch *L)
 {
-    adamw_kernel<<<dt_cuda_grid_for(n), THREADS, 0, s>>>(w, m, v, g, n, *st);
+    const dt_cuda_stream s = L->stream;
+    adamw_kernel<<<dt_cuda_grid(L, n), THREADS, 0, s>>>(w, m, v, g, n, *st);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_clip_scale_launch(float *g, int64_t n, const float *norm_sq, float max_norm,
-                                         dt_cuda_stream s)
+                                         const struct dt_cuda_launch *L)
 {
-    clip_scale_kernel<<<dt_cuda_grid_for(n), THREADS, 0, s>>>(g, n, norm_sq, max_norm);
+    const dt_cuda_stream s = L->stream;
+    clip_scale_kernel<<<dt_cuda_grid(L, n), THREADS, 0, s>>>(g, n, norm_sq, max_norm);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_norm_chunks(float *part, const float *g, int64_t n, int64_t chunk,
-                                   dt_cuda_stream s)
+                                   const struct dt_cuda_launch *L)
 {
-    norm_chunks_kernel<<<dt_cuda_grid_for((n + chunk - 1) / chunk), THREADS, 0, s>>>(part, g, n,
-                                                                                     chunk);
+    const dt_cuda_stream s = L->stream;
+    norm_chunks_kernel<<<dt_cuda_grid(L, (n + chunk - 1) / chunk), THREADS, 0, s>>>(part, g, n,
+                                                                                    chunk);
     LAUNCHED;
 }
 
-extern "C" int dt_cuda_norm_add_in_order(float *dst, const float *sum, dt_cuda_stream s)
+extern "C" int dt_cuda_norm_add_in_order(float *dst, const float *sum,
+                                         const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream s = L->stream;
     norm_add_in_order_kernel<<<1, 1, 0, s>>>(dst, sum);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_norm_atomic(float *dst, const float *g, int64_t n, int64_t chunk,
-                                   dt_cuda_stream s)
+                                   const struct dt_cuda_launch *L)
 {
-    norm_atomic_kernel<<<dt_cuda_grid_for((n + chunk - 1) / chunk), THREADS, 0, s>>>(dst, g, n,
-                                                                                     chunk);
+    const dt_cuda_stream s = L->stream;
+    norm_atomic_kernel<<<dt_cuda_grid(L, (n + chunk - 1) / chunk), THREADS, 0, s>>>(dst, g, n,
+                                                                                    chunk);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_norm_exact_init(unsigned long long *acc, struct dt_cuda_fixed_record *rec,
-                                       dt_cuda_stream s)
+                                       const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream s = L->stream;
     norm_exact_init_kernel<<<1, 1, 0, s>>>(acc, rec);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_norm_exact_max(struct dt_cuda_fixed_record *rec, const float *g, int64_t n,
-                                      dt_cuda_stream s)
+                                      const struct dt_cuda_launch *L)
 {
-    norm_exact_max_kernel<<<dt_cuda_grid_for(n), THREADS, 0, s>>>(rec, g, n);
+    const dt_cuda_stream s = L->stream;
+    norm_exact_max_kernel<<<dt_cuda_grid(L, n), THREADS, 0, s>>>(rec, g, n);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_norm_exact_sum(unsigned long long *acc,
                                       const struct dt_cuda_fixed_record *rec, const float *g,
-                                      int64_t n, int64_t total, dt_cuda_stream s)
+                                      int64_t n, int64_t total, const struct dt_cuda_launch *L)
 {
-    norm_exact_sum_kernel<<<dt_cuda_grid_for(n), THREADS, 0, s>>>(acc, rec, g, n, total);
+    const dt_cuda_stream s = L->stream;
+    norm_exact_sum_kernel<<<dt_cuda_grid(L, n), THREADS, 0, s>>>(acc, rec, g, n, total);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_norm_exact_finish(float *dst, const unsigned long long *acc,
                                          const struct dt_cuda_fixed_record *rec, int64_t total,
-                                         dt_cuda_stream s)
+                                         const struct dt_cuda_launch *L)
 {
+    const dt_cuda_stream s = L->stream;
     norm_exact_finish_kernel<<<1, 1, 0, s>>>(dst, acc, rec, total);
     LAUNCHED;
 }
