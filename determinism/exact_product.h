@@ -1,0 +1,130 @@
+/* The exact matrix product (issue 51): C = A . B with every output a fixed function of the
+ * inputs -- the same bits whichever kernel, order, tiling, thread count or device computes
+ * it -- because everything between the inputs and the one rounding is integer arithmetic.
+ * The per-element formulas, written once for every backend and the tests (DT_HD).
+ *
+ * 1. Scales: each row i of A (K values) gets the exponent eA_i = the smallest e with every
+ *    |A[i,k]| < 2^e (dt_xp_scale of the row's max |value|); each column j of B likewise eB_j.
+ * 2. Fixed point: XA[i,k] = trunc(A[i,k] * 2^(DT_XP_BITS - eA_i)), an integer with
+ *    |XA| < 2^DT_XP_BITS (dt_xp_fixed; truncation toward zero, so never 2^DT_XP_BITS).
+ *    The operand loses what lies below 2^(eA_i - DT_XP_BITS): a relative error below
+ *    2^-DT_XP_BITS of the row's largest value (2^-28 with 4 slices; float32 keeps 2^-24 of
+ *    each value's own magnitude -- measured on the models' shapes in tests/test_xp.c).
+ * 3. Slices: XA = sum_p a_p 2^(7 (S-1-p)) with int8 digits a_p in [-127, 127] of XA's sign
+ *    (dt_xp_slice), S = DT_XP_SLICES. An int8 x int8 -> int32 product of slices,
+ *    P_pq[i,j] = sum_k a_p[i,k] b_q[k,j], is exact for K <= DT_XP_K_MAX: what int8 GEMMs
+ *    (cuBLAS cublasGemmEx with 32-bit integer compute, oneDNN s8s8s32, AVX-512 VNNI,
+ *    AMX-INT8, a plain C loop) all compute, whatever their order.
+ * 4. Combination: acc[i,j] = sum_pq P_pq[i,j] 2^(7 (2S-2-p-q)) in a 128-bit integer
+ *    (dt_xp_combine) -- exactly sum_k XA[i,k] XB[k,j]: every slice pair is kept, so the
+ *    combination is the integer dot product of the fixed-point operands, |acc| < K 2^56.
+ * 5. One rounding: C[i,j] = the float nearest acc 2^(eA_i + eB_j - 2 DT_XP_BITS), ties to
+ *    even, subnormals and overflow as IEEE round-to-nearest (dt_xp_to_float).
+ * A zero row or column (max 0) has every X 0 and gives +0. NaN and Inf have no fixed-point
+ * form: the caller checks the scales first (dt_xp_scale returns DT_XP_NONFINITE). */
+#ifndef DT_EXACT_PRODUCT_H
+#define DT_EXACT_PRODUCT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/hd.h"
+#include "determinism/fixed_point.h"
+
+#define DT_XP_SLICE_BITS 7                             /* an int8 digit: |a_p| <= 127 */
+#define DT_XP_SLICES 4                                 /* slices per operand (S) */
+#define DT_XP_BITS (DT_XP_SLICE_BITS * DT_XP_SLICES)    /* 28 bits below the row's top */
+#define DT_XP_K_MAX ((int64_t)133144)                  /* K 127^2 < 2^31: int32 exact */
+#define DT_XP_ZERO (-100000)                           /* the scale of an all-zero row */
+#define DT_XP_NONFINITE 100000                         /* the scale of a row with NaN/Inf */
+
+typedef __int128 dt_xp_acc;
+
+/* The scale exponent of a row (column) whose largest |value| is max_abs: the smallest e with
+ * max_abs < 2^e; DT_XP_ZERO for 0, DT_XP_NONFINITE for NaN or Inf. */
+static inline DT_HD int dt_xp_scale(float max_abs)
+{
+    uint64_t m;
+    int e;
+    bool neg;
+    if (!dt_fixed_decode_(&m, &e, &neg, max_abs)) return DT_XP_NONFINITE;
+    if (m == 0) return DT_XP_ZERO;
+    return e + dt_fixed_bitlen_(m); /* m 2^e < 2^(e + bitlen(m)), and not below 2^(.. - 1) */
+}
+
+/* trunc(x 2^(DT_XP_BITS - scale)) for |x| < 2^scale: |X| < 2^DT_XP_BITS. */
+static inline DT_HD int64_t dt_xp_fixed(float x, int scale)
+{
+    uint64_t m;
+    int e;
+    bool neg;
+    if (scale == DT_XP_ZERO || !dt_fixed_decode_(&m, &e, &neg, x)) return 0;
+    const int t = e + DT_XP_BITS - scale; /* x 2^(BITS - scale) = m 2^t */
+    uint64_t mag;
+    if (t >= 0) mag = m << t; /* below 2^BITS: |x| < 2^scale */
+    else mag = -t >= 64 ? 0 : m >> -t;
+    return neg ? -(int64_t)mag : (int64_t)mag;
+}
+
+/* Slice p (0: the top digit) of X: the p-th base-128 digit of |X| from the top, with X's
+ * sign, in [-127, 127]; sum_p slice_p 2^(7 (S-1-p)) == X. */
+static inline DT_HD int8_t dt_xp_slice(int64_t X, int p)
+{
+    const uint64_t mag = X < 0 ? (uint64_t)(-X) : (uint64_t)X;
+    const int d = (int)((mag >> (DT_XP_SLICE_BITS * (DT_XP_SLICES - 1 - p))) & 127u);
+    return (int8_t)(X < 0 ? -d : d);
+}
+
+/* acc += P 2^(7 (2S-2-p-q)): slice pair (p, q)'s exact int32 product into the output. */
+static inline DT_HD void dt_xp_combine(dt_xp_acc *acc, int32_t P, int p, int q)
+{
+    *acc += (dt_xp_acc)P * ((dt_xp_acc)1 << (DT_XP_SLICE_BITS * (2 * DT_XP_SLICES - 2 - p - q)));
+}
+
+/* Number of significant bits of a 128-bit magnitude. */
+static inline DT_HD int dt_xp_bitlen_(unsigned __int128 u)
+{
+    const uint64_t hi = (uint64_t)(u >> 64);
+    return hi ? 64 + dt_fixed_bitlen_(hi) : dt_fixed_bitlen_((uint64_t)u);
+}
+
+/* round-half-even(u / 2^r), r >= 1. */
+static inline DT_HD unsigned __int128 dt_xp_rne_shr_(unsigned __int128 u, int r)
+{
+    if (r > 128) return 0;
+    if (r == 128) return u > ((unsigned __int128)1 << 127) ? 1 : 0;
+    const unsigned __int128 q = u >> r;
+    const unsigned __int128 rem = u & ((((unsigned __int128)1) << r) - 1);
+    const unsigned __int128 half = ((unsigned __int128)1) << (r - 1);
+    return q + (rem > half || (rem == half && (q & 1)) ? 1 : 0);
+}
+
+/* The float nearest acc 2^exp (ties to even): one rounding, done on the integer, for any
+ * exponent -- subnormal results included, beyond the float range +-Inf; acc == 0 gives +0, a
+ * nonzero acc whose value rounds to zero a zero of its sign. */
+static inline DT_HD float dt_xp_to_float(dt_xp_acc acc, int exp)
+{
+    if (acc == 0) return 0.0f;
+    const uint32_t sign = acc < 0 ? 0x80000000u : 0u;
+    const unsigned __int128 u =
+        acc < 0 ? (unsigned __int128)0 - (unsigned __int128)acc : (unsigned __int128)acc;
+    const int64_t e = (int64_t)dt_xp_bitlen_(u) - 1 + exp; /* value in [2^e, 2^(e+1)) */
+    if (e > 127) return dt_bits_float(sign | 0x7f800000u);
+    const int64_t qexp = e - 23 < -149 ? -149 : e - 23; /* the result's last bit */
+    const int64_t r = qexp - exp;                       /* value / 2^qexp = u / 2^r */
+    unsigned __int128 m;
+    if (r <= 0) m = u << (-r); /* exact, < 2^24 */
+    else m = dt_xp_rne_shr_(u, r > 200 ? 200 : (int)r);
+    if (m == 0) return dt_bits_float(sign);
+    uint32_t bits = ((uint32_t)(qexp + 149) << 23) + (uint32_t)m; /* a carry bumps the exponent */
+    if (bits > 0x7f800000u) bits = 0x7f800000u;
+    return dt_bits_float(sign | bits);
+}
+
+/* The exponent of output (i, j): acc 2^(eA + eB - 2 DT_XP_BITS). */
+static inline DT_HD int dt_xp_out_exp(int scale_a, int scale_b)
+{
+    return scale_a + scale_b - 2 * DT_XP_BITS;
+}
+
+#endif

@@ -1,0 +1,270 @@
+/* The exact matrix product's per-element formulas (determinism/exact_product.h, issue 51):
+ * the slicing round-trips, the int8 slice products combined equal the 128-bit integer dot
+ * product of the fixed-point operands on random and adversarial inputs (huge and tiny
+ * magnitudes in one row, zeros, subnormals, the largest K), in any order; the one rounding
+ * is the integer's nearest float; and the product's error stays within its stated bound and
+ * below an index-order float32 sum's on the models' shapes -- a bound a dropped slice breaks
+ * (the mutation: the test sees it). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "determinism/exact_product.h"
+#include "tests/check.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+static double unit(void) { return (double)(next() >> 11) / 9007199254740992.0; } /* [0, 1) */
+
+/* A value of a "skewed" tensor: sign, a mantissa, a magnitude spread over 2^-spread .. 1. */
+static float skewed(int spread)
+{
+    const double m = 1.0 + unit();
+    const int e = -(int)(next() % (uint64_t)(spread + 1));
+    return (float)((next() & 1 ? -m : m) * ldexp(1.0, e));
+}
+
+static int row_scale(const float *v, int64_t n, int64_t stride)
+{
+    float mx = 0.0f;
+    for (int64_t i = 0; i < n; i++) mx = fmaxf(mx, fabsf(v[i * stride]));
+    return dt_xp_scale(mx);
+}
+
+/* The exact product of A (M x K) and B (K x N), row-major, into C, two ways: `sliced` the
+ * int8 slice products (int32, as an int8 GEMM computes them) combined, else the direct
+ * 128-bit dot product of the fixed-point operands. drop >= 0 leaves slice `drop` out (the
+ * mutation). acc (M x N) receives the integers when not NULL. */
+static void xp_matmul(float *C, dt_xp_acc *acc, const float *A, const float *B, int64_t M,
+                      int64_t K, int64_t N, bool sliced, int drop)
+{
+    int *sa = malloc((size_t)M * sizeof *sa), *sb = malloc((size_t)N * sizeof *sb);
+    int64_t *XA = malloc((size_t)(M * K) * sizeof *XA), *XB = malloc((size_t)(K * N) * sizeof *XB);
+    for (int64_t i = 0; i < M; i++) sa[i] = row_scale(A + i * K, K, 1);
+    for (int64_t j = 0; j < N; j++) sb[j] = row_scale(B + j, K, N);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t k = 0; k < K; k++) XA[i * K + k] = dt_xp_fixed(A[i * K + k], sa[i]);
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < N; j++) XB[k * N + j] = dt_xp_fixed(B[k * N + j], sb[j]);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            dt_xp_acc a = 0;
+            if (sliced) {
+                for (int p = 0; p < DT_XP_SLICES; p++)
+                    for (int q = 0; q < DT_XP_SLICES; q++) {
+                        if (p == drop || q == drop) continue;
+                        int32_t P = 0;
+                        for (int64_t k = 0; k < K; k++)
+                            P += (int32_t)dt_xp_slice(XA[i * K + k], p) *
+                                 (int32_t)dt_xp_slice(XB[k * N + j], q);
+                        dt_xp_combine(&a, P, p, q);
+                    }
+            } else {
+                for (int64_t k = 0; k < K; k++) a += (dt_xp_acc)XA[i * K + k] * XB[k * N + j];
+            }
+            if (acc) acc[i * N + j] = a;
+            C[i * N + j] = dt_xp_to_float(a, dt_xp_out_exp(sa[i], sb[j]));
+        }
+    free(sa), free(sb), free(XA), free(XB);
+}
+
+/* X = trunc(x 2^(BITS - scale)), |X| < 2^BITS, and its slices give X back. */
+DT_TEST(slices_round_trip)
+{
+    for (int t = 0; t < 200000; t++) {
+        float x;
+        if (t % 7 == 0) {
+            uint32_t bits = (uint32_t)next() & 0x807fffffu; /* subnormals and zero */
+            memcpy(&x, &bits, 4);
+        } else {
+            x = skewed(60);
+        }
+        /* the row's scale: x itself, or a larger neighbour's */
+        const float top = t % 3 ? fabsf(x) : fabsf(x) * (float)(1 + (next() % 1000));
+        const int s = dt_xp_scale(top);
+        if (top == 0.0f) {
+            CHECK_INT_EQ(s, DT_XP_ZERO);
+            CHECK_INT_EQ(dt_xp_fixed(x, s), 0);
+            continue;
+        }
+        CHECK(ldexp(1.0, s - 1) <= top && top < ldexp(1.0, s));
+        const int64_t X = dt_xp_fixed(x, s);
+        CHECK(llabs(X) < (INT64_C(1) << DT_XP_BITS));
+        const long double want = truncl((long double)x * ldexpl(1.0L, DT_XP_BITS - s));
+        CHECK((long double)X == want);
+        int64_t back = 0;
+        for (int p = 0; p < DT_XP_SLICES; p++) {
+            const int8_t d = dt_xp_slice(X, p);
+            CHECK(d != -128 && (d == 0 || (d < 0) == (X < 0)));
+            back = back * 128 + d;
+        }
+        CHECK_INT_EQ(back, X);
+    }
+    CHECK_INT_EQ(dt_xp_scale(INFINITY), DT_XP_NONFINITE);
+    CHECK_INT_EQ(dt_xp_scale(NAN), DT_XP_NONFINITE);
+    CHECK_INT_EQ(dt_xp_scale(1.0f), 1);
+    CHECK_INT_EQ(dt_xp_scale(0.75f), 0);
+}
+
+/* A matrix with adversarial rows: huge and tiny magnitudes in one row, zeros, subnormals. */
+static void adversarial(float *v, int64_t rows, int64_t cols)
+{
+    for (int64_t i = 0; i < rows * cols; i++) v[i] = skewed(20);
+    for (int64_t c = 0; c < cols; c++) {
+        v[0 * cols + c] = c % 2 ? 3e38f : 1e-38f;       /* huge beside tiny */
+        v[1 * cols + c] = 0.0f;                          /* a zero row */
+        v[2 * cols + c] = (float)(c % 3) * 1.4e-45f;     /* subnormals */
+        v[3 * cols + c] = c == 0 ? -1.0f : 0x1p-40f;     /* one value above the rest */
+    }
+}
+
+/* The slice products combined are the integer dot product exactly, on random and
+ * adversarial inputs, and at the largest K the int32 slice products do not overflow. */
+DT_TEST(slices_combine_to_the_integer_product)
+{
+    enum { M = 6, K = 37, N = 5 };
+    float A[M * K], B[K * N], C1[M * N], C2[M * N];
+    dt_xp_acc a1[M * N], a2[M * N];
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < M * K; i++) A[i] = skewed(30);
+        for (int i = 0; i < K * N; i++) B[i] = skewed(30);
+        if (round % 2) adversarial(A, M, K);
+        xp_matmul(C1, a1, A, B, M, K, N, true, -1);
+        xp_matmul(C2, a2, A, B, M, K, N, false, -1);
+        CHECK(memcmp(a1, a2, sizeof a1) == 0);
+        CHECK(memcmp(C1, C2, sizeof C1) == 0);
+    }
+    /* the largest K: every slice at +-127, the int32 products at their bound */
+    const int64_t Km = DT_XP_K_MAX;
+    CHECK((int64_t)Km * 127 * 127 <= INT32_MAX);
+    CHECK((int64_t)(Km + 1) * 127 * 127 > INT32_MAX);
+    const int64_t X = (INT64_C(1) << DT_XP_BITS) - 1; /* every digit 127 */
+    for (int p = 0; p < DT_XP_SLICES; p++) CHECK_INT_EQ(dt_xp_slice(X, p), 127);
+    dt_xp_acc acc = 0, want = 0;
+    for (int p = 0; p < DT_XP_SLICES; p++)
+        for (int q = 0; q < DT_XP_SLICES; q++) {
+            int32_t P = 0;
+            for (int64_t k = 0; k < Km; k++) P += 127 * 127;
+            dt_xp_combine(&acc, P, p, q);
+        }
+    for (int64_t k = 0; k < Km; k++) want += (dt_xp_acc)X * X;
+    CHECK(acc == want);
+}
+
+/* Any order: the slice products summed over k backwards, the slice pairs in reverse, give
+ * the same integers (and so the same floats). */
+DT_TEST(any_order_same_bits)
+{
+    enum { M = 4, K = 301, N = 3 };
+    static float A[M * K], B[K * N];
+    for (int i = 0; i < M * K; i++) A[i] = skewed(24);
+    for (int i = 0; i < K * N; i++) B[i] = skewed(24);
+    float C[M * N];
+    dt_xp_acc ref[M * N];
+    xp_matmul(C, ref, A, B, M, K, N, true, -1);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            const int sa = row_scale(A + i * K, K, 1), sb = row_scale(B + j, K, N);
+            dt_xp_acc a = 0;
+            for (int p = DT_XP_SLICES - 1; p >= 0; p--)
+                for (int q = DT_XP_SLICES - 1; q >= 0; q--) {
+                    int32_t P = 0;
+                    for (int64_t k = K - 1; k >= 0; k--)
+                        P += (int32_t)dt_xp_slice(dt_xp_fixed(A[i * K + k], sa), p) *
+                             (int32_t)dt_xp_slice(dt_xp_fixed(B[k * N + j], sb), q);
+                    dt_xp_combine(&a, P, p, q);
+                }
+            CHECK(a == ref[i * N + j]);
+            const float f = dt_xp_to_float(a, dt_xp_out_exp(sa, sb));
+            CHECK(memcmp(&f, &C[i * N + j], 4) == 0);
+        }
+}
+
+/* dt_xp_to_float is the integer's nearest float: dt_fixed_to_float's bits wherever the
+ * integer fits int64, and the ties, subnormals and overflow of 128-bit integers. */
+DT_TEST(one_rounding)
+{
+    for (int t = 0; t < 200000; t++) {
+        const int64_t v = (int64_t)(next() >> (next() % 64)) * (next() & 1 ? -1 : 1);
+        const int exp = (int)(next() % 400) - 250;
+        const float a = dt_xp_to_float((dt_xp_acc)v, exp), b = dt_fixed_to_float(v, -exp);
+        CHECK(memcmp(&a, &b, 4) == 0);
+    }
+    const dt_xp_acc big = (dt_xp_acc)1 << 100;
+    /* 2^100 (1 + 2^-24): a tie between 2^100 and its successor, to even (2^100) */
+    float f = dt_xp_to_float(big + ((dt_xp_acc)1 << 76), 0);
+    CHECK(f == 0x1p100f);
+    f = dt_xp_to_float(big + ((dt_xp_acc)1 << 76) + 1, 0); /* just above the tie */
+    CHECK(f == nextafterf(0x1p100f, INFINITY));
+    f = dt_xp_to_float(-(big + 3 * ((dt_xp_acc)1 << 76)), 0); /* a tie to even, upwards */
+    CHECK(f == -(0x1p100f + 0x1p78f));
+    CHECK(dt_xp_to_float(big, 28) == INFINITY); /* 2^128 */
+    CHECK(dt_xp_to_float(-big, 27) == -0x1p127f);
+    CHECK(dt_xp_to_float(big, -249) == 0x1p-149f);              /* the smallest subnormal */
+    CHECK(signbit(dt_xp_to_float(-big, -251)) && dt_xp_to_float(-big, -251) == 0.0f);
+    CHECK(dt_xp_to_float(0, 5) == 0.0f && !signbit(dt_xp_to_float(0, 5)));
+}
+
+/* The error against a double reference, relative to each output's sum of |a||b| (the scale
+ * a float sum's error bound is stated in), on the models' shapes with skewed values: the
+ * exact product stays within its bound -- |C - exact| <= 2 K 2^(eA + eB - BITS) plus half an
+ * ulp -- and below an index-order float32 sum's largest error; with its last slice dropped
+ * the bound breaks (the mutation). The distributions are printed. */
+static void error_on_shape(int64_t M, int64_t K, int64_t N, int spread)
+{
+    float *A = malloc((size_t)(M * K) * 4), *B = malloc((size_t)(K * N) * 4);
+    float *C = malloc((size_t)(M * N) * 4), *Cd = malloc((size_t)(M * N) * 4);
+    for (int64_t i = 0; i < M * K; i++) A[i] = skewed(spread);
+    for (int64_t i = 0; i < K * N; i++) B[i] = skewed(spread);
+    xp_matmul(C, NULL, A, B, M, K, N, false, -1);
+    xp_matmul(Cd, NULL, A, B, M, K, N, true, DT_XP_SLICES - 1);
+    double worst_xp = 0, worst_f32 = 0, worst_drop = 0, sum_xp = 0, sum_f32 = 0;
+    int64_t over_bound = 0, over_bound_drop = 0;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double ref = 0, mag = 0;
+            float f32 = 0.0f;
+            for (int64_t k = 0; k < K; k++) {
+                const double p = (double)A[i * K + k] * (double)B[k * N + j];
+                ref += p, mag += fabs(p);
+                f32 = f32 + A[i * K + k] * B[k * N + j];
+            }
+            const int sa = row_scale(A + i * K, K, 1), sb = row_scale(B + j, K, N);
+            const double bound = 2.0 * (double)K * ldexp(1.0, sa + sb - DT_XP_BITS) +
+                                 0.5 * ldexp(1.0, ilogb(ref) - 23) + 1e-300;
+            const double exs = fabs((double)C[i * N + j] - ref);
+            const double exd = fabs((double)Cd[i * N + j] - ref);
+            over_bound += exs > bound;
+            over_bound_drop += exd > bound;
+            const double rx = exs / mag, rf = fabs((double)f32 - ref) / mag, rd = exd / mag;
+            worst_xp = fmax(worst_xp, rx), worst_f32 = fmax(worst_f32, rf);
+            worst_drop = fmax(worst_drop, rd);
+            sum_xp += rx, sum_f32 += rf;
+        }
+    printf("  %lldx%lldx%lld (values 2^-%d..2): |error| / sum|a b|: exact product max %.2e mean "
+           "%.2e; float32 index-order sum max %.2e mean %.2e; a slice dropped max %.2e\n",
+           (long long)M, (long long)K, (long long)N, spread, worst_xp, sum_xp / (double)(M * N),
+           worst_f32, sum_f32 / (double)(M * N), worst_drop);
+    CHECK_INT_EQ(over_bound, 0);
+    CHECK(over_bound_drop > 0); /* the mutation breaks the bound */
+    CHECK(worst_xp <= worst_f32);
+    free(A), free(B), free(C), free(Cd);
+}
+
+DT_TEST(error_within_bound_and_below_float32)
+{
+    error_on_shape(64, 784, 128, 8);  /* the MLP's first layer (a slice of its batch) */
+    error_on_shape(128, 256, 64, 12); /* backward-weight shapes: long K over the batch */
+    error_on_shape(32, 512, 96, 4);   /* a GPT projection's shape */
+}
+
+DT_TEST_MAIN(DT_CASE(slices_round_trip), DT_CASE(slices_combine_to_the_integer_product),
+             DT_CASE(any_order_same_bits), DT_CASE(one_rounding),
+             DT_CASE(error_within_bound_and_below_float32))
