@@ -21,7 +21,7 @@
  * 5. One rounding: C[i,j] = the float nearest acc 2^(eA_i + eB_j - 2 DT_XP_BITS), ties to
  *    even, subnormals and overflow as IEEE round-to-nearest (dt_xp_to_float).
  * A zero row or column (max 0) has every X 0 and gives +0. NaN and Inf have no fixed-point
- * form: the caller checks the scales first (dt_xp_scale returns DT_XP_NONFINITE). */
+ * form: the caller checks the scales first (dt_xp_row_scale returns DT_XP_NONFINITE). */
 #ifndef DT_EXACT_PRODUCT_H
 #define DT_EXACT_PRODUCT_H
 
@@ -31,12 +31,12 @@
 #include "core/hd.h"
 #include "determinism/fixed_point.h"
 
-#define DT_XP_SLICE_BITS 7                             /* an int8 digit: |a_p| <= 127 */
-#define DT_XP_SLICES 4                                 /* slices per operand (S) */
-#define DT_XP_BITS (DT_XP_SLICE_BITS * DT_XP_SLICES)    /* 28 bits below the row's top */
-#define DT_XP_K_MAX ((int64_t)133144)                  /* K 127^2 < 2^31: int32 exact */
-#define DT_XP_ZERO (-100000)                           /* the scale of an all-zero row */
-#define DT_XP_NONFINITE 100000                         /* the scale of a row with NaN/Inf */
+#define DT_XP_SLICE_BITS 7                           /* an int8 digit: |a_p| <= 127 */
+#define DT_XP_SLICES 4                               /* slices per operand (S) */
+#define DT_XP_BITS (DT_XP_SLICE_BITS * DT_XP_SLICES) /* 28 bits below the row's top */
+#define DT_XP_K_MAX ((int64_t)133144)                /* K 127^2 < 2^31: int32 exact */
+#define DT_XP_ZERO (-100000)                         /* the scale of an all-zero row */
+#define DT_XP_NONFINITE 100000                       /* the scale of a row with NaN/Inf */
 
 typedef __int128 dt_xp_acc;
 
@@ -50,6 +50,18 @@ static inline DT_HD int dt_xp_scale(float max_abs)
     if (!dt_fixed_decode_(&m, &e, &neg, max_abs)) return DT_XP_NONFINITE;
     if (m == 0) return DT_XP_ZERO;
     return e + dt_fixed_bitlen_(m); /* m 2^e < 2^(e + bitlen(m)), and not below 2^(.. - 1) */
+}
+
+/* The scale of n values v[0], v[stride], ...: dt_xp_scale of their largest magnitude, taken
+ * on the bits (a NaN or Inf, whose bits are the largest, makes it DT_XP_NONFINITE). */
+static inline DT_HD int dt_xp_row_scale(const float *v, int64_t n, int64_t stride)
+{
+    uint32_t top = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const uint32_t b = dt_float_bits(v[i * stride]) & 0x7fffffffu;
+        top = b > top ? b : top;
+    }
+    return dt_xp_scale(dt_bits_float(top > 0x7f800000u ? 0x7f800000u : top));
 }
 
 /* trunc(x 2^(DT_XP_BITS - scale)) for |x| < 2^scale: |X| < 2^DT_XP_BITS. */

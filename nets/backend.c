@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "determinism/exact_product.h"
 
 /* An optional member the backend has (nets/backend_impl.h says what NULL means). */
 #define HAS(be, member) ((be)->ops->member != NULL)
@@ -1193,6 +1194,17 @@ static dt_dropout_seed_fn *plan_dropout_seed(struct dt_backend *be, struct op_te
     DT_ASSERT_MSG(dt_philox_fields_ok(0, member, 0), "dropout_seed: member out of range");
     TENSORS(t, OUT_INT(lanes, rows * (int64_t)(sizeof *lanes / 4)));
     return be->ops->dropout_seed;
+}
+
+static dt_matmul_exact_fn *plan_matmul_exact(struct dt_backend *be, struct op_tensors *t, float *C,
+                                             const float *A, const float *B, int64_t M, int64_t K,
+                                             int64_t N, const struct dt_policy *pol)
+{
+    CHECK_DIMS(M, K, N);
+    DT_ASSERT(C && A && B && pol);
+    DT_ASSERT_MSG(K <= DT_XP_K_MAX, "matmul_exact: K beyond the int8 slice products' bound");
+    TENSORS(t, OUT(C, M * N));
+    return be->ops->matmul_exact;
 }
 
 /* ---- the wrappers: dt_<name> for every row of nets/op_list.h --------------------------- */

@@ -28,6 +28,10 @@
 
 struct dt_backend;
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum dt_backend_kind { DT_BACKEND_CPU, DT_BACKEND_CUDA };
 
 struct dt_backend_options {
@@ -331,5 +335,9 @@ struct dt_dropout_site {
     enum dt_status dt_##name DT_OP_PARAMS params;
 DT_OP_LIST(DT_OP_DECLARE_)
 #undef DT_OP_DECLARE_
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

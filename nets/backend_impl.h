@@ -17,6 +17,10 @@
 
 #include "nets/backend.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- the ops' function types: dt_<name>_fn for every row of nets/op_list.h ---------- */
 #define DT_OP_FN_TYPE_(ENUM, name, phase, outputs, controls, params, args)                         \
     typedef enum dt_status dt_##name##_fn DT_OP_PARAMS params;
@@ -134,5 +138,9 @@ enum dt_status dt_backend_op_error(struct dt_backend *be, enum dt_status st, con
 
 extern const struct dt_backend_ops dt_backend_cpu_ops;
 extern const struct dt_backend_ops dt_backend_cuda_ops;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

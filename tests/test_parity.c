@@ -600,6 +600,19 @@ static enum dt_status run_dropout_seed(struct dt_backend *be, void *const *in, v
 }
 static const double tol_dropout_seed = 0;
 
+/* The exact product: no level changes its bits (tolerance 0: bitwise at every level). */
+static void make_matmul_exact(struct io *io)
+{
+    add_in(io, B * IN, 1.0), add_in(io, IN * OUT, 0.3);
+    add_out(io, B * OUT, false);
+}
+static enum dt_status run_matmul_exact(struct dt_backend *be, void *const *in, void *const *out,
+                                       const struct dt_policy *pol)
+{
+    return dt_matmul_exact(be, out[0], in[0], in[1], B, IN, OUT, pol);
+}
+static const double tol_matmul_exact = 0;
+
 /* One row per op of nets/op_list.h, generated: an op without its make_, run_ and tol_ here
  * does not compile. */
 #define ROW(ENUM, name, ...) {#name, make_##name, run_##name, tol_##name},

@@ -33,9 +33,7 @@ static float skewed(int spread)
 
 static int row_scale(const float *v, int64_t n, int64_t stride)
 {
-    float mx = 0.0f;
-    for (int64_t i = 0; i < n; i++) mx = fmaxf(mx, fabsf(v[i * stride]));
-    return dt_xp_scale(mx);
+    return dt_xp_row_scale(v, n, stride);
 }
 
 /* The exact product of A (M x K) and B (K x N), row-major, into C, two ways: `sliced` the
@@ -118,10 +116,10 @@ static void adversarial(float *v, int64_t rows, int64_t cols)
 {
     for (int64_t i = 0; i < rows * cols; i++) v[i] = skewed(20);
     for (int64_t c = 0; c < cols; c++) {
-        v[0 * cols + c] = c % 2 ? 3e38f : 1e-38f;       /* huge beside tiny */
-        v[1 * cols + c] = 0.0f;                          /* a zero row */
-        v[2 * cols + c] = (float)(c % 3) * 1.4e-45f;     /* subnormals */
-        v[3 * cols + c] = c == 0 ? -1.0f : 0x1p-40f;     /* one value above the rest */
+        v[0 * cols + c] = c % 2 ? 3e38f : 1e-38f;    /* huge beside tiny */
+        v[1 * cols + c] = 0.0f;                      /* a zero row */
+        v[2 * cols + c] = (float)(c % 3) * 1.4e-45f; /* subnormals */
+        v[3 * cols + c] = c == 0 ? -1.0f : 0x1p-40f; /* one value above the rest */
     }
 }
 
@@ -207,7 +205,7 @@ DT_TEST(one_rounding)
     CHECK(f == -(0x1p100f + 0x1p78f));
     CHECK(dt_xp_to_float(big, 28) == INFINITY); /* 2^128 */
     CHECK(dt_xp_to_float(-big, 27) == -0x1p127f);
-    CHECK(dt_xp_to_float(big, -249) == 0x1p-149f);              /* the smallest subnormal */
+    CHECK(dt_xp_to_float(big, -249) == 0x1p-149f); /* the smallest subnormal */
     CHECK(signbit(dt_xp_to_float(-big, -251)) && dt_xp_to_float(-big, -251) == 0.0f);
     CHECK(dt_xp_to_float(0, 5) == 0.0f && !signbit(dt_xp_to_float(0, 5)));
 }
