@@ -87,6 +87,21 @@ static inline DT_HD int8_t dt_xp_slice(int64_t X, int p)
     return (int8_t)(X < 0 ? -d : d);
 }
 
+/* sum_k a[k] b[k] of two fixed-point rows, exactly: int64 products (|a b| < 2^56) summed 64
+ * at a time (below 2^62) into the 128-bit accumulator -- the portable form of the product
+ * (no int8 units), the same integer as the slices combined. */
+static inline DT_HD dt_xp_acc dt_xp_dot(const int32_t *a, const int32_t *b, int64_t K)
+{
+    dt_xp_acc acc = 0;
+    for (int64_t k0 = 0; k0 < K; k0 += 64) {
+        const int64_t k1 = k0 + 64 < K ? k0 + 64 : K;
+        int64_t s = 0;
+        for (int64_t k = k0; k < k1; k++) s += (int64_t)a[k] * (int64_t)b[k];
+        acc += s;
+    }
+    return acc;
+}
+
 /* acc += P 2^(7 (2S-2-p-q)): slice pair (p, q)'s exact int32 product into the output. */
 static inline DT_HD void dt_xp_combine(dt_xp_acc *acc, int32_t P, int p, int q)
 {

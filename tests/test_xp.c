@@ -64,7 +64,7 @@ static void xp_matmul(float *C, dt_xp_acc *acc, const float *A, const float *B, 
                                  (int32_t)dt_xp_slice(XB[k * N + j], q);
                         dt_xp_combine(&a, P, p, q);
                     }
-            } else {
+            } else { /* the plain 128-bit dot product, term by term */
                 for (int64_t k = 0; k < K; k++) a += (dt_xp_acc)XA[i * K + k] * XB[k * N + j];
             }
             if (acc) acc[i * N + j] = a;
@@ -127,7 +127,7 @@ static void adversarial(float *v, int64_t rows, int64_t cols)
  * adversarial inputs, and at the largest K the int32 slice products do not overflow. */
 DT_TEST(slices_combine_to_the_integer_product)
 {
-    enum { M = 6, K = 37, N = 5 };
+    enum { M = 6, K = 137, N = 5 }; /* K past one run of 64 */
     float A[M * K], B[K * N], C1[M * N], C2[M * N];
     dt_xp_acc a1[M * N], a2[M * N];
     for (int round = 0; round < 20; round++) {
@@ -137,6 +137,17 @@ DT_TEST(slices_combine_to_the_integer_product)
         xp_matmul(C1, a1, A, B, M, K, N, true, -1);
         xp_matmul(C2, a2, A, B, M, K, N, false, -1);
         CHECK(memcmp(a1, a2, sizeof a1) == 0);
+        /* dt_xp_dot (the ops' portable form: int64 products in runs of 64) is the same integer */
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                int32_t xa[K], xb[K];
+                const int sa = row_scale(A + i * K, K, 1), sb = row_scale(B + j, K, N);
+                for (int k = 0; k < K; k++) {
+                    xa[k] = (int32_t)dt_xp_fixed(A[i * K + k], sa);
+                    xb[k] = (int32_t)dt_xp_fixed(B[k * N + j], sb);
+                }
+                CHECK(dt_xp_dot(xa, xb, K) == a2[i * N + j]);
+            }
         CHECK(memcmp(C1, C2, sizeof C1) == 0);
     }
     /* the largest K: every slice at +-127, the int32 products at their bound */

@@ -1,8 +1,7 @@
 /* The exact matrix product on the CPU backend (determinism/exact_product.h): every output
  * the 128-bit integer dot product of the 28-bit fixed-point operands, rounded once. The
- * portable C form: int32 operands, int64 products summed 64 at a time (|a b| < 2^56, so 64
- * terms stay below 2^62) into an int128 -- integer sums, so the split over threads, the
- * order and the vector width cannot change a bit. (The int8 slice products of the
+ * portable C form: int32 operands and dt_xp_dot's exact integer sums, so the split over
+ * threads, the order and the vector width cannot change a bit. (The int8 slice products of the
  * header, for integer GEMM units, give the same integers: tests/test_xp.c.) */
 #include <stdlib.h>
 
@@ -25,8 +24,7 @@ static void xp_rows_part(void *ctx, int64_t begin, int64_t end, int worker)
     for (int64_t i = begin; i < end; i++) {
         const float *a = j->A + i * j->K;
         const int s = j->sa[i] = dt_xp_row_scale(a, j->K, 1);
-        for (int64_t k = 0; k < j->K; k++)
-            j->XA[i * j->K + k] = (int32_t)dt_xp_fixed(a[k], s);
+        for (int64_t k = 0; k < j->K; k++) j->XA[i * j->K + k] = (int32_t)dt_xp_fixed(a[k], s);
     }
 }
 
@@ -41,27 +39,15 @@ static void xp_cols_part(void *ctx, int64_t begin, int64_t end, int worker)
     }
 }
 
-/* sum_k a[k] b[k] exactly. */
-static dt_xp_acc xp_dot(const int32_t *a, const int32_t *b, int64_t K)
-{
-    dt_xp_acc acc = 0;
-    for (int64_t k0 = 0; k0 < K; k0 += 64) {
-        const int64_t k1 = k0 + 64 < K ? k0 + 64 : K;
-        int64_t s = 0;
-        for (int64_t k = k0; k < k1; k++) s += (int64_t)a[k] * (int64_t)b[k];
-        acc += s;
-    }
-    return acc;
-}
-
 /* Output rows [begin, end). */
 static void xp_out_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     const struct xp_job *j = ctx;
     for (int64_t i = begin; i < end; i++)
         for (int64_t c = 0; c < j->N; c++)
-            j->C[i * j->N + c] = dt_xp_to_float(xp_dot(j->XA + i * j->K, j->XBt + c * j->K, j->K),
-                                                dt_xp_out_exp(j->sa[i], j->sb[c]));
+            j->C[i * j->N + c] =
+                dt_xp_to_float(dt_xp_dot(j->XA + i * j->K, j->XBt + c * j->K, j->K),
+                               dt_xp_out_exp(j->sa[i], j->sb[c]));
 }
 
 /* portable at every policy: integer sums and one rounding. */

@@ -20,22 +20,13 @@ static __global__ void xp_fixed_kernel(int32_t *X, int *scale, const float *a, i
     }
 }
 
-static __global__ void xp_out_kernel(float *C, const int32_t *XA, const int32_t *XBt,
-                                     const int *sa, const int *sb, int64_t M, int64_t K,
-                                     int64_t N)
+static __global__ void xp_out_kernel(float *C, const int32_t *XA, const int32_t *XBt, const int *sa,
+                                     const int *sb, int64_t M, int64_t K, int64_t N)
 {
     DT_GRID_STRIDE(o, M * N)
     {
         const int64_t i = o / N, c = o - i * N;
-        const int32_t *a = XA + i * K, *b = XBt + c * K;
-        dt_xp_acc acc = 0;
-        for (int64_t k0 = 0; k0 < K; k0 += 64) {
-            const int64_t k1 = k0 + 64 < K ? k0 + 64 : K;
-            int64_t s = 0;
-            for (int64_t k = k0; k < k1; k++) s += (int64_t)a[k] * (int64_t)b[k];
-            acc += s;
-        }
-        C[o] = dt_xp_to_float(acc, dt_xp_out_exp(sa[i], sb[c]));
+        C[o] = dt_xp_to_float(dt_xp_dot(XA + i * K, XBt + c * K, K), dt_xp_out_exp(sa[i], sb[c]));
     }
 }
 
@@ -62,7 +53,7 @@ extern "C" enum dt_status dt_cuda_matmul_exact(struct dt_backend *be, float *C, 
             return dt_backend_op_error(be, DT_ERR_NUMERIC, "non-finite input in %s %lld of %s",
                                        r < M ? "row" : "column", (long long)(r < M ? r : r - M),
                                        r < M ? "A" : "B");
-    xp_out_kernel<<<dt_cuda_grid(L, M * N), L->block_threads, 0, L->stream>>>(C, XA, XBt, sa, sb,
-                                                                             M, K, N);
+    xp_out_kernel<<<dt_cuda_grid(L, M * N), L->block_threads, 0, L->stream>>>(C, XA, XBt, sa, sb, M,
+                                                                              K, N);
     return dt_cuda_launched(be, (int)cudaGetLastError(), "matmul_exact");
 }
