@@ -54,6 +54,11 @@ static inline DT_HD int dt_xp_scale(float max_abs)
 
 /* The scale of n values v[0], v[stride], ...: dt_xp_scale of their largest magnitude, taken
  * on the bits (a NaN or Inf, whose bits are the largest, makes it DT_XP_NONFINITE). */
+static inline DT_HD int dt_xp_scale_bits(uint32_t top) /* top: the largest |bits| */
+{
+    return dt_xp_scale(dt_bits_float(top > 0x7f800000u ? 0x7f800000u : top));
+}
+
 static inline DT_HD int dt_xp_row_scale(const float *v, int64_t n, int64_t stride)
 {
     uint32_t top = 0;
@@ -61,7 +66,7 @@ static inline DT_HD int dt_xp_row_scale(const float *v, int64_t n, int64_t strid
         const uint32_t b = dt_float_bits(v[i * stride]) & 0x7fffffffu;
         top = b > top ? b : top;
     }
-    return dt_xp_scale(dt_bits_float(top > 0x7f800000u ? 0x7f800000u : top));
+    return dt_xp_scale_bits(top);
 }
 
 /* trunc(x 2^(DT_XP_BITS - scale)) for |x| < 2^scale: |X| < 2^DT_XP_BITS. */
@@ -87,16 +92,17 @@ static inline DT_HD int8_t dt_xp_slice(int64_t X, int p)
     return (int8_t)(X < 0 ? -d : d);
 }
 
-/* sum_k a[k] b[k] of two fixed-point rows, exactly: int64 products (|a b| < 2^56) summed 64
- * at a time (below 2^62) into the 128-bit accumulator -- the portable form of the product
- * (no int8 units), the same integer as the slices combined. */
-static inline DT_HD dt_xp_acc dt_xp_dot(const int32_t *a, const int32_t *b, int64_t K)
+/* sum_k a[k] b[k bstride] of a fixed-point row and column, exactly: int64 products
+ * (|a b| < 2^56) summed 64 at a time (below 2^62) into the 128-bit accumulator -- the
+ * portable form of the product (no int8 units), the same integer as the slices combined. */
+static inline DT_HD dt_xp_acc dt_xp_dot(const int32_t *a, const int32_t *b, int64_t K,
+                                        int64_t bstride)
 {
     dt_xp_acc acc = 0;
     for (int64_t k0 = 0; k0 < K; k0 += 64) {
         const int64_t k1 = k0 + 64 < K ? k0 + 64 : K;
         int64_t s = 0;
-        for (int64_t k = k0; k < k1; k++) s += (int64_t)a[k] * (int64_t)b[k];
+        for (int64_t k = k0; k < k1; k++) s += (int64_t)a[k] * (int64_t)b[k * bstride];
         acc += s;
     }
     return acc;

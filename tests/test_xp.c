@@ -146,7 +146,7 @@ DT_TEST(slices_combine_to_the_integer_product)
                     xa[k] = (int32_t)dt_xp_fixed(A[i * K + k], sa);
                     xb[k] = (int32_t)dt_xp_fixed(B[k * N + j], sb);
                 }
-                CHECK(dt_xp_dot(xa, xb, K) == a2[i * N + j]);
+                CHECK(dt_xp_dot(xa, xb, K, 1) == a2[i * N + j]);
             }
         CHECK(memcmp(C1, C2, sizeof C1) == 0);
     }

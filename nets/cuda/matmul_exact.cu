@@ -26,7 +26,8 @@ static __global__ void xp_out_kernel(float *C, const int32_t *XA, const int32_t 
     DT_GRID_STRIDE(o, M * N)
     {
         const int64_t i = o / N, c = o - i * N;
-        C[o] = dt_xp_to_float(dt_xp_dot(XA + i * K, XBt + c * K, K), dt_xp_out_exp(sa[i], sb[c]));
+        C[o] =
+            dt_xp_to_float(dt_xp_dot(XA + i * K, XBt + c * K, K, 1), dt_xp_out_exp(sa[i], sb[c]));
     }
 }
 
