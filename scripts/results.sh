@@ -26,9 +26,10 @@ orig_pwd=$PWD
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # The parts, in the order they run, and what each writes (for --list).
-parts=(exact-one-pass runs controls dist overhead_matrix bnn-rng noise_sources gpt crossdev reproduce)
+parts=(exact-one-pass exact-product runs controls dist overhead_matrix bnn-rng noise_sources gpt crossdev reproduce)
 declare -A writes=(
   [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
+  [exact-product]="results/cpu/exact-product/: errors.txt (the exact product's error against float32 on random and real tensors: tests/test_xp)"
   [runs]="results/cpu/runs/: quickstart/ lenet/ bnn/ (summary.csv, run.json), times.txt, threads-table.md (2 threads vs 1), explain-quickstart.txt|csv"
   [controls]="results/cpu/controls/: summary.csv cells.csv report.md config.json run.json"
   [dist]="results/cpu/dist/: plain/ np1/ .. np4/ and their .log, report.md, ranks.csv, per-step.tar.xz (the replicas' per-step CSVs) (mpirun)"
@@ -208,6 +209,16 @@ part_overhead_matrix() {
 }
 
 # results/cpu/bnn-rng/README.md: the last line of make bench.
+# results/cpu/exact-product/README.md: the exact product's error distributions (issue 51),
+# printed by the test binary beside DETRAIN (its build folder's tests/test_xp).
+part_exact_product() {
+  local xp
+  xp=$(dirname "$DETRAIN")/tests/test_xp
+  [ -x "$xp" ] || die "$xp: no such executable (build the tests: make build)"
+  { "$xp" error_within_bound_and_below_float32 && "$xp" real_tensors_mlp; } > "$tmp/errors.txt"
+  mv "$tmp/errors.txt" results/cpu/exact-product/errors.txt
+}
+
 part_bnn_rng() {
   "$DETRAIN" bench configs/bnn.yaml --steps 40 --warmup 4 --baseline first > "$tmp/bench.txt"
   mv "$tmp/bench.txt" results/cpu/bnn-rng/bench.txt

@@ -1,2 +1,3 @@
 dt_add_test(xp LABELS unit narrow CASES slices_round_trip slices_combine_to_the_integer_product
             any_order_same_bits one_rounding error_within_bound_and_below_float32)
+dt_add_test(xp LABELS unit CASES real_tensors_mlp)
