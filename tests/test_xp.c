@@ -34,6 +34,9 @@ static float skewed(int spread)
     return (float)((next() & 1 ? -m : m) * ldexp(1.0, e));
 }
 
+/* Half an ulp of float32 at |x| (0 at 0: ilogb(0) is INT_MIN). */
+static double half_ulp(double x) { return x == 0 ? 0.0 : 0.5 * ldexp(1.0, ilogb(x) - 23); }
+
 static int row_scale(const float *v, int64_t n, int64_t stride)
 {
     return dt_xp_row_scale(v, n, stride);
@@ -249,8 +252,8 @@ static void error_on_shape(int64_t M, int64_t K, int64_t N, int spread)
                 f32 = f32 + A[i * K + k] * B[k * N + j];
             }
             const int sa = row_scale(A + i * K, K, 1), sb = row_scale(B + j, K, N);
-            const double bound = 2.0 * (double)K * ldexp(1.0, sa + sb - DT_XP_BITS) +
-                                 0.5 * ldexp(1.0, ilogb(ref) - 23) + 1e-300;
+            const double bound =
+                2.0 * (double)K * ldexp(1.0, sa + sb - DT_XP_BITS) + half_ulp(ref) + 1e-300;
             const double exs = fabs((double)C[i * N + j] - ref);
             const double exd = fabs((double)Cd[i * N + j] - ref);
             over_bound += exs > bound;
@@ -393,7 +396,7 @@ static void real_product(const char *what, const float *A, const float *B, int64
             const double bound = 2.0 * (double)K *
                                      ldexp(1.0, dt_xp_row_scale(A + i * K, K, 1) +
                                                     dt_xp_row_scale(B + j, K, N) - DT_XP_BITS) +
-                                 0.5 * ldexp(1.0, ilogb(ref) - 23) + 1e-300;
+                                 half_ulp(ref) + 1e-300;
             CHECK(fabs((double)C[o] - ref) <= bound);
         }
     qsort(ex, (size_t)(M * N), 8, cmp_double);
