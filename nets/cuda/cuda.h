@@ -43,7 +43,8 @@ struct dt_cuda_launch {
 };
 
 #define DT_CUDA_SCRATCH_SLOTS 6
-/* Who uses which scratch slot: 0 and 1 dense.c and loss.c (one op at a time); the rest
+/* Who uses which scratch slot: 0 and 1 dense.c and loss.c, 0 matmul_exact.cu (one op at a
+ * time); the rest
  * the convolution and pooling ops (conv.c, cudnn_conv.c), which call the dense ops while
  * holding theirs. */
 #define DT_CUDA_SLOT_CONV_COLS 2    /* patches or patch gradients (rows x KH*KW*C) */

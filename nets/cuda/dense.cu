@@ -124,10 +124,7 @@ static __global__ void bias_fixed_init_kernel(unsigned long long *acc,
     DT_GRID_STRIDE(o, out)
     acc[o] = 0;
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        rec->max_bits = 0;
-        rec->bad_term = 0;
-        rec->first_bad = DT_CUDA_NO_INDEX;
-        rec->overflow_col = DT_CUDA_NO_INDEX;
+        dt_cuda_fixed_record_reset(rec);
     }
 }
 

@@ -39,6 +39,16 @@ struct dt_cuda_fixed_record {
     unsigned long long first_bad;    /* first NaN/Inf input */
     unsigned long long overflow_col; /* first column whose sum overflows the float range */
 };
+#ifdef __CUDACC__
+/* A record as no scan has written it yet (device code: one thread). */
+static __device__ inline void dt_cuda_fixed_record_reset(struct dt_cuda_fixed_record *rec)
+{
+    rec->max_bits = 0;
+    rec->bad_term = 0;
+    rec->first_bad = DT_CUDA_NO_INDEX;
+    rec->overflow_col = DT_CUDA_NO_INDEX;
+}
+#endif
 
 /* ---- nets/cuda/dense.cu ---------------------------------------------------------------- */
 

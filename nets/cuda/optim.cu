@@ -61,10 +61,7 @@ static __global__ void norm_exact_init_kernel(unsigned long long *acc,
                                               struct dt_cuda_fixed_record *rec)
 {
     *acc = 0;
-    rec->max_bits = 0;
-    rec->bad_term = 0;
-    rec->first_bad = DT_CUDA_NO_INDEX;
-    rec->overflow_col = DT_CUDA_NO_INDEX;
+    dt_cuda_fixed_record_reset(rec);
 }
 
 /* max |g| as bits (order-free), one atomic per thread; any non-finite element flags. */
