@@ -5,21 +5,27 @@
  *
  * 1. Scales: each row i of A (K values) gets the exponent eA_i = the smallest e with every
  *    |A[i,k]| < 2^e (dt_xp_scale of the row's max |value|); each column j of B likewise eB_j.
- * 2. Fixed point: XA[i,k] = trunc(A[i,k] * 2^(DT_XP_BITS - eA_i)), an integer with
- *    |XA| < 2^DT_XP_BITS (dt_xp_fixed; truncation toward zero, so never 2^DT_XP_BITS).
- *    The operand loses what lies below 2^(eA_i - DT_XP_BITS): a relative error below
- *    2^-DT_XP_BITS of the row's largest value (2^-28 with 4 slices; float32 keeps 2^-24 of
- *    each value's own magnitude -- measured on the models' shapes in tests/test_xp.c).
+ * 2. Fixed point at L levels of DT_XP_BITS (28) bits: XA[i,k] = trunc(A[i,k] 2^(28 L - eA_i)),
+ *    an integer with |XA| < 2^(28 L) (dt_xp_fixed; truncation toward zero). The operand
+ *    loses what lies below 2^(eA_i - 28 L): below 2^-(28 L) of the row's largest value.
+ *    Float32 keeps 2^-24 of each value's own magnitude; so one level serves products whose
+ *    rows and columns run over features (forward, input gradients), and products whose K
+ *    runs over the batch (weight gradients: examples far apart in magnitude) take two --
+ *    DT_XP_LEVELS_FORWARD and DT_XP_LEVELS_WGRAD, chosen by measurement on the models' real
+ *    tensors (tests/test_xp.c, results/cpu/exact-product/errors.txt).
  * 3. Slices: XA = sum_p a_p 2^(7 (S-1-p)) with int8 digits a_p in [-127, 127] of XA's sign
- *    (dt_xp_slice), S = DT_XP_SLICES. An int8 x int8 -> int32 product of slices,
+ *    (dt_xp_slice), S = 4 L. An int8 x int8 -> int32 product of slices,
  *    P_pq[i,j] = sum_k a_p[i,k] b_q[k,j], is exact for K <= DT_XP_K_MAX: what int8 GEMMs
  *    (cuBLAS cublasGemmEx with 32-bit integer compute, oneDNN s8s8s32, AVX-512 VNNI,
- *    AMX-INT8, a plain C loop) all compute, whatever their order.
+ *    AMX-INT8, a plain C loop) all compute, whatever their order. Likewise a level split
+ *    XA = hi 2^28 + lo (dt_xp_hi, dt_xp_lo: 28-bit halves of XA's sign) for 32 x 32 -> 64-bit
+ *    integer units (the CPU's vpmuldq).
  * 4. Combination: acc[i,j] = sum_pq P_pq[i,j] 2^(7 (2S-2-p-q)) in a 128-bit integer
  *    (dt_xp_combine) -- exactly sum_k XA[i,k] XB[k,j]: every slice pair is kept, so the
- *    combination is the integer dot product of the fixed-point operands, |acc| < K 2^56.
- * 5. One rounding: C[i,j] = the float nearest acc 2^(eA_i + eB_j - 2 DT_XP_BITS), ties to
- *    even, subnormals and overflow as IEEE round-to-nearest (dt_xp_to_float).
+ *    combination is the integer dot product of the fixed-point operands, |acc| < K 2^(56 L):
+ *    K <= DT_XP_K_MAX at one level, K <= DT_XP_K_MAX_WGRAD at two (128 bits).
+ * 5. One rounding: C[i,j] = the float nearest acc 2^(eA_i + eB_j - 56 L), ties to even,
+ *    subnormals and overflow as IEEE round-to-nearest (dt_xp_to_float).
  * A zero row or column (max 0) has every X 0 and gives +0. NaN and Inf have no fixed-point
  * form: the caller checks the scales first (dt_xp_row_scale returns DT_XP_NONFINITE). */
 #ifndef DT_EXACT_PRODUCT_H
@@ -32,11 +38,17 @@
 #include "determinism/fixed_point.h"
 
 #define DT_XP_SLICE_BITS 7                           /* an int8 digit: |a_p| <= 127 */
-#define DT_XP_SLICES 4                               /* slices per operand (S) */
+#define DT_XP_SLICES 4                               /* slices per operand per level */
 #define DT_XP_BITS (DT_XP_SLICE_BITS * DT_XP_SLICES) /* 28 bits below the row's top */
-#define DT_XP_K_MAX ((int64_t)133144)                /* K 127^2 < 2^31: int32 exact */
-#define DT_XP_ZERO (-100000)                         /* the scale of an all-zero row */
-#define DT_XP_NONFINITE 100000                       /* the scale of a row with NaN/Inf */
+#define DT_XP_LEVELS_FORWARD 1                       /* forward, input gradients */
+#define DT_XP_LEVELS_WGRAD 2                         /* weight gradients (K: the batch) */
+#define DT_XP_LEVELS_MAX 2
+#define DT_XP_K_MAX ((int64_t)133144)      /* K 127^2 < 2^31: int32 exact */
+#define DT_XP_K_MAX_WGRAD ((int64_t)32767) /* two levels: K 2^112 < 2^127 */
+#define DT_XP_TA 1                         /* matmul_exact: A stored transposed, (K, M) */
+#define DT_XP_TB 2                         /* matmul_exact: B stored transposed, (N, K) */
+#define DT_XP_ZERO (-100000)               /* the scale of an all-zero row */
+#define DT_XP_NONFINITE 100000             /* the scale of a row with NaN/Inf */
 
 typedef __int128 dt_xp_acc;
 
@@ -69,27 +81,44 @@ static inline DT_HD int dt_xp_row_scale(const float *v, int64_t n, int64_t strid
     return dt_xp_scale_bits(top);
 }
 
-/* trunc(x 2^(DT_XP_BITS - scale)) for |x| < 2^scale: |X| < 2^DT_XP_BITS. */
-static inline DT_HD int64_t dt_xp_fixed(float x, int scale)
+/* The largest K a product at `levels` levels may sum (its integers exact). */
+static inline DT_HD int64_t dt_xp_k_max(int levels)
+{
+    return levels == 1 ? DT_XP_K_MAX : DT_XP_K_MAX_WGRAD;
+}
+
+/* trunc(x 2^(28 levels - scale)) for |x| < 2^scale: |X| < 2^(28 levels). */
+static inline DT_HD int64_t dt_xp_fixed(float x, int scale, int levels)
 {
     uint64_t m;
     int e;
     bool neg;
     if (scale == DT_XP_ZERO || !dt_fixed_decode_(&m, &e, &neg, x)) return 0;
-    const int t = e + DT_XP_BITS - scale; /* x 2^(BITS - scale) = m 2^t */
+    const int t = e + DT_XP_BITS * levels - scale; /* x 2^(bits - scale) = m 2^t */
     uint64_t mag;
     if (t >= 0) mag = m << t; /* below 2^BITS: |x| < 2^scale */
     else mag = -t >= 64 ? 0 : m >> -t;
     return neg ? -(int64_t)mag : (int64_t)mag;
 }
 
-/* Slice p (0: the top digit) of X: the p-th base-128 digit of |X| from the top, with X's
- * sign, in [-127, 127]; sum_p slice_p 2^(7 (S-1-p)) == X. */
-static inline DT_HD int8_t dt_xp_slice(int64_t X, int p)
+/* Slice p (0: the top digit) of X at `levels` levels (S = 4 levels slices): the p-th
+ * base-128 digit of |X| from the top, with X's sign, in [-127, 127];
+ * sum_p slice_p 2^(7 (S-1-p)) == X. */
+static inline DT_HD int8_t dt_xp_slice(int64_t X, int p, int levels)
 {
     const uint64_t mag = X < 0 ? (uint64_t)(-X) : (uint64_t)X;
-    const int d = (int)((mag >> (DT_XP_SLICE_BITS * (DT_XP_SLICES - 1 - p))) & 127u);
+    const int d = (int)((mag >> (DT_XP_SLICE_BITS * (DT_XP_SLICES * levels - 1 - p))) & 127u);
     return (int8_t)(X < 0 ? -d : d);
+}
+
+/* The two 28-bit halves of a two-level X, each of X's sign: X == hi 2^28 + lo. */
+static inline DT_HD int32_t dt_xp_hi(int64_t X)
+{
+    return (int32_t)(X / ((int64_t)1 << DT_XP_BITS)); /* C division: toward zero */
+}
+static inline DT_HD int32_t dt_xp_lo(int64_t X)
+{
+    return (int32_t)(X - (int64_t)dt_xp_hi(X) * ((int64_t)1 << DT_XP_BITS));
 }
 
 /* sum_k a[k] b[k bstride] of a fixed-point row and column, exactly: int64 products
@@ -108,10 +137,29 @@ static inline DT_HD dt_xp_acc dt_xp_dot(const int32_t *a, const int32_t *b, int6
     return acc;
 }
 
-/* acc += P 2^(7 (2S-2-p-q)): slice pair (p, q)'s exact int32 product into the output. */
-static inline DT_HD void dt_xp_combine(dt_xp_acc *acc, int32_t P, int p, int q)
+/* sum_k a[k] b[k bstride] of two-level fixed-point operands (|a|, |b| < 2^56), exactly:
+ * 128-bit products summed in 128 bits (K <= DT_XP_K_MAX_WGRAD). */
+static inline DT_HD dt_xp_acc dt_xp_dot_wide(const int64_t *a, const int64_t *b, int64_t K,
+                                             int64_t bstride)
 {
-    *acc += (dt_xp_acc)P * ((dt_xp_acc)1 << (DT_XP_SLICE_BITS * (2 * DT_XP_SLICES - 2 - p - q)));
+    dt_xp_acc acc = 0;
+    for (int64_t k = 0; k < K; k++) acc += (dt_xp_acc)a[k] * (dt_xp_acc)b[k * bstride];
+    return acc;
+}
+
+/* acc += P 2^(7 (2S-2-p-q)), S = 4 levels: slice pair (p, q)'s exact int32 product into the
+ * output. */
+static inline DT_HD void dt_xp_combine(dt_xp_acc *acc, int32_t P, int p, int q, int levels)
+{
+    const int S = DT_XP_SLICES * levels;
+    *acc += (dt_xp_acc)P * ((dt_xp_acc)1 << (DT_XP_SLICE_BITS * (2 * S - 2 - p - q)));
+}
+
+/* A two-level product from its four half products (hi/lo of A times hi/lo of B), exactly:
+ * hh 2^56 + (hl + lh) 2^28 + ll. */
+static inline DT_HD dt_xp_acc dt_xp_join(dt_xp_acc hh, dt_xp_acc hl, dt_xp_acc lh, dt_xp_acc ll)
+{
+    return hh * ((dt_xp_acc)1 << (2 * DT_XP_BITS)) + (hl + lh) * ((dt_xp_acc)1 << DT_XP_BITS) + ll;
 }
 
 /* Number of significant bits of a 128-bit magnitude. */
@@ -154,10 +202,10 @@ static inline DT_HD float dt_xp_to_float(dt_xp_acc acc, int exp)
     return dt_bits_float(sign | bits);
 }
 
-/* The exponent of output (i, j): acc 2^(eA + eB - 2 DT_XP_BITS). */
-static inline DT_HD int dt_xp_out_exp(int scale_a, int scale_b)
+/* The exponent of output (i, j): acc 2^(eA + eB - 56 levels). */
+static inline DT_HD int dt_xp_out_exp(int scale_a, int scale_b, int levels)
 {
-    return scale_a + scale_b - 2 * DT_XP_BITS;
+    return scale_a + scale_b - 2 * DT_XP_BITS * levels;
 }
 
 #endif

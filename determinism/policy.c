@@ -9,7 +9,7 @@
 
 static const char *const level_names[DT_LEVEL_COUNT] = {"fast", "run_to_run", "portable"};
 
-#define MAX_VALUES_ 3
+#define MAX_VALUES_ 4
 
 struct control_value {
     const char *name;
@@ -57,7 +57,10 @@ static const struct control_row controls[] = {
     {FIELD_(math), .doc = "arithmetic mode",
      .values = {{"fast", "libm exp/log, OpenBLAS sgemm (FMA where the CPU has it)"},
                 {"strict", "libm exp/log, no contraction, own fixed-order matrix kernels"},
-                {"portable", "detrain's own exp/log from IEEE basic operations, no contraction"}}},
+                {"portable", "detrain's own exp/log from IEEE basic operations, no contraction"},
+                {"exact", "as portable, with the dense layers' products exact in integers "
+                          "(fixed point, one rounding): the same bits in any order, kernel "
+                          "or device"}}},
     {FIELD_(threads), .doc = "CPU: may the result depend on the thread count?",
      .values = {{"any", "result may depend on the thread count"},
                 {"fixed", "thread count fixed per run"},
@@ -74,7 +77,9 @@ _Static_assert(DT_RNG_STORED == 0 && DT_RNG_LFSR == 1 && DT_RNG_PHILOX == 2, "rn
 _Static_assert(DT_CONV_ALGO_AUTOTUNE == 0 && DT_CONV_ALGO_DETERMINISTIC == 1 &&
                    DT_CONV_ALGO_OWN == 2,
                "conv_algo values");
-_Static_assert(DT_MATH_FAST == 0 && DT_MATH_STRICT == 1 && DT_MATH_PORTABLE == 2, "math values");
+_Static_assert(DT_MATH_FAST == 0 && DT_MATH_STRICT == 1 && DT_MATH_PORTABLE == 2 &&
+                   DT_MATH_EXACT == 3,
+               "math values");
 _Static_assert(DT_THREADS_ANY == 0 && DT_THREADS_FIXED == 1 && DT_THREADS_INDEPENDENT == 2,
                "threads values");
 _Static_assert(sizeof(enum dt_reduction) == sizeof(unsigned) &&

@@ -28,7 +28,7 @@ enum dt_rng { DT_RNG_STORED, DT_RNG_LFSR, DT_RNG_PHILOX };
 /* conv_algo: cuDNN algorithm choice (GPU only). */
 enum dt_conv_algo { DT_CONV_ALGO_AUTOTUNE, DT_CONV_ALGO_DETERMINISTIC, DT_CONV_ALGO_OWN };
 /* math: arithmetic mode. */
-enum dt_math { DT_MATH_FAST, DT_MATH_STRICT, DT_MATH_PORTABLE };
+enum dt_math { DT_MATH_FAST, DT_MATH_STRICT, DT_MATH_PORTABLE, DT_MATH_EXACT };
 /* threads (CPU): may the result depend on the thread count? */
 enum dt_threads { DT_THREADS_ANY, DT_THREADS_FIXED, DT_THREADS_INDEPENDENT };
 
@@ -130,20 +130,36 @@ static inline bool dt_math_fast(const struct dt_policy *pol)
     switch (pol->math) {
     case DT_MATH_FAST: return true;
     case DT_MATH_STRICT:
-    case DT_MATH_PORTABLE: return false;
+    case DT_MATH_PORTABLE:
+    case DT_MATH_EXACT: return false;
     }
     return false;
 }
 
-/* math: detrain's own kernels and portable exp/log, the CPU's bits on every device? */
+/* math: detrain's own kernels and portable exp/log, the CPU's bits on every device? (exact
+ * is portable's arithmetic with the dense products in integers.) */
 static inline bool dt_math_portable(const struct dt_policy *pol)
 {
     switch (pol->math) {
     case DT_MATH_FAST:
     case DT_MATH_STRICT: return false;
-    case DT_MATH_PORTABLE: return true;
+    case DT_MATH_PORTABLE:
+    case DT_MATH_EXACT: return true;
     }
     return true;
+}
+
+/* math: the dense layers' matrix products exact in integers (dt_matmul_exact: fixed point,
+ * one rounding), their bits independent of order, kernel and device? */
+static inline bool dt_math_exact(const struct dt_policy *pol)
+{
+    switch (pol->math) {
+    case DT_MATH_FAST:
+    case DT_MATH_STRICT:
+    case DT_MATH_PORTABLE: return false;
+    case DT_MATH_EXACT: return true;
+    }
+    return false;
 }
 
 /* math: GELU's tanh (nets/gpt_elem.h) the own portable one? At `portable` for its bits, at
@@ -154,7 +170,8 @@ static inline bool dt_math_own_tanh(const struct dt_policy *pol)
 {
     switch (pol->math) {
     case DT_MATH_FAST:
-    case DT_MATH_PORTABLE: return true;
+    case DT_MATH_PORTABLE:
+    case DT_MATH_EXACT: return true;
     case DT_MATH_STRICT: return false;
     }
     return true;

@@ -1196,13 +1196,26 @@ static dt_dropout_seed_fn *plan_dropout_seed(struct dt_backend *be, struct op_te
     return be->ops->dropout_seed;
 }
 
+enum dt_status dt_backend_xp_wgrad_rows(struct dt_backend *be, int64_t rows)
+{
+    const int64_t most = dt_xp_k_max(DT_XP_LEVELS_WGRAD);
+    if (rows <= most) return DT_OK;
+    return dt_backend_op_error(be, DT_ERR_UNSUPPORTED,
+                               "math: exact sums a weight gradient over at most %lld rows per "
+                               "shard, not %lld",
+                               (long long)most, (long long)rows);
+}
+
 static dt_matmul_exact_fn *plan_matmul_exact(struct dt_backend *be, struct op_tensors *t, float *C,
-                                             const float *A, const float *B, int64_t M, int64_t K,
-                                             int64_t N, const struct dt_policy *pol)
+                                             const float *A, const float *B, const float *bias,
+                                             int64_t M, int64_t K, int64_t N, int trans, int levels,
+                                             const struct dt_policy *pol)
 {
     CHECK_DIMS(M, K, N);
     DT_ASSERT(C && A && B && pol);
-    DT_ASSERT_MSG(K <= DT_XP_K_MAX, "matmul_exact: K beyond the int8 slice products' bound");
+    DT_ASSERT_MSG(levels >= 1 && levels <= DT_XP_LEVELS_MAX, "matmul_exact: levels 1 or 2");
+    DT_ASSERT_MSG((trans & ~(DT_XP_TA | DT_XP_TB)) == 0, "matmul_exact: unknown trans bits");
+    DT_ASSERT_MSG(K <= dt_xp_k_max(levels), "matmul_exact: K beyond its integers' bound");
     TENSORS(t, OUT(C, M * N));
     return be->ops->matmul_exact;
 }

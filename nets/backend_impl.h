@@ -136,6 +136,10 @@ struct dt_backend {
 enum dt_status dt_backend_op_error(struct dt_backend *be, enum dt_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* math: exact's weight gradient sums over the batch (per shard) in two-level integers: DT_OK
+ * when `rows` fit their bound (dt_xp_k_max), else the error saying so. Both backends ask. */
+enum dt_status dt_backend_xp_wgrad_rows(struct dt_backend *be, int64_t rows);
+
 extern const struct dt_backend_ops dt_backend_cpu_ops;
 extern const struct dt_backend_ops dt_backend_cuda_ops;
 

@@ -251,16 +251,17 @@
       (struct dt_xoro * lanes, int64_t rows, int64_t row0, uint64_t seed, uint32_t step,           \
        uint32_t member, const struct dt_policy *pol),                                              \
       (lanes, rows, row0, seed, step, member, pol))                                                \
-    /* C = A . B, exactly in integers, rounded once (determinism/exact_product.h): C (M,N),        \
-     * A (M,K), B (K,N), row-major. Each row of A and column of B is scaled by a power of two      \
-     * and truncated to 28-bit fixed point; every output is the integer dot product of those,      \
-     * rounded once to the nearest float -- a fixed function of the inputs: no control, thread     \
-     * count, kernel or device changes its bits. K <= DT_XP_K_MAX (the int8 slice products'        \
-     * bound); a NaN or Inf input is DT_ERR_NUMERIC naming its row or column. */                   \
+    /* C = A . B (+ bias), exactly in integers, rounded once (determinism/exact_product.h): C      \
+     * (M,N) row-major; A (M,K), or stored (K,M) when trans has DT_XP_TA; B (K,N), or stored       \
+     * (N,K) with DT_XP_TB; bias (N) or NULL, added to the rounded product. Each row of A and      \
+     * column of B is scaled by a power of two and truncated to 28 levels-bit fixed point; every   \
+     * output is the integer dot product of those, rounded once -- a fixed function of the         \
+     * inputs: no control, thread count, kernel or device changes its bits. levels 1 or 2;         \
+     * K <= dt_xp_k_max(levels); a NaN or Inf input is DT_ERR_NUMERIC naming its row or column. */ \
     X(MATMUL_EXACT, matmul_exact, FORWARD, "exact product", "",                                    \
-      (float *C, const float *A, const float *B, int64_t M, int64_t K, int64_t N,                  \
-       const struct dt_policy *pol),                                                               \
-      (C, A, B, M, K, N, pol))
+      (float *C, const float *A, const float *B, const float *bias, int64_t M, int64_t K,          \
+       int64_t N, int trans, int levels, const struct dt_policy *pol),                             \
+      (C, A, B, bias, M, K, N, trans, levels, pol))
 
 /* (parameters) and (arguments) of a row with the backend first: `dt_x DT_OP_PARAMS P`. */
 #define DT_OP_PARAMS(...) (struct dt_backend * be, __VA_ARGS__)

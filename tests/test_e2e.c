@@ -2,6 +2,8 @@
  * with vary: [], replicas that differ from step 0 with vary: [init], run-to-run and
  * thread-count reproducibility, and `detrain compare` on traces that differ at a chosen
  * step. Each case writes under its own folder in DT_TEST_TMP_DIR. */
+#include <math.h>
+
 #include "core/status.h"
 #include "tests/check.h"
 #include "tests/run_helper.h"
@@ -60,6 +62,42 @@ DT_TEST(quickstart_accuracy)
     CHECK_STR_EQ(policy, "portable");
     CHECK_INT_EQ(dt_csv_col(distinct, sizeof distinct, summary, 1, "distinct_final_digests"), 0);
     CHECK_STR_EQ(distinct, "1");
+}
+
+/* math: exact (the dense products exact in integers) learns as well as portable on the
+ * quickstart (150 steps: within 2 points of its test accuracy) and keeps its digests at 1
+ * and 2 threads. */
+DT_TEST(exact_math_learns_thread_free)
+{
+    const char *a = TMP "exact_t2", *b = TMP "exact_t1";
+    const char *common =
+        "--quiet --set replicas=1 --set report.overhead_samples=0 "
+        "--set report.snapshots=0 "
+        "--set 'policies=[portable, {base: portable, math: exact, name: p_exact}]'";
+    int rc = dt_run_capture(
+        out, sizeof out,
+        "rm -rf '%s' '%s' && '%s' run '%s' --out '%s' %s --set train.steps=%d %s"
+        " && '%s' run '%s' --out '%s' %s --set train.steps=5 "
+        "--set backend.threads=1 --set dataset.test_limit=200",
+        a, b, EXE, QUICKSTART, a, common, DT_SANITIZED ? 5 : 150,
+        DT_SANITIZED ? "--set dataset.test_limit=200" : "", EXE, QUICKSTART, b, common);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    CHECK_INT_EQ(rc, 0);
+    char acc[2][64] = {"", ""}, policy[64] = "";
+    for (int row = 0; row < 2; row++)
+        CHECK_INT_EQ(
+            dt_csv_col(acc[row], sizeof acc[row], TMP "exact_t2/summary.csv", row, "test_acc_mean"),
+            0);
+    CHECK_INT_EQ(dt_csv_col(policy, sizeof policy, TMP "exact_t2/summary.csv", 1, "policy"), 0);
+    CHECK_STR_EQ(policy, "p_exact");
+    fprintf(stderr, "150 steps: portable %s, math: exact %s\n", acc[0], acc[1]);
+    if (!DT_SANITIZED) CHECK(fabs(atof(acc[1]) - atof(acc[0])) <= 0.02 && atof(acc[1]) >= 0.78);
+    char d1[128], d2[128];
+    for (int row = 0; row <= 5; row++) {
+        trace_digest(d1, sizeof d1, a, "p_exact/replica-0", row);
+        trace_digest(d2, sizeof d2, b, "p_exact/replica-0", row);
+        CHECK_STR_EQ(d1, d2);
+    }
 }
 
 /* vary: [] -> the replicas' trace and tensor files are byte-identical. */
@@ -431,9 +469,9 @@ DT_TEST(thread_counts_and_forced_orders)
                          TMP "fast_t2/portable/replica-0/tensors.csv"));
 }
 
-DT_TEST_MAIN(DT_CASE(quickstart_accuracy), DT_CASE(replicas_identical),
-             DT_CASE(vary_init_differs_from_step0), DT_CASE(vary_data_order_differs_from_step1),
-             DT_CASE(rerun_and_threads_identical), DT_CASE(compare_finds_chosen_step),
-             DT_CASE(lenet_learns), DT_CASE(lenet_policies_vary_threads),
-             DT_CASE(thread_counts_and_forced_orders), DT_CASE(noise_matrix_cells),
-             DT_CASE(report_rebuilds_copied_folder))
+DT_TEST_MAIN(DT_CASE(quickstart_accuracy), DT_CASE(exact_math_learns_thread_free),
+             DT_CASE(replicas_identical), DT_CASE(vary_init_differs_from_step0),
+             DT_CASE(vary_data_order_differs_from_step1), DT_CASE(rerun_and_threads_identical),
+             DT_CASE(compare_finds_chosen_step), DT_CASE(lenet_learns),
+             DT_CASE(lenet_policies_vary_threads), DT_CASE(thread_counts_and_forced_orders),
+             DT_CASE(noise_matrix_cells), DT_CASE(report_rebuilds_copied_folder))

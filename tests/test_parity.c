@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "determinism/dropout.h"
+#include "determinism/exact_product.h"
 #include "determinism/philox.h"
 #include "nets/backend.h"
 #include "tests/check.h"
@@ -600,16 +601,18 @@ static enum dt_status run_dropout_seed(struct dt_backend *be, void *const *in, v
 }
 static const double tol_dropout_seed = 0;
 
-/* The exact product: no level changes its bits (tolerance 0: bitwise at every level). */
+/* The exact product in its weight-gradient form (A stored transposed, two levels, a bias):
+ * no level changes its bits (tolerance 0: bitwise at every level); tests/test_xp checks
+ * every form against the integer reference. */
 static void make_matmul_exact(struct io *io)
 {
-    add_in(io, B * IN, 1.0), add_in(io, IN * OUT, 0.3);
-    add_out(io, B * OUT, false);
+    add_in(io, B * IN, 1.0), add_in(io, B * OUT, 0.3), add_in(io, OUT, 0.1);
+    add_out(io, IN * OUT, false);
 }
 static enum dt_status run_matmul_exact(struct dt_backend *be, void *const *in, void *const *out,
                                        const struct dt_policy *pol)
 {
-    return dt_matmul_exact(be, out[0], in[0], in[1], B, IN, OUT, pol);
+    return dt_matmul_exact(be, out[0], in[0], in[1], in[2], IN, B, OUT, DT_XP_TA, 2, pol);
 }
 static const double tol_matmul_exact = 0;
 

@@ -9,13 +9,13 @@
 /* Every control and its values, in table order (enum order). */
 static const struct {
     const char *name;
-    const char *values[4];
+    const char *values[5];
 } want_controls[] = {
     {"reduction", {"unordered", "fixed", "exact"}},
     {"atomics", {"float", "fixed_point"}},
     {"rng", {"stored", "lfsr", "philox"}},
     {"conv_algo", {"autotune", "deterministic", "own"}},
-    {"math", {"fast", "strict", "portable"}},
+    {"math", {"fast", "strict", "portable", "exact"}},
     {"threads", {"any", "fixed", "independent"}},
 };
 #define N_WANT ((int)(sizeof want_controls / sizeof want_controls[0]))
@@ -122,7 +122,8 @@ DT_TEST(set_control_invalid)
     CHECK_STR_EQ(err.msg, "control 'rng': unknown value 'mt19937' (expected stored, lfsr or "
                           "philox)");
     CHECK_INT_EQ(dt_policy_set_control(&p, "math", "", &err), DT_ERR_CONFIG);
-    CHECK_STR_EQ(err.msg, "control 'math': unknown value '' (expected fast, strict or portable)");
+    CHECK_STR_EQ(err.msg, "control 'math': unknown value '' (expected fast, strict, portable or "
+                          "exact)");
     CHECK_INT_EQ(dt_policy_set_control(&p, "threads", "Fixed", &err), DT_ERR_CONFIG);
     CHECK_CONTAINS(err.msg, "(expected any, fixed or independent)");
     CHECK_INT_EQ(dt_policy_set_control(&p, "name", "x", &err), DT_ERR_CONFIG);

@@ -40,6 +40,7 @@
 #include <immintrin.h>
 #endif
 
+#include "determinism/exact_product.h"
 #include "determinism/fixed_point.h"
 #include "determinism/reduce.h"
 #include "determinism/streams.h"
@@ -443,6 +444,8 @@ enum dt_status dt_cpu_dense_forward(struct dt_backend *be, float *y, const float
                                     const float *bias, int64_t B, int64_t in, int64_t out,
                                     const struct dt_policy *pol)
 {
+    if (dt_math_exact(pol))
+        return dt_cpu_matmul_exact(be, y, x, w, bias, B, in, out, 0, DT_XP_LEVELS_FORWARD, pol);
     if (dt_math_fast(pol)) {
         if (!matmul_fast(be, y, x, w, B, in, out)) blas_parallel(be, y, x, w, B, in, out, false);
     } else {
@@ -459,6 +462,9 @@ enum dt_status dt_cpu_dense_backward_data(struct dt_backend *be, float *dx, cons
                                           const float *w, int64_t B, int64_t in, int64_t out,
                                           const struct dt_policy *pol)
 {
+    if (dt_math_exact(pol)) /* w (in, out) is B^T stored (N, K) */
+        return dt_cpu_matmul_exact(be, dx, dy, w, NULL, B, out, in, DT_XP_TB, DT_XP_LEVELS_FORWARD,
+                                   pol);
     if (dt_math_fast(pol) && !dt_cpu_wide()) {
         blas_parallel(be, dx, dy, w, B, out, in, true);
         return DT_OK;
@@ -781,6 +787,7 @@ enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float 
 {
     const struct dt_shards *sh = &be->shards;
     DT_ASSERT(sh->count > 0 && sh->row[sh->count] == B && dt_reduction_ordered(pol));
+    if (dt_math_exact(pol)) return DT_ERR_UNSUPPORTED; /* the exact product per shard */
     if (dt_cpu_wgrad_prefers_rows(B, in, out)) {
         struct wgrad_rows_shards_job job = {
             .be = be, .dw = dw, .x = x, .dy = dy, .in = in, .out = out, .sh = sh};
@@ -806,11 +813,22 @@ enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float 
     return DT_OK;
 }
 
+/* math exact: dw = x^T . dy as the exact product at two levels (x (B, in) is A^T stored
+ * (K, M)); no order to choose, so `reduction` changes nothing within a shard. */
+static enum dt_status wgrad_exact(struct dt_backend *be, float *dw, const float *x, const float *dy,
+                                  int64_t B, int64_t in, int64_t out, const struct dt_policy *pol)
+{
+    const enum dt_status st = dt_backend_xp_wgrad_rows(be, B);
+    if (st != DT_OK) return st;
+    return dt_cpu_matmul_exact(be, dw, x, dy, NULL, in, B, out, DT_XP_TA, DT_XP_LEVELS_WGRAD, pol);
+}
+
 /* dw[k,o] = sum over the batch of x[b,k] dy[b,o]; order per the `reduction` control. */
 enum dt_status dt_cpu_dense_backward_weight(struct dt_backend *be, float *dw, const float *x,
                                             const float *dy, int64_t B, int64_t in, int64_t out,
                                             const struct dt_policy *pol)
 {
+    if (dt_math_exact(pol)) return wgrad_exact(be, dw, x, dy, B, in, out, pol);
     /* math: fast with AVX-512: the fixed chunks read in place beat OpenBLAS's per-slice
      * sgemm at the dense layers' shapes (measured: docs/performance.md) */
     const bool fast_fixed =

@@ -26,6 +26,7 @@
 #include <limits.h>
 #include <stdio.h>
 
+#include "determinism/exact_product.h"
 #include "determinism/reduce.h"
 #include "determinism/streams.h" /* dt_forced_permutation: the drawn orders */
 #include "nets/cuda/dense_loss.h"
@@ -63,6 +64,8 @@ enum dt_status dt_cuda_dense_forward(struct dt_backend *be, float *y, const floa
                                      const float *w, const float *bias, int64_t B, int64_t in,
                                      int64_t out, const struct dt_policy *pol)
 {
+    if (dt_math_exact(pol)) /* the CPU's formula (determinism/exact_product.h), its bits */
+        return dt_cuda_matmul_exact(be, y, x, w, bias, B, in, out, 0, DT_XP_LEVELS_FORWARD, pol);
     if (dt_math_portable(pol)) {
         struct dt_cuda_gemm_args g = {.c = y,
                                       .a = x,
@@ -95,6 +98,9 @@ enum dt_status dt_cuda_dense_backward_data(struct dt_backend *be, float *dx, con
                                            const float *w, int64_t B, int64_t in, int64_t out,
                                            const struct dt_policy *pol)
 {
+    if (dt_math_exact(pol)) /* w (in, out) is B^T stored (N, K) */
+        return dt_cuda_matmul_exact(be, dx, dy, w, NULL, B, out, in, DT_XP_TB, DT_XP_LEVELS_FORWARD,
+                                    pol);
     if (dt_math_portable(pol)) {
         struct dt_cuda_gemm_args g = {.c = dx,
                                       .a = dy,
@@ -169,6 +175,12 @@ enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, float *dw, c
                                              const float *dy, int64_t B, int64_t in, int64_t out,
                                              const struct dt_policy *pol)
 {
+    if (dt_math_exact(pol)) { /* x (B, in) is A^T stored (K, M); order-free: reduction moot */
+        const enum dt_status st = dt_backend_xp_wgrad_rows(be, B);
+        if (st != DT_OK) return st;
+        return dt_cuda_matmul_exact(be, dw, x, dy, NULL, in, B, out, DT_XP_TA, DT_XP_LEVELS_WGRAD,
+                                    pol);
+    }
     struct dt_cuda_ctx *c = dt_cuda(be);
     const int64_t n = in * out;
     const bool fixed = dt_reduction_ordered(pol);

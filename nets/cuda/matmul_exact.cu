@@ -8,42 +8,52 @@
 #include "nets/cuda/launch.cuh"
 
 /* Row r of a (rows of n values at stride `stride` apart, `step` between rows): its scale,
- * then its n values in fixed point, contiguous in X. */
-static __global__ void xp_fixed_kernel(int32_t *X, int *scale, const float *a, int64_t rows,
-                                       int64_t n, int64_t step, int64_t stride)
+ * then its n values in fixed point at `levels` levels, contiguous in X. */
+static __global__ void xp_fixed_kernel(int64_t *X, int *scale, const float *a, int64_t rows,
+                                       int64_t n, int64_t step, int64_t stride, int levels)
 {
     DT_GRID_STRIDE(r, rows)
     {
         const float *v = a + r * step;
         const int s = scale[r] = dt_xp_row_scale(v, n, stride);
-        for (int64_t k = 0; k < n; k++) X[r * n + k] = (int32_t)dt_xp_fixed(v[k * stride], s);
+        for (int64_t k = 0; k < n; k++) X[r * n + k] = dt_xp_fixed(v[k * stride], s, levels);
     }
 }
 
-static __global__ void xp_out_kernel(float *C, const int32_t *XA, const int32_t *XBt, const int *sa,
-                                     const int *sb, int64_t M, int64_t K, int64_t N)
+/* Output (i, c): the 128-bit dot product of A's row and B's column (the same integer at any
+ * level as the CPU's halves joined), one rounding, then the bias. */
+static __global__ void xp_out_kernel(float *C, const int64_t *XA, const int64_t *XBt, const int *sa,
+                                     const int *sb, const float *bias, int64_t M, int64_t K,
+                                     int64_t N, int levels)
 {
     DT_GRID_STRIDE(o, M * N)
     {
         const int64_t i = o / N, c = o - i * N;
-        C[o] =
-            dt_xp_to_float(dt_xp_dot(XA + i * K, XBt + c * K, K, 1), dt_xp_out_exp(sa[i], sb[c]));
+        const float v = dt_xp_to_float(dt_xp_dot_wide(XA + i * K, XBt + c * K, K, 1),
+                                       dt_xp_out_exp(sa[i], sb[c], levels));
+        C[o] = bias ? v + bias[c] : v;
     }
 }
 
 /* portable at every policy: integer sums and one rounding. The scales are read back to
  * name a non-finite input (one wait; the deferred-check form comes with the int8 path). */
 extern "C" enum dt_status dt_cuda_matmul_exact(struct dt_backend *be, float *C, const float *A,
-                                               const float *B, int64_t M, int64_t K, int64_t N,
+                                               const float *B, const float *bias, int64_t M,
+                                               int64_t K, int64_t N, int trans, int levels,
                                                const struct dt_policy *pol)
 {
     const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
     const size_t xa = (size_t)(M * K), xb = (size_t)(N * K);
-    char *ws = (char *)dt_cuda_scratch(be, 0, (xa + xb) * 4 + (size_t)(M + N) * sizeof(int));
-    int32_t *XA = (int32_t *)ws, *XBt = XA + xa;
+    char *ws = (char *)dt_cuda_scratch(be, 0, (xa + xb) * 8 + (size_t)(M + N) * sizeof(int));
+    int64_t *XA = (int64_t *)ws, *XBt = XA + xa;
     int *sa = (int *)(XBt + xb), *sb = sa + M;
-    xp_fixed_kernel<<<dt_cuda_grid(L, M), L->block_threads, 0, L->stream>>>(XA, sa, A, M, K, K, 1);
-    xp_fixed_kernel<<<dt_cuda_grid(L, N), L->block_threads, 0, L->stream>>>(XBt, sb, B, N, K, 1, N);
+    const bool ta = trans & DT_XP_TA, tb = trans & DT_XP_TB;
+    /* A's row i: A + i K at stride 1, or A + i at stride M; B's column c: B + c at stride N,
+     * or B + c K at stride 1 */
+    xp_fixed_kernel<<<dt_cuda_grid(L, M), L->block_threads, 0, L->stream>>>(
+        XA, sa, A, M, K, ta ? 1 : K, ta ? M : 1, levels);
+    xp_fixed_kernel<<<dt_cuda_grid(L, N), L->block_threads, 0, L->stream>>>(
+        XBt, sb, B, N, K, tb ? K : 1, tb ? 1 : N, levels);
     int *host = (int *)dt_cuda_host_scratch(be, 0, (size_t)(M + N) * sizeof(int));
     const cudaError_t e = cudaMemcpyAsync(host, sa, (size_t)(M + N) * sizeof(int),
                                           cudaMemcpyDeviceToHost, (cudaStream_t)L->stream);
@@ -54,7 +64,7 @@ extern "C" enum dt_status dt_cuda_matmul_exact(struct dt_backend *be, float *C, 
             return dt_backend_op_error(be, DT_ERR_NUMERIC, "non-finite input in %s %lld of %s",
                                        r < M ? "row" : "column", (long long)(r < M ? r : r - M),
                                        r < M ? "A" : "B");
-    xp_out_kernel<<<dt_cuda_grid(L, M * N), L->block_threads, 0, L->stream>>>(C, XA, XBt, sa, sb, M,
-                                                                              K, N);
+    xp_out_kernel<<<dt_cuda_grid(L, M * N), L->block_threads, 0, L->stream>>>(
+        C, XA, XBt, sa, sb, bias, M, K, N, levels);
     return dt_cuda_launched(be, (int)cudaGetLastError(), "matmul_exact");
 }
