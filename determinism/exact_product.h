@@ -20,12 +20,16 @@
  *    AMX-INT8, a plain C loop) all compute, whatever their order. Likewise a level split
  *    XA = hi 2^28 + lo (dt_xp_hi, dt_xp_lo: 28-bit halves of XA's sign) for 32 x 32 -> 64-bit
  *    integer units (the CPU's vpmuldq).
- * 4. Combination: acc[i,j] = sum_pq P_pq[i,j] 2^(7 (2S-2-p-q)) in a 128-bit integer
- *    (dt_xp_combine) -- exactly sum_k XA[i,k] XB[k,j]: every slice pair is kept, so the
- *    combination is the integer dot product of the fixed-point operands, |acc| < K 2^(56 L):
- *    K <= DT_XP_K_MAX at one level, K <= DT_XP_K_MAX_WGRAD at two (128 bits).
+ * 4. Combination: acc[i,j] = sum_pq P_pq[i,j] 2^(7 (2S-2-p-q)) (dt_xp_combine) -- exactly
+ *    sum_k XA[i,k] XB[k,j]: every slice pair is kept, so the combination is the integer dot
+ *    product of the fixed-point operands, |acc| < K 2^(56 L). At one level it is a 128-bit
+ *    integer; at two it may pass 2^127 (K > 32767), so it is held as the four half products
+ *    hh, hl, lh, ll (each below K 2^56) of acc = hh 2^56 + (hl + lh) 2^28 + ll. An int8
+ *    GEMM's int32 products are exact for K <= DT_XP_K_MAX; past that it sums its K in
+ *    blocks (exact integers: any blocking gives the same acc). The op takes K < 2^31.
  * 5. One rounding: C[i,j] = the float nearest acc 2^(eA_i + eB_j - 56 L), ties to even,
- *    subnormals and overflow as IEEE round-to-nearest (dt_xp_to_float).
+ *    subnormals and overflow as IEEE round-to-nearest (dt_xp_to_float; at two levels
+ *    dt_xp_to_float_halves, the same rounding of the joined value).
  * A zero row or column (max 0) has every X 0 and gives +0. NaN and Inf have no fixed-point
  * form: the caller checks the scales first (dt_xp_row_scale returns DT_XP_NONFINITE). */
 #ifndef DT_EXACT_PRODUCT_H
@@ -33,6 +37,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/hd.h"
 #include "determinism/fixed_point.h"
@@ -43,12 +48,12 @@
 #define DT_XP_LEVELS_FORWARD 1                       /* forward, input gradients */
 #define DT_XP_LEVELS_WGRAD 2                         /* weight gradients (K: the batch) */
 #define DT_XP_LEVELS_MAX 2
-#define DT_XP_K_MAX ((int64_t)133144)      /* K 127^2 < 2^31: int32 exact */
-#define DT_XP_K_MAX_WGRAD ((int64_t)32767) /* two levels: K 2^112 < 2^127 */
-#define DT_XP_TA 1                         /* matmul_exact: A stored transposed, (K, M) */
-#define DT_XP_TB 2                         /* matmul_exact: B stored transposed, (N, K) */
-#define DT_XP_ZERO (-100000)               /* the scale of an all-zero row */
-#define DT_XP_NONFINITE 100000             /* the scale of a row with NaN/Inf */
+#define DT_XP_K_MAX ((int64_t)133144)       /* an int8 GEMM: K 127^2 < 2^31, int32 exact */
+#define DT_XP_K_OP_MAX ((int64_t)INT32_MAX) /* the op's K: every part below 2^87 */
+#define DT_XP_TA 1                          /* matmul_exact: A stored transposed, (K, M) */
+#define DT_XP_TB 2                          /* matmul_exact: B stored transposed, (N, K) */
+#define DT_XP_ZERO (-100000)                /* the scale of an all-zero row */
+#define DT_XP_NONFINITE 100000              /* the scale of a row with NaN/Inf */
 
 typedef __int128 dt_xp_acc;
 
@@ -81,24 +86,24 @@ static inline DT_HD int dt_xp_row_scale(const float *v, int64_t n, int64_t strid
     return dt_xp_scale_bits(top);
 }
 
-/* The largest K a product at `levels` levels may sum (its integers exact). */
-static inline DT_HD int64_t dt_xp_k_max(int levels)
+/* 2^p as a double, for |p| < 1023. */
+static inline DT_HD double dt_xp_pow2_(int p)
 {
-    return levels == 1 ? DT_XP_K_MAX : DT_XP_K_MAX_WGRAD;
+    const uint64_t bits = (uint64_t)(1023 + p) << 52;
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    return d;
 }
 
-/* trunc(x 2^(28 levels - scale)) for |x| < 2^scale: |X| < 2^(28 levels). */
+/* trunc(x 2^(28 levels - scale)) for |x| < 2^scale: |X| < 2^(28 levels). The product is
+ * exact in double (x's 24 bits, shifted by a power of two into a value below 2^56, at most
+ * 2^204 away), and the conversion truncates toward zero: one multiply and one convert per
+ * element, which vectorise (0 for a zero or non-finite row, whose values have no fixed
+ * point). */
 static inline DT_HD int64_t dt_xp_fixed(float x, int scale, int levels)
 {
-    uint64_t m;
-    int e;
-    bool neg;
-    if (scale == DT_XP_ZERO || !dt_fixed_decode_(&m, &e, &neg, x)) return 0;
-    const int t = e + DT_XP_BITS * levels - scale; /* x 2^(bits - scale) = m 2^t */
-    uint64_t mag;
-    if (t >= 0) mag = m << t; /* below 2^BITS: |x| < 2^scale */
-    else mag = -t >= 64 ? 0 : m >> -t;
-    return neg ? -(int64_t)mag : (int64_t)mag;
+    if (scale == DT_XP_ZERO || scale == DT_XP_NONFINITE) return 0;
+    return (int64_t)((double)x * dt_xp_pow2_(DT_XP_BITS * levels - scale));
 }
 
 /* Slice p (0: the top digit) of X at `levels` levels (S = 4 levels slices): the p-th
@@ -121,29 +126,20 @@ static inline DT_HD int32_t dt_xp_lo(int64_t X)
     return (int32_t)(X - (int64_t)dt_xp_hi(X) * ((int64_t)1 << DT_XP_BITS));
 }
 
-/* sum_k a[k] b[k bstride] of a fixed-point row and column, exactly: int64 products
- * (|a b| < 2^56) summed 64 at a time (below 2^62) into the 128-bit accumulator -- the
- * portable form of the product (no int8 units), the same integer as the slices combined. */
-static inline DT_HD dt_xp_acc dt_xp_dot(const int32_t *a, const int32_t *b, int64_t K,
+/* sum_k a[k] b[k bstride] of a one-level fixed-point row and column (or two 28-bit halves),
+ * exactly: int64 products (|a b| < 2^56) summed 64 at a time (below 2^62) into the 128-bit
+ * accumulator -- the portable form of the product (no int8 units), the same integer as the
+ * slices combined. The values are held in int64 (as vector lanes read them). */
+static inline DT_HD dt_xp_acc dt_xp_dot(const int64_t *a, const int64_t *b, int64_t K,
                                         int64_t bstride)
 {
     dt_xp_acc acc = 0;
     for (int64_t k0 = 0; k0 < K; k0 += 64) {
         const int64_t k1 = k0 + 64 < K ? k0 + 64 : K;
         int64_t s = 0;
-        for (int64_t k = k0; k < k1; k++) s += (int64_t)a[k] * (int64_t)b[k * bstride];
+        for (int64_t k = k0; k < k1; k++) s += a[k] * b[k * bstride];
         acc += s;
     }
-    return acc;
-}
-
-/* sum_k a[k] b[k bstride] of two-level fixed-point operands (|a|, |b| < 2^56), exactly:
- * 128-bit products summed in 128 bits (K <= DT_XP_K_MAX_WGRAD). */
-static inline DT_HD dt_xp_acc dt_xp_dot_wide(const int64_t *a, const int64_t *b, int64_t K,
-                                             int64_t bstride)
-{
-    dt_xp_acc acc = 0;
-    for (int64_t k = 0; k < K; k++) acc += (dt_xp_acc)a[k] * (dt_xp_acc)b[k * bstride];
     return acc;
 }
 
@@ -156,7 +152,7 @@ static inline DT_HD void dt_xp_combine(dt_xp_acc *acc, int32_t P, int p, int q, 
 }
 
 /* A two-level product from its four half products (hi/lo of A times hi/lo of B), exactly:
- * hh 2^56 + (hl + lh) 2^28 + ll. */
+ * hh 2^56 + (hl + lh) 2^28 + ll -- while that fits 128 bits (K <= 32767; the tests' form). */
 static inline DT_HD dt_xp_acc dt_xp_join(dt_xp_acc hh, dt_xp_acc hl, dt_xp_acc lh, dt_xp_acc ll)
 {
     return hh * ((dt_xp_acc)1 << (2 * DT_XP_BITS)) + (hl + lh) * ((dt_xp_acc)1 << DT_XP_BITS) + ll;
@@ -200,6 +196,23 @@ static inline DT_HD float dt_xp_to_float(dt_xp_acc acc, int exp)
     uint32_t bits = ((uint32_t)(qexp + 149) << 23) + (uint32_t)m; /* a carry bumps the exponent */
     if (bits > 0x7f800000u) bits = 0x7f800000u;
     return dt_bits_float(sign | bits);
+}
+
+/* The float nearest (hh 2^56 + (hl + lh) 2^28 + ll) 2^exp, ties to even: one rounding of the
+ * joined two-level integer for any K < 2^31 (each part below 2^87), without forming it.
+ * value = y 2^28 + r with 0 <= r < 2^28 and y = hh 2^28 + hl + lh + floor(ll / 2^28). */
+static inline DT_HD float dt_xp_to_float_halves(dt_xp_acc hh, dt_xp_acc hl, dt_xp_acc lh,
+                                                dt_xp_acc ll, int exp)
+{
+    const dt_xp_acc unit = (dt_xp_acc)1 << DT_XP_BITS;
+    dt_xp_acc q = ll / unit, r = ll - q * unit; /* toward zero: r of ll's sign */
+    if (r < 0) q -= 1, r += unit;
+    const dt_xp_acc y = hh * unit + hl + lh + q, lim = (dt_xp_acc)1 << 98; /* |y| < 2^116 */
+    if (y < lim && y > -lim) return dt_xp_to_float(y * unit + r, exp);
+    /* |value| >= 2^126: the floats' midpoints are multiples of 2^102 (subnormal outputs'
+     * coarser still), none strictly between y 2^28 and (y + 1) 2^28, so value rounds as
+     * (y + 1/2) 2^28 does when r > 0 -- (2y + 1) 2^27, in 128 bits */
+    return dt_xp_to_float(2 * y + (r != 0 ? 1 : 0), exp + DT_XP_BITS - 1);
 }
 
 /* The exponent of output (i, j): acc 2^(eA + eB - 56 levels). */

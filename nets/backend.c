@@ -1198,7 +1198,7 @@ static dt_dropout_seed_fn *plan_dropout_seed(struct dt_backend *be, struct op_te
 
 enum dt_status dt_backend_xp_wgrad_rows(struct dt_backend *be, int64_t rows)
 {
-    const int64_t most = dt_xp_k_max(DT_XP_LEVELS_WGRAD);
+    const int64_t most = DT_XP_K_OP_MAX;
     if (rows <= most) return DT_OK;
     return dt_backend_op_error(be, DT_ERR_UNSUPPORTED,
                                "math: exact sums a weight gradient over at most %lld rows per "
@@ -1215,7 +1215,7 @@ static dt_matmul_exact_fn *plan_matmul_exact(struct dt_backend *be, struct op_te
     DT_ASSERT(C && A && B && pol);
     DT_ASSERT_MSG(levels >= 1 && levels <= DT_XP_LEVELS_MAX, "matmul_exact: levels 1 or 2");
     DT_ASSERT_MSG((trans & ~(DT_XP_TA | DT_XP_TB)) == 0, "matmul_exact: unknown trans bits");
-    DT_ASSERT_MSG(K <= dt_xp_k_max(levels), "matmul_exact: K beyond its integers' bound");
+    DT_ASSERT_MSG(K <= DT_XP_K_OP_MAX, "matmul_exact: K beyond its integers' bound");
     TENSORS(t, OUT(C, M * N));
     return be->ops->matmul_exact;
 }

@@ -137,7 +137,7 @@ enum dt_status dt_backend_op_error(struct dt_backend *be, enum dt_status st, con
     __attribute__((format(printf, 3, 4)));
 
 /* math: exact's weight gradient sums over the batch (per shard) in two-level integers: DT_OK
- * when `rows` fit their bound (dt_xp_k_max), else the error saying so. Both backends ask. */
+ * when `rows` fit their bound (DT_XP_K_OP_MAX), else the error saying so. Both backends ask. */
 enum dt_status dt_backend_xp_wgrad_rows(struct dt_backend *be, int64_t rows);
 
 extern const struct dt_backend_ops dt_backend_cpu_ops;

@@ -257,7 +257,7 @@
      * column of B is scaled by a power of two and truncated to 28 levels-bit fixed point; every   \
      * output is the integer dot product of those, rounded once -- a fixed function of the         \
      * inputs: no control, thread count, kernel or device changes its bits. levels 1 or 2;         \
-     * K <= dt_xp_k_max(levels); a NaN or Inf input is DT_ERR_NUMERIC naming its row or column. */ \
+     * K <= DT_XP_K_OP_MAX;      a NaN or Inf input is DT_ERR_NUMERIC naming its row or column. */ \
     X(MATMUL_EXACT, matmul_exact, FORWARD, "exact product", "",                                    \
       (float *C, const float *A, const float *B, const float *bias, int64_t M, int64_t K,          \
        int64_t N, int trans, int levels, const struct dt_policy *pol),                             \

@@ -29,7 +29,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 parts=(exact-one-pass exact-product runs controls dist overhead_matrix bnn-rng noise_sources gpt crossdev reproduce)
 declare -A writes=(
   [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
-  [exact-product]="results/cpu/exact-product/: errors.txt (the exact product's error against float32 on random and real tensors: tests/test_xp)"
+  [exact-product]="results/cpu/exact-product/: errors.txt (the exact product's error against float32 on random and real tensors: tests/test_xp), throughput.txt (this CPU's fp32 and integer instruction throughput), bench.txt (portable and math: exact per op)"
   [runs]="results/cpu/runs/: quickstart/ lenet/ bnn/ (summary.csv, run.json), times.txt, threads-table.md (2 threads vs 1), explain-quickstart.txt|csv"
   [controls]="results/cpu/controls/: summary.csv cells.csv report.md config.json run.json"
   [dist]="results/cpu/dist/: plain/ np1/ .. np4/ and their .log, report.md, ranks.csv, per-step.tar.xz (the replicas' per-step CSVs) (mpirun)"
@@ -210,13 +210,22 @@ part_overhead_matrix() {
 
 # results/cpu/bnn-rng/README.md: the last line of make bench.
 # results/cpu/exact-product/README.md: the exact product's error distributions (issue 51),
-# printed by the test binary beside DETRAIN (its build folder's tests/test_xp).
+# printed by the test binary beside DETRAIN (its build folder's tests/test_xp); this CPU's
+# instruction throughputs (scripts/isa_throughput.c, compiled here); and `detrain bench` of
+# portable and math: exact on the three CPU models.
 part_exact_product() {
-  local xp
+  local xp c
   xp=$(dirname "$DETRAIN")/tests/test_xp
   [ -x "$xp" ] || die "$xp: no such executable (build the tests: make build)"
   { "$xp" error_within_bound_and_below_float32 && "$xp" real_tensors_mlp; } > "$tmp/errors.txt"
-  mv "$tmp/errors.txt" results/cpu/exact-product/errors.txt
+  ${CC:-cc} -O2 -o "$tmp/isa_throughput" scripts/isa_throughput.c
+  { grep -m1 'model name' /proc/cpuinfo; "$tmp/isa_throughput"; } > "$tmp/throughput.txt"
+  : > "$tmp/bench.txt"
+  for c in quickstart lenet gpt; do
+    "$DETRAIN" bench "configs/$c.yaml" --steps 20 --warmup 4 \
+      --set 'policies=[portable, {base: portable, math: exact, name: p_exact}]' >> "$tmp/bench.txt"
+  done
+  mv "$tmp/errors.txt" "$tmp/throughput.txt" "$tmp/bench.txt" results/cpu/exact-product/
 }
 
 part_bnn_rng() {

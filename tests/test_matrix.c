@@ -262,8 +262,9 @@ DT_TEST(entry_errors)
         NULL, 0, NULL, 11, 22, "key 'train.steps': value 0 is out of range [1, 1000000000]");
     expect_entry_error(
         "e_bad_policy",
-        SHARED "matrix:\n  - name: a\n    set: {policies: [fast, {base: fast, math: exact}]}\n", 0,
-        NULL, 0, NULL, 10, 47, "key 'policies', item 2: control 'math': unknown value 'exact'");
+        SHARED "matrix:\n  - name: a\n    set: {policies: [fast, {base: fast, math: exactly}]}\n",
+        0, NULL, 0, NULL, 10, 47,
+        "key 'policies', item 2: control 'math': unknown value 'exactly'");
     /* a key of another model kind: reported where the file set it, naming the entry */
     expect_entry_error("e_model_key",
                        SHARED "matrix:\n  - name: cnn\n    set: {model.kind: lenet}\n", 0, NULL, 0,

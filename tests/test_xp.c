@@ -42,6 +42,14 @@ static int row_scale(const float *v, int64_t n, int64_t stride)
     return dt_xp_row_scale(v, n, stride);
 }
 
+/* sum_k a[k] b[k] in 128 bits, term by term (the reference: K 2^112 < 2^127 at two levels). */
+static dt_xp_acc dot_ref(const int64_t *a, const int64_t *b, int64_t K)
+{
+    dt_xp_acc acc = 0;
+    for (int64_t k = 0; k < K; k++) acc += (dt_xp_acc)a[k] * b[k];
+    return acc;
+}
+
 /* The exact product of A (M x K) and B (K x N), row-major, at `levels` levels, into C, two
  * ways: `sliced` the int8 slice products (int32, as an int8 GEMM computes them) combined,
  * else the direct 128-bit dot product of the fixed-point operands. drop >= 0 leaves slice
@@ -153,25 +161,32 @@ DT_TEST(slices_combine_to_the_integer_product)
         xp_matmul(C2, a2, A, B, M, K, N, levels, false, -1);
         CHECK(memcmp(a1, a2, sizeof a1) == 0);
         /* the ops' forms are the same integer: dt_xp_dot (int64 products in runs of 64) at one
-         * level; at two dt_xp_dot_wide, and the four half products joined */
+         * level; at two the four half products joined, and rounded by dt_xp_to_float_halves */
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++) {
                 int64_t xa[K], xb[K];
-                int32_t ha[2][K], hb[2][K];
+                int64_t ha[2][K], hb[2][K];
                 const int sa = row_scale(A + i * K, K, 1), sb = row_scale(B + j, K, N);
                 for (int k = 0; k < K; k++) {
                     xa[k] = dt_xp_fixed(A[i * K + k], sa, levels);
                     xb[k] = dt_xp_fixed(B[k * N + j], sb, levels);
-                    ha[0][k] = levels == 1 ? (int32_t)xa[k] : dt_xp_hi(xa[k]);
-                    hb[0][k] = levels == 1 ? (int32_t)xb[k] : dt_xp_hi(xb[k]);
+                    ha[0][k] = levels == 1 ? xa[k] : dt_xp_hi(xa[k]);
+                    hb[0][k] = levels == 1 ? xb[k] : dt_xp_hi(xb[k]);
                     ha[1][k] = dt_xp_lo(xa[k]), hb[1][k] = dt_xp_lo(xb[k]);
                 }
-                CHECK(dt_xp_dot_wide(xa, xb, K, 1) == a2[i * N + j]);
-                if (levels == 1) CHECK(dt_xp_dot(ha[0], hb[0], K, 1) == a2[i * N + j]);
-                else
-                    CHECK(dt_xp_join(dt_xp_dot(ha[0], hb[0], K, 1), dt_xp_dot(ha[0], hb[1], K, 1),
-                                     dt_xp_dot(ha[1], hb[0], K, 1),
-                                     dt_xp_dot(ha[1], hb[1], K, 1)) == a2[i * N + j]);
+                CHECK(dot_ref(xa, xb, K) == a2[i * N + j]);
+                if (levels == 1) {
+                    CHECK(dt_xp_dot(ha[0], hb[0], K, 1) == a2[i * N + j]);
+                } else {
+                    const dt_xp_acc hh = dt_xp_dot(ha[0], hb[0], K, 1);
+                    const dt_xp_acc hl = dt_xp_dot(ha[0], hb[1], K, 1);
+                    const dt_xp_acc lh = dt_xp_dot(ha[1], hb[0], K, 1);
+                    const dt_xp_acc ll = dt_xp_dot(ha[1], hb[1], K, 1);
+                    CHECK(dt_xp_join(hh, hl, lh, ll) == a2[i * N + j]);
+                    const float f = dt_xp_to_float_halves(hh, hl, lh, ll, -90);
+                    const float g = dt_xp_to_float(a2[i * N + j], -90);
+                    CHECK(memcmp(&f, &g, 4) == 0);
+                }
             }
         CHECK(memcmp(C1, C2, sizeof C1) == 0);
     }
@@ -179,18 +194,60 @@ DT_TEST(slices_combine_to_the_integer_product)
     CHECK((int64_t)DT_XP_K_MAX * 127 * 127 <= INT32_MAX);
     CHECK((int64_t)(DT_XP_K_MAX + 1) * 127 * 127 > INT32_MAX);
     for (int levels = 1; levels <= DT_XP_LEVELS_MAX; levels++) {
-        const int64_t Km = dt_xp_k_max(levels), S = DT_XP_SLICES * levels;
+        const int64_t Km = DT_XP_K_MAX, S = DT_XP_SLICES * levels;
         const int64_t X = (INT64_C(1) << (DT_XP_BITS * levels)) - 1; /* every digit 127 */
         for (int p = 0; p < S; p++) CHECK_INT_EQ(dt_xp_slice(X, p, levels), 127);
-        dt_xp_acc acc = 0, want = 0;
-        for (int p = 0; p < S; p++)
-            for (int q = 0; q < S; q++)
-                dt_xp_combine(&acc, (int32_t)(Km * 127 * 127), p, q, levels);
-        for (int64_t k = 0; k < Km; k++) want += (dt_xp_acc)X * X;
-        CHECK(acc == want && acc > 0);
-        const int64_t xs[2] = {X, -X};
-        CHECK(dt_xp_dot_wide(xs, xs + 1, 1, 1) == -(dt_xp_acc)X * X);
+        /* at one level the combination is the 128-bit integer; at two its value passes
+         * 2^127, so the slice pairs are combined per half pair and rounded by halves */
+        if (levels == 1) {
+            dt_xp_acc acc = 0, want = 0;
+            for (int p = 0; p < S; p++)
+                for (int q = 0; q < S; q++)
+                    dt_xp_combine(&acc, (int32_t)(Km * 127 * 127), p, q, levels);
+            for (int64_t k = 0; k < Km; k++) want += (dt_xp_acc)X * X;
+            CHECK(acc == want && acc > 0);
+        }
     }
+}
+
+/* dt_xp_to_float_halves rounds hh 2^56 + (hl + lh) 2^28 + ll once, for parts up to K = 2^31
+ * (the joined value past 2^127): against dt_xp_to_float of the joined integer where it fits,
+ * and where it does not against an exact scaled form -- ll a multiple of 2^8, so value / 2^8
+ * fits 128 bits for |hh| < 2^78 -- on random parts, ties, near-ties, negatives and parts of
+ * mixed signs; at the largest parts the result is finite and has the sign of hh. */
+DT_TEST(halves_round_once)
+{
+    for (int t = 0; t < 300000; t++) {
+        const int big = t % 2;
+        /* parts: |hh| < 2^78 (big) or < 2^40, the others of any sign below 2^75 */
+        dt_xp_acc hh = (dt_xp_acc)(next() >> (big ? 0 : 24)) << (big ? 14 : 0);
+        dt_xp_acc hl = ((dt_xp_acc)next() << 11) ^ next(), lh = (dt_xp_acc)(next() >> 3);
+        dt_xp_acc ll = (((dt_xp_acc)next() << 11) ^ next()) & ~(dt_xp_acc)255;
+        if (next() & 1) hh = -hh;
+        if (next() & 1) hl = -hl;
+        if (next() & 1) ll = -ll;
+        if (t % 5 == 0) ll = (dt_xp_acc)(next() % 3) << 27; /* 0 and r = 2^27, 2^28 */
+        if (t % 7 == 0) { /* a tie in the joined value, or just above or below one */
+            const dt_xp_acc m = (dt_xp_acc)((next() & 0xffffffu) | 0x800000u); /* 24 bits */
+            hl = lh = 0;
+            hh = (2 * m + 1) * ((dt_xp_acc)1 << (big ? 46 : 10));
+            ll = (dt_xp_acc)(t % 3 - 1) * 256;
+        }
+        const int exp = (int)(next() % 300) - 250;
+        const float got = dt_xp_to_float_halves(hh, hl, lh, ll, exp);
+        const dt_xp_acc scaled = hh * ((dt_xp_acc)1 << 48) + (hl + lh) * ((dt_xp_acc)1 << 20) +
+                                 ll / 256; /* value / 2^8, exact */
+        const float want = dt_xp_to_float(scaled, exp + 8);
+        CHECK(memcmp(&got, &want, 4) == 0);
+        if (!big) {
+            const float joined = dt_xp_to_float(dt_xp_join(hh, hl, lh, ll), exp);
+            CHECK(memcmp(&got, &joined, 4) == 0);
+        }
+    }
+    const dt_xp_acc top = ((dt_xp_acc)1 << 87) - 1; /* K = 2^31 at every half at its bound */
+    const float f = dt_xp_to_float_halves(top, top, top, top, -140);
+    CHECK(isfinite(f) && f > 0);
+    CHECK(dt_xp_to_float_halves(-top, top, top, top, -140) < 0);
 }
 
 /* Any order: the slice products summed over k backwards, the slice pairs in reverse, give
@@ -410,6 +467,126 @@ DT_TEST(dense_ops_under_exact_math_obey_no_order)
     }
 }
 
+/* The convolution's weight gradient under math: exact sums over batch and positions -- here
+ * 60,000 patch rows, past the 2^127 that one 128-bit integer holds at two levels, so the
+ * rounding by halves carries it: the same bits at 1-3 threads and under the forced order,
+ * and within float32's rounding of a double reference (|error| <= 2^-23 |value| plus
+ * 2^-40 of sum |a b|). */
+DT_TEST(conv_weight_gradient_past_2_127)
+{
+    const struct dt_conv2d_shape cs = {.B = 150,
+                                       .H = 24,
+                                       .W = 24,
+                                       .C = 1,
+                                       .K_out = 6,
+                                       .KH = 5,
+                                       .KW = 5,
+                                       .stride = 1,
+                                       .pad = 0,
+                                       .OH = 20,
+                                       .OW = 20};
+    const int64_t nx = cs.B * cs.H * cs.W, ny = cs.B * cs.OH * cs.OW * cs.K_out, nw = 25 * 6;
+    float *x = malloc((size_t)nx * 4), *dy = malloc((size_t)ny * 4);
+    float dw[2][25 * 6];
+    /* values near their rows' tops, all positive: the integers pass 2^127 (checked below) */
+    for (int64_t i = 0; i < nx; i++) x[i] = (float)(1.75 + 0.25 * unit());
+    for (int64_t i = 0; i < ny; i++) dy[i] = (float)(1.75 + 0.25 * unit());
+    for (int threads = 1; threads <= 3; threads++) {
+        struct dt_backend *be = NULL;
+        struct dt_error err;
+        const struct dt_backend_options bo = {DT_BACKEND_CPU, threads, 0};
+        DT_ASSERT(dt_backend_create(&be, &bo, &err) == DT_OK);
+        struct dt_policy pol;
+        dt_policy_from_level(&pol, DT_LEVEL_FAST);
+        pol.math = DT_MATH_EXACT;
+        DT_ASSERT(dt_backend_set_forced_order(be, threads == 3 ? 9 : 0) == DT_OK);
+        CHECK(dt_conv2d_backward_weight(be, dw[threads > 1], x, dy, &cs, &pol) == DT_OK);
+        if (threads > 1) CHECK(memcmp(dw[0], dw[1], sizeof dw[0]) == 0);
+        dt_backend_destroy(be);
+    }
+    for (int64_t e = 0; e < nw; e++) { /* e = (kh, kw, c = 0) x K_out */
+        const int64_t kh = e / 6 / 5, kw = e / 6 % 5, o = e % 6;
+        double ref = 0, mag = 0;
+        for (int64_t b = 0; b < cs.B; b++)
+            for (int64_t oh = 0; oh < cs.OH; oh++)
+                for (int64_t ow = 0; ow < cs.OW; ow++) {
+                    const double p = (double)x[(b * cs.H + oh + kh) * cs.W + ow + kw] *
+                                     (double)dy[((b * cs.OH + oh) * cs.OW + ow) * 6 + o];
+                    ref += p, mag += fabs(p);
+                }
+        CHECK(fabs((double)dw[0][e] - ref) <= ldexp(fabs(ref), -23) + ldexp(mag, -40));
+        /* both scales 2^1: the integer is ref 2^110, past 2^127 when ref >= 2^17 */
+        if (e == 0) CHECK(ref * ldexp(1.0, 110) >= ldexp(1.0, 127));
+    }
+    free(x), free(dy);
+}
+
+/* On the GPU (label gpu): the CUDA backend's exact product gives the CPU's bits -- every
+ * form of matmul_exact, the three dense ops under math: exact, and a weight gradient over
+ * 40,000 rows (the integers past 2^127, rounded by halves). */
+static void on_device(struct dt_backend *g, float **d, const float *h, int64_t n)
+{
+    *d = dt_backend_alloc(g, (size_t)n * 4);
+    dt_backend_upload(g, *d, h, (size_t)n * 4);
+}
+
+DT_TEST(gpu_equals_cpu)
+{
+    struct dt_backend *g = NULL, *c = NULL;
+    struct dt_backend_options bo = {DT_BACKEND_CUDA, 1, 0};
+    struct dt_error err;
+    if (dt_backend_create(&g, &bo, &err) != DT_OK) DT_SKIP_NO_GPU(err.msg);
+    bo.kind = DT_BACKEND_CPU, bo.threads = 2;
+    DT_ASSERT(dt_backend_create(&c, &bo, &err) == DT_OK);
+    enum { M = 37, K = 301, N = 45, R = 40000 };
+    static float A[M * K], B[K * N], bias[N], want[M * N], got[M * N], X[R * 3], Y[R * 5],
+        w3[3 * 5], w3g[3 * 5];
+    for (int i = 0; i < M * K; i++) A[i] = skewed(30);
+    for (int i = 0; i < K * N; i++) B[i] = skewed(30);
+    for (int i = 0; i < N; i++) bias[i] = skewed(4);
+    for (int i = 0; i < R * 3; i++) X[i] = (float)(1.75 + 0.25 * unit());
+    for (int i = 0; i < R * 5; i++) Y[i] = (float)(1.75 + 0.25 * unit());
+    adversarial(A, M, K);
+    float *dA, *dB, *dbias, *dC, *dX, *dY, *dW;
+    on_device(g, &dA, A, M * K), on_device(g, &dB, B, K * N), on_device(g, &dbias, bias, N);
+    on_device(g, &dC, want, M * N), on_device(g, &dX, X, R * 3), on_device(g, &dY, Y, R * 5);
+    on_device(g, &dW, w3, 15);
+    struct dt_policy pol;
+    dt_policy_from_level(&pol, DT_LEVEL_PORTABLE);
+    for (int form = 0; form < 16; form++) {
+        /* the stored shapes: A (M, K) or (K, M), B (K, N) or (N, K), the same buffers */
+        const int trans = form % 4, levels = 1 + (form / 4) % 2;
+        const bool with_bias = form / 8;
+        CHECK(dt_matmul_exact(c, want, A, B, with_bias ? bias : NULL, M, K, N, trans, levels,
+                              &pol) == DT_OK);
+        CHECK(dt_matmul_exact(g, dC, dA, dB, with_bias ? dbias : NULL, M, K, N, trans, levels,
+                              &pol) == DT_OK);
+        dt_backend_download(g, got, dC, sizeof got);
+        CHECK(memcmp(got, want, sizeof got) == 0);
+    }
+    pol.math = DT_MATH_EXACT;
+    const int64_t bt = M, in = K, out = N; /* the dense ops on A as x and B as w */
+    CHECK(dt_dense_forward(c, want, A, B, bias, bt, in, out, &pol) == DT_OK);
+    CHECK(dt_dense_forward(g, dC, dA, dB, dbias, bt, in, out, &pol) == DT_OK);
+    dt_backend_download(g, got, dC, (size_t)(bt * out) * 4);
+    CHECK(memcmp(got, want, (size_t)(bt * out) * 4) == 0);
+    CHECK(dt_dense_backward_weight(c, w3, X, Y, R, 3, 5, &pol) == DT_OK);
+    CHECK(dt_dense_backward_weight(g, dW, dX, dY, R, 3, 5, &pol) == DT_OK);
+    dt_backend_download(g, w3g, dW, sizeof w3g);
+    CHECK(memcmp(w3, w3g, sizeof w3) == 0);
+    float *dx = dt_backend_alloc(g, (size_t)(R * 3) * 4), *hx = malloc((size_t)(R * 3) * 4),
+          *hx_g = malloc((size_t)(R * 3) * 4);
+    CHECK(dt_dense_backward_data(c, hx, Y, w3, R, 3, 5, &pol) == DT_OK);
+    CHECK(dt_dense_backward_data(g, dx, dY, dW, R, 3, 5, &pol) == DT_OK);
+    dt_backend_download(g, hx_g, dx, (size_t)(R * 3) * 4);
+    CHECK(memcmp(hx, hx_g, (size_t)(R * 3) * 4) == 0);
+    free(hx), free(hx_g);
+    float *bufs[] = {dA, dB, dbias, dC, dX, dY, dW, dx};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dt_backend_free(g, bufs[i]);
+    dt_backend_destroy(g);
+    dt_backend_destroy(c);
+}
+
 /* ---- the models' real tensors -------------------------------------------------------------- */
 
 static int cmp_double(const void *a, const void *b)
@@ -596,6 +773,8 @@ DT_TEST(real_tensors_mlp)
 }
 
 DT_TEST_MAIN(DT_CASE(slices_round_trip), DT_CASE(slices_combine_to_the_integer_product),
-             DT_CASE(any_order_same_bits), DT_CASE(one_rounding),
+             DT_CASE(halves_round_once), DT_CASE(any_order_same_bits), DT_CASE(one_rounding),
              DT_CASE(error_within_bound_and_below_float32), DT_CASE(op_equals_reference_every_form),
-             DT_CASE(dense_ops_under_exact_math_obey_no_order), DT_CASE(real_tensors_mlp))
+             DT_CASE(dense_ops_under_exact_math_obey_no_order),
+             DT_CASE(conv_weight_gradient_past_2_127), DT_CASE(gpu_equals_cpu),
+             DT_CASE(real_tensors_mlp))

@@ -56,6 +56,7 @@ static void cpu_destroy(struct dt_backend *be)
     free(c->scratch);
     free(c->cols);
     free(c->partials);
+    free(c->xp);
     free(c);
     be->ctx = NULL;
 }

@@ -31,6 +31,11 @@ float *dt_cpu_partials(struct dt_backend *be, size_t n)
     return grow(&dt_cpu(be)->partials, &dt_cpu(be)->partials_floats, n);
 }
 
+float *dt_cpu_xp_buffer(struct dt_backend *be, size_t n)
+{
+    return grow(&dt_cpu(be)->xp, &dt_cpu(be)->xp_floats, n);
+}
+
 float *dt_cpu_worker_buffer(struct dt_backend *be, int w, size_t n)
 {
     struct dt_cpu_ctx *c = dt_cpu(be);

@@ -28,6 +28,8 @@
  *                                   `fast` has nothing to gain from arrival order here
  *                                   (measured: docs/performance.md); the forced-order hook
  *                                   (a drawn row order) still shows the control matters.
+ * Under `math: exact` all three products are the dense ops' exact products (the weight
+ * gradient over the patch rows at two levels), as on the GPU.
  * The bias gradient is dt_bias_backward over dy seen as a (rows, K_out) matrix.
  * Under `fast` (no control asking for an order) the three ops go to oneDNN first where
  * detrain is built with it (conv_dnnl.c: measured faster, docs/performance.md). */
@@ -138,6 +140,10 @@ enum dt_status dt_cpu_conv2d_backward_weight(struct dt_backend *be, float *dw, c
     if (st != DT_ERR_UNSUPPORTED) return st;
     const int64_t rows = conv_rows(s), Kp = conv_patch(s);
     struct conv_job job = {.be = be, .s = s, .x = x, .cols = dt_cpu_cols(be, (size_t)(rows * Kp))};
+    if (dt_math_exact(pol)) { /* the dense weight gradient's exact product over the patches */
+        dt_pool_run(dt_cpu(be)->pool, rows, 16, im2col_part, &job);
+        return dt_cpu_dense_backward_weight(be, dw, job.cols, dy, rows, Kp, s->K_out, pol);
+    }
     if (dt_cpu_wgrad_prefers_rows(rows, Kp, s->K_out)) {
         dt_pool_run(dt_cpu(be)->pool, rows, 16, im2col_part, &job);
         return dt_cpu_wgrad_rows(be, dw, job.cols, dy, rows, Kp, s->K_out, pol);

@@ -43,6 +43,8 @@ struct dt_cpu_ctx {
     size_t cols_floats;
     float *partials; /* backward-weight chunk partials; grown on demand */
     size_t partials_floats;
+    float *xp; /* the exact product's fixed-point operands; grown on demand */
+    size_t xp_floats;
     float *worker_buf[DT_CPU_MAX_THREADS]; /* per-worker partials; each grown by its worker */
     size_t worker_floats[DT_CPU_MAX_THREADS];
     pthread_mutex_t combine_mu; /* unordered paths: partials combined in completion order */
@@ -63,6 +65,9 @@ float *dt_cpu_scratch(struct dt_backend *be, size_t n);
 float *dt_cpu_cols(struct dt_backend *be, size_t n);
 /* A third buffer, for backward-weight partials (dt_cpu_wgrad_rows). */
 float *dt_cpu_partials(struct dt_backend *be, size_t n);
+/* A fourth, for the exact product's operands (matmul_exact.c), whose inputs may lie in any
+ * of the others. */
+float *dt_cpu_xp_buffer(struct dt_backend *be, size_t n);
 /* Worker `w`'s own buffer of at least n floats; only worker w may call this for slot w. */
 float *dt_cpu_worker_buffer(struct dt_backend *be, int w, size_t n);
 /* *max_abs = the largest |v[i]| over [0, n), computed in parallel (max is order-free).

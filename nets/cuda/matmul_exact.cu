@@ -20,8 +20,8 @@ static __global__ void xp_fixed_kernel(int64_t *X, int *scale, const float *a, i
     }
 }
 
-/* Output (i, c): the 128-bit dot product of A's row and B's column (the same integer at any
- * level as the CPU's halves joined), one rounding, then the bias. */
+/* Output (i, c): the integer dot product of A's row and B's column (at two levels its four
+ * half products, as the CPU forms them), one rounding, then the bias. */
 static __global__ void xp_out_kernel(float *C, const int64_t *XA, const int64_t *XBt, const int *sa,
                                      const int *sb, const float *bias, int64_t M, int64_t K,
                                      int64_t N, int levels)
@@ -29,8 +29,20 @@ static __global__ void xp_out_kernel(float *C, const int64_t *XA, const int64_t 
     DT_GRID_STRIDE(o, M * N)
     {
         const int64_t i = o / N, c = o - i * N;
-        const float v = dt_xp_to_float(dt_xp_dot_wide(XA + i * K, XBt + c * K, K, 1),
-                                       dt_xp_out_exp(sa[i], sb[c], levels));
+        const int64_t *a = XA + i * K, *b = XBt + c * K;
+        const int e = dt_xp_out_exp(sa[i], sb[c], levels);
+        float v;
+        if (levels == 1) {
+            v = dt_xp_to_float(dt_xp_dot(a, b, K, 1), e);
+        } else {
+            dt_xp_acc hh = 0, hl = 0, lh = 0, ll = 0;
+            for (int64_t k = 0; k < K; k++) {
+                const int64_t ah = dt_xp_hi(a[k]), al = dt_xp_lo(a[k]);
+                const int64_t bh = dt_xp_hi(b[k]), bl = dt_xp_lo(b[k]);
+                hh += ah * bh, hl += ah * bl, lh += al * bh, ll += al * bl;
+            }
+            v = dt_xp_to_float_halves(hh, hl, lh, ll, e);
+        }
         C[o] = bias ? v + bias[c] : v;
     }
 }
