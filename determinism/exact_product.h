@@ -151,6 +151,17 @@ static inline DT_HD void dt_xp_combine(dt_xp_acc *acc, int32_t P, int p, int q, 
     *acc += (dt_xp_acc)P * ((dt_xp_acc)1 << (DT_XP_SLICE_BITS * (2 * S - 2 - p - q)));
 }
 
+/* The slice pair (p, q)'s exact product P into the output's integer, held per half pair at
+ * two levels: part[0] at one level; at two, slice p belongs to half p / 4 (a 56-bit value's
+ * top four base-128 digits are its high half's, its low four the low half's, signs alike),
+ * so the pair adds into part[(p / 4) 2 + q / 4] (hh, hl, lh, ll) with the one-level weight
+ * of (p % 4, q % 4): an int8 GEMM path's fold, the same parts as the halves' dot products. */
+static inline DT_HD void dt_xp_fold(dt_xp_acc *part, int32_t P, int p, int q, int levels)
+{
+    const int h = levels == 1 ? 0 : (p / DT_XP_SLICES) * 2 + q / DT_XP_SLICES;
+    dt_xp_combine(&part[h], P, p % DT_XP_SLICES, q % DT_XP_SLICES, 1);
+}
+
 /* A two-level product from its four half products (hi/lo of A times hi/lo of B), exactly:
  * hh 2^56 + (hl + lh) 2^28 + ll -- while that fits 128 bits (K <= 32767; the tests' form). */
 static inline DT_HD dt_xp_acc dt_xp_join(dt_xp_acc hh, dt_xp_acc hl, dt_xp_acc lh, dt_xp_acc ll)

@@ -7,10 +7,17 @@
  *                  28-bit level: 1 per MAC; two levels: 4);
  *   vpdpbusd       64 int8 x int8 per zmm: an int8 slice product (one level: 16 slice
  *                  pairs per MAC; two levels: 64).
+ * With -DWITH_DNNL -ldnnl also oneDNN's sgemm against its s8s8s32 GEMM (one int8 slice
+ * pair) at the MLP's first layer, 256 x 784 x 256, on the threads OMP_NUM_THREADS gives.
  * Not part of the build: results.sh compiles it with the system compiler. */
 #include <immintrin.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
+#ifdef WITH_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 static double now(void)
 {
@@ -92,9 +99,44 @@ __attribute__((target("avx512f,avx512vnni"))) static double dpbusd512(void)
     return (double)N_ITER * 12 * 64 / s;
 }
 
+#ifdef WITH_DNNL
+static void dnnl_gemms(void)
+{
+    enum { M = 256, K = 784, N = 256 };
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+    float *C = malloc(sizeof(float) * M * N);
+    int8_t *a = malloc(M * K), *b = malloc(K * N);
+    int32_t *c = malloc(sizeof(int32_t) * M * N), co = 0;
+    for (long i = 0; i < (long)M * K; i++)
+        A[i] = (float)(i % 97) / 97.0f, a[i] = (int8_t)(i % 255 - 127);
+    for (long i = 0; i < (long)K * N; i++)
+        B[i] = (float)(i % 89) / 89.0f, b[i] = (int8_t)(i % 251 - 125);
+    double bs = 1e9, bi = 1e9;
+    for (int r = 0; r < 30; r++) { /* best of 30, alternated */
+        double t = now();
+        dnnl_sgemm('N', 'N', M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+        t = now() - t;
+        bs = t < bs ? t : bs;
+        t = now();
+        dnnl_gemm_s8s8s32('N', 'N', 'F', M, N, K, 1.0f, a, K, 0, b, N, 0, 0.0f, c, N, &co);
+        t = now() - t;
+        bi = t < bi ? t : bi;
+    }
+    printf(
+        "oneDNN %dx%dx%d (OMP_NUM_THREADS=%s): sgemm %.3f ms, gemm_s8s8s32 %.3f ms per int8 "
+        "slice pair: one level (16 pairs) >= %.2f ms (%.1fx sgemm), two levels (64) >= %.2f ms\n",
+        M, K, N, getenv("OMP_NUM_THREADS") ? getenv("OMP_NUM_THREADS") : "all", bs * 1e3, bi * 1e3,
+        16 * bi * 1e3, 16 * bi / bs, 64 * bi * 1e3);
+    free(A), free(B), free(C), free(a), free(b), free(c);
+}
+#endif
+
 int main(void)
 {
     __builtin_cpu_init();
+#ifdef WITH_DNNL
+    dnnl_gemms();
+#endif
     printf("one thread, 12 independent chains, %ld iterations each; G = 1e9 per second\n", N_ITER);
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         printf("  fp32 FMA (ymm)            %7.1f G multiply-adds\n", fma256() / 1e9);

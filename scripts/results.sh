@@ -29,7 +29,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 parts=(exact-one-pass exact-product runs controls dist overhead_matrix bnn-rng noise_sources gpt crossdev reproduce)
 declare -A writes=(
   [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
-  [exact-product]="results/cpu/exact-product/: errors.txt (the exact product's error against float32 on random and real tensors: tests/test_xp), throughput.txt (this CPU's fp32 and integer instruction throughput), bench.txt (portable and math: exact per op)"
+  [exact-product]="results/cpu/exact-product/: errors.txt (the exact product's error against float32 on random and real tensors: tests/test_xp), throughput.txt (this CPU's fp32 and integer instruction throughput), bench.txt (portable and math: exact per op), learning.txt (the models under both)"
   [runs]="results/cpu/runs/: quickstart/ lenet/ bnn/ (summary.csv, run.json), times.txt, threads-table.md (2 threads vs 1), explain-quickstart.txt|csv"
   [controls]="results/cpu/controls/: summary.csv cells.csv report.md config.json run.json"
   [dist]="results/cpu/dist/: plain/ np1/ .. np4/ and their .log, report.md, ranks.csv, per-step.tar.xz (the replicas' per-step CSVs) (mpirun)"
@@ -218,14 +218,38 @@ part_exact_product() {
   xp=$(dirname "$DETRAIN")/tests/test_xp
   [ -x "$xp" ] || die "$xp: no such executable (build the tests: make build)"
   { "$xp" error_within_bound_and_below_float32 && "$xp" real_tensors_mlp; } > "$tmp/errors.txt"
-  ${CC:-cc} -O2 -o "$tmp/isa_throughput" scripts/isa_throughput.c
-  { grep -m1 'model name' /proc/cpuinfo; "$tmp/isa_throughput"; } > "$tmp/throughput.txt"
+  # with oneDNN's int8 GEMM beside, where its header is installed (Debian's libdnnl-dev)
+  if [ -f /usr/include/oneapi/dnnl/dnnl.h ]; then
+    ${CC:-cc} -O2 -DWITH_DNNL -o "$tmp/isa_throughput" scripts/isa_throughput.c -ldnnl
+  else
+    ${CC:-cc} -O2 -o "$tmp/isa_throughput" scripts/isa_throughput.c
+  fi
+  { grep -m1 'model name' /proc/cpuinfo; OMP_NUM_THREADS=2 "$tmp/isa_throughput"; } > "$tmp/throughput.txt"
   : > "$tmp/bench.txt"
   for c in quickstart lenet gpt; do
     "$DETRAIN" bench "configs/$c.yaml" --steps 20 --warmup 4 \
       --set 'policies=[portable, {base: portable, math: exact, name: p_exact}]' >> "$tmp/bench.txt"
   done
-  mv "$tmp/errors.txt" "$tmp/throughput.txt" "$tmp/bench.txt" results/cpu/exact-product/
+  # learning: each model under portable and math: exact, side by side (one replica)
+  {
+    echo "model steps: test accuracy and last evaluation loss under portable | math: exact"
+    for c in quickstart:470 lenet:300 gpt:200; do
+      "$DETRAIN" run "configs/${c%%:*}.yaml" --out "$tmp/learn-${c%%:*}" --quiet \
+        --set replicas=1 --set "train.steps=${c##*:}" --set report.overhead_samples=0 \
+        --set report.snapshots=0 \
+        --set 'policies=[portable, {base: portable, math: exact, name: p_exact}]' > /dev/null
+      printf '%s %s:' "${c%%:*}" "${c##*:}"
+      for p in portable p_exact; do
+        printf ' %s acc %s loss %s' "$p" \
+          "$(awk -F, -v p="$p" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "test_acc_mean") c = i }
+                                $1 == p { print $c }' "$tmp/learn-${c%%:*}/summary.csv")" \
+          "$(tail -1 "$tmp/learn-${c%%:*}/$p/replica-0/metrics.csv" | cut -d, -f2)"
+      done
+      echo
+    done
+  } > "$tmp/learning.txt"
+  mv "$tmp/errors.txt" "$tmp/throughput.txt" "$tmp/bench.txt" "$tmp/learning.txt" \
+    results/cpu/exact-product/
 }
 
 part_bnn_rng() {

@@ -183,6 +183,17 @@ DT_TEST(slices_combine_to_the_integer_product)
                     const dt_xp_acc lh = dt_xp_dot(ha[1], hb[0], K, 1);
                     const dt_xp_acc ll = dt_xp_dot(ha[1], hb[1], K, 1);
                     CHECK(dt_xp_join(hh, hl, lh, ll) == a2[i * N + j]);
+                    /* the int8 path's fold: the 64 slice pairs land in the same four parts */
+                    dt_xp_acc part[4] = {0, 0, 0, 0};
+                    for (int p = 0; p < DT_XP_SLICES * 2; p++)
+                        for (int q = 0; q < DT_XP_SLICES * 2; q++) {
+                            int32_t P = 0;
+                            for (int k = 0; k < K; k++)
+                                P += (int32_t)dt_xp_slice(xa[k], p, 2) *
+                                     (int32_t)dt_xp_slice(xb[k], q, 2);
+                            dt_xp_fold(part, P, p, q, 2);
+                        }
+                    CHECK(part[0] == hh && part[1] == hl && part[2] == lh && part[3] == ll);
                     const float f = dt_xp_to_float_halves(hh, hl, lh, ll, -90);
                     const float g = dt_xp_to_float(a2[i * N + j], -90);
                     CHECK(memcmp(&f, &g, 4) == 0);
@@ -523,7 +534,8 @@ DT_TEST(conv_weight_gradient_past_2_127)
 
 /* On the GPU (label gpu): the CUDA backend's exact product gives the CPU's bits -- every
  * form of matmul_exact, the three dense ops under math: exact, and a weight gradient over
- * 40,000 rows (the integers past 2^127, rounded by halves). */
+ * 40,000 rows (the integers past 2^127, rounded by halves) -- in its int8 form (cuBLAS int8
+ * GEMMs) and in its simple one (DETRAIN_CUDA_XP=simple). */
 static void on_device(struct dt_backend *g, float **d, const float *h, int64_t n)
 {
     *d = dt_backend_alloc(g, (size_t)n * 4);
@@ -551,35 +563,39 @@ DT_TEST(gpu_equals_cpu)
     on_device(g, &dA, A, M * K), on_device(g, &dB, B, K * N), on_device(g, &dbias, bias, N);
     on_device(g, &dC, want, M * N), on_device(g, &dX, X, R * 3), on_device(g, &dY, Y, R * 5);
     on_device(g, &dW, w3, 15);
-    struct dt_policy pol;
-    dt_policy_from_level(&pol, DT_LEVEL_PORTABLE);
-    for (int form = 0; form < 16; form++) {
-        /* the stored shapes: A (M, K) or (K, M), B (K, N) or (N, K), the same buffers */
-        const int trans = form % 4, levels = 1 + (form / 4) % 2;
-        const bool with_bias = form / 8;
-        CHECK(dt_matmul_exact(c, want, A, B, with_bias ? bias : NULL, M, K, N, trans, levels,
-                              &pol) == DT_OK);
-        CHECK(dt_matmul_exact(g, dC, dA, dB, with_bias ? dbias : NULL, M, K, N, trans, levels,
-                              &pol) == DT_OK);
-        dt_backend_download(g, got, dC, sizeof got);
-        CHECK(memcmp(got, want, sizeof got) == 0);
-    }
-    pol.math = DT_MATH_EXACT;
-    const int64_t bt = M, in = K, out = N; /* the dense ops on A as x and B as w */
-    CHECK(dt_dense_forward(c, want, A, B, bias, bt, in, out, &pol) == DT_OK);
-    CHECK(dt_dense_forward(g, dC, dA, dB, dbias, bt, in, out, &pol) == DT_OK);
-    dt_backend_download(g, got, dC, (size_t)(bt * out) * 4);
-    CHECK(memcmp(got, want, (size_t)(bt * out) * 4) == 0);
-    CHECK(dt_dense_backward_weight(c, w3, X, Y, R, 3, 5, &pol) == DT_OK);
-    CHECK(dt_dense_backward_weight(g, dW, dX, dY, R, 3, 5, &pol) == DT_OK);
-    dt_backend_download(g, w3g, dW, sizeof w3g);
-    CHECK(memcmp(w3, w3g, sizeof w3) == 0);
     float *dx = dt_backend_alloc(g, (size_t)(R * 3) * 4), *hx = malloc((size_t)(R * 3) * 4),
           *hx_g = malloc((size_t)(R * 3) * 4);
-    CHECK(dt_dense_backward_data(c, hx, Y, w3, R, 3, 5, &pol) == DT_OK);
-    CHECK(dt_dense_backward_data(g, dx, dY, dW, R, 3, 5, &pol) == DT_OK);
-    dt_backend_download(g, hx_g, dx, (size_t)(R * 3) * 4);
-    CHECK(memcmp(hx, hx_g, (size_t)(R * 3) * 4) == 0);
+    for (int simple = 0; simple < 2; simple++) { /* the int8 form, then the simple one */
+        if (simple) setenv("DETRAIN_CUDA_XP", "simple", 1);
+        struct dt_policy pol;
+        dt_policy_from_level(&pol, DT_LEVEL_PORTABLE);
+        for (int form = 0; form < 16; form++) {
+            /* the stored shapes: A (M, K) or (K, M), B (K, N) or (N, K), the same buffers */
+            const int trans = form % 4, levels = 1 + (form / 4) % 2;
+            const bool with_bias = form / 8;
+            CHECK(dt_matmul_exact(c, want, A, B, with_bias ? bias : NULL, M, K, N, trans, levels,
+                                  &pol) == DT_OK);
+            CHECK(dt_matmul_exact(g, dC, dA, dB, with_bias ? dbias : NULL, M, K, N, trans, levels,
+                                  &pol) == DT_OK);
+            dt_backend_download(g, got, dC, sizeof got);
+            CHECK(memcmp(got, want, sizeof got) == 0);
+        }
+        pol.math = DT_MATH_EXACT;
+        const int64_t bt = M, in = K, out = N; /* the dense ops on A as x and B as w */
+        CHECK(dt_dense_forward(c, want, A, B, bias, bt, in, out, &pol) == DT_OK);
+        CHECK(dt_dense_forward(g, dC, dA, dB, dbias, bt, in, out, &pol) == DT_OK);
+        dt_backend_download(g, got, dC, (size_t)(bt * out) * 4);
+        CHECK(memcmp(got, want, (size_t)(bt * out) * 4) == 0);
+        CHECK(dt_dense_backward_weight(c, w3, X, Y, R, 3, 5, &pol) == DT_OK);
+        CHECK(dt_dense_backward_weight(g, dW, dX, dY, R, 3, 5, &pol) == DT_OK);
+        dt_backend_download(g, w3g, dW, sizeof w3g);
+        CHECK(memcmp(w3, w3g, sizeof w3) == 0);
+        CHECK(dt_dense_backward_data(c, hx, Y, w3, R, 3, 5, &pol) == DT_OK);
+        CHECK(dt_dense_backward_data(g, dx, dY, dW, R, 3, 5, &pol) == DT_OK);
+        dt_backend_download(g, hx_g, dx, (size_t)(R * 3) * 4);
+        CHECK(memcmp(hx, hx_g, (size_t)(R * 3) * 4) == 0);
+        unsetenv("DETRAIN_CUDA_XP");
+    }
     free(hx), free(hx_g);
     float *bufs[] = {dA, dB, dbias, dC, dX, dY, dW, dx};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dt_backend_free(g, bufs[i]);

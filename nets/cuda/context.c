@@ -70,6 +70,16 @@ void *dt_cuda_host_scratch(struct dt_backend *be, int slot, size_t bytes)
     return c->host_scratch[slot];
 }
 
+void *dt_cuda_cublas_int8(struct dt_backend *be)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    if (c->cublas_mode != (int)CUBLAS_DEFAULT_MATH) {
+        DT_CUBLAS_CHECK(cublasSetMathMode((cublasHandle_t)c->cublas, CUBLAS_DEFAULT_MATH));
+        c->cublas_mode = (int)CUBLAS_DEFAULT_MATH;
+    }
+    return c->cublas;
+}
+
 void *dt_cuda_cublas_for(struct dt_backend *be, const struct dt_policy *pol)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);

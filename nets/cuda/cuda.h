@@ -43,8 +43,8 @@ struct dt_cuda_launch {
 };
 
 #define DT_CUDA_SCRATCH_SLOTS 6
-/* Who uses which scratch slot: 0 and 1 dense.c and loss.c, 0 matmul_exact.cu (one op at a
- * time); the rest
+/* Who uses which scratch slot: 0 and 1 dense.c and loss.c, 0 and 1 matmul_exact.cu (one op
+ * at a time); the rest
  * the convolution and pooling ops (conv.c, cudnn_conv.c), which call the dense ops while
  * holding theirs. */
 #define DT_CUDA_SLOT_CONV_COLS 2    /* patches or patch gradients (rows x KH*KW*C) */
@@ -103,6 +103,9 @@ void dt_cuda_sync(struct dt_backend *be);
 /* The cuBLAS handle with the math mode for `pol` set: TF32 allowed for `math: fast`,
  * pedantic FP32 otherwise (callers use it for fast and strict only). */
 void *dt_cuda_cublas_for(struct dt_backend *be, const struct dt_policy *pol);
+/* The handle for integer products (the exact product's int8 GEMMs): the default math mode,
+ * tensor cores allowed -- integer sums are exact in any order. */
+void *dt_cuda_cublas_int8(struct dt_backend *be);
 
 /* Launch geometry hook for tests, on backend be (struct dt_cuda_launch): threads per block
  * (0 = default 256) and the largest grid (0 = as many blocks as the work needs, capped at

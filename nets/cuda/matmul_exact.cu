@@ -1,8 +1,20 @@
 /* The exact matrix product on the CUDA backend: the host function beside its kernels, the
  * formulas those of determinism/exact_product.h that the CPU op calls -- so the bits are the
- * CPU's whatever the grid. This first form is one thread per row (scales, fixed point) and
- * one per output (the 128-bit dot product); the int8 GEMM path (cuBLAS, 32-bit integer
- * compute, the same integers) is issue 51's next step. NOT yet run on a GPU. */
+ * CPU's whatever the grid. Two forms, the same integers:
+ *   int8    the Ozaki slices as int8 matrices (K contiguous, padded with zeros to multiples
+ *           of 16), one cuBLAS int8 GEMM with 32-bit integer compute per slice pair
+ *           (cublasGemmStridedBatchedEx, batched over B's slices), K cut into blocks of at
+ *           most DT_XP_K_MAX so every int32 sum is exact, output rows in blocks that bound
+ *           the scratch; a kernel folds each block's products into the outputs' integers
+ *           (dt_xp_combine per half pair) and a last one rounds (dt_xp_to_float[_halves]);
+ *   simple  one thread per row (scales, fixed point) and one per output (the dot products):
+ *           where cuBLAS refuses the int8 call, and under DETRAIN_CUDA_XP=simple (tests).
+ * Both NOT yet run on a GPU: tests/test_xp.c gpu_equals_cpu holds them to the CPU's bits
+ * there; the slicing and grouping are checked on the host (slices_combine_...). */
+#include <cublas_v2.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "determinism/exact_product.h"
 #include "nets/cuda/cuda.h"
 #include "nets/cuda/launch.cuh"
@@ -47,12 +59,10 @@ static __global__ void xp_out_kernel(float *C, const int64_t *XA, const int64_t 
     }
 }
 
-/* portable at every policy: integer sums and one rounding. The scales are read back to
- * name a non-finite input (one wait; the deferred-check form comes with the int8 path). */
-extern "C" enum dt_status dt_cuda_matmul_exact(struct dt_backend *be, float *C, const float *A,
-                                               const float *B, const float *bias, int64_t M,
-                                               int64_t K, int64_t N, int trans, int levels,
-                                               const struct dt_policy *pol)
+/* The simple form (the scales are read back to name a non-finite input: one wait). */
+static enum dt_status xp_simple(struct dt_backend *be, float *C, const float *A, const float *B,
+                                const float *bias, int64_t M, int64_t K, int64_t N, int trans,
+                                int levels)
 {
     const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
     const size_t xa = (size_t)(M * K), xb = (size_t)(N * K);
@@ -79,4 +89,149 @@ extern "C" enum dt_status dt_cuda_matmul_exact(struct dt_backend *be, float *C, 
     xp_out_kernel<<<dt_cuda_grid(L, M * N), L->block_threads, 0, L->stream>>>(
         C, XA, XBt, sa, sb, bias, M, K, N, levels);
     return dt_cuda_launched(be, (int)cudaGetLastError(), "matmul_exact");
+}
+
+/* ---- the int8 form ------------------------------------------------------------------------- */
+
+/* Row r's scale (rows of n values at stride `stride`, `step` between rows). */
+static __global__ void xp_scale_kernel(int *scale, const float *a, int64_t rows, int64_t n,
+                                       int64_t step, int64_t stride)
+{
+    DT_GRID_STRIDE(r, rows) { scale[r] = dt_xp_row_scale(a + r * step, n, stride); }
+}
+
+/* The S slices of every value: slice p of row r, element k at sl[(p rows_p + r) kp + k];
+ * the padding (r >= rows or k >= n) zero. */
+static __global__ void xp_slice_kernel(int8_t *sl, const int *scale, const float *a, int64_t rows,
+                                       int64_t n, int64_t step, int64_t stride, int64_t rows_p,
+                                       int64_t kp, int levels)
+{
+    DT_GRID_STRIDE(o, rows_p * kp)
+    {
+        const int64_t r = o / kp, k = o - r * kp;
+        const int64_t X =
+            r < rows && k < n ? dt_xp_fixed(a[r * step + k * stride], scale[r], levels) : 0;
+        for (int p = 0; p < DT_XP_SLICES * levels; p++)
+            sl[(p * rows_p + r) * kp + k] = dt_xp_slice(X, p, levels);
+    }
+}
+
+/* The outputs' integers (rows [0, rows) of the block, N columns, L^2 parts each) += A's
+ * slice p against every slice q of B: P (S, rows_p, np) int32, folded by dt_xp_fold. */
+static __global__ void xp_fold_kernel(dt_xp_acc *acc, const int32_t *P, int p, int64_t rows,
+                                      int64_t rows_p, int64_t np, int64_t N, int levels)
+{
+    DT_GRID_STRIDE(o, rows * N)
+    {
+        const int64_t i = o / N, c = o - i * N;
+        for (int q = 0; q < DT_XP_SLICES * levels; q++)
+            dt_xp_fold(acc + o * levels * levels, P[(q * rows_p + i) * np + c], p, q, levels);
+    }
+}
+
+/* C's rows [i0, i0 + mb): one rounding each, then the bias. */
+static __global__ void xp_round_kernel(float *C, const dt_xp_acc *acc, const int *sa, const int *sb,
+                                       const float *bias, int64_t i0, int64_t mb, int64_t N,
+                                       int levels)
+{
+    DT_GRID_STRIDE(o, mb * N)
+    {
+        const int64_t i = i0 + o / N, c = o % N;
+        const dt_xp_acc *a = acc + o * levels * levels;
+        const int e = dt_xp_out_exp(sa[i], sb[c], levels);
+        const float v = levels == 1 ? dt_xp_to_float(a[0], e)
+                                    : dt_xp_to_float_halves(a[0], a[1], a[2], a[3], e);
+        C[i * N + c] = bias ? v + bias[c] : v;
+    }
+}
+
+static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+#define XP_SCRATCH_BLOCK ((size_t)256 << 20) /* products and integers of one row block */
+
+/* The int8 form; DT_ERR_UNSUPPORTED (nothing written) where cuBLAS refuses the call. */
+static enum dt_status xp_int8(struct dt_backend *be, float *C, const float *A, const float *B,
+                              const float *bias, int64_t M, int64_t K, int64_t N, int trans,
+                              int levels)
+{
+    const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
+    const cudaStream_t st = (cudaStream_t)L->stream;
+    const int S = DT_XP_SLICES * levels, L2 = levels * levels;
+    const int64_t kp = round_up(K, 16), mp = round_up(M, 16), np = round_up(N, 16);
+    char *ws = (char *)dt_cuda_scratch(
+        be, 0, (size_t)(M + N) * sizeof(int) + 256 + (size_t)S * (size_t)(mp + np) * (size_t)kp);
+    int *sa = (int *)ws, *sb = sa + M;
+    int8_t *slA = (int8_t *)(ws + round_up((int64_t)(M + N) * (int64_t)sizeof(int), 256));
+    int8_t *slB = slA + (size_t)S * (size_t)mp * (size_t)kp;
+    const bool ta = trans & DT_XP_TA, tb = trans & DT_XP_TB;
+    xp_scale_kernel<<<dt_cuda_grid(L, M), L->block_threads, 0, st>>>(sa, A, M, K, ta ? 1 : K,
+                                                                     ta ? M : 1);
+    xp_scale_kernel<<<dt_cuda_grid(L, N), L->block_threads, 0, st>>>(sb, B, N, K, tb ? K : 1,
+                                                                     tb ? 1 : N);
+    int *host = (int *)dt_cuda_host_scratch(be, 0, (size_t)(M + N) * sizeof(int));
+    const cudaError_t e =
+        cudaMemcpyAsync(host, sa, (size_t)(M + N) * sizeof(int), cudaMemcpyDeviceToHost, st);
+    if (e != cudaSuccess) return dt_cuda_launched(be, (int)e, "matmul_exact");
+    dt_cuda_sync(be); /* the one wait, counted */
+    for (int64_t r = 0; r < M + N; r++)
+        if (host[r] == DT_XP_NONFINITE)
+            return dt_backend_op_error(be, DT_ERR_NUMERIC, "non-finite input in %s %lld of %s",
+                                       r < M ? "row" : "column", (long long)(r < M ? r : r - M),
+                                       r < M ? "A" : "B");
+    xp_slice_kernel<<<dt_cuda_grid(L, mp * kp), L->block_threads, 0, st>>>(
+        slA, sa, A, M, K, ta ? 1 : K, ta ? M : 1, mp, kp, levels);
+    xp_slice_kernel<<<dt_cuda_grid(L, np * kp), L->block_threads, 0, st>>>(
+        slB, sb, B, N, K, tb ? K : 1, tb ? 1 : N, np, kp, levels);
+    /* output rows in blocks: S products of (mb, np) int32 and the (mb, N) integers */
+    const size_t per_row = (size_t)S * (size_t)np * 4 + (size_t)N * (size_t)L2 * sizeof(dt_xp_acc);
+    int64_t mb = (int64_t)(XP_SCRATCH_BLOCK / per_row);
+    mb = mb < 16 ? 16 : mb / 16 * 16;
+    mb = mb > mp ? mp : mb;
+    char *blk = (char *)dt_cuda_scratch(be, 1, (size_t)mb * per_row + 256);
+    dt_xp_acc *acc = (dt_xp_acc *)blk;
+    int32_t *P =
+        (int32_t *)(blk +
+                    round_up((int64_t)((size_t)mb * (size_t)N * (size_t)L2 * sizeof(dt_xp_acc)),
+                             256));
+    cublasHandle_t h = (cublasHandle_t)dt_cuda_cublas_int8(be);
+    const int32_t one = 1, zero = 0;
+    const int64_t kc_max = DT_XP_K_MAX / 16 * 16;
+    for (int64_t i0 = 0; i0 < M; i0 += mb) {
+        const int64_t rows = M - i0 < mb ? M - i0 : mb, rows_p = round_up(rows, 16);
+        cudaMemsetAsync(acc, 0, (size_t)rows * (size_t)N * (size_t)L2 * sizeof(dt_xp_acc), st);
+        for (int64_t k0 = 0; k0 < kp; k0 += kc_max) {
+            const int64_t kc = kp - k0 < kc_max ? kp - k0 : kc_max;
+            for (int p = 0; p < S; p++) {
+                /* P_q (rows_p, np) row-major = column-major (np, rows_p): B_q^T's rows (K
+                 * contiguous: op T) times A_p's rows (op N) */
+                const cublasStatus_t cs = cublasGemmStridedBatchedEx(
+                    h, CUBLAS_OP_T, CUBLAS_OP_N, (int)np, (int)rows_p, (int)kc, &one, slB + k0,
+                    CUDA_R_8I, (int)kp, (long long)(np * kp),
+                    slA + ((int64_t)p * mp + i0) * kp + k0, CUDA_R_8I, (int)kp, 0LL, &zero, P,
+                    CUDA_R_32I, (int)np, (long long)(rows_p * np), S, CUBLAS_COMPUTE_32I,
+                    CUBLAS_GEMM_DEFAULT);
+                if (cs != CUBLAS_STATUS_SUCCESS) return DT_ERR_UNSUPPORTED;
+                xp_fold_kernel<<<dt_cuda_grid(L, rows * N), L->block_threads, 0, st>>>(
+                    acc, P, p, rows, rows_p, np, N, levels);
+            }
+        }
+        xp_round_kernel<<<dt_cuda_grid(L, rows * N), L->block_threads, 0, st>>>(
+            C, acc, sa, sb, bias, i0, rows, N, levels);
+    }
+    return dt_cuda_launched(be, (int)cudaGetLastError(), "matmul_exact");
+}
+
+/* portable at every policy: integer sums and one rounding -- the int8 form, or the simple
+ * one where cuBLAS refuses it (or DETRAIN_CUDA_XP=simple asks). */
+extern "C" enum dt_status dt_cuda_matmul_exact(struct dt_backend *be, float *C, const float *A,
+                                               const float *B, const float *bias, int64_t M,
+                                               int64_t K, int64_t N, int trans, int levels,
+                                               const struct dt_policy *pol)
+{
+    const char *form = getenv("DETRAIN_CUDA_XP");
+    if (!form || strcmp(form, "simple") != 0) {
+        const enum dt_status st = xp_int8(be, C, A, B, bias, M, K, N, trans, levels);
+        if (st != DT_ERR_UNSUPPORTED) return st;
+    }
+    return xp_simple(be, C, A, B, bias, M, K, N, trans, levels);
 }
