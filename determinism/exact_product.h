@@ -226,6 +226,23 @@ static inline DT_HD float dt_xp_to_float_halves(dt_xp_acc hh, dt_xp_acc hl, dt_x
     return dt_xp_to_float(2 * y + (r != 0 ? 1 : 0), exp + DT_XP_BITS - 1);
 }
 
+/* The exact dot product of two float vectors, n values each at strides as and bs: each
+ * vector scaled by its own largest magnitude at two levels (56 bits), the integer dot
+ * product in 128 bits (n <= 32767), one rounding -- for the fused ops whose sums are dot
+ * products of strided rows and columns (attention's, nets/gpt_elem.h). A NaN or Inf in
+ * either vector gives NaN; n == 0 gives +0. */
+static inline DT_HD float dt_xp_dot_vec(const float *a, int64_t as, const float *b, int64_t bs,
+                                        int64_t n)
+{
+    const int sa = dt_xp_row_scale(a, n, as), sb = dt_xp_row_scale(b, n, bs);
+    if (sa == DT_XP_NONFINITE || sb == DT_XP_NONFINITE) return dt_bits_float(0x7fc00000u);
+    if (sa == DT_XP_ZERO || sb == DT_XP_ZERO) return 0.0f;
+    dt_xp_acc acc = 0;
+    for (int64_t k = 0; k < n; k++)
+        acc += (dt_xp_acc)dt_xp_fixed(a[k * as], sa, 2) * (dt_xp_acc)dt_xp_fixed(b[k * bs], sb, 2);
+    return dt_xp_to_float(acc, sa + sb - 4 * DT_XP_BITS);
+}
+
 /* The exponent of output (i, j): acc 2^(eA + eB - 56 levels). */
 static inline DT_HD int dt_xp_out_exp(int scale_a, int scale_b, int levels)
 {

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "core/hd.h"
+#include "determinism/exact_product.h"
 #include "determinism/portable_math.h"
 #include "nets/optim_elem.h" /* AdamW and clipping, which the GPT trains with */
 
@@ -152,34 +153,42 @@ static inline DT_HD void dt_attn_softmax_row(float *p, int64_t t, int64_t T, boo
     for (int64_t s = t + 1; s < T; s++) p[s] = 0.0f;
 }
 
-/* Row (b, h, t): p[s] for s <= t (p[s] = 0 beyond) and out[j] = sum_s p[s] v_s[j]. */
+/* Row (b, h, t): p[s] for s <= t (p[s] = 0 beyond) and out[j] = sum_s p[s] v_s[j]. Each
+ * sum in index order, or under `exact` (math: exact) the exact dot product of its two
+ * vectors (dt_xp_dot_vec: no order at all). */
 static inline DT_HD void dt_attn_row(float *out, float *p, const float *qkv, int64_t b, int64_t t,
                                      int64_t h, int64_t T, int64_t D, int64_t hd, float scale,
-                                     bool portable)
+                                     bool portable, bool exact)
 {
     const float *q = qkv + (b * T + t) * 3 * D + h * hd;
     for (int64_t s = 0; s <= t; s++) {
         const float *k = qkv + (b * T + s) * 3 * D + D + h * hd;
         float dot = 0.0f;
-        for (int64_t j = 0; j < hd; j++) dot += dt_rn_mul(q[j], k[j]);
+        if (exact) dot = dt_xp_dot_vec(q, 1, k, 1, hd);
+        else
+            for (int64_t j = 0; j < hd; j++) dot += dt_rn_mul(q[j], k[j]);
         p[s] = dt_rn_mul(dot, scale);
     }
     dt_attn_softmax_row(p, t, T, portable);
+    const float *v = qkv + b * T * 3 * D + 2 * D + h * hd; /* v_s[j] at v[s 3D + j] */
     for (int64_t j = 0; j < hd; j++) {
         float acc = 0.0f;
-        for (int64_t s = 0; s <= t; s++)
-            acc += dt_rn_mul(p[s], qkv[(b * T + s) * 3 * D + 2 * D + h * hd + j]);
+        if (exact) acc = dt_xp_dot_vec(p, 1, v + j, 3 * D, t + 1);
+        else
+            for (int64_t s = 0; s <= t; s++) acc += dt_rn_mul(p[s], v[s * 3 * D + j]);
         out[j] = acc;
     }
 }
 
 /* Row t of dS from dp in place: dp[0..t] on entry, dS[s] = p[s] (dp[s] - sum_s' p[s']
- * dp[s']) scale on return, zeros for t < s < T. */
+ * dp[s']) scale on return, zeros for t < s < T. The sum exact under `exact`. */
 static inline DT_HD void dt_attn_dscores_finish(float *ds, const float *p, int64_t t, int64_t T,
-                                                float scale)
+                                                float scale, bool exact)
 {
     float sum = 0.0f;
-    for (int64_t s = 0; s <= t; s++) sum += dt_rn_mul(p[s], ds[s]);
+    if (exact) sum = dt_xp_dot_vec(p, 1, ds, 1, t + 1);
+    else
+        for (int64_t s = 0; s <= t; s++) sum += dt_rn_mul(p[s], ds[s]);
     for (int64_t s = 0; s <= t; s++) ds[s] = dt_rn_mul(dt_rn_mul(p[s], ds[s] - sum), scale);
     for (int64_t s = t + 1; s < T; s++) ds[s] = 0.0f;
 }
@@ -188,16 +197,19 @@ static inline DT_HD void dt_attn_dscores_finish(float *ds, const float *p, int64
  * dp[s] = dout_t . v_s, then dt_attn_dscores_finish. */
 static inline DT_HD void dt_attn_row_dscores(float *ds, const float *p, const float *dout,
                                              const float *qkv, int64_t b, int64_t t, int64_t h,
-                                             int64_t T, int64_t D, int64_t hd, float scale)
+                                             int64_t T, int64_t D, int64_t hd, float scale,
+                                             bool exact)
 {
     const float *dy = dout + (b * T + t) * D + h * hd;
     for (int64_t s = 0; s <= t; s++) {
         const float *v = qkv + (b * T + s) * 3 * D + 2 * D + h * hd;
         float dp = 0.0f;
-        for (int64_t j = 0; j < hd; j++) dp += dt_rn_mul(dy[j], v[j]);
+        if (exact) dp = dt_xp_dot_vec(dy, 1, v, 1, hd);
+        else
+            for (int64_t j = 0; j < hd; j++) dp += dt_rn_mul(dy[j], v[j]);
         ds[s] = dp;
     }
-    dt_attn_dscores_finish(ds, p, t, T, scale);
+    dt_attn_dscores_finish(ds, p, t, T, scale, exact);
 }
 
 /* Element j of head h of the gradients at position u of example b, from dS and att
@@ -205,19 +217,25 @@ static inline DT_HD void dt_attn_row_dscores(float *ds, const float *p, const fl
  *   dq_u[j] = sum_{s <= u} dS[u, s] k_s[j]
  *   dk_u[j] = sum_{t >= u} dS[t, u] q_t[j]
  *   dv_u[j] = sum_{t >= u} p[t, u] dout_t[j]
- * each one sum in index order. which: 0 = q, 1 = k, 2 = v. */
+ * each one sum in index order, or the exact dot product of its two strided vectors.
+ * which: 0 = q, 1 = k, 2 = v. */
 static inline DT_HD float dt_attn_grad_elem(const float *ds, const float *att, const float *dout,
                                             const float *qkv, int64_t b, int64_t u, int64_t h,
-                                            int64_t j, int which, int64_t T, int64_t D, int64_t hd)
+                                            int64_t j, int which, int64_t T, int64_t D, int64_t hd,
+                                            bool exact)
 {
     const float *dsb = ds + (b * (D / hd) + h) * T * T, *pb = att + (b * (D / hd) + h) * T * T;
+    const float *q = qkv + b * T * 3 * D + h * hd + j; /* q_t[j] at q[t 3D] */
+    if (exact) {
+        if (which == 0) return dt_xp_dot_vec(dsb + u * T, 1, q + D, 3 * D, u + 1);
+        if (which == 1) return dt_xp_dot_vec(dsb + u * T + u, T, q + u * 3 * D, 3 * D, T - u);
+        return dt_xp_dot_vec(pb + u * T + u, T, dout + (b * T + u) * D + h * hd + j, D, T - u);
+    }
     float acc = 0.0f;
     if (which == 0) {
-        for (int64_t s = 0; s <= u; s++)
-            acc += dt_rn_mul(dsb[u * T + s], qkv[(b * T + s) * 3 * D + D + h * hd + j]);
+        for (int64_t s = 0; s <= u; s++) acc += dt_rn_mul(dsb[u * T + s], q[s * 3 * D + D]);
     } else if (which == 1) {
-        for (int64_t t = u; t < T; t++)
-            acc += dt_rn_mul(dsb[t * T + u], qkv[(b * T + t) * 3 * D + h * hd + j]);
+        for (int64_t t = u; t < T; t++) acc += dt_rn_mul(dsb[t * T + u], q[t * 3 * D]);
     } else {
         for (int64_t t = u; t < T; t++)
             acc += dt_rn_mul(pb[t * T + u], dout[(b * T + t) * D + h * hd + j]);

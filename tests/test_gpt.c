@@ -95,11 +95,12 @@ static float *host_copy(struct dt_backend *be, const float *p, int64_t n)
 
 enum { B_ = 3, T_ = 7, H_ = 2, D_ = 12, HD_ = D_ / H_, ROWS_ = B_ * T_ };
 
-static void check_ops_shared(int threads, enum dt_level lv)
+static void check_ops_shared(int threads, enum dt_level lv, bool exact_math)
 {
     struct dt_backend *be = cpu(threads);
-    const struct dt_policy pol = level(lv);
-    const bool portable = dt_math_portable(&pol);
+    struct dt_policy pol = level(lv);
+    if (exact_math) pol.math = DT_MATH_EXACT;
+    const bool portable = dt_math_portable(&pol), exact = dt_math_exact(&pol);
     float x[ROWS_ * D_], gamma[D_], beta[D_], qkv[ROWS_ * 3 * D_], dy[ROWS_ * D_];
     fill(x, ROWS_ * D_, 2.0);
     fill(gamma, D_, 1.5);
@@ -133,7 +134,7 @@ static void check_ops_shared(int threads, enum dt_level lv)
         for (int64_t h = 0; h < H_; h++)
             for (int64_t t = 0; t < T_; t++)
                 dt_attn_row(eao + (b * T_ + t) * D_ + h * HD_, eatt + ((b * H_ + h) * T_ + t) * T_,
-                            qkv, b, t, h, T_, D_, HD_, scale, portable);
+                            qkv, b, t, h, T_, D_, HD_, scale, portable, exact);
     CHECK(same_bits(ao, eao, ROWS_ * D_, "attention out"));
     CHECK(same_bits(att, eatt, B_ * H_ * T_ * T_, "attention weights"));
     CHECK_INT_EQ(dt_attention_backward(be, dqkv, ds, dy, att, qkv, B_, T_, H_, D_, &pol), DT_OK);
@@ -142,13 +143,13 @@ static void check_ops_shared(int threads, enum dt_level lv)
             for (int64_t t = 0; t < T_; t++)
                 dt_attn_row_dscores(eds + ((b * H_ + h) * T_ + t) * T_,
                                     eatt + ((b * H_ + h) * T_ + t) * T_, dy, qkv, b, t, h, T_, D_,
-                                    HD_, scale);
+                                    HD_, scale, exact);
     for (int64_t b = 0; b < B_; b++)
         for (int64_t u = 0; u < T_; u++)
             for (int w = 0; w < 3; w++)
                 for (int64_t e = 0; e < D_; e++)
                     edqkv[(b * T_ + u) * 3 * D_ + w * D_ + e] = dt_attn_grad_elem(
-                        eds, eatt, dy, qkv, b, u, e / HD_, e % HD_, w, T_, D_, HD_);
+                        eds, eatt, dy, qkv, b, u, e / HD_, e % HD_, w, T_, D_, HD_, exact);
     CHECK(same_bits(ds, eds, B_ * H_ * T_ * T_, "score gradients"));
     CHECK(same_bits(dqkv, edqkv, ROWS_ * 3 * D_, "qkv gradient"));
     /* GELU, add, embedding forward */
@@ -246,7 +247,7 @@ static void check_attention_library_path(void)
         host_gemm(&p);
     }
     for (int64_t i = 0; i < AB * AH * AT; i++)
-        dt_attn_dscores_finish(gds + i * AT, gatt + i * AT, i % AT, AT, scale);
+        dt_attn_dscores_finish(gds + i * AT, gatt + i * AT, i % AT, AT, scale, false);
     for (int64_t b = 0; b < AB; b++)
         for (int which = 0; which < 3; which++) {
             const struct dt_gemm_call g =
@@ -282,9 +283,10 @@ static void check_attention_library_path(void)
 DT_TEST(ops_are_the_shared_functions)
 {
     for (int threads = 1; threads <= 3; threads += 2) {
-        check_ops_shared(threads, DT_LEVEL_PORTABLE);
-        check_ops_shared(threads, DT_LEVEL_RUN_TO_RUN);
-        check_ops_shared(threads, DT_LEVEL_FAST);
+        check_ops_shared(threads, DT_LEVEL_PORTABLE, false);
+        check_ops_shared(threads, DT_LEVEL_PORTABLE, true); /* math: exact */
+        check_ops_shared(threads, DT_LEVEL_RUN_TO_RUN, false);
+        check_ops_shared(threads, DT_LEVEL_FAST, false);
     }
 }
 
@@ -1388,7 +1390,8 @@ static float *gpt_grads(struct dt_backend *be, const struct dt_policy *pol, doub
     return all;
 }
 
-/* Every GPT op through one step of the model: at portable the GPU's gradients and loss are
+/* Every GPT op through one step of the model: at portable, and at portable with math: exact
+ * (the products and attention's sums exact in integers), the GPU's gradients and loss are
  * the CPU's bits (with dropout, lfsr and philox); at run_to_run and portable they do not
  * depend on the launch geometry (block size, grid cap) -- every reduction and scatter is
  * grid-independent there. */
@@ -1397,10 +1400,12 @@ DT_TEST(gpu_gradients_equal_cpu_and_grid_free)
     struct dt_backend *g = gpu_or_skip();
     struct dt_backend *c = cpu(2);
     static const double drops[] = {0.0, 0.2};
-    for (int lv = DT_LEVEL_RUN_TO_RUN; lv <= DT_LEVEL_PORTABLE; lv++)
+    for (int lv = DT_LEVEL_RUN_TO_RUN; lv <= DT_LEVEL_PORTABLE + 1; lv++) /* + 1: math: exact */
         for (int k = 0; k < 2; k++)
             for (int philox = 0; philox < 2; philox++) {
-                struct dt_policy pol = level((enum dt_level)lv);
+                const bool exact_math = lv > DT_LEVEL_PORTABLE;
+                struct dt_policy pol = level(exact_math ? DT_LEVEL_PORTABLE : (enum dt_level)lv);
+                if (exact_math) pol.math = DT_MATH_EXACT;
                 if (philox) pol.rng = DT_RNG_PHILOX;
                 float lc = 0, lg = 0;
                 int64_t n = 0, n2 = 0;
@@ -1420,8 +1425,8 @@ DT_TEST(gpu_gradients_equal_cpu_and_grid_free)
                 }
                 dt_cuda_set_launch(g, 256, 0);
 #endif
-                if (first && lv == DT_LEVEL_PORTABLE) {
-                    CHECK(same_bits(first, ref, n, "GPU gradients vs CPU (portable)"));
+                if (first && lv >= DT_LEVEL_PORTABLE) {
+                    CHECK(same_bits(first, ref, n, "GPU gradients vs CPU (portable, math: exact)"));
                     CHECK(memcmp(&lc, &lg, sizeof lc) == 0);
                 }
                 free(first);

@@ -372,6 +372,46 @@ DT_TEST(error_within_bound_and_below_float32)
     error_on_shape(32, 512, 96, 4);   /* a GPT projection's shape */
 }
 
+/* dt_xp_dot_vec (attention's sums under math: exact): within half an ulp plus its stated
+ * truncation, n 2^(sa + sb - 56), of the double reference on skewed strided vectors -- where
+ * the index-order float sum is not -- a NaN gives NaN, a zero vector +0, and the result does
+ * not depend on which way the vectors are walked (reversed strides). */
+DT_TEST(dot_vec_exact)
+{
+    enum { N = 200 };
+    static float a[3 * N], b[2 * N], ar[3 * N], br[2 * N];
+    double worst_xp = 0, worst_f = 0;
+    for (int round = 0; round < 200; round++) {
+        for (int i = 0; i < 3 * N; i++) a[i] = skewed(30);
+        for (int i = 0; i < 2 * N; i++) b[i] = skewed(30);
+        const int64_t n = 1 + round % N;
+        double ref = 0, mag = 0;
+        float f = 0.0f;
+        for (int64_t k = 0; k < n; k++) {
+            ref += (double)a[3 * k] * (double)b[2 * k], mag += fabs((double)a[3 * k] * b[2 * k]);
+            f = f + a[3 * k] * b[2 * k];
+        }
+        const float x = dt_xp_dot_vec(a, 3, b, 2, n);
+        const int sa = dt_xp_row_scale(a, n, 3), sb = dt_xp_row_scale(b, n, 2);
+        CHECK(fabs((double)x - ref) <= half_ulp(ref) + (double)n * ldexp(1.0, sa + sb - 56));
+        worst_xp = fmax(worst_xp, fabs((double)x - ref) / mag);
+        worst_f = fmax(worst_f, fabs((double)f - ref) / mag);
+        /* the same vectors walked backwards: the same bits */
+        for (int64_t k = 0; k < n; k++)
+            ar[3 * k] = a[3 * (n - 1 - k)], br[2 * k] = b[2 * (n - 1 - k)];
+        const float y = dt_xp_dot_vec(ar, 3, br, 2, n);
+        CHECK(memcmp(&x, &y, 4) == 0);
+    }
+    printf("  dot_vec: |error| / sum|a b| max %.2e; float32 index order max %.2e\n", worst_xp,
+           worst_f);
+    CHECK(worst_xp < worst_f);
+    a[5] = NAN;
+    CHECK(isnan(dt_xp_dot_vec(a, 1, b, 1, 10)));
+    for (int i = 0; i < 10; i++) b[i] = 0.0f;
+    const float z = dt_xp_dot_vec(a + 6, 1, b, 1, 4);
+    CHECK(z == 0.0f && !signbit(z));
+}
+
 /* ---- the op ---------------------------------------------------------------------------- */
 
 /* dt_matmul_exact on the CPU backend equals the reference (xp_matmul, then the bias) bit for
@@ -789,8 +829,9 @@ DT_TEST(real_tensors_mlp)
 }
 
 DT_TEST_MAIN(DT_CASE(slices_round_trip), DT_CASE(slices_combine_to_the_integer_product),
-             DT_CASE(halves_round_once), DT_CASE(any_order_same_bits), DT_CASE(one_rounding),
-             DT_CASE(error_within_bound_and_below_float32), DT_CASE(op_equals_reference_every_form),
+             DT_CASE(halves_round_once), DT_CASE(dot_vec_exact), DT_CASE(any_order_same_bits),
+             DT_CASE(one_rounding), DT_CASE(error_within_bound_and_below_float32),
+             DT_CASE(op_equals_reference_every_form),
              DT_CASE(dense_ops_under_exact_math_obey_no_order),
              DT_CASE(conv_weight_gradient_past_2_127), DT_CASE(gpu_equals_cpu),
              DT_CASE(real_tensors_mlp))

@@ -214,7 +214,7 @@ struct attn_job {
     const float *qkv, *dout, *p;
     int64_t B, T, H, D, hd;
     float scale;
-    bool portable;
+    bool portable, exact;
 };
 
 /* items: (b, h, t) rows */
@@ -225,7 +225,7 @@ static void attn_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
     for (int64_t i = begin; i < end; i++) {
         const int64_t t = i % T, h = (i / T) % H, b = i / (T * H);
         dt_attn_row(j->out + (b * T + t) * D + h * hd, j->att + i * T, j->qkv, b, t, h, T, D, hd,
-                    j->scale, j->portable);
+                    j->scale, j->portable, j->exact);
     }
 }
 
@@ -236,7 +236,7 @@ static void attn_dscores_part(void *ctx, int64_t begin, int64_t end, int worker)
     for (int64_t i = begin; i < end; i++) {
         const int64_t t = i % T, h = (i / T) % H, b = i / (T * H);
         dt_attn_row_dscores(j->ds + i * T, j->p + i * T, j->dout, j->qkv, b, t, h, T, j->D, j->hd,
-                            j->scale);
+                            j->scale, j->exact);
     }
 }
 
@@ -251,11 +251,12 @@ static void attn_grad_part(void *ctx, int64_t begin, int64_t end, int worker)
         for (int which = 0; which < 3; which++)
             for (int64_t e = 0; e < D; e++)
                 row[which * D + e] = dt_attn_grad_elem(j->ds, j->p, j->dout, j->qkv, b, u, e / hd,
-                                                       e % hd, which, T, D, hd);
+                                                       e % hd, which, T, D, hd, j->exact);
     }
 }
 
-/* portable: per row in index order (dt_attn_row); `math` picks exp. */
+/* portable: per row in index order (dt_attn_row), or under math: exact each sum the exact
+ * dot product of its vectors; `math` picks exp. */
 enum dt_status dt_cpu_attention_forward(struct dt_backend *be, float *out, float *att,
                                         const float *qkv, int64_t B, int64_t T, int64_t H,
                                         int64_t D, const struct dt_policy *pol)
@@ -269,7 +270,8 @@ enum dt_status dt_cpu_attention_forward(struct dt_backend *be, float *out, float
                          .D = D,
                          .hd = D / H,
                          .scale = dt_gpt_attn_scale(D / H),
-                         .portable = dt_math_portable(pol)};
+                         .portable = dt_math_portable(pol),
+                         .exact = dt_math_exact(pol)};
     dt_pool_run(dt_cpu(be)->pool, B * H * T, 4, attn_forward_part, &j);
     return DT_OK;
 }
@@ -291,7 +293,8 @@ enum dt_status dt_cpu_attention_backward(struct dt_backend *be, float *dqkv, flo
                          .H = H,
                          .D = D,
                          .hd = D / H,
-                         .scale = dt_gpt_attn_scale(D / H)};
+                         .scale = dt_gpt_attn_scale(D / H),
+                         .exact = dt_math_exact(pol)};
     dt_pool_run(dt_cpu(be)->pool, B * H * T, 4, attn_dscores_part, &j);
     dt_pool_run(dt_cpu(be)->pool, B * T, 2, attn_grad_part, &j);
     return DT_OK;

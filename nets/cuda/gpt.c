@@ -146,10 +146,11 @@ enum dt_status dt_cuda_attention_forward(struct dt_backend *be, float *out, floa
                                          int64_t D, const struct dt_policy *pol)
 {
     if (dt_math_portable(pol))
-        return dt_cuda_launched(
-            be,
-            dt_cuda_attention_forward_launch(out, att, qkv, B, T, H, D, true, &dt_cuda(be)->launch),
-            "attention_forward");
+        return dt_cuda_launched(be,
+                                dt_cuda_attention_forward_launch(out, att, qkv, B, T, H, D, true,
+                                                                 dt_math_exact(pol),
+                                                                 &dt_cuda(be)->launch),
+                                "attention_forward");
     const struct dt_attn_shape s = {B, T, H, D};
     for (int64_t b = 0; b < B; b++) {
         const struct dt_gemm_call g =
@@ -176,7 +177,8 @@ enum dt_status dt_cuda_attention_backward(struct dt_backend *be, float *dqkv, fl
     if (dt_math_portable(pol))
         return dt_cuda_launched(be,
                                 dt_cuda_attention_backward_launch(dqkv, ds, dout, att, qkv, B, T, H,
-                                                                  D, &dt_cuda(be)->launch),
+                                                                  D, dt_math_exact(pol),
+                                                                  &dt_cuda(be)->launch),
                                 "attention_backward");
     const struct dt_attn_shape s = {B, T, H, D};
     for (int64_t b = 0; b < B; b++) {

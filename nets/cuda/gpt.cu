@@ -121,39 +121,40 @@ static __global__ void layernorm_backward_kernel(float *dx, float *gx, const flo
 /* items: (b, h, t) rows, i = (b H + h) T + t */
 static __global__ void attention_forward_kernel(float *out, float *att, const float *qkv, int64_t B,
                                                 int64_t T, int64_t H, int64_t D, float scale,
-                                                bool portable)
+                                                bool portable, bool exact)
 {
     const int64_t hd = D / H;
     DT_GRID_STRIDE(i, B * H * T)
     {
         const int64_t t = i % T, h = (i / T) % H, b = i / (T * H);
         dt_attn_row(out + (b * T + t) * D + h * hd, att + i * T, qkv, b, t, h, T, D, hd, scale,
-                    portable);
+                    portable, exact);
     }
 }
 
 static __global__ void attention_dscores_kernel(float *ds, const float *att, const float *dout,
                                                 const float *qkv, int64_t B, int64_t T, int64_t H,
-                                                int64_t D, float scale)
+                                                int64_t D, float scale, bool exact)
 {
     const int64_t hd = D / H;
     DT_GRID_STRIDE(i, B * H * T)
     {
         const int64_t t = i % T, h = (i / T) % H, b = i / (T * H);
-        dt_attn_row_dscores(ds + i * T, att + i * T, dout, qkv, b, t, h, T, D, hd, scale);
+        dt_attn_row_dscores(ds + i * T, att + i * T, dout, qkv, b, t, h, T, D, hd, scale, exact);
     }
 }
 
 /* items: every element of dqkv (B, T, 3, D) */
 static __global__ void attention_grad_kernel(float *dqkv, const float *ds, const float *att,
                                              const float *dout, const float *qkv, int64_t B,
-                                             int64_t T, int64_t H, int64_t D)
+                                             int64_t T, int64_t H, int64_t D, bool exact)
 {
     const int64_t hd = D / H;
     DT_GRID_STRIDE(k, B * T * 3 * D)
     {
         const int64_t e = k % D, which = (k / D) % 3, u = (k / (3 * D)) % T, b = k / (3 * D * T);
-        dqkv[k] = dt_attn_grad_elem(ds, att, dout, qkv, b, u, e / hd, e % hd, (int)which, T, D, hd);
+        dqkv[k] = dt_attn_grad_elem(ds, att, dout, qkv, b, u, e / hd, e % hd, (int)which, T, D, hd,
+                                    exact);
     }
 }
 
@@ -169,7 +170,7 @@ static __global__ void attention_dscores_finish_kernel(float *ds, const float *a
                                                        int64_t T, float scale)
 {
     DT_GRID_STRIDE(i, rows)
-    dt_attn_dscores_finish(ds + i * T, att + i * T, i % T, T, scale);
+    dt_attn_dscores_finish(ds + i * T, att + i * T, i % T, T, scale, false);
 }
 
 /* ---- elementwise --------------------------------------------------------------------------- */
@@ -303,24 +304,24 @@ extern "C" int dt_cuda_layernorm_backward_launch(float *dx, float *gx, const flo
 
 extern "C" int dt_cuda_attention_forward_launch(float *out, float *att, const float *qkv, int64_t B,
                                                 int64_t T, int64_t H, int64_t D, bool portable,
-                                                const struct dt_cuda_launch *L)
+                                                bool exact, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
     attention_forward_kernel<<<dt_cuda_grid(L, B * H * T), THREADS, 0, s>>>(
-        out, att, qkv, B, T, H, D, dt_gpt_attn_scale(D / H), portable);
+        out, att, qkv, B, T, H, D, dt_gpt_attn_scale(D / H), portable, exact);
     LAUNCHED;
 }
 
 extern "C" int dt_cuda_attention_backward_launch(float *dqkv, float *ds, const float *dout,
                                                  const float *att, const float *qkv, int64_t B,
-                                                 int64_t T, int64_t H, int64_t D,
+                                                 int64_t T, int64_t H, int64_t D, bool exact,
                                                  const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
     attention_dscores_kernel<<<dt_cuda_grid(L, B * H * T), THREADS, 0, s>>>(
-        ds, att, dout, qkv, B, T, H, D, dt_gpt_attn_scale(D / H));
-    attention_grad_kernel<<<dt_cuda_grid(L, B * T * 3 * D), THREADS, 0, s>>>(dqkv, ds, att, dout,
-                                                                             qkv, B, T, H, D);
+        ds, att, dout, qkv, B, T, H, D, dt_gpt_attn_scale(D / H), exact);
+    attention_grad_kernel<<<dt_cuda_grid(L, B * T * 3 * D), THREADS, 0, s>>>(
+        dqkv, ds, att, dout, qkv, B, T, H, D, exact);
     LAUNCHED;
 }
 

@@ -41,11 +41,11 @@ int dt_cuda_layernorm_backward_launch(float *dx, float *gx, const float *dy, con
 /* One thread per (b, h, t) row: dt_attn_row; backward: dt_attn_row_dscores per row, then
  * dt_attn_grad_elem per element of dqkv. */
 int dt_cuda_attention_forward_launch(float *out, float *att, const float *qkv, int64_t B, int64_t T,
-                                     int64_t H, int64_t D, bool portable,
+                                     int64_t H, int64_t D, bool portable, bool exact,
                                      const struct dt_cuda_launch *L);
 int dt_cuda_attention_backward_launch(float *dqkv, float *ds, const float *dout, const float *att,
                                       const float *qkv, int64_t B, int64_t T, int64_t H, int64_t D,
-                                      const struct dt_cuda_launch *L);
+                                      bool exact, const struct dt_cuda_launch *L);
 /* The library path's per-row steps: dt_attn_softmax_row over att's rows (B H T of T), and
  * dt_attn_dscores_finish of ds's rows against att's. */
 int dt_cuda_attention_softmax_launch(float *att, int64_t rows, int64_t T, bool portable,
