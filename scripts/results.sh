@@ -233,7 +233,7 @@ part_exact_product() {
   # learning: each model under portable and math: exact, side by side (one replica)
   {
     echo "model steps: test accuracy and last evaluation loss under portable | math: exact"
-    for c in quickstart:470 lenet:300 gpt:200; do
+    for c in quickstart:470 lenet:300 gpt:200 bnn:900; do
       "$DETRAIN" run "configs/${c%%:*}.yaml" --out "$tmp/learn-${c%%:*}" --quiet \
         --set replicas=1 --set "train.steps=${c##*:}" --set report.overhead_samples=0 \
         --set report.snapshots=0 \
