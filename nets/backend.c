@@ -1196,6 +1196,17 @@ static dt_dropout_seed_fn *plan_dropout_seed(struct dt_backend *be, struct op_te
     return be->ops->dropout_seed;
 }
 
+static dt_tensor_digests_fn *plan_tensor_digests(struct dt_backend *be, struct op_tensors *t,
+                                                 uint8_t *digests, const float *const *tensors,
+                                                 const int64_t *counts, int n,
+                                                 const struct dt_policy *pol)
+{
+    DT_ASSERT(digests && tensors && counts && n >= 1 && pol);
+    for (int i = 0; i < n; i++) DT_ASSERT_MSG(counts[i] >= 0, "tensor_digests: a negative count");
+    TENSORS(t, OUT_INT(digests, (int64_t)n * 8));
+    return be->ops->tensor_digests;
+}
+
 enum dt_status dt_backend_xp_wgrad_rows(struct dt_backend *be, int64_t rows)
 {
     const int64_t most = DT_XP_K_OP_MAX;

@@ -251,6 +251,14 @@
       (struct dt_xoro * lanes, int64_t rows, int64_t row0, uint64_t seed, uint32_t step,           \
        uint32_t member, const struct dt_policy *pol),                                              \
       (lanes, rows, row0, seed, step, member, pol))                                                \
+    /* digests (n x 32 bytes, backend memory) = the tree digest (core/tree_hash.h) of each of      \
+     * the n tensors (backend memory, counts[t] floats; tensors and counts host arrays) over       \
+     * their canonical bytes: a fixed function of the bytes on every backend, so the weights       \
+     * are hashed where they are. The caller reads the digests before calling again. */            \
+    X(TENSOR_DIGESTS, tensor_digests, UPDATE, "tensor digests", "",                                \
+      (uint8_t * digests, const float *const *tensors, const int64_t *counts, int n,               \
+       const struct dt_policy *pol),                                                               \
+      (digests, tensors, counts, n, pol))                                                          \
     /* C = A . B (+ bias), exactly in integers, rounded once (determinism/exact_product.h): C      \
      * (M,N) row-major; A (M,K), or stored (K,M) when trans has DT_XP_TA; B (K,N), or stored       \
      * (N,K) with DT_XP_TB; bias (N) or NULL, added to the rounded product. Each row of A and      \

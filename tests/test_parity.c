@@ -601,6 +601,22 @@ static enum dt_status run_dropout_seed(struct dt_backend *be, void *const *in, v
 }
 static const double tol_dropout_seed = 0;
 
+/* The tree digests of three tensors: one value, one partial leaf short of a thousand values,
+ * three leaves (tolerance 0: the bytes). */
+static void make_tensor_digests(struct io *io)
+{
+    add_in(io, 1, 1.0), add_in(io, N, 1.0), add_in(io, 3000, 1.0);
+    add_out(io, 3 * 8, true);
+}
+static enum dt_status run_tensor_digests(struct dt_backend *be, void *const *in, void *const *out,
+                                         const struct dt_policy *pol)
+{
+    const float *ts[3] = {in[0], in[1], in[2]};
+    const int64_t counts[3] = {1, N, 3000};
+    return dt_tensor_digests(be, out[0], ts, counts, 3, pol);
+}
+static const double tol_tensor_digests = 0;
+
 /* The exact product in its weight-gradient form (A stored transposed, two levels, a bias):
  * no level changes its bits (tolerance 0: bitwise at every level); tests/test_xp checks
  * every form against the integer reference. */

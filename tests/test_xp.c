@@ -15,6 +15,7 @@
 #include "nets/model.h"
 #include "nets/step.h"
 #include "tests/check.h"
+#include "tests/op_helpers.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t next(void)
@@ -432,10 +433,7 @@ DT_TEST(op_equals_reference_every_form)
     for (int k = 0; k < K; k++)
         for (int j = 0; j < N; j++) Bt[j * K + k] = B[k * N + j];
     for (int threads = 1; threads <= 3; threads++) {
-        struct dt_backend *be = NULL;
-        struct dt_error err;
-        const struct dt_backend_options bo = {DT_BACKEND_CPU, threads, 0};
-        DT_ASSERT(dt_backend_create(&be, &bo, &err) == DT_OK);
+        struct dt_backend *be = cpu(threads);
         for (int form = 0; form < 16 * 2; form++) {
             const int trans = form % 4, levels = 1 + (form / 4) % 2;
             const bool with_bias = (form / 8) % 2, fast = form / 16;
@@ -454,6 +452,7 @@ DT_TEST(op_equals_reference_every_form)
         dt_policy_from_level(&pol, DT_LEVEL_PORTABLE);
         At[7 * M + 5] = NAN;
         CHECK(dt_matmul_exact(be, got, At, B, NULL, M, K, N, DT_XP_TA, 2, &pol) == DT_ERR_NUMERIC);
+        struct dt_error err;
         DT_ASSERT(dt_backend_take_op_error(be, &err));
         CHECK(strstr(err.msg, "row 5 of A") != NULL);
         At[7 * M + 5] = A[5 * K + 7];
@@ -486,10 +485,7 @@ DT_TEST(dense_ops_under_exact_math_obey_no_order)
     xp_matmul(dx_ref, NULL, dy, wt, BT, OUT, IN, DT_XP_LEVELS_FORWARD, false, -1);
     xp_matmul(dw_ref, NULL, xt, dy, IN, BT, OUT, DT_XP_LEVELS_WGRAD, false, -1);
     for (int threads = 1; threads <= 3; threads++) {
-        struct dt_backend *be = NULL;
-        struct dt_error err;
-        const struct dt_backend_options bo = {DT_BACKEND_CPU, threads, 0};
-        DT_ASSERT(dt_backend_create(&be, &bo, &err) == DT_OK);
+        struct dt_backend *be = cpu(threads);
         for (int v = 0; v < 6; v++) {
             struct dt_policy pol;
             dt_policy_from_level(&pol, DT_LEVEL_FAST);
@@ -543,10 +539,7 @@ DT_TEST(conv_weight_gradient_past_2_127)
     for (int64_t i = 0; i < nx; i++) x[i] = (float)(1.75 + 0.25 * unit());
     for (int64_t i = 0; i < ny; i++) dy[i] = (float)(1.75 + 0.25 * unit());
     for (int threads = 1; threads <= 3; threads++) {
-        struct dt_backend *be = NULL;
-        struct dt_error err;
-        const struct dt_backend_options bo = {DT_BACKEND_CPU, threads, 0};
-        DT_ASSERT(dt_backend_create(&be, &bo, &err) == DT_OK);
+        struct dt_backend *be = cpu(threads);
         struct dt_policy pol;
         dt_policy_from_level(&pol, DT_LEVEL_FAST);
         pol.math = DT_MATH_EXACT;
@@ -584,12 +577,7 @@ static void on_device(struct dt_backend *g, float **d, const float *h, int64_t n
 
 DT_TEST(gpu_equals_cpu)
 {
-    struct dt_backend *g = NULL, *c = NULL;
-    struct dt_backend_options bo = {DT_BACKEND_CUDA, 1, 0};
-    struct dt_error err;
-    if (dt_backend_create(&g, &bo, &err) != DT_OK) DT_SKIP_NO_GPU(err.msg);
-    bo.kind = DT_BACKEND_CPU, bo.threads = 2;
-    DT_ASSERT(dt_backend_create(&c, &bo, &err) == DT_OK);
+    struct dt_backend *g = gpu_or_skip(), *c = cpu(2);
     enum { M = 37, K = 301, N = 45, R = 40000 };
     static float A[M * K], B[K * N], bias[N], want[M * N], got[M * N], X[R * 3], Y[R * 5],
         w3[3 * 5], w3g[3 * 5];

@@ -42,7 +42,7 @@ struct dt_cuda_launch {
     int block_threads, max_blocks;
 };
 
-#define DT_CUDA_SCRATCH_SLOTS 6
+#define DT_CUDA_SCRATCH_SLOTS 7
 /* Who uses which scratch slot: 0 and 1 dense.c and loss.c, 0 and 1 matmul_exact.cu (one op
  * at a time); the rest
  * the convolution and pooling ops (conv.c, cudnn_conv.c), which call the dense ops while
@@ -51,6 +51,7 @@ struct dt_cuda_launch {
 #define DT_CUDA_SLOT_CONV_SMALL 3   /* a scatter's record; a forced order's permutation */
 #define DT_CUDA_SLOT_CONV_WEIGHTS 4 /* weights or their gradient in cuDNN's KRSC layout */
 #define DT_CUDA_SLOT_CONV_RANK 5    /* a forced order's ranks */
+#define DT_CUDA_SLOT_DIGESTS 6      /* the tree digests' plan and levels (digest.cu) */
 
 /* The backend's state (be->ctx). Only the backend's own files touch it. */
 struct dt_cuda_ctx {

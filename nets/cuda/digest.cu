@@ -1,0 +1,79 @@
+/* The tensors' tree digests on the CUDA backend (core/tree_hash.h): the host function beside
+ * its kernels, every digest from the header's DT_HD SHA-256 -- one thread per leaf, then one
+ * per node of each level, then one per tensor -- so the weights never leave the device and
+ * only the 32-byte digests are read back (by the caller). The CPU backend's digests are the
+ * same by definition (OpenSSL there); tests/test_tree_hash.c emulates these kernels on the
+ * host and, on a GPU, compares the two backends. NOT yet run on a GPU. */
+#include <stdint.h>
+
+#include "core/tree_hash.h"
+#include "nets/cuda/cuda.h"
+#include "nets/cuda/launch.cuh"
+
+/* Leaf i of all tensors' level 0 (ptrs, bytes: the tensors; off0: the plan's level 0). */
+static __global__ void leaf_kernel(uint8_t *out, const int64_t *ptrs, const int64_t *bytes,
+                                   const int64_t *off0, int n, int64_t total)
+{
+    DT_GRID_STRIDE(i, total)
+    {
+        int t = 0;
+        while (t + 1 < n && off0[t + 1] <= i) t++;
+        dt_tree_leaf(out + i * 32, (const uint8_t *)(uintptr_t)ptrs[t], (uint64_t)bytes[t],
+                     i - off0[t]);
+    }
+}
+
+/* Level l + 1 from level l: dt_tree_step per digest. */
+static __global__ void step_kernel(uint8_t *out, const uint8_t *in, const int64_t *count_l,
+                                   const int64_t *off_l, const int64_t *off_next, int n,
+                                   int64_t total)
+{
+    DT_GRID_STRIDE(i, total) { dt_tree_step(out, in, count_l, off_l, off_next, n, i); }
+}
+
+static __global__ void tensor_kernel(uint8_t *digests, const uint8_t *top, const int64_t *bytes,
+                                     const int64_t *off_top, int n)
+{
+    DT_GRID_STRIDE(t, n) { dt_tree_tensor(digests + t * 32, (uint64_t)bytes[t], top + off_top[t] * 32); }
+}
+
+/* portable: a fixed function of the tensors' bytes. The plan and the tensors' addresses go
+ * up through pinned scratch without a wait; the caller reads the digests (a download, which
+ * waits) before it calls again, so the scratch is free by then. */
+extern "C" enum dt_status dt_cuda_tensor_digests(struct dt_backend *be, uint8_t *digests,
+                                                 const float *const *tensors,
+                                                 const int64_t *counts, int n,
+                                                 const struct dt_policy *pol)
+{
+    const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
+    const cudaStream_t st = (cudaStream_t)L->stream;
+    const size_t plan_words = (size_t)(2 * (DT_TREE_MAX_LEVELS + 1) * (n + 1));
+    const size_t words = 2 * (size_t)n + plan_words;
+    int64_t *host = (int64_t *)dt_cuda_host_scratch(be, DT_CUDA_SLOT_DIGESTS, words * 8);
+    int64_t *ptrs = host, *bytes = host + n;
+    for (int t = 0; t < n; t++) ptrs[t] = (int64_t)(uintptr_t)tensors[t], bytes[t] = counts[t] * 4;
+    struct dt_tree_plan plan;
+    if (!dt_tree_plan_make(&plan, (const uint64_t *)bytes, n, host + 2 * n))
+        return dt_backend_op_error(be, DT_ERR_UNSUPPORTED, "a tensor too large for the tree digest");
+    const int64_t total = plan.count[0][n];
+    char *dev = (char *)dt_cuda_scratch(be, DT_CUDA_SLOT_DIGESTS, words * 8 + (size_t)total * 64 + 256);
+    int64_t *dtab = (int64_t *)dev;
+    uint8_t *a = (uint8_t *)(dev + (words * 8 + 255) / 256 * 256), *b = a + (size_t)total * 32;
+    cudaError_t e = cudaMemcpyAsync(dtab, host, words * 8, cudaMemcpyHostToDevice, st);
+    if (e != cudaSuccess) return dt_cuda_launched(be, (int)e, "tensor_digests");
+    /* the plan's arrays on the device: the same offsets from dtab as from host */
+#define DEV(p) (dtab + ((p) - host))
+    leaf_kernel<<<dt_cuda_grid(L, total), L->block_threads, 0, st>>>(
+        a, DEV(ptrs), DEV(bytes), DEV(plan.off[0]), n, total);
+    for (int l = 0; l < plan.levels; l++) {
+        step_kernel<<<dt_cuda_grid(L, plan.count[l + 1][n]), L->block_threads, 0, st>>>(
+            b, a, DEV(plan.count[l]), DEV(plan.off[l]), DEV(plan.off[l + 1]), n,
+            plan.count[l + 1][n]);
+        uint8_t *swap = a;
+        a = b, b = swap;
+    }
+    tensor_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, st>>>(digests, a, DEV(bytes),
+                                                                   DEV(plan.off[plan.levels]), n);
+#undef DEV
+    return dt_cuda_launched(be, (int)cudaGetLastError(), "tensor_digests");
+}
