@@ -111,8 +111,9 @@ static inline bool dt_tree_plan_make(struct dt_tree_plan *p, const uint64_t *byt
         int64_t total = 0;
         more = false;
         for (int t = 0; t < n; t++) {
-            const int64_t c = l == 0 ? dt_tree_leaves(bytes[t])
-                                     : (p->count[l - 1][t] > 1 ? dt_tree_parents(p->count[l - 1][t]) : 1);
+            const int64_t c =
+                l == 0 ? dt_tree_leaves(bytes[t])
+                       : (p->count[l - 1][t] > 1 ? dt_tree_parents(p->count[l - 1][t]) : 1);
             p->count[l][t] = c;
             p->off[l][t] = total;
             total += c;

@@ -134,6 +134,10 @@ struct dt_model {
     float *norm_sq;      /* clipping: the global gradient norm squared (backend, 1 float) */
     float *loss_ws;      /* host: a pass's per-slot losses and their sums (passes > 1) */
     int64_t loss_ws_slots;
+    /* How its weights are digested (set by the harness from hash.digest; hashing is not the
+     * model's arithmetic): false = SHA-256 of each tensor's bytes, true = the tree digest
+     * (core/tree_hash.h, the backend op tensor_digests). */
+    bool tree_digest;
 };
 
 /* For model kinds' backward passes: `st`, the status of an op computing the gradient of

@@ -619,7 +619,8 @@ DT_TEST(write_json)
                          "\"atomics\":\"fixed_point\",\"rng\":\"lfsr\",\"conv_algo\":\"own\","
                          "\"math\":\"fast\",\"threads\":\"independent\"}],");
     CHECK_CONTAINS(text, "\"replicas\":3,\"vary\":[\"init\"]");
-    CHECK_CONTAINS(text, "\"hash\":{\"every\":10,\"per_tensor\":true,\"async\":\"off\"},"
+    CHECK_CONTAINS(text, "\"hash\":{\"every\":10,\"per_tensor\":true,\"async\":\"off\","
+                         "\"digest\":\"sha256\"},"
                          "\"report\":{\"snapshots\":8,"
                          "\"overhead_samples\":30,\"overhead_warmup\":5,\"explain\":false}}");
     int braces, brackets, min_depth;
@@ -693,6 +694,7 @@ DT_TEST(write_reference)
                                             "hash.every",
                                             "hash.per_tensor",
                                             "hash.async",
+                                            "hash.digest",
                                             "report.snapshots",
                                             "report.overhead_samples",
                                             "report.overhead_warmup",

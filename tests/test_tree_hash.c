@@ -11,9 +11,17 @@
 
 #include "core/sha256_hd.h"
 #include "core/tree_hash.h"
+#include "harness/record/hash.h"
+#include "harness/record/layout.h"
+#include "harness/record/snapshot.h"
 #include "nets/backend.h"
 #include "tests/check.h"
 #include "tests/op_helpers.h"
+#include "tests/run_helper.h"
+
+#define EXE DT_DETRAIN_EXE
+#define TINY DT_TEST_DATA_DIR "/tiny.yaml"
+#define TMP DT_TEST_TMP_DIR "/tree_hash."
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint64_t next(void)
@@ -109,7 +117,8 @@ static void emulate(uint8_t *digests, const float *const *tensors, const int64_t
         uint8_t *s = a;
         a = b, b = s;
     }
-    for (int t = 0; t < n; t++) dt_tree_tensor(digests + t * 32, bytes[t], a + p.off[p.levels][t] * 32);
+    for (int t = 0; t < n; t++)
+        dt_tree_tensor(digests + t * 32, bytes[t], a + p.off[p.levels][t] * 32);
     free(a), free(b);
 }
 
@@ -152,7 +161,8 @@ DT_TEST(op_equals_kernel_emulation)
     /* one flipped bit anywhere changes that tensor's digest, and only that one */
     ts[6][sizes[6] - 1] = -ts[6][sizes[6] - 1] + 1.0f;
     emulate(got, (const float *const *)ts, sizes, N_SIZES);
-    for (int i = 0; i < N_SIZES; i++) CHECK((memcmp(got + i * 32, want + i * 32, 32) == 0) == (i != 6));
+    for (int i = 0; i < N_SIZES; i++)
+        CHECK((memcmp(got + i * 32, want + i * 32, 32) == 0) == (i != 6));
     /* distinct sizes of zeros digest apart (the length is bound) */
     float zeros[2048] = {0};
     const float *z[2] = {zeros, zeros};
@@ -160,6 +170,61 @@ DT_TEST(op_equals_kernel_emulation)
     emulate(got, z, zc, 2);
     CHECK(memcmp(got, got + 32, 32) != 0);
     for (int i = 0; i < N_SIZES; i++) free(ts[i]);
+}
+
+/* hash.digest: tree end to end: a run's trace holds the tree digests -- its step-0 snapshot's
+ * tree model digest is the trace's row 0, its SHA-256 one is not -- run.json says so, the
+ * digests are the same at 1 and 2 threads, and `detrain compare` refuses to set a tree
+ * trace against a SHA-256 one (exit 2, naming hash.digest) rather than call every step
+ * divergent. */
+DT_TEST(tree_traces)
+{
+    static char out[65536];
+    const char *t1 = TMP "t1", *t2 = TMP "t2", *sha = TMP "sha";
+    const char *common = "--quiet --set train.steps=4 --set replicas=1 "
+                         "--set report.overhead_samples=0";
+    int rc = dt_run_capture(out, sizeof out,
+                            "rm -rf '%s' '%s' '%s' && '%s' run '%s' --out '%s' %s "
+                            "--set hash.digest=tree --set backend.threads=1 && '%s' run '%s' "
+                            "--out '%s' %s --set hash.digest=tree && '%s' run '%s' --out '%s' %s",
+                            t1, t2, sha, EXE, TINY, t1, common, EXE, TINY, t2, common, EXE, TINY,
+                            sha, common);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    CHECK_INT_EQ(rc, 0);
+    rc =
+        dt_run_capture(out, sizeof out,
+                       "'%s' compare '%s/portable/replica-0' '%s/portable/replica-0'", EXE, t1, t2);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_CONTAINS(out, "identical");
+    char *json = dt_read_file(TMP "t1/portable/replica-0/run.json", NULL);
+    CHECK(json && strstr(json, "\"hash_digest\": \"tree\""));
+    free(json);
+    /* the step-0 snapshot against the trace's row 0 */
+    char trace0[128] = "", path[4096];
+    CHECK_INT_EQ(dt_csv_field(trace0, sizeof trace0, TMP "t1/portable/replica-0/trace.csv", 0, 2),
+                 0);
+    dt_snapshot_path(path, sizeof path, TMP "t1/portable/replica-0", 0);
+    struct dt_snapshot snap;
+    struct dt_error err;
+    DT_ASSERT(dt_snapshot_read(&snap, path, &err) == DT_OK);
+    char tree[DT_DIGEST_HEX], plain[DT_DIGEST_HEX];
+    dt_snapshot_model_digest(tree, &snap, true);
+    dt_snapshot_model_digest(plain, &snap, false);
+    CHECK_STR_EQ(tree, trace0);
+    CHECK(strcmp(plain, trace0) != 0);
+    dt_snapshot_free(&snap);
+    /* the SHA-256 run's row 0 is the plain digest of the same initial weights */
+    char sha0[128] = "";
+    CHECK_INT_EQ(dt_csv_field(sha0, sizeof sha0, TMP "sha/portable/replica-0/trace.csv", 0, 2), 0);
+    CHECK_STR_EQ(sha0, plain);
+    rc = dt_run_capture(out, sizeof out, "'%s' compare '%s' '%s' 2>&1", EXE, t1, sha);
+    CHECK_INT_EQ(rc, 2);
+    CHECK_CONTAINS(out, "hash.digest");
+    rc = dt_run_capture(out, sizeof out,
+                        "'%s' compare '%s/portable/replica-0' '%s/portable/replica-0' 2>&1", EXE,
+                        t1, sha);
+    CHECK_INT_EQ(rc, 2);
+    CHECK_CONTAINS(out, "traces of two kinds");
 }
 
 /* On a GPU: the CUDA op's bytes are the CPU op's for every size class. */
@@ -187,4 +252,4 @@ DT_TEST(gpu_equals_cpu)
 }
 
 DT_TEST_MAIN(DT_CASE(sha256_known_answers), DT_CASE(sha256_matches_openssl),
-             DT_CASE(op_equals_kernel_emulation), DT_CASE(gpu_equals_cpu))
+             DT_CASE(op_equals_kernel_emulation), DT_CASE(tree_traces), DT_CASE(gpu_equals_cpu))

@@ -115,7 +115,7 @@ enum dt_status dt_snapshot_read_verified(struct dt_snapshot *s, char *hex, const
     dt_snapshot_path(path, sizeof path, replica_dir, step);
     DT_FORWARD_IF_ERROR(dt_snapshot_read(s, path, err));
     char own[DT_DIGEST_HEX];
-    dt_snapshot_model_digest(own, s);
+    dt_snapshot_model_digest(own, s, false);
     if (s->step != step) {
         int64_t inside = s->step;
         dt_snapshot_free(s);
@@ -129,7 +129,7 @@ enum dt_status dt_snapshot_read_verified(struct dt_snapshot *s, char *hex, const
         if (rows[mid].step < step) lo = mid + 1;
         else hi = mid;
     }
-    if (lo < n_rows && rows[lo].step == step && strcmp(rows[lo].digest, own) != 0) {
+    if (lo < n_rows && rows[lo].step == step && !dt_snapshot_matches(own, s, rows[lo].digest)) {
         dt_snapshot_free(s);
         return dt_error_set(err, DT_ERR_DATA,
                             "%s: does not match trace.csv at step %" PRId64
@@ -250,9 +250,36 @@ static int64_t first_differing_snapshot(const struct dt_snapshot_diff *rows, int
 
 /* Two traces or replica folders: the digest comparison as `compare` always printed it,
  * then the snapshot table when both are folders with snapshots. */
+enum { JSON_MAX_DEPTH = 16, JSON_VALUE = 256 };
+static enum dt_status json_scalars(char (*values)[JSON_VALUE], const char *path,
+                                   const char *const *keys, int n_keys, struct dt_error *err);
+
+/* A replica's digest kind from the run.json beside its trace ("tree" or "sha256"; SHA-256
+ * when there is none to read: a run older than hash.digest, or a trace file alone). */
+static void replica_digest_kind(char kind[JSON_VALUE], const char *at)
+{
+    static const char *const key[1] = {"hash_digest"};
+    char path[4096];
+    const char *slash = strrchr(at, '/');
+    if (dt_is_dir(at)) snprintf(path, sizeof path, "%s/run.json", at);
+    else if (slash) snprintf(path, sizeof path, "%.*s/run.json", (int)(slash - at), at);
+    else snprintf(path, sizeof path, "run.json");
+    if (!dt_path_exists(path) ||
+        json_scalars((char(*)[JSON_VALUE])kind, path, key, 1, NULL) != DT_OK || kind[0] == '\0')
+        snprintf(kind, JSON_VALUE, "sha256");
+}
+
 static enum dt_status compare_replicas(const char *a, const char *b, FILE *out, bool *diverged,
                                        struct dt_error *err)
 {
+    char ka[JSON_VALUE], kb[JSON_VALUE];
+    replica_digest_kind(ka, a);
+    replica_digest_kind(kb, b);
+    if (strcmp(ka, kb) != 0)
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s holds %s digests and %s %s digests (hash.digest): traces of two "
+                            "kinds cannot be compared; rerun one with the other's hash.digest",
+                            a, ka, b, kb);
     struct dt_trace_diff d;
     DT_FORWARD_IF_ERROR(dt_trace_compare(&d, a, b, err));
     struct dt_snapshot_diff *rows = NULL;
@@ -392,6 +419,20 @@ static enum dt_status load_experiment(struct dt_experiment *exp, const char *dir
     return dt_config_load(exp, path, NULL, 0, err);
 }
 
+/* Traces of two digest kinds (hash.digest) share no digest: comparing them would call
+ * every step divergent. */
+static enum dt_status same_digest_kind(const struct dt_experiment *a, const char *da,
+                                       const struct dt_experiment *b, const char *db,
+                                       struct dt_error *err)
+{
+    if (a->hash.digest == b->hash.digest) return DT_OK;
+    return dt_error_set(err, DT_ERR_USAGE,
+                        "%s holds %s digests and %s %s digests (hash.digest): traces of two "
+                        "kinds cannot be compared; rerun one with the other's hash.digest",
+                        da, a->hash.digest == DT_HASH_DIGEST_TREE ? "tree" : "sha256", db,
+                        b->hash.digest == DT_HASH_DIGEST_TREE ? "tree" : "sha256");
+}
+
 /* Two experiment folders: every replica either config names, A's order first. */
 static enum dt_status compare_experiments(const char *a, const char *b, FILE *out, bool *diverged,
                                           struct dt_error *err)
@@ -399,6 +440,7 @@ static enum dt_status compare_experiments(const char *a, const char *b, FILE *ou
     struct dt_experiment *ea = dt_xcalloc(1, sizeof *ea), *eb = dt_xcalloc(1, sizeof *eb);
     enum dt_status st = load_experiment(ea, a, err);
     if (st == DT_OK) st = load_experiment(eb, b, err);
+    if (st == DT_OK) st = same_digest_kind(ea, a, eb, b, err);
     if (st != DT_OK) {
         free(ea);
         free(eb);
@@ -480,8 +522,6 @@ enum dt_status dt_compare_paths(const char *a, const char *b, FILE *out, bool *d
 }
 
 /* ---- detrain compare --table -------------------------------------------------------- */
-
-enum { JSON_MAX_DEPTH = 16, JSON_VALUE = 256 };
 
 /* The scalars at the dotted paths `keys` ("backend.device") of a JSON file such as
  * run.json, read with libyaml's event parser (JSON is YAML); a path that is absent, or
@@ -694,6 +734,8 @@ static enum dt_status load_table_experiments(struct table_exp *t,
                                 t[i].dir);
         t[i].exp = dt_xcalloc(1, sizeof *t[i].exp);
         DT_FORWARD_IF_ERROR(load_experiment(t[i].exp, t[i].dir, err));
+        if (i > 0)
+            DT_FORWARD_IF_ERROR(same_digest_kind(t[0].exp, t[0].dir, t[i].exp, t[i].dir, err));
     }
     return DT_OK;
 }

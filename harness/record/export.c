@@ -254,8 +254,7 @@ static enum dt_status verify_snapshot(const struct dt_snapshot *snap, const char
                             ": the file was renamed or damaged; nothing written",
                             path, snap->step, step);
     char own[DT_DIGEST_HEX];
-    dt_snapshot_model_digest(own, snap);
-    if (strcmp(own, digest) != 0)
+    if (!dt_snapshot_matches(own, snap, digest))
         return dt_error_set(err, DT_ERR_DATA,
                             "%s: does not match trace.csv at step %" PRId64
                             ": snapshot corrupted or from another run (model digest %s, trace "

@@ -30,9 +30,15 @@ void dt_model_digest(uint8_t out[DT_DIGEST_BYTES], const char *const *names,
 
 void dt_digest_hex(char out[DT_DIGEST_HEX], const uint8_t d[DT_DIGEST_BYTES]);
 
-/* Hash every parameter of m (downloading into `staging`, as large as the largest tensor,
- * when the backend's memory is not host memory): per-tensor digests into `tensor_digests`
- * (n_params x 32 bytes) and the model digest -- the trace's digest of a step. */
+/* One tensor's digest of the kind the model is hashed with (m->tree_digest: the tree digest
+ * of core/tree_hash.h on this thread, else SHA-256), from host memory. */
+void dt_tensor_digest_host(uint8_t out[DT_DIGEST_BYTES], const float *v, int64_t n, bool tree);
+
+/* Hash every parameter of m: per-tensor digests into `tensor_digests` (n_params x 32
+ * bytes) and the model digest -- the trace's digest of a step. SHA-256 (m->tree_digest
+ * false) downloads each tensor into `staging` (as large as the largest) when the backend's
+ * memory is not host memory; the tree digest is the backend op tensor_digests, where the
+ * weights are: only the digests are read back. */
 void dt_hash_model(uint8_t model_digest[DT_DIGEST_BYTES],
                    uint8_t (*tensor_digests)[DT_DIGEST_BYTES], struct dt_model *m, float *staging);
 

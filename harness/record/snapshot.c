@@ -196,19 +196,30 @@ enum dt_status dt_snapshot_read(struct dt_snapshot *s, const char *path, struct 
 
 /* ---- digest and distance ------------------------------------------------------------ */
 
-void dt_snapshot_model_digest(char hex[DT_DIGEST_HEX], const struct dt_snapshot *s)
+void dt_snapshot_model_digest(char hex[DT_DIGEST_HEX], const struct dt_snapshot *s, bool tree)
 {
     DT_ASSERT(s->n_tensors >= 1 && s->n_tensors <= DT_SNAPSHOT_MAX_TENSORS);
     const char *names[DT_SNAPSHOT_MAX_TENSORS];
     uint8_t(*td)[DT_DIGEST_BYTES] = dt_xcalloc((size_t)s->n_tensors, DT_DIGEST_BYTES);
     for (int i = 0; i < s->n_tensors; i++) {
-        dt_sha256_f32(td[i], s->data + s->offsets[i], s->counts[i]);
+        dt_tensor_digest_host(td[i], s->data + s->offsets[i], s->counts[i], tree);
         names[i] = s->names[i];
     }
     uint8_t md[DT_DIGEST_BYTES];
     dt_model_digest(md, names, (const uint8_t(*)[DT_DIGEST_BYTES])td, s->n_tensors);
     dt_digest_hex(hex, md);
     free(td);
+}
+
+bool dt_snapshot_matches(char own[DT_DIGEST_HEX], const struct dt_snapshot *s, const char *digest)
+{
+    dt_snapshot_model_digest(own, s, false);
+    if (strcmp(own, digest) == 0) return true;
+    char tree[DT_DIGEST_HEX];
+    dt_snapshot_model_digest(tree, s, true);
+    if (strcmp(tree, digest) != 0) return false;
+    memcpy(own, tree, DT_DIGEST_HEX);
+    return true;
 }
 
 enum dt_status dt_snapshot_distance(const struct dt_snapshot *a, const struct dt_snapshot *b,

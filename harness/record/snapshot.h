@@ -46,8 +46,14 @@ enum dt_status dt_snapshot_read(struct dt_snapshot *s, const char *path, struct 
 void dt_snapshot_free(struct dt_snapshot *s);
 
 /* The model digest (hex) of the snapshot's weights, as harness/hash computes it for the
- * trace: SHA-256 per tensor, then the model digest over names and tensor digests. */
-void dt_snapshot_model_digest(char hex[DT_DIGEST_HEX], const struct dt_snapshot *s);
+ * trace: per tensor SHA-256 (tree false) or the tree digest (true: hash.digest: tree), then
+ * the model digest over names and tensor digests. */
+void dt_snapshot_model_digest(char hex[DT_DIGEST_HEX], const struct dt_snapshot *s, bool tree);
+
+/* Is the snapshot the one a trace recorded as `digest` (hex)? Either kind of digest may be
+ * the trace's (hash.digest); own receives the snapshot's digest of the kind that matched, or
+ * its SHA-256 one when neither does. */
+bool dt_snapshot_matches(char own[DT_DIGEST_HEX], const struct dt_snapshot *s, const char *digest);
 
 /* L2 distance between two snapshots of the same model and the L2 norm of each,
  * accumulated in double in index order (harness/record/metrics.h). Snapshots whose tensors

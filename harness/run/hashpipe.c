@@ -58,7 +58,7 @@ static void hash_snapshot(struct dt_hashpipe *p, struct hash_slot *s)
 {
     const float *v = s->host;
     for (int i = 0; i < p->m->n_params; i++) {
-        dt_sha256_f32(s->tensor_digests[i], v, p->counts[i]);
+        dt_tensor_digest_host(s->tensor_digests[i], v, p->counts[i], p->m->tree_digest);
         v += p->counts[i];
     }
     dt_model_digest(s->model_digest, p->names, (const uint8_t(*)[DT_DIGEST_BYTES])s->tensor_digests,

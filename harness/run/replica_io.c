@@ -97,10 +97,11 @@ enum dt_status dt_replica_manifest_write(const struct run_ctx *c, int cell, int 
      * copy issued and the rows written when pipelined (async) */
     dt_strbuf_printf(&sb,
                      ", \"step_ms_median\": %.6g, \"hash_ms_median\": %.6g, "
-                     "\"hash_async\": %s",
+                     "\"hash_async\": %s, \"hash_digest\": \"%s\"",
                      isfinite(res->step_ms_median) ? res->step_ms_median : -1.0,
                      isfinite(res->hash_ms_median) ? res->hash_ms_median : -1.0,
-                     async ? "true" : "false");
+                     async ? "true" : "false",
+                     c->exp->hash.digest == DT_HASH_DIGEST_TREE ? "tree" : "sha256");
     if (algos->steps_noted > 0) { /* library algorithm choices (algos.csv has every row) */
         dt_strbuf_printf(&sb, ", ");
         dt_algolog_json(algos, &sb);

@@ -102,6 +102,7 @@ static const char *const vary_names[] = {"init", "data_order", "epsilon",
 static const char *const eps_generator_names[] = {"philox", "lfsr",
                                                   NULL}; /* enum dt_eps_generator */
 static const char *const hash_async_names[] = {"auto", "on", "off", NULL}; /* enum dt_hash_async */
+static const char *const hash_digest_names[] = {"sha256", "tree", NULL};   /* enum dt_hash_digest */
 
 _Static_assert(DT_VARY_INIT == 1u << 0 && DT_VARY_DATA_ORDER == 1u << 1 &&
                    DT_VARY_EPSILON == 1u << 2,
@@ -109,11 +110,13 @@ _Static_assert(DT_VARY_INIT == 1u << 0 && DT_VARY_DATA_ORDER == 1u << 1 &&
 _Static_assert(DT_DEVICE_CPU == 0 && DT_DEVICE_CUDA == 1, "device_names order");
 _Static_assert(DT_HASH_ASYNC_AUTO == 0 && DT_HASH_ASYNC_ON == 1 && DT_HASH_ASYNC_OFF == 2,
                "hash_async_names order");
+_Static_assert(DT_HASH_DIGEST_SHA256 == 0 && DT_HASH_DIGEST_TREE == 1, "hash_digest_names order");
 _Static_assert(sizeof(enum dt_model_kind) == sizeof(unsigned) &&
                    sizeof(enum dt_optimizer_kind) == sizeof(unsigned) &&
                    sizeof(enum dt_device) == sizeof(unsigned) &&
                    sizeof(enum dt_eps_generator) == sizeof(unsigned) &&
-                   sizeof(enum dt_hash_async) == sizeof(unsigned),
+                   sizeof(enum dt_hash_async) == sizeof(unsigned) &&
+                   sizeof(enum dt_hash_digest) == sizeof(unsigned),
                "KEY_ENUM fields are written as unsigned");
 
 /* Rows are grouped by section so the JSON nesting can be opened and closed in one pass. */
@@ -278,6 +281,11 @@ static const struct key_row keys[] = {
      .doc = "Hash a copy of the weights on another thread while the next steps run; the "
             "trace is the same file. auto = on where the weights are not in host memory "
             "(cuda), off on the cpu"},
+    {.path = "hash.digest", .type = KEY_ENUM, FIELD_(hash.digest), .def = "sha256",
+     .names = hash_digest_names,
+     .doc = "A tensor's digest: sha256 = SHA-256 of its bytes; tree = the tree digest of "
+            "4 KiB leaves (docs/outputs.md), computed on the device where the weights are "
+            "not in host memory. Traces of the two kinds are not compared"},
     {.path = "report.snapshots", .type = KEY_INT, FIELD_(report.snapshots), .def = "8", .lo = 0,
      .hi = 64,
      .doc = "Weight snapshots kept per replica for drift curves and `detrain compare`: step 0 "

@@ -27,6 +27,9 @@ enum dt_lr_schedule { DT_LR_CONSTANT, DT_LR_COSINE };
 enum dt_device { DT_DEVICE_CPU, DT_DEVICE_CUDA };
 /* hash.async: hash a step's weights while the next steps run (harness/run/hashpipe.h). */
 enum dt_hash_async { DT_HASH_ASYNC_AUTO, DT_HASH_ASYNC_ON, DT_HASH_ASYNC_OFF };
+/* A tensor's digest in the trace: plain SHA-256 of its bytes, or the tree digest
+ * (core/tree_hash.h) computed where the weights are. */
+enum dt_hash_digest { DT_HASH_DIGEST_SHA256, DT_HASH_DIGEST_TREE };
 
 /* Randomness sources that `vary` can make differ across replicas (bit flags). */
 enum dt_vary {
@@ -101,9 +104,10 @@ struct dt_experiment {
     int n_vary;
     unsigned vary_sets[DT_MAX_VARY_SETS];
     struct {
-        int64_t every;            /* default 1: hash every step */
-        bool per_tensor;          /* default false */
-        enum dt_hash_async async; /* default auto: on where weights are not host memory */
+        int64_t every;              /* default 1: hash every step */
+        bool per_tensor;            /* default false */
+        enum dt_hash_async async;   /* default auto: on where weights are not host memory */
+        enum dt_hash_digest digest; /* default sha256 */
     } hash;
     struct {
         int snapshots;            /* weight snapshots at step 0 and up to N log-spaced steps

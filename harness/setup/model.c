@@ -70,7 +70,9 @@ enum dt_status dt_experiment_build_model(struct dt_model **m, const struct dt_ex
                                          struct dt_error *err)
 {
     const struct dt_model_spec spec = dt_experiment_model_spec(exp, n_train);
-    return dt_model_kind(exp->model.kind)->create(m, be, &spec, err);
+    DT_FORWARD_IF_ERROR(dt_model_kind(exp->model.kind)->create(m, be, &spec, err));
+    (*m)->tree_digest = exp->hash.digest == DT_HASH_DIGEST_TREE;
+    return DT_OK;
 }
 
 struct dt_sgd_options dt_experiment_sgd_options(const struct dt_experiment *exp)

@@ -34,16 +34,18 @@ static __global__ void step_kernel(uint8_t *out, const uint8_t *in, const int64_
 static __global__ void tensor_kernel(uint8_t *digests, const uint8_t *top, const int64_t *bytes,
                                      const int64_t *off_top, int n)
 {
-    DT_GRID_STRIDE(t, n) { dt_tree_tensor(digests + t * 32, (uint64_t)bytes[t], top + off_top[t] * 32); }
+    DT_GRID_STRIDE(t, n)
+    {
+        dt_tree_tensor(digests + t * 32, (uint64_t)bytes[t], top + off_top[t] * 32);
+    }
 }
 
 /* portable: a fixed function of the tensors' bytes. The plan and the tensors' addresses go
  * up through pinned scratch without a wait; the caller reads the digests (a download, which
  * waits) before it calls again, so the scratch is free by then. */
 extern "C" enum dt_status dt_cuda_tensor_digests(struct dt_backend *be, uint8_t *digests,
-                                                 const float *const *tensors,
-                                                 const int64_t *counts, int n,
-                                                 const struct dt_policy *pol)
+                                                 const float *const *tensors, const int64_t *counts,
+                                                 int n, const struct dt_policy *pol)
 {
     const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
     const cudaStream_t st = (cudaStream_t)L->stream;
@@ -54,17 +56,19 @@ extern "C" enum dt_status dt_cuda_tensor_digests(struct dt_backend *be, uint8_t 
     for (int t = 0; t < n; t++) ptrs[t] = (int64_t)(uintptr_t)tensors[t], bytes[t] = counts[t] * 4;
     struct dt_tree_plan plan;
     if (!dt_tree_plan_make(&plan, (const uint64_t *)bytes, n, host + 2 * n))
-        return dt_backend_op_error(be, DT_ERR_UNSUPPORTED, "a tensor too large for the tree digest");
+        return dt_backend_op_error(be, DT_ERR_UNSUPPORTED,
+                                   "a tensor too large for the tree digest");
     const int64_t total = plan.count[0][n];
-    char *dev = (char *)dt_cuda_scratch(be, DT_CUDA_SLOT_DIGESTS, words * 8 + (size_t)total * 64 + 256);
+    char *dev =
+        (char *)dt_cuda_scratch(be, DT_CUDA_SLOT_DIGESTS, words * 8 + (size_t)total * 64 + 256);
     int64_t *dtab = (int64_t *)dev;
     uint8_t *a = (uint8_t *)(dev + (words * 8 + 255) / 256 * 256), *b = a + (size_t)total * 32;
     cudaError_t e = cudaMemcpyAsync(dtab, host, words * 8, cudaMemcpyHostToDevice, st);
     if (e != cudaSuccess) return dt_cuda_launched(be, (int)e, "tensor_digests");
-    /* the plan's arrays on the device: the same offsets from dtab as from host */
-#define DEV(p) (dtab + ((p) - host))
-    leaf_kernel<<<dt_cuda_grid(L, total), L->block_threads, 0, st>>>(
-        a, DEV(ptrs), DEV(bytes), DEV(plan.off[0]), n, total);
+        /* the plan's arrays on the device: the same offsets from dtab as from host */
+#define DEV(p) (dtab + ((p)-host))
+    leaf_kernel<<<dt_cuda_grid(L, total), L->block_threads, 0, st>>>(a, DEV(ptrs), DEV(bytes),
+                                                                     DEV(plan.off[0]), n, total);
     for (int l = 0; l < plan.levels; l++) {
         step_kernel<<<dt_cuda_grid(L, plan.count[l + 1][n]), L->block_threads, 0, st>>>(
             b, a, DEV(plan.count[l]), DEV(plan.off[l]), DEV(plan.off[l + 1]), n,
