@@ -129,6 +129,7 @@ void dt_model_destroy(struct dt_model *m)
     }
     if (m->grad_pack) dt_backend_free(m->be, m->grad_pack);
     dt_backend_free(m->be, m->norm_sq);
+    dt_backend_free(m->be, m->digests);
     free(m->grad_first);
     free(m->loss_ws);
     free(m->params);

@@ -138,6 +138,8 @@ struct dt_model {
      * model's arithmetic): false = SHA-256 of each tensor's bytes, true = the tree digest
      * (core/tree_hash.h, the backend op tensor_digests). */
     bool tree_digest;
+    uint8_t *digests; /* backend memory, n_params x 32 bytes: the tree digests' output,
+                         allocated on first use (dt_hash_model), freed with the model */
 };
 
 /* For model kinds' backward passes: `st`, the status of an op computing the gradient of

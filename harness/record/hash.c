@@ -100,13 +100,13 @@ void dt_hash_model(uint8_t model_digest[DT_DIGEST_BYTES],
         int64_t counts[256];
         for (int i = 0; i < m->n_params; i++) ts[i] = m->params[i].w, counts[i] = m->params[i].n;
         const size_t bytes = (size_t)m->n_params * DT_DIGEST_BYTES;
-        uint8_t *dev = dt_backend_alloc(m->be, bytes);
-        struct dt_policy pol; /* the op obeys no control */
+        if (!m->digests) m->digests = dt_backend_alloc(m->be, bytes); /* once per model */
+        struct dt_policy pol;                                         /* the op obeys no control */
         dt_policy_from_level(&pol, DT_LEVEL_PORTABLE);
-        const enum dt_status st = dt_tensor_digests(m->be, dev, ts, counts, m->n_params, &pol);
+        const enum dt_status st =
+            dt_tensor_digests(m->be, m->digests, ts, counts, m->n_params, &pol);
         DT_ASSERT_MSG(st == DT_OK, "tensor_digests failed");
-        dt_backend_download(m->be, tensor_digests, dev, bytes);
-        dt_backend_free(m->be, dev);
+        dt_backend_download(m->be, tensor_digests, m->digests, bytes);
     } else {
         for (int i = 0; i < m->n_params; i++) {
             const struct dt_param *p = &m->params[i];
