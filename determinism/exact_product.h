@@ -151,6 +151,13 @@ static inline DT_HD void dt_xp_combine(dt_xp_acc *acc, int32_t P, int p, int q, 
     *acc += (dt_xp_acc)P * ((dt_xp_acc)1 << (DT_XP_SLICE_BITS * (2 * S - 2 - p - q)));
 }
 
+/* Half h of a fixed-point value as the 32 x 32 -> 64-bit paths hold it: X itself at one
+ * level; at two, h 0 its high half and h 1 its low one (dt_xp_hi, dt_xp_lo). */
+static inline DT_HD int64_t dt_xp_half(int64_t X, int h, int levels)
+{
+    return levels == 1 ? X : h == 0 ? dt_xp_hi(X) : dt_xp_lo(X);
+}
+
 /* The slice pair (p, q)'s exact product P into the output's integer, held per half pair at
  * two levels: part[0] at one level; at two, slice p belongs to half p / 4 (a 56-bit value's
  * top four base-128 digits are its high half's, its low four the low half's, signs alike),
@@ -241,6 +248,14 @@ static inline DT_HD float dt_xp_dot_vec(const float *a, int64_t as, const float 
     for (int64_t k = 0; k < n; k++)
         acc += (dt_xp_acc)dt_xp_fixed(a[k * as], sa, 2) * (dt_xp_acc)dt_xp_fixed(b[k * bs], sb, 2);
     return dt_xp_to_float(acc, sa + sb - 4 * DT_XP_BITS);
+}
+
+/* An output from its integer's parts (part[0] at one level; hh, hl, lh, ll at two) and
+ * exponent: the one rounding every path ends with. */
+static inline DT_HD float dt_xp_round_parts(const dt_xp_acc *part, int exp, int levels)
+{
+    return levels == 1 ? dt_xp_to_float(part[0], exp)
+                       : dt_xp_to_float_halves(part[0], part[1], part[2], part[3], exp);
 }
 
 /* The exponent of output (i, j): acc 2^(eA + eB - 56 levels). */

@@ -33,13 +33,17 @@ static struct dt_policy portable_with(int reduction_unordered, int atomics_float
     return p;
 }
 
-/* The three levels, then portable+atomics=float and portable+reduction=unordered. */
-enum { N_GRAD_POLICIES = DT_LEVEL_COUNT + 2 };
+/* The three levels, then portable+atomics=float, portable+reduction=unordered and
+ * portable+math=exact (the im2col products exact in integers). */
+enum { N_GRAD_POLICIES = DT_LEVEL_COUNT + 3 };
 static void grad_policies(struct dt_policy out[N_GRAD_POLICIES])
 {
     for (int l = 0; l < DT_LEVEL_COUNT; l++) out[l] = level((enum dt_level)l);
     out[DT_LEVEL_COUNT] = portable_with(0, 1);
     out[DT_LEVEL_COUNT + 1] = portable_with(1, 0);
+    out[DT_LEVEL_COUNT + 2] = level(DT_LEVEL_PORTABLE);
+    out[DT_LEVEL_COUNT + 2].math = DT_MATH_EXACT;
+    DT_ASSERT(dt_policy_auto_name(&out[DT_LEVEL_COUNT + 2]));
 }
 
 /* Number of elements whose bits differ. */

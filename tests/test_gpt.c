@@ -542,7 +542,8 @@ static double **ref_masks(const struct dt_policy *pol, int L, int64_t rows, int6
 }
 
 /* rng >= 0: that rng value instead of the level's. */
-static void check_model_gradients(bool tie, enum dt_level lv, int threads, double dropout, int rng)
+static void check_model_gradients(bool tie, enum dt_level lv, int threads, double dropout, int rng,
+                                  bool exact_math)
 {
     const struct dt_gpt_options o = {.context = 5,
                                      .d_model = 8,
@@ -571,6 +572,7 @@ static void check_model_gradients(bool tie, enum dt_level lv, int threads, doubl
     const struct dt_batch batch = {.x = win, .y = y};
     struct dt_policy pol = level(lv);
     if (rng >= 0) pol.rng = (enum dt_rng)rng;
+    if (exact_math) pol.math = DT_MATH_EXACT;
     float loss = 0;
     dt_model_begin_step(m);
     CHECK_INT_EQ(dt_model_gradients(m, &batch, B, B, &pol, &loss), DT_OK);
@@ -625,16 +627,18 @@ static void check_model_gradients(bool tie, enum dt_level lv, int threads, doubl
 
 DT_TEST(gradients_match_double_reference)
 {
-    check_model_gradients(true, DT_LEVEL_PORTABLE, 2, 0, -1);
-    check_model_gradients(false, DT_LEVEL_PORTABLE, 1, 0, -1);
-    check_model_gradients(true, DT_LEVEL_FAST, 2, 0, -1);
-    check_model_gradients(true, DT_LEVEL_RUN_TO_RUN, 2, 0, -1);
+    check_model_gradients(true, DT_LEVEL_PORTABLE, 2, 0, -1, false);
+    check_model_gradients(false, DT_LEVEL_PORTABLE, 1, 0, -1, false);
+    check_model_gradients(true, DT_LEVEL_FAST, 2, 0, -1, false);
+    check_model_gradients(true, DT_LEVEL_RUN_TO_RUN, 2, 0, -1, false);
     /* dropout: the model's masks are the header's, in forward and (regenerated, kept or
      * walked back) in backward -- fast keeps lfsr's (stored), portable walks lanes back
      * (lfsr), portable with rng philox regenerates them */
-    check_model_gradients(true, DT_LEVEL_FAST, 2, 0.3, -1);
-    check_model_gradients(false, DT_LEVEL_PORTABLE, 2, 0.3, -1);
-    check_model_gradients(true, DT_LEVEL_PORTABLE, 1, 0.3, DT_RNG_PHILOX);
+    check_model_gradients(true, DT_LEVEL_FAST, 2, 0.3, -1, false);
+    check_model_gradients(false, DT_LEVEL_PORTABLE, 2, 0.3, -1, false);
+    check_model_gradients(true, DT_LEVEL_PORTABLE, 1, 0.3, DT_RNG_PHILOX, false);
+    /* math: exact: every product and attention's sums exact in integers */
+    check_model_gradients(true, DT_LEVEL_PORTABLE, 2, 0, -1, true);
 }
 
 /* ---- 4. the embedding's scatter-add under `atomics` --------------------------------------- */

@@ -77,8 +77,8 @@ DT_TEST(dense_forward_matches_double)
 
 /* Every level's kernels: own fixed-order ones, the chunk tree, the unordered chunks,
  * OpenBLAS (math fast), float CAS and fixed-point bias sums. B = 9 < one reduction chunk,
- * so B = 70 (three chunks, the last short) is checked too. */
-static void dense_gradcheck_level(enum dt_level level, int threads)
+ * so B = 70 (three chunks, the last short) is checked too; and portable with math: exact. */
+static void dense_gradcheck_level(enum dt_level level, int threads, bool exact_math)
 {
     fill(dx_, DB * DIN, 1.0);
     fill(dw_, DIN * DOUT, 0.5);
@@ -87,6 +87,7 @@ static void dense_gradcheck_level(enum dt_level level, int threads)
     struct dt_backend *be = cpu(threads);
     struct dt_policy pol;
     dt_policy_from_level(&pol, level);
+    if (exact_math) pol.math = DT_MATH_EXACT; /* the products exact in integers */
     float gx[DB * DIN], gw[DIN * DOUT], gb[DOUT];
     CHECK(dt_dense_backward_data(be, gx, dr_, dw_, DB, DIN, DOUT, &pol) == DT_OK);
     CHECK(dt_dense_backward_weight(be, gw, dx_, dr_, DB, DIN, DOUT, &pol) == DT_OK);
@@ -95,7 +96,8 @@ static void dense_gradcheck_level(enum dt_level level, int threads)
     dense_fd(fx, 0, DB * DIN);
     dense_fd(fw, 1, DIN * DOUT);
     dense_fd(fb, 2, DOUT);
-    fprintf(stderr, "level %s, %d threads\n", dt_level_name(level), threads);
+    fprintf(stderr, "level %s%s, %d threads\n", dt_level_name(level),
+            exact_math ? " + math: exact" : "", threads);
     check_close("dL/dx", gx, fx, DB * DIN, 1e-5, 1e-4);
     check_close("dL/dw", gw, fw, DIN * DOUT, 1e-5, 1e-4);
     check_close("dL/dbias", gb, fb, DOUT, 1e-5, 1e-4);
@@ -105,9 +107,11 @@ static void dense_gradcheck_level(enum dt_level level, int threads)
 DT_TEST(dense_backward_gradcheck)
 {
     for (int l = 0; l < DT_LEVEL_COUNT; l++) {
-        dense_gradcheck_level((enum dt_level)l, 1);
-        dense_gradcheck_level((enum dt_level)l, 3);
+        dense_gradcheck_level((enum dt_level)l, 1, false);
+        dense_gradcheck_level((enum dt_level)l, 3, false);
     }
+    dense_gradcheck_level(DT_LEVEL_PORTABLE, 1, true);
+    dense_gradcheck_level(DT_LEVEL_PORTABLE, 3, true);
 }
 
 /* Sums over a batch of several reduction chunks: weight and bias gradients against a

@@ -49,13 +49,9 @@ static void xp_rows_part(void *ctx, int64_t begin, int64_t end, int worker)
     for (int64_t i = begin; i < end; i++) {
         const int s = j->sa[i] = dt_xp_row_scale(j->A + a_at(j, i, 0), j->K, ta ? j->M : 1);
         for (int64_t k = 0; k < j->K; k++) {
-            const int64_t v = dt_xp_fixed(j->A[a_at(j, i, k)], s, j->levels), o = i * j->K + k;
-            if (j->levels == 1) {
-                j->XA[0][o] = v;
-            } else {
-                j->XA[0][o] = dt_xp_hi(v);
-                j->XA[1][o] = dt_xp_lo(v);
-            }
+            const int64_t v = dt_xp_fixed(j->A[a_at(j, i, k)], s, j->levels);
+            for (int h = 0; h < j->levels; h++)
+                j->XA[h][i * j->K + k] = dt_xp_half(v, h, j->levels);
         }
     }
 }
@@ -66,14 +62,9 @@ static void xp_brows_part(void *ctx, int64_t begin, int64_t end, int worker)
     const struct xp_job *j = ctx;
     for (int64_t k = begin; k < end; k++)
         for (int64_t c = 0; c < j->N; c++) {
-            const int64_t v = dt_xp_fixed(j->B[b_at(j, k, c)], j->sb[c], j->levels),
-                          o = k * j->N + c;
-            if (j->levels == 1) {
-                j->XB[0][o] = v;
-            } else {
-                j->XB[0][o] = dt_xp_hi(v);
-                j->XB[1][o] = dt_xp_lo(v);
-            }
+            const int64_t v = dt_xp_fixed(j->B[b_at(j, k, c)], j->sb[c], j->levels);
+            for (int h = 0; h < j->levels; h++)
+                j->XB[h][k * j->N + c] = dt_xp_half(v, h, j->levels);
         }
 }
 
@@ -81,9 +72,8 @@ static void xp_brows_part(void *ctx, int64_t begin, int64_t end, int worker)
  * then the bias. */
 static inline float xp_out(const struct xp_job *j, int64_t i, int64_t c, const dt_xp_acc *part)
 {
-    const int e = dt_xp_out_exp(j->sa[i], j->sb[c], j->levels);
-    const float v = j->levels == 1 ? dt_xp_to_float(part[0], e)
-                                   : dt_xp_to_float_halves(part[0], part[1], part[2], part[3], e);
+    const float v =
+        dt_xp_round_parts(part, dt_xp_out_exp(j->sa[i], j->sb[c], j->levels), j->levels);
     return j->bias ? v + j->bias[c] : v;
 }
 

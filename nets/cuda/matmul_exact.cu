@@ -19,66 +19,39 @@
 #include "nets/cuda/cuda.h"
 #include "nets/cuda/launch.cuh"
 
-/* Row r of a (rows of n values at stride `stride` apart, `step` between rows): its scale,
- * then its n values in fixed point at `levels` levels, contiguous in X. */
-static __global__ void xp_fixed_kernel(int64_t *X, int *scale, const float *a, int64_t rows,
-                                       int64_t n, int64_t step, int64_t stride, int levels)
+/* Row r's scale (rows of n values at stride `stride`, `step` between rows). */
+static __global__ void xp_scale_kernel(int *scale, const float *a, int64_t rows, int64_t n,
+                                       int64_t step, int64_t stride)
 {
-    DT_GRID_STRIDE(r, rows)
-    {
-        const float *v = a + r * step;
-        const int s = scale[r] = dt_xp_row_scale(v, n, stride);
-        for (int64_t k = 0; k < n; k++) X[r * n + k] = dt_xp_fixed(v[k * stride], s, levels);
-    }
+    DT_GRID_STRIDE(r, rows) { scale[r] = dt_xp_row_scale(a + r * step, n, stride); }
 }
 
-/* Output (i, c): the integer dot product of A's row and B's column (at two levels its four
- * half products, as the CPU forms them), one rounding, then the bias. */
-static __global__ void xp_out_kernel(float *C, const int64_t *XA, const int64_t *XBt, const int *sa,
-                                     const int *sb, const float *bias, int64_t M, int64_t K,
-                                     int64_t N, int levels)
+/* Where the op's rows of A and columns of B lie: A's row i at A + i step, values `stride`
+ * apart (A + i K at 1, or stored transposed A + i at M); B's column c likewise (B + c at N,
+ * or stored transposed B + c K at 1). */
+struct xp_walk {
+    int64_t a_step, a_stride, b_step, b_stride;
+};
+static struct xp_walk xp_walk_of(int64_t M, int64_t K, int64_t N, int trans)
 {
-    DT_GRID_STRIDE(o, M * N)
-    {
-        const int64_t i = o / N, c = o - i * N;
-        const int64_t *a = XA + i * K, *b = XBt + c * K;
-        const int e = dt_xp_out_exp(sa[i], sb[c], levels);
-        float v;
-        if (levels == 1) {
-            v = dt_xp_to_float(dt_xp_dot(a, b, K, 1), e);
-        } else {
-            dt_xp_acc hh = 0, hl = 0, lh = 0, ll = 0;
-            for (int64_t k = 0; k < K; k++) {
-                const int64_t ah = dt_xp_hi(a[k]), al = dt_xp_lo(a[k]);
-                const int64_t bh = dt_xp_hi(b[k]), bl = dt_xp_lo(b[k]);
-                hh += ah * bh, hl += ah * bl, lh += al * bh, ll += al * bl;
-            }
-            v = dt_xp_to_float_halves(hh, hl, lh, ll, e);
-        }
-        C[o] = bias ? v + bias[c] : v;
-    }
+    const bool ta = trans & DT_XP_TA, tb = trans & DT_XP_TB;
+    return (struct xp_walk){ta ? 1 : K, ta ? M : 1, tb ? K : 1, tb ? 1 : N};
 }
 
-/* The simple form (the scales are read back to name a non-finite input: one wait). */
-static enum dt_status xp_simple(struct dt_backend *be, float *C, const float *A, const float *B,
-                                const float *bias, int64_t M, int64_t K, int64_t N, int trans,
-                                int levels)
+/* Both forms' first step: the scales of A's rows (sa) and B's columns (sb, right after sa),
+ * read back to name a non-finite input -- the op's one wait. */
+static enum dt_status xp_scales(struct dt_backend *be, int *sa, const float *A, const float *B,
+                                int64_t M, int64_t K, int64_t N, const struct xp_walk *w)
 {
     const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
-    const size_t xa = (size_t)(M * K), xb = (size_t)(N * K);
-    char *ws = (char *)dt_cuda_scratch(be, 0, (xa + xb) * 8 + (size_t)(M + N) * sizeof(int));
-    int64_t *XA = (int64_t *)ws, *XBt = XA + xa;
-    int *sa = (int *)(XBt + xb), *sb = sa + M;
-    const bool ta = trans & DT_XP_TA, tb = trans & DT_XP_TB;
-    /* A's row i: A + i K at stride 1, or A + i at stride M; B's column c: B + c at stride N,
-     * or B + c K at stride 1 */
-    xp_fixed_kernel<<<dt_cuda_grid(L, M), L->block_threads, 0, L->stream>>>(
-        XA, sa, A, M, K, ta ? 1 : K, ta ? M : 1, levels);
-    xp_fixed_kernel<<<dt_cuda_grid(L, N), L->block_threads, 0, L->stream>>>(
-        XBt, sb, B, N, K, tb ? K : 1, tb ? 1 : N, levels);
+    const cudaStream_t st = (cudaStream_t)L->stream;
+    xp_scale_kernel<<<dt_cuda_grid(L, M), L->block_threads, 0, st>>>(sa, A, M, K, w->a_step,
+                                                                     w->a_stride);
+    xp_scale_kernel<<<dt_cuda_grid(L, N), L->block_threads, 0, st>>>(sa + M, B, N, K, w->b_step,
+                                                                     w->b_stride);
     int *host = (int *)dt_cuda_host_scratch(be, 0, (size_t)(M + N) * sizeof(int));
-    const cudaError_t e = cudaMemcpyAsync(host, sa, (size_t)(M + N) * sizeof(int),
-                                          cudaMemcpyDeviceToHost, (cudaStream_t)L->stream);
+    const cudaError_t e =
+        cudaMemcpyAsync(host, sa, (size_t)(M + N) * sizeof(int), cudaMemcpyDeviceToHost, st);
     if (e != cudaSuccess) return dt_cuda_launched(be, (int)e, "matmul_exact");
     dt_cuda_sync(be); /* the one wait, counted */
     for (int64_t r = 0; r < M + N; r++)
@@ -86,19 +59,64 @@ static enum dt_status xp_simple(struct dt_backend *be, float *C, const float *A,
             return dt_backend_op_error(be, DT_ERR_NUMERIC, "non-finite input in %s %lld of %s",
                                        r < M ? "row" : "column", (long long)(r < M ? r : r - M),
                                        r < M ? "A" : "B");
+    return DT_OK;
+}
+
+/* Row r's n values in fixed point at `levels` levels, as the CPU holds them: half h of every
+ * value (dt_xp_half) at X + h rows n, the row's values contiguous. */
+static __global__ void xp_fixed_kernel(int64_t *X, const int *scale, const float *a, int64_t rows,
+                                       int64_t n, int64_t step, int64_t stride, int levels)
+{
+    DT_GRID_STRIDE(r, rows)
+    {
+        const float *v = a + r * step;
+        for (int64_t k = 0; k < n; k++) {
+            const int64_t x = dt_xp_fixed(v[k * stride], scale[r], levels);
+            for (int h = 0; h < levels; h++) X[(h * rows + r) * n + k] = dt_xp_half(x, h, levels);
+        }
+    }
+}
+
+/* Output (i, c): one dot product per pair of halves (dt_xp_dot, as the CPU's), one
+ * rounding, then the bias. */
+static __global__ void xp_out_kernel(float *C, const int64_t *XA, const int64_t *XBt, const int *sa,
+                                     const int *sb, const float *bias, int64_t M, int64_t K,
+                                     int64_t N, int levels)
+{
+    DT_GRID_STRIDE(o, M * N)
+    {
+        const int64_t i = o / N, c = o - i * N;
+        dt_xp_acc part[4];
+        for (int h = 0; h < levels * levels; h++)
+            part[h] = dt_xp_dot(XA + ((h >> (levels - 1)) * M + i) * K,
+                                XBt + ((h & (levels - 1)) * N + c) * K, K, 1);
+        const float v = dt_xp_round_parts(part, dt_xp_out_exp(sa[i], sb[c], levels), levels);
+        C[o] = bias ? v + bias[c] : v;
+    }
+}
+
+/* The simple form: one thread per row, then one per output. */
+static enum dt_status xp_simple(struct dt_backend *be, float *C, const float *A, const float *B,
+                                const float *bias, int64_t M, int64_t K, int64_t N, int trans,
+                                int levels)
+{
+    const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
+    const size_t xa = (size_t)(M * K) * levels, xb = (size_t)(N * K) * levels;
+    char *ws = (char *)dt_cuda_scratch(be, 0, (xa + xb) * 8 + (size_t)(M + N) * sizeof(int));
+    int64_t *XA = (int64_t *)ws, *XBt = XA + xa;
+    int *sa = (int *)(XBt + xb), *sb = sa + M;
+    const struct xp_walk w = xp_walk_of(M, K, N, trans);
+    DT_FORWARD_IF_ERROR(xp_scales(be, sa, A, B, M, K, N, &w));
+    xp_fixed_kernel<<<dt_cuda_grid(L, M), L->block_threads, 0, L->stream>>>(
+        XA, sa, A, M, K, w.a_step, w.a_stride, levels);
+    xp_fixed_kernel<<<dt_cuda_grid(L, N), L->block_threads, 0, L->stream>>>(
+        XBt, sb, B, N, K, w.b_step, w.b_stride, levels);
     xp_out_kernel<<<dt_cuda_grid(L, M * N), L->block_threads, 0, L->stream>>>(
         C, XA, XBt, sa, sb, bias, M, K, N, levels);
     return dt_cuda_launched(be, (int)cudaGetLastError(), "matmul_exact");
 }
 
 /* ---- the int8 form ------------------------------------------------------------------------- */
-
-/* Row r's scale (rows of n values at stride `stride`, `step` between rows). */
-static __global__ void xp_scale_kernel(int *scale, const float *a, int64_t rows, int64_t n,
-                                       int64_t step, int64_t stride)
-{
-    DT_GRID_STRIDE(r, rows) { scale[r] = dt_xp_row_scale(a + r * step, n, stride); }
-}
 
 /* The S slices of every value: slice p of row r, element k at sl[(p rows_p + r) kp + k];
  * the padding (r >= rows or k >= n) zero. */
@@ -137,10 +155,8 @@ static __global__ void xp_round_kernel(float *C, const dt_xp_acc *acc, const int
     DT_GRID_STRIDE(o, mb * N)
     {
         const int64_t i = i0 + o / N, c = o % N;
-        const dt_xp_acc *a = acc + o * levels * levels;
-        const int e = dt_xp_out_exp(sa[i], sb[c], levels);
-        const float v = levels == 1 ? dt_xp_to_float(a[0], e)
-                                    : dt_xp_to_float_halves(a[0], a[1], a[2], a[3], e);
+        const float v = dt_xp_round_parts(acc + o * levels * levels,
+                                          dt_xp_out_exp(sa[i], sb[c], levels), levels);
         C[i * N + c] = bias ? v + bias[c] : v;
     }
 }
@@ -163,25 +179,12 @@ static enum dt_status xp_int8(struct dt_backend *be, float *C, const float *A, c
     int *sa = (int *)ws, *sb = sa + M;
     int8_t *slA = (int8_t *)(ws + round_up((int64_t)(M + N) * (int64_t)sizeof(int), 256));
     int8_t *slB = slA + (size_t)S * (size_t)mp * (size_t)kp;
-    const bool ta = trans & DT_XP_TA, tb = trans & DT_XP_TB;
-    xp_scale_kernel<<<dt_cuda_grid(L, M), L->block_threads, 0, st>>>(sa, A, M, K, ta ? 1 : K,
-                                                                     ta ? M : 1);
-    xp_scale_kernel<<<dt_cuda_grid(L, N), L->block_threads, 0, st>>>(sb, B, N, K, tb ? K : 1,
-                                                                     tb ? 1 : N);
-    int *host = (int *)dt_cuda_host_scratch(be, 0, (size_t)(M + N) * sizeof(int));
-    const cudaError_t e =
-        cudaMemcpyAsync(host, sa, (size_t)(M + N) * sizeof(int), cudaMemcpyDeviceToHost, st);
-    if (e != cudaSuccess) return dt_cuda_launched(be, (int)e, "matmul_exact");
-    dt_cuda_sync(be); /* the one wait, counted */
-    for (int64_t r = 0; r < M + N; r++)
-        if (host[r] == DT_XP_NONFINITE)
-            return dt_backend_op_error(be, DT_ERR_NUMERIC, "non-finite input in %s %lld of %s",
-                                       r < M ? "row" : "column", (long long)(r < M ? r : r - M),
-                                       r < M ? "A" : "B");
+    const struct xp_walk w = xp_walk_of(M, K, N, trans);
+    DT_FORWARD_IF_ERROR(xp_scales(be, sa, A, B, M, K, N, &w));
     xp_slice_kernel<<<dt_cuda_grid(L, mp * kp), L->block_threads, 0, st>>>(
-        slA, sa, A, M, K, ta ? 1 : K, ta ? M : 1, mp, kp, levels);
+        slA, sa, A, M, K, w.a_step, w.a_stride, mp, kp, levels);
     xp_slice_kernel<<<dt_cuda_grid(L, np * kp), L->block_threads, 0, st>>>(
-        slB, sb, B, N, K, tb ? K : 1, tb ? 1 : N, np, kp, levels);
+        slB, sb, B, N, K, w.b_step, w.b_stride, np, kp, levels);
     /* output rows in blocks: S products of (mb, np) int32 and the (mb, N) integers */
     const size_t per_row = (size_t)S * (size_t)np * 4 + (size_t)N * (size_t)L2 * sizeof(dt_xp_acc);
     int64_t mb = (int64_t)(XP_SCRATCH_BLOCK / per_row);
