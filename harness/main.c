@@ -1,4 +1,4 @@
-/* detrain's command line: run | report | compare | explain | bench | export | batches |
+/* detrain's command line: run | report | compare | explain | bench | cost | export | batches |
  * reproduce | policies | config-reference.
  * The only place a status becomes an exit code: 0 success; 2 usage, config or input
  * error; compare: 0 identical, 1 diverged (like cmp); 130 interrupted; 1 other faults. */
@@ -13,6 +13,7 @@
 #include "core/fileio.h"
 #include "core/status.h"
 #include "harness/run/bench.h"
+#include "harness/run/cost_report.h"
 #include "harness/analyze/compare.h"
 #include "harness/analyze/explain.h"
 #include "harness/setup/config.h"
@@ -166,7 +167,16 @@ static const char usage_text[] =
     "        header, after the rows of an earlier bench CSV there: what is `step` (then\n"
     "        also the 95% interval and whether it is conclusive) or an op (an op only the\n"
     "        policy runs, e.g. exact_sum, has base_ms 0 and no ratio).\n"
-    "  Every --csv FILE (compare, explain, bench) is refused before anything runs when\n"
+    "  cost CONFIG [--set KEY=VALUE]... [--measured BENCH.csv] [--csv FILE]\n"
+    "        The cost model of CONFIG's training step on the CUDA backend, without a GPU:\n"
+    "        for fast and each policy, per op the calls, kernel launches, host waits, MB\n"
+    "        moved and flops the CUDA backend's kernels take for these shapes, and the\n"
+    "        time they predict on an H100 -- launched one by one (pred_ms) and replayed\n"
+    "        from a CUDA graph (graph_ms) -- then the step and its hashing (hash.digest:\n"
+    "        tree hashes on the device; sha256 on the host). --measured BENCH.csv puts a\n"
+    "        GPU run's `detrain bench --csv` times beside the prediction. The step runs on\n"
+    "        the configured backend while counting (the CPU: no GPU needed).\n"
+    "  Every --csv FILE (compare, explain, bench, cost) is refused before anything runs when\n"
     "  it is or lies inside what the command reads, is a link, or exists and is not an\n"
     "  earlier output of the same kind; it is written to a temporary file and renamed.\n"
     "  policies\n"
@@ -614,6 +624,45 @@ static int cmd_bench(const struct app *app, int argc, char **argv)
     return report(app, st, &err);
 }
 
+/* cost CONFIG [--measured BENCH.csv] [--csv FILE] [--set KEY=VALUE]... */
+static int cmd_cost(const struct app *app, int argc, char **argv)
+{
+    const char *config = NULL;
+    const char *sets[MAX_SETS];
+    int n_sets = 0;
+    struct dt_cost_options opt = {0};
+    for (int i = 2; i < argc;) {
+        int used = take_set(argc, argv, i, sets, &n_sets);
+        if (used == -2) return 2;
+        if (used > 0) {
+            i += used;
+        } else if (strcmp(argv[i], "--measured") == 0 && i + 1 < argc) {
+            opt.measured_csv = argv[i + 1];
+            i += 2;
+        } else if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) {
+            opt.csv_path = argv[i + 1];
+            i += 2;
+        } else if (argv[i][0] == '-') {
+            return usage_error("cost: unknown or incomplete option '%s'", argv[i]);
+        } else if (!config) {
+            config = argv[i++];
+        } else {
+            return usage_error("cost: unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!config) return usage_error("cost: missing CONFIG", "");
+    struct dt_error err = {0};
+    const char *reads[2] = {config, opt.measured_csv};
+    if (opt.csv_path && dt_out_file_check(opt.csv_path, reads, opt.measured_csv ? 2 : 1,
+                                          DT_COST_CSV_HEADER, "cost CSV", &err) != DT_OK)
+        return report(app, DT_ERR_USAGE, &err);
+    struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
+    enum dt_status st = dt_config_load(exp, config, sets, n_sets, &err);
+    if (st == DT_OK) st = dt_cost_report(exp, &opt, &err);
+    free(exp);
+    return report(app, st, &err);
+}
+
 /* export CHECKPOINT|REPLICA_DIR [--step K] --safetensors FILE */
 static int cmd_export(const struct app *app, int argc, char **argv)
 {
@@ -825,6 +874,7 @@ static int run_command(const struct app *app, int argc, char **argv)
     if (strcmp(cmd, "compare") == 0) return cmd_compare(app, argc, argv);
     if (strcmp(cmd, "explain") == 0) return cmd_explain(app, argc, argv);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(app, argc, argv);
+    if (strcmp(cmd, "cost") == 0) return cmd_cost(app, argc, argv);
     if (strcmp(cmd, "export") == 0) return cmd_export(app, argc, argv);
     if (strcmp(cmd, "reproduce") == 0) return cmd_reproduce(app, argc, argv);
     if (strcmp(cmd, "batches") == 0) return cmd_batches(app, argc, argv);

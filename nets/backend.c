@@ -8,6 +8,7 @@
 
 #include "core/util.h"
 #include "determinism/exact_product.h"
+#include "nets/cost.h"
 
 /* An optional member the backend has (nets/backend_impl.h says what NULL means). */
 #define HAS(be, member) ((be)->ops->member != NULL)
@@ -158,6 +159,10 @@ void dt_backend_upload(struct dt_backend *be, void *dst, const void *src, size_t
 }
 void dt_backend_download(struct dt_backend *be, void *dst, const void *src, size_t bytes)
 {
+    if (be->cost) { /* a blocking copy back: a wait on a device (the cost model) */
+        be->cost->downloads += 1;
+        be->cost->download_bytes += (double)bytes;
+    }
     be->ops->download(be, dst, src, bytes);
 }
 const void *dt_backend_host_view(struct dt_backend *be, const void *p)
@@ -176,6 +181,7 @@ int64_t dt_backend_host_waits(const struct dt_backend *be) { return be->host_wai
 
 void dt_backend_defer_checks(struct dt_backend *be, bool on)
 {
+    be->checks_deferred = on;
     if (HAS(be, defer_checks)) be->ops->defer_checks(be, on);
 }
 
@@ -251,6 +257,29 @@ void dt_backend_copy_out_begin(struct dt_backend *be, void *host_dst, const void
     __atomic_store_n(&be->copy_out_begun, ticket + 1, __ATOMIC_RELEASE);
 }
 
+enum dt_status dt_backend_digests_out_begin(struct dt_backend *be, uint8_t *host_dst,
+                                            const float *const *srcs, const int64_t *counts, int n)
+{
+    DT_ASSERT(host_dst && srcs && counts && n >= 0);
+    const int64_t ticket = __atomic_load_n(&be->copy_out_begun, __ATOMIC_RELAXED);
+    DT_ASSERT_MSG(ticket - __atomic_load_n(&be->copy_out_waited, __ATOMIC_ACQUIRE) <
+                      DT_BACKEND_COPY_OUT_DEPTH,
+                  "digests_out_begin: DT_BACKEND_COPY_OUT_DEPTH copies not yet waited for");
+    enum dt_status st;
+    if (HAS(be, digests_out_begin)) {
+        st = be->ops->digests_out_begin(be, ticket, host_dst, srcs, counts, n);
+    } else { /* the op now, where the tensors are; the wait has nothing left to do */
+        uint8_t *d = dt_backend_alloc(be, (size_t)n * 32 + 1);
+        struct dt_policy pol; /* the op obeys no control */
+        dt_policy_from_level(&pol, DT_LEVEL_PORTABLE);
+        st = dt_tensor_digests(be, d, srcs, counts, n, &pol);
+        if (st == DT_OK) dt_backend_download(be, host_dst, d, (size_t)n * 32);
+        dt_backend_free(be, d);
+    }
+    if (st == DT_OK) __atomic_store_n(&be->copy_out_begun, ticket + 1, __ATOMIC_RELEASE);
+    return st;
+}
+
 void dt_backend_copy_out_wait(struct dt_backend *be)
 {
     const int64_t ticket = __atomic_load_n(&be->copy_out_waited, __ATOMIC_RELAXED);
@@ -321,7 +350,34 @@ bool dt_op_obeys(enum dt_op op, const char *control)
  * path; with none of them it calls the op and nothing else. */
 static void instrument(struct dt_backend *be)
 {
-    be->instrumented = be->observer != NULL || be->profiling || be->slow_op != 0;
+    be->instrumented =
+        be->observer != NULL || be->profiling || be->slow_op != 0 || be->cost != NULL;
+}
+
+void dt_backend_cost_enable(struct dt_backend *be, struct dt_cost_tally *t)
+{
+    be->cost = t;
+    instrument(be);
+}
+
+/* One call's cost into the tally (the instrumented path, before the op runs). */
+static void cost_record(struct dt_backend *be, enum dt_op op, struct dt_op_cost *c)
+{
+    struct dt_cost_tally *t = be->cost;
+    c->calls = 1;
+    dt_cost_accumulate(&t->op[op], c);
+    if (t->dev) {
+        t->pred_s[op] += dt_cost_predict_s(c, t->dev, false);
+        t->graph_s[op] += dt_cost_predict_s(c, t->dev, true);
+    }
+}
+
+static struct dt_cost_ctx cost_ctx(const struct dt_backend *be)
+{
+    return (struct dt_cost_ctx){.shards = be->shards.count,
+                                .shard_batch =
+                                    be->shards.count ? be->shards.row[be->shards.count] : 0,
+                                .checks_deferred = be->checks_deferred};
 }
 
 void dt_backend_profile_enable(struct dt_backend *be, bool on)
@@ -1233,6 +1289,7 @@ static dt_matmul_exact_fn *plan_matmul_exact(struct dt_backend *be, struct op_te
 
 /* ---- the wrappers: dt_<name> for every row of nets/op_list.h --------------------------- */
 #define DT_OP_PLAN_ARGS(...) (be, be->instrumented ? &t_ : NULL, __VA_ARGS__)
+#define DT_COST_ARGS(...) (&c_, &cx_, __VA_ARGS__)
 #define DT_OP_WRAPPER_(ENUM, name, phase, outputs, controls, params, args)                         \
     enum dt_status dt_##name DT_OP_PARAMS params                                                   \
     {                                                                                              \
@@ -1240,7 +1297,14 @@ static dt_matmul_exact_fn *plan_matmul_exact(struct dt_backend *be, struct op_te
         struct op_tensors t_;                                                                      \
         dt_##name##_fn *fn_ = plan_##name DT_OP_PLAN_ARGS args;                                    \
         if (!be->instrumented) return fn_ DT_OP_ARGS args; /* the hot path: one test */            \
+        if (be->cost) {                                                                            \
+            struct dt_op_cost c_ = {0};                                                            \
+            const struct dt_cost_ctx cx_ = cost_ctx(be);                                           \
+            dt_cost_##name DT_COST_ARGS args;                                                      \
+            cost_record(be, DT_OP_##ENUM, &c_);                                                    \
+        }                                                                                          \
         INSTRUMENTED(be, DT_OP_##ENUM, &t_, fn_ DT_OP_ARGS args);                                  \
     }
 DT_OP_LIST(DT_OP_WRAPPER_)
 #undef DT_OP_WRAPPER_
+#undef DT_COST_ARGS

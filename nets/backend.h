@@ -151,6 +151,14 @@ void dt_backend_host_free(struct dt_backend *be, void *p);
 void dt_backend_copy_out_begin(struct dt_backend *be, void *host_dst, const void *const *srcs,
                                const size_t *bytes, int n);
 void dt_backend_copy_out_wait(struct dt_backend *be);
+/* The same for the tree digests (core/tree_hash.h) of n float tensors: host_dst receives
+ * n x 32 bytes, the op tensor_digests' output for the tensors as they were at the begin,
+ * once the matching dt_backend_copy_out_wait returns (the two share their tickets and
+ * depth). CUDA: the snapshot's copies on the training stream, the digests' kernels and
+ * their copy back on the copy stream, so the training stream pays the copies alone.
+ * CPU: the digests computed before begin returns. */
+enum dt_status dt_backend_digests_out_begin(struct dt_backend *be, uint8_t *host_dst,
+                                            const float *const *srcs, const int64_t *counts, int n);
 
 /* Which library algorithm ran: one note per call of an op that lets a library choose
  * (CUDA: cuDNN convolutions and pooling under `conv_algo: autotune` or `deterministic`),

@@ -76,6 +76,10 @@ struct dt_backend_ops {
                            const void *const *srcs, const size_t *bytes, int n);
     void (*copy_out_wait)(struct dt_backend *be, int64_t ticket);
     void (*copy_out_release)(struct dt_backend *be);
+    /* The tree digests of a snapshot, off the training stream (dt_backend_digests_out_begin;
+     * its tickets are copy_out's). NULL: the op now, its digests downloaded. */
+    enum dt_status (*digests_out_begin)(struct dt_backend *be, int64_t ticket, uint8_t *host_dst,
+                                        const float *const *srcs, const int64_t *counts, int n);
     /* The device in words, with its driver and library versions (NULL: ""). */
     void (*describe)(struct dt_backend *be, char *buf, size_t size);
     /* Library algorithm choices (NULL: none). */
@@ -104,7 +108,7 @@ struct dt_backend {
     const struct dt_backend_ops *ops;
     void *ctx; /* the backend's own state */
     int threads;
-    /* observer || profiling || slow_op: the one test an op's dispatch makes on the hot path
+    /* observer || profiling || slow_op || cost: the one test an op's dispatch makes on the hot path
      * (nets/backend.c, DISPATCH); kept by their setters */
     bool instrumented;
     bool profiling;
@@ -128,6 +132,9 @@ struct dt_backend {
     /* the op observer (dt_backend_set_observer); fn NULL = none */
     dt_op_observer_fn observer;
     void *observer_ctx;
+    /* the cost model's tally (dt_backend_cost_enable, nets/cost.h); NULL = not counting */
+    struct dt_cost_tally *cost;
+    bool checks_deferred; /* dt_backend_defer_checks's last word */
 };
 
 /* For ops: record why the op fails and return `st` ("fixed-point sum of column 3 overflows

@@ -5,8 +5,8 @@ count the files it takes.
 The op is `dummy_scale` (y = alpha * x, elementwise) in the activation layer. The script
 writes its row (nets/op_list.h), its plan (nets/backend.c), its element function
 (nets/activation_elem.h), its CPU body (nets/cpu/activation.c), its CUDA body
-(nets/cuda/activation.cu) and its parity entry (tests/test_parity.c) -- nothing else -- then
-shows that this was enough:
+(nets/cuda/activation.cu), its cost on the CUDA backend (nets/cuda/cost.c) and its parity
+entry (tests/test_parity.c) -- nothing else -- then shows that this was enough:
   * every C file of nets/, core/ and determinism/ and tests/test_parity.c compiles in the
     copy with the build's own flags (compile_commands.json), and test_parity links (the CPU
     backend, the CUDA stub) with dt_cpu_dummy_scale in it;
@@ -15,9 +15,9 @@ shows that this was enough:
     level;
   * with nvcc, nets/cuda/activation.cu compiles and defines dt_cuda_dummy_scale.
 Then it prints the files that differ from the tree and fails when they are more than
---max (6).
+--max (7).
 
-Usage: scripts/new_op.py BUILD_DIR [--max 6] [--keep]"""
+Usage: scripts/new_op.py BUILD_DIR [--max 7] [--keep]"""
 import argparse
 import json
 import os
@@ -77,6 +77,15 @@ extern "C" enum dt_status dt_cuda_dummy_scale(struct dt_backend *be, float *y, c
     const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
     dummy_scale_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, L->stream>>>(y, x, n, alpha);
     return dt_cuda_launched(be, (int)cudaGetLastError(), "dummy_scale");
+}
+'''
+
+COST = '''
+/* activation.cu, dt_cuda_dummy_scale: one elementwise kernel. */
+void dt_cost_dummy_scale(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *y,
+                         const float *x, int64_t n, float alpha, const struct dt_policy *pol)
+{
+    kernel(c, 8.0 * (double)n, (double)n);
 }
 '''
 
@@ -145,7 +154,7 @@ def run(cmd, **kw):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build")
-    ap.add_argument("--max", type=int, default=6)
+    ap.add_argument("--max", type=int, default=7)
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
@@ -161,6 +170,7 @@ def main():
         edit(tmp, "nets/activation_elem.h", insert_before("#endif", ELEM))
         edit(tmp, "nets/cpu/activation.c", lambda s: s + CPU)
         edit(tmp, "nets/cuda/activation.cu", lambda s: s + CUDA)
+        edit(tmp, "nets/cuda/cost.c", lambda s: s + COST)
         edit(tmp, "tests/test_parity.c", insert_before("/* One row per op of nets/op_list.h", TEST))
         changed = [f for f in tracked
                    if open(os.path.join(SRC, f), "rb").read() != open(os.path.join(tmp, f), "rb").read()]
@@ -168,8 +178,8 @@ def main():
         # ---- compile and link the CPU side with the build's flags ----
         with open(os.path.join(build, "compile_commands.json")) as f:
             cc = json.load(f)
-        want = re.compile(r"/(nets/[^/]+\.c|nets/cpu/[^/]+\.c|core/[^/]+\.c|determinism/[^/]+\.c|"
-                          r"tests/test_parity\.c)$")
+        want = re.compile(r"/(nets/[^/]+\.c|nets/cpu/[^/]+\.c|nets/cuda/cost\.c|core/[^/]+\.c|"
+                          r"determinism/[^/]+\.c|tests/test_parity\.c)$")
         obj = os.path.join(tmp, "obj")
         os.makedirs(obj)
         jobs, template = [], None

@@ -26,9 +26,10 @@ orig_pwd=$PWD
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # The parts, in the order they run, and what each writes (for --list).
-parts=(exact-one-pass exact-product runs controls dist overhead_matrix bnn-rng noise_sources gpt crossdev reproduce)
+parts=(cost-model exact-one-pass exact-product runs controls dist overhead_matrix bnn-rng noise_sources gpt crossdev reproduce)
 declare -A writes=(
   [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
+  [cost-model]="results/cpu/cost-model/: first-light-check.txt (the cost model of the code the H100's first light ran, beside its per-op times), current.txt and current.csv (today's code: MLP, LeNet, the BNN, the GPT with the tree digest)"
   [exact-product]="results/cpu/exact-product/: errors.txt (the exact product's error against float32 on random and real tensors: tests/test_xp), throughput.txt (this CPU's fp32 and integer instruction throughput), bench.txt (portable and math: exact per op), learning.txt (the models under both)"
   [runs]="results/cpu/runs/: quickstart/ lenet/ bnn/ (summary.csv, run.json), times.txt, threads-table.md (2 threads vs 1), explain-quickstart.txt|csv"
   [controls]="results/cpu/controls/: summary.csv cells.csv report.md config.json run.json"
@@ -129,6 +130,30 @@ replace_folder() {
 
 
 # ---- the parts (commands as in each folder's README.md) ---------------------------------------
+
+# results/cpu/cost-model/README.md: `detrain cost` (no GPU: counted on this CPU) of the three
+# models the first light benched, with DETRAIN_CUDA_ONE_PASS=0 (the per-shard bias gradient
+# it ran) beside its bench CSVs; then today's code, the GPT included, with the tree digest.
+part_cost_model() {
+  local o=$tmp/cost-model m h=results/nvidia-h100-80gb-hbm3/bench L='policies=[fast, run_to_run, portable]'
+  mkdir -p "$o"
+  {
+    for m in quickstart:mlp lenet:lenet; do
+      DETRAIN_CUDA_ONE_PASS=0 "$DETRAIN" cost "configs/${m%%:*}.yaml" --set "$L" \
+        --measured "$h/detrain-cuda-${m##*:}.csv"
+      echo
+    done
+    DETRAIN_CUDA_ONE_PASS=0 "$DETRAIN" cost configs/bnn.yaml --measured "$h/detrain-cuda-bnn.csv"
+  } > "$o/first-light-check.txt"
+  : > "$o/current.txt"
+  for m in quickstart lenet bnn gpt; do
+    "$DETRAIN" cost "configs/$m.yaml" --set "$L" --set hash.digest=tree --csv "$o/$m.csv" >> "$o/current.txt"
+    echo >> "$o/current.txt"
+  done
+  { head -1 "$o/quickstart.csv"; for m in quickstart lenet bnn gpt; do tail -n +2 "$o/$m.csv"; done; } > "$o/current.csv"
+  mkdir -p results/cpu/cost-model
+  mv "$o/first-light-check.txt" "$o/current.txt" "$o/current.csv" results/cpu/cost-model/
+}
 
 # results/cpu/exact-one-pass/README.md: detrain bench of the MLP (batch 256, 64) and LeNet;
 # scripts/vs_torch.sh against PyTorch; demo-summary.csv is the quickstart's summary.csv (make demo).

@@ -24,6 +24,7 @@
 #include "nets/backend_impl.h"
 #include "determinism/streams.h"
 #include "nets/dense_loss_elem.h"
+#include "nets/step.h"
 #ifdef DETRAIN_HAVE_CUDA_TOOLKIT
 #include "nets/cuda/cuda.h"
 #include "nets/cuda/dense_loss.h"
@@ -439,6 +440,74 @@ DT_TEST(bias_elem_matches_cpu)
     float bad[6] = {1.0f, 2.0f, 3.0f, INFINITY, NAN, 0.0f}, db[3];
     CHECK(!emu_bias_fixed(db, bad, 2, 3));
     CHECK_INT_EQ(dt_bias_backward(c, db, bad, 2, 3, &fixed), DT_ERR_NUMERIC);
+    dt_backend_destroy(c);
+}
+
+/* reduction: exact's one-launch shard partials (dense.cu, bias_fixed_shards_kernel) as the
+ * kernel decomposes a shard over its threads -- with out <= threads, thread t < stride
+ * (threads / out * out) sums elements t, t + stride, ... of column t % out in a register,
+ * then adds it to the column; wider rows: one thread per column -- emulated on the host for
+ * several block sizes: dt_fixed_sum_rows's bits (the CPU's shard partial), every element
+ * counted once. */
+static void emu_bias_shard_block(float *db, const float *v, int64_t rows, int64_t out, int64_t nt)
+{
+    uint32_t mx = 0;
+    for (int64_t i = 0; i < rows * out; i++) {
+        const uint32_t b = dt_float_bits(v[i]) & 0x7fffffffu;
+        mx = b > mx ? b : mx;
+    }
+    const int shift = dt_fixed_shift_for(dt_bits_float(mx), rows);
+    uint64_t *acc = dt_xcalloc((size_t)out, sizeof *acc);
+    const int64_t stride = out <= nt ? nt / out * out : 0;
+    for (int64_t t = 0; t < nt; t++) {
+        if (stride > 0 && t < stride) {
+            uint64_t sum = 0;
+            for (int64_t i = t; i < rows * out; i += stride) {
+                int64_t q = 0;
+                CHECK(dt_fixed_from_float(&q, v[i], shift));
+                sum += (uint64_t)q;
+            }
+            acc[t % out] += sum;
+        }
+        for (int64_t o = t; stride == 0 && o < out; o += nt)
+            for (int64_t r = 0; r < rows; r++) {
+                int64_t q = 0;
+                CHECK(dt_fixed_from_float(&q, v[r * out + o], shift));
+                acc[o] += (uint64_t)q;
+            }
+    }
+    for (int64_t o = 0; o < out; o++) db[o] = dt_fixed_to_float((int64_t)acc[o], shift);
+    free(acc);
+}
+
+DT_TEST(bias_shards_emulation)
+{
+    struct dt_backend *c = cpu(2);
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    const struct {
+        int64_t B, out, count;
+    } cases[] = {{1, 1, 1}, {64, 10, 4}, {256, 100, 4}, {30, 7, 3}, {96, 300, 7}, {40, 1025, 4}};
+    const int64_t threads[] = {32, 96, 256, 1024};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const int64_t B = cases[k].B, out = cases[k].out, S = cases[k].count;
+        int64_t row[8];
+        for (int64_t s = 0; s <= S; s++) row[s] = dt_shard_row(B, S, s);
+        float *dy = xalloc(B * out), *cdb = xalloc(S * out), *edb = xalloc(out);
+        fill_varied(dy, B * out, 0.1);
+        const struct dt_shards sh = {S, row};
+        dt_backend_set_shards(c, &sh);
+        CHECK_INT_EQ(dt_bias_backward(c, cdb, dy, B, out, &pol), DT_OK);
+        dt_backend_set_shards(c, NULL);
+        for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++)
+            for (int64_t s = 0; s < S; s++) {
+                emu_bias_shard_block(edb, dy + row[s] * out, row[s + 1] - row[s], out, threads[t]);
+                char what[96];
+                snprintf(what, sizeof what, "shard %lld of B=%lld out=%lld, %lld threads",
+                         (long long)s, (long long)B, (long long)out, (long long)threads[t]);
+                CHECK(same_bits(edb, cdb + s * out, out, what));
+            }
+        free(dy), free(cdb), free(edb);
+    }
     dt_backend_destroy(c);
 }
 
@@ -1134,6 +1203,95 @@ DT_TEST(deferred_checks)
     dt_backend_destroy(g);
 }
 
+/* reduction: exact's bias partials of every shard in one launch: the CPU's bits for shard
+ * counts 1 to 7, rows per example 1 and 3 (a convolution's positions), widths below and
+ * above a block's threads, at several launch geometries and twice in a row (the last-block
+ * counter returns to 0); beyond the kernel's bounds (1025 columns, a shard past 2^18
+ * elements) the per-shard path gives the same bits. A NaN in shard 2 alone is reported with
+ * the CPU's words (its shard-relative row), and with checks deferred the step's end names it
+ * after one wait. */
+DT_TEST(bias_shards_one_launch)
+{
+    struct dt_backend *g = gpu_or_skip(), *c = cpu(2);
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    const struct {
+        int64_t B, mult, out, count;
+    } cases[] = {{1, 1, 1, 1},    {64, 1, 10, 4},   {256, 1, 100, 4}, {30, 3, 7, 3},
+                 {96, 1, 300, 7}, {40, 1, 1025, 4}, {8, 4608, 16, 4}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const int64_t B = cases[k].B, M = cases[k].mult, out = cases[k].out, S = cases[k].count;
+        const int64_t n = B * M * out;
+        int64_t row[8];
+        for (int64_t s = 0; s <= S; s++) row[s] = dt_shard_row(B, S, s);
+        const struct dt_shards sh = {S, row};
+        float *dy = xalloc(n), *cdb = xalloc(S * out), *gdb = xalloc(S * out);
+        fill_varied(dy, n, 0.1);
+        dt_backend_set_shards(c, &sh);
+        CHECK_INT_EQ(dt_bias_backward(c, cdb, dy, B * M, out, &pol), DT_OK);
+        dt_backend_set_shards(c, NULL);
+        float *d = dev_from(g, dy, (size_t)n * 4);
+        const int geoms[][2] = {{0, 0}, {32, 0}, {1024, 0}, {96, 2}};
+        for (int t = 0; t < 4; t++)
+            for (int rep = 0; rep < 2; rep++) {
+                dt_cuda_set_launch(g, geoms[t][0], geoms[t][1]);
+                float *db = dev_poisoned(g, S * out);
+                dt_backend_set_shards(g, &sh);
+                CHECK_INT_EQ(dt_bias_backward(g, db, d, B * M, out, &pol), DT_OK);
+                dt_backend_set_shards(g, NULL);
+                dt_backend_download(g, gdb, db, (size_t)(S * out) * 4);
+                char what[96];
+                snprintf(what, sizeof what, "B=%lld x %lld out=%lld shards=%lld geometry %d",
+                         (long long)B, (long long)M, (long long)out, (long long)S, t);
+                CHECK(same_bits(gdb, cdb, S * out, what));
+                dt_backend_free(g, db);
+            }
+        dt_cuda_set_launch(g, 0, 0);
+        dt_backend_free(g, d);
+        free(dy), free(cdb), free(gdb);
+    }
+    /* a NaN in shard 2 of 4 (rows 32..47 of 64): row 5 of that shard, as the CPU says */
+    const int64_t B = 64, out = 10;
+    int64_t row[5];
+    for (int64_t s = 0; s <= 4; s++) row[s] = dt_shard_row(B, 4, s);
+    const struct dt_shards sh = {4, row};
+    float *h = xalloc(B * out), *db_h = xalloc(4 * out);
+    fill_varied(h, B * out, 0.1);
+    h[(row[2] + 5) * out + 7] = NAN;
+    struct dt_backend *both[2] = {c, g};
+    char *msgs[2];
+    for (int b = 0; b < 2; b++) {
+        float *d = dev_from(both[b], h, (size_t)(B * out) * 4),
+              *db = dev_poisoned(both[b], 4 * out);
+        dt_backend_set_shards(both[b], &sh);
+        CHECK_INT_EQ(dt_bias_backward(both[b], db, d, B, out, &pol), DT_ERR_NUMERIC);
+        dt_backend_set_shards(both[b], NULL);
+        struct dt_error e = {0};
+        CHECK(dt_backend_take_op_error(both[b], &e));
+        msgs[b] = strdup(e.msg);
+        dt_backend_free(both[b], d), dt_backend_free(both[b], db);
+    }
+    CHECK_CONTAINS(msgs[0], "non-finite input");
+    CHECK_CONTAINS(msgs[1], "non-finite input at row 5, column 7");
+    CHECK_CONTAINS(msgs[0], "row 5, column 7");
+    free(msgs[0]), free(msgs[1]);
+    dt_backend_defer_checks(g, true);
+    float *d = dev_from(g, h, (size_t)(B * out) * 4), *db = dev_poisoned(g, 4 * out);
+    const int64_t w0 = dt_backend_host_waits(g);
+    dt_backend_set_context(g, "dense1.bias", false);
+    dt_backend_set_shards(g, &sh);
+    CHECK_INT_EQ(dt_bias_backward(g, db, d, B, out, &pol), DT_OK);
+    dt_backend_set_shards(g, NULL);
+    struct dt_error err = {0};
+    CHECK_INT_EQ(dt_backend_step_end(g, &err), DT_ERR_NUMERIC);
+    CHECK_INT_EQ(dt_backend_host_waits(g) - w0, 1);
+    CHECK_CONTAINS(err.msg, "dense1.bias gradient: bias gradient: non-finite input at row 5");
+    dt_backend_defer_checks(g, false);
+    dt_backend_free(g, d), dt_backend_free(g, db);
+    free(h), free(db_h);
+    dt_backend_destroy(g);
+    dt_backend_destroy(c);
+}
+
 #else /* no CUDA in this build: the gpu cases skip */
 
 static void no_cuda(void) { DT_SKIP_NO_GPU("built without CUDA"); }
@@ -1144,6 +1302,7 @@ DT_TEST(rerun_identical) { no_cuda(); }
 DT_TEST(forced_orders) { no_cuda(); }
 DT_TEST(numeric_errors) { no_cuda(); }
 DT_TEST(deferred_checks) { no_cuda(); }
+DT_TEST(bias_shards_one_launch) { no_cuda(); }
 
 #endif
 
@@ -1151,4 +1310,5 @@ DT_TEST_MAIN(DT_CASE(dense_elem_matches_cpu), DT_CASE(tree_blocked_matches_tree)
              DT_CASE(wgrad_elem_matches_cpu), DT_CASE(bias_elem_matches_cpu),
              DT_CASE(softmax_elem_matches_cpu), DT_CASE(dense_parity), DT_CASE(loss_parity),
              DT_CASE(grid_independence), DT_CASE(rerun_identical), DT_CASE(forced_orders),
-             DT_CASE(numeric_errors), DT_CASE(deferred_checks))
+             DT_CASE(numeric_errors), DT_CASE(deferred_checks), DT_CASE(bias_shards_emulation),
+             DT_CASE(bias_shards_one_launch))

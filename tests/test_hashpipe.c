@@ -1,7 +1,8 @@
 /* The hashing pipeline (harness/run/hashpipe.h) and the backend calls under it: snapshot copies
  * (dt_backend_copy_out_begin/wait), host buffers, synchronisation around profiled ops.
  * unit: the CPU backend's copies and the pipeline in process against the synchronous path
- * (the same trace bytes, a complete prefix after every drain, write errors); e2e: detrain
+ * (the same trace bytes, a complete prefix after every drain, write errors; the tree
+ * digest's three paths); e2e: detrain
  * runs with hash.async off and on give the same files (hash.every, a non-finite loss, an
  * interruption); gpu: the CUDA backend's copies are exact and come from a snapshot taken
  * when they were begun, and a CUDA model's pipelined trace is the CPU's. */
@@ -215,8 +216,9 @@ static int count_lines(const char *path)
  * that hashed the live weights instead of its snapshot disagrees with the synchronous one.
  * Drains now and then and checks that the trace then holds every submitted step. The
  * model digest of the last step goes to `last`. urand is reseeded, so runs are alike. */
-static void run_pipeline(char last[DT_DIGEST_HEX], struct dt_backend *be, const char *dir,
-                         bool async, int64_t steps, int every)
+enum digest_mode { SHA256, TREE, TREE_ON_DEVICE /* the tree op + digests copied back */ };
+static void run_pipeline_digest(char last[DT_DIGEST_HEX], struct dt_backend *be, const char *dir,
+                                bool async, int64_t steps, int every, enum digest_mode mode)
 {
     rng_state = 0x9e3779b97f4a7c15ULL;
     struct dt_error err = {0};
@@ -225,10 +227,12 @@ static void run_pipeline(char last[DT_DIGEST_HEX], struct dt_backend *be, const 
     const int64_t hidden[] = {33, 7};
     CHECK_INT_EQ(dt_mlp_create(&m, be, 13, hidden, 2, 5, 4, &err), DT_OK);
     if (!m) return;
+    m->tree_digest = mode != SHA256;
     struct dt_trace_writer tw;
     CHECK_INT_EQ(dt_trace_open(&tw, dir, true, &err), DT_OK);
     struct dt_hashpipe *hp = NULL;
     CHECK_INT_EQ(dt_hashpipe_create(&hp, m, &tw, true, async, &err), DT_OK);
+    if (mode == TREE_ON_DEVICE) dt_hashpipe_set_device_digests(hp, true);
     CHECK(dt_hashpipe_is_async(hp) == async);
     CHECK_STR_EQ(dt_hashpipe_last_digest(hp), "");
     dt_model_init(m, 7, 0);
@@ -253,6 +257,12 @@ static void run_pipeline(char last[DT_DIGEST_HEX], struct dt_backend *be, const 
     dt_hashpipe_destroy(hp);
     CHECK_INT_EQ(dt_trace_close(&tw, &err), DT_OK);
     dt_model_destroy(m);
+}
+
+static void run_pipeline(char last[DT_DIGEST_HEX], struct dt_backend *be, const char *dir,
+                         bool async, int64_t steps, int every)
+{
+    run_pipeline_digest(last, be, dir, async, steps, every, SHA256);
 }
 
 static void check_same_files(const char *a, const char *b)
@@ -290,6 +300,28 @@ DT_TEST(pipeline_matches_sync)
         CHECK_INT_EQ(dt_csv_field(f, sizeof f, path, rows - 1, 2), 0);
         CHECK_STR_EQ(f, a);
     }
+    dt_backend_destroy(c);
+}
+
+/* hash.digest: tree through the pipeline: the synchronous path (the op, digests read back),
+ * the worker hashing a snapshot on the host, and the digests computed by the op on the
+ * training thread's stream with only they copied back (what a device backend does) write
+ * the same bytes at every step; the SHA-256 trace of the same weights differs (the kinds
+ * are told apart). */
+DT_TEST(pipeline_tree_digests)
+{
+    struct dt_backend *c = cpu(2);
+    char a[DT_DIGEST_HEX], b[DT_DIGEST_HEX], d[DT_DIGEST_HEX], s[DT_DIGEST_HEX];
+    run_pipeline_digest(a, c, TMP "tree_sync", false, 40, 3, TREE);
+    run_pipeline_digest(b, c, TMP "tree_async", true, 40, 3, TREE);
+    run_pipeline_digest(d, c, TMP "tree_device", true, 40, 3, TREE_ON_DEVICE);
+    check_same_files(TMP "tree_sync", TMP "tree_async");
+    check_same_files(TMP "tree_sync", TMP "tree_device");
+    CHECK_STR_EQ(a, b);
+    CHECK_STR_EQ(a, d);
+    run_pipeline_digest(s, c, TMP "tree_sha", true, 40, 3, SHA256);
+    CHECK(strcmp(a, s) != 0);
+    CHECK(!dt_files_equal(TMP "tree_sync/trace.csv", TMP "tree_sha/trace.csv"));
     dt_backend_destroy(c);
 }
 
@@ -554,13 +586,18 @@ DT_TEST(cuda_pipeline_matches_cpu)
     CHECK_STR_EQ(a, b);
     run_pipeline(b, g, TMP "gpu_sync", false, 40, 3);
     check_same_files(TMP "gpu_ref", TMP "gpu_sync");
+    /* the tree digest: computed on the device, only the digests copied back */
+    run_pipeline_digest(a, c, TMP "gpu_tree_ref", false, 40, 3, TREE);
+    run_pipeline_digest(b, g, TMP "gpu_tree_async", true, 40, 3, TREE);
+    check_same_files(TMP "gpu_tree_ref", TMP "gpu_tree_async");
+    CHECK_STR_EQ(a, b);
     dt_backend_destroy(g);
     dt_backend_destroy(c);
 }
 
 DT_TEST_MAIN(DT_CASE(copy_out_cpu_in_order), DT_CASE(copy_out_fallback),
              DT_CASE(profile_synchronizes), DT_CASE(pipeline_matches_sync),
-             DT_CASE(pipeline_write_error), DT_CASE(async_trace_identical),
-             DT_CASE(async_nonfinite_loss), DT_CASE(async_sigint_prefix),
-             DT_CASE(cuda_copy_out_exact), DT_CASE(cuda_copy_out_snapshot),
-             DT_CASE(cuda_pipeline_matches_cpu))
+             DT_CASE(pipeline_tree_digests), DT_CASE(pipeline_write_error),
+             DT_CASE(async_trace_identical), DT_CASE(async_nonfinite_loss),
+             DT_CASE(async_sigint_prefix), DT_CASE(cuda_copy_out_exact),
+             DT_CASE(cuda_copy_out_snapshot), DT_CASE(cuda_pipeline_matches_cpu))

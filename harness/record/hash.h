@@ -39,6 +39,12 @@ void dt_tensor_digest_host(uint8_t out[DT_DIGEST_BYTES], const float *v, int64_t
  * false) downloads each tensor into `staging` (as large as the largest) when the backend's
  * memory is not host memory; the tree digest is the backend op tensor_digests, where the
  * weights are: only the digests are read back. */
+/* The tree digests of every parameter (m->tree_digest), launched where the weights are: the
+ * op tensor_digests into m->digests (backend memory, n_params x 32 bytes; returned). On a
+ * device backend it returns before the kernels ran: read it after them (a download, or an
+ * asynchronous copy on the same stream: harness/run/hashpipe.c). */
+const uint8_t *dt_hash_model_digests_begin(struct dt_model *m);
+
 void dt_hash_model(uint8_t model_digest[DT_DIGEST_BYTES],
                    uint8_t (*tensor_digests)[DT_DIGEST_BYTES], struct dt_model *m, float *staging);
 

@@ -30,6 +30,11 @@ struct dt_hashpipe {
     struct dt_model *m;
     struct dt_trace_writer *tw; /* NULL: digests only */
     bool per_tensor, async;
+    /* asynchronous tree digests where the weights are (tree digest, device memory, or the
+     * test hook): dt_backend_digests_out_begin -- on CUDA a snapshot on the training stream,
+     * the digests' kernels on the copy stream -- and only the n_params x 32 bytes of digests
+     * come back; the worker forms the model digest from them */
+    bool device_digests;
     const char **names; /* parameter names, digest order */
     const void **srcs;  /* parameter values (backend memory) */
     size_t *bytes;      /* their sizes */
@@ -57,7 +62,9 @@ struct dt_hashpipe {
 static void hash_snapshot(struct dt_hashpipe *p, struct hash_slot *s)
 {
     const float *v = s->host;
-    for (int i = 0; i < p->m->n_params; i++) {
+    if (p->device_digests)
+        memcpy(s->tensor_digests, s->host, (size_t)p->m->n_params * DT_DIGEST_BYTES);
+    for (int i = 0; i < p->m->n_params && !p->device_digests; i++) {
         dt_tensor_digest_host(s->tensor_digests[i], v, p->counts[i], p->m->tree_digest);
         v += p->counts[i];
     }
@@ -169,8 +176,10 @@ enum dt_status dt_hashpipe_create(struct dt_hashpipe **out, struct dt_model *m,
         *out = p;
         return DT_OK;
     }
+    p->device_digests = m->tree_digest && n > 0 && !dt_backend_host_view(m->be, m->params[0].w);
+    const size_t digest_bytes = (size_t)n * DT_DIGEST_BYTES; /* the slot holds either form */
     for (int k = 0; k < 2; k++) {
-        p->slot[k].host = dt_backend_host_alloc(m->be, total);
+        p->slot[k].host = dt_backend_host_alloc(m->be, total > digest_bytes ? total : digest_bytes);
         p->slot[k].tensor_digests = dt_xcalloc((size_t)n + 1, DT_DIGEST_BYTES);
     }
     pthread_mutex_init(&p->mu, NULL);
@@ -202,7 +211,13 @@ enum dt_status dt_hashpipe_submit(struct dt_hashpipe *p, int64_t step, float los
     DT_ASSERT(s->state == SLOT_FREE); /* only this thread moves a slot out of FREE */
     s->step = step;
     s->loss = loss;
-    dt_backend_copy_out_begin(p->m->be, s->host, p->srcs, p->bytes, p->m->n_params);
+    if (p->device_digests) {
+        const enum dt_status st = dt_backend_digests_out_begin(
+            p->m->be, (uint8_t *)s->host, (const float *const *)p->srcs, p->counts, p->m->n_params);
+        DT_ASSERT_MSG(st == DT_OK, "digests_out_begin failed");
+    } else {
+        dt_backend_copy_out_begin(p->m->be, s->host, p->srcs, p->bytes, p->m->n_params);
+    }
     pthread_mutex_lock(&p->mu);
     s->state = SLOT_QUEUED;
     pthread_cond_broadcast(&p->cv);
@@ -216,6 +231,12 @@ enum dt_status dt_hashpipe_drain(struct dt_hashpipe *p, struct dt_error *err)
 {
     if (p->async) collect(p, 0, true);
     return result(p, err);
+}
+
+void dt_hashpipe_set_device_digests(struct dt_hashpipe *p, bool on)
+{
+    DT_ASSERT(p->async && p->outstanding == 0 && (!on || p->m->tree_digest));
+    p->device_digests = on;
 }
 
 const char *dt_hashpipe_last_digest(const struct dt_hashpipe *p) { return p->last_hex; }

@@ -44,6 +44,12 @@ enum dt_status dt_hashpipe_drain(struct dt_hashpipe *p, struct dt_error *err);
 /* Hex model digest of the last step whose rows were written; "" before the first. */
 const char *dt_hashpipe_last_digest(const struct dt_hashpipe *p);
 
+/* Test hook: an asynchronous pipeline of a tree-digest model computes the digests with the
+ * op tensor_digests on the training thread's stream and copies back only them -- what it
+ * does by itself when the weights are in device memory -- on any backend. Before the first
+ * submit. */
+void dt_hashpipe_set_device_digests(struct dt_hashpipe *p, bool on);
+
 /* Whether the pipeline hashes on its worker thread. */
 bool dt_hashpipe_is_async(const struct dt_hashpipe *p);
 

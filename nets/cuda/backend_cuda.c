@@ -13,6 +13,7 @@
 
 #include "core/util.h"
 #include "nets/cuda/cuda.h"
+#include "nets/cuda/dense_loss.h" /* dt_cuda_one_pass */
 
 /* cuBLAS's workspace for `math: strict`: fixed once per handle and stream, as cuBLAS's
  * reproducibility statement requires (CUBLAS_WORKSPACE_CONFIG=:4096:8 is the same idea
@@ -96,6 +97,9 @@ static void cuda_destroy(struct dt_backend *be)
     dt_cudnn_destroy(be);
     dt_cuda_status_free(be);
     cuda_timers_free(c);
+    cudaFree(c->one_pass_count);
+    if (c->digest_plan_up) cudaEventDestroy((cudaEvent_t)c->digest_plan_up);
+    if (c->snapshot_table_up) cudaEventDestroy((cudaEvent_t)c->snapshot_table_up);
     cublasDestroy((cublasHandle_t)c->cublas);
     cudaFree(c->cublas_workspace);
     cudaStreamDestroy((cudaStream_t)c->stream);
@@ -158,6 +162,8 @@ static void cuda_host_free(struct dt_backend *be, void *p) { DT_CUDA_CHECK(cudaF
 struct cuda_copy_out {
     void *staging;
     size_t staging_bytes;
+    void *digests; /* the tree digests of a snapshot (cuda_digests_out_begin) */
+    size_t digests_bytes;
     cudaEvent_t snapped;
     cudaEvent_t arrived[DT_BACKEND_COPY_OUT_DEPTH];
     int64_t last_ticket; /* -1 before the first copy */
@@ -176,15 +182,52 @@ static struct cuda_copy_out *cuda_copy_out_state(struct dt_backend *be)
     return co;
 }
 
-/* Main stream: [wait for the previous device-to-host copy to have read the staging buffer]
- * device-to-device copies into it, record `snapped`. Copy stream: wait for `snapped`, one
- * device-to-host copy of the whole snapshot, record arrived[ticket]. The host returns at
- * once; neither stream waits for the host. */
-static void cuda_copy_out_begin(struct dt_backend *be, int64_t ticket, void *host_dst,
-                                const void *const *srcs, const size_t *bytes, int n)
+/* The snapshot's copies in one launch (digest.cu, dt_cuda_gather_words) when every tensor is
+ * whole 4-byte words: the table of offsets and addresses goes up through pinned scratch only
+ * when it changed (the same model's tensors give the same table every step), after the
+ * previous copy up ran. false: copy tensor by tensor instead. */
+static bool gather_snapshot(struct dt_backend *be, struct cuda_copy_out *co,
+                            const void *const *srcs, const size_t *bytes, int n)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
-    struct cuda_copy_out *co = cuda_copy_out_state(be);
+    cudaStream_t s = (cudaStream_t)c->stream;
+    if (n < 2 || !dt_cuda_one_pass()) return false;
+    for (int i = 0; i < n; i++)
+        if (bytes[i] % 4 || (uintptr_t)srcs[i] % 4) return false;
+    const size_t words = 2 * (size_t)n + 1;
+    int64_t *want = dt_xmalloc(words * 8);
+    want[0] = 0;
+    for (int i = 0; i < n; i++) {
+        want[i + 1] = want[i] + (int64_t)(bytes[i] / 4);
+        want[n + 1 + i] = (int64_t)(uintptr_t)srcs[i];
+    }
+    const int64_t total = want[n];
+    int64_t *dev = dt_cuda_scratch(be, DT_CUDA_SLOT_SNAPSHOT, words * 8);
+    const bool same = c->snapshot_table_words == words && c->host_scratch[DT_CUDA_SLOT_SNAPSHOT] &&
+                      memcmp(c->host_scratch[DT_CUDA_SLOT_SNAPSHOT], want, words * 8) == 0;
+    if (!same) {
+        if (!c->snapshot_table_up)
+            DT_CUDA_CHECK(cudaEventCreateWithFlags((cudaEvent_t *)&c->snapshot_table_up,
+                                                   cudaEventDisableTiming));
+        else DT_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)c->snapshot_table_up));
+        int64_t *host = dt_cuda_host_scratch(be, DT_CUDA_SLOT_SNAPSHOT, words * 8);
+        memcpy(host, want, words * 8);
+        DT_CUDA_CHECK(cudaMemcpyAsync(dev, host, words * 8, cudaMemcpyHostToDevice, s));
+        DT_CUDA_CHECK(cudaEventRecord((cudaEvent_t)c->snapshot_table_up, s));
+        c->snapshot_table_words = words;
+    }
+    free(want);
+    if (total > 0)
+        DT_CUDA_CHECK(dt_cuda_gather_words((uint32_t *)co->staging, dev, n, total, &c->launch));
+    return true;
+}
+
+/* Main stream: [wait for the previous device-to-host copy to have read the staging buffer]
+ * device-to-device copies into it, record `snapped`. The host returns at once. */
+static void snapshot(struct dt_backend *be, struct cuda_copy_out *co, const void *const *srcs,
+                     const size_t *bytes, int n)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
     cudaStream_t s = (cudaStream_t)c->stream, cs = (cudaStream_t)c->copy_stream;
     size_t total = 0;
     for (int i = 0; i < n; i++) total += bytes[i];
@@ -201,14 +244,29 @@ static void cuda_copy_out_begin(struct dt_backend *be, int64_t ticket, void *hos
         cudaEvent_t prev = co->arrived[co->last_ticket % DT_BACKEND_COPY_OUT_DEPTH];
         DT_CUDA_CHECK(cudaStreamWaitEvent(s, prev, 0));
     }
-    size_t off = 0;
-    for (int i = 0; i < n; i++) {
-        if (bytes[i])
-            DT_CUDA_CHECK(cudaMemcpyAsync((char *)co->staging + off, srcs[i], bytes[i],
-                                          cudaMemcpyDeviceToDevice, s));
-        off += bytes[i];
+    if (!gather_snapshot(be, co, srcs, bytes, n)) { /* a copy per tensor */
+        size_t off = 0;
+        for (int i = 0; i < n; i++) {
+            if (bytes[i])
+                DT_CUDA_CHECK(cudaMemcpyAsync((char *)co->staging + off, srcs[i], bytes[i],
+                                              cudaMemcpyDeviceToDevice, s));
+            off += bytes[i];
+        }
     }
     DT_CUDA_CHECK(cudaEventRecord(co->snapped, s));
+}
+
+/* The snapshot (above); then on the copy stream: wait for `snapped`, one device-to-host
+ * copy of the whole snapshot, record arrived[ticket]. Neither stream waits for the host. */
+static void cuda_copy_out_begin(struct dt_backend *be, int64_t ticket, void *host_dst,
+                                const void *const *srcs, const size_t *bytes, int n)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    struct cuda_copy_out *co = cuda_copy_out_state(be);
+    cudaStream_t cs = (cudaStream_t)c->copy_stream;
+    snapshot(be, co, srcs, bytes, n);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += bytes[i];
     DT_CUDA_CHECK(cudaStreamWaitEvent(cs, co->snapped, 0));
     if (total)
         DT_CUDA_CHECK(cudaMemcpyAsync(host_dst, co->staging, total, cudaMemcpyDeviceToHost, cs));
@@ -216,7 +274,49 @@ static void cuda_copy_out_begin(struct dt_backend *be, int64_t ticket, void *hos
     co->last_ticket = ticket;
 }
 
-/* Often called on the hashing thread: make the backend's device current there first. */
+/* The tree digests off the training stream: the snapshot (above, the training stream's only
+ * cost: its copies); then on the copy stream: wait for `snapped`, the op tensor_digests over
+ * the snapshot's tensors into a device buffer of n x 32 bytes (its kernels launched on the
+ * copy stream), one device-to-host copy of the digests, record arrived[ticket]. */
+static enum dt_status cuda_digests_out_begin(struct dt_backend *be, int64_t ticket,
+                                             uint8_t *host_dst, const float *const *srcs,
+                                             const int64_t *counts, int n)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    struct cuda_copy_out *co = cuda_copy_out_state(be);
+    cudaStream_t cs = (cudaStream_t)c->copy_stream;
+    size_t *bytes = dt_xcalloc((size_t)n + 1, sizeof *bytes);
+    const float **snap = dt_xcalloc((size_t)n + 1, sizeof *snap);
+    for (int i = 0; i < n; i++) bytes[i] = (size_t)counts[i] * sizeof(float);
+    snapshot(be, co, (const void *const *)srcs, bytes, n);
+    if ((size_t)n * 32 > co->digests_bytes) { /* once per model; nothing reads it yet */
+        DT_CUDA_CHECK(cudaStreamSynchronize(cs));
+        if (co->digests) DT_CUDA_CHECK(cudaFree(co->digests));
+        DT_CUDA_CHECK(cudaMalloc(&co->digests, (size_t)n * 32 + 1));
+        co->digests_bytes = (size_t)n * 32;
+    }
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        snap[i] = (const float *)((const char *)co->staging + off);
+        off += bytes[i];
+    }
+    DT_CUDA_CHECK(cudaStreamWaitEvent(cs, co->snapped, 0));
+    const struct dt_cuda_launch keep = c->launch;
+    c->launch.stream = c->copy_stream;
+    struct dt_policy pol; /* the op obeys no control */
+    dt_policy_from_level(&pol, DT_LEVEL_PORTABLE);
+    const enum dt_status st = dt_cuda_tensor_digests(be, co->digests, snap, counts, n, &pol);
+    c->launch = keep;
+    free(bytes);
+    free(snap);
+    if (st != DT_OK) return st;
+    DT_CUDA_CHECK(
+        cudaMemcpyAsync(host_dst, co->digests, (size_t)n * 32, cudaMemcpyDeviceToHost, cs));
+    DT_CUDA_CHECK(cudaEventRecord(co->arrived[ticket % DT_BACKEND_COPY_OUT_DEPTH], cs));
+    co->last_ticket = ticket;
+    return DT_OK;
+}
+
 static void cuda_copy_out_wait(struct dt_backend *be, int64_t ticket)
 {
     struct cuda_copy_out *co = be->copy_out;
@@ -232,6 +332,7 @@ static void cuda_copy_out_release(struct dt_backend *be)
     DT_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)dt_cuda(be)->stream));
     DT_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)dt_cuda(be)->copy_stream));
     if (co->staging) DT_CUDA_CHECK(cudaFree(co->staging));
+    if (co->digests) DT_CUDA_CHECK(cudaFree(co->digests));
     DT_CUDA_CHECK(cudaEventDestroy(co->snapped));
     for (int i = 0; i < DT_BACKEND_COPY_OUT_DEPTH; i++)
         DT_CUDA_CHECK(cudaEventDestroy(co->arrived[i]));
@@ -412,12 +513,14 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
 #define DT_CUDA_OP_ENTRY_(ENUM, name, ...) .name = dt_cuda_##name,
     DT_OP_LIST(DT_CUDA_OP_ENTRY_) /* every op of nets/op_list.h */
 #undef DT_CUDA_OP_ENTRY_
-        .set_forced_order = cuda_set_forced_order,
+        .bias_backward_shards = dt_cuda_bias_backward_shards,
+    .set_forced_order = cuda_set_forced_order,
     .synchronize = cuda_synchronize,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
     .copy_out_begin = cuda_copy_out_begin,
     .copy_out_wait = cuda_copy_out_wait,
+    .digests_out_begin = cuda_digests_out_begin,
     .copy_out_release = cuda_copy_out_release,
     .describe = cuda_describe,
     .take_algo_notes = dt_cudnn_take_notes,

@@ -42,7 +42,7 @@ struct dt_cuda_launch {
     int block_threads, max_blocks;
 };
 
-#define DT_CUDA_SCRATCH_SLOTS 7
+#define DT_CUDA_SCRATCH_SLOTS 8
 /* Who uses which scratch slot: 0 and 1 dense.c and loss.c, 0 and 1 matmul_exact.cu (one op
  * at a time); the rest
  * the convolution and pooling ops (conv.c, cudnn_conv.c), which call the dense ops while
@@ -52,6 +52,7 @@ struct dt_cuda_launch {
 #define DT_CUDA_SLOT_CONV_WEIGHTS 4 /* weights or their gradient in cuDNN's KRSC layout */
 #define DT_CUDA_SLOT_CONV_RANK 5    /* a forced order's ranks */
 #define DT_CUDA_SLOT_DIGESTS 6      /* the tree digests' plan and levels (digest.cu) */
+#define DT_CUDA_SLOT_SNAPSHOT 7     /* the snapshot's table of tensors (backend_cuda.c) */
 
 /* The backend's state (be->ctx). Only the backend's own files touch it. */
 struct dt_cuda_ctx {
@@ -71,6 +72,16 @@ struct dt_cuda_ctx {
     struct dt_cudnn *cudnn;        /* cuDNN state (cudnn_conv.c), made on first use */
     struct dt_cuda_status *status; /* deferred checks (status.c), made on first use */
     struct cuda_timers *timers;    /* per-op device timers (backend_cuda.c), on first use */
+    unsigned int *one_pass_count;  /* last-block counter of one-launch kernels (dense.c): 0 */
+    /* the tree digests' plan as last copied up (digest.cu): where, its size, and the event
+     * after the copy (cudaEvent_t) */
+    void *digest_plan_dev;
+    size_t digest_plan_words;
+    void *digest_plan_up;
+    /* the snapshot's table of tensors as last copied up (backend_cuda.c): its size and the
+     * event after the copy (cudaEvent_t) */
+    size_t snapshot_table_words;
+    void *snapshot_table_up;
     int sm_count;
     char name[300];
 };
@@ -155,12 +166,20 @@ int dt_cuda_exact_sum_launch(float *p, int64_t *acc, const uint32_t *max_bits, i
                              const struct dt_cuda_launch *L);
 
 /* nets/cuda/dense.c (dense.cu) */
+/* reduction: exact's bias partials of every shard in one launch (DT_ERR_UNSUPPORTED where
+ * the shapes exceed the kernel's bounds: then one call per shard, nets/backend.c). */
+dt_bias_backward_fn dt_cuda_bias_backward_shards;
 /* The op first_nonfinite: dt_cuda_fixed_scan's first bad index (atomicMin),
  * one small record read back; -1 when every element is finite. */
 dt_first_nonfinite_fn dt_cuda_first_nonfinite;
 /* first_nonfinite_many: one scan (and record) per tensor, queued back to back, then one
  * copy of all the records and one wait. */
 dt_first_nonfinite_many_fn dt_cuda_first_nonfinite_many;
+
+/* nets/cuda/digest.cu: the n tensors of `table` (n + 1 word offsets, then n addresses, on
+ * the device) copied back to back into dst, `total` 4-byte words, in one launch. */
+int dt_cuda_gather_words(uint32_t *dst, const int64_t *table, int n, int64_t total,
+                         const struct dt_cuda_launch *L);
 
 /* nets/cuda/conv.c (conv.cu): `conv_algo: own`, else the cuDNN functions below;
  * detrain's own kernels for the ops above (nets/cuda/conv.c), whatever conv_algo says: what

@@ -277,3 +277,39 @@ enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const 
     if (deferred) return DT_OK; /* read at the step's end (status.c) */
     return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_BIAS, "bias gradient", out, SLOT_SMALL);
 }
+
+/* reduction: exact with shards set, atomics fixed_point: every shard's partial in one
+ * launch (dense.cu, bias_fixed_shards_kernel), the bits of a call per shard; where the
+ * shapes are beyond the kernel's bounds, DT_ERR_UNSUPPORTED: nets/backend.c then calls the
+ * op per shard. */
+enum dt_status dt_cuda_bias_backward_shards(struct dt_backend *be, float *dbias, const float *dy,
+                                            int64_t B, int64_t out, const struct dt_policy *pol)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    const struct dt_shards *sh = &be->shards;
+    DT_ASSERT(sh->count > 0);
+    const int64_t mult = B / sh->row[sh->count];
+    int64_t widest = 0;
+    for (int64_t k = 0; k < sh->count; k++)
+        if ((sh->row[k + 1] - sh->row[k]) * mult > widest)
+            widest = (sh->row[k + 1] - sh->row[k]) * mult;
+    if (!dt_cuda_one_pass() || !dt_atomics_exact(pol) || sh->count > DT_CUDA_BIAS_SHARDS_MAX ||
+        out > DT_CUDA_BIAS_ONE_PASS_COLS || widest * out > DT_CUDA_BIAS_ONE_PASS_MAX)
+        return DT_ERR_UNSUPPORTED;
+    if (!c->one_pass_count) { /* once per backend: zeroed, and zero after every launch */
+        DT_CUDA_CHECK(cudaMalloc((void **)&c->one_pass_count, sizeof *c->one_pass_count));
+        DT_CUDA_CHECK(cudaMemset(c->one_pass_count, 0, sizeof *c->one_pass_count));
+    }
+    struct dt_cuda_fixed_record *block_rec =
+        dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)sh->count * sizeof(struct dt_cuda_fixed_record));
+    bool deferred = false;
+    struct dt_cuda_fixed_record *rec =
+        dt_cuda_check_record(be, DT_CUDA_CHECK_BIAS, "bias gradient", out, SLOT_SMALL, &deferred);
+    DT_FORWARD_IF_ERROR(dt_cuda_launched(
+        be,
+        dt_cuda_bias_grad_fixed_shards(dbias, rec, block_rec, c->one_pass_count, dy, sh->row,
+                                       sh->count, mult, out, &c->launch),
+        "bias_backward shards"));
+    if (deferred) return DT_OK; /* read at the step's end (status.c) */
+    return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_BIAS, "bias gradient", out, SLOT_SMALL);
+}

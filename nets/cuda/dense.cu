@@ -197,6 +197,107 @@ static __global__ void bias_fixed_finish_kernel(float *dbias, struct dt_cuda_fix
     }
 }
 
+/* ---- reduction: exact's shard partials of the fixed-point bias gradient in one launch --
+ * Block k computes shard k's partial with dt_fixed_sum_rows's bits (the CPU's
+ * dt_cpu_bias_backward_shards): max |dy| over the shard, the shift for it and the shard's
+ * row count, the exact int64 column sums (order-free), one rounding each. Each block writes
+ * its own record in full; the last block to finish (a counter in device memory, back to 0
+ * after it) copies the first faulty shard's record, or a clean one, into the op's record --
+ * so nothing needs resetting before the launch, and the op is one kernel (a graph node). */
+#define BIAS_SHARDS_MAX DT_CUDA_BIAS_SHARDS_MAX       /* shards of one launch */
+#define BIAS_ONE_PASS_COLS DT_CUDA_BIAS_ONE_PASS_COLS /* columns in shared memory (8 KiB) */
+struct bias_shard_rows {
+    int64_t row[BIAS_SHARDS_MAX + 1];
+};
+
+static __global__ void bias_fixed_shards_kernel(float *dbias, struct dt_cuda_fixed_record *rec,
+                                                struct dt_cuda_fixed_record *block_rec,
+                                                unsigned int *count, const float *dy,
+                                                struct bias_shard_rows sr, int64_t mult,
+                                                int64_t out)
+{
+    __shared__ unsigned long long acc[BIAS_ONE_PASS_COLS];
+    __shared__ unsigned int mx, bad_term;
+    __shared__ unsigned long long first_bad, overflow;
+    __shared__ bool last;
+    const int64_t k = blockIdx.x;
+    const int64_t rows = (sr.row[k + 1] - sr.row[k]) * mult, n = rows * out;
+    const float *v = dy + sr.row[k] * mult * out;
+    const int64_t tid = threadIdx.x, nt = blockDim.x;
+    if (tid == 0) {
+        mx = 0;
+        bad_term = 0;
+        first_bad = DT_CUDA_NO_INDEX;
+        overflow = DT_CUDA_NO_INDEX;
+    }
+    for (int64_t o = tid; o < out; o += nt) acc[o] = 0;
+    __syncthreads();
+    unsigned int m = 0;
+    for (int64_t i = tid; i < n; i += nt) {
+        const unsigned int bits = dt_float_bits(v[i]) & 0x7fffffffu;
+        if (bits >= 0x7f800000u) atomicMin(&first_bad, (unsigned long long)i);
+        else if (bits > m) m = bits;
+    }
+    atomicMax(&mx, m);
+    __syncthreads();
+    if (first_bad == DT_CUDA_NO_INDEX) {
+        const int shift = dt_fixed_shift_for(dt_bits_float(mx), rows);
+        /* out <= threads: thread t < stride (a multiple of out) keeps column t % out in a
+         * register; wider rows: each thread walks whole columns */
+        const int64_t stride = out <= nt ? nt / out * out : 0;
+        if (stride > 0 && tid < stride) {
+            unsigned long long sum = 0;
+            for (int64_t i = tid; i < n; i += stride) {
+                int64_t q = 0;
+                if (!dt_fixed_from_float(&q, v[i], shift)) atomicExch(&bad_term, 1u);
+                sum += (unsigned long long)q;
+            }
+            atomicAdd(&acc[tid % out], sum); /* integers: any order */
+        }
+        for (int64_t o = tid; stride == 0 && o < out; o += nt) {
+            unsigned long long sum = 0;
+            for (int64_t r = 0; r < rows; r++) {
+                int64_t q = 0;
+                if (!dt_fixed_from_float(&q, v[r * out + o], shift)) atomicExch(&bad_term, 1u);
+                sum += (unsigned long long)q;
+            }
+            acc[o] = sum;
+        }
+        __syncthreads();
+        for (int64_t o = tid; o < out; o += nt) {
+            const float f = dt_fixed_to_float((int64_t)acc[o], shift);
+            dbias[k * out + o] = f;
+            if ((dt_float_bits(f) & 0x7fffffffu) == 0x7f800000u)
+                atomicMin(&overflow, (unsigned long long)o);
+        }
+    }
+    __syncthreads();
+    if (tid == 0) {
+        struct dt_cuda_fixed_record r;
+        r.max_bits = mx;
+        r.bad_term = bad_term;
+        r.first_bad = first_bad;
+        r.overflow_col = overflow;
+        block_rec[k] = r;
+        __threadfence(); /* the record before the count that publishes it */
+        last = atomicAdd(count, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last || tid != 0) return;
+    __threadfence();
+    const volatile struct dt_cuda_fixed_record *br = block_rec;
+    int64_t j = 0; /* the first shard with a fault: its message, as the CPU's */
+    while (j < gridDim.x && br[j].first_bad == DT_CUDA_NO_INDEX && !br[j].bad_term &&
+           br[j].overflow_col == DT_CUDA_NO_INDEX)
+        j++;
+    if (j == gridDim.x) j = 0;
+    rec->max_bits = br[j].max_bits;
+    rec->bad_term = br[j].bad_term;
+    rec->first_bad = br[j].first_bad;
+    rec->overflow_col = br[j].overflow_col;
+    *count = 0; /* for the next launch (stream order) */
+}
+
 /* ---- launchers -------------------------------------------------------------------------- */
 
 extern "C" int dt_cuda_gemm_ordered(const struct dt_cuda_gemm_args *g,
@@ -288,5 +389,19 @@ extern "C" int dt_cuda_bias_grad_fixed(float *dbias, unsigned long long *acc,
     bias_fixed_max_kernel<<<dt_cuda_grid(L, B * out), threads, 0, s>>>(rec, dy, B * out);
     bias_fixed_sum_kernel<<<dt_cuda_grid(L, items), threads, 0, s>>>(acc, rec, dy, B, out);
     bias_fixed_finish_kernel<<<dt_cuda_grid(L, out), threads, 0, s>>>(dbias, rec, acc, B, out);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int dt_cuda_bias_grad_fixed_shards(float *dbias, struct dt_cuda_fixed_record *rec,
+                                              struct dt_cuda_fixed_record *block_rec,
+                                              unsigned int *count, const float *dy,
+                                              const int64_t *row, int64_t shards, int64_t mult,
+                                              int64_t out, const struct dt_cuda_launch *L)
+{
+    if (shards > BIAS_SHARDS_MAX || out > BIAS_ONE_PASS_COLS) return (int)cudaErrorNotSupported;
+    struct bias_shard_rows sr;
+    for (int64_t k = 0; k <= shards; k++) sr.row[k] = row[k];
+    bias_fixed_shards_kernel<<<(unsigned)shards, L->block_threads, 0, L->stream>>>(
+        dbias, rec, block_rec, count, dy, sr, mult, out);
     return (int)cudaGetLastError();
 }

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "nets/cuda/cuda.h"
 
@@ -81,6 +82,29 @@ int dt_cuda_bias_grad_fixed(float *dbias, unsigned long long *acc, struct dt_cud
                             const float *dy, int64_t B, int64_t out,
                             const struct dt_cuda_launch *L);
 
+/* reduction: exact's shard partials of the fixed-point bias gradient, one launch (block k:
+ * shard k, rows [row[k] * mult, row[k + 1] * mult) of dy; partial k at dbias + k * out, the
+ * bits of dt_fixed_sum_rows over the shard). rec receives the first faulty shard's record
+ * (in full: no reset before); block_rec holds `shards` records; *count is 0 before and
+ * after. cudaErrorNotSupported beyond DT_CUDA_BIAS_SHARDS_MAX shards or
+ * DT_CUDA_BIAS_ONE_PASS_COLS columns. One block reads its shard twice: beyond
+ * DT_CUDA_BIAS_ONE_PASS_MAX elements per shard the caller calls per shard instead (four
+ * grid-wide kernels per shard read faster than one block per shard). */
+#define DT_CUDA_BIAS_SHARDS_MAX 64
+/* DETRAIN_CUDA_ONE_PASS=0 turns the one-launch forms off -- the shards' bias gradient (a call
+ * per shard) and the hashing snapshot (a copy per tensor), as the first light ran them: the
+ * same bits, for A/B timing on a GPU and for the cost model (which reads it too). */
+static inline bool dt_cuda_one_pass(void)
+{
+    const char *v = getenv("DETRAIN_CUDA_ONE_PASS");
+    return !(v && v[0] == '0' && v[1] == '\0');
+}
+#define DT_CUDA_BIAS_ONE_PASS_COLS 1024
+#define DT_CUDA_BIAS_ONE_PASS_MAX ((int64_t)1 << 18)
+int dt_cuda_bias_grad_fixed_shards(float *dbias, struct dt_cuda_fixed_record *rec,
+                                   struct dt_cuda_fixed_record *block_rec, unsigned int *count,
+                                   const float *dy, const int64_t *row, int64_t shards,
+                                   int64_t mult, int64_t out, const struct dt_cuda_launch *L);
 /* rec reset, then max |v| (as bits) and the first non-finite index over v[0, n): the
  * first pass of every fixed-point scatter (the bias gradient, conv.cu's col2im and
  * max-pool backward). */

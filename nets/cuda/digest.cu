@@ -3,8 +3,11 @@
  * per node of each level, then one per tensor -- so the weights never leave the device and
  * only the 32-byte digests are read back (by the caller). The CPU backend's digests are the
  * same by definition (OpenSSL there); tests/test_tree_hash.c emulates these kernels on the
- * host and, on a GPU, compares the two backends. NOT yet run on a GPU. */
+ * host and, on a GPU, compares the two backends. NOT yet run on a GPU. Beside them, the
+ * hashing pipeline's snapshot copy in one launch (gather_words_kernel). */
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/tree_hash.h"
 #include "nets/cuda/cuda.h"
@@ -41,31 +44,59 @@ static __global__ void tensor_kernel(uint8_t *digests, const uint8_t *top, const
 }
 
 /* portable: a fixed function of the tensors' bytes. The plan and the tensors' addresses go
- * up through pinned scratch without a wait; the caller reads the digests (a download, which
- * waits) before it calls again, so the scratch is free by then. */
+ * up through pinned scratch without a wait, and only when they changed: a hashing pipeline
+ * calls again before the previous call's copy up ran, and the pinned bytes it would rewrite
+ * are then the same (same tensors, same plan) -- kept, not rewritten. When they differ, the
+ * previous copy up is waited for first (c->digest_plan_up), so pinned memory is never
+ * rewritten under a pending copy. */
 extern "C" enum dt_status dt_cuda_tensor_digests(struct dt_backend *be, uint8_t *digests,
                                                  const float *const *tensors, const int64_t *counts,
                                                  int n, const struct dt_policy *pol)
 {
-    const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    const struct dt_cuda_launch *L = &c->launch;
     const cudaStream_t st = (cudaStream_t)L->stream;
     const size_t plan_words = (size_t)(2 * (DT_TREE_MAX_LEVELS + 1) * (n + 1));
     const size_t words = 2 * (size_t)n + plan_words;
-    int64_t *host = (int64_t *)dt_cuda_host_scratch(be, DT_CUDA_SLOT_DIGESTS, words * 8);
-    int64_t *ptrs = host, *bytes = host + n;
+    int64_t *want = (int64_t *)calloc(words, 8);
+    if (!want) return dt_backend_op_error(be, DT_ERR_INTERNAL, "tensor_digests: out of memory");
+    int64_t *ptrs = want, *bytes = want + n;
     for (int t = 0; t < n; t++) ptrs[t] = (int64_t)(uintptr_t)tensors[t], bytes[t] = counts[t] * 4;
     struct dt_tree_plan plan;
-    if (!dt_tree_plan_make(&plan, (const uint64_t *)bytes, n, host + 2 * n))
+    if (!dt_tree_plan_make(&plan, (const uint64_t *)bytes, n, want + 2 * n)) {
+        free(want);
         return dt_backend_op_error(be, DT_ERR_UNSUPPORTED,
                                    "a tensor too large for the tree digest");
+    }
     const int64_t total = plan.count[0][n];
     char *dev =
         (char *)dt_cuda_scratch(be, DT_CUDA_SLOT_DIGESTS, words * 8 + (size_t)total * 64 + 256);
     int64_t *dtab = (int64_t *)dev;
+    const bool same = c->digest_plan_dev == (void *)dev && c->digest_plan_words == words &&
+                      memcmp(c->host_scratch[DT_CUDA_SLOT_DIGESTS], want, words * 8) == 0;
+    if (same) { /* copied up on another stream, maybe (the pipeline's): after it */
+        DT_CUDA_CHECK(cudaStreamWaitEvent(st, (cudaEvent_t)c->digest_plan_up, 0));
+    } else {
+        if (!c->digest_plan_up)
+            DT_CUDA_CHECK(cudaEventCreateWithFlags((cudaEvent_t *)&c->digest_plan_up,
+                                                   cudaEventDisableTiming));
+        else DT_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)c->digest_plan_up));
+        int64_t *host = (int64_t *)dt_cuda_host_scratch(be, DT_CUDA_SLOT_DIGESTS, words * 8);
+        memcpy(host, want, words * 8);
+        cudaError_t e = cudaMemcpyAsync(dtab, host, words * 8, cudaMemcpyHostToDevice, st);
+        if (e == cudaSuccess) e = cudaEventRecord((cudaEvent_t)c->digest_plan_up, st);
+        if (e != cudaSuccess) {
+            free(want);
+            c->digest_plan_dev = NULL;
+            return dt_cuda_launched(be, (int)e, "tensor_digests");
+        }
+        c->digest_plan_dev = dev;
+        c->digest_plan_words = words;
+    }
+    /* the plan's pointers, rebased from `want` (the same layout as the uploaded table) */
+    int64_t *host = want;
     uint8_t *a = (uint8_t *)(dev + (words * 8 + 255) / 256 * 256), *b = a + (size_t)total * 32;
-    cudaError_t e = cudaMemcpyAsync(dtab, host, words * 8, cudaMemcpyHostToDevice, st);
-    if (e != cudaSuccess) return dt_cuda_launched(be, (int)e, "tensor_digests");
-        /* the plan's arrays on the device: the same offsets from dtab as from host */
+    /* the plan's arrays on the device: the same offsets from dtab as from host */
 #define DEV(p) (dtab + ((p)-host))
     leaf_kernel<<<dt_cuda_grid(L, total), L->block_threads, 0, st>>>(a, DEV(ptrs), DEV(bytes),
                                                                      DEV(plan.off[0]), n, total);
@@ -79,5 +110,32 @@ extern "C" enum dt_status dt_cuda_tensor_digests(struct dt_backend *be, uint8_t 
     tensor_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, st>>>(digests, a, DEV(bytes),
                                                                    DEV(plan.off[plan.levels]), n);
 #undef DEV
+    free(want);
     return dt_cuda_launched(be, (int)cudaGetLastError(), "tensor_digests");
+}
+
+/* ---- the hashing pipeline's snapshot in one launch (backend_cuda.c, snapshot) ---------
+ * Word i of the concatenation: tensor t, the last whose first word off[t] <= i (an empty
+ * tensor shares its offset with the next and is never chosen), word i - off[t] of it. */
+static __global__ void gather_words_kernel(uint32_t *dst, const int64_t *off, const int64_t *src,
+                                           int n, int64_t total)
+{
+    DT_GRID_STRIDE(i, total)
+    {
+        int lo = 0, hi = n - 1;
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (off[mid] <= i) lo = mid;
+            else hi = mid - 1;
+        }
+        dst[i] = ((const uint32_t *)(uintptr_t)src[lo])[i - off[lo]];
+    }
+}
+
+extern "C" int dt_cuda_gather_words(uint32_t *dst, const int64_t *table, int n, int64_t total,
+                                    const struct dt_cuda_launch *L)
+{
+    gather_words_kernel<<<dt_cuda_grid(L, total), L->block_threads, 0, L->stream>>>(
+        dst, table, table + n + 1, n, total);
+    return (int)cudaGetLastError();
 }

@@ -1,0 +1,108 @@
+/* The CUDA backend's cost model (docs/DESIGN.md, "The cost model"): what each op call costs
+ * on the device -- kernel launches and library calls, bytes moved in device memory, flops,
+ * host waits -- counted from its shapes and the policy, without a GPU. Any backend can count
+ * (dt_backend_cost_enable): a model's step run on the CPU records what the CUDA backend
+ * would launch for the same calls, and dt_cost_predict_s turns the counts into a time on a
+ * device from its launch cost, bandwidth and throughput (struct dt_cost_device, calibrated
+ * on a GPU run: results/cpu/cost-model). Design choices -- a graph, a fused reduction, one
+ * pass instead of four -- can then be argued from the counts before a GPU runs them.
+ *
+ * One function per op, dt_cost_<name>, generated from its row of nets/op_list.h with the
+ * row's parameters (nets/cuda/cost.c defines them, beside the kernels they describe: a
+ * change to an op's launches changes its count there). */
+#ifndef DT_COST_H
+#define DT_COST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nets/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One op call's cost on the device. bytes counts what its kernels read and write in
+ * device memory (each tensor once per kernel that streams it); flops are float operations
+ * in detrain's own kernels (CUDA cores), lib_flops those of library products (cuBLAS,
+ * cuDNN: tensor cores at TF32 under math: fast, FP32 otherwise -- lib_tf32 says which),
+ * int_ops the int8 tensor-core multiply-adds of math: exact's products (two per MAC). */
+struct dt_op_cost {
+    double launches;  /* kernels and library calls (a cuBLAS call counts one) */
+    double lib_calls; /* the library calls among them (cuBLAS, cuDNN: dearer to launch) */
+    double bytes;
+    double flops;
+    double ordered_flops; /* the ordered product's (portable's own GEMM kernel) */
+    double serial_ops; /* the longest dependent chain one thread runs (nets/cuda/cost.c) */
+    double lib_flops;
+    bool lib_tf32;
+    double int_ops;
+    double waits;  /* host waits (a synchronisation or a blocking copy) */
+    double calls;  /* op calls counted (1 per call; set by the tally) */
+};
+
+/* What an op's cost depends on beyond its arguments: the backend's state at the call. */
+struct dt_cost_ctx {
+    int64_t shards;      /* reduction: exact's shards of the next ops (0 = none) */
+    int64_t shard_batch; /* the shards' batch (rows of a batch reduction per shard set) */
+    bool checks_deferred; /* dt_backend_defer_checks: check records read at the step's end */
+};
+
+/* dt_cost_<name>(cost, ctx, the row's parameters): adds the call's cost to *c. */
+#define DT_COST_PARAMS(...) (struct dt_op_cost * c, const struct dt_cost_ctx *cx, __VA_ARGS__)
+#define DT_COST_DECLARE_(ENUM, name, phase, outputs, controls, params, args)                       \
+    void dt_cost_##name DT_COST_PARAMS params;
+DT_OP_LIST(DT_COST_DECLARE_)
+#undef DT_COST_DECLARE_
+
+void dt_cost_accumulate(struct dt_op_cost *to, const struct dt_op_cost *c);
+
+/* The hashing pipeline's snapshot on the training stream (hash.async: on; nets/cuda/
+ * backend_cuda.c, snapshot): n float tensors of counts[i] elements copied into the staging
+ * buffer -- one launch, or a copy per tensor with DETRAIN_CUDA_ONE_PASS=0. */
+void dt_cost_snapshot(struct dt_op_cost *c, const int64_t *counts, int n);
+
+/* A device's constants for dt_cost_predict_s. */
+struct dt_cost_device {
+    const char *name;
+    double launch_s;      /* per launch, streamed back to back (the op-timing floor) */
+    double lib_launch_s;  /* per library call (cuBLAS, cuDNN: their host-side set-up) */
+    double graph_launch_s; /* per kernel node when a captured graph replays the step */
+    double wait_s;        /* per host wait (synchronise, read back, resume the stream) */
+    double bytes_per_s;   /* achievable device-memory bandwidth */
+    double flops_per_s;   /* FP32 on CUDA cores, as detrain's own kernels reach it */
+    double ordered_flops_per_s; /* the ordered product's rate (a tenth of the above) */
+    double serial_ops_per_s; /* one thread's dependent operations (issue rate x latency) */
+    double lib_fp32_per_s; /* library FP32 products */
+    double lib_tf32_per_s; /* library TF32 products (tensor cores) */
+    double int8_per_s;    /* int8 tensor-core ops */
+};
+/* The H100 SXM (80 GB HBM3) as the first light measured it (constants and their sources:
+ * nets/cost.c). */
+extern const struct dt_cost_device dt_cost_h100;
+
+/* Predicted seconds of one call's cost c on d: the larger of its launches' cost, its memory
+ * and arithmetic time and its longest serial chain, plus its host waits. graph: the step replayed from a
+ * captured graph (graph_launch_s per node, waits inside the step gone but one). */
+double dt_cost_predict_s(const struct dt_op_cost *c, const struct dt_cost_device *d, bool graph);
+
+/* The counts of a run of op calls, per op, and each op's predicted seconds on `dev`
+ * (dt_cost_predict_s call by call, streamed and as graph nodes). */
+struct dt_cost_tally {
+    const struct dt_cost_device *dev;
+    struct dt_op_cost op[DT_OP_COUNT];
+    double pred_s[DT_OP_COUNT], graph_s[DT_OP_COUNT];
+    /* blocking copies back outside the ops (dt_backend_download: a step's checks, a loss,
+     * hashing's digests): each a host wait on a device */
+    double downloads, download_bytes;
+};
+
+/* Count every op call of be into *t (NULL stops counting); ctx fields are read from the
+ * backend at each call. Counting does not change what the ops compute. */
+void dt_backend_cost_enable(struct dt_backend *be, struct dt_cost_tally *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
