@@ -24,8 +24,12 @@
 #include "core/hd.h"
 #include "core/sha256_hd.h"
 
-#define DT_TREE_LEAF_BYTES 4096 /* L */
-#define DT_TREE_ARITY 64        /* A: a node hashes 2 KiB of child digests */
+/* L and A set the longest chain of SHA-256 blocks one GPU thread hashes in turn -- a leaf's
+ * 17, then 5 per level (a node's 8 digests), 38 for a megabyte -- which bounds the digest's
+ * latency on a device (results/cpu/cost-model: 4 KiB leaves and 64-ary nodes took 132);
+ * the price is ~10% more blocks than a plain SHA-256 of the bytes. */
+#define DT_TREE_LEAF_BYTES 1024 /* L */
+#define DT_TREE_ARITY 8         /* A: a node hashes 256 bytes of child digests */
 #define DT_TREE_TAG_LEAF 0x00
 #define DT_TREE_TAG_NODE 0x01
 #define DT_TREE_TAG_TENSOR 0x02
@@ -86,7 +90,7 @@ static inline DT_HD void dt_tree_tensor(uint8_t out[32], uint64_t n, const uint8
  * level has parents(count) nodes for a tensor with more than one digest, else its one digest
  * carried up unchanged (a copy, not a hash); `levels` is the first level where every tensor
  * has one digest, whose off[levels][t] is the tensor's top. A host-side plan. */
-#define DT_TREE_MAX_LEVELS 8 /* 4 KiB leaves, arity 64: past 2^57 bytes per tensor */
+#define DT_TREE_MAX_LEVELS 12 /* 1 KiB leaves, arity 8: past 2^46 bytes per tensor */
 
 struct dt_tree_plan {
     int n, levels;
@@ -95,7 +99,7 @@ struct dt_tree_plan {
 };
 
 /* count[l][n] and off[l][n] hold the level's total. Returns false when a tensor is too large
- * for DT_TREE_MAX_LEVELS (never below 2^57 bytes). */
+ * for DT_TREE_MAX_LEVELS (never below 2^46 bytes). */
 static inline bool dt_tree_plan_make(struct dt_tree_plan *p, const uint64_t *bytes, int n,
                                      int64_t *storage /* 2 (DT_TREE_MAX_LEVELS + 1) (n + 1) */)
 {

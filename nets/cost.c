@@ -49,9 +49,9 @@ double dt_cost_predict_s(const struct dt_op_cost *c, const struct dt_cost_device
                   c->lib_flops / (c->lib_tf32 ? d->lib_tf32_per_s : d->lib_fp32_per_s) +
                   c->int_ops / d->int8_per_s;
     if (c->serial_ops / d->serial_ops_per_s > work) work = c->serial_ops / d->serial_ops_per_s;
-    const double launch = graph ? c->launches * d->graph_launch_s
-                                : (c->launches - c->lib_calls) * d->launch_s +
-                                      c->lib_calls * d->lib_launch_s;
+    const double launch =
+        graph ? c->launches * d->graph_launch_s
+              : (c->launches - c->lib_calls) * d->launch_s + c->lib_calls * d->lib_launch_s;
     /* graph: the step's waits are deferred to its end (one per step, counted by the caller) */
     return (work > launch ? work : launch) + (graph ? 0.0 : c->waits * d->wait_s);
 }

@@ -33,18 +33,18 @@ struct dt_op_cost {
     double bytes;
     double flops;
     double ordered_flops; /* the ordered product's (portable's own GEMM kernel) */
-    double serial_ops; /* the longest dependent chain one thread runs (nets/cuda/cost.c) */
+    double serial_ops;    /* the longest dependent chain one thread runs (nets/cuda/cost.c) */
     double lib_flops;
     bool lib_tf32;
     double int_ops;
-    double waits;  /* host waits (a synchronisation or a blocking copy) */
-    double calls;  /* op calls counted (1 per call; set by the tally) */
+    double waits; /* host waits (a synchronisation or a blocking copy) */
+    double calls; /* op calls counted (1 per call; set by the tally) */
 };
 
 /* What an op's cost depends on beyond its arguments: the backend's state at the call. */
 struct dt_cost_ctx {
-    int64_t shards;      /* reduction: exact's shards of the next ops (0 = none) */
-    int64_t shard_batch; /* the shards' batch (rows of a batch reduction per shard set) */
+    int64_t shards;       /* reduction: exact's shards of the next ops (0 = none) */
+    int64_t shard_batch;  /* the shards' batch (rows of a batch reduction per shard set) */
     bool checks_deferred; /* dt_backend_defer_checks: check records read at the step's end */
 };
 
@@ -65,25 +65,25 @@ void dt_cost_snapshot(struct dt_op_cost *c, const int64_t *counts, int n);
 /* A device's constants for dt_cost_predict_s. */
 struct dt_cost_device {
     const char *name;
-    double launch_s;      /* per launch, streamed back to back (the op-timing floor) */
-    double lib_launch_s;  /* per library call (cuBLAS, cuDNN: their host-side set-up) */
-    double graph_launch_s; /* per kernel node when a captured graph replays the step */
-    double wait_s;        /* per host wait (synchronise, read back, resume the stream) */
-    double bytes_per_s;   /* achievable device-memory bandwidth */
-    double flops_per_s;   /* FP32 on CUDA cores, as detrain's own kernels reach it */
+    double launch_s;            /* per launch, streamed back to back (the op-timing floor) */
+    double lib_launch_s;        /* per library call (cuBLAS, cuDNN: their host-side set-up) */
+    double graph_launch_s;      /* per kernel node when a captured graph replays the step */
+    double wait_s;              /* per host wait (synchronise, read back, resume the stream) */
+    double bytes_per_s;         /* achievable device-memory bandwidth */
+    double flops_per_s;         /* FP32 on CUDA cores, as detrain's own kernels reach it */
     double ordered_flops_per_s; /* the ordered product's rate (a tenth of the above) */
-    double serial_ops_per_s; /* one thread's dependent operations (issue rate x latency) */
-    double lib_fp32_per_s; /* library FP32 products */
-    double lib_tf32_per_s; /* library TF32 products (tensor cores) */
-    double int8_per_s;    /* int8 tensor-core ops */
+    double serial_ops_per_s;    /* one thread's dependent operations (issue rate x latency) */
+    double lib_fp32_per_s;      /* library FP32 products */
+    double lib_tf32_per_s;      /* library TF32 products (tensor cores) */
+    double int8_per_s;          /* int8 tensor-core ops */
 };
 /* The H100 SXM (80 GB HBM3) as the first light measured it (constants and their sources:
  * nets/cost.c). */
 extern const struct dt_cost_device dt_cost_h100;
 
 /* Predicted seconds of one call's cost c on d: the larger of its launches' cost, its memory
- * and arithmetic time and its longest serial chain, plus its host waits. graph: the step replayed from a
- * captured graph (graph_launch_s per node, waits inside the step gone but one). */
+ * and arithmetic time and its longest serial chain, plus its host waits. graph: the step replayed
+ * from a captured graph (graph_launch_s per node, waits inside the step gone but one). */
 double dt_cost_predict_s(const struct dt_op_cost *c, const struct dt_cost_device *d, bool graph);
 
 /* The counts of a run of op calls, per op, and each op's predicted seconds on `dev`

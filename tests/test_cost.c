@@ -203,7 +203,8 @@ static char *cost_csv(const char *config, const char *sets, const char *name)
             continue;
         if (strcmp(what, "step") == 0 || strncmp(what, "hash", 4) == 0) continue;
         rows++;
-        if (calls < 1 || launches < 1) fprintf(stderr, "%s %s: %g calls, %g launches\n", pol, what, calls, launches);
+        if (calls < 1 || launches < 1)
+            fprintf(stderr, "%s %s: %g calls, %g launches\n", pol, what, calls, launches);
         CHECK(calls >= 1 && launches >= 1);
     }
     CHECK(rows >= 15);
@@ -235,7 +236,8 @@ DT_TEST(cli_refuses)
                  2);
     CHECK_CONTAINS(out, "/nonexistent/bench.csv");
     CHECK(!dt_path_exists(csv));
-    CHECK_INT_EQ(dt_run_capture(out, sizeof out, EXE " cost " DT_TEST_DATA_DIR "/tiny.yaml --frob 2>&1"), 2);
+    CHECK_INT_EQ(
+        dt_run_capture(out, sizeof out, EXE " cost " DT_TEST_DATA_DIR "/tiny.yaml --frob 2>&1"), 2);
     CHECK_CONTAINS(out, "--frob");
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, EXE " cost 2>&1"), 2);
     CHECK_CONTAINS(out, "missing CONFIG");

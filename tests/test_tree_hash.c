@@ -122,9 +122,13 @@ static void emulate(uint8_t *digests, const float *const *tensors, const int64_t
     free(a), free(b);
 }
 
-/* Every size class: 0 values, 1, a partial leaf (1023), one leaf (1024), one leaf and a bit,
- * 64 leaves (one node), 65 (two levels), 4,097 (three levels). */
-static const int64_t sizes[] = {0, 1, 1023, 1024, 1025, 64 * 1024, 64 * 1024 + 1, 4097 * 1024 - 3};
+/* Every size class (LF floats a leaf, A leaves a node): 0 values, 1, a partial leaf, one leaf,
+ * one leaf and a bit, A leaves (one node), A + 1 leaves (two levels), A^3 + 1 leaves (four
+ * levels) less a few floats. */
+#define LF (DT_TREE_LEAF_BYTES / 4)
+#define A DT_TREE_ARITY
+static const int64_t sizes[] = {0,      1,     LF - 1,    LF,
+                                LF + 1, A *LF, A *LF + 1, (A * A * A + 1) * LF - 3};
 #define N_SIZES ((int)(sizeof sizes / sizeof sizes[0]))
 
 static float *filled(int64_t n)
@@ -164,9 +168,9 @@ DT_TEST(op_equals_kernel_emulation)
     for (int i = 0; i < N_SIZES; i++)
         CHECK((memcmp(got + i * 32, want + i * 32, 32) == 0) == (i != 6));
     /* distinct sizes of zeros digest apart (the length is bound) */
-    float zeros[2048] = {0};
+    float zeros[2 * LF] = {0};
     const float *z[2] = {zeros, zeros};
-    const int64_t zc[2] = {1024, 1025};
+    const int64_t zc[2] = {LF, LF + 1};
     emulate(got, z, zc, 2);
     CHECK(memcmp(got, got + 32, 32) != 0);
     for (int i = 0; i < N_SIZES; i++) free(ts[i]);

@@ -52,14 +52,16 @@ static void print_row(struct dt_strbuf *csv, const struct cost_row *r)
 {
     const struct dt_op_cost *c = r->c;
     printf("  %-22s %6.0f %8.0f %5.0f %9.3f %10.3f %9.4f %9.4f", r->what, c->calls, c->launches,
-           c->waits, c->bytes / 1e6, (c->flops + c->ordered_flops + c->lib_flops + c->int_ops) / 1e6,
-           1e3 * r->pred_s, 1e3 * r->graph_s);
+           c->waits, c->bytes / 1e6,
+           (c->flops + c->ordered_flops + c->lib_flops + c->int_ops) / 1e6, 1e3 * r->pred_s,
+           1e3 * r->graph_s);
     if (r->meas_ms >= 0) printf(" %9.4f %6.2f", r->meas_ms, 1e3 * r->pred_s / r->meas_ms);
     printf("\n");
     if (!csv) return;
     dt_strbuf_printf(csv, "%s,%s,%s,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.6f,%.6f,", r->config,
                      r->policy, r->what, c->calls, c->launches, c->waits, c->bytes,
-                     c->flops + c->ordered_flops, c->lib_flops, c->int_ops, 1e3 * r->pred_s, 1e3 * r->graph_s);
+                     c->flops + c->ordered_flops, c->lib_flops, c->int_ops, 1e3 * r->pred_s,
+                     1e3 * r->graph_s);
     if (r->meas_ms >= 0) dt_strbuf_printf(csv, "%.6f", r->meas_ms);
     dt_strbuf_printf(csv, "\n");
 }
@@ -90,8 +92,8 @@ static enum dt_status count_step(struct dt_model *m, const struct dt_experiment 
 }
 
 static void report_policy(struct dt_strbuf *csv, const struct dt_experiment *exp,
-                          const struct dt_model *m, const char *meas, const char *policy,
-                          bool base, const struct dt_cost_tally *t, double step_downloads)
+                          const struct dt_model *m, const char *meas, const char *policy, bool base,
+                          const struct dt_cost_tally *t, double step_downloads)
 {
     printf("\n%s\n", policy);
     printf("  %-22s %6s %8s %5s %9s %10s %9s %9s", "op", "calls", "launches", "waits", "MB",
@@ -111,8 +113,12 @@ static void report_policy(struct dt_strbuf *csv, const struct dt_experiment *exp
         dt_cost_accumulate(&step, c);
         step_s += t->pred_s[o];
         graph_s += t->graph_s[o];
-        const struct cost_row r = {exp->name,    policy,       dt_op_name((enum dt_op)o),
-                                   c,            t->pred_s[o], t->graph_s[o],
+        const struct cost_row r = {exp->name,
+                                   policy,
+                                   dt_op_name((enum dt_op)o),
+                                   c,
+                                   t->pred_s[o],
+                                   t->graph_s[o],
                                    measured_ms(meas, policy, dt_op_name((enum dt_op)o), base)};
         print_row(csv, &r);
     }
@@ -122,8 +128,8 @@ static void report_policy(struct dt_strbuf *csv, const struct dt_experiment *exp
     step.waits += 1 + step_downloads;
     step_s += (1 + step_downloads) * t->dev->wait_s;
     graph_s += t->dev->launch_s + t->dev->wait_s;
-    const struct cost_row r = {exp->name, policy, "step", &step, step_s, graph_s,
-                               measured_ms(meas, policy, "step", base)};
+    const struct cost_row r = {
+        exp->name, policy, "step", &step, step_s, graph_s, measured_ms(meas, policy, "step", base)};
     print_row(csv, &r);
     int64_t params = 0;
     for (int i = 0; i < m->n_params; i++) params += m->params[i].n;

@@ -10,42 +10,35 @@
  *
  * Conventions.
  *   launches  each <<<>>> launch, each cuBLAS or cuDNN call, each cudaMemsetAsync and
- *             device-to-device cudaMemcpyAsync; lib_calls the library calls among them. Copies between host and device are not
- *             launches (a blocking one is a wait).
- *   bytes     device memory read plus written, each tensor once per kernel that streams it
- *             (a gathered or scattered tensor once; read-modify-write twice); float and
- *             int32 4 bytes, int64 8, dt_xp_acc 16. Records and scalars of a few bytes: 0.
- *   flops     detrain's own kernels, rough: add, subtract, multiply, compare 1; a product
- *             added to a sum (dt_dense_mac's two roundings, or an FMA) 2; divide, square
- *             root 4; exp, log, log1p, tanh, sine or cosine 10. Integer work on the CUDA
- *             cores that is a kernel's substance counts as flop-equivalents, about one per
- *             32-bit operation (the OPS_ constants below): fixed-point terms, exact dot
- *             products, the generators (Philox, xoroshiro), SHA-256. Data movement (copies,
- *             transposes, im2col, gathers) is 0.
- *   ordered_flops the ordered product's (dense.cu, gemm_ordered_kernel), at its own rate:
- *             every term two roundings in index order, no FMA, no split of K.
- *   serial_ops the longest chain of dependent operations one thread runs, summed over the
- *             op's kernels (they run one after another): where few threads each run a long
- *             chain (the tree digests' SHA-256 compressions), latency and not throughput
- *             bounds the kernel.
- *   lib_flops 2 M N K per cuBLAS or cuDNN product (a strided batch: times its batch);
- *             lib_tf32 when TF32 tensor ops are allowed: cuBLAS under math: fast
- *             (dt_cuda_cublas_for), cuDNN under conv_algo: autotune (CUDNN_DEFAULT_MATH).
- *   int_ops   math: exact's int8 GEMMs, 2 per multiply-add, every slice pair of each batch
- *             and the zero padding (to multiples of 16) included.
- *   waits     dt_cuda_sync and the other synchronisations an op makes; a check record read
- *             at once (dt_cuda_check_now) is one, none when the step defers its checks
- *             (cx->checks_deferred; nets/cuda/status.c).
- * The steady state: scratch already grown (a growth waits once), cuDNN's choice for the
- * shape cached (the first cudnnFind of a shape under autotune waits once) and cuDNN has an
- * algorithm (no fallback to the own kernels), the forced-order test hook off, at most
- * DT_CUDA_STATUS_SLOTS (128) deferred records in a step (beyond, an op checks at once),
- * and per-shard routes on the canonical split of nets/step.c (equal shards when their
- * count divides the batch).
- * Not modelled: caches (reuse within a kernel is free, across kernels paid again),
- * occupancy and tails (a kernel of few threads costs as if it filled the device), overlap
- * of kernels with each other or with the host, cuBLAS's and cuDNN's internals (their
- * workspace traffic, extra kernels of their own), host-side costs beyond a launch. */
+ *             device-to-device cudaMemcpyAsync; lib_calls the library calls among them. Copies
+ * between host and device are not launches (a blocking one is a wait). bytes     device memory read
+ * plus written, each tensor once per kernel that streams it (a gathered or scattered tensor once;
+ * read-modify-write twice); float and int32 4 bytes, int64 8, dt_xp_acc 16. Records and scalars of
+ * a few bytes: 0. flops     detrain's own kernels, rough: add, subtract, multiply, compare 1; a
+ * product added to a sum (dt_dense_mac's two roundings, or an FMA) 2; divide, square root 4; exp,
+ * log, log1p, tanh, sine or cosine 10. Integer work on the CUDA cores that is a kernel's substance
+ * counts as flop-equivalents, about one per 32-bit operation (the OPS_ constants below):
+ * fixed-point terms, exact dot products, the generators (Philox, xoroshiro), SHA-256. Data movement
+ * (copies, transposes, im2col, gathers) is 0. ordered_flops the ordered product's (dense.cu,
+ * gemm_ordered_kernel), at its own rate: every term two roundings in index order, no FMA, no split
+ * of K. serial_ops the longest chain of dependent operations one thread runs, summed over the op's
+ * kernels (they run one after another): where few threads each run a long chain (the tree digests'
+ * SHA-256 compressions), latency and not throughput bounds the kernel. lib_flops 2 M N K per cuBLAS
+ * or cuDNN product (a strided batch: times its batch); lib_tf32 when TF32 tensor ops are allowed:
+ * cuBLAS under math: fast (dt_cuda_cublas_for), cuDNN under conv_algo: autotune
+ * (CUDNN_DEFAULT_MATH). int_ops   math: exact's int8 GEMMs, 2 per multiply-add, every slice pair of
+ * each batch and the zero padding (to multiples of 16) included. waits     dt_cuda_sync and the
+ * other synchronisations an op makes; a check record read at once (dt_cuda_check_now) is one, none
+ * when the step defers its checks (cx->checks_deferred; nets/cuda/status.c). The steady state:
+ * scratch already grown (a growth waits once), cuDNN's choice for the shape cached (the first
+ * cudnnFind of a shape under autotune waits once) and cuDNN has an algorithm (no fallback to the
+ * own kernels), the forced-order test hook off, at most DT_CUDA_STATUS_SLOTS (128) deferred records
+ * in a step (beyond, an op checks at once), and per-shard routes on the canonical split of
+ * nets/step.c (equal shards when their count divides the batch). Not modelled: caches (reuse within
+ * a kernel is free, across kernels paid again), occupancy and tails (a kernel of few threads costs
+ * as if it filled the device), overlap of kernels with each other or with the host, cuBLAS's and
+ * cuDNN's internals (their workspace traffic, extra kernels of their own), host-side costs beyond a
+ * launch. */
 #include "nets/cost.h"
 
 #include <stdbool.h>
@@ -70,12 +63,12 @@
 #define OPS_FIXED_ROUND 8.0 /* an int64 sum back to float, rounded once */
 /* dt_xp_dot_vec per pair: two scale passes, two conversions, a 64 x 64 -> 128-bit MAC */
 #define OPS_XP_MAC 16.0
-#define OPS_XP_FIXED 4.0        /* a value to fixed point at its row's scale (dt_xp_fixed) */
-#define OPS_XP_SLICE 2.0        /* one int8 slice of it (dt_xp_slice) */
-#define OPS_XP_FOLD 6.0         /* an int32 product into an output's 128-bit parts (dt_xp_fold) */
-#define OPS_XP_ROUND 20.0       /* an output's parts rounded once, plus the bias */
-#define OPS_PHILOX 100.0        /* a Philox4x32-10 block (4 words) */
-#define OPS_XORO 25.0           /* a xoroshiro128** step and its 64-bit output (or a step back) */
+#define OPS_XP_FIXED 4.0  /* a value to fixed point at its row's scale (dt_xp_fixed) */
+#define OPS_XP_SLICE 2.0  /* one int8 slice of it (dt_xp_slice) */
+#define OPS_XP_FOLD 6.0   /* an int32 product into an output's 128-bit parts (dt_xp_fold) */
+#define OPS_XP_ROUND 20.0 /* an output's parts rounded once, plus the bias */
+#define OPS_PHILOX 100.0  /* a Philox4x32-10 block (4 words) */
+#define OPS_XORO 25.0     /* a xoroshiro128** step and its 64-bit output (or a step back) */
 /* dt_gauss_pair: the portable log, sqrt, sine and cosine (determinism/gaussian.h, polynomials
  * after range reduction, ~100 operations each), fitted to the first light's eps_lfsr */
 #define OPS_GAUSS_PAIR 400.0
@@ -1030,9 +1023,8 @@ void dt_cost_tensor_digests(struct dt_op_cost *c, const struct dt_cost_ctx *cx, 
     double longest = 0.0;
     for (int t = 0; t < n; t++)
         if (counts[t] > 0) {
-            const double b = sha256_blocks(1 + (counts[t] * 4 < DT_TREE_LEAF_BYTES
-                                                    ? counts[t] * 4
-                                                    : DT_TREE_LEAF_BYTES));
+            const double b = sha256_blocks(
+                1 + (counts[t] * 4 < DT_TREE_LEAF_BYTES ? counts[t] * 4 : DT_TREE_LEAF_BYTES));
             longest = b > longest ? b : longest;
         }
     kernel(c, data + 32.0 * leaves, OPS_SHA256_BLOCK * leaf_blocks);
