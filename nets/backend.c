@@ -190,6 +190,20 @@ void dt_backend_set_context(struct dt_backend *be, const char *tensor, bool inpu
     snprintf(be->context, sizeof be->context, "%s %sgradient", tensor, input ? "input " : "");
 }
 
+void dt_backend_defer_loss(struct dt_backend *be, bool on) { be->loss_deferred = on; }
+
+void dt_backend_read_deferred(struct dt_backend *be, void *host_dst, const void *src, size_t bytes)
+{
+    if (be->checks_deferred && HAS(be, read_deferred)) {
+        be->ops->read_deferred(be, host_dst, src, bytes);
+    } else if (be->checks_deferred && be->cost && !dt_cost_read_deferred_waits()) {
+        be->cost->deferred_reads += 1; /* counted as CUDA reads it: with the step's end */
+        be->ops->download(be, host_dst, src, bytes);
+    } else {
+        dt_backend_download(be, host_dst, src, bytes);
+    }
+}
+
 enum dt_status dt_backend_step_end(struct dt_backend *be, struct dt_error *err)
 {
     if (HAS(be, step_end)) return be->ops->step_end(be, err);
@@ -377,7 +391,8 @@ static struct dt_cost_ctx cost_ctx(const struct dt_backend *be)
     return (struct dt_cost_ctx){.shards = be->shards.count,
                                 .shard_batch =
                                     be->shards.count ? be->shards.row[be->shards.count] : 0,
-                                .checks_deferred = be->checks_deferred};
+                                .checks_deferred = be->checks_deferred,
+                                .loss_deferred = be->loss_deferred};
 }
 
 void dt_backend_profile_enable(struct dt_backend *be, bool on)

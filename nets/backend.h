@@ -103,6 +103,17 @@ void dt_backend_set_context(struct dt_backend *be, const char *tensor, bool inpu
  * "dense0.bias gradient: bias gradient: fixed-point sum of column 3 overflows the float
  * range" (the op's own message after the context). */
 enum dt_status dt_backend_step_end(struct dt_backend *be, struct dt_error *err);
+/* A value the step needs only after its end (its loss: softmax_xent_forward's loss_host and
+ * correct_host; reduction: exact's maxima): bytes from backend memory src into host_dst,
+ * which holds them once dt_backend_step_end returns when checks are deferred (copied back
+ * with the records, no wait of its own), at once otherwise (a download). The CPU copies at
+ * once. host_dst must stay valid until the step's end. */
+void dt_backend_read_deferred(struct dt_backend *be, void *host_dst, const void *src, size_t bytes);
+/* The training step around its loss ops (nets/model.c): while on, and checks are deferred,
+ * softmax_xent_forward's loss_host and correct_host may land at the step's end instead of
+ * at once (a device backend then reads them with the records: no wait of the op's own).
+ * Off everywhere else (an evaluation reads its loss at once). */
+void dt_backend_defer_loss(struct dt_backend *be, bool on);
 
 /* ---- the training set resident in backend memory (issue 21, item 2) -------------------
  * A dataset held by the backend once, so each training batch is gathered (and, from pixel

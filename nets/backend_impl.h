@@ -97,6 +97,8 @@ struct dt_backend_ops {
     /* Deferred checks (NULL: the ops check as they go; step_end NULL = synchronize). */
     void (*defer_checks)(struct dt_backend *, bool);
     enum dt_status (*step_end)(struct dt_backend *, struct dt_error *);
+    /* NULL: a download (dt_backend_read_deferred) */
+    void (*read_deferred)(struct dt_backend *, void *host_dst, const void *src, size_t bytes);
     /* Device timers for per-op profiling (both or neither): op_mark records a timer before
      * (begin) or after an op on the backend's stream; op_times waits for the last and adds
      * each pair's seconds to seconds[op], then forgets them (also what a reset does). */
@@ -135,6 +137,7 @@ struct dt_backend {
     /* the cost model's tally (dt_backend_cost_enable, nets/cost.h); NULL = not counting */
     struct dt_cost_tally *cost;
     bool checks_deferred; /* dt_backend_defer_checks's last word */
+    bool loss_deferred;   /* dt_backend_defer_loss's */
 };
 
 /* For ops: record why the op fails and return `st` ("fixed-point sum of column 3 overflows

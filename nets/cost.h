@@ -46,6 +46,7 @@ struct dt_cost_ctx {
     int64_t shards;       /* reduction: exact's shards of the next ops (0 = none) */
     int64_t shard_batch;  /* the shards' batch (rows of a batch reduction per shard set) */
     bool checks_deferred; /* dt_backend_defer_checks: check records read at the step's end */
+    bool loss_deferred;   /* dt_backend_defer_loss: the training step's loss, likewise */
 };
 
 /* dt_cost_<name>(cost, ctx, the row's parameters): adds the call's cost to *c. */
@@ -61,6 +62,8 @@ void dt_cost_accumulate(struct dt_op_cost *to, const struct dt_op_cost *c);
  * backend_cuda.c, snapshot): n float tensors of counts[i] elements copied into the staging
  * buffer -- one launch, or a copy per tensor with DETRAIN_CUDA_ONE_PASS=0. */
 void dt_cost_snapshot(struct dt_op_cost *c, const int64_t *counts, int n);
+/* Whether a deferred read (dt_backend_read_deferred, checks deferred) waits on its own. */
+bool dt_cost_read_deferred_waits(void);
 
 /* A device's constants for dt_cost_predict_s. */
 struct dt_cost_device {
@@ -95,6 +98,7 @@ struct dt_cost_tally {
     /* blocking copies back outside the ops (dt_backend_download: a step's checks, a loss,
      * hashing's digests): each a host wait on a device */
     double downloads, download_bytes;
+    double deferred_reads; /* dt_backend_read_deferred: read with the step's end */
 };
 
 /* Count every op call of be into *t (NULL stops counting); ctx fields are read from the

@@ -223,47 +223,59 @@ enum dt_status dt_model_forward(struct dt_model *m, int64_t B, const struct dt_p
 }
 
 /* Room for `slots` per-slot losses and their sums (several passes). */
+/* Every pass's losses, passes x slots (host): written by the loss op as the step goes, read
+ * after its end (dt_model_finish_loss). */
 static float *loss_workspace(struct dt_model *m, int64_t slots)
 {
-    if (slots > m->loss_ws_slots) {
+    const int64_t need = slots * m->passes;
+    if (need > m->loss_ws_slots) {
         free(m->loss_ws);
-        m->loss_ws = dt_xmalloc((size_t)(2 * slots) * sizeof(float));
-        m->loss_ws_slots = slots;
+        m->loss_ws = dt_xmalloc((size_t)need * sizeof(float));
+        m->loss_ws_slots = need;
     }
     return m->loss_ws;
 }
 
 /* The one forward -> loss -> backward in the code: each pass's forward and its softmax
  * cross-entropy (the loss of each of `slots` shards when the backend's shards are set),
- * then each pass's backward, in pass order. loss[k] = slot k's mean loss, the mean over
- * the passes when there are several (their sum in pass order times 1 / passes). */
+ * then each pass's backward, in pass order. The losses land after the step's end
+ * (dt_backend_read_deferred): loss[k] directly with one pass, else each pass's in the
+ * workspace, combined by dt_model_finish_loss. */
 static enum dt_status forward_loss_backward(struct dt_model *m, int64_t B, int64_t denom,
                                             int64_t slots, const struct dt_policy *pol, float *loss)
 {
     const int P = m->passes;
-    float *ls = P > 1 ? loss_workspace(m, slots) : loss, *total = ls + slots;
-    if (P > 1)
-        for (int64_t k = 0; k < slots; k++) total[k] = 0.0f;
+    float *ws = P > 1 ? loss_workspace(m, slots) : NULL;
     struct dt_pass p;
     for (int i = 0; i < P; i++) {
         pass_init(&p, m, B, i, slots, true);
+        float *ls = P > 1 ? ws + (int64_t)i * slots : loss;
         DT_FORWARD_IF_ERROR(m->ops->forward(m, B, &p, pol));
-        DT_FORWARD_IF_ERROR(dt_softmax_xent_forward(m->be, p.probs, ls, NULL, p.logits, p.labels,
-                                                    p.rows, p.classes, pol));
+        dt_backend_defer_loss(m->be, true); /* read at the step's end (checks deferred) */
+        const enum dt_status st = dt_softmax_xent_forward(m->be, p.probs, ls, NULL, p.logits,
+                                                          p.labels, p.rows, p.classes, pol);
+        dt_backend_defer_loss(m->be, false);
+        DT_FORWARD_IF_ERROR(st);
         DT_FORWARD_IF_ERROR(dt_softmax_xent_backward(m->be, p.dlogits, p.probs, p.labels, p.rows,
                                                      p.classes, denom * p.per_example, pol));
-        if (P > 1)
-            for (int64_t k = 0; k < slots; k++) total[k] += ls[k];
     }
     for (int i = 0; i < P; i++) {
         pass_init(&p, m, B, i, slots, true);
         DT_FORWARD_IF_ERROR(m->ops->backward(m, B, &p, pol));
     }
-    if (P > 1) {
-        const float inv = 1.0f / (float)P;
-        for (int64_t k = 0; k < slots; k++) loss[k] = total[k] * inv;
-    }
     return DT_OK;
+}
+
+void dt_model_finish_loss(struct dt_model *m, int64_t slots, float *loss)
+{
+    const int P = m->passes;
+    if (P == 1) return;
+    const float inv = 1.0f / (float)P;
+    for (int64_t k = 0; k < slots; k++) { /* the passes' sum in pass order, times 1 / P */
+        float total = 0.0f;
+        for (int i = 0; i < P; i++) total += m->loss_ws[(int64_t)i * slots + k];
+        loss[k] = total * inv;
+    }
 }
 
 enum dt_status dt_model_gradients(struct dt_model *m, const struct dt_batch *b, int64_t B,

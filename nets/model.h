@@ -204,7 +204,9 @@ void dt_model_load(struct dt_model *m, const struct dt_batch *b, int64_t B);
  * gradients: load the batch's B rows (struct dt_batch), then forward -> loss -> backward
  *   for each of m->passes passes: every g filled with the gradient of (sum of the B
  *   examples' losses) / denom -- denom is the global batch when these rows are a shard of
- *   it (denom >= B); *loss = the B rows' mean (over the passes).
+ *   it (denom >= B); *loss = the B rows' mean (over the passes) -- once the step's end has
+ *   run (dt_model_step_end: a device backend reads the losses with the step's one wait)
+ *   and then dt_model_finish_loss (the passes' mean) -- so *loss must outlive the step.
  * finish_gradients: the kind's data-free term (ops->finish_gradients), after the gradients
  *   of every shard and rank were combined; clip: every g scaled to the global norm
  *   opt->clip_norm (nothing when it is 0); update: SGD or AdamW on every parameter. */
@@ -215,6 +217,9 @@ void dt_model_begin_step(struct dt_model *m);
 enum dt_status dt_model_step_end(struct dt_model *m, enum dt_status st);
 enum dt_status dt_model_gradients(struct dt_model *m, const struct dt_batch *b, int64_t B,
                                   int64_t denom, const struct dt_policy *pol, float *loss);
+/* After the step's end: the mean over the passes of each of `slots` losses (nothing to do
+ * with one pass, whose loss lands in place). */
+void dt_model_finish_loss(struct dt_model *m, int64_t slots, float *loss);
 enum dt_status dt_model_finish_gradients(struct dt_model *m, const struct dt_policy *pol);
 enum dt_status dt_model_clip(struct dt_model *m, const struct dt_sgd_options *opt,
                              const struct dt_policy *pol);

@@ -216,26 +216,36 @@ static enum dt_status exact_gradients(struct dt_step *d, const struct dt_batch *
     return st;
 }
 
-/* reduction: exact, the combination: every shard's partials added exactly, across ranks;
- * the loss from the shards' means. */
-static enum dt_status exact_combine(struct dt_step *d, int64_t B, int64_t S, float *loss)
+/* reduction: exact, the combination: every shard's partials added exactly, across ranks.
+ * The maxima it used are read with the step's end (exact_finish checks them). */
+static enum dt_status exact_combine(struct dt_step *d)
 {
     struct dt_model *m = d->m;
-    const struct share h = share_of(d, B, S);
     const int P = m->n_params;
+    const struct share h = share_of(d, d->B, d->S);
     const struct dt_exact_layout L = {
-        .tensors = P, .n = d->n, .first = m->grad_first, .slots = h.s1 - h.s0, .shards = S};
+        .tensors = P, .n = d->n, .first = m->grad_first, .slots = h.s1 - h.s0, .shards = d->S};
     DT_FORWARD_IF_ERROR(combine_exact(d, &L));
-    /* the same maxima on every rank, so every rank fails alike */
-    dt_backend_download(m->be, d->max_bits, d->max_dev, (size_t)P * sizeof *d->max_bits);
-    for (int i = 0; i < P; i++)
+    dt_backend_read_deferred(m->be, d->max_bits, d->max_dev, (size_t)P * sizeof *d->max_bits);
+    return DT_OK;
+}
+
+/* After the step's end: a non-finite maximum fails the step (the same maxima on every rank,
+ * so every rank fails alike); the loss from every shard's mean, gathered (one rank holds
+ * each slot and the others add +0, so the float sum is exact in any order), weighted by its
+ * rows in shard order. */
+static enum dt_status exact_finish(struct dt_step *d, float *loss)
+{
+    struct dt_model *m = d->m;
+    const int64_t B = d->B, S = d->S;
+    const struct share h = share_of(d, B, S);
+    for (int i = 0; i < m->n_params; i++)
         if (d->max_bits[i] >= 0x7f800000u)
             return dt_error_set(
                 &m->err, DT_ERR_NUMERIC,
                 "%s gradient: non-finite (%s) in a shard at step %" PRId64 " (reduction: exact)",
                 m->params[i].name, d->max_bits[i] > 0x7f800000u ? "nan" : "inf", m->step);
-    /* the loss: every shard's mean, gathered (one rank holds each slot and the others add
-     * +0, so the float sum is exact in any order), weighted by its rows in shard order */
+    dt_model_finish_loss(m, h.s1 - h.s0, d->loss_slots + h.s0);
     x_sum_f32(d->x, d->loss_slots, S);
     double total = 0.0;
     for (int64_t s = 0; s < S; s++)
@@ -289,28 +299,33 @@ static enum dt_status rank_gradients(struct dt_step *d, const struct dt_batch *b
     return dt_model_gradients(m, &mine, h.b1 - h.b0, B, pol, &d->loss_slots[0]);
 }
 
-/* unordered, fixed: the ranks' gradients added (by the exchange, or in rank order), and
- * the loss from the ranks' means weighted by their rows. */
-static enum dt_status rank_combine(struct dt_step *d, int64_t B, int64_t S,
-                                   const struct dt_policy *pol, float *loss)
+/* unordered, fixed: the ranks' gradients added (by the exchange, or in rank order). */
+static enum dt_status rank_combine(struct dt_step *d, const struct dt_policy *pol)
+{
+    if (!dt_reduction_ordered(pol)) return sum_unordered(d);
+    sum_rank_order(d);
+    return DT_OK;
+}
+
+/* After the step's end: the loss from the ranks' means weighted by their rows (the
+ * exchange's sum, or gathered and added in rank order). */
+static void rank_finish(struct dt_step *d, const struct dt_policy *pol, float *loss)
 {
     const int N = ranks(d->x);
-    const struct share h = share_of(d, B, S);
+    const struct share h = share_of(d, d->B, d->S);
+    dt_model_finish_loss(d->m, 1, &d->loss_slots[0]);
     const double part = (double)d->loss_slots[0] * (double)(h.b1 - h.b0);
     double sum = part;
     if (!dt_reduction_ordered(pol)) {
-        DT_FORWARD_IF_ERROR(sum_unordered(d));
         x_sum_f64(d->x, &sum, 1);
     } else {
-        sum_rank_order(d);
         double *parts = dt_xmalloc((size_t)N * sizeof *parts);
         x_gather(d->x, &part, parts, sizeof part);
         sum = 0.0;
         for (int q = 0; q < N; q++) sum += parts[q];
         free(parts);
     }
-    *loss = (float)(sum / (double)B);
-    return DT_OK;
+    *loss = (float)(sum / (double)d->B);
 }
 
 /* Set up d for m under pol (again when the model, exchange or reduction changed). */
@@ -340,14 +355,22 @@ enum dt_status dt_step_train(struct dt_step *d, struct dt_model *m, const struct
                    : rank_gradients(d, batch, B, shards, pol);
     /* combine across shards and ranks (every rank learns whether one failed first) */
     if (combine) {
+        d->B = B;
+        d->S = shards;
         st = agree_on_failure(d, st);
-        if (st == DT_OK)
-            st = exact ? exact_combine(d, B, shards, loss) : rank_combine(d, B, shards, pol, loss);
+        if (st == DT_OK) st = exact ? exact_combine(d) : rank_combine(d, pol);
     }
     /* the data-free term, once; clip; update */
     if (st == DT_OK) st = dt_model_finish_gradients(m, pol);
     if (st == DT_OK) st = dt_model_clip(m, opt, pol);
     if (st == DT_OK) st = dt_model_update(m, opt, pol);
+    /* the step's end: the device's one wait, the deferred checks and values read; then the
+     * loss, from what was read (every rank reaches here, so its exchanges pair up) */
+    st = dt_model_step_end(m, st);
+    if (st != DT_OK) return st;
+    if (!combine) dt_model_finish_loss(m, 1, loss);
+    else if (exact) st = exact_finish(d, loss);
+    else rank_finish(d, pol, loss);
     return st;
 }
 

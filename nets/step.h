@@ -81,6 +81,7 @@ struct dt_step {
     uint32_t *max_bits;          /* exact: the same on the host */
     int64_t *acc_dev, *acc;      /* exact with several ranks: the int64 sums (backend, host) */
     float *loss_slots;           /* per shard (exact) or per rank */
+    int64_t B, S;                /* the step's global batch and shards (the combination's) */
 };
 
 /* Whether a step under pol goes through the shard/rank combination: there are several
@@ -95,7 +96,9 @@ void dt_step_free(struct dt_step *d);
 /* The step every caller takes, on the global batch (B rows: host rows or resident indices,
  * nets/model.h), every rank passing the same batch: the rank's share of the rows, the
  * combination across shards and ranks under pol->reduction when dt_step_needs_combine (d
- * set up for m on first use; dt_step_free it before m is destroyed), then the update.
+ * set up for m on first use; dt_step_free it before m is destroyed), then the update, then
+ * the step's end (dt_model_step_end: a device backend's one wait, which also reads the
+ * step's deferred checks and its losses), then the loss from what it read.
  * *loss = the global batch's mean loss, computed on the weights before the update (the
  * same value on every rank: exact combines the shards' means in shard order, fixed the
  * ranks' in rank order, unordered by the exchange's sum; a Bayesian model's is the mean

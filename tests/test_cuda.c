@@ -3,12 +3,15 @@
  * Every check draws fresh inputs and poisons the outputs (NaN) before each run, so a
  * kernel that writes nothing cannot pass. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/util.h"
 #include "tests/check.h"
 #include "tests/op_helpers.h"
 #include "nets/backend_impl.h"
+#include "nets/model.h"
+#include "nets/step.h"
 #ifdef DETRAIN_HAVE_CUDA_TOOLKIT
 #include "nets/cuda/cuda.h"
 #endif
@@ -281,6 +284,70 @@ DT_TEST(profile_device_timers)
     dt_backend_destroy(g);
 }
 
+/* Issue 52: a training step waits for the device once -- its end, which also reads the
+ * deferred checks, the losses (one per shard at portable) and reduction: exact's maxima --
+ * at fast, run_to_run and portable (4 shards); the losses read so are the CPU's bits at
+ * portable and finite elsewhere, and the weights after 4 steps are the CPU's at portable.
+ * With DETRAIN_CUDA_ONE_PASS=0 (the first light's paths) the same step waits more (the
+ * negative control: the counter counts). */
+DT_TEST(one_wait_per_step)
+{
+    struct dt_backend *g = gpu_or_skip(), *c = cpu(2);
+    const enum dt_level levels[] = {DT_LEVEL_FAST, DT_LEVEL_RUN_TO_RUN, DT_LEVEL_PORTABLE};
+    const int64_t B = 64, in = 20, hidden[] = {33}, classes = 7;
+    float x[64 * 20];
+    uint8_t y[64];
+    const struct dt_sgd_options sgd = {.lr = 0.05f, .momentum = 0.9f};
+    for (int one_pass = 1; one_pass >= 0; one_pass--) {
+        if (!one_pass) setenv("DETRAIN_CUDA_ONE_PASS", "0", 1);
+        for (int l = 0; l < 3; l++) {
+            const struct dt_policy pol = level(levels[l]);
+            struct dt_model *mg = NULL, *mc = NULL;
+            struct dt_error err = {0};
+            CHECK_INT_EQ(dt_mlp_create(&mg, g, in, hidden, 1, classes, B, &err), DT_OK);
+            CHECK_INT_EQ(dt_mlp_create(&mc, c, in, hidden, 1, classes, B, &err), DT_OK);
+            dt_model_init(mg, 11, 0);
+            dt_model_init(mc, 11, 0);
+            struct dt_step dg, dc;
+            memset(&dg, 0, sizeof dg);
+            memset(&dc, 0, sizeof dc);
+            dt_backend_defer_checks(g, true);
+            int64_t most = 0;
+            for (int s = 0; s < 4; s++) {
+                fill(x, B * in, 1.0);
+                for (int i = 0; i < B; i++) y[i] = (uint8_t)((i * 5 + s) % classes);
+                const struct dt_batch b = {.x = x, .y = y};
+                float lg = NAN, lc = NAN;
+                const int64_t w0 = dt_backend_host_waits(g);
+                CHECK_INT_EQ(dt_step_train(&dg, mg, NULL, &b, B, 4, &sgd, &pol, &lg), DT_OK);
+                const int64_t waits = dt_backend_host_waits(g) - w0;
+                most = waits > most ? waits : most;
+                CHECK_INT_EQ(dt_step_train(&dc, mc, NULL, &b, B, 4, &sgd, &pol, &lc), DT_OK);
+                CHECK(isfinite(lg));
+                if (levels[l] == DT_LEVEL_PORTABLE) CHECK(memcmp(&lg, &lc, sizeof lg) == 0);
+                if (one_pass) CHECK_INT_EQ(waits, 1);
+            }
+            if (!one_pass) CHECK(most > 1);
+            dt_backend_defer_checks(g, false);
+            if (levels[l] == DT_LEVEL_PORTABLE)
+                for (int i = 0; i < mg->n_params; i++) {
+                    const int64_t n = mg->params[i].n;
+                    float *a = dt_xmalloc((size_t)n * 4);
+                    dt_backend_download(g, a, mg->params[i].w, (size_t)n * 4);
+                    CHECK(memcmp(a, mc->params[i].w, (size_t)n * 4) == 0);
+                    free(a);
+                }
+            dt_step_free(&dg);
+            dt_step_free(&dc);
+            dt_model_destroy(mg);
+            dt_model_destroy(mc);
+        }
+        unsetenv("DETRAIN_CUDA_ONE_PASS");
+    }
+    dt_backend_destroy(g);
+    dt_backend_destroy(c);
+}
+
 DT_TEST_MAIN(DT_CASE(create_or_clear_error), DT_CASE(elementwise_parity), DT_CASE(missing_op_named),
              DT_CASE(first_nonfinite_parity), DT_CASE(resident_gather_parity),
-             DT_CASE(profile_device_timers))
+             DT_CASE(profile_device_timers), DT_CASE(one_wait_per_step))

@@ -204,7 +204,6 @@ static enum dt_status side_step(struct side *sd, const struct dt_policy *pol, in
     float loss = 0.0f;
     enum dt_status st = dt_step_train(&sd->dstep, sd->m, NULL, &b, sd->exp.train.batch,
                                       sd->exp.train.shards, &sd->sgd, pol, &loss);
-    st = dt_model_step_end(sd->m, st);
     if (st != DT_OK)
         return dt_error_set(err, st, "%s: step %" PRId64 " failed: %s", sd->dir, s,
                             sd->m->err.status != DT_OK ? sd->m->err.msg : dt_status_str(st));

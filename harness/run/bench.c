@@ -34,8 +34,8 @@ static enum dt_status timed_step(struct dt_step *step, const struct dt_exchange 
     float loss;
     dt_backend_profile_reset(m->be);
     double t0 = dt_now_s();
-    enum dt_status st = dt_step_train(step, m, x, batch, B, shards, sgd, pol, &loss);
-    st = dt_model_step_end(m, st); /* as a training step */
+    enum dt_status st =
+        dt_step_train(step, m, x, batch, B, shards, sgd, pol, &loss); /* to its end */
     *total = dt_now_s() - t0;
     dt_backend_profile_read(m->be, ops);
     return st;
@@ -327,7 +327,6 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
         const int64_t w0 = dt_backend_host_waits(be);
         double t0 = dt_now_s();
         st = dt_step_train(&step, m, x, &batch, B, exp->train.shards, &sgd, pol, &loss);
-        st = dt_model_step_end(m, st);
         double t1 = dt_now_s();
         if (s >= opt->warmup) waits += dt_backend_host_waits(be) - w0;
         uint8_t md[DT_DIGEST_BYTES];
@@ -348,7 +347,6 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
         float loss;
         double t0 = dt_now_s();
         st = dt_step_train(&step, m, x, &batch, B, exp->train.shards, &sgd, pol, &loss);
-        st = dt_model_step_end(m, st);
         double t1 = dt_now_s();
         if (st == DT_OK) st = dt_hashpipe_submit(hp, s, loss, err);
         double t2 = dt_now_s();

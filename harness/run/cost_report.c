@@ -81,7 +81,6 @@ static enum dt_status count_step(struct dt_model *m, const struct dt_experiment 
         if (k == 1) dt_backend_cost_enable(m->be, t);
         st = dt_step_train(step, m, NULL, &batch, exp->train.batch, exp->train.shards, &sgd, pol,
                            &loss);
-        st = dt_model_step_end(m, st);
         uint8_t md[DT_DIGEST_BYTES];
         *step_downloads = t->downloads;
         if (st == DT_OK && k == 1) /* the hash's ops into their own op rows */

@@ -193,8 +193,7 @@ static enum dt_status model_step(struct run_ctx *c, struct replica *rep, struct 
     const double t0 = dt_now_s();
     enum dt_status st =
         dt_step_train(&rep->dstep, m, dt_dist_exchange(c->opt->dist), &batch, exp->train.batch,
-                      exp->train.shards, &rep->sgd, rep->pol, &done->loss);
-    st = dt_model_step_end(m, st);
+                      exp->train.shards, &rep->sgd, rep->pol, &done->loss); /* to its end */
     rep->step_ms[s - 1] = 1e3 * (dt_now_s() - t0);
     dt_algolog_step(&rep->algos, s, rep->notes,
                     dt_backend_take_algo_notes(c->be, rep->notes, DT_ALGOLOG_MAX_CALLS),

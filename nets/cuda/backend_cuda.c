@@ -535,6 +535,7 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .gather = cuda_gather,
     .defer_checks = dt_cuda_defer_checks,
     .step_end = dt_cuda_step_end,
+    .read_deferred = dt_cuda_read_deferred,
     .op_mark = cuda_op_mark,
     .op_times = cuda_op_times,
 };

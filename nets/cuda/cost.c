@@ -409,20 +409,21 @@ void dt_cost_relu_backward(struct dt_op_cost *c, const struct dt_cost_ctx *cx, f
 
 /* dt_cuda_softmax_xent_forward: reduction unordered -> the atomic total zeroed (a memset)
  * and added in the rows kernel; one rows kernel; the losses, hits and total copied back
- * and dt_cuda_sync (the loss is needed on the host), summed there. */
-static void cuda_softmax_xent_forward(struct dt_op_cost *c, const struct dt_policy *pol, int64_t B,
-                                      int64_t C)
+ * and summed on the host: with a wait of its own, or -- a training step's loss with checks
+ * deferred (dt_cuda_defer_loss) -- read with the step's end. */
+static void cuda_softmax_xent_forward(struct dt_op_cost *c, const struct dt_cost_ctx *cx,
+                                      const struct dt_policy *pol, int64_t B, int64_t C)
 {
     const bool atomic_total = !dt_reduction_ordered(pol);
     const double Bd = (double)B, n = Bd * (double)C;
     if (atomic_total) memset_async(c, 4.0);
     kernel(c, 4.0 * (2.0 * n + 3.0 * Bd),
            n * FLOP_SOFTMAX + Bd * (FLOP_EXP + 2.0) + (atomic_total ? Bd : 0.0));
-    c->waits += 1;
+    if (!(cx->checks_deferred && cx->loss_deferred && dt_cuda_one_pass())) c->waits += 1;
 }
 
 /* nets/cuda/loss.c, dt_cuda_softmax_xent_forward; plan_softmax_xent_forward: per shard
- * under reduction: exact with shards (loss_per_shard: a read-back and a wait per shard). */
+ * under reduction: exact with shards (loss_per_shard: a read-back per shard). */
 void dt_cost_softmax_xent_forward(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *probs,
                                   float *loss_host, int64_t *correct_host, const float *logits,
                                   const int32_t *labels, int64_t B, int64_t C,
@@ -430,10 +431,10 @@ void dt_cost_softmax_xent_forward(struct dt_op_cost *c, const struct dt_cost_ctx
 {
     if (sharded(cx, pol)) {
         for (int64_t k = 0; k < cx->shards; k++)
-            cuda_softmax_xent_forward(c, pol, shard_rows(cx, B, k), C);
+            cuda_softmax_xent_forward(c, cx, pol, shard_rows(cx, B, k), C);
         return;
     }
-    cuda_softmax_xent_forward(c, pol, B, C);
+    cuda_softmax_xent_forward(c, cx, pol, B, C);
 }
 
 /* nets/cuda/loss.c, dt_cuda_softmax_xent_backward: one elementwise kernel. */
@@ -1071,3 +1072,7 @@ void dt_cost_snapshot(struct dt_op_cost *c, const int64_t *counts, int n)
     }
     for (int i = 0; i < n; i++) memset_async(c, 8.0 * (double)counts[i]); /* a D2D copy each */
 }
+
+/* nets/cuda/status.c, dt_cuda_read_deferred: no wait of its own with checks deferred (read
+ * with the step's end), a download's wait with DETRAIN_CUDA_ONE_PASS=0. */
+bool dt_cost_read_deferred_waits(void) { return !dt_cuda_one_pass(); }

@@ -142,6 +142,25 @@ struct dt_cuda_fixed_record *dt_cuda_check_record(struct dt_backend *be, enum dt
 enum dt_status dt_cuda_check_now(struct dt_backend *be, const struct dt_cuda_fixed_record *rec,
                                  enum dt_cuda_check kind, const char *what, int64_t len, int slot);
 void dt_cuda_defer_checks(struct dt_backend *be, bool on);
+/* Values read with the step's end (dt_backend_read_deferred): an asynchronous copy into the
+ * read's pinned buffer now, into host_dst after the step's one wait. */
+void dt_cuda_read_deferred(struct dt_backend *be, void *host_dst, const void *src, size_t bytes);
+/* The loss's read-back deferred to the step's end (loss.c): what dt_cuda_loss_finish needs. */
+struct dt_cuda_loss_read {
+    int64_t B, C;
+    enum dt_reduction reduction;
+    uint64_t forced_order;
+    float *loss_host;
+    int64_t *correct_host;
+};
+/* true: the bytes at src (the op's [losses][hits][total]) are copied back with the step's
+ * end and finished there; false: checks are not deferred or the step's reads are full --
+ * the op reads at once. */
+bool dt_cuda_defer_loss(struct dt_backend *be, const void *src, size_t bytes,
+                        const struct dt_cuda_loss_read *r);
+enum dt_status dt_cuda_loss_finish(struct dt_backend *be, const char *h, int64_t B, int64_t C,
+                                   enum dt_reduction reduction, uint64_t forced_order,
+                                   float *loss_host, int64_t *correct_host);
 enum dt_status dt_cuda_step_end(struct dt_backend *be, struct dt_error *err);
 void dt_cuda_status_free(struct dt_backend *be);
 

@@ -91,9 +91,10 @@ int dt_cuda_bias_grad_fixed(float *dbias, unsigned long long *acc, struct dt_cud
  * DT_CUDA_BIAS_ONE_PASS_MAX elements per shard the caller calls per shard instead (four
  * grid-wide kernels per shard read faster than one block per shard). */
 #define DT_CUDA_BIAS_SHARDS_MAX 64
-/* DETRAIN_CUDA_ONE_PASS=0 turns the one-launch forms off -- the shards' bias gradient (a call
- * per shard) and the hashing snapshot (a copy per tensor), as the first light ran them: the
- * same bits, for A/B timing on a GPU and for the cost model (which reads it too). */
+/* DETRAIN_CUDA_ONE_PASS=0 runs the step as the first light did -- the shards' bias gradient a
+ * call per shard, the hashing snapshot a copy per tensor, the loss and reduction: exact's
+ * maxima each read back with a wait of its own: the same bits, for A/B timing on a GPU and
+ * for the cost model (which reads it too). */
 static inline bool dt_cuda_one_pass(void)
 {
     const char *v = getenv("DETRAIN_CUDA_ONE_PASS");

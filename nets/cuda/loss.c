@@ -42,8 +42,36 @@ float dt_cuda_loss_sum(const float *losses, int64_t B, enum dt_reduction reducti
     return total;
 }
 
+/* The op's result from its read-back h = [losses: B floats][hit: B int32][atomic total]:
+ * the label check, the correct count and the loss sum per `reduction` -- at once, or at the
+ * step's end when the read was deferred (status.c). */
+enum dt_status dt_cuda_loss_finish(struct dt_backend *be, const char *h, int64_t B, int64_t C,
+                                   enum dt_reduction reduction, uint64_t forced_order,
+                                   float *loss_host, int64_t *correct_host)
+{
+    const float *h_losses = (const float *)h;
+    const int32_t *h_hit = (const int32_t *)(h + (size_t)B * 4);
+    float h_total;
+    memcpy(&h_total, h + (size_t)B * 8, sizeof h_total);
+    int64_t correct = 0;
+    for (int64_t b = 0; b < B; b++) {
+        if (h_hit[b] < 0) {
+            return dt_backend_op_error(be, DT_ERR_INTERNAL,
+                                       "softmax_xent_forward: label out of range [0, %lld) at "
+                                       "row %lld",
+                                       (long long)C, (long long)b);
+        }
+        correct += h_hit[b];
+    }
+    *loss_host = dt_cuda_loss_sum(h_losses, B, reduction, forced_order, h_total) / (float)B;
+    if (correct_host) *correct_host = correct;
+    return DT_OK;
+}
+
 /* Rows on the device (one thread each, the CPU's order); then one copy of the losses, hit
- * flags and atomic total to the host, one synchronisation, and the sum per `reduction`. */
+ * flags and atomic total to the host and the sum per `reduction` -- with a wait of its own,
+ * or, in a training step with checks deferred (dt_backend_defer_loss), read with the step's
+ * end and finished there (status.c): no wait of the op's own. */
 enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs, float *loss_host,
                                             int64_t *correct_host, const float *logits,
                                             const int32_t *labels, int64_t B, int64_t C,
@@ -61,26 +89,19 @@ enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs,
         dt_cuda_softmax_xent_rows(probs, losses, hit, atomic_total ? total : NULL, logits, labels,
                                   B, C, dt_math_portable(pol), &dt_cuda(be)->launch),
         "softmax_xent_forward"));
+    const struct dt_cuda_loss_read r = {.B = B,
+                                        .C = C,
+                                        .reduction = pol->reduction,
+                                        .forced_order = c->forced_order,
+                                        .loss_host = loss_host,
+                                        .correct_host = correct_host};
+    if (be->loss_deferred && dt_cuda_one_pass() && dt_cuda_defer_loss(be, d, bytes, &r))
+        return DT_OK;
     char *h = dt_cuda_host_scratch(be, 0, bytes);
     DT_CUDA_CHECK(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
     dt_cuda_sync(be);
-    const float *h_losses = (const float *)h;
-    const int32_t *h_hit = (const int32_t *)(h + (size_t)B * 4);
-    float h_total;
-    memcpy(&h_total, h + (size_t)B * 8, sizeof h_total);
-    int64_t correct = 0;
-    for (int64_t b = 0; b < B; b++) {
-        if (h_hit[b] < 0) {
-            return dt_backend_op_error(be, DT_ERR_INTERNAL,
-                                       "softmax_xent_forward: label out of range [0, %lld) at "
-                                       "row %lld",
-                                       (long long)C, (long long)b);
-        }
-        correct += h_hit[b];
-    }
-    *loss_host = dt_cuda_loss_sum(h_losses, B, pol->reduction, c->forced_order, h_total) / (float)B;
-    if (correct_host) *correct_host = correct;
-    return DT_OK;
+    return dt_cuda_loss_finish(be, h, B, C, pol->reduction, c->forced_order, loss_host,
+                               correct_host);
 }
 
 /* portable at every level: elementwise (p - onehot) * inv_b, inv_b = 1/B rounded once

@@ -5,7 +5,10 @@
  * message in the op error record as the CPU backend's ops give it). Checks deferred (a training
  * step): a slot of the step's status buffer, noted with the op and the backend's context; the op
  * returns at once and the step's end (dt_cuda_step_end) copies every slot back in one copy
- * and one wait, and names the first fault. One decoder serves both. */
+ * and one wait, and names the first fault. One decoder serves both. Values the step needs
+ * only after its end (its losses, reduction: exact's maxima: dt_backend_read_deferred) are
+ * copied back then too, by the same stream before the same wait, each into a pinned buffer
+ * of its own, then into place (a loss finished by loss.c's dt_cuda_loss_finish). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,8 +16,21 @@
 #include "core/util.h"
 #include "nets/cuda/dense_loss.h"
 
+/* A value read with the step's end: its pinned buffer (kept from step to step, grown while
+ * idle), where it goes, and for a loss what finishes it. */
+#define DT_CUDA_READS_MAX 256
+struct deferred_read {
+    void *pinned;
+    size_t cap, bytes;
+    void *dst;
+    bool is_loss;
+    struct dt_cuda_loss_read loss;
+};
+
 struct dt_cuda_status {
     bool defer;
+    struct deferred_read read[DT_CUDA_READS_MAX];
+    int reads;
     struct dt_cuda_fixed_record *dev, *host; /* DT_CUDA_STATUS_SLOTS each */
     int used;
     struct {
@@ -67,7 +83,7 @@ void dt_cuda_defer_checks(struct dt_backend *be, bool on)
         DT_CUDA_CHECK(cudaMalloc((void **)&st->dev, bytes));
         DT_CUDA_CHECK(cudaMallocHost((void **)&st->host, bytes));
     }
-    if (!on && st->used > 0) { /* records still unread: read them now (a caller's bug) */
+    if (!on && (st->used > 0 || st->reads > 0)) { /* unread: read them now (a caller's bug) */
         struct dt_error err;
         memset(&err, 0, sizeof err);
         if (dt_cuda_step_end(be, &err) != DT_OK) fprintf(stderr, "detrain: %s\n", err.msg);
@@ -103,6 +119,71 @@ enum dt_status dt_cuda_check_now(struct dt_backend *be, const struct dt_cuda_fix
     return s == DT_OK ? s : dt_backend_op_error(be, s, "%s", msg);
 }
 
+/* The next read's slot with room for `bytes`, or NULL (checks not deferred, or the step's
+ * reads full: the caller reads at once). A buffer grows only while idle: its last copy ran
+ * before the previous step's end returned. */
+static struct deferred_read *next_read(struct dt_backend *be, size_t bytes)
+{
+    struct dt_cuda_status *st = status_of(be);
+    if (!st->defer || st->reads == DT_CUDA_READS_MAX || !dt_cuda_one_pass()) return NULL;
+    struct deferred_read *r = &st->read[st->reads];
+    if (r->cap < bytes) {
+        if (r->pinned) DT_CUDA_CHECK(cudaFreeHost(r->pinned));
+        r->cap = bytes + bytes / 2 + 64;
+        DT_CUDA_CHECK(cudaMallocHost(&r->pinned, r->cap));
+    }
+    r->bytes = bytes;
+    st->reads++;
+    return r;
+}
+
+void dt_cuda_read_deferred(struct dt_backend *be, void *host_dst, const void *src, size_t bytes)
+{
+    struct deferred_read *r = next_read(be, bytes);
+    if (!r) {
+        dt_backend_download(be, host_dst, src, bytes);
+        return;
+    }
+    r->dst = host_dst;
+    r->is_loss = false;
+    DT_CUDA_CHECK(cudaMemcpyAsync(r->pinned, src, bytes, cudaMemcpyDeviceToHost,
+                                  (cudaStream_t)dt_cuda(be)->stream));
+}
+
+bool dt_cuda_defer_loss(struct dt_backend *be, const void *src, size_t bytes,
+                        const struct dt_cuda_loss_read *loss)
+{
+    struct deferred_read *r = next_read(be, bytes);
+    if (!r) return false;
+    r->dst = NULL;
+    r->is_loss = true;
+    r->loss = *loss;
+    DT_CUDA_CHECK(cudaMemcpyAsync(r->pinned, src, bytes, cudaMemcpyDeviceToHost,
+                                  (cudaStream_t)dt_cuda(be)->stream));
+    return true;
+}
+
+/* After the step's wait: every deferred read into place, in call order; the first loss
+ * that fails (a label out of range) gives the status. */
+static enum dt_status finish_reads(struct dt_backend *be, struct dt_cuda_status *st)
+{
+    enum dt_status first = DT_OK;
+    for (int k = 0; k < st->reads; k++) {
+        struct deferred_read *r = &st->read[k];
+        if (!r->is_loss) {
+            memcpy(r->dst, r->pinned, r->bytes);
+            continue;
+        }
+        const struct dt_cuda_loss_read *l = &r->loss;
+        const enum dt_status s =
+            dt_cuda_loss_finish(be, r->pinned, l->B, l->C, l->reduction, l->forced_order,
+                                l->loss_host, l->correct_host);
+        if (first == DT_OK) first = s;
+    }
+    st->reads = 0;
+    return first;
+}
+
 enum dt_status dt_cuda_step_end(struct dt_backend *be, struct dt_error *err)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
@@ -113,6 +194,7 @@ enum dt_status dt_cuda_step_end(struct dt_backend *be, struct dt_error *err)
                                       cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
     dt_cuda_sync(be); /* the step's one wait */
     st->used = 0;
+    const enum dt_status read = finish_reads(be, st);
     for (int k = 0; k < n; k++) {
         char msg[256];
         const enum dt_status s = decode(&st->host[k], st->note[k].kind, st->note[k].what,
@@ -120,6 +202,11 @@ enum dt_status dt_cuda_step_end(struct dt_backend *be, struct dt_error *err)
         if (s != DT_OK)
             return dt_error_set(err, s, "%s: %s",
                                 st->note[k].context[0] ? st->note[k].context : "a gradient", msg);
+    }
+    if (read != DT_OK) {
+        struct dt_error e = {0};
+        dt_backend_take_op_error(be, &e);
+        return dt_error_set(err, read, "%s", e.msg[0] ? e.msg : "a deferred read failed");
     }
     return DT_OK;
 }
@@ -130,6 +217,8 @@ void dt_cuda_status_free(struct dt_backend *be)
     if (!c->status) return;
     if (c->status->dev) cudaFree(c->status->dev);
     if (c->status->host) cudaFreeHost(c->status->host);
+    for (int k = 0; k < DT_CUDA_READS_MAX; k++)
+        if (c->status->read[k].pinned) cudaFreeHost(c->status->read[k].pinned);
     free(c->status);
     c->status = NULL;
 }
