@@ -87,4 +87,38 @@ static inline DT_HD float dt_reduce_sum_fixed(const float *v, int64_t n, float *
     return partials[0];
 }
 
+/* The same tree, streamed (one GPU thread summing its partials as they come, no array of
+ * them): partial t (1-based) is pushed onto a stack of complete subtrees and merged with
+ * the top ctz(t) times -- a binary counter, so the stack holds the subtrees of m's binary
+ * digits, largest first -- and the end adds them from the top down (right to left). The
+ * level-by-level tree of m leaves is exactly that: its complete 2^k-leaf subtrees, then the
+ * leftovers combined right-associatively (an odd last item moves up until it meets its
+ * left neighbour). The same bits for every m (tests/test_cuda_dense.c,
+ * reduce_stream_equals_tree). The stack holds at most 64 subtrees: m < 2^64. */
+struct dt_reduce_stream {
+    float v[64];
+    int top;
+    uint64_t count;
+};
+static inline DT_HD void dt_reduce_stream_init(struct dt_reduce_stream *s)
+{
+    s->top = 0;
+    s->count = 0;
+}
+static inline DT_HD void dt_reduce_stream_push(struct dt_reduce_stream *s, float x)
+{
+    s->v[s->top++] = x;
+    for (uint64_t t = ++s->count; !(t & 1); t >>= 1) {
+        s->v[s->top - 2] = s->v[s->top - 2] + s->v[s->top - 1];
+        s->top--;
+    }
+}
+static inline DT_HD float dt_reduce_stream_end(const struct dt_reduce_stream *s)
+{
+    if (s->top == 0) return 0.0f;
+    float r = s->v[s->top - 1];
+    for (int i = s->top - 2; i >= 0; i--) r = s->v[i] + r;
+    return r;
+}
+
 #endif

@@ -672,6 +672,13 @@ stage_bench() {
     [ $dry -eq 0 ] || check_config_of "${cmd[@]}"
     [ $dry -eq 0 ] || continue
     [ -s "$csv" ] || continue
+    # the cost model's prediction beside what was measured (issue 52; counted on the CPU)
+    if [ "$m" = bnn ]; then
+      cmd=("$detrain" cost "${config_of[$m]}" --set backend.device=cpu --measured "$csv")
+    else
+      cmd=("$detrain" cost "${config_of[$m]}" --set backend.device=cpu --set "$levels" --measured "$csv")
+    fi
+    sh_c "$(quote_args "${cmd[@]}") >$(quote_args "$d/cost-$m.txt")" || failure "cost $m: $(last_error)"
     base=$(grep -m1 'step (update) median' "$txt" 2>/dev/null | awk '{ print $4 " ms" }')
     note "$m ${base:-?}/step $(awk -F, '$3 == "step" { printf "%s%s %.2fx", s, $2, $6; s = ", " }' "$csv" 2>/dev/null)" \
          "hash $(grep -m1 'hashing share' "$txt" 2>/dev/null | awk '{ print $3 }')" \

@@ -69,15 +69,18 @@ DT_TEST(counts_follow_the_code)
     float loss;
     COUNTED(c, t, dt_softmax_xent_forward(c, y, &loss, NULL, y, labels, B, out, &fast));
     CHECK(t.op[DT_OP_SOFTMAX_XENT_FORWARD].waits == 1);
-    /* the bias gradient: atomics float, 2 (a memset and the atomic kernel); fixed point, 4
-     * kernels and its check -- read at once (a wait) unless the step defers checks */
+    /* the bias gradient: atomics float, 2 (a memset and the atomic kernel); fixed point, one
+     * block when small (1 launch), else 4 kernels, and its check -- read at once (a wait)
+     * unless the step defers checks */
     const struct dt_op_cost *b = &t.op[DT_OP_BIAS_BACKWARD];
     COUNTED(c, t, dt_bias_backward(c, db, dy, B, out, &fast));
     CHECK(b->launches == 2 && b->waits == 0);
     COUNTED(c, t, dt_bias_backward(c, db, dy, B, out, &r2r));
+    CHECK(b->launches == 1 && b->waits == 1);
+    COUNTED(c, t, dt_bias_backward(c, db, dy, B, 2000, &r2r));
     CHECK(b->launches == 4 && b->waits == 1);
     dt_backend_defer_checks(c, true);
-    COUNTED(c, t, dt_bias_backward(c, db, dy, B, out, &r2r));
+    COUNTED(c, t, dt_bias_backward(c, db, dy, B, 2000, &r2r));
     CHECK(b->launches == 4 && b->waits == 0);
     /* reduction: exact over 4 shards: one launch for all of them (dense.cu,
      * bias_fixed_shards_kernel); beyond its columns, or turned off, a call per shard */

@@ -13,6 +13,7 @@
  * Every check draws fresh inputs and poisons the outputs (NaN) before each run. */
 #include <fcntl.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -440,6 +441,81 @@ DT_TEST(bias_elem_matches_cpu)
     float bad[6] = {1.0f, 2.0f, 3.0f, INFINITY, NAN, 0.0f}, db[3];
     CHECK(!emu_bias_fixed(db, bad, 2, 3));
     CHECK_INT_EQ(dt_bias_backward(c, db, bad, 2, 3, &fixed), DT_ERR_NUMERIC);
+    dt_backend_destroy(c);
+}
+
+/* The streamed tree (determinism/reduce.h, dt_reduce_stream: what a thread of the one-launch
+ * weight gradient runs) gives the level-by-level tree's bits for every count from 1 to
+ * 2,100 and a few larger, on values spread over many binades; and the left-to-right serial
+ * sum differs (the negative control: the pairing shows). */
+DT_TEST(reduce_stream_equals_tree)
+{
+    uint64_t st = 0x243f6a8885a308d3ull;
+    int differs = 0;
+    float *p = xalloc(70000), *a = xalloc(70000);
+    for (int64_t m = 1; m <= 70000; m = m < 2100 ? m + 1 : m * 3 + 1) {
+        for (int64_t i = 0; i < m; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            const float mant = (float)((st >> 40) & 0xffffff) / 16777216.0f - 0.5f;
+            p[i] = ldexpf(mant, (int)((st >> 20) % 40) - 20);
+        }
+        memcpy(a, p, (size_t)m * sizeof(float));
+        dt_reduce_tree_vectors(a, m, 1, 1);
+        struct dt_reduce_stream rs;
+        dt_reduce_stream_init(&rs);
+        float serial = 0.0f;
+        for (int64_t i = 0; i < m; i++) dt_reduce_stream_push(&rs, p[i]), serial += p[i];
+        const float got = dt_reduce_stream_end(&rs);
+        if (memcmp(&got, a, sizeof got) != 0)
+            fprintf(stderr, "m=%lld: stream %a, tree %a\n", (long long)m, got, a[0]);
+        CHECK(memcmp(&got, a, sizeof got) == 0);
+        differs += memcmp(&serial, a, sizeof serial) != 0;
+    }
+    CHECK(differs > 100);
+    free(p), free(a);
+}
+
+/* reduction: exact's weight gradient partials at portable in one launch (dense.cu,
+ * wgrad_shards_kernel) as one of its threads computes output (k, i, j): each 32-row chunk
+ * of shard k summed from +0 in row order (dt_dense_mac), the chunk partials through the
+ * streamed tree -- emulated on the host: the CPU backend's partials, bit for bit, for shard
+ * counts 1 to 5, shards of 1 to 100 rows (not multiples of 32). */
+DT_TEST(wgrad_shards_emulation)
+{
+    struct dt_backend *c = cpu(2);
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    const struct {
+        int64_t B, in, out, S;
+    } cases[] = {{1, 3, 2, 1}, {64, 9, 5, 4}, {100, 7, 13, 3}, {257, 5, 4, 5}, {400, 3, 3, 4}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const int64_t B = cases[k].B, in = cases[k].in, out = cases[k].out, S = cases[k].S;
+        int64_t row[8];
+        for (int64_t q = 0; q <= S; q++) row[q] = dt_shard_row(B, S, q);
+        const struct dt_shards sh = {S, row};
+        float *x = xalloc(B * in), *dy = xalloc(B * out), *cw = xalloc(S * in * out);
+        fill_varied(x, B * in, 1.0);
+        fill_varied(dy, B * out, 0.1);
+        dt_backend_set_shards(c, &sh);
+        CHECK_INT_EQ(dt_dense_backward_weight(c, cw, x, dy, B, in, out, &pol), DT_OK);
+        dt_backend_set_shards(c, NULL);
+        for (int64_t q = 0; q < S; q++)
+            for (int64_t i = 0; i < in; i++)
+                for (int64_t j = 0; j < out; j++) {
+                    struct dt_reduce_stream rs;
+                    dt_reduce_stream_init(&rs);
+                    for (int64_t b0 = row[q]; b0 < row[q + 1]; b0 += DT_REDUCE_CHUNK) {
+                        float acc = 0.0f;
+                        const int64_t b1 =
+                            b0 + DT_REDUCE_CHUNK < row[q + 1] ? b0 + DT_REDUCE_CHUNK : row[q + 1];
+                        for (int64_t b = b0; b < b1; b++)
+                            acc = dt_dense_mac(acc, x[b * in + i], dy[b * out + j]);
+                        dt_reduce_stream_push(&rs, acc);
+                    }
+                    const float got = dt_reduce_stream_end(&rs);
+                    CHECK(memcmp(&got, &cw[q * in * out + i * out + j], sizeof got) == 0);
+                }
+        free(x), free(dy), free(cw);
+    }
     dt_backend_destroy(c);
 }
 
@@ -1292,6 +1368,54 @@ DT_TEST(bias_shards_one_launch)
     dt_backend_destroy(c);
 }
 
+/* reduction: exact's weight-gradient partials at portable in one launch: the CPU's bits for
+ * shard counts 1 to 5 and uneven shards, at several launch geometries, and the same bits
+ * as the call per shard (DETRAIN_CUDA_ONE_PASS=0). */
+DT_TEST(wgrad_shards_one_launch)
+{
+    struct dt_backend *g = gpu_or_skip(), *c = cpu(2);
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    const struct {
+        int64_t B, in, out, S;
+    } cases[] = {{1, 3, 2, 1}, {64, 9, 5, 4}, {100, 7, 13, 3}, {257, 50, 40, 5}, {256, 784, 32, 4}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const int64_t B = cases[k].B, in = cases[k].in, out = cases[k].out, S = cases[k].S;
+        const int64_t n = S * in * out;
+        int64_t row[8];
+        for (int64_t q = 0; q <= S; q++) row[q] = dt_shard_row(B, S, q);
+        const struct dt_shards sh = {S, row};
+        float *x = xalloc(B * in), *dy = xalloc(B * out), *cw = xalloc(n), *gw = xalloc(n);
+        fill_varied(x, B * in, 1.0);
+        fill_varied(dy, B * out, 0.1);
+        dt_backend_set_shards(c, &sh);
+        CHECK_INT_EQ(dt_dense_backward_weight(c, cw, x, dy, B, in, out, &pol), DT_OK);
+        dt_backend_set_shards(c, NULL);
+        float *dx = dev_from(g, x, (size_t)(B * in) * 4),
+              *ddy = dev_from(g, dy, (size_t)(B * out) * 4);
+        const int geoms[][2] = {{0, 0}, {32, 0}, {1024, 3}};
+        for (int t = 0; t < 4; t++) {
+            if (t == 3) setenv("DETRAIN_CUDA_ONE_PASS", "0", 1);
+            dt_cuda_set_launch(g, t < 3 ? geoms[t][0] : 0, t < 3 ? geoms[t][1] : 0);
+            float *dw = dev_poisoned(g, n);
+            dt_backend_set_shards(g, &sh);
+            CHECK_INT_EQ(dt_dense_backward_weight(g, dw, dx, ddy, B, in, out, &pol), DT_OK);
+            dt_backend_set_shards(g, NULL);
+            dt_backend_download(g, gw, dw, (size_t)n * 4);
+            char what[96];
+            snprintf(what, sizeof what, "wgrad B=%lld in=%lld out=%lld shards=%lld case %d",
+                     (long long)B, (long long)in, (long long)out, (long long)S, t);
+            CHECK(same_bits(gw, cw, n, what));
+            dt_backend_free(g, dw);
+            unsetenv("DETRAIN_CUDA_ONE_PASS");
+        }
+        dt_cuda_set_launch(g, 0, 0);
+        dt_backend_free(g, dx), dt_backend_free(g, ddy);
+        free(x), free(dy), free(cw), free(gw);
+    }
+    dt_backend_destroy(g);
+    dt_backend_destroy(c);
+}
+
 #else /* no CUDA in this build: the gpu cases skip */
 
 static void no_cuda(void) { DT_SKIP_NO_GPU("built without CUDA"); }
@@ -1303,6 +1427,7 @@ DT_TEST(forced_orders) { no_cuda(); }
 DT_TEST(numeric_errors) { no_cuda(); }
 DT_TEST(deferred_checks) { no_cuda(); }
 DT_TEST(bias_shards_one_launch) { no_cuda(); }
+DT_TEST(wgrad_shards_one_launch) { no_cuda(); }
 
 #endif
 
@@ -1311,4 +1436,5 @@ DT_TEST_MAIN(DT_CASE(dense_elem_matches_cpu), DT_CASE(tree_blocked_matches_tree)
              DT_CASE(softmax_elem_matches_cpu), DT_CASE(dense_parity), DT_CASE(loss_parity),
              DT_CASE(grid_independence), DT_CASE(rerun_identical), DT_CASE(forced_orders),
              DT_CASE(numeric_errors), DT_CASE(deferred_checks), DT_CASE(bias_shards_emulation),
-             DT_CASE(bias_shards_one_launch))
+             DT_CASE(reduce_stream_equals_tree), DT_CASE(wgrad_shards_emulation),
+             DT_CASE(bias_shards_one_launch), DT_CASE(wgrad_shards_one_launch))

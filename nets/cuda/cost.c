@@ -305,6 +305,12 @@ static void cuda_bias_backward(struct dt_op_cost *c, const struct dt_cost_ctx *c
         kernel(c, 4.0 * (n + 2.0 * o), n + slices * o);
         return;
     }
+    if (dt_cuda_one_pass() && out <= DT_CUDA_BIAS_ONE_PASS_COLS &&
+        B * out <= DT_CUDA_BIAS_ONE_PASS_MAX) { /* one block: bias_fixed_one_launch */
+        kernel(c, 8.0 * n + 4.0 * o, (OPS_SCAN + OPS_FIXED_TERM) * n + OPS_FIXED_ROUND * o);
+        check_record(c, cx);
+        return;
+    }
     const double slices = (double)((B + CU_FIXED_ROWS - 1) / CU_FIXED_ROWS);
     kernel(c, 8.0 * o, 0.0);                                        /* init: counters, record */
     kernel(c, 4.0 * n, OPS_SCAN * n);                               /* max |dy| */
@@ -341,13 +347,23 @@ void dt_cost_dense_backward_data(struct dt_op_cost *c, const struct dt_cost_ctx 
     cuda_dense_backward_data(c, pol, B, in, out);
 }
 
-/* nets/cuda/dense.c, dt_cuda_dense_backward_weight; plan_dense_backward_weight: per shard
- * under reduction: exact with shards (dense_wgrad_shards -> dense_wgrad_per_shard). */
+/* nets/cuda/dense.c, dt_cuda_dense_backward_weight; plan_dense_backward_weight: under
+ * reduction: exact with shards, dt_cuda_dense_backward_weight_shards (one launch at
+ * portable), else a call per shard (dense_wgrad_shards -> dense_wgrad_per_shard). */
 void dt_cost_dense_backward_weight(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *dw,
                                    const float *x, const float *dy, int64_t B, int64_t in,
                                    int64_t out, const struct dt_policy *pol)
 {
     if (sharded(cx, pol)) {
+        if (B == cx->shard_batch && dt_cuda_one_pass() && dt_math_portable(pol) &&
+            !dt_math_exact(pol) && cx->shards <= DT_CUDA_BIAS_SHARDS_MAX) {
+            /* dense.c, dt_cuda_dense_backward_weight_shards: one launch, a thread per output
+             * of each shard walking its rows in order (the ordered product's rate) */
+            const double n = (double)in * (double)out;
+            kernel(c, 4.0 * ((double)B * (double)(in + out) + (double)cx->shards * n), 0.0);
+            c->ordered_flops += MAC * (double)B * n;
+            return;
+        }
         for (int64_t k = 0; k < cx->shards; k++)
             cuda_dense_backward_weight(c, pol, shard_rows(cx, B, k), in, out);
         return;
@@ -355,10 +371,11 @@ void dt_cost_dense_backward_weight(struct dt_op_cost *c, const struct dt_cost_ct
     cuda_dense_backward_weight(c, pol, B, in, out);
 }
 
-/* nets/cuda/dense.c, dt_cuda_bias_backward_shards: every shard's fixed-point partial in one
- * launch (bias_fixed_shards_kernel, a block per shard reading its rows twice: max, then the
- * int64 sums and one rounding per column) and the op's check record; DT_ERR_UNSUPPORTED
- * (nothing launched) for float atomics, too many shards or columns, or too wide a shard. */
+/* nets/cuda/dense.c, dt_cuda_bias_backward_shards (bias_fixed_one_launch): every shard's
+ * fixed-point partial in one launch (bias_fixed_shards_kernel, a block per shard reading its rows
+ * twice: max, then the int64 sums and one rounding per column) and the op's check record;
+ * DT_ERR_UNSUPPORTED (nothing launched) for float atomics, too many shards or columns, or too wide
+ * a shard. */
 static bool cuda_bias_backward_shards(struct dt_op_cost *c, const struct dt_cost_ctx *cx,
                                       const struct dt_policy *pol, int64_t B, int64_t out)
 {

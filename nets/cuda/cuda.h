@@ -185,9 +185,11 @@ int dt_cuda_exact_sum_launch(float *p, int64_t *acc, const uint32_t *max_bits, i
                              const struct dt_cuda_launch *L);
 
 /* nets/cuda/dense.c (dense.cu) */
-/* reduction: exact's bias partials of every shard in one launch (DT_ERR_UNSUPPORTED where
- * the shapes exceed the kernel's bounds: then one call per shard, nets/backend.c). */
+/* reduction: exact's bias and (portable) weight-gradient partials of every shard in one
+ * launch each (DT_ERR_UNSUPPORTED where the shapes or the policy are beyond the kernels:
+ * then one call per shard, nets/backend.c). */
 dt_bias_backward_fn dt_cuda_bias_backward_shards;
+dt_dense_backward_weight_fn dt_cuda_dense_backward_weight_shards;
 /* The op first_nonfinite: dt_cuda_fixed_scan's first bad index (atomicMin),
  * one small record read back; -1 when every element is finite. */
 dt_first_nonfinite_fn dt_cuda_first_nonfinite;

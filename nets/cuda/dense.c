@@ -251,6 +251,10 @@ bool dt_cuda_first_nonfinite_many(struct dt_backend *be, const float *const *p, 
     return false;
 }
 
+static enum dt_status bias_fixed_one_launch(struct dt_backend *be, float *dbias, const float *dy,
+                                            const int64_t *row, int64_t count, int64_t mult,
+                                            int64_t out);
+
 enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const float *dy,
                                      int64_t B, int64_t out, const struct dt_policy *pol)
 {
@@ -266,6 +270,9 @@ enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const 
                                 dt_cuda_bias_grad_atomic(dbias, dy, B, out, &dt_cuda(be)->launch),
                                 "bias_backward atomic");
     }
+    const int64_t all[2] = {0, B}; /* one block when small: the same bits, one launch */
+    const enum dt_status one = bias_fixed_one_launch(be, dbias, dy, all, 1, 1, out);
+    if (one != DT_ERR_UNSUPPORTED) return one;
     unsigned long long *acc =
         dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)out * sizeof(unsigned long long));
     bool deferred = false;
@@ -278,22 +285,19 @@ enum dt_status dt_cuda_bias_backward(struct dt_backend *be, float *dbias, const 
     return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_BIAS, "bias gradient", out, SLOT_SMALL);
 }
 
-/* reduction: exact with shards set, atomics fixed_point: every shard's partial in one
- * launch (dense.cu, bias_fixed_shards_kernel), the bits of a call per shard; where the
- * shapes are beyond the kernel's bounds, DT_ERR_UNSUPPORTED: nets/backend.c then calls the
- * op per shard. */
-enum dt_status dt_cuda_bias_backward_shards(struct dt_backend *be, float *dbias, const float *dy,
-                                            int64_t B, int64_t out, const struct dt_policy *pol)
+/* The fixed-point bias gradient of `count` row ranges (row[k] * mult to row[k + 1] * mult of
+ * dy), partial k at dbias + k * out, in one launch (dense.cu, bias_fixed_shards_kernel: a
+ * block per range, dt_fixed_sum_rows's bits) with its check record; DT_ERR_UNSUPPORTED
+ * beyond the kernel's bounds (the caller takes the four-kernel path or a call per shard). */
+static enum dt_status bias_fixed_one_launch(struct dt_backend *be, float *dbias, const float *dy,
+                                            const int64_t *row, int64_t count, int64_t mult,
+                                            int64_t out)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
-    const struct dt_shards *sh = &be->shards;
-    DT_ASSERT(sh->count > 0);
-    const int64_t mult = B / sh->row[sh->count];
     int64_t widest = 0;
-    for (int64_t k = 0; k < sh->count; k++)
-        if ((sh->row[k + 1] - sh->row[k]) * mult > widest)
-            widest = (sh->row[k + 1] - sh->row[k]) * mult;
-    if (!dt_cuda_one_pass() || !dt_atomics_exact(pol) || sh->count > DT_CUDA_BIAS_SHARDS_MAX ||
+    for (int64_t k = 0; k < count; k++)
+        if ((row[k + 1] - row[k]) * mult > widest) widest = (row[k + 1] - row[k]) * mult;
+    if (!dt_cuda_one_pass() || count > DT_CUDA_BIAS_SHARDS_MAX ||
         out > DT_CUDA_BIAS_ONE_PASS_COLS || widest * out > DT_CUDA_BIAS_ONE_PASS_MAX)
         return DT_ERR_UNSUPPORTED;
     if (!c->one_pass_count) { /* once per backend: zeroed, and zero after every launch */
@@ -301,15 +305,47 @@ enum dt_status dt_cuda_bias_backward_shards(struct dt_backend *be, float *dbias,
         DT_CUDA_CHECK(cudaMemset(c->one_pass_count, 0, sizeof *c->one_pass_count));
     }
     struct dt_cuda_fixed_record *block_rec =
-        dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)sh->count * sizeof(struct dt_cuda_fixed_record));
+        dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)count * sizeof(struct dt_cuda_fixed_record));
     bool deferred = false;
     struct dt_cuda_fixed_record *rec =
         dt_cuda_check_record(be, DT_CUDA_CHECK_BIAS, "bias gradient", out, SLOT_SMALL, &deferred);
-    DT_FORWARD_IF_ERROR(dt_cuda_launched(
-        be,
-        dt_cuda_bias_grad_fixed_shards(dbias, rec, block_rec, c->one_pass_count, dy, sh->row,
-                                       sh->count, mult, out, &c->launch),
-        "bias_backward shards"));
+    DT_FORWARD_IF_ERROR(
+        dt_cuda_launched(be,
+                         dt_cuda_bias_grad_fixed_shards(dbias, rec, block_rec, c->one_pass_count,
+                                                        dy, row, count, mult, out, &c->launch),
+                         "bias_backward one launch"));
     if (deferred) return DT_OK; /* read at the step's end (status.c) */
     return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_BIAS, "bias gradient", out, SLOT_SMALL);
+}
+
+/* reduction: exact with shards set, atomics fixed_point: every shard's partial in one
+ * launch, the bits of a call per shard; beyond the kernel's bounds DT_ERR_UNSUPPORTED:
+ * nets/backend.c then calls the op per shard. */
+enum dt_status dt_cuda_bias_backward_shards(struct dt_backend *be, float *dbias, const float *dy,
+                                            int64_t B, int64_t out, const struct dt_policy *pol)
+{
+    const struct dt_shards *sh = &be->shards;
+    DT_ASSERT(sh->count > 0);
+    if (!dt_atomics_exact(pol)) return DT_ERR_UNSUPPORTED;
+    return bias_fixed_one_launch(be, dbias, dy, sh->row, sh->count, B / sh->row[sh->count], out);
+}
+
+/* reduction: exact with shards set, math: portable: every shard's weight-gradient partial
+ * in one launch (dense.cu, wgrad_shards_kernel), the bits of a call per shard (the chunks
+ * and the fixed tree). Other products (cuBLAS, the exact product), more shards than the
+ * kernel takes, or the first light's paths: DT_ERR_UNSUPPORTED, a call per shard. */
+enum dt_status dt_cuda_dense_backward_weight_shards(struct dt_backend *be, float *dw,
+                                                    const float *x, const float *dy, int64_t B,
+                                                    int64_t in, int64_t out,
+                                                    const struct dt_policy *pol)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    const struct dt_shards *sh = &be->shards;
+    DT_ASSERT(sh->count > 0 && sh->row[sh->count] == B);
+    if (!dt_cuda_one_pass() || !dt_math_portable(pol) || dt_math_exact(pol) ||
+        sh->count > DT_CUDA_BIAS_SHARDS_MAX)
+        return DT_ERR_UNSUPPORTED;
+    return dt_cuda_launched(
+        be, dt_cuda_wgrad_shards(dw, x, dy, sh->row, sh->count, in, out, &c->launch),
+        "dense_backward_weight shards");
 }

@@ -102,6 +102,13 @@ static inline bool dt_cuda_one_pass(void)
 }
 #define DT_CUDA_BIAS_ONE_PASS_COLS 1024
 #define DT_CUDA_BIAS_ONE_PASS_MAX ((int64_t)1 << 18)
+
+/* reduction: exact's weight-gradient partials at portable, one launch for every shard
+ * (item (k, i, j) = shard k's dw[i, j]: its chunks in row order, the fixed tree streamed;
+ * dw holds `shards` partials of in x out). cudaErrorNotSupported beyond
+ * DT_CUDA_BIAS_SHARDS_MAX shards. */
+int dt_cuda_wgrad_shards(float *dw, const float *x, const float *dy, const int64_t *row,
+                         int64_t shards, int64_t in, int64_t out, const struct dt_cuda_launch *L);
 int dt_cuda_bias_grad_fixed_shards(float *dbias, struct dt_cuda_fixed_record *rec,
                                    struct dt_cuda_fixed_record *block_rec, unsigned int *count,
                                    const float *dy, const int64_t *row, int64_t shards,
