@@ -686,6 +686,19 @@ static enum dt_status loss_per_shard(struct dt_backend *be, float *probs, float 
     return st;
 }
 
+/* The backend's own shard op for the losses where it takes the call, else a call per shard. */
+static enum dt_status loss_shards(struct dt_backend *be, float *probs, float *loss_host,
+                                  int64_t *correct_host, const float *logits, const int32_t *labels,
+                                  int64_t B, int64_t C, const struct dt_policy *pol)
+{
+    if (HAS(be, softmax_xent_forward_shards)) {
+        enum dt_status st = be->ops->softmax_xent_forward_shards(be, probs, loss_host, correct_host,
+                                                                 logits, labels, B, C, pol);
+        if (st != DT_ERR_UNSUPPORTED) return st;
+    }
+    return loss_per_shard(be, probs, loss_host, correct_host, logits, labels, B, C, pol);
+}
+
 static enum dt_status conv_wgrad_per_shard(struct dt_backend *be, float *dw, const float *x,
                                            const float *dy, const struct dt_conv2d_shape *s,
                                            const struct dt_policy *pol)
@@ -841,7 +854,7 @@ plan_softmax_xent_forward(struct dt_backend *be, struct op_tensors *t, float *pr
     DT_ASSERT(probs && loss_host && logits && labels && pol);
     if (sharded(be, pol, B)) {
         TENSORS(t, OUT(probs, B * C), OUT_HOST(loss_host, be->shards.count));
-        return loss_per_shard;
+        return loss_shards;
     }
     TENSORS(t, OUT(probs, B * C), OUT_HOST(loss_host, 1));
     return be->ops->softmax_xent_forward;

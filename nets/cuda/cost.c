@@ -439,14 +439,19 @@ static void cuda_softmax_xent_forward(struct dt_op_cost *c, const struct dt_cost
     if (!(cx->checks_deferred && cx->loss_deferred && dt_cuda_one_pass())) c->waits += 1;
 }
 
-/* nets/cuda/loss.c, dt_cuda_softmax_xent_forward; plan_softmax_xent_forward: per shard
- * under reduction: exact with shards (loss_per_shard: a read-back per shard). */
+/* nets/cuda/loss.c, dt_cuda_softmax_xent_forward; plan_softmax_xent_forward: under
+ * reduction: exact with shards, dt_cuda_softmax_xent_forward_shards (one rows kernel, one
+ * read-back), else a call per shard (loss_per_shard). */
 void dt_cost_softmax_xent_forward(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *probs,
                                   float *loss_host, int64_t *correct_host, const float *logits,
                                   const int32_t *labels, int64_t B, int64_t C,
                                   const struct dt_policy *pol)
 {
     if (sharded(cx, pol)) {
+        if (dt_cuda_one_pass() && cx->shards <= DT_CUDA_BIAS_SHARDS_MAX) { /* loss.c, _shards */
+            cuda_softmax_xent_forward(c, cx, pol, B, C);
+            return;
+        }
         for (int64_t k = 0; k < cx->shards; k++)
             cuda_softmax_xent_forward(c, cx, pol, shard_rows(cx, B, k), C);
         return;

@@ -150,17 +150,18 @@ struct dt_cuda_loss_read {
     int64_t B, C;
     enum dt_reduction reduction;
     uint64_t forced_order;
-    float *loss_host;
+    float *loss_host; /* count > 0: one per shard */
     int64_t *correct_host;
+    int64_t count, mult; /* shards (0 = none) and rows per example */
+    int64_t row[64 + 1]; /* the shards' rows (DT_CUDA_BIAS_SHARDS_MAX) */
 };
 /* true: the bytes at src (the op's [losses][hits][total]) are copied back with the step's
  * end and finished there; false: checks are not deferred or the step's reads are full --
  * the op reads at once. */
 bool dt_cuda_defer_loss(struct dt_backend *be, const void *src, size_t bytes,
                         const struct dt_cuda_loss_read *r);
-enum dt_status dt_cuda_loss_finish(struct dt_backend *be, const char *h, int64_t B, int64_t C,
-                                   enum dt_reduction reduction, uint64_t forced_order,
-                                   float *loss_host, int64_t *correct_host);
+enum dt_status dt_cuda_loss_finish(struct dt_backend *be, const char *h,
+                                   const struct dt_cuda_loss_read *r);
 enum dt_status dt_cuda_step_end(struct dt_backend *be, struct dt_error *err);
 void dt_cuda_status_free(struct dt_backend *be);
 
@@ -190,6 +191,7 @@ int dt_cuda_exact_sum_launch(float *p, int64_t *acc, const uint32_t *max_bits, i
  * then one call per shard, nets/backend.c). */
 dt_bias_backward_fn dt_cuda_bias_backward_shards;
 dt_dense_backward_weight_fn dt_cuda_dense_backward_weight_shards;
+dt_softmax_xent_forward_fn dt_cuda_softmax_xent_forward_shards; /* loss.c */
 /* The op first_nonfinite: dt_cuda_fixed_scan's first bad index (atomicMin),
  * one small record read back; -1 when every element is finite. */
 dt_first_nonfinite_fn dt_cuda_first_nonfinite;

@@ -44,40 +44,46 @@ float dt_cuda_loss_sum(const float *losses, int64_t B, enum dt_reduction reducti
 
 /* The op's result from its read-back h = [losses: B floats][hit: B int32][atomic total]:
  * the label check, the correct count and the loss sum per `reduction` -- at once, or at the
- * step's end when the read was deferred (status.c). */
-enum dt_status dt_cuda_loss_finish(struct dt_backend *be, const char *h, int64_t B, int64_t C,
-                                   enum dt_reduction reduction, uint64_t forced_order,
-                                   float *loss_host, int64_t *correct_host)
+ * step's end when the read was deferred (status.c). With shards (r->count > 0) one loss per
+ * shard, over its rows [row[k] mult, row[k + 1] mult), as a call per shard gives it (a
+ * label error named by its row within the first such shard). */
+enum dt_status dt_cuda_loss_finish(struct dt_backend *be, const char *h,
+                                   const struct dt_cuda_loss_read *r)
 {
+    const int64_t B = r->B;
     const float *h_losses = (const float *)h;
     const int32_t *h_hit = (const int32_t *)(h + (size_t)B * 4);
     float h_total;
     memcpy(&h_total, h + (size_t)B * 8, sizeof h_total);
+    const int64_t parts = r->count > 0 ? r->count : 1;
     int64_t correct = 0;
-    for (int64_t b = 0; b < B; b++) {
-        if (h_hit[b] < 0) {
-            return dt_backend_op_error(be, DT_ERR_INTERNAL,
-                                       "softmax_xent_forward: label out of range [0, %lld) at "
-                                       "row %lld",
-                                       (long long)C, (long long)b);
+    for (int64_t k = 0; k < parts; k++) {
+        const int64_t r0 = r->count > 0 ? r->row[k] * r->mult : 0;
+        const int64_t rows = r->count > 0 ? (r->row[k + 1] - r->row[k]) * r->mult : B;
+        for (int64_t b = 0; b < rows; b++) {
+            if (h_hit[r0 + b] < 0)
+                return dt_backend_op_error(be, DT_ERR_INTERNAL,
+                                           "softmax_xent_forward: label out of range [0, %lld) "
+                                           "at row %lld",
+                                           (long long)r->C, (long long)b);
+            correct += h_hit[r0 + b];
         }
-        correct += h_hit[b];
+        r->loss_host[k] =
+            dt_cuda_loss_sum(h_losses + r0, rows, r->reduction, r->forced_order, h_total) /
+            (float)rows;
     }
-    *loss_host = dt_cuda_loss_sum(h_losses, B, reduction, forced_order, h_total) / (float)B;
-    if (correct_host) *correct_host = correct;
+    if (r->correct_host) *r->correct_host = correct;
     return DT_OK;
 }
 
-/* Rows on the device (one thread each, the CPU's order); then one copy of the losses, hit
- * flags and atomic total to the host and the sum per `reduction` -- with a wait of its own,
- * or, in a training step with checks deferred (dt_backend_defer_loss), read with the step's
- * end and finished there (status.c): no wait of the op's own. */
-enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs, float *loss_host,
-                                            int64_t *correct_host, const float *logits,
-                                            const int32_t *labels, int64_t B, int64_t C,
-                                            const struct dt_policy *pol)
+/* The rows kernel over B rows into scratch, then the read-back: deferred to the step's end
+ * (a training step's loss with checks deferred: no wait of the op's own) or at once. */
+static enum dt_status rows_and_read(struct dt_backend *be, float *probs, const float *logits,
+                                    const int32_t *labels, const struct dt_policy *pol,
+                                    struct dt_cuda_loss_read *r)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
+    const int64_t B = r->B, C = r->C;
     /* [losses: B floats][hit: B int32][atomic total: 1 float] */
     const size_t bytes = (size_t)B * (sizeof(float) + sizeof(int32_t)) + sizeof(float);
     char *d = dt_cuda_scratch(be, 0, bytes);
@@ -89,19 +95,50 @@ enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs,
         dt_cuda_softmax_xent_rows(probs, losses, hit, atomic_total ? total : NULL, logits, labels,
                                   B, C, dt_math_portable(pol), &dt_cuda(be)->launch),
         "softmax_xent_forward"));
-    const struct dt_cuda_loss_read r = {.B = B,
-                                        .C = C,
-                                        .reduction = pol->reduction,
-                                        .forced_order = c->forced_order,
-                                        .loss_host = loss_host,
-                                        .correct_host = correct_host};
-    if (be->loss_deferred && dt_cuda_one_pass() && dt_cuda_defer_loss(be, d, bytes, &r))
+    r->reduction = pol->reduction;
+    r->forced_order = c->forced_order;
+    if (be->loss_deferred && dt_cuda_one_pass() && dt_cuda_defer_loss(be, d, bytes, r))
         return DT_OK;
     char *h = dt_cuda_host_scratch(be, 0, bytes);
     DT_CUDA_CHECK(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
     dt_cuda_sync(be);
-    return dt_cuda_loss_finish(be, h, B, C, pol->reduction, c->forced_order, loss_host,
-                               correct_host);
+    return dt_cuda_loss_finish(be, h, r);
+}
+
+/* reduction: exact with shards set: every shard's loss from one rows kernel over the batch
+ * and one read-back (the per-row losses do not depend on the call; each shard's sum is the
+ * call per shard's). Beyond DT_CUDA_BIAS_SHARDS_MAX shards, or with DETRAIN_CUDA_ONE_PASS=0:
+ * DT_ERR_UNSUPPORTED, a call per shard (nets/backend.c). */
+enum dt_status dt_cuda_softmax_xent_forward_shards(struct dt_backend *be, float *probs,
+                                                   float *loss_host, int64_t *correct_host,
+                                                   const float *logits, const int32_t *labels,
+                                                   int64_t B, int64_t C,
+                                                   const struct dt_policy *pol)
+{
+    const struct dt_shards *sh = &be->shards;
+    DT_ASSERT(sh->count > 0 && B % sh->row[sh->count] == 0);
+    if (!dt_cuda_one_pass() || sh->count > DT_CUDA_BIAS_SHARDS_MAX || dt_cuda(be)->forced_order)
+        return DT_ERR_UNSUPPORTED;
+    struct dt_cuda_loss_read r = {.B = B,
+                                  .C = C,
+                                  .count = sh->count,
+                                  .mult = B / sh->row[sh->count],
+                                  .loss_host = loss_host,
+                                  .correct_host = correct_host};
+    memcpy(r.row, sh->row, (size_t)(sh->count + 1) * sizeof *r.row);
+    return rows_and_read(be, probs, logits, labels, pol, &r);
+}
+
+/* Rows on the device (one thread each, the CPU's order); then one copy of the losses, hit
+ * flags and atomic total to the host and the sum per `reduction` (rows_and_read). */
+enum dt_status dt_cuda_softmax_xent_forward(struct dt_backend *be, float *probs, float *loss_host,
+                                            int64_t *correct_host, const float *logits,
+                                            const int32_t *labels, int64_t B, int64_t C,
+                                            const struct dt_policy *pol)
+{
+    struct dt_cuda_loss_read r = {
+        .B = B, .C = C, .count = 0, .loss_host = loss_host, .correct_host = correct_host};
+    return rows_and_read(be, probs, logits, labels, pol, &r);
 }
 
 /* portable at every level: elementwise (p - onehot) * inv_b, inv_b = 1/B rounded once

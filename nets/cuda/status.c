@@ -174,10 +174,7 @@ static enum dt_status finish_reads(struct dt_backend *be, struct dt_cuda_status 
             memcpy(r->dst, r->pinned, r->bytes);
             continue;
         }
-        const struct dt_cuda_loss_read *l = &r->loss;
-        const enum dt_status s =
-            dt_cuda_loss_finish(be, r->pinned, l->B, l->C, l->reduction, l->forced_order,
-                                l->loss_host, l->correct_host);
+        const enum dt_status s = dt_cuda_loss_finish(be, r->pinned, &r->loss);
         if (first == DT_OK) first = s;
     }
     st->reads = 0;
