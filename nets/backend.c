@@ -657,7 +657,7 @@ static enum dt_status dense_wgrad_shards(struct dt_backend *be, float *dw, const
                                          const float *dy, int64_t B, int64_t in, int64_t out,
                                          const struct dt_policy *pol)
 {
-    if (HAS(be, dense_backward_weight_shards) && shard_mult(be, B) == 1) {
+    if (HAS(be, dense_backward_weight_shards)) { /* DT_ERR_UNSUPPORTED: a call per shard */
         enum dt_status st = be->ops->dense_backward_weight_shards(be, dw, x, dy, B, in, out, pol);
         if (st != DT_ERR_UNSUPPORTED) return st;
     }

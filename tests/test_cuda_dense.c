@@ -479,34 +479,36 @@ DT_TEST(reduce_stream_equals_tree)
  * wgrad_shards_kernel) as one of its threads computes output (k, i, j): each 32-row chunk
  * of shard k summed from +0 in row order (dt_dense_mac), the chunk partials through the
  * streamed tree -- emulated on the host: the CPU backend's partials, bit for bit, for shard
- * counts 1 to 5, shards of 1 to 100 rows (not multiples of 32). */
+ * counts 1 to 5, shards of 1 to 100 rows (not multiples of 32), and 13 rows an example. */
 DT_TEST(wgrad_shards_emulation)
 {
     struct dt_backend *c = cpu(2);
     const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
     const struct {
-        int64_t B, in, out, S;
-    } cases[] = {{1, 3, 2, 1}, {64, 9, 5, 4}, {100, 7, 13, 3}, {257, 5, 4, 5}, {400, 3, 3, 4}};
+        int64_t B, mult, in, out, S;
+    } cases[] = {{1, 1, 3, 2, 1},   {64, 1, 9, 5, 4},  {100, 1, 7, 13, 3},
+                 {257, 1, 5, 4, 5}, {400, 1, 3, 3, 4}, {16, 13, 6, 5, 3}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        const int64_t B = cases[k].B, in = cases[k].in, out = cases[k].out, S = cases[k].S;
+        const int64_t B = cases[k].B, M = cases[k].mult, in = cases[k].in, out = cases[k].out;
+        const int64_t S = cases[k].S, R = B * M; /* M rows an example (the GPT's positions) */
         int64_t row[8];
         for (int64_t q = 0; q <= S; q++) row[q] = dt_shard_row(B, S, q);
         const struct dt_shards sh = {S, row};
-        float *x = xalloc(B * in), *dy = xalloc(B * out), *cw = xalloc(S * in * out);
-        fill_varied(x, B * in, 1.0);
-        fill_varied(dy, B * out, 0.1);
+        float *x = xalloc(R * in), *dy = xalloc(R * out), *cw = xalloc(S * in * out);
+        fill_varied(x, R * in, 1.0);
+        fill_varied(dy, R * out, 0.1);
         dt_backend_set_shards(c, &sh);
-        CHECK_INT_EQ(dt_dense_backward_weight(c, cw, x, dy, B, in, out, &pol), DT_OK);
+        CHECK_INT_EQ(dt_dense_backward_weight(c, cw, x, dy, R, in, out, &pol), DT_OK);
         dt_backend_set_shards(c, NULL);
         for (int64_t q = 0; q < S; q++)
             for (int64_t i = 0; i < in; i++)
                 for (int64_t j = 0; j < out; j++) {
                     struct dt_reduce_stream rs;
                     dt_reduce_stream_init(&rs);
-                    for (int64_t b0 = row[q]; b0 < row[q + 1]; b0 += DT_REDUCE_CHUNK) {
+                    const int64_t first = row[q] * M, end = row[q + 1] * M;
+                    for (int64_t b0 = first; b0 < end; b0 += DT_REDUCE_CHUNK) {
                         float acc = 0.0f;
-                        const int64_t b1 =
-                            b0 + DT_REDUCE_CHUNK < row[q + 1] ? b0 + DT_REDUCE_CHUNK : row[q + 1];
+                        const int64_t b1 = b0 + DT_REDUCE_CHUNK < end ? b0 + DT_REDUCE_CHUNK : end;
                         for (int64_t b = b0; b < b1; b++)
                             acc = dt_dense_mac(acc, x[b * in + i], dy[b * out + j]);
                         dt_reduce_stream_push(&rs, acc);

@@ -786,8 +786,9 @@ enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float 
                                                    int64_t out, const struct dt_policy *pol)
 {
     const struct dt_shards *sh = &be->shards;
-    DT_ASSERT(sh->count > 0 && sh->row[sh->count] == B && dt_reduction_ordered(pol));
-    if (dt_math_exact(pol)) return DT_ERR_UNSUPPORTED; /* the exact product per shard */
+    DT_ASSERT(sh->count > 0 && dt_reduction_ordered(pol));
+    if (sh->row[sh->count] != B) return DT_ERR_UNSUPPORTED; /* several rows an example */
+    if (dt_math_exact(pol)) return DT_ERR_UNSUPPORTED;      /* the exact product per shard */
     if (dt_cpu_wgrad_prefers_rows(B, in, out)) {
         struct wgrad_rows_shards_job job = {
             .be = be, .dw = dw, .x = x, .dy = dy, .in = in, .out = out, .sh = sh};

@@ -355,8 +355,8 @@ void dt_cost_dense_backward_weight(struct dt_op_cost *c, const struct dt_cost_ct
                                    int64_t out, const struct dt_policy *pol)
 {
     if (sharded(cx, pol)) {
-        if (B == cx->shard_batch && dt_cuda_one_pass() && dt_math_portable(pol) &&
-            !dt_math_exact(pol) && cx->shards <= DT_CUDA_BIAS_SHARDS_MAX) {
+        if (dt_cuda_one_pass() && dt_math_portable(pol) && !dt_math_exact(pol) &&
+            cx->shards <= DT_CUDA_BIAS_SHARDS_MAX) {
             /* dense.c, dt_cuda_dense_backward_weight_shards: one launch, a thread per output
              * of each shard walking its rows in order (the ordered product's rate) */
             const double n = (double)in * (double)out;

@@ -341,11 +341,12 @@ enum dt_status dt_cuda_dense_backward_weight_shards(struct dt_backend *be, float
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
     const struct dt_shards *sh = &be->shards;
-    DT_ASSERT(sh->count > 0 && sh->row[sh->count] == B);
+    DT_ASSERT(sh->count > 0 && B % sh->row[sh->count] == 0);
     if (!dt_cuda_one_pass() || !dt_math_portable(pol) || dt_math_exact(pol) ||
         sh->count > DT_CUDA_BIAS_SHARDS_MAX)
         return DT_ERR_UNSUPPORTED;
-    return dt_cuda_launched(
-        be, dt_cuda_wgrad_shards(dw, x, dy, sh->row, sh->count, in, out, &c->launch),
-        "dense_backward_weight shards");
+    return dt_cuda_launched(be,
+                            dt_cuda_wgrad_shards(dw, x, dy, sh->row, sh->count,
+                                                 B / sh->row[sh->count], in, out, &c->launch),
+                            "dense_backward_weight shards");
 }

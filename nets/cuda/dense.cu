@@ -299,7 +299,8 @@ static __global__ void bias_fixed_shards_kernel(float *dbias, struct dt_cuda_fix
 }
 
 /* ---- reduction: exact's weight-gradient partials at portable in one launch --------------
- * Item (k, i, j): shard k's partial of dw[i, j] with the bits of a call on the shard's rows
+ * Item (k, i, j): shard k's partial of dw[i, j] (rows row[k] mult to row[k + 1] mult: mult
+ * rows an example, the GPT's positions) with the bits of a call on the shard's rows
  * alone (dense.c's chunks and tree; the CPU's): each DT_REDUCE_CHUNK-row chunk summed from
  * +0 in row order with dt_dense_mac, the chunk partials through the fixed tree streamed
  * (determinism/reduce.h, dt_reduce_stream: no partials in memory, no second kernel).
@@ -309,18 +310,18 @@ struct wgrad_shard_rows {
 };
 
 static __global__ void wgrad_shards_kernel(float *dw, const float *x, const float *dy,
-                                           struct wgrad_shard_rows sr, int64_t S, int64_t in,
-                                           int64_t out)
+                                           struct wgrad_shard_rows sr, int64_t S, int64_t mult,
+                                           int64_t in, int64_t out)
 {
     const int64_t n = in * out;
     DT_GRID_STRIDE(t, S * n)
     {
         const int64_t k = t / n, i = t % n / out, j = t % out;
+        const int64_t first = sr.row[k] * mult, end = sr.row[k + 1] * mult;
         struct dt_reduce_stream rs;
         dt_reduce_stream_init(&rs);
-        for (int64_t b0 = sr.row[k]; b0 < sr.row[k + 1]; b0 += DT_REDUCE_CHUNK) {
-            const int64_t b1 =
-                b0 + DT_REDUCE_CHUNK < sr.row[k + 1] ? b0 + DT_REDUCE_CHUNK : sr.row[k + 1];
+        for (int64_t b0 = first; b0 < end; b0 += DT_REDUCE_CHUNK) {
+            const int64_t b1 = b0 + DT_REDUCE_CHUNK < end ? b0 + DT_REDUCE_CHUNK : end;
             float acc = 0.0f;
             for (int64_t b = b0; b < b1; b++)
                 acc = dt_dense_mac(acc, x[b * in + i], dy[b * out + j]);
@@ -439,13 +440,13 @@ extern "C" int dt_cuda_bias_grad_fixed_shards(float *dbias, struct dt_cuda_fixed
 }
 
 extern "C" int dt_cuda_wgrad_shards(float *dw, const float *x, const float *dy, const int64_t *row,
-                                    int64_t shards, int64_t in, int64_t out,
+                                    int64_t shards, int64_t mult, int64_t in, int64_t out,
                                     const struct dt_cuda_launch *L)
 {
     if (shards > BIAS_SHARDS_MAX) return (int)cudaErrorNotSupported;
     struct wgrad_shard_rows sr;
     for (int64_t k = 0; k <= shards; k++) sr.row[k] = row[k];
     wgrad_shards_kernel<<<dt_cuda_grid(L, shards * in * out), L->block_threads, 0, L->stream>>>(
-        dw, x, dy, sr, shards, in, out);
+        dw, x, dy, sr, shards, mult, in, out);
     return (int)cudaGetLastError();
 }

@@ -108,7 +108,8 @@ static inline bool dt_cuda_one_pass(void)
  * dw holds `shards` partials of in x out). cudaErrorNotSupported beyond
  * DT_CUDA_BIAS_SHARDS_MAX shards. */
 int dt_cuda_wgrad_shards(float *dw, const float *x, const float *dy, const int64_t *row,
-                         int64_t shards, int64_t in, int64_t out, const struct dt_cuda_launch *L);
+                         int64_t shards, int64_t mult, int64_t in, int64_t out,
+                         const struct dt_cuda_launch *L);
 int dt_cuda_bias_grad_fixed_shards(float *dbias, struct dt_cuda_fixed_record *rec,
                                    struct dt_cuda_fixed_record *block_rec, unsigned int *count,
                                    const float *dy, const int64_t *row, int64_t shards,
