@@ -1440,8 +1440,9 @@ DT_TEST(gpu_gradients_equal_cpu_and_grid_free)
     dt_backend_destroy(g);
 }
 
-/* One wait per step plus the loss's copy: a portable GPT step with clipping and AdamW,
- * checks deferred, waits for the device twice (the loss to the host, the step's end). */
+/* One wait per step (issue 52): a portable GPT step with clipping and AdamW, checks
+ * deferred, waits for the device once -- its end, which also reads the losses (one per
+ * shard) and the exact sum's maxima; the loss so read is finite. */
 DT_TEST(gpu_host_waits_per_step)
 {
     struct dt_backend *g = gpu_or_skip();
@@ -1470,10 +1471,10 @@ DT_TEST(gpu_host_waits_per_step)
         float loss = 0;
         const int64_t w0 = dt_backend_host_waits(g);
         CHECK_INT_EQ(dt_model_train_step_batch(m, &batch, B, &opt, &pol, &loss), DT_OK);
-        CHECK_INT_EQ(dt_model_step_end(m, DT_OK), DT_OK);
         const int64_t w = dt_backend_host_waits(g) - w0;
-        if (w != 2) fprintf(stderr, "step %d: %lld host waits\n", s, (long long)w);
-        CHECK_INT_EQ(w, 2);
+        if (w != 1) fprintf(stderr, "step %d: %lld host waits\n", s, (long long)w);
+        CHECK_INT_EQ(w, 1);
+        CHECK(isfinite(loss) && loss > 0.0f);
     }
     dt_backend_defer_checks(g, false);
     dt_model_destroy(m);
