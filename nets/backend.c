@@ -711,6 +711,19 @@ static enum dt_status conv_wgrad_per_shard(struct dt_backend *be, float *dw, con
                                        dy + r0 * s->OH * s->OW * s->K_out, &part, pol)));
 }
 
+/* The backend's own shard op for the convolution's weight gradient where it takes the call,
+ * else a call per shard. */
+static enum dt_status conv_wgrad_shards(struct dt_backend *be, float *dw, const float *x,
+                                        const float *dy, const struct dt_conv2d_shape *s,
+                                        const struct dt_policy *pol)
+{
+    if (HAS(be, conv2d_backward_weight_shards)) {
+        enum dt_status st = be->ops->conv2d_backward_weight_shards(be, dw, x, dy, s, pol);
+        if (st != DT_ERR_UNSUPPORTED) return st;
+    }
+    return conv_wgrad_per_shard(be, dw, x, dy, s, pol);
+}
+
 /* ---- the exact sum of the partials ---------------------------------------------------- */
 
 static void check_exact_layout(const struct dt_exact_layout *L)
@@ -986,7 +999,7 @@ static dt_conv2d_backward_weight_fn *plan_conv2d_backward_weight(struct dt_backe
     DT_ASSERT(dw && x && dy && pol);
     if (sharded(be, pol, s->B)) {
         TENSORS(t, OUT(dw, be->shards.count * s->KH * s->KW * s->C * s->K_out));
-        return conv_wgrad_per_shard;
+        return conv_wgrad_shards;
     }
     TENSORS(t, OUT(dw, s->KH * s->KW * s->C * s->K_out));
     return be->ops->conv2d_backward_weight;

@@ -64,6 +64,7 @@ struct dt_backend_ops {
     dt_bias_backward_fn *bias_backward_shards;
     dt_dense_backward_weight_fn *dense_backward_weight_shards;
     dt_softmax_xent_forward_fn *softmax_xent_forward_shards;
+    dt_conv2d_backward_weight_fn *conv2d_backward_weight_shards;
 
     /* ---- optional services: NULL = what the wrapper in nets/backend.c says ---- */
     void (*set_forced_order)(struct dt_backend *, uint64_t seed); /* NULL: unsupported */

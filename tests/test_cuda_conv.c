@@ -18,6 +18,7 @@
  * Every device output is poisoned (NaN) before each run. */
 #include <fcntl.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -1597,6 +1598,51 @@ DT_TEST(autotune_notes)
     dt_backend_destroy(g);
 }
 
+/* reduction: exact's convolution weight gradient at portable: im2col of the batch and every
+ * shard's partials in one launch (conv.c, dt_cuda_conv2d_backward_weight_shards) give the
+ * CPU's per-shard bits for every GPU geometry at 1 to 3 shards, and the call per shard's
+ * (DETRAIN_CUDA_ONE_PASS=0). */
+DT_TEST(wgrad_shards_one_launch)
+{
+    struct dt_backend *g = gpu_or_skip(), *c = cpu(2);
+    struct dt_policy pol;
+    dt_policy_from_level(&pol, DT_LEVEL_PORTABLE);
+    for (int gi = 0; gi < N_GPU_CONV; gi++) {
+        const struct dt_conv2d_shape s = conv_shape(&gpu_conv_geoms[gi]);
+        for (int64_t S = 1; S <= 3 && S <= s.B; S++) {
+            int64_t row[4];
+            for (int64_t q = 0; q <= S; q++) row[q] = q * s.B / S;
+            const struct dt_shards sh = {S, row};
+            const int64_t nx = conv_nx(&s), ny = conv_ny(&s), nw = S * conv_nw(&s);
+            float *x = dt_xmalloc((size_t)nx * 4), *dy = dt_xmalloc((size_t)ny * 4);
+            float *cw = dt_xmalloc((size_t)nw * 4), *gw = dt_xmalloc((size_t)nw * 4);
+            fill(x, nx, 1.0), fill(dy, ny, 0.1);
+            dt_backend_set_shards(c, &sh);
+            CHECK_INT_EQ(dt_conv2d_backward_weight(c, cw, x, dy, &s, &pol), DT_OK);
+            dt_backend_set_shards(c, NULL);
+            float *dx = dev_from(g, x, (size_t)nx * 4), *ddy = dev_from(g, dy, (size_t)ny * 4);
+            for (int off = 0; off < 2; off++) {
+                if (off) setenv("DETRAIN_CUDA_ONE_PASS", "0", 1);
+                float *dw = dt_backend_alloc(g, (size_t)nw * 4);
+                dt_backend_set_shards(g, &sh);
+                CHECK_INT_EQ(dt_conv2d_backward_weight(g, dw, dx, ddy, &s, &pol), DT_OK);
+                dt_backend_set_shards(g, NULL);
+                dt_backend_download(g, gw, dw, (size_t)nw * 4);
+                char what[96];
+                snprintf(what, sizeof what, "conv wgrad shards geometry %d, %lld shards%s", gi,
+                         (long long)S, off ? ", one pass off" : "");
+                CHECK(same_bits(cw, gw, nw, what));
+                dt_backend_free(g, dw);
+                unsetenv("DETRAIN_CUDA_ONE_PASS");
+            }
+            dt_backend_free(g, dx), dt_backend_free(g, ddy);
+            free(x), free(dy), free(cw), free(gw);
+        }
+    }
+    dt_backend_destroy(g);
+    dt_backend_destroy(c);
+}
+
 #else /* no CUDA in this build: the gpu cases skip */
 
 static void no_cuda(void) { DT_SKIP_NO_GPU("built without CUDA"); }
@@ -1609,6 +1655,7 @@ DT_TEST(numeric_errors) { no_cuda(); }
 DT_TEST(deterministic_notes) { no_cuda(); }
 DT_TEST(autotune_notes) { no_cuda(); }
 DT_TEST(exec_refused_falls_back) { no_cuda(); }
+DT_TEST(wgrad_shards_one_launch) { no_cuda(); }
 
 #endif
 
@@ -1617,4 +1664,4 @@ DT_TEST_MAIN(DT_CASE(patch_elem_matches_cpu), DT_CASE(col2im_fixed_matches_cpu),
              DT_CASE(maxpool_backward_matches_cpu), DT_CASE(conv_parity), DT_CASE(pool_parity),
              DT_CASE(pool_ties_bitwise), DT_CASE(grid_independence), DT_CASE(forced_orders),
              DT_CASE(numeric_errors), DT_CASE(deterministic_notes), DT_CASE(autotune_notes),
-             DT_CASE(exec_refused_falls_back))
+             DT_CASE(exec_refused_falls_back), DT_CASE(wgrad_shards_one_launch))

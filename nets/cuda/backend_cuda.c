@@ -516,6 +516,7 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
         .bias_backward_shards = dt_cuda_bias_backward_shards,
     .dense_backward_weight_shards = dt_cuda_dense_backward_weight_shards,
     .softmax_xent_forward_shards = dt_cuda_softmax_xent_forward_shards,
+    .conv2d_backward_weight_shards = dt_cuda_conv2d_backward_weight_shards,
     .set_forced_order = cuda_set_forced_order,
     .synchronize = cuda_synchronize,
     .host_alloc = cuda_host_alloc,

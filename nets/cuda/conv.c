@@ -80,6 +80,25 @@ enum dt_status dt_cuda_own_conv2d_backward_weight(struct dt_backend *be, float *
                                          pol);
 }
 
+/* reduction: exact with shards set, own kernels at portable: im2col of the whole batch, then
+ * every shard's weight-gradient partials in one launch (dense.c, the shards' rows times the
+ * output positions) -- the bits of a call per shard. Otherwise DT_ERR_UNSUPPORTED: a call
+ * per shard (nets/backend.c). */
+enum dt_status dt_cuda_conv2d_backward_weight_shards(struct dt_backend *be, float *dw,
+                                                     const float *x, const float *dy,
+                                                     const struct dt_conv2d_shape *s,
+                                                     const struct dt_policy *pol)
+{
+    if (dt_conv_algo_library(pol) || !dt_cuda_one_pass() || !dt_math_portable(pol) ||
+        dt_math_exact(pol) || be->shards.count > DT_CUDA_BIAS_SHARDS_MAX)
+        return DT_ERR_UNSUPPORTED;
+    float *cols = patches(be, s);
+    DT_FORWARD_IF_ERROR(dt_cuda_launched(be, dt_cuda_im2col(cols, x, s, &dt_cuda(be)->launch),
+                                         "conv2d_backward_weight im2col"));
+    return dt_cuda_dense_backward_weight_shards(be, dw, cols, dy, conv_rows(s), conv_patch(s),
+                                                s->K_out, pol);
+}
+
 enum dt_status dt_cuda_own_conv2d_backward_data(struct dt_backend *be, float *dx, const float *dy,
                                                 const float *w, const struct dt_conv2d_shape *s,
                                                 const struct dt_policy *pol)

@@ -347,6 +347,21 @@ void dt_cost_dense_backward_data(struct dt_op_cost *c, const struct dt_cost_ctx 
     cuda_dense_backward_data(c, pol, B, in, out);
 }
 
+/* dense.c, dt_cuda_dense_backward_weight_shards: every shard's partials in one launch at
+ * portable, a thread per output of each shard walking its rows in order (the ordered
+ * product's rate); false (nothing counted) where it declines. */
+static bool wgrad_shards(struct dt_op_cost *c, const struct dt_cost_ctx *cx,
+                         const struct dt_policy *pol, int64_t B, int64_t in, int64_t out)
+{
+    if (!dt_cuda_one_pass() || !dt_math_portable(pol) || dt_math_exact(pol) ||
+        cx->shards > DT_CUDA_BIAS_SHARDS_MAX)
+        return false;
+    const double n = (double)in * (double)out;
+    kernel(c, 4.0 * ((double)B * (double)(in + out) + (double)cx->shards * n), 0.0);
+    c->ordered_flops += MAC * (double)B * n;
+    return true;
+}
+
 /* nets/cuda/dense.c, dt_cuda_dense_backward_weight; plan_dense_backward_weight: under
  * reduction: exact with shards, dt_cuda_dense_backward_weight_shards (one launch at
  * portable), else a call per shard (dense_wgrad_shards -> dense_wgrad_per_shard). */
@@ -355,15 +370,7 @@ void dt_cost_dense_backward_weight(struct dt_op_cost *c, const struct dt_cost_ct
                                    int64_t out, const struct dt_policy *pol)
 {
     if (sharded(cx, pol)) {
-        if (dt_cuda_one_pass() && dt_math_portable(pol) && !dt_math_exact(pol) &&
-            cx->shards <= DT_CUDA_BIAS_SHARDS_MAX) {
-            /* dense.c, dt_cuda_dense_backward_weight_shards: one launch, a thread per output
-             * of each shard walking its rows in order (the ordered product's rate) */
-            const double n = (double)in * (double)out;
-            kernel(c, 4.0 * ((double)B * (double)(in + out) + (double)cx->shards * n), 0.0);
-            c->ordered_flops += MAC * (double)B * n;
-            return;
-        }
+        if (wgrad_shards(c, cx, pol, B, in, out)) return;
         for (int64_t k = 0; k < cx->shards; k++)
             cuda_dense_backward_weight(c, pol, shard_rows(cx, B, k), in, out);
         return;
@@ -646,6 +653,14 @@ void dt_cost_conv2d_backward_weight(struct dt_op_cost *c, const struct dt_cost_c
                                     const struct dt_conv2d_shape *s, const struct dt_policy *pol)
 {
     if (sharded(cx, pol)) {
+        /* conv.c, dt_cuda_conv2d_backward_weight_shards: own kernels at portable -- im2col of
+         * the batch, then every shard's partials in one launch */
+        if (!dt_conv_algo_library(pol) && dt_cuda_one_pass() && dt_math_portable(pol) &&
+            !dt_math_exact(pol) && cx->shards <= DT_CUDA_BIAS_SHARDS_MAX) {
+            im2col(c, s);
+            wgrad_shards(c, cx, pol, s->B * s->OH * s->OW, s->KH * s->KW * s->C, s->K_out);
+            return;
+        }
         struct dt_conv2d_shape part = *s;
         for (int64_t k = 0; k < cx->shards; k++) {
             part.B = shard_rows(cx, s->B, k);

@@ -191,7 +191,8 @@ int dt_cuda_exact_sum_launch(float *p, int64_t *acc, const uint32_t *max_bits, i
  * then one call per shard, nets/backend.c). */
 dt_bias_backward_fn dt_cuda_bias_backward_shards;
 dt_dense_backward_weight_fn dt_cuda_dense_backward_weight_shards;
-dt_softmax_xent_forward_fn dt_cuda_softmax_xent_forward_shards; /* loss.c */
+dt_softmax_xent_forward_fn dt_cuda_softmax_xent_forward_shards;     /* loss.c */
+dt_conv2d_backward_weight_fn dt_cuda_conv2d_backward_weight_shards; /* conv.c */
 /* The op first_nonfinite: dt_cuda_fixed_scan's first bad index (atomicMin),
  * one small record read back; -1 when every element is finite. */
 dt_first_nonfinite_fn dt_cuda_first_nonfinite;
