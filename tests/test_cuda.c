@@ -292,14 +292,15 @@ DT_TEST(profile_device_timers)
  * negative control: the counter counts). */
 DT_TEST(one_wait_per_step)
 {
-    struct dt_backend *g = gpu_or_skip(), *c = cpu(2);
+    struct dt_backend *c = cpu(2);
     const enum dt_level levels[] = {DT_LEVEL_FAST, DT_LEVEL_RUN_TO_RUN, DT_LEVEL_PORTABLE};
     const int64_t B = 64, in = 20, hidden[] = {33}, classes = 7;
     float x[64 * 20];
     uint8_t y[64];
     const struct dt_sgd_options sgd = {.lr = 0.05f, .momentum = 0.9f};
     for (int one_pass = 1; one_pass >= 0; one_pass--) {
-        if (!one_pass) setenv("DETRAIN_CUDA_ONE_PASS", "0", 1);
+        if (!one_pass) setenv("DETRAIN_CUDA_ONE_PASS", "0", 1); /* read as the backend is made */
+        struct dt_backend *g = gpu_or_skip();
         for (int l = 0; l < 3; l++) {
             const struct dt_policy pol = level(levels[l]);
             struct dt_model *mg = NULL, *mc = NULL;
@@ -343,8 +344,8 @@ DT_TEST(one_wait_per_step)
             dt_model_destroy(mc);
         }
         unsetenv("DETRAIN_CUDA_ONE_PASS");
+        dt_backend_destroy(g);
     }
-    dt_backend_destroy(g);
     dt_backend_destroy(c);
 }
 

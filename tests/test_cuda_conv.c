@@ -1604,6 +1604,9 @@ DT_TEST(autotune_notes)
  * (DETRAIN_CUDA_ONE_PASS=0). */
 DT_TEST(wgrad_shards_one_launch)
 {
+    setenv("DETRAIN_CUDA_ONE_PASS", "0", 1); /* read as a backend is made: the call per shard */
+    struct dt_backend *g0 = gpu_or_skip();
+    unsetenv("DETRAIN_CUDA_ONE_PASS");
     struct dt_backend *g = gpu_or_skip(), *c = cpu(2);
     struct dt_policy pol;
     dt_policy_from_level(&pol, DT_LEVEL_PORTABLE);
@@ -1622,23 +1625,23 @@ DT_TEST(wgrad_shards_one_launch)
             dt_backend_set_shards(c, NULL);
             float *dx = dev_from(g, x, (size_t)nx * 4), *ddy = dev_from(g, dy, (size_t)ny * 4);
             for (int off = 0; off < 2; off++) {
-                if (off) setenv("DETRAIN_CUDA_ONE_PASS", "0", 1);
-                float *dw = dt_backend_alloc(g, (size_t)nw * 4);
-                dt_backend_set_shards(g, &sh);
-                CHECK_INT_EQ(dt_conv2d_backward_weight(g, dw, dx, ddy, &s, &pol), DT_OK);
-                dt_backend_set_shards(g, NULL);
-                dt_backend_download(g, gw, dw, (size_t)nw * 4);
+                struct dt_backend *b = off ? g0 : g;
+                float *dw = dt_backend_alloc(b, (size_t)nw * 4);
+                dt_backend_set_shards(b, &sh);
+                CHECK_INT_EQ(dt_conv2d_backward_weight(b, dw, dx, ddy, &s, &pol), DT_OK);
+                dt_backend_set_shards(b, NULL);
+                dt_backend_download(b, gw, dw, (size_t)nw * 4);
                 char what[96];
                 snprintf(what, sizeof what, "conv wgrad shards geometry %d, %lld shards%s", gi,
                          (long long)S, off ? ", one pass off" : "");
                 CHECK(same_bits(cw, gw, nw, what));
-                dt_backend_free(g, dw);
-                unsetenv("DETRAIN_CUDA_ONE_PASS");
+                dt_backend_free(b, dw);
             }
             dt_backend_free(g, dx), dt_backend_free(g, ddy);
             free(x), free(dy), free(cw), free(gw);
         }
     }
+    dt_backend_destroy(g0);
     dt_backend_destroy(g);
     dt_backend_destroy(c);
 }

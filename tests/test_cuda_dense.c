@@ -1375,6 +1375,9 @@ DT_TEST(bias_shards_one_launch)
  * as the call per shard (DETRAIN_CUDA_ONE_PASS=0). */
 DT_TEST(wgrad_shards_one_launch)
 {
+    setenv("DETRAIN_CUDA_ONE_PASS", "0", 1); /* read as a backend is made: the call per shard */
+    struct dt_backend *g0 = gpu_or_skip();
+    unsetenv("DETRAIN_CUDA_ONE_PASS");
     struct dt_backend *g = gpu_or_skip(), *c = cpu(2);
     const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
     const struct {
@@ -1396,24 +1399,24 @@ DT_TEST(wgrad_shards_one_launch)
               *ddy = dev_from(g, dy, (size_t)(B * out) * 4);
         const int geoms[][2] = {{0, 0}, {32, 0}, {1024, 3}};
         for (int t = 0; t < 4; t++) {
-            if (t == 3) setenv("DETRAIN_CUDA_ONE_PASS", "0", 1);
-            dt_cuda_set_launch(g, t < 3 ? geoms[t][0] : 0, t < 3 ? geoms[t][1] : 0);
-            float *dw = dev_poisoned(g, n);
-            dt_backend_set_shards(g, &sh);
-            CHECK_INT_EQ(dt_dense_backward_weight(g, dw, dx, ddy, B, in, out, &pol), DT_OK);
-            dt_backend_set_shards(g, NULL);
-            dt_backend_download(g, gw, dw, (size_t)n * 4);
+            struct dt_backend *b = t == 3 ? g0 : g;
+            dt_cuda_set_launch(b, t < 3 ? geoms[t][0] : 0, t < 3 ? geoms[t][1] : 0);
+            float *dw = dev_poisoned(b, n);
+            dt_backend_set_shards(b, &sh);
+            CHECK_INT_EQ(dt_dense_backward_weight(b, dw, dx, ddy, B, in, out, &pol), DT_OK);
+            dt_backend_set_shards(b, NULL);
+            dt_backend_download(b, gw, dw, (size_t)n * 4);
             char what[96];
             snprintf(what, sizeof what, "wgrad B=%lld in=%lld out=%lld shards=%lld case %d",
                      (long long)B, (long long)in, (long long)out, (long long)S, t);
             CHECK(same_bits(gw, cw, n, what));
-            dt_backend_free(g, dw);
-            unsetenv("DETRAIN_CUDA_ONE_PASS");
+            dt_backend_free(b, dw);
         }
         dt_cuda_set_launch(g, 0, 0);
         dt_backend_free(g, dx), dt_backend_free(g, ddy);
         free(x), free(dy), free(cw), free(gw);
     }
+    dt_backend_destroy(g0);
     dt_backend_destroy(g);
     dt_backend_destroy(c);
 }

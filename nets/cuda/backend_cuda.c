@@ -40,6 +40,7 @@ static enum dt_status cuda_init(struct dt_backend *be, const struct dt_backend_o
     struct dt_cuda_ctx *c = dt_xcalloc(1, sizeof *c);
     c->device = opt->gpu;
     c->cublas_mode = -1;
+    c->one_pass = dt_cuda_one_pass(); /* read once: the ops ask the context, not the env */
     struct cudaDeviceProp prop;
     cudaStream_t stream = NULL, copy_stream = NULL;
     e = cudaSetDevice(c->device);
@@ -191,7 +192,7 @@ static bool gather_snapshot(struct dt_backend *be, struct cuda_copy_out *co,
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
     cudaStream_t s = (cudaStream_t)c->stream;
-    if (n < 2 || !dt_cuda_one_pass()) return false;
+    if (n < 2 || !c->one_pass) return false;
     for (int i = 0; i < n; i++)
         if (bytes[i] % 4 || (uintptr_t)srcs[i] % 4) return false;
     const size_t words = 2 * (size_t)n + 1;

@@ -89,8 +89,8 @@ enum dt_status dt_cuda_conv2d_backward_weight_shards(struct dt_backend *be, floa
                                                      const struct dt_conv2d_shape *s,
                                                      const struct dt_policy *pol)
 {
-    if (dt_conv_algo_library(pol) || !dt_cuda_one_pass() || !dt_math_portable(pol) ||
-        dt_math_exact(pol) || be->shards.count > DT_CUDA_BIAS_SHARDS_MAX)
+    if (dt_conv_algo_library(pol) || !dt_cuda(be)->one_pass || !dt_math_portable(pol) ||
+        dt_math_exact(pol) || be->shards.count > DT_CUDA_SHARDS_MAX)
         return DT_ERR_UNSUPPORTED;
     float *cols = patches(be, s);
     DT_FORWARD_IF_ERROR(dt_cuda_launched(be, dt_cuda_im2col(cols, x, s, &dt_cuda(be)->launch),

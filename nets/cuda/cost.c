@@ -354,7 +354,7 @@ static bool wgrad_shards(struct dt_op_cost *c, const struct dt_cost_ctx *cx,
                          const struct dt_policy *pol, int64_t B, int64_t in, int64_t out)
 {
     if (!dt_cuda_one_pass() || !dt_math_portable(pol) || dt_math_exact(pol) ||
-        cx->shards > DT_CUDA_BIAS_SHARDS_MAX)
+        cx->shards > DT_CUDA_SHARDS_MAX)
         return false;
     const double n = (double)in * (double)out;
     kernel(c, 4.0 * ((double)B * (double)(in + out) + (double)cx->shards * n), 0.0);
@@ -389,7 +389,7 @@ static bool cuda_bias_backward_shards(struct dt_op_cost *c, const struct dt_cost
     int64_t widest = 0;
     for (int64_t k = 0; k < cx->shards; k++)
         if (shard_rows(cx, B, k) > widest) widest = shard_rows(cx, B, k);
-    if (!dt_cuda_one_pass() || !dt_atomics_exact(pol) || cx->shards > DT_CUDA_BIAS_SHARDS_MAX ||
+    if (!dt_cuda_one_pass() || !dt_atomics_exact(pol) || cx->shards > DT_CUDA_SHARDS_MAX ||
         out > DT_CUDA_BIAS_ONE_PASS_COLS || widest * out > DT_CUDA_BIAS_ONE_PASS_MAX)
         return false;
     const double n = (double)B * (double)out, parts = (double)cx->shards * (double)out;
@@ -455,7 +455,7 @@ void dt_cost_softmax_xent_forward(struct dt_op_cost *c, const struct dt_cost_ctx
                                   const struct dt_policy *pol)
 {
     if (sharded(cx, pol)) {
-        if (dt_cuda_one_pass() && cx->shards <= DT_CUDA_BIAS_SHARDS_MAX) { /* loss.c, _shards */
+        if (dt_cuda_one_pass() && cx->shards <= DT_CUDA_SHARDS_MAX) { /* loss.c, _shards */
             cuda_softmax_xent_forward(c, cx, pol, B, C);
             return;
         }
@@ -656,7 +656,7 @@ void dt_cost_conv2d_backward_weight(struct dt_op_cost *c, const struct dt_cost_c
         /* conv.c, dt_cuda_conv2d_backward_weight_shards: own kernels at portable -- im2col of
          * the batch, then every shard's partials in one launch */
         if (!dt_conv_algo_library(pol) && dt_cuda_one_pass() && dt_math_portable(pol) &&
-            !dt_math_exact(pol) && cx->shards <= DT_CUDA_BIAS_SHARDS_MAX) {
+            !dt_math_exact(pol) && cx->shards <= DT_CUDA_SHARDS_MAX) {
             im2col(c, s);
             wgrad_shards(c, cx, pol, s->B * s->OH * s->OW, s->KH * s->KW * s->C, s->K_out);
             return;

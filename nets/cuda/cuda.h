@@ -72,7 +72,8 @@ struct dt_cuda_ctx {
     struct dt_cudnn *cudnn;        /* cuDNN state (cudnn_conv.c), made on first use */
     struct dt_cuda_status *status; /* deferred checks (status.c), made on first use */
     struct cuda_timers *timers;    /* per-op device timers (backend_cuda.c), on first use */
-    unsigned int *one_pass_count;  /* last-block counter of one-launch kernels (dense.c): 0 */
+    bool one_pass; /* DETRAIN_CUDA_ONE_PASS (dense_loss.h), read as the backend was made */
+    unsigned int *one_pass_count; /* last-block counter of one-launch kernels (dense.c): 0 */
     /* the tree digests' plan as last copied up (digest.cu): where, its size, and the event
      * after the copy (cudaEvent_t) */
     void *digest_plan_dev;
@@ -153,7 +154,7 @@ struct dt_cuda_loss_read {
     float *loss_host; /* count > 0: one per shard */
     int64_t *correct_host;
     int64_t count, mult; /* shards (0 = none) and rows per example */
-    int64_t row[64 + 1]; /* the shards' rows (DT_CUDA_BIAS_SHARDS_MAX) */
+    int64_t row[64 + 1]; /* the shards' rows (64: DT_CUDA_SHARDS_MAX, dense_loss.h) */
 };
 /* true: the bytes at src (the op's [losses][hits][total]) are copied back with the step's
  * end and finished there; false: checks are not deferred or the step's reads are full --

@@ -297,8 +297,8 @@ static enum dt_status bias_fixed_one_launch(struct dt_backend *be, float *dbias,
     int64_t widest = 0;
     for (int64_t k = 0; k < count; k++)
         if ((row[k + 1] - row[k]) * mult > widest) widest = (row[k + 1] - row[k]) * mult;
-    if (!dt_cuda_one_pass() || count > DT_CUDA_BIAS_SHARDS_MAX ||
-        out > DT_CUDA_BIAS_ONE_PASS_COLS || widest * out > DT_CUDA_BIAS_ONE_PASS_MAX)
+    if (!c->one_pass || count > DT_CUDA_SHARDS_MAX || out > DT_CUDA_BIAS_ONE_PASS_COLS ||
+        widest * out > DT_CUDA_BIAS_ONE_PASS_MAX)
         return DT_ERR_UNSUPPORTED;
     if (!c->one_pass_count) { /* once per backend: zeroed, and zero after every launch */
         DT_CUDA_CHECK(cudaMalloc((void **)&c->one_pass_count, sizeof *c->one_pass_count));
@@ -342,8 +342,8 @@ enum dt_status dt_cuda_dense_backward_weight_shards(struct dt_backend *be, float
     struct dt_cuda_ctx *c = dt_cuda(be);
     const struct dt_shards *sh = &be->shards;
     DT_ASSERT(sh->count > 0 && B % sh->row[sh->count] == 0);
-    if (!dt_cuda_one_pass() || !dt_math_portable(pol) || dt_math_exact(pol) ||
-        sh->count > DT_CUDA_BIAS_SHARDS_MAX)
+    if (!c->one_pass || !dt_math_portable(pol) || dt_math_exact(pol) ||
+        sh->count > DT_CUDA_SHARDS_MAX)
         return DT_ERR_UNSUPPORTED;
     return dt_cuda_launched(be,
                             dt_cuda_wgrad_shards(dw, x, dy, sh->row, sh->count,

@@ -204,17 +204,21 @@ static __global__ void bias_fixed_finish_kernel(float *dbias, struct dt_cuda_fix
  * its own record in full; the last block to finish (a counter in device memory, back to 0
  * after it) copies the first faulty shard's record, or a clean one, into the op's record --
  * so nothing needs resetting before the launch, and the op is one kernel (a graph node). */
-#define BIAS_SHARDS_MAX DT_CUDA_BIAS_SHARDS_MAX       /* shards of one launch */
 #define BIAS_ONE_PASS_COLS DT_CUDA_BIAS_ONE_PASS_COLS /* columns in shared memory (8 KiB) */
-struct bias_shard_rows {
-    int64_t row[BIAS_SHARDS_MAX + 1];
+struct shard_rows { /* the shards' row bounds, by value (the one-launch kernels below) */
+    int64_t row[DT_CUDA_SHARDS_MAX + 1];
 };
+static struct shard_rows shard_rows_of(const int64_t *row, int64_t shards)
+{
+    struct shard_rows sr;
+    for (int64_t k = 0; k <= shards; k++) sr.row[k] = row[k];
+    return sr;
+}
 
 static __global__ void bias_fixed_shards_kernel(float *dbias, struct dt_cuda_fixed_record *rec,
                                                 struct dt_cuda_fixed_record *block_rec,
                                                 unsigned int *count, const float *dy,
-                                                struct bias_shard_rows sr, int64_t mult,
-                                                int64_t out)
+                                                struct shard_rows sr, int64_t mult, int64_t out)
 {
     __shared__ unsigned long long acc[BIAS_ONE_PASS_COLS];
     __shared__ unsigned int mx, bad_term;
@@ -305,12 +309,8 @@ static __global__ void bias_fixed_shards_kernel(float *dbias, struct dt_cuda_fix
  * +0 in row order with dt_dense_mac, the chunk partials through the fixed tree streamed
  * (determinism/reduce.h, dt_reduce_stream: no partials in memory, no second kernel).
  * Threads along j read dy's row contiguously and share x's element. */
-struct wgrad_shard_rows {
-    int64_t row[BIAS_SHARDS_MAX + 1];
-};
-
 static __global__ void wgrad_shards_kernel(float *dw, const float *x, const float *dy,
-                                           struct wgrad_shard_rows sr, int64_t S, int64_t mult,
+                                           struct shard_rows sr, int64_t S, int64_t mult,
                                            int64_t in, int64_t out)
 {
     const int64_t n = in * out;
@@ -431,9 +431,8 @@ extern "C" int dt_cuda_bias_grad_fixed_shards(float *dbias, struct dt_cuda_fixed
                                               const int64_t *row, int64_t shards, int64_t mult,
                                               int64_t out, const struct dt_cuda_launch *L)
 {
-    if (shards > BIAS_SHARDS_MAX || out > BIAS_ONE_PASS_COLS) return (int)cudaErrorNotSupported;
-    struct bias_shard_rows sr;
-    for (int64_t k = 0; k <= shards; k++) sr.row[k] = row[k];
+    if (shards > DT_CUDA_SHARDS_MAX || out > BIAS_ONE_PASS_COLS) return (int)cudaErrorNotSupported;
+    const struct shard_rows sr = shard_rows_of(row, shards);
     bias_fixed_shards_kernel<<<(unsigned)shards, L->block_threads, 0, L->stream>>>(
         dbias, rec, block_rec, count, dy, sr, mult, out);
     return (int)cudaGetLastError();
@@ -443,9 +442,8 @@ extern "C" int dt_cuda_wgrad_shards(float *dw, const float *x, const float *dy, 
                                     int64_t shards, int64_t mult, int64_t in, int64_t out,
                                     const struct dt_cuda_launch *L)
 {
-    if (shards > BIAS_SHARDS_MAX) return (int)cudaErrorNotSupported;
-    struct wgrad_shard_rows sr;
-    for (int64_t k = 0; k <= shards; k++) sr.row[k] = row[k];
+    if (shards > DT_CUDA_SHARDS_MAX) return (int)cudaErrorNotSupported;
+    const struct shard_rows sr = shard_rows_of(row, shards);
     wgrad_shards_kernel<<<dt_cuda_grid(L, shards * in * out), L->block_threads, 0, L->stream>>>(
         dw, x, dy, sr, shards, mult, in, out);
     return (int)cudaGetLastError();

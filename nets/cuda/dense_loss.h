@@ -86,15 +86,15 @@ int dt_cuda_bias_grad_fixed(float *dbias, unsigned long long *acc, struct dt_cud
  * shard k, rows [row[k] * mult, row[k + 1] * mult) of dy; partial k at dbias + k * out, the
  * bits of dt_fixed_sum_rows over the shard). rec receives the first faulty shard's record
  * (in full: no reset before); block_rec holds `shards` records; *count is 0 before and
- * after. cudaErrorNotSupported beyond DT_CUDA_BIAS_SHARDS_MAX shards or
+ * after. cudaErrorNotSupported beyond DT_CUDA_SHARDS_MAX shards or
  * DT_CUDA_BIAS_ONE_PASS_COLS columns. One block reads its shard twice: beyond
  * DT_CUDA_BIAS_ONE_PASS_MAX elements per shard the caller calls per shard instead (four
  * grid-wide kernels per shard read faster than one block per shard). */
-#define DT_CUDA_BIAS_SHARDS_MAX 64
+#define DT_CUDA_SHARDS_MAX 64 /* shards of one launch: every one-launch shard form */
 /* DETRAIN_CUDA_ONE_PASS=0 runs the step as the first light did -- the shards' bias gradient a
  * call per shard, the hashing snapshot a copy per tensor, the loss and reduction: exact's
- * maxima each read back with a wait of its own: the same bits, for A/B timing on a GPU and
- * for the cost model (which reads it too). */
+ * maxima each read back with a wait of its own: the same bits, for A/B timing on a GPU. The
+ * CUDA backend reads it once, when made (dt_cuda_ctx.one_pass); the cost model at each count. */
 static inline bool dt_cuda_one_pass(void)
 {
     const char *v = getenv("DETRAIN_CUDA_ONE_PASS");
@@ -106,7 +106,7 @@ static inline bool dt_cuda_one_pass(void)
 /* reduction: exact's weight-gradient partials at portable, one launch for every shard
  * (item (k, i, j) = shard k's dw[i, j]: its chunks in row order, the fixed tree streamed;
  * dw holds `shards` partials of in x out). cudaErrorNotSupported beyond
- * DT_CUDA_BIAS_SHARDS_MAX shards. */
+ * DT_CUDA_SHARDS_MAX shards. */
 int dt_cuda_wgrad_shards(float *dw, const float *x, const float *dy, const int64_t *row,
                          int64_t shards, int64_t mult, int64_t in, int64_t out,
                          const struct dt_cuda_launch *L);

@@ -125,7 +125,7 @@ enum dt_status dt_cuda_check_now(struct dt_backend *be, const struct dt_cuda_fix
 static struct deferred_read *next_read(struct dt_backend *be, size_t bytes)
 {
     struct dt_cuda_status *st = status_of(be);
-    if (!st->defer || st->reads == DT_CUDA_READS_MAX || !dt_cuda_one_pass()) return NULL;
+    if (!st->defer || st->reads == DT_CUDA_READS_MAX || !dt_cuda(be)->one_pass) return NULL;
     struct deferred_read *r = &st->read[st->reads];
     if (r->cap < bytes) {
         if (r->pinned) DT_CUDA_CHECK(cudaFreeHost(r->pinned));
