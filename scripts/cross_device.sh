@@ -33,8 +33,13 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 models=(mlp lenet bnn)
 declare -A config_of=([mlp]=configs/quickstart.yaml [lenet]=configs/lenet.yaml
                       [bnn]=configs/bnn.yaml [gpt]=configs/gpt.yaml)
-# overrides a model needs wherever it runs (the GPT: a corpus in the repo, not fortunes)
-declare -A sets_of=([gpt]=dataset.path=tests/data/gpt_corpus.txt)
+# overrides a model needs wherever it runs, space-separated KEY=VALUE: the GPT a corpus in
+# the repo, not fortunes; Fashion-MNIST's models the part of it a GPU call carries
+# (scripts/fmnist_cut.sh: the first 10,000 training and 2,000 test examples)
+. "$repo/scripts/fmnist_cut.sh"
+fmnist_limits="dataset.train_limit=$fmnist_cut_train dataset.test_limit=$fmnist_cut_test"
+declare -A sets_of=([gpt]=dataset.path=tests/data/gpt_corpus.txt [mlp]=$fmnist_limits
+                    [lenet]=$fmnist_limits [bnn]=$fmnist_limits)
 
 usage() {
   echo "usage:" >&2
@@ -85,6 +90,16 @@ git_revision() {
   fi
 }
 
+# The examples an experiment trained on, from its config.json: the data set's name, path's
+# base name and limits ("fashion-mnist train_limit 10000 test_limit 2000").
+data_of() {
+  [ -f "$1/config.json" ] || return 0
+  grep -o '"dataset":{[^}]*}' "$1/config.json" | sed 's/^"dataset"://' | tr -d '{}"' | tr ',' '\n' |
+    awk -F: '$1 == "name" { n = $2 } $1 == "path" { k = split($2, p, "/"); f = p[k] }
+             $1 == "train_limit" { tr = $2 } $1 == "test_limit" { te = $2 }
+             END { printf "%s%s train_limit %s test_limit %s\n", n, (f == "" ? "" : " " f), tr, te }'
+}
+
 # ---- run ------------------------------------------------------------------------------------
 mode_run() {
   [ $# -ge 2 ] || usage
@@ -113,10 +128,12 @@ mode_run() {
   for m in "${models[@]}"; do
     out=$root/$m
     rm -rf "$out"
+    local kv model_sets=()
+    for kv in ${sets_of[$m]:-}; do model_sets+=(--set "$kv"); done
     cmd=("$detrain" run "${config_of[$m]}" --out "$out" --quiet --set 'policies=[portable]'
          --set replicas=1 --set "train.steps=$steps" --set hash.per_tensor=true
          --set report.snapshots=0 --set report.overhead_samples=0 --set "backend.device=$device"
-         ${threads:+--set "backend.threads=$threads"} ${sets_of[$m]:+--set "${sets_of[$m]}"}
+         ${threads:+--set "backend.threads=$threads"} "${model_sets[@]+"${model_sets[@]}"}"
          "${sets[@]+"${sets[@]}"}")
     t0=$(date +%s.%N)
     DETRAIN_GNUPLOT=none "${cmd[@]}" >"$root/$m.log" 2>&1
@@ -174,7 +191,7 @@ mode_table() {
       echo '```'
     done
   } >"$body"
-  local m dirs used_labels i rc text summary=()
+  local m dirs used_labels i rc text summary=() skipped=()
   local lack
   for m in "${models[@]}"; do
     dirs=()
@@ -185,8 +202,15 @@ mode_table() {
       echo "## $m (${config_of[$m]})"
       echo
     } >>"$body"
+    local ref_data="" data
+    ref_data=$(data_of "${roots[0]}/$m")
     for i in "${!roots[@]}"; do
-      if [ -f "${roots[$i]}/$m/config.json" ]; then
+      data=$(data_of "${roots[$i]}/$m")
+      if [ -f "${roots[$i]}/$m/config.json" ] && [ "$i" -gt 0 ] && [ "$data" != "$ref_data" ]; then
+        # Other examples give other bits by design: not a divergence, not compared.
+        echo "- \`${roots[$i]}/$m\`: not compared, trained on other data ($data; the reference: $ref_data)" >>"$body"
+        skipped+=("$m: ${roots[$i]} not compared (other data: $data)")
+      elif [ -f "${roots[$i]}/$m/config.json" ]; then
         dirs+=("${roots[$i]}/$m")
         [ "$i" -ge ${#labels[@]} ] || used_labels+=(--label "${labels[$i]}")
       else
@@ -197,6 +221,11 @@ mode_table() {
       fi
     done
     if [ "${dirs[0]:-}" = __noref__ ] || [ ${#dirs[@]} -lt 2 ]; then
+      if [ "${dirs[0]:-}" != __noref__ ] && [ -z "$lack" ]; then
+        echo "- not compared: every other root trained on other data" >>"$body"
+        summary+=("$m: not compared (every other root trained on other data)")
+        continue
+      fi
       echo "- not compared: the reference or every other root lacks it" >>"$body"
       summary+=("$m: NOT COMPARED: no run in$lack")
       continue
@@ -226,6 +255,7 @@ mode_table() {
     echo "digest is equal; otherwise the first divergent step and tensor."
     echo
     for a in "${summary[@]}"; do echo "- $a"; done
+    for a in "${skipped[@]+"${skipped[@]}"}"; do echo "- $a"; done
     echo
     cat "$body"
   } >"$md"

@@ -4,7 +4,9 @@
 #
 #   scripts/gpu_deps.sh fetch DIR           (Debian 12, amd64, apt works) download the .debs
 #                                           into DIR, with DIR/MANIFEST (name, file, size,
-#                                           SHA-256); skips files already there and intact
+#                                           SHA-256); skips files already there and intact.
+#                                           Of Fashion-MNIST only the part GPU runs read is
+#                                           kept (DIR/fashion-mnist-cut: scripts/fmnist_cut.sh)
 #   scripts/gpu_deps.sh install DIR PREFIX  (any x86-64 Linux with glibc >= 2.36, no network)
 #                                           check and `dpkg-deb -x` every .deb of DIR into
 #                                           PREFIX (never /), point the pkg-config files at
@@ -29,10 +31,16 @@ packages=(
   libssl3 libssl-dev                          # SHA-256 (OpenSSL EVP)
   zlib1g zlib1g-dev                           # .gz datasets
   pkgconf pkgconf-bin libpkgconf3             # pkg-config (CMake's FindPkgConfig)
-  dataset-fashion-mnist                       # /usr/share/datasets/fashion-mnist
 )
+# Fashion-MNIST (/usr/share/datasets/fashion-mnist in it): fetched, cut to the examples GPU
+# runs read (DIR/fashion-mnist-cut, 5 MB of its 31) and not kept.
+dataset_pkg=dataset-fashion-mnist
 multiarch=x86_64-linux-gnu
 dataset_rel=usr/share/datasets/fashion-mnist
+dataset_files=(train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz
+               t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz)
+# fmnist_cut_train, fmnist_cut_test, fmnist_cut_dir, fmnist_cut_file
+. "$(dirname "${BASH_SOURCE[0]}")/fmnist_cut.sh"
 
 die() {
   echo "$prog: error: $*" >&2
@@ -44,8 +52,9 @@ usage() {
   cat >&2 <<EOF
 usage: scripts/gpu_deps.sh fetch DIR
        scripts/gpu_deps.sh install DIR PREFIX
-  fetch    download the Debian 12 packages detrain needs (${#packages[@]}, about 50 MB,
-           most of it the Fashion-MNIST data) into DIR; run where apt works
+  fetch    download the Debian 12 packages detrain needs (${#packages[@]}, about 16 MB) into
+           DIR, and of Fashion-MNIST the first $fmnist_cut_train training and $fmnist_cut_test test
+           examples (DIR/$fmnist_cut_dir, 5 MB); run where apt works
   install  unpack every .deb of DIR into PREFIX, fix the pkg-config files and write
            PREFIX/env.sh (source it before configuring or running detrain)
 EOF
@@ -85,7 +94,41 @@ exclude_from_git() {
 
 # apt-get download's plan: one line per package, "'URI' FILE SIZE SHA256:HEX".
 print_uris() {
-  apt-get download --print-uris "${packages[@]}" 2>&1
+  apt-get download --print-uris "${packages[@]}" "$dataset_pkg" 2>&1
+}
+
+# DIR/fashion-mnist-cut from the dataset package (downloaded into a scratch folder, then
+# deleted): the first fmnist_cut_train / fmnist_cut_test examples of each split. Kept when
+# its SOURCE stamp names the same package file, SHA-256 and counts and its files are there.
+# Prints the MANIFEST rows of its files.
+fetch_dataset_cut() {
+  local dir=$1 file=$2 sum=$3 sandbox=("${@:4}") cut=$1/$fmnist_cut_dir
+  local stamp="$file $sum train $fmnist_cut_train test $fmnist_cut_test" f
+  local complete=1
+  for f in "${dataset_files[@]}"; do [ -f "$cut/$f" ] || complete=0; done
+  if [ $complete -eq 0 ] || [ "$(cat "$cut/SOURCE" 2>/dev/null)" != "$stamp" ]; then
+    local tmp
+    tmp=$(mktemp -d "$dir/.dataset.XXXXXX")
+    (cd "$tmp" && apt-get "${sandbox[@]}" download "$dataset_pkg") >&2 ||
+      { rm -rf "$tmp"; die "apt-get download $dataset_pkg failed (network? see above)"; }
+    [ "$(sha256_of "$tmp/$file")" = "$sum" ] ||
+      { rm -rf "$tmp"; die "$file: SHA-256 differs from the archive's $sum"; }
+    extract_deb "$tmp/$file" "$tmp/x"
+    rm -rf "$cut"
+    mkdir -p "$cut"
+    local n
+    for f in "${dataset_files[@]}"; do
+      case "$f" in train-*) n=$fmnist_cut_train ;; *) n=$fmnist_cut_test ;; esac
+      fmnist_cut_file "$tmp/x/$dataset_rel/$f" "$cut/$f" "$n" ||
+        { rm -rf "$tmp" "$cut"; die "cutting $f of $file failed"; }
+    done
+    rm -rf "$tmp"
+    echo "$stamp" >"$cut/SOURCE"
+    note "cut $dataset_pkg ($file) to $fmnist_cut_train training and $fmnist_cut_test test examples: $cut"
+  fi
+  for f in "${dataset_files[@]}"; do
+    echo "$fmnist_cut_dir $fmnist_cut_dir/$f $(stat -c %s "$cut/$f") $(sha256_of "$cut/$f")"
+  done
 }
 
 do_fetch() {
@@ -114,18 +157,26 @@ do_fetch() {
   fi
   local n_plan
   n_plan=$(grep -c "^'" <<<"$plan" || true)
-  [ "$n_plan" -eq ${#packages[@]} ] ||
-    die "apt-get planned $n_plan files for ${#packages[@]} packages:"$'\n'"$plan"
+  [ "$n_plan" -eq $((${#packages[@]} + 1)) ] ||
+    die "apt-get planned $n_plan files for $((${#packages[@]} + 1)) packages:"$'\n'"$plan"
 
   local sandbox=()
   # As root, apt downloads as user _apt, who may not be able to write DIR.
   [ "$(id -u)" -ne 0 ] || sandbox=(-o APT::Sandbox::User=root)
   local manifest="" uri file size sum name got=0 kept=0
+  # A whole data set package from an earlier fetch is no longer carried.
+  rm -f "$dir/${dataset_pkg}"_*.deb
   while read -r uri file size sum; do
     uri=${uri//\'/}
     sum=${sum#SHA256:}
     name=${file%%_*}
     [ ${#sum} -eq 64 ] || die "apt-get gave no SHA-256 for $file ($sum)"
+    if [ "$name" = "$dataset_pkg" ]; then
+      local rows
+      rows=$(fetch_dataset_cut "$dir" "$file" "$sum" "${sandbox[@]+"${sandbox[@]}"}") || exit 1
+      manifest+="$rows"$'\n'
+      continue
+    fi
     # Other versions of the same package (an earlier fetch before an update) would be
     # unpacked too: keep exactly one file per package.
     local old
@@ -157,7 +208,7 @@ do_fetch() {
         note "scripts/gpu_deps.manifest updated (commit it: the payload check counts it)"; }
   fi
   note "fetched $got, kept $kept already there: ${#packages[@]} packages in $dir"
-  echo "total: $(du -ch "$dir"/*.deb | tail -1 | cut -f1) in $(ls "$dir"/*.deb | wc -l) .deb files ($dir)"
+  echo "total: $(du -ch "$dir"/*.deb "$dir/$fmnist_cut_dir"/*.gz | tail -1 | cut -f1) in $(ls "$dir"/*.deb | wc -l) .deb files and $dir/$fmnist_cut_dir"
 }
 
 # ---- install --------------------------------------------------------------------------------
@@ -260,6 +311,11 @@ do_install() {
   for deb in "${debs[@]}"; do
     extract_deb "$deb" "$prefix"
   done
+  # The part of Fashion-MNIST fetch kept (checked against MANIFEST above).
+  if [ -d "$dir/$fmnist_cut_dir" ]; then
+    rm -rf "$prefix/$fmnist_cut_dir"
+    cp -r "$dir/$fmnist_cut_dir" "$prefix/$fmnist_cut_dir"
+  fi
   # Absolute symlinks would point into the host's /: re-point them into PREFIX.
   local link target
   while IFS= read -r -d '' link; do
@@ -308,21 +364,21 @@ EOF
 
   # What must be there now: a missing one names the package to fetch.
   local -A need=(
-    [usr/include/yaml.h]=libyaml-dev
-    [usr/include/$multiarch/openblas-pthread/cblas.h]=libopenblas-pthread-dev
-    [usr/include/openssl/evp.h]=libssl-dev
-    [usr/include/$multiarch/openssl/configuration.h]=libssl-dev
-    [usr/include/zlib.h]=zlib1g-dev
-    [usr/lib/$multiarch/libgfortran.so.5]=libgfortran5
-    [bin/pkg-config]=pkgconf-bin
-    [$dataset_rel/train-images-idx3-ubyte.gz]=dataset-fashion-mnist
-    [$dataset_rel/train-labels-idx1-ubyte.gz]=dataset-fashion-mnist
-    [$dataset_rel/t10k-images-idx3-ubyte.gz]=dataset-fashion-mnist
-    [$dataset_rel/t10k-labels-idx1-ubyte.gz]=dataset-fashion-mnist
+    [usr/include/yaml.h]="package libyaml-dev"
+    [usr/include/$multiarch/openblas-pthread/cblas.h]="package libopenblas-pthread-dev"
+    [usr/include/openssl/evp.h]="package libssl-dev"
+    [usr/include/$multiarch/openssl/configuration.h]="package libssl-dev"
+    [usr/include/zlib.h]="package zlib1g-dev"
+    [usr/lib/$multiarch/libgfortran.so.5]="package libgfortran5"
+    [bin/pkg-config]="package pkgconf-bin"
+    [$fmnist_cut_dir/train-images-idx3-ubyte.gz]="the cut of $dataset_pkg that fetch makes"
+    [$fmnist_cut_dir/train-labels-idx1-ubyte.gz]="the cut of $dataset_pkg that fetch makes"
+    [$fmnist_cut_dir/t10k-images-idx3-ubyte.gz]="the cut of $dataset_pkg that fetch makes"
+    [$fmnist_cut_dir/t10k-labels-idx1-ubyte.gz]="the cut of $dataset_pkg that fetch makes"
   )
   local f missing=0
   for f in "${!need[@]}"; do
-    [ -e "$prefix/$f" ] || { note "missing after unpacking: $prefix/$f (package ${need[$f]})"; missing=1; }
+    [ -e "$prefix/$f" ] || { note "missing after unpacking: $prefix/$f (${need[$f]})"; missing=1; }
   done
   [ $missing -eq 0 ] || die "the .debs in $dir lack files detrain needs; fetch again"
 
@@ -365,8 +421,9 @@ EOF_FN
       echo "# The host has no pkg-config: Debian's pkgconf."
       echo "dt_deps_prepend PATH '$prefix/bin'"
     fi
-    echo "# Fashion-MNIST for detrain (harness/setup/data.c: dataset.path, else \$DETRAIN_DATA)."
-    echo "export DETRAIN_DATA='$prefix/$dataset_rel'"
+    echo "# Fashion-MNIST for detrain (harness/setup/data.c: dataset.path, else \$DETRAIN_DATA): its"
+    echo "# first $fmnist_cut_train training and $fmnist_cut_test test examples (scripts/fmnist_cut.sh)."
+    echo "export DETRAIN_DATA='$prefix/$fmnist_cut_dir'"
     echo "unset -f dt_deps_prepend"
   } >"$env"
 

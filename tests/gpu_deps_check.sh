@@ -28,7 +28,8 @@ if [ "${3:-}" != --inside ]; then
     rm -rf "$probe"
     fail "fetch failed although apt-get can download"
   fi
-  [ "$(ls "$work/debs"/*.deb | wc -l)" -eq 14 ] || fail "expected 14 .deb files in $work/debs"
+  [ "$(ls "$work/debs"/*.deb | wc -l)" -eq 13 ] || fail "expected 13 .deb files in $work/debs"
+[ "$(ls "$work/debs"/fashion-mnist-cut/*.gz | wc -l)" -eq 4 ] || fail "expected the 4 files of Fashion-MNIST's cut in $work/debs"
   if [ "$(id -u)" -eq 0 ] && unshare --mount --propagation private true 2>/dev/null; then
     exec unshare --mount --propagation private bash "$0" "$src" "$work" --inside hide
   fi

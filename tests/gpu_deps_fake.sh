@@ -4,7 +4,8 @@
 # library names detrain's build looks for, with Debian's quirks -- prefix-relative and
 # absolute .pc paths (OpenBLAS's), an absolute symlink (zlib's libz.so), a library under
 # /lib -- a stand-in pkgconf that answers --version and --modversion from the .pc files,
-# and four small "dataset" files. Writes DIR/*.deb and DIR/MANIFEST.
+# and four small "dataset" files where fetch puts the data set's cut (DIR/fashion-mnist-cut).
+# Writes DIR/*.deb, DIR/fashion-mnist-cut and DIR/MANIFEST.
 #   tests/gpu_deps_fake.sh DIR
 set -euo pipefail
 out=$1
@@ -81,15 +82,16 @@ done'
 chmod +x "$tree/dt-fake-pkgconf/usr/bin/pkgconf"
 ln -s pkgconf "$tree/dt-fake-pkgconf/usr/bin/pkg-config"
 
-pkg dt-fake-data
-for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
-  put dt-fake-data "usr/share/datasets/fashion-mnist/$f.gz" "fake $f"
-done
-
-rm -f "$out"/*.deb "$out/MANIFEST"
+rm -rf "$out"/*.deb "$out/MANIFEST" "$out/fashion-mnist-cut"
 echo "# tests/gpu_deps_fake.sh: package file bytes sha256" >"$out/MANIFEST"
-for p in dt-fake-dev dt-fake-pkgconf dt-fake-data; do
+for p in dt-fake-dev dt-fake-pkgconf; do
   dpkg-deb --root-owner-group -Zgzip --build "$tree/$p" "$out/${p}_1.0-1_amd64.deb" >/dev/null
   f=$out/${p}_1.0-1_amd64.deb
   echo "$p $(basename "$f") $(stat -c %s "$f") $(sha256sum "$f" | cut -d' ' -f1)" >>"$out/MANIFEST"
+done
+mkdir -p "$out/fashion-mnist-cut"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+  echo "fake $f" | gzip -n >"$out/fashion-mnist-cut/$f.gz"
+  f=fashion-mnist-cut/$f.gz
+  echo "fashion-mnist-cut $f $(stat -c %s "$out/$f") $(sha256sum "$out/$f" | cut -d' ' -f1)" >>"$out/MANIFEST"
 done
