@@ -153,31 +153,93 @@ static inline DT_HD void dt_attn_softmax_row(float *p, int64_t t, int64_t T, boo
     for (int64_t s = t + 1; s < T; s++) p[s] = 0.0f;
 }
 
-/* Row (b, h, t): p[s] for s <= t (p[s] = 0 beyond) and out[j] = sum_s p[s] v_s[j]. Each
- * sum in index order, or under `exact` (math: exact) the exact dot product of its two
- * vectors (dt_xp_dot_vec: no order at all). */
+/* The scaled score of a query against a key: (sum_j q[j] k[j], in index order) * scale. */
+static inline DT_HD float dt_attn_score(const float *q, const float *k, int64_t hd, float scale)
+{
+    float dot = 0.0f;
+    for (int64_t j = 0; j < hd; j++) dot += dt_rn_mul(q[j], k[j]);
+    return dt_rn_mul(dot, scale);
+}
+
+/* Keys per tile of attention's online softmax (FlashAttention's algorithm). Part of
+ * `portable`'s definition: where a tile ends, the running maximum, normaliser and output are
+ * rescaled, so another tile size gives other bits; every backend and kernel runs these
+ * tiles, key tile 0 first. */
+#define DT_GPT_ATTN_TILE 32
+
+/* One key tile of one query row's online softmax: the n keys k_i = k + i kstride and values
+ * v_i = v + i vstride, n <= DT_GPT_ATTN_TILE. State: the running maximum *m (-inf before the
+ * first tile), normaliser *l (0) and unnormalised output acc[0..hd) (zeros); sc, n floats of
+ * scratch. Scores in key order; m' = max(m, the tile's); every earlier term rescaled by
+ * exp(m - m') once (0 before the first tile); l' = l exp(m - m') + sum_i e_i, acc'[j] =
+ * acc[j] exp(m - m') + sum_i e_i v_i[j], e_i = exp(s_i - m'), each sum in key order.
+ * The CPU op and both CUDA kernels (per row, and the shared-memory tiles) run exactly this. */
+static inline DT_HD void dt_attn_tile(float *acc, float *m, float *l, float *sc, const float *q,
+                                      const float *k, int64_t kstride, const float *v,
+                                      int64_t vstride, int64_t n, int64_t hd, float scale,
+                                      bool portable)
+{
+    float mt = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        sc[i] = dt_attn_score(q, k + i * kstride, hd, scale);
+        if (sc[i] > mt) mt = sc[i];
+    }
+    const float m_old = *m, m_new = m_old > mt ? m_old : mt;
+    const float corr = m_old == -INFINITY ? 0.0f : dt_gpt_exp(m_old - m_new, portable);
+    float lt = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        sc[i] = dt_gpt_exp(sc[i] - m_new, portable);
+        lt += sc[i];
+    }
+    *l = dt_rn_mul(*l, corr) + lt;
+    for (int64_t j = 0; j < hd; j++) {
+        float a = 0.0f;
+        for (int64_t i = 0; i < n; i++) a += dt_rn_mul(sc[i], v[i * vstride + j]);
+        acc[j] = dt_rn_mul(acc[j], corr) + a;
+    }
+    *m = m_new;
+}
+
+/* The end of a query row t: out[j] = acc[j] / l (in place: acc is out), and the softmax
+ * weights p[s] = exp(score_s - m) / l for s <= t (scores recomputed, key k_s = k +
+ * s kstride), zeros for t < s < T -- what the backward reads. */
+static inline DT_HD void dt_attn_row_finish(float *out, float *p, float m, float l, const float *q,
+                                            const float *k, int64_t kstride, int64_t t, int64_t T,
+                                            int64_t hd, float scale, bool portable)
+{
+    for (int64_t j = 0; j < hd; j++) out[j] = dt_rn_div(out[j], l);
+    for (int64_t s = 0; s <= t; s++)
+        p[s] = dt_rn_div(dt_gpt_exp(dt_attn_score(q, k + s * kstride, hd, scale) - m, portable), l);
+    for (int64_t s = t + 1; s < T; s++) p[s] = 0.0f;
+}
+
+/* Row (b, h, t): out[j] = sum_s p[s] v_s[j] and p[s] for s <= t (p[s] = 0 beyond).
+ * Unless `exact`, the online softmax over key tiles of DT_GPT_ATTN_TILE (dt_attn_tile, the
+ * output accumulated in out, the tiles' scores in p), then dt_attn_row_finish. Under
+ * `exact` (math: exact) the two-pass softmax and every dot product exact
+ * (dt_xp_dot_vec: no order at all, so no tiles either). */
 static inline DT_HD void dt_attn_row(float *out, float *p, const float *qkv, int64_t b, int64_t t,
                                      int64_t h, int64_t T, int64_t D, int64_t hd, float scale,
                                      bool portable, bool exact)
 {
     const float *q = qkv + (b * T + t) * 3 * D + h * hd;
-    for (int64_t s = 0; s <= t; s++) {
-        const float *k = qkv + (b * T + s) * 3 * D + D + h * hd;
-        float dot = 0.0f;
-        if (exact) dot = dt_xp_dot_vec(q, 1, k, 1, hd);
-        else
-            for (int64_t j = 0; j < hd; j++) dot += dt_rn_mul(q[j], k[j]);
-        p[s] = dt_rn_mul(dot, scale);
-    }
-    dt_attn_softmax_row(p, t, T, portable);
+    const float *k0 = qkv + b * T * 3 * D + D + h * hd;    /* k_s at k0 + s 3D */
     const float *v = qkv + b * T * 3 * D + 2 * D + h * hd; /* v_s[j] at v[s 3D + j] */
-    for (int64_t j = 0; j < hd; j++) {
-        float acc = 0.0f;
-        if (exact) acc = dt_xp_dot_vec(p, 1, v + j, 3 * D, t + 1);
-        else
-            for (int64_t s = 0; s <= t; s++) acc += dt_rn_mul(p[s], v[s * 3 * D + j]);
-        out[j] = acc;
+    if (!exact) {
+        float m = -INFINITY, l = 0.0f;
+        for (int64_t j = 0; j < hd; j++) out[j] = 0.0f;
+        for (int64_t s0 = 0; s0 <= t; s0 += DT_GPT_ATTN_TILE) {
+            const int64_t n = t + 1 - s0 < DT_GPT_ATTN_TILE ? t + 1 - s0 : DT_GPT_ATTN_TILE;
+            dt_attn_tile(out, &m, &l, p + s0, q, k0 + s0 * 3 * D, 3 * D, v + s0 * 3 * D, 3 * D, n,
+                         hd, scale, portable);
+        }
+        dt_attn_row_finish(out, p, m, l, q, k0, 3 * D, t, T, hd, scale, portable);
+        return;
     }
+    for (int64_t s = 0; s <= t; s++)
+        p[s] = dt_rn_mul(dt_xp_dot_vec(q, 1, k0 + s * 3 * D, 1, hd), scale);
+    dt_attn_softmax_row(p, t, T, portable);
+    for (int64_t j = 0; j < hd; j++) out[j] = dt_xp_dot_vec(p, 1, v + j, 3 * D, t + 1);
 }
 
 /* Row t of dS from dp in place: dp[0..t] on entry, dS[s] = p[s] (dp[s] - sum_s' p[s']

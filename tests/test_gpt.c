@@ -7,6 +7,11 @@
  *                                  (nets/gpt_attn_gemm.h) through a host BLAS, with the
  *                                  per-row softmax and dS: the CPU op within rounding; a
  *                                  wrongly transposed operand is far off;
+ *   attention_tiles                the forward's online softmax over key tiles of
+ *                                  DT_GPT_ATTN_TILE on ragged shapes: the double reference
+ *                                  within its bound, the CUDA shared-memory schedule emulated
+ *                                  bit for bit, the backward across tiles by central
+ *                                  differences; one tile instead gives other bits;
  *   ops_match_double_reference     LayerNorm, attention and GELU forward and backward
  *                                  against double-precision references written here
  *                                  (backward by central differences of the double forward);
@@ -316,7 +321,7 @@ static void attn_ref(double *o, const double *qkv, int64_t T, int64_t D, int64_t
     const int64_t hd = D / H;
     for (int64_t h = 0; h < H; h++)
         for (int64_t t = 0; t < T; t++) {
-            double a[64], mx = -INFINITY, z = 0;
+            double a[128], mx = -INFINITY, z = 0;
             for (int64_t s = 0; s <= t; s++) {
                 double dot = 0;
                 for (int64_t j = 0; j < hd; j++)
@@ -332,6 +337,34 @@ static void attn_ref(double *o, const double *qkv, int64_t T, int64_t D, int64_t
                 o[t * D + h * hd + j] = acc;
             }
         }
+}
+
+/* The gradient of sum(dout * attention(qkv)) with respect to qkv, one example (T, 3D), by
+ * central differences of attn_ref. */
+static void attn_grad_ref(double *dref, const float *qkv, const float *dout, int64_t T, int64_t D,
+                          int64_t H)
+{
+    const int64_t n = T * 3 * D;
+    double *qd = dt_xmalloc((size_t)n * sizeof *qd), *op = dt_xmalloc((size_t)(T * D) * sizeof *op),
+           *om = dt_xmalloc((size_t)(T * D) * sizeof *om);
+    for (int64_t i = 0; i < n; i++) qd[i] = qkv[i];
+    for (int64_t i = 0; i < n; i++) {
+        const double h = 1e-6, keep = qd[i];
+        double lp = 0, lm = 0;
+        qd[i] = keep + h;
+        attn_ref(op, qd, T, D, H);
+        qd[i] = keep - h;
+        attn_ref(om, qd, T, D, H);
+        qd[i] = keep;
+        for (int64_t k = 0; k < T * D; k++) {
+            lp += dout[k] * op[k];
+            lm += dout[k] * om[k];
+        }
+        dref[i] = (lp - lm) / (2 * h);
+    }
+    free(qd);
+    free(op);
+    free(om);
 }
 
 DT_TEST(ops_match_double_reference)
@@ -389,20 +422,7 @@ DT_TEST(ops_match_double_reference)
         double qd[T * 3 * AD], od[T * AD], dref[T * 3 * AD];
         for (int64_t i = 0; i < T * 3 * AD; i++) qd[i] = qkv[i];
         attn_ref(od, qd, T, AD, AH);
-        for (int64_t i = 0; i < T * 3 * AD; i++) {
-            const double h = 1e-6, keep = qd[i];
-            double op[T * AD], om[T * AD], lp = 0, lm = 0;
-            qd[i] = keep + h;
-            attn_ref(op, qd, T, AD, AH);
-            qd[i] = keep - h;
-            attn_ref(om, qd, T, AD, AH);
-            qd[i] = keep;
-            for (int64_t k = 0; k < T * AD; k++) {
-                lp += dout[k] * op[k];
-                lm += dout[k] * om[k];
-            }
-            dref[i] = (lp - lm) / (2 * h);
-        }
+        attn_grad_ref(dref, qkv, dout, T, AD, AH);
         check_close("attention out", o, od, T * AD, 1e-5, 1e-5);
         check_close("attention dqkv", dqkv, dref, T * 3 * AD, 1e-4, 1e-3);
         /* GELU */
@@ -623,6 +643,137 @@ static void check_model_gradients(bool tie, enum dt_level lv, int threads, doubl
     }
     dt_model_destroy(m);
     dt_backend_destroy(be);
+}
+
+/* ---- 2b. attention's key tiles ------------------------------------------------------------ */
+
+/* The CUDA backend's shared-memory forward (attention_forward_tiled_kernel, nets/cuda/gpt.cu)
+ * on the host: per (b, h, query tile) a "block" whose "threads" are the tile's rows; for each
+ * key tile up to the block's own, the tile's keys and values copied into ks and vs (as the
+ * block loads shared memory), then each row that reaches the tile runs dt_attn_tile on the
+ * copies; then dt_attn_row_finish. */
+static void emulate_tiled_forward(float *y, float *att, const float *qkv, int64_t B, int64_t T,
+                                  int64_t H, int64_t D, bool portable)
+{
+    enum { TL = DT_GPT_ATTN_TILE };
+    const int64_t hd = D / H, nq = (T + TL - 1) / TL;
+    const float scale = dt_gpt_attn_scale(hd);
+    float *ks = dt_xmalloc((size_t)(TL * hd) * sizeof *ks),
+          *vs = dt_xmalloc((size_t)(TL * hd) * sizeof *vs);
+    for (int64_t item = 0; item < B * H * nq; item++) {
+        const int64_t qt = item % nq, bh = item / nq, h = bh % H, b = bh / H;
+        const float *k0 = qkv + b * T * 3 * D + D + h * hd;
+        float m[TL], l[TL];
+        for (int x = 0; x < TL; x++) {
+            m[x] = -INFINITY;
+            l[x] = 0.0f;
+            const int64_t t = qt * TL + x;
+            if (t < T)
+                for (int64_t j = 0; j < hd; j++) y[(b * T + t) * D + h * hd + j] = 0.0f;
+        }
+        for (int64_t s0 = 0; s0 <= qt * TL; s0 += TL) {
+            const int64_t rows = T - s0 < TL ? T - s0 : TL;
+            for (int64_t e = 0; e < rows * hd; e++) {
+                const int64_t r = e / hd, j = e - r * hd;
+                ks[e] = k0[(s0 + r) * 3 * D + j];
+                vs[e] = k0[(s0 + r) * 3 * D + D + j];
+            }
+            for (int x = 0; x < TL; x++) {
+                const int64_t t = qt * TL + x;
+                if (t >= T || t < s0) continue;
+                const int64_t n = t + 1 - s0 < TL ? t + 1 - s0 : TL;
+                dt_attn_tile(y + (b * T + t) * D + h * hd, &m[x], &l[x],
+                             att + (bh * T + t) * T + s0, qkv + (b * T + t) * 3 * D + h * hd, ks,
+                             hd, vs, hd, n, hd, scale, portable);
+            }
+        }
+        for (int x = 0; x < TL; x++) {
+            const int64_t t = qt * TL + x;
+            if (t < T)
+                dt_attn_row_finish(y + (b * T + t) * D + h * hd, att + (bh * T + t) * T, m[x], l[x],
+                                   qkv + (b * T + t) * 3 * D + h * hd, k0, 3 * D, t, T, hd, scale,
+                                   portable);
+        }
+    }
+    free(ks);
+    free(vs);
+}
+
+/* Attention's online softmax over key tiles of DT_GPT_ATTN_TILE (`portable`'s definition), on
+ * ragged shapes -- context not a multiple of the tile (70: tiles of 32, 32, 6), exactly one
+ * tile, one row, one head: the CPU op equals the double-precision reference within its bound
+ * and the GPU's shared-memory schedule emulated on the host bit for bit (output and weights),
+ * at fast and portable math; the backward through the tiled forward against central
+ * differences of the double forward across tile boundaries. Negative control: the same rows
+ * as one tile (the rescaling never happens) give other bits -- the tile size is part of the
+ * definition, not a detail of a kernel. */
+DT_TEST(attention_tiles)
+{
+    struct dt_backend *be = cpu(2);
+    static const int64_t shapes[][4] = {
+        {2, 70, 3, 24}, {1, 32, 2, 16}, {1, 1, 1, 8}, {3, 37, 1, 8}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t B = shapes[si][0], T = shapes[si][1], H = shapes[si][2], D = shapes[si][3];
+        const int64_t hd = D / H, n_qkv = B * T * 3 * D, n_att = B * H * T * T;
+        float *qkv = dt_xmalloc((size_t)n_qkv * sizeof *qkv);
+        float *o = dt_xmalloc((size_t)(B * T * D) * sizeof *o),
+              *eo = dt_xmalloc((size_t)(B * T * D) * sizeof *eo);
+        float *att = dt_xmalloc((size_t)n_att * sizeof *att),
+              *eatt = dt_xmalloc((size_t)n_att * sizeof *eatt);
+        fill(qkv, n_qkv, 2.5);
+        for (int lv = 0; lv < 2; lv++) {
+            const struct dt_policy pol = level(lv ? DT_LEVEL_PORTABLE : DT_LEVEL_FAST);
+            CHECK_INT_EQ(dt_attention_forward(be, o, att, qkv, B, T, H, D, &pol), DT_OK);
+            emulate_tiled_forward(eo, eatt, qkv, B, T, H, D, dt_math_portable(&pol));
+            CHECK(same_bits(o, eo, B * T * D, "tiled schedule's output"));
+            CHECK(same_bits(att, eatt, n_att, "tiled schedule's weights"));
+            for (int64_t b = 0; b < B; b++) {
+                double *qd = dt_xmalloc((size_t)(T * 3 * D) * sizeof *qd);
+                double *od = dt_xmalloc((size_t)(T * D) * sizeof *od);
+                for (int64_t i = 0; i < T * 3 * D; i++) qd[i] = qkv[b * T * 3 * D + i];
+                attn_ref(od, qd, T, D, H);
+                check_close("tiled attention out", o + b * T * D, od, T * D, 1e-5, 1e-5);
+                free(qd);
+                free(od);
+            }
+        }
+        if (T > DT_GPT_ATTN_TILE) { /* negative control: row t as one tile of t + 1 keys */
+            const float scale = dt_gpt_attn_scale(hd);
+            int differ = 0;
+            float *row = dt_xmalloc((size_t)hd * sizeof *row),
+                  *sc = dt_xmalloc((size_t)T * sizeof *sc);
+            for (int64_t t = DT_GPT_ATTN_TILE; t < T; t++) {
+                float m = -INFINITY, l = 0.0f;
+                for (int64_t j = 0; j < hd; j++) row[j] = 0.0f;
+                const float *q = qkv + t * 3 * D, *k0 = qkv + D;
+                dt_attn_tile(row, &m, &l, sc, q, k0, 3 * D, k0 + D, 3 * D, t + 1, hd, scale, true);
+                for (int64_t j = 0; j < hd; j++) row[j] = dt_rn_div(row[j], l);
+                differ += memcmp(row, eo + t * D, (size_t)hd * sizeof *row) != 0;
+            }
+            fprintf(stderr, "T %lld: %d of %lld rows beyond the first tile differ as one tile\n",
+                    (long long)T, differ, (long long)(T - DT_GPT_ATTN_TILE));
+            CHECK(differ > 0);
+            free(row);
+            free(sc);
+        }
+        free(qkv);
+        free(o);
+        free(eo);
+        free(att);
+        free(eatt);
+    }
+    /* the backward through the tiled forward, across tile boundaries (T 40: tiles 32, 8) */
+    enum { T = 40, AD = 8, AH = 2 };
+    static float qkv[T * 3 * AD], o[T * AD], att[AH * T * T], dout[T * AD], dqkv[T * 3 * AD],
+        ds[AH * T * T];
+    fill(qkv, T * 3 * AD, 1.5);
+    fill(dout, T * AD, 1.0);
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    CHECK_INT_EQ(dt_attention_forward(be, o, att, qkv, 1, T, AH, AD, &pol), DT_OK);
+    CHECK_INT_EQ(dt_attention_backward(be, dqkv, ds, dout, att, qkv, 1, T, AH, AD, &pol), DT_OK);
+    static double dref[T * 3 * AD];
+    attn_grad_ref(dref, qkv, dout, T, AD, AH);
+    check_close("tiled attention dqkv", dqkv, dref, T * 3 * AD, 1e-4, 1e-3);
 }
 
 DT_TEST(gradients_match_double_reference)
@@ -1541,7 +1692,7 @@ DT_TEST(gpu_explain_names_scatter)
 }
 
 DT_TEST_MAIN(DT_CASE(ops_are_the_shared_functions), DT_CASE(attention_library_path),
-             DT_CASE(ops_match_double_reference), DT_CASE(dropout_masks),
+             DT_CASE(attention_tiles), DT_CASE(ops_match_double_reference), DT_CASE(dropout_masks),
              DT_CASE(gradients_match_double_reference), DT_CASE(embedding_scatter_controls),
              DT_CASE(adamw_and_schedule), DT_CASE(clip_norm_controls), DT_CASE(text_dataset),
              DT_CASE(levels_and_threads), DT_CASE(resume_after_kill), DT_CASE(ranks_independent),

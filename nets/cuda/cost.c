@@ -868,8 +868,10 @@ void dt_cost_layernorm_backward(struct dt_op_cost *c, const struct dt_cost_ctx *
 /* The causal (query, key) pairs of one head: T (T + 1) / 2. */
 static double causal_pairs(int64_t T) { return (double)T * (double)(T + 1) / 2.0; }
 
-/* dt_cuda_attention_forward: math portable (and exact) -> one kernel, a thread per
- * (b, h, t) row (dt_attn_row: its dot products ordered, or exact under math: exact);
+/* dt_cuda_attention_forward: math portable -> one kernel, a block per query tile with the
+ * key tiles in shared memory, a thread per row running dt_attn_tile (each score computed
+ * twice: in its tile, and again for the stored weight) then P V's sums; math exact -> one
+ * kernel, a thread per (b, h, t) row (dt_attn_row's two-pass softmax, exact products);
  * fast, strict -> per example a cuBLAS strided batch over the heads for the scores, the
  * causal softmax kernel, per example a batch for P V (nets/gpt_attn_gemm.h; full T x T
  * products, the causal zeros included). */
@@ -880,9 +882,11 @@ void dt_cost_attention_forward(struct dt_op_cost *c, const struct dt_cost_ctx *c
     const double hd = (double)(D / H), heads = (double)B * (double)H, pairs = causal_pairs(T);
     const double Td = (double)T, tok = (double)B * Td * (double)D, scores = heads * Td * Td;
     if (dt_math_portable(pol)) {
-        const double mac = dt_math_exact(pol) ? OPS_XP_MAC : MAC;
+        const bool exact = dt_math_exact(pol);
+        const double mac = exact ? OPS_XP_MAC : MAC;
         kernel(c, 4.0 * (3.0 * tok + scores + tok),
-               heads * pairs * (2.0 * hd * mac + 1.0 + FLOP_SOFTMAX));
+               exact ? heads * pairs * (2.0 * hd * mac + 1.0 + FLOP_SOFTMAX)
+                     : heads * pairs * (3.0 * hd * mac + 2.0 + 2.0 * FLOP_SOFTMAX));
         return;
     }
     for (int64_t b = 0; b < B; b++) cublas_gemm(c, pol, Td, Td, hd, (double)H);

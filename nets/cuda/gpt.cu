@@ -132,6 +132,49 @@ static __global__ void attention_forward_kernel(float *out, float *att, const fl
     }
 }
 
+/* The same rows with the key tiles staged in shared memory (FlashAttention's forward
+ * schedule): a block of DT_GPT_ATTN_TILE threads owns one query tile of one (b, h), a thread
+ * one query row; for key tile 0, 1, ... up to the block's own, the block loads the tile's keys
+ * and values (n rows of hd each) into ks and vs, then each thread whose row reaches the tile
+ * runs dt_attn_tile on it -- the calls dt_attn_row makes, in the same order, on the same
+ * values: the CPU's bits (tests/test_gpt.c emulates this schedule on the host). Items: (bh,
+ * query tile), grid-stride over blocks. */
+static __global__ void attention_forward_tiled_kernel(float *out, float *att, const float *qkv,
+                                                      int64_t B, int64_t T, int64_t H, int64_t D,
+                                                      float scale, bool portable)
+{
+    extern __shared__ float tile_smem[];
+    const int64_t hd = D / H, nq = (T + DT_GPT_ATTN_TILE - 1) / DT_GPT_ATTN_TILE;
+    float *ks = tile_smem, *vs = tile_smem + DT_GPT_ATTN_TILE * hd;
+    for (int64_t item = blockIdx.x; item < B * H * nq; item += gridDim.x) {
+        const int64_t qt = item % nq, bh = item / nq, h = bh % H, b = bh / H;
+        const int64_t t = qt * DT_GPT_ATTN_TILE + threadIdx.x;
+        const bool row = threadIdx.x < DT_GPT_ATTN_TILE && t < T;
+        const float *q = qkv + (b * T + (row ? t : 0)) * 3 * D + h * hd;
+        const float *k0 = qkv + b * T * 3 * D + D + h * hd;
+        float *o = out + (b * T + (row ? t : 0)) * D + h * hd,
+              *p = att + (bh * T + (row ? t : 0)) * T;
+        float m = -INFINITY, l = 0.0f;
+        if (row)
+            for (int64_t j = 0; j < hd; j++) o[j] = 0.0f;
+        for (int64_t s0 = 0; s0 <= qt * DT_GPT_ATTN_TILE; s0 += DT_GPT_ATTN_TILE) {
+            const int64_t rows = T - s0 < DT_GPT_ATTN_TILE ? T - s0 : DT_GPT_ATTN_TILE;
+            for (int64_t e = threadIdx.x; e < rows * hd; e += blockDim.x) {
+                const int64_t r = e / hd, j = e - r * hd;
+                ks[e] = k0[(s0 + r) * 3 * D + j];
+                vs[e] = k0[(s0 + r) * 3 * D + D + j];
+            }
+            __syncthreads();
+            if (row && t >= s0) {
+                const int64_t n = t + 1 - s0 < DT_GPT_ATTN_TILE ? t + 1 - s0 : DT_GPT_ATTN_TILE;
+                dt_attn_tile(o, &m, &l, p + s0, q, ks, hd, vs, hd, n, hd, scale, portable);
+            }
+            __syncthreads();
+        }
+        if (row) dt_attn_row_finish(o, p, m, l, q, k0, 3 * D, t, T, hd, scale, portable);
+    }
+}
+
 static __global__ void attention_dscores_kernel(float *ds, const float *att, const float *dout,
                                                 const float *qkv, int64_t B, int64_t T, int64_t H,
                                                 int64_t D, float scale, bool exact)
@@ -307,6 +350,14 @@ extern "C" int dt_cuda_attention_forward_launch(float *out, float *att, const fl
                                                 bool exact, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
+    const int64_t hd = D / H, nq = (T + DT_GPT_ATTN_TILE - 1) / DT_GPT_ATTN_TILE;
+    const size_t smem = 2 * (size_t)DT_GPT_ATTN_TILE * (size_t)hd * sizeof(float);
+    if (!exact && smem <= DT_CUDA_ATTN_SMEM_MAX) {
+        const int64_t blocks = B * H * nq < 65535 * 16 ? B * H * nq : 65535 * 16;
+        attention_forward_tiled_kernel<<<(unsigned)blocks, DT_GPT_ATTN_TILE, smem, s>>>(
+            out, att, qkv, B, T, H, D, dt_gpt_attn_scale(hd), portable);
+        LAUNCHED;
+    }
     attention_forward_kernel<<<dt_cuda_grid(L, B * H * T), THREADS, 0, s>>>(
         out, att, qkv, B, T, H, D, dt_gpt_attn_scale(D / H), portable, exact);
     LAUNCHED;

@@ -38,8 +38,12 @@ int dt_cuda_layernorm_backward_launch(float *dx, float *gx, const float *dy, con
                                       const float *mean, const float *rstd, const float *gamma,
                                       int64_t rows, int64_t D, bool accumulate,
                                       const struct dt_cuda_launch *L);
-/* One thread per (b, h, t) row: dt_attn_row; backward: dt_attn_row_dscores per row, then
- * dt_attn_grad_elem per element of dqkv. */
+/* Forward: unless `exact`, a block per query tile of DT_GPT_ATTN_TILE rows with the key
+ * tiles in shared memory (2 DT_GPT_ATTN_TILE hd floats, at most DT_CUDA_ATTN_SMEM_MAX
+ * bytes; wider heads take the per-row kernel), each thread one row's dt_attn_tile calls;
+ * else one thread per (b, h, t) row: dt_attn_row. Backward: dt_attn_row_dscores per row,
+ * then dt_attn_grad_elem per element of dqkv. */
+#define DT_CUDA_ATTN_SMEM_MAX 49152
 int dt_cuda_attention_forward_launch(float *out, float *att, const float *qkv, int64_t B, int64_t T,
                                      int64_t H, int64_t D, bool portable, bool exact,
                                      const struct dt_cuda_launch *L);
