@@ -81,50 +81,117 @@ static inline DT_HDI float dt_gelu_grad(float x, float dy, bool portable)
 
 /* ---- LayerNorm over a row of D ------------------------------------------------------- */
 
-/* y = (x - mean) * rstd * gamma + beta; *mean_out, *rstd_out kept for backward.
- * mean = (sum x) / D, var = (sum (x - mean)^2) / D, rstd = 1 / sqrt(var + eps). */
+/* A row's sums run in one warp's order, on every backend: DT_GPT_LN_LANES lane partials --
+ * lane j adds the terms of elements j, j + 32, j + 64, ... in that order -- combined by
+ * dt_lanes_combine: p[i] + p[i + 16] for i < 16, then + 8, 4, 2, 1. That is the value an xor
+ * shuffle butterfly leaves in every lane of a warp (each step adds the same two values in
+ * both lanes, and float addition commutes), so the CUDA kernel runs a warp per row and the
+ * CPU these loops, with the same bits (tests/test_gpt.c emulates the butterfly). */
+#define DT_GPT_LN_LANES 32
+
+static inline DT_HD float dt_lanes_combine(float *p)
+{
+    for (int off = DT_GPT_LN_LANES / 2; off >= 1; off /= 2)
+        for (int i = 0; i < off; i++) p[i] = p[i] + p[i + off];
+    return p[0];
+}
+
+/* Lane `lane`'s partials of the forward's two sums: x, and (x - mean)^2. */
+static inline DT_HD float dt_ln_lane_sum(const float *x, int64_t D, int lane)
+{
+    float s = 0.0f;
+    for (int64_t i = lane; i < D; i += DT_GPT_LN_LANES) s += x[i];
+    return s;
+}
+
+static inline DT_HD float dt_ln_lane_sqdev(const float *x, float mean, int64_t D, int lane)
+{
+    float v = 0.0f;
+    for (int64_t i = lane; i < D; i += DT_GPT_LN_LANES) {
+        const float d = x[i] - mean;
+        v += dt_rn_mul(d, d);
+    }
+    return v;
+}
+
+/* mean = (sum x) / D; rstd = 1 / sqrt((sum (x - mean)^2) / D + eps). */
+static inline DT_HD float dt_ln_mean(float s, int64_t D) { return dt_rn_div(s, (float)D); }
+
+static inline DT_HD float dt_ln_rstd(float v, int64_t D)
+{
+    return dt_rn_div(1.0f, sqrtf(dt_rn_div(v, (float)D) + DT_GPT_LN_EPS));
+}
+
+/* Lane `lane`'s outputs: y = (x - mean) * rstd * gamma + beta. */
+static inline DT_HD void dt_ln_lane_out(float *y, const float *x, const float *gamma,
+                                        const float *beta, float mean, float rstd, int64_t D,
+                                        int lane)
+{
+    for (int64_t i = lane; i < D; i += DT_GPT_LN_LANES)
+        y[i] = dt_rn_mul(dt_rn_mul(x[i] - mean, rstd), gamma[i]) + beta[i];
+}
+
+/* y = LayerNorm(x); *mean_out, *rstd_out kept for backward (the CPU's loop over lanes). */
 static inline DT_HD void dt_layernorm_row(float *y, float *mean_out, float *rstd_out,
                                           const float *x, const float *gamma, const float *beta,
                                           int64_t D)
 {
-    float s = 0.0f;
-    for (int64_t i = 0; i < D; i++) s += x[i];
-    const float mean = dt_rn_div(s, (float)D);
-    float v = 0.0f;
-    for (int64_t i = 0; i < D; i++) {
-        const float d = x[i] - mean;
-        v += dt_rn_mul(d, d);
-    }
-    const float rstd = dt_rn_div(1.0f, sqrtf(dt_rn_div(v, (float)D) + DT_GPT_LN_EPS));
-    for (int64_t i = 0; i < D; i++)
-        y[i] = dt_rn_mul(dt_rn_mul(x[i] - mean, rstd), gamma[i]) + beta[i];
+    float p[DT_GPT_LN_LANES];
+    for (int lane = 0; lane < DT_GPT_LN_LANES; lane++) p[lane] = dt_ln_lane_sum(x, D, lane);
+    const float mean = dt_ln_mean(dt_lanes_combine(p), D);
+    for (int lane = 0; lane < DT_GPT_LN_LANES; lane++) p[lane] = dt_ln_lane_sqdev(x, mean, D, lane);
+    const float rstd = dt_ln_rstd(dt_lanes_combine(p), D);
+    for (int lane = 0; lane < DT_GPT_LN_LANES; lane++)
+        dt_ln_lane_out(y, x, gamma, beta, mean, rstd, D, lane);
     *mean_out = mean;
     *rstd_out = rstd;
 }
 
-/* The row's input gradient into dx (added to what is there with accumulate: a residual
- * stream's gradient), and dy * xhat into gx (the terms of gamma's gradient, summed over
- * rows by the caller's batch reduction):
- * xhat = (x - mean) rstd, g = dy gamma, dx = rstd (g - mean(g) - xhat mean(g xhat)). */
-static inline DT_HD void dt_layernorm_row_grad(float *dx, float *gx, const float *dy,
-                                               const float *x, float mean, float rstd,
-                                               const float *gamma, int64_t D, bool accumulate)
+/* Backward: xhat = (x - mean) rstd, g = dy gamma; lane partials of sum g and sum g xhat. */
+static inline DT_HD void dt_ln_lane_grad_sums(float *s1, float *s2, const float *dy, const float *x,
+                                              float mean, float rstd, const float *gamma, int64_t D,
+                                              int lane)
 {
-    float s1 = 0.0f, s2 = 0.0f;
-    for (int64_t i = 0; i < D; i++) {
+    float a = 0.0f, b = 0.0f;
+    for (int64_t i = lane; i < D; i += DT_GPT_LN_LANES) {
         const float xhat = dt_rn_mul(x[i] - mean, rstd);
         const float g = dt_rn_mul(dy[i], gamma[i]);
-        s1 += g;
-        s2 += dt_rn_mul(g, xhat);
+        a += g;
+        b += dt_rn_mul(g, xhat);
     }
-    const float m1 = dt_rn_div(s1, (float)D), m2 = dt_rn_div(s2, (float)D);
-    for (int64_t i = 0; i < D; i++) {
+    *s1 = a;
+    *s2 = b;
+}
+
+/* Lane `lane`'s elements of dx = rstd (g - mean(g) - xhat mean(g xhat)) (added to what is
+ * there with accumulate: a residual stream's gradient) and gx = dy xhat (the terms of
+ * gamma's gradient, summed over rows by the caller's batch reduction); m1 = s1 / D,
+ * m2 = s2 / D. */
+static inline DT_HD void dt_ln_lane_grad_out(float *dx, float *gx, const float *dy, const float *x,
+                                             float mean, float rstd, const float *gamma, float m1,
+                                             float m2, int64_t D, int lane, bool accumulate)
+{
+    for (int64_t i = lane; i < D; i += DT_GPT_LN_LANES) {
         const float xhat = dt_rn_mul(x[i] - mean, rstd);
         const float g = dt_rn_mul(dy[i], gamma[i]);
         const float d = dt_rn_mul(rstd, (g - m1) - dt_rn_mul(xhat, m2));
         dx[i] = accumulate ? dx[i] + d : d;
         gx[i] = dt_rn_mul(dy[i], xhat);
     }
+}
+
+/* The row's input gradient into dx and dy * xhat into gx (the CPU's loop over lanes). */
+static inline DT_HD void dt_layernorm_row_grad(float *dx, float *gx, const float *dy,
+                                               const float *x, float mean, float rstd,
+                                               const float *gamma, int64_t D, bool accumulate)
+{
+    float p1[DT_GPT_LN_LANES], p2[DT_GPT_LN_LANES];
+    for (int lane = 0; lane < DT_GPT_LN_LANES; lane++)
+        dt_ln_lane_grad_sums(&p1[lane], &p2[lane], dy, x, mean, rstd, gamma, D, lane);
+    const float m1 = dt_rn_div(dt_lanes_combine(p1), (float)D);
+    const float m2 = dt_rn_div(dt_lanes_combine(p2), (float)D);
+    for (int lane = 0; lane < DT_GPT_LN_LANES; lane++)
+        dt_ln_lane_grad_out(dx, gx, dy, x, mean, rstd, gamma, m1, m2, D, lane, accumulate);
 }
 
 /* ---- causal self-attention -------------------------------------------------------------

@@ -7,6 +7,9 @@
  *                                  (nets/gpt_attn_gemm.h) through a host BLAS, with the
  *                                  per-row softmax and dS: the CPU op within rounding; a
  *                                  wrongly transposed operand is far off;
+ *   layernorm_warp                 LayerNorm's sums in a warp's lane order: the CUDA
+ *                                  kernels' butterfly emulated, the CPU op's bits (D 1 to
+ *                                  384); index order gives other means (negative control);
  *   attention_tiles                the forward's online softmax over key tiles of
  *                                  DT_GPT_ATTN_TILE on ragged shapes: the double reference
  *                                  within its bound, the CUDA shared-memory schedule emulated
@@ -643,6 +646,102 @@ static void check_model_gradients(bool tie, enum dt_level lv, int threads, doubl
     }
     dt_model_destroy(m);
     dt_backend_destroy(be);
+}
+
+/* ---- 2a. LayerNorm's warp order --------------------------------------------------------- */
+
+/* A warp's xor butterfly on the host: v[lane] = v[lane] + v[lane ^ off], off 16, 8, 4, 2, 1,
+ * every lane at once (what __shfl_xor_sync gives each lane). */
+static void butterfly(float *v)
+{
+    for (int off = DT_GPT_LN_LANES / 2; off >= 1; off /= 2) {
+        float next[DT_GPT_LN_LANES];
+        for (int i = 0; i < DT_GPT_LN_LANES; i++) next[i] = v[i] + v[i ^ off];
+        memcpy(v, next, sizeof next);
+    }
+}
+
+/* The warp's sum as each lane has it: all 32 equal, and equal to dt_lanes_combine's. */
+static float warp_sum_checked(const float *part)
+{
+    float v[DT_GPT_LN_LANES], p[DT_GPT_LN_LANES];
+    memcpy(v, part, sizeof v);
+    memcpy(p, part, sizeof p);
+    butterfly(v);
+    const float tree = dt_lanes_combine(p);
+    for (int i = 0; i < DT_GPT_LN_LANES; i++) CHECK(memcmp(&v[i], &tree, sizeof tree) == 0);
+    return v[0];
+}
+
+/* LayerNorm's sums in a warp's order: the CUDA kernels (a warp per row; nets/cuda/gpt.cu)
+ * emulated on the host -- lane partials, the butterfly, every lane's elements -- equal the
+ * CPU op bit for bit, forward and backward, for rows narrower than a warp, ragged and wide
+ * (D 1, 10, 33, 64, 384); every lane of the butterfly holds dt_lanes_combine's value. Negative
+ * control: the row's sums in plain index order give other statistics for some row of 384. */
+DT_TEST(layernorm_warp)
+{
+    struct dt_backend *be = cpu(3);
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    static const int64_t widths[] = {1, 10, 33, 64, 384};
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+        const int64_t D = widths[wi], R = 9, n = R * D;
+        float *x = dt_xmalloc((size_t)n * sizeof *x), *dy = dt_xmalloc((size_t)n * sizeof *dy);
+        float *y = dt_xmalloc((size_t)n * sizeof *y), *ey = dt_xmalloc((size_t)n * sizeof *ey);
+        float *dx = dt_xmalloc((size_t)n * sizeof *dx), *edx = dt_xmalloc((size_t)n * sizeof *edx);
+        float *gx = dt_xmalloc((size_t)n * sizeof *gx), *egx = dt_xmalloc((size_t)n * sizeof *egx);
+        float *gamma = dt_xmalloc((size_t)D * sizeof *gamma),
+              *beta = dt_xmalloc((size_t)D * sizeof *beta);
+        float mean[9], rstd[9];
+        fill(x, n, 3.0);
+        fill(dy, n, 1.0);
+        fill(gamma, D, 1.0);
+        fill(beta, D, 0.5);
+        CHECK_INT_EQ(dt_layernorm_forward(be, y, mean, rstd, x, gamma, beta, R, D, &pol), DT_OK);
+        for (int64_t i = 0; i < n; i++) dx[i] = edx[i] = x[i]; /* accumulate onto something */
+        CHECK_INT_EQ(dt_layernorm_backward(be, dx, gx, dy, x, mean, rstd, gamma, R, D, true, &pol),
+                     DT_OK);
+        int plain_differs = 0;
+        for (int64_t r = 0; r < R; r++) {
+            const float *xr = x + r * D, *dyr = dy + r * D;
+            float part[DT_GPT_LN_LANES], part2[DT_GPT_LN_LANES];
+            for (int l = 0; l < DT_GPT_LN_LANES; l++) part[l] = dt_ln_lane_sum(xr, D, l);
+            const float m = dt_ln_mean(warp_sum_checked(part), D);
+            for (int l = 0; l < DT_GPT_LN_LANES; l++) part[l] = dt_ln_lane_sqdev(xr, m, D, l);
+            const float rs = dt_ln_rstd(warp_sum_checked(part), D);
+            for (int l = 0; l < DT_GPT_LN_LANES; l++)
+                dt_ln_lane_out(ey + r * D, xr, gamma, beta, m, rs, D, l);
+            CHECK(memcmp(&m, &mean[r], 4) == 0 && memcmp(&rs, &rstd[r], 4) == 0);
+            for (int l = 0; l < DT_GPT_LN_LANES; l++)
+                dt_ln_lane_grad_sums(&part[l], &part2[l], dyr, xr, m, rs, gamma, D, l);
+            const float m1 = dt_rn_div(warp_sum_checked(part), (float)D);
+            const float m2 = dt_rn_div(warp_sum_checked(part2), (float)D);
+            for (int l = 0; l < DT_GPT_LN_LANES; l++)
+                dt_ln_lane_grad_out(edx + r * D, egx + r * D, dyr, xr, m, rs, gamma, m1, m2, D, l,
+                                    true);
+            float plain = 0.0f; /* the negative control: the sum in index order */
+            for (int64_t i = 0; i < D; i++) plain += xr[i];
+            const float pm = dt_ln_mean(plain, D);
+            plain_differs += memcmp(&pm, &m, 4) != 0;
+        }
+        CHECK(same_bits(y, ey, n, "layernorm y, warp emulation"));
+        CHECK(same_bits(dx, edx, n, "layernorm dx, warp emulation"));
+        CHECK(same_bits(gx, egx, n, "layernorm gx, warp emulation"));
+        if (D == 384) {
+            fprintf(stderr, "D 384: %d of %lld rows' means differ summed in index order\n",
+                    plain_differs, (long long)R);
+            CHECK(plain_differs > 0);
+        }
+        free(x);
+        free(dy);
+        free(y);
+        free(ey);
+        free(dx);
+        free(edx);
+        free(gx);
+        free(egx);
+        free(gamma);
+        free(beta);
+    }
 }
 
 /* ---- 2b. attention's key tiles ------------------------------------------------------------ */
@@ -1692,12 +1791,13 @@ DT_TEST(gpu_explain_names_scatter)
 }
 
 DT_TEST_MAIN(DT_CASE(ops_are_the_shared_functions), DT_CASE(attention_library_path),
-             DT_CASE(attention_tiles), DT_CASE(ops_match_double_reference), DT_CASE(dropout_masks),
-             DT_CASE(gradients_match_double_reference), DT_CASE(embedding_scatter_controls),
-             DT_CASE(adamw_and_schedule), DT_CASE(clip_norm_controls), DT_CASE(text_dataset),
-             DT_CASE(levels_and_threads), DT_CASE(resume_after_kill), DT_CASE(ranks_independent),
-             DT_CASE(dropout_runs), DT_CASE(dropout_ranks), DT_CASE(explain_names_scatter),
-             DT_CASE(export_and_batches), DT_CASE(vs_torch), DT_CASE(nonfinite_stops),
-             DT_CASE(refusals), DT_CASE(gpu_gradients_equal_cpu_and_grid_free),
-             DT_CASE(gpu_host_waits_per_step), DT_CASE(gpu_portable_trace_equals_cpu),
-             DT_CASE(gpu_run_to_run_replicas_identical), DT_CASE(gpu_explain_names_scatter))
+             DT_CASE(attention_tiles), DT_CASE(layernorm_warp), DT_CASE(ops_match_double_reference),
+             DT_CASE(dropout_masks), DT_CASE(gradients_match_double_reference),
+             DT_CASE(embedding_scatter_controls), DT_CASE(adamw_and_schedule),
+             DT_CASE(clip_norm_controls), DT_CASE(text_dataset), DT_CASE(levels_and_threads),
+             DT_CASE(resume_after_kill), DT_CASE(ranks_independent), DT_CASE(dropout_runs),
+             DT_CASE(dropout_ranks), DT_CASE(explain_names_scatter), DT_CASE(export_and_batches),
+             DT_CASE(vs_torch), DT_CASE(nonfinite_stops), DT_CASE(refusals),
+             DT_CASE(gpu_gradients_equal_cpu_and_grid_free), DT_CASE(gpu_host_waits_per_step),
+             DT_CASE(gpu_portable_trace_equals_cpu), DT_CASE(gpu_run_to_run_replicas_identical),
+             DT_CASE(gpu_explain_names_scatter))

@@ -844,25 +844,28 @@ void dt_cost_embedding_backward(struct dt_op_cost *c, const struct dt_cost_ctx *
     cuda_embedding_backward(c, cx, pol, rows, V, D, accumulate);
 }
 
-/* dt_cuda_layernorm_forward: one kernel, a thread per row (dt_layernorm_row). */
+/* dt_cuda_layernorm_forward: one kernel, a warp per row (dt_layernorm_row's lanes; the
+ * butterfly's 5 shuffles a sum, 10 in all, counted as flops). */
 void dt_cost_layernorm_forward(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *y,
                                float *mean, float *rstd, const float *x, const float *gamma,
                                const float *beta, int64_t rows, int64_t D,
                                const struct dt_policy *pol)
 {
     const double r = (double)rows, d = (double)D;
-    kernel(c, 4.0 * (2.0 * r * d + 2.0 * d + 2.0 * r), r * (8.0 * d + 3.0 * FLOP_DIV + 2.0));
+    kernel(c, 4.0 * (2.0 * r * d + 2.0 * d + 2.0 * r),
+           r * (8.0 * d + 3.0 * FLOP_DIV + 2.0 + 2.0 * 5.0 * DT_GPT_LN_LANES));
 }
 
-/* dt_cuda_layernorm_backward: one kernel, a thread per row (dt_layernorm_row_grad); dx read
- * too when accumulating. */
+/* dt_cuda_layernorm_backward: one kernel, a warp per row (dt_layernorm_row_grad's lanes, two
+ * butterflies); dx read too when accumulating. */
 void dt_cost_layernorm_backward(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *dx,
                                 float *gx, const float *dy, const float *x, const float *mean,
                                 const float *rstd, const float *gamma, int64_t rows, int64_t D,
                                 bool accumulate, const struct dt_policy *pol)
 {
     const double r = (double)rows, d = (double)D, acc = accumulate ? 1.0 : 0.0;
-    kernel(c, 4.0 * ((4.0 + acc) * r * d + d + 2.0 * r), r * ((14.0 + acc) * d + 2.0 * FLOP_DIV));
+    kernel(c, 4.0 * ((4.0 + acc) * r * d + d + 2.0 * r),
+           r * ((14.0 + acc) * d + 2.0 * FLOP_DIV + 2.0 * 5.0 * DT_GPT_LN_LANES));
 }
 
 /* The causal (query, key) pairs of one head: T (T + 1) / 2. */

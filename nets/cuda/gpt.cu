@@ -100,12 +100,37 @@ static __global__ void scatter_fixed_finish_kernel(float *dwte, struct dt_cuda_f
 
 /* ---- LayerNorm, attention ---------------------------------------------------------------- */
 
+/* LayerNorm: a warp per row (rows grid-stride over the grid's warps; blocks of
+ * LN_BLOCK threads, whole warps), lane j the row's elements j, j + 32, ...; each sum's lane
+ * partials combined by the xor butterfly, whose value every lane gets: dt_lanes_combine's,
+ * the CPU's bits. */
+#define LN_BLOCK 128
+
+static __device__ float warp_combine(float v)
+{
+    for (int off = DT_GPT_LN_LANES / 2; off >= 1; off /= 2)
+        v = v + __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
 static __global__ void layernorm_forward_kernel(float *y, float *mean, float *rstd, const float *x,
                                                 const float *gamma, const float *beta, int64_t rows,
                                                 int64_t D)
 {
-    DT_GRID_STRIDE(r, rows)
-    dt_layernorm_row(y + r * D, &mean[r], &rstd[r], x + r * D, gamma, beta, D);
+    const int lane = threadIdx.x % DT_GPT_LN_LANES;
+    const int64_t warps = (int64_t)gridDim.x * (blockDim.x / DT_GPT_LN_LANES);
+    for (int64_t r =
+             blockIdx.x * (int64_t)(blockDim.x / DT_GPT_LN_LANES) + threadIdx.x / DT_GPT_LN_LANES;
+         r < rows; r += warps) {
+        const float *xr = x + r * D;
+        const float m = dt_ln_mean(warp_combine(dt_ln_lane_sum(xr, D, lane)), D);
+        const float rs = dt_ln_rstd(warp_combine(dt_ln_lane_sqdev(xr, m, D, lane)), D);
+        dt_ln_lane_out(y + r * D, xr, gamma, beta, m, rs, D, lane);
+        if (lane == 0) {
+            mean[r] = m;
+            rstd[r] = rs;
+        }
+    }
 }
 
 static __global__ void layernorm_backward_kernel(float *dx, float *gx, const float *dy,
@@ -113,9 +138,28 @@ static __global__ void layernorm_backward_kernel(float *dx, float *gx, const flo
                                                  const float *rstd, const float *gamma,
                                                  int64_t rows, int64_t D, bool accumulate)
 {
-    DT_GRID_STRIDE(r, rows)
-    dt_layernorm_row_grad(dx + r * D, gx + r * D, dy + r * D, x + r * D, mean[r], rstd[r], gamma, D,
-                          accumulate);
+    const int lane = threadIdx.x % DT_GPT_LN_LANES;
+    const int64_t warps = (int64_t)gridDim.x * (blockDim.x / DT_GPT_LN_LANES);
+    for (int64_t r =
+             blockIdx.x * (int64_t)(blockDim.x / DT_GPT_LN_LANES) + threadIdx.x / DT_GPT_LN_LANES;
+         r < rows; r += warps) {
+        float s1, s2;
+        dt_ln_lane_grad_sums(&s1, &s2, dy + r * D, x + r * D, mean[r], rstd[r], gamma, D, lane);
+        const float m1 = dt_rn_div(warp_combine(s1), (float)D);
+        const float m2 = dt_rn_div(warp_combine(s2), (float)D);
+        dt_ln_lane_grad_out(dx + r * D, gx + r * D, dy + r * D, x + r * D, mean[r], rstd[r], gamma,
+                            m1, m2, D, lane, accumulate);
+    }
+}
+
+/* Blocks of LN_BLOCK threads for a warp per row, at most L's cap. */
+static unsigned ln_grid(const struct dt_cuda_launch *L, int64_t rows)
+{
+    const int64_t per_block = LN_BLOCK / DT_GPT_LN_LANES,
+                  cap = L->max_blocks > 0 ? L->max_blocks : 65535;
+    int64_t blocks = (rows + per_block - 1) / per_block;
+    if (blocks > cap) blocks = cap;
+    return (unsigned)(blocks > 0 ? blocks : 1);
 }
 
 /* items: (b, h, t) rows, i = (b H + h) T + t */
@@ -328,8 +372,8 @@ extern "C" int dt_cuda_layernorm_forward_launch(float *y, float *mean, float *rs
                                                 int64_t D, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    layernorm_forward_kernel<<<dt_cuda_grid(L, rows), THREADS, 0, s>>>(y, mean, rstd, x, gamma,
-                                                                       beta, rows, D);
+    layernorm_forward_kernel<<<ln_grid(L, rows), LN_BLOCK, 0, s>>>(y, mean, rstd, x, gamma, beta,
+                                                                   rows, D);
     LAUNCHED;
 }
 
@@ -340,8 +384,8 @@ extern "C" int dt_cuda_layernorm_backward_launch(float *dx, float *gx, const flo
                                                  const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    layernorm_backward_kernel<<<dt_cuda_grid(L, rows), THREADS, 0, s>>>(dx, gx, dy, x, mean, rstd,
-                                                                        gamma, rows, D, accumulate);
+    layernorm_backward_kernel<<<ln_grid(L, rows), LN_BLOCK, 0, s>>>(dx, gx, dy, x, mean, rstd,
+                                                                    gamma, rows, D, accumulate);
     LAUNCHED;
 }
 

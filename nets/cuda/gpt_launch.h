@@ -30,7 +30,8 @@ int dt_cuda_embedding_scatter_fixed(float *dwte, unsigned long long *acc,
                                     struct dt_cuda_fixed_record *rec, const float *dh,
                                     const int32_t *tokens, int64_t rows, int64_t V, int64_t D,
                                     bool accumulate, const struct dt_cuda_launch *L);
-/* One thread per row: dt_layernorm_row / dt_layernorm_row_grad. */
+/* A warp per row: the lane functions of dt_layernorm_row / dt_layernorm_row_grad, the
+ * lane partials combined by the shuffle butterfly (dt_lanes_combine's value). */
 int dt_cuda_layernorm_forward_launch(float *y, float *mean, float *rstd, const float *x,
                                      const float *gamma, const float *beta, int64_t rows, int64_t D,
                                      const struct dt_cuda_launch *L);
