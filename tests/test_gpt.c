@@ -226,7 +226,8 @@ static void host_gemm(const struct dt_gemm_call *g)
 }
 
 /* The CUDA backend's library path for attention (nets/gpt_attn_gemm.h: the exact cuBLAS
- * calls it issues, each example a strided batch over heads) run through the BLAS
+ * calls it issues, each a strided batch over one example's heads or over every example for
+ * one head -- both forms checked) run through the BLAS
  * definition here, with the per-row softmax and dS functions between: the CPU op's
  * outputs within float rounding. A GPU is not needed to check the calls' layouts. */
 static void check_attention_library_path(void)
@@ -241,43 +242,56 @@ static void check_attention_library_path(void)
     fill(dout, AR * AD, 1.0);
     CHECK_INT_EQ(dt_attention_forward(be, aout, att, qkv, AB, AT, AH, AD, &pol), DT_OK);
     CHECK_INT_EQ(dt_attention_backward(be, dqkv, ds, dout, att, qkv, AB, AT, AH, AD, &pol), DT_OK);
-    const struct dt_attn_shape s = {AB, AT, AH, AD};
     const float scale = dt_gpt_attn_scale(AD / AH);
-    for (int64_t b = 0; b < AB; b++) {
-        const struct dt_gemm_call g = dt_attn_gemm_scores(&s, gatt, qkv, b, scale);
-        host_gemm(&g);
-    }
-    for (int64_t i = 0; i < AB * AH * AT; i++) dt_attn_softmax_row(gatt + i * AT, i % AT, AT, true);
-    for (int64_t b = 0; b < AB; b++) {
-        const struct dt_gemm_call g = dt_attn_gemm_out(&s, gout, gatt, qkv, b);
-        host_gemm(&g);
-        const struct dt_gemm_call p = dt_attn_gemm_dp(&s, gds, dout, qkv, b);
-        host_gemm(&p);
-    }
-    for (int64_t i = 0; i < AB * AH * AT; i++)
-        dt_attn_dscores_finish(gds + i * AT, gatt + i * AT, i % AT, AT, scale, false);
-    for (int64_t b = 0; b < AB; b++)
-        for (int which = 0; which < 3; which++) {
-            const struct dt_gemm_call g =
-                dt_attn_gemm_grad(&s, gdqkv, gds, gatt, dout, qkv, b, which);
+    for (int over_examples = 0; over_examples < 2; over_examples++) {
+        struct dt_attn_shape s = dt_attn_shape_of(AB, AT, AH, AD);
+        s.over_examples = over_examples; /* both forms: AB < AH picks the heads' */
+        const int64_t calls = dt_attn_gemm_calls(&s);
+        CHECK_INT_EQ(calls, over_examples ? AH : AB);
+        memset(gout, 0, sizeof gout); /* nothing of the other form's left to pass for it */
+        memset(gdqkv, 0, sizeof gdqkv);
+        memset(gatt, 0, sizeof gatt);
+        memset(gds, 0, sizeof gds);
+        for (int64_t i = 0; i < calls; i++) {
+            const struct dt_gemm_call g = dt_attn_gemm_scores(&s, gatt, qkv, i, scale);
             host_gemm(&g);
         }
-    const struct {
-        const char *what;
-        const float *got, *ref;
-        int64_t n;
-    } cmp[] = {{"library path: weights", gatt, att, AB * AH * AT * AT},
-               {"library path: out", gout, aout, AR * AD},
-               {"library path: dS", gds, ds, AB * AH * AT * AT},
-               {"library path: dqkv", gdqkv, dqkv, AR * 3 * AD}};
-    for (size_t c = 0; c < sizeof cmp / sizeof cmp[0]; c++) {
-        double mx = 0, worst = 0;
-        for (int64_t i = 0; i < cmp[c].n; i++) mx = fmax(mx, fabs(cmp[c].ref[i]));
-        for (int64_t i = 0; i < cmp[c].n; i++)
-            worst = fmax(worst, fabs((double)cmp[c].got[i] - cmp[c].ref[i]));
-        if (!(worst <= 1e-5 * mx)) fprintf(stderr, "%s: off by %g of %g\n", cmp[c].what, worst, mx);
-        CHECK(worst <= 1e-5 * mx);
+        for (int64_t i = 0; i < AB * AH * AT; i++)
+            dt_attn_softmax_row(gatt + i * AT, i % AT, AT, true);
+        for (int64_t i = 0; i < calls; i++) {
+            const struct dt_gemm_call g = dt_attn_gemm_out(&s, gout, gatt, qkv, i);
+            host_gemm(&g);
+            const struct dt_gemm_call p = dt_attn_gemm_dp(&s, gds, dout, qkv, i);
+            host_gemm(&p);
+        }
+        for (int64_t i = 0; i < AB * AH * AT; i++)
+            dt_attn_dscores_finish(gds + i * AT, gatt + i * AT, i % AT, AT, scale, false);
+        for (int64_t i = 0; i < calls; i++)
+            for (int which = 0; which < 3; which++) {
+                const struct dt_gemm_call g =
+                    dt_attn_gemm_grad(&s, gdqkv, gds, gatt, dout, qkv, i, which);
+                host_gemm(&g);
+            }
+        const struct {
+            const char *what;
+            const float *got, *ref;
+            int64_t n;
+        } cmp[] = {{"library path: weights", gatt, att, AB * AH * AT * AT},
+                   {"library path: out", gout, aout, AR * AD},
+                   {"library path: dS", gds, ds, AB * AH * AT * AT},
+                   {"library path: dqkv", gdqkv, dqkv, AR * 3 * AD}};
+        for (size_t c = 0; c < sizeof cmp / sizeof cmp[0]; c++) {
+            double mx = 0, worst = 0;
+            for (int64_t i = 0; i < cmp[c].n; i++) mx = fmax(mx, fabs(cmp[c].ref[i]));
+            for (int64_t i = 0; i < cmp[c].n; i++)
+                worst = fmax(worst, fabs((double)cmp[c].got[i] - cmp[c].ref[i]));
+            if (!(worst <= 1e-5 * mx))
+                fprintf(stderr, "%s (over %s): off by %g of %g\n", cmp[c].what,
+                        over_examples ? "examples" : "heads", worst, mx);
+            CHECK(worst <= 1e-5 * mx);
+        }
     }
+    const struct dt_attn_shape s = dt_attn_shape_of(AB, AT, AH, AD);
     /* negative control: one operand transposed the wrong way is far off */
     struct dt_gemm_call bad = dt_attn_gemm_grad(&s, gdqkv, gds, gatt, dout, qkv, 0, 1);
     bad.tb = !bad.tb;

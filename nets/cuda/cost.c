@@ -49,6 +49,7 @@
 #include "determinism/exact_product.h" /* math: exact's slices, levels and K per GEMM */
 #include "determinism/reduce.h"        /* the chunks of reduction: fixed and unordered */
 #include "nets/cuda/dense_loss.h"      /* the one-launch bias shards' bounds */
+#include "nets/gpt_attn_gemm.h"        /* attention's library calls: how many, how batched */
 #include "nets/gpt_elem.h"             /* DT_GPT_VOCAB: the embedding table's rows */
 
 /* ---- flop conventions (file comment) ----------------------------------------------------- */
@@ -875,8 +876,9 @@ static double causal_pairs(int64_t T) { return (double)T * (double)(T + 1) / 2.0
  * key tiles in shared memory, a thread per row running dt_attn_tile (each score computed
  * twice: in its tile, and again for the stored weight) then P V's sums; math exact -> one
  * kernel, a thread per (b, h, t) row (dt_attn_row's two-pass softmax, exact products);
- * fast, strict -> per example a cuBLAS strided batch over the heads for the scores, the
- * causal softmax kernel, per example a batch for P V (nets/gpt_attn_gemm.h; full T x T
+ * fast, strict -> min(B, H) cuBLAS strided batches for the scores (over one example's heads,
+ * or over the examples for one head), the causal softmax kernel, as many for P V
+ * (nets/gpt_attn_gemm.h; full T x T
  * products, the causal zeros included). */
 void dt_cost_attention_forward(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *out,
                                float *att, const float *qkv, int64_t B, int64_t T, int64_t H,
@@ -892,14 +894,17 @@ void dt_cost_attention_forward(struct dt_op_cost *c, const struct dt_cost_ctx *c
                      : heads * pairs * (3.0 * hd * mac + 2.0 + 2.0 * FLOP_SOFTMAX));
         return;
     }
-    for (int64_t b = 0; b < B; b++) cublas_gemm(c, pol, Td, Td, hd, (double)H);
+    const struct dt_attn_shape s = dt_attn_shape_of(B, T, H, D);
+    const int64_t calls = dt_attn_gemm_calls(&s);
+    const double batch = heads / (double)calls;
+    for (int64_t i = 0; i < calls; i++) cublas_gemm(c, pol, Td, Td, hd, batch);
     kernel(c, 8.0 * scores, heads * pairs * FLOP_SOFTMAX);
-    for (int64_t b = 0; b < B; b++) cublas_gemm(c, pol, hd, Td, Td, (double)H);
+    for (int64_t i = 0; i < calls; i++) cublas_gemm(c, pol, hd, Td, Td, batch);
 }
 
 /* dt_cuda_attention_backward: math portable (and exact) -> the dS kernel (a thread per
  * row: dP, then dt_attn_dscores_finish) and the gradient kernel (a thread per element of
- * dqkv); fast, strict -> per example a batch for dP, the dS kernel, per example three
+ * dqkv); fast, strict -> min(B, H) batches for dP, the dS kernel, min(B, H) times three
  * batches (dQ, dK, dV). */
 void dt_cost_attention_backward(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *dqkv,
                                 float *ds, const float *dout, const float *att, const float *qkv,
@@ -917,10 +922,13 @@ void dt_cost_attention_backward(struct dt_op_cost *c, const struct dt_cost_ctx *
                (double)B * 3.0 * pairs * (double)D * mac);
         return;
     }
-    for (int64_t b = 0; b < B; b++) cublas_gemm(c, pol, Td, Td, hd, (double)H);
+    const struct dt_attn_shape s = dt_attn_shape_of(B, T, H, D);
+    const int64_t calls = dt_attn_gemm_calls(&s);
+    const double batch = heads / (double)calls;
+    for (int64_t i = 0; i < calls; i++) cublas_gemm(c, pol, Td, Td, hd, batch);
     kernel(c, 12.0 * scores, heads * pairs * (MAC + 3.0));
-    for (int64_t b = 0; b < B; b++)
-        for (int which = 0; which < 3; which++) cublas_gemm(c, pol, hd, Td, Td, (double)H);
+    for (int64_t i = 0; i < calls; i++)
+        for (int which = 0; which < 3; which++) cublas_gemm(c, pol, hd, Td, Td, batch);
 }
 
 /* dt_cuda_gelu_forward: one kernel (dt_gelu: a tanh, eight products and sums). */

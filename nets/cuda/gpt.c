@@ -138,9 +138,10 @@ static void attn_gemm(struct dt_backend *be, const struct dt_gemm_call *g,
 }
 
 /* portable (`math: portable`): the own kernels, per (b, h, t) row, sums in index order: the
- * CPU's bits. fast and strict: the products by cuBLAS per example (a strided batch over the
- * heads), the causal softmax a per-row kernel -- the library path a fast GPU
- * implementation takes (deterministic on one GPU at strict). */
+ * CPU's bits. fast and strict: the products by cuBLAS, a strided batch over the heads of each
+ * example or over the examples for each head, whichever makes fewer calls, the causal softmax a
+ * per-row kernel -- the library path a fast GPU implementation takes (deterministic on one GPU at
+ * strict). */
 enum dt_status dt_cuda_attention_forward(struct dt_backend *be, float *out, float *att,
                                          const float *qkv, int64_t B, int64_t T, int64_t H,
                                          int64_t D, const struct dt_policy *pol)
@@ -151,17 +152,18 @@ enum dt_status dt_cuda_attention_forward(struct dt_backend *be, float *out, floa
                                                                  dt_math_exact(pol),
                                                                  &dt_cuda(be)->launch),
                                 "attention_forward");
-    const struct dt_attn_shape s = {B, T, H, D};
-    for (int64_t b = 0; b < B; b++) {
+    const struct dt_attn_shape s = dt_attn_shape_of(B, T, H, D);
+    const int64_t calls = dt_attn_gemm_calls(&s);
+    for (int64_t i = 0; i < calls; i++) {
         const struct dt_gemm_call g =
-            dt_attn_gemm_scores(&s, att, qkv, b, dt_gpt_attn_scale(D / H));
+            dt_attn_gemm_scores(&s, att, qkv, i, dt_gpt_attn_scale(D / H));
         attn_gemm(be, &g, pol);
     }
     DT_FORWARD_IF_ERROR(dt_cuda_launched(
         be, dt_cuda_attention_softmax_launch(att, B * H * T, T, false, &dt_cuda(be)->launch),
         "attention_forward softmax"));
-    for (int64_t b = 0; b < B; b++) {
-        const struct dt_gemm_call g = dt_attn_gemm_out(&s, out, att, qkv, b);
+    for (int64_t i = 0; i < calls; i++) {
+        const struct dt_gemm_call g = dt_attn_gemm_out(&s, out, att, qkv, i);
         attn_gemm(be, &g, pol);
     }
     return DT_OK;
@@ -180,9 +182,10 @@ enum dt_status dt_cuda_attention_backward(struct dt_backend *be, float *dqkv, fl
                                                                   D, dt_math_exact(pol),
                                                                   &dt_cuda(be)->launch),
                                 "attention_backward");
-    const struct dt_attn_shape s = {B, T, H, D};
-    for (int64_t b = 0; b < B; b++) {
-        const struct dt_gemm_call g = dt_attn_gemm_dp(&s, ds, dout, qkv, b);
+    const struct dt_attn_shape s = dt_attn_shape_of(B, T, H, D);
+    const int64_t calls = dt_attn_gemm_calls(&s);
+    for (int64_t i = 0; i < calls; i++) {
+        const struct dt_gemm_call g = dt_attn_gemm_dp(&s, ds, dout, qkv, i);
         attn_gemm(be, &g, pol);
     }
     DT_FORWARD_IF_ERROR(
@@ -190,9 +193,9 @@ enum dt_status dt_cuda_attention_backward(struct dt_backend *be, float *dqkv, fl
                          dt_cuda_attention_dscores_finish_launch(
                              ds, att, B * H * T, T, dt_gpt_attn_scale(D / H), &dt_cuda(be)->launch),
                          "attention_backward dS"));
-    for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < calls; i++)
         for (int which = 0; which < 3; which++) {
-            const struct dt_gemm_call g = dt_attn_gemm_grad(&s, dqkv, ds, att, dout, qkv, b, which);
+            const struct dt_gemm_call g = dt_attn_gemm_grad(&s, dqkv, ds, att, dout, qkv, i, which);
             attn_gemm(be, &g, pol);
         }
     return DT_OK;
