@@ -341,6 +341,14 @@ static inline DT_HD void dt_attn_row_dscores(float *ds, const float *p, const fl
     dt_attn_dscores_finish(ds, p, t, T, scale, exact);
 }
 
+/* One position's term of a gradient row, for every element at once: acc[j] += w x[j], j < hd
+ * -- the term dt_attn_grad_elem adds at that position, so a kernel that walks the positions
+ * in the same order, a whole row per thread, gets its bits (the CUDA tiled backward). */
+static inline DT_HD void dt_attn_grad_term(float *acc, float w, const float *x, int64_t hd)
+{
+    for (int64_t j = 0; j < hd; j++) acc[j] += dt_rn_mul(w, x[j]);
+}
+
 /* Element j of head h of the gradients at position u of example b, from dS and att
  * ((B, H, T, T) each) and dout (B, T, D):
  *   dq_u[j] = sum_{s <= u} dS[u, s] k_s[j]

@@ -33,6 +33,9 @@ deterministic; gpt: default,tf32,deterministic,sdpa):
                  fp16/bf16, so in this fp32 model the memory-efficient kernel or the math
                  fallback runs): the anchor a user would pick instead; skipped (noted)
                  where PyTorch lacks it
+  compile        gpt only: default, the model wrapped in torch.compile (PyTorch >= 2.0;
+                 the warm-up steps include the compilation); skipped (noted) where it is
+                 missing or cannot compile here
 
 Data: Fashion-MNIST when found (dataset.path, $DETRAIN_DATA, /usr/share/datasets/
 fashion-mnist), else uniform random images and labels; either way held on the device, so
@@ -52,7 +55,7 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODES = ("default", "tf32", "benchmark", "deterministic", "sdpa")
+MODES = ("default", "tf32", "benchmark", "deterministic", "sdpa", "compile")
 DEFAULT_MODES = {"mlp": ("default", "tf32", "deterministic"),
                  "lenet": ("default", "benchmark", "deterministic"),
                  "gpt": ("default", "tf32", "deterministic", "sdpa")}
@@ -273,6 +276,12 @@ def worker_gpt(args, torch, F, dev, mode):
     net = torch_gpt.GPT(torch_gpt.random_weights(T, D, L, tie, gen), T, D, H, L, tie,
                         sdpa=mode == "sdpa", dropout=g["dropout"]).to(dev)
     net.train()
+    if mode == "compile":
+        if not hasattr(torch, "compile"):
+            print("bench_torch.py: mode compile: PyTorch %s has no torch.compile (2.0 or later); "
+                  "skipped" % torch.__version__, file=sys.stderr)
+            return EXIT_SKIP
+        net = torch.compile(net)
     # --data FOLDER|FILE names the corpus; auto: the config's dataset.path, else fortunes
     explicit = args.data not in ("auto", "random")
     corpus = args.data if explicit else (args.data_path or "/usr/share/games/fortunes")
@@ -310,7 +319,16 @@ def worker_gpt(args, torch, F, dev, mode):
         sync()
         t0 = time.perf_counter()
         win = text[offsets[s][:, None] + span].long()
-        logits = net(win[:, :T])
+        if mode == "compile" and s == 0:
+            try:  # the compilation happens here; a machine that cannot compile skips the mode
+                logits = net(win[:, :T])
+            except Exception as e:  # noqa: BLE001 (torch raises many kinds)
+                print("bench_torch.py: mode compile: torch.compile failed here (%s: %s); skipped"
+                      % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else ""),
+                      file=sys.stderr)
+                return EXIT_SKIP
+        else:
+            logits = net(win[:, :T])
         loss = F.cross_entropy(logits.reshape(-1, torch_gpt.VOCAB), win[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -420,8 +438,9 @@ def main():
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         ap.error("--modes: unknown %s; choose from %s" % (", ".join(bad) or "(none)", ", ".join(MODES)))
-    if "sdpa" in modes and args.model != "gpt":
-        ap.error("--modes sdpa: attention's mode, for --model gpt only")
+    for gpt_only in ("sdpa", "compile"):
+        if gpt_only in modes and args.model != "gpt":
+            ap.error("--modes %s: for --model gpt only" % gpt_only)
     import importlib.util
     if importlib.util.find_spec("torch") is None:  # without importing it (seconds) here
         print("bench_torch.py: PyTorch is not installed (no module torch); skipped", file=sys.stderr)

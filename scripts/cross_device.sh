@@ -5,9 +5,10 @@
 #                               [--set KEY=VALUE]...
 #       Train the portable runs of the models on DEVICE (cpu or cuda): by default the MLP
 #       (configs/quickstart.yaml), LeNet (configs/lenet.yaml) and the Bayesian MLP
-#       (configs/bnn.yaml); --models picks from mlp,lenet,bnn,gpt (gpt: configs/gpt.yaml on
-#       tests/data/gpt_corpus.txt, a committed corpus every machine has). One replica each,
-#       --steps steps (default 100), hashed every step with per-tensor digests, no weight
+#       (configs/bnn.yaml); --models picks from mlp,lenet,bnn,gpt,gpt-gpu (gpt: configs/gpt.yaml
+#       on tests/data/gpt_corpus.txt, a committed corpus every machine has; gpt-gpu:
+#       configs/gpt-gpu.yaml on it, batch 8, 4 steps). One replica each,
+#       --steps steps (default 100, gpt-gpu 4), hashed every step with per-tensor digests, no weight
 #       snapshots, plots, predictions.csv or overhead measurement, into OUTROOT/<model>
 #       (each replaced);
 #       OUTROOT/commands.txt records the date, host, detrain version and every command with
@@ -32,14 +33,18 @@ orig_pwd=$PWD
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 models=(mlp lenet bnn)
 declare -A config_of=([mlp]=configs/quickstart.yaml [lenet]=configs/lenet.yaml
-                      [bnn]=configs/bnn.yaml [gpt]=configs/gpt.yaml)
+                      [bnn]=configs/bnn.yaml [gpt]=configs/gpt.yaml [gpt-gpu]=configs/gpt-gpu.yaml)
+# steps a model's runs take unless --steps says (the GPT at GPU scale: about a TFLOP a step
+# at its batch; here a few steps at batch 8, as short as a CPU reference can be)
+declare -A steps_of=([gpt-gpu]=4)
 # overrides a model needs wherever it runs, space-separated KEY=VALUE: the GPT a corpus in
 # the repo, not fortunes; Fashion-MNIST's models the part of it a GPU call carries
 # (scripts/fmnist_cut.sh: the first 10,000 training and 2,000 test examples)
 . "$repo/scripts/fmnist_cut.sh"
 fmnist_limits="dataset.train_limit=$fmnist_cut_train dataset.test_limit=$fmnist_cut_test"
 declare -A sets_of=([gpt]=dataset.path=tests/data/gpt_corpus.txt [mlp]=$fmnist_limits
-                    [lenet]=$fmnist_limits [bnn]=$fmnist_limits)
+                    [lenet]=$fmnist_limits [bnn]=$fmnist_limits
+                    [gpt-gpu]="dataset.path=tests/data/gpt_corpus.txt train.batch=8 dataset.test_limit=32")
 
 usage() {
   echo "usage:" >&2
@@ -47,13 +52,13 @@ usage() {
   exit 2
 }
 die() { echo "cross_device.sh: $*" >&2; exit 2; }
-# --models LIST: models=(...) from a comma-separated subset of mlp,lenet,bnn,gpt.
+# --models LIST: models=(...) from a comma-separated subset of mlp,lenet,bnn,gpt,gpt-gpu.
 set_models() {
   local m list
   IFS=, read -r -a list <<<"$1"
-  [ ${#list[@]} -ge 1 ] || die "--models: a comma-separated list of mlp, lenet, bnn, gpt"
+  [ ${#list[@]} -ge 1 ] || die "--models: a comma-separated list of mlp, lenet, bnn, gpt, gpt-gpu"
   for m in "${list[@]}"; do
-    [ -n "${config_of[$m]:-}" ] || die "--models: unknown model '$m' (mlp, lenet, bnn, gpt)"
+    [ -n "${config_of[$m]:-}" ] || die "--models: unknown model '$m' (mlp, lenet, bnn, gpt, gpt-gpu)"
   done
   models=("${list[@]}")
 }
@@ -103,7 +108,7 @@ data_of() {
 # ---- run ------------------------------------------------------------------------------------
 mode_run() {
   [ $# -ge 2 ] || usage
-  local device=$1 root threads="" steps=100 sets=()
+  local device=$1 root threads="" steps="" sets=()
   root=$(arg_path "$2")
   shift 2
   case "$device" in cpu | cuda) ;; *) die "run: DEVICE is cpu or cuda, not '$device'" ;; esac
@@ -120,7 +125,7 @@ mode_run() {
   mkdir -p "$root" || die "cannot make $root"
   local log=$root/commands.txt failed=0 m out t0 rc cmd
   {
-    echo "# scripts/cross_device.sh run $device $(quote_args "$root" ${threads:+--threads "$threads"} --steps "$steps" --models "$(IFS=,; echo "${models[*]}")" "${sets[@]+"${sets[@]}"}")"
+    echo "# scripts/cross_device.sh run $device $(quote_args "$root" ${threads:+--threads "$threads"} ${steps:+--steps "$steps"} --models "$(IFS=,; echo "${models[*]}")" "${sets[@]+"${sets[@]}"}")"
     echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ); host: $(hostname 2>/dev/null); $(uname -srm)"
     echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | sed 's/^ *//'), $(nproc 2>/dev/null) online"
     echo "# $("$detrain" --version 2>&1); source: git $(git_revision)"
@@ -131,7 +136,7 @@ mode_run() {
     local kv model_sets=()
     for kv in ${sets_of[$m]:-}; do model_sets+=(--set "$kv"); done
     cmd=("$detrain" run "${config_of[$m]}" --out "$out" --quiet --set 'policies=[portable]'
-         --set replicas=1 --set "train.steps=$steps" --set hash.per_tensor=true
+         --set replicas=1 --set "train.steps=${steps:-${steps_of[$m]:-100}}" --set hash.per_tensor=true
          --set report.snapshots=0 --set report.overhead_samples=0 --set "backend.device=$device"
          ${threads:+--set "backend.threads=$threads"} "${model_sets[@]+"${model_sets[@]}"}"
          "${sets[@]+"${sets[@]}"}")

@@ -23,7 +23,7 @@ cd "$repo" || exit 2
 # Stages in run order, and each one's cap in seconds (the first light's caps sum to 420:
 # docs/gpu.md gives the estimate of what each needs on an H100 and its basis).
 first_light=(info build smoke tests crossdev replicas bench torch gpt memcheck)
-later=(racecheck matrix) # for a later call or lease; not part of the first light
+later=(gptgpu racecheck matrix) # for a later call or lease; not part of the first light
 # The caps come from the first H100 call (results/nvidia-h100-80gb-hbm3/session-*.txt): each is
 # 2-3x what the stage took there, torch (about 25 s a model: PyTorch's import and CUDA start)
 # 2x, and memcheck takes the rest. The GPT's stage (issue 40; never run on a GPU yet) comes
@@ -33,7 +33,8 @@ later=(racecheck matrix) # for a later call or lease; not part of the first ligh
 # there), torch (MLP 23 s, LeNet 27 s alone there) and memcheck's floor came down to make
 # room within the 420 s.
 declare -A cap_of=([info]=15 [build]=50 [smoke]=30 [tests]=45 [crossdev]=30 [replicas]=30
-                   [bench]=40 [torch]=65 [gpt]=95 [memcheck]=20 [racecheck]=240 [matrix]=400)
+                   [bench]=40 [torch]=65 [gpt]=95 [memcheck]=20 [gptgpu]=300 [racecheck]=240
+                   [matrix]=400)
 # memcheck runs last, on what --time-limit leaves (at least its cap when there is no limit).
 # The gpu test cases memcheck takes, smallest first (compute-sanitizer is 10-100x slower).
 memcheck_cases=(cuda.elementwise_parity cuda_dense.dense_parity cuda_dense.loss_parity
@@ -82,6 +83,11 @@ stages (run in this order whatever the order given; `info` always first; caps in
                 GPT: default, tf32 (what fast allows), deterministic, sdpa (fused attention)
   memcheck  20+ a subset of the gpu test cases under compute-sanitizer memcheck, one by one,
                 on whatever time is left
+  gptgpu   300 (later call) the GPT at GPU scale (configs/gpt-gpu.yaml, issue 53): portable on
+                cuda against results/cpu/crossdev-gpt-gpu-t2 (RESULTS/cross_device_gpt_gpu.md);
+                detrain bench at each level; PyTorch on the same shape: default, tf32,
+                deterministic, sdpa, compile; run_to_run and fast replicas, 20 steps; fast's
+                learning run (validation loss, sample text)
   racecheck 240 (later call) every gpu test case under compute-sanitizer racecheck
   matrix   400 (later call) detrain run configs/overhead_matrix.yaml
   first-light = info build smoke tests crossdev replicas bench torch gpt memcheck (caps sum 420)
@@ -659,6 +665,22 @@ stage_replicas() {
     note "$m r2r ${r2r:-?} distinct; fast ${fast:-?}"
     case "$r2r" in 1/*) ;; *) stage_failed=$((stage_failed + 1)); failure "$m run_to_run: ${r2r:-no} distinct final digests" ;; esac
   done
+  # The BNN's fast replicas at batch 128 cannot part (two partials a bias, added in either
+  # order give the same bits: cuda_dense.bias_atomic_arrival_orders); at 256, four: they
+  # should part at step 1 in a bias (results/nvidia-h100-80gb-hbm3/README.md)
+  out=$results/replicas/bnn-b256
+  [ $dry -eq 1 ] || rm -rf "$out"
+  run "$detrain" run "${config_of[bnn]}" --out "$out" --set backend.device=cuda \
+      --set 'policies=[fast]' --set replicas=3 --set train.steps=10 --set train.batch=256 \
+      --set 'vary=[]' --set hash.per_tensor=true --set report.snapshots=0 \
+      --set report.overhead_samples=0 "${fmnist_cut_sets[@]}" --quiet ||
+    failure "bnn b256: $(last_error)"
+  if [ $dry -eq 0 ] && [ -s "$out/summary.csv" ]; then
+    fast=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+                    $c["policy"] == "fast" { s = $c["first_divergent_step"]; t = $c["first_divergent_tensor"]
+                      print $c["distinct_final_digests"] " distinct, " (s == "" ? "never part" : "part at step " s " (" t ")") }' "$out/summary.csv" 2>/dev/null)
+    note "bnn b256 fast ${fast:-?}"
+  fi
 }
 
 stage_bench() {
@@ -803,6 +825,59 @@ stage_racecheck() {
       "${cases[@]}"
 }
 
+# The GPT at GPU scale (issue 53; configs/gpt-gpu.yaml on the committed corpus): what its
+# targets need -- portable = the CPU's bits, the levels' step times against fast, PyTorch's
+# modes on the same shape, run_to_run replicas identical and fast's parting, and learning.
+stage_gptgpu() {
+  need_build || return
+  local d=$results/gpt-gpu cfg=configs/gpt-gpu.yaml out v k cmd
+  local sets=(--set dataset.path=tests/data/gpt_corpus.txt --set report.snapshots=0
+              --set report.overhead_samples=0)
+  [ $dry -eq 1 ] || { rm -rf "$d" "$results/crossdev-gpt-gpu"; mkdir -p "$d"; }
+  run env DETRAIN="$detrain" bash scripts/cross_device.sh run cuda "$results/crossdev-gpt-gpu" \
+      --models gpt-gpu || failure "gpt-gpu portable run on cuda failed: $(last_error)"
+  run env DETRAIN="$detrain" bash scripts/cross_device.sh table results/cpu/crossdev-gpt-gpu-t2 \
+      "$results/crossdev-gpt-gpu" --models gpt-gpu --out "$results/cross_device_gpt_gpu.md" ||
+    failure "portable gpt-gpu on cuda differs from the CPU's (cross_device_gpt_gpu.md)"
+  if [ $dry -eq 0 ]; then
+    v=$(grep -m1 -E '^- gpt-gpu: ' "$results/cross_device_gpt_gpu.md" 2>/dev/null | sed 's/^- gpt-gpu: //' | cut -c1-60)
+    note "portable vs cpu: ${v:-no result}"
+  fi
+  cmd=("$detrain" bench "$cfg" --steps 20 --warmup 3 --set backend.device=cuda
+       --set 'policies=[fast, run_to_run, portable]' --set dataset.path=tests/data/gpt_corpus.txt
+       --csv "$d/bench.csv")
+  sh_c "$(quote_args "${cmd[@]}") >$(quote_args "$d/bench.txt")" || failure "gpt-gpu bench: $(last_error)"
+  [ $dry -eq 0 ] || check_config_of "${cmd[@]}"
+  if [ $dry -eq 0 ] && [ -s "$d/bench.csv" ]; then
+    note "$(grep -m1 'step (update) median' "$d/bench.txt" | awk '{ print $4 " ms" }')/step $(awk -F, '$3 == "step" { printf "%s%s %.2fx", s, $2, $6; s = ", " }' "$d/bench.csv")" \
+         "hash $(grep -m1 'hashing share' "$d/bench.txt" 2>/dev/null | awk '{ print $3 }')"
+  fi
+  run python3 scripts/bench_torch.py --config "$cfg" --device cuda --data tests/data/gpt_corpus.txt \
+      --modes default,tf32,deterministic,sdpa,compile --steps 30 --warmup 5 --csv "$d/torch.csv" ||
+    failure "torch gpt-gpu: $(last_error)"
+  [ $dry -eq 1 ] || [ ! -s "$d/torch.csv" ] ||
+    note "torch $(awk -F, 'NR > 1 { printf "%s%s %.3f ms", s, $1, $3; s = ", " }' "$d/torch.csv")"
+  out=$d/replicas
+  run "$detrain" run "$cfg" --out "$out" --set backend.device=cuda \
+      --set 'policies=[fast, run_to_run]' --set replicas=2 --set train.steps=20 --set 'vary=[]' \
+      --set train.eval_every=0 --set dataset.test_limit=64 "${sets[@]}" --quiet
+  if [ $? -ne 0 ] && [ $dry -eq 0 ]; then
+    failure "gpt-gpu replicas: $(last_error)"
+  else
+    run "$detrain" compare "$out/run_to_run/replica-0" "$out/run_to_run/replica-1" ||
+      failure "gpt-gpu run_to_run replica 1 differs from replica 0"
+    sh_c --ok "0 1" "$(quote_args "$detrain" explain "$out/fast/replica-0" "$out/fast/replica-1" --quiet) >$(quote_args "$d/explain-fast.txt")"
+  fi
+  # learning: fast for the config's steps, validation loss and sample text in the report
+  out=$d/learn
+  run "$detrain" run "$cfg" --out "$out" --set backend.device=cuda --set 'policies=[fast]' \
+      --set replicas=1 "${sets[@]}" --quiet || failure "gpt-gpu learning run: $(last_error)"
+  if [ $dry -eq 0 ]; then
+    k=$(tail -n 1 "$out/fast/replica-0/metrics.csv" 2>/dev/null | cut -c1-80)
+    note "learn: last metrics ${k:-none}"
+  fi
+}
+
 stage_matrix() {
   need_build || return
   local cfg=configs/overhead_matrix.yaml out=$results/overhead_matrix
@@ -902,7 +977,7 @@ while [ $# -gt 0 ]; do
     --dry-run) dry=1; shift ;;
     --check-configs) check_detrain=$(arg_path "${2:?--check-configs needs a detrain binary}"); shift 2 ;;
     -h | --help) usage ;;
-    info | build | smoke | tests | crossdev | replicas | bench | torch | gpt | memcheck | racecheck | matrix)
+    info | build | smoke | tests | crossdev | replicas | bench | torch | gpt | memcheck | gptgpu | racecheck | matrix)
       stages+=("$1"); shift ;;
     first-light) stages+=("${first_light[@]}"); shift ;;
     call1 | call2 | call3 | call4 | runs | all)

@@ -39,7 +39,7 @@ declare -A writes=(
   [noise_sources]="results/cpu/noise_sources/: mlp/, lenet/ and gpt/ (reports, csv files, config.json, run.json, explain/, plots/)"
   [gpt]="results/cpu/gpt/: run/ (configs/gpt.yaml: report, csv files, manifests, samples), threads-table.md, explain.txt|csv, bench.txt, dropout-bench.txt, vs-torch/ (with PyTorch)"
   [reproduce]="results/cpu/reproduce/: widest.txt, narrow.txt (detrain reproduce of every committed portable reference, on this CPU's widest kernels and on the AVX2 path)"
-  [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md (every committed results/<gpu>/crossdev a column), results/cpu/crossdev-gpt-t2/"
+  [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md (every committed results/<gpu>/crossdev a column), results/cpu/crossdev-gpt-t2/, results/cpu/crossdev-gpt-gpu-t2/"
 )
 
 usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
@@ -342,7 +342,9 @@ part_gpt() {
       cp results/cpu/gpt/vs-torch-interleaved.txt "$o/keep/"
   fi
   rc=0
-  python3 -c 'import torch' 2>/dev/null && py=python3 || py=/usr/bin/python3
+  # PYTHON (as scripts/vs_torch.sh): a Python with PyTorch, else python3, else Debian's
+  py=${PYTHON:-}
+  [ -n "$py" ] || { python3 -c 'import torch' 2>/dev/null && py=python3 || py=/usr/bin/python3; }
   "$py" scripts/gpt_vs_torch.py --detrain "$DETRAIN" --config configs/gpt.yaml --steps 200 \
     --out "$o/vs-torch" > /dev/null || rc=$?
   case $rc in
@@ -368,12 +370,14 @@ part_crossdev() {
   # the GPT's reference for the first light's gpt stage (its own root: a GPT failure there
   # cannot touch the other models' table)
   bash scripts/cross_device.sh run cpu results/cpu/crossdev-gpt-t2 --threads 2 --models gpt
+  # the GPT at GPU scale's, for the gptgpu stage (4 steps at batch 8: cross_device.sh)
+  bash scripts/cross_device.sh run cpu results/cpu/crossdev-gpt-gpu-t2 --threads 2 --models gpt-gpu
 }
 
 # results/cpu/reproduce/README.md: every committed portable reference (the CPU's, the GPT's,
 # each GPU's) reproduced on this machine, on its widest kernels and on the narrow path.
 part_reproduce() {
-  local refs=(results/cpu/crossdev-t2 results/cpu/crossdev-gpt-t2) g
+  local refs=(results/cpu/crossdev-t2 results/cpu/crossdev-gpt-t2 results/cpu/crossdev-gpt-gpu-t2) g
   for g in results/*/crossdev; do [ -d "$g" ] && refs+=("$g"); done
   mkdir -p results/cpu/reproduce
   "$DETRAIN" reproduce --quiet "${refs[@]}" > "$tmp/widest.txt"

@@ -26,9 +26,9 @@
 #include "determinism/streams.h"
 #include "nets/dense_loss_elem.h"
 #include "nets/step.h"
+#include "nets/cuda/dense_loss.h" /* pure C: the kernels' slice sizes */
 #ifdef DETRAIN_HAVE_CUDA_TOOLKIT
 #include "nets/cuda/cuda.h"
-#include "nets/cuda/dense_loss.h"
 #endif
 
 #define WGRAD_UNORDERED_CHUNK 8 /* nets/cuda/dense.c and nets/cpu/dense.c */
@@ -556,6 +556,74 @@ static void emu_bias_shard_block(float *db, const float *v, int64_t rows, int64_
     }
     for (int64_t o = 0; o < out; o++) db[o] = dt_fixed_to_float((int64_t)acc[o], shift);
     free(acc);
+}
+
+/* Every arrival order of n slice partials added by float atomicAdd into a zeroed output:
+ * the number of distinct results (n <= 5: every permutation). */
+static int distinct_arrival_sums(const float *part, int n)
+{
+    int perm[5], count = 0;
+    float seen[120];
+    for (int i = 0; i < n; i++) perm[i] = i;
+    for (;;) {
+        float acc = 0.0f; /* the zeroed output */
+        for (int i = 0; i < n; i++) acc = dt_rn_add(acc, part[perm[i]]);
+        bool known = false;
+        for (int k = 0; k < count; k++) known = known || memcmp(&seen[k], &acc, 4) == 0;
+        if (!known) seen[count++] = acc;
+        int i = n - 2; /* next permutation, lexicographic */
+        while (i >= 0 && perm[i] > perm[i + 1]) i--;
+        if (i < 0) return count;
+        int j = n - 1;
+        while (perm[j] < perm[i]) j--;
+        int t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+        for (int a = i + 1, b = n - 1; a < b; a++, b--) {
+            t = perm[a];
+            perm[a] = perm[b];
+            perm[b] = t;
+        }
+    }
+}
+
+/* Why the Bayesian MLP's `fast` replicas did not part on the H100 (results/nvidia-h100-80gb-
+ * hbm3, issue 48 item 4), where the MLP's part at step 1 in dense0.bias: at `atomics: float`
+ * the CUDA bias gradient (bias_grad_atomic_kernel) adds ceil(B / 64) slice partials into a
+ * zeroed output in arrival order. At B = 128 (the BNN's and LeNet's batch) two partials,
+ * +0 + a + b = +0 + b + a: every arrival order gives the same bits, for every column, by
+ * commutativity -- so no replica can part there. At B = 256 (the MLP's) four partials:
+ * arrival orders give different bits (on these fixed inputs; the kernel's slices emulated
+ * here with its own sizes, DT_CUDA_BIAS_ROWS). */
+DT_TEST(bias_atomic_arrival_orders)
+{
+    enum { OUT = 256 };
+    static const int64_t batches[] = {64, 100, 128, 192, 256};
+    for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
+        const int64_t B = batches[bi], slices = (B + DT_CUDA_BIAS_ROWS - 1) / DT_CUDA_BIAS_ROWS;
+        float *dy = xalloc(B * OUT);
+        fill_varied(dy, B * OUT, 1.0);
+        for (int64_t i = 0; i < B * OUT; i++)
+            if (i % 2) dy[i] = -dy[i];
+        int order_dependent = 0;
+        for (int64_t o = 0; o < OUT; o++) {
+            float part[5];
+            for (int64_t sl = 0; sl < slices; sl++) {
+                const int64_t end =
+                    (sl + 1) * DT_CUDA_BIAS_ROWS < B ? (sl + 1) * DT_CUDA_BIAS_ROWS : B;
+                float acc = 0.0f; /* the kernel's item: its slice's rows in order */
+                for (int64_t b = sl * DT_CUDA_BIAS_ROWS; b < end; b++)
+                    acc = dt_rn_add(acc, dy[b * OUT + o]);
+                part[sl] = acc;
+            }
+            order_dependent += distinct_arrival_sums(part, (int)slices) > 1;
+        }
+        fprintf(stderr, "B %lld: %lld slice(s) a column, %d of %d columns order-dependent\n",
+                (long long)B, (long long)slices, order_dependent, OUT);
+        if (slices <= 2) CHECK_INT_EQ(order_dependent, 0);
+        else CHECK(order_dependent > 0);
+        free(dy);
+    }
 }
 
 DT_TEST(bias_shards_emulation)
@@ -1442,4 +1510,5 @@ DT_TEST_MAIN(DT_CASE(dense_elem_matches_cpu), DT_CASE(tree_blocked_matches_tree)
              DT_CASE(grid_independence), DT_CASE(rerun_identical), DT_CASE(forced_orders),
              DT_CASE(numeric_errors), DT_CASE(deferred_checks), DT_CASE(bias_shards_emulation),
              DT_CASE(reduce_stream_equals_tree), DT_CASE(wgrad_shards_emulation),
-             DT_CASE(bias_shards_one_launch), DT_CASE(wgrad_shards_one_launch))
+             DT_CASE(bias_atomic_arrival_orders), DT_CASE(bias_shards_one_launch),
+             DT_CASE(wgrad_shards_one_launch))

@@ -13,8 +13,9 @@
  *   attention_tiles                the forward's online softmax over key tiles of
  *                                  DT_GPT_ATTN_TILE on ragged shapes: the double reference
  *                                  within its bound, the CUDA shared-memory schedule emulated
- *                                  bit for bit, the backward across tiles by central
- *                                  differences; one tile instead gives other bits;
+ *                                  bit for bit (and the tiled backward's), the backward
+ *                                  across tiles by central differences; one tile instead
+ *                                  gives other bits;
  *   ops_match_double_reference     LayerNorm, attention and GELU forward and backward
  *                                  against double-precision references written here
  *                                  (backward by central differences of the double forward);
@@ -812,6 +813,64 @@ static void emulate_tiled_forward(float *y, float *att, const float *qkv, int64_
     free(vs);
 }
 
+/* The CUDA backend's tiled backward (attention_dkdv_tiled_kernel and attention_dq_tiled_
+ * kernel) on the host, from dS and the weights: per (b, h, key tile) each key row u adds the
+ * terms t = u, u + 1, ... query tile by query tile from staged copies; per (b, h, query tile)
+ * each query row u the terms s = 0 .. u key tile by key tile. */
+static void emulate_tiled_backward(float *dqkv, const float *ds, const float *att,
+                                   const float *dout, const float *qkv, int64_t B, int64_t T,
+                                   int64_t H, int64_t D)
+{
+    enum { TL = DT_GPT_ATTN_TILE };
+    const int64_t hd = D / H, nt = (T + TL - 1) / TL;
+    float *xs = dt_xmalloc((size_t)(TL * hd) * sizeof *xs),
+          *os = dt_xmalloc((size_t)(TL * hd) * sizeof *os);
+    for (int64_t item = 0; item < B * H * nt; item++) {
+        const int64_t kt = item % nt, bh = item / nt, h = bh % H, b = bh / H;
+        for (int x = 0; x < TL && kt * TL + x < T; x++) {
+            float *dk = dqkv + (b * T + kt * TL + x) * 3 * D + D + h * hd;
+            for (int64_t j = 0; j < hd; j++) dk[j] = dk[j + D] = 0.0f;
+        }
+        for (int64_t t0 = kt * TL; t0 < T; t0 += TL) {
+            const int64_t rows = T - t0 < TL ? T - t0 : TL;
+            for (int64_t e = 0; e < rows * hd; e++) {
+                const int64_t r = e / hd, j = e - r * hd;
+                xs[e] = qkv[(b * T + t0 + r) * 3 * D + h * hd + j];
+                os[e] = dout[(b * T + t0 + r) * D + h * hd + j];
+            }
+            for (int x = 0; x < TL && kt * TL + x < T; x++) {
+                const int64_t u = kt * TL + x;
+                float *dk = dqkv + (b * T + u) * 3 * D + D + h * hd;
+                for (int64_t r = 0; r < rows; r++) {
+                    const int64_t t = t0 + r;
+                    if (t < u) continue;
+                    dt_attn_grad_term(dk, ds[(bh * T + t) * T + u], xs + r * hd, hd);
+                    dt_attn_grad_term(dk + D, att[(bh * T + t) * T + u], os + r * hd, hd);
+                }
+            }
+        }
+        const int64_t qt = kt; /* the dQ kernel's items: the same (bh, tile) pairs */
+        for (int x = 0; x < TL && qt * TL + x < T; x++)
+            for (int64_t j = 0; j < hd; j++)
+                dqkv[(b * T + qt * TL + x) * 3 * D + h * hd + j] = 0.0f;
+        for (int64_t s0 = 0; s0 <= qt * TL; s0 += TL) {
+            const int64_t rows = T - s0 < TL ? T - s0 : TL;
+            for (int64_t e = 0; e < rows * hd; e++) {
+                const int64_t r = e / hd, j = e - r * hd;
+                xs[e] = qkv[(b * T + s0 + r) * 3 * D + D + h * hd + j];
+            }
+            for (int x = 0; x < TL && qt * TL + x < T; x++) {
+                const int64_t u = qt * TL + x;
+                for (int64_t r = 0; r < rows && s0 + r <= u; r++)
+                    dt_attn_grad_term(dqkv + (b * T + u) * 3 * D + h * hd,
+                                      ds[(bh * T + u) * T + s0 + r], xs + r * hd, hd);
+            }
+        }
+    }
+    free(xs);
+    free(os);
+}
+
 /* Attention's online softmax over key tiles of DT_GPT_ATTN_TILE (`portable`'s definition), on
  * ragged shapes -- context not a multiple of the tile (70: tiles of 32, 32, 6), exactly one
  * tile, one row, one head: the CPU op equals the double-precision reference within its bound
@@ -840,6 +899,21 @@ DT_TEST(attention_tiles)
             emulate_tiled_forward(eo, eatt, qkv, B, T, H, D, dt_math_portable(&pol));
             CHECK(same_bits(o, eo, B * T * D, "tiled schedule's output"));
             CHECK(same_bits(att, eatt, n_att, "tiled schedule's weights"));
+            /* the backward's tiled schedule: the CPU op's dqkv from its dS and weights */
+            float *dout = dt_xmalloc((size_t)(B * T * D) * sizeof *dout);
+            float *dq = dt_xmalloc((size_t)n_qkv * sizeof *dq),
+                  *edq = dt_xmalloc((size_t)n_qkv * sizeof *edq);
+            float *ds = dt_xmalloc((size_t)n_att * sizeof *ds);
+            fill(dout, B * T * D, 1.0);
+            CHECK_INT_EQ(dt_attention_backward(be, dq, ds, dout, att, qkv, B, T, H, D, &pol),
+                         DT_OK);
+            for (int64_t i = 0; i < n_qkv; i++) edq[i] = NAN; /* every element written */
+            emulate_tiled_backward(edq, ds, att, dout, qkv, B, T, H, D);
+            CHECK(same_bits(dq, edq, n_qkv, "tiled backward's dqkv"));
+            free(dout);
+            free(dq);
+            free(edq);
+            free(ds);
             for (int64_t b = 0; b < B; b++) {
                 double *qd = dt_xmalloc((size_t)(T * 3 * D) * sizeof *qd);
                 double *od = dt_xmalloc((size_t)(T * D) * sizeof *od);

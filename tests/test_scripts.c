@@ -696,6 +696,24 @@ DT_TEST(session_crossdev_and_matrix)
              dir);
     CHECK_CONTAINS(out, want);
 
+    /* The GPT at GPU scale (a later call's stage): portable against its CPU reference,
+     * PyTorch's five modes on the same shape, replicas and the learning run. */
+    rc = dt_run_capture(out, sizeof out,
+                        "cd '%s' && DT_GPU_NAME='NVIDIA H100 80GB HBM3' bash "
+                        "scripts/gpu_session.sh --dry-run --deps none gptgpu",
+                        dir);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_CONTAINS(out, "## gptgpu (cap 300 s)");
+    CHECK_CONTAINS(out, "bash scripts/cross_device.sh run cuda "
+                        "results/nvidia-h100-80gb-hbm3/crossdev-gpt-gpu --models gpt-gpu\n");
+    CHECK_CONTAINS(out, "bash scripts/cross_device.sh table results/cpu/crossdev-gpt-gpu-t2 "
+                        "results/nvidia-h100-80gb-hbm3/crossdev-gpt-gpu --models gpt-gpu --out "
+                        "results/nvidia-h100-80gb-hbm3/cross_device_gpt_gpu.md\n");
+    CHECK_CONTAINS(out, "--modes default,tf32,deterministic,sdpa,compile --steps 30");
+    CHECK_CONTAINS(out, "compare results/nvidia-h100-80gb-hbm3/gpt-gpu/replicas/run_to_run/"
+                        "replica-0 results/nvidia-h100-80gb-hbm3/gpt-gpu/replicas/run_to_run/"
+                        "replica-1\n");
+
     /* A config of the plan that does not parse fails the dry run, naming file:line:column. */
     rc = dt_run_capture(out, sizeof out,
                         "cd '%s' && sed -i 's/^  steps: /  stepz: /' configs/lenet.yaml && "
@@ -754,40 +772,44 @@ DT_TEST(cmake_cudnn_root)
 
 /* The committed CPU references the GPU plan compares against (results/cpu/crossdev-t2) are
  * the current CPU bits: the three portable runs again here, identical at every step. */
+/* The current CPU bits of `models` (cross_device.sh run cpu, 2 threads, into dir/sub)
+ * against the committed reference `ref`: every model identical at every one of `steps`
+ * hashed steps. */
+static void check_reference(const char *dir, const char *ref, const char *sub, const char *models,
+                            const char *summary, int steps)
+{
+    int rc = dt_run_capture(out, sizeof out,
+                            "cd '%s' && DETRAIN='%s' bash scripts/cross_device.sh run cpu '%s/%s' "
+                            "--threads 2 --models %s && DETRAIN='%s' bash scripts/cross_device.sh "
+                            "table %s '%s/%s' --models %s --out '%s/%s.md'",
+                            SRC, DT_DETRAIN_EXE, dir, sub, models, DT_DETRAIN_EXE, ref, dir, sub,
+                            models, dir, sub);
+    if (rc != 0)
+        fprintf(stderr,
+                "%s\n%s no longer holds the current CPU bits: remake it (scripts/results.sh "
+                "crossdev) if the change is intended\n",
+                out, ref);
+    CHECK_INT_EQ(rc, 0);
+    char *md = read_text("%s/%s.md", dir, sub);
+    if (md) {
+        char want[64];
+        snprintf(want, sizeof want, "| identical (%d steps) |", steps);
+        CHECK_CONTAINS(md, summary);
+        CHECK_CONTAINS(md, want);
+        free(md);
+    }
+}
+
 DT_TEST(crossdev_references_current)
 {
     const char *dir = scratch("xdref");
-    int rc = dt_run_capture(out, sizeof out,
-                            "cd '%s' && DETRAIN='%s' bash scripts/cross_device.sh run cpu '%s/cpu' "
-                            "--threads 2 && DETRAIN='%s' bash scripts/cross_device.sh table "
-                            "results/cpu/crossdev-t2 '%s/cpu' --out '%s/t.md'",
-                            SRC, DT_DETRAIN_EXE, dir, DT_DETRAIN_EXE, dir, dir);
-    if (rc != 0)
-        fprintf(stderr,
-                "%s\nresults/cpu/crossdev-t2 no longer holds the current CPU bits: remake it "
-                "(scripts/results.sh crossdev) if the change is intended\n",
-                out);
-    CHECK_INT_EQ(rc, 0);
-    char *md = read_text("%s/%s", dir, "t.md");
-    if (md) {
-        CHECK_CONTAINS(md, "- mlp: identical\n- lenet: identical\n- bnn: identical\n");
-        CHECK_CONTAINS(md, "| identical (101 steps) |");
-        free(md);
-    }
-    /* the GPT's (results/cpu/crossdev-gpt-t2, the gpt stage's reference) */
-    rc = dt_run_capture(out, sizeof out,
-                        "cd '%s' && DETRAIN='%s' bash scripts/cross_device.sh run cpu '%s/gpt' "
-                        "--threads 2 --models gpt && DETRAIN='%s' bash scripts/cross_device.sh "
-                        "table results/cpu/crossdev-gpt-t2 '%s/gpt' --models gpt --out '%s/g.md'",
-                        SRC, DT_DETRAIN_EXE, dir, DT_DETRAIN_EXE, dir, dir);
-    if (rc != 0) fprintf(stderr, "%s\nremake results/cpu/crossdev-gpt-t2 if intended\n", out);
-    CHECK_INT_EQ(rc, 0);
-    md = read_text("%s/%s", dir, "g.md");
-    if (md) {
-        CHECK_CONTAINS(md, "- gpt: identical\n");
-        CHECK_CONTAINS(md, "| identical (101 steps) |");
-        free(md);
-    }
+    check_reference(dir, "results/cpu/crossdev-t2", "cpu", "mlp,lenet,bnn",
+                    "- mlp: identical\n- lenet: identical\n- bnn: identical\n", 101);
+    /* the GPT's (the gpt stage's reference) */
+    check_reference(dir, "results/cpu/crossdev-gpt-t2", "gpt", "gpt", "- gpt: identical\n", 101);
+    /* the GPT at GPU scale's (the gptgpu stage's reference: 4 steps at batch 8) */
+    check_reference(dir, "results/cpu/crossdev-gpt-gpu-t2", "gptgpu", "gpt-gpu",
+                    "- gpt-gpu: identical\n", 5);
 }
 
 /* ---- scripts/fmnist_cut.sh ----------------------------------------------------------------- */

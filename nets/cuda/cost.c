@@ -77,10 +77,10 @@
 
 /* ---- constants private to the .cu files, copied (change them with their source) ---------- */
 
-#define CU_TREE_BLOCK 16 /* TREE_BLOCK, nets/cuda/dense.cu: the fixed tree's block */
-#define CU_BIAS_ROWS 64  /* BIAS_ROWS, nets/cuda/dense.cu: rows per float bias slice */
-#define CU_FIXED_ROWS 32 /* FIXED_ROWS, nets/cuda/dense.cu: rows per fixed-point slice */
-#define CU_XP_PAD 16     /* matmul_exact.cu: rows, columns and K padded to multiples of 16 */
+#define CU_TREE_BLOCK 16               /* TREE_BLOCK, nets/cuda/dense.cu: the fixed tree's block */
+#define CU_BIAS_ROWS DT_CUDA_BIAS_ROWS /* rows per float bias slice (dense_loss.h) */
+#define CU_FIXED_ROWS DT_CUDA_FIXED_ROWS /* rows per fixed-point slice */
+#define CU_XP_PAD 16 /* matmul_exact.cu: rows, columns and K padded to multiples of 16 */
 #define CU_XP_SCRATCH_BLOCK ((int64_t)256 << 20) /* XP_SCRATCH_BLOCK, matmul_exact.cu */
 
 /* ---- the pieces every op is made of -------------------------------------------------------- */

@@ -9,9 +9,9 @@
 #include "nets/dense_loss_elem.h"
 #include "nets/cuda/launch.cuh"
 
-#define GEMM_TILE 16  /* the product's tiles: GEMM_TILE x GEMM_TILE outputs per block */
-#define BIAS_ROWS 64  /* rows per slice of the float bias gradient */
-#define FIXED_ROWS 32 /* rows per slice of the fixed-point bias gradient */
+#define GEMM_TILE 16 /* the product's tiles: GEMM_TILE x GEMM_TILE outputs per block */
+#define BIAS_ROWS DT_CUDA_BIAS_ROWS   /* rows per slice of the float bias gradient */
+#define FIXED_ROWS DT_CUDA_FIXED_ROWS /* rows per slice of the fixed-point bias gradient */
 
 /* Blocks for `tiles` tiles of one block each: at most the grid cap (dt_cuda_set_launch). */
 static unsigned blocks_for_tiles(const struct dt_cuda_launch *L, int64_t tiles)

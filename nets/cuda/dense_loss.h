@@ -34,6 +34,14 @@ struct dt_cuda_gemm_args {
  * non-finite input (row-major index) and the first column whose sum leaves the float
  * range, each DT_CUDA_NO_INDEX when there is none. */
 #define DT_CUDA_NO_INDEX (~0ull)
+
+/* The bias gradient's row slices: under `atomics: float` an item sums DT_CUDA_BIAS_ROWS rows
+ * in order and adds its partial into the zeroed output by float atomicAdd, so an output sees
+ * ceil(B / 64) addends in arrival order -- order-free at two or fewer (onto +0 first, then
+ * the other: a + b = b + a), order-dependent from three (tests/test_cuda_dense.c,
+ * bias_atomic_arrival_orders); under `fixed_point` DT_CUDA_FIXED_ROWS rows an integer partial. */
+#define DT_CUDA_BIAS_ROWS 64
+#define DT_CUDA_FIXED_ROWS 32
 struct dt_cuda_fixed_record {
     unsigned int max_bits;           /* max |dy| over the finite inputs, as bits */
     unsigned int bad_term;           /* != 0: a term failed to convert (a broken bound) */

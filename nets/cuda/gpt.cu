@@ -407,6 +407,76 @@ extern "C" int dt_cuda_attention_forward_launch(float *out, float *att, const fl
     LAUNCHED;
 }
 
+/* The backward's sums with the rows staged in shared memory, outside math: exact: dK and dV
+ * per key tile (a block, a thread per key row u) over the query tiles from its own in
+ * order, each thread adding the terms t = u, u + 1, ... (dt_attn_grad_term) into its rows
+ * of dqkv; dQ per query tile over the key tiles up to its own, terms s = 0 .. u. The terms
+ * and their order are dt_attn_grad_elem's: the CPU's bits, no atomics (tests/test_gpt.c
+ * emulates both schedules). */
+static __global__ void attention_dkdv_tiled_kernel(float *dqkv, const float *ds, const float *att,
+                                                   const float *dout, const float *qkv, int64_t B,
+                                                   int64_t T, int64_t H, int64_t D)
+{
+    extern __shared__ float tile_smem[];
+    const int64_t hd = D / H, nt = (T + DT_GPT_ATTN_TILE - 1) / DT_GPT_ATTN_TILE;
+    float *qs = tile_smem, *os = tile_smem + DT_GPT_ATTN_TILE * hd;
+    for (int64_t item = blockIdx.x; item < B * H * nt; item += gridDim.x) {
+        const int64_t kt = item % nt, bh = item / nt, h = bh % H, b = bh / H;
+        const int64_t u = kt * DT_GPT_ATTN_TILE + threadIdx.x;
+        const bool row = threadIdx.x < DT_GPT_ATTN_TILE && u < T;
+        float *dk = dqkv + (b * T + (row ? u : 0)) * 3 * D + D + h * hd, *dv = dk + D;
+        const float *dsb = ds + bh * T * T, *pb = att + bh * T * T;
+        if (row)
+            for (int64_t j = 0; j < hd; j++) dk[j] = dv[j] = 0.0f;
+        for (int64_t t0 = kt * DT_GPT_ATTN_TILE; t0 < T; t0 += DT_GPT_ATTN_TILE) {
+            const int64_t rows = T - t0 < DT_GPT_ATTN_TILE ? T - t0 : DT_GPT_ATTN_TILE;
+            for (int64_t e = threadIdx.x; e < rows * hd; e += blockDim.x) {
+                const int64_t r = e / hd, j = e - r * hd;
+                qs[e] = qkv[(b * T + t0 + r) * 3 * D + h * hd + j];
+                os[e] = dout[(b * T + t0 + r) * D + h * hd + j];
+            }
+            __syncthreads();
+            if (row)
+                for (int64_t r = 0; r < rows; r++) {
+                    const int64_t t = t0 + r;
+                    if (t < u) continue;
+                    dt_attn_grad_term(dk, dsb[t * T + u], qs + r * hd, hd);
+                    dt_attn_grad_term(dv, pb[t * T + u], os + r * hd, hd);
+                }
+            __syncthreads();
+        }
+    }
+}
+
+static __global__ void attention_dq_tiled_kernel(float *dqkv, const float *ds, const float *qkv,
+                                                 int64_t B, int64_t T, int64_t H, int64_t D)
+{
+    extern __shared__ float tile_smem[];
+    const int64_t hd = D / H, nt = (T + DT_GPT_ATTN_TILE - 1) / DT_GPT_ATTN_TILE;
+    float *ks = tile_smem;
+    for (int64_t item = blockIdx.x; item < B * H * nt; item += gridDim.x) {
+        const int64_t qt = item % nt, bh = item / nt, h = bh % H, b = bh / H;
+        const int64_t u = qt * DT_GPT_ATTN_TILE + threadIdx.x;
+        const bool row = threadIdx.x < DT_GPT_ATTN_TILE && u < T;
+        float *dq = dqkv + (b * T + (row ? u : 0)) * 3 * D + h * hd;
+        const float *dsr = ds + (bh * T + (row ? u : 0)) * T;
+        if (row)
+            for (int64_t j = 0; j < hd; j++) dq[j] = 0.0f;
+        for (int64_t s0 = 0; s0 <= qt * DT_GPT_ATTN_TILE; s0 += DT_GPT_ATTN_TILE) {
+            const int64_t rows = T - s0 < DT_GPT_ATTN_TILE ? T - s0 : DT_GPT_ATTN_TILE;
+            for (int64_t e = threadIdx.x; e < rows * hd; e += blockDim.x) {
+                const int64_t r = e / hd, j = e - r * hd;
+                ks[e] = qkv[(b * T + s0 + r) * 3 * D + D + h * hd + j];
+            }
+            __syncthreads();
+            if (row)
+                for (int64_t r = 0; r < rows && s0 + r <= u; r++)
+                    dt_attn_grad_term(dq, dsr[s0 + r], ks + r * hd, hd);
+            __syncthreads();
+        }
+    }
+}
+
 extern "C" int dt_cuda_attention_backward_launch(float *dqkv, float *ds, const float *dout,
                                                  const float *att, const float *qkv, int64_t B,
                                                  int64_t T, int64_t H, int64_t D, bool exact,
@@ -415,6 +485,16 @@ extern "C" int dt_cuda_attention_backward_launch(float *dqkv, float *ds, const f
     const dt_cuda_stream s = L->stream;
     attention_dscores_kernel<<<dt_cuda_grid(L, B * H * T), THREADS, 0, s>>>(
         ds, att, dout, qkv, B, T, H, D, dt_gpt_attn_scale(D / H), exact);
+    const int64_t hd = D / H, nt = (T + DT_GPT_ATTN_TILE - 1) / DT_GPT_ATTN_TILE;
+    const size_t smem = 2 * (size_t)DT_GPT_ATTN_TILE * (size_t)hd * sizeof(float);
+    if (!exact && smem <= DT_CUDA_ATTN_SMEM_MAX) {
+        const int64_t blocks = B * H * nt < 65535 * 16 ? B * H * nt : 65535 * 16;
+        attention_dkdv_tiled_kernel<<<(unsigned)blocks, DT_GPT_ATTN_TILE, smem, s>>>(
+            dqkv, ds, att, dout, qkv, B, T, H, D);
+        attention_dq_tiled_kernel<<<(unsigned)blocks, DT_GPT_ATTN_TILE, smem / 2, s>>>(
+            dqkv, ds, qkv, B, T, H, D);
+        LAUNCHED;
+    }
     attention_grad_kernel<<<dt_cuda_grid(L, B * T * 3 * D), THREADS, 0, s>>>(
         dqkv, ds, att, dout, qkv, B, T, H, D, exact);
     LAUNCHED;

@@ -43,7 +43,9 @@ int dt_cuda_layernorm_backward_launch(float *dx, float *gx, const float *dy, con
  * tiles in shared memory (2 DT_GPT_ATTN_TILE hd floats, at most DT_CUDA_ATTN_SMEM_MAX
  * bytes; wider heads take the per-row kernel), each thread one row's dt_attn_tile calls;
  * else one thread per (b, h, t) row: dt_attn_row. Backward: dt_attn_row_dscores per row,
- * then dt_attn_grad_elem per element of dqkv. */
+ * then (unless `exact`, within the same shared memory) dK and dV per key tile and dQ per
+ * query tile, a thread per row adding dt_attn_grad_elem's terms in its order
+ * (dt_attn_grad_term); else dt_attn_grad_elem per element of dqkv. */
 #define DT_CUDA_ATTN_SMEM_MAX 49152
 int dt_cuda_attention_forward_launch(float *out, float *att, const float *qkv, int64_t B, int64_t T,
                                      int64_t H, int64_t D, bool portable, bool exact,
