@@ -7,8 +7,8 @@
 #       (configs/quickstart.yaml), LeNet (configs/lenet.yaml) and the Bayesian MLP
 #       (configs/bnn.yaml); --models picks from mlp,lenet,bnn,gpt,gpt-gpu (gpt: configs/gpt.yaml
 #       on tests/data/gpt_corpus.txt, a committed corpus every machine has; gpt-gpu:
-#       configs/gpt-gpu.yaml on it, batch 8, 4 steps). One replica each,
-#       --steps steps (default 100, gpt-gpu 4), hashed every step with per-tensor digests, no weight
+#       configs/gpt-gpu.yaml on it, batch 4, 3 steps). One replica each,
+#       --steps steps (default 100, gpt-gpu 3), hashed every step with per-tensor digests, no weight
 #       snapshots, plots, predictions.csv or overhead measurement, into OUTROOT/<model>
 #       (each replaced);
 #       OUTROOT/commands.txt records the date, host, detrain version and every command with
@@ -35,8 +35,8 @@ models=(mlp lenet bnn)
 declare -A config_of=([mlp]=configs/quickstart.yaml [lenet]=configs/lenet.yaml
                       [bnn]=configs/bnn.yaml [gpt]=configs/gpt.yaml [gpt-gpu]=configs/gpt-gpu.yaml)
 # steps a model's runs take unless --steps says (the GPT at GPU scale: about a TFLOP a step
-# at its batch; here a few steps at batch 8, as short as a CPU reference can be)
-declare -A steps_of=([gpt-gpu]=4)
+# at its batch; here a few steps at batch 4, as short as a CPU reference can be)
+declare -A steps_of=([gpt-gpu]=3)
 # overrides a model needs wherever it runs, space-separated KEY=VALUE: the GPT a corpus in
 # the repo, not fortunes; Fashion-MNIST's models the part of it a GPU call carries
 # (scripts/fmnist_cut.sh: the first 10,000 training and 2,000 test examples)
@@ -44,7 +44,7 @@ declare -A steps_of=([gpt-gpu]=4)
 fmnist_limits="dataset.train_limit=$fmnist_cut_train dataset.test_limit=$fmnist_cut_test"
 declare -A sets_of=([gpt]=dataset.path=tests/data/gpt_corpus.txt [mlp]=$fmnist_limits
                     [lenet]=$fmnist_limits [bnn]=$fmnist_limits
-                    [gpt-gpu]="dataset.path=tests/data/gpt_corpus.txt train.batch=8 dataset.test_limit=32")
+                    [gpt-gpu]="dataset.path=tests/data/gpt_corpus.txt train.batch=4 dataset.test_limit=8")
 
 usage() {
   echo "usage:" >&2

@@ -370,7 +370,7 @@ part_crossdev() {
   # the GPT's reference for the first light's gpt stage (its own root: a GPT failure there
   # cannot touch the other models' table)
   bash scripts/cross_device.sh run cpu results/cpu/crossdev-gpt-t2 --threads 2 --models gpt
-  # the GPT at GPU scale's, for the gptgpu stage (4 steps at batch 8: cross_device.sh)
+  # the GPT at GPU scale's, for the gptgpu stage (3 steps at batch 4: cross_device.sh)
   bash scripts/cross_device.sh run cpu results/cpu/crossdev-gpt-gpu-t2 --threads 2 --models gpt-gpu
 }
 
