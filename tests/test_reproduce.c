@@ -41,8 +41,10 @@ DT_TEST(committed_references)
                            tmpdir, tmpdir, narrow ? NARROW : "", tmpdir, EXE, REF_CPU, REF_GPU);
         fprintf(stderr, "%s path:\n%s\n", narrow ? "narrow" : "widest", out);
         CHECK_INT_EQ(rc, 0);
+        /* (the date the reference was recorded follows, in brackets: it moves when the
+         * reference is remade) */
         CHECK_CONTAINS(out, "portable/replica-0     identical at all 101 hashed steps to "
-                            "cpu: AMD EPYC, 2 threads (2026-11-26T22:50:10Z)");
+                            "cpu: AMD EPYC, 2 threads (20");
         CHECK_CONTAINS(out, "identical at all 101 hashed steps to cuda: NVIDIA H100 80GB HBM3");
         CHECK_CONTAINS(out, "| result | cell | recorded on | verdict |");
         if (narrow) CHECK_CONTAINS(out, "avx2 kernels");
@@ -72,8 +74,8 @@ DT_TEST(changed_digest_found)
     rc = dt_run_capture(out, sizeof out, "'%s' reproduce '%s' --out '%s' --quiet", EXE, dir, keep);
     fprintf(stderr, "%s\n", out);
     CHECK_INT_EQ(rc, 1);
-    CHECK_CONTAINS(out, "portable/replica-0     parts from cpu: AMD EPYC, 2 threads "
-                        "(2026-11-26T22:50:10Z) at step 17");
+    CHECK_CONTAINS(out, "portable/replica-0     parts from cpu: AMD EPYC, 2 threads (20");
+    CHECK_CONTAINS(out, "Z) at step 17");
     CHECK_CONTAINS(out, "a portable cell must not part");
     rc = dt_run_capture(out, sizeof out, "'%s' compare '%s/portable/replica-0' '%s'", EXE, keep,
                         REF_CPU "/portable/replica-0");

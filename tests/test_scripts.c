@@ -1185,7 +1185,7 @@ DT_TEST(bench_torch_cpu)
                                 "%s '%s/scripts/bench_torch.py' --device cpu --modes sdpa", py,
                                 SRC),
                  2);
-    CHECK_CONTAINS(out, "--modes sdpa: attention's mode, for --model gpt only");
+    CHECK_CONTAINS(out, "--modes sdpa: for --model gpt only");
     if (dt_run_capture(out, sizeof out,
                        "%s -c 'import torch, sys; sys.exit(torch.cuda.is_available())'", py) == 0) {
         CHECK_INT_EQ(dt_run_capture(out, sizeof out,
