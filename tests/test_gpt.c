@@ -757,6 +757,7 @@ DT_TEST(layernorm_warp)
         free(gamma);
         free(beta);
     }
+    dt_backend_destroy(be);
 }
 
 /* ---- 2b. attention's key tiles ------------------------------------------------------------ */
@@ -961,6 +962,7 @@ DT_TEST(attention_tiles)
     static double dref[T * 3 * AD];
     attn_grad_ref(dref, qkv, dout, T, AD, AH);
     check_close("tiled attention dqkv", dqkv, dref, T * 3 * AD, 1e-4, 1e-3);
+    dt_backend_destroy(be);
 }
 
 DT_TEST(gradients_match_double_reference)

@@ -807,9 +807,11 @@ DT_TEST(crossdev_references_current)
                     "- mlp: identical\n- lenet: identical\n- bnn: identical\n", 101);
     /* the GPT's (the gpt stage's reference) */
     check_reference(dir, "results/cpu/crossdev-gpt-t2", "gpt", "gpt", "- gpt: identical\n", 101);
-    /* the GPT at GPU scale's (the gptgpu stage's reference: 3 steps at batch 4) */
-    check_reference(dir, "results/cpu/crossdev-gpt-gpu-t2", "gptgpu", "gpt-gpu",
-                    "- gpt-gpu: identical\n", 4);
+    /* the GPT at GPU scale's (the gptgpu stage's reference: 3 steps at batch 4; 30 s here,
+     * many minutes under the sanitizers, where the other two already check the same code) */
+    if (!DT_SANITIZED)
+        check_reference(dir, "results/cpu/crossdev-gpt-gpu-t2", "gptgpu", "gpt-gpu",
+                        "- gpt-gpu: identical\n", 4);
 }
 
 /* ---- scripts/fmnist_cut.sh ----------------------------------------------------------------- */
