@@ -29,7 +29,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 parts=(cost-model exact-one-pass exact-product runs controls dist overhead_matrix bnn-rng noise_sources gpt crossdev reproduce)
 declare -A writes=(
   [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
-  [cost-model]="results/cpu/cost-model/: first-light-check.txt (the cost model of the code the H100's first light ran, beside its per-op times), current.txt and current.csv (today's code: MLP, LeNet, the BNN, the GPT with the tree digest)"
+  [cost-model]="results/cpu/cost-model/: first-light-check.txt (the cost model of the code the H100's first light ran, beside its per-op times), current.txt and current.csv (today's code: MLP, LeNet, the BNN, the GPT with the tree digest), gpt-gpu.txt (the GPT at GPU scale: the levels, portable with exact products, run_to_run with fast math; minutes)"
   [exact-product]="results/cpu/exact-product/: errors.txt (the exact product's error against float32 on random and real tensors: tests/test_xp), throughput.txt (this CPU's fp32 and integer instruction throughput), bench.txt (portable and math: exact per op), learning.txt (the models under both)"
   [runs]="results/cpu/runs/: quickstart/ lenet/ bnn/ (summary.csv, run.json), times.txt, threads-table.md (2 threads vs 1), explain-quickstart.txt|csv"
   [controls]="results/cpu/controls/: summary.csv cells.csv report.md config.json run.json"
@@ -151,8 +151,13 @@ part_cost_model() {
     echo >> "$o/current.txt"
   done
   { head -1 "$o/quickstart.csv"; for m in quickstart lenet bnn gpt; do tail -n +2 "$o/$m.csv"; done; } > "$o/current.csv"
+  # the GPT at GPU scale (issue 53; one CPU step per policy at batch 64: minutes): the
+  # levels, portable with exact products, run_to_run with fast math
+  "$DETRAIN" cost configs/gpt-gpu.yaml --set dataset.path=tests/data/gpt_corpus.txt \
+    --set 'policies=[fast, run_to_run, portable, {base: portable, math: exact}, {base: run_to_run, math: fast}]' \
+    > "$o/gpt-gpu.txt"
   mkdir -p results/cpu/cost-model
-  mv "$o/first-light-check.txt" "$o/current.txt" "$o/current.csv" results/cpu/cost-model/
+  mv "$o/first-light-check.txt" "$o/current.txt" "$o/current.csv" "$o/gpt-gpu.txt" results/cpu/cost-model/
 }
 
 # results/cpu/exact-one-pass/README.md: detrain bench of the MLP (batch 256, 64) and LeNet;
