@@ -236,17 +236,18 @@ static inline DT_HD float dt_attn_score(const float *q, const float *k, int64_t 
 
 /* One key tile of one query row's online softmax: the n keys k_i = k + i kstride and values
  * v_i = v + i vstride, n <= DT_GPT_ATTN_TILE. State: the running maximum *m (-inf before the
- * first tile), normaliser *l (0) and unnormalised output acc[0..hd) (zeros); sc, n floats of
- * scratch. Scores in key order; m' = max(m, the tile's); every earlier term rescaled by
- * exp(m - m') once (0 before the first tile); l' = l exp(m - m') + sum_i e_i, acc'[j] =
- * acc[j] exp(m - m') + sum_i e_i v_i[j], e_i = exp(s_i - m'), each sum in key order.
- * The CPU op and both CUDA kernels (per row, and the shared-memory tiles) run exactly this. */
+ * first tile), normaliser *l (0) and unnormalised output acc[0..hd) (zeros); sc receives the
+ * tile's n scaled scores, kept for dt_attn_row_finish. Scores in key order; m' = max(m, the
+ * tile's); every earlier term rescaled by exp(m - m') once (0 before the first tile);
+ * l' = l exp(m - m') + sum_i e_i, acc'[j] = acc[j] exp(m - m') + sum_i e_i v_i[j],
+ * e_i = exp(s_i - m'), each sum in key order. The CPU op and both CUDA kernels (per row, and
+ * the shared-memory tiles) run exactly this. */
 static inline DT_HD void dt_attn_tile(float *acc, float *m, float *l, float *sc, const float *q,
                                       const float *k, int64_t kstride, const float *v,
                                       int64_t vstride, int64_t n, int64_t hd, float scale,
                                       bool portable)
 {
-    float mt = -INFINITY;
+    float mt = -INFINITY, e[DT_GPT_ATTN_TILE];
     for (int64_t i = 0; i < n; i++) {
         sc[i] = dt_attn_score(q, k + i * kstride, hd, scale);
         if (sc[i] > mt) mt = sc[i];
@@ -255,28 +256,26 @@ static inline DT_HD void dt_attn_tile(float *acc, float *m, float *l, float *sc,
     const float corr = m_old == -INFINITY ? 0.0f : dt_gpt_exp(m_old - m_new, portable);
     float lt = 0.0f;
     for (int64_t i = 0; i < n; i++) {
-        sc[i] = dt_gpt_exp(sc[i] - m_new, portable);
-        lt += sc[i];
+        e[i] = dt_gpt_exp(sc[i] - m_new, portable);
+        lt += e[i];
     }
     *l = dt_rn_mul(*l, corr) + lt;
     for (int64_t j = 0; j < hd; j++) {
         float a = 0.0f;
-        for (int64_t i = 0; i < n; i++) a += dt_rn_mul(sc[i], v[i * vstride + j]);
+        for (int64_t i = 0; i < n; i++) a += dt_rn_mul(e[i], v[i * vstride + j]);
         acc[j] = dt_rn_mul(acc[j], corr) + a;
     }
     *m = m_new;
 }
 
 /* The end of a query row t: out[j] = acc[j] / l (in place: acc is out), and the softmax
- * weights p[s] = exp(score_s - m) / l for s <= t (scores recomputed, key k_s = k +
- * s kstride), zeros for t < s < T -- what the backward reads. */
-static inline DT_HD void dt_attn_row_finish(float *out, float *p, float m, float l, const float *q,
-                                            const float *k, int64_t kstride, int64_t t, int64_t T,
-                                            int64_t hd, float scale, bool portable)
+ * weights p[s] = exp(score_s - m) / l for s <= t from the scores the tiles left in p (no
+ * product again), zeros for t < s < T -- what the backward reads. */
+static inline DT_HD void dt_attn_row_finish(float *out, float *p, float m, float l, int64_t t,
+                                            int64_t T, int64_t hd, bool portable)
 {
     for (int64_t j = 0; j < hd; j++) out[j] = dt_rn_div(out[j], l);
-    for (int64_t s = 0; s <= t; s++)
-        p[s] = dt_rn_div(dt_gpt_exp(dt_attn_score(q, k + s * kstride, hd, scale) - m, portable), l);
+    for (int64_t s = 0; s <= t; s++) p[s] = dt_rn_div(dt_gpt_exp(p[s] - m, portable), l);
     for (int64_t s = t + 1; s < T; s++) p[s] = 0.0f;
 }
 
@@ -300,7 +299,7 @@ static inline DT_HD void dt_attn_row(float *out, float *p, const float *qkv, int
             dt_attn_tile(out, &m, &l, p + s0, q, k0 + s0 * 3 * D, 3 * D, v + s0 * 3 * D, 3 * D, n,
                          hd, scale, portable);
         }
-        dt_attn_row_finish(out, p, m, l, q, k0, 3 * D, t, T, hd, scale, portable);
+        dt_attn_row_finish(out, p, m, l, t, T, hd, portable);
         return;
     }
     for (int64_t s = 0; s <= t; s++)

@@ -806,8 +806,7 @@ static void emulate_tiled_forward(float *y, float *att, const float *qkv, int64_
             const int64_t t = qt * TL + x;
             if (t < T)
                 dt_attn_row_finish(y + (b * T + t) * D + h * hd, att + (bh * T + t) * T, m[x], l[x],
-                                   qkv + (b * T + t) * 3 * D + h * hd, k0, 3 * D, t, T, hd, scale,
-                                   portable);
+                                   t, T, hd, portable);
         }
     }
     free(ks);
@@ -931,11 +930,23 @@ DT_TEST(attention_tiles)
             float *row = dt_xmalloc((size_t)hd * sizeof *row),
                   *sc = dt_xmalloc((size_t)T * sizeof *sc);
             for (int64_t t = DT_GPT_ATTN_TILE; t < T; t++) {
+                /* dt_attn_tile's arithmetic over all t + 1 keys at once (it takes at most a
+                 * tile): one maximum, no rescaling */
+                const float *q = qkv + t * 3 * D, *k0 = qkv + D, *v0 = qkv + 2 * D;
                 float m = -INFINITY, l = 0.0f;
-                for (int64_t j = 0; j < hd; j++) row[j] = 0.0f;
-                const float *q = qkv + t * 3 * D, *k0 = qkv + D;
-                dt_attn_tile(row, &m, &l, sc, q, k0, 3 * D, k0 + D, 3 * D, t + 1, hd, scale, true);
-                for (int64_t j = 0; j < hd; j++) row[j] = dt_rn_div(row[j], l);
+                for (int64_t s_ = 0; s_ <= t; s_++) {
+                    sc[s_] = dt_attn_score(q, k0 + s_ * 3 * D, hd, scale);
+                    if (sc[s_] > m) m = sc[s_];
+                }
+                for (int64_t s_ = 0; s_ <= t; s_++) {
+                    sc[s_] = dt_gpt_exp(sc[s_] - m, true);
+                    l += sc[s_];
+                }
+                for (int64_t j = 0; j < hd; j++) {
+                    float a = 0.0f;
+                    for (int64_t s_ = 0; s_ <= t; s_++) a += dt_rn_mul(sc[s_], v0[s_ * 3 * D + j]);
+                    row[j] = dt_rn_div(a, l);
+                }
                 differ += memcmp(row, eo + t * D, (size_t)hd * sizeof *row) != 0;
             }
             fprintf(stderr, "T %lld: %d of %lld rows beyond the first tile differ as one tile\n",

@@ -873,13 +873,12 @@ void dt_cost_layernorm_backward(struct dt_op_cost *c, const struct dt_cost_ctx *
 static double causal_pairs(int64_t T) { return (double)T * (double)(T + 1) / 2.0; }
 
 /* dt_cuda_attention_forward: math portable -> one kernel, a block per query tile with the
- * key tiles in shared memory, a thread per row running dt_attn_tile (each score computed
- * twice: in its tile, and again for the stored weight) then P V's sums; math exact -> one
- * kernel, a thread per (b, h, t) row (dt_attn_row's two-pass softmax, exact products);
- * fast, strict -> min(B, H) cuBLAS strided batches for the scores (over one example's heads,
- * or over the examples for one head), the causal softmax kernel, as many for P V
- * (nets/gpt_attn_gemm.h; full T x T
- * products, the causal zeros included). */
+ * key tiles in shared memory, a thread per row running dt_attn_tile (each score once, its
+ * exponential twice: in its tile, and again for the stored weight) then P V's sums; math exact ->
+ * one kernel, a thread per (b, h, t) row (dt_attn_row's two-pass softmax, exact products); fast,
+ * strict -> min(B, H) cuBLAS strided batches for the scores (over one example's heads, or over the
+ * examples for one head), the causal softmax kernel, as many for P V (nets/gpt_attn_gemm.h; full T
+ * x T products, the causal zeros included). */
 void dt_cost_attention_forward(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *out,
                                float *att, const float *qkv, int64_t B, int64_t T, int64_t H,
                                int64_t D, const struct dt_policy *pol)
@@ -891,7 +890,7 @@ void dt_cost_attention_forward(struct dt_op_cost *c, const struct dt_cost_ctx *c
         const double mac = exact ? OPS_XP_MAC : MAC;
         kernel(c, 4.0 * (3.0 * tok + scores + tok),
                exact ? heads * pairs * (2.0 * hd * mac + 1.0 + FLOP_SOFTMAX)
-                     : heads * pairs * (3.0 * hd * mac + 2.0 + 2.0 * FLOP_SOFTMAX));
+                     : heads * pairs * (2.0 * hd * mac + 2.0 + 2.0 * FLOP_SOFTMAX));
         return;
     }
     const struct dt_attn_shape s = dt_attn_shape_of(B, T, H, D);

@@ -215,7 +215,7 @@ static __global__ void attention_forward_tiled_kernel(float *out, float *att, co
             }
             __syncthreads();
         }
-        if (row) dt_attn_row_finish(o, p, m, l, q, k0, 3 * D, t, T, hd, scale, portable);
+        if (row) dt_attn_row_finish(o, p, m, l, t, T, hd, portable);
     }
 }
 
@@ -389,16 +389,28 @@ extern "C" int dt_cuda_layernorm_backward_launch(float *dx, float *gx, const flo
     LAUNCHED;
 }
 
+/* The tiled attention kernels' launch: shared memory for two tiles of DT_GPT_ATTN_TILE rows
+ * of hd floats, and a block per (b, h, tile), at most 65535 * 16 (they walk the rest). */
+static size_t tile_smem_bytes(int64_t hd)
+{
+    return 2 * (size_t)DT_GPT_ATTN_TILE * (size_t)hd * sizeof(float);
+}
+
+static unsigned tile_blocks(int64_t B, int64_t T, int64_t H)
+{
+    const int64_t items = B * H * ((T + DT_GPT_ATTN_TILE - 1) / DT_GPT_ATTN_TILE);
+    return (unsigned)(items < 65535 * 16 ? items : 65535 * 16);
+}
+
 extern "C" int dt_cuda_attention_forward_launch(float *out, float *att, const float *qkv, int64_t B,
                                                 int64_t T, int64_t H, int64_t D, bool portable,
                                                 bool exact, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    const int64_t hd = D / H, nq = (T + DT_GPT_ATTN_TILE - 1) / DT_GPT_ATTN_TILE;
-    const size_t smem = 2 * (size_t)DT_GPT_ATTN_TILE * (size_t)hd * sizeof(float);
+    const int64_t hd = D / H;
+    const size_t smem = tile_smem_bytes(hd);
     if (!exact && smem <= DT_CUDA_ATTN_SMEM_MAX) {
-        const int64_t blocks = B * H * nq < 65535 * 16 ? B * H * nq : 65535 * 16;
-        attention_forward_tiled_kernel<<<(unsigned)blocks, DT_GPT_ATTN_TILE, smem, s>>>(
+        attention_forward_tiled_kernel<<<tile_blocks(B, T, H), DT_GPT_ATTN_TILE, smem, s>>>(
             out, att, qkv, B, T, H, D, dt_gpt_attn_scale(hd), portable);
         LAUNCHED;
     }
@@ -485,14 +497,13 @@ extern "C" int dt_cuda_attention_backward_launch(float *dqkv, float *ds, const f
     const dt_cuda_stream s = L->stream;
     attention_dscores_kernel<<<dt_cuda_grid(L, B * H * T), THREADS, 0, s>>>(
         ds, att, dout, qkv, B, T, H, D, dt_gpt_attn_scale(D / H), exact);
-    const int64_t hd = D / H, nt = (T + DT_GPT_ATTN_TILE - 1) / DT_GPT_ATTN_TILE;
-    const size_t smem = 2 * (size_t)DT_GPT_ATTN_TILE * (size_t)hd * sizeof(float);
+    const size_t smem = tile_smem_bytes(D / H);
     if (!exact && smem <= DT_CUDA_ATTN_SMEM_MAX) {
-        const int64_t blocks = B * H * nt < 65535 * 16 ? B * H * nt : 65535 * 16;
-        attention_dkdv_tiled_kernel<<<(unsigned)blocks, DT_GPT_ATTN_TILE, smem, s>>>(
-            dqkv, ds, att, dout, qkv, B, T, H, D);
-        attention_dq_tiled_kernel<<<(unsigned)blocks, DT_GPT_ATTN_TILE, smem / 2, s>>>(
-            dqkv, ds, qkv, B, T, H, D);
+        const unsigned blocks = tile_blocks(B, T, H);
+        attention_dkdv_tiled_kernel<<<blocks, DT_GPT_ATTN_TILE, smem, s>>>(dqkv, ds, att, dout, qkv,
+                                                                           B, T, H, D);
+        attention_dq_tiled_kernel<<<blocks, DT_GPT_ATTN_TILE, smem / 2, s>>>(dqkv, ds, qkv, B, T, H,
+                                                                             D);
         LAUNCHED;
     }
     attention_grad_kernel<<<dt_cuda_grid(L, B * T * 3 * D), THREADS, 0, s>>>(
