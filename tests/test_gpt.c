@@ -6,7 +6,9 @@
  *   attention_library_path         the CUDA backend's cuBLAS calls for attention
  *                                  (nets/gpt_attn_gemm.h) through a host BLAS, with the
  *                                  per-row softmax and dS: the CPU op within rounding; a
- *                                  wrongly transposed operand is far off;
+ *                                  wrongly transposed operand is far off; the CPU op at
+ *                                  math: fast (the same calls through OpenBLAS) within
+ *                                  rounding of the portable op, T 7 and 70;
  *   layernorm_warp                 LayerNorm's sums in a warp's lane order: the CUDA
  *                                  kernels' butterfly emulated, the CPU op's bits (D 1 to
  *                                  384); index order gives other means (negative control);
@@ -93,6 +95,17 @@ static bool same_bits(const float *a, const float *b, int64_t n, const char *wha
     return true;
 }
 
+/* |a - b| <= rel max |b| everywhere (a library's products: rounded in another order). */
+static bool close_to(const float *a, const float *b, int64_t n, double rel, const char *what)
+{
+    double mx = 0, worst = 0;
+    for (int64_t i = 0; i < n; i++) mx = fmax(mx, fabs(b[i]));
+    for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)a[i] - b[i]));
+    if (worst <= rel * mx) return true;
+    fprintf(stderr, "%s: off by %g of %g\n", what, worst, mx);
+    return false;
+}
+
 static float *host_copy(struct dt_backend *be, const float *p, int64_t n)
 {
     float *h = dt_xmalloc((size_t)n * sizeof *h);
@@ -144,8 +157,13 @@ static void check_ops_shared(int threads, enum dt_level lv, bool exact_math)
             for (int64_t t = 0; t < T_; t++)
                 dt_attn_row(eao + (b * T_ + t) * D_ + h * HD_, eatt + ((b * H_ + h) * T_ + t) * T_,
                             qkv, b, t, h, T_, D_, HD_, scale, portable, exact);
-    CHECK(same_bits(ao, eao, ROWS_ * D_, "attention out"));
-    CHECK(same_bits(att, eatt, B_ * H_ * T_ * T_, "attention weights"));
+    /* math: fast is the library path (OpenBLAS's products, nets/cpu/gpt.c): the shared
+     * functions' values, not their bits */
+    const bool lib = dt_math_fast(&pol);
+    CHECK(lib ? close_to(ao, eao, ROWS_ * D_, 1e-5, "attention out (library path)")
+              : same_bits(ao, eao, ROWS_ * D_, "attention out"));
+    CHECK(lib ? close_to(att, eatt, B_ * H_ * T_ * T_, 1e-5, "attention weights (library path)")
+              : same_bits(att, eatt, B_ * H_ * T_ * T_, "attention weights"));
     CHECK_INT_EQ(dt_attention_backward(be, dqkv, ds, dy, att, qkv, B_, T_, H_, D_, &pol), DT_OK);
     for (int64_t b = 0; b < B_; b++)
         for (int64_t h = 0; h < H_; h++)
@@ -159,8 +177,10 @@ static void check_ops_shared(int threads, enum dt_level lv, bool exact_math)
                 for (int64_t e = 0; e < D_; e++)
                     edqkv[(b * T_ + u) * 3 * D_ + w * D_ + e] = dt_attn_grad_elem(
                         eds, eatt, dy, qkv, b, u, e / HD_, e % HD_, w, T_, D_, HD_, exact);
-    CHECK(same_bits(ds, eds, B_ * H_ * T_ * T_, "score gradients"));
-    CHECK(same_bits(dqkv, edqkv, ROWS_ * 3 * D_, "qkv gradient"));
+    CHECK(lib ? close_to(ds, eds, B_ * H_ * T_ * T_, 1e-5, "score gradients (library path)")
+              : same_bits(ds, eds, B_ * H_ * T_ * T_, "score gradients"));
+    CHECK(lib ? close_to(dqkv, edqkv, ROWS_ * 3 * D_, 1e-5, "qkv gradient (library path)")
+              : same_bits(dqkv, edqkv, ROWS_ * 3 * D_, "qkv gradient"));
     /* GELU, add, embedding forward */
     float g[ROWS_ * D_], eg[ROWS_ * D_], gd[ROWS_ * D_], egd[ROWS_ * D_];
     CHECK_INT_EQ(dt_gelu_forward(be, g, x, ROWS_ * D_, &pol), DT_OK);
@@ -300,6 +320,32 @@ static void check_attention_library_path(void)
     double off = 0;
     for (int64_t i = 0; i < AR * 3 * AD; i++) off = fmax(off, fabs((double)gdqkv[i] - dqkv[i]));
     CHECK(off > 1e-3);
+    /* the CPU op at math: fast makes these calls through OpenBLAS (nets/cpu/gpt.c), on this
+     * shape and a ragged longer one: the portable op's values within rounding */
+    const struct dt_policy fast = level(DT_LEVEL_FAST);
+    CHECK_INT_EQ(dt_attention_forward(be, gout, gatt, qkv, AB, AT, AH, AD, &fast), DT_OK);
+    CHECK_INT_EQ(dt_attention_backward(be, gdqkv, gds, dout, gatt, qkv, AB, AT, AH, AD, &fast),
+                 DT_OK);
+    CHECK(close_to(gout, aout, AR * AD, 1e-5, "library path on the CPU: out"));
+    CHECK(close_to(gatt, att, AB * AH * AT * AT, 1e-5, "library path on the CPU: weights"));
+    CHECK(close_to(gds, ds, AB * AH * AT * AT, 1e-5, "library path on the CPU: dS"));
+    CHECK(close_to(gdqkv, dqkv, AR * 3 * AD, 1e-5, "library path on the CPU: dqkv"));
+    {
+        enum { LB = 1, LT = 70, LH = 2, LD = 32, LR = LB * LT, LA = LB * LH * LT * LT };
+        static float lq[LR * 3 * LD], ld[LR * LD], lo[2][LR * LD], la[2][LA], lds[2][LA],
+            lg[2][LR * 3 * LD];
+        fill(lq, LR * 3 * LD, 2.0);
+        fill(ld, LR * LD, 1.0);
+        for (int f = 0; f < 2; f++) {
+            const struct dt_policy p = f ? fast : pol;
+            CHECK_INT_EQ(dt_attention_forward(be, lo[f], la[f], lq, LB, LT, LH, LD, &p), DT_OK);
+            CHECK_INT_EQ(
+                dt_attention_backward(be, lg[f], lds[f], ld, la[f], lq, LB, LT, LH, LD, &p), DT_OK);
+        }
+        CHECK(close_to(lo[1], lo[0], LR * LD, 1e-5, "library path, T 70: out"));
+        CHECK(close_to(la[1], la[0], LA, 1e-5, "library path, T 70: weights"));
+        CHECK(close_to(lg[1], lg[0], LR * 3 * LD, 1e-5, "library path, T 70: dqkv"));
+    }
     dt_backend_destroy(be);
 }
 
@@ -875,10 +921,10 @@ static void emulate_tiled_backward(float *dqkv, const float *ds, const float *at
  * ragged shapes -- context not a multiple of the tile (70: tiles of 32, 32, 6), exactly one
  * tile, one row, one head: the CPU op equals the double-precision reference within its bound
  * and the GPU's shared-memory schedule emulated on the host bit for bit (output and weights),
- * at fast and portable math; the backward through the tiled forward against central
- * differences of the double forward across tile boundaries. Negative control: the same rows
- * as one tile (the rescaling never happens) give other bits -- the tile size is part of the
- * definition, not a detail of a kernel. */
+ * at strict and portable math (fast is the library path: attention_library_path); the backward
+ * through the tiled forward against central differences of the double forward across tile
+ * boundaries. Negative control: the same rows as one tile (the rescaling never happens) give other
+ * bits -- the tile size is part of the definition, not a detail of a kernel. */
 DT_TEST(attention_tiles)
 {
     struct dt_backend *be = cpu(2);
@@ -893,8 +939,8 @@ DT_TEST(attention_tiles)
         float *att = dt_xmalloc((size_t)n_att * sizeof *att),
               *eatt = dt_xmalloc((size_t)n_att * sizeof *eatt);
         fill(qkv, n_qkv, 2.5);
-        for (int lv = 0; lv < 2; lv++) {
-            const struct dt_policy pol = level(lv ? DT_LEVEL_PORTABLE : DT_LEVEL_FAST);
+        for (int lv = 0; lv < 2; lv++) { /* libm's exp and the own one (fast: the library) */
+            const struct dt_policy pol = level(lv ? DT_LEVEL_PORTABLE : DT_LEVEL_RUN_TO_RUN);
             CHECK_INT_EQ(dt_attention_forward(be, o, att, qkv, B, T, H, D, &pol), DT_OK);
             emulate_tiled_forward(eo, eatt, qkv, B, T, H, D, dt_math_portable(&pol));
             CHECK(same_bits(o, eo, B * T * D, "tiled schedule's output"));

@@ -454,10 +454,14 @@ static enum dt_status run_attention_forward(struct dt_backend *be, void *const *
 static const double tol_attention_forward =
     2e-3; /* cuBLAS (TF32 at fast) outside portable, as dense */
 
+/* The weights as the forward leaves them: causal, zeros beyond each row's query (a library
+ * path's dV = P^T dout reads the whole block). */
 static void make_attention_backward(struct io *io)
 {
     add_in(io, GR * GD, 1.0), add_positive(io, GB * GH * GT * GT, 0.5),
         add_in(io, GR * 3 * GD, 1.5);
+    for (int64_t i = 0; i < GB * GH * GT * GT; i++)
+        if (i % GT > (i / GT) % GT) io->in[1][i] = 0.0f;
     add_out(io, GR * 3 * GD, false), add_out(io, GB * GH * GT * GT, false);
 }
 static enum dt_status run_attention_backward(struct dt_backend *be, void *const *in,

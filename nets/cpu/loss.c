@@ -84,27 +84,68 @@ static float sum_losses(struct dt_backend *be, const float *v, int64_t n,
     return total;
 }
 
+struct xent_job {
+    float *probs, *losses;
+    int64_t *arg;
+    const float *logits;
+    const int32_t *labels;
+    int64_t C;
+    bool portable;
+};
+
+static void xent_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct xent_job *j = ctx;
+    for (int64_t b = begin; b < end; b++) /* the row's formula is the kernels' */
+        j->losses[b] = dt_softmax_xent_row(j->probs + b * j->C, &j->arg[b], j->logits + b * j->C,
+                                           j->labels[b], j->C, j->portable);
+}
+
 /* Per row: max-shifted softmax; loss = log(sum exp(z - max)) - (z_label - max); the mean
- * over the batch is the controlled sum divided by B (one rounding). */
+ * over the batch is the controlled sum divided by B (one rounding). The rows split over the
+ * workers (each row's arithmetic one worker's: the bits never depend on the split). */
 enum dt_status dt_cpu_softmax_xent_forward(struct dt_backend *be, float *probs, float *loss_host,
                                            int64_t *correct_host, const float *logits,
                                            const int32_t *labels, int64_t B, int64_t C,
                                            const struct dt_policy *pol)
 {
+    for (int64_t b = 0; b < B; b++)
+        DT_ASSERT_MSG(labels[b] >= 0 && labels[b] < C,
+                      "label out of range in softmax_xent_forward");
     float *losses = dt_xmalloc((size_t)B * sizeof(float));
+    int64_t *arg = dt_xmalloc((size_t)B * sizeof *arg);
+    struct xent_job j = {.probs = probs,
+                         .losses = losses,
+                         .arg = arg,
+                         .logits = logits,
+                         .labels = labels,
+                         .C = C,
+                         .portable = dt_math_portable(pol)};
+    dt_pool_run(dt_cpu(be)->pool, B, 1 + 8192 / C, xent_forward_part, &j);
     int64_t correct = 0;
-    const bool portable = dt_math_portable(pol);
-    for (int64_t b = 0; b < B; b++) {
-        const int32_t y = labels[b];
-        DT_ASSERT_MSG(y >= 0 && y < C, "label out of range in softmax_xent_forward");
-        int64_t arg = 0; /* the row's formula is the kernels' (nets/dense_loss_elem.h) */
-        losses[b] = dt_softmax_xent_row(probs + b * C, &arg, logits + b * C, y, C, portable);
-        correct += (arg == y);
-    }
+    for (int64_t b = 0; b < B; b++) correct += (arg[b] == labels[b]);
     *loss_host = sum_losses(be, losses, B, pol) / (float)B;
     if (correct_host) *correct_host = correct;
+    free(arg);
     free(losses);
     return DT_OK;
+}
+
+struct xent_grad_job {
+    float *dlogits;
+    const float *probs;
+    const int32_t *labels;
+    int64_t C;
+    float inv_b;
+};
+
+static void xent_backward_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct xent_grad_job *j = ctx;
+    for (int64_t b = begin; b < end; b++)
+        for (int64_t c = 0; c < j->C; c++)
+            j->dlogits[b * j->C + c] =
+                dt_softmax_xent_grad_elem(j->probs[b * j->C + c], c == j->labels[b], j->inv_b);
 }
 
 /* portable: elementwise (p - onehot) * (1 / denom). */
@@ -112,9 +153,8 @@ enum dt_status dt_cpu_softmax_xent_backward(struct dt_backend *be, float *dlogit
                                             const float *probs, const int32_t *labels, int64_t B,
                                             int64_t C, int64_t denom, const struct dt_policy *pol)
 {
-    const float inv_b = 1.0f / (float)denom;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t c = 0; c < C; c++)
-            dlogits[b * C + c] = dt_softmax_xent_grad_elem(probs[b * C + c], c == labels[b], inv_b);
+    struct xent_grad_job j = {
+        .dlogits = dlogits, .probs = probs, .labels = labels, .C = C, .inv_b = 1.0f / (float)denom};
+    dt_pool_run(dt_cpu(be)->pool, B, 1 + 16384 / C, xent_backward_part, &j);
     return DT_OK;
 }
