@@ -8,6 +8,7 @@
 #define DT_OPTIM_ELEM_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/hd.h"
@@ -30,11 +31,13 @@ struct dt_adamw_step {
     float lr, beta1, beta2, eps, weight_decay, bc1, bc2;
 };
 
-static inline DT_HD void dt_adamw_elem(float *w, float *m, float *v, float g,
-                                       const struct dt_adamw_step *s)
+/* decay: weight_decay != 0 (the caller's test, once per loop, so a CPU loop has no branch
+ * and vectorises). */
+static inline DT_HD void dt_adamw_elem_(float *w, float *m, float *v, float g,
+                                        const struct dt_adamw_step *s, bool decay)
 {
     float wi = *w;
-    if (s->weight_decay != 0.0f) wi = wi - dt_rn_mul(dt_rn_mul(s->lr, s->weight_decay), wi);
+    if (decay) wi = wi - dt_rn_mul(dt_rn_mul(s->lr, s->weight_decay), wi);
     const float mi = dt_rn_mul(s->beta1, *m) + dt_rn_mul(1.0f - s->beta1, g);
     const float vi = dt_rn_mul(s->beta2, *v) + dt_rn_mul(dt_rn_mul(1.0f - s->beta2, g), g);
     const float mhat = dt_rn_div(mi, s->bc1);
@@ -42,6 +45,12 @@ static inline DT_HD void dt_adamw_elem(float *w, float *m, float *v, float g,
     *w = wi - dt_rn_mul(s->lr, dt_rn_div(mhat, denom));
     *m = mi;
     *v = vi;
+}
+
+static inline DT_HD void dt_adamw_elem(float *w, float *m, float *v, float g,
+                                       const struct dt_adamw_step *s)
+{
+    dt_adamw_elem_(w, m, v, g, s, s->weight_decay != 0.0f);
 }
 
 /* ---- clipping by the global norm (torch.nn.utils.clip_grad_norm_'s factor) ----------- */

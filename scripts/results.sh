@@ -26,7 +26,7 @@ orig_pwd=$PWD
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # The parts, in the order they run, and what each writes (for --list).
-parts=(cost-model exact-one-pass exact-product runs controls dist overhead_matrix bnn-rng noise_sources gpt crossdev reproduce)
+parts=(cost-model exact-one-pass exact-product runs controls dist overhead_matrix bnn-rng noise_sources gpt gpt-quickstart crossdev reproduce)
 declare -A writes=(
   [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
   [cost-model]="results/cpu/cost-model/: first-light-check.txt (the cost model of the code the H100's first light ran, beside its per-op times), current.txt and current.csv (today's code: MLP, LeNet, the BNN, the GPT with the tree digest), gpt-gpu.txt (the GPT at GPU scale: the levels, portable with exact products, run_to_run with fast math; minutes)"
@@ -38,6 +38,7 @@ declare -A writes=(
   [bnn-rng]="results/cpu/bnn-rng/: bench.txt"
   [noise_sources]="results/cpu/noise_sources/: mlp/, lenet/ and gpt/ (reports, csv files, config.json, run.json, explain/, plots/)"
   [gpt]="results/cpu/gpt/: run/ (configs/gpt.yaml: report, csv files, manifests, samples), threads-table.md, explain.txt|csv, bench.txt, dropout-bench.txt, vs-torch/ (with PyTorch)"
+  [gpt-quickstart]="results/cpu/gpt-quickstart/: run/ (configs/gpt-quickstart.yaml: report, metrics, sample text, manifests), time.txt (wall time, CPU, final validation loss; about 4 minutes)"
   [reproduce]="results/cpu/reproduce/: widest.txt, narrow.txt (detrain reproduce of every committed portable reference, on this CPU's widest kernels and on the AVX2 path)"
   [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md (every committed results/<gpu>/crossdev a column), results/cpu/crossdev-gpt-t2/, results/cpu/crossdev-gpt-gpu-t2/"
 )
@@ -306,6 +307,33 @@ part_noise_sources() {
     rm -rf "results/cpu/noise_sources/$m"
     cp -r "$tmp/ns_copy/$m" "results/cpu/noise_sources/$m"
   done
+}
+
+# results/cpu/gpt-quickstart/README.md: the GPT quickstart timed whole, as a new user runs
+# it (the run, its evaluations, the sample and the report); its report, metrics, sample and
+# manifests kept, and time.txt: the wall time, the CPU and the last validation loss.
+part_gpt_quickstart() {
+  local o=$tmp/gptq t0 t1 cpu loss
+  mkdir -p "$o/keep/run"
+  t0=$(date +%s.%N)
+  "$DETRAIN" run configs/gpt-quickstart.yaml --out "$o/run" --quiet
+  t1=$(date +%s.%N)
+  cp "$o/run/report.md" "$o/run/summary.csv" "$o/run/config.json" "$o/run/run.json" "$o/keep/run/"
+  cp "$o/run/portable/replica-0/metrics.csv" "$o/run/portable/replica-0/sample.txt" \
+     "$o/run/portable/replica-0/run.json" "$o/keep/run/"
+  cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -1)
+  loss=$(tail -1 "$o/keep/run/metrics.csv" | cut -d, -f2)
+  {
+    echo "# detrain run configs/gpt-quickstart.yaml, timed whole ($("$DETRAIN" --version | head -1))"
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "wall_s %.1f\n", b - a }'
+    echo "cpu $cpu"
+    echo "threads $(sed -n 's/^  threads: *//p' configs/gpt-quickstart.yaml)"
+    echo "steps $(sed -n 's/^  steps: *//p' configs/gpt-quickstart.yaml)"
+    echo "final_loss_nats_per_byte $loss"
+  } > "$o/keep/time.txt"
+  rm -rf results/cpu/gpt-quickstart/run
+  cp -r "$o/keep/run" results/cpu/gpt-quickstart/run
+  cp "$o/keep/time.txt" results/cpu/gpt-quickstart/time.txt
 }
 
 # results/cpu/gpt/README.md: configs/gpt.yaml run whole (its report, csv files, manifests and

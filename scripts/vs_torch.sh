@@ -2,12 +2,14 @@
 # detrain (fast, portable) against PyTorch on the CPU (default, deterministic), on every
 # model: the quickstart MLP at batch 256 and 64, LeNet at 128, the Bayesian MLP's widths
 # (configs/bnn.yaml) -- detrain's Bayesian MLP against a plain PyTorch MLP of those widths,
-# so that row prices the ensemble too -- and the tiny GPT (configs/gpt.yaml, batch 16; the
-# same transformer in PyTorch: scripts/torch_gpt.py). Interleaved in rounds (each round runs every
+# so that row prices the ensemble too -- the tiny GPT (configs/gpt.yaml, batch 16; the
+# same transformer in PyTorch: scripts/torch_gpt.py) and nanoGPT's CPU shape (the GPT
+# quickstart, configs/gpt-quickstart.yaml: 4 x 128, context 64, batch 12). Interleaved in rounds (each round runs every
 # workload's four programs one after the other) so that all see the same machine state;
 # then the median of each over the rounds and detrain's against PyTorch's: one file.
 #   bash scripts/vs_torch.sh [ROUNDS [NAME...]] > vs-torch.txt  (make bench; scripts/results.sh)
-# NAME limits the workloads to those configs (quickstart, lenet, bnn, gpt), e.g. `3 gpt`.
+# NAME limits the workloads to those configs (quickstart, lenet, bnn, gpt, gpt-quickstart),
+# e.g. `3 gpt`.
 # DETRAIN: the detrain binary (default build/detrain). PYTHON: a Python with torch (default:
 # the first of python3 and /usr/bin/python3 that imports it; Debian's python3-torch is for
 # /usr/bin/python3). Exit 77 without PyTorch. Same threads on both sides: detrain's config
@@ -31,7 +33,8 @@ trap 'rm -f "$rows"' EXIT
 echo "# $("$detrain" --version 2>/dev/null | head -1); $("$py" -c 'import torch; print("torch", torch.__version__)'); $(nproc) CPUs; $rounds rounds"
 for round in $(seq 1 "$rounds"); do
   for spec in "configs/quickstart.yaml 256 300" "configs/quickstart.yaml 64 300" \
-              "configs/lenet.yaml 128 60" "configs/bnn.yaml 128 40" "configs/gpt.yaml 16 60"; do
+              "configs/lenet.yaml 128 60" "configs/bnn.yaml 128 40" "configs/gpt.yaml 16 60" \
+              "configs/gpt-quickstart.yaml 12 30"; do
     set -- $spec
     cfg=$1 batch=$2 steps=$3
     name=$(basename "$cfg" .yaml)

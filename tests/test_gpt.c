@@ -208,24 +208,28 @@ static void check_ops_shared(int threads, enum dt_level lv, bool exact_math)
                 CHECK(h0[e] == wte[v * D_ + i] + wpe[t * D_ + i]); /* what it means */
             }
         }
-    /* AdamW */
-    float w[97], m[97], v[97], gr[97], ew[97], em[97], ev[97];
-    fill(w, 97, 1.0);
-    fill(m, 97, 0.1);
-    fill(gr, 97, 1.0);
-    for (int i = 0; i < 97; i++) v[i] = 0.01f * (float)(i % 5);
-    memcpy(ew, w, sizeof w), memcpy(em, m, sizeof m), memcpy(ev, v, sizeof v);
-    const struct dt_adamw_step st = {.lr = 1e-3f,
-                                     .beta1 = 0.9f,
-                                     .beta2 = 0.999f,
-                                     .eps = 1e-8f,
-                                     .weight_decay = 0.01f,
-                                     .bc1 = 0.271f,
-                                     .bc2 = 0.003f};
-    CHECK_INT_EQ(dt_adamw_update(be, w, m, v, gr, 97, &st, &pol), DT_OK);
-    for (int i = 0; i < 97; i++) dt_adamw_elem(&ew[i], &em[i], &ev[i], gr[i], &st);
-    CHECK(same_bits(w, ew, 97, "adamw w") && same_bits(m, em, 97, "adamw m") &&
-          same_bits(v, ev, 97, "adamw v"));
+    /* AdamW (the CPU loop vectorised: each element dt_adamw_elem's bits), with and without
+     * weight decay, a -0 weight among them */
+    for (int decay = 0; decay < 2; decay++) {
+        float w[97], m[97], v[97], gr[97], ew[97], em[97], ev[97];
+        fill(w, 97, 1.0);
+        fill(m, 97, 0.1);
+        fill(gr, 97, 1.0);
+        w[5] = -0.0f, gr[5] = 0.0f, m[5] = 0.0f;
+        for (int i = 0; i < 97; i++) v[i] = 0.01f * (float)(i % 5);
+        memcpy(ew, w, sizeof w), memcpy(em, m, sizeof m), memcpy(ev, v, sizeof v);
+        const struct dt_adamw_step st = {.lr = 1e-3f,
+                                         .beta1 = 0.9f,
+                                         .beta2 = 0.999f,
+                                         .eps = 1e-8f,
+                                         .weight_decay = decay ? 0.01f : 0.0f,
+                                         .bc1 = 0.271f,
+                                         .bc2 = 0.003f};
+        CHECK_INT_EQ(dt_adamw_update(be, w, m, v, gr, 97, &st, &pol), DT_OK);
+        for (int i = 0; i < 97; i++) dt_adamw_elem(&ew[i], &em[i], &ev[i], gr[i], &st);
+        CHECK(same_bits(w, ew, 97, "adamw w") && same_bits(m, em, 97, "adamw m") &&
+              same_bits(v, ev, 97, "adamw v"));
+    }
     dt_backend_destroy(be);
 }
 

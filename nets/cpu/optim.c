@@ -44,11 +44,19 @@ struct adamw_job {
     const struct dt_adamw_step *s;
 };
 
+/* Vectorised across elements (restrict, the step's constants in locals), each element
+ * dt_adamw_elem's roundings. */
+DT_VECTOR_CLONES
 static void adamw_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     const struct adamw_job *j = ctx;
-    for (int64_t i = begin; i < end; i++)
-        dt_adamw_elem(&j->w[i], &j->m[i], &j->v[i], j->g[i], j->s);
+    float *restrict w = j->w, *restrict m = j->m, *restrict v = j->v;
+    const float *restrict g = j->g;
+    const struct dt_adamw_step s = *j->s;
+    if (s.weight_decay != 0.0f)
+        for (int64_t i = begin; i < end; i++) dt_adamw_elem_(&w[i], &m[i], &v[i], g[i], &s, true);
+    else
+        for (int64_t i = begin; i < end; i++) dt_adamw_elem_(&w[i], &m[i], &v[i], g[i], &s, false);
 }
 
 /* portable: elementwise (dt_adamw_elem). */
