@@ -109,7 +109,7 @@ bench: build
 	@# PyTorch on every model, interleaved rounds, medians and ratios (exit 77: no PyTorch)
 	DETRAIN=./$(BUILD)/detrain bash scripts/vs_torch.sh > $(BUILD)/vs-torch.txt; \
 	  rc=$$?; if [ $$rc -eq 0 ]; then cat $(BUILD)/vs-torch.txt | grep -v '^round'; \
-	  elif [ $$rc -eq 77 ]; then echo "bench: no PyTorch comparison (apt-get install python3-torch)"; \
+	  elif [ $$rc -eq 77 ]; then echo "bench: no PyTorch comparison (scripts/setup.sh --bench makes .venv-torch/ with pip's)"; \
 	  else exit $$rc; fi
 
 # The CPU part of results/ again: scripts/results.sh runs the commands each

@@ -375,9 +375,9 @@ part_gpt() {
       cp results/cpu/gpt/vs-torch-interleaved.txt "$o/keep/"
   fi
   rc=0
-  # PYTHON (as scripts/vs_torch.sh): a Python with PyTorch, else python3, else Debian's
-  py=${PYTHON:-}
-  [ -n "$py" ] || { python3 -c 'import torch' 2>/dev/null && py=python3 || py=/usr/bin/python3; }
+  # PYTHON (as scripts/vs_torch.sh: scripts/torch_python.sh's pick), else python3 (which
+  # then says it has no torch)
+  py=$(bash scripts/torch_python.sh 2>/dev/null) || py=python3
   "$py" scripts/gpt_vs_torch.py --detrain "$DETRAIN" --config configs/gpt.yaml --steps 200 \
     --out "$o/vs-torch" > /dev/null || rc=$?
   case $rc in

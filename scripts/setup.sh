@@ -7,8 +7,12 @@
 # skip without them) are installed along with the rest as root; otherwise a missing
 # optional package is reported and setup carries on.
 # `--check` (make check, make fuzz) also needs the checking tools: clang with its runtime
-# libraries for libFuzzer, and valgrind. `--bench` (make bench) adds PyTorch for the
-# comparison on every model (Debian 12's python3-torch, for /usr/bin/python3).
+# libraries for libFuzzer, and valgrind. `--bench` (make bench) adds today's PyTorch for
+# the comparison on every model: a virtual environment .venv-torch/ in the repository
+# (DETRAIN_TORCH_VENV elsewhere) with pip's torch, numpy and pyyaml -- the CPU wheels from
+# PyTorch's own index (a few hundred MB), else PyPI's (several GB: GPU libraries too). Only
+# where pip cannot (offline) Debian's python3-torch is the fallback, and the output says so:
+# it is 1.13, years old and much slower, so ratios against it flatter detrain.
 set -euo pipefail
 
 with_check=0
@@ -44,7 +48,7 @@ if [ "$with_check" -eq 1 ]; then
   packages+=("${check_packages[@]}")
 fi
 if [ "$with_bench" -eq 1 ]; then
-  packages+=(python3-torch python3-yaml) # make bench: scripts/vs_torch.sh, bench_torch.py
+  packages+=(python3-venv)        # make bench: the PyTorch venv (bench_venv below)
 fi
 optional=(
   dieharder                       # make check-slow: statistical tests of the epsilon generators
@@ -70,7 +74,36 @@ for p in "${optional[@]}"; do
   installed "$p" || missing_optional+=("$p")
 done
 
+# make bench's PyTorch: a venv with pip's wheels (see the top); Debian's only as a fallback.
+bench_venv() {
+  local repo venv
+  repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  venv=${DETRAIN_TORCH_VENV:-$repo/.venv-torch}
+  if "$venv/bin/python" -c 'import torch, numpy, yaml' 2>/dev/null; then return 0; fi
+  echo "setup: making $venv with today's PyTorch from pip (once: a few hundred MB from PyTorch's CPU index, several GB from PyPI)" >&2
+  if python3 -m venv "$venv" &&
+     { "$venv/bin/pip" install --quiet --retries 0 --timeout 20 \
+         --index-url https://download.pytorch.org/whl/cpu torch 2>/dev/null ||
+       "$venv/bin/pip" install --quiet torch; } &&
+     "$venv/bin/pip" install --quiet numpy pyyaml &&
+     "$venv/bin/python" -c 'import torch, numpy, yaml'; then
+    echo "setup: PyTorch $("$venv/bin/python" -c 'import torch; print(torch.__version__)') in $venv" >&2
+    return 0
+  fi
+  rm -rf "$venv"
+  echo "setup: pip could not install PyTorch (offline?); falling back to Debian's python3-torch," >&2
+  echo "setup: 1.13, years old and much slower than today's: ratios against it flatter detrain" >&2
+  if installed python3-torch && installed python3-yaml; then return 0; fi
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: as root: apt-get install -y --no-install-recommends python3-torch python3-yaml" >&2
+    return 0 # make bench goes on; its PyTorch rows say they are missing
+  fi
+  apt-get install -y --no-install-recommends python3-torch python3-yaml ||
+    echo "setup: no PyTorch at all; make bench runs without the comparison" >&2
+}
+
 if [ ${#missing[@]} -eq 0 ] && [ ${#missing_optional[@]} -eq 0 ]; then
+  if [ "$with_bench" -eq 1 ]; then bench_venv; fi
   exit 0
 fi
 
@@ -78,6 +111,7 @@ if [ "$(id -u)" -ne 0 ]; then
   if [ ${#missing[@]} -eq 0 ]; then
     echo "setup: optional Debian packages not installed: ${missing_optional[*]}" >&2
     echo "setup: the tests that need them will be skipped; as root: apt-get install -y ${missing_optional[*]}" >&2
+    if [ "$with_bench" -eq 1 ]; then bench_venv; fi
     exit 0
   fi
   echo "setup: missing Debian packages: ${missing[*]}" >&2
@@ -101,3 +135,4 @@ if [ ${#missing_optional[@]} -gt 0 ]; then
     echo "setup: could not install ${missing_optional[*]}; the tests that need them will be skipped" >&2
   fi
 fi
+if [ "$with_bench" -eq 1 ]; then bench_venv; fi

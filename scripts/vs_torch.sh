@@ -11,23 +11,14 @@
 # NAME limits the workloads to those configs (quickstart, lenet, bnn, gpt, gpt-quickstart),
 # e.g. `3 gpt`.
 # DETRAIN: the detrain binary (default build/detrain). PYTHON: a Python with torch (default:
-# the first of python3 and /usr/bin/python3 that imports it; Debian's python3-torch is for
-# /usr/bin/python3). Exit 77 without PyTorch. Same threads on both sides: detrain's config
+# scripts/torch_python.sh's pick -- make bench's venv .venv-torch/ with pip's PyTorch, else
+# python3, else Debian's /usr/bin/python3). Exit 77 without PyTorch. Same threads on both sides: detrain's config
 # (backend.threads), PyTorch's --threads from the same config (scripts/bench_torch.py).
 set -euo pipefail
 detrain=${DETRAIN:-build/detrain}
 rounds=${1:-3}
 only=("${@:2}")
-py=${PYTHON:-}
-if [ -z "$py" ]; then
-  for p in python3 /usr/bin/python3; do
-    if "$p" -c 'import torch' 2>/dev/null; then py=$p; break; fi
-  done
-fi
-if [ -z "$py" ] || ! "$py" -c 'import torch' 2>/dev/null; then
-  echo "vs_torch: no Python with PyTorch (Debian: apt-get install python3-torch)" >&2
-  exit 77
-fi
+py=$(bash "$(dirname "${BASH_SOURCE[0]}")/torch_python.sh") || exit 77
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
 echo "# $("$detrain" --version 2>/dev/null | head -1); $("$py" -c 'import torch; print("torch", torch.__version__)'); $(nproc) CPUs; $rounds rounds"

@@ -42,11 +42,12 @@ static char *read_text(const char *fmt, const char *a, const char *b)
 
 DT_TEST(bash_syntax)
 {
-    static const char *scripts[] = {"scripts/gpu_deps.sh",     "scripts/gpu_session.sh",
-                                    "scripts/cross_device.sh", "scripts/lib.sh",
-                                    "scripts/setup.sh",        "scripts/ranks.sh",
-                                    "scripts/format.sh",       "scripts/results.sh",
-                                    "tests/gpu_deps_check.sh", "tests/gpu_deps_fake.sh"};
+    static const char *scripts[] = {
+        "scripts/gpu_deps.sh",    "scripts/gpu_session.sh", "scripts/cross_device.sh",
+        "scripts/lib.sh",         "scripts/setup.sh",       "scripts/ranks.sh",
+        "scripts/format.sh",      "scripts/results.sh",     "tests/gpu_deps_check.sh",
+        "tests/gpu_deps_fake.sh", "scripts/vs_torch.sh",    "scripts/under_load.sh",
+        "scripts/torch_python.sh"};
     for (size_t i = 0; i < sizeof scripts / sizeof scripts[0]; i++) {
         int rc = dt_run_capture(out, sizeof out, "bash -n '%s/%s'", SRC, scripts[i]);
         if (rc != 0) fprintf(stderr, "%s:\n%s\n", scripts[i], out);
@@ -1015,13 +1016,46 @@ DT_TEST(cross_device_cpu)
 
 /* A Python that imports torch, as scripts/vs_torch.sh looks for one (Debian's python3-torch,
  * which make bench installs, is /usr/bin/python3's); NULL when none does. */
+/* scripts/torch_python.sh's pick (make bench's venv first), or NULL. */
 static const char *python_with_torch(void)
 {
-    static const char *const pythons[] = {"python3", "/usr/bin/python3"};
-    for (size_t i = 0; i < sizeof pythons / sizeof pythons[0]; i++)
-        if (dt_run_capture(out, sizeof out, "%s -c 'import torch' 2>/dev/null", pythons[i]) == 0)
-            return pythons[i];
-    return NULL;
+    static char py[1024];
+    if (dt_run_capture(py, sizeof py, "bash '%s/scripts/torch_python.sh' 2>/dev/null", SRC) != 0)
+        return NULL;
+    py[strcspn(py, "\n")] = '\0';
+    return py[0] ? py : NULL;
+}
+
+/* scripts/torch_python.sh: PYTHON when it has torch, a PYTHON without it refused (exit 77,
+ * saying so) rather than passed over, else make bench's venv (DETRAIN_TORCH_VENV). The
+ * "Pythons" are stand-ins that import anything (exit 0) or nothing (exit 1). */
+DT_TEST(torch_python_pick)
+{
+    const char *dir = scratch("torch_python");
+    CHECK_INT_EQ(
+        dt_run_capture(out, sizeof out,
+                       "mkdir -p '%s/venv/bin' && printf '#!/bin/sh\\nexit 0\\n' >'%s/yes' "
+                       "&& printf '#!/bin/sh\\nexit 1\\n' >'%s/no' && chmod +x '%s/yes' "
+                       "'%s/no' && cp '%s/yes' '%s/venv/bin/python'",
+                       dir, dir, dir, dir, dir, dir, dir),
+        0);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "PYTHON='%s/yes' bash '%s/scripts/torch_python.sh'", dir, SRC),
+                 0);
+    CHECK_CONTAINS(out, "/yes");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "PYTHON='%s/no' DETRAIN_TORCH_VENV='%s/venv' bash "
+                                "'%s/scripts/torch_python.sh' 2>&1",
+                                dir, dir, SRC),
+                 77);
+    CHECK_CONTAINS(out, "no Python with PyTorch (PYTHON=");
+    CHECK_CONTAINS(out, "scripts/setup.sh --bench");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "unset PYTHON; DETRAIN_TORCH_VENV='%s/venv' bash "
+                                "'%s/scripts/torch_python.sh'",
+                                dir, SRC),
+                 0);
+    CHECK_CONTAINS(out, "/venv/bin/python");
 }
 
 DT_TEST(bench_torch_cpu)
@@ -1218,4 +1252,4 @@ DT_TEST_MAIN(DT_CASE(bash_syntax), DT_CASE(python_syntax), DT_CASE(deps_install_
              DT_CASE(session_tests_stage_skips), DT_CASE(payload_fits), DT_CASE(session_kind),
              DT_CASE(session_crossdev_and_matrix), DT_CASE(cmake_cudnn_root),
              DT_CASE(crossdev_references_current), DT_CASE(cross_device_cpu), DT_CASE(fmnist_cut),
-             DT_CASE(bench_torch_cpu), DT_CASE(deps_fetch_build))
+             DT_CASE(bench_torch_cpu), DT_CASE(deps_fetch_build), DT_CASE(torch_python_pick))

@@ -5,7 +5,7 @@
 # (tests/gpu_deps_check.sh; skipped when apt cannot download).
 dt_add_test(scripts LABELS unit CASES bash_syntax python_syntax deps_install_fake session_plan
             session_continues_after_failures session_tests_stage_skips payload_fits session_kind
-            session_crossdev_and_matrix)
+            session_crossdev_and_matrix torch_python_pick)
 dt_add_test(scripts LABELS e2e CASES cross_device_cpu bench_torch_cpu crossdev_references_current
             cmake_cudnn_root fmnist_cut)
 dt_add_test(scripts LABELS slow CASES deps_fetch_build)
