@@ -26,7 +26,7 @@ orig_pwd=$PWD
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # The parts, in the order they run, and what each writes (for --list).
-parts=(cost-model exact-one-pass exact-product runs controls dist overhead_matrix bnn-rng noise_sources gpt gpt-quickstart crossdev reproduce)
+parts=(cost-model exact-one-pass exact-product runs controls dist overhead_matrix bnn-rng noise_sources gpt gpt-quickstart under-load crossdev reproduce)
 declare -A writes=(
   [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
   [cost-model]="results/cpu/cost-model/: first-light-check.txt (the cost model of the code the H100's first light ran, beside its per-op times), current.txt and current.csv (today's code: MLP, LeNet, the BNN, the GPT with the tree digest), gpt-gpu.txt (the GPT at GPU scale: the levels, portable with exact products, run_to_run with fast math; minutes)"
@@ -39,6 +39,7 @@ declare -A writes=(
   [noise_sources]="results/cpu/noise_sources/: mlp/, lenet/ and gpt/ (reports, csv files, config.json, run.json, explain/, plots/)"
   [gpt]="results/cpu/gpt/: run/ (configs/gpt.yaml: report, csv files, manifests, samples), threads-table.md, explain.txt|csv, bench.txt, dropout-bench.txt, vs-torch/ (with PyTorch)"
   [gpt-quickstart]="results/cpu/gpt-quickstart/: run/ (configs/gpt-quickstart.yaml: report, metrics, sample text, manifests), time.txt (wall time, CPU, final validation loss; about 4 minutes)"
+  [under-load]="results/cpu/under-load/: under-load.txt (detrain fast and PyTorch alone and beside a busy process; with PyTorch, else kept as it was)"
   [reproduce]="results/cpu/reproduce/: widest.txt, narrow.txt (detrain reproduce of every committed portable reference, on this CPU's widest kernels and on the AVX2 path)"
   [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md (every committed results/<gpu>/crossdev a column), results/cpu/crossdev-gpt-t2/, results/cpu/crossdev-gpt-gpu-t2/"
 )
@@ -334,6 +335,18 @@ part_gpt_quickstart() {
   rm -rf results/cpu/gpt-quickstart/run
   cp -r "$o/keep/run" results/cpu/gpt-quickstart/run
   cp "$o/keep/time.txt" results/cpu/gpt-quickstart/time.txt
+}
+
+# results/cpu/under-load/README.md: detrain and PyTorch alone and beside a busy process
+# (kept as it was without PyTorch).
+part_under_load() {
+  local rc=0
+  bash scripts/under_load.sh 3 > "$tmp/under-load.txt" || rc=$?
+  case $rc in
+    0) mv "$tmp/under-load.txt" results/cpu/under-load/under-load.txt ;;
+    77) say "under-load: PyTorch is not installed (scripts/setup.sh --bench): kept as it was" ;;
+    *) say "under-load: scripts/under_load.sh failed ($rc)"; return 1 ;;
+  esac
 }
 
 # results/cpu/gpt/README.md: configs/gpt.yaml run whole (its report, csv files, manifests and
