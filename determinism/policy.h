@@ -162,11 +162,13 @@ static inline bool dt_math_exact(const struct dt_policy *pol)
     return false;
 }
 
-/* math: GELU's tanh (nets/gpt_elem.h) the own portable one? At `portable` for its bits, at
- * `fast` because it is the faster (branch-free, its loop vectorises: about 12x the C
- * library's scalar tanhf on the development CPU, results/cpu/gpt/bench.txt); `strict`
+/* math: the own elementary functions of determinism/portable_math.h -- GELU's tanh
+ * (nets/gpt_elem.h), the BNN's softplus and exp for sigma (nets/bnn_elem.h) -- rather than
+ * the math library's? At `portable` for their bits, at `fast` because they are the faster
+ * (branch-free, their loops vectorise: GELU about 12x the C library's scalar tanhf on the
+ * development CPU, results/cpu/gpt/bench.txt; the BNN's sigma, results/cpu/bnn-rng/); `strict`
  * keeps the library's. */
-static inline bool dt_math_own_tanh(const struct dt_policy *pol)
+static inline bool dt_math_own_elementary(const struct dt_policy *pol)
 {
     switch (pol->math) {
     case DT_MATH_FAST:

@@ -166,15 +166,41 @@ static inline DT_HDI float dt_pm__exp_kernel(float x, int *k_out)
     return 1.0f + (hi + (p - lo));
 }
 
-/* e^x, <= 1 ulp (see top). */
-static inline DT_HD float dt_exp_portable(float x)
+/* c ? a : b by masks (c is 0 or 1): no branch for a vectoriser to refuse. */
+static inline DT_HDI uint32_t dt_pm__pick(uint32_t c, uint32_t a, uint32_t b)
 {
-    if (x != x) return dt_pm__nan();
-    if (x > DT_PM_EXP_OVERFLOW) return dt_pm__inf();
-    if (x < DT_PM_EXP_UNDERFLOW) return 0.0f;
+    const uint32_t m = 0u - c;
+    return (a & m) | (b & ~m);
+}
+
+/* dt_pm__scale without a branch: each case computed with its exponent clamped into
+ * dt_pm__pow2's range, the one for k picked by masks -- the same bits. */
+static inline DT_HDI float dt_pm__scale_bf(float y, int k)
+{
+    const int kb = k - 127 < -126 ? -126 : k - 127, ks = k + 100 > 127 ? 127 : k + 100;
+    const int km = k < -126 ? -126 : (k > 127 ? 127 : k);
+    const float big = dt_pm__mul(dt_pm__mul(y, 0x1p127f), dt_pm__pow2(kb));
+    const float small = dt_pm__mul(dt_pm__mul(y, dt_pm__pow2(ks)), 0x1p-100f);
+    const float mid = dt_pm__mul(y, dt_pm__pow2(km));
+    uint32_t r = dt_pm__pick((uint32_t)(k < -125), dt_float_bits(small), dt_float_bits(mid));
+    return dt_bits_float(dt_pm__pick((uint32_t)(k > 127), dt_float_bits(big), r));
+}
+
+/* e^x, <= 1 ulp (see top). Branch-free, so that loops of it vectorise (the BNN's sigma,
+ * nets/cpu/bnn.c): NaN, overflow and underflow found from x's bits as integers, the kernel
+ * run on 0 in their place, the answer picked by masks -- the bits of the form with early
+ * returns on every input (tests/test_portable_math.c, exp_softplus_branch_free_same_bits). */
+static inline DT_HDI float dt_exp_portable(float x)
+{
+    const uint32_t bits = dt_float_bits(x), abits = bits & 0x7fffffffu, neg = bits >> 31;
+    const uint32_t nan = abits > 0x7f800000u;
+    const uint32_t over = (neg ^ 1u) & (uint32_t)(abits > 0x42b17217u /* DT_PM_EXP_OVERFLOW */);
+    const uint32_t under = neg & (uint32_t)(abits > 0x42cff1b4u /* -DT_PM_EXP_UNDERFLOW */);
     int k;
-    const float y = dt_pm__exp_kernel(x, &k);
-    return dt_pm__scale(y, k);
+    const float y = dt_pm__exp_kernel(dt_bits_float(dt_pm__pick(nan | over | under, 0u, bits)), &k);
+    uint32_t r = dt_pm__pick(under, 0u, dt_float_bits(dt_pm__scale_bf(y, k)));
+    r = dt_pm__pick(over, 0x7f800000u, r);
+    return dt_bits_float(dt_pm__pick(nan, 0x7fc00000u, r));
 }
 
 /* Natural logarithm, <= 1 ulp (see top). */
@@ -210,21 +236,33 @@ static inline DT_HD float dt_log1p_portable(float x)
     return dt_pm__log_kernel(f, e, c);
 }
 
-/* softplus(x) = log(1 + e^x) without overflow or cancellation, <= 2 ulp (see top). */
-static inline DT_HD float dt_softplus_portable(float x)
+/* softplus(x) = log(1 + e^x) without overflow or cancellation, <= 2 ulp (see top):
+ * x above 20: x; below -20: e^x; otherwise with e = e^-|x| in (0, 1], log1p(e) (plus x for
+ * x > 0), log1p's two forms for that range (its kernel on e below 0x1.a8279ap-2, else on
+ * 1 + e with the rounding's correction). Branch-free like dt_exp_portable: every form
+ * computed, one picked by x's bits -- the bits of the form with early returns. */
+static inline DT_HDI float dt_softplus_portable(float x)
 {
-    if (x != x) return dt_pm__nan();
-    if (x > 20.0f) return x;
-    if (x < -20.0f) return dt_exp_portable(x);
-    if (x > 0.0f) return x + dt_log1p_portable(dt_exp_portable(-x));
-    return dt_log1p_portable(dt_exp_portable(x));
-}
-
-/* c ? a : b by masks (c is 0 or 1): no branch for a vectoriser to refuse. */
-static inline DT_HDI uint32_t dt_pm__pick(uint32_t c, uint32_t a, uint32_t b)
-{
-    const uint32_t m = 0u - c;
-    return (a & m) | (b & ~m);
+    const uint32_t bits = dt_float_bits(x), abits = bits & 0x7fffffffu, neg = bits >> 31;
+    const float e = dt_exp_portable(dt_bits_float(abits | 0x80000000u)); /* e^-|x| */
+    const float near = dt_pm__log_kernel(e, 0, 0.0f);
+    const float u = 1.0f + e;
+    /* (1 + e) - u, exact (log1p's two forms: 1 + e may round up to 2) */
+    const float c = dt_pm__div(
+        dt_bits_float(dt_pm__pick((uint32_t)(dt_float_bits(u) >= 0x40000000u /* 2 */),
+                                  dt_float_bits(1.0f - (u - e)), dt_float_bits(e - (u - 1.0f)))),
+        u);
+    int ex = 0;
+    const float f = dt_pm__split(dt_float_bits(u), &ex);
+    const float far = dt_pm__log_kernel(f, ex, c);
+    const uint32_t l = dt_pm__pick((uint32_t)(dt_float_bits(e) < 0x3ed413cdu /* 0x1.a8279ap-2 */),
+                                   dt_float_bits(near), dt_float_bits(far));
+    const float lf = dt_bits_float(l);
+    uint32_t r = dt_pm__pick((neg ^ 1u) & (uint32_t)(abits != 0u), dt_float_bits(x + lf), l);
+    const uint32_t outside = (uint32_t)(abits > 0x41a00000u /* 20 */);
+    r = dt_pm__pick(outside & (neg ^ 1u), bits, r);
+    r = dt_pm__pick(outside & neg, dt_float_bits(dt_exp_portable(x)), r);
+    return dt_bits_float(dt_pm__pick((uint32_t)(abits > 0x7f800000u), 0x7fc00000u, r));
 }
 
 /* e^x for x in [0, 18.25] (what dt_tanh_portable asks for): dt_exp_portable's arithmetic

@@ -56,7 +56,7 @@ static inline DT_HD float dt_bnn_softplus_libm(float x) { return x > 20.0f ? x :
 
 /* sigma = softplus(rho), dsigma = 1 / (1 + exp(-rho)): the portable softplus and exp of
  * determinism/portable_math.h when `portable`, the math library's otherwise. */
-static inline DT_HD void dt_bnn_sigma_elem(float *sigma, float *dsigma, float rho, bool portable)
+static inline DT_HDI void dt_bnn_sigma_elem(float *sigma, float *dsigma, float rho, bool portable)
 {
     if (portable) {
         *sigma = dt_softplus_portable(rho);

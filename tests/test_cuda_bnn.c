@@ -7,8 +7,8 @@
  *         with the skip_lane fault hook (n below, at and above P; odd n).
  *   gpu:  the ops on a device (exit 77 without one) equal the CPU's bits: epsilon at every
  *         level; sample, accumulate and finish at every level (no math library in them);
- *         sigma and dsigma at `math: portable`; at the other levels (CUDA's expf and log1pf,
- *         within 2 and 1 ulps, against glibc's, within about 1 and 2) within a relative 2e-6
+ *         sigma and dsigma wherever dt_math_own_elementary (fast, portable); at strict (CUDA's expf
+ * and log1pf, within 2 and 1 ulps, against glibc's, within about 1 and 2) within a relative 2e-6
  *         (16 to 33 ulps) or an absolute FLT_MIN: results below the normal range, where
  *         exp(-rho) may overflow on one side only (rho near -88.72), only agree absolutely.
  *         Every launch geometry gives the same bits, at every level. Inputs are drawn per
@@ -173,7 +173,7 @@ DT_TEST(sigma_elem_matches_cpu)
             }
             nan_fill(hs, n), nan_fill(hd, n);
             CHECK_INT_EQ(dt_bnn_sigma(c, cs, cd, rho, n, &pol), DT_OK);
-            struct elem_job j = {.a = hs, .b = hd, .c = rho, .flag = pol.math == DT_MATH_PORTABLE};
+            struct elem_job j = {.a = hs, .b = hd, .c = rho, .flag = dt_math_own_elementary(&pol)};
             grid_stride(n, si % N_GEOM, visit_sigma, &j);
             char what[64];
             snprintf(what, sizeof what, "sigma (level %d, n %lld)", lv, (long long)n);
@@ -661,7 +661,7 @@ DT_TEST(gpu_bnn_elementwise_parity)
     struct dt_backend *g = gpu_or_skip(), *c = cpu(4);
     for (int lv = 0; lv < DT_LEVEL_COUNT; lv++) {
         const struct dt_policy pol = level((enum dt_level)lv);
-        const bool portable = pol.math == DT_MATH_PORTABLE;
+        const bool portable = dt_math_own_elementary(&pol); /* sigma's functions */
         for (int si = 0; si < N_GPU_SIZES; si++) {
             const int64_t n = gpu_sizes[si];
             const size_t bytes = (size_t)n * sizeof(float);

@@ -206,6 +206,72 @@ DT_TEST(tanh_branch_free_same_bits)
     CHECK_INT_EQ(diffs, 0);
 }
 
+/* dt_exp_portable and dt_softplus_portable as first written (early returns, dt_pm__scale's
+ * branches, dt_log1p_portable): the branch-free forms that replaced them must give their
+ * bits on every input, so no committed trace moved. */
+static float exp_branchy(float x)
+{
+    if (x != x) return float_of(0x7fc00000u);
+    if (x > DT_PM_EXP_OVERFLOW) return float_of(0x7f800000u);
+    if (x < DT_PM_EXP_UNDERFLOW) return 0.0f;
+    int k;
+    const float y = dt_pm__exp_kernel(x, &k);
+    return dt_pm__scale(y, k);
+}
+
+static float softplus_branchy(float x)
+{
+    if (x != x) return float_of(0x7fc00000u);
+    if (x > 20.0f) return x;
+    if (x < -20.0f) return exp_branchy(x);
+    if (x > 0.0f) return x + dt_log1p_portable(exp_branchy(-x));
+    return dt_log1p_portable(exp_branchy(x));
+}
+
+DT_TEST(exp_softplus_branch_free_same_bits)
+{
+    /* every 97th pattern in the suite (seconds; four functions an input), all of them with
+     * DT_ULP_FULL=1 (about six minutes) */
+    const int64_t stride = full_sweep() ? 1 : 97;
+    int64_t diffs = 0, n = 0;
+    for (uint64_t u = 0; u <= 0xffffffffu; u += (uint64_t)stride, n++) {
+        const float x = float_of((uint32_t)u);
+        const uint32_t e = bits_of(dt_exp_portable(x)), eb = bits_of(exp_branchy(x));
+        const uint32_t sp = bits_of(dt_softplus_portable(x)), sb = bits_of(softplus_branchy(x));
+        if ((e != eb || sp != sb) && diffs++ < 5)
+            fprintf(stderr, "x %a: exp 0x%08x (first form 0x%08x), softplus 0x%08x (0x%08x)\n",
+                    (double)x, e, eb, sp, sb);
+    }
+    /* the inputs where a form changes, whatever the stride */
+    static const float edges[] = {DT_PM_EXP_OVERFLOW,
+                                  DT_PM_EXP_UNDERFLOW,
+                                  20.0f,
+                                  -20.0f,
+                                  0x1p-24f,
+                                  -0x1p-24f,
+                                  0x1.8p-25f,
+                                  0x1.a8279ap-2f,
+                                  0.0f,
+                                  -0.0f,
+                                  -87.5f,
+                                  -103.0f,
+                                  88.7f,
+                                  INFINITY,
+                                  -INFINITY};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        for (int d = -2; d <= 2; d++) {
+            const float x = float_of(bits_of(edges[i]) + (uint32_t)d);
+            if (bits_of(dt_exp_portable(x)) != bits_of(exp_branchy(x)) ||
+                bits_of(dt_softplus_portable(x)) != bits_of(softplus_branchy(x))) {
+                fprintf(stderr, "edge %a differs\n", (double)x);
+                diffs++;
+            }
+        }
+    printf("exp, softplus: %lld inputs, every %lld-th bit pattern, %lld differ\n", (long long)n,
+           (long long)stride, (long long)diffs);
+    CHECK_INT_EQ(diffs, 0);
+}
+
 DT_TEST(tanh_ulp)
 {
     struct sweep_max m = sweep(FN_TANH, -12.0f, 12.0f, 101);
@@ -428,5 +494,5 @@ out:
 }
 
 DT_TEST_MAIN(DT_CASE(exp_ulp_sweep), DT_CASE(log_ulp_sweep), DT_CASE(log1p_softplus_ulp),
-             DT_CASE(tanh_ulp), DT_CASE(tanh_branch_free_same_bits), DT_CASE(specials),
-             DT_CASE(bits_pinned))
+             DT_CASE(tanh_ulp), DT_CASE(tanh_branch_free_same_bits),
+             DT_CASE(exp_softplus_branch_free_same_bits), DT_CASE(specials), DT_CASE(bits_pinned))

@@ -225,21 +225,26 @@ struct bnn_job {
 
 /* The per-element arithmetic of these ops is nets/bnn_elem.h's, the functions the CUDA
  * kernels call too: one formula, one place. */
+DT_VECTOR_CLONES
 static void sigma_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     const struct bnn_job *j = ctx;
     float *restrict sigma = j->a, *restrict dsigma = j->b;
     const float *restrict rho = j->c;
-    const bool portable = j->flag; /* math: portable: the own softplus and exp */
-    for (int64_t i = begin; i < end; i++)
-        dt_bnn_sigma_elem(&sigma[i], &dsigma[i], rho[i], portable);
+    if (j->flag) /* the own softplus and exp: branch-free, the loop vectorises */
+        for (int64_t i = begin; i < end; i++)
+            dt_bnn_sigma_elem(&sigma[i], &dsigma[i], rho[i], true);
+    else
+        for (int64_t i = begin; i < end; i++)
+            dt_bnn_sigma_elem(&sigma[i], &dsigma[i], rho[i], false);
 }
 
-/* portable at `math: portable` (own softplus and exp); run_to_run otherwise (libm). */
+/* portable wherever dt_math_own_elementary (fast and portable: the own softplus and exp,
+ * the faster here); strict: the C library's. */
 enum dt_status dt_cpu_bnn_sigma(struct dt_backend *be, float *sigma, float *dsigma,
                                 const float *rho, int64_t n, const struct dt_policy *pol)
 {
-    struct bnn_job job = {.a = sigma, .b = dsigma, .c = rho, .flag = dt_math_portable(pol)};
+    struct bnn_job job = {.a = sigma, .b = dsigma, .c = rho, .flag = dt_math_own_elementary(pol)};
     dt_pool_run(dt_cpu(be)->pool, n, 4096, sigma_part, &job);
     return DT_OK;
 }
@@ -301,6 +306,7 @@ struct finish_job {
     float inv_s, klw, inv_prior_var;
 };
 
+DT_VECTOR_CLONES
 static void finish_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     const struct finish_job *j = ctx;

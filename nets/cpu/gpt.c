@@ -413,11 +413,11 @@ static void add_part(void *ctx, int64_t begin, int64_t end, int worker)
     for (int64_t i = begin; i < end; i++) y[i] += x[i];
 }
 
-/* portable: elementwise; `math` picks tanh (dt_math_own_tanh). */
+/* portable: elementwise; `math` picks tanh (dt_math_own_elementary). */
 enum dt_status dt_cpu_gelu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
                                    const struct dt_policy *pol)
 {
-    struct ew_job j = {.y = y, .x = x, .portable = dt_math_own_tanh(pol)};
+    struct ew_job j = {.y = y, .x = x, .portable = dt_math_own_elementary(pol)};
     dt_pool_run(dt_cpu(be)->pool, n, 2048, gelu_forward_part, &j);
     return DT_OK;
 }
@@ -425,7 +425,7 @@ enum dt_status dt_cpu_gelu_forward(struct dt_backend *be, float *y, const float 
 enum dt_status dt_cpu_gelu_backward(struct dt_backend *be, float *dx, const float *dy,
                                     const float *x, int64_t n, const struct dt_policy *pol)
 {
-    struct ew_job j = {.y = dx, .dy = dy, .x = x, .portable = dt_math_own_tanh(pol)};
+    struct ew_job j = {.y = dx, .dy = dy, .x = x, .portable = dt_math_own_elementary(pol)};
     dt_pool_run(dt_cpu(be)->pool, n, 2048, gelu_backward_part, &j);
     return DT_OK;
 }

@@ -36,13 +36,15 @@ enum dt_status dt_cuda_eps_lfsr(struct dt_backend *be, float *eps, int64_t n, st
         "eps_lfsr");
 }
 
-/* portable at `math: portable` (own softplus and exp, the CPU's bits); run_to_run
- * otherwise (CUDA's expf/log1pf: within a few ulps of the CPU's libm, not its bits). */
+/* portable wherever dt_math_own_elementary (fast and portable: the own softplus and exp,
+ * the CPU's bits); run_to_run at strict (CUDA's expf/log1pf: within a few ulps of the
+ * CPU's libm, not its bits). */
 enum dt_status dt_cuda_bnn_sigma(struct dt_backend *be, float *sigma, float *dsigma,
                                  const float *rho, int64_t n, const struct dt_policy *pol)
 {
     return dt_cuda_launched(be,
-                            dt_cuda_bnn_sigma_launch(sigma, dsigma, rho, n, dt_math_portable(pol),
+                            dt_cuda_bnn_sigma_launch(sigma, dsigma, rho, n,
+                                                     dt_math_own_elementary(pol),
                                                      &dt_cuda(be)->launch),
                             "bnn_sigma");
 }

@@ -201,20 +201,22 @@ enum dt_status dt_cuda_attention_backward(struct dt_backend *be, float *dqkv, fl
     return DT_OK;
 }
 
-/* portable wherever dt_math_own_tanh (fast and portable: the own tanh); strict: CUDA's. */
+/* portable wherever dt_math_own_elementary (fast and portable: the own tanh); strict: CUDA's. */
 enum dt_status dt_cuda_gelu_forward(struct dt_backend *be, float *y, const float *x, int64_t n,
                                     const struct dt_policy *pol)
 {
-    return dt_cuda_launched(
-        be, dt_cuda_gelu_launch(y, NULL, x, n, false, dt_math_own_tanh(pol), &dt_cuda(be)->launch),
-        "gelu_forward");
+    return dt_cuda_launched(be,
+                            dt_cuda_gelu_launch(y, NULL, x, n, false, dt_math_own_elementary(pol),
+                                                &dt_cuda(be)->launch),
+                            "gelu_forward");
 }
 
 enum dt_status dt_cuda_gelu_backward(struct dt_backend *be, float *dx, const float *dy,
                                      const float *x, int64_t n, const struct dt_policy *pol)
 {
     return dt_cuda_launched(
-        be, dt_cuda_gelu_launch(dx, dy, x, n, true, dt_math_own_tanh(pol), &dt_cuda(be)->launch),
+        be,
+        dt_cuda_gelu_launch(dx, dy, x, n, true, dt_math_own_elementary(pol), &dt_cuda(be)->launch),
         "gelu_backward");
 }
 
