@@ -261,6 +261,32 @@ static void attn_grad_part(void *ctx, int64_t begin, int64_t end, int worker)
     }
 }
 
+/* items: (b, h) blocks; every element of the block's dq, dk, dv rows the sum
+ * dt_attn_grad_elem makes, in its order (from +0, positions ascending), but a row at a
+ * time: each term added to the whole row (dt_attn_grad_term, as the CUDA tiles do), so the
+ * loop over the row's elements vectorises -- the same bits. */
+DT_VECTOR_CLONES
+static void attn_grad_rows_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct attn_job *j = ctx;
+    const int64_t T = j->T, H = j->H, D = j->D, hd = j->hd;
+    for (int64_t k = begin; k < end; k++) {
+        const int64_t b = k / H, h = k % H;
+        const float *dsb = j->ds + k * T * T, *pb = j->p + k * T * T;
+        const float *qkv = j->qkv + b * T * 3 * D + h * hd, *dout = j->dout + b * T * D + h * hd;
+        for (int64_t u = 0; u < T; u++) {
+            float *dq = j->dqkv + (b * T + u) * 3 * D + h * hd, *dk = dq + D, *dv = dq + 2 * D;
+            for (int64_t e = 0; e < hd; e++) dq[e] = dk[e] = dv[e] = 0.0f;
+            for (int64_t s = 0; s <= u; s++)
+                dt_attn_grad_term(dq, dsb[u * T + s], qkv + s * 3 * D + D, hd);
+            for (int64_t t = u; t < T; t++) {
+                dt_attn_grad_term(dk, dsb[t * T + u], qkv + t * 3 * D, hd);
+                dt_attn_grad_term(dv, pb[t * T + u], dout + t * D, hd);
+            }
+        }
+    }
+}
+
 /* ---- attention's library path (math: fast) ---------------------------------------------- */
 
 /* Element z of a strided-batch call (nets/gpt_attn_gemm.h) through OpenBLAS (one thread: the
@@ -342,8 +368,8 @@ enum dt_status dt_cpu_attention_forward(struct dt_backend *be, float *out, float
 }
 
 /* portable: the score gradients per row, then every element of dq, dk, dv one sum in index
- * order (dt_attn_grad_elem): the sums over positions never depend on the split. math: fast:
- * the library path above. */
+ * order (dt_attn_grad_elem; a row at a time, attn_grad_rows_part, but under math: exact):
+ * the sums over positions never depend on the split. math: fast: the library path above. */
 enum dt_status dt_cpu_attention_backward(struct dt_backend *be, float *dqkv, float *ds,
                                          const float *dout, const float *att, const float *qkv,
                                          int64_t B, int64_t T, int64_t H, int64_t D,
@@ -366,7 +392,8 @@ enum dt_status dt_cpu_attention_backward(struct dt_backend *be, float *dqkv, flo
         return DT_OK;
     }
     dt_pool_run(dt_cpu(be)->pool, B * H * T, 4, attn_dscores_part, &j);
-    dt_pool_run(dt_cpu(be)->pool, B * T, 2, attn_grad_part, &j);
+    if (j.exact) dt_pool_run(dt_cpu(be)->pool, B * T, 2, attn_grad_part, &j);
+    else dt_pool_run(dt_cpu(be)->pool, B * H, 1, attn_grad_rows_part, &j);
     return DT_OK;
 }
 
