@@ -35,7 +35,7 @@ declare -A writes=(
   [controls]="results/cpu/controls/: summary.csv cells.csv report.md config.json run.json"
   [dist]="results/cpu/dist/: plain/ np1/ .. np4/ and their .log, report.md, ranks.csv, per-step.tar.xz (the replicas' per-step CSVs) (mpirun)"
   [overhead_matrix]="results/cpu/overhead_matrix/: the matrix folder (cpu entries), without predictions.csv and tensors.csv; the replicas' per-step CSVs in per-step.tar.xz"
-  [bnn-rng]="results/cpu/bnn-rng/: bench.txt"
+  [bnn-rng]="results/cpu/bnn-rng/: bench.txt, bench-fast.txt and .csv (fast and portable op by op)"
   [noise_sources]="results/cpu/noise_sources/: mlp/, lenet/ and gpt/ (reports, csv files, config.json, run.json, explain/, plots/)"
   [gpt]="results/cpu/gpt/: run/ (configs/gpt.yaml: report, csv files, manifests, samples), threads-table.md, explain.txt|csv, bench.txt, dropout-bench.txt, vs-torch/ (with PyTorch)"
   [gpt-quickstart]="results/cpu/gpt-quickstart/: run/ (configs/gpt-quickstart.yaml: report, metrics, sample text, manifests), time.txt (wall time, CPU, final validation loss; about 4 minutes)"
@@ -286,7 +286,12 @@ part_exact_product() {
 
 part_bnn_rng() {
   "$DETRAIN" bench configs/bnn.yaml --steps 40 --warmup 4 --baseline first > "$tmp/bench.txt"
+  # where fast's step goes, op by op (docs/performance.md: the Bayesian MLP's cost)
+  "$DETRAIN" bench configs/bnn.yaml --steps 40 --warmup 4 --set 'policies=[fast, portable]' \
+    --csv "$tmp/bench-fast.csv" > "$tmp/bench-fast.txt"
   mv "$tmp/bench.txt" results/cpu/bnn-rng/bench.txt
+  mv "$tmp/bench-fast.txt" results/cpu/bnn-rng/bench-fast.txt
+  mv "$tmp/bench-fast.csv" results/cpu/bnn-rng/bench-fast.csv
 }
 
 # results/cpu/noise_sources/README.md: the two matrices; their reports, csv files,
@@ -319,11 +324,12 @@ part_gpt_quickstart() {
   t0=$(date +%s.%N)
   "$DETRAIN" run configs/gpt-quickstart.yaml --out "$o/run" --quiet
   t1=$(date +%s.%N)
+  mkdir -p "$o/keep/run/portable/replica-0"
   cp "$o/run/report.md" "$o/run/summary.csv" "$o/run/config.json" "$o/run/run.json" "$o/keep/run/"
   cp "$o/run/portable/replica-0/metrics.csv" "$o/run/portable/replica-0/sample.txt" \
-     "$o/run/portable/replica-0/run.json" "$o/keep/run/"
+     "$o/run/portable/replica-0/run.json" "$o/keep/run/portable/replica-0/"
   cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -1)
-  loss=$(tail -1 "$o/keep/run/metrics.csv" | cut -d, -f2)
+  loss=$(tail -1 "$o/keep/run/portable/replica-0/metrics.csv" | cut -d, -f2)
   {
     echo "# detrain run configs/gpt-quickstart.yaml, timed whole ($("$DETRAIN" --version | head -1))"
     awk -v a="$t0" -v b="$t1" 'BEGIN { printf "wall_s %.1f\n", b - a }'
