@@ -98,14 +98,6 @@ static inline DT_HDI float dt_pm__inf(void) { return dt_bits_float(0x7f800000u);
 /* 2^n for n in [-126, 127], from the exponent field. */
 static inline DT_HD float dt_pm__pow2(int n) { return dt_bits_float((uint32_t)(n + 127) << 23); }
 
-/* y * 2^k for y in [0.7, 1.5), k in [-150, 128]: exact, or rounded once when subnormal. */
-static inline DT_HD float dt_pm__scale(float y, int k)
-{
-    if (k > 127) return dt_pm__mul(dt_pm__mul(y, 0x1p127f), dt_pm__pow2(k - 127));
-    if (k < -125) return dt_pm__mul(dt_pm__mul(y, dt_pm__pow2(k + 100)), 0x1p-100f);
-    return dt_pm__mul(y, dt_pm__pow2(k));
-}
-
 /* The bits ix of a positive normal float x = m 2^e with m in [sqrt(1/2), sqrt(2)): returns
  * f = m - 1 (exact) and adds e to *e. 0x3f3504f3 is sqrt(1/2). */
 static inline DT_HDI float dt_pm__split(uint32_t ix, int *e)
@@ -173,9 +165,11 @@ static inline DT_HDI uint32_t dt_pm__pick(uint32_t c, uint32_t a, uint32_t b)
     return (a & m) | (b & ~m);
 }
 
-/* dt_pm__scale without a branch: each case computed with its exponent clamped into
- * dt_pm__pow2's range, the one for k picked by masks -- the same bits. */
-static inline DT_HDI float dt_pm__scale_bf(float y, int k)
+/* y * 2^k for y in [0.7, 1.5), k in [-150, 128]: exact, or rounded once when subnormal
+ * (k > 127: by 2^127 first; k < -125: by 2^(k + 100), then 2^-100). Without a branch: each
+ * case computed with its exponent clamped into dt_pm__pow2's range, the one for k picked by
+ * masks. */
+static inline DT_HDI float dt_pm__scale(float y, int k)
 {
     const int kb = k - 127 < -126 ? -126 : k - 127, ks = k + 100 > 127 ? 127 : k + 100;
     const int km = k < -126 ? -126 : (k > 127 ? 127 : k);
@@ -198,7 +192,7 @@ static inline DT_HDI float dt_exp_portable(float x)
     const uint32_t under = neg & (uint32_t)(abits > 0x42cff1b4u /* -DT_PM_EXP_UNDERFLOW */);
     int k;
     const float y = dt_pm__exp_kernel(dt_bits_float(dt_pm__pick(nan | over | under, 0u, bits)), &k);
-    uint32_t r = dt_pm__pick(under, 0u, dt_float_bits(dt_pm__scale_bf(y, k)));
+    uint32_t r = dt_pm__pick(under, 0u, dt_float_bits(dt_pm__scale(y, k)));
     r = dt_pm__pick(over, 0x7f800000u, r);
     return dt_bits_float(dt_pm__pick(nan, 0x7fc00000u, r));
 }
@@ -261,7 +255,7 @@ static inline DT_HDI float dt_softplus_portable(float x)
     uint32_t r = dt_pm__pick((neg ^ 1u) & (uint32_t)(abits != 0u), dt_float_bits(x + lf), l);
     const uint32_t outside = (uint32_t)(abits > 0x41a00000u /* 20 */);
     r = dt_pm__pick(outside & (neg ^ 1u), bits, r);
-    r = dt_pm__pick(outside & neg, dt_float_bits(dt_exp_portable(x)), r);
+    r = dt_pm__pick(outside & neg, dt_float_bits(e), r); /* x < 0: e = e^x */
     return dt_bits_float(dt_pm__pick((uint32_t)(abits > 0x7f800000u), 0x7fc00000u, r));
 }
 

@@ -206,9 +206,16 @@ DT_TEST(tanh_branch_free_same_bits)
     CHECK_INT_EQ(diffs, 0);
 }
 
-/* dt_exp_portable and dt_softplus_portable as first written (early returns, dt_pm__scale's
+/* dt_exp_portable and dt_softplus_portable as first written (early returns, the scaling's
  * branches, dt_log1p_portable): the branch-free forms that replaced them must give their
  * bits on every input, so no committed trace moved. */
+static float scale_branchy(float y, int k)
+{
+    if (k > 127) return (y * 0x1p127f) * dt_pm__pow2(k - 127);
+    if (k < -125) return (y * dt_pm__pow2(k + 100)) * 0x1p-100f;
+    return y * dt_pm__pow2(k);
+}
+
 static float exp_branchy(float x)
 {
     if (x != x) return float_of(0x7fc00000u);
@@ -216,7 +223,7 @@ static float exp_branchy(float x)
     if (x < DT_PM_EXP_UNDERFLOW) return 0.0f;
     int k;
     const float y = dt_pm__exp_kernel(x, &k);
-    return dt_pm__scale(y, k);
+    return scale_branchy(y, k);
 }
 
 static float softplus_branchy(float x)
