@@ -8,11 +8,14 @@
 #include "nets/backend_impl.h"
 #include "nets/cpu/threadpool.h"
 
-/* Kernels compiled twice (AVX2 and baseline) and picked at load time. Bits do not change
- * between the two: contraction is off (-ffp-contract=off) and vectors run across
- * independent outputs, never across a sum. */
+/* Kernels compiled three times (x86-64-v4, i.e. AVX-512 F/BW/DQ/VL; AVX2; baseline) and
+ * picked at load time. Bits do not change between them: contraction is off
+ * (-ffp-contract=off), no fast-math lets the compiler swap an operation for an
+ * approximation, and vectors run across independent outputs, never across a sum. The
+ * AVX-512 clone runs the elementwise loops (epsilon, sigma, AdamW, GELU, ...) 16 wide
+ * (docs/performance.md). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DT_NO_CLONES)
-#define DT_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#define DT_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define DT_VECTOR_CLONES
 #endif
