@@ -19,6 +19,7 @@
 #include "determinism/exact_product.h"
 #include "determinism/philox.h"
 #include "nets/backend.h"
+#include "nets/cpu/cpu.h" /* white-box: the kernel paths */
 #include "tests/check.h"
 #include "tests/op_helpers.h"
 
@@ -819,6 +820,55 @@ DT_TEST(cpu_table)
     CHECK_INT_EQ(check_table(b, 3), N_OPS * 3 * DT_LEVEL_COUNT);
 }
 
+/* The CPU's kernel paths (nets/cpu/cpu.h): every op on the AVX-512 path (the hand-written
+ * wide kernels and the loops' AVX-512 copies) and on the AVX2 path (what DETRAIN_CPU_ISA=avx2
+ * and an AVX2 machine run) gives the same bits at every level but fast, whose products
+ * take different kernels by design (within the row's tolerance). The switch is real: the
+ * loops' instruction set follows it (dt_cpu_loops). Skipped where the CPU has one path. */
+DT_TEST(cpu_kernel_paths_table)
+{
+    if (!dt_cpu_set_wide(true)) DT_SKIP("no AVX-512 path here (or DETRAIN_CPU_ISA=avx2): one path");
+    CHECK_INT_EQ(dt_cpu_loops(), 2);
+    CHECK_STR_EQ(dt_cpu_kernels(), "avx512");
+    dt_cpu_set_wide(false);
+    CHECK_INT_EQ(dt_cpu_loops(), 1);
+    CHECK_STR_EQ(dt_cpu_kernels(), "avx2");
+    int cells = 0;
+    for (int o = 0; o < N_OPS; o++) {
+        const struct op_row *op = &ops[o];
+        struct io io;
+        float *ref[MAX_T];
+        dt_cpu_set_wide(true);
+        reference(op, &io, ref);
+        for (int lv = 0; lv < DT_LEVEL_COUNT; lv++) {
+            struct dt_policy pol;
+            dt_policy_from_level(&pol, (enum dt_level)lv);
+            float *wide[MAX_T], *narrow[MAX_T];
+            dt_cpu_set_wide(true);
+            struct dt_backend *be = cpu(2);
+            CHECK_INT_EQ(run_on(be, op, &io, &pol, wide), DT_OK);
+            dt_backend_destroy(be);
+            dt_cpu_set_wide(false);
+            be = cpu(2);
+            CHECK_INT_EQ(run_on(be, op, &io, &pol, narrow), DT_OK);
+            dt_backend_destroy(be);
+            for (int i = 0; i < io.n_out; i++) {
+                char what[160];
+                snprintf(what, sizeof what, "%s output %d, %s, AVX2 path against AVX-512", op->name,
+                         i, pol.name);
+                CHECK(agree(what, narrow[i], wide[i], io.out_n[i], io.out_int[i],
+                            lv == DT_LEVEL_FAST ? op->tol : -1.0));
+                free(wide[i]), free(narrow[i]);
+            }
+            cells++;
+        }
+        for (int i = 0; i < io.n_out; i++) free(ref[i]);
+        for (int i = 0; i < io.n_in; i++) free(io.in[i]);
+    }
+    dt_cpu_set_wide(true);
+    CHECK_INT_EQ(cells, N_OPS * DT_LEVEL_COUNT);
+}
+
 /* The comparison can fail: one ulp in one element breaks the bitwise promise, and a
  * difference beyond the tolerance breaks the tolerance. */
 DT_TEST(comparison_can_fail)
@@ -874,4 +924,5 @@ DT_TEST(op_rows_carry_explain_metadata)
 }
 
 DT_TEST_MAIN(DT_CASE(controls_not_listed_change_nothing), DT_CASE(op_rows_carry_explain_metadata),
-             DT_CASE(cpu_table), DT_CASE(comparison_can_fail), DT_CASE(gpu_table))
+             DT_CASE(cpu_table), DT_CASE(cpu_kernel_paths_table), DT_CASE(comparison_can_fail),
+             DT_CASE(gpu_table))

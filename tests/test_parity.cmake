@@ -1,2 +1,2 @@
-dt_add_test(parity LABELS unit narrow CASES controls_not_listed_change_nothing op_rows_carry_explain_metadata cpu_table comparison_can_fail)
+dt_add_test(parity LABELS unit narrow CASES controls_not_listed_change_nothing op_rows_carry_explain_metadata cpu_table cpu_kernel_paths_table comparison_can_fail)
 dt_add_test(parity LABELS gpu CASES gpu_table)

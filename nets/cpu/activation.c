@@ -8,8 +8,7 @@ struct relu_job {
     const float *a, *b;
 };
 
-DT_VECTOR_CLONES
-static void relu_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
+DT_VECTOR_PART(relu_forward_part)
 {
     const struct relu_job *j = ctx;
     float *restrict y = j->out;
@@ -17,8 +16,7 @@ static void relu_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
     for (int64_t i = begin; i < end; i++) y[i] = dt_relu(x[i]);
 }
 
-DT_VECTOR_CLONES
-static void relu_backward_part(void *ctx, int64_t begin, int64_t end, int worker)
+DT_VECTOR_PART(relu_backward_part)
 {
     const struct relu_job *j = ctx;
     float *dx = j->out;

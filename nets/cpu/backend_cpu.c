@@ -78,6 +78,7 @@ static bool have_wide(void)
     static int have = -1; /* set on the first call: cpu_init, before any worker exists */
     if (have < 0)
         have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                        !isa_narrowed()
                    ? 1
                    : 0;
@@ -96,13 +97,19 @@ bool dt_cpu_wide(void) { return false; }
 bool dt_cpu_set_wide(bool on) { return false; }
 #endif
 
+int dt_cpu_loops(void)
+{
+    if (dt_cpu_wide()) return 2;
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DT_NO_CLONES)
+    if (__builtin_cpu_supports("avx2")) return 1;
+#endif
+    return 0;
+}
+
 const char *dt_cpu_kernels(void)
 {
-    if (dt_cpu_wide()) return "avx512";
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DT_NO_CLONES)
-    if (__builtin_cpu_supports("avx2")) return "avx2";
-#endif
-    return "baseline";
+    static const char *const names[] = {"baseline", "avx2", "avx512"};
+    return names[dt_cpu_loops()];
 }
 
 static void cpu_set_forced_order(struct dt_backend *be, uint64_t seed)

@@ -24,8 +24,8 @@
 #define EPS_TILE_STEPS 64   /* generator steps per lane per tile */
 
 /* z[2i], z[2i+1] = the Box-Muller pair of words w[2i], w[2i+1]. */
-DT_VECTOR_CLONES
-static void gauss_words(float *restrict z, const uint32_t *restrict w, int64_t pairs)
+DT_VECTOR_FN(gauss_words, (float *restrict z, const uint32_t *restrict w, int64_t pairs),
+             (z, w, pairs))
 {
     for (int64_t i = 0; i < pairs; i++) {
         float a, b;
@@ -36,9 +36,9 @@ static void gauss_words(float *restrict z, const uint32_t *restrict w, int64_t p
 }
 
 /* The four words of blocks b0 .. b0 + nb - 1. */
-DT_VECTOR_CLONES
-static void philox_words(uint32_t *restrict w, uint64_t b0, int64_t nb,
-                         const struct dt_philox_stream *s)
+DT_VECTOR_FN(philox_words,
+             (uint32_t *restrict w, uint64_t b0, int64_t nb, const struct dt_philox_stream *s),
+             (w, b0, nb, s))
 {
     const uint32_t k0 = s->key[0], k1 = s->key[1], step = s->step, w3 = s->word3;
     const uint32_t lo0 = (uint32_t)b0, hi = (uint32_t)(b0 >> 32);
@@ -115,9 +115,10 @@ enum dt_status dt_cpu_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lanes
 
 /* EPS_GROUP lanes, `count` steps each, words laid out [step][lane][hi, lo]: forwards
  * (output, then next) or backwards (prev, then output; row 0 = the last step taken). */
-DT_VECTOR_CLONES
-static void group_words(uint32_t *restrict w, uint64_t *restrict s0, uint64_t *restrict s1,
-                        int64_t count, bool backward)
+DT_VECTOR_FN(group_words,
+             (uint32_t *restrict w, uint64_t *restrict s0, uint64_t *restrict s1, int64_t count,
+              bool backward),
+             (w, s0, s1, count, backward))
 {
     if (!backward) {
         for (int64_t k = 0; k < count; k++)
@@ -225,8 +226,7 @@ struct bnn_job {
 
 /* The per-element arithmetic of these ops is nets/bnn_elem.h's, the functions the CUDA
  * kernels call too: one formula, one place. */
-DT_VECTOR_CLONES
-static void sigma_part(void *ctx, int64_t begin, int64_t end, int worker)
+DT_VECTOR_PART(sigma_part)
 {
     const struct bnn_job *j = ctx;
     float *restrict sigma = j->a, *restrict dsigma = j->b;
@@ -249,8 +249,7 @@ enum dt_status dt_cpu_bnn_sigma(struct dt_backend *be, float *sigma, float *dsig
     return DT_OK;
 }
 
-DT_VECTOR_CLONES
-static void sample_part(void *ctx, int64_t begin, int64_t end, int worker)
+DT_VECTOR_PART(sample_part)
 {
     const struct bnn_job *j = ctx;
     float *restrict w = j->a;
@@ -274,8 +273,7 @@ struct acc_job {
     bool first;
 };
 
-DT_VECTOR_CLONES
-static void acc_part(void *ctx, int64_t begin, int64_t end, int worker)
+DT_VECTOR_PART(acc_part)
 {
     const struct acc_job *j = ctx;
     float *restrict gmu = j->gmu, *restrict grho = j->grho;
@@ -306,8 +304,7 @@ struct finish_job {
     float inv_s, klw, inv_prior_var;
 };
 
-DT_VECTOR_CLONES
-static void finish_part(void *ctx, int64_t begin, int64_t end, int worker)
+DT_VECTOR_PART(finish_part)
 {
     const struct finish_job *j = ctx;
     float *restrict gmu = j->gmu, *restrict grho = j->grho;

@@ -8,17 +8,53 @@
 #include "nets/backend_impl.h"
 #include "nets/cpu/threadpool.h"
 
-/* Kernels compiled three times (x86-64-v4, i.e. AVX-512 F/BW/DQ/VL; AVX2; baseline) and
- * picked at load time. Bits do not change between them: contraction is off
- * (-ffp-contract=off), no fast-math lets the compiler swap an operation for an
- * approximation, and vectors run across independent outputs, never across a sum. The
- * AVX-512 clone runs the elementwise loops (epsilon, sigma, AdamW, GELU, ...) 16 wide
- * (docs/performance.md). */
+/* Loops compiled three times -- AVX-512 (F, DQ, BW, VL), AVX2 and baseline x86-64 -- and
+ * picked per call by dt_cpu_loops(), so DETRAIN_CPU_ISA=avx2 and the tests' dt_cpu_set_wide
+ * hold them to AVX2 as they do the hand-written wide kernels. Bits do not change between
+ * them: contraction is off (-ffp-contract=off), no fast-math lets the compiler swap an
+ * operation for an approximation, and vectors run across independent outputs, never
+ * across a sum. The AVX-512 copy runs the elementwise loops (epsilon, sigma, AdamW, GELU,
+ * ...) 16 wide (docs/performance.md).
+ *
+ *   DT_VECTOR_PART(name) { body }   a dt_pool_fn (ctx, begin, end, worker)
+ *   DT_VECTOR_FN(name, (params), (args)) { body }            any other void function
+ *   DT_VECTOR_FN_RET(type, name, (params), (args)) { body }  one that returns a value
+ *
+ * The body is one always-inline function; each copy is a wrapper compiled for its
+ * instruction set, the body inlined there. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DT_NO_CLONES)
-#define DT_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#define DT_TARGET_V4 __attribute__((target("avx2,avx512f,avx512dq,avx512bw,avx512vl")))
+#define DT_TARGET_AVX2 __attribute__((target("avx2")))
+#define DT_VECTOR_FN_(ret, name, params, args, ret_kw)                                             \
+    static inline __attribute__((always_inline)) ret name##_body params;                           \
+    DT_TARGET_V4 static ret name##_v4 params { ret_kw name##_body args; }                          \
+    DT_TARGET_AVX2 static ret name##_avx2 params { ret_kw name##_body args; }                      \
+    static ret name##_base params { ret_kw name##_body args; }                                     \
+    static ret name params                                                                         \
+    {                                                                                              \
+        const int loops_ = dt_cpu_loops();                                                         \
+        if (loops_ == 2) {                                                                         \
+            ret_kw name##_v4 args;                                                                 \
+        } else if (loops_ == 1) {                                                                  \
+            ret_kw name##_avx2 args;                                                               \
+        } else {                                                                                   \
+            ret_kw name##_base args;                                                               \
+        }                                                                                          \
+    }                                                                                              \
+    static inline __attribute__((always_inline)) ret name##_body params
+#define DT_VECTOR_FN(name, params, args) DT_VECTOR_FN_(void, name, params, args, )
+#define DT_VECTOR_FN_RET(ret, name, params, args) DT_VECTOR_FN_(ret, name, params, args, return )
 #else
-#define DT_VECTOR_CLONES
+#define DT_VECTOR_FN(name, params, args) static void name params
+#define DT_VECTOR_FN_RET(ret, name, params, args) static ret name params
 #endif
+#define DT_VECTOR_PART(name)                                                                       \
+    DT_VECTOR_FN(name, (void *ctx, int64_t begin, int64_t end, int worker),                        \
+                 (ctx, begin, end, worker))
+
+/* The loops' instruction set in this process: 2 AVX-512 (where the wide kernels run, see
+ * dt_cpu_wide), 1 AVX2, 0 baseline. */
+int dt_cpu_loops(void);
 
 /* AVX-512 kernels (the ordered product and tree in dense.c, the exact sum in exact.c),
  * picked at run time where the CPU has AVX-512F and DQ. Same bits as the AVX2 and

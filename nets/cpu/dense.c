@@ -50,8 +50,8 @@
 #define WGRAD_COLS 64               /* columns per block there (a multiple of NR) */
 #define ROWS_PARTIALS_MAX (4 << 20) /* floats of chunk partials the transposed form may use */
 
-/* GCC/Clang vector of 8 floats: AVX2 registers in the avx2 clone, two SSE registers in
- * the baseline one. Mul and add stay separate roundings (no contraction). */
+/* GCC/Clang vector of 8 floats: one register in the AVX-512 and AVX2 copies, two SSE ones in
+ * the baseline copy (cpu.h). Mul and add stay separate roundings (no contraction). */
 typedef float v8f __attribute__((vector_size(32)));
 
 /* Unaligned vector load/store through pointers (no vector passes a call boundary by
@@ -99,10 +99,11 @@ static inline void micro_tile(float *restrict C, int64_t ldc, const float *restr
  * depend on neither the tiling nor the row split across threads.
  * A is (M,K) with row stride lda, Bm is (K,N) with row stride ldb, C is (M,N) with row
  * stride ldc. */
-DT_VECTOR_CLONES
-static void matmul_ordered_v8(float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
-                              int64_t aks, const float *restrict Bm, int64_t ldb, int64_t K,
-                              int64_t N, int64_t i0, int64_t i1, bool accumulate)
+DT_VECTOR_FN(matmul_ordered_v8,
+             (float *restrict C, int64_t ldc, const float *restrict A, int64_t lda, int64_t aks,
+              const float *restrict Bm, int64_t ldb, int64_t K, int64_t N, int64_t i0, int64_t i1,
+              bool accumulate),
+             (C, ldc, A, lda, aks, Bm, ldb, K, N, i0, i1, accumulate))
 {
     const int64_t n_tiled = N / NR * NR;
     /* Column strips of NR: the strip of Bm (K x NR) stays in cache across the rows. */
@@ -399,8 +400,7 @@ struct bias_add_job {
     int64_t out;
 };
 
-DT_VECTOR_CLONES
-static void bias_add_part(void *ctx, int64_t begin, int64_t end, int worker)
+DT_VECTOR_PART(bias_add_part)
 {
     const struct bias_add_job *j = ctx;
     for (int64_t b = begin; b < end; b++) {
@@ -594,8 +594,7 @@ static void wgrad_shards_part(void *ctx, int64_t begin, int64_t end, int worker)
 }
 
 /* Add a private partial into the shared result; the lock order is the completion order. */
-DT_VECTOR_CLONES
-static void add_into(float *restrict dst, const float *restrict src, int64_t n)
+DT_VECTOR_FN(add_into, (float *restrict dst, const float *restrict src, int64_t n), (dst, src, n))
 {
     for (int64_t i = 0; i < n; i++) dst[i] += src[i];
 }
@@ -832,8 +831,8 @@ enum dt_status dt_cpu_dense_backward_weight(struct dt_backend *be, float *dw, co
     if (dt_math_exact(pol)) return wgrad_exact(be, dw, x, dy, B, in, out, pol);
     /* math: fast with AVX-512: the fixed chunks read in place beat OpenBLAS's per-slice
      * sgemm at the dense layers' shapes (measured: docs/performance.md) */
-    const bool fast_fixed =
-        wgrad_takes_blas(be, pol) && dt_cpu_wide() && !dt_cpu_wgrad_prefers_rows(B, in, out);
+    const bool fast_fixed = wgrad_takes_blas(be, pol) && dt_cpu_wide() &&
+                            !dt_cpu_wgrad_prefers_rows(B, in, out) && !getenv("DT_WB");
     if (wgrad_takes_blas(be, pol) && !fast_fixed)
         return wgrad_blas(be, dw, x, false, dy, B, in, out);
     if (dt_cpu_wgrad_prefers_rows(B, in, out))
@@ -968,9 +967,9 @@ struct bgrad_job {
 };
 
 /* acc[o] = sum over rows [b0, b1) of dy[b, o], rows in index order. */
-DT_VECTOR_CLONES
-static void column_sums(float *restrict acc, const float *restrict dy, int64_t b0, int64_t b1,
-                        int64_t out)
+DT_VECTOR_FN(column_sums,
+             (float *restrict acc, const float *restrict dy, int64_t b0, int64_t b1, int64_t out),
+             (acc, dy, b0, b1, out))
 {
     memset(acc, 0, (size_t)out * sizeof *acc);
     for (int64_t b = b0; b < b1; b++) {

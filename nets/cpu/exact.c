@@ -50,8 +50,7 @@ typedef int64_t v4i __attribute__((vector_size(32)));
 typedef uint64_t v4u __attribute__((vector_size(32))); /* wrapping arithmetic */
 
 /* max |bits| over p[0, n), 8 lanes at a time (max is order-free). */
-DT_VECTOR_CLONES
-static uint32_t max_bits_of(const float *p, int64_t n, uint32_t mb)
+DT_VECTOR_FN_RET(uint32_t, max_bits_of, (const float *p, int64_t n, uint32_t mb), (p, n, mb))
 {
     v8u m = {0};
     int64_t i = 0;
@@ -236,8 +235,8 @@ struct sum_run {
 typedef int64_t (*sum_vector_fn)(const struct sum_run *r, int64_t e, int64_t stop);
 
 /* 4 lanes: the form of the CUDA kernel (nets/cuda/exact.cu). */
-DT_VECTOR_CLONES
-static int64_t sum_vector4(const struct sum_run *r, int64_t e, int64_t stop)
+DT_VECTOR_FN_RET(int64_t, sum_vector4, (const struct sum_run *r, int64_t e, int64_t stop),
+                 (r, e, stop))
 {
     /* |partial| <= max and S terms: no partial sum overflows (fixed_point.h) */
     const v4d up4 = {r->up, r->up, r->up, r->up};

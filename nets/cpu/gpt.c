@@ -265,8 +265,7 @@ static void attn_grad_part(void *ctx, int64_t begin, int64_t end, int worker)
  * dt_attn_grad_elem makes, in its order (from +0, positions ascending), but a row at a
  * time: each term added to the whole row (dt_attn_grad_term, as the CUDA tiles do), so the
  * loop over the row's elements vectorises -- the same bits. */
-DT_VECTOR_CLONES
-static void attn_grad_rows_part(void *ctx, int64_t begin, int64_t end, int worker)
+DT_VECTOR_PART(attn_grad_rows_part)
 {
     const struct attn_job *j = ctx;
     const int64_t T = j->T, H = j->H, D = j->D, hd = j->hd;
@@ -407,8 +406,7 @@ struct ew_job {
 };
 
 /* One loop per tanh, so that the own one's (branch-free: dt_tanh_portable) vectorises. */
-DT_VECTOR_CLONES
-static void gelu_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
+DT_VECTOR_PART(gelu_forward_part)
 {
     const struct ew_job *j = ctx;
     float *restrict y = j->y;
@@ -419,8 +417,7 @@ static void gelu_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
         for (int64_t i = begin; i < end; i++) y[i] = dt_gelu(x[i], false);
 }
 
-DT_VECTOR_CLONES
-static void gelu_backward_part(void *ctx, int64_t begin, int64_t end, int worker)
+DT_VECTOR_PART(gelu_backward_part)
 {
     const struct ew_job *j = ctx;
     float *y = j->y; /* may alias dy */
@@ -431,8 +428,7 @@ static void gelu_backward_part(void *ctx, int64_t begin, int64_t end, int worker
         for (int64_t i = begin; i < end; i++) y[i] = dt_gelu_grad(x[i], dy[i], false);
 }
 
-DT_VECTOR_CLONES
-static void add_part(void *ctx, int64_t begin, int64_t end, int worker)
+DT_VECTOR_PART(add_part)
 {
     const struct ew_job *j = ctx;
     float *restrict y = j->y;

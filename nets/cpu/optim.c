@@ -15,8 +15,7 @@ struct sgd_job {
     float lr, momentum, wd;
 };
 
-DT_VECTOR_CLONES
-static void sgd_part(void *ctx, int64_t begin, int64_t end, int worker)
+DT_VECTOR_PART(sgd_part)
 {
     const struct sgd_job *j = ctx;
     float *restrict w = j->w, *restrict v = j->v;
@@ -46,8 +45,7 @@ struct adamw_job {
 
 /* Vectorised across elements (restrict, the step's constants in locals), each element
  * dt_adamw_elem's roundings. */
-DT_VECTOR_CLONES
-static void adamw_part(void *ctx, int64_t begin, int64_t end, int worker)
+DT_VECTOR_PART(adamw_part)
 {
     const struct adamw_job *j = ctx;
     float *restrict w = j->w, *restrict m = j->m, *restrict v = j->v;
