@@ -375,6 +375,44 @@ DT_TEST(dense_thread_count_independent)
     }
 }
 
+/* DETRAIN_POOL_SPIN_US (nets/cpu/threadpool.c): how long a waiting thread spins before it
+ * sleeps. Out of range or not a number: the CPU backend refuses to open, naming the
+ * variable. 0 (sleep at once: every hand-off a wake-up), the default and the longest spin
+ * all give the one-thread bits at 3 threads. */
+DT_TEST(pool_spin_setting)
+{
+    const char *bad[] = {"abc", "-1", "100001", "12x"};
+    for (int i = 0; i < 4; i++) {
+        setenv("DETRAIN_POOL_SPIN_US", bad[i], 1);
+        struct dt_backend *be = NULL;
+        struct dt_backend_options bo = {DT_BACKEND_CPU, 2, 0};
+        struct dt_error err;
+        CHECK_INT_EQ(dt_backend_create(&be, &bo, &err), DT_ERR_USAGE);
+        CHECK_CONTAINS(err.msg, "DETRAIN_POOL_SPIN_US");
+        CHECK(be == NULL);
+    }
+    static float x[TB * TIN], w[TIN * TOUT], bias[TOUT], r[TB * TOUT];
+    fill(x, TB * TIN, 1.0);
+    fill(w, TIN * TOUT, 0.3);
+    fill(bias, TOUT, 0.1);
+    fill(r, TB * TOUT, 1.0);
+    static float y1[TB * TOUT], gx1[TB * TIN], gw1[TIN * TOUT], gb1[TOUT];
+    static float yn[TB * TOUT], gxn[TB * TIN], gwn[TIN * TOUT], gbn[TOUT];
+    unsetenv("DETRAIN_POOL_SPIN_US");
+    dense_all(1, y1, gx1, gw1, gb1, x, w, bias, r);
+    const char *good[] = {"0", "50", "100000", ""};
+    for (int i = 0; i < 4; i++) {
+        setenv("DETRAIN_POOL_SPIN_US", good[i], 1);
+        dense_all(3, yn, gxn, gwn, gbn, x, w, bias, r);
+        if (memcmp(y1, yn, sizeof y1) || memcmp(gx1, gxn, sizeof gx1) ||
+            memcmp(gw1, gwn, sizeof gw1) || memcmp(gb1, gbn, sizeof gb1)) {
+            fprintf(stderr, "DETRAIN_POOL_SPIN_US=%s: 3 threads differ from 1\n", good[i]);
+            dt_check_failures_++;
+        }
+    }
+    unsetenv("DETRAIN_POOL_SPIN_US");
+}
+
 /* A convolution's bias gradient sums B*OH*OW rows: from 4096 elements the fixed-point
  * sum is split across workers. Its bits must be dt_fixed_sum_rows's (the serial
  * definition) for every thread count, with 6 columns (one by one) and 45 (the AVX-512
@@ -602,6 +640,6 @@ DT_TEST_MAIN(DT_CASE(dense_forward_matches_double), DT_CASE(dense_backward_gradc
              DT_CASE(batch_sums_every_level), DT_CASE(relu_gradcheck),
              DT_CASE(softmax_xent_gradcheck), DT_CASE(sgd_matches_formula),
              DT_CASE(mlp_backward_gradcheck), DT_CASE(dense_thread_count_independent),
-             DT_CASE(bias_fixed_point_split_matches_serial), DT_CASE(wgrad_forms_same_bits),
-             DT_CASE(matmul_paths_match_scalar), DT_CASE(dense_paths_same_bits),
-             DT_CASE(dense_fast_matches_double))
+             DT_CASE(pool_spin_setting), DT_CASE(bias_fixed_point_split_matches_serial),
+             DT_CASE(wgrad_forms_same_bits), DT_CASE(matmul_paths_match_scalar),
+             DT_CASE(dense_paths_same_bits), DT_CASE(dense_fast_matches_double))

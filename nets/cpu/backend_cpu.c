@@ -33,9 +33,22 @@ static enum dt_status cpu_init(struct dt_backend *be, const struct dt_backend_op
                             "DETRAIN_CPU_ISA='%s': give auto (the widest kernels this CPU has) or "
                             "avx2 (no AVX-512 kernels: the path an AVX2 machine takes)",
                             isa);
+    int spin_us = DT_POOL_SPIN_US;
+    const char *spin = getenv("DETRAIN_POOL_SPIN_US");
+    if (spin && *spin) {
+        char *end = NULL;
+        const long v = strtol(spin, &end, 10);
+        if (*end != '\0' || v < 0 || v > DT_POOL_SPIN_US_MAX)
+            return dt_error_set(err, DT_ERR_USAGE,
+                                "DETRAIN_POOL_SPIN_US='%s': give how long a waiting worker spins "
+                                "before it sleeps, in microseconds, 0 to %d (default %d; 0 "
+                                "sleeps at once)",
+                                spin, DT_POOL_SPIN_US_MAX, DT_POOL_SPIN_US);
+        spin_us = (int)v;
+    }
     struct dt_cpu_ctx *c = dt_xcalloc(1, sizeof *c);
     (void)dt_cpu_wide(); /* the CPU check made here, before the pool's threads read it */
-    c->pool = dt_pool_create(threads);
+    c->pool = dt_pool_create(threads, spin_us);
     pthread_mutex_init(&c->combine_mu, NULL);
     c->blas_threads = threads;
     openblas_set_num_threads(1); /* parallel over our pool's row slices instead */

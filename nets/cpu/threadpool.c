@@ -1,13 +1,60 @@
-/* Static-split thread pool for the CPU backend (see threadpool.h). Workers spin briefly on
- * a generation counter before sleeping on a condition variable, so the many short parallel
- * regions of a training step do not each pay a wake-up. */
+/* Static-split thread pool for the CPU backend (see threadpool.h). A waiting thread -- a
+ * worker for the next job, the caller for the workers to finish -- first spins: a few
+ * pauses, then sched_yield between reads, for at most the pool's spin time; only then does
+ * it sleep on a condition variable. So the many short parallel regions of a training step
+ * do not each pay a wake-up (a futex wake and a reschedule: tens of microseconds on a
+ * virtual machine), and on a machine shared with other work the yields hand the core to
+ * whoever is runnable -- the thread being waited for, or the other job -- instead of
+ * burning it (results/cpu/under-load). The spin is bounded in time, not in reads, so it
+ * lasts as long on every CPU. */
 #include "nets/cpu/threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "core/status.h"
+
+#define PAUSES 64 /* reads with a pause between them before the spin starts yielding */
+
+static inline void cpu_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Wait, at most spin_ns, until *v != seen (want_zero: until *v == 0); whether it came. */
+static bool spin_wait(const atomic_uint_fast64_t *v, uint_fast64_t seen, bool want_zero,
+                      uint64_t spin_ns)
+{
+    uint64_t until = 0;
+    for (unsigned i = 0;; i++) {
+        const uint_fast64_t x = atomic_load_explicit(v, memory_order_acquire);
+        if (want_zero ? x == 0 : x != seen) return true;
+        if (spin_ns == 0) return false;
+        if (i < PAUSES) {
+            cpu_pause();
+            continue;
+        }
+        const uint64_t t = now_ns();
+        if (until == 0) until = t + spin_ns;
+        else if (t >= until) return false;
+        sched_yield();
+    }
+}
 
 struct dt_pool {
     int threads;
@@ -16,7 +63,8 @@ struct dt_pool {
     pthread_cond_t wake;
     pthread_cond_t done;
     atomic_uint_fast64_t generation;
-    atomic_int pending;
+    atomic_uint_fast64_t pending; /* workers still running the current job */
+    uint64_t spin_ns;
     int stop;
     /* the current job */
     dt_pool_fn fn;
@@ -54,11 +102,8 @@ static void *worker_main(void *p)
     free(wa);
     uint_fast64_t seen = 0;
     for (;;) {
-        uint_fast64_t gen;
-        int spins = 0;
-        while ((gen = atomic_load_explicit(&pool->generation, memory_order_acquire)) == seen &&
-               spins < 20000)
-            spins++;
+        spin_wait(&pool->generation, seen, false, pool->spin_ns);
+        uint_fast64_t gen = atomic_load_explicit(&pool->generation, memory_order_acquire);
         if (gen == seen) {
             pthread_mutex_lock(&pool->mu);
             while ((gen = atomic_load(&pool->generation)) == seen && !pool->stop)
@@ -77,8 +122,9 @@ static void *worker_main(void *p)
     }
 }
 
-struct dt_pool *dt_pool_create(int threads)
+struct dt_pool *dt_pool_create(int threads, int spin_us)
 {
+    DT_ASSERT(spin_us >= 0);
     DT_ASSERT(threads >= 1);
     struct dt_pool *pool = dt_xcalloc(1, sizeof *pool);
     pool->threads = threads;
@@ -87,6 +133,7 @@ struct dt_pool *dt_pool_create(int threads)
     pthread_cond_init(&pool->done, NULL);
     atomic_init(&pool->generation, 0);
     atomic_init(&pool->pending, 0);
+    pool->spin_ns = (uint64_t)spin_us * 1000u;
     pool->tids = dt_xcalloc((size_t)threads, sizeof *pool->tids);
     for (int t = 1; t < threads; t++) {
         struct worker_arg *wa = dt_xmalloc(sizeof *wa);
@@ -135,10 +182,7 @@ void dt_pool_run(struct dt_pool *pool, int64_t n, int64_t grain, dt_pool_fn fn, 
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->mu);
     run_part(pool, 0);
-    if (atomic_load_explicit(&pool->pending, memory_order_acquire) != 0) {
-        int spins = 0;
-        while (atomic_load_explicit(&pool->pending, memory_order_acquire) != 0 && spins < 20000)
-            spins++;
+    if (!spin_wait(&pool->pending, 0, true, pool->spin_ns)) {
         pthread_mutex_lock(&pool->mu);
         while (atomic_load(&pool->pending) != 0) pthread_cond_wait(&pool->done, &pool->mu);
         pthread_mutex_unlock(&pool->mu);

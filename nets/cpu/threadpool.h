@@ -12,7 +12,12 @@ struct dt_pool;
 /* fn(ctx, begin, end, worker): process items [begin, end). */
 typedef void (*dt_pool_fn)(void *ctx, int64_t begin, int64_t end, int worker);
 
-struct dt_pool *dt_pool_create(int threads);
+/* Default spin of a waiting thread before it sleeps, in microseconds (threadpool.c):
+ * DETRAIN_POOL_SPIN_US overrides it (cpu backend), 0 sleeps at once. */
+#define DT_POOL_SPIN_US 50
+#define DT_POOL_SPIN_US_MAX 100000
+
+struct dt_pool *dt_pool_create(int threads, int spin_us);
 void dt_pool_destroy(struct dt_pool *pool);
 int dt_pool_threads(const struct dt_pool *pool);
 
