@@ -831,8 +831,8 @@ enum dt_status dt_cpu_dense_backward_weight(struct dt_backend *be, float *dw, co
     if (dt_math_exact(pol)) return wgrad_exact(be, dw, x, dy, B, in, out, pol);
     /* math: fast with AVX-512: the fixed chunks read in place beat OpenBLAS's per-slice
      * sgemm at the dense layers' shapes (measured: docs/performance.md) */
-    const bool fast_fixed = wgrad_takes_blas(be, pol) && dt_cpu_wide() &&
-                            !dt_cpu_wgrad_prefers_rows(B, in, out) && !getenv("DT_WB");
+    const bool fast_fixed =
+        wgrad_takes_blas(be, pol) && dt_cpu_wide() && !dt_cpu_wgrad_prefers_rows(B, in, out);
     if (wgrad_takes_blas(be, pol) && !fast_fixed)
         return wgrad_blas(be, dw, x, false, dy, B, in, out);
     if (dt_cpu_wgrad_prefers_rows(B, in, out))
