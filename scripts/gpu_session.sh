@@ -86,15 +86,16 @@ stages (run in this order whatever the order given; `info` always first; caps in
   gptgpu   300 (later call) the GPT at GPU scale (configs/gpt-gpu.yaml, issue 53): portable on
                 cuda against results/cpu/crossdev-gpt-gpu-t2 (RESULTS/cross_device_gpt_gpu.md);
                 detrain bench at each level; PyTorch on the same shape: default, tf32,
-                deterministic, sdpa, compile; run_to_run and fast replicas, 20 steps; fast's
-                learning run (validation loss, sample text)
+                deterministic, sdpa, compile; fast's learning run (validation loss, sample
+                text); run_to_run and fast replicas, 20 steps at batch 8, and explain
   racecheck 240 (later call) every gpu test case under compute-sanitizer racecheck
   matrix   400 (later call) detrain run configs/overhead_matrix.yaml
   first-light = info build smoke tests crossdev replicas bench torch gpt memcheck (caps sum 420)
 verbs:
   kind      the device kind the next lease should ask for: the other one of nvidia-h100-x1
             and nvidia-h200 when results/ holds one GPU kind's first light, so that the
-            cross-device table gains a second architecture
+            cross-device table gains a second architecture; once both ran, the kind whose
+            last session (results/<gpu>/session-<UTC>.txt) is the older, so that they alternate
   payload   tracked + untracked-not-ignored files + the deps folder (or, where it is absent,
             the size scripts/gpu_deps.manifest records), against --limit-mib (default 56):
             MiB in all and the largest contributors; exit 1 when over
@@ -181,25 +182,33 @@ payload_report() {
 # ---- the next lease's kind --------------------------------------------------------------------
 # results/<gpu>/info/gpu.csv names the GPU of each committed first light.
 next_kind() {
-  local have_h100=0 have_h200=0 f
+  # Each kind's last session: the newest results/<gpu>/session-<UTC stamp>.txt of a folder
+  # whose info/gpu.csv names it (none: no first light yet).
+  local last_h100="" last_h200="" f dir t
   for f in results/*/info/gpu.csv; do
     [ -f "$f" ] || continue
-    grep -qi 'H100' "$f" && have_h100=1
-    grep -qi 'H200' "$f" && have_h200=1
+    dir=${f%/info/gpu.csv}
+    t=$(ls "$dir" 2>/dev/null | sed -n 's/^session-\([0-9TZ]*\)\.txt$/\1/p' | LC_ALL=C sort | tail -n 1)
+    [ -n "$t" ] || t=0
+    if grep -qi 'H100' "$f"; then [[ "$t" > "$last_h100" ]] && last_h100=$t; fi
+    if grep -qi 'H200' "$f"; then [[ "$t" > "$last_h200" ]] && last_h200=$t; fi
   done
-  if [ $have_h100 -eq 1 ] && [ $have_h200 -eq 0 ]; then
+  if [ -n "$last_h100" ] && [ -z "$last_h200" ]; then
     echo "nvidia-h200"
     echo "gpu_session: results/ holds an H100's first light and no H200's: ask for kind nvidia-h200" >&2
-  elif [ $have_h200 -eq 1 ] && [ $have_h100 -eq 0 ]; then
+  elif [ -n "$last_h200" ] && [ -z "$last_h100" ]; then
     echo "nvidia-h100-x1"
     echo "gpu_session: results/ holds an H200's first light and no H100's: ask for kind nvidia-h100-x1" >&2
-  else
+  elif [ -z "$last_h100" ]; then
     echo "nvidia-h100-x1"
-    if [ $have_h100 -eq 1 ]; then
-      echo "gpu_session: results/ holds both kinds: either will do (the default, nvidia-h100-x1)" >&2
-    else
-      echo "gpu_session: no GPU first light in results/ yet: the default kind (leave kind out)" >&2
-    fi
+    echo "gpu_session: no GPU first light in results/ yet: the default kind (leave kind out)" >&2
+  elif [[ "$last_h200" > "$last_h100" ]]; then
+    # both kinds ran: alternate, the kind whose last session is the older one next
+    echo "nvidia-h100-x1"
+    echo "gpu_session: both kinds ran; the H100's last session ($last_h100) is older than the H200's ($last_h200): ask for kind nvidia-h100-x1" >&2
+  else
+    echo "nvidia-h200"
+    echo "gpu_session: both kinds ran; the H200's last session ($last_h200) is not newer than the H100's ($last_h100): ask for kind nvidia-h200" >&2
   fi
 }
 
@@ -857,17 +866,6 @@ stage_gptgpu() {
     failure "torch gpt-gpu: $(last_error)"
   [ $dry -eq 1 ] || [ ! -s "$d/torch.csv" ] ||
     note "torch $(awk -F, 'NR > 1 { printf "%s%s %.3f ms", s, $1, $3; s = ", " }' "$d/torch.csv")"
-  out=$d/replicas
-  run "$detrain" run "$cfg" --out "$out" --set backend.device=cuda \
-      --set 'policies=[fast, run_to_run]' --set replicas=2 --set train.steps=20 --set 'vary=[]' \
-      --set train.eval_every=0 --set dataset.test_limit=64 "${sets[@]}" --quiet
-  if [ $? -ne 0 ] && [ $dry -eq 0 ]; then
-    failure "gpt-gpu replicas: $(last_error)"
-  else
-    run "$detrain" compare "$out/run_to_run/replica-0" "$out/run_to_run/replica-1" ||
-      failure "gpt-gpu run_to_run replica 1 differs from replica 0"
-    sh_c --ok "0 1" "$(quote_args "$detrain" explain "$out/fast/replica-0" "$out/fast/replica-1" --quiet) >$(quote_args "$d/explain-fast.txt")"
-  fi
   # learning: fast for the config's steps, validation loss and sample text in the report
   out=$d/learn
   run "$detrain" run "$cfg" --out "$out" --set backend.device=cuda --set 'policies=[fast]' \
@@ -875,6 +873,20 @@ stage_gptgpu() {
   if [ $dry -eq 0 ]; then
     k=$(tail -n 1 "$out/fast/replica-0/metrics.csv" 2>/dev/null | cut -c1-80)
     note "learn: last metrics ${k:-none}"
+  fi
+  # replicas at batch 8: explain downloads and hashes every op output of step 1 on the host,
+  # for each of its re-executions (five, then more per control): at the config's batch 64
+  # that is gigabytes an execution, and it ran past 164 s on the H200 (2026-11-28)
+  out=$d/replicas
+  run "$detrain" run "$cfg" --out "$out" --set backend.device=cuda \
+      --set 'policies=[fast, run_to_run]' --set replicas=2 --set train.steps=20 --set train.batch=8 \
+      --set 'vary=[]' --set train.eval_every=0 --set dataset.test_limit=64 "${sets[@]}" --quiet
+  if [ $? -ne 0 ] && [ $dry -eq 0 ]; then
+    failure "gpt-gpu replicas: $(last_error)"
+  else
+    run "$detrain" compare "$out/run_to_run/replica-0" "$out/run_to_run/replica-1" ||
+      failure "gpt-gpu run_to_run replica 1 differs from replica 0"
+    sh_c --ok "0 1" "$(quote_args "$detrain" explain "$out/fast/replica-0" "$out/fast/replica-1" --quiet) >$(quote_args "$d/explain-fast.txt")"
   fi
 }
 

@@ -323,9 +323,11 @@ DT_TEST(session_plan)
         out, "[bench] bash -c 'build-gpu/detrain bench configs/bnn.yaml --steps 30 --warmup 5 "
              "--baseline first --set backend.device=cuda --set dataset.train_limit=10000 "
              "--set dataset.test_limit=2000 --csv ");
+    /* the CPU references first, every other GPU's committed crossdev (results/nvidia-h200
+     * and any later one) between, this GPU's last */
     CHECK_CONTAINS(out, "[crossdev] env DETRAIN=build-gpu/detrain bash scripts/cross_device.sh "
-                        "table results/cpu/crossdev-t2 results/cpu/crossdev-t1 "
-                        "results/nvidia-h100-80gb-hbm3/crossdev --out "
+                        "table results/cpu/crossdev-t2 results/cpu/crossdev-t1 ");
+    CHECK_CONTAINS(out, " results/nvidia-h100-80gb-hbm3/crossdev --out "
                         "results/nvidia-h100-80gb-hbm3/cross_device.md\n");
     CHECK_CONTAINS(out, "[replicas] build-gpu/detrain compare "
                         "results/nvidia-h100-80gb-hbm3/replicas/bnn/run_to_run/replica-0 "
@@ -647,6 +649,25 @@ DT_TEST(session_kind)
                        repo),
         0);
     CHECK_FIRST_LINE(out, "nvidia-h100-x1");
+    /* both ran: they alternate, the kind whose last session is the older one next */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "cd '%s' && mkdir -p results/nvidia-h100-80gb-hbm3/info && "
+                                "printf 'name\\nNVIDIA H100 80GB HBM3\\n' "
+                                ">results/nvidia-h100-80gb-hbm3/info/gpu.csv && "
+                                "touch results/nvidia-h100-80gb-hbm3/session-20261126T174721Z.txt "
+                                "results/nvidia-h200/session-20261128T041741Z.txt && "
+                                "bash scripts/gpu_session.sh kind",
+                                repo),
+                 0);
+    CHECK_FIRST_LINE(out, "nvidia-h100-x1");
+    CHECK_CONTAINS(out, "older than the H200's");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "cd '%s' && touch "
+                                "results/nvidia-h100-80gb-hbm3/session-20261201T000000Z.txt && "
+                                "bash scripts/gpu_session.sh kind",
+                                repo),
+                 0);
+    CHECK_FIRST_LINE(out, "nvidia-h200");
 }
 
 /* In a scratch repo with a stand-in detrain: the crossdev stage's reference (the committed CPU

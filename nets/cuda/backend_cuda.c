@@ -373,7 +373,7 @@ static void cuda_op_times(struct dt_backend *be, double *seconds)
     struct cuda_timers *t = dt_cuda(be)->timers;
     if (!t || t->n == 0) return;
     DT_ASSERT(t->n % 2 == 0);
-    be->host_waits++;
+    dt_cuda_count_wait(be, DT_CUDA_SITE(__FILE__, __LINE__));
     DT_CUDA_CHECK(cudaEventSynchronize(t->ev[t->n - 1]));
     for (int k = 0; k < t->n / 2; k++) {
         float ms = 0.0f;
@@ -473,7 +473,7 @@ static void cuda_gather(struct dt_backend *be, float *x, int32_t *labels,
             /* not an error, but it may be left as the last error: clear it so that the next
              * cudaGetLastError check (a launch's) does not report it */
             (void)cudaGetLastError();
-            be->host_waits++;
+            dt_cuda_count_wait(be, DT_CUDA_SITE(__FILE__, __LINE__));
             q = cudaEventSynchronize(r->copied[k]);
         }
         DT_CUDA_CHECK(q);

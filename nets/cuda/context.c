@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/util.h"
 #include "nets/cuda/cuda.h"
@@ -32,10 +33,31 @@ enum dt_status dt_cuda_launched(struct dt_backend *be, int rc, const char *op)
                                cudaGetErrorString((cudaError_t)rc));
 }
 
-void dt_cuda_sync(struct dt_backend *be)
+void dt_cuda_count_wait(struct dt_backend *be, const char *site)
 {
-    be->host_waits++; /* every training-thread wait goes through here */
+    dt_cuda(be)->wait_site[be->host_waits % DT_CUDA_WAIT_SITES] = site;
+    be->host_waits++;
+}
+
+void dt_cuda_sync_at(struct dt_backend *be, const char *site)
+{
+    dt_cuda_count_wait(be, site); /* every training-thread wait goes through here */
     DT_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)dt_cuda(be)->stream));
+}
+
+void dt_cuda_wait_sites(struct dt_backend *be, int64_t first, char *buf, size_t n)
+{
+    const struct dt_cuda_ctx *c = dt_cuda(be);
+    size_t used = 0;
+    if (n) buf[0] = 0;
+    if (first < be->host_waits - DT_CUDA_WAIT_SITES) first = be->host_waits - DT_CUDA_WAIT_SITES;
+    for (int64_t k = first < 0 ? 0 : first; k < be->host_waits && used + 1 < n; k++) {
+        const char *site = c->wait_site[k % DT_CUDA_WAIT_SITES], *slash = strrchr(site, '/');
+        const int w =
+            snprintf(buf + used, n - used, "%s%s", used ? "; " : "", slash ? slash + 1 : site);
+        if (w < 0) break;
+        used += (size_t)w < n - used ? (size_t)w : n - used - 1;
+    }
 }
 
 void *dt_cuda_scratch(struct dt_backend *be, int slot, size_t bytes)

@@ -55,6 +55,7 @@ struct dt_cuda_launch {
 #define DT_CUDA_SLOT_SNAPSHOT 7     /* the snapshot's table of tensors (backend_cuda.c) */
 
 /* The backend's state (be->ctx). Only the backend's own files touch it. */
+#define DT_CUDA_WAIT_SITES 64
 struct dt_cuda_ctx {
     int device;
     dt_cuda_stream stream;        /* every op and copy of the training step runs here */
@@ -85,6 +86,7 @@ struct dt_cuda_ctx {
     void *snapshot_table_up;
     int sm_count;
     char name[300];
+    const char *wait_site[DT_CUDA_WAIT_SITES]; /* wait k's call site at k % DT_CUDA_WAIT_SITES */
 };
 
 static inline struct dt_cuda_ctx *dt_cuda(struct dt_backend *be)
@@ -111,8 +113,18 @@ void *dt_cuda_scratch(struct dt_backend *be, int slot, size_t bytes);
  * the CPU's draw), in device scratch slot 1; synchronises (nets/cuda/dense.c). */
 const int64_t *dt_cuda_forced_perm(struct dt_backend *be, int64_t m, uint64_t salt);
 void *dt_cuda_host_scratch(struct dt_backend *be, int slot, size_t bytes);
-/* Wait for everything queued on the backend's stream. */
-void dt_cuda_sync(struct dt_backend *be);
+/* Wait for everything queued on the backend's stream. Every training-thread wait counts
+ * once in dt_backend_host_waits and leaves its call site (file:line) in a ring of the last
+ * DT_CUDA_WAIT_SITES, so that a test expecting one wait a step names the others. */
+#define DT_CUDA_SITE_(f, l) f ":" #l
+#define DT_CUDA_SITE(f, l) DT_CUDA_SITE_(f, l)
+#define dt_cuda_sync(be) dt_cuda_sync_at((be), DT_CUDA_SITE(__FILE__, __LINE__))
+void dt_cuda_sync_at(struct dt_backend *be, const char *site);
+/* A wait made another way (an event's): counted and its site kept, as dt_cuda_sync's. */
+void dt_cuda_count_wait(struct dt_backend *be, const char *site);
+/* The sites of waits number first .. dt_backend_host_waits - 1 (those still in the ring),
+ * "; "-separated into buf (n bytes): for a test's failure message. */
+void dt_cuda_wait_sites(struct dt_backend *be, int64_t first, char *buf, size_t n);
 /* The cuBLAS handle with the math mode for `pol` set: TF32 allowed for `math: fast`,
  * pedantic FP32 otherwise (callers use it for fast and strict only). */
 void *dt_cuda_cublas_for(struct dt_backend *be, const struct dt_policy *pol);

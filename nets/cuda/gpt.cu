@@ -162,10 +162,14 @@ static unsigned ln_grid(const struct dt_cuda_launch *L, int64_t rows)
     return (unsigned)(blocks > 0 ? blocks : 1);
 }
 
-/* items: (b, h, t) rows, i = (b H + h) T + t */
-static __global__ void attention_forward_kernel(float *out, float *att, const float *qkv, int64_t B,
-                                                int64_t T, int64_t H, int64_t D, float scale,
-                                                bool portable, bool exact)
+/* items: (b, h, t) rows, i = (b H + h) T + t. Its block is the launch knob (up to 1024
+ * threads, dt_cuda_set_launch); unbounded, the compiler gave it 72 registers, and a
+ * 1024-thread block of those does not fit the 65536 of a multiprocessor: the H200 refused
+ * the launch (results/nvidia-h200, gpt.gpu_gradients_equal_cpu_and_grid_free). The bound
+ * holds it to 64. */
+static __global__ void __launch_bounds__(1024)
+    attention_forward_kernel(float *out, float *att, const float *qkv, int64_t B, int64_t T,
+                             int64_t H, int64_t D, float scale, bool portable, bool exact)
 {
     const int64_t hd = D / H;
     DT_GRID_STRIDE(i, B * H * T)
