@@ -1352,8 +1352,9 @@ DT_TEST(deferred_checks)
 /* reduction: exact's bias partials of every shard in one launch: the CPU's bits for shard
  * counts 1 to 7, rows per example 1 and 3 (a convolution's positions), widths below and
  * above a block's threads, at several launch geometries and twice in a row (the last-block
- * counter returns to 0); beyond the kernel's bounds (1025 columns, a shard past 2^18
- * elements) the per-shard path gives the same bits. A NaN in shard 2 alone is reported with
+ * counter returns to 0); beyond the kernel's bounds (1025 columns) and where one launch
+ * would not pay (a shard past dt_cuda_bias_one_launch_fits's size) the per-shard path gives
+ * the same bits. A NaN in shard 2 alone is reported with
  * the CPU's words (its shard-relative row), and with checks deferred the step's end names it
  * after one wait. */
 DT_TEST(bias_shards_one_launch)

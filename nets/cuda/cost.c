@@ -306,8 +306,7 @@ static void cuda_bias_backward(struct dt_op_cost *c, const struct dt_cost_ctx *c
         kernel(c, 4.0 * (n + 2.0 * o), n + slices * o);
         return;
     }
-    if (dt_cuda_one_pass() && out <= DT_CUDA_BIAS_ONE_PASS_COLS &&
-        B * out <= DT_CUDA_BIAS_ONE_PASS_MAX) { /* one block: bias_fixed_one_launch */
+    if (dt_cuda_one_pass() && dt_cuda_bias_one_launch_fits(1, B, out)) { /* one block */
         kernel(c, 8.0 * n + 4.0 * o, (OPS_SCAN + OPS_FIXED_TERM) * n + OPS_FIXED_ROUND * o);
         check_record(c, cx);
         return;
@@ -390,8 +389,8 @@ static bool cuda_bias_backward_shards(struct dt_op_cost *c, const struct dt_cost
     int64_t widest = 0;
     for (int64_t k = 0; k < cx->shards; k++)
         if (shard_rows(cx, B, k) > widest) widest = shard_rows(cx, B, k);
-    if (!dt_cuda_one_pass() || !dt_atomics_exact(pol) || cx->shards > DT_CUDA_SHARDS_MAX ||
-        out > DT_CUDA_BIAS_ONE_PASS_COLS || widest * out > DT_CUDA_BIAS_ONE_PASS_MAX)
+    if (!dt_cuda_one_pass() || !dt_atomics_exact(pol) ||
+        !dt_cuda_bias_one_launch_fits(cx->shards, widest, out))
         return false;
     const double n = (double)B * (double)out, parts = (double)cx->shards * (double)out;
     kernel(c, 8.0 * n + 4.0 * parts, (OPS_SCAN + OPS_FIXED_TERM) * n + OPS_FIXED_ROUND * parts);

@@ -297,8 +297,7 @@ static enum dt_status bias_fixed_one_launch(struct dt_backend *be, float *dbias,
     int64_t widest = 0;
     for (int64_t k = 0; k < count; k++)
         if ((row[k + 1] - row[k]) * mult > widest) widest = (row[k + 1] - row[k]) * mult;
-    if (!c->one_pass || count > DT_CUDA_SHARDS_MAX || out > DT_CUDA_BIAS_ONE_PASS_COLS ||
-        widest * out > DT_CUDA_BIAS_ONE_PASS_MAX)
+    if (!c->one_pass || !dt_cuda_bias_one_launch_fits(count, widest, out))
         return DT_ERR_UNSUPPORTED;
     if (!c->one_pass_count) { /* once per backend: zeroed, and zero after every launch */
         DT_CUDA_CHECK(cudaMalloc((void **)&c->one_pass_count, sizeof *c->one_pass_count));

@@ -95,9 +95,9 @@ int dt_cuda_bias_grad_fixed(float *dbias, unsigned long long *acc, struct dt_cud
  * bits of dt_fixed_sum_rows over the shard). rec receives the first faulty shard's record
  * (in full: no reset before); block_rec holds `shards` records; *count is 0 before and
  * after. cudaErrorNotSupported beyond DT_CUDA_SHARDS_MAX shards or
- * DT_CUDA_BIAS_ONE_PASS_COLS columns. One block reads its shard twice: beyond
- * DT_CUDA_BIAS_ONE_PASS_MAX elements per shard the caller calls per shard instead (four
- * grid-wide kernels per shard read faster than one block per shard). */
+ * DT_CUDA_BIAS_ONE_PASS_COLS columns. One block reads its shard twice: where
+ * dt_cuda_bias_one_launch_fits says no, the caller calls per shard instead (four grid-wide
+ * kernels per shard read faster than one block per shard). */
 #define DT_CUDA_SHARDS_MAX 64 /* shards of one launch: every one-launch shard form */
 /* DETRAIN_CUDA_ONE_PASS=0 runs the step as the first light did -- the shards' bias gradient a
  * call per shard, the hashing snapshot a copy per tensor, the loss and reduction: exact's
@@ -109,7 +109,20 @@ static inline bool dt_cuda_one_pass(void)
     return !(v && v[0] == '0' && v[1] == '\0');
 }
 #define DT_CUDA_BIAS_ONE_PASS_COLS 1024
-#define DT_CUDA_BIAS_ONE_PASS_MAX ((int64_t)1 << 18)
+/* When the one launch pays (dense.c, bias_fixed_one_launch; the cost model asks the same).
+ * A block walks its shard's rows twice, a thread's loads one after another: on the H200
+ * (results/nvidia-h200, 2026-11-28) about 2 ns an element of the widest shard -- the MLP at
+ * batch 256, one shard, 0.223 ms a step for its three bias gradients, where the four
+ * grid-wide kernels took 0.068 ms on the H100 (about 0.023 ms a call, whatever the size);
+ * LeNet's convolution biases, 100,352 rows of one shard, 0.516 ms. So one launch while the
+ * widest shard holds at most DT_CUDA_BIAS_ONE_PASS_PER_SHARD elements for each shard whose
+ * call it saves (8192: the break-even of the two, rounded down). */
+#define DT_CUDA_BIAS_ONE_PASS_PER_SHARD ((int64_t)1 << 13)
+static inline bool dt_cuda_bias_one_launch_fits(int64_t shards, int64_t widest_rows, int64_t out)
+{
+    return shards >= 1 && shards <= DT_CUDA_SHARDS_MAX && out <= DT_CUDA_BIAS_ONE_PASS_COLS &&
+           widest_rows * out <= DT_CUDA_BIAS_ONE_PASS_PER_SHARD * shards;
+}
 
 /* reduction: exact's weight-gradient partials at portable, one launch for every shard
  * (item (k, i, j) = shard k's dw[i, j]: its chunks in row order, the fixed tree streamed;
