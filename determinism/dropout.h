@@ -56,19 +56,38 @@ static inline DT_HD struct dt_philox_stream dt_dropout_stream(uint64_t seed, uin
     return dt_philox_stream_make(seed, step, DT_PHILOX_TENSOR_DROPOUT + site, member, 0);
 }
 
+/* Philox block q's four elements, e = 4 q + k, those in [e0, e0 + n): y[e - e0] = dropout of
+ * x[e - e0] by word k of the block. y may alias x. The CUDA kernel runs it a thread a block
+ * (nets/cuda/gpt.cu); dt_dropout_philox_range, block after block. */
+static inline DT_HD void dt_dropout_philox_block(float *y, const float *x, int64_t e0, int64_t n,
+                                                 uint64_t q, const struct dt_philox_stream *s,
+                                                 uint32_t threshold, float scale)
+{
+    uint32_t w[4];
+    dt_philox_block(w, s, q);
+    for (int k = 0; k < 4; k++) {
+        const int64_t i = (int64_t)(4 * q + (uint64_t)k) - e0;
+        if (i >= 0 && i < n)
+            y[i] = dt_dropout_apply(x[i], dt_dropout_keeps(w[k], threshold), scale);
+    }
+}
+
+/* The philox blocks that global elements [e0, e0 + n) touch: q0 .. q0 + count - 1. */
+static inline DT_HD uint64_t dt_dropout_philox_blocks(int64_t e0, int64_t n, uint64_t *q0)
+{
+    *q0 = (uint64_t)e0 >> 2;
+    return n > 0 ? (((uint64_t)(e0 + n - 1) >> 2) - *q0 + 1) : 0;
+}
+
 /* y[i] = dropout of x[i] for global elements e0 + i, i in [0, n) (philox). y may alias x. */
 static inline DT_HD void dt_dropout_philox_range(float *y, const float *x, int64_t e0, int64_t n,
                                                  const struct dt_philox_stream *s,
                                                  uint32_t threshold, float scale)
 {
-    int64_t i = 0;
-    while (i < n) {
-        const uint64_t e = (uint64_t)(e0 + i), block = e >> 2;
-        uint32_t w[4];
-        dt_philox_block(w, s, block);
-        for (int k = (int)(e & 3); k < 4 && i < n; k++, i++)
-            y[i] = dt_dropout_apply(x[i], dt_dropout_keeps(w[k], threshold), scale);
-    }
+    uint64_t q0;
+    const uint64_t count = dt_dropout_philox_blocks(e0, n, &q0);
+    for (uint64_t j = 0; j < count; j++)
+        dt_dropout_philox_block(y, x, e0, n, q0 + j, s, threshold, scale);
 }
 
 /* A row's lane walk over one site of `width` columns: forwards (output, then step; keep,

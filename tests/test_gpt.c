@@ -1219,6 +1219,42 @@ static void drop_rows(struct dt_backend *be, float *y, const float *x, int64_t r
             CHECK(dt_xoro_equal(lanes[r], dt_dropout_lane_seed(99, 4, 2, (uint64_t)(row0 + r))));
 }
 
+/* The CUDA kernel's philox schedule (nets/cuda/gpt.cu, dropout_philox_kernel): a thread a
+ * Philox block of the whole site, in any order, gives every element the word an element-wise
+ * reference draws for it (block e / 4, word e % 4), for sites starting mid-block and widths
+ * not a multiple of 4, in place too; the row-by-row range function agrees. */
+DT_TEST(dropout_philox_blocks_any_order)
+{
+    const struct dt_philox_stream st = dt_dropout_stream(7, 3, 1, 0);
+    const uint32_t thr = 0x4ccccccdu;
+    const float scale = (float)(1.0 / 0.7);
+    static const int64_t shapes[][3] = {{0, 5, 8}, {3, 7, 13}, {1, 1, 1}, {10, 4, 30}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const int64_t row0 = shapes[k][0], rows = shapes[k][1], W = shapes[k][2], n = rows * W;
+        const int64_t e0 = row0 * W;
+        float *x = dt_xmalloc((size_t)n * 4), *ref = dt_xmalloc((size_t)n * 4),
+              *y = dt_xmalloc((size_t)n * 4), *rows_y = dt_xmalloc((size_t)n * 4);
+        fill(x, n, 3.0);
+        for (int64_t i = 0; i < n; i++) { /* element-wise: its block's word */
+            const uint64_t e = (uint64_t)(e0 + i);
+            uint32_t w[4];
+            dt_philox_block(w, &st, e >> 2);
+            ref[i] = dt_dropout_apply(x[i], dt_dropout_keeps(w[e & 3], thr), scale);
+        }
+        uint64_t q0;
+        const uint64_t blocks = dt_dropout_philox_blocks(e0, n, &q0);
+        CHECK(blocks >= (uint64_t)(n + 3) / 4 && blocks <= (uint64_t)(n + 3) / 4 + 1);
+        memcpy(y, x, (size_t)n * 4); /* in place, blocks last to first */
+        for (uint64_t j = blocks; j-- > 0;)
+            dt_dropout_philox_block(y, y, e0, n, q0 + j, &st, thr, scale);
+        CHECK(memcmp(y, ref, (size_t)n * 4) == 0);
+        for (int64_t r = 0; r < rows; r++)
+            dt_dropout_philox_range(rows_y + r * W, x + r * W, (row0 + r) * W, W, &st, thr, scale);
+        CHECK(memcmp(rows_y, ref, (size_t)n * 4) == 0);
+        free(x), free(ref), free(y), free(rows_y);
+    }
+}
+
 /* Masks are a function of the global row: the op equals the header's functions at 1 and 3
  * threads, backward regenerates forward's mask in every mode, stored keeps lfsr's, the
  * keep rate is 1 - p, and a batch cut in two (as ranks cut it) gets the whole batch's masks
@@ -1959,12 +1995,12 @@ DT_TEST(gpu_explain_names_scatter)
 
 DT_TEST_MAIN(DT_CASE(ops_are_the_shared_functions), DT_CASE(attention_library_path),
              DT_CASE(attention_tiles), DT_CASE(layernorm_warp), DT_CASE(ops_match_double_reference),
-             DT_CASE(dropout_masks), DT_CASE(gradients_match_double_reference),
-             DT_CASE(embedding_scatter_controls), DT_CASE(adamw_and_schedule),
-             DT_CASE(clip_norm_controls), DT_CASE(text_dataset), DT_CASE(levels_and_threads),
-             DT_CASE(resume_after_kill), DT_CASE(ranks_independent), DT_CASE(dropout_runs),
-             DT_CASE(dropout_ranks), DT_CASE(explain_names_scatter), DT_CASE(export_and_batches),
-             DT_CASE(vs_torch), DT_CASE(nonfinite_stops), DT_CASE(refusals),
-             DT_CASE(gpu_gradients_equal_cpu_and_grid_free), DT_CASE(gpu_host_waits_per_step),
-             DT_CASE(gpu_portable_trace_equals_cpu), DT_CASE(gpu_run_to_run_replicas_identical),
-             DT_CASE(gpu_explain_names_scatter))
+             DT_CASE(dropout_masks), DT_CASE(dropout_philox_blocks_any_order),
+             DT_CASE(gradients_match_double_reference), DT_CASE(embedding_scatter_controls),
+             DT_CASE(adamw_and_schedule), DT_CASE(clip_norm_controls), DT_CASE(text_dataset),
+             DT_CASE(levels_and_threads), DT_CASE(resume_after_kill), DT_CASE(ranks_independent),
+             DT_CASE(dropout_runs), DT_CASE(dropout_ranks), DT_CASE(explain_names_scatter),
+             DT_CASE(export_and_batches), DT_CASE(vs_torch), DT_CASE(nonfinite_stops),
+             DT_CASE(refusals), DT_CASE(gpu_gradients_equal_cpu_and_grid_free),
+             DT_CASE(gpu_host_waits_per_step), DT_CASE(gpu_portable_trace_equals_cpu),
+             DT_CASE(gpu_run_to_run_replicas_identical), DT_CASE(gpu_explain_names_scatter))

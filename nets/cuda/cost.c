@@ -964,7 +964,7 @@ void dt_cost_adamw_update(struct dt_op_cost *c, const struct dt_cost_ctx *cx, fl
  * tensor, a sum kernel per tensor (every square to int64 at one shift), the finish kernel;
  * otherwise *norm_sq zeroed (a memset), then per tensor: fixed -> chunk sums, the fixed
  * tree (reduce_tree over one float: its levels and copy) and the in-order add (one
- * thread); unordered -> one kernel of chunk sums added by atomicAdd. */
+ * thread); unordered -> one kernel of chunk sums, one atomicAdd a block. */
 void dt_cost_grad_norm(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *norm_sq,
                        const float *const *g, const int64_t *n, int count,
                        const struct dt_policy *pol)

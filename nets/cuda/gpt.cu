@@ -290,9 +290,7 @@ static __global__ void dropout_kernel(float *y, const float *x, uint8_t *keep,
         float *yr = y + r * W;
         const float *xr = x + r * W;
         switch (s.mode) {
-        case DT_DROPOUT_PHILOX:
-            dt_dropout_philox_range(yr, xr, (s.row0 + r) * W, W, &s.stream, s.threshold, s.scale);
-            break;
+        case DT_DROPOUT_PHILOX: /* dropout_philox_kernel */ break;
         case DT_DROPOUT_KEEP:
             dt_dropout_lane_forward(yr, xr, keep + r * W, W, &lanes[r], s.threshold, s.scale);
             break;
@@ -308,6 +306,16 @@ static __global__ void dropout_kernel(float *y, const float *x, uint8_t *keep,
             break;
         }
     }
+}
+
+/* philox: a thread a Philox block of the whole (rows, W) site (dt_dropout_philox_block),
+ * not a thread a row: the rows' elements are one run of counters, so neighbouring threads
+ * read and write neighbouring 16 bytes. Items: the site's blocks, q0 + j. */
+static __global__ void dropout_philox_kernel(float *y, const float *x, int64_t e0, int64_t n,
+                                             uint64_t q0, uint64_t blocks, struct dt_dropout_site s)
+{
+    DT_GRID_STRIDE(j, (int64_t)blocks)
+    dt_dropout_philox_block(y, x, e0, n, q0 + (uint64_t)j, &s.stream, s.threshold, s.scale);
 }
 
 static __global__ void dropout_seed_kernel(struct dt_xoro *lanes, int64_t rows, int64_t row0,
@@ -555,6 +563,14 @@ extern "C" int dt_cuda_dropout_launch(float *y, const float *x, uint8_t *keep,
                                       const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
+    if (site->mode == DT_DROPOUT_PHILOX) {
+        const int64_t e0 = site->row0 * width, n = rows * width;
+        uint64_t q0;
+        const uint64_t blocks = dt_dropout_philox_blocks(e0, n, &q0);
+        dropout_philox_kernel<<<dt_cuda_grid(L, (int64_t)blocks), THREADS, 0, s>>>(y, x, e0, n, q0,
+                                                                                   blocks, *site);
+        LAUNCHED;
+    }
     dropout_kernel<<<dt_cuda_grid(L, rows), THREADS, 0, s>>>(y, x, keep, lanes, rows, width, *site);
     LAUNCHED;
 }
