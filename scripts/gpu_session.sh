@@ -73,21 +73,23 @@ stages (run in this order whatever the order given; `info` always first; caps in
   replicas  30  each model at run_to_run and fast, 3 replicas, 30 steps, nothing varied:
                 run_to_run replicas must be identical; fast's first divergent step and
                 distinct digests recorded
-  bench     40  detrain bench on cuda, short: every level against fast per model, hashing
-                share, host waits per step
+  bench     40  detrain bench on cuda, short: every level and portable+math=exact against
+                fast per model, hashing share, host waits per step
   torch     65  scripts/bench_torch.py: PyTorch default and deterministic, MLP and LeNet
   gpt       95  the tiny GPT (issue 40), after the other models: its gpu tests (ctest -L gpt);
                 smoke at each level; the portable run on cuda against the committed CPU
                 reference results/cpu/crossdev-gpt-t2 (RESULTS/cross_device_gpt.md); fast and
-                run_to_run replicas and explain of fast's; detrain bench; PyTorch on the same
-                GPT: default, tf32 (what fast allows), deterministic, sdpa (fused attention)
+                run_to_run replicas and explain of fast's; detrain bench (each level and
+                portable+math=exact); PyTorch on the same GPT: default, tf32 (what fast
+                allows), deterministic, sdpa (fused attention)
   memcheck  20+ a subset of the gpu test cases under compute-sanitizer memcheck, one by one,
                 on whatever time is left
   gptgpu   300 (later call) the GPT at GPU scale (configs/gpt-gpu.yaml, issue 53): portable on
                 cuda against results/cpu/crossdev-gpt-gpu-t2 (RESULTS/cross_device_gpt_gpu.md);
-                detrain bench at each level; PyTorch on the same shape: default, tf32,
-                deterministic, sdpa, compile; fast's learning run (validation loss, sample
-                text); run_to_run and fast replicas, 20 steps at batch 8, and explain
+                detrain bench at each level, portable+math=exact and fast+rng=philox;
+                PyTorch on the same shape: default, tf32, deterministic, sdpa, compile;
+                fast's learning run (validation loss, sample text); run_to_run and fast
+                replicas, 20 steps at batch 8, and explain
   racecheck 240 (later call) every gpu test case under compute-sanitizer racecheck
   matrix   400 (later call) detrain run configs/overhead_matrix.yaml
   first-light = info build smoke tests crossdev replicas bench torch gpt memcheck (caps sum 420)
@@ -694,7 +696,9 @@ stage_replicas() {
 
 stage_bench() {
   need_build || return
-  local d=$results/bench m levels='policies=[fast, run_to_run, portable]' base csv txt cmd
+  # portable+math=exact: every product exact in integers (int8 GEMMs on the tensor cores on a
+  # GPU), the CPU's bits by construction -- the route to portable at full speed (issue 53)
+  local d=$results/bench m levels='policies=[fast, run_to_run, portable, {base: portable, math: exact}]' base csv txt cmd
   [ $dry -eq 1 ] || { mkdir -p "$d"; rm -f "$d"/detrain-cuda-*.csv "$d"/detrain-cuda-*.txt; }
   for m in "${models[@]}"; do
     csv=$d/detrain-cuda-$m.csv txt=$d/detrain-cuda-$m.txt
@@ -795,9 +799,9 @@ stage_gpt() {
                    print $c["distinct_final_digests"] " distinct, " (s == "" || s == -1 ? "never part" : "part at step " s " (" t ")") }' "$out/summary.csv" 2>/dev/null)
     note "fast ${v:-?}" "explain: $(grep -m1 -o 'caused by [a-z_]*: [a-z_]*' "$d/explain-fast.txt" 2>/dev/null)"
   fi
-  # bench: every level against fast, hashing share, host waits
+  # bench: every level and portable+math=exact against fast, hashing share, host waits
   local cmd=("$detrain" bench "$cfg" --steps 30 --warmup 5 --set backend.device=cuda
-             --set 'policies=[fast, run_to_run, portable]'
+             --set 'policies=[fast, run_to_run, portable, {base: portable, math: exact}]'
              --set dataset.path=tests/data/gpt_corpus.txt --csv "$d/bench.csv")
   sh_c "$(quote_args "${cmd[@]}") >$(quote_args "$d/bench.txt")" || failure "gpt bench: $(last_error)"
   [ $dry -eq 0 ] || check_config_of "${cmd[@]}"
@@ -853,7 +857,8 @@ stage_gptgpu() {
     note "portable vs cpu: ${v:-no result}"
   fi
   cmd=("$detrain" bench "$cfg" --steps 20 --warmup 3 --set backend.device=cuda
-       --set 'policies=[fast, run_to_run, portable]' --set dataset.path=tests/data/gpt_corpus.txt
+       --set 'policies=[fast, run_to_run, portable, {base: portable, math: exact}, {base: fast, rng: philox}]' \
+       --set dataset.path=tests/data/gpt_corpus.txt
        --csv "$d/bench.csv")
   sh_c "$(quote_args "${cmd[@]}") >$(quote_args "$d/bench.txt")" || failure "gpt-gpu bench: $(last_error)"
   [ $dry -eq 0 ] || check_config_of "${cmd[@]}"
