@@ -430,7 +430,10 @@ part_crossdev() {
 # each GPU's) reproduced on this machine, on its widest kernels and on the narrow path.
 part_reproduce() {
   local refs=(results/cpu/crossdev-t2 results/cpu/crossdev-gpt-t2 results/cpu/crossdev-gpt-gpu-t2) g
-  for g in results/*/crossdev; do [ -d "$g" ] && refs+=("$g"); done
+  # every GPU's committed references: the three models', and the GPTs' where it ran them
+  for g in results/*/crossdev results/*/crossdev-gpt results/*/crossdev-gpt-gpu; do
+    [ -d "$g" ] && refs+=("$g")
+  done
   mkdir -p results/cpu/reproduce
   "$DETRAIN" reproduce --quiet "${refs[@]}" > "$tmp/widest.txt"
   DETRAIN_CPU_ISA=avx2 OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=AVX2 \
