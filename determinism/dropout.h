@@ -90,6 +90,10 @@ static inline DT_HD void dt_dropout_philox_range(float *y, const float *x, int64
         dt_dropout_philox_block(y, x, e0, n, q0 + j, s, threshold, scale);
 }
 
+/* The CUDA kernel walks a row's lane a tile of this many columns at a time (even: a tile
+ * pairs its columns as the whole row does; nets/cuda/gpt.cu, dropout_lane_tiled_kernel). */
+#define DT_DROPOUT_TILE_COLS 32
+
 /* A row's lane walk over one site of `width` columns: forwards (output, then step; keep,
  * when not NULL, gets each element's keep bit as a byte) or backwards (step back, then
  * output, last pair first). y may alias x. */

@@ -1255,6 +1255,41 @@ DT_TEST(dropout_philox_blocks_any_order)
     }
 }
 
+/* The CUDA kernel's lane schedule (nets/cuda/gpt.cu, dropout_lane_tiled_kernel): a row's
+ * lane walked over tiles of DT_DROPOUT_TILE_COLS columns -- forwards first to last,
+ * backwards last to first -- gives the whole-row walk's outputs, keep bytes and final lane,
+ * for widths below, at and past a tile, odd ones included, and backwards brings the lane
+ * back to its seed. */
+DT_TEST(dropout_lane_tiles_match_rows)
+{
+    enum { TC = DT_DROPOUT_TILE_COLS, MAXW = 400 };
+    CHECK(TC % 2 == 0);
+    const uint32_t thr = 0x4ccccccdu;
+    const float scale = (float)(1.0 / 0.7);
+    static const int64_t widths[] = {1, 5, 31, 32, 33, 64, 70, 384, 399};
+    static float x[MAXW], yf[MAXW], yt[MAXW], bf[MAXW], bt[MAXW];
+    static uint8_t kf[MAXW], kt[MAXW];
+    for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) {
+        const int64_t W = widths[k];
+        fill(x, W, 2.0);
+        const struct dt_xoro seed = dt_dropout_lane_seed(5, 2, 1, (uint64_t)(17 + k));
+        struct dt_xoro lf = seed, lt = seed;
+        dt_dropout_lane_forward(yf, x, kf, W, &lf, thr, scale);
+        for (int64_t c0 = 0; c0 < W; c0 += TC)
+            dt_dropout_lane_forward(yt + c0, x + c0, kt + c0, W - c0 < TC ? W - c0 : TC, &lt, thr,
+                                    scale);
+        CHECK(memcmp(yf, yt, (size_t)W * 4) == 0);
+        CHECK(memcmp(kf, kt, (size_t)W) == 0);
+        CHECK(dt_xoro_equal(lf, lt));
+        dt_dropout_lane_backward(bf, x, W, &lf, thr, scale);
+        for (int64_t c0 = (W - 1) / TC * TC; c0 >= 0; c0 -= TC)
+            dt_dropout_lane_backward(bt + c0, x + c0, W - c0 < TC ? W - c0 : TC, &lt, thr, scale);
+        CHECK(memcmp(bf, bt, (size_t)W * 4) == 0);
+        CHECK(memcmp(bf, yf, (size_t)W * 4) == 0); /* backwards regenerates forward's mask */
+        CHECK(dt_xoro_equal(lt, seed));
+    }
+}
+
 /* Masks are a function of the global row: the op equals the header's functions at 1 and 3
  * threads, backward regenerates forward's mask in every mode, stored keeps lfsr's, the
  * keep rate is 1 - p, and a batch cut in two (as ranks cut it) gets the whole batch's masks
@@ -1996,11 +2031,12 @@ DT_TEST(gpu_explain_names_scatter)
 DT_TEST_MAIN(DT_CASE(ops_are_the_shared_functions), DT_CASE(attention_library_path),
              DT_CASE(attention_tiles), DT_CASE(layernorm_warp), DT_CASE(ops_match_double_reference),
              DT_CASE(dropout_masks), DT_CASE(dropout_philox_blocks_any_order),
-             DT_CASE(gradients_match_double_reference), DT_CASE(embedding_scatter_controls),
-             DT_CASE(adamw_and_schedule), DT_CASE(clip_norm_controls), DT_CASE(text_dataset),
-             DT_CASE(levels_and_threads), DT_CASE(resume_after_kill), DT_CASE(ranks_independent),
-             DT_CASE(dropout_runs), DT_CASE(dropout_ranks), DT_CASE(explain_names_scatter),
-             DT_CASE(export_and_batches), DT_CASE(vs_torch), DT_CASE(nonfinite_stops),
-             DT_CASE(refusals), DT_CASE(gpu_gradients_equal_cpu_and_grid_free),
-             DT_CASE(gpu_host_waits_per_step), DT_CASE(gpu_portable_trace_equals_cpu),
-             DT_CASE(gpu_run_to_run_replicas_identical), DT_CASE(gpu_explain_names_scatter))
+             DT_CASE(dropout_lane_tiles_match_rows), DT_CASE(gradients_match_double_reference),
+             DT_CASE(embedding_scatter_controls), DT_CASE(adamw_and_schedule),
+             DT_CASE(clip_norm_controls), DT_CASE(text_dataset), DT_CASE(levels_and_threads),
+             DT_CASE(resume_after_kill), DT_CASE(ranks_independent), DT_CASE(dropout_runs),
+             DT_CASE(dropout_ranks), DT_CASE(explain_names_scatter), DT_CASE(export_and_batches),
+             DT_CASE(vs_torch), DT_CASE(nonfinite_stops), DT_CASE(refusals),
+             DT_CASE(gpu_gradients_equal_cpu_and_grid_free), DT_CASE(gpu_host_waits_per_step),
+             DT_CASE(gpu_portable_trace_equals_cpu), DT_CASE(gpu_run_to_run_replicas_identical),
+             DT_CASE(gpu_explain_names_scatter))

@@ -1,6 +1,6 @@
 dt_add_test(gpt LABELS unit narrow CASES ops_are_the_shared_functions ops_match_double_reference
             gradients_match_double_reference embedding_scatter_controls adamw_and_schedule
-            clip_norm_controls dropout_masks dropout_philox_blocks_any_order attention_library_path attention_tiles
+            clip_norm_controls dropout_masks dropout_philox_blocks_any_order dropout_lane_tiles_match_rows attention_library_path attention_tiles
             layernorm_warp
             text_dataset refusals)
 dt_add_test(gpt LABELS e2e narrow CASES levels_and_threads resume_after_kill explain_names_scatter
