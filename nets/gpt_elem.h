@@ -342,10 +342,17 @@ static inline DT_HD void dt_attn_row_dscores(float *ds, const float *p, const fl
 
 /* One position's term of a gradient row, for every element at once: acc[j] += w x[j], j < hd
  * -- the term dt_attn_grad_elem adds at that position, so a kernel that walks the positions
- * in the same order, a whole row per thread, gets its bits (the CUDA tiled backward). */
+ * in the same order, a whole row per thread, gets its bits (the CUDA tiled backward, whose
+ * rows accumulate in shared memory, element j of a thread's row `stride` words after j - 1:
+ * dt_attn_grad_term_at). */
+static inline DT_HD void dt_attn_grad_term_at(float *acc, int64_t stride, float w, const float *x,
+                                              int64_t hd)
+{
+    for (int64_t j = 0; j < hd; j++) acc[j * stride] += dt_rn_mul(w, x[j]);
+}
 static inline DT_HD void dt_attn_grad_term(float *acc, float w, const float *x, int64_t hd)
 {
-    for (int64_t j = 0; j < hd; j++) acc[j] += dt_rn_mul(w, x[j]);
+    dt_attn_grad_term_at(acc, 1, w, x, hd);
 }
 
 /* Element j of head h of the gradients at position u of example b, from dS and att

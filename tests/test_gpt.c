@@ -871,16 +871,17 @@ static void emulate_tiled_backward(float *dqkv, const float *ds, const float *at
                                    const float *dout, const float *qkv, int64_t B, int64_t T,
                                    int64_t H, int64_t D)
 {
+    /* the kernels' schedule with the rows' sums in "shared memory" (acc): element j of row x
+     * at [j][x], TL apart (dt_attn_grad_term_at), copied to dqkv after the last tile */
     enum { TL = DT_GPT_ATTN_TILE };
     const int64_t hd = D / H, nt = (T + TL - 1) / TL;
     float *xs = dt_xmalloc((size_t)(TL * hd) * sizeof *xs),
-          *os = dt_xmalloc((size_t)(TL * hd) * sizeof *os);
+          *os = dt_xmalloc((size_t)(TL * hd) * sizeof *os),
+          *ak = dt_xmalloc((size_t)(TL * hd) * sizeof *ak),
+          *av = dt_xmalloc((size_t)(TL * hd) * sizeof *av);
     for (int64_t item = 0; item < B * H * nt; item++) {
         const int64_t kt = item % nt, bh = item / nt, h = bh % H, b = bh / H;
-        for (int x = 0; x < TL && kt * TL + x < T; x++) {
-            float *dk = dqkv + (b * T + kt * TL + x) * 3 * D + D + h * hd;
-            for (int64_t j = 0; j < hd; j++) dk[j] = dk[j + D] = 0.0f;
-        }
+        for (int64_t e = 0; e < TL * hd; e++) ak[e] = av[e] = 0.0f;
         for (int64_t t0 = kt * TL; t0 < T; t0 += TL) {
             const int64_t rows = T - t0 < TL ? T - t0 : TL;
             for (int64_t e = 0; e < rows * hd; e++) {
@@ -890,19 +891,20 @@ static void emulate_tiled_backward(float *dqkv, const float *ds, const float *at
             }
             for (int x = 0; x < TL && kt * TL + x < T; x++) {
                 const int64_t u = kt * TL + x;
-                float *dk = dqkv + (b * T + u) * 3 * D + D + h * hd;
                 for (int64_t r = 0; r < rows; r++) {
                     const int64_t t = t0 + r;
                     if (t < u) continue;
-                    dt_attn_grad_term(dk, ds[(bh * T + t) * T + u], xs + r * hd, hd);
-                    dt_attn_grad_term(dk + D, att[(bh * T + t) * T + u], os + r * hd, hd);
+                    dt_attn_grad_term_at(ak + x, TL, ds[(bh * T + t) * T + u], xs + r * hd, hd);
+                    dt_attn_grad_term_at(av + x, TL, att[(bh * T + t) * T + u], os + r * hd, hd);
                 }
             }
         }
+        for (int x = 0; x < TL && kt * TL + x < T; x++) {
+            float *dk = dqkv + (b * T + kt * TL + x) * 3 * D + D + h * hd;
+            for (int64_t j = 0; j < hd; j++) dk[j] = ak[j * TL + x], dk[j + D] = av[j * TL + x];
+        }
         const int64_t qt = kt; /* the dQ kernel's items: the same (bh, tile) pairs */
-        for (int x = 0; x < TL && qt * TL + x < T; x++)
-            for (int64_t j = 0; j < hd; j++)
-                dqkv[(b * T + qt * TL + x) * 3 * D + h * hd + j] = 0.0f;
+        for (int64_t e = 0; e < TL * hd; e++) ak[e] = 0.0f;
         for (int64_t s0 = 0; s0 <= qt * TL; s0 += TL) {
             const int64_t rows = T - s0 < TL ? T - s0 : TL;
             for (int64_t e = 0; e < rows * hd; e++) {
@@ -912,13 +914,15 @@ static void emulate_tiled_backward(float *dqkv, const float *ds, const float *at
             for (int x = 0; x < TL && qt * TL + x < T; x++) {
                 const int64_t u = qt * TL + x;
                 for (int64_t r = 0; r < rows && s0 + r <= u; r++)
-                    dt_attn_grad_term(dqkv + (b * T + u) * 3 * D + h * hd,
-                                      ds[(bh * T + u) * T + s0 + r], xs + r * hd, hd);
+                    dt_attn_grad_term_at(ak + x, TL, ds[(bh * T + u) * T + s0 + r], xs + r * hd,
+                                         hd);
             }
         }
+        for (int x = 0; x < TL && qt * TL + x < T; x++)
+            for (int64_t j = 0; j < hd; j++)
+                dqkv[(b * T + qt * TL + x) * 3 * D + h * hd + j] = ak[j * TL + x];
     }
-    free(xs);
-    free(os);
+    free(xs), free(os), free(ak), free(av);
 }
 
 /* Attention's online softmax over key tiles of DT_GPT_ATTN_TILE (`portable`'s definition), on
