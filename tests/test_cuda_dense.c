@@ -27,6 +27,7 @@
 #include "nets/dense_loss_elem.h"
 #include "nets/step.h"
 #include "nets/cuda/dense_loss.h" /* pure C: the kernels' slice sizes */
+#include "nets/cuda/gemm_tile.h"  /* pure C: the wide product's schedule */
 #ifdef DETRAIN_HAVE_CUDA_TOOLKIT
 #include "nets/cuda/cuda.h"
 #endif
@@ -364,6 +365,86 @@ DT_TEST(wgrad_elem_matches_cpu)
         free(x), free(dy), free(cdw), free(edw), free(seed2);
     }
     dt_backend_destroy(c);
+}
+
+/* The wide ordered product's schedule (nets/cuda/gemm_tile.h, gemm_ordered_wide_kernel) run
+ * on the host as the kernel runs it: every tile, all DT_GEMM_THREADS threads staging, then
+ * all of them adding, k tile after k tile, then storing. */
+static void emu_gemm_wide(const struct dt_cuda_gemm_args *g)
+{
+    static float staged[DT_GEMM_STAGED_FLOATS];
+    float *as = staged, *bs = staged + DT_GEMM_BK * DT_GEMM_AS_LD;
+    static float acc[DT_GEMM_THREADS][DT_GEMM_TM][DT_GEMM_TN];
+    for (int64_t t = 0; t < dt_gemm_wide_tiles(g); t++) {
+        const struct dt_gemm_tile T = dt_gemm_tile_of(g, t);
+        memset(acc, 0, sizeof acc);
+        for (int64_t k0 = 0; k0 < T.kz; k0 += DT_GEMM_BK) {
+            for (int i = 0; i < DT_GEMM_STAGED_FLOATS; i++) staged[i] = NAN; /* all rewritten */
+            for (int tid = 0; tid < DT_GEMM_THREADS; tid++) dt_gemm_stage(as, bs, g, &T, k0, tid);
+            const int kn = T.kz - k0 < DT_GEMM_BK ? (int)(T.kz - k0) : DT_GEMM_BK;
+            for (int tid = 0; tid < DT_GEMM_THREADS; tid++)
+                dt_gemm_mac_staged(acc[tid], as, bs, kn, tid);
+        }
+        for (int tid = 0; tid < DT_GEMM_THREADS; tid++) dt_gemm_store_tile(g, &T, acc[tid], tid);
+    }
+}
+
+/* The wide product's schedule gives the 16 x 16 kernel's sums, which are the CPU's: the
+ * forward (x . w), the backward data (dy . w^T) and the weight gradient's chunk partials
+ * (x^T . dy, batched over 32-row chunks of the batch), on shapes not multiples of its tiles
+ * and on one larger than a tile each way; every output written. Negative control: the
+ * products summed over k descending differ. */
+DT_TEST(gemm_wide_schedule)
+{
+    static const int64_t dims[][3] = {
+        {1, 1, 1}, {5, 17, 33}, {97, 31, 47}, {130, 65, 129}, {70, 200, 64}};
+    for (size_t s = 0; s < sizeof dims / sizeof dims[0]; s++) {
+        const int64_t B = dims[s][0], in = dims[s][1], out = dims[s][2];
+        float *x = xalloc(B * in), *w = xalloc(in * out), *dy = xalloc(B * out);
+        fill_varied(x, B * in, 1.0);
+        fill_varied(w, in * out, 0.25);
+        fill_varied(dy, B * out, 0.1);
+        float *zero = xalloc(out);
+        for (int64_t o = 0; o < out; o++) zero[o] = 0.0f;
+        /* forward: C (B, out) = x (B, in) . w (in, out); bias +0 added by the reference */
+        float *got = xalloc(B * out), *ref = xalloc(B * out);
+        const struct dt_cuda_gemm_args fw = {got, x, w, B, out, in, in, 1, in, 1, 0, out, 1, 0, 0};
+        for (int64_t i = 0; i < B * out; i++) got[i] = NAN;
+        emu_gemm_wide(&fw);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t o = 0; o < out; o++)
+                ref[b * out + o] = kernel_dot(x + b * in, 1, w + o, out, in);
+        CHECK(same_bits(got, ref, B * out, "wide forward"));
+        /* backward data: C (B, in) = dy (B, out) . w^T */
+        float *gdx = xalloc(B * in), *edx = xalloc(B * in);
+        const struct dt_cuda_gemm_args bd = {gdx, dy, w, B, in,  out, out, 1,
+                                             out, 1,  0, 1, out, 0,   0};
+        for (int64_t i = 0; i < B * in; i++) gdx[i] = NAN;
+        emu_gemm_wide(&bd);
+        emu_backward_data(edx, dy, w, B, in, out);
+        CHECK(same_bits(gdx, edx, B * in, "wide backward data"));
+        /* weight-gradient partials: batch z = rows [32 z, 32 z + 32) of x^T . dy */
+        int64_t m = 0;
+        float *ep = emu_wgrad_partials(x, dy, B, in, out, 32, &m);
+        float *gp = xalloc(m * in * out);
+        const struct dt_cuda_gemm_args wg = {gp, x,  dy,      in,  out, B,        32,      m,
+                                             1,  in, 32 * in, out, 1,   32 * out, in * out};
+        for (int64_t i = 0; i < m * in * out; i++) gp[i] = NAN;
+        emu_gemm_wide(&wg);
+        CHECK(same_bits(gp, ep, m * in * out, "wide weight-gradient partials"));
+        if (in >= 4) { /* negative control: k descending gives other sums */
+            int differ = 0;
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t o = 0; o < out; o++) {
+                    const float d =
+                        kernel_dot(x + b * in + in - 1, -1, w + (in - 1) * out + o, -out, in);
+                    differ += memcmp(&d, &ref[b * out + o], 4) != 0;
+                }
+            CHECK(differ > 0);
+        }
+        free(x), free(w), free(dy), free(zero), free(got), free(ref), free(gdx), free(edx);
+        free(ep), free(gp);
+    }
 }
 
 /* Bias gradient: fixed point in the device's slicing and order gives the CPU's bits below
@@ -1505,11 +1586,12 @@ DT_TEST(wgrad_shards_one_launch) { no_cuda(); }
 
 #endif
 
-DT_TEST_MAIN(DT_CASE(dense_elem_matches_cpu), DT_CASE(tree_blocked_matches_tree),
-             DT_CASE(wgrad_elem_matches_cpu), DT_CASE(bias_elem_matches_cpu),
-             DT_CASE(softmax_elem_matches_cpu), DT_CASE(dense_parity), DT_CASE(loss_parity),
-             DT_CASE(grid_independence), DT_CASE(rerun_identical), DT_CASE(forced_orders),
-             DT_CASE(numeric_errors), DT_CASE(deferred_checks), DT_CASE(bias_shards_emulation),
+DT_TEST_MAIN(DT_CASE(dense_elem_matches_cpu), DT_CASE(gemm_wide_schedule),
+             DT_CASE(tree_blocked_matches_tree), DT_CASE(wgrad_elem_matches_cpu),
+             DT_CASE(bias_elem_matches_cpu), DT_CASE(softmax_elem_matches_cpu),
+             DT_CASE(dense_parity), DT_CASE(loss_parity), DT_CASE(grid_independence),
+             DT_CASE(rerun_identical), DT_CASE(forced_orders), DT_CASE(numeric_errors),
+             DT_CASE(deferred_checks), DT_CASE(bias_shards_emulation),
              DT_CASE(reduce_stream_equals_tree), DT_CASE(wgrad_shards_emulation),
              DT_CASE(bias_atomic_arrival_orders), DT_CASE(bias_shards_one_launch),
              DT_CASE(wgrad_shards_one_launch))

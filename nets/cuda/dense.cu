@@ -6,6 +6,7 @@
 #include "determinism/fixed_point.h"
 #include "determinism/reduce.h"
 #include "nets/cuda/dense_loss.h"
+#include "nets/cuda/gemm_tile.h"
 #include "nets/dense_loss_elem.h"
 #include "nets/cuda/launch.cuh"
 
@@ -55,6 +56,36 @@ static __global__ void gemm_ordered_kernel(struct dt_cuda_gemm_args g)
         }
         const int64_t i = i0 + ty, j = j0 + tx;
         if (i < g.M && j < g.N) g.c[z * g.c_batch + i * g.N + j] = acc;
+    }
+}
+
+/* The same product in DT_GEMM_BM x DT_GEMM_BN tiles, DT_GEMM_TM x DT_GEMM_TN outputs a
+ * thread in registers (nets/cuda/gemm_tile.h: the schedule, shared with its host emulation):
+ * the same sums, a quarter of the shared-memory reads a product. For products of at least
+ * GEMM_WIDE_MIN_TILES such tiles (the GPU-scale GPT's: the 16 x 16 kernel's portable dense
+ * ops took 74 + 73 ms a step on the H200, results/nvidia-h200); smaller ones keep the
+ * 16 x 16 tiles, which spread them over more blocks. */
+#define GEMM_WIDE_MIN_TILES 256
+static __global__ void __launch_bounds__(DT_GEMM_THREADS)
+    gemm_ordered_wide_kernel(struct dt_cuda_gemm_args g)
+{
+    __shared__ float staged[DT_GEMM_STAGED_FLOATS];
+    float *as = staged, *bs = staged + DT_GEMM_BK * DT_GEMM_AS_LD;
+    const int tid = (int)threadIdx.x;
+    const int64_t tiles = dt_gemm_wide_tiles(&g);
+    for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) { /* uniform across the block */
+        const struct dt_gemm_tile T = dt_gemm_tile_of(&g, t);
+        float acc[DT_GEMM_TM][DT_GEMM_TN];
+        for (int r = 0; r < DT_GEMM_TM; r++)
+            for (int c = 0; c < DT_GEMM_TN; c++) acc[r][c] = 0.0f;
+        for (int64_t k0 = 0; k0 < T.kz; k0 += DT_GEMM_BK) {
+            dt_gemm_stage(as, bs, &g, &T, k0, tid);
+            __syncthreads();
+            dt_gemm_mac_staged(acc, as, bs, T.kz - k0 < DT_GEMM_BK ? (int)(T.kz - k0) : DT_GEMM_BK,
+                               tid);
+            __syncthreads();
+        }
+        dt_gemm_store_tile(&g, &T, acc, tid);
     }
 }
 
@@ -337,6 +368,11 @@ extern "C" int dt_cuda_gemm_ordered(const struct dt_cuda_gemm_args *g,
                                     const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
+    const int64_t wide = dt_gemm_wide_tiles(g);
+    if (wide >= GEMM_WIDE_MIN_TILES) {
+        gemm_ordered_wide_kernel<<<blocks_for_tiles(L, wide), DT_GEMM_THREADS, 0, s>>>(*g);
+        return (int)cudaGetLastError();
+    }
     const int64_t tiles =
         (g->M + GEMM_TILE - 1) / GEMM_TILE * ((g->N + GEMM_TILE - 1) / GEMM_TILE) * g->batches;
     gemm_ordered_kernel<<<blocks_for_tiles(L, tiles), dim3(GEMM_TILE, GEMM_TILE), 0, s>>>(*g);
