@@ -89,8 +89,13 @@ enum dt_status dt_cuda_conv2d_backward_weight_shards(struct dt_backend *be, floa
                                                      const struct dt_conv2d_shape *s,
                                                      const struct dt_policy *pol)
 {
+    const struct dt_shards *sh = &be->shards;
+    int64_t widest = 0; /* rows of the widest shard: its examples' output positions */
+    for (int k = 0; k < sh->count; k++)
+        if ((sh->row[k + 1] - sh->row[k]) * s->OH * s->OW > widest)
+            widest = (sh->row[k + 1] - sh->row[k]) * s->OH * s->OW;
     if (dt_conv_algo_library(pol) || !dt_cuda(be)->one_pass || !dt_math_portable(pol) ||
-        dt_math_exact(pol) || be->shards.count > DT_CUDA_SHARDS_MAX)
+        dt_math_exact(pol) || !dt_cuda_wgrad_one_launch_fits(sh->count, widest))
         return DT_ERR_UNSUPPORTED;
     float *cols = patches(be, s);
     DT_FORWARD_IF_ERROR(dt_cuda_launched(be, dt_cuda_im2col(cols, x, s, &dt_cuda(be)->launch),

@@ -353,8 +353,11 @@ void dt_cost_dense_backward_data(struct dt_op_cost *c, const struct dt_cost_ctx 
 static bool wgrad_shards(struct dt_op_cost *c, const struct dt_cost_ctx *cx,
                          const struct dt_policy *pol, int64_t B, int64_t in, int64_t out)
 {
+    int64_t widest = 0;
+    for (int64_t k = 0; k < cx->shards; k++)
+        if (shard_rows(cx, B, k) > widest) widest = shard_rows(cx, B, k);
     if (!dt_cuda_one_pass() || !dt_math_portable(pol) || dt_math_exact(pol) ||
-        cx->shards > DT_CUDA_SHARDS_MAX)
+        !dt_cuda_wgrad_one_launch_fits(cx->shards, widest))
         return false;
     const double n = (double)in * (double)out;
     kernel(c, 4.0 * ((double)B * (double)(in + out) + (double)cx->shards * n), 0.0);
@@ -655,10 +658,9 @@ void dt_cost_conv2d_backward_weight(struct dt_op_cost *c, const struct dt_cost_c
     if (sharded(cx, pol)) {
         /* conv.c, dt_cuda_conv2d_backward_weight_shards: own kernels at portable -- im2col of
          * the batch, then every shard's partials in one launch */
-        if (!dt_conv_algo_library(pol) && dt_cuda_one_pass() && dt_math_portable(pol) &&
-            !dt_math_exact(pol) && cx->shards <= DT_CUDA_SHARDS_MAX) {
+        if (!dt_conv_algo_library(pol) &&
+            wgrad_shards(c, cx, pol, s->B * s->OH * s->OW, s->KH * s->KW * s->C, s->K_out)) {
             im2col(c, s);
-            wgrad_shards(c, cx, pol, s->B * s->OH * s->OW, s->KH * s->KW * s->C, s->K_out);
             return;
         }
         struct dt_conv2d_shape part = *s;

@@ -341,8 +341,13 @@ enum dt_status dt_cuda_dense_backward_weight_shards(struct dt_backend *be, float
     struct dt_cuda_ctx *c = dt_cuda(be);
     const struct dt_shards *sh = &be->shards;
     DT_ASSERT(sh->count > 0 && B % sh->row[sh->count] == 0);
+    const int64_t mult = B / sh->row[sh->count];
+    int64_t widest = 0;
+    for (int k = 0; k < sh->count; k++)
+        if ((sh->row[k + 1] - sh->row[k]) * mult > widest)
+            widest = (sh->row[k + 1] - sh->row[k]) * mult;
     if (!c->one_pass || !dt_math_portable(pol) || dt_math_exact(pol) ||
-        sh->count > DT_CUDA_SHARDS_MAX)
+        !dt_cuda_wgrad_one_launch_fits(sh->count, widest))
         return DT_ERR_UNSUPPORTED;
     return dt_cuda_launched(be,
                             dt_cuda_wgrad_shards(dw, x, dy, sh->row, sh->count,

@@ -99,6 +99,19 @@ int dt_cuda_bias_grad_fixed(float *dbias, unsigned long long *acc, struct dt_cud
  * dt_cuda_bias_one_launch_fits says no, the caller calls per shard instead (four grid-wide
  * kernels per shard read faster than one block per shard). */
 #define DT_CUDA_SHARDS_MAX 64 /* shards of one launch: every one-launch shard form */
+/* The weight gradient's shards in one launch (dense.c, wgrad_shards_kernel: a thread an
+ * output of a shard, walking the shard's rows in order, nothing shared) pays while shards are
+ * short; past DT_CUDA_WGRAD_ONE_PASS_ROWS rows a shard, a call per shard -- the ordered
+ * product's chunk partials and the fixed tree -- reuses each operand value across outputs.
+ * On the H200 (results/nvidia-h200) the one launch took 165 ms a step for the GPU-scale GPT
+ * (4096 rows a shard) and 2.99 ms for LeNet's convolutions (25,088 rows of 150 outputs: 600
+ * threads in all). The cost model asks the same. */
+#define DT_CUDA_WGRAD_ONE_PASS_ROWS 1024
+static inline bool dt_cuda_wgrad_one_launch_fits(int64_t shards, int64_t widest_rows)
+{
+    return shards >= 1 && shards <= DT_CUDA_SHARDS_MAX &&
+           widest_rows <= DT_CUDA_WGRAD_ONE_PASS_ROWS;
+}
 /* DETRAIN_CUDA_ONE_PASS=0 runs the step as the first light did -- the shards' bias gradient a
  * call per shard, the hashing snapshot a copy per tensor, the loss and reduction: exact's
  * maxima each read back with a wait of its own: the same bits, for A/B timing on a GPU. The

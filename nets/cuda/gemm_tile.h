@@ -65,15 +65,15 @@ static inline DT_HD void dt_gemm_stage(float *as, float *bs, const struct dt_cud
         const int i = g->a_sk == 1 ? e / DT_GEMM_BK : e % DT_GEMM_BM;
         const int k = g->a_sk == 1 ? e % DT_GEMM_BK : e / DT_GEMM_BM;
         as[k * DT_GEMM_AS_LD + i] = (T->i0 + i < g->M && k0 + k < T->kz)
-                                     ? a[(T->i0 + i) * g->a_si + (k0 + k) * g->a_sk]
-                                     : 0.0f;
+                                        ? a[(T->i0 + i) * g->a_si + (k0 + k) * g->a_sk]
+                                        : 0.0f;
     }
     for (int e = tid; e < DT_GEMM_BN * DT_GEMM_BK; e += DT_GEMM_THREADS) {
         const int j = g->b_sj == 1 ? e % DT_GEMM_BN : e / DT_GEMM_BK;
         const int k = g->b_sj == 1 ? e / DT_GEMM_BN : e % DT_GEMM_BK;
         bs[k * DT_GEMM_BS_LD + j] = (k0 + k < T->kz && T->j0 + j < g->N)
-                                     ? b[(k0 + k) * g->b_sk + (T->j0 + j) * g->b_sj]
-                                     : 0.0f;
+                                        ? b[(k0 + k) * g->b_sk + (T->j0 + j) * g->b_sj]
+                                        : 0.0f;
     }
 }
 
