@@ -1,8 +1,8 @@
 /* reduction: exact on the CUDA backend: kernels of the exact sum of the canonical shards'
  * gradient partials (nets/backend.h, dt_exact_*), everything on the device: the int64
  * accumulator lives there and no gradient byte crosses to the host.
- *   max       grid-stride per-thread maxima of |bits|, merged by atomicMax on the
- *             tensor's word (max is order-free: any grid gives the same word);
+ *   max       grid-stride per-thread maxima of |bits|, merged by atomicMax in the block,
+ *             then on the tensor's word (max is order-free: any grid gives the same word);
  *   sum / to_fixed / round
  *             one thread per element: dt_fixed_sum_strided over its slots at the shift
  *             dt_fixed_shift_for gives for the tensor's max, then dt_fixed_to_float once
@@ -11,16 +11,23 @@
 #include "nets/cuda/cuda.h"
 #include "nets/cuda/launch.cuh"
 
-/* max_bits (zeroed by the launcher) = max over p[0, count) of |bits| */
+/* max_bits (zeroed by the launcher) = max over p[0, count) of |bits|: a thread's, the
+ * block's in shared memory, one atomic a block (the grid has a thread an element: one atomic
+ * a thread queued millions on a tensor's word for the GPU-scale GPT, results/nvidia-h200) */
 static __global__ void exact_max_kernel(uint32_t *max_bits, const float *p, int64_t count)
 {
+    __shared__ unsigned int block_max;
+    if (threadIdx.x == 0) block_max = 0;
+    __syncthreads();
     uint32_t m = 0;
     DT_GRID_STRIDE(i, count)
     {
         uint32_t b = __float_as_uint(p[i]) & 0x7fffffffu;
         m = b > m ? b : m;
     }
-    atomicMax(max_bits, m);
+    if (m) atomicMax(&block_max, m);
+    __syncthreads();
+    if (threadIdx.x == 0 && block_max) atomicMax(max_bits, block_max);
 }
 
 /* mode 0: p[e] = the exact sum rounded; mode 1: acc[e] = the int64 sum; mode 2: p[e] =
