@@ -221,11 +221,16 @@ static inline DT_HD void dt_attn_softmax_row(float *p, int64_t t, int64_t T, boo
 }
 
 /* The scaled score of a query against a key: (sum_j q[j] k[j], in index order) * scale. */
-static inline DT_HD float dt_attn_score(const float *q, const float *k, int64_t hd, float scale)
+static inline DT_HD float dt_attn_score_at(const float *q, int64_t q_stride, const float *k,
+                                           int64_t hd, float scale)
 {
     float dot = 0.0f;
-    for (int64_t j = 0; j < hd; j++) dot += dt_rn_mul(q[j], k[j]);
+    for (int64_t j = 0; j < hd; j++) dot += dt_rn_mul(q[j * q_stride], k[j]);
     return dt_rn_mul(dot, scale);
+}
+static inline DT_HD float dt_attn_score(const float *q, const float *k, int64_t hd, float scale)
+{
+    return dt_attn_score_at(q, 1, k, hd, scale);
 }
 
 /* Keys per tile of attention's online softmax (FlashAttention's algorithm). Part of
@@ -241,15 +246,17 @@ static inline DT_HD float dt_attn_score(const float *q, const float *k, int64_t 
  * tile's); every earlier term rescaled by exp(m - m') once (0 before the first tile);
  * l' = l exp(m - m') + sum_i e_i, acc'[j] = acc[j] exp(m - m') + sum_i e_i v_i[j],
  * e_i = exp(s_i - m'), each sum in key order. The CPU op and both CUDA kernels (per row, and
- * the shared-memory tiles) run exactly this. */
-static inline DT_HD void dt_attn_tile(float *acc, float *m, float *l, float *sc, const float *q,
-                                      const float *k, int64_t kstride, const float *v,
-                                      int64_t vstride, int64_t n, int64_t hd, float scale,
-                                      bool portable)
+ * the shared-memory tiles) run exactly this; the tiled kernel keeps q and acc in shared
+ * memory, element j of a row stride words after j - 1 (dt_attn_tile_at). */
+static inline DT_HD void dt_attn_tile_at(float *acc, int64_t acc_stride, float *m, float *l,
+                                         float *sc, const float *q, int64_t q_stride,
+                                         const float *k, int64_t kstride, const float *v,
+                                         int64_t vstride, int64_t n, int64_t hd, float scale,
+                                         bool portable)
 {
     float mt = -INFINITY, e[DT_GPT_ATTN_TILE];
     for (int64_t i = 0; i < n; i++) {
-        sc[i] = dt_attn_score(q, k + i * kstride, hd, scale);
+        sc[i] = dt_attn_score_at(q, q_stride, k + i * kstride, hd, scale);
         if (sc[i] > mt) mt = sc[i];
     }
     const float m_old = *m, m_new = m_old > mt ? m_old : mt;
@@ -263,20 +270,33 @@ static inline DT_HD void dt_attn_tile(float *acc, float *m, float *l, float *sc,
     for (int64_t j = 0; j < hd; j++) {
         float a = 0.0f;
         for (int64_t i = 0; i < n; i++) a += dt_rn_mul(e[i], v[i * vstride + j]);
-        acc[j] = dt_rn_mul(acc[j], corr) + a;
+        acc[j * acc_stride] = dt_rn_mul(acc[j * acc_stride], corr) + a;
     }
     *m = m_new;
 }
+static inline DT_HD void dt_attn_tile(float *acc, float *m, float *l, float *sc, const float *q,
+                                      const float *k, int64_t kstride, const float *v,
+                                      int64_t vstride, int64_t n, int64_t hd, float scale,
+                                      bool portable)
+{
+    dt_attn_tile_at(acc, 1, m, l, sc, q, 1, k, kstride, v, vstride, n, hd, scale, portable);
+}
 
-/* The end of a query row t: out[j] = acc[j] / l (in place: acc is out), and the softmax
+/* The end of a query row t: out[j] = acc[j] / l (acc may be out), and the softmax
  * weights p[s] = exp(score_s - m) / l for s <= t from the scores the tiles left in p (no
  * product again), zeros for t < s < T -- what the backward reads. */
+static inline DT_HD void dt_attn_row_finish_at(float *out, const float *acc, int64_t acc_stride,
+                                               float *p, float m, float l, int64_t t, int64_t T,
+                                               int64_t hd, bool portable)
+{
+    for (int64_t j = 0; j < hd; j++) out[j] = dt_rn_div(acc[j * acc_stride], l);
+    for (int64_t s = 0; s <= t; s++) p[s] = dt_rn_div(dt_gpt_exp(p[s] - m, portable), l);
+    for (int64_t s = t + 1; s < T; s++) p[s] = 0.0f;
+}
 static inline DT_HD void dt_attn_row_finish(float *out, float *p, float m, float l, int64_t t,
                                             int64_t T, int64_t hd, bool portable)
 {
-    for (int64_t j = 0; j < hd; j++) out[j] = dt_rn_div(out[j], l);
-    for (int64_t s = 0; s <= t; s++) p[s] = dt_rn_div(dt_gpt_exp(p[s] - m, portable), l);
-    for (int64_t s = t + 1; s < T; s++) p[s] = 0.0f;
+    dt_attn_row_finish_at(out, out, 1, p, m, l, t, T, hd, portable);
 }
 
 /* Row (b, h, t): out[j] = sum_s p[s] v_s[j] and p[s] for s <= t (p[s] = 0 beyond).

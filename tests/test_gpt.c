@@ -820,11 +820,15 @@ DT_TEST(layernorm_warp)
 static void emulate_tiled_forward(float *y, float *att, const float *qkv, int64_t B, int64_t T,
                                   int64_t H, int64_t D, bool portable)
 {
+    /* the kernel's schedule with each row's query and sums in "shared memory": element j of
+     * row x at [j][x], TL apart (dt_attn_tile_at, dt_attn_row_finish_at) */
     enum { TL = DT_GPT_ATTN_TILE };
     const int64_t hd = D / H, nq = (T + TL - 1) / TL;
     const float scale = dt_gpt_attn_scale(hd);
     float *ks = dt_xmalloc((size_t)(TL * hd) * sizeof *ks),
-          *vs = dt_xmalloc((size_t)(TL * hd) * sizeof *vs);
+          *vs = dt_xmalloc((size_t)(TL * hd) * sizeof *vs),
+          *qs = dt_xmalloc((size_t)(TL * hd) * sizeof *qs),
+          *as = dt_xmalloc((size_t)(TL * hd) * sizeof *as);
     for (int64_t item = 0; item < B * H * nq; item++) {
         const int64_t qt = item % nq, bh = item / nq, h = bh % H, b = bh / H;
         const float *k0 = qkv + b * T * 3 * D + D + h * hd;
@@ -834,7 +838,10 @@ static void emulate_tiled_forward(float *y, float *att, const float *qkv, int64_
             l[x] = 0.0f;
             const int64_t t = qt * TL + x;
             if (t < T)
-                for (int64_t j = 0; j < hd; j++) y[(b * T + t) * D + h * hd + j] = 0.0f;
+                for (int64_t j = 0; j < hd; j++) {
+                    as[j * TL + x] = 0.0f;
+                    qs[j * TL + x] = qkv[(b * T + t) * 3 * D + h * hd + j];
+                }
         }
         for (int64_t s0 = 0; s0 <= qt * TL; s0 += TL) {
             const int64_t rows = T - s0 < TL ? T - s0 : TL;
@@ -847,20 +854,18 @@ static void emulate_tiled_forward(float *y, float *att, const float *qkv, int64_
                 const int64_t t = qt * TL + x;
                 if (t >= T || t < s0) continue;
                 const int64_t n = t + 1 - s0 < TL ? t + 1 - s0 : TL;
-                dt_attn_tile(y + (b * T + t) * D + h * hd, &m[x], &l[x],
-                             att + (bh * T + t) * T + s0, qkv + (b * T + t) * 3 * D + h * hd, ks,
-                             hd, vs, hd, n, hd, scale, portable);
+                dt_attn_tile_at(as + x, TL, &m[x], &l[x], att + (bh * T + t) * T + s0, qs + x, TL,
+                                ks, hd, vs, hd, n, hd, scale, portable);
             }
         }
         for (int x = 0; x < TL; x++) {
             const int64_t t = qt * TL + x;
             if (t < T)
-                dt_attn_row_finish(y + (b * T + t) * D + h * hd, att + (bh * T + t) * T, m[x], l[x],
-                                   t, T, hd, portable);
+                dt_attn_row_finish_at(y + (b * T + t) * D + h * hd, as + x, TL,
+                                      att + (bh * T + t) * T, m[x], l[x], t, T, hd, portable);
         }
     }
-    free(ks);
-    free(vs);
+    free(ks), free(vs), free(qs), free(as);
 }
 
 /* The CUDA backend's tiled backward (attention_dkdv_tiled_kernel and attention_dq_tiled_
