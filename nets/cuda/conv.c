@@ -89,11 +89,8 @@ enum dt_status dt_cuda_conv2d_backward_weight_shards(struct dt_backend *be, floa
                                                      const struct dt_conv2d_shape *s,
                                                      const struct dt_policy *pol)
 {
-    const struct dt_shards *sh = &be->shards;
-    int64_t widest = 0; /* rows of the widest shard: its examples' output positions */
-    for (int k = 0; k < sh->count; k++)
-        if ((sh->row[k + 1] - sh->row[k]) * s->OH * s->OW > widest)
-            widest = (sh->row[k + 1] - sh->row[k]) * s->OH * s->OW;
+    const struct dt_shards *sh = &be->shards; /* a shard's rows: its examples' positions */
+    const int64_t widest = dt_cuda_widest_shard(sh->row, sh->count, s->OH * s->OW);
     if (dt_conv_algo_library(pol) || !dt_cuda(be)->one_pass || !dt_math_portable(pol) ||
         dt_math_exact(pol) || !dt_cuda_wgrad_one_launch_fits(sh->count, widest))
         return DT_ERR_UNSUPPORTED;

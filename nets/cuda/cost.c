@@ -175,6 +175,15 @@ static int64_t shard_rows(const struct dt_cost_ctx *cx, int64_t rows, int64_t k)
     return (k + 1) * rows / S - k * rows / S;
 }
 
+/* Rows of the widest shard of `rows` (what the one-launch rules of dense_loss.h ask). */
+static int64_t widest_shard(const struct dt_cost_ctx *cx, int64_t rows)
+{
+    int64_t widest = 0;
+    for (int64_t k = 0; k < cx->shards; k++)
+        if (shard_rows(cx, rows, k) > widest) widest = shard_rows(cx, rows, k);
+    return widest;
+}
+
 /* ---- math: exact's product (nets/cuda/matmul_exact.cu) ---------------------------------- */
 
 static int64_t pad16(int64_t v) { return (v + CU_XP_PAD - 1) / CU_XP_PAD * CU_XP_PAD; }
@@ -353,9 +362,7 @@ void dt_cost_dense_backward_data(struct dt_op_cost *c, const struct dt_cost_ctx 
 static bool wgrad_shards(struct dt_op_cost *c, const struct dt_cost_ctx *cx,
                          const struct dt_policy *pol, int64_t B, int64_t in, int64_t out)
 {
-    int64_t widest = 0;
-    for (int64_t k = 0; k < cx->shards; k++)
-        if (shard_rows(cx, B, k) > widest) widest = shard_rows(cx, B, k);
+    const int64_t widest = widest_shard(cx, B);
     if (!dt_cuda_one_pass() || !dt_math_portable(pol) || dt_math_exact(pol) ||
         !dt_cuda_wgrad_one_launch_fits(cx->shards, widest))
         return false;
@@ -389,9 +396,7 @@ void dt_cost_dense_backward_weight(struct dt_op_cost *c, const struct dt_cost_ct
 static bool cuda_bias_backward_shards(struct dt_op_cost *c, const struct dt_cost_ctx *cx,
                                       const struct dt_policy *pol, int64_t B, int64_t out)
 {
-    int64_t widest = 0;
-    for (int64_t k = 0; k < cx->shards; k++)
-        if (shard_rows(cx, B, k) > widest) widest = shard_rows(cx, B, k);
+    const int64_t widest = widest_shard(cx, B);
     if (!dt_cuda_one_pass() || !dt_atomics_exact(pol) ||
         !dt_cuda_bias_one_launch_fits(cx->shards, widest, out))
         return false;

@@ -294,9 +294,7 @@ static enum dt_status bias_fixed_one_launch(struct dt_backend *be, float *dbias,
                                             int64_t out)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
-    int64_t widest = 0;
-    for (int64_t k = 0; k < count; k++)
-        if ((row[k + 1] - row[k]) * mult > widest) widest = (row[k + 1] - row[k]) * mult;
+    const int64_t widest = dt_cuda_widest_shard(row, count, mult);
     if (!c->one_pass || !dt_cuda_bias_one_launch_fits(count, widest, out))
         return DT_ERR_UNSUPPORTED;
     if (!c->one_pass_count) { /* once per backend: zeroed, and zero after every launch */
@@ -341,11 +339,7 @@ enum dt_status dt_cuda_dense_backward_weight_shards(struct dt_backend *be, float
     struct dt_cuda_ctx *c = dt_cuda(be);
     const struct dt_shards *sh = &be->shards;
     DT_ASSERT(sh->count > 0 && B % sh->row[sh->count] == 0);
-    const int64_t mult = B / sh->row[sh->count];
-    int64_t widest = 0;
-    for (int k = 0; k < sh->count; k++)
-        if ((sh->row[k + 1] - sh->row[k]) * mult > widest)
-            widest = (sh->row[k + 1] - sh->row[k]) * mult;
+    const int64_t widest = dt_cuda_widest_shard(sh->row, sh->count, B / sh->row[sh->count]);
     if (!c->one_pass || !dt_math_portable(pol) || dt_math_exact(pol) ||
         !dt_cuda_wgrad_one_launch_fits(sh->count, widest))
         return DT_ERR_UNSUPPORTED;

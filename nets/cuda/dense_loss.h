@@ -107,6 +107,14 @@ int dt_cuda_bias_grad_fixed(float *dbias, unsigned long long *acc, struct dt_cud
  * (4096 rows a shard) and 2.99 ms for LeNet's convolutions (25,088 rows of 150 outputs: 600
  * threads in all). The cost model asks the same. */
 #define DT_CUDA_WGRAD_ONE_PASS_ROWS 1024
+/* Rows of the widest of `count` shards (row[k] .. row[k + 1], mult rows an example). */
+static inline int64_t dt_cuda_widest_shard(const int64_t *row, int64_t count, int64_t mult)
+{
+    int64_t widest = 0;
+    for (int64_t k = 0; k < count; k++)
+        if ((row[k + 1] - row[k]) * mult > widest) widest = (row[k + 1] - row[k]) * mult;
+    return widest;
+}
 static inline bool dt_cuda_wgrad_one_launch_fits(int64_t shards, int64_t widest_rows)
 {
     return shards >= 1 && shards <= DT_CUDA_SHARDS_MAX &&

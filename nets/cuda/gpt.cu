@@ -323,8 +323,10 @@ static __global__ void __launch_bounds__(DROP_TILE_ROWS)
         for (int64_t j = 0; j < tiles; j++) {
             const int64_t c0 = (backward ? tiles - 1 - j : j) * DROP_TILE_COLS;
             const int tw = (int)(W - c0 < DROP_TILE_COLS ? W - c0 : DROP_TILE_COLS);
-            for (int e = t; e < nr * tw; e += DROP_TILE_ROWS)
-                v[e / tw][e % tw] = x[(r0 + e / tw) * W + c0 + e % tw];
+            for (int e = t; e < nr * tw; e += DROP_TILE_ROWS) {
+                const int rr = e / tw, cc = e - rr * tw;
+                v[rr][cc] = x[(r0 + rr) * W + c0 + cc];
+            }
             __syncthreads();
             if (t < nr) {
                 if (backward) dt_dropout_lane_backward(v[t], v[t], tw, &lane, s.threshold, s.scale);
@@ -334,9 +336,10 @@ static __global__ void __launch_bounds__(DROP_TILE_ROWS)
             }
             __syncthreads();
             for (int e = t; e < nr * tw; e += DROP_TILE_ROWS) {
-                const int64_t at = (r0 + e / tw) * W + c0 + e % tw;
-                y[at] = v[e / tw][e % tw];
-                if (write_keep) keep[at] = kb[e / tw][e % tw];
+                const int rr = e / tw, cc = e - rr * tw;
+                const int64_t at = (r0 + rr) * W + c0 + cc;
+                y[at] = v[rr][cc];
+                if (write_keep) keep[at] = kb[rr][cc];
             }
             __syncthreads();
         }
