@@ -3,6 +3,7 @@
  * The only place a status becomes an exit code: 0 success; 2 usage, config or input
  * error; compare: 0 identical, 1 diverged (like cmp); 130 interrupted; 1 other faults. */
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,15 +133,20 @@ static const char usage_text[] =
     "        replicas' trace.csv, as `run` writes it, committed or downloaded) or a folder\n"
     "        of them (results/cpu/crossdev-t2). By default its portable cells are rerun\n"
     "        (every control at portable: the cells that promise the same bits on any\n"
-    "        machine); --cells names others. The config's keys are kept but\n"
-    "        backend.device (cpu unless --set says cuda), and the run is as long as the\n"
-    "        recorded trace. One verdict per replica: \"identical at all N hashed steps\n"
-    "        to <machine> (<date>)\", or the first divergent step and tensor -- for a cell\n"
-    "        that is not portable, then what `explain` finds (the op and the control).\n"
-    "        Refused, before anything is trained, when the result lacks what it needs (a\n"
-    "        trace, a dataset, a key this build knows). Nothing is written into DIR: the\n"
-    "        rerun goes to a temporary folder, removed after, unless --out KEEP (new or\n"
-    "        empty) keeps it. Exit 0 when every replica is identical, 1 when any parts.\n"
+    "        machine); --cells names others. The config's keys are kept but where the\n"
+    "        rerun runs (--set backend.device, backend.threads, backend.gpu, dataset.path;\n"
+    "        a --set of any other key that changes the result's config is refused), and\n"
+    "        the run is as long as the recorded trace. Before anything is trained: each\n"
+    "        trace checked against its config, the data against the recorded data digest,\n"
+    "        the result's lock (one that a run is still writing is refused). Every value\n"
+    "        a replica records is compared: digests and losses (trace.csv), tensors.csv,\n"
+    "        metrics.csv, run.json's final values, predictions.csv, sample.txt.\n"
+    "        Verdicts: \"identical at all N hashed steps\" (exit 0); \"parts ... at step S\"\n"
+    "        naming the tensor or value -- for a cell that is not portable, then what\n"
+    "        `explain` finds (exit 1); \"cannot be compared\", naming what the user, the\n"
+    "        data or the result changed, or what this machine lacks (exit 2). Nothing is\n"
+    "        written into DIR: the rerun goes to a temporary folder, removed after,\n"
+    "        unless --out KEEP (new or empty) keeps it. See docs/cli.md, reproduce.\n"
     "        e.g. detrain reproduce results/cpu/crossdev-t2 "
     "results/nvidia-h100-80gb-hbm3/crossdev\n"
     "  export CHECKPOINT|REPLICA_DIR [--step K] --safetensors FILE\n"
@@ -286,8 +292,6 @@ static int run_dry(const struct app *app, const struct dt_experiment *exp, const
                    const char *const *sets, int n_sets, const char *out, bool overwrite,
                    bool resume)
 {
-    printf("dry run: %s parses%s (nothing trained or written)\n", config,
-           exp->n_matrix ? " as a matrix" : "");
     struct dt_run_options opt = {.command = "detrain run --dry-run",
                                  .quiet = true,
                                  .overwrite = overwrite,
@@ -295,31 +299,33 @@ static int run_dry(const struct app *app, const struct dt_experiment *exp, const
                                  .hooks = &app->hooks,
                                  .dry_run = true};
     struct dt_error err = {0};
-    if (exp->n_matrix == 0) {
-        opt.out_dir = out;
-        enum dt_status st =
-            resume ? dt_train_resume(exp, &opt, &err) : dt_train_experiment(exp, &opt, &err);
-        if (st != DT_OK) return report(app, st, &err);
-        dry_line(exp, out);
-        printf("every check of the run passed\n");
-        return 0;
-    }
-    struct dt_experiment *e = dt_xcalloc(1, sizeof *e);
-    for (int k = 0; k < exp->n_matrix; k++) {
-        enum dt_status st = dt_config_load_entry(e, config, k, sets, n_sets, &err);
-        char dir[1400];
-        snprintf(dir, sizeof dir, "%s/%s", out, exp->matrix[k]);
-        opt.out_dir = dir;
-        if (st == DT_OK) st = dt_train_experiment(e, &opt, &err);
-        if (st != DT_OK) {
-            free(e);
-            return report(app, st, &err);
+    /* every check first: a refused config prints nothing on stdout (no "parses") */
+    const int n = exp->n_matrix ? exp->n_matrix : 1;
+    struct dt_experiment *e = dt_xcalloc((size_t)n, sizeof *e);
+    char(*dirs)[1400] = dt_xcalloc((size_t)n, sizeof *dirs);
+    enum dt_status st = DT_OK;
+    for (int k = 0; k < n && st == DT_OK; k++) {
+        if (exp->n_matrix == 0) {
+            e[k] = *exp;
+            snprintf(dirs[k], sizeof dirs[k], "%s", out);
+        } else {
+            st = dt_config_load_entry(&e[k], config, k, sets, n_sets, &err);
+            snprintf(dirs[k], sizeof dirs[k], "%s/%s", out, exp->matrix[k]);
         }
-        dry_line(e, dir);
+        opt.out_dir = dirs[k];
+        if (st == DT_OK)
+            st = resume && exp->n_matrix == 0 ? dt_train_resume(&e[k], &opt, &err)
+                                              : dt_train_experiment(&e[k], &opt, &err);
+    }
+    if (st == DT_OK) {
+        printf("dry run: %s parses%s (nothing trained or written)\n", config,
+               exp->n_matrix ? " as a matrix" : "");
+        for (int k = 0; k < n; k++) dry_line(&e[k], dirs[k]);
+        printf("every check of the run passed\n");
     }
     free(e);
-    printf("every check of the run passed\n");
-    return 0;
+    free(dirs);
+    return st == DT_OK ? 0 : report(app, st, &err);
 }
 
 static int cmd_run(const struct app *app, int argc, char **argv)
@@ -472,6 +478,26 @@ static int cmd_report(const struct app *app, int argc, char **argv)
     return report(app, st, &err);
 }
 
+/* The results a command reads, held for reading while it runs (outdir.h): one that a run
+ * is still writing is refused at once, not read half-written. */
+static enum dt_status hold_for_reading(struct dt_folder_lock *locks, const char *const *paths,
+                                       int n, struct dt_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        enum dt_status st = dt_folder_read_lock_take(&locks[i], paths[i], err);
+        if (st != DT_OK) {
+            while (i-- > 0) dt_folder_read_lock_release(&locks[i]);
+            return st;
+        }
+    }
+    return DT_OK;
+}
+
+static void release_reading(struct dt_folder_lock *locks, int n)
+{
+    for (int i = 0; i < n; i++) dt_folder_read_lock_release(&locks[i]);
+}
+
 /* compare --table EXPERIMENT EXPERIMENT... [--label NAME]... [--csv FILE] */
 static int cmd_compare_table(const struct app *app, int argc, char **argv)
 {
@@ -506,7 +532,11 @@ static int cmd_compare_table(const struct app *app, int argc, char **argv)
     if (opt.csv_path && dt_out_file_check(opt.csv_path, dirs, opt.n_experiments, "replica,",
                                           "comparison table", &err) != DT_OK)
         return report(app, DT_ERR_USAGE, &err);
-    enum dt_status st = dt_compare_table(&opt, stdout, &identical, &err);
+    struct dt_folder_lock locks[MAX_TABLE];
+    enum dt_status st = hold_for_reading(locks, dirs, opt.n_experiments, &err);
+    if (st != DT_OK) return report(app, st, &err);
+    st = dt_compare_table(&opt, stdout, &identical, &err);
+    release_reading(locks, opt.n_experiments);
     if (st != DT_OK) return report(app, st, &err);
     return identical ? 0 : 1;
 }
@@ -521,7 +551,12 @@ static int cmd_compare(const struct app *app, int argc, char **argv)
                            "");
     bool diverged = false;
     struct dt_error err = {0};
-    enum dt_status st = dt_compare_paths(argv[2], argv[3], stdout, &diverged, &err);
+    struct dt_folder_lock locks[2];
+    const char *reads[2] = {argv[2], argv[3]};
+    enum dt_status st = hold_for_reading(locks, reads, 2, &err);
+    if (st != DT_OK) return report(app, st, &err);
+    st = dt_compare_paths(argv[2], argv[3], stdout, &diverged, &err);
+    release_reading(locks, 2);
     if (st != DT_OK) return report(app, st, &err);
     return diverged ? 1 : 0;
 }
@@ -564,7 +599,12 @@ static int cmd_explain(const struct app *app, int argc, char **argv)
     if (opt.csv &&
         dt_out_file_check(opt.csv, reads, 2, DT_EXPLAIN_CSV_HEADER, "op table", &err) != DT_OK)
         return report(app, DT_ERR_USAGE, &err);
-    enum dt_status st = dt_explain(&opt, stdout, &res, &err);
+    struct dt_folder_lock locks[2];
+    enum dt_status st = hold_for_reading(locks, reads, 2, &err);
+    if (st == DT_OK) {
+        st = dt_explain(&opt, stdout, &res, &err);
+        release_reading(locks, 2);
+    }
     if (st != DT_OK) {
         (void)report(app, st, &err);
         return 2;
@@ -690,7 +730,12 @@ static int cmd_export(const struct app *app, int argc, char **argv)
     if (!src || !out)
         return usage_error("export: expected CHECKPOINT|REPLICA_DIR --safetensors FILE%s", "");
     struct dt_error err = {0};
-    enum dt_status st = dt_export_safetensors(src, step, out, &err);
+    struct dt_folder_lock lock;
+    enum dt_status st = hold_for_reading(&lock, &src, 1, &err);
+    if (st == DT_OK) {
+        st = dt_export_safetensors(src, step, out, &err);
+        release_reading(&lock, 1);
+    }
     if (st == DT_OK) fprintf(stderr, "detrain: wrote %s\n", out);
     return report(app, st, &err);
 }
@@ -793,10 +838,10 @@ static int cmd_reproduce(const struct app *app, int argc, char **argv)
                            "results/cpu/crossdev-t2)",
                            "");
     struct dt_error err = {0};
-    bool same = false;
-    enum dt_status st = dt_reproduce(&o, stdout, &same, &err);
+    int verdict = 0;
+    enum dt_status st = dt_reproduce(&o, stdout, &verdict, &err);
     if (st != DT_OK) return report(app, st, &err);
-    return same ? 0 : 1;
+    return verdict;
 }
 
 /* The test-only behaviours (harness/setup/test_hooks.h): the one place that reads them. */
@@ -835,6 +880,10 @@ int main(int argc, char **argv)
 {
     struct dt_error err = {0};
     struct app app;
+    /* A write past a file-size limit (ulimit -f) fails with EFBIG, as a full disk fails
+     * with ENOSPC, and is said and cleaned up as one; by default the kernel would kill the
+     * process there (SIGXFSZ: no message, a temporary file left). */
+    signal(SIGXFSZ, SIG_IGN);
     test_hooks_from_env(&app.hooks);
     enum dt_status st = dt_dist_init(&argc, &argv, &app.dist, &err);
     if (st != DT_OK) {
@@ -869,6 +918,15 @@ static int run_command(const struct app *app, int argc, char **argv)
             return 0;
         }
     }
+    for (int i = 2; i < argc; i++) /* an unset shell variable, say: named, not guessed at */
+        if (argv[i][0] == '\0') {
+            char msg[600], shown[300];
+            snprintf(msg, sizeof msg,
+                     "%.40s: argument %d is empty (after '%s'): give a file, folder or value "
+                     "there",
+                     cmd, i - 1, dt_escape_str(shown, sizeof shown, argv[i - 1]));
+            return usage_error("%s", msg);
+        }
     if (strcmp(cmd, "run") == 0) return cmd_run(app, argc, argv);
     if (strcmp(cmd, "report") == 0) return cmd_report(app, argc, argv);
     if (strcmp(cmd, "compare") == 0) return cmd_compare(app, argc, argv);

@@ -38,6 +38,23 @@ DT_TEST(usage_errors_exit_2)
     CHECK_CONTAINS(out, "unknown option '--bogus'");
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run '%s' --set", EXE, TINY), 2);
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' compare onlyone", EXE), 2);
+    /* an empty argument (an unset shell variable) is named where it stands, for every
+     * command: never taken for a path such as "" */
+    static const char *const empty[] = {"export x --safetensors ''",
+                                        "run '' --dry-run",
+                                        "run %s --out ''",
+                                        "compare '' x",
+                                        "reproduce ''",
+                                        "explain x ''",
+                                        "report ''",
+                                        "bench %s --csv ''"};
+    for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++) {
+        char args[300];
+        snprintf(args, sizeof args, empty[i], TINY);
+        CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' %s", EXE, args), 2);
+        CHECK_CONTAINS(out, " is empty (after '");
+        CHECK(strstr(out, "detrain: : ") == NULL);
+    }
 }
 
 /* Config errors name file:line:column and the key, exit 2, and nothing is trained. */
@@ -149,6 +166,7 @@ DT_TEST(dry_run_refuses_what_run_refuses)
             if (rc != 2) fprintf(stderr, "case %zu (%s): %s\n", i, dry ? "dry" : "run", out);
             CHECK_INT_EQ(rc, 2);
             CHECK_CONTAINS(out, cases[i].want);
+            CHECK(strstr(out, "parses") == NULL); /* a refused dry run says nothing passed */
             CHECK(!dt_path_exists(dir));
         }
     }

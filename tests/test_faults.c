@@ -392,8 +392,68 @@ DT_TEST(unwritable_out)
     CHECK(strstr(out, "step") == NULL); /* nothing trained */
 }
 
+/* A file-size limit (ulimit -f) without the shell's `trap '' XFSZ`: by default the kernel
+ * kills a process writing past it (SIGXFSZ, exit 153, no message, a temporary file left).
+ * detrain ignores the signal, so each command that writes says which file failed, exits 2
+ * and leaves nothing behind: a run's new folder is gone again (so a rerun starts), an
+ * export leaves no temporary file. */
+DT_TEST(file_size_limit_no_trap)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *dir = TMP "xfsz";
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "rm -rf '%s' && DETRAIN_GNUPLOT=none prlimit --fsize=1024 '%s' run "
+                                "'%s' --out '%s' --quiet --set report.snapshots=0 --set replicas=1",
+                                dir, EXE, TINY, dir),
+                 2);
+    CHECK_CONTAINS(out, "faults.xfsz/run.json.tmp-");
+    CHECK_CONTAINS(out, "write failed: File too large");
+    CHECK(!dt_path_exists(dir)); /* the folder it made, removed again */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "DETRAIN_GNUPLOT=none '%s' run '%s' --out '%s' --quiet --set "
+                                "replicas=1 --set train.steps=3 --set report.overhead_samples=0",
+                                EXE, TINY, dir),
+                 0);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out,
+                                "rm -f '%s.st' && prlimit --fsize=1024 '%s' export "
+                                "'%s/portable/replica-0' --safetensors '%s.st'",
+                                dir, EXE, dir, dir),
+                 2);
+    CHECK_CONTAINS(out, "File too large");
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "ls '%s'* | grep -c tmp", TMP "xfsz.st"), 1);
+    CHECK_STR_EQ(out, "0\n");
+}
+
+/* A disk that fills between the first two writes (a tmpfs of 8 KiB: run.json fits,
+ * config.json does not): the start is undone -- run.json removed and not written again as
+ * "failed" -- so the folder is as it was (here: absent) and the next run takes it. Needs a
+ * private mount (unshare -rm), else skipped. */
+DT_TEST(disk_full_at_second_write)
+{
+    if (!have_data()) DT_SKIP("no Fashion-MNIST installed");
+    const char *mnt = TMP "tmpfs";
+    int rc = dt_run_capture(out, sizeof out,
+                            "mkdir -p '%s' && unshare -rm sh -c 'mount -t tmpfs -o size=8k tmpfs "
+                            "\"%s\" && echo mounted'",
+                            mnt, mnt);
+    if (rc != 0 || !strstr(out, "mounted")) DT_SKIP("no private tmpfs mount here (unshare -rm)");
+    rc = dt_run_capture(out, sizeof out,
+                        "unshare -rm sh -c 'mount -t tmpfs -o size=8k tmpfs \"%s\" && "
+                        "DETRAIN_GNUPLOT=none \"%s\" run \"%s\" --out \"%s/x\" --quiet --set "
+                        "report.snapshots=0 --set replicas=1; echo \"rc=$?\"; ls -A \"%s\"; "
+                        "ls -A \"%s/x\" 2>/dev/null | sed \"s/^/inside: /\"'",
+                        mnt, EXE, TINY, mnt, mnt, mnt);
+    fprintf(stderr, "%s\n", out);
+    CHECK_CONTAINS(out, "config.json");
+    CHECK_CONTAINS(out, "No space left on device");
+    CHECK_CONTAINS(out, "rc=2");
+    CHECK(strstr(out, "inside: ") == NULL);
+    CHECK(strstr(out, "\nx\n") == NULL);
+}
+
 DT_TEST_MAIN(DT_CASE(first_nonfinite_cpu), DT_CASE(first_nonfinite_fallback),
              DT_CASE(first_nonfinite_many), DT_CASE(overflow_names_tensor),
              DT_CASE(missing_op_refused_by_name), DT_CASE(nan_weight_stops_replica),
              DT_CASE(nan_gradient_stops_replica), DT_CASE(check_finite_off),
-             DT_CASE(write_fails_midrun), DT_CASE(first_write_fails), DT_CASE(unwritable_out))
+             DT_CASE(write_fails_midrun), DT_CASE(first_write_fails), DT_CASE(unwritable_out),
+             DT_CASE(file_size_limit_no_trap), DT_CASE(disk_full_at_second_write))

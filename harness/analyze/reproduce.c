@@ -2,6 +2,8 @@
 #include "harness/analyze/reproduce.h"
 
 #include <dirent.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -11,6 +13,8 @@
 #include "core/util.h"
 #include "harness/analyze/compare.h"
 #include "harness/analyze/explain.h"
+#include "harness/analyze/values.h"
+#include "harness/record/checkpoint.h"
 #include "nets/backend.h"
 #include "harness/record/layout.h"
 #include "harness/record/outdir.h"
@@ -22,9 +26,10 @@
 #define MAX_ROWS 512
 
 /* One verdict row of the closing table. */
+enum verdict { V_IDENTICAL, V_DIFFERS, V_UNCOMPARABLE };
 struct verdict_row {
-    char experiment[96], cell[300], recorded[200], verdict[400];
-    bool identical;
+    char experiment[96], cell[300], recorded[200], verdict[700];
+    enum verdict kind;
 };
 
 struct reproduce_ctx {
@@ -32,7 +37,9 @@ struct reproduce_ctx {
     FILE *out;
     struct verdict_row *rows;
     int n_rows;
-    char here[200]; /* this machine, once a rerun has said it */
+    char here[200];                                    /* this machine, once a rerun has said it */
+    struct dt_folder_lock locks[16 * MAX_EXPERIMENTS]; /* each result's, read-held throughout */
+    int n_locks;
 };
 
 static char *xstrdup(const char *s)
@@ -138,8 +145,11 @@ static enum dt_status choose_cells(bool *chosen, const struct dt_experiment *exp
     return DT_OK;
 }
 
-/* The recorded replicas of the chosen cells: each needs trace.csv, and all the same last
- * step (the length of the rerun). *replicas: how many replica folders the cells have. */
+/* The recorded replicas of the chosen cells, each checked against the config before
+ * anything runs: a trace.csv, its steps the config's hashed steps (hash.every, the last step,
+ * or a non-finite loss) and none past train.steps; all the same last step, the length of the
+ * rerun. A trace that disagrees with its config was not made by it: it cannot be compared.
+ * *replicas: how many replica folders the cells have. */
 static enum dt_status recorded_length(int64_t *steps, int *replicas,
                                       const struct dt_experiment *exp, const bool *chosen,
                                       const char *dir, struct dt_error *err)
@@ -163,7 +173,30 @@ static enum dt_status recorded_length(int64_t *steps, int *replicas,
             int64_t n = 0;
             DT_FORWARD_IF_ERROR(dt_trace_read(&rows, &n, tp, err));
             const int64_t last = n > 0 ? rows[n - 1].step : -1;
+            enum dt_status st = DT_OK;
+            for (int64_t i = 0; i < n && st == DT_OK; i++) {
+                const int64_t s = rows[i].step;
+                char *end;
+                const double loss = rows[i].loss[0] ? strtod(rows[i].loss, &end) : 0.0;
+                const bool hashed = s % exp->hash.every == 0 || s == exp->train.steps ||
+                                    (rows[i].loss[0] && !isfinite(loss));
+                if (s > exp->train.steps)
+                    st = dt_error_set(err, DT_ERR_DATA,
+                                      "reproduce: cannot be compared: %s has step %" PRId64
+                                      " (row %" PRId64 "), past the %" PRId64
+                                      " steps of its config.json (train.steps): the trace and "
+                                      "the config are not of one run",
+                                      tp, s, i + 2, exp->train.steps);
+                else if (!hashed)
+                    st = dt_error_set(err, DT_ERR_DATA,
+                                      "reproduce: cannot be compared: %s has step %" PRId64
+                                      " (row %" PRId64 "), which its config.json does not hash "
+                                      "(hash.every: %" PRId64 "): the trace and the config are "
+                                      "not of one run",
+                                      tp, s, i + 2, exp->hash.every);
+            }
             free(rows);
+            DT_FORWARD_IF_ERROR(st);
             if (last < 1)
                 return dt_error_set(err, DT_ERR_DATA,
                                     "reproduce: %s holds no training step to "
@@ -174,6 +207,62 @@ static enum dt_status recorded_length(int64_t *steps, int *replicas,
         if (*replicas == 0 || r < *replicas) *replicas = r;
     }
     return DT_OK;
+}
+
+/* The --set keys that say where and how the rerun runs here, not what it computes. */
+static bool set_is_placement(const char *set)
+{
+    static const char *const keys[] = {"backend.device", "backend.threads", "backend.gpu",
+                                       "dataset.path",   "hash.async",      "report."};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const size_t n = strlen(keys[i]);
+        if (strncmp(set, keys[i], n) == 0 && (keys[i][n - 1] == '.' || set[n] == '=')) return true;
+    }
+    return false;
+}
+
+/* A user's --set that changes what the result recorded makes another experiment, whose
+ * rerun says nothing about this one: refused before anything runs, naming the key and
+ * both values. (The data itself is checked against the recorded digest by the rerun's own
+ * checks: dt_run_options.data_of.) */
+static enum dt_status check_user_sets(const char *config, const char *const *base, int n_base,
+                                      const struct dt_reproduce_options *opt, struct dt_error *err)
+{
+    if (opt->n_sets == 0) return DT_OK;
+    struct dt_experiment *a = dt_xcalloc(1, sizeof *a), *b = dt_xcalloc(1, sizeof *b);
+    const char **sets = dt_xcalloc((size_t)n_base + 1, sizeof *sets);
+    for (int i = 0; i < n_base; i++) sets[i] = base[i];
+    enum dt_status st = dt_config_load(a, config, sets, n_base, err);
+    char *ta = st == DT_OK ? dt_checkpoint_config_text(a) : NULL;
+    for (int i = 0; i < opt->n_sets && st == DT_OK; i++) {
+        if (set_is_placement(opt->sets[i])) continue;
+        sets[n_base] = opt->sets[i];
+        st = dt_config_load(b, config, sets, n_base + 1, err);
+        if (st != DT_OK) break;
+        char *tb = dt_checkpoint_config_text(b), diff[1200] = "";
+        bool differ = false;
+        st =
+            dt_checkpoint_config_diff(diff, sizeof diff, &differ, ta, "recorded", tb, "--set", err);
+        if (st == DT_OK && !differ && a->train.steps != b->train.steps) {
+            differ = true; /* a key a resume may change; the rerun's length is the trace's */
+            snprintf(diff, sizeof diff, "train.steps (recorded: %" PRId64 ", --set: %" PRId64 ")",
+                     a->train.steps, b->train.steps);
+        }
+        free(tb);
+        if (st == DT_OK && differ)
+            st = dt_error_set(err, DT_ERR_USAGE,
+                              "reproduce: cannot be compared: --set %.200s changes what the "
+                              "result recorded: %.600s; a rerun of another experiment says "
+                              "nothing about this one. reproduce takes --set only for where "
+                              "the rerun runs (backend.device, backend.threads, backend.gpu, "
+                              "dataset.path, hash.async)",
+                              opt->sets[i], diff);
+    }
+    free(ta);
+    free(sets);
+    free(a);
+    free(b);
+    return st;
 }
 
 /* exp reduced to the chosen cells' policies (the vary settings kept). */
@@ -189,8 +278,7 @@ static void keep_chosen_policies(struct dt_experiment *run, const struct dt_expe
 }
 
 /* The explain of a non-portable cell that parted: its op and control, or why not. */
-static void explain_cell(struct reproduce_ctx *x, const char *rec, const char *now, char *why,
-                         size_t size)
+static void explain_cell(const char *rec, const char *now, char *why, size_t size)
 {
     const struct dt_explain_options eo = {.a = rec, .b = now, .executions = 5, .quiet = true};
     struct dt_explain_result res = {0};
@@ -220,10 +308,61 @@ static const char *last_two(const char *dir)
     return dir;
 }
 
+/* err's message behind `prefix` (the message is copied first: it is the argument). */
+static void prefix_error(struct dt_error *err, const char *prefix)
+{
+    char *was = dt_xmalloc(sizeof err->msg);
+    memcpy(was, err->msg, sizeof err->msg);
+    const size_t n = strlen(prefix) < sizeof err->msg - 1 ? strlen(prefix) : sizeof err->msg - 1;
+    memcpy(err->msg, prefix, n);
+    snprintf(err->msg + n, sizeof err->msg - n, "%s", was);
+    free(was);
+}
+
+/* One replica's verdict: its digests (dt_trace_compare), then every value it records
+ * (values.h), up to `upto` (-1: all). */
+static void judge_replica(struct verdict_row *v, const char *rec, const char *now, bool portable,
+                          int64_t upto)
+{
+    struct dt_trace_diff d = {0};
+    struct dt_values_diff vd = {0};
+    struct dt_error e = {0};
+    enum dt_status st = dt_trace_compare(&d, rec, now, &e);
+    if (st == DT_OK && !d.diverged) st = dt_values_compare(&vd, rec, now, upto, &e);
+    if (st != DT_OK) {
+        v->kind = V_UNCOMPARABLE;
+        snprintf(v->verdict, sizeof v->verdict, "cannot be compared: %.600s", e.msg);
+    } else if (!d.diverged && !vd.differs) {
+        v->kind = V_IDENTICAL;
+        snprintf(v->verdict, sizeof v->verdict,
+                 "identical at all %lld hashed steps (%d recorded values)",
+                 (long long)d.common_rows, vd.n_compared);
+    } else {
+        v->kind = V_DIFFERS;
+        char why[300] = "", at[500];
+        if (d.diverged) {
+            snprintf(at, sizeof at, "at step %lld%s%.64s", (long long)d.first_step,
+                     d.tensor[0] ? ", tensor " : "", d.tensor);
+            if (!portable) explain_cell(rec, now, why, sizeof why);
+        } else {
+            snprintf(at, sizeof at, "in a recorded value, every digest equal: %.400s", vd.what);
+        }
+        if (!d.diverged)
+            snprintf(why, sizeof why,
+                     "; the weights agree at every hashed step: the recorded value was edited, "
+                     "or this build computes it otherwise than the result's did");
+        else if (portable)
+            snprintf(why, sizeof why,
+                     "; a portable cell must not part on the same config and data (both checked): "
+                     "please report it");
+        snprintf(v->verdict, sizeof v->verdict, "parts %s%s", at, why);
+    }
+}
+
 /* Compare every chosen replica; one verdict line each. */
 static void judge(struct reproduce_ctx *x, const struct dt_experiment *exp, const bool *chosen,
                   int replicas, const char *dir, const struct dt_experiment *run,
-                  const char *run_dir, const char *recorded, const char *when, bool *all)
+                  const char *run_dir, const char *recorded, const char *when, int64_t upto)
 {
     for (int c = 0; c < dt_cell_count(exp); c++) {
         if (!chosen[c]) continue;
@@ -245,37 +384,34 @@ static void judge(struct reproduce_ctx *x, const struct dt_experiment *exp, cons
             snprintf(v->cell, sizeof v->cell, "%s/replica-%d", cd, r);
             snprintf(v->recorded, sizeof v->recorded, "%s%s%.40s%s", recorded, when[0] ? " (" : "",
                      when, when[0] ? ")" : "");
-            struct dt_trace_diff d = {0};
-            struct dt_error e = {0};
-            enum dt_status st = dt_trace_compare(&d, rec, now, &e);
-            char line[700];
-            if (st != DT_OK) {
-                snprintf(v->verdict, sizeof v->verdict, "error: %.300s", e.msg);
-                snprintf(line, sizeof line, "%s", v->verdict);
-            } else if (!d.diverged) {
-                v->identical = true;
-                snprintf(v->verdict, sizeof v->verdict, "identical at all %lld hashed steps",
-                         (long long)d.common_rows);
-                snprintf(line, sizeof line, "%s to %s", v->verdict, v->recorded);
-            } else {
-                char why[300] = "";
-                if (!policy_is_portable(pol)) explain_cell(x, rec, now, why, sizeof why);
-                else snprintf(why, sizeof why, "; a portable cell must not part: please report it");
-                char at[160];
-                snprintf(at, sizeof at, "at step %lld%s%.64s", (long long)d.first_step,
-                         d.tensor[0] ? ", tensor " : "", d.tensor);
-                snprintf(v->verdict, sizeof v->verdict, "parts %s%s", at, why);
-                snprintf(line, sizeof line, "parts from %s %s%s", v->recorded, at, why);
-            }
-            fprintf(x->out, "  %-22s %s\n", v->cell, line);
-            *all &= v->identical;
+            judge_replica(v, rec, now, policy_is_portable(pol), upto);
+            if (v->kind == V_IDENTICAL)
+                fprintf(x->out, "  %-22s %s to %s\n", v->cell, v->verdict, v->recorded);
+            else if (v->kind == V_DIFFERS)
+                fprintf(x->out, "  %-22s parts from %s %s\n", v->cell, v->recorded,
+                        v->verdict + strlen("parts "));
+            else fprintf(x->out, "  %-22s %s\n", v->cell, v->verdict);
         }
     }
 }
 
+/* The rerun's options: into `out_dir`, checked against the result's data, stopped at the
+ * trace's length. */
+static struct dt_run_options rerun_options(const char *out_dir, const char *dir,
+                                           const struct dt_experiment *exp, int64_t steps, bool dry)
+{
+    return (struct dt_run_options){.out_dir = out_dir,
+                                   .command = "detrain reproduce",
+                                   .quiet = true,
+                                   .dry_run = dry,
+                                   .data_of = dir,
+                                   .need_device = true,
+                                   .stop_after = steps < exp->train.steps ? steps : 0};
+}
+
 /* Load, check and choose before anything runs; then rerun and judge one experiment. */
 static enum dt_status reproduce_one(struct reproduce_ctx *x, const char *dir, const char *keep,
-                                    bool check_only, bool *all, struct dt_error *err)
+                                    bool check_only, struct dt_error *err)
 {
     const struct dt_reproduce_options *opt = x->opt;
     char config[4200];
@@ -286,32 +422,45 @@ static enum dt_status reproduce_one(struct reproduce_ctx *x, const char *dir, co
     sets[n_sets++] = "report.snapshots=0";
     sets[n_sets++] = "report.overhead_samples=0";
     sets[n_sets++] = "report.explain=false";
+    const int n_base = n_sets;
     for (int i = 0; i < opt->n_sets; i++) sets[n_sets++] = opt->sets[i];
     struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp), *run = dt_xcalloc(1, sizeof *run);
     bool chosen[DT_MAX_POLICIES * DT_MAX_VARY_SETS] = {false};
     int64_t steps = 0;
     int replicas = 0;
-    enum dt_status st = dt_config_load(exp, config, sets, n_sets, err);
+    enum dt_status st = DT_OK;
+    if (check_only && x->n_locks < (int)(sizeof x->locks / sizeof x->locks[0])) {
+        /* held until every rerun is judged: no run starts writing there meanwhile */
+        st = dt_folder_read_lock_take(&x->locks[x->n_locks], dir, err);
+        if (st == DT_OK) x->n_locks++;
+        else prefix_error(err, "reproduce: cannot be compared: ");
+    }
+    if (st == DT_OK) st = dt_config_load(exp, config, sets, n_sets, err);
+    if (st == DT_OK && check_only) st = check_user_sets(config, sets, n_base, opt, err);
     if (st == DT_OK) st = choose_cells(chosen, exp, dir, opt->cells, err);
     if (st == DT_OK) st = recorded_length(&steps, &replicas, exp, chosen, dir, err);
     char recorded[160] = "", detail[900], when[64] = "", tmp[4400] = "";
     if (st == DT_OK) {
         *run = *exp;
         keep_chosen_policies(run, exp, chosen);
-        run->train.steps = steps;
         run->replicas = replicas;
     }
     if (st == DT_OK && check_only) {
-        /* every check the rerun itself makes before its first write (memory, data, model,
-         * its folder): the run's dry run, into --out or a folder that does not exist */
+        /* every check the rerun itself makes before its first write (memory, device, data
+         * and its digest, model, its folder): the run's dry run, into --out or a folder
+         * that does not exist */
         const char *t = getenv("TMPDIR");
         if (keep) snprintf(tmp, sizeof tmp, "%s", keep);
         else
             snprintf(tmp, sizeof tmp, "%s/detrain-reproduce-check-%ld/run", t && *t ? t : "/tmp",
                      (long)getpid());
-        const struct dt_run_options ro = {
-            .out_dir = tmp, .command = "detrain reproduce", .quiet = true, .dry_run = true};
+        const struct dt_run_options ro = rerun_options(tmp, dir, run, steps, true);
         st = dt_train_experiment(run, &ro, err);
+        if (st != DT_OK && strncmp(err->msg, "reproduce:", 10) != 0) {
+            char what[4400];
+            snprintf(what, sizeof what, "reproduce: %s cannot be rerun here: ", dir);
+            prefix_error(err, what);
+        }
         tmp[0] = '\0';
     }
     if (st == DT_OK && !check_only) {
@@ -337,9 +486,11 @@ static enum dt_status reproduce_one(struct reproduce_ctx *x, const char *dir, co
                 when[0] ? " (" : "", when, when[0] ? ")" : "");
         if (!opt->quiet) fprintf(stderr, "reproduce: rerunning %s here ...\n", dir);
         fflush(x->out);
-        const struct dt_run_options ro = {
-            .out_dir = tmp, .command = "detrain reproduce", .quiet = true};
+        const struct dt_run_options ro = rerun_options(tmp, dir, run, steps, false);
         st = dt_train_experiment(run, &ro, err);
+        /* a replica that fails (a non-finite loss, say) is compared as it ended: the result
+         * may record the same failure */
+        if (st == DT_ERR_NUMERIC) st = DT_OK;
     }
     if (st == DT_OK && !check_only) {
         char here[160], hd[900];
@@ -349,7 +500,8 @@ static enum dt_status reproduce_one(struct reproduce_ctx *x, const char *dir, co
                  run->backend.device == DT_DEVICE_CPU ? dt_cpu_kernels() : "");
         if (run->backend.device == DT_DEVICE_CPU)
             strncat(x->here, " kernels", sizeof x->here - strlen(x->here) - 1);
-        judge(x, exp, chosen, replicas, dir, run, tmp, recorded, when, all);
+        judge(x, exp, chosen, replicas, dir, run, tmp, recorded, when,
+              steps < exp->train.steps ? steps : -1);
     }
     if (tmp[0] && !keep) { /* the rerun's files (detrain's own only), then the folder */
         struct dt_error ignored = {0};
@@ -403,11 +555,13 @@ static void print_table(const struct reproduce_ctx *x)
     }
 }
 
-enum dt_status dt_reproduce(const struct dt_reproduce_options *opt, FILE *out, bool *all_identical,
+enum dt_status dt_reproduce(const struct dt_reproduce_options *opt, FILE *out, int *verdict,
                             struct dt_error *err)
 {
-    *all_identical = true;
-    struct reproduce_ctx x = {.opt = opt, .out = out};
+    *verdict = 0;
+    struct reproduce_ctx *x = dt_xcalloc(1, sizeof *x);
+    x->opt = opt;
+    x->out = out;
     char **lists[16] = {NULL};
     int counts[16] = {0}, total = 0;
     enum dt_status st = opt->n_dirs > 16
@@ -417,10 +571,9 @@ enum dt_status dt_reproduce(const struct dt_reproduce_options *opt, FILE *out, b
         st = list_experiments(&lists[i], &counts[i], opt->dirs[i], err);
         total += counts[i];
     }
-    bool all = true;
     /* every check first (nothing trained while any result would be refused), then the reruns */
     for (int pass = 0; pass < 2 && st == DT_OK; pass++) {
-        if (pass == 1) x.rows = dt_xcalloc(MAX_ROWS, sizeof *x.rows);
+        if (pass == 1) x->rows = dt_xcalloc(MAX_ROWS, sizeof *x->rows);
         for (int i = 0; st == DT_OK && i < opt->n_dirs; i++) {
             for (int k = 0; st == DT_OK && k < counts[i]; k++) {
                 char keep[4300];
@@ -429,16 +582,21 @@ enum dt_status dt_reproduce(const struct dt_reproduce_options *opt, FILE *out, b
                     snprintf(keep, sizeof keep, "%s/%d-%s", opt->out, i,
                              base ? base + 1 : lists[i][k]);
                 else if (opt->out) snprintf(keep, sizeof keep, "%s", opt->out);
-                st = reproduce_one(&x, lists[i][k], opt->out ? keep : NULL, pass == 0, &all, err);
+                st = reproduce_one(x, lists[i][k], opt->out ? keep : NULL, pass == 0, err);
             }
         }
     }
-    if (st == DT_OK) print_table(&x);
-    *all_identical = all;
+    if (st == DT_OK) print_table(x);
+    /* differs outranks cannot-be-compared: a difference found is the finding */
+    for (int i = 0; st == DT_OK && i < x->n_rows; i++)
+        if (x->rows[i].kind == V_DIFFERS) *verdict = 1;
+        else if (x->rows[i].kind == V_UNCOMPARABLE && *verdict == 0) *verdict = 2;
+    for (int i = 0; i < x->n_locks; i++) dt_folder_read_lock_release(&x->locks[i]);
     for (int i = 0; i < 16; i++) {
         for (int k = 0; lists[i] && k < counts[i]; k++) free(lists[i][k]);
         free(lists[i]);
     }
-    free(x.rows);
+    free(x->rows);
+    free(x);
     return st;
 }

@@ -39,10 +39,13 @@ struct dt_reproduce_options {
     bool quiet;      /* no progress on stderr */
 };
 
-/* DT_OK with *all_identical telling the verdict (exit 0 or 1); an error when a result
- * cannot be reproduced here (what it lacks, said in err; exit 2). The verdicts and a
- * closing table are printed on `out`. */
-enum dt_status dt_reproduce(const struct dt_reproduce_options *opt, FILE *out, bool *all_identical,
+/* DT_OK with *verdict the exit code: 0 every replica identical (every recorded value
+ * recomputed and equal); 1 some replica parts (the first step, value or tensor, and for a
+ * cell that is not portable what explain attributes it to); 2 some replica cannot be
+ * compared (and none parts). An error when a result cannot be reproduced here, before
+ * anything is trained (exit 2: what the user, the data or the result changed, or what this
+ * machine lacks, said in err). The verdicts and a closing table are printed on `out`. */
+enum dt_status dt_reproduce(const struct dt_reproduce_options *opt, FILE *out, int *verdict,
                             struct dt_error *err);
 
 #endif

@@ -131,6 +131,71 @@ void dt_folder_lock_release(struct dt_folder_lock *l)
     l->fd = -1;
 }
 
+/* The experiment folder `path` lies in: itself, or up to three levels above (a replica
+ * folder of a vary cell is <exp>/<vary>/<policy>/replica-<k>); "" when none. */
+static void enclosing_result(char *out, size_t size, const char *path)
+{
+    snprintf(out, size, "%s", path);
+    for (int up = 0; up <= 3; up++) {
+        char cfg[4300];
+        struct stat st;
+        snprintf(cfg, sizeof cfg, "%s/config.json", out);
+        if (lstat(out, &st) == 0 && S_ISDIR(st.st_mode) && lstat(cfg, &st) == 0 &&
+            S_ISREG(st.st_mode))
+            return;
+        char *slash = strrchr(out, '/');
+        while (slash && slash > out && slash[1] == '\0') { /* "dir/" */
+            *slash = '\0';
+            slash = strrchr(out, '/');
+        }
+        if (!slash) {
+            if (strcmp(out, ".") == 0 || out[0] == '\0') break;
+            snprintf(out, size, ".");
+        } else if (slash == out) {
+            out[1] = '\0';
+        } else {
+            *slash = '\0';
+        }
+    }
+    out[0] = '\0';
+}
+
+enum dt_status dt_folder_read_lock_take(struct dt_folder_lock *l, const char *path,
+                                        struct dt_error *err)
+{
+    l->fd = -1;
+    l->path[0] = '\0';
+    char dir[4096];
+    enclosing_result(dir, sizeof dir, path);
+    if (!dir[0]) return DT_OK; /* not in a result: a bare trace file, say */
+    snprintf(l->path, sizeof l->path, "%s/%s", dir, DT_LOCK_NAME);
+    int fd = open(l->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return DT_OK; /* no run holds it (a writer makes the file before locking) */
+    if (flock(fd, LOCK_SH | LOCK_NB) != 0) {
+        const int e = errno;
+        char holder[600] = "";
+        ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+        close(fd);
+        if (e != EWOULDBLOCK) return DT_OK; /* a lock that cannot be taken guards nothing */
+        holder[n > 0 ? n : 0] = '\0';
+        holder[strcspn(holder, "\n")] = '\0';
+        for (char *p = holder; *p; p++)
+            if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s: a detrain run is writing into this result (%s): what it "
+                            "holds now is a part that changes; read it once the run has ended",
+                            dir, holder[0] ? holder : "its pid is not recorded yet");
+    }
+    l->fd = fd;
+    return DT_OK;
+}
+
+void dt_folder_read_lock_release(struct dt_folder_lock *l)
+{
+    if (l->fd >= 0) close(l->fd); /* the file stays: another reader may hold it */
+    l->fd = -1;
+}
+
 /* ---- what a folder holds -------------------------------------------------------------- */
 
 static bool regular_file_starting(const char *dir, const char *name, const char *head);

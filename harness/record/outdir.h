@@ -40,6 +40,17 @@ enum dt_status dt_folder_lock_take(struct dt_folder_lock *l, const char *dir, co
                                    struct dt_error *err);
 void dt_folder_lock_release(struct dt_folder_lock *l);
 
+/* A reader's hold on the result that `path` lies in (the experiment folder itself, or the
+ * one a cell or replica folder, or a file in one, belongs to): a shared lock on its lock
+ * file, so that no run starts writing there while it is read, or a refusal at once
+ * (DT_ERR_USAGE, "<dir>: a detrain run is writing into this result (pid ...)") while one
+ * does. Nothing is written: with no lock file (no run has it) nothing is held (fd -1), and
+ * a result on a read-only disk reads as well. Released by dt_folder_read_lock_release
+ * (which, unlike the writer's release, leaves the file: other readers may hold it). */
+enum dt_status dt_folder_read_lock_take(struct dt_folder_lock *l, const char *path,
+                                        struct dt_error *err);
+void dt_folder_read_lock_release(struct dt_folder_lock *l);
+
 /* What a folder holds. */
 enum dt_folder_state {
     DT_FOLDER_ABSENT, /* no such folder yet */

@@ -50,6 +50,18 @@ struct dt_run_options {
      * model, folder, and for a resume the folder's config, data and checkpoints), then stop:
      * nothing trained or written, no folder lock taken. */
     bool dry_run;
+    /* `detrain reproduce`'s rerun (harness/analyze/reproduce.h):
+     * data_of: a result folder whose run.json records the data it read (data_digest): the
+     *   data read here must be the same, or the run is refused (DT_ERR_DATA) before its
+     *   first write, naming the dataset and its path; NULL: not checked;
+     * need_device: a dry run of a GPU config where there is none is refused as the run
+     *   would be, not checked on the CPU instead;
+     * stop_after: > 0: no step past this one is trained (the length of a recorded trace
+     *   cut short), train.steps kept as the schedule's length; the replicas end there as
+     *   interrupted (no evaluation, no checkpoint). */
+    const char *data_of;
+    bool need_device;
+    int64_t stop_after;
 };
 
 /* Replica r of `cell`: its stream indices (init, data order; the rest of the info zero)

@@ -483,7 +483,9 @@ void dt_data_digest(char hex[DT_DIGEST_HEX], const struct dt_dataset *ds)
     dt_strbuf_free(&sb);
 }
 
-enum dt_status dt_resume_check_data(const char *dir, const struct run_ctx *c, struct dt_error *err)
+/* The data digest `dir`'s run.json records: 1 same as this run's, 0 another (its first 16
+ * hex digits in was), -1 none recorded (said on stderr unless quiet). */
+static int recorded_data_same(const char *dir, const struct run_ctx *c, char was[17])
 {
     char path[1200];
     snprintf(path, sizeof path, "%s/run.json", dir);
@@ -497,15 +499,34 @@ enum dt_status dt_resume_check_data(const char *dir, const struct run_ctx *c, st
                     "recorded): the data is not checked against the run's\n",
                     path);
         free(text);
-        return DT_OK;
+        return -1;
     }
     at += sizeof key - 1;
     const bool same =
         strncmp(at, c->data_digest, DT_DIGEST_HEX - 1) == 0 && at[DT_DIGEST_HEX - 1] == '"';
-    char was[17];
-    snprintf(was, sizeof was, "%.16s", at);
+    snprintf(was, 17, "%.16s", at);
     free(text);
-    if (same) return DT_OK;
+    return same;
+}
+
+enum dt_status dt_check_data_recorded(const char *dir, const struct run_ctx *c,
+                                      struct dt_error *err)
+{
+    char was[17];
+    if (recorded_data_same(dir, c, was) != 0) return DT_OK;
+    return dt_error_set(err, DT_ERR_DATA,
+                        "reproduce: cannot be compared: the data here is not the data %s read "
+                        "(%s in %s: digest %s... recorded, %.16s... here): a rerun on other "
+                        "data says nothing about detrain; give the files it read "
+                        "(dataset.path)",
+                        dir, c->exp->dataset.name, c->ds->dir[0] ? c->ds->dir : "its path", was,
+                        c->data_digest);
+}
+
+enum dt_status dt_resume_check_data(const char *dir, const struct run_ctx *c, struct dt_error *err)
+{
+    char was[17];
+    if (recorded_data_same(dir, c, was) != 0) return DT_OK;
     return dt_error_set(err, DT_ERR_CONFIG,
                         "%s: the data changed since this run read it (%s in %s: digest %s... "
                         "then, %.16s... now): a resumed run on other data would match neither "

@@ -190,6 +190,11 @@ void dt_data_digest(char hex[DT_DIGEST_HEX], const struct dt_dataset *ds);
  * data_digest; a run.json from before the digest is not checked, said on stderr unless
  * quiet). DT_ERR_CONFIG naming the dataset otherwise. */
 enum dt_status dt_resume_check_data(const char *dir, const struct run_ctx *c, struct dt_error *err);
+/* reproduce (dt_run_options.data_of): the data this run reads must be what the result in
+ * `dir` read (its run.json's data_digest), else DT_ERR_DATA naming the dataset, its path
+ * here and both digests. A result that records no digest (older than it) is not checked. */
+enum dt_status dt_check_data_recorded(const char *dir, const struct run_ctx *c,
+                                      struct dt_error *err);
 
 /* ---- faults.c: what stops a replica ---------------------------------------------------- */
 

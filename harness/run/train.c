@@ -256,7 +256,7 @@ static enum dt_status replica_end(struct run_ctx *c, struct replica *rep, enum d
     } else if (rep->digest[0]) {
         memcpy(res->final_digest, rep->digest, DT_DIGEST_HEX);
     }
-    if (st == DT_OK && res->state == DT_REPLICA_INTERRUPTED && rep->writer) {
+    if (st == DT_OK && res->state == DT_REPLICA_INTERRUPTED && rep->writer && !c->opt->stop_after) {
         /* always resumable after SIGINT/SIGTERM/SIGHUP, whatever train.checkpoint_every says */
         DT_ASSERT(m->step == res->steps_done);
         st = dt_replica_checkpoint_write(c, m, io, rep->pol, &rep->streams, res->dir, err);
@@ -353,8 +353,17 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r, struct dt_
      * rank learns of a fault inside the step (nets/step.c, agree_on_failure) */
     dt_backend_defer_checks(c->be, !rep.multi);
     bool stop = false;
-    for (int64_t s = rep.k + 1; st == DT_OK && !stop && s <= exp->train.steps; s++)
+    const int64_t last = c->opt->stop_after > 0 && c->opt->stop_after < exp->train.steps
+                             ? c->opt->stop_after
+                             : exp->train.steps;
+    for (int64_t s = rep.k + 1; st == DT_OK && !stop && s <= last; s++)
         st = replica_step(c, &rep, s, &stop, err);
+    if (st == DT_OK && res->state == DT_REPLICA_COMPLETED && last < exp->train.steps) {
+        res->state = DT_REPLICA_INTERRUPTED; /* reproduce of a trace cut short: no more */
+        snprintf(res->reason, sizeof res->reason,
+                 "stopped after step %" PRId64 " of %" PRId64 " (the recorded trace's length)",
+                 last, exp->train.steps);
+    }
     st = replica_end(c, &rep, st, err);
     dt_backend_defer_checks(c->be, false);
     replica_free(&rep);
@@ -732,8 +741,10 @@ static enum dt_status claim_folder(const struct dt_experiment *exp,
 /* After every check: the folder becomes this run's (created, or emptied for --overwrite)
  * and its lock is held. */
 static enum dt_status take_folder(const char *dir, const char *command, bool clear,
-                                  struct dt_folder_lock *lock, bool quiet, struct dt_error *err)
+                                  struct dt_folder_lock *lock, bool quiet, bool *made,
+                                  struct dt_error *err)
 {
+    *made = false;
     if (clear) {
         DT_FORWARD_IF_ERROR(dt_result_clear(dir, err));
         char shown[4 * 1100];
@@ -742,6 +753,7 @@ static enum dt_status take_folder(const char *dir, const char *command, bool cle
                     dt_escape_path(shown, sizeof shown, dir));
     }
     if (lock->fd < 0) { /* a new folder */
+        *made = !dt_path_exists(dir);
         DT_FORWARD_IF_ERROR(dt_mkdir_p(dir, err));
         DT_FORWARD_IF_ERROR(dt_folder_lock_take(lock, dir, command, err));
         enum dt_folder_state state;
@@ -759,11 +771,14 @@ static enum dt_status take_folder(const char *dir, const char *command, bool cle
  * (and their temporary files) removed, so that the folder is empty again. */
 static void unstart_folder(const char *dir)
 {
-    static const char *const names[] = {"run.json", "config.json", "run.json.tmp",
-                                        "config.json.tmp"};
+    static const char *const names[] = {"run.json", "config.json"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char path[1300];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        (void)unlink(path);
+        snprintf(path, sizeof path, "%s/%s.tmp", dir, names[i]);
+        (void)unlink(path);
+        snprintf(path, sizeof path, "%s/%s.tmp-%ld", dir, names[i], (long)getpid());
         (void)unlink(path);
     }
 }
@@ -782,6 +797,8 @@ struct experiment {
     struct dt_replica_result *results;
     int done;
     bool any_failed;
+    bool made_dir;  /* the run made its folder (a new one) */
+    bool unstarted; /* its first writes failed: removed again, no manifest rewritten */
 };
 
 /* Every rank goes on, or none: st, or another rank's failure ("rank 2 <what>"). */
@@ -816,7 +833,8 @@ static enum dt_status open_backend_and_data(struct experiment *e, struct dt_erro
     struct dt_backend *be = NULL;
     enum dt_status st =
         dt_experiment_open_backend(&be, exp, dt_dist_local_rank(e->c.opt->dist), err);
-    if (st == DT_ERR_UNSUPPORTED && e->c.opt->dry_run && exp->backend.device != DT_DEVICE_CPU) {
+    if (st == DT_ERR_UNSUPPORTED && e->c.opt->dry_run && !e->c.opt->need_device &&
+        exp->backend.device != DT_DEVICE_CPU) {
         /* a dry run of a GPU config where there is none: the rest checked on the CPU */
         fprintf(stderr, "detrain: dry run: %s; the other checks are made with the CPU backend\n",
                 err->msg);
@@ -890,11 +908,13 @@ static enum dt_status experiment_open(struct experiment *e, const struct dt_expe
     if (st == DT_OK && e->writer) st = claim_folder(exp, opt, resume, &e->lock, &clear, err);
     if (st == DT_OK) dt_data_digest(c->data_digest, &e->ds);
     if (resume && st == DT_OK && e->writer) st = dt_resume_check_data(opt->out_dir, c, err);
+    if (opt->data_of && st == DT_OK) st = dt_check_data_recorded(opt->data_of, c, err);
     if (resume && st == DT_OK) st = dt_resume_check_plans(c, err);
     st = ranks_all_ok(e, st, "refused the run (its message is on its stderr)", err);
     const bool every_rank_ready = st == DT_OK;
     if (st == DT_OK && e->writer && !opt->dry_run)
-        st = take_folder(opt->out_dir, opt->command, clear, &e->lock, opt->quiet, err);
+        st =
+            take_folder(opt->out_dir, opt->command, clear, &e->lock, opt->quiet, &e->made_dir, err);
     if (st != DT_OK || opt->dry_run) { /* a dry run stops here, every check made */
         /* the others wait for rank 0's start below: they learn that it failed */
         if (e->multi && every_rank_ready) (void)dt_dist_max_status(opt->dist, (int)st, NULL);
@@ -910,8 +930,10 @@ static enum dt_status experiment_open(struct experiment *e, const struct dt_expe
     experiment_manifest(&e->sb, c, e->start, NULL, "running", "", e->results, 0);
     if (e->writer) st = dt_manifest_write(e->manifest_path, &e->sb, err);
     if (st == DT_OK && e->writer) st = write_config_json(opt->out_dir, exp, err);
-    if (st != DT_OK && e->writer && !resume) /* the first writes failed (a full disk): the */
-        unstart_folder(opt->out_dir);        /* folder as it was, for the next run to take */
+    if (st != DT_OK && e->writer && !resume) { /* the first writes failed (a full disk): */
+        unstart_folder(opt->out_dir);          /* the folder as it was, for the next run to take */
+        e->unstarted = true;
+    }
     if (st == DT_OK) arm_oom_manifest(&e->oom, c, e->start, e->results, 0);
     return ranks_all_ok(e, st, "could not start", err);
 }
@@ -1007,7 +1029,7 @@ static enum dt_status experiment_close(struct experiment *e, enum dt_status st,
                                     : "",
                         e->results, e->done);
     struct dt_error merr;
-    if (e->writer && dt_manifest_write(e->manifest_path, &e->sb, &merr) != DT_OK)
+    if (e->writer && !e->unstarted && dt_manifest_write(e->manifest_path, &e->sb, &merr) != DT_OK)
         fprintf(stderr, "detrain: %s\n", merr.msg);
     arm_oom_manifest(&e->oom, NULL, NULL, NULL, 0);
     dt_strbuf_free(&e->sb);
@@ -1015,6 +1037,7 @@ static enum dt_status experiment_close(struct experiment *e, enum dt_status st,
     free(c->earlier_manifest);
     close_backend_and_data(e);
     dt_folder_lock_release(&e->lock);
+    if (e->unstarted && e->made_dir) (void)rmdir(opt->out_dir); /* empty again: as it was */
     return st;
 }
 
