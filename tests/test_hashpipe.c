@@ -229,7 +229,7 @@ static void run_pipeline_digest(char last[DT_DIGEST_HEX], struct dt_backend *be,
     if (!m) return;
     m->tree_digest = mode != SHA256;
     struct dt_trace_writer tw;
-    CHECK_INT_EQ(dt_trace_open(&tw, dir, true, &err), DT_OK);
+    CHECK_INT_EQ(dt_trace_open(&tw, dir, true, DT_HASH_DIGEST_SHA256, &err), DT_OK);
     struct dt_hashpipe *hp = NULL;
     CHECK_INT_EQ(dt_hashpipe_create(&hp, m, &tw, true, async, &err), DT_OK);
     if (mode == TREE_ON_DEVICE) dt_hashpipe_set_device_digests(hp, true);
@@ -339,7 +339,7 @@ DT_TEST(pipeline_write_error)
     const int64_t hidden[] = {3};
     CHECK_INT_EQ(dt_mlp_create(&m, c, 4, hidden, 1, 2, 1, &err), DT_OK);
     struct dt_trace_writer tw;
-    CHECK_INT_EQ(dt_trace_open(&tw, dir, false, &err), DT_OK);
+    CHECK_INT_EQ(dt_trace_open(&tw, dir, false, DT_HASH_DIGEST_SHA256, &err), DT_OK);
     fclose(tw.trace);
     tw.trace = full;
     struct dt_hashpipe *hp = NULL;

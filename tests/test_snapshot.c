@@ -483,7 +483,7 @@ static void make_replica(const char *dir, struct weights (*fn)(int64_t), int64_t
     struct dt_error err = {0};
     CHECK_INT_EQ(dt_mkdir_p(dir, &err), DT_OK);
     struct dt_trace_writer tw;
-    CHECK_INT_EQ(dt_trace_open(&tw, dir, true, &err), DT_OK);
+    CHECK_INT_EQ(dt_trace_open(&tw, dir, true, DT_HASH_DIGEST_SHA256, &err), DT_OK);
     for (int64_t s = 0; s < n_steps; s++) {
         struct weights x = fn(s);
         char m[DT_DIGEST_HEX], w[DT_DIGEST_HEX], b[DT_DIGEST_HEX];

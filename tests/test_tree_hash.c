@@ -229,6 +229,35 @@ DT_TEST(tree_traces)
                         t1, sha);
     CHECK_INT_EQ(rc, 2);
     CHECK_CONTAINS(out, "traces of two kinds");
+    /* the trace files alone, away from their run.json: the header names the kind (exit 2,
+     * not "diverged at step 0"); explain and reproduce say the same, never "the initial
+     * weights differ" */
+    const char *bare = TMP "bare";
+    rc = dt_run_capture(out, sizeof out,
+                        "rm -rf '%s' && mkdir -p '%s' && cp '%s/portable/replica-0/trace.csv' "
+                        "'%s/tree.csv' && cp '%s/portable/replica-0/trace.csv' '%s/sha.csv' && "
+                        "head -1 '%s/tree.csv' '%s/sha.csv' && '%s' compare '%s/tree.csv' "
+                        "'%s/sha.csv' 2>&1",
+                        bare, bare, t1, bare, sha, bare, bare, bare, EXE, bare, bare);
+    CHECK_INT_EQ(rc, 2);
+    CHECK_CONTAINS(out, "step,loss,model_tree\n");
+    CHECK_CONTAINS(out, "step,loss,model_sha256\n");
+    CHECK_CONTAINS(out, "tree.csv holds tree digests and ");
+    CHECK(strstr(out, "diverged") == NULL);
+    rc = dt_run_capture(out, sizeof out,
+                        "'%s' explain '%s/portable/replica-0' '%s/portable/replica-0' 2>&1", EXE,
+                        t1, sha);
+    CHECK_INT_EQ(rc, 2);
+    CHECK_CONTAINS(out, "traces of two kinds");
+    CHECK(strstr(out, "initial weights") == NULL);
+    /* negative control: with the kinds unknown (legacy headers, no run.json), the same two
+     * files compare as digests, which part at step 0 */
+    rc = dt_run_capture(out, sizeof out,
+                        "sed -i '1s/.*/step,loss,model_digest/' '%s/tree.csv' '%s/sha.csv' && "
+                        "'%s' compare '%s/tree.csv' '%s/sha.csv' 2>&1",
+                        bare, bare, EXE, bare, bare);
+    CHECK_INT_EQ(rc, 1);
+    CHECK_CONTAINS(out, "diverged at step 0");
 }
 
 /* On a GPU: the CUDA op's bytes are the CPU op's for every size class. */

@@ -66,6 +66,14 @@ enum dt_status dt_trace_compare(struct dt_trace_diff *d, const char *path_a, con
     memset(d, 0, sizeof *d);
     d->first_step = -1;
     d->last_common_step = -1;
+    /* digests of two kinds share no value: comparing them would call every step diverged */
+    const int ka = dt_trace_digest_kind(path_a), kb = dt_trace_digest_kind(path_b);
+    if (ka >= 0 && kb >= 0 && ka != kb)
+        return dt_error_set(err, DT_ERR_USAGE,
+                            "%s holds %s digests and %s %s digests (hash.digest): traces of two "
+                            "kinds cannot be compared; rerun one with the other's hash.digest",
+                            path_a, dt_digest_kind_name((enum dt_hash_digest)ka), path_b,
+                            dt_digest_kind_name((enum dt_hash_digest)kb));
     struct dt_trace_row *a = NULL, *b = NULL;
     int64_t na = 0, nb = 0;
     DT_FORWARD_IF_ERROR(dt_trace_read(&a, &na, path_a, err));
@@ -254,32 +262,9 @@ enum { JSON_MAX_DEPTH = 16, JSON_VALUE = 256 };
 static enum dt_status json_scalars(char (*values)[JSON_VALUE], const char *path,
                                    const char *const *keys, int n_keys, struct dt_error *err);
 
-/* A replica's digest kind from the run.json beside its trace ("tree" or "sha256"; SHA-256
- * when there is none to read: a run older than hash.digest, or a trace file alone). */
-static void replica_digest_kind(char kind[JSON_VALUE], const char *at)
-{
-    static const char *const key[1] = {"hash_digest"};
-    char path[4096];
-    const char *slash = strrchr(at, '/');
-    if (dt_is_dir(at)) snprintf(path, sizeof path, "%s/run.json", at);
-    else if (slash) snprintf(path, sizeof path, "%.*s/run.json", (int)(slash - at), at);
-    else snprintf(path, sizeof path, "run.json");
-    if (!dt_path_exists(path) ||
-        json_scalars((char(*)[JSON_VALUE])kind, path, key, 1, NULL) != DT_OK || kind[0] == '\0')
-        snprintf(kind, JSON_VALUE, "sha256");
-}
-
 static enum dt_status compare_replicas(const char *a, const char *b, FILE *out, bool *diverged,
                                        struct dt_error *err)
 {
-    char ka[JSON_VALUE], kb[JSON_VALUE];
-    replica_digest_kind(ka, a);
-    replica_digest_kind(kb, b);
-    if (strcmp(ka, kb) != 0)
-        return dt_error_set(err, DT_ERR_USAGE,
-                            "%s holds %s digests and %s %s digests (hash.digest): traces of two "
-                            "kinds cannot be compared; rerun one with the other's hash.digest",
-                            a, ka, b, kb);
     struct dt_trace_diff d;
     DT_FORWARD_IF_ERROR(dt_trace_compare(&d, a, b, err));
     struct dt_snapshot_diff *rows = NULL;

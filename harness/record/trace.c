@@ -13,15 +13,74 @@
 #include "harness/record/csv.h"
 #include "harness/record/outdir.h"
 
+const char *dt_digest_kind_name(enum dt_hash_digest kind)
+{
+    return kind == DT_HASH_DIGEST_TREE ? "tree" : "sha256";
+}
+
+const char *dt_trace_header(enum dt_hash_digest kind)
+{
+    return kind == DT_HASH_DIGEST_TREE ? "step,loss,model_tree" : "step,loss,model_sha256";
+}
+
+const char *dt_tensors_header(enum dt_hash_digest kind)
+{
+    return kind == DT_HASH_DIGEST_TREE ? "step,tensor,tree" : "step,tensor,sha256";
+}
+
+/* A trace header: its kind (0, 1), -2 the legacy header, -1 not a trace header. */
+static int header_kind(const char *line)
+{
+    if (strcmp(line, dt_trace_header(DT_HASH_DIGEST_SHA256)) == 0) return DT_HASH_DIGEST_SHA256;
+    if (strcmp(line, dt_trace_header(DT_HASH_DIGEST_TREE)) == 0) return DT_HASH_DIGEST_TREE;
+    return strcmp(line, DT_TRACE_HEADER_LEGACY) == 0 ? -2 : -1;
+}
+
+int dt_trace_digest_kind(const char *path)
+{
+    char file[1200], line[128] = "";
+    dt_trace_file_path(file, sizeof file, path);
+    FILE *f = fopen(file, "r");
+    if (!f) return -1;
+    if (!fgets(line, sizeof line, f)) line[0] = '\0';
+    fclose(f);
+    line[strcspn(line, "\r\n")] = '\0';
+    const int k = header_kind(line);
+    if (k >= 0 || k == -1) return k;
+    /* the legacy header: the replica's run.json says ("hash_digest": "tree") */
+    char manifest[1300];
+    const char *slash = strrchr(file, '/');
+    if (slash) snprintf(manifest, sizeof manifest, "%.*s/run.json", (int)(slash - file), file);
+    else snprintf(manifest, sizeof manifest, "run.json");
+    char *text = NULL;
+    size_t len;
+    struct dt_error ignored;
+    if (!dt_path_exists(manifest) ||
+        dt_read_regular_file(&text, &len, manifest, "run.json", 1u << 24, &ignored) != DT_OK)
+        return -1;
+    const char *at = strstr(text, "\"hash_digest\": \"");
+    int kind = -1;
+    if (at) {
+        at += strlen("\"hash_digest\": \"");
+        kind = strncmp(at, "tree\"", 5) == 0     ? DT_HASH_DIGEST_TREE
+               : strncmp(at, "sha256\"", 7) == 0 ? DT_HASH_DIGEST_SHA256
+                                                 : -1;
+    } else if (strstr(text, "\"tool\": \"detrain\"")) {
+        kind = DT_HASH_DIGEST_SHA256; /* a replica from before hash.digest: SHA-256 only */
+    }
+    free(text);
+    return kind;
+}
+
 enum dt_status dt_trace_open(struct dt_trace_writer *t, const char *dir, bool per_tensor,
-                             struct dt_error *err)
+                             enum dt_hash_digest kind, struct dt_error *err)
 {
     memset(t, 0, sizeof *t);
     DT_FORWARD_IF_ERROR(dt_csv_create(&t->trace, t->trace_path, sizeof t->trace_path, dir,
-                                      "trace.csv", DT_TRACE_HEADER, false, err));
+                                      "trace.csv", dt_trace_header(kind), false, err));
     if (per_tensor)
         DT_FORWARD_IF_ERROR(dt_csv_create(&t->tensors, t->tensors_path, sizeof t->tensors_path, dir,
-                                          "tensors.csv", DT_TENSORS_HEADER, false, err));
+                                          "tensors.csv", dt_tensors_header(kind), false, err));
     return DT_OK;
 }
 
@@ -115,10 +174,13 @@ enum dt_status dt_trace_read(struct dt_trace_row **rows_out, int64_t *n_out, con
         if (!strchr(line, '\n') && lineno > 1) break; /* a last row cut by a kill: absent */
         chomp(line);
         if (lineno == 1) {
-            if (strcmp(line, DT_TRACE_HEADER) != 0) {
+            if (header_kind(line) == -1) {
                 st = dt_error_set(err, DT_ERR_DATA,
-                                  "%s:1: not a detrain trace (header is '%s', expected '%s')", file,
-                                  dt_escape_str(esc, sizeof esc, line), DT_TRACE_HEADER);
+                                  "%s:1: not a detrain trace (header is '%s', expected '%s' or "
+                                  "'%s')",
+                                  file, dt_escape_str(esc, sizeof esc, line),
+                                  dt_trace_header(DT_HASH_DIGEST_SHA256),
+                                  dt_trace_header(DT_HASH_DIGEST_TREE));
                 break;
             }
             continue;

@@ -1,6 +1,9 @@
-/* Traces: per replica, <out>/<policy>/replica-<k>/trace.csv ("step,loss,model_digest")
- * and, with hash.per_tensor, tensors.csv ("step,tensor,sha256"): written and read here,
- * compared in harness/analyze/compare.h. Rows are flushed as they are written, so an
+/* Traces: per replica, <out>/<policy>/replica-<k>/trace.csv ("step,loss,model_<kind>")
+ * and, with hash.per_tensor, tensors.csv ("step,tensor,<kind>"): written and read here,
+ * compared in harness/analyze/compare.h. The digest column's name is the digest kind
+ * (hash.digest: sha256 or tree), so a trace file alone says what its digests are; files
+ * from before it say "model_digest" (and tensors.csv "sha256" whatever the kind): their kind
+ * is read from the run.json beside them. Rows are flushed as they are written, so an
  * interrupted run leaves a valid prefix.
  * Data path (docs/DESIGN.md): harness/hash -> harness/trace -> harness/compare. */
 #ifndef DT_TRACE_H
@@ -12,18 +15,31 @@
 
 #include "core/status.h"
 #include "harness/record/hash.h"
+#include "harness/setup/config.h"
 
-#define DT_TRACE_HEADER "step,loss,model_digest"
-#define DT_TENSORS_HEADER "step,tensor,sha256"
+/* the header of a trace written before the kind was named (either kind) */
+#define DT_TRACE_HEADER_LEGACY "step,loss,model_digest"
+
+/* trace.csv's and tensors.csv's header for a digest kind */
+const char *dt_trace_header(enum dt_hash_digest kind);
+const char *dt_tensors_header(enum dt_hash_digest kind);
+/* "sha256" or "tree" */
+const char *dt_digest_kind_name(enum dt_hash_digest kind);
+
+/* The digest kind of a trace (a file, or a folder holding trace.csv): from its header, else
+ * (a legacy header) from the replica's run.json beside it ("hash_digest"); -1 when neither
+ * says (a legacy trace file alone, or an unreadable one). */
+int dt_trace_digest_kind(const char *path);
 
 struct dt_trace_writer {
     FILE *trace, *tensors; /* tensors is NULL without per-tensor digests */
     char trace_path[1100], tensors_path[1100];
 };
 
-/* Create (truncate) trace.csv, and tensors.csv when per_tensor, in `dir`. */
+/* Create (truncate) trace.csv, and tensors.csv when per_tensor, in `dir`, their headers
+ * naming the digest kind. */
 enum dt_status dt_trace_open(struct dt_trace_writer *t, const char *dir, bool per_tensor,
-                             struct dt_error *err);
+                             enum dt_hash_digest kind, struct dt_error *err);
 /* One row; `loss` NaN is written as an empty field (step 0 has no loss). Flushed. */
 enum dt_status dt_trace_write_row(struct dt_trace_writer *t, int64_t step, float loss,
                                   const char *digest_hex, struct dt_error *err);

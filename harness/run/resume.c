@@ -197,14 +197,18 @@ enum dt_status dt_resume_plan(enum replica_start *start, struct dt_checkpoint *c
  * left half a row). A missing file is an error when `required`, else it is created with
  * its header. last_step/last_digest (trace.csv only, may be NULL) receive the last kept
  * row's step and digest. Written atomically: a second interruption leaves it valid. */
-static enum dt_status cut_csv(const char *dir, const char *name, const char *header, int64_t k,
-                              bool keep_k, bool required, bool dry, int64_t *last_step,
-                              char last_digest[DT_DIGEST_HEX], const struct dt_checkpoint *ck,
-                              struct dt_error *err)
+static enum dt_status cut_csv(const char *dir, const char *name, const char *header,
+                              const char *legacy, int64_t k, bool keep_k, bool required, bool dry,
+                              int64_t *last_step, char last_digest[DT_DIGEST_HEX],
+                              const struct dt_checkpoint *ck, struct dt_error *err)
 {
     char path[1300];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     char *text = dt_results_read_text(path, NULL);
+    /* a file of an older build keeps its header (legacy: before it named the digest kind) */
+    if (text && legacy && strncmp(text, legacy, strlen(legacy)) == 0 &&
+        text[strlen(legacy)] == '\n')
+        header = legacy;
     if (!text && required)
         return dt_error_set(err, DT_ERR_DATA,
                             "%s: cannot read (%s); the checkpoint at step %" PRId64
@@ -282,15 +286,17 @@ enum dt_status dt_resume_cut_back(const struct dt_experiment *exp, const char *d
         exp->train.eval_every > 0 && k % exp->train.eval_every == 0 && k != exp->train.steps;
     *kept_step = -1;
     kept_digest[0] = '\0';
-    DT_FORWARD_IF_ERROR(cut_csv(dir, "trace.csv", DT_TRACE_HEADER, k, trace_k, true, dry, kept_step,
+    DT_FORWARD_IF_ERROR(cut_csv(dir, "trace.csv", dt_trace_header(exp->hash.digest),
+                                DT_TRACE_HEADER_LEGACY, k, trace_k, true, dry, kept_step,
                                 kept_digest, ck, err));
     if (exp->hash.per_tensor)
-        DT_FORWARD_IF_ERROR(cut_csv(dir, "tensors.csv", DT_TENSORS_HEADER, k, trace_k, true, dry,
+        DT_FORWARD_IF_ERROR(cut_csv(dir, "tensors.csv", dt_tensors_header(exp->hash.digest),
+                                    dt_tensors_header(DT_HASH_DIGEST_SHA256), k, trace_k, true, dry,
                                     NULL, NULL, NULL, err));
-    DT_FORWARD_IF_ERROR(cut_csv(dir, "metrics.csv", DT_METRICS_HEADER, k, eval_k, false, dry, NULL,
+    DT_FORWARD_IF_ERROR(cut_csv(dir, "metrics.csv", DT_METRICS_HEADER, NULL, k, eval_k, false, dry,
+                                NULL, NULL, NULL, err));
+    DT_FORWARD_IF_ERROR(cut_csv(dir, "times.csv", DT_TIMES_HEADER, NULL, k, true, false, dry, NULL,
                                 NULL, NULL, err));
-    DT_FORWARD_IF_ERROR(
-        cut_csv(dir, "times.csv", DT_TIMES_HEADER, k, true, false, dry, NULL, NULL, NULL, err));
     char path[1400];
     snprintf(path, sizeof path, "%s/predictions.csv", dir);
     if (!dry && remove(path) != 0 && errno != ENOENT)
