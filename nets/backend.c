@@ -187,7 +187,12 @@ void dt_backend_defer_checks(struct dt_backend *be, bool on)
 
 void dt_backend_set_context(struct dt_backend *be, const char *tensor, bool input)
 {
-    snprintf(be->context, sizeof be->context, "%s %sgradient", tensor, input ? "input " : "");
+    dt_backend_set_context_role(be, tensor, input ? "input gradient" : "gradient");
+}
+
+void dt_backend_set_context_role(struct dt_backend *be, const char *tensor, const char *role)
+{
+    snprintf(be->context, sizeof be->context, "%s %s", tensor, role);
 }
 
 void dt_backend_defer_loss(struct dt_backend *be, bool on) { be->loss_deferred = on; }

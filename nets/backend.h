@@ -98,6 +98,8 @@ int64_t dt_backend_host_waits(const struct dt_backend *be);
  * whose ops check as they go. */
 void dt_backend_defer_checks(struct dt_backend *be, bool on);
 void dt_backend_set_context(struct dt_backend *be, const char *tensor, bool input);
+/* The same with the role named ("forward": nets/model.h's DT_MODEL_FWD). */
+void dt_backend_set_context_role(struct dt_backend *be, const char *tensor, const char *role);
 /* The step's end: waits for the device (the one wait of dt_backend_synchronize) and reads
  * the deferred records. DT_OK, or the first fault in op order with err saying where:
  * "dense0.bias gradient: bias gradient: fixed-point sum of column 3 overflows the float

@@ -221,7 +221,9 @@ static enum dt_status layer_forward(struct dt_model *m, int l, int64_t B, const 
                                     const float *w, const float *b, const struct dt_policy *pol)
 {
     struct bnn *n = m->impl;
-    DT_FORWARD_IF_ERROR(dt_dense_forward(m->be, y, x, w, b, B, n->dims[l], n->dims[l + 1], pol));
+    /* the sampled weight of tensor 2l (n->tname: "dense<l>.weight") */
+    DT_MODEL_FWD(m, n->tname[2 * l],
+                 dt_dense_forward(m->be, y, x, w, b, B, n->dims[l], n->dims[l + 1], pol));
     if (l + 1 < n->L) DT_FORWARD_IF_ERROR(dt_relu_forward(m->be, y, y, B * n->dims[l + 1], pol));
     return DT_OK;
 }

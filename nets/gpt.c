@@ -174,28 +174,37 @@ static enum dt_status run_forward(struct dt_model *m, int64_t B, const struct dt
         struct gpt_block *k = &g->blk[l];
         TRY(dt_layernorm_forward(be, k->ln1, k->mean1, k->rstd1, g->res[l], P(m, l, P_LN1_W)->w,
                                  P(m, l, P_LN1_B)->w, rows, D, pol));
-        TRY(dt_dense_forward(be, k->qkv, k->ln1, P(m, l, P_QKV_W)->w, P(m, l, P_QKV_B)->w, rows, D,
-                             3 * D, pol));
+        DT_MODEL_FWD(m, P(m, l, P_QKV_W)->name,
+                     dt_dense_forward(be, k->qkv, k->ln1, P(m, l, P_QKV_W)->w, P(m, l, P_QKV_B)->w,
+                                      rows, D, 3 * D, pol));
         TRY(dt_attention_forward(be, k->ao, k->att, k->qkv, B, T, g->H, D, pol));
-        TRY(dt_dense_forward(be, k->mid, k->ao, P(m, l, P_PROJ_W)->w, P(m, l, P_PROJ_B)->w, rows, D,
-                             D, pol));
+        DT_MODEL_FWD(m, P(m, l, P_PROJ_W)->name,
+                     dt_dense_forward(be, k->mid, k->ao, P(m, l, P_PROJ_W)->w, P(m, l, P_PROJ_B)->w,
+                                      rows, D, D, pol));
         if (drop) TRY(drop_site(m, k->mid, k->mid, 1 + 2 * l, rows, false, pol));
         TRY(dt_add(be, k->mid, g->res[l], rows * D, pol));
         TRY(dt_layernorm_forward(be, k->ln2, k->mean2, k->rstd2, k->mid, P(m, l, P_LN2_W)->w,
                                  P(m, l, P_LN2_B)->w, rows, D, pol));
-        TRY(dt_dense_forward(be, k->fc, k->ln2, P(m, l, P_FC_W)->w, P(m, l, P_FC_B)->w, rows, D, F,
-                             pol));
+        DT_MODEL_FWD(m, P(m, l, P_FC_W)->name,
+                     dt_dense_forward(be, k->fc, k->ln2, P(m, l, P_FC_W)->w, P(m, l, P_FC_B)->w,
+                                      rows, D, F, pol));
         TRY(dt_gelu_forward(be, k->gl, k->fc, rows * F, pol));
-        TRY(dt_dense_forward(be, g->res[l + 1], k->gl, P(m, l, P_FC2_W)->w, P(m, l, P_FC2_B)->w,
-                             rows, F, D, pol));
+        DT_MODEL_FWD(m, P(m, l, P_FC2_W)->name,
+                     dt_dense_forward(be, g->res[l + 1], k->gl, P(m, l, P_FC2_W)->w,
+                                      P(m, l, P_FC2_B)->w, rows, F, D, pol));
         if (drop) TRY(drop_site(m, g->res[l + 1], g->res[l + 1], 2 + 2 * l, rows, false, pol));
         TRY(dt_add(be, g->res[l + 1], k->mid, rows * D, pol));
     }
     TRY(dt_layernorm_forward(be, g->lnf, g->meanf, g->rstdf, g->res[g->L], lnf_w(m)->w, lnf_b(m)->w,
                              rows, D, pol));
     if (g->tie) /* logits = lnf . wte^T: the backward-data product with wte as (V, D) */
-        return dt_dense_backward_data(be, g->logits, g->lnf, wte(m)->w, rows, V, D, pol);
-    return dt_dense_forward(be, g->logits, g->lnf, head(m)->w, g->zero_v, rows, D, V, pol);
+        DT_MODEL_FWD(m, wte(m)->name,
+                     dt_dense_backward_data(be, g->logits, g->lnf, wte(m)->w, rows, V, D, pol));
+    else
+        DT_MODEL_FWD(
+            m, head(m)->name,
+            dt_dense_forward(be, g->logits, g->lnf, head(m)->w, g->zero_v, rows, D, V, pol));
+    return DT_OK;
 }
 
 /* ops->forward: a training step's (p->training: dropout; p->slots: the shard partials

@@ -53,7 +53,8 @@ static enum dt_status lenet_forward(struct dt_model *m, int64_t B, struct dt_pas
         struct dt_conv2d_shape cs = conv_at(&n->conv[l], B);
         struct dt_pool2d_shape ps = pool_at(&n->pool[l], B);
         const struct dt_param *w = &m->params[2 * l], *b = &m->params[2 * l + 1];
-        DT_FORWARD_IF_ERROR(dt_conv2d_forward(m->be, n->conv_out[l], in, w->w, b->w, &cs, pol));
+        DT_MODEL_FWD(m, w->name,
+                     dt_conv2d_forward(m->be, n->conv_out[l], in, w->w, b->w, &cs, pol));
         DT_FORWARD_IF_ERROR(
             dt_relu_forward(m->be, n->conv_out[l], n->conv_out[l], conv_out_n(&cs), pol));
         DT_FORWARD_IF_ERROR(
@@ -63,7 +64,8 @@ static enum dt_status lenet_forward(struct dt_model *m, int64_t B, struct dt_pas
     for (int l = 0; l < N_DENSE; l++) { /* `in` is the flattened pool1 output, then hidden */
         const struct dt_param *w = &m->params[4 + 2 * l], *b = &m->params[5 + 2 * l];
         float *out = l + 1 < N_DENSE ? n->hidden[l] : m->logits;
-        DT_FORWARD_IF_ERROR(
+        DT_MODEL_FWD(
+            m, w->name,
             dt_dense_forward(m->be, out, in, w->w, b->w, B, n->dims[l], n->dims[l + 1], pol));
         if (l + 1 < N_DENSE)
             DT_FORWARD_IF_ERROR(dt_relu_forward(m->be, out, out, B * n->dims[l + 1], pol));

@@ -24,8 +24,9 @@ static enum dt_status mlp_forward(struct dt_model *m, int64_t B, struct dt_pass 
     n->act[n->n_layers] = m->logits;
     for (int l = 0; l < n->n_layers; l++) {
         const struct dt_param *w = &m->params[2 * l], *b = &m->params[2 * l + 1];
-        DT_FORWARD_IF_ERROR(dt_dense_forward(m->be, n->act[l + 1], n->act[l], w->w, b->w, B,
-                                             n->dims[l], n->dims[l + 1], pol));
+        DT_MODEL_FWD(m, w->name,
+                     dt_dense_forward(m->be, n->act[l + 1], n->act[l], w->w, b->w, B, n->dims[l],
+                                      n->dims[l + 1], pol));
         if (l + 1 < n->n_layers)
             DT_FORWARD_IF_ERROR(
                 dt_relu_forward(m->be, n->act[l + 1], n->act[l + 1], B * n->dims[l + 1], pol));

@@ -61,6 +61,15 @@ enum dt_status dt_model_grad_status(struct dt_model *m, const char *tensor, bool
     return st;
 }
 
+enum dt_status dt_model_fwd_status(struct dt_model *m, const char *tensor, enum dt_status st)
+{
+    if (st == DT_OK || m->err.status != DT_OK) return st;
+    struct dt_error detail;
+    const char *what = dt_backend_take_op_error(m->be, &detail) ? detail.msg : dt_status_str(st);
+    dt_error_set(&m->err, st, "%s forward: %s at step %" PRId64, tensor, what, m->step);
+    return st;
+}
+
 void dt_model_state_save(struct dt_model_state *st, const struct dt_model *m)
 {
     if (!st->w) {

@@ -155,6 +155,14 @@ enum dt_status dt_model_grad_status(struct dt_model *m, const char *tensor, bool
         dt_backend_set_context((m)->be, (tensor), (input)); /* deferred checks */                  \
         DT_FORWARD_IF_ERROR(dt_model_grad_status((m), (tensor), (input), (call)));                 \
     } while (0)
+/* The same for a forward product of a layer whose weight is `tensor` (the exact product
+ * refuses a non-finite operand): "<tensor> forward: <detail> at step N". */
+enum dt_status dt_model_fwd_status(struct dt_model *m, const char *tensor, enum dt_status st);
+#define DT_MODEL_FWD(m, tensor, call)                                                              \
+    do {                                                                                           \
+        dt_backend_set_context_role((m)->be, (tensor), "forward"); /* deferred checks */           \
+        DT_FORWARD_IF_ERROR(dt_model_fwd_status((m), (tensor), (call)));                           \
+    } while (0)
 
 /* Shared set-up for model builders: allocate the batch buffers and n_params params. */
 void dt_model_setup(struct dt_model *m, const struct dt_model_ops *ops, struct dt_backend *be,

@@ -313,6 +313,14 @@ DT_TEST(check_finite_off)
     CHECK_CONTAINS(out, "at step 8; replica stopped");
     check_manifest(dir, "portable", 1, "completed", "");
     check_trace_rows(dir, "portable", 0, 7); /* step 8 never finished */
+    /* math: exact refuses the NaN operand in step 8's forward product: named by its layer's
+     * weight, as portable names the gradient (not "column 0 of B" alone) */
+    CHECK_INT_EQ(run("DETRAIN_TEST_POISON=7:dense1.weight", dir,
+                     "--set train.check_finite=false --set 'policies=[{base: portable, math: "
+                     "exact, name: p_exact}]'"),
+                 1);
+    check_manifest(dir, "p_exact", 0, "failed",
+                   "dense1.weight forward: non-finite input in column 0 of B at step 8");
 }
 
 /* A file stops growing mid-run (RLIMIT_FSIZE of 3 KiB, as a full disk would stop it;

@@ -116,7 +116,8 @@ static enum dt_status compare_tensors(struct dt_values_diff *d, const char *rec,
         if (!lb || strcmp(la, lb) != 0) {
             const char *name = strchr(la, ',');
             char tensor[80] = "";
-            if (name) snprintf(tensor, sizeof tensor, "%.*s", (int)strcspn(name + 1, ","), name + 1);
+            if (name)
+                snprintf(tensor, sizeof tensor, "%.*s", (int)strcspn(name + 1, ","), name + 1);
             differ(d, step, "tensors.csv row %" PRId64 " (step %" PRId64 ", tensor %s): %s here",
                    row, step, tensor, lb ? "another digest or tensor" : "no such row");
             break;

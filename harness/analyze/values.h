@@ -24,8 +24,8 @@
 #include "core/status.h"
 
 struct dt_values_diff {
-    bool differs;  /* a value the recorded side holds is another here */
-    int64_t step;  /* its step (-1: a value of no step, run.json's or a file's) */
+    bool differs;   /* a value the recorded side holds is another here */
+    int64_t step;   /* its step (-1: a value of no step, run.json's or a file's) */
     char what[400]; /* "loss at step 17: 0.4821 recorded, 0.4822 here" */
     int n_compared; /* values compared, for the verdict line */
 };

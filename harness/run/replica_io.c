@@ -222,9 +222,9 @@ enum dt_status dt_replica_io_open(struct replica_io *io, const struct dt_experim
         io->weights = dt_xmalloc((size_t)total * sizeof(float));
     }
     io->trace_open = true; /* closing a writer that never opened is a no-op */
-    DT_FORWARD_IF_ERROR(append ? trace_open_append(&io->tw, dir, exp->hash.per_tensor, err)
-                               : dt_trace_open(&io->tw, dir, exp->hash.per_tensor,
-                                               exp->hash.digest, err));
+    DT_FORWARD_IF_ERROR(
+        append ? trace_open_append(&io->tw, dir, exp->hash.per_tensor, err)
+               : dt_trace_open(&io->tw, dir, exp->hash.per_tensor, exp->hash.digest, err));
     DT_FORWARD_IF_ERROR(dt_hashpipe_create(&io->hp, m, &io->tw, exp->hash.per_tensor,
                                            dt_replica_hash_async(exp, m), err));
     DT_FORWARD_IF_ERROR(dt_csv_create(&io->metrics, io->metrics_path, sizeof io->metrics_path, dir,
