@@ -875,6 +875,26 @@ static void test_hooks_from_env(struct dt_test_hooks *h)
     }
 }
 
+/* The process ends here, without the libraries' exit handlers: everything of detrain's is
+ * written and closed by now (MPI finalized), and stdio is flushed. OpenBLAS starts a worker
+ * thread per core when it loads, which allocates a buffer of some 128 MiB; under an
+ * address-space limit (ulimit -v, about 1.1 GB here) that allocation fails and the worker
+ * retries it forever, and OpenBLAS's exit handler joins it: even `detrain --version` never
+ * exited. (Its threads cannot be kept from starting: they start in its initialiser, before
+ * main, and glibc resets the environment after the executable's own pre-initialisers.)
+ * Under the sanitizers the leak check, an exit handler itself, runs first. */
+#if defined(__SANITIZE_ADDRESS__)
+void __lsan_do_leak_check(void);
+#endif
+static _Noreturn void leave(int rc)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    __lsan_do_leak_check();
+#endif
+    fflush(NULL);
+    _exit(rc);
+}
+
 /* Under an MPI launcher every process runs this; harness/run/dist.h. */
 int main(int argc, char **argv)
 {
@@ -893,7 +913,7 @@ int main(int argc, char **argv)
     }
     int rc = run_command(&app, argc, argv);
     dt_dist_finalize(app.dist);
-    return rc;
+    leave(rc);
 }
 
 static int run_command(const struct app *app, int argc, char **argv)

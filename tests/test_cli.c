@@ -25,6 +25,16 @@ DT_TEST(help_and_version)
     CHECK_CONTAINS(out, "reduction");
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' config-reference", EXE), 0);
     CHECK_CONTAINS(out, "`train.optimizer.momentum`");
+    /* under address-space limits near the libraries' own size (OpenBLAS's load-time worker
+     * cannot get its buffer and retries forever): --version ends, by itself, at each (exit 0,
+     * or 127 where the libraries cannot even be mapped) -- never a hang (124) */
+    if (!DT_SANITIZED) /* a sanitizer's shadow memory cannot be mapped under such a limit */
+        for (int mb = 1000; mb <= 1300; mb += 50) {
+            int rc = dt_run_capture(out, sizeof out,
+                                    "timeout 60 prlimit --as=%d000000 '%s' --version", mb, EXE);
+            if (rc != 0 && rc != 127) fprintf(stderr, "--as=%d MB: exit %d: %s\n", mb, rc, out);
+            CHECK(rc == 0 || rc == 127);
+        }
 }
 
 DT_TEST(usage_errors_exit_2)
