@@ -578,9 +578,13 @@ static struct dt_model_size gpt_size(const struct dt_model_spec *s)
                  L = (double)s->gpt.layers, V = DT_GPT_VOCAB;
     double params = V * D + T * D + L * (12 * D * D + 13 * D) + 2 * D;
     if (!s->gpt.tie_embeddings) params += D * V;
-    /* per position: each block's 16 D + 4 D kept and H T attention weights, the final
-     * LayerNorm, the logits, probabilities and their gradient, and the backward scratch */
-    double per_pos = L * (20 * D + H * T + 4) + 2 * D + 3 * V + 14 * D + H * T;
+    /* per position, as dt_gpt_create allocates: each block's 16 D kept (ln1 D, qkv 3 D, ao,
+     * mid, ln2 D each, fc and gelu 4 D each, its input residual D), 4 statistics and H T
+     * attention weights; the last residual and the final LayerNorm (2 D + 2), the logits,
+     * probabilities and their gradient (3 V), and the backward scratch (dres, dtmp, gx D
+     * each, d4 4 D, dqkv 3 D: 10 D; H T); the tokens and targets (2). (It counted 20 D a
+     * block: 23% above the GPU-scale GPT's measured peak.) */
+    double per_pos = L * (16 * D + H * T + 4) + 12 * D + 4 + 3 * V + H * T;
     /* dropout: its gradient scratch, and at most (rng: stored) a byte per element of every
      * site, and a lane per row (rng: lfsr) */
     if (s->gpt.dropout > 0) per_pos += D + (2 * L + 1) * D / 4 + 4;

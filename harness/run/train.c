@@ -536,7 +536,8 @@ static double process_rss_bytes(void) { return process_status_bytes("VmRSS"); }
  * checkpoints are written (the weights and momenta downloaded and serialised); what the
  * kind keeps (dt_model_size), and under rng: stored every sample's epsilon. *what says
  * which keys drive it. */
-double dt_run_memory_bytes(const struct dt_experiment *exp, char *what, size_t size)
+/* The data's part of dt_run_memory_bytes (the splits as held, a corpus read twice). */
+static double run_data_bytes(const struct dt_experiment *exp)
 {
     const struct dt_model_spec spec = dt_experiment_model_spec(exp, 0);
     const double dim = (double)(spec.height * spec.width * spec.channels);
@@ -551,8 +552,14 @@ double dt_run_memory_bytes(const struct dt_experiment *exp, char *what, size_t s
         n_train = (double)exp->dataset.train_limit;
     if (exp->dataset.test_limit > 0 && (double)exp->dataset.test_limit < n_test)
         n_test = (double)exp->dataset.test_limit;
-    const double data = text ? 2 * bytes + n_train * (4 + 1 + 8) + n_test * (dim * 4 + 1)
-                             : (n_train + n_test) * (dim * 4 + 1) + n_train * 8; /* + order */
+    return text ? 2 * bytes + n_train * (4 + 1 + 8) + n_test * (dim * 4 + 1)
+                : (n_train + n_test) * (dim * 4 + 1) + n_train * 8; /* + order */
+}
+
+double dt_run_memory_bytes(const struct dt_experiment *exp, char *what, size_t size)
+{
+    const struct dt_model_spec spec = dt_experiment_model_spec(exp, 0);
+    const double data = run_data_bytes(exp);
     const double B = (double)exp->train.batch, S = (double)exp->train.shards;
     const struct dt_model_kind_info *kind = dt_model_kind(exp->model.kind);
     const struct dt_model_size z = kind->size(&spec);
@@ -643,7 +650,17 @@ static enum dt_status check_memory(const struct dt_experiment *exp, struct dt_er
                 sizeof what - strlen(what) - 1);
     }
     if (need <= have) return DT_OK;
-    const double gib = 1024.0 * 1024.0 * 1024.0;
+    const double gib = 1024.0 * 1024.0 * 1024.0, data = run_data_bytes(exp);
+    if (data > 0.5 * need) /* the data set is most of it: naming the model would mislead */
+        return dt_error_set(
+            err, DT_ERR_CONFIG,
+            "this run needs about %.1f GiB of memory, more than the %.1f GiB %s, "
+            "and the data set is %.1f GiB of it (%s%s%s): %s",
+            need / gib, have / gib, source, data / gib, exp->dataset.name,
+            exp->dataset.path[0] ? " at " : "", exp->dataset.path[0] ? exp->dataset.path : "",
+            dt_experiment_text(exp) ? "give a smaller corpus (dataset.path): it is read whole"
+                                    : "give a smaller data set (dataset.path) or limit it "
+                                      "(dataset.train_limit, dataset.test_limit)");
     return dt_error_set(err, DT_ERR_CONFIG,
                         "this run needs about %.1f GiB of memory (%s), more than the %.1f GiB "
                         "%s: make the model or the batch smaller",
