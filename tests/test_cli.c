@@ -364,11 +364,14 @@ DT_TEST(sigint_keeps_valid_prefix)
     CHECK_INT_EQ(dt_csv_field(f, sizeof f, trace, 1, 0), 0); /* at least step 1 was written */
 }
 
-/* `detrain bench` flags a baseline that is not the fastest, per op and for the step: the
- * test hook makes fast's ReLU forward 3 ms slower (in fast's steps only), so run_to_run's
- * beats it beyond any interval, and the flag names the op. Without the hook the same bench
- * runs and times relu_forward for both policies, and any flag it prints names the other
- * policy; whether it flags relu_forward then is timing noise on a sub-millisecond op
+/* `detrain bench` wires its flags through: the test hook makes fast's ReLU forward 3 ms
+ * slower (in fast's steps only), against run_to_run's ReLU of some 0.05 ms -- a 30-fold and
+ * more difference on that op, which no load can hide -- so the per-op flag names it. The
+ * step-level flag is not asserted here: 3 ms on a step of some 26 ms under the sanitizers and
+ * ctest -j is a difference noise can cover (it once read 1.06x [0.80, 1.23]); its logic is
+ * tested on fixed samples (metrics.bench_flags_fixed_samples). Without the hook the same
+ * bench runs and times relu_forward for both policies, and any flag it prints names the
+ * other policy; whether it flags relu_forward then is timing noise on a sub-millisecond op
  * (docs/performance.md), so that is not asserted. */
 DT_TEST(bench_flags_slow_baseline)
 {
@@ -378,7 +381,6 @@ DT_TEST(bench_flags_slow_baseline)
     snprintf(cmd, sizeof cmd, "DETRAIN_TEST_SLOW_BASE_OP=relu_forward:3 '%%s' %s", args);
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, cmd, EXE, TINY), 0);
     CHECK_CONTAINS(out, "fast is not the fastest for relu_forward here: run_to_run's");
-    CHECK_CONTAINS(out, "fast is not the fastest here: run_to_run's step");
     snprintf(cmd, sizeof cmd, "'%%s' %s", args);
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, cmd, EXE, TINY), 0);
     CHECK_CONTAINS(out, "policy fast, backend cpu");

@@ -4,6 +4,8 @@
 
 #include "check.h"
 #include "harness/record/metrics.h"
+#include "harness/run/bench.h"
+#include "nets/backend.h"
 
 DT_TEST(churn_known_vectors)
 {
@@ -71,5 +73,53 @@ DT_TEST(bootstrap_interval_known)
     CHECK(ci.lo == c2.lo && ci.hi == c2.hi);
 }
 
+/* `detrain bench`'s verdict lines (dt_bench_flags) from fixed samples -- the logic a timed
+ * bench could only show by hoping for a clear enough machine: a policy's step at half the
+ * baseline's is flagged, equal steps are not, an interval whose upper end lies exactly at the
+ * threshold is not; per op, a ReLU forward 30 times slower in the baseline is flagged and
+ * named, equal ops and an op only one side ran are not. */
+DT_TEST(bench_flags_fixed_samples)
+{
+    enum { N = 12 };
+    double ta[N], tb[N], same[N];
+    for (int i = 0; i < N; i++) {
+        ta[i] = 10e-3 + 1e-5 * (i % 3); /* the baseline's steps */
+        tb[i] = 5e-3 + 1e-5 * (i % 2);  /* the policy's: half */
+        same[i] = ta[i];
+    }
+    struct dt_ratio_ci ci;
+    struct dt_strbuf f = {0};
+    dt_bootstrap_median_ratio(ta, tb, N, 2000, 7, &ci);
+    dt_bench_flags(&f, "fast", "run_to_run", &ci, NULL, NULL, 0, 7);
+    CHECK(f.data && strstr(f.data, "fast is not the fastest here: run_to_run's step 0.50x"));
+    dt_strbuf_free(&f);
+    dt_bootstrap_median_ratio(ta, same, N, 2000, 7, &ci);
+    dt_bench_flags(&f, "fast", "run_to_run", &ci, NULL, NULL, 0, 7);
+    CHECK(f.len == 0);
+    dt_strbuf_free(&f);
+    const struct dt_ratio_ci edge = {.ratio = 0.9, .lo = 0.85, .hi = DT_BENCH_FLAG_BELOW};
+    dt_bench_flags(&f, "fast", "run_to_run", &edge, NULL, NULL, 0, 7);
+    CHECK(f.len == 0);
+    dt_strbuf_free(&f);
+    /* per op: rows of DT_OP_COUNT seconds */
+    static double oa[N * DT_OP_COUNT], ob[N * DT_OP_COUNT];
+    const int relu = DT_OP_RELU_FORWARD, other = DT_OP_RELU_FORWARD == 0 ? 1 : 0;
+    for (int i = 0; i < N; i++) {
+        oa[i * DT_OP_COUNT + relu] = 3e-3 + 1e-6 * i; /* the baseline's, slowed */
+        ob[i * DT_OP_COUNT + relu] = 1e-4 + 1e-6 * (i % 4);
+        oa[i * DT_OP_COUNT + other] = ob[i * DT_OP_COUNT + other] = 2e-4; /* the same */
+    }
+    dt_bench_flags(&f, "fast", "run_to_run", NULL, oa, ob, N, 7);
+    CHECK(f.data && strstr(f.data, "fast is not the fastest for relu_forward here: run_to_run's"));
+    CHECK(f.data && strstr(f.data, "not the fastest here:") == NULL); /* no step line */
+    CHECK(f.data && strstr(f.data, dt_op_name((enum dt_op)other)) == NULL);
+    dt_strbuf_free(&f);
+    for (int i = 0; i < N; i++) oa[i * DT_OP_COUNT + relu] = 0; /* ran on one side only */
+    dt_bench_flags(&f, "fast", "run_to_run", NULL, oa, ob, N, 7);
+    CHECK(f.len == 0);
+    dt_strbuf_free(&f);
+}
+
 DT_TEST_MAIN(DT_CASE(churn_known_vectors), DT_CASE(l2_known_weights),
-             DT_CASE(log_spaced_steps_known), DT_CASE(bootstrap_interval_known))
+             DT_CASE(log_spaced_steps_known), DT_CASE(bootstrap_interval_known),
+             DT_CASE(bench_flags_fixed_samples))

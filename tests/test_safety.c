@@ -192,11 +192,10 @@ DT_TEST(special_config_refused)
     const char *kinds[] = {"FIFO", "character device", "character device", "character device"};
     for (int i = 0; i < 4; i++) {
         for (int resume = 0; resume < 2; resume++) {
-            time_t t0 = time(NULL);
             int rc = dt_run_capture(out, sizeof out, "timeout 20 '%s' run '%s' %s '%s'", EXE,
                                     configs[i], resume ? "--resume" : "--out", dir);
-            CHECK_INT_EQ(rc, 2); /* 124 = it hung */
-            CHECK(time(NULL) - t0 < 15);
+            CHECK_INT_EQ(rc, 2); /* 124 = it hung (no wall-clock bound beside it: a slow
+                                    machine is not a hang) */
             CHECK_CONTAINS(out, configs[i]);
             CHECK_CONTAINS(out, "not a regular file");
             CHECK_CONTAINS(out, kinds[i]);
@@ -222,14 +221,12 @@ DT_TEST(special_checkpoint_refused)
         if (k == 0) CHECK_INT_EQ(symlink("/dev/zero", ck), 0);
         else CHECK_INT_EQ(mkfifo(ck, 0600), 0);
         char *before = folder_hashes(dir);
-        time_t t0 = time(NULL);
         /* train.steps may grow on --resume: the replica goes on from its checkpoint */
         int rc = dt_run_capture(out, sizeof out,
                                 "timeout 20 '%s' run '%s' --resume '%s' --set train.steps=12 "
                                 "--set train.checkpoint_every=4 --set replicas=1",
                                 EXE, TINY, dir);
         CHECK_INT_EQ(rc, 2); /* 124 = it hung */
-        CHECK(time(NULL) - t0 < 15);
         CHECK_CONTAINS(out, ck);
         /* a link is refused as a link inside a result (no link is followed there), a FIFO
          * as not a regular file */
@@ -250,6 +247,8 @@ static pid_t spawn_run(const char *dir, const char *err_path)
         if (fd < 0 || null < 0) _exit(99);
         dup2(fd, 2);
         dup2(null, 1);
+        setenv("DETRAIN_GNUPLOT", "none",
+               1); /* the interrupted run's report: no plots to wait for */
         /* a million pairs: an hour when a signal waits for the end of the measurement */
         execl(EXE, EXE, "run", TINY, "--out", dir, "--set", "train.steps=4", "--set", "replicas=1",
               "--set", "policies=[fast, portable]", "--set", "report.overhead_samples=1000000",
@@ -299,8 +298,10 @@ static void signal_in_overhead(const char *name, int sig)
     CHECK(seen);
     nanosleep(&(struct timespec){0, 300 * 1000 * 1000}, NULL); /* into the pairs */
     kill(pid, sig);
-    int rc = wait_within(pid, 15);
-    CHECK_INT_EQ(rc, 130); /* -1: still measuring after 15 s */
+    /* the generous bound catches only a signal that did not stop the measurement (a million
+     * pairs: an hour); ending takes a second or two */
+    int rc = wait_within(pid, 120);
+    CHECK_INT_EQ(rc, 130); /* -1: still measuring after 120 s */
     char *err_text = dt_read_file(err_path, NULL);
     if (err_text) {
         char want[64];

@@ -82,11 +82,6 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
     return st;
 }
 
-/* A policy beats the baseline by more than noise when the upper end of the paired bootstrap
- * 95% interval of its time ratio lies below this: beyond the interval and by more than 5%
- * (per-op times of sub-millisecond ops carry percent-sized biases of their own). */
-#define DT_BENCH_FLAG_BELOW 0.95
-
 /* "fast is not the fastest for OP here": the policy's op beats the baseline's beyond
  * DT_BENCH_FLAG_BELOW (both ran the op). */
 static void op_flag(struct dt_strbuf *flags, const char *base, const char *pol, enum dt_op op,
@@ -106,6 +101,17 @@ static void op_flag(struct dt_strbuf *flags, const char *base, const char *pol, 
                          base, dt_op_name(op), pol, ci.ratio, ci.lo, ci.hi);
     free(a);
     free(b);
+}
+
+void dt_bench_flags(struct dt_strbuf *flags, const char *base, const char *pol,
+                    const struct dt_ratio_ci *step_ci, const double *oa, const double *ob,
+                    int64_t n_ops, uint64_t seed)
+{
+    if (step_ci && step_ci->hi < DT_BENCH_FLAG_BELOW)
+        dt_strbuf_printf(flags, "  %s is not the fastest here: %s's step %.2fx [%.2f, %.2f]\n",
+                         base, pol, step_ci->ratio, step_ci->lo, step_ci->hi);
+    for (int o = 0; oa && ob && o < DT_OP_COUNT; o++)
+        op_flag(flags, base, pol, (enum dt_op)o, oa, ob, n_ops, seed);
 }
 
 /* The bench CSV in memory: an earlier bench CSV of this path (main.c checked it is one)
@@ -199,15 +205,12 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
                              1e3 * ma, 1e3 * mb, mb / ma, ci.lo, ci.hi,
                              ci.inconclusive ? "inconclusive" : "conclusive");
         struct dt_strbuf flags = {0}; /* where the baseline is not the fastest */
-        if (ci.hi < DT_BENCH_FLAG_BELOW)
-            dt_strbuf_printf(&flags, "  %s is not the fastest here: %s's step %.2fx [%.2f, %.2f]\n",
-                             base_name, pol->name, ci.ratio, ci.lo, ci.hi);
+        dt_bench_flags(&flags, base_name, pol->name, &ci, oa, ob, n_ops, exp->train.seed);
         for (int o = 0; o < DT_OP_COUNT; o++) {
             for (int64_t r = 0; r < n_ops; r++) col[r] = oa[r * DT_OP_COUNT + o];
             double a = dt_median(col, n_ops);
             for (int64_t r = 0; r < n_ops; r++) col[r] = ob[r * DT_OP_COUNT + o];
             double b = dt_median(col, n_ops);
-            op_flag(&flags, base_name, pol->name, (enum dt_op)o, oa, ob, n_ops, exp->train.seed);
             if (a > 0) printf(" %8.2fx", b / a);
             else printf(" %9s", "-");
             if (csv && a > 0)

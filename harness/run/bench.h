@@ -9,6 +9,8 @@
 #include "harness/setup/config.h"
 #include "harness/run/dist.h"
 #include "harness/setup/data.h"
+#include "core/util.h"
+#include "harness/record/metrics.h"
 #include "nets/model.h"
 
 #define DT_BENCH_CSV_HEADER "config,policy,what,base_ms,policy_ms,ratio,ci_lo,ci_hi,verdict"
@@ -46,6 +48,21 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
                                   struct dt_bench_stream *bs, const struct dt_policy *base,
                                   const struct dt_policy *pol, int64_t warmup, int64_t n,
                                   double *ta, double *tb, double *oa, double *ob);
+
+/* A policy beats the baseline by more than noise when the upper end of the paired bootstrap
+ * 95% interval of its time ratio lies below this: beyond the interval and by more than 5%
+ * (per-op times of sub-millisecond ops carry percent-sized biases of their own). */
+#define DT_BENCH_FLAG_BELOW 0.95
+
+/* The bench's verdict lines for one policy against the baseline, appended to `flags`, from
+ * samples alone (the same samples give the same lines: tested on fixed ones, never on a
+ * timing): "<base> is not the fastest here: <pol>'s step R [lo, hi]" when step_ci's upper
+ * end lies below DT_BENCH_FLAG_BELOW; then "<base> is not the fastest for <op> here: ..."
+ * for each op whose paired bootstrap interval (over oa, ob: n_ops rows of DT_OP_COUNT
+ * seconds, 0 where the op did not run) lies below it. step_ci, or oa/ob, may be NULL. */
+void dt_bench_flags(struct dt_strbuf *flags, const char *base, const char *pol,
+                    const struct dt_ratio_ci *step_ci, const double *oa, const double *ob,
+                    int64_t n_ops, uint64_t seed);
 
 enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_bench_options *opt,
                             struct dt_error *err);
