@@ -856,6 +856,12 @@ static void test_hooks_from_env(struct dt_test_hooks *h)
     }
     v = getenv("DETRAIN_TEST_KILL_AFTER_STEP");
     if (v && *v) h->kill_after_step = strtoll(v, NULL, 10);
+    v = getenv("DETRAIN_TEST_SIGNAL_AFTER_STEP");
+    if (v && *v) {
+        char *end;
+        h->kill_after_step = strtoll(v, &end, 10);
+        h->kill_signal = *end == ':' ? atoi(end + 1) : SIGINT;
+    }
     h->poison = getenv("DETRAIN_TEST_POISON");
     v = getenv("DETRAIN_TEST_POISON_RANK");
     if (v && *v) h->poison_rank = atoi(v);

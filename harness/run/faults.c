@@ -88,7 +88,7 @@ bool dt_fault_params_finite(struct dt_model *m, int64_t s, char *reason, size_t 
 enum dt_status dt_observe_kill(struct run_ctx *c, struct replica *rep, struct step_done *done,
                                struct dt_error *err)
 {
-    if (c->kill_after > 0 && ++c->steps_run == c->kill_after) raise(SIGKILL);
+    if (c->kill_after > 0 && ++c->steps_run == c->kill_after) raise(c->kill_signal);
     return DT_OK;
 }
 

@@ -35,7 +35,8 @@ struct run_ctx {
     /* test-only kill hook (harness/setup/test_hooks.h): SIGKILL after step kill_after of this
      * process */
     int64_t kill_after, steps_run;
-    bool resume; /* dt_train_resume */
+    int kill_signal; /* the signal raised there (SIGKILL, or the signal hook's) */
+    bool resume;     /* dt_train_resume */
     /* test-only poison hook (harness/setup/test_hooks.h): armed until the first replica that trains
      * takes it */
     struct poison {

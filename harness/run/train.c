@@ -837,6 +837,7 @@ static enum dt_status take_test_hooks(struct run_ctx *c, struct dt_error *err)
     const struct dt_test_hooks *h = c->opt->hooks;
     if (!h) return DT_OK;
     c->kill_after = h->kill_after_step;
+    c->kill_signal = h->kill_signal ? h->kill_signal : SIGKILL;
     enum dt_status st = dt_fault_poison_parse(c, h->poison, err);
     if (h->poison_rank >= 0 && h->poison_rank != dt_dist_rank(c->opt->dist))
         c->poison.armed = false;

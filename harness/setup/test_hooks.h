@@ -8,6 +8,10 @@
  *                                     armed its out-of-memory manifest
  *   DETRAIN_TEST_KILL_AFTER_STEP=N    SIGKILL after this process's N-th training step
  *                                     (harness/run/train.h)
+ *   DETRAIN_TEST_SIGNAL_AFTER_STEP=N[:SIG]   raise SIG (default 2, SIGINT) after this
+ *                                     process's N-th training step, as a user's Ctrl-C then
+ *                                     would: the signal tests stop a run at a known step,
+ *                                     not wherever a polling loop happened to send it
  *   DETRAIN_TEST_POISON=STEP:TENSOR[:w|g[:VALUE]]   after step STEP, element 0 of the
  *                                     tensor's weight or gradient := VALUE (NaN)
  *   DETRAIN_TEST_POISON_RANK=R        poison rank R alone
@@ -33,6 +37,7 @@ struct dt_test_hooks {
     bool fail_alloc;           /* fail_alloc_above is set */
     size_t fail_alloc_above;   /* bytes */
     int64_t kill_after_step;   /* 0: none */
+    int kill_signal;           /* raised after kill_after_step; 0: SIGKILL */
     const char *poison;        /* NULL: none */
     int poison_rank;           /* -1: every rank */
     const char *explain_force; /* NULL: none */
