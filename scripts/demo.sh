@@ -36,9 +36,12 @@ echo "== 2. Other machines: their committed portable runs of this model, reprodu
 rc=0
 $exe reproduce --quiet "${refs[@]}" | sed -n '/^Reproduced on/,$p' || rc=$?
 if [ "$rc" -eq 0 ]; then
-  echo "portable: identical at every hashed step to every machine recorded (detrain reproduce DIR"
-  echo "          checks any result the same way)."
-else
+  echo "portable: identical at every hashed step, every recorded value, to every machine recorded"
+  echo "          (detrain reproduce DIR checks any result the same way)."
+elif [ "$rc" -eq 1 ]; then
   echo "portable: a recorded reference PARTS here -- a defect; please report the table above."
   exit 1
+else
+  echo "portable: a recorded reference could not be compared here (its message above says why)."
+  exit "$rc"
 fi
