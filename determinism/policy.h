@@ -19,7 +19,7 @@ enum dt_level { DT_LEVEL_FAST, DT_LEVEL_RUN_TO_RUN, DT_LEVEL_PORTABLE, DT_LEVEL_
 /* reduction: sums across the batch (bias/weight gradients, loss). EXACT sums as FIXED does
  * (dt_reduction_ordered) within each canonical shard: with shards set on the backend
  * (dt_backend_set_shards) its batch reductions give one partial per shard, which the
- * step then adds exactly (dt_exact_*, harness/run/dist.h); without them it is FIXED. */
+ * step then adds exactly (dt_exact_*, nets/step.c); without them it is FIXED. */
 enum dt_reduction { DT_REDUCTION_UNORDERED, DT_REDUCTION_FIXED, DT_REDUCTION_EXACT };
 /* atomics: scatter-adds. */
 enum dt_atomics { DT_ATOMICS_FLOAT, DT_ATOMICS_FIXED_POINT };
@@ -103,7 +103,7 @@ static inline bool dt_reduction_ordered(const struct dt_policy *pol)
     return true;
 }
 
-/* reduction: exact: batch reductions in shard partials, added exactly (harness/run/dist.h)? */
+/* reduction: exact: batch reductions in shard partials, added exactly (nets/step.c)? */
 static inline bool dt_reduction_exact(const struct dt_policy *pol)
 {
     switch (pol->reduction) {

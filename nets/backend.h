@@ -205,7 +205,7 @@ int64_t dt_backend_first_nonfinite(struct dt_backend *be, const float *p, int64_
 bool dt_backend_first_nonfinite_many(struct dt_backend *be, const float *const *p, const int64_t *n,
                                      int count, int *which, int64_t *index);
 
-/* ---- reduction: exact, one pass (harness/run/dist.h, docs/DESIGN.md "reduction") -------------
+/* ---- reduction: exact, one pass (nets/step.c, docs/DESIGN.md "reduction") ------------------
  * The canonical shards of the batch the next ops see: shard k holds batch rows
  * [row[k], row[k+1]), row[0] = 0 and row[count] = the batch. While set, every batch
  * reduction called with `reduction: exact` -- dense_backward_weight, bias_backward,

@@ -2,7 +2,7 @@
  * versions: a member is a function, or NULL where the backend does not have it -- an op
  * then answers DT_ERR_UNSUPPORTED, naming itself (dt_backend_missing_op for the training
  * ops), and the other members' NULL meaning is said beside them. Argument checks live in
- * nets/backend.c, not here.
+ * nets/dispatch.c, not here.
  *
  * Each op's signature is written once, in its row of nets/op_list.h: the function type
  * dt_<name>_fn below, the table's member and each backend's declaration (nets/cpu/cpu.h,
@@ -60,13 +60,13 @@ struct dt_backend_ops {
     dt_exact_round_fn *exact_round;
     /* The shard partials of a batch reduction in one call, with the shards of be->shards
      * (NULL, or DT_ERR_UNSUPPORTED for a policy it does not take, = the plain op once per
-     * shard, called by nets/backend.c). Same bits as the call per shard. */
+     * shard, called by nets/dispatch.c). Same bits as the call per shard. */
     dt_bias_backward_fn *bias_backward_shards;
     dt_dense_backward_weight_fn *dense_backward_weight_shards;
     dt_softmax_xent_forward_fn *softmax_xent_forward_shards;
     dt_conv2d_backward_weight_fn *conv2d_backward_weight_shards;
 
-    /* ---- optional services: NULL = what the wrapper in nets/backend.c says ---- */
+    /* ---- optional services: NULL = what the wrapper in nets/dispatch.c says ---- */
     void (*set_forced_order)(struct dt_backend *, uint64_t seed); /* NULL: unsupported */
     void (*synchronize)(struct dt_backend *be);                   /* NULL: ops return finished */
     void *(*host_alloc)(struct dt_backend *be, size_t bytes);     /* NULL: malloc (a pair) */
@@ -113,13 +113,13 @@ struct dt_backend {
     void *ctx; /* the backend's own state */
     int threads;
     /* observer || profiling || slow_op || cost: the one test an op's dispatch makes on the hot path
-     * (nets/backend.c, DISPATCH); kept by their setters */
+     * (nets/dispatch.c, DISPATCH); kept by their setters */
     bool instrumented;
     bool profiling;
     double op_seconds[DT_OP_COUNT];
     int slow_op;         /* test hook (dt_backend_set_slow_op): this op index + 1, 0 none */
     double slow_seconds; /* how much longer it takes */
-    /* snapshot copies: begun and waited counts, kept by nets/backend.c, and the backend's
+    /* snapshot copies: begun and waited counts, kept by nets/dispatch.c, and the backend's
      * own state for them (made on first use, freed by copy_out_release) */
     int64_t copy_out_begun, copy_out_waited;
     void *copy_out;

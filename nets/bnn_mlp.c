@@ -15,7 +15,7 @@
  *   4. gradients = sample mean + KL term (dt_bnn_finish), then SGD on every mu and rho.
  * Steps 1-3 are the passes of the step (nets/step.c: pass s = sample s, its forward in
  * ops->forward, its backward in ops->backward), step 4's sum is ops->finish_gradients: a
- * data-parallel or `reduction: exact` step (harness/run/dist.h) runs 1-3 on a rank's rows with
+ * data-parallel or `reduction: exact` step (nets/step.c) runs 1-3 on a rank's rows with
  * the backend's shards set -- every weight and bias gradient of every sample one partial
  * per shard, accumulated into that shard's slot of the mu and rho gradients -- combines
  * the slots of every shard and rank, and only then adds the KL term, once per step.

@@ -65,6 +65,20 @@ void dt_cost_snapshot(struct dt_op_cost *c, const int64_t *counts, int n);
 /* Whether a deferred read (dt_backend_read_deferred, checks deferred) waits on its own. */
 bool dt_cost_read_deferred_waits(void);
 
+/* A cost model: the per-op counts above, one member a row of the op list, and how its
+ * deferred reads wait. The CUDA backend's is dt_cuda_cost_model (nets/cuda/cost.c). The
+ * wrappers (nets/dispatch.c) reach it only through the tally that counting was enabled
+ * with (dt_cost_tally.model), never by name: a model of a backend sits above the backends'
+ * shared wrappers, as the backends themselves do (scripts/house.py layers). */
+struct dt_cost_model {
+#define DT_COST_MEMBER_(ENUM, name, phase, outputs, controls, params, args)                        \
+    void(*name) DT_COST_PARAMS params;
+    DT_OP_LIST(DT_COST_MEMBER_)
+#undef DT_COST_MEMBER_
+    bool (*read_deferred_waits)(void);
+};
+extern const struct dt_cost_model dt_cuda_cost_model;
+
 /* A device's constants for dt_cost_predict_s. */
 struct dt_cost_device {
     const char *name;
@@ -92,6 +106,7 @@ double dt_cost_predict_s(const struct dt_op_cost *c, const struct dt_cost_device
 /* The counts of a run of op calls, per op, and each op's predicted seconds on `dev`
  * (dt_cost_predict_s call by call, streamed and as graph nodes). */
 struct dt_cost_tally {
+    const struct dt_cost_model *model; /* whose counts (required: &dt_cuda_cost_model) */
     const struct dt_cost_device *dev;
     struct dt_op_cost op[DT_OP_COUNT];
     double pred_s[DT_OP_COUNT], graph_s[DT_OP_COUNT];
@@ -101,8 +116,8 @@ struct dt_cost_tally {
     double deferred_reads; /* dt_backend_read_deferred: read with the step's end */
 };
 
-/* Count every op call of be into *t (NULL stops counting); ctx fields are read from the
- * backend at each call. Counting does not change what the ops compute. */
+/* Count every op call of be into *t (NULL stops counting) by t->model; ctx fields are read
+ * from the backend at each call. Counting does not change what the ops compute. */
 void dt_backend_cost_enable(struct dt_backend *be, struct dt_cost_tally *t);
 
 #ifdef __cplusplus

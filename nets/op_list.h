@@ -2,10 +2,10 @@
  * generated from its row: the enum (DT_OP_*), the public function dt_<name> (nets/backend.h),
  * its function type dt_<name>_fn and ops-table member (nets/backend_impl.h), each backend's
  * declaration and table entry (nets/cpu/cpu.h, nets/cuda/cuda.h, the two backend_*.c), the
- * wrapper that checks, routes and observes each call (nets/backend.c), and the names, phases,
+ * wrapper that checks, routes and observes each call (nets/dispatch.c), and the names, phases,
  * outputs and controls that profiles, `detrain bench`, `detrain explain` and the parity
  * table read. What a row does not say is written once beside it: the op's checks and the
- * tensors it hands an observer (nets/backend.c, "plans"), its element function
+ * tensors it hands an observer (nets/dispatch.c, "plans"), its element function
  * (nets/<layer>_elem.h), one CPU body (nets/cpu/<layer>.c), one CUDA body and its tests.
  *
  * A row: X(ENUM, name, PHASE, "outputs", "controls", (parameters), (arguments))
@@ -62,7 +62,7 @@
       (probs, loss_host, correct_host, logits, labels, B, C, pol))                                 \
     /* dlogits = (probs - onehot(labels)) * (1 / denom), denom >= B: the gradient of the mean      \
      * loss over a batch of `denom` examples -- denom = B for a whole batch, the global batch for  \
-     * a shard's rows (harness/run/dist.h). */                                                     \
+     * a shard's rows (nets/step.c). */                                                            \
     X(SOFTMAX_XENT_BACKWARD, softmax_xent_backward, BACKWARD, "logit gradient", "",                \
       (float *dlogits, const float *probs, const int32_t *labels, int64_t B, int64_t C,            \
        int64_t denom, const struct dt_policy *pol),                                                \

@@ -9,9 +9,15 @@
            or as a module: .c / .h), and its "Folders" block names every C file of the
            folders it describes (nets/, harness/run/, harness/record/, harness/analyze/,
            harness/setup/) by its name or its stem.
+  layers   no circle in any folder view (the whole house; harness/, nets/, nets/cpu/,
+           nets/cuda/, determinism/, core/): a view's rooms are its files (a source with
+           its header and its .cu: one room) and its sub-folders, and room A depends on
+           room B when A includes one of B's files or calls a function that B alone
+           defines (what `farm-studio look` draws). A view without a circle is layered:
+           no edge in it runs back up. A breach names every tie of the circle.
 
-Usage: house.py [lengths|hooks|design|self-test]... (default: lengths, hooks and design;
-self-test: each check finds a made-up breach). Exit 1 naming each breach."""
+Usage: house.py [lengths|hooks|design|layers|self-test]... (default: lengths, hooks, design
+and layers; self-test: each check finds a made-up breach). Exit 1 naming each breach."""
 import os
 import re
 import subprocess
@@ -164,6 +170,159 @@ def check_design():
 
     return design_breaches(text, exists, files_of)
 
+# ---- layers -----------------------------------------------------------------------------
+
+VIEWS = ("", "harness/", "nets/", "nets/cpu/", "nets/cuda/", "determinism/", "core/")
+LAYER_ROOTS = ("core/", "determinism/", "nets/", "harness/")
+C_WORDS = {"if", "for", "while", "switch", "return", "sizeof", "char", "int", "void", "float",
+           "double", "long", "short", "unsigned", "signed", "const", "struct", "enum", "bool"}
+
+
+def strip_code(text):
+    """The text without comments and string or character literals (lines kept)."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append("\n" * text.count("\n", i, j))
+            i = j
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text[i] in "\"'":
+            q, j = text[i], i + 1
+            while j < n and text[j] != q and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(q + q)
+            i = j + 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def room_of(path):
+    """A file's room: its path without the ending (foo.c, foo.h and foo.cu are one)."""
+    return re.sub(r"\.(c|h|cu|cuh)$", "", path)
+
+
+def dependencies(sources):
+    """{room: {other room: [why, ...]}} of the files `sources` ({path: text}): includes
+    (resolved from the root, else beside the file) and calls of a function that exactly one
+    other room defines (a definition: a line at column 0 naming it before '(' and a body
+    opening with '{' alone, static ones left out)."""
+    definers = {}
+    for path, text in sources.items():
+        for name, line, _ in functions(text):
+            head = text.split("\n")[line - 1]
+            if head.startswith("static") or name in C_WORDS or name.isupper():
+                continue
+            definers.setdefault(name, set()).add(room_of(path))
+        # one-line definitions ("bool f(void) { return x; }") and tables of a backend
+        for m in re.finditer(r"^(?!static)[A-Za-z][\w ]*?\b(\w+)\s*\([^;{]*\)\s*\{.*\}\s*$", text, re.M):
+            if m.group(1) not in C_WORDS:
+                definers.setdefault(m.group(1), set()).add(room_of(path))
+    deps = {}
+    for path, text in sources.items():
+        room = room_of(path)
+        mine = deps.setdefault(room, {})
+        for inc in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, re.M):
+            target = inc if inc in sources else os.path.normpath(os.path.join(os.path.dirname(path), inc))
+            if target in sources and room_of(target) != room:
+                mine.setdefault(room_of(target), []).append(f"{path} includes {target}")
+        lines = strip_code(text).split("\n")
+        bodies = "\n".join("\n".join(lines[line - 1:line - 1 + n]) for _, line, n in functions(text))
+        for name in set(re.findall(r"\b([A-Za-z_]\w*)\s*\(", bodies)):  # calls: in bodies only
+            rooms = definers.get(name, set())
+            if len(rooms) == 1 and room not in rooms:
+                other = next(iter(rooms))
+                mine.setdefault(other, []).append(f"{path} calls {name}")
+    return deps
+
+
+def circles(nodes, edges):
+    """The strongly connected components of more than one node (Tarjan, iterative)."""
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+    for root in sorted(nodes):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges.get(root, ()))))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        x = stack.pop()
+                        on.discard(x)
+                        comp.append(x)
+                        if x == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+            elif w not in index:
+                index[w] = low[w] = counter[0]
+                counter[0] += 1
+                stack.append(w)
+                on.add(w)
+                work.append((w, iter(sorted(edges.get(w, ())))))
+            elif w in on:
+                low[v] = min(low[v], index[w])
+    return out
+
+
+def view_breaches(deps, view):
+    """The circles of one folder view: its rooms are the first path part below `view`."""
+    def node(room):
+        if not room.startswith(view):
+            return None
+        rest = room[len(view):]
+        return view + rest.split("/")[0] + ("/" if "/" in rest else "")
+
+    edges, why, nodes = {}, {}, set()
+    for a, targets in deps.items():
+        na = node(a)
+        if na is None:
+            continue
+        nodes.add(na)
+        for b, reasons in targets.items():
+            nb = node(b)
+            if nb is None or nb == na:
+                continue
+            edges.setdefault(na, set()).add(nb)
+            why.setdefault((na, nb), []).extend(reasons)
+    bad = []
+    for comp in circles(nodes, edges):
+        ties = []
+        for a in comp:
+            for b in sorted(edges.get(a, ())):
+                if b in comp:
+                    reasons = "; ".join(sorted(set(why[(a, b)]))[:3])
+                    ties.append(f"{a} -> {b} ({reasons})")
+        bad.append(f"layers: a circle in the view {view or '(the whole house)'}: " + ", ".join(ties))
+    return bad
+
+
+def check_layers():
+    sources = {}
+    for path in tracked(list(LAYER_ROOTS), (".c", ".cu", ".h", ".cuh")):
+        with open(os.path.join(ROOT, path), encoding="utf-8", errors="replace") as f:
+            sources[path] = f.read()
+    deps = dependencies(sources)
+    bad = []
+    for view in VIEWS:
+        bad += view_breaches(deps, view)
+    return bad
+
 
 def self_test():
     """Negative controls: each check finds what it is for in a made-up source."""
@@ -189,11 +348,29 @@ def self_test():
                                              and "/" not in p[len(d):]))
     if len(found) != 2 or "nets/gone.c" not in found[0] or "new.c" not in found[1]:
         bad.append(f"self-test: the design check found {found} (expected nets/gone.c, new.c)")
+    # layers: a circle by calls alone (a.c calls b.c's function and back, through one
+    # header), one by includes across folders, and a layered tree without one
+    fn = "{}(void)\n{{\n    return {};\n}}\n"
+    tree = {"nets/x/a.c": '#include "nets/x/both.h"\nint a' + fn.format("", "b()"),
+            "nets/x/b.c": '#include "nets/x/both.h"\nint b' + fn.format("", "a()"),
+            "nets/x/both.h": "int a(void);\nint b(void);\n",
+            "nets/top.c": '#include "core/low.h"\n', "core/low.h": '#include "nets/top.h"\n',
+            "nets/top.h": "", "core/ok.c": "int ok" + fn.format("", "0")}
+    found = [b for v in VIEWS + ("nets/x/",) for b in view_breaches(dependencies(tree), v)]
+    if not any("nets/x/a -> nets/x/b (nets/x/a.c calls b)" in b for b in found):
+        bad.append(f"self-test: the layers check missed a circle of calls: {found}")
+    if not any("(the whole house)" in b and "core/ -> nets/" in b for b in found):
+        bad.append(f"self-test: the layers check missed a circle of folders: {found}")
+    layered = {k: v for k, v in tree.items() if k != "core/low.h"}
+    layered["nets/x/b.c"] = '#include "nets/x/both.h"\nint b' + fn.format("", "0")
+    found = [b for v in VIEWS + ("nets/x/",) for b in view_breaches(dependencies(layered), v)]
+    if found:
+        bad.append(f"self-test: the layers check found a circle in a layered tree: {found}")
     return bad
 
 
 def main(argv):
-    what = argv[1:] or ["lengths", "hooks", "design"]
+    what = argv[1:] or ["lengths", "hooks", "design", "layers"]
     bad = []
     for w in what:
         if w == "lengths":
@@ -202,10 +379,12 @@ def main(argv):
             bad += check_hooks()
         elif w == "design":
             bad += check_design()
+        elif w == "layers":
+            bad += check_layers()
         elif w == "self-test":
             bad += self_test()
         else:
-            print(f"house.py: unknown check '{w}' (lengths, hooks, design, self-test)",
+            print(f"house.py: unknown check '{w}' (lengths, hooks, design, layers, self-test)",
                   file=sys.stderr)
             return 2
     for b in bad:

@@ -3,7 +3,7 @@
 count the files it takes.
 
 The op is `dummy_scale` (y = alpha * x, elementwise) in the activation layer. The script
-writes its row (nets/op_list.h), its plan (nets/backend.c), its element function
+writes its row (nets/op_list.h), its plan (nets/dispatch.c), its element function
 (nets/activation_elem.h), its CPU body (nets/cpu/activation.c), its CUDA body
 (nets/cuda/activation.cu), its cost on the CUDA backend (nets/cuda/cost.c) and its parity
 entry (tests/test_parity.c) -- nothing else -- then shows that this was enough:
@@ -166,7 +166,7 @@ def main():
             shutil.copy2(os.path.join(SRC, f), os.path.join(tmp, f))
         # ---- the op, in the files DESIGN names ----
         edit(tmp, "nets/op_list.h", add_row)
-        edit(tmp, "nets/backend.c", insert_before("/* ---- the wrappers:", PLAN))
+        edit(tmp, "nets/dispatch.c", insert_before("/* ---- the wrappers:", PLAN))
         edit(tmp, "nets/activation_elem.h", insert_before("#endif", ELEM))
         edit(tmp, "nets/cpu/activation.c", lambda s: s + CPU)
         edit(tmp, "nets/cuda/activation.cu", lambda s: s + CUDA)
@@ -189,11 +189,11 @@ def main():
                 continue
             rel = m.group(1)
             args = e["arguments"] if "arguments" in e else shlex.split(e["command"])
-            if rel == "nets/backend.c":
+            if rel == "nets/dispatch.c":
                 template = args
             jobs.append((rel, args))
         if template is None:
-            sys.exit("new_op: nets/backend.c is not in compile_commands.json")
+            sys.exit("new_op: nets/dispatch.c is not in compile_commands.json")
         jobs.append(("nets/cuda/backend_cuda_stub.c", template))
 
         def compile_one(job):

@@ -36,6 +36,7 @@ static struct dt_policy with(enum dt_level l, const char *control, const char *v
 #define COUNTED(be, t, call)                                                                       \
     do {                                                                                           \
         memset(&(t), 0, sizeof(t));                                                                \
+        (t).model = &dt_cuda_cost_model;                                                           \
         dt_backend_cost_enable((be), &(t));                                                        \
         CHECK_INT_EQ((call), DT_OK);                                                               \
         dt_backend_cost_enable((be), NULL);                                                        \
@@ -100,6 +101,7 @@ DT_TEST(counts_follow_the_code)
     dt_backend_defer_checks(c, false);
     /* blocking copies outside the ops are counted as the step's waits */
     memset(&t, 0, sizeof t);
+    t.model = &dt_cuda_cost_model;
     dt_backend_cost_enable(c, &t);
     dt_backend_download(c, &loss, y, sizeof loss);
     dt_backend_cost_enable(c, NULL);
@@ -145,6 +147,7 @@ DT_TEST(counting_changes_nothing)
             CHECK_INT_EQ(dt_mlp_create(&m, c, 12, hidden, 1, 5, 16, &err), DT_OK);
             dt_model_init(m, 3, 0);
             struct dt_cost_tally *t = dt_xcalloc(1, sizeof *t);
+            t->model = &dt_cuda_cost_model;
             t->dev = &dt_cost_h100;
             if (k == 1) dt_backend_cost_enable(c, t);
             const struct dt_policy pol = level(levels[l]);

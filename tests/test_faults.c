@@ -1,4 +1,4 @@
-/* Faults that lose nothing (issue 9; harness/run/train.c, nets/backend.c first_nonfinite,
+/* Faults that lose nothing (issue 9; harness/run/train.c, nets/dispatch.c first_nonfinite,
  * nets/model.c dt_model_grad_status).
  * unit: the CPU op first_nonfinite (NaN/Inf at the first and last element, -0 and
  *   subnormals finite, n not a multiple of the vector width, 1 and 3 threads) and the host

@@ -1,9 +1,12 @@
 # The house rules (docs/DESIGN.md, "Folders" and "Models"), checked on the source tree by
 # scripts/house.py: no function in harness/ or nets/ longer than 120 lines (house.lengths),
 # no DETRAIN_TEST_ name outside the test seam (house.hooks), DESIGN quoting only paths that
-# exist and naming every C file of the folders it describes (house.design). A negative control shows each
-# check can fail: house.self-test measures a made-up 124-line function and a struct.
-foreach(check lengths hooks design self-test)
+# exist and naming every C file of the folders it describes (house.design), no circle in any
+# folder view -- the whole house, harness/, nets/, nets/cpu/, nets/cuda/, determinism/, core/ --
+# by includes or by calls of a function one other room alone defines (house.layers). A
+# negative control shows each check can fail: house.self-test measures a made-up 124-line
+# function and a struct, and finds a circle of calls and one of folders in a made-up tree.
+foreach(check lengths hooks design layers self-test)
   add_test(NAME house.${check} COMMAND python3 ${CMAKE_SOURCE_DIR}/scripts/house.py ${check})
   set_tests_properties(house.${check} PROPERTIES LABELS unit)
 endforeach()

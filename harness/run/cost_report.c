@@ -222,6 +222,7 @@ enum dt_status dt_cost_report(const struct dt_experiment *exp, const struct dt_c
         const struct dt_policy *pol = p < 0 ? &fast : &exp->policies[p];
         if (p >= 0 && !first_base && dt_policy_equal_controls(pol, &fast)) continue;
         struct dt_cost_tally *t = dt_xcalloc(1, sizeof *t);
+        t->model = &dt_cuda_cost_model;
         t->dev = &dt_cost_h100;
         double step_downloads = 0;
         st = count_step(m, exp, &bs, &s, &step, pol, t, &step_downloads, staging, td);

@@ -4,7 +4,7 @@
 #include <signal.h>
 #include <string.h>
 
-volatile int dt_stop_requested;
+volatile sig_atomic_t dt_stop_requested;
 
 static void on_stop_signal(int sig) { dt_stop_requested = sig; }
 

@@ -4,8 +4,11 @@
 #ifndef DT_RUN_STOP_H
 #define DT_RUN_STOP_H
 
-/* The signal that asked to stop, 0 while none has. */
-extern volatile int dt_stop_requested;
+#include <signal.h>
+
+/* The signal that asked to stop, 0 while none has (written by the handler: the one type
+ * a handler may write and the loop read, sig_atomic_t). */
+extern volatile sig_atomic_t dt_stop_requested;
 /* Install the handlers (once per process; a second call is harmless). */
 void dt_stop_install_handlers(void);
 

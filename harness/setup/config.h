@@ -68,7 +68,7 @@ struct dt_experiment {
     struct {
         int64_t steps;  /* required, >= 1 */
         int64_t batch;  /* default 64 */
-        int64_t shards; /* default 4: reduction exact's canonical shards (harness/run/dist.h) */
+        int64_t shards; /* default 4: reduction exact's canonical shards (nets/step.c) */
         struct {
             enum dt_optimizer_kind kind;  /* default sgd */
             double lr;                    /* default 0.05 */

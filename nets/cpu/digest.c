@@ -1,6 +1,6 @@
 /* The tensors' tree digests on the CPU backend (core/tree_hash.h): the leaves across the
  * thread pool, each through OpenSSL's SHA-256 (SHA-NI where the CPU has it), then the
- * levels and the tensor digests on the calling thread (core/tree_hash.c) -- the digests the
+ * levels and the tensor digests on the calling thread (core/tree_hash_host.c) -- the digests the
  * CUDA kernels give from the header's own SHA-256 (tests/test_tree_hash.c holds the two to
  * each other). */
 #include <stdlib.h>

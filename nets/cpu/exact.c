@@ -1,7 +1,7 @@
 /* reduction: exact on the CPU backend: the exact sum of the canonical shards' gradient
  * partials (nets/backend.h, dt_exact_*; docs/DESIGN.md "reduction"). The partials come from
  * the shard ops (dense.c: bias and dense weight gradients) or from the plain ops called
- * once per shard by nets/backend.c.
+ * once per shard by nets/dispatch.c.
  *
  *   exact_max        per tensor, the max |bits| over its partials: workers scan slices of
  *                    the pack into their own maxima, merged after (max is order-free).

@@ -4,7 +4,7 @@
  * bytes they move, flops, library products, math: exact's int8 tensor-core ops and host
  * waits. Each function mirrors the host code it names (nets/cuda/<family>.c and the
  * launchers of the .cu beside it), branch by branch, asking the policy the same questions
- * (determinism/policy.h), behind the routing of nets/backend.c's plan_<name> (the shard
+ * (determinism/policy.h), behind the routing of nets/dispatch.c's plan_<name> (the shard
  * routes of reduction: exact). Counting needs no GPU: a CPU run records what the CUDA
  * backend would launch. Change a function here with the code it mirrors.
  *
@@ -150,7 +150,7 @@ static void check_record(struct dt_op_cost *c, const struct dt_cost_ctx *cx)
     if (!cx->checks_deferred) c->waits += 1;
 }
 
-/* ---- nets/backend.c's routes under reduction: exact --------------------------------------- */
+/* ---- nets/dispatch.c's routes under reduction: exact --------------------------------------- */
 
 /* sharded(): shards set and reduction: exact -- a batch reduction gives one partial per
  * shard, each the plain op over the shard's rows (FOR_EACH_SHARD), but for the bias
@@ -328,7 +328,7 @@ static void cuda_bias_backward(struct dt_op_cost *c, const struct dt_cost_ctx *c
     check_record(c, cx);
 }
 
-/* nets/cuda/dense.c, dt_cuda_dense_forward; nets/backend.c, plan_dense_forward: per shard
+/* nets/cuda/dense.c, dt_cuda_dense_forward; nets/dispatch.c, plan_dense_forward: per shard
  * under math: fast and reduction: exact with shards. */
 void dt_cost_dense_forward(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *y,
                            const float *x, const float *w, const float *bias, int64_t B, int64_t in,
@@ -1133,3 +1133,10 @@ void dt_cost_snapshot(struct dt_op_cost *c, const int64_t *counts, int n)
 /* nets/cuda/status.c, dt_cuda_read_deferred: no wait of its own with checks deferred (read
  * with the step's end), a download's wait with DETRAIN_CUDA_ONE_PASS=0. */
 bool dt_cost_read_deferred_waits(void) { return !dt_cuda_one_pass(); }
+
+const struct dt_cost_model dt_cuda_cost_model = {
+#define DT_COST_MODEL_ROW_(ENUM, name, phase, outputs, controls, params, args)                     \
+    .name = dt_cost_##name,
+    DT_OP_LIST(DT_COST_MODEL_ROW_)
+#undef DT_COST_MODEL_ROW_
+        .read_deferred_waits = dt_cost_read_deferred_waits};

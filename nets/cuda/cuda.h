@@ -171,8 +171,10 @@ struct dt_cuda_loss_read {
 /* true: the bytes at src (the op's [losses][hits][total]) are copied back with the step's
  * end and finished there; false: checks are not deferred or the step's reads are full --
  * the op reads at once. */
+typedef enum dt_status (*dt_cuda_loss_finish_fn)(struct dt_backend *be, const char *h,
+                                                 const struct dt_cuda_loss_read *r);
 bool dt_cuda_defer_loss(struct dt_backend *be, const void *src, size_t bytes,
-                        const struct dt_cuda_loss_read *r);
+                        const struct dt_cuda_loss_read *r, dt_cuda_loss_finish_fn finish);
 enum dt_status dt_cuda_loss_finish(struct dt_backend *be, const char *h,
                                    const struct dt_cuda_loss_read *r);
 enum dt_status dt_cuda_step_end(struct dt_backend *be, struct dt_error *err);
@@ -201,7 +203,7 @@ int dt_cuda_exact_sum_launch(float *p, int64_t *acc, const uint32_t *max_bits, i
 /* nets/cuda/dense.c (dense.cu) */
 /* reduction: exact's bias and (portable) weight-gradient partials of every shard in one
  * launch each (DT_ERR_UNSUPPORTED where the shapes or the policy are beyond the kernels:
- * then one call per shard, nets/backend.c). */
+ * then one call per shard, nets/dispatch.c). */
 dt_bias_backward_fn dt_cuda_bias_backward_shards;
 dt_dense_backward_weight_fn dt_cuda_dense_backward_weight_shards;
 dt_softmax_xent_forward_fn dt_cuda_softmax_xent_forward_shards;     /* loss.c */

@@ -317,7 +317,7 @@ static enum dt_status bias_fixed_one_launch(struct dt_backend *be, float *dbias,
 
 /* reduction: exact with shards set, atomics fixed_point: every shard's partial in one
  * launch, the bits of a call per shard; beyond the kernel's bounds DT_ERR_UNSUPPORTED:
- * nets/backend.c then calls the op per shard. */
+ * nets/dispatch.c then calls the op per shard. */
 enum dt_status dt_cuda_bias_backward_shards(struct dt_backend *be, float *dbias, const float *dy,
                                             int64_t B, int64_t out, const struct dt_policy *pol)
 {

@@ -1,7 +1,7 @@
 /* reduction: exact on the CUDA backend (host side): the exact sum of the shard partials
  * as kernels on the backend's stream (nets/cuda/exact.cu), one launch per tensor and
  * stage, no host wait. The per-shard batch reductions themselves are the plain ops called
- * once per shard by nets/backend.c. */
+ * once per shard by nets/dispatch.c. */
 #include "nets/cuda/cuda.h"
 
 enum dt_status dt_cuda_exact_max(struct dt_backend *be, uint32_t *max_bits, const float *pack,

@@ -97,7 +97,8 @@ static enum dt_status rows_and_read(struct dt_backend *be, float *probs, const f
         "softmax_xent_forward"));
     r->reduction = pol->reduction;
     r->forced_order = c->forced_order;
-    if (be->loss_deferred && dt_cuda(be)->one_pass && dt_cuda_defer_loss(be, d, bytes, r))
+    if (be->loss_deferred && dt_cuda(be)->one_pass &&
+        dt_cuda_defer_loss(be, d, bytes, r, dt_cuda_loss_finish))
         return DT_OK;
     char *h = dt_cuda_host_scratch(be, 0, bytes);
     DT_CUDA_CHECK(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
@@ -108,7 +109,7 @@ static enum dt_status rows_and_read(struct dt_backend *be, float *probs, const f
 /* reduction: exact with shards set: every shard's loss from one rows kernel over the batch
  * and one read-back (the per-row losses do not depend on the call; each shard's sum is the
  * call per shard's). Beyond DT_CUDA_SHARDS_MAX shards, or with DETRAIN_CUDA_ONE_PASS=0:
- * DT_ERR_UNSUPPORTED, a call per shard (nets/backend.c). */
+ * DT_ERR_UNSUPPORTED, a call per shard (nets/dispatch.c). */
 enum dt_status dt_cuda_softmax_xent_forward_shards(struct dt_backend *be, float *probs,
                                                    float *loss_host, int64_t *correct_host,
                                                    const float *logits, const int32_t *labels,

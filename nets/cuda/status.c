@@ -8,7 +8,8 @@
  * and one wait, and names the first fault. One decoder serves both. Values the step needs
  * only after its end (its losses, reduction: exact's maxima: dt_backend_read_deferred) are
  * copied back then too, by the same stream before the same wait, each into a pinned buffer
- * of its own, then into place (a loss finished by loss.c's dt_cuda_loss_finish). */
+ * of its own, then into place (a loss finished by the function its op handed over: loss.c's
+ * dt_cuda_loss_finish; status.c sits below the ops and calls none by name). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +26,7 @@ struct deferred_read {
     void *dst;
     bool is_loss;
     struct dt_cuda_loss_read loss;
+    dt_cuda_loss_finish_fn finish; /* the loss op's own (loss.c): status.c names no op */
 };
 
 struct dt_cuda_status {
@@ -151,13 +153,14 @@ void dt_cuda_read_deferred(struct dt_backend *be, void *host_dst, const void *sr
 }
 
 bool dt_cuda_defer_loss(struct dt_backend *be, const void *src, size_t bytes,
-                        const struct dt_cuda_loss_read *loss)
+                        const struct dt_cuda_loss_read *loss, dt_cuda_loss_finish_fn finish)
 {
     struct deferred_read *r = next_read(be, bytes);
     if (!r) return false;
     r->dst = NULL;
     r->is_loss = true;
     r->loss = *loss;
+    r->finish = finish;
     DT_CUDA_CHECK(cudaMemcpyAsync(r->pinned, src, bytes, cudaMemcpyDeviceToHost,
                                   (cudaStream_t)dt_cuda(be)->stream));
     return true;
@@ -174,7 +177,7 @@ static enum dt_status finish_reads(struct dt_backend *be, struct dt_cuda_status 
             memcpy(r->dst, r->pinned, r->bytes);
             continue;
         }
-        const enum dt_status s = dt_cuda_loss_finish(be, r->pinned, &r->loss);
+        const enum dt_status s = r->finish(be, r->pinned, &r->loss);
         if (first == DT_OK) first = s;
     }
     st->reads = 0;

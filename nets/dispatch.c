@@ -1,5 +1,7 @@
-/* Backend registry and the public op wrappers: every argument check happens here once,
- * then the call goes to the backend's ops table (nets/backend_impl.h). */
+/* The backend interface's implementation (nets/backend.h): the registry and the public op
+ * wrappers -- every argument check happens here once, then the call goes to the backend's
+ * ops table (nets/backend_impl.h). Its own file, apart from backend.h, so that the layers
+ * run one way: dispatch.c -> backend_impl.h -> backend.h (scripts/house.py layers). */
 #include "nets/backend_impl.h"
 
 #include <stdarg.h>
@@ -39,35 +41,6 @@ bool dt_backend_take_op_error(struct dt_backend *be, struct dt_error *out)
     if (out) *out = be->op_error;
     memset(&be->op_error, 0, sizeof be->op_error);
     return true;
-}
-
-static const struct dt_backend_ops *backend_ops_for(enum dt_backend_kind kind)
-{
-    switch (kind) {
-    case DT_BACKEND_CPU: return &dt_backend_cpu_ops;
-    case DT_BACKEND_CUDA: return &dt_backend_cuda_ops;
-    }
-    return NULL;
-}
-
-enum dt_status dt_backend_create(struct dt_backend **out, const struct dt_backend_options *opt,
-                                 struct dt_error *err)
-{
-    *out = NULL;
-    const struct dt_backend_ops *ops = backend_ops_for(opt->kind);
-    if (!ops) return dt_error_set(err, DT_ERR_USAGE, "unknown backend kind %d", (int)opt->kind);
-    DT_ASSERT_MSG((ops->host_alloc == NULL) == (ops->host_free == NULL),
-                  "a backend's host_alloc and host_free come as a pair");
-    struct dt_backend *be = dt_xcalloc(1, sizeof *be);
-    be->ops = ops;
-    be->threads = 1;
-    enum dt_status st = ops->init(be, opt, err);
-    if (st != DT_OK) {
-        free(be);
-        return st;
-    }
-    *out = be;
-    return DT_OK;
 }
 
 void dt_backend_destroy(struct dt_backend *be)
@@ -201,7 +174,7 @@ void dt_backend_read_deferred(struct dt_backend *be, void *host_dst, const void 
 {
     if (be->checks_deferred && HAS(be, read_deferred)) {
         be->ops->read_deferred(be, host_dst, src, bytes);
-    } else if (be->checks_deferred && be->cost && !dt_cost_read_deferred_waits()) {
+    } else if (be->checks_deferred && be->cost && !be->cost->model->read_deferred_waits()) {
         be->cost->deferred_reads += 1; /* counted as CUDA reads it: with the step's end */
         be->ops->download(be, host_dst, src, bytes);
     } else {
@@ -375,6 +348,7 @@ static void instrument(struct dt_backend *be)
 
 void dt_backend_cost_enable(struct dt_backend *be, struct dt_cost_tally *t)
 {
+    DT_ASSERT_MSG(!t || t->model, "a cost tally names its model (dt_cuda_cost_model)");
     be->cost = t;
     instrument(be);
 }
@@ -1346,7 +1320,7 @@ static dt_matmul_exact_fn *plan_matmul_exact(struct dt_backend *be, struct op_te
         if (be->cost) {                                                                            \
             struct dt_op_cost c_ = {0};                                                            \
             const struct dt_cost_ctx cx_ = cost_ctx(be);                                           \
-            dt_cost_##name DT_COST_ARGS args;                                                      \
+            be->cost->model->name DT_COST_ARGS args;                                               \
             cost_record(be, DT_OP_##ENUM, &c_);                                                    \
         }                                                                                          \
         INSTRUMENTED(be, DT_OP_##ENUM, &t_, fn_ DT_OP_ARGS args);                                  \
