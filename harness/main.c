@@ -193,14 +193,45 @@ static const char usage_text[] =
     "options:\n"
     "  --help, -h     this text        --version      version and build\n"
     "\n"
-    "exit status: 0 success; 1 compare found a divergence, explain explained one, or a\n"
-    "             replica (or a matrix\n"
-    "             entry) failed; a skipped matrix entry is not a failure;\n"
-    "             2 usage, config or input error; 130 interrupted (traces are kept).\n"
+    "exit status: 0 success; 1 compare found a divergence, explain explained one,\n"
+    "             reproduce found a replica that parts, or a replica (or a matrix entry)\n"
+    "             failed; a skipped matrix entry is not a failure; 2 usage, config or\n"
+    "             input error, or reproduce could not compare (what changed is named);\n"
+    "             130 interrupted (traces are kept).\n"
     "\n"
     "example:\n"
     "  detrain run configs/quickstart.yaml --out /tmp/q\n"
     "  detrain compare /tmp/q/portable/replica-0 /tmp/q/portable/replica-1\n";
+
+/* `detrain CMD --help`: CMD's own entries of the usage text (its line at two spaces and the
+ * lines at eight below it; compare has two), then the options and exit status; the whole
+ * text for a command it does not name. */
+static void command_help(const char *cmd)
+{
+    const size_t n = strlen(cmd);
+    bool found = false, in = false;
+    for (const char *line = usage_text; *line;) {
+        const char *end = strchr(line, '\n');
+        const size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
+        if (strncmp(line, "  ", 2) == 0 && line[2] != ' ')
+            in = strncmp(line + 2, cmd, n) == 0 && (line[2 + n] == ' ' || line[2 + n] == '\n');
+        else if (strncmp(line, "        ", 8) != 0) in = false;
+        if (in) {
+            if (!found) printf("usage: detrain %s\n\n", cmd);
+            found = true;
+            fwrite(line, 1, len, stdout);
+        }
+        line += len;
+    }
+    if (!found) {
+        fputs(usage_text, stdout);
+        return;
+    }
+    const char *tail = strstr(usage_text, "\noptions:\n");
+    const char *example = strstr(usage_text, "\nexample:\n");
+    if (tail && example) fwrite(tail, 1, (size_t)(example - tail) + 1, stdout);
+    printf("(detrain --help: every command)\n");
+}
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -940,7 +971,7 @@ static int run_command(const struct app *app, int argc, char **argv)
     }
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(usage_text, stdout);
+            command_help(cmd);
             return 0;
         }
     }

@@ -35,4 +35,3 @@ enum dt_status dt_backend_create(struct dt_backend **out, const struct dt_backen
     *out = be;
     return DT_OK;
 }
-

@@ -19,6 +19,17 @@ DT_TEST(help_and_version)
     CHECK_CONTAINS(out, "compare TRACE_A TRACE_B");
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' run --help", EXE), 0);
     CHECK_CONTAINS(out, "--set KEY=VALUE");
+    /* a command's --help is its own entry (and the options and exit status), not the
+     * whole text: export's names its file, not run's options */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' export --help", EXE), 0);
+    CHECK_CONTAINS(out, "usage: detrain export\n");
+    CHECK_CONTAINS(out, "export CHECKPOINT|REPLICA_DIR [--step K] --safetensors FILE");
+    CHECK_CONTAINS(out, "exit status:");
+    CHECK(strstr(out, "run CONFIG") == NULL && strstr(out, "reproduce DIR") == NULL);
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' compare --help", EXE), 0);
+    CHECK_CONTAINS(out, "compare TRACE_A TRACE_B");
+    CHECK_CONTAINS(out, "compare --table EXPERIMENT");
+    CHECK(strstr(out, "explain A B") == NULL);
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' --version", EXE), 0);
     CHECK_CONTAINS(out, "detrain ");
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "'%s' policies", EXE), 0);
