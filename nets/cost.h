@@ -22,6 +22,8 @@
 extern "C" {
 #endif
 
+struct dt_cost_tally; /* below */
+
 /* One op call's cost on the device. bytes counts what its kernels read and write in
  * device memory (each tensor once per kernel that streams it); flops are float operations
  * in detrain's own kernels (CUDA cores), lib_flops those of library products (cuBLAS,
@@ -47,6 +49,7 @@ struct dt_cost_ctx {
     int64_t shard_batch;  /* the shards' batch (rows of a batch reduction per shard set) */
     bool checks_deferred; /* dt_backend_defer_checks: check records read at the step's end */
     bool loss_deferred;   /* dt_backend_defer_loss: the training step's loss, likewise */
+    bool one_pass;        /* the tally's switch (DETRAIN_CUDA_ONE_PASS, read as counting began) */
 };
 
 /* dt_cost_<name>(cost, ctx, the row's parameters): adds the call's cost to *c. */
@@ -61,9 +64,10 @@ void dt_cost_accumulate(struct dt_op_cost *to, const struct dt_op_cost *c);
 /* The hashing pipeline's snapshot on the training stream (hash.async: on; nets/cuda/
  * backend_cuda.c, snapshot): n float tensors of counts[i] elements copied into the staging
  * buffer -- one launch, or a copy per tensor with DETRAIN_CUDA_ONE_PASS=0. */
-void dt_cost_snapshot(struct dt_op_cost *c, const int64_t *counts, int n);
+void dt_cost_snapshot(struct dt_op_cost *c, const struct dt_cost_tally *t, const int64_t *counts,
+                      int n);
 /* Whether a deferred read (dt_backend_read_deferred, checks deferred) waits on its own. */
-bool dt_cost_read_deferred_waits(void);
+bool dt_cost_read_deferred_waits(const struct dt_cost_tally *t);
 
 /* A cost model: the per-op counts above, one member a row of the op list, and how its
  * deferred reads wait. The CUDA backend's is dt_cuda_cost_model (nets/cuda/cost.c). The
@@ -75,7 +79,8 @@ struct dt_cost_model {
     void(*name) DT_COST_PARAMS params;
     DT_OP_LIST(DT_COST_MEMBER_)
 #undef DT_COST_MEMBER_
-    bool (*read_deferred_waits)(void);
+    void (*begin)(struct dt_cost_tally *t); /* counting starts: the switches read, once */
+    bool (*read_deferred_waits)(const struct dt_cost_tally *t);
 };
 extern const struct dt_cost_model dt_cuda_cost_model;
 
@@ -114,6 +119,7 @@ struct dt_cost_tally {
      * hashing's digests): each a host wait on a device */
     double downloads, download_bytes;
     double deferred_reads; /* dt_backend_read_deferred: read with the step's end */
+    bool one_pass;         /* the model's switch, set by model->begin (dt_backend_cost_enable) */
 };
 
 /* Count every op call of be into *t (NULL stops counting) by t->model; ctx fields are read

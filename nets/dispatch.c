@@ -174,7 +174,7 @@ void dt_backend_read_deferred(struct dt_backend *be, void *host_dst, const void 
 {
     if (be->checks_deferred && HAS(be, read_deferred)) {
         be->ops->read_deferred(be, host_dst, src, bytes);
-    } else if (be->checks_deferred && be->cost && !be->cost->model->read_deferred_waits()) {
+    } else if (be->checks_deferred && be->cost && !be->cost->model->read_deferred_waits(be->cost)) {
         be->cost->deferred_reads += 1; /* counted as CUDA reads it: with the step's end */
         be->ops->download(be, host_dst, src, bytes);
     } else {
@@ -349,6 +349,7 @@ static void instrument(struct dt_backend *be)
 void dt_backend_cost_enable(struct dt_backend *be, struct dt_cost_tally *t)
 {
     DT_ASSERT_MSG(!t || t->model, "a cost tally names its model (dt_cuda_cost_model)");
+    if (t && t->model->begin) t->model->begin(t);
     be->cost = t;
     instrument(be);
 }
@@ -371,7 +372,8 @@ static struct dt_cost_ctx cost_ctx(const struct dt_backend *be)
                                 .shard_batch =
                                     be->shards.count ? be->shards.row[be->shards.count] : 0,
                                 .checks_deferred = be->checks_deferred,
-                                .loss_deferred = be->loss_deferred};
+                                .loss_deferred = be->loss_deferred,
+                                .one_pass = be->cost->one_pass};
 }
 
 void dt_backend_profile_enable(struct dt_backend *be, bool on)

@@ -577,7 +577,8 @@ static void on_device(struct dt_backend *g, float **d, const float *h, int64_t n
 
 DT_TEST(gpu_equals_cpu)
 {
-    struct dt_backend *g = gpu_or_skip(), *c = cpu(2);
+    dt_backend_destroy(gpu_or_skip()); /* skips here without a GPU */
+    struct dt_backend *c = cpu(2);
     enum { M = 37, K = 301, N = 45, R = 40000 };
     static float A[M * K], B[K * N], bias[N], want[M * N], got[M * N], X[R * 3], Y[R * 5],
         w3[3 * 5], w3g[3 * 5];
@@ -587,14 +588,16 @@ DT_TEST(gpu_equals_cpu)
     for (int i = 0; i < R * 3; i++) X[i] = (float)(1.75 + 0.25 * unit());
     for (int i = 0; i < R * 5; i++) Y[i] = (float)(1.75 + 0.25 * unit());
     adversarial(A, M, K);
-    float *dA, *dB, *dbias, *dC, *dX, *dY, *dW;
-    on_device(g, &dA, A, M * K), on_device(g, &dB, B, K * N), on_device(g, &dbias, bias, N);
-    on_device(g, &dC, want, M * N), on_device(g, &dX, X, R * 3), on_device(g, &dY, Y, R * 5);
-    on_device(g, &dW, w3, 15);
-    float *dx = dt_backend_alloc(g, (size_t)(R * 3) * 4), *hx = malloc((size_t)(R * 3) * 4),
-          *hx_g = malloc((size_t)(R * 3) * 4);
+    float *hx = malloc((size_t)(R * 3) * 4), *hx_g = malloc((size_t)(R * 3) * 4);
     for (int simple = 0; simple < 2; simple++) { /* the int8 form, then the simple one */
+        /* the backend reads DETRAIN_CUDA_XP once, when made: one backend per form */
         if (simple) setenv("DETRAIN_CUDA_XP", "simple", 1);
+        struct dt_backend *g = gpu_or_skip();
+        float *dA, *dB, *dbias, *dC, *dX, *dY, *dW;
+        on_device(g, &dA, A, M * K), on_device(g, &dB, B, K * N), on_device(g, &dbias, bias, N);
+        on_device(g, &dC, want, M * N), on_device(g, &dX, X, R * 3), on_device(g, &dY, Y, R * 5);
+        on_device(g, &dW, w3, 15);
+        float *dx = dt_backend_alloc(g, (size_t)(R * 3) * 4);
         struct dt_policy pol;
         dt_policy_from_level(&pol, DT_LEVEL_PORTABLE);
         for (int form = 0; form < 16; form++) {
@@ -623,11 +626,11 @@ DT_TEST(gpu_equals_cpu)
         dt_backend_download(g, hx_g, dx, (size_t)(R * 3) * 4);
         CHECK(memcmp(hx, hx_g, (size_t)(R * 3) * 4) == 0);
         unsetenv("DETRAIN_CUDA_XP");
+        float *bufs[] = {dA, dB, dbias, dC, dX, dY, dW, dx};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dt_backend_free(g, bufs[i]);
+        dt_backend_destroy(g);
     }
     free(hx), free(hx_g);
-    float *bufs[] = {dA, dB, dbias, dC, dX, dY, dW, dx};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dt_backend_free(g, bufs[i]);
-    dt_backend_destroy(g);
     dt_backend_destroy(c);
 }
 

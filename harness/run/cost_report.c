@@ -154,7 +154,7 @@ static void report_policy(struct dt_strbuf *csv, const struct dt_experiment *exp
         const int n = m->n_params < 256 ? m->n_params : 256;
         for (int i = 0; i < n; i++) counts[i] = m->params[i].n;
         struct dt_op_cost snap = {0};
-        dt_cost_snapshot(&snap, counts, n);
+        dt_cost_snapshot(&snap, t, counts, n);
         const double pipe_s = dt_cost_predict_s(&snap, t->dev, false);
         const double pipe_g = dt_cost_predict_s(&snap, t->dev, true);
         printf("  pipelined (hash.async: on): the training stream pays the snapshot, %.0f "

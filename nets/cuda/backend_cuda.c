@@ -41,6 +41,8 @@ static enum dt_status cuda_init(struct dt_backend *be, const struct dt_backend_o
     c->device = opt->gpu;
     c->cublas_mode = -1;
     c->one_pass = dt_cuda_one_pass(); /* read once: the ops ask the context, not the env */
+    const char *xp = getenv("DETRAIN_CUDA_XP");
+    c->xp_simple = xp && strcmp(xp, "simple") == 0;
     struct cudaDeviceProp prop;
     cudaStream_t stream = NULL, copy_stream = NULL;
     e = cudaSetDevice(c->device);

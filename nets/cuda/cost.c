@@ -315,7 +315,7 @@ static void cuda_bias_backward(struct dt_op_cost *c, const struct dt_cost_ctx *c
         kernel(c, 4.0 * (n + 2.0 * o), n + slices * o);
         return;
     }
-    if (dt_cuda_one_pass() && dt_cuda_bias_one_launch_fits(1, B, out)) { /* one block */
+    if (cx->one_pass && dt_cuda_bias_one_launch_fits(1, B, out)) { /* one block */
         kernel(c, 8.0 * n + 4.0 * o, (OPS_SCAN + OPS_FIXED_TERM) * n + OPS_FIXED_ROUND * o);
         check_record(c, cx);
         return;
@@ -363,7 +363,7 @@ static bool wgrad_shards(struct dt_op_cost *c, const struct dt_cost_ctx *cx,
                          const struct dt_policy *pol, int64_t B, int64_t in, int64_t out)
 {
     const int64_t widest = widest_shard(cx, B);
-    if (!dt_cuda_one_pass() || !dt_math_portable(pol) || dt_math_exact(pol) ||
+    if (!cx->one_pass || !dt_math_portable(pol) || dt_math_exact(pol) ||
         !dt_cuda_wgrad_one_launch_fits(cx->shards, widest))
         return false;
     const double n = (double)in * (double)out;
@@ -397,7 +397,7 @@ static bool cuda_bias_backward_shards(struct dt_op_cost *c, const struct dt_cost
                                       const struct dt_policy *pol, int64_t B, int64_t out)
 {
     const int64_t widest = widest_shard(cx, B);
-    if (!dt_cuda_one_pass() || !dt_atomics_exact(pol) ||
+    if (!cx->one_pass || !dt_atomics_exact(pol) ||
         !dt_cuda_bias_one_launch_fits(cx->shards, widest, out))
         return false;
     const double n = (double)B * (double)out, parts = (double)cx->shards * (double)out;
@@ -451,7 +451,7 @@ static void cuda_softmax_xent_forward(struct dt_op_cost *c, const struct dt_cost
     if (atomic_total) memset_async(c, 4.0);
     kernel(c, 4.0 * (2.0 * n + 3.0 * Bd),
            n * FLOP_SOFTMAX + Bd * (FLOP_EXP + 2.0) + (atomic_total ? Bd : 0.0));
-    if (!(cx->checks_deferred && cx->loss_deferred && dt_cuda_one_pass())) c->waits += 1;
+    if (!(cx->checks_deferred && cx->loss_deferred && cx->one_pass)) c->waits += 1;
 }
 
 /* nets/cuda/loss.c, dt_cuda_softmax_xent_forward; plan_softmax_xent_forward: under
@@ -463,7 +463,7 @@ void dt_cost_softmax_xent_forward(struct dt_op_cost *c, const struct dt_cost_ctx
                                   const struct dt_policy *pol)
 {
     if (sharded(cx, pol)) {
-        if (dt_cuda_one_pass() && cx->shards <= DT_CUDA_SHARDS_MAX) { /* loss.c, _shards */
+        if (cx->one_pass && cx->shards <= DT_CUDA_SHARDS_MAX) { /* loss.c, _shards */
             cuda_softmax_xent_forward(c, cx, pol, B, C);
             return;
         }
@@ -1119,11 +1119,12 @@ void dt_cost_matmul_exact(struct dt_op_cost *c, const struct dt_cost_ctx *cx, fl
 
 /* ---- the hashing pipeline's snapshot (nets/cuda/backend_cuda.c, snapshot) --------------- */
 
-void dt_cost_snapshot(struct dt_op_cost *c, const int64_t *counts, int n)
+void dt_cost_snapshot(struct dt_op_cost *c, const struct dt_cost_tally *t, const int64_t *counts,
+                      int n)
 {
     double bytes = 0.0;
     for (int i = 0; i < n; i++) bytes += 8.0 * (double)counts[i]; /* read and written */
-    if (n >= 2 && dt_cuda_one_pass()) { /* gather_words_kernel (the table kept on the device) */
+    if (n >= 2 && t->one_pass) { /* gather_words_kernel (the table kept on the device) */
         kernel(c, bytes, 0.0);
         return;
     }
@@ -1132,11 +1133,15 @@ void dt_cost_snapshot(struct dt_op_cost *c, const int64_t *counts, int n)
 
 /* nets/cuda/status.c, dt_cuda_read_deferred: no wait of its own with checks deferred (read
  * with the step's end), a download's wait with DETRAIN_CUDA_ONE_PASS=0. */
-bool dt_cost_read_deferred_waits(void) { return !dt_cuda_one_pass(); }
+bool dt_cost_read_deferred_waits(const struct dt_cost_tally *t) { return !t->one_pass; }
+
+/* The switches the counts follow, read once as counting starts (not at every count). */
+static void cuda_cost_begin(struct dt_cost_tally *t) { t->one_pass = dt_cuda_one_pass(); }
 
 const struct dt_cost_model dt_cuda_cost_model = {
 #define DT_COST_MODEL_ROW_(ENUM, name, phase, outputs, controls, params, args)                     \
     .name = dt_cost_##name,
     DT_OP_LIST(DT_COST_MODEL_ROW_)
 #undef DT_COST_MODEL_ROW_
-        .read_deferred_waits = dt_cost_read_deferred_waits};
+        .begin = cuda_cost_begin,
+    .read_deferred_waits = dt_cost_read_deferred_waits};

@@ -73,7 +73,8 @@ struct dt_cuda_ctx {
     struct dt_cudnn *cudnn;        /* cuDNN state (cudnn_conv.c), made on first use */
     struct dt_cuda_status *status; /* deferred checks (status.c), made on first use */
     struct cuda_timers *timers;    /* per-op device timers (backend_cuda.c), on first use */
-    bool one_pass; /* DETRAIN_CUDA_ONE_PASS (dense_loss.h), read as the backend was made */
+    bool one_pass;  /* DETRAIN_CUDA_ONE_PASS (dense_loss.h), read as the backend was made */
+    bool xp_simple; /* DETRAIN_CUDA_XP=simple (matmul_exact.cu), read as the backend was made */
     unsigned int *one_pass_count; /* last-block counter of one-launch kernels (dense.c): 0 */
     /* the tree digests' plan as last copied up (digest.cu): where, its size, and the event
      * after the copy (cudaEvent_t) */

@@ -123,7 +123,8 @@ static inline bool dt_cuda_wgrad_one_launch_fits(int64_t shards, int64_t widest_
 /* DETRAIN_CUDA_ONE_PASS=0 runs the step as the first light did -- the shards' bias gradient a
  * call per shard, the hashing snapshot a copy per tensor, the loss and reduction: exact's
  * maxima each read back with a wait of its own: the same bits, for A/B timing on a GPU. The
- * CUDA backend reads it once, when made (dt_cuda_ctx.one_pass); the cost model at each count. */
+ * CUDA backend reads it once, when made (dt_cuda_ctx.one_pass); the cost model once, as
+ * counting begins (dt_cost_tally.one_pass). */
 static inline bool dt_cuda_one_pass(void)
 {
     const char *v = getenv("DETRAIN_CUDA_ONE_PASS");

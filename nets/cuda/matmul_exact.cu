@@ -8,7 +8,8 @@
  *           the scratch; a kernel folds each block's products into the outputs' integers
  *           (dt_xp_combine per half pair) and a last one rounds (dt_xp_to_float[_halves]);
  *   simple  one thread per row (scales, fixed point) and one per output (the dot products):
- *           where cuBLAS refuses the int8 call, and under DETRAIN_CUDA_XP=simple (tests).
+ *           where cuBLAS refuses the int8 call, and under DETRAIN_CUDA_XP=simple (tests; read
+ *           once, when the backend is made: dt_cuda_ctx.xp_simple).
  * Both NOT yet run on a GPU: tests/test_xp.c gpu_equals_cpu holds them to the CPU's bits
  * there; the slicing and grouping are checked on the host (slices_combine_...). */
 #include <cublas_v2.h>
@@ -231,8 +232,7 @@ extern "C" enum dt_status dt_cuda_matmul_exact(struct dt_backend *be, float *C, 
                                                int64_t K, int64_t N, int trans, int levels,
                                                const struct dt_policy *pol)
 {
-    const char *form = getenv("DETRAIN_CUDA_XP");
-    if (!form || strcmp(form, "simple") != 0) {
+    if (!dt_cuda(be)->xp_simple) { /* DETRAIN_CUDA_XP, read as the backend was made */
         const enum dt_status st = xp_int8(be, C, A, B, bias, M, K, N, trans, levels);
         if (st != DT_ERR_UNSUPPORTED) return st;
     }
