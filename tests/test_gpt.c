@@ -1710,6 +1710,13 @@ DT_TEST(export_and_batches)
         CHECK_CONTAINS(h,
                        "\"wte\":{\"dtype\":\"F32\",\"shape\":[256,16],\"data_offsets\":[0,16384]}");
         CHECK_CONTAINS(h, "\"h1.attn.qkv.weight\":{\"dtype\":\"F32\",\"shape\":[16,48],");
+        /* self-describing: the resolved config (heads, context, tying) and the conventions a
+         * reader rebuilds the model by, in the metadata (strings, as safetensors wants) */
+        CHECK_CONTAINS(h, "\"config\":\"{\\\"name\\\":");
+        CHECK_CONTAINS(h, "\\\"heads\\\":");
+        CHECK_CONTAINS(h, "\\\"tie_embeddings\\\":");
+        CHECK_CONTAINS(h, "\"gpt.conventions\":\"bytes in, 256 classes out;");
+        CHECK_CONTAINS(h, "columns q | k | v");
         /* the data: the step-0 snapshot's values in model order */
         char snap[1024], rep[512];
         snprintf(rep, sizeof rep, "%s/portable/replica-0", dir);
@@ -1730,6 +1737,7 @@ DT_TEST(export_and_batches)
     CHECK_INT_EQ(rc, 0);
     f = dt_read_file(ck, &len);
     CHECK(f && strstr(f + 8, "\"step\":\"12\"") != NULL);
+    CHECK(f && strstr(f + 8, "\"config\":\"{") != NULL); /* a checkpoint's too */
     free(f);
     /* refusals: an existing file, a step without a snapshot */
     rc = dt_run_capture(out, sizeof out, "'%s' export '%s/portable/replica-0' --safetensors '%s'",

@@ -32,7 +32,34 @@ struct weights {
     const float *values[EXPORT_MAX_TENSORS];
     int64_t step;
     char kind[32];
+    char *config; /* the resolved config JSON (dt_config_write_json), malloc'ed; NULL: none */
 };
+
+/* exp's resolved config as JSON text, malloc'ed. */
+static char *config_text(const struct dt_experiment *exp)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    DT_ASSERT(mem != NULL);
+    dt_config_write_json(mem, exp);
+    fclose(mem);
+    return text;
+}
+
+/* The GPT's conventions a reader needs beside its config to rebuild the model (docs/cli.md,
+ * "Load it in PyTorch"; nets/gpt_elem.h, harness/setup/data.c). */
+static const char gpt_conventions[] =
+    "bytes in, 256 classes out; wte [256, d_model] and wpe [context, d_model] added; per block: "
+    "h += proj(attn(ln1(h))), h += fc2(gelu_tanh(fc(ln2(h)))), LayerNorm eps 1e-5 with weight "
+    "and bias; qkv.weight [d_model, 3 d_model] fused, columns q | k | v, each d_model = heads x "
+    "head_dim with head h at columns h head_dim; causal softmax of q.k scaled by 1/sqrt(head_dim); "
+    "every dense layer has a bias but the head; logits = ln_f(h) x wte^T when tie_embeddings, "
+    "else x lm_head.weight [d_model, 256]; dense weights are [in, out] (torch.nn.Linear's "
+    "transposed); dropout only in training. Validation: the corpus's last tenth (len / 10 "
+    "bytes, integer division), windows of context + 1 bytes at offsets 0, context, 2 context, "
+    "...; test_loss and test_acc average every position of every window, predictions.csv "
+    "holds the last position's";
 
 /* Whether `path` begins with the checkpoint magic. It is opened as dt_open_regular opens
  * inputs: a FIFO, a device or a socket is refused (DT_ERR_IO naming what it is) before a
@@ -77,7 +104,16 @@ static enum dt_status write_safetensors(const struct weights *w, const char *src
     dt_strbuf_printf(&h, ",\"step\":\"%" PRId64 "\",\"model.kind\":", w->step);
     dt_strbuf_json_string(&h, w->kind);
     dt_strbuf_printf(&h, ",\"layout\":\"dense weights [in, out] (torch.nn.Linear's weight "
-                         "transposed); convolution weights HWIO; images NHWC\"}");
+                         "transposed); convolution weights HWIO; images NHWC\"");
+    if (w->config) { /* the file alone rebuilds the model: its keys, as a string (safetensors) */
+        dt_strbuf_printf(&h, ",\"config\":");
+        dt_strbuf_json_string(&h, w->config);
+    }
+    if (strcmp(w->kind, "gpt") == 0) {
+        dt_strbuf_printf(&h, ",\"gpt.conventions\":");
+        dt_strbuf_json_string(&h, gpt_conventions);
+    }
+    dt_strbuf_printf(&h, "}");
     int64_t off = 0;
     for (int i = 0; i < w->n; i++) {
         dt_strbuf_printf(&h, ",");
@@ -136,8 +172,12 @@ static enum dt_status from_checkpoint(const char *src, const char *out_path, str
     struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
     if (st == DT_OK && dt_config_load_text(exp, src, ck.config_json, strlen(ck.config_json), -1,
                                            NULL, 0, err) == DT_OK)
+    {
         snprintf(w->kind, sizeof w->kind, "%s", dt_model_kind_names[exp->model.kind]);
+        w->config = config_text(exp);
+    }
     if (st == DT_OK) st = write_safetensors(w, src, out_path, err);
+    free(w->config);
     free(exp);
     free(w);
     dt_checkpoint_free(&ck);
@@ -317,7 +357,9 @@ static enum dt_status from_snapshot(const char *dir, int64_t step, const char *o
         w->n = m->n_params;
         w->step = step;
         snprintf(w->kind, sizeof w->kind, "%s", dt_model_kind_names[exp->model.kind]);
+        w->config = config_text(exp);
         st = write_safetensors(w, path, out_path, err);
+        free(w->config);
     }
     free(w);
     dt_snapshot_free(&snap);
