@@ -171,8 +171,7 @@ static enum dt_status from_checkpoint(const char *src, const char *out_path, str
     /* the model kind from the checkpoint's config */
     struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
     if (st == DT_OK && dt_config_load_text(exp, src, ck.config_json, strlen(ck.config_json), -1,
-                                           NULL, 0, err) == DT_OK)
-    {
+                                           NULL, 0, err) == DT_OK) {
         snprintf(w->kind, sizeof w->kind, "%s", dt_model_kind_names[exp->model.kind]);
         w->config = config_text(exp);
     }
