@@ -6,7 +6,9 @@
 dt_add_test(scripts LABELS unit CASES bash_syntax python_syntax deps_install_fake session_plan
             session_continues_after_failures session_tests_stage_skips payload_fits session_kind
             session_crossdev_and_matrix torch_python_pick)
-dt_add_test(scripts LABELS e2e CASES cross_device_cpu bench_torch_cpu crossdev_references_current
-            cmake_cudnn_root fmnist_cut)
+dt_add_test(scripts LABELS e2e CASES cross_device_cpu bench_torch_cpu cmake_cudnn_root fmnist_cut)
+# label committed: the committed CPU references against this build's bits (not under the
+# sanitizers: the same runs' code paths are checked there by the models' own cases)
+dt_add_test(scripts LABELS e2e committed CASES crossdev_references_current)
 dt_add_test(scripts LABELS slow CASES deps_fetch_build)
 set_tests_properties(scripts.deps_fetch_build PROPERTIES TIMEOUT 1200)
