@@ -35,18 +35,6 @@ struct weights {
     char *config; /* the resolved config JSON (dt_config_write_json), malloc'ed; NULL: none */
 };
 
-/* exp's resolved config as JSON text, malloc'ed. */
-static char *config_text(const struct dt_experiment *exp)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    DT_ASSERT(mem != NULL);
-    dt_config_write_json(mem, exp);
-    fclose(mem);
-    return text;
-}
-
 /* The GPT's conventions a reader needs beside its config to rebuild the model (docs/cli.md,
  * "Load it in PyTorch"; nets/gpt_elem.h, harness/setup/data.c). */
 static const char gpt_conventions[] =
@@ -173,7 +161,7 @@ static enum dt_status from_checkpoint(const char *src, const char *out_path, str
     if (st == DT_OK && dt_config_load_text(exp, src, ck.config_json, strlen(ck.config_json), -1,
                                            NULL, 0, err) == DT_OK) {
         snprintf(w->kind, sizeof w->kind, "%s", dt_model_kind_names[exp->model.kind]);
-        w->config = config_text(exp);
+        w->config = dt_checkpoint_config_text(exp); /* the resolved config JSON */
     }
     if (st == DT_OK) st = write_safetensors(w, src, out_path, err);
     free(w->config);
@@ -356,7 +344,7 @@ static enum dt_status from_snapshot(const char *dir, int64_t step, const char *o
         w->n = m->n_params;
         w->step = step;
         snprintf(w->kind, sizeof w->kind, "%s", dt_model_kind_names[exp->model.kind]);
-        w->config = config_text(exp);
+        w->config = dt_checkpoint_config_text(exp); /* the resolved config JSON */
         st = write_safetensors(w, path, out_path, err);
         free(w->config);
     }
