@@ -8,6 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#ifdef __cplusplus
+extern "C" { /* the CUDA backend's .cu files call these */
+#endif
+
 /* X-macro: one row per status; generates the enum and its strings. */
 #define DT_STATUS_LIST(X)                                                                          \
     X(DT_OK, "ok")                                                                                 \
@@ -89,5 +93,9 @@ __attribute__((noreturn)) void dt_out_of_memory(size_t bytes, const char *what);
 void *dt_xmalloc(size_t bytes);
 void *dt_xcalloc(size_t n, size_t size);
 void *dt_xrealloc(void *p, size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

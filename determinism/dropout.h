@@ -58,7 +58,7 @@ static inline DT_HD struct dt_philox_stream dt_dropout_stream(uint64_t seed, uin
 
 /* Philox block q's four elements, e = 4 q + k, those in [e0, e0 + n): y[e - e0] = dropout of
  * x[e - e0] by word k of the block. y may alias x. The CUDA kernel runs it a thread a block
- * (nets/cuda/gpt.cu); dt_dropout_philox_range, block after block. */
+ * (nets/cuda/activation.cu); dt_dropout_philox_range, block after block. */
 static inline DT_HD void dt_dropout_philox_block(float *y, const float *x, int64_t e0, int64_t n,
                                                  uint64_t q, const struct dt_philox_stream *s,
                                                  uint32_t threshold, float scale)
@@ -91,7 +91,7 @@ static inline DT_HD void dt_dropout_philox_range(float *y, const float *x, int64
 }
 
 /* The CUDA kernel walks a row's lane a tile of this many columns at a time (even: a tile
- * pairs its columns as the whole row does; nets/cuda/gpt.cu, dropout_lane_tiled_kernel). */
+ * pairs its columns as the whole row does; nets/cuda/activation.cu, dropout_lane_tiled_kernel). */
 #define DT_DROPOUT_TILE_COLS 32
 
 /* A row's lane walk over one site of `width` columns: forwards (output, then step; keep,

@@ -270,7 +270,7 @@ static inline DT_HDI float dt_pm__exp_tanh(float x)
 
 /* tanh(x), <= 2 ulp (strided sweeps measured 1.41 ulp, near the switch at 0.55; see top).
  * Every branch is computed and one selected, with no early return, so that a loop of it
- * vectorises (GELU's, nets/cpu/gpt.c); the selections compare |x|'s bits as integers (the
+ * vectorises (GELU's, nets/cpu/activation.c); the selections compare |x|'s bits as integers (the
  * same order as the floats for |x| >= 0) and pick by masks (dt_pm__pick: GCC at -O2 turns
  * neither a float compare, which may trap, nor a chain of selects into vector code), and the
  * exp branch's argument is clamped into dt_pm__exp_tanh's range. */

@@ -9,6 +9,10 @@
 
 #include "core/hd.h"
 
+#ifdef __cplusplus
+extern "C" { /* the CUDA backend's .cu files call these */
+#endif
+
 /* What a stream is for. Values are part of every stream's identity: append, never
  * renumber. */
 enum dt_purpose {
@@ -80,5 +84,9 @@ enum dt_forced_salt {
     DT_FORCED_POSITIONS = 4, /* max-pool backward: the order of the output positions */
 };
 void dt_forced_permutation(int64_t *perm, int64_t n, uint64_t seed, uint64_t salt);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -21,88 +21,98 @@
  *                which tests/test_parity.c checks op by op (`controls_not_listed_change_nothing`).
  *   (parameters) after `struct dt_backend *be`: outputs, inputs, sizes, policy (nets/backend.h,
  *                "Conventions"); (arguments) the same names, in order.
- * The comment above a row is the op's contract. Pointers are backend memory unless a name
- * says host. */
+ * The comment above a row is the op's contract; it opens with the public function's name
+ * (`dt_<name>: `), so grep finds the row, and .ctags.d/ops.ctags tags dt_<name>, dt_cpu_<name>,
+ * dt_cuda_<name> and dt_<name>_fn here for ctags (scripts/house.py findable checks both).
+ * Pointers are backend memory unless a name says host. */
 #ifndef DT_OP_LIST_H
 #define DT_OP_LIST_H
 
 #define DT_OP_LIST(X)                                                                              \
-    /* y = x . w + bias. y is (B,out), x is (B,in), w is (in,out), bias is (out). */               \
+    /* dt_dense_forward: y = x . w + bias. y is (B,out), x is (B,in), w is (in,out), bias is       \
+     * (out). */                                                                                   \
     X(DENSE_FORWARD, dense_forward, FORWARD, "output", "math",                                     \
       (float *y, const float *x, const float *w, const float *bias, int64_t B, int64_t in,         \
        int64_t out, const struct dt_policy *pol),                                                  \
       (y, x, w, bias, B, in, out, pol))                                                            \
-    /* dx = dy . w^T. dx is (B,in), dy is (B,out), w is (in,out). */                               \
+    /* dt_dense_backward_data: dx = dy . w^T. dx is (B,in), dy is (B,out), w is (in,out). */       \
     X(DENSE_BACKWARD_DATA, dense_backward_data, BACKWARD, "input gradient", "math",                \
       (float *dx, const float *dy, const float *w, int64_t B, int64_t in, int64_t out,             \
        const struct dt_policy *pol),                                                               \
       (dx, dy, w, B, in, out, pol))                                                                \
-    /* dw = x^T . dy (sum over the batch). dw is (in,out), x is (B,in), dy is (B,out). */          \
+    /* dt_dense_backward_weight: dw = x^T . dy (sum over the batch). dw is (in,out), x is (B,in),  \
+     * dy is (B,out). */                                                                           \
     X(DENSE_BACKWARD_WEIGHT, dense_backward_weight, BACKWARD, "output", "reduction|math",          \
       (float *dw, const float *x, const float *dy, int64_t B, int64_t in, int64_t out,             \
        const struct dt_policy *pol),                                                               \
       (dw, x, dy, B, in, out, pol))                                                                \
-    /* dbias = sum over the batch of dy. dbias is (out), dy is (B,out). */                         \
+    /* dt_bias_backward: dbias = sum over the batch of dy. dbias is (out), dy is (B,out). */       \
     X(BIAS_BACKWARD, bias_backward, BACKWARD, "output", "reduction|atomics",                       \
       (float *dbias, const float *dy, int64_t B, int64_t out, const struct dt_policy *pol),        \
       (dbias, dy, B, out, pol))                                                                    \
-    /* y = max(x, 0) elementwise; y may alias x. n elements. */                                    \
+    /* dt_relu_forward: y = max(x, 0) elementwise; y may alias x. n elements. */                   \
     X(RELU_FORWARD, relu_forward, FORWARD, "relu output", "",                                      \
       (float *y, const float *x, int64_t n, const struct dt_policy *pol), (y, x, n, pol))          \
-    /* dx = dy where y > 0, else 0; dx may alias dy. */                                            \
+    /* dt_relu_backward: dx = dy where y > 0, else 0; dx may alias dy. */                          \
     X(RELU_BACKWARD, relu_backward, BACKWARD, "gradient through relu", "",                         \
       (float *dx, const float *dy, const float *y, int64_t n, const struct dt_policy *pol),        \
       (dx, dy, y, n, pol))                                                                         \
-    /* probs = softmax(logits) row-wise; *loss_host = mean over the batch of                       \
+    /* dt_softmax_xent_forward: probs = softmax(logits) row-wise; *loss_host = mean over the       \
+     * batch of                                                                                    \
      * -log(probs[b, labels[b]]); *correct_host (optional) = rows whose argmax (first maximum)     \
      * equals the label. probs, logits are (B,C), labels (B) int32 in [0, C). */                   \
     X(SOFTMAX_XENT_FORWARD, softmax_xent_forward, FORWARD, "probabilities|loss", "reduction|math", \
       (float *probs, float *loss_host, int64_t *correct_host, const float *logits,                 \
        const int32_t *labels, int64_t B, int64_t C, const struct dt_policy *pol),                  \
       (probs, loss_host, correct_host, logits, labels, B, C, pol))                                 \
-    /* dlogits = (probs - onehot(labels)) * (1 / denom), denom >= B: the gradient of the mean      \
+    /* dt_softmax_xent_backward: dlogits = (probs - onehot(labels)) * (1 / denom), denom >= B:     \
+     * the gradient of the mean                                                                    \
      * loss over a batch of `denom` examples -- denom = B for a whole batch, the global batch for  \
      * a shard's rows (nets/step.c). */                                                            \
     X(SOFTMAX_XENT_BACKWARD, softmax_xent_backward, BACKWARD, "logit gradient", "",                \
       (float *dlogits, const float *probs, const int32_t *labels, int64_t B, int64_t C,            \
        int64_t denom, const struct dt_policy *pol),                                                \
       (dlogits, probs, labels, B, C, denom, pol))                                                  \
-    /* SGD with momentum and L2 weight decay (PyTorch convention), n elements, in place:           \
-     * g' = g + wd * w;  v = momentum * v + g';  w = w - lr * v. */                                \
+    /* dt_sgd_update: SGD with momentum and L2 weight decay (PyTorch convention), n elements, in   \
+     * place: g' = g + wd * w;  v = momentum * v + g';  w = w - lr * v. */                         \
     X(SGD_UPDATE, sgd_update, UPDATE, "output", "",                                                \
       (float *w, float *v, const float *g, int64_t n, float lr, float momentum,                    \
        float weight_decay, const struct dt_policy *pol),                                           \
       (w, v, g, n, lr, momentum, weight_decay, pol))                                               \
-    /* y[b,oh,ow,k] = bias[k] + sum over (kh, kw, c) of x[b, oh*stride-pad+kh, ow*stride-pad+kw,   \
-     * c]                                                                                          \
+    /* dt_conv2d_forward: y[b,oh,ow,k] = bias[k] + sum over (kh, kw, c) of x[b, oh*stride-pad+kh,  \
+     * ow*stride-pad+kw, c]                                                                        \
      * * w[kh,kw,c,k], out-of-image cells contributing zero. The sum runs over the patch in        \
      * (kh, kw, c) order at every level but `math: fast`. */                                       \
     X(CONV2D_FORWARD, conv2d_forward, FORWARD, "output", "math|conv_algo",                         \
       (float *y, const float *x, const float *w, const float *bias,                                \
        const struct dt_conv2d_shape *s, const struct dt_policy *pol),                              \
       (y, x, w, bias, s, pol))                                                                     \
-    /* dx = the gradient w.r.t. x given dy = the gradient w.r.t. y. Every input cell receives      \
+    /* dt_conv2d_backward_data: dx = the gradient w.r.t. x given dy = the gradient w.r.t. y.       \
+     * Every input cell receives                                                                   \
      * up to KH*KW contributions (a scatter-add: the `atomics` control). */                        \
     X(CONV2D_BACKWARD_DATA, conv2d_backward_data, BACKWARD, "input gradient",                      \
       "atomics|math|conv_algo",                                                                    \
       (float *dx, const float *dy, const float *w, const struct dt_conv2d_shape *s,                \
        const struct dt_policy *pol),                                                               \
       (dx, dy, w, s, pol))                                                                         \
-    /* dw = the gradient w.r.t. w: a sum over batch and output positions (the `reduction`          \
+    /* dt_conv2d_backward_weight: dw = the gradient w.r.t. w: a sum over batch and output          \
+     * positions (the `reduction`                                                                  \
      * control). The bias gradient is dt_bias_backward over dy as a (B*OH*OW, K_out) matrix. */    \
     X(CONV2D_BACKWARD_WEIGHT, conv2d_backward_weight, BACKWARD, "output",                          \
       "reduction|math|conv_algo",                                                                  \
       (float *dw, const float *x, const float *dy, const struct dt_conv2d_shape *s,                \
        const struct dt_policy *pol),                                                               \
       (dw, x, dy, s, pol))                                                                         \
-    /* y[b,oh,ow,c] = max over the window; argmax[b,oh,ow,c] = ih * W + iw of the winner, the      \
+    /* dt_maxpool2d_forward: y[b,oh,ow,c] = max over the window; argmax[b,oh,ow,c] = ih * W + iw   \
+     * of the winner, the                                                                          \
      * first maximum in (kh, kw) order (ties go to the earliest cell; a NaN wins and stops the     \
      * scan). argmax is backend memory, int32, shaped like y. */                                   \
     X(MAXPOOL2D_FORWARD, maxpool2d_forward, FORWARD, "pool output|pool argmax", "",                \
       (float *y, int32_t *argmax, const float *x, const struct dt_pool2d_shape *s,                 \
        const struct dt_policy *pol),                                                               \
       (y, argmax, x, s, pol))                                                                      \
-    /* dx[b, argmax, c] += dy[b,oh,ow,c]: a scatter-add (the `atomics` control) when windows       \
+    /* dt_maxpool2d_backward: dx[b, argmax, c] += dy[b,oh,ow,c]: a scatter-add (the `atomics`      \
+     * control) when windows                                                                       \
      * overlap (K > stride); without overlap no cell receives two terms and every control          \
      * gives the same bits. x and y are the forward's input and output: a backend whose            \
      * library recomputes the winners from them (cuDNN, under `conv_algo: autotune` and            \
@@ -119,39 +129,42 @@
      * gives the same bits; `math: portable` selects the portable softplus and exp for sigma and   \
      * its derivative, the other levels the C library's. Epsilon itself is always drawn with       \
      * the portable transform, whatever `math` says: it is the stream's definition. */             \
-    /* eps[i] for i in [0, n): element i of the Philox stream s (determinism/philox.h). */         \
+    /* dt_eps_philox: eps[i] for i in [0, n): element i of the Philox stream s                     \
+     * (determinism/philox.h). */                                                                  \
     X(EPS_PHILOX, eps_philox, FORWARD, "epsilon", "",                                              \
       (float *eps, int64_t n, const struct dt_philox_stream *s, const struct dt_policy *pol),      \
       (eps, n, s, pol))                                                                            \
-    /* Seed `lanes` (backend memory, P states) for (seed, step, member, sample). */                \
+    /* dt_eps_lfsr_seed: Seed `lanes` (backend memory, P states) for (seed, step, member,          \
+     * sample). */                                                                                 \
     X(EPS_LFSR_SEED, eps_lfsr_seed, FORWARD, "lane states", "",                                    \
       (struct dt_xoro * lanes, int64_t P, uint64_t seed, uint32_t step, uint32_t member,           \
        uint32_t sample, const struct dt_policy *pol),                                              \
       (lanes, P, seed, step, member, sample, pol))                                                 \
-    /* Walk every lane over a tensor of n elements, forwards (drawing, then stepping) or           \
+    /* dt_eps_lfsr: Walk every lane over a tensor of n elements, forwards (drawing, then           \
+     * stepping) or                                                                                \
      * backwards (stepping back, then drawing), writing eps[0..n). Test hook: skip_lane >= 0       \
      * makes that lane draw one pair fewer on a forward walk (fault injection). */                 \
     X(EPS_LFSR, eps_lfsr, FORWARD, "epsilon|lane states", "",                                      \
       (float *eps, int64_t n, struct dt_xoro *lanes, int64_t P, bool backward, int64_t skip_lane,  \
        const struct dt_policy *pol),                                                               \
       (eps, n, lanes, P, backward, skip_lane, pol))                                                \
-    /* sigma = softplus(rho), dsigma = d sigma / d rho = 1 / (1 + exp(-rho)). */                   \
+    /* dt_bnn_sigma: sigma = softplus(rho), dsigma = d sigma / d rho = 1 / (1 + exp(-rho)). */     \
     X(BNN_SIGMA, bnn_sigma, FORWARD, "sigma|dsigma", "math",                                       \
       (float *sigma, float *dsigma, const float *rho, int64_t n, const struct dt_policy *pol),     \
       (sigma, dsigma, rho, n, pol))                                                                \
-    /* w = mu + sigma * eps (one product, one sum). */                                             \
+    /* dt_bnn_sample: w = mu + sigma * eps (one product, one sum). */                              \
     X(BNN_SAMPLE, bnn_sample, FORWARD, "sampled weights", "",                                      \
       (float *w, const float *mu, const float *sigma, const float *eps, int64_t n,                 \
        const struct dt_policy *pol),                                                               \
       (w, mu, sigma, eps, n, pol))                                                                 \
-    /* Add one Monte Carlo sample's weight gradient g: gmu += g; grho += (g * eps) * dsigma.       \
-     * With first, assign instead of adding. */                                                    \
+    /* dt_bnn_accumulate: Add one Monte Carlo sample's weight gradient g: gmu += g; grho += (g *   \
+     * eps) * dsigma. With first, assign instead of adding. */                                     \
     X(BNN_ACCUMULATE, bnn_accumulate, BACKWARD, "output", "",                                      \
       (float *gmu, float *grho, const float *g, const float *eps, const float *dsigma, int64_t n,  \
        bool first, const struct dt_policy *pol),                                                   \
       (gmu, grho, g, eps, dsigma, n, first, pol))                                                  \
-    /* Finish the gradients of mu and rho: the sample mean plus the KL term of the Gaussian        \
-     * prior N(0, prior_var) weighted by kl_weight:                                                \
+    /* dt_bnn_finish: Finish the gradients of mu and rho: the sample mean plus the KL term of the  \
+     * Gaussian prior N(0, prior_var) weighted by kl_weight:                                       \
      *   gmu  = gmu * inv_samples  + kl_weight * (mu * ipv)                                        \
      *   grho = grho * inv_samples + kl_weight * ((sigma * ipv - 1 / sigma) * dsigma)              \
      * with ipv = 1 / prior_var rounded once. */                                                   \
@@ -160,8 +173,8 @@
        int64_t n, float inv_samples, float kl_weight, float prior_var,                             \
        const struct dt_policy *pol),                                                               \
       (gmu, grho, mu, sigma, dsigma, n, inv_samples, kl_weight, prior_var, pol))                   \
-    /* The exact sum of the shard partials in one pass (struct dt_exact_layout; its stages         \
-     * dt_exact_max, _to_fixed and _round, below, serve several ranks). */                         \
+    /* dt_exact_sum: The exact sum of the shard partials in one pass (struct dt_exact_layout; its  \
+     * stages dt_exact_max, _to_fixed and _round, below, serve several ranks). */                  \
     X(EXACT_SUM, exact_sum, BACKWARD, "exact sum", "",                                             \
       (float *pack, const uint32_t *max_bits, const struct dt_exact_layout *L),                    \
       (pack, max_bits, L))                                                                         \
@@ -170,13 +183,14 @@
      * order per output element, so the policy changes only `math` (exp, tanh) in them; the        \
      * batch reductions (LayerNorm's gamma and beta, the positional embedding's gradient) are      \
      * dt_bias_backward calls by the model, the products the dense ops. */                         \
-    /* h[r] = wte[tok_r] + wpe[t] (D each) for x (B, T + 1) byte values, tok_r = x[b, t];          \
-     * tokens[r] = tok_r and targets[r] = x[b, t + 1] (int32, B * T each). */                      \
+    /* dt_embedding_forward: h[r] = wte[tok_r] + wpe[t] (D each) for x (B, T + 1) byte values,     \
+     * tok_r = x[b, t]; tokens[r] = tok_r and targets[r] = x[b, t + 1] (int32, B * T each). */     \
     X(EMBEDDING_FORWARD, embedding_forward, FORWARD, "embedding|tokens|targets", "",               \
       (float *h, int32_t *tokens, int32_t *targets, const float *x, const float *wte,              \
        const float *wpe, int64_t B, int64_t T, int64_t D, const struct dt_policy *pol),            \
       (h, tokens, targets, x, wte, wpe, B, T, D, pol))                                             \
-    /* dwte[v] (=, or += with accumulate) the sum of dh[r] over the rows r with tokens[r] == v:    \
+    /* dt_embedding_backward: dwte[v] (=, or += with accumulate) the sum of dh[r] over the rows r  \
+     * with tokens[r] == v:                                                                        \
      * a scatter-add by token id (the `atomics` control: float adds in arrival order, or exact     \
      * int64 fixed point and one rounding). rows = B * T; dwte is (V, D). A token outside          \
      * [0, V) -- impossible after dt_gpt_token when V = 256 -- is DT_ERR_DATA on the CPU; the      \
@@ -185,45 +199,50 @@
       (float *dwte, const float *dh, const int32_t *tokens, int64_t rows, int64_t V, int64_t D,    \
        bool accumulate, const struct dt_policy *pol),                                              \
       (dwte, dh, tokens, rows, V, D, accumulate, pol))                                             \
-    /* LayerNorm of every row of x (rows, D): y, and each row's mean and 1/std (rows each). */     \
+    /* dt_layernorm_forward: LayerNorm of every row of x (rows, D): y, and each row's mean and     \
+     * 1/std (rows each). */                                                                       \
     X(LAYERNORM_FORWARD, layernorm_forward, FORWARD, "layernorm output|mean|rstd", "",             \
       (float *y, float *mean, float *rstd, const float *x, const float *gamma, const float *beta,  \
        int64_t rows, int64_t D, const struct dt_policy *pol),                                      \
       (y, mean, rstd, x, gamma, beta, rows, D, pol))                                               \
-    /* dx = (or += with accumulate) the input gradient of every row; gx = dy * xhat (rows, D),     \
-     * whose column sums are gamma's gradient (dy's are beta's). */                                \
+    /* dt_layernorm_backward: dx = (or += with accumulate) the input gradient of every row; gx =   \
+     * dy * xhat (rows, D), whose column sums are gamma's gradient (dy's are beta's). */           \
     X(LAYERNORM_BACKWARD, layernorm_backward, BACKWARD, "layernorm input gradient|gamma terms",    \
       "",                                                                                          \
       (float *dx, float *gx, const float *dy, const float *x, const float *mean,                   \
        const float *rstd, const float *gamma, int64_t rows, int64_t D, bool accumulate,            \
        const struct dt_policy *pol),                                                               \
       (dx, gx, dy, x, mean, rstd, gamma, rows, D, accumulate, pol))                                \
-    /* Causal self-attention: qkv (B, T, 3D) -> out (B, T, D), att (B, H, T, T) the weights. */    \
+    /* dt_attention_forward: Causal self-attention: qkv (B, T, 3D) -> out (B, T, D), att (B, H,    \
+     * T, T) the weights. */                                                                       \
     X(ATTENTION_FORWARD, attention_forward, FORWARD, "attention output|attention weights", "math", \
       (float *out, float *att, const float *qkv, int64_t B, int64_t T, int64_t H, int64_t D,       \
        const struct dt_policy *pol),                                                               \
       (out, att, qkv, B, T, H, D, pol))                                                            \
-    /* dqkv (B, T, 3D) from dout (B, T, D); ds (B, H, T, T) is scratch (the score gradients). */   \
+    /* dt_attention_backward: dqkv (B, T, 3D) from dout (B, T, D); ds (B, H, T, T) is scratch      \
+     * (the score gradients). */                                                                   \
     X(ATTENTION_BACKWARD, attention_backward, BACKWARD, "qkv gradient|score gradient", "math",     \
       (float *dqkv, float *ds, const float *dout, const float *att, const float *qkv, int64_t B,   \
        int64_t T, int64_t H, int64_t D, const struct dt_policy *pol),                              \
       (dqkv, ds, dout, att, qkv, B, T, H, D, pol))                                                 \
-    /* y = gelu(x), n elements (y may alias x). */                                                 \
+    /* dt_gelu_forward: y = gelu(x), n elements (y may alias x). */                                \
     X(GELU_FORWARD, gelu_forward, FORWARD, "gelu output", "math",                                  \
       (float *y, const float *x, int64_t n, const struct dt_policy *pol), (y, x, n, pol))          \
-    /* dx = dy * gelu'(x) (dx may alias dy). */                                                    \
+    /* dt_gelu_backward: dx = dy * gelu'(x) (dx may alias dy). */                                  \
     X(GELU_BACKWARD, gelu_backward, BACKWARD, "gradient through gelu", "math",                     \
       (float *dx, const float *dy, const float *x, int64_t n, const struct dt_policy *pol),        \
       (dx, dy, x, n, pol))                                                                         \
-    /* y += x, n elements (a residual connection, or a second gradient). */                        \
+    /* dt_add: y += x, n elements (a residual connection, or a second gradient). */                \
     X(ADD, add, FORWARD, "sum", "",                                                                \
       (float *y, const float *x, int64_t n, const struct dt_policy *pol), (y, x, n, pol))          \
-    /* AdamW on n elements in place (dt_adamw_elem): w, first moment m, second moment v. */        \
+    /* dt_adamw_update: AdamW on n elements in place (dt_adamw_elem): w, first moment m, second    \
+     * moment v. */                                                                                \
     X(ADAMW_UPDATE, adamw_update, UPDATE, "output", "",                                            \
       (float *w, float *m, float *v, const float *g, int64_t n, const struct dt_adamw_step *s,     \
        const struct dt_policy *pol),                                                               \
       (w, m, v, g, n, s, pol))                                                                     \
-    /* *norm_sq (backend memory, one float) = the sum of the squares of every element of the       \
+    /* dt_grad_norm: *norm_sq (backend memory, one float) = the sum of the squares of every        \
+     * element of the                                                                              \
      * `count` tensors g[i] (n[i] floats each): the global gradient norm that clipping reads, a    \
      * sum over all parameters under `reduction` -- unordered: per-worker partials added in        \
      * arrival order; fixed: each tensor's squares in the fixed chunks-and-tree order              \
@@ -233,11 +252,13 @@
       (float *norm_sq, const float *const *g, const int64_t *n, int count,                         \
        const struct dt_policy *pol),                                                               \
       (norm_sq, g, n, count, pol))                                                                 \
-    /* g *= dt_clip_coef(*norm_sq, max_norm), n elements (norm_sq: backend memory). */             \
+    /* dt_clip_scale: g *= dt_clip_coef(*norm_sq, max_norm), n elements (norm_sq: backend          \
+     * memory). */                                                                                 \
     X(CLIP_SCALE, clip_scale, UPDATE, "clipped gradient", "",                                      \
       (float *g, int64_t n, const float *norm_sq, float max_norm, const struct dt_policy *pol),    \
       (g, n, norm_sq, max_norm, pol))                                                              \
-    /* y = dropout(x) over (rows, width) (y may alias x): forward on activations, backward on      \
+    /* dt_dropout: y = dropout(x) over (rows, width) (y may alias x): forward on activations,      \
+     * backward on                                                                                 \
      * their gradients with the same mask. keep: (rows, width) bytes (keep and stored modes,       \
      * else NULL); lanes: one state per row (keep and lfsr modes, else NULL), advanced or          \
      * walked back.                                                                                \
@@ -246,12 +267,14 @@
       (float *y, const float *x, uint8_t *keep, struct dt_xoro *lanes, int64_t rows,               \
        int64_t width, const struct dt_dropout_site *s, const struct dt_policy *pol),               \
       (y, x, keep, lanes, rows, width, s, pol))                                                    \
-    /* lanes[r] = dt_dropout_lane_seed(seed, step, member, row0 + r), r in [0, rows). */           \
+    /* dt_dropout_seed: lanes[r] = dt_dropout_lane_seed(seed, step, member, row0 + r), r in [0,    \
+     * rows). */                                                                                   \
     X(DROPOUT_SEED, dropout_seed, FORWARD, "lane states", "",                                      \
       (struct dt_xoro * lanes, int64_t rows, int64_t row0, uint64_t seed, uint32_t step,           \
        uint32_t member, const struct dt_policy *pol),                                              \
       (lanes, rows, row0, seed, step, member, pol))                                                \
-    /* digests (n x 32 bytes, backend memory) = the tree digest (core/tree_hash.h) of each of      \
+    /* dt_tensor_digests: digests (n x 32 bytes, backend memory) = the tree digest                 \
+     * (core/tree_hash.h) of each of                                                               \
      * the n tensors (backend memory, counts[t] floats; tensors and counts host arrays) over       \
      * their canonical bytes: a fixed function of the bytes on every backend, so the weights       \
      * are hashed where they are. The caller reads the digests before calling again. */            \
@@ -259,7 +282,8 @@
       (uint8_t * digests, const float *const *tensors, const int64_t *counts, int n,               \
        const struct dt_policy *pol),                                                               \
       (digests, tensors, counts, n, pol))                                                          \
-    /* C = A . B (+ bias), exactly in integers, rounded once (determinism/exact_product.h): C      \
+    /* dt_matmul_exact: C = A . B (+ bias), exactly in integers, rounded once                      \
+     * (determinism/exact_product.h): C                                                            \
      * (M,N) row-major; A (M,K), or stored (K,M) when trans has DT_XP_TA; B (K,N), or stored       \
      * (N,K) with DT_XP_TB; bias (N) or NULL, added to the rounded product. Each row of A and      \
      * column of B is scaled by a power of two and truncated to 28 levels-bit fixed point; every   \

@@ -19,7 +19,6 @@ import argparse
 import csv
 import json
 import os
-import struct
 import statistics
 import subprocess
 import sys
@@ -40,7 +39,7 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_gpt import GPT, lr_at, read_corpus  # noqa: E402  (the model bench_torch.py times)
+from torch_gpt import GPT, lr_at, read_corpus, read_safetensors  # noqa: E402  (bench_torch.py's model)
 
 
 def run(cmd, **kw):
@@ -48,23 +47,6 @@ def run(cmd, **kw):
     if r.returncode != 0:
         die(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
     return r.stdout
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    base = 8 + n
-    meta = header.pop("__metadata__", {})
-    out = {}
-    for name, t in header.items():
-        if t["dtype"] != "F32":
-            die(f"{path}: tensor {name} is {t['dtype']}, expected F32")
-        a, b = t["data_offsets"]
-        buf = bytearray(data[base + a:base + b])
-        out[name] = torch.frombuffer(buf, dtype=torch.float32).reshape(t["shape"]).clone()
-    return out, meta
 
 
 def main():

@@ -324,6 +324,108 @@ def check_layers():
     return bad
 
 
+OP_ROW = re.compile(r"^\s*X\(([A-Z0-9_]+), ([a-z0-9_]+),")
+
+
+def findable_breaches(op_list, ctags_rules):
+    """Each row of the op list (nets/op_list.h) opens its contract comment with the function
+    it generates (`/* dt_<name>: ...`, so grep finds the row), and the Universal Ctags rules
+    (.ctags.d/ops.ctags) tag dt_<name>, dt_cpu_<name>, dt_cuda_<name> and dt_<name>_fn there."""
+    rules = []
+    for line in ctags_rules.splitlines():
+        m = re.match(r"--regex-C\+\+=/(.*)/(.*)/o/$", line)
+        if m:
+            rules.append((re.compile(m.group(1).replace("[[:space:]]", "\\s")), m.group(2)))
+    bad, lines = [], op_list.splitlines()
+    for i, line in enumerate(lines):
+        m = OP_ROW.match(line)
+        if not m:
+            continue
+        name = m.group(2)
+        j = i - 1
+        while j > 0 and "/*" not in lines[j]:
+            j -= 1
+        if f"/* dt_{name}: " not in lines[j]:
+            bad.append(f"nets/op_list.h:{j + 1}: the comment above {name}'s row does not open "
+                       f"with 'dt_{name}: ' (grep finds the row by it)")
+        tags = set()
+        for rx, tmpl in rules:
+            mm = rx.match(line)
+            if mm:
+                tags.add(re.sub(r"\\(\d)", lambda g: mm.group(int(g.group(1))), tmpl))
+        want = {f"dt_{name}", f"dt_cpu_{name}", f"dt_cuda_{name}", f"dt_{name}_fn"}
+        if not want <= tags:
+            bad.append(f"nets/op_list.h:{i + 1}: .ctags.d/ops.ctags does not tag "
+                       f"{sorted(want - tags)} at {name}'s row")
+    return bad
+
+
+OPS_DOC_ROW = re.compile(r"^\| `dt_([a-z0-9_]+)` \| (\w+) \| ([^|]*) \| `([^`]+)` \| `([^`]+)` \|$")
+
+
+def ops_doc_breaches(op_list, doc, read):
+    """docs/ops.md: a row per op of the op list, in its order, the phase and controls the
+    row's, and the CPU and CUDA files it names defining dt_cpu_<name> and dt_cuda_<name>
+    (read(path) gives a file's text, or None)."""
+    flat = op_list.replace("\\\n", "\n")
+    ops = re.findall(r'^\s*X\(([A-Z0-9_]+),\s*([a-z0-9_]+),\s*(\w+),\s*"[^"]*",\s*"([^"]*)"',
+                     flat, re.M)
+    rows = [m.groups() for m in map(OPS_DOC_ROW.match, doc.splitlines()) if m]
+    bad = []
+    if [r[0] for r in rows] != [o[1] for o in ops]:
+        missing = sorted({o[1] for o in ops} - {r[0] for r in rows})
+        extra = sorted({r[0] for r in rows} - {o[1] for o in ops})
+        bad.append(f"docs/ops.md: its rows are not the op list's, in order (missing {missing}, "
+                   f"not ops {extra})")
+    want = {o[1]: o for o in ops}
+    for name, phase, controls, cpu, cuda in rows:
+        if name not in want:
+            continue
+        _, _, ph, ctl = want[name]
+        doc_ctl = [c.strip().strip("`") for c in controls.split(",") if c.strip() != "—"]
+        if phase != ph.lower() or doc_ctl != [c for c in ctl.split("|") if c]:
+            bad.append(f"docs/ops.md: dt_{name}: phase or controls differ from its row "
+                       f"({ph.lower()}; {ctl or 'none'})")
+        for path, fn in ((cpu, f"dt_cpu_{name}"), (cuda, f"dt_cuda_{name}")):
+            if not defines(read(path), fn):
+                bad.append(f"docs/ops.md: dt_{name}: {path} does not define {fn}")
+    return bad
+
+
+def defines(text, fn):
+    """Whether C text defines fn: a line opening with its declarator, a body (`{`) before any
+    `;` after it."""
+    for m in re.finditer(r"^(extern \"C\" )?[a-z][^;{(]*\b" + fn + r"\(", text or "", re.M):
+        rest = text[m.end():]
+        brace, semi = rest.find("{"), rest.find(";")
+        if brace >= 0 and (semi < 0 or brace < semi):
+            return True
+    return False
+
+
+def read_source(path):
+    try:
+        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def check_findable():
+    with open(os.path.join(ROOT, "nets/op_list.h"), encoding="utf-8") as f:
+        op_list = f.read()
+    try:
+        with open(os.path.join(ROOT, ".ctags.d/ops.ctags"), encoding="utf-8") as f:
+            rules = f.read()
+    except OSError:
+        return [".ctags.d/ops.ctags is missing (ctags would not find the op functions)"]
+    bad = findable_breaches(op_list, rules)
+    bad += ops_doc_breaches(op_list, read_source("docs/ops.md") or "", read_source)
+    if not any(OP_ROW.match(line) for line in op_list.splitlines()):
+        bad.append("nets/op_list.h: no op row found (the row pattern changed?)")
+    return bad
+
+
 def self_test():
     """Negative controls: each check finds what it is for in a made-up source."""
     body = "\n".join(f"    x += {i};" for i in range(LIMIT))
@@ -366,11 +468,37 @@ def self_test():
     found = [b for v in VIEWS + ("nets/x/",) for b in view_breaches(dependencies(layered), v)]
     if found:
         bad.append(f"self-test: the layers check found a circle in a layered tree: {found}")
+    # findable: a row whose comment does not name its function, and rules that miss one tag
+    rows = ("    /* dt_one: y = x. */ \\\n    X(ONE, one, FORWARD, \"y\", \"\", (x), (x)) \\\n"
+            "    /* y = 2 x. */ \\\n    X(TWO, two, FORWARD, \"y\", \"\", (x), (x))\n")
+    with open(os.path.join(ROOT, ".ctags.d/ops.ctags"), encoding="utf-8") as f:
+        rules = f.read()
+    found = findable_breaches(rows, rules)
+    if len(found) != 1 or "'dt_two: '" not in found[0]:
+        bad.append(f"self-test: the findable check found {found} (expected two's comment)")
+    found = findable_breaches(rows, "\n".join(l for l in rules.splitlines() if "dt_cuda_" not in l))
+    if not any("dt_cuda_one" in b for b in found):
+        bad.append(f"self-test: the findable check missed an untagged dt_cuda_one: {found}")
+    # the ops table: a row missing, one with the wrong controls, one naming a file without
+    # the function
+    doc = ("| `dt_one` | forward | — | `a.c` | `a.cu` |\n"
+           "| `dt_two` | forward | `math` | `a.c` | `b.cu` |\n")
+    files = {"a.c": "enum dt_status dt_cpu_one(int x)\n{\n}\nint dt_cpu_two(void);\n",
+             "a.cu": 'extern "C" enum dt_status dt_cuda_one(int x)\n{\n}\n',
+             "b.cu": 'extern "C" enum dt_status dt_cuda_two(int x)\n{\n}\n'}
+    found = ops_doc_breaches(rows, doc, files.get)
+    if not (len(found) == 2 and "phase or controls" in found[0]
+            and "a.c does not define dt_cpu_two" in found[1]):
+        bad.append(f"self-test: the ops table check found {found} (expected two's controls "
+                   "and its CPU function)")
+    found = ops_doc_breaches(rows, doc.splitlines()[0] + "\n", files.get)
+    if not any("missing ['two']" in b for b in found):
+        bad.append(f"self-test: the ops table check missed a missing row: {found}")
     return bad
 
 
 def main(argv):
-    what = argv[1:] or ["lengths", "hooks", "design", "layers"]
+    what = argv[1:] or ["lengths", "hooks", "design", "layers", "findable"]
     bad = []
     for w in what:
         if w == "lengths":
@@ -381,10 +509,12 @@ def main(argv):
             bad += check_design()
         elif w == "layers":
             bad += check_layers()
+        elif w == "findable":
+            bad += check_findable()
         elif w == "self-test":
             bad += self_test()
         else:
-            print(f"house.py: unknown check '{w}' (lengths, hooks, design, layers, self-test)",
+            print(f"house.py: unknown check '{w}' (lengths, hooks, design, layers, findable, self-test)",
                   file=sys.stderr)
             return 2
     for b in bad:

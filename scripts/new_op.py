@@ -5,19 +5,22 @@ count the files it takes.
 The op is `dummy_scale` (y = alpha * x, elementwise) in the activation layer. The script
 writes its row (nets/op_list.h), its plan (nets/dispatch.c), its element function
 (nets/activation_elem.h), its CPU body (nets/cpu/activation.c), its CUDA body
-(nets/cuda/activation.cu), its cost on the CUDA backend (nets/cuda/cost.c) and its parity
-entry (tests/test_parity.c) -- nothing else -- then shows that this was enough:
+(nets/cuda/activation.cu), its cost on the CUDA backend (nets/cuda/cost.c), its parity
+entry (tests/test_parity.c) and its row of docs/ops.md -- nothing else -- then shows that
+this was enough:
   * every C file of nets/, core/ and determinism/ and tests/test_parity.c compiles in the
     copy with the build's own flags (compile_commands.json), and test_parity links (the CPU
     backend, the CUDA stub) with dt_cpu_dummy_scale in it;
   * the copy's test_parity passes cpu_table and controls_not_listed_change_nothing, whose
     tables are generated from the op list, so they ran the new op on 1-3 threads at every
     level;
-  * with nvcc, nets/cuda/activation.cu compiles and defines dt_cuda_dummy_scale.
+  * with nvcc, nets/cuda/activation.cu compiles and defines dt_cuda_dummy_scale;
+  * the copy's house rules hold (scripts/house.py findable: grep and ctags find the op at its
+    row, docs/ops.md's table matches the op list and the files).
 Then it prints the files that differ from the tree and fails when they are more than
---max (7).
+--max (8).
 
-Usage: scripts/new_op.py BUILD_DIR [--max 7] [--keep]"""
+Usage: scripts/new_op.py BUILD_DIR [--max 8] [--keep]"""
 import argparse
 import json
 import os
@@ -31,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-ROW = r'''    /* y = alpha * x, n elements (a test of the house: scripts/new_op.py). */                    \
+ROW = r'''    /* dt_dummy_scale: y = alpha * x, n elements (a test of the house: scripts/new_op.py). */     \
     X(DUMMY_SCALE, dummy_scale, FORWARD, "scaled", "",                                             \
       (float *y, const float *x, int64_t n, float alpha, const struct dt_policy *pol),            \
       (y, x, n, alpha, pol))
@@ -136,6 +139,17 @@ def add_row(s):
     return s[:start] + "\n".join(lines)
 
 
+DOC_ROW = ("| `dt_dummy_scale` | forward | — | `nets/cpu/activation.c` | "
+           "`nets/cuda/activation.cu` |\n")
+
+
+def add_doc_row(s):
+    # after the table's last row (the op list's order: the new row is its last)
+    last = s.rindex("\n| `dt_") + 1
+    end = s.index("\n", last) + 1
+    return s[:end] + DOC_ROW + s[end:]
+
+
 def files(root):
     out = subprocess.run(["git", "-C", root, "ls-files", "-co", "--exclude-standard"],
                          capture_output=True, text=True, check=True).stdout.split()
@@ -154,7 +168,7 @@ def run(cmd, **kw):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build")
-    ap.add_argument("--max", type=int, default=7)
+    ap.add_argument("--max", type=int, default=8)
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
@@ -172,6 +186,7 @@ def main():
         edit(tmp, "nets/cuda/activation.cu", lambda s: s + CUDA)
         edit(tmp, "nets/cuda/cost.c", lambda s: s + COST)
         edit(tmp, "tests/test_parity.c", insert_before("/* One row per op of nets/op_list.h", TEST))
+        edit(tmp, "docs/ops.md", add_doc_row)
         changed = [f for f in tracked
                    if open(os.path.join(SRC, f), "rb").read() != open(os.path.join(tmp, f), "rb").read()]
 
@@ -246,6 +261,10 @@ def main():
             print("new_op: nets/cuda/activation.cu compiles with nvcc and defines dt_cuda_dummy_scale")
         else:
             print("new_op: no nvcc here: the CUDA body was not compiled")
+
+        # ---- the house rules in the copy: findable, and the ops table true ----
+        run([sys.executable, os.path.join(tmp, "scripts", "house.py"), "findable"], cwd=tmp)
+        print("new_op: the copy's house.py findable passes (grep, ctags and docs/ops.md)")
 
         print(f"new_op: a new op touched {len(changed)} files (at most {a.max}):")
         for f in changed:

@@ -38,7 +38,7 @@ declare -A writes=(
   [bnn-rng]="results/cpu/bnn-rng/: bench.txt, bench-fast.txt and .csv (fast and portable op by op)"
   [noise_sources]="results/cpu/noise_sources/: mlp/, lenet/ and gpt/ (reports, csv files, config.json, run.json, explain/, plots/)"
   [gpt]="results/cpu/gpt/: run/ (configs/gpt.yaml: report, csv files, manifests, samples), threads-table.md, explain.txt|csv, bench.txt, dropout-bench.txt, vs-torch/ (with PyTorch)"
-  [gpt-quickstart]="results/cpu/gpt-quickstart/: run/ (configs/gpt-quickstart.yaml: report, metrics, sample text, manifests), time.txt (wall time, CPU, final validation loss; about 4 minutes)"
+  [gpt-quickstart]="results/cpu/gpt-quickstart/: run/ (configs/gpt-quickstart.yaml: report, metrics, sample text, manifests), time.txt (wall time, CPU, final validation loss; about 4 minutes), torch-rebuild.txt (the export rebuilt by scripts/torch_gpt.py: validation loss and predictions; with PyTorch)"
   [under-load]="results/cpu/under-load/: under-load.txt (detrain fast and PyTorch alone and beside a busy process; with PyTorch, else kept as it was)"
   [reproduce]="results/cpu/reproduce/: widest.txt, narrow.txt (detrain reproduce of every committed portable reference, on this CPU's widest kernels and on the AVX2 path)"
   [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md (every committed results/<gpu>/crossdev a column), results/cpu/crossdev-gpt-t2/, results/cpu/crossdev-gpt-gpu-t2/"
@@ -338,6 +338,22 @@ part_gpt_quickstart() {
     echo "steps $(sed -n 's/^  steps: *//p' configs/gpt-quickstart.yaml)"
     echo "final_loss_nats_per_byte $loss"
   } > "$o/keep/time.txt"
+  # The PyTorch module of docs/cli.md ("Load it in PyTorch") rebuilt from the exported file
+  # alone, against the replica's validation loss and predictions (with PyTorch; else kept).
+  local py
+  if py=$(bash scripts/torch_python.sh 2>/dev/null); then
+    "$DETRAIN" export "$o/run/portable/replica-0" --safetensors "$o/gpt.safetensors"
+    {
+      echo "# then: detrain export RUN/portable/replica-0 --safetensors gpt.safetensors"
+      echo "#       $py scripts/torch_gpt.py gpt.safetensors --replica RUN/portable/replica-0 --threads 2"
+      echo "# $(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -1), $(date -u +%Y-%m-%d)"
+      "$py" scripts/torch_gpt.py "$o/gpt.safetensors" --replica "$o/run/portable/replica-0" \
+        --threads 2 2>&1 | sed "s#$o/##g"
+    } > "$o/keep/torch-rebuild.txt" || say "gpt-quickstart: torch_gpt.py disagrees (torch-rebuild.txt)"
+    cp "$o/keep/torch-rebuild.txt" results/cpu/gpt-quickstart/torch-rebuild.txt
+  else
+    say "gpt-quickstart: no PyTorch here: torch-rebuild.txt kept as it was"
+  fi
   rm -rf results/cpu/gpt-quickstart/run
   cp -r "$o/keep/run" results/cpu/gpt-quickstart/run
   cp "$o/keep/time.txt" results/cpu/gpt-quickstart/time.txt

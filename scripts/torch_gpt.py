@@ -1,6 +1,20 @@
 """nets/gpt.c's transformer in PyTorch, shared by scripts/gpt_vs_torch.py (the step-by-step
 replay of a detrain run) and scripts/bench_torch.py (PyTorch's step time on the same
-model): one definition, so the model both compare against is the same.
+model): one definition, so the model both compare against is the same. It is also the
+ready module for a GPT that `detrain export` wrote (docs/cli.md, "Load it in PyTorch"):
+
+    import torch_gpt
+    net, cfg = torch_gpt.from_safetensors("gpt.safetensors")   # the file alone
+    windows = torch_gpt.validation_windows(cfg)                  # detrain's validation split
+    loss, acc, last = torch_gpt.evaluate(net, windows)
+
+and, as a command, checks such a file against the result it came from:
+
+    python3 scripts/torch_gpt.py gpt.safetensors --replica DIR/portable/replica-0
+
+rebuilds the model from the file alone, evaluates the validation windows and compares the
+loss and accuracy with the replica's run.json (relative tolerance --tol) and every
+prediction with its predictions.csv. Exit 0 when they agree, 1 when not, 2 on bad input.
 
 Parameters carry detrain's names and layouts (dense weights [in, out], used as x @ W):
 wte (256, D), wpe (T, D), per block h<l>.ln1.weight/.bias, h<l>.attn.qkv.weight (D, 3D),
@@ -8,8 +22,13 @@ wte (256, D), wpe (T, D), per block h<l>.ln1.weight/.bias, h<l>.attn.qkv.weight 
 h<l>.mlp.fc.weight (D, 4D), .fc.bias, h<l>.mlp.proj.weight (4D, D), .proj.bias, then
 ln_f.weight/.bias and lm_head.weight (D, 256) when the head is not tied.
 """
+import argparse
+import csv
+import json
 import math
 import os
+import struct
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -110,10 +129,12 @@ def lr_at(step, lr, warmup, total, cosine):
     return lr
 
 
-def read_corpus(path):
-    """The training bytes detrain reads (harness/setup/data.c, dt_dataset_load_text): a
-    file, or a folder's files in byte order of their names without hidden ones, .dat and
-    .u8; the last 10% are validation and left out."""
+DEFAULT_CORPUS = "/usr/share/games/fortunes"  # dataset.path's default (harness/setup/data.c)
+
+
+def read_text(path):
+    """The whole corpus detrain reads (harness/setup/data.c, dt_dataset_load_text): a file,
+    or a folder's files in byte order of their names without hidden ones, .dat and .u8."""
     if os.path.isdir(path):
         chunks = []
         for name in sorted(os.listdir(path), key=lambda s: s.encode()):
@@ -127,5 +148,149 @@ def read_corpus(path):
     else:
         with open(path, "rb") as f:
             data = f.read()
-    n_val = len(data) // 10
-    return data[:len(data) - n_val]
+    return data
+
+
+def read_corpus(path):
+    """The training bytes: the corpus but its last tenth (len // 10 bytes: validation)."""
+    data = read_text(path)
+    return data[:len(data) - len(data) // 10]
+
+
+def read_safetensors(path):
+    """A safetensors file's F32 tensors (name -> tensor) and its __metadata__."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 8:
+        raise ValueError(f"{path}: not a safetensors file (shorter than its 8-byte header length)")
+    (n,) = struct.unpack("<Q", data[:8])
+    if 8 + n > len(data):
+        raise ValueError(f"{path}: not a safetensors file (header length {n} past its end)")
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    meta = header.pop("__metadata__", {})
+    out = {}
+    for name, t in header.items():
+        if t["dtype"] != "F32":
+            raise ValueError(f"{path}: tensor {name} is {t['dtype']}, expected F32")
+        a, b = t["data_offsets"]
+        buf = bytearray(data[base + a:base + b])
+        out[name] = torch.frombuffer(buf, dtype=torch.float32).reshape(t["shape"]).clone()
+    return out, meta
+
+
+def from_safetensors(path):
+    """The GPT a `detrain export` file describes, rebuilt from the file alone: its sizes
+    from the metadata's resolved config (heads, context, tie_embeddings among them), its
+    weights by name. Returns (module in eval mode, the config as a dict)."""
+    w, meta = read_safetensors(path)
+    if meta.get("model.kind") != "gpt":
+        raise ValueError(f"{path}: model.kind is {meta.get('model.kind')!r}, not gpt "
+                         "(a detrain export of a GPT replica or checkpoint)")
+    if "config" not in meta:
+        raise ValueError(f"{path}: no config in its metadata (exported by a detrain older "
+                         "than the self-describing export)")
+    cfg = json.loads(meta["config"])
+    m = cfg["model"]
+    T, D, H, L = m["context"], m["d_model"], m["heads"], m["layers"]
+    tie = m.get("tie_embeddings", True)
+    want = dict(param_shapes(T, D, L, tie))
+    got = {k: tuple(v.shape) for k, v in w.items()}
+    if got != want:
+        diff = sorted(set(got.items()) ^ set(want.items()))
+        raise ValueError(f"{path}: tensors differ from the config's GPT: {diff[:4]}")
+    net = GPT(w, T, D, H, L, tie)
+    net.eval()
+    return net, cfg
+
+
+def validation_windows(cfg, corpus=None):
+    """detrain's validation split for a GPT config (harness/setup/data.c): the corpus's last
+    tenth cut into windows of context + 1 bytes at offsets 0, context, 2 context, ...
+    (dataset.test_limit of them when set). corpus: the text's path (default: the config's
+    dataset.path, else Debian's fortunes). Returns a LongTensor (windows, context + 1)."""
+    T = cfg["model"]["context"]
+    path = corpus or cfg.get("dataset", {}).get("path") or DEFAULT_CORPUS
+    data = read_text(path)
+    val = data[len(data) - len(data) // 10:]
+    n = (len(val) - 1) // T
+    limit = cfg.get("dataset", {}).get("test_limit", 0) or 0
+    if 0 < limit < n:
+        n = limit
+    if n < 1:
+        raise ValueError(f"{path}: {len(data)} bytes: no validation window of {T + 1} bytes")
+    v = torch.tensor(list(val[:(n - 1) * T + T + 1]), dtype=torch.long)
+    return torch.stack([v[i * T:i * T + T + 1] for i in range(n)])
+
+
+@torch.no_grad()
+def evaluate(net, windows, batch=64):
+    """detrain's test_loss and test_accuracy (every position of every window: mean
+    cross-entropy in nats per byte, share of positions whose argmax is the next byte) and
+    each window's last-position prediction (predictions.csv's predicted column)."""
+    total, right, count, last = 0.0, 0, 0, []
+    for i in range(0, len(windows), batch):
+        win = windows[i:i + batch]
+        logits = net(win[:, :-1]).double()
+        y = win[:, 1:]
+        total += float(F.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1),
+                                       reduction="sum"))
+        pred = logits.argmax(dim=-1)
+        right += int((pred == y).sum())
+        count += y.numel()
+        last += pred[:, -1].tolist()
+    return total / count, right / count, last
+
+
+def check_against(path, replica, corpus, tol):
+    """main's comparison: 0 when loss, accuracy and every prediction agree, else 1."""
+    net, cfg = from_safetensors(path)
+    windows = validation_windows(cfg, corpus)
+    loss, acc, last = evaluate(net, windows)
+    print(f"{path}: {len(windows)} validation windows of {windows.shape[1]} bytes: "
+          f"loss {loss:.9g} nats/byte, accuracy {acc:.6f} (PyTorch {torch.__version__})")
+    if not replica:
+        return 0
+    with open(os.path.join(replica, "run.json")) as f:
+        run = json.load(f)
+    ok = True
+    rel = abs(loss - run["test_loss"]) / abs(run["test_loss"])
+    print(f"detrain's run.json: loss {run['test_loss']:.9g}, relative difference {rel:.2e} "
+          f"(tolerance {tol:g})")
+    ok &= rel <= tol
+    print(f"detrain's run.json: accuracy {run['test_accuracy']:.6f} (PyTorch {acc:.6f})")
+    ok &= abs(acc - run["test_accuracy"]) <= 1e-6 + 1.0 / windows.numel()
+    with open(os.path.join(replica, "predictions.csv")) as f:
+        det = [int(r["predicted"]) for r in csv.DictReader(f)]
+    same = sum(a == b for a, b in zip(det, last))
+    print(f"predictions.csv: {same} of {len(det)} last-position predictions equal "
+          f"({len(last)} windows here)")
+    ok &= same == len(det) == len(last)
+    print("agree" if ok else "DISAGREE")
+    return 0 if ok else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(
+        description="Rebuild a detrain-exported GPT in PyTorch from the file alone and "
+        "evaluate detrain's validation split; with --replica, compare with its result.")
+    ap.add_argument("file", help="a .safetensors file `detrain export` wrote from a GPT")
+    ap.add_argument("--replica", help="the replica folder it came from (run.json, "
+                    "predictions.csv): compare loss, accuracy and every prediction")
+    ap.add_argument("--corpus", help="the text (default: the config's dataset.path, else "
+                    f"{DEFAULT_CORPUS})")
+    ap.add_argument("--tol", type=float, default=1e-5,
+                    help="relative tolerance on the loss (default 1e-5)")
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's)")
+    a = ap.parse_args()
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    try:
+        sys.exit(check_against(a.file, a.replica, a.corpus, a.tol))
+    except (OSError, ValueError, KeyError) as e:
+        print(f"torch_gpt: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -32,8 +32,8 @@
 #include "nets/cuda/cuda.h"
 #endif
 
-#define COL2IM_SALT 3 /* the forced order's salt: nets/cpu/conv.c, nets/cuda/conv.c */
-#define POOL_SALT 4   /* nets/cpu/pool.c, nets/cuda/conv.c */
+#define COL2IM_SALT 3 /* the forced order's salt: nets/cpu/conv.c, nets/cuda/conv.cu */
+#define POOL_SALT 4   /* nets/cpu/pool.c, nets/cuda/conv.cu */
 
 /* ---- inputs ------------------------------------------------------------------------------ */
 

@@ -32,8 +32,8 @@
 #include "nets/cuda/cuda.h"
 #endif
 
-#define WGRAD_UNORDERED_CHUNK 8 /* nets/cuda/dense.c and nets/cpu/dense.c */
-#define LOSS_FORCED_CHUNK 8     /* nets/cuda/loss.c and nets/cpu/loss.c */
+#define WGRAD_UNORDERED_CHUNK 8 /* nets/cuda/dense.cu and nets/cpu/dense.c */
+#define LOSS_FORCED_CHUNK 8     /* nets/cuda/loss.cu and nets/cpu/loss.c */
 
 /* ---- inputs ------------------------------------------------------------------------------ */
 
@@ -258,7 +258,7 @@ static int64_t emu_softmax_rows(float *probs, float *losses, const float *logits
     return correct;
 }
 
-/* The loss sum exactly as nets/cuda/loss.c does it (its own function where this build has
+/* The loss sum exactly as nets/cuda/loss.cu does it (its own function where this build has
  * it). */
 static float emu_loss_sum(const float *losses, int64_t B, enum dt_reduction r, uint64_t seed)
 {
@@ -1208,7 +1208,7 @@ DT_TEST(rerun_identical)
             dense_in_fill(&d, shapes[s]);
             dense_run(g, &d, &pol, &a);
             dense_run(g, &d, &pol, &b);
-            /* fast: only its weight gradient (one cuBLAS product, nets/cuda/dense.c) is
+            /* fast: only its weight gradient (one cuBLAS product, nets/cuda/dense.cu) is
              * claimed, as the report and docs/gpu.md state; its bias gradient is not */
             if (l == DT_LEVEL_FAST)
                 CHECK(same_bits(a.dw, b.dw, d.in * d.out, "fast backward_weight rerun"));

@@ -738,7 +738,7 @@ static float warp_sum_checked(const float *part)
     return v[0];
 }
 
-/* LayerNorm's sums in a warp's order: the CUDA kernels (a warp per row; nets/cuda/gpt.cu)
+/* LayerNorm's sums in a warp's order: the CUDA kernels (a warp per row; nets/cuda/norm.cu)
  * emulated on the host -- lane partials, the butterfly, every lane's elements -- equal the
  * CPU op bit for bit, forward and backward, for rows narrower than a warp, ragged and wide
  * (D 1, 10, 33, 64, 384); every lane of the butterfly holds dt_lanes_combine's value. Negative
@@ -812,7 +812,7 @@ DT_TEST(layernorm_warp)
 
 /* ---- 2b. attention's key tiles ------------------------------------------------------------ */
 
-/* The CUDA backend's shared-memory forward (attention_forward_tiled_kernel, nets/cuda/gpt.cu)
+/* The CUDA backend's shared-memory forward (attention_forward_tiled_kernel, nets/cuda/attention.cu)
  * on the host: per (b, h, query tile) a "block" whose "threads" are the tile's rows; for each
  * key tile up to the block's own, the tile's keys and values copied into ks and vs (as the
  * block loads shared memory), then each row that reaches the tile runs dt_attn_tile on the
@@ -1228,7 +1228,7 @@ static void drop_rows(struct dt_backend *be, float *y, const float *x, int64_t r
             CHECK(dt_xoro_equal(lanes[r], dt_dropout_lane_seed(99, 4, 2, (uint64_t)(row0 + r))));
 }
 
-/* The CUDA kernel's philox schedule (nets/cuda/gpt.cu, dropout_philox_kernel): a thread a
+/* The CUDA kernel's philox schedule (nets/cuda/activation.cu, dropout_philox_kernel): a thread a
  * Philox block of the whole site, in any order, gives every element the word an element-wise
  * reference draws for it (block e / 4, word e % 4), for sites starting mid-block and widths
  * not a multiple of 4, in place too; the row-by-row range function agrees. */
@@ -1264,7 +1264,7 @@ DT_TEST(dropout_philox_blocks_any_order)
     }
 }
 
-/* The CUDA kernel's lane schedule (nets/cuda/gpt.cu, dropout_lane_tiled_kernel): a row's
+/* The CUDA kernel's lane schedule (nets/cuda/activation.cu, dropout_lane_tiled_kernel): a row's
  * lane walked over tiles of DT_DROPOUT_TILE_COLS columns -- forwards first to last,
  * backwards last to first -- gives the whole-row walk's outputs, keep bytes and final lane,
  * for widths below, at and past a tile, odd ones included, and backwards brings the lane

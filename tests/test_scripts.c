@@ -1047,6 +1047,56 @@ static const char *python_with_torch(void)
     return py[0] ? py : NULL;
 }
 
+/* scripts/torch_gpt.py, the ready PyTorch module of docs/cli.md: a GPT exported by detrain
+ * (untied head: lm_head too) is rebuilt from the file alone and gives the replica's validation
+ * loss, accuracy and every last-position prediction; the negative control: the same file with
+ * one weight changed (lm_head's last entry, the file's last four bytes) disagrees (exit 1). */
+DT_TEST(torch_gpt_rebuilds_export)
+{
+    const char *py = python_with_torch();
+    if (!py) DT_SKIP("PyTorch is not installed");
+    const char *dir = scratch("torch_gpt");
+    char path[1200];
+    snprintf(path, sizeof path, "%s/corpus.txt", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    for (int i = 0; i < 600; i++)
+        fprintf(f, "line %d: the quick brown fox %s over the lazy dog.\n", i * 7919 % 1000,
+                i % 3 ? "jumps" : "leaps");
+    fclose(f);
+    int rc = dt_run_capture(
+        out, sizeof out,
+        "cd '%s' && '%s' run '%s/configs/gpt-quickstart.yaml' --out run --quiet --set "
+        "dataset.path=corpus.txt --set model.context=16 --set model.d_model=32 --set "
+        "model.layers=2 --set model.heads=2 --set model.tie_embeddings=false --set "
+        "train.steps=60 --set train.eval_every=0 --set backend.threads=1 && '%s' export "
+        "run/portable/replica-0 --safetensors g.safetensors && %s '%s/scripts/torch_gpt.py' "
+        "g.safetensors --replica run/portable/replica-0 --threads 1 2>&1",
+        dir, DT_DETRAIN_EXE, SRC, DT_DETRAIN_EXE, py, SRC);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_CONTAINS(out, "validation windows of 17 bytes: loss ");
+    CHECK_CONTAINS(out, "last-position predictions equal");
+    CHECK_CONTAINS(out, "\nagree\n");
+    snprintf(path, sizeof path, "%s/g.safetensors", dir);
+    size_t n = 0;
+    char *bytes = dt_read_file(path, &n);
+    CHECK(bytes != NULL && n > 8);
+    if (!bytes || n <= 8) return;
+    const float changed = 3.0f;
+    memcpy(bytes + n - 4, &changed, 4);
+    f = fopen(path, "wb");
+    CHECK(f != NULL && fwrite(bytes, 1, n, f) == n);
+    if (f) fclose(f);
+    free(bytes);
+    rc = dt_run_capture(out, sizeof out,
+                        "cd '%s' && %s '%s/scripts/torch_gpt.py' g.safetensors --replica "
+                        "run/portable/replica-0 --threads 1 2>&1",
+                        dir, py, SRC);
+    CHECK_INT_EQ(rc, 1);
+    CHECK_CONTAINS(out, "DISAGREE");
+}
+
 /* scripts/torch_python.sh: PYTHON when it has torch, a PYTHON without it refused (exit 77,
  * saying so) rather than passed over, else make bench's venv (DETRAIN_TORCH_VENV). The
  * "Pythons" are stand-ins that import anything (exit 0) or nothing (exit 1). */
@@ -1273,4 +1323,5 @@ DT_TEST_MAIN(DT_CASE(bash_syntax), DT_CASE(python_syntax), DT_CASE(deps_install_
              DT_CASE(session_tests_stage_skips), DT_CASE(payload_fits), DT_CASE(session_kind),
              DT_CASE(session_crossdev_and_matrix), DT_CASE(cmake_cudnn_root),
              DT_CASE(crossdev_references_current), DT_CASE(cross_device_cpu), DT_CASE(fmnist_cut),
-             DT_CASE(bench_torch_cpu), DT_CASE(deps_fetch_build), DT_CASE(torch_python_pick))
+             DT_CASE(bench_torch_cpu), DT_CASE(deps_fetch_build), DT_CASE(torch_python_pick),
+             DT_CASE(torch_gpt_rebuilds_export))

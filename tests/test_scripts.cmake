@@ -1,12 +1,14 @@
 # tests/test_scripts.c: scripts/gpu_deps.sh, gpu_session.sh, cross_device.sh and
 # bench_torch.py without a GPU or a network. e2e: cross_device.sh on short real CPU runs of
-# the three models, bench_torch.py on the CPU (skipped without PyTorch). slow (make
-# check-slow): the real Debian fetch, a build from the unpacked prefix alone and a short run
-# (tests/gpu_deps_check.sh; skipped when apt cannot download).
+# the three models, bench_torch.py and torch_gpt.py (an exported GPT rebuilt) on the CPU
+# (skipped without PyTorch). slow (make check-slow): the real Debian fetch, a build from the
+# unpacked prefix alone and a short run (tests/gpu_deps_check.sh; skipped when apt cannot
+# download).
 dt_add_test(scripts LABELS unit CASES bash_syntax python_syntax deps_install_fake session_plan
             session_continues_after_failures session_tests_stage_skips payload_fits session_kind
             session_crossdev_and_matrix torch_python_pick)
-dt_add_test(scripts LABELS e2e CASES cross_device_cpu bench_torch_cpu cmake_cudnn_root fmnist_cut)
+dt_add_test(scripts LABELS e2e CASES cross_device_cpu bench_torch_cpu cmake_cudnn_root fmnist_cut
+            torch_gpt_rebuilds_export)
 # label committed: the committed CPU references against this build's bits (not under the
 # sanitizers: the same runs' code paths are checked there by the models' own cases)
 dt_add_test(scripts LABELS e2e committed CASES crossdev_references_current)

@@ -1,13 +1,21 @@
-/* Kernels of the CUDA backend's Bayesian-layer ops and epsilon generators (host side:
- * nets/cuda/bnn.c). Every thread owns whole work items (a Philox block of 4 elements, a
+/* Bayesian layers and their epsilon on the CUDA backend: kernels, launchers and host
+ * functions. Same contracts and operation order as the CPU reference,
+ * nets/cpu/bnn.c: epsilon is always the portable transform and equals the CPU's bits at
+ * every level; the elementwise ops equal the CPU's bits at every level except sigma and
+ * dsigma outside `math: portable`, where both use their own math library (expf, log1pf).
+ * Data path (docs/DESIGN.md): nets/bnn_mlp -> nets/backend -> here. */
+#include "nets/bnn_elem.h"
+#include "nets/cuda/cuda.h"
+#include "nets/cuda/launch.cuh"
+
+/* ---- kernels and their launchers ---------------------------------------------------------- */
+
+/* Kernels of the CUDA backend's Bayesian-layer ops and epsilon generators (the ops
+ * below). Every thread owns whole work items (a Philox block of 4 elements, a
  * lane, an element) in a grid-stride loop and computes each with the shared DT_HD
  * functions of nets/bnn_elem.h, which tests/test_cuda_bnn.c checks against the CPU
  * backend on the host: no item depends on another, so no result depends on the grid or
  * block size. Compiled with --fmad=false; the formulas also use the __f*_rn intrinsics. */
-#include "nets/bnn_elem.h"
-#include "nets/cuda/bnn_launch.h"
-#include "nets/cuda/cuda.h"
-#include "nets/cuda/launch.cuh"
 
 /* portable: eps is a pure function of (stream, element index); one thread per Philox
  * block of 4 elements, computed by the reference definition. eps is (n). */
@@ -87,19 +95,19 @@ static __global__ void bnn_finish_kernel(float *gmu, float *grho, const float *m
     }
 }
 
-/* ---- launchers (declared in nets/cuda/bnn.c): 0 or the launch's cudaError_t ----------- */
+/* ---- launchers: 0 or the launch's cudaError_t ------------------------------------------- */
 
-extern "C" int dt_cuda_eps_philox_launch(float *eps, int64_t n, const struct dt_philox_stream *s,
-                                         const struct dt_cuda_launch *L)
+static int dt_cuda_eps_philox_launch(float *eps, int64_t n, const struct dt_philox_stream *s,
+                                     const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
     eps_philox_kernel<<<dt_cuda_grid(L, (n + 3) / 4), L->block_threads, 0, st>>>(eps, n, *s);
     return (int)cudaGetLastError();
 }
 
-extern "C" int dt_cuda_eps_lfsr_seed_launch(struct dt_xoro *lanes, int64_t P, uint64_t seed,
-                                            uint32_t step, uint32_t member, uint32_t sample,
-                                            const struct dt_cuda_launch *L)
+static int dt_cuda_eps_lfsr_seed_launch(struct dt_xoro *lanes, int64_t P, uint64_t seed,
+                                        uint32_t step, uint32_t member, uint32_t sample,
+                                        const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
     eps_lfsr_seed_kernel<<<dt_cuda_grid(L, P), L->block_threads, 0, st>>>(lanes, P, seed, step,
@@ -107,9 +115,8 @@ extern "C" int dt_cuda_eps_lfsr_seed_launch(struct dt_xoro *lanes, int64_t P, ui
     return (int)cudaGetLastError();
 }
 
-extern "C" int dt_cuda_eps_lfsr_launch(float *eps, int64_t n, struct dt_xoro *lanes, int64_t P,
-                                       bool backward, int64_t skip_lane,
-                                       const struct dt_cuda_launch *L)
+static int dt_cuda_eps_lfsr_launch(float *eps, int64_t n, struct dt_xoro *lanes, int64_t P,
+                                   bool backward, int64_t skip_lane, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
     eps_lfsr_kernel<<<dt_cuda_grid(L, P), L->block_threads, 0, st>>>(eps, n, lanes, P, backward,
@@ -117,8 +124,8 @@ extern "C" int dt_cuda_eps_lfsr_launch(float *eps, int64_t n, struct dt_xoro *la
     return (int)cudaGetLastError();
 }
 
-extern "C" int dt_cuda_bnn_sigma_launch(float *sigma, float *dsigma, const float *rho, int64_t n,
-                                        bool portable, const struct dt_cuda_launch *L)
+static int dt_cuda_bnn_sigma_launch(float *sigma, float *dsigma, const float *rho, int64_t n,
+                                    bool portable, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
     bnn_sigma_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, st>>>(sigma, dsigma, rho, n,
@@ -126,18 +133,17 @@ extern "C" int dt_cuda_bnn_sigma_launch(float *sigma, float *dsigma, const float
     return (int)cudaGetLastError();
 }
 
-extern "C" int dt_cuda_bnn_sample_launch(float *w, const float *mu, const float *sigma,
-                                         const float *eps, int64_t n,
-                                         const struct dt_cuda_launch *L)
+static int dt_cuda_bnn_sample_launch(float *w, const float *mu, const float *sigma,
+                                     const float *eps, int64_t n, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
     bnn_sample_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, st>>>(w, mu, sigma, eps, n);
     return (int)cudaGetLastError();
 }
 
-extern "C" int dt_cuda_bnn_accumulate_launch(float *gmu, float *grho, const float *g,
-                                             const float *eps, const float *dsigma, int64_t n,
-                                             bool first, const struct dt_cuda_launch *L)
+static int dt_cuda_bnn_accumulate_launch(float *gmu, float *grho, const float *g, const float *eps,
+                                         const float *dsigma, int64_t n, bool first,
+                                         const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
     bnn_accumulate_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, st>>>(gmu, grho, g, eps,
@@ -145,13 +151,96 @@ extern "C" int dt_cuda_bnn_accumulate_launch(float *gmu, float *grho, const floa
     return (int)cudaGetLastError();
 }
 
-extern "C" int dt_cuda_bnn_finish_launch(float *gmu, float *grho, const float *mu,
-                                         const float *sigma, const float *dsigma, int64_t n,
-                                         float inv_s, float klw, float ipv,
-                                         const struct dt_cuda_launch *L)
+static int dt_cuda_bnn_finish_launch(float *gmu, float *grho, const float *mu, const float *sigma,
+                                     const float *dsigma, int64_t n, float inv_s, float klw,
+                                     float ipv, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
     bnn_finish_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, st>>>(gmu, grho, mu, sigma, dsigma,
                                                                        n, inv_s, klw, ipv);
     return (int)cudaGetLastError();
+}
+
+/* ---- the ops (declared from their rows of nets/op_list.h in nets/cuda/cuda.h) ----------- */
+
+/* portable: a pure function of (stream, element index); one thread per Philox block. */
+extern "C" enum dt_status dt_cuda_eps_philox(struct dt_backend *be, float *eps, int64_t n,
+                                             const struct dt_philox_stream *s,
+                                             const struct dt_policy *pol)
+{
+    return dt_cuda_launched(be, dt_cuda_eps_philox_launch(eps, n, s, &dt_cuda(be)->launch),
+                            "eps_philox");
+}
+
+/* portable: a pure function of (seed, step, member, sample, lane). */
+extern "C" enum dt_status dt_cuda_eps_lfsr_seed(struct dt_backend *be, struct dt_xoro *lanes,
+                                                int64_t P, uint64_t seed, uint32_t step,
+                                                uint32_t member, uint32_t sample,
+                                                const struct dt_policy *pol)
+{
+    return dt_cuda_launched(
+        be,
+        dt_cuda_eps_lfsr_seed_launch(lanes, P, seed, step, member, sample, &dt_cuda(be)->launch),
+        "eps_lfsr_seed");
+}
+
+/* portable: one thread per lane walks its own chunk (the reference walk); lanes never share
+ * state. The skip_lane hook acts inside the lane's own thread, after its forward walk. */
+extern "C" enum dt_status dt_cuda_eps_lfsr(struct dt_backend *be, float *eps, int64_t n,
+                                           struct dt_xoro *lanes, int64_t P, bool backward,
+                                           int64_t skip_lane, const struct dt_policy *pol)
+{
+    return dt_cuda_launched(
+        be, dt_cuda_eps_lfsr_launch(eps, n, lanes, P, backward, skip_lane, &dt_cuda(be)->launch),
+        "eps_lfsr");
+}
+
+/* portable wherever dt_math_own_elementary (fast and portable: the own softplus and exp,
+ * the CPU's bits); run_to_run at strict (CUDA's expf/log1pf: within a few ulps of the
+ * CPU's libm, not its bits). */
+extern "C" enum dt_status dt_cuda_bnn_sigma(struct dt_backend *be, float *sigma, float *dsigma,
+                                            const float *rho, int64_t n,
+                                            const struct dt_policy *pol)
+{
+    return dt_cuda_launched(be,
+                            dt_cuda_bnn_sigma_launch(sigma, dsigma, rho, n,
+                                                     dt_math_own_elementary(pol),
+                                                     &dt_cuda(be)->launch),
+                            "bnn_sigma");
+}
+
+/* portable: one product and one sum per element. */
+extern "C" enum dt_status dt_cuda_bnn_sample(struct dt_backend *be, float *w, const float *mu,
+                                             const float *sigma, const float *eps, int64_t n,
+                                             const struct dt_policy *pol)
+{
+    return dt_cuda_launched(
+        be, dt_cuda_bnn_sample_launch(w, mu, sigma, eps, n, &dt_cuda(be)->launch), "bnn_sample");
+}
+
+/* portable: elementwise, fixed operation order; samples are added in the caller's order. */
+extern "C" enum dt_status dt_cuda_bnn_accumulate(struct dt_backend *be, float *gmu, float *grho,
+                                                 const float *g, const float *eps,
+                                                 const float *dsigma, int64_t n, bool first,
+                                                 const struct dt_policy *pol)
+{
+    return dt_cuda_launched(
+        be,
+        dt_cuda_bnn_accumulate_launch(gmu, grho, g, eps, dsigma, n, first, &dt_cuda(be)->launch),
+        "bnn_accumulate");
+}
+
+/* portable: elementwise, fixed operation order; 1 / prior_var is rounded once, here on the
+ * host, exactly as the CPU backend does. */
+extern "C" enum dt_status dt_cuda_bnn_finish(struct dt_backend *be, float *gmu, float *grho,
+                                             const float *mu, const float *sigma,
+                                             const float *dsigma, int64_t n, float inv_samples,
+                                             float kl_weight, float prior_var,
+                                             const struct dt_policy *pol)
+{
+    return dt_cuda_launched(be,
+                            dt_cuda_bnn_finish_launch(gmu, grho, mu, sigma, dsigma, n, inv_samples,
+                                                      kl_weight, 1.0f / prior_var,
+                                                      &dt_cuda(be)->launch),
+                            "bnn_finish");
 }

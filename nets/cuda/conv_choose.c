@@ -1,5 +1,5 @@
 /* The `conv_algo` control's choice, above both implementations (docs/DESIGN.md, "where each
- * control value is implemented"): own -> detrain's kernels (nets/cuda/conv.c); autotune and
+ * control value is implemented"): own -> detrain's kernels (nets/cuda/conv.cu); autotune and
  * deterministic -> cuDNN (nets/cuda/cudnn_conv.c), which falls back to the own kernels where
  * cuDNN refuses. Max-pool forward is always the own kernel (conv.c). */
 #include "nets/cuda/cuda.h"

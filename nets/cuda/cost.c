@@ -237,7 +237,7 @@ static void xp_product(struct dt_op_cost *c, int64_t M, int64_t K, int64_t N, in
     }
 }
 
-/* ---- the dense layer (nets/cuda/dense.c) --------------------------------------------------- */
+/* ---- the dense layer (nets/cuda/dense.cu) --------------------------------------------------- */
 
 /* dt_cuda_dense_forward: exact -> the exact product (bias in its rounding); portable -> the
  * ordered kernel; fast, strict -> cublasSgemm; then dt_cuda_bias_add. */
@@ -328,7 +328,7 @@ static void cuda_bias_backward(struct dt_op_cost *c, const struct dt_cost_ctx *c
     check_record(c, cx);
 }
 
-/* nets/cuda/dense.c, dt_cuda_dense_forward; nets/dispatch.c, plan_dense_forward: per shard
+/* nets/cuda/dense.cu, dt_cuda_dense_forward; nets/dispatch.c, plan_dense_forward: per shard
  * under math: fast and reduction: exact with shards. */
 void dt_cost_dense_forward(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *y,
                            const float *x, const float *w, const float *bias, int64_t B, int64_t in,
@@ -342,7 +342,7 @@ void dt_cost_dense_forward(struct dt_op_cost *c, const struct dt_cost_ctx *cx, f
     cuda_dense_forward(c, pol, B, in, out);
 }
 
-/* nets/cuda/dense.c, dt_cuda_dense_backward_data; plan_dense_backward_data: per shard under
+/* nets/cuda/dense.cu, dt_cuda_dense_backward_data; plan_dense_backward_data: per shard under
  * math: fast and reduction: exact with shards. */
 void dt_cost_dense_backward_data(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *dx,
                                  const float *dy, const float *w, int64_t B, int64_t in,
@@ -372,7 +372,7 @@ static bool wgrad_shards(struct dt_op_cost *c, const struct dt_cost_ctx *cx,
     return true;
 }
 
-/* nets/cuda/dense.c, dt_cuda_dense_backward_weight; plan_dense_backward_weight: under
+/* nets/cuda/dense.cu, dt_cuda_dense_backward_weight; plan_dense_backward_weight: under
  * reduction: exact with shards, dt_cuda_dense_backward_weight_shards (one launch at
  * portable), else a call per shard (dense_wgrad_shards -> dense_wgrad_per_shard). */
 void dt_cost_dense_backward_weight(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *dw,
@@ -388,7 +388,7 @@ void dt_cost_dense_backward_weight(struct dt_op_cost *c, const struct dt_cost_ct
     cuda_dense_backward_weight(c, pol, B, in, out);
 }
 
-/* nets/cuda/dense.c, dt_cuda_bias_backward_shards (bias_fixed_one_launch): every shard's
+/* nets/cuda/dense.cu, dt_cuda_bias_backward_shards (bias_fixed_one_launch): every shard's
  * fixed-point partial in one launch (bias_fixed_shards_kernel, a block per shard reading its rows
  * twice: max, then the int64 sums and one rounding per column) and the op's check record;
  * DT_ERR_UNSUPPORTED (nothing launched) for float atomics, too many shards or columns, or too wide
@@ -406,7 +406,7 @@ static bool cuda_bias_backward_shards(struct dt_op_cost *c, const struct dt_cost
     return true;
 }
 
-/* nets/cuda/dense.c, dt_cuda_bias_backward; plan_bias_backward: under reduction: exact with
+/* nets/cuda/dense.cu, dt_cuda_bias_backward; plan_bias_backward: under reduction: exact with
  * shards, bias_shards -- the backend's shard op where it takes the call, else one call per
  * shard (bias_per_shard). */
 void dt_cost_bias_backward(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *dbias,
@@ -437,7 +437,7 @@ void dt_cost_relu_backward(struct dt_op_cost *c, const struct dt_cost_ctx *cx, f
     kernel(c, 12.0 * (double)n, (double)n);
 }
 
-/* ---- softmax cross-entropy (nets/cuda/loss.c) ------------------------------------------- */
+/* ---- softmax cross-entropy (nets/cuda/loss.cu) ------------------------------------------- */
 
 /* dt_cuda_softmax_xent_forward: reduction unordered -> the atomic total zeroed (a memset)
  * and added in the rows kernel; one rows kernel; the losses, hits and total copied back
@@ -454,7 +454,7 @@ static void cuda_softmax_xent_forward(struct dt_op_cost *c, const struct dt_cost
     if (!(cx->checks_deferred && cx->loss_deferred && cx->one_pass)) c->waits += 1;
 }
 
-/* nets/cuda/loss.c, dt_cuda_softmax_xent_forward; plan_softmax_xent_forward: under
+/* nets/cuda/loss.cu, dt_cuda_softmax_xent_forward; plan_softmax_xent_forward: under
  * reduction: exact with shards, dt_cuda_softmax_xent_forward_shards (one rows kernel, one
  * read-back), else a call per shard (loss_per_shard). */
 void dt_cost_softmax_xent_forward(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *probs,
@@ -474,7 +474,7 @@ void dt_cost_softmax_xent_forward(struct dt_op_cost *c, const struct dt_cost_ctx
     cuda_softmax_xent_forward(c, cx, pol, B, C);
 }
 
-/* nets/cuda/loss.c, dt_cuda_softmax_xent_backward: one elementwise kernel. */
+/* nets/cuda/loss.cu, dt_cuda_softmax_xent_backward: one elementwise kernel. */
 void dt_cost_softmax_xent_backward(struct dt_op_cost *c, const struct dt_cost_ctx *cx,
                                    float *dlogits, const float *probs, const int32_t *labels,
                                    int64_t B, int64_t C, int64_t denom, const struct dt_policy *pol)
@@ -483,7 +483,7 @@ void dt_cost_softmax_xent_backward(struct dt_op_cost *c, const struct dt_cost_ct
     kernel(c, 4.0 * (2.0 * n + (double)B), 2.0 * n);
 }
 
-/* ---- optimizers (nets/cuda/optim.c) ----------------------------------------------------- */
+/* ---- optimizers (nets/cuda/optim.cu) ----------------------------------------------------- */
 
 /* dt_cuda_sgd_update: one kernel (dt_sgd_elem: three products, three sums). */
 void dt_cost_sgd_update(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *w, float *v,
@@ -725,7 +725,7 @@ void dt_cost_maxpool2d_backward(struct dt_op_cost *c, const struct dt_cost_ctx *
     kernel(c, 4.0 * (2.0 * outs + 2.0 * cells), outs);
 }
 
-/* ---- Bayesian layers and epsilon (nets/cuda/bnn.c) --------------------------------------- */
+/* ---- Bayesian layers and epsilon (nets/cuda/bnn.cu) --------------------------------------- */
 
 /* dt_cuda_eps_philox: one kernel, a thread per Philox block of 4 (two Gaussian pairs). */
 void dt_cost_eps_philox(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *eps, int64_t n,
@@ -788,7 +788,7 @@ void dt_cost_bnn_finish(struct dt_op_cost *c, const struct dt_cost_ctx *cx, floa
     kernel(c, 28.0 * (double)n, (10.0 + FLOP_DIV) * (double)n);
 }
 
-/* ---- reduction: exact (nets/cuda/exact.c) ---------------------------------------------- */
+/* ---- reduction: exact (nets/cuda/exact.cu) ---------------------------------------------- */
 
 /* dt_cuda_exact_sum: one kernel per tensor (exact_sum_kernel, mode 0): its `slots` partials
  * read, each term to int64 at the tensor's shift, one rounding into slot 0. */
@@ -801,7 +801,8 @@ void dt_cost_exact_sum(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float
     }
 }
 
-/* ---- the transformer's ops (nets/cuda/gpt.c) --------------------------------------------- */
+/* ---- the transformer's ops (nets/cuda/embedding.cu, norm.cu, attention.cu)
+ * ------------------------------------------- */
 
 /* dt_cuda_embedding_forward: the tokens kernel, then the embedding kernel (wte's rows
  * gathered: at most the vocabulary, DT_GPT_VOCAB, counted once; wpe's T rows once). */
@@ -837,7 +838,7 @@ static void cuda_embedding_backward(struct dt_op_cost *c, const struct dt_cost_c
     check_record(c, cx);
 }
 
-/* nets/cuda/gpt.c, dt_cuda_embedding_backward; plan_embedding_backward: per shard under
+/* nets/cuda/embedding.cu, dt_cuda_embedding_backward; plan_embedding_backward: per shard under
  * reduction: exact with shards (embedding_bwd_per_shard: a table per shard). */
 void dt_cost_embedding_backward(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *dwte,
                                 const float *dh, const int32_t *tokens, int64_t rows, int64_t V,
@@ -957,7 +958,7 @@ void dt_cost_add(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *y, c
     kernel(c, 12.0 * (double)n, (double)n);
 }
 
-/* nets/cuda/optim.c, dt_cuda_adamw_update: one kernel (dt_adamw_elem: the decay, both
+/* nets/cuda/optim.cu, dt_cuda_adamw_update: one kernel (dt_adamw_elem: the decay, both
  * moments, three quotients, a square root). */
 void dt_cost_adamw_update(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *w, float *m,
                           float *v, const float *g, int64_t n, const struct dt_adamw_step *s,
@@ -967,7 +968,7 @@ void dt_cost_adamw_update(struct dt_op_cost *c, const struct dt_cost_ctx *cx, fl
     kernel(c, 28.0 * (double)n, (decay + 14.0 + 4.0 * FLOP_DIV) * (double)n);
 }
 
-/* nets/cuda/optim.c, dt_cuda_grad_norm: reduction exact -> the init kernel, a max kernel per
+/* nets/cuda/optim.cu, dt_cuda_grad_norm: reduction exact -> the init kernel, a max kernel per
  * tensor, a sum kernel per tensor (every square to int64 at one shift), the finish kernel;
  * otherwise *norm_sq zeroed (a memset), then per tensor: fixed -> chunk sums, the fixed
  * tree (reduce_tree over one float: its levels and copy) and the in-order add (one
@@ -1000,7 +1001,7 @@ void dt_cost_grad_norm(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float
     }
 }
 
-/* nets/cuda/optim.c, dt_cuda_clip_scale: one kernel; counted as clipping (a factor of 1
+/* nets/cuda/optim.cu, dt_cuda_clip_scale: one kernel; counted as clipping (a factor of 1
  * returns before touching g: then it moves nothing). */
 void dt_cost_clip_scale(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *g, int64_t n,
                         const float *norm_sq, float max_norm, const struct dt_policy *pol)
@@ -1008,7 +1009,7 @@ void dt_cost_clip_scale(struct dt_op_cost *c, const struct dt_cost_ctx *cx, floa
     kernel(c, 8.0 * (double)n, (double)n);
 }
 
-/* nets/cuda/gpt.c, dt_cuda_dropout: one kernel, a thread per row, by mode: philox draws a
+/* nets/cuda/activation.cu, dt_cuda_dropout: one kernel, a thread per row, by mode: philox draws a
  * Philox block per 4 elements; keep and lfsr walk the row's lane (read and written), a
  * xoroshiro step per pair, keep writing a byte per element; stored reads them. */
 void dt_cost_dropout(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *y, const float *x,
@@ -1035,7 +1036,7 @@ void dt_cost_dropout(struct dt_op_cost *c, const struct dt_cost_ctx *cx, float *
     kernel(c, bytes, flops);
 }
 
-/* nets/cuda/gpt.c, dt_cuda_dropout_seed: one kernel, a Philox block per row's lane. */
+/* nets/cuda/activation.cu, dt_cuda_dropout_seed: one kernel, a Philox block per row's lane. */
 void dt_cost_dropout_seed(struct dt_op_cost *c, const struct dt_cost_ctx *cx, struct dt_xoro *lanes,
                           int64_t rows, int64_t row0, uint64_t seed, uint32_t step, uint32_t member,
                           const struct dt_policy *pol)

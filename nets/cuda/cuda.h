@@ -111,7 +111,7 @@ enum dt_status dt_cuda_launched(struct dt_backend *be, int rc, const char *op);
  * growing synchronises the stream first). Pinned host scratch likewise. */
 void *dt_cuda_scratch(struct dt_backend *be, int slot, size_t bytes);
 /* The forced-order hook's permutation of m items for an op family (dt_forced_permutation,
- * the CPU's draw), in device scratch slot 1; synchronises (nets/cuda/dense.c). */
+ * the CPU's draw), in device scratch slot 1; synchronises (nets/cuda/dense.cu). */
 const int64_t *dt_cuda_forced_perm(struct dt_backend *be, int64_t m, uint64_t salt);
 void *dt_cuda_host_scratch(struct dt_backend *be, int slot, size_t bytes);
 /* Wait for everything queued on the backend's stream. Every training-thread wait counts
@@ -159,7 +159,7 @@ void dt_cuda_defer_checks(struct dt_backend *be, bool on);
 /* Values read with the step's end (dt_backend_read_deferred): an asynchronous copy into the
  * read's pinned buffer now, into host_dst after the step's one wait. */
 void dt_cuda_read_deferred(struct dt_backend *be, void *host_dst, const void *src, size_t bytes);
-/* The loss's read-back deferred to the step's end (loss.c): what dt_cuda_loss_finish needs. */
+/* The loss's read-back deferred to the step's end (loss.cu): what dt_cuda_loss_finish needs. */
 struct dt_cuda_loss_read {
     int64_t B, C;
     enum dt_reduction reduction;
@@ -190,18 +190,12 @@ void dt_cuda_status_free(struct dt_backend *be);
 DT_OP_LIST(DT_CUDA_OP_DECLARE_)
 #undef DT_CUDA_OP_DECLARE_
 
-/* nets/cuda/exact.c (exact.cu): reduction: exact, the sum of the shard partials */
+/* nets/cuda/exact.cu: reduction: exact, the sum of the shard partials */
 dt_exact_max_fn dt_cuda_exact_max;
 dt_exact_to_fixed_fn dt_cuda_exact_to_fixed;
 dt_exact_round_fn dt_cuda_exact_round;
-int dt_cuda_exact_max_launch(uint32_t *max_bits, const float *p, int64_t count,
-                             const struct dt_cuda_launch *L);
-/* mode 0: sum and round into p; 1: int64 sums into acc; 2: acc rounded into p */
-int dt_cuda_exact_sum_launch(float *p, int64_t *acc, const uint32_t *max_bits, int64_t n,
-                             int64_t slots, int64_t shards, int mode,
-                             const struct dt_cuda_launch *L);
 
-/* nets/cuda/dense.c (dense.cu) */
+/* nets/cuda/dense.cu */
 /* reduction: exact's bias and (portable) weight-gradient partials of every shard in one
  * launch each (DT_ERR_UNSUPPORTED where the shapes or the policy are beyond the kernels:
  * then one call per shard, nets/dispatch.c). */
@@ -221,13 +215,17 @@ dt_first_nonfinite_many_fn dt_cuda_first_nonfinite_many;
 int dt_cuda_gather_words(uint32_t *dst, const int64_t *table, int n, int64_t total,
                          const struct dt_cuda_launch *L);
 
-/* nets/cuda/conv.c (conv.cu): `conv_algo: own`, else the cuDNN functions below;
- * detrain's own kernels for the ops above (nets/cuda/conv.c), whatever conv_algo says: what
+/* nets/cuda/conv.cu: `conv_algo: own`, else the cuDNN functions below;
+ * detrain's own kernels for the ops above (nets/cuda/conv.cu), whatever conv_algo says: what
  * nets/cuda/conv_choose.c picks under `own`, and what cuDNN falls back to. */
 dt_conv2d_forward_fn dt_cuda_own_conv2d_forward;
 dt_conv2d_backward_data_fn dt_cuda_own_conv2d_backward_data;
 dt_conv2d_backward_weight_fn dt_cuda_own_conv2d_backward_weight;
 dt_maxpool2d_backward_fn dt_cuda_own_maxpool2d_backward;
+/* dst (cols, rows) = src (rows, cols) transposed: exact copies (HWIO <-> KRSC weights;
+ * nets/cuda/conv.cu, for cudnn_conv.c). Returns 0 or the launch's cudaError_t. */
+int dt_cuda_transpose(float *dst, const float *src, int64_t rows, int64_t cols,
+                      const struct dt_cuda_launch *L);
 /* nets/cuda/cudnn_conv.c: `conv_algo: autotune | deterministic` through cuDNN (built
  * without cuDNN: DT_ERR_UNSUPPORTED saying so). Each call leaves an algorithm note. */
 dt_conv2d_forward_fn dt_cudnn_conv2d_forward;

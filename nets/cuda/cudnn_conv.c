@@ -1,6 +1,6 @@
 /* cuDNN convolutions and max-pool backward for `conv_algo: autotune | deterministic` on
- * the CUDA backend (nets/cuda/conv.c dispatches here). Data path (docs/DESIGN.md):
- * nets/backend -> nets/cuda/conv.c -> here -> cuDNN's legacy convolution API, NHWC tensors.
+ * the CUDA backend (nets/cuda/conv.cu dispatches here). Data path (docs/DESIGN.md):
+ * nets/backend -> nets/cuda/conv.cu -> here -> cuDNN's legacy convolution API, NHWC tensors.
  *
  *   autotune       what a framework does by default with benchmarking on: cudnnFind* times
  *                  every algorithm for the shape and the fastest that ran is used, whatever
@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "core/dynlib.h"
-#include "nets/cuda/conv_launch.h"
+#include "nets/cuda/cuda.h"
 #include "nets/cuda/dense_loss.h"
 
 #ifndef DETRAIN_HAVE_CUDNN

@@ -1,7 +1,7 @@
 /* Private to the CUDA dense and softmax cross-entropy ops: the extern "C" launchers of
  * nets/cuda/dense.cu and nets/cuda/loss.cu (each returns 0 or the launch's cudaError_t),
  * the device error record of the fixed-point bias gradient, and the host-side loss sum of
- * nets/cuda/loss.c (exposed for the unit tests). Included by C and CUDA sources. */
+ * nets/cuda/loss.cu (exposed for the unit tests). Included by C and CUDA sources. */
 #ifndef DT_CUDA_DENSE_LOSS_H
 #define DT_CUDA_DENSE_LOSS_H
 
@@ -176,7 +176,7 @@ int dt_cuda_softmax_xent_rows(float *probs, float *losses, int32_t *hit, float *
 int dt_cuda_softmax_xent_grad(float *dlogits, const float *probs, const int32_t *labels, int64_t B,
                               int64_t C, float inv_b, const struct dt_cuda_launch *L);
 
-/* ---- nets/cuda/loss.c (host) ----------------------------------------------------------- */
+/* ---- nets/cuda/loss.cu (host) ----------------------------------------------------------- */
 
 /* The sum of B per-example losses (host memory) under the reduction control, exactly as
  * the CPU backend adds them: fixed -> dt_reduce_sum_fixed; unordered with a forced order

@@ -1,3 +1,13 @@
+/* reduction: exact on the CUDA backend: the exact sum of the shard partials
+ * as kernels on the backend's stream (below), one launch per tensor and
+ * stage, no host wait. The per-shard batch reductions themselves are the plain ops called
+ * once per shard by nets/dispatch.c. */
+#include "determinism/fixed_point.h"
+#include "nets/cuda/cuda.h"
+#include "nets/cuda/launch.cuh"
+
+/* ---- kernels and their launchers ---------------------------------------------------------- */
+
 /* reduction: exact on the CUDA backend: kernels of the exact sum of the canonical shards'
  * gradient partials (nets/backend.h, dt_exact_*), everything on the device: the int64
  * accumulator lives there and no gradient byte crosses to the host.
@@ -7,9 +17,6 @@
  *             one thread per element: dt_fixed_sum_strided over its slots at the shift
  *             dt_fixed_shift_for gives for the tensor's max, then dt_fixed_to_float once
  *             -- integer arithmetic only, the CPU backend's bits (tests emulate it). */
-#include "determinism/fixed_point.h"
-#include "nets/cuda/cuda.h"
-#include "nets/cuda/launch.cuh"
 
 /* max_bits (zeroed by the launcher) = max over p[0, count) of |bits|: a thread's, the
  * block's in shared memory, one atomic a block (the grid has a thread an element: one atomic
@@ -50,8 +57,8 @@ static __global__ void exact_sum_kernel(float *p, int64_t *acc, const uint32_t *
     }
 }
 
-extern "C" int dt_cuda_exact_max_launch(uint32_t *max_bits, const float *p, int64_t count,
-                                        const struct dt_cuda_launch *L)
+static int dt_cuda_exact_max_launch(uint32_t *max_bits, const float *p, int64_t count,
+                                    const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
     cudaError_t e = cudaMemsetAsync(max_bits, 0, sizeof *max_bits, s);
@@ -60,12 +67,60 @@ extern "C" int dt_cuda_exact_max_launch(uint32_t *max_bits, const float *p, int6
     return (int)cudaGetLastError();
 }
 
-extern "C" int dt_cuda_exact_sum_launch(float *p, int64_t *acc, const uint32_t *max_bits, int64_t n,
-                                        int64_t slots, int64_t shards, int mode,
-                                        const struct dt_cuda_launch *L)
+/* mode 0: sum and round into p; 1: int64 sums into acc; 2: acc rounded into p */
+static int dt_cuda_exact_sum_launch(float *p, int64_t *acc, const uint32_t *max_bits, int64_t n,
+                                    int64_t slots, int64_t shards, int mode,
+                                    const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
     exact_sum_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, s>>>(p, acc, max_bits, n, slots,
                                                                      shards, mode);
     return (int)cudaGetLastError();
+}
+
+/* ---- the ops (declared from their rows of nets/op_list.h in nets/cuda/cuda.h) ----------- */
+
+extern "C" enum dt_status dt_cuda_exact_max(struct dt_backend *be, uint32_t *max_bits,
+                                            const float *pack, const struct dt_exact_layout *L)
+{
+    for (int i = 0; i < L->tensors; i++) {
+        int rc = dt_cuda_exact_max_launch(max_bits + i, pack + L->slots * L->first[i],
+                                          L->slots * L->n[i], &dt_cuda(be)->launch);
+        if (rc) return dt_cuda_launched(be, rc, "exact_max");
+    }
+    return DT_OK;
+}
+
+static enum dt_status exact_sums(struct dt_backend *be, float *pack, int64_t *acc,
+                                 const uint32_t *max_bits, const struct dt_exact_layout *L,
+                                 int mode)
+{
+    for (int i = 0; i < L->tensors; i++) {
+        int rc = dt_cuda_exact_sum_launch(pack + L->slots * L->first[i],
+                                          acc ? acc + L->first[i] : NULL, max_bits + i, L->n[i],
+                                          L->slots, L->shards, mode, &dt_cuda(be)->launch);
+        if (rc) return dt_cuda_launched(be, rc, "exact_sum");
+    }
+    return DT_OK;
+}
+
+extern "C" enum dt_status dt_cuda_exact_sum(struct dt_backend *be, float *pack,
+                                            const uint32_t *max_bits,
+                                            const struct dt_exact_layout *L)
+{
+    return exact_sums(be, pack, NULL, max_bits, L, 0);
+}
+
+extern "C" enum dt_status dt_cuda_exact_to_fixed(struct dt_backend *be, int64_t *acc,
+                                                 const float *pack, const uint32_t *max_bits,
+                                                 const struct dt_exact_layout *L)
+{
+    return exact_sums(be, (float *)pack, acc, max_bits, L, 1);
+}
+
+extern "C" enum dt_status dt_cuda_exact_round(struct dt_backend *be, float *pack,
+                                              const int64_t *acc, const uint32_t *max_bits,
+                                              const struct dt_exact_layout *L)
+{
+    return exact_sums(be, pack, (int64_t *)acc, max_bits, L, 2);
 }

@@ -26,7 +26,7 @@ struct deferred_read {
     void *dst;
     bool is_loss;
     struct dt_cuda_loss_read loss;
-    dt_cuda_loss_finish_fn finish; /* the loss op's own (loss.c): status.c names no op */
+    dt_cuda_loss_finish_fn finish; /* the loss op's own (loss.cu): status.c names no op */
 };
 
 struct dt_cuda_status {

@@ -1,0 +1,195 @@
+/* Causal self-attention on the CPU backend (the formulas: nets/gpt_elem.h, the ones a CUDA
+ * kernel calls), one worker per (example, head) row set, so the thread count changes speed,
+ * not bits. Under `math: fast` it takes the library path instead: its five products per
+ * (example, head) through OpenBLAS, the calls the CUDA backend makes (nets/gpt_attn_gemm.h),
+ * the per-row softmax and dS between -- still one worker per (example, head), so even this
+ * path's bits do not depend on the thread count. */
+#include <math.h>
+#include <stdlib.h>
+
+#include <cblas.h>
+
+#include "nets/cpu/cpu.h"
+#include "nets/gpt_attn_gemm.h"
+#include "nets/gpt_elem.h"
+
+struct attn_job {
+    float *out, *att, *ds, *dqkv;
+    const float *qkv, *dout, *p;
+    int64_t B, T, H, D, hd;
+    float scale;
+    bool portable, exact;
+};
+
+/* items: (b, h, t) rows */
+static void attn_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct attn_job *j = ctx;
+    const int64_t T = j->T, H = j->H, D = j->D, hd = j->hd;
+    for (int64_t i = begin; i < end; i++) {
+        const int64_t t = i % T, h = (i / T) % H, b = i / (T * H);
+        dt_attn_row(j->out + (b * T + t) * D + h * hd, j->att + i * T, j->qkv, b, t, h, T, D, hd,
+                    j->scale, j->portable, j->exact);
+    }
+}
+
+static void attn_dscores_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct attn_job *j = ctx;
+    const int64_t T = j->T, H = j->H;
+    for (int64_t i = begin; i < end; i++) {
+        const int64_t t = i % T, h = (i / T) % H, b = i / (T * H);
+        dt_attn_row_dscores(j->ds + i * T, j->p + i * T, j->dout, j->qkv, b, t, h, T, j->D, j->hd,
+                            j->scale, j->exact);
+    }
+}
+
+/* items: (b, u) rows of dqkv, every element of q, k and v */
+static void attn_grad_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct attn_job *j = ctx;
+    const int64_t T = j->T, D = j->D, hd = j->hd;
+    for (int64_t i = begin; i < end; i++) {
+        const int64_t b = i / T, u = i % T;
+        float *row = j->dqkv + i * 3 * D;
+        for (int which = 0; which < 3; which++)
+            for (int64_t e = 0; e < D; e++)
+                row[which * D + e] = dt_attn_grad_elem(j->ds, j->p, j->dout, j->qkv, b, u, e / hd,
+                                                       e % hd, which, T, D, hd, j->exact);
+    }
+}
+
+/* items: (b, h) blocks; every element of the block's dq, dk, dv rows the sum
+ * dt_attn_grad_elem makes, in its order (from +0, positions ascending), but a row at a
+ * time: each term added to the whole row (dt_attn_grad_term, as the CUDA tiles do), so the
+ * loop over the row's elements vectorises -- the same bits. */
+DT_VECTOR_PART(attn_grad_rows_part)
+{
+    const struct attn_job *j = ctx;
+    const int64_t T = j->T, H = j->H, D = j->D, hd = j->hd;
+    for (int64_t k = begin; k < end; k++) {
+        const int64_t b = k / H, h = k % H;
+        const float *dsb = j->ds + k * T * T, *pb = j->p + k * T * T;
+        const float *qkv = j->qkv + b * T * 3 * D + h * hd, *dout = j->dout + b * T * D + h * hd;
+        for (int64_t u = 0; u < T; u++) {
+            float *dq = j->dqkv + (b * T + u) * 3 * D + h * hd, *dk = dq + D, *dv = dq + 2 * D;
+            for (int64_t e = 0; e < hd; e++) dq[e] = dk[e] = dv[e] = 0.0f;
+            for (int64_t s = 0; s <= u; s++)
+                dt_attn_grad_term(dq, dsb[u * T + s], qkv + s * 3 * D + D, hd);
+            for (int64_t t = u; t < T; t++) {
+                dt_attn_grad_term(dk, dsb[t * T + u], qkv + t * 3 * D, hd);
+                dt_attn_grad_term(dv, pb[t * T + u], dout + t * D, hd);
+            }
+        }
+    }
+}
+
+/* ---- attention's library path (math: fast) ---------------------------------------------- */
+
+/* Element z of a strided-batch call (nets/gpt_attn_gemm.h) through OpenBLAS (one thread: the
+ * pool's worker is the parallelism). */
+static void gemm_one(const struct dt_gemm_call *g, int64_t z)
+{
+    cblas_sgemm(CblasColMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans,
+                (blasint)g->m, (blasint)g->n, (blasint)g->k, g->alpha, g->a + z * g->stride_a,
+                (blasint)g->lda, g->b + z * g->stride_b, (blasint)g->ldb, 0.0f,
+                g->c + z * g->stride_c, (blasint)g->ldc);
+}
+
+/* The calls over the heads of one example (call b, element h): item k = b H + h is the
+ * (b, h) block, rows k T .. k T + T - 1 of att and ds. */
+static struct dt_attn_shape lib_shape(const struct attn_job *j)
+{
+    struct dt_attn_shape s = dt_attn_shape_of(j->B, j->T, j->H, j->D);
+    s.over_examples = false;
+    return s;
+}
+
+/* items: (b, h) blocks. S = scale Q K^T, the causal softmax per row, out = P V. */
+static void attn_lib_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct attn_job *j = ctx;
+    const struct dt_attn_shape s = lib_shape(j);
+    const int64_t T = j->T, H = j->H;
+    for (int64_t k = begin; k < end; k++) {
+        const int64_t b = k / H, h = k % H;
+        const struct dt_gemm_call sc = dt_attn_gemm_scores(&s, j->att, j->qkv, b, j->scale);
+        gemm_one(&sc, h);
+        for (int64_t t = 0; t < T; t++) dt_attn_softmax_row(j->att + (k * T + t) * T, t, T, false);
+        const struct dt_gemm_call o = dt_attn_gemm_out(&s, j->out, j->att, j->qkv, b);
+        gemm_one(&o, h);
+    }
+}
+
+/* items: (b, h) blocks. dP = dout V^T, dS per row, then dQ, dK, dV of the block's head. */
+static void attn_lib_backward_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct attn_job *j = ctx;
+    const struct dt_attn_shape s = lib_shape(j);
+    const int64_t T = j->T, H = j->H;
+    for (int64_t k = begin; k < end; k++) {
+        const int64_t b = k / H, h = k % H;
+        const struct dt_gemm_call dp = dt_attn_gemm_dp(&s, j->ds, j->dout, j->qkv, b);
+        gemm_one(&dp, h);
+        for (int64_t t = 0; t < T; t++)
+            dt_attn_dscores_finish(j->ds + (k * T + t) * T, j->p + (k * T + t) * T, t, T, j->scale,
+                                   false);
+        for (int which = 0; which < 3; which++) {
+            const struct dt_gemm_call g =
+                dt_attn_gemm_grad(&s, j->dqkv, j->ds, j->p, j->dout, j->qkv, b, which);
+            gemm_one(&g, h);
+        }
+    }
+}
+
+/* portable: per row in index order (dt_attn_row), or under math: exact each sum the exact
+ * dot product of its vectors; `math` picks exp. math: fast: the library path above. */
+enum dt_status dt_cpu_attention_forward(struct dt_backend *be, float *out, float *att,
+                                        const float *qkv, int64_t B, int64_t T, int64_t H,
+                                        int64_t D, const struct dt_policy *pol)
+{
+    struct attn_job j = {.out = out,
+                         .att = att,
+                         .qkv = qkv,
+                         .B = B,
+                         .T = T,
+                         .H = H,
+                         .D = D,
+                         .hd = D / H,
+                         .scale = dt_gpt_attn_scale(D / H),
+                         .portable = dt_math_portable(pol),
+                         .exact = dt_math_exact(pol)};
+    if (dt_math_fast(pol)) dt_pool_run(dt_cpu(be)->pool, B * H, 1, attn_lib_forward_part, &j);
+    else dt_pool_run(dt_cpu(be)->pool, B * H * T, 4, attn_forward_part, &j);
+    return DT_OK;
+}
+
+/* portable: the score gradients per row, then every element of dq, dk, dv one sum in index
+ * order (dt_attn_grad_elem; a row at a time, attn_grad_rows_part, but under math: exact):
+ * the sums over positions never depend on the split. math: fast: the library path above. */
+enum dt_status dt_cpu_attention_backward(struct dt_backend *be, float *dqkv, float *ds,
+                                         const float *dout, const float *att, const float *qkv,
+                                         int64_t B, int64_t T, int64_t H, int64_t D,
+                                         const struct dt_policy *pol)
+{
+    struct attn_job j = {.ds = ds,
+                         .dqkv = dqkv,
+                         .qkv = qkv,
+                         .dout = dout,
+                         .p = att,
+                         .B = B,
+                         .T = T,
+                         .H = H,
+                         .D = D,
+                         .hd = D / H,
+                         .scale = dt_gpt_attn_scale(D / H),
+                         .exact = dt_math_exact(pol)};
+    if (dt_math_fast(pol)) {
+        dt_pool_run(dt_cpu(be)->pool, B * H, 1, attn_lib_backward_part, &j);
+        return DT_OK;
+    }
+    dt_pool_run(dt_cpu(be)->pool, B * H * T, 4, attn_dscores_part, &j);
+    if (j.exact) dt_pool_run(dt_cpu(be)->pool, B * T, 2, attn_grad_part, &j);
+    else dt_pool_run(dt_cpu(be)->pool, B * H, 1, attn_grad_rows_part, &j);
+    return DT_OK;
+}
