@@ -68,12 +68,14 @@ check-narrow: build
 check-slow: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L slow
 
-# The CPU suite again (every label but gpu, slow, valgrind and committed), built with
+# The CPU suite again (every label but gpu, slow, valgrind, committed and tooling), built with
 # AddressSanitizer + UndefinedBehaviorSanitizer; the fuzz regressions replay there too.
 # `committed` marks the cases that hold this build's bits against committed files (the
 # CPU references, the GPU plan's, reproduce of every committed result): the bits are
 # checked in the main and narrow suites, and their code paths run under the sanitizers in
 # the other cases of the same modules (some two minutes of CPU time saved there).
+# `tooling` marks the cases that check the source tree or run the scripts alone (house.*,
+# the bash, Python and CMake checks of scripts.*): no detrain code for a sanitizer to watch.
 # ASAN_EXCLUDE: tests to leave out there (a ctest -E regex; none by default). The learning
 # tests run shortened in this build (DT_SANITIZED in tests/check.h): the whole CPU suite runs.
 ASAN_EXCLUDE ?=
@@ -81,7 +83,7 @@ check-asan: setup
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDETRAIN_SANITIZE=ON \
 	      -DDETRAIN_CUDA=OFF -DDETRAIN_MPI=OFF $(CMAKE_ARGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'gpu|slow|valgrind|committed' \
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'gpu|slow|valgrind|committed|tooling' \
 	    $(if $(ASAN_EXCLUDE),-E '$(ASAN_EXCLUDE)')
 
 # One short training run under valgrind --error-exitcode=1 (also part of make check).

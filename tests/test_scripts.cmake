@@ -4,11 +4,15 @@
 # (skipped without PyTorch). slow (make check-slow): the real Debian fetch, a build from the
 # unpacked prefix alone and a short run (tests/gpu_deps_check.sh; skipped when apt cannot
 # download).
-dt_add_test(scripts LABELS unit CASES bash_syntax python_syntax deps_install_fake session_plan
+# label tooling: cases that run the scripts (bash, Python, CMake, PyTorch) and no detrain
+# code worth a sanitizer's look -- left out of make check-asan, which would only run them again.
+dt_add_test(scripts LABELS unit tooling CASES bash_syntax python_syntax deps_install_fake
             session_continues_after_failures session_tests_stage_skips payload_fits session_kind
-            session_crossdev_and_matrix torch_python_pick)
-dt_add_test(scripts LABELS e2e CASES cross_device_cpu bench_torch_cpu cmake_cudnn_root fmnist_cut
-            torch_gpt_rebuilds_export)
+            torch_python_pick)
+# (the plan's dry runs check every config the GPU plan uses with detrain run --dry-run)
+dt_add_test(scripts LABELS unit CASES session_plan session_crossdev_and_matrix)
+dt_add_test(scripts LABELS e2e tooling CASES bench_torch_cpu cmake_cudnn_root)
+dt_add_test(scripts LABELS e2e CASES cross_device_cpu fmnist_cut torch_gpt_rebuilds_export)
 # label committed: the committed CPU references against this build's bits (not under the
 # sanitizers: the same runs' code paths are checked there by the models' own cases)
 dt_add_test(scripts LABELS e2e committed CASES crossdev_references_current)
