@@ -1,9 +1,9 @@
-/* The GPT's per-element arithmetic, written once for every backend (nets/gpt.c's model,
- * nets/cpu/gpt.c's ops, the CUDA kernels of nets/cuda/embedding.cu, norm.cu, attention.cu and
- * activation.cu, and tests/test_gpt.c): token and position embedding, LayerNorm rows, causal
- * attention rows and their gradients, GELU (tanh form) (the optimizers' elements, AdamW's
- * among them, are nets/optim_elem.h). Every sum here runs in
- * index order in one thread, so a device that calls these functions per row gets the CPU's bits.
+/* The GPT's per-element arithmetic, written once for every backend (nets/gpt.c's model, the
+ * CPU ops of nets/cpu/embedding.c, norm.c, attention.c and activation.c, the CUDA kernels of
+ * nets/cuda/embedding.cu, norm.cu, attention.cu and activation.cu, and tests/test_gpt.c): token
+ * and position embedding, LayerNorm rows, causal attention rows and their gradients, GELU (tanh
+ * form) (the optimizers' elements, AdamW's among them, are nets/optim_elem.h). Every sum here runs
+ * in index order in one thread, so a device that calls these functions per row gets the CPU's bits.
  * Products and quotients go through dt_rn_mul / dt_rn_div (never fused into an FMA, on the host or
  * the device).
  *

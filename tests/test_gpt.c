@@ -1,4 +1,5 @@
-/* Tests for the GPT (nets/gpt.c), its ops (nets/cpu/gpt.c, arithmetic in nets/gpt_elem.h),
+/* Tests for the GPT (nets/gpt.c), its ops (nets/cpu/embedding.c, norm.c, attention.c,
+ * activation.c; arithmetic in nets/gpt_elem.h),
  * AdamW and the text dataset:
  *   ops_are_the_shared_functions   every CPU op, at 1 and 3 threads, equals a plain loop over
  *                                  the per-element functions of nets/gpt_elem.h bit for bit
@@ -157,7 +158,7 @@ static void check_ops_shared(int threads, enum dt_level lv, bool exact_math)
             for (int64_t t = 0; t < T_; t++)
                 dt_attn_row(eao + (b * T_ + t) * D_ + h * HD_, eatt + ((b * H_ + h) * T_ + t) * T_,
                             qkv, b, t, h, T_, D_, HD_, scale, portable, exact);
-    /* math: fast is the library path (OpenBLAS's products, nets/cpu/gpt.c): the shared
+    /* math: fast is the library path (OpenBLAS's products, nets/cpu/attention.c): the shared
      * functions' values, not their bits */
     const bool lib = dt_math_fast(&pol);
     CHECK(lib ? close_to(ao, eao, ROWS_ * D_, 1e-5, "attention out (library path)")
@@ -324,7 +325,7 @@ static void check_attention_library_path(void)
     double off = 0;
     for (int64_t i = 0; i < AR * 3 * AD; i++) off = fmax(off, fabs((double)gdqkv[i] - dqkv[i]));
     CHECK(off > 1e-3);
-    /* the CPU op at math: fast makes these calls through OpenBLAS (nets/cpu/gpt.c), on this
+    /* the CPU op at math: fast makes these calls through OpenBLAS (nets/cpu/attention.c), on this
      * shape and a ragged longer one: the portable op's values within rounding */
     const struct dt_policy fast = level(DT_LEVEL_FAST);
     CHECK_INT_EQ(dt_attention_forward(be, gout, gatt, qkv, AB, AT, AH, AD, &fast), DT_OK);

@@ -123,8 +123,7 @@ static struct sweep_max sweep(int fn, float lo, float hi, int64_t stride)
     }
     printf("%-8s [%a, %a] stride %" PRId64 ": %" PRId64 " floats, max %.4Lf ulp at x = %a "
            "(%.9g, 0x%08x): got %a, ref %.12La\n",
-           fn_names[fn], lo, hi, stride, m.count, m.ulps, m.x, m.x,
-           bits_of(m.x), m.got, m.ref);
+           fn_names[fn], lo, hi, stride, m.count, m.ulps, m.x, m.x, bits_of(m.x), m.got, m.ref);
     fflush(stdout);
     return m;
 }

@@ -152,9 +152,9 @@ static unsigned tile_blocks(int64_t B, int64_t T, int64_t H)
     return (unsigned)(items < 65535 * 16 ? items : 65535 * 16);
 }
 
-static int attention_forward_launch(float *out, float *att, const float *qkv, int64_t B,
-                                                int64_t T, int64_t H, int64_t D, bool portable,
-                                                bool exact, const struct dt_cuda_launch *L)
+static int attention_forward_launch(float *out, float *att, const float *qkv, int64_t B, int64_t T,
+                                    int64_t H, int64_t D, bool portable, bool exact,
+                                    const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
     const int64_t hd = D / H;
@@ -257,10 +257,9 @@ static __global__ void attention_dq_tiled_kernel(float *dqkv, const float *ds, c
     }
 }
 
-static int attention_backward_launch(float *dqkv, float *ds, const float *dout,
-                                                 const float *att, const float *qkv, int64_t B,
-                                                 int64_t T, int64_t H, int64_t D, bool exact,
-                                                 const struct dt_cuda_launch *L)
+static int attention_backward_launch(float *dqkv, float *ds, const float *dout, const float *att,
+                                     const float *qkv, int64_t B, int64_t T, int64_t H, int64_t D,
+                                     bool exact, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
     attention_dscores_kernel<<<dt_cuda_grid(L, B * H * T), THREADS, 0, s>>>(
@@ -281,16 +280,15 @@ static int attention_backward_launch(float *dqkv, float *ds, const float *dout,
 }
 
 static int attention_softmax_launch(float *att, int64_t rows, int64_t T, bool portable,
-                                                const struct dt_cuda_launch *L)
+                                    const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
     attention_softmax_kernel<<<dt_cuda_grid(L, rows), THREADS, 0, s>>>(att, rows, T, portable);
     LAUNCHED;
 }
 
-static int attention_dscores_finish_launch(float *ds, const float *att, int64_t rows,
-                                                       int64_t T, float scale,
-                                                       const struct dt_cuda_launch *L)
+static int attention_dscores_finish_launch(float *ds, const float *att, int64_t rows, int64_t T,
+                                           float scale, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
     attention_dscores_finish_kernel<<<dt_cuda_grid(L, rows), THREADS, 0, s>>>(ds, att, rows, T,
@@ -321,14 +319,14 @@ static void attn_gemm(struct dt_backend *be, const struct dt_gemm_call *g,
  * per-row kernel -- the library path a fast GPU implementation takes (deterministic on one GPU at
  * strict). */
 extern "C" enum dt_status dt_cuda_attention_forward(struct dt_backend *be, float *out, float *att,
-                                         const float *qkv, int64_t B, int64_t T, int64_t H,
-                                         int64_t D, const struct dt_policy *pol)
+                                                    const float *qkv, int64_t B, int64_t T,
+                                                    int64_t H, int64_t D,
+                                                    const struct dt_policy *pol)
 {
     if (dt_math_portable(pol))
         return dt_cuda_launched(be,
                                 attention_forward_launch(out, att, qkv, B, T, H, D, true,
-                                                                 dt_math_exact(pol),
-                                                                 &dt_cuda(be)->launch),
+                                                         dt_math_exact(pol), &dt_cuda(be)->launch),
                                 "attention_forward");
     const struct dt_attn_shape s = dt_attn_shape_of(B, T, H, D);
     const int64_t calls = dt_attn_gemm_calls(&s);
@@ -350,15 +348,15 @@ extern "C" enum dt_status dt_cuda_attention_forward(struct dt_backend *be, float
 /* portable: score gradients per row, then each element of dqkv one sum in index order.
  * fast and strict: dP by cuBLAS, dS per row, then dQ, dK, dV by cuBLAS. */
 extern "C" enum dt_status dt_cuda_attention_backward(struct dt_backend *be, float *dqkv, float *ds,
-                                          const float *dout, const float *att, const float *qkv,
-                                          int64_t B, int64_t T, int64_t H, int64_t D,
-                                          const struct dt_policy *pol)
+                                                     const float *dout, const float *att,
+                                                     const float *qkv, int64_t B, int64_t T,
+                                                     int64_t H, int64_t D,
+                                                     const struct dt_policy *pol)
 {
     if (dt_math_portable(pol))
         return dt_cuda_launched(be,
-                                attention_backward_launch(dqkv, ds, dout, att, qkv, B, T, H,
-                                                                  D, dt_math_exact(pol),
-                                                                  &dt_cuda(be)->launch),
+                                attention_backward_launch(dqkv, ds, dout, att, qkv, B, T, H, D,
+                                                          dt_math_exact(pol), &dt_cuda(be)->launch),
                                 "attention_backward");
     const struct dt_attn_shape s = dt_attn_shape_of(B, T, H, D);
     const int64_t calls = dt_attn_gemm_calls(&s);
@@ -366,11 +364,11 @@ extern "C" enum dt_status dt_cuda_attention_backward(struct dt_backend *be, floa
         const struct dt_gemm_call g = dt_attn_gemm_dp(&s, ds, dout, qkv, i);
         attn_gemm(be, &g, pol);
     }
-    DT_FORWARD_IF_ERROR(
-        dt_cuda_launched(be,
-                         attention_dscores_finish_launch(
-                             ds, att, B * H * T, T, dt_gpt_attn_scale(D / H), &dt_cuda(be)->launch),
-                         "attention_backward dS"));
+    DT_FORWARD_IF_ERROR(dt_cuda_launched(be,
+                                         attention_dscores_finish_launch(ds, att, B * H * T, T,
+                                                                         dt_gpt_attn_scale(D / H),
+                                                                         &dt_cuda(be)->launch),
+                                         "attention_backward dS"));
     for (int64_t i = 0; i < calls; i++)
         for (int which = 0; which < 3; which++) {
             const struct dt_gemm_call g = dt_attn_gemm_grad(&s, dqkv, ds, att, dout, qkv, i, which);

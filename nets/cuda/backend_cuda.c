@@ -1,9 +1,8 @@
 /* The CUDA backend (host side, C): device selection, memory, the cuBLAS handle and the op
  * table (the helpers every op family uses -- error checks, the one wait, scratch, cuBLAS
- * per policy -- are in nets/cuda/context.c). The op families live in nets/cuda/<layer>.cu
- * (host functions beside their kernels: activation) or nets/cuda/<family>.c with their
- * kernels in the .cu file of the same name (nets/cuda/cuda.h says how each determinism
- * control maps onto the GPU). Data path (docs/DESIGN.md): nets/backend ->
+ * per policy -- are in nets/cuda/context.c). The op families live in nets/cuda/<family>.cu,
+ * host functions beside their kernels (nets/cuda/cuda.h says how each determinism control
+ * maps onto the GPU). Data path (docs/DESIGN.md): nets/backend ->
  * nets/cuda. */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>

@@ -320,7 +320,7 @@ extern "C" enum dt_status dt_cuda_own_conv2d_backward_weight(struct dt_backend *
 }
 
 /* reduction: exact with shards set, own kernels at portable: im2col of the whole batch, then
- * every shard's weight-gradient partials in one launch (dense.c, the shards' rows times the
+ * every shard's weight-gradient partials in one launch (dense.cu, the shards' rows times the
  * output positions) -- the bits of a call per shard. Otherwise DT_ERR_UNSUPPORTED: a call
  * per shard (nets/dispatch.c). */
 extern "C" enum dt_status dt_cuda_conv2d_backward_weight_shards(struct dt_backend *be, float *dw,

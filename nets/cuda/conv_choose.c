@@ -1,7 +1,7 @@
 /* The `conv_algo` control's choice, above both implementations (docs/DESIGN.md, "where each
  * control value is implemented"): own -> detrain's kernels (nets/cuda/conv.cu); autotune and
  * deterministic -> cuDNN (nets/cuda/cudnn_conv.c), which falls back to the own kernels where
- * cuDNN refuses. Max-pool forward is always the own kernel (conv.c). */
+ * cuDNN refuses. Max-pool forward is always the own kernel (conv.cu). */
 #include "nets/cuda/cuda.h"
 
 enum dt_status dt_cuda_conv2d_forward(struct dt_backend *be, float *y, const float *x,

@@ -2,8 +2,8 @@
  * every row of nets/op_list.h adds to *c what one call of the op costs on the CUDA backend
  * for its arguments and policy -- kernel launches and library calls, the device-memory
  * bytes they move, flops, library products, math: exact's int8 tensor-core ops and host
- * waits. Each function mirrors the host code it names (nets/cuda/<family>.c and the
- * launchers of the .cu beside it), branch by branch, asking the policy the same questions
+ * waits. Each function mirrors the host code it names (the ops and launchers of
+ * nets/cuda/<family>.cu), branch by branch, asking the policy the same questions
  * (determinism/policy.h), behind the routing of nets/dispatch.c's plan_<name> (the shard
  * routes of reduction: exact). Counting needs no GPU: a CPU run records what the CUDA
  * backend would launch. Change a function here with the code it mirrors.
@@ -493,7 +493,7 @@ void dt_cost_sgd_update(struct dt_op_cost *c, const struct dt_cost_ctx *cx, floa
     kernel(c, 20.0 * (double)n, 6.0 * (double)n);
 }
 
-/* ---- convolution and pooling (nets/cuda/conv_choose.c, conv.c, cudnn_conv.c) ----------- */
+/* ---- convolution and pooling (nets/cuda/conv_choose.c, conv.cu, cudnn_conv.c) ---------- */
 
 static double conv_rows(const struct dt_conv2d_shape *s)
 {

@@ -1,8 +1,9 @@
 /* Private to the CUDA backend: its context, the error check every CUDA call goes through,
- * the host-side op functions (C, one op family per file, like nets/cpu/cpu.h) and the
- * extern "C" launchers of the kernels in the .cu files beside them.
- * Host code stays C; kernels are CUDA C compiled with --fmad=false.
- * Data path (docs/DESIGN.md): nets/backend -> nets/cuda/<family>.c -> nets/cuda/<family>.cu.
+ * and the host-side op functions (extern "C", one op family per .cu file holding the
+ * family's kernels, their launchers and its ops, like nets/cpu/cpu.h's families). The
+ * backend's plumbing (backend_cuda.c, context.c, status.c, cudnn_conv.c) stays C; the .cu
+ * files are compiled with --fmad=false (and -ffp-contract=off on their host side).
+ * Data path (docs/DESIGN.md): nets/backend -> nets/cuda/<family>.cu.
  *
  * How the policy's controls map onto the GPU (every op states its own in its file):
  *   math      fast     -> cuBLAS with TF32 tensor-op math allowed (products);
@@ -43,10 +44,9 @@ struct dt_cuda_launch {
 };
 
 #define DT_CUDA_SCRATCH_SLOTS 8
-/* Who uses which scratch slot: 0 and 1 dense.c and loss.c, 0 and 1 matmul_exact.cu (one op
- * at a time); the rest
- * the convolution and pooling ops (conv.c, cudnn_conv.c), which call the dense ops while
- * holding theirs. */
+/* Who uses which scratch slot: 0 and 1 dense.cu, loss.cu, optim.cu and embedding.cu, 0 and
+ * 1 matmul_exact.cu (one op at a time); the rest the convolution and pooling ops (conv.cu,
+ * cudnn_conv.c), which call the dense ops while holding theirs. */
 #define DT_CUDA_SLOT_CONV_COLS 2    /* patches or patch gradients (rows x KH*KW*C) */
 #define DT_CUDA_SLOT_CONV_SMALL 3   /* a scatter's record; a forced order's permutation */
 #define DT_CUDA_SLOT_CONV_WEIGHTS 4 /* weights or their gradient in cuDNN's KRSC layout */
@@ -75,7 +75,7 @@ struct dt_cuda_ctx {
     struct cuda_timers *timers;    /* per-op device timers (backend_cuda.c), on first use */
     bool one_pass;  /* DETRAIN_CUDA_ONE_PASS (dense_loss.h), read as the backend was made */
     bool xp_simple; /* DETRAIN_CUDA_XP=simple (matmul_exact.cu), read as the backend was made */
-    unsigned int *one_pass_count; /* last-block counter of one-launch kernels (dense.c): 0 */
+    unsigned int *one_pass_count; /* last-block counter of one-launch kernels (dense.cu): 0 */
     /* the tree digests' plan as last copied up (digest.cu): where, its size, and the event
      * after the copy (cudaEvent_t) */
     void *digest_plan_dev;
@@ -182,10 +182,11 @@ enum dt_status dt_cuda_step_end(struct dt_backend *be, struct dt_error *err);
 void dt_cuda_status_free(struct dt_backend *be);
 
 /* ---- host-side ops (same contracts as backend.h; each file states its determinism) ----
- * dt_cuda_<name> for every row of nets/op_list.h, in nets/cuda/<layer>.c beside its kernels
- * (<layer>.cu): dense.c (dense, bias), loss.c (softmax cross-entropy), activation.cu (relu: host
- * function and kernel in one file), optim.c (sgd, adamw, clipping), conv.c (convolution, pooling),
- * bnn.c (epsilon, Bayesian), exact.c (exact_sum), gpt.c (the transformer's ops, dropout). */
+ * dt_cuda_<name> for every row of nets/op_list.h, beside its kernels in its family's .cu
+ * (docs/ops.md names each op's): dense.cu (dense, bias), loss.cu (softmax cross-entropy),
+ * activation.cu (relu, gelu, add, dropout), norm.cu (layernorm), attention.cu, embedding.cu,
+ * optim.cu (sgd, adamw, clipping), conv.cu (convolution, pooling; conv_choose.c routes),
+ * bnn.cu (epsilon, Bayesian), exact.cu (exact_sum), digest.cu, matmul_exact.cu. */
 #define DT_CUDA_OP_DECLARE_(ENUM, name, ...) dt_##name##_fn dt_cuda_##name;
 DT_OP_LIST(DT_CUDA_OP_DECLARE_)
 #undef DT_CUDA_OP_DECLARE_
@@ -201,8 +202,8 @@ dt_exact_round_fn dt_cuda_exact_round;
  * then one call per shard, nets/dispatch.c). */
 dt_bias_backward_fn dt_cuda_bias_backward_shards;
 dt_dense_backward_weight_fn dt_cuda_dense_backward_weight_shards;
-dt_softmax_xent_forward_fn dt_cuda_softmax_xent_forward_shards;     /* loss.c */
-dt_conv2d_backward_weight_fn dt_cuda_conv2d_backward_weight_shards; /* conv.c */
+dt_softmax_xent_forward_fn dt_cuda_softmax_xent_forward_shards;     /* loss.cu */
+dt_conv2d_backward_weight_fn dt_cuda_conv2d_backward_weight_shards; /* conv.cu */
 /* The op first_nonfinite: dt_cuda_fixed_scan's first bad index (atomicMin),
  * one small record read back; -1 when every element is finite. */
 dt_first_nonfinite_fn dt_cuda_first_nonfinite;

@@ -369,7 +369,7 @@ static __global__ void bias_fixed_shards_kernel(float *dbias, struct dt_cuda_fix
 /* ---- reduction: exact's weight-gradient partials at portable in one launch --------------
  * Item (k, i, j): shard k's partial of dw[i, j] (rows row[k] mult to row[k + 1] mult: mult
  * rows an example, the GPT's positions) with the bits of a call on the shard's rows
- * alone (dense.c's chunks and tree; the CPU's): each DT_REDUCE_CHUNK-row chunk summed from
+ * alone (nets/cpu/dense.c's chunks and tree; the CPU's): each DT_REDUCE_CHUNK-row chunk summed from
  * +0 in row order with dt_dense_mac, the chunk partials through the fixed tree streamed
  * (determinism/reduce.h, dt_reduce_stream: no partials in memory, no second kernel).
  * Threads along j read dy's row contiguously and share x's element. */

@@ -28,7 +28,6 @@
 #define THREADS L->block_threads
 #define LAUNCHED return (int)cudaGetLastError()
 
-
 static __global__ void embed_tokens_kernel(int32_t *tokens, int32_t *targets, const float *x,
                                            int64_t B, int64_t T)
 {
@@ -112,10 +111,9 @@ static __global__ void scatter_fixed_finish_kernel(float *dwte, struct dt_cuda_f
     }
 }
 
-static int embedding_forward_launch(float *h, int32_t *tokens, int32_t *targets,
-                                                const float *x, const float *wte, const float *wpe,
-                                                int64_t B, int64_t T, int64_t D,
-                                                const struct dt_cuda_launch *L)
+static int embedding_forward_launch(float *h, int32_t *tokens, int32_t *targets, const float *x,
+                                    const float *wte, const float *wpe, int64_t B, int64_t T,
+                                    int64_t D, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
     embed_tokens_kernel<<<dt_cuda_grid(L, B * T), THREADS, 0, s>>>(tokens, targets, x, B, T);
@@ -124,8 +122,8 @@ static int embedding_forward_launch(float *h, int32_t *tokens, int32_t *targets,
 }
 
 static int embedding_scatter_atomic(float *dwte, const float *dh, const int32_t *tokens,
-                                                int64_t rows, int64_t V, int64_t D,
-                                                const struct dt_cuda_launch *L)
+                                    int64_t rows, int64_t V, int64_t D,
+                                    const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
     scatter_atomic_kernel<<<dt_cuda_grid(L, rows * D), THREADS, 0, s>>>(dwte, dh, tokens, rows, V,
@@ -133,10 +131,9 @@ static int embedding_scatter_atomic(float *dwte, const float *dh, const int32_t 
     LAUNCHED;
 }
 
-static int embedding_scatter_in_order(float *dwte, const float *dh,
-                                                  const int32_t *tokens, const int64_t *perm,
-                                                  int64_t rows, int64_t V, int64_t D,
-                                                  const struct dt_cuda_launch *L)
+static int embedding_scatter_in_order(float *dwte, const float *dh, const int32_t *tokens,
+                                      const int64_t *perm, int64_t rows, int64_t V, int64_t D,
+                                      const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
     scatter_in_order_kernel<<<dt_cuda_grid(L, D), THREADS, 0, s>>>(dwte, dh, tokens, perm, rows, V,
@@ -145,10 +142,9 @@ static int embedding_scatter_in_order(float *dwte, const float *dh,
 }
 
 static int embedding_scatter_fixed(float *dwte, unsigned long long *acc,
-                                               struct dt_cuda_fixed_record *rec, const float *dh,
-                                               const int32_t *tokens, int64_t rows, int64_t V,
-                                               int64_t D, bool accumulate,
-                                               const struct dt_cuda_launch *L)
+                                   struct dt_cuda_fixed_record *rec, const float *dh,
+                                   const int32_t *tokens, int64_t rows, int64_t V, int64_t D,
+                                   bool accumulate, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
     const int rc = dt_cuda_fixed_scan(rec, dh, rows * D, L);
@@ -161,20 +157,22 @@ static int embedding_scatter_fixed(float *dwte, unsigned long long *acc,
     LAUNCHED;
 }
 /* portable: elementwise (dt_embed_elem, dt_gpt_token). */
-extern "C" enum dt_status dt_cuda_embedding_forward(struct dt_backend *be, float *h, int32_t *tokens,
-                                         int32_t *targets, const float *x, const float *wte,
-                                         const float *wpe, int64_t B, int64_t T, int64_t D,
-                                         const struct dt_policy *pol)
+extern "C" enum dt_status dt_cuda_embedding_forward(struct dt_backend *be, float *h,
+                                                    int32_t *tokens, int32_t *targets,
+                                                    const float *x, const float *wte,
+                                                    const float *wpe, int64_t B, int64_t T,
+                                                    int64_t D, const struct dt_policy *pol)
 {
-    return dt_cuda_launched(be,
-                            embedding_forward_launch(h, tokens, targets, x, wte, wpe, B, T,
-                                                             D, &dt_cuda(be)->launch),
-                            "embedding_forward");
+    return dt_cuda_launched(
+        be,
+        embedding_forward_launch(h, tokens, targets, x, wte, wpe, B, T, D, &dt_cuda(be)->launch),
+        "embedding_forward");
 }
 
-extern "C" enum dt_status dt_cuda_embedding_backward(struct dt_backend *be, float *dwte, const float *dh,
-                                          const int32_t *tokens, int64_t rows, int64_t V, int64_t D,
-                                          bool accumulate, const struct dt_policy *pol)
+extern "C" enum dt_status dt_cuda_embedding_backward(struct dt_backend *be, float *dwte,
+                                                     const float *dh, const int32_t *tokens,
+                                                     int64_t rows, int64_t V, int64_t D,
+                                                     bool accumulate, const struct dt_policy *pol)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
     if (!dt_atomics_exact(pol)) {
@@ -184,23 +182,23 @@ extern "C" enum dt_status dt_cuda_embedding_backward(struct dt_backend *be, floa
         if (c->forced_order) {
             const int64_t *perm = dt_cuda_forced_perm(be, rows, DT_FORCED_ROWS);
             return dt_cuda_launched(be,
-                                    embedding_scatter_in_order(dwte, dh, tokens, perm, rows,
-                                                                       V, D, &dt_cuda(be)->launch),
+                                    embedding_scatter_in_order(dwte, dh, tokens, perm, rows, V, D,
+                                                               &dt_cuda(be)->launch),
                                     "embedding_backward forced");
         }
         return dt_cuda_launched(
-            be,
-            embedding_scatter_atomic(dwte, dh, tokens, rows, V, D, &dt_cuda(be)->launch),
+            be, embedding_scatter_atomic(dwte, dh, tokens, rows, V, D, &dt_cuda(be)->launch),
             "embedding_backward atomic");
     }
-    unsigned long long *acc = (unsigned long long *)dt_cuda_scratch(be, SLOT_PARTIALS, (size_t)(V * D) * sizeof(unsigned long long));
+    unsigned long long *acc = (unsigned long long *)dt_cuda_scratch(
+        be, SLOT_PARTIALS, (size_t)(V * D) * sizeof(unsigned long long));
     bool deferred = false;
     struct dt_cuda_fixed_record *rec =
         dt_cuda_check_record(be, DT_CUDA_CHECK_BIAS, EMB_WHAT, D, SLOT_SMALL, &deferred);
     DT_FORWARD_IF_ERROR(
         dt_cuda_launched(be,
-                         embedding_scatter_fixed(dwte, acc, rec, dh, tokens, rows, V, D,
-                                                         accumulate, &dt_cuda(be)->launch),
+                         embedding_scatter_fixed(dwte, acc, rec, dh, tokens, rows, V, D, accumulate,
+                                                 &dt_cuda(be)->launch),
                          "embedding_backward fixed point"));
     if (deferred) return DT_OK; /* read at the step's end (status.c) */
     return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_BIAS, EMB_WHAT, D, SLOT_SMALL);

@@ -72,8 +72,8 @@ static unsigned ln_grid(const struct dt_cuda_launch *L, int64_t rows)
     return (unsigned)(blocks > 0 ? blocks : 1);
 }
 static int layernorm_forward_launch(float *y, float *mean, float *rstd, const float *x,
-                                                const float *gamma, const float *beta, int64_t rows,
-                                                int64_t D, const struct dt_cuda_launch *L)
+                                    const float *gamma, const float *beta, int64_t rows, int64_t D,
+                                    const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
     layernorm_forward_kernel<<<ln_grid(L, rows), LN_BLOCK, 0, s>>>(y, mean, rstd, x, gamma, beta,
@@ -81,11 +81,10 @@ static int layernorm_forward_launch(float *y, float *mean, float *rstd, const fl
     LAUNCHED;
 }
 
-static int layernorm_backward_launch(float *dx, float *gx, const float *dy,
-                                                 const float *x, const float *mean,
-                                                 const float *rstd, const float *gamma,
-                                                 int64_t rows, int64_t D, bool accumulate,
-                                                 const struct dt_cuda_launch *L)
+static int layernorm_backward_launch(float *dx, float *gx, const float *dy, const float *x,
+                                     const float *mean, const float *rstd, const float *gamma,
+                                     int64_t rows, int64_t D, bool accumulate,
+                                     const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
     layernorm_backward_kernel<<<ln_grid(L, rows), LN_BLOCK, 0, s>>>(dx, gx, dy, x, mean, rstd,
@@ -93,25 +92,25 @@ static int layernorm_backward_launch(float *dx, float *gx, const float *dy,
     LAUNCHED;
 }
 /* portable: per row (dt_layernorm_row). */
-extern "C" enum dt_status dt_cuda_layernorm_forward(struct dt_backend *be, float *y, float *mean, float *rstd,
-                                         const float *x, const float *gamma, const float *beta,
-                                         int64_t rows, int64_t D, const struct dt_policy *pol)
+extern "C" enum dt_status dt_cuda_layernorm_forward(struct dt_backend *be, float *y, float *mean,
+                                                    float *rstd, const float *x, const float *gamma,
+                                                    const float *beta, int64_t rows, int64_t D,
+                                                    const struct dt_policy *pol)
 {
-    return dt_cuda_launched(be,
-                            layernorm_forward_launch(y, mean, rstd, x, gamma, beta, rows, D,
-                                                             &dt_cuda(be)->launch),
-                            "layernorm_forward");
+    return dt_cuda_launched(
+        be, layernorm_forward_launch(y, mean, rstd, x, gamma, beta, rows, D, &dt_cuda(be)->launch),
+        "layernorm_forward");
 }
 
 /* portable: per row (dt_layernorm_row_grad). */
 extern "C" enum dt_status dt_cuda_layernorm_backward(struct dt_backend *be, float *dx, float *gx,
-                                          const float *dy, const float *x, const float *mean,
-                                          const float *rstd, const float *gamma, int64_t rows,
-                                          int64_t D, bool accumulate, const struct dt_policy *pol)
+                                                     const float *dy, const float *x,
+                                                     const float *mean, const float *rstd,
+                                                     const float *gamma, int64_t rows, int64_t D,
+                                                     bool accumulate, const struct dt_policy *pol)
 {
     return dt_cuda_launched(be,
-                            layernorm_backward_launch(dx, gx, dy, x, mean, rstd, gamma,
-                                                              rows, D, accumulate,
-                                                              &dt_cuda(be)->launch),
+                            layernorm_backward_launch(dx, gx, dy, x, mean, rstd, gamma, rows, D,
+                                                      accumulate, &dt_cuda(be)->launch),
                             "layernorm_backward");
 }

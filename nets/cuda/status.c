@@ -1,6 +1,6 @@
 /* The CUDA backend's checks that need a device record (nets/backend.h, "deferred checks"):
- * the fixed-point bias gradient (dense.c) and the fixed-point conv and pooling scatters
- * (conv.c). Each op asks dt_cuda_check_record for its record. Checks eager (the default):
+ * the fixed-point bias gradient (dense.cu) and the fixed-point conv and pooling scatters
+ * (conv.cu). Each op asks dt_cuda_check_record for its record. Checks eager (the default):
  * the op's own scratch record, read back at once by dt_cuda_check_now (one wait per op, the
  * message in the op error record as the CPU backend's ops give it). Checks deferred (a training
  * step): a slot of the step's status buffer, noted with the op and the backend's context; the op
