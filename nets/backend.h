@@ -86,6 +86,15 @@ void dt_backend_synchronize(struct dt_backend *be);
  * exact reduction must add none; a step should need one). */
 int64_t dt_backend_host_waits(const struct dt_backend *be);
 
+/* What a device backend has put on its streams since it was made, each counted where it is
+ * made (the CUDA backend: nets/cuda/launch.cuh, DT_LAUNCH; all zero on the CPU): its own
+ * kernels, library calls (cuBLAS and cuDNN products), memsets and device-to-device copies.
+ * `detrain cost` on a device compares a step's with the cost model's prediction. */
+struct dt_launch_counts {
+    int64_t kernels, lib_calls, memsets, copies;
+};
+struct dt_launch_counts dt_backend_launch_counts(const struct dt_backend *be);
+
 /* ---- deferred checks: one status read per step (issue 21, item 1) --------------------
  * Ops whose checks need a device record (the fixed-point bias gradient, the fixed-point
  * conv and pooling scatters: non-finite input, float overflow of a sum) read it back and

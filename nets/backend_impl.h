@@ -128,6 +128,8 @@ struct dt_backend {
     /* the training thread's waits for the device (dt_backend_host_waits), counted by the
      * backend where it waits */
     int64_t host_waits;
+    /* what the backend has launched (dt_backend_launch_counts), counted by the backend */
+    struct dt_launch_counts launches;
     /* the context of the next ops' deferred checks (dt_backend_set_context) */
     char context[96];
     /* the detail of the last op that failed (dt_backend_op_error; read and cleared by

@@ -150,6 +150,11 @@ void dt_backend_synchronize(struct dt_backend *be)
 
 int64_t dt_backend_host_waits(const struct dt_backend *be) { return be->host_waits; }
 
+struct dt_launch_counts dt_backend_launch_counts(const struct dt_backend *be)
+{
+    return be->launches;
+}
+
 /* ---- deferred checks ------------------------------------------------------------------ */
 
 void dt_backend_defer_checks(struct dt_backend *be, bool on)

@@ -188,6 +188,7 @@ static char *cost_csv(const char *config, const char *sets, const char *name)
     CHECK_INT_EQ(rc, 0);
     CHECK_CONTAINS(out, "cost model:");
     CHECK_CONTAINS(out, "pred_ms");
+    CHECK(strstr(out, "counted on this device") == NULL); /* the CPU launches nothing */
     char *text = dt_read_file(csv, NULL);
     CHECK(text != NULL);
     if (!text) return NULL;
@@ -249,5 +250,47 @@ DT_TEST(cli_refuses)
     CHECK_CONTAINS(out, "missing CONFIG");
 }
 
+/* gpu: `detrain cost` on the device counts what each step really launched and waited
+ * (dt_backend_launch_counts: every kernel at DT_LAUNCH, every cuBLAS and cuDNN call, memset
+ * and device copy where it is made) and sets it beside the model's prediction: for the MLP,
+ * LeNet (cuDNN at fast and run_to_run, the own kernels at portable), the BNN and the GPT, at fast,
+ * run_to_run, portable and portable with exact products, every line must say the two agree. The
+ * negative control is the CPU: it launches nothing, so no line is printed there (cli_models). */
+DT_TEST(gpu_counts_agree_with_model)
+{
+    dt_backend_destroy(gpu_or_skip());
+    static const struct {
+        const char *config, *sets;
+    } runs[] = {
+        {DT_TEST_DATA_DIR "/tiny.yaml", ""},
+        {DT_SOURCE_DIR "/configs/lenet.yaml",
+         "--set dataset.train_limit=2000 --set dataset.test_limit=200"},
+        {DT_SOURCE_DIR "/configs/bnn.yaml",
+         "--set dataset.train_limit=2000 --set dataset.test_limit=200"},
+        {DT_TEST_DATA_DIR "/gpt_tiny.yaml", "--set hash.digest=tree"},
+    };
+    static char out[1 << 17];
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        const int rc = dt_run_capture(
+            out, sizeof out,
+            EXE " cost %s --set backend.device=cuda --set 'policies=[fast, run_to_run, portable, "
+                "{base: portable, math: exact}]' %s 2>&1",
+            runs[i].config, runs[i].sets);
+        CHECK_INT_EQ(rc, 0);
+        int lines = 0, agree = 0;
+        for (const char *p = strstr(out, "counted on this device:"); p;
+             p = strstr(p + 1, "counted on this device:")) {
+            lines++;
+            const char *eol = strchr(p, '\n');
+            if (eol && eol - p > 6 && strncmp(eol - 5, "agree", 5) == 0) agree++;
+        }
+        if (lines != 4 || agree != 4)
+            fprintf(stderr, "%s %s:\n%s\n", runs[i].config, runs[i].sets, out);
+        CHECK_INT_EQ(lines, 4);
+        CHECK_INT_EQ(agree, 4);
+    }
+}
+
 DT_TEST_MAIN(DT_CASE(counts_follow_the_code), DT_CASE(prediction_arithmetic),
-             DT_CASE(counting_changes_nothing), DT_CASE(cli_models), DT_CASE(cli_refuses))
+             DT_CASE(counting_changes_nothing), DT_CASE(cli_models), DT_CASE(cli_refuses),
+             DT_CASE(gpu_counts_agree_with_model))

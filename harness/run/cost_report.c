@@ -66,12 +66,35 @@ static void print_row(struct dt_strbuf *csv, const struct cost_row *r)
     dt_strbuf_printf(csv, "\n");
 }
 
-/* Count one step (and its hashing) of `pol` into t. */
+/* What a device backend counted in the step (dt_backend_launch_counts, dt_backend_host_waits)
+ * beside what the model predicted for it: the check that the model follows the code. */
+struct counted {
+    struct dt_launch_counts launched;
+    int64_t waits;
+    struct dt_op_cost model; /* the tally's ops of the step (hashing apart) */
+};
+
+static void counted_delta(struct counted *c, const struct dt_backend *be, bool end)
+{
+    const struct dt_launch_counts n = dt_backend_launch_counts(be);
+    const int64_t w = dt_backend_host_waits(be);
+    if (!end) {
+        c->launched = n;
+        c->waits = w;
+        return;
+    }
+    c->launched = (struct dt_launch_counts){
+        n.kernels - c->launched.kernels, n.lib_calls - c->launched.lib_calls,
+        n.memsets - c->launched.memsets, n.copies - c->launched.copies};
+    c->waits = w - c->waits;
+}
+
+/* Count one step (and its hashing) of `pol` into t; *cnt: the device's counts of the step. */
 static enum dt_status count_step(struct dt_model *m, const struct dt_experiment *exp,
                                  struct dt_batch_stream *bs, int64_t *s, struct dt_step *step,
                                  const struct dt_policy *pol, struct dt_cost_tally *t,
                                  double *step_downloads, float *staging,
-                                 uint8_t (*td)[DT_DIGEST_BYTES])
+                                 uint8_t (*td)[DT_DIGEST_BYTES], struct counted *cnt)
 {
     const struct dt_sgd_options sgd = dt_experiment_sgd_options(exp);
     enum dt_status st = DT_OK;
@@ -79,8 +102,12 @@ static enum dt_status count_step(struct dt_model *m, const struct dt_experiment 
         const struct dt_batch batch = dt_batch_stream_at(bs, (*s)++);
         float loss;
         if (k == 1) dt_backend_cost_enable(m->be, t);
+        counted_delta(cnt, m->be, false);
         st = dt_step_train(step, m, NULL, &batch, exp->train.batch, exp->train.shards, &sgd, pol,
                            &loss);
+        counted_delta(cnt, m->be, true);
+        memset(&cnt->model, 0, sizeof cnt->model);
+        for (int o = 0; o < DT_OP_COUNT; o++) dt_cost_accumulate(&cnt->model, &t->op[o]);
         uint8_t md[DT_DIGEST_BYTES];
         *step_downloads = t->downloads;
         if (st == DT_OK && k == 1) /* the hash's ops into their own op rows */
@@ -171,6 +198,26 @@ static void report_policy(struct dt_strbuf *csv, const struct dt_experiment *exp
     }
 }
 
+/* On a device backend: what it launched and waited in the counted step beside the model's
+ * prediction -- launches (kernels, library calls, memsets, device copies) and library calls
+ * must agree exactly; waits: the ops', the step's copies back and its end. Nothing on the
+ * CPU, which launches nothing. */
+static void report_counted(const struct counted *c, double step_downloads)
+{
+    const struct dt_launch_counts *n = &c->launched;
+    const int64_t launches = n->kernels + n->lib_calls + n->memsets + n->copies;
+    if (launches == 0 && c->waits == 0) return;
+    const double waits = c->model.waits + step_downloads + 1;
+    const bool agree = (double)launches == c->model.launches &&
+                       (double)n->lib_calls == c->model.lib_calls && (double)c->waits == waits;
+    printf("  counted on this device: %" PRId64 " launches (%" PRId64 " kernels, %" PRId64
+           " library calls, %" PRId64 " memsets, %" PRId64 " copies), %" PRId64
+           " waits; the model: %.0f launches (%.0f library calls), %.0f waits: %s\n",
+           launches, n->kernels, n->lib_calls, n->memsets, n->copies, c->waits, c->model.launches,
+           c->model.lib_calls, waits,
+           agree ? "agree" : "DIFFER (the cost model no longer follows the code)");
+}
+
 enum dt_status dt_cost_report(const struct dt_experiment *exp, const struct dt_cost_options *opt,
                               struct dt_error *err)
 {
@@ -225,10 +272,13 @@ enum dt_status dt_cost_report(const struct dt_experiment *exp, const struct dt_c
         t->model = &dt_cuda_cost_model;
         t->dev = &dt_cost_h100;
         double step_downloads = 0;
-        st = count_step(m, exp, &bs, &s, &step, pol, t, &step_downloads, staging, td);
-        if (st == DT_OK)
+        struct counted cnt;
+        st = count_step(m, exp, &bs, &s, &step, pol, t, &step_downloads, staging, td, &cnt);
+        if (st == DT_OK) {
             report_policy(csv, exp, m, meas, p < 0 ? "fast" : pol->name,
                           p < 0 || (first_base && p == 0), t, step_downloads);
+            report_counted(&cnt, step_downloads);
+        }
         free(t);
     }
     dt_backend_defer_checks(be, false);

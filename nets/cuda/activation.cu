@@ -25,7 +25,7 @@ extern "C" enum dt_status dt_cuda_relu_forward(struct dt_backend *be, float *y, 
                                                int64_t n, const struct dt_policy *pol)
 {
     const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
-    relu_forward_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, L->stream>>>(y, x, n);
+    DT_LAUNCH(L, relu_forward_kernel, dt_cuda_grid(L, n), L->block_threads, 0, L->stream)(y, x, n);
     return dt_cuda_launched(be, (int)cudaGetLastError(), "relu_forward");
 }
 
@@ -34,7 +34,8 @@ extern "C" enum dt_status dt_cuda_relu_backward(struct dt_backend *be, float *dx
                                                 const struct dt_policy *pol)
 {
     const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
-    relu_backward_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, L->stream>>>(dx, dy, y, n);
+    DT_LAUNCH(L, relu_backward_kernel, dt_cuda_grid(L, n), L->block_threads, 0, L->stream)
+    (dx, dy, y, n);
     return dt_cuda_launched(be, (int)cudaGetLastError(), "relu_backward");
 }
 
@@ -141,14 +142,14 @@ static int gelu_launch(float *y, const float *dy, const float *x, int64_t n, boo
                        bool own_tanh, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    gelu_kernel<<<dt_cuda_grid(L, n), THREADS, 0, s>>>(y, dy, x, n, backward, own_tanh);
+    DT_LAUNCH(L, gelu_kernel, dt_cuda_grid(L, n), THREADS, 0, s)(y, dy, x, n, backward, own_tanh);
     LAUNCHED;
 }
 
 static int add_launch(float *y, const float *x, int64_t n, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    add_kernel<<<dt_cuda_grid(L, n), THREADS, 0, s>>>(y, x, n);
+    DT_LAUNCH(L, add_kernel, dt_cuda_grid(L, n), THREADS, 0, s)(y, x, n);
     LAUNCHED;
 }
 
@@ -161,20 +162,20 @@ static int dropout_launch(float *y, const float *x, uint8_t *keep, struct dt_xor
         const int64_t e0 = site->row0 * width, n = rows * width;
         uint64_t q0;
         const uint64_t blocks = dt_dropout_philox_blocks(e0, n, &q0);
-        dropout_philox_kernel<<<dt_cuda_grid(L, (int64_t)blocks), THREADS, 0, s>>>(y, x, e0, n, q0,
-                                                                                   blocks, *site);
+        DT_LAUNCH(L, dropout_philox_kernel, dt_cuda_grid(L, (int64_t)blocks), THREADS, 0, s)
+        (y, x, e0, n, q0, blocks, *site);
         LAUNCHED;
     }
     if (site->mode == DT_DROPOUT_STORED) {
-        dropout_stored_kernel<<<dt_cuda_grid(L, rows * width), THREADS, 0, s>>>(
-            y, x, keep, rows * width, site->scale);
+        DT_LAUNCH(L, dropout_stored_kernel, dt_cuda_grid(L, rows * width), THREADS, 0, s)
+        (y, x, keep, rows * width, site->scale);
         LAUNCHED;
     }
     const int64_t tiles = (rows + DROP_TILE_ROWS - 1) / DROP_TILE_ROWS;
     const int64_t cap = L->max_blocks > 0 ? L->max_blocks : 65535;
     const int64_t grid = tiles < 1 ? 1 : tiles < cap ? tiles : cap;
-    dropout_lane_tiled_kernel<<<(unsigned)grid, DROP_TILE_ROWS, 0, s>>>(y, x, keep, lanes, rows,
-                                                                        width, *site);
+    DT_LAUNCH(L, dropout_lane_tiled_kernel, (unsigned)grid, DROP_TILE_ROWS, 0, s)
+    (y, x, keep, lanes, rows, width, *site);
     LAUNCHED;
 }
 
@@ -182,8 +183,8 @@ static int dropout_seed_launch(struct dt_xoro *lanes, int64_t rows, int64_t row0
                                uint32_t step, uint32_t member, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    dropout_seed_kernel<<<dt_cuda_grid(L, rows), THREADS, 0, s>>>(lanes, rows, row0, seed, step,
-                                                                  member);
+    DT_LAUNCH(L, dropout_seed_kernel, dt_cuda_grid(L, rows), THREADS, 0, s)
+    (lanes, rows, row0, seed, step, member);
     LAUNCHED;
 }
 /* portable wherever dt_math_own_elementary (fast and portable: the own tanh); strict: CUDA's. */

@@ -161,13 +161,13 @@ static int attention_forward_launch(float *out, float *att, const float *qkv, in
     const size_t smem = tile_smem_bytes(hd);
     if (!exact && smem <= DT_CUDA_ATTN_SMEM_MAX) {
         const bool acc = 2 * smem <= DT_CUDA_ATTN_SMEM_MAX; /* q and the sums in shared memory */
-        attention_forward_tiled_kernel<<<tile_blocks(B, T, H), DT_GPT_ATTN_TILE,
-                                         acc ? 2 * smem : smem, s>>>(
-            out, att, qkv, B, T, H, D, dt_gpt_attn_scale(hd), portable, acc);
+        DT_LAUNCH(L, attention_forward_tiled_kernel, tile_blocks(B, T, H), DT_GPT_ATTN_TILE,
+                  acc ? 2 * smem : smem, s)
+        (out, att, qkv, B, T, H, D, dt_gpt_attn_scale(hd), portable, acc);
         LAUNCHED;
     }
-    attention_forward_kernel<<<dt_cuda_grid(L, B * H * T), THREADS, 0, s>>>(
-        out, att, qkv, B, T, H, D, dt_gpt_attn_scale(D / H), portable, exact);
+    DT_LAUNCH(L, attention_forward_kernel, dt_cuda_grid(L, B * H * T), THREADS, 0, s)
+    (out, att, qkv, B, T, H, D, dt_gpt_attn_scale(D / H), portable, exact);
     LAUNCHED;
 }
 
@@ -262,20 +262,21 @@ static int attention_backward_launch(float *dqkv, float *ds, const float *dout, 
                                      bool exact, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    attention_dscores_kernel<<<dt_cuda_grid(L, B * H * T), THREADS, 0, s>>>(
-        ds, att, dout, qkv, B, T, H, D, dt_gpt_attn_scale(D / H), exact);
+    DT_LAUNCH(L, attention_dscores_kernel, dt_cuda_grid(L, B * H * T), THREADS, 0, s)
+    (ds, att, dout, qkv, B, T, H, D, dt_gpt_attn_scale(D / H), exact);
     const size_t smem = tile_smem_bytes(D / H);
     if (!exact && smem <= DT_CUDA_ATTN_SMEM_MAX) {
         const unsigned blocks = tile_blocks(B, T, H);
         const bool acc = 2 * smem <= DT_CUDA_ATTN_SMEM_MAX; /* the rows' sums in shared memory */
-        attention_dkdv_tiled_kernel<<<blocks, DT_GPT_ATTN_TILE, acc ? 2 * smem : smem, s>>>(
-            dqkv, ds, att, dout, qkv, B, T, H, D, acc);
-        attention_dq_tiled_kernel<<<blocks, DT_GPT_ATTN_TILE, acc ? smem : smem / 2, s>>>(
-            dqkv, ds, qkv, B, T, H, D, acc);
+        DT_LAUNCH(L, attention_dkdv_tiled_kernel, blocks, DT_GPT_ATTN_TILE, acc ? 2 * smem : smem,
+                  s)
+        (dqkv, ds, att, dout, qkv, B, T, H, D, acc);
+        DT_LAUNCH(L, attention_dq_tiled_kernel, blocks, DT_GPT_ATTN_TILE, acc ? smem : smem / 2, s)
+        (dqkv, ds, qkv, B, T, H, D, acc);
         LAUNCHED;
     }
-    attention_grad_kernel<<<dt_cuda_grid(L, B * T * 3 * D), THREADS, 0, s>>>(
-        dqkv, ds, att, dout, qkv, B, T, H, D, exact);
+    DT_LAUNCH(L, attention_grad_kernel, dt_cuda_grid(L, B * T * 3 * D), THREADS, 0, s)
+    (dqkv, ds, att, dout, qkv, B, T, H, D, exact);
     LAUNCHED;
 }
 
@@ -283,7 +284,8 @@ static int attention_softmax_launch(float *att, int64_t rows, int64_t T, bool po
                                     const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    attention_softmax_kernel<<<dt_cuda_grid(L, rows), THREADS, 0, s>>>(att, rows, T, portable);
+    DT_LAUNCH(L, attention_softmax_kernel, dt_cuda_grid(L, rows), THREADS, 0, s)
+    (att, rows, T, portable);
     LAUNCHED;
 }
 
@@ -291,8 +293,8 @@ static int attention_dscores_finish_launch(float *ds, const float *att, int64_t 
                                            float scale, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    attention_dscores_finish_kernel<<<dt_cuda_grid(L, rows), THREADS, 0, s>>>(ds, att, rows, T,
-                                                                              scale);
+    DT_LAUNCH(L, attention_dscores_finish_kernel, dt_cuda_grid(L, rows), THREADS, 0, s)
+    (ds, att, rows, T, scale);
     LAUNCHED;
 }
 /* One of attention's products (nets/gpt_attn_gemm.h) through cuBLAS, in the math mode the
@@ -307,11 +309,12 @@ static void attn_gemm(struct dt_backend *be, const struct dt_gemm_call *g,
                       const struct dt_policy *pol)
 {
     const float zero = 0.0f;
-    DT_CUBLAS_CHECK(cublasSgemmStridedBatched(
-        (cublasHandle_t)dt_cuda_cublas_for(be, pol), g->ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-        g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(g->m), as_int(g->n), as_int(g->k), &g->alpha,
-        g->a, as_int(g->lda), g->stride_a, g->b, as_int(g->ldb), g->stride_b, &zero, g->c,
-        as_int(g->ldc), g->stride_c, as_int(g->batch)));
+    DT_CUBLAS_CALL(be, cublasSgemmStridedBatched(
+                           (cublasHandle_t)dt_cuda_cublas_for(be, pol),
+                           g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, g->tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                           as_int(g->m), as_int(g->n), as_int(g->k), &g->alpha, g->a,
+                           as_int(g->lda), g->stride_a, g->b, as_int(g->ldb), g->stride_b, &zero,
+                           g->c, as_int(g->ldc), g->stride_c, as_int(g->batch)));
 }
 /* portable (`math: portable`): the own kernels, per (b, h, t) row, sums in index order: the
  * CPU's bits. fast and strict: the products by cuBLAS, a strided batch over the heads of each

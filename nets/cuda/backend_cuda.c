@@ -58,7 +58,8 @@ static enum dt_status cuda_init(struct dt_backend *be, const struct dt_backend_o
                             cudaGetErrorString(e));
     }
     c->stream = (dt_cuda_stream)stream;
-    c->launch = (struct dt_cuda_launch){.stream = c->stream, .block_threads = 256};
+    c->launch =
+        (struct dt_cuda_launch){.stream = c->stream, .block_threads = 256, .counts = &be->launches};
     c->copy_stream = (dt_cuda_stream)copy_stream;
     c->cublas_workspace_bytes = CUBLAS_WORKSPACE_BYTES;
     cublasHandle_t h = NULL;
@@ -249,9 +250,7 @@ static void snapshot(struct dt_backend *be, struct cuda_copy_out *co, const void
     if (!gather_snapshot(be, co, srcs, bytes, n)) { /* a copy per tensor */
         size_t off = 0;
         for (int i = 0; i < n; i++) {
-            if (bytes[i])
-                DT_CUDA_CHECK(cudaMemcpyAsync((char *)co->staging + off, srcs[i], bytes[i],
-                                              cudaMemcpyDeviceToDevice, s));
+            if (bytes[i]) dt_cuda_copy_d2d(be, (char *)co->staging + off, srcs[i], bytes[i], s);
             off += bytes[i];
         }
     }

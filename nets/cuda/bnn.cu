@@ -101,7 +101,8 @@ static int dt_cuda_eps_philox_launch(float *eps, int64_t n, const struct dt_phil
                                      const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    eps_philox_kernel<<<dt_cuda_grid(L, (n + 3) / 4), L->block_threads, 0, st>>>(eps, n, *s);
+    DT_LAUNCH(L, eps_philox_kernel, dt_cuda_grid(L, (n + 3) / 4), L->block_threads, 0, st)
+    (eps, n, *s);
     return (int)cudaGetLastError();
 }
 
@@ -110,8 +111,8 @@ static int dt_cuda_eps_lfsr_seed_launch(struct dt_xoro *lanes, int64_t P, uint64
                                         const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    eps_lfsr_seed_kernel<<<dt_cuda_grid(L, P), L->block_threads, 0, st>>>(lanes, P, seed, step,
-                                                                          member, sample);
+    DT_LAUNCH(L, eps_lfsr_seed_kernel, dt_cuda_grid(L, P), L->block_threads, 0, st)
+    (lanes, P, seed, step, member, sample);
     return (int)cudaGetLastError();
 }
 
@@ -119,8 +120,8 @@ static int dt_cuda_eps_lfsr_launch(float *eps, int64_t n, struct dt_xoro *lanes,
                                    bool backward, int64_t skip_lane, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    eps_lfsr_kernel<<<dt_cuda_grid(L, P), L->block_threads, 0, st>>>(eps, n, lanes, P, backward,
-                                                                     skip_lane);
+    DT_LAUNCH(L, eps_lfsr_kernel, dt_cuda_grid(L, P), L->block_threads, 0, st)
+    (eps, n, lanes, P, backward, skip_lane);
     return (int)cudaGetLastError();
 }
 
@@ -128,8 +129,8 @@ static int dt_cuda_bnn_sigma_launch(float *sigma, float *dsigma, const float *rh
                                     bool portable, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    bnn_sigma_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, st>>>(sigma, dsigma, rho, n,
-                                                                      portable);
+    DT_LAUNCH(L, bnn_sigma_kernel, dt_cuda_grid(L, n), L->block_threads, 0, st)
+    (sigma, dsigma, rho, n, portable);
     return (int)cudaGetLastError();
 }
 
@@ -137,7 +138,8 @@ static int dt_cuda_bnn_sample_launch(float *w, const float *mu, const float *sig
                                      const float *eps, int64_t n, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    bnn_sample_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, st>>>(w, mu, sigma, eps, n);
+    DT_LAUNCH(L, bnn_sample_kernel, dt_cuda_grid(L, n), L->block_threads, 0, st)
+    (w, mu, sigma, eps, n);
     return (int)cudaGetLastError();
 }
 
@@ -146,8 +148,8 @@ static int dt_cuda_bnn_accumulate_launch(float *gmu, float *grho, const float *g
                                          const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    bnn_accumulate_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, st>>>(gmu, grho, g, eps,
-                                                                           dsigma, n, first);
+    DT_LAUNCH(L, bnn_accumulate_kernel, dt_cuda_grid(L, n), L->block_threads, 0, st)
+    (gmu, grho, g, eps, dsigma, n, first);
     return (int)cudaGetLastError();
 }
 
@@ -156,8 +158,8 @@ static int dt_cuda_bnn_finish_launch(float *gmu, float *grho, const float *mu, c
                                      float ipv, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    bnn_finish_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, st>>>(gmu, grho, mu, sigma, dsigma,
-                                                                       n, inv_s, klw, ipv);
+    DT_LAUNCH(L, bnn_finish_kernel, dt_cuda_grid(L, n), L->block_threads, 0, st)
+    (gmu, grho, mu, sigma, dsigma, n, inv_s, klw, ipv);
     return (int)cudaGetLastError();
 }
 

@@ -60,6 +60,13 @@ void dt_cuda_wait_sites(struct dt_backend *be, int64_t first, char *buf, size_t 
     }
 }
 
+void dt_cuda_copy_d2d(struct dt_backend *be, void *dst, const void *src, size_t bytes,
+                      dt_cuda_stream s)
+{
+    be->launches.copies++;
+    DT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)s));
+}
+
 void *dt_cuda_scratch(struct dt_backend *be, int slot, size_t bytes)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);

@@ -44,9 +44,9 @@
 static int launched(void) { return (int)cudaGetLastError(); }
 
 /* A failed memset is reported here, not again by the next launch. */
-static int zero(float *p, int64_t n, cudaStream_t st)
+static int zero(float *p, int64_t n, const struct dt_cuda_launch *L)
 {
-    cudaError_t e = cudaMemsetAsync(p, 0, (size_t)n * sizeof(float), st);
+    cudaError_t e = dt_cuda_memset_async(L, p, 0, (size_t)n * sizeof(float), L->stream);
     if (e != cudaSuccess) (void)cudaGetLastError();
     return (int)e;
 }
@@ -171,7 +171,7 @@ static int dt_cuda_im2col(float *cols, const float *x, const struct dt_conv2d_sh
                           const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    im2col_kernel<<<GRID(s->B * s->OH * s->OW * s->KH * s->KW * s->C)>>>(cols, x, *s);
+    DT_LAUNCH(L, im2col_kernel, GRID(s->B * s->OH * s->OW * s->KH * s->KW * s->C))(cols, x, *s);
     return launched();
 }
 
@@ -179,7 +179,7 @@ static int dt_cuda_col2im_fixed(float *dx, struct dt_cuda_fixed_record *rec, con
                                 const struct dt_conv2d_shape *s, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    col2im_fixed_kernel<<<GRID(s->B * s->H * s->W * s->C)>>>(dx, rec, dcols, *s);
+    DT_LAUNCH(L, col2im_fixed_kernel, GRID(s->B * s->H * s->W * s->C))(dx, rec, dcols, *s);
     return launched();
 }
 
@@ -187,9 +187,10 @@ static int dt_cuda_col2im_atomic(float *dx, const float *dcols, const struct dt_
                                  const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    int e = zero(dx, s->B * s->H * s->W * s->C, st);
+    int e = zero(dx, s->B * s->H * s->W * s->C, L);
     if (e) return e;
-    col2im_atomic_kernel<<<GRID(s->B * s->OH * s->OW * s->KH * s->KW * s->C)>>>(dx, dcols, *s);
+    DT_LAUNCH(L, col2im_atomic_kernel, GRID(s->B * s->OH * s->OW * s->KH * s->KW * s->C))
+    (dx, dcols, *s);
     return launched();
 }
 
@@ -197,7 +198,7 @@ static int dt_cuda_col2im_ranked(float *dx, const float *dcols, const int64_t *r
                                  const struct dt_conv2d_shape *s, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    col2im_ranked_kernel<<<GRID(s->B * s->H * s->W * s->C)>>>(dx, dcols, rank, *s);
+    DT_LAUNCH(L, col2im_ranked_kernel, GRID(s->B * s->H * s->W * s->C))(dx, dcols, rank, *s);
     return launched();
 }
 
@@ -205,7 +206,7 @@ static int dt_cuda_invert_permutation(int64_t *rank, const int64_t *perm, int64_
                                       const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    invert_permutation_kernel<<<GRID(n)>>>(rank, perm, n);
+    DT_LAUNCH(L, invert_permutation_kernel, GRID(n))(rank, perm, n);
     return launched();
 }
 
@@ -213,7 +214,7 @@ static int dt_cuda_maxpool_forward(float *y, int32_t *argmax, const float *x,
                                    const struct dt_pool2d_shape *s, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    maxpool_forward_kernel<<<GRID(s->B * s->OH * s->OW * s->C)>>>(y, argmax, x, *s);
+    DT_LAUNCH(L, maxpool_forward_kernel, GRID(s->B * s->OH * s->OW * s->C))(y, argmax, x, *s);
     return launched();
 }
 
@@ -222,7 +223,7 @@ static int dt_cuda_maxpool_backward_direct(float *dx, const float *dy, const int
                                            const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    maxpool_direct_kernel<<<GRID(s->B * s->H * s->W * s->C)>>>(dx, dy, argmax, *s);
+    DT_LAUNCH(L, maxpool_direct_kernel, GRID(s->B * s->H * s->W * s->C))(dx, dy, argmax, *s);
     return launched();
 }
 
@@ -232,7 +233,7 @@ static int dt_cuda_maxpool_backward_fixed(float *dx, struct dt_cuda_fixed_record
                                           const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    maxpool_fixed_kernel<<<GRID(s->B * s->H * s->W * s->C)>>>(dx, rec, dy, argmax, *s);
+    DT_LAUNCH(L, maxpool_fixed_kernel, GRID(s->B * s->H * s->W * s->C))(dx, rec, dy, argmax, *s);
     return launched();
 }
 
@@ -241,9 +242,9 @@ static int dt_cuda_maxpool_backward_atomic(float *dx, const float *dy, const int
                                            const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    int e = zero(dx, s->B * s->H * s->W * s->C, st);
+    int e = zero(dx, s->B * s->H * s->W * s->C, L);
     if (e) return e;
-    maxpool_atomic_kernel<<<GRID(s->B * s->OH * s->OW * s->C)>>>(dx, dy, argmax, *s);
+    DT_LAUNCH(L, maxpool_atomic_kernel, GRID(s->B * s->OH * s->OW * s->C))(dx, dy, argmax, *s);
     return launched();
 }
 
@@ -252,7 +253,7 @@ static int dt_cuda_maxpool_backward_ranked(float *dx, const float *dy, const int
                                            const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    maxpool_ranked_kernel<<<GRID(s->B * s->H * s->W * s->C)>>>(dx, dy, argmax, rank, *s);
+    DT_LAUNCH(L, maxpool_ranked_kernel, GRID(s->B * s->H * s->W * s->C))(dx, dy, argmax, rank, *s);
     return launched();
 }
 
@@ -260,7 +261,7 @@ extern "C" int dt_cuda_transpose(float *dst, const float *src, int64_t rows, int
                                  const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    transpose_kernel<<<GRID(rows * cols)>>>(dst, src, rows, cols);
+    DT_LAUNCH(L, transpose_kernel, GRID(rows * cols))(dst, src, rows, cols);
     return launched();
 }
 

@@ -36,11 +36,17 @@ extern "C" {
 typedef struct CUstream_st *dt_cuda_stream;
 
 /* How the backend launches: its stream, threads per block (default 256) and the largest
- * grid (0 = as many blocks as the work needs, capped at 65535). Every launcher takes it;
- * kernels loop grid-stride, so every result is the same bits for any setting. */
+ * grid (0 = as many blocks as the work needs, capped at 65535), and where launches are
+ * counted. Every launcher takes it; kernels loop grid-stride, so every result is the same
+ * bits for any setting. */
 struct dt_cuda_launch {
     dt_cuda_stream stream;
     int block_threads, max_blocks;
+    /* where launches are counted: the backend's (struct dt_launch_counts, nets/backend.h),
+     * each at the one place it is made -- kernels by DT_LAUNCH, memsets by
+     * dt_cuda_memset_async (launch.cuh), library calls by dt_cuda_count_lib, device-to-device
+     * copies by dt_cuda_copy_d2d */
+    struct dt_launch_counts *counts;
 };
 
 #define DT_CUDA_SCRATCH_SLOTS 8
@@ -103,6 +109,8 @@ void dt_cuda_check(int e, const char *call, const char *file, int line);
 /* The same for a cuBLAS status (cublasStatus_t cast to int). */
 void dt_cublas_check(int st, const char *call, const char *file, int line);
 #define DT_CUBLAS_CHECK(call) dt_cublas_check((int)(call), #call, __FILE__, __LINE__)
+/* A cuBLAS product on backend be's stream: counted (dt_cuda_count_lib), made, checked. */
+#define DT_CUBLAS_CALL(be, call) (dt_cuda_count_lib(be), DT_CUBLAS_CHECK(call))
 /* A launcher's result: DT_OK, or DT_ERR_INTERNAL after printing the op's name and CUDA's
  * message for cudaError_t `rc`. */
 enum dt_status dt_cuda_launched(struct dt_backend *be, int rc, const char *op);
@@ -126,6 +134,13 @@ void dt_cuda_count_wait(struct dt_backend *be, const char *site);
 /* The sites of waits number first .. dt_backend_host_waits - 1 (those still in the ring),
  * "; "-separated into buf (n bytes): for a test's failure message. */
 void dt_cuda_wait_sites(struct dt_backend *be, int64_t first, char *buf, size_t n);
+/* A library call (a cuBLAS or cuDNN product) about to be made on the backend's stream:
+ * counted (dt_backend_launch_counts). */
+static inline void dt_cuda_count_lib(struct dt_backend *be) { be->launches.lib_calls++; }
+/* A device-to-device cudaMemcpyAsync on stream s, counted (memsets are counted by
+ * dt_cuda_memset_async, nets/cuda/launch.cuh); abort on error. */
+void dt_cuda_copy_d2d(struct dt_backend *be, void *dst, const void *src, size_t bytes,
+                      dt_cuda_stream s);
 /* The cuBLAS handle with the math mode for `pol` set: TF32 allowed for `math: fast`,
  * pedantic FP32 otherwise (callers use it for fast and strict only). */
 void *dt_cuda_cublas_for(struct dt_backend *be, const struct dt_policy *pol);

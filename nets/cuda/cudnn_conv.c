@@ -535,6 +535,7 @@ enum dt_status dt_cudnn_conv2d_forward(struct dt_backend *be, float *y, const fl
         dt_cuda_launched(be, dt_cuda_transpose(wk, w, Kp, s->K_out, &dt_cuda(be)->launch),
                          "conv2d_forward weights to KRSC"));
     const float one = 1.0f, zero = 0.0f;
+    if (!refused_by_seam(d)) dt_cuda_count_lib(be); /* the library call below */
     cudnnStatus_t cst = refused_by_seam(d)
                             ? CUDNN_STATUS_NOT_SUPPORTED
                             : cudnnConvolutionForward(d->h, &one, d->xd, x, d->wd, wk, d->cd,
@@ -571,6 +572,7 @@ enum dt_status dt_cudnn_conv2d_backward_data(struct dt_backend *be, float *dx, c
         dt_cuda_launched(be, dt_cuda_transpose(wk, w, Kp, s->K_out, &dt_cuda(be)->launch),
                          "conv2d_backward_data weights to KRSC"));
     const float one = 1.0f, zero = 0.0f;
+    if (!refused_by_seam(d)) dt_cuda_count_lib(be); /* the library call below */
     cudnnStatus_t st = refused_by_seam(d)
                            ? CUDNN_STATUS_NOT_SUPPORTED
                            : cudnnConvolutionBackwardData(d->h, &one, d->wd, wk, d->yd, dy, d->cd,
@@ -602,6 +604,7 @@ enum dt_status dt_cudnn_conv2d_backward_weight(struct dt_backend *be, float *dw,
     float *dwk =
         dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_WEIGHTS, (size_t)(Kp * s->K_out) * sizeof(float));
     const float one = 1.0f, zero = 0.0f;
+    if (!refused_by_seam(d)) dt_cuda_count_lib(be); /* the library call below */
     cudnnStatus_t st =
         refused_by_seam(d)
             ? CUDNN_STATUS_NOT_SUPPORTED
@@ -643,6 +646,7 @@ enum dt_status dt_cudnn_maxpool2d_backward(struct dt_backend *be, float *dx, con
     snprintf(shape, sizeof shape, "%lldx%lldx%lld k%lld s%lld p%lld b%lld", (long long)s->H,
              (long long)s->W, (long long)s->C, (long long)s->K, (long long)s->stride,
              (long long)s->pad, (long long)s->B);
+    if (!refused_by_seam(d)) dt_cuda_count_lib(be); /* the library call below */
     cudnnStatus_t st = refused_by_seam(d) ? CUDNN_STATUS_NOT_SUPPORTED
                                           : cudnnPoolingBackward(d->h, d->pd, &one, d->yd, y, d->yd,
                                                                  dy, d->xd, x, &zero, d->xd, dx);

@@ -98,17 +98,16 @@ extern "C" enum dt_status dt_cuda_tensor_digests(struct dt_backend *be, uint8_t 
     uint8_t *a = (uint8_t *)(dev + (words * 8 + 255) / 256 * 256), *b = a + (size_t)total * 32;
     /* the plan's arrays on the device: the same offsets from dtab as from host */
 #define DEV(p) (dtab + ((p)-host))
-    leaf_kernel<<<dt_cuda_grid(L, total), L->block_threads, 0, st>>>(a, DEV(ptrs), DEV(bytes),
-                                                                     DEV(plan.off[0]), n, total);
+    DT_LAUNCH(L, leaf_kernel, dt_cuda_grid(L, total), L->block_threads, 0, st)
+    (a, DEV(ptrs), DEV(bytes), DEV(plan.off[0]), n, total);
     for (int l = 0; l < plan.levels; l++) {
-        step_kernel<<<dt_cuda_grid(L, plan.count[l + 1][n]), L->block_threads, 0, st>>>(
-            b, a, DEV(plan.count[l]), DEV(plan.off[l]), DEV(plan.off[l + 1]), n,
-            plan.count[l + 1][n]);
+        DT_LAUNCH(L, step_kernel, dt_cuda_grid(L, plan.count[l + 1][n]), L->block_threads, 0, st)
+        (b, a, DEV(plan.count[l]), DEV(plan.off[l]), DEV(plan.off[l + 1]), n, plan.count[l + 1][n]);
         uint8_t *swap = a;
         a = b, b = swap;
     }
-    tensor_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, st>>>(digests, a, DEV(bytes),
-                                                                   DEV(plan.off[plan.levels]), n);
+    DT_LAUNCH(L, tensor_kernel, dt_cuda_grid(L, n), L->block_threads, 0, st)
+    (digests, a, DEV(bytes), DEV(plan.off[plan.levels]), n);
 #undef DEV
     free(want);
     return dt_cuda_launched(be, (int)cudaGetLastError(), "tensor_digests");
@@ -135,7 +134,7 @@ static __global__ void gather_words_kernel(uint32_t *dst, const int64_t *off, co
 extern "C" int dt_cuda_gather_words(uint32_t *dst, const int64_t *table, int n, int64_t total,
                                     const struct dt_cuda_launch *L)
 {
-    gather_words_kernel<<<dt_cuda_grid(L, total), L->block_threads, 0, L->stream>>>(
-        dst, table, table + n + 1, n, total);
+    DT_LAUNCH(L, gather_words_kernel, dt_cuda_grid(L, total), L->block_threads, 0, L->stream)
+    (dst, table, table + n + 1, n, total);
     return (int)cudaGetLastError();
 }

@@ -116,8 +116,10 @@ static int embedding_forward_launch(float *h, int32_t *tokens, int32_t *targets,
                                     int64_t D, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    embed_tokens_kernel<<<dt_cuda_grid(L, B * T), THREADS, 0, s>>>(tokens, targets, x, B, T);
-    embed_kernel<<<dt_cuda_grid(L, B * T * D), THREADS, 0, s>>>(h, x, wte, wpe, T, D, B * T * D);
+    DT_LAUNCH(L, embed_tokens_kernel, dt_cuda_grid(L, B * T), THREADS, 0, s)
+    (tokens, targets, x, B, T);
+    DT_LAUNCH(L, embed_kernel, dt_cuda_grid(L, B * T * D), THREADS, 0, s)
+    (h, x, wte, wpe, T, D, B * T * D);
     LAUNCHED;
 }
 
@@ -126,8 +128,8 @@ static int embedding_scatter_atomic(float *dwte, const float *dh, const int32_t 
                                     const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    scatter_atomic_kernel<<<dt_cuda_grid(L, rows * D), THREADS, 0, s>>>(dwte, dh, tokens, rows, V,
-                                                                        D);
+    DT_LAUNCH(L, scatter_atomic_kernel, dt_cuda_grid(L, rows * D), THREADS, 0, s)
+    (dwte, dh, tokens, rows, V, D);
     LAUNCHED;
 }
 
@@ -136,8 +138,8 @@ static int embedding_scatter_in_order(float *dwte, const float *dh, const int32_
                                       const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    scatter_in_order_kernel<<<dt_cuda_grid(L, D), THREADS, 0, s>>>(dwte, dh, tokens, perm, rows, V,
-                                                                   D);
+    DT_LAUNCH(L, scatter_in_order_kernel, dt_cuda_grid(L, D), THREADS, 0, s)
+    (dwte, dh, tokens, perm, rows, V, D);
     LAUNCHED;
 }
 
@@ -149,11 +151,11 @@ static int embedding_scatter_fixed(float *dwte, unsigned long long *acc,
     const dt_cuda_stream s = L->stream;
     const int rc = dt_cuda_fixed_scan(rec, dh, rows * D, L);
     if (rc != 0) return rc;
-    fixed_zero_kernel<<<dt_cuda_grid(L, V * D), THREADS, 0, s>>>(acc, V * D);
-    scatter_fixed_kernel<<<dt_cuda_grid(L, rows * D), THREADS, 0, s>>>(acc, rec, dh, tokens, rows,
-                                                                       V, D);
-    scatter_fixed_finish_kernel<<<dt_cuda_grid(L, V * D), THREADS, 0, s>>>(dwte, rec, acc, rows,
-                                                                           V * D, accumulate);
+    DT_LAUNCH(L, fixed_zero_kernel, dt_cuda_grid(L, V * D), THREADS, 0, s)(acc, V * D);
+    DT_LAUNCH(L, scatter_fixed_kernel, dt_cuda_grid(L, rows * D), THREADS, 0, s)
+    (acc, rec, dh, tokens, rows, V, D);
+    DT_LAUNCH(L, scatter_fixed_finish_kernel, dt_cuda_grid(L, V * D), THREADS, 0, s)
+    (dwte, rec, acc, rows, V * D, accumulate);
     LAUNCHED;
 }
 /* portable: elementwise (dt_embed_elem, dt_gpt_token). */
@@ -177,8 +179,8 @@ extern "C" enum dt_status dt_cuda_embedding_backward(struct dt_backend *be, floa
     struct dt_cuda_ctx *c = dt_cuda(be);
     if (!dt_atomics_exact(pol)) {
         if (!accumulate)
-            DT_CUDA_CHECK(
-                cudaMemsetAsync(dwte, 0, (size_t)(V * D) * sizeof(float), (cudaStream_t)c->stream));
+            DT_CUDA_CHECK(dt_cuda_memset_async(&c->launch, dwte, 0, (size_t)(V * D) * sizeof(float),
+                                               c->stream));
         if (c->forced_order) {
             const int64_t *perm = dt_cuda_forced_perm(be, rows, DT_FORCED_ROWS);
             return dt_cuda_launched(be,

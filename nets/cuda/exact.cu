@@ -61,9 +61,10 @@ static int dt_cuda_exact_max_launch(uint32_t *max_bits, const float *p, int64_t 
                                     const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    cudaError_t e = cudaMemsetAsync(max_bits, 0, sizeof *max_bits, s);
+    cudaError_t e = dt_cuda_memset_async(L, max_bits, 0, sizeof *max_bits, s);
     if (e != cudaSuccess) return (int)e;
-    exact_max_kernel<<<dt_cuda_grid(L, count), L->block_threads, 0, s>>>(max_bits, p, count);
+    DT_LAUNCH(L, exact_max_kernel, dt_cuda_grid(L, count), L->block_threads, 0, s)
+    (max_bits, p, count);
     return (int)cudaGetLastError();
 }
 
@@ -73,8 +74,8 @@ static int dt_cuda_exact_sum_launch(float *p, int64_t *acc, const uint32_t *max_
                                     const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    exact_sum_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, s>>>(p, acc, max_bits, n, slots,
-                                                                     shards, mode);
+    DT_LAUNCH(L, exact_sum_kernel, dt_cuda_grid(L, n), L->block_threads, 0, s)
+    (p, acc, max_bits, n, slots, shards, mode);
     return (int)cudaGetLastError();
 }
 

@@ -22,7 +22,7 @@ extern "C" int dt_cuda_gather_launch(float *x, int32_t *labels, const uint8_t *p
                                      const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    gather_kernel<<<dt_cuda_grid(L, B * dim), L->block_threads, 0, s>>>(
-        x, labels, pixels, values, set_labels, idx, B, dim, stride);
+    DT_LAUNCH(L, gather_kernel, dt_cuda_grid(L, B * dim), L->block_threads, 0, s)
+    (x, labels, pixels, values, set_labels, idx, B, dim, stride);
     return (int)cudaGetLastError();
 }

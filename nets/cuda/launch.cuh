@@ -20,6 +20,27 @@ static inline unsigned dt_cuda_grid(const struct dt_cuda_launch *L, int64_t item
     return (unsigned)(blocks > 0 ? blocks : 1);
 }
 
+/* Every kernel launch of the backend: counted in L's counts (dt_backend_launch_counts), then
+ * made with the configuration given, as `kernel<<<config>>>(arguments)` would be:
+ *     DT_LAUNCH(L, my_kernel, dt_cuda_grid(L, n), L->block_threads, 0, L->stream)(y, x, n);
+ * (a statement; the count never skips the launch). */
+static inline bool dt_cuda_count_kernel(const struct dt_cuda_launch *L)
+{
+    L->counts->kernels++;
+    return false;
+}
+#define DT_LAUNCH(L, kernel, ...)                                                                  \
+    if (dt_cuda_count_kernel(L)) {                                                                 \
+    } else kernel<<<__VA_ARGS__>>>
+
+/* cudaMemsetAsync on stream s, counted in L's counts (a launch on the stream). */
+static inline cudaError_t dt_cuda_memset_async(const struct dt_cuda_launch *L, void *p, int value,
+                                               size_t bytes, dt_cuda_stream s)
+{
+    L->counts->memsets++;
+    return cudaMemsetAsync(p, value, bytes, (cudaStream_t)s);
+}
+
 /* for (i = first item of this thread; i < n; i += whole grid) */
 #define DT_GRID_STRIDE(i, n)                                                                       \
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                      \

@@ -67,18 +67,19 @@ extern "C" int dt_cuda_softmax_xent_rows(float *probs, float *losses, int32_t *h
 {
     const dt_cuda_stream s = L->stream;
     if (total) {
-        cudaError_t e = cudaMemsetAsync(total, 0, sizeof *total, s);
+        cudaError_t e = dt_cuda_memset_async(L, total, 0, sizeof *total, s);
         if (e != cudaSuccess) {
             (void)cudaGetLastError(); /* reported here, not again by the next launch */
             return (int)e;
         }
     }
-    if (portable)
-        softmax_xent_rows_kernel<true><<<dt_cuda_grid(L, B), L->block_threads, 0, s>>>(
-            probs, losses, hit, total, logits, labels, B, C);
-    else
-        softmax_xent_rows_kernel<false><<<dt_cuda_grid(L, B), L->block_threads, 0, s>>>(
-            probs, losses, hit, total, logits, labels, B, C);
+    if (portable) {
+        DT_LAUNCH(L, softmax_xent_rows_kernel<true>, dt_cuda_grid(L, B), L->block_threads, 0, s)
+        (probs, losses, hit, total, logits, labels, B, C);
+    } else {
+        DT_LAUNCH(L, softmax_xent_rows_kernel<false>, dt_cuda_grid(L, B), L->block_threads, 0, s)
+        (probs, losses, hit, total, logits, labels, B, C);
+    }
     return (int)cudaGetLastError();
 }
 
@@ -87,8 +88,8 @@ extern "C" int dt_cuda_softmax_xent_grad(float *dlogits, const float *probs, con
                                          const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    softmax_xent_grad_kernel<<<dt_cuda_grid(L, B * C), L->block_threads, 0, s>>>(
-        dlogits, probs, labels, B, C, inv_b);
+    DT_LAUNCH(L, softmax_xent_grad_kernel, dt_cuda_grid(L, B * C), L->block_threads, 0, s)
+    (dlogits, probs, labels, B, C, inv_b);
     return (int)cudaGetLastError();
 }
 

@@ -46,10 +46,10 @@ static enum dt_status xp_scales(struct dt_backend *be, int *sa, const float *A, 
 {
     const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
     const cudaStream_t st = (cudaStream_t)L->stream;
-    xp_scale_kernel<<<dt_cuda_grid(L, M), L->block_threads, 0, st>>>(sa, A, M, K, w->a_step,
-                                                                     w->a_stride);
-    xp_scale_kernel<<<dt_cuda_grid(L, N), L->block_threads, 0, st>>>(sa + M, B, N, K, w->b_step,
-                                                                     w->b_stride);
+    DT_LAUNCH(L, xp_scale_kernel, dt_cuda_grid(L, M), L->block_threads, 0, st)
+    (sa, A, M, K, w->a_step, w->a_stride);
+    DT_LAUNCH(L, xp_scale_kernel, dt_cuda_grid(L, N), L->block_threads, 0, st)
+    (sa + M, B, N, K, w->b_step, w->b_stride);
     int *host = (int *)dt_cuda_host_scratch(be, 0, (size_t)(M + N) * sizeof(int));
     const cudaError_t e =
         cudaMemcpyAsync(host, sa, (size_t)(M + N) * sizeof(int), cudaMemcpyDeviceToHost, st);
@@ -108,12 +108,12 @@ static enum dt_status xp_simple(struct dt_backend *be, float *C, const float *A,
     int *sa = (int *)(XBt + xb), *sb = sa + M;
     const struct xp_walk w = xp_walk_of(M, K, N, trans);
     DT_FORWARD_IF_ERROR(xp_scales(be, sa, A, B, M, K, N, &w));
-    xp_fixed_kernel<<<dt_cuda_grid(L, M), L->block_threads, 0, L->stream>>>(
-        XA, sa, A, M, K, w.a_step, w.a_stride, levels);
-    xp_fixed_kernel<<<dt_cuda_grid(L, N), L->block_threads, 0, L->stream>>>(
-        XBt, sb, B, N, K, w.b_step, w.b_stride, levels);
-    xp_out_kernel<<<dt_cuda_grid(L, M * N), L->block_threads, 0, L->stream>>>(
-        C, XA, XBt, sa, sb, bias, M, K, N, levels);
+    DT_LAUNCH(L, xp_fixed_kernel, dt_cuda_grid(L, M), L->block_threads, 0, L->stream)
+    (XA, sa, A, M, K, w.a_step, w.a_stride, levels);
+    DT_LAUNCH(L, xp_fixed_kernel, dt_cuda_grid(L, N), L->block_threads, 0, L->stream)
+    (XBt, sb, B, N, K, w.b_step, w.b_stride, levels);
+    DT_LAUNCH(L, xp_out_kernel, dt_cuda_grid(L, M * N), L->block_threads, 0, L->stream)
+    (C, XA, XBt, sa, sb, bias, M, K, N, levels);
     return dt_cuda_launched(be, (int)cudaGetLastError(), "matmul_exact");
 }
 
@@ -182,10 +182,10 @@ static enum dt_status xp_int8(struct dt_backend *be, float *C, const float *A, c
     int8_t *slB = slA + (size_t)S * (size_t)mp * (size_t)kp;
     const struct xp_walk w = xp_walk_of(M, K, N, trans);
     DT_FORWARD_IF_ERROR(xp_scales(be, sa, A, B, M, K, N, &w));
-    xp_slice_kernel<<<dt_cuda_grid(L, mp * kp), L->block_threads, 0, st>>>(
-        slA, sa, A, M, K, w.a_step, w.a_stride, mp, kp, levels);
-    xp_slice_kernel<<<dt_cuda_grid(L, np * kp), L->block_threads, 0, st>>>(
-        slB, sb, B, N, K, w.b_step, w.b_stride, np, kp, levels);
+    DT_LAUNCH(L, xp_slice_kernel, dt_cuda_grid(L, mp * kp), L->block_threads, 0, st)
+    (slA, sa, A, M, K, w.a_step, w.a_stride, mp, kp, levels);
+    DT_LAUNCH(L, xp_slice_kernel, dt_cuda_grid(L, np * kp), L->block_threads, 0, st)
+    (slB, sb, B, N, K, w.b_step, w.b_stride, np, kp, levels);
     /* output rows in blocks: S products of (mb, np) int32 and the (mb, N) integers */
     const size_t per_row = (size_t)S * (size_t)np * 4 + (size_t)N * (size_t)L2 * sizeof(dt_xp_acc);
     int64_t mb = (int64_t)(XP_SCRATCH_BLOCK / per_row);
@@ -202,12 +202,14 @@ static enum dt_status xp_int8(struct dt_backend *be, float *C, const float *A, c
     const int64_t kc_max = DT_XP_K_MAX / 16 * 16;
     for (int64_t i0 = 0; i0 < M; i0 += mb) {
         const int64_t rows = M - i0 < mb ? M - i0 : mb, rows_p = round_up(rows, 16);
-        cudaMemsetAsync(acc, 0, (size_t)rows * (size_t)N * (size_t)L2 * sizeof(dt_xp_acc), st);
+        dt_cuda_memset_async(L, acc, 0, (size_t)rows * (size_t)N * (size_t)L2 * sizeof(dt_xp_acc),
+                             st);
         for (int64_t k0 = 0; k0 < kp; k0 += kc_max) {
             const int64_t kc = kp - k0 < kc_max ? kp - k0 : kc_max;
             for (int p = 0; p < S; p++) {
                 /* P_q (rows_p, np) row-major = column-major (np, rows_p): B_q^T's rows (K
                  * contiguous: op T) times A_p's rows (op N) */
+                dt_cuda_count_lib(be);
                 const cublasStatus_t cs = cublasGemmStridedBatchedEx(
                     h, CUBLAS_OP_T, CUBLAS_OP_N, (int)np, (int)rows_p, (int)kc, &one, slB + k0,
                     CUDA_R_8I, (int)kp, (long long)(np * kp),
@@ -215,12 +217,12 @@ static enum dt_status xp_int8(struct dt_backend *be, float *C, const float *A, c
                     CUDA_R_32I, (int)np, (long long)(rows_p * np), S, CUBLAS_COMPUTE_32I,
                     CUBLAS_GEMM_DEFAULT);
                 if (cs != CUBLAS_STATUS_SUCCESS) return DT_ERR_UNSUPPORTED;
-                xp_fold_kernel<<<dt_cuda_grid(L, rows * N), L->block_threads, 0, st>>>(
-                    acc, P, p, rows, rows_p, np, N, levels);
+                DT_LAUNCH(L, xp_fold_kernel, dt_cuda_grid(L, rows * N), L->block_threads, 0, st)
+                (acc, P, p, rows, rows_p, np, N, levels);
             }
         }
-        xp_round_kernel<<<dt_cuda_grid(L, rows * N), L->block_threads, 0, st>>>(
-            C, acc, sa, sb, bias, i0, rows, N, levels);
+        DT_LAUNCH(L, xp_round_kernel, dt_cuda_grid(L, rows * N), L->block_threads, 0, st)
+        (C, acc, sa, sb, bias, i0, rows, N, levels);
     }
     return dt_cuda_launched(be, (int)cudaGetLastError(), "matmul_exact");
 }

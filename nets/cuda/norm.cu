@@ -76,8 +76,8 @@ static int layernorm_forward_launch(float *y, float *mean, float *rstd, const fl
                                     const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    layernorm_forward_kernel<<<ln_grid(L, rows), LN_BLOCK, 0, s>>>(y, mean, rstd, x, gamma, beta,
-                                                                   rows, D);
+    DT_LAUNCH(L, layernorm_forward_kernel, ln_grid(L, rows), LN_BLOCK, 0, s)
+    (y, mean, rstd, x, gamma, beta, rows, D);
     LAUNCHED;
 }
 
@@ -87,8 +87,8 @@ static int layernorm_backward_launch(float *dx, float *gx, const float *dy, cons
                                      const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    layernorm_backward_kernel<<<ln_grid(L, rows), LN_BLOCK, 0, s>>>(dx, gx, dy, x, mean, rstd,
-                                                                    gamma, rows, D, accumulate);
+    DT_LAUNCH(L, layernorm_backward_kernel, ln_grid(L, rows), LN_BLOCK, 0, s)
+    (dx, gx, dy, x, mean, rstd, gamma, rows, D, accumulate);
     LAUNCHED;
 }
 /* portable: per row (dt_layernorm_row). */

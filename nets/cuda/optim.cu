@@ -166,8 +166,8 @@ static int dt_cuda_sgd_update_launch(float *w, float *v, const float *g, int64_t
                                      const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    sgd_update_kernel<<<dt_cuda_grid(L, n), L->block_threads, 0, s>>>(w, v, g, n, lr, momentum,
-                                                                      weight_decay);
+    DT_LAUNCH(L, sgd_update_kernel, dt_cuda_grid(L, n), L->block_threads, 0, s)
+    (w, v, g, n, lr, momentum, weight_decay);
     return (int)cudaGetLastError();
 }
 
@@ -175,7 +175,7 @@ static int dt_cuda_adamw_launch(float *w, float *m, float *v, const float *g, in
                                 const struct dt_adamw_step *st, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    adamw_kernel<<<dt_cuda_grid(L, n), THREADS, 0, s>>>(w, m, v, g, n, *st);
+    DT_LAUNCH(L, adamw_kernel, dt_cuda_grid(L, n), THREADS, 0, s)(w, m, v, g, n, *st);
     LAUNCHED;
 }
 
@@ -183,7 +183,7 @@ static int dt_cuda_clip_scale_launch(float *g, int64_t n, const float *norm_sq, 
                                      const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    clip_scale_kernel<<<dt_cuda_grid(L, n), THREADS, 0, s>>>(g, n, norm_sq, max_norm);
+    DT_LAUNCH(L, clip_scale_kernel, dt_cuda_grid(L, n), THREADS, 0, s)(g, n, norm_sq, max_norm);
     LAUNCHED;
 }
 
@@ -191,15 +191,15 @@ static int dt_cuda_norm_chunks(float *part, const float *g, int64_t n, int64_t c
                                const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    norm_chunks_kernel<<<dt_cuda_grid(L, (n + chunk - 1) / chunk), THREADS, 0, s>>>(part, g, n,
-                                                                                    chunk);
+    DT_LAUNCH(L, norm_chunks_kernel, dt_cuda_grid(L, (n + chunk - 1) / chunk), THREADS, 0, s)
+    (part, g, n, chunk);
     LAUNCHED;
 }
 
 static int dt_cuda_norm_add_in_order(float *dst, const float *sum, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    norm_add_in_order_kernel<<<1, 1, 0, s>>>(dst, sum);
+    DT_LAUNCH(L, norm_add_in_order_kernel, 1, 1, 0, s)(dst, sum);
     LAUNCHED;
 }
 
@@ -207,8 +207,8 @@ static int dt_cuda_norm_atomic(float *dst, const float *g, int64_t n, int64_t ch
                                const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    norm_atomic_kernel<<<dt_cuda_grid(L, (n + chunk - 1) / chunk), THREADS, 0, s>>>(dst, g, n,
-                                                                                    chunk);
+    DT_LAUNCH(L, norm_atomic_kernel, dt_cuda_grid(L, (n + chunk - 1) / chunk), THREADS, 0, s)
+    (dst, g, n, chunk);
     LAUNCHED;
 }
 
@@ -216,7 +216,7 @@ static int dt_cuda_norm_exact_init(unsigned long long *acc, struct dt_cuda_fixed
                                    const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    norm_exact_init_kernel<<<1, 1, 0, s>>>(acc, rec);
+    DT_LAUNCH(L, norm_exact_init_kernel, 1, 1, 0, s)(acc, rec);
     LAUNCHED;
 }
 
@@ -224,7 +224,7 @@ static int dt_cuda_norm_exact_max(struct dt_cuda_fixed_record *rec, const float 
                                   const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    norm_exact_max_kernel<<<dt_cuda_grid(L, n), THREADS, 0, s>>>(rec, g, n);
+    DT_LAUNCH(L, norm_exact_max_kernel, dt_cuda_grid(L, n), THREADS, 0, s)(rec, g, n);
     LAUNCHED;
 }
 
@@ -233,7 +233,7 @@ static int dt_cuda_norm_exact_sum(unsigned long long *acc, const struct dt_cuda_
                                   const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    norm_exact_sum_kernel<<<dt_cuda_grid(L, n), THREADS, 0, s>>>(acc, rec, g, n, total);
+    DT_LAUNCH(L, norm_exact_sum_kernel, dt_cuda_grid(L, n), THREADS, 0, s)(acc, rec, g, n, total);
     LAUNCHED;
 }
 
@@ -242,7 +242,7 @@ static int dt_cuda_norm_exact_finish(float *dst, const unsigned long long *acc,
                                      const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    norm_exact_finish_kernel<<<1, 1, 0, s>>>(dst, acc, rec, total);
+    DT_LAUNCH(L, norm_exact_finish_kernel, 1, 1, 0, s)(dst, acc, rec, total);
     LAUNCHED;
 }
 
@@ -335,7 +335,7 @@ extern "C" enum dt_status dt_cuda_grad_norm(struct dt_backend *be, float *norm_s
         return dt_cuda_launched(be, rc, "grad_norm exact");
     }
     if (!dt_reduction_ordered(pol) && c->forced_order) return norm_forced(be, norm_sq, g, n, count);
-    DT_CUDA_CHECK(cudaMemsetAsync(norm_sq, 0, sizeof(float), s));
+    DT_CUDA_CHECK(dt_cuda_memset_async(&dt_cuda(be)->launch, norm_sq, 0, sizeof(float), s));
     for (int i = 0; i < count; i++) {
         int rc;
         if (n[i] <= 0) continue;
