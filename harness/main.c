@@ -173,15 +173,18 @@ static const char usage_text[] =
     "        header, after the rows of an earlier bench CSV there: what is `step` (then\n"
     "        also the 95% interval and whether it is conclusive) or an op (an op only the\n"
     "        policy runs, e.g. exact_sum, has base_ms 0 and no ratio).\n"
-    "  cost CONFIG [--set KEY=VALUE]... [--measured BENCH.csv] [--csv FILE]\n"
+    "  cost CONFIG [--set KEY=VALUE]... [--device h200|h100] [--measured BENCH.csv] [--csv FILE]\n"
     "        The cost model of CONFIG's training step on the CUDA backend, without a GPU:\n"
     "        for fast and each policy, per op the calls, kernel launches, host waits, MB\n"
     "        moved and flops the CUDA backend's kernels take for these shapes, and the\n"
-    "        time they predict on an H100 -- launched one by one (pred_ms) and replayed\n"
-    "        from a CUDA graph (graph_ms) -- then the step and its hashing (hash.digest:\n"
-    "        tree hashes on the device; sha256 on the host). --measured BENCH.csv puts a\n"
-    "        GPU run's `detrain bench --csv` times beside the prediction. The step runs on\n"
-    "        the configured backend while counting (the CPU: no GPU needed).\n"
+    "        time they predict on --device (h200, the default: its constants fitted to the\n"
+    "        H200's per-op times; h100: the first light's) -- launched one by one (pred_ms)\n"
+    "        and replayed from a CUDA graph (graph_ms) -- then the step and its hashing\n"
+    "        (hash.digest: tree hashes on the device; sha256 on the host). --measured\n"
+    "        BENCH.csv puts a GPU run's `detrain bench --csv` times beside the prediction.\n"
+    "        The step runs on the configured backend while counting (the CPU: no GPU\n"
+    "        needed); on a GPU each step's counted launches and waits print beside the\n"
+    "        model's, which must agree.\n"
     "  Every --csv FILE (compare, explain, bench, cost) is refused before anything runs when\n"
     "  it is or lies inside what the command reads, is a link, or exists and is not an\n"
     "  earlier output of the same kind; it is written to a temporary file and renamed.\n"
@@ -695,7 +698,7 @@ static int cmd_bench(const struct app *app, int argc, char **argv)
     return report(app, st, &err);
 }
 
-/* cost CONFIG [--measured BENCH.csv] [--csv FILE] [--set KEY=VALUE]... */
+/* cost CONFIG [--device h200|h100] [--measured BENCH.csv] [--csv FILE] [--set KEY=VALUE]... */
 static int cmd_cost(const struct app *app, int argc, char **argv)
 {
     const char *config = NULL;
@@ -709,6 +712,12 @@ static int cmd_cost(const struct app *app, int argc, char **argv)
             i += used;
         } else if (strcmp(argv[i], "--measured") == 0 && i + 1 < argc) {
             opt.measured_csv = argv[i + 1];
+            i += 2;
+        } else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+            opt.device = dt_cost_device_named(argv[i + 1]);
+            if (!opt.device)
+                return usage_error("cost: --device '%s': h200 or h100 (the calibrated devices)",
+                                   argv[i + 1]);
             i += 2;
         } else if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) {
             opt.csv_path = argv[i + 1];

@@ -102,6 +102,11 @@ struct dt_cost_device {
 /* The H100 SXM (80 GB HBM3) as the first light measured it (constants and their sources:
  * nets/cost.c). */
 extern const struct dt_cost_device dt_cost_h100;
+/* The H200 (141 GB HBM3e) as its first window measured it (results/cpu/cost-model/
+ * h200-check.txt; constants and sources: nets/cost.c). */
+extern const struct dt_cost_device dt_cost_h200;
+/* The calibrated device a name gives ("h200", "h100"), or NULL. */
+const struct dt_cost_device *dt_cost_device_named(const char *name);
 
 /* Predicted seconds of one call's cost c on d: the larger of its launches' cost, its memory
  * and arithmetic time and its longest serial chain, plus its host waits. graph: the step replayed

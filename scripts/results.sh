@@ -135,17 +135,20 @@ replace_folder() {
 
 # results/cpu/cost-model/README.md: `detrain cost` (no GPU: counted on this CPU) of the three
 # models the first light benched, with DETRAIN_CUDA_ONE_PASS=0 (the per-shard bias gradient
-# it ran) beside its bench CSVs; then today's code, the GPT included, with the tree digest.
+# it ran) beside its bench CSVs, on the H100's constants; then today's code, the GPT
+# included, with the tree digest, on the H200's (the default). h200-check.txt (the code the
+# H200 ran, beside its times) is made from that revision: the README says how.
 part_cost_model() {
   local o=$tmp/cost-model m h=results/nvidia-h100-80gb-hbm3/bench L='policies=[fast, run_to_run, portable]'
   mkdir -p "$o"
   {
     for m in quickstart:mlp lenet:lenet; do
-      DETRAIN_CUDA_ONE_PASS=0 "$DETRAIN" cost "configs/${m%%:*}.yaml" --set "$L" \
+      DETRAIN_CUDA_ONE_PASS=0 "$DETRAIN" cost "configs/${m%%:*}.yaml" --device h100 --set "$L" \
         --measured "$h/detrain-cuda-${m##*:}.csv"
       echo
     done
-    DETRAIN_CUDA_ONE_PASS=0 "$DETRAIN" cost configs/bnn.yaml --measured "$h/detrain-cuda-bnn.csv"
+    DETRAIN_CUDA_ONE_PASS=0 "$DETRAIN" cost configs/bnn.yaml --device h100 \
+      --measured "$h/detrain-cuda-bnn.csv"
   } > "$o/first-light-check.txt"
   : > "$o/current.txt"
   for m in quickstart lenet bnn gpt; do

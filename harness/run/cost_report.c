@@ -221,6 +221,7 @@ static void report_counted(const struct counted *c, double step_downloads)
 enum dt_status dt_cost_report(const struct dt_experiment *exp, const struct dt_cost_options *opt,
                               struct dt_error *err)
 {
+    const struct dt_cost_device *dev = opt->device ? opt->device : &dt_cost_h200;
     char *meas = NULL;
     size_t meas_len = 0;
     if (opt->measured_csv)
@@ -253,7 +254,7 @@ enum dt_status dt_cost_report(const struct dt_experiment *exp, const struct dt_c
     dt_backend_defer_checks(be, true); /* as a training step in one process (train.c) */
 
     printf("cost model: %s (model %s, batch %" PRId64 ") on %s, per training step\n", exp->name,
-           m->ops->kind, exp->train.batch, dt_cost_h100.name);
+           m->ops->kind, exp->train.batch, dev->name);
     printf("  counted from the ops the step calls (nets/cuda/cost.c); pred_ms: kernels "
            "launched one by one,\n  graph_ms: the step replayed from a captured graph; MB "
            "read + written in device memory%s\n",
@@ -270,7 +271,7 @@ enum dt_status dt_cost_report(const struct dt_experiment *exp, const struct dt_c
         if (p >= 0 && !first_base && dt_policy_equal_controls(pol, &fast)) continue;
         struct dt_cost_tally *t = dt_xcalloc(1, sizeof *t);
         t->model = &dt_cuda_cost_model;
-        t->dev = &dt_cost_h100;
+        t->dev = dev;
         double step_downloads = 0;
         struct counted cnt;
         st = count_step(m, exp, &bs, &s, &step, pol, t, &step_downloads, staging, td, &cnt);

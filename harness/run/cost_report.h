@@ -7,6 +7,7 @@
 
 #include "core/status.h"
 #include "harness/setup/config.h"
+#include "nets/cost.h" /* struct dt_cost_device */
 
 #define DT_COST_CSV_HEADER                                                                         \
     "config,policy,what,calls,launches,waits,bytes,flops,lib_flops,int_ops,pred_ms,graph_ms,"      \
@@ -19,6 +20,8 @@ struct dt_cost_options {
     /* optional: DT_COST_CSV_HEADER and one row per policy and op, then a "step" row (and a
      * "hash" row: the step's hashing); written atomically */
     const char *csv_path;
+    /* the device whose constants turn counts into time (NULL: dt_cost_h200) */
+    const struct dt_cost_device *device;
 };
 
 enum dt_status dt_cost_report(const struct dt_experiment *exp, const struct dt_cost_options *opt,
