@@ -29,7 +29,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 parts=(cost-model exact-one-pass exact-product runs controls dist overhead_matrix bnn-rng noise_sources gpt gpt-quickstart under-load crossdev reproduce)
 declare -A writes=(
   [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
-  [cost-model]="results/cpu/cost-model/: first-light-check.txt (the cost model of the code the H100's first light ran, beside its per-op times), current.txt and current.csv (today's code: MLP, LeNet, the BNN, the GPT with the tree digest), gpt-gpu.txt (the GPT at GPU scale: the levels, portable with exact products, run_to_run with fast math; minutes)"
+  [cost-model]="results/cpu/cost-model/: first-light-check.txt (the cost model of the code the H100's first light ran, beside its per-op times), current.txt and current.csv (today's code: MLP, LeNet, the BNN, the GPT with the tree digest), gpt-gpu.txt (the GPT at GPU scale: the levels, portable with exact products, run_to_run with fast math; minutes), h200-predictions.txt (the levels of the MLP, LeNet and both GPTs on the H200's constants: docs/gpu.md's predictions); h200-check.txt is made from the H200's revision by hand (its header)"
   [exact-product]="results/cpu/exact-product/: errors.txt (the exact product's error against float32 on random and real tensors: tests/test_xp), throughput.txt (this CPU's fp32 and integer instruction throughput), bench.txt (portable and math: exact per op), learning.txt (the models under both)"
   [runs]="results/cpu/runs/: quickstart/ lenet/ bnn/ (summary.csv, run.json), times.txt, threads-table.md (2 threads vs 1), explain-quickstart.txt|csv"
   [controls]="results/cpu/controls/: summary.csv cells.csv report.md config.json run.json"
@@ -135,9 +135,10 @@ replace_folder() {
 
 # results/cpu/cost-model/README.md: `detrain cost` (no GPU: counted on this CPU) of the three
 # models the first light benched, with DETRAIN_CUDA_ONE_PASS=0 (the per-shard bias gradient
-# it ran) beside its bench CSVs, on the H100's constants; then today's code, the GPT
-# included, with the tree digest, on the H200's (the default). h200-check.txt (the code the
-# H200 ran, beside its times) is made from that revision: the README says how.
+# it ran) beside its bench CSVs; then today's code, the GPT included, with the tree digest --
+# on the H100's constants, as they were made; the levels again on the H200's
+# (h200-predictions.txt). h200-check.txt (the code the H200 ran, beside its times) is made from
+# that revision: its header says how.
 part_cost_model() {
   local o=$tmp/cost-model m h=results/nvidia-h100-80gb-hbm3/bench L='policies=[fast, run_to_run, portable]'
   mkdir -p "$o"
@@ -152,17 +153,29 @@ part_cost_model() {
   } > "$o/first-light-check.txt"
   : > "$o/current.txt"
   for m in quickstart lenet bnn gpt; do
-    "$DETRAIN" cost "configs/$m.yaml" --set "$L" --set hash.digest=tree --csv "$o/$m.csv" >> "$o/current.txt"
+    "$DETRAIN" cost "configs/$m.yaml" --device h100 --set "$L" --set hash.digest=tree \
+      --csv "$o/$m.csv" >> "$o/current.txt"
     echo >> "$o/current.txt"
   done
   { head -1 "$o/quickstart.csv"; for m in quickstart lenet bnn gpt; do tail -n +2 "$o/$m.csv"; done; } > "$o/current.csv"
   # the GPT at GPU scale (issue 53; one CPU step per policy at batch 64: minutes): the
   # levels, portable with exact products, run_to_run with fast math
-  "$DETRAIN" cost configs/gpt-gpu.yaml --set dataset.path=tests/data/gpt_corpus.txt \
+  "$DETRAIN" cost configs/gpt-gpu.yaml --device h100 --set dataset.path=tests/data/gpt_corpus.txt \
     --set 'policies=[fast, run_to_run, portable, {base: portable, math: exact}, {base: run_to_run, math: fast}]' \
     > "$o/gpt-gpu.txt"
+  # the levels of the MLP, LeNet, the tiny GPT and the GPT at GPU scale on the H200's
+  # constants: docs/gpu.md's predictions
+  {
+    for m in quickstart lenet gpt; do
+      "$DETRAIN" cost "configs/$m.yaml" --device h200 --set "$L" --set hash.digest=tree
+      echo
+    done
+    "$DETRAIN" cost configs/gpt-gpu.yaml --device h200 --set dataset.path=tests/data/gpt_corpus.txt \
+      --set "$L"
+  } > "$o/h200-predictions.txt"
   mkdir -p results/cpu/cost-model
-  mv "$o/first-light-check.txt" "$o/current.txt" "$o/current.csv" "$o/gpt-gpu.txt" results/cpu/cost-model/
+  mv "$o/first-light-check.txt" "$o/current.txt" "$o/current.csv" "$o/gpt-gpu.txt" \
+    "$o/h200-predictions.txt" results/cpu/cost-model/
 }
 
 # results/cpu/exact-one-pass/README.md: detrain bench of the MLP (batch 256, 64) and LeNet;
