@@ -426,6 +426,26 @@ def check_findable():
     return bad
 
 
+def bounds_breaches(path, text):
+    """Every CUDA kernel declares the most threads a block of it may have
+    (__launch_bounds__), so that ptxas keeps its registers within what such a block can
+    have (results/cpu/ptxas: those launched with the block-size knob declare 1024)."""
+    bad = []
+    for m in re.finditer(r"__global__\s+void\s+(__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(", text):
+        if not m.group(1):
+            line = text.count("\n", 0, m.start()) + 1
+            bad.append(f"{path}:{line}: kernel {m.group(2)} declares no __launch_bounds__")
+    return bad
+
+
+def check_bounds():
+    bad = []
+    for path in tracked(["nets/cuda"], (".cu", ".cuh")):
+        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+            bad += bounds_breaches(path, f.read())
+    return bad
+
+
 def self_test():
     """Negative controls: each check finds what it is for in a made-up source."""
     body = "\n".join(f"    x += {i};" for i in range(LIMIT))
@@ -491,6 +511,11 @@ def self_test():
             and "a.c does not define dt_cpu_two" in found[1]):
         bad.append(f"self-test: the ops table check found {found} (expected two's controls "
                    "and its CPU function)")
+    # bounds: a kernel without __launch_bounds__ found, one with it not
+    found = bounds_breaches("k.cu", "static __global__ void __launch_bounds__(1024) a(int x)\n"
+                                    "{\n}\nstatic __global__ void b(int x)\n{\n}\n")
+    if len(found) != 1 or "kernel b " not in found[0]:
+        bad.append(f"self-test: the bounds check found {found} (expected kernel b)")
     found = ops_doc_breaches(rows, doc.splitlines()[0] + "\n", files.get)
     if not any("missing ['two']" in b for b in found):
         bad.append(f"self-test: the ops table check missed a missing row: {found}")
@@ -498,7 +523,7 @@ def self_test():
 
 
 def main(argv):
-    what = argv[1:] or ["lengths", "hooks", "design", "layers", "findable"]
+    what = argv[1:] or ["lengths", "hooks", "design", "layers", "findable", "bounds"]
     bad = []
     for w in what:
         if w == "lengths":
@@ -509,12 +534,14 @@ def main(argv):
             bad += check_design()
         elif w == "layers":
             bad += check_layers()
+        elif w == "bounds":
+            bad += check_bounds()
         elif w == "findable":
             bad += check_findable()
         elif w == "self-test":
             bad += self_test()
         else:
-            print(f"house.py: unknown check '{w}' (lengths, hooks, design, layers, findable, self-test)",
+            print(f"house.py: unknown check '{w}' (lengths, hooks, design, layers, findable, bounds, self-test)",
                   file=sys.stderr)
             return 2
     for b in bad:

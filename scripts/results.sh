@@ -26,8 +26,9 @@ orig_pwd=$PWD
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # The parts, in the order they run, and what each writes (for --list).
-parts=(cost-model exact-one-pass exact-product runs controls dist overhead_matrix bnn-rng noise_sources gpt gpt-quickstart under-load crossdev reproduce)
+parts=(cost-model ptxas exact-one-pass exact-product runs controls dist overhead_matrix bnn-rng noise_sources gpt gpt-quickstart under-load crossdev reproduce)
 declare -A writes=(
+  [ptxas]="results/cpu/ptxas/: sm_90.txt (every CUDA kernel's registers, stack, spills and launch bound for the H100 and H200, scripts/ptxas.sh; the build of DETRAIN's folder)"
   [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
   [cost-model]="results/cpu/cost-model/: first-light-check.txt (the cost model of the code the H100's first light ran, beside its per-op times), current.txt and current.csv (today's code: MLP, LeNet, the BNN, the GPT with the tree digest), gpt-gpu.txt (the GPT at GPU scale: the levels, portable with exact products, run_to_run with fast math; minutes), h200-predictions.txt (the levels of the MLP, LeNet and both GPTs on the H200's constants: docs/gpu.md's predictions); h200-check.txt is made from the H200's revision by hand (its header)"
   [exact-product]="results/cpu/exact-product/: errors.txt (the exact product's error against float32 on random and real tensors: tests/test_xp), throughput.txt (this CPU's fp32 and integer instruction throughput), bench.txt (portable and math: exact per op), learning.txt (the models under both)"
@@ -373,6 +374,14 @@ part_gpt_quickstart() {
   rm -rf results/cpu/gpt-quickstart/run
   cp -r "$o/keep/run" results/cpu/gpt-quickstart/run
   cp "$o/keep/time.txt" results/cpu/gpt-quickstart/time.txt
+}
+
+# results/cpu/ptxas/README.md: ptxas's registers, stack and spills of every kernel for sm_90,
+# compiled with the flags of the build DETRAIN lies in (scripts/ptxas.sh).
+part_ptxas() {
+  mkdir -p results/cpu/ptxas
+  bash scripts/ptxas.sh "$(dirname "$DETRAIN")" 90 > "$tmp/sm_90.txt"
+  cp "$tmp/sm_90.txt" results/cpu/ptxas/sm_90.txt
 }
 
 # results/cpu/under-load/README.md: detrain and PyTorch alone and beside a busy process

@@ -5,12 +5,13 @@
 # folder view -- the whole house, harness/, nets/, nets/cpu/, nets/cuda/, determinism/, core/ --
 # by includes or by calls of a function one other room alone defines (house.layers), every
 # generated op function findable by grep and ctags at its row of nets/op_list.h
-# (house.findable: the row's comment opens with dt_<name>, .ctags.d/ops.ctags tags it). A
+# (house.findable: the row's comment opens with dt_<name>, .ctags.d/ops.ctags tags it), every
+# CUDA kernel declaring its __launch_bounds__ (house.bounds; results/cpu/ptxas). A
 # negative control shows each check can fail: house.self-test measures a made-up 124-line
 # function and a struct, finds a circle of calls and one of folders in a made-up tree, a row
 # whose comment does not name its function and a ctags rule missing. Label tooling: the
 # source tree's, not a build's -- left out of make check-asan.
-foreach(check lengths hooks design layers findable self-test)
+foreach(check lengths hooks design layers findable bounds self-test)
   add_test(NAME house.${check} COMMAND python3 ${CMAKE_SOURCE_DIR}/scripts/house.py ${check})
   set_tests_properties(house.${check} PROPERTIES LABELS "unit;tooling")
 endforeach()

@@ -8,13 +8,15 @@
 #include "nets/cuda/launch.cuh"
 #include "nets/gpt_elem.h" /* dt_gelu, dt_gelu_grad */
 
-static __global__ void relu_forward_kernel(float *y, const float *x, int64_t n)
+static __global__ void __launch_bounds__(1024)
+    relu_forward_kernel(float *y, const float *x, int64_t n)
 {
     DT_GRID_STRIDE(i, n)
     y[i] = dt_relu(x[i]);
 }
 
-static __global__ void relu_backward_kernel(float *dx, const float *dy, const float *y, int64_t n)
+static __global__ void __launch_bounds__(1024)
+    relu_backward_kernel(float *dx, const float *dy, const float *y, int64_t n)
 {
     DT_GRID_STRIDE(i, n)
     dx[i] = dt_relu_grad(y[i], dy[i]);
@@ -41,14 +43,14 @@ extern "C" enum dt_status dt_cuda_relu_backward(struct dt_backend *be, float *dx
 
 /* ---- GELU, the residual add ------------------------------------------------------------- */
 
-static __global__ void gelu_kernel(float *y, const float *dy, const float *x, int64_t n,
-                                   bool backward, bool own_tanh)
+static __global__ void __launch_bounds__(1024)
+    gelu_kernel(float *y, const float *dy, const float *x, int64_t n, bool backward, bool own_tanh)
 {
     DT_GRID_STRIDE(i, n)
     y[i] = backward ? dt_gelu_grad(x[i], dy[i], own_tanh) : dt_gelu(x[i], own_tanh);
 }
 
-static __global__ void add_kernel(float *y, const float *x, int64_t n)
+static __global__ void __launch_bounds__(1024) add_kernel(float *y, const float *x, int64_t n)
 {
     DT_GRID_STRIDE(i, n)
     y[i] = y[i] + x[i];
@@ -111,8 +113,8 @@ static __global__ void __launch_bounds__(DROP_TILE_ROWS)
 }
 
 /* stored's backward: the kept bytes, element by element. */
-static __global__ void dropout_stored_kernel(float *y, const float *x, const uint8_t *keep,
-                                             int64_t n, float scale)
+static __global__ void __launch_bounds__(1024)
+    dropout_stored_kernel(float *y, const float *x, const uint8_t *keep, int64_t n, float scale)
 {
     DT_GRID_STRIDE(i, n)
     y[i] = dt_dropout_apply(x[i], keep[i] != 0, scale);
@@ -121,15 +123,17 @@ static __global__ void dropout_stored_kernel(float *y, const float *x, const uin
 /* philox: a thread a Philox block of the whole (rows, W) site (dt_dropout_philox_block),
  * not a thread a row: the rows' elements are one run of counters, so neighbouring threads
  * read and write neighbouring 16 bytes. Items: the site's blocks, q0 + j. */
-static __global__ void dropout_philox_kernel(float *y, const float *x, int64_t e0, int64_t n,
-                                             uint64_t q0, uint64_t blocks, struct dt_dropout_site s)
+static __global__ void __launch_bounds__(1024)
+    dropout_philox_kernel(float *y, const float *x, int64_t e0, int64_t n, uint64_t q0,
+                          uint64_t blocks, struct dt_dropout_site s)
 {
     DT_GRID_STRIDE(j, (int64_t)blocks)
     dt_dropout_philox_block(y, x, e0, n, q0 + (uint64_t)j, &s.stream, s.threshold, s.scale);
 }
 
-static __global__ void dropout_seed_kernel(struct dt_xoro *lanes, int64_t rows, int64_t row0,
-                                           uint64_t seed, uint32_t step, uint32_t member)
+static __global__ void __launch_bounds__(1024)
+    dropout_seed_kernel(struct dt_xoro *lanes, int64_t rows, int64_t row0, uint64_t seed,
+                        uint32_t step, uint32_t member)
 {
     DT_GRID_STRIDE(r, rows)
     lanes[r] = dt_dropout_lane_seed(seed, step, member, (uint64_t)(row0 + r));

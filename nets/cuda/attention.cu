@@ -50,9 +50,9 @@ static __global__ void __launch_bounds__(1024)
  * runs dt_attn_tile on it -- the calls dt_attn_row makes, in the same order, on the same
  * values: the CPU's bits (tests/test_gpt.c emulates this schedule on the host). Items: (bh,
  * query tile), grid-stride over blocks. */
-static __global__ void attention_forward_tiled_kernel(float *out, float *att, const float *qkv,
-                                                      int64_t B, int64_t T, int64_t H, int64_t D,
-                                                      float scale, bool portable, bool acc)
+static __global__ void __launch_bounds__(DT_GPT_ATTN_TILE)
+    attention_forward_tiled_kernel(float *out, float *att, const float *qkv, int64_t B, int64_t T,
+                                   int64_t H, int64_t D, float scale, bool portable, bool acc)
 {
     /* acc: each thread's query row and output sums in shared memory, [hd][DT_GPT_ATTN_TILE]
      * (a bank a thread), not read from and written back to device memory at every key tile
@@ -98,9 +98,9 @@ static __global__ void attention_forward_tiled_kernel(float *out, float *att, co
     }
 }
 
-static __global__ void attention_dscores_kernel(float *ds, const float *att, const float *dout,
-                                                const float *qkv, int64_t B, int64_t T, int64_t H,
-                                                int64_t D, float scale, bool exact)
+static __global__ void __launch_bounds__(1024)
+    attention_dscores_kernel(float *ds, const float *att, const float *dout, const float *qkv,
+                             int64_t B, int64_t T, int64_t H, int64_t D, float scale, bool exact)
 {
     const int64_t hd = D / H;
     DT_GRID_STRIDE(i, B * H * T)
@@ -111,9 +111,9 @@ static __global__ void attention_dscores_kernel(float *ds, const float *att, con
 }
 
 /* items: every element of dqkv (B, T, 3, D) */
-static __global__ void attention_grad_kernel(float *dqkv, const float *ds, const float *att,
-                                             const float *dout, const float *qkv, int64_t B,
-                                             int64_t T, int64_t H, int64_t D, bool exact)
+static __global__ void __launch_bounds__(1024)
+    attention_grad_kernel(float *dqkv, const float *ds, const float *att, const float *dout,
+                          const float *qkv, int64_t B, int64_t T, int64_t H, int64_t D, bool exact)
 {
     const int64_t hd = D / H;
     DT_GRID_STRIDE(k, B * T * 3 * D)
@@ -126,14 +126,16 @@ static __global__ void attention_grad_kernel(float *dqkv, const float *ds, const
 
 /* The library path's per-row steps (math fast and strict): the causal softmax of the
  * scores cuBLAS left in att, and dS from the dP it left in ds. */
-static __global__ void attention_softmax_kernel(float *att, int64_t rows, int64_t T, bool portable)
+static __global__ void __launch_bounds__(1024)
+    attention_softmax_kernel(float *att, int64_t rows, int64_t T, bool portable)
 {
     DT_GRID_STRIDE(i, rows)
     dt_attn_softmax_row(att + i * T, i % T, T, portable);
 }
 
-static __global__ void attention_dscores_finish_kernel(float *ds, const float *att, int64_t rows,
-                                                       int64_t T, float scale)
+static __global__ void __launch_bounds__(1024)
+    attention_dscores_finish_kernel(float *ds, const float *att, int64_t rows, int64_t T,
+                                    float scale)
 {
     DT_GRID_STRIDE(i, rows)
     dt_attn_dscores_finish(ds + i * T, att + i * T, i % T, T, scale, false);
@@ -183,9 +185,10 @@ static int attention_forward_launch(float *out, float *att, const float *qkv, in
  * way. In dqkv, a thread's 2 hd words a term were read and written back in device memory,
  * its row 3 D words from its neighbours' -- 311 ms a step for the GPU-scale GPT's attention
  * backward at portable on the H200 (results/nvidia-h200), against 4.7 ms at fast. */
-static __global__ void attention_dkdv_tiled_kernel(float *dqkv, const float *ds, const float *att,
-                                                   const float *dout, const float *qkv, int64_t B,
-                                                   int64_t T, int64_t H, int64_t D, bool acc)
+static __global__ void __launch_bounds__(DT_GPT_ATTN_TILE)
+    attention_dkdv_tiled_kernel(float *dqkv, const float *ds, const float *att, const float *dout,
+                                const float *qkv, int64_t B, int64_t T, int64_t H, int64_t D,
+                                bool acc)
 {
     extern __shared__ float tile_smem[];
     const int64_t hd = D / H, nt = (T + DT_GPT_ATTN_TILE - 1) / DT_GPT_ATTN_TILE;
@@ -223,9 +226,9 @@ static __global__ void attention_dkdv_tiled_kernel(float *dqkv, const float *ds,
     }
 }
 
-static __global__ void attention_dq_tiled_kernel(float *dqkv, const float *ds, const float *qkv,
-                                                 int64_t B, int64_t T, int64_t H, int64_t D,
-                                                 bool acc)
+static __global__ void __launch_bounds__(DT_GPT_ATTN_TILE)
+    attention_dq_tiled_kernel(float *dqkv, const float *ds, const float *qkv, int64_t B, int64_t T,
+                              int64_t H, int64_t D, bool acc)
 {
     extern __shared__ float tile_smem[];
     const int64_t hd = D / H, nt = (T + DT_GPT_ATTN_TILE - 1) / DT_GPT_ATTN_TILE;

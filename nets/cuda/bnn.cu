@@ -19,7 +19,8 @@
 
 /* portable: eps is a pure function of (stream, element index); one thread per Philox
  * block of 4 elements, computed by the reference definition. eps is (n). */
-static __global__ void eps_philox_kernel(float *eps, int64_t n, struct dt_philox_stream s)
+static __global__ void __launch_bounds__(1024)
+    eps_philox_kernel(float *eps, int64_t n, struct dt_philox_stream s)
 {
     const int64_t blocks = (n + 3) / 4;
     DT_GRID_STRIDE(b, blocks)
@@ -27,8 +28,9 @@ static __global__ void eps_philox_kernel(float *eps, int64_t n, struct dt_philox
 }
 
 /* portable: lanes[j] is a pure function of (seed, step, member, sample, j). lanes is (P). */
-static __global__ void eps_lfsr_seed_kernel(struct dt_xoro *lanes, int64_t P, uint64_t seed,
-                                            uint32_t step, uint32_t member, uint32_t sample)
+static __global__ void __launch_bounds__(1024)
+    eps_lfsr_seed_kernel(struct dt_xoro *lanes, int64_t P, uint64_t seed, uint32_t step,
+                         uint32_t member, uint32_t sample)
 {
     DT_GRID_STRIDE(j, P)
     lanes[j] = dt_eps_lane_seed(seed, step, member, sample, (uint64_t)j);
@@ -36,8 +38,9 @@ static __global__ void eps_lfsr_seed_kernel(struct dt_xoro *lanes, int64_t P, ui
 
 /* portable: one thread per lane walks the lane's own chunk with its own state, exactly as
  * the reference walk; lanes never share state or elements. eps is (n), lanes (P). */
-static __global__ void eps_lfsr_kernel(float *eps, int64_t n, struct dt_xoro *lanes, int64_t P,
-                                       bool backward, int64_t skip_lane)
+static __global__ void __launch_bounds__(1024)
+    eps_lfsr_kernel(float *eps, int64_t n, struct dt_xoro *lanes, int64_t P, bool backward,
+                    int64_t skip_lane)
 {
     DT_GRID_STRIDE(j, P)
     dt_bnn_eps_lane_walk(eps, n, lanes, P, j, backward, skip_lane);
@@ -45,8 +48,8 @@ static __global__ void eps_lfsr_kernel(float *eps, int64_t n, struct dt_xoro *la
 
 /* portable at `math: portable` (own softplus and exp), else CUDA's expf/log1pf, within a
  * few ulps of the CPU's libm: elementwise. sigma, dsigma, rho are (n). */
-static __global__ void bnn_sigma_kernel(float *sigma, float *dsigma, const float *rho, int64_t n,
-                                        bool portable)
+static __global__ void __launch_bounds__(1024)
+    bnn_sigma_kernel(float *sigma, float *dsigma, const float *rho, int64_t n, bool portable)
 {
     DT_GRID_STRIDE(i, n)
     {
@@ -58,8 +61,8 @@ static __global__ void bnn_sigma_kernel(float *sigma, float *dsigma, const float
 }
 
 /* portable: w = mu + sigma * eps, one product and one sum per element. All (n). */
-static __global__ void bnn_sample_kernel(float *w, const float *mu, const float *sigma,
-                                         const float *eps, int64_t n)
+static __global__ void __launch_bounds__(1024)
+    bnn_sample_kernel(float *w, const float *mu, const float *sigma, const float *eps, int64_t n)
 {
     DT_GRID_STRIDE(i, n)
     w[i] = dt_bnn_sample_elem(mu[i], sigma[i], eps[i]);
@@ -67,9 +70,9 @@ static __global__ void bnn_sample_kernel(float *w, const float *mu, const float 
 
 /* portable: elementwise, fixed operation order; samples are added in the caller's order.
  * All (n). */
-static __global__ void bnn_accumulate_kernel(float *gmu, float *grho, const float *g,
-                                             const float *eps, const float *dsigma, int64_t n,
-                                             bool first)
+static __global__ void __launch_bounds__(1024)
+    bnn_accumulate_kernel(float *gmu, float *grho, const float *g, const float *eps,
+                          const float *dsigma, int64_t n, bool first)
 {
     DT_GRID_STRIDE(i, n)
     {
@@ -82,9 +85,9 @@ static __global__ void bnn_accumulate_kernel(float *gmu, float *grho, const floa
 
 /* portable: elementwise, fixed operation order; ipv = 1 / prior_var rounded once on the
  * host, as on the CPU. All (n). */
-static __global__ void bnn_finish_kernel(float *gmu, float *grho, const float *mu,
-                                         const float *sigma, const float *dsigma, int64_t n,
-                                         float inv_s, float klw, float ipv)
+static __global__ void __launch_bounds__(1024)
+    bnn_finish_kernel(float *gmu, float *grho, const float *mu, const float *sigma,
+                      const float *dsigma, int64_t n, float inv_s, float klw, float ipv)
 {
     DT_GRID_STRIDE(i, n)
     {

@@ -60,7 +60,8 @@ static unsigned blocks_for_tiles(const struct dt_cuda_launch *L, int64_t tiles)
  * operands, tiles of GEMM_TILE k at a time in k order, so every output sees the CPU's
  * sequence of roundings (nets/cpu/dense.c, matmul_rows_ordered). The block shape is
  * fixed by the tile; blocks walk the tiles grid-stride, so any grid gives the same bits. */
-static __global__ void gemm_ordered_kernel(struct dt_cuda_gemm_args g)
+static __global__ void __launch_bounds__(GEMM_TILE *GEMM_TILE)
+    gemm_ordered_kernel(struct dt_cuda_gemm_args g)
 {
     __shared__ float as[GEMM_TILE][GEMM_TILE + 1]; /* as[i][k]; +1: no bank conflicts */
     __shared__ float bs[GEMM_TILE][GEMM_TILE + 1]; /* bs[k][j] */
@@ -123,7 +124,8 @@ static __global__ void __launch_bounds__(DT_GEMM_THREADS)
 }
 
 /* portable: y[b,o] + bias[o], one rounding, as the CPU's y[o] += bias[o]. */
-static __global__ void bias_add_kernel(float *y, const float *bias, int64_t B, int64_t out)
+static __global__ void __launch_bounds__(1024)
+    bias_add_kernel(float *y, const float *bias, int64_t B, int64_t out)
 {
     DT_GRID_STRIDE(i, B * out)
     y[i] = dt_rn_add(y[i], bias[i % out]);
@@ -136,29 +138,32 @@ static __global__ void bias_add_kernel(float *y, const float *bias, int64_t B, i
  * thread per element walking all m partials took ~1 ms for LeNet's first conv weight
  * gradient (150 elements, 3136 partials); by blocks that level has 98 x 150 threads. */
 #define TREE_BLOCK 16
-static __global__ void reduce_tree_level_kernel(float *p, int64_t count, int64_t s, int64_t n)
+static __global__ void __launch_bounds__(1024)
+    reduce_tree_level_kernel(float *p, int64_t count, int64_t s, int64_t n)
 {
     const int64_t blocks = (count + TREE_BLOCK - 1) / TREE_BLOCK;
     DT_GRID_STRIDE(i, blocks * n)
     dt_reduce_tree_block(p + i % n, count, s, TREE_BLOCK, i / n);
 }
 
-static __global__ void copy_kernel(float *dst, const float *src, int64_t n)
+static __global__ void __launch_bounds__(1024) copy_kernel(float *dst, const float *src, int64_t n)
 {
     DT_GRID_STRIDE(i, n) dst[i] = src[i];
 }
 
 /* reduction unordered: every partial added by float atomicAdd; partials of one element sit
  * in different blocks, so the order of the additions is the order they arrive in. */
-static __global__ void add_partials_atomic_kernel(float *dst, const float *p, int64_t m, int64_t n)
+static __global__ void __launch_bounds__(1024)
+    add_partials_atomic_kernel(float *dst, const float *p, int64_t m, int64_t n)
 {
     DT_GRID_STRIDE(i, m * n)
     atomicAdd(&dst[i % n], p[i]);
 }
 
 /* Forced order (test hook): one thread per element adds the partials in perm's order. */
-static __global__ void add_partials_in_order_kernel(float *dst, const float *p, const int64_t *perm,
-                                                    int64_t m, int64_t n)
+static __global__ void __launch_bounds__(1024)
+    add_partials_in_order_kernel(float *dst, const float *p, const int64_t *perm, int64_t m,
+                                 int64_t n)
 {
     DT_GRID_STRIDE(e, n)
     dst[e] = dt_sum_in_order(p, perm, m, n, e);
@@ -166,8 +171,8 @@ static __global__ void add_partials_in_order_kernel(float *dst, const float *p, 
 
 /* atomics float: item (slice s, column o) sums rows [s*BIAS_ROWS, ...) in order, then
  * adds the sum by float atomicAdd: arrival order across slices. */
-static __global__ void bias_grad_atomic_kernel(float *dbias, const float *dy, int64_t B,
-                                               int64_t out)
+static __global__ void __launch_bounds__(1024)
+    bias_grad_atomic_kernel(float *dbias, const float *dy, int64_t B, int64_t out)
 {
     const int64_t slices = (B + BIAS_ROWS - 1) / BIAS_ROWS;
     DT_GRID_STRIDE(i, slices * out)
@@ -182,8 +187,8 @@ static __global__ void bias_grad_atomic_kernel(float *dbias, const float *dy, in
 
 /* ---- atomics fixed_point: order-free, the CPU's bits (dt_fixed_sum_rows) -------------- */
 
-static __global__ void bias_fixed_init_kernel(unsigned long long *acc,
-                                              struct dt_cuda_fixed_record *rec, int64_t out)
+static __global__ void __launch_bounds__(1024)
+    bias_fixed_init_kernel(unsigned long long *acc, struct dt_cuda_fixed_record *rec, int64_t out)
 {
     DT_GRID_STRIDE(o, out)
     acc[o] = 0;
@@ -194,8 +199,8 @@ static __global__ void bias_fixed_init_kernel(unsigned long long *acc,
 
 /* max |dy| as bit patterns (monotone for finite floats; max is order-free), and the first
  * non-finite input by atomicMin on its row-major index. */
-static __global__ void bias_fixed_max_kernel(struct dt_cuda_fixed_record *rec, const float *dy,
-                                             int64_t n)
+static __global__ void __launch_bounds__(1024)
+    bias_fixed_max_kernel(struct dt_cuda_fixed_record *rec, const float *dy, int64_t n)
 {
     __shared__ unsigned int block_max;
     if (threadIdx.x == 0) block_max = 0;
@@ -222,9 +227,9 @@ static __device__ int bias_fixed_shift(const struct dt_cuda_fixed_record *rec, i
  * counter by integer atomicAdd. The shift bounds every partial and the total below 2^62 in
  * magnitude, so two's-complement wrap-around in the unsigned counters gives the exact sum
  * in any order. */
-static __global__ void bias_fixed_sum_kernel(unsigned long long *acc,
-                                             struct dt_cuda_fixed_record *rec, const float *dy,
-                                             int64_t B, int64_t out)
+static __global__ void __launch_bounds__(1024)
+    bias_fixed_sum_kernel(unsigned long long *acc, struct dt_cuda_fixed_record *rec,
+                          const float *dy, int64_t B, int64_t out)
 {
     if (rec->first_bad != DT_CUDA_NO_INDEX) return;
     const int shift = bias_fixed_shift(rec, B);
@@ -246,9 +251,9 @@ static __global__ void bias_fixed_sum_kernel(unsigned long long *acc,
 
 /* dbias[o] = the float nearest to acc[o] * 2^-shift (one rounding); a sum beyond the float
  * range is recorded by column. */
-static __global__ void bias_fixed_finish_kernel(float *dbias, struct dt_cuda_fixed_record *rec,
-                                                const unsigned long long *acc, int64_t B,
-                                                int64_t out)
+static __global__ void __launch_bounds__(1024)
+    bias_fixed_finish_kernel(float *dbias, struct dt_cuda_fixed_record *rec,
+                             const unsigned long long *acc, int64_t B, int64_t out)
 {
     if (rec->first_bad != DT_CUDA_NO_INDEX) return;
     const int shift = bias_fixed_shift(rec, B);
@@ -279,10 +284,10 @@ static struct shard_rows shard_rows_of(const int64_t *row, int64_t shards)
     return sr;
 }
 
-static __global__ void bias_fixed_shards_kernel(float *dbias, struct dt_cuda_fixed_record *rec,
-                                                struct dt_cuda_fixed_record *block_rec,
-                                                unsigned int *count, const float *dy,
-                                                struct shard_rows sr, int64_t mult, int64_t out)
+static __global__ void __launch_bounds__(1024)
+    bias_fixed_shards_kernel(float *dbias, struct dt_cuda_fixed_record *rec,
+                             struct dt_cuda_fixed_record *block_rec, unsigned int *count,
+                             const float *dy, struct shard_rows sr, int64_t mult, int64_t out)
 {
     __shared__ unsigned long long acc[BIAS_ONE_PASS_COLS];
     __shared__ unsigned int mx, bad_term;
@@ -373,9 +378,9 @@ static __global__ void bias_fixed_shards_kernel(float *dbias, struct dt_cuda_fix
  * +0 in row order with dt_dense_mac, the chunk partials through the fixed tree streamed
  * (determinism/reduce.h, dt_reduce_stream: no partials in memory, no second kernel).
  * Threads along j read dy's row contiguously and share x's element. */
-static __global__ void wgrad_shards_kernel(float *dw, const float *x, const float *dy,
-                                           struct shard_rows sr, int64_t S, int64_t mult,
-                                           int64_t in, int64_t out)
+static __global__ void __launch_bounds__(1024)
+    wgrad_shards_kernel(float *dw, const float *x, const float *dy, struct shard_rows sr, int64_t S,
+                        int64_t mult, int64_t in, int64_t out)
 {
     const int64_t n = in * out;
     DT_GRID_STRIDE(t, S * n)

@@ -14,8 +14,9 @@
 #include "nets/cuda/launch.cuh"
 
 /* Leaf i of all tensors' level 0 (ptrs, bytes: the tensors; off0: the plan's level 0). */
-static __global__ void leaf_kernel(uint8_t *out, const int64_t *ptrs, const int64_t *bytes,
-                                   const int64_t *off0, int n, int64_t total)
+static __global__ void __launch_bounds__(1024)
+    leaf_kernel(uint8_t *out, const int64_t *ptrs, const int64_t *bytes, const int64_t *off0, int n,
+                int64_t total)
 {
     DT_GRID_STRIDE(i, total)
     {
@@ -27,15 +28,16 @@ static __global__ void leaf_kernel(uint8_t *out, const int64_t *ptrs, const int6
 }
 
 /* Level l + 1 from level l: dt_tree_step per digest. */
-static __global__ void step_kernel(uint8_t *out, const uint8_t *in, const int64_t *count_l,
-                                   const int64_t *off_l, const int64_t *off_next, int n,
-                                   int64_t total)
+static __global__ void __launch_bounds__(1024)
+    step_kernel(uint8_t *out, const uint8_t *in, const int64_t *count_l, const int64_t *off_l,
+                const int64_t *off_next, int n, int64_t total)
 {
     DT_GRID_STRIDE(i, total) { dt_tree_step(out, in, count_l, off_l, off_next, n, i); }
 }
 
-static __global__ void tensor_kernel(uint8_t *digests, const uint8_t *top, const int64_t *bytes,
-                                     const int64_t *off_top, int n)
+static __global__ void __launch_bounds__(1024)
+    tensor_kernel(uint8_t *digests, const uint8_t *top, const int64_t *bytes,
+                  const int64_t *off_top, int n)
 {
     DT_GRID_STRIDE(t, n)
     {
@@ -116,8 +118,8 @@ extern "C" enum dt_status dt_cuda_tensor_digests(struct dt_backend *be, uint8_t 
 /* ---- the hashing pipeline's snapshot in one launch (backend_cuda.c, snapshot) ---------
  * Word i of the concatenation: tensor t, the last whose first word off[t] <= i (an empty
  * tensor shares its offset with the next and is never chosen), word i - off[t] of it. */
-static __global__ void gather_words_kernel(uint32_t *dst, const int64_t *off, const int64_t *src,
-                                           int n, int64_t total)
+static __global__ void __launch_bounds__(1024)
+    gather_words_kernel(uint32_t *dst, const int64_t *off, const int64_t *src, int n, int64_t total)
 {
     DT_GRID_STRIDE(i, total)
     {

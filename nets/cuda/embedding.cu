@@ -28,8 +28,8 @@
 #define THREADS L->block_threads
 #define LAUNCHED return (int)cudaGetLastError()
 
-static __global__ void embed_tokens_kernel(int32_t *tokens, int32_t *targets, const float *x,
-                                           int64_t B, int64_t T)
+static __global__ void __launch_bounds__(1024)
+    embed_tokens_kernel(int32_t *tokens, int32_t *targets, const float *x, int64_t B, int64_t T)
 {
     DT_GRID_STRIDE(r, B * T)
     {
@@ -39,8 +39,9 @@ static __global__ void embed_tokens_kernel(int32_t *tokens, int32_t *targets, co
     }
 }
 
-static __global__ void embed_kernel(float *h, const float *x, const float *wte, const float *wpe,
-                                    int64_t T, int64_t D, int64_t n)
+static __global__ void __launch_bounds__(1024)
+    embed_kernel(float *h, const float *x, const float *wte, const float *wpe, int64_t T, int64_t D,
+                 int64_t n)
 {
     DT_GRID_STRIDE(e, n)
     h[e] = dt_embed_elem(x, wte, wpe, T, D, e);
@@ -48,8 +49,9 @@ static __global__ void embed_kernel(float *h, const float *x, const float *wte, 
 
 /* atomics float: one float atomicAdd per term, in arrival order (what a fast GPU scatter
  * does; tokens out of [0, V) -- impossible after dt_gpt_token -- are skipped). */
-static __global__ void scatter_atomic_kernel(float *dwte, const float *dh, const int32_t *tokens,
-                                             int64_t rows, int64_t V, int64_t D)
+static __global__ void __launch_bounds__(1024)
+    scatter_atomic_kernel(float *dwte, const float *dh, const int32_t *tokens, int64_t rows,
+                          int64_t V, int64_t D)
 {
     DT_GRID_STRIDE(e, rows * D)
     {
@@ -60,9 +62,9 @@ static __global__ void scatter_atomic_kernel(float *dwte, const float *dh, const
 
 /* The forced-order hook: column i of every entry gets the rows in perm's order, one
  * thread per column (the CPU's forced path adds the same terms in the same order). */
-static __global__ void scatter_in_order_kernel(float *dwte, const float *dh, const int32_t *tokens,
-                                               const int64_t *perm, int64_t rows, int64_t V,
-                                               int64_t D)
+static __global__ void __launch_bounds__(1024)
+    scatter_in_order_kernel(float *dwte, const float *dh, const int32_t *tokens,
+                            const int64_t *perm, int64_t rows, int64_t V, int64_t D)
 {
     DT_GRID_STRIDE(i, D)
     for (int64_t k = 0; k < rows; k++) {
@@ -71,7 +73,7 @@ static __global__ void scatter_in_order_kernel(float *dwte, const float *dh, con
     }
 }
 
-static __global__ void fixed_zero_kernel(unsigned long long *acc, int64_t n)
+static __global__ void __launch_bounds__(1024) fixed_zero_kernel(unsigned long long *acc, int64_t n)
 {
     DT_GRID_STRIDE(e, n)
     acc[e] = 0;
@@ -79,10 +81,9 @@ static __global__ void fixed_zero_kernel(unsigned long long *acc, int64_t n)
 
 /* atomics fixed_point: every term to int64 at the shift of (max |dh|, rows); integer
  * atomics add them exactly in any order (the shift bounds every sum below 2^62). */
-static __global__ void scatter_fixed_kernel(unsigned long long *acc,
-                                            struct dt_cuda_fixed_record *rec, const float *dh,
-                                            const int32_t *tokens, int64_t rows, int64_t V,
-                                            int64_t D)
+static __global__ void __launch_bounds__(1024)
+    scatter_fixed_kernel(unsigned long long *acc, struct dt_cuda_fixed_record *rec, const float *dh,
+                         const int32_t *tokens, int64_t rows, int64_t V, int64_t D)
 {
     if (rec->first_bad != DT_CUDA_NO_INDEX) return;
     const int shift = dt_fixed_shift_for(dt_bits_float(rec->max_bits), rows);
@@ -96,9 +97,10 @@ static __global__ void scatter_fixed_kernel(unsigned long long *acc,
 }
 
 /* One rounding per entry; = or += into dwte; an entry beyond the float range is recorded. */
-static __global__ void scatter_fixed_finish_kernel(float *dwte, struct dt_cuda_fixed_record *rec,
-                                                   const unsigned long long *acc, int64_t rows,
-                                                   int64_t n, bool accumulate)
+static __global__ void __launch_bounds__(1024)
+    scatter_fixed_finish_kernel(float *dwte, struct dt_cuda_fixed_record *rec,
+                                const unsigned long long *acc, int64_t rows, int64_t n,
+                                bool accumulate)
 {
     if (rec->first_bad != DT_CUDA_NO_INDEX) return;
     const int shift = dt_fixed_shift_for(dt_bits_float(rec->max_bits), rows);

@@ -21,7 +21,8 @@
 /* max_bits (zeroed by the launcher) = max over p[0, count) of |bits|: a thread's, the
  * block's in shared memory, one atomic a block (the grid has a thread an element: one atomic
  * a thread queued millions on a tensor's word for the GPU-scale GPT, results/nvidia-h200) */
-static __global__ void exact_max_kernel(uint32_t *max_bits, const float *p, int64_t count)
+static __global__ void __launch_bounds__(1024)
+    exact_max_kernel(uint32_t *max_bits, const float *p, int64_t count)
 {
     __shared__ unsigned int block_max;
     if (threadIdx.x == 0) block_max = 0;
@@ -39,8 +40,9 @@ static __global__ void exact_max_kernel(uint32_t *max_bits, const float *p, int6
 
 /* mode 0: p[e] = the exact sum rounded; mode 1: acc[e] = the int64 sum; mode 2: p[e] =
  * acc[e] rounded. A tensor with a non-finite max is left alone (the caller names it). */
-static __global__ void exact_sum_kernel(float *p, int64_t *acc, const uint32_t *max_bits, int64_t n,
-                                        int64_t slots, int64_t shards, int mode)
+static __global__ void __launch_bounds__(1024)
+    exact_sum_kernel(float *p, int64_t *acc, const uint32_t *max_bits, int64_t n, int64_t slots,
+                     int64_t shards, int mode)
 {
     const uint32_t mb = *max_bits;
     if (mb >= 0x7f800000u) return;

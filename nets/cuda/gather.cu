@@ -6,9 +6,10 @@
 #include "nets/cuda/launch.cuh"
 #include "nets/gather_hd.h"
 
-static __global__ void gather_kernel(float *x, int32_t *labels, const uint8_t *pixels,
-                                     const float *values, const uint8_t *set_labels,
-                                     const int64_t *idx, int64_t B, int64_t dim, int64_t stride)
+static __global__ void __launch_bounds__(1024)
+    gather_kernel(float *x, int32_t *labels, const uint8_t *pixels, const float *values,
+                  const uint8_t *set_labels, const int64_t *idx, int64_t B, int64_t dim,
+                  int64_t stride)
 {
     DT_GRID_STRIDE(e, B * dim)
     x[e] = dt_gather_elem(pixels, values, idx, dim, stride, e);

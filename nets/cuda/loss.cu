@@ -34,9 +34,9 @@
  * probabilities are still written. total != NULL: reduction unordered, losses added by
  * float atomicAdd in arrival order. */
 template <bool portable>
-static __global__ void softmax_xent_rows_kernel(float *probs, float *losses, int32_t *hit,
-                                                float *total, const float *logits,
-                                                const int32_t *labels, int64_t B, int64_t C)
+static __global__ void __launch_bounds__(1024)
+    softmax_xent_rows_kernel(float *probs, float *losses, int32_t *hit, float *total,
+                             const float *logits, const int32_t *labels, int64_t B, int64_t C)
 {
     DT_GRID_STRIDE(b, B)
     {
@@ -53,9 +53,9 @@ static __global__ void softmax_xent_rows_kernel(float *probs, float *losses, int
 }
 
 /* portable at every level: dlogits = (p - onehot) * inv_b, two roundings. */
-static __global__ void softmax_xent_grad_kernel(float *dlogits, const float *probs,
-                                                const int32_t *labels, int64_t B, int64_t C,
-                                                float inv_b)
+static __global__ void __launch_bounds__(1024)
+    softmax_xent_grad_kernel(float *dlogits, const float *probs, const int32_t *labels, int64_t B,
+                             int64_t C, float inv_b)
 {
     DT_GRID_STRIDE(i, B * C)
     dlogits[i] = dt_softmax_xent_grad_elem(probs[i], i % C == labels[i / C], inv_b);

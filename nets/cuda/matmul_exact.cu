@@ -21,8 +21,9 @@
 #include "nets/cuda/launch.cuh"
 
 /* Row r's scale (rows of n values at stride `stride`, `step` between rows). */
-static __global__ void xp_scale_kernel(int *scale, const float *a, int64_t rows, int64_t n,
-                                       int64_t step, int64_t stride)
+static __global__ void __launch_bounds__(1024)
+    xp_scale_kernel(int *scale, const float *a, int64_t rows, int64_t n, int64_t step,
+                    int64_t stride)
 {
     DT_GRID_STRIDE(r, rows) { scale[r] = dt_xp_row_scale(a + r * step, n, stride); }
 }
@@ -65,8 +66,9 @@ static enum dt_status xp_scales(struct dt_backend *be, int *sa, const float *A, 
 
 /* Row r's n values in fixed point at `levels` levels, as the CPU holds them: half h of every
  * value (dt_xp_half) at X + h rows n, the row's values contiguous. */
-static __global__ void xp_fixed_kernel(int64_t *X, const int *scale, const float *a, int64_t rows,
-                                       int64_t n, int64_t step, int64_t stride, int levels)
+static __global__ void __launch_bounds__(1024)
+    xp_fixed_kernel(int64_t *X, const int *scale, const float *a, int64_t rows, int64_t n,
+                    int64_t step, int64_t stride, int levels)
 {
     DT_GRID_STRIDE(r, rows)
     {
@@ -80,9 +82,9 @@ static __global__ void xp_fixed_kernel(int64_t *X, const int *scale, const float
 
 /* Output (i, c): one dot product per pair of halves (dt_xp_dot, as the CPU's), one
  * rounding, then the bias. */
-static __global__ void xp_out_kernel(float *C, const int64_t *XA, const int64_t *XBt, const int *sa,
-                                     const int *sb, const float *bias, int64_t M, int64_t K,
-                                     int64_t N, int levels)
+static __global__ void __launch_bounds__(1024)
+    xp_out_kernel(float *C, const int64_t *XA, const int64_t *XBt, const int *sa, const int *sb,
+                  const float *bias, int64_t M, int64_t K, int64_t N, int levels)
 {
     DT_GRID_STRIDE(o, M * N)
     {
@@ -121,9 +123,9 @@ static enum dt_status xp_simple(struct dt_backend *be, float *C, const float *A,
 
 /* The S slices of every value: slice p of row r, element k at sl[(p rows_p + r) kp + k];
  * the padding (r >= rows or k >= n) zero. */
-static __global__ void xp_slice_kernel(int8_t *sl, const int *scale, const float *a, int64_t rows,
-                                       int64_t n, int64_t step, int64_t stride, int64_t rows_p,
-                                       int64_t kp, int levels)
+static __global__ void __launch_bounds__(1024)
+    xp_slice_kernel(int8_t *sl, const int *scale, const float *a, int64_t rows, int64_t n,
+                    int64_t step, int64_t stride, int64_t rows_p, int64_t kp, int levels)
 {
     DT_GRID_STRIDE(o, rows_p * kp)
     {
@@ -137,8 +139,9 @@ static __global__ void xp_slice_kernel(int8_t *sl, const int *scale, const float
 
 /* The outputs' integers (rows [0, rows) of the block, N columns, L^2 parts each) += A's
  * slice p against every slice q of B: P (S, rows_p, np) int32, folded by dt_xp_fold. */
-static __global__ void xp_fold_kernel(dt_xp_acc *acc, const int32_t *P, int p, int64_t rows,
-                                      int64_t rows_p, int64_t np, int64_t N, int levels)
+static __global__ void __launch_bounds__(1024)
+    xp_fold_kernel(dt_xp_acc *acc, const int32_t *P, int p, int64_t rows, int64_t rows_p,
+                   int64_t np, int64_t N, int levels)
 {
     DT_GRID_STRIDE(o, rows * N)
     {
@@ -149,9 +152,9 @@ static __global__ void xp_fold_kernel(dt_xp_acc *acc, const int32_t *P, int p, i
 }
 
 /* C's rows [i0, i0 + mb): one rounding each, then the bias. */
-static __global__ void xp_round_kernel(float *C, const dt_xp_acc *acc, const int *sa, const int *sb,
-                                       const float *bias, int64_t i0, int64_t mb, int64_t N,
-                                       int levels)
+static __global__ void __launch_bounds__(1024)
+    xp_round_kernel(float *C, const dt_xp_acc *acc, const int *sa, const int *sb, const float *bias,
+                    int64_t i0, int64_t mb, int64_t N, int levels)
 {
     DT_GRID_STRIDE(o, mb * N)
     {

@@ -23,9 +23,9 @@ static __device__ float warp_combine(float v)
     return v;
 }
 
-static __global__ void layernorm_forward_kernel(float *y, float *mean, float *rstd, const float *x,
-                                                const float *gamma, const float *beta, int64_t rows,
-                                                int64_t D)
+static __global__ void __launch_bounds__(LN_BLOCK)
+    layernorm_forward_kernel(float *y, float *mean, float *rstd, const float *x, const float *gamma,
+                             const float *beta, int64_t rows, int64_t D)
 {
     const int lane = threadIdx.x % DT_GPT_LN_LANES;
     const int64_t warps = (int64_t)gridDim.x * (blockDim.x / DT_GPT_LN_LANES);
@@ -43,10 +43,10 @@ static __global__ void layernorm_forward_kernel(float *y, float *mean, float *rs
     }
 }
 
-static __global__ void layernorm_backward_kernel(float *dx, float *gx, const float *dy,
-                                                 const float *x, const float *mean,
-                                                 const float *rstd, const float *gamma,
-                                                 int64_t rows, int64_t D, bool accumulate)
+static __global__ void __launch_bounds__(LN_BLOCK)
+    layernorm_backward_kernel(float *dx, float *gx, const float *dy, const float *x,
+                              const float *mean, const float *rstd, const float *gamma,
+                              int64_t rows, int64_t D, bool accumulate)
 {
     const int lane = threadIdx.x % DT_GPT_LN_LANES;
     const int64_t warps = (int64_t)gridDim.x * (blockDim.x / DT_GPT_LN_LANES);

@@ -24,20 +24,21 @@
  * --fmad=false. */
 
 /* portable: the CPU's element function (nets/optim_elem.h), one element per thread. */
-static __global__ void sgd_update_kernel(float *w, float *v, const float *g, int64_t n, float lr,
-                                         float mom, float wd)
+static __global__ void __launch_bounds__(1024)
+    sgd_update_kernel(float *w, float *v, const float *g, int64_t n, float lr, float mom, float wd)
 {
     DT_GRID_STRIDE(i, n) dt_sgd_elem(&w[i], &v[i], g[i], lr, mom, wd);
 }
 
-static __global__ void adamw_kernel(float *w, float *m, float *v, const float *g, int64_t n,
-                                    struct dt_adamw_step st)
+static __global__ void __launch_bounds__(1024)
+    adamw_kernel(float *w, float *m, float *v, const float *g, int64_t n, struct dt_adamw_step st)
 {
     DT_GRID_STRIDE(i, n)
     dt_adamw_elem(&w[i], &m[i], &v[i], g[i], &st);
 }
 
-static __global__ void clip_scale_kernel(float *g, int64_t n, const float *norm_sq, float max_norm)
+static __global__ void __launch_bounds__(1024)
+    clip_scale_kernel(float *g, int64_t n, const float *norm_sq, float max_norm)
 {
     const float f = dt_clip_coef(*norm_sq, max_norm);
     if (f == 1.0f) return;
@@ -47,7 +48,8 @@ static __global__ void clip_scale_kernel(float *g, int64_t n, const float *norm_
 
 /* ---- the clipping norm --------------------------------------------------------------------- */
 
-static __global__ void norm_chunks_kernel(float *part, const float *g, int64_t n, int64_t chunk)
+static __global__ void __launch_bounds__(1024)
+    norm_chunks_kernel(float *part, const float *g, int64_t n, int64_t chunk)
 {
     DT_GRID_STRIDE(c, (n + chunk - 1) / chunk)
     {
@@ -61,7 +63,8 @@ static __global__ void norm_chunks_kernel(float *part, const float *g, int64_t n
  * block into dst. A float atomic a chunk, as before, queued 1.35 million atomics on one
  * address for the GPU-scale GPT's 10.8 M gradients: 2.56 ms, twice run_to_run's ordered
  * chunks and tree (results/nvidia-h200, gpt-gpu/bench.csv). */
-static __global__ void norm_atomic_kernel(float *dst, const float *g, int64_t n, int64_t chunk)
+static __global__ void __launch_bounds__(1024)
+    norm_atomic_kernel(float *dst, const float *g, int64_t n, int64_t chunk)
 {
     __shared__ float block_sum;
     if (threadIdx.x == 0) block_sum = 0.0f;
@@ -77,13 +80,13 @@ static __global__ void norm_atomic_kernel(float *dst, const float *g, int64_t n,
     if (threadIdx.x == 0) atomicAdd(dst, block_sum);
 }
 
-static __global__ void norm_add_in_order_kernel(float *dst, const float *sum)
+static __global__ void __launch_bounds__(1) norm_add_in_order_kernel(float *dst, const float *sum)
 {
     *dst = *dst + *sum;
 }
 
-static __global__ void norm_exact_init_kernel(unsigned long long *acc,
-                                              struct dt_cuda_fixed_record *rec)
+static __global__ void __launch_bounds__(1)
+    norm_exact_init_kernel(unsigned long long *acc, struct dt_cuda_fixed_record *rec)
 {
     *acc = 0;
     dt_cuda_fixed_record_reset(rec);
@@ -93,8 +96,8 @@ static __global__ void norm_exact_init_kernel(unsigned long long *acc,
  * one atomic a block (one a thread put 10.8 M atomics on one word for the GPU-scale GPT's
  * gradients, whose grid has a thread an element: grad_norm 8.97 ms a step at portable on the
  * H200, results/nvidia-h200); any non-finite element flags. */
-static __global__ void norm_exact_max_kernel(struct dt_cuda_fixed_record *rec, const float *g,
-                                             int64_t n)
+static __global__ void __launch_bounds__(1024)
+    norm_exact_max_kernel(struct dt_cuda_fixed_record *rec, const float *g, int64_t n)
 {
     __shared__ unsigned int block_max, block_bad;
     if (threadIdx.x == 0) block_max = 0, block_bad = 0;
@@ -123,9 +126,9 @@ static __device__ int norm_exact_shift(const struct dt_cuda_fixed_record *rec, i
     return dt_fixed_shift_for(dt_rn_mul(mx, mx), total);
 }
 
-static __global__ void norm_exact_sum_kernel(unsigned long long *acc,
-                                             const struct dt_cuda_fixed_record *rec, const float *g,
-                                             int64_t n, int64_t total)
+static __global__ void __launch_bounds__(1024)
+    norm_exact_sum_kernel(unsigned long long *acc, const struct dt_cuda_fixed_record *rec,
+                          const float *g, int64_t n, int64_t total)
 {
     if (rec->first_bad != DT_CUDA_NO_INDEX) return; /* the same for every thread */
     const float mx = dt_bits_float(rec->max_bits);
@@ -146,9 +149,9 @@ static __global__ void norm_exact_sum_kernel(unsigned long long *acc,
     if (threadIdx.x == 0 && block_sum) atomicAdd(acc, block_sum);
 }
 
-static __global__ void norm_exact_finish_kernel(float *dst, const unsigned long long *acc,
-                                                const struct dt_cuda_fixed_record *rec,
-                                                int64_t total)
+static __global__ void __launch_bounds__(1)
+    norm_exact_finish_kernel(float *dst, const unsigned long long *acc,
+                             const struct dt_cuda_fixed_record *rec, int64_t total)
 {
     const float mx = dt_bits_float(rec->max_bits), max_sq = dt_rn_mul(mx, mx);
     if (rec->first_bad != DT_CUDA_NO_INDEX) *dst = __int_as_float(0x7fc00000); /* NaN */
