@@ -35,7 +35,9 @@ later=(gptgpu racecheck matrix) # for a later call or lease; not part of the fir
 declare -A cap_of=([info]=15 [build]=50 [smoke]=30 [tests]=45 [crossdev]=30 [replicas]=30
                    [bench]=40 [torch]=65 [gpt]=95 [memcheck]=20 [gptgpu]=300 [racecheck]=240
                    [matrix]=400)
-# memcheck runs last, on what --time-limit leaves (at least its cap when there is no limit).
+# memcheck runs last, on what --time-limit leaves (at least its cap when there is no limit)
+# -- unless a later stage follows it in the plan: then its cap. Each sanitized case is cut at
+# DT_SANITIZE_CASE_S (150 s).
 # The gpu test cases memcheck takes, smallest first (compute-sanitizer is 10-100x slower).
 memcheck_cases=(cuda.elementwise_parity cuda_dense.dense_parity cuda_dense.loss_parity
                 cuda.resident_gather_parity cuda_bnn.gpu_bnn_elementwise_parity
@@ -497,8 +499,12 @@ sanitize_gpu() {
   : >"$log"
   for c in "$@"; do
     echo "=== $tool: $c" >>"$log"
-    "$san" --tool "$tool" --error-exitcode 1 "$build/tests/test_${c%%.*}" "${c#*.}" >>"$log" 2>&1 </dev/null
+    # each case its own limit (DT_SANITIZE_CASE_S, default 150 s): a hang in one case ends
+    # there, not with the stage's whole time
+    timeout --kill-after=5 "${DT_SANITIZE_CASE_S:-150}" \
+      "$san" --tool "$tool" --error-exitcode 1 "$build/tests/test_${c%%.*}" "${c#*.}" >>"$log" 2>&1 </dev/null
     rc=$?
+    [ $rc -ne 124 ] && [ $rc -ne 137 ] || echo "=== cut at ${DT_SANITIZE_CASE_S:-150} s" >>"$log"
     echo "=== exit $rc" >>"$log"
     n=$((n + 1))
     if [ $rc -ne 0 ]; then
@@ -1066,7 +1072,10 @@ for s in "${ordered[@]}"; do
     status_of[$s]="not run (time)"
     continue
   fi
-  if [ "$s" = memcheck ] && [ -n "${memcheck_floor:-}" ] && [ $dry -eq 0 ]; then
+  # memcheck takes what is left only as the plan's last stage: before a later one (gptgpu,
+  # racecheck, matrix) its own cap, so that a slow or hung case cannot starve those
+  if [ "$s" = memcheck ] && [ -n "${memcheck_floor:-}" ] && [ $dry -eq 0 ] &&
+     [ "${ordered[${#ordered[@]}-1]}" = memcheck ]; then
     left=$(overall_left)
     [ "$left" -gt "$memcheck_floor" ] && cap_of[memcheck]=$left
   fi

@@ -43,6 +43,9 @@ struct dt_bench_stream {
     const struct dt_dist *dist; /* the ranks stepping together; NULL: one process */
     int slow_base_op;           /* test hook: this op slowed in base's steps; -1 none */
     double slow_base_seconds;
+    /* host waits of the last dt_bench_alternate's measured steps: [0] the base's, [1] the
+     * policy's (dt_backend_host_waits; 0 on the CPU) */
+    int64_t waits[2];
 };
 enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment *exp,
                                   struct dt_bench_stream *bs, const struct dt_policy *base,
