@@ -227,9 +227,8 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
         printf("\n%s", flags.data ? flags.data : "");
         dt_strbuf_free(&flags);
         if (waits_base + waits_pol > 0) /* a device backend: each level's waits, not one's */
-            printf("  host waits per step: %s %.2f, %s %.2f (the step's end included)\n",
-                   base_name, (double)waits_base / (double)n, pol->name,
-                   (double)waits_pol / (double)n);
+            printf("  host waits per step: %s %.2f, %s %.2f (the step's end included)\n", base_name,
+                   (double)waits_base / (double)n, pol->name, (double)waits_pol / (double)n);
     }
     free(scratch_a);
     free(scratch_b);
