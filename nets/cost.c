@@ -1,5 +1,5 @@
 /* The cost model's arithmetic and device constants (nets/cost.h); the per-op counts are in
- * nets/cuda/cost.c. */
+ * nets/cost_cuda.c, recorded by the CUDA backend's own code (nets/cuda/work.h). */
 #include "nets/cost.h"
 
 #include <string.h>

@@ -7,9 +7,10 @@
  * on a GPU run: results/cpu/cost-model). Design choices -- a graph, a fused reduction, one
  * pass instead of four -- can then be argued from the counts before a GPU runs them.
  *
- * One function per op, dt_cost_<name>, generated from its row of nets/op_list.h with the
- * row's parameters (nets/cuda/cost.c defines them, beside the kernels they describe: a
- * change to an op's launches changes its count there). */
+ * The counts are the CUDA backend's own code run without a device: each op call is made
+ * again on a recording CUDA backend (nets/cuda/recorder.h) in the counting backend's state,
+ * and every launch there adds the work it describes where it is made (nets/cuda/work.h).
+ * The model is nets/cost_cuda.c, a row of the op list each, generated. */
 #ifndef DT_COST_H
 #define DT_COST_H
 
@@ -35,7 +36,7 @@ struct dt_op_cost {
     double bytes;
     double flops;
     double ordered_flops; /* the ordered product's (portable's own GEMM kernel) */
-    double serial_ops;    /* the longest dependent chain one thread runs (nets/cuda/cost.c) */
+    double serial_ops;    /* the longest dependent chain one thread runs (nets/cuda/work.h) */
     double lib_flops;
     bool lib_tf32;
     double int_ops;
@@ -45,19 +46,17 @@ struct dt_op_cost {
 
 /* What an op's cost depends on beyond its arguments: the backend's state at the call. */
 struct dt_cost_ctx {
-    int64_t shards;       /* reduction: exact's shards of the next ops (0 = none) */
-    int64_t shard_batch;  /* the shards' batch (rows of a batch reduction per shard set) */
+    const struct dt_backend *like; /* the counting backend: its state is the call's */
+    struct dt_backend *recorder;   /* the tally's recording backend (dt_cost_tally) */
+    int64_t shards;                /* reduction: exact's shards of the next ops (0 = none) */
+    int64_t shard_batch;           /* the shards' batch (rows of a batch reduction per shard set) */
     bool checks_deferred; /* dt_backend_defer_checks: check records read at the step's end */
     bool loss_deferred;   /* dt_backend_defer_loss: the training step's loss, likewise */
     bool one_pass;        /* the tally's switch (DETRAIN_CUDA_ONE_PASS, read as counting began) */
 };
 
-/* dt_cost_<name>(cost, ctx, the row's parameters): adds the call's cost to *c. */
+/* A model's per-op member (cost, ctx, the row's parameters): adds the call's cost to *c. */
 #define DT_COST_PARAMS(...) (struct dt_op_cost * c, const struct dt_cost_ctx *cx, __VA_ARGS__)
-#define DT_COST_DECLARE_(ENUM, name, phase, outputs, controls, params, args)                       \
-    void dt_cost_##name DT_COST_PARAMS params;
-DT_OP_LIST(DT_COST_DECLARE_)
-#undef DT_COST_DECLARE_
 
 void dt_cost_accumulate(struct dt_op_cost *to, const struct dt_op_cost *c);
 
@@ -70,7 +69,7 @@ void dt_cost_snapshot(struct dt_op_cost *c, const struct dt_cost_tally *t, const
 bool dt_cost_read_deferred_waits(const struct dt_cost_tally *t);
 
 /* A cost model: the per-op counts above, one member a row of the op list, and how its
- * deferred reads wait. The CUDA backend's is dt_cuda_cost_model (nets/cuda/cost.c). The
+ * deferred reads wait. The CUDA backend's is dt_cuda_cost_model (nets/cost_cuda.c). The
  * wrappers (nets/dispatch.c) reach it only through the tally that counting was enabled
  * with (dt_cost_tally.model), never by name: a model of a backend sits above the backends'
  * shared wrappers, as the backends themselves do (scripts/house.py layers). */
@@ -80,6 +79,7 @@ struct dt_cost_model {
     DT_OP_LIST(DT_COST_MEMBER_)
 #undef DT_COST_MEMBER_
     void (*begin)(struct dt_cost_tally *t); /* counting starts: the switches read, once */
+    void (*end)(struct dt_cost_tally *t);   /* counting stops: what begin made, freed */
     bool (*read_deferred_waits)(const struct dt_cost_tally *t);
 };
 extern const struct dt_cost_model dt_cuda_cost_model;
@@ -125,10 +125,13 @@ struct dt_cost_tally {
     double downloads, download_bytes;
     double deferred_reads; /* dt_backend_read_deferred: read with the step's end */
     bool one_pass;         /* the model's switch, set by model->begin (dt_backend_cost_enable) */
+    struct dt_backend *recorder; /* the CUDA model's recording backend, made by begin; NULL:
+                                    no CUDA toolkit in this build, nothing can be counted */
 };
 
-/* Count every op call of be into *t (NULL stops counting) by t->model; ctx fields are read
- * from the backend at each call. Counting does not change what the ops compute. */
+/* Count every op call of be into *t (NULL stops counting, and ends the tally it counted
+ * into) by t->model; ctx fields are read from the backend at each call. Counting does not
+ * change what the ops compute. */
 void dt_backend_cost_enable(struct dt_backend *be, struct dt_cost_tally *t);
 
 #ifdef __cplusplus

@@ -354,6 +354,7 @@ static void instrument(struct dt_backend *be)
 void dt_backend_cost_enable(struct dt_backend *be, struct dt_cost_tally *t)
 {
     DT_ASSERT_MSG(!t || t->model, "a cost tally names its model (dt_cuda_cost_model)");
+    if (be->cost && be->cost != t && be->cost->model->end) be->cost->model->end(be->cost);
     if (t && t->model->begin) t->model->begin(t);
     be->cost = t;
     instrument(be);
@@ -373,7 +374,9 @@ static void cost_record(struct dt_backend *be, enum dt_op op, struct dt_op_cost 
 
 static struct dt_cost_ctx cost_ctx(const struct dt_backend *be)
 {
-    return (struct dt_cost_ctx){.shards = be->shards.count,
+    return (struct dt_cost_ctx){.like = be,
+                                .recorder = be->cost->recorder,
+                                .shards = be->shards.count,
                                 .shard_batch =
                                     be->shards.count ? be->shards.row[be->shards.count] : 0,
                                 .checks_deferred = be->checks_deferred,

@@ -1,10 +1,14 @@
-/* The cost model (nets/cost.h, nets/cuda/cost.c, `detrain cost`).
+/* The cost model (nets/cost.h, nets/cost_cuda.c: the CUDA backend's own launches recorded
+ * without a device, `detrain cost`).
  * unit: ops counted through the CPU backend give the CUDA backend's launches, library calls
  * and waits for the paths the CUDA code takes (cuBLAS at fast, the ordered kernel at
  * portable, the loss's read-back, the bias gradient's one launch for all shards and its
  * per-shard fallback beyond the kernel's bounds or with DETRAIN_CUDA_ONE_PASS=0, a check
- * read at once or deferred); the prediction's arithmetic (launch-bound, bandwidth-bound,
- * serial, graph, waits); counting changes no bit of a training step.
+ * read at once or deferred); the record is the code's branch (attention's tiled backward:
+ * three kernels, two under math: exact) and counted where a device counts; the prediction's
+ * arithmetic (launch-bound, bandwidth-bound, serial, graph, waits); counting changes no bit
+ * of a training step. Skipped without the CUDA toolkit (no recording backend).
+ * gpu: on a device, each step's counted launches and waits agree with the record.
  * e2e: `detrain cost` over the MLP and the GPT at three levels writes a row per op with
  * launches, a step and a hash row per level; bad input is refused before anything is
  * written. */
@@ -15,6 +19,7 @@
 #include "core/util.h"
 #include "harness/record/hash.h"
 #include "nets/cost.h"
+#include "nets/cuda/recorder.h"
 #include "nets/model.h"
 #include "nets/step.h"
 #include "tests/check.h"
@@ -42,8 +47,18 @@ static struct dt_policy with(enum dt_level l, const char *control, const char *v
         dt_backend_cost_enable((be), NULL);                                                        \
     } while (0)
 
+/* The model records the CUDA backend's own launches: a build without the CUDA toolkit has
+ * no recording backend, and nothing to count with. */
+static bool can_record(void)
+{
+    struct dt_backend *r = dt_cuda_recorder_create();
+    if (r) dt_backend_destroy(r);
+    return r != NULL;
+}
+
 DT_TEST(counts_follow_the_code)
 {
+    if (!can_record()) DT_SKIP("no CUDA toolkit in this build: no recording backend");
     struct dt_backend *c = cpu(2);
     const int64_t B = 64, in = 30, out = 10;
     float *x = dt_xmalloc((size_t)(B * in) * 4), *w = dt_xmalloc((size_t)(in * out) * 4);
@@ -108,6 +123,36 @@ DT_TEST(counts_follow_the_code)
     CHECK(t.downloads == 1 && t.download_bytes == sizeof loss);
     free(x), free(w), free(bias), free(y), free(db), free(dy);
     dt_backend_destroy(c);
+}
+
+/* The record is the code's own launches: attention's backward at portable is three kernels
+ * where its heads fit the tiles (dS, then dK and dV, then dQ) and two under math: exact (dS,
+ * the per-element gradient) -- the branch the host code takes, which a hand-kept model had
+ * missed (it counted two for both); and a recording backend counts each launch it records at
+ * the same place a device would (dt_backend_launch_counts), launching nothing: this runs
+ * without a GPU. */
+DT_TEST(record_is_the_code)
+{
+    if (!can_record()) DT_SKIP("no CUDA toolkit in this build: no recording backend");
+    struct dt_backend *like = cpu(1), *r = dt_cuda_recorder_create();
+    enum { B = 2, T = 8, H = 2, D = 16 };
+    static float qkv[B * T * 3 * D], dqkv[B * T * 3 * D], dout[B * T * D], att[B * H * T * T],
+        ds[B * H * T * T];
+    const struct dt_policy port = level(DT_LEVEL_PORTABLE);
+    const struct dt_policy exact = with(DT_LEVEL_PORTABLE, "math", "exact");
+    struct dt_op_cost c = {0}, e = {0};
+    dt_cuda_recorder_begin(r, &c, like, true);
+    CHECK_INT_EQ(dt_attention_backward(r, dqkv, ds, dout, att, qkv, B, T, H, D, &port), DT_OK);
+    dt_cuda_recorder_end(r);
+    dt_cuda_recorder_begin(r, &e, like, true);
+    CHECK_INT_EQ(dt_attention_backward(r, dqkv, ds, dout, att, qkv, B, T, H, D, &exact), DT_OK);
+    dt_cuda_recorder_end(r);
+    CHECK(c.launches == 3 && c.waits == 0 && c.flops > 0 && c.bytes > 0);
+    CHECK(e.launches == 2 && e.flops > c.flops); /* exact products: more operations a term */
+    const struct dt_launch_counts n = dt_backend_launch_counts(r);
+    CHECK(n.kernels == 5 && n.lib_calls == 0 && n.memsets == 0);
+    dt_backend_destroy(r);
+    dt_backend_destroy(like);
 }
 
 DT_TEST(prediction_arithmetic)
@@ -220,6 +265,7 @@ static char *cost_csv(const char *config, const char *sets, const char *name)
 
 DT_TEST(cli_models)
 {
+    if (!can_record()) DT_SKIP("no CUDA toolkit in this build: detrain cost refuses (cli_refuses)");
     char *a = cost_csv(DT_TEST_DATA_DIR "/tiny.yaml", "", "mlp");
     CHECK_CONTAINS(a, ",portable,exact_sum,");
     free(a);
@@ -248,6 +294,11 @@ DT_TEST(cli_refuses)
     CHECK_CONTAINS(out, "--frob");
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, EXE " cost 2>&1"), 2);
     CHECK_CONTAINS(out, "missing CONFIG");
+    if (!can_record()) { /* no CUDA toolkit: refused, saying what it needs */
+        CHECK(dt_run_capture(out, sizeof out, EXE " cost " DT_TEST_DATA_DIR "/tiny.yaml 2>&1") !=
+              0);
+        CHECK_CONTAINS(out, "needs a build with the CUDA toolkit");
+    }
 }
 
 /* gpu: `detrain cost` on the device counts what each step really launched and waited
@@ -291,6 +342,6 @@ DT_TEST(gpu_counts_agree_with_model)
     }
 }
 
-DT_TEST_MAIN(DT_CASE(counts_follow_the_code), DT_CASE(prediction_arithmetic),
-             DT_CASE(counting_changes_nothing), DT_CASE(cli_models), DT_CASE(cli_refuses),
-             DT_CASE(gpu_counts_agree_with_model))
+DT_TEST_MAIN(DT_CASE(counts_follow_the_code), DT_CASE(record_is_the_code),
+             DT_CASE(prediction_arithmetic), DT_CASE(counting_changes_nothing), DT_CASE(cli_models),
+             DT_CASE(cli_refuses), DT_CASE(gpu_counts_agree_with_model))

@@ -368,12 +368,14 @@ DT_TEST(lenet_learns)
 DT_TEST(lenet_policies_vary_threads)
 {
     const char *dir = TMP "lenet_vary";
+    /* 12 steps; 3 under the sanitizers (the same paths: what is checked holds from step 0) */
+    const int steps = DT_SANITIZED ? 3 : 12;
     int rc = dt_run_capture(out, sizeof out,
                             "rm -rf '%s' && '%s' run '%s' --out '%s' --quiet "
-                            "--set train.steps=12 --set 'policies=[fast, run_to_run, portable]' "
+                            "--set train.steps=%d --set 'policies=[fast, run_to_run, portable]' "
                             "--set 'vary=[init]' --set model.overlap_pool=true "
                             "--set dataset.test_limit=500 --set report.overhead_samples=0",
-                            dir, EXE, LENET_CFG, dir);
+                            dir, EXE, LENET_CFG, dir, steps);
     CHECK_INT_EQ(rc, 0);
     for (int row = 0; row < 3; row++) {
         char f[64] = "";
@@ -388,7 +390,9 @@ DT_TEST(lenet_policies_vary_threads)
     CHECK_CONTAINS(out, "first divergent tensor: conv0.weight");
 
     const char *a = TMP "lenet_t1", *b = TMP "lenet_t3";
-    const char *common = "--set train.steps=12 --set replicas=1 --set dataset.test_limit=500";
+    char common[128];
+    snprintf(common, sizeof common,
+             "--set train.steps=%d --set replicas=1 --set dataset.test_limit=500", steps);
     rc = dt_run_capture(out, sizeof out,
                         "rm -rf '%s' '%s' && '%s' run '%s' --out '%s' --quiet %s "
                         "--set backend.threads=1 && '%s' run '%s' --out '%s' --quiet %s "

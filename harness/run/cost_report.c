@@ -101,7 +101,15 @@ static enum dt_status count_step(struct dt_model *m, const struct dt_experiment 
     for (int k = 0; k < 2 && st == DT_OK; k++) { /* a warm-up step, then the counted one */
         const struct dt_batch batch = dt_batch_stream_at(bs, (*s)++);
         float loss;
-        if (k == 1) dt_backend_cost_enable(m->be, t);
+        if (k == 1) {
+            dt_backend_cost_enable(m->be, t);
+            if (!t->recorder) {
+                dt_backend_cost_enable(m->be, NULL);
+                return dt_error_set(&m->err, DT_ERR_UNSUPPORTED,
+                                    "detrain cost needs a build with the CUDA toolkit (no GPU): "
+                                    "it records the CUDA backend's own launches");
+            }
+        }
         counted_delta(cnt, m->be, false);
         st = dt_step_train(step, m, NULL, &batch, exp->train.batch, exp->train.shards, &sgd, pol,
                            &loss);
@@ -255,7 +263,8 @@ enum dt_status dt_cost_report(const struct dt_experiment *exp, const struct dt_c
 
     printf("cost model: %s (model %s, batch %" PRId64 ") on %s, per training step\n", exp->name,
            m->ops->kind, exp->train.batch, dev->name);
-    printf("  counted from the ops the step calls (nets/cuda/cost.c); pred_ms: kernels "
+    printf("  recorded from the CUDA backend's own launches for the ops the step calls "
+           "(nets/cost_cuda.c);\n  pred_ms: kernels "
            "launched one by one,\n  graph_ms: the step replayed from a captured graph; MB "
            "read + written in device memory%s\n",
            meas ? ";\n  meas_ms: the bench CSV's median" : "");

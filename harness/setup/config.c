@@ -283,9 +283,10 @@ static const struct key_row keys[] = {
             "(cuda), off on the cpu"},
     {.path = "hash.digest", .type = KEY_ENUM, FIELD_(hash.digest), .def = "sha256",
      .names = hash_digest_names,
-     .doc = "A tensor's digest: sha256 = SHA-256 of its bytes; tree = the tree digest of "
-            "4 KiB leaves (docs/outputs.md), computed on the device where the weights are "
-            "not in host memory. Traces of the two kinds are not compared"},
+     .doc = "A tensor's digest: sha256 = SHA-256 of its bytes; tree = the tree digest (1 KiB "
+            "leaves, 8-ary nodes: docs/outputs.md, core/tree_hash.h), computed on the device "
+            "where the weights are not in host memory. Traces of the two kinds are not "
+            "compared"},
     {.path = "report.snapshots", .type = KEY_INT, FIELD_(report.snapshots), .def = "8", .lo = 0,
      .hi = 64,
      .doc = "Weight snapshots kept per replica for drift curves and `detrain compare`: step 0 "

@@ -27,8 +27,10 @@ extern "C" enum dt_status dt_cuda_relu_forward(struct dt_backend *be, float *y, 
                                                int64_t n, const struct dt_policy *pol)
 {
     const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
-    DT_LAUNCH(L, relu_forward_kernel, dt_cuda_grid(L, n), L->block_threads, 0, L->stream)(y, x, n);
-    return dt_cuda_launched(be, (int)cudaGetLastError(), "relu_forward");
+    DT_LAUNCH(L, dt_work(8.0 * (double)n, (double)n), relu_forward_kernel, dt_cuda_grid(L, n),
+              L->block_threads, 0, L->stream)
+    (y, x, n);
+    return dt_cuda_launched(be, DT_LAUNCHED(L), "relu_forward");
 }
 
 extern "C" enum dt_status dt_cuda_relu_backward(struct dt_backend *be, float *dx, const float *dy,
@@ -36,9 +38,10 @@ extern "C" enum dt_status dt_cuda_relu_backward(struct dt_backend *be, float *dx
                                                 const struct dt_policy *pol)
 {
     const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
-    DT_LAUNCH(L, relu_backward_kernel, dt_cuda_grid(L, n), L->block_threads, 0, L->stream)
+    DT_LAUNCH(L, dt_work(12.0 * (double)n, (double)n), relu_backward_kernel, dt_cuda_grid(L, n),
+              L->block_threads, 0, L->stream)
     (dx, dy, y, n);
-    return dt_cuda_launched(be, (int)cudaGetLastError(), "relu_backward");
+    return dt_cuda_launched(be, DT_LAUNCHED(L), "relu_backward");
 }
 
 /* ---- GELU, the residual add ------------------------------------------------------------- */
@@ -140,21 +143,52 @@ static __global__ void __launch_bounds__(1024)
 }
 
 #define THREADS L->block_threads
-#define LAUNCHED return (int)cudaGetLastError()
+#define LAUNCHED return DT_LAUNCHED(L)
 
 static int gelu_launch(float *y, const float *dy, const float *x, int64_t n, bool backward,
                        bool own_tanh, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, gelu_kernel, dt_cuda_grid(L, n), THREADS, 0, s)(y, dy, x, n, backward, own_tanh);
+    /* dt_gelu: a tanh, eight products and sums; dt_gelu_grad: a tanh, seventeen */
+    const struct dt_op_cost w = backward ? dt_work(12.0 * (double)n, (17.0 + DT_W_EXP) * (double)n)
+                                         : dt_work(8.0 * (double)n, (8.0 + DT_W_EXP) * (double)n);
+    DT_LAUNCH(L, w, gelu_kernel, dt_cuda_grid(L, n), THREADS, 0, s)
+    (y, dy, x, n, backward, own_tanh);
     LAUNCHED;
 }
 
 static int add_launch(float *y, const float *x, int64_t n, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, add_kernel, dt_cuda_grid(L, n), THREADS, 0, s)(y, x, n);
+    DT_LAUNCH(L, dt_work(12.0 * (double)n, (double)n), add_kernel, dt_cuda_grid(L, n), THREADS, 0,
+              s)
+    (y, x, n);
     LAUNCHED;
+}
+
+/* The dropout kernel's work by mode: x read, y written, a product an element; philox a Philox
+ * block per 4 elements; keep and lfsr walk the row's lane (read and written), a xoroshiro step
+ * per pair, keep writing a byte an element; stored reads them. */
+static struct dt_op_cost dropout_work(int64_t rows, int64_t width, const struct dt_dropout_site *s)
+{
+    const double elems = (double)rows * (double)width;
+    const double lane_bytes = 2.0 * (double)sizeof(struct dt_xoro) * (double)rows;
+    const double steps = (double)rows * (double)((width + 1) / 2);
+    double bytes = 8.0 * elems, flops = elems;
+    switch (s->mode) {
+    case DT_DROPOUT_PHILOX: flops += DT_W_OPS_PHILOX * elems / 4.0; break;
+    case DT_DROPOUT_KEEP:
+        bytes += elems + lane_bytes;
+        flops += DT_W_OPS_XORO * steps;
+        break;
+    case DT_DROPOUT_STORED: bytes += elems; break;
+    case DT_DROPOUT_LFSR_FORWARD:
+    case DT_DROPOUT_LFSR_BACKWARD:
+        bytes += lane_bytes;
+        flops += DT_W_OPS_XORO * steps;
+        break;
+    }
+    return dt_work(bytes, flops);
 }
 
 static int dropout_launch(float *y, const float *x, uint8_t *keep, struct dt_xoro *lanes,
@@ -162,23 +196,24 @@ static int dropout_launch(float *y, const float *x, uint8_t *keep, struct dt_xor
                           const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
+    const struct dt_op_cost w = dropout_work(rows, width, site);
     if (site->mode == DT_DROPOUT_PHILOX) {
         const int64_t e0 = site->row0 * width, n = rows * width;
         uint64_t q0;
         const uint64_t blocks = dt_dropout_philox_blocks(e0, n, &q0);
-        DT_LAUNCH(L, dropout_philox_kernel, dt_cuda_grid(L, (int64_t)blocks), THREADS, 0, s)
+        DT_LAUNCH(L, w, dropout_philox_kernel, dt_cuda_grid(L, (int64_t)blocks), THREADS, 0, s)
         (y, x, e0, n, q0, blocks, *site);
         LAUNCHED;
     }
     if (site->mode == DT_DROPOUT_STORED) {
-        DT_LAUNCH(L, dropout_stored_kernel, dt_cuda_grid(L, rows * width), THREADS, 0, s)
+        DT_LAUNCH(L, w, dropout_stored_kernel, dt_cuda_grid(L, rows * width), THREADS, 0, s)
         (y, x, keep, rows * width, site->scale);
         LAUNCHED;
     }
     const int64_t tiles = (rows + DROP_TILE_ROWS - 1) / DROP_TILE_ROWS;
     const int64_t cap = L->max_blocks > 0 ? L->max_blocks : 65535;
     const int64_t grid = tiles < 1 ? 1 : tiles < cap ? tiles : cap;
-    DT_LAUNCH(L, dropout_lane_tiled_kernel, (unsigned)grid, DROP_TILE_ROWS, 0, s)
+    DT_LAUNCH(L, w, dropout_lane_tiled_kernel, (unsigned)grid, DROP_TILE_ROWS, 0, s)
     (y, x, keep, lanes, rows, width, *site);
     LAUNCHED;
 }
@@ -187,7 +222,9 @@ static int dropout_seed_launch(struct dt_xoro *lanes, int64_t rows, int64_t row0
                                uint32_t step, uint32_t member, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, dropout_seed_kernel, dt_cuda_grid(L, rows), THREADS, 0, s)
+    DT_LAUNCH(
+        L, dt_work((double)sizeof(struct dt_xoro) * (double)rows, DT_W_OPS_PHILOX * (double)rows),
+        dropout_seed_kernel, dt_cuda_grid(L, rows), THREADS, 0, s)
     (lanes, rows, row0, seed, step, member);
     LAUNCHED;
 }

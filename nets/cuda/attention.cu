@@ -23,7 +23,19 @@
 #define DT_CUDA_ATTN_SMEM_MAX 49152
 
 #define THREADS L->block_threads
-#define LAUNCHED return (int)cudaGetLastError()
+#define LAUNCHED return DT_LAUNCHED(L)
+
+/* The work of the attention kernels (nets/cuda/work.h): tok = B T D floats of a projection,
+ * scores = B H T T, pairs = the causal (query, key) pairs of all heads, B H T (T + 1) / 2. */
+struct attn_size {
+    double hd, tok, scores, pairs;
+};
+static struct attn_size attn_size(int64_t B, int64_t T, int64_t H, int64_t D)
+{
+    const double heads = (double)B * (double)H, Td = (double)T;
+    return {(double)(D / H), (double)B * Td * (double)D, heads * Td * Td,
+            heads * Td * (Td + 1.0) / 2.0};
+}
 
 /* items: (b, h, t) rows, i = (b H + h) T + t. Its block is the launch knob (up to 1024
  * threads, dt_cuda_set_launch); unbounded, the compiler gave it 72 registers, and a
@@ -161,14 +173,24 @@ static int attention_forward_launch(float *out, float *att, const float *qkv, in
     const dt_cuda_stream s = L->stream;
     const int64_t hd = D / H;
     const size_t smem = tile_smem_bytes(hd);
+    const struct attn_size z = attn_size(B, T, H, D);
     if (!exact && smem <= DT_CUDA_ATTN_SMEM_MAX) {
         const bool acc = 2 * smem <= DT_CUDA_ATTN_SMEM_MAX; /* q and the sums in shared memory */
-        DT_LAUNCH(L, attention_forward_tiled_kernel, tile_blocks(B, T, H), DT_GPT_ATTN_TILE,
+        /* each score once, its exponential twice (in its tile, again for the stored weight) */
+        const struct dt_op_cost w =
+            dt_work(4.0 * (4.0 * z.tok + z.scores),
+                    z.pairs * (2.0 * z.hd * DT_W_MAC + 2.0 + 2.0 * DT_W_SOFTMAX));
+        DT_LAUNCH(L, w, attention_forward_tiled_kernel, tile_blocks(B, T, H), DT_GPT_ATTN_TILE,
                   acc ? 2 * smem : smem, s)
         (out, att, qkv, B, T, H, D, dt_gpt_attn_scale(hd), portable, acc);
         LAUNCHED;
     }
-    DT_LAUNCH(L, attention_forward_kernel, dt_cuda_grid(L, B * H * T), THREADS, 0, s)
+    /* a thread a row: dt_attn_row's two-pass softmax (exact products under math: exact) */
+    const double mac = exact ? DT_W_OPS_XP_MAC : DT_W_MAC;
+    DT_LAUNCH(
+        L,
+        dt_work(4.0 * (4.0 * z.tok + z.scores), z.pairs * (2.0 * z.hd * mac + 1.0 + DT_W_SOFTMAX)),
+        attention_forward_kernel, dt_cuda_grid(L, B * H * T), THREADS, 0, s)
     (out, att, qkv, B, T, H, D, dt_gpt_attn_scale(D / H), portable, exact);
     LAUNCHED;
 }
@@ -265,20 +287,29 @@ static int attention_backward_launch(float *dqkv, float *ds, const float *dout, 
                                      bool exact, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, attention_dscores_kernel, dt_cuda_grid(L, B * H * T), THREADS, 0, s)
+    const struct attn_size z = attn_size(B, T, H, D);
+    const double mac = exact ? DT_W_OPS_XP_MAC : DT_W_MAC;
+    /* dP a row, then dt_attn_dscores_finish; then dQ, dK and dV: 3 terms a pair a column */
+    DT_LAUNCH(L, dt_work(4.0 * (2.0 * z.scores + 4.0 * z.tok), z.pairs * (z.hd * mac + mac + 3.0)),
+              attention_dscores_kernel, dt_cuda_grid(L, B * H * T), THREADS, 0, s)
     (ds, att, dout, qkv, B, T, H, D, dt_gpt_attn_scale(D / H), exact);
     const size_t smem = tile_smem_bytes(D / H);
     if (!exact && smem <= DT_CUDA_ATTN_SMEM_MAX) {
         const unsigned blocks = tile_blocks(B, T, H);
         const bool acc = 2 * smem <= DT_CUDA_ATTN_SMEM_MAX; /* the rows' sums in shared memory */
-        DT_LAUNCH(L, attention_dkdv_tiled_kernel, blocks, DT_GPT_ATTN_TILE, acc ? 2 * smem : smem,
-                  s)
+        const double grad = 3.0 * z.pairs * z.hd * mac;     /* every term of dQ, dK and dV */
+        /* dK and dV per key tile: ds and att read, dout and q, k, v, dK and dV written */
+        DT_LAUNCH(L, dt_work(4.0 * (2.0 * z.scores + 6.0 * z.tok), grad * 2.0 / 3.0),
+                  attention_dkdv_tiled_kernel, blocks, DT_GPT_ATTN_TILE, acc ? 2 * smem : smem, s)
         (dqkv, ds, att, dout, qkv, B, T, H, D, acc);
-        DT_LAUNCH(L, attention_dq_tiled_kernel, blocks, DT_GPT_ATTN_TILE, acc ? smem : smem / 2, s)
+        /* dQ per query tile: ds and k read, dQ written */
+        DT_LAUNCH(L, dt_work(4.0 * (z.scores + 2.0 * z.tok), grad / 3.0), attention_dq_tiled_kernel,
+                  blocks, DT_GPT_ATTN_TILE, acc ? smem : smem / 2, s)
         (dqkv, ds, qkv, B, T, H, D, acc);
         LAUNCHED;
     }
-    DT_LAUNCH(L, attention_grad_kernel, dt_cuda_grid(L, B * T * 3 * D), THREADS, 0, s)
+    DT_LAUNCH(L, dt_work(4.0 * (2.0 * z.scores + 7.0 * z.tok), 3.0 * z.pairs * z.hd * mac),
+              attention_grad_kernel, dt_cuda_grid(L, B * T * 3 * D), THREADS, 0, s)
     (dqkv, ds, att, dout, qkv, B, T, H, D, exact);
     LAUNCHED;
 }
@@ -287,7 +318,10 @@ static int attention_softmax_launch(float *att, int64_t rows, int64_t T, bool po
                                     const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, attention_softmax_kernel, dt_cuda_grid(L, rows), THREADS, 0, s)
+    /* rows of T scores read and written; the causal pairs' softmax */
+    const double pairs = (double)rows * ((double)T + 1.0) / 2.0;
+    DT_LAUNCH(L, dt_work(8.0 * (double)rows * (double)T, pairs * DT_W_SOFTMAX),
+              attention_softmax_kernel, dt_cuda_grid(L, rows), THREADS, 0, s)
     (att, rows, T, portable);
     LAUNCHED;
 }
@@ -296,7 +330,9 @@ static int attention_dscores_finish_launch(float *ds, const float *att, int64_t 
                                            float scale, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, attention_dscores_finish_kernel, dt_cuda_grid(L, rows), THREADS, 0, s)
+    const double pairs = (double)rows * ((double)T + 1.0) / 2.0;
+    DT_LAUNCH(L, dt_work(12.0 * (double)rows * (double)T, pairs * (DT_W_MAC + 3.0)),
+              attention_dscores_finish_kernel, dt_cuda_grid(L, rows), THREADS, 0, s)
     (ds, att, rows, T, scale);
     LAUNCHED;
 }
@@ -312,12 +348,14 @@ static void attn_gemm(struct dt_backend *be, const struct dt_gemm_call *g,
                       const struct dt_policy *pol)
 {
     const float zero = 0.0f;
-    DT_CUBLAS_CALL(be, cublasSgemmStridedBatched(
-                           (cublasHandle_t)dt_cuda_cublas_for(be, pol),
-                           g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, g->tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                           as_int(g->m), as_int(g->n), as_int(g->k), &g->alpha, g->a,
-                           as_int(g->lda), g->stride_a, g->b, as_int(g->ldb), g->stride_b, &zero,
-                           g->c, as_int(g->ldc), g->stride_c, as_int(g->batch)));
+    DT_CUBLAS_CALL(
+        be,
+        dt_work_lib((double)g->m, (double)g->n, (double)g->k, (double)g->batch, dt_math_fast(pol)),
+        cublasSgemmStridedBatched(
+            (cublasHandle_t)dt_cuda_cublas_for(be, pol), g->ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+            g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(g->m), as_int(g->n), as_int(g->k), &g->alpha,
+            g->a, as_int(g->lda), g->stride_a, g->b, as_int(g->ldb), g->stride_b, &zero, g->c,
+            as_int(g->ldc), g->stride_c, as_int(g->batch)));
 }
 /* portable (`math: portable`): the own kernels, per (b, h, t) row, sums in index order: the
  * CPU's bits. fast and strict: the products by cuBLAS, a strided batch over the heads of each

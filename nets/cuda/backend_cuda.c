@@ -12,6 +12,8 @@
 
 #include "core/util.h"
 #include "nets/cuda/cuda.h"
+#include "nets/cuda/recorder.h"
+#include "nets/cuda/work.h"
 #include "nets/cuda/dense_loss.h" /* dt_cuda_one_pass */
 
 /* cuBLAS's workspace for `math: strict`: fixed once per handle and stream, as cuBLAS's
@@ -91,6 +93,12 @@ static void cuda_destroy(struct dt_backend *be)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
     if (!c) return;
+    if (c->recorder) { /* nothing on a device: its plain host scratch and state */
+        for (int i = 0; i < DT_CUDA_SCRATCH_SLOTS; i++) free(c->host_scratch[i]);
+        free(c->status);
+        free(c);
+        return;
+    }
     cudaStreamSynchronize((cudaStream_t)c->stream);
     cudaStreamSynchronize((cudaStream_t)c->copy_stream);
     for (int i = 0; i < DT_CUDA_SCRATCH_SLOTS; i++) {
@@ -135,6 +143,10 @@ static void cuda_upload(struct dt_backend *be, void *dst, const void *src, size_
 static void cuda_download(struct dt_backend *be, void *dst, const void *src, size_t bytes)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
+    if (dt_cuda_recording(be)) { /* the copy's wait; no bytes (dst is left as it is) */
+        dt_cuda_sync(be);
+        return;
+    }
     DT_CUDA_CHECK(
         cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
     dt_cuda_sync(be);
@@ -501,6 +513,48 @@ static void cuda_describe(struct dt_backend *be, char *buf, size_t size)
     snprintf(buf, size, "%s, %d SMs; driver %d.%d, runtime %d.%d, cuBLAS %d, cuDNN %s", c->name,
              c->sm_count, driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10,
              blas, dnn_text);
+}
+
+/* ---- the recording backend (nets/cuda/recorder.h) ---------------------------------------- */
+
+struct dt_backend *dt_cuda_recorder_create(void)
+{
+    struct dt_backend *be = dt_xcalloc(1, sizeof *be);
+    struct dt_cuda_ctx *c = dt_xcalloc(1, sizeof *c);
+    be->ops = &dt_backend_cuda_ops;
+    be->threads = 1;
+    be->ctx = c;
+    c->recorder = true;
+    c->cublas_mode = -1;
+    c->one_pass = dt_cuda_one_pass();
+    const char *xp = getenv("DETRAIN_CUDA_XP");
+    c->xp_simple = xp && strcmp(xp, "simple") == 0;
+    c->launch = (struct dt_cuda_launch){
+        .block_threads = 256, .counts = &be->launches, .record = &c->record_sink};
+    snprintf(c->name, sizeof c->name, "recording (no device)");
+    return be;
+}
+
+void dt_cuda_recorder_begin(struct dt_backend *rec, struct dt_op_cost *cost,
+                            const struct dt_backend *like, bool one_pass)
+{
+    struct dt_cuda_ctx *c = dt_cuda(rec);
+    DT_ASSERT(c->recorder && cost);
+    rec->shards = like->shards;
+    rec->loss_deferred = like->loss_deferred;
+    c->one_pass = one_pass;
+    dt_cuda_defer_checks(rec, like->checks_deferred);
+    dt_cuda_recorder_reset(rec); /* a step's records: the model counts ops one at a time */
+    c->launch.record = cost;
+}
+
+bool dt_cuda_one_pass_env(void) { return dt_cuda_one_pass(); }
+
+void dt_cuda_recorder_end(struct dt_backend *rec)
+{
+    struct dt_cuda_ctx *c = dt_cuda(rec);
+    c->launch.record = &c->record_sink;
+    memset(&rec->shards, 0, sizeof rec->shards);
 }
 
 const struct dt_backend_ops dt_backend_cuda_ops = {

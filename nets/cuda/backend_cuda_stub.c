@@ -2,6 +2,7 @@
  * says why it cannot run. The real backend (kernels in .cu files) replaces this file
  * when the CUDA backend lands (docs/DESIGN.md, "Backends"). */
 #include "nets/backend_impl.h"
+#include "nets/cuda/recorder.h"
 
 static enum dt_status cuda_stub_init(struct dt_backend *be, const struct dt_backend_options *opt,
                                      struct dt_error *err)
@@ -25,3 +26,12 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .init = cuda_stub_init,
     .destroy = cuda_stub_destroy,
 };
+
+/* No CUDA toolkit: no recording backend either (the cost model says so). */
+struct dt_backend *dt_cuda_recorder_create(void) { return NULL; }
+void dt_cuda_recorder_begin(struct dt_backend *rec, struct dt_op_cost *c,
+                            const struct dt_backend *like, bool one_pass)
+{
+}
+void dt_cuda_recorder_end(struct dt_backend *rec) {}
+bool dt_cuda_one_pass_env(void) { return true; }

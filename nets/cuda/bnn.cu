@@ -104,9 +104,12 @@ static int dt_cuda_eps_philox_launch(float *eps, int64_t n, const struct dt_phil
                                      const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    DT_LAUNCH(L, eps_philox_kernel, dt_cuda_grid(L, (n + 3) / 4), L->block_threads, 0, st)
+    /* a thread a Philox block of 4: two Gaussian pairs */
+    const double blocks = (double)((n + 3) / 4);
+    DT_LAUNCH(L, dt_work(4.0 * (double)n, blocks * (DT_W_OPS_PHILOX + 2.0 * DT_W_OPS_GAUSS_PAIR)),
+              eps_philox_kernel, dt_cuda_grid(L, (n + 3) / 4), L->block_threads, 0, st)
     (eps, n, *s);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 static int dt_cuda_eps_lfsr_seed_launch(struct dt_xoro *lanes, int64_t P, uint64_t seed,
@@ -114,36 +117,47 @@ static int dt_cuda_eps_lfsr_seed_launch(struct dt_xoro *lanes, int64_t P, uint64
                                         const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    DT_LAUNCH(L, eps_lfsr_seed_kernel, dt_cuda_grid(L, P), L->block_threads, 0, st)
+    DT_LAUNCH(L, dt_work((double)sizeof(struct dt_xoro) * (double)P, (double)P * DT_W_OPS_PHILOX),
+              eps_lfsr_seed_kernel, dt_cuda_grid(L, P), L->block_threads, 0, st)
     (lanes, P, seed, step, member, sample);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 static int dt_cuda_eps_lfsr_launch(float *eps, int64_t n, struct dt_xoro *lanes, int64_t P,
                                    bool backward, int64_t skip_lane, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    DT_LAUNCH(L, eps_lfsr_kernel, dt_cuda_grid(L, P), L->block_threads, 0, st)
+    /* a thread a lane walking dt_eps_lane_steps steps (every lane the same count), a Gaussian
+     * pair a step, one after another (serial) */
+    const double steps = (double)dt_eps_lane_steps(n, P), pairs = (double)P * steps;
+    DT_LAUNCH(L,
+              dt_work_serial(4.0 * (double)n + 2.0 * (double)sizeof(struct dt_xoro) * (double)P,
+                             pairs * (DT_W_OPS_XORO + DT_W_OPS_GAUSS_PAIR),
+                             steps * (DT_W_OPS_XORO + DT_W_OPS_GAUSS_PAIR)),
+              eps_lfsr_kernel, dt_cuda_grid(L, P), L->block_threads, 0, st)
     (eps, n, lanes, P, backward, skip_lane);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 static int dt_cuda_bnn_sigma_launch(float *sigma, float *dsigma, const float *rho, int64_t n,
                                     bool portable, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    DT_LAUNCH(L, bnn_sigma_kernel, dt_cuda_grid(L, n), L->block_threads, 0, st)
+    /* softplus and the logistic: exp, log1p, exp */
+    DT_LAUNCH(L, dt_work(12.0 * (double)n, (3.0 * DT_W_EXP + DT_W_DIV + 3.0) * (double)n),
+              bnn_sigma_kernel, dt_cuda_grid(L, n), L->block_threads, 0, st)
     (sigma, dsigma, rho, n, portable);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 static int dt_cuda_bnn_sample_launch(float *w, const float *mu, const float *sigma,
                                      const float *eps, int64_t n, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    DT_LAUNCH(L, bnn_sample_kernel, dt_cuda_grid(L, n), L->block_threads, 0, st)
+    DT_LAUNCH(L, dt_work(16.0 * (double)n, 2.0 * (double)n), bnn_sample_kernel, dt_cuda_grid(L, n),
+              L->block_threads, 0, st)
     (w, mu, sigma, eps, n);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 static int dt_cuda_bnn_accumulate_launch(float *gmu, float *grho, const float *g, const float *eps,
@@ -151,9 +165,11 @@ static int dt_cuda_bnn_accumulate_launch(float *gmu, float *grho, const float *g
                                          const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    DT_LAUNCH(L, bnn_accumulate_kernel, dt_cuda_grid(L, n), L->block_threads, 0, st)
+    /* with first the gradients are assigned (not read) */
+    DT_LAUNCH(L, dt_work((first ? 20.0 : 28.0) * (double)n, (first ? 2.0 : 4.0) * (double)n),
+              bnn_accumulate_kernel, dt_cuda_grid(L, n), L->block_threads, 0, st)
     (gmu, grho, g, eps, dsigma, n, first);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 static int dt_cuda_bnn_finish_launch(float *gmu, float *grho, const float *mu, const float *sigma,
@@ -161,9 +177,11 @@ static int dt_cuda_bnn_finish_launch(float *gmu, float *grho, const float *mu, c
                                      float ipv, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    DT_LAUNCH(L, bnn_finish_kernel, dt_cuda_grid(L, n), L->block_threads, 0, st)
+    /* dt_bnn_finish_elem: seven products, a quotient, three sums */
+    DT_LAUNCH(L, dt_work(28.0 * (double)n, (10.0 + DT_W_DIV) * (double)n), bnn_finish_kernel,
+              dt_cuda_grid(L, n), L->block_threads, 0, st)
     (gmu, grho, mu, sigma, dsigma, n, inv_s, klw, ipv);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 /* ---- the ops (declared from their rows of nets/op_list.h in nets/cuda/cuda.h) ----------- */

@@ -10,6 +10,7 @@
 
 #include "core/util.h"
 #include "nets/cuda/cuda.h"
+#include "nets/cuda/work.h" /* a recording backend: dt_cuda_recording, dt_cuda_note */
 
 void dt_cuda_check(int e, const char *call, const char *file, int line)
 {
@@ -42,6 +43,10 @@ void dt_cuda_count_wait(struct dt_backend *be, const char *site)
 void dt_cuda_sync_at(struct dt_backend *be, const char *site)
 {
     dt_cuda_count_wait(be, site); /* every training-thread wait goes through here */
+    if (dt_cuda_recording(be)) {  /* where the real backend waits: counted in the record */
+        dt_cuda_note_wait(be);
+        return;
+    }
     DT_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)dt_cuda(be)->stream));
 }
 
@@ -64,6 +69,7 @@ void dt_cuda_copy_d2d(struct dt_backend *be, void *dst, const void *src, size_t 
                       dt_cuda_stream s)
 {
     be->launches.copies++;
+    if (dt_cuda_note(&dt_cuda(be)->launch, dt_work(2.0 * (double)bytes, 0.0))) return;
     DT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)s));
 }
 
@@ -71,6 +77,8 @@ void *dt_cuda_scratch(struct dt_backend *be, int slot, size_t bytes)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
     DT_ASSERT(slot >= 0 && slot < DT_CUDA_SCRATCH_SLOTS);
+    /* recording: no device memory; an address no host code reads (kernels are not run) */
+    if (dt_cuda_recording(be)) return (void *)(uintptr_t)(((uintptr_t)slot + 1) << 32);
     if (bytes <= c->scratch_bytes[slot] && c->scratch[slot]) return c->scratch[slot];
     if (c->scratch[slot]) { /* queued work may still read the old buffer: wait, then free */
         dt_cuda_sync(be);
@@ -88,6 +96,12 @@ void *dt_cuda_host_scratch(struct dt_backend *be, int slot, size_t bytes)
     struct dt_cuda_ctx *c = dt_cuda(be);
     DT_ASSERT(slot >= 0 && slot < DT_CUDA_SCRATCH_SLOTS);
     if (bytes <= c->host_scratch_bytes[slot] && c->host_scratch[slot]) return c->host_scratch[slot];
+    if (dt_cuda_recording(be)) { /* host memory the host code may write: plain, not pinned */
+        free(c->host_scratch[slot]);
+        c->host_scratch[slot] = dt_xcalloc(1, bytes);
+        c->host_scratch_bytes[slot] = bytes;
+        return c->host_scratch[slot];
+    }
     if (c->host_scratch[slot]) { /* an empty slot has nothing queued to wait for */
         dt_cuda_sync(be);
         DT_CUDA_CHECK(cudaFreeHost(c->host_scratch[slot]));
@@ -102,6 +116,7 @@ void *dt_cuda_host_scratch(struct dt_backend *be, int slot, size_t bytes)
 void *dt_cuda_cublas_int8(struct dt_backend *be)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
+    if (dt_cuda_recording(be)) return NULL; /* no handle: no product is made */
     if (c->cublas_mode != (int)CUBLAS_DEFAULT_MATH) {
         DT_CUBLAS_CHECK(cublasSetMathMode((cublasHandle_t)c->cublas, CUBLAS_DEFAULT_MATH));
         c->cublas_mode = (int)CUBLAS_DEFAULT_MATH;
@@ -112,6 +127,7 @@ void *dt_cuda_cublas_int8(struct dt_backend *be)
 void *dt_cuda_cublas_for(struct dt_backend *be, const struct dt_policy *pol)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
+    if (dt_cuda_recording(be)) return NULL; /* no handle: no product is made */
     const int mode =
         dt_math_fast(pol) ? (int)CUBLAS_TF32_TENSOR_OP_MATH : (int)CUBLAS_PEDANTIC_MATH;
     if (c->cublas_mode != mode) {

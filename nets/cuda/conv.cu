@@ -41,8 +41,6 @@
  * kernel carries __launch_bounds__(1024), so the 1024-thread blocks dt_cuda_set_launch
  * allows always launch (the forced-order gathers need it: 72 registers unbounded). */
 
-static int launched(void) { return (int)cudaGetLastError(); }
-
 /* A failed memset is reported here, not again by the next launch. */
 static int zero(float *p, int64_t n, const struct dt_cuda_launch *L)
 {
@@ -167,20 +165,46 @@ static __global__ void __launch_bounds__(1024)
 
 #define GRID(n) dt_cuda_grid(L, n), L->block_threads, 0, st
 
+/* Sizes for the launches' work (nets/cuda/work.h): a convolution's input cells and its
+ * patches (rows x KH KW C); a pooling's input cells and outputs. */
+static double w_cells(const struct dt_conv2d_shape *s)
+{
+    return (double)s->B * (double)s->H * (double)s->W * (double)s->C;
+}
+static double w_cols(const struct dt_conv2d_shape *s)
+{
+    return (double)s->B * (double)s->OH * (double)s->OW * (double)s->KH * (double)s->KW *
+           (double)s->C;
+}
+static double w_pool_cells(const struct dt_pool2d_shape *s)
+{
+    return (double)s->B * (double)s->H * (double)s->W * (double)s->C;
+}
+static double w_pool_outs(const struct dt_pool2d_shape *s)
+{
+    return (double)s->B * (double)s->OH * (double)s->OW * (double)s->C;
+}
+
 static int dt_cuda_im2col(float *cols, const float *x, const struct dt_conv2d_shape *s,
                           const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    DT_LAUNCH(L, im2col_kernel, GRID(s->B * s->OH * s->OW * s->KH * s->KW * s->C))(cols, x, *s);
-    return launched();
+    DT_LAUNCH(L, dt_work(4.0 * (w_cells(s) + w_cols(s)), 0.0), im2col_kernel,
+              GRID(s->B * s->OH * s->OW * s->KH * s->KW * s->C))
+    (cols, x, *s);
+    return DT_LAUNCHED(L);
 }
 
 static int dt_cuda_col2im_fixed(float *dx, struct dt_cuda_fixed_record *rec, const float *dcols,
                                 const struct dt_conv2d_shape *s, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    DT_LAUNCH(L, col2im_fixed_kernel, GRID(s->B * s->H * s->W * s->C))(dx, rec, dcols, *s);
-    return launched();
+    DT_LAUNCH(L,
+              dt_work(4.0 * (w_cols(s) + w_cells(s)),
+                      DT_W_OPS_FIXED_TERM * w_cols(s) + DT_W_OPS_FIXED_ROUND * w_cells(s)),
+              col2im_fixed_kernel, GRID(s->B * s->H * s->W * s->C))
+    (dx, rec, dcols, *s);
+    return DT_LAUNCHED(L);
 }
 
 static int dt_cuda_col2im_atomic(float *dx, const float *dcols, const struct dt_conv2d_shape *s,
@@ -189,33 +213,40 @@ static int dt_cuda_col2im_atomic(float *dx, const float *dcols, const struct dt_
     const dt_cuda_stream st = L->stream;
     int e = zero(dx, s->B * s->H * s->W * s->C, L);
     if (e) return e;
-    DT_LAUNCH(L, col2im_atomic_kernel, GRID(s->B * s->OH * s->OW * s->KH * s->KW * s->C))
+    DT_LAUNCH(L, dt_work(4.0 * (w_cols(s) + 2.0 * w_cells(s)), w_cols(s)), col2im_atomic_kernel,
+              GRID(s->B * s->OH * s->OW * s->KH * s->KW * s->C))
     (dx, dcols, *s);
-    return launched();
+    return DT_LAUNCHED(L);
 }
 
 static int dt_cuda_col2im_ranked(float *dx, const float *dcols, const int64_t *rank,
                                  const struct dt_conv2d_shape *s, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    DT_LAUNCH(L, col2im_ranked_kernel, GRID(s->B * s->H * s->W * s->C))(dx, dcols, rank, *s);
-    return launched();
+    DT_LAUNCH(L, dt_work(4.0 * (w_cols(s) + 2.0 * w_cells(s)), w_cols(s)), col2im_ranked_kernel,
+              GRID(s->B * s->H * s->W * s->C))
+    (dx, dcols, rank, *s);
+    return DT_LAUNCHED(L);
 }
 
 static int dt_cuda_invert_permutation(int64_t *rank, const int64_t *perm, int64_t n,
                                       const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    DT_LAUNCH(L, invert_permutation_kernel, GRID(n))(rank, perm, n);
-    return launched();
+    DT_LAUNCH(L, dt_work(16.0 * (double)n, 0.0), invert_permutation_kernel, GRID(n))(rank, perm, n);
+    return DT_LAUNCHED(L);
 }
 
 static int dt_cuda_maxpool_forward(float *y, int32_t *argmax, const float *x,
                                    const struct dt_pool2d_shape *s, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    DT_LAUNCH(L, maxpool_forward_kernel, GRID(s->B * s->OH * s->OW * s->C))(y, argmax, x, *s);
-    return launched();
+    DT_LAUNCH(L,
+              dt_work(4.0 * (w_pool_cells(s) + 2.0 * w_pool_outs(s)),
+                      w_pool_outs(s) * (double)s->K * (double)s->K),
+              maxpool_forward_kernel, GRID(s->B * s->OH * s->OW * s->C))
+    (y, argmax, x, *s);
+    return DT_LAUNCHED(L);
 }
 
 static int dt_cuda_maxpool_backward_direct(float *dx, const float *dy, const int32_t *argmax,
@@ -223,8 +254,10 @@ static int dt_cuda_maxpool_backward_direct(float *dx, const float *dy, const int
                                            const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    DT_LAUNCH(L, maxpool_direct_kernel, GRID(s->B * s->H * s->W * s->C))(dx, dy, argmax, *s);
-    return launched();
+    DT_LAUNCH(L, dt_work(4.0 * (2.0 * w_pool_outs(s) + w_pool_cells(s)), 0.0),
+              maxpool_direct_kernel, GRID(s->B * s->H * s->W * s->C))
+    (dx, dy, argmax, *s);
+    return DT_LAUNCHED(L);
 }
 
 static int dt_cuda_maxpool_backward_fixed(float *dx, struct dt_cuda_fixed_record *rec,
@@ -233,8 +266,13 @@ static int dt_cuda_maxpool_backward_fixed(float *dx, struct dt_cuda_fixed_record
                                           const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    DT_LAUNCH(L, maxpool_fixed_kernel, GRID(s->B * s->H * s->W * s->C))(dx, rec, dy, argmax, *s);
-    return launched();
+    DT_LAUNCH(
+        L,
+        dt_work(4.0 * (2.0 * w_pool_outs(s) + w_pool_cells(s)),
+                DT_W_OPS_FIXED_TERM * w_pool_outs(s) + DT_W_OPS_FIXED_ROUND * w_pool_cells(s)),
+        maxpool_fixed_kernel, GRID(s->B * s->H * s->W * s->C))
+    (dx, rec, dy, argmax, *s);
+    return DT_LAUNCHED(L);
 }
 
 static int dt_cuda_maxpool_backward_atomic(float *dx, const float *dy, const int32_t *argmax,
@@ -244,8 +282,10 @@ static int dt_cuda_maxpool_backward_atomic(float *dx, const float *dy, const int
     const dt_cuda_stream st = L->stream;
     int e = zero(dx, s->B * s->H * s->W * s->C, L);
     if (e) return e;
-    DT_LAUNCH(L, maxpool_atomic_kernel, GRID(s->B * s->OH * s->OW * s->C))(dx, dy, argmax, *s);
-    return launched();
+    DT_LAUNCH(L, dt_work(4.0 * (2.0 * w_pool_outs(s) + 2.0 * w_pool_cells(s)), w_pool_outs(s)),
+              maxpool_atomic_kernel, GRID(s->B * s->OH * s->OW * s->C))
+    (dx, dy, argmax, *s);
+    return DT_LAUNCHED(L);
 }
 
 static int dt_cuda_maxpool_backward_ranked(float *dx, const float *dy, const int32_t *argmax,
@@ -253,16 +293,20 @@ static int dt_cuda_maxpool_backward_ranked(float *dx, const float *dy, const int
                                            const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    DT_LAUNCH(L, maxpool_ranked_kernel, GRID(s->B * s->H * s->W * s->C))(dx, dy, argmax, rank, *s);
-    return launched();
+    DT_LAUNCH(L, dt_work(4.0 * (2.0 * w_pool_outs(s) + 2.0 * w_pool_cells(s)), w_pool_outs(s)),
+              maxpool_ranked_kernel, GRID(s->B * s->H * s->W * s->C))
+    (dx, dy, argmax, rank, *s);
+    return DT_LAUNCHED(L);
 }
 
 extern "C" int dt_cuda_transpose(float *dst, const float *src, int64_t rows, int64_t cols,
                                  const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream st = L->stream;
-    DT_LAUNCH(L, transpose_kernel, GRID(rows * cols))(dst, src, rows, cols);
-    return launched();
+    DT_LAUNCH(L, dt_work(8.0 * (double)rows * (double)cols, 0.0), transpose_kernel,
+              GRID(rows * cols))
+    (dst, src, rows, cols);
+    return DT_LAUNCHED(L);
 }
 
 /* ---- the ops (declared from their rows of nets/op_list.h in nets/cuda/cuda.h) ----------- */

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "nets/backend_impl.h"
+#include "nets/cost.h" /* struct dt_op_cost: what a recording backend's launches add up to */
 
 #ifdef __cplusplus
 extern "C" {
@@ -47,6 +48,9 @@ struct dt_cuda_launch {
      * dt_cuda_memset_async (launch.cuh), library calls by dt_cuda_count_lib, device-to-device
      * copies by dt_cuda_copy_d2d */
     struct dt_launch_counts *counts;
+    /* NULL: launch. Else a recording backend (dt_cuda_recorder_create): every launch adds
+     * its described work here and nothing runs (nets/cuda/work.h) */
+    struct dt_op_cost *record;
 };
 
 #define DT_CUDA_SCRATCH_SLOTS 8
@@ -64,11 +68,13 @@ struct dt_cuda_launch {
 #define DT_CUDA_WAIT_SITES 64
 struct dt_cuda_ctx {
     int device;
-    dt_cuda_stream stream;        /* every op and copy of the training step runs here */
-    struct dt_cuda_launch launch; /* stream and geometry of every kernel launch */
-    dt_cuda_stream copy_stream;   /* device-to-host copies of the hashing pipeline */
-    void *cublas;                 /* cublasHandle_t, bound to `stream` */
-    void *cublas_workspace;       /* fixed cuBLAS workspace (math: strict) */
+    dt_cuda_stream stream;         /* every op and copy of the training step runs here */
+    struct dt_cuda_launch launch;  /* stream and geometry of every kernel launch */
+    bool recorder;                 /* a recording backend (nets/cuda/recorder.h): no device */
+    struct dt_op_cost record_sink; /* its record between ops (launch.record points here) */
+    dt_cuda_stream copy_stream;    /* device-to-host copies of the hashing pipeline */
+    void *cublas;                  /* cublasHandle_t, bound to `stream` */
+    void *cublas_workspace;        /* fixed cuBLAS workspace (math: strict) */
     size_t cublas_workspace_bytes;
     int cublas_mode;                      /* the math mode last set on the handle (-1 = none) */
     void *scratch[DT_CUDA_SCRATCH_SLOTS]; /* device scratch, grown on demand */
@@ -110,7 +116,9 @@ void dt_cuda_check(int e, const char *call, const char *file, int line);
 void dt_cublas_check(int st, const char *call, const char *file, int line);
 #define DT_CUBLAS_CHECK(call) dt_cublas_check((int)(call), #call, __FILE__, __LINE__)
 /* A cuBLAS product on backend be's stream: counted (dt_cuda_count_lib), made, checked. */
-#define DT_CUBLAS_CALL(be, call) (dt_cuda_count_lib(be), DT_CUBLAS_CHECK(call))
+#define DT_CUBLAS_CALL(be, W, call)                                                                \
+    (dt_cuda_count_lib(be),                                                                        \
+     dt_cuda_note(&dt_cuda(be)->launch, (W)) ? (void)0 : DT_CUBLAS_CHECK(call))
 /* A launcher's result: DT_OK, or DT_ERR_INTERNAL after printing the op's name and CUDA's
  * message for cudaError_t `rc`. */
 enum dt_status dt_cuda_launched(struct dt_backend *be, int rc, const char *op);
@@ -171,6 +179,8 @@ struct dt_cuda_fixed_record *dt_cuda_check_record(struct dt_backend *be, enum dt
 enum dt_status dt_cuda_check_now(struct dt_backend *be, const struct dt_cuda_fixed_record *rec,
                                  enum dt_cuda_check kind, const char *what, int64_t len, int slot);
 void dt_cuda_defer_checks(struct dt_backend *be, bool on);
+/* A recording backend's step records emptied (no copy: it has none). */
+void dt_cuda_recorder_reset(struct dt_backend *be);
 /* Values read with the step's end (dt_backend_read_deferred): an asynchronous copy into the
  * read's pinned buffer now, into host_dst after the step's one wait. */
 void dt_cuda_read_deferred(struct dt_backend *be, void *host_dst, const void *src, size_t bytes);

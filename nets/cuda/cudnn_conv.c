@@ -30,6 +30,7 @@
 
 #include "core/dynlib.h"
 #include "nets/cuda/cuda.h"
+#include "nets/cuda/work.h" /* a recording backend: what cuDNN's calls would do */
 #include "nets/cuda/dense_loss.h"
 
 #ifndef DETRAIN_HAVE_CUDNN
@@ -81,6 +82,53 @@ enum dt_status dt_cudnn_reported_determinism(struct dt_backend *be, const char *
 }
 
 #else /* DETRAIN_HAVE_CUDNN */
+
+/* A recording backend (nets/cuda/recorder.h) makes no cuDNN call: what each of these ops
+ * launches, described as it would run with cuDNN's algorithm chosen (the steady state: the
+ * first shape under autotune waits once for cudnnFind, which the record leaves out). One
+ * convolution call reads x, w and y once and does 2 multiply-adds a patch element of every
+ * output; TF32 under autotune (CUDNN_DEFAULT_MATH), FMA math under deterministic. */
+static struct dt_op_cost cudnn_conv_work(const struct dt_conv2d_shape *s,
+                                         const struct dt_policy *pol)
+{
+    const double rows = (double)s->B * (double)s->OH * (double)s->OW;
+    const double patch = (double)s->KH * (double)s->KW * (double)s->C;
+    const double cells = (double)s->B * (double)s->H * (double)s->W * (double)s->C;
+    const double y = rows * (double)s->K_out, wn = patch * (double)s->K_out;
+    struct dt_op_cost w = dt_work(4.0 * (cells + wn + y), 0.0);
+    w.lib_calls = 1;
+    w.lib_flops = 2.0 * y * patch;
+    w.lib_tf32 = pol->conv_algo == DT_CONV_ALGO_AUTOTUNE;
+    return w;
+}
+
+/* op 0: the weights to KRSC, the convolution, the bias; 1: the weights, the data gradient;
+ * 2: the filter gradient, then back from KRSC. */
+static enum dt_status record_conv(struct dt_backend *be, int op, float *y, const float *bias,
+                                  const struct dt_conv2d_shape *s, const struct dt_policy *pol)
+{
+    const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
+    const int64_t Kp = s->KH * s->KW * s->C;
+    float *wk = dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_WEIGHTS, 0);
+    if (op != 2) dt_cuda_transpose(wk, wk, Kp, s->K_out, L);
+    dt_cuda_count_lib(be);
+    dt_cuda_note(L, cudnn_conv_work(s, pol));
+    if (op == 2) dt_cuda_transpose(wk, wk, s->K_out, Kp, L);
+    if (op == 0) dt_cuda_bias_add(y, bias, s->B * s->OH * s->OW, s->K_out, L);
+    return DT_OK;
+}
+
+/* cudnnPoolingBackward: y, dy and x read, dx written; no product. */
+static enum dt_status record_pool(struct dt_backend *be, const struct dt_pool2d_shape *s)
+{
+    const double outs = (double)s->B * (double)s->OH * (double)s->OW * (double)s->C;
+    const double cells = (double)s->B * (double)s->H * (double)s->W * (double)s->C;
+    struct dt_op_cost w = dt_work(4.0 * (2.0 * outs + 2.0 * cells), 0.0);
+    w.lib_calls = 1;
+    dt_cuda_count_lib(be);
+    dt_cuda_note(&dt_cuda(be)->launch, w);
+    return DT_OK;
+}
 
 #include <cublas_api.h> /* CUBLAS_VER_MAJOR: the cuBLASLt cuDNN's engines load */
 #include <cuda_runtime_api.h>
@@ -523,6 +571,7 @@ enum dt_status dt_cudnn_conv2d_forward(struct dt_backend *be, float *y, const fl
     struct dt_cudnn *d;
     const struct choice *ch;
     void *ws;
+    if (dt_cuda_recording(be)) return record_conv(be, 0, y, bias, s, pol);
     DT_FORWARD_IF_ERROR(conv_call(be, OP_FWD, s, pol, &d, &ch, &ws));
     if (ch->algo == ALGO_OWN) {
         const struct dt_policy own = own_policy(pol);
@@ -560,6 +609,7 @@ enum dt_status dt_cudnn_conv2d_backward_data(struct dt_backend *be, float *dx, c
     struct dt_cudnn *d;
     const struct choice *ch;
     void *ws;
+    if (dt_cuda_recording(be)) return record_conv(be, 1, NULL, NULL, s, pol);
     DT_FORWARD_IF_ERROR(conv_call(be, OP_BWD_DATA, s, pol, &d, &ch, &ws));
     if (ch->algo == ALGO_OWN) {
         const struct dt_policy own = own_policy(pol);
@@ -595,6 +645,7 @@ enum dt_status dt_cudnn_conv2d_backward_weight(struct dt_backend *be, float *dw,
     struct dt_cudnn *d;
     const struct choice *ch;
     void *ws;
+    if (dt_cuda_recording(be)) return record_conv(be, 2, NULL, NULL, s, pol);
     DT_FORWARD_IF_ERROR(conv_call(be, OP_BWD_FILTER, s, pol, &d, &ch, &ws));
     if (ch->algo == ALGO_OWN) {
         const struct dt_policy own = own_policy(pol);
@@ -627,6 +678,7 @@ enum dt_status dt_cudnn_maxpool2d_backward(struct dt_backend *be, float *dx, con
                                            const struct dt_pool2d_shape *s,
                                            const struct dt_policy *pol)
 {
+    if (dt_cuda_recording(be)) return record_pool(be, s);
     struct dt_cudnn *d = state(be);
     if (!d) return DT_ERR_UNSUPPORTED;
     const bool det = pol->conv_algo == DT_CONV_ALGO_DETERMINISTIC;

@@ -407,25 +407,35 @@ extern "C" int dt_cuda_gemm_ordered(const struct dt_cuda_gemm_args *g,
 {
     const dt_cuda_stream s = L->stream;
     const int64_t wide = dt_gemm_wide_tiles(g);
+    /* every output a sum over K in index order (two roundings a term): the tile's threads step
+     * through K together, a narrow product paying the whole tile's width (16 x 16 counted) */
+    const double Mt = 16.0 * (double)((g->M + 15) / 16), Nt = 16.0 * (double)((g->N + 15) / 16);
+    const struct dt_op_cost w =
+        dt_work_ordered(4.0 * ((double)g->M * (double)g->K + (double)g->K * (double)g->N +
+                               (double)g->batches * (double)g->M * (double)g->N),
+                        DT_W_MAC * Mt * Nt * (double)g->K);
     if (wide >= GEMM_WIDE_MIN_TILES) {
-        DT_LAUNCH(L, gemm_ordered_wide_kernel, blocks_for_tiles(L, wide), DT_GEMM_THREADS, 0, s)
+        DT_LAUNCH(L, w, gemm_ordered_wide_kernel, blocks_for_tiles(L, wide), DT_GEMM_THREADS, 0, s)
         (*g);
-        return (int)cudaGetLastError();
+        return DT_LAUNCHED(L);
     }
     const int64_t tiles =
         (g->M + GEMM_TILE - 1) / GEMM_TILE * ((g->N + GEMM_TILE - 1) / GEMM_TILE) * g->batches;
-    DT_LAUNCH(L, gemm_ordered_kernel, blocks_for_tiles(L, tiles), dim3(GEMM_TILE, GEMM_TILE), 0, s)
+    DT_LAUNCH(L, w, gemm_ordered_kernel, blocks_for_tiles(L, tiles), dim3(GEMM_TILE, GEMM_TILE), 0,
+              s)
     (*g);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 extern "C" int dt_cuda_bias_add(float *y, const float *bias, int64_t B, int64_t out,
                                 const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, bias_add_kernel, dt_cuda_grid(L, B * out), L->block_threads, 0, s)
+    const double n = (double)B * (double)out;
+    DT_LAUNCH(L, dt_work(4.0 * (2.0 * n + (double)out), n), bias_add_kernel,
+              dt_cuda_grid(L, B * out), L->block_threads, 0, s)
     (y, bias, B, out);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 extern "C" int dt_cuda_reduce_tree(float *dst, float *partials, int64_t m, int64_t n,
@@ -435,11 +445,16 @@ extern "C" int dt_cuda_reduce_tree(float *dst, float *partials, int64_t m, int64
     for (int64_t st = n, count = m; count > 1;
          st *= TREE_BLOCK, count = (count + TREE_BLOCK - 1) / TREE_BLOCK) {
         const int64_t blocks = (count + TREE_BLOCK - 1) / TREE_BLOCK;
-        DT_LAUNCH(L, reduce_tree_level_kernel, dt_cuda_grid(L, blocks * n), L->block_threads, 0, s)
+        DT_LAUNCH(L,
+                  dt_work(4.0 * (double)(count + blocks) * (double)n,
+                          (double)(count - blocks) * (double)n),
+                  reduce_tree_level_kernel, dt_cuda_grid(L, blocks * n), L->block_threads, 0, s)
         (partials, count, st, n);
     }
-    DT_LAUNCH(L, copy_kernel, dt_cuda_grid(L, n), L->block_threads, 0, s)(dst, partials, n);
-    return (int)cudaGetLastError();
+    DT_LAUNCH(L, dt_work(8.0 * (double)n, 0.0), copy_kernel, dt_cuda_grid(L, n), L->block_threads,
+              0, s)
+    (dst, partials, n);
+    return DT_LAUNCHED(L);
 }
 
 extern "C" int dt_cuda_add_partials_atomic(float *dst, const float *partials, int64_t m, int64_t n,
@@ -451,18 +466,22 @@ extern "C" int dt_cuda_add_partials_atomic(float *dst, const float *partials, in
         (void)cudaGetLastError(); /* reported here, not again by the next launch */
         return (int)e;
     }
-    DT_LAUNCH(L, add_partials_atomic_kernel, dt_cuda_grid(L, m * n), L->block_threads, 0, s)
+    const double mn = (double)m * (double)n;
+    DT_LAUNCH(L, dt_work(4.0 * (mn + 2.0 * (double)n), mn), add_partials_atomic_kernel,
+              dt_cuda_grid(L, m * n), L->block_threads, 0, s)
     (dst, partials, m, n);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 extern "C" int dt_cuda_add_partials_in_order(float *dst, const float *partials, const int64_t *perm,
                                              int64_t m, int64_t n, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, add_partials_in_order_kernel, dt_cuda_grid(L, n), L->block_threads, 0, s)
+    const double mn = (double)m * (double)n;
+    DT_LAUNCH(L, dt_work(4.0 * (mn + 2.0 * (double)n), mn), add_partials_in_order_kernel,
+              dt_cuda_grid(L, n), L->block_threads, 0, s)
     (dst, partials, perm, m, n);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 extern "C" int dt_cuda_bias_grad_atomic(float *dbias, const float *dy, int64_t B, int64_t out,
@@ -475,18 +494,22 @@ extern "C" int dt_cuda_bias_grad_atomic(float *dbias, const float *dy, int64_t B
         return (int)e;
     }
     const int64_t items = (B + BIAS_ROWS - 1) / BIAS_ROWS * out;
-    DT_LAUNCH(L, bias_grad_atomic_kernel, dt_cuda_grid(L, items), L->block_threads, 0, s)
+    const double n = (double)B * (double)out, o = (double)out;
+    DT_LAUNCH(L, dt_work(4.0 * (n + 2.0 * o), n + (double)((B + BIAS_ROWS - 1) / BIAS_ROWS) * o),
+              bias_grad_atomic_kernel, dt_cuda_grid(L, items), L->block_threads, 0, s)
     (dbias, dy, B, out);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 extern "C" int dt_cuda_fixed_scan(struct dt_cuda_fixed_record *rec, const float *v, int64_t n,
                                   const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, bias_fixed_init_kernel, 1, 1, 0, s)(NULL, rec, 0);
-    DT_LAUNCH(L, bias_fixed_max_kernel, dt_cuda_grid(L, n), L->block_threads, 0, s)(rec, v, n);
-    return (int)cudaGetLastError();
+    DT_LAUNCH(L, dt_work(0.0, 0.0), bias_fixed_init_kernel, 1, 1, 0, s)(NULL, rec, 0);
+    DT_LAUNCH(L, dt_work(4.0 * (double)n, DT_W_OPS_SCAN * (double)n), bias_fixed_max_kernel,
+              dt_cuda_grid(L, n), L->block_threads, 0, s)
+    (rec, v, n);
+    return DT_LAUNCHED(L);
 }
 
 extern "C" int dt_cuda_bias_grad_fixed(float *dbias, unsigned long long *acc,
@@ -496,13 +519,21 @@ extern "C" int dt_cuda_bias_grad_fixed(float *dbias, unsigned long long *acc,
     const dt_cuda_stream s = L->stream;
     const unsigned threads = (unsigned)L->block_threads;
     const int64_t items = (B + FIXED_ROWS - 1) / FIXED_ROWS * out;
-    DT_LAUNCH(L, bias_fixed_init_kernel, dt_cuda_grid(L, out), threads, 0, s)(acc, rec, out);
-    DT_LAUNCH(L, bias_fixed_max_kernel, dt_cuda_grid(L, B * out), threads, 0, s)(rec, dy, B * out);
-    DT_LAUNCH(L, bias_fixed_sum_kernel, dt_cuda_grid(L, items), threads, 0, s)
+    const double n = (double)B * (double)out, o = (double)out;
+    const double slices = (double)((B + FIXED_ROWS - 1) / FIXED_ROWS);
+    /* init (counters, record), max |dy|, the int64 sums, one rounding */
+    DT_LAUNCH(L, dt_work(8.0 * o, 0.0), bias_fixed_init_kernel, dt_cuda_grid(L, out), threads, 0, s)
+    (acc, rec, out);
+    DT_LAUNCH(L, dt_work(4.0 * n, DT_W_OPS_SCAN * n), bias_fixed_max_kernel,
+              dt_cuda_grid(L, B * out), threads, 0, s)
+    (rec, dy, B * out);
+    DT_LAUNCH(L, dt_work(4.0 * n + 16.0 * o, DT_W_OPS_FIXED_TERM * n + slices * o),
+              bias_fixed_sum_kernel, dt_cuda_grid(L, items), threads, 0, s)
     (acc, rec, dy, B, out);
-    DT_LAUNCH(L, bias_fixed_finish_kernel, dt_cuda_grid(L, out), threads, 0, s)
+    DT_LAUNCH(L, dt_work(12.0 * o, DT_W_OPS_FIXED_ROUND * o), bias_fixed_finish_kernel,
+              dt_cuda_grid(L, out), threads, 0, s)
     (dbias, rec, acc, B, out);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 extern "C" int dt_cuda_bias_grad_fixed_shards(float *dbias, struct dt_cuda_fixed_record *rec,
@@ -513,9 +544,14 @@ extern "C" int dt_cuda_bias_grad_fixed_shards(float *dbias, struct dt_cuda_fixed
 {
     if (shards > DT_CUDA_SHARDS_MAX || out > BIAS_ONE_PASS_COLS) return (int)cudaErrorNotSupported;
     const struct shard_rows sr = shard_rows_of(row, shards);
-    DT_LAUNCH(L, bias_fixed_shards_kernel, (unsigned)shards, L->block_threads, 0, L->stream)
+    /* a block a shard reading its rows twice: max, then the int64 sums and a rounding a column */
+    const double n = (double)(row[shards] * mult) * (double)out, parts = (double)(shards * out);
+    DT_LAUNCH(L,
+              dt_work(8.0 * n + 4.0 * parts,
+                      (DT_W_OPS_SCAN + DT_W_OPS_FIXED_TERM) * n + DT_W_OPS_FIXED_ROUND * parts),
+              bias_fixed_shards_kernel, (unsigned)shards, L->block_threads, 0, L->stream)
     (dbias, rec, block_rec, count, dy, sr, mult, out);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 extern "C" int dt_cuda_wgrad_shards(float *dw, const float *x, const float *dy, const int64_t *row,
@@ -524,10 +560,13 @@ extern "C" int dt_cuda_wgrad_shards(float *dw, const float *x, const float *dy, 
 {
     if (shards > DT_CUDA_SHARDS_MAX) return (int)cudaErrorNotSupported;
     const struct shard_rows sr = shard_rows_of(row, shards);
-    DT_LAUNCH(L, wgrad_shards_kernel, dt_cuda_grid(L, shards * in * out), L->block_threads, 0,
-              L->stream)
+    /* a thread an output of each shard walking its rows in order (the ordered product's rate) */
+    const double B = (double)(row[shards] * mult), n = (double)in * (double)out;
+    DT_LAUNCH(
+        L, dt_work_ordered(4.0 * (B * (double)(in + out) + (double)shards * n), DT_W_MAC * B * n),
+        wgrad_shards_kernel, dt_cuda_grid(L, shards * in * out), L->block_threads, 0, L->stream)
     (dw, x, dy, sr, shards, mult, in, out);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 /* ---- the ops (declared from their rows of nets/op_list.h in nets/cuda/cuda.h) ----------- */
@@ -585,9 +624,10 @@ extern "C" enum dt_status dt_cuda_dense_forward(struct dt_backend *be, float *y,
             dt_cuda_launched(be, dt_cuda_gemm_ordered(&g, &dt_cuda(be)->launch), "dense_forward"));
     } else {
         const float one = 1.0f, zero = 0.0f;
-        DT_CUBLAS_CALL(be, cublasSgemm((cublasHandle_t)dt_cuda_cublas_for(be, pol), CUBLAS_OP_N,
-                                       CUBLAS_OP_N, as_int(out), as_int(B), as_int(in), &one, w,
-                                       as_int(out), x, as_int(in), &zero, y, as_int(out)));
+        DT_CUBLAS_CALL(be, dt_work_lib((double)B, (double)out, (double)in, 1.0, dt_math_fast(pol)),
+                       cublasSgemm((cublasHandle_t)dt_cuda_cublas_for(be, pol), CUBLAS_OP_N,
+                                   CUBLAS_OP_N, as_int(out), as_int(B), as_int(in), &one, w,
+                                   as_int(out), x, as_int(in), &zero, y, as_int(out)));
     }
     return dt_cuda_launched(be, dt_cuda_bias_add(y, bias, B, out, &dt_cuda(be)->launch),
                             "dense_forward bias");
@@ -621,9 +661,10 @@ extern "C" enum dt_status dt_cuda_dense_backward_data(struct dt_backend *be, flo
                                 "dense_backward_data");
     }
     const float one = 1.0f, zero = 0.0f;
-    DT_CUBLAS_CALL(be, cublasSgemm((cublasHandle_t)dt_cuda_cublas_for(be, pol), CUBLAS_OP_T,
-                                   CUBLAS_OP_N, as_int(in), as_int(B), as_int(out), &one, w,
-                                   as_int(out), dy, as_int(out), &zero, dx, as_int(in)));
+    DT_CUBLAS_CALL(be, dt_work_lib((double)B, (double)in, (double)out, 1.0, dt_math_fast(pol)),
+                   cublasSgemm((cublasHandle_t)dt_cuda_cublas_for(be, pol), CUBLAS_OP_T,
+                               CUBLAS_OP_N, as_int(in), as_int(B), as_int(out), &one, w,
+                               as_int(out), dy, as_int(out), &zero, dx, as_int(in)));
     return DT_OK;
 }
 
@@ -660,16 +701,19 @@ static enum dt_status wgrad_partials(struct dt_backend *be, float *p, const floa
     const float one = 1.0f, zero = 0.0f;
     const int64_t full = B / chunk, rest = B - full * chunk;
     if (full > 0)
-        DT_CUBLAS_CALL(be, cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, as_int(out),
-                                                     as_int(in), as_int(chunk), &one, dy,
-                                                     as_int(out), (long long)(chunk * out), x,
-                                                     as_int(in), (long long)(chunk * in), &zero, p,
-                                                     as_int(out), (long long)n, as_int(full)));
+        DT_CUBLAS_CALL(
+            be,
+            dt_work_lib((double)out, (double)in, (double)chunk, (double)full, dt_math_fast(pol)),
+            cublasSgemmStridedBatched(
+                h, CUBLAS_OP_N, CUBLAS_OP_T, as_int(out), as_int(in), as_int(chunk), &one, dy,
+                as_int(out), (long long)(chunk * out), x, as_int(in), (long long)(chunk * in),
+                &zero, p, as_int(out), (long long)n, as_int(full)));
     if (rest > 0)
-        DT_CUBLAS_CALL(be, cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, as_int(out), as_int(in),
-                                       as_int(rest), &one, dy + full * chunk * out, as_int(out),
-                                       x + full * chunk * in, as_int(in), &zero, p + full * n,
-                                       as_int(out)));
+        DT_CUBLAS_CALL(
+            be, dt_work_lib((double)out, (double)in, (double)rest, 1.0, dt_math_fast(pol)),
+            cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, as_int(out), as_int(in), as_int(rest), &one,
+                        dy + full * chunk * out, as_int(out), x + full * chunk * in, as_int(in),
+                        &zero, p + full * n, as_int(out)));
     return DT_OK;
 }
 
@@ -695,9 +739,10 @@ extern "C" enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, f
          * op is deterministic run to run on one device even at `fast` (docs/gpu.md); the
          * forced-order hook keeps the chunked path, where tests show the control matters. */
         const float one = 1.0f, zero = 0.0f;
-        DT_CUBLAS_CALL(be, cublasSgemm((cublasHandle_t)dt_cuda_cublas_for(be, pol), CUBLAS_OP_N,
-                                       CUBLAS_OP_T, as_int(out), as_int(in), as_int(B), &one, dy,
-                                       as_int(out), x, as_int(in), &zero, dw, as_int(out)));
+        DT_CUBLAS_CALL(be, dt_work_lib((double)out, (double)in, (double)B, 1.0, dt_math_fast(pol)),
+                       cublasSgemm((cublasHandle_t)dt_cuda_cublas_for(be, pol), CUBLAS_OP_N,
+                                   CUBLAS_OP_T, as_int(out), as_int(in), as_int(B), &one, dy,
+                                   as_int(out), x, as_int(in), &zero, dw, as_int(out)));
         return DT_OK;
     }
     const int64_t chunk = fixed ? DT_REDUCE_CHUNK : DT_UNORDERED_CHUNK;
@@ -808,7 +853,8 @@ static enum dt_status bias_fixed_one_launch(struct dt_backend *be, float *dbias,
     const int64_t widest = dt_cuda_widest_shard(row, count, mult);
     if (!c->one_pass || !dt_cuda_bias_one_launch_fits(count, widest, out))
         return DT_ERR_UNSUPPORTED;
-    if (!c->one_pass_count) { /* once per backend: zeroed, and zero after every launch */
+    if (!c->one_pass_count && !dt_cuda_recording(be)) { /* once per backend: zeroed, and zero
+                                                            after every launch */
         DT_CUDA_CHECK(cudaMalloc((void **)&c->one_pass_count, sizeof *c->one_pass_count));
         DT_CUDA_CHECK(cudaMemset(c->one_pass_count, 0, sizeof *c->one_pass_count));
     }

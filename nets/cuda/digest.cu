@@ -45,6 +45,56 @@ static __global__ void __launch_bounds__(1024)
     }
 }
 
+/* The tree digest's work (nets/cuda/work.h): SHA-256 compressions of a message of len bytes
+ * (padding: 0x80 and the 8-byte length), and the digests at level l of a tensor of `bytes`
+ * (level 0: its leaves; core/tree_hash.h). */
+static double sha256_blocks(int64_t len) { return (double)((len + 9 + 63) / 64); }
+static int64_t tree_count(int64_t bytes, int l)
+{
+    int64_t d = dt_tree_leaves((uint64_t)bytes);
+    for (int i = 0; i < l && d > 1; i++) d = dt_tree_parents(d);
+    return d;
+}
+/* leaf_kernel: every tensor's bytes read, a digest a leaf written; a thread a leaf, its
+ * compressions one dependent chain (the longest leaf's: serial). */
+static struct dt_op_cost leaf_work(const int64_t *counts, int n)
+{
+    double data = 0.0, leaves = 0.0, blocks = 0.0, longest = 0.0;
+    for (int t = 0; t < n; t++) {
+        const int64_t bytes = counts[t] * 4, full = bytes / DT_TREE_LEAF_BYTES;
+        const int64_t rest = bytes - full * DT_TREE_LEAF_BYTES;
+        data += (double)bytes;
+        leaves += (double)dt_tree_leaves((uint64_t)bytes);
+        blocks += (double)full * sha256_blocks(1 + DT_TREE_LEAF_BYTES);
+        if (rest > 0 || bytes == 0) blocks += sha256_blocks(1 + rest);
+        if (counts[t] > 0) {
+            const double b =
+                sha256_blocks(1 + (bytes < DT_TREE_LEAF_BYTES ? bytes : DT_TREE_LEAF_BYTES));
+            longest = b > longest ? b : longest;
+        }
+    }
+    return dt_work_serial(data + 32.0 * leaves, DT_W_OPS_SHA256_BLOCK * blocks,
+                          DT_W_OPS_SHA256_BLOCK * (longest > 0 ? longest : 1.0));
+}
+/* step_kernel at level l: the level's digests read, the next level's written; a node hashes
+ * up to DT_TREE_ARITY children, a tensor's top is carried up (a copy). */
+static struct dt_op_cost level_work(const int64_t *counts, int n, int l)
+{
+    double in = 0.0, next = 0.0, blocks = 0.0;
+    for (int t = 0; t < n; t++) {
+        const int64_t bytes = counts[t] * 4, below = tree_count(bytes, l);
+        const int64_t nodes = below > 1 ? dt_tree_parents(below) : 1;
+        in += (double)below;
+        next += (double)nodes;
+        if (below == 1) continue;
+        const int64_t last = below - (nodes - 1) * DT_TREE_ARITY;
+        blocks += (double)(nodes - 1) * sha256_blocks(1 + 32 * DT_TREE_ARITY) +
+                  sha256_blocks(1 + 32 * last);
+    }
+    return dt_work_serial(32.0 * (in + next), DT_W_OPS_SHA256_BLOCK * blocks,
+                          DT_W_OPS_SHA256_BLOCK * sha256_blocks(1 + 32 * DT_TREE_ARITY));
+}
+
 /* portable: a fixed function of the tensors' bytes. The plan and the tensors' addresses go
  * up through pinned scratch without a wait, and only when they changed: a hashing pipeline
  * calls again before the previous call's copy up ran, and the pinned bytes it would rewrite
@@ -76,7 +126,8 @@ extern "C" enum dt_status dt_cuda_tensor_digests(struct dt_backend *be, uint8_t 
     int64_t *dtab = (int64_t *)dev;
     const bool same = c->digest_plan_dev == (void *)dev && c->digest_plan_words == words &&
                       memcmp(c->host_scratch[DT_CUDA_SLOT_DIGESTS], want, words * 8) == 0;
-    if (same) { /* copied up on another stream, maybe (the pipeline's): after it */
+    if (dt_cuda_recording(be)) { /* no plan to copy up: a host-to-device copy, no launch */
+    } else if (same) {           /* copied up on another stream, maybe (the pipeline's): after it */
         DT_CUDA_CHECK(cudaStreamWaitEvent(st, (cudaEvent_t)c->digest_plan_up, 0));
     } else {
         if (!c->digest_plan_up)
@@ -100,19 +151,25 @@ extern "C" enum dt_status dt_cuda_tensor_digests(struct dt_backend *be, uint8_t 
     uint8_t *a = (uint8_t *)(dev + (words * 8 + 255) / 256 * 256), *b = a + (size_t)total * 32;
     /* the plan's arrays on the device: the same offsets from dtab as from host */
 #define DEV(p) (dtab + ((p)-host))
-    DT_LAUNCH(L, leaf_kernel, dt_cuda_grid(L, total), L->block_threads, 0, st)
+    DT_LAUNCH(L, leaf_work(counts, n), leaf_kernel, dt_cuda_grid(L, total), L->block_threads, 0, st)
     (a, DEV(ptrs), DEV(bytes), DEV(plan.off[0]), n, total);
     for (int l = 0; l < plan.levels; l++) {
-        DT_LAUNCH(L, step_kernel, dt_cuda_grid(L, plan.count[l + 1][n]), L->block_threads, 0, st)
+        DT_LAUNCH(L, level_work(counts, n, l), step_kernel, dt_cuda_grid(L, plan.count[l + 1][n]),
+                  L->block_threads, 0, st)
         (b, a, DEV(plan.count[l]), DEV(plan.off[l]), DEV(plan.off[l + 1]), n, plan.count[l + 1][n]);
         uint8_t *swap = a;
         a = b, b = swap;
     }
-    DT_LAUNCH(L, tensor_kernel, dt_cuda_grid(L, n), L->block_threads, 0, st)
+    /* a thread a tensor: its length and top digest hashed once */
+    DT_LAUNCH(L,
+              dt_work_serial(64.0 * (double)n,
+                             DT_W_OPS_SHA256_BLOCK * sha256_blocks(9 + 32) * (double)n,
+                             DT_W_OPS_SHA256_BLOCK * sha256_blocks(9 + 32)),
+              tensor_kernel, dt_cuda_grid(L, n), L->block_threads, 0, st)
     (digests, a, DEV(bytes), DEV(plan.off[plan.levels]), n);
 #undef DEV
     free(want);
-    return dt_cuda_launched(be, (int)cudaGetLastError(), "tensor_digests");
+    return dt_cuda_launched(be, DT_LAUNCHED(L), "tensor_digests");
 }
 
 /* ---- the hashing pipeline's snapshot in one launch (backend_cuda.c, snapshot) ---------
@@ -136,7 +193,8 @@ static __global__ void __launch_bounds__(1024)
 extern "C" int dt_cuda_gather_words(uint32_t *dst, const int64_t *table, int n, int64_t total,
                                     const struct dt_cuda_launch *L)
 {
-    DT_LAUNCH(L, gather_words_kernel, dt_cuda_grid(L, total), L->block_threads, 0, L->stream)
+    DT_LAUNCH(L, dt_work(8.0 * (double)total, 0.0), gather_words_kernel, dt_cuda_grid(L, total),
+              L->block_threads, 0, L->stream)
     (dst, table, table + n + 1, n, total);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }

@@ -26,7 +26,7 @@
  * the entry token * D + i for a sum beyond the float range (status.c: at most 39 chars). */
 #define EMB_WHAT "embedding grad (col = token*D + i)"
 #define THREADS L->block_threads
-#define LAUNCHED return (int)cudaGetLastError()
+#define LAUNCHED return DT_LAUNCHED(L)
 
 static __global__ void __launch_bounds__(1024)
     embed_tokens_kernel(int32_t *tokens, int32_t *targets, const float *x, int64_t B, int64_t T)
@@ -118,9 +118,14 @@ static int embedding_forward_launch(float *h, int32_t *tokens, int32_t *targets,
                                     int64_t D, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, embed_tokens_kernel, dt_cuda_grid(L, B * T), THREADS, 0, s)
+    /* wte's rows gathered: at most the vocabulary, counted once; wpe's T rows once */
+    const double rows = (double)B * (double)T, xs = (double)B * (double)(T + 1);
+    const double vocab = rows < DT_GPT_VOCAB ? rows : (double)DT_GPT_VOCAB;
+    DT_LAUNCH(L, dt_work(4.0 * (xs + 2.0 * rows), 0.0), embed_tokens_kernel, dt_cuda_grid(L, B * T),
+              THREADS, 0, s)
     (tokens, targets, x, B, T);
-    DT_LAUNCH(L, embed_kernel, dt_cuda_grid(L, B * T * D), THREADS, 0, s)
+    DT_LAUNCH(L, dt_work(4.0 * (xs + (vocab + (double)T + rows) * (double)D), rows * (double)D),
+              embed_kernel, dt_cuda_grid(L, B * T * D), THREADS, 0, s)
     (h, x, wte, wpe, T, D, B * T * D);
     LAUNCHED;
 }
@@ -130,7 +135,9 @@ static int embedding_scatter_atomic(float *dwte, const float *dh, const int32_t 
                                     const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, scatter_atomic_kernel, dt_cuda_grid(L, rows * D), THREADS, 0, s)
+    const double terms = (double)rows * (double)D, table = (double)V * (double)D;
+    DT_LAUNCH(L, dt_work(4.0 * ((double)rows + terms + 2.0 * table), terms), scatter_atomic_kernel,
+              dt_cuda_grid(L, rows * D), THREADS, 0, s)
     (dwte, dh, tokens, rows, V, D);
     LAUNCHED;
 }
@@ -140,7 +147,9 @@ static int embedding_scatter_in_order(float *dwte, const float *dh, const int32_
                                       const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, scatter_in_order_kernel, dt_cuda_grid(L, D), THREADS, 0, s)
+    const double terms = (double)rows * (double)D, table = (double)V * (double)D;
+    DT_LAUNCH(L, dt_work(4.0 * ((double)rows + terms + 2.0 * table), terms),
+              scatter_in_order_kernel, dt_cuda_grid(L, D), THREADS, 0, s)
     (dwte, dh, tokens, perm, rows, V, D);
     LAUNCHED;
 }
@@ -153,10 +162,17 @@ static int embedding_scatter_fixed(float *dwte, unsigned long long *acc,
     const dt_cuda_stream s = L->stream;
     const int rc = dt_cuda_fixed_scan(rec, dh, rows * D, L);
     if (rc != 0) return rc;
-    DT_LAUNCH(L, fixed_zero_kernel, dt_cuda_grid(L, V * D), THREADS, 0, s)(acc, V * D);
-    DT_LAUNCH(L, scatter_fixed_kernel, dt_cuda_grid(L, rows * D), THREADS, 0, s)
+    const double terms = (double)rows * (double)D, table = (double)V * (double)D;
+    DT_LAUNCH(L, dt_work(8.0 * table, 0.0), fixed_zero_kernel, dt_cuda_grid(L, V * D), THREADS, 0,
+              s)
+    (acc, V * D);
+    DT_LAUNCH(L, dt_work(4.0 * ((double)rows + terms) + 16.0 * table, DT_W_OPS_FIXED_TERM * terms),
+              scatter_fixed_kernel, dt_cuda_grid(L, rows * D), THREADS, 0, s)
     (acc, rec, dh, tokens, rows, V, D);
-    DT_LAUNCH(L, scatter_fixed_finish_kernel, dt_cuda_grid(L, V * D), THREADS, 0, s)
+    DT_LAUNCH(L,
+              dt_work((accumulate ? 16.0 : 12.0) * table,
+                      (DT_W_OPS_FIXED_ROUND + (accumulate ? 1.0 : 0.0)) * table),
+              scatter_fixed_finish_kernel, dt_cuda_grid(L, V * D), THREADS, 0, s)
     (dwte, rec, acc, rows, V * D, accumulate);
     LAUNCHED;
 }

@@ -65,9 +65,10 @@ static int dt_cuda_exact_max_launch(uint32_t *max_bits, const float *p, int64_t 
     const dt_cuda_stream s = L->stream;
     cudaError_t e = dt_cuda_memset_async(L, max_bits, 0, sizeof *max_bits, s);
     if (e != cudaSuccess) return (int)e;
-    DT_LAUNCH(L, exact_max_kernel, dt_cuda_grid(L, count), L->block_threads, 0, s)
+    DT_LAUNCH(L, dt_work(4.0 * (double)count, DT_W_OPS_SCAN * (double)count), exact_max_kernel,
+              dt_cuda_grid(L, count), L->block_threads, 0, s)
     (max_bits, p, count);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 /* mode 0: sum and round into p; 1: int64 sums into acc; 2: acc rounded into p */
@@ -76,9 +77,17 @@ static int dt_cuda_exact_sum_launch(float *p, int64_t *acc, const uint32_t *max_
                                     const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, exact_sum_kernel, dt_cuda_grid(L, n), L->block_threads, 0, s)
+    /* mode 0: the slots' partials read, each term to int64 at the shift, one rounding into
+     * slot 0; 1: the int64 sums written; 2: they are read and rounded */
+    const double elems = (double)n, terms = (double)slots * elems;
+    const struct dt_op_cost w =
+        mode == 0   ? dt_work(4.0 * (terms + elems),
+                              DT_W_OPS_FIXED_TERM * terms + DT_W_OPS_FIXED_ROUND * elems)
+        : mode == 1 ? dt_work(4.0 * terms + 8.0 * elems, DT_W_OPS_FIXED_TERM * terms)
+                    : dt_work(12.0 * elems, DT_W_OPS_FIXED_ROUND * elems);
+    DT_LAUNCH(L, w, exact_sum_kernel, dt_cuda_grid(L, n), L->block_threads, 0, s)
     (p, acc, max_bits, n, slots, shards, mode);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 /* ---- the ops (declared from their rows of nets/op_list.h in nets/cuda/cuda.h) ----------- */

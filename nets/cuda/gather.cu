@@ -23,7 +23,8 @@ extern "C" int dt_cuda_gather_launch(float *x, int32_t *labels, const uint8_t *p
                                      const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, gather_kernel, dt_cuda_grid(L, B * dim), L->block_threads, 0, s)
+    DT_LAUNCH(L, dt_work(4.0 * (double)B * (double)dim * 2.0 + 9.0 * (double)B, 0.0), gather_kernel,
+              dt_cuda_grid(L, B * dim), L->block_threads, 0, s)
     (x, labels, pixels, values, set_labels, idx, B, dim, stride);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }

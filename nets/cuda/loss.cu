@@ -73,14 +73,20 @@ extern "C" int dt_cuda_softmax_xent_rows(float *probs, float *losses, int32_t *h
             return (int)e;
         }
     }
+    /* a thread a row: the softmax of C logits, the loss (a log and two more), the hit; the
+     * atomic total's add when it is kept */
+    const double n = (double)B * (double)C;
+    const struct dt_op_cost w =
+        dt_work(4.0 * (2.0 * n + 3.0 * (double)B),
+                n * DT_W_SOFTMAX + (double)B * (DT_W_EXP + 2.0) + (total ? (double)B : 0.0));
     if (portable) {
-        DT_LAUNCH(L, softmax_xent_rows_kernel<true>, dt_cuda_grid(L, B), L->block_threads, 0, s)
+        DT_LAUNCH(L, w, softmax_xent_rows_kernel<true>, dt_cuda_grid(L, B), L->block_threads, 0, s)
         (probs, losses, hit, total, logits, labels, B, C);
     } else {
-        DT_LAUNCH(L, softmax_xent_rows_kernel<false>, dt_cuda_grid(L, B), L->block_threads, 0, s)
+        DT_LAUNCH(L, w, softmax_xent_rows_kernel<false>, dt_cuda_grid(L, B), L->block_threads, 0, s)
         (probs, losses, hit, total, logits, labels, B, C);
     }
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 extern "C" int dt_cuda_softmax_xent_grad(float *dlogits, const float *probs, const int32_t *labels,
@@ -88,9 +94,11 @@ extern "C" int dt_cuda_softmax_xent_grad(float *dlogits, const float *probs, con
                                          const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, softmax_xent_grad_kernel, dt_cuda_grid(L, B * C), L->block_threads, 0, s)
+    const double n = (double)B * (double)C;
+    DT_LAUNCH(L, dt_work(4.0 * (2.0 * n + (double)B), 2.0 * n), softmax_xent_grad_kernel,
+              dt_cuda_grid(L, B * C), L->block_threads, 0, s)
     (dlogits, probs, labels, B, C, inv_b);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 /* ---- the ops (declared from their rows of nets/op_list.h in nets/cuda/cuda.h) ----------- */
@@ -177,6 +185,10 @@ static enum dt_status rows_and_read(struct dt_backend *be, float *probs, const f
     if (be->loss_deferred && dt_cuda(be)->one_pass &&
         dt_cuda_defer_loss(be, d, bytes, r, dt_cuda_loss_finish))
         return DT_OK;
+    if (dt_cuda_recording(be)) { /* the read-back's wait; no values to finish */
+        dt_cuda_sync(be);
+        return DT_OK;
+    }
     char *h = (char *)dt_cuda_host_scratch(be, 0, bytes);
     DT_CUDA_CHECK(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
     dt_cuda_sync(be);

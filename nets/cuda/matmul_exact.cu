@@ -47,10 +47,17 @@ static enum dt_status xp_scales(struct dt_backend *be, int *sa, const float *A, 
 {
     const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
     const cudaStream_t st = (cudaStream_t)L->stream;
-    DT_LAUNCH(L, xp_scale_kernel, dt_cuda_grid(L, M), L->block_threads, 0, st)
+    const double Md = (double)M, Nd = (double)N, Kd = (double)K;
+    DT_LAUNCH(L, dt_work(4.0 * (Md * Kd + Md), DT_W_OPS_SCAN * Md * Kd), xp_scale_kernel,
+              dt_cuda_grid(L, M), L->block_threads, 0, st)
     (sa, A, M, K, w->a_step, w->a_stride);
-    DT_LAUNCH(L, xp_scale_kernel, dt_cuda_grid(L, N), L->block_threads, 0, st)
+    DT_LAUNCH(L, dt_work(4.0 * (Nd * Kd + Nd), DT_W_OPS_SCAN * Nd * Kd), xp_scale_kernel,
+              dt_cuda_grid(L, N), L->block_threads, 0, st)
     (sa + M, B, N, K, w->b_step, w->b_stride);
+    if (dt_cuda_recording(be)) { /* the read-back's wait; no values to look at */
+        dt_cuda_sync(be);
+        return DT_OK;
+    }
     int *host = (int *)dt_cuda_host_scratch(be, 0, (size_t)(M + N) * sizeof(int));
     const cudaError_t e =
         cudaMemcpyAsync(host, sa, (size_t)(M + N) * sizeof(int), cudaMemcpyDeviceToHost, st);
@@ -110,13 +117,21 @@ static enum dt_status xp_simple(struct dt_backend *be, float *C, const float *A,
     int *sa = (int *)(XBt + xb), *sb = sa + M;
     const struct xp_walk w = xp_walk_of(M, K, N, trans);
     DT_FORWARD_IF_ERROR(xp_scales(be, sa, A, B, M, K, N, &w));
-    DT_LAUNCH(L, xp_fixed_kernel, dt_cuda_grid(L, M), L->block_threads, 0, L->stream)
+    /* each value to `levels` int64 halves; then a thread an output summing levels^2 dot
+     * products of K 128-bit terms */
+    const double Md = (double)M, Nd = (double)N, Kd = (double)K, lv = (double)levels;
+    DT_LAUNCH(L, dt_work(4.0 * Md * Kd + 8.0 * lv * Md * Kd, DT_W_OPS_XP_FIXED * lv * Md * Kd),
+              xp_fixed_kernel, dt_cuda_grid(L, M), L->block_threads, 0, L->stream)
     (XA, sa, A, M, K, w.a_step, w.a_stride, levels);
-    DT_LAUNCH(L, xp_fixed_kernel, dt_cuda_grid(L, N), L->block_threads, 0, L->stream)
+    DT_LAUNCH(L, dt_work(4.0 * Nd * Kd + 8.0 * lv * Nd * Kd, DT_W_OPS_XP_FIXED * lv * Nd * Kd),
+              xp_fixed_kernel, dt_cuda_grid(L, N), L->block_threads, 0, L->stream)
     (XBt, sb, B, N, K, w.b_step, w.b_stride, levels);
-    DT_LAUNCH(L, xp_out_kernel, dt_cuda_grid(L, M * N), L->block_threads, 0, L->stream)
+    DT_LAUNCH(L,
+              dt_work(8.0 * lv * (Md + Nd) * Kd + 4.0 * Md * Nd,
+                      DT_W_OPS_XP_MAC * lv * lv * Md * Nd * Kd),
+              xp_out_kernel, dt_cuda_grid(L, M * N), L->block_threads, 0, L->stream)
     (C, XA, XBt, sa, sb, bias, M, K, N, levels);
-    return dt_cuda_launched(be, (int)cudaGetLastError(), "matmul_exact");
+    return dt_cuda_launched(be, DT_LAUNCHED(L), "matmul_exact");
 }
 
 /* ---- the int8 form ------------------------------------------------------------------------- */
@@ -185,9 +200,18 @@ static enum dt_status xp_int8(struct dt_backend *be, float *C, const float *A, c
     int8_t *slB = slA + (size_t)S * (size_t)mp * (size_t)kp;
     const struct xp_walk w = xp_walk_of(M, K, N, trans);
     DT_FORWARD_IF_ERROR(xp_scales(be, sa, A, B, M, K, N, &w));
-    DT_LAUNCH(L, xp_slice_kernel, dt_cuda_grid(L, mp * kp), L->block_threads, 0, st)
+    /* every value to fixed point at its row's scale, then its S int8 slices (padding zero) */
+    const double slice_ops = DT_W_OPS_XP_FIXED + DT_W_OPS_XP_SLICE * (double)S;
+    const double Md = (double)M, Nd = (double)N, Kd = (double)K;
+    DT_LAUNCH(L,
+              dt_work(4.0 * (Md * Kd + Md) + (double)S * (double)mp * (double)kp,
+                      slice_ops * (double)mp * (double)kp),
+              xp_slice_kernel, dt_cuda_grid(L, mp * kp), L->block_threads, 0, st)
     (slA, sa, A, M, K, w.a_step, w.a_stride, mp, kp, levels);
-    DT_LAUNCH(L, xp_slice_kernel, dt_cuda_grid(L, np * kp), L->block_threads, 0, st)
+    DT_LAUNCH(L,
+              dt_work(4.0 * (Nd * Kd + Nd) + (double)S * (double)np * (double)kp,
+                      slice_ops * (double)np * (double)kp),
+              xp_slice_kernel, dt_cuda_grid(L, np * kp), L->block_threads, 0, st)
     (slB, sb, B, N, K, w.b_step, w.b_stride, np, kp, levels);
     /* output rows in blocks: S products of (mb, np) int32 and the (mb, N) integers */
     const size_t per_row = (size_t)S * (size_t)np * 4 + (size_t)N * (size_t)L2 * sizeof(dt_xp_acc);
@@ -205,6 +229,7 @@ static enum dt_status xp_int8(struct dt_backend *be, float *C, const float *A, c
     const int64_t kc_max = DT_XP_K_MAX / 16 * 16;
     for (int64_t i0 = 0; i0 < M; i0 += mb) {
         const int64_t rows = M - i0 < mb ? M - i0 : mb, rows_p = round_up(rows, 16);
+        const double parts = (double)rows * Nd * (double)L2 * (double)sizeof(dt_xp_acc);
         dt_cuda_memset_async(L, acc, 0, (size_t)rows * (size_t)N * (size_t)L2 * sizeof(dt_xp_acc),
                              st);
         for (int64_t k0 = 0; k0 < kp; k0 += kc_max) {
@@ -212,22 +237,40 @@ static enum dt_status xp_int8(struct dt_backend *be, float *C, const float *A, c
             for (int p = 0; p < S; p++) {
                 /* P_q (rows_p, np) row-major = column-major (np, rows_p): B_q^T's rows (K
                  * contiguous: op T) times A_p's rows (op N) */
+                /* a strided batch of S: all of B's slices against A's slice p, S int32 products
+                 * of rows_p x np over kc */
                 dt_cuda_count_lib(be);
-                const cublasStatus_t cs = cublasGemmStridedBatchedEx(
-                    h, CUBLAS_OP_T, CUBLAS_OP_N, (int)np, (int)rows_p, (int)kc, &one, slB + k0,
-                    CUDA_R_8I, (int)kp, (long long)(np * kp),
-                    slA + ((int64_t)p * mp + i0) * kp + k0, CUDA_R_8I, (int)kp, 0LL, &zero, P,
-                    CUDA_R_32I, (int)np, (long long)(rows_p * np), S, CUBLAS_COMPUTE_32I,
-                    CUBLAS_GEMM_DEFAULT);
+                struct dt_op_cost g =
+                    dt_work((double)S * (double)np * (double)kc + (double)rows_p * (double)kc +
+                                4.0 * (double)S * (double)rows_p * (double)np,
+                            0.0);
+                g.lib_calls = 1;
+                g.int_ops = 2.0 * (double)S * (double)rows_p * (double)np * (double)kc;
+                const cublasStatus_t cs =
+                    dt_cuda_note(L, g)
+                        ? CUBLAS_STATUS_SUCCESS
+                        : cublasGemmStridedBatchedEx(
+                              h, CUBLAS_OP_T, CUBLAS_OP_N, (int)np, (int)rows_p, (int)kc, &one,
+                              slB + k0, CUDA_R_8I, (int)kp, (long long)(np * kp),
+                              slA + ((int64_t)p * mp + i0) * kp + k0, CUDA_R_8I, (int)kp, 0LL,
+                              &zero, P, CUDA_R_32I, (int)np, (long long)(rows_p * np), S,
+                              CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT);
                 if (cs != CUBLAS_STATUS_SUCCESS) return DT_ERR_UNSUPPORTED;
-                DT_LAUNCH(L, xp_fold_kernel, dt_cuda_grid(L, rows * N), L->block_threads, 0, st)
+                /* S products read, the block's integers read and written */
+                DT_LAUNCH(L,
+                          dt_work(4.0 * (double)S * (double)rows * Nd + 2.0 * parts,
+                                  DT_W_OPS_XP_FOLD * (double)S * (double)rows * Nd),
+                          xp_fold_kernel, dt_cuda_grid(L, rows * N), L->block_threads, 0, st)
                 (acc, P, p, rows, rows_p, np, N, levels);
             }
         }
-        DT_LAUNCH(L, xp_round_kernel, dt_cuda_grid(L, rows * N), L->block_threads, 0, st)
+        DT_LAUNCH(L,
+                  dt_work(parts + 4.0 * ((double)rows * Nd + (bias ? Nd : 0.0)),
+                          DT_W_OPS_XP_ROUND * (double)rows * Nd),
+                  xp_round_kernel, dt_cuda_grid(L, rows * N), L->block_threads, 0, st)
         (C, acc, sa, sb, bias, i0, rows, N, levels);
     }
-    return dt_cuda_launched(be, (int)cudaGetLastError(), "matmul_exact");
+    return dt_cuda_launched(be, DT_LAUNCHED(L), "matmul_exact");
 }
 
 /* portable at every policy: integer sums and one rounding -- the int8 form, or the simple

@@ -8,7 +8,7 @@
 #include "nets/gpt_elem.h"
 
 #define THREADS L->block_threads
-#define LAUNCHED return (int)cudaGetLastError()
+#define LAUNCHED return DT_LAUNCHED(L)
 
 /* LayerNorm: a warp per row (rows grid-stride over the grid's warps; blocks of
  * LN_BLOCK threads, whole warps), lane j the row's elements j, j + 32, ...; each sum's lane
@@ -76,7 +76,12 @@ static int layernorm_forward_launch(float *y, float *mean, float *rstd, const fl
                                     const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, layernorm_forward_kernel, ln_grid(L, rows), LN_BLOCK, 0, s)
+    /* a warp a row: dt_layernorm_row's lanes, the butterfly's 5 shuffles a sum (two sums) */
+    const double r = (double)rows, d = (double)D;
+    DT_LAUNCH(L,
+              dt_work(4.0 * (2.0 * r * d + 2.0 * d + 2.0 * r),
+                      r * (8.0 * d + 3.0 * DT_W_DIV + 2.0 + 2.0 * 5.0 * DT_GPT_LN_LANES)),
+              layernorm_forward_kernel, ln_grid(L, rows), LN_BLOCK, 0, s)
     (y, mean, rstd, x, gamma, beta, rows, D);
     LAUNCHED;
 }
@@ -87,7 +92,12 @@ static int layernorm_backward_launch(float *dx, float *gx, const float *dy, cons
                                      const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, layernorm_backward_kernel, ln_grid(L, rows), LN_BLOCK, 0, s)
+    /* dt_layernorm_row_grad's lanes, two butterflies; dx read too when accumulating */
+    const double r = (double)rows, d = (double)D, acc = accumulate ? 1.0 : 0.0;
+    DT_LAUNCH(L,
+              dt_work(4.0 * ((4.0 + acc) * r * d + d + 2.0 * r),
+                      r * ((14.0 + acc) * d + 2.0 * DT_W_DIV + 2.0 * 5.0 * DT_GPT_LN_LANES)),
+              layernorm_backward_kernel, ln_grid(L, rows), LN_BLOCK, 0, s)
     (dx, gx, dy, x, mean, rstd, gamma, rows, D, accumulate);
     LAUNCHED;
 }

@@ -162,23 +162,29 @@ static __global__ void __launch_bounds__(1)
 /* ---- launchers ------------------------------------------------------------------------------- */
 
 #define THREADS L->block_threads
-#define LAUNCHED return (int)cudaGetLastError()
+#define LAUNCHED return DT_LAUNCHED(L)
 
 static int dt_cuda_sgd_update_launch(float *w, float *v, const float *g, int64_t n, float lr,
                                      float momentum, float weight_decay,
                                      const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, sgd_update_kernel, dt_cuda_grid(L, n), L->block_threads, 0, s)
+    /* dt_sgd_elem: three products, three sums */
+    DT_LAUNCH(L, dt_work(20.0 * (double)n, 6.0 * (double)n), sgd_update_kernel, dt_cuda_grid(L, n),
+              L->block_threads, 0, s)
     (w, v, g, n, lr, momentum, weight_decay);
-    return (int)cudaGetLastError();
+    return DT_LAUNCHED(L);
 }
 
 static int dt_cuda_adamw_launch(float *w, float *m, float *v, const float *g, int64_t n,
                                 const struct dt_adamw_step *st, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, adamw_kernel, dt_cuda_grid(L, n), THREADS, 0, s)(w, m, v, g, n, *st);
+    /* dt_adamw_elem: the decay, both moments, three quotients, a square root */
+    const double decay = st->weight_decay != 0.0f ? 3.0 : 0.0;
+    DT_LAUNCH(L, dt_work(28.0 * (double)n, (decay + 14.0 + 4.0 * DT_W_DIV) * (double)n),
+              adamw_kernel, dt_cuda_grid(L, n), THREADS, 0, s)
+    (w, m, v, g, n, *st);
     LAUNCHED;
 }
 
@@ -186,7 +192,10 @@ static int dt_cuda_clip_scale_launch(float *g, int64_t n, const float *norm_sq, 
                                      const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, clip_scale_kernel, dt_cuda_grid(L, n), THREADS, 0, s)(g, n, norm_sq, max_norm);
+    /* counted as clipping (a factor of 1 returns before touching g: then it moves nothing) */
+    DT_LAUNCH(L, dt_work(8.0 * (double)n, (double)n), clip_scale_kernel, dt_cuda_grid(L, n),
+              THREADS, 0, s)
+    (g, n, norm_sq, max_norm);
     LAUNCHED;
 }
 
@@ -194,7 +203,9 @@ static int dt_cuda_norm_chunks(float *part, const float *g, int64_t n, int64_t c
                                const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, norm_chunks_kernel, dt_cuda_grid(L, (n + chunk - 1) / chunk), THREADS, 0, s)
+    const double chunks = (double)((n + chunk - 1) / chunk);
+    DT_LAUNCH(L, dt_work(4.0 * ((double)n + chunks), DT_W_MAC * (double)n), norm_chunks_kernel,
+              dt_cuda_grid(L, (n + chunk - 1) / chunk), THREADS, 0, s)
     (part, g, n, chunk);
     LAUNCHED;
 }
@@ -202,7 +213,7 @@ static int dt_cuda_norm_chunks(float *part, const float *g, int64_t n, int64_t c
 static int dt_cuda_norm_add_in_order(float *dst, const float *sum, const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, norm_add_in_order_kernel, 1, 1, 0, s)(dst, sum);
+    DT_LAUNCH(L, dt_work(0.0, 1.0), norm_add_in_order_kernel, 1, 1, 0, s)(dst, sum);
     LAUNCHED;
 }
 
@@ -210,7 +221,9 @@ static int dt_cuda_norm_atomic(float *dst, const float *g, int64_t n, int64_t ch
                                const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, norm_atomic_kernel, dt_cuda_grid(L, (n + chunk - 1) / chunk), THREADS, 0, s)
+    const double chunks = (double)((n + chunk - 1) / chunk);
+    DT_LAUNCH(L, dt_work(4.0 * (double)n, DT_W_MAC * (double)n + chunks), norm_atomic_kernel,
+              dt_cuda_grid(L, (n + chunk - 1) / chunk), THREADS, 0, s)
     (dst, g, n, chunk);
     LAUNCHED;
 }
@@ -219,7 +232,7 @@ static int dt_cuda_norm_exact_init(unsigned long long *acc, struct dt_cuda_fixed
                                    const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, norm_exact_init_kernel, 1, 1, 0, s)(acc, rec);
+    DT_LAUNCH(L, dt_work(0.0, 0.0), norm_exact_init_kernel, 1, 1, 0, s)(acc, rec);
     LAUNCHED;
 }
 
@@ -227,7 +240,9 @@ static int dt_cuda_norm_exact_max(struct dt_cuda_fixed_record *rec, const float 
                                   const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, norm_exact_max_kernel, dt_cuda_grid(L, n), THREADS, 0, s)(rec, g, n);
+    DT_LAUNCH(L, dt_work(4.0 * (double)n, DT_W_OPS_SCAN * (double)n), norm_exact_max_kernel,
+              dt_cuda_grid(L, n), THREADS, 0, s)
+    (rec, g, n);
     LAUNCHED;
 }
 
@@ -236,7 +251,9 @@ static int dt_cuda_norm_exact_sum(unsigned long long *acc, const struct dt_cuda_
                                   const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, norm_exact_sum_kernel, dt_cuda_grid(L, n), THREADS, 0, s)(acc, rec, g, n, total);
+    DT_LAUNCH(L, dt_work(4.0 * (double)n, (1.0 + DT_W_OPS_FIXED_TERM) * (double)n),
+              norm_exact_sum_kernel, dt_cuda_grid(L, n), THREADS, 0, s)
+    (acc, rec, g, n, total);
     LAUNCHED;
 }
 
@@ -245,7 +262,8 @@ static int dt_cuda_norm_exact_finish(float *dst, const unsigned long long *acc,
                                      const struct dt_cuda_launch *L)
 {
     const dt_cuda_stream s = L->stream;
-    DT_LAUNCH(L, norm_exact_finish_kernel, 1, 1, 0, s)(dst, acc, rec, total);
+    DT_LAUNCH(L, dt_work(0.0, DT_W_OPS_FIXED_ROUND), norm_exact_finish_kernel, 1, 1, 0, s)
+    (dst, acc, rec, total);
     LAUNCHED;
 }
 

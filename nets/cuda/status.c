@@ -16,6 +16,7 @@
 
 #include "core/util.h"
 #include "nets/cuda/dense_loss.h"
+#include "nets/cuda/work.h" /* a recording backend: dt_cuda_recording */
 
 /* A value read with the step's end: its pinned buffer (kept from step to step, grown while
  * idle), where it goes, and for a loss what finishes it. */
@@ -80,6 +81,10 @@ static struct dt_cuda_status *status_of(struct dt_backend *be)
 void dt_cuda_defer_checks(struct dt_backend *be, bool on)
 {
     struct dt_cuda_status *st = status_of(be);
+    if (dt_cuda_recording(be)) { /* a recording backend keeps no records: only the switch */
+        st->defer = on;
+        return;
+    }
     if (on && !st->dev) {
         const size_t bytes = DT_CUDA_STATUS_SLOTS * sizeof *st->dev;
         DT_CUDA_CHECK(cudaMalloc((void **)&st->dev, bytes));
@@ -93,6 +98,14 @@ void dt_cuda_defer_checks(struct dt_backend *be, bool on)
     st->defer = on;
 }
 
+void dt_cuda_recorder_reset(struct dt_backend *be)
+{
+    struct dt_cuda_status *st = status_of(be);
+    DT_ASSERT(dt_cuda(be)->recorder);
+    st->used = 0;
+    st->reads = 0;
+}
+
 struct dt_cuda_fixed_record *dt_cuda_check_record(struct dt_backend *be, enum dt_cuda_check kind,
                                                   const char *what, int64_t len, int slot,
                                                   bool *deferred)
@@ -101,6 +114,7 @@ struct dt_cuda_fixed_record *dt_cuda_check_record(struct dt_backend *be, enum dt
     *deferred = st->defer && st->used < DT_CUDA_STATUS_SLOTS; /* full: this op checks now */
     if (!*deferred) return dt_cuda_scratch(be, slot, sizeof(struct dt_cuda_fixed_record));
     const int k = st->used++;
+    if (dt_cuda_recording(be)) return (struct dt_cuda_fixed_record *)dt_cuda_scratch(be, slot, 0);
     st->note[k].kind = kind;
     st->note[k].len = len;
     snprintf(st->note[k].what, sizeof st->note[k].what, "%s", what);
@@ -112,6 +126,10 @@ enum dt_status dt_cuda_check_now(struct dt_backend *be, const struct dt_cuda_fix
                                  enum dt_cuda_check kind, const char *what, int64_t len, int slot)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
+    if (dt_cuda_recording(be)) { /* the read-back's wait; nothing to decode */
+        dt_cuda_sync(be);
+        return DT_OK;
+    }
     struct dt_cuda_fixed_record *h = dt_cuda_host_scratch(be, slot, sizeof *h);
     DT_CUDA_CHECK(
         cudaMemcpyAsync(h, rec, sizeof *h, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream));
@@ -129,6 +147,7 @@ static struct deferred_read *next_read(struct dt_backend *be, size_t bytes)
     struct dt_cuda_status *st = status_of(be);
     if (!st->defer || st->reads == DT_CUDA_READS_MAX || !dt_cuda(be)->one_pass) return NULL;
     struct deferred_read *r = &st->read[st->reads];
+    if (dt_cuda_recording(be)) return r; /* no buffer: nothing is copied */
     if (r->cap < bytes) {
         if (r->pinned) DT_CUDA_CHECK(cudaFreeHost(r->pinned));
         r->cap = bytes + bytes / 2 + 64;
@@ -146,6 +165,7 @@ void dt_cuda_read_deferred(struct dt_backend *be, void *host_dst, const void *sr
         dt_backend_download(be, host_dst, src, bytes);
         return;
     }
+    if (dt_cuda_recording(be)) return;
     r->dst = host_dst;
     r->is_loss = false;
     DT_CUDA_CHECK(cudaMemcpyAsync(r->pinned, src, bytes, cudaMemcpyDeviceToHost,
@@ -157,6 +177,7 @@ bool dt_cuda_defer_loss(struct dt_backend *be, const void *src, size_t bytes,
 {
     struct deferred_read *r = next_read(be, bytes);
     if (!r) return false;
+    if (dt_cuda_recording(be)) return true;
     r->dst = NULL;
     r->is_loss = true;
     r->loss = *loss;
