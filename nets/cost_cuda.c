@@ -21,7 +21,7 @@
     static void record_##name DT_COST_PARAMS params                                                \
     {                                                                                              \
         struct dt_backend *r_ = cx->recorder;                                                      \
-        if (!r_) return; /* no CUDA toolkit: nothing to count with (cost_report says so) */      \
+        if (!r_) return; /* no CUDA toolkit: nothing to count with (cost_report says so) */        \
         dt_cuda_recorder_begin(r_, c, cx->like, cx->one_pass);                                     \
         (void)dt_##name DT_COST_REC_ARGS args;                                                     \
         dt_cuda_recorder_end(r_);                                                                  \

@@ -42,9 +42,9 @@
 extern "C" {
 #endif
 
-#define DT_W_MAC 2.0       /* a product added to a sum */
-#define DT_W_DIV 4.0       /* a divide or a square root */
-#define DT_W_EXP 10.0      /* exp, log, log1p, tanh, sine, cosine: library or portable */
+#define DT_W_MAC 2.0  /* a product added to a sum */
+#define DT_W_DIV 4.0  /* a divide or a square root */
+#define DT_W_EXP 10.0 /* exp, log, log1p, tanh, sine, cosine: library or portable */
 /* a softmax element: the max's compare, the shift, exp, the sum's add, the divide */
 #define DT_W_SOFTMAX (1.0 + 1.0 + DT_W_EXP + 1.0 + DT_W_DIV)
 #define DT_W_OPS_SCAN 2.0        /* an element's |bits| into a max, and the non-finite test */
