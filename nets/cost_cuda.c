@@ -15,21 +15,6 @@
 #include "nets/cost.h"
 #include "nets/cuda/recorder.h"
 
-/* dt_<name> on the tally's recorder, its launches into *c. */
-#define DT_COST_REC_ARGS(...) (r_, __VA_ARGS__)
-#define DT_COST_RECORD_(ENUM, name, phase, outputs, controls, params, args)                        \
-    static void record_##name DT_COST_PARAMS params                                                \
-    {                                                                                              \
-        struct dt_backend *r_ = cx->recorder;                                                      \
-        if (!r_) return; /* no CUDA toolkit: nothing to count with (cost_report says so) */        \
-        dt_cuda_recorder_begin(r_, c, cx->like, cx->one_pass);                                     \
-        (void)dt_##name DT_COST_REC_ARGS args;                                                     \
-        dt_cuda_recorder_end(r_);                                                                  \
-    }
-DT_OP_LIST(DT_COST_RECORD_)
-#undef DT_COST_RECORD_
-#undef DT_COST_REC_ARGS
-
 /* The hashing pipeline's snapshot (nets/cuda/backend_cuda.c, snapshot): n tensors copied into
  * the staging buffer, read and written -- one gather kernel (the table kept on the device), or
  * a device copy per tensor with DETRAIN_CUDA_ONE_PASS=0. */
@@ -63,6 +48,21 @@ static void cuda_cost_end(struct dt_cost_tally *t)
     if (t->recorder) dt_backend_destroy(t->recorder);
     t->recorder = NULL;
 }
+
+/* dt_<name> on the tally's recorder, its launches into *c. */
+#define DT_COST_REC_ARGS(...) (r_, __VA_ARGS__)
+#define DT_COST_RECORD_(ENUM, name, phase, outputs, controls, params, args)                        \
+    static void record_##name DT_COST_PARAMS params                                                \
+    {                                                                                              \
+        struct dt_backend *r_ = cx->recorder;                                                      \
+        if (!r_) return; /* no CUDA toolkit: nothing to count with (cost_report says so) */        \
+        dt_cuda_recorder_begin(r_, c, cx->like, cx->one_pass);                                     \
+        (void)dt_##name DT_COST_REC_ARGS args;                                                     \
+        dt_cuda_recorder_end(r_);                                                                  \
+    }
+DT_OP_LIST(DT_COST_RECORD_)
+#undef DT_COST_RECORD_
+#undef DT_COST_REC_ARGS
 
 const struct dt_cost_model dt_cuda_cost_model = {
 #define DT_COST_MODEL_ROW_(ENUM, name, phase, outputs, controls, params, args)                     \

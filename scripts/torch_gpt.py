@@ -242,7 +242,7 @@ def evaluate(net, windows, batch=64):
     return total / count, right / count, last
 
 
-def check_against(path, replica, corpus, tol):
+def check_against(path, replica, corpus, tol, pred_tol=0.0):
     """main's comparison: 0 when loss, accuracy and every prediction agree, else 1."""
     net, cfg = from_safetensors(path)
     windows = validation_windows(cfg, corpus)
@@ -259,13 +259,15 @@ def check_against(path, replica, corpus, tol):
           f"(tolerance {tol:g})")
     ok &= rel <= tol
     print(f"detrain's run.json: accuracy {run['test_accuracy']:.6f} (PyTorch {acc:.6f})")
-    ok &= abs(acc - run["test_accuracy"]) <= 1e-6 + 1.0 / windows.numel()
+    ok &= abs(acc - run["test_accuracy"]) <= 1e-6 + 1.0 / windows.numel() + pred_tol
     with open(os.path.join(replica, "predictions.csv")) as f:
         det = [int(r["predicted"]) for r in csv.DictReader(f)]
     same = sum(a == b for a, b in zip(det, last))
     print(f"predictions.csv: {same} of {len(det)} last-position predictions equal "
           f"({len(last)} windows here)")
-    ok &= same == len(det) == len(last)
+    # a near tie may fall the other way where PyTorch's kernels round otherwise (another
+    # CPU's): --pred-tol allows that share of predictions to differ (default none)
+    ok &= len(det) == len(last) and len(det) - same <= pred_tol * len(det)
     print("agree" if ok else "DISAGREE")
     return 0 if ok else 1
 
@@ -281,12 +283,15 @@ def main():
                     f"{DEFAULT_CORPUS})")
     ap.add_argument("--tol", type=float, default=1e-5,
                     help="relative tolerance on the loss (default 1e-5)")
+    ap.add_argument("--pred-tol", type=float, default=0.0,
+                    help="the share of last-position predictions allowed to differ (near ties "
+                    "on another CPU's kernels; default 0)")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's)")
     a = ap.parse_args()
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     try:
-        sys.exit(check_against(a.file, a.replica, a.corpus, a.tol))
+        sys.exit(check_against(a.file, a.replica, a.corpus, a.tol, a.pred_tol))
     except (OSError, ValueError, KeyError) as e:
         print(f"torch_gpt: {e}", file=sys.stderr)
         sys.exit(2)

@@ -1049,8 +1049,10 @@ static const char *python_with_torch(void)
 
 /* scripts/torch_gpt.py, the ready PyTorch module of docs/cli.md: a GPT exported by detrain
  * (untied head: lm_head too) is rebuilt from the file alone and gives the replica's validation
- * loss, accuracy and every last-position prediction; the negative control: the same file with
- * one weight changed (lm_head's last entry, the file's last four bytes) disagrees (exit 1). */
+ * loss (1e-5 relative), accuracy and last-position predictions (all here; up to 5% allowed, for
+ * near ties where another CPU's PyTorch kernels round otherwise); the negative control: the same
+ * file with one weight changed (lm_head's last entry, the file's last four bytes) disagrees (exit
+ * 1). */
 DT_TEST(torch_gpt_rebuilds_export)
 {
     const char *py = python_with_torch();
@@ -1072,7 +1074,7 @@ DT_TEST(torch_gpt_rebuilds_export)
         "model.layers=2 --set model.heads=2 --set model.tie_embeddings=false --set "
         "train.steps=60 --set train.eval_every=0 --set backend.threads=1 && '%s' export "
         "run/portable/replica-0 --safetensors g.safetensors && %s '%s/scripts/torch_gpt.py' "
-        "g.safetensors --replica run/portable/replica-0 --threads 1 2>&1",
+        "g.safetensors --replica run/portable/replica-0 --threads 1 --pred-tol 0.05 2>&1",
         dir, DT_DETRAIN_EXE, SRC, DT_DETRAIN_EXE, py, SRC);
     CHECK_INT_EQ(rc, 0);
     CHECK_CONTAINS(out, "validation windows of 17 bytes: loss ");

@@ -46,15 +46,8 @@ static __global__ void __launch_bounds__(1024)
 }
 
 /* The tree digest's work (nets/cuda/work.h): SHA-256 compressions of a message of len bytes
- * (padding: 0x80 and the 8-byte length), and the digests at level l of a tensor of `bytes`
- * (level 0: its leaves; core/tree_hash.h). */
+ * (padding: 0x80 and the 8-byte length). */
 static double sha256_blocks(int64_t len) { return (double)((len + 9 + 63) / 64); }
-static int64_t tree_count(int64_t bytes, int l)
-{
-    int64_t d = dt_tree_leaves((uint64_t)bytes);
-    for (int i = 0; i < l && d > 1; i++) d = dt_tree_parents(d);
-    return d;
-}
 /* leaf_kernel: every tensor's bytes read, a digest a leaf written; a thread a leaf, its
  * compressions one dependent chain (the longest leaf's: serial). */
 static struct dt_op_cost leaf_work(const int64_t *counts, int n)
@@ -76,21 +69,19 @@ static struct dt_op_cost leaf_work(const int64_t *counts, int n)
     return dt_work_serial(data + 32.0 * leaves, DT_W_OPS_SHA256_BLOCK * blocks,
                           DT_W_OPS_SHA256_BLOCK * (longest > 0 ? longest : 1.0));
 }
-/* step_kernel at level l: the level's digests read, the next level's written; a node hashes
- * up to DT_TREE_ARITY children, a tensor's top is carried up (a copy). */
-static struct dt_op_cost level_work(const int64_t *counts, int n, int l)
+/* step_kernel at level l of the plan: the level's digests read, the next level's written; a
+ * node hashes up to DT_TREE_ARITY children, a tensor's top is carried up (a copy). */
+static struct dt_op_cost level_work(const struct dt_tree_plan *plan, int l)
 {
-    double in = 0.0, next = 0.0, blocks = 0.0;
-    for (int t = 0; t < n; t++) {
-        const int64_t bytes = counts[t] * 4, below = tree_count(bytes, l);
-        const int64_t nodes = below > 1 ? dt_tree_parents(below) : 1;
-        in += (double)below;
-        next += (double)nodes;
+    double blocks = 0.0;
+    for (int t = 0; t < plan->n; t++) {
+        const int64_t below = plan->count[l][t], nodes = plan->count[l + 1][t];
         if (below == 1) continue;
         const int64_t last = below - (nodes - 1) * DT_TREE_ARITY;
         blocks += (double)(nodes - 1) * sha256_blocks(1 + 32 * DT_TREE_ARITY) +
                   sha256_blocks(1 + 32 * last);
     }
+    const double in = (double)plan->count[l][plan->n], next = (double)plan->count[l + 1][plan->n];
     return dt_work_serial(32.0 * (in + next), DT_W_OPS_SHA256_BLOCK * blocks,
                           DT_W_OPS_SHA256_BLOCK * sha256_blocks(1 + 32 * DT_TREE_ARITY));
 }
@@ -154,7 +145,7 @@ extern "C" enum dt_status dt_cuda_tensor_digests(struct dt_backend *be, uint8_t 
     DT_LAUNCH(L, leaf_work(counts, n), leaf_kernel, dt_cuda_grid(L, total), L->block_threads, 0, st)
     (a, DEV(ptrs), DEV(bytes), DEV(plan.off[0]), n, total);
     for (int l = 0; l < plan.levels; l++) {
-        DT_LAUNCH(L, level_work(counts, n, l), step_kernel, dt_cuda_grid(L, plan.count[l + 1][n]),
+        DT_LAUNCH(L, level_work(&plan, l), step_kernel, dt_cuda_grid(L, plan.count[l + 1][n]),
                   L->block_threads, 0, st)
         (b, a, DEV(plan.count[l]), DEV(plan.off[l]), DEV(plan.off[l + 1]), n, plan.count[l + 1][n]);
         uint8_t *swap = a;
