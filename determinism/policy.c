@@ -9,7 +9,7 @@
 
 static const char *const level_names[DT_LEVEL_COUNT] = {"fast", "run_to_run", "portable"};
 
-#define MAX_VALUES_ 4
+#define MAX_VALUES_ 5
 
 struct control_value {
     const char *name;
@@ -37,7 +37,12 @@ static const struct control_row controls[] = {
                           "ranks' gradients added in rank order (depends on the rank count)"},
                 {"exact", "as fixed within a shard; the batch is cut into train.shards "
                           "canonical shards whose gradients are added exactly (int64 fixed "
-                          "point, one rounding): same bits for any number of ranks"}}},
+                          "point, one rounding): same bits for any number of ranks"},
+                {"pinned", "a product's sum over the batch is one library call where the "
+                           "library promises the same bits at every run (cuBLAS: workspace "
+                           "pinned, no atomics; OpenBLAS per fixed worker slice), every other "
+                           "sum as fixed: same bits at every run on one device model, thread "
+                           "and rank count, driver and library -- not across them"}}},
     {FIELD_(atomics), .doc = "scatter-adds",
      .values = {{"float", "scatter-adds in float, in arrival order"},
                 {"fixed_point", "exact int64 fixed-point accumulation, one rounding at the end"}}},
@@ -50,17 +55,21 @@ static const struct control_row controls[] = {
                 {"philox", "regenerated in backward from its Philox4x32-10 counter; nothing "
                            "kept"}}},
     {FIELD_(conv_algo), .doc = "convolution algorithm",
-     .values = {{"autotune", "cuDNN picks by timing, TF32 allowed (GPU)"},
-                {"deterministic",
-                 "an algorithm cuDNN marks deterministic, by heuristic, FP32 (GPU)"},
+     .values = {{"autotune", "cuDNN picks by timing, in math's precision (GPU)"},
+                {"deterministic", "an algorithm cuDNN marks deterministic, by heuristic, in "
+                                  "math's precision (GPU)"},
                 {"own", "detrain's own kernels, the other controls acting in them"}}},
     {FIELD_(math), .doc = "arithmetic mode",
-     .values = {{"fast", "libm exp/log, OpenBLAS sgemm (FMA where the CPU has it)"},
+     .values = {{"fast", "libm exp/log, library products in FP32 (OpenBLAS sgemm, FMA where "
+                         "the CPU has it; cuBLAS and cuDNN FP32 on the GPU)"},
                 {"strict", "libm exp/log, no contraction, own fixed-order matrix kernels"},
                 {"portable", "detrain's own exp/log from IEEE basic operations, no contraction"},
                 {"exact", "as portable, with the dense layers' products exact in integers "
                           "(fixed point, one rounding): the same bits in any order, kernel "
-                          "or device"}}},
+                          "or device"},
+                {"tf32", "as fast, the GPU's library products (cuBLAS, cuDNN) allowed TF32 "
+                         "tensor cores (inputs rounded to 10 bits); GPU only, not at "
+                         "portable"}}},
     {FIELD_(threads), .doc = "CPU: may the result depend on the thread count?",
      .values = {{"any", "result may depend on the thread count"},
                 {"fixed", "thread count fixed per run"},
@@ -70,7 +79,8 @@ static const struct control_row controls[] = {
 #define N_CONTROLS_ ((int)(sizeof controls / sizeof controls[0]))
 
 /* The table's value index is the enum value, and fields are read as unsigned. */
-_Static_assert(DT_REDUCTION_UNORDERED == 0 && DT_REDUCTION_FIXED == 1 && DT_REDUCTION_EXACT == 2,
+_Static_assert(DT_REDUCTION_UNORDERED == 0 && DT_REDUCTION_FIXED == 1 && DT_REDUCTION_EXACT == 2 &&
+                   DT_REDUCTION_PINNED == 3,
                "reduction values");
 _Static_assert(DT_ATOMICS_FLOAT == 0 && DT_ATOMICS_FIXED_POINT == 1, "atomics values");
 _Static_assert(DT_RNG_STORED == 0 && DT_RNG_LFSR == 1 && DT_RNG_PHILOX == 2, "rng values");
@@ -78,7 +88,7 @@ _Static_assert(DT_CONV_ALGO_AUTOTUNE == 0 && DT_CONV_ALGO_DETERMINISTIC == 1 &&
                    DT_CONV_ALGO_OWN == 2,
                "conv_algo values");
 _Static_assert(DT_MATH_FAST == 0 && DT_MATH_STRICT == 1 && DT_MATH_PORTABLE == 2 &&
-                   DT_MATH_EXACT == 3,
+                   DT_MATH_EXACT == 3 && DT_MATH_TF32 == 4,
                "math values");
 _Static_assert(DT_THREADS_ANY == 0 && DT_THREADS_FIXED == 1 && DT_THREADS_INDEPENDENT == 2,
                "threads values");
@@ -138,12 +148,12 @@ void dt_policy_from_level(struct dt_policy *out, enum dt_level level)
         out->math = DT_MATH_FAST;
         out->threads = DT_THREADS_ANY;
         break;
-    case DT_LEVEL_RUN_TO_RUN:
-        out->reduction = DT_REDUCTION_FIXED;
+    case DT_LEVEL_RUN_TO_RUN: /* what the libraries promise run to run, nothing more */
+        out->reduction = DT_REDUCTION_PINNED;
         out->atomics = DT_ATOMICS_FIXED_POINT;
         out->rng = DT_RNG_LFSR;
         out->conv_algo = DT_CONV_ALGO_DETERMINISTIC;
-        out->math = DT_MATH_STRICT;
+        out->math = DT_MATH_FAST;
         out->threads = DT_THREADS_FIXED;
         break;
     case DT_LEVEL_PORTABLE:
@@ -205,10 +215,16 @@ enum dt_status dt_policy_set_control(struct dt_policy *p, const char *control, c
     const struct control_row *row = &controls[c];
     int n = count_values(row);
     for (int v = 0; v < n; v++) {
-        if (strcmp(row->values[v].name, value) == 0) {
-            set_field(p, row, (unsigned)v);
-            return DT_OK;
-        }
+        if (strcmp(row->values[v].name, value) != 0) continue;
+        if (row->offset == offsetof(struct dt_policy, math) && v == DT_MATH_TF32 &&
+            p->base == DT_LEVEL_PORTABLE)
+            return dt_error_set(err, DT_ERR_CONFIG,
+                                "control 'math': 'tf32' is not allowed at base portable: TF32 "
+                                "tensor cores round a product's inputs to 10 bits on NVIDIA "
+                                "GPUs only, so no other device gives the same bits (tf32 is "
+                                "for base fast or run_to_run, on the GPU)");
+        set_field(p, row, (unsigned)v);
+        return DT_OK;
     }
     for (int v = 0; v < n && used < sizeof choices; v++)
         used += (size_t)snprintf(choices + used, sizeof choices - used, "%s%s",

@@ -19,16 +19,28 @@ enum dt_level { DT_LEVEL_FAST, DT_LEVEL_RUN_TO_RUN, DT_LEVEL_PORTABLE, DT_LEVEL_
 /* reduction: sums across the batch (bias/weight gradients, loss). EXACT sums as FIXED does
  * (dt_reduction_ordered) within each canonical shard: with shards set on the backend
  * (dt_backend_set_shards) its batch reductions give one partial per shard, which the
- * step then adds exactly (dt_exact_*, nets/step.c); without them it is FIXED. */
-enum dt_reduction { DT_REDUCTION_UNORDERED, DT_REDUCTION_FIXED, DT_REDUCTION_EXACT };
+ * step then adds exactly (dt_exact_*, nets/step.c); without them it is FIXED. PINNED
+ * (run_to_run's) sums a product over the batch by one library call where the library's own
+ * run-to-run guarantee holds (dt_reduction_library: cuBLAS with its workspace pinned and no
+ * atomics, OpenBLAS per fixed worker slice) and every other sum as FIXED: the same bits at
+ * every run on one machine, thread and rank count, driver and library -- not across them.
+ * (Values are appended: the enum value is the table's index.) */
+enum dt_reduction {
+    DT_REDUCTION_UNORDERED,
+    DT_REDUCTION_FIXED,
+    DT_REDUCTION_EXACT,
+    DT_REDUCTION_PINNED
+};
 /* atomics: scatter-adds. */
 enum dt_atomics { DT_ATOMICS_FLOAT, DT_ATOMICS_FIXED_POINT };
 /* rng: where Bayesian epsilon / dropout masks come from in backward. */
 enum dt_rng { DT_RNG_STORED, DT_RNG_LFSR, DT_RNG_PHILOX };
 /* conv_algo: cuDNN algorithm choice (GPU only). */
 enum dt_conv_algo { DT_CONV_ALGO_AUTOTUNE, DT_CONV_ALGO_DETERMINISTIC, DT_CONV_ALGO_OWN };
-/* math: arithmetic mode. */
-enum dt_math { DT_MATH_FAST, DT_MATH_STRICT, DT_MATH_PORTABLE, DT_MATH_EXACT };
+/* math: arithmetic mode. TF32 is `fast` with the GPU's TF32 tensor cores allowed in the
+ * library products (cuBLAS, cuDNN); a GPU mode, refused at portable and on the CPU
+ * (dt_policy_set_control, harness/setup/config.c). */
+enum dt_math { DT_MATH_FAST, DT_MATH_STRICT, DT_MATH_PORTABLE, DT_MATH_EXACT, DT_MATH_TF32 };
 /* threads (CPU): may the result depend on the thread count? */
 enum dt_threads { DT_THREADS_ANY, DT_THREADS_FIXED, DT_THREADS_INDEPENDENT };
 
@@ -92,15 +104,33 @@ void dt_policy_print_table(FILE *f);
  * error here (-Werror=switch) until it is given a meaning, instead of silently falling into
  * some op's `else`. docs/DESIGN.md, "Controls". */
 
-/* reduction: do the ops sum in the fixed order (fixed and exact)? */
+/* reduction: do detrain's own sums run in the fixed order (fixed, exact, and pinned's sums
+ * that are not one library product)? */
 static inline bool dt_reduction_ordered(const struct dt_policy *pol)
 {
     switch (pol->reduction) {
     case DT_REDUCTION_UNORDERED: return false;
     case DT_REDUCTION_FIXED:
-    case DT_REDUCTION_EXACT: return true;
+    case DT_REDUCTION_EXACT:
+    case DT_REDUCTION_PINNED: return true;
     }
     return true;
+}
+
+/* reduction: may a product's sum over the batch be one library call (BLAS, cuBLAS) whose
+ * order the library picks (unordered; pinned, where the library's order is the same at
+ * every run on one machine), rather than detrain's fixed chunks and tree? Under unordered
+ * the forced-order hook (set_forced_order) still takes the own chunks, where tests draw
+ * their order; pinned's product is repeatable and takes no drawn order. */
+static inline bool dt_reduction_library(const struct dt_policy *pol)
+{
+    switch (pol->reduction) {
+    case DT_REDUCTION_UNORDERED:
+    case DT_REDUCTION_PINNED: return true;
+    case DT_REDUCTION_FIXED:
+    case DT_REDUCTION_EXACT: return false;
+    }
+    return false;
 }
 
 /* reduction: exact: batch reductions in shard partials, added exactly (nets/step.c)? */
@@ -108,7 +138,8 @@ static inline bool dt_reduction_exact(const struct dt_policy *pol)
 {
     switch (pol->reduction) {
     case DT_REDUCTION_UNORDERED:
-    case DT_REDUCTION_FIXED: return false;
+    case DT_REDUCTION_FIXED:
+    case DT_REDUCTION_PINNED: return false;
     case DT_REDUCTION_EXACT: return true;
     }
     return false;
@@ -124,11 +155,12 @@ static inline bool dt_atomics_exact(const struct dt_policy *pol)
     return true;
 }
 
-/* math: library products (BLAS, cuBLAS with TF32, cuDNN's default math) allowed? */
+/* math: library products (BLAS, cuBLAS, cuDNN; in FP32, or TF32 where tf32) allowed? */
 static inline bool dt_math_fast(const struct dt_policy *pol)
 {
     switch (pol->math) {
-    case DT_MATH_FAST: return true;
+    case DT_MATH_FAST:
+    case DT_MATH_TF32: return true;
     case DT_MATH_STRICT:
     case DT_MATH_PORTABLE:
     case DT_MATH_EXACT: return false;
@@ -142,7 +174,8 @@ static inline bool dt_math_portable(const struct dt_policy *pol)
 {
     switch (pol->math) {
     case DT_MATH_FAST:
-    case DT_MATH_STRICT: return false;
+    case DT_MATH_STRICT:
+    case DT_MATH_TF32: return false;
     case DT_MATH_PORTABLE:
     case DT_MATH_EXACT: return true;
     }
@@ -156,8 +189,24 @@ static inline bool dt_math_exact(const struct dt_policy *pol)
     switch (pol->math) {
     case DT_MATH_FAST:
     case DT_MATH_STRICT:
-    case DT_MATH_PORTABLE: return false;
+    case DT_MATH_PORTABLE:
+    case DT_MATH_TF32: return false;
     case DT_MATH_EXACT: return true;
+    }
+    return false;
+}
+
+/* math: the library products may round their inputs to TF32 on the GPU's tensor cores
+ * (cuBLAS CUBLAS_TF32_TENSOR_OP_MATH, cuDNN CUDNN_DEFAULT_MATH)? Only `tf32`: `fast` is the
+ * libraries' FP32, as PyTorch's default matrix products are. */
+static inline bool dt_math_tf32(const struct dt_policy *pol)
+{
+    switch (pol->math) {
+    case DT_MATH_TF32: return true;
+    case DT_MATH_FAST:
+    case DT_MATH_STRICT:
+    case DT_MATH_PORTABLE:
+    case DT_MATH_EXACT: return false;
     }
     return false;
 }
@@ -172,6 +221,7 @@ static inline bool dt_math_own_elementary(const struct dt_policy *pol)
 {
     switch (pol->math) {
     case DT_MATH_FAST:
+    case DT_MATH_TF32:
     case DT_MATH_PORTABLE:
     case DT_MATH_EXACT: return true;
     case DT_MATH_STRICT: return false;

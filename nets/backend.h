@@ -92,6 +92,9 @@ int64_t dt_backend_host_waits(const struct dt_backend *be);
  * `detrain cost` on a device compares a step's with the cost model's prediction. */
 struct dt_launch_counts {
     int64_t kernels, lib_calls, memsets, copies;
+    /* exact products (math: exact) by the form that ran: cuBLAS's int8 tensor-core GEMMs,
+     * or the simple kernels where cuBLAS refused them (nets/cuda/matmul_exact.cu) */
+    int64_t xp_int8, xp_simple;
 };
 struct dt_launch_counts dt_backend_launch_counts(const struct dt_backend *be);
 

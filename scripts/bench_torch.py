@@ -16,12 +16,15 @@ config's model.kind):
          random offsets of the config's corpus (Debian's fortunes by default; random bytes
          when absent)
 
-Modes (--modes; default mlp: default,tf32,deterministic; lenet: default,benchmark,
+Modes (--modes; default mlp: default,tf32,deterministic; lenet: default,fp32,tf32,benchmark,
 deterministic; gpt: default,tf32,deterministic,sdpa):
 
   default        PyTorch's defaults (TF32 off for matrix products, as PyTorch ships;
                  cuDNN picks convolution algorithms by heuristics, benchmark off)
-  tf32           default, plus TF32 tensor-core matrix products (what detrain's math: fast
+  fp32           default, with cuDNN's TF32 off too (cudnn.allow_tf32 = False): FP32
+                 everywhere, like for like with detrain's math: fast (the MLP's and the GPT's
+                 default is already that: they have no convolution)
+  tf32           default, plus TF32 tensor-core matrix products (what detrain's math: tf32
                  allows on the GPU)
   benchmark      default, plus cudnn.benchmark = True: cuDNN times the convolution
                  algorithms on the first steps and keeps the fastest (autotuning, what
@@ -55,9 +58,9 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODES = ("default", "tf32", "benchmark", "deterministic", "sdpa", "compile")
+MODES = ("default", "fp32", "tf32", "benchmark", "deterministic", "sdpa", "compile")
 DEFAULT_MODES = {"mlp": ("default", "tf32", "deterministic"),
-                 "lenet": ("default", "benchmark", "deterministic"),
+                 "lenet": ("default", "fp32", "tf32", "benchmark", "deterministic"),
                  "gpt": ("default", "tf32", "deterministic", "sdpa")}
 DEFAULT_CONFIG = {"mlp": "quickstart.yaml", "lenet": "lenet.yaml", "gpt": "gpt.yaml"}
 EXIT_SKIP = 77
@@ -171,6 +174,8 @@ def worker(args):
     torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
     if mode == "tf32":
         torch.backends.cudnn.allow_tf32 = True
+    if mode == "fp32":
+        torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = mode == "benchmark"
     if mode == "deterministic":
         torch.use_deterministic_algorithms(True)

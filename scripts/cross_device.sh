@@ -105,6 +105,15 @@ data_of() {
              END { printf "%s%s train_limit %s test_limit %s\n", n, (f == "" ? "" : " " f), tr, te }'
 }
 
+# The digest kind a result recorded (hash.digest): a config.json without the key is from
+# before the tree digest became the default, a SHA-256 one (harness/setup/config.c).
+digest_of() {
+  [ -f "$1/config.json" ] || return 0
+  local k
+  k=$(grep -o '"digest":"[a-z0-9]*"' "$1/config.json" | head -1 | sed 's/.*:"//; s/"$//')
+  echo "${k:-sha256}"
+}
+
 # ---- run ------------------------------------------------------------------------------------
 mode_run() {
   [ $# -ge 2 ] || usage
@@ -207,14 +216,20 @@ mode_table() {
       echo "## $m (${config_of[$m]})"
       echo
     } >>"$body"
-    local ref_data="" data
+    local ref_data="" data ref_kind kind
     ref_data=$(data_of "${roots[0]}/$m")
+    ref_kind=$(digest_of "${roots[0]}/$m")
     for i in "${!roots[@]}"; do
       data=$(data_of "${roots[$i]}/$m")
+      kind=$(digest_of "${roots[$i]}/$m")
       if [ -f "${roots[$i]}/$m/config.json" ] && [ "$i" -gt 0 ] && [ "$data" != "$ref_data" ]; then
         # Other examples give other bits by design: not a divergence, not compared.
         echo "- \`${roots[$i]}/$m\`: not compared, trained on other data ($data; the reference: $ref_data)" >>"$body"
         skipped+=("$m: ${roots[$i]} not compared (other data: $data)")
+      elif [ -f "${roots[$i]}/$m/config.json" ] && [ "$i" -gt 0 ] && [ "$kind" != "$ref_kind" ]; then
+        # Digests of two kinds share no value: not a divergence, not compared.
+        echo "- \`${roots[$i]}/$m\`: not compared, its digests are $kind (hash.digest), the reference's $ref_kind: a run of the reference's kind on that device compares it" >>"$body"
+        skipped+=("$m: ${roots[$i]} not compared ($kind digests)")
       elif [ -f "${roots[$i]}/$m/config.json" ]; then
         dirs+=("${roots[$i]}/$m")
         [ "$i" -ge ${#labels[@]} ] || used_labels+=(--label "${labels[$i]}")

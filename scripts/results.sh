@@ -42,7 +42,7 @@ declare -A writes=(
   [gpt-quickstart]="results/cpu/gpt-quickstart/: run/ (configs/gpt-quickstart.yaml: report, metrics, sample text, manifests), time.txt (wall time, CPU, final validation loss; about 4 minutes), torch-rebuild.txt (the export rebuilt by scripts/torch_gpt.py: validation loss and predictions; with PyTorch)"
   [under-load]="results/cpu/under-load/: under-load.txt (detrain fast and PyTorch alone and beside a busy process; with PyTorch, else kept as it was)"
   [reproduce]="results/cpu/reproduce/: widest.txt, narrow.txt (detrain reproduce of every committed portable reference, on this CPU's widest kernels and on the AVX2 path)"
-  [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md (every committed results/<gpu>/crossdev a column), results/cpu/crossdev-gpt-t2/, results/cpu/crossdev-gpt-gpu-t2/"
+  [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md (every committed results/<gpu>/crossdev a column), results/cpu/crossdev-sha256-t2/ and results/cross_device-sha256.md (the GPU columns recorded with SHA-256 digests), results/cpu/crossdev-gpt-t2/, results/cpu/crossdev-gpt-gpu-t2/"
 )
 
 usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
@@ -460,6 +460,13 @@ part_crossdev() {
   for g in results/*/crossdev; do [ -d "$g" ] && gpus+=("$g"); done
   bash scripts/cross_device.sh table results/cpu/crossdev-t2 results/cpu/crossdev-t1 \
     "${gpus[@]}" --out results/cross_device.md
+  # The GPU columns recorded with SHA-256 digests (before issue 67 made the tree digest the
+  # default) against the same runs here with hash.digest: sha256 -- until a GPU window
+  # remakes them with the tree digest, this table holds their comparison.
+  bash scripts/cross_device.sh run cpu results/cpu/crossdev-sha256-t2 --threads 2 \
+    --set hash.digest=sha256
+  bash scripts/cross_device.sh table results/cpu/crossdev-sha256-t2 "${gpus[@]}" \
+    --out results/cross_device-sha256.md
   # the GPT's reference for the first light's gpt stage (its own root: a GPT failure there
   # cannot touch the other models' table)
   bash scripts/cross_device.sh run cpu results/cpu/crossdev-gpt-t2 --threads 2 --models gpt

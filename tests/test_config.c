@@ -300,7 +300,7 @@ DT_TEST(policy_errors)
                       "reduction, atomics, rng, conv_algo, math, threads)");
     expect_file_error(CFG("policy_unknown_value.yaml"), 8, 31,
                       "key 'policies', item 4: control 'reduction': unknown value 'sorted' "
-                      "(expected unordered, fixed or exact)");
+                      "(expected unordered, fixed, exact or pinned)");
     expect_file_error(CFG("policy_missing_base.yaml"), 6, 7,
                       "key 'policies', item 2: missing 'base' (the level to start from: fast, "
                       "run_to_run or portable)");
@@ -328,6 +328,14 @@ DT_TEST(policy_errors)
                      "value name, got a mapping");
     const char *null_value[] = {"policies=[{base: fast, math: }]"};
     expect_set_error(null_value, 1, 1, 30, "control 'math': expected a value name, got no value");
+    /* math: tf32: not at base portable (the control's own refusal), not on the CPU */
+    const char *tf32_portable[] = {"policies=[{base: portable, math: tf32}]"};
+    expect_set_error(tf32_portable, 1, 1, 34,
+                     "key 'policies', item 1: control 'math': 'tf32' is not allowed at base "
+                     "portable");
+    const char *tf32_cpu[] = {"policies=[fast, {base: fast, math: tf32}]"};
+    expect_set_error(tf32_cpu, 1, 1, 10,
+                     "key 'policies': policy 'fast+math=tf32' sets math: tf32, a GPU mode");
     const char *dup_key[] = {"policies=[{base: fast, math: strict, math: fast}]"};
     expect_set_error(dup_key, 1, 1, 38,
                      "key 'policies', item 1: duplicate key 'math' (first "
@@ -583,6 +591,22 @@ static void json_balance(const char *s, int *braces, int *brackets, int *min_dep
     }
 }
 
+/* hash.digest defaults to tree; a result recorded before that (a config.json without the
+ * key: tests/data/config/recorded/) is read as the sha256 it ran with, unless the key is
+ * given; a config of another name takes the default. */
+DT_TEST(recorded_digest_default)
+{
+    struct dt_experiment e;
+    struct dt_error err;
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), NULL, 0, &err), DT_OK);
+    CHECK_INT_EQ(e.hash.digest, DT_HASH_DIGEST_TREE);
+    CHECK_INT_EQ(load(&e, CFG("recorded/config.json"), NULL, 0, &err), DT_OK);
+    CHECK_INT_EQ(e.hash.digest, DT_HASH_DIGEST_SHA256);
+    const char *tree[] = {"hash.digest=tree"};
+    CHECK_INT_EQ(load(&e, CFG("recorded/config.json"), tree, 1, &err), DT_OK);
+    CHECK_INT_EQ(e.hash.digest, DT_HASH_DIGEST_TREE);
+}
+
 DT_TEST(write_json)
 {
     struct dt_experiment e;
@@ -620,7 +644,7 @@ DT_TEST(write_json)
                          "\"math\":\"fast\",\"threads\":\"independent\"}],");
     CHECK_CONTAINS(text, "\"replicas\":3,\"vary\":[\"init\"]");
     CHECK_CONTAINS(text, "\"hash\":{\"every\":10,\"per_tensor\":true,\"async\":\"off\","
-                         "\"digest\":\"sha256\"},"
+                         "\"digest\":\"tree\"},"
                          "\"report\":{\"snapshots\":8,"
                          "\"overhead_samples\":30,\"overhead_warmup\":5,\"explain\":false}}");
     int braces, brackets, min_depth;
@@ -1308,7 +1332,8 @@ DT_TEST_MAIN(DT_CASE(load_full), DT_CASE(load_minimal_defaults), DT_CASE(malform
              DT_CASE(bad_vary), DT_CASE(set_changes_value), DT_CASE(set_list),
              DT_CASE(set_bad_value), DT_CASE(set_unknown_key), DT_CASE(set_missing_equals),
              DT_CASE(set_supplies_required), DT_CASE(scalar_parsing), DT_CASE(hidden_items),
-             DT_CASE(write_json), DT_CASE(write_reference), DT_CASE(model_kind_keys),
-             DT_CASE(bnn_keys), DT_CASE(bnn_key_errors), DT_CASE(vary_sets_file),
-             DT_CASE(vary_sets_set), DT_CASE(vary_sets_errors), DT_CASE(report_keys),
-             DT_CASE(hash_async_key), DT_CASE(json_round_trip), DT_CASE(deep_nesting_refused))
+             DT_CASE(recorded_digest_default), DT_CASE(write_json), DT_CASE(write_reference),
+             DT_CASE(model_kind_keys), DT_CASE(bnn_keys), DT_CASE(bnn_key_errors),
+             DT_CASE(vary_sets_file), DT_CASE(vary_sets_set), DT_CASE(vary_sets_errors),
+             DT_CASE(report_keys), DT_CASE(hash_async_key), DT_CASE(json_round_trip),
+             DT_CASE(deep_nesting_refused))

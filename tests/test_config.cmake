@@ -3,6 +3,6 @@ dt_add_test(config LABELS unit CASES
   out_of_range missing_required duplicate_key empty_file root_not_mapping file_missing
   bad_policy duplicate_policy policy_mappings policy_mappings_set policy_errors policy_names
   bad_vary set_changes_value set_list set_bad_value set_unknown_key
-  set_missing_equals set_supplies_required scalar_parsing hidden_items write_json write_reference
+  set_missing_equals set_supplies_required scalar_parsing hidden_items recorded_digest_default write_json write_reference
   model_kind_keys bnn_keys bnn_key_errors vary_sets_file vary_sets_set vary_sets_errors
   report_keys json_round_trip hash_async_key deep_nesting_refused)

@@ -127,6 +127,37 @@ DT_TEST(reduction_forced_orders)
     CHECK_INT_EQ(first_difference(a, b), -1);
 }
 
+/* reduction: pinned (run_to_run's) takes no drawn order: under `math: fast` its weight
+ * gradient is OpenBLAS's product per fixed worker slice, its other sums the fixed tree. The
+ * negative control, unordered with the same math and exact scatters, parts under the same
+ * two forced orders; so does `fast`, while `run_to_run` does not, at any forced order. */
+DT_TEST(pinned_forced_orders)
+{
+    make_data();
+    static uint8_t a[STEPS + 1][DT_DIGEST_BYTES], b[STEPS + 1][DT_DIGEST_BYTES];
+    struct dt_policy unordered = level(DT_LEVEL_FAST);
+    unordered.atomics = DT_ATOMICS_FIXED_POINT;
+    struct dt_policy pinned = unordered;
+    pinned.reduction = DT_REDUCTION_PINNED;
+    train(a, &unordered, 2, 1);
+    train(b, &unordered, 2, 2);
+    CHECK_INT_EQ(first_difference(a, b), 1); /* the negative control */
+    train(a, &pinned, 2, 1);
+    train(b, &pinned, 2, 2);
+    CHECK_INT_EQ(first_difference(a, b), -1);
+    train(b, &pinned, 2, 0); /* the hook changes nothing: the natural run's bits */
+    CHECK_INT_EQ(first_difference(a, b), -1);
+    struct dt_policy fast = level(DT_LEVEL_FAST), r2r = level(DT_LEVEL_RUN_TO_RUN);
+    train(a, &fast, 2, 1);
+    train(b, &fast, 2, 2);
+    CHECK_INT_EQ(first_difference(a, b), 1);
+    train(a, &r2r, 2, 1);
+    train(b, &r2r, 2, 2);
+    CHECK_INT_EQ(first_difference(a, b), -1);
+    train(b, &r2r, 2, 0);
+    CHECK_INT_EQ(first_difference(a, b), -1);
+}
+
 DT_TEST(atomics_forced_orders)
 {
     make_data();
@@ -299,8 +330,8 @@ DT_TEST(lenet_atomics_forced_orders)
 }
 
 DT_TEST_MAIN(DT_CASE(portable_thread_count_independent), DT_CASE(run_to_run_reruns_identical),
-             DT_CASE(reduction_forced_orders), DT_CASE(atomics_forced_orders),
-             DT_CASE(fixed_differs_from_unordered),
+             DT_CASE(pinned_forced_orders), DT_CASE(reduction_forced_orders),
+             DT_CASE(atomics_forced_orders), DT_CASE(fixed_differs_from_unordered),
              DT_CASE(lenet_portable_thread_count_independent),
              DT_CASE(lenet_run_to_run_reruns_identical), DT_CASE(lenet_reduction_forced_orders),
              DT_CASE(lenet_atomics_forced_orders))

@@ -73,7 +73,10 @@ DT_TEST(counts_follow_the_code)
     COUNTED(c, t, dt_dense_forward(c, y, x, w, bias, B, in, out, &fast));
     const struct dt_op_cost *f = &t.op[DT_OP_DENSE_FORWARD];
     CHECK(f->calls == 1 && f->launches == 2 && f->lib_calls == 1 && f->waits == 0);
-    CHECK(f->lib_tf32 && f->lib_flops == 2.0 * B * in * out);
+    CHECK(!f->lib_tf32 && f->lib_flops == 2.0 * B * in * out); /* fast: cuBLAS in FP32 */
+    const struct dt_policy tf32 = with(DT_LEVEL_FAST, "math", "tf32");
+    COUNTED(c, t, dt_dense_forward(c, y, x, w, bias, B, in, out, &tf32));
+    CHECK(f->lib_tf32 && f->lib_flops == 2.0 * B * in * out); /* TF32 only when asked */
     COUNTED(c, t, dt_dense_forward(c, y, x, w, bias, B, in, out, &port));
     CHECK(f->launches == 2 && f->lib_calls == 0 && f->flops > 0 && !f->lib_tf32);
     const struct dt_policy exact = with(DT_LEVEL_PORTABLE, "math", "exact");
@@ -98,6 +101,10 @@ DT_TEST(counts_follow_the_code)
     dt_backend_defer_checks(c, true);
     COUNTED(c, t, dt_bias_backward(c, db, dy, B, 2000, &r2r));
     CHECK(b->launches == 4 && b->waits == 0);
+    /* the exact product's check of its scales: read with the step's end too (issue 67,
+     * item 4), so math: exact waits nowhere in a training step; its launches as above */
+    COUNTED(c, t, dt_dense_forward(c, y, x, w, bias, B, in, out, &exact));
+    CHECK(f->launches > 4 && f->int_ops > 0 && f->waits == 0);
     /* reduction: exact over 4 shards: one launch for all of them (dense.cu,
      * bias_fixed_shards_kernel); beyond its columns, or turned off, a call per shard */
     int64_t row[5];

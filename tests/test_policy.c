@@ -9,13 +9,13 @@
 /* Every control and its values, in table order (enum order). */
 static const struct {
     const char *name;
-    const char *values[5];
+    const char *values[6];
 } want_controls[] = {
-    {"reduction", {"unordered", "fixed", "exact"}},
+    {"reduction", {"unordered", "fixed", "exact", "pinned"}},
     {"atomics", {"float", "fixed_point"}},
     {"rng", {"stored", "lfsr", "philox"}},
     {"conv_algo", {"autotune", "deterministic", "own"}},
-    {"math", {"fast", "strict", "portable", "exact"}},
+    {"math", {"fast", "strict", "portable", "exact", "tf32"}},
     {"threads", {"any", "fixed", "independent"}},
 };
 #define N_WANT ((int)(sizeof want_controls / sizeof want_controls[0]))
@@ -43,11 +43,11 @@ DT_TEST(levels)
     CHECK_INT_EQ(f.conv_algo, DT_CONV_ALGO_AUTOTUNE);
     CHECK_INT_EQ(f.math, DT_MATH_FAST);
     CHECK_INT_EQ(f.threads, DT_THREADS_ANY);
-    CHECK_INT_EQ(r.reduction, DT_REDUCTION_FIXED);
+    CHECK_INT_EQ(r.reduction, DT_REDUCTION_PINNED);
     CHECK_INT_EQ(r.atomics, DT_ATOMICS_FIXED_POINT);
     CHECK_INT_EQ(r.rng, DT_RNG_LFSR);
     CHECK_INT_EQ(r.conv_algo, DT_CONV_ALGO_DETERMINISTIC);
-    CHECK_INT_EQ(r.math, DT_MATH_STRICT);
+    CHECK_INT_EQ(r.math, DT_MATH_FAST);
     CHECK_INT_EQ(r.threads, DT_THREADS_FIXED);
     CHECK_INT_EQ(p.reduction, DT_REDUCTION_EXACT);
     CHECK_INT_EQ(p.atomics, DT_ATOMICS_FIXED_POINT);
@@ -103,6 +103,29 @@ DT_TEST(set_control_valid)
     CHECK_INT_EQ(p.math, DT_MATH_STRICT);
     CHECK_INT_EQ(dt_policy_set_control(&p, "threads", "independent", NULL), DT_OK);
     CHECK_INT_EQ(p.threads, DT_THREADS_INDEPENDENT);
+    CHECK_INT_EQ(dt_policy_set_control(&p, "reduction", "pinned", NULL), DT_OK);
+    CHECK_INT_EQ(p.reduction, DT_REDUCTION_PINNED);
+    CHECK_INT_EQ(dt_policy_set_control(&p, "math", "tf32", NULL), DT_OK);
+    CHECK_INT_EQ(p.math, DT_MATH_TF32);
+}
+
+/* math: tf32 is a GPU's TF32 tensor cores: refused at base portable (no other device gives
+ * its bits), the policy kept; allowed from fast and run_to_run. */
+DT_TEST(tf32_not_portable)
+{
+    struct dt_policy p = level(DT_LEVEL_PORTABLE), before = p;
+    struct dt_error err = {0};
+    CHECK_INT_EQ(dt_policy_set_control(&p, "math", "tf32", &err), DT_ERR_CONFIG);
+    CHECK_CONTAINS(err.msg, "'tf32' is not allowed at base portable");
+    CHECK(memcmp(&p, &before, sizeof p) == 0);
+    CHECK_INT_EQ(dt_policy_set_control(&p, "math", "fast", NULL), DT_OK); /* fast is allowed */
+    for (int l = DT_LEVEL_FAST; l <= DT_LEVEL_RUN_TO_RUN; l++) {
+        struct dt_policy q = level((enum dt_level)l);
+        CHECK_INT_EQ(dt_policy_set_control(&q, "math", "tf32", NULL), DT_OK);
+        CHECK(dt_math_tf32(&q) && dt_math_fast(&q) && !dt_math_portable(&q));
+    }
+    struct dt_policy f = level(DT_LEVEL_FAST); /* fast's products are FP32 */
+    CHECK(!dt_math_tf32(&f) && dt_math_fast(&f));
 }
 
 /* Unknown controls and values fail with the valid choices listed; the policy is kept. */
@@ -117,13 +140,13 @@ DT_TEST(set_control_invalid)
     CHECK(memcmp(&p, &before, sizeof p) == 0);
     CHECK_INT_EQ(dt_policy_set_control(&p, "reduction", "sorted", &err), DT_ERR_CONFIG);
     CHECK_STR_EQ(err.msg, "control 'reduction': unknown value 'sorted' (expected unordered, "
-                          "fixed or exact)");
+                          "fixed, exact or pinned)");
     CHECK_INT_EQ(dt_policy_set_control(&p, "rng", "mt19937", &err), DT_ERR_CONFIG);
     CHECK_STR_EQ(err.msg, "control 'rng': unknown value 'mt19937' (expected stored, lfsr or "
                           "philox)");
     CHECK_INT_EQ(dt_policy_set_control(&p, "math", "", &err), DT_ERR_CONFIG);
-    CHECK_STR_EQ(err.msg, "control 'math': unknown value '' (expected fast, strict, portable or "
-                          "exact)");
+    CHECK_STR_EQ(err.msg, "control 'math': unknown value '' (expected fast, strict, portable, "
+                          "exact or tf32)");
     CHECK_INT_EQ(dt_policy_set_control(&p, "threads", "Fixed", &err), DT_ERR_CONFIG);
     CHECK_CONTAINS(err.msg, "(expected any, fixed or independent)");
     CHECK_INT_EQ(dt_policy_set_control(&p, "name", "x", &err), DT_ERR_CONFIG);
@@ -191,11 +214,11 @@ DT_TEST(equal_controls)
     /* portable with run_to_run's conv_algo, math and threads is run_to_run */
     struct dt_policy p = level(DT_LEVEL_PORTABLE);
     CHECK_INT_EQ(dt_policy_set_control(&p, "conv_algo", "deterministic", NULL), DT_OK);
-    CHECK_INT_EQ(dt_policy_set_control(&p, "math", "strict", NULL), DT_OK);
+    CHECK_INT_EQ(dt_policy_set_control(&p, "math", "fast", NULL), DT_OK);
     CHECK(!dt_policy_equal_controls(&p, &r));
     CHECK_INT_EQ(dt_policy_set_control(&p, "threads", "fixed", NULL), DT_OK);
-    CHECK(!dt_policy_equal_controls(&p, &r)); /* reduction: exact vs fixed */
-    CHECK_INT_EQ(dt_policy_set_control(&p, "reduction", "fixed", NULL), DT_OK);
+    CHECK(!dt_policy_equal_controls(&p, &r)); /* reduction: exact vs pinned */
+    CHECK_INT_EQ(dt_policy_set_control(&p, "reduction", "pinned", NULL), DT_OK);
     CHECK(dt_policy_equal_controls(&p, &r));
 }
 
@@ -233,11 +256,11 @@ DT_TEST(print_table)
     dt_policy_print_table(f);
     fclose(f);
     const char *head = "control    fast         run_to_run     portable    \n"
-                       "reduction  unordered    fixed          exact       \n"
+                       "reduction  unordered    pinned         exact       \n"
                        "atomics    float        fixed_point    fixed_point \n"
                        "rng        stored       lfsr           lfsr        \n"
                        "conv_algo  autotune     deterministic  own         \n"
-                       "math       fast         strict         portable    \n"
+                       "math       fast         fast           portable    \n"
                        "threads    any          fixed          independent \n";
     CHECK(strncmp(text, head, strlen(head)) == 0);
     if (strncmp(text, head, strlen(head)) != 0) fprintf(stderr, "  table:\n%s\n", text);
@@ -275,5 +298,5 @@ DT_TEST(print_table)
 }
 
 DT_TEST_MAIN(DT_CASE(levels), DT_CASE(control_table), DT_CASE(set_control_valid),
-             DT_CASE(set_control_invalid), DT_CASE(auto_name), DT_CASE(equal_controls),
-             DT_CASE(describe), DT_CASE(print_table))
+             DT_CASE(set_control_invalid), DT_CASE(tf32_not_portable), DT_CASE(auto_name),
+             DT_CASE(equal_controls), DT_CASE(describe), DT_CASE(print_table))

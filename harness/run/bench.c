@@ -51,6 +51,8 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
     enum dt_status st = DT_OK;
     dt_backend_defer_checks(m->be, dt_dist_size(bs->dist) == 1); /* as a training step (train.c) */
     bs->waits[0] = bs->waits[1] = 0;
+    memset(bs->xp_int8, 0, sizeof bs->xp_int8);
+    memset(bs->xp_simple, 0, sizeof bs->xp_simple);
     for (int64_t i = 0; i < warmup + n && st == DT_OK; i++) {
         const bool base_first = i % 2 == 0;
         for (int step = 0; step < 2 && st == DT_OK; step++) {
@@ -70,10 +72,14 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
                                        bs->slow_base_seconds);
             const struct dt_batch batch = dt_batch_stream_at(&bs->batches, bs->s++);
             const int64_t w0 = dt_backend_host_waits(m->be);
+            const struct dt_launch_counts c0 = dt_backend_launch_counts(m->be);
             st = timed_step(&bs->step, dt_dist_exchange(bs->dist), m, &batch, B, exp->train.shards,
                             &sgd, k == 0 ? base : pol, &t, ops);
             if (i < warmup) continue;
             bs->waits[k] += dt_backend_host_waits(m->be) - w0;
+            const struct dt_launch_counts c1 = dt_backend_launch_counts(m->be);
+            bs->xp_int8[k] += c1.xp_int8 - c0.xp_int8;
+            bs->xp_simple[k] += c1.xp_simple - c0.xp_simple;
             int64_t r = i - warmup;
             (k == 0 ? ta : tb)[r] = t;
             double *o = k == 0 ? oa : ob;
@@ -188,6 +194,7 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
         st = dt_bench_alternate(m, exp, bs, &fast, pol, opt->warmup, n, ta, tb, NULL, NULL);
         if (st != DT_OK || dt_stop_requested) break;
         const int64_t waits_base = bs->waits[0], waits_pol = bs->waits[1];
+        const int64_t xp_int8 = bs->xp_int8[1], xp_simple = bs->xp_simple[1];
         dt_backend_profile_enable(be, true);
         st = dt_bench_alternate(m, exp, bs, &fast, pol, 2, n_ops, scratch_a, scratch_b, oa, ob);
         dt_backend_profile_enable(be, false);
@@ -229,6 +236,10 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
         if (waits_base + waits_pol > 0) /* a device backend: each level's waits, not one's */
             printf("  host waits per step: %s %.2f, %s %.2f (the step's end included)\n", base_name,
                    (double)waits_base / (double)n, pol->name, (double)waits_pol / (double)n);
+        if (xp_int8 + xp_simple > 0) /* math: exact on a device: which form ran */
+            printf("  exact products per step (%s): %.1f int8 (cuBLAS tensor-core GEMMs), %.1f "
+                   "simple (cuBLAS refused int8, or DETRAIN_CUDA_XP=simple)\n",
+                   pol->name, (double)xp_int8 / (double)n, (double)xp_simple / (double)n);
     }
     free(scratch_a);
     free(scratch_b);

@@ -46,6 +46,7 @@ struct dt_bench_stream {
     /* host waits of the last dt_bench_alternate's measured steps: [0] the base's, [1] the
      * policy's (dt_backend_host_waits; 0 on the CPU) */
     int64_t waits[2];
+    int64_t xp_int8[2], xp_simple[2]; /* exact products by form (the CUDA backend's counts) */
 };
 enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment *exp,
                                   struct dt_bench_stream *bs, const struct dt_policy *base,

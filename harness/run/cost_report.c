@@ -83,9 +83,12 @@ static void counted_delta(struct counted *c, const struct dt_backend *be, bool e
         c->waits = w;
         return;
     }
-    c->launched = (struct dt_launch_counts){
-        n.kernels - c->launched.kernels, n.lib_calls - c->launched.lib_calls,
-        n.memsets - c->launched.memsets, n.copies - c->launched.copies};
+    c->launched = (struct dt_launch_counts){.kernels = n.kernels - c->launched.kernels,
+                                            .lib_calls = n.lib_calls - c->launched.lib_calls,
+                                            .memsets = n.memsets - c->launched.memsets,
+                                            .copies = n.copies - c->launched.copies,
+                                            .xp_int8 = n.xp_int8 - c->launched.xp_int8,
+                                            .xp_simple = n.xp_simple - c->launched.xp_simple};
     c->waits = w - c->waits;
 }
 

@@ -281,12 +281,13 @@ static const struct key_row keys[] = {
      .doc = "Hash a copy of the weights on another thread while the next steps run; the "
             "trace is the same file. auto = on where the weights are not in host memory "
             "(cuda), off on the cpu"},
-    {.path = "hash.digest", .type = KEY_ENUM, FIELD_(hash.digest), .def = "sha256",
+    {.path = "hash.digest", .type = KEY_ENUM, FIELD_(hash.digest), .def = "tree",
      .names = hash_digest_names,
-     .doc = "A tensor's digest: sha256 = SHA-256 of its bytes; tree = the tree digest (1 KiB "
-            "leaves, 8-ary nodes: docs/outputs.md, core/tree_hash.h), computed on the device "
-            "where the weights are not in host memory. Traces of the two kinds are not "
-            "compared"},
+     .doc = "A tensor's digest: tree = the tree digest (SHA-256 of 1 KiB leaves, then of "
+            "8-ary nodes: docs/outputs.md, core/tree_hash.h), computed where the weights are "
+            "(on the device, 32 bytes a tensor to the host); sha256 = SHA-256 of its bytes, on "
+            "the host. Traces of the two kinds are not compared. A result recorded before the "
+            "tree became the default (a config.json without this key) is read as sha256"},
     {.path = "report.snapshots", .type = KEY_INT, FIELD_(report.snapshots), .def = "8", .lo = 0,
      .hi = 64,
      .doc = "Weight snapshots kept per replica for drift curves and `detrain compare`: step 0 "
@@ -1749,9 +1750,37 @@ static enum dt_status load_layers(struct loader *ld, const char *path, const cha
 }
 
 /* Every check of a complete experiment. */
+/* math: tf32 is a GPU mode: a CPU run that asks for it is refused, naming the policy. */
+static enum dt_status check_policies_device(const struct loader *ld)
+{
+    if (ld->out->backend.device != DT_DEVICE_CPU) return DT_OK;
+    const int r = (int)(find_key("policies") - keys);
+    for (int q = 0; q < ld->out->n_policies; q++)
+        if (dt_math_tf32(&ld->out->policies[q]))
+            return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->seen_at[r].file, ld->seen_at[r].line,
+                                   ld->seen_at[r].column,
+                                   "key 'policies': policy '%s' sets math: tf32, a GPU mode "
+                                   "(TF32 tensor cores), but backend.device is cpu; the CPU's "
+                                   "library products are math: fast",
+                                   ld->out->policies[q].name);
+    return DT_OK;
+}
+
+/* A result recorded before a key's default changed: its config.json (detrain writes every key
+ * it has) lacks the key, and it ran with the old default. hash.digest: sha256 until the tree
+ * digest became the default (issue 67). */
+static void recorded_defaults(const struct loader *ld, const char *path)
+{
+    const char *base = strrchr(path, '/');
+    if (strcmp(base ? base + 1 : path, "config.json") != 0) return;
+    if (!ld->seen[find_key("hash.digest") - keys]) ld->out->hash.digest = DT_HASH_DIGEST_SHA256;
+}
+
 static enum dt_status check_experiment(const struct loader *ld, const char *path)
 {
     DT_FORWARD_IF_ERROR(check_required(ld, path, NULL));
+    recorded_defaults(ld, path);
+    DT_FORWARD_IF_ERROR(check_policies_device(ld));
     return check_model_keys(ld);
 }
 

@@ -350,7 +350,7 @@ static void attn_gemm(struct dt_backend *be, const struct dt_gemm_call *g,
     const float zero = 0.0f;
     DT_CUBLAS_CALL(
         be,
-        dt_work_lib((double)g->m, (double)g->n, (double)g->k, (double)g->batch, dt_math_fast(pol)),
+        dt_work_lib((double)g->m, (double)g->n, (double)g->k, (double)g->batch, dt_math_tf32(pol)),
         cublasSgemmStridedBatched(
             (cublasHandle_t)dt_cuda_cublas_for(be, pol), g->ta ? CUBLAS_OP_T : CUBLAS_OP_N,
             g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(g->m), as_int(g->n), as_int(g->k), &g->alpha,

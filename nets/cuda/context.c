@@ -128,8 +128,11 @@ void *dt_cuda_cublas_for(struct dt_backend *be, const struct dt_policy *pol)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
     if (dt_cuda_recording(be)) return NULL; /* no handle: no product is made */
-    const int mode =
-        dt_math_fast(pol) ? (int)CUBLAS_TF32_TENSOR_OP_MATH : (int)CUBLAS_PEDANTIC_MATH;
+    /* tf32: TF32 tensor cores; fast: cuBLAS's FP32 default (no TF32 for FP32 data, as
+     * PyTorch's default products); strict: pedantic FP32 */
+    const int mode = dt_math_tf32(pol)   ? (int)CUBLAS_TF32_TENSOR_OP_MATH
+                     : dt_math_fast(pol) ? (int)CUBLAS_DEFAULT_MATH
+                                         : (int)CUBLAS_PEDANTIC_MATH;
     if (c->cublas_mode != mode) {
         DT_CUBLAS_CHECK(cublasSetMathMode((cublasHandle_t)c->cublas, (cublasMath_t)mode));
         c->cublas_mode = mode;

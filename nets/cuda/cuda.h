@@ -164,10 +164,13 @@ void dt_cuda_set_block_size(struct dt_backend *be, int threads); /* the current 
 
 /* ---- checks with a device record (status.c; nets/backend.h, "deferred checks") -------- */
 
-#define DT_CUDA_STATUS_SLOTS 128 /* deferred records per step; beyond, ops check at once */
+#define DT_CUDA_STATUS_SLOTS                                                                       \
+    1024 /* deferred records per step (the GPU-scale GPT at math:                                  \
+          * exact: some 150 products); beyond, ops check at once */
 enum dt_cuda_check {
-    DT_CUDA_CHECK_BIAS,   /* the fixed-point bias gradient: len = its columns */
-    DT_CUDA_CHECK_SCATTER /* a fixed-point scatter: len = the patch row's length, or 0 */
+    DT_CUDA_CHECK_BIAS,    /* the fixed-point bias gradient: len = its columns */
+    DT_CUDA_CHECK_SCATTER, /* a fixed-point scatter: len = the patch row's length, or 0 */
+    DT_CUDA_CHECK_XP       /* the exact product's scales: len = M (A's rows, then B's columns) */
 };
 struct dt_cuda_fixed_record;
 /* The record an op's check writes: a slot of the step's status buffer (*deferred: the op

@@ -4,13 +4,14 @@
  *
  *   autotune       what a framework does by default with benchmarking on: cudnnFind* times
  *                  every algorithm for the shape and the fastest that ran is used, whatever
- *                  its determinism, with the math mode it was timed in (TF32 tensor ops
- *                  allowed: CUDNN_DEFAULT_MATH). Timing decides, so two runs may choose
- *                  differently. Max-pool backward: CUDNN_POOLING_MAX.
- *   deterministic  FP32 only (CUDNN_FMA_MATH); cudnnGet*_v7's heuristic list (no timing),
- *                  the first algorithm with status SUCCESS that cuDNN reports
- *                  CUDNN_DETERMINISTIC and whose workspace size query succeeds. Max-pool
+ *                  its determinism, with the math mode it was timed in. Timing decides, so
+ *                  two runs may choose differently. Max-pool backward: CUDNN_POOLING_MAX.
+ *   deterministic  cudnnGet*_v7's heuristic list (no timing), the first algorithm with
+ *                  status SUCCESS that cuDNN reports CUDNN_DETERMINISTIC, in the math
+ *                  asked for, and whose workspace size query succeeds. Max-pool
  *                  backward: CUDNN_POOLING_MAX_DETERMINISTIC.
+ * The math is the `math` control's: FP32 (CUDNN_FMA_MATH) unless `math: tf32`, which allows
+ * TF32 tensor ops (CUDNN_DEFAULT_MATH; never a conversion to FP16).
  * No algorithm for a shape (none deterministic in FP32, or none that ran): detrain's own
  * kernels for that op and shape (conv_algo: own under the same policy), said once on
  * stderr and in every call's note (algo -1, name "own (...)", how "fallback") -- a run is
@@ -87,7 +88,7 @@ enum dt_status dt_cudnn_reported_determinism(struct dt_backend *be, const char *
  * launches, described as it would run with cuDNN's algorithm chosen (the steady state: the
  * first shape under autotune waits once for cudnnFind, which the record leaves out). One
  * convolution call reads x, w and y once and does 2 multiply-adds a patch element of every
- * output; TF32 under autotune (CUDNN_DEFAULT_MATH), FMA math under deterministic. */
+ * output; TF32 under math: tf32 (CUDNN_DEFAULT_MATH), FP32 FMA math otherwise. */
 static struct dt_op_cost cudnn_conv_work(const struct dt_conv2d_shape *s,
                                          const struct dt_policy *pol)
 {
@@ -98,7 +99,7 @@ static struct dt_op_cost cudnn_conv_work(const struct dt_conv2d_shape *s,
     struct dt_op_cost w = dt_work(4.0 * (cells + wn + y), 0.0);
     w.lib_calls = 1;
     w.lib_flops = 2.0 * y * patch;
-    w.lib_tf32 = pol->conv_algo == DT_CONV_ALGO_AUTOTUNE;
+    w.lib_tf32 = dt_math_tf32(pol);
     return w;
 }
 
@@ -164,6 +165,7 @@ struct perf {
 struct choice {
     enum conv_op op;
     enum dt_conv_algo mode;
+    bool tf32; /* math: tf32 asked for (CUDNN_DEFAULT_MATH), else FP32 (CUDNN_FMA_MATH) */
     struct dt_conv2d_shape s;
     int algo;
     cudnnMathType_t math;
@@ -425,28 +427,30 @@ static bool workspace_for(struct dt_cudnn *d, enum conv_op op, int algo, size_t 
 /* The choice for (op, mode, shape): cached, or made now (file comment); descriptors are
  * left set for the call with the choice's math mode. */
 static enum dt_status choose(struct dt_backend *be, struct dt_cudnn *d, enum conv_op op,
-                             enum dt_conv_algo mode, const struct dt_conv2d_shape *s,
+                             enum dt_conv_algo mode, bool tf32, const struct dt_conv2d_shape *s,
                              const struct choice **out)
 {
     for (int i = 0; i < d->n_choices; i++) {
         const struct choice *ch = &d->choices[i];
-        if (ch->op == op && ch->mode == mode && memcmp(&ch->s, s, sizeof *s) == 0) {
+        if (ch->op == op && ch->mode == mode && ch->tf32 == tf32 &&
+            memcmp(&ch->s, s, sizeof *s) == 0) {
             *out = ch;
             return ch->algo == ALGO_OWN ? DT_OK : set_conv(d, s, ch->math);
         }
     }
     const bool timed = mode == DT_CONV_ALGO_AUTOTUNE;
-    DT_FORWARD_IF_ERROR(set_conv(d, s, timed ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    DT_FORWARD_IF_ERROR(set_conv(d, s, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
     struct perf p[MAX_PERF];
     int n = 0;
     if (timed) dt_cuda_sync(be); /* time cuDNN's kernels, not the queue before them */
     DT_FORWARD_IF_ERROR(list_algos(d, op, timed, p, &n));
-    struct choice ch = {.op = op, .mode = mode, .s = *s, .algo = -1};
+    struct choice ch = {.op = op, .mode = mode, .tf32 = tf32, .s = *s, .algo = -1};
     for (int i = 0; i < n && ch.algo < 0; i++) {
         if (p[i].status != CUDNN_STATUS_SUCCESS) continue;
         if (timed) { /* the fastest that ran, as timed */
             ch = (struct choice){.op = op,
                                  .mode = mode,
+                                 .tf32 = tf32,
                                  .s = *s,
                                  .algo = p[i].algo,
                                  .math = p[i].math,
@@ -456,15 +460,18 @@ static enum dt_status choose(struct dt_backend *be, struct dt_cudnn *d, enum con
             continue;
         }
         size_t ws = 0;
-        if (p[i].determinism != CUDNN_DETERMINISTIC || p[i].math == CUDNN_TENSOR_OP_MATH ||
+        /* FP32: FMA math only; tf32: TF32 tensor ops too, never a conversion to FP16 */
+        if (p[i].determinism != CUDNN_DETERMINISTIC ||
+            (!tf32 && p[i].math == CUDNN_TENSOR_OP_MATH) ||
             p[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
             !workspace_for(d, op, p[i].algo, &ws))
             continue;
         ch = (struct choice){.op = op,
                              .mode = mode,
+                             .tf32 = tf32,
                              .s = *s,
                              .algo = p[i].algo,
-                             .math = CUDNN_FMA_MATH,
+                             .math = tf32 ? p[i].math : CUDNN_FMA_MATH,
                              .workspace = ws,
                              .deterministic = true,
                              .refused = false};
@@ -503,7 +510,7 @@ static void note_conv(struct dt_cudnn *d, const struct choice *ch, const struct 
         add_note(d, op_names[ch->op], shape, -1,
                  ch->refused ? "own (cuDNN refused at execution)" : "own (no cuDNN algorithm)",
                  dt_reduction_ordered(pol) && dt_atomics_exact(pol),
-                 dt_math_fast(pol) ? "default(tf32)" : "fma", ch->refused ? "refused" : "fallback");
+                 dt_math_tf32(pol) ? "default(tf32)" : "fma", ch->refused ? "refused" : "fallback");
         return;
     }
     add_note(d, op_names[ch->op], shape, ch->algo, algo_name(ch->op, ch->algo), ch->deterministic,
@@ -557,7 +564,7 @@ static enum dt_status conv_call(struct dt_backend *be, enum conv_op op,
 {
     struct dt_cudnn *d = state(be);
     if (!d) return DT_ERR_UNSUPPORTED;
-    DT_FORWARD_IF_ERROR(choose(be, d, op, pol->conv_algo, s, ch));
+    DT_FORWARD_IF_ERROR(choose(be, d, op, pol->conv_algo, dt_math_tf32(pol), s, ch));
     *ws = (*ch)->algo == ALGO_OWN ? NULL : workspace(be, d, (*ch)->workspace);
     note_conv(d, *ch, pol);
     *d_out = d;

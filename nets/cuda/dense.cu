@@ -624,7 +624,7 @@ extern "C" enum dt_status dt_cuda_dense_forward(struct dt_backend *be, float *y,
             dt_cuda_launched(be, dt_cuda_gemm_ordered(&g, &dt_cuda(be)->launch), "dense_forward"));
     } else {
         const float one = 1.0f, zero = 0.0f;
-        DT_CUBLAS_CALL(be, dt_work_lib((double)B, (double)out, (double)in, 1.0, dt_math_fast(pol)),
+        DT_CUBLAS_CALL(be, dt_work_lib((double)B, (double)out, (double)in, 1.0, dt_math_tf32(pol)),
                        cublasSgemm((cublasHandle_t)dt_cuda_cublas_for(be, pol), CUBLAS_OP_N,
                                    CUBLAS_OP_N, as_int(out), as_int(B), as_int(in), &one, w,
                                    as_int(out), x, as_int(in), &zero, y, as_int(out)));
@@ -661,7 +661,7 @@ extern "C" enum dt_status dt_cuda_dense_backward_data(struct dt_backend *be, flo
                                 "dense_backward_data");
     }
     const float one = 1.0f, zero = 0.0f;
-    DT_CUBLAS_CALL(be, dt_work_lib((double)B, (double)in, (double)out, 1.0, dt_math_fast(pol)),
+    DT_CUBLAS_CALL(be, dt_work_lib((double)B, (double)in, (double)out, 1.0, dt_math_tf32(pol)),
                    cublasSgemm((cublasHandle_t)dt_cuda_cublas_for(be, pol), CUBLAS_OP_T,
                                CUBLAS_OP_N, as_int(in), as_int(B), as_int(out), &one, w,
                                as_int(out), dy, as_int(out), &zero, dx, as_int(in)));
@@ -703,14 +703,14 @@ static enum dt_status wgrad_partials(struct dt_backend *be, float *p, const floa
     if (full > 0)
         DT_CUBLAS_CALL(
             be,
-            dt_work_lib((double)out, (double)in, (double)chunk, (double)full, dt_math_fast(pol)),
+            dt_work_lib((double)out, (double)in, (double)chunk, (double)full, dt_math_tf32(pol)),
             cublasSgemmStridedBatched(
                 h, CUBLAS_OP_N, CUBLAS_OP_T, as_int(out), as_int(in), as_int(chunk), &one, dy,
                 as_int(out), (long long)(chunk * out), x, as_int(in), (long long)(chunk * in),
                 &zero, p, as_int(out), (long long)n, as_int(full)));
     if (rest > 0)
         DT_CUBLAS_CALL(
-            be, dt_work_lib((double)out, (double)in, (double)rest, 1.0, dt_math_fast(pol)),
+            be, dt_work_lib((double)out, (double)in, (double)rest, 1.0, dt_math_tf32(pol)),
             cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, as_int(out), as_int(in), as_int(rest), &one,
                         dy + full * chunk * out, as_int(out), x + full * chunk * in, as_int(in),
                         &zero, p + full * n, as_int(out)));
@@ -733,13 +733,15 @@ extern "C" enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, f
     struct dt_cuda_ctx *c = dt_cuda(be);
     const int64_t n = in * out;
     const bool fixed = dt_reduction_ordered(pol);
-    if (!fixed && !c->forced_order && !dt_math_portable(pol)) {
-        /* the fastest path a user can choose: one cuBLAS product over the whole batch,
-         * dw^T (out,in) = dy^T (out,B) . x (B,in). cuBLAS sums without atomics here, so this
-         * op is deterministic run to run on one device even at `fast` (docs/gpu.md); the
-         * forced-order hook keeps the chunked path, where tests show the control matters. */
+    if (dt_reduction_library(pol) && (fixed || !c->forced_order) && !dt_math_portable(pol)) {
+        /* the fastest path a user can choose, and pinned's: one cuBLAS product over the
+         * whole batch, dw^T (out,in) = dy^T (out,B) . x (B,in). cuBLAS sums without atomics
+         * here (CUBLAS_ATOMICS_NOT_ALLOWED, its workspace pinned: backend_cuda.c), so this op
+         * is deterministic run to run on one device even at `fast` (docs/gpu.md); under
+         * unordered the forced-order hook keeps the chunked path, where tests show the
+         * control matters. */
         const float one = 1.0f, zero = 0.0f;
-        DT_CUBLAS_CALL(be, dt_work_lib((double)out, (double)in, (double)B, 1.0, dt_math_fast(pol)),
+        DT_CUBLAS_CALL(be, dt_work_lib((double)out, (double)in, (double)B, 1.0, dt_math_tf32(pol)),
                        cublasSgemm((cublasHandle_t)dt_cuda_cublas_for(be, pol), CUBLAS_OP_N,
                                    CUBLAS_OP_T, as_int(out), as_int(in), as_int(B), &one, dy,
                                    as_int(out), x, as_int(in), &zero, dw, as_int(out)));

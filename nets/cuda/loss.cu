@@ -106,7 +106,7 @@ extern "C" int dt_cuda_softmax_xent_grad(float *dlogits, const float *probs, con
 extern "C" float dt_cuda_loss_sum(const float *losses, int64_t B, enum dt_reduction reduction,
                                   uint64_t forced_order, float device_total)
 {
-    if (reduction != DT_REDUCTION_UNORDERED) { /* fixed and exact */
+    if (reduction != DT_REDUCTION_UNORDERED) { /* fixed, exact and pinned: the fixed sum */
         float *partials = (float *)dt_xmalloc((size_t)dt_reduce_chunks(B) * sizeof(float));
         float s = dt_reduce_sum_fixed(losses, B, partials);
         free(partials);

@@ -11,13 +11,16 @@
  *           where cuBLAS refuses the int8 call, and under DETRAIN_CUDA_XP=simple (tests; read
  *           once, when the backend is made: dt_cuda_ctx.xp_simple).
  * Both NOT yet run on a GPU: tests/test_xp.c gpu_equals_cpu holds them to the CPU's bits
- * there; the slicing and grouping are checked on the host (slices_combine_...). */
+ * there; the slicing and grouping are checked on the host (slices_combine_...). A
+ * non-finite input is named by a check record (xp_scales), read with the step's end in a
+ * training step: no host wait of the op's own there. */
 #include <cublas_v2.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "determinism/exact_product.h"
 #include "nets/cuda/cuda.h"
+#include "nets/cuda/dense_loss.h"
 #include "nets/cuda/launch.cuh"
 
 /* Row r's scale (rows of n values at stride `stride`, `step` between rows). */
@@ -40,8 +43,29 @@ static struct xp_walk xp_walk_of(int64_t M, int64_t K, int64_t N, int trans)
     return (struct xp_walk){ta ? 1 : K, ta ? M : 1, tb ? K : 1, tb ? 1 : N};
 }
 
+/* The check record of a product's scales (status.c, DT_CUDA_CHECK_XP): first_bad = the
+ * first index r of sa (A's rows, then B's columns from M on) whose scale is
+ * DT_XP_NONFINITE, or none. One block: it resets the record, then every thread takes
+ * the minimum of its indices' (atomicMin: the least index whatever the order). */
+#define XP_CHECK_THREADS 256
+#define SLOT_XP_CHECK 1 /* the record when checked at once: read before the int8 form's blocks */
+static __global__ void __launch_bounds__(XP_CHECK_THREADS)
+    xp_check_kernel(struct dt_cuda_fixed_record *rec, const int *sa, int64_t n)
+{
+    if (threadIdx.x == 0) dt_cuda_fixed_record_reset(rec);
+    __syncthreads();
+    for (int64_t r = threadIdx.x; r < n; r += blockDim.x)
+        if (sa[r] == DT_XP_NONFINITE) {
+            atomicMin(&rec->first_bad, (unsigned long long)r);
+            break; /* this thread's least; the others' may be less */
+        }
+}
+
 /* Both forms' first step: the scales of A's rows (sa) and B's columns (sb, right after sa),
- * read back to name a non-finite input -- the op's one wait. */
+ * and the check naming a non-finite input: read with the step's end when checks are
+ * deferred (a training step: no wait of the op's own; the product goes on with such a row
+ * or column as zeros, dt_xp_fixed, and the step fails at its end), else at once -- the
+ * op's one wait. */
 static enum dt_status xp_scales(struct dt_backend *be, int *sa, const float *A, const float *B,
                                 int64_t M, int64_t K, int64_t N, const struct xp_walk *w)
 {
@@ -54,21 +78,14 @@ static enum dt_status xp_scales(struct dt_backend *be, int *sa, const float *A, 
     DT_LAUNCH(L, dt_work(4.0 * (Nd * Kd + Nd), DT_W_OPS_SCAN * Nd * Kd), xp_scale_kernel,
               dt_cuda_grid(L, N), L->block_threads, 0, st)
     (sa + M, B, N, K, w->b_step, w->b_stride);
-    if (dt_cuda_recording(be)) { /* the read-back's wait; no values to look at */
-        dt_cuda_sync(be);
-        return DT_OK;
-    }
-    int *host = (int *)dt_cuda_host_scratch(be, 0, (size_t)(M + N) * sizeof(int));
-    const cudaError_t e =
-        cudaMemcpyAsync(host, sa, (size_t)(M + N) * sizeof(int), cudaMemcpyDeviceToHost, st);
-    if (e != cudaSuccess) return dt_cuda_launched(be, (int)e, "matmul_exact");
-    dt_cuda_sync(be); /* the one wait, counted */
-    for (int64_t r = 0; r < M + N; r++)
-        if (host[r] == DT_XP_NONFINITE)
-            return dt_backend_op_error(be, DT_ERR_NUMERIC, "non-finite input in %s %lld of %s",
-                                       r < M ? "row" : "column", (long long)(r < M ? r : r - M),
-                                       r < M ? "A" : "B");
-    return DT_OK;
+    bool deferred = false;
+    struct dt_cuda_fixed_record *rec =
+        dt_cuda_check_record(be, DT_CUDA_CHECK_XP, "matmul_exact", M, SLOT_XP_CHECK, &deferred);
+    DT_LAUNCH(L, dt_work(4.0 * (Md + Nd), Md + Nd), xp_check_kernel, 1, XP_CHECK_THREADS, 0, st)
+    (rec, sa, M + N);
+    DT_FORWARD_IF_ERROR(dt_cuda_launched(be, DT_LAUNCHED(L), "matmul_exact check"));
+    if (deferred) return DT_OK; /* read at the step's end (status.c) */
+    return dt_cuda_check_now(be, rec, DT_CUDA_CHECK_XP, "matmul_exact", M, SLOT_XP_CHECK);
 }
 
 /* Row r's n values in fixed point at `levels` levels, as the CPU holds them: half h of every
@@ -282,7 +299,9 @@ extern "C" enum dt_status dt_cuda_matmul_exact(struct dt_backend *be, float *C, 
 {
     if (!dt_cuda(be)->xp_simple) { /* DETRAIN_CUDA_XP, read as the backend was made */
         const enum dt_status st = xp_int8(be, C, A, B, bias, M, K, N, trans, levels);
+        if (st == DT_OK) be->launches.xp_int8++; /* which form ran: detrain bench says */
         if (st != DT_ERR_UNSUPPORTED) return st;
     }
+    be->launches.xp_simple++;
     return xp_simple(be, C, A, B, bias, M, K, N, trans, levels);
 }

@@ -53,6 +53,10 @@ static enum dt_status decode(const struct dt_cuda_fixed_record *h, enum dt_cuda_
         if (kind == DT_CUDA_CHECK_BIAS)
             snprintf(msg, size, "%s: non-finite input at row %lld, column %lld", what,
                      i / (long long)len, i % (long long)len);
+        else if (kind == DT_CUDA_CHECK_XP) /* the CPU op's words (cpu/matmul_exact.c) */
+            snprintf(msg, size, "%s: non-finite input in %s %lld of %s", what,
+                     i < len ? "row" : "column", i < len ? i : i - (long long)len,
+                     i < len ? "A" : "B");
         else if (len > 0)
             snprintf(msg, size, "%s: non-finite gradient at patch row %lld, element %lld", what,
                      i / (long long)len, i % (long long)len);
