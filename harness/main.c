@@ -737,7 +737,7 @@ static int cmd_cost(const struct app *app, int argc, char **argv)
                                           DT_COST_CSV_HEADER, "cost CSV", &err) != DT_OK)
         return report(app, DT_ERR_USAGE, &err);
     struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
-    enum dt_status st = dt_config_load(exp, config, sets, n_sets, &err);
+    enum dt_status st = dt_config_load_modelled(exp, config, sets, n_sets, &err); /* tf32 too */
     if (st == DT_OK) st = dt_cost_report(exp, &opt, &err);
     free(exp);
     return report(app, st, &err);

@@ -30,7 +30,7 @@ parts=(cost-model ptxas exact-one-pass exact-product runs controls dist overhead
 declare -A writes=(
   [ptxas]="results/cpu/ptxas/: sm_90.txt (every CUDA kernel's registers, stack, spills and launch bound for the H100 and H200, scripts/ptxas.sh; the build of DETRAIN's folder)"
   [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
-  [cost-model]="results/cpu/cost-model/: first-light-check.txt (the cost model of the code the H100's first light ran, beside its per-op times), current.txt and current.csv (today's code: MLP, LeNet, the BNN, the GPT with the tree digest), gpt-gpu.txt (the GPT at GPU scale: the levels, portable with exact products, run_to_run with fast math; minutes), h200-predictions.txt (the levels of the MLP, LeNet and both GPTs on the H200's constants: docs/gpu.md's predictions); h200-check.txt is made from the H200's revision by hand (its header)"
+  [cost-model]="results/cpu/cost-model/: first-light-check.txt (the cost model of the code the H100's first light ran, beside its per-op times), current.txt and current.csv (today's code: MLP, LeNet, the BNN, the GPT with the tree digest), gpt-gpu.txt (the GPT at GPU scale: the levels, portable with exact products, fast with TF32, run_to_run as before issue 67; minutes), h200-predictions.txt (the levels of the MLP, LeNet and both GPTs on the H200's constants: docs/gpu.md's predictions); h200-check.txt is made from the H200's revision by hand (its header)"
   [exact-product]="results/cpu/exact-product/: errors.txt (the exact product's error against float32 on random and real tensors: tests/test_xp), throughput.txt (this CPU's fp32 and integer instruction throughput), bench.txt (portable and math: exact per op), learning.txt (the models under both)"
   [runs]="results/cpu/runs/: quickstart/ lenet/ bnn/ (summary.csv, run.json), times.txt, threads-table.md (2 threads vs 1), explain-quickstart.txt|csv"
   [controls]="results/cpu/controls/: summary.csv cells.csv report.md config.json run.json"
@@ -142,37 +142,41 @@ replace_folder() {
 # that revision: its header says how.
 part_cost_model() {
   local o=$tmp/cost-model m h=results/nvidia-h100-80gb-hbm3/bench L='policies=[fast, run_to_run, portable]'
+  # the levels as the first light ran them (before issue 67: fast with TF32, run_to_run its
+  # own chunked sums in pedantic FP32), under the names its measured CSVs use
+  local T='policies=[{base: fast, math: tf32, name: fast}, {base: run_to_run, reduction: fixed, math: strict, name: run_to_run}, portable]'
   mkdir -p "$o"
   {
     for m in quickstart:mlp lenet:lenet; do
-      DETRAIN_CUDA_ONE_PASS=0 "$DETRAIN" cost "configs/${m%%:*}.yaml" --device h100 --set "$L" \
-        --measured "$h/detrain-cuda-${m##*:}.csv"
+      DETRAIN_CUDA_ONE_PASS=0 "$DETRAIN" cost "configs/${m%%:*}.yaml" --device h100 --set "$T" \
+        --set hash.digest=sha256 --measured "$h/detrain-cuda-${m##*:}.csv"
       echo
     done
-    DETRAIN_CUDA_ONE_PASS=0 "$DETRAIN" cost configs/bnn.yaml --device h100 \
+    DETRAIN_CUDA_ONE_PASS=0 "$DETRAIN" cost configs/bnn.yaml --device h100 --set hash.digest=sha256 \
       --measured "$h/detrain-cuda-bnn.csv"
   } > "$o/first-light-check.txt"
   : > "$o/current.txt"
   for m in quickstart lenet bnn gpt; do
-    "$DETRAIN" cost "configs/$m.yaml" --device h100 --set "$L" --set hash.digest=tree \
+    "$DETRAIN" cost "configs/$m.yaml" --device h100 --set "$L" \
       --csv "$o/$m.csv" >> "$o/current.txt"
     echo >> "$o/current.txt"
   done
   { head -1 "$o/quickstart.csv"; for m in quickstart lenet bnn gpt; do tail -n +2 "$o/$m.csv"; done; } > "$o/current.csv"
   # the GPT at GPU scale (issue 53; one CPU step per policy at batch 64: minutes): the
-  # levels, portable with exact products, run_to_run with fast math
+  # levels, portable with exact products, fast with TF32, and run_to_run as it was before
+  # issue 67 (its own chunked sums in pedantic FP32)
+  local G='policies=[fast, run_to_run, portable, {base: portable, math: exact}, {base: fast, math: tf32}, {base: run_to_run, reduction: fixed, math: strict, name: run_to_run_before}]'
   "$DETRAIN" cost configs/gpt-gpu.yaml --device h100 --set dataset.path=tests/data/gpt_corpus.txt \
-    --set 'policies=[fast, run_to_run, portable, {base: portable, math: exact}, {base: run_to_run, math: fast}]' \
-    > "$o/gpt-gpu.txt"
+    --set "$G" > "$o/gpt-gpu.txt"
   # the levels of the MLP, LeNet, the tiny GPT and the GPT at GPU scale on the H200's
   # constants: docs/gpu.md's predictions
   {
     for m in quickstart lenet gpt; do
-      "$DETRAIN" cost "configs/$m.yaml" --device h200 --set "$L" --set hash.digest=tree
+      "$DETRAIN" cost "configs/$m.yaml" --device h200 --set "$L"
       echo
     done
     "$DETRAIN" cost configs/gpt-gpu.yaml --device h200 --set dataset.path=tests/data/gpt_corpus.txt \
-      --set "$L"
+      --set "$G"
   } > "$o/h200-predictions.txt"
   mkdir -p results/cpu/cost-model
   mv "$o/first-light-check.txt" "$o/current.txt" "$o/current.csv" "$o/gpt-gpu.txt" \

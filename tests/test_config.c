@@ -336,6 +336,10 @@ DT_TEST(policy_errors)
     const char *tf32_cpu[] = {"policies=[fast, {base: fast, math: tf32}]"};
     expect_set_error(tf32_cpu, 1, 1, 10,
                      "key 'policies': policy 'fast+math=tf32' sets math: tf32, a GPU mode");
+    struct dt_experiment e; /* a step modelled on a GPU (detrain cost) may ask for it */
+    struct dt_error err;
+    CHECK_INT_EQ(dt_config_load_modelled(&e, CFG("minimal.yaml"), tf32_cpu, 1, &err), DT_OK);
+    CHECK_INT_EQ(e.policies[1].math, DT_MATH_TF32);
     const char *dup_key[] = {"policies=[{base: fast, math: strict, math: fast}]"};
     expect_set_error(dup_key, 1, 1, 38,
                      "key 'policies', item 1: duplicate key 'math' (first "

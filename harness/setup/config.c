@@ -411,6 +411,7 @@ struct loader {
     const struct source *src;     /* origin of `doc` */
     yaml_document_t *doc;         /* the document being applied */
     bool record_sections;         /* file pass: remember where each section's mapping starts */
+    bool modelled;                /* dt_config_load_modelled: GPU modes on any device */
     bool file_pass;               /* applying the config file's own keys (`matrix` only there) */
     int entry;                    /* matrix entry to resolve after the file's keys; -1 = none */
     const char *text;             /* the config's bytes given in memory (dt_config_load_text), */
@@ -1753,7 +1754,7 @@ static enum dt_status load_layers(struct loader *ld, const char *path, const cha
 /* math: tf32 is a GPU mode: a CPU run that asks for it is refused, naming the policy. */
 static enum dt_status check_policies_device(const struct loader *ld)
 {
-    if (ld->out->backend.device != DT_DEVICE_CPU) return DT_OK;
+    if (ld->out->backend.device != DT_DEVICE_CPU || ld->modelled) return DT_OK;
     const int r = (int)(find_key("policies") - keys);
     for (int q = 0; q < ld->out->n_policies; q++)
         if (dt_math_tf32(&ld->out->policies[q]))
@@ -1784,21 +1785,36 @@ static enum dt_status check_experiment(const struct loader *ld, const char *path
     return check_model_keys(ld);
 }
 
-enum dt_status dt_config_load(struct dt_experiment *out, const char *path, const char *const *sets,
-                              int n_sets, struct dt_error *err)
+static enum dt_status load_one(struct loader *ld, const char *path, const char *const *sets,
+                               int n_sets)
 {
-    struct loader ld = {.out = out, .err = err, .entry = -1};
-    DT_FORWARD_IF_ERROR(load_layers(&ld, path, sets, n_sets));
+    struct dt_experiment *out = ld->out;
+    struct dt_error *err = ld->err;
+    DT_FORWARD_IF_ERROR(load_layers(ld, path, sets, n_sets));
     if (out->n_matrix > 0) {
         const int r = (int)(find_key("matrix") - keys);
-        return dt_error_set_at(err, DT_ERR_CONFIG, ld.seen_at[r].file, ld.seen_at[r].line,
-                               ld.seen_at[r].column,
+        return dt_error_set_at(err, DT_ERR_CONFIG, ld->seen_at[r].file, ld->seen_at[r].line,
+                               ld->seen_at[r].column,
                                "key 'matrix': this config is a matrix of "
                                "%d experiments (%s%s); `detrain run` runs it, other commands "
                                "take one experiment",
                                out->n_matrix, out->matrix[0], out->n_matrix > 1 ? ", ..." : "");
     }
-    return check_experiment(&ld, path);
+    return check_experiment(ld, path);
+}
+
+enum dt_status dt_config_load(struct dt_experiment *out, const char *path, const char *const *sets,
+                              int n_sets, struct dt_error *err)
+{
+    struct loader ld = {.out = out, .err = err, .entry = -1};
+    return load_one(&ld, path, sets, n_sets);
+}
+
+enum dt_status dt_config_load_modelled(struct dt_experiment *out, const char *path,
+                                       const char *const *sets, int n_sets, struct dt_error *err)
+{
+    struct loader ld = {.out = out, .err = err, .entry = -1, .modelled = true};
+    return load_one(&ld, path, sets, n_sets);
 }
 
 static enum dt_status load_matrix(struct loader *ld, const char *path, const char *const *sets,

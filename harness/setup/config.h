@@ -138,6 +138,10 @@ struct dt_experiment {
  * and must not be used. */
 enum dt_status dt_config_load(struct dt_experiment *out, const char *path, const char *const *sets,
                               int n_sets, struct dt_error *err);
+/* The same for a config whose step is modelled on a GPU, not run (`detrain cost`): a policy
+ * may ask for a GPU mode (math: tf32) whatever backend.device says. */
+enum dt_status dt_config_load_modelled(struct dt_experiment *out, const char *path,
+                                       const char *const *sets, int n_sets, struct dt_error *err);
 /* dt_config_load refuses a matrix config (one with `matrix`: only `detrain run` runs
  * those), naming the key. These two load one:
  *
