@@ -764,10 +764,10 @@ static int check_table(const struct backend_row *const *backends, int n_backends
  * with the forced-order hook set, so an unordered sum or a float scatter would show a
  * different order here on any machine. An op that obeys a control its row does not list
  * fails (shown by the negative control: bias_backward under `atomics: float`). */
-static const char *const controls[][4] = {{"reduction", "unordered", "fixed", "exact"},
-                                          {"atomics", "float", "fixed_point", NULL},
-                                          {"math", "fast", "strict", "portable"},
-                                          {"conv_algo", "autotune", "deterministic", "own"}};
+static const char *const controls[][5] = {{"reduction", "unordered", "fixed", "exact", "pinned"},
+                                          {"atomics", "float", "fixed_point", NULL, NULL},
+                                          {"math", "fast", "strict", "portable", NULL},
+                                          {"conv_algo", "autotune", "deterministic", "own", NULL}};
 
 /* Does `op` under portable with control c set to value v give portable's bits? */
 static bool same_as_portable(const struct op_row *op, const struct io *io, float *const *ref,
@@ -798,7 +798,7 @@ DT_TEST(controls_not_listed_change_nothing)
         reference(op, &io, ref);
         for (size_t c = 0; c < sizeof controls / sizeof controls[0]; c++) {
             const bool listed = dt_op_obeys((enum dt_op)o, controls[c][0]);
-            for (int v = 1; v < 4 && controls[c][v]; v++) {
+            for (int v = 1; v < 5 && controls[c][v]; v++) {
                 const bool same = same_as_portable(op, &io, ref, controls[c][0], controls[c][v]);
                 if (!same && !listed)
                     fprintf(stderr, "%s: %s=%s changes its bits, but its row does not list %s\n",

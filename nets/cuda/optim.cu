@@ -80,6 +80,40 @@ static __global__ void __launch_bounds__(1024)
     if (threadIdx.x == 0) atomicAdd(dst, block_sum);
 }
 
+/* reduction: pinned (run_to_run) -- no atomics, and no chunks and tree of its own: a
+ * thread's chunk sums in order, the block's threads by a fixed pairwise tree in shared
+ * memory (any block size), the block's partial into its own slot; then one thread adds
+ * every tensor's slots in order (norm_slots_kernel). The bits follow the grid -- the
+ * machine's launch settings, which run_to_run's promise fixes -- and the launches are
+ * unordered's: one a tensor and one more. */
+static __global__ void __launch_bounds__(1024)
+    norm_blocks_kernel(float *slot, const float *g, int64_t n, int64_t chunk)
+{
+    extern __shared__ float part[]; /* blockDim.x */
+    float mine = 0.0f;
+    DT_GRID_STRIDE(c, (n + chunk - 1) / chunk)
+    {
+        const int64_t e = (c + 1) * chunk < n ? (c + 1) * chunk : n;
+        mine = mine + dt_sq_sum(g, c * chunk, e);
+    }
+    part[threadIdx.x] = mine;
+    __syncthreads();
+    for (unsigned int w = 1; w < blockDim.x; w *= 2) {
+        if (threadIdx.x % (2 * w) == 0 && threadIdx.x + w < blockDim.x)
+            part[threadIdx.x] = part[threadIdx.x] + part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) slot[blockIdx.x] = part[0];
+}
+
+static __global__ void __launch_bounds__(1)
+    norm_slots_kernel(float *dst, const float *slot, int64_t m)
+{
+    float s = 0.0f;
+    for (int64_t k = 0; k < m; k++) s = s + slot[k];
+    *dst = s;
+}
+
 static __global__ void __launch_bounds__(1) norm_add_in_order_kernel(float *dst, const float *sum)
 {
     *dst = *dst + *sum;
@@ -214,6 +248,25 @@ static int dt_cuda_norm_add_in_order(float *dst, const float *sum, const struct 
 {
     const dt_cuda_stream s = L->stream;
     DT_LAUNCH(L, dt_work(0.0, 1.0), norm_add_in_order_kernel, 1, 1, 0, s)(dst, sum);
+    LAUNCHED;
+}
+
+static int dt_cuda_norm_blocks(float *slot, const float *g, int64_t n, int64_t chunk,
+                               int64_t blocks, const struct dt_cuda_launch *L)
+{
+    const dt_cuda_stream s = L->stream;
+    const double chunks = (double)((n + chunk - 1) / chunk);
+    DT_LAUNCH(L, dt_work(4.0 * ((double)n + (double)blocks), DT_W_MAC * (double)n + chunks),
+              norm_blocks_kernel, blocks, THREADS, (size_t)THREADS * sizeof(float), s)
+    (slot, g, n, chunk);
+    LAUNCHED;
+}
+
+static int dt_cuda_norm_slots(float *dst, const float *slot, int64_t m,
+                              const struct dt_cuda_launch *L)
+{
+    const dt_cuda_stream s = L->stream;
+    DT_LAUNCH(L, dt_work(4.0 * (double)m, (double)m), norm_slots_kernel, 1, 1, 0, s)(dst, slot, m);
     LAUNCHED;
 }
 
@@ -354,6 +407,26 @@ extern "C" enum dt_status dt_cuda_grad_norm(struct dt_backend *be, float *norm_s
         if (rc == 0)
             rc = dt_cuda_norm_exact_finish(norm_sq, &d->acc, &d->rec, total, &dt_cuda(be)->launch);
         return dt_cuda_launched(be, rc, "grad_norm exact");
+    }
+    if (dt_reduction_library(pol) && dt_reduction_ordered(pol)) { /* pinned: block slots */
+        const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
+        int64_t slots = 0;
+        for (int i = 0; i < count; i++)
+            if (n[i] > 0)
+                slots += dt_cuda_grid(L, (n[i] + DT_UNORDERED_CHUNK - 1) / DT_UNORDERED_CHUNK);
+        float *slot = (float *)dt_cuda_scratch(be, SLOT_PARTIALS,
+                                               (size_t)(slots > 0 ? slots : 1) * sizeof(float));
+        int rc = 0;
+        int64_t at = 0;
+        for (int i = 0; i < count && rc == 0; i++) {
+            if (n[i] <= 0) continue;
+            const int64_t blocks =
+                dt_cuda_grid(L, (n[i] + DT_UNORDERED_CHUNK - 1) / DT_UNORDERED_CHUNK);
+            rc = dt_cuda_norm_blocks(slot + at, g[i], n[i], DT_UNORDERED_CHUNK, blocks, L);
+            at += blocks;
+        }
+        if (rc == 0) rc = dt_cuda_norm_slots(norm_sq, slot, slots, L);
+        return dt_cuda_launched(be, rc, "grad_norm pinned");
     }
     if (!dt_reduction_ordered(pol) && c->forced_order) return norm_forced(be, norm_sq, g, n, count);
     DT_CUDA_CHECK(dt_cuda_memset_async(&dt_cuda(be)->launch, norm_sq, 0, sizeof(float), s));

@@ -3,7 +3,7 @@ set terminal svg noenhanced size 800,480 background rgb 'white'
 set output 'accuracy.svg'
 set title 'Test accuracy per cell'
 set grid
-set xrange [0.5:11.5]
+set xrange [0.5:12.5]
 set ylabel 'test accuracy'
 set xtics rotate by -30
 set key bottom right
