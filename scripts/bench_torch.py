@@ -16,7 +16,7 @@ config's model.kind):
          random offsets of the config's corpus (Debian's fortunes by default; random bytes
          when absent)
 
-Modes (--modes; default mlp: default,tf32,deterministic; lenet: default,fp32,tf32,benchmark,
+Modes (--modes; default mlp: default,tf32,deterministic; lenet: default,benchmark,
 deterministic; gpt: default,tf32,deterministic,sdpa):
 
   default        PyTorch's defaults (TF32 off for matrix products, as PyTorch ships;
@@ -60,7 +60,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ("default", "fp32", "tf32", "benchmark", "deterministic", "sdpa", "compile")
 DEFAULT_MODES = {"mlp": ("default", "tf32", "deterministic"),
-                 "lenet": ("default", "fp32", "tf32", "benchmark", "deterministic"),
+                 "lenet": ("default", "benchmark", "deterministic"),
                  "gpt": ("default", "tf32", "deterministic", "sdpa")}
 DEFAULT_CONFIG = {"mlp": "quickstart.yaml", "lenet": "lenet.yaml", "gpt": "gpt.yaml"}
 EXIT_SKIP = 77

@@ -7,7 +7,7 @@
 set -euo pipefail
 build=${1:-build}
 exe=./$build/detrain
-refs=(results/cpu/crossdev-t2/mlp results/nvidia-h100-80gb-hbm3/crossdev/mlp)
+refs=(results/cpu/epyc/crossdev-t2/mlp results/nvidia-h100-80gb-hbm3/crossdev/mlp)
 
 $exe run configs/quickstart.yaml --out results/quickstart --overwrite
 $exe run configs/quickstart.yaml --out results/quickstart-1thread --overwrite --quiet \

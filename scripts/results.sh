@@ -469,8 +469,8 @@ part_crossdev() {
   # remakes them with the tree digest, this table holds their comparison.
   bash scripts/cross_device.sh run cpu results/cpu/crossdev-sha256-t2 --threads 2 \
     --set hash.digest=sha256
-  bash scripts/cross_device.sh table results/cpu/crossdev-sha256-t2 "${gpus[@]}" \
-    --out results/cross_device-sha256.md
+  bash scripts/cross_device.sh table results/cpu/crossdev-sha256-t2 results/cpu/epyc/crossdev-t2 \
+    "${gpus[@]}" --out results/cross_device-sha256.md
   # the GPT's reference for the first light's gpt stage (its own root: a GPT failure there
   # cannot touch the other models' table)
   bash scripts/cross_device.sh run cpu results/cpu/crossdev-gpt-t2 --threads 2 --models gpt
@@ -481,7 +481,11 @@ part_crossdev() {
 # results/cpu/reproduce/README.md: every committed portable reference (the CPU's, the GPT's,
 # each GPU's) reproduced on this machine, on its widest kernels and on the narrow path.
 part_reproduce() {
-  local refs=(results/cpu/crossdev-t2 results/cpu/crossdev-gpt-t2 results/cpu/crossdev-gpt-gpu-t2) g
+  # this CPU's references, the AMD EPYC's kept from before the tree default (results/cpu/epyc:
+  # SHA-256 digests but the GPU-scale GPT's), and every GPU's
+  local refs=(results/cpu/crossdev-t2 results/cpu/crossdev-gpt-t2 results/cpu/crossdev-gpt-gpu-t2
+              results/cpu/epyc/crossdev-t2 results/cpu/epyc/crossdev-gpt-t2
+              results/cpu/epyc/crossdev-gpt-gpu-t2) g
   # every GPU's committed references: the three models', and the GPTs' where it ran them
   for g in results/*/crossdev results/*/crossdev-gpt results/*/crossdev-gpt-gpu; do
     [ -d "$g" ] && refs+=("$g")

@@ -7,7 +7,7 @@
 
 #define EXE DT_DETRAIN_EXE
 #define TMP DT_TEST_TMP_DIR "/reproduce."
-#define REF_CPU DT_SOURCE_DIR "/results/cpu/crossdev-t2/mlp"
+#define REF_CPU DT_SOURCE_DIR "/results/cpu/epyc/crossdev-t2/mlp"
 #define REF_GPU DT_SOURCE_DIR "/results/nvidia-h100-80gb-hbm3/crossdev/mlp"
 /* the narrow path an AVX2 machine takes: detrain's, OpenBLAS's and oneDNN's kernels */
 #define NARROW "DETRAIN_CPU_ISA=avx2 OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=AVX2 "
@@ -66,14 +66,12 @@ DT_TEST(committed_references)
 DT_TEST(changed_digest_found)
 {
     const char *dir = TMP "changed", *keep = TMP "changed_keep";
-    int rc =
-        dt_run_capture(out, sizeof out,
-                       "rm -rf '%s' '%s' && cp -r '%s' '%s' && "
-                       "awk -F, 'BEGIN{OFS=\",\"} NR>1 && $1>=17 {$3=\"0\" substr($3,2)} "
-                       "{print}' '%s' > '%s/t' && mv '%s/t' '%s'",
-                       dir, keep, REF_CPU, dir,
-                       DT_SOURCE_DIR "/results/cpu/crossdev-t2/mlp/portable/replica-0/trace.csv",
-                       dir, dir, TMP "changed/portable/replica-0/trace.csv");
+    int rc = dt_run_capture(out, sizeof out,
+                            "rm -rf '%s' '%s' && cp -r '%s' '%s' && "
+                            "awk -F, 'BEGIN{OFS=\",\"} NR>1 && $1>=17 {$3=\"0\" substr($3,2)} "
+                            "{print}' '%s' > '%s/t' && mv '%s/t' '%s'",
+                            dir, keep, REF_CPU, dir, REF_CPU "/portable/replica-0/trace.csv", dir,
+                            dir, TMP "changed/portable/replica-0/trace.csv");
     CHECK_INT_EQ(rc, 0);
     rc = dt_run_capture(out, sizeof out, "'%s' reproduce '%s' --out '%s' --quiet", EXE, dir, keep);
     fprintf(stderr, "%s\n", out);

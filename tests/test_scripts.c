@@ -333,7 +333,7 @@ DT_TEST(session_plan)
                         "results/nvidia-h100-80gb-hbm3/replicas/bnn/run_to_run/replica-0 "
                         "results/nvidia-h100-80gb-hbm3/replicas/bnn/run_to_run/replica-2\n");
     CHECK_CONTAINS(out, "[torch] python3 scripts/bench_torch.py --model lenet --config "
-                        "configs/lenet.yaml --device cuda --modes default,deterministic");
+                        "configs/lenet.yaml --device cuda --modes fp32,tf32,deterministic");
     /* the GPT's stage: its gpu tests apart (the tests stage leaves them out), the portable
      * run against its committed CPU reference, PyTorch's three modes */
     CHECK_CONTAINS(out, "[tests] bash scripts/gpu_session.sh __ctest_gpu build-gpu ");
@@ -499,7 +499,7 @@ DT_TEST(session_continues_after_failures)
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "cat '%s'/res/session-*.txt", dir), 0);
     CHECK_CONTAINS(out, "# command (in ");
     CHECK_CONTAINS(out, "bash scripts/gpu_session.sh __source ");
-    CHECK_CONTAINS(out, "## stage replicas (cap 30 s");
+    CHECK_CONTAINS(out, "## stage replicas (cap 20 s");
     CHECK_INT_EQ(dt_run_capture(out, sizeof out, "tar -tzf '%s/ret/results-test-gpu.tar.gz'", dir),
                  0);
     CHECK_CONTAINS(out, "res/info/source.txt");
