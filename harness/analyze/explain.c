@@ -862,12 +862,18 @@ static enum dt_status explain_locate(struct explanation *x, struct dt_error *err
     if (opt->step > 0) DT_FORWARD_IF_ERROR(check_step(x, err));
     const struct dt_trace_diff *diff = &x->diff;
     fprintf(out, "explain: A = %s\n         B = %s\n", A->shown, B->shown);
-    if (!diff->diverged && opt->step <= 0) {
+    /* one trace only longer (a shorter run, or one still going): no step where both hashed
+     * differs -- not a divergence to explain */
+    const bool only_longer = diff->diverged && !diff->digest_a[0];
+    if ((!diff->diverged || only_longer) && opt->step <= 0) {
         fprintf(out,
                 "the traces agree at every one of their %" PRId64
-                " common hashed steps: nothing to explain (--step K re-executes step K "
+                " common hashed steps%s: nothing to explain (--step K re-executes step K "
                 "anyway)\n",
-                diff->common_rows);
+                diff->common_rows,
+                only_longer ? (diff->rows_a > diff->rows_b ? "; A's goes on, B's ends"
+                                                           : "; B's goes on, A's ends")
+                            : "");
         x->finished = true;
         return DT_OK;
     }
