@@ -708,8 +708,8 @@ static enum dt_status write_csv(const char *path, const struct exec *ex, int n_e
 {
     struct dt_strbuf sb = {0};
     dt_strbuf_printf(&sb, "%s", DT_EXPLAIN_CSV_HEADER);
-    for (int e = 0; e < n_ex; e++) dt_strbuf_printf(&sb, "%shash_%d", e ? "," : "", e + 1);
-    dt_strbuf_printf(&sb, ",executions_differing,elements_differing,max_ulp\n");
+    for (int e = 0; e < n_ex; e++) dt_strbuf_printf(&sb, "hash_%d,", e + 1);
+    dt_strbuf_printf(&sb, "executions_differing,elements_differing,max_ulp\n");
     int rows = 0;
     for (int e = 0; e < n_ex; e++) rows = ex[e].n > rows ? ex[e].n : rows;
     for (int i = 0; i < rows; i++) {
@@ -875,6 +875,8 @@ static enum dt_status explain_locate(struct explanation *x, struct dt_error *err
                                                            : "; B's goes on, A's ends")
                             : "");
         x->finished = true;
+        /* --csv: the table's header and no row (nothing was re-executed) */
+        if (opt->csv) DT_FORWARD_IF_ERROR(write_csv(opt->csv, x->ex, 0, err));
         return DT_OK;
     }
     x->res->diverged = diff->diverged;
