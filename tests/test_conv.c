@@ -608,9 +608,17 @@ DT_TEST(conv_pool_thread_count_independent)
     fill(bias, TK, 0.1);
     fill(r, TB * TH * TW * TK, 1.0);
     fill(pr, TB * 6 * 6 * TK, 1.0);
+    /* portable, and run_to_run's own kernels with reduction: fixed (run_to_run itself takes
+     * the libraries' products, whose bits may follow the thread count: its promise is one
+     * machine and one count, controls.pinned_forced_orders) */
     const enum dt_level levels[] = {DT_LEVEL_PORTABLE, DT_LEVEL_RUN_TO_RUN};
     for (int l = 0; l < 2; l++) {
         struct dt_policy pol = level(levels[l]);
+        if (levels[l] == DT_LEVEL_RUN_TO_RUN) {
+            pol.reduction = DT_REDUCTION_FIXED;
+            pol.math = DT_MATH_STRICT;
+            DT_ASSERT(dt_policy_auto_name(&pol));
+        }
         conv_pool_all(&one, 1, &pol, x, w, bias, r, pr);
         const int counts[] = {2, 3, 4, 8};
         for (int t = 0; t < 4; t++) {

@@ -499,8 +499,9 @@ static void model_one_pass_equals_passes(bool lenet)
     for (int64_t b = 0; b < B; b++) y[b] = (uint8_t)((b * 3 + 1) % 10);
     struct dt_policy pols[2];
     pols[0] = level(DT_LEVEL_PORTABLE);
-    pols[1] = level(DT_LEVEL_RUN_TO_RUN);
+    pols[1] = level(DT_LEVEL_RUN_TO_RUN); /* its own kernels (math: strict), exact shards */
     pols[1].reduction = DT_REDUCTION_EXACT;
+    pols[1].math = DT_MATH_STRICT;
     const int64_t shard_counts[2] = {4, 3}; /* 50 = 12+13+12+13, 26 = 6+7+6+7; 16+17+17 */
     for (int pi = 0; pi < 2; pi++) {
         for (int si = 0; si < 2; si++) {

@@ -138,7 +138,8 @@ DT_TEST(deterministic_step_no_difference)
     CHECK_CONTAINS(out, "no op output differs");
     /* a shorter run of the same experiment: its trace only ends earlier -- not a step where
      * the two part (exit 0, never "the traces part at step 3") */
-    train(TMP "det-short", MLP, "--set 'policies=[run_to_run]' --set train.steps=2");
+    train(TMP "det-short", MLP,
+          "--set 'policies=[run_to_run]' --set backend.threads=2 --set train.steps=2");
     CHECK_INT_EQ(
         explain(NULL, TMP "det/run_to_run/replica-0", TMP "det-short/run_to_run/replica-0", ""), 0);
     CHECK_CONTAINS(out, "common hashed steps; A's goes on, B's ends: nothing to explain");

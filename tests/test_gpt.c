@@ -1526,7 +1526,9 @@ DT_TEST(levels_and_threads)
         char r0[256];
         snprintf(r0, sizeof r0, "%s/replica-0", cells[c]);
         check_replicas_identical(d2, cells[c], 2);
-        CHECK(files_same(d1, d2, r0)); /* 1 thread == 2 threads */
+        /* 1 thread == 2 threads: portable's promise; run_to_run's is one thread count (its
+         * library products' slices follow the count) */
+        if (c == 1) CHECK(files_same(d1, d2, r0));
     }
     /* portable and run_to_run: the same model at the end? Not promised; portable's digest
      * differs from fast's (different arithmetic) */
@@ -1605,8 +1607,8 @@ DT_TEST(ranks_independent)
     check_ranks(one, "rk", set, 1, cells, 1);
 }
 
-/* model.dropout end to end: under every rng the replicas agree and 1 thread gives 2
- * threads' trace; stored keeps lfsr's masks (the same trace), philox draws others (a
+/* model.dropout end to end: under every rng the replicas agree and (portable's) 1 thread
+ * gives 2 threads' trace; stored keeps lfsr's masks (the same trace), philox draws others (a
  * different trace: rng acts); a dropping run differs from one without; --resume after
  * SIGKILL continues the same trace (the masks depend on the step, not on the process);
  * with MPI, np 1..4 give the one-process trace under lfsr (portable) and philox. */
@@ -1630,6 +1632,7 @@ DT_TEST(dropout_runs)
         char r0[256];
         snprintf(r0, sizeof r0, "%s/replica-0", cells[c]);
         check_replicas_identical(d2, cells[c], 2);
+        if (c == 3) continue; /* run_to_run: one thread count's bits (levels_and_threads) */
         if (!files_same(d1, d2, r0)) fprintf(stderr, "%s: 1 and 2 threads differ\n", cells[c]);
         CHECK(files_same(d1, d2, r0));
     }
