@@ -117,15 +117,16 @@ static inline bool dt_reduction_ordered(const struct dt_policy *pol)
     return true;
 }
 
-/* reduction: may a product's sum over the batch be one library call (BLAS, cuBLAS) whose
- * order the library picks (unordered; pinned, where the library's order is the same at
- * every run on one machine), rather than detrain's fixed chunks and tree? Under unordered
- * the forced-order hook (set_forced_order) still takes the own chunks, where tests draw
- * their order; pinned's product is repeatable and takes no drawn order. */
-static inline bool dt_reduction_library(const struct dt_policy *pol)
+/* reduction: may a sum over the batch take an order the library or the machine picks -- a
+ * product's sum as one library call (BLAS, cuBLAS), the GPU's clipping norm in block
+ * slots -- rather than detrain's fixed chunks and tree? pinned: yes, its order is the same
+ * at every run on one machine, and it takes no drawn order; unordered: yes unless the
+ * forced-order hook is on (`forced`: dt_backend_set_forced_order), which runs the own
+ * chunks in the order a test draws. */
+static inline bool dt_reduction_library(const struct dt_policy *pol, bool forced)
 {
     switch (pol->reduction) {
-    case DT_REDUCTION_UNORDERED:
+    case DT_REDUCTION_UNORDERED: return !forced;
     case DT_REDUCTION_PINNED: return true;
     case DT_REDUCTION_FIXED:
     case DT_REDUCTION_EXACT: return false;

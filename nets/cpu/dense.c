@@ -508,8 +508,7 @@ static void wgrad_blas_part(void *ctx, int64_t begin, int64_t end, int worker)
  * the order) and pinned, whose bits it fixes for a thread count (policy.h). */
 static bool wgrad_takes_blas(struct dt_backend *be, const struct dt_policy *pol)
 {
-    return dt_math_fast(pol) && dt_reduction_library(pol) &&
-           (dt_reduction_ordered(pol) || !dt_cpu(be)->forced_order);
+    return dt_math_fast(pol) && dt_reduction_library(pol, dt_cpu(be)->forced_order);
 }
 
 static enum dt_status wgrad_blas(struct dt_backend *be, float *dw, const float *a, bool a_is_xt,

@@ -733,7 +733,7 @@ extern "C" enum dt_status dt_cuda_dense_backward_weight(struct dt_backend *be, f
     struct dt_cuda_ctx *c = dt_cuda(be);
     const int64_t n = in * out;
     const bool fixed = dt_reduction_ordered(pol);
-    if (dt_reduction_library(pol) && (fixed || !c->forced_order) && !dt_math_portable(pol)) {
+    if (dt_reduction_library(pol, c->forced_order) && !dt_math_portable(pol)) {
         /* the fastest path a user can choose, and pinned's: one cuBLAS product over the
          * whole batch, dw^T (out,in) = dy^T (out,B) . x (B,in). cuBLAS sums without atomics
          * here (CUBLAS_ATOMICS_NOT_ALLOWED, its workspace pinned: backend_cuda.c), so this op

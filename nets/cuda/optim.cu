@@ -408,7 +408,8 @@ extern "C" enum dt_status dt_cuda_grad_norm(struct dt_backend *be, float *norm_s
             rc = dt_cuda_norm_exact_finish(norm_sq, &d->acc, &d->rec, total, &dt_cuda(be)->launch);
         return dt_cuda_launched(be, rc, "grad_norm exact");
     }
-    if (dt_reduction_library(pol) && dt_reduction_ordered(pol)) { /* pinned: block slots */
+    /* pinned: block slots (unordered keeps its own paths: atomics, or the forced order) */
+    if (dt_reduction_library(pol, true)) {
         const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
         int64_t slots = 0;
         for (int i = 0; i < count; i++)
