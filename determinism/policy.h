@@ -252,6 +252,15 @@ static inline bool dt_rng_lfsr(const struct dt_policy *pol)
     return false;
 }
 
+/* Does the policy promise the same bits at every run on the same device, thread count and
+ * libraries -- every sum in an order (reduction ordered), no float atomics, no algorithm
+ * chosen by timing (conv_algo: autotune)? run_to_run and portable do; fast does not. */
+static inline bool dt_policy_same_bits_every_run(const struct dt_policy *pol)
+{
+    return dt_reduction_ordered(pol) && dt_atomics_exact(pol) &&
+           pol->conv_algo != DT_CONV_ALGO_AUTOTUNE;
+}
+
 /* conv_algo: a library (cuDNN) picks the convolution algorithm (autotune, deterministic),
  * rather than detrain's own kernels? */
 static inline bool dt_conv_algo_library(const struct dt_policy *pol)

@@ -123,6 +123,27 @@ enum dt_status dt_backend_step_end(struct dt_backend *be, struct dt_error *err);
  * with the records, no wait of its own), at once otherwise (a download). The CPU copies at
  * once. host_dst must stay valid until the step's end. */
 void dt_backend_read_deferred(struct dt_backend *be, void *host_dst, const void *src, size_t bytes);
+/* ---- the step as one graph (issue 67, item 5; the CUDA backend: nets/cuda/graph.c) ----
+ * A device backend may capture a training step's launches instead of making them and
+ * launch them as one graph. Between dt_backend_graph_begin and dt_backend_graph_end the
+ * ops run their host code as always but nothing reaches the device; a capture that met
+ * something it cannot hold (a host wait, a buffer grown, a read-back, a failed call) is
+ * "broken" and is not launched: nothing of the step ran, and the caller runs it uncaptured
+ * (nets/step.c holds the rules: when to capture, the self-check, the fall-back).
+ * begin: DT_OK capturing, or DT_ERR_UNSUPPORTED with err saying why not (no graphs on this
+ * backend: the CPU's ops run at once; checks not deferred; instrumented; ...).
+ * end: *graph is the caller's executable graph (NULL at first: made), updated in place from
+ * this capture when it can be, made anew when not. launch true -- DT_OK when the step was
+ * launched as one graph, else DT_ERR_UNSUPPORTED with err naming what broke it (its records
+ * and reads forgotten, its launch counts taken back); launch false -- discarded, DT_OK. */
+enum dt_status dt_backend_graph_begin(struct dt_backend *be, struct dt_error *err);
+enum dt_status dt_backend_graph_end(struct dt_backend *be, void **graph, bool launch,
+                                    struct dt_error *err);
+/* "12 launched (11 updated in place, 1 instantiated), 0 discarded", or "" (none, or a
+ * backend without graphs). */
+void dt_backend_graph_describe(struct dt_backend *be, const void *graph, char *buf, size_t size);
+void dt_backend_graph_free(struct dt_backend *be, void *graph); /* NULL: nothing */
+
 /* The training step around its loss ops (nets/model.c): while on, and checks are deferred,
  * softmax_xent_forward's loss_host and correct_host may land at the step's end instead of
  * at once (a device backend then reads them with the records: no wait of the op's own).

@@ -106,6 +106,11 @@ struct dt_backend_ops {
      * each pair's seconds to seconds[op], then forgets them (also what a reset does). */
     void (*op_mark)(struct dt_backend *, int op, bool begin);
     void (*op_times)(struct dt_backend *, double *seconds);
+    /* The step as one graph (all four or none; nets/backend.h, dt_backend_graph_begin). */
+    enum dt_status (*graph_begin)(struct dt_backend *, struct dt_error *);
+    enum dt_status (*graph_end)(struct dt_backend *, void **graph, bool launch, struct dt_error *);
+    void (*graph_describe)(struct dt_backend *, const void *graph, char *buf, size_t size);
+    void (*graph_free)(struct dt_backend *, void *graph);
 };
 
 struct dt_backend {

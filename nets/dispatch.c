@@ -194,6 +194,35 @@ enum dt_status dt_backend_step_end(struct dt_backend *be, struct dt_error *err)
     return DT_OK;
 }
 
+/* ---- the step as one graph -------------------------------------------------------------- */
+
+enum dt_status dt_backend_graph_begin(struct dt_backend *be, struct dt_error *err)
+{
+    if (!HAS(be, graph_begin))
+        return dt_error_set(err, DT_ERR_UNSUPPORTED,
+                            "the %s backend has no graphs (its ops run as they are called)",
+                            be->ops->name);
+    return be->ops->graph_begin(be, err);
+}
+
+enum dt_status dt_backend_graph_end(struct dt_backend *be, void **graph, bool launch,
+                                    struct dt_error *err)
+{
+    DT_ASSERT(HAS(be, graph_end));
+    return be->ops->graph_end(be, graph, launch, err);
+}
+
+void dt_backend_graph_describe(struct dt_backend *be, const void *graph, char *buf, size_t size)
+{
+    if (size) buf[0] = '\0';
+    if (graph && HAS(be, graph_describe)) be->ops->graph_describe(be, graph, buf, size);
+}
+
+void dt_backend_graph_free(struct dt_backend *be, void *graph)
+{
+    if (graph && HAS(be, graph_free)) be->ops->graph_free(be, graph);
+}
+
 /* ---- the resident training set ------------------------------------------------------- */
 
 struct dt_resident *dt_backend_resident_create(struct dt_backend *be,

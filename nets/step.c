@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,7 +104,8 @@ void dt_step_init(struct dt_step *d, struct dt_model *m, int64_t shards,
     d->loss_slots = dt_xcalloc((size_t)(shards > N ? shards : N), sizeof(float));
 }
 
-void dt_step_free(struct dt_step *d)
+/* d's buffers freed; its graph kept (prepare) */
+static void free_buffers(struct dt_step *d)
 {
     if (d->device_sum && d->x->ops->release_device) d->x->ops->release_device(d->x->ctx, d->m->be);
     if (d->max_dev) dt_backend_free(d->m->be, d->max_dev);
@@ -115,6 +117,15 @@ void dt_step_free(struct dt_step *d)
     free(d->max_bits);
     free(d->gather);
     free(d->loss_slots);
+    const struct dt_step_graph keep = d->graph;
+    memset(d, 0, sizeof *d);
+    d->graph = keep;
+}
+
+void dt_step_free(struct dt_step *d)
+{
+    free_buffers(d);
+    dt_backend_graph_free(d->graph.be, d->graph.exec);
     memset(d, 0, sizeof *d);
 }
 
@@ -328,19 +339,24 @@ static void rank_finish(struct dt_step *d, const struct dt_policy *pol, float *l
     *loss = (float)(sum / (double)d->B);
 }
 
-/* Set up d for m under pol (again when the model, exchange or reduction changed). */
+/* Set up d for m under pol (again when the model, exchange or reduction changed; the graph
+ * state is the caller's, kept). */
 static void prepare(struct dt_step *d, struct dt_model *m, const struct dt_exchange *x,
                     int64_t shards, const struct dt_policy *pol)
 {
     if (d->m == m && d->x == x && d->exact == dt_reduction_exact(pol)) return;
-    if (d->m) dt_step_free(d);
+    const struct dt_step_graph keep = d->graph;
+    if (d->m) free_buffers(d);
     dt_step_init(d, m, shards, pol, x);
+    d->graph = keep;
 }
 
-enum dt_status dt_step_train(struct dt_step *d, struct dt_model *m, const struct dt_exchange *x,
-                             const struct dt_batch *batch, int64_t B, int64_t shards,
-                             const struct dt_sgd_options *opt, const struct dt_policy *pol,
-                             float *loss)
+/* The step up to its end: load -> forward -> loss -> backward, the combination, the
+ * data-free term, clipping, the update -- what a device queues (or a capture holds). */
+static enum dt_status step_body(struct dt_step *d, struct dt_model *m, const struct dt_exchange *x,
+                                const struct dt_batch *batch, int64_t B, int64_t shards,
+                                const struct dt_sgd_options *opt, const struct dt_policy *pol,
+                                float *loss)
 {
     const bool combine = dt_step_needs_combine(pol, x), exact = dt_reduction_exact(pol);
     DT_ASSERT(!combine || (shards >= ranks(x) && shards <= B));
@@ -364,13 +380,244 @@ enum dt_status dt_step_train(struct dt_step *d, struct dt_model *m, const struct
     if (st == DT_OK) st = dt_model_finish_gradients(m, pol);
     if (st == DT_OK) st = dt_model_clip(m, opt, pol);
     if (st == DT_OK) st = dt_model_update(m, opt, pol);
-    /* the step's end: the device's one wait, the deferred checks and values read; then the
-     * loss, from what was read (every rank reaches here, so its exchanges pair up) */
+    return st;
+}
+
+/* The step's end: the device's one wait, the deferred checks and values read; then the
+ * loss, from what was read (every rank reaches here, so its exchanges pair up). */
+static enum dt_status step_finish(struct dt_step *d, struct dt_model *m,
+                                  const struct dt_exchange *x, const struct dt_policy *pol,
+                                  enum dt_status st, float *loss)
+{
     st = dt_model_step_end(m, st);
     if (st != DT_OK) return st;
-    if (!combine) dt_model_finish_loss(m, 1, loss);
-    else if (exact) st = exact_finish(d, loss);
+    if (!dt_step_needs_combine(pol, x)) dt_model_finish_loss(m, 1, loss);
+    else if (dt_reduction_exact(pol)) st = exact_finish(d, loss);
     else rank_finish(d, pol, loss);
+    return st;
+}
+
+static enum dt_status eager_step(struct dt_step *d, struct dt_model *m, const struct dt_exchange *x,
+                                 const struct dt_batch *batch, int64_t B, int64_t shards,
+                                 const struct dt_sgd_options *opt, const struct dt_policy *pol,
+                                 float *loss)
+{
+    const enum dt_status st = step_body(d, m, x, batch, B, shards, opt, pol, loss);
+    return step_finish(d, m, x, pol, st, loss);
+}
+
+/* ---- the step as one graph (dt_step_use_graphs) ------------------------------------------ */
+
+void dt_step_use_graphs(struct dt_step *d, bool on)
+{
+    dt_backend_graph_free(d->graph.be, d->graph.exec);
+    memset(&d->graph, 0, sizeof d->graph);
+    d->graph.want = on;
+}
+
+void dt_step_graph_summary(const struct dt_step *d, char *buf, size_t size)
+{
+    const struct dt_step_graph *g = &d->graph;
+    char exec[200];
+    dt_backend_graph_describe(g->be, g->exec, exec, sizeof exec);
+    if (!g->want) snprintf(buf, size, "off");
+    else if (g->off) snprintf(buf, size, "off %s", g->why);
+    else if (!g->checked) snprintf(buf, size, "not checked yet%s%s", g->why[0] ? ": " : "", g->why);
+    else
+        snprintf(buf, size,
+                 "checked at step %" PRId64 " (%s); %" PRId64
+                 " steps launched as one graph, %" PRId64 " ran uncaptured%s%s%s; captures: %s",
+                 g->checked_at,
+                 g->checked_bits ? "bit for bit" : "within its tolerance: no bits promised",
+                 g->launched, g->uncaptured, g->why[0] ? " (last: " : "", g->why,
+                 g->why[0] ? ")" : "", exec);
+}
+
+/* Graphs off for the rest of the run, saying why once. */
+static void graphs_off(struct dt_step_graph *g, int64_t step, const char *why)
+{
+    g->off = true;
+    snprintf(g->why, sizeof g->why, "from step %" PRId64 ": %.280s", step, why);
+    fprintf(stderr, "detrain: CUDA graphs off %s\n", g->why);
+}
+
+/* Whether this step may be captured: a step of the same shape ran before it (its first-use
+ * allocations and algorithm choices made), one process, a resident batch. */
+static bool may_capture(struct dt_step *d, struct dt_model *m, const struct dt_exchange *x,
+                        const struct dt_batch *batch, int64_t B, int64_t shards,
+                        const struct dt_policy *pol)
+{
+    struct dt_step_graph *g = &d->graph;
+    if (!g->want || g->off) return false;
+    if (several(x)) {
+        graphs_off(g, m->step + 1, "more than one rank (the exchange waits inside the step)");
+        return false;
+    }
+    if (!batch->set) {
+        graphs_off(g, m->step + 1,
+                   "the batch comes from host rows (graphs need the resident training set)");
+        return false;
+    }
+    const bool warm = g->warm && g->key.m == m && g->key.pol == pol && g->key.set == batch->set &&
+                      g->key.x == x && g->key.B == B && g->key.shards == shards;
+    g->key.m = m, g->key.pol = pol, g->key.set = batch->set, g->key.x = x;
+    g->key.B = B, g->key.shards = shards;
+    g->warm = true;
+    return warm;
+}
+
+/* The step captured and launched as one graph (*launched), or -- when the capture broke
+ * (nothing of it ran) or could not begin -- run uncaptured from the same host state. */
+static enum dt_status captured_step(struct dt_step *d, struct dt_model *m,
+                                    const struct dt_exchange *x, const struct dt_batch *batch,
+                                    int64_t B, int64_t shards, const struct dt_sgd_options *opt,
+                                    const struct dt_policy *pol, float *loss, bool *launched)
+{
+    struct dt_step_graph *g = &d->graph;
+    const int64_t step0 = m->step;
+    struct dt_error err = {0};
+    *launched = false;
+    if (dt_backend_graph_begin(m->be, &err) != DT_OK) { /* not now (profiled, ...) */
+        g->uncaptured++;
+        snprintf(g->why, sizeof g->why, "step %" PRId64 ": %.280s", step0 + 1, err.msg);
+        return eager_step(d, m, x, batch, B, shards, opt, pol, loss);
+    }
+    const enum dt_status body = step_body(d, m, x, batch, B, shards, opt, pol, loss);
+    if (g->be != m->be) { /* another backend's graph is no use here */
+        dt_backend_graph_free(g->be, g->exec);
+        g->exec = NULL;
+        g->be = m->be;
+    }
+    const enum dt_status end = dt_backend_graph_end(m->be, &g->exec, body == DT_OK, &err);
+    if (body == DT_OK && end == DT_OK) {
+        *launched = true;
+        g->broken_in_a_row = 0;
+        return step_finish(d, m, x, pol, DT_OK, loss);
+    }
+    /* nothing ran: the step again, uncaptured, from the step count it began with (an op's
+     * own failure then speaks in its usual words; the capture's algorithm notes dropped) */
+    m->step = step0;
+    (void)dt_backend_take_algo_notes(m->be, NULL, 0);
+    if (body == DT_OK) {
+        g->uncaptured++;
+        snprintf(g->why, sizeof g->why, "step %" PRId64 ": %.280s", step0 + 1, err.msg);
+        if (++g->broken_in_a_row >= 2) graphs_off(g, step0 + 1, err.msg);
+    }
+    return eager_step(d, m, x, batch, B, shards, opt, pol, loss);
+}
+
+/* The self-check's comparison of the captured step's state g with the uncaptured one's e
+ * (both from state b): "" when they agree, else what differs. A policy that promises the
+ * same bits at every run must agree bit for bit (the first tensor that differs is named).
+ * One that does not (fast: float atomics, unordered sums, algorithms chosen by timing) gives
+ * other bits at every run with or without a graph, so its check asks the weights' change to
+ * agree within DT_GRAPH_FAST_TOLERANCE of the uncaptured change (both as Euclidean norms
+ * over every weight; float atomics alone stay orders of magnitude below it, though
+ * AdamW may flip the sign of an update whose gradient is near zero), the loss within 1e-4. */
+#define DT_GRAPH_FAST_TOLERANCE 0.05
+static void check_difference(const struct dt_model_state *b, const struct dt_model_state *g,
+                             const struct dt_model_state *e, float gl, float el,
+                             const struct dt_model *m, bool bits, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    double diff = 0.0, change = 0.0, worst = 0.0;
+    int at = -1;
+    for (int i = 0; i < m->n_params; i++) {
+        const size_t bytes = (size_t)m->params[i].n * sizeof(float);
+        if (bits) {
+            const char *what =
+                memcmp(g->w[i], e->w[i], bytes)   ? "weights"
+                : memcmp(g->v[i], e->v[i], bytes) ? "first moment or velocity"
+                : (!g->s[i] != !e->s[i]) || (g->s[i] && memcmp(g->s[i], e->s[i], bytes))
+                    ? "second moment"
+                    : NULL;
+            if (what) {
+                snprintf(buf, size, "%s (%s)", m->params[i].name, what);
+                return;
+            }
+            continue;
+        }
+        double d = 0.0;
+        for (int64_t k = 0; k < m->params[i].n; k++) {
+            const double x = (double)g->w[i][k] - (double)e->w[i][k];
+            const double c = (double)e->w[i][k] - (double)b->w[i][k];
+            d += x * x;
+            change += c * c;
+        }
+        diff += d;
+        if (d > worst) worst = d, at = i;
+    }
+    if (bits) {
+        if (memcmp(&gl, &el, sizeof gl) != 0) snprintf(buf, size, "the loss");
+        return;
+    }
+    if (sqrt(diff) > DT_GRAPH_FAST_TOLERANCE * sqrt(change))
+        snprintf(buf, size,
+                 "the weights' change beyond %g of the uncaptured change (%.3g of it, most in %s)",
+                 DT_GRAPH_FAST_TOLERANCE, change > 0 ? sqrt(diff / change) : INFINITY,
+                 m->params[at].name);
+    else if (!(fabs((double)gl - (double)el) <= 1e-4 * fabs((double)el)))
+        snprintf(buf, size, "the loss beyond 1e-4 (%.9g against %.9g)", (double)gl, (double)el);
+}
+
+/* The self-check: the state saved, the step launched as a graph, its result kept, the
+ * state loaded back and the step run uncaptured; graphs stay on only when the two agree
+ * bit for bit. The uncaptured result is the step's. */
+static enum dt_status checked_step(struct dt_step *d, struct dt_model *m,
+                                   const struct dt_exchange *x, const struct dt_batch *batch,
+                                   int64_t B, int64_t shards, const struct dt_sgd_options *opt,
+                                   const struct dt_policy *pol, float *loss)
+{
+    struct dt_step_graph *g = &d->graph;
+    struct dt_model_state before = {0}, graph = {0}, eager = {0};
+    dt_model_state_save(&before, m);
+    bool launched = false;
+    float graph_loss = NAN;
+    enum dt_status st = captured_step(d, m, x, batch, B, shards, opt, pol, &graph_loss, &launched);
+    if (launched && st == DT_OK) dt_model_state_save(&graph, m);
+    if (launched) { /* the step again, uncaptured, from the same state (its notes kept) */
+        dt_model_state_load(&before, m);
+        (void)dt_backend_take_algo_notes(m->be, NULL, 0);
+        st = eager_step(d, m, x, batch, B, shards, opt, pol, loss);
+    } else {
+        *loss = graph_loss;
+    }
+    if (launched && st == DT_OK) {
+        dt_model_state_save(&eager, m);
+        char diff[200];
+        if (graph.w)
+            check_difference(&before, &graph, &eager, graph_loss, *loss, m,
+                             dt_policy_same_bits_every_run(pol), diff, sizeof diff);
+        else snprintf(diff, sizeof diff, "the captured step failed, the uncaptured one did not");
+        if (diff[0]) {
+            char why[300];
+            snprintf(why, sizeof why,
+                     "the self-check's captured step differed from the uncaptured one in %s", diff);
+            graphs_off(g, m->step, why);
+        } else {
+            g->checked = true;
+            g->checked_bits = dt_policy_same_bits_every_run(pol);
+            g->checked_at = m->step;
+            g->why[0] = '\0';
+        }
+    }
+    dt_model_state_free(&before);
+    dt_model_state_free(&graph);
+    dt_model_state_free(&eager);
+    return st;
+}
+
+enum dt_status dt_step_train(struct dt_step *d, struct dt_model *m, const struct dt_exchange *x,
+                             const struct dt_batch *batch, int64_t B, int64_t shards,
+                             const struct dt_sgd_options *opt, const struct dt_policy *pol,
+                             float *loss)
+{
+    if (!may_capture(d, m, x, batch, B, shards, pol))
+        return eager_step(d, m, x, batch, B, shards, opt, pol, loss);
+    if (!d->graph.checked) return checked_step(d, m, x, batch, B, shards, opt, pol, loss);
+    bool launched = false;
+    const enum dt_status st = captured_step(d, m, x, batch, B, shards, opt, pol, loss, &launched);
+    if (launched) d->graph.launched++;
     return st;
 }
 

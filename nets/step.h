@@ -66,6 +66,25 @@ struct dt_exchange {
 int64_t dt_shard_row(int64_t B, int64_t S, int64_t s);
 int64_t dt_rank_shard(int64_t S, int N, int r);
 
+/* The step as one graph (dt_step_use_graphs; nets/backend.h, dt_backend_graph_begin):
+ * where it stands. */
+struct dt_step_graph {
+    bool want;         /* asked for (backend.graphs) */
+    bool off;          /* given up for the rest of the run: why says why */
+    bool checked;      /* the self-check passed: steps are launched as graphs */
+    bool checked_bits; /* ... bit for bit (else within fast's tolerance: nets/step.c) */
+    bool warm;         /* the last step had this shape (key): its first-use work is done */
+    struct {
+        const void *m, *pol, *set, *x;
+        int64_t B, shards;
+    } key;
+    int broken_in_a_row;
+    int64_t launched, uncaptured, checked_at;
+    struct dt_backend *be; /* whose executable graph `exec` is (dt_backend_graph_end) */
+    void *exec;
+    char why[320]; /* off: why; else the last step run uncaptured's reason */
+};
+
 /* The buffers of one model's steps under one kind of reduction (exact or not). */
 struct dt_step {
     struct dt_model *m;
@@ -82,6 +101,7 @@ struct dt_step {
     int64_t *acc_dev, *acc;      /* exact with several ranks: the int64 sums (backend, host) */
     float *loss_slots;           /* per shard (exact) or per rank */
     int64_t B, S;                /* the step's global batch and shards (the combination's) */
+    struct dt_step_graph graph;  /* kept by dt_step_train across set-ups; dt_step_use_graphs */
 };
 
 /* Whether a step under pol goes through the shard/rank combination: there are several
@@ -91,6 +111,7 @@ bool dt_step_needs_combine(const struct dt_policy *pol, const struct dt_exchange
  * the most shards this rank holds). x may be NULL (one process). */
 void dt_step_init(struct dt_step *d, struct dt_model *m, int64_t shards,
                   const struct dt_policy *pol, const struct dt_exchange *x);
+/* Everything of d freed, its graph included (before its model's backend is destroyed). */
 void dt_step_free(struct dt_step *d);
 
 /* The step every caller takes, on the global batch (B rows: host rows or resident indices,
@@ -109,6 +130,22 @@ enum dt_status dt_step_train(struct dt_step *d, struct dt_model *m, const struct
                              const struct dt_batch *batch, int64_t B, int64_t shards,
                              const struct dt_sgd_options *opt, const struct dt_policy *pol,
                              float *loss);
+
+/* From the next dt_step_train on d, capture each step and launch it as one graph (on a
+ * backend that has graphs: CUDA). One process, a batch from a resident set, and a step
+ * whose host code does not wait inside (checks deferred, no forced order, no observer): a
+ * step that breaks the capture runs uncaptured (two in a row: graphs off for the run, with
+ * the reason on stderr). The first captured step is checked: the model's state saved, the
+ * step launched as a graph, its weights, optimiser moments and loss kept, the state loaded
+ * back and the step run uncaptured -- the uncaptured result is the one kept, and unless the
+ * two agree graphs are off for the run (stderr says what differed): bit for bit under a
+ * policy that promises the same bits at every run (dt_policy_same_bits_every_run), else
+ * within a tolerance (fast gives other bits at every run, graph or not). Call on a zeroed d
+ * or after dt_step_init. */
+void dt_step_use_graphs(struct dt_step *d, bool on);
+/* One line on d's graphs: "off", "checked at step 2; 28 steps launched as one graph, 1 ran
+ * uncaptured (a host wait at ...)" or "off from step 5: <why>". */
+void dt_step_graph_summary(const struct dt_step *d, char *buf, size_t size);
 
 /* dt_step_train in one process on a host batch x (B, in_dim), y (B), one shard, its own
  * step buffers: for tests and tools that train a model directly. On failure, m->err says

@@ -79,7 +79,8 @@ stages (run in this order whatever the order given; `info` always first; caps in
                 distinct digests recorded
   bench     40  detrain bench on cuda, short: every level, portable+math=exact, fast+math=tf32
                 and run_to_run as before issue 67 against fast per model, hashing share, host
-                waits per step, which form the exact products took
+                waits per step, which form the exact products took; then fast, run_to_run and
+                portable again with backend.graphs=true (each step one CUDA graph)
   torch     90  scripts/bench_torch.py: PyTorch FP32 (the MLP's default, LeNet's fp32 mode), tf32
                 and deterministic, MLP and LeNet
   gpt       95  the tiny GPT (issue 40), after the other models: its gpu tests (ctest -L gpt);
@@ -740,6 +741,28 @@ stage_bench() {
     note "$m ${base:-?}/step $(awk -F, '$3 == "step" { printf "%s%s %.2fx", s, $2, $6; s = ", " }' "$csv" 2>/dev/null)" \
          "hash $(grep -m1 'hashing share' "$txt" 2>/dev/null | awk '{ print $3 }')" \
          "waits/step $(grep -m1 'host waits per step' "$txt" 2>/dev/null | awk '{ print $5 }')"
+  done
+  bench_graphs
+}
+
+# The same bench with every step captured and launched as one CUDA graph (backend.graphs,
+# issue 67 item 5): fast is its baseline as above, so the ratios compare levels under graphs;
+# the step medians beside the uncaptured bench's say what graphs buy. Each bench's "CUDA
+# graphs" lines say whether the self-check passed and what broke a capture, if anything did.
+bench_graphs() {
+  local d=$results/bench m csv txt cmd
+  local levels='policies=[fast, run_to_run, portable]'
+  for m in "${models[@]}"; do
+    [ "$m" != bnn ] || continue
+    csv=$d/detrain-cuda-$m-graphs.csv txt=$d/detrain-cuda-$m-graphs.txt
+    cmd=("$detrain" bench "${config_of[$m]}" --steps 30 --warmup 5 --set backend.device=cuda
+         --set backend.graphs=true --set "$levels" "${fmnist_cut_sets[@]}" --csv "$csv")
+    sh_c "$(quote_args "${cmd[@]}") >$(quote_args "$txt")" || failure "bench $m graphs: $(last_error)"
+    [ $dry -eq 0 ] || check_config_of "${cmd[@]}"
+    [ $dry -eq 0 ] || continue
+    [ -s "$csv" ] || continue
+    note "$m graphs $(grep -m1 'step (update) median' "$txt" 2>/dev/null | awk '{ print $4 " ms" }')/step $(awk -F, '$3 == "step" { printf "%s%s %.2fx", s, $2, $6; s = ", " }' "$csv" 2>/dev/null)" \
+         "$(grep -m1 'CUDA graphs  ' "$txt" 2>/dev/null | sed 's/^ *CUDA graphs *//' | cut -c1-160)"
   done
 }
 

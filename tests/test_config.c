@@ -336,6 +336,17 @@ DT_TEST(policy_errors)
     const char *tf32_cpu[] = {"policies=[fast, {base: fast, math: tf32}]"};
     expect_set_error(tf32_cpu, 1, 1, 10,
                      "key 'policies': policy 'fast+math=tf32' sets math: tf32, a GPU mode");
+    /* backend.graphs: a CUDA mode, refused on the CPU where it was set; off by default */
+    const char *graphs_cpu[] = {"backend.graphs=true"};
+    expect_set_error(graphs_cpu, 1, 1, 16,
+                     "key 'backend.graphs': CUDA graphs need backend.device: cuda");
+    const char *graphs_cuda[] = {"backend.graphs=true", "backend.device=cuda"};
+    struct dt_experiment ge;
+    struct dt_error gerr;
+    CHECK_INT_EQ(load(&ge, CFG("minimal.yaml"), graphs_cuda, 2, &gerr), DT_OK);
+    CHECK(ge.backend.graphs);
+    CHECK_INT_EQ(load(&ge, CFG("minimal.yaml"), NULL, 0, &gerr), DT_OK);
+    CHECK(!ge.backend.graphs);
     struct dt_experiment e; /* a step modelled on a GPU (detrain cost) may ask for it */
     struct dt_error err;
     CHECK_INT_EQ(dt_config_load_modelled(&e, CFG("minimal.yaml"), tf32_cpu, 1, &err), DT_OK);
@@ -638,7 +649,8 @@ DT_TEST(write_json)
     CHECK_CONTAINS(text, "\"seed\":18446744073709551615,\"eval_every\":100,"
                          "\"checkpoint_every\":0,\"check_finite\":true,"
                          "\"checkpoint_at_divergence\":false}");
-    CHECK_CONTAINS(text, "\"backend\":{\"device\":\"cuda\",\"threads\":8,\"gpu\":0}");
+    CHECK_CONTAINS(text,
+                   "\"backend\":{\"device\":\"cuda\",\"threads\":8,\"gpu\":0,\"graphs\":false}");
     /* every control of every policy, in table order */
     CHECK_CONTAINS(text, "\"policies\":[{\"name\":\"fast\",\"base\":\"fast\",\"reduction\":"
                          "\"unordered\",\"atomics\":\"float\",\"rng\":\"stored\",\"conv_algo\":"
@@ -716,6 +728,7 @@ DT_TEST(write_reference)
                                             "backend.device",
                                             "backend.threads",
                                             "backend.gpu",
+                                            "backend.graphs",
                                             "policies",
                                             "replicas",
                                             "vary",

@@ -213,7 +213,8 @@ static enum dt_status recorded_length(int64_t *steps, int *replicas,
 static bool set_is_placement(const char *set)
 {
     static const char *const keys[] = {"backend.device", "backend.threads", "backend.gpu",
-                                       "dataset.path",   "hash.async",      "report."};
+                                       "backend.graphs", "dataset.path",    "hash.async",
+                                       "report."};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const size_t n = strlen(keys[i]);
         if (strncmp(set, keys[i], n) == 0 && (keys[i][n - 1] == '.' || set[n] == '=')) return true;
@@ -255,7 +256,7 @@ static enum dt_status check_user_sets(const char *config, const char *const *bas
                               "result recorded: %.600s; a rerun of another experiment says "
                               "nothing about this one. reproduce takes --set only for where "
                               "the rerun runs (backend.device, backend.threads, backend.gpu, "
-                              "dataset.path, hash.async)",
+                              "backend.graphs, dataset.path, hash.async)",
                               opt->sets[i], diff);
     }
     free(ta);
@@ -416,9 +417,10 @@ static enum dt_status reproduce_one(struct reproduce_ctx *x, const char *dir, co
     const struct dt_reproduce_options *opt = x->opt;
     char config[4200];
     snprintf(config, sizeof config, "%s/config.json", dir);
-    const char **sets = dt_xcalloc((size_t)opt->n_sets + 4, sizeof *sets);
+    const char **sets = dt_xcalloc((size_t)opt->n_sets + 5, sizeof *sets);
     int n_sets = 0;
     sets[n_sets++] = "backend.device=cpu";
+    sets[n_sets++] = "backend.graphs=false"; /* how a GPU step was launched: same trace */
     sets[n_sets++] = "report.snapshots=0";
     sets[n_sets++] = "report.overhead_samples=0";
     sets[n_sets++] = "report.explain=false";

@@ -73,8 +73,8 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
             const struct dt_batch batch = dt_batch_stream_at(&bs->batches, bs->s++);
             const int64_t w0 = dt_backend_host_waits(m->be);
             const struct dt_launch_counts c0 = dt_backend_launch_counts(m->be);
-            st = timed_step(&bs->step, dt_dist_exchange(bs->dist), m, &batch, B, exp->train.shards,
-                            &sgd, k == 0 ? base : pol, &t, ops);
+            st = timed_step(&bs->step[k], dt_dist_exchange(bs->dist), m, &batch, B,
+                            exp->train.shards, &sgd, k == 0 ? base : pol, &t, ops);
             if (i < warmup) continue;
             bs->waits[k] += dt_backend_host_waits(m->be) - w0;
             const struct dt_launch_counts c1 = dt_backend_launch_counts(m->be);
@@ -236,6 +236,12 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
         if (waits_base + waits_pol > 0) /* a device backend: each level's waits, not one's */
             printf("  host waits per step: %s %.2f, %s %.2f (the step's end included)\n", base_name,
                    (double)waits_base / (double)n, pol->name, (double)waits_pol / (double)n);
+        if (exp->backend.graphs) { /* backend.graphs: what became of each step's captures */
+            char a[700], b[700];
+            dt_step_graph_summary(&bs->step[0], a, sizeof a);
+            dt_step_graph_summary(&bs->step[1], b, sizeof b);
+            printf("  CUDA graphs: %s %s; %s %s\n", base_name, a, pol->name, b);
+        }
         if (xp_int8 + xp_simple > 0) /* math: exact on a device: which form ran */
             printf("  exact products per step (%s): %.1f int8 (cuBLAS tensor-core GEMMs), %.1f "
                    "simple (cuBLAS refused int8, or DETRAIN_CUDA_XP=simple)\n",
@@ -269,7 +275,7 @@ struct bench_times {
 
 static void print_bench(const struct dt_experiment *exp, const struct dt_bench_options *opt,
                         struct dt_model *m, const struct dt_policy *pol,
-                        const struct bench_times *t)
+                        const struct bench_times *t, const struct dt_step *step)
 {
     struct dt_backend *be = m->be;
     const int64_t B = exp->train.batch, params = t->params, waits = t->waits;
@@ -296,6 +302,11 @@ static void print_bench(const struct dt_experiment *exp, const struct dt_bench_o
     printf("  pipelined hash median %.3f ms on the training thread, step %.3f ms -> "
            "%.2f%% of step time (hash.async: on)\n",
            phm, psm, 100.0 * phm / (psm + phm));
+    if (exp->backend.graphs) {
+        char g[700];
+        dt_step_graph_summary(step, g, sizeof g);
+        printf("  CUDA graphs           %s\n", g);
+    }
 }
 
 enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_bench_options *opt,
@@ -331,6 +342,8 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
     const struct dt_sgd_options sgd = dt_experiment_sgd_options(exp);
     struct dt_step step; /* reduction: exact's shards (nets/step.h) */
     memset(&step, 0, sizeof step);
+    dt_step_use_graphs(&step, exp->backend.graphs);
+    for (int k = 0; k < 2; k++) dt_step_use_graphs(&bs.step[k], exp->backend.graphs);
     const struct dt_exchange *x = dt_dist_exchange(opt->dist);
     bs.dist = opt->dist;
     bs.slow_base_op = opt->hooks ? opt->hooks->slow_base_op : -1;
@@ -388,12 +401,13 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
                                       .phash_ms = phash_ms,
                                       .waits = waits,
                                       .params = params};
-        print_bench(exp, opt, m, pol, &t);
+        print_bench(exp, opt, m, pol, &t, &step);
     }
     if (st == DT_OK) st = bench_overhead(exp, opt, be, m, &bs, err);
     if (st != DT_OK && m->err.status != DT_OK && err && err->status == DT_OK)
         *err = m->err; /* a step's own fault: the model says where */
-    dt_step_free(&bs.step);
+    dt_step_free(&bs.step[0]);
+    dt_step_free(&bs.step[1]);
     dt_step_free(&step);
     dt_batch_stream_free(&bs.batches);
     free(staging);

@@ -39,7 +39,8 @@ struct dt_bench_options {
 struct dt_bench_stream {
     struct dt_batch_stream batches;
     int64_t s;
-    struct dt_step step;        /* the combined step's buffers (dt_step_free after) */
+    struct dt_step step[2];     /* the base's and the policy's steps, each with its own graph
+                                   (dt_step_free both after) */
     const struct dt_dist *dist; /* the ranks stepping together; NULL: one process */
     int slow_base_op;           /* test hook: this op slowed in base's steps; -1 none */
     double slow_base_seconds;

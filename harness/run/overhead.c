@@ -61,6 +61,7 @@ enum dt_status dt_overhead_measure(const struct dt_experiment *exp, const char *
     memset(&bs, 0, sizeof bs);
     bs.dist = dist;
     bs.slow_base_op = -1;
+    for (int k = 0; k < 2; k++) dt_step_use_graphs(&bs.step[k], exp->backend.graphs);
     dt_batch_stream_init(&bs.batches, train, train_set, B, exp->train.seed, 0);
     if (st == DT_OK) dt_model_init(m, exp->train.seed, 0);
     for (int p = 0; p < exp->n_policies && st == DT_OK && !dt_stop_requested; p++) {
@@ -80,7 +81,8 @@ enum dt_status dt_overhead_measure(const struct dt_experiment *exp, const char *
     dt_batch_stream_free(&bs.batches);
     free(ta);
     free(tb);
-    dt_step_free(&bs.step);
+    dt_step_free(&bs.step[0]);
+    dt_step_free(&bs.step[1]);
     dt_model_destroy(m);
     return st;
 }

@@ -84,6 +84,7 @@ static enum dt_status replica_begin(struct replica *rep, struct run_ctx *c, int 
     rep->step_ms = dt_xcalloc((size_t)steps, sizeof(double));
     rep->hash_ms = dt_xcalloc((size_t)steps + 1, sizeof(double));
     rep->sgd = dt_experiment_sgd_options(exp);
+    dt_step_use_graphs(&rep->dstep, exp->backend.graphs);
     dt_algolog_init(&rep->algos);
     rep->notes = dt_xcalloc(DT_ALGOLOG_MAX_CALLS, sizeof *rep->notes);
     dt_backend_reset_algo_choices(c->be);
@@ -284,6 +285,11 @@ static enum dt_status replica_end(struct run_ctx *c, struct replica *rep, enum d
     if (st != DT_OK) {
         res->state = DT_REPLICA_FAILED;
         snprintf(res->reason, sizeof res->reason, "%s", err ? err->msg : dt_status_str(st));
+    }
+    if (exp->backend.graphs && rep->writer) { /* what became of the captures */
+        char g[700];
+        dt_step_graph_summary(&rep->dstep, g, sizeof g);
+        fprintf(stderr, "detrain: %s: CUDA graphs %s\n", res->dir, g);
     }
     res->step_ms_median = dt_median(rep->step_ms + rep->k, res->steps_done - rep->k);
     res->hash_ms_median = dt_median(rep->hash_ms, rep->n_hash);

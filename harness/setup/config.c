@@ -258,6 +258,11 @@ static const struct key_row keys[] = {
      .hi = 256, .doc = "CPU worker threads; 0 = number of online CPUs (capped at 64)"},
     {.path = "backend.gpu", .type = KEY_INT, FIELD_(backend.gpu), .def = "0", .lo = 0,
      .hi = 63, .doc = "cuda: the GPU to train on (CUDA device ordinal)"},
+    {.path = "backend.graphs", .type = KEY_BOOL, FIELD_(backend.graphs), .def = "false",
+     .doc = "cuda: capture each training step and launch it as one CUDA graph (the first "
+            "captured step checked bit for bit against an uncaptured one; a step that cannot "
+            "be captured runs uncaptured; the trace is the same either way). Needs the "
+            "resident training set and one process"},
     {.path = "policies", .type = KEY_POLICY_LIST, FIELD_(policies), COUNT_(n_policies),
      .def = "[portable]", .min_items = 1, .max_items = DT_MAX_POLICIES,
      .doc = "Determinism policies to train under, one full run each. A mapping starts from "
@@ -1751,10 +1756,16 @@ static enum dt_status load_layers(struct loader *ld, const char *path, const cha
 }
 
 /* Every check of a complete experiment. */
-/* math: tf32 is a GPU mode: a CPU run that asks for it is refused, naming the policy. */
+/* math: tf32 and backend.graphs are GPU modes: a CPU run that asks for one is refused. */
 static enum dt_status check_policies_device(const struct loader *ld)
 {
     if (ld->out->backend.device != DT_DEVICE_CPU || ld->modelled) return DT_OK;
+    const int gr = (int)(find_key("backend.graphs") - keys);
+    if (ld->out->backend.graphs)
+        return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->seen_at[gr].file, ld->seen_at[gr].line,
+                               ld->seen_at[gr].column,
+                               "key 'backend.graphs': CUDA graphs need backend.device: cuda (the "
+                               "CPU's ops run as they are called: there is nothing to capture)");
     const int r = (int)(find_key("policies") - keys);
     for (int q = 0; q < ld->out->n_policies; q++)
         if (dt_math_tf32(&ld->out->policies[q]))

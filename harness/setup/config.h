@@ -93,6 +93,7 @@ struct dt_experiment {
         enum dt_device device; /* default cpu */
         int threads;           /* default 0 = number of online CPUs (capped at 64) */
         int gpu;               /* cuda: device ordinal, default 0 */
+        bool graphs;           /* cuda: each step launched as one graph (nets/step.h) */
     } backend;
     int n_policies; /* default 1: [portable] */
     struct dt_policy policies[DT_MAX_POLICIES];

@@ -121,6 +121,19 @@ static void cuda_destroy(struct dt_backend *be)
 static void *cuda_alloc(struct dt_backend *be, size_t bytes)
 {
     void *p = NULL;
+    if (dt_cuda_capture_breaks(be, "an allocation inside the step")) {
+        /* a real buffer the model keeps: the capture is not launched and the step reruns
+         * uncaptured, so it is made and zeroed now, outside the capture (relaxed mode
+         * allows the calls; the copy stream is not capturing) */
+        struct dt_cuda_ctx *c = dt_cuda(be);
+        enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+        DT_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+        DT_CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+        DT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)c->copy_stream));
+        DT_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)c->copy_stream));
+        DT_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+        return p;
+    }
     DT_CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
     DT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)dt_cuda(be)->stream));
     return p;
@@ -128,6 +141,7 @@ static void *cuda_alloc(struct dt_backend *be, size_t bytes)
 
 static void cuda_free(struct dt_backend *be, void *p)
 {
+    if (dt_cuda_capture_breaks(be, "a buffer freed inside the step")) return; /* kept */
     dt_cuda_sync(be);
     DT_CUDA_CHECK(cudaFree(p));
 }
@@ -135,6 +149,7 @@ static void cuda_free(struct dt_backend *be, void *p)
 static void cuda_upload(struct dt_backend *be, void *dst, const void *src, size_t bytes)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
+    if (dt_cuda_capture_breaks(be, "an upload from host memory inside the step")) return;
     DT_CUDA_CHECK(
         cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)c->stream));
     dt_cuda_sync(be);
@@ -143,6 +158,7 @@ static void cuda_upload(struct dt_backend *be, void *dst, const void *src, size_
 static void cuda_download(struct dt_backend *be, void *dst, const void *src, size_t bytes)
 {
     struct dt_cuda_ctx *c = dt_cuda(be);
+    if (dt_cuda_capture_breaks(be, "a download inside the step")) return; /* dst as it was */
     if (dt_cuda_recording(be)) { /* the copy's wait; no bytes (dst is left as it is) */
         dt_cuda_sync(be);
         return;
@@ -468,7 +484,8 @@ static void cuda_gather(struct dt_backend *be, float *x, int32_t *labels,
     cudaStream_t s = (cudaStream_t)c->stream;
     struct dt_resident *r = (struct dt_resident *)set; /* its index buffers change */
     for (int64_t b = 0; b < B; b++) DT_ASSERT(idx[b] >= 0 && idx[b] < r->n);
-    if (B > r->cap) { /* first use, or a larger batch: regrow (queued copies done first) */
+    if (B > r->cap && !c->capturing) { /* first use, or a larger batch: regrow (queued
+                                            copies done first) */
         dt_cuda_sync(be);
         cudaFree(r->idx_dev);
         DT_CUDA_CHECK(cudaMalloc((void **)&r->idx_dev, (size_t)B * sizeof(int64_t)));
@@ -477,6 +494,21 @@ static void cuda_gather(struct dt_backend *be, float *x, int32_t *labels,
             DT_CUDA_CHECK(cudaMallocHost((void **)&r->idx_host[i], (size_t)B * sizeof(int64_t)));
         }
         r->cap = B;
+    }
+    if (c->capturing) { /* a buffer per gather of the step, no event: the step's end waits */
+        if (B > r->cap || c->capture_gathers >= GATHER_RING) {
+            dt_cuda_capture_breaks(be, "%s",
+                                   B > r->cap ? "a larger batch inside the step"
+                                              : "more than two gathers in the step");
+            return;
+        }
+        int64_t *h = r->idx_host[c->capture_gathers++];
+        memcpy(h, idx, (size_t)B * sizeof(int64_t));
+        DT_CUDA_CHECK(
+            cudaMemcpyAsync(r->idx_dev, h, (size_t)B * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+        DT_CUDA_CHECK(dt_cuda_gather_launch(x, labels, r->pixels, r->values, r->labels, r->idx_dev,
+                                            B, r->dim, r->stride, &c->launch));
+        return;
     }
     const int k = (int)(r->turn++ % GATHER_RING);
     if (r->turn > GATHER_RING) { /* that buffer's last copy must have read it */
@@ -596,4 +628,8 @@ const struct dt_backend_ops dt_backend_cuda_ops = {
     .read_deferred = dt_cuda_read_deferred,
     .op_mark = cuda_op_mark,
     .op_times = cuda_op_times,
+    .graph_begin = dt_cuda_graph_begin,
+    .graph_end = dt_cuda_graph_end,
+    .graph_describe = dt_cuda_graph_describe,
+    .graph_free = dt_cuda_graph_free,
 };

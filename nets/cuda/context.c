@@ -4,6 +4,7 @@
  * which own nothing of this. */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,9 +13,54 @@
 #include "nets/cuda/cuda.h"
 #include "nets/cuda/work.h" /* a recording backend: dt_cuda_recording, dt_cuda_note */
 
+/* The backend whose step this thread captures (dt_cuda_capture_mark), or NULL. */
+static _Thread_local struct dt_backend *capturing_be;
+
+bool dt_cuda_capture_breaks(struct dt_backend *be, const char *fmt, ...)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    if (!c->capturing) return false;
+    if (!c->capture_broken[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->capture_broken, sizeof c->capture_broken, fmt, ap);
+        va_end(ap);
+    }
+    return true;
+}
+
+void dt_cuda_capture_mark(struct dt_backend *be, bool on)
+{
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    c->capturing = on;
+    capturing_be = on ? be : NULL;
+    if (on) {
+        c->capture_broken[0] = '\0';
+        c->capture_gathers = 0;
+        return;
+    }
+    for (int i = 0; i < DT_CUDA_SCRATCH_SLOTS; i++) { /* host scratch grown meanwhile */
+        free(c->capture_spill[i]);
+        c->capture_spill[i] = NULL;
+    }
+}
+
+/* A site and a file name's tail: "nets/cuda/dense.cu:12" rather than the full path. */
+static const char *tail(const char *file)
+{
+    const char *s = strstr(file, "nets/");
+    return s ? s : file;
+}
+
 void dt_cuda_check(int e, const char *call, const char *file, int line)
 {
     if (e == (int)cudaSuccess) return;
+    if (capturing_be) { /* a capture's failure: the capture is not launched, the step reruns */
+        (void)cudaGetLastError();
+        dt_cuda_capture_breaks(capturing_be, "%s:%d: %s: %s", tail(file), line, call,
+                               cudaGetErrorString((cudaError_t)e));
+        return;
+    }
     fprintf(stderr, "detrain: %s:%d: %s: %s\n", file, line, call,
             cudaGetErrorString((cudaError_t)e));
     abort();
@@ -23,6 +69,11 @@ void dt_cuda_check(int e, const char *call, const char *file, int line)
 void dt_cublas_check(int st, const char *call, const char *file, int line)
 {
     if (st == (int)CUBLAS_STATUS_SUCCESS) return;
+    if (capturing_be) {
+        dt_cuda_capture_breaks(capturing_be, "%s:%d: %s: cuBLAS status %d", tail(file), line, call,
+                               st);
+        return;
+    }
     fprintf(stderr, "detrain: %s:%d: %s: cuBLAS status %d\n", file, line, call, st);
     abort();
 }
@@ -42,6 +93,7 @@ void dt_cuda_count_wait(struct dt_backend *be, const char *site)
 
 void dt_cuda_sync_at(struct dt_backend *be, const char *site)
 {
+    if (dt_cuda_capture_breaks(be, "a host wait at %s", tail(site))) return;
     dt_cuda_count_wait(be, site); /* every training-thread wait goes through here */
     if (dt_cuda_recording(be)) {  /* where the real backend waits: counted in the record */
         dt_cuda_note_wait(be);
@@ -80,6 +132,10 @@ void *dt_cuda_scratch(struct dt_backend *be, int slot, size_t bytes)
     /* recording: no device memory; an address no host code reads (kernels are not run) */
     if (dt_cuda_recording(be)) return (void *)(uintptr_t)(((uintptr_t)slot + 1) << 32);
     if (bytes <= c->scratch_bytes[slot] && c->scratch[slot]) return c->scratch[slot];
+    /* capturing: nothing runs, so an address no kernel will read serves (the step reruns) */
+    if (dt_cuda_capture_breaks(be, "device scratch slot %d grew inside the step", slot))
+        return c->scratch[slot] ? c->scratch[slot]
+                                : (void *)(uintptr_t)(((uintptr_t)slot + 1) << 32);
     if (c->scratch[slot]) { /* queued work may still read the old buffer: wait, then free */
         dt_cuda_sync(be);
         DT_CUDA_CHECK(cudaFree(c->scratch[slot]));
@@ -96,6 +152,12 @@ void *dt_cuda_host_scratch(struct dt_backend *be, int slot, size_t bytes)
     struct dt_cuda_ctx *c = dt_cuda(be);
     DT_ASSERT(slot >= 0 && slot < DT_CUDA_SCRATCH_SLOTS);
     if (bytes <= c->host_scratch_bytes[slot] && c->host_scratch[slot]) return c->host_scratch[slot];
+    /* capturing: the host code may write it, so plain memory, freed as the capture ends */
+    if (dt_cuda_capture_breaks(be, "pinned scratch slot %d grew inside the step", slot)) {
+        free(c->capture_spill[slot]);
+        c->capture_spill[slot] = dt_xcalloc(1, bytes);
+        return c->capture_spill[slot];
+    }
     if (dt_cuda_recording(be)) { /* host memory the host code may write: plain, not pinned */
         free(c->host_scratch[slot]);
         c->host_scratch[slot] = dt_xcalloc(1, bytes);

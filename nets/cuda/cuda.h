@@ -100,6 +100,15 @@ struct dt_cuda_ctx {
     int sm_count;
     char name[300];
     const char *wait_site[DT_CUDA_WAIT_SITES]; /* wait k's call site at k % DT_CUDA_WAIT_SITES */
+    /* the step captured as one graph (graph.c; nets/backend.h, "the step as one graph"):
+     * while `capturing`, nothing waits, grows or fails the process -- the first thing that
+     * would is written to capture_broken and the capture is not launched */
+    bool capturing;
+    struct dt_launch_counts capture_counts0; /* the counts and waits as the capture began */
+    int64_t capture_waits0;
+    char capture_broken[256]; /* "" = the capture may be launched */
+    int capture_gathers;      /* gathers in this capture (each its own index buffer) */
+    void *capture_spill[DT_CUDA_SCRATCH_SLOTS]; /* host scratch grown while capturing */
 };
 
 static inline struct dt_cuda_ctx *dt_cuda(struct dt_backend *be)
@@ -137,6 +146,16 @@ void *dt_cuda_host_scratch(struct dt_backend *be, int slot, size_t bytes);
 #define DT_CUDA_SITE(f, l) DT_CUDA_SITE_(f, l)
 #define dt_cuda_sync(be) dt_cuda_sync_at((be), DT_CUDA_SITE(__FILE__, __LINE__))
 void dt_cuda_sync_at(struct dt_backend *be, const char *site);
+/* While a step is captured (be's `capturing`): true, and the capture marked broken with the
+ * reason (printf-style; the first reason kept) -- the caller then does not wait, grow or
+ * copy from pageable memory (nothing runs: the capture is not launched, and the step runs
+ * uncaptured). False when be is not capturing. */
+bool dt_cuda_capture_breaks(struct dt_backend *be, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Capture begun or ended on be's stream by this thread (graph.c): while on, a failed CUDA
+ * or cuBLAS call checked by DT_CUDA_CHECK / DT_CUBLAS_CHECK on this thread breaks the capture
+ * instead of aborting. Ending it frees what grew meanwhile. */
+void dt_cuda_capture_mark(struct dt_backend *be, bool on);
 /* A wait made another way (an event's): counted and its site kept, as dt_cuda_sync's. */
 void dt_cuda_count_wait(struct dt_backend *be, const char *site);
 /* The sites of waits number first .. dt_backend_host_waits - 1 (those still in the ring),
@@ -184,6 +203,8 @@ enum dt_status dt_cuda_check_now(struct dt_backend *be, const struct dt_cuda_fix
 void dt_cuda_defer_checks(struct dt_backend *be, bool on);
 /* A recording backend's step records emptied (no copy: it has none). */
 void dt_cuda_recorder_reset(struct dt_backend *be);
+/* The step's records and reads forgotten (a capture discarded: none of them was copied). */
+void dt_cuda_status_forget(struct dt_backend *be);
 /* Values read with the step's end (dt_backend_read_deferred): an asynchronous copy into the
  * read's pinned buffer now, into host_dst after the step's one wait. */
 void dt_cuda_read_deferred(struct dt_backend *be, void *host_dst, const void *src, size_t bytes);
@@ -287,6 +308,13 @@ bool dt_cudnn_test_refuse_exec(struct dt_backend *be, int n);
 int dt_cuda_gather_launch(float *x, int32_t *labels, const uint8_t *pixels, const float *values,
                           const uint8_t *set_labels, const int64_t *idx, int64_t B, int64_t dim,
                           int64_t stride, const struct dt_cuda_launch *L);
+
+/* nets/cuda/graph.c: the step captured and launched as one graph (nets/backend.h) */
+enum dt_status dt_cuda_graph_begin(struct dt_backend *be, struct dt_error *err);
+enum dt_status dt_cuda_graph_end(struct dt_backend *be, void **graph, bool launch,
+                                 struct dt_error *err);
+void dt_cuda_graph_describe(struct dt_backend *be, const void *graph, char *buf, size_t size);
+void dt_cuda_graph_free(struct dt_backend *be, void *graph);
 
 #ifdef __cplusplus
 }

@@ -104,8 +104,13 @@ void dt_cuda_defer_checks(struct dt_backend *be, bool on)
 
 void dt_cuda_recorder_reset(struct dt_backend *be)
 {
-    struct dt_cuda_status *st = status_of(be);
     DT_ASSERT(dt_cuda(be)->recorder);
+    dt_cuda_status_forget(be);
+}
+
+void dt_cuda_status_forget(struct dt_backend *be)
+{
+    struct dt_cuda_status *st = status_of(be);
     st->used = 0;
     st->reads = 0;
 }
@@ -153,6 +158,10 @@ static struct deferred_read *next_read(struct dt_backend *be, size_t bytes)
     struct deferred_read *r = &st->read[st->reads];
     if (dt_cuda_recording(be)) return r; /* no buffer: nothing is copied */
     if (r->cap < bytes) {
+        /* capturing: no pinned buffer is freed or made (the caller downloads, which breaks
+         * the capture: the step reruns uncaptured and grows it then) */
+        if (dt_cuda_capture_breaks(be, "a deferred read's buffer grew inside the step"))
+            return NULL;
         if (r->pinned) DT_CUDA_CHECK(cudaFreeHost(r->pinned));
         r->cap = bytes + bytes / 2 + 64;
         DT_CUDA_CHECK(cudaMallocHost(&r->pinned, r->cap));
