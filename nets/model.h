@@ -280,6 +280,45 @@ enum dt_status dt_mlp_create(struct dt_model **out, struct dt_backend *be, int64
                              const int64_t *hidden, int n_hidden, int64_t n_classes,
                              int64_t max_batch, struct dt_error *err);
 
+/* A network described as a list of layers (model.kind: net; nets/net.c), on (B, H, W, C)
+ * NHWC images: one row of DT_LAYER_LIST per layer kind (its config name, what it takes).
+ * Parameters are named per kind in layer order (dense<i>.weight (in, out), dense<i>.bias,
+ * conv<i>.weight (KH, KW, C, K) HWIO, conv<i>.bias), as the built-in kinds name theirs: the
+ * MLP and LeNet written as layer lists are the same models, the same bits. */
+#define DT_LAYER_LIST(X)                                                                           \
+    /* X(ENUM suffix, name, takes units, takes a window (kernel, stride, pad)) */                  \
+    X(DENSE, "dense", true, false)                                                                 \
+    X(CONV, "conv", true, true)                                                                    \
+    X(MAXPOOL, "maxpool", false, true)                                                             \
+    X(RELU, "relu", false, false)                                                                  \
+    X(FLATTEN, "flatten", false, false)
+enum dt_layer_kind {
+#define DT_LAYER_ENUM_(id, name, units, window) DT_LAYER_##id,
+    DT_LAYER_LIST(DT_LAYER_ENUM_)
+#undef DT_LAYER_ENUM_
+        DT_LAYER_KIND_COUNT
+};
+/* The kinds' names by enum, NULL-terminated; whether a kind takes units and a window. */
+extern const char *const dt_layer_kind_names[DT_LAYER_KIND_COUNT + 1];
+bool dt_layer_takes_units(enum dt_layer_kind k);
+bool dt_layer_takes_window(enum dt_layer_kind k);
+#define DT_NET_MAX_LAYERS 64
+struct dt_layer {
+    enum dt_layer_kind kind;
+    int64_t units;               /* dense: outputs; conv: filters */
+    int64_t kernel, stride, pad; /* conv (stride default 1), maxpool (stride default kernel) */
+};
+/* The network of n layers on H x W x C inputs: DT_ERR_CONFIG naming the layer ("layer 3
+ * (dense): ...") when the shapes do not fit -- a dense layer on an image without a flatten
+ * before it, a window larger than its input, a last layer that is not a dense layer of
+ * n_classes units. */
+enum dt_status dt_net_create(struct dt_model **out, struct dt_backend *be, int64_t H, int64_t W,
+                             int64_t C, const struct dt_layer *layers, int n, int64_t n_classes,
+                             int64_t max_batch, struct dt_error *err);
+/* The same checks alone (a config's, before anything is built). */
+enum dt_status dt_net_check(int64_t H, int64_t W, int64_t C, const struct dt_layer *layers, int n,
+                            int64_t n_classes, struct dt_error *err);
+
 /* LeNet-style CNN on (B, H, W, 1) images (nets/lenet.c): conv 5x5 (6, pad 2) -> ReLU ->
  * maxpool -> conv 5x5 (16) -> ReLU -> maxpool -> dense 120 -> 84 -> n_classes. Pooling is
  * 2x2 stride 2, or with overlap_pool 3x3 stride 2 pad 1. DT_ERR_CONFIG when the image is

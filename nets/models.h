@@ -17,7 +17,8 @@
     X(MLP, "mlp", dt_mlp_kind)                                                                     \
     X(LENET, "lenet", dt_lenet_kind)                                                               \
     X(BNN_MLP, "bnn_mlp", dt_bnn_mlp_kind)                                                         \
-    X(GPT, "gpt", dt_gpt_kind)
+    X(GPT, "gpt", dt_gpt_kind)                                                                     \
+    X(NET, "net", dt_net_kind)
 
 enum dt_model_kind {
 #define DT_MODEL_ENUM_(id, name, info) DT_MODEL_##id,
@@ -33,9 +34,11 @@ struct dt_model_spec {
     int64_t batch;                              /* the largest batch a step takes */
     const int64_t *hidden;                      /* model.hidden */
     int n_hidden;
-    bool overlap_pool;         /* model.overlap_pool */
-    struct dt_bnn_options bnn; /* model.samples, ...: bnn_mlp */
-    struct dt_gpt_options gpt; /* model.context, ...: gpt */
+    bool overlap_pool;             /* model.overlap_pool */
+    struct dt_bnn_options bnn;     /* model.samples, ...: bnn_mlp */
+    struct dt_gpt_options gpt;     /* model.context, ...: gpt */
+    const struct dt_layer *layers; /* model.layers: net */
+    int n_layers;
 };
 
 /* What a model of a spec holds, for the run's memory estimate (harness/run/train.c,

@@ -694,6 +694,7 @@ DT_TEST(write_reference)
                                             "model.kind",
                                             "model.hidden",
                                             "model.overlap_pool",
+                                            "model.network",
                                             "model.samples",
                                             "model.test_samples",
                                             "model.prior_sigma",

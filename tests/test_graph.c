@@ -49,9 +49,9 @@ static enum dt_status fake_end(struct dt_backend *be, void **graph, bool launch,
     const bool broken = fake.mode == BREAK && (fake.break_mask >> fake.captures & 1);
     if (!launch || broken) { /* nothing of the capture ran */
         dt_model_state_load(&fake.saved, fake.m);
-        return launch ? dt_error_set(err, DT_ERR_UNSUPPORTED, "fake: capture %d broke",
-                                     fake.captures)
-                      : DT_OK;
+        return launch
+                   ? dt_error_set(err, DT_ERR_UNSUPPORTED, "fake: capture %d broke", fake.captures)
+                   : DT_OK;
     }
     ++*(int64_t *)*graph;
     if (fake.mode == PERTURB_BIG) { /* the launched step moved dense0.weight by 0.5 more */
@@ -165,8 +165,8 @@ static void train(struct run *r, struct dt_backend *be, struct dt_model *m, bool
             memcpy(hx + b * dim, x + idx[b] * dim, (size_t)dim * sizeof(float));
             hy[b] = y[idx[b]];
         }
-        const struct dt_batch batch = host ? (struct dt_batch){.x = hx, .y = hy}
-                                           : (struct dt_batch){.set = set, .idx = idx};
+        const struct dt_batch batch =
+            host ? (struct dt_batch){.x = hx, .y = hy} : (struct dt_batch){.set = set, .idx = idx};
         r->st[s] = dt_step_train(&d, m, NULL, &batch, B, 2, &opt, pol, &r->loss[s]);
         dt_model_state_save(&r->state[s], m);
     }
@@ -379,5 +379,4 @@ DT_TEST(cuda_graphs_same_bits)
 
 DT_TEST_MAIN(DT_CASE(fake_same_trace), DT_CASE(fake_broken_capture_reruns),
              DT_CASE(fake_self_check_catches), DT_CASE(fake_fast_check_tolerance),
-             DT_CASE(fake_refusals),
-             DT_CASE(cuda_graphs_same_bits))
+             DT_CASE(fake_refusals), DT_CASE(cuda_graphs_same_bits))

@@ -33,6 +33,7 @@ enum key_type {
     KEY_ENUM,        /* an enum field; the value is the index into `names` */
     KEY_INT_LIST,    /* int64_t[], count at count_offset; each item in [lo, hi] */
     KEY_POLICY_LIST, /* struct dt_policy[], count at count_offset; level names or mappings */
+    KEY_LAYER_LIST,  /* struct dt_layer[], count at count_offset; layer names or mappings */
     KEY_VARY_SETS,   /* unsigned[] of bit flags (bit i = names[i]), count at count_offset:
                         a list of names (one setting) or a list of such lists */
     KEY_MATRIX,      /* char[][DT_NAME_MAX] entry names, count at count_offset; each entry
@@ -57,6 +58,8 @@ static const struct {
     [KEY_INT_LIST] = {"list of integers", "a list of integers", "an integer"},
     [KEY_POLICY_LIST] = {"list of policies", "a list of policies",
                          "a level name or a mapping {base: LEVEL, CONTROL: VALUE, ...}"},
+    [KEY_LAYER_LIST] = {"list of layers", "a list of layers",
+                        "a layer name or a mapping {KIND: N, kernel: K, stride: S, pad: P}"},
     [KEY_VARY_SETS] = {"list of names, or list of lists of names",
                        "a list of names or a list of lists of names", "a name"},
     [KEY_MATRIX] = {"list of entries", "a list of entries {name: NAME, set: {KEY: VALUE, ...}}",
@@ -147,6 +150,12 @@ static const struct key_row keys[] = {
      .def = "false",
      .doc = "lenet only: overlapping 3x3 stride-2 max pooling (padding 1) instead of 2x2 "
             "stride 2"},
+    {.path = "model.network", .type = KEY_LAYER_LIST, FIELD_(model.network),
+     COUNT_(model.n_network),
+     .flags = KEY_OPTIONAL, .min_items = 1, .max_items = DT_NET_MAX_LAYERS,
+     .doc = "net: the network, first layer first, on NHWC images: dense, conv, maxpool, relu, "
+            "flatten (docs/config.md, \"Networks described in the config\"); the last a dense "
+            "layer with one unit per class"},
     {.path = "model.samples", .type = KEY_INT, FIELD_(model.samples), .def = "4", .lo = 1,
      .hi = 255, .doc = "bnn_mlp only: Monte Carlo weight samples per training step (S)"},
     {.path = "model.test_samples", .type = KEY_INT, FIELD_(model.test_samples), .def = "10",
@@ -882,12 +891,135 @@ static enum dt_status set_policy_item(struct loader *ld, const struct key_row *r
     return DT_OK;
 }
 
+/* ---- model.layers: a layer name, or {KIND: N, kernel: K, stride: S, pad: P} --------------- */
+
+/* An integer of a layer's mapping, in [lo, hi]. */
+static enum dt_status layer_int(struct loader *ld, const char *label, const char *what,
+                                const yaml_node_t *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    const char *s = NULL;
+    DT_FORWARD_IF_ERROR(policy_scalar(ld, label, what, v, "an integer", &s));
+    const enum number_parse r = parse_int64(s, out);
+    if (r == NUMBER_SYNTAX)
+        return fail_at(ld, v->start_mark, "%s: %s: expected an integer, got '%.64s'", label, what,
+                       s);
+    if (r == NUMBER_OVERFLOW || *out < lo || *out > hi)
+        return fail_at(ld, v->start_mark,
+                       "%s: %s: %.64s is out of range [%" PRId64 ", %" PRId64 "]", label, what, s,
+                       lo, hi);
+    return DT_OK;
+}
+
+/* The layer kind named `s` (at node `at`). */
+static enum dt_status layer_kind(struct loader *ld, const char *label, const yaml_node_t *at,
+                                 const char *s, enum dt_layer_kind *kind)
+{
+    const int k = name_index(dt_layer_kind_names, s);
+    if (k < 0) {
+        char choices[256];
+        format_choices(choices, sizeof choices, dt_layer_kind_names, " or ");
+        return fail_at(ld, at->start_mark, "%s: unknown layer '%.64s' (expected %s)", label, s,
+                       choices);
+    }
+    *kind = (enum dt_layer_kind)k;
+    return DT_OK;
+}
+
+/* What a layer of kind k is written as, for messages. */
+static const char *layer_form(enum dt_layer_kind k)
+{
+    if (k == DT_LAYER_CONV) return "{conv: FILTERS, kernel: K, stride: S, pad: P}";
+    if (k == DT_LAYER_MAXPOOL) return "{maxpool: K, stride: S, pad: P}";
+    if (dt_layer_takes_units(k)) return "{dense: UNITS}";
+    return NULL; /* a bare name */
+}
+
+/* A layer given as a mapping: one key names the kind, with its units (dense, conv) or its
+ * window (maxpool) as the value; a windowed kind may add kernel (conv: required), stride
+ * (default 1 for conv, the window for maxpool) and pad (default 0). */
+static enum dt_status set_layer_mapping(struct loader *ld, const char *label,
+                                        const yaml_node_t *map, struct dt_layer *layer)
+{
+    const yaml_node_pair_t *pairs = map->data.mapping.pairs.start;
+    const int n = (int)(map->data.mapping.pairs.top - pairs);
+    const yaml_node_t *kind_v = NULL, *kv[3] = {NULL, NULL, NULL}; /* kernel, stride, pad */
+    static const char *const window_keys[] = {"kernel", "stride", "pad", NULL};
+    for (int j = 0; j < n; j++) {
+        const yaml_node_t *k = yaml_document_get_node(ld->doc, pairs[j].key);
+        const yaml_node_t *v = yaml_document_get_node(ld->doc, pairs[j].value);
+        const char *key;
+        DT_FORWARD_IF_ERROR(pair_key(ld, map, j, label, &key));
+        const int w = name_index(window_keys, key);
+        if (w >= 0) {
+            kv[w] = v;
+        } else if (kind_v) {
+            return fail_at(ld, k->start_mark,
+                           "%s: '%.64s' is not a layer's key (one kind, then kernel, stride, "
+                           "pad)",
+                           label, key);
+        } else {
+            DT_FORWARD_IF_ERROR(layer_kind(ld, label, k, key, &layer->kind));
+            kind_v = v;
+        }
+    }
+    if (!kind_v)
+        return fail_at(ld, map->start_mark, "%s: no layer kind (e.g. {dense: 128})", label);
+    const char *kind = dt_layer_kind_names[layer->kind];
+    const char *form = layer_form(layer->kind);
+    char what[96];
+    snprintf(what, sizeof what, "%s layer", kind);
+    if (!form)
+        return fail_at(ld, kind_v->start_mark, "%s: a %s takes no value; write it as '%s'", label,
+                       what, kind);
+    for (int w = 0; w < 3; w++)
+        if (kv[w] && !dt_layer_takes_window(layer->kind))
+            return fail_at(ld, kv[w]->start_mark, "%s: a %s takes no '%s' (%s)", label, what,
+                           window_keys[w], form);
+    if (layer->kind == DT_LAYER_CONV && !kv[0])
+        return fail_at(ld, map->start_mark, "%s: a conv layer needs its 'kernel' (%s)", label,
+                       form);
+    if (layer->kind == DT_LAYER_MAXPOOL && kv[0])
+        return fail_at(ld, kv[0]->start_mark, "%s: a maxpool layer's window is its value (%s)",
+                       label, form);
+    snprintf(what, sizeof what, "'%s'", kind);
+    int64_t *first = layer->kind == DT_LAYER_MAXPOOL ? &layer->kernel : &layer->units;
+    DT_FORWARD_IF_ERROR(layer_int(ld, label, what, kind_v, 1,
+                                  layer->kind == DT_LAYER_MAXPOOL ? 64 : (int64_t)1 << 20, first));
+    if (kv[0]) DT_FORWARD_IF_ERROR(layer_int(ld, label, "'kernel'", kv[0], 1, 64, &layer->kernel));
+    layer->stride = layer->kind == DT_LAYER_MAXPOOL ? layer->kernel : 1;
+    if (kv[1]) DT_FORWARD_IF_ERROR(layer_int(ld, label, "'stride'", kv[1], 1, 64, &layer->stride));
+    if (kv[2])
+        DT_FORWARD_IF_ERROR(
+            layer_int(ld, label, "'pad'", kv[2], 0, layer->kernel - 1, &layer->pad));
+    return DT_OK;
+}
+
+/* Item `i` of `model.layers`: a name (relu, flatten) or a mapping. */
+static enum dt_status set_layer_item(struct loader *ld, const struct key_row *row, int i,
+                                     const yaml_node_t *node)
+{
+    struct dt_layer *layer = &((struct dt_layer *)((char *)ld->out + row->offset))[i];
+    char label[MAX_PATH_ + 32];
+    key_label(label, sizeof label, row, i);
+    memset(layer, 0, sizeof *layer);
+    if (node->type == YAML_MAPPING_NODE) return set_layer_mapping(ld, label, node, layer);
+    const char *s = NULL;
+    DT_FORWARD_IF_ERROR(scalar_text(ld, row, i, node, true, &s));
+    DT_FORWARD_IF_ERROR(layer_kind(ld, label, node, s, &layer->kind));
+    const char *form = layer_form(layer->kind);
+    if (form)
+        return fail_at(ld, node->start_mark, "%s: a %s layer needs its %s: %s", label, s,
+                       dt_layer_takes_units(layer->kind) ? "units" : "window", form);
+    return DT_OK;
+}
+
 /* One item of a list-typed key; `i` is its 0-based index. Items before it are set. */
 static enum dt_status set_list_item(struct loader *ld, const struct key_row *row, int i,
                                     const yaml_node_t *node)
 {
     char *field = (char *)ld->out + row->offset;
     if (row->type == KEY_INT_LIST) return get_int64(ld, row, i, node, &((int64_t *)field)[i]);
+    if (row->type == KEY_LAYER_LIST) return set_layer_item(ld, row, i, node);
     return set_policy_item(ld, row, i, node);
 }
 
@@ -903,7 +1035,7 @@ static enum dt_status set_list(struct loader *ld, const struct key_row *row,
         items = node->data.sequence.items.start;
         n = (int)(node->data.sequence.items.top - items);
     } else if (!(node->type == YAML_SCALAR_NODE ||
-                 (node->type == YAML_MAPPING_NODE && row->type == KEY_POLICY_LIST)) ||
+                 (node->type == YAML_MAPPING_NODE && row->type != KEY_INT_LIST)) ||
                is_null(node)) {
         return fail_type(ld, row, -1, node);
     }
@@ -1146,6 +1278,7 @@ static enum dt_status set_value(struct loader *ld, const struct key_row *row,
     switch (row->type) {
     case KEY_STRING: return set_string(ld, row, node, field);
     case KEY_INT_LIST:
+    case KEY_LAYER_LIST:
     case KEY_POLICY_LIST: return set_list(ld, row, node);
     case KEY_VARY_SETS: return set_vary_sets(ld, row, node);
     case KEY_MATRIX: return set_matrix(ld, row, node);
@@ -1706,6 +1839,23 @@ static enum dt_status check_model_keys(const struct loader *ld)
                                                                  "fashion-mnist)",
                                ld->out->dataset.name);
     }
+    if (kind == DT_MODEL_NET && ld->out->model.n_network == 0) {
+        const int rk = (int)(find_key("model.kind") - keys);
+        return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->seen_at[rk].file, ld->seen_at[rk].line,
+                               ld->seen_at[rk].column,
+                               "key 'model.kind': net needs model.network, its layers (e.g. "
+                               "[flatten, {dense: 128}, relu, {dense: 10}])");
+    }
+    struct dt_error shape = {0}; /* the layers on the images: every shape fits */
+    if (kind == DT_MODEL_NET &&
+        dt_net_check(DT_FASHION_MNIST_SIDE, DT_FASHION_MNIST_SIDE, 1, ld->out->model.network,
+                     ld->out->model.n_network, DT_FASHION_MNIST_CLASSES, &shape) != DT_OK) {
+        const int rn = (int)(find_key("model.network") - keys);
+        return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->seen_at[rn].file, ld->seen_at[rn].line,
+                               ld->seen_at[rn].column,
+                               "key 'model.network' (on %dx%dx1 images): %s", DT_FASHION_MNIST_SIDE,
+                               DT_FASHION_MNIST_SIDE, shape.msg);
+    }
     if (kind == DT_MODEL_GPT && ld->out->model.d_model % ld->out->model.heads != 0) {
         const int rd = (int)(find_key("model.d_model") - keys);
         const int r = ld->seen[rd] ? rd : (int)(find_key("model.heads") - keys);
@@ -1982,6 +2132,26 @@ static void json_value(FILE *f, const struct key_row *row, const struct dt_exper
             fprintf(f, "%s%" PRId64, i ? "," : "", ((const int64_t *)field)[i]);
         fputc(']', f);
         break;
+    case KEY_LAYER_LIST: /* names, or mappings with every window value written out */
+        fputc('[', f);
+        for (int i = 0; i < count; i++) {
+            const struct dt_layer *l = &((const struct dt_layer *)field)[i];
+            const char *kind = dt_layer_kind_names[l->kind];
+            if (i) fputc(',', f);
+            if (l->kind == DT_LAYER_MAXPOOL)
+                fprintf(f, "{\"%s\":%" PRId64 ",\"stride\":%" PRId64 ",\"pad\":%" PRId64 "}", kind,
+                        l->kernel, l->stride, l->pad);
+            else if (l->kind == DT_LAYER_CONV)
+                fprintf(f,
+                        "{\"%s\":%" PRId64 ",\"kernel\":%" PRId64 ",\"stride\":%" PRId64
+                        ",\"pad\":%" PRId64 "}",
+                        kind, l->units, l->kernel, l->stride, l->pad);
+            else if (dt_layer_takes_units(l->kind))
+                fprintf(f, "{\"%s\":%" PRId64 "}", kind, l->units);
+            else json_string(f, kind);
+        }
+        fputc(']', f);
+        break;
     case KEY_POLICY_LIST: /* every control of every policy, so run.json records them all */
         fputc('[', f);
         for (int i = 0; i < count; i++) {
@@ -2075,6 +2245,14 @@ static void reference_values(char *buf, size_t size, const struct key_row *row)
         snprintf(buf, size,
                  "%d to %d items, each a level (%s) or a mapping {base: LEVEL, "
                  "CONTROL: VALUE, ..., name: NAME}; names unique",
+                 row->min_items, row->max_items, names);
+        break;
+    case KEY_LAYER_LIST:
+        format_choices(names, sizeof names, dt_layer_kind_names, ", ");
+        snprintf(buf, size,
+                 "%d to %d layers, each a name (relu, flatten) or a mapping: {dense: UNITS}, "
+                 "{conv: FILTERS, kernel: K, stride: S, pad: P}, {maxpool: K, stride: S, pad: P} "
+                 "(kinds: %s)",
                  row->min_items, row->max_items, names);
         break;
     case KEY_VARY_SETS:

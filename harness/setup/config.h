@@ -51,6 +51,8 @@ struct dt_experiment {
         int n_hidden;
         int64_t hidden[DT_MAX_HIDDEN]; /* mlp, bnn_mlp: hidden widths, default [256, 128] */
         bool overlap_pool;             /* lenet: 3x3 stride-2 pooling; default false (2x2) */
+        int n_network; /* net: its layers (model.network; nets/model.h, struct dt_layer) */
+        struct dt_layer network[DT_NET_MAX_LAYERS];
         /* bnn_mlp (Bayes by Backprop) */
         int samples;        /* Monte Carlo samples per step S, default 4 */
         int test_samples;   /* sampled models averaged at evaluation, default 10 */

@@ -51,6 +51,8 @@ struct dt_model_spec dt_experiment_model_spec(const struct dt_experiment *exp, i
         .hidden = exp->model.hidden,
         .n_hidden = exp->model.n_hidden,
         .overlap_pool = exp->model.overlap_pool,
+        .layers = exp->model.network,
+        .n_layers = exp->model.n_network,
         .bnn =
             {
                 .samples = exp->model.samples,

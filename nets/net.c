@@ -1,0 +1,400 @@
+/* A network described as a list of layers (model.kind: net; nets/model.h, DT_LAYER_LIST):
+ * each layer takes the previous one's output, NHWC, and makes its own. The plan (shapes,
+ * parameters, which layers need their input's gradient) is worked out once by plan(),
+ * which the builder and the memory estimate both read.
+ *
+ * Forward and backward call the same ops in the same order as the built-in kinds do for
+ * the same layers: a ReLU works in place on its input (the output's sign is the input's, so
+ * its backward reads the output), a flatten is a view, and no layer computes the gradient
+ * of an input that no parameter lies under (the first layers' inputs: the data). So the MLP
+ * and LeNet written as layer lists give the built-in kinds' bits (tests/test_net.c). */
+#include <string.h>
+
+#include "nets/model.h"
+#include "nets/models.h"
+
+const char *const dt_layer_kind_names[DT_LAYER_KIND_COUNT + 1] = {
+#define DT_LAYER_NAME_(id, name, units, window) name,
+    DT_LAYER_LIST(DT_LAYER_NAME_)
+#undef DT_LAYER_NAME_
+        NULL};
+
+bool dt_layer_takes_units(enum dt_layer_kind k)
+{
+    static const bool takes[] = {
+#define DT_LAYER_UNITS_(id, name, units, window) units,
+        DT_LAYER_LIST(DT_LAYER_UNITS_)
+#undef DT_LAYER_UNITS_
+    };
+    return takes[k];
+}
+
+bool dt_layer_takes_window(enum dt_layer_kind k)
+{
+    static const bool takes[] = {
+#define DT_LAYER_WINDOW_(id, name, units, window) window,
+        DT_LAYER_LIST(DT_LAYER_WINDOW_)
+#undef DT_LAYER_WINDOW_
+    };
+    return takes[k];
+}
+
+/* A tensor per example: H x W x C (flat: 1 x 1 x features). */
+struct dims {
+    int64_t H, W, C;
+};
+static int64_t count(struct dims d) { return d.H * d.W * d.C; }
+
+/* One layer as planned. */
+struct net_layer {
+    struct dt_layer spec;
+    struct dims in, out;
+    int param;             /* its weight's index (the bias follows), or -1 */
+    int number;            /* per kind: dense<number>, conv<number> */
+    bool grad_in;          /* a parameter lies under its input: its gradient is needed */
+    bool alias;            /* its output is its input's buffer (relu in place, flatten) */
+    struct dt_conv2d_shape conv;
+    struct dt_pool2d_shape pool;
+    float *y;          /* its output (B x out), or the input's buffer when alias */
+    float *dx;         /* the gradient w.r.t. its input (B x in) when grad_in and not alias */
+    int32_t *argmax;   /* maxpool */
+    char name[32];     /* "maxpool1": a layer without parameters in a check's context */
+};
+
+struct net {
+    int n;
+    struct net_layer *layer;
+    int n_params;
+};
+
+/* The plan of n layers on `in`: every layer's shapes, parameters and gradient needs, or
+ * DT_ERR_CONFIG naming the layer. L has n entries. */
+static enum dt_status plan(struct net_layer *L, const struct dt_layer *layers, int n,
+                           struct dims in, int64_t n_classes, int *n_params,
+                           struct dt_error *err)
+{
+    int counts[DT_LAYER_KIND_COUNT] = {0};
+    bool params_below = false;
+    *n_params = 0;
+    if (n < 1 || n > DT_NET_MAX_LAYERS)
+        return dt_error_set(err, DT_ERR_CONFIG, "net: %d layers (1 to %d)", n,
+                            DT_NET_MAX_LAYERS);
+    for (int i = 0; i < n; i++) {
+        struct net_layer *l = &L[i];
+        memset(l, 0, sizeof *l);
+        l->spec = layers[i];
+        l->in = in;
+        l->param = -1;
+        l->number = counts[l->spec.kind]++;
+        l->grad_in = params_below;
+        const char *kind = dt_layer_kind_names[l->spec.kind];
+        snprintf(l->name, sizeof l->name, "%s%d", kind, l->number);
+        struct dt_error why = {0};
+        enum dt_status st = DT_OK;
+        switch (l->spec.kind) {
+        case DT_LAYER_DENSE:
+            if (in.H != 1 || in.W != 1)
+                return dt_error_set(err, DT_ERR_CONFIG,
+                                    "layer %d (dense): its input is a %lldx%lldx%lld image; put "
+                                    "a flatten layer before it",
+                                    i + 1, (long long)in.H, (long long)in.W, (long long)in.C);
+            l->out = (struct dims){1, 1, l->spec.units};
+            break;
+        case DT_LAYER_CONV:
+            l->conv = (struct dt_conv2d_shape){.B = 1,
+                                               .H = in.H,
+                                               .W = in.W,
+                                               .C = in.C,
+                                               .K_out = l->spec.units,
+                                               .KH = l->spec.kernel,
+                                               .KW = l->spec.kernel,
+                                               .stride = l->spec.stride,
+                                               .pad = l->spec.pad};
+            st = dt_conv2d_shape_init(&l->conv, &why);
+            l->out = (struct dims){l->conv.OH, l->conv.OW, l->spec.units};
+            break;
+        case DT_LAYER_MAXPOOL:
+            l->pool = (struct dt_pool2d_shape){.B = 1,
+                                               .H = in.H,
+                                               .W = in.W,
+                                               .C = in.C,
+                                               .K = l->spec.kernel,
+                                               .stride = l->spec.stride,
+                                               .pad = l->spec.pad};
+            st = dt_pool2d_shape_init(&l->pool, &why);
+            l->out = (struct dims){l->pool.OH, l->pool.OW, in.C};
+            break;
+        case DT_LAYER_RELU: l->out = in; break;
+        case DT_LAYER_FLATTEN: l->out = (struct dims){1, 1, count(in)}; break;
+        case DT_LAYER_KIND_COUNT: DT_ASSERT(0);
+        }
+        if (st != DT_OK)
+            return dt_error_set(err, DT_ERR_CONFIG, "layer %d (%s) on a %lldx%lldx%lld input: %s",
+                                i + 1, kind, (long long)in.H, (long long)in.W, (long long)in.C,
+                                why.msg);
+        if (l->spec.kind == DT_LAYER_DENSE || l->spec.kind == DT_LAYER_CONV) {
+            l->param = *n_params;
+            *n_params += 2;
+            params_below = true;
+        }
+        /* a ReLU in place, but never on the data (the batch buffer is the caller's) */
+        l->alias = l->spec.kind == DT_LAYER_FLATTEN || (l->spec.kind == DT_LAYER_RELU && i > 0);
+        in = l->out;
+    }
+    const struct net_layer *last = &L[n - 1];
+    if (last->spec.kind != DT_LAYER_DENSE || last->spec.units != n_classes)
+        return dt_error_set(err, DT_ERR_CONFIG,
+                            "layer %d (%s): the last layer must be a dense layer of %lld units, "
+                            "one per class",
+                            n, dt_layer_kind_names[last->spec.kind], (long long)n_classes);
+    return DT_OK;
+}
+
+enum dt_status dt_net_check(int64_t H, int64_t W, int64_t C, const struct dt_layer *layers, int n,
+                            int64_t n_classes, struct dt_error *err)
+{
+    struct net_layer *L = dt_xcalloc((size_t)(n > 0 ? n : 1), sizeof *L);
+    int n_params = 0;
+    const enum dt_status st = plan(L, layers, n, (struct dims){H, W, C}, n_classes, &n_params, err);
+    free(L);
+    return st;
+}
+
+static struct dt_conv2d_shape conv_at(const struct net_layer *l, int64_t B)
+{
+    struct dt_conv2d_shape s = l->conv;
+    s.B = B;
+    return s;
+}
+
+static struct dt_pool2d_shape pool_at(const struct net_layer *l, int64_t B)
+{
+    struct dt_pool2d_shape s = l->pool;
+    s.B = B;
+    return s;
+}
+
+/* Layer l's forward from x into l->y (the last layer's into the logits). */
+static enum dt_status layer_forward(struct dt_model *m, struct net_layer *l, const float *x,
+                                    int64_t B, const struct dt_policy *pol)
+{
+    const struct dt_param *w = l->param >= 0 ? &m->params[l->param] : NULL;
+    switch (l->spec.kind) {
+    case DT_LAYER_DENSE:
+        DT_MODEL_FWD(m, w->name,
+                     dt_dense_forward(m->be, l->y, x, w->w, w[1].w, B, count(l->in),
+                                      count(l->out), pol));
+        return DT_OK;
+    case DT_LAYER_CONV: {
+        const struct dt_conv2d_shape s = conv_at(l, B);
+        DT_MODEL_FWD(m, w->name, dt_conv2d_forward(m->be, l->y, x, w->w, w[1].w, &s, pol));
+        return DT_OK;
+    }
+    case DT_LAYER_MAXPOOL: {
+        const struct dt_pool2d_shape s = pool_at(l, B);
+        return dt_maxpool2d_forward(m->be, l->y, l->argmax, x, &s, pol);
+    }
+    case DT_LAYER_RELU: return dt_relu_forward(m->be, l->y, x, B * count(l->in), pol);
+    case DT_LAYER_FLATTEN: return DT_OK;
+    case DT_LAYER_KIND_COUNT: break;
+    }
+    return DT_ERR_INTERNAL;
+}
+
+static enum dt_status net_forward(struct dt_model *m, int64_t B, struct dt_pass *p,
+                                  const struct dt_policy *pol)
+{
+    (void)p;
+    struct net *n = m->impl;
+    const float *x = m->x;
+    for (int i = 0; i < n->n; i++) {
+        struct net_layer *l = &n->layer[i];
+        if (l->alias) l->y = (float *)x; /* relu in place, flatten a view */
+        if (i + 1 == n->n) l->y = m->logits;
+        DT_FORWARD_IF_ERROR(layer_forward(m, l, x, B, pol));
+        x = l->y;
+    }
+    return DT_OK;
+}
+
+/* Layer l's backward from dy (the gradient w.r.t. its output) on input x: its parameters'
+ * gradients, and when needed its input's into *dx_out (in place for a ReLU, the same
+ * buffer for a flatten). */
+static enum dt_status layer_backward(struct dt_model *m, struct net_layer *l, const float *x,
+                                     float *dy, int64_t B, const struct dt_policy *pol,
+                                     float **dx_out)
+{
+    struct dt_param *w = l->param >= 0 ? &m->params[l->param] : NULL;
+    const int64_t in = count(l->in), out = count(l->out);
+    *dx_out = l->alias ? dy : l->dx;
+    switch (l->spec.kind) {
+    case DT_LAYER_DENSE:
+        DT_MODEL_GRAD(m, w->name, false,
+                      dt_dense_backward_weight(m->be, w->g, x, dy, B, in, out, pol));
+        DT_MODEL_GRAD(m, w[1].name, false, dt_bias_backward(m->be, w[1].g, dy, B, out, pol));
+        if (l->grad_in)
+            DT_MODEL_GRAD(m, w->name, true,
+                          dt_dense_backward_data(m->be, l->dx, dy, w->w, B, in, out, pol));
+        return DT_OK;
+    case DT_LAYER_CONV: {
+        const struct dt_conv2d_shape s = conv_at(l, B);
+        DT_MODEL_GRAD(m, w->name, false, dt_conv2d_backward_weight(m->be, w->g, x, dy, &s, pol));
+        DT_MODEL_GRAD(m, w[1].name, false,
+                      dt_bias_backward(m->be, w[1].g, dy, B * s.OH * s.OW, s.K_out, pol));
+        if (l->grad_in)
+            DT_MODEL_GRAD(m, w->name, true,
+                          dt_conv2d_backward_data(m->be, l->dx, dy, w->w, &s, pol));
+        return DT_OK;
+    }
+    case DT_LAYER_MAXPOOL: {
+        const struct dt_pool2d_shape s = pool_at(l, B);
+        if (l->grad_in)
+            DT_MODEL_GRAD(m, l->name, true,
+                          dt_maxpool2d_backward(m->be, l->dx, dy, x, l->y, l->argmax, &s, pol));
+        return DT_OK;
+    }
+    case DT_LAYER_RELU: /* the output's sign is the input's */
+        if (!l->grad_in) return DT_OK;
+        return l->alias ? dt_relu_backward(m->be, dy, dy, l->y, B * in, pol)
+                        : dt_relu_backward(m->be, l->dx, dy, l->y, B * in, pol);
+    case DT_LAYER_FLATTEN: return DT_OK;
+    case DT_LAYER_KIND_COUNT: break;
+    }
+    return DT_ERR_INTERNAL;
+}
+
+static enum dt_status net_backward(struct dt_model *m, int64_t B, const struct dt_pass *p,
+                                   const struct dt_policy *pol)
+{
+    (void)p;
+    struct net *n = m->impl;
+    float *dy = m->dlogits;
+    for (int i = n->n - 1; i >= 0; i--) {
+        struct net_layer *l = &n->layer[i];
+        const float *x = i > 0 ? n->layer[i - 1].y : m->x;
+        float *dx = NULL;
+        DT_FORWARD_IF_ERROR(layer_backward(m, l, x, dy, B, pol, &dx));
+        if (!l->grad_in) break; /* nothing below needs a gradient */
+        dy = dx;
+    }
+    return DT_OK;
+}
+
+static void net_destroy(struct dt_model *m)
+{
+    struct net *n = m->impl;
+    if (!n) return;
+    for (int i = 0; i < n->n; i++) {
+        struct net_layer *l = &n->layer[i];
+        if (!l->alias && i + 1 < n->n) dt_backend_free(m->be, l->y);
+        dt_backend_free(m->be, l->dx);
+        dt_backend_free(m->be, l->argmax);
+    }
+    free(n->layer);
+    free(n);
+    m->impl = NULL;
+}
+
+static const struct dt_model_ops net_ops = {
+    .kind = "net",
+    .forward = net_forward,
+    .backward = net_backward,
+    .destroy = net_destroy,
+};
+
+static float *alloc_floats(struct dt_backend *be, int64_t n)
+{
+    return dt_backend_alloc(be, (size_t)n * sizeof(float));
+}
+
+/* Layer l's parameters (weight at l->param, bias after it) and buffers. */
+static void layer_setup(struct dt_model *m, struct net_layer *l, bool last, int64_t max_batch)
+{
+    struct dt_backend *be = m->be;
+    char name[DT_PARAM_NAME];
+    const char *kind = dt_layer_kind_names[l->spec.kind];
+    if (l->spec.kind == DT_LAYER_DENSE) {
+        const int64_t shape[2] = {count(l->in), l->spec.units};
+        snprintf(name, sizeof name, "%s%d.weight", kind, l->number);
+        dt_model_param(m, l->param, name, 2, shape, shape[0]);
+        snprintf(name, sizeof name, "%s%d.bias", kind, l->number);
+        dt_model_param(m, l->param + 1, name, 1, &shape[1], 0);
+    } else if (l->spec.kind == DT_LAYER_CONV) {
+        const struct dt_conv2d_shape *c = &l->conv;
+        const int64_t shape[4] = {c->KH, c->KW, c->C, c->K_out};
+        snprintf(name, sizeof name, "%s%d.weight", kind, l->number);
+        dt_model_param(m, l->param, name, 4, shape, c->KH * c->KW * c->C);
+        snprintf(name, sizeof name, "%s%d.bias", kind, l->number);
+        dt_model_param(m, l->param + 1, name, 1, &shape[3], 0);
+    }
+    if (!l->alias && !last) l->y = alloc_floats(be, max_batch * count(l->out));
+    if (l->grad_in && !l->alias && l->spec.kind != DT_LAYER_FLATTEN)
+        l->dx = alloc_floats(be, max_batch * count(l->in));
+    if (l->spec.kind == DT_LAYER_MAXPOOL)
+        l->argmax = dt_backend_alloc(be, (size_t)(max_batch * count(l->out)) * sizeof(int32_t));
+}
+
+enum dt_status dt_net_create(struct dt_model **out, struct dt_backend *be, int64_t H, int64_t W,
+                             int64_t C, const struct dt_layer *layers, int n, int64_t n_classes,
+                             int64_t max_batch, struct dt_error *err)
+{
+    *out = NULL;
+    struct net *t = dt_xcalloc(1, sizeof *t);
+    t->layer = dt_xcalloc((size_t)(n > 0 ? n : 1), sizeof *t->layer);
+    t->n = n;
+    enum dt_status st =
+        plan(t->layer, layers, n, (struct dims){H, W, C}, n_classes, &t->n_params, err);
+    if (st != DT_OK) {
+        free(t->layer);
+        free(t);
+        return st;
+    }
+    struct dt_model *m = dt_xcalloc(1, sizeof *m);
+    dt_model_setup(m, &net_ops, be, t->n_params, H * W * C, n_classes, max_batch);
+    m->impl = t;
+    for (int i = 0; i < n; i++) layer_setup(m, &t->layer[i], i + 1 == n, max_batch);
+    *out = m;
+    return DT_OK;
+}
+
+/* ---- the registry row (nets/models.h) -------------------------------------------------- */
+
+/* Parameters from the plan; per example every layer's output and its input's gradient, and
+ * a convolution's im2col columns (kernel^2 x C per output pixel). */
+static struct dt_model_size net_size(const struct dt_model_spec *s)
+{
+    struct net_layer *L = dt_xcalloc((size_t)(s->n_layers > 0 ? s->n_layers : 1), sizeof *L);
+    int n_params = 0;
+    double params = 0, acts = (double)(s->height * s->width * s->channels);
+    if (plan(L, s->layers, s->n_layers, (struct dims){s->height, s->width, s->channels},
+             s->n_classes, &n_params, NULL) == DT_OK)
+        for (int i = 0; i < s->n_layers; i++) {
+            const struct net_layer *l = &L[i];
+            const double in = (double)count(l->in), out = (double)count(l->out);
+            if (l->spec.kind == DT_LAYER_DENSE) params += in * out + out;
+            if (l->spec.kind == DT_LAYER_CONV) {
+                const double k = (double)(l->conv.KH * l->conv.KW * l->conv.C);
+                params += k * (double)l->conv.K_out + (double)l->conv.K_out;
+                acts += k * (double)(l->conv.OH * l->conv.OW);
+            }
+            if (!l->alias) acts += out + (l->grad_in ? in : 0);
+        }
+    free(L);
+    return (struct dt_model_size){.params = params,
+                                  .extra_per_param = 0,
+                                  .acts_per_example = acts,
+                                  .stored_per_param_per_sample = 0};
+}
+
+static enum dt_status net_kind_create(struct dt_model **out, struct dt_backend *be,
+                                      const struct dt_model_spec *s, struct dt_error *err)
+{
+    return dt_net_create(out, be, s->height, s->width, s->channels, s->layers, s->n_layers,
+                         s->n_classes, s->batch, err);
+}
+
+const struct dt_model_kind_info dt_net_kind = {.name = "net",
+                                               .keys = "model.network",
+                                               .extra_control = "conv_algo",
+                                               .create = net_kind_create,
+                                               .size = net_size};

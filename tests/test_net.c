@@ -1,0 +1,208 @@
+/* Networks described as layer lists (nets/net.c; model.kind: net): the MLP and LeNet written
+ * as layer lists are the built-in kinds, bit for bit -- the same parameters (names, shapes,
+ * initial values) and, step after step under every level, the same losses, weights and
+ * optimiser state; shapes that do not fit are refused naming the layer. */
+#include <math.h>
+#include <string.h>
+
+#include "check.h"
+#include "core/util.h"
+#include "run_helper.h"
+#include "nets/model.h"
+#include "nets/step.h"
+#include "op_helpers.h"
+
+enum { B = 8, N = 40, STEPS = 4, SIDE = 28 };
+
+/* N images of SIDE x SIDE in [0, 1), labels in [0, 10). */
+static void images(float *x, uint8_t *y)
+{
+    uint64_t s = 68;
+    for (int i = 0; i < N * SIDE * SIDE; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        x[i] = (float)(s >> 40) * 0x1p-24f;
+    }
+    for (int i = 0; i < N; i++) y[i] = (uint8_t)((i * 3 + 1) % 10);
+}
+
+/* a and b, made the same way, train STEPS steps alike: every loss and, after every step,
+ * every parameter's weights, velocity or first moment and second moment, bit for bit. */
+static void same_training(struct dt_model *a, struct dt_model *b, const struct dt_policy *pol,
+                          bool adamw, const char *what)
+{
+    CHECK_INT_EQ(a->n_params, b->n_params);
+    if (a->n_params != b->n_params) return;
+    for (int i = 0; i < a->n_params; i++) {
+        CHECK_STR_EQ(a->params[i].name, b->params[i].name);
+        CHECK_INT_EQ(a->params[i].n, b->params[i].n);
+    }
+    float *x = dt_xmalloc((size_t)N * SIDE * SIDE * sizeof *x);
+    uint8_t y[N];
+    images(x, y);
+    const struct dt_sgd_options opt = adamw ? (struct dt_sgd_options){.lr = 1e-3f,
+                                                                      .adamw = true,
+                                                                      .beta1 = 0.9f,
+                                                                      .beta2 = 0.999f,
+                                                                      .eps = 1e-8f,
+                                                                      .weight_decay = 0.01f,
+                                                                      .clip_norm = 1.0f}
+                                            : (struct dt_sgd_options){.lr = 0.05f,
+                                                                      .momentum = 0.9f,
+                                                                      .weight_decay = 1e-4f};
+    struct dt_model *m[2] = {a, b};
+    struct dt_step d[2];
+    struct dt_model_state st[2] = {{0}, {0}};
+    memset(d, 0, sizeof d);
+    for (int k = 0; k < 2; k++) {
+        dt_model_init(m[k], 5, 0);
+        dt_backend_defer_checks(m[k]->be, true);
+    }
+    const int before = dt_check_failures_;
+    for (int s = 0; s < STEPS && dt_check_failures_ == before; s++) {
+        float xb[B * SIDE * SIDE];
+        uint8_t yb[B];
+        for (int r = 0; r < B; r++) {
+            const int e = (s * 7 + r * 3) % N;
+            memcpy(xb + r * SIDE * SIDE, x + e * SIDE * SIDE, SIDE * SIDE * sizeof(float));
+            yb[r] = y[e];
+        }
+        const struct dt_batch batch = {.x = xb, .y = yb};
+        float loss[2];
+        for (int k = 0; k < 2; k++) {
+            CHECK_INT_EQ(dt_step_train(&d[k], m[k], NULL, &batch, B, 2, &opt, pol, &loss[k]),
+                         DT_OK);
+            dt_model_state_save(&st[k], m[k]);
+        }
+        CHECK(memcmp(&loss[0], &loss[1], sizeof(float)) == 0);
+        for (int i = 0; i < a->n_params; i++) {
+            const size_t bytes = (size_t)a->params[i].n * sizeof(float);
+            CHECK(memcmp(st[0].w[i], st[1].w[i], bytes) == 0);
+            CHECK(memcmp(st[0].v[i], st[1].v[i], bytes) == 0);
+            if (st[0].s[i] && st[1].s[i]) CHECK(memcmp(st[0].s[i], st[1].s[i], bytes) == 0);
+        }
+        if (dt_check_failures_ != before)
+            fprintf(stderr, "  %s at %s: parts at step %d\n", what, pol->name, s + 1);
+    }
+    for (int k = 0; k < 2; k++) {
+        dt_step_free(&d[k]);
+        dt_model_state_free(&st[k]);
+        dt_backend_defer_checks(m[k]->be, false);
+    }
+    free(x);
+}
+
+static const enum dt_level levels[] = {DT_LEVEL_FAST, DT_LEVEL_RUN_TO_RUN, DT_LEVEL_PORTABLE};
+
+/* The MLP (784 -> 64 -> 32 -> 10) as flatten, dense, relu, dense, relu, dense. */
+DT_TEST(mlp_as_layers)
+{
+    const int64_t hidden[2] = {64, 32};
+    const struct dt_layer layers[] = {{.kind = DT_LAYER_FLATTEN},
+                                      {.kind = DT_LAYER_DENSE, .units = 64},
+                                      {.kind = DT_LAYER_RELU},
+                                      {.kind = DT_LAYER_DENSE, .units = 32},
+                                      {.kind = DT_LAYER_RELU},
+                                      {.kind = DT_LAYER_DENSE, .units = 10}};
+    for (int l = 0; l < 3; l++) {
+        const struct dt_policy pol = level(levels[l]);
+        struct dt_backend *be = cpu(2);
+        struct dt_model *a = NULL, *b = NULL;
+        CHECK_INT_EQ(dt_mlp_create(&a, be, SIDE * SIDE, hidden, 2, 10, B, NULL), DT_OK);
+        CHECK_INT_EQ(dt_net_create(&b, be, SIDE, SIDE, 1, layers, 6, 10, B, NULL), DT_OK);
+        if (a && b) same_training(a, b, &pol, l == 1, "mlp");
+        dt_model_destroy(a);
+        dt_model_destroy(b);
+        dt_backend_destroy(be);
+    }
+}
+
+/* LeNet (and with overlapping 3x3 pooling) as conv, relu, maxpool, conv, relu, maxpool,
+ * flatten, dense, relu, dense, relu, dense. */
+DT_TEST(lenet_as_layers)
+{
+    for (int overlap = 0; overlap < 2; overlap++) {
+        const int64_t pk = overlap ? 3 : 2, pp = overlap ? 1 : 0;
+        const struct dt_layer layers[] = {
+            {.kind = DT_LAYER_CONV, .units = 6, .kernel = 5, .stride = 1, .pad = 2},
+            {.kind = DT_LAYER_RELU},
+            {.kind = DT_LAYER_MAXPOOL, .kernel = pk, .stride = 2, .pad = pp},
+            {.kind = DT_LAYER_CONV, .units = 16, .kernel = 5, .stride = 1},
+            {.kind = DT_LAYER_RELU},
+            {.kind = DT_LAYER_MAXPOOL, .kernel = pk, .stride = 2, .pad = pp},
+            {.kind = DT_LAYER_FLATTEN},
+            {.kind = DT_LAYER_DENSE, .units = 120},
+            {.kind = DT_LAYER_RELU},
+            {.kind = DT_LAYER_DENSE, .units = 84},
+            {.kind = DT_LAYER_RELU},
+            {.kind = DT_LAYER_DENSE, .units = 10}};
+        for (int l = 0; l < 3; l++) {
+            if (overlap && l != 2) continue; /* overlapping windows: once, at portable */
+            const struct dt_policy pol = level(levels[l]);
+            struct dt_backend *be = cpu(2);
+            struct dt_model *a = NULL, *b = NULL;
+            CHECK_INT_EQ(dt_lenet_create(&a, be, SIDE, SIDE, overlap, 10, B, NULL), DT_OK);
+            CHECK_INT_EQ(dt_net_create(&b, be, SIDE, SIDE, 1, layers, 12, 10, B, NULL), DT_OK);
+            if (a && b) same_training(a, b, &pol, l == 1, overlap ? "lenet (overlap)" : "lenet");
+            dt_model_destroy(a);
+            dt_model_destroy(b);
+            dt_backend_destroy(be);
+        }
+    }
+}
+
+/* What does not fit is refused, naming the layer (its 1-based place in the list). */
+DT_TEST(shape_errors)
+{
+    struct dt_backend *be = cpu(1);
+    struct dt_model *m = NULL;
+    struct dt_error err;
+    const struct dt_layer no_flatten[] = {{.kind = DT_LAYER_CONV, .units = 4, .kernel = 3, .stride = 1},
+                                          {.kind = DT_LAYER_DENSE, .units = 10}};
+    CHECK_INT_EQ(dt_net_create(&m, be, SIDE, SIDE, 1, no_flatten, 2, 10, B, &err), DT_ERR_CONFIG);
+    CHECK_CONTAINS(err.msg, "layer 2 (dense): its input is a 26x26x4 image; put a flatten "
+                            "layer before it");
+    const struct dt_layer big[] = {{.kind = DT_LAYER_MAXPOOL, .kernel = 2, .stride = 2},
+                                   {.kind = DT_LAYER_CONV, .units = 4, .kernel = 15, .stride = 1},
+                                   {.kind = DT_LAYER_FLATTEN},
+                                   {.kind = DT_LAYER_DENSE, .units = 10}};
+    CHECK_INT_EQ(dt_net_create(&m, be, SIDE, SIDE, 1, big, 4, 10, B, &err), DT_ERR_CONFIG);
+    CHECK_CONTAINS(err.msg, "layer 2 (conv) on a 14x14x1 input: ");
+    const struct dt_layer last[] = {{.kind = DT_LAYER_FLATTEN},
+                                    {.kind = DT_LAYER_DENSE, .units = 12},
+                                    {.kind = DT_LAYER_RELU}};
+    CHECK_INT_EQ(dt_net_create(&m, be, SIDE, SIDE, 1, last, 3, 10, B, &err), DT_ERR_CONFIG);
+    CHECK_CONTAINS(err.msg, "layer 3 (relu): the last layer must be a dense layer of 10 units");
+    const struct dt_layer wrong[] = {{.kind = DT_LAYER_FLATTEN}, {.kind = DT_LAYER_DENSE, .units = 9}};
+    CHECK_INT_EQ(dt_net_create(&m, be, SIDE, SIDE, 1, wrong, 2, 10, B, &err), DT_ERR_CONFIG);
+    CHECK_CONTAINS(err.msg, "layer 2 (dense): the last layer must be a dense layer of 10 units");
+    CHECK(m == NULL);
+    dt_backend_destroy(be);
+}
+
+/* Through `detrain run`: configs/lenet.yaml and configs/net-lenet.yaml (the same network as
+ * a layer list) write the same per-tensor digests at every step, at run_to_run and portable
+ * (fast promises no bits from one run to the next, so two of its runs are not compared). */
+DT_TEST(configs_same_digests)
+{
+    static char out[16384];
+    const char *tmp = DT_TEST_TMP_DIR "/net.configs";
+    const int steps = DT_SANITIZED ? 2 : 6;
+    const int rc = dt_run_capture(
+        out, sizeof out,
+        "rm -rf '%s' && for c in lenet net-lenet; do '%s' run '%s/configs/'$c.yaml --out '%s/'$c "
+        "--quiet --set train.steps=%d --set replicas=1 --set dataset.test_limit=500 "
+        "--set 'policies=[run_to_run, portable]' --set report.overhead_samples=0 || exit 1; done",
+        tmp, DT_DETRAIN_EXE, DT_SOURCE_DIR, tmp, steps);
+    CHECK_INT_EQ(rc, 0);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    const char *pols[] = {"run_to_run", "portable"};
+    for (int p = 0; p < 2; p++) {
+        char a[1024], b[1024];
+        snprintf(a, sizeof a, "%s/lenet/%s/replica-0/tensors.csv", tmp, pols[p]);
+        snprintf(b, sizeof b, "%s/net-lenet/%s/replica-0/tensors.csv", tmp, pols[p]);
+        CHECK(dt_files_equal(a, b));
+    }
+}
+
+DT_TEST_MAIN(DT_CASE(mlp_as_layers), DT_CASE(lenet_as_layers), DT_CASE(shape_errors),
+             DT_CASE(configs_same_digests))
