@@ -134,8 +134,9 @@ void dt_backend_read_deferred(struct dt_backend *be, void *host_dst, const void 
  * backend: the CPU's ops run at once; checks not deferred; instrumented; ...).
  * end: *graph is the caller's executable graph (NULL at first: made), updated in place from
  * this capture when it can be, made anew when not. launch true -- DT_OK when the step was
- * launched as one graph, else DT_ERR_UNSUPPORTED with err naming what broke it (its records
- * and reads forgotten, its launch counts taken back); launch false -- discarded, DT_OK. */
+ * launched as one graph; launch false -- discarded. Either way DT_ERR_UNSUPPORTED with err
+ * naming what broke the capture when something did (its records and reads forgotten, its
+ * launch counts taken back): a broken capture can make the step's own ops fail. */
 enum dt_status dt_backend_graph_begin(struct dt_backend *be, struct dt_error *err);
 enum dt_status dt_backend_graph_end(struct dt_backend *be, void **graph, bool launch,
                                     struct dt_error *err);

@@ -143,6 +143,19 @@ static inline DT_HD float dt_maxpool_window(const float *img, const struct dt_po
     return best;
 }
 
+/* Global average pooling of channel c of one NHWC image of HW pixels: the sum from +0 in
+ * pixel order, one rounding an add, then one division by HW (exact in float below 2^24
+ * pixels) -- the CPU's loop and the CUDA kernel both call it. */
+static inline DT_HD float dt_gap_elem(const float *img, int64_t HW, int64_t C, int64_t c)
+{
+    float sum = 0.0f;
+    for (int64_t p = 0; p < HW; p++) sum = dt_rn_add(sum, img[p * C + c]);
+    return sum / (float)HW;
+}
+
+/* Its gradient: each pixel's share of the channel's output gradient. */
+static inline DT_HD float dt_gap_grad_elem(float dy, int64_t HW) { return dy / (float)HW; }
+
 /* Output element o = ((b*OH + oh)*OW + ow)*C + c: dt_maxpool_window of its window. */
 static inline DT_HD float dt_maxpool_out(const float *x, const struct dt_pool2d_shape *s, int64_t o,
                                          int32_t *argmax)

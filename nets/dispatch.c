@@ -84,7 +84,7 @@ int64_t dt_backend_first_nonfinite(struct dt_backend *be, const float *p, int64_
     const float *host = dt_backend_host_view(be, p);
     float *copy = NULL;
     if (!host) {
-        copy = dt_xmalloc((size_t)n * sizeof(float));
+        copy = dt_xcalloc((size_t)n, sizeof(float)); /* zeros if a capture skips the copy */
         dt_backend_download(be, copy, p, (size_t)n * sizeof(float));
         host = copy;
     }
@@ -1044,6 +1044,30 @@ plan_maxpool2d_backward(struct dt_backend *be, struct op_tensors *t, float *dx, 
     DT_ASSERT(dx && dy && x && y && argmax && pol);
     TENSORS(t, OUT(dx, s->B * s->H * s->W * s->C));
     return be->ops->maxpool2d_backward;
+}
+
+static dt_global_avgpool_forward_fn *
+plan_global_avgpool_forward(struct dt_backend *be, struct op_tensors *t, float *y, const float *x,
+                            int64_t B, int64_t HW, int64_t C, const struct dt_policy *pol)
+{
+    CHECK_DIMS(B, HW, C);
+    DT_ASSERT_MSG(HW < (1 << 24), "global_avgpool: more pixels than a float counts exactly");
+    DT_ASSERT(y && x && pol);
+    TENSORS(t, OUT(y, B * C));
+    return be->ops->global_avgpool_forward;
+}
+
+static dt_global_avgpool_backward_fn *plan_global_avgpool_backward(struct dt_backend *be,
+                                                                   struct op_tensors *t, float *dx,
+                                                                   const float *dy, int64_t B,
+                                                                   int64_t HW, int64_t C,
+                                                                   const struct dt_policy *pol)
+{
+    CHECK_DIMS(B, HW, C);
+    DT_ASSERT_MSG(HW < (1 << 24), "global_avgpool: more pixels than a float counts exactly");
+    DT_ASSERT(dx && dy && pol);
+    TENSORS(t, OUT(dx, B * HW * C));
+    return be->ops->global_avgpool_backward;
 }
 
 /* ---- Bayesian layers and epsilon ------------------------------------------------------ */

@@ -291,6 +291,8 @@ enum dt_status dt_mlp_create(struct dt_model **out, struct dt_backend *be, int64
     X(CONV, "conv", true, true)                                                                    \
     X(MAXPOOL, "maxpool", false, true)                                                             \
     X(RELU, "relu", false, false)                                                                  \
+    X(GELU, "gelu", false, false)                                                                  \
+    X(GLOBAL_AVGPOOL, "global_avgpool", false, false)                                              \
     X(FLATTEN, "flatten", false, false)
 enum dt_layer_kind {
 #define DT_LAYER_ENUM_(id, name, units, window) DT_LAYER_##id,

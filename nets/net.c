@@ -49,16 +49,16 @@ static int64_t count(struct dims d) { return d.H * d.W * d.C; }
 struct net_layer {
     struct dt_layer spec;
     struct dims in, out;
-    int param;             /* its weight's index (the bias follows), or -1 */
-    int number;            /* per kind: dense<number>, conv<number> */
-    bool grad_in;          /* a parameter lies under its input: its gradient is needed */
-    bool alias;            /* its output is its input's buffer (relu in place, flatten) */
+    int param;    /* its weight's index (the bias follows), or -1 */
+    int number;   /* per kind: dense<number>, conv<number> */
+    bool grad_in; /* a parameter lies under its input: its gradient is needed */
+    bool alias;   /* its output is its input's buffer (relu in place, flatten) */
     struct dt_conv2d_shape conv;
     struct dt_pool2d_shape pool;
-    float *y;          /* its output (B x out), or the input's buffer when alias */
-    float *dx;         /* the gradient w.r.t. its input (B x in) when grad_in and not alias */
-    int32_t *argmax;   /* maxpool */
-    char name[32];     /* "maxpool1": a layer without parameters in a check's context */
+    float *y;        /* its output (B x out), or the input's buffer when alias */
+    float *dx;       /* the gradient w.r.t. its input (B x in) when grad_in and not alias */
+    int32_t *argmax; /* maxpool */
+    char name[32];   /* "maxpool1": a layer without parameters in a check's context */
 };
 
 struct net {
@@ -70,15 +70,13 @@ struct net {
 /* The plan of n layers on `in`: every layer's shapes, parameters and gradient needs, or
  * DT_ERR_CONFIG naming the layer. L has n entries. */
 static enum dt_status plan(struct net_layer *L, const struct dt_layer *layers, int n,
-                           struct dims in, int64_t n_classes, int *n_params,
-                           struct dt_error *err)
+                           struct dims in, int64_t n_classes, int *n_params, struct dt_error *err)
 {
     int counts[DT_LAYER_KIND_COUNT] = {0};
     bool params_below = false;
     *n_params = 0;
     if (n < 1 || n > DT_NET_MAX_LAYERS)
-        return dt_error_set(err, DT_ERR_CONFIG, "net: %d layers (1 to %d)", n,
-                            DT_NET_MAX_LAYERS);
+        return dt_error_set(err, DT_ERR_CONFIG, "net: %d layers (1 to %d)", n, DT_NET_MAX_LAYERS);
     for (int i = 0; i < n; i++) {
         struct net_layer *l = &L[i];
         memset(l, 0, sizeof *l);
@@ -124,7 +122,9 @@ static enum dt_status plan(struct net_layer *L, const struct dt_layer *layers, i
             st = dt_pool2d_shape_init(&l->pool, &why);
             l->out = (struct dims){l->pool.OH, l->pool.OW, in.C};
             break;
-        case DT_LAYER_RELU: l->out = in; break;
+        case DT_LAYER_RELU:
+        case DT_LAYER_GELU: l->out = in; break;
+        case DT_LAYER_GLOBAL_AVGPOOL: l->out = (struct dims){1, 1, in.C}; break;
         case DT_LAYER_FLATTEN: l->out = (struct dims){1, 1, count(in)}; break;
         case DT_LAYER_KIND_COUNT: DT_ASSERT(0);
         }
@@ -181,9 +181,9 @@ static enum dt_status layer_forward(struct dt_model *m, struct net_layer *l, con
     const struct dt_param *w = l->param >= 0 ? &m->params[l->param] : NULL;
     switch (l->spec.kind) {
     case DT_LAYER_DENSE:
-        DT_MODEL_FWD(m, w->name,
-                     dt_dense_forward(m->be, l->y, x, w->w, w[1].w, B, count(l->in),
-                                      count(l->out), pol));
+        DT_MODEL_FWD(
+            m, w->name,
+            dt_dense_forward(m->be, l->y, x, w->w, w[1].w, B, count(l->in), count(l->out), pol));
         return DT_OK;
     case DT_LAYER_CONV: {
         const struct dt_conv2d_shape s = conv_at(l, B);
@@ -195,6 +195,9 @@ static enum dt_status layer_forward(struct dt_model *m, struct net_layer *l, con
         return dt_maxpool2d_forward(m->be, l->y, l->argmax, x, &s, pol);
     }
     case DT_LAYER_RELU: return dt_relu_forward(m->be, l->y, x, B * count(l->in), pol);
+    case DT_LAYER_GELU: return dt_gelu_forward(m->be, l->y, x, B * count(l->in), pol);
+    case DT_LAYER_GLOBAL_AVGPOOL:
+        return dt_global_avgpool_forward(m->be, l->y, x, B, l->in.H * l->in.W, l->in.C, pol);
     case DT_LAYER_FLATTEN: return DT_OK;
     case DT_LAYER_KIND_COUNT: break;
     }
@@ -257,6 +260,12 @@ static enum dt_status layer_backward(struct dt_model *m, struct net_layer *l, co
         if (!l->grad_in) return DT_OK;
         return l->alias ? dt_relu_backward(m->be, dy, dy, l->y, B * in, pol)
                         : dt_relu_backward(m->be, l->dx, dy, l->y, B * in, pol);
+    case DT_LAYER_GELU: /* its input kept: the derivative reads it */
+        if (!l->grad_in) return DT_OK;
+        return dt_gelu_backward(m->be, l->dx, dy, x, B * in, pol);
+    case DT_LAYER_GLOBAL_AVGPOOL:
+        if (!l->grad_in) return DT_OK;
+        return dt_global_avgpool_backward(m->be, l->dx, dy, B, l->in.H * l->in.W, l->in.C, pol);
     case DT_LAYER_FLATTEN: return DT_OK;
     case DT_LAYER_KIND_COUNT: break;
     }

@@ -122,6 +122,18 @@
       (float *dx, const float *dy, const float *x, const float *y, const int32_t *argmax,          \
        const struct dt_pool2d_shape *s, const struct dt_policy *pol),                              \
       (dx, dy, x, y, argmax, s, pol))                                                              \
+    /* dt_global_avgpool_forward: y[b, c] = the mean of x[b, ., ., c] over the HW pixels of one    \
+     * image (dt_gap_elem: the sum from +0 in pixel order, one rounding an add, then one           \
+     * division by HW -- every level, thread count and device the same bits). x is (B, HW, C)      \
+     * NHWC, y (B, C). */                                                                          \
+    X(GLOBAL_AVGPOOL_FORWARD, global_avgpool_forward, FORWARD, "pooled output", "",                \
+      (float *y, const float *x, int64_t B, int64_t HW, int64_t C, const struct dt_policy *pol),   \
+      (y, x, B, HW, C, pol))                                                                       \
+    /* dt_global_avgpool_backward: dx[b, p, c] = dy[b, c] / HW (dt_gap_grad_elem): every pixel     \
+     * of an image gets its channel's share; no sum, so every control gives the same bits. */      \
+    X(GLOBAL_AVGPOOL_BACKWARD, global_avgpool_backward, BACKWARD, "pool input gradient", "",       \
+      (float *dx, const float *dy, int64_t B, int64_t HW, int64_t C, const struct dt_policy *pol), \
+      (dx, dy, B, HW, C, pol))                                                                     \
     /* ---- Bayesian layers (Bayes by Backprop) and their epsilon ---------------------------      \
      * A Bayesian tensor has parameters mu and rho; sigma = softplus(rho); a sampled weight is     \
      * w = mu + sigma * eps with eps ~ N(0, 1) drawn by determinism/eps.h. All of these are        \

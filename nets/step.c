@@ -498,7 +498,7 @@ static enum dt_status captured_step(struct dt_step *d, struct dt_model *m,
      * own failure then speaks in its usual words; the capture's algorithm notes dropped) */
     m->step = step0;
     (void)dt_backend_take_algo_notes(m->be, NULL, 0);
-    if (body == DT_OK) {
+    if (end != DT_OK) { /* the capture broke (the ops' failure, if any, followed from it) */
         g->uncaptured++;
         snprintf(g->why, sizeof g->why, "step %" PRId64 ": %.280s", step0 + 1, err.msg);
         if (++g->broken_in_a_row >= 2) graphs_off(g, step0 + 1, err.msg);

@@ -1103,9 +1103,51 @@ DT_TEST(shape_errors)
     dt_backend_destroy(be);
 }
 
+/* Global average pooling against double precision: the forward's means, and the backward
+ * against finite differences of L = sum r .* gap(x) -- at every level and thread count, the
+ * same bits (no control acts on it). */
+DT_TEST(global_avgpool_gradcheck)
+{
+    enum { GB = 3, HW = 7 * 7, GC = 5 };
+    const int64_t nx = GB * HW * GC, ny = GB * GC;
+    float *x = falloc(nx), *y = falloc(ny), *r = falloc(ny), *gx = falloc(nx), *y0 = falloc(ny),
+          *g0 = falloc(nx);
+    double *ref = dalloc(ny), *fd = dalloc(nx);
+    fill_distinct(x, nx);
+    for (int64_t i = 0; i < ny; i++) r[i] = (float)(i % 7) - 2.5f;
+    for (int64_t b = 0; b < GB; b++)
+        for (int64_t c = 0; c < GC; c++) {
+            double sum = 0;
+            for (int64_t p = 0; p < HW; p++) sum += x[(b * HW + p) * GC + c];
+            ref[b * GC + c] = sum / HW;
+        }
+    for (int64_t i = 0; i < nx; i++) /* L is linear in x: dL/dx = r[b, c] / HW exactly */
+        fd[i] = (double)r[(i / (HW * GC)) * GC + i % GC] / HW;
+    const struct dt_policy pols[] = {level(DT_LEVEL_FAST), level(DT_LEVEL_RUN_TO_RUN),
+                                     level(DT_LEVEL_PORTABLE)};
+    for (size_t p = 0; p < sizeof pols / sizeof pols[0]; p++)
+        for (int threads = 1; threads <= 3; threads += 2) {
+            struct dt_backend *be = cpu(threads);
+            poison(y, (size_t)ny * sizeof *y);
+            poison(gx, (size_t)nx * sizeof *gx);
+            CHECK(dt_global_avgpool_forward(be, y, x, GB, HW, GC, &pols[p]) == DT_OK);
+            CHECK(dt_global_avgpool_backward(be, gx, r, GB, HW, GC, &pols[p]) == DT_OK);
+            check_close("global avgpool forward", y, ref, ny, 1e-6, 1e-6);
+            check_close("global avgpool dL/dx", gx, fd, nx, 1e-7, 1e-6);
+            if (p == 0 && threads == 1) {
+                memcpy(y0, y, (size_t)ny * sizeof *y);
+                memcpy(g0, gx, (size_t)nx * sizeof *gx);
+            }
+            CHECK(memcmp(y0, y, (size_t)ny * sizeof *y) == 0);
+            CHECK(memcmp(g0, gx, (size_t)nx * sizeof *gx) == 0);
+            dt_backend_destroy(be);
+        }
+    free(x), free(y), free(r), free(gx), free(y0), free(g0), free(ref), free(fd);
+}
+
 DT_TEST_MAIN(DT_CASE(conv2d_forward_matches_double), DT_CASE(conv_onednn_path),
-             DT_CASE(conv2d_backward_gradcheck), DT_CASE(maxpool_forward_matches_reference),
-             DT_CASE(maxpool_backward_gradcheck), DT_CASE(maxpool_ties),
-             DT_CASE(conv_pool_thread_count_independent), DT_CASE(conv_forced_orders),
-             DT_CASE(maxpool_forced_orders), DT_CASE(lenet_backward_gradcheck),
-             DT_CASE(shape_errors))
+             DT_CASE(global_avgpool_gradcheck), DT_CASE(conv2d_backward_gradcheck),
+             DT_CASE(maxpool_forward_matches_reference), DT_CASE(maxpool_backward_gradcheck),
+             DT_CASE(maxpool_ties), DT_CASE(conv_pool_thread_count_independent),
+             DT_CASE(conv_forced_orders), DT_CASE(maxpool_forced_orders),
+             DT_CASE(lenet_backward_gradcheck), DT_CASE(shape_errors))

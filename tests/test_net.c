@@ -39,16 +39,15 @@ static void same_training(struct dt_model *a, struct dt_model *b, const struct d
     float *x = dt_xmalloc((size_t)N * SIDE * SIDE * sizeof *x);
     uint8_t y[N];
     images(x, y);
-    const struct dt_sgd_options opt = adamw ? (struct dt_sgd_options){.lr = 1e-3f,
-                                                                      .adamw = true,
-                                                                      .beta1 = 0.9f,
-                                                                      .beta2 = 0.999f,
-                                                                      .eps = 1e-8f,
-                                                                      .weight_decay = 0.01f,
-                                                                      .clip_norm = 1.0f}
-                                            : (struct dt_sgd_options){.lr = 0.05f,
-                                                                      .momentum = 0.9f,
-                                                                      .weight_decay = 1e-4f};
+    const struct dt_sgd_options opt =
+        adamw ? (struct dt_sgd_options){.lr = 1e-3f,
+                                        .adamw = true,
+                                        .beta1 = 0.9f,
+                                        .beta2 = 0.999f,
+                                        .eps = 1e-8f,
+                                        .weight_decay = 0.01f,
+                                        .clip_norm = 1.0f}
+              : (struct dt_sgd_options){.lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-4f};
     struct dt_model *m[2] = {a, b};
     struct dt_step d[2];
     struct dt_model_state st[2] = {{0}, {0}};
@@ -97,12 +96,10 @@ static const enum dt_level levels[] = {DT_LEVEL_FAST, DT_LEVEL_RUN_TO_RUN, DT_LE
 DT_TEST(mlp_as_layers)
 {
     const int64_t hidden[2] = {64, 32};
-    const struct dt_layer layers[] = {{.kind = DT_LAYER_FLATTEN},
-                                      {.kind = DT_LAYER_DENSE, .units = 64},
-                                      {.kind = DT_LAYER_RELU},
-                                      {.kind = DT_LAYER_DENSE, .units = 32},
-                                      {.kind = DT_LAYER_RELU},
-                                      {.kind = DT_LAYER_DENSE, .units = 10}};
+    const struct dt_layer layers[] = {
+        {.kind = DT_LAYER_FLATTEN}, {.kind = DT_LAYER_DENSE, .units = 64},
+        {.kind = DT_LAYER_RELU},    {.kind = DT_LAYER_DENSE, .units = 32},
+        {.kind = DT_LAYER_RELU},    {.kind = DT_LAYER_DENSE, .units = 10}};
     for (int l = 0; l < 3; l++) {
         const struct dt_policy pol = level(levels[l]);
         struct dt_backend *be = cpu(2);
@@ -156,8 +153,9 @@ DT_TEST(shape_errors)
     struct dt_backend *be = cpu(1);
     struct dt_model *m = NULL;
     struct dt_error err;
-    const struct dt_layer no_flatten[] = {{.kind = DT_LAYER_CONV, .units = 4, .kernel = 3, .stride = 1},
-                                          {.kind = DT_LAYER_DENSE, .units = 10}};
+    const struct dt_layer no_flatten[] = {
+        {.kind = DT_LAYER_CONV, .units = 4, .kernel = 3, .stride = 1},
+        {.kind = DT_LAYER_DENSE, .units = 10}};
     CHECK_INT_EQ(dt_net_create(&m, be, SIDE, SIDE, 1, no_flatten, 2, 10, B, &err), DT_ERR_CONFIG);
     CHECK_CONTAINS(err.msg, "layer 2 (dense): its input is a 26x26x4 image; put a flatten "
                             "layer before it");
@@ -167,16 +165,44 @@ DT_TEST(shape_errors)
                                    {.kind = DT_LAYER_DENSE, .units = 10}};
     CHECK_INT_EQ(dt_net_create(&m, be, SIDE, SIDE, 1, big, 4, 10, B, &err), DT_ERR_CONFIG);
     CHECK_CONTAINS(err.msg, "layer 2 (conv) on a 14x14x1 input: ");
-    const struct dt_layer last[] = {{.kind = DT_LAYER_FLATTEN},
-                                    {.kind = DT_LAYER_DENSE, .units = 12},
-                                    {.kind = DT_LAYER_RELU}};
+    const struct dt_layer last[] = {
+        {.kind = DT_LAYER_FLATTEN}, {.kind = DT_LAYER_DENSE, .units = 12}, {.kind = DT_LAYER_RELU}};
     CHECK_INT_EQ(dt_net_create(&m, be, SIDE, SIDE, 1, last, 3, 10, B, &err), DT_ERR_CONFIG);
     CHECK_CONTAINS(err.msg, "layer 3 (relu): the last layer must be a dense layer of 10 units");
-    const struct dt_layer wrong[] = {{.kind = DT_LAYER_FLATTEN}, {.kind = DT_LAYER_DENSE, .units = 9}};
+    const struct dt_layer wrong[] = {{.kind = DT_LAYER_FLATTEN},
+                                     {.kind = DT_LAYER_DENSE, .units = 9}};
     CHECK_INT_EQ(dt_net_create(&m, be, SIDE, SIDE, 1, wrong, 2, 10, B, &err), DT_ERR_CONFIG);
     CHECK_CONTAINS(err.msg, "layer 2 (dense): the last layer must be a dense layer of 10 units");
     CHECK(m == NULL);
     dt_backend_destroy(be);
+}
+
+/* The layers no built-in kind has (gelu, global_avgpool) train, and at portable the same
+ * bits at 1 and 3 threads: conv, gelu, global average pooling, dense. */
+DT_TEST(new_layers_thread_free)
+{
+    const struct dt_layer layers[] = {
+        {.kind = DT_LAYER_CONV, .units = 6, .kernel = 3, .stride = 2, .pad = 1},
+        {.kind = DT_LAYER_GELU},
+        {.kind = DT_LAYER_CONV, .units = 8, .kernel = 3, .stride = 1, .pad = 1},
+        {.kind = DT_LAYER_RELU},
+        {.kind = DT_LAYER_GLOBAL_AVGPOOL},
+        {.kind = DT_LAYER_DENSE, .units = 10}};
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    struct dt_backend *b1 = cpu(1), *b3 = cpu(3);
+    struct dt_model *a = NULL, *b = NULL;
+    CHECK_INT_EQ(dt_net_create(&a, b1, SIDE, SIDE, 1, layers, 6, 10, B, NULL), DT_OK);
+    CHECK_INT_EQ(dt_net_create(&b, b3, SIDE, SIDE, 1, layers, 6, 10, B, NULL), DT_OK);
+    if (a && b) {
+        CHECK_INT_EQ(a->n_params, 6);
+        CHECK_STR_EQ(a->params[4].name, "dense0.weight");
+        CHECK_INT_EQ(a->params[4].n, 8 * 10);
+        same_training(a, b, &pol, true, "conv-gelu-gap net, 1 and 3 threads");
+    }
+    dt_model_destroy(a);
+    dt_model_destroy(b);
+    dt_backend_destroy(b1);
+    dt_backend_destroy(b3);
 }
 
 /* Through `detrain run`: configs/lenet.yaml and configs/net-lenet.yaml (the same network as
@@ -205,4 +231,4 @@ DT_TEST(configs_same_digests)
 }
 
 DT_TEST_MAIN(DT_CASE(mlp_as_layers), DT_CASE(lenet_as_layers), DT_CASE(shape_errors),
-             DT_CASE(configs_same_digests))
+             DT_CASE(new_layers_thread_free), DT_CASE(configs_same_digests))

@@ -1,2 +1,3 @@
-dt_add_test(net LABELS unit CASES mlp_as_layers lenet_as_layers shape_errors)
+dt_add_test(net LABELS unit CASES mlp_as_layers lenet_as_layers shape_errors
+            new_layers_thread_free)
 dt_add_test(net LABELS e2e CASES configs_same_digests)

@@ -269,6 +269,32 @@ static enum dt_status run_maxpool2d_backward(struct dt_backend *be, void *const 
 }
 static const double tol_maxpool2d_backward = 1e-6;
 
+/* Global average pooling: B images of GAP_HW pixels and C channels. */
+enum { GAP_HW = 12 };
+static void make_global_avgpool_forward(struct io *io)
+{
+    add_in(io, (int64_t)B * GAP_HW * C, 1.0);
+    add_out(io, (int64_t)B * C, false);
+}
+static enum dt_status run_global_avgpool_forward(struct dt_backend *be, void *const *in,
+                                                 void *const *out, const struct dt_policy *pol)
+{
+    return dt_global_avgpool_forward(be, out[0], in[0], B, GAP_HW, C, pol);
+}
+static const double tol_global_avgpool_forward = 0;
+
+static void make_global_avgpool_backward(struct io *io)
+{
+    add_in(io, (int64_t)B * C, 1.0);
+    add_out(io, (int64_t)B * GAP_HW * C, false);
+}
+static enum dt_status run_global_avgpool_backward(struct dt_backend *be, void *const *in,
+                                                  void *const *out, const struct dt_policy *pol)
+{
+    return dt_global_avgpool_backward(be, out[0], in[0], B, GAP_HW, C, pol);
+}
+static const double tol_global_avgpool_backward = 0;
+
 static void make_eps_philox(struct io *io) { add_out(io, N, false); }
 static enum dt_status run_eps_philox(struct dt_backend *be, void *const *in, void *const *out,
                                      const struct dt_policy *pol)

@@ -154,8 +154,8 @@ static const struct key_row keys[] = {
      COUNT_(model.n_network),
      .flags = KEY_OPTIONAL, .min_items = 1, .max_items = DT_NET_MAX_LAYERS,
      .doc = "net: the network, first layer first, on NHWC images: dense, conv, maxpool, relu, "
-            "flatten (docs/config.md, \"Networks described in the config\"); the last a dense "
-            "layer with one unit per class"},
+            "gelu, global_avgpool, flatten (docs/config.md, \"Networks described in the "
+            "config\"); the last a dense layer with one unit per class"},
     {.path = "model.samples", .type = KEY_INT, FIELD_(model.samples), .def = "4", .lo = 1,
      .hi = 255, .doc = "bnn_mlp only: Monte Carlo weight samples per training step (S)"},
     {.path = "model.test_samples", .type = KEY_INT, FIELD_(model.test_samples), .def = "10",
@@ -994,7 +994,7 @@ static enum dt_status set_layer_mapping(struct loader *ld, const char *label,
     return DT_OK;
 }
 
-/* Item `i` of `model.layers`: a name (relu, flatten) or a mapping. */
+/* Item `i` of `model.network`: a name (relu, gelu, global_avgpool, flatten) or a mapping. */
 static enum dt_status set_layer_item(struct loader *ld, const struct key_row *row, int i,
                                      const yaml_node_t *node)
 {
@@ -2250,7 +2250,8 @@ static void reference_values(char *buf, size_t size, const struct key_row *row)
     case KEY_LAYER_LIST:
         format_choices(names, sizeof names, dt_layer_kind_names, ", ");
         snprintf(buf, size,
-                 "%d to %d layers, each a name (relu, flatten) or a mapping: {dense: UNITS}, "
+                 "%d to %d layers, each a name (relu, gelu, global_avgpool, flatten) or a "
+                 "mapping: {dense: UNITS}, "
                  "{conv: FILTERS, kernel: K, stride: S, pad: P}, {maxpool: K, stride: S, pad: P} "
                  "(kinds: %s)",
                  row->min_items, row->max_items, names);

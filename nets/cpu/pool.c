@@ -158,3 +158,48 @@ enum dt_status dt_cpu_maxpool2d_backward(struct dt_backend *be, float *dx, const
     dt_pool_run(c->pool, dt_pool_threads(c->pool), 1, maxpool_backward_float_part, &job);
     return DT_OK;
 }
+
+/* ---- global average pooling: each output its channel's mean, dt_gap_elem (no control acts) */
+
+struct gap_job {
+    float *out;
+    const float *in;
+    int64_t HW, C;
+};
+
+/* Images [begin, end): every channel's mean. */
+static void gap_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct gap_job *j = ctx;
+    for (int64_t b = begin; b < end; b++)
+        for (int64_t c = 0; c < j->C; c++)
+            j->out[b * j->C + c] = dt_gap_elem(j->in + b * j->HW * j->C, j->HW, j->C, c);
+}
+
+enum dt_status dt_cpu_global_avgpool_forward(struct dt_backend *be, float *y, const float *x,
+                                             int64_t B, int64_t HW, int64_t C,
+                                             const struct dt_policy *pol)
+{
+    struct gap_job job = {.out = y, .in = x, .HW = HW, .C = C};
+    dt_pool_run(dt_cpu(be)->pool, B, 1, gap_forward_part, &job);
+    return DT_OK;
+}
+
+/* Images [begin, end): every pixel its channel's share of dy. */
+static void gap_backward_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct gap_job *j = ctx;
+    for (int64_t b = begin; b < end; b++)
+        for (int64_t p = 0; p < j->HW; p++)
+            for (int64_t c = 0; c < j->C; c++)
+                j->out[(b * j->HW + p) * j->C + c] = dt_gap_grad_elem(j->in[b * j->C + c], j->HW);
+}
+
+enum dt_status dt_cpu_global_avgpool_backward(struct dt_backend *be, float *dx, const float *dy,
+                                              int64_t B, int64_t HW, int64_t C,
+                                              const struct dt_policy *pol)
+{
+    struct gap_job job = {.out = dx, .in = dy, .HW = HW, .C = C};
+    dt_pool_run(dt_cpu(be)->pool, B, 1, gap_backward_part, &job);
+    return DT_OK;
+}

@@ -141,7 +141,12 @@ static void *cuda_alloc(struct dt_backend *be, size_t bytes)
 
 static void cuda_free(struct dt_backend *be, void *p)
 {
-    if (dt_cuda_capture_breaks(be, "a buffer freed inside the step")) return; /* kept */
+    struct dt_cuda_ctx *c = dt_cuda(be);
+    if (dt_cuda_capture_breaks(be, "a buffer freed inside the step")) {
+        if (c->capture_n_parked < (int)(sizeof c->capture_parked / sizeof c->capture_parked[0]))
+            c->capture_parked[c->capture_n_parked++] = p; /* freed as the capture ends */
+        return; /* beyond: kept (one buffer lost, the step reruns) */
+    }
     dt_cuda_sync(be);
     DT_CUDA_CHECK(cudaFree(p));
 }

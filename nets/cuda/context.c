@@ -43,6 +43,9 @@ void dt_cuda_capture_mark(struct dt_backend *be, bool on)
         free(c->capture_spill[i]);
         c->capture_spill[i] = NULL;
     }
+    for (int i = 0; i < c->capture_n_parked; i++) /* freed meanwhile: now, outside it */
+        DT_CUDA_CHECK(cudaFree(c->capture_parked[i]));
+    c->capture_n_parked = 0;
 }
 
 /* A site and a file name's tail: "nets/cuda/dense.cu:12" rather than the full path. */

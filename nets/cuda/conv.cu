@@ -112,6 +112,22 @@ static __global__ void __launch_bounds__(1024)
     y[o] = dt_maxpool_out(x, &s, o, &argmax[o]);
 }
 
+/* Global average pooling: a thread an output (b, c), dt_gap_elem; backward a thread an input
+ * element, dt_gap_grad_elem. */
+static __global__ void __launch_bounds__(1024)
+    gap_forward_kernel(float *y, const float *x, int64_t B, int64_t HW, int64_t C)
+{
+    DT_GRID_STRIDE(o, B * C)
+    y[o] = dt_gap_elem(x + (o / C) * HW * C, HW, C, o % C);
+}
+
+static __global__ void __launch_bounds__(1024)
+    gap_backward_kernel(float *dx, const float *dy, int64_t B, int64_t HW, int64_t C)
+{
+    DT_GRID_STRIDE(i, B * HW * C)
+    dx[i] = dt_gap_grad_elem(dy[(i / (HW * C)) * C + i % C], HW);
+}
+
 static __global__ void __launch_bounds__(1024)
     maxpool_direct_kernel(float *dx, const float *dy, const int32_t *argmax,
                           struct dt_pool2d_shape s)
@@ -430,6 +446,32 @@ extern "C" enum dt_status dt_cuda_maxpool2d_forward(struct dt_backend *be, float
 {
     return dt_cuda_launched(be, dt_cuda_maxpool_forward(y, argmax, x, s, &dt_cuda(be)->launch),
                             "maxpool2d_forward");
+}
+
+/* ---- global average pooling: every level the CPU's rule and bits ----------------------- */
+
+extern "C" enum dt_status dt_cuda_global_avgpool_forward(struct dt_backend *be, float *y,
+                                                         const float *x, int64_t B, int64_t HW,
+                                                         int64_t C, const struct dt_policy *pol)
+{
+    const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
+    const dt_cuda_stream st = L->stream;
+    DT_LAUNCH(L, dt_work(4.0 * (double)(B * C) * (double)(HW + 1), (double)(B * C * (HW + 4))),
+              gap_forward_kernel, GRID(B * C))
+    (y, x, B, HW, C);
+    return dt_cuda_launched(be, DT_LAUNCHED(L), "global_avgpool_forward");
+}
+
+extern "C" enum dt_status dt_cuda_global_avgpool_backward(struct dt_backend *be, float *dx,
+                                                          const float *dy, int64_t B, int64_t HW,
+                                                          int64_t C, const struct dt_policy *pol)
+{
+    const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
+    const dt_cuda_stream st = L->stream;
+    DT_LAUNCH(L, dt_work(4.0 * (double)(B * C) * (double)(HW + 1), (double)(B * HW * C) * 4.0),
+              gap_backward_kernel, GRID(B * HW * C))
+    (dx, dy, B, HW, C);
+    return dt_cuda_launched(be, DT_LAUNCHED(L), "global_avgpool_backward");
 }
 
 extern "C" enum dt_status dt_cuda_own_maxpool2d_backward(struct dt_backend *be, float *dx,

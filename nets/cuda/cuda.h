@@ -109,6 +109,8 @@ struct dt_cuda_ctx {
     char capture_broken[256]; /* "" = the capture may be launched */
     int capture_gathers;      /* gathers in this capture (each its own index buffer) */
     void *capture_spill[DT_CUDA_SCRATCH_SLOTS]; /* host scratch grown while capturing */
+    void *capture_parked[8]; /* device buffers freed while capturing: freed as it ends */
+    int capture_n_parked;
 };
 
 static inline struct dt_cuda_ctx *dt_cuda(struct dt_backend *be)

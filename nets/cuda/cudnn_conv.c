@@ -438,6 +438,10 @@ static enum dt_status choose(struct dt_backend *be, struct dt_cudnn *d, enum con
             return ch->algo == ALGO_OWN ? DT_OK : set_conv(d, s, ch->math);
         }
     }
+    /* a new shape inside a capture: cuDNN's search allocates and waits -- the capture breaks
+     * and the uncaptured rerun chooses (the capture's choice would not be the run's) */
+    if (dt_cuda_capture_breaks(be, "cuDNN's algorithm search for a new shape inside the step"))
+        return DT_ERR_UNSUPPORTED;
     const bool timed = mode == DT_CONV_ALGO_AUTOTUNE;
     DT_FORWARD_IF_ERROR(set_conv(d, s, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
     struct perf p[MAX_PERF];
@@ -495,6 +499,8 @@ static enum dt_status choose(struct dt_backend *be, struct dt_cudnn *d, enum con
 static void *workspace(struct dt_backend *be, struct dt_cudnn *d, size_t bytes)
 {
     if (bytes <= d->ws_bytes) return d->ws;
+    /* capturing: nothing runs, nothing is freed or made (the rerun grows it) */
+    if (dt_cuda_capture_breaks(be, "the cuDNN workspace grew inside the step")) return d->ws;
     dt_cuda_sync(be); /* queued work may still use the old one */
     if (d->ws) DT_CUDA_CHECK(cudaFree(d->ws));
     DT_CUDA_CHECK(cudaMalloc(&d->ws, bytes));
@@ -533,6 +539,14 @@ static bool refused_by_seam(struct dt_cudnn *d)
     if (d->refuse_exec <= 0) return false;
     d->refuse_exec--;
     return true;
+}
+
+/* A refusal while the step is captured (nets/cuda/graph.c) may be the capture's doing, not the
+ * algorithm's: it breaks the capture (the step reruns uncaptured and asks again) instead of
+ * moving the shape to detrain's kernels for good. */
+static bool refused_in_capture(struct dt_backend *be, const char *call)
+{
+    return dt_cuda_capture_breaks(be, "%s refused inside the capture", call);
 }
 
 /* cuDNN refused an algorithm it had offered, at execution (CUDNN_STATUS_NOT_SUPPORTED: it
@@ -591,13 +605,13 @@ enum dt_status dt_cudnn_conv2d_forward(struct dt_backend *be, float *y, const fl
         dt_cuda_launched(be, dt_cuda_transpose(wk, w, Kp, s->K_out, &dt_cuda(be)->launch),
                          "conv2d_forward weights to KRSC"));
     const float one = 1.0f, zero = 0.0f;
-    if (!refused_by_seam(d)) dt_cuda_count_lib(be); /* the library call below */
-    cudnnStatus_t cst = refused_by_seam(d)
-                            ? CUDNN_STATUS_NOT_SUPPORTED
-                            : cudnnConvolutionForward(d->h, &one, d->xd, x, d->wd, wk, d->cd,
-                                                      (cudnnConvolutionFwdAlgo_t)ch->algo, ws,
-                                                      ch->workspace, &zero, d->yd, y);
-    if (cst == CUDNN_STATUS_NOT_SUPPORTED) {
+    const bool refused = refused_by_seam(d); /* once a call: the seam counts calls */
+    if (!refused) dt_cuda_count_lib(be);     /* the library call below */
+    cudnnStatus_t cst = refused ? CUDNN_STATUS_NOT_SUPPORTED
+                                : cudnnConvolutionForward(d->h, &one, d->xd, x, d->wd, wk, d->cd,
+                                                          (cudnnConvolutionFwdAlgo_t)ch->algo, ws,
+                                                          ch->workspace, &zero, d->yd, y);
+    if (cst == CUDNN_STATUS_NOT_SUPPORTED && !refused_in_capture(be, "cudnnConvolutionForward")) {
         fall_back_at_execution(d, ch, pol);
         const struct dt_policy own = own_policy(pol);
         return dt_cuda_own_conv2d_forward(be, y, x, w, bias, s, &own);
@@ -629,13 +643,15 @@ enum dt_status dt_cudnn_conv2d_backward_data(struct dt_backend *be, float *dx, c
         dt_cuda_launched(be, dt_cuda_transpose(wk, w, Kp, s->K_out, &dt_cuda(be)->launch),
                          "conv2d_backward_data weights to KRSC"));
     const float one = 1.0f, zero = 0.0f;
-    if (!refused_by_seam(d)) dt_cuda_count_lib(be); /* the library call below */
-    cudnnStatus_t st = refused_by_seam(d)
+    const bool refused = refused_by_seam(d); /* once a call: the seam counts calls */
+    if (!refused) dt_cuda_count_lib(be);     /* the library call below */
+    cudnnStatus_t st = refused
                            ? CUDNN_STATUS_NOT_SUPPORTED
                            : cudnnConvolutionBackwardData(d->h, &one, d->wd, wk, d->yd, dy, d->cd,
                                                           (cudnnConvolutionBwdDataAlgo_t)ch->algo,
                                                           ws, ch->workspace, &zero, d->xd, dx);
-    if (st == CUDNN_STATUS_NOT_SUPPORTED) {
+    if (st == CUDNN_STATUS_NOT_SUPPORTED &&
+        !refused_in_capture(be, "cudnnConvolutionBackwardData")) {
         fall_back_at_execution(d, ch, pol);
         const struct dt_policy own = own_policy(pol);
         return dt_cuda_own_conv2d_backward_data(be, dx, dy, w, s, &own);
@@ -662,14 +678,15 @@ enum dt_status dt_cudnn_conv2d_backward_weight(struct dt_backend *be, float *dw,
     float *dwk =
         dt_cuda_scratch(be, DT_CUDA_SLOT_CONV_WEIGHTS, (size_t)(Kp * s->K_out) * sizeof(float));
     const float one = 1.0f, zero = 0.0f;
-    if (!refused_by_seam(d)) dt_cuda_count_lib(be); /* the library call below */
+    const bool refused = refused_by_seam(d); /* once a call: the seam counts calls */
+    if (!refused) dt_cuda_count_lib(be);     /* the library call below */
     cudnnStatus_t st =
-        refused_by_seam(d)
-            ? CUDNN_STATUS_NOT_SUPPORTED
-            : cudnnConvolutionBackwardFilter(d->h, &one, d->xd, x, d->yd, dy, d->cd,
-                                             (cudnnConvolutionBwdFilterAlgo_t)ch->algo, ws,
-                                             ch->workspace, &zero, d->wd, dwk);
-    if (st == CUDNN_STATUS_NOT_SUPPORTED) {
+        refused ? CUDNN_STATUS_NOT_SUPPORTED
+                : cudnnConvolutionBackwardFilter(d->h, &one, d->xd, x, d->yd, dy, d->cd,
+                                                 (cudnnConvolutionBwdFilterAlgo_t)ch->algo, ws,
+                                                 ch->workspace, &zero, d->wd, dwk);
+    if (st == CUDNN_STATUS_NOT_SUPPORTED &&
+        !refused_in_capture(be, "cudnnConvolutionBackwardFilter")) {
         fall_back_at_execution(d, ch, pol);
         const struct dt_policy own = own_policy(pol);
         return dt_cuda_own_conv2d_backward_weight(be, dw, x, dy, s, &own);
@@ -705,11 +722,13 @@ enum dt_status dt_cudnn_maxpool2d_backward(struct dt_backend *be, float *dx, con
     snprintf(shape, sizeof shape, "%lldx%lldx%lld k%lld s%lld p%lld b%lld", (long long)s->H,
              (long long)s->W, (long long)s->C, (long long)s->K, (long long)s->stride,
              (long long)s->pad, (long long)s->B);
-    if (!refused_by_seam(d)) dt_cuda_count_lib(be); /* the library call below */
-    cudnnStatus_t st = refused_by_seam(d) ? CUDNN_STATUS_NOT_SUPPORTED
-                                          : cudnnPoolingBackward(d->h, d->pd, &one, d->yd, y, d->yd,
-                                                                 dy, d->xd, x, &zero, d->xd, dx);
-    if (st == CUDNN_STATUS_NOT_SUPPORTED) { /* refused at execution: detrain's own kernel */
+    const bool refused = refused_by_seam(d); /* once a call: the seam counts calls */
+    if (!refused) dt_cuda_count_lib(be);     /* the library call below */
+    cudnnStatus_t st = refused ? CUDNN_STATUS_NOT_SUPPORTED
+                               : cudnnPoolingBackward(d->h, d->pd, &one, d->yd, y, d->yd, dy, d->xd,
+                                                      x, &zero, d->xd, dx);
+    if (st == CUDNN_STATUS_NOT_SUPPORTED && /* refused at execution: detrain's own kernel */
+        !refused_in_capture(be, "cudnnPoolingBackward")) {
         fprintf(stderr,
                 "detrain: cuDNN %zu refused max-pool backward (%s) for %s when it ran "
                 "(CUDNN_STATUS_NOT_SUPPORTED); detrain's own kernel runs it (algos.csv says "

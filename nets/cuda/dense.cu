@@ -855,6 +855,9 @@ static enum dt_status bias_fixed_one_launch(struct dt_backend *be, float *dbias,
     const int64_t widest = dt_cuda_widest_shard(row, count, mult);
     if (!c->one_pass || !dt_cuda_bias_one_launch_fits(count, widest, out))
         return DT_ERR_UNSUPPORTED;
+    if (!c->one_pass_count &&
+        dt_cuda_capture_breaks(be, "the one-launch counter made inside the step"))
+        return DT_ERR_UNSUPPORTED;                      /* the rerun makes it */
     if (!c->one_pass_count && !dt_cuda_recording(be)) { /* once per backend: zeroed, and zero
                                                             after every launch */
         DT_CUDA_CHECK(cudaMalloc((void **)&c->one_pass_count, sizeof *c->one_pass_count));

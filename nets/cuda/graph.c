@@ -115,12 +115,14 @@ enum dt_status dt_cuda_graph_end(struct dt_backend *be, void **graph, bool launc
         G->launched++;
         return DT_OK;
     }
-    /* nothing of it ran: what its host code noted is forgotten, its counts taken back */
+    /* nothing of it ran: what its host code noted is forgotten, its counts taken back; what
+     * broke it is said even when the step's own ops failed (a capture CUDA invalidated makes
+     * every later launch fail: that is the capture's fault, not the step's) */
     G->discarded++;
     dt_cuda_status_forget(be);
     be->launches = c->capture_counts0;
     be->host_waits = c->capture_waits0;
-    return launch ? dt_error_set(err, DT_ERR_UNSUPPORTED, "%s", broken) : DT_OK;
+    return broken[0] ? dt_error_set(err, DT_ERR_UNSUPPORTED, "%s", broken) : DT_OK;
 }
 
 void dt_cuda_graph_describe(struct dt_backend *be, const void *graph, char *buf, size_t size)
