@@ -293,7 +293,8 @@ enum dt_status dt_mlp_create(struct dt_model **out, struct dt_backend *be, int64
     X(RELU, "relu", false, false)                                                                  \
     X(GELU, "gelu", false, false)                                                                  \
     X(GLOBAL_AVGPOOL, "global_avgpool", false, false)                                              \
-    X(FLATTEN, "flatten", false, false)
+    X(FLATTEN, "flatten", false, false)                                                            \
+    X(RESIDUAL, "residual", false, false) /* its branch: the `block` layers after it */
 enum dt_layer_kind {
 #define DT_LAYER_ENUM_(id, name, units, window) DT_LAYER_##id,
     DT_LAYER_LIST(DT_LAYER_ENUM_)
@@ -309,6 +310,12 @@ struct dt_layer {
     enum dt_layer_kind kind;
     int64_t units;               /* dense: outputs; conv: filters */
     int64_t kernel, stride, pad; /* conv (stride default 1), maxpool (stride default kernel) */
+    /* residual: y = branch(x) + shortcut(x). Its branch is the `block` entries after it in
+     * the list (a nested residual counts with its own branch); the shortcut is x itself, or
+     * with `projection` a 1 x 1 convolution (proj<i>.weight, proj<i>.bias) striding as the
+     * branch does, to the branch's output channels. */
+    int block;
+    bool projection;
 };
 /* The network of n layers on H x W x C inputs: DT_ERR_CONFIG naming the layer ("layer 3
  * (dense): ...") when the shapes do not fit -- a dense layer on an image without a flatten

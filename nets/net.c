@@ -59,6 +59,12 @@ struct net_layer {
     float *dx;       /* the gradient w.r.t. its input (B x in) when grad_in and not alias */
     int32_t *argmax; /* maxpool */
     char name[32];   /* "maxpool1": a layer without parameters in a check's context */
+    /* residual: its branch's last entry; the block's input; the projection's output and input
+     * gradient; the gradient w.r.t. the block's output, kept for the shortcut */
+    int end;
+    const float *x_in;
+    float *proj_y, *proj_dx;
+    const float *dy_out;
 };
 
 struct net {
@@ -67,12 +73,111 @@ struct net {
     int n_params;
 };
 
+/* Layer l's output on `in` (any kind but a residual), or DT_ERR_CONFIG naming it: i is its
+ * place in the list. */
+static enum dt_status plan_shape(struct net_layer *l, struct dims in, int i, struct dt_error *err)
+{
+    const char *kind = dt_layer_kind_names[l->spec.kind];
+    struct dt_error why = {0};
+    enum dt_status st = DT_OK;
+    switch (l->spec.kind) {
+    case DT_LAYER_DENSE:
+        if (in.H != 1 || in.W != 1)
+            return dt_error_set(err, DT_ERR_CONFIG,
+                                "layer %d (dense): its input is a %lldx%lldx%lld image; put a "
+                                "flatten layer before it",
+                                i + 1, (long long)in.H, (long long)in.W, (long long)in.C);
+        l->out = (struct dims){1, 1, l->spec.units};
+        break;
+    case DT_LAYER_CONV:
+        l->conv = (struct dt_conv2d_shape){.B = 1,
+                                           .H = in.H,
+                                           .W = in.W,
+                                           .C = in.C,
+                                           .K_out = l->spec.units,
+                                           .KH = l->spec.kernel,
+                                           .KW = l->spec.kernel,
+                                           .stride = l->spec.stride,
+                                           .pad = l->spec.pad};
+        st = dt_conv2d_shape_init(&l->conv, &why);
+        l->out = (struct dims){l->conv.OH, l->conv.OW, l->spec.units};
+        break;
+    case DT_LAYER_MAXPOOL:
+        l->pool = (struct dt_pool2d_shape){.B = 1,
+                                           .H = in.H,
+                                           .W = in.W,
+                                           .C = in.C,
+                                           .K = l->spec.kernel,
+                                           .stride = l->spec.stride,
+                                           .pad = l->spec.pad};
+        st = dt_pool2d_shape_init(&l->pool, &why);
+        l->out = (struct dims){l->pool.OH, l->pool.OW, in.C};
+        break;
+    case DT_LAYER_RELU:
+    case DT_LAYER_GELU:
+    case DT_LAYER_RESIDUAL: l->out = in; break; /* a residual's branch starts on its input */
+    case DT_LAYER_GLOBAL_AVGPOOL: l->out = (struct dims){1, 1, in.C}; break;
+    case DT_LAYER_FLATTEN: l->out = (struct dims){1, 1, count(in)}; break;
+    case DT_LAYER_KIND_COUNT: DT_ASSERT(0);
+    }
+    if (st != DT_OK)
+        return dt_error_set(err, DT_ERR_CONFIG, "layer %d (%s) on a %lldx%lldx%lld input: %s",
+                            i + 1, kind, (long long)in.H, (long long)in.W, (long long)in.C,
+                            why.msg);
+    return DT_OK;
+}
+
+/* Residual r (at place ri) closed by its branch's last entry `last` (output `out`): the
+ * shortcut's shape and, for a projection, its parameters. */
+static enum dt_status plan_close(struct net_layer *r, int ri, const struct net_layer *last,
+                                 struct dims out, int *n_params, int *n_proj, struct dt_error *err)
+{
+    const struct dims x = r->in;
+    r->out = out;
+    if (last->alias)
+        return dt_error_set(err, DT_ERR_CONFIG,
+                            "layer %d (residual): its branch ends with %s, which works in place; "
+                            "end it with a layer of its own output and put the %s after the block",
+                            ri + 1, dt_layer_kind_names[last->spec.kind],
+                            dt_layer_kind_names[last->spec.kind]);
+    if (!r->spec.projection) {
+        if (x.H == out.H && x.W == out.W && x.C == out.C) return DT_OK;
+        return dt_error_set(err, DT_ERR_CONFIG,
+                            "layer %d (residual): its branch turns %lldx%lldx%lld into "
+                            "%lldx%lldx%lld; an identity shortcut needs the same shape "
+                            "(shortcut: projection)",
+                            ri + 1, (long long)x.H, (long long)x.W, (long long)x.C,
+                            (long long)out.H, (long long)out.W, (long long)out.C);
+    }
+    for (int64_t stride = 1; stride <= 64; stride++) { /* the branch's stride, as 1 x 1 takes it */
+        r->conv = (struct dt_conv2d_shape){.B = 1,
+                                           .H = x.H,
+                                           .W = x.W,
+                                           .C = x.C,
+                                           .K_out = out.C,
+                                           .KH = 1,
+                                           .KW = 1,
+                                           .stride = stride};
+        if (dt_conv2d_shape_init(&r->conv, NULL) == DT_OK && r->conv.OH == out.H &&
+            r->conv.OW == out.W) {
+            r->param = *n_params;
+            *n_params += 2;
+            r->number = (*n_proj)++;
+            return DT_OK;
+        }
+    }
+    return dt_error_set(err, DT_ERR_CONFIG,
+                        "layer %d (residual): no 1x1 projection strides %lldx%lld onto the "
+                        "branch's %lldx%lld",
+                        ri + 1, (long long)x.H, (long long)x.W, (long long)out.H, (long long)out.W);
+}
+
 /* The plan of n layers on `in`: every layer's shapes, parameters and gradient needs, or
  * DT_ERR_CONFIG naming the layer. L has n entries. */
 static enum dt_status plan(struct net_layer *L, const struct dt_layer *layers, int n,
                            struct dims in, int64_t n_classes, int *n_params, struct dt_error *err)
 {
-    int counts[DT_LAYER_KIND_COUNT] = {0};
+    int counts[DT_LAYER_KIND_COUNT] = {0}, open[DT_NET_MAX_LAYERS], n_open = 0, n_proj = 0;
     bool params_below = false;
     *n_params = 0;
     if (n < 1 || n > DT_NET_MAX_LAYERS)
@@ -85,61 +190,34 @@ static enum dt_status plan(struct net_layer *L, const struct dt_layer *layers, i
         l->param = -1;
         l->number = counts[l->spec.kind]++;
         l->grad_in = params_below;
-        const char *kind = dt_layer_kind_names[l->spec.kind];
-        snprintf(l->name, sizeof l->name, "%s%d", kind, l->number);
-        struct dt_error why = {0};
-        enum dt_status st = DT_OK;
-        switch (l->spec.kind) {
-        case DT_LAYER_DENSE:
-            if (in.H != 1 || in.W != 1)
+        snprintf(l->name, sizeof l->name, "%s%d", dt_layer_kind_names[l->spec.kind], l->number);
+        DT_FORWARD_IF_ERROR(plan_shape(l, in, i, err));
+        if (l->spec.kind == DT_LAYER_RESIDUAL) {
+            l->end = i + l->spec.block;
+            const int limit = n_open ? L[open[n_open - 1]].end : n - 1;
+            if (l->spec.block < 1 || l->end > limit)
                 return dt_error_set(err, DT_ERR_CONFIG,
-                                    "layer %d (dense): its input is a %lldx%lldx%lld image; put "
-                                    "a flatten layer before it",
-                                    i + 1, (long long)in.H, (long long)in.W, (long long)in.C);
-            l->out = (struct dims){1, 1, l->spec.units};
-            break;
-        case DT_LAYER_CONV:
-            l->conv = (struct dt_conv2d_shape){.B = 1,
-                                               .H = in.H,
-                                               .W = in.W,
-                                               .C = in.C,
-                                               .K_out = l->spec.units,
-                                               .KH = l->spec.kernel,
-                                               .KW = l->spec.kernel,
-                                               .stride = l->spec.stride,
-                                               .pad = l->spec.pad};
-            st = dt_conv2d_shape_init(&l->conv, &why);
-            l->out = (struct dims){l->conv.OH, l->conv.OW, l->spec.units};
-            break;
-        case DT_LAYER_MAXPOOL:
-            l->pool = (struct dt_pool2d_shape){.B = 1,
-                                               .H = in.H,
-                                               .W = in.W,
-                                               .C = in.C,
-                                               .K = l->spec.kernel,
-                                               .stride = l->spec.stride,
-                                               .pad = l->spec.pad};
-            st = dt_pool2d_shape_init(&l->pool, &why);
-            l->out = (struct dims){l->pool.OH, l->pool.OW, in.C};
-            break;
-        case DT_LAYER_RELU:
-        case DT_LAYER_GELU: l->out = in; break;
-        case DT_LAYER_GLOBAL_AVGPOOL: l->out = (struct dims){1, 1, in.C}; break;
-        case DT_LAYER_FLATTEN: l->out = (struct dims){1, 1, count(in)}; break;
-        case DT_LAYER_KIND_COUNT: DT_ASSERT(0);
+                                    "layer %d (residual): a branch of %d layers does not fit in "
+                                    "the list",
+                                    i + 1, l->spec.block);
+            open[n_open++] = i;
         }
-        if (st != DT_OK)
-            return dt_error_set(err, DT_ERR_CONFIG, "layer %d (%s) on a %lldx%lldx%lld input: %s",
-                                i + 1, kind, (long long)in.H, (long long)in.W, (long long)in.C,
-                                why.msg);
         if (l->spec.kind == DT_LAYER_DENSE || l->spec.kind == DT_LAYER_CONV) {
             l->param = *n_params;
             *n_params += 2;
             params_below = true;
         }
-        /* a ReLU in place, but never on the data (the batch buffer is the caller's) */
-        l->alias = l->spec.kind == DT_LAYER_FLATTEN || (l->spec.kind == DT_LAYER_RELU && i > 0);
+        /* a ReLU in place, but never on the data (the batch buffer is the caller's) nor on a
+         * residual block's input (its shortcut reads it) */
+        const bool opens = i > 0 && L[i - 1].spec.kind == DT_LAYER_RESIDUAL;
+        l->alias = l->spec.kind == DT_LAYER_FLATTEN || l->spec.kind == DT_LAYER_RESIDUAL ||
+                   (l->spec.kind == DT_LAYER_RELU && i > 0 && !opens);
         in = l->out;
+        while (n_open && L[open[n_open - 1]].end == i) { /* the blocks this entry ends */
+            struct net_layer *r = &L[open[--n_open]];
+            DT_FORWARD_IF_ERROR(plan_close(r, open[n_open], l, in, n_params, &n_proj, err));
+            params_below = params_below || r->param >= 0;
+        }
     }
     const struct net_layer *last = &L[n - 1];
     if (last->spec.kind != DT_LAYER_DENSE || last->spec.units != n_classes)
@@ -199,9 +277,26 @@ static enum dt_status layer_forward(struct dt_model *m, struct net_layer *l, con
     case DT_LAYER_GLOBAL_AVGPOOL:
         return dt_global_avgpool_forward(m->be, l->y, x, B, l->in.H * l->in.W, l->in.C, pol);
     case DT_LAYER_FLATTEN: return DT_OK;
+    case DT_LAYER_RESIDUAL: /* net_forward's own */
     case DT_LAYER_KIND_COUNT: break;
     }
     return DT_ERR_INTERNAL;
+}
+
+/* Residual r's block ends with `last`: its shortcut added into the branch's output (a 1 x 1
+ * projection first when it has one). */
+static enum dt_status residual_close(struct dt_model *m, struct net_layer *r,
+                                     struct net_layer *last, int64_t B, const struct dt_policy *pol)
+{
+    const float *shortcut = r->x_in;
+    if (r->param >= 0) {
+        const struct dt_param *w = &m->params[r->param];
+        const struct dt_conv2d_shape s = conv_at(r, B);
+        DT_MODEL_FWD(m, w->name,
+                     dt_conv2d_forward(m->be, r->proj_y, r->x_in, w->w, w[1].w, &s, pol));
+        shortcut = r->proj_y;
+    }
+    return dt_add(m->be, last->y, shortcut, B * count(r->out), pol);
 }
 
 static enum dt_status net_forward(struct dt_model *m, int64_t B, struct dt_pass *p,
@@ -210,11 +305,19 @@ static enum dt_status net_forward(struct dt_model *m, int64_t B, struct dt_pass 
     (void)p;
     struct net *n = m->impl;
     const float *x = m->x;
+    int open[DT_NET_MAX_LAYERS], n_open = 0;
     for (int i = 0; i < n->n; i++) {
         struct net_layer *l = &n->layer[i];
-        if (l->alias) l->y = (float *)x; /* relu in place, flatten a view */
+        if (l->alias) l->y = (float *)x; /* relu in place, flatten a view, a block's input */
         if (i + 1 == n->n) l->y = m->logits;
-        DT_FORWARD_IF_ERROR(layer_forward(m, l, x, B, pol));
+        if (l->spec.kind == DT_LAYER_RESIDUAL) {
+            l->x_in = x;
+            open[n_open++] = i;
+        } else {
+            DT_FORWARD_IF_ERROR(layer_forward(m, l, x, B, pol));
+        }
+        while (n_open && n->layer[open[n_open - 1]].end == i) /* innermost first */
+            DT_FORWARD_IF_ERROR(residual_close(m, &n->layer[open[--n_open]], l, B, pol));
         x = l->y;
     }
     return DT_OK;
@@ -267,9 +370,28 @@ static enum dt_status layer_backward(struct dt_model *m, struct net_layer *l, co
         if (!l->grad_in) return DT_OK;
         return dt_global_avgpool_backward(m->be, l->dx, dy, B, l->in.H * l->in.W, l->in.C, pol);
     case DT_LAYER_FLATTEN: return DT_OK;
+    case DT_LAYER_RESIDUAL: /* net_backward's own */
     case DT_LAYER_KIND_COUNT: break;
     }
     return DT_ERR_INTERNAL;
+}
+
+/* Backward through residual r's end, dy the gradient w.r.t. the block's output: kept for
+ * the identity shortcut; a projection's parameter gradients and input gradient now. */
+static enum dt_status residual_reopen(struct dt_model *m, struct net_layer *r, const float *dy,
+                                      int64_t B, const struct dt_policy *pol)
+{
+    r->dy_out = dy;
+    if (r->param < 0) return DT_OK;
+    struct dt_param *w = &m->params[r->param];
+    const struct dt_conv2d_shape s = conv_at(r, B);
+    DT_MODEL_GRAD(m, w->name, false, dt_conv2d_backward_weight(m->be, w->g, r->x_in, dy, &s, pol));
+    DT_MODEL_GRAD(m, w[1].name, false,
+                  dt_bias_backward(m->be, w[1].g, dy, B * s.OH * s.OW, s.K_out, pol));
+    if (r->grad_in)
+        DT_MODEL_GRAD(m, w->name, true,
+                      dt_conv2d_backward_data(m->be, r->proj_dx, dy, w->w, &s, pol));
+    return DT_OK;
 }
 
 static enum dt_status net_backward(struct dt_model *m, int64_t B, const struct dt_pass *p,
@@ -280,6 +402,15 @@ static enum dt_status net_backward(struct dt_model *m, int64_t B, const struct d
     float *dy = m->dlogits;
     for (int i = n->n - 1; i >= 0; i--) {
         struct net_layer *l = &n->layer[i];
+        for (int r = 0; r < i; r++) /* the blocks this entry ends, outermost first */
+            if (n->layer[r].spec.kind == DT_LAYER_RESIDUAL && n->layer[r].end == i)
+                DT_FORWARD_IF_ERROR(residual_reopen(m, &n->layer[r], dy, B, pol));
+        if (l->spec.kind == DT_LAYER_RESIDUAL) { /* its branch done: dy is the branch's part */
+            if (!l->grad_in) break;
+            DT_FORWARD_IF_ERROR(
+                dt_add(m->be, dy, l->param >= 0 ? l->proj_dx : l->dy_out, B * count(l->in), pol));
+            continue;
+        }
         const float *x = i > 0 ? n->layer[i - 1].y : m->x;
         float *dx = NULL;
         DT_FORWARD_IF_ERROR(layer_backward(m, l, x, dy, B, pol, &dx));
@@ -298,6 +429,8 @@ static void net_destroy(struct dt_model *m)
         if (!l->alias && i + 1 < n->n) dt_backend_free(m->be, l->y);
         dt_backend_free(m->be, l->dx);
         dt_backend_free(m->be, l->argmax);
+        dt_backend_free(m->be, l->proj_y);
+        dt_backend_free(m->be, l->proj_dx);
     }
     free(n->layer);
     free(n);
@@ -335,6 +468,16 @@ static void layer_setup(struct dt_model *m, struct net_layer *l, bool last, int6
         dt_model_param(m, l->param, name, 4, shape, c->KH * c->KW * c->C);
         snprintf(name, sizeof name, "%s%d.bias", kind, l->number);
         dt_model_param(m, l->param + 1, name, 1, &shape[3], 0);
+    }
+    if (l->spec.kind == DT_LAYER_RESIDUAL && l->param >= 0) { /* its projection */
+        const struct dt_conv2d_shape *c = &l->conv;
+        const int64_t shape[4] = {1, 1, c->C, c->K_out};
+        snprintf(name, sizeof name, "proj%d.weight", l->number);
+        dt_model_param(m, l->param, name, 4, shape, c->C);
+        snprintf(name, sizeof name, "proj%d.bias", l->number);
+        dt_model_param(m, l->param + 1, name, 1, &shape[3], 0);
+        l->proj_y = alloc_floats(be, max_batch * count(l->out));
+        if (l->grad_in) l->proj_dx = alloc_floats(be, max_batch * count(l->in));
     }
     if (!l->alias && !last) l->y = alloc_floats(be, max_batch * count(l->out));
     if (l->grad_in && !l->alias && l->spec.kind != DT_LAYER_FLATTEN)

@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "core/util.h"
+#include "harness/setup/config.h"
 #include "run_helper.h"
 #include "nets/model.h"
 #include "nets/step.h"
@@ -205,6 +206,192 @@ DT_TEST(new_layers_thread_free)
     dt_backend_destroy(b3);
 }
 
+/* The loss of m on one fixed batch, and its gradients (in m's params' g). */
+static float loss_and_grads(struct dt_model *m, const struct dt_batch *b,
+                            const struct dt_policy *pol)
+{
+    float loss = NAN;
+    dt_model_begin_step(m);
+    CHECK_INT_EQ(dt_model_gradients(m, b, B, B, pol, &loss), DT_OK);
+    CHECK_INT_EQ(dt_model_step_end(m, DT_OK), DT_OK);
+    dt_model_finish_loss(m, 1, &loss);
+    return loss;
+}
+
+/* Residual blocks against central differences of the loss: an identity block, a projection
+ * block that halves the image, one nested in another; every parameter tensor's largest
+ * gradients (the stem's flows through every shortcut) -- a missing or doubled shortcut
+ * gradient is off by its whole size. In float, h = 1e-2: agreement to a few parts in 1e3 of
+ * the tensor's largest gradient. */
+DT_TEST(residual_gradcheck)
+{
+    enum { S = 8 };
+    const struct dt_layer layers[] = {
+        {.kind = DT_LAYER_CONV, .units = 4, .kernel = 3, .stride = 1, .pad = 1},
+        {.kind = DT_LAYER_GELU},
+        {.kind = DT_LAYER_RESIDUAL, .block = 5},
+        {.kind = DT_LAYER_CONV, .units = 4, .kernel = 3, .stride = 1, .pad = 1},
+        {.kind = DT_LAYER_GELU},
+        {.kind = DT_LAYER_RESIDUAL, .block = 2}, /* nested: ends with its parent */
+        {.kind = DT_LAYER_GELU},
+        {.kind = DT_LAYER_CONV, .units = 4, .kernel = 1, .stride = 1},
+        {.kind = DT_LAYER_RESIDUAL, .block = 2, .projection = true},
+        {.kind = DT_LAYER_CONV, .units = 6, .kernel = 3, .stride = 2, .pad = 1},
+        {.kind = DT_LAYER_GELU},
+        {.kind = DT_LAYER_GLOBAL_AVGPOOL},
+        {.kind = DT_LAYER_DENSE, .units = 10}};
+    enum { NL = sizeof layers / sizeof layers[0] };
+    struct dt_backend *be = cpu(1);
+    struct dt_model *m = NULL;
+    struct dt_error err;
+    CHECK_INT_EQ(dt_net_create(&m, be, S, S, 1, layers, NL, 10, B, &err), DT_OK);
+    if (!m) {
+        fprintf(stderr, "%s\n", err.msg);
+        dt_backend_destroy(be);
+        return;
+    }
+    CHECK_INT_EQ(m->n_params, 12);
+    CHECK_STR_EQ(m->params[8].name, "proj0.weight"); /* after its branch's conv3 */
+    dt_model_init(m, 9, 0);
+    float x[B * S * S];
+    uint8_t y[B];
+    for (int i = 0; i < B * S * S; i++) x[i] = (float)((i * 37) % 101) / 101.0f - 0.3f;
+    for (int b = 0; b < B; b++) y[b] = (uint8_t)(b % 10);
+    const struct dt_batch batch = {.x = x, .y = y};
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    loss_and_grads(m, &batch, &pol);
+    for (int i = 0; i < m->n_params; i++) {
+        struct dt_param *p = &m->params[i];
+        float *w = dt_xmalloc((size_t)p->n * sizeof *w), *g = dt_xmalloc((size_t)p->n * sizeof *g);
+        memcpy(w, p->w, (size_t)p->n * sizeof *w); /* CPU: host memory */
+        memcpy(g, p->g, (size_t)p->n * sizeof *g);
+        float gmax = 0;
+        int64_t top[3] = {0, 0, 0}; /* its three largest gradients */
+        for (int64_t k = 0; k < p->n; k++) {
+            if (fabsf(g[k]) > gmax) gmax = fabsf(g[k]);
+            if (fabsf(g[k]) > fabsf(g[top[2]])) {
+                top[2] = k;
+                for (int t = 2; t > 0 && fabsf(g[top[t]]) > fabsf(g[top[t - 1]]); t--) {
+                    const int64_t tmp = top[t];
+                    top[t] = top[t - 1], top[t - 1] = tmp;
+                }
+            }
+        }
+        for (int t = 0; t < 3 && t < p->n; t++) {
+            const int64_t k = top[t];
+            const float h = 1e-2f;
+            p->w[k] = w[k] + h;
+            const double lp = loss_and_grads(m, &batch, &pol);
+            p->w[k] = w[k] - h;
+            const double lm = loss_and_grads(m, &batch, &pol);
+            p->w[k] = w[k];
+            const double fd = (lp - lm) / (2.0 * h);
+            if (!(fabs(fd - g[k]) <= 5e-3 * gmax + 1e-5)) {
+                fprintf(stderr, "  %s[%lld]: gradient %.6g, central difference %.6g\n", p->name,
+                        (long long)k, (double)g[k], fd);
+                CHECK(0);
+            }
+        }
+        loss_and_grads(m, &batch, &pol); /* g back for the next tensor */
+        free(w);
+        free(g);
+    }
+    dt_model_destroy(m);
+    dt_backend_destroy(be);
+}
+
+/* Residual shapes that do not fit, named: an identity shortcut across a change of shape, a
+ * branch ending in place, a branch longer than the list. */
+DT_TEST(residual_errors)
+{
+    struct dt_backend *be = cpu(1);
+    struct dt_model *m = NULL;
+    struct dt_error err;
+    const struct dt_layer reshape[] = {
+        {.kind = DT_LAYER_RESIDUAL, .block = 1},
+        {.kind = DT_LAYER_CONV, .units = 4, .kernel = 3, .stride = 2, .pad = 1},
+        {.kind = DT_LAYER_FLATTEN},
+        {.kind = DT_LAYER_DENSE, .units = 10}};
+    CHECK_INT_EQ(dt_net_create(&m, be, SIDE, SIDE, 1, reshape, 4, 10, B, &err), DT_ERR_CONFIG);
+    CHECK_CONTAINS(err.msg, "layer 1 (residual): its branch turns 28x28x1 into 14x14x4; an "
+                            "identity shortcut needs the same shape (shortcut: projection)");
+    const struct dt_layer in_place[] = {
+        {.kind = DT_LAYER_CONV, .units = 4, .kernel = 3, .stride = 1, .pad = 1},
+        {.kind = DT_LAYER_RESIDUAL, .block = 2},
+        {.kind = DT_LAYER_CONV, .units = 4, .kernel = 3, .stride = 1, .pad = 1},
+        {.kind = DT_LAYER_RELU},
+        {.kind = DT_LAYER_FLATTEN},
+        {.kind = DT_LAYER_DENSE, .units = 10}};
+    CHECK_INT_EQ(dt_net_create(&m, be, SIDE, SIDE, 1, in_place, 6, 10, B, &err), DT_ERR_CONFIG);
+    CHECK_CONTAINS(err.msg, "layer 2 (residual): its branch ends with relu, which works in place");
+    const struct dt_layer too_long[] = {{.kind = DT_LAYER_FLATTEN},
+                                        {.kind = DT_LAYER_RESIDUAL, .block = 3},
+                                        {.kind = DT_LAYER_DENSE, .units = 10}};
+    CHECK_INT_EQ(dt_net_create(&m, be, SIDE, SIDE, 1, too_long, 3, 10, B, &err), DT_ERR_CONFIG);
+    CHECK_CONTAINS(err.msg, "layer 2 (residual): a branch of 3 layers does not fit in the list");
+    CHECK(m == NULL);
+    dt_backend_destroy(be);
+}
+
+/* model.network in YAML: configs/net-resnet-tiny.yaml's nested blocks flattened (a block
+ * and then its branch), written to JSON and read back the same; errors name the item, a
+ * branch's items included. */
+DT_TEST(config_layers)
+{
+    struct dt_experiment e, back;
+    struct dt_error err;
+    CHECK_INT_EQ(dt_config_load(&e, DT_SOURCE_DIR "/configs/net-resnet-tiny.yaml", NULL, 0, &err),
+                 DT_OK);
+    CHECK_INT_EQ(e.model.n_network, 14);
+    CHECK_INT_EQ(e.model.network[2].kind, DT_LAYER_RESIDUAL);
+    CHECK_INT_EQ(e.model.network[2].block, 3);
+    CHECK(!e.model.network[2].projection);
+    CHECK_INT_EQ(e.model.network[7].kind, DT_LAYER_RESIDUAL);
+    CHECK(e.model.network[7].projection);
+    CHECK_INT_EQ(e.model.network[8].stride, 2);
+    char *json = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&json, &len);
+    dt_config_write_json(f, &e);
+    fclose(f);
+    CHECK_INT_EQ(dt_config_load_text(&back, "config.json", json, len, -1, NULL, 0, &err), DT_OK);
+    CHECK_INT_EQ(back.model.n_network, e.model.n_network);
+    for (int i = 0; i < e.model.n_network && i < back.model.n_network; i++) {
+        const struct dt_layer *a = &e.model.network[i], *b = &back.model.network[i];
+        CHECK(a->kind == b->kind && a->units == b->units && a->kernel == b->kernel &&
+              a->stride == b->stride && a->pad == b->pad && a->block == b->block &&
+              a->projection == b->projection);
+    }
+    free(json);
+    const struct {
+        const char *set, *want;
+    } bad[] = {
+        {"model.network=[{residual: relu}, {dense: 10}]",
+         "key 'model.network', item 1: 'residual': expected a list of its layers"},
+        {"model.network=[{residual: [{conv: 1, kernel: 3, pad: 1}], shortcut: diagonal}, flatten, "
+         "{dense: 10}]",
+         "key 'model.network', item 1: 'shortcut': unknown value 'diagonal' (expected identity or "
+         "projection)"},
+        {"model.network=[flatten, {residual: [{dense: 784}, relu, {dnese: 3}]}, {dense: 10}]",
+         "key 'model.network', item 2, branch item 3: unknown layer 'dnese'"},
+        {"model.network=[residual, {dense: 10}]",
+         "key 'model.network', item 1: a residual layer needs its branch: {residual: [LAYERS], "
+         "shortcut: identity|projection}"},
+        {"model.network=[{residual: [{conv: 4, kernel: 3, stride: 2, pad: 1}]}, flatten, "
+         "{dense: 10}]",
+         "key 'model.network' (on 28x28x1 images): layer 1 (residual): its branch turns 28x28x1 "
+         "into 14x14x4"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *sets[] = {bad[i].set};
+        CHECK_INT_EQ(
+            dt_config_load(&e, DT_SOURCE_DIR "/configs/net-resnet-tiny.yaml", sets, 1, &err),
+            DT_ERR_CONFIG);
+        CHECK_CONTAINS(err.msg, bad[i].want);
+        CHECK(strncmp(err.msg, "--set:1:", 8) == 0);
+    }
+}
+
 /* Through `detrain run`: configs/lenet.yaml and configs/net-lenet.yaml (the same network as
  * a layer list) write the same per-tensor digests at every step, at run_to_run and portable
  * (fast promises no bits from one run to the next, so two of its runs are not compared). */
@@ -231,4 +418,5 @@ DT_TEST(configs_same_digests)
 }
 
 DT_TEST_MAIN(DT_CASE(mlp_as_layers), DT_CASE(lenet_as_layers), DT_CASE(shape_errors),
-             DT_CASE(new_layers_thread_free), DT_CASE(configs_same_digests))
+             DT_CASE(new_layers_thread_free), DT_CASE(residual_gradcheck), DT_CASE(residual_errors),
+             DT_CASE(config_layers), DT_CASE(configs_same_digests))

@@ -154,8 +154,8 @@ static const struct key_row keys[] = {
      COUNT_(model.n_network),
      .flags = KEY_OPTIONAL, .min_items = 1, .max_items = DT_NET_MAX_LAYERS,
      .doc = "net: the network, first layer first, on NHWC images: dense, conv, maxpool, relu, "
-            "gelu, global_avgpool, flatten (docs/config.md, \"Networks described in the "
-            "config\"); the last a dense layer with one unit per class"},
+            "gelu, global_avgpool, flatten and residual blocks (docs/config.md, \"Networks "
+            "described in the config\"); the last a dense layer with one unit per class"},
     {.path = "model.samples", .type = KEY_INT, FIELD_(model.samples), .def = "4", .lo = 1,
      .hi = 255, .doc = "bnn_mlp only: Monte Carlo weight samples per training step (S)"},
     {.path = "model.test_samples", .type = KEY_INT, FIELD_(model.test_samples), .def = "10",
@@ -928,6 +928,7 @@ static enum dt_status layer_kind(struct loader *ld, const char *label, const yam
 /* What a layer of kind k is written as, for messages. */
 static const char *layer_form(enum dt_layer_kind k)
 {
+    if (k == DT_LAYER_RESIDUAL) return "{residual: [LAYERS], shortcut: identity|projection}";
     if (k == DT_LAYER_CONV) return "{conv: FILTERS, kernel: K, stride: S, pad: P}";
     if (k == DT_LAYER_MAXPOOL) return "{maxpool: K, stride: S, pad: P}";
     if (dt_layer_takes_units(k)) return "{dense: UNITS}";
@@ -994,22 +995,132 @@ static enum dt_status set_layer_mapping(struct loader *ld, const char *label,
     return DT_OK;
 }
 
-/* Item `i` of `model.network`: a name (relu, gelu, global_avgpool, flatten) or a mapping. */
-static enum dt_status set_layer_item(struct loader *ld, const struct key_row *row, int i,
-                                     const yaml_node_t *node)
+static enum dt_status append_layer(struct loader *ld, const struct key_row *row, const char *label,
+                                   const yaml_node_t *node, int *n, int depth);
+
+/* The mapping's value for `key`, or NULL. */
+static const yaml_node_t *mapping_value(struct loader *ld, const yaml_node_t *map, const char *key)
 {
-    struct dt_layer *layer = &((struct dt_layer *)((char *)ld->out + row->offset))[i];
-    char label[MAX_PATH_ + 32];
-    key_label(label, sizeof label, row, i);
+    for (const yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        const yaml_node_t *k = yaml_document_get_node(ld->doc, p->key);
+        if (k->type == YAML_SCALAR_NODE && strcmp((const char *)k->data.scalar.value, key) == 0)
+            return yaml_document_get_node(ld->doc, p->value);
+    }
+    return NULL;
+}
+
+/* {residual: [LAYERS], shortcut: identity|projection} at layer (already counted): its
+ * branch appended after it, nested blocks with theirs. */
+static enum dt_status set_residual(struct loader *ld, const struct key_row *row, const char *label,
+                                   const yaml_node_t *map, int at, int *n, int depth)
+{
+    static const char *const keys_[] = {"residual", "shortcut", NULL}, *const shortcuts[] = {
+                                                                           "identity", "projection",
+                                                                           NULL};
+    const int pairs = (int)(map->data.mapping.pairs.top - map->data.mapping.pairs.start);
+    for (int j = 0; j < pairs; j++) {
+        const char *key;
+        DT_FORWARD_IF_ERROR(pair_key(ld, map, j, label, &key));
+        if (name_index(keys_, key) < 0)
+            return fail_at(
+                ld,
+                yaml_document_get_node(ld->doc, map->data.mapping.pairs.start[j].key)->start_mark,
+                "%s: '%.64s' is not a residual block's key (%s)", label, key,
+                layer_form(DT_LAYER_RESIDUAL));
+    }
+    const yaml_node_t *branch = mapping_value(ld, map, "residual"),
+                      *sc = mapping_value(ld, map, "shortcut");
+    struct dt_layer *layers = (struct dt_layer *)((char *)ld->out + row->offset);
+    if (sc) {
+        const char *text = NULL;
+        DT_FORWARD_IF_ERROR(
+            policy_scalar(ld, label, "'shortcut'", sc, "identity or projection", &text));
+        const int k = name_index(shortcuts, text);
+        if (k < 0)
+            return fail_at(ld, sc->start_mark,
+                           "%s: 'shortcut': unknown value '%.64s' (expected identity or "
+                           "projection)",
+                           label, text);
+        layers[at].projection = k == 1;
+    }
+    if (branch->type != YAML_SEQUENCE_NODE ||
+        branch->data.sequence.items.top == branch->data.sequence.items.start)
+        return fail_at(ld, branch->start_mark, "%s: 'residual': expected a list of its layers",
+                       label);
+    if (depth >= 8)
+        return fail_at(ld, branch->start_mark, "%s: blocks nested more than 8 deep", label);
+    const yaml_node_item_t *items = branch->data.sequence.items.start;
+    const int count = (int)(branch->data.sequence.items.top - items);
+    for (int i = 0; i < count; i++) {
+        char sub[MAX_PATH_ + 96];
+        snprintf(sub, sizeof sub, "%.*s, branch item %d", MAX_PATH_ + 40, label, i + 1);
+        DT_FORWARD_IF_ERROR(
+            append_layer(ld, row, sub, yaml_document_get_node(ld->doc, items[i]), n, depth + 1));
+    }
+    layers[at].block = *n - at - 1;
+    return DT_OK;
+}
+
+/* A layer of `model.network` (labelled `label`) appended at *n: a name (relu, gelu,
+ * global_avgpool, flatten), a mapping, or a residual block with its branch after it. */
+static enum dt_status append_layer(struct loader *ld, const struct key_row *row, const char *label,
+                                   const yaml_node_t *node, int *n, int depth)
+{
+    if (*n >= row->max_items)
+        return fail_at(ld, node->start_mark,
+                       "%s: more than %d layers in all (a block's branch counted in)", label,
+                       row->max_items);
+    const int at = (*n)++;
+    struct dt_layer *layer = &((struct dt_layer *)((char *)ld->out + row->offset))[at];
     memset(layer, 0, sizeof *layer);
+    if (node->type == YAML_MAPPING_NODE && mapping_value(ld, node, "residual")) {
+        layer->kind = DT_LAYER_RESIDUAL;
+        return set_residual(ld, row, label, node, at, n, depth);
+    }
     if (node->type == YAML_MAPPING_NODE) return set_layer_mapping(ld, label, node, layer);
     const char *s = NULL;
-    DT_FORWARD_IF_ERROR(scalar_text(ld, row, i, node, true, &s));
+    if (node->type != YAML_SCALAR_NODE || is_null(node)) {
+        char got[96];
+        describe_node(got, sizeof got, node);
+        return fail_at(ld, node->start_mark, "%s: expected %s, got %s", label,
+                       type_info[row->type].item, got);
+    }
+    s = (const char *)node->data.scalar.value;
     DT_FORWARD_IF_ERROR(layer_kind(ld, label, node, s, &layer->kind));
     const char *form = layer_form(layer->kind);
     if (form)
         return fail_at(ld, node->start_mark, "%s: a %s layer needs its %s: %s", label, s,
-                       dt_layer_takes_units(layer->kind) ? "units" : "window", form);
+                       layer->kind == DT_LAYER_RESIDUAL    ? "branch"
+                       : dt_layer_takes_units(layer->kind) ? "units"
+                                                           : "window",
+                       form);
+    return DT_OK;
+}
+
+/* model.network: a list of layers (a single layer stands for a one-item list); a residual
+ * block's branch follows it in the flat list. Replaces the previous value as a whole. */
+static enum dt_status set_layers(struct loader *ld, const struct key_row *row,
+                                 const yaml_node_t *node)
+{
+    const yaml_node_item_t *items = NULL;
+    int count = 1, n = 0;
+    if (node->type == YAML_SEQUENCE_NODE) {
+        items = node->data.sequence.items.start;
+        count = (int)(node->data.sequence.items.top - items);
+    } else if (is_null(node)) {
+        return fail_type(ld, row, -1, node);
+    }
+    if (count < row->min_items)
+        return fail_at(ld, node->start_mark, "key '%s': expected at least %d layer", row->path,
+                       row->min_items);
+    for (int i = 0; i < count; i++) {
+        char label[MAX_PATH_ + 32];
+        key_label(label, sizeof label, row, i);
+        DT_FORWARD_IF_ERROR(append_layer(
+            ld, row, label, items ? yaml_document_get_node(ld->doc, items[i]) : node, &n, 0));
+    }
+    *(int *)((char *)ld->out + row->count_offset) = n;
     return DT_OK;
 }
 
@@ -1019,7 +1130,6 @@ static enum dt_status set_list_item(struct loader *ld, const struct key_row *row
 {
     char *field = (char *)ld->out + row->offset;
     if (row->type == KEY_INT_LIST) return get_int64(ld, row, i, node, &((int64_t *)field)[i]);
-    if (row->type == KEY_LAYER_LIST) return set_layer_item(ld, row, i, node);
     return set_policy_item(ld, row, i, node);
 }
 
@@ -1035,7 +1145,7 @@ static enum dt_status set_list(struct loader *ld, const struct key_row *row,
         items = node->data.sequence.items.start;
         n = (int)(node->data.sequence.items.top - items);
     } else if (!(node->type == YAML_SCALAR_NODE ||
-                 (node->type == YAML_MAPPING_NODE && row->type != KEY_INT_LIST)) ||
+                 (node->type == YAML_MAPPING_NODE && row->type == KEY_POLICY_LIST)) ||
                is_null(node)) {
         return fail_type(ld, row, -1, node);
     }
@@ -1278,8 +1388,8 @@ static enum dt_status set_value(struct loader *ld, const struct key_row *row,
     switch (row->type) {
     case KEY_STRING: return set_string(ld, row, node, field);
     case KEY_INT_LIST:
-    case KEY_LAYER_LIST:
     case KEY_POLICY_LIST: return set_list(ld, row, node);
+    case KEY_LAYER_LIST: return set_layers(ld, row, node);
     case KEY_VARY_SETS: return set_vary_sets(ld, row, node);
     case KEY_MATRIX: return set_matrix(ld, row, node);
     default: return set_scalar(ld, row, node, field);
@@ -2108,6 +2218,36 @@ static void json_flags(FILE *f, const char *const *names, unsigned flags)
     fputc(']', f);
 }
 
+/* Layers [i, end) of a flat list as JSON, a residual's branch nested in it; returns end. */
+static int json_layers(FILE *f, const struct dt_layer *layers, int i, int end)
+{
+    fputc('[', f);
+    for (bool first = true; i < end; first = false) {
+        const struct dt_layer *l = &layers[i++];
+        const char *kind = dt_layer_kind_names[l->kind];
+        if (!first) fputc(',', f);
+        if (l->kind == DT_LAYER_RESIDUAL) {
+            fputs("{\"residual\":", f);
+            i = json_layers(f, layers, i, i + l->block);
+            fprintf(f, ",\"shortcut\":\"%s\"}", l->projection ? "projection" : "identity");
+        } else if (l->kind == DT_LAYER_MAXPOOL) {
+            fprintf(f, "{\"%s\":%" PRId64 ",\"stride\":%" PRId64 ",\"pad\":%" PRId64 "}", kind,
+                    l->kernel, l->stride, l->pad);
+        } else if (l->kind == DT_LAYER_CONV) {
+            fprintf(f,
+                    "{\"%s\":%" PRId64 ",\"kernel\":%" PRId64 ",\"stride\":%" PRId64
+                    ",\"pad\":%" PRId64 "}",
+                    kind, l->units, l->kernel, l->stride, l->pad);
+        } else if (dt_layer_takes_units(l->kind)) {
+            fprintf(f, "{\"%s\":%" PRId64 "}", kind, l->units);
+        } else {
+            json_string(f, kind);
+        }
+    }
+    fputc(']', f);
+    return end;
+}
+
 static void json_value(FILE *f, const struct key_row *row, const struct dt_experiment *exp)
 {
     const char *field = (const char *)exp + row->offset;
@@ -2133,24 +2273,7 @@ static void json_value(FILE *f, const struct key_row *row, const struct dt_exper
         fputc(']', f);
         break;
     case KEY_LAYER_LIST: /* names, or mappings with every window value written out */
-        fputc('[', f);
-        for (int i = 0; i < count; i++) {
-            const struct dt_layer *l = &((const struct dt_layer *)field)[i];
-            const char *kind = dt_layer_kind_names[l->kind];
-            if (i) fputc(',', f);
-            if (l->kind == DT_LAYER_MAXPOOL)
-                fprintf(f, "{\"%s\":%" PRId64 ",\"stride\":%" PRId64 ",\"pad\":%" PRId64 "}", kind,
-                        l->kernel, l->stride, l->pad);
-            else if (l->kind == DT_LAYER_CONV)
-                fprintf(f,
-                        "{\"%s\":%" PRId64 ",\"kernel\":%" PRId64 ",\"stride\":%" PRId64
-                        ",\"pad\":%" PRId64 "}",
-                        kind, l->units, l->kernel, l->stride, l->pad);
-            else if (dt_layer_takes_units(l->kind))
-                fprintf(f, "{\"%s\":%" PRId64 "}", kind, l->units);
-            else json_string(f, kind);
-        }
-        fputc(']', f);
+        json_layers(f, (const struct dt_layer *)field, 0, count);
         break;
     case KEY_POLICY_LIST: /* every control of every policy, so run.json records them all */
         fputc('[', f);
@@ -2250,8 +2373,9 @@ static void reference_values(char *buf, size_t size, const struct key_row *row)
     case KEY_LAYER_LIST:
         format_choices(names, sizeof names, dt_layer_kind_names, ", ");
         snprintf(buf, size,
-                 "%d to %d layers, each a name (relu, gelu, global_avgpool, flatten) or a "
-                 "mapping: {dense: UNITS}, "
+                 "%d to %d layers in all, each a name (relu, gelu, global_avgpool, flatten) "
+                 "or a mapping: {dense: UNITS}, {residual: [LAYERS], shortcut: "
+                 "identity|projection}, "
                  "{conv: FILTERS, kernel: K, stride: S, pad: P}, {maxpool: K, stride: S, pad: P} "
                  "(kinds: %s)",
                  row->min_items, row->max_items, names);
