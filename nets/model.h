@@ -283,7 +283,8 @@ enum dt_status dt_mlp_create(struct dt_model **out, struct dt_backend *be, int64
 /* A network described as a list of layers (model.kind: net; nets/net.c), on (B, H, W, C)
  * NHWC images: one row of DT_LAYER_LIST per layer kind (its config name, what it takes).
  * Parameters are named per kind in layer order (dense<i>.weight (in, out), dense<i>.bias,
- * conv<i>.weight (KH, KW, C, K) HWIO, conv<i>.bias), as the built-in kinds name theirs: the
+ * conv<i>.weight (KH, KW, C, K) HWIO, conv<i>.bias, layernorm<i>.weight (C, initially 1),
+ * layernorm<i>.bias), as the built-in kinds name theirs: the
  * MLP and LeNet written as layer lists are the same models, the same bits. */
 #define DT_LAYER_LIST(X)                                                                           \
     /* X(ENUM suffix, name, takes units, takes a window (kernel, stride, pad)) */                  \
@@ -293,6 +294,7 @@ enum dt_status dt_mlp_create(struct dt_model **out, struct dt_backend *be, int64
     X(RELU, "relu", false, false)                                                                  \
     X(GELU, "gelu", false, false)                                                                  \
     X(GLOBAL_AVGPOOL, "global_avgpool", false, false)                                              \
+    X(LAYERNORM, "layernorm", false, false) /* over the channels at each position */               \
     X(FLATTEN, "flatten", false, false)                                                            \
     X(RESIDUAL, "residual", false, false) /* its branch: the `block` layers after it */
 enum dt_layer_kind {

@@ -55,10 +55,11 @@ struct net_layer {
     bool alias;   /* its output is its input's buffer (relu in place, flatten) */
     struct dt_conv2d_shape conv;
     struct dt_pool2d_shape pool;
-    float *y;        /* its output (B x out), or the input's buffer when alias */
-    float *dx;       /* the gradient w.r.t. its input (B x in) when grad_in and not alias */
-    int32_t *argmax; /* maxpool */
-    char name[32];   /* "maxpool1": a layer without parameters in a check's context */
+    float *y;                /* its output (B x out), or the input's buffer when alias */
+    float *dx;               /* the gradient w.r.t. its input (B x in) when grad_in and not alias */
+    int32_t *argmax;         /* maxpool */
+    float *mean, *rstd, *gx; /* layernorm: each position's mean and 1/std, gamma's terms */
+    char name[32];           /* "maxpool1": a layer without parameters in a check's context */
     /* residual: its branch's last entry; the block's input; the projection's output and input
      * gradient; the gradient w.r.t. the block's output, kept for the shortcut */
     int end;
@@ -115,6 +116,7 @@ static enum dt_status plan_shape(struct net_layer *l, struct dims in, int i, str
         break;
     case DT_LAYER_RELU:
     case DT_LAYER_GELU:
+    case DT_LAYER_LAYERNORM:
     case DT_LAYER_RESIDUAL: l->out = in; break; /* a residual's branch starts on its input */
     case DT_LAYER_GLOBAL_AVGPOOL: l->out = (struct dims){1, 1, in.C}; break;
     case DT_LAYER_FLATTEN: l->out = (struct dims){1, 1, count(in)}; break;
@@ -202,7 +204,8 @@ static enum dt_status plan(struct net_layer *L, const struct dt_layer *layers, i
                                     i + 1, l->spec.block);
             open[n_open++] = i;
         }
-        if (l->spec.kind == DT_LAYER_DENSE || l->spec.kind == DT_LAYER_CONV) {
+        if (l->spec.kind == DT_LAYER_DENSE || l->spec.kind == DT_LAYER_CONV ||
+            l->spec.kind == DT_LAYER_LAYERNORM) {
             l->param = *n_params;
             *n_params += 2;
             params_below = true;
@@ -276,6 +279,9 @@ static enum dt_status layer_forward(struct dt_model *m, struct net_layer *l, con
     case DT_LAYER_GELU: return dt_gelu_forward(m->be, l->y, x, B * count(l->in), pol);
     case DT_LAYER_GLOBAL_AVGPOOL:
         return dt_global_avgpool_forward(m->be, l->y, x, B, l->in.H * l->in.W, l->in.C, pol);
+    case DT_LAYER_LAYERNORM:
+        return dt_layernorm_forward(m->be, l->y, l->mean, l->rstd, x, w->w, w[1].w,
+                                    B * l->in.H * l->in.W, l->in.C, pol);
     case DT_LAYER_FLATTEN: return DT_OK;
     case DT_LAYER_RESIDUAL: /* net_forward's own */
     case DT_LAYER_KIND_COUNT: break;
@@ -369,6 +375,15 @@ static enum dt_status layer_backward(struct dt_model *m, struct net_layer *l, co
     case DT_LAYER_GLOBAL_AVGPOOL:
         if (!l->grad_in) return DT_OK;
         return dt_global_avgpool_backward(m->be, l->dx, dy, B, l->in.H * l->in.W, l->in.C, pol);
+    case DT_LAYER_LAYERNORM: { /* the op gives the input's gradient and gamma's terms at once */
+        const int64_t rows = B * l->in.H * l->in.W;
+        DT_MODEL_GRAD(m, w->name, true,
+                      dt_layernorm_backward(m->be, l->dx, l->gx, dy, x, l->mean, l->rstd, w->w,
+                                            rows, l->in.C, false, pol));
+        DT_MODEL_GRAD(m, w->name, false, dt_bias_backward(m->be, w->g, l->gx, rows, l->in.C, pol));
+        DT_MODEL_GRAD(m, w[1].name, false, dt_bias_backward(m->be, w[1].g, dy, rows, l->in.C, pol));
+        return DT_OK;
+    }
     case DT_LAYER_FLATTEN: return DT_OK;
     case DT_LAYER_RESIDUAL: /* net_backward's own */
     case DT_LAYER_KIND_COUNT: break;
@@ -431,6 +446,9 @@ static void net_destroy(struct dt_model *m)
         dt_backend_free(m->be, l->argmax);
         dt_backend_free(m->be, l->proj_y);
         dt_backend_free(m->be, l->proj_dx);
+        dt_backend_free(m->be, l->mean);
+        dt_backend_free(m->be, l->rstd);
+        dt_backend_free(m->be, l->gx);
     }
     free(n->layer);
     free(n);
@@ -469,6 +487,18 @@ static void layer_setup(struct dt_model *m, struct net_layer *l, bool last, int6
         snprintf(name, sizeof name, "%s%d.bias", kind, l->number);
         dt_model_param(m, l->param + 1, name, 1, &shape[3], 0);
     }
+    if (l->spec.kind == DT_LAYER_LAYERNORM) { /* gamma (initially 1) and beta, per channel */
+        const int64_t C = l->in.C, rows = max_batch * l->in.H * l->in.W;
+        snprintf(name, sizeof name, "%s%d.weight", kind, l->number);
+        dt_model_param(m, l->param, name, 1, &C, 0);
+        m->params[l->param].init_value = 1.0f;
+        snprintf(name, sizeof name, "%s%d.bias", kind, l->number);
+        dt_model_param(m, l->param + 1, name, 1, &C, 0);
+        l->mean = alloc_floats(be, rows);
+        l->rstd = alloc_floats(be, rows);
+        l->gx = alloc_floats(be, rows * C);
+        l->dx = alloc_floats(be, rows * C); /* the op writes it even when nothing reads it */
+    }
     if (l->spec.kind == DT_LAYER_RESIDUAL && l->param >= 0) { /* its projection */
         const struct dt_conv2d_shape *c = &l->conv;
         const int64_t shape[4] = {1, 1, c->C, c->K_out};
@@ -480,7 +510,7 @@ static void layer_setup(struct dt_model *m, struct net_layer *l, bool last, int6
         if (l->grad_in) l->proj_dx = alloc_floats(be, max_batch * count(l->in));
     }
     if (!l->alias && !last) l->y = alloc_floats(be, max_batch * count(l->out));
-    if (l->grad_in && !l->alias && l->spec.kind != DT_LAYER_FLATTEN)
+    if (l->grad_in && !l->alias && l->spec.kind != DT_LAYER_FLATTEN && !l->dx)
         l->dx = alloc_floats(be, max_batch * count(l->in));
     if (l->spec.kind == DT_LAYER_MAXPOOL)
         l->argmax = dt_backend_alloc(be, (size_t)(max_batch * count(l->out)) * sizeof(int32_t));
@@ -524,6 +554,13 @@ static struct dt_model_size net_size(const struct dt_model_spec *s)
             const struct net_layer *l = &L[i];
             const double in = (double)count(l->in), out = (double)count(l->out);
             if (l->spec.kind == DT_LAYER_DENSE) params += in * out + out;
+            if (l->spec.kind == DT_LAYER_LAYERNORM) { /* gamma, beta; gamma's terms, stats */
+                params += 2.0 * (double)l->in.C;
+                acts += in + 2.0 * (double)(l->in.H * l->in.W);
+            }
+            if (l->spec.kind == DT_LAYER_RESIDUAL && l->param >= 0) /* a projection */
+                params += (double)(l->conv.C * l->conv.K_out + l->conv.K_out),
+                    acts += out + (l->grad_in ? in : 0);
             if (l->spec.kind == DT_LAYER_CONV) {
                 const double k = (double)(l->conv.KH * l->conv.KW * l->conv.C);
                 params += k * (double)l->conv.K_out + (double)l->conv.K_out;

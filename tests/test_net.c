@@ -219,7 +219,8 @@ static float loss_and_grads(struct dt_model *m, const struct dt_batch *b,
 }
 
 /* Residual blocks against central differences of the loss: an identity block, a projection
- * block that halves the image, one nested in another; every parameter tensor's largest
+ * block that halves the image (its branch with a layer normalisation over the channels), one
+ * nested in another; every parameter tensor's largest
  * gradients (the stem's flows through every shortcut) -- a missing or doubled shortcut
  * gradient is off by its whole size. In float, h = 1e-2: agreement to a few parts in 1e3 of
  * the tensor's largest gradient. */
@@ -237,6 +238,7 @@ DT_TEST(residual_gradcheck)
         {.kind = DT_LAYER_CONV, .units = 4, .kernel = 1, .stride = 1},
         {.kind = DT_LAYER_RESIDUAL, .block = 2, .projection = true},
         {.kind = DT_LAYER_CONV, .units = 6, .kernel = 3, .stride = 2, .pad = 1},
+        {.kind = DT_LAYER_LAYERNORM},
         {.kind = DT_LAYER_GELU},
         {.kind = DT_LAYER_GLOBAL_AVGPOOL},
         {.kind = DT_LAYER_DENSE, .units = 10}};
@@ -250,8 +252,9 @@ DT_TEST(residual_gradcheck)
         dt_backend_destroy(be);
         return;
     }
-    CHECK_INT_EQ(m->n_params, 12);
-    CHECK_STR_EQ(m->params[8].name, "proj0.weight"); /* after its branch's conv3 */
+    CHECK_INT_EQ(m->n_params, 14);
+    CHECK_STR_EQ(m->params[8].name, "layernorm0.weight");
+    CHECK_STR_EQ(m->params[10].name, "proj0.weight"); /* after its branch */
     dt_model_init(m, 9, 0);
     float x[B * S * S];
     uint8_t y[B];

@@ -154,7 +154,8 @@ static const struct key_row keys[] = {
      COUNT_(model.n_network),
      .flags = KEY_OPTIONAL, .min_items = 1, .max_items = DT_NET_MAX_LAYERS,
      .doc = "net: the network, first layer first, on NHWC images: dense, conv, maxpool, relu, "
-            "gelu, global_avgpool, flatten and residual blocks (docs/config.md, \"Networks "
+            "gelu, layernorm, global_avgpool, flatten and residual blocks (docs/config.md, "
+            "\"Networks "
             "described in the config\"); the last a dense layer with one unit per class"},
     {.path = "model.samples", .type = KEY_INT, FIELD_(model.samples), .def = "4", .lo = 1,
      .hi = 255, .doc = "bnn_mlp only: Monte Carlo weight samples per training step (S)"},
@@ -2372,13 +2373,14 @@ static void reference_values(char *buf, size_t size, const struct key_row *row)
         break;
     case KEY_LAYER_LIST:
         format_choices(names, sizeof names, dt_layer_kind_names, ", ");
-        snprintf(buf, size,
-                 "%d to %d layers in all, each a name (relu, gelu, global_avgpool, flatten) "
-                 "or a mapping: {dense: UNITS}, {residual: [LAYERS], shortcut: "
-                 "identity|projection}, "
-                 "{conv: FILTERS, kernel: K, stride: S, pad: P}, {maxpool: K, stride: S, pad: P} "
-                 "(kinds: %s)",
-                 row->min_items, row->max_items, names);
+        snprintf(
+            buf, size,
+            "%d to %d layers in all, each a name (relu, gelu, layernorm, global_avgpool, flatten) "
+            "or a mapping: {dense: UNITS}, {residual: [LAYERS], shortcut: "
+            "identity|projection}, "
+            "{conv: FILTERS, kernel: K, stride: S, pad: P}, {maxpool: K, stride: S, pad: P} "
+            "(kinds: %s)",
+            row->min_items, row->max_items, names);
         break;
     case KEY_VARY_SETS:
         format_choices(names, sizeof names, row->names, ", ");
