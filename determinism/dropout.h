@@ -27,6 +27,7 @@
 #ifndef DT_DROPOUT_H
 #define DT_DROPOUT_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -38,6 +39,15 @@
 #define DT_PHILOX_TENSOR_DROPOUT 0xe00u /* tensor ids 0xe00 + site */
 #define DT_DROPOUT_MAX_SITES 0x1ffu
 #define DT_DROPOUT_LANE_SAMPLE 0xffu /* the lanes' sample field (a BNN trains on 0..254) */
+
+/* A site of probability p in [0, 1): its threshold (p 2^32 rounded, exact in double) and
+ * scale (1 / (1 - p) rounded once to float). */
+static inline void dt_dropout_rate(double p, uint32_t *threshold, float *scale)
+{
+    const double t = nearbyint(p * 4294967296.0);
+    *threshold = t >= 4294967295.0 ? 0xffffffffu : (uint32_t)t;
+    *scale = (float)(1.0 / (1.0 - p));
+}
 
 /* keep = u >= threshold; a kept x becomes x * scale, a dropped one +0. */
 static inline DT_HDI bool dt_dropout_keeps(uint32_t u, uint32_t threshold)

@@ -144,18 +144,7 @@ static enum dt_status drop_check(struct dt_model *m, int64_t rows, const struct 
 {
     struct gpt *g = m->impl;
     if (!dropping(g) || !dt_rng_lfsr(pol) || m->step % g->lfsr_check_every != 0) return DT_OK;
-    dt_backend_download(m->be, g->lanes_host, g->lanes, (size_t)rows * sizeof *g->lanes_host);
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t row = m->row0 * g->T + r;
-        if (!dt_xoro_equal(g->lanes_host[r], dt_dropout_lane_seed(m->seed, (uint32_t)m->step,
-                                                                  m->member, (uint64_t)row)))
-            return dt_error_set(&m->err, DT_ERR_NUMERIC,
-                                "rng lfsr: dropout lane of row %lld is not back at its seed "
-                                "state after backward at step %lld: the masks regenerated in "
-                                "backward differ from forward's",
-                                (long long)row, (long long)m->step);
-    }
-    return DT_OK;
+    return dt_dropout_lanes_check(m, g->lanes, g->lanes_host, rows, m->row0 * g->T);
 }
 
 /* The forward of a training step (g->training: with dropout) or of an evaluation. */
@@ -446,11 +435,7 @@ enum dt_status dt_gpt_create(struct dt_model **out, struct dt_backend *be,
     g->tie = opt->tie_embeddings;
     g->slots = 1;
     g->dropout = opt->dropout > 0;
-    if (g->dropout) { /* exact in double: p 2^32 rounded; 1 / (1 - p) rounded once to float */
-        const double t = nearbyint(opt->dropout * 4294967296.0);
-        g->threshold = t >= 4294967295.0 ? 0xffffffffu : (uint32_t)t;
-        g->scale = (float)(1.0 / (1.0 - opt->dropout));
-    }
+    if (g->dropout) dt_dropout_rate(opt->dropout, &g->threshold, &g->scale);
     g->lfsr_check_every = opt->lfsr_check_every > 0 ? opt->lfsr_check_every : 1;
     const int n_params = 2 + g->L * P_PER_BLOCK + 2 + (g->tie ? 0 : 1);
     dt_model_setup(m, &gpt_ops, be, n_params, T + 1, V, max_batch);

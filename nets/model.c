@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "determinism/dropout.h"
 #include "determinism/streams.h"
 
 void dt_model_setup(struct dt_model *m, const struct dt_model_ops *ops, struct dt_backend *be,
@@ -416,6 +417,23 @@ enum dt_status dt_model_step_end(struct dt_model *m, enum dt_status st)
     const enum dt_status end = dt_backend_step_end(m->be, &check);
     if (st != DT_OK || end == DT_OK) return st;
     return dt_error_set(&m->err, end, "%.800s at step %" PRId64, check.msg, m->step);
+}
+
+enum dt_status dt_dropout_lanes_check(struct dt_model *m, const struct dt_xoro *lanes,
+                                      struct dt_xoro *host, int64_t rows, int64_t row0)
+{
+    dt_backend_download(m->be, host, lanes, (size_t)rows * sizeof *host);
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t row = row0 + r;
+        if (!dt_xoro_equal(host[r], dt_dropout_lane_seed(m->seed, (uint32_t)m->step, m->member,
+                                                         (uint64_t)row)))
+            return dt_error_set(&m->err, DT_ERR_NUMERIC,
+                                "rng lfsr: dropout lane of row %lld is not back at its seed "
+                                "state after backward at step %lld: the masks regenerated in "
+                                "backward differ from forward's",
+                                (long long)row, (long long)m->step);
+    }
+    return DT_OK;
 }
 
 void dt_ece_add(struct dt_ece_bins *b, double confidence, bool correct)

@@ -287,18 +287,19 @@ enum dt_status dt_mlp_create(struct dt_model **out, struct dt_backend *be, int64
  * layernorm<i>.bias), as the built-in kinds name theirs: the
  * MLP and LeNet written as layer lists are the same models, the same bits. */
 #define DT_LAYER_LIST(X)                                                                           \
-    /* X(ENUM suffix, name, takes units, takes a window (kernel, stride, pad)) */                  \
-    X(DENSE, "dense", true, false)                                                                 \
-    X(CONV, "conv", true, true)                                                                    \
-    X(MAXPOOL, "maxpool", false, true)                                                             \
-    X(RELU, "relu", false, false)                                                                  \
-    X(GELU, "gelu", false, false)                                                                  \
-    X(GLOBAL_AVGPOOL, "global_avgpool", false, false)                                              \
-    X(LAYERNORM, "layernorm", false, false) /* over the channels at each position */               \
-    X(FLATTEN, "flatten", false, false)                                                            \
-    X(RESIDUAL, "residual", false, false) /* its branch: the `block` layers after it */
+    /* X(ENUM suffix, name, takes units, takes a window (kernel, stride, pad), takes a rate) */    \
+    X(DENSE, "dense", true, false, false)                                                          \
+    X(CONV, "conv", true, true, false)                                                             \
+    X(MAXPOOL, "maxpool", false, true, false)                                                      \
+    X(RELU, "relu", false, false, false)                                                           \
+    X(GELU, "gelu", false, false, false)                                                           \
+    X(GLOBAL_AVGPOOL, "global_avgpool", false, false, false)                                       \
+    X(LAYERNORM, "layernorm", false, false, false) /* the channels at each position */             \
+    X(DROPOUT, "dropout", false, false, true)      /* masks under `rng`: determinism/dropout.h */  \
+    X(FLATTEN, "flatten", false, false, false)                                                     \
+    X(RESIDUAL, "residual", false, false, false) /* its branch: the `block` layers after it */
 enum dt_layer_kind {
-#define DT_LAYER_ENUM_(id, name, units, window) DT_LAYER_##id,
+#define DT_LAYER_ENUM_(id, name, units, window, rate) DT_LAYER_##id,
     DT_LAYER_LIST(DT_LAYER_ENUM_)
 #undef DT_LAYER_ENUM_
         DT_LAYER_KIND_COUNT
@@ -307,6 +308,7 @@ enum dt_layer_kind {
 extern const char *const dt_layer_kind_names[DT_LAYER_KIND_COUNT + 1];
 bool dt_layer_takes_units(enum dt_layer_kind k);
 bool dt_layer_takes_window(enum dt_layer_kind k);
+bool dt_layer_takes_rate(enum dt_layer_kind k);
 #define DT_NET_MAX_LAYERS 64
 struct dt_layer {
     enum dt_layer_kind kind;
@@ -318,6 +320,7 @@ struct dt_layer {
      * branch does, to the branch's output channels. */
     int block;
     bool projection;
+    double rate; /* dropout: the probability p in [0, 1) that an element is dropped */
 };
 /* The network of n layers on H x W x C inputs: DT_ERR_CONFIG naming the layer ("layer 3
  * (dense): ...") when the shapes do not fit -- a dense layer on an image without a flatten
@@ -326,6 +329,13 @@ struct dt_layer {
 enum dt_status dt_net_create(struct dt_model **out, struct dt_backend *be, int64_t H, int64_t W,
                              int64_t C, const struct dt_layer *layers, int n, int64_t n_classes,
                              int64_t max_batch, struct dt_error *err);
+/* rng: lfsr dropout lanes (nets/net.c's sites, the GPT's): after a training step's backward
+ * every lane of the rows [row0, row0 + rows) is back at its seed state; host is scratch of
+ * rows lanes. Else DT_ERR_NUMERIC with m->err naming the first row that is not. */
+enum dt_status dt_dropout_lanes_check(struct dt_model *m, const struct dt_xoro *lanes,
+                                      struct dt_xoro *host, int64_t rows, int64_t row0);
+/* The lfsr lane check's period of a net (default 1: every step). */
+void dt_net_set_lfsr_check_every(struct dt_model *m, int64_t every);
 /* The same checks alone (a config's, before anything is built). */
 enum dt_status dt_net_check(int64_t H, int64_t W, int64_t C, const struct dt_layer *layers, int n,
                             int64_t n_classes, struct dt_error *err);

@@ -10,11 +10,12 @@
  * and LeNet written as layer lists give the built-in kinds' bits (tests/test_net.c). */
 #include <string.h>
 
+#include "determinism/dropout.h"
 #include "nets/model.h"
 #include "nets/models.h"
 
 const char *const dt_layer_kind_names[DT_LAYER_KIND_COUNT + 1] = {
-#define DT_LAYER_NAME_(id, name, units, window) name,
+#define DT_LAYER_NAME_(id, name, units, window, rate) name,
     DT_LAYER_LIST(DT_LAYER_NAME_)
 #undef DT_LAYER_NAME_
         NULL};
@@ -22,9 +23,19 @@ const char *const dt_layer_kind_names[DT_LAYER_KIND_COUNT + 1] = {
 bool dt_layer_takes_units(enum dt_layer_kind k)
 {
     static const bool takes[] = {
-#define DT_LAYER_UNITS_(id, name, units, window) units,
+#define DT_LAYER_UNITS_(id, name, units, window, rate) units,
         DT_LAYER_LIST(DT_LAYER_UNITS_)
 #undef DT_LAYER_UNITS_
+    };
+    return takes[k];
+}
+
+bool dt_layer_takes_rate(enum dt_layer_kind k)
+{
+    static const bool takes[] = {
+#define DT_LAYER_RATE_(id, name, units, window, rate) rate,
+        DT_LAYER_LIST(DT_LAYER_RATE_)
+#undef DT_LAYER_RATE_
     };
     return takes[k];
 }
@@ -32,7 +43,7 @@ bool dt_layer_takes_units(enum dt_layer_kind k)
 bool dt_layer_takes_window(enum dt_layer_kind k)
 {
     static const bool takes[] = {
-#define DT_LAYER_WINDOW_(id, name, units, window) window,
+#define DT_LAYER_WINDOW_(id, name, units, window, rate) window,
         DT_LAYER_LIST(DT_LAYER_WINDOW_)
 #undef DT_LAYER_WINDOW_
     };
@@ -59,7 +70,10 @@ struct net_layer {
     float *dx;               /* the gradient w.r.t. its input (B x in) when grad_in and not alias */
     int32_t *argmax;         /* maxpool */
     float *mean, *rstd, *gx; /* layernorm: each position's mean and 1/std, gamma's terms */
-    char name[32];           /* "maxpool1": a layer without parameters in a check's context */
+    float *own;              /* dropout: its output in a training step (else its input) */
+    uint32_t threshold;      /* dropout (dt_dropout_rate) */
+    float scale;
+    char name[32]; /* "maxpool1": a layer without parameters in a check's context */
     /* residual: its branch's last entry; the block's input; the projection's output and input
      * gradient; the gradient w.r.t. the block's output, kept for the shortcut */
     int end;
@@ -72,6 +86,14 @@ struct net {
     int n;
     struct net_layer *layer;
     int n_params;
+    /* dropout: its sites (the dropout layers, in order), whether this forward drops, the
+     * lanes (one per example: rng lfsr and stored), the keep bytes (keep, stored modes) */
+    int sites;
+    bool training;
+    int64_t lfsr_check_every;
+    struct dt_xoro *lanes, *lanes_host;
+    uint8_t *keep;
+    int64_t keep_per_site; /* bytes a site: max_batch x its widest input */
 };
 
 /* Layer l's output on `in` (any kind but a residual), or DT_ERR_CONFIG naming it: i is its
@@ -117,6 +139,7 @@ static enum dt_status plan_shape(struct net_layer *l, struct dims in, int i, str
     case DT_LAYER_RELU:
     case DT_LAYER_GELU:
     case DT_LAYER_LAYERNORM:
+    case DT_LAYER_DROPOUT:
     case DT_LAYER_RESIDUAL: l->out = in; break; /* a residual's branch starts on its input */
     case DT_LAYER_GLOBAL_AVGPOOL: l->out = (struct dims){1, 1, in.C}; break;
     case DT_LAYER_FLATTEN: l->out = (struct dims){1, 1, count(in)}; break;
@@ -255,6 +278,48 @@ static struct dt_pool2d_shape pool_at(const struct net_layer *l, int64_t B)
     return s;
 }
 
+/* ---- dropout: a site a dropout layer, masks as the GPT's (determinism/dropout.h) ----- */
+
+static enum dt_dropout_mode drop_mode(const struct dt_policy *pol, bool backward)
+{
+    if (dt_rng_lfsr(pol)) return backward ? DT_DROPOUT_LFSR_BACKWARD : DT_DROPOUT_LFSR_FORWARD;
+    if (dt_rng_stored(pol)) return backward ? DT_DROPOUT_STORED : DT_DROPOUT_KEEP;
+    return DT_DROPOUT_PHILOX;
+}
+
+/* Dropout layer l's mask from src (B examples of its input) into dst: forwards on its input,
+ * backwards on its output's gradient. A lane per example, its global row m->row0 + b. */
+static enum dt_status drop_site(struct dt_model *m, struct net_layer *l, float *dst,
+                                const float *src, int64_t B, bool backward,
+                                const struct dt_policy *pol)
+{
+    struct net *n = m->impl;
+    const struct dt_dropout_site s = {
+        .mode = drop_mode(pol, backward),
+        .stream = dt_dropout_stream(m->seed, (uint32_t)m->step, (uint32_t)l->number, m->member),
+        .row0 = m->row0,
+        .threshold = l->threshold,
+        .scale = l->scale};
+    const bool bytes = s.mode == DT_DROPOUT_KEEP || s.mode == DT_DROPOUT_STORED;
+    const bool walk = s.mode == DT_DROPOUT_LFSR_FORWARD || s.mode == DT_DROPOUT_LFSR_BACKWARD ||
+                      s.mode == DT_DROPOUT_KEEP;
+    if (bytes && !n->keep) n->keep = dt_backend_alloc(m->be, (size_t)(n->sites * n->keep_per_site));
+    uint8_t *keep = bytes ? n->keep + (int64_t)l->number * n->keep_per_site : NULL;
+    return dt_dropout(m->be, dst, src, keep, walk ? n->lanes : NULL, B, count(l->in), &s, pol);
+}
+
+/* rng: lfsr and stored: the lanes of this step's examples at their seed states. */
+static enum dt_status drop_seed(struct dt_model *m, int64_t B, const struct dt_policy *pol)
+{
+    struct net *n = m->impl;
+    if (!n->sites || !(dt_rng_lfsr(pol) || dt_rng_stored(pol))) return DT_OK;
+    if (!n->lanes) {
+        n->lanes = dt_backend_alloc(m->be, (size_t)m->max_batch * sizeof *n->lanes);
+        n->lanes_host = dt_xmalloc((size_t)m->max_batch * sizeof *n->lanes_host);
+    }
+    return dt_dropout_seed(m->be, n->lanes, B, m->row0, m->seed, (uint32_t)m->step, m->member, pol);
+}
+
 /* Layer l's forward from x into l->y (the last layer's into the logits). */
 static enum dt_status layer_forward(struct dt_model *m, struct net_layer *l, const float *x,
                                     int64_t B, const struct dt_policy *pol)
@@ -279,6 +344,7 @@ static enum dt_status layer_forward(struct dt_model *m, struct net_layer *l, con
     case DT_LAYER_GELU: return dt_gelu_forward(m->be, l->y, x, B * count(l->in), pol);
     case DT_LAYER_GLOBAL_AVGPOOL:
         return dt_global_avgpool_forward(m->be, l->y, x, B, l->in.H * l->in.W, l->in.C, pol);
+    case DT_LAYER_DROPOUT: return drop_site(m, l, l->y, x, B, false, pol);
     case DT_LAYER_LAYERNORM:
         return dt_layernorm_forward(m->be, l->y, l->mean, l->rstd, x, w->w, w[1].w,
                                     B * l->in.H * l->in.W, l->in.C, pol);
@@ -308,18 +374,22 @@ static enum dt_status residual_close(struct dt_model *m, struct net_layer *r,
 static enum dt_status net_forward(struct dt_model *m, int64_t B, struct dt_pass *p,
                                   const struct dt_policy *pol)
 {
-    (void)p;
     struct net *n = m->impl;
     const float *x = m->x;
     int open[DT_NET_MAX_LAYERS], n_open = 0;
+    n->training = p && p->training;
+    if (n->training) DT_FORWARD_IF_ERROR(drop_seed(m, B, pol));
     for (int i = 0; i < n->n; i++) {
         struct net_layer *l = &n->layer[i];
         if (l->alias) l->y = (float *)x; /* relu in place, flatten a view, a block's input */
+        const bool skip = l->spec.kind == DT_LAYER_DROPOUT && !n->training;
+        if (l->spec.kind == DT_LAYER_DROPOUT) /* an evaluation's is the identity */
+            l->y = skip ? (float *)x : l->own;
         if (i + 1 == n->n) l->y = m->logits;
         if (l->spec.kind == DT_LAYER_RESIDUAL) {
             l->x_in = x;
             open[n_open++] = i;
-        } else {
+        } else if (!skip) {
             DT_FORWARD_IF_ERROR(layer_forward(m, l, x, B, pol));
         }
         while (n_open && n->layer[open[n_open - 1]].end == i) /* innermost first */
@@ -375,6 +445,8 @@ static enum dt_status layer_backward(struct dt_model *m, struct net_layer *l, co
     case DT_LAYER_GLOBAL_AVGPOOL:
         if (!l->grad_in) return DT_OK;
         return dt_global_avgpool_backward(m->be, l->dx, dy, B, l->in.H * l->in.W, l->in.C, pol);
+    case DT_LAYER_DROPOUT: /* the same mask on the gradient (lfsr: the lanes walked back) */
+        return drop_site(m, l, l->dx, dy, B, true, pol);
     case DT_LAYER_LAYERNORM: { /* the op gives the input's gradient and gamma's terms at once */
         const int64_t rows = B * l->in.H * l->in.W;
         DT_MODEL_GRAD(m, w->name, true,
@@ -415,7 +487,8 @@ static enum dt_status net_backward(struct dt_model *m, int64_t B, const struct d
     (void)p;
     struct net *n = m->impl;
     float *dy = m->dlogits;
-    for (int i = n->n - 1; i >= 0; i--) {
+    int i = n->n - 1;
+    for (; i >= 0; i--) {
         struct net_layer *l = &n->layer[i];
         for (int r = 0; r < i; r++) /* the blocks this entry ends, outermost first */
             if (n->layer[r].spec.kind == DT_LAYER_RESIDUAL && n->layer[r].end == i)
@@ -432,7 +505,21 @@ static enum dt_status net_backward(struct dt_model *m, int64_t B, const struct d
         if (!l->grad_in) break; /* nothing below needs a gradient */
         dy = dx;
     }
-    return DT_OK;
+    /* rng: lfsr -- the dropout sites below (no gradient wanted there) walk their lanes back
+     * all the same, and on checked steps every lane must be at its seed state again */
+    if (!n->sites || !dt_rng_lfsr(pol)) return DT_OK;
+    for (i--; i >= 0; i--)
+        if (n->layer[i].spec.kind == DT_LAYER_DROPOUT)
+            DT_FORWARD_IF_ERROR(
+                drop_site(m, &n->layer[i], n->layer[i].dx, n->layer[i].dx, B, true, pol));
+    if (m->step % n->lfsr_check_every != 0) return DT_OK;
+    return dt_dropout_lanes_check(m, n->lanes, n->lanes_host, B, m->row0);
+}
+
+void dt_net_set_lfsr_check_every(struct dt_model *m, int64_t every)
+{
+    struct net *n = m->impl;
+    n->lfsr_check_every = every > 0 ? every : 1;
 }
 
 static void net_destroy(struct dt_model *m)
@@ -441,15 +528,20 @@ static void net_destroy(struct dt_model *m)
     if (!n) return;
     for (int i = 0; i < n->n; i++) {
         struct net_layer *l = &n->layer[i];
-        if (!l->alias && i + 1 < n->n) dt_backend_free(m->be, l->y);
+        if (!l->alias && l->spec.kind != DT_LAYER_DROPOUT && i + 1 < n->n) /* dropout: own */
+            dt_backend_free(m->be, l->y);
         dt_backend_free(m->be, l->dx);
         dt_backend_free(m->be, l->argmax);
         dt_backend_free(m->be, l->proj_y);
         dt_backend_free(m->be, l->proj_dx);
+        dt_backend_free(m->be, l->own);
         dt_backend_free(m->be, l->mean);
         dt_backend_free(m->be, l->rstd);
         dt_backend_free(m->be, l->gx);
     }
+    dt_backend_free(m->be, n->lanes);
+    dt_backend_free(m->be, n->keep);
+    free(n->lanes_host);
     free(n->layer);
     free(n);
     m->impl = NULL;
@@ -487,6 +579,15 @@ static void layer_setup(struct dt_model *m, struct net_layer *l, bool last, int6
         snprintf(name, sizeof name, "%s%d.bias", kind, l->number);
         dt_model_param(m, l->param + 1, name, 1, &shape[3], 0);
     }
+    if (l->spec.kind == DT_LAYER_DROPOUT) { /* its output, and an input gradient always: rng lfsr
+                                              walks its lanes back even where none is wanted */
+        struct net *n = m->impl;
+        dt_dropout_rate(l->spec.rate, &l->threshold, &l->scale);
+        l->own = alloc_floats(be, max_batch * count(l->in));
+        l->dx = alloc_floats(be, max_batch * count(l->in));
+        if (max_batch * count(l->in) > n->keep_per_site)
+            n->keep_per_site = max_batch * count(l->in);
+    }
     if (l->spec.kind == DT_LAYER_LAYERNORM) { /* gamma (initially 1) and beta, per channel */
         const int64_t C = l->in.C, rows = max_batch * l->in.H * l->in.W;
         snprintf(name, sizeof name, "%s%d.weight", kind, l->number);
@@ -509,7 +610,8 @@ static void layer_setup(struct dt_model *m, struct net_layer *l, bool last, int6
         l->proj_y = alloc_floats(be, max_batch * count(l->out));
         if (l->grad_in) l->proj_dx = alloc_floats(be, max_batch * count(l->in));
     }
-    if (!l->alias && !last) l->y = alloc_floats(be, max_batch * count(l->out));
+    if (!l->alias && !last && l->spec.kind != DT_LAYER_DROPOUT) /* dropout: y is own or x */
+        l->y = alloc_floats(be, max_batch * count(l->out));
     if (l->grad_in && !l->alias && l->spec.kind != DT_LAYER_FLATTEN && !l->dx)
         l->dx = alloc_floats(be, max_batch * count(l->in));
     if (l->spec.kind == DT_LAYER_MAXPOOL)
@@ -534,7 +636,11 @@ enum dt_status dt_net_create(struct dt_model **out, struct dt_backend *be, int64
     struct dt_model *m = dt_xcalloc(1, sizeof *m);
     dt_model_setup(m, &net_ops, be, t->n_params, H * W * C, n_classes, max_batch);
     m->impl = t;
-    for (int i = 0; i < n; i++) layer_setup(m, &t->layer[i], i + 1 == n, max_batch);
+    t->lfsr_check_every = 1;
+    for (int i = 0; i < n; i++) {
+        if (t->layer[i].spec.kind == DT_LAYER_DROPOUT) t->sites++;
+        layer_setup(m, &t->layer[i], i + 1 == n, max_batch);
+    }
     *out = m;
     return DT_OK;
 }
@@ -578,12 +684,14 @@ static struct dt_model_size net_size(const struct dt_model_spec *s)
 static enum dt_status net_kind_create(struct dt_model **out, struct dt_backend *be,
                                       const struct dt_model_spec *s, struct dt_error *err)
 {
-    return dt_net_create(out, be, s->height, s->width, s->channels, s->layers, s->n_layers,
-                         s->n_classes, s->batch, err);
+    const enum dt_status st = dt_net_create(out, be, s->height, s->width, s->channels, s->layers,
+                                            s->n_layers, s->n_classes, s->batch, err);
+    if (st == DT_OK) dt_net_set_lfsr_check_every(*out, s->gpt.lfsr_check_every);
+    return st;
 }
 
 const struct dt_model_kind_info dt_net_kind = {.name = "net",
-                                               .keys = "model.network",
+                                               .keys = "model.network model.lfsr_check_every",
                                                .extra_control = "conv_algo",
                                                .create = net_kind_create,
                                                .size = net_size};

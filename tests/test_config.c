@@ -871,7 +871,7 @@ DT_TEST(bnn_key_errors)
     const char *lenet[] = {"model={kind: lenet, lfsr_check_every: 4}"};
     expect_set_error(lenet, 1, 1, 21,
                      "key 'model.lfsr_check_every' applies to model.kind "
-                     "bnn_mlp and gpt only, not lenet");
+                     "bnn_mlp, gpt and net only, not lenet");
     const char *range[] = {"model.kind=bnn_mlp", "model.samples=256"};
     expect_set_error(range, 2, 2, 15, "key 'model.samples': value 256 is out of range [1, 255]");
     const char *zero[] = {"model.kind=bnn_mlp", "model.test_samples=0"};

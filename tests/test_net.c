@@ -211,6 +211,7 @@ static float loss_and_grads(struct dt_model *m, const struct dt_batch *b,
                             const struct dt_policy *pol)
 {
     float loss = NAN;
+    m->step = 0; /* always step 1: the same dropout masks */
     dt_model_begin_step(m);
     CHECK_INT_EQ(dt_model_gradients(m, b, B, B, pol, &loss), DT_OK);
     CHECK_INT_EQ(dt_model_step_end(m, DT_OK), DT_OK);
@@ -220,16 +221,18 @@ static float loss_and_grads(struct dt_model *m, const struct dt_batch *b,
 
 /* Residual blocks against central differences of the loss: an identity block, a projection
  * block that halves the image (its branch with a layer normalisation over the channels), one
- * nested in another; every parameter tensor's largest
- * gradients (the stem's flows through every shortcut) -- a missing or doubled shortcut
- * gradient is off by its whole size. In float, h = 1e-2: agreement to a few parts in 1e3 of
- * the tensor's largest gradient. */
+ * nested in another, after a dropout (its masks fixed: every evaluation is step 1, rng lfsr,
+ * the lanes checked after every backward); every parameter tensor's largest gradients (the
+ * stem's flows through every shortcut) -- a missing or doubled shortcut gradient is off by
+ * its whole size. In float, h = 1e-2: agreement to a few parts in 1e3 of the tensor's
+ * largest gradient. */
 DT_TEST(residual_gradcheck)
 {
     enum { S = 8 };
     const struct dt_layer layers[] = {
         {.kind = DT_LAYER_CONV, .units = 4, .kernel = 3, .stride = 1, .pad = 1},
         {.kind = DT_LAYER_GELU},
+        {.kind = DT_LAYER_DROPOUT, .rate = 0.25},
         {.kind = DT_LAYER_RESIDUAL, .block = 5},
         {.kind = DT_LAYER_CONV, .units = 4, .kernel = 3, .stride = 1, .pad = 1},
         {.kind = DT_LAYER_GELU},
@@ -300,6 +303,57 @@ DT_TEST(residual_gradcheck)
         free(g);
     }
     dt_model_destroy(m);
+    dt_backend_destroy(be);
+}
+
+/* Dropout under each rng (lfsr, stored, philox) at portable: the same bits at 1 and 3
+ * threads (a lane per example, a mask per site and step), the lfsr lanes back at their seeds
+ * after every backward (the step would fail); negative control: the masks matter -- the same
+ * network without dropout takes another first step. */
+DT_TEST(dropout_thread_free)
+{
+    const struct dt_layer layers[] = {{.kind = DT_LAYER_FLATTEN},
+                                      {.kind = DT_LAYER_DROPOUT, .rate = 0.2},
+                                      {.kind = DT_LAYER_DENSE, .units = 32},
+                                      {.kind = DT_LAYER_RELU},
+                                      {.kind = DT_LAYER_DROPOUT, .rate = 0.5},
+                                      {.kind = DT_LAYER_DENSE, .units = 10}};
+    const char *rngs[] = {"lfsr", "stored", "philox"};
+    for (int r = 0; r < 3; r++) {
+        struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+        struct dt_error err;
+        CHECK_INT_EQ(dt_policy_set_control(&pol, "rng", rngs[r], &err), DT_OK);
+        DT_ASSERT(dt_policy_auto_name(&pol));
+        struct dt_backend *b1 = cpu(1), *b3 = cpu(3);
+        struct dt_model *a = NULL, *b = NULL;
+        CHECK_INT_EQ(dt_net_create(&a, b1, SIDE, SIDE, 1, layers, 6, 10, B, NULL), DT_OK);
+        CHECK_INT_EQ(dt_net_create(&b, b3, SIDE, SIDE, 1, layers, 6, 10, B, NULL), DT_OK);
+        if (a && b) same_training(a, b, &pol, false, "dropout net, 1 and 3 threads");
+        dt_model_destroy(a);
+        dt_model_destroy(b);
+        dt_backend_destroy(b1);
+        dt_backend_destroy(b3);
+    }
+    /* the negative control: rate 0 (every element kept) against the rates above */
+    struct dt_layer none[6];
+    memcpy(none, layers, sizeof none);
+    none[1].rate = none[4].rate = 0.0;
+    struct dt_backend *be = cpu(1);
+    struct dt_model *a = NULL, *b = NULL;
+    CHECK_INT_EQ(dt_net_create(&a, be, SIDE, SIDE, 1, layers, 6, 10, B, NULL), DT_OK);
+    CHECK_INT_EQ(dt_net_create(&b, be, SIDE, SIDE, 1, none, 6, 10, B, NULL), DT_OK);
+    static float x[B * SIDE * SIDE];
+    uint8_t y[B];
+    for (int i = 0; i < B * SIDE * SIDE; i++) x[i] = (float)(i % 17) / 17.0f;
+    for (int i = 0; i < B; i++) y[i] = (uint8_t)(i % 10);
+    const struct dt_batch batch = {.x = x, .y = y};
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    dt_model_init(a, 3, 0);
+    dt_model_init(b, 3, 0);
+    const float la = loss_and_grads(a, &batch, &pol), lb = loss_and_grads(b, &batch, &pol);
+    CHECK(la != lb);
+    dt_model_destroy(a);
+    dt_model_destroy(b);
     dt_backend_destroy(be);
 }
 
@@ -422,4 +476,4 @@ DT_TEST(configs_same_digests)
 
 DT_TEST_MAIN(DT_CASE(mlp_as_layers), DT_CASE(lenet_as_layers), DT_CASE(shape_errors),
              DT_CASE(new_layers_thread_free), DT_CASE(residual_gradcheck), DT_CASE(residual_errors),
-             DT_CASE(config_layers), DT_CASE(configs_same_digests))
+             DT_CASE(config_layers), DT_CASE(dropout_thread_free), DT_CASE(configs_same_digests))

@@ -154,9 +154,9 @@ static const struct key_row keys[] = {
      COUNT_(model.n_network),
      .flags = KEY_OPTIONAL, .min_items = 1, .max_items = DT_NET_MAX_LAYERS,
      .doc = "net: the network, first layer first, on NHWC images: dense, conv, maxpool, relu, "
-            "gelu, layernorm, global_avgpool, flatten and residual blocks (docs/config.md, "
-            "\"Networks "
-            "described in the config\"); the last a dense layer with one unit per class"},
+            "gelu, layernorm, dropout, global_avgpool, flatten and residual blocks "
+            "(docs/config.md, \"Networks described in the config\"); the last a dense layer "
+            "with one unit per class"},
     {.path = "model.samples", .type = KEY_INT, FIELD_(model.samples), .def = "4", .lo = 1,
      .hi = 255, .doc = "bnn_mlp only: Monte Carlo weight samples per training step (S)"},
     {.path = "model.test_samples", .type = KEY_INT, FIELD_(model.test_samples), .def = "10",
@@ -930,6 +930,7 @@ static enum dt_status layer_kind(struct loader *ld, const char *label, const yam
 static const char *layer_form(enum dt_layer_kind k)
 {
     if (k == DT_LAYER_RESIDUAL) return "{residual: [LAYERS], shortcut: identity|projection}";
+    if (dt_layer_takes_rate(k)) return "{dropout: P}";
     if (k == DT_LAYER_CONV) return "{conv: FILTERS, kernel: K, stride: S, pad: P}";
     if (k == DT_LAYER_MAXPOOL) return "{maxpool: K, stride: S, pad: P}";
     if (dt_layer_takes_units(k)) return "{dense: UNITS}";
@@ -977,6 +978,17 @@ static enum dt_status set_layer_mapping(struct loader *ld, const char *label,
         if (kv[w] && !dt_layer_takes_window(layer->kind))
             return fail_at(ld, kv[w]->start_mark, "%s: a %s takes no '%s' (%s)", label, what,
                            window_keys[w], form);
+    if (dt_layer_takes_rate(layer->kind)) { /* a probability in [0, 1) */
+        const char *text = NULL;
+        snprintf(what, sizeof what, "'%s'", kind);
+        DT_FORWARD_IF_ERROR(policy_scalar(ld, label, what, kind_v, "a probability", &text));
+        if (!parse_double(text, &layer->rate) || !(layer->rate >= 0.0 && layer->rate < 1.0))
+            return fail_at(ld, kind_v->start_mark,
+                           "%s: %s: expected a probability in [0, 1), "
+                           "got '%.64s'",
+                           label, what, text);
+        return DT_OK;
+    }
     if (layer->kind == DT_LAYER_CONV && !kv[0])
         return fail_at(ld, map->start_mark, "%s: a conv layer needs its 'kernel' (%s)", label,
                        form);
@@ -1093,6 +1105,7 @@ static enum dt_status append_layer(struct loader *ld, const struct key_row *row,
     if (form)
         return fail_at(ld, node->start_mark, "%s: a %s layer needs its %s: %s", label, s,
                        layer->kind == DT_LAYER_RESIDUAL    ? "branch"
+                       : dt_layer_takes_rate(layer->kind)  ? "rate"
                        : dt_layer_takes_units(layer->kind) ? "units"
                                                            : "window",
                        form);
@@ -2241,6 +2254,8 @@ static int json_layers(FILE *f, const struct dt_layer *layers, int i, int end)
                     kind, l->units, l->kernel, l->stride, l->pad);
         } else if (dt_layer_takes_units(l->kind)) {
             fprintf(f, "{\"%s\":%" PRId64 "}", kind, l->units);
+        } else if (dt_layer_takes_rate(l->kind)) {
+            fprintf(f, "{\"%s\":%.17g}", kind, l->rate);
         } else {
             json_string(f, kind);
         }
@@ -2376,7 +2391,7 @@ static void reference_values(char *buf, size_t size, const struct key_row *row)
         snprintf(
             buf, size,
             "%d to %d layers in all, each a name (relu, gelu, layernorm, global_avgpool, flatten) "
-            "or a mapping: {dense: UNITS}, {residual: [LAYERS], shortcut: "
+            "or a mapping: {dense: UNITS}, {dropout: P}, {residual: [LAYERS], shortcut: "
             "identity|projection}, "
             "{conv: FILTERS, kernel: K, stride: S, pad: P}, {maxpool: K, stride: S, pad: P} "
             "(kinds: %s)",
