@@ -20,35 +20,18 @@ const char *const dt_layer_kind_names[DT_LAYER_KIND_COUNT + 1] = {
 #undef DT_LAYER_NAME_
         NULL};
 
-bool dt_layer_takes_units(enum dt_layer_kind k)
-{
-    static const bool takes[] = {
-#define DT_LAYER_UNITS_(id, name, units, window, rate) units,
-        DT_LAYER_LIST(DT_LAYER_UNITS_)
-#undef DT_LAYER_UNITS_
-    };
-    return takes[k];
-}
+/* What each kind takes in the config, from its row. */
+static const struct {
+    bool units, window, rate;
+} takes[DT_LAYER_KIND_COUNT] = {
+#define DT_LAYER_TAKES_(id, name, units, window, rate) {units, window, rate},
+    DT_LAYER_LIST(DT_LAYER_TAKES_)
+#undef DT_LAYER_TAKES_
+};
 
-bool dt_layer_takes_rate(enum dt_layer_kind k)
-{
-    static const bool takes[] = {
-#define DT_LAYER_RATE_(id, name, units, window, rate) rate,
-        DT_LAYER_LIST(DT_LAYER_RATE_)
-#undef DT_LAYER_RATE_
-    };
-    return takes[k];
-}
-
-bool dt_layer_takes_window(enum dt_layer_kind k)
-{
-    static const bool takes[] = {
-#define DT_LAYER_WINDOW_(id, name, units, window, rate) window,
-        DT_LAYER_LIST(DT_LAYER_WINDOW_)
-#undef DT_LAYER_WINDOW_
-    };
-    return takes[k];
-}
+bool dt_layer_takes_units(enum dt_layer_kind k) { return takes[k].units; }
+bool dt_layer_takes_window(enum dt_layer_kind k) { return takes[k].window; }
+bool dt_layer_takes_rate(enum dt_layer_kind k) { return takes[k].rate; }
 
 /* A tensor per example: H x W x C (flat: 1 x 1 x features). */
 struct dims {
