@@ -357,6 +357,41 @@ DT_TEST(dropout_thread_free)
     dt_backend_destroy(be);
 }
 
+/* On a GPU: a network of every layer kind (conv, gelu, dropout, residual blocks with
+ * identity and projection shortcuts, layernorm, relu, max pooling, global average pooling,
+ * dense) at portable gives the CPU's bits, step after step -- and the CUDA kernels of the
+ * new op (global average pooling) run there for the first time. */
+DT_TEST(cuda_equals_cpu)
+{
+    struct dt_backend *g = gpu_or_skip();
+    const struct dt_layer layers[] = {
+        {.kind = DT_LAYER_CONV, .units = 8, .kernel = 3, .stride = 1, .pad = 1},
+        {.kind = DT_LAYER_GELU},
+        {.kind = DT_LAYER_DROPOUT, .rate = 0.1},
+        {.kind = DT_LAYER_RESIDUAL, .block = 3},
+        {.kind = DT_LAYER_CONV, .units = 8, .kernel = 3, .stride = 1, .pad = 1},
+        {.kind = DT_LAYER_RELU},
+        {.kind = DT_LAYER_CONV, .units = 8, .kernel = 3, .stride = 1, .pad = 1},
+        {.kind = DT_LAYER_MAXPOOL, .kernel = 2, .stride = 2},
+        {.kind = DT_LAYER_RESIDUAL, .block = 2, .projection = true},
+        {.kind = DT_LAYER_CONV, .units = 16, .kernel = 3, .stride = 2, .pad = 1},
+        {.kind = DT_LAYER_LAYERNORM},
+        {.kind = DT_LAYER_RELU},
+        {.kind = DT_LAYER_GLOBAL_AVGPOOL},
+        {.kind = DT_LAYER_DENSE, .units = 10}};
+    enum { NL = sizeof layers / sizeof layers[0] };
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    struct dt_backend *c = cpu(2);
+    struct dt_model *a = NULL, *b = NULL;
+    CHECK_INT_EQ(dt_net_create(&a, c, SIDE, SIDE, 1, layers, NL, 10, B, NULL), DT_OK);
+    CHECK_INT_EQ(dt_net_create(&b, g, SIDE, SIDE, 1, layers, NL, 10, B, NULL), DT_OK);
+    if (a && b) same_training(a, b, &pol, true, "every layer kind, CPU and CUDA");
+    dt_model_destroy(a);
+    dt_model_destroy(b);
+    dt_backend_destroy(c);
+    dt_backend_destroy(g);
+}
+
 /* Residual shapes that do not fit, named: an identity shortcut across a change of shape, a
  * branch ending in place, a branch longer than the list. */
 DT_TEST(residual_errors)
@@ -476,4 +511,5 @@ DT_TEST(configs_same_digests)
 
 DT_TEST_MAIN(DT_CASE(mlp_as_layers), DT_CASE(lenet_as_layers), DT_CASE(shape_errors),
              DT_CASE(new_layers_thread_free), DT_CASE(residual_gradcheck), DT_CASE(residual_errors),
-             DT_CASE(config_layers), DT_CASE(dropout_thread_free), DT_CASE(configs_same_digests))
+             DT_CASE(config_layers), DT_CASE(dropout_thread_free), DT_CASE(cuda_equals_cpu),
+             DT_CASE(configs_same_digests))
