@@ -336,9 +336,10 @@ enum dt_status dt_dropout_lanes_check(struct dt_model *m, const struct dt_xoro *
                                       struct dt_xoro *host, int64_t rows, int64_t row0);
 /* The lfsr lane check's period of a net (default 1: every step). */
 void dt_net_set_lfsr_check_every(struct dt_model *m, int64_t every);
-/* The same checks alone (a config's, before anything is built). */
+/* The same checks alone (a config's, before anything is built); labels (n of them, or
+ * NULL: "layer i") name the layers in messages -- a config's "item 3, branch item 1". */
 enum dt_status dt_net_check(int64_t H, int64_t W, int64_t C, const struct dt_layer *layers, int n,
-                            int64_t n_classes, struct dt_error *err);
+                            int64_t n_classes, const char *const *labels, struct dt_error *err);
 
 /* LeNet-style CNN on (B, H, W, 1) images (nets/lenet.c): conv 5x5 (6, pad 2) -> ReLU ->
  * maxpool -> conv 5x5 (16) -> ReLU -> maxpool -> dense 120 -> 84 -> n_classes. Pooling is

@@ -79,10 +79,21 @@ struct net {
     int64_t keep_per_site; /* bytes a site: max_batch x its widest input */
 };
 
+/* How a message names layer i: its label when the caller has them (a config's "item 3,
+ * branch item 1"), else "layer i+1". */
+static const char *where(char *buf, size_t size, const char *const *labels, int i)
+{
+    if (labels) return labels[i];
+    snprintf(buf, size, "layer %d", i + 1);
+    return buf;
+}
+
 /* Layer l's output on `in` (any kind but a residual), or DT_ERR_CONFIG naming it: i is its
  * place in the list. */
-static enum dt_status plan_shape(struct net_layer *l, struct dims in, int i, struct dt_error *err)
+static enum dt_status plan_shape(struct net_layer *l, struct dims in, int i,
+                                 const char *const *labels, struct dt_error *err)
 {
+    char at[32];
     const char *kind = dt_layer_kind_names[l->spec.kind];
     struct dt_error why = {0};
     enum dt_status st = DT_OK;
@@ -90,9 +101,10 @@ static enum dt_status plan_shape(struct net_layer *l, struct dims in, int i, str
     case DT_LAYER_DENSE:
         if (in.H != 1 || in.W != 1)
             return dt_error_set(err, DT_ERR_CONFIG,
-                                "layer %d (dense): its input is a %lldx%lldx%lld image; put a "
+                                "%s (dense): its input is a %lldx%lldx%lld image; put a "
                                 "flatten layer before it",
-                                i + 1, (long long)in.H, (long long)in.W, (long long)in.C);
+                                where(at, sizeof at, labels, i), (long long)in.H, (long long)in.W,
+                                (long long)in.C);
         l->out = (struct dims){1, 1, l->spec.units};
         break;
     case DT_LAYER_CONV:
@@ -129,33 +141,36 @@ static enum dt_status plan_shape(struct net_layer *l, struct dims in, int i, str
     case DT_LAYER_KIND_COUNT: DT_ASSERT(0);
     }
     if (st != DT_OK)
-        return dt_error_set(err, DT_ERR_CONFIG, "layer %d (%s) on a %lldx%lldx%lld input: %s",
-                            i + 1, kind, (long long)in.H, (long long)in.W, (long long)in.C,
-                            why.msg);
+        return dt_error_set(err, DT_ERR_CONFIG, "%s (%s) on a %lldx%lldx%lld input: %s",
+                            where(at, sizeof at, labels, i), kind, (long long)in.H, (long long)in.W,
+                            (long long)in.C, why.msg);
     return DT_OK;
 }
 
 /* Residual r (at place ri) closed by its branch's last entry `last` (output `out`): the
  * shortcut's shape and, for a projection, its parameters. */
 static enum dt_status plan_close(struct net_layer *r, int ri, const struct net_layer *last,
-                                 struct dims out, int *n_params, int *n_proj, struct dt_error *err)
+                                 struct dims out, int *n_params, int *n_proj,
+                                 const char *const *labels, struct dt_error *err)
 {
     const struct dims x = r->in;
+    char at[32];
+    const char *name = where(at, sizeof at, labels, ri);
     r->out = out;
     if (last->alias)
         return dt_error_set(err, DT_ERR_CONFIG,
-                            "layer %d (residual): its branch ends with %s, which works in place; "
+                            "%s (residual): its branch ends with %s, which works in place; "
                             "end it with a layer of its own output and put the %s after the block",
-                            ri + 1, dt_layer_kind_names[last->spec.kind],
+                            name, dt_layer_kind_names[last->spec.kind],
                             dt_layer_kind_names[last->spec.kind]);
     if (!r->spec.projection) {
         if (x.H == out.H && x.W == out.W && x.C == out.C) return DT_OK;
         return dt_error_set(err, DT_ERR_CONFIG,
-                            "layer %d (residual): its branch turns %lldx%lldx%lld into "
+                            "%s (residual): its branch turns %lldx%lldx%lld into "
                             "%lldx%lldx%lld; an identity shortcut needs the same shape "
                             "(shortcut: projection)",
-                            ri + 1, (long long)x.H, (long long)x.W, (long long)x.C,
-                            (long long)out.H, (long long)out.W, (long long)out.C);
+                            name, (long long)x.H, (long long)x.W, (long long)x.C, (long long)out.H,
+                            (long long)out.W, (long long)out.C);
     }
     for (int64_t stride = 1; stride <= 64; stride++) { /* the branch's stride, as 1 x 1 takes it */
         r->conv = (struct dt_conv2d_shape){.B = 1,
@@ -175,16 +190,18 @@ static enum dt_status plan_close(struct net_layer *r, int ri, const struct net_l
         }
     }
     return dt_error_set(err, DT_ERR_CONFIG,
-                        "layer %d (residual): no 1x1 projection strides %lldx%lld onto the "
+                        "%s (residual): no 1x1 projection strides %lldx%lld onto the "
                         "branch's %lldx%lld",
-                        ri + 1, (long long)x.H, (long long)x.W, (long long)out.H, (long long)out.W);
+                        name, (long long)x.H, (long long)x.W, (long long)out.H, (long long)out.W);
 }
 
 /* The plan of n layers on `in`: every layer's shapes, parameters and gradient needs, or
  * DT_ERR_CONFIG naming the layer. L has n entries. */
 static enum dt_status plan(struct net_layer *L, const struct dt_layer *layers, int n,
-                           struct dims in, int64_t n_classes, int *n_params, struct dt_error *err)
+                           struct dims in, int64_t n_classes, int *n_params,
+                           const char *const *labels, struct dt_error *err)
 {
+    char at[32];
     int counts[DT_LAYER_KIND_COUNT] = {0}, open[DT_NET_MAX_LAYERS], n_open = 0, n_proj = 0;
     bool params_below = false;
     *n_params = 0;
@@ -199,15 +216,15 @@ static enum dt_status plan(struct net_layer *L, const struct dt_layer *layers, i
         l->number = counts[l->spec.kind]++;
         l->grad_in = params_below;
         snprintf(l->name, sizeof l->name, "%s%d", dt_layer_kind_names[l->spec.kind], l->number);
-        DT_FORWARD_IF_ERROR(plan_shape(l, in, i, err));
+        DT_FORWARD_IF_ERROR(plan_shape(l, in, i, labels, err));
         if (l->spec.kind == DT_LAYER_RESIDUAL) {
             l->end = i + l->spec.block;
             const int limit = n_open ? L[open[n_open - 1]].end : n - 1;
             if (l->spec.block < 1 || l->end > limit)
                 return dt_error_set(err, DT_ERR_CONFIG,
-                                    "layer %d (residual): a branch of %d layers does not fit in "
+                                    "%s (residual): a branch of %d layers does not fit in "
                                     "the list",
-                                    i + 1, l->spec.block);
+                                    where(at, sizeof at, labels, i), l->spec.block);
             open[n_open++] = i;
         }
         if (l->spec.kind == DT_LAYER_DENSE || l->spec.kind == DT_LAYER_CONV ||
@@ -224,25 +241,27 @@ static enum dt_status plan(struct net_layer *L, const struct dt_layer *layers, i
         in = l->out;
         while (n_open && L[open[n_open - 1]].end == i) { /* the blocks this entry ends */
             struct net_layer *r = &L[open[--n_open]];
-            DT_FORWARD_IF_ERROR(plan_close(r, open[n_open], l, in, n_params, &n_proj, err));
+            DT_FORWARD_IF_ERROR(plan_close(r, open[n_open], l, in, n_params, &n_proj, labels, err));
             params_below = params_below || r->param >= 0;
         }
     }
     const struct net_layer *last = &L[n - 1];
     if (last->spec.kind != DT_LAYER_DENSE || last->spec.units != n_classes)
         return dt_error_set(err, DT_ERR_CONFIG,
-                            "layer %d (%s): the last layer must be a dense layer of %lld units, "
+                            "%s (%s): the last layer must be a dense layer of %lld units, "
                             "one per class",
-                            n, dt_layer_kind_names[last->spec.kind], (long long)n_classes);
+                            where(at, sizeof at, labels, n - 1),
+                            dt_layer_kind_names[last->spec.kind], (long long)n_classes);
     return DT_OK;
 }
 
 enum dt_status dt_net_check(int64_t H, int64_t W, int64_t C, const struct dt_layer *layers, int n,
-                            int64_t n_classes, struct dt_error *err)
+                            int64_t n_classes, const char *const *labels, struct dt_error *err)
 {
     struct net_layer *L = dt_xcalloc((size_t)(n > 0 ? n : 1), sizeof *L);
     int n_params = 0;
-    const enum dt_status st = plan(L, layers, n, (struct dims){H, W, C}, n_classes, &n_params, err);
+    const enum dt_status st =
+        plan(L, layers, n, (struct dims){H, W, C}, n_classes, &n_params, labels, err);
     free(L);
     return st;
 }
@@ -610,7 +629,7 @@ enum dt_status dt_net_create(struct dt_model **out, struct dt_backend *be, int64
     t->layer = dt_xcalloc((size_t)(n > 0 ? n : 1), sizeof *t->layer);
     t->n = n;
     enum dt_status st =
-        plan(t->layer, layers, n, (struct dims){H, W, C}, n_classes, &t->n_params, err);
+        plan(t->layer, layers, n, (struct dims){H, W, C}, n_classes, &t->n_params, NULL, err);
     if (st != DT_OK) {
         free(t->layer);
         free(t);
@@ -638,7 +657,7 @@ static struct dt_model_size net_size(const struct dt_model_spec *s)
     int n_params = 0;
     double params = 0, acts = (double)(s->height * s->width * s->channels);
     if (plan(L, s->layers, s->n_layers, (struct dims){s->height, s->width, s->channels},
-             s->n_classes, &n_params, NULL) == DT_OK)
+             s->n_classes, &n_params, NULL, NULL) == DT_OK)
         for (int i = 0; i < s->n_layers; i++) {
             const struct net_layer *l = &L[i];
             const double in = (double)count(l->in), out = (double)count(l->out);

@@ -471,8 +471,12 @@ DT_TEST(config_layers)
          "shortcut: identity|projection}"},
         {"model.network=[{residual: [{conv: 4, kernel: 3, stride: 2, pad: 1}]}, flatten, "
          "{dense: 10}]",
-         "key 'model.network' (on 28x28x1 images): layer 1 (residual): its branch turns 28x28x1 "
+         "key 'model.network' (on 28x28x1 images): item 1 (residual): its branch turns 28x28x1 "
          "into 14x14x4"},
+        {"model.network=[{residual: [{conv: 1, kernel: 3, pad: 1}, {dense: 5}]}, flatten, "
+         "{dense: 10}]",
+         "key 'model.network' (on 28x28x1 images): item 1, branch item 2 (dense): its input is a "
+         "28x28x1 image; put a flatten layer before it"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *sets[] = {bad[i].set};

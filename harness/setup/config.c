@@ -1935,6 +1935,27 @@ static bool optimizer_key_applies(const char *path, enum dt_optimizer_kind kind)
     return true;
 }
 
+/* The flat layer list's items as the config wrote them: "item 3", "item 3, branch item 1". */
+static void layer_labels(const struct dt_layer *L, int n, char (*labels)[96], const char **of)
+{
+    int end[DT_NET_MAX_LAYERS], parent[DT_NET_MAX_LAYERS], count[DT_NET_MAX_LAYERS + 1] = {0};
+    int depth = 0;
+    for (int i = 0; i < n; i++) {
+        while (depth > 0 && end[depth - 1] < i) depth--; /* the blocks that ended */
+        const int k = ++count[depth];
+        if (depth == 0) snprintf(labels[i], sizeof labels[i], "item %d", k);
+        else
+            snprintf(labels[i], sizeof labels[i], "%.60s, branch item %d",
+                     labels[parent[depth - 1]], k);
+        of[i] = labels[i];
+        if (L[i].kind == DT_LAYER_RESIDUAL && depth < DT_NET_MAX_LAYERS) {
+            end[depth] = i + L[i].block;
+            parent[depth] = i;
+            count[++depth] = 0;
+        }
+    }
+}
+
 /* Reported where the key was set. */
 static enum dt_status check_model_keys(const struct loader *ld)
 {
@@ -1971,9 +1992,13 @@ static enum dt_status check_model_keys(const struct loader *ld)
                                "[flatten, {dense: 128}, relu, {dense: 10}])");
     }
     struct dt_error shape = {0}; /* the layers on the images: every shape fits */
-    if (kind == DT_MODEL_NET &&
-        dt_net_check(DT_FASHION_MNIST_SIDE, DT_FASHION_MNIST_SIDE, 1, ld->out->model.network,
-                     ld->out->model.n_network, DT_FASHION_MNIST_CLASSES, &shape) != DT_OK) {
+    char labels[DT_NET_MAX_LAYERS][96];
+    const char *label_of[DT_NET_MAX_LAYERS];
+    if (kind == DT_MODEL_NET)
+        layer_labels(ld->out->model.network, ld->out->model.n_network, labels, label_of);
+    if (kind == DT_MODEL_NET && dt_net_check(DT_FASHION_MNIST_SIDE, DT_FASHION_MNIST_SIDE, 1,
+                                             ld->out->model.network, ld->out->model.n_network,
+                                             DT_FASHION_MNIST_CLASSES, label_of, &shape) != DT_OK) {
         const int rn = (int)(find_key("model.network") - keys);
         return dt_error_set_at(ld->err, DT_ERR_CONFIG, ld->seen_at[rn].file, ld->seen_at[rn].line,
                                ld->seen_at[rn].column,
