@@ -143,6 +143,45 @@ static inline DT_HD float dt_maxpool_window(const float *img, const struct dt_po
     return best;
 }
 
+/* Average pooling, output element o = ((b*OH + oh)*OW + ow)*C + c: its window's cells in
+ * (kh, kw) order summed from +0 (padding cells count as zeros: the divisor is K^2 always,
+ * PyTorch's count_include_pad), one rounding an add, then one division by K^2. */
+static inline DT_HD float dt_avgpool_out(const float *x, const struct dt_pool2d_shape *s, int64_t o)
+{
+    const int64_t C = s->C, c = o % C, ow = o / C % s->OW, oh = o / (C * s->OW) % s->OH;
+    const int64_t b = o / (C * s->OW * s->OH);
+    const float *img = x + b * s->H * s->W * C;
+    const int64_t ih0 = oh * s->stride - s->pad, iw0 = ow * s->stride - s->pad;
+    float sum = 0.0f;
+    for (int64_t kh = 0; kh < s->K; kh++) {
+        const int64_t ih = ih0 + kh;
+        if (ih < 0 || ih >= s->H) continue;
+        for (int64_t kw = 0; kw < s->K; kw++) {
+            const int64_t iw = iw0 + kw;
+            if (iw >= 0 && iw < s->W) sum = dt_rn_add(sum, img[(ih * s->W + iw) * C + c]);
+        }
+    }
+    return sum / (float)(s->K * s->K);
+}
+
+/* Its gradient at input cell i = ((b*H + ih)*W + iw)*C + c: the output gradients of every
+ * window that covers the cell, in (oh, ow) order from +0, divided by K^2 -- a gather, not a
+ * scatter: the same bits at every level, with overlapping windows or without. */
+static inline DT_HD float dt_avgpool_cell(const float *dy, const struct dt_pool2d_shape *s,
+                                          int64_t i)
+{
+    const int64_t C = s->C, c = i % C, iw = i / C % s->W, ih = i / (C * s->W) % s->H;
+    const int64_t b = i / (C * s->W * s->H);
+    int64_t oh_lo, oh_hi, ow_lo, ow_hi;
+    dt_window_range(ih, s->K, s->stride, s->pad, s->OH, &oh_lo, &oh_hi);
+    dt_window_range(iw, s->K, s->stride, s->pad, s->OW, &ow_lo, &ow_hi);
+    float sum = 0.0f;
+    for (int64_t oh = oh_lo; oh < oh_hi; oh++)
+        for (int64_t ow = ow_lo; ow < ow_hi; ow++)
+            sum = dt_rn_add(sum, dy[((b * s->OH + oh) * s->OW + ow) * C + c]);
+    return sum / (float)(s->K * s->K);
+}
+
 /* Global average pooling of channel c of one NHWC image of HW pixels: the sum from +0 in
  * pixel order, one rounding an add, then one division by HW (exact in float below 2^24
  * pixels) -- the CPU's loop and the CUDA kernel both call it. */

@@ -1046,6 +1046,27 @@ plan_maxpool2d_backward(struct dt_backend *be, struct op_tensors *t, float *dx, 
     return be->ops->maxpool2d_backward;
 }
 
+static dt_avgpool2d_forward_fn *plan_avgpool2d_forward(struct dt_backend *be, struct op_tensors *t,
+                                                       float *y, const float *x,
+                                                       const struct dt_pool2d_shape *s,
+                                                       const struct dt_policy *pol)
+{
+    check_pool_shape(s);
+    DT_ASSERT(y && x && pol);
+    TENSORS(t, OUT(y, s->B * s->OH * s->OW * s->C));
+    return be->ops->avgpool2d_forward;
+}
+
+static dt_avgpool2d_backward_fn *
+plan_avgpool2d_backward(struct dt_backend *be, struct op_tensors *t, float *dx, const float *dy,
+                        const struct dt_pool2d_shape *s, const struct dt_policy *pol)
+{
+    check_pool_shape(s);
+    DT_ASSERT(dx && dy && pol);
+    TENSORS(t, OUT(dx, s->B * s->H * s->W * s->C));
+    return be->ops->avgpool2d_backward;
+}
+
 static dt_global_avgpool_forward_fn *
 plan_global_avgpool_forward(struct dt_backend *be, struct op_tensors *t, float *y, const float *x,
                             int64_t B, int64_t HW, int64_t C, const struct dt_policy *pol)

@@ -291,6 +291,7 @@ enum dt_status dt_mlp_create(struct dt_model **out, struct dt_backend *be, int64
     X(DENSE, "dense", true, false, false)                                                          \
     X(CONV, "conv", true, true, false)                                                             \
     X(MAXPOOL, "maxpool", false, true, false)                                                      \
+    X(AVGPOOL, "avgpool", false, true, false) /* padding counts as zeros: / K^2 */                 \
     X(RELU, "relu", false, false, false)                                                           \
     X(GELU, "gelu", false, false, false)                                                           \
     X(GLOBAL_AVGPOOL, "global_avgpool", false, false, false)                                       \

@@ -121,6 +121,7 @@ static enum dt_status plan_shape(struct net_layer *l, struct dims in, int i,
         l->out = (struct dims){l->conv.OH, l->conv.OW, l->spec.units};
         break;
     case DT_LAYER_MAXPOOL:
+    case DT_LAYER_AVGPOOL:
         l->pool = (struct dt_pool2d_shape){.B = 1,
                                            .H = in.H,
                                            .W = in.W,
@@ -131,6 +132,7 @@ static enum dt_status plan_shape(struct net_layer *l, struct dims in, int i,
         st = dt_pool2d_shape_init(&l->pool, &why);
         l->out = (struct dims){l->pool.OH, l->pool.OW, in.C};
         break;
+
     case DT_LAYER_RELU:
     case DT_LAYER_GELU:
     case DT_LAYER_LAYERNORM:
@@ -342,6 +344,10 @@ static enum dt_status layer_forward(struct dt_model *m, struct net_layer *l, con
         const struct dt_pool2d_shape s = pool_at(l, B);
         return dt_maxpool2d_forward(m->be, l->y, l->argmax, x, &s, pol);
     }
+    case DT_LAYER_AVGPOOL: {
+        const struct dt_pool2d_shape s = pool_at(l, B);
+        return dt_avgpool2d_forward(m->be, l->y, x, &s, pol);
+    }
     case DT_LAYER_RELU: return dt_relu_forward(m->be, l->y, x, B * count(l->in), pol);
     case DT_LAYER_GELU: return dt_gelu_forward(m->be, l->y, x, B * count(l->in), pol);
     case DT_LAYER_GLOBAL_AVGPOOL:
@@ -435,6 +441,12 @@ static enum dt_status layer_backward(struct dt_model *m, struct net_layer *l, co
         if (l->grad_in)
             DT_MODEL_GRAD(m, l->name, true,
                           dt_maxpool2d_backward(m->be, l->dx, dy, x, l->y, l->argmax, &s, pol));
+        return DT_OK;
+    }
+    case DT_LAYER_AVGPOOL: {
+        const struct dt_pool2d_shape s = pool_at(l, B);
+        if (l->grad_in)
+            DT_MODEL_GRAD(m, l->name, true, dt_avgpool2d_backward(m->be, l->dx, dy, &s, pol));
         return DT_OK;
     }
     case DT_LAYER_RELU: /* the output's sign is the input's */

@@ -122,6 +122,17 @@
       (float *dx, const float *dy, const float *x, const float *y, const int32_t *argmax,          \
        const struct dt_pool2d_shape *s, const struct dt_policy *pol),                              \
       (dx, dy, x, y, argmax, s, pol))                                                              \
+    /* dt_avgpool2d_forward: y = the mean of each K x K window (dt_avgpool_out: padding cells      \
+     * count as zeros, the divisor is K^2), NHWC like max pooling; no control acts. */             \
+    X(AVGPOOL2D_FORWARD, avgpool2d_forward, FORWARD, "pool output", "",                            \
+      (float *y, const float *x, const struct dt_pool2d_shape *s, const struct dt_policy *pol),    \
+      (y, x, s, pol))                                                                              \
+    /* dt_avgpool2d_backward: dx[cell] = the output gradients of the windows covering the cell,    \
+     * summed in window order, / K^2 (dt_avgpool_cell): a gather per cell, so overlapping          \
+     * windows need no scatter-add and every control gives the same bits. */                       \
+    X(AVGPOOL2D_BACKWARD, avgpool2d_backward, BACKWARD, "pool input gradient", "",                 \
+      (float *dx, const float *dy, const struct dt_pool2d_shape *s, const struct dt_policy *pol),  \
+      (dx, dy, s, pol))                                                                            \
     /* dt_global_avgpool_forward: y[b, c] = the mean of x[b, ., ., c] over the HW pixels of one    \
      * image (dt_gap_elem: the sum from +0 in pixel order, one rounding an add, then one           \
      * division by HW -- every level, thread count and device the same bits). x is (B, HW, C)      \

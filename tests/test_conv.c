@@ -1103,6 +1103,62 @@ DT_TEST(shape_errors)
     dt_backend_destroy(be);
 }
 
+/* Average pooling against double precision on every pooling geometry (overlapping and
+ * padded windows among them): the forward's means (padding counts as zeros, / K^2) and the
+ * backward against dL/dx of L = sum r .* avgpool(x), which is linear in x -- each cell the
+ * sum of r over the windows covering it, / K^2 -- at every level and 1 or 3 threads, the
+ * same bits throughout (a gather: no control acts). */
+DT_TEST(avgpool_gradcheck)
+{
+    const struct dt_policy pols[] = {level(DT_LEVEL_FAST), level(DT_LEVEL_RUN_TO_RUN),
+                                     level(DT_LEVEL_PORTABLE)};
+    for (int gi = 0; gi < N_POOL_GEOMS; gi++) {
+        struct dt_pool2d_shape s = pool_shape(&pool_geoms[gi]);
+        const int64_t nx = pool_nx(&s), ny = pool_ny(&s), K2 = s.K * s.K;
+        float *x = falloc(nx), *y = falloc(ny), *r = falloc(ny), *gx = falloc(nx), *y0 = falloc(ny),
+              *g0 = falloc(nx);
+        double *yref = dalloc(ny), *gref = dalloc(nx);
+        fill_distinct(x, nx);
+        for (int64_t i = 0; i < ny; i++) r[i] = (float)((i * 5) % 11) - 4.5f;
+        for (int64_t i = 0; i < nx; i++) gref[i] = 0;
+        for (int64_t b = 0; b < s.B; b++)
+            for (int64_t oh = 0; oh < s.OH; oh++)
+                for (int64_t ow = 0; ow < s.OW; ow++)
+                    for (int64_t c = 0; c < s.C; c++) {
+                        const int64_t o = ((b * s.OH + oh) * s.OW + ow) * s.C + c;
+                        double sum = 0;
+                        for (int64_t kh = 0; kh < s.K; kh++)
+                            for (int64_t kw = 0; kw < s.K; kw++) {
+                                const int64_t ih = oh * s.stride - s.pad + kh,
+                                              iw = ow * s.stride - s.pad + kw;
+                                if (ih < 0 || ih >= s.H || iw < 0 || iw >= s.W) continue;
+                                const int64_t i = ((b * s.H + ih) * s.W + iw) * s.C + c;
+                                sum += x[i];
+                                gref[i] += (double)r[o] / (double)K2;
+                            }
+                        yref[o] = sum / (double)K2;
+                    }
+        for (size_t p = 0; p < sizeof pols / sizeof pols[0]; p++)
+            for (int threads = 1; threads <= 3; threads += 2) {
+                struct dt_backend *be = cpu(threads);
+                poison(y, (size_t)ny * sizeof *y);
+                poison(gx, (size_t)nx * sizeof *gx);
+                CHECK(dt_avgpool2d_forward(be, y, x, &s, &pols[p]) == DT_OK);
+                CHECK(dt_avgpool2d_backward(be, gx, r, &s, &pols[p]) == DT_OK);
+                check_close("avgpool forward", y, yref, ny, 1e-6, 1e-5);
+                check_close("avgpool dL/dx", gx, gref, nx, 1e-6, 1e-5);
+                if (p == 0 && threads == 1) {
+                    memcpy(y0, y, (size_t)ny * sizeof *y);
+                    memcpy(g0, gx, (size_t)nx * sizeof *gx);
+                }
+                CHECK(memcmp(y0, y, (size_t)ny * sizeof *y) == 0);
+                CHECK(memcmp(g0, gx, (size_t)nx * sizeof *gx) == 0);
+                dt_backend_destroy(be);
+            }
+        free(x), free(y), free(r), free(gx), free(y0), free(g0), free(yref), free(gref);
+    }
+}
+
 /* Global average pooling against double precision: the forward's means, and the backward
  * against finite differences of L = sum r .* gap(x) -- at every level and thread count, the
  * same bits (no control acts on it). */
@@ -1146,8 +1202,9 @@ DT_TEST(global_avgpool_gradcheck)
 }
 
 DT_TEST_MAIN(DT_CASE(conv2d_forward_matches_double), DT_CASE(conv_onednn_path),
-             DT_CASE(global_avgpool_gradcheck), DT_CASE(conv2d_backward_gradcheck),
-             DT_CASE(maxpool_forward_matches_reference), DT_CASE(maxpool_backward_gradcheck),
-             DT_CASE(maxpool_ties), DT_CASE(conv_pool_thread_count_independent),
-             DT_CASE(conv_forced_orders), DT_CASE(maxpool_forced_orders),
-             DT_CASE(lenet_backward_gradcheck), DT_CASE(shape_errors))
+             DT_CASE(global_avgpool_gradcheck), DT_CASE(avgpool_gradcheck),
+             DT_CASE(conv2d_backward_gradcheck), DT_CASE(maxpool_forward_matches_reference),
+             DT_CASE(maxpool_backward_gradcheck), DT_CASE(maxpool_ties),
+             DT_CASE(conv_pool_thread_count_independent), DT_CASE(conv_forced_orders),
+             DT_CASE(maxpool_forced_orders), DT_CASE(lenet_backward_gradcheck),
+             DT_CASE(shape_errors))

@@ -243,6 +243,7 @@ DT_TEST(residual_gradcheck)
         {.kind = DT_LAYER_CONV, .units = 6, .kernel = 3, .stride = 2, .pad = 1},
         {.kind = DT_LAYER_LAYERNORM},
         {.kind = DT_LAYER_GELU},
+        {.kind = DT_LAYER_AVGPOOL, .kernel = 3, .stride = 1, .pad = 1}, /* overlapping */
         {.kind = DT_LAYER_GLOBAL_AVGPOOL},
         {.kind = DT_LAYER_DENSE, .units = 10}};
     enum { NL = sizeof layers / sizeof layers[0] };
@@ -358,9 +359,9 @@ DT_TEST(dropout_thread_free)
 }
 
 /* On a GPU: a network of every layer kind (conv, gelu, dropout, residual blocks with
- * identity and projection shortcuts, layernorm, relu, max pooling, global average pooling,
- * dense) at portable gives the CPU's bits, step after step -- and the CUDA kernels of the
- * new op (global average pooling) run there for the first time. */
+ * identity and projection shortcuts, layernorm, relu, max and average pooling, global
+ * average pooling, dense) at portable gives the CPU's bits, step after step -- and the CUDA
+ * kernels of the new ops (average and global average pooling) run there for the first time. */
 DT_TEST(cuda_equals_cpu)
 {
     struct dt_backend *g = gpu_or_skip();
@@ -373,6 +374,7 @@ DT_TEST(cuda_equals_cpu)
         {.kind = DT_LAYER_RELU},
         {.kind = DT_LAYER_CONV, .units = 8, .kernel = 3, .stride = 1, .pad = 1},
         {.kind = DT_LAYER_MAXPOOL, .kernel = 2, .stride = 2},
+        {.kind = DT_LAYER_AVGPOOL, .kernel = 3, .stride = 1, .pad = 1},
         {.kind = DT_LAYER_RESIDUAL, .block = 2, .projection = true},
         {.kind = DT_LAYER_CONV, .units = 16, .kernel = 3, .stride = 2, .pad = 1},
         {.kind = DT_LAYER_LAYERNORM},
@@ -466,6 +468,9 @@ DT_TEST(config_layers)
          "projection)"},
         {"model.network=[flatten, {residual: [{dense: 784}, relu, {dnese: 3}]}, {dense: 10}]",
          "key 'model.network', item 2, branch item 3: unknown layer 'dnese'"},
+        {"model.network=[{avgpool: 2, kernel: 3}, flatten, {dense: 10}]",
+         "key 'model.network', item 1: 'avgpool' takes its window as its value, not as 'kernel' "
+         "({avgpool: K, stride: S, pad: P})"},
         {"model.network=[residual, {dense: 10}]",
          "key 'model.network', item 1: a residual layer needs its branch: {residual: [LAYERS], "
          "shortcut: identity|projection}"},

@@ -269,6 +269,35 @@ static enum dt_status run_maxpool2d_backward(struct dt_backend *be, void *const 
 }
 static const double tol_maxpool2d_backward = 1e-6;
 
+/* Average pooling on the pooling geometry (overlapping windows: the backward is a gather). */
+static void make_avgpool2d_forward(struct io *io)
+{
+    const struct dt_pool2d_shape s = pool_shape(&pool_geom);
+    add_in(io, pool_nx(&s), 1.0);
+    add_out(io, pool_ny(&s), false);
+}
+static enum dt_status run_avgpool2d_forward(struct dt_backend *be, void *const *in,
+                                            void *const *out, const struct dt_policy *pol)
+{
+    const struct dt_pool2d_shape s = pool_shape(&pool_geom);
+    return dt_avgpool2d_forward(be, out[0], in[0], &s, pol);
+}
+static const double tol_avgpool2d_forward = 0;
+
+static void make_avgpool2d_backward(struct io *io)
+{
+    const struct dt_pool2d_shape s = pool_shape(&pool_geom);
+    add_in(io, pool_ny(&s), 1.0);
+    add_out(io, pool_nx(&s), false);
+}
+static enum dt_status run_avgpool2d_backward(struct dt_backend *be, void *const *in,
+                                             void *const *out, const struct dt_policy *pol)
+{
+    const struct dt_pool2d_shape s = pool_shape(&pool_geom);
+    return dt_avgpool2d_backward(be, out[0], in[0], &s, pol);
+}
+static const double tol_avgpool2d_backward = 0;
+
 /* Global average pooling: B images of GAP_HW pixels and C channels. */
 enum { GAP_HW = 12 };
 static void make_global_avgpool_forward(struct io *io)

@@ -153,7 +153,8 @@ static const struct key_row keys[] = {
     {.path = "model.network", .type = KEY_LAYER_LIST, FIELD_(model.network),
      COUNT_(model.n_network),
      .flags = KEY_OPTIONAL, .min_items = 1, .max_items = DT_NET_MAX_LAYERS,
-     .doc = "net: the network, first layer first, on NHWC images: dense, conv, maxpool, relu, "
+     .doc = "net: the network, first layer first, on NHWC images: dense, conv, maxpool, avgpool, "
+            "relu, "
             "gelu, layernorm, dropout, global_avgpool, flatten and residual blocks "
             "(docs/config.md, \"Networks described in the config\"); the last a dense layer "
             "with one unit per class"},
@@ -933,6 +934,7 @@ static const char *layer_form(enum dt_layer_kind k)
     if (dt_layer_takes_rate(k)) return "{dropout: P}";
     if (k == DT_LAYER_CONV) return "{conv: FILTERS, kernel: K, stride: S, pad: P}";
     if (k == DT_LAYER_MAXPOOL) return "{maxpool: K, stride: S, pad: P}";
+    if (k == DT_LAYER_AVGPOOL) return "{avgpool: K, stride: S, pad: P}";
     if (dt_layer_takes_units(k)) return "{dense: UNITS}";
     return NULL; /* a bare name */
 }
@@ -992,15 +994,16 @@ static enum dt_status set_layer_mapping(struct loader *ld, const char *label,
     if (layer->kind == DT_LAYER_CONV && !kv[0])
         return fail_at(ld, map->start_mark, "%s: a conv layer needs its 'kernel' (%s)", label,
                        form);
-    if (layer->kind == DT_LAYER_MAXPOOL && kv[0])
-        return fail_at(ld, kv[0]->start_mark, "%s: a maxpool layer's window is its value (%s)",
-                       label, form);
+    const bool pool = !dt_layer_takes_units(layer->kind); /* a window: its value is its size */
+    if (pool && kv[0])
+        return fail_at(ld, kv[0]->start_mark,
+                       "%s: '%s' takes its window as its value, not as 'kernel' (%s)", label, kind,
+                       form);
     snprintf(what, sizeof what, "'%s'", kind);
-    int64_t *first = layer->kind == DT_LAYER_MAXPOOL ? &layer->kernel : &layer->units;
-    DT_FORWARD_IF_ERROR(layer_int(ld, label, what, kind_v, 1,
-                                  layer->kind == DT_LAYER_MAXPOOL ? 64 : (int64_t)1 << 20, first));
+    int64_t *first = pool ? &layer->kernel : &layer->units;
+    DT_FORWARD_IF_ERROR(layer_int(ld, label, what, kind_v, 1, pool ? 64 : (int64_t)1 << 20, first));
     if (kv[0]) DT_FORWARD_IF_ERROR(layer_int(ld, label, "'kernel'", kv[0], 1, 64, &layer->kernel));
-    layer->stride = layer->kind == DT_LAYER_MAXPOOL ? layer->kernel : 1;
+    layer->stride = pool ? layer->kernel : 1;
     if (kv[1]) DT_FORWARD_IF_ERROR(layer_int(ld, label, "'stride'", kv[1], 1, 64, &layer->stride));
     if (kv[2])
         DT_FORWARD_IF_ERROR(
@@ -2269,7 +2272,7 @@ static int json_layers(FILE *f, const struct dt_layer *layers, int i, int end)
             fputs("{\"residual\":", f);
             i = json_layers(f, layers, i, i + l->block);
             fprintf(f, ",\"shortcut\":\"%s\"}", l->projection ? "projection" : "identity");
-        } else if (l->kind == DT_LAYER_MAXPOOL) {
+        } else if (dt_layer_takes_window(l->kind) && !dt_layer_takes_units(l->kind)) {
             fprintf(f, "{\"%s\":%" PRId64 ",\"stride\":%" PRId64 ",\"pad\":%" PRId64 "}", kind,
                     l->kernel, l->stride, l->pad);
         } else if (l->kind == DT_LAYER_CONV) {
@@ -2418,7 +2421,8 @@ static void reference_values(char *buf, size_t size, const struct key_row *row)
             "%d to %d layers in all, each a name (relu, gelu, layernorm, global_avgpool, flatten) "
             "or a mapping: {dense: UNITS}, {dropout: P}, {residual: [LAYERS], shortcut: "
             "identity|projection}, "
-            "{conv: FILTERS, kernel: K, stride: S, pad: P}, {maxpool: K, stride: S, pad: P} "
+            "{conv: FILTERS, kernel: K, stride: S, pad: P}, {maxpool|avgpool: K, stride: S, "
+            "pad: P} "
             "(kinds: %s)",
             row->min_items, row->max_items, names);
         break;

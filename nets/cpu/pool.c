@@ -203,3 +203,45 @@ enum dt_status dt_cpu_global_avgpool_backward(struct dt_backend *be, float *dx, 
     dt_pool_run(dt_cpu(be)->pool, B, 1, gap_backward_part, &job);
     return DT_OK;
 }
+
+/* ---- average pooling: each output its window's mean, each input cell its windows' share (a
+ * gather: dt_avgpool_out, dt_avgpool_cell -- no control acts) */
+
+struct avg_job {
+    const struct dt_pool2d_shape *s;
+    float *out;
+    const float *in;
+    int64_t per_row; /* elements a row of the outer loop */
+};
+
+static void avgpool_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct avg_job *j = ctx;
+    for (int64_t o = begin * j->per_row; o < end * j->per_row; o++)
+        j->out[o] = dt_avgpool_out(j->in, j->s, o);
+}
+
+enum dt_status dt_cpu_avgpool2d_forward(struct dt_backend *be, float *y, const float *x,
+                                        const struct dt_pool2d_shape *s,
+                                        const struct dt_policy *pol)
+{
+    struct avg_job job = {.s = s, .out = y, .in = x, .per_row = s->OW * s->C};
+    dt_pool_run(dt_cpu(be)->pool, s->B * s->OH, 4, avgpool_forward_part, &job);
+    return DT_OK;
+}
+
+static void avgpool_backward_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct avg_job *j = ctx;
+    for (int64_t i = begin * j->per_row; i < end * j->per_row; i++)
+        j->out[i] = dt_avgpool_cell(j->in, j->s, i);
+}
+
+enum dt_status dt_cpu_avgpool2d_backward(struct dt_backend *be, float *dx, const float *dy,
+                                         const struct dt_pool2d_shape *s,
+                                         const struct dt_policy *pol)
+{
+    struct avg_job job = {.s = s, .out = dx, .in = dy, .per_row = s->W * s->C};
+    dt_pool_run(dt_cpu(be)->pool, s->B * s->H, 4, avgpool_backward_part, &job);
+    return DT_OK;
+}

@@ -112,6 +112,22 @@ static __global__ void __launch_bounds__(1024)
     y[o] = dt_maxpool_out(x, &s, o, &argmax[o]);
 }
 
+/* Average pooling: a thread an output, dt_avgpool_out; backward a thread an input cell,
+ * dt_avgpool_cell (a gather: no atomics at any level). */
+static __global__ void __launch_bounds__(1024)
+    avgpool_forward_kernel(float *y, const float *x, struct dt_pool2d_shape s)
+{
+    DT_GRID_STRIDE(o, s.B * s.OH * s.OW * s.C)
+    y[o] = dt_avgpool_out(x, &s, o);
+}
+
+static __global__ void __launch_bounds__(1024)
+    avgpool_backward_kernel(float *dx, const float *dy, struct dt_pool2d_shape s)
+{
+    DT_GRID_STRIDE(i, s.B * s.H * s.W * s.C)
+    dx[i] = dt_avgpool_cell(dy, &s, i);
+}
+
 /* Global average pooling: a thread an output (b, c), dt_gap_elem; backward a thread an input
  * element, dt_gap_grad_elem. */
 static __global__ void __launch_bounds__(1024)
@@ -446,6 +462,38 @@ extern "C" enum dt_status dt_cuda_maxpool2d_forward(struct dt_backend *be, float
 {
     return dt_cuda_launched(be, dt_cuda_maxpool_forward(y, argmax, x, s, &dt_cuda(be)->launch),
                             "maxpool2d_forward");
+}
+
+/* ---- average pooling: every level the CPU's rule and bits -------------------------------- */
+
+extern "C" enum dt_status dt_cuda_avgpool2d_forward(struct dt_backend *be, float *y, const float *x,
+                                                    const struct dt_pool2d_shape *s,
+                                                    const struct dt_policy *pol)
+{
+    const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
+    const dt_cuda_stream st = L->stream;
+    DT_LAUNCH(L,
+              dt_work(4.0 * (w_pool_cells(s) + w_pool_outs(s)),
+                      w_pool_outs(s) * (double)(s->K * s->K + 4)),
+              avgpool_forward_kernel, GRID(s->B * s->OH * s->OW * s->C))
+    (y, x, *s);
+    return dt_cuda_launched(be, DT_LAUNCHED(L), "avgpool2d_forward");
+}
+
+extern "C" enum dt_status dt_cuda_avgpool2d_backward(struct dt_backend *be, float *dx,
+                                                     const float *dy,
+                                                     const struct dt_pool2d_shape *s,
+                                                     const struct dt_policy *pol)
+{
+    const struct dt_cuda_launch *L = &dt_cuda(be)->launch;
+    const dt_cuda_stream st = L->stream;
+    const double terms = (double)((s->K + s->stride - 1) / s->stride);
+    DT_LAUNCH(L,
+              dt_work(4.0 * (w_pool_cells(s) * (1.0 + terms * terms)),
+                      w_pool_cells(s) * (terms * terms + 4.0)),
+              avgpool_backward_kernel, GRID(s->B * s->H * s->W * s->C))
+    (dx, dy, *s);
+    return dt_cuda_launched(be, DT_LAUNCHED(L), "avgpool2d_backward");
 }
 
 /* ---- global average pooling: every level the CPU's rule and bits ----------------------- */
