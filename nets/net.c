@@ -60,6 +60,7 @@ struct net_layer {
     /* residual: its branch's last entry; the block's input; the projection's output and input
      * gradient; the gradient w.r.t. the block's output, kept for the shortcut */
     int end;
+    bool ends_block; /* any entry: some residual's branch ends here (its first in the list) */
     const float *x_in;
     float *proj_y, *proj_dx;
     const float *dy_out;
@@ -243,6 +244,7 @@ static enum dt_status plan(struct net_layer *L, const struct dt_layer *layers, i
         in = l->out;
         while (n_open && L[open[n_open - 1]].end == i) { /* the blocks this entry ends */
             struct net_layer *r = &L[open[--n_open]];
+            l->ends_block = true;
             DT_FORWARD_IF_ERROR(plan_close(r, open[n_open], l, in, n_params, &n_proj, labels, err));
             params_below = params_below || r->param >= 0;
         }
@@ -504,7 +506,7 @@ static enum dt_status net_backward(struct dt_model *m, int64_t B, const struct d
     int i = n->n - 1;
     for (; i >= 0; i--) {
         struct net_layer *l = &n->layer[i];
-        for (int r = 0; r < i; r++) /* the blocks this entry ends, outermost first */
+        for (int r = 0; l->ends_block && r < i; r++) /* the blocks it ends, outermost first */
             if (n->layer[r].spec.kind == DT_LAYER_RESIDUAL && n->layer[r].end == i)
                 DT_FORWARD_IF_ERROR(residual_reopen(m, &n->layer[r], dy, B, pol));
         if (l->spec.kind == DT_LAYER_RESIDUAL) { /* its branch done: dy is the branch's part */

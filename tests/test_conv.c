@@ -1103,6 +1103,53 @@ DT_TEST(shape_errors)
     dt_backend_destroy(be);
 }
 
+/* A pooling op's forward (y from x) and backward (gx from r) against double references at
+ * every level and 1 or 3 threads, and the same bits throughout (no control acts on it). */
+typedef enum dt_status (*pooling_run_fn)(struct dt_backend *be, float *y, float *gx, const float *x,
+                                         const float *r, const void *shape,
+                                         const struct dt_policy *pol);
+static void pooling_levels(const char *what, pooling_run_fn run, const void *shape, const float *x,
+                           const float *r, int64_t nx, int64_t ny, const double *yref,
+                           const double *gref, double gtol)
+{
+    const struct dt_policy pols[] = {level(DT_LEVEL_FAST), level(DT_LEVEL_RUN_TO_RUN),
+                                     level(DT_LEVEL_PORTABLE)};
+    float *y = falloc(ny), *gx = falloc(nx), *y0 = falloc(ny), *g0 = falloc(nx);
+    for (size_t p = 0; p < sizeof pols / sizeof pols[0]; p++)
+        for (int threads = 1; threads <= 3; threads += 2) {
+            struct dt_backend *be = cpu(threads);
+            poison(y, (size_t)ny * sizeof *y);
+            poison(gx, (size_t)nx * sizeof *gx);
+            CHECK(run(be, y, gx, x, r, shape, &pols[p]) == DT_OK);
+            fprintf(stderr, "  %s, policy %s, %d threads\n", what, pols[p].name, threads);
+            check_close("forward", y, yref, ny, 1e-6, 1e-5);
+            check_close("dL/dx", gx, gref, nx, gtol, 1e-5);
+            if (p == 0 && threads == 1) {
+                memcpy(y0, y, (size_t)ny * sizeof *y);
+                memcpy(g0, gx, (size_t)nx * sizeof *gx);
+            }
+            CHECK(memcmp(y0, y, (size_t)ny * sizeof *y) == 0);
+            CHECK(memcmp(g0, gx, (size_t)nx * sizeof *gx) == 0);
+            dt_backend_destroy(be);
+        }
+    free(y), free(gx), free(y0), free(g0);
+}
+
+static enum dt_status run_avgpool(struct dt_backend *be, float *y, float *gx, const float *x,
+                                  const float *r, const void *shape, const struct dt_policy *pol)
+{
+    DT_FORWARD_IF_ERROR(dt_avgpool2d_forward(be, y, x, shape, pol));
+    return dt_avgpool2d_backward(be, gx, r, shape, pol);
+}
+
+static enum dt_status run_gap(struct dt_backend *be, float *y, float *gx, const float *x,
+                              const float *r, const void *shape, const struct dt_policy *pol)
+{
+    const int64_t *d = shape; /* images, pixels, channels */
+    DT_FORWARD_IF_ERROR(dt_global_avgpool_forward(be, y, x, d[0], d[1], d[2], pol));
+    return dt_global_avgpool_backward(be, gx, r, d[0], d[1], d[2], pol);
+}
+
 /* Average pooling against double precision on every pooling geometry (overlapping and
  * padded windows among them): the forward's means (padding counts as zeros, / K^2) and the
  * backward against dL/dx of L = sum r .* avgpool(x), which is linear in x -- each cell the
@@ -1110,13 +1157,10 @@ DT_TEST(shape_errors)
  * same bits throughout (a gather: no control acts). */
 DT_TEST(avgpool_gradcheck)
 {
-    const struct dt_policy pols[] = {level(DT_LEVEL_FAST), level(DT_LEVEL_RUN_TO_RUN),
-                                     level(DT_LEVEL_PORTABLE)};
     for (int gi = 0; gi < N_POOL_GEOMS; gi++) {
         struct dt_pool2d_shape s = pool_shape(&pool_geoms[gi]);
         const int64_t nx = pool_nx(&s), ny = pool_ny(&s), K2 = s.K * s.K;
-        float *x = falloc(nx), *y = falloc(ny), *r = falloc(ny), *gx = falloc(nx), *y0 = falloc(ny),
-              *g0 = falloc(nx);
+        float *x = falloc(nx), *r = falloc(ny);
         double *yref = dalloc(ny), *gref = dalloc(nx);
         fill_distinct(x, nx);
         for (int64_t i = 0; i < ny; i++) r[i] = (float)((i * 5) % 11) - 4.5f;
@@ -1138,24 +1182,8 @@ DT_TEST(avgpool_gradcheck)
                             }
                         yref[o] = sum / (double)K2;
                     }
-        for (size_t p = 0; p < sizeof pols / sizeof pols[0]; p++)
-            for (int threads = 1; threads <= 3; threads += 2) {
-                struct dt_backend *be = cpu(threads);
-                poison(y, (size_t)ny * sizeof *y);
-                poison(gx, (size_t)nx * sizeof *gx);
-                CHECK(dt_avgpool2d_forward(be, y, x, &s, &pols[p]) == DT_OK);
-                CHECK(dt_avgpool2d_backward(be, gx, r, &s, &pols[p]) == DT_OK);
-                check_close("avgpool forward", y, yref, ny, 1e-6, 1e-5);
-                check_close("avgpool dL/dx", gx, gref, nx, 1e-6, 1e-5);
-                if (p == 0 && threads == 1) {
-                    memcpy(y0, y, (size_t)ny * sizeof *y);
-                    memcpy(g0, gx, (size_t)nx * sizeof *gx);
-                }
-                CHECK(memcmp(y0, y, (size_t)ny * sizeof *y) == 0);
-                CHECK(memcmp(g0, gx, (size_t)nx * sizeof *gx) == 0);
-                dt_backend_destroy(be);
-            }
-        free(x), free(y), free(r), free(gx), free(y0), free(g0), free(yref), free(gref);
+        pooling_levels("avgpool", run_avgpool, &s, x, r, nx, ny, yref, gref, 1e-6);
+        free(x), free(r), free(yref), free(gref);
     }
 }
 
@@ -1166,8 +1194,7 @@ DT_TEST(global_avgpool_gradcheck)
 {
     enum { GB = 3, HW = 7 * 7, GC = 5 };
     const int64_t nx = GB * HW * GC, ny = GB * GC;
-    float *x = falloc(nx), *y = falloc(ny), *r = falloc(ny), *gx = falloc(nx), *y0 = falloc(ny),
-          *g0 = falloc(nx);
+    float *x = falloc(nx), *r = falloc(ny);
     double *ref = dalloc(ny), *fd = dalloc(nx);
     fill_distinct(x, nx);
     for (int64_t i = 0; i < ny; i++) r[i] = (float)(i % 7) - 2.5f;
@@ -1179,26 +1206,9 @@ DT_TEST(global_avgpool_gradcheck)
         }
     for (int64_t i = 0; i < nx; i++) /* L is linear in x: dL/dx = r[b, c] / HW exactly */
         fd[i] = (double)r[(i / (HW * GC)) * GC + i % GC] / HW;
-    const struct dt_policy pols[] = {level(DT_LEVEL_FAST), level(DT_LEVEL_RUN_TO_RUN),
-                                     level(DT_LEVEL_PORTABLE)};
-    for (size_t p = 0; p < sizeof pols / sizeof pols[0]; p++)
-        for (int threads = 1; threads <= 3; threads += 2) {
-            struct dt_backend *be = cpu(threads);
-            poison(y, (size_t)ny * sizeof *y);
-            poison(gx, (size_t)nx * sizeof *gx);
-            CHECK(dt_global_avgpool_forward(be, y, x, GB, HW, GC, &pols[p]) == DT_OK);
-            CHECK(dt_global_avgpool_backward(be, gx, r, GB, HW, GC, &pols[p]) == DT_OK);
-            check_close("global avgpool forward", y, ref, ny, 1e-6, 1e-6);
-            check_close("global avgpool dL/dx", gx, fd, nx, 1e-7, 1e-6);
-            if (p == 0 && threads == 1) {
-                memcpy(y0, y, (size_t)ny * sizeof *y);
-                memcpy(g0, gx, (size_t)nx * sizeof *gx);
-            }
-            CHECK(memcmp(y0, y, (size_t)ny * sizeof *y) == 0);
-            CHECK(memcmp(g0, gx, (size_t)nx * sizeof *gx) == 0);
-            dt_backend_destroy(be);
-        }
-    free(x), free(y), free(r), free(gx), free(y0), free(g0), free(ref), free(fd);
+    const int64_t dims[3] = {GB, HW, GC};
+    pooling_levels("global avgpool", run_gap, dims, x, r, nx, ny, ref, fd, 1e-7);
+    free(x), free(r), free(ref), free(fd);
 }
 
 DT_TEST_MAIN(DT_CASE(conv2d_forward_matches_double), DT_CASE(conv_onednn_path),
