@@ -72,6 +72,23 @@ static inline DT_HD void dt_reduce_tree_blocked(float *p, int64_t m, int64_t len
             for (int64_t e = 0; e < len; e++) dt_reduce_tree_block(p + e, count, s, block, t);
 }
 
+/* The same tree in place without compacting (what a block of GPU threads runs, a barrier
+ * between levels): item j of the level of stride s sits at p[j s]; pair j of that level is
+ * p[2j s] += p[(2j+1) s], and an odd last item stays where the next level (stride 2s) looks
+ * for it. Node j of every level holds the tree of the same leaves as in the compacted form,
+ * so the bits are dt_reduce_tree_vectors's (tests/test_batchnorm.c, strided_tree). */
+static inline DT_HD void dt_reduce_tree_pair(float *p, int64_t s, int64_t j)
+{
+    p[2 * j * s] = p[2 * j * s] + p[(2 * j + 1) * s];
+}
+
+/* The strided tree of m items at p, serially (the host's emulation); the sum in p[0]. */
+static inline DT_HD void dt_reduce_tree_strided(float *p, int64_t m)
+{
+    for (int64_t s = 1, count = m; count > 1; s *= 2, count = (count + 1) / 2)
+        for (int64_t j = 0; j < count / 2; j++) dt_reduce_tree_pair(p, s, j);
+}
+
 /* Sum of v[0 .. n) in the fixed order. `partials` holds dt_reduce_chunks(n) floats. */
 static inline DT_HD float dt_reduce_sum_fixed(const float *v, int64_t n, float *partials)
 {

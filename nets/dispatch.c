@@ -4,6 +4,7 @@
  * run one way: dispatch.c -> backend_impl.h -> backend.h (scripts/house.py layers). */
 #include "nets/backend_impl.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -1089,6 +1090,69 @@ static dt_global_avgpool_backward_fn *plan_global_avgpool_backward(struct dt_bac
     DT_ASSERT(dx && dy && pol);
     TENSORS(t, OUT(dx, B * HW * C));
     return be->ops->global_avgpool_backward;
+}
+
+/* ---- batch normalisation (nets/batchnorm_elem.h) --------------------------------------- */
+
+static void check_bn(int64_t rows, float eps)
+{
+    DT_ASSERT_MSG(rows < (1 << 24), "batchnorm: more rows than a float counts exactly");
+    DT_ASSERT_MSG(eps > 0.0f && isfinite(eps), "batchnorm: eps must be positive");
+}
+
+static dt_batchnorm_forward_fn *plan_batchnorm_forward(struct dt_backend *be, struct op_tensors *t,
+                                                       float *y, float *mean, float *var,
+                                                       const float *x, const float *gamma,
+                                                       const float *beta, int64_t rows, int64_t C,
+                                                       float eps, const struct dt_policy *pol)
+{
+    CHECK_DIMS(rows, C);
+    check_bn(rows, eps);
+    DT_ASSERT(y && mean && var && x && gamma && beta && pol);
+    TENSORS(t, OUT(y, rows * C), OUT(mean, C), OUT(var, C), PARAM(gamma), PARAM(beta));
+    return be->ops->batchnorm_forward;
+}
+
+static dt_batchnorm_backward_fn *
+plan_batchnorm_backward(struct dt_backend *be, struct op_tensors *t, float *dx, float *gx,
+                        const float *dy, const float *x, const float *mean, const float *var,
+                        const float *gamma, int64_t rows, int64_t C, float eps,
+                        const struct dt_policy *pol)
+{
+    CHECK_DIMS(rows, C);
+    check_bn(rows, eps);
+    DT_ASSERT(dx && gx && dy && x && mean && var && gamma && pol);
+    TENSORS(t, OUT(dx, rows * C), OUT(gx, rows * C), PARAM(gamma));
+    return be->ops->batchnorm_backward;
+}
+
+static dt_batchnorm_inference_fn *
+plan_batchnorm_inference(struct dt_backend *be, struct op_tensors *t, float *y, const float *x,
+                         const float *mean, const float *var, const float *gamma, const float *beta,
+                         int64_t rows, int64_t C, float eps, const struct dt_policy *pol)
+{
+    CHECK_DIMS(rows, C);
+    check_bn(1, eps);
+    DT_ASSERT(y && x && mean && var && gamma && beta && pol);
+    TENSORS(t, OUT(y, rows * C), PARAM(gamma), PARAM(beta));
+    return be->ops->batchnorm_inference;
+}
+
+static dt_batchnorm_running_fn *plan_batchnorm_running(struct dt_backend *be, struct op_tensors *t,
+                                                       float *rmean, float *rvar, const float *mean,
+                                                       const float *var, int64_t groups,
+                                                       int64_t stride, int64_t C, int64_t batch,
+                                                       int64_t per_example, float momentum,
+                                                       const struct dt_policy *pol)
+{
+    CHECK_DIMS(groups, stride, C, batch, per_example);
+    DT_ASSERT_MSG(groups <= batch && batch < ((int64_t)1 << 31),
+                  "batchnorm_running: more groups than examples, or too large a batch");
+    DT_ASSERT_MSG(stride >= C, "batchnorm_running: groups overlap");
+    DT_ASSERT_MSG(momentum >= 0.0f && momentum <= 1.0f, "batchnorm_running: momentum in [0, 1]");
+    DT_ASSERT(rmean && rvar && mean && var && pol);
+    TENSORS(t, OUT(rmean, C), OUT(rvar, C));
+    return be->ops->batchnorm_running;
 }
 
 /* ---- Bayesian layers and epsilon ------------------------------------------------------ */

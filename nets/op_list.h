@@ -145,6 +145,37 @@
     X(GLOBAL_AVGPOOL_BACKWARD, global_avgpool_backward, BACKWARD, "pool input gradient", "",       \
       (float *dx, const float *dy, int64_t B, int64_t HW, int64_t C, const struct dt_policy *pol), \
       (dx, dy, B, HW, C, pol))                                                                     \
+    /* dt_batchnorm_forward: batch normalisation in training, the rows of x (rows, C) one group:   \
+     * per channel the mean and biased variance over the rows (mean, var: C each; the fixed        \
+     * order of nets/batchnorm_elem.h), y = (x - mean) / sqrt(var + eps) * gamma + beta. The       \
+     * order follows the rows alone: every level, thread count and device the same bits. */        \
+    X(BATCHNORM_FORWARD, batchnorm_forward, FORWARD, "batchnorm output|mean|variance", "",         \
+      (float *y, float *mean, float *var, const float *x, const float *gamma, const float *beta,   \
+       int64_t rows, int64_t C, float eps, const struct dt_policy *pol),                           \
+      (y, mean, var, x, gamma, beta, rows, C, eps, pol))                                           \
+    /* dt_batchnorm_backward: dx = the input gradient of the group (through its statistics         \
+     * too) from dy, given the forward's mean and var; gx = dy * xhat (rows, C), whose column      \
+     * sums are gamma's gradient (dy's are beta's: dt_bias_backward, the batch reductions). */     \
+    X(BATCHNORM_BACKWARD, batchnorm_backward, BACKWARD, "batchnorm input gradient|gamma terms",    \
+      "",                                                                                          \
+      (float *dx, float *gx, const float *dy, const float *x, const float *mean, const float *var, \
+       const float *gamma, int64_t rows, int64_t C, float eps, const struct dt_policy *pol),       \
+      (dx, gx, dy, x, mean, var, gamma, rows, C, eps, pol))                                        \
+    /* dt_batchnorm_inference: y = (x - mean) / sqrt(var + eps) * gamma + beta with the given      \
+     * (running) statistics, per element: evaluation's batch normalisation. */                     \
+    X(BATCHNORM_INFERENCE, batchnorm_inference, FORWARD, "batchnorm output", "",                   \
+      (float *y, const float *x, const float *mean, const float *var, const float *gamma,          \
+       const float *beta, int64_t rows, int64_t C, float eps, const struct dt_policy *pol),        \
+      (y, x, mean, var, gamma, beta, rows, C, eps, pol))                                           \
+    /* dt_batchnorm_running: the running mean and variance (C each) moved towards each of          \
+     * `groups` groups' statistics in group order (dt_bn_running; the variance unbiased): group    \
+     * g's mean at mean + g * stride, its variance at var + g * stride, its rows those of shard g  \
+     * of a batch of `batch` examples of per_example rows (dt_bn_group_rows). */                   \
+    X(BATCHNORM_RUNNING, batchnorm_running, UPDATE, "running mean|running variance", "",           \
+      (float *rmean, float *rvar, const float *mean, const float *var, int64_t groups,             \
+       int64_t stride, int64_t C, int64_t batch, int64_t per_example, float momentum,              \
+       const struct dt_policy *pol),                                                               \
+      (rmean, rvar, mean, var, groups, stride, C, batch, per_example, momentum, pol))              \
     /* ---- Bayesian layers (Bayes by Backprop) and their epsilon ---------------------------      \
      * A Bayesian tensor has parameters mu and rho; sigma = softplus(rho); a sampled weight is     \
      * w = mu + sigma * eps with eps ~ N(0, 1) drawn by determinism/eps.h. All of these are        \

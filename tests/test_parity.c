@@ -69,6 +69,13 @@ static void add_out(struct io *io, int64_t n, bool is_int)
     io->out_int[io->n_out++] = is_int;
 }
 
+/* n non-negative floats (second moments, 1 / std) */
+static void add_positive(struct io *io, int64_t n, double scale)
+{
+    add_in(io, n, scale);
+    for (int64_t i = 0; i < n; i++) io->in[io->n_in - 1][i] = fabsf(io->in[io->n_in - 1][i]);
+}
+
 /* ---- the rows ------------------------------------------------------------------------- */
 
 enum { B = 33, IN = 40, OUT = 17, C = 10, N = 1000 };
@@ -324,6 +331,66 @@ static enum dt_status run_global_avgpool_backward(struct dt_backend *be, void *c
 }
 static const double tol_global_avgpool_backward = 0;
 
+/* Batch normalisation: BN_ROWS rows (several chunks, a short last one) of C channels; for
+ * the running statistics BN_GROUPS groups of B examples BN_PER rows each, 2C apart. */
+enum { BN_ROWS = 12 * B + 5, BN_GROUPS = 4, BN_PER = 6 };
+static void make_batchnorm_forward(struct io *io)
+{
+    add_in(io, (int64_t)BN_ROWS * C, 2.0), add_in(io, C, 1.0), add_in(io, C, 1.0);
+    add_out(io, (int64_t)BN_ROWS * C, false), add_out(io, C, false), add_out(io, C, false);
+}
+static enum dt_status run_batchnorm_forward(struct dt_backend *be, void *const *in,
+                                            void *const *out, const struct dt_policy *pol)
+{
+    return dt_batchnorm_forward(be, out[0], out[1], out[2], in[0], in[1], in[2], BN_ROWS, C, 1e-5f,
+                                pol);
+}
+static const double tol_batchnorm_forward = 0;
+
+static void make_batchnorm_backward(struct io *io)
+{
+    add_in(io, (int64_t)BN_ROWS * C, 1.0), add_in(io, (int64_t)BN_ROWS * C, 2.0);
+    add_in(io, C, 0.5), add_positive(io, C, 2.0), add_in(io, C, 1.0);
+    add_out(io, (int64_t)BN_ROWS * C, false), add_out(io, (int64_t)BN_ROWS * C, false);
+}
+static enum dt_status run_batchnorm_backward(struct dt_backend *be, void *const *in,
+                                             void *const *out, const struct dt_policy *pol)
+{
+    return dt_batchnorm_backward(be, out[0], out[1], in[0], in[1], in[2], in[3], in[4], BN_ROWS, C,
+                                 1e-5f, pol);
+}
+static const double tol_batchnorm_backward = 0;
+
+static void make_batchnorm_inference(struct io *io)
+{
+    add_in(io, (int64_t)BN_ROWS * C, 2.0), add_in(io, C, 0.5), add_positive(io, C, 2.0);
+    add_in(io, C, 1.0), add_in(io, C, 1.0);
+    add_out(io, (int64_t)BN_ROWS * C, false);
+}
+static enum dt_status run_batchnorm_inference(struct dt_backend *be, void *const *in,
+                                              void *const *out, const struct dt_policy *pol)
+{
+    return dt_batchnorm_inference(be, out[0], in[0], in[1], in[2], in[3], in[4], BN_ROWS, C, 1e-5f,
+                                  pol);
+}
+static const double tol_batchnorm_inference = 0;
+
+static void make_batchnorm_running(struct io *io)
+{
+    add_in(io, C, 0.5), add_positive(io, C, 2.0);
+    add_in(io, (int64_t)BN_GROUPS * 2 * C, 1.0), add_positive(io, (int64_t)BN_GROUPS * 2 * C, 2.0);
+    add_out(io, C, false), add_out(io, C, false);
+}
+static enum dt_status run_batchnorm_running(struct dt_backend *be, void *const *in,
+                                            void *const *out, const struct dt_policy *pol)
+{
+    copy_into(be, out[0], in[0], C), copy_into(be, out[1], in[1], C);
+    const float *mean = in[2], *var = (const float *)in[3] + C;
+    return dt_batchnorm_running(be, out[0], out[1], mean, var, BN_GROUPS, 2 * C, C, B, BN_PER, 0.1f,
+                                pol);
+}
+static const double tol_batchnorm_running = 0;
+
 static void make_eps_philox(struct io *io) { add_out(io, N, false); }
 static enum dt_status run_eps_philox(struct dt_backend *be, void *const *in, void *const *out,
                                      const struct dt_policy *pol)
@@ -437,13 +504,6 @@ enum { GB = 3, GT = 6, GH = 2, GD = 8, GR = GB * GT, GV = 256 };
 
 /* n int32 values in [0, classes) in the 4 bytes of floats (tokens) */
 static void add_ints(struct io *io, int64_t n, int32_t classes) { add_labels(io, n, classes); }
-
-/* n non-negative floats (second moments, 1 / std) */
-static void add_positive(struct io *io, int64_t n, double scale)
-{
-    add_in(io, n, scale);
-    for (int64_t i = 0; i < n; i++) io->in[io->n_in - 1][i] = fabsf(io->in[io->n_in - 1][i]);
-}
 
 static void make_embedding_forward(struct io *io)
 {

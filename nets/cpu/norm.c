@@ -1,6 +1,11 @@
 /* Normalisation on the CPU backend: LayerNorm (the formulas: nets/gpt_elem.h, the lane
  * functions a CUDA warp calls), one worker per row, so the thread count changes speed, not
- * bits. */
+ * bits; batch normalisation (nets/batchnorm_elem.h): workers take chunks of rows, each
+ * chunk's partials are its own, the chunks meet in the fixed tree -- the bits follow the
+ * rows, never the workers. */
+#include <string.h>
+
+#include "nets/batchnorm_elem.h"
 #include "nets/cpu/cpu.h"
 #include "nets/gpt_elem.h"
 
@@ -54,5 +59,159 @@ enum dt_status dt_cpu_layernorm_backward(struct dt_backend *be, float *dx, float
                        .gamma = gamma,
                        .D = D};
     dt_pool_run(dt_cpu(be)->pool, rows, 16, ln_backward_part, &j);
+    return DT_OK;
+}
+
+/* ---- batch normalisation ----------------------------------------------------------------- */
+
+struct bn_job {
+    float *y, *gx, *p; /* p: the chunk partials, m x C (twice in backward) */
+    const float *x, *dy, *gamma, *beta;
+    const float *mean, *rstd, *a, *b; /* per channel */
+    int64_t n, C, m;
+    bool sq;
+};
+
+/* Chunks [begin, end): every channel's partial, dt_bn_chunk_sum's order (row by row, each
+ * channel from +0), the channels side by side. */
+static void bn_sums_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct bn_job *j = ctx;
+    const int64_t C = j->C;
+    for (int64_t c = begin; c < end; c++) {
+        float *restrict p = j->p + c * C;
+        for (int64_t ch = 0; ch < C; ch++) p[ch] = 0.0f;
+        for (int64_t r = c * DT_REDUCE_CHUNK; r < dt_bn_chunk_end(c, j->n); r++)
+            for (int64_t ch = 0; ch < C; ch++)
+                p[ch] += dt_bn_term(j->x[r * C + ch], j->sq ? j->mean[ch] : 0.0f, j->sq);
+    }
+}
+
+/* Chunks [begin, end): the partials of sum dy (first m x C) and sum dy xhat (next). */
+static void bn_grad_sums_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct bn_job *j = ctx;
+    const int64_t C = j->C;
+    for (int64_t c = begin; c < end; c++) {
+        float *restrict pa = j->p + c * C, *restrict pb = j->p + (j->m + c) * C;
+        for (int64_t ch = 0; ch < C; ch++) pa[ch] = pb[ch] = 0.0f;
+        for (int64_t r = c * DT_REDUCE_CHUNK; r < dt_bn_chunk_end(c, j->n); r++)
+            for (int64_t ch = 0; ch < C; ch++) {
+                const float g = j->dy[r * C + ch];
+                pa[ch] += g;
+                pb[ch] += dt_bn_grad_term(g, j->x[r * C + ch], j->mean[ch], j->rstd[ch]);
+            }
+    }
+}
+
+static void bn_out_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct bn_job *j = ctx;
+    const int64_t C = j->C;
+    for (int64_t r = begin; r < end; r++)
+        for (int64_t ch = 0; ch < C; ch++)
+            j->y[r * C + ch] =
+                dt_bn_out(j->x[r * C + ch], j->mean[ch], j->rstd[ch], j->gamma[ch], j->beta[ch]);
+}
+
+static void bn_grad_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct bn_job *j = ctx;
+    const int64_t C = j->C;
+    for (int64_t r = begin; r < end; r++)
+        for (int64_t ch = 0; ch < C; ch++) {
+            const int64_t i = r * C + ch;
+            const float xhat = dt_bn_xhat(j->x[i], j->mean[ch], j->rstd[ch]);
+            j->y[i] = dt_bn_grad(j->dy[i], xhat, j->gamma[ch], j->rstd[ch], j->a[ch], j->b[ch]);
+            j->gx[i] = dt_rn_mul(j->dy[i], xhat);
+        }
+}
+
+/* One statistic per channel into out (C): the chunks' partials (workers), the tree, / n. */
+static void bn_statistic(struct dt_backend *be, struct bn_job *j, float *out)
+{
+    dt_pool_run(dt_cpu(be)->pool, j->m, 4, bn_sums_part, j);
+    dt_reduce_tree_vectors(j->p, j->m, j->C, j->C);
+    for (int64_t ch = 0; ch < j->C; ch++) out[ch] = dt_bn_per_row(j->p[ch], j->n);
+}
+
+/* The fixed order of nets/batchnorm_elem.h at every policy. */
+enum dt_status dt_cpu_batchnorm_forward(struct dt_backend *be, float *y, float *mean, float *var,
+                                        const float *x, const float *gamma, const float *beta,
+                                        int64_t rows, int64_t C, float eps,
+                                        const struct dt_policy *pol)
+{
+    const int64_t m = dt_reduce_chunks(rows);
+    float *p = dt_cpu_scratch(be, (size_t)((m + 1) * C));
+    float *rstd = p + m * C;
+    struct bn_job j = {.p = p, .x = x, .n = rows, .C = C, .m = m, .mean = mean};
+    bn_statistic(be, &j, mean);
+    j.sq = true;
+    bn_statistic(be, &j, var);
+    for (int64_t ch = 0; ch < C; ch++) rstd[ch] = dt_bn_rstd(var[ch], eps);
+    j = (struct bn_job){
+        .y = y, .x = x, .gamma = gamma, .beta = beta, .mean = mean, .rstd = rstd, .C = C};
+    dt_pool_run(dt_cpu(be)->pool, rows, 256, bn_out_part, &j);
+    return DT_OK;
+}
+
+enum dt_status dt_cpu_batchnorm_backward(struct dt_backend *be, float *dx, float *gx,
+                                         const float *dy, const float *x, const float *mean,
+                                         const float *var, const float *gamma, int64_t rows,
+                                         int64_t C, float eps, const struct dt_policy *pol)
+{
+    const int64_t m = dt_reduce_chunks(rows);
+    float *p = dt_cpu_scratch(be, (size_t)((2 * m + 3) * C));
+    float *rstd = p + 2 * m * C, *a = rstd + C, *b = a + C;
+    for (int64_t ch = 0; ch < C; ch++) rstd[ch] = dt_bn_rstd(var[ch], eps);
+    struct bn_job j = {
+        .p = p, .x = x, .dy = dy, .mean = mean, .rstd = rstd, .n = rows, .C = C, .m = m};
+    dt_pool_run(dt_cpu(be)->pool, m, 4, bn_grad_sums_part, &j);
+    dt_reduce_tree_vectors(p, m, C, C);
+    dt_reduce_tree_vectors(p + m * C, m, C, C);
+    for (int64_t ch = 0; ch < C; ch++) {
+        a[ch] = dt_bn_per_row(p[ch], rows);
+        b[ch] = dt_bn_per_row(p[m * C + ch], rows);
+    }
+    j = (struct bn_job){.y = dx,
+                        .gx = gx,
+                        .x = x,
+                        .dy = dy,
+                        .gamma = gamma,
+                        .mean = mean,
+                        .rstd = rstd,
+                        .a = a,
+                        .b = b,
+                        .C = C};
+    dt_pool_run(dt_cpu(be)->pool, rows, 256, bn_grad_part, &j);
+    return DT_OK;
+}
+
+enum dt_status dt_cpu_batchnorm_inference(struct dt_backend *be, float *y, const float *x,
+                                          const float *mean, const float *var, const float *gamma,
+                                          const float *beta, int64_t rows, int64_t C, float eps,
+                                          const struct dt_policy *pol)
+{
+    float *rstd = dt_cpu_scratch(be, (size_t)C);
+    for (int64_t ch = 0; ch < C; ch++) rstd[ch] = dt_bn_rstd(var[ch], eps);
+    struct bn_job j = {
+        .y = y, .x = x, .gamma = gamma, .beta = beta, .mean = mean, .rstd = rstd, .C = C};
+    dt_pool_run(dt_cpu(be)->pool, rows, 256, bn_out_part, &j);
+    return DT_OK;
+}
+
+enum dt_status dt_cpu_batchnorm_running(struct dt_backend *be, float *rmean, float *rvar,
+                                        const float *mean, const float *var, int64_t groups,
+                                        int64_t stride, int64_t C, int64_t batch,
+                                        int64_t per_example, float momentum,
+                                        const struct dt_policy *pol)
+{
+    for (int64_t g = 0; g < groups; g++) {
+        const int64_t n = dt_bn_group_rows(g, groups, batch, per_example);
+        for (int64_t ch = 0; ch < C; ch++) {
+            rmean[ch] = dt_bn_running(rmean[ch], mean[g * stride + ch], momentum);
+            rvar[ch] = dt_bn_running(rvar[ch], dt_bn_unbiased(var[g * stride + ch], n), momentum);
+        }
+    }
     return DT_OK;
 }

@@ -3,6 +3,7 @@
  * the lane functions of nets/gpt_elem.h that the CPU ops call (dt_layernorm_row,
  * dt_layernorm_row_grad), the lane partials combined by the shuffle butterfly
  * (dt_lanes_combine's value): the CPU's bits at every policy, for any grid. */
+#include "nets/batchnorm_elem.h"
 #include "nets/cuda/cuda.h"
 #include "nets/cuda/launch.cuh"
 #include "nets/gpt_elem.h"
@@ -123,4 +124,248 @@ extern "C" enum dt_status dt_cuda_layernorm_backward(struct dt_backend *be, floa
                             layernorm_backward_launch(dx, gx, dy, x, mean, rstd, gamma, rows, D,
                                                       accumulate, &dt_cuda(be)->launch),
                             "layernorm_backward");
+}
+
+/* ---- batch normalisation (nets/batchnorm_elem.h) -------------------------------------------
+ * The statistics: a block per channel (grid-stride over the channels); its threads take the
+ * channel's chunks (dt_bn_chunk_sum, the CPU's order per channel), each partial in global
+ * scratch at p[chunk]; then the fixed tree over them in place (dt_reduce_tree_strided: the
+ * values of dt_reduce_tree_vectors's compacted levels), a barrier between levels. The
+ * elementwise kernels loop grid-stride. */
+#define BN_BLOCK 256
+
+/* The fixed tree over the m partials at p (the block's threads; dt_reduce_tree_strided's
+ * levels, a barrier between them); the sum lands in p[0]. */
+static __device__ void bn_block_tree(float *p, int64_t m)
+{
+    for (int64_t s = 1, count = m; count > 1; s *= 2, count = (count + 1) / 2) {
+        for (int64_t j = threadIdx.x; j < count / 2; j += blockDim.x) dt_reduce_tree_pair(p, s, j);
+        __syncthreads();
+    }
+}
+
+/* One statistic of channel ch over n rows (m chunks) into p[0], its partials at p. */
+static __device__ float bn_block_statistic(float *p, const float *x, int64_t n, int64_t m,
+                                           int64_t C, int64_t ch, float mean, bool sq)
+{
+    for (int64_t c = threadIdx.x; c < m; c += blockDim.x)
+        p[c] = dt_bn_chunk_sum(x, n, C, c, ch, mean, sq);
+    __syncthreads();
+    bn_block_tree(p, m);
+    const float v = dt_bn_per_row(p[0], n);
+    __syncthreads(); /* every thread has read p[0] before the next use of p */
+    return v;
+}
+
+static __global__ void __launch_bounds__(BN_BLOCK)
+    bn_stats_kernel(float *mean, float *var, float *rstd, float *scratch, const float *x, int64_t n,
+                    int64_t C, float eps)
+{
+    const int64_t m = dt_reduce_chunks(n);
+    for (int64_t ch = blockIdx.x; ch < C; ch += gridDim.x) {
+        float *p = scratch + ch * m;
+        const float mu = bn_block_statistic(p, x, n, m, C, ch, 0.0f, false);
+        const float v = bn_block_statistic(p, x, n, m, C, ch, mu, true);
+        if (threadIdx.x == 0) {
+            mean[ch] = mu;
+            var[ch] = v;
+            rstd[ch] = dt_bn_rstd(v, eps);
+        }
+    }
+}
+
+static __global__ void __launch_bounds__(1024)
+    bn_out_kernel(float *y, const float *x, const float *mean, const float *rstd,
+                  const float *gamma, const float *beta, int64_t n, int64_t C)
+{
+    DT_GRID_STRIDE(i, n * C)
+    {
+        const int64_t ch = i % C;
+        y[i] = dt_bn_out(x[i], mean[ch], rstd[ch], gamma[ch], beta[ch]);
+    }
+}
+
+/* evaluation: rstd from the running variance per element (the same function, the same bits) */
+static __global__ void __launch_bounds__(1024)
+    bn_inference_kernel(float *y, const float *x, const float *mean, const float *var,
+                        const float *gamma, const float *beta, int64_t n, int64_t C, float eps)
+{
+    DT_GRID_STRIDE(i, n * C)
+    {
+        const int64_t ch = i % C;
+        y[i] = dt_bn_out(x[i], mean[ch], dt_bn_rstd(var[ch], eps), gamma[ch], beta[ch]);
+    }
+}
+
+/* backward's sums: per channel a = sum dy / n, b = sum dy xhat / n (ab[ch], ab[C + ch]) and
+ * rstd; the two partial arrays at scratch + 2 ch m */
+static __global__ void __launch_bounds__(BN_BLOCK)
+    bn_grad_sums_kernel(float *ab, float *rstd_out, float *scratch, const float *dy, const float *x,
+                        const float *mean, const float *var, int64_t n, int64_t C, float eps)
+{
+    const int64_t m = dt_reduce_chunks(n);
+    for (int64_t ch = blockIdx.x; ch < C; ch += gridDim.x) {
+        float *pa = scratch + 2 * ch * m, *pb = pa + m;
+        const float mu = mean[ch], rstd = dt_bn_rstd(var[ch], eps);
+        for (int64_t c = threadIdx.x; c < m; c += blockDim.x)
+            dt_bn_chunk_grad_sums(&pa[c], &pb[c], dy, x, n, C, c, ch, mu, rstd);
+        __syncthreads();
+        bn_block_tree(pa, m);
+        bn_block_tree(pb, m);
+        if (threadIdx.x == 0) {
+            ab[ch] = dt_bn_per_row(pa[0], n);
+            ab[C + ch] = dt_bn_per_row(pb[0], n);
+            rstd_out[ch] = rstd;
+        }
+        __syncthreads();
+    }
+}
+
+static __global__ void __launch_bounds__(1024)
+    bn_grad_kernel(float *dx, float *gx, const float *dy, const float *x, const float *mean,
+                   const float *rstd, const float *gamma, const float *ab, int64_t n, int64_t C)
+{
+    DT_GRID_STRIDE(i, n * C)
+    {
+        const int64_t ch = i % C;
+        const float xhat = dt_bn_xhat(x[i], mean[ch], rstd[ch]);
+        dx[i] = dt_bn_grad(dy[i], xhat, gamma[ch], rstd[ch], ab[ch], ab[C + ch]);
+        gx[i] = dt_rn_mul(dy[i], xhat);
+    }
+}
+
+static __global__ void __launch_bounds__(1024)
+    bn_running_kernel(float *rmean, float *rvar, const float *mean, const float *var,
+                      int64_t groups, int64_t stride, int64_t C, int64_t batch, int64_t per_example,
+                      float momentum)
+{
+    DT_GRID_STRIDE(ch, C)
+    {
+        float rm = rmean[ch], rv = rvar[ch];
+        for (int64_t g = 0; g < groups; g++) {
+            const int64_t n = dt_bn_group_rows(g, groups, batch, per_example);
+            rm = dt_bn_running(rm, mean[g * stride + ch], momentum);
+            rv = dt_bn_running(rv, dt_bn_unbiased(var[g * stride + ch], n), momentum);
+        }
+        rmean[ch] = rm;
+        rvar[ch] = rv;
+    }
+}
+
+/* Blocks for a block per channel, at most L's cap. */
+static unsigned bn_channel_grid(const struct dt_cuda_launch *L, int64_t C)
+{
+    const int64_t cap = L->max_blocks > 0 ? L->max_blocks : 65535;
+    return (unsigned)(C < cap ? C : cap);
+}
+
+static int bn_forward_launch(float *y, float *mean, float *var, float *scratch, const float *x,
+                             const float *gamma, const float *beta, int64_t n, int64_t C, float eps,
+                             const struct dt_cuda_launch *L)
+{
+    const dt_cuda_stream s = L->stream;
+    const double e = (double)n * (double)C, m = (double)dt_reduce_chunks(n) * (double)C;
+    /* x read twice, the partials written and the tree's levels (about 2 m) read and written */
+    DT_LAUNCH(L, dt_work(4.0 * (2.0 * e + 6.0 * m + 3.0 * (double)C), 4.0 * e + 2.0 * m),
+              bn_stats_kernel, bn_channel_grid(L, C), BN_BLOCK, 0, s)
+    (mean, var, scratch + dt_reduce_chunks(n) * C, scratch, x, n, C, eps);
+    if (DT_LAUNCHED(L)) return DT_LAUNCHED(L);
+    DT_LAUNCH(L, dt_work(4.0 * (2.0 * e + 4.0 * (double)C), 4.0 * e), bn_out_kernel,
+              dt_cuda_grid(L, n * C), L->block_threads, 0, s)
+    (y, x, mean, scratch + dt_reduce_chunks(n) * C, gamma, beta, n, C);
+    LAUNCHED;
+}
+
+static int bn_backward_launch(float *dx, float *gx, float *scratch, const float *dy, const float *x,
+                              const float *mean, const float *var, const float *gamma, int64_t n,
+                              int64_t C, float eps, const struct dt_cuda_launch *L)
+{
+    const dt_cuda_stream s = L->stream;
+    const int64_t mc = dt_reduce_chunks(n) * C;
+    const double e = (double)n * (double)C, m = (double)mc;
+    float *ab = scratch + 2 * mc, *rstd = ab + 2 * C;
+    DT_LAUNCH(L, dt_work(4.0 * (2.0 * e + 12.0 * m + 5.0 * (double)C), 5.0 * e + 4.0 * m),
+              bn_grad_sums_kernel, bn_channel_grid(L, C), BN_BLOCK, 0, s)
+    (ab, rstd, scratch, dy, x, mean, var, n, C, eps);
+    if (DT_LAUNCHED(L)) return DT_LAUNCHED(L);
+    DT_LAUNCH(L, dt_work(4.0 * (4.0 * e + 5.0 * (double)C), 8.0 * e), bn_grad_kernel,
+              dt_cuda_grid(L, n * C), L->block_threads, 0, s)
+    (dx, gx, dy, x, mean, rstd, gamma, ab, n, C);
+    LAUNCHED;
+}
+
+static int bn_inference_launch(float *y, const float *x, const float *mean, const float *var,
+                               const float *gamma, const float *beta, int64_t n, int64_t C,
+                               float eps, const struct dt_cuda_launch *L)
+{
+    const dt_cuda_stream s = L->stream;
+    const double e = (double)n * (double)C;
+    DT_LAUNCH(L, dt_work(4.0 * (2.0 * e + 4.0 * (double)C), e * (4.0 + DT_W_DIV)),
+              bn_inference_kernel, dt_cuda_grid(L, n * C), L->block_threads, 0, s)
+    (y, x, mean, var, gamma, beta, n, C, eps);
+    LAUNCHED;
+}
+
+static int bn_running_launch(float *rmean, float *rvar, const float *mean, const float *var,
+                             int64_t groups, int64_t stride, int64_t C, int64_t batch,
+                             int64_t per_example, float momentum, const struct dt_cuda_launch *L)
+{
+    const dt_cuda_stream s = L->stream;
+    const double g = (double)groups * (double)C;
+    DT_LAUNCH(L, dt_work(4.0 * (2.0 * g + 4.0 * (double)C), 8.0 * g), bn_running_kernel,
+              dt_cuda_grid(L, C), L->block_threads, 0, s)
+    (rmean, rvar, mean, var, groups, stride, C, batch, per_example, momentum);
+    LAUNCHED;
+}
+
+/* The own kernels at every policy: the CPU's bits (nets/batchnorm_elem.h's order). */
+extern "C" enum dt_status dt_cuda_batchnorm_forward(struct dt_backend *be, float *y, float *mean,
+                                                    float *var, const float *x, const float *gamma,
+                                                    const float *beta, int64_t rows, int64_t C,
+                                                    float eps, const struct dt_policy *pol)
+{
+    float *scratch =
+        (float *)dt_cuda_scratch(be, 0, (size_t)((dt_reduce_chunks(rows) + 1) * C) * sizeof(float));
+    return dt_cuda_launched(be,
+                            bn_forward_launch(y, mean, var, scratch, x, gamma, beta, rows, C, eps,
+                                              &dt_cuda(be)->launch),
+                            "batchnorm_forward");
+}
+
+extern "C" enum dt_status dt_cuda_batchnorm_backward(struct dt_backend *be, float *dx, float *gx,
+                                                     const float *dy, const float *x,
+                                                     const float *mean, const float *var,
+                                                     const float *gamma, int64_t rows, int64_t C,
+                                                     float eps, const struct dt_policy *pol)
+{
+    float *scratch = (float *)dt_cuda_scratch(
+        be, 0, (size_t)((2 * dt_reduce_chunks(rows) + 3) * C) * sizeof(float));
+    return dt_cuda_launched(be,
+                            bn_backward_launch(dx, gx, scratch, dy, x, mean, var, gamma, rows, C,
+                                               eps, &dt_cuda(be)->launch),
+                            "batchnorm_backward");
+}
+
+extern "C" enum dt_status dt_cuda_batchnorm_inference(struct dt_backend *be, float *y,
+                                                      const float *x, const float *mean,
+                                                      const float *var, const float *gamma,
+                                                      const float *beta, int64_t rows, int64_t C,
+                                                      float eps, const struct dt_policy *pol)
+{
+    return dt_cuda_launched(
+        be, bn_inference_launch(y, x, mean, var, gamma, beta, rows, C, eps, &dt_cuda(be)->launch),
+        "batchnorm_inference");
+}
+
+extern "C" enum dt_status dt_cuda_batchnorm_running(struct dt_backend *be, float *rmean,
+                                                    float *rvar, const float *mean,
+                                                    const float *var, int64_t groups,
+                                                    int64_t stride, int64_t C, int64_t batch,
+                                                    int64_t per_example, float momentum,
+                                                    const struct dt_policy *pol)
+{
+    return dt_cuda_launched(be,
+                            bn_running_launch(rmean, rvar, mean, var, groups, stride, C, batch,
+                                              per_example, momentum, &dt_cuda(be)->launch),
+                            "batchnorm_running");
 }
