@@ -15,7 +15,7 @@ void dt_model_setup(struct dt_model *m, const struct dt_model_ops *ops, struct d
     memset(m, 0, sizeof *m);
     m->ops = ops;
     m->be = be;
-    m->n_params = n_params;
+    m->n_params = m->n_tensors = n_params;
     m->params = dt_xcalloc((size_t)n_params, sizeof *m->params);
     m->in_dim = in_dim;
     m->n_classes = n_classes;
@@ -48,6 +48,46 @@ void dt_model_param(struct dt_model *m, int i, const char *name, int ndim, const
     p->v = dt_backend_alloc(m->be, bytes);
 }
 
+void dt_model_buffers(struct dt_model *m, int n)
+{
+    DT_ASSERT(n >= 0 && m->n_tensors == m->n_params);
+    m->params = dt_xrealloc(m->params, (size_t)(m->n_params + n) * sizeof *m->params);
+    memset(m->params + m->n_params, 0, (size_t)n * sizeof *m->params);
+    m->n_tensors = m->n_params + n;
+}
+
+void dt_model_buffer(struct dt_model *m, int i, const char *name, int64_t C, float init_value)
+{
+    DT_ASSERT(i >= 0 && m->n_params + i < m->n_tensors);
+    struct dt_param *p = &m->params[m->n_params + i];
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = 1;
+    p->shape[0] = p->n = C;
+    p->init_value = init_value;
+    p->w = dt_backend_alloc(m->be, (size_t)C * sizeof(float));
+    p->v = dt_backend_alloc(m->be, (size_t)C * sizeof(float)); /* zeros: a state like the rest */
+}
+
+void dt_model_set_shards(struct dt_model *m, int64_t B, int64_t S, int64_t s0, int64_t s1)
+{
+    m->shard_count = 0;
+    if (S == 0) return;
+    DT_ASSERT(S >= 1 && S <= B && 0 <= s0 && s0 < s1 && s1 <= S);
+    m->shard_count = s1 - s0;
+    m->shard0 = s0;
+    m->shards_total = S;
+    m->batch_total = B;
+    m->shard_row = dt_xrealloc(m->shard_row, (size_t)(s1 - s0 + 1) * sizeof *m->shard_row);
+    const int64_t b0 = s0 * B / S; /* dt_shard_row's cut (B * S < 2^63) */
+    for (int64_t s = s0; s <= s1; s++) m->shard_row[s - s0] = s * B / S - b0;
+    if (m->stats_per_shard && m->stats_room < s1 - s0) {
+        dt_backend_free(m->be, m->stats);
+        m->stats =
+            dt_backend_alloc(m->be, (size_t)((s1 - s0) * m->stats_per_shard) * sizeof(float));
+        m->stats_room = s1 - s0;
+    }
+}
+
 enum dt_status dt_model_grad_status(struct dt_model *m, const char *tensor, bool input,
                                     enum dt_status st)
 {
@@ -74,7 +114,7 @@ enum dt_status dt_model_fwd_status(struct dt_model *m, const char *tensor, enum 
 void dt_model_state_save(struct dt_model_state *st, const struct dt_model *m)
 {
     if (!st->w) {
-        st->n = m->n_params;
+        st->n = m->n_tensors;
         st->w = dt_xcalloc((size_t)st->n, sizeof *st->w);
         st->v = dt_xcalloc((size_t)st->n, sizeof *st->v);
         st->s = dt_xcalloc((size_t)st->n, sizeof *st->s);
@@ -83,7 +123,7 @@ void dt_model_state_save(struct dt_model_state *st, const struct dt_model *m)
             st->v[i] = dt_xmalloc((size_t)m->params[i].n * sizeof(float));
         }
     }
-    DT_ASSERT(st->n == m->n_params);
+    DT_ASSERT(st->n == m->n_tensors);
     for (int i = 0; i < st->n; i++) {
         const size_t bytes = (size_t)m->params[i].n * sizeof(float);
         dt_backend_download(m->be, st->w[i], m->params[i].w, bytes);
@@ -98,7 +138,7 @@ void dt_model_state_save(struct dt_model_state *st, const struct dt_model *m)
 
 void dt_model_state_load(const struct dt_model_state *st, struct dt_model *m)
 {
-    DT_ASSERT(st->w && st->n == m->n_params);
+    DT_ASSERT(st->w && st->n == m->n_tensors);
     for (int i = 0; i < st->n; i++) {
         const size_t bytes = (size_t)m->params[i].n * sizeof(float);
         dt_backend_upload(m->be, m->params[i].w, st->w[i], bytes);
@@ -131,15 +171,18 @@ void dt_model_destroy(struct dt_model *m)
 {
     if (!m) return;
     if (m->ops && m->ops->destroy) m->ops->destroy(m);
-    for (int i = 0; i < m->n_params; i++) {
+    for (int i = 0; i < m->n_tensors; i++) {
         dt_backend_free(m->be, m->params[i].w);
-        if (!m->grad_pack) dt_backend_free(m->be, m->params[i].g);
+        if (!m->grad_pack && m->params[i].g) dt_backend_free(m->be, m->params[i].g);
         dt_backend_free(m->be, m->params[i].v);
         dt_backend_free(m->be, m->params[i].s);
     }
     if (m->grad_pack) dt_backend_free(m->be, m->grad_pack);
     dt_backend_free(m->be, m->norm_sq);
     dt_backend_free(m->be, m->digests);
+    dt_backend_free(m->be, m->stats);
+    dt_backend_free(m->be, m->stats_all);
+    free(m->shard_row);
     free(m->grad_first);
     free(m->loss_ws);
     free(m->params);
@@ -155,7 +198,7 @@ void dt_model_init(struct dt_model *m, uint64_t seed, uint64_t init_replica)
 {
     m->seed = seed;
     m->step = 0;
-    for (int i = 0; i < m->n_params; i++) {
+    for (int i = 0; i < m->n_tensors; i++) {
         struct dt_param *p = &m->params[i];
         float *h = dt_xcalloc((size_t)p->n, sizeof *h);
         if (p->fan_in == 0 && p->init_value != 0.0f)

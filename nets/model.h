@@ -102,12 +102,23 @@ struct dt_model_ops {
     /* Optional. Memory held for random draws under `pol`; NULL = none. */
     void (*memory)(const struct dt_model *m, const struct dt_policy *pol,
                    struct dt_model_memory *out);
+    /* Optional (a kind with statistics per shard, m->stats_per_shard > 0): move the buffers
+     * (running statistics) by every shard's statistics, in shard order -- stats holds
+     * m->shards_total shards of m->stats_per_shard floats (backend memory). Called by the
+     * step after the combination, once per training step. */
+    enum dt_status (*update_buffers)(struct dt_model *m, const float *stats,
+                                     const struct dt_policy *pol);
 };
 
 struct dt_model {
     const struct dt_model_ops *ops;
     struct dt_backend *be;
-    int n_params;
+    int n_params;            /* the trained tensors: params[0, n_params) */
+    int n_tensors;           /* every tensor of the model's state: the trained ones, then its
+                                buffers (running statistics) at [n_params, n_tensors), which
+                                have a value (w; v kept at zero) and no gradient (g NULL):
+                                digested, saved and exported as the parameters are, never
+                                combined, clipped or updated by the optimiser */
     struct dt_param *params; /* in digest order */
     int64_t in_dim, n_classes, max_batch;
     int passes;                      /* forward/backward passes per training step (dt_pass; >= 1) */
@@ -138,8 +149,21 @@ struct dt_model {
      * model's arithmetic): false = SHA-256 of each tensor's bytes, true = the tree digest
      * (core/tree_hash.h, the backend op tensor_digests). */
     bool tree_digest;
-    uint8_t *digests; /* backend memory, n_params x 32 bytes: the tree digests' output,
+    uint8_t *digests; /* backend memory, n_tensors x 32 bytes: the tree digests' output,
                          allocated on first use (dt_hash_model), freed with the model */
+    /* Statistics over each canonical shard of the batch (batch normalisation, nets/net.c;
+     * stats_per_shard > 0 floats a shard, set by the kind). Before every training step's
+     * forward, at every level, the step (nets/step.c) sets the shards of the rows in m->x
+     * (dt_model_set_shards): local shard k holds rows [shard_row[k], shard_row[k + 1]) and
+     * is shard shard0 + k of shards_total over a global batch of batch_total examples;
+     * none set (shard_count 0): the rows are one shard. The kind writes local shard k's
+     * statistics at stats + k * stats_per_shard; after the combination the step hands
+     * every shard's (gathered from every rank into stats_all) to ops->update_buffers. */
+    int64_t stats_per_shard;
+    int64_t shard_count, shard0, shards_total, batch_total;
+    int64_t *shard_row; /* host, shard_count + 1 */
+    float *stats, *stats_all;
+    int64_t stats_room, stats_all_room; /* shards each holds */
 };
 
 /* For model kinds' backward passes: `st`, the status of an op computing the gradient of
@@ -170,10 +194,18 @@ void dt_model_setup(struct dt_model *m, const struct dt_model_ops *ops, struct d
 /* Define parameter i and allocate its w, g, v. */
 void dt_model_param(struct dt_model *m, int i, const char *name, int ndim, const int64_t *shape,
                     int64_t fan_in);
+/* Room for n buffers after the parameters (n_tensors = n_params + n), then define buffer i
+ * (0-based among them) of C elements, every one init_value at dt_model_init. */
+void dt_model_buffers(struct dt_model *m, int n);
+void dt_model_buffer(struct dt_model *m, int i, const char *name, int64_t C, float init_value);
+/* The shards of the rows in m->x for the next forward: local shards [s0, s1) of S over a
+ * global batch of B examples (rows from shard s0's first), or none (S = 0). Grows m->stats
+ * for them. */
+void dt_model_set_shards(struct dt_model *m, int64_t B, int64_t S, int64_t s0, int64_t s1);
 void dt_model_destroy(struct dt_model *m);
 
-/* The trainable state on the host: every parameter's w and v (and s, AdamW's second
- * moment, where the parameter has one), and the step. Save
+/* The trainable state on the host: every tensor's w and v (and s, AdamW's second
+ * moment, where the parameter has one; buffers included), and the step. Save
  * allocates on first use (for m's shape); load writes it back. Used to restore a step
  * (explain), keep the last agreeing state (divwatch) and write checkpoints. */
 struct dt_model_state {
@@ -284,7 +316,8 @@ enum dt_status dt_mlp_create(struct dt_model **out, struct dt_backend *be, int64
  * NHWC images: one row of DT_LAYER_LIST per layer kind (its config name, what it takes).
  * Parameters are named per kind in layer order (dense<i>.weight (in, out), dense<i>.bias,
  * conv<i>.weight (KH, KW, C, K) HWIO, conv<i>.bias, layernorm<i>.weight (C, initially 1),
- * layernorm<i>.bias), as the built-in kinds name theirs: the
+ * layernorm<i>.bias, batchnorm<i>.weight and .bias likewise), as the built-in kinds name
+ * theirs, then the buffers (batchnorm<i>.running_mean, .running_var: nets/net.c): the
  * MLP and LeNet written as layer lists are the same models, the same bits. */
 #define DT_LAYER_LIST(X)                                                                           \
     /* X(ENUM suffix, name, takes units, takes a window (kernel, stride, pad), takes a rate) */    \
@@ -296,6 +329,7 @@ enum dt_status dt_mlp_create(struct dt_model **out, struct dt_backend *be, int64
     X(GELU, "gelu", false, false, false)                                                           \
     X(GLOBAL_AVGPOOL, "global_avgpool", false, false, false)                                       \
     X(LAYERNORM, "layernorm", false, false, false) /* the channels at each position */             \
+    X(BATCHNORM, "batchnorm", false, false, false) /* each channel over each shard of the batch */ \
     X(DROPOUT, "dropout", false, false, true)      /* masks under `rng`: determinism/dropout.h */  \
     X(FLATTEN, "flatten", false, false, false)                                                     \
     X(RESIDUAL, "residual", false, false, false) /* its branch: the `block` layers after it */

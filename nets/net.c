@@ -7,10 +7,17 @@
  * the same layers: a ReLU works in place on its input (the output's sign is the input's, so
  * its backward reads the output), a flatten is a view, and no layer computes the gradient
  * of an input that no parameter lies under (the first layers' inputs: the data). So the MLP
- * and LeNet written as layer lists give the built-in kinds' bits (tests/test_net.c). */
+ * and LeNet written as layer lists give the built-in kinds' bits (tests/test_net.c).
+ *
+ * Batch normalisation normalises each channel over one canonical shard of the batch at a
+ * time (m->shard_row, set by the step at every level: nets/model.h), so its statistics, like
+ * the gradients, do not depend on how many threads or ranks share the batch; each shard's
+ * mean and variance land in m->stats, from which the step moves the running statistics
+ * (the buffers, shard after shard: net_update_buffers) that an evaluation normalises by. */
 #include <string.h>
 
 #include "determinism/dropout.h"
+#include "nets/batchnorm_elem.h"
 #include "nets/model.h"
 #include "nets/models.h"
 
@@ -54,6 +61,8 @@ struct net_layer {
     int32_t *argmax;         /* maxpool */
     float *mean, *rstd, *gx; /* layernorm: each position's mean and 1/std, gamma's terms */
     float *own;              /* dropout: its output in a training step (else its input) */
+    int buffer;              /* batchnorm: its running mean's index (the variance follows) */
+    int64_t stat;            /* batchnorm: its mean's offset in a shard's statistics (var + C) */
     uint32_t threshold;      /* dropout (dt_dropout_rate) */
     float scale;
     char name[32]; /* "maxpool1": a layer without parameters in a check's context */
@@ -137,6 +146,7 @@ static enum dt_status plan_shape(struct net_layer *l, struct dims in, int i,
     case DT_LAYER_RELU:
     case DT_LAYER_GELU:
     case DT_LAYER_LAYERNORM:
+    case DT_LAYER_BATCHNORM:
     case DT_LAYER_DROPOUT:
     case DT_LAYER_RESIDUAL: l->out = in; break; /* a residual's branch starts on its input */
     case DT_LAYER_GLOBAL_AVGPOOL: l->out = (struct dims){1, 1, in.C}; break;
@@ -231,7 +241,7 @@ static enum dt_status plan(struct net_layer *L, const struct dt_layer *layers, i
             open[n_open++] = i;
         }
         if (l->spec.kind == DT_LAYER_DENSE || l->spec.kind == DT_LAYER_CONV ||
-            l->spec.kind == DT_LAYER_LAYERNORM) {
+            l->spec.kind == DT_LAYER_LAYERNORM || l->spec.kind == DT_LAYER_BATCHNORM) {
             l->param = *n_params;
             *n_params += 2;
             params_below = true;
@@ -326,6 +336,80 @@ static enum dt_status drop_seed(struct dt_model *m, int64_t B, const struct dt_p
     return dt_dropout_seed(m->be, n->lanes, B, m->row0, m->seed, (uint32_t)m->step, m->member, pol);
 }
 
+/* ---- batch normalisation: a group a shard (nets/model.h, stats_per_shard) --------------- */
+
+/* Rows [*r0, *r0 + *rows) of local shard k (the rows one shard when none are set), in
+ * examples. */
+static void shard_rows(const struct dt_model *m, int64_t k, int64_t B, int64_t *r0, int64_t *rows)
+{
+    *r0 = m->shard_count ? m->shard_row[k] : 0;
+    *rows = m->shard_count ? m->shard_row[k + 1] - m->shard_row[k] : B;
+}
+
+static int64_t shards_here(const struct dt_model *m) { return m->shard_count ? m->shard_count : 1; }
+
+/* Training: each shard normalised by its own statistics, kept in m->stats; evaluation: by
+ * the running ones. */
+static enum dt_status batchnorm_forward(struct dt_model *m, struct net_layer *l, const float *x,
+                                        int64_t B, const struct dt_policy *pol)
+{
+    struct net *n = m->impl;
+    const struct dt_param *w = &m->params[l->param], *r = &m->params[m->n_params + l->buffer];
+    const int64_t C = l->in.C, hw = l->in.H * l->in.W;
+    if (!n->training)
+        return dt_batchnorm_inference(m->be, l->y, x, r->w, r[1].w, w->w, w[1].w, B * hw, C,
+                                      DT_BN_EPS, pol);
+    for (int64_t k = 0; k < shards_here(m); k++) {
+        int64_t r0, rows;
+        shard_rows(m, k, B, &r0, &rows);
+        float *stat = m->stats + k * m->stats_per_shard + l->stat;
+        DT_MODEL_FWD(m, w->name,
+                     dt_batchnorm_forward(m->be, l->y + r0 * hw * C, stat, stat + C,
+                                          x + r0 * hw * C, w->w, w[1].w, rows * hw, C, DT_BN_EPS,
+                                          pol));
+    }
+    return DT_OK;
+}
+
+/* Each shard's input gradient through its statistics; gamma's and beta's over the batch by
+ * the bias reductions (one partial per shard under reduction: exact). */
+static enum dt_status batchnorm_backward(struct dt_model *m, struct net_layer *l, const float *x,
+                                         const float *dy, int64_t B, const struct dt_policy *pol)
+{
+    struct dt_param *w = &m->params[l->param];
+    const int64_t C = l->in.C, hw = l->in.H * l->in.W;
+    for (int64_t k = 0; k < shards_here(m); k++) {
+        int64_t r0, rows;
+        shard_rows(m, k, B, &r0, &rows);
+        const float *stat = m->stats + k * m->stats_per_shard + l->stat;
+        const int64_t at = r0 * hw * C;
+        DT_MODEL_GRAD(m, w->name, true,
+                      dt_batchnorm_backward(m->be, l->dx + at, l->gx + at, dy + at, x + at, stat,
+                                            stat + C, w->w, rows * hw, C, DT_BN_EPS, pol));
+    }
+    DT_MODEL_GRAD(m, w->name, false, dt_bias_backward(m->be, w->g, l->gx, B * hw, C, pol));
+    DT_MODEL_GRAD(m, w[1].name, false, dt_bias_backward(m->be, w[1].g, dy, B * hw, C, pol));
+    return DT_OK;
+}
+
+/* After a training step's combination: every batchnorm layer's running statistics moved by
+ * every shard's, in shard order (stats: m->shards_total shards). */
+static enum dt_status net_update_buffers(struct dt_model *m, const float *stats,
+                                         const struct dt_policy *pol)
+{
+    struct net *n = m->impl;
+    for (int i = 0; i < n->n; i++) {
+        const struct net_layer *l = &n->layer[i];
+        if (l->spec.kind != DT_LAYER_BATCHNORM) continue;
+        struct dt_param *r = &m->params[m->n_params + l->buffer];
+        const int64_t C = l->in.C;
+        DT_FORWARD_IF_ERROR(dt_batchnorm_running(
+            m->be, r->w, r[1].w, stats + l->stat, stats + l->stat + C, m->shards_total,
+            m->stats_per_shard, C, m->batch_total, l->in.H * l->in.W, DT_BN_MOMENTUM, pol));
+    }
+    return DT_OK;
+}
+
 /* Layer l's forward from x into l->y (the last layer's into the logits). */
 static enum dt_status layer_forward(struct dt_model *m, struct net_layer *l, const float *x,
                                     int64_t B, const struct dt_policy *pol)
@@ -358,6 +442,7 @@ static enum dt_status layer_forward(struct dt_model *m, struct net_layer *l, con
     case DT_LAYER_LAYERNORM:
         return dt_layernorm_forward(m->be, l->y, l->mean, l->rstd, x, w->w, w[1].w,
                                     B * l->in.H * l->in.W, l->in.C, pol);
+    case DT_LAYER_BATCHNORM: return batchnorm_forward(m, l, x, B, pol);
     case DT_LAYER_FLATTEN: return DT_OK;
     case DT_LAYER_RESIDUAL: /* net_forward's own */
     case DT_LAYER_KIND_COUNT: break;
@@ -472,6 +557,7 @@ static enum dt_status layer_backward(struct dt_model *m, struct net_layer *l, co
         DT_MODEL_GRAD(m, w[1].name, false, dt_bias_backward(m->be, w[1].g, dy, rows, l->in.C, pol));
         return DT_OK;
     }
+    case DT_LAYER_BATCHNORM: return batchnorm_backward(m, l, x, dy, B, pol);
     case DT_LAYER_FLATTEN: return DT_OK;
     case DT_LAYER_RESIDUAL: /* net_backward's own */
     case DT_LAYER_KIND_COUNT: break;
@@ -568,6 +654,7 @@ static const struct dt_model_ops net_ops = {
     .forward = net_forward,
     .backward = net_backward,
     .destroy = net_destroy,
+    .update_buffers = net_update_buffers,
 };
 
 static float *alloc_floats(struct dt_backend *be, int64_t n)
@@ -603,6 +690,20 @@ static void layer_setup(struct dt_model *m, struct net_layer *l, bool last, int6
         l->dx = alloc_floats(be, max_batch * count(l->in));
         if (max_batch * count(l->in) > n->keep_per_site)
             n->keep_per_site = max_batch * count(l->in);
+    }
+    if (l->spec.kind == DT_LAYER_BATCHNORM) { /* gamma (initially 1), beta; running stats */
+        const int64_t C = l->in.C;
+        snprintf(name, sizeof name, "%s%d.weight", kind, l->number);
+        dt_model_param(m, l->param, name, 1, &C, 0);
+        m->params[l->param].init_value = 1.0f;
+        snprintf(name, sizeof name, "%s%d.bias", kind, l->number);
+        dt_model_param(m, l->param + 1, name, 1, &C, 0);
+        snprintf(name, sizeof name, "%s%d.running_mean", kind, l->number);
+        dt_model_buffer(m, l->buffer, name, C, 0.0f);
+        snprintf(name, sizeof name, "%s%d.running_var", kind, l->number);
+        dt_model_buffer(m, l->buffer + 1, name, C, 1.0f);
+        l->gx = alloc_floats(be, max_batch * count(l->in));
+        l->dx = alloc_floats(be, max_batch * count(l->in)); /* the op writes it always */
     }
     if (l->spec.kind == DT_LAYER_LAYERNORM) { /* gamma (initially 1) and beta, per channel */
         const int64_t C = l->in.C, rows = max_batch * l->in.H * l->in.W;
@@ -653,6 +754,19 @@ enum dt_status dt_net_create(struct dt_model **out, struct dt_backend *be, int64
     dt_model_setup(m, &net_ops, be, t->n_params, H * W * C, n_classes, max_batch);
     m->impl = t;
     t->lfsr_check_every = 1;
+    int buffers = 0; /* batchnorm: two buffers and 2 C statistics a shard each */
+    for (int i = 0; i < n; i++)
+        if (t->layer[i].spec.kind == DT_LAYER_BATCHNORM) {
+            t->layer[i].buffer = buffers;
+            buffers += 2;
+            t->layer[i].stat = m->stats_per_shard;
+            m->stats_per_shard += 2 * t->layer[i].in.C;
+        }
+    dt_model_buffers(m, buffers);
+    if (m->stats_per_shard) { /* room for one shard: a forward outside a step */
+        m->stats = dt_backend_alloc(be, (size_t)m->stats_per_shard * sizeof(float));
+        m->stats_room = 1;
+    }
     for (int i = 0; i < n; i++) {
         if (t->layer[i].spec.kind == DT_LAYER_DROPOUT) t->sites++;
         layer_setup(m, &t->layer[i], i + 1 == n, max_batch);
@@ -676,6 +790,8 @@ static struct dt_model_size net_size(const struct dt_model_spec *s)
             const struct net_layer *l = &L[i];
             const double in = (double)count(l->in), out = (double)count(l->out);
             if (l->spec.kind == DT_LAYER_DENSE) params += in * out + out;
+            if (l->spec.kind == DT_LAYER_BATCHNORM) /* gamma, beta; gamma's terms */
+                params += 2.0 * (double)l->in.C, acts += in;
             if (l->spec.kind == DT_LAYER_LAYERNORM) { /* gamma, beta; gamma's terms, stats */
                 params += 2.0 * (double)l->in.C;
                 acts += in + 2.0 * (double)(l->in.H * l->in.W);

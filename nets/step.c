@@ -339,6 +339,40 @@ static void rank_finish(struct dt_step *d, const struct dt_policy *pol, float *l
     *loss = (float)(sum / (double)d->B);
 }
 
+/* ---- statistics per shard (batch normalisation: nets/model.h, stats_per_shard) ------------ */
+
+/* Before the forward: the shards of the rank's rows, at every level (the statistics are per
+ * canonical shard whatever the reduction, so they do not follow the rank count). */
+static void set_shards(const struct dt_exchange *x, struct dt_model *m, int64_t B, int64_t S)
+{
+    if (!m->stats_per_shard) return;
+    const int N = ranks(x), r = rank_of(x);
+    dt_model_set_shards(m, B, S, dt_rank_shard(S, N, r), dt_rank_shard(S, N, r + 1));
+}
+
+/* After the combination: every shard's statistics -- the other ranks' gathered, each slot
+ * from the one rank that holds it and +0 from the rest, so the float sum is exact in any
+ * order -- move the model's buffers in shard order (ops->update_buffers). */
+static enum dt_status update_buffers(const struct dt_exchange *x, struct dt_model *m,
+                                     const struct dt_policy *pol)
+{
+    if (!m->stats_per_shard || !m->ops->update_buffers) return DT_OK;
+    const int64_t P = m->stats_per_shard, S = m->shards_total, mine = m->shard_count;
+    DT_ASSERT(mine >= 1);
+    if (!several(x)) return m->ops->update_buffers(m, m->stats, pol);
+    float *all = dt_xcalloc((size_t)(S * P), sizeof *all);
+    dt_backend_download(m->be, all + m->shard0 * P, m->stats, (size_t)(mine * P) * sizeof *all);
+    x_sum_f32(x, all, S * P);
+    if (m->stats_all_room < S) {
+        dt_backend_free(m->be, m->stats_all);
+        m->stats_all = dt_backend_alloc(m->be, (size_t)(S * P) * sizeof *all);
+        m->stats_all_room = S;
+    }
+    dt_backend_upload(m->be, m->stats_all, all, (size_t)(S * P) * sizeof *all);
+    free(all);
+    return m->ops->update_buffers(m, m->stats_all, pol);
+}
+
 /* Set up d for m under pol (again when the model, exchange or reduction changed; the graph
  * state is the caller's, kept). */
 static void prepare(struct dt_step *d, struct dt_model *m, const struct dt_exchange *x,
@@ -362,6 +396,7 @@ static enum dt_status step_body(struct dt_step *d, struct dt_model *m, const str
     DT_ASSERT(!combine || (shards >= ranks(x) && shards <= B));
     if (combine) prepare(d, m, x, shards, pol);
     dt_model_begin_step(m);
+    set_shards(x, m, B, shards);
     enum dt_status st;
     /* load -> forward -> loss -> backward: the whole batch, or the rank's rows (under
      * exact with one partial per shard) */
@@ -374,8 +409,12 @@ static enum dt_status step_body(struct dt_step *d, struct dt_model *m, const str
         d->B = B;
         d->S = shards;
         st = agree_on_failure(d, st);
-        if (st == DT_OK) st = exact ? exact_combine(d) : rank_combine(d, pol);
     }
+    /* the buffers (running statistics) from every shard's statistics: its exchange where
+     * every rank agrees it got here, before anything that may fail on one rank alone */
+    if (st == DT_OK) st = update_buffers(x, m, pol);
+    m->shard_count = 0; /* a forward outside a step: its rows one shard */
+    if (combine && st == DT_OK) st = exact ? exact_combine(d) : rank_combine(d, pol);
     /* the data-free term, once; clip; update */
     if (st == DT_OK) st = dt_model_finish_gradients(m, pol);
     if (st == DT_OK) st = dt_model_clip(m, opt, pol);

@@ -90,8 +90,9 @@ DT_TEST(forward_matches_reference_and_order)
                 struct dt_backend *be = cpu(threads);
                 const struct dt_policy pol = level((enum dt_level)l);
                 memset(y, 0xff, (size_t)(n * BC) * sizeof *y);
-                CHECK_INT_EQ(dt_batchnorm_forward(be, y, mean, var, x, gamma, beta, n, BC, EPS, &pol),
-                             DT_OK);
+                CHECK_INT_EQ(
+                    dt_batchnorm_forward(be, y, mean, var, x, gamma, beta, n, BC, EPS, &pol),
+                    DT_OK);
                 CHECK(memcmp(mean, want_mean, sizeof mean) == 0);
                 CHECK(memcmp(var, want_var, sizeof var) == 0);
                 check_close("batchnorm y", y, yd, n * BC, 1e-5, 1e-5);
@@ -139,16 +140,16 @@ DT_TEST(backward_gradcheck)
             for (int threads = 1; threads <= 3; threads += 2) {
                 struct dt_backend *be = cpu(threads);
                 const struct dt_policy pol = level((enum dt_level)l);
-                CHECK_INT_EQ(dt_batchnorm_forward(be, y, mean, var, x, gamma, beta, n, BC, EPS, &pol),
-                             DT_OK);
+                CHECK_INT_EQ(
+                    dt_batchnorm_forward(be, y, mean, var, x, gamma, beta, n, BC, EPS, &pol),
+                    DT_OK);
                 memset(dx, 0xff, (size_t)(n * BC) * sizeof *dx);
                 CHECK_INT_EQ(
                     dt_batchnorm_backward(be, dx, gx, w, x, mean, var, gamma, n, BC, EPS, &pol),
                     DT_OK);
                 float dg[BC] = {0}, db[BC] = {0};
                 double dgd[BC] = {0}, dbd[BC] = {0};
-                for (int64_t i = 0; i < n * BC; i++)
-                    dgd[i % BC] += gx[i], dbd[i % BC] += w[i];
+                for (int64_t i = 0; i < n * BC; i++) dgd[i % BC] += gx[i], dbd[i % BC] += w[i];
                 for (int c = 0; c < BC; c++) dg[c] = (float)dgd[c], db[c] = (float)dbd[c];
                 /* dx sums to ~0 per channel: compare against the largest magnitude */
                 double scale = 0;
@@ -255,9 +256,9 @@ DT_TEST(running_and_inference)
     CHECK_INT_EQ(dt_batchnorm_inference(be, y, x, rm, rv, gamma, beta, 3, BC, EPS, &pol), DT_OK);
     for (int i = 0; i < 3 * BC; i++) {
         const int c = i % BC;
-        const double want = ((double)x[i] - rm[c]) / sqrt((double)rv[c] + (double)EPS) *
-                                (double)gamma[c] +
-                            (double)beta[c];
+        const double want =
+            ((double)x[i] - rm[c]) / sqrt((double)rv[c] + (double)EPS) * (double)gamma[c] +
+            (double)beta[c];
         CHECK(fabs(y[i] - want) <= 1e-5 * (1 + fabs(want)));
     }
     dt_backend_destroy(be);

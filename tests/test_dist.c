@@ -95,6 +95,22 @@ static const char LENET_YAML[] = "name: dist-lenet\n"
                                  "hash: {per_tensor: true}\n"
                                  "report: {overhead_samples: 0}\n";
 
+/* A residual network with batch normalisation: each shard's statistics are its own, so the
+ * ranks (and threads) that share the 4 shards of a batch of 22 (5, 6, 5, 6 rows) change no
+ * bit -- the running statistics (in tensors.csv and the digest) gathered in shard order. */
+static const char BN_YAML[] =
+    "name: dist-bn\n"
+    "dataset: {train_limit: 300, test_limit: 100}\n"
+    "model: {kind: net, network: [{conv: 4, kernel: 3, stride: 2, pad: 1},"
+    " batchnorm, relu, {residual: [{conv: 4, kernel: 3, pad: 1},"
+    " batchnorm]}, relu, global_avgpool, {dense: 10}]}\n"
+    "train: {steps: 5, batch: 22, shards: 4, seed: 3, eval_every: 5}\n"
+    "backend: {threads: 1}\n"
+    "policies: [portable]\n"
+    "replicas: 1\n"
+    "hash: {per_tensor: true}\n"
+    "report: {overhead_samples: 0}\n";
+
 /* The Bayesian MLP: 2 Monte Carlo samples, the KL term on (kl_weight 1 / train_limit),
  * the lanes' end-state check at every step; a batch of 25 in 6 shards (4, 4, 4, 4, 4, 5 rows), so
  * ranks hold uneven rows. Three cells: epsilon by the lanes (portable), by Philox, and stored. */
@@ -173,6 +189,18 @@ DT_TEST(portable_lenet_ranks)
 {
     if (skip_without_mpi()) exit(77);
     ranks_identical("lenet", LENET_YAML, 5, 4);
+}
+
+/* batch normalisation at portable: the plain run's digests at every step with 1, 2 and 4
+ * ranks, and with 2 threads (plain and on 2 ranks). */
+DT_TEST(portable_batchnorm_ranks)
+{
+    if (skip_without_mpi()) exit(77);
+    static const int nps[] = {1, 2, 4, 0, 2};
+    static const char *const sets[] = {"", "", "", "--set backend.threads=2",
+                                       "--set backend.threads=2"};
+    static const char *const cells[] = {"portable"};
+    ranks_identical_cells("bn", BN_YAML, 5, 5, nps, sets, 1, cells);
 }
 
 /* bnn_mlp at portable: the plain run's digests at every step with 1, 2 and 3 ranks, and
@@ -542,9 +570,9 @@ DT_TEST(fixed_to_float_agrees)
 }
 
 DT_TEST_MAIN(DT_CASE(fixed_to_float_agrees), DT_CASE(portable_mlp_ranks),
-             DT_CASE(portable_lenet_ranks), DT_CASE(rank_count_changes_unordered_and_fixed),
-             DT_CASE(perturbed_rank_detected), DT_CASE(resume_across_rank_counts),
-             DT_CASE(refusals), DT_CASE(overhead_in_lockstep), DT_CASE(shard_rules),
-             DT_CASE(scaled_loss_gradient), DT_CASE(cuda_one_rank_equals_plain),
-             DT_CASE(portable_bnn_ranks), DT_CASE(bnn_rank_count_changes_fixed),
-             DT_CASE(bnn_kl_counted_once))
+             DT_CASE(portable_batchnorm_ranks), DT_CASE(portable_lenet_ranks),
+             DT_CASE(rank_count_changes_unordered_and_fixed), DT_CASE(perturbed_rank_detected),
+             DT_CASE(resume_across_rank_counts), DT_CASE(refusals), DT_CASE(overhead_in_lockstep),
+             DT_CASE(shard_rules), DT_CASE(scaled_loss_gradient),
+             DT_CASE(cuda_one_rank_equals_plain), DT_CASE(portable_bnn_ranks),
+             DT_CASE(bnn_rank_count_changes_fixed), DT_CASE(bnn_kl_counted_once))

@@ -1,7 +1,9 @@
 /* Networks described as layer lists (nets/net.c; model.kind: net): the MLP and LeNet written
  * as layer lists are the built-in kinds, bit for bit -- the same parameters (names, shapes,
  * initial values) and, step after step under every level, the same losses, weights and
- * optimiser state; shapes that do not fit are refused naming the layer. */
+ * optimiser state; shapes that do not fit are refused naming the layer. Batch normalisation
+ * by canonical shard: the same bits at any thread count, its statistics grouped as promised
+ * (a negative control), its running statistics moved and read by evaluation. */
 #include <math.h>
 #include <string.h>
 
@@ -31,9 +33,9 @@ static void images(float *x, uint8_t *y)
 static void same_training(struct dt_model *a, struct dt_model *b, const struct dt_policy *pol,
                           bool adamw, const char *what)
 {
-    CHECK_INT_EQ(a->n_params, b->n_params);
-    if (a->n_params != b->n_params) return;
-    for (int i = 0; i < a->n_params; i++) {
+    CHECK_INT_EQ(a->n_tensors, b->n_tensors);
+    if (a->n_tensors != b->n_tensors) return;
+    for (int i = 0; i < a->n_tensors; i++) {
         CHECK_STR_EQ(a->params[i].name, b->params[i].name);
         CHECK_INT_EQ(a->params[i].n, b->params[i].n);
     }
@@ -74,7 +76,7 @@ static void same_training(struct dt_model *a, struct dt_model *b, const struct d
             dt_model_state_save(&st[k], m[k]);
         }
         CHECK(memcmp(&loss[0], &loss[1], sizeof(float)) == 0);
-        for (int i = 0; i < a->n_params; i++) {
+        for (int i = 0; i < a->n_tensors; i++) { /* buffers (running statistics) too */
             const size_t bytes = (size_t)a->params[i].n * sizeof(float);
             CHECK(memcmp(st[0].w[i], st[1].w[i], bytes) == 0);
             CHECK(memcmp(st[0].v[i], st[1].v[i], bytes) == 0);
@@ -225,24 +227,27 @@ static float loss_and_grads(struct dt_model *m, const struct dt_batch *b,
 
 /* Residual blocks against central differences of the loss: an identity block, a projection
  * block that halves the image (its branch with a layer normalisation over the channels), one
- * nested in another, after a dropout (its masks fixed: every evaluation is step 1, rng lfsr,
- * the lanes checked after every backward); every parameter tensor's largest gradients (the
- * stem's flows through every shortcut) -- a missing or doubled shortcut gradient is off by
- * its whole size. In float, h = 1e-2: agreement to a few parts in 1e3 of the tensor's
- * largest gradient. */
+ * nested in another (with a batch normalisation, as is the stem: each over two shards of the
+ * batch, its statistics' gradient terms included), after a dropout (its masks fixed: every
+ * evaluation is step 1, rng lfsr, the lanes checked after every backward); every parameter tensor's
+ * largest gradients (the stem's flows through every shortcut) -- a missing or doubled shortcut
+ * gradient is off by its whole size. In float, h = 1e-2: agreement to a few parts in 1e3 of the
+ * tensor's largest gradient. */
 DT_TEST(residual_gradcheck)
 {
     enum { S = 8 };
     const struct dt_layer layers[] = {
         {.kind = DT_LAYER_CONV, .units = 4, .kernel = 3, .stride = 1, .pad = 1},
+        {.kind = DT_LAYER_BATCHNORM},
         {.kind = DT_LAYER_GELU},
         {.kind = DT_LAYER_DROPOUT, .rate = 0.25},
-        {.kind = DT_LAYER_RESIDUAL, .block = 5},
+        {.kind = DT_LAYER_RESIDUAL, .block = 6},
         {.kind = DT_LAYER_CONV, .units = 4, .kernel = 3, .stride = 1, .pad = 1},
         {.kind = DT_LAYER_GELU},
         {.kind = DT_LAYER_RESIDUAL, .block = 2}, /* nested: ends with its parent */
         {.kind = DT_LAYER_GELU},
         {.kind = DT_LAYER_CONV, .units = 4, .kernel = 1, .stride = 1},
+        {.kind = DT_LAYER_BATCHNORM},
         {.kind = DT_LAYER_RESIDUAL, .block = 2, .projection = true},
         {.kind = DT_LAYER_CONV, .units = 6, .kernel = 3, .stride = 2, .pad = 1},
         {.kind = DT_LAYER_LAYERNORM},
@@ -260,10 +265,13 @@ DT_TEST(residual_gradcheck)
         dt_backend_destroy(be);
         return;
     }
-    CHECK_INT_EQ(m->n_params, 14);
-    CHECK_STR_EQ(m->params[8].name, "layernorm0.weight");
-    CHECK_STR_EQ(m->params[10].name, "proj0.weight"); /* after its branch */
+    CHECK_INT_EQ(m->n_params, 18);
+    CHECK_INT_EQ(m->n_tensors, 22);
+    CHECK_STR_EQ(m->params[12].name, "layernorm0.weight");
+    CHECK_STR_EQ(m->params[14].name, "proj0.weight"); /* after its branch */
+    CHECK_STR_EQ(m->params[20].name, "batchnorm1.running_mean");
     dt_model_init(m, 9, 0);
+    dt_model_set_shards(m, B, 2, 0, 2); /* batch normalisation over two shards of 4 */
     float x[B * S * S];
     uint8_t y[B];
     for (int i = 0; i < B * S * S; i++) x[i] = (float)((i * 37) % 101) / 101.0f - 0.3f;
@@ -362,10 +370,107 @@ DT_TEST(dropout_thread_free)
     dt_backend_destroy(be);
 }
 
+/* A small residual network with batch normalisation, on B images. */
+static const struct dt_layer bn_layers[] = {
+    {.kind = DT_LAYER_CONV, .units = 4, .kernel = 3, .stride = 2, .pad = 1},
+    {.kind = DT_LAYER_BATCHNORM},
+    {.kind = DT_LAYER_RELU},
+    {.kind = DT_LAYER_RESIDUAL, .block = 2},
+    {.kind = DT_LAYER_CONV, .units = 4, .kernel = 3, .stride = 1, .pad = 1},
+    {.kind = DT_LAYER_BATCHNORM},
+    {.kind = DT_LAYER_RELU},
+    {.kind = DT_LAYER_GLOBAL_AVGPOOL},
+    {.kind = DT_LAYER_DENSE, .units = 10}};
+enum { BN_NL = sizeof bn_layers / sizeof bn_layers[0] };
+
+/* The trained weights after one step of a fresh model of the n layers on `shards` shards
+ * under pol, into w (host). */
+static void one_step(float *w, const struct dt_layer *layers, int n, int64_t shards,
+                     const struct dt_policy *pol)
+{
+    struct dt_backend *be = cpu(1);
+    struct dt_model *m = NULL;
+    CHECK_INT_EQ(dt_net_create(&m, be, SIDE, SIDE, 1, layers, n, 10, B, NULL), DT_OK);
+    static float x[B * SIDE * SIDE];
+    uint8_t y[B];
+    for (int i = 0; i < B * SIDE * SIDE; i++) x[i] = (float)((i * 13) % 29) / 29.0f;
+    for (int i = 0; i < B; i++) y[i] = (uint8_t)(i % 10);
+    const struct dt_batch batch = {.x = x, .y = y};
+    const struct dt_sgd_options opt = {.lr = 0.1f, .momentum = 0.9f};
+    struct dt_step d = {0};
+    float loss;
+    dt_model_init(m, 4, 0);
+    CHECK_INT_EQ(dt_step_train(&d, m, NULL, &batch, B, shards, &opt, pol, &loss), DT_OK);
+    for (int i = 0; i < m->n_params; i++, w += m->params[i - 1].n)
+        memcpy(w, m->params[i].w, (size_t)m->params[i].n * sizeof *w); /* CPU: host memory */
+    dt_step_free(&d);
+    dt_model_destroy(m);
+    dt_backend_destroy(be);
+}
+
+/* Batch normalisation by canonical shard: at portable the same bits at 1 and 3 threads
+ * (weights, moments, running statistics; dt_step_train on 2 shards), the running statistics
+ * moved from their start and read by evaluation. Negative control: the statistics are the
+ * shards' -- under reduction: fixed in one process nothing else sees the shards (the same
+ * network without batch normalisation takes the same step on 1 and 4 shards), yet with it the
+ * step on 4 shards is another. */
+DT_TEST(batchnorm_shards)
+{
+    const struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    struct dt_backend *b1 = cpu(1), *b3 = cpu(3);
+    struct dt_model *a = NULL, *b = NULL;
+    CHECK_INT_EQ(dt_net_create(&a, b1, SIDE, SIDE, 1, bn_layers, BN_NL, 10, B, NULL), DT_OK);
+    CHECK_INT_EQ(dt_net_create(&b, b3, SIDE, SIDE, 1, bn_layers, BN_NL, 10, B, NULL), DT_OK);
+    if (a && b) {
+        CHECK_INT_EQ(a->n_params, 10);
+        CHECK_INT_EQ(a->n_tensors, 14);
+        CHECK_STR_EQ(a->params[10].name, "batchnorm0.running_mean");
+        CHECK_STR_EQ(a->params[13].name, "batchnorm1.running_var");
+        same_training(a, b, &pol, false, "batchnorm net, 1 and 3 threads");
+        const struct dt_param *rm = &a->params[10], *rv = &a->params[11];
+        bool moved = false;
+        for (int64_t c = 0; c < rm->n; c++) moved |= rm->w[c] != 0.0f && rv->w[c] != 1.0f;
+        CHECK(moved);
+        static float x[N * SIDE * SIDE];
+        uint8_t y[N];
+        images(x, y);
+        double l0, l1, acc;
+        CHECK_INT_EQ(dt_model_evaluate(a, x, y, N, &pol, &l0, &acc), DT_OK);
+        rv->w[0] *= 4.0f; /* evaluation normalises by the running statistics */
+        CHECK_INT_EQ(dt_model_evaluate(a, x, y, N, &pol, &l1, &acc), DT_OK);
+        CHECK(l0 != l1);
+    }
+    dt_model_destroy(a);
+    dt_model_destroy(b);
+    dt_backend_destroy(b1);
+    dt_backend_destroy(b3);
+
+    struct dt_policy fixed = pol;
+    fixed.reduction = DT_REDUCTION_FIXED;
+    DT_ASSERT(dt_policy_auto_name(&fixed));
+    struct dt_layer plain[BN_NL];
+    int np = 0;
+    for (int i = 0; i < BN_NL; i++) /* without its batchnorm layers: the block one shorter */
+        if (bn_layers[i].kind != DT_LAYER_BATCHNORM) {
+            plain[np] = bn_layers[i];
+            if (plain[np].kind == DT_LAYER_RESIDUAL) plain[np].block = 1;
+            np++;
+        }
+    enum { MAXW = 4096 };
+    static float w1[MAXW], w4[MAXW];
+    one_step(w1, plain, np, 1, &fixed);
+    one_step(w4, plain, np, 4, &fixed);
+    CHECK(memcmp(w1, w4, sizeof w1) == 0);
+    one_step(w1, bn_layers, BN_NL, 1, &fixed);
+    one_step(w4, bn_layers, BN_NL, 4, &fixed);
+    CHECK(memcmp(w1, w4, sizeof w1) != 0);
+}
+
 /* On a GPU: a network of every layer kind (conv, gelu, dropout, residual blocks with
- * identity and projection shortcuts, layernorm, relu, max and average pooling, global
- * average pooling, dense) at portable gives the CPU's bits, step after step -- and the CUDA
- * kernels of the new ops (average and global average pooling) run there for the first time. */
+ * identity and projection shortcuts, batchnorm, layernorm, relu, max and average pooling,
+ * global average pooling, dense) at portable gives the CPU's bits, step after step (the
+ * running statistics included) -- and the CUDA kernels of the new ops (average and global
+ * average pooling, batch normalisation) run there for the first time. */
 DT_TEST(cuda_equals_cpu)
 {
     struct dt_backend *g = gpu_or_skip();
@@ -373,8 +478,9 @@ DT_TEST(cuda_equals_cpu)
         {.kind = DT_LAYER_CONV, .units = 8, .kernel = 3, .stride = 1, .pad = 1},
         {.kind = DT_LAYER_GELU},
         {.kind = DT_LAYER_DROPOUT, .rate = 0.1},
-        {.kind = DT_LAYER_RESIDUAL, .block = 3},
+        {.kind = DT_LAYER_RESIDUAL, .block = 4},
         {.kind = DT_LAYER_CONV, .units = 8, .kernel = 3, .stride = 1, .pad = 1},
+        {.kind = DT_LAYER_BATCHNORM},
         {.kind = DT_LAYER_RELU},
         {.kind = DT_LAYER_CONV, .units = 8, .kernel = 3, .stride = 1, .pad = 1},
         {.kind = DT_LAYER_MAXPOOL, .kernel = 2, .stride = 2},
@@ -525,4 +631,4 @@ DT_TEST(configs_same_digests)
 DT_TEST_MAIN(DT_CASE(mlp_as_layers), DT_CASE(lenet_as_layers), DT_CASE(shape_errors),
              DT_CASE(new_layers_thread_free), DT_CASE(residual_gradcheck), DT_CASE(residual_errors),
              DT_CASE(config_layers), DT_CASE(dropout_thread_free), DT_CASE(cuda_equals_cpu),
-             DT_CASE(configs_same_digests))
+             DT_CASE(batchnorm_shards), DT_CASE(configs_same_digests))

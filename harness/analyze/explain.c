@@ -181,10 +181,10 @@ static void model_digest(struct side *sd, char hex[DT_DIGEST_HEX])
 {
     struct dt_model *m = sd->m;
     int64_t most = 1;
-    for (int i = 0; i < m->n_params; i++)
+    for (int i = 0; i < m->n_tensors; i++)
         if (m->params[i].n > most) most = m->params[i].n;
     float *staging = dt_xmalloc((size_t)most * sizeof(float));
-    uint8_t(*td)[DT_DIGEST_BYTES] = dt_xmalloc((size_t)m->n_params * DT_DIGEST_BYTES);
+    uint8_t(*td)[DT_DIGEST_BYTES] = dt_xmalloc((size_t)m->n_tensors * DT_DIGEST_BYTES);
     uint8_t d[DT_DIGEST_BYTES];
     dt_hash_model(d, td, m, staging);
     dt_digest_hex(hex, d);
@@ -238,7 +238,7 @@ static const char *side_load_saved(struct side *sd, const struct side *other, in
         memset(&ck, 0, sizeof ck);
         struct dt_error ckerr = {0};
         if (dt_checkpoint_read(&ck, path, &ckerr) == DT_OK && ck.step <= upto &&
-            ck.step > best.step && ck.n_params == m->n_params) {
+            ck.step > best.step && ck.n_params == m->n_tensors) {
             dt_checkpoint_free(&best);
             best = ck;
             if (cand[c].sd == sd && c == 0) snprintf(sd->how, sizeof sd->how, "its checkpoint");
@@ -395,7 +395,7 @@ static void name_output(struct observer *o, enum dt_op op, const void *p, int k,
                         size_t size)
 {
     const struct dt_model *m = o->sd->m;
-    for (int i = 0; i < m->n_params; i++) {
+    for (int i = 0; i < m->n_tensors; i++) {
         const struct dt_param *q = &m->params[i];
         const char *what = p == q->g   ? " gradient"
                            : p == q->w ? ""
@@ -422,7 +422,7 @@ static bool hook_matches(const struct observer *o, enum dt_op op, const struct d
     const struct dt_model *m = o->sd->m;
     const size_t len = strlen(o->fh.tensor);
     for (int j = 0; j < n; j++)
-        for (int i = 0; i < m->n_params; i++) {
+        for (int i = 0; i < m->n_tensors; i++) {
             const struct dt_param *q = &m->params[i];
             if ((t[j].p == q->g || t[j].p == q->w) && strncmp(q->name, o->fh.tensor, len) == 0)
                 return true;
@@ -496,7 +496,7 @@ static void observe(void *ctx, struct dt_backend *be, enum dt_op op, bool after,
     }
     for (int j = 0; j < n; j++) /* the layer of the parameters it reads */
         if (t[j].role == DT_OP_IN_PARAM)
-            for (int i = 0; i < m->n_params; i++)
+            for (int i = 0; i < m->n_tensors; i++)
                 if (t[j].p == m->params[i].w) {
                     layer_of(o->layer, sizeof o->layer, m->params[i].name);
                     snprintf(o->param, sizeof o->param, "%s", m->params[i].name);

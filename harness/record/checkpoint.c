@@ -391,7 +391,7 @@ enum dt_status dt_checkpoint_write(const char *path, const struct dt_experiment 
                                    const struct dt_policy *pol, struct dt_model *m,
                                    const struct dt_checkpoint_info *info, struct dt_error *err)
 {
-    DT_ASSERT(m->n_params >= 1 && m->n_params <= MAX_PARAMS);
+    DT_ASSERT(m->n_tensors >= 1 && m->n_tensors <= MAX_PARAMS);
     struct bytes b = {0};
     put(&b, DT_CHECKPOINT_MAGIC, MAGIC_BYTES);
     put_u32(&b, DT_CHECKPOINT_VERSION);
@@ -421,7 +421,7 @@ enum dt_status dt_checkpoint_write(const char *path, const struct dt_experiment 
     put(&b, traced, sizeof traced);
 
     /* every tensor's w and v on the host, then the digest of w */
-    const int n = m->n_params;
+    const int n = m->n_tensors;
     struct dt_model_state host = {0};
     dt_model_state_save(&host, m);
     const char **names = dt_xcalloc((size_t)n, sizeof *names);
@@ -777,10 +777,10 @@ enum dt_status dt_checkpoint_check(const struct dt_checkpoint *ck, const char *p
                             "%s: data-order position %" PRId64 " is not step %" PRId64
                             " x batch %" PRId64,
                             path, ck->order_position, ck->step, exp->train.batch);
-    if (ck->n_params != m->n_params)
+    if (ck->n_params != m->n_tensors)
         return dt_error_set(err, DT_ERR_DATA, "%s: %d parameters; the model has %d", path,
-                            ck->n_params, m->n_params);
-    for (int i = 0; i < m->n_params; i++) {
+                            ck->n_params, m->n_tensors);
+    for (int i = 0; i < m->n_tensors; i++) {
         const struct dt_checkpoint_param *a = &ck->params[i];
         const struct dt_param *b = &m->params[i];
         bool same = strcmp(a->name, b->name) == 0 && a->ndim == b->ndim && a->n == b->n;
@@ -798,8 +798,8 @@ enum dt_status dt_checkpoint_check(const struct dt_checkpoint *ck, const char *p
 
 void dt_checkpoint_apply(const struct dt_checkpoint *ck, struct dt_model *m)
 {
-    DT_ASSERT(ck->n_params == m->n_params);
-    for (int i = 0; i < m->n_params; i++) {
+    DT_ASSERT(ck->n_params == m->n_tensors);
+    for (int i = 0; i < m->n_tensors; i++) {
         const size_t bytes = (size_t)m->params[i].n * sizeof(float);
         dt_backend_upload(m->be, m->params[i].w, ck->params[i].w, bytes);
         dt_backend_upload(m->be, m->params[i].v, ck->params[i].v, bytes);

@@ -322,10 +322,10 @@ static enum dt_status from_snapshot(const char *dir, int64_t step, const char *o
     if (st == DT_OK) st = dt_snapshot_read(&snap, path, err);
     if (st == DT_OK) st = verify_snapshot(&snap, path, step, digest, err);
     struct weights *w = dt_xcalloc(1, sizeof *w);
-    if (st == DT_OK && snap.n_tensors != m->n_params)
+    if (st == DT_OK && snap.n_tensors != m->n_tensors)
         st = dt_error_set(err, DT_ERR_DATA, "%s: %d tensors; the model of %s has %d", path,
-                          snap.n_tensors, cfg, m->n_params);
-    for (int i = 0; st == DT_OK && i < m->n_params; i++) {
+                          snap.n_tensors, cfg, m->n_tensors);
+    for (int i = 0; st == DT_OK && i < m->n_tensors; i++) {
         const struct dt_param *p = &m->params[i];
         if (strcmp(snap.names[i], p->name) != 0 || snap.counts[i] != p->n) {
             st = dt_error_set(err, DT_ERR_DATA,
@@ -341,7 +341,7 @@ static enum dt_status from_snapshot(const char *dir, int64_t step, const char *o
         w->values[i] = snap.data + snap.offsets[i];
     }
     if (st == DT_OK) {
-        w->n = m->n_params;
+        w->n = m->n_tensors;
         w->step = step;
         snprintf(w->kind, sizeof w->kind, "%s", dt_model_kind_names[exp->model.kind]);
         w->config = dt_checkpoint_config_text(exp); /* the resolved config JSON */

@@ -91,15 +91,15 @@ void dt_tensor_digest_host(uint8_t out[DT_DIGEST_BYTES], const float *v, int64_t
 
 const uint8_t *dt_hash_model_digests_begin(struct dt_model *m)
 {
-    DT_ASSERT(m->tree_digest && m->n_params <= 256);
+    DT_ASSERT(m->tree_digest && m->n_tensors <= 256);
     const float *ts[256];
     int64_t counts[256];
-    for (int i = 0; i < m->n_params; i++) ts[i] = m->params[i].w, counts[i] = m->params[i].n;
-    const size_t bytes = (size_t)m->n_params * DT_DIGEST_BYTES;
+    for (int i = 0; i < m->n_tensors; i++) ts[i] = m->params[i].w, counts[i] = m->params[i].n;
+    const size_t bytes = (size_t)m->n_tensors * DT_DIGEST_BYTES;
     if (!m->digests) m->digests = dt_backend_alloc(m->be, bytes); /* once per model */
     struct dt_policy pol;                                         /* the op obeys no control */
     dt_policy_from_level(&pol, DT_LEVEL_PORTABLE);
-    const enum dt_status st = dt_tensor_digests(m->be, m->digests, ts, counts, m->n_params, &pol);
+    const enum dt_status st = dt_tensor_digests(m->be, m->digests, ts, counts, m->n_tensors, &pol);
     DT_ASSERT_MSG(st == DT_OK, "tensor_digests failed");
     return m->digests;
 }
@@ -108,13 +108,13 @@ void dt_hash_model(uint8_t model_digest[DT_DIGEST_BYTES],
                    uint8_t (*tensor_digests)[DT_DIGEST_BYTES], struct dt_model *m, float *staging)
 {
     const char *names[256];
-    DT_ASSERT(m->n_params <= 256);
-    for (int i = 0; i < m->n_params; i++) names[i] = m->params[i].name;
+    DT_ASSERT(m->n_tensors <= 256);
+    for (int i = 0; i < m->n_tensors; i++) names[i] = m->params[i].name;
     if (m->tree_digest) { /* where the weights are, every tensor in one call */
         const uint8_t *d = dt_hash_model_digests_begin(m);
-        dt_backend_download(m->be, tensor_digests, d, (size_t)m->n_params * DT_DIGEST_BYTES);
+        dt_backend_download(m->be, tensor_digests, d, (size_t)m->n_tensors * DT_DIGEST_BYTES);
     } else {
-        for (int i = 0; i < m->n_params; i++) {
+        for (int i = 0; i < m->n_tensors; i++) {
             const struct dt_param *p = &m->params[i];
             const float *host = dt_backend_host_view(m->be, p->w);
             if (!host) {
@@ -125,5 +125,5 @@ void dt_hash_model(uint8_t model_digest[DT_DIGEST_BYTES],
         }
     }
     dt_model_digest(model_digest, names, (const uint8_t(*)[DT_DIGEST_BYTES])tensor_digests,
-                    m->n_params);
+                    m->n_tensors);
 }

@@ -331,10 +331,10 @@ enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_ben
     memset(&bs, 0, sizeof bs);
     dt_batch_stream_init(&bs.batches, &ds.train, train_set, B, exp->train.seed, 0);
     int64_t max_param = 0;
-    for (int i = 0; i < m->n_params; i++)
+    for (int i = 0; i < m->n_tensors; i++)
         max_param = m->params[i].n > max_param ? m->params[i].n : max_param;
     float *staging = dt_xmalloc((size_t)max_param * sizeof(float));
-    uint8_t(*td)[DT_DIGEST_BYTES] = dt_xcalloc((size_t)m->n_params, DT_DIGEST_BYTES);
+    uint8_t(*td)[DT_DIGEST_BYTES] = dt_xcalloc((size_t)m->n_tensors, DT_DIGEST_BYTES);
     double *step_ms = dt_xcalloc((size_t)opt->steps, sizeof(double));
     double *hash_ms = dt_xcalloc((size_t)opt->steps, sizeof(double));
     double *pstep_ms = dt_xcalloc((size_t)opt->steps, sizeof(double));

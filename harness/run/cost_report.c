@@ -189,7 +189,7 @@ static void report_policy(struct dt_strbuf *csv, const struct dt_experiment *exp
      * the copy stream */
     if (m->tree_digest) {
         int64_t counts[256];
-        const int n = m->n_params < 256 ? m->n_params : 256;
+        const int n = m->n_tensors < 256 ? m->n_tensors : 256;
         for (int i = 0; i < n; i++) counts[i] = m->params[i].n;
         struct dt_op_cost snap = {0};
         dt_cost_snapshot(&snap, t, counts, n);
@@ -255,10 +255,10 @@ enum dt_status dt_cost_report(const struct dt_experiment *exp, const struct dt_c
     struct dt_batch_stream bs;
     dt_batch_stream_init(&bs, &ds.train, train_set, exp->train.batch, exp->train.seed, 0);
     int64_t max_param = 0, s = 0;
-    for (int i = 0; i < m->n_params; i++)
+    for (int i = 0; i < m->n_tensors; i++)
         max_param = m->params[i].n > max_param ? m->params[i].n : max_param;
     float *staging = dt_xmalloc((size_t)max_param * sizeof(float));
-    uint8_t(*td)[DT_DIGEST_BYTES] = dt_xcalloc((size_t)m->n_params, DT_DIGEST_BYTES);
+    uint8_t(*td)[DT_DIGEST_BYTES] = dt_xcalloc((size_t)m->n_tensors, DT_DIGEST_BYTES);
     struct dt_step step;
     memset(&step, 0, sizeof step);
     dt_model_init(m, exp->train.seed, 0);

@@ -63,13 +63,13 @@ static void hash_snapshot(struct dt_hashpipe *p, struct hash_slot *s)
 {
     const float *v = s->host;
     if (p->device_digests)
-        memcpy(s->tensor_digests, s->host, (size_t)p->m->n_params * DT_DIGEST_BYTES);
-    for (int i = 0; i < p->m->n_params && !p->device_digests; i++) {
+        memcpy(s->tensor_digests, s->host, (size_t)p->m->n_tensors * DT_DIGEST_BYTES);
+    for (int i = 0; i < p->m->n_tensors && !p->device_digests; i++) {
         dt_tensor_digest_host(s->tensor_digests[i], v, p->counts[i], p->m->tree_digest);
         v += p->counts[i];
     }
     dt_model_digest(s->model_digest, p->names, (const uint8_t(*)[DT_DIGEST_BYTES])s->tensor_digests,
-                    p->m->n_params);
+                    p->m->n_tensors);
 }
 
 static void *worker_main(void *arg)
@@ -105,7 +105,7 @@ static void write_rows(struct dt_hashpipe *p, int64_t step, float loss,
     if (!p->tw || p->status != DT_OK) return;
     enum dt_status st = DT_OK;
     if (p->per_tensor) {
-        for (int i = 0; i < p->m->n_params && st == DT_OK; i++) {
+        for (int i = 0; i < p->m->n_tensors && st == DT_OK; i++) {
             char th[DT_DIGEST_HEX];
             dt_digest_hex(th, tensor_digests[i]);
             st = dt_trace_write_tensor(p->tw, step, p->names[i], th, &p->error);
@@ -150,7 +150,7 @@ enum dt_status dt_hashpipe_create(struct dt_hashpipe **out, struct dt_model *m,
 {
     *out = NULL;
     struct dt_hashpipe *p = dt_xcalloc(1, sizeof *p);
-    const int n = m->n_params;
+    const int n = m->n_tensors;
     p->m = m;
     p->tw = tw;
     p->per_tensor = per_tensor;
@@ -212,11 +212,12 @@ enum dt_status dt_hashpipe_submit(struct dt_hashpipe *p, int64_t step, float los
     s->step = step;
     s->loss = loss;
     if (p->device_digests) {
-        const enum dt_status st = dt_backend_digests_out_begin(
-            p->m->be, (uint8_t *)s->host, (const float *const *)p->srcs, p->counts, p->m->n_params);
+        const enum dt_status st =
+            dt_backend_digests_out_begin(p->m->be, (uint8_t *)s->host,
+                                         (const float *const *)p->srcs, p->counts, p->m->n_tensors);
         DT_ASSERT_MSG(st == DT_OK, "digests_out_begin failed");
     } else {
-        dt_backend_copy_out_begin(p->m->be, s->host, p->srcs, p->bytes, p->m->n_params);
+        dt_backend_copy_out_begin(p->m->be, s->host, p->srcs, p->bytes, p->m->n_tensors);
     }
     pthread_mutex_lock(&p->mu);
     s->state = SLOT_QUEUED;

@@ -35,7 +35,7 @@ bool dt_replica_hash_async(const struct dt_experiment *exp, struct dt_model *m)
     case DT_HASH_ASYNC_OFF: return false;
     case DT_HASH_ASYNC_AUTO: break;
     }
-    return m->n_params > 0 && dt_backend_host_view(m->be, m->params[0].w) == NULL;
+    return m->n_tensors > 0 && dt_backend_host_view(m->be, m->params[0].w) == NULL;
 }
 
 enum dt_status dt_replica_metrics_row(FILE *f, const char *path, int64_t step,
@@ -121,9 +121,9 @@ static enum dt_status write_snapshot(struct dt_model *m, struct replica_io *io, 
     const char *names[DT_SNAPSHOT_MAX_TENSORS];
     const float *data[DT_SNAPSHOT_MAX_TENSORS];
     int64_t counts[DT_SNAPSHOT_MAX_TENSORS];
-    DT_ASSERT(m->n_params <= DT_SNAPSHOT_MAX_TENSORS);
+    DT_ASSERT(m->n_tensors <= DT_SNAPSHOT_MAX_TENSORS);
     int64_t off = 0;
-    for (int i = 0; i < m->n_params; i++) {
+    for (int i = 0; i < m->n_tensors; i++) {
         const struct dt_param *p = &m->params[i];
         dt_backend_download(m->be, io->weights + off, p->w, (size_t)p->n * sizeof(float));
         names[i] = p->name;
@@ -133,7 +133,7 @@ static enum dt_status write_snapshot(struct dt_model *m, struct replica_io *io, 
     }
     char path[1400];
     dt_snapshot_path(path, sizeof path, dir, step);
-    return dt_snapshot_write(path, step, m->n_params, names, counts, data, err);
+    return dt_snapshot_write(path, step, m->n_tensors, names, counts, data, err);
 }
 
 bool dt_replica_snapshot_due(const struct replica_io *io, int64_t s)
@@ -210,7 +210,7 @@ enum dt_status dt_replica_io_open(struct replica_io *io, const struct dt_experim
     memset(io, 0, sizeof *io);
     io->submitted = io->kept_step = -1;
     int64_t total = 0;
-    for (int i = 0; i < m->n_params; i++) total += m->params[i].n;
+    for (int i = 0; i < m->n_tensors; i++) total += m->params[i].n;
     DT_ASSERT(exp->report.snapshots + 1 <= (int)(sizeof io->snap_steps / sizeof io->snap_steps[0]));
     io->n_snaps = dt_snapshot_steps(exp, io->snap_steps);
     while (append && io->next_snap < io->n_snaps && io->snap_steps[io->next_snap] <= resume_step)

@@ -92,9 +92,9 @@ static enum dt_status replica_begin(struct replica *rep, struct run_ctx *c, int 
     if (c->opt->hooks && c->opt->hooks->forced_order) /* test hook: a drawn order per replica */
         (void)dt_backend_set_forced_order(c->be, c->opt->hooks->forced_order + (uint64_t)r);
     if (rep->multi && !rep->writer) {
-        rep->tensor_digests = dt_xmalloc((size_t)m->n_params * DT_DIGEST_BYTES);
+        rep->tensor_digests = dt_xmalloc((size_t)m->n_tensors * DT_DIGEST_BYTES);
         int64_t most = 1;
-        for (int i = 0; i < m->n_params; i++)
+        for (int i = 0; i < m->n_tensors; i++)
             if (m->params[i].n > most) most = m->params[i].n;
         rep->hash_staging = dt_xmalloc((size_t)most * sizeof(float));
     }

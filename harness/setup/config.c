@@ -154,8 +154,8 @@ static const struct key_row keys[] = {
      COUNT_(model.n_network),
      .flags = KEY_OPTIONAL, .min_items = 1, .max_items = DT_NET_MAX_LAYERS,
      .doc = "net: the network, first layer first, on NHWC images: dense, conv, maxpool, avgpool, "
-            "relu, "
-            "gelu, layernorm, dropout, global_avgpool, flatten and residual blocks "
+            "relu, gelu, batchnorm, layernorm, dropout, global_avgpool, flatten and residual "
+            "blocks "
             "(docs/config.md, \"Networks described in the config\"); the last a dense layer "
             "with one unit per class"},
     {.path = "model.samples", .type = KEY_INT, FIELD_(model.samples), .def = "4", .lo = 1,
@@ -207,9 +207,10 @@ static const struct key_row keys[] = {
      .hi = 65536, .doc = "Training examples per step"},
     {.path = "train.shards", .type = KEY_INT64, FIELD_(train.shards), .def = "4", .lo = 1,
      .hi = 65536,
-     .doc = "Canonical shards the batch is cut into under reduction: exact (the portable "
-            "level), whose gradients are summed exactly: the digests do not depend on how "
-            "many MPI ranks share them (at most this many ranks; at most train.batch)"},
+     .doc = "Canonical shards the batch is cut into: under reduction: exact (the portable "
+            "level) their gradients are summed exactly, so the digests do not depend on how "
+            "many MPI ranks share them (at most this many ranks; at most train.batch); at "
+            "every level a batchnorm layer's statistics are each shard's own"},
     {.path = "train.optimizer.kind", .type = KEY_ENUM, FIELD_(train.optimizer.kind),
      .def = "sgd", .names = optimizer_kind_names, .doc = "Optimizer"},
     {.path = "train.optimizer.lr", .type = KEY_DOUBLE, FIELD_(train.optimizer.lr),
@@ -2414,18 +2415,22 @@ static void reference_values(char *buf, size_t size, const struct key_row *row)
                  "CONTROL: VALUE, ..., name: NAME}; names unique",
                  row->min_items, row->max_items, names);
         break;
-    case KEY_LAYER_LIST:
+    case KEY_LAYER_LIST: {
         format_choices(names, sizeof names, dt_layer_kind_names, ", ");
-        snprintf(
-            buf, size,
-            "%d to %d layers in all, each a name (relu, gelu, layernorm, global_avgpool, flatten) "
-            "or a mapping: {dense: UNITS}, {dropout: P}, {residual: [LAYERS], shortcut: "
-            "identity|projection}, "
-            "{conv: FILTERS, kernel: K, stride: S, pad: P}, {maxpool|avgpool: K, stride: S, "
-            "pad: P} "
-            "(kinds: %s)",
-            row->min_items, row->max_items, names);
+        char plain[256] = ""; /* the kinds written as a bare name: they take nothing */
+        for (int k = 0; k < DT_LAYER_KIND_COUNT; k++)
+            if (!dt_layer_takes_units(k) && !dt_layer_takes_window(k) && !dt_layer_takes_rate(k) &&
+                k != DT_LAYER_RESIDUAL)
+                snprintf(plain + strlen(plain), sizeof plain - strlen(plain), "%s%s",
+                         plain[0] ? ", " : "", dt_layer_kind_names[k]);
+        snprintf(buf, size,
+                 "%d to %d layers in all, each a name (%s) or a mapping: {dense: UNITS}, "
+                 "{dropout: P}, {residual: [LAYERS], shortcut: identity|projection}, "
+                 "{conv: FILTERS, kernel: K, stride: S, pad: P}, {maxpool|avgpool: K, stride: S, "
+                 "pad: P} (kinds: %s)",
+                 row->min_items, row->max_items, plain, names);
         break;
+    }
     case KEY_VARY_SETS:
         format_choices(names, sizeof names, row->names, ", ");
         snprintf(buf, size,
