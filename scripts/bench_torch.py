@@ -2,13 +2,16 @@
 """PyTorch reference for detrain's step time: the model of a detrain config trained in
 eager mode (cross-entropy, SGD with the config's lr, momentum and weight decay, batch
 train.batch), timed per step (median, p10, p90 after warm-up), in several modes, each in
-its own process so that no setting leaks into the next. Three models (--model; default: the
+its own process so that no setting leaks into the next. Four models (--model; default: the
 config's model.kind):
 
   mlp    configs/quickstart.yaml by default: 784 -> model.hidden... -> 10, ReLU
   lenet  configs/lenet.yaml by default, as nets/lenet.c: conv 5x5 1->6 pad 2, ReLU,
          maxpool, conv 5x5 6->16, ReLU, maxpool, dense 400-120-84-10 with ReLU; maxpool
          2x2 stride 2, or 3x3 stride 2 pad 1 with --overlap-pool (model.overlap_pool)
+  net    a config of model.kind net (configs/resnet.yaml by default): its layer list in
+         PyTorch (scripts/torch_net.py), batch normalisation PyTorch's default -- the whole
+         batch's statistics, not detrain's per canonical shard -- trained by SGD
   gpt    configs/gpt.yaml by default: nets/gpt.c's transformer (scripts/torch_gpt.py, the
          model scripts/gpt_vs_torch.py replays) with the config's context, width, layers,
          heads, tied head and dropout, trained by AdamW (the config's betas, eps, weight
@@ -61,8 +64,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ("default", "fp32", "tf32", "benchmark", "deterministic", "sdpa", "compile")
 DEFAULT_MODES = {"mlp": ("default", "tf32", "deterministic"),
                  "lenet": ("default", "benchmark", "deterministic"),
-                 "gpt": ("default", "tf32", "deterministic", "sdpa")}
-DEFAULT_CONFIG = {"mlp": "quickstart.yaml", "lenet": "lenet.yaml", "gpt": "gpt.yaml"}
+                 "gpt": ("default", "tf32", "deterministic", "sdpa"),
+                 "net": ("default", "benchmark", "deterministic")}
+DEFAULT_CONFIG = {"mlp": "quickstart.yaml", "lenet": "lenet.yaml", "gpt": "gpt.yaml",
+                  "net": "resnet.yaml"}
 EXIT_SKIP = 77
 CSV_HEADER = ("mode,steps,median_ms,p10_ms,p90_ms,device,torch,tf32_matmul,tf32_cudnn,"
               "deterministic,batch,hidden,data,threads,final_loss,weights_sha256")
@@ -77,7 +82,7 @@ def load_config(path):
     """The config's model and optimizer settings (defaults as in detrain's config table)."""
     cfg = {"kind": "mlp", "hidden": [256, 128], "overlap_pool": False, "batch": 64, "lr": 0.05,
            "momentum": 0.9, "weight_decay": 0.0, "seed": 0, "threads": 0, "data_path": "",
-           "gpt": None}
+           "gpt": None, "network": None}
     if not path:
         return cfg
     try:
@@ -98,7 +103,7 @@ def load_config(path):
               file=sys.stderr)
         cfg["kind"] = "mlp"
     if cfg["kind"] not in DEFAULT_MODES:
-        print("bench_torch.py: %s: model.kind is %r; only mlp, lenet and gpt are mirrored" % (
+        print("bench_torch.py: %s: model.kind is %r; only mlp, lenet, net and gpt are mirrored" % (
             path, cfg["kind"]), file=sys.stderr)
         sys.exit(2)
     train = doc.get("train") or {}
@@ -113,6 +118,8 @@ def load_config(path):
                       "beta1": float(opt.get("beta1", 0.9)), "beta2": float(opt.get("beta2", 0.999)),
                       "eps": float(opt.get("eps", 1e-8)),
                       "clip_norm": float(opt.get("clip_norm", 0.0))}
+    if cfg["kind"] == "net":
+        cfg["network"] = model.get("network")
     cfg["hidden"] = list(model.get("hidden", cfg["hidden"]))
     cfg["overlap_pool"] = bool(model.get("overlap_pool", False))
     cfg["batch"] = int(train.get("batch", cfg["batch"]))
@@ -204,6 +211,9 @@ def worker(args):
     if args.model == "lenet":
         x_all = x_all.reshape(-1, 1, 28, 28)  # NCHW, PyTorch's layout (detrain: NHWC)
         model = lenet(torch, args.overlap_pool).to(dev)
+    elif args.model == "net":
+        x_all = x_all.reshape(-1, 1, 28, 28)
+        model = net_module(json.loads(args.net_json), args.seed, dev)
     else:
         model = mlp(torch, args.hidden).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
@@ -236,7 +246,8 @@ def worker(args):
         "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
         "batch": B, "hidden": "-".join(str(w) for w in args.hidden), "model": args.model,
-        "pool": "3x3s2p1" if args.overlap_pool else "2x2s2", "data": data})))
+        "pool": "-" if args.model == "net" else "3x3s2p1" if args.overlap_pool else "2x2s2",
+        "data": data})))
     return 0
 
 
@@ -351,6 +362,22 @@ def worker_gpt(args, torch, F, dev, mode):
     return 0
 
 
+def net_module(network, seed, dev):
+    """A model.kind: net layer list (scripts/torch_net.py) as a callable with parameters():
+    batch normalisation over the whole batch in training, as PyTorch's BatchNorm2d."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from torch_net import Net, init_weights
+    net = Net(network, {k: v.to(dev) for k, v in init_weights(network, seed=seed).items()})
+
+    class Module:
+        def __call__(self, x):
+            return net.forward(x, True, [x.shape[0]])
+
+        def parameters(self):
+            return net.parameters()
+    return Module()
+
+
 def mlp(torch, hidden):
     """784 -> hidden... -> 10 with ReLU between the dense layers."""
     widths = [784] + hidden + [10]
@@ -409,6 +436,7 @@ def main():
     ap.add_argument("--worker", choices=MODES, help=argparse.SUPPRESS)
     ap.add_argument("--data-path", default="", help=argparse.SUPPRESS)
     ap.add_argument("--gpt-json", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--net-json", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.config is None and not args.no_config:
@@ -462,7 +490,12 @@ def main():
         base.append("--overlap-pool")
     if args.model == "gpt":
         base += ["--gpt-json", json.dumps(cfg["gpt"] or gpt_defaults())]
-    header = {"lenet": LENET_CSV_HEADER, "gpt": GPT_CSV_HEADER}.get(args.model, CSV_HEADER)
+    if args.model == "net":
+        if not cfg["network"]:
+            ap.error("--model net: the config has no model.network (pass --config)")
+        base += ["--net-json", json.dumps(cfg["network"])]
+    header = {"lenet": LENET_CSV_HEADER, "gpt": GPT_CSV_HEADER, "net": LENET_CSV_HEADER}.get(
+        args.model, CSV_HEADER)
     if args.csv and os.path.exists(args.csv) and os.path.getsize(args.csv) > 0:
         with open(args.csv) as f:  # refuse before training, not after
             first = f.readline().rstrip("\n")
@@ -487,10 +520,15 @@ def main():
                                                            "cudnn_benchmark", "deterministic")}
         # "torch VERSION MODE: DEVICE, MODEL, batch B, DATA data: median ... ms/step (...)"
         what = {"gpt": r.get("model"), "lenet": "LeNet 6-16-120-84-10, pool %s" % r.get("pool"),
-                "mlp": "MLP 784-%s-10" % r.get("hidden")}[args.model]
+                "mlp": "MLP 784-%s-10" % r.get("hidden"),
+                "net": "net of %s (batch norm over the batch)" % os.path.basename(
+                    args.config or "the config")}[args.model]
         settings = {"gpt": ("TF32 matmul %s, deterministic %s, sdpa %s" % (
                             onoff["tf32_matmul"], onoff["deterministic"],
                             "on" if r.get("sdpa") else "off")),
+                    "net": ("cuDNN benchmark %s, TF32 matmul %s, cuDNN TF32 %s, deterministic "
+                            "%s" % (onoff["cudnn_benchmark"], onoff["tf32_matmul"],
+                                    onoff["tf32_cudnn"], onoff["deterministic"])),
                     "lenet": ("cuDNN benchmark %s, TF32 matmul %s, cuDNN TF32 %s, deterministic "
                               "%s" % (onoff["cudnn_benchmark"], onoff["tf32_matmul"],
                                       onoff["tf32_cudnn"], onoff["deterministic"])),

@@ -5,9 +5,9 @@
 #                               [--set KEY=VALUE]...
 #       Train the portable runs of the models on DEVICE (cpu or cuda): by default the MLP
 #       (configs/quickstart.yaml), LeNet (configs/lenet.yaml) and the Bayesian MLP
-#       (configs/bnn.yaml); --models picks from mlp,lenet,bnn,gpt,gpt-gpu (gpt: configs/gpt.yaml
-#       on tests/data/gpt_corpus.txt, a committed corpus every machine has; gpt-gpu:
-#       configs/gpt-gpu.yaml on it, batch 4, 3 steps). One replica each,
+#       (configs/bnn.yaml); --models picks from mlp,lenet,bnn,gpt,gpt-gpu,resnet (gpt:
+#       configs/gpt.yaml on tests/data/gpt_corpus.txt, a committed corpus every machine has;
+#       gpt-gpu: configs/gpt-gpu.yaml on it, batch 4, 3 steps; resnet: configs/resnet.yaml). One replica each,
 #       --steps steps (default 100, gpt-gpu 3), hashed every step with per-tensor digests, no weight
 #       snapshots, plots, predictions.csv or overhead measurement, into OUTROOT/<model>
 #       (each replaced);
@@ -33,7 +33,8 @@ orig_pwd=$PWD
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 models=(mlp lenet bnn)
 declare -A config_of=([mlp]=configs/quickstart.yaml [lenet]=configs/lenet.yaml
-                      [bnn]=configs/bnn.yaml [gpt]=configs/gpt.yaml [gpt-gpu]=configs/gpt-gpu.yaml)
+                      [bnn]=configs/bnn.yaml [gpt]=configs/gpt.yaml [gpt-gpu]=configs/gpt-gpu.yaml
+                      [resnet]=configs/resnet.yaml)
 # steps a model's runs take unless --steps says (the GPT at GPU scale: about a TFLOP a step
 # at its batch; here a few steps at batch 4, as short as a CPU reference can be)
 declare -A steps_of=([gpt-gpu]=3)
@@ -43,7 +44,7 @@ declare -A steps_of=([gpt-gpu]=3)
 . "$repo/scripts/fmnist_cut.sh"
 fmnist_limits="dataset.train_limit=$fmnist_cut_train dataset.test_limit=$fmnist_cut_test"
 declare -A sets_of=([gpt]=dataset.path=tests/data/gpt_corpus.txt [mlp]=$fmnist_limits
-                    [lenet]=$fmnist_limits [bnn]=$fmnist_limits
+                    [lenet]=$fmnist_limits [bnn]=$fmnist_limits [resnet]=$fmnist_limits
                     [gpt-gpu]="dataset.path=tests/data/gpt_corpus.txt train.batch=4 dataset.test_limit=8")
 
 usage() {
@@ -52,13 +53,13 @@ usage() {
   exit 2
 }
 die() { echo "cross_device.sh: $*" >&2; exit 2; }
-# --models LIST: models=(...) from a comma-separated subset of mlp,lenet,bnn,gpt,gpt-gpu.
+# --models LIST: models=(...) from a comma-separated subset of mlp,lenet,bnn,gpt,gpt-gpu,resnet.
 set_models() {
   local m list
   IFS=, read -r -a list <<<"$1"
-  [ ${#list[@]} -ge 1 ] || die "--models: a comma-separated list of mlp, lenet, bnn, gpt, gpt-gpu"
+  [ ${#list[@]} -ge 1 ] || die "--models: a comma-separated list of mlp, lenet, bnn, gpt, gpt-gpu, resnet"
   for m in "${list[@]}"; do
-    [ -n "${config_of[$m]:-}" ] || die "--models: unknown model '$m' (mlp, lenet, bnn, gpt, gpt-gpu)"
+    [ -n "${config_of[$m]:-}" ] || die "--models: unknown model '$m' (mlp, lenet, bnn, gpt, gpt-gpu, resnet)"
   done
   models=("${list[@]}")
 }

@@ -26,7 +26,7 @@ orig_pwd=$PWD
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # The parts, in the order they run, and what each writes (for --list).
-parts=(cost-model ptxas exact-one-pass exact-product runs controls dist overhead_matrix bnn-rng noise_sources gpt gpt-quickstart under-load crossdev reproduce)
+parts=(cost-model ptxas exact-one-pass exact-product runs controls dist overhead_matrix bnn-rng noise_sources gpt gpt-quickstart resnet under-load crossdev reproduce)
 declare -A writes=(
   [ptxas]="results/cpu/ptxas/: sm_90.txt (every CUDA kernel's registers, stack, spills and launch bound for the H100 and H200, scripts/ptxas.sh; the build of DETRAIN's folder)"
   [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
@@ -40,9 +40,10 @@ declare -A writes=(
   [noise_sources]="results/cpu/noise_sources/: mlp/, lenet/ and gpt/ (reports, csv files, config.json, run.json, explain/, plots/)"
   [gpt]="results/cpu/gpt/: run/ (configs/gpt.yaml: report, csv files, manifests, samples), threads-table.md, explain.txt|csv, bench.txt, dropout-bench.txt, vs-torch/ (with PyTorch)"
   [gpt-quickstart]="results/cpu/gpt-quickstart/: run/ (configs/gpt-quickstart.yaml: report, metrics, sample text, manifests), time.txt (wall time, CPU, final validation loss; about 4 minutes), torch-rebuild.txt (the export rebuilt by scripts/torch_gpt.py: validation loss and predictions; with PyTorch)"
+  [resnet]="results/cpu/resnet/: run/ (configs/resnet.yaml at fast, timed whole: report, metrics, manifests), time.txt (wall time, CPU, test accuracy), ranks/ and ranks-table.md (portable at 1 and 2 threads and 1, 2, 4 MPI ranks: every step's digest), noise/ (the noise-source matrix with explain/ and plots/), vs-torch/ (the PyTorch replay of 100 steps and the interleaved step times; with PyTorch)"
   [under-load]="results/cpu/under-load/: under-load.txt (detrain fast and PyTorch alone and beside a busy process; with PyTorch, else kept as it was)"
   [reproduce]="results/cpu/reproduce/: widest.txt, narrow.txt (detrain reproduce of every committed portable reference, on this CPU's widest kernels and on the AVX2 path)"
-  [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md (every committed results/<gpu>/crossdev a column), results/cpu/crossdev-sha256-t2/ and results/cross_device-sha256.md (the GPU columns recorded with SHA-256 digests), results/cpu/crossdev-gpt-t2/, results/cpu/crossdev-gpt-gpu-t2/"
+  [crossdev]="results/cpu/crossdev-t2/, results/cpu/crossdev-t1/, results/cross_device.md (every committed results/<gpu>/crossdev a column), results/cpu/crossdev-sha256-t2/ and results/cross_device-sha256.md (the GPU columns recorded with SHA-256 digests), results/cpu/crossdev-gpt-t2/, results/cpu/crossdev-gpt-gpu-t2/, results/cpu/crossdev-resnet-t2/"
 )
 
 usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
@@ -336,6 +337,72 @@ part_noise_sources() {
   done
 }
 
+# results/cpu/resnet/README.md (issue 68): configs/resnet.yaml at fast timed whole; portable
+# across thread and rank counts (100 steps on the cut data set: the plain run at 1 and 2
+# threads, mpirun -np 1, 2, 4, one compare table); the noise-source matrix (fast and
+# portable, four vary settings, 3 replicas, one epoch of 30,000 images, report.explain);
+# the PyTorch replay of 100 steps from detrain's weights and batches.
+part_resnet() {
+  . scripts/fmnist_cut.sh
+  command -v mpirun >/dev/null || { say "resnet: no mpirun (scripts/setup.sh installs openmpi-bin)"; return 1; }
+  local o=$tmp/resnet t0 t1 cpu acc
+  mkdir -p "$o/keep/run/fast/replica-0"
+  t0=$(date +%s.%N)
+  "$DETRAIN" run configs/resnet.yaml --out "$o/run" --quiet
+  t1=$(date +%s.%N)
+  cp "$o/run/report.md" "$o/run/summary.csv" "$o/run/config.json" "$o/run/run.json" "$o/keep/run/"
+  cp "$o/run/fast/replica-0/metrics.csv" "$o/run/fast/replica-0/run.json" \
+     "$o/keep/run/fast/replica-0/"
+  cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -1)
+  acc=$(tail -1 "$o/keep/run/fast/replica-0/metrics.csv" | cut -d, -f3)
+  {
+    echo "# detrain run configs/resnet.yaml, timed whole ($("$DETRAIN" --version | head -1))"
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "wall_s %.1f\n", b - a }'
+    echo "cpu $cpu"
+    echo "threads $(sed -n 's/^  threads: *//p' configs/resnet.yaml)"
+    echo "steps $(sed -n 's/^  steps: *\([0-9]*\).*/\1/p' configs/resnet.yaml)"
+    echo "test_accuracy $acc"
+  } > "$o/keep/time.txt"
+  # portable at 1 and 2 threads and on 1, 2 and 4 ranks: one table of every step's digest
+  local short=(--set 'policies=[portable]' --set train.steps=100 --set train.eval_every=0
+               --set dataset.train_limit=$fmnist_cut_train --set dataset.test_limit=$fmnist_cut_test
+               --set report.overhead_samples=0 --set report.snapshots=0 --set backend.threads=1)
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    bash scripts/ranks.sh configs/resnet.yaml "$o/keep/ranks" 1 2 4 -- "${short[@]}"
+  "$DETRAIN" run configs/resnet.yaml --out "$o/keep/ranks/plain-t2" --quiet "${short[@]}" \
+    --set backend.threads=2
+  {
+    echo "# detrain compare --table plain plain-t2 np1 np2 np4 (portable, every step's digest)"
+    (cd "$o/keep/ranks" && "$DETRAIN" compare --table plain plain-t2 np1 np2 np4)
+  } > "$o/keep/ranks-table.md"
+  pack_per_step "$o/keep/ranks"
+  # the noise-source matrix (configs/noise_sources_lenet.yaml's settings on this network)
+  "$DETRAIN" run configs/resnet.yaml --out "$o/noise" --quiet --set name=noise_sources_resnet \
+    --set 'policies=[fast, portable]' --set replicas=3 \
+    --set 'vary=[[], [init], [data_order], [init, data_order]]' --set train.steps=234 \
+    --set dataset.train_limit=30000 --set train.eval_every=0 \
+    --set train.checkpoint_at_divergence=true --set report.snapshots=10 --set report.explain=true
+  mkdir -p "$o/keep/noise"
+  for f in report.md summary.csv cells.csv drift.csv overhead.csv config.json run.json; do
+    cp "$o/noise/$f" "$o/keep/noise/"
+  done
+  for f in explain plots; do [ -d "$o/noise/$f" ] && cp -r "$o/noise/$f" "$o/keep/noise/"; done
+  # the PyTorch replay (with PyTorch; else the committed one is kept)
+  local py
+  if py=$(bash scripts/torch_python.sh 2>/dev/null); then
+    "$py" scripts/net_vs_torch.py --detrain "$DETRAIN" --config configs/resnet.yaml --steps 100 \
+      --out "$o/vs" --set dataset.train_limit=$fmnist_cut_train \
+      --set dataset.test_limit=$fmnist_cut_test || say "resnet: the PyTorch replay disagrees"
+    mkdir -p "$o/keep/vs-torch"
+    cp "$o/vs/losses.csv" "$o/vs/summary.txt" "$o/keep/vs-torch/"
+    # fast and portable against PyTorch's default step, interleaved rounds (make bench's rows)
+    bash scripts/vs_torch.sh 3 resnet > "$o/keep/vs-torch/interleaved.txt"
+  else
+    say "resnet: no PyTorch here: vs-torch/ kept as it was"
+  fi
+  replace_folder "$o/keep" results/cpu/resnet $([ -d "$o/keep/vs-torch" ] || echo vs-torch)
+}
+
 # results/cpu/gpt-quickstart/README.md: the GPT quickstart timed whole, as a new user runs
 # it (the run, its evaluations, the sample and the report); its report, metrics, sample and
 # manifests kept, and time.txt: the wall time, the CPU and the last validation loss.
@@ -476,6 +543,8 @@ part_crossdev() {
   bash scripts/cross_device.sh run cpu results/cpu/crossdev-gpt-t2 --threads 2 --models gpt
   # the GPT at GPU scale's, for the gptgpu stage (3 steps at batch 4: cross_device.sh)
   bash scripts/cross_device.sh run cpu results/cpu/crossdev-gpt-gpu-t2 --threads 2 --models gpt-gpu
+  # the ResNet's (batch normalisation, issue 68), its own root as the GPT's
+  bash scripts/cross_device.sh run cpu results/cpu/crossdev-resnet-t2 --threads 2 --models resnet
 }
 
 # results/cpu/reproduce/README.md: every committed portable reference (the CPU's, the GPT's,
@@ -484,6 +553,7 @@ part_reproduce() {
   # this CPU's references, the AMD EPYC's kept from before the tree default (results/cpu/epyc:
   # SHA-256 digests but the GPU-scale GPT's), and every GPU's
   local refs=(results/cpu/crossdev-t2 results/cpu/crossdev-gpt-t2 results/cpu/crossdev-gpt-gpu-t2
+              results/cpu/crossdev-resnet-t2
               results/cpu/epyc/crossdev-t2 results/cpu/epyc/crossdev-gpt-t2
               results/cpu/epyc/crossdev-gpt-gpu-t2) g
   # every GPU's committed references: the three models', and the GPTs' where it ran them

@@ -4,11 +4,13 @@
 # (configs/bnn.yaml) -- detrain's Bayesian MLP against a plain PyTorch MLP of those widths,
 # so that row prices the ensemble too -- the tiny GPT (configs/gpt.yaml, batch 16; the
 # same transformer in PyTorch: scripts/torch_gpt.py) and nanoGPT's CPU shape (the GPT
-# quickstart, configs/gpt-quickstart.yaml: 4 x 128, context 64, batch 12). Interleaved in rounds (each round runs every
+# quickstart, configs/gpt-quickstart.yaml: 4 x 128, context 64, batch 12) and the ResNet
+# (configs/resnet.yaml, batch 128; PyTorch's batch normalisation over the whole batch, its
+# default). Interleaved in rounds (each round runs every
 # workload's four programs one after the other) so that all see the same machine state;
 # then the median of each over the rounds and detrain's against PyTorch's: one file.
 #   bash scripts/vs_torch.sh [ROUNDS [NAME...]] > vs-torch.txt  (make bench; scripts/results.sh)
-# NAME limits the workloads to those configs (quickstart, lenet, bnn, gpt, gpt-quickstart),
+# NAME limits the workloads to those configs (quickstart, lenet, bnn, gpt, gpt-quickstart, resnet),
 # e.g. `3 gpt`.
 # DETRAIN: the detrain binary (default build/detrain). PYTHON: a Python with torch (default:
 # scripts/torch_python.sh's pick -- make bench's venv .venv-torch/ with pip's PyTorch, else
@@ -25,7 +27,7 @@ echo "# $("$detrain" --version 2>/dev/null | head -1); $("$py" -c 'import torch;
 for round in $(seq 1 "$rounds"); do
   for spec in "configs/quickstart.yaml 256 300" "configs/quickstart.yaml 64 300" \
               "configs/lenet.yaml 128 60" "configs/bnn.yaml 128 40" "configs/gpt.yaml 16 60" \
-              "configs/gpt-quickstart.yaml 12 30"; do
+              "configs/gpt-quickstart.yaml 12 30" "configs/resnet.yaml 128 30"; do
     set -- $spec
     cfg=$1 batch=$2 steps=$3
     name=$(basename "$cfg" .yaml)
