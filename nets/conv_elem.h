@@ -117,29 +117,41 @@ static inline DT_HD float dt_col2im_cell_ranked(const float *dcols, const struct
  * order (a later equal value does not replace it; a NaN wins and ends the scan), *argmax =
  * ih*W + iw -- the rule of both devices (the CPU's loops call it per output element, the
  * CUDA kernel through dt_maxpool_out). pad < K, so the window holds an image cell. */
+/* One cell of the scan: v (at `cell`) replaces the best so far when it is larger or a NaN,
+ * unless a NaN already won (done). Branch-free, so the CPU runs it across channels. */
+static inline DT_HD void dt_maxpool_take(float *best, int32_t *best_cell, int32_t *done, float v,
+                                         int32_t cell)
+{
+    const int32_t take = (*done == 0) & ((v > *best) | (v != v));
+    *best = take ? v : *best;
+    *best_cell = take ? cell : *best_cell;
+    *done = *done | (v != v);
+}
+
+/* The window's image cells [kh0, kh1) x [kw0, kw1) of the window at (ih0, iw0). */
+static inline DT_HD void dt_maxpool_bounds(const struct dt_pool2d_shape *s, int64_t ih0,
+                                           int64_t iw0, int64_t *kh0, int64_t *kh1, int64_t *kw0,
+                                           int64_t *kw1)
+{
+    *kh0 = ih0 < 0 ? -ih0 : 0, *kh1 = ih0 + s->K > s->H ? s->H - ih0 : s->K;
+    *kw0 = iw0 < 0 ? -iw0 : 0, *kw1 = iw0 + s->K > s->W ? s->W - iw0 : s->K;
+}
+
 static inline DT_HD float dt_maxpool_window(const float *img, const struct dt_pool2d_shape *s,
                                             int64_t c, int64_t ih0, int64_t iw0, int32_t *argmax)
 {
     const int64_t C = s->C;
-    const int64_t kh0 = ih0 < 0 ? -ih0 : 0, kh1 = ih0 + s->K > s->H ? s->H - ih0 : s->K;
-    const int64_t kw0 = iw0 < 0 ? -iw0 : 0, kw1 = iw0 + s->K > s->W ? s->W - iw0 : s->K;
-    int64_t best_cell = (ih0 + kh0) * s->W + iw0 + kw0;
+    int64_t kh0, kh1, kw0, kw1;
+    dt_maxpool_bounds(s, ih0, iw0, &kh0, &kh1, &kw0, &kw1);
+    int32_t best_cell = (int32_t)((ih0 + kh0) * s->W + iw0 + kw0);
     float best = img[best_cell * C + c];
-    bool done = best != best; /* NaN */
-    for (int64_t kh = kh0; kh < kh1 && !done; kh++)
+    int32_t done = 0;
+    for (int64_t kh = kh0; kh < kh1; kh++)
         for (int64_t kw = kw0; kw < kw1; kw++) {
             const int64_t cell = (ih0 + kh) * s->W + iw0 + kw;
-            const float v = img[cell * C + c];
-            if (v > best || v != v) {
-                best = v;
-                best_cell = cell;
-                if (v != v) {
-                    done = true;
-                    break;
-                }
-            }
+            dt_maxpool_take(&best, &best_cell, &done, img[cell * C + c], (int32_t)cell);
         }
-    *argmax = (int32_t)best_cell;
+    *argmax = best_cell;
     return best;
 }
 

@@ -156,7 +156,8 @@ static const struct pool_geom pool_geoms[] = {
     {2, 7, 9, 2, 3, 2, 1}, /* the same, odd */
     {2, 6, 7, 2, 3, 1, 0}, /* heavily overlapping */
     {2, 7, 8, 2, 3, 1, 0},
-    {2, 5, 4, 2, 3, 1, 2}, /* pad 2: border windows hold a single image row/column */
+    {2, 5, 4, 2, 3, 1, 2},  /* pad 2: border windows hold a single image row/column */
+    {2, 7, 9, 19, 3, 2, 1}, /* 19 channels: the CPU's block of 16 at once, then 3 alone */
 };
 enum { N_POOL_GEOMS = sizeof pool_geoms / sizeof pool_geoms[0] };
 
@@ -498,9 +499,10 @@ static void pool_rule_case(const char *what, const float *x, const struct dt_poo
 
 DT_TEST(maxpool_ties)
 {
-    const struct pool_geom geoms[] = {
-        {2, 7, 8, 2, 3, 2, 1}, {2, 6, 7, 2, 3, 1, 0}, {2, 6, 6, 2, 2, 2, 0}, {1, 5, 5, 1, 3, 1, 2}};
-    for (int gi = 0; gi < 4; gi++) {
+    const struct pool_geom geoms[] = {{2, 7, 8, 2, 3, 2, 1},  {2, 6, 7, 2, 3, 1, 0},
+                                      {2, 6, 6, 2, 2, 2, 0},  {1, 5, 5, 1, 3, 1, 2},
+                                      {2, 7, 8, 18, 3, 2, 1}, {1, 5, 5, 17, 3, 1, 2}};
+    for (int gi = 0; gi < 6; gi++) {
         struct dt_pool2d_shape s = pool_shape(&geoms[gi]);
         const int64_t nx = pool_nx(&s);
         float *x = falloc(nx);
@@ -529,7 +531,8 @@ DT_TEST(maxpool_ties)
     /* NaNs: a NaN wins its window, ends the scan (a later larger value or NaN does not
      * replace it) and wins from the first cell too. */
     {
-        struct dt_pool2d_shape s = pool_shape(&(struct pool_geom){1, 7, 7, 2, 3, 2, 1});
+        /* 18 channels: 0 and 1 in the CPU's block of 16, 17 after it */
+        struct dt_pool2d_shape s = pool_shape(&(struct pool_geom){1, 7, 7, 18, 3, 2, 1});
         const int64_t nx = pool_nx(&s);
         float *x = falloc(nx);
         fill_distinct(x, nx);
@@ -539,7 +542,9 @@ DT_TEST(maxpool_ties)
         x[(1 * 7 + 2) * C + 0] = 10.f; /* larger value after it in scan order */
         x[(4 * 7 + 4) * C + 1] = nan;  /* channel 1: two NaNs, the first wins */
         x[(4 * 7 + 5) * C + 1] = nan;
-        x[(0 * 7 + 0) * C + 1] = nan; /* first in-image cell of window (0,0) */
+        x[(0 * 7 + 0) * C + 1] = nan;  /* first in-image cell of window (0,0) */
+        x[(1 * 7 + 1) * C + 17] = nan; /* channel 17, past the block, as channel 0 */
+        x[(1 * 7 + 2) * C + 17] = 10.f;
         pool_rule_case("NaN", x, &s);
         /* the rule check above compares against pool_ref; state the NaN cases directly */
         struct dt_backend *be = cpu(2);
@@ -550,6 +555,8 @@ DT_TEST(maxpool_ties)
         /* window (oh=1, ow=1) covers rows/cols 1..3: channel 0 NaN at (1,1) */
         CHECK(isnan(y[(1 * s.OW + 1) * C + 0]));
         CHECK_INT_EQ(am[(1 * s.OW + 1) * C + 0], 1 * 7 + 1);
+        CHECK(isnan(y[(1 * s.OW + 1) * C + 17]));
+        CHECK_INT_EQ(am[(1 * s.OW + 1) * C + 17], 1 * 7 + 1);
         /* window (0,0) covers rows/cols 0..1 in the image: channel 1 NaN at (0,0) */
         CHECK(isnan(y[0 * C + 1]));
         CHECK_INT_EQ(am[0 * C + 1], 0);

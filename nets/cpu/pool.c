@@ -33,21 +33,56 @@ struct pool_job {
     atomic_llong next;
 };
 
-/* Output rows (b, oh) [begin, end): each output element the first maximum of its window,
- * dt_maxpool_window -- the function the CUDA kernel calls. */
+/* One cell of the scan for POOL_CHANNELS channels at once (dt_maxpool_take, branch-free:
+ * a fixed trip count the compiler vectorises). */
+#define POOL_CHANNELS 16
+DT_VECTOR_FN(maxpool_take_block,
+             (float *restrict best, int32_t *restrict cell_of, int32_t *restrict done,
+              const float *restrict v, int32_t cell),
+             (best, cell_of, done, v, cell))
+{
+    for (int c = 0; c < POOL_CHANNELS; c++)
+        dt_maxpool_take(&best[c], &cell_of[c], &done[c], v[c], cell);
+}
+
+/* Output rows (b, oh) [begin, end): each output element the first maximum of its window --
+ * dt_maxpool_window's scan (the function the CUDA kernel calls), cell after cell, for a
+ * block of channels at once, so each cell's channels are read as one contiguous row (the
+ * channels past the last whole block one at a time). */
 static void maxpool_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     const struct pool_job *j = ctx;
     const struct dt_pool2d_shape *s = j->s;
-    const int64_t C = s->C;
+    const int64_t C = s->C, whole = C / POOL_CHANNELS * POOL_CHANNELS;
+    float best[POOL_CHANNELS];
+    int32_t cell_of[POOL_CHANNELS], done[POOL_CHANNELS];
     for (int64_t r = begin; r < end; r++) {
         const int64_t b = r / s->OH, oh = r % s->OH;
         const float *img = j->in + b * s->H * s->W * C;
         for (int64_t ow = 0; ow < s->OW; ow++) {
-            const int64_t o = (r * s->OW + ow) * C;
-            for (int64_t c = 0; c < C; c++)
-                j->out[o + c] = dt_maxpool_window(img, s, c, oh * s->stride - s->pad,
-                                                  ow * s->stride - s->pad, &j->argmax_out[o + c]);
+            const int64_t o = (r * s->OW + ow) * C, ih0 = oh * s->stride - s->pad,
+                          iw0 = ow * s->stride - s->pad;
+            int64_t kh0, kh1, kw0, kw1;
+            dt_maxpool_bounds(s, ih0, iw0, &kh0, &kh1, &kw0, &kw1);
+            const int32_t first = (int32_t)((ih0 + kh0) * s->W + iw0 + kw0);
+            for (int64_t c0 = 0; c0 < whole; c0 += POOL_CHANNELS) {
+                for (int c = 0; c < POOL_CHANNELS; c++) {
+                    best[c] = img[first * C + c0 + c];
+                    cell_of[c] = first;
+                    done[c] = 0;
+                }
+                for (int64_t kh = kh0; kh < kh1; kh++)
+                    for (int64_t kw = kw0; kw < kw1; kw++) {
+                        const int32_t cell = (int32_t)((ih0 + kh) * s->W + iw0 + kw);
+                        maxpool_take_block(best, cell_of, done, img + cell * C + c0, cell);
+                    }
+                for (int c = 0; c < POOL_CHANNELS; c++) {
+                    j->out[o + c0 + c] = best[c];
+                    j->argmax_out[o + c0 + c] = cell_of[c];
+                }
+            }
+            for (int64_t c = whole; c < C; c++)
+                j->out[o + c] = dt_maxpool_window(img, s, c, ih0, iw0, &j->argmax_out[o + c]);
         }
     }
 }
