@@ -112,6 +112,11 @@ void dt_backend_defer_checks(struct dt_backend *be, bool on);
 void dt_backend_set_context(struct dt_backend *be, const char *tensor, bool input);
 /* The same with the role named ("forward": nets/model.h's DT_MODEL_FWD). */
 void dt_backend_set_context_role(struct dt_backend *be, const char *tensor, const char *role);
+/* The layer the next ops belong to ("maxpool0"), for an observer's names (explain: "maxpool0
+ * pool input gradient"), set by a model whose layers have names of their own (nets/net.c);
+ * NULL or "" = none: an observer names an op by the parameters it reads. */
+void dt_backend_set_layer(struct dt_backend *be, const char *layer);
+const char *dt_backend_layer(const struct dt_backend *be);
 /* The step's end: waits for the device (the one wait of dt_backend_synchronize) and reads
  * the deferred records. DT_OK, or the first fault in op order with err saying where:
  * "dense0.bias gradient: bias gradient: fixed-point sum of column 3 overflows the float

@@ -137,6 +137,8 @@ struct dt_backend {
     struct dt_launch_counts launches;
     /* the context of the next ops' deferred checks (dt_backend_set_context) */
     char context[96];
+    /* the layer the next ops belong to, for observers (dt_backend_set_layer; "" none) */
+    char layer[32];
     /* the detail of the last op that failed (dt_backend_op_error; read and cleared by
      * dt_backend_take_op_error) */
     struct dt_error op_error;

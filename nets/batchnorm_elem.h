@@ -90,11 +90,17 @@ static inline DT_HD float dt_bn_out(float x, float mean, float rstd, float gamma
     return dt_rn_mul(dt_bn_xhat(x, mean, rstd), gamma) + beta;
 }
 
-/* The input gradient of one element; a, b the channel's sums divided by n. */
-static inline DT_HD float dt_bn_grad(float dy, float xhat, float gamma, float rstd, float a,
-                                     float b)
+/* A channel's factor of the input gradient: gamma rstd. */
+static inline DT_HD float dt_bn_grad_scale(float gamma, float rstd)
 {
-    return dt_rn_mul(dt_rn_mul(gamma, rstd), (dy - a) - dt_rn_mul(xhat, b));
+    return dt_rn_mul(gamma, rstd);
+}
+
+/* The input gradient of one element; k the channel's dt_bn_grad_scale, a and b its sums
+ * divided by n. */
+static inline DT_HD float dt_bn_grad(float dy, float xhat, float k, float a, float b)
+{
+    return dt_rn_mul(k, (dy - a) - dt_rn_mul(xhat, b));
 }
 
 /* Rows of group g of `groups` over a batch of `batch` examples of per_example rows each:

@@ -174,6 +174,13 @@ void dt_backend_set_context_role(struct dt_backend *be, const char *tensor, cons
     snprintf(be->context, sizeof be->context, "%s %s", tensor, role);
 }
 
+void dt_backend_set_layer(struct dt_backend *be, const char *layer)
+{
+    snprintf(be->layer, sizeof be->layer, "%s", layer ? layer : "");
+}
+
+const char *dt_backend_layer(const struct dt_backend *be) { return be->layer; }
+
 void dt_backend_defer_loss(struct dt_backend *be, bool on) { be->loss_deferred = on; }
 
 void dt_backend_read_deferred(struct dt_backend *be, void *host_dst, const void *src, size_t bytes)

@@ -485,8 +485,10 @@ static enum dt_status net_forward(struct dt_model *m, int64_t B, struct dt_pass 
             l->x_in = x;
             open[n_open++] = i;
         } else if (!skip) {
+            dt_backend_set_layer(m->be, l->name); /* explain's names */
             DT_FORWARD_IF_ERROR(layer_forward(m, l, x, B, pol));
         }
+        dt_backend_set_layer(m->be, NULL); /* a shortcut: named by its projection */
         while (n_open && n->layer[open[n_open - 1]].end == i) /* innermost first */
             DT_FORWARD_IF_ERROR(residual_close(m, &n->layer[open[--n_open]], l, B, pol));
         x = l->y;
@@ -603,7 +605,10 @@ static enum dt_status net_backward(struct dt_model *m, int64_t B, const struct d
         }
         const float *x = i > 0 ? n->layer[i - 1].y : m->x;
         float *dx = NULL;
-        DT_FORWARD_IF_ERROR(layer_backward(m, l, x, dy, B, pol, &dx));
+        dt_backend_set_layer(m->be, l->name);
+        const enum dt_status st = layer_backward(m, l, x, dy, B, pol, &dx);
+        dt_backend_set_layer(m->be, NULL);
+        DT_FORWARD_IF_ERROR(st);
         if (!l->grad_in) break; /* nothing below needs a gradient */
         dy = dx;
     }

@@ -23,7 +23,7 @@ cd "$repo" || exit 2
 # Stages in run order, and each one's cap in seconds (the first light's caps sum to 420:
 # docs/gpu.md gives the estimate of what each needs on an H100 and its basis).
 first_light=(info build smoke tests crossdev replicas bench torch gpt memcheck)
-later=(gptgpu racecheck matrix) # for a later call or lease; not part of the first light
+later=(gptgpu resnet racecheck matrix) # for a later call or lease; not part of the first light
 # The caps come from the first H100 call (results/nvidia-h100-80gb-hbm3/session-*.txt): each is
 # 2-3x what the stage took there, torch (about 25 s a model: PyTorch's import and CUDA start)
 # 2x, and memcheck takes the rest. The GPT's stage (issue 40; never run on a GPU yet) comes
@@ -35,7 +35,7 @@ later=(gptgpu racecheck matrix) # for a later call or lease; not part of the fir
 # H200, results/nvidia-h200/summary.txt) from smoke, crossdev and replicas (7, 3 and 6 s of
 # their 30 there).
 declare -A cap_of=([info]=15 [build]=50 [smoke]=25 [tests]=45 [crossdev]=20 [replicas]=20
-                   [bench]=40 [torch]=90 [gpt]=95 [memcheck]=20 [gptgpu]=300 [racecheck]=240
+                   [bench]=40 [torch]=90 [gpt]=95 [memcheck]=20 [gptgpu]=300 [resnet]=150 [racecheck]=240
                    [matrix]=400)
 # memcheck runs last, on what --time-limit leaves (at least its cap when there is no limit)
 # -- unless a later stage follows it in the plan: then its cap. Each sanitized case is cut at
@@ -97,6 +97,12 @@ stages (run in this order whatever the order given; `info` always first; caps in
                 PyTorch on the same shape: default, tf32, deterministic, sdpa, compile;
                 fast's learning run (validation loss, sample text); run_to_run and fast
                 replicas, 20 steps at batch 8, and explain
+  resnet   150 (later call) the ResNet with batch normalisation (configs/resnet.yaml, issue
+                68; its kernels are in the tests stage's net.cuda_equals_cpu): smoke at each
+                level; portable on cuda against results/cpu/crossdev-resnet-t2
+                (RESULTS/cross_device_resnet.md); fast and run_to_run replicas and explain of
+                fast's; detrain bench at each level; PyTorch on the same network: default,
+                benchmark, deterministic
   racecheck 240 (later call) every gpu test case under compute-sanitizer racecheck, those of
                 the shared-memory kernels first, the end-to-end ones last
   matrix   400 (later call) detrain run configs/overhead_matrix.yaml
@@ -902,6 +908,60 @@ stage_racecheck() {
 # The GPT at GPU scale (issue 53; configs/gpt-gpu.yaml on the committed corpus): what its
 # targets need -- portable = the CPU's bits, the levels' step times against fast, PyTorch's
 # modes on the same shape, run_to_run replicas identical and fast's parting, and learning.
+# The ResNet (issue 68): batch normalisation's kernels at every level, portable against the
+# CPU's reference, replicas, bench and PyTorch -- on the cut data set, as the other models.
+stage_resnet() {
+  need_build || return
+  local d=$results/resnet cfg=configs/resnet.yaml level out ok=0 n=0 v
+  local sets=(--set report.snapshots=0 --set report.overhead_samples=0 --set train.eval_every=0
+              "${fmnist_cut_sets[@]}")
+  [ $dry -eq 1 ] || { rm -rf "$d" "$results/crossdev-resnet"; mkdir -p "$d"; }
+  for level in fast run_to_run portable; do
+    n=$((n + 1))
+    if run env CUDA_LAUNCH_BLOCKING=1 "$detrain" run "$cfg" --out "$d/smoke-$level" \
+        --set backend.device=cuda --set train.steps=5 --set replicas=1 --set "policies=[$level]" \
+        "${sets[@]}" --quiet; then
+      ok=$((ok + 1))
+    else
+      failure "resnet $level: $(last_error)"
+    fi
+  done
+  [ $dry -eq 1 ] || note "smoke $ok/$n"
+  run env DETRAIN="$detrain" bash scripts/cross_device.sh run cuda "$results/crossdev-resnet" \
+      --models resnet || failure "resnet portable run on cuda failed: $(last_error)"
+  run env DETRAIN="$detrain" bash scripts/cross_device.sh table results/cpu/crossdev-resnet-t2 \
+      "$results/crossdev-resnet" --models resnet --out "$results/cross_device_resnet.md" ||
+    failure "portable resnet on cuda differs from the CPU's (cross_device_resnet.md)"
+  if [ $dry -eq 0 ]; then
+    v=$(grep -m1 -E '^- resnet: ' "$results/cross_device_resnet.md" 2>/dev/null | sed 's/^- resnet: //' | cut -c1-60)
+    note "portable vs cpu: ${v:-no result}"
+  fi
+  out=$d/replicas
+  run "$detrain" run "$cfg" --out "$out" --set backend.device=cuda \
+      --set 'policies=[fast, run_to_run]' --set replicas=3 --set train.steps=30 --set 'vary=[]' \
+      --set hash.per_tensor=true "${sets[@]}" --quiet
+  if [ $? -ne 0 ] && [ $dry -eq 0 ]; then
+    failure "resnet replicas: $(last_error)"
+  else
+    for n in 1 2; do
+      run "$detrain" compare "$out/run_to_run/replica-0" "$out/run_to_run/replica-$n" ||
+        failure "resnet run_to_run replica $n differs from replica 0"
+    done
+    sh_c --ok "0 1" "$(quote_args "$detrain" explain "$out/fast/replica-0" "$out/fast/replica-1" --quiet) >$(quote_args "$d/explain-fast.txt")"
+  fi
+  local cmd=("$detrain" bench "$cfg" --steps 30 --warmup 5 --set backend.device=cuda
+             --set 'policies=[fast, run_to_run, portable]' "${fmnist_cut_sets[@]}"
+             --csv "$d/bench.csv")
+  sh_c "$(quote_args "${cmd[@]}") >$(quote_args "$d/bench.txt")" || failure "resnet bench: $(last_error)"
+  [ $dry -eq 0 ] || check_config_of "${cmd[@]}"
+  if [ $dry -eq 0 ] && [ -s "$d/bench.csv" ]; then
+    note "$(grep -m1 'step (update) median' "$d/bench.txt" | awk '{ print $4 " ms" }')/step $(awk -F, '$3 == "step" { printf "%s%s %.2fx", s, $2, $6; s = ", " }' "$d/bench.csv")"
+  fi
+  run python3 scripts/bench_torch.py --config "$cfg" --device cuda \
+      --modes default,benchmark,deterministic --steps 60 --warmup 10 --csv "$d/torch-resnet.csv" ||
+    failure "torch resnet: $(last_error)"
+}
+
 stage_gptgpu() {
   need_build || return
   local d=$results/gpt-gpu cfg=configs/gpt-gpu.yaml out v k cmd
@@ -1065,7 +1125,7 @@ while [ $# -gt 0 ]; do
     --dry-run) dry=1; shift ;;
     --check-configs) check_detrain=$(arg_path "${2:?--check-configs needs a detrain binary}"); shift 2 ;;
     -h | --help) usage ;;
-    info | build | smoke | tests | crossdev | replicas | bench | torch | gpt | memcheck | gptgpu | racecheck | matrix)
+    info | build | smoke | tests | crossdev | replicas | bench | torch | gpt | memcheck | gptgpu | resnet | racecheck | matrix)
       stages+=("$1"); shift ;;
     first-light) stages+=("${first_light[@]}"); shift ;;
     call1 | call2 | call3 | call4 | runs | all)

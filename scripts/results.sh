@@ -373,7 +373,8 @@ part_resnet() {
     --set backend.threads=2
   {
     echo "# detrain compare --table plain plain-t2 np1 np2 np4 (portable, every step's digest)"
-    (cd "$o/keep/ranks" && "$DETRAIN" compare --table plain plain-t2 np1 np2 np4)
+    "$DETRAIN" compare --table "$o/keep/ranks/plain" "$o/keep/ranks/plain-t2" \
+      "$o/keep/ranks/np1" "$o/keep/ranks/np2" "$o/keep/ranks/np4" | sed "s#$o/keep/##g"
   } > "$o/keep/ranks-table.md"
   pack_per_step "$o/keep/ranks"
   # the noise-source matrix (configs/noise_sources_lenet.yaml's settings on this network)

@@ -736,6 +736,22 @@ DT_TEST(session_crossdev_and_matrix)
                         "replica-0 results/nvidia-h100-80gb-hbm3/gpt-gpu/replicas/run_to_run/"
                         "replica-1\n");
 
+    /* The ResNet (issue 68; a later call's stage): portable against its CPU reference,
+     * replicas and PyTorch on the same network. */
+    rc = dt_run_capture(out, sizeof out,
+                        "cd '%s' && DT_GPU_NAME='NVIDIA H100 80GB HBM3' bash "
+                        "scripts/gpu_session.sh --dry-run --deps none resnet",
+                        dir);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_CONTAINS(out, "## resnet (cap 150 s)");
+    CHECK_CONTAINS(out, "bash scripts/cross_device.sh table results/cpu/crossdev-resnet-t2 "
+                        "results/nvidia-h100-80gb-hbm3/crossdev-resnet --models resnet --out "
+                        "results/nvidia-h100-80gb-hbm3/cross_device_resnet.md\n");
+    CHECK_CONTAINS(out, "compare results/nvidia-h100-80gb-hbm3/resnet/replicas/run_to_run/"
+                        "replica-0 results/nvidia-h100-80gb-hbm3/resnet/replicas/run_to_run/"
+                        "replica-1\n");
+    CHECK_CONTAINS(out, "--modes default,benchmark,deterministic --steps 60");
+
     /* A config of the plan that does not parse fails the dry run, naming file:line:column. */
     rc = dt_run_capture(out, sizeof out,
                         "cd '%s' && sed -i 's/^  steps: /  stepz: /' configs/lenet.yaml && "

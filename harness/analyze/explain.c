@@ -494,7 +494,9 @@ static void observe(void *ctx, struct dt_backend *be, enum dt_op op, bool after,
         record(o, DT_OP_COUNT, "batch labels", m->labels, o->sd->exp.train.batch * 4,
                DT_OP_OUT_INT);
     }
-    for (int j = 0; j < n; j++) /* the layer of the parameters it reads */
+    if (dt_backend_layer(be)[0]) /* the model names its layers (nets/net.c) */
+        snprintf(o->layer, sizeof o->layer, "%s", dt_backend_layer(be));
+    for (int j = 0; j < n; j++) /* else the layer of the parameters it reads */
         if (t[j].role == DT_OP_IN_PARAM)
             for (int i = 0; i < m->n_tensors; i++)
                 if (t[j].p == m->params[i].w) {
