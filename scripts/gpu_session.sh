@@ -796,6 +796,41 @@ stage_torch() {
 
 # The GPT (issue 40), after every other model's stage so that nothing here can cost their
 # results. Its corpus is tests/data/gpt_corpus.txt (committed; the device has no fortunes).
+# Model M's portable run on cuda into RESULTS/ROOT (scripts/cross_device.sh --models M)
+# against the committed CPU reference results/cpu/ROOT-t2, the table in RESULTS/TABLE.
+portable_vs_cpu() {
+  local m=$1 root=$2 table=$3 v
+  run env DETRAIN="$detrain" bash scripts/cross_device.sh run cuda "$results/$root" --models "$m" ||
+    failure "$m portable run on cuda failed: $(last_error)"
+  run env DETRAIN="$detrain" bash scripts/cross_device.sh table "results/cpu/$root-t2" \
+      "$results/$root" --models "$m" --out "$results/$table" ||
+    failure "portable $m on cuda differs from the CPU's ($table)"
+  if [ $dry -eq 0 ]; then
+    v=$(grep -m1 -E "^- $m: " "$results/$table" 2>/dev/null | sed "s/^- $m: //" | cut -c1-60)
+    note "portable vs cpu: ${v:-no result}"
+  fi
+}
+
+# Model M's replicas on cuda into D/replicas (CONFIG, then more --set arguments): fast and
+# run_to_run, 3 each, 30 steps, nothing varied; run_to_run's must be identical, fast's
+# explained into D/explain-fast.txt.
+replicas_and_explain() {
+  local m=$1 cfg=$2 d=$3 out=$3/replicas n
+  shift 3
+  run "$detrain" run "$cfg" --out "$out" --set backend.device=cuda \
+      --set 'policies=[fast, run_to_run]' --set replicas=3 --set train.steps=30 --set 'vary=[]' \
+      --set hash.per_tensor=true "$@" --quiet
+  if [ $? -ne 0 ] && [ $dry -eq 0 ]; then
+    failure "$m replicas: $(last_error)"
+  else
+    for n in 1 2; do
+      run "$detrain" compare "$out/run_to_run/replica-0" "$out/run_to_run/replica-$n" ||
+        failure "$m run_to_run replica $n differs from replica 0"
+    done
+    sh_c --ok "0 1" "$(quote_args "$detrain" explain "$out/fast/replica-0" "$out/fast/replica-1" --quiet) >$(quote_args "$d/explain-fast.txt")"
+  fi
+}
+
 stage_gpt() {
   need_build || return
   local d=$results/gpt cfg=configs/gpt.yaml level out tmo ok=0 n=0 v
@@ -819,29 +854,10 @@ stage_gpt() {
   done
   [ $dry -eq 1 ] || note "smoke $ok/$n"
   # portable on the GPU against the committed CPU reference (scripts/cross_device.sh --models gpt)
-  run env DETRAIN="$detrain" bash scripts/cross_device.sh run cuda "$results/crossdev-gpt" --models gpt ||
-    failure "gpt portable run on cuda failed: $(last_error)"
-  run env DETRAIN="$detrain" bash scripts/cross_device.sh table results/cpu/crossdev-gpt-t2 \
-      "$results/crossdev-gpt" --models gpt --out "$results/cross_device_gpt.md" ||
-    failure "portable GPT on cuda differs from the CPU's (cross_device_gpt.md)"
-  if [ $dry -eq 0 ]; then
-    v=$(grep -m1 -E '^- gpt: ' "$results/cross_device_gpt.md" 2>/dev/null | sed 's/^- gpt: //' | cut -c1-60)
-    note "portable vs cpu: ${v:-no result}"
-  fi
+  portable_vs_cpu gpt crossdev-gpt cross_device_gpt.md
   # replicas: run_to_run identical, fast recorded and explained
   out=$d/replicas
-  run "$detrain" run "$cfg" --out "$out" --set backend.device=cuda \
-      --set 'policies=[fast, run_to_run]' --set replicas=3 --set train.steps=30 --set 'vary=[]' \
-      --set hash.per_tensor=true "${sets[@]}" --quiet
-  if [ $? -ne 0 ] && [ $dry -eq 0 ]; then
-    failure "gpt replicas: $(last_error)"
-  else
-    for n in 1 2; do
-      run "$detrain" compare "$out/run_to_run/replica-0" "$out/run_to_run/replica-$n" ||
-        failure "gpt run_to_run replica $n differs from replica 0"
-    done
-    sh_c --ok "0 1" "$(quote_args "$detrain" explain "$out/fast/replica-0" "$out/fast/replica-1" --quiet) >$(quote_args "$d/explain-fast.txt")"
-  fi
+  replicas_and_explain gpt "$cfg" "$d" "${sets[@]}"
   if [ $dry -eq 0 ] && [ -s "$out/summary.csv" ]; then
     v=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
                  $c["policy"] == "fast" { s = $c["first_divergent_step"]; t = $c["first_divergent_tensor"]
@@ -912,7 +928,7 @@ stage_racecheck() {
 # CPU's reference, replicas, bench and PyTorch -- on the cut data set, as the other models.
 stage_resnet() {
   need_build || return
-  local d=$results/resnet cfg=configs/resnet.yaml level out ok=0 n=0 v
+  local d=$results/resnet cfg=configs/resnet.yaml level ok=0 n=0
   local sets=(--set report.snapshots=0 --set report.overhead_samples=0 --set train.eval_every=0
               "${fmnist_cut_sets[@]}")
   [ $dry -eq 1 ] || { rm -rf "$d" "$results/crossdev-resnet"; mkdir -p "$d"; }
@@ -927,28 +943,8 @@ stage_resnet() {
     fi
   done
   [ $dry -eq 1 ] || note "smoke $ok/$n"
-  run env DETRAIN="$detrain" bash scripts/cross_device.sh run cuda "$results/crossdev-resnet" \
-      --models resnet || failure "resnet portable run on cuda failed: $(last_error)"
-  run env DETRAIN="$detrain" bash scripts/cross_device.sh table results/cpu/crossdev-resnet-t2 \
-      "$results/crossdev-resnet" --models resnet --out "$results/cross_device_resnet.md" ||
-    failure "portable resnet on cuda differs from the CPU's (cross_device_resnet.md)"
-  if [ $dry -eq 0 ]; then
-    v=$(grep -m1 -E '^- resnet: ' "$results/cross_device_resnet.md" 2>/dev/null | sed 's/^- resnet: //' | cut -c1-60)
-    note "portable vs cpu: ${v:-no result}"
-  fi
-  out=$d/replicas
-  run "$detrain" run "$cfg" --out "$out" --set backend.device=cuda \
-      --set 'policies=[fast, run_to_run]' --set replicas=3 --set train.steps=30 --set 'vary=[]' \
-      --set hash.per_tensor=true "${sets[@]}" --quiet
-  if [ $? -ne 0 ] && [ $dry -eq 0 ]; then
-    failure "resnet replicas: $(last_error)"
-  else
-    for n in 1 2; do
-      run "$detrain" compare "$out/run_to_run/replica-0" "$out/run_to_run/replica-$n" ||
-        failure "resnet run_to_run replica $n differs from replica 0"
-    done
-    sh_c --ok "0 1" "$(quote_args "$detrain" explain "$out/fast/replica-0" "$out/fast/replica-1" --quiet) >$(quote_args "$d/explain-fast.txt")"
-  fi
+  portable_vs_cpu resnet crossdev-resnet cross_device_resnet.md
+  replicas_and_explain resnet "$cfg" "$d" "${sets[@]}"
   local cmd=("$detrain" bench "$cfg" --steps 30 --warmup 5 --set backend.device=cuda
              --set 'policies=[fast, run_to_run, portable]' "${fmnist_cut_sets[@]}"
              --csv "$d/bench.csv")
