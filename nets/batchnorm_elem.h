@@ -56,10 +56,12 @@ static inline DT_HD float dt_bn_chunk_sum(const float *x, int64_t n, int64_t C, 
     return s;
 }
 
-/* The gradient sums' second term: dy xhat. */
+/* gamma's term of one element (gx), the gradient sums' second term: dy xhat. */
+static inline DT_HD float dt_bn_gamma_term(float dy, float xhat) { return dt_rn_mul(dy, xhat); }
+
 static inline DT_HD float dt_bn_grad_term(float dy, float x, float mean, float rstd)
 {
-    return dt_rn_mul(dy, dt_bn_xhat(x, mean, rstd));
+    return dt_bn_gamma_term(dy, dt_bn_xhat(x, mean, rstd));
 }
 
 /* Chunk c's partials of channel ch's sum dy (*a) and sum dy xhat (*b). */

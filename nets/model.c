@@ -77,7 +77,10 @@ void dt_model_set_shards(struct dt_model *m, int64_t B, int64_t S, int64_t s0, i
     m->shard0 = s0;
     m->shards_total = S;
     m->batch_total = B;
-    m->shard_row = dt_xrealloc(m->shard_row, (size_t)(s1 - s0 + 1) * sizeof *m->shard_row);
+    if (m->shard_row_room < s1 - s0 + 1) { /* grown once, not every step */
+        m->shard_row = dt_xrealloc(m->shard_row, (size_t)(s1 - s0 + 1) * sizeof *m->shard_row);
+        m->shard_row_room = s1 - s0 + 1;
+    }
     const int64_t b0 = s0 * B / S; /* dt_shard_row's cut (B * S < 2^63) */
     for (int64_t s = s0; s <= s1; s++) m->shard_row[s - s0] = s * B / S - b0;
     if (m->stats_per_shard && m->stats_room < s1 - s0) {

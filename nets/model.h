@@ -161,7 +161,8 @@ struct dt_model {
      * every shard's (gathered from every rank into stats_all) to ops->update_buffers. */
     int64_t stats_per_shard;
     int64_t shard_count, shard0, shards_total, batch_total;
-    int64_t *shard_row; /* host, shard_count + 1 */
+    int64_t *shard_row; /* host, shard_count + 1 (room for shard_row_room) */
+    int64_t shard_row_room;
     float *stats, *stats_all;
     int64_t stats_room, stats_all_room; /* shards each holds */
 };

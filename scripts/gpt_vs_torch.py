@@ -16,11 +16,8 @@ and prints the summary. Exit 0 when the first loss agrees to --first-tol (relati
 every step to --curve-tol; 1 otherwise; 77 when PyTorch is not installed (a skip).
 """
 import argparse
-import csv
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -39,53 +36,23 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from detrain_replay import Side, add_arguments  # noqa: E402
 from torch_gpt import GPT, lr_at, read_corpus, read_safetensors  # noqa: E402  (bench_torch.py's model)
-
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
-        die(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
-    return r.stdout
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--detrain", required=True, help="the detrain binary")
-    ap.add_argument("--config", required=True, help="a model.kind: gpt config")
-    ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--policy", default="portable")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", required=True, help="a new folder")
-    ap.add_argument("--set", action="append", default=[], help="more detrain --set")
+    add_arguments(ap, "a model.kind: gpt config", 200)
     ap.add_argument("--first-tol", type=float, default=1e-6)
     ap.add_argument("--curve-tol", type=float, default=0.01)
     a = ap.parse_args()
-    if os.path.exists(a.out) and os.listdir(a.out):
-        die(f"{a.out}: exists and is not empty; choose a new folder")
-    os.makedirs(a.out, exist_ok=True)
     torch.set_num_threads(a.threads)
-    sets = [f"train.steps={a.steps}", f"policies=[{a.policy}]", "replicas=1",
-            f"backend.threads={a.threads}", "report.overhead_samples=0"] + a.set
-    setargs = [x for s in sets for x in ("--set", s)]
-    run_dir = os.path.join(a.out, "detrain")
-    run([a.detrain, "run", a.config, "--out", run_dir, "--quiet"] + setargs,
-        env={**os.environ, "DETRAIN_GNUPLOT": "none"})
-    with open(os.path.join(run_dir, "config.json")) as f:
-        cfg = json.load(f)
-    model, train, dataset = cfg["model"], cfg["train"], cfg["dataset"]
-    if model["kind"] != "gpt":
-        die(f"{a.config}: model.kind is {model['kind']}, not gpt")
+    side = Side("gpt_vs_torch", a, [a.policy], "gpt")
+    model, train, dataset = side.cfg["model"], side.cfg["train"], side.cfg["dataset"]
     if model.get("dropout", 0) > 0:
         die(f"{a.config}: model.dropout is {model['dropout']}: PyTorch cannot draw detrain's "
             "masks; compare with --set model.dropout=0")
-    replica = os.path.join(run_dir, a.policy, "replica-0")
-    st_path = os.path.join(a.out, "step0.safetensors")
-    run([a.detrain, "export", replica, "--step", "0", "--safetensors", st_path])
-    batches = run([a.detrain, "batches", a.config, "--steps", str(a.steps)] + setargs)
-    rows = list(csv.DictReader(batches.splitlines()))
-    with open(os.path.join(replica, "trace.csv")) as f:
-        det = {int(r["step"]): float(r["loss"]) for r in csv.DictReader(f) if r["loss"]}
+    st_path, rows, det = side.st_path, side.rows, side.losses(a.policy)
     corpus = dataset["path"] or "/usr/share/games/fortunes"
     data = torch.tensor(list(read_corpus(corpus)), dtype=torch.long)
     w, meta = read_safetensors(st_path)
@@ -125,8 +92,7 @@ def main():
             f.write(f"{r[0]},{r[1]:.9g},{r[2]:.9g},{r[3]:.3e}\n")
     first = out_rows[0][3]
     ok = first <= a.first_tol and worst <= a.curve_tol
-    with open(os.path.join(replica, "times.csv")) as f:
-        det_ms = [float(r["step_ms"]) for r in csv.DictReader(f)]
+    det_ms = side.step_ms()
     skip = min(5, a.steps // 4)  # warm-up steps left out on both sides
     summary = (
         f"config {a.config}, policy {a.policy}, {a.steps} steps of {B} windows of {T + 1} "

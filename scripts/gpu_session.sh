@@ -796,6 +796,24 @@ stage_torch() {
 
 # The GPT (issue 40), after every other model's stage so that nothing here can cost their
 # results. Its corpus is tests/data/gpt_corpus.txt (committed; the device has no fortunes).
+# Model M at each level on cuda, 5 steps, launches synchronous (CONFIG into D/smoke-LEVEL,
+# then more --set arguments): a faulting kernel is named by the op that launched it.
+smoke_levels() {
+  local m=$1 cfg=$2 d=$3 level ok=0 n=0
+  shift 3
+  for level in fast run_to_run portable; do
+    n=$((n + 1))
+    if run env CUDA_LAUNCH_BLOCKING=1 "$detrain" run "$cfg" --out "$d/smoke-$level" \
+        --set backend.device=cuda --set train.steps=5 --set replicas=1 --set "policies=[$level]" \
+        "$@" --quiet; then
+      ok=$((ok + 1))
+    else
+      failure "$m $level: $(last_error)"
+    fi
+  done
+  [ $dry -eq 1 ] || note "smoke $ok/$n"
+}
+
 # Model M's portable run on cuda into RESULTS/ROOT (scripts/cross_device.sh --models M)
 # against the committed CPU reference results/cpu/ROOT-t2, the table in RESULTS/TABLE.
 portable_vs_cpu() {
@@ -833,7 +851,7 @@ replicas_and_explain() {
 
 stage_gpt() {
   need_build || return
-  local d=$results/gpt cfg=configs/gpt.yaml level out tmo ok=0 n=0 v
+  local d=$results/gpt cfg=configs/gpt.yaml out tmo v
   local sets=(--set dataset.path=tests/data/gpt_corpus.txt --set report.snapshots=0
               --set report.overhead_samples=0)
   [ $dry -eq 1 ] || { rm -rf "$d" "$results/crossdev-gpt"; mkdir -p "$d"; }
@@ -842,17 +860,7 @@ stage_gpt() {
   run bash scripts/gpu_session.sh __ctest_gpu "$build" "$((jobs < 6 ? jobs : 6))" "$tmo" "" gpt ||
     failure "gpt tests: $(grep -m1 'first failing test:' "$logs/gpt.log" 2>/dev/null | sed 's/.*first failing test: //' | cut -c1-160)"
   # smoke at each level, launches synchronous
-  for level in fast run_to_run portable; do
-    out=$d/smoke-$level
-    n=$((n + 1))
-    if run env CUDA_LAUNCH_BLOCKING=1 "$detrain" run "$cfg" --out "$out" --set backend.device=cuda \
-        --set train.steps=5 --set replicas=1 --set "policies=[$level]" "${sets[@]}" --quiet; then
-      ok=$((ok + 1))
-    else
-      failure "gpt $level: $(last_error)"
-    fi
-  done
-  [ $dry -eq 1 ] || note "smoke $ok/$n"
+  smoke_levels gpt "$cfg" "$d" "${sets[@]}"
   # portable on the GPU against the committed CPU reference (scripts/cross_device.sh --models gpt)
   portable_vs_cpu gpt crossdev-gpt cross_device_gpt.md
   # replicas: run_to_run identical, fast recorded and explained
@@ -928,21 +936,11 @@ stage_racecheck() {
 # CPU's reference, replicas, bench and PyTorch -- on the cut data set, as the other models.
 stage_resnet() {
   need_build || return
-  local d=$results/resnet cfg=configs/resnet.yaml level ok=0 n=0
+  local d=$results/resnet cfg=configs/resnet.yaml
   local sets=(--set report.snapshots=0 --set report.overhead_samples=0 --set train.eval_every=0
               "${fmnist_cut_sets[@]}")
   [ $dry -eq 1 ] || { rm -rf "$d" "$results/crossdev-resnet"; mkdir -p "$d"; }
-  for level in fast run_to_run portable; do
-    n=$((n + 1))
-    if run env CUDA_LAUNCH_BLOCKING=1 "$detrain" run "$cfg" --out "$d/smoke-$level" \
-        --set backend.device=cuda --set train.steps=5 --set replicas=1 --set "policies=[$level]" \
-        "${sets[@]}" --quiet; then
-      ok=$((ok + 1))
-    else
-      failure "resnet $level: $(last_error)"
-    fi
-  done
-  [ $dry -eq 1 ] || note "smoke $ok/$n"
+  smoke_levels resnet "$cfg" "$d" "${sets[@]}"
   portable_vs_cpu resnet crossdev-resnet cross_device_resnet.md
   replicas_and_explain resnet "$cfg" "$d" "${sets[@]}"
   local cmd=("$detrain" bench "$cfg" --steps 30 --warmup 5 --set backend.device=cuda

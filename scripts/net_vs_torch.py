@@ -28,11 +28,8 @@ every step's loss agrees to --tol (relative); 1 otherwise; 77 when PyTorch is no
 installed (a skip).
 """
 import argparse
-import csv
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -52,15 +49,9 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_torch import find_fashion_mnist, read_idx  # noqa: E402
+from detrain_replay import Side, add_arguments  # noqa: E402
 from torch_gpt import lr_at, read_safetensors  # noqa: E402
 from torch_net import Net  # noqa: E402
-
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
-        die(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
-    return r.stdout
 
 
 def shard_sizes(B, S):
@@ -70,41 +61,16 @@ def shard_sizes(B, S):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--detrain", required=True, help="the detrain binary")
-    ap.add_argument("--config", required=True, help="a model.kind: net config")
-    ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--policy", default="portable")
+    add_arguments(ap, "a model.kind: net config", 100)
     ap.add_argument("--control", default="fast", help="detrain's own other level beside it")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", required=True, help="a new folder")
-    ap.add_argument("--set", action="append", default=[], help="more detrain --set")
     ap.add_argument("--tol", type=float, default=1e-5,
                     help="largest relative loss difference at any step (default 1e-5)")
     a = ap.parse_args()
-    if os.path.exists(a.out) and os.listdir(a.out):
-        die(f"{a.out}: exists and is not empty; choose a new folder")
-    os.makedirs(a.out, exist_ok=True)
     torch.set_num_threads(a.threads)
-    sets = [f"train.steps={a.steps}", f"policies=[{a.policy}, {a.control}]", "replicas=1",
-            f"backend.threads={a.threads}", "report.overhead_samples=0"] + a.set
-    setargs = [x for s in sets for x in ("--set", s)]
-    run_dir = os.path.join(a.out, "detrain")
-    run([a.detrain, "run", a.config, "--out", run_dir, "--quiet"] + setargs,
-        env={**os.environ, "DETRAIN_GNUPLOT": "none"})
-    with open(os.path.join(run_dir, "config.json")) as f:
-        cfg = json.load(f)
-    model, train, dataset = cfg["model"], cfg["train"], cfg["dataset"]
-    if model["kind"] != "net":
-        die(f"{a.config}: model.kind is {model['kind']}, not net")
-    replica = os.path.join(run_dir, a.policy, "replica-0")
-    st_path = os.path.join(a.out, "step0.safetensors")
-    run([a.detrain, "export", replica, "--step", "0", "--safetensors", st_path])
-    batches = run([a.detrain, "batches", a.config, "--steps", str(a.steps)] + setargs)
-    rows = list(csv.DictReader(batches.splitlines()))
-    def losses(policy):
-        with open(os.path.join(run_dir, policy, "replica-0", "trace.csv")) as f:
-            return {int(r["step"]): float(r["loss"]) for r in csv.DictReader(f) if r["loss"]}
-    det, ctl = losses(a.policy), losses(a.control)
+    side = Side("net_vs_torch", a, [a.policy, a.control], "net")
+    model, train, dataset = side.cfg["model"], side.cfg["train"], side.cfg["dataset"]
+    st_path, rows = side.st_path, side.rows
+    det, ctl = side.losses(a.policy), side.losses(a.control)
     folder = find_fashion_mnist(dataset.get("path") or "")
     if not folder:
         die("Fashion-MNIST not found (dataset.path, $DETRAIN_DATA, /usr/share/datasets/fashion-mnist)")
@@ -149,8 +115,7 @@ def main():
         return next((r[0] for r in out_rows if r[col] > a.tol), None)
     ft, fc = first_beyond(3), first_beyond(5)
     ctl_worst = max(r[5] for r in out_rows)
-    with open(os.path.join(replica, "times.csv")) as f:
-        det_ms = [float(r["step_ms"]) for r in csv.DictReader(f)]
+    det_ms = side.step_ms()
     skip = min(5, a.steps // 4)
     summary = (
         f"config {a.config}, policy {a.policy}, {a.steps} steps of {B} in {S} shards, "

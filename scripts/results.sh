@@ -337,6 +337,18 @@ part_noise_sources() {
   done
 }
 
+# A config's run timed whole (t0, t1: date +%s.%N around it) as time.txt says it: the
+# command and version, the wall time, the CPU, its threads and steps, then NAME VALUE.
+time_txt() {
+  local cfg=$1 t0=$2 t1=$3 name=$4 value=$5
+  echo "# detrain run $cfg, timed whole ($("$DETRAIN" --version | head -1))"
+  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "wall_s %.1f\n", b - a }'
+  echo "cpu $(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -1)"
+  echo "threads $(sed -n 's/^  threads: *\([0-9]*\).*/\1/p' "$cfg")"
+  echo "steps $(sed -n 's/^  steps: *\([0-9]*\).*/\1/p' "$cfg")"
+  echo "$name $value"
+}
+
 # results/cpu/resnet/README.md (issue 68): configs/resnet.yaml at fast timed whole; portable
 # across thread and rank counts (100 steps on the cut data set: the plain run at 1 and 2
 # threads, mpirun -np 1, 2, 4, one compare table); the noise-source matrix (fast and
@@ -345,7 +357,7 @@ part_noise_sources() {
 part_resnet() {
   . scripts/fmnist_cut.sh
   command -v mpirun >/dev/null || { say "resnet: no mpirun (scripts/setup.sh installs openmpi-bin)"; return 1; }
-  local o=$tmp/resnet t0 t1 cpu acc
+  local o=$tmp/resnet t0 t1 acc
   mkdir -p "$o/keep/run/fast/replica-0"
   t0=$(date +%s.%N)
   "$DETRAIN" run configs/resnet.yaml --out "$o/run" --quiet
@@ -353,16 +365,8 @@ part_resnet() {
   cp "$o/run/report.md" "$o/run/summary.csv" "$o/run/config.json" "$o/run/run.json" "$o/keep/run/"
   cp "$o/run/fast/replica-0/metrics.csv" "$o/run/fast/replica-0/run.json" \
      "$o/keep/run/fast/replica-0/"
-  cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -1)
   acc=$(tail -1 "$o/keep/run/fast/replica-0/metrics.csv" | cut -d, -f3)
-  {
-    echo "# detrain run configs/resnet.yaml, timed whole ($("$DETRAIN" --version | head -1))"
-    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "wall_s %.1f\n", b - a }'
-    echo "cpu $cpu"
-    echo "threads $(sed -n 's/^  threads: *//p' configs/resnet.yaml)"
-    echo "steps $(sed -n 's/^  steps: *\([0-9]*\).*/\1/p' configs/resnet.yaml)"
-    echo "test_accuracy $acc"
-  } > "$o/keep/time.txt"
+  time_txt configs/resnet.yaml "$t0" "$t1" test_accuracy "$acc" > "$o/keep/time.txt"
   # portable at 1 and 2 threads and on 1, 2 and 4 ranks: one table of every step's digest
   local short=(--set 'policies=[portable]' --set train.steps=100 --set train.eval_every=0
                --set dataset.train_limit=$fmnist_cut_train --set dataset.test_limit=$fmnist_cut_test
@@ -408,7 +412,7 @@ part_resnet() {
 # it (the run, its evaluations, the sample and the report); its report, metrics, sample and
 # manifests kept, and time.txt: the wall time, the CPU and the last validation loss.
 part_gpt_quickstart() {
-  local o=$tmp/gptq t0 t1 cpu loss
+  local o=$tmp/gptq t0 t1 loss
   mkdir -p "$o/keep/run"
   t0=$(date +%s.%N)
   "$DETRAIN" run configs/gpt-quickstart.yaml --out "$o/run" --quiet
@@ -417,16 +421,9 @@ part_gpt_quickstart() {
   cp "$o/run/report.md" "$o/run/summary.csv" "$o/run/config.json" "$o/run/run.json" "$o/keep/run/"
   cp "$o/run/portable/replica-0/metrics.csv" "$o/run/portable/replica-0/sample.txt" \
      "$o/run/portable/replica-0/run.json" "$o/keep/run/portable/replica-0/"
-  cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -1)
   loss=$(tail -1 "$o/keep/run/portable/replica-0/metrics.csv" | cut -d, -f2)
-  {
-    echo "# detrain run configs/gpt-quickstart.yaml, timed whole ($("$DETRAIN" --version | head -1))"
-    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "wall_s %.1f\n", b - a }'
-    echo "cpu $cpu"
-    echo "threads $(sed -n 's/^  threads: *//p' configs/gpt-quickstart.yaml)"
-    echo "steps $(sed -n 's/^  steps: *//p' configs/gpt-quickstart.yaml)"
-    echo "final_loss_nats_per_byte $loss"
-  } > "$o/keep/time.txt"
+  time_txt configs/gpt-quickstart.yaml "$t0" "$t1" final_loss_nats_per_byte "$loss" \
+    > "$o/keep/time.txt"
   # The PyTorch module of docs/cli.md ("Load it in PyTorch") rebuilt from the exported file
   # alone, against the replica's validation loss and predictions (with PyTorch; else kept).
   local py

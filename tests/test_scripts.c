@@ -68,8 +68,9 @@ DT_TEST(python_syntax)
     /* ast.parse rather than py_compile: no __pycache__ in the source tree. */
     static const char parse[] =
         "python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])'";
-    static const char *const scripts[] = {"bench_torch.py", "torch_gpt.py", "gpt_vs_torch.py"};
-    for (int i = 0; i < 3; i++) {
+    static const char *const scripts[] = {"bench_torch.py", "torch_gpt.py",    "gpt_vs_torch.py",
+                                          "torch_net.py",   "net_vs_torch.py", "detrain_replay.py"};
+    for (size_t i = 0; i < sizeof scripts / sizeof scripts[0]; i++) {
         int rc = dt_run_capture(out, sizeof out, "%s '%s/scripts/%s'", parse, SRC, scripts[i]);
         if (rc != 0) fprintf(stderr, "%s\n", out);
         CHECK_INT_EQ(rc, 0);

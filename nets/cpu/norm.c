@@ -133,7 +133,7 @@ DT_VECTOR_PART(bn_grad_part)
         float *restrict dx = j->y + r * C, *restrict gx = j->gx + r * C;
         /* short loops, one store each: the vectoriser takes them (xhat kept in dx first) */
         for (int64_t ch = 0; ch < C; ch++) dx[ch] = dt_bn_xhat(x[ch], mean[ch], rstd[ch]);
-        for (int64_t ch = 0; ch < C; ch++) gx[ch] = dt_rn_mul(g[ch], dx[ch]);
+        for (int64_t ch = 0; ch < C; ch++) gx[ch] = dt_bn_gamma_term(g[ch], dx[ch]);
         for (int64_t ch = 0; ch < C; ch++) dx[ch] = dt_bn_grad(g[ch], dx[ch], k[ch], a[ch], b[ch]);
     }
 }

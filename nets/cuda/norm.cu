@@ -230,7 +230,7 @@ static __global__ void __launch_bounds__(1024)
         const int64_t ch = i % C;
         const float xhat = dt_bn_xhat(x[i], mean[ch], rstd[ch]);
         dx[i] = dt_bn_grad(dy[i], xhat, dt_bn_grad_scale(gamma[ch], rstd[ch]), ab[ch], ab[C + ch]);
-        gx[i] = dt_rn_mul(dy[i], xhat);
+        gx[i] = dt_bn_gamma_term(dy[i], xhat);
     }
 }
 
