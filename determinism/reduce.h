@@ -89,6 +89,22 @@ static inline DT_HD void dt_reduce_tree_strided(float *p, int64_t m)
         for (int64_t j = 0; j < count / 2; j++) dt_reduce_tree_pair(p, s, j);
 }
 
+/* The same tree kept as a stack while the partials arrive in index order (a kernel holding
+ * one tile's chunk partials in turn): push partial n (counting from 1), then add the top
+ * two dt_reduce_stack_merges(n) times; after the last, add the stack from the top down.
+ * Every pair is a pair of the level-by-level tree (a block of 2^j partials closes when its
+ * last arrives; the odd ones carried up are the stack's tail, added last), so the bits
+ * are dt_reduce_tree_vectors's (tests/test_ops.c, tree_as_stack). */
+static inline DT_HD int dt_reduce_stack_merges(int64_t n)
+{
+    int merges = 0;
+    for (; n > 0 && (n & 1) == 0; n >>= 1) merges++;
+    return merges;
+}
+
+/* Most partials a stack holds at once: one per bit of the count (chunks < 2^40). */
+#define DT_REDUCE_STACK_MAX 41
+
 /* Sum of v[0 .. n) in the fixed order. `partials` holds dt_reduce_chunks(n) floats. */
 static inline DT_HD float dt_reduce_sum_fixed(const float *v, int64_t n, float *partials)
 {

@@ -6,7 +6,9 @@
 #include "determinism/fixed_point.h"
 #include "nets/backend.h"
 #include "nets/cpu/cpu.h" /* white-box: the two backward-weight forms */
+#include "determinism/reduce.h"
 #include "nets/model.h"
+#include "nets/step.h"
 #include "tests/check.h"
 #include "tests/op_helpers.h"
 
@@ -485,6 +487,104 @@ DT_TEST(wgrad_forms_same_bits)
     }
 }
 
+/* The fixed tree kept as a stack (reduce.h, dt_reduce_stack_merges: the CPU weight
+ * gradient's tiles) gives the level-by-level tree's bits for every count up to 600; the
+ * negative control, the stack's tail added from the bottom up, differs for some count, so
+ * the comparison can tell two shapes apart. */
+DT_TEST(tree_as_stack)
+{
+    float a[600], stack[DT_REDUCE_STACK_MAX], wrong[DT_REDUCE_STACK_MAX];
+    int parted = 0;
+    for (int64_t m = 1; m <= 600; m++) {
+        for (int64_t j = 0; j < m; j++) a[j] = (float)(urand() * ldexp(1.0, (int)(j % 23) - 11));
+        int depth = 0;
+        for (int64_t j = 0; j < m; j++) {
+            stack[depth++] = a[j];
+            for (int k = dt_reduce_stack_merges(j + 1); k > 0; k--, depth--)
+                stack[depth - 2] = stack[depth - 2] + stack[depth - 1];
+        }
+        memcpy(wrong, stack, sizeof stack);
+        for (int d = 1; d < depth; d++) wrong[0] = wrong[0] + wrong[d];
+        for (; depth > 1; depth--) stack[depth - 2] = stack[depth - 2] + stack[depth - 1];
+        dt_reduce_tree_vectors(a, m, 1, 1);
+        if (memcmp(&a[0], &stack[0], sizeof a[0]) != 0) {
+            fprintf(stderr, "%lld partials: stack %.9g, tree %.9g\n", (long long)m,
+                    (double)stack[0], (double)a[0]);
+            dt_check_failures_++;
+            break;
+        }
+        parted += memcmp(&a[0], &wrong[0], sizeof a[0]) != 0;
+    }
+    CHECK(parted > 0);
+}
+
+/* The weight gradient under a fixed reduction against its definition, written out
+ * serially: per element, each canonical chunk summed in row order from +0, the chunks by
+ * the fixed tree -- with shards set, the same per shard into its slot. Shapes with full
+ * and short tiles, one chunk and many (odd carries), 1 and 3 threads, on every kernel path
+ * this CPU has. */
+DT_TEST(wgrad_fixed_matches_definition)
+{
+    enum { GB = 1000, GIN = 37, GOUT = 40 };
+    static float x[GB * GIN], dy[GB * GOUT], got[3 * GIN * GOUT], want[3 * GIN * GOUT];
+    static float part[GB / DT_REDUCE_CHUNK + 1];
+    fill(x, GB * GIN, 1.0);
+    fill(dy, GB * GOUT, 1.0);
+    const int64_t bs[] = {1, 31, 33, 96, 1000}, ins[] = {1, 7, 37}, outs[] = {16, 21, 40};
+    struct dt_policy pol = policy();
+    const bool wide = dt_cpu_set_wide(true);
+    int cases = 0;
+    for (int path = wide ? 0 : 1; path < 2; path++) {
+        dt_cpu_set_wide(path == 0);
+        for (int threads = 1; threads <= 3; threads += 2) {
+            struct dt_backend *be = cpu(threads);
+            for (int a = 0; a < 5; a++)
+                for (int b = 0; b < 3; b++)
+                    for (int c = 0; c < 3; c++)
+                        for (int64_t S = 1; S <= 3; S += 2) {
+                            const int64_t B = bs[a], in = ins[b], out = outs[c];
+                            if (S > B) continue;
+                            int64_t row[4];
+                            for (int64_t k = 0; k <= S; k++) row[k] = dt_shard_row(B, S, k);
+                            for (int64_t k = 0; k < S; k++)
+                                for (int64_t i = 0; i < in; i++)
+                                    for (int64_t o = 0; o < out; o++) {
+                                        const int64_t n = row[k + 1] - row[k];
+                                        const int64_t m = dt_reduce_chunks(n);
+                                        for (int64_t ch = 0; ch < m; ch++) {
+                                            float t = 0.0f;
+                                            for (int64_t r = ch * DT_REDUCE_CHUNK;
+                                                 r < n && r < (ch + 1) * DT_REDUCE_CHUNK; r++) {
+                                                const int64_t bb = row[k] + r;
+                                                t = t + x[bb * in + i] * dy[bb * out + o];
+                                            }
+                                            part[ch] = t;
+                                        }
+                                        dt_reduce_tree_vectors(part, m, 1, 1);
+                                        want[k * in * out + i * out + o] = part[0];
+                                    }
+                            const struct dt_shards sh = {S, row};
+                            if (S > 1) dt_backend_set_shards(be, &sh);
+                            CHECK(dt_dense_backward_weight(be, got, x, dy, B, in, out, &pol) ==
+                                  DT_OK);
+                            dt_backend_set_shards(be, NULL);
+                            if (memcmp(got, want, (size_t)(S * in * out) * sizeof(float))) {
+                                fprintf(stderr,
+                                        "%s path, %d threads, B %lld in %lld out %lld, %lld "
+                                        "shards: differs\n",
+                                        path == 0 ? "wide" : "narrow", threads, (long long)B,
+                                        (long long)in, (long long)out, (long long)S);
+                                dt_check_failures_++;
+                            }
+                            cases++;
+                        }
+            dt_backend_destroy(be);
+        }
+    }
+    dt_cpu_set_wide(true);
+    CHECK(cases > 100);
+}
+
 /* The own fixed-order product against its definition, a scalar loop summing k in
  * ascending order (mul and add two roundings, as the build compiles everything): every
  * shape class (full tiles, leftover rows and columns, sums longer than the padded-tile
@@ -641,4 +741,5 @@ DT_TEST_MAIN(DT_CASE(dense_forward_matches_double), DT_CASE(dense_backward_gradc
              DT_CASE(mlp_backward_gradcheck), DT_CASE(dense_thread_count_independent),
              DT_CASE(pool_spin_setting), DT_CASE(bias_fixed_point_split_matches_serial),
              DT_CASE(wgrad_forms_same_bits), DT_CASE(matmul_paths_match_scalar),
-             DT_CASE(dense_paths_same_bits), DT_CASE(dense_fast_matches_double))
+             DT_CASE(dense_paths_same_bits), DT_CASE(dense_fast_matches_double),
+             DT_CASE(tree_as_stack), DT_CASE(wgrad_fixed_matches_definition))

@@ -59,110 +59,180 @@ typedef float v8f __attribute__((vector_size(32)));
 static inline void v8_load(v8f *v, const float *p) { memcpy(v, p, sizeof *v); }
 static inline void v8_store(float *p, const v8f *v) { memcpy(p, v, sizeof *v); }
 
-#define MR 4          /* micro-tile rows */
-#define NR 16         /* micro-tile columns: two vectors */
-#define PAD_MAX_K 512 /* longest sum whose leftover columns go through a padded tile */
+#define MR 6   /* micro-tile rows: 6 x 2 accumulator vectors, the AVX2 registers' worth */
+#define NR 16  /* micro-tile columns: two vectors */
+#define KC 256 /* rows of Bm per packed block: KC x NR floats (16 KiB) stay in L1 */
 
-/* One MR x NR tile of C, held in registers while k runs 0..K-1 in order. */
-static inline void micro_tile(float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
-                              int64_t aks, const float *restrict Bm, int64_t ldb, int64_t K,
-                              bool accumulate)
+/* One rows x NR tile of C (rows <= MR), held in registers while k runs 0..K-1 in order,
+ * from C's values (accumulate) or from +0. Bp is packed: row k's NR floats at Bp + k * NR
+ * (pack_strip), so the tile reads one contiguous block whatever Bm's row stride -- a
+ * power-of-two stride (a 256-wide layer: 1 KiB) would map every row of an unpacked strip
+ * to the same few L1 sets. */
+static inline __attribute__((always_inline)) void tile_v8(int rows, float *restrict C, int64_t ldc,
+                                                          const float *restrict A, int64_t lda,
+                                                          int64_t aks, const float *restrict Bp,
+                                                          int64_t K, bool accumulate)
 {
-    v8f c00, c01, c10, c11, c20, c21, c30, c31;
-    if (accumulate) {
-        v8_load(&c00, C + 0 * ldc), v8_load(&c01, C + 0 * ldc + 8);
-        v8_load(&c10, C + 1 * ldc), v8_load(&c11, C + 1 * ldc + 8);
-        v8_load(&c20, C + 2 * ldc), v8_load(&c21, C + 2 * ldc + 8);
-        v8_load(&c30, C + 3 * ldc), v8_load(&c31, C + 3 * ldc + 8);
-    } else {
-        c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = (v8f){0};
+    v8f c0[MR], c1[MR];
+#pragma GCC unroll 6
+    for (int r = 0; r < rows; r++) {
+        if (accumulate) v8_load(&c0[r], C + r * ldc), v8_load(&c1[r], C + r * ldc + 8);
+        else c0[r] = c1[r] = (v8f){0};
     }
     for (int64_t k = 0; k < K; k++) {
         v8f b0, b1;
-        v8_load(&b0, Bm + k * ldb), v8_load(&b1, Bm + k * ldb + 8);
-        const float a0 = A[0 * lda + k * aks], a1 = A[1 * lda + k * aks];
-        const float a2 = A[2 * lda + k * aks], a3 = A[3 * lda + k * aks];
-        c00 = c00 + a0 * b0, c01 = c01 + a0 * b1;
-        c10 = c10 + a1 * b0, c11 = c11 + a1 * b1;
-        c20 = c20 + a2 * b0, c21 = c21 + a2 * b1;
-        c30 = c30 + a3 * b0, c31 = c31 + a3 * b1;
+        v8_load(&b0, Bp + k * NR), v8_load(&b1, Bp + k * NR + 8);
+#pragma GCC unroll 6
+        for (int r = 0; r < rows; r++) {
+            const float a = A[r * lda + k * aks];
+            c0[r] = c0[r] + a * b0, c1[r] = c1[r] + a * b1;
+        }
     }
-    v8_store(C + 0 * ldc, &c00), v8_store(C + 0 * ldc + 8, &c01);
-    v8_store(C + 1 * ldc, &c10), v8_store(C + 1 * ldc + 8, &c11);
-    v8_store(C + 2 * ldc, &c20), v8_store(C + 2 * ldc + 8, &c21);
-    v8_store(C + 3 * ldc, &c30), v8_store(C + 3 * ldc + 8, &c31);
+#pragma GCC unroll 6
+    for (int r = 0; r < rows; r++) v8_store(C + r * ldc, &c0[r]), v8_store(C + r * ldc + 8, &c1[r]);
+}
+
+/* tile_v8 with `rows` a constant in each branch (the accumulators stay in registers). */
+static inline __attribute__((always_inline)) void
+tile_rows(int rows, float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
+          int64_t aks, const float *restrict Bp, int64_t K, bool accumulate)
+{
+    switch (rows) {
+    case 6: tile_v8(6, C, ldc, A, lda, aks, Bp, K, accumulate); break;
+    case 5: tile_v8(5, C, ldc, A, lda, aks, Bp, K, accumulate); break;
+    case 4: tile_v8(4, C, ldc, A, lda, aks, Bp, K, accumulate); break;
+    case 3: tile_v8(3, C, ldc, A, lda, aks, Bp, K, accumulate); break;
+    case 2: tile_v8(2, C, ldc, A, lda, aks, Bp, K, accumulate); break;
+    default: tile_v8(1, C, ldc, A, lda, aks, Bp, K, accumulate); break;
+    }
+}
+
+/* Bm's rows [0, kc) and columns [0, cols) (cols <= NR) into bp (kc x NR), the columns past
+ * `cols` zero: they feed only outputs that are discarded. */
+static inline __attribute__((always_inline)) void
+pack_strip(float *restrict bp, const float *restrict Bm, int64_t ldb, int64_t kc, int64_t cols)
+{
+    if (cols == NR) {
+        for (int64_t k = 0; k < kc; k++) { /* two vector moves (a memcpy may be `rep movs`) */
+            v8f lo, hi;
+            v8_load(&lo, Bm + k * ldb), v8_load(&hi, Bm + k * ldb + 8);
+            v8_store(bp + k * NR, &lo), v8_store(bp + k * NR + 8, &hi);
+        }
+        return;
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        memcpy(bp + k * NR, Bm + k * ldb, (size_t)cols * sizeof(float));
+        memset(bp + k * NR + cols, 0, (size_t)(NR - cols) * sizeof(float));
+    }
+}
+
+/* Rows [i0, i1) of one strip of cols (<= NR) columns of C against the packed block bp
+ * (K x NR): full MR-row tiles, then one shorter; a strip narrower than NR goes through a
+ * temporary tile whose first `cols` columns are kept. */
+static inline __attribute__((always_inline)) void strip_rows(float *restrict C, int64_t ldc,
+                                                             const float *restrict A, int64_t lda,
+                                                             int64_t aks, const float *restrict bp,
+                                                             int64_t K, int64_t cols, int64_t i0,
+                                                             int64_t i1, bool accumulate)
+{
+    for (int64_t i = i0; i < i1; i += MR) {
+        const int rows = i1 - i < MR ? (int)(i1 - i) : MR;
+        if (cols == NR) {
+            tile_rows(rows, C + i * ldc, ldc, A + i * lda, lda, aks, bp, K, accumulate);
+            continue;
+        }
+        float ct[MR * NR];
+        for (int r = 0; r < rows; r++)
+            for (int64_t t = 0; t < NR; t++)
+                ct[r * NR + t] = accumulate && t < cols ? C[(i + r) * ldc + t] : 0.0f;
+        tile_rows(rows, ct, NR, A + i * lda, lda, aks, bp, K, true);
+        for (int r = 0; r < rows; r++)
+            memcpy(C + (i + r) * ldc, ct + r * NR, (size_t)cols * sizeof(float));
+    }
 }
 
 /* C[i, j] (+)= sum_{k=0..K-1} A[i,k] * Bm[k, j] for rows i in [i0, i1), k ascending; with
  * `accumulate` the sum starts from C's current value, else from +0. Every element sees
- * the same sequence of roundings whichever path (tile or edge) computes it, so the bits
- * depend on neither the tiling nor the row split across threads.
- * A is (M,K) with row stride lda, Bm is (K,N) with row stride ldb, C is (M,N) with row
- * stride ldc. */
+ * the same sequence of roundings whichever tile computes it: the K blocks carry the sum
+ * through C (a float stored and loaded back is the same float), a padded column or a
+ * short row tile only adds outputs that are thrown away, so the bits depend on neither
+ * the tiling nor the row split across threads.
+ * A is (M,K) with row stride lda and k stride aks, Bm is (K,N) with row stride ldb, C is
+ * (M,N) with row stride ldc. */
 DT_VECTOR_FN(matmul_ordered_v8,
              (float *restrict C, int64_t ldc, const float *restrict A, int64_t lda, int64_t aks,
               const float *restrict Bm, int64_t ldb, int64_t K, int64_t N, int64_t i0, int64_t i1,
               bool accumulate),
              (C, ldc, A, lda, aks, Bm, ldb, K, N, i0, i1, accumulate))
 {
-    const int64_t n_tiled = N / NR * NR;
-    /* Column strips of NR: the strip of Bm (K x NR) stays in cache across the rows. */
-    for (int64_t j = 0; j < n_tiled; j += NR) {
-        int64_t i = i0;
-        for (; i + MR <= i1; i += MR)
-            micro_tile(C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate);
-        for (; i < i1; i++) { /* leftover rows, same order per element */
-            float *restrict c = C + i * ldc + j;
-            float acc[NR];
-            for (int64_t t = 0; t < NR; t++) acc[t] = accumulate ? c[t] : 0.0f;
-            for (int64_t k = 0; k < K; k++) {
-                const float a = A[i * lda + k * aks];
-                const float *restrict b = Bm + k * ldb + j;
-                for (int64_t t = 0; t < NR; t++) acc[t] = acc[t] + a * b[t];
-            }
-            memcpy(c, acc, sizeof acc);
-        }
-    }
-    if (n_tiled == N) return;
-    const int64_t rem = N - n_tiled;
-    if (K <= PAD_MAX_K) {
-        /* Leftover columns through the same micro-tile: the strip Bm[:, n_tiled:N] copied
-         * into a zero-padded K x NR block, the tile computed into a temporary and its first
-         * `rem` columns kept. Each kept element sees exactly the roundings it would see in
-         * a full strip (the padding only feeds the discarded columns). */
-        float bp[PAD_MAX_K * NR];
-        for (int64_t k = 0; k < K; k++) {
-            memcpy(bp + k * NR, Bm + k * ldb + n_tiled, (size_t)rem * sizeof(float));
-            memset(bp + k * NR + rem, 0, (size_t)(NR - rem) * sizeof(float));
-        }
-        float ct[MR * NR];
-        for (int64_t i = i0; i < i1; i += MR) {
-            const int64_t rows = i1 - i < MR ? i1 - i : MR;
-            const float *a = A + i * lda;
-            float apad[MR * PAD_MAX_K];
-            if (rows < MR) { /* short last block: pad A with zero rows too */
-                for (int64_t r = 0; r < MR; r++)
-                    for (int64_t k = 0; k < K; k++)
-                        apad[r * K + k] = r < rows ? a[r * lda + k * aks] : 0.0f;
-            }
-            for (int64_t r = 0; r < MR; r++)
-                for (int64_t t = 0; t < NR; t++)
-                    ct[r * NR + t] =
-                        (accumulate && r < rows && t < rem) ? C[(i + r) * ldc + n_tiled + t] : 0.0f;
-            micro_tile(ct, NR, rows < MR ? apad : a, rows < MR ? K : lda, rows < MR ? 1 : aks, bp,
-                       NR, K, true);
-            for (int64_t r = 0; r < rows; r++)
-                memcpy(C + (i + r) * ldc + n_tiled, ct + r * NR, (size_t)rem * sizeof(float));
-        }
+    if (K == 0) {
+        for (int64_t i = i0; i < i1 && !accumulate; i++)
+            memset(C + i * ldc, 0, (size_t)N * sizeof(float));
         return;
     }
-    for (int64_t i = i0; i < i1; i++) { /* leftover columns, K too long to pad on the stack */
-        float *restrict c = C + i * ldc;
-        if (!accumulate) memset(c + n_tiled, 0, (size_t)(N - n_tiled) * sizeof(float));
-        for (int64_t k = 0; k < K; k++) {
-            const float a = A[i * lda + k * aks];
-            const float *restrict b = Bm + k * ldb;
-            for (int64_t j = n_tiled; j < N; j++) c[j] = c[j] + a * b[j];
+    float bp[KC * NR] __attribute__((aligned(64)));
+    for (int64_t j = 0; j < N; j += NR) {
+        const int64_t cols = N - j < NR ? N - j : NR;
+        for (int64_t k0 = 0; k0 < K; k0 += KC) {
+            const int64_t kc = K - k0 < KC ? K - k0 : KC;
+            pack_strip(bp, Bm + k0 * ldb + j, ldb, kc, cols);
+            strip_rows(C + j, ldc, A + k0 * aks, lda, aks, bp, kc, cols, i0, i1,
+                       accumulate || k0 > 0);
+        }
+    }
+}
+
+/* dst += src over n floats (n a multiple of 8): one pair of the fixed tree. */
+static inline __attribute__((always_inline)) void add_tile(float *restrict dst,
+                                                           const float *restrict src, int64_t n)
+{
+    for (int64_t e = 0; e < n; e += 8) {
+        v8f a, b;
+        v8_load(&a, dst + e), v8_load(&b, src + e);
+        a = a + b;
+        v8_store(dst + e, &a);
+    }
+}
+
+/* reduction fixed over batch rows [0, B) for rows [i0, i1) of dw (row stride out), tile by
+ * tile: each canonical chunk's partial computed in registers from +0 (tile_v8 over the
+ * chunk's rows), the partials combined by the fixed tree kept as a stack of tiles
+ * (dt_reduce_stack_merges), the tile written once. Row i of dw takes batch row b's factor
+ * from a[i * a_rs + b * a_ks] (x in place: a_rs 1, a_ks in; or x transposed). bp holds
+ * B x NR floats: dy's strip, packed. The bits of wgrad_fixed_rows (tests/test_ops.c). */
+DT_VECTOR_FN(wgrad_tiles_v8,
+             (float *restrict dw, const float *restrict a, int64_t a_rs, int64_t a_ks,
+              const float *restrict dy, int64_t B, int64_t out, int64_t i0, int64_t i1,
+              float *restrict bp),
+             (dw, a, a_rs, a_ks, dy, B, out, i0, i1, bp))
+{
+    const int64_t n_chunks = dt_reduce_chunks(B);
+    float stack[DT_REDUCE_STACK_MAX][MR * NR] __attribute__((aligned(64)));
+    for (int64_t j = 0; j < out; j += NR) {
+        const int64_t cols = out - j < NR ? out - j : NR;
+        pack_strip(bp, dy + j, out, B, cols);
+        for (int64_t i = i0; i < i1; i += MR) {
+            const int rows = i1 - i < MR ? (int)(i1 - i) : MR;
+            int depth = 0;
+            for (int64_t c = 0; c < n_chunks; c++) {
+                const int64_t b0 = c * DT_REDUCE_CHUNK;
+                const int64_t len = B - b0 < DT_REDUCE_CHUNK ? B - b0 : DT_REDUCE_CHUNK;
+                tile_rows(rows, stack[depth++], NR, a + i * a_rs + b0 * a_ks, a_rs, a_ks,
+                          bp + b0 * NR, len, false);
+                for (int m = dt_reduce_stack_merges(c + 1); m > 0; m--, depth--)
+                    add_tile(stack[depth - 2], stack[depth - 1], rows * NR);
+            }
+            for (; depth > 1; depth--) add_tile(stack[depth - 2], stack[depth - 1], rows * NR);
+            if (n_chunks == 0) memset(stack[0], 0, sizeof stack[0]);
+            for (int r = 0; r < rows; r++) {
+                if (cols < NR) {
+                    memcpy(dw + (i + r) * out + j, stack[0] + r * NR, (size_t)cols * sizeof(float));
+                    continue;
+                }
+                v8f lo, hi;
+                v8_load(&lo, stack[0] + r * NR), v8_load(&hi, stack[0] + r * NR + 8);
+                v8_store(dw + (i + r) * out + j, &lo), v8_store(dw + (i + r) * out + j + 8, &hi);
+            }
         }
     }
 }
@@ -530,8 +600,10 @@ struct wgrad_job {
     atomic_llong next_chunk;
 };
 
-/* reduction fixed, rows [begin, end) of dw over batch rows [0, B): per block of ROW_BLOCK
- * rows, one partial per canonical chunk of those rows, then the fixed tree. Row i of dw
+/* reduction fixed, rows [begin, end) of dw over batch rows [0, B): without the wide
+ * kernels, wgrad_tiles_v8 (the tree kept as a stack per register tile); with them, per
+ * block of ROW_BLOCK rows, one partial per canonical chunk of those rows, then the fixed
+ * tree. Row i of dw
  * takes batch row b's factor from a[i * a_rs + b * a_ks]: x transposed (a_rs >= B, a_ks
  * 1; a shard's columns of the whole batch's transpose) or x itself (a_rs 1, a_ks in).
  * Same bits for any split of the rows and either layout. */
@@ -542,6 +614,11 @@ static void wgrad_fixed_rows(struct dt_backend *be, int worker, float *dw, const
     /* per block of ROW_BLOCK rows and WGRAD_COLS columns: the block's chunk partials stay
      * in L1 from their products through the tree (each element's sums and tree as over
      * the whole row: the column split moves no bits) */
+    if (!dt_cpu_wide()) { /* the tiles with the tree as a stack, dy's strips packed */
+        float *bp = dt_cpu_worker_buffer(be, worker, (size_t)(B > 0 ? B * NR : 1));
+        wgrad_tiles_v8(dw, a, a_rs, a_ks, dy, B, out, begin, end, bp);
+        return;
+    }
     const int64_t n_chunks = dt_reduce_chunks(B);
     const int64_t cols_max = out < WGRAD_COLS ? out : WGRAD_COLS;
     float *buf = dt_cpu_worker_buffer(be, worker, (size_t)(n_chunks * ROW_BLOCK * cols_max));
@@ -806,11 +883,6 @@ enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float 
                                    .in = in,
                                    .out = out,
                                    .sh = sh};
-    if (!dt_cpu_wide()) { /* the AVX2 tile wants each row's factors contiguous */
-        float *xt = dt_cpu_scratch(be, (size_t)(in * B));
-        transpose_parallel(be, xt, x, B, in); /* xt is (in,B) */
-        job.a = xt, job.a_rs = B, job.a_ks = 1;
-    }
     dt_pool_run(dt_cpu(be)->pool, sh->count * in, ROW_BLOCK, wgrad_shards_part, &job);
     return DT_OK;
 }
@@ -839,7 +911,7 @@ enum dt_status dt_cpu_dense_backward_weight(struct dt_backend *be, float *dw, co
         return wgrad_blas(be, dw, x, false, dy, B, in, out);
     if (dt_cpu_wgrad_prefers_rows(B, in, out))
         return dt_cpu_wgrad_rows(be, dw, x, dy, B, in, out, pol);
-    if ((dt_reduction_ordered(pol) || fast_fixed) && dt_cpu_wide()) { /* x in place */
+    if (dt_reduction_ordered(pol) || fast_fixed) { /* x in place */
         struct wgrad_job job = {.be = be,
                                 .dw = dw,
                                 .xt = x,
