@@ -14,6 +14,7 @@
 #include "nets/gpt_elem.h"
 
 struct attn_job {
+    struct dt_backend *be;
     float *out, *att, *ds, *dqkv;
     const float *qkv, *dout, *p;
     int64_t B, T, H, D, hd;
@@ -30,6 +31,72 @@ static void attn_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
         const int64_t t = i % T, h = (i / T) % H, b = i / (T * H);
         dt_attn_row(j->out + (b * T + t) * D + h * hd, j->att + i * T, j->qkv, b, t, h, T, D, hd,
                     j->scale, j->portable, j->exact);
+    }
+}
+
+/* items: (b, h) blocks; each query row dt_attn_row's online softmax over key tiles with
+ * the same operations in the same order, laid out so that the loops run across
+ * independent values and vectorise: a tile's scores across its keys (K transposed once per
+ * block into kt, each score still summed over j ascending from +0), its exps across keys,
+ * its output terms across the head's elements (each still summed over keys in order); the
+ * maxima and the normaliser's sum stay serial. tests/test_gpt.c holds the bits to
+ * dt_attn_row's (ops_are_the_shared_functions, attention_tiles). */
+DT_VECTOR_PART(attn_forward_blocks_part)
+{
+    const struct attn_job *j = ctx;
+    const int64_t T = j->T, H = j->H, D = j->D, hd = j->hd;
+    const float scale = j->scale;
+    const bool portable = j->portable;
+    float *kt = dt_cpu_worker_buffer(j->be, worker, (size_t)(hd * T + hd));
+    float *a = kt + hd * T, e[DT_GPT_ATTN_TILE];
+    for (int64_t blk = begin; blk < end; blk++) {
+        const int64_t b = blk / H, h = blk % H;
+        const float *qkv = j->qkv + b * T * 3 * D + h * hd;
+        for (int64_t s = 0; s < T; s++)
+            for (int64_t c = 0; c < hd; c++) kt[c * T + s] = qkv[s * 3 * D + D + c];
+        for (int64_t t = 0; t < T; t++) {
+            float *out = j->out + (b * T + t) * D + h * hd, *p = j->att + (blk * T + t) * T;
+            const float *q = qkv + t * 3 * D;
+            float m = -INFINITY, l = 0.0f;
+            for (int64_t c = 0; c < hd; c++) out[c] = 0.0f;
+            for (int64_t s0 = 0; s0 <= t; s0 += DT_GPT_ATTN_TILE) {
+                const int64_t n = t + 1 - s0 < DT_GPT_ATTN_TILE ? t + 1 - s0 : DT_GPT_ATTN_TILE;
+                float *sc = p + s0;
+                for (int64_t i = 0; i < n; i++) sc[i] = 0.0f;
+                for (int64_t c = 0; c < hd; c++) {
+                    const float qc = q[c], *kc = kt + c * T + s0;
+                    for (int64_t i = 0; i < n; i++) sc[i] = sc[i] + dt_rn_mul(qc, kc[i]);
+                }
+                float mt = -INFINITY;
+                for (int64_t i = 0; i < n; i++) {
+                    sc[i] = dt_rn_mul(sc[i], scale);
+                    if (sc[i] > mt) mt = sc[i];
+                }
+                const float m_new = m > mt ? m : mt;
+                const float corr = m == -INFINITY ? 0.0f : dt_gpt_exp(m - m_new, portable);
+                if (portable) /* dt_gpt_exp's two cases apart: the own exp inlines, vectorises */
+                    for (int64_t i = 0; i < n; i++) e[i] = dt_exp_portable(sc[i] - m_new);
+                else
+                    for (int64_t i = 0; i < n; i++) e[i] = expf(sc[i] - m_new);
+                float lt = 0.0f;
+                for (int64_t i = 0; i < n; i++) lt += e[i];
+                l = dt_rn_mul(l, corr) + lt;
+                for (int64_t c = 0; c < hd; c++) a[c] = 0.0f;
+                for (int64_t i = 0; i < n; i++) {
+                    const float ei = e[i], *v = qkv + (s0 + i) * 3 * D + 2 * D;
+                    for (int64_t c = 0; c < hd; c++) a[c] = a[c] + dt_rn_mul(ei, v[c]);
+                }
+                for (int64_t c = 0; c < hd; c++) out[c] = dt_rn_mul(out[c], corr) + a[c];
+                m = m_new;
+            }
+            for (int64_t c = 0; c < hd; c++) out[c] = dt_rn_div(out[c], l);
+            if (portable)
+                for (int64_t s = 0; s <= t; s++) p[s] = dt_exp_portable(p[s] - m);
+            else
+                for (int64_t s = 0; s <= t; s++) p[s] = expf(p[s] - m);
+            for (int64_t s = 0; s <= t; s++) p[s] = dt_rn_div(p[s], l);
+            for (int64_t s = t + 1; s < T; s++) p[s] = 0.0f;
+        }
     }
 }
 
@@ -148,7 +215,8 @@ enum dt_status dt_cpu_attention_forward(struct dt_backend *be, float *out, float
                                         const float *qkv, int64_t B, int64_t T, int64_t H,
                                         int64_t D, const struct dt_policy *pol)
 {
-    struct attn_job j = {.out = out,
+    struct attn_job j = {.be = be,
+                         .out = out,
                          .att = att,
                          .qkv = qkv,
                          .B = B,
@@ -160,7 +228,8 @@ enum dt_status dt_cpu_attention_forward(struct dt_backend *be, float *out, float
                          .portable = dt_math_portable(pol),
                          .exact = dt_math_exact(pol)};
     if (dt_math_fast(pol)) dt_pool_run(dt_cpu(be)->pool, B * H, 1, attn_lib_forward_part, &j);
-    else dt_pool_run(dt_cpu(be)->pool, B * H * T, 4, attn_forward_part, &j);
+    else if (j.exact) dt_pool_run(dt_cpu(be)->pool, B * H * T, 4, attn_forward_part, &j);
+    else dt_pool_run(dt_cpu(be)->pool, B * H, 1, attn_forward_blocks_part, &j);
     return DT_OK;
 }
 
