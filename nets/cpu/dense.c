@@ -45,6 +45,7 @@
 #include "determinism/reduce.h"
 #include "determinism/streams.h"
 #include "nets/cpu/cpu.h"
+#include "nets/cpu/fixed_lanes.h"
 
 #define ROW_BLOCK 8                 /* rows per block in the fixed backward-weight tree */
 #define WGRAD_COLS 64               /* columns per block there (a multiple of NR) */
@@ -996,9 +997,39 @@ DT_WIDE static int64_t fixed_sum_wide(int64_t *acc, const float *dy, int64_t b0,
 }
 #endif
 
+/* The same without AVX-512: 16 columns at a time in four 4-lane int64 accumulators while
+ * the rows go by (fixed_lanes.h's conversion, fixed_point.h's values), then 4 at a time;
+ * returns where it stopped. */
+DT_VECTOR_FN_RET(int64_t, fixed_sum_lanes,
+                 (int64_t * acc, const float *dy, int64_t b0, int64_t b1, int64_t out,
+                  double scale),
+                 (acc, dy, b0, b1, out, scale))
+{
+    const v4d up = {scale, scale, scale, scale};
+    int64_t o0 = 0;
+    for (; o0 + 16 <= out; o0 += 16) {
+        v4i a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, q;
+        for (int64_t b = b0; b < b1; b++) {
+            const float *row = dy + b * out + o0;
+            to_fixed4(&q, row, &up), a0 += q;
+            to_fixed4(&q, row + 4, &up), a1 += q;
+            to_fixed4(&q, row + 8, &up), a2 += q;
+            to_fixed4(&q, row + 12, &up), a3 += q;
+        }
+        memcpy(acc + o0, &a0, sizeof a0), memcpy(acc + o0 + 4, &a1, sizeof a1);
+        memcpy(acc + o0 + 8, &a2, sizeof a2), memcpy(acc + o0 + 12, &a3, sizeof a3);
+    }
+    for (; o0 + 4 <= out; o0 += 4) {
+        v4i a = {0}, q;
+        for (int64_t b = b0; b < b1; b++) to_fixed4(&q, dy + b * out + o0, &up), a += q;
+        memcpy(acc + o0, &a, sizeof a);
+    }
+    return o0;
+}
+
 /* acc[o] = the exact int64 sum over rows [b0, b1) of round(dy[b, o] * 2^shift): columns in
- * 8-lane groups where the CPU has AVX-512 (integer sums: the same values), the rest one by
- * one. */
+ * 8-lane groups where the CPU has AVX-512, in 4-lane groups otherwise (integer sums: the
+ * same values), the rest one by one. */
 static void fixed_sum_bounded(int64_t *acc, const float *dy, int64_t b0, int64_t b1, int64_t out,
                               int shift)
 {
@@ -1006,7 +1037,9 @@ static void fixed_sum_bounded(int64_t *acc, const float *dy, int64_t b0, int64_t
     int64_t o0 = 0;
 #ifdef DT_CPU_WIDE_KERNELS
     if (dt_cpu_wide()) o0 = fixed_sum_wide(acc, dy, b0, b1, out, scale);
+    else
 #endif
+        o0 = fixed_sum_lanes(acc, dy, b0, b1, out, scale);
     memset(acc + o0, 0, (size_t)(out - o0) * sizeof *acc);
     for (int64_t b = b0; b < b1; b++)
         for (int64_t o = o0; o < out; o++)

@@ -22,6 +22,7 @@
 
 #include "determinism/fixed_point.h"
 #include "nets/cpu/cpu.h"
+#include "nets/cpu/fixed_lanes.h"
 
 #define EXACT_GRAIN 2048 /* elements per slice of the pack */
 
@@ -44,10 +45,6 @@ struct exact_job {
 };
 
 typedef uint32_t v8u __attribute__((vector_size(32)));
-typedef float v4f __attribute__((vector_size(16)));
-typedef double v4d __attribute__((vector_size(32)));
-typedef int64_t v4i __attribute__((vector_size(32)));
-typedef uint64_t v4u __attribute__((vector_size(32))); /* wrapping arithmetic */
 
 /* max |bits| over p[0, n), 8 lanes at a time (max is order-free). */
 DT_VECTOR_FN_RET(uint32_t, max_bits_of, (const float *p, int64_t n, uint32_t mb), (p, n, mb))
@@ -92,11 +89,6 @@ uint32_t dt_cpu_max_bits(const float *p, int64_t n, uint32_t mb)
     return max_bits_of(p, n, mb);
 }
 
-/* round(x * 2^shift) for 4 finite partials with |x * 2^shift| < 2^62 (the shift's bound),
- * ties to even -- dt_fixed_from_float_bounded's value, by the double "magic number": below
- * 2^51 adding 1.5 * 2^52 rounds to an integer (the machine's mode: to nearest even) and
- * leaves it in the low bits; at 2^51 and above the product, 24 significant bits, is an
- * integer multiple of 2^28, converted as (x * 2^-28) the same way, then shifted back. */
 /* ---- the max |v| scan of the fixed-point paths and of check_finite ------------------ */
 
 /* Largest |v| as a bit pattern (monotone for finite floats) over v[0, n); false and the
@@ -143,45 +135,6 @@ int64_t dt_cpu_first_nonfinite(struct dt_backend *be, const float *v, int64_t n)
     int64_t bad = -1;
     if (n > 0) (void)dt_cpu_max_abs(be, v, n, &max_abs, &bad);
     return bad;
-}
-
-static inline __attribute__((always_inline)) void to_fixed4(v4i *q, const float *p, const v4d *up)
-{
-    const v4d magic = {0x1.8p52, 0x1.8p52, 0x1.8p52, 0x1.8p52};
-    const v4d big = {0x1p51, 0x1p51, 0x1p51, 0x1p51};
-    v4f x;
-    memcpy(&x, p, sizeof x);
-    const v4d v = __builtin_convertvector(x, v4d) * *up; /* exact */
-    /* unsigned: in the lanes the other form serves, these wrap (and are discarded) */
-    const v4i small_q = (v4i)((v4u)(v + magic) - (v4u)magic);
-    const v4i large_q = (v4i)(((v4u)(v * 0x1p-28 + magic) - (v4u)magic) << 28);
-    const v4d av = (v4d)((v4i)v & 0x7fffffffffffffffLL);
-    const v4i is_small = (v4i)(av < big);
-    *q = (small_q & is_small) | (large_q & ~is_small);
-}
-
-/* The floats nearest to a * 2^-shift for 4 int64 sums (|a| < 2^63), ties to even, down =
- * 2^-shift: dt_fixed_to_float_bounded's value in vector lanes. |a| below 2^52 converts to
- * double exactly (the magic number again); a larger one keeps its bits from 2^11 up with a
- * sticky bit for the rest -- the float's rounding point lies at 2^29 or higher there, so
- * halfway, below and above stay as they were -- and the power-of-two scale is exact. The
- * conversion to float is then the one rounding. */
-static inline __attribute__((always_inline)) void to_float4(float *out, const v4i *acc,
-                                                            const v4d *down)
-{
-    const v4d magic = {0x1p52, 0x1p52, 0x1p52, 0x1p52};
-    const v4i a = *acc;
-    const v4i sgn = a >> 63;
-    const v4i u = (a ^ sgn) - sgn;
-    const v4i large = (v4i)(u >= (int64_t)1 << 52);
-    const v4i sticky = (v4i)((u & 2047) != 0) & 1;
-    const v4i us = (((u >> 11) | sticky) & large) | (u & ~large);
-    const v4d d = (v4d)(us | (v4i)magic) - magic; /* exact: us < 2^52 */
-    const v4d big_scale = *down * 0x1p11;
-    const v4d scale = (v4d)(((v4i)big_scale & large) | ((v4i)*down & ~large));
-    const v4d val = (v4d)((v4i)(d * scale) | (sgn & INT64_MIN)); /* exact */
-    const v4f f = __builtin_convertvector(val, v4f);
-    memcpy(out, &f, sizeof f);
 }
 
 /* exact_max over flat partial indices [begin, end) of the pack (tensor-major). */

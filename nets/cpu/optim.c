@@ -7,6 +7,7 @@
 #include "determinism/fixed_point.h"
 #include "determinism/reduce.h"
 #include "nets/cpu/cpu.h"
+#include "nets/cpu/fixed_lanes.h"
 #include "nets/optim_elem.h"
 
 struct sgd_job {
@@ -76,6 +77,7 @@ struct norm_job {
     float *total;  /* unordered: the arrival-order sum */
     int64_t *acc;  /* exact: per-worker int64 sums */
     int shift;
+    double scale; /* exact: 2^shift */
 };
 
 static void norm_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
@@ -93,16 +95,30 @@ static void norm_unordered_part(void *ctx, int64_t begin, int64_t end, int worke
     dt_cpu_atomic_add_float(j->total, dt_sq_sum(j->g, begin, end));
 }
 
+/* The int64 sum of round(g[i]^2 * 2^shift) over [begin, end): every square within the
+ * shift's bound (|g|^2 <= max_sq), so the bounded conversions apply -- 4 lanes at a time
+ * (fixed_lanes.h), the rest one by one -- dt_fixed_from_float's values (fixed_point.h;
+ * tests/test_fixed_point.c, tests/test_exact.c); integer sums, so any grouping. */
+DT_VECTOR_FN_RET(int64_t, sq_fixed_sum, (const float *g, int64_t begin, int64_t end, double scale),
+                 (g, begin, end, scale))
+{
+    const v4d up = {scale, scale, scale, scale};
+    v4i a = {0}, q;
+    int64_t i = begin;
+    for (; i + 4 <= end; i += 4) {
+        v4f x;
+        memcpy(&x, g + i, sizeof x);
+        to_fixed4_of(&q, x * x, &up), a += q;
+    }
+    int64_t acc = a[0] + a[1] + a[2] + a[3];
+    for (; i < end; i++) acc += dt_fixed_from_float_bounded(dt_rn_mul(g[i], g[i]), scale);
+    return acc;
+}
+
 static void norm_exact_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     const struct norm_job *j = ctx;
-    int64_t acc = 0;
-    for (int64_t i = begin; i < end; i++) {
-        int64_t q = 0;
-        (void)dt_fixed_from_float(&q, dt_rn_mul(j->g[i], j->g[i]),
-                                  j->shift); /* in range by the shift */
-        acc += q;
-    }
+    const int64_t acc = sq_fixed_sum(j->g, begin, end, j->scale);
     __atomic_fetch_add(j->acc, acc, __ATOMIC_RELAXED); /* integers: any order */
 }
 
@@ -129,6 +145,7 @@ enum dt_status dt_cpu_grad_norm(struct dt_backend *be, float *norm_sq, const flo
         }
         int64_t acc = 0;
         struct norm_job j = {.acc = &acc, .shift = dt_fixed_shift_for(max_sq, total)};
+        j.scale = dt_fixed_scale(j.shift);
         for (int i = 0; i < count; i++) {
             j.g = g[i], j.n = n[i];
             dt_pool_run(c->pool, n[i], 4096, norm_exact_part, &j);
