@@ -111,6 +111,33 @@ static void attn_dscores_part(void *ctx, int64_t begin, int64_t end, int worker)
     }
 }
 
+/* items: (b, h) blocks; each row of dS as dt_attn_row_dscores makes it (not under `exact`),
+ * its dp sums laid across the row's positions: V transposed once per block into vt, each
+ * dp[s] still summed over j ascending from +0; then dt_attn_dscores_finish. Same bits
+ * (tests/test_gpt.c, ops_are_the_shared_functions). */
+DT_VECTOR_PART(attn_dscores_blocks_part)
+{
+    const struct attn_job *j = ctx;
+    const int64_t T = j->T, H = j->H, D = j->D, hd = j->hd;
+    float *vt = dt_cpu_worker_buffer(j->be, worker, (size_t)(hd * T));
+    for (int64_t blk = begin; blk < end; blk++) {
+        const int64_t b = blk / H, h = blk % H;
+        const float *v = j->qkv + b * T * 3 * D + 2 * D + h * hd;
+        for (int64_t s = 0; s < T; s++)
+            for (int64_t c = 0; c < hd; c++) vt[c * T + s] = v[s * 3 * D + c];
+        for (int64_t t = 0; t < T; t++) {
+            float *ds = j->ds + (blk * T + t) * T;
+            const float *dy = j->dout + (b * T + t) * D + h * hd;
+            for (int64_t s = 0; s <= t; s++) ds[s] = 0.0f;
+            for (int64_t c = 0; c < hd; c++) {
+                const float dc = dy[c], *vc = vt + c * T;
+                for (int64_t s = 0; s <= t; s++) ds[s] = ds[s] + dt_rn_mul(dc, vc[s]);
+            }
+            dt_attn_dscores_finish(ds, j->p + (blk * T + t) * T, t, T, j->scale, false);
+        }
+    }
+}
+
 /* items: (b, u) rows of dqkv, every element of q, k and v */
 static void attn_grad_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
@@ -241,7 +268,8 @@ enum dt_status dt_cpu_attention_backward(struct dt_backend *be, float *dqkv, flo
                                          int64_t B, int64_t T, int64_t H, int64_t D,
                                          const struct dt_policy *pol)
 {
-    struct attn_job j = {.ds = ds,
+    struct attn_job j = {.be = be,
+                         .ds = ds,
                          .dqkv = dqkv,
                          .qkv = qkv,
                          .dout = dout,
@@ -257,8 +285,12 @@ enum dt_status dt_cpu_attention_backward(struct dt_backend *be, float *dqkv, flo
         dt_pool_run(dt_cpu(be)->pool, B * H, 1, attn_lib_backward_part, &j);
         return DT_OK;
     }
-    dt_pool_run(dt_cpu(be)->pool, B * H * T, 4, attn_dscores_part, &j);
-    if (j.exact) dt_pool_run(dt_cpu(be)->pool, B * T, 2, attn_grad_part, &j);
-    else dt_pool_run(dt_cpu(be)->pool, B * H, 1, attn_grad_rows_part, &j);
+    if (j.exact) {
+        dt_pool_run(dt_cpu(be)->pool, B * H * T, 4, attn_dscores_part, &j);
+        dt_pool_run(dt_cpu(be)->pool, B * T, 2, attn_grad_part, &j);
+        return DT_OK;
+    }
+    dt_pool_run(dt_cpu(be)->pool, B * H, 1, attn_dscores_blocks_part, &j);
+    dt_pool_run(dt_cpu(be)->pool, B * H, 1, attn_grad_rows_part, &j);
     return DT_OK;
 }
