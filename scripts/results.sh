@@ -26,11 +26,12 @@ orig_pwd=$PWD
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # The parts, in the order they run, and what each writes (for --list).
-parts=(cost-model ptxas exact-one-pass exact-product runs controls dist overhead_matrix bnn-rng noise_sources gpt gpt-quickstart resnet under-load crossdev reproduce)
+parts=(cost-model ptxas exact-one-pass portable-cost exact-product runs controls dist overhead_matrix bnn-rng noise_sources gpt gpt-quickstart resnet under-load crossdev reproduce)
 declare -A writes=(
   [ptxas]="results/cpu/ptxas/: sm_90.txt (every CUDA kernel's registers, stack, spills and launch bound for the H100 and H200, scripts/ptxas.sh; the build of DETRAIN's folder)"
   [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
   [cost-model]="results/cpu/cost-model/: first-light-check.txt (the cost model of the code the H100's first light ran, beside its per-op times), current.txt and current.csv (today's code: MLP, LeNet, the BNN, the GPT with the tree digest), gpt-gpu.txt (the GPT at GPU scale: the levels, portable with exact products, fast with TF32, run_to_run as before issue 67; minutes), h200-predictions.txt (the levels of the MLP, LeNet and both GPTs on the H200's constants: docs/gpu.md's predictions); h200-check.txt is made from the H200's revision by hand (its header)"
+  [portable-cost]="results/cpu/portable-cost/<cpu>/ (<cpu>: vendor, family, model and widest kernels of this machine): cpu.txt, bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt bench-gpt-quickstart.txt (fast, run_to_run, portable op by op), vs-torch.txt (every workload against PyTorch, 3 rounds; with PyTorch)"
   [exact-product]="results/cpu/exact-product/: errors.txt (the exact product's error against float32 on random and real tensors: tests/test_xp), throughput.txt (this CPU's fp32 and integer instruction throughput), bench.txt (portable and math: exact per op), learning.txt (the models under both)"
   [runs]="results/cpu/runs/: quickstart/ lenet/ bnn/ (summary.csv, run.json), times.txt, threads-table.md (2 threads vs 1), explain-quickstart.txt|csv"
   [controls]="results/cpu/controls/: summary.csv cells.csv report.md config.json run.json"
@@ -205,6 +206,37 @@ part_exact_one_pass() {
     *) say "exact-one-pass: scripts/vs_torch.sh failed ($rc)"; return 1 ;;
   esac
   mv "$o"/bench-mlp-b256.txt "$o"/bench-mlp-b64.txt "$o"/bench-lenet.txt "$o"/demo-summary.csv "$dir/"
+}
+
+# results/cpu/portable-cost/README.md (issue 69): what portable costs on the machine of the
+# day, in a folder of its own per CPU kind (AMD and Intel, AVX2 and AVX-512 kernels): detrain
+# bench of the MLP (batch 256, 64), LeNet and nanoGPT's CPU shape at the three levels, op by
+# op, and scripts/vs_torch.sh (3 rounds) against PyTorch.
+part_portable_cost() {
+  local tag o=$tmp/portable-cost P='policies=[fast, run_to_run, portable]'
+  tag=$(LC_ALL=C lscpu | awk -F': *' '
+    /^Vendor ID/ {v = ($2 ~ /AMD/) ? "amd" : ($2 ~ /Intel/) ? "intel" : tolower($2)}
+    /^CPU family/ {f = $2} /^Model:/ {m = $2}
+    /^Flags/ {w = ($2 ~ /avx512f/ && $2 ~ /avx512dq/) ? "avx512" : ($2 ~ /avx2/) ? "avx2" : "base"}
+    END {printf "%s-f%s-m%s-%s", v, f, m, w}')
+  mkdir -p "$o"
+  { LC_ALL=C lscpu | grep -E '^(Model name|Vendor ID|CPU family|Model|CPU\(s\)|L1d|L2|L3)'
+    echo "widest kernels: ${tag##*-} (AVX-512 ones where the CPU has F and DQ)"
+    echo "detrain: $("$DETRAIN" --version | head -1)"; } > "$o/cpu.txt"
+  "$DETRAIN" bench configs/quickstart.yaml --steps 300 --warmup 20 --set "$P" > "$o/bench-mlp-b256.txt"
+  "$DETRAIN" bench configs/quickstart.yaml --steps 300 --warmup 20 --set train.batch=64 --set "$P" > "$o/bench-mlp-b64.txt"
+  "$DETRAIN" bench configs/lenet.yaml --steps 60 --warmup 5 --set "$P" > "$o/bench-lenet.txt"
+  "$DETRAIN" bench configs/gpt-quickstart.yaml --steps 30 --warmup 3 --set "$P" > "$o/bench-gpt-quickstart.txt"
+  local rc=0
+  bash scripts/vs_torch.sh 3 > "$o/vs-torch.txt" || rc=$?
+  case $rc in
+    0) ;;
+    77) say "portable-cost: PyTorch is not installed: no vs-torch.txt"; rm -f "$o/vs-torch.txt" ;;
+    *) say "portable-cost: scripts/vs_torch.sh failed ($rc)"; return 1 ;;
+  esac
+  mkdir -p "results/cpu/portable-cost/$tag"
+  mv "$o"/* "results/cpu/portable-cost/$tag/"
+  say "portable-cost: results/cpu/portable-cost/$tag/"
 }
 
 # results/cpu/runs/README.md: the three example configs run whole, each timed (wall clock,
