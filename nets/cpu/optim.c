@@ -89,10 +89,30 @@ static void norm_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
     }
 }
 
+typedef float v8f __attribute__((vector_size(32)));
+
+/* reduction unordered (no order promised): the squares of g[begin, end) in 32 lanes, four
+ * 8-float accumulators, then the lanes and the tail -- not dt_sq_sum's one serial chain,
+ * whose adds wait on each other (it was 0.74x slower than the fixed chunks). */
+DT_VECTOR_FN_RET(float, sq_sum_lanes, (const float *g, int64_t begin, int64_t end), (g, begin, end))
+{
+    v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, x0, x1, x2, x3;
+    int64_t i = begin;
+    for (; i + 32 <= end; i += 32) {
+        memcpy(&x0, g + i, sizeof x0), memcpy(&x1, g + i + 8, sizeof x1);
+        memcpy(&x2, g + i + 16, sizeof x2), memcpy(&x3, g + i + 24, sizeof x3);
+        a0 = a0 + x0 * x0, a1 = a1 + x1 * x1, a2 = a2 + x2 * x2, a3 = a3 + x3 * x3;
+    }
+    const v8f a = (a0 + a1) + (a2 + a3);
+    float s = 0.0f;
+    for (int l = 0; l < 8; l++) s = s + a[l];
+    return s + dt_sq_sum(g, i, end);
+}
+
 static void norm_unordered_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     const struct norm_job *j = ctx;
-    dt_cpu_atomic_add_float(j->total, dt_sq_sum(j->g, begin, end));
+    dt_cpu_atomic_add_float(j->total, sq_sum_lanes(j->g, begin, end));
 }
 
 /* The int64 sum of round(g[i]^2 * 2^shift) over [begin, end): every square within the
