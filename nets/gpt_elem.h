@@ -286,12 +286,17 @@ static inline DT_HD void dt_attn_tile(float *acc, float *m, float *l, float *sc,
 /* The end of a query row t: out[j] = acc[j] / l (acc may be out), and the softmax
  * weights p[s] = exp(score_s - m) / l for s <= t from the scores the tiles left in p (no
  * product again), zeros for t < s < T -- what the backward reads. */
-static inline DT_HD void dt_attn_row_finish_at(float *out, const float *acc, int64_t acc_stride,
-                                               float *p, float m, float l, int64_t t, int64_t T,
-                                               int64_t hd, bool portable)
+static inline DT_HDI void dt_attn_row_finish_at(float *out, const float *acc, int64_t acc_stride,
+                                                float *p, float m, float l, int64_t t, int64_t T,
+                                                int64_t hd, bool portable)
 {
     for (int64_t j = 0; j < hd; j++) out[j] = dt_rn_div(acc[j * acc_stride], l);
-    for (int64_t s = 0; s <= t; s++) p[s] = dt_rn_div(dt_gpt_exp(p[s] - m, portable), l);
+    /* dt_gpt_exp's two cases apart, so that on the CPU the own exp inlines and the loop
+     * vectorises (nets/cpu/attention.c) */
+    if (portable)
+        for (int64_t s = 0; s <= t; s++) p[s] = dt_rn_div(dt_exp_portable(p[s] - m), l);
+    else
+        for (int64_t s = 0; s <= t; s++) p[s] = dt_rn_div(expf(p[s] - m), l);
     for (int64_t s = t + 1; s < T; s++) p[s] = 0.0f;
 }
 static inline DT_HD void dt_attn_row_finish(float *out, float *p, float m, float l, int64_t t,

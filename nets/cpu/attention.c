@@ -74,7 +74,7 @@ DT_VECTOR_PART(attn_forward_blocks_part)
                 }
                 const float m_new = m > mt ? m : mt;
                 const float corr = m == -INFINITY ? 0.0f : dt_gpt_exp(m - m_new, portable);
-                if (portable) /* dt_gpt_exp's two cases apart: the own exp inlines, vectorises */
+                if (portable) /* dt_gpt_exp's two cases apart, as dt_attn_row_finish_at */
                     for (int64_t i = 0; i < n; i++) e[i] = dt_exp_portable(sc[i] - m_new);
                 else
                     for (int64_t i = 0; i < n; i++) e[i] = expf(sc[i] - m_new);
@@ -89,13 +89,7 @@ DT_VECTOR_PART(attn_forward_blocks_part)
                 for (int64_t c = 0; c < hd; c++) out[c] = dt_rn_mul(out[c], corr) + a[c];
                 m = m_new;
             }
-            for (int64_t c = 0; c < hd; c++) out[c] = dt_rn_div(out[c], l);
-            if (portable)
-                for (int64_t s = 0; s <= t; s++) p[s] = dt_exp_portable(p[s] - m);
-            else
-                for (int64_t s = 0; s <= t; s++) p[s] = expf(p[s] - m);
-            for (int64_t s = 0; s <= t; s++) p[s] = dt_rn_div(p[s], l);
-            for (int64_t s = t + 1; s < T; s++) p[s] = 0.0f;
+            dt_attn_row_finish_at(out, out, 1, p, m, l, t, T, hd, portable);
         }
     }
 }

@@ -604,22 +604,21 @@ struct wgrad_job {
 /* reduction fixed, rows [begin, end) of dw over batch rows [0, B): without the wide
  * kernels, wgrad_tiles_v8 (the tree kept as a stack per register tile); with them, per
  * block of ROW_BLOCK rows, one partial per canonical chunk of those rows, then the fixed
- * tree. Row i of dw
- * takes batch row b's factor from a[i * a_rs + b * a_ks]: x transposed (a_rs >= B, a_ks
- * 1; a shard's columns of the whole batch's transpose) or x itself (a_rs 1, a_ks in).
- * Same bits for any split of the rows and either layout. */
+ * tree. Row i of dw takes batch row b's factor from a[i * a_rs + b * a_ks]: x transposed
+ * (a_rs >= B, a_ks 1; a shard's columns of the whole batch's transpose) or x itself (a_rs
+ * 1, a_ks in). Same bits for any split of the rows and either layout. */
 static void wgrad_fixed_rows(struct dt_backend *be, int worker, float *dw, const float *a,
                              int64_t a_rs, int64_t a_ks, const float *dy, int64_t B, int64_t out,
                              int64_t begin, int64_t end)
 {
-    /* per block of ROW_BLOCK rows and WGRAD_COLS columns: the block's chunk partials stay
-     * in L1 from their products through the tree (each element's sums and tree as over
-     * the whole row: the column split moves no bits) */
     if (!dt_cpu_wide()) { /* the tiles with the tree as a stack, dy's strips packed */
         float *bp = dt_cpu_worker_buffer(be, worker, (size_t)(B > 0 ? B * NR : 1));
         wgrad_tiles_v8(dw, a, a_rs, a_ks, dy, B, out, begin, end, bp);
         return;
     }
+    /* per block of ROW_BLOCK rows and WGRAD_COLS columns: the block's chunk partials stay
+     * in L1 from their products through the tree (each element's sums and tree as over
+     * the whole row: the column split moves no bits) */
     const int64_t n_chunks = dt_reduce_chunks(B);
     const int64_t cols_max = out < WGRAD_COLS ? out : WGRAD_COLS;
     float *buf = dt_cpu_worker_buffer(be, worker, (size_t)(n_chunks * ROW_BLOCK * cols_max));
