@@ -389,6 +389,17 @@ struct dt_dropout_site {
     float scale;                    /* 1 / (1 - p), rounded */
 };
 
+/* ---- activation noise (bnn_mlp's local estimator; determinism/noise.h) -----------------
+ * How a layer's noise reaches the op: philox draws it from the counter (forward and backward
+ * alike); lfsr walks each row's lane forwards (forward) or backwards (backward); stored reads
+ * the copy the forward kept (backward only: rng: stored draws with philox or lfsr). */
+enum dt_noise_mode { DT_NOISE_PHILOX, DT_NOISE_LFSR, DT_NOISE_STORED };
+struct dt_noise_site {
+    enum dt_noise_mode mode;
+    struct dt_philox_stream stream; /* philox: the layer's stream (dt_noise_stream) */
+    int64_t row0;                   /* the global row of row 0 (determinism/noise.h) */
+};
+
 /* ---- the ops: dt_<name>(be, parameters) for every row of nets/op_list.h, where each op's
  * contract is written above its row ---------------------------------------------------- */
 #define DT_OP_DECLARE_(ENUM, name, phase, outputs, controls, params, args)                         \

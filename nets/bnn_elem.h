@@ -15,6 +15,7 @@
 
 #include "core/hd.h"
 #include "determinism/eps.h"
+#include "determinism/noise.h"
 #include "determinism/portable_math.h"
 
 /* ---- epsilon ------------------------------------------------------------------------- */
@@ -97,6 +98,110 @@ static inline DT_HDI void dt_bnn_finish_elem(float *gmu, float *grho, float mu, 
     *gmu = dt_rn_add(dt_rn_mul(*gmu, inv_s), dt_rn_mul(klw, dt_rn_mul(mu, ipv)));
     const float dkl = dt_rn_mul(dt_rn_sub(dt_rn_mul(sigma, ipv), dt_rn_div(1.0f, sigma)), dsigma);
     *grho = dt_rn_add(dt_rn_mul(*grho, inv_s), dt_rn_mul(klw, dkl));
+}
+
+/* ---- the local reparameterisation estimator (model.estimator: local) ----------------------
+ * A dense layer with independent Gaussian weights N(mu, sigma^2) has, for one example x, the
+ * Gaussian pre-activation N(gamma, delta): gamma = x . mu_w + mu_b, delta = x^2 . sigma_w^2 +
+ * sigma_b^2 (Kingma, Salimans & Welling, NeurIPS 2015). The estimator samples it directly,
+ * y = gamma + sqrt(delta) eps with eps one standard normal per (example, unit). With
+ * sd = sqrt(delta) and t = dy eps / sd (the gradient through the scale):
+ *   d mu_w = x^T . dy, d sigma_w = sigma_w (x^2)^T . t (likewise the bias, summing t),
+ * the sum (x^2)^T . t kept in rho's gradient through the shards, ranks and samples and made
+ * rho's once, after the combination (dt_bnn_local_scale_elem),
+ *   dx = dy . mu_w^T + x (t . (sigma_w^2)^T).
+ * sqrtf is correctly rounded on both devices (IEEE 754; nvcc's default -prec-sqrt). */
+
+/* y = x * x. */
+static inline DT_HDI float dt_bnn_square_elem(float x) { return dt_rn_mul(x, x); }
+
+/* sd = sqrt(delta); y = gamma + sd * eps (one root, one product, one sum). */
+static inline DT_HDI float dt_bnn_local_out(float gamma, float delta, float eps, float *sd)
+{
+    const float s = sqrtf(delta);
+    *sd = s;
+    return dt_rn_add(gamma, dt_rn_mul(s, eps));
+}
+
+/* t = (dy * eps) / sd; 0 where sd is 0 (delta = 0: no noise, nothing flows to sigma). */
+static inline DT_HDI float dt_bnn_local_dvar(float dy, float eps, float sd)
+{
+    const float q = dt_rn_div(dt_rn_mul(dy, eps), sd > 0.0f ? sd : 1.0f);
+    return sd > 0.0f ? q : 0.0f;
+}
+
+/* dx = dxm + x * dxv. */
+static inline DT_HDI float dt_bnn_local_dinput(float dxm, float x, float dxv)
+{
+    return dt_rn_add(dxm, dt_rn_mul(x, dxv));
+}
+
+/* grho = (grho * sigma) * dsigma: d sigma = sigma (x^2)^T . t, then the chain to rho. */
+static inline DT_HDI float dt_bnn_local_scale_elem(float g, float sigma, float dsigma)
+{
+    return dt_rn_mul(dt_rn_mul(g, sigma), dsigma);
+}
+
+/* The local estimator's per-item work as the CUDA kernels run it (nets/cuda/bnn.cu), over a
+ * (rows, W) layer whose row 0 is global row row0: element i with noise z, forward (y, sd;
+ * y may alias gamma, sd delta) or backward (t), eps_out (when not NULL) getting z. */
+struct dt_bnn_local_io {
+    float *y, *sd, *t, *eps_out;
+    const float *gamma, *delta, *dy, *sdi, *eps_in;
+    bool backward;
+};
+static inline DT_HDI void dt_bnn_local_item(const struct dt_bnn_local_io *io, int64_t i, float z)
+{
+    if (io->eps_out) io->eps_out[i] = z;
+    if (io->backward) {
+        io->t[i] = dt_bnn_local_dvar(io->dy[i], z, io->sdi[i]);
+    } else {
+        float s;
+        const float y = dt_bnn_local_out(io->gamma[i], io->delta[i], z, &s);
+        io->y[i] = y;
+        io->sd[i] = s;
+    }
+}
+
+/* philox: block q of the layer's stream, its elements inside [e0, e0 + n) (e0 = row0 W). */
+static inline DT_HD void dt_bnn_local_philox_block(const struct dt_bnn_local_io *io, int64_t e0,
+                                                   int64_t n, uint64_t q,
+                                                   const struct dt_philox_stream *s)
+{
+    uint32_t w[4];
+    float z[4];
+    dt_philox_block(w, s, q);
+    dt_gauss_pair(w[0], w[1], &z[0], &z[1]);
+    dt_gauss_pair(w[2], w[3], &z[2], &z[3]);
+    for (int k = 0; k < 4; k++) {
+        const int64_t i = (int64_t)(4 * q + (uint64_t)k) - e0;
+        if (i >= 0 && i < n) dt_bnn_local_item(io, i, z[k]);
+    }
+}
+
+/* lfsr: row r's lane walked over the row's W columns, forwards (output, then step) or, in
+ * backward, back (step back, then output; last pair first), as dt_noise_lane_row_walk. */
+static inline DT_HD void dt_bnn_local_lane_row(const struct dt_bnn_local_io *io, int64_t r,
+                                               int64_t W, struct dt_xoro *lane)
+{
+    struct dt_xoro st = *lane;
+    const int64_t steps = (W + 1) / 2;
+    for (int64_t q = 0; q < steps; q++) {
+        const int64_t k = io->backward ? steps - 1 - q : q;
+        uint64_t o;
+        if (io->backward) {
+            dt_xoro_prev(&st);
+            o = dt_xoro_out(st);
+        } else {
+            o = dt_xoro_out(st);
+            dt_xoro_next(&st);
+        }
+        float z0, z1;
+        dt_gauss_pair((uint32_t)(o >> 32), (uint32_t)o, &z0, &z1);
+        dt_bnn_local_item(io, r * W + 2 * k, z0);
+        if (2 * k + 1 < W) dt_bnn_local_item(io, r * W + 2 * k + 1, z1);
+    }
+    *lane = st;
 }
 
 #endif

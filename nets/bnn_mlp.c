@@ -22,6 +22,16 @@
  * The arithmetic is the same in every mode, so the weights match bit for bit whenever the
  * epsilon values do: `stored` draws with the generator `stored_generator` names.
  *
+ * With o.local (model.estimator: local) steps 2-3 are the local reparameterisation's
+ * instead (local_forward, local_backward below): no weight is drawn; each layer's
+ * pre-activation is drawn per example and unit from N(x mu + b_mu, x^2 sigma^2 +
+ * sigma_b^2), the noise of determinism/noise.h keyed by global row (so ranks and shards
+ * draw the same), regenerated in backward by `rng` as epsilon is; mu's gradient and the
+ * variance's (x^2)^T . t are written into the gradient slots directly, and the latter made
+ * rho's once after the combination (dt_bnn_local_scale, before dt_bnn_finish). Evaluation
+ * is the same for both estimators: the model is the same, only its gradient estimator
+ * differs.
+ *
  * Epsilon tensor k: 2l = dense<l>.weight, 2l+1 = dense<l>.bias; its Philox tensor id is k.
  * Params: 2k = mu of tensor k, 2k+1 = rho of tensor k. Lanes: one set of P per sample,
  * seeded per (seed, step, member, sample); evaluation uses step 0 and sample t for its
@@ -31,6 +41,7 @@
 
 #include "core/util.h"
 #include "determinism/eps.h"
+#include "determinism/noise.h"
 #include "nets/model.h"
 #include "nets/models.h"
 
@@ -43,7 +54,7 @@ struct bnn {
     struct dt_bnn_options o;
     int64_t tsize[BNN_MAX_TENSORS]; /* elements of epsilon tensor k */
     int64_t toff[BNN_MAX_TENSORS];  /* offset of tensor k in one sample's epsilon set */
-    int64_t total, max_tensor, max_dim;
+    int64_t total, max_tensor, max_dim, max_batch;
     char tname[BNN_MAX_TENSORS][DT_PARAM_NAME];
     float *sigma[BNN_MAX_TENSORS], *dsigma[BNN_MAX_TENSORS];
     float **act;         /* S * (L + 1): act[s (L+1) + l]; l = 0 is m->x, l = L the logits */
@@ -51,7 +62,7 @@ struct bnn {
     float *grad, *grad2; /* (max_batch, max_dim): input gradients */
     float *gw;           /* a sample's weight or bias gradient: gw_slots shard partials of
                             one tensor (tensor k's slot j at gw + j * tsize[k]) */
-    int64_t gw_slots;
+    int64_t gw_slots, gv_slots;
     float *ww, *wb;   /* one layer's sampled weight and bias */
     float *eps_ws;    /* one tensor: regenerated epsilon */
     float *eps_store; /* S * total: rng stored, or the verify copy; NULL until needed */
@@ -65,6 +76,17 @@ struct bnn {
     bool verify;
     int skip_tensor;
     int64_t verified;
+    /* the local estimator (o.local): sigma^2 per tensor; per sample and layer the noise's
+     * scale sd (max_batch, dims[l + 1]) and, under rng: stored or verify, the noise itself;
+     * x^2, t and the variance's input gradient as scratch; the variance's weight gradients
+     * (gw_slots partials); one lane per (sample, row) */
+    float *sig2[BNN_MAX_TENSORS];
+    float **sd;                                         /* S * L */
+    float *noise_store;                                 /* S * noise_total, NULL until needed */
+    int64_t noise_off[BNN_MAX_LAYERS + 1], noise_total; /* per layer, max_batch * dims[l + 1] */
+    float *xsq, *tv, *grad3, *gv;
+    struct dt_xoro *row_lanes;      /* backend, S * max_batch */
+    struct dt_xoro *row_lanes_host; /* host, max_batch */
 };
 
 enum gen { GEN_PHILOX, GEN_LFSR };
@@ -321,6 +343,183 @@ static enum dt_status sample_backward(struct dt_model *m, int s, int64_t B, enum
     return DT_OK;
 }
 
+/* ---- the local reparameterisation estimator (model.estimator: local) -------------------
+ * Per layer: gamma = x . mu_w + mu_b and delta = x^2 . sigma_w^2 + sigma_b^2 (two products),
+ * then y = gamma + sqrt(delta) eps with eps one standard normal per (example, unit) -- the
+ * layer's noise of determinism/noise.h, keyed by global row, so every shard layout and rank
+ * count draws the same (nets/bnn_elem.h has the gradients). Noise layer l of sample s:
+ * philox from its counter in both passes; lfsr from the rows' lanes, walked back in
+ * backward; stored drawn with stored_generator's generator and kept. */
+
+static float *noise_of(struct dt_model *m, int s, int l)
+{
+    struct bnn *n = m->impl;
+    if (!n->noise_store)
+        n->noise_store =
+            dt_backend_alloc(m->be, (size_t)n->o.samples * (size_t)n->noise_total * sizeof(float));
+    return n->noise_store + (size_t)s * (size_t)n->noise_total + (size_t)n->noise_off[l];
+}
+static float *sd_of(struct bnn *n, int s, int l) { return n->sd[(size_t)s * (size_t)n->L + l]; }
+static struct dt_xoro *row_lanes_of(struct bnn *n, int s)
+{
+    return n->row_lanes + (size_t)s * (size_t)n->max_batch;
+}
+
+static struct dt_noise_site noise_site(const struct dt_model *m, enum dt_noise_mode mode, int s,
+                                       int l)
+{
+    return (struct dt_noise_site){
+        .mode = mode,
+        .stream = dt_noise_stream(m->seed, (uint32_t)m->step, (uint32_t)l, m->member, (uint32_t)s),
+        .row0 = m->row0};
+}
+
+/* rng: lfsr, on checked steps: after sample s's backward every row's lane is back at its
+ * seed state. */
+static enum dt_status check_row_lanes(struct dt_model *m, int s, int64_t B)
+{
+    struct bnn *n = m->impl;
+    dt_backend_download(m->be, n->row_lanes_host, row_lanes_of(n, s),
+                        (size_t)B * sizeof *n->row_lanes_host);
+    for (int64_t r = 0; r < B; r++) {
+        if (dt_xoro_equal(n->row_lanes_host[r],
+                          dt_noise_lane_seed(m->seed, (uint32_t)m->step, m->member, (uint32_t)s,
+                                             m->row0 + r)))
+            continue;
+        return dt_error_set(&m->err, DT_ERR_NUMERIC,
+                            "rng lfsr: the noise lane of row %lld (sample %d) is not back at its "
+                            "seed state after backward at step %lld: the activation noise "
+                            "regenerated in backward differs from forward's",
+                            (long long)(m->row0 + r), s, (long long)m->step);
+    }
+    return DT_OK;
+}
+
+/* Forward of sample s under the local estimator: keeps every layer's activations and sd. */
+static enum dt_status local_forward(struct dt_model *m, int s, int64_t B, enum gen g,
+                                    const struct dt_policy *pol)
+{
+    struct bnn *n = m->impl;
+    const bool keep = dt_rng_stored(pol) || n->verify;
+    const enum dt_noise_mode mode = g == GEN_LFSR ? DT_NOISE_LFSR : DT_NOISE_PHILOX;
+    struct dt_xoro *lanes = mode == DT_NOISE_LFSR ? row_lanes_of(n, s) : NULL;
+    float **act = act_of(n, s);
+    act[0] = m->x;
+    if (lanes)
+        DT_FORWARD_IF_ERROR(dt_dropout_seed(m->be, lanes, B,
+                                            (int64_t)dt_noise_lane_row((uint32_t)s, m->row0),
+                                            m->seed, (uint32_t)m->step, m->member, pol));
+    for (int l = 0; l < n->L; l++) {
+        const int kw = 2 * l, kb = 2 * l + 1;
+        const int64_t in = n->dims[l], out = n->dims[l + 1];
+        float *y = act[l + 1], *sd = sd_of(n, s, l);
+        DT_FORWARD_IF_ERROR(dt_square(m->be, n->xsq, act[l], B * in, pol));
+        DT_MODEL_FWD(
+            m, n->tname[kw],
+            dt_dense_forward(m->be, y, act[l], mu_of(m, kw), mu_of(m, kb), B, in, out, pol));
+        DT_MODEL_FWD(
+            m, n->tname[kw],
+            dt_dense_forward(m->be, sd, n->xsq, n->sig2[kw], n->sig2[kb], B, in, out, pol));
+        const struct dt_noise_site site = noise_site(m, mode, s, l);
+        DT_FORWARD_IF_ERROR(dt_bnn_local_forward(m->be, y, sd, keep ? noise_of(m, s, l) : NULL,
+                                                 lanes, y, sd, B, out, &site, pol));
+        if (lanes && s == 0 && l == n->skip_tensor && m->step != 0) {
+            /* test hook (dt_bnn_set_debug): row 0's lane has drawn one pair fewer */
+            struct dt_xoro st;
+            dt_backend_download(m->be, &st, lanes, sizeof st);
+            dt_xoro_prev(&st);
+            dt_backend_upload(m->be, lanes, &st, sizeof st);
+        }
+        if (l + 1 < n->L) DT_FORWARD_IF_ERROR(dt_relu_forward(m->be, y, y, B * out, pol));
+    }
+    return DT_OK;
+}
+
+/* The regenerated noise of layer l (in n->eps_ws) against forward's copy, bit for bit. */
+static enum dt_status verify_noise(struct dt_model *m, int s, int l, int64_t count, enum gen g)
+{
+    struct bnn *n = m->impl;
+    const size_t bytes = (size_t)count * sizeof(float);
+    const float *fw = host_of(m, noise_of(m, s, l), bytes, n->host_a);
+    const float *bw = host_of(m, n->eps_ws, bytes, n->host_b);
+    for (int64_t i = 0; i < count; i++) {
+        if (dt_float_bits(fw[i]) == dt_float_bits(bw[i])) continue;
+        return dt_error_set(&m->err, DT_ERR_NUMERIC,
+                            "rng %s: the activation noise of layer %d regenerated in backward "
+                            "differs from the forward draw at element %lld (step %lld, sample "
+                            "%d): %a vs %a",
+                            g == GEN_PHILOX ? "philox" : "lfsr", l, (long long)i,
+                            (long long)m->step, s, (double)bw[i], (double)fw[i]);
+    }
+    n->verified++;
+    return DT_OK;
+}
+
+/* After a batch reduction of tensor k (slots shard partials of nk elements each) into
+ * n->gw and n->gv (pass s > 0): added to the slots of its mu and rho gradients. Pass 0's
+ * reductions write those slots directly (local_backward). */
+static enum dt_status local_add_slots(struct dt_model *m, int k, int64_t nk, int64_t slots,
+                                      const struct dt_policy *pol)
+{
+    struct bnn *n = m->impl;
+    DT_FORWARD_IF_ERROR(dt_add(m->be, m->params[2 * k].g, n->gw, slots * nk, pol));
+    return dt_add(m->be, m->params[2 * k + 1].g, n->gv, slots * nk, pol);
+}
+
+/* Backward of sample s under the local estimator; every batch reduction gives `slots` shard
+ * partials, as sample_backward's. */
+static enum dt_status local_backward(struct dt_model *m, int s, int64_t B, enum gen g, bool check,
+                                     int64_t slots, const struct dt_policy *pol)
+{
+    struct bnn *n = m->impl;
+    float **act = act_of(n, s);
+    const float *dy = n->dlogits[s];
+    const bool first = s == 0, stored = dt_rng_stored(pol);
+    const enum dt_noise_mode mode = stored          ? DT_NOISE_STORED
+                                    : g == GEN_LFSR ? DT_NOISE_LFSR
+                                                    : DT_NOISE_PHILOX;
+    struct dt_xoro *lanes = mode == DT_NOISE_LFSR ? row_lanes_of(n, s) : NULL;
+    for (int l = n->L - 1; l >= 0; l--) {
+        const int kw = 2 * l, kb = 2 * l + 1;
+        const int64_t in = n->dims[l], out = n->dims[l + 1];
+        const struct dt_noise_site site = noise_site(m, mode, s, l);
+        const bool verify = n->verify && !stored;
+        DT_MODEL_GRAD(m, m->params[2 * kw + 1].name, false,
+                      dt_bnn_local_backward(m->be, n->tv, verify ? n->eps_ws : NULL, lanes,
+                                            stored ? noise_of(m, s, l) : NULL, dy, sd_of(n, s, l),
+                                            B, out, &site, pol));
+        if (verify) DT_FORWARD_IF_ERROR(verify_noise(m, s, l, B * out, g));
+        /* the mean's gradient into mu's slots, the variance's (x^2)^T . t into rho's
+         * (dt_bnn_local_scale makes it rho's after the combination) */
+        DT_MODEL_GRAD(
+            m, m->params[2 * kb].name, false,
+            dt_bias_backward(m->be, first ? m->params[2 * kb].g : n->gw, dy, B, out, pol));
+        DT_MODEL_GRAD(
+            m, m->params[2 * kb + 1].name, false,
+            dt_bias_backward(m->be, first ? m->params[2 * kb + 1].g : n->gv, n->tv, B, out, pol));
+        if (!first) DT_FORWARD_IF_ERROR(local_add_slots(m, kb, out, slots, pol));
+        DT_FORWARD_IF_ERROR(dt_square(m->be, n->xsq, act[l], B * in, pol));
+        DT_MODEL_GRAD(m, m->params[2 * kw].name, false,
+                      dt_dense_backward_weight(m->be, first ? m->params[2 * kw].g : n->gw, act[l],
+                                               dy, B, in, out, pol));
+        DT_MODEL_GRAD(m, m->params[2 * kw + 1].name, false,
+                      dt_dense_backward_weight(m->be, first ? m->params[2 * kw + 1].g : n->gv,
+                                               n->xsq, n->tv, B, in, out, pol));
+        if (!first) DT_FORWARD_IF_ERROR(local_add_slots(m, kw, in * out, slots, pol));
+        if (l == 0) break;
+        float *dx = (dy == n->grad) ? n->grad2 : n->grad;
+        DT_MODEL_GRAD(m, m->params[2 * kw].name, true,
+                      dt_dense_backward_data(m->be, dx, dy, mu_of(m, kw), B, in, out, pol));
+        DT_MODEL_GRAD(m, m->params[2 * kw + 1].name, true,
+                      dt_dense_backward_data(m->be, n->grad3, n->tv, n->sig2[kw], B, in, out, pol));
+        DT_FORWARD_IF_ERROR(dt_bnn_local_input_grad(m->be, dx, dx, act[l], n->grad3, B * in, pol));
+        DT_FORWARD_IF_ERROR(dt_relu_backward(m->be, dx, dx, act[l], B * in, pol));
+        dy = dx;
+    }
+    if (check && mode == DT_NOISE_LFSR) DT_FORWARD_IF_ERROR(check_row_lanes(m, s, B));
+    return DT_OK;
+}
+
 /* The step's set-up, before pass 0: room for `slots` shard partials of a tensor's
  * gradient, the lanes, and every tensor's sigma. */
 static enum dt_status step_setup(struct dt_model *m, int64_t slots, enum gen g, bool check,
@@ -331,6 +530,22 @@ static enum dt_status step_setup(struct dt_model *m, int64_t slots, enum gen g, 
         dt_backend_free(m->be, n->gw);
         n->gw = dt_backend_alloc(m->be, (size_t)(slots * n->max_tensor) * sizeof(float));
         n->gw_slots = slots;
+    }
+    if (n->o.local) {
+        if (slots > n->gv_slots) {
+            dt_backend_free(m->be, n->gv);
+            n->gv = dt_backend_alloc(m->be, (size_t)(slots * n->max_tensor) * sizeof(float));
+            n->gv_slots = slots;
+        }
+        if (g == GEN_LFSR && !n->row_lanes) {
+            n->row_lanes = dt_backend_alloc(m->be, (size_t)n->o.samples * (size_t)n->max_batch *
+                                                       sizeof(struct dt_xoro));
+            n->row_lanes_host = dt_xcalloc((size_t)n->max_batch, sizeof *n->row_lanes_host);
+        }
+        DT_FORWARD_IF_ERROR(sigmas(m, pol));
+        for (int k = 0; k < n->n_tensors; k++)
+            DT_FORWARD_IF_ERROR(dt_square(m->be, n->sig2[k], n->sigma[k], n->tsize[k], pol));
+        return DT_OK;
     }
     if (g == GEN_LFSR) ensure_lanes(m, check);
     return sigmas(m, pol);
@@ -357,7 +572,8 @@ static enum dt_status bnn_forward(struct dt_model *m, int64_t B, struct dt_pass 
     const enum gen g = generator(n, pol);
     const bool check = checking(m, g, pol);
     if (p->index == 0) DT_FORWARD_IF_ERROR(step_setup(m, p->slots, g, check, pol));
-    DT_FORWARD_IF_ERROR(sample_forward(m, p->index, B, g, check, pol));
+    if (n->o.local) DT_FORWARD_IF_ERROR(local_forward(m, p->index, B, g, pol));
+    else DT_FORWARD_IF_ERROR(sample_forward(m, p->index, B, g, check, pol));
     p->logits = act_of(n, p->index)[n->L];
     p->dlogits = n->dlogits[p->index];
     return DT_OK;
@@ -373,6 +589,7 @@ static enum dt_status bnn_backward(struct dt_model *m, int64_t B, const struct d
         return dt_error_set(&m->err, DT_ERR_UNSUPPORTED,
                             "bnn_mlp: backward runs on a training step's samples only");
     const enum gen g = generator(n, pol);
+    if (n->o.local) return local_backward(m, p->index, B, g, checking(m, g, pol), p->slots, pol);
     return sample_backward(m, p->index, B, g, checking(m, g, pol), p->slots, pol);
 }
 
@@ -382,10 +599,14 @@ static enum dt_status bnn_finish_gradients(struct dt_model *m, const struct dt_p
     struct bnn *n = m->impl;
     const float inv_s = 1.0f / (float)n->o.samples;
     const float prior_var = n->o.prior_sigma * n->o.prior_sigma;
-    for (int k = 0; k < n->n_tensors; k++)
+    for (int k = 0; k < n->n_tensors; k++) {
+        if (n->o.local) /* the summed (x^2)^T . t made rho's gradient */
+            DT_FORWARD_IF_ERROR(dt_bnn_local_scale(m->be, m->params[2 * k + 1].g, n->sigma[k],
+                                                   n->dsigma[k], n->tsize[k], pol));
         DT_FORWARD_IF_ERROR(dt_bnn_finish(m->be, m->params[2 * k].g, m->params[2 * k + 1].g,
                                           mu_of(m, k), n->sigma[k], n->dsigma[k], n->tsize[k],
                                           inv_s, n->o.kl_weight, prior_var, pol));
+    }
     return DT_OK;
 }
 
@@ -458,6 +679,13 @@ static void bnn_memory(const struct dt_model *m, const struct dt_policy *pol,
 {
     const struct bnn *n = m->impl;
     memset(out, 0, sizeof *out);
+    if (n->o.local) { /* noise per activation: kept (stored) or nothing but the row lanes */
+        if (dt_rng_stored(pol))
+            out->eps_held = (int64_t)n->o.samples * n->noise_total * (int64_t)sizeof(float);
+        if (dt_rng_lfsr(pol))
+            out->rng_state = (int64_t)n->o.samples * n->max_batch * (int64_t)sizeof(struct dt_xoro);
+        return;
+    }
     if (dt_rng_stored(pol)) {
         out->eps_held = (int64_t)n->o.samples * n->total * (int64_t)sizeof(float);
         return;
@@ -480,6 +708,17 @@ static void bnn_destroy(struct dt_model *m)
         dt_backend_free(m->be, n->dsigma[k]);
         dt_backend_free(m->be, n->eval_w[k]);
     }
+    if (n->sd)
+        for (int i = 0; i < n->o.samples * n->L; i++) dt_backend_free(m->be, n->sd[i]);
+    for (int k = 0; k < n->n_tensors; k++) dt_backend_free(m->be, n->sig2[k]);
+    dt_backend_free(m->be, n->noise_store);
+    dt_backend_free(m->be, n->xsq);
+    dt_backend_free(m->be, n->tv);
+    dt_backend_free(m->be, n->grad3);
+    dt_backend_free(m->be, n->gv);
+    dt_backend_free(m->be, n->row_lanes);
+    free(n->row_lanes_host);
+    free(n->sd);
     dt_backend_free(m->be, n->grad);
     dt_backend_free(m->be, n->grad2);
     dt_backend_free(m->be, n->gw);
@@ -582,9 +821,33 @@ enum dt_status dt_bnn_mlp_create(struct dt_model **out, struct dt_backend *be, i
     /* n->gw: allocated by step_setup for the shard slots of its first step */
     n->ww = dt_backend_alloc(be, (size_t)max_w * sizeof(float));
     n->wb = dt_backend_alloc(be, (size_t)max_b * sizeof(float));
-    n->eps_ws = dt_backend_alloc(be, (size_t)n->max_tensor * sizeof(float));
-    n->host_a = dt_xmalloc((size_t)n->max_tensor * sizeof(float));
-    n->host_b = dt_xmalloc((size_t)n->max_tensor * sizeof(float));
+    n->eps_ws = dt_backend_alloc(
+        be,
+        (size_t)(n->max_tensor > max_batch * n->max_dim ? n->max_tensor : max_batch * n->max_dim) *
+            sizeof(float));
+    n->max_batch = max_batch;
+    if (opt->local) {
+        for (int k = 0; k < n->n_tensors; k++)
+            n->sig2[k] = dt_backend_alloc(be, (size_t)n->tsize[k] * sizeof(float));
+        n->sd = dt_xcalloc((size_t)S * (size_t)n->L, sizeof *n->sd);
+        for (int s = 0; s < S; s++)
+            for (int l = 0; l < n->L; l++)
+                n->sd[(size_t)s * (size_t)n->L + l] =
+                    dt_backend_alloc(be, (size_t)(max_batch * n->dims[l + 1]) * sizeof(float));
+        for (int l = 0; l < n->L; l++) {
+            n->noise_off[l] = n->noise_total;
+            n->noise_total += max_batch * n->dims[l + 1];
+        }
+        const size_t scratch = (size_t)(max_batch * n->max_dim) * sizeof(float);
+        n->xsq = dt_backend_alloc(be, scratch);
+        n->tv = dt_backend_alloc(be, scratch);
+        n->grad3 = dt_backend_alloc(be, scratch);
+    }
+    /* the regenerated noise or epsilon of one tensor or layer, and its host copies */
+    const int64_t ws =
+        n->max_tensor > max_batch * n->max_dim ? n->max_tensor : max_batch * n->max_dim;
+    n->host_a = dt_xmalloc((size_t)ws * sizeof(float));
+    n->host_b = dt_xmalloc((size_t)ws * sizeof(float));
     *out = m;
     return DT_OK;
 }
@@ -593,7 +856,7 @@ enum dt_status dt_bnn_set_debug(struct dt_model *m, bool verify, int skip_tensor
 {
     if (m->ops != &bnn_ops) return DT_ERR_USAGE;
     struct bnn *n = m->impl;
-    if (skip_tensor >= n->n_tensors) return DT_ERR_USAGE;
+    if (skip_tensor >= (n->o.local ? n->L : n->n_tensors)) return DT_ERR_USAGE;
     n->verify = verify;
     n->skip_tensor = skip_tensor;
     return DT_OK;
@@ -635,8 +898,8 @@ static enum dt_status bnn_mlp_kind_create(struct dt_model **out, struct dt_backe
 
 const struct dt_model_kind_info dt_bnn_mlp_kind = {
     .name = "bnn_mlp",
-    .keys = "model.hidden model.samples model.test_samples model.prior_sigma model.rho_init "
-            "model.lanes model.stored_generator model.lfsr_check_every",
+    .keys = "model.hidden model.estimator model.samples model.test_samples model.prior_sigma "
+            "model.rho_init model.lanes model.stored_generator model.lfsr_check_every",
     .draws_epsilon = true,
     .extra_control = "rng",
     .create = bnn_mlp_kind_create,

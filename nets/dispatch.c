@@ -1240,6 +1240,81 @@ static dt_bnn_finish_fn *plan_bnn_finish(struct dt_backend *be, struct op_tensor
     return be->ops->bnn_finish;
 }
 
+static dt_square_fn *plan_square(struct dt_backend *be, struct op_tensors *t, float *y,
+                                 const float *x, int64_t n, const struct dt_policy *pol)
+{
+    CHECK_DIMS(n);
+    DT_ASSERT(y && x && pol);
+    TENSORS(t, OUT(y, n));
+    return be->ops->square;
+}
+
+/* The noise's buffers by mode: lanes with lfsr, eps_in with stored (backward only). */
+static void check_noise_site(const struct dt_noise_site *s, const struct dt_xoro *lanes,
+                             const float *eps_in, bool backward)
+{
+    DT_ASSERT(s && s->row0 >= 0);
+    DT_ASSERT_MSG((s->mode == DT_NOISE_LFSR) == (lanes != NULL),
+                  "bnn_local: lanes go with the lfsr mode");
+    DT_ASSERT_MSG((s->mode == DT_NOISE_STORED) == (eps_in != NULL) &&
+                      (backward || s->mode != DT_NOISE_STORED),
+                  "bnn_local: the stored mode reads eps_in, in backward only");
+}
+
+static dt_bnn_local_forward_fn *plan_bnn_local_forward(struct dt_backend *be, struct op_tensors *t,
+                                                       float *y, float *sd, float *eps_out,
+                                                       struct dt_xoro *lanes, const float *gamma,
+                                                       const float *delta, int64_t rows,
+                                                       int64_t width, const struct dt_noise_site *s,
+                                                       const struct dt_policy *pol)
+{
+    CHECK_DIMS(rows, width);
+    DT_ASSERT(y && sd && gamma && delta && pol);
+    check_noise_site(s, lanes, NULL, false);
+    const int64_t n = rows * width, ln = rows * (int64_t)(sizeof *lanes / 4);
+    if (eps_out && lanes) TENSORS(t, OUT(y, n), OUT(sd, n), OUT(eps_out, n), OUT_INT(lanes, ln));
+    else if (eps_out) TENSORS(t, OUT(y, n), OUT(sd, n), OUT(eps_out, n));
+    else TENSORS(t, OUT(y, n), OUT(sd, n));
+    return be->ops->bnn_local_forward;
+}
+
+static dt_bnn_local_backward_fn *
+plan_bnn_local_backward(struct dt_backend *be, struct op_tensors *t, float *tv, float *eps_out,
+                        struct dt_xoro *lanes, const float *eps_in, const float *dy,
+                        const float *sd, int64_t rows, int64_t width, const struct dt_noise_site *s,
+                        const struct dt_policy *pol)
+{
+    CHECK_DIMS(rows, width);
+    DT_ASSERT(tv && dy && sd && pol);
+    check_noise_site(s, lanes, eps_in, true);
+    const int64_t n = rows * width, ln = rows * (int64_t)(sizeof *lanes / 4);
+    if (eps_out && lanes) TENSORS(t, OUT(tv, n), OUT(eps_out, n), OUT_INT(lanes, ln));
+    else if (eps_out) TENSORS(t, OUT(tv, n), OUT(eps_out, n));
+    else TENSORS(t, OUT(tv, n));
+    return be->ops->bnn_local_backward;
+}
+
+static dt_bnn_local_input_grad_fn *
+plan_bnn_local_input_grad(struct dt_backend *be, struct op_tensors *t, float *dx, const float *dxm,
+                          const float *x, const float *dxv, int64_t n, const struct dt_policy *pol)
+{
+    CHECK_DIMS(n);
+    DT_ASSERT(dx && dxm && x && dxv && pol);
+    TENSORS(t, OUT(dx, n));
+    return be->ops->bnn_local_input_grad;
+}
+
+static dt_bnn_local_scale_fn *plan_bnn_local_scale(struct dt_backend *be, struct op_tensors *t,
+                                                   float *grho, const float *sigma,
+                                                   const float *dsigma, int64_t n,
+                                                   const struct dt_policy *pol)
+{
+    CHECK_DIMS(n);
+    DT_ASSERT(grho && sigma && dsigma && pol);
+    TENSORS(t, OUT(grho, n));
+    return be->ops->bnn_local_scale;
+}
+
 /* ---- the transformer's ops ------------------------------------------------------------- */
 
 static dt_embedding_forward_fn *plan_embedding_forward(struct dt_backend *be, struct op_tensors *t,

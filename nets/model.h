@@ -399,6 +399,7 @@ struct dt_bnn_options {
     int64_t lanes;
     bool stored_lfsr;         /* rng: stored draws with the lanes, not Philox */
     int64_t lfsr_check_every; /* >= 1 */
+    bool local; /* the local reparameterisation estimator: noise per activation, not weight */
 };
 enum dt_status dt_bnn_mlp_create(struct dt_model **out, struct dt_backend *be, int64_t in_dim,
                                  const int64_t *hidden, int n_hidden, int64_t n_classes,
@@ -446,7 +447,8 @@ enum dt_status dt_gpt_sample(struct dt_model *m, const uint8_t *prompt, int64_t 
  *   tensor, and *verified counts the tensors compared.
  * skip_tensor >= 0: on the next training steps, lane 0 draws one pair fewer in the forward
  *   walk of that epsilon tensor (0 = dense0.weight, 1 = dense0.bias, 2 = dense1.weight...);
- *   -1 = no fault. */
+ *   with the local estimator, row 0's lane of sample 0 ends that layer's forward walk one
+ *   pair back (0 = dense0, 1 = dense1...); -1 = no fault. */
 enum dt_status dt_bnn_set_debug(struct dt_model *m, bool verify, int skip_tensor);
 int64_t dt_bnn_verified_tensors(const struct dt_model *m);
 /* The name of epsilon tensor k ("dense1.weight"). */

@@ -227,6 +227,43 @@
        int64_t n, float inv_samples, float kl_weight, float prior_var,                             \
        const struct dt_policy *pol),                                                               \
       (gmu, grho, mu, sigma, dsigma, n, inv_samples, kl_weight, prior_var, pol))                   \
+    /* dt_square: y = x * x elementwise (y may alias x), n elements. */                            \
+    X(SQUARE, square, FORWARD, "squares", "",                                                      \
+      (float *y, const float *x, int64_t n, const struct dt_policy *pol), (y, x, n, pol))          \
+    /* dt_bnn_local_forward: The local reparameterisation's sampled pre-activations over (rows,    \
+     * width): sd = sqrt(delta), y = gamma + sd * eps, eps the layer's standard normals of the     \
+     * rows' global rows (struct dt_noise_site, determinism/noise.h: philox from the counter,      \
+     * lfsr walking each row's lane forwards; lanes one per row, lfsr only, else NULL). eps_out,   \
+     * when not NULL, gets eps (rng: stored, the regeneration check). y may alias gamma, sd        \
+     * delta. Per row: every policy and thread count gives the same bits. */                       \
+    X(BNN_LOCAL_FORWARD, bnn_local_forward, FORWARD,                                               \
+      "output|standard deviation|noise|lane states", "",                                           \
+      (float *y, float *sd, float *eps_out, struct dt_xoro *lanes, const float *gamma,             \
+       const float *delta, int64_t rows, int64_t width, const struct dt_noise_site *s,             \
+       const struct dt_policy *pol),                                                               \
+      (y, sd, eps_out, lanes, gamma, delta, rows, width, s, pol))                                  \
+    /* dt_bnn_local_backward: The gradient through the noise's scale over (rows, width):           \
+     * t = (dy * eps) / sd (0 where sd is 0), eps regenerated (philox; lfsr walking each row's     \
+     * lane back) or read from eps_in (stored; else NULL). eps_out, when not NULL, gets the eps    \
+     * used (the regeneration check). Per row: every policy and thread count gives the same        \
+     * bits.*/                                                                                     \
+    X(BNN_LOCAL_BACKWARD, bnn_local_backward, BACKWARD, "variance gradient|noise|lane states", "", \
+      (float *t, float *eps_out, struct dt_xoro *lanes, const float *eps_in, const float *dy,      \
+       const float *sd, int64_t rows, int64_t width, const struct dt_noise_site *s,                \
+       const struct dt_policy *pol),                                                               \
+      (t, eps_out, lanes, eps_in, dy, sd, rows, width, s, pol))                                    \
+    /* dt_bnn_local_input_grad: dx = dxm + x * dxv elementwise (dx may alias dxm), n elements:     \
+     * the mean's input gradient plus the variance's (dxv = t . (sigma^2)^T). */                   \
+    X(BNN_LOCAL_INPUT_GRAD, bnn_local_input_grad, BACKWARD, "input gradient", "",                  \
+      (float *dx, const float *dxm, const float *x, const float *dxv, int64_t n,                   \
+       const struct dt_policy *pol),                                                               \
+      (dx, dxm, x, dxv, n, pol))                                                                   \
+    /* dt_bnn_local_scale: grho = (grho * sigma) * dsigma, n elements: the local estimator's       \
+     * variance gradient (x^2)^T . t, summed over shards, ranks and samples, made rho's. */        \
+    X(BNN_LOCAL_SCALE, bnn_local_scale, BACKWARD, "output", "",                                    \
+      (float *grho, const float *sigma, const float *dsigma, int64_t n,                            \
+       const struct dt_policy *pol),                                                               \
+      (grho, sigma, dsigma, n, pol))                                                               \
     /* dt_exact_sum: The exact sum of the shard partials in one pass (struct dt_exact_layout; its  \
      * stages dt_exact_max, _to_fixed and _round, below, serve several ranks). */                  \
     X(EXACT_SUM, exact_sum, BACKWARD, "exact sum", "",                                             \

@@ -26,7 +26,7 @@ orig_pwd=$PWD
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # The parts, in the order they run, and what each writes (for --list).
-parts=(cost-model ptxas exact-one-pass portable-cost exact-product runs controls dist overhead_matrix bnn-rng noise_sources gpt gpt-quickstart resnet under-load crossdev reproduce)
+parts=(cost-model ptxas exact-one-pass portable-cost exact-product runs controls dist overhead_matrix bnn-rng bnn-local noise_sources gpt gpt-quickstart resnet under-load crossdev reproduce)
 declare -A writes=(
   [ptxas]="results/cpu/ptxas/: sm_90.txt (every CUDA kernel's registers, stack, spills and launch bound for the H100 and H200, scripts/ptxas.sh; the build of DETRAIN's folder)"
   [exact-one-pass]="results/cpu/exact-one-pass/: bench-mlp-b256.txt bench-mlp-b64.txt bench-lenet.txt demo-summary.csv vs-torch.txt (with PyTorch)"
@@ -38,6 +38,7 @@ declare -A writes=(
   [dist]="results/cpu/dist/: plain/ np1/ .. np4/ and their .log, report.md, ranks.csv, per-step.tar.xz (the replicas' per-step CSVs) (mpirun)"
   [overhead_matrix]="results/cpu/overhead_matrix/: the matrix folder (cpu entries), without predictions.csv and tensors.csv; the replicas' per-step CSVs in per-step.tar.xz"
   [bnn-rng]="results/cpu/bnn-rng/: bench.txt, bench-fast.txt and .csv (fast and portable op by op)"
+  [bnn-local]="results/cpu/bnn-local/: steps.txt (the plain MLP of the same widths, the weights estimator and the local one at fast and portable, interleaved rounds, with their ratios), bench.txt and bench.csv (the local estimator op by op), learning.txt and learning/ (both estimators, 900 steps, 3 initialisations: accuracy, NLL, ECE), reference/ (100 steps under every rng mode, which detrain reproduce checks), vs-torch.txt (both against a plain PyTorch MLP; with PyTorch)"
   [noise_sources]="results/cpu/noise_sources/: mlp/, lenet/ and gpt/ (reports, csv files, config.json, run.json, explain/, plots/)"
   [gpt]="results/cpu/gpt/: run/ (configs/gpt.yaml: report, csv files, manifests, samples), threads-table.md, explain.txt|csv, bench.txt, dropout-bench.txt, vs-torch/ (with PyTorch)"
   [gpt-quickstart]="results/cpu/gpt-quickstart/: run/ (configs/gpt-quickstart.yaml: report, metrics, sample text, manifests), time.txt (wall time, CPU, final validation loss; about 4 minutes), torch-rebuild.txt (the export rebuilt by scripts/torch_gpt.py: validation loss and predictions; with PyTorch)"
@@ -237,6 +238,81 @@ part_portable_cost() {
   mkdir -p "results/cpu/portable-cost/$tag"
   mv "$o"/* "results/cpu/portable-cost/$tag/"
   say "portable-cost: results/cpu/portable-cost/$tag/"
+}
+
+# results/cpu/bnn-local/README.md: the Bayesian MLP's local reparameterisation estimator
+# (model.estimator: local, configs/bnn-local.yaml) against the weights estimator
+# (configs/bnn.yaml) and a plain MLP of the same widths (784-400-400-10, batch 128).
+part_bnn_local() {
+  local o=$tmp/bnn-local r c pol ms
+  mkdir -p "$o"
+  local -A args=([mlp]="configs/quickstart.yaml --set model.hidden=[400,400] --set train.batch=128"
+                 [bnn]="configs/bnn.yaml" [bnn-local]="configs/bnn-local.yaml")
+  { echo "# detrain bench CONFIG --steps 40 --warmup 5 --set policies=[POLICY]: the step (update) median, ms"
+    echo "# mlp = configs/quickstart.yaml at the Bayesian MLP's widths (--set model.hidden=[400,400] --set train.batch=128)"
+    echo "# cpu: $(LC_ALL=C lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; detrain: $("$DETRAIN" --version | head -1)"
+  } > "$o/steps.txt"
+  for r in 1 2 3; do
+    for pol in fast portable; do
+      for c in mlp bnn bnn-local; do
+        # shellcheck disable=SC2086 # args holds the config and its --set words
+        ms=$("$DETRAIN" bench ${args[$c]} --steps 40 --warmup 5 --set "policies=[$pol]" 2>&1 |
+               sed -n 's/.*step (update) median *\([0-9.]*\) ms.*/\1/p')
+        echo "round $r $c $pol $ms" >> "$o/steps.txt"
+      done
+    done
+  done
+  python3 - "$o/steps.txt" >> "$o/steps.txt" <<'PY'
+import statistics, sys
+t = {}
+for line in open(sys.argv[1]):
+    w = line.split()
+    if w and w[0] == "round" and len(w) == 5:
+        t.setdefault((w[2], w[3]), []).append(float(w[4]))
+for pol in ("fast", "portable"):
+    m = {c: statistics.median(t[(c, pol)]) for c in ("mlp", "bnn", "bnn-local")}
+    print(f"median {pol} mlp {m['mlp']:.3f} bnn {m['bnn']:.3f} bnn-local {m['bnn-local']:.3f} ms; "
+          f"bnn/mlp {m['bnn'] / m['mlp']:.2f}x, bnn-local/mlp {m['bnn-local'] / m['mlp']:.2f}x")
+PY
+  "$DETRAIN" bench configs/bnn-local.yaml --steps 40 --warmup 4 --set 'policies=[fast, portable]' \
+    --csv "$o/bench.csv" > "$o/bench.txt"
+  # learning on the same budget: 900 steps of 128, three initialisations each, portable
+  for c in bnn bnn-local; do
+    "$DETRAIN" run "configs/$c.yaml" --out "$o/run-$c" --quiet --set 'policies=[portable]' \
+      --set replicas=3 --set 'vary=[init]' --set report.overhead_samples=0
+  done
+  { echo "# detrain run configs/{bnn,bnn-local}.yaml --set policies=[portable] --set replicas=3 --set vary=[init]:"
+    echo "# 900 steps of 128, the test set (10,000) predicted by the mean of 10 sampled models"
+    echo "estimator replica test_accuracy test_nll test_ece step_ms_median"
+    for c in bnn bnn-local; do
+      for r in 0 1 2; do
+        python3 -c 'import json, sys
+j = json.load(open(sys.argv[1]))
+print(sys.argv[2], sys.argv[3], j["test_accuracy"], j["test_loss"], j["test_ece"], j["step_ms_median"])' \
+          "$o/run-$c/portable+vary=init/replica-$r/run.json" "${c/bnn-local/local}" "$r"
+      done
+    done | sed 's/^bnn /weights /'
+  } > "$o/learning.txt"
+  mkdir -p "$o/learning"
+  for c in bnn bnn-local; do cp "$o/run-$c/summary.csv" "$o/learning/$c-summary.csv"; done
+  # the reference: 100 steps under every rng mode (the crossdev references' limits)
+  "$DETRAIN" run configs/bnn-local.yaml --out "$o/reference" --quiet --set train.steps=100 \
+    --set hash.per_tensor=true --set report.snapshots=0 --set report.overhead_samples=0 \
+    --set dataset.train_limit=10000 --set dataset.test_limit=2000
+  rm -rf "$o/reference/plots"
+  local rc=0
+  bash scripts/vs_torch.sh 3 bnn bnn-local > "$o/vs-torch.txt" || rc=$?
+  case $rc in
+    0) ;;
+    77) say "bnn-local: PyTorch is not installed: no vs-torch.txt"; rm -f "$o/vs-torch.txt" ;;
+    *) say "bnn-local: scripts/vs_torch.sh failed ($rc)"; return 1 ;;
+  esac
+  mkdir -p results/cpu/bnn-local
+  rm -rf results/cpu/bnn-local/reference results/cpu/bnn-local/learning
+  mv "$o/steps.txt" "$o/bench.txt" "$o/bench.csv" "$o/learning.txt" "$o/learning" \
+     "$o/reference" results/cpu/bnn-local/
+  [ -f "$o/vs-torch.txt" ] && mv "$o/vs-torch.txt" results/cpu/bnn-local/
+  say "bnn-local: results/cpu/bnn-local/"
 }
 
 # results/cpu/runs/README.md: the three example configs run whole, each timed (wall clock,

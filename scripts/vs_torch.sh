@@ -26,7 +26,8 @@ trap 'rm -f "$rows"' EXIT
 echo "# $("$detrain" --version 2>/dev/null | head -1); $("$py" -c 'import torch; print("torch", torch.__version__)'); $(nproc) CPUs; $rounds rounds"
 for round in $(seq 1 "$rounds"); do
   for spec in "configs/quickstart.yaml 256 300" "configs/quickstart.yaml 64 300" \
-              "configs/lenet.yaml 128 60" "configs/bnn.yaml 128 40" "configs/gpt.yaml 16 60" \
+              "configs/lenet.yaml 128 60" "configs/bnn.yaml 128 40" "configs/bnn-local.yaml 128 60" \
+              "configs/gpt.yaml 16 60" \
               "configs/gpt-quickstart.yaml 12 30" "configs/resnet.yaml 128 30"; do
     set -- $spec
     cfg=$1 batch=$2 steps=$3

@@ -695,6 +695,7 @@ DT_TEST(write_reference)
                                             "model.hidden",
                                             "model.overlap_pool",
                                             "model.network",
+                                            "model.estimator",
                                             "model.samples",
                                             "model.test_samples",
                                             "model.prior_sigma",
@@ -831,7 +832,8 @@ DT_TEST(bnn_keys)
     dt_config_write_json(f, &e);
     fclose(f);
     CHECK_CONTAINS(text, "\"model\":{\"kind\":\"bnn_mlp\",\"hidden\":[30,20],"
-                         "\"samples\":3,\"test_samples\":7,\"prior_sigma\":0.5,\"rho_init\":-4,"
+                         "\"estimator\":\"weights\",\"samples\":3,\"test_samples\":7,\"prior_"
+                         "sigma\":0.5,\"rho_init\":-4,"
                          "\"lanes\":64,\"stored_generator\":\"lfsr\",\"lfsr_check_every\":5}");
     CHECK_CONTAINS(text, "\"vary\":[\"epsilon\"]");
     free(text);
@@ -850,6 +852,14 @@ DT_TEST(bnn_keys)
     CHECK_INT_EQ(e.model.samples, 255);
     CHECK_INT_EQ(e.model.test_samples, 256);
     CHECK_INT_EQ(e.model.lanes, 1);
+    CHECK_INT_EQ(e.model.estimator, DT_BNN_WEIGHTS);
+    /* the local estimator draws once per example unless model.samples says otherwise */
+    const char *local[] = {"model={kind: bnn_mlp, estimator: local}", "model.samples=3"};
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), local, 1, &err), DT_OK);
+    CHECK_INT_EQ(e.model.estimator, DT_BNN_LOCAL);
+    CHECK_INT_EQ(e.model.samples, 1);
+    CHECK_INT_EQ(load(&e, CFG("minimal.yaml"), local, 2, &err), DT_OK);
+    CHECK_INT_EQ(e.model.samples, 3);
 }
 
 /* bnn keys under another model kind, vary: [epsilon] without epsilon, bad values: each
@@ -868,6 +878,13 @@ DT_TEST(bnn_key_errors)
     const char *samples[] = {"model.samples=2"};
     expect_set_error(samples, 1, 1, 15,
                      "key 'model.samples' applies to model.kind bnn_mlp only, not mlp");
+    const char *estimator[] = {"model.estimator=local"};
+    expect_set_error(estimator, 1, 1, 17,
+                     "key 'model.estimator' applies to model.kind bnn_mlp only, not mlp");
+    const char *bad_estimator[] = {"model={kind: bnn_mlp, estimator: activations}"};
+    expect_set_error(bad_estimator, 1, 1, 34,
+                     "key 'model.estimator': unknown value 'activations' (expected weights or "
+                     "local)");
     const char *lenet[] = {"model={kind: lenet, lfsr_check_every: 4}"};
     expect_set_error(lenet, 1, 1, 21,
                      "key 'model.lfsr_check_every' applies to model.kind "

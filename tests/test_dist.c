@@ -215,6 +215,22 @@ DT_TEST(portable_bnn_ranks)
     ranks_identical_cells("bnn", BNN_YAML, 6, 5, nps, sets, 3, BNN_CELLS);
 }
 
+/* The local estimator (noise per example and unit, keyed by global row): the plain run's
+ * digests at every step with 1, 2 and 3 ranks and with 2 threads, in all three rng modes. */
+DT_TEST(portable_bnn_local_ranks)
+{
+    if (skip_without_mpi()) exit(77);
+    static const int nps[] = {1, 2, 3, 0, 2};
+    static const char *const sets[] = {"", "", "", "--set backend.threads=2",
+                                       "--set backend.threads=2"};
+    char yaml[sizeof BNN_YAML + 64];
+    const char *at = strstr(BNN_YAML, "model: {kind: bnn_mlp,");
+    DT_ASSERT(at);
+    const int head = (int)(at - BNN_YAML) + (int)strlen("model: {kind: bnn_mlp,");
+    snprintf(yaml, sizeof yaml, "%.*s estimator: local,%s", head, BNN_YAML, BNN_YAML + head);
+    ranks_identical_cells("bnnlocal", yaml, 6, 5, nps, sets, 3, BNN_CELLS);
+}
+
 /* The BNN's negative control: at reduction: fixed the ranks' data gradients are added as
  * whole per-rank sums, so 2 and 3 ranks give different digests (and neither the plain
  * run's); both run to the end. */
@@ -402,7 +418,8 @@ DT_TEST(bnn_kl_counted_once)
     float *g[2][4], *w[4];
     int64_t n[4] = {0};
     for (int run = 0; run < 2; run++) {
-        const struct dt_bnn_options o = {2, 2, prior_sigma, -3.0f, run ? klw : 0.0f, 8, false, 1};
+        const struct dt_bnn_options o = {2, 2,     prior_sigma, -3.0f, run ? klw : 0.0f,
+                                         8, false, 1,           false};
         struct dt_model *m = NULL;
         DT_ASSERT(dt_bnn_mlp_create(&m, be, IN, hidden, 1, C, B, &o, &err) == DT_OK);
         dt_model_init(m, 42, 0);
@@ -575,4 +592,5 @@ DT_TEST_MAIN(DT_CASE(fixed_to_float_agrees), DT_CASE(portable_mlp_ranks),
              DT_CASE(resume_across_rank_counts), DT_CASE(refusals), DT_CASE(overhead_in_lockstep),
              DT_CASE(shard_rules), DT_CASE(scaled_loss_gradient),
              DT_CASE(cuda_one_rank_equals_plain), DT_CASE(portable_bnn_ranks),
-             DT_CASE(bnn_rank_count_changes_fixed), DT_CASE(bnn_kl_counted_once))
+             DT_CASE(portable_bnn_local_ranks), DT_CASE(bnn_rank_count_changes_fixed),
+             DT_CASE(bnn_kl_counted_once))

@@ -17,6 +17,7 @@
 
 #include "determinism/dropout.h"
 #include "determinism/exact_product.h"
+#include "determinism/noise.h"
 #include "determinism/philox.h"
 #include "nets/backend.h"
 #include "nets/cpu/cpu.h" /* white-box: the kernel paths */
@@ -463,6 +464,112 @@ static enum dt_status run_bnn_accumulate(struct dt_backend *be, void *const *in,
     return dt_bnn_accumulate(be, out[0], out[1], in[1], in[0], in[2], N, false, pol);
 }
 static const double tol_bnn_accumulate = 1e-6;
+
+static void make_square(struct io *io)
+{
+    add_in(io, N, 3.0);
+    add_out(io, N, false);
+}
+static enum dt_status run_square(struct dt_backend *be, void *const *in, void *const *out,
+                                 const struct dt_policy *pol)
+{
+    return dt_square(be, out[0], in[0], N, pol);
+}
+static const double tol_square = 0;
+
+/* The local estimator's layers: (LOCAL_ROWS, N / LOCAL_ROWS) from global row 5, and one row
+ * of N columns (two of the CPU's noise tiles). */
+enum { LOCAL_ROWS = 40 }; /* 25 columns: odd, so a lane's last pair is half used */
+static struct dt_noise_site local_site(enum dt_noise_mode mode)
+{
+    return (struct dt_noise_site){
+        .mode = mode, .stream = dt_noise_stream(0x5eed, 7, 2, 1, 3), .row0 = 5};
+}
+
+/* philox over (40, 25) into out[0], out[1]; lfsr over one row of N into out[2] (y; sd again
+ * into out[1]) and out[3] (the noise). */
+static void make_bnn_local_forward(struct io *io)
+{
+    add_in(io, N, 1.0), add_positive(io, N, 2.0);
+    add_out(io, N, false), add_out(io, N, false), add_out(io, N, false), add_out(io, N, false);
+}
+static enum dt_status run_bnn_local_forward(struct dt_backend *be, void *const *in,
+                                            void *const *out, const struct dt_policy *pol)
+{
+    struct dt_noise_site s = local_site(DT_NOISE_PHILOX);
+    DT_FORWARD_IF_ERROR(dt_bnn_local_forward(be, out[0], out[1], NULL, NULL, in[0], in[1],
+                                             LOCAL_ROWS, N / LOCAL_ROWS, &s, pol));
+    struct dt_xoro *lane = dt_backend_alloc(be, sizeof *lane);
+    s.mode = DT_NOISE_LFSR;
+    enum dt_status st =
+        dt_dropout_seed(be, lane, 1, (int64_t)dt_noise_lane_row(3, 5), 0x5eed, 7, 1, pol);
+    if (st == DT_OK)
+        st = dt_bnn_local_forward(be, out[2], out[1], out[3], lane, in[0], in[1], 1, N, &s, pol);
+    dt_backend_free(be, lane);
+    return st;
+}
+static const double tol_bnn_local_forward = 0;
+
+/* philox into out[0], stored (eps_in) into out[1]; lfsr over (40, 25): the lanes seeded and
+ * walked forwards by the forward op, then back here into out[2] (t), out[3] (the noise) and
+ * out[4] (the lanes, back at their seeds). sd has zeros. */
+static void make_bnn_local_backward(struct io *io)
+{
+    add_in(io, N, 1.0), add_positive(io, N, 2.0), add_in(io, N, 1.0), add_in(io, N, 1.0);
+    for (int64_t i = 0; i < N; i += 37) io->in[1][i] = 0.0f;
+    add_out(io, N, false), add_out(io, N, false), add_out(io, N, false), add_out(io, N, false);
+    add_out(io, LOCAL_ROWS * (int64_t)(sizeof(struct dt_xoro) / 4), true);
+}
+static enum dt_status run_bnn_local_backward(struct dt_backend *be, void *const *in,
+                                             void *const *out, const struct dt_policy *pol)
+{
+    const int64_t W = N / LOCAL_ROWS;
+    struct dt_noise_site s = local_site(DT_NOISE_PHILOX);
+    DT_FORWARD_IF_ERROR(
+        dt_bnn_local_backward(be, out[0], NULL, NULL, NULL, in[0], in[1], LOCAL_ROWS, W, &s, pol));
+    s.mode = DT_NOISE_STORED;
+    DT_FORWARD_IF_ERROR(
+        dt_bnn_local_backward(be, out[1], NULL, NULL, in[2], in[0], in[1], LOCAL_ROWS, W, &s, pol));
+    struct dt_xoro *lanes = out[4];
+    s.mode = DT_NOISE_LFSR;
+    DT_FORWARD_IF_ERROR(dt_dropout_seed(be, lanes, LOCAL_ROWS, (int64_t)dt_noise_lane_row(3, 5),
+                                        0x5eed, 7, 1, pol));
+    float *y = dt_backend_alloc(be, N * sizeof(float)),
+          *sd = dt_backend_alloc(be, N * sizeof(float));
+    enum dt_status st =
+        dt_bnn_local_forward(be, y, sd, NULL, lanes, in[3], in[1], LOCAL_ROWS, W, &s, pol);
+    dt_backend_free(be, y);
+    dt_backend_free(be, sd);
+    DT_FORWARD_IF_ERROR(st);
+    return dt_bnn_local_backward(be, out[2], out[3], lanes, NULL, in[0], in[1], LOCAL_ROWS, W, &s,
+                                 pol);
+}
+static const double tol_bnn_local_backward = 0;
+
+static void make_bnn_local_input_grad(struct io *io)
+{
+    add_in(io, N, 1.0), add_in(io, N, 2.0), add_in(io, N, 0.5);
+    add_out(io, N, false);
+}
+static enum dt_status run_bnn_local_input_grad(struct dt_backend *be, void *const *in,
+                                               void *const *out, const struct dt_policy *pol)
+{
+    return dt_bnn_local_input_grad(be, out[0], in[0], in[1], in[2], N, pol);
+}
+static const double tol_bnn_local_input_grad = 0;
+
+static void make_bnn_local_scale(struct io *io)
+{
+    add_in(io, N, 1.0), add_positive(io, N, 0.1), add_in(io, N, 0.5);
+    add_out(io, N, false);
+}
+static enum dt_status run_bnn_local_scale(struct dt_backend *be, void *const *in, void *const *out,
+                                          const struct dt_policy *pol)
+{
+    copy_into(be, out[0], in[0], N);
+    return dt_bnn_local_scale(be, out[0], in[1], in[2], N, pol);
+}
+static const double tol_bnn_local_scale = 0;
 
 static void make_bnn_finish(struct io *io)
 {

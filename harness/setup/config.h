@@ -22,6 +22,7 @@
 
 /* Which generator draws epsilon under `rng: stored` (the regenerating modes name theirs). */
 enum dt_eps_generator { DT_EPS_GEN_PHILOX, DT_EPS_GEN_LFSR };
+enum dt_bnn_estimator { DT_BNN_WEIGHTS, DT_BNN_LOCAL };
 enum dt_optimizer_kind { DT_OPTIMIZER_SGD, DT_OPTIMIZER_ADAMW };
 enum dt_lr_schedule { DT_LR_CONSTANT, DT_LR_COSINE };
 enum dt_device { DT_DEVICE_CPU, DT_DEVICE_CUDA };
@@ -54,7 +55,8 @@ struct dt_experiment {
         int n_network; /* net: its layers (model.network; nets/model.h, struct dt_layer) */
         struct dt_layer network[DT_NET_MAX_LAYERS];
         /* bnn_mlp (Bayes by Backprop) */
-        int samples;        /* Monte Carlo samples per step S, default 4 */
+        enum dt_bnn_estimator estimator; /* default weights */
+        int samples;        /* Monte Carlo samples per step S, default 4 (1 with estimator local) */
         int test_samples;   /* sampled models averaged at evaluation, default 10 */
         double prior_sigma; /* Gaussian prior N(0, prior_sigma^2), default 1 */
         double rho_init;    /* initial rho (sigma = softplus(rho)), default -5 */

@@ -63,6 +63,7 @@ struct dt_model_spec dt_experiment_model_spec(const struct dt_experiment *exp, i
                 .lanes = exp->model.lanes,
                 .stored_lfsr = exp->model.stored_generator == DT_EPS_GEN_LFSR,
                 .lfsr_check_every = dt_experiment_lfsr_check_every(exp),
+                .local = exp->model.estimator == DT_BNN_LOCAL,
             },
     };
 }

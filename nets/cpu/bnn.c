@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "determinism/eps.h"
+#include "determinism/noise.h"
 #include "determinism/portable_math.h"
 #include "nets/bnn_elem.h"
 #include "nets/cpu/cpu.h"
@@ -57,9 +58,9 @@ struct philox_job {
     const struct dt_philox_stream *s;
 };
 
-static void philox_part(void *ctx, int64_t begin, int64_t end, int worker)
+/* dst[i - begin] = element i of stream s's tensor, i in [begin, end) (dt_eps_philox_range). */
+static void philox_fill(float *dst, int64_t begin, int64_t end, const struct dt_philox_stream *s)
 {
-    const struct philox_job *j = ctx;
     uint32_t words[4 * EPS_TILE_BLOCKS];
     float z[4 * EPS_TILE_BLOCKS];
     int64_t b = begin >> 2;
@@ -68,13 +69,19 @@ static void philox_part(void *ctx, int64_t begin, int64_t end, int worker)
         int64_t nb = bend - b < EPS_TILE_BLOCKS ? bend - b : EPS_TILE_BLOCKS;
         const int64_t to_wrap = (int64_t)(0x100000000ULL - (uint64_t)(uint32_t)b);
         if (nb > to_wrap) nb = to_wrap; /* keep the low counter word from wrapping in a tile */
-        philox_words(words, (uint64_t)b, nb, j->s);
+        philox_words(words, (uint64_t)b, nb, s);
         gauss_words(z, words, 2 * nb);
         const int64_t lo = begin > 4 * b ? begin : 4 * b;
         const int64_t hi = end < 4 * (b + nb) ? end : 4 * (b + nb);
-        memcpy(j->eps + lo, z + (lo - 4 * b), (size_t)(hi - lo) * sizeof(float));
+        memcpy(dst + (lo - begin), z + (lo - 4 * b), (size_t)(hi - lo) * sizeof(float));
         b += nb;
     }
+}
+
+static void philox_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct philox_job *j = ctx;
+    philox_fill(j->eps + begin, begin, end, j->s);
 }
 
 /* portable: a pure function of (stream, element index); equals dt_eps_philox_range. */
@@ -329,5 +336,198 @@ enum dt_status dt_cpu_bnn_finish(struct dt_backend *be, float *gmu, float *grho,
                              .klw = kl_weight,
                              .inv_prior_var = 1.0f / prior_var};
     dt_pool_run(dt_cpu(be)->pool, n, 16384, finish_part, &job);
+    return DT_OK;
+}
+
+/* ---- the local reparameterisation estimator (nets/bnn_elem.h; noise: determinism/noise.h)
+ * A row's noise is made a tile of columns at a time: raw words first (Philox blocks, or the
+ * row's lane stepped), then the Box-Muller transform over the tile (vectorised), then the
+ * tile's elementwise formula. The lane walks backwards tile by tile from the row's last
+ * tile, so its state passes through the same sequence as the reference walk. */
+
+#define NOISE_TILE 512 /* columns a tile (even: a tile holds whole pairs) */
+
+/* z[0, c1 - c0) = the noise of columns [c0, c1) of the row with global row r (c0 even);
+ * lfsr: the lane advanced over the tile's pairs (forwards) or walked back over them. */
+static void noise_tile(float *z, const struct dt_noise_site *s, struct dt_xoro *lane, bool backward,
+                       int64_t r, int64_t width, int64_t c0, int64_t c1)
+{
+    if (s->mode == DT_NOISE_PHILOX) {
+        philox_fill(z, r * width + c0, r * width + c1, &s->stream);
+        return;
+    }
+    uint32_t words[NOISE_TILE];
+    float zz[NOISE_TILE];
+    const int64_t pairs = (c1 - c0 + 1) / 2;
+    struct dt_xoro st = *lane;
+    if (!backward) {
+        for (int64_t k = 0; k < pairs; k++) {
+            const uint64_t o = dt_xoro_out(st);
+            dt_xoro_next(&st);
+            words[2 * k] = (uint32_t)(o >> 32);
+            words[2 * k + 1] = (uint32_t)o;
+        }
+    } else {
+        for (int64_t k = pairs - 1; k >= 0; k--) {
+            dt_xoro_prev(&st);
+            const uint64_t o = dt_xoro_out(st);
+            words[2 * k] = (uint32_t)(o >> 32);
+            words[2 * k + 1] = (uint32_t)o;
+        }
+    }
+    *lane = st;
+    gauss_words(zz, words, pairs);
+    memcpy(z, zz, (size_t)(c1 - c0) * sizeof(float));
+}
+
+struct local_job {
+    float *y, *sd, *eps_out, *t;
+    struct dt_xoro *lanes;
+    const float *gamma, *delta, *eps_in, *dy, *sdi;
+    int64_t width;
+    const struct dt_noise_site *s;
+    bool backward;
+};
+
+/* The tile's elementwise formulas (forward: y and sd; backward: t). */
+DT_VECTOR_FN(local_forward_tile,
+             (float *restrict y, float *restrict sd, const float *restrict gamma,
+              const float *restrict delta, const float *restrict z, int64_t n),
+             (y, sd, gamma, delta, z, n))
+{
+    for (int64_t i = 0; i < n; i++) {
+        float s;
+        y[i] = dt_bnn_local_out(gamma[i], delta[i], z[i], &s);
+        sd[i] = s;
+    }
+}
+DT_VECTOR_FN(local_backward_tile,
+             (float *restrict t, const float *restrict dy, const float *restrict z,
+              const float *restrict sd, int64_t n),
+             (t, dy, z, sd, n))
+{
+    for (int64_t i = 0; i < n; i++) t[i] = dt_bnn_local_dvar(dy[i], z[i], sd[i]);
+}
+
+/* Rows [begin, end): each row's noise is a function of its global row alone. */
+static void local_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct local_job *j = ctx;
+    const struct dt_noise_site *s = j->s;
+    const int64_t W = j->width, tiles = (W + NOISE_TILE - 1) / NOISE_TILE;
+    float zbuf[NOISE_TILE], g[NOISE_TILE], d[NOISE_TILE];
+    for (int64_t r = begin; r < end; r++) {
+        struct dt_xoro *lane = j->lanes ? &j->lanes[r] : NULL;
+        for (int64_t q = 0; q < tiles; q++) {
+            /* lfsr backward: the last tile first */
+            const int64_t tile = j->backward && s->mode == DT_NOISE_LFSR ? tiles - 1 - q : q;
+            const int64_t c0 = tile * NOISE_TILE, c1 = c0 + NOISE_TILE < W ? c0 + NOISE_TILE : W;
+            const int64_t at = r * W + c0, n = c1 - c0;
+            const float *z = zbuf;
+            if (s->mode == DT_NOISE_STORED) z = j->eps_in + at;
+            else noise_tile(zbuf, s, lane, j->backward, s->row0 + r, W, c0, c1);
+            if (j->eps_out) memcpy(j->eps_out + at, z, (size_t)n * sizeof(float));
+            if (!j->backward) {
+                /* y may alias gamma and sd delta: copy the inputs of the tile first */
+                memcpy(g, j->gamma + at, (size_t)n * sizeof(float));
+                memcpy(d, j->delta + at, (size_t)n * sizeof(float));
+                local_forward_tile(j->y + at, j->sd + at, g, d, z, n);
+            } else {
+                local_backward_tile(j->t + at, j->dy + at, z, j->sdi + at, n);
+            }
+        }
+    }
+}
+
+static int64_t local_grain(int64_t width) { return 1 + 2048 / width; }
+
+/* portable: per row, a function of the global row (determinism/noise.h) and the row's
+ * inputs; one root, one product, one sum an element. */
+enum dt_status dt_cpu_bnn_local_forward(struct dt_backend *be, float *y, float *sd, float *eps_out,
+                                        struct dt_xoro *lanes, const float *gamma,
+                                        const float *delta, int64_t rows, int64_t width,
+                                        const struct dt_noise_site *s, const struct dt_policy *pol)
+{
+    struct local_job j = {.y = y,
+                          .sd = sd,
+                          .eps_out = eps_out,
+                          .lanes = lanes,
+                          .gamma = gamma,
+                          .delta = delta,
+                          .width = width,
+                          .s = s};
+    dt_pool_run(dt_cpu(be)->pool, rows, local_grain(width), local_part, &j);
+    return DT_OK;
+}
+
+/* portable: per row, as the forward. */
+enum dt_status dt_cpu_bnn_local_backward(struct dt_backend *be, float *t, float *eps_out,
+                                         struct dt_xoro *lanes, const float *eps_in,
+                                         const float *dy, const float *sd, int64_t rows,
+                                         int64_t width, const struct dt_noise_site *s,
+                                         const struct dt_policy *pol)
+{
+    struct local_job j = {.t = t,
+                          .eps_out = eps_out,
+                          .lanes = lanes,
+                          .eps_in = eps_in,
+                          .dy = dy,
+                          .sdi = sd,
+                          .width = width,
+                          .s = s,
+                          .backward = true};
+    dt_pool_run(dt_cpu(be)->pool, rows, local_grain(width), local_part, &j);
+    return DT_OK;
+}
+
+DT_VECTOR_PART(square_part)
+{
+    const struct bnn_job *j = ctx;
+    float *y = j->a;
+    const float *x = j->c;
+    for (int64_t i = begin; i < end; i++) y[i] = dt_bnn_square_elem(x[i]);
+}
+
+/* portable: one product an element. */
+enum dt_status dt_cpu_square(struct dt_backend *be, float *y, const float *x, int64_t n,
+                             const struct dt_policy *pol)
+{
+    struct bnn_job job = {.a = y, .c = x};
+    dt_pool_run(dt_cpu(be)->pool, n, 16384, square_part, &job);
+    return DT_OK;
+}
+
+DT_VECTOR_PART(input_grad_part)
+{
+    const struct bnn_job *j = ctx;
+    float *dx = j->a;
+    const float *dxm = j->c, *restrict x = j->d, *restrict dxv = j->e;
+    for (int64_t i = begin; i < end; i++) dx[i] = dt_bnn_local_dinput(dxm[i], x[i], dxv[i]);
+}
+
+/* portable: one product, one sum an element. */
+enum dt_status dt_cpu_bnn_local_input_grad(struct dt_backend *be, float *dx, const float *dxm,
+                                           const float *x, const float *dxv, int64_t n,
+                                           const struct dt_policy *pol)
+{
+    struct bnn_job job = {.a = dx, .c = dxm, .d = x, .e = dxv};
+    dt_pool_run(dt_cpu(be)->pool, n, 16384, input_grad_part, &job);
+    return DT_OK;
+}
+
+DT_VECTOR_PART(local_scale_part)
+{
+    const struct bnn_job *j = ctx;
+    float *restrict g = j->a;
+    const float *restrict sg = j->c, *restrict ds = j->d;
+    for (int64_t i = begin; i < end; i++) g[i] = dt_bnn_local_scale_elem(g[i], sg[i], ds[i]);
+}
+
+/* portable: two products an element. */
+enum dt_status dt_cpu_bnn_local_scale(struct dt_backend *be, float *grho, const float *sigma,
+                                      const float *dsigma, int64_t n, const struct dt_policy *pol)
+{
+    struct bnn_job job = {.a = grho, .c = sigma, .d = dsigma};
+    dt_pool_run(dt_cpu(be)->pool, n, 16384, local_scale_part, &job);
     return DT_OK;
 }

@@ -98,6 +98,58 @@ static __global__ void __launch_bounds__(1024)
     }
 }
 
+/* ---- the local reparameterisation estimator (nets/bnn_elem.h) ----------------------------- */
+
+/* portable: y = x * x. All (n). */
+static __global__ void __launch_bounds__(1024) square_kernel(float *y, const float *x, int64_t n)
+{
+    DT_GRID_STRIDE(i, n)
+    y[i] = dt_bnn_square_elem(x[i]);
+}
+
+/* portable: dx = dxm + x * dxv. All (n). */
+static __global__ void __launch_bounds__(1024)
+    local_input_grad_kernel(float *dx, const float *dxm, const float *x, const float *dxv,
+                            int64_t n)
+{
+    DT_GRID_STRIDE(i, n)
+    dx[i] = dt_bnn_local_dinput(dxm[i], x[i], dxv[i]);
+}
+
+/* portable: grho = (grho * sigma) * dsigma. All (n). */
+static __global__ void __launch_bounds__(1024)
+    local_scale_kernel(float *grho, const float *sigma, const float *dsigma, int64_t n)
+{
+    DT_GRID_STRIDE(i, n)
+    grho[i] = dt_bnn_local_scale_elem(grho[i], sigma[i], dsigma[i]);
+}
+
+/* philox: a thread a Philox block of the whole (rows, W) layer (its elements one run of
+ * counters from e0 = row0 W), each element's formula with its noise. */
+static __global__ void __launch_bounds__(1024)
+    local_philox_kernel(struct dt_bnn_local_io io, int64_t e0, int64_t n, uint64_t q0,
+                        uint64_t blocks, struct dt_philox_stream s)
+{
+    DT_GRID_STRIDE(j, (int64_t)blocks)
+    dt_bnn_local_philox_block(&io, e0, n, q0 + (uint64_t)j, &s);
+}
+
+/* lfsr: a thread a row walks the row's lane (its own state) over the row's columns. */
+static __global__ void __launch_bounds__(1024)
+    local_lane_kernel(struct dt_bnn_local_io io, struct dt_xoro *lanes, int64_t rows, int64_t W)
+{
+    DT_GRID_STRIDE(r, rows)
+    dt_bnn_local_lane_row(&io, r, W, &lanes[r]);
+}
+
+/* stored (backward): the kept noise, element by element. */
+static __global__ void __launch_bounds__(1024)
+    local_stored_kernel(struct dt_bnn_local_io io, int64_t n)
+{
+    DT_GRID_STRIDE(i, n)
+    dt_bnn_local_item(&io, i, io.eps_in[i]);
+}
+
 /* ---- launchers: 0 or the launch's cudaError_t ------------------------------------------- */
 
 static int dt_cuda_eps_philox_launch(float *eps, int64_t n, const struct dt_philox_stream *s,
@@ -184,6 +236,76 @@ static int dt_cuda_bnn_finish_launch(float *gmu, float *grho, const float *mu, c
     return DT_LAUNCHED(L);
 }
 
+static int dt_cuda_square_launch(float *y, const float *x, int64_t n,
+                                 const struct dt_cuda_launch *L)
+{
+    const dt_cuda_stream st = L->stream;
+    DT_LAUNCH(L, dt_work(8.0 * (double)n, (double)n), square_kernel, dt_cuda_grid(L, n),
+              L->block_threads, 0, st)
+    (y, x, n);
+    return DT_LAUNCHED(L);
+}
+
+static int dt_cuda_local_input_grad_launch(float *dx, const float *dxm, const float *x,
+                                           const float *dxv, int64_t n,
+                                           const struct dt_cuda_launch *L)
+{
+    const dt_cuda_stream st = L->stream;
+    DT_LAUNCH(L, dt_work(16.0 * (double)n, 2.0 * (double)n), local_input_grad_kernel,
+              dt_cuda_grid(L, n), L->block_threads, 0, st)
+    (dx, dxm, x, dxv, n);
+    return DT_LAUNCHED(L);
+}
+
+static int dt_cuda_local_scale_launch(float *grho, const float *sigma, const float *dsigma,
+                                      int64_t n, const struct dt_cuda_launch *L)
+{
+    const dt_cuda_stream st = L->stream;
+    DT_LAUNCH(L, dt_work(16.0 * (double)n, 2.0 * (double)n), local_scale_kernel, dt_cuda_grid(L, n),
+              L->block_threads, 0, st)
+    (grho, sigma, dsigma, n);
+    return DT_LAUNCHED(L);
+}
+
+/* The local ops' work by mode: per element three floats read and one or two written (four
+ * bytes more with eps_out), a root or a quotient and two operations; philox a Philox block
+ * and two Gaussian pairs per 4 elements; lfsr a lane (read and written) per row walking a
+ * xoroshiro step and a Gaussian pair per 2 columns, one after another; stored reads eps. */
+static int dt_cuda_local_launch(const struct dt_bnn_local_io *io, struct dt_xoro *lanes,
+                                int64_t rows, int64_t W, const struct dt_noise_site *site,
+                                const struct dt_cuda_launch *L)
+{
+    const dt_cuda_stream st = L->stream;
+    const int64_t n = rows * W;
+    const double elems = (double)n, pairs_row = (double)((W + 1) / 2);
+    double bytes = (io->backward ? 12.0 : 16.0) * elems + (io->eps_out ? 4.0 * elems : 0.0);
+    const double flops = (DT_W_DIV + 2.0) * elems;
+    if (site->mode == DT_NOISE_PHILOX) {
+        const int64_t e0 = site->row0 * W;
+        const uint64_t q0 = (uint64_t)e0 >> 2;
+        const uint64_t blocks = ((uint64_t)(e0 + n - 1) >> 2) - q0 + 1;
+        const double gen = (double)blocks * (DT_W_OPS_PHILOX + 2.0 * DT_W_OPS_GAUSS_PAIR);
+        DT_LAUNCH(L, dt_work(bytes, flops + gen), local_philox_kernel,
+                  dt_cuda_grid(L, (int64_t)blocks), L->block_threads, 0, st)
+        (*io, e0, n, q0, blocks, site->stream);
+        return DT_LAUNCHED(L);
+    }
+    if (site->mode == DT_NOISE_STORED) {
+        DT_LAUNCH(L, dt_work(bytes + 4.0 * elems, flops), local_stored_kernel, dt_cuda_grid(L, n),
+                  L->block_threads, 0, st)
+        (*io, n);
+        return DT_LAUNCHED(L);
+    }
+    bytes += 2.0 * (double)sizeof(struct dt_xoro) * (double)rows;
+    const double step = DT_W_OPS_XORO + DT_W_OPS_GAUSS_PAIR;
+    DT_LAUNCH(L,
+              dt_work_serial(bytes, flops + (double)rows * pairs_row * step,
+                             pairs_row * (step + 2.0 * (DT_W_DIV + 2.0))),
+              local_lane_kernel, dt_cuda_grid(L, rows), L->block_threads, 0, st)
+    (*io, lanes, rows, W);
+    return DT_LAUNCHED(L);
+}
+
 /* ---- the ops (declared from their rows of nets/op_list.h in nets/cuda/cuda.h) ----------- */
 
 /* portable: a pure function of (stream, element index); one thread per Philox block. */
@@ -266,4 +388,72 @@ extern "C" enum dt_status dt_cuda_bnn_finish(struct dt_backend *be, float *gmu, 
                                                       kl_weight, 1.0f / prior_var,
                                                       &dt_cuda(be)->launch),
                             "bnn_finish");
+}
+
+/* portable: one product an element. */
+extern "C" enum dt_status dt_cuda_square(struct dt_backend *be, float *y, const float *x, int64_t n,
+                                         const struct dt_policy *pol)
+{
+    return dt_cuda_launched(be, dt_cuda_square_launch(y, x, n, &dt_cuda(be)->launch), "square");
+}
+
+/* portable: per row, a function of the global row (determinism/noise.h) and the row's
+ * inputs: the CPU's bits. */
+extern "C" enum dt_status dt_cuda_bnn_local_forward(struct dt_backend *be, float *y, float *sd,
+                                                    float *eps_out, struct dt_xoro *lanes,
+                                                    const float *gamma, const float *delta,
+                                                    int64_t rows, int64_t width,
+                                                    const struct dt_noise_site *s,
+                                                    const struct dt_policy *pol)
+{
+    struct dt_bnn_local_io io = {};
+    io.y = y;
+    io.sd = sd;
+    io.eps_out = eps_out;
+    io.gamma = gamma;
+    io.delta = delta;
+    return dt_cuda_launched(be,
+                            dt_cuda_local_launch(&io, lanes, rows, width, s, &dt_cuda(be)->launch),
+                            "bnn_local_forward");
+}
+
+/* portable: per row, as the forward. */
+extern "C" enum dt_status dt_cuda_bnn_local_backward(struct dt_backend *be, float *t,
+                                                     float *eps_out, struct dt_xoro *lanes,
+                                                     const float *eps_in, const float *dy,
+                                                     const float *sd, int64_t rows, int64_t width,
+                                                     const struct dt_noise_site *s,
+                                                     const struct dt_policy *pol)
+{
+    struct dt_bnn_local_io io = {};
+    io.t = t;
+    io.eps_out = eps_out;
+    io.dy = dy;
+    io.sdi = sd;
+    io.eps_in = eps_in;
+    io.backward = true;
+    return dt_cuda_launched(be,
+                            dt_cuda_local_launch(&io, lanes, rows, width, s, &dt_cuda(be)->launch),
+                            "bnn_local_backward");
+}
+
+/* portable: one product, one sum an element. */
+extern "C" enum dt_status dt_cuda_bnn_local_input_grad(struct dt_backend *be, float *dx,
+                                                       const float *dxm, const float *x,
+                                                       const float *dxv, int64_t n,
+                                                       const struct dt_policy *pol)
+{
+    return dt_cuda_launched(
+        be, dt_cuda_local_input_grad_launch(dx, dxm, x, dxv, n, &dt_cuda(be)->launch),
+        "bnn_local_input_grad");
+}
+
+/* portable: two products an element. */
+extern "C" enum dt_status dt_cuda_bnn_local_scale(struct dt_backend *be, float *grho,
+                                                  const float *sigma, const float *dsigma,
+                                                  int64_t n, const struct dt_policy *pol)
+{
+    return dt_cuda_launched(
+        be, dt_cuda_local_scale_launch(grho, sigma, dsigma, n, &dt_cuda(be)->launch),
+        "bnn_local_scale");
 }
