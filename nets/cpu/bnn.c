@@ -424,9 +424,14 @@ static void local_part(void *ctx, int64_t begin, int64_t end, int worker)
             const int64_t c0 = tile * NOISE_TILE, c1 = c0 + NOISE_TILE < W ? c0 + NOISE_TILE : W;
             const int64_t at = r * W + c0, n = c1 - c0;
             const float *z = zbuf;
-            if (s->mode == DT_NOISE_STORED) z = j->eps_in + at;
-            else noise_tile(zbuf, s, lane, j->backward, s->row0 + r, W, c0, c1);
-            if (j->eps_out) memcpy(j->eps_out + at, z, (size_t)n * sizeof(float));
+            if (s->mode == DT_NOISE_STORED) {
+                z = j->eps_in + at;
+                if (j->eps_out) memcpy(j->eps_out + at, z, (size_t)n * sizeof(float));
+            } else { /* drawn where it is kept, when it is */
+                float *dst = j->eps_out ? j->eps_out + at : zbuf;
+                noise_tile(dst, s, lane, j->backward, s->row0 + r, W, c0, c1);
+                z = dst;
+            }
             if (!j->backward) {
                 /* y may alias gamma and sd delta: copy the inputs of the tile first */
                 memcpy(g, j->gamma + at, (size_t)n * sizeof(float));
