@@ -111,6 +111,9 @@ bench: build
 	./$(BUILD)/detrain bench configs/lenet.yaml --steps 100 --warmup 10 \
 	    --set model.overlap_pool=true --set 'policies=[fast, run_to_run, portable]'
 	./$(BUILD)/detrain bench configs/bnn.yaml --steps 40 --warmup 4 --baseline first
+	./$(BUILD)/detrain bench configs/bnn-local.yaml --steps 40 --warmup 4 --set 'policies=[fast, portable]'
+	@# the Bayesian MLP's two estimators against a plain MLP of its widths (target <= 3x)
+	DETRAIN=./$(BUILD)/detrain bash scripts/bnn_cost.sh | grep -v '^round'
 	DETRAIN=./$(BUILD)/detrain bash scripts/ranks.sh configs/dist.yaml $(BUILD)/bench-dist 1 2
 	@# PyTorch on every model, interleaved rounds, medians and ratios (exit 77: no PyTorch)
 	DETRAIN=./$(BUILD)/detrain bash scripts/vs_torch.sh > $(BUILD)/vs-torch.txt; \

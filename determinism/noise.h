@@ -38,9 +38,8 @@
 #define DT_NOISE_MAX_LAYERS 0x100
 
 /* The philox stream of layer `layer` of sample `sample`. */
-static inline DT_HD struct dt_philox_stream dt_noise_stream(uint64_t seed, uint32_t step,
-                                                            uint32_t layer, uint32_t member,
-                                                            uint32_t sample)
+static inline DT_HD struct dt_philox_stream
+dt_noise_stream(uint64_t seed, uint32_t step, uint32_t layer, uint32_t member, uint32_t sample)
 {
     return dt_philox_stream_make(seed, step, DT_PHILOX_TENSOR_NOISE + layer, member, sample);
 }
@@ -52,8 +51,8 @@ static inline DT_HD uint64_t dt_noise_lane_row(uint32_t sample, int64_t r)
 }
 
 /* The seed state of (sample, global row r)'s lane for a step. */
-static inline DT_HD struct dt_xoro dt_noise_lane_seed(uint64_t seed, uint32_t step,
-                                                      uint32_t member, uint32_t sample, int64_t r)
+static inline DT_HD struct dt_xoro dt_noise_lane_seed(uint64_t seed, uint32_t step, uint32_t member,
+                                                      uint32_t sample, int64_t r)
 {
     return dt_dropout_lane_seed(seed, step, member, dt_noise_lane_row(sample, r));
 }

@@ -244,36 +244,9 @@ part_portable_cost() {
 # (model.estimator: local, configs/bnn-local.yaml) against the weights estimator
 # (configs/bnn.yaml) and a plain MLP of the same widths (784-400-400-10, batch 128).
 part_bnn_local() {
-  local o=$tmp/bnn-local r c pol ms
+  local o=$tmp/bnn-local c r
   mkdir -p "$o"
-  local -A args=([mlp]="configs/quickstart.yaml --set model.hidden=[400,400] --set train.batch=128"
-                 [bnn]="configs/bnn.yaml" [bnn-local]="configs/bnn-local.yaml")
-  { echo "# detrain bench CONFIG --steps 40 --warmup 5 --set policies=[POLICY]: the step (update) median, ms"
-    echo "# mlp = configs/quickstart.yaml at the Bayesian MLP's widths (--set model.hidden=[400,400] --set train.batch=128)"
-    echo "# cpu: $(LC_ALL=C lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; detrain: $("$DETRAIN" --version | head -1)"
-  } > "$o/steps.txt"
-  for r in 1 2 3; do
-    for pol in fast portable; do
-      for c in mlp bnn bnn-local; do
-        # shellcheck disable=SC2086 # args holds the config and its --set words
-        ms=$("$DETRAIN" bench ${args[$c]} --steps 40 --warmup 5 --set "policies=[$pol]" 2>&1 |
-               sed -n 's/.*step (update) median *\([0-9.]*\) ms.*/\1/p')
-        echo "round $r $c $pol $ms" >> "$o/steps.txt"
-      done
-    done
-  done
-  python3 - "$o/steps.txt" >> "$o/steps.txt" <<'PY'
-import statistics, sys
-t = {}
-for line in open(sys.argv[1]):
-    w = line.split()
-    if w and w[0] == "round" and len(w) == 5:
-        t.setdefault((w[2], w[3]), []).append(float(w[4]))
-for pol in ("fast", "portable"):
-    m = {c: statistics.median(t[(c, pol)]) for c in ("mlp", "bnn", "bnn-local")}
-    print(f"median {pol} mlp {m['mlp']:.3f} bnn {m['bnn']:.3f} bnn-local {m['bnn-local']:.3f} ms; "
-          f"bnn/mlp {m['bnn'] / m['mlp']:.2f}x, bnn-local/mlp {m['bnn-local'] / m['mlp']:.2f}x")
-PY
+  DETRAIN=$DETRAIN bash scripts/bnn_cost.sh 3 > "$o/steps.txt"
   "$DETRAIN" bench configs/bnn-local.yaml --steps 40 --warmup 4 --set 'policies=[fast, portable]' \
     --csv "$o/bench.csv" > "$o/bench.txt"
   # learning on the same budget: 900 steps of 128, three initialisations each, portable
@@ -289,7 +262,7 @@ PY
         python3 -c 'import json, sys
 j = json.load(open(sys.argv[1]))
 print(sys.argv[2], sys.argv[3], j["test_accuracy"], j["test_loss"], j["test_ece"], j["step_ms_median"])' \
-          "$o/run-$c/portable+vary=init/replica-$r/run.json" "${c/bnn-local/local}" "$r"
+          "$o/run-$c/portable/replica-$r/run.json" "${c/bnn-local/local}" "$r"
       done
     done | sed 's/^bnn /weights /'
   } > "$o/learning.txt"

@@ -80,7 +80,7 @@ static int64_t differing(const float *a, const float *b, int64_t n)
         const int64_t at_ = differing((a), (b), (n));                                              \
         if (at_ >= 0)                                                                              \
             fprintf(stderr, "%s (W %lld, %d threads): element %lld: %a vs %a\n", (what),           \
-                    (long long)W, threads, (long long)at_, (double)(a)[at_], (double)(b)[at_]);   \
+                    (long long)W, threads, (long long)at_, (double)(a)[at_], (double)(b)[at_]);    \
         CHECK(at_ < 0);                                                                            \
     } while (0)
 
@@ -129,9 +129,8 @@ static void ops_case(int threads, int64_t W)
             want_y[i] = dt_bnn_local_out(gamma[i], delta[i], z[i], &want_sd[i]);
             want_t[i] = dt_bnn_local_dvar(dy[i], z[i], want_sd[i]);
         }
-        struct dt_noise_site s = {.mode = mode ? DT_NOISE_LFSR : DT_NOISE_PHILOX,
-                                  .stream = stream,
-                                  .row0 = ROW0};
+        struct dt_noise_site s = {
+            .mode = mode ? DT_NOISE_LFSR : DT_NOISE_PHILOX, .stream = stream, .row0 = ROW0};
         struct dt_xoro *ln = mode ? lanes : NULL;
         /* forward, y over gamma and sd over delta (the model's aliasing) */
         memcpy(y, gamma, (size_t)n * sizeof(float));
@@ -162,8 +161,8 @@ static void ops_case(int threads, int64_t W)
                                              (int64_t)dt_noise_lane_row(SAMPLE, ROW0 + r0), SEED,
                                              STEP, MEMBER, &pol),
                              DT_OK);
-            CHECK_INT_EQ(dt_bnn_local_forward(be, y + r0 * W, sd + r0 * W, NULL, ln,
-                                              gamma + r0 * W, delta + r0 * W, rows, W, &sp, &pol),
+            CHECK_INT_EQ(dt_bnn_local_forward(be, y + r0 * W, sd + r0 * W, NULL, ln, gamma + r0 * W,
+                                              delta + r0 * W, rows, W, &sp, &pol),
                          DT_OK);
         }
         SAME_BITS("split", y, want_y, n);
@@ -324,8 +323,7 @@ static void ref_noise(float *z[MAXL], const struct net *n, bool lfsr, uint64_t s
  * gradients added (times `scale`). Written from the math: y = x mu_w + mu_b + sqrt(x^2
  * sigma_w^2 + sigma_b^2) z per layer, ReLU between. */
 static double ref_loss(const struct net *n, const struct params *p, float *const z[MAXL],
-                       const float *x, const uint8_t *yl, int64_t B, struct params *g,
-                       double scale)
+                       const float *x, const uint8_t *yl, int64_t B, struct params *g, double scale)
 {
     double *a[MAXL + 1], *sd[MAXL], *dA = NULL;
     a[0] = malloc((size_t)(B * n->dims[0]) * sizeof(double));
@@ -459,12 +457,12 @@ static void check_reference_by_differences(const struct net *n, struct params *p
                 *v = keep - h;
                 const double down = ref_loss(n, p, z, d->x, d->y, B, NULL, 0);
                 *v = keep;
-                const double fd = (up - down) / (2 * h),
-                             an = which ? g.rho[k][i] : g.mu[k][i];
+                const double fd = (up - down) / (2 * h), an = which ? g.rho[k][i] : g.mu[k][i];
                 const double err = fabs(fd - an) / (1e-7 + fabs(an));
                 worst = err > worst ? err : worst;
                 if (!(fabs(fd - an) <= 1e-7 + 1e-5 * fabs(an)))
-                    fprintf(stderr, "reference d/d%s[%d][%lld]: analytic %.12g, differences %.12g\n",
+                    fprintf(stderr,
+                            "reference d/d%s[%d][%lld]: analytic %.12g, differences %.12g\n",
                             which ? "rho" : "mu", k, (long long)i, an, fd);
                 CHECK(fabs(fd - an) <= 1e-7 + 1e-5 * fabs(an));
             }
@@ -562,8 +560,8 @@ static void model_digest(uint8_t out[DT_DIGEST_BYTES], struct dt_model *m)
 }
 
 /* Widths past the CPU's noise tile (600 columns), a batch of 40, 2 samples. */
-static void train_digests(digests_t dig, const struct net *n, const struct data *d,
-                          const char *rng, int threads)
+static void train_digests(digests_t dig, const struct net *n, const struct data *d, const char *rng,
+                          int threads)
 {
     struct dt_backend *be = cpu(threads);
     struct dt_model *m = build(be, n, 9);
@@ -683,11 +681,11 @@ DT_TEST(reference_reproduces)
 {
     if (!have_fashion_mnist()) DT_SKIP("Fashion-MNIST not installed");
     static char out[1 << 16];
-    const int rc = dt_run_capture(
-        out, sizeof out,
-        "%s reproduce " DT_SOURCE_DIR "/results/cpu/bnn-local/reference "
-        "--cells portable,portable+rng=philox,portable+rng=stored --quiet",
-        DT_DETRAIN_EXE);
+    const int rc =
+        dt_run_capture(out, sizeof out,
+                       "%s reproduce " DT_SOURCE_DIR "/results/cpu/bnn-local/reference "
+                       "--cells portable,portable+rng=philox,portable+rng=stored --quiet",
+                       DT_DETRAIN_EXE);
     if (rc != 0) fprintf(stderr, "%s\n", out);
     CHECK_INT_EQ(rc, 0);
     CHECK_CONTAINS(out, "identical at all 101 hashed steps");
