@@ -246,7 +246,7 @@ part_portable_cost() {
 part_bnn_local() {
   local o=$tmp/bnn-local c r
   mkdir -p "$o"
-  DETRAIN=$DETRAIN bash scripts/bnn_cost.sh 3 > "$o/steps.txt"
+  DETRAIN=$DETRAIN bash scripts/bnn_cost.sh 5 > "$o/steps.txt"
   "$DETRAIN" bench configs/bnn-local.yaml --steps 40 --warmup 4 --set 'policies=[fast, portable]' \
     --csv "$o/bench.csv" > "$o/bench.txt"
   # learning on the same budget: 900 steps of 128, three initialisations each, portable
@@ -254,20 +254,30 @@ part_bnn_local() {
     "$DETRAIN" run "configs/$c.yaml" --out "$o/run-$c" --quiet --set 'policies=[portable]' \
       --set replicas=3 --set 'vary=[init]' --set report.overhead_samples=0
   done
+  # and the local estimator for as long as the weights one took (the step times' ratio)
+  local steps
+  steps=$(python3 -c 'import json, sys
+w = sorted(json.load(open(f"{sys.argv[1]}/run-bnn/portable/replica-{r}/run.json"))["step_ms_median"] for r in range(3))[1]
+l = sorted(json.load(open(f"{sys.argv[1]}/run-bnn-local/portable/replica-{r}/run.json"))["step_ms_median"] for r in range(3))[1]
+print(round(900 * w / l))' "$o")
+  "$DETRAIN" run configs/bnn-local.yaml --out "$o/run-bnn-local-time" --quiet \
+    --set 'policies=[portable]' --set replicas=3 --set 'vary=[init]' \
+    --set report.overhead_samples=0 --set train.steps="$steps"
   { echo "# detrain run configs/{bnn,bnn-local}.yaml --set policies=[portable] --set replicas=3 --set vary=[init]:"
-    echo "# 900 steps of 128, the test set (10,000) predicted by the mean of 10 sampled models"
-    echo "estimator replica test_accuracy test_nll test_ece step_ms_median"
-    for c in bnn bnn-local; do
+    echo "# 900 steps of 128 (local-time: $steps steps, the weights estimator's time), the test set"
+    echo "# (10,000) predicted by the mean of 10 sampled models"
+    echo "estimator replica steps test_accuracy test_nll test_ece step_ms_median"
+    for c in bnn bnn-local bnn-local-time; do
       for r in 0 1 2; do
         python3 -c 'import json, sys
 j = json.load(open(sys.argv[1]))
-print(sys.argv[2], sys.argv[3], j["test_accuracy"], j["test_loss"], j["test_ece"], j["step_ms_median"])' \
-          "$o/run-$c/portable/replica-$r/run.json" "${c/bnn-local/local}" "$r"
+print(sys.argv[2], sys.argv[3], j["steps_completed"], j["test_accuracy"], j["test_loss"], j["test_ece"], j["step_ms_median"])' \
+          "$o/run-$c/portable/replica-$r/run.json" "$c" "$r"
       done
-    done | sed 's/^bnn /weights /'
+    done | sed -e 's/^bnn-local-time /local-time /' -e 's/^bnn-local /local /' -e 's/^bnn /weights /'
   } > "$o/learning.txt"
   mkdir -p "$o/learning"
-  for c in bnn bnn-local; do cp "$o/run-$c/summary.csv" "$o/learning/$c-summary.csv"; done
+  for c in bnn bnn-local bnn-local-time; do cp "$o/run-$c/summary.csv" "$o/learning/$c-summary.csv"; done
   # the reference: 100 steps under every rng mode (the crossdev references' limits)
   "$DETRAIN" run configs/bnn-local.yaml --out "$o/reference" --quiet --set train.steps=100 \
     --set hash.per_tensor=true --set report.snapshots=0 --set report.overhead_samples=0 \
