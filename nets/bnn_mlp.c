@@ -886,6 +886,19 @@ static struct dt_model_size bnn_mlp_size(const struct dt_model_spec *s)
     z.extra_per_param += 3.75;
     z.stored_per_param_per_sample = 0.5;
     z.acts_per_example *= s->bnn.samples;
+    if (s->bnn.local) {
+        /* no epsilon per weight; per tensor sigma^2 and the variance's gradient; per sample
+         * and unit the noise's scale and (rng: stored, counted always) the noise itself; x^2,
+         * t and the variance's input gradient as scratch (the widest layer's) */
+        double units = (double)s->n_classes, widest = (double)(s->height * s->width * s->channels);
+        for (int l = 0; l < s->n_hidden; l++) {
+            units += (double)s->hidden[l];
+            widest = (double)s->hidden[l] > widest ? (double)s->hidden[l] : widest;
+        }
+        z.stored_per_param_per_sample = 0.0;
+        z.extra_per_param += 1.0;
+        z.acts_per_example += 2.0 * units * s->bnn.samples + 3.0 * widest;
+    }
     return z;
 }
 

@@ -905,18 +905,6 @@ DT_TEST(ece_known_values)
 #define TMP DT_TEST_TMP_DIR "/bnn."
 static char out[65536];
 
-/* Fashion-MNIST where the harness looks for it ($DETRAIN_DATA, else the Debian folder). */
-static bool have_fashion_mnist(void)
-{
-    const char *env = getenv("DETRAIN_DATA");
-    const char *dir = env && *env ? env : "/usr/share/datasets/fashion-mnist";
-    char path[1200];
-    snprintf(path, sizeof path, "%s/train-images-idx3-ubyte", dir);
-    if (dt_path_exists(path)) return true;
-    snprintf(path, sizeof path, "%s/train-images-idx3-ubyte.gz", dir);
-    return dt_path_exists(path);
-}
-
 /* The value of "key": in a run.json (as text up to the next ',' or '}'). */
 static void json_field(char *buf, size_t size, const char *text, const char *key)
 {
@@ -936,7 +924,7 @@ static void json_field(char *buf, size_t size, const char *text, const char *key
  * training images under `portable` (rng: lfsr). Chance is 10%. */
 DT_TEST(learns)
 {
-    if (!have_fashion_mnist()) DT_SKIP("Fashion-MNIST not installed");
+    if (!dt_have_fashion_mnist()) DT_SKIP("Fashion-MNIST not installed");
     const char *dir = TMP "learns";
     int rc = dt_run_capture(out, sizeof out,
                             "rm -rf '%s' && '%s' run '%s/configs/bnn.yaml' --out '%s' --quiet "
@@ -972,7 +960,7 @@ DT_TEST(learns)
  * vary: [epsilon] over two replicas. */
 DT_TEST(policies_traces)
 {
-    if (!have_fashion_mnist()) DT_SKIP("Fashion-MNIST not installed");
+    if (!dt_have_fashion_mnist()) DT_SKIP("Fashion-MNIST not installed");
     const char *dir = TMP "policies";
     int rc = dt_run_capture(out, sizeof out,
                             "rm -rf '%s' && '%s' run '%s/configs/bnn.yaml' --out '%s' --quiet "

@@ -666,20 +666,9 @@ DT_TEST(memory_accounting)
 
 /* ---- 6. the committed reference ------------------------------------------------------------ */
 
-static bool have_fashion_mnist(void)
-{
-    const char *env = getenv("DETRAIN_DATA");
-    const char *dir = env && *env ? env : "/usr/share/datasets/fashion-mnist";
-    char path[1200];
-    snprintf(path, sizeof path, "%s/train-images-idx3-ubyte", dir);
-    if (dt_path_exists(path)) return true;
-    snprintf(path, sizeof path, "%s/train-images-idx3-ubyte.gz", dir);
-    return dt_path_exists(path);
-}
-
 DT_TEST(reference_reproduces)
 {
-    if (!have_fashion_mnist()) DT_SKIP("Fashion-MNIST not installed");
+    if (!dt_have_fashion_mnist()) DT_SKIP("Fashion-MNIST not installed");
     static char out[1 << 16];
     const int rc =
         dt_run_capture(out, sizeof out,

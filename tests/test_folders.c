@@ -378,6 +378,7 @@ DT_TEST(memory_estimate_matches_peak)
         {"configs/bnn.yaml", ""},
         {"configs/bnn.yaml", "--set 'model.hidden=[2048, 2048]'"},
         {"configs/bnn.yaml", "--set 'model.hidden=[3072, 3072]'"},
+        {"configs/bnn-local.yaml", "--set 'model.hidden=[3072, 3072]'"},
         /* the GPT (its estimate counted 20 D a block where it keeps 16: the GPU-scale GPT
          * 23% above its peak); sizes where the activations, not the libraries, dominate */
         {"configs/gpt.yaml", "--set train.batch=256"},
