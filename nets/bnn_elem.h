@@ -179,6 +179,38 @@ static inline DT_HD void dt_bnn_local_philox_block(const struct dt_bnn_local_io 
     }
 }
 
+/* lfsr, a tile of a row at a time (the CUDA kernel's schedule): the row's lane stepped over
+ * pairs [k0, k0 + n) of the row -- forwards in ascending order (output, then step),
+ * backwards in descending order (step back, then output) -- pair k's 64-bit output into
+ * words[k - k0]; then each pair's two columns by dt_bnn_local_pair, in any order. Tiles
+ * taken in ascending order forwards and descending backwards step the lane exactly as
+ * dt_bnn_local_lane_row does. */
+#define DT_BNN_LOCAL_TILE_PAIRS 32 /* the CUDA kernel's tile: pairs of a row a step */
+static inline DT_HD void dt_bnn_local_lane_words(uint64_t *words, int64_t k0, int64_t n,
+                                                 struct dt_xoro *lane, bool backward)
+{
+    struct dt_xoro st = *lane;
+    for (int64_t q = 0; q < n; q++) {
+        if (backward) {
+            dt_xoro_prev(&st);
+            words[n - 1 - q] = dt_xoro_out(st);
+        } else {
+            words[q] = dt_xoro_out(st);
+            dt_xoro_next(&st);
+        }
+    }
+    *lane = st;
+}
+/* Pair k of row r (of W columns) from its 64-bit output w: columns 2k and 2k + 1 (if inside). */
+static inline DT_HDI void dt_bnn_local_pair(const struct dt_bnn_local_io *io, int64_t r, int64_t W,
+                                            int64_t k, uint64_t w)
+{
+    float z0, z1;
+    dt_gauss_pair((uint32_t)(w >> 32), (uint32_t)w, &z0, &z1);
+    dt_bnn_local_item(io, r * W + 2 * k, z0);
+    if (2 * k + 1 < W) dt_bnn_local_item(io, r * W + 2 * k + 1, z1);
+}
+
 /* lfsr: row r's lane walked over the row's W columns, forwards (output, then step) or, in
  * backward, back (step back, then output; last pair first), as dt_noise_lane_row_walk. */
 static inline DT_HD void dt_bnn_local_lane_row(const struct dt_bnn_local_io *io, int64_t r,

@@ -73,7 +73,9 @@ stages (run in this order whatever the order given; `info` always first; caps in
                 usable GPU fails the stage, other skips are listed with their reasons
   crossdev  20  the portable runs of the three models on cuda (100 steps, per-tensor digests)
                 against the committed CPU references results/cpu/crossdev-t2 (and -t1, and
-                every other GPU's committed crossdev): RESULTS/cross_device.md, a column each
+                every other GPU's committed crossdev): RESULTS/cross_device.md, a column each;
+                the local estimator's reference (results/cpu/bnn-local/reference, every rng
+                mode) rerun by detrain reproduce (RESULTS/reproduce-bnn-local/)
   replicas  20  each model at run_to_run and fast, 3 replicas, 30 steps, nothing varied:
                 run_to_run replicas must be identical; fast's first divergent step and
                 distinct digests recorded
@@ -656,7 +658,14 @@ stage_crossdev() {
   roots+=("$gpu")
   run env DETRAIN="$detrain" bash scripts/cross_device.sh table "${roots[@]}" \
       --out "$results/cross_device.md"
+  # the Bayesian MLP's local estimator (issue 69): its CPU reference under every rng mode,
+  # rerun here by detrain reproduce (the rerun's folder kept)
+  local bl=ok
+  run "$detrain" reproduce results/cpu/bnn-local/reference --set backend.device=cuda \
+      --cells portable,portable+rng=philox,portable+rng=stored \
+      --out "$results/reproduce-bnn-local" || bl=failed
   [ $dry -eq 0 ] || return 0
+  if [ "$bl" = ok ]; then note "bnn-local identical (reproduce)"; else failure "bnn-local: $(last_error)"; fi
   local m v
   for m in "${models[@]}"; do
     v=$(grep -m1 -E "^- $m: " "$results/cross_device.md" 2>/dev/null | sed "s/^- $m: //" | cut -c1-60)

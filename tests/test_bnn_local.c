@@ -182,6 +182,27 @@ static void ops_case(int threads, int64_t W)
                 memcpy(st, back ? ends : seeds, sizeof st);
                 for (int64_t r = 0; r < ROWS; r++) dt_bnn_local_lane_row(&io, r, W, &st[r]);
                 CHECK(lanes_equal(st, back ? seeds : ends, ROWS));
+                /* the tiled kernel's schedule: every row's lane stepped over a tile of pairs
+                 * (the tiles last to first backwards), then the tile's pairs, in reverse */
+                const int64_t TP = DT_BNN_LOCAL_TILE_PAIRS, pairs = (W + 1) / 2;
+                const int64_t tiles = (pairs + TP - 1) / TP;
+                uint64_t words[ROWS][DT_BNN_LOCAL_TILE_PAIRS];
+                float *again = malloc((size_t)n * sizeof(float));
+                float *keep_y = back ? t : y;
+                memcpy(again, keep_y, (size_t)n * sizeof(float));
+                memset(keep_y, 0, (size_t)n * sizeof(float));
+                memcpy(st, back ? ends : seeds, sizeof st);
+                for (int64_t j = 0; j < tiles; j++) {
+                    const int64_t k0 = (back ? tiles - 1 - j : j) * TP;
+                    const int64_t cnt = pairs - k0 < TP ? pairs - k0 : TP;
+                    for (int64_t r = 0; r < ROWS; r++)
+                        dt_bnn_local_lane_words(words[r], k0, cnt, &st[r], back);
+                    for (int64_t e = ROWS * cnt - 1; e >= 0; e--)
+                        dt_bnn_local_pair(&io, e / cnt, W, k0 + e % cnt, words[e / cnt][e % cnt]);
+                }
+                CHECK(lanes_equal(st, back ? seeds : ends, ROWS));
+                SAME_BITS("cuda tiles", keep_y, again, n);
+                free(again);
             }
         }
         SAME_BITS("cuda items", y, want_y, n);

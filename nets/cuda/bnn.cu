@@ -134,12 +134,40 @@ static __global__ void __launch_bounds__(1024)
     dt_bnn_local_philox_block(&io, e0, n, q0 + (uint64_t)j, &s);
 }
 
-/* lfsr: a thread a row walks the row's lane (its own state) over the row's columns. */
-static __global__ void __launch_bounds__(1024)
+/* lfsr, tiled: a lane's steps are a serial chain, but cheap (a xoroshiro step); the Gaussian
+ * pairs they feed are not. So a block takes LOCAL_TILE_ROWS rows and a tile of
+ * LOCAL_TILE_PAIRS pairs at a time: the first LOCAL_TILE_ROWS threads step their row's lane
+ * over the tile into shared memory (dt_bnn_local_lane_words; backwards the tiles go last to
+ * first), then every thread of the block takes pairs of the tile (dt_bnn_local_pair). The
+ * lanes step exactly as the row walk does: the CPU's bits (tests/test_bnn_local.c runs this
+ * schedule on the host). Grid-stride over row tiles. */
+#define LOCAL_TILE_ROWS 32
+#define LOCAL_TILE_PAIRS DT_BNN_LOCAL_TILE_PAIRS
+#define LOCAL_THREADS 256
+static __global__ void __launch_bounds__(LOCAL_THREADS)
     local_lane_kernel(struct dt_bnn_local_io io, struct dt_xoro *lanes, int64_t rows, int64_t W)
 {
-    DT_GRID_STRIDE(r, rows)
-    dt_bnn_local_lane_row(&io, r, W, &lanes[r]);
+    __shared__ uint64_t w[LOCAL_TILE_ROWS][LOCAL_TILE_PAIRS + 1]; /* + 1: rows off one bank */
+    const int t = (int)threadIdx.x;
+    const int64_t pairs = (W + 1) / 2, tiles = (pairs + LOCAL_TILE_PAIRS - 1) / LOCAL_TILE_PAIRS;
+    for (int64_t r0 = (int64_t)blockIdx.x * LOCAL_TILE_ROWS; r0 < rows;
+         r0 += (int64_t)gridDim.x * LOCAL_TILE_ROWS) {
+        const int nr = (int)(rows - r0 < LOCAL_TILE_ROWS ? rows - r0 : LOCAL_TILE_ROWS);
+        struct dt_xoro lane = {0, 0};
+        if (t < nr) lane = lanes[r0 + t];
+        for (int64_t j = 0; j < tiles; j++) {
+            const int64_t k0 = (io.backward ? tiles - 1 - j : j) * LOCAL_TILE_PAIRS;
+            const int n = (int)(pairs - k0 < LOCAL_TILE_PAIRS ? pairs - k0 : LOCAL_TILE_PAIRS);
+            if (t < nr) dt_bnn_local_lane_words(w[t], k0, n, &lane, io.backward);
+            __syncthreads();
+            for (int e = t; e < nr * n; e += LOCAL_THREADS) {
+                const int rr = e / n, kk = e - rr * n;
+                dt_bnn_local_pair(&io, r0 + rr, W, k0 + kk, w[rr][kk]);
+            }
+            __syncthreads();
+        }
+        if (t < nr) lanes[r0 + t] = lane;
+    }
 }
 
 /* stored (backward): the kept noise, element by element. */
@@ -297,11 +325,21 @@ static int dt_cuda_local_launch(const struct dt_bnn_local_io *io, struct dt_xoro
         return DT_LAUNCHED(L);
     }
     bytes += 2.0 * (double)sizeof(struct dt_xoro) * (double)rows;
-    const double step = DT_W_OPS_XORO + DT_W_OPS_GAUSS_PAIR;
+    /* the serial chain: a row's lane steps (its tiles one after another), plus a tile's
+     * pairs shared by the block's threads */
+    const int64_t tiles = (rows + LOCAL_TILE_ROWS - 1) / LOCAL_TILE_ROWS;
+    const int64_t cap = L->max_blocks > 0 ? L->max_blocks : 65535;
+    const int64_t grid = tiles < 1 ? 1 : tiles < cap ? tiles : cap;
+    const double per_pair = DT_W_OPS_GAUSS_PAIR + 2.0 * (DT_W_DIV + 2.0);
+    const double tile_pairs = (double)(pairs_row < LOCAL_TILE_PAIRS ? pairs_row : LOCAL_TILE_PAIRS);
+    const double shared =
+        tile_pairs * LOCAL_TILE_ROWS / LOCAL_THREADS > 1.0 ? tile_pairs * LOCAL_TILE_ROWS / LOCAL_THREADS : 1.0;
     DT_LAUNCH(L,
-              dt_work_serial(bytes, flops + (double)rows * pairs_row * step,
-                             pairs_row * (step + 2.0 * (DT_W_DIV + 2.0))),
-              local_lane_kernel, dt_cuda_grid(L, rows), L->block_threads, 0, st)
+              dt_work_serial(bytes,
+                             flops + (double)rows * pairs_row * (DT_W_OPS_XORO + DT_W_OPS_GAUSS_PAIR),
+                             pairs_row * DT_W_OPS_XORO +
+                                 (pairs_row / (double)LOCAL_TILE_PAIRS + 1.0) * shared * per_pair),
+              local_lane_kernel, (unsigned)grid, LOCAL_THREADS, 0, st)
     (*io, lanes, rows, W);
     return DT_LAUNCHED(L);
 }
