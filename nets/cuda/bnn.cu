@@ -332,13 +332,14 @@ static int dt_cuda_local_launch(const struct dt_bnn_local_io *io, struct dt_xoro
     const int64_t grid = tiles < 1 ? 1 : tiles < cap ? tiles : cap;
     const double per_pair = DT_W_OPS_GAUSS_PAIR + 2.0 * (DT_W_DIV + 2.0);
     const double tile_pairs = (double)(pairs_row < LOCAL_TILE_PAIRS ? pairs_row : LOCAL_TILE_PAIRS);
-    const double shared =
-        tile_pairs * LOCAL_TILE_ROWS / LOCAL_THREADS > 1.0 ? tile_pairs * LOCAL_TILE_ROWS / LOCAL_THREADS : 1.0;
+    const double shared = tile_pairs * LOCAL_TILE_ROWS / LOCAL_THREADS > 1.0
+                              ? tile_pairs * LOCAL_TILE_ROWS / LOCAL_THREADS
+                              : 1.0;
     DT_LAUNCH(L,
-              dt_work_serial(bytes,
-                             flops + (double)rows * pairs_row * (DT_W_OPS_XORO + DT_W_OPS_GAUSS_PAIR),
-                             pairs_row * DT_W_OPS_XORO +
-                                 (pairs_row / (double)LOCAL_TILE_PAIRS + 1.0) * shared * per_pair),
+              dt_work_serial(
+                  bytes, flops + (double)rows * pairs_row * (DT_W_OPS_XORO + DT_W_OPS_GAUSS_PAIR),
+                  pairs_row * DT_W_OPS_XORO +
+                      (pairs_row / (double)LOCAL_TILE_PAIRS + 1.0) * shared * per_pair),
               local_lane_kernel, (unsigned)grid, LOCAL_THREADS, 0, st)
     (*io, lanes, rows, W);
     return DT_LAUNCHED(L);
