@@ -1,6 +1,7 @@
-/* Shared by the op tests (test_ops.c, test_conv.c): a reproducible uniform generator,
- * a CPU backend of a given size, a level's policy, the tolerance check against a
- * double-precision reference, and convolution and pooling geometries. Include after tests/check.h.
+/* Shared by the op tests (test_ops.c, test_conv.c, the BNN tests): a reproducible uniform
+ * generator, a CPU backend of a given size, a level's policy (or portable's with an rng), the
+ * tolerance check against a double-precision reference, and convolution and pooling geometries.
+ * Include after tests/check.h.
  */
 #ifndef DT_OP_HELPERS_H
 #define DT_OP_HELPERS_H
@@ -112,6 +113,14 @@ static inline struct dt_policy level(enum dt_level l)
 {
     struct dt_policy p;
     dt_policy_from_level(&p, l);
+    return p;
+}
+
+/* `portable` with its rng control set to rng ("lfsr", "philox", "stored", ...). */
+static inline struct dt_policy rng_policy(const char *rng)
+{
+    struct dt_policy p = level(DT_LEVEL_PORTABLE);
+    DT_ASSERT(dt_policy_set_control(&p, "rng", rng, NULL) == DT_OK);
     return p;
 }
 

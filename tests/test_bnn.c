@@ -37,6 +37,7 @@
 #include "nets/model.h"
 #include "nets/step.h"
 #include "tests/check.h"
+#include "tests/op_helpers.h"
 #include "tests/run_helper.h"
 
 /* ---- a small network, its data and its runs -------------------------------------------- */
@@ -73,24 +74,6 @@ static int64_t tsize(const struct net *n, int k)
 {
     const int l = k / 2;
     return k % 2 ? dim(n, l + 1) : dim(n, l) * dim(n, l + 1);
-}
-
-static struct dt_backend *cpu(int threads)
-{
-    struct dt_backend *be = NULL;
-    struct dt_backend_options opt = {DT_BACKEND_CPU, threads, 0};
-    struct dt_error err;
-    DT_ASSERT(dt_backend_create(&be, &opt, &err) == DT_OK);
-    return be;
-}
-
-/* portable with the rng control set ("stored", "philox", "lfsr"). */
-static struct dt_policy rng_policy(const char *rng)
-{
-    struct dt_policy p;
-    dt_policy_from_level(&p, DT_LEVEL_PORTABLE);
-    DT_ASSERT(dt_policy_set_control(&p, "rng", rng, NULL) == DT_OK);
-    return p;
 }
 
 static struct dt_model *build(struct dt_backend *be, const struct net *n, uint64_t seed)

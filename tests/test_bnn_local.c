@@ -35,24 +35,8 @@
 #include "nets/step.h"
 #include "core/util.h"
 #include "tests/check.h"
+#include "tests/op_helpers.h"
 #include "tests/run_helper.h"
-
-static struct dt_backend *cpu(int threads)
-{
-    struct dt_backend *be = NULL;
-    struct dt_backend_options opt = {DT_BACKEND_CPU, threads, 0};
-    struct dt_error err;
-    DT_ASSERT(dt_backend_create(&be, &opt, &err) == DT_OK);
-    return be;
-}
-
-static struct dt_policy rng_policy(const char *rng)
-{
-    struct dt_policy p;
-    dt_policy_from_level(&p, DT_LEVEL_PORTABLE);
-    DT_ASSERT(dt_policy_set_control(&p, "rng", rng, NULL) == DT_OK);
-    return p;
-}
 
 static uint64_t lcg_state = 1;
 static double lcg(void) /* uniform in [-1, 1) */

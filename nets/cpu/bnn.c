@@ -356,26 +356,15 @@ static void noise_tile(float *z, const struct dt_noise_site *s, struct dt_xoro *
         philox_fill(z, r * width + c0, r * width + c1, &s->stream);
         return;
     }
+    uint64_t w64[NOISE_TILE / 2];
     uint32_t words[NOISE_TILE];
     float zz[NOISE_TILE];
     const int64_t pairs = (c1 - c0 + 1) / 2;
-    struct dt_xoro st = *lane;
-    if (!backward) {
-        for (int64_t k = 0; k < pairs; k++) {
-            const uint64_t o = dt_xoro_out(st);
-            dt_xoro_next(&st);
-            words[2 * k] = (uint32_t)(o >> 32);
-            words[2 * k + 1] = (uint32_t)o;
-        }
-    } else {
-        for (int64_t k = pairs - 1; k >= 0; k--) {
-            dt_xoro_prev(&st);
-            const uint64_t o = dt_xoro_out(st);
-            words[2 * k] = (uint32_t)(o >> 32);
-            words[2 * k + 1] = (uint32_t)o;
-        }
+    dt_bnn_local_lane_words(w64, 0, pairs, lane, backward); /* the CUDA kernel's stepping */
+    for (int64_t k = 0; k < pairs; k++) {
+        words[2 * k] = (uint32_t)(w64[k] >> 32);
+        words[2 * k + 1] = (uint32_t)w64[k];
     }
-    *lane = st;
     gauss_words(zz, words, pairs);
     memcpy(z, zz, (size_t)(c1 - c0) * sizeof(float));
 }
