@@ -691,6 +691,14 @@ static int cmd_bench(const struct app *app, int argc, char **argv)
     if (opt.csv_path && dt_out_file_check(opt.csv_path, &config, 1, DT_BENCH_CSV_HEADER,
                                           "bench CSV", &err) != DT_OK)
         return report(app, DT_ERR_USAGE, &err);
+    if (dt_dist_rank(app->dist) > 0) { /* rank 0 speaks for every rank (each measures alike) */
+        opt.csv_path = NULL;
+        if (!freopen("/dev/null", "w", stdout))
+            return report(app,
+                          dt_error_set(&err, DT_ERR_IO, "bench: cannot quiet rank %d's output",
+                                       dt_dist_rank(app->dist)),
+                          &err);
+    }
     struct dt_experiment *exp = dt_xcalloc(1, sizeof *exp);
     enum dt_status st = dt_config_load(exp, config, sets, n_sets, &err);
     if (st == DT_OK) st = dt_bench_run(exp, &opt, &err);

@@ -285,6 +285,17 @@ enum dt_status dt_exact_to_fixed(struct dt_backend *be, int64_t *acc, const floa
                                  const uint32_t *max_bits, const struct dt_exact_layout *L);
 enum dt_status dt_exact_round(struct dt_backend *be, float *pack, const int64_t *acc,
                               const uint32_t *max_bits, const struct dt_exact_layout *L);
+/* The same sum in one pass over several ranks' packs that this process can read (the ranks
+ * of one machine share their packs: nets/step.c), for elements [e0, e1): out[e - e0] = the
+ * one rounding of the int64 sum, over every pack p and each of its slots[p] partials, of
+ * round(partial * 2^shift_i) -- the bits of dt_exact_to_fixed, the integer all-reduce and
+ * dt_exact_round. Pack p is laid out as L says with slots[p] slots (L->slots unused);
+ * 1 <= n_packs <= DT_EXACT_PACKS_MAX. Host memory only: a backend whose memory the host
+ * cannot read has no such op (DT_ERR_UNSUPPORTED). */
+#define DT_EXACT_PACKS_MAX 16
+enum dt_status dt_exact_sum_packs(struct dt_backend *be, float *out, const float *const *packs,
+                                  const int64_t *slots, int n_packs, const uint32_t *max_bits,
+                                  const struct dt_exact_layout *L, int64_t e0, int64_t e1);
 
 /* Test hook: with seed != 0, the nondeterministic paths (`reduction: unordered`,
  * `atomics: float`) run serially in a combination order drawn from `seed` instead of

@@ -34,6 +34,11 @@ typedef enum dt_status dt_exact_to_fixed_fn(struct dt_backend *be, int64_t *acc,
                                             const struct dt_exact_layout *L);
 typedef enum dt_status dt_exact_round_fn(struct dt_backend *be, float *pack, const int64_t *acc,
                                          const uint32_t *max_bits, const struct dt_exact_layout *L);
+typedef enum dt_status dt_exact_sum_packs_fn(struct dt_backend *be, float *out,
+                                             const float *const *packs, const int64_t *slots,
+                                             int n_packs, const uint32_t *max_bits,
+                                             const struct dt_exact_layout *L, int64_t e0,
+                                             int64_t e1);
 typedef int64_t dt_first_nonfinite_fn(struct dt_backend *be, const float *p, int64_t n);
 typedef bool dt_first_nonfinite_many_fn(struct dt_backend *be, const float *const *p,
                                         const int64_t *n, int count, int *which, int64_t *index);
@@ -58,6 +63,7 @@ struct dt_backend_ops {
     dt_exact_max_fn *exact_max;
     dt_exact_to_fixed_fn *exact_to_fixed;
     dt_exact_round_fn *exact_round;
+    dt_exact_sum_packs_fn *exact_sum_packs; /* NULL: memory the host cannot read */
     /* The shard partials of a batch reduction in one call, with the shards of be->shards
      * (NULL, or DT_ERR_UNSUPPORTED for a policy it does not take, = the plain op once per
      * shard, called by nets/dispatch.c). Same bits as the call per shard. */

@@ -789,6 +789,25 @@ enum dt_status dt_exact_round(struct dt_backend *be, float *pack, const int64_t 
              OUT(pack, L->slots * L->first[L->tensors]));
 }
 
+enum dt_status dt_exact_sum_packs(struct dt_backend *be, float *out, const float *const *packs,
+                                  const int64_t *slots, int n_packs, const uint32_t *max_bits,
+                                  const struct dt_exact_layout *L, int64_t e0, int64_t e1)
+{
+    DT_ASSERT(L && L->tensors >= 1 && n_packs >= 1 && n_packs <= DT_EXACT_PACKS_MAX);
+    DT_ASSERT(out && packs && slots && max_bits && 0 <= e0 && e0 <= e1 &&
+              e1 <= L->first[L->tensors]);
+    int64_t held = 0;
+    for (int p = 0; p < n_packs; p++) {
+        DT_ASSERT(packs[p] && slots[p] >= 1);
+        held += slots[p];
+    }
+    DT_ASSERT(held <= L->shards);
+    REQUIRE(be, exact_sum_packs);
+    DISPATCH(be, DT_OP_EXACT_SUM,
+             be->ops->exact_sum_packs(be, out, packs, slots, n_packs, max_bits, L, e0, e1),
+             OUT(out, e1 - e0));
+}
+
 /* ---- plans: one per row of nets/op_list.h -------------------------------------------
  * plan_<name> checks the op's arguments (a violation is a caller bug), names the tensors it
  * writes for the observer (only when t is not NULL) and returns what to call with the op's

@@ -68,6 +68,32 @@ static bool device_sum(struct dt_step *d)
 
 /* ---- set-up --------------------------------------------------------------------------- */
 
+static int64_t align64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+/* exact over the ranks of one machine: the shared memory, when the exchange offers it and
+ * the gradients are host memory (the same answer on every rank: the same backend). Rank q's
+ * part: its maxima (n_params uint32), its partials (the most slots any rank holds), then the
+ * rounded sums of its elements (at most ceil(total / N)). */
+static void open_shared(struct dt_step *d, int64_t shards)
+{
+    const struct dt_exchange *x = d->x;
+    struct dt_model *m = d->m;
+    const int N = ranks(x);
+    if (N > DT_EXACT_PACKS_MAX || !x->ops->shared_open ||
+        !dt_backend_host_view(m->be, m->grad_pack))
+        return;
+    int64_t most = 0;
+    for (int q = 0; q < N; q++) {
+        d->rank_slots[q] = dt_rank_shard(shards, N, q + 1) - dt_rank_shard(shards, N, q);
+        if (d->rank_slots[q] > most) most = d->rank_slots[q];
+    }
+    d->shared_partials = align64((int64_t)m->n_params * (int64_t)sizeof(uint32_t));
+    d->shared_results = d->shared_partials + align64(most * d->total * (int64_t)sizeof(float));
+    const int64_t bytes =
+        d->shared_results + align64((d->total + N - 1) / N * (int64_t)sizeof(float));
+    d->shared = x->ops->shared_open(x->ctx, bytes, d->shared_base);
+}
+
 bool dt_step_needs_combine(const struct dt_policy *pol, const struct dt_exchange *x)
 {
     return several(x) || dt_reduction_exact(pol);
@@ -93,7 +119,8 @@ void dt_step_init(struct dt_step *d, struct dt_model *m, int64_t shards,
         dt_model_grad_slots(m, dt_rank_shard(shards, N, r + 1) - dt_rank_shard(shards, N, r));
         d->max_dev = dt_backend_alloc(m->be, (size_t)m->n_params * sizeof *d->max_dev);
         d->max_bits = dt_xcalloc((size_t)m->n_params, sizeof *d->max_bits);
-        if (N > 1) {
+        if (N > 1) open_shared(d, shards);
+        if (N > 1 && !d->shared) {
             d->acc_dev = dt_backend_alloc(m->be, (size_t)d->total * sizeof(int64_t));
             d->acc = dt_xmalloc((size_t)d->total * sizeof(int64_t));
         }
@@ -104,9 +131,20 @@ void dt_step_init(struct dt_step *d, struct dt_model *m, int64_t shards,
     d->loss_slots = dt_xcalloc((size_t)(shards > N ? shards : N), sizeof(float));
 }
 
+const char *dt_step_exchange_path(const struct dt_step *d)
+{
+    if (!d->m || !several(d->x)) return NULL;
+    if (!d->exact) return d->device_sum ? "the device exchange's sums" : "MPI's collectives";
+    if (d->shared) return "the ranks' shared memory (one machine), no integer all-reduce";
+    return d->device_sum ? "the device exchange's integer sum"
+                         : "MPI's integer all-reduce, staged (DETRAIN_DIST_SHARED=0, or ranks on "
+                           "several machines)";
+}
+
 /* d's buffers freed; its graph kept (prepare) */
 static void free_buffers(struct dt_step *d)
 {
+    if (d->shared) d->x->ops->shared_close(d->x->ctx, d->shared);
     if (d->device_sum && d->x->ops->release_device) d->x->ops->release_device(d->x->ctx, d->m->be);
     if (d->max_dev) dt_backend_free(d->m->be, d->max_dev);
     if (d->acc_dev) dt_backend_free(d->m->be, d->acc_dev);
@@ -178,11 +216,69 @@ static enum dt_status sum_fixed(struct dt_step *d)
     return DT_OK;
 }
 
+/* Rank q's first element of the combined gradient (q = N: the end): each element's sum is
+ * one rank's work. */
+static int64_t element_of_rank(const struct dt_step *d, int q)
+{
+    return (int64_t)(((__int128)q * d->total) / ranks(d->x));
+}
+
+/* exact over the ranks of one machine: every rank puts its maxima and partials in its part
+ * of the shared memory; after a synchronisation each reads every rank's maxima, sums its own
+ * range of elements over every rank's partials and rounds it (dt_exact_sum_packs: the bits
+ * of the integer all-reduce); after a second one each copies every rank's rounded range into
+ * slot 0. No rank writes its part again before the next step's first synchronisation, which
+ * every rank reaches only after its copies. */
+static enum dt_status combine_shared(struct dt_step *d, const struct dt_exact_layout *L)
+{
+    struct dt_model *m = d->m;
+    const struct dt_exchange *x = d->x;
+    const int P = m->n_params, N = ranks(x), r = rank_of(x);
+    char *mine = d->shared_base[r];
+    enum dt_status st = dt_exact_max(m->be, d->max_dev, m->grad_pack, L);
+    if (st == DT_OK) {
+        dt_backend_download(m->be, mine, d->max_dev, (size_t)P * sizeof(uint32_t));
+        dt_backend_download(m->be, mine + d->shared_partials, m->grad_pack,
+                            (size_t)(L->slots * d->total) * sizeof(float));
+    } else {
+        memset(mine, 0xff, (size_t)P * sizeof(uint32_t)); /* every rank sees a failure */
+    }
+    x->ops->shared_sync(x->ctx, d->shared);
+    memset(d->max_bits, 0, (size_t)P * sizeof *d->max_bits);
+    const float *packs[DT_EXACT_PACKS_MAX];
+    for (int q = 0; q < N; q++) {
+        const uint32_t *mq = d->shared_base[q];
+        for (int i = 0; i < P; i++)
+            d->max_bits[i] = mq[i] > d->max_bits[i] ? mq[i] : d->max_bits[i];
+        packs[q] = (const float *)((const char *)d->shared_base[q] + d->shared_partials);
+    }
+    dt_backend_upload(m->be, d->max_dev, d->max_bits, (size_t)P * sizeof *d->max_bits);
+    const int64_t e0 = element_of_rank(d, r), e1 = element_of_rank(d, r + 1);
+    float *sums = (float *)(mine + d->shared_results);
+    if (st == DT_OK && e1 > e0)
+        st = dt_exact_sum_packs(m->be, sums, packs, d->rank_slots, N, d->max_dev, L, e0, e1);
+    x->ops->shared_sync(x->ctx, d->shared);
+    if (st != DT_OK) return st;
+    for (int q = 0; q < N; q++) { /* rank q's range, tensor by tensor, into slot 0 */
+        const int64_t q0 = element_of_rank(d, q), q1 = element_of_rank(d, q + 1);
+        const float *from = (const float *)((const char *)d->shared_base[q] + d->shared_results);
+        for (int i = 0; i < P; i++) {
+            const int64_t a = q0 > L->first[i] ? q0 : L->first[i];
+            const int64_t b = q1 < L->first[i + 1] ? q1 : L->first[i + 1];
+            if (a < b)
+                dt_backend_upload(m->be, m->params[i].g + (a - L->first[i]), from + (a - q0),
+                                  (size_t)(b - a) * sizeof(float));
+        }
+    }
+    return DT_OK;
+}
+
 /* exact: per tensor the maxima (across ranks), the int64 sum, one rounding. */
 static enum dt_status combine_exact(struct dt_step *d, const struct dt_exact_layout *L)
 {
     struct dt_model *m = d->m;
     const int P = m->n_params;
+    if (d->shared) return combine_shared(d, L);
     enum dt_status st = dt_exact_max(m->be, d->max_dev, m->grad_pack, L);
     if (st != DT_OK) return st;
     if (ranks(d->x) == 1) return dt_exact_sum(m->be, m->grad_pack, d->max_dev, L);

@@ -54,6 +54,14 @@ struct dt_exchange_ops {
                                  const int64_t *count, int n, bool is_int64, struct dt_error *err);
     /* Optional: the step that used sum_device on be is done with it. */
     void (*release_device)(void *ctx, struct dt_backend *be);
+    /* Optional (NULL, or a NULL handle: none): `bytes` of memory per rank that every rank
+     * reads and writes -- the ranks of one machine (MPI's shared-memory window). Collective,
+     * every rank asking for the same bytes; base[q] = rank q's part, in this process. */
+    void *(*shared_open)(void *ctx, int64_t bytes, void **base);
+    /* Collective: every rank's writes to the shared memory before the call are seen by
+     * every rank after it (a barrier, the memory synchronised on both sides). */
+    void (*shared_sync)(void *ctx, void *h);
+    void (*shared_close)(void *ctx, void *h); /* collective */
 };
 struct dt_exchange {
     const struct dt_exchange_ops *ops;
@@ -99,9 +107,17 @@ struct dt_step {
     uint32_t *max_dev;           /* exact: per tensor, max |partial| bits (backend memory) */
     uint32_t *max_bits;          /* exact: the same on the host */
     int64_t *acc_dev, *acc;      /* exact with several ranks: the int64 sums (backend, host) */
-    float *loss_slots;           /* per shard (exact) or per rank */
-    int64_t B, S;                /* the step's global batch and shards (the combination's) */
-    struct dt_step_graph graph;  /* kept by dt_step_train across set-ups; dt_step_use_graphs */
+    /* exact, the ranks of one machine (the exchange's shared memory, host-memory backends):
+     * rank q's part at shared_base[q] holds its maxima, its packed partials (rank_slots[q]
+     * slots) and the rounded sums of its range of elements; NULL: staged through the
+     * exchange's collectives (acc). */
+    void *shared;
+    void *shared_base[DT_EXACT_PACKS_MAX];
+    int64_t rank_slots[DT_EXACT_PACKS_MAX];
+    int64_t shared_partials, shared_results; /* byte offsets in each part */
+    float *loss_slots;                       /* per shard (exact) or per rank */
+    int64_t B, S;               /* the step's global batch and shards (the combination's) */
+    struct dt_step_graph graph; /* kept by dt_step_train across set-ups; dt_step_use_graphs */
 };
 
 /* Whether a step under pol goes through the shard/rank combination: there are several
@@ -111,6 +127,9 @@ bool dt_step_needs_combine(const struct dt_policy *pol, const struct dt_exchange
  * the most shards this rank holds). x may be NULL (one process). */
 void dt_step_init(struct dt_step *d, struct dt_model *m, int64_t shards,
                   const struct dt_policy *pol, const struct dt_exchange *x);
+/* How d's steps combine across ranks, in words (for bench); NULL for one process or
+ * before d's first step. */
+const char *dt_step_exchange_path(const struct dt_step *d);
 /* Everything of d freed, its graph included (before its model's backend is destroyed). */
 void dt_step_free(struct dt_step *d);
 

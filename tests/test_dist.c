@@ -138,9 +138,9 @@ static bool full_trace(const char *dir, const char *cell, int steps)
 /* portable: the plain run (one thread) and mpirun -np nps[i] with sets[i] give the same
  * trace.csv (every step's digest and loss) and tensors.csv in every cell, and run.json
  * names the rank count. */
-static void ranks_identical_cells(const char *tag, const char *yaml, int steps, int n_runs,
-                                  const int *nps, const char *const *sets, int n_cells,
-                                  const char *const *cells)
+static void ranks_identical_env(const char *tag, const char *yaml, int steps, int n_runs,
+                                const int *nps, const char *const *sets, int n_cells,
+                                const char *const *cells, const char *env)
 {
     char cfg[512], plain[512], dir[512];
     snprintf(cfg, sizeof cfg, TMP "%s.yaml", tag);
@@ -151,7 +151,7 @@ static void ranks_identical_cells(const char *tag, const char *yaml, int steps, 
     for (int i = 0; i < n_runs; i++) {
         const int np = nps[i];
         snprintf(dir, sizeof dir, TMP "%s.run%d", tag, i);
-        CHECK_INT_EQ(run_ranks(np, "", cfg, dir, sets ? sets[i] : ""), 0);
+        CHECK_INT_EQ(run_ranks(np, env, cfg, dir, sets ? sets[i] : ""), 0);
         for (int c = 0; c < n_cells; c++) {
             char rel[300];
             snprintf(rel, sizeof rel, "%s/replica-0/trace.csv", cells[c]);
@@ -168,6 +168,13 @@ static void ranks_identical_cells(const char *tag, const char *yaml, int steps, 
         if (manifest) CHECK_CONTAINS(manifest, want);
         free(manifest);
     }
+}
+
+static void ranks_identical_cells(const char *tag, const char *yaml, int steps, int n_runs,
+                                  const int *nps, const char *const *sets, int n_cells,
+                                  const char *const *cells)
+{
+    ranks_identical_env(tag, yaml, steps, n_runs, nps, sets, n_cells, cells, "");
 }
 
 /* portable: N = 1..4 ranks and the plain run give the same trace.csv and tensors.csv. */
@@ -346,6 +353,41 @@ DT_TEST(overhead_in_lockstep)
     char *md = dt_read_file(TMP "overhead/report.md", NULL);
     CHECK(md != NULL);
     free(md);
+}
+
+/* The ranks of one machine sum exactly through their shared memory (the cases above); with
+ * DETRAIN_DIST_SHARED=0 they take the staged path, MPI's integer all-reduce, that ranks on
+ * several machines take: the same digests at 2 and 3 ranks. */
+DT_TEST(staged_exchange_equals_plain)
+{
+    if (skip_without_mpi()) exit(77);
+    static const int nps[] = {2, 3};
+    static const char *const cells[] = {"portable"};
+    ranks_identical_env("staged", MLP_YAML, 12, 2, nps, NULL, 1, cells, "DETRAIN_DIST_SHARED=0");
+}
+
+/* bench names the way reduction: exact went across the ranks: shared memory by default on
+ * one machine, staged with DETRAIN_DIST_SHARED=0 (so the case above tests the other path). */
+DT_TEST(exchange_path_named)
+{
+    if (skip_without_mpi()) exit(77);
+    const char *cfg = TMP "path.yaml";
+    dt_write_text(cfg, MLP_YAML);
+    static const char *const envs[] = {"", "DETRAIN_DIST_SHARED=0"};
+    static const char *const want[] = {"portable across 2 ranks: the ranks' shared memory",
+                                       "portable across 2 ranks: MPI's integer all-reduce, staged"};
+    for (int k = 0; k < 2; k++) {
+        const int rc = dt_run_capture(out_, sizeof out_,
+                                      "%s " MPIRUN " -np 2 %s bench %s --steps 3 --warmup 1 "
+                                      "--set 'policies=[fast, portable]'",
+                                      envs[k], EXE, cfg);
+        CHECK_INT_EQ(rc, 0);
+        CHECK_CONTAINS(out_, want[k]);
+        CHECK_CONTAINS(out_, ", 2 ranks\n");
+        /* rank 0 alone speaks: one header */
+        const char *first = strstr(out_, "bench: dist-mlp");
+        CHECK(first && !strstr(first + 1, "bench: dist-mlp"));
+    }
 }
 
 /* What cannot run on N ranks is refused before the first step, naming the key. */
@@ -593,4 +635,5 @@ DT_TEST_MAIN(DT_CASE(fixed_to_float_agrees), DT_CASE(portable_mlp_ranks),
              DT_CASE(shard_rules), DT_CASE(scaled_loss_gradient),
              DT_CASE(cuda_one_rank_equals_plain), DT_CASE(portable_bnn_ranks),
              DT_CASE(portable_bnn_local_ranks), DT_CASE(bnn_rank_count_changes_fixed),
-             DT_CASE(bnn_kl_counted_once))
+             DT_CASE(bnn_kl_counted_once), DT_CASE(staged_exchange_equals_plain),
+             DT_CASE(exchange_path_named))

@@ -584,10 +584,64 @@ static void round_ties_body(void)
     dt_backend_destroy(be);
 }
 
+/* The ranks of one machine: the same partials spread over N = 1..5 ranks' packs, each
+ * rank's range of elements summed over every pack by dt_exact_sum_packs (ranges that cut
+ * tensors, a short one, an empty one) give the serial reference's bits (the one-rank sum). */
+static void sum_packs_body(void)
+{
+    const int64_t S = 5;
+    int64_t first[T3 + 1];
+    float *pack = make_pack(S, first);
+    const int64_t total = first[T3];
+    float *ref = dt_xmalloc((size_t)total * sizeof(float));
+    reference_sum(ref, pack, first, S, S);
+    uint32_t gmax[T3];
+    for (int i = 0; i < T3; i++) gmax[i] = dt_float_bits(max_abs(pack + S * first[i], S * tn[i]));
+    struct dt_backend *be = cpu(2);
+    uint32_t *mb = dt_backend_alloc(be, sizeof gmax);
+    dt_backend_upload(be, mb, gmax, sizeof gmax);
+    for (int N = 1; N <= (int)S; N++) {
+        float *packs[5];
+        int64_t slots[5];
+        for (int r = 0; r < N; r++) { /* rank r's own pack: its slots of each tensor */
+            const int64_t s0 = r * S / N, s1 = (r + 1) * S / N;
+            slots[r] = s1 - s0;
+            packs[r] = dt_xmalloc((size_t)(slots[r] * total) * sizeof(float));
+            for (int i = 0; i < T3; i++)
+                memcpy(packs[r] + slots[r] * first[i], pack + S * first[i] + s0 * tn[i],
+                       (size_t)(slots[r] * tn[i]) * sizeof(float));
+        }
+        const struct dt_exact_layout L = {T3, tn, first, 1, S};
+        /* element ranges: N even ones, then uneven ones cutting tensors (and an empty one) */
+        const int64_t cuts[2][6] = {{0, 0, 0, 0, 0, 0}, {0, 1, 1, 20, 39, total}};
+        for (int c = 0; c < 2; c++) {
+            float *out = dt_xcalloc((size_t)total, sizeof(float));
+            const int pieces = c == 0 ? N : 5;
+            for (int q = 0; q < pieces; q++) {
+                const int64_t e0 = c == 0 ? q * total / N : cuts[1][q];
+                const int64_t e1 = c == 0 ? (q + 1) * total / N : cuts[1][q + 1];
+                if (e1 > e0)
+                    CHECK(dt_exact_sum_packs(be, out + e0, (const float *const *)packs, slots, N,
+                                             mb, &L, e0, e1) == DT_OK);
+            }
+            char what[80];
+            snprintf(what, sizeof what, "sum over %d packs (%s ranges) vs one", N,
+                     c == 0 ? "even" : "uneven");
+            same_bits(what, out, ref, total);
+            free(out);
+        }
+        for (int r = 0; r < N; r++) free(packs[r]);
+    }
+    dt_backend_free(be, mb);
+    dt_backend_destroy(be);
+    free(pack), free(ref);
+}
+
 DT_TEST(ops_per_shard) { on_both_paths(ops_per_shard_body); }
 DT_TEST(exact_sum_reference) { on_both_paths(exact_sum_reference_body); }
 DT_TEST(rank_grouping_negative_control) { on_both_paths(rank_grouping_body); }
 DT_TEST(exact_round_ties) { on_both_paths(round_ties_body); }
+DT_TEST(sum_packs_equals_one_rank) { on_both_paths(sum_packs_body); }
 
 DT_TEST(mlp_one_pass_equals_passes) { model_one_pass_equals_passes(false); }
 DT_TEST(lenet_one_pass_equals_passes) { model_one_pass_equals_passes(true); }
@@ -636,4 +690,4 @@ DT_TEST(cuda_exact_sum_equals_cpu)
 DT_TEST_MAIN(DT_CASE(ops_per_shard), DT_CASE(exact_sum_reference),
              DT_CASE(rank_grouping_negative_control), DT_CASE(mlp_one_pass_equals_passes),
              DT_CASE(lenet_one_pass_equals_passes), DT_CASE(cuda_exact_sum_equals_cpu),
-             DT_CASE(exact_round_ties))
+             DT_CASE(exact_round_ties), DT_CASE(sum_packs_equals_one_rank))

@@ -242,6 +242,9 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
             dt_step_graph_summary(&bs->step[1], b, sizeof b);
             printf("  CUDA graphs: %s %s; %s %s\n", base_name, a, pol->name, b);
         }
+        const char *path = dt_step_exchange_path(&bs->step[1]);
+        if (path && bs->step[1].exact) /* reduction: exact across ranks: which way it went */
+            printf("  %s across %d ranks: %s\n", pol->name, dt_dist_size(opt->dist), path);
         if (xp_int8 + xp_simple > 0) /* math: exact on a device: which form ran */
             printf("  exact products per step (%s): %.1f int8 (cuBLAS tensor-core GEMMs), %.1f "
                    "simple (cuBLAS refused int8, or DETRAIN_CUDA_XP=simple)\n",
@@ -283,9 +286,11 @@ static void print_bench(const struct dt_experiment *exp, const struct dt_bench_o
     const double share = hm / (sm + hm);
     const double psm = dt_median(t->pstep_ms, opt->steps), phm = dt_median(t->phash_ms, opt->steps);
     printf("bench: %s, model %s (%" PRId64 " parameters), batch %" PRId64
-           ", policy %s, backend %s, %d threads\n",
+           ", policy %s, backend %s, %d threads",
            exp->name, m->ops->kind, params, B, pol->name, dt_backend_name(be),
            dt_backend_threads(be));
+    if (dt_dist_size(opt->dist) > 1) printf(", %d ranks", dt_dist_size(opt->dist));
+    printf("\n");
     char device[512];
     dt_backend_describe(be, device, sizeof device);
     if (device[0]) printf("  device                %s\n", device);

@@ -19,6 +19,7 @@
 struct dt_dist {
     bool launched, initialised;
     int rank, size, local_rank;
+    bool one_machine; /* every rank on this machine (MPI's shared-memory communicator) */
     char library[400];
     struct dt_exchange x;      /* over MPI_COMM_WORLD; x.ops NULL without MPI */
     struct dt_dist_nccl *nccl; /* opened on the first device sum, for one backend */
@@ -85,6 +86,9 @@ enum dt_status dt_dist_init(int *argc, char ***argv, struct dt_dist **out, struc
         MPI_Comm local;
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &local);
         MPI_Comm_rank(local, &d->local_rank);
+        int local_size = 0;
+        MPI_Comm_size(local, &local_size);
+        d->one_machine = local_size == d->size;
         MPI_Comm_free(&local);
         /* errors come back as codes, so a failed call is named instead of aborting */
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -271,6 +275,60 @@ static void nccl_release(void *ctx, struct dt_backend *be)
 #endif
 
 #ifdef DETRAIN_HAVE_MPI
+/* Shared memory between the ranks of one machine: one MPI window, every rank's part mapped
+ * into every process; accessed in a passive epoch opened once (lock_all), ordered by
+ * MPI_Win_sync around a barrier (the unified memory model's pattern). Offered when every
+ * rank is on this machine and no rank's environment sets DETRAIN_DIST_SHARED=0 (the
+ * staged path through MPI's collectives; the same bits, nets/step.c). */
+struct shared_mem {
+    MPI_Win win;
+};
+
+static void *mpi_shared_open(void *ctx, int64_t bytes, void **base)
+{
+    struct dt_dist *d = ctx;
+    if (!multi(d)) return NULL;
+    const char *env = getenv("DETRAIN_DIST_SHARED");
+    int want = d->one_machine && !(env && strcmp(env, "0") == 0);
+    MPI_OR_FAIL(d, MPI_Allreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (!want) return NULL;
+    struct shared_mem *h = dt_xcalloc(1, sizeof *h);
+    void *mine = NULL;
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "alloc_shared_noncontig", "true"); /* each part on its rank's pages */
+    MPI_OR_FAIL(d,
+                MPI_Win_allocate_shared((MPI_Aint)bytes, 1, info, MPI_COMM_WORLD, &mine, &h->win));
+    MPI_Info_free(&info);
+    for (int q = 0; q < d->size; q++) {
+        MPI_Aint size = 0;
+        int unit = 0;
+        MPI_OR_FAIL(d, MPI_Win_shared_query(h->win, q, &size, &unit, &base[q]));
+        DT_ASSERT(size >= (MPI_Aint)bytes);
+    }
+    MPI_OR_FAIL(d, MPI_Win_lock_all(MPI_MODE_NOCHECK, h->win));
+    return h;
+}
+
+static void mpi_shared_sync(void *ctx, void *hv)
+{
+    struct dt_dist *d = ctx;
+    struct shared_mem *h = hv;
+    MPI_OR_FAIL(d, MPI_Win_sync(h->win));
+    MPI_OR_FAIL(d, MPI_Barrier(MPI_COMM_WORLD));
+    MPI_OR_FAIL(d, MPI_Win_sync(h->win));
+}
+
+static void mpi_shared_close(void *ctx, void *hv)
+{
+    struct dt_dist *d = ctx;
+    struct shared_mem *h = hv;
+    if (!h) return;
+    MPI_OR_FAIL(d, MPI_Win_unlock_all(h->win));
+    MPI_OR_FAIL(d, MPI_Win_free(&h->win));
+    free(h);
+}
+
 static const struct dt_exchange_ops mpi_ops = {
     .max_u32 = mpi_max_u32,
     .sum_i64 = mpi_sum_i64,
@@ -278,6 +336,9 @@ static const struct dt_exchange_ops mpi_ops = {
     .sum_f64 = mpi_sum_f64,
     .gather = mpi_gather,
     .max_status = mpi_max_status,
+    .shared_open = mpi_shared_open,
+    .shared_sync = mpi_shared_sync,
+    .shared_close = mpi_shared_close,
 #ifdef DETRAIN_HAVE_NCCL
     .sum_device = nccl_sum,
     .release_device = nccl_release,

@@ -232,6 +232,7 @@ const struct dt_backend_ops dt_backend_cpu_ops = {
     .exact_max = dt_cpu_exact_max,
     .exact_to_fixed = dt_cpu_exact_to_fixed,
     .exact_round = dt_cpu_exact_round,
+    .exact_sum_packs = dt_cpu_exact_sum_packs,
     .bias_backward_shards = dt_cpu_bias_backward_shards,
     .dense_backward_weight_shards = dt_cpu_dense_backward_weight_shards,
     .resident_create = cpu_resident_create,

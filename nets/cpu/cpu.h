@@ -152,6 +152,7 @@ dt_dense_backward_weight_fn dt_cpu_dense_backward_weight_shards;
 dt_exact_max_fn dt_cpu_exact_max;
 dt_exact_to_fixed_fn dt_cpu_exact_to_fixed;
 dt_exact_round_fn dt_cpu_exact_round;
+dt_exact_sum_packs_fn dt_cpu_exact_sum_packs;
 
 /* ---- the ops: dt_cpu_<name> for every row of nets/op_list.h, in nets/cpu/<layer>.c:
  * dense.c (dense, bias), activation.c (relu), loss.c (softmax cross-entropy), optim.c (sgd,

@@ -7,6 +7,9 @@
  *                    the pack into their own maxima, merged after (max is order-free).
  *   exact_to_fixed   per element, the int64 sum of its partials at the tensor's shift;
  *   exact_round      the one rounding back to float;
+ *   exact_sum_packs  the same sum and rounding over several ranks' packs that this process
+ *                    can read (the ranks of one machine: nets/step.c), for a range of
+ *                    elements;
  *   exact_sum        both in one pass, for one process holding every shard. Elements are
  *                    split over the workers; each element is owned by one of them and its
  *                    integer sum is exact, so any split gives the same bits. 4 lanes at
@@ -41,6 +44,12 @@ struct exact_job {
     float *out;   /* exact_sum / exact_round: the pack (slot 0 written) */
     int64_t *acc; /* exact_to_fixed: written; exact_round (pack NULL): read */
     const uint32_t *max_bits;
+    /* exact_sum_packs: the packs (pack NULL), their slots, and the first element: element e
+     * goes to out[e - e0], the job's indices counting from e0 */
+    const float *const *packs;
+    const int64_t *pack_slots;
+    int n_packs;
+    int64_t e0;
     bool used[DT_CPU_MAX_THREADS];
 };
 
@@ -174,13 +183,15 @@ enum dt_status dt_cpu_exact_max(struct dt_backend *be, uint32_t *max_bits, const
 static inline bool finite_max(uint32_t bits) { return bits < 0x7f800000u; }
 
 /* One tensor's run of elements [e, stop) at its shift: their int64 sums -- over the held
- * slots of the pack (base), or read from acc when there is no pack (exact_round) -- then
- * rounded into slot 0 (out) or kept in acc (exact_to_fixed). */
+ * slots of every pack (base[0, nb)), or read from acc when there are none (nb 0:
+ * exact_round) -- then rounded into out or kept in acc (exact_to_fixed). */
 struct sum_run {
-    const float *base; /* element e's slot k at base[e + k * n], or NULL */
-    float *out;        /* element e's result at out[e], or NULL (acc kept) */
+    const float *base[DT_EXACT_PACKS_MAX]; /* element e's slot k of pack b at base[b][e + k * n] */
+    int64_t slots[DT_EXACT_PACKS_MAX];
+    int nb;
+    float *out; /* element e's result at out[e], or NULL (acc kept) */
     int64_t *acc;
-    int64_t n, slots;
+    int64_t n;
     double up, down; /* 2^shift, 2^-shift */
 };
 
@@ -196,12 +207,13 @@ DT_VECTOR_FN_RET(int64_t, sum_vector4, (const struct sum_run *r, int64_t e, int6
     const v4d down4 = {r->down, r->down, r->down, r->down};
     for (; e + 4 <= stop; e += 4) { /* each element's slots in order */
         v4i a = {0};
-        if (r->base) {
-            for (int64_t k = 0; k < r->slots; k++) {
-                v4i q;
-                to_fixed4(&q, r->base + e + k * r->n, &up4);
-                a += q;
-            }
+        if (r->nb) {
+            for (int b = 0; b < r->nb; b++)
+                for (int64_t k = 0; k < r->slots[b]; k++) {
+                    v4i q;
+                    to_fixed4(&q, r->base[b] + e + k * r->n, &up4);
+                    a += q;
+                }
         } else {
             memcpy(&a, r->acc + e, sizeof a);
         }
@@ -248,9 +260,10 @@ DT_WIDE static int64_t sum_vector8(const struct sum_run *r, int64_t e, int64_t s
     const __m512d up8 = _mm512_set1_pd(r->up), down8 = _mm512_set1_pd(r->down);
     for (; e + 8 <= stop; e += 8) {
         __m512i a = _mm512_setzero_si512();
-        if (r->base)
-            for (int64_t k = 0; k < r->slots; k++)
-                a = _mm512_add_epi64(a, to_fixed8(r->base + e + k * r->n, up8));
+        if (r->nb)
+            for (int b = 0; b < r->nb; b++)
+                for (int64_t k = 0; k < r->slots[b]; k++)
+                    a = _mm512_add_epi64(a, to_fixed8(r->base[b] + e + k * r->n, up8));
         else a = _mm512_loadu_si512(r->acc + e);
         if (r->out) to_float8(r->out + e, a, down8);
         else _mm512_storeu_si512(r->acc + e, a);
@@ -270,6 +283,7 @@ static void sum_part(void *ctx, int64_t begin, int64_t end, int worker)
 #ifdef DT_CPU_WIDE_KERNELS
     if (dt_cpu_wide()) vector = sum_vector8;
 #endif
+    begin += j->e0, end += j->e0;
     int i = tensor_of(L, begin);
     for (int64_t e = begin; e < end; i++) {
         const int64_t stop = end < L->first[i + 1] ? end : L->first[i + 1];
@@ -278,18 +292,28 @@ static void sum_part(void *ctx, int64_t begin, int64_t end, int worker)
             continue;
         }
         const int shift = dt_fixed_shift_for(dt_bits_float(j->max_bits[i]), L->shards);
-        const struct sum_run r = {
-            .base = j->pack ? j->pack + L->slots * L->first[i] - L->first[i] : NULL,
-            .out = j->out ? j->out + L->slots * L->first[i] - L->first[i] : NULL,
-            .acc = j->acc,
-            .n = L->n[i],
-            .slots = L->slots,
-            .up = dt_fixed_scale(shift),
-            .down = dt_fixed_scale(-shift)};
+        struct sum_run r = {.acc = j->acc,
+                            .n = L->n[i],
+                            .up = dt_fixed_scale(shift),
+                            .down = dt_fixed_scale(-shift)};
+        if (j->packs) { /* element e of tensor i: pack b's slot k at its first[i] * slots */
+            r.nb = j->n_packs;
+            for (int b = 0; b < r.nb; b++) {
+                r.slots[b] = j->pack_slots[b];
+                r.base[b] = j->packs[b] + r.slots[b] * L->first[i] - L->first[i];
+            }
+            r.out = j->out - j->e0;
+        } else {
+            r.nb = j->pack ? 1 : 0;
+            r.slots[0] = L->slots;
+            r.base[0] = j->pack ? j->pack + L->slots * L->first[i] - L->first[i] : NULL;
+            r.out = j->out ? j->out + L->slots * L->first[i] - L->first[i] : NULL;
+        }
         for (e = vector(&r, e, stop); e < stop; e++) {
-            int64_t a = r.base ? 0 : r.acc[e];
-            for (int64_t k = 0; r.base && k < r.slots; k++)
-                a += dt_fixed_from_float_bounded(r.base[e + k * r.n], r.up);
+            int64_t a = r.nb ? 0 : r.acc[e];
+            for (int b = 0; b < r.nb; b++)
+                for (int64_t k = 0; k < r.slots[b]; k++)
+                    a += dt_fixed_from_float_bounded(r.base[b][e + k * r.n], r.up);
             if (r.out) r.out[e] = dt_fixed_to_float_bounded(a, r.down);
             else r.acc[e] = a;
         }
@@ -318,5 +342,21 @@ enum dt_status dt_cpu_exact_sum(struct dt_backend *be, float *pack, const uint32
 {
     struct exact_job j = {.be = be, .L = L, .pack = pack, .out = pack, .max_bits = max_bits};
     dt_pool_run(dt_cpu(be)->pool, L->first[L->tensors], EXACT_GRAIN, sum_part, &j);
+    return DT_OK;
+}
+
+enum dt_status dt_cpu_exact_sum_packs(struct dt_backend *be, float *out, const float *const *packs,
+                                      const int64_t *slots, int n_packs, const uint32_t *max_bits,
+                                      const struct dt_exact_layout *L, int64_t e0, int64_t e1)
+{
+    struct exact_job j = {.be = be,
+                          .L = L,
+                          .out = out,
+                          .max_bits = max_bits,
+                          .packs = packs,
+                          .pack_slots = slots,
+                          .n_packs = n_packs,
+                          .e0 = e0};
+    dt_pool_run(dt_cpu(be)->pool, e1 - e0, EXACT_GRAIN, sum_part, &j);
     return DT_OK;
 }
