@@ -138,6 +138,31 @@ static enum dt_status csv_begin(struct dt_strbuf *csv, const char *path, struct 
     return DT_OK;
 }
 
+/* Under a policy's overhead row: what ran beside the ratios (a device's host waits, CUDA
+ * graphs, the exact sum's way across ranks, the exact products' form). */
+static void print_notes(const struct dt_experiment *exp, const struct dt_bench_options *opt,
+                        struct dt_bench_stream *bs, const char *base_name, const char *pol_name,
+                        int64_t waits_base, int64_t waits_pol, int64_t xp_int8, int64_t xp_simple)
+{
+    const int64_t n = opt->steps;
+    if (waits_base + waits_pol > 0) /* a device backend: each level's waits, not one's */
+        printf("  host waits per step: %s %.2f, %s %.2f (the step's end included)\n", base_name,
+               (double)waits_base / (double)n, pol_name, (double)waits_pol / (double)n);
+    if (exp->backend.graphs) { /* backend.graphs: what became of each step's captures */
+        char a[700], b[700];
+        dt_step_graph_summary(&bs->step[0], a, sizeof a);
+        dt_step_graph_summary(&bs->step[1], b, sizeof b);
+        printf("  CUDA graphs: %s %s; %s %s\n", base_name, a, pol_name, b);
+    }
+    const char *path = dt_step_exchange_path(&bs->step[1]);
+    if (path && bs->step[1].exact) /* reduction: exact across ranks: which way it went */
+        printf("  %s across %d ranks: %s\n", pol_name, dt_dist_size(opt->dist), path);
+    if (xp_int8 + xp_simple > 0) /* math: exact on a device: which form ran */
+        printf("  exact products per step (%s): %.1f int8 (cuBLAS tensor-core GEMMs), %.1f "
+               "simple (cuBLAS refused int8, or DETRAIN_CUDA_XP=simple)\n",
+               pol_name, (double)xp_int8 / (double)n, (double)xp_simple / (double)n);
+}
+
 /* Overhead of every policy against the baseline (`fast`, or the config's first policy),
  * with a paired bootstrap 95% interval of the step-time ratio ("inconcl." when it holds
  * 1.0; harness/record/metrics.h):
@@ -233,22 +258,7 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
         }
         printf("\n%s", flags.data ? flags.data : "");
         dt_strbuf_free(&flags);
-        if (waits_base + waits_pol > 0) /* a device backend: each level's waits, not one's */
-            printf("  host waits per step: %s %.2f, %s %.2f (the step's end included)\n", base_name,
-                   (double)waits_base / (double)n, pol->name, (double)waits_pol / (double)n);
-        if (exp->backend.graphs) { /* backend.graphs: what became of each step's captures */
-            char a[700], b[700];
-            dt_step_graph_summary(&bs->step[0], a, sizeof a);
-            dt_step_graph_summary(&bs->step[1], b, sizeof b);
-            printf("  CUDA graphs: %s %s; %s %s\n", base_name, a, pol->name, b);
-        }
-        const char *path = dt_step_exchange_path(&bs->step[1]);
-        if (path && bs->step[1].exact) /* reduction: exact across ranks: which way it went */
-            printf("  %s across %d ranks: %s\n", pol->name, dt_dist_size(opt->dist), path);
-        if (xp_int8 + xp_simple > 0) /* math: exact on a device: which form ran */
-            printf("  exact products per step (%s): %.1f int8 (cuBLAS tensor-core GEMMs), %.1f "
-                   "simple (cuBLAS refused int8, or DETRAIN_CUDA_XP=simple)\n",
-                   pol->name, (double)xp_int8 / (double)n, (double)xp_simple / (double)n);
+        print_notes(exp, opt, bs, base_name, pol->name, waits_base, waits_pol, xp_int8, xp_simple);
     }
     free(scratch_a);
     free(scratch_b);
