@@ -35,7 +35,7 @@ declare -A writes=(
   [exact-product]="results/cpu/exact-product/: errors.txt (the exact product's error against float32 on random and real tensors: tests/test_xp), throughput.txt (this CPU's fp32 and integer instruction throughput), bench.txt (portable and math: exact per op), learning.txt (the models under both)"
   [runs]="results/cpu/runs/: quickstart/ lenet/ bnn/ (summary.csv, run.json), times.txt, threads-table.md (2 threads vs 1), explain-quickstart.txt|csv"
   [controls]="results/cpu/controls/: summary.csv cells.csv report.md config.json run.json"
-  [dist]="results/cpu/dist/: plain/ np1/ .. np4/ and their .log, report.md, ranks.csv, per-step.tar.xz (the replicas' per-step CSVs) (mpirun)"
+  [dist]="results/cpu/dist/: plain/ np1/ .. np4/ and their .log, report.md, ranks.csv, per-step.tar.xz (the replicas' per-step CSVs), bench-np2.txt and its CSVs (mpirun)"
   [overhead_matrix]="results/cpu/overhead_matrix/: the matrix folder (cpu entries), without predictions.csv and tensors.csv; the replicas' per-step CSVs in per-step.tar.xz"
   [bnn-rng]="results/cpu/bnn-rng/: bench.txt, bench-fast.txt and .csv (fast and portable op by op)"
   [bnn-local]="results/cpu/bnn-local/: steps.txt (the plain MLP of the same widths, the weights estimator and the local one at fast and portable, interleaved rounds, with their ratios), bench.txt and bench.csv (the local estimator op by op), learning.txt and learning/ (both estimators, 900 steps, 3 initialisations: accuracy, NLL, ECE), reference/ (100 steps under every rng mode, which detrain reproduce checks), vs-torch.txt (both against a plain PyTorch MLP; with PyTorch)"
@@ -340,6 +340,18 @@ part_dist() {
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     bash scripts/ranks.sh configs/dist.yaml "$tmp/dist_new" 1 2 3 4
   pack_per_step "$tmp/dist_new"
+  # the cost at 2 ranks by detrain bench (each policy and fast alternated step by step, every
+  # rank in lockstep), exact through the shared memory and staged (DETRAIN_DIST_SHARED=0),
+  # three rounds alternating the two
+  local r shared
+  for r in 1 2 3; do
+    for shared in 1 0; do
+      echo "## round $r, DETRAIN_DIST_SHARED=$shared" >>"$tmp/dist_new/bench-np2.txt"
+      OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 DETRAIN_DIST_SHARED=$shared \
+        mpirun --oversubscribe -np 2 "$DETRAIN" bench configs/dist.yaml --steps 200 \
+        --csv "$tmp/dist_new/bench-np2-shared$shared-r$r.csv" >>"$tmp/dist_new/bench-np2.txt"
+    done
+  done
   replace_folder "$tmp/dist_new" results/cpu/dist
 }
 
