@@ -180,7 +180,7 @@ void dt_model_destroy(struct dt_model *m)
         dt_backend_free(m->be, m->params[i].v);
         dt_backend_free(m->be, m->params[i].s);
     }
-    if (m->grad_pack) dt_backend_free(m->be, m->grad_pack);
+    if (m->grad_pack && !m->grad_pack_lent) dt_backend_free(m->be, m->grad_pack);
     dt_backend_free(m->be, m->norm_sq);
     dt_backend_free(m->be, m->digests);
     dt_backend_free(m->be, m->stats);
@@ -344,10 +344,18 @@ enum dt_status dt_model_gradients(struct dt_model *m, const struct dt_batch *b, 
 
 void dt_model_grad_slots(struct dt_model *m, int64_t slots)
 {
+    dt_model_grad_slots_at(m, slots, NULL);
+}
+
+void dt_model_grad_slots_at(struct dt_model *m, int64_t slots, float *memory)
+{
     DT_ASSERT(slots >= 1);
-    if (m->grad_pack && m->grad_slots == slots) return;
+    DT_ASSERT(!memory || dt_backend_host_view(m->be, m->params[0].w));
+    if (m->grad_pack && m->grad_slots == slots &&
+        (memory ? m->grad_pack == memory : !m->grad_pack_lent))
+        return;
     if (m->grad_pack) {
-        dt_backend_free(m->be, m->grad_pack);
+        if (!m->grad_pack_lent) dt_backend_free(m->be, m->grad_pack);
     } else {
         for (int i = 0; i < m->n_params; i++) dt_backend_free(m->be, m->params[i].g);
         m->grad_first = dt_xcalloc((size_t)m->n_params + 1, sizeof *m->grad_first);
@@ -355,8 +363,11 @@ void dt_model_grad_slots(struct dt_model *m, int64_t slots)
             m->grad_first[i + 1] = m->grad_first[i] + m->params[i].n;
     }
     m->grad_slots = slots;
+    m->grad_pack_lent = memory != NULL;
     m->grad_pack =
-        dt_backend_alloc(m->be, (size_t)(slots * m->grad_first[m->n_params]) * sizeof(float));
+        memory
+            ? memory
+            : dt_backend_alloc(m->be, (size_t)(slots * m->grad_first[m->n_params]) * sizeof(float));
     for (int i = 0; i < m->n_params; i++) m->params[i].g = m->grad_pack + slots * m->grad_first[i];
 }
 

@@ -140,6 +140,7 @@ struct dt_model {
     /* reduction: exact (dt_model_grad_slots): every param's g packed in one buffer with
      * room for grad_slots shard partials each; NULL / 0 = each g on its own */
     float *grad_pack;
+    bool grad_pack_lent; /* grad_pack is the caller's memory (dt_model_grad_slots_at) */
     int64_t grad_slots;
     int64_t *grad_first; /* n_params + 1 prefix sums of the params' n */
     float *norm_sq;      /* clipping: the global gradient norm squared (backend, 1 float) */
@@ -280,6 +281,11 @@ enum dt_status dt_model_forward(struct dt_model *m, int64_t B, const struct dt_p
  * g = the gradient of (sum of shard k's losses) / denom -- the bits of dt_model_gradients
  * on shard k's rows alone -- and loss_slots[k] = shard k's mean loss. */
 void dt_model_grad_slots(struct dt_model *m, int64_t slots);
+/* The same with the pack in `memory` (slots * grad_first[n_params] floats of host memory, on
+ * a backend whose memory the host reads), which the caller keeps: before freeing it, it
+ * gives the model a pack of its own again (memory NULL, as dt_model_grad_slots). A change
+ * of memory keeps no gradient value. */
+void dt_model_grad_slots_at(struct dt_model *m, int64_t slots, float *memory);
 enum dt_status dt_model_gradients_sharded(struct dt_model *m, const struct dt_batch *b, int64_t B,
                                           int64_t denom, const struct dt_shards *sh,
                                           const struct dt_policy *pol, float *loss_slots);

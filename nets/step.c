@@ -70,6 +70,12 @@ static bool device_sum(struct dt_step *d)
 
 static int64_t align64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
+/* Rank q's partials in the shared memory. */
+static float *shared_pack(const struct dt_step *d, int q)
+{
+    return (float *)((char *)d->shared_base[q] + d->shared_partials);
+}
+
 /* exact over the ranks of one machine: the shared memory, when the exchange offers it and
  * the gradients are host memory (the same answer on every rank: the same backend). Rank q's
  * part: its maxima (n_params uint32), its partials (the most slots any rank holds), then the
@@ -92,6 +98,8 @@ static void open_shared(struct dt_step *d, int64_t shards)
     const int64_t bytes =
         d->shared_results + align64((d->total + N - 1) / N * (int64_t)sizeof(float));
     d->shared = x->ops->shared_open(x->ctx, bytes, d->shared_base);
+    /* the shard partials written straight into the rank's part: no copy a step */
+    if (d->shared) dt_model_grad_slots_at(m, m->grad_slots, shared_pack(d, rank_of(x)));
 }
 
 bool dt_step_needs_combine(const struct dt_policy *pol, const struct dt_exchange *x)
@@ -144,7 +152,11 @@ const char *dt_step_exchange_path(const struct dt_step *d)
 /* d's buffers freed; its graph kept (prepare) */
 static void free_buffers(struct dt_step *d)
 {
-    if (d->shared) d->x->ops->shared_close(d->x->ctx, d->shared);
+    if (d->shared) { /* the model's pack its own again, if it is still in the shared memory */
+        if (d->m->grad_pack == shared_pack(d, rank_of(d->x)))
+            dt_model_grad_slots_at(d->m, d->m->grad_slots, NULL);
+        d->x->ops->shared_close(d->x->ctx, d->shared);
+    }
     if (d->device_sum && d->x->ops->release_device) d->x->ops->release_device(d->x->ctx, d->m->be);
     if (d->max_dev) dt_backend_free(d->m->be, d->max_dev);
     if (d->acc_dev) dt_backend_free(d->m->be, d->acc_dev);
@@ -238,8 +250,9 @@ static enum dt_status combine_shared(struct dt_step *d, const struct dt_exact_la
     enum dt_status st = dt_exact_max(m->be, d->max_dev, m->grad_pack, L);
     if (st == DT_OK) {
         dt_backend_download(m->be, mine, d->max_dev, (size_t)P * sizeof(uint32_t));
-        dt_backend_download(m->be, mine + d->shared_partials, m->grad_pack,
-                            (size_t)(L->slots * d->total) * sizeof(float));
+        if (m->grad_pack != shared_pack(d, r)) /* another step lent the model another pack */
+            dt_backend_download(m->be, shared_pack(d, r), m->grad_pack,
+                                (size_t)(L->slots * d->total) * sizeof(float));
     } else {
         memset(mine, 0xff, (size_t)P * sizeof(uint32_t)); /* every rank sees a failure */
     }
@@ -250,7 +263,7 @@ static enum dt_status combine_shared(struct dt_step *d, const struct dt_exact_la
         const uint32_t *mq = d->shared_base[q];
         for (int i = 0; i < P; i++)
             d->max_bits[i] = mq[i] > d->max_bits[i] ? mq[i] : d->max_bits[i];
-        packs[q] = (const float *)((const char *)d->shared_base[q] + d->shared_partials);
+        packs[q] = shared_pack(d, q);
     }
     dt_backend_upload(m->be, d->max_dev, d->max_bits, (size_t)P * sizeof *d->max_bits);
     const int64_t e0 = element_of_rank(d, r), e1 = element_of_rank(d, r + 1);

@@ -5,6 +5,7 @@
  * into the identical trace. The e2e cases run `mpirun --oversubscribe`; they skip (77)
  * when detrain was built without MPI. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -628,6 +629,170 @@ DT_TEST(fixed_to_float_agrees)
     CHECK_INT_EQ(bad, 0);
 }
 
+/* ---- the shared-memory protocol, with threads for ranks ----------------------------------
+ * An in-process exchange: each rank a thread, every collective a barrier around shared
+ * slots, the shared memory plain allocations. The ranks of nets/step.c's shared path then
+ * train to the bits of one process: with the model's pack in the shared memory (one exact
+ * step) and copied there (two exact steps on one model, alternating: each finds the pack
+ * the other lent). No MPI needed. */
+enum { TR = 2, T_IN = 10, T_H = 7, T_C = 3, T_B = 24, T_S = 4, T_STEPS = 4 };
+
+struct tx {
+    pthread_barrier_t bar;
+    const void *slot[TR];
+    void *base[TR];
+};
+struct tx_rank {
+    struct tx *t;
+    int rank;
+    bool two_steps;
+    float w[T_IN * T_H + T_H + T_H * T_C + T_C];
+};
+
+static void tx_max_u32(void *ctx, uint32_t *v, int n)
+{
+    struct tx_rank *me = ctx;
+    uint32_t *tmp = dt_xcalloc((size_t)n, sizeof *tmp);
+    me->t->slot[me->rank] = v;
+    pthread_barrier_wait(&me->t->bar);
+    for (int q = 0; q < TR; q++)
+        for (int i = 0; i < n; i++) {
+            const uint32_t x = ((const uint32_t *)me->t->slot[q])[i];
+            tmp[i] = x > tmp[i] ? x : tmp[i];
+        }
+    pthread_barrier_wait(&me->t->bar);
+    memcpy(v, tmp, (size_t)n * sizeof *tmp);
+    free(tmp);
+}
+static void tx_sum_f32(void *ctx, float *v, int64_t n)
+{
+    struct tx_rank *me = ctx;
+    float *tmp = dt_xcalloc((size_t)n, sizeof *tmp);
+    me->t->slot[me->rank] = v;
+    pthread_barrier_wait(&me->t->bar);
+    for (int q = 0; q < TR; q++)
+        for (int64_t i = 0; i < n; i++) tmp[i] += ((const float *)me->t->slot[q])[i];
+    pthread_barrier_wait(&me->t->bar);
+    memcpy(v, tmp, (size_t)n * sizeof *tmp);
+    free(tmp);
+}
+static int tx_max_status(void *ctx, int status, int *rank_out)
+{
+    struct tx_rank *me = ctx;
+    me->t->slot[me->rank] = &status;
+    pthread_barrier_wait(&me->t->bar);
+    int worst = 0, who = -1;
+    for (int q = 0; q < TR; q++) {
+        const int s = *(const int *)me->t->slot[q];
+        if (s > worst) worst = s, who = q;
+    }
+    pthread_barrier_wait(&me->t->bar);
+    if (rank_out) *rank_out = who;
+    return worst;
+}
+static void *tx_shared_open(void *ctx, int64_t bytes, void **base)
+{
+    struct tx_rank *me = ctx;
+    me->t->base[me->rank] = dt_xcalloc(1, (size_t)bytes);
+    pthread_barrier_wait(&me->t->bar);
+    memcpy(base, me->t->base, sizeof me->t->base);
+    pthread_barrier_wait(&me->t->bar);
+    return base[me->rank]; /* the handle: this rank's part */
+}
+static void tx_shared_sync(void *ctx, void *h)
+{
+    (void)h;
+    pthread_barrier_wait(&((struct tx_rank *)ctx)->t->bar);
+}
+static void tx_shared_close(void *ctx, void *h)
+{
+    struct tx_rank *me = ctx;
+    pthread_barrier_wait(&me->t->bar);
+    free(h);
+}
+static const struct dt_exchange_ops tx_ops = {.max_u32 = tx_max_u32,
+                                              .sum_f32 = tx_sum_f32,
+                                              .max_status = tx_max_status,
+                                              .shared_open = tx_shared_open,
+                                              .shared_sync = tx_shared_sync,
+                                              .shared_close = tx_shared_close};
+
+/* T_STEPS steps of an MLP on a fixed batch as rank `rank` of TR (x: the exchange) or alone
+ * (x NULL); with two_steps, portable and fast+reduction=exact alternate, each its own step.
+ * The weights, concatenated, into w. */
+static void tx_train(const struct dt_exchange *x, bool two_steps, float *w)
+{
+    struct dt_backend *be = NULL;
+    struct dt_backend_options bo = {DT_BACKEND_CPU, 1, 0};
+    DT_ASSERT(dt_backend_create(&be, &bo, NULL) == DT_OK);
+    const int64_t hidden[] = {T_H};
+    struct dt_model *m = NULL;
+    DT_ASSERT(dt_mlp_create(&m, be, T_IN, hidden, 1, T_C, T_B, NULL) == DT_OK);
+    dt_model_init(m, 5, 0);
+    float xs[T_B * T_IN];
+    uint8_t ys[T_B];
+    uint64_t r = 99;
+    for (int i = 0; i < T_B * T_IN; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        xs[i] = (float)(r >> 40) / (float)(1u << 24) - 0.5f;
+    }
+    for (int b = 0; b < T_B; b++) ys[b] = (uint8_t)(b % T_C);
+    struct dt_policy pol[2];
+    dt_policy_from_level(&pol[0], DT_LEVEL_PORTABLE);
+    dt_policy_from_level(&pol[1], DT_LEVEL_FAST);
+    DT_ASSERT(dt_policy_set_control(&pol[1], "reduction", "exact", NULL) == DT_OK);
+    const struct dt_sgd_options sgd = {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.0f};
+    struct dt_step d[2];
+    memset(d, 0, sizeof d);
+    const struct dt_batch batch = {.x = xs, .y = ys};
+    for (int t = 0; t < T_STEPS; t++) {
+        const int k = two_steps ? t % 2 : 0;
+        float loss = 0.0f;
+        CHECK_INT_EQ(dt_step_train(&d[k], m, x, &batch, T_B, T_S, &sgd, &pol[k], &loss), DT_OK);
+        if (x && t == 0) CHECK(d[k].shared != NULL);
+    }
+    int64_t at = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        dt_backend_download(be, w + at, m->params[i].w, (size_t)m->params[i].n * sizeof(float));
+        at += m->params[i].n;
+    }
+    dt_step_free(&d[0]);
+    dt_step_free(&d[1]);
+    dt_model_destroy(m);
+    dt_backend_destroy(be);
+}
+
+static void *tx_rank_main(void *arg)
+{
+    struct tx_rank *me = arg;
+    const struct dt_exchange x = {.ops = &tx_ops, .ctx = me, .rank = me->rank, .size = TR};
+    tx_train(&x, me->two_steps, me->w);
+    return NULL;
+}
+
+DT_TEST(shared_protocol_equals_one_process)
+{
+    for (int two = 0; two < 2; two++) {
+        float plain[sizeof((struct tx_rank *)0)->w / sizeof(float)];
+        tx_train(NULL, two, plain);
+        struct tx t;
+        memset(&t, 0, sizeof t);
+        pthread_barrier_init(&t.bar, NULL, TR);
+        struct tx_rank rk[TR];
+        pthread_t th[TR];
+        for (int q = 0; q < TR; q++) {
+            rk[q] = (struct tx_rank){.t = &t, .rank = q, .two_steps = two};
+            DT_ASSERT(pthread_create(&th[q], NULL, tx_rank_main, &rk[q]) == 0);
+        }
+        for (int q = 0; q < TR; q++) pthread_join(th[q], NULL);
+        pthread_barrier_destroy(&t.bar);
+        for (int q = 0; q < TR; q++) {
+            fprintf(stderr, "%s, rank %d\n", two ? "two exact steps" : "one exact step", q);
+            CHECK(memcmp(rk[q].w, plain, sizeof plain) == 0);
+        }
+    }
+}
+
 DT_TEST_MAIN(DT_CASE(fixed_to_float_agrees), DT_CASE(portable_mlp_ranks),
              DT_CASE(portable_batchnorm_ranks), DT_CASE(portable_lenet_ranks),
              DT_CASE(rank_count_changes_unordered_and_fixed), DT_CASE(perturbed_rank_detected),
@@ -636,4 +801,4 @@ DT_TEST_MAIN(DT_CASE(fixed_to_float_agrees), DT_CASE(portable_mlp_ranks),
              DT_CASE(cuda_one_rank_equals_plain), DT_CASE(portable_bnn_ranks),
              DT_CASE(portable_bnn_local_ranks), DT_CASE(bnn_rank_count_changes_fixed),
              DT_CASE(bnn_kl_counted_once), DT_CASE(staged_exchange_equals_plain),
-             DT_CASE(exchange_path_named))
+             DT_CASE(exchange_path_named), DT_CASE(shared_protocol_equals_one_process))

@@ -1,5 +1,5 @@
 dt_add_test(dist LABELS unit CASES shard_rules scaled_loss_gradient fixed_to_float_agrees
-            bnn_kl_counted_once)
+            bnn_kl_counted_once shared_protocol_equals_one_process)
 dt_add_test(dist LABELS e2e CASES portable_mlp_ranks portable_lenet_ranks
             rank_count_changes_unordered_and_fixed perturbed_rank_detected
             resume_across_rank_counts refusals overhead_in_lockstep
