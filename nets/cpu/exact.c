@@ -224,6 +224,79 @@ DT_VECTOR_FN_RET(int64_t, sum_vector4, (const struct sum_run *r, int64_t e, int6
 }
 
 #ifdef DT_CPU_WIDE_KERNELS
+/* sum_vector4 written out for AVX2: the same operations as to_fixed4_of and to_float4
+ * (nets/cpu/fixed_lanes.h), lane for lane, so the same bits; what the generic vectors left
+ * to the compiler -- each float group converted by two halves and an insert, the constants
+ * and down * 2^11 rebuilt inside the loop -- done once. */
+#define DT_AVX2 __attribute__((target("avx2")))
+DT_AVX2 static inline __attribute__((always_inline)) __m256i to_fixed4_avx2(const float *p,
+                                                                            __m256d up)
+{
+    const __m256d magic = _mm256_set1_pd(0x1.8p52);
+    const __m256d v = _mm256_mul_pd(_mm256_cvtps_pd(_mm_loadu_ps(p)), up); /* exact */
+    const __m256i small_q =
+        _mm256_sub_epi64(_mm256_castpd_si256(_mm256_add_pd(v, magic)), _mm256_castpd_si256(magic));
+    const __m256i large_q = _mm256_slli_epi64(
+        _mm256_sub_epi64(
+            _mm256_castpd_si256(_mm256_add_pd(_mm256_mul_pd(v, _mm256_set1_pd(0x1p-28)), magic)),
+            _mm256_castpd_si256(magic)),
+        28);
+    const __m256d av = _mm256_andnot_pd(_mm256_set1_pd(-0.0), v);
+    const __m256d is_small = _mm256_cmp_pd(av, _mm256_set1_pd(0x1p51), _CMP_LT_OQ);
+    return _mm256_castpd_si256(
+        _mm256_blendv_pd(_mm256_castsi256_pd(large_q), _mm256_castsi256_pd(small_q), is_small));
+}
+
+DT_AVX2 static inline __attribute__((always_inline)) void
+to_float4_avx2(float *out, __m256i a, __m256d down, __m256d big_scale)
+{
+    const __m256i zero = _mm256_setzero_si256();
+    const __m256i sgn = _mm256_cmpgt_epi64(zero, a);
+    const __m256i u = _mm256_sub_epi64(_mm256_xor_si256(a, sgn), sgn); /* |a| < 2^63 */
+    const __m256i large = _mm256_cmpgt_epi64(u, _mm256_set1_epi64x(((int64_t)1 << 52) - 1));
+    const __m256i sticky =
+        _mm256_andnot_si256(_mm256_cmpeq_epi64(_mm256_and_si256(u, _mm256_set1_epi64x(2047)), zero),
+                            _mm256_set1_epi64x(1));
+    const __m256i us =
+        _mm256_blendv_epi8(u, _mm256_or_si256(_mm256_srli_epi64(u, 11), sticky), large);
+    const __m256d magic = _mm256_set1_pd(0x1p52);
+    const __m256d d = _mm256_sub_pd(
+        _mm256_castsi256_pd(_mm256_or_si256(us, _mm256_castpd_si256(magic))), magic); /* exact */
+    const __m256d scale = _mm256_blendv_pd(down, big_scale, _mm256_castsi256_pd(large));
+    const __m256d val = _mm256_castsi256_pd(
+        _mm256_or_si256(_mm256_castpd_si256(_mm256_mul_pd(d, scale)),
+                        _mm256_and_si256(sgn, _mm256_set1_epi64x(INT64_MIN)))); /* exact */
+    _mm_storeu_ps(out, _mm256_cvtpd_ps(val));
+}
+
+DT_AVX2 static int64_t sum_vector4_avx2x(const struct sum_run *r, int64_t e, int64_t stop)
+{
+    const __m256d up = _mm256_set1_pd(r->up), down = _mm256_set1_pd(r->down);
+    const __m256d big_scale = _mm256_set1_pd(r->down * 0x1p11);
+    if (r->nb == 1 && r->out) { /* one pack (one process): its slots, each element rounded */
+        const float *base = r->base[0];
+        const int64_t slots = r->slots[0], n = r->n;
+        for (; e + 4 <= stop; e += 4) {
+            __m256i a = to_fixed4_avx2(base + e, up);
+            for (int64_t k = 1; k < slots; k++)
+                a = _mm256_add_epi64(a, to_fixed4_avx2(base + e + k * n, up));
+            to_float4_avx2(r->out + e, a, down, big_scale);
+        }
+        return e;
+    }
+    for (; e + 4 <= stop; e += 4) {
+        __m256i a = _mm256_setzero_si256();
+        if (r->nb)
+            for (int b = 0; b < r->nb; b++)
+                for (int64_t k = 0; k < r->slots[b]; k++)
+                    a = _mm256_add_epi64(a, to_fixed4_avx2(r->base[b] + e + k * r->n, up));
+        else a = _mm256_loadu_si256((const __m256i *)(r->acc + e));
+        if (r->out) to_float4_avx2(r->out + e, a, down, big_scale);
+        else _mm256_storeu_si256((__m256i *)(r->acc + e), a);
+    }
+    return e;
+}
+
 /* to_fixed4 for 8 lanes with AVX-512DQ: the exact product converted straight to int64,
  * rounding to nearest even named in the instruction (|v| < 2^62: in range). */
 DT_WIDE static inline __attribute__((always_inline)) __m512i to_fixed8(const float *p, __m512d up)
@@ -281,6 +354,7 @@ static void sum_part(void *ctx, int64_t begin, int64_t end, int worker)
     const struct dt_exact_layout *L = j->L;
     sum_vector_fn vector = sum_vector4;
 #ifdef DT_CPU_WIDE_KERNELS
+    if (dt_cpu_loops() == 1) vector = sum_vector4_avx2x;
     if (dt_cpu_wide()) vector = sum_vector8;
 #endif
     begin += j->e0, end += j->e0;
