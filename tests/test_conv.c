@@ -216,6 +216,75 @@ DT_TEST(conv2d_forward_matches_double)
     }
 }
 
+/* The ordered forward's bits, written out serially here: y = (sum over (kh, kw, c)
+ * ascending of x * w, from +0, out-of-image cells 0) + bias, each product and each add one
+ * float rounding. Every level whose math is `portable` (not fast, not exact) gives these
+ * bits on 1 and 2 threads, whichever kernel conv.c takes for the shape (the direct tiles
+ * for stride 1, im2col and the ordered product otherwise), on shapes that cut the tiles
+ * (OW and the padded rows not multiples of 16, K_out not a multiple of 6). */
+static void conv_ordered_def(float *y, const float *x, const float *w, const float *bias,
+                             const struct dt_conv2d_shape *s)
+{
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t oh = 0; oh < s->OH; oh++)
+            for (int64_t ow = 0; ow < s->OW; ow++)
+                for (int64_t o = 0; o < s->K_out; o++) {
+                    float acc = 0.0f;
+                    for (int64_t kh = 0; kh < s->KH; kh++)
+                        for (int64_t kw = 0; kw < s->KW; kw++)
+                            for (int64_t c = 0; c < s->C; c++) {
+                                const int64_t ih = oh * s->stride - s->pad + kh;
+                                const int64_t iw = ow * s->stride - s->pad + kw;
+                                const bool in = ih >= 0 && ih < s->H && iw >= 0 && iw < s->W;
+                                const float v =
+                                    in ? x[((b * s->H + ih) * s->W + iw) * s->C + c] : 0.0f;
+                                acc = acc + v * w[((kh * s->KW + kw) * s->C + c) * s->K_out + o];
+                            }
+                    y[((b * s->OH + oh) * s->OW + ow) * s->K_out + o] = acc + bias[o];
+                }
+}
+
+DT_TEST(conv2d_forward_ordered_bits)
+{
+    static const struct conv_geom lenet[] = {
+        {3, 28, 28, 1, 6, 5, 5, 1, 2},  /* LeNet's first layer */
+        {2, 14, 14, 6, 16, 5, 5, 1, 0}, /* its second */
+        {2, 11, 13, 5, 13, 3, 3, 1, 1}, /* 3x3 same, odd sizes, K_out = 6 + 6 + 1 */
+        {2, 14, 14, 3, 20, 3, 3, 1, 1}, /* many channels on a grid the tiles fill */
+    };
+    int checked = 0;
+    for (int gi = 0; gi < N_CONV_GEOMS + 4; gi++) {
+        struct dt_conv2d_shape s =
+            conv_shape(gi < N_CONV_GEOMS ? &conv_geoms[gi] : &lenet[gi - N_CONV_GEOMS]);
+        const int64_t nx = conv_nx(&s), nw = conv_nw(&s), ny = conv_ny(&s);
+        float *x = falloc(nx), *w = falloc(nw), *bias = falloc(s.K_out), *y = falloc(ny);
+        float *def = falloc(ny);
+        fill(x, nx, 1.0);
+        fill(w, nw, 0.5);
+        fill(bias, s.K_out, 0.1);
+        conv_ordered_def(def, x, w, bias, &s);
+        print_conv(&s);
+        for (int l = 0; l < DT_LEVEL_COUNT; l++)
+            for (int threads = 1; threads <= 2; threads++) {
+                struct dt_policy pol = level((enum dt_level)l);
+                if (dt_math_fast(&pol) || dt_math_exact(&pol)) continue;
+                struct dt_backend *be = cpu(threads);
+                poison(y, (size_t)ny * sizeof *y);
+                CHECK(dt_conv2d_forward(be, y, x, w, bias, &s, &pol) == DT_OK);
+                int64_t differ = 0;
+                for (int64_t i = 0; i < ny; i++) differ += memcmp(&y[i], &def[i], sizeof *y) != 0;
+                if (differ)
+                    fprintf(stderr, "  %s, %d threads: %lld differ\n", pol.name, threads,
+                            (long long)differ);
+                CHECK_INT_EQ(differ, 0);
+                checked++;
+                dt_backend_destroy(be);
+            }
+        free(x), free(w), free(bias), free(y), free(def);
+    }
+    CHECK(checked >= 2 * (N_CONV_GEOMS + 4));
+}
+
 /* The oneDNN path of `fast` (nets/cpu/conv_dnnl.c), called directly so that a silent fall
  * back to conv.c cannot pass for it: built with oneDNN, each op runs under `fast` and
  * matches the double reference (forward; backward against the same finite differences
@@ -1218,10 +1287,10 @@ DT_TEST(global_avgpool_gradcheck)
     free(x), free(r), free(ref), free(fd);
 }
 
-DT_TEST_MAIN(DT_CASE(conv2d_forward_matches_double), DT_CASE(conv_onednn_path),
-             DT_CASE(global_avgpool_gradcheck), DT_CASE(avgpool_gradcheck),
-             DT_CASE(conv2d_backward_gradcheck), DT_CASE(maxpool_forward_matches_reference),
-             DT_CASE(maxpool_backward_gradcheck), DT_CASE(maxpool_ties),
-             DT_CASE(conv_pool_thread_count_independent), DT_CASE(conv_forced_orders),
-             DT_CASE(maxpool_forced_orders), DT_CASE(lenet_backward_gradcheck),
-             DT_CASE(shape_errors))
+DT_TEST_MAIN(DT_CASE(conv2d_forward_matches_double), DT_CASE(conv2d_forward_ordered_bits),
+             DT_CASE(conv_onednn_path), DT_CASE(global_avgpool_gradcheck),
+             DT_CASE(avgpool_gradcheck), DT_CASE(conv2d_backward_gradcheck),
+             DT_CASE(maxpool_forward_matches_reference), DT_CASE(maxpool_backward_gradcheck),
+             DT_CASE(maxpool_ties), DT_CASE(conv_pool_thread_count_independent),
+             DT_CASE(conv_forced_orders), DT_CASE(maxpool_forced_orders),
+             DT_CASE(lenet_backward_gradcheck), DT_CASE(shape_errors))

@@ -6,7 +6,11 @@
  *
  *   forward          patches (rows, Kp) . w (Kp, K_out) + bias through dt_cpu_dense_forward:
  *                    `math: fast` -> OpenBLAS, otherwise the ordered kernel that sums the
- *                    patch in (kh, kw, c) order for every output.
+ *                    patch in (kh, kw, c) order for every output. With stride 1, where it
+ *                    pays (direct_takes), the same sums without patches: tiles of 16 output
+ *                    positions x 6 channels read a padded channel-planar copy of the image
+ *                    (direct_tile), the same roundings in the same order (same bits:
+ *                    conv.conv2d_forward_ordered_bits).
  *   backward-weight  patches^T . dy, a sum over batch AND positions, under `reduction`
  *                    (fixed -> canonical 32-row chunks + the fixed tree of reduce.h;
  *                    unordered -> dynamic chunks added in completion order), by whichever
@@ -55,6 +59,27 @@ struct conv_job {
 static inline int64_t conv_rows(const struct dt_conv2d_shape *s) { return s->B * s->OH * s->OW; }
 static inline int64_t conv_patch(const struct dt_conv2d_shape *s) { return s->KH * s->KW * s->C; }
 
+/* n floats copied or zeroed inline: a patch row's runs are a few floats (KW * C), too short
+ * for a call to memcpy to pay. */
+static inline void copy_floats(float *restrict d, const float *restrict s, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) memcpy(d + i, s + i, 8 * sizeof(float));
+    if (i + 4 <= n) memcpy(d + i, s + i, 4 * sizeof(float)), i += 4;
+    switch (n - i) {
+    case 3: d[i + 2] = s[i + 2]; /* fall through */
+    case 2: d[i + 1] = s[i + 1]; /* fall through */
+    case 1: d[i] = s[i];
+    }
+}
+
+static inline void zero_floats(float *d, int64_t n)
+{
+    static const float zeros[8];
+    copy_floats(d, zeros, n < 8 ? n : 8);
+    for (int64_t i = 8; i < n; i += 8) copy_floats(d + i, zeros, n - i < 8 ? n - i : 8);
+}
+
 /* Patch rows [begin, end): for each kh the in-image part of the window is one contiguous
  * run of x (consecutive iw, all channels), copied at once; the rest is zero. */
 static void im2col_part(void *ctx, int64_t begin, int64_t end, int worker)
@@ -73,13 +98,12 @@ static void im2col_part(void *ctx, int64_t begin, int64_t end, int worker)
             const int64_t ih = oh * s->stride - s->pad + kh;
             float *dst = row + kh * s->KW * C;
             if (ih < 0 || ih >= s->H || hi <= lo) {
-                memset(dst, 0, (size_t)(s->KW * C) * sizeof(float));
+                zero_floats(dst, s->KW * C);
                 continue;
             }
-            if (lo > 0) memset(dst, 0, (size_t)(lo * C) * sizeof(float));
-            memcpy(dst + lo * C, img + (ih * s->W + iw0 + lo) * C,
-                   (size_t)((hi - lo) * C) * sizeof(float));
-            if (hi < s->KW) memset(dst + hi * C, 0, (size_t)((s->KW - hi) * C) * sizeof(float));
+            zero_floats(dst, lo * C);
+            copy_floats(dst + lo * C, img + (ih * s->W + iw0 + lo) * C, (hi - lo) * C);
+            zero_floats(dst + hi * C, (s->KW - hi) * C);
         }
     }
 }
@@ -120,12 +144,146 @@ static void im2col_t_part(void *ctx, int64_t begin, int64_t end, int worker)
     }
 }
 
+/* ---- direct forward, stride 1: the ordered product without patches --------------------- */
+
+/* The image padded and channel-planar: plane c of image b holds rows of Wp = W + 2 pad
+ * floats, zeros around the image, then DIRECT_TAIL zeros after the last plane. With
+ * stride 1 output (oh, ow) sits at q = oh * Wp + ow on the same grid, and its patch
+ * element (kh, kw, c) at plane c, q + kh * Wp + kw: for consecutive q, consecutive floats.
+ * A vector of q's reads one contiguous run per patch element; the grid's columns ow >= OW
+ * are computed and dropped (they read the next row, or the tail). */
+#define DIRECT_Q 16 /* output positions per tile: two 8-lane vectors */
+#define DIRECT_O 6  /* output channels per tile: 6 x 2 accumulators, the AVX2 registers */
+#define DIRECT_TAIL (DIRECT_Q + 64)
+
+typedef float v8f __attribute__((vector_size(32)));
+
+struct direct_job {
+    const struct dt_conv2d_shape *s;
+    const float *x, *w, *bias;
+    float *xp, *y;
+    int64_t Wp, plane; /* floats a padded row, a padded plane (Hp * Wp) */
+};
+
+/* Where the tiles beat im2col and the ordered product (measured on LeNet's and the ResNet's
+ * shapes, docs/performance.md): stride 1, and either few output channels (the product's
+ * 16-column strips mostly padding) or a grid whose dropped columns cost under 15% of the
+ * lanes. */
+static bool direct_takes(const struct dt_conv2d_shape *s)
+{
+    if (s->stride != 1 || s->OW != s->W + 2 * s->pad - s->KW + 1) return false;
+    const int64_t Wp = s->W + 2 * s->pad, nq = (s->OH - 1) * Wp + s->OW;
+    const int64_t lanes = (nq + DIRECT_Q - 1) / DIRECT_Q * DIRECT_Q;
+    return s->K_out < 16 || 100 * s->OH * s->OW >= 85 * lanes;
+}
+
+static void direct_pad_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct direct_job *j = ctx;
+    const struct dt_conv2d_shape *s = j->s;
+    for (int64_t b = begin; b < end; b++) {
+        float *dst = j->xp + b * s->C * j->plane;
+        const float *img = j->x + b * s->H * s->W * s->C;
+        memset(dst, 0, (size_t)(s->C * j->plane) * sizeof(float));
+        for (int64_t c = 0; c < s->C; c++)
+            for (int64_t ih = 0; ih < s->H; ih++) {
+                float *row = dst + c * j->plane + (ih + s->pad) * j->Wp + s->pad;
+                const float *src = img + ih * s->W * s->C + c;
+                for (int64_t iw = 0; iw < s->W; iw++) row[iw] = src[iw * s->C];
+            }
+    }
+}
+
+/* One tile: outputs q0 .. q0 + 15 of image b, channels o0 .. o0 + no - 1 (no <= DIRECT_O):
+ * acc = +0, acc = acc + x * w for k = (kh, kw, c) ascending, y = acc + bias -- the ordered
+ * kernel's roundings (dense.c), one by one. */
+static inline __attribute__((always_inline)) void direct_tile(const struct direct_job *j, int64_t b,
+                                                              int64_t q0, int64_t o0, int no)
+{
+    const struct dt_conv2d_shape *s = j->s;
+    const int64_t C = s->C, K = s->K_out;
+    const float *xb = j->xp + b * C * j->plane + q0;
+    v8f a0[DIRECT_O], a1[DIRECT_O];
+#pragma GCC unroll 6
+    for (int o = 0; o < DIRECT_O; o++)
+        a0[o] = a1[o] = (v8f){0}; /* all: no is a constant only in the first call */
+    const float *wk = j->w + o0;
+    for (int64_t kh = 0; kh < s->KH; kh++)
+        for (int64_t kw = 0; kw < s->KW; kw++) {
+            const float *xq = xb + kh * j->Wp + kw;
+            for (int64_t c = 0; c < C; c++, wk += K, xq += j->plane) {
+                v8f x0, x1;
+                memcpy(&x0, xq, sizeof x0), memcpy(&x1, xq + 8, sizeof x1);
+#pragma GCC unroll 6
+                for (int o = 0; o < no; o++) {
+                    const float wv = wk[o];
+                    a0[o] = a0[o] + x0 * wv;
+                    a1[o] = a1[o] + x1 * wv;
+                }
+            }
+        }
+    float out[DIRECT_O][DIRECT_Q];
+    const float *bias = j->bias + o0;
+#pragma GCC unroll 6
+    for (int o = 0; o < no; o++) {
+        const v8f t0 = a0[o] + bias[o], t1 = a1[o] + bias[o];
+        memcpy(out[o], &t0, sizeof t0);
+        memcpy(out[o] + 8, &t1, sizeof t1);
+    }
+    /* the tile's lanes in runs along one row of the grid; a run's first OW - ow lanes are
+     * outputs, consecutive in y */
+    float *const yb = j->y + b * s->OH * s->OW * K + o0;
+    const int64_t Wp = j->Wp, OW = s->OW;
+    for (int64_t l = 0, q = q0; l < DIRECT_Q && q / Wp < s->OH;) {
+        const int64_t oh = q / Wp, ow = q % Wp;
+        const int64_t run = DIRECT_Q - l < Wp - ow ? DIRECT_Q - l : Wp - ow;
+        const int64_t valid = ow >= OW ? 0 : run < OW - ow ? run : OW - ow;
+        float *yr = yb + (oh * OW + ow) * K;
+        for (int64_t i = 0; i < valid; i++, yr += K)
+#pragma GCC unroll 6
+            for (int o = 0; o < no; o++) yr[o] = out[o][l + i];
+        l += run, q += run;
+    }
+}
+
+/* Images [begin, end). */
+DT_VECTOR_PART(direct_forward_part)
+{
+    const struct direct_job *j = ctx;
+    const struct dt_conv2d_shape *s = j->s;
+    const int64_t nq = (s->OH - 1) * j->Wp + s->OW;
+    for (int64_t b = begin; b < end; b++)
+        for (int64_t q0 = 0; q0 < nq; q0 += DIRECT_Q) {
+            int64_t o0 = 0;
+            for (; o0 + DIRECT_O <= s->K_out; o0 += DIRECT_O) direct_tile(j, b, q0, o0, DIRECT_O);
+            if (o0 < s->K_out) direct_tile(j, b, q0, o0, (int)(s->K_out - o0));
+        }
+}
+
+static void direct_forward(struct dt_backend *be, float *y, const float *x, const float *w,
+                           const float *bias, const struct dt_conv2d_shape *s)
+{
+    const int64_t Wp = s->W + 2 * s->pad, Hp = s->H + 2 * s->pad;
+    struct direct_job job = {
+        .s = s, .x = x, .w = w, .bias = bias, .y = y, .Wp = Wp, .plane = Hp * Wp};
+    const size_t n = (size_t)(s->B * s->C * job.plane + DIRECT_TAIL);
+    job.xp = dt_cpu_cols(be, n);
+    memset(job.xp + n - DIRECT_TAIL, 0, DIRECT_TAIL * sizeof(float));
+    struct dt_pool *pool = dt_cpu(be)->pool;
+    dt_pool_run(pool, s->B, 1, direct_pad_part, &job);
+    dt_pool_run(pool, s->B, 1, direct_forward_part, &job);
+}
+
 enum dt_status dt_cpu_conv2d_forward(struct dt_backend *be, float *y, const float *x,
                                      const float *w, const float *bias,
                                      const struct dt_conv2d_shape *s, const struct dt_policy *pol)
 {
     enum dt_status st = dt_cpu_dnnl_conv_forward(be, y, x, w, bias, s, pol);
     if (st != DT_ERR_UNSUPPORTED) return st;
+    if (!dt_math_fast(pol) && !dt_math_exact(pol) && direct_takes(s)) {
+        direct_forward(be, y, x, w, bias, s);
+        return DT_OK;
+    }
     const int64_t rows = conv_rows(s), Kp = conv_patch(s);
     struct conv_job job = {.be = be, .s = s, .x = x, .cols = dt_cpu_cols(be, (size_t)(rows * Kp))};
     dt_pool_run(dt_cpu(be)->pool, rows, 16, im2col_part, &job);
