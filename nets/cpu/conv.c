@@ -108,42 +108,6 @@ static void im2col_part(void *ctx, int64_t begin, int64_t end, int worker)
     }
 }
 
-/* Transposed patches, rows [begin, end) of (Kp, rows): row k = (kh, kw, c) holds that
- * patch element for every output position in (b, oh, ow) order. */
-static void im2col_t_part(void *ctx, int64_t begin, int64_t end, int worker)
-{
-    const struct conv_job *j = ctx;
-    const struct dt_conv2d_shape *s = j->s;
-    const int64_t rows = conv_rows(s), C = s->C;
-    for (int64_t k = begin; k < end; k++) {
-        const int64_t kh = k / (s->KW * C), kw = k / C % s->KW, c = k % C;
-        float *dst = j->cols + k * rows;
-        /* output columns whose input column ow*stride - pad + kw lies inside [0, W) */
-        int64_t ow_lo = 0, ow_hi = s->OW;
-        while (ow_lo < s->OW && ow_lo * s->stride - s->pad + kw < 0) ow_lo++;
-        while (ow_hi > ow_lo && (ow_hi - 1) * s->stride - s->pad + kw >= s->W) ow_hi--;
-        for (int64_t b = 0; b < s->B; b++) {
-            const float *img = j->x + b * s->H * s->W * C + c;
-            for (int64_t oh = 0; oh < s->OH; oh++, dst += s->OW) {
-                const int64_t ih = oh * s->stride - s->pad + kh;
-                if (ih < 0 || ih >= s->H) {
-                    memset(dst, 0, (size_t)s->OW * sizeof(float));
-                    continue;
-                }
-                const float *line = img + ih * s->W * C;
-                for (int64_t ow = 0; ow < ow_lo; ow++) dst[ow] = 0.0f;
-                if (s->stride == 1 && C == 1)
-                    memcpy(dst + ow_lo, line + ow_lo - s->pad + kw,
-                           (size_t)(ow_hi - ow_lo) * sizeof(float));
-                else
-                    for (int64_t ow = ow_lo; ow < ow_hi; ow++)
-                        dst[ow] = line[(ow * s->stride - s->pad + kw) * C];
-                for (int64_t ow = ow_hi; ow < s->OW; ow++) dst[ow] = 0.0f;
-            }
-        }
-    }
-}
-
 /* ---- direct forward, stride 1: the ordered product without patches --------------------- */
 
 /* The image padded and channel-planar: plane c of image b holds rows of Wp = W + 2 pad
@@ -260,18 +224,58 @@ DT_VECTOR_PART(direct_forward_part)
         }
 }
 
+/* j->xp from `buf` (at least planar_floats(s)): x padded and channel-planar. */
+static size_t planar_floats(const struct dt_conv2d_shape *s)
+{
+    return (size_t)(s->B * s->C * (s->H + 2 * s->pad) * (s->W + 2 * s->pad) + DIRECT_TAIL);
+}
+
+static void make_planar(struct dt_backend *be, struct direct_job *j, float *buf)
+{
+    const struct dt_conv2d_shape *s = j->s;
+    j->Wp = s->W + 2 * s->pad;
+    j->plane = (s->H + 2 * s->pad) * j->Wp;
+    j->xp = buf;
+    memset(buf + planar_floats(s) - DIRECT_TAIL, 0, DIRECT_TAIL * sizeof(float));
+    dt_pool_run(dt_cpu(be)->pool, s->B, 1, direct_pad_part, j);
+}
+
 static void direct_forward(struct dt_backend *be, float *y, const float *x, const float *w,
                            const float *bias, const struct dt_conv2d_shape *s)
 {
-    const int64_t Wp = s->W + 2 * s->pad, Hp = s->H + 2 * s->pad;
-    struct direct_job job = {
-        .s = s, .x = x, .w = w, .bias = bias, .y = y, .Wp = Wp, .plane = Hp * Wp};
-    const size_t n = (size_t)(s->B * s->C * job.plane + DIRECT_TAIL);
-    job.xp = dt_cpu_cols(be, n);
-    memset(job.xp + n - DIRECT_TAIL, 0, DIRECT_TAIL * sizeof(float));
-    struct dt_pool *pool = dt_cpu(be)->pool;
-    dt_pool_run(pool, s->B, 1, direct_pad_part, &job);
-    dt_pool_run(pool, s->B, 1, direct_forward_part, &job);
+    struct direct_job job = {.s = s, .x = x, .w = w, .bias = bias, .y = y};
+    make_planar(be, &job, dt_cpu_cols(be, planar_floats(s)));
+    dt_pool_run(dt_cpu(be)->pool, s->B, 1, direct_forward_part, &job);
+}
+
+/* Transposed patches, rows [begin, end) of (Kp, rows): row k = (kh, kw, c) holds that
+ * patch element for every output position in (b, oh, ow) order, read from the padded
+ * planar image (no bounds to test: the padding is there). */
+struct cols_t_job {
+    const struct direct_job *d;
+    float *cols;
+};
+
+static void im2col_t_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct cols_t_job *j = ctx;
+    const struct direct_job *d = j->d;
+    const struct dt_conv2d_shape *s = d->s;
+    const int64_t C = s->C, OW = s->OW, st = s->stride;
+    for (int64_t k = begin; k < end; k++) {
+        const int64_t kh = k / (s->KW * C), kw = k / C % s->KW, c = k % C;
+        float *dst = j->cols + k * conv_rows(s);
+        for (int64_t b = 0; b < s->B; b++) {
+            const float *src = d->xp + (b * C + c) * d->plane + kh * d->Wp + kw;
+            for (int64_t oh = 0; oh < s->OH; oh++, dst += OW, src += st * d->Wp) {
+                if (st == 1) {
+                    copy_floats(dst, src, OW);
+                } else {
+                    for (int64_t ow = 0; ow < OW; ow++) dst[ow] = src[ow * st];
+                }
+            }
+        }
+    }
 }
 
 enum dt_status dt_cpu_conv2d_forward(struct dt_backend *be, float *y, const float *x,
@@ -306,7 +310,10 @@ enum dt_status dt_cpu_conv2d_backward_weight(struct dt_backend *be, float *dw, c
         dt_pool_run(dt_cpu(be)->pool, rows, 16, im2col_part, &job);
         return dt_cpu_wgrad_rows(be, dw, job.cols, dy, rows, Kp, s->K_out, pol);
     }
-    dt_pool_run(dt_cpu(be)->pool, Kp, 1, im2col_t_part, &job);
+    struct direct_job planar = {.s = s, .x = x};
+    make_planar(be, &planar, dt_cpu_scratch(be, planar_floats(s)));
+    struct cols_t_job tjob = {.d = &planar, .cols = job.cols};
+    dt_pool_run(dt_cpu(be)->pool, Kp, 1, im2col_t_part, &tjob);
     return dt_cpu_wgrad_transposed(be, dw, job.cols, dy, rows, Kp, s->K_out, pol);
 }
 
