@@ -7,6 +7,7 @@
  * validation. */
 #include <stdint.h>
 
+#include "determinism/reduce.h"
 #include "nets/backend.h"
 #include "nets/cpu/conv_dnnl.h"
 #include "nets/model.h"
@@ -283,6 +284,79 @@ DT_TEST(conv2d_forward_ordered_bits)
         free(x), free(w), free(bias), free(y), free(def);
     }
     CHECK(checked >= 2 * (N_CONV_GEOMS + 4));
+}
+
+/* Patch element k = (kh, kw, c) of output row r = (b, oh, ow): x there, or 0 outside. */
+static float patch_at(const float *x, const struct dt_conv2d_shape *s, int64_t r, int64_t k)
+{
+    const int64_t b = r / (s->OH * s->OW), oh = r / s->OW % s->OH, ow = r % s->OW;
+    const int64_t kh = k / (s->KW * s->C), kw = k / s->C % s->KW, c = k % s->C;
+    const int64_t ih = oh * s->stride - s->pad + kh, iw = ow * s->stride - s->pad + kw;
+    if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W) return 0.0f;
+    return x[((b * s->H + ih) * s->W + iw) * s->C + c];
+}
+
+/* The fixed reduction's weight gradient written out serially: per canonical chunk of
+ * DT_REDUCE_CHUNK output rows (b, oh, ow), from +0, patch * dy over the chunk's rows in
+ * order; the chunks' partials through reduce.h's tree. `reduction: fixed` (portable and
+ * run_to_run) gives these bits on 1 and 2 threads, whichever form conv.c takes (few
+ * outputs: the patches built chunk by chunk; else the transposed patches). */
+static void conv_wgrad_fixed_def(float *dw, const float *x, const float *dy,
+                                 const struct dt_conv2d_shape *s)
+{
+    const int64_t rows = s->B * s->OH * s->OW, Kp = s->KH * s->KW * s->C, K = s->K_out;
+    const int64_t m = dt_reduce_chunks(rows);
+    float *p = falloc(m * Kp * K);
+    for (int64_t c = 0; c < m; c++)
+        for (int64_t k = 0; k < Kp; k++)
+            for (int64_t o = 0; o < K; o++) {
+                float acc = 0.0f;
+                for (int64_t r = c * DT_REDUCE_CHUNK; r < rows && r < (c + 1) * DT_REDUCE_CHUNK;
+                     r++)
+                    acc = acc + patch_at(x, s, r, k) * dy[r * K + o];
+                p[c * Kp * K + k * K + o] = acc;
+            }
+    dt_reduce_tree_vectors(p, m, Kp * K, Kp * K);
+    memcpy(dw, p, (size_t)(Kp * K) * sizeof *dw);
+    free(p);
+}
+
+DT_TEST(conv2d_backward_weight_fixed_bits)
+{
+    static const struct conv_geom more[] = {
+        {3, 28, 28, 1, 6, 5, 5, 1, 2},  /* LeNet's first layer: chunks cross images */
+        {2, 14, 14, 6, 16, 5, 5, 1, 0}, /* its second: the transposed form */
+        {2, 9, 7, 3, 5, 3, 3, 2, 1},    /* stride 2, few outputs, a short last chunk */
+    };
+    int checked = 0;
+    for (int gi = 0; gi < N_CONV_GEOMS + 3; gi++) {
+        struct dt_conv2d_shape s =
+            conv_shape(gi < N_CONV_GEOMS ? &conv_geoms[gi] : &more[gi - N_CONV_GEOMS]);
+        const int64_t nx = conv_nx(&s), nw = conv_nw(&s), ny = conv_ny(&s);
+        float *x = falloc(nx), *dy = falloc(ny), *dw = falloc(nw), *def = falloc(nw);
+        fill(x, nx, 1.0);
+        fill(dy, ny, 0.5);
+        conv_wgrad_fixed_def(def, x, dy, &s);
+        print_conv(&s);
+        for (int l = 0; l < DT_LEVEL_COUNT; l++)
+            for (int threads = 1; threads <= 2; threads++) {
+                struct dt_policy pol = level((enum dt_level)l);
+                if (dt_math_fast(&pol) || !dt_reduction_ordered(&pol)) continue;
+                struct dt_backend *be = cpu(threads);
+                poison(dw, (size_t)nw * sizeof *dw);
+                CHECK(dt_conv2d_backward_weight(be, dw, x, dy, &s, &pol) == DT_OK);
+                int64_t differ = 0;
+                for (int64_t i = 0; i < nw; i++) differ += memcmp(&dw[i], &def[i], sizeof *dw) != 0;
+                if (differ)
+                    fprintf(stderr, "  %s, %d threads: %lld differ\n", pol.name, threads,
+                            (long long)differ);
+                CHECK_INT_EQ(differ, 0);
+                checked++;
+                dt_backend_destroy(be);
+            }
+        free(x), free(dy), free(dw), free(def);
+    }
+    CHECK(checked >= 2 * (N_CONV_GEOMS + 3));
 }
 
 /* The oneDNN path of `fast` (nets/cpu/conv_dnnl.c), called directly so that a silent fall
@@ -1288,9 +1362,10 @@ DT_TEST(global_avgpool_gradcheck)
 }
 
 DT_TEST_MAIN(DT_CASE(conv2d_forward_matches_double), DT_CASE(conv2d_forward_ordered_bits),
-             DT_CASE(conv_onednn_path), DT_CASE(global_avgpool_gradcheck),
-             DT_CASE(avgpool_gradcheck), DT_CASE(conv2d_backward_gradcheck),
-             DT_CASE(maxpool_forward_matches_reference), DT_CASE(maxpool_backward_gradcheck),
-             DT_CASE(maxpool_ties), DT_CASE(conv_pool_thread_count_independent),
-             DT_CASE(conv_forced_orders), DT_CASE(maxpool_forced_orders),
-             DT_CASE(lenet_backward_gradcheck), DT_CASE(shape_errors))
+             DT_CASE(conv2d_backward_weight_fixed_bits), DT_CASE(conv_onednn_path),
+             DT_CASE(global_avgpool_gradcheck), DT_CASE(avgpool_gradcheck),
+             DT_CASE(conv2d_backward_gradcheck), DT_CASE(maxpool_forward_matches_reference),
+             DT_CASE(maxpool_backward_gradcheck), DT_CASE(maxpool_ties),
+             DT_CASE(conv_pool_thread_count_independent), DT_CASE(conv_forced_orders),
+             DT_CASE(maxpool_forced_orders), DT_CASE(lenet_backward_gradcheck),
+             DT_CASE(shape_errors))

@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "determinism/fixed_point.h"
+#include "determinism/reduce.h"
 #include "determinism/streams.h"
 #include "nets/cpu/conv_dnnl.h"
 #include "nets/cpu/cpu.h"
@@ -80,32 +81,111 @@ static inline void zero_floats(float *d, int64_t n)
     for (int64_t i = 8; i < n; i += 8) copy_floats(d + i, zeros, n - i < 8 ? n - i : 8);
 }
 
-/* Patch rows [begin, end): for each kh the in-image part of the window is one contiguous
+/* Patch row r into `row`: for each kh the in-image part of the window is one contiguous
  * run of x (consecutive iw, all channels), copied at once; the rest is zero. */
+static inline void im2col_row(const struct dt_conv2d_shape *s, const float *x, float *row,
+                              int64_t r)
+{
+    const int64_t P = s->OH * s->OW, C = s->C;
+    const int64_t b = r / P, oh = r % P / s->OW, ow = r % s->OW;
+    const float *img = x + b * s->H * s->W * C;
+    const int64_t iw0 = ow * s->stride - s->pad;
+    const int64_t lo = iw0 < 0 ? -iw0 : 0;                      /* first kw inside */
+    const int64_t hi = iw0 + s->KW > s->W ? s->W - iw0 : s->KW; /* one past the last */
+    for (int64_t kh = 0; kh < s->KH; kh++) {
+        const int64_t ih = oh * s->stride - s->pad + kh;
+        float *dst = row + kh * s->KW * C;
+        if (ih < 0 || ih >= s->H || hi <= lo) {
+            zero_floats(dst, s->KW * C);
+            continue;
+        }
+        zero_floats(dst, lo * C);
+        copy_floats(dst + lo * C, img + (ih * s->W + iw0 + lo) * C, (hi - lo) * C);
+        zero_floats(dst + hi * C, (s->KW - hi) * C);
+    }
+}
+
+/* Patch rows [begin, end). */
 static void im2col_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     const struct conv_job *j = ctx;
+    const int64_t Kp = conv_patch(j->s);
+    for (int64_t r = begin; r < end; r++) im2col_row(j->s, j->x, j->cols + r * Kp, r);
+}
+
+/* ---- backward-weight with few outputs, reduction fixed: patches built per chunk -------- *
+ * dense.c's rows form (dt_cpu_wgrad_rows: each canonical chunk's partial computed
+ * transposed, dwT (K_out x Kp) = dy_chunk^T . patches_chunk, then the fixed tree), with each
+ * chunk's DT_REDUCE_CHUNK patch rows built in the worker's buffer just before its product
+ * (in L1) instead of all rows written out first. The same products, summed over the same
+ * rows in the same order, the same tree: the same bits. */
+struct wgrad_chunks_job {
+    struct dt_backend *be;
+    const struct dt_conv2d_shape *s;
+    const float *x, *dy;
+    float *xn;       /* x padded, NHWC (Hp, Wp, C per image) */
+    float *partials; /* n_chunks x (K_out x Kp) */
+    int64_t rows, n_chunks;
+};
+
+/* Images [begin, end) of x into the padded NHWC copy, zeros around. */
+static void pad_nhwc_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct wgrad_chunks_job *j = ctx;
     const struct dt_conv2d_shape *s = j->s;
-    const int64_t P = s->OH * s->OW, Kp = conv_patch(s), C = s->C;
-    for (int64_t r = begin; r < end; r++) {
-        const int64_t b = r / P, oh = r % P / s->OW, ow = r % s->OW;
-        const float *img = j->x + b * s->H * s->W * C;
-        float *row = j->cols + r * Kp;
-        const int64_t iw0 = ow * s->stride - s->pad;
-        const int64_t lo = iw0 < 0 ? -iw0 : 0;                      /* first kw inside */
-        const int64_t hi = iw0 + s->KW > s->W ? s->W - iw0 : s->KW; /* one past the last */
-        for (int64_t kh = 0; kh < s->KH; kh++) {
-            const int64_t ih = oh * s->stride - s->pad + kh;
-            float *dst = row + kh * s->KW * C;
-            if (ih < 0 || ih >= s->H || hi <= lo) {
-                zero_floats(dst, s->KW * C);
-                continue;
-            }
-            zero_floats(dst, lo * C);
-            copy_floats(dst + lo * C, img + (ih * s->W + iw0 + lo) * C, (hi - lo) * C);
-            zero_floats(dst + hi * C, (s->KW - hi) * C);
-        }
+    const int64_t Wp = s->W + 2 * s->pad, Hp = s->H + 2 * s->pad, C = s->C;
+    for (int64_t b = begin; b < end; b++) {
+        float *dst = j->xn + b * Hp * Wp * C;
+        memset(dst, 0, (size_t)(Hp * Wp * C) * sizeof(float));
+        for (int64_t ih = 0; ih < s->H; ih++)
+            memcpy(dst + ((ih + s->pad) * Wp + s->pad) * C, j->x + (b * s->H + ih) * s->W * C,
+                   (size_t)(s->W * C) * sizeof(float));
     }
+}
+
+static void wgrad_chunks_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct wgrad_chunks_job *j = ctx;
+    const struct dt_conv2d_shape *s = j->s;
+    const int64_t Kp = conv_patch(s), K = s->K_out, C = s->C, run = s->KW * C;
+    const int64_t Wp = s->W + 2 * s->pad, Hp = s->H + 2 * s->pad;
+    float *patches = dt_cpu_worker_buffer(j->be, worker, (size_t)(DT_REDUCE_CHUNK * Kp));
+    for (int64_t c = begin; c < end; c++) {
+        const int64_t r0 = c * DT_REDUCE_CHUNK;
+        const int64_t len = j->rows - r0 < DT_REDUCE_CHUNK ? j->rows - r0 : DT_REDUCE_CHUNK;
+        int64_t b = r0 / (s->OH * s->OW), oh = r0 / s->OW % s->OH, ow = r0 % s->OW;
+        for (int64_t i = 0; i < len; i++) { /* patch row r0 + i = (b, oh, ow) */
+            const float *win = j->xn + ((b * Hp + oh * s->stride) * Wp + ow * s->stride) * C;
+            for (int64_t kh = 0; kh < s->KH; kh++)
+                copy_floats(patches + i * Kp + kh * run, win + kh * Wp * C, run);
+            if (++ow == s->OW && (ow = 0, ++oh == s->OH)) oh = 0, b++;
+        }
+        dt_cpu_matmul_ordered(j->partials + c * K * Kp, Kp, j->dy + r0 * K, 1, K, patches, Kp, len,
+                              Kp, 0, K, false);
+    }
+}
+
+static void wgrad_chunks_tree_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct wgrad_chunks_job *j = ctx;
+    const int64_t n = j->s->K_out * conv_patch(j->s);
+    dt_reduce_tree_vectors(j->partials + begin, j->n_chunks, end - begin, n);
+}
+
+static void wgrad_chunks(struct dt_backend *be, float *dw, const float *x, const float *dy,
+                         const struct dt_conv2d_shape *s)
+{
+    const int64_t Kp = conv_patch(s), K = s->K_out, rows = conv_rows(s);
+    struct wgrad_chunks_job job = {
+        .be = be, .s = s, .x = x, .dy = dy, .rows = rows, .n_chunks = dt_reduce_chunks(rows)};
+    job.xn = dt_cpu_scratch(be, (size_t)(s->B * (s->H + 2 * s->pad) * (s->W + 2 * s->pad) * s->C));
+    job.partials = dt_cpu_partials(be, (size_t)(job.n_chunks * K * Kp));
+    struct dt_pool *pool = dt_cpu(be)->pool;
+    dt_pool_run(pool, s->B, 1, pad_nhwc_part, &job);
+    dt_pool_run(pool, job.n_chunks, 4, wgrad_chunks_part, &job);
+    dt_pool_run(pool, K * Kp, 64, wgrad_chunks_tree_part, &job);
+    for (int64_t o = 0; o < K; o++) /* dwT (K_out, Kp) -> dw (Kp, K_out) */
+        for (int64_t k = 0; k < Kp; k++) dw[k * K + o] = job.partials[o * Kp + k];
 }
 
 /* ---- direct forward, stride 1: the ordered product without patches --------------------- */
@@ -305,6 +385,11 @@ enum dt_status dt_cpu_conv2d_backward_weight(struct dt_backend *be, float *dw, c
     if (dt_math_exact(pol)) { /* the dense weight gradient's exact product over the patches */
         dt_pool_run(dt_cpu(be)->pool, rows, 16, im2col_part, &job);
         return dt_cpu_dense_backward_weight(be, dw, job.cols, dy, rows, Kp, s->K_out, pol);
+    }
+    if (dt_cpu_wgrad_prefers_rows(rows, Kp, s->K_out) && dt_reduction_ordered(pol) &&
+        !dt_math_fast(pol)) {
+        wgrad_chunks(be, dw, x, dy, s);
+        return DT_OK;
     }
     if (dt_cpu_wgrad_prefers_rows(rows, Kp, s->K_out)) {
         dt_pool_run(dt_cpu(be)->pool, rows, 16, im2col_part, &job);
