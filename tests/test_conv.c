@@ -5,8 +5,10 @@
  * (`reduction: unordered` and `atomics: float` change bits with the order, `fixed` and
  * `fixed_point` do not); a whole LeNet against a double-precision reference; shape
  * validation. */
+#include <math.h>
 #include <stdint.h>
 
+#include "determinism/fixed_point.h"
 #include "determinism/reduce.h"
 #include "nets/backend.h"
 #include "nets/cpu/conv_dnnl.h"
@@ -357,6 +359,78 @@ DT_TEST(conv2d_backward_weight_fixed_bits)
         free(x), free(dy), free(dw), free(def);
     }
     CHECK(checked >= 2 * (N_CONV_GEOMS + 3));
+}
+
+/* `atomics: fixed_point`'s input gradient written out serially: every patch element's
+ * gradient dpatch[r, k] = (from +0, dy[r, o] * w[k, o] over o ascending), one scale for the
+ * tensor from max |dpatch| and KH * KW terms a cell, each cell the exact sum of its terms'
+ * fixed-point values rounded once (fixed_point.h's scalar functions). Every level with
+ * `atomics: fixed_point` and math not fast gives these bits on 1 and 2 threads. */
+static void conv_dx_fixed_def(float *dx, const float *dy, const float *w,
+                              const struct dt_conv2d_shape *s)
+{
+    const int64_t rows = s->B * s->OH * s->OW, Kp = s->KH * s->KW * s->C, K = s->K_out;
+    float *dp = falloc(rows * Kp), max_abs = 0.0f;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t k = 0; k < Kp; k++) {
+            float acc = 0.0f;
+            for (int64_t o = 0; o < K; o++) acc = acc + dy[r * K + o] * w[k * K + o];
+            dp[r * Kp + k] = acc;
+            if (fabsf(acc) > max_abs) max_abs = fabsf(acc);
+        }
+    const int shift = dt_fixed_shift_for(max_abs, s->KH * s->KW);
+    const int64_t nx = s->B * s->H * s->W * s->C;
+    int64_t *acc = calloc((size_t)nx, sizeof *acc);
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t b = r / (s->OH * s->OW), oh = r / s->OW % s->OH, ow = r % s->OW;
+        for (int64_t k = 0; k < Kp; k++) {
+            const int64_t kh = k / (s->KW * s->C), kw = k / s->C % s->KW, c = k % s->C;
+            const int64_t ih = oh * s->stride - s->pad + kh, iw = ow * s->stride - s->pad + kw;
+            if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W) continue;
+            int64_t q = 0;
+            DT_ASSERT(dt_fixed_from_float(&q, dp[r * Kp + k], shift));
+            acc[((b * s->H + ih) * s->W + iw) * s->C + c] += q;
+        }
+    }
+    for (int64_t i = 0; i < nx; i++) dx[i] = dt_fixed_to_float(acc[i], shift);
+    free(dp), free(acc);
+}
+
+DT_TEST(conv2d_backward_data_fixed_bits)
+{
+    static const struct conv_geom more[] = {
+        {3, 14, 14, 6, 16, 5, 5, 1, 0}, /* LeNet's second layer */
+        {2, 9, 7, 5, 5, 3, 3, 2, 1},    /* stride 2 with padding, runs of 5 channels */
+    };
+    int checked = 0;
+    for (int gi = 0; gi < N_CONV_GEOMS + 2; gi++) {
+        struct dt_conv2d_shape s =
+            conv_shape(gi < N_CONV_GEOMS ? &conv_geoms[gi] : &more[gi - N_CONV_GEOMS]);
+        const int64_t nx = conv_nx(&s), nw = conv_nw(&s), ny = conv_ny(&s);
+        float *dy = falloc(ny), *w = falloc(nw), *dx = falloc(nx), *def = falloc(nx);
+        fill(dy, ny, 1.0);
+        fill(w, nw, 0.5);
+        conv_dx_fixed_def(def, dy, w, &s);
+        print_conv(&s);
+        for (int l = 0; l < DT_LEVEL_COUNT; l++)
+            for (int threads = 1; threads <= 2; threads++) {
+                struct dt_policy pol = level((enum dt_level)l);
+                if (dt_math_fast(&pol) || !dt_atomics_exact(&pol)) continue;
+                struct dt_backend *be = cpu(threads);
+                poison(dx, (size_t)nx * sizeof *dx);
+                CHECK(dt_conv2d_backward_data(be, dx, dy, w, &s, &pol) == DT_OK);
+                int64_t differ = 0;
+                for (int64_t i = 0; i < nx; i++) differ += memcmp(&dx[i], &def[i], sizeof *dx) != 0;
+                if (differ)
+                    fprintf(stderr, "  %s, %d threads: %lld differ\n", pol.name, threads,
+                            (long long)differ);
+                CHECK_INT_EQ(differ, 0);
+                checked++;
+                dt_backend_destroy(be);
+            }
+        free(dy), free(w), free(dx), free(def);
+    }
+    CHECK(checked >= 2 * (N_CONV_GEOMS + 2));
 }
 
 /* The oneDNN path of `fast` (nets/cpu/conv_dnnl.c), called directly so that a silent fall
@@ -1362,10 +1436,10 @@ DT_TEST(global_avgpool_gradcheck)
 }
 
 DT_TEST_MAIN(DT_CASE(conv2d_forward_matches_double), DT_CASE(conv2d_forward_ordered_bits),
-             DT_CASE(conv2d_backward_weight_fixed_bits), DT_CASE(conv_onednn_path),
-             DT_CASE(global_avgpool_gradcheck), DT_CASE(avgpool_gradcheck),
-             DT_CASE(conv2d_backward_gradcheck), DT_CASE(maxpool_forward_matches_reference),
-             DT_CASE(maxpool_backward_gradcheck), DT_CASE(maxpool_ties),
-             DT_CASE(conv_pool_thread_count_independent), DT_CASE(conv_forced_orders),
-             DT_CASE(maxpool_forced_orders), DT_CASE(lenet_backward_gradcheck),
-             DT_CASE(shape_errors))
+             DT_CASE(conv2d_backward_weight_fixed_bits), DT_CASE(conv2d_backward_data_fixed_bits),
+             DT_CASE(conv_onednn_path), DT_CASE(global_avgpool_gradcheck),
+             DT_CASE(avgpool_gradcheck), DT_CASE(conv2d_backward_gradcheck),
+             DT_CASE(maxpool_forward_matches_reference), DT_CASE(maxpool_backward_gradcheck),
+             DT_CASE(maxpool_ties), DT_CASE(conv_pool_thread_count_independent),
+             DT_CASE(conv_forced_orders), DT_CASE(maxpool_forced_orders),
+             DT_CASE(lenet_backward_gradcheck), DT_CASE(shape_errors))
