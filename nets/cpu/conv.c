@@ -47,6 +47,11 @@
 #include "nets/cpu/cpu.h"
 #include "nets/cpu/fixed_lanes.h"
 
+/* 8 floats: one AVX2 register (two SSE ones in the baseline copies of cpu.h's loops). Mul
+ * and add stay two roundings (no contraction). */
+typedef float v8f __attribute__((vector_size(32)));
+#define DIRECT_O 6 /* output channels per tile: 6 x 2 accumulators, the AVX2 registers */
+
 struct conv_job {
     struct dt_backend *be;
     const struct dt_conv2d_shape *s;
@@ -114,12 +119,15 @@ static void im2col_part(void *ctx, int64_t begin, int64_t end, int worker)
     for (int64_t r = begin; r < end; r++) im2col_row(j->s, j->x, j->cols + r * Kp, r);
 }
 
-/* ---- backward-weight with few outputs, reduction fixed: patches built per chunk -------- *
+/* ---- backward-weight with few outputs, reduction fixed: no patches ------------------- *
  * dense.c's rows form (dt_cpu_wgrad_rows: each canonical chunk's partial computed
- * transposed, dwT (K_out x Kp) = dy_chunk^T . patches_chunk, then the fixed tree), with each
- * chunk's DT_REDUCE_CHUNK patch rows built in the worker's buffer just before its product
- * (in L1) instead of all rows written out first. The same products, summed over the same
- * rows in the same order, the same tree: the same bits. */
+ * transposed, dwT (K_out x Kp) = dy_chunk^T . patches_chunk, then the fixed tree), with no
+ * patch written out: a padded NHWC copy of x holds every patch row's kh-th run of KW * C
+ * elements contiguously, and tiles of 8 elements x 6 outputs read it there while the
+ * chunk's rows go by (chunk_tile). The same products, summed over the same rows in the same
+ * order from +0, the same tree: the same bits (conv.conv2d_backward_weight_fixed_bits).
+ * With 16 outputs or more the transposed patches and dense.c's tiles are faster (measured
+ * on LeNet's and the ResNet's shapes). */
 struct wgrad_chunks_job {
     struct dt_backend *be;
     const struct dt_conv2d_shape *s;
@@ -144,25 +152,58 @@ static void pad_nhwc_part(void *ctx, int64_t begin, int64_t end, int worker)
     }
 }
 
-static void wgrad_chunks_part(void *ctx, int64_t begin, int64_t end, int worker)
+/* Chunk partial's outputs [o0, o0 + no) (no <= DIRECT_O) x patch elements [k0, k0 + nk)
+ * (nk <= 8, inside one kh's run): from +0, patch * dy over the chunk's rows in order, the
+ * patch read at win[i] + off (8 floats; those past the run are dropped). */
+static inline __attribute__((always_inline)) void
+chunk_tile(float *part, int64_t Kp, const float *const *win, int64_t off, const float *dy,
+           int64_t K, int64_t len, int64_t o0, int no, int64_t k0, int64_t nk)
+{
+    v8f a[DIRECT_O];
+    for (int g = 0; g < DIRECT_O; g++) a[g] = (v8f){0};
+    for (int64_t i = 0; i < len; i++) {
+        v8f x;
+        memcpy(&x, win[i] + off, sizeof x);
+        const float *d = dy + i * K + o0;
+#pragma GCC unroll 6
+        for (int g = 0; g < no; g++) a[g] = a[g] + x * d[g];
+    }
+    for (int g = 0; g < no; g++) {
+        float t[8];
+        memcpy(t, &a[g], sizeof t);
+        copy_floats(part + (o0 + g) * Kp + k0, t, nk);
+    }
+}
+
+/* Canonical chunks [begin, end): each one's partial (K_out x Kp), read straight from the
+ * padded image: row r0 + i's window at win[i], patch element (kh, kw, c) at
+ * win[i] + kh * Wp * C + kw * C + c. */
+DT_VECTOR_PART(wgrad_chunks_part)
 {
     const struct wgrad_chunks_job *j = ctx;
     const struct dt_conv2d_shape *s = j->s;
     const int64_t Kp = conv_patch(s), K = s->K_out, C = s->C, run = s->KW * C;
     const int64_t Wp = s->W + 2 * s->pad, Hp = s->H + 2 * s->pad;
-    float *patches = dt_cpu_worker_buffer(j->be, worker, (size_t)(DT_REDUCE_CHUNK * Kp));
+    const float *win[DT_REDUCE_CHUNK];
     for (int64_t c = begin; c < end; c++) {
         const int64_t r0 = c * DT_REDUCE_CHUNK;
         const int64_t len = j->rows - r0 < DT_REDUCE_CHUNK ? j->rows - r0 : DT_REDUCE_CHUNK;
         int64_t b = r0 / (s->OH * s->OW), oh = r0 / s->OW % s->OH, ow = r0 % s->OW;
-        for (int64_t i = 0; i < len; i++) { /* patch row r0 + i = (b, oh, ow) */
-            const float *win = j->xn + ((b * Hp + oh * s->stride) * Wp + ow * s->stride) * C;
-            for (int64_t kh = 0; kh < s->KH; kh++)
-                copy_floats(patches + i * Kp + kh * run, win + kh * Wp * C, run);
+        for (int64_t i = 0; i < len; i++) { /* row r0 + i = (b, oh, ow) */
+            win[i] = j->xn + ((b * Hp + oh * s->stride) * Wp + ow * s->stride) * C;
             if (++ow == s->OW && (ow = 0, ++oh == s->OH)) oh = 0, b++;
         }
-        dt_cpu_matmul_ordered(j->partials + c * K * Kp, Kp, j->dy + r0 * K, 1, K, patches, Kp, len,
-                              Kp, 0, K, false);
+        float *part = j->partials + c * K * Kp;
+        const float *dy = j->dy + r0 * K;
+        for (int64_t kh = 0; kh < s->KH; kh++)
+            for (int64_t v = 0; v < run; v += 8) {
+                const int64_t off = kh * Wp * C + v, k0 = kh * run + v;
+                const int64_t nk = run - v < 8 ? run - v : 8;
+                int64_t o0 = 0;
+                for (; o0 + DIRECT_O <= K; o0 += DIRECT_O)
+                    chunk_tile(part, Kp, win, off, dy, K, len, o0, DIRECT_O, k0, nk);
+                if (o0 < K) chunk_tile(part, Kp, win, off, dy, K, len, o0, (int)(K - o0), k0, nk);
+            }
     }
 }
 
@@ -179,7 +220,9 @@ static void wgrad_chunks(struct dt_backend *be, float *dw, const float *x, const
     const int64_t Kp = conv_patch(s), K = s->K_out, rows = conv_rows(s);
     struct wgrad_chunks_job job = {
         .be = be, .s = s, .x = x, .dy = dy, .rows = rows, .n_chunks = dt_reduce_chunks(rows)};
-    job.xn = dt_cpu_scratch(be, (size_t)(s->B * (s->H + 2 * s->pad) * (s->W + 2 * s->pad) * s->C));
+    const size_t nx = (size_t)(s->B * (s->H + 2 * s->pad) * (s->W + 2 * s->pad) * s->C);
+    job.xn = dt_cpu_scratch(be, nx + 8);
+    memset(job.xn + nx, 0, 8 * sizeof(float)); /* read past the last run, then dropped */
     job.partials = dt_cpu_partials(be, (size_t)(job.n_chunks * K * Kp));
     struct dt_pool *pool = dt_cpu(be)->pool;
     dt_pool_run(pool, s->B, 1, pad_nhwc_part, &job);
@@ -198,10 +241,7 @@ static void wgrad_chunks(struct dt_backend *be, float *dw, const float *x, const
  * A vector of q's reads one contiguous run per patch element; the grid's columns ow >= OW
  * are computed and dropped (they read the next row, or the tail). */
 #define DIRECT_Q 16 /* output positions per tile: two 8-lane vectors */
-#define DIRECT_O 6  /* output channels per tile: 6 x 2 accumulators, the AVX2 registers */
 #define DIRECT_TAIL (DIRECT_Q + 64)
-
-typedef float v8f __attribute__((vector_size(32)));
 
 struct direct_job {
     const struct dt_conv2d_shape *s;
