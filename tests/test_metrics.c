@@ -77,7 +77,8 @@ DT_TEST(bootstrap_interval_known)
  * bench could only show by hoping for a clear enough machine: a policy's step at half the
  * baseline's is flagged, equal steps are not, an interval whose upper end lies exactly at the
  * threshold is not; per op, a ReLU forward 30 times slower in the baseline is flagged and
- * named, equal ops and an op only one side ran are not. */
+ * named, but not where its 2.9 ms are under 1% of the baseline's step; equal ops and an op
+ * only one side ran are not. */
 DT_TEST(bench_flags_fixed_samples)
 {
     enum { N = 12 };
@@ -90,15 +91,15 @@ DT_TEST(bench_flags_fixed_samples)
     struct dt_ratio_ci ci;
     struct dt_strbuf f = {0};
     dt_bootstrap_median_ratio(ta, tb, N, 2000, 7, &ci);
-    dt_bench_flags(&f, "fast", "run_to_run", &ci, NULL, NULL, 0, 7);
+    dt_bench_flags(&f, "fast", "run_to_run", &ci, NULL, NULL, 0, 0, 7);
     CHECK(f.data && strstr(f.data, "fast is not the fastest here: run_to_run's step 0.50x"));
     dt_strbuf_free(&f);
     dt_bootstrap_median_ratio(ta, same, N, 2000, 7, &ci);
-    dt_bench_flags(&f, "fast", "run_to_run", &ci, NULL, NULL, 0, 7);
+    dt_bench_flags(&f, "fast", "run_to_run", &ci, NULL, NULL, 0, 0, 7);
     CHECK(f.len == 0);
     dt_strbuf_free(&f);
     const struct dt_ratio_ci edge = {.ratio = 0.9, .lo = 0.85, .hi = DT_BENCH_FLAG_BELOW};
-    dt_bench_flags(&f, "fast", "run_to_run", &edge, NULL, NULL, 0, 7);
+    dt_bench_flags(&f, "fast", "run_to_run", &edge, NULL, NULL, 0, 0, 7);
     CHECK(f.len == 0);
     dt_strbuf_free(&f);
     /* per op: rows of DT_OP_COUNT seconds */
@@ -109,13 +110,20 @@ DT_TEST(bench_flags_fixed_samples)
         ob[i * DT_OP_COUNT + relu] = 1e-4 + 1e-6 * (i % 4);
         oa[i * DT_OP_COUNT + other] = ob[i * DT_OP_COUNT + other] = 2e-4; /* the same */
     }
-    dt_bench_flags(&f, "fast", "run_to_run", NULL, oa, ob, N, 7);
+    dt_bench_flags(&f, "fast", "run_to_run", NULL, oa, ob, N, 10e-3, 7);
     CHECK(f.data && strstr(f.data, "fast is not the fastest for relu_forward here: run_to_run's"));
     CHECK(f.data && strstr(f.data, "not the fastest here:") == NULL); /* no step line */
     CHECK(f.data && strstr(f.data, dt_op_name((enum dt_op)other)) == NULL);
     dt_strbuf_free(&f);
+    /* the same op saving 2.9 ms of a 0.3 s step (under 1%): not a finding */
+    dt_bench_flags(&f, "fast", "run_to_run", NULL, oa, ob, N, 0.3, 7);
+    CHECK(f.len == 0);
+    dt_strbuf_free(&f);
+    dt_bench_flags(&f, "fast", "run_to_run", NULL, oa, ob, N, 0.28, 7); /* just over 1% */
+    CHECK(f.data && strstr(f.data, "fast is not the fastest for relu_forward here"));
+    dt_strbuf_free(&f);
     for (int i = 0; i < N; i++) oa[i * DT_OP_COUNT + relu] = 0; /* ran on one side only */
-    dt_bench_flags(&f, "fast", "run_to_run", NULL, oa, ob, N, 7);
+    dt_bench_flags(&f, "fast", "run_to_run", NULL, oa, ob, N, 10e-3, 7);
     CHECK(f.len == 0);
     dt_strbuf_free(&f);
 }

@@ -94,7 +94,7 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
 /* "fast is not the fastest for OP here": the policy's op beats the baseline's beyond
  * DT_BENCH_FLAG_BELOW (both ran the op). */
 static void op_flag(struct dt_strbuf *flags, const char *base, const char *pol, enum dt_op op,
-                    const double *oa, const double *ob, int64_t n, uint64_t seed)
+                    const double *oa, const double *ob, int64_t n, double base_step, uint64_t seed)
 {
     double *a = dt_xmalloc((size_t)n * sizeof *a), *b = dt_xmalloc((size_t)n * sizeof *b);
     bool ran = true;
@@ -105,7 +105,8 @@ static void op_flag(struct dt_strbuf *flags, const char *base, const char *pol, 
     }
     struct dt_ratio_ci ci;
     if (ran) dt_bootstrap_median_ratio(a, b, n, 2000, seed, &ci);
-    if (ran && ci.hi < DT_BENCH_FLAG_BELOW)
+    if (ran && ci.hi < DT_BENCH_FLAG_BELOW &&
+        dt_median(a, n) - dt_median(b, n) >= DT_BENCH_FLAG_STEP_SHARE * base_step)
         dt_strbuf_printf(flags, "  %s is not the fastest for %s here: %s's %.2fx [%.2f, %.2f]\n",
                          base, dt_op_name(op), pol, ci.ratio, ci.lo, ci.hi);
     free(a);
@@ -114,13 +115,13 @@ static void op_flag(struct dt_strbuf *flags, const char *base, const char *pol, 
 
 void dt_bench_flags(struct dt_strbuf *flags, const char *base, const char *pol,
                     const struct dt_ratio_ci *step_ci, const double *oa, const double *ob,
-                    int64_t n_ops, uint64_t seed)
+                    int64_t n_ops, double base_step, uint64_t seed)
 {
     if (step_ci && step_ci->hi < DT_BENCH_FLAG_BELOW)
         dt_strbuf_printf(flags, "  %s is not the fastest here: %s's step %.2fx [%.2f, %.2f]\n",
                          base, pol, step_ci->ratio, step_ci->lo, step_ci->hi);
     for (int o = 0; oa && ob && o < DT_OP_COUNT; o++)
-        op_flag(flags, base, pol, (enum dt_op)o, oa, ob, n_ops, seed);
+        op_flag(flags, base, pol, (enum dt_op)o, oa, ob, n_ops, base_step, seed);
 }
 
 /* The bench CSV in memory: an earlier bench CSV of this path (main.c checked it is one)
@@ -241,7 +242,7 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
                              1e3 * ma, 1e3 * mb, mb / ma, ci.lo, ci.hi,
                              ci.inconclusive ? "inconclusive" : "conclusive");
         struct dt_strbuf flags = {0}; /* where the baseline is not the fastest */
-        dt_bench_flags(&flags, base_name, pol->name, &ci, oa, ob, n_ops, exp->train.seed);
+        dt_bench_flags(&flags, base_name, pol->name, &ci, oa, ob, n_ops, ma, exp->train.seed);
         for (int o = 0; o < DT_OP_COUNT; o++) {
             for (int64_t r = 0; r < n_ops; r++) col[r] = oa[r * DT_OP_COUNT + o];
             double a = dt_median(col, n_ops);

@@ -58,16 +58,23 @@ enum dt_status dt_bench_alternate(struct dt_model *m, const struct dt_experiment
  * 95% interval of its time ratio lies below this: beyond the interval and by more than 5%
  * (per-op times of sub-millisecond ops carry percent-sized biases of their own). */
 #define DT_BENCH_FLAG_BELOW 0.95
+/* ... and, for an op, only when the median time it saves is at least this share of the
+ * baseline's median step: a few microseconds of a tiny op that both levels run through the
+ * same code (ReLU, the clipping scale) move with the cache state the ops before them leave,
+ * not with the path; a saving that would not move the step by 1% is not a finding. */
+#define DT_BENCH_FLAG_STEP_SHARE 0.01
 
 /* The bench's verdict lines for one policy against the baseline, appended to `flags`, from
  * samples alone (the same samples give the same lines: tested on fixed ones, never on a
  * timing): "<base> is not the fastest here: <pol>'s step R [lo, hi]" when step_ci's upper
  * end lies below DT_BENCH_FLAG_BELOW; then "<base> is not the fastest for <op> here: ..."
  * for each op whose paired bootstrap interval (over oa, ob: n_ops rows of DT_OP_COUNT
- * seconds, 0 where the op did not run) lies below it. step_ci, or oa/ob, may be NULL. */
+ * seconds, 0 where the op did not run) lies below it and whose median saving is at least
+ * DT_BENCH_FLAG_STEP_SHARE of base_step (the baseline's median step, seconds; 0: no such
+ * floor). step_ci, or oa/ob, may be NULL. */
 void dt_bench_flags(struct dt_strbuf *flags, const char *base, const char *pol,
                     const struct dt_ratio_ci *step_ci, const double *oa, const double *ob,
-                    int64_t n_ops, uint64_t seed);
+                    int64_t n_ops, double base_step, uint64_t seed);
 
 enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_bench_options *opt,
                             struct dt_error *err);
