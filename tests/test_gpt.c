@@ -934,17 +934,21 @@ static void emulate_tiled_backward(float *dqkv, const float *ds, const float *at
 
 /* Attention's online softmax over key tiles of DT_GPT_ATTN_TILE (`portable`'s definition), on
  * ragged shapes -- context not a multiple of the tile (70: tiles of 32, 32, 6), exactly one
- * tile, one row, one head: the CPU op equals the double-precision reference within its bound
- * and the GPU's shared-memory schedule emulated on the host bit for bit (output and weights),
- * at strict and portable math (fast is the library path: attention_library_path); the backward
- * through the tiled forward against central differences of the double forward across tile
- * boundaries. Negative control: the same rows as one tile (the rescaling never happens) give other
- * bits -- the tile size is part of the definition, not a detail of a kernel. */
+ * tile, one row, one head, head widths of 8, 32 and 6: the CPU op equals the double-precision
+ * reference within its bound and the GPU's shared-memory schedule emulated on the host bit for bit
+ * (output and weights), at strict and portable math (fast is the library path:
+ * attention_library_path); the backward through the tiled forward against central differences of
+ * the double forward across tile boundaries. Negative control: the same rows as one tile (the
+ * rescaling never happens) give other bits -- the tile size is part of the definition, not a detail
+ * of a kernel. */
 DT_TEST(attention_tiles)
 {
     struct dt_backend *be = cpu(2);
     static const int64_t shapes[][4] = {
-        {2, 70, 3, 24}, {1, 32, 2, 16}, {1, 1, 1, 8}, {3, 37, 1, 8}};
+        {2, 70, 3, 24}, {1, 32, 2, 16}, {1, 1, 1, 8},
+        {3, 37, 1, 8},  {1, 40, 2, 64}, /* hd 32, the GPTs': four vectors a row in the CPU's
+                                           registers */
+        {1, 9, 2, 12}};                 /* hd 6: not whole vectors, the CPU's other loop */
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int64_t B = shapes[si][0], T = shapes[si][1], H = shapes[si][2], D = shapes[si][3];
         const int64_t hd = D / H, n_qkv = B * T * 3 * D, n_att = B * H * T * T;
@@ -972,6 +976,17 @@ DT_TEST(attention_tiles)
             for (int64_t i = 0; i < n_qkv; i++) edq[i] = NAN; /* every element written */
             emulate_tiled_backward(edq, ds, att, dout, qkv, B, T, H, D);
             CHECK(same_bits(dq, edq, n_qkv, "tiled backward's dqkv"));
+            /* ... and its dS the shared function's, row by row */
+            float *eds = dt_xmalloc((size_t)n_att * sizeof *eds);
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t h = 0; h < H; h++)
+                    for (int64_t t = 0; t < T; t++) {
+                        const int64_t r = ((b * H + h) * T + t) * T;
+                        dt_attn_row_dscores(eds + r, att + r, dout, qkv, b, t, h, T, D, hd,
+                                            dt_gpt_attn_scale(hd), false);
+                    }
+            CHECK(same_bits(ds, eds, n_att, "backward's dS"));
+            free(eds);
             free(dout);
             free(dq);
             free(edq);

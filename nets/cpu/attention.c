@@ -6,12 +6,22 @@
  * path's bits do not depend on the thread count. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cblas.h>
 
 #include "nets/cpu/cpu.h"
 #include "nets/gpt_attn_gemm.h"
 #include "nets/gpt_elem.h"
+
+#define ATTN_HD_MAX 64 /* the widest head whose rows the vector loops keep in registers */
+typedef float v8f __attribute__((vector_size(32))); /* mul and add two roundings */
+
+/* T rounded up to whole key tiles: the transposed K and V rows' length, zeros past T. */
+static inline int64_t attn_padded(int64_t T)
+{
+    return (T + DT_GPT_ATTN_TILE - 1) / DT_GPT_ATTN_TILE * DT_GPT_ATTN_TILE;
+}
 
 struct attn_job {
     struct dt_backend *be;
@@ -94,6 +104,84 @@ DT_VECTOR_PART(attn_forward_blocks_part)
     }
 }
 
+/* The same block's rows with the head's elements in registers, where hd is a multiple of 8
+ * up to ATTN_HD_MAX (the GPTs' 32): a tile's 32 scores in four 8-key vectors summed over j
+ * ascending from +0 (K transposed into kt, its rows padded to whole tiles with zeros: the
+ * lanes past the tile's n keys are computed and dropped), its exps across all 32 lanes
+ * (only the first n used), and the output terms in hd / 8 vectors summed over the keys in
+ * order, stored once a tile. Every kept value sees dt_attn_tile's operations in its order:
+ * the same bits (tests/test_gpt.c: attention_tiles, ops_are_the_shared_functions). */
+
+DT_VECTOR_PART(attn_forward_vec_part)
+{
+    const struct attn_job *j = ctx;
+    const int64_t T = j->T, H = j->H, D = j->D, hd = j->hd, Tp = attn_padded(T), nv = hd / 8;
+    const float scale = j->scale;
+    const bool portable = j->portable;
+    float *kt = dt_cpu_worker_buffer(j->be, worker, (size_t)(hd * Tp));
+    float sc[DT_GPT_ATTN_TILE], e[DT_GPT_ATTN_TILE];
+    for (int64_t blk = begin; blk < end; blk++) {
+        const int64_t b = blk / H, h = blk % H;
+        const float *qkv = j->qkv + b * T * 3 * D + h * hd;
+        for (int64_t c = 0; c < hd; c++) {
+            for (int64_t s = 0; s < T; s++) kt[c * Tp + s] = qkv[s * 3 * D + D + c];
+            for (int64_t s = T; s < Tp; s++) kt[c * Tp + s] = 0.0f;
+        }
+        for (int64_t t = 0; t < T; t++) {
+            float *out = j->out + (b * T + t) * D + h * hd, *p = j->att + (blk * T + t) * T;
+            const float *q = qkv + t * 3 * D;
+            float m = -INFINITY, l = 0.0f;
+            v8f o[ATTN_HD_MAX / 8];
+            for (int64_t k = 0; k < nv; k++) o[k] = (v8f){0};
+            for (int64_t s0 = 0; s0 <= t; s0 += DT_GPT_ATTN_TILE) {
+                const int64_t n = t + 1 - s0 < DT_GPT_ATTN_TILE ? t + 1 - s0 : DT_GPT_ATTN_TILE;
+                v8f s4[4] = {{0}, {0}, {0}, {0}};
+                for (int64_t c = 0; c < hd; c++) {
+                    const float qc = q[c], *kc = kt + c * Tp + s0;
+#pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) {
+                        v8f kv;
+                        memcpy(&kv, kc + 8 * k, sizeof kv);
+                        s4[k] = s4[k] + qc * kv;
+                    }
+                }
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    const v8f v = s4[k] * scale;
+                    memcpy(sc + 8 * k, &v, sizeof v);
+                }
+                float mt = -INFINITY;
+                for (int64_t i = 0; i < n; i++) mt = sc[i] > mt ? sc[i] : mt;
+                const float m_new = m > mt ? m : mt;
+                const float corr = m == -INFINITY ? 0.0f : dt_gpt_exp(m - m_new, portable);
+                if (portable)
+                    for (int i = 0; i < DT_GPT_ATTN_TILE; i++)
+                        e[i] = dt_exp_portable(sc[i] - m_new);
+                else
+                    for (int i = 0; i < DT_GPT_ATTN_TILE; i++) e[i] = expf(sc[i] - m_new);
+                float lt = 0.0f;
+                for (int64_t i = 0; i < n; i++) lt += e[i];
+                l = dt_rn_mul(l, corr) + lt;
+                v8f a[ATTN_HD_MAX / 8];
+                for (int64_t k = 0; k < nv; k++) a[k] = (v8f){0};
+                for (int64_t i = 0; i < n; i++) {
+                    const float ei = e[i], *v = qkv + (s0 + i) * 3 * D + 2 * D;
+                    for (int64_t k = 0; k < nv; k++) {
+                        v8f vv;
+                        memcpy(&vv, v + 8 * k, sizeof vv);
+                        a[k] = a[k] + ei * vv;
+                    }
+                }
+                for (int64_t k = 0; k < nv; k++) o[k] = o[k] * corr + a[k];
+                memcpy(p + s0, sc, (size_t)n * sizeof(float));
+                m = m_new;
+            }
+            for (int64_t k = 0; k < nv; k++) memcpy(out + 8 * k, &o[k], sizeof o[k]);
+            dt_attn_row_finish_at(out, out, 1, p, m, l, t, T, hd, portable);
+        }
+    }
+}
+
 static void attn_dscores_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     const struct attn_job *j = ctx;
@@ -106,26 +194,41 @@ static void attn_dscores_part(void *ctx, int64_t begin, int64_t end, int worker)
 }
 
 /* items: (b, h) blocks; each row of dS as dt_attn_row_dscores makes it (not under `exact`),
- * its dp sums laid across the row's positions: V transposed once per block into vt, each
- * dp[s] still summed over j ascending from +0; then dt_attn_dscores_finish. Same bits
- * (tests/test_gpt.c, ops_are_the_shared_functions). */
+ * its dp sums laid across the row's positions, 32 in registers at a time: V transposed once
+ * per block into vt (rows padded to whole tiles with zeros), each dp[s] still summed over j
+ * ascending from +0; then dt_attn_dscores_finish. Same bits (tests/test_gpt.c,
+ * ops_are_the_shared_functions, attention_tiles). */
 DT_VECTOR_PART(attn_dscores_blocks_part)
 {
     const struct attn_job *j = ctx;
-    const int64_t T = j->T, H = j->H, D = j->D, hd = j->hd;
-    float *vt = dt_cpu_worker_buffer(j->be, worker, (size_t)(hd * T));
+    const int64_t T = j->T, H = j->H, D = j->D, hd = j->hd, Tp = attn_padded(T);
+    float *vt = dt_cpu_worker_buffer(j->be, worker, (size_t)(hd * Tp));
     for (int64_t blk = begin; blk < end; blk++) {
         const int64_t b = blk / H, h = blk % H;
         const float *v = j->qkv + b * T * 3 * D + 2 * D + h * hd;
-        for (int64_t s = 0; s < T; s++)
-            for (int64_t c = 0; c < hd; c++) vt[c * T + s] = v[s * 3 * D + c];
+        for (int64_t c = 0; c < hd; c++) {
+            for (int64_t s = 0; s < T; s++) vt[c * Tp + s] = v[s * 3 * D + c];
+            for (int64_t s = T; s < Tp; s++) vt[c * Tp + s] = 0.0f;
+        }
         for (int64_t t = 0; t < T; t++) {
             float *ds = j->ds + (blk * T + t) * T;
             const float *dy = j->dout + (b * T + t) * D + h * hd;
-            for (int64_t s = 0; s <= t; s++) ds[s] = 0.0f;
-            for (int64_t c = 0; c < hd; c++) {
-                const float dc = dy[c], *vc = vt + c * T;
-                for (int64_t s = 0; s <= t; s++) ds[s] = ds[s] + dt_rn_mul(dc, vc[s]);
+            /* 32 positions at a time in four registers, each summed over c from +0 */
+            for (int64_t s0 = 0; s0 <= t; s0 += DT_GPT_ATTN_TILE) {
+                const int64_t n = t + 1 - s0 < DT_GPT_ATTN_TILE ? t + 1 - s0 : DT_GPT_ATTN_TILE;
+                v8f s4[4] = {{0}, {0}, {0}, {0}};
+                for (int64_t c = 0; c < hd; c++) {
+                    const float dc = dy[c], *vc = vt + c * Tp + s0;
+#pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) {
+                        v8f x;
+                        memcpy(&x, vc + 8 * k, sizeof x);
+                        s4[k] = s4[k] + dc * x;
+                    }
+                }
+                float tile[DT_GPT_ATTN_TILE];
+                memcpy(tile, s4, sizeof tile);
+                memcpy(ds + s0, tile, (size_t)n * sizeof(float));
             }
             dt_attn_dscores_finish(ds, j->p + (blk * T + t) * T, t, T, j->scale, false);
         }
@@ -168,6 +271,54 @@ DT_VECTOR_PART(attn_grad_rows_part)
                 dt_attn_grad_term(dk, dsb[t * T + u], qkv + t * 3 * D, hd);
                 dt_attn_grad_term(dv, pb[t * T + u], dout + t * D, hd);
             }
+        }
+    }
+}
+
+/* The same with each row's sums in registers where hd is a multiple of 8 up to ATTN_HD_MAX
+ * (attn_forward_vec_part's condition): dq's over s <= u, then dk's and dv's over t >= u,
+ * each from +0 in position order, stored once -- the same bits. */
+static inline __attribute__((always_inline)) void grad_rows_store(float *dst, const v8f *a,
+                                                                  int64_t nv)
+{
+    for (int64_t k = 0; k < nv; k++) memcpy(dst + 8 * k, &a[k], sizeof a[k]);
+}
+
+DT_VECTOR_PART(attn_grad_rows_vec_part)
+{
+    const struct attn_job *j = ctx;
+    const int64_t T = j->T, H = j->H, D = j->D, hd = j->hd, nv = hd / 8;
+    for (int64_t k = begin; k < end; k++) {
+        const int64_t b = k / H, h = k % H;
+        const float *dsb = j->ds + k * T * T, *pb = j->p + k * T * T;
+        const float *qkv = j->qkv + b * T * 3 * D + h * hd, *dout = j->dout + b * T * D + h * hd;
+        for (int64_t u = 0; u < T; u++) {
+            float *dq = j->dqkv + (b * T + u) * 3 * D + h * hd;
+            v8f a[ATTN_HD_MAX / 8], c[ATTN_HD_MAX / 8];
+            for (int64_t v = 0; v < nv; v++) a[v] = (v8f){0};
+            for (int64_t s = 0; s <= u; s++) {
+                const float w = dsb[u * T + s], *x = qkv + s * 3 * D + D;
+                for (int64_t v = 0; v < nv; v++) {
+                    v8f xv;
+                    memcpy(&xv, x + 8 * v, sizeof xv);
+                    a[v] = a[v] + w * xv;
+                }
+            }
+            grad_rows_store(dq, a, nv);
+            for (int64_t v = 0; v < nv; v++) a[v] = c[v] = (v8f){0};
+            for (int64_t t = u; t < T; t++) {
+                const float wk = dsb[t * T + u], wv = pb[t * T + u];
+                const float *xk = qkv + t * 3 * D, *xv = dout + t * D;
+                for (int64_t v = 0; v < nv; v++) {
+                    v8f x1, x2;
+                    memcpy(&x1, xk + 8 * v, sizeof x1);
+                    memcpy(&x2, xv + 8 * v, sizeof x2);
+                    a[v] = a[v] + wk * x1;
+                    c[v] = c[v] + wv * x2;
+                }
+            }
+            grad_rows_store(dq + D, a, nv);
+            grad_rows_store(dq + 2 * D, c, nv);
         }
     }
 }
@@ -250,6 +401,8 @@ enum dt_status dt_cpu_attention_forward(struct dt_backend *be, float *out, float
                          .exact = dt_math_exact(pol)};
     if (dt_math_fast(pol)) dt_pool_run(dt_cpu(be)->pool, B * H, 1, attn_lib_forward_part, &j);
     else if (j.exact) dt_pool_run(dt_cpu(be)->pool, B * H * T, 4, attn_forward_part, &j);
+    else if (j.hd % 8 == 0 && j.hd <= ATTN_HD_MAX)
+        dt_pool_run(dt_cpu(be)->pool, B * H, 1, attn_forward_vec_part, &j);
     else dt_pool_run(dt_cpu(be)->pool, B * H, 1, attn_forward_blocks_part, &j);
     return DT_OK;
 }
@@ -285,6 +438,8 @@ enum dt_status dt_cpu_attention_backward(struct dt_backend *be, float *dqkv, flo
         return DT_OK;
     }
     dt_pool_run(dt_cpu(be)->pool, B * H, 1, attn_dscores_blocks_part, &j);
-    dt_pool_run(dt_cpu(be)->pool, B * H, 1, attn_grad_rows_part, &j);
+    dt_pool_run(
+        dt_cpu(be)->pool, B * H, 1,
+        j.hd % 8 == 0 && j.hd <= ATTN_HD_MAX ? attn_grad_rows_vec_part : attn_grad_rows_part, &j);
     return DT_OK;
 }
