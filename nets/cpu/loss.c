@@ -93,7 +93,7 @@ struct xent_job {
     bool portable;
 };
 
-static void xent_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
+DT_VECTOR_PART(xent_forward_part)
 {
     const struct xent_job *j = ctx;
     for (int64_t b = begin; b < end; b++) /* the row's formula is the kernels' */
