@@ -70,6 +70,7 @@
 #include "harness/record/snapshot.h"
 #include "harness/setup/data.h"
 #include "determinism/dropout.h"
+#include "determinism/fixed_point.h"
 #include "nets/backend.h"
 #include "nets/gpt_attn_gemm.h"
 #include "nets/gpt_elem.h"
@@ -1094,6 +1095,23 @@ DT_TEST(embedding_scatter_controls)
     for (int r = 0; r < ROWS; r++)
         for (int i = 0; i < D; i++) ref[tok[r] * D + i] += dh[r * D + i];
     check_close("fixed-point scatter", got[0], ref, V * D, 1e-12, 1.2e-7);
+    /* ... and its bits the definition's, written with fixed_point.h's scalar functions */
+    {
+        float max_abs = 0.0f;
+        for (int i = 0; i < ROWS * D; i++) max_abs = fmaxf(max_abs, fabsf(dh[i]));
+        const int shift = dt_fixed_shift_for(max_abs, ROWS);
+        int64_t *acc = dt_xcalloc(V * D, sizeof *acc);
+        for (int r = 0; r < ROWS; r++)
+            for (int i = 0; i < D; i++) {
+                int64_t q = 0;
+                CHECK(dt_fixed_from_float(&q, dh[r * D + i], shift));
+                acc[tok[r] * D + i] += q;
+            }
+        float *def = dt_xmalloc(V * D * sizeof *def);
+        for (int e = 0; e < V * D; e++) def[e] = dt_fixed_to_float(acc[e], shift);
+        CHECK(same_bits(got[0], def, V * D, "fixed point against the definition"));
+        free(acc), free(def);
+    }
     /* float, arrival order: two forced orders give different bits (token 32's rows) */
     float *f1 = dt_xcalloc(V * D, sizeof(float)), *f2 = dt_xcalloc(V * D, sizeof(float));
     struct dt_backend *be = cpu(2);

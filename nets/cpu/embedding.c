@@ -6,10 +6,12 @@
  * sums every entry exactly in int64 and rounds once. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "determinism/fixed_point.h"
 #include "determinism/streams.h"
 #include "nets/cpu/cpu.h"
+#include "nets/cpu/fixed_lanes.h"
 #include "nets/gpt_elem.h"
 
 struct emb_job {
@@ -58,6 +60,7 @@ struct scatter_job {
     int64_t rows, V, D;
     int shift;
     int64_t *acc; /* fixed point: (V, D) */
+    float *sums;  /* fixed point: acc rounded, (V, D) */
 };
 
 /* Rows [begin, end) added into the table dst in row order. */
@@ -84,19 +87,42 @@ static void scatter_float_part(void *ctx, int64_t begin, int64_t end, int worker
         if (p[e] != 0.0f) dt_cpu_atomic_add_float(&j->dwte[e], p[e]);
 }
 
-/* atomics: fixed_point -- worker owns columns [begin, end) of every entry: exact sums. */
-static void scatter_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
+/* atomics: fixed_point -- worker owns columns [begin, end) of every entry: exact sums, the
+ * terms converted 4 lanes at a time (fixed_lanes.h: dt_fixed_from_float_bounded's values,
+ * which are dt_fixed_from_float's in the shift's range), the rest one by one. */
+DT_VECTOR_PART(scatter_fixed_part)
 {
     const struct scatter_job *j = ctx;
+    const double scale = dt_fixed_scale(j->shift);
+    const v4d up = {scale, scale, scale, scale};
     for (int64_t r = 0; r < j->rows; r++) {
         int64_t *acc = j->acc + (int64_t)j->tokens[r] * j->D;
         const float *src = j->dh + r * j->D;
-        for (int64_t i = begin; i < end; i++) {
-            int64_t q = 0;
-            (void)dt_fixed_from_float(&q, src[i], j->shift); /* in range: max |term| set it */
-            acc[i] += q; /* rows * max * 2^shift < 2^62: no overflow in any order */
+        int64_t i = begin;
+        for (; i + 4 <= end; i += 4) { /* rows * max * 2^shift < 2^62: no overflow */
+            v4i q, a;
+            to_fixed4(&q, src + i, &up);
+            memcpy(&a, acc + i, sizeof a);
+            a += q;
+            memcpy(acc + i, &a, sizeof a);
         }
+        for (; i < end; i++) acc[i] += dt_fixed_from_float_bounded(src[i], scale);
     }
+}
+
+/* Entries [begin, end) rounded once (dt_fixed_to_float's values), 4 lanes at a time. */
+DT_VECTOR_PART(round_fixed_part)
+{
+    const struct scatter_job *j = ctx;
+    const double dn = dt_fixed_scale(-j->shift);
+    const v4d down = {dn, dn, dn, dn};
+    int64_t e = begin;
+    for (; e + 4 <= end; e += 4) {
+        v4i a;
+        memcpy(&a, j->acc + e, sizeof a);
+        to_float4(j->sums + e, &a, &down);
+    }
+    for (; e < end; e++) j->sums[e] = dt_fixed_to_float(j->acc[e], j->shift);
 }
 
 enum dt_status dt_cpu_embedding_backward(struct dt_backend *be, float *dwte, const float *dh,
@@ -130,11 +156,15 @@ enum dt_status dt_cpu_embedding_backward(struct dt_backend *be, float *dwte, con
         return dt_backend_op_error(be, DT_ERR_NUMERIC, "non-finite input at row %lld, column %lld",
                                    (long long)(bad / D), (long long)(bad % D));
     j.shift = dt_fixed_shift_for(max_abs, rows);
-    j.acc = dt_xcalloc((size_t)(V * D), sizeof *j.acc);
-    dt_pool_run(c->pool, D, 1, scatter_fixed_part, &j);
+    /* the backend's grown partials buffer: no fresh pages each step */
+    j.acc = (int64_t *)dt_cpu_partials(be, (size_t)(2 * V * D));
+    memset(j.acc, 0, (size_t)(V * D) * sizeof *j.acc);
+    dt_pool_run(c->pool, D, 4, scatter_fixed_part, &j);
+    j.sums = dt_cpu_scratch(be, (size_t)(V * D));
+    dt_pool_run(c->pool, V * D, 4096, round_fixed_part, &j);
     enum dt_status st = DT_OK;
     for (int64_t e = 0; e < V * D; e++) {
-        const float s = dt_fixed_to_float(j.acc[e], j.shift);
+        const float s = j.sums[e];
         if ((dt_float_bits(s) & 0x7fffffffu) >= 0x7f800000u) {
             st = dt_backend_op_error(be, DT_ERR_NUMERIC,
                                      "fixed-point sum of token %lld, column %lld overflows the "
@@ -144,6 +174,5 @@ enum dt_status dt_cpu_embedding_backward(struct dt_backend *be, float *dwte, con
         }
         dwte[e] = accumulate ? dwte[e] + s : s;
     }
-    free(j.acc);
     return st;
 }
