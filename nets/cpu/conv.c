@@ -52,12 +52,10 @@
 typedef float v8f __attribute__((vector_size(32)));
 #define DIRECT_O 6 /* output channels per tile: 6 x 2 accumulators, the AVX2 registers */
 
-struct conv_job {
+struct conv_job { /* col2im */
     struct dt_backend *be;
     const struct dt_conv2d_shape *s;
-    const float *x; /* im2col input */
-    float *cols;    /* im2col output: (rows, Kp) or, transposed, (Kp, rows) */
-    float *dx;      /* col2im output */
+    float *dx; /* col2im output */
     const float *dcols;
     int shift; /* col2im fixed_point scale */
     atomic_llong next;
@@ -80,45 +78,6 @@ static inline void copy_floats(float *restrict d, const float *restrict s, int64
     }
 }
 
-static inline void zero_floats(float *d, int64_t n)
-{
-    static const float zeros[8];
-    copy_floats(d, zeros, n < 8 ? n : 8);
-    for (int64_t i = 8; i < n; i += 8) copy_floats(d + i, zeros, n - i < 8 ? n - i : 8);
-}
-
-/* Patch row r into `row`: for each kh the in-image part of the window is one contiguous
- * run of x (consecutive iw, all channels), copied at once; the rest is zero. */
-static inline void im2col_row(const struct dt_conv2d_shape *s, const float *x, float *row,
-                              int64_t r)
-{
-    const int64_t P = s->OH * s->OW, C = s->C;
-    const int64_t b = r / P, oh = r % P / s->OW, ow = r % s->OW;
-    const float *img = x + b * s->H * s->W * C;
-    const int64_t iw0 = ow * s->stride - s->pad;
-    const int64_t lo = iw0 < 0 ? -iw0 : 0;                      /* first kw inside */
-    const int64_t hi = iw0 + s->KW > s->W ? s->W - iw0 : s->KW; /* one past the last */
-    for (int64_t kh = 0; kh < s->KH; kh++) {
-        const int64_t ih = oh * s->stride - s->pad + kh;
-        float *dst = row + kh * s->KW * C;
-        if (ih < 0 || ih >= s->H || hi <= lo) {
-            zero_floats(dst, s->KW * C);
-            continue;
-        }
-        zero_floats(dst, lo * C);
-        copy_floats(dst + lo * C, img + (ih * s->W + iw0 + lo) * C, (hi - lo) * C);
-        zero_floats(dst + hi * C, (s->KW - hi) * C);
-    }
-}
-
-/* Patch rows [begin, end). */
-static void im2col_part(void *ctx, int64_t begin, int64_t end, int worker)
-{
-    const struct conv_job *j = ctx;
-    const int64_t Kp = conv_patch(j->s);
-    for (int64_t r = begin; r < end; r++) im2col_row(j->s, j->x, j->cols + r * Kp, r);
-}
-
 /* ---- backward-weight with few outputs, reduction fixed: no patches ------------------- *
  * dense.c's rows form (dt_cpu_wgrad_rows: each canonical chunk's partial computed
  * transposed, dwT (K_out x Kp) = dy_chunk^T . patches_chunk, then the fixed tree), with no
@@ -133,6 +92,7 @@ struct wgrad_chunks_job {
     const struct dt_conv2d_shape *s;
     const float *x, *dy;
     float *xn;       /* x padded, NHWC (Hp, Wp, C per image) */
+    float *cols;     /* im2col: the patch rows (rows, Kp) */
     float *partials; /* n_chunks x (K_out x Kp) */
     int64_t rows, n_chunks;
 };
@@ -150,6 +110,35 @@ static void pad_nhwc_part(void *ctx, int64_t begin, int64_t end, int worker)
             memcpy(dst + ((ih + s->pad) * Wp + s->pad) * C, j->x + (b * s->H + ih) * s->W * C,
                    (size_t)(s->W * C) * sizeof(float));
     }
+}
+
+/* Patch rows [begin, end) into cols (rows, Kp), each kh's run of KW * C elements copied
+ * from the padded NHWC copy (j->xn): no bounds to test, no division per row. */
+static void im2col_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct wgrad_chunks_job *j = ctx;
+    const struct dt_conv2d_shape *s = j->s;
+    const int64_t Kp = conv_patch(s), C = s->C, run = s->KW * C;
+    const int64_t Wp = s->W + 2 * s->pad, Hp = s->H + 2 * s->pad;
+    int64_t b = begin / (s->OH * s->OW), oh = begin / s->OW % s->OH, ow = begin % s->OW;
+    for (int64_t r = begin; r < end; r++) {
+        const float *win = j->xn + ((b * Hp + oh * s->stride) * Wp + ow * s->stride) * C;
+        for (int64_t kh = 0; kh < s->KH; kh++)
+            copy_floats(j->cols + r * Kp + kh * run, win + kh * Wp * C, run);
+        if (++ow == s->OW && (ow = 0, ++oh == s->OH)) oh = 0, b++;
+    }
+}
+
+/* Every patch row of x into the backend's cols buffer (which it returns). */
+static float *im2col(struct dt_backend *be, const float *x, const struct dt_conv2d_shape *s)
+{
+    struct wgrad_chunks_job job = {.s = s, .x = x};
+    job.xn = dt_cpu_scratch(be, (size_t)(s->B * (s->H + 2 * s->pad) * (s->W + 2 * s->pad) * s->C));
+    job.cols = dt_cpu_cols(be, (size_t)(conv_rows(s) * conv_patch(s)));
+    struct dt_pool *pool = dt_cpu(be)->pool;
+    dt_pool_run(pool, s->B, 1, pad_nhwc_part, &job);
+    dt_pool_run(pool, conv_rows(s), 64, im2col_part, &job);
+    return job.cols;
 }
 
 /* Chunk partial's outputs [o0, o0 + no) (no <= DIRECT_O) x patch elements [k0, k0 + nk)
@@ -405,14 +394,15 @@ enum dt_status dt_cpu_conv2d_forward(struct dt_backend *be, float *y, const floa
 {
     enum dt_status st = dt_cpu_dnnl_conv_forward(be, y, x, w, bias, s, pol);
     if (st != DT_ERR_UNSUPPORTED) return st;
-    if (!dt_math_fast(pol) && !dt_math_exact(pol) && direct_takes(s)) {
+    /* the direct tiles are the ordered sums, so any level but math: exact may take them;
+     * under math: fast they beat im2col + OpenBLAS where they pay at all (where oneDNN
+     * declines: run_to_run, a forced order, a build without it) */
+    if (!dt_math_exact(pol) && direct_takes(s)) {
         direct_forward(be, y, x, w, bias, s);
         return DT_OK;
     }
-    const int64_t rows = conv_rows(s), Kp = conv_patch(s);
-    struct conv_job job = {.be = be, .s = s, .x = x, .cols = dt_cpu_cols(be, (size_t)(rows * Kp))};
-    dt_pool_run(dt_cpu(be)->pool, rows, 16, im2col_part, &job);
-    return dt_cpu_dense_forward(be, y, job.cols, w, bias, rows, Kp, s->K_out, pol);
+    return dt_cpu_dense_forward(be, y, im2col(be, x, s), w, bias, conv_rows(s), conv_patch(s),
+                                s->K_out, pol);
 }
 
 enum dt_status dt_cpu_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
@@ -422,25 +412,20 @@ enum dt_status dt_cpu_conv2d_backward_weight(struct dt_backend *be, float *dw, c
     enum dt_status st = dt_cpu_dnnl_conv_backward_weight(be, dw, x, dy, s, pol);
     if (st != DT_ERR_UNSUPPORTED) return st;
     const int64_t rows = conv_rows(s), Kp = conv_patch(s);
-    struct conv_job job = {.be = be, .s = s, .x = x, .cols = dt_cpu_cols(be, (size_t)(rows * Kp))};
-    if (dt_math_exact(pol)) { /* the dense weight gradient's exact product over the patches */
-        dt_pool_run(dt_cpu(be)->pool, rows, 16, im2col_part, &job);
-        return dt_cpu_dense_backward_weight(be, dw, job.cols, dy, rows, Kp, s->K_out, pol);
-    }
+    if (dt_math_exact(pol)) /* the dense weight gradient's exact product over the patches */
+        return dt_cpu_dense_backward_weight(be, dw, im2col(be, x, s), dy, rows, Kp, s->K_out, pol);
     if (dt_cpu_wgrad_prefers_rows(rows, Kp, s->K_out) && dt_reduction_ordered(pol) &&
         !dt_math_fast(pol)) {
         wgrad_chunks(be, dw, x, dy, s);
         return DT_OK;
     }
-    if (dt_cpu_wgrad_prefers_rows(rows, Kp, s->K_out)) {
-        dt_pool_run(dt_cpu(be)->pool, rows, 16, im2col_part, &job);
-        return dt_cpu_wgrad_rows(be, dw, job.cols, dy, rows, Kp, s->K_out, pol);
-    }
+    if (dt_cpu_wgrad_prefers_rows(rows, Kp, s->K_out))
+        return dt_cpu_wgrad_rows(be, dw, im2col(be, x, s), dy, rows, Kp, s->K_out, pol);
     struct direct_job planar = {.s = s, .x = x};
     make_planar(be, &planar, dt_cpu_scratch(be, planar_floats(s)));
-    struct cols_t_job tjob = {.d = &planar, .cols = job.cols};
+    struct cols_t_job tjob = {.d = &planar, .cols = dt_cpu_cols(be, (size_t)(rows * Kp))};
     dt_pool_run(dt_cpu(be)->pool, Kp, 1, im2col_t_part, &tjob);
-    return dt_cpu_wgrad_transposed(be, dw, job.cols, dy, rows, Kp, s->K_out, pol);
+    return dt_cpu_wgrad_transposed(be, dw, tjob.cols, dy, rows, Kp, s->K_out, pol);
 }
 
 /* ---- col2im: the scatter-add of backward-data (atomics control) ----------------------- */
