@@ -219,6 +219,16 @@ DT_TEST(conv2d_forward_matches_double)
     }
 }
 
+/* Patch element k = (kh, kw, c) of output row r = (b, oh, ow): x there, or 0 outside. */
+static float patch_at(const float *x, const struct dt_conv2d_shape *s, int64_t r, int64_t k)
+{
+    const int64_t b = r / (s->OH * s->OW), oh = r / s->OW % s->OH, ow = r % s->OW;
+    const int64_t kh = k / (s->KW * s->C), kw = k / s->C % s->KW, c = k % s->C;
+    const int64_t ih = oh * s->stride - s->pad + kh, iw = ow * s->stride - s->pad + kw;
+    if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W) return 0.0f;
+    return x[((b * s->H + ih) * s->W + iw) * s->C + c];
+}
+
 /* The ordered forward's bits, written out serially here: y = (sum over (kh, kw, c)
  * ascending of x * w, from +0, out-of-image cells 0) + bias, each product and each add one
  * float rounding. Every level whose math is `portable` (not fast, not exact) gives these
@@ -228,54 +238,61 @@ DT_TEST(conv2d_forward_matches_double)
 static void conv_ordered_def(float *y, const float *x, const float *w, const float *bias,
                              const struct dt_conv2d_shape *s)
 {
-    for (int64_t b = 0; b < s->B; b++)
-        for (int64_t oh = 0; oh < s->OH; oh++)
-            for (int64_t ow = 0; ow < s->OW; ow++)
-                for (int64_t o = 0; o < s->K_out; o++) {
-                    float acc = 0.0f;
-                    for (int64_t kh = 0; kh < s->KH; kh++)
-                        for (int64_t kw = 0; kw < s->KW; kw++)
-                            for (int64_t c = 0; c < s->C; c++) {
-                                const int64_t ih = oh * s->stride - s->pad + kh;
-                                const int64_t iw = ow * s->stride - s->pad + kw;
-                                const bool in = ih >= 0 && ih < s->H && iw >= 0 && iw < s->W;
-                                const float v =
-                                    in ? x[((b * s->H + ih) * s->W + iw) * s->C + c] : 0.0f;
-                                acc = acc + v * w[((kh * s->KW + kw) * s->C + c) * s->K_out + o];
-                            }
-                    y[((b * s->OH + oh) * s->OW + ow) * s->K_out + o] = acc + bias[o];
-                }
+    const int64_t rows = s->B * s->OH * s->OW, Kp = s->KH * s->KW * s->C, K = s->K_out;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t o = 0; o < K; o++) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < Kp; k++) acc = acc + patch_at(x, s, r, k) * w[k * K + o];
+            y[r * K + o] = acc + bias[o];
+        }
 }
 
-DT_TEST(conv2d_forward_ordered_bits)
+/* The CPU op's bits against its definition (conv_*_def) at every level `takes` admits, on
+ * 1 and 2 threads, over the shared geometries and `more`; inputs a (x, or dy for
+ * backward-data) and b (w, or dy for the weight gradient). */
+enum conv_op { CONV_FORWARD, CONV_WGRAD, CONV_DX };
+static void conv_wgrad_fixed_def(float *dw, const float *x, const float *dy,
+                                 const struct dt_conv2d_shape *s);
+static void conv_dx_fixed_def(float *dx, const float *dy, const float *w,
+                              const struct dt_conv2d_shape *s);
+static bool conv_op_takes(enum conv_op op, const struct dt_policy *pol)
 {
-    static const struct conv_geom lenet[] = {
-        {3, 28, 28, 1, 6, 5, 5, 1, 2},  /* LeNet's first layer */
-        {2, 14, 14, 6, 16, 5, 5, 1, 0}, /* its second */
-        {2, 11, 13, 5, 13, 3, 3, 1, 1}, /* 3x3 same, odd sizes, K_out = 6 + 6 + 1 */
-        {2, 14, 14, 3, 20, 3, 3, 1, 1}, /* many channels on a grid the tiles fill */
-    };
+    if (dt_math_fast(pol)) return false;
+    if (op == CONV_FORWARD) return !dt_math_exact(pol);
+    return op == CONV_WGRAD ? dt_reduction_ordered(pol) : dt_atomics_exact(pol);
+}
+
+static void check_conv_bits(enum conv_op op, const struct conv_geom *more, int n_more)
+{
     int checked = 0;
-    for (int gi = 0; gi < N_CONV_GEOMS + 4; gi++) {
+    for (int gi = 0; gi < N_CONV_GEOMS + n_more; gi++) {
         struct dt_conv2d_shape s =
-            conv_shape(gi < N_CONV_GEOMS ? &conv_geoms[gi] : &lenet[gi - N_CONV_GEOMS]);
+            conv_shape(gi < N_CONV_GEOMS ? &conv_geoms[gi] : &more[gi - N_CONV_GEOMS]);
         const int64_t nx = conv_nx(&s), nw = conv_nw(&s), ny = conv_ny(&s);
-        float *x = falloc(nx), *w = falloc(nw), *bias = falloc(s.K_out), *y = falloc(ny);
-        float *def = falloc(ny);
-        fill(x, nx, 1.0);
-        fill(w, nw, 0.5);
+        const int64_t na = op == CONV_DX ? ny : nx, nb = op == CONV_WGRAD ? ny : nw;
+        const int64_t nout = op == CONV_FORWARD ? ny : op == CONV_WGRAD ? nw : nx;
+        float *a = falloc(na), *b = falloc(nb), *bias = falloc(s.K_out), *out = falloc(nout);
+        float *def = falloc(nout);
+        fill(a, na, 1.0);
+        fill(b, nb, 0.5);
         fill(bias, s.K_out, 0.1);
-        conv_ordered_def(def, x, w, bias, &s);
+        if (op == CONV_FORWARD) conv_ordered_def(def, a, b, bias, &s);
+        else if (op == CONV_WGRAD) conv_wgrad_fixed_def(def, a, b, &s);
+        else conv_dx_fixed_def(def, a, b, &s);
         print_conv(&s);
         for (int l = 0; l < DT_LEVEL_COUNT; l++)
             for (int threads = 1; threads <= 2; threads++) {
                 struct dt_policy pol = level((enum dt_level)l);
-                if (dt_math_fast(&pol) || dt_math_exact(&pol)) continue;
+                if (!conv_op_takes(op, &pol)) continue;
                 struct dt_backend *be = cpu(threads);
-                poison(y, (size_t)ny * sizeof *y);
-                CHECK(dt_conv2d_forward(be, y, x, w, bias, &s, &pol) == DT_OK);
+                poison(out, (size_t)nout * sizeof *out);
+                CHECK((op == CONV_FORWARD ? dt_conv2d_forward(be, out, a, b, bias, &s, &pol)
+                       : op == CONV_WGRAD
+                           ? dt_conv2d_backward_weight(be, out, a, b, &s, &pol)
+                           : dt_conv2d_backward_data(be, out, a, b, &s, &pol)) == DT_OK);
                 int64_t differ = 0;
-                for (int64_t i = 0; i < ny; i++) differ += memcmp(&y[i], &def[i], sizeof *y) != 0;
+                for (int64_t i = 0; i < nout; i++)
+                    differ += memcmp(&out[i], &def[i], sizeof *out) != 0;
                 if (differ)
                     fprintf(stderr, "  %s, %d threads: %lld differ\n", pol.name, threads,
                             (long long)differ);
@@ -283,19 +300,20 @@ DT_TEST(conv2d_forward_ordered_bits)
                 checked++;
                 dt_backend_destroy(be);
             }
-        free(x), free(w), free(bias), free(y), free(def);
+        free(a), free(b), free(bias), free(out), free(def);
     }
-    CHECK(checked >= 2 * (N_CONV_GEOMS + 4));
+    CHECK(checked >= 2 * (N_CONV_GEOMS + n_more));
 }
 
-/* Patch element k = (kh, kw, c) of output row r = (b, oh, ow): x there, or 0 outside. */
-static float patch_at(const float *x, const struct dt_conv2d_shape *s, int64_t r, int64_t k)
+DT_TEST(conv2d_forward_ordered_bits)
 {
-    const int64_t b = r / (s->OH * s->OW), oh = r / s->OW % s->OH, ow = r % s->OW;
-    const int64_t kh = k / (s->KW * s->C), kw = k / s->C % s->KW, c = k % s->C;
-    const int64_t ih = oh * s->stride - s->pad + kh, iw = ow * s->stride - s->pad + kw;
-    if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W) return 0.0f;
-    return x[((b * s->H + ih) * s->W + iw) * s->C + c];
+    static const struct conv_geom more[] = {
+        {3, 28, 28, 1, 6, 5, 5, 1, 2},  /* LeNet's first layer */
+        {2, 14, 14, 6, 16, 5, 5, 1, 0}, /* its second */
+        {2, 11, 13, 5, 13, 3, 3, 1, 1}, /* 3x3 same, odd sizes, K_out = 6 + 6 + 1 */
+        {2, 14, 14, 3, 20, 3, 3, 1, 1}, /* many channels on a grid the tiles fill */
+    };
+    check_conv_bits(CONV_FORWARD, more, 4);
 }
 
 /* The fixed reduction's weight gradient written out serially: per canonical chunk of
@@ -330,35 +348,7 @@ DT_TEST(conv2d_backward_weight_fixed_bits)
         {2, 14, 14, 6, 16, 5, 5, 1, 0}, /* its second: the transposed form */
         {2, 9, 7, 3, 5, 3, 3, 2, 1},    /* stride 2, few outputs, a short last chunk */
     };
-    int checked = 0;
-    for (int gi = 0; gi < N_CONV_GEOMS + 3; gi++) {
-        struct dt_conv2d_shape s =
-            conv_shape(gi < N_CONV_GEOMS ? &conv_geoms[gi] : &more[gi - N_CONV_GEOMS]);
-        const int64_t nx = conv_nx(&s), nw = conv_nw(&s), ny = conv_ny(&s);
-        float *x = falloc(nx), *dy = falloc(ny), *dw = falloc(nw), *def = falloc(nw);
-        fill(x, nx, 1.0);
-        fill(dy, ny, 0.5);
-        conv_wgrad_fixed_def(def, x, dy, &s);
-        print_conv(&s);
-        for (int l = 0; l < DT_LEVEL_COUNT; l++)
-            for (int threads = 1; threads <= 2; threads++) {
-                struct dt_policy pol = level((enum dt_level)l);
-                if (dt_math_fast(&pol) || !dt_reduction_ordered(&pol)) continue;
-                struct dt_backend *be = cpu(threads);
-                poison(dw, (size_t)nw * sizeof *dw);
-                CHECK(dt_conv2d_backward_weight(be, dw, x, dy, &s, &pol) == DT_OK);
-                int64_t differ = 0;
-                for (int64_t i = 0; i < nw; i++) differ += memcmp(&dw[i], &def[i], sizeof *dw) != 0;
-                if (differ)
-                    fprintf(stderr, "  %s, %d threads: %lld differ\n", pol.name, threads,
-                            (long long)differ);
-                CHECK_INT_EQ(differ, 0);
-                checked++;
-                dt_backend_destroy(be);
-            }
-        free(x), free(dy), free(dw), free(def);
-    }
-    CHECK(checked >= 2 * (N_CONV_GEOMS + 3));
+    check_conv_bits(CONV_WGRAD, more, 3);
 }
 
 /* `atomics: fixed_point`'s input gradient written out serially: every patch element's
@@ -402,35 +392,7 @@ DT_TEST(conv2d_backward_data_fixed_bits)
         {3, 14, 14, 6, 16, 5, 5, 1, 0}, /* LeNet's second layer */
         {2, 9, 7, 5, 5, 3, 3, 2, 1},    /* stride 2 with padding, runs of 5 channels */
     };
-    int checked = 0;
-    for (int gi = 0; gi < N_CONV_GEOMS + 2; gi++) {
-        struct dt_conv2d_shape s =
-            conv_shape(gi < N_CONV_GEOMS ? &conv_geoms[gi] : &more[gi - N_CONV_GEOMS]);
-        const int64_t nx = conv_nx(&s), nw = conv_nw(&s), ny = conv_ny(&s);
-        float *dy = falloc(ny), *w = falloc(nw), *dx = falloc(nx), *def = falloc(nx);
-        fill(dy, ny, 1.0);
-        fill(w, nw, 0.5);
-        conv_dx_fixed_def(def, dy, w, &s);
-        print_conv(&s);
-        for (int l = 0; l < DT_LEVEL_COUNT; l++)
-            for (int threads = 1; threads <= 2; threads++) {
-                struct dt_policy pol = level((enum dt_level)l);
-                if (dt_math_fast(&pol) || !dt_atomics_exact(&pol)) continue;
-                struct dt_backend *be = cpu(threads);
-                poison(dx, (size_t)nx * sizeof *dx);
-                CHECK(dt_conv2d_backward_data(be, dx, dy, w, &s, &pol) == DT_OK);
-                int64_t differ = 0;
-                for (int64_t i = 0; i < nx; i++) differ += memcmp(&dx[i], &def[i], sizeof *dx) != 0;
-                if (differ)
-                    fprintf(stderr, "  %s, %d threads: %lld differ\n", pol.name, threads,
-                            (long long)differ);
-                CHECK_INT_EQ(differ, 0);
-                checked++;
-                dt_backend_destroy(be);
-            }
-        free(dy), free(w), free(dx), free(def);
-    }
-    CHECK(checked >= 2 * (N_CONV_GEOMS + 2));
+    check_conv_bits(CONV_DX, more, 2);
 }
 
 /* The oneDNN path of `fast` (nets/cpu/conv_dnnl.c), called directly so that a silent fall

@@ -23,6 +23,22 @@ static inline int64_t attn_padded(int64_t T)
     return (T + DT_GPT_ATTN_TILE - 1) / DT_GPT_ATTN_TILE * DT_GPT_ATTN_TILE;
 }
 
+/* s4 (32 lanes) += coef[c] * rows_t[c * Tp + 0..31] for c ascending: 32 sums over c at
+ * once, each from the value it holds, one product and one add per term. */
+static inline __attribute__((always_inline)) void
+tile_dots(v8f s4[4], const float *coef, const float *rows_t, int64_t Tp, int64_t hd)
+{
+    for (int64_t c = 0; c < hd; c++) {
+        const float cc = coef[c], *r = rows_t + c * Tp;
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            v8f x;
+            memcpy(&x, r + 8 * k, sizeof x);
+            s4[k] = s4[k] + cc * x;
+        }
+    }
+}
+
 struct attn_job {
     struct dt_backend *be;
     float *out, *att, *ds, *dqkv;
@@ -136,15 +152,7 @@ DT_VECTOR_PART(attn_forward_vec_part)
             for (int64_t s0 = 0; s0 <= t; s0 += DT_GPT_ATTN_TILE) {
                 const int64_t n = t + 1 - s0 < DT_GPT_ATTN_TILE ? t + 1 - s0 : DT_GPT_ATTN_TILE;
                 v8f s4[4] = {{0}, {0}, {0}, {0}};
-                for (int64_t c = 0; c < hd; c++) {
-                    const float qc = q[c], *kc = kt + c * Tp + s0;
-#pragma GCC unroll 4
-                    for (int k = 0; k < 4; k++) {
-                        v8f kv;
-                        memcpy(&kv, kc + 8 * k, sizeof kv);
-                        s4[k] = s4[k] + qc * kv;
-                    }
-                }
+                tile_dots(s4, q, kt + s0, Tp, hd);
 #pragma GCC unroll 4
                 for (int k = 0; k < 4; k++) {
                     const v8f v = s4[k] * scale;
@@ -217,15 +225,7 @@ DT_VECTOR_PART(attn_dscores_blocks_part)
             for (int64_t s0 = 0; s0 <= t; s0 += DT_GPT_ATTN_TILE) {
                 const int64_t n = t + 1 - s0 < DT_GPT_ATTN_TILE ? t + 1 - s0 : DT_GPT_ATTN_TILE;
                 v8f s4[4] = {{0}, {0}, {0}, {0}};
-                for (int64_t c = 0; c < hd; c++) {
-                    const float dc = dy[c], *vc = vt + c * Tp + s0;
-#pragma GCC unroll 4
-                    for (int k = 0; k < 4; k++) {
-                        v8f x;
-                        memcpy(&x, vc + 8 * k, sizeof x);
-                        s4[k] = s4[k] + dc * x;
-                    }
-                }
+                tile_dots(s4, dy, vt + s0, Tp, hd);
                 float tile[DT_GPT_ATTN_TILE];
                 memcpy(tile, s4, sizeof tile);
                 memcpy(ds + s0, tile, (size_t)n * sizeof(float));

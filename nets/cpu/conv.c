@@ -475,16 +475,7 @@ DT_VECTOR_PART(col2im_fixed_part)
                     /* finite, |term| <= the max the shift was chosen for, and KH*KW such
                      * terms stay below 2^63 (dt_fixed_shift_for) */
                     const float *src = row + (kh * s->KW + lo) * C;
-                    int64_t *dst = acc + (ih * s->W + iw0 + lo) * C;
-                    int64_t i = 0;
-                    for (; i + 4 <= n; i += 4) {
-                        v4i q, a;
-                        to_fixed4(&q, src + i, &up);
-                        memcpy(&a, dst + i, sizeof a);
-                        a += q;
-                        memcpy(dst + i, &a, sizeof a);
-                    }
-                    for (; i < n; i++) dst[i] += dt_fixed_from_float_bounded(src[i], scale);
+                    add_fixed_run(acc + (ih * s->W + iw0 + lo) * C, src, n, &up);
                 }
             }
         float *dx = j->dx + b * n_img;

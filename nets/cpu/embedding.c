@@ -98,15 +98,7 @@ DT_VECTOR_PART(scatter_fixed_part)
     for (int64_t r = 0; r < j->rows; r++) {
         int64_t *acc = j->acc + (int64_t)j->tokens[r] * j->D;
         const float *src = j->dh + r * j->D;
-        int64_t i = begin;
-        for (; i + 4 <= end; i += 4) { /* rows * max * 2^shift < 2^62: no overflow */
-            v4i q, a;
-            to_fixed4(&q, src + i, &up);
-            memcpy(&a, acc + i, sizeof a);
-            a += q;
-            memcpy(acc + i, &a, sizeof a);
-        }
-        for (; i < end; i++) acc[i] += dt_fixed_from_float_bounded(src[i], scale);
+        add_fixed_run(acc + begin, src + begin, end - begin, &up); /* rows max 2^shift < 2^62 */
     }
 }
 

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "determinism/fixed_point.h"
+
 typedef float v4f __attribute__((vector_size(16)));
 typedef double v4d __attribute__((vector_size(32)));
 typedef int64_t v4i __attribute__((vector_size(32)));
@@ -60,6 +62,22 @@ static inline __attribute__((always_inline)) void to_float4(float *out, const v4
     const v4d val = (v4d)((v4i)(d * scale) | (sgn & INT64_MIN)); /* exact */
     const v4f f = __builtin_convertvector(val, v4f);
     memcpy(out, &f, sizeof f);
+}
+
+/* acc[i] += round(src[i] * 2^shift), i < n, up = 2^shift in 4 lanes: 4 at a time, the rest
+ * by dt_fixed_from_float_bounded (the same values); every term within the shift's bound. */
+static inline __attribute__((always_inline)) void add_fixed_run(int64_t *acc, const float *src,
+                                                                int64_t n, const v4d *up)
+{
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        v4i q, a;
+        to_fixed4(&q, src + i, up);
+        memcpy(&a, acc + i, sizeof a);
+        a += q;
+        memcpy(acc + i, &a, sizeof a);
+    }
+    for (; i < n; i++) acc[i] += dt_fixed_from_float_bounded(src[i], (*up)[0]);
 }
 
 #endif
