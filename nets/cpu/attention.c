@@ -121,7 +121,7 @@ DT_VECTOR_PART(attn_forward_blocks_part)
 }
 
 /* The same block's rows with the head's elements in registers, where hd is a multiple of 8
- * up to ATTN_HD_MAX (the GPTs' 32): a tile's 32 scores in four 8-key vectors summed over j
+ * up to ATTN_HD_MAX (the GPTs': 16 and 32): a tile's 32 scores in four 8-key vectors summed over j
  * ascending from +0 (K transposed into kt, its rows padded to whole tiles with zeros: the
  * lanes past the tile's n keys are computed and dropped), its exps across all 32 lanes
  * (only the first n used), and the output terms in hd / 8 vectors summed over the keys in

@@ -10,12 +10,17 @@
  *                    pays (direct_takes), the same sums without patches: tiles of 16 output
  *                    positions x 6 channels read a padded channel-planar copy of the image
  *                    (direct_tile), the same roundings in the same order (same bits:
- *                    conv.conv2d_forward_ordered_bits).
+ *                    conv.conv2d_forward_ordered_bits) -- at every math but exact, so also
+ *                    where oneDNN declines under `fast` or `run_to_run`. The patches, where
+ *                    written, come from a padded NHWC copy (im2col: no bounds per element).
  *   backward-weight  patches^T . dy, a sum over batch AND positions, under `reduction`
  *                    (fixed -> canonical 32-row chunks + the fixed tree of reduce.h;
  *                    unordered -> dynamic chunks added in completion order), by whichever
  *                    of the two same-bits forms of dense.c suits the shape; the patches are
- *                    built in the layout that form reads (rows, or already transposed).
+ *                    built in the layout that form reads (rows, or already transposed from
+ *                    the planar copy). With few outputs under `fixed` no patch is written:
+ *                    chunk tiles read the padded NHWC copy (wgrad_chunks; same bits:
+ *                    conv.conv2d_backward_weight_fixed_bits).
  *   backward-data    dpatches = dy . w^T (dt_cpu_dense_backward_data, `math` as above),
  *                    then col2im: every patch row scattered back onto the image cells it
  *                    came from -- a cell receives up to KH*KW terms -- under `atomics`:
@@ -23,8 +28,9 @@
  *                                   |dpatch|, KH*KW terms per cell; fixed_point.h), int64
  *                                   sums, one rounding per cell. Exact sums do not depend
  *                                   on order, so each worker owns whole images and needs
- *                                   no atomic instruction; a GPU adding the same int64
- *                                   terms with atomicAdd gets the same bits.
+ *                                   no atomic instruction (4 lanes at a time: a row's run
+ *                                   per kh lands on consecutive cells); a GPU adding the
+ *                                   same int64 terms with atomicAdd gets the same bits.
  *                    float       -> the fastest form: each worker owns whole images and
  *                                   adds their patch rows in row order with plain adds (no
  *                                   atomic instruction). Deterministic for any thread
