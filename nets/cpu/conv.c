@@ -93,7 +93,8 @@ static inline void copy_floats(float *restrict d, const float *restrict s, int64
  * order from +0, the same tree: the same bits (conv.conv2d_backward_weight_fixed_bits).
  * With 16 outputs or more the transposed patches and dense.c's tiles are faster (measured
  * on LeNet's and the ResNet's shapes). */
-struct wgrad_chunks_job {
+/* A job over the padded NHWC copy of x: im2col, and the weight gradient's chunk tiles. */
+struct padded_job {
     struct dt_backend *be;
     const struct dt_conv2d_shape *s;
     const float *x, *dy;
@@ -103,10 +104,17 @@ struct wgrad_chunks_job {
     int64_t rows, n_chunks;
 };
 
-/* Images [begin, end) of x into the padded NHWC copy, zeros around. */
+/* Floats of the padded NHWC copy (Hp, Wp, C per image), plus 8 read past the last run by
+ * the chunk tiles (zeros, dropped). */
+static size_t padded_floats(const struct dt_conv2d_shape *s)
+{
+    return (size_t)(s->B * (s->H + 2 * s->pad) * (s->W + 2 * s->pad) * s->C) + 8;
+}
+
+/* Images [begin, end) of x into the padded NHWC copy, zeros around (and after). */
 static void pad_nhwc_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
-    const struct wgrad_chunks_job *j = ctx;
+    const struct padded_job *j = ctx;
     const struct dt_conv2d_shape *s = j->s;
     const int64_t Wp = s->W + 2 * s->pad, Hp = s->H + 2 * s->pad, C = s->C;
     for (int64_t b = begin; b < end; b++) {
@@ -115,6 +123,7 @@ static void pad_nhwc_part(void *ctx, int64_t begin, int64_t end, int worker)
         for (int64_t ih = 0; ih < s->H; ih++)
             memcpy(dst + ((ih + s->pad) * Wp + s->pad) * C, j->x + (b * s->H + ih) * s->W * C,
                    (size_t)(s->W * C) * sizeof(float));
+        if (b == s->B - 1) memset(dst + Hp * Wp * C, 0, 8 * sizeof(float));
     }
 }
 
@@ -122,7 +131,7 @@ static void pad_nhwc_part(void *ctx, int64_t begin, int64_t end, int worker)
  * from the padded NHWC copy (j->xn): no bounds to test, no division per row. */
 static void im2col_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
-    const struct wgrad_chunks_job *j = ctx;
+    const struct padded_job *j = ctx;
     const struct dt_conv2d_shape *s = j->s;
     const int64_t Kp = conv_patch(s), C = s->C, run = s->KW * C;
     const int64_t Wp = s->W + 2 * s->pad, Hp = s->H + 2 * s->pad;
@@ -138,8 +147,8 @@ static void im2col_part(void *ctx, int64_t begin, int64_t end, int worker)
 /* Every patch row of x into the backend's cols buffer (which it returns). */
 static float *im2col(struct dt_backend *be, const float *x, const struct dt_conv2d_shape *s)
 {
-    struct wgrad_chunks_job job = {.s = s, .x = x};
-    job.xn = dt_cpu_scratch(be, (size_t)(s->B * (s->H + 2 * s->pad) * (s->W + 2 * s->pad) * s->C));
+    struct padded_job job = {.s = s, .x = x};
+    job.xn = dt_cpu_scratch(be, padded_floats(s));
     job.cols = dt_cpu_cols(be, (size_t)(conv_rows(s) * conv_patch(s)));
     struct dt_pool *pool = dt_cpu(be)->pool;
     dt_pool_run(pool, s->B, 1, pad_nhwc_part, &job);
@@ -175,7 +184,7 @@ chunk_tile(float *part, int64_t Kp, const float *const *win, int64_t off, const 
  * win[i] + kh * Wp * C + kw * C + c. */
 DT_VECTOR_PART(wgrad_chunks_part)
 {
-    const struct wgrad_chunks_job *j = ctx;
+    const struct padded_job *j = ctx;
     const struct dt_conv2d_shape *s = j->s;
     const int64_t Kp = conv_patch(s), K = s->K_out, C = s->C, run = s->KW * C;
     const int64_t Wp = s->W + 2 * s->pad, Hp = s->H + 2 * s->pad;
@@ -204,7 +213,7 @@ DT_VECTOR_PART(wgrad_chunks_part)
 
 static void wgrad_chunks_tree_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
-    const struct wgrad_chunks_job *j = ctx;
+    const struct padded_job *j = ctx;
     const int64_t n = j->s->K_out * conv_patch(j->s);
     dt_reduce_tree_vectors(j->partials + begin, j->n_chunks, end - begin, n);
 }
@@ -213,11 +222,9 @@ static void wgrad_chunks(struct dt_backend *be, float *dw, const float *x, const
                          const struct dt_conv2d_shape *s)
 {
     const int64_t Kp = conv_patch(s), K = s->K_out, rows = conv_rows(s);
-    struct wgrad_chunks_job job = {
+    struct padded_job job = {
         .be = be, .s = s, .x = x, .dy = dy, .rows = rows, .n_chunks = dt_reduce_chunks(rows)};
-    const size_t nx = (size_t)(s->B * (s->H + 2 * s->pad) * (s->W + 2 * s->pad) * s->C);
-    job.xn = dt_cpu_scratch(be, nx + 8);
-    memset(job.xn + nx, 0, 8 * sizeof(float)); /* read past the last run, then dropped */
+    job.xn = dt_cpu_scratch(be, padded_floats(s));
     job.partials = dt_cpu_partials(be, (size_t)(job.n_chunks * K * Kp));
     struct dt_pool *pool = dt_cpu(be)->pool;
     dt_pool_run(pool, s->B, 1, pad_nhwc_part, &job);
