@@ -221,14 +221,41 @@ static void reference_sum(float *out, const float *pack, const int64_t *first, i
         serial_exact_sum(out + first[i], pack + slots * first[i], slots, tn[i], S);
 }
 
+/* make's partials (S slots) and their serial reference sums, into *ref. */
+static float *pack_and_reference(float *(*make)(int64_t, int64_t *), int64_t S, int64_t *first,
+                                 float **ref)
+{
+    float *pack = make(S, first);
+    *ref = dt_xmalloc((size_t)first[T3] * sizeof(float));
+    reference_sum(*ref, pack, first, S, S);
+    return pack;
+}
+
+/* dt_exact_max and dt_exact_sum over a copy of pack (S slots, T3 tensors) on `threads`
+ * threads give ref's bits; the maxima into hm. */
+static void one_pass_sum(int threads, const float *pack, const int64_t *first, int64_t S,
+                         const float *ref, const char *what, uint32_t *hm)
+{
+    const struct dt_exact_layout L = {T3, tn, first, S, S};
+    struct dt_backend *be = cpu(threads);
+    float *d = dev_copy(be, pack, S * first[T3]);
+    uint32_t *mb = dt_backend_alloc(be, T3 * sizeof *mb);
+    CHECK(dt_exact_max(be, mb, d, &L) == DT_OK);
+    CHECK(dt_exact_sum(be, d, mb, &L) == DT_OK);
+    float *h = host_of(be, d, S * first[T3]);
+    for (int i = 0; i < T3; i++) same_bits(what, h + S * first[i], ref + first[i], tn[i]);
+    dt_backend_download(be, hm, mb, T3 * sizeof *hm);
+    free(h);
+    dt_backend_free(be, d), dt_backend_free(be, mb);
+    dt_backend_destroy(be);
+}
+
 static void exact_sum_reference_body(void)
 {
     const int64_t S = 5;
     int64_t first[T3 + 1];
-    float *pack = make_pack(S, first);
-    const int64_t total = first[T3];
-    float *ref = dt_xmalloc((size_t)total * sizeof(float));
-    reference_sum(ref, pack, first, S, S);
+    float *ref;
+    float *pack = pack_and_reference(make_pack, S, first, &ref);
     /* the true sums, and the bound of fixed_point.h: S * 2^-(shift+1) + ulp/2 */
     for (int i = 0; i < T3; i++) {
         const float mx = max_abs(pack + S * first[i], S * tn[i]);
@@ -253,19 +280,10 @@ static void exact_sum_reference_body(void)
             }
         }
     }
-    const struct dt_exact_layout L = {T3, tn, first, S, S};
     for (int threads = 1; threads <= 4; threads++) {
-        struct dt_backend *be = cpu(threads);
-        float *d = dev_copy(be, pack, S * total);
-        uint32_t *mb = dt_backend_alloc(be, T3 * sizeof *mb);
-        CHECK(dt_exact_max(be, mb, d, &L) == DT_OK);
-        CHECK(dt_exact_sum(be, d, mb, &L) == DT_OK);
-        float *h = host_of(be, d, S * total);
-        for (int i = 0; i < T3; i++)
-            same_bits("exact_sum vs serial reference", h + S * first[i], ref + first[i], tn[i]);
-        /* the device form: the kernel body of nets/cuda/exact.cu on the host */
         uint32_t hm[T3];
-        dt_backend_download(be, hm, mb, sizeof hm);
+        one_pass_sum(threads, pack, first, S, ref, "exact_sum vs serial reference", hm);
+        /* the device form: the kernel body of nets/cuda/exact.cu on the host */
         for (int i = 0; i < T3; i++) {
             const int shift = dt_fixed_shift_for(dt_bits_float(hm[i]), S);
             for (int64_t e = 0; e < tn[i]; e++) {
@@ -274,9 +292,6 @@ static void exact_sum_reference_body(void)
                 if (!same_bits("device form vs exact_sum", &g, &ref[first[i] + e], 1)) break;
             }
         }
-        free(h);
-        dt_backend_free(be, d), dt_backend_free(be, mb);
-        dt_backend_destroy(be);
     }
     free(pack), free(ref);
 }
@@ -288,10 +303,9 @@ static void rank_grouping_body(void)
 {
     const int64_t S = 4;
     int64_t first[T3 + 1];
-    float *pack = make_pack(S, first);
+    float *ref;
+    float *pack = pack_and_reference(make_pack, S, first, &ref);
     const int64_t total = first[T3];
-    float *ref = dt_xmalloc((size_t)total * sizeof(float));
-    reference_sum(ref, pack, first, S, S);
     struct dt_backend *be = cpu(2);
     float *float_n1 = NULL;
     int float_differs = 0;
@@ -584,6 +598,95 @@ static void round_ties_body(void)
     dt_backend_destroy(be);
 }
 
+/* The exact sum's double shortcut (nets/cpu/exact.c, sum8_double): where an element's terms
+ * are whole multiples of 2^-shift and span few binades, their double sum rounded once is
+ * taken instead of the int64 sum. Partials made for it: most elements' terms within a few
+ * binades (the shortcut), some reaching below the tensor's fixed-point unit or spanning
+ * more binades than a double holds (the integer path), ties in the final rounding, terms
+ * that cancel, all -0 terms (+0 on the integer path), a tensor of subnormals, a sum just
+ * above a tie whose last term a double would lose; 5 terms (the widest span allowed is then
+ * 26 binades: elements at 26 and 27). The sums in one pass (1 and 2 threads) and over 2
+ * ranks' packs give the serial reference's bits. */
+static float *make_narrow_pack(int64_t slots, int64_t *first)
+{
+    first[0] = 0;
+    for (int i = 0; i < T3; i++) first[i + 1] = first[i] + tn[i];
+    float *p = dt_xmalloc((size_t)(slots * first[T3]) * sizeof(float));
+    for (int i = 0; i < T3; i++)
+        for (int64_t e = 0; e < tn[i]; e++) {
+            /* the element's binade: -20 .. 20; tensor 1's below 2 (its max is 4) */
+            const int base = i == 1 ? (int)(urand() * 10.0) - 15 : (int)(urand() * 20.0);
+            for (int64_t k = 0; k < slots; k++) {
+                float v = (float)(urand() * ldexp(1.0, base + (int)(k * 3 % 7)));
+                if (i == 0) v = (float)(urand() * 1e-40); /* subnormal */
+                if (e % 7 == 3) v = -0.0f;
+                if (e % 11 == 5) v = k == 0 ? 0.75f : k == 1 ? -0.75f : 0.0f;
+                if (e % 13 == 6)
+                    v = k == 0 ? 1.0f + 0x1p-23f * (float)(e % 2) : k == 1 ? 0x1p-24f : 0.0f;
+                if (e % 17 == 8) v = k == 0 ? 1.0f : k == 1 ? 0x1p-26f : k == 2 ? 0x1p-27f : 0.0f;
+                p[slots * first[i] + k * tn[i] + e] = v;
+            }
+        }
+    p[slots * first[2] + 999] = 0x1p20f; /* tensor 2's max: its unit is 2^-36 */
+    /* tensor 1: max 4, unit 2^-57; element 10 = 4 + 2^-22 + (2^-34 + 2^-57) - 2^-34 =
+     * 4 + 2^-22 + 2^-57, just above the tie between 4 and its next float: every term a whole
+     * number of units, but 36 binades apart -- a double's running sum loses the 2^-57 and
+     * rounds the tie to even */
+    const float e10[5] = {4.0f, 0x1p-22f, 0x1.000002p-34f, -0x1p-34f, 0.0f};
+    for (int64_t k = 0; k < slots; k++) p[slots * first[1] + k * tn[1] + 10] = e10[k % 5];
+    return p;
+}
+
+static void shortcut_body(void)
+{
+    const int64_t S = 5;
+    int64_t first[T3 + 1];
+    float *ref;
+    float *pack = pack_and_reference(make_narrow_pack, S, first, &ref);
+    const int64_t total = first[T3];
+    /* both kinds of element are there: the shortcut's test per element, counted */
+    int64_t shortcut = 0;
+    for (int i = 0; i < T3; i++) {
+        const int shift = dt_fixed_shift_for(max_abs(pack + S * first[i], S * tn[i]), S);
+        for (int64_t e = 0; e < tn[i]; e++) {
+            int emax = 0, emin = 255;
+            for (int64_t k = 0; k < S; k++) {
+                const uint32_t b = dt_float_bits(pack[S * first[i] + k * tn[i] + e]) & 0x7fffffffu;
+                const int ex = (int)(b >> 23);
+                emax = ex > emax ? ex : emax;
+                if (b) emin = (ex > 1 ? ex : 1) < emin ? (ex > 1 ? ex : 1) : emin;
+            }
+            shortcut += emax - emin <= 26 && emin >= 150 - shift;
+        }
+    }
+    CHECK(shortcut > total / 3 && shortcut < total * 9 / 10);
+    for (int threads = 1; threads <= 2; threads++) {
+        uint32_t hm[T3];
+        one_pass_sum(threads, pack, first, S, ref, "exact_sum (shortcut) vs serial reference", hm);
+        struct dt_backend *be = cpu(threads);
+        uint32_t *mb = dt_backend_alloc(be, sizeof hm);
+        dt_backend_upload(be, mb, hm, sizeof hm);
+        /* two ranks' packs: slots 0-1 and 2-4 */
+        float *packs[2];
+        const int64_t slots[2] = {2, 3};
+        for (int r = 0; r < 2; r++) {
+            packs[r] = dt_xmalloc((size_t)(slots[r] * total) * sizeof(float));
+            for (int i = 0; i < T3; i++)
+                memcpy(packs[r] + slots[r] * first[i], pack + S * first[i] + 2 * r * tn[i],
+                       (size_t)(slots[r] * tn[i]) * sizeof(float));
+        }
+        const struct dt_exact_layout L1 = {T3, tn, first, 1, S};
+        float *out = dt_xcalloc((size_t)total, sizeof(float));
+        CHECK(dt_exact_sum_packs(be, out, (const float *const *)packs, slots, 2, mb, &L1, 0,
+                                 total) == DT_OK);
+        same_bits("exact_sum_packs (shortcut) vs serial reference", out, ref, total);
+        free(out), free(packs[0]), free(packs[1]);
+        dt_backend_free(be, mb);
+        dt_backend_destroy(be);
+    }
+    free(ref), free(pack);
+}
+
 /* The ranks of one machine: the same partials spread over N = 1..5 ranks' packs, each
  * rank's range of elements summed over every pack by dt_exact_sum_packs (ranges that cut
  * tensors, a short one, an empty one) give the serial reference's bits (the one-rank sum). */
@@ -591,10 +694,9 @@ static void sum_packs_body(void)
 {
     const int64_t S = 5;
     int64_t first[T3 + 1];
-    float *pack = make_pack(S, first);
+    float *ref;
+    float *pack = pack_and_reference(make_pack, S, first, &ref);
     const int64_t total = first[T3];
-    float *ref = dt_xmalloc((size_t)total * sizeof(float));
-    reference_sum(ref, pack, first, S, S);
     uint32_t gmax[T3];
     for (int i = 0; i < T3; i++) gmax[i] = dt_float_bits(max_abs(pack + S * first[i], S * tn[i]));
     struct dt_backend *be = cpu(2);
@@ -642,6 +744,7 @@ DT_TEST(exact_sum_reference) { on_both_paths(exact_sum_reference_body); }
 DT_TEST(rank_grouping_negative_control) { on_both_paths(rank_grouping_body); }
 DT_TEST(exact_round_ties) { on_both_paths(round_ties_body); }
 DT_TEST(sum_packs_equals_one_rank) { on_both_paths(sum_packs_body); }
+DT_TEST(exact_sum_double_shortcut) { on_both_paths(shortcut_body); }
 
 DT_TEST(mlp_one_pass_equals_passes) { model_one_pass_equals_passes(false); }
 DT_TEST(lenet_one_pass_equals_passes) { model_one_pass_equals_passes(true); }
@@ -653,10 +756,9 @@ DT_TEST(cuda_exact_sum_equals_cpu)
     struct dt_backend *g = gpu_or_skip();
     const int64_t S = 5;
     int64_t first[T3 + 1];
-    float *pack = make_pack(S, first);
+    float *ref;
+    float *pack = pack_and_reference(make_pack, S, first, &ref);
     const int64_t total = first[T3];
-    float *ref = dt_xmalloc((size_t)total * sizeof(float));
-    reference_sum(ref, pack, first, S, S);
     const struct dt_exact_layout L = {T3, tn, first, S, S};
     float *d = dev_copy(g, pack, S * total);
     uint32_t *mb = dt_backend_alloc(g, T3 * sizeof *mb);
@@ -690,4 +792,5 @@ DT_TEST(cuda_exact_sum_equals_cpu)
 DT_TEST_MAIN(DT_CASE(ops_per_shard), DT_CASE(exact_sum_reference),
              DT_CASE(rank_grouping_negative_control), DT_CASE(mlp_one_pass_equals_passes),
              DT_CASE(lenet_one_pass_equals_passes), DT_CASE(cuda_exact_sum_equals_cpu),
-             DT_CASE(exact_round_ties), DT_CASE(sum_packs_equals_one_rank))
+             DT_CASE(exact_round_ties), DT_CASE(sum_packs_equals_one_rank),
+             DT_CASE(exact_sum_double_shortcut))

@@ -414,7 +414,9 @@ DT_TEST(pool_spin_setting)
  * sum is split across workers. Its bits must be dt_fixed_sum_rows's (the serial
  * definition) for every thread count, with 6 columns (one by one) and 45 (the AVX-512
  * path's groups of 32 and 8, then 5 one by one) on both kernel paths, and a NaN or a
- * column beyond the float range must still be reported. */
+ * column beyond the float range must still be reported. Below 4096 elements the calling
+ * thread sums in lanes (61 x 10: two 4-lane groups, then 2 one by one); with shards set,
+ * each shard's slot is the serial sum of its rows. */
 static void bias_split_case(int64_t RB, int64_t RO)
 {
     float *dy = dt_xmalloc((size_t)(RB * RO) * sizeof(float));
@@ -450,6 +452,25 @@ static void bias_split_case(int64_t RB, int64_t RO)
         for (int64_t r = 0; r < RB; r++) dy[r * RO + 4] = 3e38f;
         CHECK_INT_EQ(dt_bias_backward(be, got, dy, RB, RO, &pol), DT_ERR_NUMERIC);
         memcpy(dy, saved, (size_t)(RB * RO) * sizeof(float));
+        /* with 3 shards set (reduction: exact), slot k is the serial sum of shard k's rows */
+        int64_t row[4];
+        for (int64_t k = 0; k <= 3; k++) row[k] = dt_shard_row(RB, 3, k);
+        const struct dt_shards sh = {3, row};
+        float *slots = dt_xmalloc((size_t)(3 * RO) * sizeof(float));
+        dt_backend_set_shards(be, &sh);
+        CHECK(dt_bias_backward(be, slots, dy, RB, RO, &pol) == DT_OK);
+        dt_backend_set_shards(be, NULL);
+        for (int64_t k = 0; k < 3; k++) {
+            CHECK(dt_fixed_sum_rows(want, dy + row[k] * RO, row[k + 1] - row[k], RO, scratch, NULL,
+                                    NULL) == DT_OK);
+            if (memcmp(slots + k * RO, want, (size_t)RO * sizeof(float)) != 0) {
+                fprintf(stderr, "%d threads, %lld columns: shard %lld's bias sum differs\n",
+                        counts[t], (long long)RO, (long long)k);
+                dt_check_failures_++;
+            }
+        }
+        free(slots);
+        CHECK(dt_fixed_sum_rows(want, dy, RB, RO, scratch, NULL, NULL) == DT_OK);
         dt_backend_destroy(be);
     }
     free(dy), free(saved);
@@ -462,6 +483,7 @@ DT_TEST(bias_fixed_point_split_matches_serial)
         dt_cpu_set_wide(path == 0);
         bias_split_case(20011, 6);
         bias_split_case(3001, 45);
+        bias_split_case(61, 10); /* the small path: one thread, no pool */
     }
     dt_cpu_set_wide(true);
 }
