@@ -216,8 +216,11 @@ DT_VECTOR_FN(wgrad_tiles_v8,
     for (int64_t i = i0; i < i1; i += MR) { /* tile (i - i0) / MR: ap[b * MR + r] */
         const int rows = i1 - i < MR ? (int)(i1 - i) : MR;
         float *restrict t = ap + (i - i0) * B;
-        for (int64_t b = 0; b < B; b++)
-            for (int r = 0; r < rows; r++) t[b * MR + r] = a[(i + r) * a_rs + b * a_ks];
+        if (a_rs == 1 && rows == MR) /* x in place: MR floats of each row */
+            for (int64_t b = 0; b < B; b++) memcpy(t + b * MR, a + i + b * a_ks, MR * sizeof *t);
+        else
+            for (int64_t b = 0; b < B; b++)
+                for (int r = 0; r < rows; r++) t[b * MR + r] = a[(i + r) * a_rs + b * a_ks];
     }
     for (int64_t j = 0; j < out; j += NR) {
         const int64_t cols = out - j < NR ? out - j : NR;
