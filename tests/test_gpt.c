@@ -949,6 +949,7 @@ DT_TEST(attention_tiles)
         {2, 70, 3, 24}, {1, 32, 2, 16}, {1, 1, 1, 8},
         {3, 37, 1, 8},  {1, 40, 2, 64}, /* hd 32, the GPTs': four vectors a row in the CPU's
                                            registers */
+        {1, 35, 1, 64}, {1, 50, 2, 48}, /* hd 64 and 24: eight and three vectors a row */
         {1, 9, 2, 12}};                 /* hd 6: not whole vectors, the CPU's other loop */
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int64_t B = shapes[si][0], T = shapes[si][1], H = shapes[si][2], D = shapes[si][3];

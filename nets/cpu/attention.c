@@ -15,6 +15,21 @@
 #include "nets/gpt_elem.h"
 
 #define ATTN_HD_MAX 64 /* the widest head whose rows the vector loops keep in registers */
+
+/* call(nv) with nv = n (hd / 8, 1 .. ATTN_HD_MAX / 8: the vector loops' condition) a
+ * constant in each branch, so that a row's hd / 8 vectors stay in registers: a runtime
+ * count kept them in memory, a fifth of the forward's time at hd 32 (nanoGPT's CPU shape). */
+#define ATTN_BY_NV(call, n)                                                                        \
+    switch (n) {                                                                                   \
+    case 1: call(1); break;                                                                        \
+    case 2: call(2); break;                                                                        \
+    case 3: call(3); break;                                                                        \
+    case 4: call(4); break;                                                                        \
+    case 5: call(5); break;                                                                        \
+    case 6: call(6); break;                                                                        \
+    case 7: call(7); break;                                                                        \
+    default: call(8); break;                                                                       \
+    }
 typedef float v8f __attribute__((vector_size(32))); /* mul and add two roundings */
 
 /* T rounded up to whole key tiles: the transposed K and V rows' length, zeros past T. */
@@ -128,10 +143,10 @@ DT_VECTOR_PART(attn_forward_blocks_part)
  * order, stored once a tile. Every kept value sees dt_attn_tile's operations in its order:
  * the same bits (tests/test_gpt.c: attention_tiles, ops_are_the_shared_functions). */
 
-DT_VECTOR_PART(attn_forward_vec_part)
+static inline __attribute__((always_inline)) void
+attn_forward_rows(const struct attn_job *j, int64_t begin, int64_t end, int worker, int64_t nv)
 {
-    const struct attn_job *j = ctx;
-    const int64_t T = j->T, H = j->H, D = j->D, hd = j->hd, Tp = attn_padded(T), nv = hd / 8;
+    const int64_t T = j->T, H = j->H, D = j->D, hd = j->hd, Tp = attn_padded(T);
     const float scale = j->scale;
     const bool portable = j->portable;
     float *kt = dt_cpu_worker_buffer(j->be, worker, (size_t)(hd * Tp));
@@ -148,6 +163,7 @@ DT_VECTOR_PART(attn_forward_vec_part)
             const float *q = qkv + t * 3 * D;
             float m = -INFINITY, l = 0.0f;
             v8f o[ATTN_HD_MAX / 8];
+#pragma GCC unroll 8
             for (int64_t k = 0; k < nv; k++) o[k] = (v8f){0};
             for (int64_t s0 = 0; s0 <= t; s0 += DT_GPT_ATTN_TILE) {
                 const int64_t n = t + 1 - s0 < DT_GPT_ATTN_TILE ? t + 1 - s0 : DT_GPT_ATTN_TILE;
@@ -171,23 +187,35 @@ DT_VECTOR_PART(attn_forward_vec_part)
                 for (int64_t i = 0; i < n; i++) lt += e[i];
                 l = dt_rn_mul(l, corr) + lt;
                 v8f a[ATTN_HD_MAX / 8];
+#pragma GCC unroll 8
                 for (int64_t k = 0; k < nv; k++) a[k] = (v8f){0};
                 for (int64_t i = 0; i < n; i++) {
                     const float ei = e[i], *v = qkv + (s0 + i) * 3 * D + 2 * D;
+#pragma GCC unroll 8
                     for (int64_t k = 0; k < nv; k++) {
                         v8f vv;
                         memcpy(&vv, v + 8 * k, sizeof vv);
                         a[k] = a[k] + ei * vv;
                     }
                 }
+#pragma GCC unroll 8
                 for (int64_t k = 0; k < nv; k++) o[k] = o[k] * corr + a[k];
                 memcpy(p + s0, sc, (size_t)n * sizeof(float));
                 m = m_new;
             }
+#pragma GCC unroll 8
             for (int64_t k = 0; k < nv; k++) memcpy(out + 8 * k, &o[k], sizeof o[k]);
             dt_attn_row_finish_at(out, out, 1, p, m, l, t, T, hd, portable);
         }
     }
+}
+
+DT_VECTOR_PART(attn_forward_vec_part)
+{
+    const struct attn_job *j = ctx;
+#define ATTN_FORWARD_ROWS(nv) attn_forward_rows(j, begin, end, worker, nv)
+    ATTN_BY_NV(ATTN_FORWARD_ROWS, j->hd / 8);
+#undef ATTN_FORWARD_ROWS
 }
 
 static void attn_dscores_part(void *ctx, int64_t begin, int64_t end, int worker)
@@ -281,13 +309,14 @@ DT_VECTOR_PART(attn_grad_rows_part)
 static inline __attribute__((always_inline)) void grad_rows_store(float *dst, const v8f *a,
                                                                   int64_t nv)
 {
+#pragma GCC unroll 8
     for (int64_t k = 0; k < nv; k++) memcpy(dst + 8 * k, &a[k], sizeof a[k]);
 }
 
-DT_VECTOR_PART(attn_grad_rows_vec_part)
+static inline __attribute__((always_inline)) void
+attn_grad_rows(const struct attn_job *j, int64_t begin, int64_t end, int64_t nv)
 {
-    const struct attn_job *j = ctx;
-    const int64_t T = j->T, H = j->H, D = j->D, hd = j->hd, nv = hd / 8;
+    const int64_t T = j->T, H = j->H, D = j->D, hd = j->hd;
     for (int64_t k = begin; k < end; k++) {
         const int64_t b = k / H, h = k % H;
         const float *dsb = j->ds + k * T * T, *pb = j->p + k * T * T;
@@ -295,9 +324,11 @@ DT_VECTOR_PART(attn_grad_rows_vec_part)
         for (int64_t u = 0; u < T; u++) {
             float *dq = j->dqkv + (b * T + u) * 3 * D + h * hd;
             v8f a[ATTN_HD_MAX / 8], c[ATTN_HD_MAX / 8];
+#pragma GCC unroll 8
             for (int64_t v = 0; v < nv; v++) a[v] = (v8f){0};
             for (int64_t s = 0; s <= u; s++) {
                 const float w = dsb[u * T + s], *x = qkv + s * 3 * D + D;
+#pragma GCC unroll 8
                 for (int64_t v = 0; v < nv; v++) {
                     v8f xv;
                     memcpy(&xv, x + 8 * v, sizeof xv);
@@ -305,10 +336,12 @@ DT_VECTOR_PART(attn_grad_rows_vec_part)
                 }
             }
             grad_rows_store(dq, a, nv);
+#pragma GCC unroll 8
             for (int64_t v = 0; v < nv; v++) a[v] = c[v] = (v8f){0};
             for (int64_t t = u; t < T; t++) {
                 const float wk = dsb[t * T + u], wv = pb[t * T + u];
                 const float *xk = qkv + t * 3 * D, *xv = dout + t * D;
+#pragma GCC unroll 8
                 for (int64_t v = 0; v < nv; v++) {
                     v8f x1, x2;
                     memcpy(&x1, xk + 8 * v, sizeof x1);
@@ -321,6 +354,14 @@ DT_VECTOR_PART(attn_grad_rows_vec_part)
             grad_rows_store(dq + 2 * D, c, nv);
         }
     }
+}
+
+DT_VECTOR_PART(attn_grad_rows_vec_part)
+{
+    const struct attn_job *j = ctx;
+#define ATTN_GRAD_ROWS(nv) attn_grad_rows(j, begin, end, nv)
+    ATTN_BY_NV(ATTN_GRAD_ROWS, j->hd / 8);
+#undef ATTN_GRAD_ROWS
 }
 
 /* ---- attention's library path (math: fast) ---------------------------------------------- */
