@@ -1059,15 +1059,19 @@ static void fixed_sum_bounded(int64_t *acc, const float *dy, int64_t b0, int64_t
             acc[o] += dt_fixed_from_float_bounded(dy[b * out + o], scale);
 }
 
-/* dbias[o] = acc[o] * 2^-shift rounded once; the first column whose sum leaves the float
- * range, or -1. */
-static int64_t fixed_round_columns(float *dbias, const int64_t *acc, int64_t out, int shift)
+/* dbias[o] = acc[o] * 2^-shift rounded once; an error naming the first column whose sum
+ * leaves the float range. */
+static enum dt_status fixed_round_columns(float *dbias, const int64_t *acc, int64_t out, int shift,
+                                          struct dt_error *err)
 {
     for (int64_t o = 0; o < out; o++) {
         dbias[o] = dt_fixed_to_float(acc[o], shift);
-        if ((dt_float_bits(dbias[o]) & 0x7fffffffu) == 0x7f800000u) return o;
+        if ((dt_float_bits(dbias[o]) & 0x7fffffffu) == 0x7f800000u)
+            return dt_error_set(err, DT_ERR_NUMERIC,
+                                "fixed-point sum of column %lld overflows the float range",
+                                (long long)o);
     }
-    return -1;
+    return DT_OK;
 }
 
 /* dt_fixed_sum_rows's bits and messages on the calling thread, in lanes: max |dy| (the
@@ -1088,12 +1092,7 @@ static enum dt_status fixed_columns(float *db, const float *dy, int64_t rows, in
     }
     const int shift = dt_fixed_shift_for(dt_bits_float(m), rows);
     fixed_sum_bounded(acc, dy, 0, rows, out, shift);
-    const int64_t over = fixed_round_columns(db, acc, out, shift);
-    if (over >= 0)
-        return dt_error_set(err, DT_ERR_NUMERIC,
-                            "fixed-point sum of column %lld overflows the float range",
-                            (long long)over);
-    return DT_OK;
+    return fixed_round_columns(db, acc, out, shift, err);
 }
 
 /* atomics float: each worker sums its static slice of rows (threadpool.h) into a private
@@ -1225,13 +1224,10 @@ enum dt_status dt_cpu_bias_backward(struct dt_backend *be, float *dbias, const f
             const int64_t *part = (const int64_t *)c->worker_buf[t];
             for (int64_t o = 0; o < out; o++) total[o] += part[o]; /* < 2^63 by the shift */
         }
-        const int64_t over = fixed_round_columns(dbias, total, out, fj.shift);
-        if (over >= 0) { /* as the small path */
-            return dt_backend_op_error(be, DT_ERR_NUMERIC,
-                                       "fixed-point sum of column %lld overflows the float range",
-                                       (long long)over);
-        }
-        return DT_OK;
+        struct dt_error err;
+        const enum dt_status st = fixed_round_columns(dbias, total, out, fj.shift, &err);
+        return st == DT_OK ? st
+                           : dt_backend_op_error(be, st, "%s", err.msg); /* as the small path */
     }
     memset(dbias, 0, (size_t)out * sizeof(float));
     if (c->forced_order) {

@@ -322,38 +322,38 @@ static int run_terms(const struct sum_run *r, const float **t)
     return nt;
 }
 
+/* The integer path for elements e .. e + 4 of a run's terms: their int64 sums, each
+ * rounded once into out. */
+DT_AVX2 static inline __attribute__((always_inline)) void
+sum4_fixed(float *out, const float *const *t, int nt, int64_t e, __m256d up, __m256d down,
+           __m256d big_scale)
+{
+    __m256i a = to_fixed4_avx2(t[0] + e, up);
+    for (int i = 1; i < nt; i++) a = _mm256_add_epi64(a, to_fixed4_avx2(t[i] + e, up));
+    to_float4_avx2(out + e, a, down, big_scale);
+}
+
 DT_AVX2 static int64_t sum_vector4_avx2x(const struct sum_run *r, int64_t e, int64_t stop)
 {
     const __m256d up = _mm256_set1_pd(r->up), down = _mm256_set1_pd(r->down);
     const __m256d big_scale = _mm256_set1_pd(r->down * 0x1p11);
     const float *t[SUM8_TERMS_MAX];
     const int nt = r->out ? run_terms(r, t) : 0;
-    if (nt > 0) { /* the shortcut where it holds, else the integer path, 4 and 4 */
+    if (nt > 0) { /* sums rounded: the shortcut where it holds, else the integer path */
         int lg = 0;
         while ((1 << lg) < nt) lg++;
         const __m256i span_max = _mm256_set1_epi32(29 - lg);
         const __m256i e_floor = _mm256_set1_epi32(150 - r->shift);
-        for (; e + 8 <= stop; e += 8) {
-            if (sum8_double(r->out, t, nt, e, span_max, e_floor)) continue;
-            for (int h = 0; h < 8; h += 4) {
-                __m256i a = to_fixed4_avx2(t[0] + e + h, up);
-                for (int i = 1; i < nt; i++)
-                    a = _mm256_add_epi64(a, to_fixed4_avx2(t[i] + e + h, up));
-                to_float4_avx2(r->out + e + h, a, down, big_scale);
+        for (; e + 8 <= stop; e += 8)
+            if (!sum8_double(r->out, t, nt, e, span_max, e_floor)) {
+                sum4_fixed(r->out, t, nt, e, up, down, big_scale);
+                sum4_fixed(r->out, t, nt, e + 4, up, down, big_scale);
             }
-        }
-    }
-    if (r->nb == 1 && r->out) { /* one pack (one process): its slots, each element rounded */
-        const float *base = r->base[0];
-        const int64_t slots = r->slots[0], n = r->n;
-        for (; e + 4 <= stop; e += 4) {
-            __m256i a = to_fixed4_avx2(base + e, up);
-            for (int64_t k = 1; k < slots; k++)
-                a = _mm256_add_epi64(a, to_fixed4_avx2(base + e + k * n, up));
-            to_float4_avx2(r->out + e, a, down, big_scale);
-        }
+        for (; e + 4 <= stop; e += 4) sum4_fixed(r->out, t, nt, e, up, down, big_scale);
         return e;
     }
+    /* the int64 sums kept (exact_to_fixed), read back and rounded (exact_round), or more
+     * than SUM8_TERMS_MAX terms */
     for (; e + 4 <= stop; e += 4) {
         __m256i a = _mm256_setzero_si256();
         if (r->nb)
