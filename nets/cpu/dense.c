@@ -199,12 +199,14 @@ static inline __attribute__((always_inline)) void add_tile(float *restrict dst,
  * tile: each canonical chunk's partial computed in registers from +0 (tile_v8 over the
  * chunk's rows), the partials combined by the fixed tree kept as a stack of tiles
  * (dt_reduce_stack_merges), the tile written once. Row i of dw takes batch row b's factor
- * from a[i * a_rs + b * a_ks] (x in place: a_rs 1, a_ks in; or x transposed), copied first
- * into ap tile by tile (MR rows of dw, batch row by batch row: one contiguous run per tile
- * that every strip of dy reads again, where x in place is MR floats from each of B rows
- * `in` apart -- about a fifth faster at the GPT's shapes). bp holds B x NR floats: dy's
- * strip, packed; ap ceil((i1 - i0) / MR) * MR * B. The bits of wgrad_fixed_rows
- * (tests/test_ops.c): the same products and sums, read from copies. */
+ * from a[i * a_rs + b * a_ks] (x in place: a_rs 1, a_ks in; or x transposed). x in place is
+ * copied first into ap tile by tile (MR rows of dw, batch row by batch row: one contiguous
+ * run per tile that every strip of dy reads again, where x in place is MR floats from each
+ * of B rows `in` apart -- about a fifth faster at the GPT's shapes); x transposed is read
+ * where it is (its rows are runs already; a copy, an element at a time, cost as much as the
+ * product at LeNet's second convolution). bp holds B x NR floats: dy's strip, packed; ap
+ * ceil((i1 - i0) / MR) * MR * B where x is in place. The bits of wgrad_fixed_rows
+ * (tests/test_ops.c): the same products and sums. */
 DT_VECTOR_FN(wgrad_tiles_v8,
              (float *restrict dw, const float *restrict a, int64_t a_rs, int64_t a_ks,
               const float *restrict dy, int64_t B, int64_t out, int64_t i0, int64_t i1,
@@ -213,26 +215,29 @@ DT_VECTOR_FN(wgrad_tiles_v8,
 {
     const int64_t n_chunks = dt_reduce_chunks(B);
     float stack[DT_REDUCE_STACK_MAX][MR * NR] __attribute__((aligned(64)));
-    for (int64_t i = i0; i < i1; i += MR) { /* tile (i - i0) / MR: ap[b * MR + r] */
+    const bool packed = a_rs == 1;                    /* x transposed: its rows are read in place */
+    for (int64_t i = i0; packed && i < i1; i += MR) { /* tile (i - i0) / MR: ap[b * MR + r] */
         const int rows = i1 - i < MR ? (int)(i1 - i) : MR;
         float *restrict t = ap + (i - i0) * B;
-        if (a_rs == 1 && rows == MR) /* x in place: MR floats of each row */
+        if (rows == MR) /* MR floats of each row */
             for (int64_t b = 0; b < B; b++) memcpy(t + b * MR, a + i + b * a_ks, MR * sizeof *t);
         else
             for (int64_t b = 0; b < B; b++)
-                for (int r = 0; r < rows; r++) t[b * MR + r] = a[(i + r) * a_rs + b * a_ks];
+                for (int r = 0; r < rows; r++) t[b * MR + r] = a[i + r + b * a_ks];
     }
     for (int64_t j = 0; j < out; j += NR) {
         const int64_t cols = out - j < NR ? out - j : NR;
         pack_strip(bp, dy + j, out, B, cols);
         for (int64_t i = i0; i < i1; i += MR) {
             const int rows = i1 - i < MR ? (int)(i1 - i) : MR;
-            const float *restrict t = ap + (i - i0) * B;
+            const float *restrict t = packed ? ap + (i - i0) * B : a + i * a_rs;
+            const int64_t t_rs = packed ? 1 : a_rs, t_ks = packed ? MR : a_ks;
             int depth = 0;
             for (int64_t c = 0; c < n_chunks; c++) {
                 const int64_t b0 = c * DT_REDUCE_CHUNK;
                 const int64_t len = B - b0 < DT_REDUCE_CHUNK ? B - b0 : DT_REDUCE_CHUNK;
-                tile_rows(rows, stack[depth++], NR, t + b0 * MR, 1, MR, bp + b0 * NR, len, false);
+                tile_rows(rows, stack[depth++], NR, t + b0 * t_ks, t_rs, t_ks, bp + b0 * NR, len,
+                          false);
                 for (int m = dt_reduce_stack_merges(c + 1); m > 0; m--, depth--)
                     add_tile(stack[depth - 2], stack[depth - 1], rows * NR);
             }
@@ -625,7 +630,7 @@ static void wgrad_fixed_rows(struct dt_backend *be, int worker, float *dw, const
                              int64_t begin, int64_t end)
 {
     if (!dt_cpu_wide()) { /* the tiles with the tree as a stack, dy's strips and x packed */
-        const int64_t rows = (end - begin + MR - 1) / MR * MR;
+        const int64_t rows = a_rs == 1 ? (end - begin + MR - 1) / MR * MR : 0; /* x packed */
         float *bp = dt_cpu_worker_buffer(be, worker, (size_t)(B > 0 ? B * (NR + rows) : 1));
         wgrad_tiles_v8(dw, a, a_rs, a_ks, dy, B, out, begin, end, bp, bp + B * NR);
         return;
