@@ -18,9 +18,11 @@
  *                    unordered -> dynamic chunks added in completion order), by whichever
  *                    of the two same-bits forms of dense.c suits the shape; the patches are
  *                    built in the layout that form reads (rows, or already transposed from
- *                    the planar copy). With few outputs under `fixed` no patch is written:
- *                    chunk tiles read the padded NHWC copy (wgrad_chunks; same bits:
- *                    conv.conv2d_backward_weight_fixed_bits).
+ *                    the planar copy). With few outputs under `fixed` no patch and no
+ *                    partial is written: chunk tiles read the padded NHWC copy and keep
+ *                    the tree as a stack (wgrad_chunks; same bits:
+ *                    conv.conv2d_backward_weight_fixed_bits), under `exact` every shard's
+ *                    in one pool run (dt_cpu_conv2d_backward_weight_shards).
  *   backward-data    dpatches = dy . w^T (dt_cpu_dense_backward_data, `math` as above),
  *                    then col2im: every patch row scattered back onto the image cells it
  *                    came from -- a cell receives up to KH*KW terms -- under `atomics`:
@@ -84,24 +86,12 @@ static inline void copy_floats(float *restrict d, const float *restrict s, int64
     }
 }
 
-/* ---- backward-weight with few outputs, reduction fixed: no patches ------------------- *
- * dense.c's rows form (dt_cpu_wgrad_rows: each canonical chunk's partial computed
- * transposed, dwT (K_out x Kp) = dy_chunk^T . patches_chunk, then the fixed tree), with no
- * patch written out: a padded NHWC copy of x holds every patch row's kh-th run of KW * C
- * elements contiguously, and tiles of 8 elements x 6 outputs read it there while the
- * chunk's rows go by (chunk_tile). The same products, summed over the same rows in the same
- * order from +0, the same tree: the same bits (conv.conv2d_backward_weight_fixed_bits).
- * With 16 outputs or more the transposed patches and dense.c's tiles are faster (measured
- * on LeNet's and the ResNet's shapes). */
-/* A job over the padded NHWC copy of x: im2col, and the weight gradient's chunk tiles. */
+/* ---- the padded NHWC copy of x: im2col, and the weight gradient's chunk tiles -------- */
 struct padded_job {
-    struct dt_backend *be;
     const struct dt_conv2d_shape *s;
-    const float *x, *dy;
-    float *xn;       /* x padded, NHWC (Hp, Wp, C per image) */
-    float *cols;     /* im2col: the patch rows (rows, Kp) */
-    float *partials; /* n_chunks x (K_out x Kp) */
-    int64_t rows, n_chunks;
+    const float *x;
+    float *xn;   /* x padded, NHWC (Hp, Wp, C per image) */
+    float *cols; /* im2col: the patch rows (rows, Kp) */
 };
 
 /* Floats of the padded NHWC copy (Hp, Wp, C per image), plus 8 read past the last run by
@@ -156,82 +146,130 @@ static float *im2col(struct dt_backend *be, const float *x, const struct dt_conv
     return job.cols;
 }
 
-/* Chunk partial's outputs [o0, o0 + no) (no <= DIRECT_O) x patch elements [k0, k0 + nk)
- * (nk <= 8, inside one kh's run): from +0, patch * dy over the chunk's rows in order, the
- * patch read at win[i] + off (8 floats; those past the run are dropped). */
-static inline __attribute__((always_inline)) void
-chunk_tile(float *part, int64_t Kp, const float *const *win, int64_t off, const float *dy,
-           int64_t K, int64_t len, int64_t o0, int no, int64_t k0, int64_t nk)
+/* ---- backward-weight with few outputs, reduction fixed: no patches, no partials ------ *
+ * dense.c's rows form's values (each canonical chunk's partial from +0 over the chunk's
+ * rows in order, then the fixed tree over the chunks) with no patch written out and no
+ * partial stored: the padded NHWC copy of x holds every patch row's kh-th run of KW * C
+ * elements contiguously, and a tile of 8 elements of one run x DIRECT_O outputs reads it
+ * there while a chunk's rows go by; two tiles at once share dy's broadcasts. Each tile
+ * keeps its chunk partials' tree as a stack (reduce.h: dt_reduce_stack_merges, the pairs of
+ * dt_reduce_tree_vectors) and writes its sum once into dw (Kp, K_out). Over the batch, or
+ * per shard into the shard's slot (reduction exact): the shard's images alone, as the op
+ * on them. The same products, summed over the same rows in the same order from +0, the
+ * same tree: the same bits (conv.conv2d_backward_weight_fixed_bits, exact.conv_per_shard).
+ * With 16 outputs or more the transposed patches and dense.c's tiles are faster (measured
+ * on LeNet's and the ResNet's shapes). */
+struct chunks_job {
+    const struct dt_conv2d_shape *s;
+    const float *xn, *dy;  /* xn: x padded, NHWC */
+    float *dw;             /* slot k at dw + k * Kp * K_out */
+    const int64_t *row;    /* slot k: images [row[k], row[k + 1]) */
+    int64_t pairs, groups; /* per slot: pairs of tiles x groups of DIRECT_O outputs */
+};
+
+/* Tile q's first patch element: run kh = q / nv, elements v .. v + 7 of it. */
+static inline int64_t tile_k0(const struct dt_conv2d_shape *s, int64_t q)
 {
-    v8f a[DIRECT_O];
-    for (int g = 0; g < DIRECT_O; g++) a[g] = (v8f){0};
-    for (int64_t i = 0; i < len; i++) {
-        v8f x;
-        memcpy(&x, win[i] + off, sizeof x);
-        const float *d = dy + i * K + o0;
-#pragma GCC unroll 6
-        for (int g = 0; g < no; g++) a[g] = a[g] + x * d[g];
-    }
-    for (int g = 0; g < no; g++) {
-        float t[8];
-        memcpy(t, &a[g], sizeof t);
-        copy_floats(part + (o0 + g) * Kp + k0, t, nk);
-    }
+    const int64_t run = s->KW * s->C, nv = (run + 7) / 8;
+    return q / nv * run + q % nv * 8;
 }
 
-/* Canonical chunks [begin, end): each one's partial (K_out x Kp), read straight from the
- * padded image: row r0 + i's window at win[i], patch element (kh, kw, c) at
- * win[i] + kh * Wp * C + kw * C + c. */
-DT_VECTOR_PART(wgrad_chunks_part)
+/* Tiles q0 and (two) q0 + 1 of slot k for outputs [o0, o0 + no). */
+static inline __attribute__((always_inline)) void
+chunk_tiles(const struct chunks_job *j, int64_t k, int64_t q0, bool two, int64_t o0, int no)
 {
-    const struct padded_job *j = ctx;
     const struct dt_conv2d_shape *s = j->s;
-    const int64_t Kp = conv_patch(s), K = s->K_out, C = s->C, run = s->KW * C;
-    const int64_t Wp = s->W + 2 * s->pad, Hp = s->H + 2 * s->pad;
-    const float *win[DT_REDUCE_CHUNK];
-    for (int64_t c = begin; c < end; c++) {
-        const int64_t r0 = c * DT_REDUCE_CHUNK;
-        const int64_t len = j->rows - r0 < DT_REDUCE_CHUNK ? j->rows - r0 : DT_REDUCE_CHUNK;
-        int64_t b = r0 / (s->OH * s->OW), oh = r0 / s->OW % s->OH, ow = r0 % s->OW;
-        for (int64_t i = 0; i < len; i++) { /* row r0 + i = (b, oh, ow) */
-            win[i] = j->xn + ((b * Hp + oh * s->stride) * Wp + ow * s->stride) * C;
+    const int64_t K = s->K_out, C = s->C, run = s->KW * C, Kp = conv_patch(s);
+    const int64_t Wp = s->W + 2 * s->pad, Hp = s->H + 2 * s->pad, st = s->stride;
+    const int64_t P = s->OH * s->OW, rows = (j->row[k + 1] - j->row[k]) * P;
+    const int64_t n_chunks = dt_reduce_chunks(rows);
+    int64_t k0[2] = {tile_k0(s, q0), two ? tile_k0(s, q0 + 1) : 0}, off[2];
+    for (int h = 0; h < 2; h++) off[h] = k0[h] / run * Wp * C + k0[h] % run; /* in a window */
+    v8f stack[DT_REDUCE_STACK_MAX][2][DIRECT_O];
+    int depth = 0;
+    int64_t b = j->row[k], oh = 0, ow = 0;
+    const float *d = j->dy + j->row[k] * P * K + o0;
+    for (int64_t c = 0; c < n_chunks; c++) {
+        const int64_t len = rows - c * DT_REDUCE_CHUNK < DT_REDUCE_CHUNK
+                                ? rows - c * DT_REDUCE_CHUNK
+                                : DT_REDUCE_CHUNK;
+        v8f a0[DIRECT_O], a1[DIRECT_O];
+#pragma GCC unroll 6
+        for (int g = 0; g < DIRECT_O; g++) a0[g] = a1[g] = (v8f){0};
+        for (int64_t i = 0; i < len; i++, d += K) { /* row (b, oh, ow) */
+            const float *win = j->xn + ((b * Hp + oh * st) * Wp + ow * st) * C;
+            v8f x0, x1;
+            memcpy(&x0, win + off[0], sizeof x0);
+            if (two) memcpy(&x1, win + off[1], sizeof x1);
+#pragma GCC unroll 6
+            for (int g = 0; g < no; g++) {
+                a0[g] = a0[g] + x0 * d[g];
+                if (two) a1[g] = a1[g] + x1 * d[g];
+            }
             if (++ow == s->OW && (ow = 0, ++oh == s->OH)) oh = 0, b++;
         }
-        float *part = j->partials + c * K * Kp;
-        const float *dy = j->dy + r0 * K;
-        for (int64_t kh = 0; kh < s->KH; kh++)
-            for (int64_t v = 0; v < run; v += 8) {
-                const int64_t off = kh * Wp * C + v, k0 = kh * run + v;
-                const int64_t nk = run - v < 8 ? run - v : 8;
-                int64_t o0 = 0;
-                for (; o0 + DIRECT_O <= K; o0 += DIRECT_O)
-                    chunk_tile(part, Kp, win, off, dy, K, len, o0, DIRECT_O, k0, nk);
-                if (o0 < K) chunk_tile(part, Kp, win, off, dy, K, len, o0, (int)(K - o0), k0, nk);
+#pragma GCC unroll 6
+        for (int g = 0; g < DIRECT_O; g++) stack[depth][0][g] = a0[g], stack[depth][1][g] = a1[g];
+        depth++;
+        for (int m = dt_reduce_stack_merges(c + 1); m > 0; m--, depth--)
+#pragma GCC unroll 6
+            for (int g = 0; g < DIRECT_O; g++) {
+                stack[depth - 2][0][g] = stack[depth - 2][0][g] + stack[depth - 1][0][g];
+                stack[depth - 2][1][g] = stack[depth - 2][1][g] + stack[depth - 1][1][g];
             }
+    }
+    for (; depth > 1; depth--)
+        for (int g = 0; g < DIRECT_O; g++) {
+            stack[depth - 2][0][g] = stack[depth - 2][0][g] + stack[depth - 1][0][g];
+            stack[depth - 2][1][g] = stack[depth - 2][1][g] + stack[depth - 1][1][g];
+        }
+    if (n_chunks == 0) memset(stack[0], 0, sizeof stack[0]);
+    float *dw = j->dw + k * Kp * K;
+    for (int h = 0; h < (two ? 2 : 1); h++) {
+        const int64_t nk = run - k0[h] % run < 8 ? run - k0[h] % run : 8;
+        for (int g = 0; g < no; g++) {
+            float t[8];
+            memcpy(t, &stack[0][h][g], sizeof t);
+            for (int64_t l = 0; l < nk; l++) dw[(k0[h] + l) * K + o0 + g] = t[l];
+        }
     }
 }
 
-static void wgrad_chunks_tree_part(void *ctx, int64_t begin, int64_t end, int worker)
+/* Items [begin, end): (slot, output group, pair of tiles). */
+DT_VECTOR_PART(wgrad_chunks_part)
 {
-    const struct padded_job *j = ctx;
-    const int64_t n = j->s->K_out * conv_patch(j->s);
-    dt_reduce_tree_vectors(j->partials + begin, j->n_chunks, end - begin, n);
+    const struct chunks_job *j = ctx;
+    const struct dt_conv2d_shape *s = j->s;
+    const int64_t tiles = s->KH * ((s->KW * s->C + 7) / 8);
+    for (int64_t t = begin; t < end; t++) {
+        const int64_t k = t / (j->groups * j->pairs), o0 = t / j->pairs % j->groups * DIRECT_O;
+        const int64_t q0 = t % j->pairs * 2;
+        const bool two = q0 + 1 < tiles, full = o0 + DIRECT_O <= s->K_out;
+        if (two && full) chunk_tiles(j, k, q0, true, o0, DIRECT_O);
+        else if (full) chunk_tiles(j, k, q0, false, o0, DIRECT_O);
+        else if (two) chunk_tiles(j, k, q0, true, o0, (int)(s->K_out - o0));
+        else chunk_tiles(j, k, q0, false, o0, (int)(s->K_out - o0));
+    }
 }
 
+/* dw's slots for images [row[k], row[k + 1]), k < count: the chunk tiles over a padded
+ * copy of the whole batch, one pool run over every slot's tiles. */
 static void wgrad_chunks(struct dt_backend *be, float *dw, const float *x, const float *dy,
-                         const struct dt_conv2d_shape *s)
+                         const struct dt_conv2d_shape *s, const int64_t *row, int64_t count)
 {
-    const int64_t Kp = conv_patch(s), K = s->K_out, rows = conv_rows(s);
-    struct padded_job job = {
-        .be = be, .s = s, .x = x, .dy = dy, .rows = rows, .n_chunks = dt_reduce_chunks(rows)};
-    job.xn = dt_cpu_scratch(be, padded_floats(s));
-    job.partials = dt_cpu_partials(be, (size_t)(job.n_chunks * K * Kp));
+    struct padded_job pad = {.s = s, .x = x};
+    pad.xn = dt_cpu_scratch(be, padded_floats(s));
     struct dt_pool *pool = dt_cpu(be)->pool;
-    dt_pool_run(pool, s->B, 1, pad_nhwc_part, &job);
-    dt_pool_run(pool, job.n_chunks, 4, wgrad_chunks_part, &job);
-    dt_pool_run(pool, K * Kp, 64, wgrad_chunks_tree_part, &job);
-    for (int64_t o = 0; o < K; o++) /* dwT (K_out, Kp) -> dw (Kp, K_out) */
-        for (int64_t k = 0; k < Kp; k++) dw[k * K + o] = job.partials[o * Kp + k];
+    dt_pool_run(pool, s->B, 1, pad_nhwc_part, &pad);
+    const int64_t tiles = s->KH * ((s->KW * s->C + 7) / 8);
+    struct chunks_job job = {.s = s,
+                             .xn = pad.xn,
+                             .dy = dy,
+                             .dw = dw,
+                             .row = row,
+                             .pairs = (tiles + 1) / 2,
+                             .groups = (s->K_out + DIRECT_O - 1) / DIRECT_O};
+    dt_pool_run(pool, count * job.groups * job.pairs, 1, wgrad_chunks_part, &job);
 }
 
 /* ---- direct forward, stride 1: the ordered product without patches --------------------- */
@@ -418,6 +456,13 @@ enum dt_status dt_cpu_conv2d_forward(struct dt_backend *be, float *y, const floa
                                 s->K_out, pol);
 }
 
+/* The chunk tiles: few outputs (dense.c's rows form would be picked), a fixed order. */
+static bool chunks_take(const struct dt_conv2d_shape *s, const struct dt_policy *pol)
+{
+    return dt_cpu_wgrad_prefers_rows(conv_rows(s), conv_patch(s), s->K_out) &&
+           dt_reduction_ordered(pol) && !dt_math_fast(pol) && !dt_math_exact(pol);
+}
+
 enum dt_status dt_cpu_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
                                              const float *dy, const struct dt_conv2d_shape *s,
                                              const struct dt_policy *pol)
@@ -427,9 +472,9 @@ enum dt_status dt_cpu_conv2d_backward_weight(struct dt_backend *be, float *dw, c
     const int64_t rows = conv_rows(s), Kp = conv_patch(s);
     if (dt_math_exact(pol)) /* the dense weight gradient's exact product over the patches */
         return dt_cpu_dense_backward_weight(be, dw, im2col(be, x, s), dy, rows, Kp, s->K_out, pol);
-    if (dt_cpu_wgrad_prefers_rows(rows, Kp, s->K_out) && dt_reduction_ordered(pol) &&
-        !dt_math_fast(pol)) {
-        wgrad_chunks(be, dw, x, dy, s);
+    if (chunks_take(s, pol)) {
+        const int64_t batch[2] = {0, s->B};
+        wgrad_chunks(be, dw, x, dy, s, batch, 1);
         return DT_OK;
     }
     if (dt_cpu_wgrad_prefers_rows(rows, Kp, s->K_out))
@@ -562,5 +607,20 @@ enum dt_status dt_cpu_conv2d_backward_data(struct dt_backend *be, float *dx, con
         return DT_OK;
     }
     dt_pool_run(c->pool, s->B, 1, col2im_plain_part, &job);
+    return DT_OK;
+}
+
+/* reduction exact with shards set: shard k's partial in slot k, each the op on the shard's
+ * images alone, from one padded copy and one pool run over every shard's chunk tiles
+ * (DT_ERR_UNSUPPORTED elsewhere: a call per shard). */
+enum dt_status dt_cpu_conv2d_backward_weight_shards(struct dt_backend *be, float *dw,
+                                                    const float *x, const float *dy,
+                                                    const struct dt_conv2d_shape *s,
+                                                    const struct dt_policy *pol)
+{
+    const struct dt_shards *sh = &be->shards;
+    DT_ASSERT(sh->count > 0 && sh->row[sh->count] == s->B);
+    if (!chunks_take(s, pol)) return DT_ERR_UNSUPPORTED; /* an order asked: never oneDNN */
+    wgrad_chunks(be, dw, x, dy, s, sh->row, sh->count);
     return DT_OK;
 }

@@ -148,6 +148,7 @@ enum dt_status dt_cpu_wgrad_transposed(struct dt_backend *be, float *dw, const f
 /* reduction: exact, the shard partials in one call (nets/backend_impl.h) */
 dt_bias_backward_fn dt_cpu_bias_backward_shards;
 dt_dense_backward_weight_fn dt_cpu_dense_backward_weight_shards;
+dt_conv2d_backward_weight_fn dt_cpu_conv2d_backward_weight_shards;
 /* reduction: exact (nets/cpu/exact.c): exact_sum's stages for several ranks. */
 dt_exact_max_fn dt_cpu_exact_max;
 dt_exact_to_fixed_fn dt_cpu_exact_to_fixed;
