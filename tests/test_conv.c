@@ -347,8 +347,10 @@ DT_TEST(conv2d_backward_weight_fixed_bits)
         {3, 28, 28, 1, 6, 5, 5, 1, 2},  /* LeNet's first layer: chunks cross images */
         {2, 14, 14, 6, 16, 5, 5, 1, 0}, /* its second: the transposed form */
         {2, 9, 7, 3, 5, 3, 3, 2, 1},    /* stride 2, few outputs, a short last chunk */
+        {2, 9, 7, 3, 24, 3, 3, 2, 1},   /* lanes over outputs: 16 + 8 of them, tiles across
+                                           runs of 9, a short last tile */
     };
-    check_conv_bits(CONV_WGRAD, more, 3);
+    check_conv_bits(CONV_WGRAD, more, 4);
 }
 
 /* `atomics: fixed_point`'s input gradient written out serially: every patch element's

@@ -131,33 +131,42 @@ static void ops_per_shard_body(void)
                 c_sum += c1;
             }
             CHECK_INT_EQ(correct, c_sum);
-            /* a convolution's weight gradient: 6x6x2 images, 3x3 kernel, 4 outputs */
-            struct dt_conv2d_shape cs = {.B = B,
-                                         .H = 6,
-                                         .W = 6,
-                                         .C = 2,
-                                         .K_out = 4,
-                                         .KH = 3,
-                                         .KW = 3,
-                                         .stride = 1,
-                                         .pad = 1};
-            CHECK(dt_conv2d_shape_init(&cs, NULL) == DT_OK);
-            const int64_t nx = B * 6 * 6 * 2, ny = B * cs.OH * cs.OW * 4, nw = 3 * 3 * 2 * 4;
-            float *cx = dt_xmalloc((size_t)nx * sizeof(float)),
-                  *cdy = dt_xmalloc((size_t)ny * sizeof(float));
-            fill(cx, nx, 1.0);
-            fill(cdy, ny, 0.2);
-            float *dcx = dev_copy(be, cx, nx), *dcdy = dev_copy(be, cdy, ny);
-            dt_backend_set_shards(be, &sh);
-            CHECK(dt_conv2d_backward_weight(be, slots, dcx, dcdy, &cs, &pol) == DT_OK);
-            dt_backend_set_shards(be, NULL);
-            for (int64_t k = 0; k < S; k++) {
-                struct dt_conv2d_shape part = cs;
-                part.B = row[k + 1] - row[k];
-                CHECK(dt_conv2d_backward_weight(be, one, dcx + row[k] * 72,
-                                                dcdy + row[k] * cs.OH * cs.OW * 4, &part,
-                                                &pol) == DT_OK);
-                same_bits("conv2d_backward_weight slot", slots + k * nw, one, nw);
+            /* a convolution's weight gradient: 6x6x2 images, 3x3 kernel, 4 outputs (lanes
+             * over the patch) and 24 (lanes over the outputs: 16 + 8) */
+            for (int64_t kout = 4; kout <= 24; kout += 20) {
+                struct dt_conv2d_shape cs = {.B = B,
+                                             .H = 6,
+                                             .W = 6,
+                                             .C = 2,
+                                             .K_out = kout,
+                                             .KH = 3,
+                                             .KW = 3,
+                                             .stride = 1,
+                                             .pad = 1};
+                CHECK(dt_conv2d_shape_init(&cs, NULL) == DT_OK);
+                const int64_t nx = B * 6 * 6 * 2, ny = B * cs.OH * cs.OW * kout,
+                              nw = 3 * 3 * 2 * kout;
+                float *cx = dt_xmalloc((size_t)nx * sizeof(float)),
+                      *cdy = dt_xmalloc((size_t)ny * sizeof(float));
+                fill(cx, nx, 1.0);
+                fill(cdy, ny, 0.2);
+                float *dcx = dev_copy(be, cx, nx), *dcdy = dev_copy(be, cdy, ny);
+                float *cslots = dt_backend_alloc(be, (size_t)(S * nw) * sizeof(float));
+                float *cone = dt_backend_alloc(be, (size_t)nw * sizeof(float));
+                dt_backend_set_shards(be, &sh);
+                CHECK(dt_conv2d_backward_weight(be, cslots, dcx, dcdy, &cs, &pol) == DT_OK);
+                dt_backend_set_shards(be, NULL);
+                for (int64_t k = 0; k < S; k++) {
+                    struct dt_conv2d_shape part = cs;
+                    part.B = row[k + 1] - row[k];
+                    CHECK(dt_conv2d_backward_weight(be, cone, dcx + row[k] * 72,
+                                                    dcdy + row[k] * cs.OH * cs.OW * kout, &part,
+                                                    &pol) == DT_OK);
+                    same_bits("conv2d_backward_weight slot", cslots + k * nw, cone, nw);
+                }
+                free(cx), free(cdy);
+                dt_backend_free(be, dcx), dt_backend_free(be, dcdy);
+                dt_backend_free(be, cslots), dt_backend_free(be, cone);
             }
             /* without shards, exact sums over the batch as fixed does */
             struct dt_policy fixed = pol;
@@ -166,10 +175,10 @@ static void ops_per_shard_body(void)
             CHECK(dt_dense_backward_weight(be, one, dx, ddy, B, in, out, &pol) == DT_OK);
             CHECK(dt_dense_backward_weight(be, two, dx, ddy, B, in, out, &fixed) == DT_OK);
             same_bits("exact without shards = fixed", one, two, in * out);
-            free(x), free(dy), free(labels), free(cx), free(cdy);
+            free(x), free(dy), free(labels);
             dt_backend_free(be, dx), dt_backend_free(be, ddy), dt_backend_free(be, slots);
             dt_backend_free(be, one), dt_backend_free(be, two), dt_backend_free(be, dl);
-            dt_backend_free(be, probs), dt_backend_free(be, dcx), dt_backend_free(be, dcdy);
+            dt_backend_free(be, probs);
         }
         dt_backend_destroy(be);
     }

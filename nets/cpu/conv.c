@@ -18,11 +18,12 @@
  *                    unordered -> dynamic chunks added in completion order), by whichever
  *                    of the two same-bits forms of dense.c suits the shape; the patches are
  *                    built in the layout that form reads (rows, or already transposed from
- *                    the planar copy). With few outputs under `fixed` no patch and no
- *                    partial is written: chunk tiles read the padded NHWC copy and keep
- *                    the tree as a stack (wgrad_chunks; same bits:
- *                    conv.conv2d_backward_weight_fixed_bits), under `exact` every shard's
- *                    in one pool run (dt_cpu_conv2d_backward_weight_shards).
+ *                    the planar copy). Under a fixed order (math strict) no patch and no
+ *                    partial is written where outputs are few or a multiple of 8: chunk
+ *                    tiles read the padded NHWC copy and keep the tree as a stack
+ *                    (wgrad_chunks; same bits: conv.conv2d_backward_weight_fixed_bits),
+ *                    under `exact` every shard's in one pool run
+ *                    (dt_cpu_conv2d_backward_weight_shards).
  *   backward-data    dpatches = dy . w^T (dt_cpu_dense_backward_data, `math` as above),
  *                    then col2im: every patch row scattered back onto the image cells it
  *                    came from -- a cell receives up to KH*KW terms -- under `atomics`:
@@ -156,15 +157,17 @@ static float *im2col(struct dt_backend *be, const float *x, const struct dt_conv
  * dt_reduce_tree_vectors) and writes its sum once into dw (Kp, K_out). Over the batch, or
  * per shard into the shard's slot (reduction exact): the shard's images alone, as the op
  * on them. The same products, summed over the same rows in the same order from +0, the
- * same tree: the same bits (conv.conv2d_backward_weight_fixed_bits, exact.conv_per_shard).
- * With 16 outputs or more the transposed patches and dense.c's tiles are faster (measured
- * on LeNet's and the ResNet's shapes). */
+ * same tree: the same bits (conv.conv2d_backward_weight_fixed_bits, exact.ops_per_shard).
+ * With 16 outputs or more the lanes run over the outputs instead (out_tiles, below), on
+ * CPUs without AVX-512; where their count is not a multiple of 8, or with AVX-512, the
+ * transposed patches and dense.c's tiles. */
 struct chunks_job {
     const struct dt_conv2d_shape *s;
-    const float *xn, *dy;  /* xn: x padded, NHWC */
-    float *dw;             /* slot k at dw + k * Kp * K_out */
-    const int64_t *row;    /* slot k: images [row[k], row[k + 1]) */
-    int64_t pairs, groups; /* per slot: pairs of tiles x groups of DIRECT_O outputs */
+    const float *xn, *dy;    /* xn: x padded, NHWC */
+    float *dw;               /* slot k at dw + k * Kp * K_out */
+    const int64_t *row;      /* slot k: images [row[k], row[k + 1]) */
+    int64_t pairs, groups;   /* per slot: pairs of tiles x groups of DIRECT_O outputs */
+    int64_t etiles, oblocks; /* lanes over outputs: OUT_MR elements x 16 outputs a tile */
 };
 
 /* Tile q's first patch element: run kh = q / nv, elements v .. v + 7 of it. */
@@ -252,6 +255,98 @@ DT_VECTOR_PART(wgrad_chunks_part)
     }
 }
 
+/* Lanes over outputs (K_out a multiple of 8, 16 or more): a tile of ne <= OUT_MR patch
+ * elements e0 .. x 8 outputs o0 .. (two: 16), each row's patch elements broadcast from the
+ * window and dy's row read in place; the chunk partials' tree as a stack, as above. */
+#define OUT_MR 6 /* patch elements a tile: 6 x 2 accumulators, the AVX2 registers */
+
+static inline __attribute__((always_inline)) void out_tiles(const struct chunks_job *j, int64_t k,
+                                                            int64_t e0, int ne, int64_t o0,
+                                                            bool two, bool in_run)
+{
+    const struct dt_conv2d_shape *s = j->s;
+    const int64_t K = s->K_out, C = s->C, run = s->KW * C, Kp = conv_patch(s);
+    const int64_t Wp = s->W + 2 * s->pad, Hp = s->H + 2 * s->pad, st = s->stride;
+    const int64_t P = s->OH * s->OW, rows = (j->row[k + 1] - j->row[k]) * P;
+    const int64_t n_chunks = dt_reduce_chunks(rows);
+    int64_t off[OUT_MR]; /* element e0 + e in a window */
+    for (int e = 0; e < OUT_MR; e++) {
+        const int64_t q = e0 + (e < ne ? e : 0);
+        off[e] = q / run * Wp * C + q % run;
+    }
+    v8f stack[DT_REDUCE_STACK_MAX][OUT_MR][2];
+    int depth = 0;
+    /* the window's start, moved row by row: along ow, to the next oh, to the next image */
+    const int64_t step_w = st * C, step_h = st * Wp * C - (s->OW - 1) * step_w;
+    const int64_t step_b = Hp * Wp * C - (s->OH - 1) * st * Wp * C - (s->OW - 1) * step_w;
+    const float *win = j->xn + j->row[k] * Hp * Wp * C + off[0];
+    int64_t oh = 0, ow = 0;
+    const float *d = j->dy + j->row[k] * P * K + o0;
+    for (int64_t c = 0; c < n_chunks; c++) {
+        const int64_t len = rows - c * DT_REDUCE_CHUNK < DT_REDUCE_CHUNK
+                                ? rows - c * DT_REDUCE_CHUNK
+                                : DT_REDUCE_CHUNK;
+        v8f a[OUT_MR][2];
+#pragma GCC unroll 6
+        for (int e = 0; e < OUT_MR; e++) a[e][0] = a[e][1] = (v8f){0};
+        for (int64_t i = 0; i < len; i++, d += K) { /* row (b, oh, ow): win at its element e0 */
+            v8f d0, d1 = {0};
+            memcpy(&d0, d, sizeof d0);
+            if (two) memcpy(&d1, d + 8, sizeof d1);
+#pragma GCC unroll 6
+            for (int e = 0; e < ne; e++) {
+                const float xv = in_run ? win[e] : win[off[e] - off[0]];
+                a[e][0] = a[e][0] + xv * d0;
+                if (two) a[e][1] = a[e][1] + xv * d1;
+            }
+            if (++ow < s->OW) win += step_w;
+            else if (ow = 0, ++oh < s->OH) win += step_h;
+            else oh = 0, win += step_b;
+        }
+        memcpy(stack[depth++], a, sizeof a);
+        for (int m = dt_reduce_stack_merges(c + 1); m > 0; m--, depth--)
+#pragma GCC unroll 6
+            for (int e = 0; e < OUT_MR; e++) {
+                stack[depth - 2][e][0] = stack[depth - 2][e][0] + stack[depth - 1][e][0];
+                stack[depth - 2][e][1] = stack[depth - 2][e][1] + stack[depth - 1][e][1];
+            }
+    }
+    for (; depth > 1; depth--)
+        for (int e = 0; e < OUT_MR; e++) {
+            stack[depth - 2][e][0] = stack[depth - 2][e][0] + stack[depth - 1][e][0];
+            stack[depth - 2][e][1] = stack[depth - 2][e][1] + stack[depth - 1][e][1];
+        }
+    if (n_chunks == 0) memset(stack[0], 0, sizeof stack[0]);
+    float *dw = j->dw + k * Kp * K;
+    for (int e = 0; e < ne; e++)
+        memcpy(dw + (e0 + e) * K + o0, stack[0][e], (two ? 16 : 8) * sizeof(float));
+}
+
+/* The other tiles (short, 8 outputs, or across two runs): one copy for them all. */
+DT_VECTOR_FN(out_tiles_any,
+             (const struct chunks_job *j, int64_t k, int64_t e0, int ne, int64_t o0, bool two,
+              bool in_run),
+             (j, k, e0, ne, o0, two, in_run))
+{
+    out_tiles(j, k, e0, ne, o0, two, in_run);
+}
+
+/* Items [begin, end): (slot, tile of elements, block of 16 outputs). */
+DT_VECTOR_PART(wgrad_outs_part)
+{
+    const struct chunks_job *j = ctx;
+    const struct dt_conv2d_shape *s = j->s;
+    const int64_t Kp = conv_patch(s), run = s->KW * s->C;
+    for (int64_t t = begin; t < end; t++) {
+        const int64_t k = t / (j->etiles * j->oblocks);
+        const int64_t e0 = t / j->oblocks % j->etiles * OUT_MR, o0 = t % j->oblocks * 16;
+        const int ne = e0 + OUT_MR <= Kp ? OUT_MR : (int)(Kp - e0);
+        const bool two = o0 + 16 <= s->K_out, in_run = e0 % run + ne <= run;
+        if (ne == OUT_MR && two && in_run) out_tiles(j, k, e0, OUT_MR, o0, true, true);
+        else out_tiles_any(j, k, e0, ne, o0, two, in_run);
+    }
+}
+
 /* dw's slots for images [row[k], row[k + 1]), k < count: the chunk tiles over a padded
  * copy of the whole batch, one pool run over every slot's tiles. */
 static void wgrad_chunks(struct dt_backend *be, float *dw, const float *x, const float *dy,
@@ -269,7 +364,13 @@ static void wgrad_chunks(struct dt_backend *be, float *dw, const float *x, const
                              .row = row,
                              .pairs = (tiles + 1) / 2,
                              .groups = (s->K_out + DIRECT_O - 1) / DIRECT_O};
-    dt_pool_run(pool, count * job.groups * job.pairs, 1, wgrad_chunks_part, &job);
+    if (s->K_out < 16) {
+        dt_pool_run(pool, count * job.groups * job.pairs, 1, wgrad_chunks_part, &job);
+        return;
+    }
+    job.etiles = (conv_patch(s) + OUT_MR - 1) / OUT_MR;
+    job.oblocks = (s->K_out + 15) / 16;
+    dt_pool_run(pool, count * job.etiles * job.oblocks, 1, wgrad_outs_part, &job);
 }
 
 /* ---- direct forward, stride 1: the ordered product without patches --------------------- */
@@ -456,11 +557,15 @@ enum dt_status dt_cpu_conv2d_forward(struct dt_backend *be, float *y, const floa
                                 s->K_out, pol);
 }
 
-/* The chunk tiles: few outputs (dense.c's rows form would be picked), a fixed order. */
+/* The chunk tiles: few outputs (dense.c's rows form would be picked) or a multiple of 8,
+ * a fixed order. */
 static bool chunks_take(const struct dt_conv2d_shape *s, const struct dt_policy *pol)
 {
-    return dt_cpu_wgrad_prefers_rows(conv_rows(s), conv_patch(s), s->K_out) &&
-           dt_reduction_ordered(pol) && !dt_math_fast(pol) && !dt_math_exact(pol);
+    /* lanes over outputs: without AVX-512 (with it, dense.c's 16-lane tiles over the
+     * transposed patches; the two have not been timed against each other there) */
+    const bool shape = dt_cpu_wgrad_prefers_rows(conv_rows(s), conv_patch(s), s->K_out) ||
+                       (s->K_out >= 16 && s->K_out % 8 == 0 && !dt_cpu_wide());
+    return shape && dt_reduction_ordered(pol) && !dt_math_fast(pol) && !dt_math_exact(pol);
 }
 
 enum dt_status dt_cpu_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
