@@ -312,8 +312,9 @@ DT_TEST(conv2d_forward_ordered_bits)
         {2, 14, 14, 6, 16, 5, 5, 1, 0}, /* its second */
         {2, 11, 13, 5, 13, 3, 3, 1, 1}, /* 3x3 same, odd sizes, K_out = 6 + 6 + 1 */
         {2, 14, 14, 3, 20, 3, 3, 1, 1}, /* many channels on a grid the tiles fill */
+        {2, 9, 7, 3, 24, 3, 3, 2, 1},   /* window tiles: 16 + 8 outputs, 20 positions */
     };
-    check_conv_bits(CONV_FORWARD, more, 4);
+    check_conv_bits(CONV_FORWARD, more, 5);
 }
 
 /* The fixed reduction's weight gradient written out serially: per canonical chunk of

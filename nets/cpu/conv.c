@@ -11,7 +11,10 @@
  *                    positions x 6 channels read a padded channel-planar copy of the image
  *                    (direct_tile), the same roundings in the same order (same bits:
  *                    conv.conv2d_forward_ordered_bits) -- at every math but exact, so also
- *                    where oneDNN declines under `fast` or `run_to_run`. The patches, where
+ *                    where oneDNN declines under `fast` or `run_to_run`. With 16 or more
+ *                    outputs, a multiple of 8, under the ordered sums (math strict) and
+ *                    without AVX-512, tiles of 6 positions x 16 outputs read the padded NHWC
+ *                    copy where each window is (win_forward, same bits). The patches, where
  *                    written, come from a padded NHWC copy (im2col: no bounds per element).
  *   backward-weight  patches^T . dy, a sum over batch AND positions, under `reduction`
  *                    (fixed -> canonical 32-row chunks + the fixed tree of reduce.h;
@@ -373,6 +376,107 @@ static void wgrad_chunks(struct dt_backend *be, float *dw, const float *x, const
     dt_pool_run(pool, count * job.etiles * job.oblocks, 1, wgrad_outs_part, &job);
 }
 
+/* ---- forward with 16 or more outputs: the ordered sums read from the padded image ------ *
+ * A tile of up to OUT_MR output positions of one image x 16 outputs (two vectors): for k =
+ * (kh, kw, c) ascending, acc = acc + x * w with x the position's patch element broadcast
+ * from its window in the padded NHWC copy and w's row k read where it is; y = acc + bias --
+ * the ordered kernel's roundings (dense.c) one by one, with no patch written out (same bits:
+ * conv.conv2d_forward_ordered_bits). */
+struct win_job {
+    const struct dt_conv2d_shape *s;
+    const float *xn, *w, *bias;
+    float *y;
+    int64_t ptiles, oblocks; /* per image: tiles of positions x blocks of 16 outputs */
+};
+
+static inline __attribute__((always_inline)) void win_tile(const struct win_job *j, int64_t b,
+                                                           int64_t p0, int np, int64_t o0, bool two)
+{
+    const struct dt_conv2d_shape *s = j->s;
+    const int64_t K = s->K_out, C = s->C, run = s->KW * C;
+    const int64_t Wp = s->W + 2 * s->pad, Hp = s->H + 2 * s->pad, st = s->stride;
+    const float *win[OUT_MR]; /* position p0 + i's window */
+    for (int i = 0; i < OUT_MR; i++) {
+        const int64_t p = p0 + (i < np ? i : 0), oh = p / s->OW, ow = p % s->OW;
+        win[i] = j->xn + ((b * Hp + oh * st) * Wp + ow * st) * C;
+    }
+    v8f a[OUT_MR][2];
+#pragma GCC unroll 6
+    for (int i = 0; i < OUT_MR; i++) a[i][0] = a[i][1] = (v8f){0};
+    const float *wk = j->w + o0;
+    for (int64_t kh = 0; kh < s->KH; kh++)
+        for (int64_t e = kh * Wp * C; e < kh * Wp * C + run; e++, wk += K) {
+            v8f w0, w1 = {0};
+            memcpy(&w0, wk, sizeof w0);
+            if (two) memcpy(&w1, wk + 8, sizeof w1);
+#pragma GCC unroll 6
+            for (int i = 0; i < np; i++) {
+                const float xv = win[i][e];
+                a[i][0] = a[i][0] + xv * w0;
+                if (two) a[i][1] = a[i][1] + xv * w1;
+            }
+        }
+    v8f b0, b1 = {0};
+    memcpy(&b0, j->bias + o0, sizeof b0);
+    if (two) memcpy(&b1, j->bias + o0 + 8, sizeof b1);
+    float *y = j->y + (b * s->OH * s->OW + p0) * K + o0;
+    for (int i = 0; i < np; i++, y += K) {
+        const v8f y0 = a[i][0] + b0, y1 = a[i][1] + b1;
+        memcpy(y, &y0, sizeof y0);
+        if (two) memcpy(y + 8, &y1, sizeof y1);
+    }
+}
+
+/* The other tiles (an image's last positions, 8 outputs): one copy for them all. */
+DT_VECTOR_FN(win_tile_any,
+             (const struct win_job *j, int64_t b, int64_t p0, int np, int64_t o0, bool two),
+             (j, b, p0, np, o0, two))
+{
+    win_tile(j, b, p0, np, o0, two);
+}
+
+/* Items [begin, end): (image, tile of positions, block of 16 outputs). */
+DT_VECTOR_PART(win_forward_part)
+{
+    const struct win_job *j = ctx;
+    const struct dt_conv2d_shape *s = j->s;
+    const int64_t P = s->OH * s->OW;
+    for (int64_t t = begin; t < end; t++) {
+        const int64_t b = t / (j->ptiles * j->oblocks);
+        const int64_t p0 = t / j->oblocks % j->ptiles * OUT_MR, o0 = t % j->oblocks * 16;
+        const int np = p0 + OUT_MR <= P ? OUT_MR : (int)(P - p0);
+        const bool two = o0 + 16 <= s->K_out;
+        if (np == OUT_MR && two) win_tile(j, b, p0, OUT_MR, o0, true);
+        else win_tile_any(j, b, p0, np, o0, two);
+    }
+}
+
+/* Where the window tiles run: outputs a multiple of 8, 16 or more, the ordered sums (math
+ * strict), without AVX-512 (with it, dense.c's 16-lane tiles over the patches; the two have
+ * not been timed against each other there). */
+static bool win_forward_takes(const struct dt_conv2d_shape *s, const struct dt_policy *pol)
+{
+    return s->K_out >= 16 && s->K_out % 8 == 0 && !dt_math_fast(pol) && !dt_math_exact(pol) &&
+           !dt_cpu_wide();
+}
+
+static void win_forward(struct dt_backend *be, float *y, const float *x, const float *w,
+                        const float *bias, const struct dt_conv2d_shape *s)
+{
+    struct padded_job pad = {.s = s, .x = x};
+    pad.xn = dt_cpu_scratch(be, padded_floats(s));
+    struct dt_pool *pool = dt_cpu(be)->pool;
+    dt_pool_run(pool, s->B, 1, pad_nhwc_part, &pad);
+    struct win_job job = {.s = s,
+                          .xn = pad.xn,
+                          .w = w,
+                          .bias = bias,
+                          .y = y,
+                          .ptiles = (s->OH * s->OW + OUT_MR - 1) / OUT_MR,
+                          .oblocks = (s->K_out + 15) / 16};
+    dt_pool_run(pool, s->B * job.ptiles * job.oblocks, 1, win_forward_part, &job);
+}
+
 /* ---- direct forward, stride 1: the ordered product without patches --------------------- */
 
 /* The image padded and channel-planar: plane c of image b holds rows of Wp = W + 2 pad
@@ -551,6 +655,10 @@ enum dt_status dt_cpu_conv2d_forward(struct dt_backend *be, float *y, const floa
      * declines: run_to_run, a forced order, a build without it) */
     if (!dt_math_exact(pol) && direct_takes(s)) {
         direct_forward(be, y, x, w, bias, s);
+        return DT_OK;
+    }
+    if (win_forward_takes(s, pol)) {
+        win_forward(be, y, x, w, bias, s);
         return DT_OK;
     }
     return dt_cpu_dense_forward(be, y, im2col(be, x, s), w, bias, conv_rows(s), conv_patch(s),
