@@ -173,6 +173,63 @@ struct chunks_job {
     int64_t etiles, oblocks; /* lanes over outputs: OUT_MR elements x 16 outputs a tile */
 };
 
+/* What both chunk-tile kernels below share. A tile's sums are STACK_V vectors (DIRECT_O x 2
+ * or OUT_MR x 2); each chunk's partial is pushed on a stack and merged by reduce.h's pairs
+ * (dt_reduce_stack_merges), the rest added from the top down at the end: the fixed tree's
+ * bits. A row's window in the padded NHWC copy moves by one of three steps: along ow, to
+ * the next oh, to the next image. */
+#define STACK_V 12
+
+static inline __attribute__((always_inline)) void stack_add(v8f *restrict lo,
+                                                            const v8f *restrict hi)
+{
+#pragma GCC unroll 12
+    for (int v = 0; v < STACK_V; v++) lo[v] = lo[v] + hi[v];
+}
+
+/* Push chunk c's partial t (the c + 1-th) and merge what the tree closes. */
+static inline __attribute__((always_inline)) void stack_push(v8f (*stack)[STACK_V], int *depth,
+                                                             const v8f *t, int64_t c)
+{
+#pragma GCC unroll 12
+    for (int v = 0; v < STACK_V; v++) stack[*depth][v] = t[v]; /* stores of the registers */
+    (*depth)++;
+    for (int m = dt_reduce_stack_merges(c + 1); m > 0; m--, (*depth)--)
+        stack_add(stack[*depth - 2], stack[*depth - 1]);
+}
+
+/* The tree's last pairs; stack[0] is then the sum (zeros for no chunk). */
+static inline __attribute__((always_inline)) void stack_close(v8f (*stack)[STACK_V], int depth)
+{
+    for (; depth > 1; depth--) stack_add(stack[depth - 2], stack[depth - 1]);
+    if (depth == 0) memset(stack[0], 0, sizeof stack[0]);
+}
+
+struct win_walk {
+    const float *win; /* the current row's window (plus the caller's offset) */
+    int64_t oh, ow;   /* the current row's output position */
+    int64_t w, h, b;  /* the steps */
+};
+
+/* Slot k's first row (image row[k], position (0, 0)), the window at `off`. */
+static inline struct win_walk win_walk_at(const struct chunks_job *j, int64_t k, int64_t off)
+{
+    const struct dt_conv2d_shape *s = j->s;
+    const int64_t C = s->C, Wp = s->W + 2 * s->pad, Hp = s->H + 2 * s->pad, st = s->stride;
+    struct win_walk r = {.win = j->xn + j->row[k] * Hp * Wp * C + off, .w = st * C};
+    r.h = st * Wp * C - (s->OW - 1) * r.w;
+    r.b = Hp * Wp * C - (s->OH - 1) * st * Wp * C - (s->OW - 1) * r.w;
+    return r;
+}
+
+static inline __attribute__((always_inline)) void win_next(struct win_walk *r,
+                                                           const struct dt_conv2d_shape *s)
+{
+    if (++r->ow < s->OW) r->win += r->w;
+    else if (r->ow = 0, ++r->oh < s->OH) r->win += r->h;
+    else r->oh = 0, r->win += r->b;
+}
+
 /* Tile q's first patch element: run kh = q / nv, elements v .. v + 7 of it. */
 static inline int64_t tile_k0(const struct dt_conv2d_shape *s, int64_t q)
 {
@@ -186,56 +243,41 @@ chunk_tiles(const struct chunks_job *j, int64_t k, int64_t q0, bool two, int64_t
 {
     const struct dt_conv2d_shape *s = j->s;
     const int64_t K = s->K_out, C = s->C, run = s->KW * C, Kp = conv_patch(s);
-    const int64_t Wp = s->W + 2 * s->pad, Hp = s->H + 2 * s->pad, st = s->stride;
-    const int64_t P = s->OH * s->OW, rows = (j->row[k + 1] - j->row[k]) * P;
-    const int64_t n_chunks = dt_reduce_chunks(rows);
-    int64_t k0[2] = {tile_k0(s, q0), two ? tile_k0(s, q0 + 1) : 0}, off[2];
-    for (int h = 0; h < 2; h++) off[h] = k0[h] / run * Wp * C + k0[h] % run; /* in a window */
-    v8f stack[DT_REDUCE_STACK_MAX][2][DIRECT_O];
+    const int64_t Wp = s->W + 2 * s->pad, P = s->OH * s->OW;
+    const int64_t rows = (j->row[k + 1] - j->row[k]) * P, n_chunks = dt_reduce_chunks(rows);
+    const int64_t k0[2] = {tile_k0(s, q0), two ? tile_k0(s, q0 + 1) : 0};
+    const int64_t off0 = k0[0] / run * Wp * C + k0[0] % run; /* in a window */
+    const int64_t off1 = two ? k0[1] / run * Wp * C + k0[1] % run - off0 : 0;
+    v8f stack[DT_REDUCE_STACK_MAX][STACK_V];
     int depth = 0;
-    int64_t b = j->row[k], oh = 0, ow = 0;
+    struct win_walk r = win_walk_at(j, k, off0);
     const float *d = j->dy + j->row[k] * P * K + o0;
     for (int64_t c = 0; c < n_chunks; c++) {
         const int64_t len = rows - c * DT_REDUCE_CHUNK < DT_REDUCE_CHUNK
                                 ? rows - c * DT_REDUCE_CHUNK
                                 : DT_REDUCE_CHUNK;
-        v8f a0[DIRECT_O], a1[DIRECT_O];
+        v8f a[2][DIRECT_O];
 #pragma GCC unroll 6
-        for (int g = 0; g < DIRECT_O; g++) a0[g] = a1[g] = (v8f){0};
-        for (int64_t i = 0; i < len; i++, d += K) { /* row (b, oh, ow) */
-            const float *win = j->xn + ((b * Hp + oh * st) * Wp + ow * st) * C;
+        for (int g = 0; g < DIRECT_O; g++) a[0][g] = a[1][g] = (v8f){0};
+        for (int64_t i = 0; i < len; i++, d += K, win_next(&r, s)) {
             v8f x0, x1;
-            memcpy(&x0, win + off[0], sizeof x0);
-            if (two) memcpy(&x1, win + off[1], sizeof x1);
+            memcpy(&x0, r.win, sizeof x0);
+            if (two) memcpy(&x1, r.win + off1, sizeof x1);
 #pragma GCC unroll 6
             for (int g = 0; g < no; g++) {
-                a0[g] = a0[g] + x0 * d[g];
-                if (two) a1[g] = a1[g] + x1 * d[g];
+                a[0][g] = a[0][g] + x0 * d[g];
+                if (two) a[1][g] = a[1][g] + x1 * d[g];
             }
-            if (++ow == s->OW && (ow = 0, ++oh == s->OH)) oh = 0, b++;
         }
-#pragma GCC unroll 6
-        for (int g = 0; g < DIRECT_O; g++) stack[depth][0][g] = a0[g], stack[depth][1][g] = a1[g];
-        depth++;
-        for (int m = dt_reduce_stack_merges(c + 1); m > 0; m--, depth--)
-#pragma GCC unroll 6
-            for (int g = 0; g < DIRECT_O; g++) {
-                stack[depth - 2][0][g] = stack[depth - 2][0][g] + stack[depth - 1][0][g];
-                stack[depth - 2][1][g] = stack[depth - 2][1][g] + stack[depth - 1][1][g];
-            }
+        stack_push(stack, &depth, a[0], c);
     }
-    for (; depth > 1; depth--)
-        for (int g = 0; g < DIRECT_O; g++) {
-            stack[depth - 2][0][g] = stack[depth - 2][0][g] + stack[depth - 1][0][g];
-            stack[depth - 2][1][g] = stack[depth - 2][1][g] + stack[depth - 1][1][g];
-        }
-    if (n_chunks == 0) memset(stack[0], 0, sizeof stack[0]);
+    stack_close(stack, depth);
     float *dw = j->dw + k * Kp * K;
     for (int h = 0; h < (two ? 2 : 1); h++) {
         const int64_t nk = run - k0[h] % run < 8 ? run - k0[h] % run : 8;
         for (int g = 0; g < no; g++) {
             float t[8];
-            memcpy(t, &stack[0][h][g], sizeof t);
+            memcpy(t, &stack[0][h * DIRECT_O + g], sizeof t);
             for (int64_t l = 0; l < nk; l++) dw[(k0[h] + l) * K + o0 + g] = t[l];
         }
     }
@@ -269,21 +311,16 @@ static inline __attribute__((always_inline)) void out_tiles(const struct chunks_
 {
     const struct dt_conv2d_shape *s = j->s;
     const int64_t K = s->K_out, C = s->C, run = s->KW * C, Kp = conv_patch(s);
-    const int64_t Wp = s->W + 2 * s->pad, Hp = s->H + 2 * s->pad, st = s->stride;
-    const int64_t P = s->OH * s->OW, rows = (j->row[k + 1] - j->row[k]) * P;
-    const int64_t n_chunks = dt_reduce_chunks(rows);
+    const int64_t Wp = s->W + 2 * s->pad, P = s->OH * s->OW;
+    const int64_t rows = (j->row[k + 1] - j->row[k]) * P, n_chunks = dt_reduce_chunks(rows);
     int64_t off[OUT_MR]; /* element e0 + e in a window */
     for (int e = 0; e < OUT_MR; e++) {
         const int64_t q = e0 + (e < ne ? e : 0);
         off[e] = q / run * Wp * C + q % run;
     }
-    v8f stack[DT_REDUCE_STACK_MAX][OUT_MR][2];
+    v8f stack[DT_REDUCE_STACK_MAX][STACK_V];
     int depth = 0;
-    /* the window's start, moved row by row: along ow, to the next oh, to the next image */
-    const int64_t step_w = st * C, step_h = st * Wp * C - (s->OW - 1) * step_w;
-    const int64_t step_b = Hp * Wp * C - (s->OH - 1) * st * Wp * C - (s->OW - 1) * step_w;
-    const float *win = j->xn + j->row[k] * Hp * Wp * C + off[0];
-    int64_t oh = 0, ow = 0;
+    struct win_walk r = win_walk_at(j, k, off[0]); /* at element e0 */
     const float *d = j->dy + j->row[k] * P * K + o0;
     for (int64_t c = 0; c < n_chunks; c++) {
         const int64_t len = rows - c * DT_REDUCE_CHUNK < DT_REDUCE_CHUNK
@@ -292,37 +329,23 @@ static inline __attribute__((always_inline)) void out_tiles(const struct chunks_
         v8f a[OUT_MR][2];
 #pragma GCC unroll 6
         for (int e = 0; e < OUT_MR; e++) a[e][0] = a[e][1] = (v8f){0};
-        for (int64_t i = 0; i < len; i++, d += K) { /* row (b, oh, ow): win at its element e0 */
+        for (int64_t i = 0; i < len; i++, d += K, win_next(&r, s)) {
             v8f d0, d1 = {0};
             memcpy(&d0, d, sizeof d0);
             if (two) memcpy(&d1, d + 8, sizeof d1);
 #pragma GCC unroll 6
             for (int e = 0; e < ne; e++) {
-                const float xv = in_run ? win[e] : win[off[e] - off[0]];
+                const float xv = in_run ? r.win[e] : r.win[off[e] - off[0]];
                 a[e][0] = a[e][0] + xv * d0;
                 if (two) a[e][1] = a[e][1] + xv * d1;
             }
-            if (++ow < s->OW) win += step_w;
-            else if (ow = 0, ++oh < s->OH) win += step_h;
-            else oh = 0, win += step_b;
         }
-        memcpy(stack[depth++], a, sizeof a);
-        for (int m = dt_reduce_stack_merges(c + 1); m > 0; m--, depth--)
-#pragma GCC unroll 6
-            for (int e = 0; e < OUT_MR; e++) {
-                stack[depth - 2][e][0] = stack[depth - 2][e][0] + stack[depth - 1][e][0];
-                stack[depth - 2][e][1] = stack[depth - 2][e][1] + stack[depth - 1][e][1];
-            }
+        stack_push(stack, &depth, a[0], c);
     }
-    for (; depth > 1; depth--)
-        for (int e = 0; e < OUT_MR; e++) {
-            stack[depth - 2][e][0] = stack[depth - 2][e][0] + stack[depth - 1][e][0];
-            stack[depth - 2][e][1] = stack[depth - 2][e][1] + stack[depth - 1][e][1];
-        }
-    if (n_chunks == 0) memset(stack[0], 0, sizeof stack[0]);
+    stack_close(stack, depth);
     float *dw = j->dw + k * Kp * K;
     for (int e = 0; e < ne; e++)
-        memcpy(dw + (e0 + e) * K + o0, stack[0][e], (two ? 16 : 8) * sizeof(float));
+        memcpy(dw + (e0 + e) * K + o0, &stack[0][2 * e], (two ? 16 : 8) * sizeof(float));
 }
 
 /* The other tiles (short, 8 outputs, or across two runs): one copy for them all. */
