@@ -748,7 +748,39 @@ static void sum_packs_body(void)
     free(pack), free(ref);
 }
 
+/* ---- the max |bits| scan (exact_max, the fixed-point scatters, check_finite) ----------- */
+
+/* dt_cpu_max_bits against the scalar definition at every length to 100 (the 32-lane
+ * blocks, the 8-lane ones and the tail), the largest at every position, signs mixed,
+ * a starting maximum above and below, and a NaN or infinity anywhere: at least 0x7f800000. */
+static void max_bits_body(void)
+{
+    float v[100];
+    uint64_t r = 0x9e3779b97f4a7c15u;
+    for (int n = 0; n <= 100; n++)
+        for (int at = 0; at < (n > 0 ? n : 1); at++) {
+            uint32_t want = 0;
+            for (int i = 0; i < n; i++) {
+                r = r * 6364136223846793005u + 1442695040888963407u;
+                const float f = ldexpf((float)(r >> 40) / 16777216.0f, (int)(r >> 33 & 31) - 20);
+                v[i] = (r >> 32 & 1) ? -f : f;
+                if (i == at) v[i] = (r >> 31 & 1) ? -3.5e9f : 3.5e9f; /* the largest */
+                const uint32_t b = dt_float_bits(v[i]) & 0x7fffffffu;
+                want = b > want ? b : want;
+            }
+            CHECK(dt_cpu_max_bits(v, n, 0) == want);
+            CHECK(dt_cpu_max_bits(v, n, 0x7f000000u) == 0x7f000000u); /* above every |bits| */
+            CHECK(dt_cpu_max_bits(v, n, 1) == (want > 1 ? want : 1));
+            if (n == 0) continue;
+            const float keep = v[at];
+            v[at] = (at & 1) ? -INFINITY : NAN;
+            CHECK(dt_cpu_max_bits(v, n, 0) >= 0x7f800000u);
+            v[at] = keep;
+        }
+}
+
 DT_TEST(ops_per_shard) { on_both_paths(ops_per_shard_body); }
+DT_TEST(max_bits_scan) { on_both_paths(max_bits_body); }
 DT_TEST(exact_sum_reference) { on_both_paths(exact_sum_reference_body); }
 DT_TEST(rank_grouping_negative_control) { on_both_paths(rank_grouping_body); }
 DT_TEST(exact_round_ties) { on_both_paths(round_ties_body); }
@@ -802,4 +834,4 @@ DT_TEST_MAIN(DT_CASE(ops_per_shard), DT_CASE(exact_sum_reference),
              DT_CASE(rank_grouping_negative_control), DT_CASE(mlp_one_pass_equals_passes),
              DT_CASE(lenet_one_pass_equals_passes), DT_CASE(cuda_exact_sum_equals_cpu),
              DT_CASE(exact_round_ties), DT_CASE(sum_packs_equals_one_rank),
-             DT_CASE(exact_sum_double_shortcut))
+             DT_CASE(exact_sum_double_shortcut), DT_CASE(max_bits_scan))

@@ -25,7 +25,10 @@ static inline __attribute__((always_inline)) void to_fixed4_of(v4i *q, v4f x, co
 {
     const v4d magic = {0x1.8p52, 0x1.8p52, 0x1.8p52, 0x1.8p52};
     const v4d big = {0x1p51, 0x1p51, 0x1p51, 0x1p51};
-    const v4d v = __builtin_convertvector(x, v4d) * *up; /* exact */
+    /* exact; lane by lane, not __builtin_convertvector, which GCC 12 splits into two
+     * 2-lane conversions through the stack (one vcvtps2pd this way: the bias gradient's
+     * shards at 768 x 512, 2 threads, 0.13 -> 0.11 ms) */
+    const v4d v = (v4d){x[0], x[1], x[2], x[3]} * *up;
     /* unsigned: in the lanes the other form serves, these wrap (and are discarded) */
     const v4i small_q = (v4i)((v4u)(v + magic) - (v4u)magic);
     const v4i large_q = (v4i)(((v4u)(v * 0x1p-28 + magic) - (v4u)magic) << 28);
