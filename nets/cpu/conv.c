@@ -57,11 +57,11 @@
 #include "determinism/streams.h"
 #include "nets/cpu/conv_dnnl.h"
 #include "nets/cpu/cpu.h"
+#include "nets/cpu/chunk_stack.h"
 #include "nets/cpu/fixed_lanes.h"
 
-/* 8 floats: one AVX2 register (two SSE ones in the baseline copies of cpu.h's loops). Mul
- * and add stay two roundings (no contraction). */
-typedef float v8f __attribute__((vector_size(32)));
+/* v8f (chunk_stack.h), 8 floats: one AVX2 register (two SSE ones in the baseline copies of
+ * cpu.h's loops). Mul and add stay two roundings (no contraction). */
 #define DIRECT_O 6 /* output channels per tile: 6 x 2 accumulators, the AVX2 registers */
 
 struct conv_job { /* col2im */
@@ -173,38 +173,9 @@ struct chunks_job {
     int64_t etiles, oblocks; /* lanes over outputs: OUT_MR elements x 16 outputs a tile */
 };
 
-/* What both chunk-tile kernels below share. A tile's sums are STACK_V vectors (DIRECT_O x 2
- * or OUT_MR x 2); each chunk's partial is pushed on a stack and merged by reduce.h's pairs
- * (dt_reduce_stack_merges), the rest added from the top down at the end: the fixed tree's
- * bits. A row's window in the padded NHWC copy moves by one of three steps: along ow, to
- * the next oh, to the next image. */
-#define STACK_V 12
-
-static inline __attribute__((always_inline)) void stack_add(v8f *restrict lo,
-                                                            const v8f *restrict hi)
-{
-#pragma GCC unroll 12
-    for (int v = 0; v < STACK_V; v++) lo[v] = lo[v] + hi[v];
-}
-
-/* Push chunk c's partial t (the c + 1-th) and merge what the tree closes. */
-static inline __attribute__((always_inline)) void stack_push(v8f (*stack)[STACK_V], int *depth,
-                                                             const v8f *t, int64_t c)
-{
-#pragma GCC unroll 12
-    for (int v = 0; v < STACK_V; v++) stack[*depth][v] = t[v]; /* stores of the registers */
-    (*depth)++;
-    for (int m = dt_reduce_stack_merges(c + 1); m > 0; m--, (*depth)--)
-        stack_add(stack[*depth - 2], stack[*depth - 1]);
-}
-
-/* The tree's last pairs; stack[0] is then the sum (zeros for no chunk). */
-static inline __attribute__((always_inline)) void stack_close(v8f (*stack)[STACK_V], int depth)
-{
-    for (; depth > 1; depth--) stack_add(stack[depth - 2], stack[depth - 1]);
-    if (depth == 0) memset(stack[0], 0, sizeof stack[0]);
-}
-
+/* What both chunk-tile kernels below share: the tile's chunk partials as a stack
+ * (chunk_stack.h: STACK_V vectors, DIRECT_O x 2 or OUT_MR x 2). A row's window in the padded
+ * NHWC copy moves by one of three steps: along ow, to the next oh, to the next image. */
 struct win_walk {
     const float *win; /* the current row's window (plus the caller's offset) */
     int64_t oh, ow;   /* the current row's output position */
@@ -252,11 +223,13 @@ chunk_tiles(const struct chunks_job *j, int64_t k, int64_t q0, bool two, int64_t
     int depth = 0;
     struct win_walk r = win_walk_at(j, k, off0);
     const float *d = j->dy + j->row[k] * P * K + o0;
+    v8f a[2][DIRECT_O];
+#pragma GCC unroll 6
+    for (int g = 0; g < DIRECT_O; g++) a[0][g] = a[1][g] = (v8f){0}; /* no chunk: zeros */
     for (int64_t c = 0; c < n_chunks; c++) {
         const int64_t len = rows - c * DT_REDUCE_CHUNK < DT_REDUCE_CHUNK
                                 ? rows - c * DT_REDUCE_CHUNK
                                 : DT_REDUCE_CHUNK;
-        v8f a[2][DIRECT_O];
 #pragma GCC unroll 6
         for (int g = 0; g < DIRECT_O; g++) a[0][g] = a[1][g] = (v8f){0};
         for (int64_t i = 0; i < len; i++, d += K, win_next(&r, s)) {
@@ -269,15 +242,14 @@ chunk_tiles(const struct chunks_job *j, int64_t k, int64_t q0, bool two, int64_t
                 if (two) a[1][g] = a[1][g] + x1 * d[g];
             }
         }
-        stack_push(stack, &depth, a[0], c);
+        stack_take(stack, &depth, a[0], c, c == n_chunks - 1);
     }
-    stack_close(stack, depth);
     float *dw = j->dw + k * Kp * K;
     for (int h = 0; h < (two ? 2 : 1); h++) {
         const int64_t nk = run - k0[h] % run < 8 ? run - k0[h] % run : 8;
         for (int g = 0; g < no; g++) {
             float t[8];
-            memcpy(t, &stack[0][h * DIRECT_O + g], sizeof t);
+            memcpy(t, &a[h][g], sizeof t);
             for (int64_t l = 0; l < nk; l++) dw[(k0[h] + l) * K + o0 + g] = t[l];
         }
     }
@@ -322,11 +294,13 @@ static inline __attribute__((always_inline)) void out_tiles(const struct chunks_
     int depth = 0;
     struct win_walk r = win_walk_at(j, k, off[0]); /* at element e0 */
     const float *d = j->dy + j->row[k] * P * K + o0;
+    v8f a[OUT_MR][2];
+#pragma GCC unroll 6
+    for (int e = 0; e < OUT_MR; e++) a[e][0] = a[e][1] = (v8f){0}; /* no chunk: zeros */
     for (int64_t c = 0; c < n_chunks; c++) {
         const int64_t len = rows - c * DT_REDUCE_CHUNK < DT_REDUCE_CHUNK
                                 ? rows - c * DT_REDUCE_CHUNK
                                 : DT_REDUCE_CHUNK;
-        v8f a[OUT_MR][2];
 #pragma GCC unroll 6
         for (int e = 0; e < OUT_MR; e++) a[e][0] = a[e][1] = (v8f){0};
         for (int64_t i = 0; i < len; i++, d += K, win_next(&r, s)) {
@@ -340,12 +314,11 @@ static inline __attribute__((always_inline)) void out_tiles(const struct chunks_
                 if (two) a[e][1] = a[e][1] + xv * d1;
             }
         }
-        stack_push(stack, &depth, a[0], c);
+        stack_take(stack, &depth, a[0], c, c == n_chunks - 1);
     }
-    stack_close(stack, depth);
     float *dw = j->dw + k * Kp * K;
     for (int e = 0; e < ne; e++)
-        memcpy(dw + (e0 + e) * K + o0, &stack[0][2 * e], (two ? 16 : 8) * sizeof(float));
+        memcpy(dw + (e0 + e) * K + o0, &a[e][0], (two ? 16 : 8) * sizeof(float));
 }
 
 /* The other tiles (short, 8 outputs, or across two runs): one copy for them all. */

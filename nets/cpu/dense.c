@@ -44,6 +44,7 @@
 #include "determinism/fixed_point.h"
 #include "determinism/reduce.h"
 #include "determinism/streams.h"
+#include "nets/cpu/chunk_stack.h"
 #include "nets/cpu/cpu.h"
 #include "nets/cpu/fixed_lanes.h"
 
@@ -51,9 +52,9 @@
 #define WGRAD_COLS 64               /* columns per block there (a multiple of NR) */
 #define ROWS_PARTIALS_MAX (4 << 20) /* floats of chunk partials the transposed form may use */
 
-/* GCC/Clang vector of 8 floats: one register in the AVX-512 and AVX2 copies, two SSE ones in
- * the baseline copy (cpu.h). Mul and add stay separate roundings (no contraction). */
-typedef float v8f __attribute__((vector_size(32)));
+/* v8f (chunk_stack.h), GCC/Clang vector of 8 floats: one register in the AVX-512 and AVX2
+ * copies, two SSE ones in the baseline copy (cpu.h). Mul and add stay separate roundings (no
+ * contraction). */
 
 /* Unaligned vector load/store through pointers (no vector passes a call boundary by
  * value, so the ABI does not depend on the clone's instruction set). */
@@ -63,6 +64,7 @@ static inline void v8_store(float *p, const v8f *v) { memcpy(p, v, sizeof *v); }
 #define MR 6   /* micro-tile rows: 6 x 2 accumulator vectors, the AVX2 registers' worth */
 #define NR 16  /* micro-tile columns: two vectors */
 #define KC 256 /* rows of Bm per packed block: KC x NR floats (16 KiB) stay in L1 */
+_Static_assert(MR *NR == STACK_V * 8, "a weight-gradient tile is one chunk stack entry");
 
 /* One rows x NR tile of C (rows <= MR), held in registers while k runs 0..K-1 in order,
  * from C's values (accumulate) or from +0. Bp is packed: row k's NR floats at Bp + k * NR
@@ -93,19 +95,26 @@ static inline __attribute__((always_inline)) void tile_v8(int rows, float *restr
     for (int r = 0; r < rows; r++) v8_store(C + r * ldc, &c0[r]), v8_store(C + r * ldc + 8, &c1[r]);
 }
 
-/* tile_v8 with `rows` a constant in each branch (the accumulators stay in registers). */
+/* CALL(r) with r the constant among 1 .. MR that `rows` is: a tile kernel's accumulators
+ * stay in registers only where its row count is a constant. */
+#define BY_ROWS(rows, CALL)                                                                        \
+    switch (rows) {                                                                                \
+    case 6: CALL(6); break;                                                                        \
+    case 5: CALL(5); break;                                                                        \
+    case 4: CALL(4); break;                                                                        \
+    case 3: CALL(3); break;                                                                        \
+    case 2: CALL(2); break;                                                                        \
+    default: CALL(1); break;                                                                       \
+    }
+
+/* tile_v8 with `rows` a constant in each branch. */
 static inline __attribute__((always_inline)) void
 tile_rows(int rows, float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
           int64_t aks, const float *restrict Bp, int64_t K, bool accumulate)
 {
-    switch (rows) {
-    case 6: tile_v8(6, C, ldc, A, lda, aks, Bp, K, accumulate); break;
-    case 5: tile_v8(5, C, ldc, A, lda, aks, Bp, K, accumulate); break;
-    case 4: tile_v8(4, C, ldc, A, lda, aks, Bp, K, accumulate); break;
-    case 3: tile_v8(3, C, ldc, A, lda, aks, Bp, K, accumulate); break;
-    case 2: tile_v8(2, C, ldc, A, lda, aks, Bp, K, accumulate); break;
-    default: tile_v8(1, C, ldc, A, lda, aks, Bp, K, accumulate); break;
-    }
+#define TILE(r) tile_v8(r, C, ldc, A, lda, aks, Bp, K, accumulate)
+    BY_ROWS(rows, TILE)
+#undef TILE
 }
 
 /* Bm's rows [0, kc) and columns [0, cols) (cols <= NR) into bp (kc x NR), the columns past
@@ -183,38 +192,65 @@ DT_VECTOR_FN(matmul_ordered_v8,
     }
 }
 
-/* dst += src over n floats (n a multiple of 8): one pair of the fixed tree. */
-static inline __attribute__((always_inline)) void add_tile(float *restrict dst,
-                                                           const float *restrict src, int64_t n)
+/* One tile of dw: rows (<= MR) x NR at t (row r's batch row b factor at t[r * t_rs + b *
+ * t_ks]) against bp (B x NR, dy's strip packed), each canonical chunk's partial in
+ * registers from +0 and the chunks' tree as a stack (chunk_stack.h: MR x 2 vectors), the
+ * sum stored into dw (row stride out) once, its first `cols` columns. */
+static inline __attribute__((always_inline)) void
+wgrad_tile(int rows, float *restrict dw, int64_t out, int64_t cols, const float *restrict t,
+           int64_t t_rs, int64_t t_ks, const float *restrict bp, int64_t B)
 {
-    for (int64_t e = 0; e < n; e += 8) {
-        v8f a, b;
-        v8_load(&a, dst + e), v8_load(&b, src + e);
-        a = a + b;
-        v8_store(dst + e, &a);
+    const int64_t n_chunks = dt_reduce_chunks(B);
+    v8f stack[DT_REDUCE_STACK_MAX][STACK_V];
+    v8f acc[STACK_V]; /* row r: acc[2r], acc[2r + 1] */
+    int depth = 0;
+#pragma GCC unroll 12
+    for (int v = 0; v < STACK_V; v++) acc[v] = (v8f){0}; /* no chunk: zeros */
+    for (int64_t c = 0; c < n_chunks; c++) {
+        const int64_t b0 = c * DT_REDUCE_CHUNK;
+        const int64_t len = B - b0 < DT_REDUCE_CHUNK ? B - b0 : DT_REDUCE_CHUNK;
+#pragma GCC unroll 12
+        for (int v = 0; v < STACK_V; v++) acc[v] = (v8f){0};
+        for (int64_t k = b0; k < b0 + len; k++) {
+            v8f y0, y1;
+            v8_load(&y0, bp + k * NR), v8_load(&y1, bp + k * NR + 8);
+#pragma GCC unroll 6
+            for (int r = 0; r < rows; r++) {
+                const float a = t[r * t_rs + k * t_ks];
+                acc[2 * r] = acc[2 * r] + a * y0, acc[2 * r + 1] = acc[2 * r + 1] + a * y1;
+            }
+        }
+        stack_take(stack, &depth, acc, c, c == n_chunks - 1);
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < rows; r++) {
+        if (cols == NR) {
+            v8_store(dw + r * out, &acc[2 * r]), v8_store(dw + r * out + 8, &acc[2 * r + 1]);
+            continue;
+        }
+        float part[NR]; /* acc's address never taken: it stays in registers */
+        v8_store(part, &acc[2 * r]), v8_store(part + 8, &acc[2 * r + 1]);
+        memcpy(dw + r * out, part, (size_t)cols * sizeof(float));
     }
 }
 
 /* reduction fixed over batch rows [0, B) for rows [i0, i1) of dw (row stride out), tile by
- * tile: each canonical chunk's partial computed in registers from +0 (tile_v8 over the
- * chunk's rows), the partials combined by the fixed tree kept as a stack of tiles
- * (dt_reduce_stack_merges), the tile written once. Row i of dw takes batch row b's factor
- * from a[i * a_rs + b * a_ks] (x in place: a_rs 1, a_ks in; or x transposed). x in place is
- * copied first into ap tile by tile (MR rows of dw, batch row by batch row: one contiguous
- * run per tile that every strip of dy reads again, where x in place is MR floats from each
- * of B rows `in` apart -- about a fifth faster at the GPT's shapes); x transposed is read
- * where it is (its rows are runs already; a copy, an element at a time, cost as much as the
- * product at LeNet's second convolution). bp holds B x NR floats: dy's strip, packed; ap
- * ceil((i1 - i0) / MR) * MR * B where x is in place. The bits of wgrad_fixed_rows
- * (tests/test_ops.c): the same products and sums. */
+ * tile (wgrad_tile: the chunk partials in registers, their tree as a stack, the tile
+ * written once). Row i of dw takes batch row b's factor from a[i * a_rs + b * a_ks] (x in
+ * place: a_rs 1, a_ks in; or x transposed). x in place is copied first into ap tile by
+ * tile (MR rows of dw, batch row by batch row: one contiguous run per tile that every strip
+ * of dy reads again, where x in place is MR floats from each of B rows `in` apart -- about
+ * a fifth faster at the GPT's shapes); x transposed is read where it is (its rows are runs
+ * already; a copy, an element at a time, cost as much as the product at LeNet's second
+ * convolution). bp holds B x NR floats: dy's strip, packed; ap ceil((i1 - i0) / MR) * MR *
+ * B where x is in place. The bits of wgrad_fixed_rows (tests/test_ops.c): the same products
+ * and sums. */
 DT_VECTOR_FN(wgrad_tiles_v8,
              (float *restrict dw, const float *restrict a, int64_t a_rs, int64_t a_ks,
               const float *restrict dy, int64_t B, int64_t out, int64_t i0, int64_t i1,
               float *restrict bp, float *restrict ap),
              (dw, a, a_rs, a_ks, dy, B, out, i0, i1, bp, ap))
 {
-    const int64_t n_chunks = dt_reduce_chunks(B);
-    float stack[DT_REDUCE_STACK_MAX][MR * NR] __attribute__((aligned(64)));
     const bool packed = a_rs == 1;                    /* x transposed: its rows are read in place */
     for (int64_t i = i0; packed && i < i1; i += MR) { /* tile (i - i0) / MR: ap[b * MR + r] */
         const int rows = i1 - i < MR ? (int)(i1 - i) : MR;
@@ -232,26 +268,10 @@ DT_VECTOR_FN(wgrad_tiles_v8,
             const int rows = i1 - i < MR ? (int)(i1 - i) : MR;
             const float *restrict t = packed ? ap + (i - i0) * B : a + i * a_rs;
             const int64_t t_rs = packed ? 1 : a_rs, t_ks = packed ? MR : a_ks;
-            int depth = 0;
-            for (int64_t c = 0; c < n_chunks; c++) {
-                const int64_t b0 = c * DT_REDUCE_CHUNK;
-                const int64_t len = B - b0 < DT_REDUCE_CHUNK ? B - b0 : DT_REDUCE_CHUNK;
-                tile_rows(rows, stack[depth++], NR, t + b0 * t_ks, t_rs, t_ks, bp + b0 * NR, len,
-                          false);
-                for (int m = dt_reduce_stack_merges(c + 1); m > 0; m--, depth--)
-                    add_tile(stack[depth - 2], stack[depth - 1], rows * NR);
-            }
-            for (; depth > 1; depth--) add_tile(stack[depth - 2], stack[depth - 1], rows * NR);
-            if (n_chunks == 0) memset(stack[0], 0, sizeof stack[0]);
-            for (int r = 0; r < rows; r++) {
-                if (cols < NR) {
-                    memcpy(dw + (i + r) * out + j, stack[0] + r * NR, (size_t)cols * sizeof(float));
-                    continue;
-                }
-                v8f lo, hi;
-                v8_load(&lo, stack[0] + r * NR), v8_load(&hi, stack[0] + r * NR + 8);
-                v8_store(dw + (i + r) * out + j, &lo), v8_store(dw + (i + r) * out + j + 8, &hi);
-            }
+            float *restrict d = dw + i * out + j;
+#define TILE(r) wgrad_tile(r, d, out, cols, t, t_rs, t_ks, bp, B)
+            BY_ROWS(rows, TILE)
+#undef TILE
         }
     }
 }

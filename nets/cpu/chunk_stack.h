@@ -1,0 +1,46 @@
+/* The fixed tree over one register tile's chunk partials, kept as a stack while the chunks
+ * arrive in index order (determinism/reduce.h: dt_reduce_stack_merges), for the CPU kernels
+ * whose tile is STACK_V vectors of 8 floats held in registers while a chunk's products run:
+ * dense.c's weight-gradient tiles (6 rows x 16 columns), conv.c's chunk tiles (two tiles of
+ * 6 outputs, or 6 patch elements x 16 outputs).
+ *
+ * A pair of the tree is the lower partial (the earlier chunks) plus the upper one. The
+ * merges a chunk closes are added into its registers -- lower + the registers, then the
+ * next lower + that -- and the result is stored once; the last chunk folds the whole stack
+ * into its registers, so the tile's sum never goes through memory. The same pairs as pushing
+ * every partial and adding the top two (tests/test_ops.c, tree_as_stack; the kernels'
+ * tests against the tree written serially). */
+#ifndef DT_CPU_CHUNK_STACK_H
+#define DT_CPU_CHUNK_STACK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "determinism/reduce.h"
+
+typedef float v8f __attribute__((vector_size(32)));
+
+#define STACK_V 12
+
+/* t = lo + t, vector by vector. */
+static inline __attribute__((always_inline)) void stack_fold(v8f *t, const v8f *lo)
+{
+#pragma GCC unroll 12
+    for (int v = 0; v < STACK_V; v++) t[v] = lo[v] + t[v];
+}
+
+/* Chunk c's partial t (c counting from 0; `last`: the tile's last chunk). Not the last: the
+ * merges it closes folded into t, which is then pushed (one store of the registers). The
+ * last: every partial below folded into t, which is then the tile's sum. */
+static inline __attribute__((always_inline)) void stack_take(v8f (*stack)[STACK_V], int *depth,
+                                                             v8f *t, int64_t c, bool last)
+{
+    int m = last ? *depth : dt_reduce_stack_merges(c + 1);
+    for (; m > 0; m--) stack_fold(t, stack[--*depth]);
+    if (last) return;
+#pragma GCC unroll 12
+    for (int v = 0; v < STACK_V; v++) stack[*depth][v] = t[v];
+    (*depth)++;
+}
+
+#endif
