@@ -489,11 +489,55 @@ struct transpose_job {
 };
 
 /* dst (cols,rows) = src (rows,cols)^T for src rows [begin, end): exact copies. */
-static void transpose_part(void *ctx, int64_t begin, int64_t end, int worker)
+typedef int32_t v8idx __attribute__((vector_size(32)));
+#define SHUF(a, b, ...) __builtin_shuffle(a, b, (v8idx){__VA_ARGS__})
+
+/* dst[c * ldd + r] = src[r * lds + c] for r, c < 8: eight rows loaded, paired within
+ * 128-bit halves twice, then the halves exchanged (the unpack / shuffle / permute
+ * transpose), eight columns stored. Moves only: the same floats. */
+static inline __attribute__((always_inline)) void transpose8(float *restrict dst, int64_t ldd,
+                                                             const float *restrict src, int64_t lds)
+{
+    v8f r[8], t[8], u[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) v8_load(&r[i], src + i * lds);
+#pragma GCC unroll 4
+    for (int i = 0; i < 8; i += 2) { /* rows i, i + 1 interleaved: elements 0 1 4 5, 2 3 6 7 */
+        t[i] = SHUF(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[i + 1] = SHUF(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 8; h += 4) /* rows h .. h + 3 of columns 0 4, 1 5, 2 6, 3 7 */
+#pragma GCC unroll 2
+        for (int i = 0; i < 2; i++) {
+            u[h + 2 * i] = SHUF(t[h + i], t[h + i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+            u[h + 2 * i + 1] = SHUF(t[h + i], t[h + i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4;
+         c++) { /* columns c and c + 4: rows 0 .. 3 from u[c], 4 .. 7 from u[c + 4] */
+        const v8f lo = SHUF(u[c], u[c + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        const v8f hi = SHUF(u[c], u[c + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+        v8_store(dst + c * ldd, &lo), v8_store(dst + (c + 4) * ldd, &hi);
+    }
+}
+#undef SHUF
+
+/* src rows [begin, end): 8 x 8 blocks, the edges one by one. */
+DT_VECTOR_PART(transpose_part)
 {
     const struct transpose_job *t = ctx;
-    for (int64_t r = begin; r < end; r++)
-        for (int64_t c = 0; c < t->cols; c++) t->dst[c * t->rows + r] = t->src[r * t->cols + c];
+    const int64_t rows = t->rows, cols = t->cols;
+    int64_t r = begin;
+    for (; r + 8 <= end; r += 8) {
+        int64_t c = 0;
+        for (; c + 8 <= cols; c += 8)
+            transpose8(t->dst + c * rows + r, rows, t->src + r * cols + c, cols);
+        for (; c < cols; c++)
+            for (int64_t i = r; i < r + 8; i++) t->dst[c * rows + i] = t->src[i * cols + c];
+    }
+    for (; r < end; r++)
+        for (int64_t c = 0; c < cols; c++) t->dst[c * rows + r] = t->src[r * cols + c];
 }
 
 static void transpose_parallel(struct dt_backend *be, float *dst, const float *src, int64_t rows,
