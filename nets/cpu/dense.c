@@ -489,8 +489,7 @@ struct transpose_job {
 };
 
 /* dst (cols,rows) = src (rows,cols)^T for src rows [begin, end): exact copies. */
-typedef int32_t v8idx __attribute__((vector_size(32)));
-#define SHUF(a, b, ...) __builtin_shuffle(a, b, (v8idx){__VA_ARGS__})
+#define SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__) /* GCC 12+, Clang */
 
 /* dst[c * ldd + r] = src[r * lds + c] for r, c < 8: eight rows loaded, paired within
  * 128-bit halves twice, then the halves exchanged (the unpack / shuffle / permute

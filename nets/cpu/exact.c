@@ -57,10 +57,10 @@ typedef int32_t v8s __attribute__((vector_size(32)));
 
 /* The larger of two vectors of |bits| lane by lane: below 2^31, so signed lanes order them
  * as unsigned ones do (one compare, where an unsigned one costs three). */
-static inline __attribute__((always_inline)) void max_lanes(v8s *m, v8s b)
+static inline __attribute__((always_inline)) void max_lanes(v8s *m, const v8s *b)
 {
-    const v8s gt = *m > b;
-    *m = (*m & gt) | (b & ~gt);
+    const v8s gt = *m > *b;
+    *m = (*m & gt) | (*b & ~gt);
 }
 
 /* max |bits| over p[0, n), 32 lanes at a time in four maxima that do not wait on each other
@@ -73,14 +73,16 @@ DT_VECTOR_FN_RET(uint32_t, max_bits_of, (const float *p, int64_t n, uint32_t mb)
         for (int k = 0; k < 4; k++) {
             v8s b;
             memcpy(&b, p + i + 8 * k, sizeof b);
-            max_lanes(&m[k], b & 0x7fffffff);
+            b &= 0x7fffffff;
+            max_lanes(&m[k], &b);
         }
     for (; i + 8 <= n; i += 8) {
         v8s b;
         memcpy(&b, p + i, sizeof b);
-        max_lanes(&m[0], b & 0x7fffffff);
+        b &= 0x7fffffff;
+        max_lanes(&m[0], &b);
     }
-    max_lanes(&m[0], m[1]), max_lanes(&m[2], m[3]), max_lanes(&m[0], m[2]);
+    max_lanes(&m[0], &m[1]), max_lanes(&m[2], &m[3]), max_lanes(&m[0], &m[2]);
     for (int l = 0; l < 8; l++) mb = (uint32_t)m[0][l] > mb ? (uint32_t)m[0][l] : mb;
     for (; i < n; i++) {
         uint32_t b = dt_float_bits(p[i]) & 0x7fffffffu;
