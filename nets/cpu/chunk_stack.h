@@ -30,8 +30,9 @@ static inline __attribute__((always_inline)) void stack_fold(v8f *t, const v8f *
 }
 
 /* Chunk c's partial t (c counting from 0; `last`: the tile's last chunk). Not the last: the
- * merges it closes folded into t, which is then pushed (one store of the registers). The
- * last: every partial below folded into t, which is then the tile's sum. */
+ * merges it closes folded into t, which is then pushed (one store of the registers) and reset
+ * to +0 for the next chunk. The last: every partial below folded into t, which is then the
+ * tile's sum. A caller zeroes t once before its first chunk (no chunk: t stays the zeros). */
 static inline __attribute__((always_inline)) void stack_take(v8f (*stack)[STACK_V], int *depth,
                                                              v8f *t, int64_t c, bool last)
 {
@@ -39,7 +40,7 @@ static inline __attribute__((always_inline)) void stack_take(v8f (*stack)[STACK_
     for (; m > 0; m--) stack_fold(t, stack[--*depth]);
     if (last) return;
 #pragma GCC unroll 12
-    for (int v = 0; v < STACK_V; v++) stack[*depth][v] = t[v];
+    for (int v = 0; v < STACK_V; v++) stack[*depth][v] = t[v], t[v] = (v8f){0};
     (*depth)++;
 }
 

@@ -225,13 +225,11 @@ chunk_tiles(const struct chunks_job *j, int64_t k, int64_t q0, bool two, int64_t
     const float *d = j->dy + j->row[k] * P * K + o0;
     v8f a[2][DIRECT_O];
 #pragma GCC unroll 6
-    for (int g = 0; g < DIRECT_O; g++) a[0][g] = a[1][g] = (v8f){0}; /* no chunk: zeros */
+    for (int g = 0; g < DIRECT_O; g++) a[0][g] = a[1][g] = (v8f){0}; /* from +0 (chunk_stack.h) */
     for (int64_t c = 0; c < n_chunks; c++) {
         const int64_t len = rows - c * DT_REDUCE_CHUNK < DT_REDUCE_CHUNK
                                 ? rows - c * DT_REDUCE_CHUNK
                                 : DT_REDUCE_CHUNK;
-#pragma GCC unroll 6
-        for (int g = 0; g < DIRECT_O; g++) a[0][g] = a[1][g] = (v8f){0};
         for (int64_t i = 0; i < len; i++, d += K, win_next(&r, s)) {
             v8f x0, x1;
             memcpy(&x0, r.win, sizeof x0);
@@ -296,13 +294,11 @@ static inline __attribute__((always_inline)) void out_tiles(const struct chunks_
     const float *d = j->dy + j->row[k] * P * K + o0;
     v8f a[OUT_MR][2];
 #pragma GCC unroll 6
-    for (int e = 0; e < OUT_MR; e++) a[e][0] = a[e][1] = (v8f){0}; /* no chunk: zeros */
+    for (int e = 0; e < OUT_MR; e++) a[e][0] = a[e][1] = (v8f){0}; /* from +0 (chunk_stack.h) */
     for (int64_t c = 0; c < n_chunks; c++) {
         const int64_t len = rows - c * DT_REDUCE_CHUNK < DT_REDUCE_CHUNK
                                 ? rows - c * DT_REDUCE_CHUNK
                                 : DT_REDUCE_CHUNK;
-#pragma GCC unroll 6
-        for (int e = 0; e < OUT_MR; e++) a[e][0] = a[e][1] = (v8f){0};
         for (int64_t i = 0; i < len; i++, d += K, win_next(&r, s)) {
             v8f d0, d1 = {0};
             memcpy(&d0, d, sizeof d0);

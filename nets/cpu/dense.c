@@ -205,12 +205,10 @@ wgrad_tile(int rows, float *restrict dw, int64_t out, int64_t cols, const float 
     v8f acc[STACK_V]; /* row r: acc[2r], acc[2r + 1] */
     int depth = 0;
 #pragma GCC unroll 12
-    for (int v = 0; v < STACK_V; v++) acc[v] = (v8f){0}; /* no chunk: zeros */
+    for (int v = 0; v < STACK_V; v++) acc[v] = (v8f){0}; /* from +0 (chunk_stack.h) */
     for (int64_t c = 0; c < n_chunks; c++) {
         const int64_t b0 = c * DT_REDUCE_CHUNK;
         const int64_t len = B - b0 < DT_REDUCE_CHUNK ? B - b0 : DT_REDUCE_CHUNK;
-#pragma GCC unroll 12
-        for (int v = 0; v < STACK_V; v++) acc[v] = (v8f){0};
         for (int64_t k = b0; k < b0 + len; k++) {
             v8f y0, y1;
             v8_load(&y0, bp + k * NR), v8_load(&y1, bp + k * NR + 8);
@@ -488,7 +486,6 @@ struct transpose_job {
     int64_t rows, cols; /* of src */
 };
 
-/* dst (cols,rows) = src (rows,cols)^T for src rows [begin, end): exact copies. */
 #define SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__) /* GCC 12+, Clang */
 
 /* dst[c * ldd + r] = src[r * lds + c] for r, c < 8: eight rows loaded, paired within
@@ -513,8 +510,7 @@ static inline __attribute__((always_inline)) void transpose8(float *restrict dst
             u[h + 2 * i + 1] = SHUF(t[h + i], t[h + i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
         }
 #pragma GCC unroll 4
-    for (int c = 0; c < 4;
-         c++) { /* columns c and c + 4: rows 0 .. 3 from u[c], 4 .. 7 from u[c + 4] */
+    for (int c = 0; c < 4; c++) { /* columns c, c + 4: rows 0-3 from u[c], 4-7 from u[c + 4] */
         const v8f lo = SHUF(u[c], u[c + 4], 0, 1, 2, 3, 8, 9, 10, 11);
         const v8f hi = SHUF(u[c], u[c + 4], 4, 5, 6, 7, 12, 13, 14, 15);
         v8_store(dst + c * ldd, &lo), v8_store(dst + (c + 4) * ldd, &hi);
@@ -522,7 +518,8 @@ static inline __attribute__((always_inline)) void transpose8(float *restrict dst
 }
 #undef SHUF
 
-/* src rows [begin, end): 8 x 8 blocks, the edges one by one. */
+/* dst (cols,rows) = src (rows,cols)^T for src rows [begin, end): exact copies, 8 x 8 blocks,
+ * the edges one by one. */
 DT_VECTOR_PART(transpose_part)
 {
     const struct transpose_job *t = ctx;
