@@ -269,7 +269,8 @@ void dt_backend_set_shards(struct dt_backend *be, const struct dt_shards *sh);
  *   acc[first[i] + e] = sum over the held slots of round(partial * 2^shift_i), exact
  *   (dt_exact_to_fixed); ranks add their acc with an integer all-reduce;
  *   slot 0 = acc * 2^-shift_i rounded once to float (dt_exact_round).
- * dt_exact_sum does to_fixed and round in one pass when one process holds every shard.
+ * dt_exact_sum does all three when one process holds every shard: max_bits is then its
+ * output (the CPU backend finds the maxima while it sums: nets/cpu/exact.c).
  * A tensor whose max_bits is not finite (>= 0x7f800000) is left as it is: the caller
  * reads max_bits and names it. max_bits (tensors uint32) and acc (first[tensors] int64)
  * are backend memory; n and first are host arrays. Integer sums: the bits depend on

@@ -815,11 +815,11 @@ enum dt_status dt_exact_sum_packs(struct dt_backend *be, float *out, const float
  * wrapper dt_<name> is generated from the row (the end of this file). */
 
 static dt_exact_sum_fn *plan_exact_sum(struct dt_backend *be, struct op_tensors *t, float *pack,
-                                       const uint32_t *max_bits, const struct dt_exact_layout *L)
+                                       uint32_t *max_bits, const struct dt_exact_layout *L)
 {
     check_exact_layout(L);
     DT_ASSERT(pack && max_bits);
-    TENSORS(t, OUT(pack, L->slots * L->first[L->tensors]));
+    TENSORS(t, OUT(pack, L->slots * L->first[L->tensors]), OUT_INT(max_bits, L->tensors));
     return be->ops->exact_sum;
 }
 

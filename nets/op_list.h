@@ -264,11 +264,11 @@
       (float *grho, const float *sigma, const float *dsigma, int64_t n,                            \
        const struct dt_policy *pol),                                                               \
       (grho, sigma, dsigma, n, pol))                                                               \
-    /* dt_exact_sum: The exact sum of the shard partials in one pass (struct dt_exact_layout; its  \
+    /* dt_exact_sum: The exact sum of the shard partials when one process holds them all           \
+     * (struct dt_exact_layout): max_bits (out) = dt_exact_max's maxima, slot 0 = the sums (its    \
      * stages dt_exact_max, _to_fixed and _round, below, serve several ranks). */                  \
-    X(EXACT_SUM, exact_sum, BACKWARD, "exact sum", "",                                             \
-      (float *pack, const uint32_t *max_bits, const struct dt_exact_layout *L),                    \
-      (pack, max_bits, L))                                                                         \
+    X(EXACT_SUM, exact_sum, BACKWARD, "exact sum|maxima", "",                                      \
+      (float *pack, uint32_t *max_bits, const struct dt_exact_layout *L), (pack, max_bits, L))     \
     /* ---- the transformer's ops (gpt; per-element arithmetic in nets/gpt_elem.h) ------------    \
      * Rows are (example, position) pairs, r = b * T + t. Every op but the scatter is a fixed      \
      * order per output element, so the policy changes only `math` (exp, tanh) in them; the        \

@@ -292,9 +292,9 @@ static enum dt_status combine_exact(struct dt_step *d, const struct dt_exact_lay
     struct dt_model *m = d->m;
     const int P = m->n_params;
     if (d->shared) return combine_shared(d, L);
+    if (ranks(d->x) == 1) return dt_exact_sum(m->be, m->grad_pack, d->max_dev, L); /* + maxima */
     enum dt_status st = dt_exact_max(m->be, d->max_dev, m->grad_pack, L);
     if (st != DT_OK) return st;
-    if (ranks(d->x) == 1) return dt_exact_sum(m->be, m->grad_pack, d->max_dev, L);
     dt_backend_download(m->be, d->max_bits, d->max_dev, (size_t)P * sizeof *d->max_bits);
     x_max_u32(d->x, d->max_bits, P);
     dt_backend_upload(m->be, d->max_dev, d->max_bits, (size_t)P * sizeof *d->max_bits);

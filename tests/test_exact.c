@@ -240,28 +240,44 @@ static float *pack_and_reference(float *(*make)(int64_t, int64_t *), int64_t S, 
     return pack;
 }
 
-/* dt_exact_max and dt_exact_sum over a copy of pack (S slots, T3 tensors) on `threads`
- * threads give ref's bits; the maxima into hm. */
+/* dt_exact_sum over a copy of pack (S slots, T3 tensors) on `threads` threads gives ref's
+ * bits in slot 0, the other slots untouched, and dt_exact_max's maxima (its output, written
+ * over a pattern) into hm. */
 static void one_pass_sum(int threads, const float *pack, const int64_t *first, int64_t S,
                          const float *ref, const char *what, uint32_t *hm)
 {
     const struct dt_exact_layout L = {T3, tn, first, S, S};
     struct dt_backend *be = cpu(threads);
     float *d = dev_copy(be, pack, S * first[T3]);
-    uint32_t *mb = dt_backend_alloc(be, T3 * sizeof *mb);
+    uint32_t *mb = dt_backend_alloc(be, T3 * sizeof *mb), want[T3], junk[T3];
     CHECK(dt_exact_max(be, mb, d, &L) == DT_OK);
+    dt_backend_download(be, want, mb, sizeof want);
+    memset(junk, 0x5a, sizeof junk);
+    dt_backend_upload(be, mb, junk, sizeof junk);
     CHECK(dt_exact_sum(be, d, mb, &L) == DT_OK);
     float *h = host_of(be, d, S * first[T3]);
-    for (int i = 0; i < T3; i++) same_bits(what, h + S * first[i], ref + first[i], tn[i]);
+    for (int i = 0; i < T3; i++) {
+        same_bits(what, h + S * first[i], ref + first[i], tn[i]);
+        same_bits("exact_sum's other slots", h + S * first[i] + tn[i], pack + S * first[i] + tn[i],
+                  (S - 1) * tn[i]);
+    }
     dt_backend_download(be, hm, mb, T3 * sizeof *hm);
+    for (int i = 0; i < T3; i++) CHECK_INT_EQ(hm[i], want[i]);
     free(h);
     dt_backend_free(be, d), dt_backend_free(be, mb);
     dt_backend_destroy(be);
 }
 
+/* 5 slots, and 17: more than the AVX2 one-pass sum takes (the maxima, then the sums). */
+static void exact_sum_reference_slots(int64_t S);
 static void exact_sum_reference_body(void)
 {
-    const int64_t S = 5;
+    exact_sum_reference_slots(5);
+    exact_sum_reference_slots(17);
+}
+
+static void exact_sum_reference_slots(int64_t S)
+{
     int64_t first[T3 + 1];
     float *ref;
     float *pack = pack_and_reference(make_pack, S, first, &ref);
@@ -748,6 +764,81 @@ static void sum_packs_body(void)
     free(pack), free(ref);
 }
 
+/* The one-pass sum's pass 2 skips 32 groups of 8 at once where every group passed both of
+ * sum8_double's tests. Partials for it: every term within 4 binades of 1 (each group passes)
+ * but, in tensor 2, the elements of groups 5, 40 and 77 whose only nonzero term has its unit
+ * one binade below the tensor's 2^-shift -- (1 + 2^-23) * 2^(22 - shift), which the integer
+ * path rounds to 2^(22 - shift) and a double sum keeps -- and of group 100 one whose unit is
+ * 2^-shift itself (both paths keep it). The sums (1 and 2 threads) give the serial
+ * reference's bits. */
+static float *make_edge_pack(int64_t slots, int64_t *first)
+{
+    first[0] = 0;
+    for (int i = 0; i < T3; i++) first[i + 1] = first[i] + tn[i];
+    float *p = dt_xmalloc((size_t)(slots * first[T3]) * sizeof(float));
+    for (int64_t x = 0; x < slots * first[T3]; x++)
+        p[x] = (float)((1.0 + urand()) * ldexp(urand() < 0.5 ? -1.0 : 1.0, (int)(x % 4)));
+    float *t2 = p + slots * first[2];
+    const int shift = dt_fixed_shift_for(max_abs(t2, slots * tn[2]), slots);
+    const int64_t at[4] = {8 * 5 + 3, 8 * 40, 8 * 77 + 7, 8 * 100 + 2};
+    for (int a = 0; a < 4; a++) {
+        for (int64_t k = 0; k < slots; k++) t2[k * tn[2] + at[a]] = 0.0f;
+        t2[(a % 2) * tn[2] + at[a]] = (float)ldexp(1.0 + 0x1p-23, (a == 3 ? 23 : 22) - shift);
+    }
+    return p;
+}
+
+static void skip_body(void)
+{
+    const int64_t S = 4;
+    int64_t first[T3 + 1];
+    float *ref;
+    float *pack = pack_and_reference(make_edge_pack, S, first, &ref);
+    const int shift = dt_fixed_shift_for(max_abs(pack + S * first[2], S * tn[2]), S);
+    CHECK(dt_float_bits(ref[first[2] + 8 * 5 + 3]) ==
+          dt_float_bits((float)ldexp(1.0, 22 - shift))); /* the integer path's rounding */
+    for (int threads = 1; threads <= 2; threads++) {
+        uint32_t hm[T3];
+        one_pass_sum(threads, pack, first, S, ref, "exact_sum (groups skipped) vs serial", hm);
+    }
+    free(pack), free(ref);
+}
+
+/* A tensor with a NaN or an infinity among its partials: exact_sum reports its maximum
+ * (at least 0x7f800000) and leaves every slot of it as it was, whatever the path (the AVX2
+ * one-pass sum writes slot 0 before it knows the maximum and must put it back); the other
+ * tensors get the serial reference's bits. The infinity sits in tensor 1's short last
+ * group, the NaN in a later slot of tensor 2, whose other groups the shortcut takes. */
+static void nonfinite_body(void)
+{
+    const int64_t S = 5;
+    int64_t first[T3 + 1];
+    float *ref;
+    float *pack = pack_and_reference(make_narrow_pack, S, first, &ref);
+    pack[S * first[1] + 36] = INFINITY;
+    pack[S * first[2] + 3 * tn[2] + 500] = NAN;
+    for (int threads = 1; threads <= 2; threads++) {
+        const struct dt_exact_layout L = {T3, tn, first, S, S};
+        struct dt_backend *be = cpu(threads);
+        float *d = dev_copy(be, pack, S * first[T3]);
+        uint32_t *mb = dt_backend_alloc(be, T3 * sizeof *mb), hm[T3];
+        CHECK(dt_exact_sum(be, d, mb, &L) == DT_OK);
+        dt_backend_download(be, hm, mb, sizeof hm);
+        CHECK(hm[0] < 0x7f800000u);
+        CHECK_INT_EQ(hm[1], 0x7f800000u);
+        CHECK(hm[2] > 0x7f800000u);
+        float *h = host_of(be, d, S * first[T3]);
+        same_bits("finite tensor's sum", h, ref, tn[0]);
+        for (int i = 1; i < T3; i++)
+            same_bits("non-finite tensor left as it was", h + S * first[i], pack + S * first[i],
+                      S * tn[i]);
+        free(h);
+        dt_backend_free(be, d), dt_backend_free(be, mb);
+        dt_backend_destroy(be);
+    }
+    free(pack), free(ref);
+}
+
 /* ---- the max |bits| scan (exact_max, the fixed-point scatters, check_finite) ----------- */
 
 /* dt_cpu_max_bits against the scalar definition at every length to 100 (the 32-lane
@@ -786,6 +877,8 @@ DT_TEST(rank_grouping_negative_control) { on_both_paths(rank_grouping_body); }
 DT_TEST(exact_round_ties) { on_both_paths(round_ties_body); }
 DT_TEST(sum_packs_equals_one_rank) { on_both_paths(sum_packs_body); }
 DT_TEST(exact_sum_double_shortcut) { on_both_paths(shortcut_body); }
+DT_TEST(exact_sum_nonfinite_left) { on_both_paths(nonfinite_body); }
+DT_TEST(exact_sum_unit_edge) { on_both_paths(skip_body); }
 
 DT_TEST(mlp_one_pass_equals_passes) { model_one_pass_equals_passes(false); }
 DT_TEST(lenet_one_pass_equals_passes) { model_one_pass_equals_passes(true); }
@@ -834,4 +927,5 @@ DT_TEST_MAIN(DT_CASE(ops_per_shard), DT_CASE(exact_sum_reference),
              DT_CASE(rank_grouping_negative_control), DT_CASE(mlp_one_pass_equals_passes),
              DT_CASE(lenet_one_pass_equals_passes), DT_CASE(cuda_exact_sum_equals_cpu),
              DT_CASE(exact_round_ties), DT_CASE(sum_packs_equals_one_rank),
-             DT_CASE(exact_sum_double_shortcut), DT_CASE(max_bits_scan))
+             DT_CASE(exact_sum_double_shortcut), DT_CASE(max_bits_scan),
+             DT_CASE(exact_sum_nonfinite_left), DT_CASE(exact_sum_unit_edge))

@@ -215,6 +215,19 @@ struct sum_run {
 /* The vector part of a run: whole groups of lanes from e on; returns where it stopped. */
 typedef int64_t (*sum_vector_fn)(const struct sum_run *r, int64_t e, int64_t stop);
 
+/* Elements [e, stop) of a run one by one (fixed_point.h's scalar forms: the same bits). */
+static void sum_scalar(const struct sum_run *r, int64_t e, int64_t stop)
+{
+    for (; e < stop; e++) {
+        int64_t a = r->nb ? 0 : r->acc[e];
+        for (int b = 0; b < r->nb; b++)
+            for (int64_t k = 0; k < r->slots[b]; k++)
+                a += dt_fixed_from_float_bounded(r->base[b][e + k * r->n], r->up);
+        if (r->out) r->out[e] = dt_fixed_to_float_bounded(a, r->down);
+        else r->acc[e] = a;
+    }
+}
+
 /* 4 lanes: the form of the CUDA kernel (nets/cuda/exact.cu). */
 DT_VECTOR_FN_RET(int64_t, sum_vector4, (const struct sum_run *r, int64_t e, int64_t stop),
                  (r, e, stop))
@@ -296,31 +309,63 @@ to_float4_avx2(float *out, __m256i a, __m256d down, __m256d big_scale)
  * reduction keeps it); the sum starts from +0.0, so terms that are all -0 give the integer
  * path's +0. About 5 operations an element where the integer path takes 16. Returns false,
  * writing nothing, where a lane fails either test: the integer path takes the group. */
-DT_AVX2 static inline __attribute__((always_inline)) bool
-sum8_double(float *out, const float *const *t, int nt, int64_t e, __m256i span_max, __m256i e_floor)
+/* The exponents of 8 elements' terms t[i][e .. e + 8) (i < nt), lane by lane: *emax the
+ * largest biased exponent, *emin the smallest unit's (a nonzero term's biased exponent, 1
+ * for a subnormal; 255 where every term is zero); *bmax (kept across calls) the largest
+ * |bits| seen. */
+DT_AVX2 static inline __attribute__((always_inline)) void
+sum8_exponents(__m256i *emax, __m256i *emin, __m256i *bmax, const float *const *t, int nt,
+               int64_t e)
 {
     const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32(1);
     const __m256i none = _mm256_set1_epi32(255), zero = _mm256_setzero_si256();
-    __m256i emax = zero, emin = none;
+    *emax = zero, *emin = none;
+#pragma GCC unroll 16
     for (int i = 0; i < nt; i++) {
         const __m256i bits =
             _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(t[i] + e)), abs_mask);
+        *bmax = _mm256_max_epi32(*bmax, bits); /* |bits| < 2^31: signed order */
         const __m256i ex = _mm256_srli_epi32(bits, 23);
-        emax = _mm256_max_epi32(emax, ex);
+        *emax = _mm256_max_epi32(*emax, ex);
         const __m256i unit =
             _mm256_blendv_epi8(_mm256_max_epi32(ex, one), none, _mm256_cmpeq_epi32(bits, zero));
-        emin = _mm256_min_epi32(emin, unit);
+        *emin = _mm256_min_epi32(*emin, unit);
     }
-    const __m256i bad = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_sub_epi32(emax, emin), span_max),
-                                        _mm256_cmpgt_epi32(e_floor, emin));
-    if (!_mm256_testz_si256(bad, bad)) return false;
+}
+
+/* The 8 elements' double sums, rounded once, into out[e .. e + 8). */
+DT_AVX2 static inline __attribute__((always_inline)) void
+sum8_store(float *out, const float *const *t, int nt, int64_t e)
+{
     __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+#pragma GCC unroll 16
     for (int i = 0; i < nt; i++) {
         const __m256 x = _mm256_loadu_ps(t[i] + e);
         lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(x))); /* exact */
         hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
     }
     _mm256_storeu_ps(out + e, _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo)));
+}
+
+/* A shortcut with the same bits, for 8 elements whose terms t[i][e .. e + 8) (i < nt) are
+ * all whole multiples of 2^-shift (so their conversion rounds nothing: a nonzero term's
+ * biased exponent, 1 for a subnormal, at least e_floor = 150 - shift) and lie within
+ * span_max = 29 - ceil(log2 nt) binades of the smallest one's unit (so every partial sum,
+ * below nt * 2^(max exponent + 1), is a whole number of that unit under 2^53: a double,
+ * exactly). Then the integer path's sum times 2^-shift is the terms' double sum, in any
+ * order, and both round that same value once to the nearest float (to_float4_avx2's
+ * reduction keeps it); the sum starts from +0.0, so terms that are all -0 give the integer
+ * path's +0. About 5 operations an element where the integer path takes 16. Returns false,
+ * writing nothing, where a lane fails either test: the integer path takes the group. */
+DT_AVX2 static inline __attribute__((always_inline)) bool
+sum8_double(float *out, const float *const *t, int nt, int64_t e, __m256i span_max, __m256i e_floor)
+{
+    __m256i emax, emin, bmax = _mm256_setzero_si256();
+    sum8_exponents(&emax, &emin, &bmax, t, nt, e);
+    const __m256i bad = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_sub_epi32(emax, emin), span_max),
+                                        _mm256_cmpgt_epi32(e_floor, emin));
+    if (!_mm256_testz_si256(bad, bad)) return false;
+    sum8_store(out, t, nt, e);
     return true;
 }
 
@@ -429,6 +474,175 @@ DT_WIDE static int64_t sum_vector8(const struct sum_run *r, int64_t e, int64_t s
     }
     return e;
 }
+
+/* exact_sum in one read of the pack where the CPU has AVX2 but not AVX-512 (whose integer
+ * path costs about what the shortcut's test does, after a maxima pass): the shortcut needs
+ * the tensor's shift, so its maximum, which only the end of the read knows. Pass 1, per
+ * group of 8 elements (a tensor's groups from its first element; its last one may be
+ * short): the maximum of the terms' |bits| (per worker and tensor), and where the terms
+ * pass the span test of sum8_double, their double sums written over slot 0, slot 0's terms
+ * kept in `side` and the smallest unit's exponent in the group's `meta` (>= 1; 0: the group
+ * was not written). Pass 2, with the maxima merged: a group whose meta is below its tensor's
+ * e_floor = 150 - shift (sum8_double's other test: a term finer than 2^-shift), or 0, has
+ * its slot 0 put back and takes the integer path (sum_vector4_avx2x, the scalar form for the
+ * short group); a tensor whose maximum is not finite gets every written group put back and is
+ * left as it was. The groups that pass both tests hold exactly sum8_double's values; the
+ * rest sum_part's: the two passes' bits (tests/test_exact.c). */
+struct one_pass_job {
+    struct dt_backend *be;
+    const struct dt_exact_layout *L;
+    float *pack;
+    float *side;              /* tensor i's slot 0 terms at side[first[i] + e] */
+    uint8_t *meta;            /* per group */
+    const int64_t *gfirst;    /* tensor i's groups [gfirst[i], gfirst[i + 1]) */
+    const uint32_t *max_bits; /* pass 2 */
+    bool used[DT_CPU_MAX_THREADS];
+};
+
+/* The smallest of 8 lanes. */
+DT_AVX2 static inline __attribute__((always_inline)) int32_t hmin8(__m256i v)
+{
+    __m128i m = _mm_min_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    m = _mm_min_epi32(m, _mm_shuffle_epi32(m, 0x4e));
+    return _mm_cvtsi128_si32(_mm_min_epi32(m, _mm_shuffle_epi32(m, 0xb1)));
+}
+
+DT_AVX2 static inline __attribute__((always_inline)) uint32_t hmax8(__m256i v)
+{
+    __m128i m = _mm_max_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    m = _mm_max_epi32(m, _mm_shuffle_epi32(m, 0x4e));
+    return (uint32_t)_mm_cvtsi128_si32(_mm_max_epi32(m, _mm_shuffle_epi32(m, 0xb1)));
+}
+
+/* Pass 1 over groups [g0, g1) of tensor i, its nt = slots terms; returns the largest |bits|
+ * (at least m). Inlined with nt a constant where it is 4 (4 shards on one rank): the terms'
+ * loops unrolled, each term loaded once for both the test and the sum. */
+DT_AVX2 static inline __attribute__((always_inline)) uint32_t
+one_pass_run(struct one_pass_job *j, int i, int64_t g, int64_t stop, const int nt, __m256i span_max,
+             uint32_t m)
+{
+    const struct dt_exact_layout *L = j->L;
+    const int64_t n = L->n[i];
+    float *const slot0 = j->pack + L->slots * L->first[i], *const side = j->side + L->first[i];
+    uint8_t *const meta = j->meta + j->gfirst[i]; /* the tensor's groups from its first */
+    const float *t[SUM8_TERMS_MAX];
+    for (int k = 0; k < nt; k++) t[k] = slot0 + k * n;
+    __m256i bmax = _mm256_setzero_si256();
+    for (int64_t q = g - j->gfirst[i], q1 = stop - j->gfirst[i]; q < q1; q++) {
+        const int64_t e = 8 * q;
+        if (e + 8 > n) { /* the short group: its maximum here, its sums in pass 2 */
+            for (int k = 0; k < nt; k++)
+                for (int64_t x = e; x < n; x++) {
+                    const uint32_t b = dt_float_bits(t[k][x]) & 0x7fffffffu;
+                    m = b > m ? b : m;
+                }
+            meta[q] = 0;
+            continue;
+        }
+        __m256i emax, emin;
+        sum8_exponents(&emax, &emin, &bmax, t, nt, e);
+        const __m256i wide = _mm256_cmpgt_epi32(_mm256_sub_epi32(emax, emin), span_max);
+        if (!_mm256_testz_si256(wide, wide)) {
+            meta[q] = 0;
+            continue;
+        }
+        const __m256 first_terms = _mm256_loadu_ps(slot0 + e);
+        sum8_store(slot0, t, nt, e);
+        _mm256_storeu_ps(side + e, first_terms);
+        meta[q] = (uint8_t)hmin8(emin);
+    }
+    const uint32_t v = hmax8(bmax);
+    return v > m ? v : m;
+}
+
+DT_AVX2 static void one_pass_sums(void *ctx, int64_t g0, int64_t g1, int worker)
+{
+    struct one_pass_job *j = ctx;
+    const struct dt_exact_layout *L = j->L;
+    const int nt = (int)L->slots;
+    int lg = 0;
+    while ((1 << lg) < nt) lg++;
+    const __m256i span_max = _mm256_set1_epi32(29 - lg);
+    uint32_t *mine = (uint32_t *)dt_cpu_worker_buffer(j->be, worker, (size_t)L->tensors);
+    memset(mine, 0, (size_t)L->tensors * sizeof *mine);
+    int i = 0;
+    while (g0 >= j->gfirst[i + 1]) i++;
+    for (int64_t g = g0; g < g1; i++) {
+        const int64_t stop = g1 < j->gfirst[i + 1] ? g1 : j->gfirst[i + 1];
+        mine[i] = nt == 4 ? one_pass_run(j, i, g, stop, 4, span_max, mine[i])
+                          : one_pass_run(j, i, g, stop, nt, span_max, mine[i]);
+        g = stop;
+    }
+    j->used[worker] = true;
+}
+
+/* Pass 2 over groups [g0, g1). */
+DT_AVX2 static void one_pass_fix(void *ctx, int64_t g0, int64_t g1, int worker)
+{
+    (void)worker;
+    struct one_pass_job *j = ctx;
+    const struct dt_exact_layout *L = j->L;
+    int i = 0;
+    while (g0 >= j->gfirst[i + 1]) i++;
+    for (int64_t g = g0; g < g1; i++) {
+        const int64_t stop = g1 < j->gfirst[i + 1] ? g1 : j->gfirst[i + 1], n = L->n[i];
+        float *slot0 = j->pack + L->slots * L->first[i];
+        const float *side = j->side + L->first[i];
+        const bool finite = finite_max(j->max_bits[i]);
+        const int shift = finite ? dt_fixed_shift_for(dt_bits_float(j->max_bits[i]), L->shards) : 0;
+        const int e_floor = finite ? 150 - shift : 256; /* above every meta */
+        struct sum_run r = {.nb = 1,
+                            .slots = {L->slots},
+                            .base = {slot0},
+                            .out = slot0,
+                            .n = n,
+                            .up = dt_fixed_scale(shift),
+                            .down = dt_fixed_scale(-shift),
+                            .shift = shift};
+        const __m256i floor8 = _mm256_set1_epi8((char)(e_floor < 255 ? e_floor : 255));
+        for (; g < stop; g++) {
+            if (e_floor <= 255 && g + 32 <= stop) { /* 32 groups at once while all pass */
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(j->meta + g));
+                if (_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu8(v, floor8), v)) == -1) {
+                    g += 31;
+                    continue;
+                }
+            }
+            if (j->meta[g] >= e_floor) continue;
+            const int64_t e = 8 * (g - j->gfirst[i]), end = e + 8 < n ? e + 8 : n;
+            if (j->meta[g]) memcpy(slot0 + e, side + e, 8 * sizeof *slot0);
+            if (finite) sum_scalar(&r, sum_vector4_avx2x(&r, e, end), end);
+        }
+    }
+}
+
+static enum dt_status exact_sum_one_pass(struct dt_backend *be, float *pack, uint32_t *max_bits,
+                                         const struct dt_exact_layout *L)
+{
+    struct dt_cpu_ctx *c = dt_cpu(be);
+    int64_t *gfirst = dt_xmalloc((size_t)(L->tensors + 1) * sizeof *gfirst);
+    gfirst[0] = 0;
+    for (int i = 0; i < L->tensors; i++) gfirst[i + 1] = gfirst[i] + (L->n[i] + 7) / 8;
+    const int64_t total = L->first[L->tensors], groups = gfirst[L->tensors];
+    float *side = dt_cpu_scratch(be, (size_t)(total + groups / 4 + 1));
+    struct one_pass_job j = {.be = be,
+                             .L = L,
+                             .pack = pack,
+                             .side = side,
+                             .meta = (uint8_t *)(side + total),
+                             .gfirst = gfirst};
+    dt_pool_run(c->pool, groups, EXACT_GRAIN / 8, one_pass_sums, &j);
+    memset(max_bits, 0, (size_t)L->tensors * sizeof *max_bits);
+    for (int t = 0; t < dt_pool_threads(c->pool); t++) {
+        if (!j.used[t]) continue;
+        const uint32_t *m = (const uint32_t *)c->worker_buf[t];
+        for (int i = 0; i < L->tensors; i++) max_bits[i] = m[i] > max_bits[i] ? m[i] : max_bits[i];
+    }
+    j.max_bits = max_bits;
+    dt_pool_run(c->pool, groups, EXACT_GRAIN / 8, one_pass_fix, &j);
+    free(gfirst);
+    return DT_OK;
+}
 #endif
 
 /* Elements [begin, end) (flat, over every tensor's first[] range), tensor by tensor: the
@@ -470,14 +684,8 @@ static void sum_part(void *ctx, int64_t begin, int64_t end, int worker)
             r.base[0] = j->pack ? j->pack + L->slots * L->first[i] - L->first[i] : NULL;
             r.out = j->out ? j->out + L->slots * L->first[i] - L->first[i] : NULL;
         }
-        for (e = vector(&r, e, stop); e < stop; e++) {
-            int64_t a = r.nb ? 0 : r.acc[e];
-            for (int b = 0; b < r.nb; b++)
-                for (int64_t k = 0; k < r.slots[b]; k++)
-                    a += dt_fixed_from_float_bounded(r.base[b][e + k * r.n], r.up);
-            if (r.out) r.out[e] = dt_fixed_to_float_bounded(a, r.down);
-            else r.acc[e] = a;
-        }
+        sum_scalar(&r, vector(&r, e, stop), stop);
+        e = stop;
     }
 }
 
@@ -498,9 +706,15 @@ enum dt_status dt_cpu_exact_round(struct dt_backend *be, float *pack, const int6
     return DT_OK;
 }
 
-enum dt_status dt_cpu_exact_sum(struct dt_backend *be, float *pack, const uint32_t *max_bits,
+/* One read of the pack where exact_sum_one_pass serves; else the maxima, then the sums. */
+enum dt_status dt_cpu_exact_sum(struct dt_backend *be, float *pack, uint32_t *max_bits,
                                 const struct dt_exact_layout *L)
 {
+#ifdef DT_CPU_WIDE_KERNELS
+    if (dt_cpu_loops() == 1 && L->slots <= SUM8_TERMS_MAX)
+        return exact_sum_one_pass(be, pack, max_bits, L);
+#endif
+    dt_cpu_exact_max(be, max_bits, pack, L);
     struct exact_job j = {.be = be, .L = L, .pack = pack, .out = pack, .max_bits = max_bits};
     dt_pool_run(dt_cpu(be)->pool, L->first[L->tensors], EXACT_GRAIN, sum_part, &j);
     return DT_OK;

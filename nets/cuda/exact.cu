@@ -116,11 +116,12 @@ static enum dt_status exact_sums(struct dt_backend *be, float *pack, int64_t *ac
     return DT_OK;
 }
 
-extern "C" enum dt_status dt_cuda_exact_sum(struct dt_backend *be, float *pack,
-                                            const uint32_t *max_bits,
+/* the maxima (an output of exact_sum), then the sums: two launches a tensor */
+extern "C" enum dt_status dt_cuda_exact_sum(struct dt_backend *be, float *pack, uint32_t *max_bits,
                                             const struct dt_exact_layout *L)
 {
-    return exact_sums(be, pack, NULL, max_bits, L, 0);
+    enum dt_status st = dt_cuda_exact_max(be, max_bits, pack, L);
+    return st == DT_OK ? exact_sums(be, pack, NULL, max_bits, L, 0) : st;
 }
 
 extern "C" enum dt_status dt_cuda_exact_to_fixed(struct dt_backend *be, int64_t *acc,
