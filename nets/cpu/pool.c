@@ -36,10 +36,9 @@ struct pool_job {
 /* One cell of the scan for POOL_CHANNELS channels at once (dt_maxpool_take, branch-free:
  * a fixed trip count the compiler vectorises). */
 #define POOL_CHANNELS 16
-DT_VECTOR_FN(maxpool_take_block,
-             (float *restrict best, int32_t *restrict cell_of, int32_t *restrict done,
-              const float *restrict v, int32_t cell),
-             (best, cell_of, done, v, cell))
+static inline __attribute__((always_inline)) void
+maxpool_take_block(float *restrict best, int32_t *restrict cell_of, int32_t *restrict done,
+                   const float *restrict v, int32_t cell)
 {
     for (int c = 0; c < POOL_CHANNELS; c++)
         dt_maxpool_take(&best[c], &cell_of[c], &done[c], v[c], cell);
@@ -47,15 +46,21 @@ DT_VECTOR_FN(maxpool_take_block,
 
 /* Output rows (b, oh) [begin, end): each output element the first maximum of its window --
  * dt_maxpool_window's scan (the function the CUDA kernel calls), cell after cell, for a
- * block of channels at once, so each cell's channels are read as one contiguous row (the
- * channels past the last whole block one at a time). */
-static void maxpool_forward_part(void *ctx, int64_t begin, int64_t end, int worker)
+ * block of channels at once, so each cell's channels are read as one contiguous row; the
+ * channels past the last whole block (all of them where C < 16: LeNet's first pool has 6)
+ * as one more block whose extra lanes read the next cells' floats and are discarded (a
+ * lane's scan reads only its own lane); near the input's end the run is copied into a
+ * padded row. One channel at a time, the scan's compares were branches that the data
+ * mispredicted: 13% of LeNet's step. */
+DT_VECTOR_PART(maxpool_forward_part)
 {
+    (void)worker;
     const struct pool_job *j = ctx;
     const struct dt_pool2d_shape *s = j->s;
     const int64_t C = s->C, whole = C / POOL_CHANNELS * POOL_CHANNELS;
     float best[POOL_CHANNELS];
     int32_t cell_of[POOL_CHANNELS], done[POOL_CHANNELS];
+    const float *const end_x = j->in + s->B * s->H * s->W * C;
     for (int64_t r = begin; r < end; r++) {
         const int64_t b = r / s->OH, oh = r % s->OH;
         const float *img = j->in + b * s->H * s->W * C;
@@ -81,8 +86,25 @@ static void maxpool_forward_part(void *ctx, int64_t begin, int64_t end, int work
                     j->argmax_out[o + c0 + c] = cell_of[c];
                 }
             }
-            for (int64_t c = whole; c < C; c++)
-                j->out[o + c] = dt_maxpool_window(img, s, c, ih0, iw0, &j->argmax_out[o + c]);
+            if (whole == C) continue;
+            const int n = (int)(C - whole);
+            for (int c = 0; c < POOL_CHANNELS; c++)
+                best[c] = c < n ? img[first * C + whole + c] : 0.0f, cell_of[c] = first,
+                done[c] = 0;
+            for (int64_t kh = kh0; kh < kh1; kh++)
+                for (int64_t kw = kw0; kw < kw1; kw++) {
+                    const int32_t cell = (int32_t)((ih0 + kh) * s->W + iw0 + kw);
+                    const float *row = img + cell * C + whole;
+                    if (row + POOL_CHANNELS <= end_x) { /* the next cells' floats fill the pad */
+                        maxpool_take_block(best, cell_of, done, row, cell);
+                        continue;
+                    }
+                    float v[POOL_CHANNELS] = {0}; /* the input's last cells */
+                    for (int c = 0; c < n; c++) v[c] = row[c];
+                    maxpool_take_block(best, cell_of, done, v, cell);
+                }
+            for (int c = 0; c < n; c++)
+                j->out[o + whole + c] = best[c], j->argmax_out[o + whole + c] = cell_of[c];
         }
     }
 }
