@@ -839,6 +839,56 @@ static void nonfinite_body(void)
     free(pack), free(ref);
 }
 
+/* Tensors of several pool slices (the one-pass sum's groups split over 1-4 workers, a
+ * tensor starting mid-slice, maxima merged across workers), 4 slots: a tensor of 5,605
+ * elements (700 groups of 8 and a short one) whose terms lie near 2^30 with its maximum
+ * 2^40 at element 4000, so its unit is 2^-19 and e_floor = 131 -- above 127, where a byte
+ * compared as signed would misorder -- and in group 300 terms at the unit (16, 24, 40) but
+ * for one, (1 + 2^-23) * 8, a binade finer (the integer path rounds it to 8); in group 312
+ * a term 2.0 beside terms near 2^30, too wide a span (meta 0: the byte a signed compare
+ * would rank above 131); then a tensor of 3. Slot 0 gets the serial reference's bits and the maxima
+ * dt_exact_max's, at 1-4 threads. */
+static void slices_body(void)
+{
+    enum { NA = 5605, NB = 3, S = 4 };
+    const int64_t n[2] = {NA, NB}, first[3] = {0, NA, NA + NB};
+    float *pack = dt_xmalloc((size_t)(S * (NA + NB)) * sizeof(float));
+    for (int64_t x = 0; x < S * (NA + NB); x++)
+        pack[x] =
+            (float)((1.5 + 0.5 * urand()) * ldexp(urand() < 0.0 ? -1.0 : 1.0, 30 + (int)(x % 3)));
+    pack[2 * NA + 4000] = 0x1p40f;
+    for (int64_t e = 2400; e < 2408; e++)
+        for (int64_t k = 0; k < S; k++)
+            pack[k * NA + e] = (float)(16 + 8 * ((e + k) % 4 == 0) + 24 * (k == 3));
+    for (int64_t k = 0; k < S; k++) pack[k * NA + 2403] = 0.0f;
+    pack[2403] = (float)ldexp(1.0 + 0x1p-23, 3);
+    pack[NA + 2500] = 2.0f; /* group 312 spans 29 binades: meta 0, below every unit */
+    CHECK_INT_EQ(dt_fixed_shift_for(0x1p40f, S), 19);
+    float ref[NA + NB];
+    serial_exact_sum(ref, pack, S, NA, S);
+    serial_exact_sum(ref + NA, pack + S * NA, S, NB, S);
+    CHECK(ref[2403] == 8.0f); /* the integer path's rounding */
+    const struct dt_exact_layout L = {2, n, first, S, S};
+    for (int threads = 1; threads <= 4; threads++) {
+        struct dt_backend *be = cpu(threads);
+        float *d = dev_copy(be, pack, S * (NA + NB));
+        uint32_t *mb = dt_backend_alloc(be, 2 * sizeof *mb), want[2], got[2];
+        CHECK(dt_exact_max(be, mb, d, &L) == DT_OK);
+        dt_backend_download(be, want, mb, sizeof want);
+        CHECK(dt_exact_sum(be, d, mb, &L) == DT_OK);
+        dt_backend_download(be, got, mb, sizeof got);
+        CHECK_INT_EQ(got[0], want[0]);
+        CHECK_INT_EQ(got[1], want[1]);
+        float *h = host_of(be, d, S * (NA + NB));
+        same_bits("exact_sum over several slices", h, ref, NA);
+        same_bits("exact_sum over several slices (second tensor)", h + S * NA, ref + NA, NB);
+        free(h);
+        dt_backend_free(be, d), dt_backend_free(be, mb);
+        dt_backend_destroy(be);
+    }
+    free(pack);
+}
+
 /* ---- the max |bits| scan (exact_max, the fixed-point scatters, check_finite) ----------- */
 
 /* dt_cpu_max_bits against the scalar definition at every length to 100 (the 32-lane
@@ -879,6 +929,7 @@ DT_TEST(sum_packs_equals_one_rank) { on_both_paths(sum_packs_body); }
 DT_TEST(exact_sum_double_shortcut) { on_both_paths(shortcut_body); }
 DT_TEST(exact_sum_nonfinite_left) { on_both_paths(nonfinite_body); }
 DT_TEST(exact_sum_unit_edge) { on_both_paths(skip_body); }
+DT_TEST(exact_sum_slices) { on_both_paths(slices_body); }
 
 DT_TEST(mlp_one_pass_equals_passes) { model_one_pass_equals_passes(false); }
 DT_TEST(lenet_one_pass_equals_passes) { model_one_pass_equals_passes(true); }
@@ -928,4 +979,5 @@ DT_TEST_MAIN(DT_CASE(ops_per_shard), DT_CASE(exact_sum_reference),
              DT_CASE(lenet_one_pass_equals_passes), DT_CASE(cuda_exact_sum_equals_cpu),
              DT_CASE(exact_round_ties), DT_CASE(sum_packs_equals_one_rank),
              DT_CASE(exact_sum_double_shortcut), DT_CASE(max_bits_scan),
-             DT_CASE(exact_sum_nonfinite_left), DT_CASE(exact_sum_unit_edge))
+             DT_CASE(exact_sum_nonfinite_left), DT_CASE(exact_sum_unit_edge),
+             DT_CASE(exact_sum_slices))
