@@ -46,18 +46,17 @@ maxpool_take_block(float *restrict best, int32_t *restrict cell_of, int32_t *res
 
 /* Output rows (b, oh) [begin, end): each output element the first maximum of its window --
  * dt_maxpool_window's scan (the function the CUDA kernel calls), cell after cell, for a
- * block of channels at once, so each cell's channels are read as one contiguous row; the
- * channels past the last whole block (all of them where C < 16: LeNet's first pool has 6)
- * as one more block whose extra lanes read the next cells' floats and are discarded (a
- * lane's scan reads only its own lane); near the input's end the run is copied into a
- * padded row. One channel at a time, the scan's compares were branches that the data
- * mispredicted: 13% of LeNet's step. */
+ * block of 16 channels at once, so each cell's channels are read as one contiguous row. A
+ * short last block (all of C where C < 16: LeNet's first pool has 6) reads the next cells'
+ * floats in its extra lanes, whose results are discarded (a lane's scan reads only its own
+ * lane); near the input's end its run is copied into a padded row. One channel at a time,
+ * the scan's compares were branches that the data mispredicted: 13% of LeNet's step. */
 DT_VECTOR_PART(maxpool_forward_part)
 {
     (void)worker;
     const struct pool_job *j = ctx;
     const struct dt_pool2d_shape *s = j->s;
-    const int64_t C = s->C, whole = C / POOL_CHANNELS * POOL_CHANNELS;
+    const int64_t C = s->C;
     float best[POOL_CHANNELS];
     int32_t cell_of[POOL_CHANNELS], done[POOL_CHANNELS];
     const float *const end_x = j->in + s->B * s->H * s->W * C;
@@ -70,41 +69,26 @@ DT_VECTOR_PART(maxpool_forward_part)
             int64_t kh0, kh1, kw0, kw1;
             dt_maxpool_bounds(s, ih0, iw0, &kh0, &kh1, &kw0, &kw1);
             const int32_t first = (int32_t)((ih0 + kh0) * s->W + iw0 + kw0);
-            for (int64_t c0 = 0; c0 < whole; c0 += POOL_CHANNELS) {
-                for (int c = 0; c < POOL_CHANNELS; c++) {
-                    best[c] = img[first * C + c0 + c];
-                    cell_of[c] = first;
+            for (int64_t c0 = 0; c0 < C; c0 += POOL_CHANNELS) {
+                const int n = C - c0 < POOL_CHANNELS ? (int)(C - c0) : POOL_CHANNELS;
+                for (int c = 0; c < POOL_CHANNELS; c++)
+                    best[c] = c < n ? img[first * C + c0 + c] : 0.0f, cell_of[c] = first,
                     done[c] = 0;
-                }
                 for (int64_t kh = kh0; kh < kh1; kh++)
                     for (int64_t kw = kw0; kw < kw1; kw++) {
                         const int32_t cell = (int32_t)((ih0 + kh) * s->W + iw0 + kw);
-                        maxpool_take_block(best, cell_of, done, img + cell * C + c0, cell);
+                        const float *row = img + cell * C + c0;
+                        if (row + POOL_CHANNELS <= end_x) { /* in place, padded or not */
+                            maxpool_take_block(best, cell_of, done, row, cell);
+                            continue;
+                        }
+                        float v[POOL_CHANNELS] = {0}; /* a short block at the input's end */
+                        for (int c = 0; c < n; c++) v[c] = row[c];
+                        maxpool_take_block(best, cell_of, done, v, cell);
                     }
-                for (int c = 0; c < POOL_CHANNELS; c++) {
-                    j->out[o + c0 + c] = best[c];
-                    j->argmax_out[o + c0 + c] = cell_of[c];
-                }
+                for (int c = 0; c < n; c++)
+                    j->out[o + c0 + c] = best[c], j->argmax_out[o + c0 + c] = cell_of[c];
             }
-            if (whole == C) continue;
-            const int n = (int)(C - whole);
-            for (int c = 0; c < POOL_CHANNELS; c++)
-                best[c] = c < n ? img[first * C + whole + c] : 0.0f, cell_of[c] = first,
-                done[c] = 0;
-            for (int64_t kh = kh0; kh < kh1; kh++)
-                for (int64_t kw = kw0; kw < kw1; kw++) {
-                    const int32_t cell = (int32_t)((ih0 + kh) * s->W + iw0 + kw);
-                    const float *row = img + cell * C + whole;
-                    if (row + POOL_CHANNELS <= end_x) { /* the next cells' floats fill the pad */
-                        maxpool_take_block(best, cell_of, done, row, cell);
-                        continue;
-                    }
-                    float v[POOL_CHANNELS] = {0}; /* the input's last cells */
-                    for (int c = 0; c < n; c++) v[c] = row[c];
-                    maxpool_take_block(best, cell_of, done, v, cell);
-                }
-            for (int c = 0; c < n; c++)
-                j->out[o + whole + c] = best[c], j->argmax_out[o + whole + c] = cell_of[c];
         }
     }
 }
