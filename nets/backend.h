@@ -257,6 +257,14 @@ bool dt_backend_first_nonfinite_many(struct dt_backend *be, const float *const *
 struct dt_shards {
     int64_t count;      /* shards; 0 = none set */
     const int64_t *row; /* count + 1 ascending row indices (kept by the caller while set) */
+    /* One rank holding every shard of the step may also set these (else NULL): the packed
+     * gradients (pack, laid out as *layout says) and, per tensor of the layout, `summed`,
+     * DT_EXACT_UNSUMMED until a shard op sums its partials itself (the CPU backend's weight
+     * gradient) and writes its tensor's maximum |bits| there; dt_exact_sum, given the same
+     * array, then leaves that tensor as it is (kept by the caller while set). */
+    const float *pack;
+    const struct dt_exact_layout *layout;
+    uint32_t *summed;
 };
 /* Set (sh != NULL) or clear (NULL) the shards of the next ops. */
 void dt_backend_set_shards(struct dt_backend *be, const struct dt_shards *sh);
@@ -279,7 +287,12 @@ struct dt_exact_layout {
     int tensors;
     const int64_t *n, *first;
     int64_t slots, shards;
+    /* dt_exact_sum only, NULL or per tensor: DT_EXACT_UNSUMMED, or the maximum of a tensor
+     * whose slot 0 already holds its exact sum (struct dt_shards: summed), which is then
+     * copied into max_bits and the tensor left as it is. Host memory. */
+    const uint32_t *summed;
 };
+#define DT_EXACT_UNSUMMED UINT32_MAX
 enum dt_status dt_exact_max(struct dt_backend *be, uint32_t *max_bits, const float *pack,
                             const struct dt_exact_layout *L);
 enum dt_status dt_exact_to_fixed(struct dt_backend *be, int64_t *acc, const float *pack,

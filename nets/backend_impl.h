@@ -39,6 +39,14 @@ typedef enum dt_status dt_exact_sum_packs_fn(struct dt_backend *be, float *out,
                                              int n_packs, const uint32_t *max_bits,
                                              const struct dt_exact_layout *L, int64_t e0,
                                              int64_t e1);
+/* reduction: exact with one rank holding every shard (be->shards.summed set): the weight
+ * gradient's shard partials summed by the op itself into dw (slot 0: dt_exact_sum's bits for
+ * this tensor), *max_bits their largest |bits| (host memory); slots 1.. its scratch. */
+typedef enum dt_status dt_dense_backward_weight_summed_fn(struct dt_backend *be, float *dw,
+                                                          const float *x, const float *dy,
+                                                          int64_t B, int64_t in, int64_t out,
+                                                          const struct dt_policy *pol,
+                                                          uint32_t *max_bits);
 typedef int64_t dt_first_nonfinite_fn(struct dt_backend *be, const float *p, int64_t n);
 typedef bool dt_first_nonfinite_many_fn(struct dt_backend *be, const float *const *p,
                                         const int64_t *n, int count, int *which, int64_t *index);
@@ -71,6 +79,8 @@ struct dt_backend_ops {
     dt_dense_backward_weight_fn *dense_backward_weight_shards;
     dt_softmax_xent_forward_fn *softmax_xent_forward_shards;
     dt_conv2d_backward_weight_fn *conv2d_backward_weight_shards;
+    /* NULL: the weight gradient's partials in their slots, for exact_sum (nets/dispatch.c) */
+    dt_dense_backward_weight_summed_fn *dense_backward_weight_summed;
 
     /* ---- optional services: NULL = what the wrapper in nets/dispatch.c says ---- */
     void (*set_forced_order)(struct dt_backend *, uint64_t seed); /* NULL: unsupported */

@@ -690,6 +690,35 @@ static enum dt_status dense_wgrad_shards(struct dt_backend *be, float *dw, const
     return dense_wgrad_per_shard(be, dw, x, dy, B, in, out, pol);
 }
 
+/* One rank holding every shard (be->shards.summed): the tensor of the step's pack whose slot
+ * 0 is dw, or -1. */
+static int summed_tensor(const struct dt_backend *be, const float *dw)
+{
+    const struct dt_shards *sh = &be->shards;
+    if (!sh->summed) return -1;
+    const struct dt_exact_layout *L = sh->layout;
+    for (int i = 0; i < L->tensors; i++)
+        if (dw == sh->pack + L->slots * L->first[i]) return i;
+    return -1;
+}
+
+/* The weight gradient summed by the backend's op itself: one rank, a row an example, the
+ * products in floats (math: exact's partials come from the per-shard calls). */
+static bool wgrad_summed_here(const struct dt_backend *be, const struct dt_policy *pol,
+                              const float *dw, int64_t B)
+{
+    return HAS(be, dense_backward_weight_summed) && !dt_math_exact(pol) && shard_mult(be, B) == 1 &&
+           summed_tensor(be, dw) >= 0;
+}
+
+static enum dt_status dense_wgrad_summed(struct dt_backend *be, float *dw, const float *x,
+                                         const float *dy, int64_t B, int64_t in, int64_t out,
+                                         const struct dt_policy *pol)
+{
+    uint32_t *max_bits = &be->shards.summed[summed_tensor(be, dw)];
+    return be->ops->dense_backward_weight_summed(be, dw, x, dy, B, in, out, pol, max_bits);
+}
+
 static enum dt_status loss_per_shard(struct dt_backend *be, float *probs, float *loss_host,
                                      int64_t *correct_host, const float *logits,
                                      const int32_t *labels, int64_t B, int64_t C,
@@ -763,6 +792,7 @@ enum dt_status dt_exact_max(struct dt_backend *be, uint32_t *max_bits, const flo
                             const struct dt_exact_layout *L)
 {
     check_exact_layout(L);
+    DT_ASSERT_MSG(!L->summed, "summed tensors: dt_exact_sum only");
     DT_ASSERT(max_bits && pack);
     REQUIRE(be, exact_max);
     DISPATCH(be, DT_OP_EXACT_SUM, be->ops->exact_max(be, max_bits, pack, L),
@@ -814,12 +844,45 @@ enum dt_status dt_exact_sum_packs(struct dt_backend *be, float *out, const float
  * arguments: the backend's op, or a route over the shards with the same signature. The
  * wrapper dt_<name> is generated from the row (the end of this file). */
 
+/* exact_sum with tensors the shard ops summed (L->summed): the runs of the others, each as a
+ * layout of its own; the summed ones' maxima copied. */
+static enum dt_status exact_sum_rest(struct dt_backend *be, float *pack, uint32_t *max_bits,
+                                     const struct dt_exact_layout *L)
+{
+    int64_t *first = dt_xmalloc((size_t)(L->tensors + 1) * sizeof *first);
+    enum dt_status st = DT_OK;
+    for (int a = 0; a < L->tensors && st == DT_OK;) {
+        if (L->summed[a] != DT_EXACT_UNSUMMED) {
+            dt_backend_upload(be, max_bits + a, &L->summed[a], sizeof *max_bits);
+            a++;
+            continue;
+        }
+        int b = a;
+        while (b < L->tensors && L->summed[b] == DT_EXACT_UNSUMMED) b++;
+        for (int i = a; i <= b; i++) first[i - a] = L->first[i] - L->first[a];
+        const struct dt_exact_layout run = {.tensors = b - a,
+                                            .n = L->n + a,
+                                            .first = first,
+                                            .slots = L->slots,
+                                            .shards = L->shards};
+        st = be->ops->exact_sum(be, pack + L->slots * L->first[a], max_bits + a, &run);
+        a = b;
+    }
+    free(first);
+    return st;
+}
+
 static dt_exact_sum_fn *plan_exact_sum(struct dt_backend *be, struct op_tensors *t, float *pack,
                                        uint32_t *max_bits, const struct dt_exact_layout *L)
 {
     check_exact_layout(L);
     DT_ASSERT(pack && max_bits);
     TENSORS(t, OUT(pack, L->slots * L->first[L->tensors]), OUT_INT(max_bits, L->tensors));
+    /* only a backend whose ops sum can have summed (the cost model's CUDA recorder, replaying
+     * the CPU's call, sums every tensor, as its own shard ops would have left them) */
+    if (L->summed && HAS(be, dense_backward_weight_summed))
+        for (int i = 0; i < L->tensors; i++)
+            if (L->summed[i] != DT_EXACT_UNSUMMED) return exact_sum_rest;
     return be->ops->exact_sum;
 }
 
@@ -862,6 +925,10 @@ static dt_dense_backward_weight_fn *plan_dense_backward_weight(struct dt_backend
 {
     CHECK_DIMS(B, in, out);
     DT_ASSERT(dw && x && dy && pol);
+    if (sharded(be, pol, B) && wgrad_summed_here(be, pol, dw, B)) {
+        TENSORS(t, OUT(dw, in * out));
+        return dense_wgrad_summed;
+    }
     if (sharded(be, pol, B)) {
         TENSORS(t, OUT(dw, be->shards.count * in * out));
         return dense_wgrad_shards;

@@ -127,6 +127,7 @@ void dt_step_init(struct dt_step *d, struct dt_model *m, int64_t shards,
         dt_model_grad_slots(m, dt_rank_shard(shards, N, r + 1) - dt_rank_shard(shards, N, r));
         d->max_dev = dt_backend_alloc(m->be, (size_t)m->n_params * sizeof *d->max_dev);
         d->max_bits = dt_xcalloc((size_t)m->n_params, sizeof *d->max_bits);
+        if (N == 1) d->summed = dt_xcalloc((size_t)m->n_params, sizeof *d->summed);
         if (N > 1) open_shared(d, shards);
         if (N > 1 && !d->shared) {
             d->acc_dev = dt_backend_alloc(m->be, (size_t)d->total * sizeof(int64_t));
@@ -165,6 +166,7 @@ static void free_buffers(struct dt_step *d)
     free(d->stage);
     free(d->acc);
     free(d->max_bits);
+    free(d->summed);
     free(d->gather);
     free(d->loss_slots);
     const struct dt_step_graph keep = d->graph;
@@ -292,7 +294,15 @@ static enum dt_status combine_exact(struct dt_step *d, const struct dt_exact_lay
     struct dt_model *m = d->m;
     const int P = m->n_params;
     if (d->shared) return combine_shared(d, L);
-    if (ranks(d->x) == 1) return dt_exact_sum(m->be, m->grad_pack, d->max_dev, L); /* + maxima */
+    if (ranks(d->x) == 1) { /* + maxima; the tensors the shard ops summed left as they are */
+        const struct dt_exact_layout rest = {.tensors = L->tensors,
+                                             .n = L->n,
+                                             .first = L->first,
+                                             .slots = L->slots,
+                                             .shards = L->shards,
+                                             .summed = d->summed};
+        return dt_exact_sum(m->be, m->grad_pack, d->max_dev, &rest);
+    }
     enum dt_status st = dt_exact_max(m->be, d->max_dev, m->grad_pack, L);
     if (st != DT_OK) return st;
     dt_backend_download(m->be, d->max_bits, d->max_dev, (size_t)P * sizeof *d->max_bits);
@@ -327,7 +337,14 @@ static enum dt_status exact_gradients(struct dt_step *d, const struct dt_batch *
     const struct share h = share_of(d, B, S);
     int64_t *row = dt_xmalloc((size_t)(h.s1 - h.s0 + 1) * sizeof *row);
     for (int64_t s = h.s0; s <= h.s1; s++) row[s - h.s0] = dt_shard_row(B, S, s) - h.b0;
-    const struct dt_shards sh = {.count = h.s1 - h.s0, .row = row};
+    struct dt_shards sh = {.count = h.s1 - h.s0, .row = row};
+    const struct dt_exact_layout L = {
+        .tensors = m->n_params, .n = d->n, .first = m->grad_first, .slots = sh.count, .shards = S};
+    for (int i = 0; d->summed && i < m->n_params; i++) d->summed[i] = DT_EXACT_UNSUMMED;
+    if (d->summed && m->passes == 1) /* one rank holds every shard and one pass writes each
+                                      * gradient's partials once (more passes add theirs into
+                                      * the slots): a shard op may sum its own partials */
+        sh.pack = m->grad_pack, sh.layout = &L, sh.summed = d->summed;
     memset(d->loss_slots, 0, (size_t)S * sizeof(float));
     const struct dt_batch mine = dt_batch_from(batch, h.b0, m->in_dim);
     enum dt_status st =

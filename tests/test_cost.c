@@ -109,7 +109,7 @@ DT_TEST(counts_follow_the_code)
      * bias_fixed_shards_kernel); beyond its columns, or turned off, a call per shard */
     int64_t row[5];
     for (int s = 0; s <= 4; s++) row[s] = dt_shard_row(B, 4, s);
-    const struct dt_shards sh = {4, row};
+    const struct dt_shards sh = {.count = 4, .row = row};
     dt_backend_set_shards(c, &sh);
     COUNTED(c, t, dt_bias_backward(c, db, dy, B, out, &port));
     CHECK(b->launches == 1 && b->waits == 0);

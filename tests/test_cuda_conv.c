@@ -1615,7 +1615,7 @@ DT_TEST(wgrad_shards_one_launch)
         for (int64_t S = 1; S <= 3 && S <= s.B; S++) {
             int64_t row[4];
             for (int64_t q = 0; q <= S; q++) row[q] = q * s.B / S;
-            const struct dt_shards sh = {S, row};
+            const struct dt_shards sh = {.count = S, .row = row};
             const int64_t nx = conv_nx(&s), ny = conv_ny(&s), nw = S * conv_nw(&s);
             float *x = dt_xmalloc((size_t)nx * 4), *dy = dt_xmalloc((size_t)ny * 4);
             float *cw = dt_xmalloc((size_t)nw * 4), *gw = dt_xmalloc((size_t)nw * 4);

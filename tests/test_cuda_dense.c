@@ -574,7 +574,7 @@ DT_TEST(wgrad_shards_emulation)
         const int64_t S = cases[k].S, R = B * M; /* M rows an example (the GPT's positions) */
         int64_t row[8];
         for (int64_t q = 0; q <= S; q++) row[q] = dt_shard_row(B, S, q);
-        const struct dt_shards sh = {S, row};
+        const struct dt_shards sh = {.count = S, .row = row};
         float *x = xalloc(R * in), *dy = xalloc(R * out), *cw = xalloc(S * in * out);
         fill_varied(x, R * in, 1.0);
         fill_varied(dy, R * out, 0.1);
@@ -721,7 +721,7 @@ DT_TEST(bias_shards_emulation)
         for (int64_t s = 0; s <= S; s++) row[s] = dt_shard_row(B, S, s);
         float *dy = xalloc(B * out), *cdb = xalloc(S * out), *edb = xalloc(out);
         fill_varied(dy, B * out, 0.1);
-        const struct dt_shards sh = {S, row};
+        const struct dt_shards sh = {.count = S, .row = row};
         dt_backend_set_shards(c, &sh);
         CHECK_INT_EQ(dt_bias_backward(c, cdb, dy, B, out, &pol), DT_OK);
         dt_backend_set_shards(c, NULL);
@@ -1451,7 +1451,7 @@ DT_TEST(bias_shards_one_launch)
         const int64_t n = B * M * out;
         int64_t row[8];
         for (int64_t s = 0; s <= S; s++) row[s] = dt_shard_row(B, S, s);
-        const struct dt_shards sh = {S, row};
+        const struct dt_shards sh = {.count = S, .row = row};
         float *dy = xalloc(n), *cdb = xalloc(S * out), *gdb = xalloc(S * out);
         fill_varied(dy, n, 0.1);
         dt_backend_set_shards(c, &sh);
@@ -1481,7 +1481,7 @@ DT_TEST(bias_shards_one_launch)
     const int64_t B = 64, out = 10;
     int64_t row[5];
     for (int64_t s = 0; s <= 4; s++) row[s] = dt_shard_row(B, 4, s);
-    const struct dt_shards sh = {4, row};
+    const struct dt_shards sh = {.count = 4, .row = row};
     float *h = xalloc(B * out), *db_h = xalloc(4 * out);
     fill_varied(h, B * out, 0.1);
     h[(row[2] + 5) * out + 7] = NAN;
@@ -1538,7 +1538,7 @@ DT_TEST(wgrad_shards_one_launch)
         const int64_t n = S * in * out;
         int64_t row[8];
         for (int64_t q = 0; q <= S; q++) row[q] = dt_shard_row(B, S, q);
-        const struct dt_shards sh = {S, row};
+        const struct dt_shards sh = {.count = S, .row = row};
         float *x = xalloc(B * in), *dy = xalloc(B * out), *cw = xalloc(n), *gw = xalloc(n);
         fill_varied(x, B * in, 1.0);
         fill_varied(dy, B * out, 0.1);

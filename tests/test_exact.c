@@ -75,7 +75,7 @@ static void ops_per_shard_body(void)
     const int64_t B = 70, S = 3, in = 37, C = 10;
     int64_t row[4];
     shard_rows(row, B, S);
-    const struct dt_shards sh = {S, row};
+    const struct dt_shards sh = {.count = S, .row = row};
     /* out = 6 takes the dense weight gradient's transposed (rows) form */
     CHECK(!dt_cpu_wgrad_prefers_rows(B, in, 21) && dt_cpu_wgrad_prefers_rows(B, in, 6));
     for (int run = 0; run < 4; run++) {
@@ -246,7 +246,8 @@ static float *pack_and_reference(float *(*make)(int64_t, int64_t *), int64_t S, 
 static void one_pass_sum(int threads, const float *pack, const int64_t *first, int64_t S,
                          const float *ref, const char *what, uint32_t *hm)
 {
-    const struct dt_exact_layout L = {T3, tn, first, S, S};
+    const struct dt_exact_layout L = {
+        .tensors = T3, .n = tn, .first = first, .slots = S, .shards = S};
     struct dt_backend *be = cpu(threads);
     float *d = dev_copy(be, pack, S * first[T3]);
     uint32_t *mb = dt_backend_alloc(be, T3 * sizeof *mb), want[T3], junk[T3];
@@ -346,7 +347,8 @@ static void rank_grouping_body(void)
                 for (int i = 0; i < T3; i++)
                     memcpy(mine + held * first[i], pack + S * first[i] + s0 * tn[i],
                            (size_t)(held * tn[i]) * sizeof(float));
-                const struct dt_exact_layout L = {T3, tn, first, held, S};
+                const struct dt_exact_layout L = {
+                    .tensors = T3, .n = tn, .first = first, .slots = held, .shards = S};
                 float *d = dev_copy(be, mine, held * total);
                 uint32_t *mb = dt_backend_alloc(be, T3 * sizeof *mb);
                 if (pass == 0) { /* the maxima, all-reduced */
@@ -376,7 +378,8 @@ static void rank_grouping_body(void)
             }
         }
         /* round on a pack with one slot per tensor */
-        const struct dt_exact_layout L1 = {T3, tn, first, 1, S};
+        const struct dt_exact_layout L1 = {
+            .tensors = T3, .n = tn, .first = first, .slots = 1, .shards = S};
         float *out = dt_backend_alloc(be, (size_t)total * sizeof(float));
         int64_t *a = dt_backend_alloc(be, (size_t)total * sizeof *a);
         uint32_t *mb = dt_backend_alloc(be, T3 * sizeof *mb);
@@ -484,11 +487,12 @@ static void one_pass_ranks(struct dt_model *m, const float *x, const uint8_t *y,
             const int64_t b0 = s0 * B / S;
             int64_t row[8];
             for (int64_t s = s0; s <= s1; s++) row[s - s0] = s * B / S - b0;
-            const struct dt_shards sh = {held, row};
+            const struct dt_shards sh = {.count = held, .row = row};
             dt_model_grad_slots(m, held);
             int64_t n[64];
             for (int i = 0; i < P; i++) n[i] = m->params[i].n;
-            const struct dt_exact_layout Ln = {P, n, m->grad_first, held, S};
+            const struct dt_exact_layout Ln = {
+                .tensors = P, .n = n, .first = m->grad_first, .slots = held, .shards = S};
             if (pass == 0) {
                 const struct dt_batch rows = {.x = x + b0 * m->in_dim, .y = y + b0};
                 CHECK(dt_model_gradients_sharded(m, &rows, row[held], B, &sh, pol,
@@ -601,7 +605,8 @@ static void round_ties_body(void)
     const int64_t tens[1] = {n};
     const uint32_t max1 = dt_float_bits(1.0f); /* the shift for max 1.0 and 4 terms */
     const int shift = dt_fixed_shift_for(1.0f, S);
-    const struct dt_exact_layout L = {1, tens, first, 1, S};
+    const struct dt_exact_layout L = {
+        .tensors = 1, .n = tens, .first = first, .slots = 1, .shards = S};
     struct dt_backend *be = cpu(2);
     int64_t *a = dt_backend_alloc(be, (size_t)n * sizeof *a);
     float *out = dt_backend_alloc(be, (size_t)n * sizeof(float));
@@ -700,7 +705,8 @@ static void shortcut_body(void)
                 memcpy(packs[r] + slots[r] * first[i], pack + S * first[i] + 2 * r * tn[i],
                        (size_t)(slots[r] * tn[i]) * sizeof(float));
         }
-        const struct dt_exact_layout L1 = {T3, tn, first, 1, S};
+        const struct dt_exact_layout L1 = {
+            .tensors = T3, .n = tn, .first = first, .slots = 1, .shards = S};
         float *out = dt_xcalloc((size_t)total, sizeof(float));
         CHECK(dt_exact_sum_packs(be, out, (const float *const *)packs, slots, 2, mb, &L1, 0,
                                  total) == DT_OK);
@@ -738,7 +744,8 @@ static void sum_packs_body(void)
                 memcpy(packs[r] + slots[r] * first[i], pack + S * first[i] + s0 * tn[i],
                        (size_t)(slots[r] * tn[i]) * sizeof(float));
         }
-        const struct dt_exact_layout L = {T3, tn, first, 1, S};
+        const struct dt_exact_layout L = {
+            .tensors = T3, .n = tn, .first = first, .slots = 1, .shards = S};
         /* element ranges: N even ones, then uneven ones cutting tensors (and an empty one) */
         const int64_t cuts[2][6] = {{0, 0, 0, 0, 0, 0}, {0, 1, 1, 20, 39, total}};
         for (int c = 0; c < 2; c++) {
@@ -818,7 +825,8 @@ static void nonfinite_body(void)
     pack[S * first[1] + 36] = INFINITY;
     pack[S * first[2] + 3 * tn[2] + 500] = NAN;
     for (int threads = 1; threads <= 2; threads++) {
-        const struct dt_exact_layout L = {T3, tn, first, S, S};
+        const struct dt_exact_layout L = {
+            .tensors = T3, .n = tn, .first = first, .slots = S, .shards = S};
         struct dt_backend *be = cpu(threads);
         float *d = dev_copy(be, pack, S * first[T3]);
         uint32_t *mb = dt_backend_alloc(be, T3 * sizeof *mb), hm[T3];
@@ -868,7 +876,8 @@ static void slices_body(void)
     serial_exact_sum(ref, pack, S, NA, S);
     serial_exact_sum(ref + NA, pack + S * NA, S, NB, S);
     CHECK(ref[2403] == 8.0f); /* the integer path's rounding */
-    const struct dt_exact_layout L = {2, n, first, S, S};
+    const struct dt_exact_layout L = {
+        .tensors = 2, .n = n, .first = first, .slots = S, .shards = S};
     for (int threads = 1; threads <= 4; threads++) {
         struct dt_backend *be = cpu(threads);
         float *d = dev_copy(be, pack, S * (NA + NB));
@@ -944,7 +953,8 @@ DT_TEST(cuda_exact_sum_equals_cpu)
     float *ref;
     float *pack = pack_and_reference(make_pack, S, first, &ref);
     const int64_t total = first[T3];
-    const struct dt_exact_layout L = {T3, tn, first, S, S};
+    const struct dt_exact_layout L = {
+        .tensors = T3, .n = tn, .first = first, .slots = S, .shards = S};
     float *d = dev_copy(g, pack, S * total);
     uint32_t *mb = dt_backend_alloc(g, T3 * sizeof *mb);
     /* the exact reduction runs on the device without the host waiting (issue 19): max,
@@ -974,10 +984,129 @@ DT_TEST(cuda_exact_sum_equals_cpu)
     dt_backend_destroy(g);
 }
 
+/* ---- the weight gradient summed where it is made (one rank: dt_shards.summed) ------------
+ * The backend sums a tensor's shard partials itself (nets/cpu/dense.c: the double sum in
+ * cache where it is exact, kept or remade terms through the integer path where not): slot 0
+ * must hold the serial exact sum of what the shard op alone puts in the slots, its maximum
+ * theirs; dt_exact_sum then leaves the tensor as it is. */
+static void summed_case(int threads, int64_t S, int64_t per, int64_t in, int64_t out,
+                        const float *x, const float *dy, const char *what)
+{
+    const int64_t B = S * per, n = in * out;
+    int64_t row[DT_CPU_SPEC_TERMS_MAX + 2];
+    shard_rows(row, B, S);
+    struct dt_backend *be = cpu(threads);
+    struct dt_policy pol = level(DT_LEVEL_PORTABLE);
+    float *dx = dev_copy(be, x, B * in), *ddy = dev_copy(be, dy, B * out);
+    /* the shard op's slots, and their serial exact sum */
+    float *slots = dt_backend_alloc(be, (size_t)(S * n) * sizeof(float));
+    const struct dt_shards plain = {.count = S, .row = row};
+    dt_backend_set_shards(be, &plain);
+    CHECK(dt_dense_backward_weight(be, slots, dx, ddy, B, in, out, &pol) == DT_OK);
+    dt_backend_set_shards(be, NULL);
+    float *hs = host_of(be, slots, S * n), *ref = dt_xmalloc((size_t)n * sizeof(float));
+    uint32_t want = 0;
+    for (int64_t e = 0; e < S * n; e++) {
+        const uint32_t b = dt_float_bits(hs[e]) & 0x7fffffffu;
+        want = b > want ? b : want;
+    }
+    if (want < 0x7f800000u) serial_exact_sum(ref, hs, S, n, S);
+    /* summed by the op: one tensor (its other slots are the op's scratch) */
+    float *pattern = dt_xmalloc((size_t)(S * n) * sizeof(float));
+    for (int64_t e = 0; e < S * n; e++) pattern[e] = (float)(e % 97) - 48.5f;
+    float *pack = dev_copy(be, pattern, S * n);
+    const int64_t first[2] = {0, n};
+    const struct dt_exact_layout L = {
+        .tensors = 1, .n = &n, .first = first, .slots = S, .shards = S};
+    uint32_t summed[1] = {DT_EXACT_UNSUMMED};
+    const struct dt_shards sh = {
+        .count = S, .row = row, .pack = pack, .layout = &L, .summed = summed};
+    dt_backend_set_shards(be, &sh);
+    CHECK(dt_dense_backward_weight(be, pack, dx, ddy, B, in, out, &pol) == DT_OK);
+    dt_backend_set_shards(be, NULL);
+    if (summed[0] != want)
+        fprintf(stderr, "%s: maximum 0x%08x, the slots' 0x%08x\n", what, summed[0], want);
+    CHECK_INT_EQ(summed[0], want);
+    float *h = host_of(be, pack, S * n);
+    if (want < 0x7f800000u) same_bits(what, h, ref, n);
+    /* dt_exact_sum then leaves it as it is and copies its maximum */
+    uint32_t *mb = dt_backend_alloc(be, sizeof *mb);
+    const struct dt_exact_layout rest = {
+        .tensors = 1, .n = &n, .first = first, .slots = S, .shards = S, .summed = summed};
+    CHECK(dt_exact_sum(be, pack, mb, &rest) == DT_OK);
+    float *h2 = host_of(be, pack, S * n);
+    same_bits("exact_sum over a summed tensor", h2, h, S * n);
+    uint32_t got;
+    dt_backend_download(be, &got, mb, sizeof got);
+    CHECK_INT_EQ(got, want);
+    free(h), free(h2), free(hs), free(ref), free(pattern);
+    dt_backend_free(be, dx), dt_backend_free(be, ddy), dt_backend_free(be, slots);
+    dt_backend_free(be, pack), dt_backend_free(be, mb);
+    dt_backend_destroy(be);
+}
+
+/* Partials laid out at will: one row per shard, dy a power of two per column, so shard k's
+ * partial of dw[i][j] is x[k][i] * dy[k][j] exactly: exponents drawn over 70 binades (groups
+ * too wide for a double: more than a worker keeps, so rows are remade too), rows of tiny
+ * terms (finer than the maximum's unit), zeros, subnormals, powers of two, signs. */
+static void crafted(float *x, float *dy, int64_t S, int64_t in, int64_t out, uint64_t seed)
+{
+    uint64_t r = seed;
+    for (int64_t k = 0; k < S; k++)
+        for (int64_t i = 0; i < in; i++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            const uint32_t u = (uint32_t)(r >> 32);
+            float v = ldexpf(1.0f + (float)(u & 0xffff) / 65536.0f, -(int)((u >> 16) % 70));
+            if (i % 7 == 3) v = ldexpf(1.0f + (float)(u & 0xff) / 256.0f, -55); /* tiny rows */
+            if ((u >> 24) % 11 == 0) v = 0.0f;
+            if ((u >> 24) % 13 == 1) v = 1e-40f; /* subnormal */
+            if ((u >> 24) % 17 == 2) v = 0.25f;  /* a power of two */
+            x[k * in + i] = (u >> 28) & 1 ? -v : v;
+        }
+    for (int64_t k = 0; k < S; k++)
+        for (int64_t j = 0; j < out; j++) dy[k * out + j] = ldexpf(1.0f, -(int)((j * 5 + k) % 9));
+}
+
+static void wgrad_summed_body(void)
+{
+    struct shape {
+        int64_t S, per, in, out;
+    } const shapes[] = {
+        {4, 16, 37, 53}, /* one chunk a shard, a short last group */
+        {3, 40, 20, 32}, /* two chunks a shard: the fixed rows */
+        {5, 8, 70, 8},   /* few outputs: the transposed shard op, then the sum */
+        {17, 2, 19, 24}, /* more shards than the in-cache sum takes */
+    };
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+        const struct shape q = shapes[c];
+        const int64_t B = q.S * q.per;
+        float *x = dt_xmalloc((size_t)(B * q.in) * sizeof(float));
+        float *dy = dt_xmalloc((size_t)(B * q.out) * sizeof(float));
+        fill(x, B * q.in, 1.0);
+        fill(dy, B * q.out, 0.3);
+        for (int threads = 1; threads <= 2; threads++)
+            summed_case(threads, q.S, q.per, q.in, q.out, x, dy, "summed (random)");
+        x[B * q.in / 2] = NAN; /* a NaN: the maximum says so, as the slots' does */
+        summed_case(2, q.S, q.per, q.in, q.out, x, dy, "summed (a NaN)");
+        free(x), free(dy);
+    }
+    const int64_t S = 4, in = 300, out = 40;
+    float *x = dt_xmalloc((size_t)(S * in) * sizeof(float));
+    float *dy = dt_xmalloc((size_t)(S * out) * sizeof(float));
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        crafted(x, dy, S, in, out, seed);
+        for (int threads = 1; threads <= 2; threads++)
+            summed_case(threads, S, 1, in, out, x, dy, "summed (crafted)");
+    }
+    free(x), free(dy);
+}
+
+DT_TEST(wgrad_summed_equals_exact_sum) { on_both_paths(wgrad_summed_body); }
+
 DT_TEST_MAIN(DT_CASE(ops_per_shard), DT_CASE(exact_sum_reference),
              DT_CASE(rank_grouping_negative_control), DT_CASE(mlp_one_pass_equals_passes),
              DT_CASE(lenet_one_pass_equals_passes), DT_CASE(cuda_exact_sum_equals_cpu),
              DT_CASE(exact_round_ties), DT_CASE(sum_packs_equals_one_rank),
              DT_CASE(exact_sum_double_shortcut), DT_CASE(max_bits_scan),
              DT_CASE(exact_sum_nonfinite_left), DT_CASE(exact_sum_unit_edge),
-             DT_CASE(exact_sum_slices))
+             DT_CASE(exact_sum_slices), DT_CASE(wgrad_summed_equals_exact_sum))

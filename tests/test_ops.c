@@ -455,7 +455,7 @@ static void bias_split_case(int64_t RB, int64_t RO)
         /* with 3 shards set (reduction: exact), slot k is the serial sum of shard k's rows */
         int64_t row[4];
         for (int64_t k = 0; k <= 3; k++) row[k] = dt_shard_row(RB, 3, k);
-        const struct dt_shards sh = {3, row};
+        const struct dt_shards sh = {.count = 3, .row = row};
         float *slots = dt_xmalloc((size_t)(3 * RO) * sizeof(float));
         dt_backend_set_shards(be, &sh);
         CHECK(dt_bias_backward(be, slots, dy, RB, RO, &pol) == DT_OK);
@@ -585,7 +585,7 @@ DT_TEST(wgrad_fixed_matches_definition)
                                         dt_reduce_tree_vectors(part, m, 1, 1);
                                         want[k * in * out + i * out + o] = part[0];
                                     }
-                            const struct dt_shards sh = {S, row};
+                            const struct dt_shards sh = {.count = S, .row = row};
                             if (S > 1) dt_backend_set_shards(be, &sh);
                             CHECK(dt_dense_backward_weight(be, got, x, dy, B, in, out, &pol) ==
                                   DT_OK);

@@ -596,7 +596,8 @@ static void make_exact_sum(struct io *io)
 static enum dt_status run_exact_sum(struct dt_backend *be, void *const *in, void *const *out,
                                     const struct dt_policy *pol)
 {
-    const struct dt_exact_layout L = {2, xn, xfirst, XS, XS};
+    const struct dt_exact_layout L = {
+        .tensors = 2, .n = xn, .first = xfirst, .slots = XS, .shards = XS};
     copy_into(be, out[0], in[0], XS * (XN0 + XN1));
     uint32_t *mb = dt_backend_alloc(be, 2 * sizeof *mb);
     enum dt_status st = dt_exact_sum(be, out[0], mb, &L);

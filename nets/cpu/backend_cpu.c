@@ -235,6 +235,7 @@ const struct dt_backend_ops dt_backend_cpu_ops = {
     .exact_sum_packs = dt_cpu_exact_sum_packs,
     .bias_backward_shards = dt_cpu_bias_backward_shards,
     .dense_backward_weight_shards = dt_cpu_dense_backward_weight_shards,
+    .dense_backward_weight_summed = dt_cpu_dense_backward_weight_summed,
     .conv2d_backward_weight_shards = dt_cpu_conv2d_backward_weight_shards,
     .resident_create = cpu_resident_create,
     .resident_free = cpu_resident_free,

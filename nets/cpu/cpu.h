@@ -148,7 +148,27 @@ enum dt_status dt_cpu_wgrad_transposed(struct dt_backend *be, float *dw, const f
 /* reduction: exact, the shard partials in one call (nets/backend_impl.h) */
 dt_bias_backward_fn dt_cpu_bias_backward_shards;
 dt_dense_backward_weight_fn dt_cpu_dense_backward_weight_shards;
+dt_dense_backward_weight_summed_fn dt_cpu_dense_backward_weight_summed;
 dt_conv2d_backward_weight_fn dt_cpu_conv2d_backward_weight_shards;
+/* reduction: exact on one rank, summed where a shard op makes its partials (exact.c; used by
+ * dense.c's dt_cpu_dense_backward_weight_summed). Term k of element e at t[k * ld + e], k <
+ * nt <= DT_CPU_SPEC_TERMS_MAX. dt_cpu_exact_spec_sums: per group of DT_CPU_SPEC_GROUP
+ * elements from 0 (the last may be short), the terms' double sum rounded into out where it
+ * is exact (wide[g] = 0) or nothing (wide[g] = 1); *unit = min(*unit, a lower bound on the
+ * smallest nonzero term's unit exponent over the written groups; 255 or more: all zero);
+ * returns max(m, max |bits| of the terms). dt_cpu_exact_spec_floor: from the tensor's
+ * maximum over `shards` partials, *e_floor (1..255) -- written groups whose *unit reaches it
+ * hold exact_sum's bits -- and *shift; false for a non-finite maximum (nothing to redo:
+ * exact_sum leaves such a tensor as it is and the step fails). dt_cpu_exact_sum_terms:
+ * elements [e0, e1) summed by the integer path at shift, into out. Together: exact_sum's
+ * bits (tests/test_exact.c). */
+#define DT_CPU_SPEC_GROUP 16
+#define DT_CPU_SPEC_TERMS_MAX 16
+uint32_t dt_cpu_exact_spec_sums(float *out, const float *t, int64_t ld, int nt, int64_t n,
+                                uint8_t *wide, int *unit, uint32_t m);
+bool dt_cpu_exact_spec_floor(uint32_t max_bits, int64_t shards, int *e_floor, int *shift);
+void dt_cpu_exact_sum_terms(float *out, const float *t, int64_t ld, int nt, int64_t e0, int64_t e1,
+                            int shift);
 /* reduction: exact (nets/cpu/exact.c): exact_sum's stages for several ranks. */
 dt_exact_max_fn dt_cpu_exact_max;
 dt_exact_to_fixed_fn dt_cpu_exact_to_fixed;

@@ -266,7 +266,7 @@ DT_VECTOR_FN(wgrad_tiles_v8,
             const int rows = i1 - i < MR ? (int)(i1 - i) : MR;
             const float *restrict t = packed ? ap + (i - i0) * B : a + i * a_rs;
             const int64_t t_rs = packed ? 1 : a_rs, t_ks = packed ? MR : a_ks;
-            float *restrict d = dw + i * out + j;
+            float *restrict d = dw + (i - i0) * out + j;
 #define TILE(r) wgrad_tile(r, d, out, cols, t, t_rs, t_ks, bp, B)
             BY_ROWS(rows, TILE)
 #undef TILE
@@ -679,7 +679,8 @@ struct wgrad_job {
     atomic_llong next_chunk;
 };
 
-/* reduction fixed, rows [begin, end) of dw over batch rows [0, B): without the wide
+/* reduction fixed, rows [begin, end) of dw over batch rows [0, B), row begin at dw (row i at
+ * dw + (i - begin) * out): without the wide
  * kernels, wgrad_tiles_v8 (the tree kept as a stack per register tile); with them, per
  * block of ROW_BLOCK rows, one partial per canonical chunk of those rows, then the fixed
  * tree. Row i of dw takes batch row b's factor from a[i * a_rs + b * a_ks]: x transposed
@@ -714,7 +715,8 @@ static void wgrad_fixed_rows(struct dt_backend *be, int worker, float *dw, const
             }
             reduce_tree(buf, n_chunks, block);
             for (int64_t r = 0; r < rows; r++)
-                memcpy(dw + (i0 + r) * out + j0, buf + r * cols, (size_t)cols * sizeof(float));
+                memcpy(dw + (i0 - begin + r) * out + j0, buf + r * cols,
+                       (size_t)cols * sizeof(float));
         }
     }
 }
@@ -722,8 +724,8 @@ static void wgrad_fixed_rows(struct dt_backend *be, int worker, float *dw, const
 static void wgrad_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     struct wgrad_job *j = ctx;
-    wgrad_fixed_rows(j->be, worker, j->dw, j->xt, j->a_rs, j->a_ks, j->dy, j->B, j->out, begin,
-                     end);
+    wgrad_fixed_rows(j->be, worker, j->dw + begin * j->out, j->xt, j->a_rs, j->a_ks, j->dy, j->B,
+                     j->out, begin, end);
 }
 
 /* reduction exact with shards set: shard k's partial at dw + k * in * out, each the fixed
@@ -745,8 +747,8 @@ static void wgrad_shards_part(void *ctx, int64_t begin, int64_t end, int worker)
         const int64_t k = t / j->in, i0 = t % j->in;
         const int64_t i1 = end - t < j->in - i0 ? i0 + (end - t) : j->in;
         const int64_t r0 = j->sh->row[k], rows = j->sh->row[k + 1] - r0;
-        wgrad_fixed_rows(j->be, worker, j->dw + k * j->in * j->out, j->a + r0 * j->a_ks, j->a_rs,
-                         j->a_ks, j->dy + r0 * j->out, rows, j->out, i0, i1);
+        wgrad_fixed_rows(j->be, worker, j->dw + (k * j->in + i0) * j->out, j->a + r0 * j->a_ks,
+                         j->a_rs, j->a_ks, j->dy + r0 * j->out, rows, j->out, i0, i1);
         t += i1 - i0;
     }
 }
@@ -963,6 +965,169 @@ enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float 
                                    .out = out,
                                    .sh = sh};
     dt_pool_run(dt_cpu(be)->pool, sh->count * in, ROW_BLOCK, wgrad_shards_part, &job);
+    return DT_OK;
+}
+
+/* ---- reduction exact on one rank: the shard partials summed where they are made ------- *
+ * Per block of ROW_BLOCK rows of dw, every shard's partial of the block (wgrad_fixed_rows
+ * on the shard's rows, as dt_cpu_dense_backward_weight_shards makes it: the same bits) into
+ * the worker's part of the scratch, then their exact sum before the block leaves the cache
+ * (dt_cpu_exact_spec_sums: the double sum where it is the exact sum's value at the shift the
+ * tensor's maximum will give), so the S partials of the tensor never reach memory. With the
+ * maximum merged, a group whose terms did not all turn out whole units of the shift (or
+ * spread too wide for a double) is summed again by the integer path from its row's partials,
+ * recomputed (the same bits). Slots 1.. of dw are not written (but for few outputs or more
+ * than DT_CPU_SPEC_TERMS_MAX shards: the shard op's partials there, then their exact sum). */
+struct wgrad_summed_job {
+    struct dt_backend *be;
+    float *dw, *tmp; /* tmp: per worker, S x ROW_BLOCK x out floats, then its kept groups */
+    uint8_t *wide;   /* per row of dw, its groups' wide flags (dt_cpu_exact_spec_sums) */
+    uint8_t *unit;   /* per row: its unit bound (at most 255), 0 where a group was lost */
+    const float *x, *dy;
+    int64_t in, out, groups, tmp_floats;
+    const struct dt_shards *sh;
+    int shift;
+    uint8_t e_floor;
+    uint32_t worker_max[DT_CPU_MAX_THREADS];
+    uint8_t worker_unit[DT_CPU_MAX_THREADS]; /* the least of the worker's rows' */
+    int worker_kept[DT_CPU_MAX_THREADS];
+    int64_t *kept; /* per worker, SUMMED_KEPT groups (row * groups + g) */
+};
+
+/* Groups too wide for the double sum, kept per worker with their terms (S x 16 floats) for
+ * the integer path once the shift is known; past this many, their row is made again. */
+#define SUMMED_KEPT 64
+
+/* Rows [i0, i0 + rows) of dw: shard k's partial of them at t + k * rows * out. */
+static void wgrad_summed_partials(const struct wgrad_summed_job *j, int worker, float *t,
+                                  int64_t i0, int64_t rows)
+{
+    for (int64_t k = 0; k < j->sh->count; k++) {
+        const int64_t r0 = j->sh->row[k], len = j->sh->row[k + 1] - r0;
+        if (len <= DT_REDUCE_CHUNK) /* one chunk: its partial is the product, made in place */
+            matmul_rows_ordered_ld(t + k * rows * j->out, j->out, j->x + r0 * j->in + i0, 1, j->in,
+                                   j->dy + r0 * j->out, j->out, len, j->out, 0, rows, false);
+        else
+            wgrad_fixed_rows(j->be, worker, t + k * rows * j->out, j->x + r0 * j->in, 1, j->in,
+                             j->dy + r0 * j->out, len, j->out, i0, i0 + rows);
+    }
+}
+
+static float *summed_kept_terms(const struct wgrad_summed_job *j, int worker, int q)
+{
+    return j->tmp + worker * j->tmp_floats + j->sh->count * ROW_BLOCK * j->out +
+           (int64_t)q * j->sh->count * DT_CPU_SPEC_GROUP;
+}
+
+/* Pass 1: rows [begin, end) in blocks: the shards' partials in cache, their sums into dw;
+ * the worker's maximum; a wide group's terms kept, or its row marked to be made again. */
+static void wgrad_summed_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    struct wgrad_summed_job *j = ctx;
+    float *t = j->tmp + worker * j->tmp_floats;
+    const int nt = (int)j->sh->count;
+    uint32_t m = j->worker_max[worker];
+    uint8_t least = j->worker_unit[worker];
+    for (int64_t i0 = begin; i0 < end; i0 += ROW_BLOCK) {
+        const int64_t rows = end - i0 < ROW_BLOCK ? end - i0 : ROW_BLOCK;
+        wgrad_summed_partials(j, worker, t, i0, rows);
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t i = i0 + r;
+            uint8_t *wide = j->wide + i * j->groups;
+            const float *tr = t + r * j->out;
+            int unit = 255;
+            m = dt_cpu_exact_spec_sums(j->dw + i * j->out, tr, rows * j->out, nt, j->out, wide,
+                                       &unit, m);
+            for (int64_t g = 0; g < j->groups; g++) {
+                if (!wide[g]) continue;
+                if (j->worker_kept[worker] == SUMMED_KEPT) { /* the row again in pass 2 */
+                    unit = 0;
+                    continue;
+                }
+                const int q = j->worker_kept[worker]++;
+                j->kept[worker * SUMMED_KEPT + q] = i * j->groups + g;
+                const int64_t e0 = g * DT_CPU_SPEC_GROUP;
+                const int64_t len =
+                    j->out - e0 < DT_CPU_SPEC_GROUP ? j->out - e0 : DT_CPU_SPEC_GROUP;
+                float *kt = summed_kept_terms(j, worker, q);
+                for (int k = 0; k < nt; k++)
+                    memcpy(kt + k * DT_CPU_SPEC_GROUP, tr + k * rows * j->out + e0,
+                           (size_t)len * sizeof *kt);
+            }
+            j->unit[i] = (uint8_t)(unit < 255 ? unit : 255);
+            least = j->unit[i] < least ? j->unit[i] : least;
+        }
+    }
+    j->worker_max[worker] = m;
+    j->worker_unit[worker] = least;
+}
+
+/* Pass 2: the rows whose bound is below the floor, made again and summed by the integer
+ * path (every group of the row: those that stood get the same bits). */
+static void wgrad_summed_fix(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    struct wgrad_summed_job *j = ctx;
+    float *t = j->tmp + worker * j->tmp_floats;
+    for (int64_t i = begin; i < end; i++) {
+        if (j->unit[i] >= j->e_floor) continue;
+        wgrad_summed_partials(j, worker, t, i, 1);
+        dt_cpu_exact_sum_terms(j->dw + i * j->out, t, j->out, (int)j->sh->count, 0, j->out,
+                               j->shift);
+    }
+}
+
+enum dt_status dt_cpu_dense_backward_weight_summed(struct dt_backend *be, float *dw, const float *x,
+                                                   const float *dy, int64_t B, int64_t in,
+                                                   int64_t out, const struct dt_policy *pol,
+                                                   uint32_t *max_bits)
+{
+    const struct dt_shards *sh = &be->shards;
+    DT_ASSERT(sh->count > 0 && sh->row[sh->count] == B && !dt_math_exact(pol));
+    if (dt_cpu_wgrad_prefers_rows(B, in, out) || sh->count > DT_CPU_SPEC_TERMS_MAX) {
+        /* the partials in their slots, then this tensor's exact sum */
+        DT_FORWARD_IF_ERROR(dt_cpu_dense_backward_weight_shards(be, dw, x, dy, B, in, out, pol));
+        const int64_t n = in * out, first[2] = {0, n};
+        const struct dt_exact_layout L = {
+            .tensors = 1, .n = &n, .first = first, .slots = sh->count, .shards = sh->count};
+        return dt_cpu_exact_sum(be, dw, max_bits, &L);
+    }
+    struct dt_cpu_ctx *c = dt_cpu(be);
+    const int T = dt_pool_threads(c->pool);
+    struct wgrad_summed_job *j = dt_xcalloc(1, sizeof *j);
+    j->be = be, j->dw = dw, j->x = x, j->dy = dy, j->in = in, j->out = out, j->sh = sh;
+    j->groups = (out + DT_CPU_SPEC_GROUP - 1) / DT_CPU_SPEC_GROUP;
+    j->tmp_floats = sh->count * (ROW_BLOCK * out + SUMMED_KEPT * DT_CPU_SPEC_GROUP);
+    const int64_t flag_floats = (in * (j->groups + 1) + 3) / 4;
+    j->tmp = dt_cpu_scratch(be, (size_t)(T * j->tmp_floats + flag_floats));
+    j->wide = (uint8_t *)(j->tmp + T * j->tmp_floats);
+    j->unit = j->wide + in * j->groups;
+    j->kept = dt_xmalloc((size_t)(T * SUMMED_KEPT) * sizeof *j->kept);
+    for (int t = 0; t < T; t++) j->worker_unit[t] = 255;
+    dt_pool_run(c->pool, in, ROW_BLOCK, wgrad_summed_part, j);
+    uint32_t m = 0;
+    uint8_t least = 255;
+    bool kept = false;
+    for (int t = 0; t < T; t++) {
+        m = j->worker_max[t] > m ? j->worker_max[t] : m;
+        least = j->worker_unit[t] < least ? j->worker_unit[t] : least;
+        kept |= j->worker_kept[t] > 0;
+    }
+    *max_bits = m;
+    int e_floor;
+    if (dt_cpu_exact_spec_floor(m, sh->count, &e_floor, &j->shift)) {
+        j->e_floor = (uint8_t)e_floor;
+        for (int t = 0; kept && t < T; t++) /* the kept groups, from their terms */
+            for (int q = 0; q < j->worker_kept[t]; q++) {
+                const int64_t id = j->kept[t * SUMMED_KEPT + q], i = id / j->groups;
+                const int64_t e0 = id % j->groups * DT_CPU_SPEC_GROUP;
+                const int64_t len = out - e0 < DT_CPU_SPEC_GROUP ? out - e0 : DT_CPU_SPEC_GROUP;
+                dt_cpu_exact_sum_terms(dw + i * out + e0, summed_kept_terms(j, t, q),
+                                       DT_CPU_SPEC_GROUP, (int)sh->count, 0, len, j->shift);
+            }
+        if (least < e_floor) dt_pool_run(c->pool, in, ROW_BLOCK, wgrad_summed_fix, j);
+    }
+    free(j->kept);
+    free(j);
     return DT_OK;
 }
 

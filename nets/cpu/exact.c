@@ -735,3 +735,181 @@ enum dt_status dt_cpu_exact_sum_packs(struct dt_backend *be, float *out, const f
     dt_pool_run(dt_cpu(be)->pool, e1 - e0, EXACT_GRAIN, sum_part, &j);
     return DT_OK;
 }
+
+/* ---- the exact sum of terms a shard op holds (dense.c: the weight gradient on one rank) --
+ * The shard op makes a block of its tensor's S partials in cache and sums them there, before
+ * the tensor's maximum (so its shift) is known: per group of DT_CPU_SPEC_GROUP elements,
+ * where every term lies within a double's span of the smallest one's unit (sum8_double's
+ * span test), the terms' double sum, rounded once, is the exact sum's value for any shift
+ * at which every term is a whole number of units. What it needs to know afterwards: which
+ * groups were too wide (not written), and a lower bound on the smallest unit's exponent over
+ * the written ones, which dt_cpu_exact_spec_floor's floor must not exceed for them to stand;
+ * what does not stand is summed again from the same terms by the integer path
+ * (dt_cpu_exact_sum_terms). The bits of exact_sum. */
+
+/* One element's terms t[k * ld] (k < nt): the largest |bits| into *m; its double sum into
+ * *out where the span test passes; returns the smallest unit's exponent (255: all zero), or
+ * -1 where the test fails. */
+static inline int spec_one(float *out, const float *t, int64_t ld, int nt, int span_max,
+                           uint32_t *m)
+{
+    uint32_t bmax = 0, bmin = UINT32_MAX;
+    double s = 0.0;
+    for (int k = 0; k < nt; k++) {
+        const uint32_t b = dt_float_bits(t[k * ld]) & 0x7fffffffu;
+        bmax = b > bmax ? b : bmax;
+        bmin = b - 1 < bmin ? b - 1 : bmin; /* the smallest nonzero |bits| - 1; zero wraps */
+        s += (double)t[k * ld];             /* exact where the test passes */
+    }
+    *m = bmax > *m ? bmax : *m;
+    if (bmin == UINT32_MAX) {
+        *out = (float)s;
+        return 255;
+    }
+    int unit = (int)((bmin + 1) >> 23);
+    unit = unit < 1 ? 1 : unit;
+    if ((int)(bmax >> 23) - unit > span_max) return -1;
+    *out = (float)s;
+    return unit;
+}
+
+/* Elements [e, stop) as one group: 1 (too wide, nothing written) or 0. */
+static uint8_t spec_group_scalar(float *out, const float *t, int64_t ld, int nt, int64_t e,
+                                 int64_t stop, int span_max, uint32_t *m, int *unit)
+{
+    int u = 255;
+    float sums[DT_CPU_SPEC_GROUP];
+    for (int64_t x = e; x < stop; x++) {
+        const int v = spec_one(&sums[x - e], t + x, ld, nt, span_max, m);
+        if (v < 0) return 1;
+        u = v < u ? v : u;
+    }
+    memcpy(out + e, sums, (size_t)(stop - e) * sizeof *out);
+    *unit = u < *unit ? u : *unit;
+    return 0;
+}
+
+#ifdef DT_CPU_WIDE_KERNELS
+/* 16 elements, AVX-512: spec_one's tests lane by lane, with a unit exponent that is never
+ * above the true one (the bits of the smallest nonzero |term| - 1, shifted: one less at a
+ * power of two or a subnormal, 511 where all are zero), so at worst a group is redone. */
+DT_WIDE static inline __attribute__((always_inline)) uint8_t
+spec16_wide(float *out, const float *t, int64_t ld, int nt, int64_t e, __m512i span_max,
+            __m512i *vmax, __m512i *vunit)
+{
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(1);
+    __m512i bmax = _mm512_setzero_si512(), bmin = _mm512_set1_epi32(-1);
+    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+#pragma GCC unroll 16
+    for (int k = 0; k < nt; k++) {
+        const __m512 x = _mm512_loadu_ps(t + k * ld + e);
+        const __m512i b = _mm512_and_si512(_mm512_castps_si512(x), abs_mask);
+        bmax = _mm512_max_epu32(bmax, b);
+        bmin = _mm512_min_epu32(bmin, _mm512_sub_epi32(b, one));
+        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(x))); /* exact */
+        hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1)));
+    }
+    *vmax = _mm512_max_epu32(*vmax, bmax);
+    const __m512i unit = _mm512_srli_epi32(bmin, 23);
+    const __m512i spread = _mm512_sub_epi32(_mm512_srli_epi32(bmax, 23), unit);
+    if (_mm512_cmpgt_epi32_mask(spread, span_max)) return 1;
+    *vunit = _mm512_min_epi32(*vunit, unit);
+    _mm256_storeu_ps(out + e, _mm512_cvtpd_ps(lo));
+    _mm256_storeu_ps(out + e + 8, _mm512_cvtpd_ps(hi));
+    return 0;
+}
+
+DT_WIDE static uint32_t spec_sums_wide(float *out, const float *t, int64_t ld, int nt, int64_t n,
+                                       uint8_t *wide, int *unit, uint32_t m, int span)
+{
+    const __m512i span_max = _mm512_set1_epi32(span);
+    __m512i vmax = _mm512_setzero_si512(), vunit = _mm512_set1_epi32(255);
+    int64_t e = 0;
+    if (nt == 4) /* 4 shards on one rank: the terms' loop unrolled */
+        for (; e + 16 <= n; e += 16)
+            *wide++ = spec16_wide(out, t, ld, 4, e, span_max, &vmax, &vunit);
+    for (; e + 16 <= n; e += 16) *wide++ = spec16_wide(out, t, ld, nt, e, span_max, &vmax, &vunit);
+    const uint32_t v = _mm512_reduce_max_epu32(vmax);
+    m = v > m ? v : m;
+    const int u = _mm512_reduce_min_epi32(vunit);
+    *unit = u < *unit ? u : *unit;
+    if (e < n) *wide = spec_group_scalar(out, t, ld, nt, e, n, span, &m, unit);
+    return m;
+}
+
+/* 16 elements, AVX2: two groups of sum8_double's 8 lanes (true unit exponents). */
+DT_AVX2 static uint32_t spec_sums_avx2(float *out, const float *t, int64_t ld, int nt, int64_t n,
+                                       uint8_t *wide, int *unit, uint32_t m, int span)
+{
+    const float *tk[DT_CPU_SPEC_TERMS_MAX];
+    for (int k = 0; k < nt; k++) tk[k] = t + k * ld;
+    const __m256i span_max = _mm256_set1_epi32(span);
+    __m256i bmax = _mm256_setzero_si256(), vunit = _mm256_set1_epi32(255);
+    int64_t e = 0;
+    for (; e + 16 <= n; e += 16) {
+        __m256i emax0, emin0, emax1, emin1;
+        sum8_exponents(&emax0, &emin0, &bmax, tk, nt, e);
+        sum8_exponents(&emax1, &emin1, &bmax, tk, nt, e + 8);
+        const __m256i too_wide =
+            _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_sub_epi32(emax0, emin0), span_max),
+                            _mm256_cmpgt_epi32(_mm256_sub_epi32(emax1, emin1), span_max));
+        *wide = !_mm256_testz_si256(too_wide, too_wide);
+        if (*wide++) continue;
+        sum8_store(out, tk, nt, e);
+        sum8_store(out, tk, nt, e + 8);
+        vunit = _mm256_min_epi32(vunit, _mm256_min_epi32(emin0, emin1));
+    }
+    const uint32_t v = hmax8(bmax);
+    m = v > m ? v : m;
+    const int u = hmin8(vunit);
+    *unit = u < *unit ? u : *unit;
+    if (e < n) *wide = spec_group_scalar(out, t, ld, nt, e, n, span, &m, unit);
+    return m;
+}
+#endif
+
+uint32_t dt_cpu_exact_spec_sums(float *out, const float *t, int64_t ld, int nt, int64_t n,
+                                uint8_t *wide, int *unit, uint32_t m)
+{
+    DT_ASSERT(nt >= 1 && nt <= DT_CPU_SPEC_TERMS_MAX);
+    int lg = 0;
+    while ((1 << lg) < nt) lg++;
+    const int span = 29 - lg;
+#ifdef DT_CPU_WIDE_KERNELS
+    if (dt_cpu_wide()) return spec_sums_wide(out, t, ld, nt, n, wide, unit, m, span);
+    if (dt_cpu_loops() == 1) return spec_sums_avx2(out, t, ld, nt, n, wide, unit, m, span);
+#endif
+    for (int64_t e = 0; e < n; e += DT_CPU_SPEC_GROUP)
+        *wide++ = spec_group_scalar(out, t, ld, nt, e,
+                                    e + DT_CPU_SPEC_GROUP < n ? e + DT_CPU_SPEC_GROUP : n, span, &m,
+                                    unit);
+    return m;
+}
+
+bool dt_cpu_exact_spec_floor(uint32_t max_bits, int64_t shards, int *e_floor, int *shift)
+{
+    if (!finite_max(max_bits)) return false;
+    *shift = dt_fixed_shift_for(dt_bits_float(max_bits), shards);
+    *e_floor = 150 - *shift; /* <= 255 for shards <= DT_CPU_SPEC_TERMS_MAX: max shift 149, */
+    DT_ASSERT(*e_floor >= 1 && *e_floor <= 255); /* least -70 (FLT_MAX over 16 shards) */
+    return true;
+}
+
+void dt_cpu_exact_sum_terms(float *out, const float *t, int64_t ld, int nt, int64_t e0, int64_t e1,
+                            int shift)
+{
+    struct sum_run r = {.nb = 1,
+                        .slots = {nt},
+                        .base = {t},
+                        .out = out,
+                        .n = ld,
+                        .up = dt_fixed_scale(shift),
+                        .down = dt_fixed_scale(-shift),
+                        .shift = shift};
+    sum_vector_fn vector = sum_vector4;
+#ifdef DT_CPU_WIDE_KERNELS
+    if (dt_cpu_loops() == 1) vector = sum_vector4_avx2x;
+    if (dt_cpu_wide()) vector = sum_vector8;
+#endif
+    sum_scalar(&r, vector(&r, e0, e1), e1);
+}
