@@ -640,10 +640,11 @@ enum dt_status dt_cpu_conv2d_forward(struct dt_backend *be, float *y, const floa
                                      const float *w, const float *bias,
                                      const struct dt_conv2d_shape *s, const struct dt_policy *pol)
 {
-    /* few outputs without AVX-512: the direct tiles beat oneDNN's blocked kernels, whose
-     * 8-lane output blocks are mostly padding there (LeNet's first convolution: 0.70x,
-     * docs/performance.md), so `fast` takes them too */
-    if (!dt_math_exact(pol) && !dt_cpu_wide() && s->K_out < 8 && direct_takes(s)) {
+    /* few outputs: the direct tiles beat oneDNN's blocked kernels, whose 8- or 16-lane
+     * output blocks are mostly padding there (LeNet's first convolution: 0.70x on a Zen 3
+     * without AVX-512, 0.67x on a Zen 5 with it; docs/performance.md), so `fast` takes
+     * them too */
+    if (!dt_math_exact(pol) && s->K_out < 8 && direct_takes(s)) {
         direct_forward(be, y, x, w, bias, s);
         return DT_OK;
     }

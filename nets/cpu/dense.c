@@ -1342,12 +1342,30 @@ struct bgrad_job {
 };
 
 /* acc[o] = sum over rows [b0, b1) of dy[b, o], rows in index order. */
+/* Column sums of rows [b0, b1) in float (the unordered bias gradient: no order to keep).
+ * With few columns each column's adds would wait on each other: COLUMN_LANES interleaved
+ * partial sums (row b into partial b % COLUMN_LANES), added pairwise at the end. */
+#define COLUMN_LANES 8
+#define COLUMN_LANES_BELOW 32 /* columns under which they are used */
 DT_VECTOR_FN(column_sums,
              (float *restrict acc, const float *restrict dy, int64_t b0, int64_t b1, int64_t out),
              (acc, dy, b0, b1, out))
 {
     memset(acc, 0, (size_t)out * sizeof *acc);
-    for (int64_t b = b0; b < b1; b++) {
+    int64_t b = b0;
+    if (out < COLUMN_LANES_BELOW && b1 - b0 >= 4 * COLUMN_LANES) {
+        float part[COLUMN_LANES][COLUMN_LANES_BELOW] = {{0}};
+        for (; b + COLUMN_LANES <= b1; b += COLUMN_LANES)
+            for (int u = 0; u < COLUMN_LANES; u++) {
+                const float *restrict row = dy + (b + u) * out;
+                for (int64_t o = 0; o < out; o++) part[u][o] += row[o];
+            }
+        for (int w = COLUMN_LANES / 2; w >= 1; w /= 2)
+            for (int u = 0; u < w; u++)
+                for (int64_t o = 0; o < out; o++) part[u][o] += part[u + w][o];
+        memcpy(acc, part[0], (size_t)out * sizeof *acc);
+    }
+    for (; b < b1; b++) {
         const float *restrict row = dy + b * out;
         for (int64_t o = 0; o < out; o++) acc[o] += row[o];
     }
