@@ -996,7 +996,7 @@ struct wgrad_summed_job {
 
 /* Groups too wide for the double sum, kept per worker with their terms (S x 16 floats) for
  * the integer path once the shift is known; past this many, their row is made again. */
-#define SUMMED_KEPT 64
+#define SUMMED_KEPT 256
 
 /* Rows [i0, i0 + rows) of dw: shard k's partial of them at t + k * rows * out. */
 static void wgrad_summed_partials(const struct wgrad_summed_job *j, int worker, float *t,
