@@ -351,6 +351,16 @@ DT_WIDE static void matmul_ordered_wide(float *restrict C, int64_t ldc, const fl
     matmul_wide(C, ldc, A, lda, aks, Bm, ldb, K, N, i0, i1, accumulate, false);
 }
 
+/* math: fast, the weight gradient: dw rows [i0, i1) = x^T . dy over all B batch rows in
+ * one pass of fused tiles, x read in place (row i of dw takes x[b * in + i]): no chunks, no
+ * tree, as no order is asked for. */
+DT_WIDE static void wgrad_fast_wide(float *restrict dw, const float *restrict x,
+                                    const float *restrict dy, int64_t B, int64_t in, int64_t out,
+                                    int64_t i0, int64_t i1)
+{
+    matmul_wide(dw + i0 * out, out, x + i0, 1, in, dy, out, B, out, 0, i1 - i0, false, true);
+}
+
 /* math: fast on a CPU with AVX-512: the same tiles with each multiply-add fused (one
  * rounding, k still in order). Faster than OpenBLAS's per-slice sgemm at the shapes detrain
  * trains (measured on this 2-core Zen 4: docs/performance.md); its bits are not
@@ -720,6 +730,14 @@ static void wgrad_fixed_rows(struct dt_backend *be, int worker, float *dw, const
         }
     }
 }
+
+#ifdef DT_CPU_WIDE_KERNELS
+static void wgrad_fast_part(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    const struct wgrad_job *j = ctx;
+    wgrad_fast_wide(j->dw, j->xt, j->dy, j->B, j->in, j->out, begin, end);
+}
+#endif
 
 static void wgrad_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
@@ -1147,15 +1165,24 @@ enum dt_status dt_cpu_dense_backward_weight(struct dt_backend *be, float *dw, co
                                             const struct dt_policy *pol)
 {
     if (dt_math_exact(pol)) return wgrad_exact(be, dw, x, dy, B, in, out, pol);
-    /* math: fast with AVX-512: the fixed chunks read in place beat OpenBLAS's per-slice
-     * sgemm at the dense layers' shapes (measured: docs/performance.md) */
-    const bool fast_fixed =
+    /* math: fast with AVX-512: one pass of fused tiles over the batch, x read in place, beats
+     * OpenBLAS's per-slice sgemm and the fixed chunks at the dense layers' shapes (measured:
+     * docs/performance.md) */
+    const bool fast_wide =
         wgrad_takes_blas(be, pol) && dt_cpu_wide() && !dt_cpu_wgrad_prefers_rows(B, in, out);
-    if (wgrad_takes_blas(be, pol) && !fast_fixed)
+#ifdef DT_CPU_WIDE_KERNELS
+    if (fast_wide) {
+        struct wgrad_job job = {
+            .be = be, .dw = dw, .xt = x, .dy = dy, .B = B, .in = in, .out = out};
+        dt_pool_run(dt_cpu(be)->pool, in, ROW_BLOCK, wgrad_fast_part, &job);
+        return DT_OK;
+    }
+#endif
+    if (wgrad_takes_blas(be, pol) && !fast_wide)
         return wgrad_blas(be, dw, x, false, dy, B, in, out);
     if (dt_cpu_wgrad_prefers_rows(B, in, out))
         return dt_cpu_wgrad_rows(be, dw, x, dy, B, in, out, pol);
-    if (dt_reduction_ordered(pol) || fast_fixed) { /* x in place */
+    if (dt_reduction_ordered(pol)) { /* x in place */
         struct wgrad_job job = {.be = be,
                                 .dw = dw,
                                 .xt = x,
