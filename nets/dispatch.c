@@ -702,12 +702,12 @@ static int summed_tensor(const struct dt_backend *be, const float *dw)
     return -1;
 }
 
-/* The weight gradient summed by the backend's op itself: one rank, a row an example, the
- * products in floats (math: exact's partials come from the per-shard calls). */
+/* The weight gradient summed by the backend's op itself: one rank, the products in floats
+ * (math: exact's partials come from the per-shard calls). */
 static bool wgrad_summed_here(const struct dt_backend *be, const struct dt_policy *pol,
-                              const float *dw, int64_t B)
+                              const float *dw)
 {
-    return HAS(be, dense_backward_weight_summed) && !dt_math_exact(pol) && shard_mult(be, B) == 1 &&
+    return HAS(be, dense_backward_weight_summed) && !dt_math_exact(pol) &&
            summed_tensor(be, dw) >= 0;
 }
 
@@ -925,7 +925,7 @@ static dt_dense_backward_weight_fn *plan_dense_backward_weight(struct dt_backend
 {
     CHECK_DIMS(B, in, out);
     DT_ASSERT(dw && x && dy && pol);
-    if (sharded(be, pol, B) && wgrad_summed_here(be, pol, dw, B)) {
+    if (sharded(be, pol, B) && wgrad_summed_here(be, pol, dw)) {
         TENSORS(t, OUT(dw, in * out));
         return dense_wgrad_summed;
     }

@@ -989,12 +989,12 @@ DT_TEST(cuda_exact_sum_equals_cpu)
  * cache where it is exact, kept or remade terms through the integer path where not): slot 0
  * must hold the serial exact sum of what the shard op alone puts in the slots, its maximum
  * theirs; dt_exact_sum then leaves the tensor as it is. */
-static void summed_case(int threads, int64_t S, int64_t per, int64_t in, int64_t out,
+static void summed_case(int threads, int64_t S, int64_t per, int64_t mult, int64_t in, int64_t out,
                         const float *x, const float *dy, const char *what)
 {
-    const int64_t B = S * per, n = in * out;
+    const int64_t B = S * per * mult, n = in * out; /* mult rows an example (the GPT's) */
     int64_t row[DT_CPU_SPEC_TERMS_MAX + 2];
-    shard_rows(row, B, S);
+    shard_rows(row, S * per, S);
     struct dt_backend *be = cpu(threads);
     struct dt_policy pol = level(DT_LEVEL_PORTABLE);
     float *dx = dev_copy(be, x, B * in), *ddy = dev_copy(be, dy, B * out);
@@ -1070,24 +1070,26 @@ static void crafted(float *x, float *dy, int64_t S, int64_t in, int64_t out, uin
 static void wgrad_summed_body(void)
 {
     struct shape {
-        int64_t S, per, in, out;
+        int64_t S, per, mult, in, out;
     } const shapes[] = {
-        {4, 16, 37, 53}, /* one chunk a shard, a short last group */
-        {3, 40, 20, 32}, /* two chunks a shard: the fixed rows */
-        {5, 8, 70, 8},   /* few outputs: the transposed shard op, then the sum */
-        {17, 2, 19, 24}, /* more shards than the in-cache sum takes */
+        {4, 16, 1, 37, 53}, /* one chunk a shard, a short last group */
+        {3, 40, 1, 20, 32}, /* two chunks a shard: the fixed rows */
+        {5, 8, 1, 70, 8},   /* few outputs: the transposed shard op, then the sum */
+        {17, 2, 1, 19, 24}, /* more shards than the in-cache sum takes */
+        {4, 5, 3, 33, 48},  /* 3 rows an example */
+        {3, 4, 2, 40, 8},   /* and few outputs: the plain op per shard, then the sum */
     };
     for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
         const struct shape q = shapes[c];
-        const int64_t B = q.S * q.per;
+        const int64_t B = q.S * q.per * q.mult;
         float *x = dt_xmalloc((size_t)(B * q.in) * sizeof(float));
         float *dy = dt_xmalloc((size_t)(B * q.out) * sizeof(float));
         fill(x, B * q.in, 1.0);
         fill(dy, B * q.out, 0.3);
         for (int threads = 1; threads <= 2; threads++)
-            summed_case(threads, q.S, q.per, q.in, q.out, x, dy, "summed (random)");
+            summed_case(threads, q.S, q.per, q.mult, q.in, q.out, x, dy, "summed (random)");
         x[B * q.in / 2] = NAN; /* a NaN: the maximum says so, as the slots' does */
-        summed_case(2, q.S, q.per, q.in, q.out, x, dy, "summed (a NaN)");
+        summed_case(2, q.S, q.per, q.mult, q.in, q.out, x, dy, "summed (a NaN)");
         free(x), free(dy);
     }
     const int64_t S = 4, in = 300, out = 40;
@@ -1096,7 +1098,7 @@ static void wgrad_summed_body(void)
     for (uint64_t seed = 1; seed <= 3; seed++) {
         crafted(x, dy, S, in, out, seed);
         for (int threads = 1; threads <= 2; threads++)
-            summed_case(threads, S, 1, in, out, x, dy, "summed (crafted)");
+            summed_case(threads, S, 1, 1, in, out, x, dy, "summed (crafted)");
     }
     free(x), free(dy);
 }

@@ -1004,6 +1004,7 @@ struct wgrad_summed_job {
     const float *x, *dy;
     int64_t in, out, groups, tmp_floats;
     const struct dt_shards *sh;
+    int64_t mult; /* batch rows an example (the GPT's positions) */
     int shift;
     uint8_t e_floor;
     uint32_t worker_max[DT_CPU_MAX_THREADS];
@@ -1021,7 +1022,7 @@ static void wgrad_summed_partials(const struct wgrad_summed_job *j, int worker, 
                                   int64_t i0, int64_t rows)
 {
     for (int64_t k = 0; k < j->sh->count; k++) {
-        const int64_t r0 = j->sh->row[k], len = j->sh->row[k + 1] - r0;
+        const int64_t r0 = j->sh->row[k] * j->mult, len = j->sh->row[k + 1] * j->mult - r0;
         if (len <= DT_REDUCE_CHUNK) /* one chunk: its partial is the product, made in place */
             matmul_rows_ordered_ld(t + k * rows * j->out, j->out, j->x + r0 * j->in + i0, 1, j->in,
                                    j->dy + r0 * j->out, j->out, len, j->out, 0, rows, false);
@@ -1100,11 +1101,20 @@ enum dt_status dt_cpu_dense_backward_weight_summed(struct dt_backend *be, float 
                                                    uint32_t *max_bits)
 {
     const struct dt_shards *sh = &be->shards;
-    DT_ASSERT(sh->count > 0 && sh->row[sh->count] == B && !dt_math_exact(pol));
+    DT_ASSERT(sh->count > 0 && B % sh->row[sh->count] == 0 && !dt_math_exact(pol));
+    const int64_t mult = B / sh->row[sh->count], n = in * out;
     if (dt_cpu_wgrad_prefers_rows(B, in, out) || sh->count > DT_CPU_SPEC_TERMS_MAX) {
-        /* the partials in their slots, then this tensor's exact sum */
-        DT_FORWARD_IF_ERROR(dt_cpu_dense_backward_weight_shards(be, dw, x, dy, B, in, out, pol));
-        const int64_t n = in * out, first[2] = {0, n};
+        /* the partials in their slots (the plain op per shard where an example has several
+         * rows, as nets/dispatch.c would call it), then this tensor's exact sum */
+        if (mult == 1)
+            DT_FORWARD_IF_ERROR(
+                dt_cpu_dense_backward_weight_shards(be, dw, x, dy, B, in, out, pol));
+        for (int64_t k = 0; mult > 1 && k < sh->count; k++) {
+            const int64_t r0 = sh->row[k] * mult, len = sh->row[k + 1] * mult - r0;
+            DT_FORWARD_IF_ERROR(dt_cpu_dense_backward_weight(be, dw + k * n, x + r0 * in,
+                                                             dy + r0 * out, len, in, out, pol));
+        }
+        const int64_t first[2] = {0, n};
         const struct dt_exact_layout L = {
             .tensors = 1, .n = &n, .first = first, .slots = sh->count, .shards = sh->count};
         return dt_cpu_exact_sum(be, dw, max_bits, &L);
@@ -1113,6 +1123,7 @@ enum dt_status dt_cpu_dense_backward_weight_summed(struct dt_backend *be, float 
     const int T = dt_pool_threads(c->pool);
     struct wgrad_summed_job *j = dt_xcalloc(1, sizeof *j);
     j->be = be, j->dw = dw, j->x = x, j->dy = dy, j->in = in, j->out = out, j->sh = sh;
+    j->mult = mult;
     j->groups = (out + DT_CPU_SPEC_GROUP - 1) / DT_CPU_SPEC_GROUP;
     j->tmp_floats = sh->count * (ROW_BLOCK * out + SUMMED_KEPT * DT_CPU_SPEC_GROUP);
     const int64_t flag_floats = (in * (j->groups + 1) + 3) / 4;
