@@ -265,6 +265,7 @@ struct dt_shards {
     const float *pack;
     const struct dt_exact_layout *layout;
     uint32_t *summed;
+    const uint32_t *hint; /* NULL, or per tensor its maximum the step before (or UNSUMMED) */
 };
 /* Set (sh != NULL) or clear (NULL) the shards of the next ops. */
 void dt_backend_set_shards(struct dt_backend *be, const struct dt_shards *sh);

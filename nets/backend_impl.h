@@ -41,12 +41,14 @@ typedef enum dt_status dt_exact_sum_packs_fn(struct dt_backend *be, float *out,
                                              int64_t e1);
 /* reduction: exact with one rank holding every shard (be->shards.summed set): the weight
  * gradient's shard partials summed by the op itself into dw (slot 0: dt_exact_sum's bits for
- * this tensor), *max_bits their largest |bits| (host memory); slots 1.. its scratch. */
+ * this tensor), *max_bits their largest |bits| (host memory); slots 1.. its scratch. `hint`:
+ * the tensor's maximum the step before (DT_EXACT_UNSUMMED: none), which may speed the sum
+ * and never changes its bits. */
 typedef enum dt_status dt_dense_backward_weight_summed_fn(struct dt_backend *be, float *dw,
                                                           const float *x, const float *dy,
                                                           int64_t B, int64_t in, int64_t out,
                                                           const struct dt_policy *pol,
-                                                          uint32_t *max_bits);
+                                                          uint32_t hint, uint32_t *max_bits);
 typedef int64_t dt_first_nonfinite_fn(struct dt_backend *be, const float *p, int64_t n);
 typedef bool dt_first_nonfinite_many_fn(struct dt_backend *be, const float *const *p,
                                         const int64_t *n, int count, int *which, int64_t *index);

@@ -715,8 +715,10 @@ static enum dt_status dense_wgrad_summed(struct dt_backend *be, float *dw, const
                                          const float *dy, int64_t B, int64_t in, int64_t out,
                                          const struct dt_policy *pol)
 {
-    uint32_t *max_bits = &be->shards.summed[summed_tensor(be, dw)];
-    return be->ops->dense_backward_weight_summed(be, dw, x, dy, B, in, out, pol, max_bits);
+    const int i = summed_tensor(be, dw);
+    const uint32_t hint = be->shards.hint ? be->shards.hint[i] : DT_EXACT_UNSUMMED;
+    return be->ops->dense_backward_weight_summed(be, dw, x, dy, B, in, out, pol, hint,
+                                                 &be->shards.summed[i]);
 }
 
 static enum dt_status loss_per_shard(struct dt_backend *be, float *probs, float *loss_host,

@@ -127,7 +127,11 @@ void dt_step_init(struct dt_step *d, struct dt_model *m, int64_t shards,
         dt_model_grad_slots(m, dt_rank_shard(shards, N, r + 1) - dt_rank_shard(shards, N, r));
         d->max_dev = dt_backend_alloc(m->be, (size_t)m->n_params * sizeof *d->max_dev);
         d->max_bits = dt_xcalloc((size_t)m->n_params, sizeof *d->max_bits);
-        if (N == 1) d->summed = dt_xcalloc((size_t)m->n_params, sizeof *d->summed);
+        if (N == 1) {
+            d->summed = dt_xcalloc((size_t)m->n_params, sizeof *d->summed);
+            d->summed_before = dt_xcalloc((size_t)m->n_params, sizeof *d->summed_before);
+            for (int i = 0; i < m->n_params; i++) d->summed[i] = DT_EXACT_UNSUMMED;
+        }
         if (N > 1) open_shared(d, shards);
         if (N > 1 && !d->shared) {
             d->acc_dev = dt_backend_alloc(m->be, (size_t)d->total * sizeof(int64_t));
@@ -167,6 +171,7 @@ static void free_buffers(struct dt_step *d)
     free(d->acc);
     free(d->max_bits);
     free(d->summed);
+    free(d->summed_before);
     free(d->gather);
     free(d->loss_slots);
     const struct dt_step_graph keep = d->graph;
@@ -340,11 +345,14 @@ static enum dt_status exact_gradients(struct dt_step *d, const struct dt_batch *
     struct dt_shards sh = {.count = h.s1 - h.s0, .row = row};
     const struct dt_exact_layout L = {
         .tensors = m->n_params, .n = d->n, .first = m->grad_first, .slots = sh.count, .shards = S};
-    for (int i = 0; d->summed && i < m->n_params; i++) d->summed[i] = DT_EXACT_UNSUMMED;
+    for (int i = 0; d->summed && i < m->n_params; i++) { /* the last step's maxima: hints */
+        d->summed_before[i] = d->summed[i];
+        d->summed[i] = DT_EXACT_UNSUMMED;
+    }
     if (d->summed && m->passes == 1) /* one rank holds every shard and one pass writes each
                                       * gradient's partials once (more passes add theirs into
                                       * the slots): a shard op may sum its own partials */
-        sh.pack = m->grad_pack, sh.layout = &L, sh.summed = d->summed;
+        sh.pack = m->grad_pack, sh.layout = &L, sh.summed = d->summed, sh.hint = d->summed_before;
     memset(d->loss_slots, 0, (size_t)S * sizeof(float));
     const struct dt_batch mine = dt_batch_from(batch, h.b0, m->in_dim);
     enum dt_status st =

@@ -107,6 +107,7 @@ struct dt_step {
     uint32_t *max_dev;           /* exact: per tensor, max |partial| bits (backend memory) */
     uint32_t *max_bits;          /* exact: the same on the host */
     uint32_t *summed;            /* exact, one rank: what the shard ops summed (dt_shards) */
+    uint32_t *summed_before;     /* the same, the step before (their hints) */
     int64_t *acc_dev, *acc;      /* exact with several ranks: the int64 sums (backend, host) */
     /* exact, the ranks of one machine (the exchange's shared memory, host-memory backends):
      * rank q's part at shared_base[q] holds its maxima, its packed partials (rank_slots[q]

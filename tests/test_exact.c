@@ -1011,7 +1011,9 @@ static void summed_case(int threads, int64_t S, int64_t per, int64_t mult, int64
         want = b > want ? b : want;
     }
     if (want < 0x7f800000u) serial_exact_sum(ref, hs, S, n, S);
-    /* summed by the op: one tensor (its other slots are the op's scratch) */
+    /* summed by the op: one tensor (its other slots are the op's scratch), with no hint of
+     * its maximum, the true one, one 8 binades below (the maximum rose: rows made again)
+     * and one 8 above (more groups through the integer path): the same bits each time */
     float *pattern = dt_xmalloc((size_t)(S * n) * sizeof(float));
     for (int64_t e = 0; e < S * n; e++) pattern[e] = (float)(e % 97) - 48.5f;
     float *pack = dev_copy(be, pattern, S * n);
@@ -1019,16 +1021,30 @@ static void summed_case(int threads, int64_t S, int64_t per, int64_t mult, int64
     const struct dt_exact_layout L = {
         .tensors = 1, .n = &n, .first = first, .slots = S, .shards = S};
     uint32_t summed[1] = {DT_EXACT_UNSUMMED};
-    const struct dt_shards sh = {
-        .count = S, .row = row, .pack = pack, .layout = &L, .summed = summed};
-    dt_backend_set_shards(be, &sh);
-    CHECK(dt_dense_backward_weight(be, pack, dx, ddy, B, in, out, &pol) == DT_OK);
-    dt_backend_set_shards(be, NULL);
-    if (summed[0] != want)
-        fprintf(stderr, "%s: maximum 0x%08x, the slots' 0x%08x\n", what, summed[0], want);
-    CHECK_INT_EQ(summed[0], want);
-    float *h = host_of(be, pack, S * n);
-    if (want < 0x7f800000u) same_bits(what, h, ref, n);
+    const uint32_t eight = 8u << 23, finite = want < 0x7f800000u;
+    const uint32_t hints[4] = {DT_EXACT_UNSUMMED, want, finite && want > eight ? want - eight : 0,
+                               finite && want < 0x7f000000u - eight ? want + eight : want};
+    float *h = NULL;
+    for (int v = 0; v < 4; v++) {
+        dt_backend_upload(be, pack, pattern, (size_t)(S * n) * sizeof(float));
+        summed[0] = DT_EXACT_UNSUMMED;
+        const struct dt_shards sh = {.count = S,
+                                     .row = row,
+                                     .pack = pack,
+                                     .layout = &L,
+                                     .summed = summed,
+                                     .hint = &hints[v]};
+        dt_backend_set_shards(be, &sh);
+        CHECK(dt_dense_backward_weight(be, pack, dx, ddy, B, in, out, &pol) == DT_OK);
+        dt_backend_set_shards(be, NULL);
+        if (summed[0] != want)
+            fprintf(stderr, "%s: maximum 0x%08x, the slots' 0x%08x\n", what, summed[0], want);
+        CHECK_INT_EQ(summed[0], want);
+        free(h);
+        h = host_of(be, pack, S * n);
+        if (want < 0x7f800000u && !same_bits(what, h, ref, n))
+            fprintf(stderr, "  (hint 0x%08x)\n", hints[v]);
+    }
     /* dt_exact_sum then leaves it as it is and copies its maximum */
     uint32_t *mb = dt_backend_alloc(be, sizeof *mb);
     const struct dt_exact_layout rest = {
@@ -1047,8 +1063,9 @@ static void summed_case(int threads, int64_t S, int64_t per, int64_t mult, int64
 
 /* Partials laid out at will: one row per shard, dy a power of two per column, so shard k's
  * partial of dw[i][j] is x[k][i] * dy[k][j] exactly: exponents drawn over 70 binades (groups
- * too wide for a double: more than a worker keeps, so rows are remade too), rows of tiny
- * terms (finer than the maximum's unit), zeros, subnormals, powers of two, signs. */
+ * too wide for a double), rows of tiny terms (finer than the maximum's unit), rows a few
+ * binades about that unit (where a hint 8 binades low lets groups stand that must be made
+ * again), zeros, subnormals, powers of two, signs. */
 static void crafted(float *x, float *dy, int64_t S, int64_t in, int64_t out, uint64_t seed)
 {
     uint64_t r = seed;
@@ -1058,13 +1075,16 @@ static void crafted(float *x, float *dy, int64_t S, int64_t in, int64_t out, uin
             const uint32_t u = (uint32_t)(r >> 32);
             float v = ldexpf(1.0f + (float)(u & 0xffff) / 65536.0f, -(int)((u >> 16) % 70));
             if (i % 7 == 3) v = ldexpf(1.0f + (float)(u & 0xff) / 256.0f, -55); /* tiny rows */
+            if (i % 7 == 5) /* rows a few binades about the maximum's unit (2^-58 here) */
+                v = ldexpf(1.0f + (float)(2 * (u & 0x3fffff) + 1) / 8388608.0f, -37); /* odd */
             if ((u >> 24) % 11 == 0) v = 0.0f;
             if ((u >> 24) % 13 == 1) v = 1e-40f; /* subnormal */
             if ((u >> 24) % 17 == 2) v = 0.25f;  /* a power of two */
             x[k * in + i] = (u >> 28) & 1 ? -v : v;
         }
     for (int64_t k = 0; k < S; k++)
-        for (int64_t j = 0; j < out; j++) dy[k * out + j] = ldexpf(1.0f, -(int)((j * 5 + k) % 9));
+        for (int64_t j = 0; j < out; j++) /* the first group 1: its terms x's own binades */
+            dy[k * out + j] = j < 16 ? 1.0f : ldexpf(1.0f, -(int)((j * 5 + k) % 9));
 }
 
 static void wgrad_summed_body(void)
@@ -1100,6 +1120,21 @@ static void wgrad_summed_body(void)
         for (int threads = 1; threads <= 2; threads++)
             summed_case(threads, S, 1, 1, in, out, x, dy, "summed (crafted)");
     }
+    /* no group risky at all under a hint 8 binades low, yet rows below the true floor: one
+     * row of 1.5 (the maximum), the others 2^-37 with odd mantissas, dy 1 */
+    for (int64_t k = 0; k < S; k++) {
+        for (int64_t i = 0; i < in; i++)
+            x[k * in + i] =
+                i == 0
+                    ? 1.5f
+                    : ldexpf(1.0f +
+                                 (float)(2 * ((uint32_t)(i * 4 + k) * 2654435761u >> 9 & 0x3fffff) +
+                                         1) /
+                                     8388608.0f,
+                             -37);
+        for (int64_t j = 0; j < out; j++) dy[k * out + j] = 1.0f;
+    }
+    summed_case(2, S, 1, 1, in, out, x, dy, "summed (near the floor)");
     free(x), free(dy);
 }
 

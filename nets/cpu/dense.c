@@ -991,31 +991,32 @@ enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float 
  * on the shard's rows, as dt_cpu_dense_backward_weight_shards makes it: the same bits) into
  * the worker's part of the scratch, then their exact sum before the block leaves the cache
  * (dt_cpu_exact_spec_sums: the double sum where it is the exact sum's value at the shift the
- * tensor's maximum will give), so the S partials of the tensor never reach memory. With the
- * maximum merged, a group whose terms did not all turn out whole units of the shift (or
- * spread too wide for a double) is summed again by the integer path from its row's partials,
- * recomputed (the same bits). Slots 1.. of dw are not written (but for few outputs or more
- * than DT_CPU_SPEC_TERMS_MAX shards: the shard op's partials there, then their exact sum). */
+ * tensor's maximum will give), so most partials never reach memory. Which groups that holds
+ * for depends on that maximum; the op guesses its floor from `hint` (the tensor's maximum
+ * the step before: gradients move slowly), SUMMED_MARGIN binades on the safe side. A group
+ * too wide for a double, or with a term whose unit may lie below the guess, is risky: its
+ * terms go to their slots, and once the maximum is known the integer path sums them there.
+ * Where the maximum rose past the guess, the rows holding a stood group below the true floor
+ * are made again (the same bits) and summed by the integer path. Slots 1.. hold the risky
+ * groups' terms, the rest as it was (few outputs, more than DT_CPU_SPEC_TERMS_MAX shards:
+ * the shard op's partials there, then their exact sum). */
+#define SUMMED_MARGIN 2 /* binades the maximum may rise in a step before rows are made again */
+
 struct wgrad_summed_job {
     struct dt_backend *be;
-    float *dw, *tmp; /* tmp: per worker, S x ROW_BLOCK x out floats, then its kept groups */
-    uint8_t *wide;   /* per row of dw, its groups' wide flags (dt_cpu_exact_spec_sums) */
-    uint8_t *unit;   /* per row: its unit bound (at most 255), 0 where a group was lost */
+    float *dw, *tmp; /* tmp: per worker, S x ROW_BLOCK x out floats */
+    uint8_t *risky;  /* per row of dw, its groups' flags (dt_cpu_exact_spec_sums) */
+    uint8_t *unit;   /* per row: its stood groups' unit bound (at most 255) */
     const float *x, *dy;
-    int64_t in, out, groups, tmp_floats;
+    int64_t in, out, n, groups, tmp_floats;
     const struct dt_shards *sh;
     int64_t mult; /* batch rows an example (the GPT's positions) */
-    int shift;
+    int guess, shift;
     uint8_t e_floor;
     uint32_t worker_max[DT_CPU_MAX_THREADS];
     uint8_t worker_unit[DT_CPU_MAX_THREADS]; /* the least of the worker's rows' */
-    int worker_kept[DT_CPU_MAX_THREADS];
-    int64_t *kept; /* per worker, SUMMED_KEPT groups (row * groups + g) */
+    bool worker_risky[DT_CPU_MAX_THREADS];
 };
-
-/* Groups too wide for the double sum, kept per worker with their terms (S x 16 floats) for
- * the integer path once the shift is known; past this many, their row is made again. */
-#define SUMMED_KEPT 256
 
 /* Rows [i0, i0 + rows) of dw: shard k's partial of them at t + k * rows * out. */
 static void wgrad_summed_partials(const struct wgrad_summed_job *j, int worker, float *t,
@@ -1032,14 +1033,8 @@ static void wgrad_summed_partials(const struct wgrad_summed_job *j, int worker, 
     }
 }
 
-static float *summed_kept_terms(const struct wgrad_summed_job *j, int worker, int q)
-{
-    return j->tmp + worker * j->tmp_floats + j->sh->count * ROW_BLOCK * j->out +
-           (int64_t)q * j->sh->count * DT_CPU_SPEC_GROUP;
-}
-
-/* Pass 1: rows [begin, end) in blocks: the shards' partials in cache, their sums into dw;
- * the worker's maximum; a wide group's terms kept, or its row marked to be made again. */
+/* Pass 1: rows [begin, end) in blocks: the shards' partials in cache, the stood groups' sums
+ * into dw, the risky ones' terms into their slots; the worker's maximum. */
 static void wgrad_summed_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     struct wgrad_summed_job *j = ctx;
@@ -1047,31 +1042,26 @@ static void wgrad_summed_part(void *ctx, int64_t begin, int64_t end, int worker)
     const int nt = (int)j->sh->count;
     uint32_t m = j->worker_max[worker];
     uint8_t least = j->worker_unit[worker];
+    bool any = j->worker_risky[worker];
     for (int64_t i0 = begin; i0 < end; i0 += ROW_BLOCK) {
         const int64_t rows = end - i0 < ROW_BLOCK ? end - i0 : ROW_BLOCK;
         wgrad_summed_partials(j, worker, t, i0, rows);
         for (int64_t r = 0; r < rows; r++) {
             const int64_t i = i0 + r;
-            uint8_t *wide = j->wide + i * j->groups;
+            uint8_t *risky = j->risky + i * j->groups;
             const float *tr = t + r * j->out;
             int unit = 255;
-            m = dt_cpu_exact_spec_sums(j->dw + i * j->out, tr, rows * j->out, nt, j->out, wide,
-                                       &unit, m);
+            m = dt_cpu_exact_spec_sums(j->dw + i * j->out, tr, rows * j->out, nt, j->out, j->guess,
+                                       risky, &unit, m);
             for (int64_t g = 0; g < j->groups; g++) {
-                if (!wide[g]) continue;
-                if (j->worker_kept[worker] == SUMMED_KEPT) { /* the row again in pass 2 */
-                    unit = 0;
-                    continue;
-                }
-                const int q = j->worker_kept[worker]++;
-                j->kept[worker * SUMMED_KEPT + q] = i * j->groups + g;
+                if (!risky[g]) continue;
+                any = true;
                 const int64_t e0 = g * DT_CPU_SPEC_GROUP;
                 const int64_t len =
                     j->out - e0 < DT_CPU_SPEC_GROUP ? j->out - e0 : DT_CPU_SPEC_GROUP;
-                float *kt = summed_kept_terms(j, worker, q);
                 for (int k = 0; k < nt; k++)
-                    memcpy(kt + k * DT_CPU_SPEC_GROUP, tr + k * rows * j->out + e0,
-                           (size_t)len * sizeof *kt);
+                    memcpy(j->dw + k * j->n + i * j->out + e0, tr + k * rows * j->out + e0,
+                           (size_t)len * sizeof(float));
             }
             j->unit[i] = (uint8_t)(unit < 255 ? unit : 255);
             least = j->unit[i] < least ? j->unit[i] : least;
@@ -1079,26 +1069,37 @@ static void wgrad_summed_part(void *ctx, int64_t begin, int64_t end, int worker)
     }
     j->worker_max[worker] = m;
     j->worker_unit[worker] = least;
+    j->worker_risky[worker] = any;
 }
 
-/* Pass 2: the rows whose bound is below the floor, made again and summed by the integer
- * path (every group of the row: those that stood get the same bits). */
+/* Pass 2, rows [begin, end): the risky groups summed from their slots by the integer path;
+ * a row with a stood group below the floor made again and summed whole the same way. */
 static void wgrad_summed_fix(void *ctx, int64_t begin, int64_t end, int worker)
 {
     struct wgrad_summed_job *j = ctx;
     float *t = j->tmp + worker * j->tmp_floats;
+    const int nt = (int)j->sh->count;
     for (int64_t i = begin; i < end; i++) {
-        if (j->unit[i] >= j->e_floor) continue;
-        wgrad_summed_partials(j, worker, t, i, 1);
-        dt_cpu_exact_sum_terms(j->dw + i * j->out, t, j->out, (int)j->sh->count, 0, j->out,
-                               j->shift);
+        float *row = j->dw + i * j->out;
+        if (j->unit[i] < j->e_floor) { /* the maximum rose past the guess */
+            wgrad_summed_partials(j, worker, t, i, 1);
+            dt_cpu_exact_sum_terms(row, t, j->out, nt, 0, j->out, j->shift);
+            continue;
+        }
+        const uint8_t *risky = j->risky + i * j->groups;
+        for (int64_t g = 0; g < j->groups; g++) {
+            if (!risky[g]) continue;
+            const int64_t e0 = g * DT_CPU_SPEC_GROUP;
+            const int64_t e1 = e0 + DT_CPU_SPEC_GROUP < j->out ? e0 + DT_CPU_SPEC_GROUP : j->out;
+            dt_cpu_exact_sum_terms(row, row, j->n, nt, e0, e1, j->shift);
+        }
     }
 }
 
 enum dt_status dt_cpu_dense_backward_weight_summed(struct dt_backend *be, float *dw, const float *x,
                                                    const float *dy, int64_t B, int64_t in,
                                                    int64_t out, const struct dt_policy *pol,
-                                                   uint32_t *max_bits)
+                                                   uint32_t hint, uint32_t *max_bits)
 {
     const struct dt_shards *sh = &be->shards;
     DT_ASSERT(sh->count > 0 && B % sh->row[sh->count] == 0 && !dt_math_exact(pol));
@@ -1122,40 +1123,36 @@ enum dt_status dt_cpu_dense_backward_weight_summed(struct dt_backend *be, float 
     struct dt_cpu_ctx *c = dt_cpu(be);
     const int T = dt_pool_threads(c->pool);
     struct wgrad_summed_job *j = dt_xcalloc(1, sizeof *j);
-    j->be = be, j->dw = dw, j->x = x, j->dy = dy, j->in = in, j->out = out, j->sh = sh;
+    j->be = be, j->dw = dw, j->x = x, j->dy = dy, j->in = in, j->out = out, j->n = n, j->sh = sh;
     j->mult = mult;
     j->groups = (out + DT_CPU_SPEC_GROUP - 1) / DT_CPU_SPEC_GROUP;
-    j->tmp_floats = sh->count * (ROW_BLOCK * out + SUMMED_KEPT * DT_CPU_SPEC_GROUP);
+    j->tmp_floats = sh->count * ROW_BLOCK * out;
+    /* the floor guessed from the maximum before (none: every group with a nonzero term risky) */
+    int floor_before, shift_before;
+    j->guess = hint != DT_EXACT_UNSUMMED &&
+                       dt_cpu_exact_spec_floor(hint, sh->count, &floor_before, &shift_before)
+                   ? (floor_before + SUMMED_MARGIN < 255 ? floor_before + SUMMED_MARGIN : 255)
+                   : 255;
     const int64_t flag_floats = (in * (j->groups + 1) + 3) / 4;
     j->tmp = dt_cpu_scratch(be, (size_t)(T * j->tmp_floats + flag_floats));
-    j->wide = (uint8_t *)(j->tmp + T * j->tmp_floats);
-    j->unit = j->wide + in * j->groups;
-    j->kept = dt_xmalloc((size_t)(T * SUMMED_KEPT) * sizeof *j->kept);
+    j->risky = (uint8_t *)(j->tmp + T * j->tmp_floats);
+    j->unit = j->risky + in * j->groups;
     for (int t = 0; t < T; t++) j->worker_unit[t] = 255;
     dt_pool_run(c->pool, in, ROW_BLOCK, wgrad_summed_part, j);
     uint32_t m = 0;
     uint8_t least = 255;
-    bool kept = false;
+    bool risky = false;
     for (int t = 0; t < T; t++) {
         m = j->worker_max[t] > m ? j->worker_max[t] : m;
         least = j->worker_unit[t] < least ? j->worker_unit[t] : least;
-        kept |= j->worker_kept[t] > 0;
+        risky |= j->worker_risky[t];
     }
     *max_bits = m;
     int e_floor;
-    if (dt_cpu_exact_spec_floor(m, sh->count, &e_floor, &j->shift)) {
+    if (dt_cpu_exact_spec_floor(m, sh->count, &e_floor, &j->shift) && (risky || least < e_floor)) {
         j->e_floor = (uint8_t)e_floor;
-        for (int t = 0; kept && t < T; t++) /* the kept groups, from their terms */
-            for (int q = 0; q < j->worker_kept[t]; q++) {
-                const int64_t id = j->kept[t * SUMMED_KEPT + q], i = id / j->groups;
-                const int64_t e0 = id % j->groups * DT_CPU_SPEC_GROUP;
-                const int64_t len = out - e0 < DT_CPU_SPEC_GROUP ? out - e0 : DT_CPU_SPEC_GROUP;
-                dt_cpu_exact_sum_terms(dw + i * out + e0, summed_kept_terms(j, t, q),
-                                       DT_CPU_SPEC_GROUP, (int)sh->count, 0, len, j->shift);
-            }
-        if (least < e_floor) dt_pool_run(c->pool, in, ROW_BLOCK, wgrad_summed_fix, j);
+        dt_pool_run(c->pool, in, ROW_BLOCK, wgrad_summed_fix, j);
     }
-    free(j->kept);
     free(j);
     return DT_OK;
 }

@@ -741,10 +741,11 @@ enum dt_status dt_cpu_exact_sum_packs(struct dt_backend *be, float *out, const f
  * the tensor's maximum (so its shift) is known: per group of DT_CPU_SPEC_GROUP elements,
  * where every term lies within a double's span of the smallest one's unit (sum8_double's
  * span test), the terms' double sum, rounded once, is the exact sum's value for any shift
- * at which every term is a whole number of units. What it needs to know afterwards: which
- * groups were too wide (not written), and a lower bound on the smallest unit's exponent over
- * the written ones, which dt_cpu_exact_spec_floor's floor must not exceed for them to stand;
- * what does not stand is summed again from the same terms by the integer path
+ * at which every term is a whole number of units -- which holds where that unit's exponent
+ * reaches the floor the maximum will give (dt_cpu_exact_spec_floor). The caller guesses that
+ * floor; a group too wide, or with a unit below the guess, is marked `risky` (its terms must
+ * go through the integer path once the shift is known: the caller keeps them), and each
+ * stood group's unit bound goes into *unit, for the caller to check against the true floor
  * (dt_cpu_exact_sum_terms). The bits of exact_sum. */
 
 /* One element's terms t[k * ld] (k < nt): the largest |bits| into *m; its double sum into
@@ -773,17 +774,19 @@ static inline int spec_one(float *out, const float *t, int64_t ld, int nt, int s
     return unit;
 }
 
-/* Elements [e, stop) as one group: 1 (too wide, nothing written) or 0. */
+/* Elements [e, stop) as one group: 1 (risky) or 0 (the sums written, *unit lowered). */
 static uint8_t spec_group_scalar(float *out, const float *t, int64_t ld, int nt, int64_t e,
-                                 int64_t stop, int span_max, uint32_t *m, int *unit)
+                                 int64_t stop, int span_max, int guess, uint32_t *m, int *unit)
 {
     int u = 255;
+    bool risky = false;
     float sums[DT_CPU_SPEC_GROUP];
-    for (int64_t x = e; x < stop; x++) {
+    for (int64_t x = e; x < stop; x++) { /* every maximum, even past a failed test */
         const int v = spec_one(&sums[x - e], t + x, ld, nt, span_max, m);
-        if (v < 0) return 1;
-        u = v < u ? v : u;
+        risky |= v < guess; /* -1 too */
+        u = v >= 0 && v < u ? v : u;
     }
+    if (risky) return 1;
     memcpy(out + e, sums, (size_t)(stop - e) * sizeof *out);
     *unit = u < *unit ? u : *unit;
     return 0;
@@ -795,7 +798,7 @@ static uint8_t spec_group_scalar(float *out, const float *t, int64_t ld, int nt,
  * power of two or a subnormal, 511 where all are zero), so at worst a group is redone. */
 DT_WIDE static inline __attribute__((always_inline)) uint8_t
 spec16_wide(float *out, const float *t, int64_t ld, int nt, int64_t e, __m512i span_max,
-            __m512i *vmax, __m512i *vunit)
+            __m512i guess, __m512i *vmax, __m512i *vunit)
 {
     const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(1);
     __m512i bmax = _mm512_setzero_si512(), bmin = _mm512_set1_epi32(-1);
@@ -812,7 +815,7 @@ spec16_wide(float *out, const float *t, int64_t ld, int nt, int64_t e, __m512i s
     *vmax = _mm512_max_epu32(*vmax, bmax);
     const __m512i unit = _mm512_srli_epi32(bmin, 23);
     const __m512i spread = _mm512_sub_epi32(_mm512_srli_epi32(bmax, 23), unit);
-    if (_mm512_cmpgt_epi32_mask(spread, span_max)) return 1;
+    if (_mm512_cmpgt_epi32_mask(spread, span_max) | _mm512_cmpgt_epi32_mask(guess, unit)) return 1;
     *vunit = _mm512_min_epi32(*vunit, unit);
     _mm256_storeu_ps(out + e, _mm512_cvtpd_ps(lo));
     _mm256_storeu_ps(out + e + 8, _mm512_cvtpd_ps(hi));
@@ -820,69 +823,72 @@ spec16_wide(float *out, const float *t, int64_t ld, int nt, int64_t e, __m512i s
 }
 
 DT_WIDE static uint32_t spec_sums_wide(float *out, const float *t, int64_t ld, int nt, int64_t n,
-                                       uint8_t *wide, int *unit, uint32_t m, int span)
+                                       int guess, uint8_t *risky, int *unit, uint32_t m, int span)
 {
-    const __m512i span_max = _mm512_set1_epi32(span);
+    const __m512i span_max = _mm512_set1_epi32(span), g = _mm512_set1_epi32(guess);
     __m512i vmax = _mm512_setzero_si512(), vunit = _mm512_set1_epi32(255);
     int64_t e = 0;
     if (nt == 4) /* 4 shards on one rank: the terms' loop unrolled */
         for (; e + 16 <= n; e += 16)
-            *wide++ = spec16_wide(out, t, ld, 4, e, span_max, &vmax, &vunit);
-    for (; e + 16 <= n; e += 16) *wide++ = spec16_wide(out, t, ld, nt, e, span_max, &vmax, &vunit);
+            *risky++ = spec16_wide(out, t, ld, 4, e, span_max, g, &vmax, &vunit);
+    for (; e + 16 <= n; e += 16)
+        *risky++ = spec16_wide(out, t, ld, nt, e, span_max, g, &vmax, &vunit);
     const uint32_t v = _mm512_reduce_max_epu32(vmax);
     m = v > m ? v : m;
     const int u = _mm512_reduce_min_epi32(vunit);
     *unit = u < *unit ? u : *unit;
-    if (e < n) *wide = spec_group_scalar(out, t, ld, nt, e, n, span, &m, unit);
+    if (e < n) *risky = spec_group_scalar(out, t, ld, nt, e, n, span, guess, &m, unit);
     return m;
 }
 
 /* 16 elements, AVX2: two groups of sum8_double's 8 lanes (true unit exponents). */
 DT_AVX2 static uint32_t spec_sums_avx2(float *out, const float *t, int64_t ld, int nt, int64_t n,
-                                       uint8_t *wide, int *unit, uint32_t m, int span)
+                                       int guess, uint8_t *risky, int *unit, uint32_t m, int span)
 {
     const float *tk[DT_CPU_SPEC_TERMS_MAX];
     for (int k = 0; k < nt; k++) tk[k] = t + k * ld;
-    const __m256i span_max = _mm256_set1_epi32(span);
+    const __m256i span_max = _mm256_set1_epi32(span), g = _mm256_set1_epi32(guess);
     __m256i bmax = _mm256_setzero_si256(), vunit = _mm256_set1_epi32(255);
     int64_t e = 0;
     for (; e + 16 <= n; e += 16) {
         __m256i emax0, emin0, emax1, emin1;
         sum8_exponents(&emax0, &emin0, &bmax, tk, nt, e);
         sum8_exponents(&emax1, &emin1, &bmax, tk, nt, e + 8);
-        const __m256i too_wide =
+        const __m256i emin = _mm256_min_epi32(emin0, emin1);
+        const __m256i bad = _mm256_or_si256(
             _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_sub_epi32(emax0, emin0), span_max),
-                            _mm256_cmpgt_epi32(_mm256_sub_epi32(emax1, emin1), span_max));
-        *wide = !_mm256_testz_si256(too_wide, too_wide);
-        if (*wide++) continue;
+                            _mm256_cmpgt_epi32(_mm256_sub_epi32(emax1, emin1), span_max)),
+            _mm256_cmpgt_epi32(g, emin));
+        *risky = !_mm256_testz_si256(bad, bad);
+        if (*risky++) continue;
         sum8_store(out, tk, nt, e);
         sum8_store(out, tk, nt, e + 8);
-        vunit = _mm256_min_epi32(vunit, _mm256_min_epi32(emin0, emin1));
+        vunit = _mm256_min_epi32(vunit, emin);
     }
     const uint32_t v = hmax8(bmax);
     m = v > m ? v : m;
     const int u = hmin8(vunit);
     *unit = u < *unit ? u : *unit;
-    if (e < n) *wide = spec_group_scalar(out, t, ld, nt, e, n, span, &m, unit);
+    if (e < n) *risky = spec_group_scalar(out, t, ld, nt, e, n, span, guess, &m, unit);
     return m;
 }
 #endif
 
 uint32_t dt_cpu_exact_spec_sums(float *out, const float *t, int64_t ld, int nt, int64_t n,
-                                uint8_t *wide, int *unit, uint32_t m)
+                                int guess, uint8_t *risky, int *unit, uint32_t m)
 {
     DT_ASSERT(nt >= 1 && nt <= DT_CPU_SPEC_TERMS_MAX);
     int lg = 0;
     while ((1 << lg) < nt) lg++;
     const int span = 29 - lg;
 #ifdef DT_CPU_WIDE_KERNELS
-    if (dt_cpu_wide()) return spec_sums_wide(out, t, ld, nt, n, wide, unit, m, span);
-    if (dt_cpu_loops() == 1) return spec_sums_avx2(out, t, ld, nt, n, wide, unit, m, span);
+    if (dt_cpu_wide()) return spec_sums_wide(out, t, ld, nt, n, guess, risky, unit, m, span);
+    if (dt_cpu_loops() == 1) return spec_sums_avx2(out, t, ld, nt, n, guess, risky, unit, m, span);
 #endif
     for (int64_t e = 0; e < n; e += DT_CPU_SPEC_GROUP)
-        *wide++ = spec_group_scalar(out, t, ld, nt, e,
-                                    e + DT_CPU_SPEC_GROUP < n ? e + DT_CPU_SPEC_GROUP : n, span, &m,
-                                    unit);
+        *risky++ = spec_group_scalar(out, t, ld, nt, e,
+                                     e + DT_CPU_SPEC_GROUP < n ? e + DT_CPU_SPEC_GROUP : n, span,
+                                     guess, &m, unit);
     return m;
 }
 
