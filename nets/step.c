@@ -300,12 +300,8 @@ static enum dt_status combine_exact(struct dt_step *d, const struct dt_exact_lay
     const int P = m->n_params;
     if (d->shared) return combine_shared(d, L);
     if (ranks(d->x) == 1) { /* + maxima; the tensors the shard ops summed left as they are */
-        const struct dt_exact_layout rest = {.tensors = L->tensors,
-                                             .n = L->n,
-                                             .first = L->first,
-                                             .slots = L->slots,
-                                             .shards = L->shards,
-                                             .summed = d->summed};
+        struct dt_exact_layout rest = *L;
+        rest.summed = d->summed;
         return dt_exact_sum(m->be, m->grad_pack, d->max_dev, &rest);
     }
     enum dt_status st = dt_exact_max(m->be, d->max_dev, m->grad_pack, L);

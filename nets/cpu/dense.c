@@ -1122,7 +1122,7 @@ enum dt_status dt_cpu_dense_backward_weight_summed(struct dt_backend *be, float 
     }
     struct dt_cpu_ctx *c = dt_cpu(be);
     const int T = dt_pool_threads(c->pool);
-    struct wgrad_summed_job *j = dt_xcalloc(1, sizeof *j);
+    struct wgrad_summed_job job = {0}, *j = &job;
     j->be = be, j->dw = dw, j->x = x, j->dy = dy, j->in = in, j->out = out, j->n = n, j->sh = sh;
     j->mult = mult;
     j->groups = (out + DT_CPU_SPEC_GROUP - 1) / DT_CPU_SPEC_GROUP;
@@ -1153,7 +1153,6 @@ enum dt_status dt_cpu_dense_backward_weight_summed(struct dt_backend *be, float 
         j->e_floor = (uint8_t)e_floor;
         dt_pool_run(c->pool, in, ROW_BLOCK, wgrad_summed_fix, j);
     }
-    free(j);
     return DT_OK;
 }
 
@@ -1376,7 +1375,6 @@ struct bgrad_job {
     int64_t out;
 };
 
-/* acc[o] = sum over rows [b0, b1) of dy[b, o], rows in index order. */
 /* Column sums of rows [b0, b1) in float (the unordered bias gradient: no order to keep).
  * With few columns each column's adds would wait on each other: COLUMN_LANES interleaved
  * partial sums (row b into partial b % COLUMN_LANES), added pairwise at the end. */

@@ -228,6 +228,16 @@ static void sum_scalar(const struct sum_run *r, int64_t e, int64_t stop)
     }
 }
 
+/* The double shortcut's span test (sum8_double, dt_cpu_exact_spec_sums): nt terms pass where
+ * the largest lies within this many binades of the smallest one's unit -- every partial sum,
+ * below nt * 2^(max exponent + 1), is then a whole number of that unit under 2^53. */
+static inline int double_span(int nt)
+{
+    int lg = 0;
+    while ((1 << lg) < nt) lg++;
+    return 29 - lg;
+}
+
 /* 4 lanes: the form of the CUDA kernel (nets/cuda/exact.cu). */
 DT_VECTOR_FN_RET(int64_t, sum_vector4, (const struct sum_run *r, int64_t e, int64_t stop),
                  (r, e, stop))
@@ -401,9 +411,7 @@ DT_AVX2 static int64_t sum_vector4_avx2x(const struct sum_run *r, int64_t e, int
     const float *t[SUM8_TERMS_MAX];
     const int nt = r->out ? run_terms(r, t) : 0;
     if (nt > 0) { /* sums rounded: the shortcut where it holds, else the integer path */
-        int lg = 0;
-        while ((1 << lg) < nt) lg++;
-        const __m256i span_max = _mm256_set1_epi32(29 - lg);
+        const __m256i span_max = _mm256_set1_epi32(double_span(nt));
         const __m256i e_floor = _mm256_set1_epi32(150 - r->shift);
         for (; e + 8 <= stop; e += 8)
             if (!sum8_double(r->out, t, nt, e, span_max, e_floor)) {
@@ -560,9 +568,7 @@ DT_AVX2 static void one_pass_sums(void *ctx, int64_t g0, int64_t g1, int worker)
     struct one_pass_job *j = ctx;
     const struct dt_exact_layout *L = j->L;
     const int nt = (int)L->slots;
-    int lg = 0;
-    while ((1 << lg) < nt) lg++;
-    const __m256i span_max = _mm256_set1_epi32(29 - lg);
+    const __m256i span_max = _mm256_set1_epi32(double_span(nt));
     uint32_t *mine = (uint32_t *)dt_cpu_worker_buffer(j->be, worker, (size_t)L->tensors);
     memset(mine, 0, (size_t)L->tensors * sizeof *mine);
     int i = 0;
@@ -591,14 +597,6 @@ DT_AVX2 static void one_pass_fix(void *ctx, int64_t g0, int64_t g1, int worker)
         const bool finite = finite_max(j->max_bits[i]);
         const int shift = finite ? dt_fixed_shift_for(dt_bits_float(j->max_bits[i]), L->shards) : 0;
         const int e_floor = finite ? 150 - shift : 256; /* above every meta */
-        struct sum_run r = {.nb = 1,
-                            .slots = {L->slots},
-                            .base = {slot0},
-                            .out = slot0,
-                            .n = n,
-                            .up = dt_fixed_scale(shift),
-                            .down = dt_fixed_scale(-shift),
-                            .shift = shift};
         const __m256i floor8 = _mm256_set1_epi8((char)(e_floor < 255 ? e_floor : 255));
         for (; g < stop; g++) {
             if (e_floor <= 255 && g + 32 <= stop) { /* 32 groups at once while all pass */
@@ -611,7 +609,7 @@ DT_AVX2 static void one_pass_fix(void *ctx, int64_t g0, int64_t g1, int worker)
             if (j->meta[g] >= e_floor) continue;
             const int64_t e = 8 * (g - j->gfirst[i]), end = e + 8 < n ? e + 8 : n;
             if (j->meta[g]) memcpy(slot0 + e, side + e, 8 * sizeof *slot0);
-            if (finite) sum_scalar(&r, sum_vector4_avx2x(&r, e, end), end);
+            if (finite) dt_cpu_exact_sum_terms(slot0, slot0, n, (int)L->slots, e, end, shift);
         }
     }
 }
@@ -645,6 +643,16 @@ static enum dt_status exact_sum_one_pass(struct dt_backend *be, float *pack, uin
 }
 #endif
 
+/* The widest vector part of a run this CPU has (the same bits on all). */
+static sum_vector_fn sum_vector_here(void)
+{
+#ifdef DT_CPU_WIDE_KERNELS
+    if (dt_cpu_wide()) return sum_vector8;
+    if (dt_cpu_loops() == 1) return sum_vector4_avx2x;
+#endif
+    return sum_vector4;
+}
+
 /* Elements [begin, end) (flat, over every tensor's first[] range), tensor by tensor: the
  * vector part, then the rest one by one (the same bits). */
 static void sum_part(void *ctx, int64_t begin, int64_t end, int worker)
@@ -652,11 +660,7 @@ static void sum_part(void *ctx, int64_t begin, int64_t end, int worker)
     (void)worker;
     struct exact_job *j = ctx;
     const struct dt_exact_layout *L = j->L;
-    sum_vector_fn vector = sum_vector4;
-#ifdef DT_CPU_WIDE_KERNELS
-    if (dt_cpu_loops() == 1) vector = sum_vector4_avx2x;
-    if (dt_cpu_wide()) vector = sum_vector8;
-#endif
+    const sum_vector_fn vector = sum_vector_here();
     begin += j->e0, end += j->e0;
     int i = tensor_of(L, begin);
     for (int64_t e = begin; e < end; i++) {
@@ -878,9 +882,7 @@ uint32_t dt_cpu_exact_spec_sums(float *out, const float *t, int64_t ld, int nt, 
                                 int guess, uint8_t *risky, int *unit, uint32_t m)
 {
     DT_ASSERT(nt >= 1 && nt <= DT_CPU_SPEC_TERMS_MAX);
-    int lg = 0;
-    while ((1 << lg) < nt) lg++;
-    const int span = 29 - lg;
+    const int span = double_span(nt);
 #ifdef DT_CPU_WIDE_KERNELS
     if (dt_cpu_wide()) return spec_sums_wide(out, t, ld, nt, n, guess, risky, unit, m, span);
     if (dt_cpu_loops() == 1) return spec_sums_avx2(out, t, ld, nt, n, guess, risky, unit, m, span);
@@ -896,8 +898,9 @@ bool dt_cpu_exact_spec_floor(uint32_t max_bits, int64_t shards, int *e_floor, in
 {
     if (!finite_max(max_bits)) return false;
     *shift = dt_fixed_shift_for(dt_bits_float(max_bits), shards);
-    *e_floor = 150 - *shift; /* <= 255 for shards <= DT_CPU_SPEC_TERMS_MAX: max shift 149, */
-    DT_ASSERT(*e_floor >= 1 && *e_floor <= 255); /* least -70 (FLT_MAX over 16 shards) */
+    /* shift <= 149, and >= -70 for FLT_MAX over DT_CPU_SPEC_TERMS_MAX shards: 1..220 */
+    *e_floor = 150 - *shift;
+    DT_ASSERT(*e_floor >= 1 && *e_floor <= 255);
     return true;
 }
 
@@ -912,10 +915,5 @@ void dt_cpu_exact_sum_terms(float *out, const float *t, int64_t ld, int nt, int6
                         .up = dt_fixed_scale(shift),
                         .down = dt_fixed_scale(-shift),
                         .shift = shift};
-    sum_vector_fn vector = sum_vector4;
-#ifdef DT_CPU_WIDE_KERNELS
-    if (dt_cpu_loops() == 1) vector = sum_vector4_avx2x;
-    if (dt_cpu_wide()) vector = sum_vector8;
-#endif
-    sum_scalar(&r, vector(&r, e0, e1), e1);
+    sum_scalar(&r, sum_vector_here()(&r, e0, e1), e1);
 }
