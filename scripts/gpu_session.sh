@@ -5,7 +5,7 @@
 #
 #   scripts/gpu_session.sh --time-limit 420 --out "$OUT" first-light
 #
-# first-light = info build smoke tests crossdev replicas bench torch gpt memcheck. A stage that
+# first-light = info build matrix smoke tests crossdev replicas bench torch gpt memcheck. A stage that
 # fails does not stop the next, except `build`: a configure or build failure prints its error
 # tail and ends the call at once (there is then time to fix it and call again). After every
 # stage, --out DIR gets summary.txt (one table: stage, verdict, time, key numbers, the first
@@ -22,8 +22,8 @@ cd "$repo" || exit 2
 # ---- the plan ---------------------------------------------------------------------------------
 # Stages in run order, and each one's cap in seconds (the first light's caps sum to 420:
 # docs/gpu.md gives the estimate of what each needs on an H100 and its basis).
-first_light=(info build smoke tests crossdev replicas bench torch gpt memcheck)
-later=(gptgpu resnet racecheck matrix) # for a later call or lease; not part of the first light
+first_light=(info build matrix smoke tests crossdev replicas bench torch gpt memcheck)
+later=(gptgpu resnet racecheck) # for a later call or lease; not part of the first light
 # The caps come from the first H100 call (results/nvidia-h100-80gb-hbm3/session-*.txt): each is
 # 2-3x what the stage took there, torch (about 25 s a model: PyTorch's import and CUDA start)
 # 2x, and memcheck takes the rest. The GPT's stage (issue 40; never run on a GPU yet) comes
@@ -36,7 +36,12 @@ later=(gptgpu resnet racecheck matrix) # for a later call or lease; not part of 
 # their 30 there).
 declare -A cap_of=([info]=15 [build]=50 [smoke]=25 [tests]=45 [crossdev]=20 [replicas]=20
                    [bench]=40 [torch]=90 [gpt]=95 [memcheck]=20 [gptgpu]=300 [resnet]=150 [racecheck]=240
-                   [matrix]=400)
+                   [matrix]=240)
+# The overhead table comes first (issue 64): the matrix right after the build, its cuda
+# entries (configs/overhead_matrix.yaml) in about 3 minutes; estimated from the H200's first
+# light (results/nvidia-h200/bench: 0.27-1.7 ms a step for the small models at fast, 30 ms
+# for the GPU-scale GPT, portable 1.4-23x), its cap 240 s.
+matrix_entries=mlp-cuda,lenet-cuda,lenet-conv-cuda,bnn-cuda,bnn-rng-cuda,gpt-cuda,mlp-noise-cuda,lenet-noise-cuda,gptgpu-cuda
 # memcheck runs last, on what --time-limit leaves (at least its cap when there is no limit)
 # -- unless a later stage follows it in the plan: then its cap. Each sanitized case is cut at
 # DT_SANITIZE_CASE_S (150 s).
@@ -67,6 +72,12 @@ stages (run in this order whatever the order given; `info` always first; caps in
                 toolkit's, else the Python environment's nvidia/cudnn); build `detrain` and
                 the gpu-labelled test executables only. A failure prints the error tail and
                 ends the call.
+  matrix   240  the overhead table first (issue 64): configs/overhead_matrix.yaml's cuda entries
+                (every model, level, portable+math=exact and single-control ablation; the
+                noise-source cells; the GPU-scale GPT last, short), trained into BUILD; the
+                reports and replicas' run.json copied to RESULTS/overhead_matrix;
+                RESULTS/overhead_table.{md,csv} (scripts/overhead_table.py): step ratios with
+                95% intervals, hashing share, host waits per step, digests, noise spreads
   smoke     25  the MLP, LeNet and the BNN at fast, run_to_run and portable, 5 steps each,
                 CUDA_LAUNCH_BLOCKING=1 (a faulting kernel is named by the op that launched it)
   tests     45  ctest -L gpu -LE gpt (and mpi without mpirun); a test skipped for want of a
@@ -107,8 +118,7 @@ stages (run in this order whatever the order given; `info` always first; caps in
                 benchmark, deterministic
   racecheck 240 (later call) every gpu test case under compute-sanitizer racecheck, those of
                 the shared-memory kernels first, the end-to-end ones last
-  matrix   400 (later call) detrain run configs/overhead_matrix.yaml
-  first-light = info build smoke tests crossdev replicas bench torch gpt memcheck (caps sum 420)
+  first-light = info build matrix smoke tests crossdev replicas bench torch gpt memcheck (caps sum 660)
 verbs:
   kind      the device kind the next lease should ask for: the other one of nvidia-h100-x1
             and nvidia-h200 when results/ holds one GPU kind's first light, so that the
@@ -1029,11 +1039,24 @@ stage_gptgpu() {
   fi
 }
 
+# The overhead and noise table (issue 64, item 1): the matrix's cuda entries trained into
+# $build (their traces stay on the machine), then what the table and `detrain report` read
+# -- reports, summaries, overhead.csv, config.json and the replicas' run.json -- copied into
+# RESULTS/overhead_matrix, and scripts/overhead_table.py's table beside it.
 stage_matrix() {
   need_build || return
-  local cfg=configs/overhead_matrix.yaml out=$results/overhead_matrix
-  [ $dry -eq 1 ] || rm -rf "$out"
-  run "$detrain" run "$cfg" --out "$out" --only mlp-cuda,lenet-cuda,bnn-cuda "${fmnist_cut_sets[@]}"
+  local cfg=configs/overhead_matrix.yaml full=$build/overhead_matrix out=$results/overhead_matrix abs
+  case "$out" in /*) abs=$out ;; *) abs=$PWD/$out ;; esac
+  [ $dry -eq 1 ] || rm -rf "$full" "$out"
+  run "$detrain" run "$cfg" --out "$full" --only "$matrix_entries" "${fmnist_cut_sets[@]}" --quiet ||
+    failure "matrix: $(last_error)"
+  sh_c "mkdir -p $(quote_args "$out") && cd $(quote_args "$full") && find . -maxdepth 5 -type f \( -name '*.md' -o -name '*.csv' -o -name '*.json' \) ! -name 'trace*' ! -name 'tensors.csv' ! -name 'metrics.csv' ! -name 'times.csv' ! -name 'predictions.csv' ! -name 'algos.csv' -exec cp --parents {} $(quote_args "$abs") \;" ||
+    failure "matrix: copying the reports"
+  run python3 scripts/overhead_table.py "$out" --md "$results/overhead_table.md" \
+      --csv "$results/overhead_table.csv" || failure "overhead table: $(last_error)"
+  if [ $dry -eq 0 ] && [ -s "$results/overhead_table.csv" ]; then
+    note "$(awk -F, 'NR > 1 && ($5 == "portable" || $5 == "portable+math=exact") && $16 != "" { printf "%s%s %s %.2fx", s, $2, $5, $16; s = ", " }' "$results/overhead_table.csv")"
+  fi
 }
 
 # ---- outputs: summary.txt and the tarball, after every stage ----------------------------------

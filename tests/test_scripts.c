@@ -283,8 +283,9 @@ DT_TEST(session_plan)
                             SRC, DT_DETRAIN_EXE);
     if (rc != 0) fprintf(stderr, "%s\n", out);
     CHECK_INT_EQ(rc, 0);
-    static const char *const stages[] = {"info",     "build", "smoke", "tests", "crossdev",
-                                         "replicas", "bench", "torch", "gpt",   "memcheck"};
+    static const char *const stages[] = {"info",  "build",    "matrix",   "smoke",
+                                         "tests", "crossdev", "replicas", "bench",
+                                         "torch", "gpt",      "memcheck"};
     const char *prev = out;
     for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
         const char *at = stage_at(out, stages[i]);
@@ -294,13 +295,13 @@ DT_TEST(session_plan)
         snprintf(cmd, sizeof cmd, "\n[%s] ", stages[i]);
         CHECK_CONTAINS(out, cmd);
     }
-    CHECK(strstr(out, "[racecheck] ") == NULL && strstr(out, "[matrix] ") == NULL);
+    CHECK(strstr(out, "[racecheck] ") == NULL && strstr(out, "[gptgpu] ") == NULL);
     const char *sum = strstr(out, "; sum ");
     CHECK(sum != NULL);
     if (sum) {
         long total = strtol(sum + 6, NULL, 10);
         fprintf(stderr, "caps sum to %ld s\n", total);
-        CHECK(total > 0 && total <= 420);
+        CHECK(total > 0 && total <= 660);
     }
     CHECK_CONTAINS(out, "configs: 0 failing");
     CHECK(strstr(out, "CONFIG FAILS") == NULL);
@@ -461,9 +462,12 @@ static const char *fake_repo(const char *name)
                        "scripts/ && "
                        "cp '%s'/configs/quickstart.yaml '%s'/configs/lenet.yaml "
                        "'%s'/configs/bnn.yaml configs/ && cp '%s'/tests/test_*.cmake tests/ && "
-                       "printf '#!/bin/sh\\necho \"$*\" >>\"$(dirname \"$0\")/calls.txt\"\\n' "
+                       "cp '%s/scripts/overhead_table.py' scripts/ && "
+                       "printf '#!/bin/sh\\necho \"$*\" >>\"$(dirname \"$0\")/calls.txt\"\\n"
+                       "[ -n \"$FAKE_MATRIX\" ] && [ \"$2\" = configs/overhead_matrix.yaml ] && "
+                       "cp -r \"$FAKE_MATRIX\" \"$4\"\\nexit 0\\n' "
                        ">fakebuild/detrain && chmod +x fakebuild/detrain",
-                       dir, SRC, SRC, SRC, SRC, SRC, SRC, SRC, SRC, SRC);
+                       dir, SRC, SRC, SRC, SRC, SRC, SRC, SRC, SRC, SRC, SRC);
     CHECK_INT_EQ(rc, 0);
     return dir;
 }
@@ -706,16 +710,39 @@ DT_TEST(session_crossdev_and_matrix)
     CHECK(strstr(out, "committed CPU reference") == NULL);
     CHECK(strstr(out, "run cpu") == NULL);
 
-    /* matrix: the cuda entries of configs/overhead_matrix.yaml, into RESULTS/overhead_matrix. */
+    /* matrix: the cuda entries of configs/overhead_matrix.yaml trained into BUILD; their
+     * reports and the replicas' run.json (not the per-tensor digests) copied to
+     * RESULTS/overhead_matrix; the table of scripts/overhead_table.py beside them, with the
+     * hashing share and the host waits of each cell. */
+    CHECK_INT_EQ(
+        dt_run_capture(
+            out, sizeof out,
+            "cd '%s' && m=fakematrix/mlp-cuda && mkdir -p $m/none/portable/replica-0 && "
+            "printf 'cell,vary,policy,replicas,completed,distinct_final_digests,"
+            "first_divergent_step,first_divergent_tensor,test_acc_mean,test_acc_std,churn_mean,"
+            "churn_max,l2_mean,l2_rel_mean,class_acc_std_mean,class_acc_std_max,step_ms_median,"
+            "hash_ms_median,overhead_ratio,overhead_ci_lo,overhead_ci_hi,overhead_verdict\n"
+            "none/portable,none,portable,3,3,1,-1,,0.8,0,0,0,,,0,0,3.0,1.0,1.5,1.4,1.6,"
+            "conclusive\n' >$m/summary.csv && "
+            "echo '{\"host_waits_per_step\": 2}' >$m/none/portable/replica-0/run.json && "
+            "echo x >$m/none/portable/replica-0/tensors.csv",
+            dir),
+        0);
     rc = dt_run_capture(out, sizeof out,
-                        "cd '%s' && DT_GPU_NAME=Fake bash scripts/gpu_session.sh --deps none "
-                        "--build fakebuild --results res matrix; cat fakebuild/calls.txt",
+                        "cd '%s' && FAKE_MATRIX=$PWD/fakematrix DT_GPU_NAME=Fake bash "
+                        "scripts/gpu_session.sh --deps none --build fakebuild --results res/fake "
+                        "matrix; cat fakebuild/calls.txt res/fake/overhead_table.md; "
+                        "ls res/fake/overhead_matrix/mlp-cuda/none/portable/replica-0",
                         dir);
     CHECK_CONTAINS(out, "| matrix | passed |");
+    CHECK_CONTAINS(out, "| fake | portable | 3.000 | 1.50x [1.40, 1.60] | 25.0 | 2.00 | 1/3 |");
+    CHECK_CONTAINS(out, "\nrun.json\n");
+    CHECK(strstr(out, "tensors.csv") == NULL);
     snprintf(want, sizeof want,
-             "run configs/overhead_matrix.yaml --out %s/res/overhead_matrix --only "
-             "mlp-cuda,lenet-cuda,bnn-cuda --set dataset.train_limit=10000 "
-             "--set dataset.test_limit=2000\n",
+             "run configs/overhead_matrix.yaml --out %s/fakebuild/overhead_matrix --only "
+             "mlp-cuda,lenet-cuda,lenet-conv-cuda,bnn-cuda,bnn-rng-cuda,gpt-cuda,mlp-noise-cuda,"
+             "lenet-noise-cuda,gptgpu-cuda --set dataset.train_limit=10000 "
+             "--set dataset.test_limit=2000 --quiet\n",
              dir);
     CHECK_CONTAINS(out, want);
 

@@ -29,6 +29,8 @@ struct dt_replica_result {
     struct dt_model_memory mem; /* memory held for random draws */
     double step_ms_median;      /* forward+backward+update, excluding hashing and evaluation */
     double hash_ms_median;      /* hashing of a step, when hashed */
+    double host_waits_per_step; /* the training thread's waits for a GPU in a step, its end
+                                 * included (hashing's not); NAN on the CPU */
     int64_t resumed_from_step;  /* --resume: the checkpoint's step it went on from; -1 = none */
     char dir[1200];             /* where its trace lives */
 };

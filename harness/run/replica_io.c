@@ -102,6 +102,8 @@ enum dt_status dt_replica_manifest_write(const struct run_ctx *c, int cell, int 
                      isfinite(res->hash_ms_median) ? res->hash_ms_median : -1.0,
                      async ? "true" : "false",
                      c->exp->hash.digest == DT_HASH_DIGEST_TREE ? "tree" : "sha256");
+    if (isfinite(res->host_waits_per_step)) /* a GPU's: the step's waits, its end included */
+        dt_strbuf_printf(&sb, ", \"host_waits_per_step\": %.4g", res->host_waits_per_step);
     if (algos->steps_noted > 0) { /* library algorithm choices (algos.csv has every row) */
         dt_strbuf_printf(&sb, ", ");
         dt_algolog_json(algos, &sb);
