@@ -251,6 +251,7 @@ void dt_backend_gather(struct dt_backend *be, float *x, int32_t *labels,
                        const struct dt_resident *set, const int64_t *idx, int64_t B)
 {
     DT_ASSERT(x && labels && set && idx && B >= 1);
+    if (be->cost) be->cost->gathers += 1; /* a launch on a device, outside the ops */
     be->ops->gather(be, x, labels, set, idx, B);
 }
 
@@ -703,11 +704,16 @@ static int summed_tensor(const struct dt_backend *be, const float *dw)
 }
 
 /* The weight gradient summed by the backend's op itself: one rank, the products in floats
- * (math: exact's partials come from the per-shard calls). */
+ * (math: exact's partials come from the per-shard calls). Not under an observer (explain's
+ * op hashing): there each op's output must be what the op's row says when it returns --
+ * every shard's partial in its slot, as on a backend without the hook -- while the summed
+ * op leaves the sum in slot 0 and its risky rows for the exact sum (the H200 run of
+ * 2026-12-04: explain.cpu_vs_gpu named the CPU's dense1.weight gradient). Same bits after
+ * the exact sum either way. */
 static bool wgrad_summed_here(const struct dt_backend *be, const struct dt_policy *pol,
                               const float *dw)
 {
-    return HAS(be, dense_backward_weight_summed) && !dt_math_exact(pol) &&
+    return HAS(be, dense_backward_weight_summed) && !dt_math_exact(pol) && be->observer == NULL &&
            summed_tensor(be, dw) >= 0;
 }
 

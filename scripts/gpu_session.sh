@@ -348,6 +348,10 @@ begin_stage() {
   [ $dry -eq 1 ] && { echo "## $stage (cap ${cap_of[$stage]} s)"; return; }
   echo "## stage $stage (cap ${cap_of[$stage]} s, $(overall_left) s left in the call)" >>"$session"
   echo "gpu_session: stage $stage (cap ${cap_of[$stage]} s)" >&2
+  # the stage's log begins with this session: a committed one of an earlier window (results/
+  # <gpu>/logs) would otherwise lend its first failure and counts to this table (the H200's
+  # window of 2026-12-04 read 2026-11-28's tests and memcheck results so); git keeps the old
+  : >"$logs/$stage.log"
 }
 end_stage() {
   local s=passed

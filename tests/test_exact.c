@@ -989,6 +989,13 @@ DT_TEST(cuda_exact_sum_equals_cpu)
  * cache where it is exact, kept or remade terms through the integer path where not): slot 0
  * must hold the serial exact sum of what the shard op alone puts in the slots, its maximum
  * theirs; dt_exact_sum then leaves the tensor as it is. */
+static void count_calls(void *ctx, struct dt_backend *be, enum dt_op op, bool after,
+                        const struct dt_op_tensor *t, int n)
+{
+    (void)be, (void)op, (void)after, (void)t, (void)n;
+    ++*(int *)ctx;
+}
+
 static void summed_case(int threads, int64_t S, int64_t per, int64_t mult, int64_t in, int64_t out,
                         const float *x, const float *dy, const char *what)
 {
@@ -1055,6 +1062,26 @@ static void summed_case(int threads, int64_t S, int64_t per, int64_t mult, int64
     uint32_t got;
     dt_backend_download(be, &got, mb, sizeof got);
     CHECK_INT_EQ(got, want);
+    /* under an observer (explain's op hashing) the op's output is every shard's partial in
+     * its slot, as without the hook: nothing summed, the per-shard op's bits (the negative
+     * control is the loop above, whose pack holds the sum) */
+    {
+        int calls = 0;
+        dt_backend_upload(be, pack, pattern, (size_t)(S * n) * sizeof(float));
+        summed[0] = DT_EXACT_UNSUMMED;
+        const struct dt_shards sh = {
+            .count = S, .row = row, .pack = pack, .layout = &L, .summed = summed, .hint = &want};
+        dt_backend_set_shards(be, &sh);
+        dt_backend_set_observer(be, count_calls, &calls);
+        CHECK(dt_dense_backward_weight(be, pack, dx, ddy, B, in, out, &pol) == DT_OK);
+        dt_backend_set_observer(be, NULL, NULL);
+        dt_backend_set_shards(be, NULL);
+        CHECK(calls >= 2);
+        CHECK_INT_EQ(summed[0], DT_EXACT_UNSUMMED);
+        float *ho = host_of(be, pack, S * n);
+        same_bits("the op observed: its slots", ho, hs, S * n);
+        free(ho);
+    }
     free(h), free(h2), free(hs), free(ref), free(pattern);
     dt_backend_free(be, dx), dt_backend_free(be, ddy), dt_backend_free(be, slots);
     dt_backend_free(be, pack), dt_backend_free(be, mb);

@@ -735,6 +735,16 @@ DT_TEST(session_crossdev_and_matrix)
                         "ls res/fake/overhead_matrix/mlp-cuda/none/portable/replica-0",
                         dir);
     CHECK_CONTAINS(out, "| matrix | passed |");
+    /* each stage's log begins with the session: an earlier window's committed log lends no
+     * failure or count to this table (the tests stage, run here on the fake build) */
+    CHECK_INT_EQ(dt_run_capture(out + strlen(out), sizeof out - strlen(out),
+                                "cd '%s' && echo 'gpu_session: first failing test: stale.case: old'"
+                                " >res/fake/logs/tests.log && DT_GPU_NAME=Fake bash "
+                                "scripts/gpu_session.sh --deps none --build fakebuild --results "
+                                "res/fake tests 2>&1 | grep '| tests |'",
+                                dir),
+                 0);
+    CHECK(strstr(out, "stale.case") == NULL);
     CHECK_CONTAINS(out, "| fake | portable | 3.000 | 1.50x [1.40, 1.60] | 25.0 | 2.00 | 1/3 |");
     CHECK_CONTAINS(out, "\nrun.json\n");
     CHECK(strstr(out, "tensors.csv") == NULL);

@@ -119,6 +119,7 @@ static enum dt_status count_step(struct dt_model *m, const struct dt_experiment 
         counted_delta(cnt, m->be, true);
         memset(&cnt->model, 0, sizeof cnt->model);
         for (int o = 0; o < DT_OP_COUNT; o++) dt_cost_accumulate(&cnt->model, &t->op[o]);
+        cnt->model.launches += t->gathers; /* the batch's gather from a resident set */
         uint8_t md[DT_DIGEST_BYTES];
         *step_downloads = t->downloads;
         if (st == DT_OK && k == 1) /* the hash's ops into their own op rows */
