@@ -127,7 +127,7 @@ struct dt_cost_tally {
     /* resident batch gathers (dt_backend_gather: a kernel launch each, outside the ops; the
      * launch the H200 counted beside the model's ops on every model and level, 2026-12-04) */
     double gathers;
-    bool one_pass;         /* the model's switch, set by model->begin (dt_backend_cost_enable) */
+    bool one_pass; /* the model's switch, set by model->begin (dt_backend_cost_enable) */
     struct dt_backend *recorder; /* the CUDA model's recording backend, made by begin; NULL:
                                     no CUDA toolkit in this build, nothing can be counted */
 };
