@@ -15,7 +15,7 @@
  * library's (a few percent of a step's hashing, two workers contending). Never freed. */
 static EVP_MD *sha256_md;
 static void fetch_sha256(void) { sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL); }
-static const EVP_MD *sha256(void)
+const EVP_MD *dt_sha256_md(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, fetch_sha256);
@@ -28,7 +28,7 @@ static void sha256_tagged(EVP_MD_CTX *ctx, uint8_t out[32], uint8_t tag, const v
                           size_t head_n, const void *data, size_t n)
 {
     unsigned len = 0;
-    DT_ASSERT_MSG(EVP_DigestInit_ex(ctx, sha256(), NULL) == 1 &&
+    DT_ASSERT_MSG(EVP_DigestInit_ex(ctx, dt_sha256_md(), NULL) == 1 &&
                       EVP_DigestUpdate(ctx, &tag, 1) == 1 &&
                       (head_n == 0 || EVP_DigestUpdate(ctx, head, head_n) == 1) &&
                       (n == 0 || EVP_DigestUpdate(ctx, data, n) == 1) &&

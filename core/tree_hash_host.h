@@ -7,6 +7,11 @@
 
 #include "core/tree_hash.h"
 
+/* OpenSSL's SHA-256, fetched once per process (thread-safe): every host SHA-256 inits with
+ * it (the tree's nodes here, harness/record/hash.c's flat digests). */
+struct evp_md_st;
+const struct evp_md_st *dt_sha256_md(void);
+
 /* Leaves [first, last) of one tensor's n bytes at data, into out (32 bytes each). */
 void dt_tree_leaves_host(uint8_t *out, const void *data, uint64_t bytes, int64_t first,
                          int64_t last);

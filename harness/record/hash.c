@@ -10,7 +10,7 @@ static EVP_MD_CTX *hash_begin(void)
 {
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     DT_ASSERT_MSG(ctx != NULL, "EVP_MD_CTX_new failed");
-    DT_ASSERT_MSG(EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1, "SHA-256 init failed");
+    DT_ASSERT_MSG(EVP_DigestInit_ex(ctx, dt_sha256_md(), NULL) == 1, "SHA-256 init failed");
     return ctx;
 }
 
