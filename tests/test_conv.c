@@ -257,7 +257,8 @@ static void conv_dx_fixed_def(float *dx, const float *dy, const float *w,
                               const struct dt_conv2d_shape *s);
 static bool conv_op_takes(enum conv_op op, const struct dt_policy *pol)
 {
-    if (dt_math_fast(pol)) return false;
+    if (dt_math_fast(pol)) /* an order asked of the weight gradient: the same bits */
+        return op == CONV_WGRAD && dt_reduction_ordered(pol) && !dt_reduction_library(pol, false);
     if (op == CONV_FORWARD) return !dt_math_exact(pol);
     return op == CONV_WGRAD ? dt_reduction_ordered(pol) : dt_atomics_exact(pol);
 }
@@ -280,9 +281,13 @@ static void check_conv_bits(enum conv_op op, const struct conv_geom *more, int n
         else if (op == CONV_WGRAD) conv_wgrad_fixed_def(def, a, b, &s);
         else conv_dx_fixed_def(def, a, b, &s);
         print_conv(&s);
-        for (int l = 0; l < DT_LEVEL_COUNT; l++)
+        for (int l = 0; l <= DT_LEVEL_COUNT; l++) /* + 1: fast with reduction: fixed */
             for (int threads = 1; threads <= 2; threads++) {
-                struct dt_policy pol = level((enum dt_level)l);
+                struct dt_policy pol = level(l < DT_LEVEL_COUNT ? (enum dt_level)l : DT_LEVEL_FAST);
+                if (l == DT_LEVEL_COUNT) {
+                    pol.reduction = DT_REDUCTION_FIXED;
+                    DT_ASSERT(dt_policy_auto_name(&pol));
+                }
                 if (!conv_op_takes(op, &pol)) continue;
                 struct dt_backend *be = cpu(threads);
                 poison(out, (size_t)nout * sizeof *out);

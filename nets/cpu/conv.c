@@ -12,8 +12,8 @@
  *                    (direct_tile), the same roundings in the same order (same bits:
  *                    conv.conv2d_forward_ordered_bits) -- at every math but exact, so also
  *                    where oneDNN declines under `fast` or `run_to_run`. With 16 or more
- *                    outputs, a multiple of 8, under the ordered sums (math strict) and
- *                    without AVX-512, tiles of 6 positions x 16 outputs read the padded NHWC
+ *                    outputs, a multiple of 8 (with AVX-512: 16), under the ordered sums
+ *                    (math strict), tiles of 6 positions x 16 outputs read the padded NHWC
  *                    copy where each window is (win_forward, same bits). The patches, where
  *                    written, come from a padded NHWC copy (im2col: no bounds per element).
  *   backward-weight  patches^T . dy, a sum over batch AND positions, under `reduction`
@@ -21,10 +21,11 @@
  *                    unordered -> dynamic chunks added in completion order), by whichever
  *                    of the two same-bits forms of dense.c suits the shape; the patches are
  *                    built in the layout that form reads (rows, or already transposed from
- *                    the planar copy). Under a fixed order (math strict) no patch and no
- *                    partial is written where outputs are few or a multiple of 8: chunk
- *                    tiles read the padded NHWC copy and keep the tree as a stack
- *                    (wgrad_chunks; same bits: conv.conv2d_backward_weight_fixed_bits),
+ *                    the planar copy). Under an ordered reduction (fixed, exact, pinned;
+ *                    math strict or fast) no patch and no partial is written where outputs
+ *                    are few, 16, or a multiple of 8 without AVX-512 (pinned: few or 16):
+ *                    chunk tiles (chunks_take) read the padded NHWC copy and keep the tree
+ *                    as a stack (wgrad_chunks; same bits: conv.conv2d_backward_weight_fixed_bits),
  *                    under `exact` every shard's in one pool run
  *                    (dt_cpu_conv2d_backward_weight_shards).
  *   backward-data    dpatches = dy . w^T (dt_cpu_dense_backward_data, `math` as above),
@@ -161,9 +162,9 @@ static float *im2col(struct dt_backend *be, const float *x, const struct dt_conv
  * per shard into the shard's slot (reduction exact): the shard's images alone, as the op
  * on them. The same products, summed over the same rows in the same order from +0, the
  * same tree: the same bits (conv.conv2d_backward_weight_fixed_bits, exact.ops_per_shard).
- * With 16 outputs or more the lanes run over the outputs instead (out_tiles, below), on
- * CPUs without AVX-512; where their count is not a multiple of 8, or with AVX-512, the
- * transposed patches and dense.c's tiles. */
+ * With 16 outputs or more the lanes run over the outputs instead (out_tiles, below); where
+ * their count is not a multiple of 8, or above 16 with AVX-512, the transposed patches and
+ * dense.c's tiles. */
 struct chunks_job {
     const struct dt_conv2d_shape *s;
     const float *xn, *dy;    /* xn: x padded, NHWC */
@@ -443,13 +444,14 @@ DT_VECTOR_PART(win_forward_part)
     }
 }
 
-/* Where the window tiles run: outputs a multiple of 8, 16 or more, the ordered sums (math
- * strict), without AVX-512 (with it, dense.c's 16-lane tiles over the patches; the two have
- * not been timed against each other there). */
+/* Where the window tiles run: the ordered sums (math strict), outputs a multiple of 8, 16
+ * or more -- with AVX-512 one strip of 16 alone: against dense.c's 16-lane tiles over the
+ * patches on a Zen 5, LeNet's forward (16) 0.63-0.64 -> 0.55-0.57 ms a step under portable,
+ * the ResNet's (32-128) slower (docs/performance.md). */
 static bool win_forward_takes(const struct dt_conv2d_shape *s, const struct dt_policy *pol)
 {
     return s->K_out >= 16 && s->K_out % 8 == 0 && !dt_math_fast(pol) && !dt_math_exact(pol) &&
-           !dt_cpu_wide();
+           (s->K_out == 16 || !dt_cpu_wide());
 }
 
 static void win_forward(struct dt_backend *be, float *y, const float *x, const float *w,
@@ -665,15 +667,26 @@ enum dt_status dt_cpu_conv2d_forward(struct dt_backend *be, float *y, const floa
                                 s->K_out, pol);
 }
 
-/* The chunk tiles: few outputs (dense.c's rows form would be picked) or a multiple of 8,
- * a fixed order. */
-static bool chunks_take(const struct dt_conv2d_shape *s, const struct dt_policy *pol)
+/* The chunk tiles, under an ordered reduction (fixed, exact, pinned) and math strict or
+ * fast (the tiles' products are mul and add: the fixed order's bits whichever math allows
+ * more), where the shape suits them: few outputs (dense.c's rows form would be picked), one
+ * strip of 16 outputs, or -- without AVX-512 -- a multiple of 8. With AVX-512 and more than
+ * 16 outputs dense.c's 16-lane tiles over the transposed patches are faster: on a Zen 5 the
+ * ResNet's 32-128 outputs took 2.04-2.06x `fast` on the tiles against 1.74-1.84x, where
+ * LeNet's second layer (16) went from 0.91-0.95 to 0.53-0.55 ms a step (docs/performance.md).
+ * pinned (run_to_run) may take a library product over the batch instead, and takes it
+ * beyond the shapes where OpenBLAS was measured slower (few outputs and tens of thousands
+ * of rows, LeNet's first layer; one strip of 16): the fixed order keeps its promise. */
+static bool chunks_take(struct dt_backend *be, const struct dt_conv2d_shape *s,
+                        const struct dt_policy *pol)
 {
-    /* lanes over outputs: without AVX-512 (with it, dense.c's 16-lane tiles over the
-     * transposed patches; the two have not been timed against each other there) */
-    const bool shape = dt_cpu_wgrad_prefers_rows(conv_rows(s), conv_patch(s), s->K_out) ||
-                       (s->K_out >= 16 && s->K_out % 8 == 0 && !dt_cpu_wide());
-    return shape && dt_reduction_ordered(pol) && !dt_math_fast(pol) && !dt_math_exact(pol);
+    if (!dt_reduction_ordered(pol) || dt_math_exact(pol)) return false;
+    const bool few = dt_cpu_wgrad_prefers_rows(conv_rows(s), conv_patch(s), s->K_out);
+    const bool one_strip = s->K_out == 16;
+    const bool strips = s->K_out >= 16 && s->K_out % 8 == 0 && !dt_cpu_wide();
+    if (dt_math_fast(pol) && dt_reduction_library(pol, dt_cpu(be)->forced_order))
+        return few || one_strip;
+    return few || one_strip || strips;
 }
 
 enum dt_status dt_cpu_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
@@ -685,7 +698,7 @@ enum dt_status dt_cpu_conv2d_backward_weight(struct dt_backend *be, float *dw, c
     const int64_t rows = conv_rows(s), Kp = conv_patch(s);
     if (dt_math_exact(pol)) /* the dense weight gradient's exact product over the patches */
         return dt_cpu_dense_backward_weight(be, dw, im2col(be, x, s), dy, rows, Kp, s->K_out, pol);
-    if (chunks_take(s, pol)) {
+    if (chunks_take(be, s, pol)) {
         const int64_t batch[2] = {0, s->B};
         wgrad_chunks(be, dw, x, dy, s, batch, 1);
         return DT_OK;
@@ -833,7 +846,7 @@ enum dt_status dt_cpu_conv2d_backward_weight_shards(struct dt_backend *be, float
 {
     const struct dt_shards *sh = &be->shards;
     DT_ASSERT(sh->count > 0 && sh->row[sh->count] == s->B);
-    if (!chunks_take(s, pol)) return DT_ERR_UNSUPPORTED; /* an order asked: never oneDNN */
+    if (!chunks_take(be, s, pol)) return DT_ERR_UNSUPPORTED; /* an order asked: never oneDNN */
     wgrad_chunks(be, dw, x, dy, s, sh->row, sh->count);
     return DT_OK;
 }
