@@ -927,14 +927,18 @@ stage_memcheck() {
 }
 
 # racecheck looks at shared memory only: the cases that run the kernels holding some
-# (attention's and dropout's tiles, the wide product tiles, the one-launch shard sums, the
-# block reductions of the exact sum and the clipping norm) go first, the long end-to-end ones
-# last, so that the cap reaches what racecheck is for (the H200's window ran out of time
-# before gpt.*, hashpipe.*, parity.gpu_table, tree_hash and xp).
-racecheck_first=(gpt.gpu_gradients_equal_cpu_and_grid_free cuda_dense.dense_parity
+# (the wide product tiles, the one-launch shard sums, the block reductions of the exact sum
+# and the clipping norm; attention's and dropout's tiles in the GPT's gradient cases, one a
+# level) go first, the long end-to-end ones last, so that the cap reaches what racecheck is
+# for. The H200's first window ran out of time before gpt.*, hashpipe.*, parity.gpu_table,
+# tree_hash and xp; its second (2026-12-04) began with the GPT's gradient case, then one case
+# for all three levels, which ran past its 150 s cap: now one case a level, after the short ones.
+racecheck_first=(cuda_dense.dense_parity
   cuda_dense.bias_shards_one_launch cuda_dense.wgrad_shards_one_launch
   cuda_conv.wgrad_shards_one_launch exact.cuda_exact_sum_equals_cpu parity.gpu_table
-  cuda_dense.grid_independence tree_hash.gpu_equals_cpu xp.gpu_equals_cpu)
+  cuda_dense.grid_independence tree_hash.gpu_equals_cpu xp.gpu_equals_cpu
+  gpt.gpu_gradients_equal_cpu_and_grid_free gpt.gpu_gradients_exact_math_equal_cpu
+  gpt.gpu_gradients_run_to_run_grid_free)
 racecheck_last=(cuda_e2e. gpt.gpu_portable_trace_equals_cpu gpt.gpu_run_to_run_replicas
   explain.cpu_vs_gpu dist.cuda_one_rank_equals_plain)
 stage_racecheck() {

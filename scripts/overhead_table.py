@@ -8,7 +8,8 @@ configs/overhead_matrix.yaml` outputs: one folder per device, results/<device>/o
 Per model (matrix entry) and policy: the median step time, its ratio to `fast` with the
 95% bootstrap interval (alternated steps, the entry's overhead.csv), the hashing share of
 a hashed step (hash / (step + hash), inline hashing), the host waits per step (a GPU's,
-from each replica's run.json, the step's end included), the distinct final digests of the
+from each replica's run.json, the step's end included: per step after the first where the
+run.json has them, the first step's beside), the distinct final digests of the
 replicas and the first step where they part. Then the noise cells (entries with several
 `vary` settings): accuracy mean and spread, pairwise churn, per-class spread. Each folder
 is one architecture, named by its parent folder (results/<device>/...); with several, the
@@ -37,18 +38,32 @@ def num(s):
     return v
 
 
+WAIT_KEYS = ("host_waits_per_step", "host_waits_first_step", "host_waits_steady")
+
+
 def waits_of(entry_dir, cell):
-    """Mean host waits per step over a cell's replicas (NaN where none recorded one)."""
-    vals = []
+    """{key: mean over a cell's replicas} for WAIT_KEYS (every step run; the first step's;
+    per step after the first), NaN where no replica recorded it (an older run.json has the
+    first alone)."""
+    vals = {k: [] for k in WAIT_KEYS}
     for p in sorted(glob.glob(os.path.join(entry_dir, cell, "replica-*", "run.json"))):
         try:
             with open(p) as f:
                 j = json.load(f)
         except (OSError, ValueError):
             continue
-        if "host_waits_per_step" in j:
-            vals.append(float(j["host_waits_per_step"]))
-    return sum(vals) / len(vals) if vals else math.nan
+        for k in WAIT_KEYS:
+            if k in j:
+                vals[k].append(float(j[k]))
+    return {k: sum(v) / len(v) if v else math.nan for k, v in vals.items()}
+
+
+def waits_text(w):
+    """Steady waits a step with the first step's in parentheses; the all-steps mean where
+    the split was not recorded."""
+    if not math.isnan(w["host_waits_steady"]):
+        return f"{w['host_waits_steady']:.2f} ({w['host_waits_first_step']:.0f})"
+    return fmt(w["host_waits_per_step"], ".2f")
 
 
 def read_arch(folder):
@@ -128,7 +143,9 @@ def main(argv):
                "configs/overhead_matrix.yaml` (each entry's summary.csv and its replicas' "
                "run.json). Ratio: median step time against `fast`, 95% bootstrap interval "
                "of alternated steps; hash: share of a hashed step spent hashing (inline); "
-               "waits: the host's waits for the device per step, the step's end included; "
+               "waits: the host's waits for the device per step after the first, the step's "
+               "end included, the first step's in parentheses (an older run: the mean over "
+               "every step); "
                "digests: distinct final digests of replicas that share every seed / "
                "completed, and the first step where two part.\n")
     rows_csv = []
@@ -160,7 +177,7 @@ def main(argv):
                 else:
                     out.append(f"| {arch} | {r['policy']} | {fmt(num(r['step_ms_median']), '.3f')} | "
                                f"{ratio_text(r)} | {fmt(hash_share(r), '.1f')} | "
-                               f"{fmt(r['waits'], '.2f')} | {divergence(r)} |")
+                               f"{waits_text(r['waits'])} | {divergence(r)} |")
                 rows_csv.append({"architecture": arch, "entry": name, **{k: r[k] for k in (
                     "cell", "vary", "policy", "completed", "distinct_final_digests",
                     "first_divergent_step", "first_divergent_tensor", "test_acc_mean",
@@ -168,7 +185,7 @@ def main(argv):
                     "hash_ms_median", "overhead_ratio", "overhead_ci_lo", "overhead_ci_hi",
                     "overhead_verdict")},
                     "hash_share_pct": fmt(hash_share(r), ".2f", ""),
-                    "host_waits_per_step": fmt(r["waits"], ".3f", "")})
+                    **{k: fmt(r["waits"][k], ".3f", "") for k in WAIT_KEYS}})
     text = "\n".join(out) + "\n"
     if a.md:
         with open(a.md + ".tmp", "w") as f:

@@ -233,15 +233,23 @@ DT_TEST(run_to_run_reruns_identical)
                          TMP "r2r_bnn_b/run_to_run/replica-0/trace.csv"));
 }
 
-/* The run's manifest names the backend, the device and its libraries. */
+/* The run's manifest names the backend, the device and its libraries; a replica's run.json
+ * its host waits: over every step, the first step's and the steady ones' (after the first). */
 DT_TEST(manifest_names_gpu)
 {
     dt_backend_destroy(gpu_or_skip());
-    run_ok(TINY, TMP "manifest", "cuda", "--set replicas=1 --set train.steps=2");
+    run_ok(TINY, TMP "manifest", "cuda",
+           "--set replicas=1 --set train.steps=3 --set 'policies=[portable]'");
     char *json = dt_read_file(TMP "manifest/run.json", NULL);
     CHECK(json != NULL);
     CHECK(json && strstr(json, "\"name\": \"cuda\"") != NULL);
     CHECK(json && strstr(json, "(sm_") != NULL && strstr(json, "cuBLAS") != NULL);
+    free(json);
+    json = dt_read_file(TMP "manifest/portable/replica-0/run.json", NULL);
+    CHECK(json != NULL);
+    CHECK(json && strstr(json, "\"host_waits_per_step\": ") != NULL);
+    CHECK(json && strstr(json, "\"host_waits_first_step\": ") != NULL);
+    CHECK(json && strstr(json, "\"host_waits_steady\": ") != NULL);
     free(json);
 }
 

@@ -54,7 +54,9 @@
  * on the GPU (labels gpu, gpt; skipped without one):
  *   gpu_gradients_equal_cpu_and_grid_free  one step's gradients: the CPU's bits at portable
  *                                  (with and without dropout, lfsr and philox), the same at
- *                                  three launch geometries at run_to_run and portable;
+ *                                  three launch geometries; gpu_gradients_exact_math_equal_cpu
+ *                                  the same at portable + math: exact,
+ *                                  gpu_gradients_run_to_run_grid_free geometries alone;
  *   gpu_host_waits_per_step        1 wait a step after the first (the step's end; one step
  *                                  state kept across steps, as runs keep it);
  *   gpu_portable_trace_equals_cpu  50 steps: trace, per-tensor digests, metrics = the CPU's;
@@ -1928,46 +1930,54 @@ static float *gpt_grads(struct dt_backend *be, const struct dt_policy *pol, doub
  * the CPU's bits (with dropout, lfsr and philox); at run_to_run and portable they do not
  * depend on the launch geometry (block size, grid cap) -- every reduction and scatter is
  * grid-independent there. */
-DT_TEST(gpu_gradients_equal_cpu_and_grid_free)
+/* One step's gradients on the GPU at level lv (DT_LEVEL_PORTABLE + 1: portable with math:
+ * exact), with and without dropout, lfsr and philox: the same bits at three launch
+ * geometries, and from portable on the CPU's. One case a level, so that a sanitizer's cap
+ * (DT_SANITIZE_CASE_S) reaches each: under racecheck the three together ran past 150 s on
+ * the H200 (2026-12-04). */
+static void gpu_gradients_at(int lv)
 {
     struct dt_backend *g = gpu_or_skip();
     struct dt_backend *c = cpu(2);
     static const double drops[] = {0.0, 0.2};
-    for (int lv = DT_LEVEL_RUN_TO_RUN; lv <= DT_LEVEL_PORTABLE + 1; lv++) /* + 1: math: exact */
-        for (int k = 0; k < 2; k++)
-            for (int philox = 0; philox < 2; philox++) {
-                const bool exact_math = lv > DT_LEVEL_PORTABLE;
-                struct dt_policy pol = level(exact_math ? DT_LEVEL_PORTABLE : (enum dt_level)lv);
-                if (exact_math) pol.math = DT_MATH_EXACT;
-                if (philox) pol.rng = DT_RNG_PHILOX;
-                float lc = 0, lg = 0;
-                int64_t n = 0, n2 = 0;
-                float *ref = gpt_grads(c, &pol, drops[k], &lc, &n);
-                float *first = NULL;
+    for (int k = 0; k < 2; k++)
+        for (int philox = 0; philox < 2; philox++) {
+            const bool exact_math = lv > DT_LEVEL_PORTABLE;
+            struct dt_policy pol = level(exact_math ? DT_LEVEL_PORTABLE : (enum dt_level)lv);
+            if (exact_math) pol.math = DT_MATH_EXACT;
+            if (philox) pol.rng = DT_RNG_PHILOX;
+            float lc = 0, lg = 0;
+            int64_t n = 0, n2 = 0;
+            float *ref = gpt_grads(c, &pol, drops[k], &lc, &n);
+            float *first = NULL;
 #ifdef DETRAIN_HAVE_CUDA_TOOLKIT
-                static const int geometry[][2] = {{256, 0}, {32, 3}, {1024, 1}};
-                for (int gi = 0; gi < 3; gi++) {
-                    dt_cuda_set_launch(g, geometry[gi][0], geometry[gi][1]);
-                    float *got = gpt_grads(g, &pol, drops[k], &lg, &n2);
-                    CHECK_INT_EQ(n2, n);
-                    if (!first) first = got;
-                    else {
-                        CHECK(same_bits(got, first, n, "gradients at another launch geometry"));
-                        free(got);
-                    }
+            static const int geometry[][2] = {{256, 0}, {32, 3}, {1024, 1}};
+            for (int gi = 0; gi < 3; gi++) {
+                dt_cuda_set_launch(g, geometry[gi][0], geometry[gi][1]);
+                float *got = gpt_grads(g, &pol, drops[k], &lg, &n2);
+                CHECK_INT_EQ(n2, n);
+                if (!first) first = got;
+                else {
+                    CHECK(same_bits(got, first, n, "gradients at another launch geometry"));
+                    free(got);
                 }
-                dt_cuda_set_launch(g, 256, 0);
-#endif
-                if (first && lv >= DT_LEVEL_PORTABLE) {
-                    CHECK(same_bits(first, ref, n, "GPU gradients vs CPU (portable, math: exact)"));
-                    CHECK(memcmp(&lc, &lg, sizeof lc) == 0);
-                }
-                free(first);
-                free(ref);
             }
+            dt_cuda_set_launch(g, 256, 0);
+#endif
+            if (first && lv >= DT_LEVEL_PORTABLE) {
+                CHECK(same_bits(first, ref, n, "GPU gradients vs CPU (portable, math: exact)"));
+                CHECK(memcmp(&lc, &lg, sizeof lc) == 0);
+            }
+            free(first);
+            free(ref);
+        }
     dt_backend_destroy(c);
     dt_backend_destroy(g);
 }
+
+DT_TEST(gpu_gradients_equal_cpu_and_grid_free) { gpu_gradients_at(DT_LEVEL_PORTABLE); }
+DT_TEST(gpu_gradients_exact_math_equal_cpu) { gpu_gradients_at(DT_LEVEL_PORTABLE + 1); }
+DT_TEST(gpu_gradients_run_to_run_grid_free) { gpu_gradients_at(DT_LEVEL_RUN_TO_RUN); }
 
 /* One wait per step (issue 52): a portable GPT step with clipping and AdamW, checks
  * deferred, waits for the device once -- its end, which also reads the losses (one per
@@ -2099,6 +2109,8 @@ DT_TEST_MAIN(DT_CASE(ops_are_the_shared_functions), DT_CASE(attention_library_pa
              DT_CASE(resume_after_kill), DT_CASE(ranks_independent), DT_CASE(dropout_runs),
              DT_CASE(dropout_ranks), DT_CASE(explain_names_scatter), DT_CASE(export_and_batches),
              DT_CASE(vs_torch), DT_CASE(nonfinite_stops), DT_CASE(refusals),
-             DT_CASE(gpu_gradients_equal_cpu_and_grid_free), DT_CASE(gpu_host_waits_per_step),
+             DT_CASE(gpu_gradients_equal_cpu_and_grid_free),
+             DT_CASE(gpu_gradients_exact_math_equal_cpu),
+             DT_CASE(gpu_gradients_run_to_run_grid_free), DT_CASE(gpu_host_waits_per_step),
              DT_CASE(gpu_portable_trace_equals_cpu), DT_CASE(gpu_run_to_run_replicas_identical),
              DT_CASE(gpu_explain_names_scatter))

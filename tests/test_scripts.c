@@ -724,7 +724,8 @@ DT_TEST(session_crossdev_and_matrix)
             "hash_ms_median,overhead_ratio,overhead_ci_lo,overhead_ci_hi,overhead_verdict\n"
             "none/portable,none,portable,3,3,1,-1,,0.8,0,0,0,,,0,0,3.0,1.0,1.5,1.4,1.6,"
             "conclusive\n' >$m/summary.csv && "
-            "echo '{\"host_waits_per_step\": 2}' >$m/none/portable/replica-0/run.json && "
+            "echo '{\"host_waits_per_step\": 2, \"host_waits_first_step\": 5, "
+            "\"host_waits_steady\": 1}' >$m/none/portable/replica-0/run.json && "
             "echo x >$m/none/portable/replica-0/tensors.csv",
             dir),
         0);
@@ -745,8 +746,17 @@ DT_TEST(session_crossdev_and_matrix)
                                 dir),
                  0);
     CHECK(strstr(out, "stale.case") == NULL);
-    CHECK_CONTAINS(out, "| fake | portable | 3.000 | 1.50x [1.40, 1.60] | 25.0 | 2.00 | 1/3 |");
+    CHECK_CONTAINS(out, "| fake | portable | 3.000 | 1.50x [1.40, 1.60] | 25.0 | 1.00 (5) | 1/3 |");
     CHECK_CONTAINS(out, "\nrun.json\n");
+    /* a run.json from before the first step's waits were kept apart: the mean over all */
+    CHECK_INT_EQ(dt_run_capture(out + strlen(out), sizeof out - strlen(out),
+                                "cd '%s' && echo '{\"host_waits_per_step\": 2}' "
+                                ">res/fake/overhead_matrix/mlp-cuda/none/portable/replica-0/"
+                                "run.json && python3 scripts/overhead_table.py "
+                                "res/fake/overhead_matrix | grep '| fake | portable |'",
+                                dir),
+                 0);
+    CHECK_CONTAINS(out, "| fake | portable | 3.000 | 1.50x [1.40, 1.60] | 25.0 | 2.00 | 1/3 |");
     CHECK(strstr(out, "tensors.csv") == NULL);
     snprintf(want, sizeof want,
              "run configs/overhead_matrix.yaml --out %s/fakebuild/overhead_matrix --only "

@@ -26,13 +26,16 @@ struct dt_replica_result {
     int64_t steps_done;
     char final_digest[DT_DIGEST_HEX];
     double test_loss, test_acc, test_ece;
-    struct dt_model_memory mem; /* memory held for random draws */
-    double step_ms_median;      /* forward+backward+update, excluding hashing and evaluation */
-    double hash_ms_median;      /* hashing of a step, when hashed */
-    double host_waits_per_step; /* the training thread's waits for a GPU in a step, its end
-                                 * included (hashing's not); NAN on the CPU */
-    int64_t resumed_from_step;  /* --resume: the checkpoint's step it went on from; -1 = none */
-    char dir[1200];             /* where its trace lives */
+    struct dt_model_memory mem;   /* memory held for random draws */
+    double step_ms_median;        /* forward+backward+update, excluding hashing and evaluation */
+    double hash_ms_median;        /* hashing of a step, when hashed */
+    double host_waits_per_step;   /* the training thread's waits for a GPU in a step, its end
+                                   * included (hashing's not), over every step run here; NAN on
+                                   * the CPU */
+    double host_waits_first_step; /* the first step's alone (buffers growing at first use) */
+    double host_waits_steady;     /* per step after the first (NAN: fewer than 2 steps) */
+    int64_t resumed_from_step;    /* --resume: the checkpoint's step it went on from; -1 = none */
+    char dir[1200];               /* where its trace lives */
 };
 
 /* Per-run options from the command line. */

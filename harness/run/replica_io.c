@@ -103,7 +103,10 @@ enum dt_status dt_replica_manifest_write(const struct run_ctx *c, int cell, int 
                      async ? "true" : "false",
                      c->exp->hash.digest == DT_HASH_DIGEST_TREE ? "tree" : "sha256");
     if (isfinite(res->host_waits_per_step)) /* a GPU's: the step's waits, its end included */
-        dt_strbuf_printf(&sb, ", \"host_waits_per_step\": %.4g", res->host_waits_per_step);
+        dt_strbuf_printf(&sb, ", \"host_waits_per_step\": %.4g, \"host_waits_first_step\": %.4g",
+                         res->host_waits_per_step, res->host_waits_first_step);
+    if (isfinite(res->host_waits_steady)) /* the steps after the first */
+        dt_strbuf_printf(&sb, ", \"host_waits_steady\": %.4g", res->host_waits_steady);
     if (algos->steps_noted > 0) { /* library algorithm choices (algos.csv has every row) */
         dt_strbuf_printf(&sb, ", ");
         dt_algolog_json(algos, &sb);

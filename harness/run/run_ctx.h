@@ -109,7 +109,8 @@ struct replica {
     struct dt_sgd_options sgd;
     double *step_ms, *hash_ms; /* per step run here; per hashed step */
     int64_t n_hash;
-    int64_t step_waits; /* the device's host waits inside the steps run here (a GPU's) */
+    int64_t step_waits;       /* the device's host waits inside the steps run here (a GPU's) */
+    int64_t first_step_waits; /* of those, the first step's (scratch grows at first use) */
     /* Library algorithm choices per step (cuDNN under conv_algo autotune/deterministic):
      * every replica chooses afresh, as a new process would. */
     struct dt_algolog algos;

@@ -198,6 +198,7 @@ static enum dt_status model_step(struct run_ctx *c, struct replica *rep, struct 
                       exp->train.shards, &rep->sgd, rep->pol, &done->loss); /* to its end */
     rep->step_ms[s - 1] = 1e3 * (dt_now_s() - t0);
     rep->step_waits += dt_backend_host_waits(c->be) - w0;
+    if (s == rep->k + 1) rep->first_step_waits = dt_backend_host_waits(c->be) - w0;
     dt_algolog_step(&rep->algos, s, rep->notes,
                     dt_backend_take_algo_notes(c->be, rep->notes, DT_ALGOLOG_MAX_CALLS),
                     DT_ALGOLOG_MAX_CALLS);
@@ -295,9 +296,14 @@ static enum dt_status replica_end(struct run_ctx *c, struct replica *rep, enum d
     }
     res->step_ms_median = dt_median(rep->step_ms + rep->k, res->steps_done - rep->k);
     res->hash_ms_median = dt_median(rep->hash_ms, rep->n_hash);
-    res->host_waits_per_step = exp->backend.device == DT_DEVICE_CPU || res->steps_done <= rep->k
-                                   ? NAN
-                                   : (double)rep->step_waits / (double)(res->steps_done - rep->k);
+    const int64_t run_here = res->steps_done - rep->k;
+    const bool gpu_waits = exp->backend.device != DT_DEVICE_CPU && run_here > 0;
+    res->host_waits_per_step = gpu_waits ? (double)rep->step_waits / (double)run_here : NAN;
+    res->host_waits_first_step = gpu_waits ? (double)rep->first_step_waits : NAN;
+    res->host_waits_steady =
+        gpu_waits && run_here > 1
+            ? (double)(rep->step_waits - rep->first_step_waits) / (double)(run_here - 1)
+            : NAN;
     st = dt_replica_io_close(io, st, err);
     if (!rep->writer) return st;
     char algos_path[1300];
@@ -347,6 +353,7 @@ static enum dt_status run_replica(struct run_ctx *c, int cell, int r, struct dt_
     const struct dt_experiment *exp = c->exp;
     memset(res, 0, sizeof *res);
     res->test_acc = res->test_loss = res->test_ece = res->host_waits_per_step = NAN;
+    res->host_waits_first_step = res->host_waits_steady = NAN;
     res->state = DT_REPLICA_COMPLETED;
     res->resumed_from_step = -1;
     dt_replica_dir(res->dir, sizeof res->dir, c->opt->out_dir, exp, cell, r);
