@@ -62,7 +62,7 @@ def waits_text(w):
     """Steady waits a step with the first step's in parentheses; the all-steps mean where
     the split was not recorded."""
     if not math.isnan(w["host_waits_steady"]):
-        return f"{w['host_waits_steady']:.2f} ({w['host_waits_first_step']:.0f})"
+        return f"{w['host_waits_steady']:.2f} ({fmt(w['host_waits_first_step'], '.0f')})"
     return fmt(w["host_waits_per_step"], ".2f")
 
 

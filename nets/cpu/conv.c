@@ -444,14 +444,22 @@ DT_VECTOR_PART(win_forward_part)
     }
 }
 
-/* Where the window tiles run: the ordered sums (math strict), outputs a multiple of 8, 16
- * or more -- with AVX-512 one strip of 16 alone: against dense.c's 16-lane tiles over the
- * patches on a Zen 5, LeNet's forward (16) 0.63-0.64 -> 0.55-0.57 ms a step under portable,
- * the ResNet's (32-128) slower (docs/performance.md). */
+/* The outputs the lanes-over-outputs tiles (the window tiles forward, the chunk tiles'
+ * out_tiles backward) take: 16 or more, a multiple of 8 -- with AVX-512 one strip of 16
+ * alone. Against dense.c's 16-lane tiles over the patches on a Zen 5, LeNet's second layer
+ * (16 outputs) went from 1.31x to 1.06x `fast` forward and 2.16x to 1.29x in the weight
+ * gradient under portable (results/cpu/portable-cost/conv-tiles-zen5/summary.txt); the
+ * ResNet's 32-128 outputs were slower on the tiles in a first try (not committed), so they
+ * keep dense.c's. */
+static bool out_strips_take(const struct dt_conv2d_shape *s)
+{
+    return s->K_out >= 16 && s->K_out % 8 == 0 && (s->K_out == 16 || !dt_cpu_wide());
+}
+
+/* Where the window tiles run: the ordered sums (math strict), out_strips_take's outputs. */
 static bool win_forward_takes(const struct dt_conv2d_shape *s, const struct dt_policy *pol)
 {
-    return s->K_out >= 16 && s->K_out % 8 == 0 && !dt_math_fast(pol) && !dt_math_exact(pol) &&
-           (s->K_out == 16 || !dt_cpu_wide());
+    return out_strips_take(s) && !dt_math_fast(pol) && !dt_math_exact(pol);
 }
 
 static void win_forward(struct dt_backend *be, float *y, const float *x, const float *w,
@@ -669,24 +677,20 @@ enum dt_status dt_cpu_conv2d_forward(struct dt_backend *be, float *y, const floa
 
 /* The chunk tiles, under an ordered reduction (fixed, exact, pinned) and math strict or
  * fast (the tiles' products are mul and add: the fixed order's bits whichever math allows
- * more), where the shape suits them: few outputs (dense.c's rows form would be picked), one
- * strip of 16 outputs, or -- without AVX-512 -- a multiple of 8. With AVX-512 and more than
- * 16 outputs dense.c's 16-lane tiles over the transposed patches are faster: on a Zen 5 the
- * ResNet's 32-128 outputs took 2.04-2.06x `fast` on the tiles against 1.74-1.84x, where
- * LeNet's second layer (16) went from 0.91-0.95 to 0.53-0.55 ms a step (docs/performance.md).
- * pinned (run_to_run) may take a library product over the batch instead, and takes it
- * beyond the shapes where OpenBLAS was measured slower (few outputs and tens of thousands
- * of rows, LeNet's first layer; one strip of 16): the fixed order keeps its promise. */
+ * more), where the shape suits them: few outputs (dense.c's rows form would be picked) or
+ * out_strips_take's. pinned (run_to_run) may take a library product over the batch instead
+ * and keeps it beyond the shapes where OpenBLAS was measured slower -- few outputs over tens
+ * of thousands of rows, one strip of 16 (LeNet's weight gradient at run_to_run 4.65x `fast`'s
+ * op on OpenBLAS, 1.66x on the tiles: conv-tiles-zen5/summary.txt): the fixed order keeps
+ * its promise. */
 static bool chunks_take(struct dt_backend *be, const struct dt_conv2d_shape *s,
                         const struct dt_policy *pol)
 {
     if (!dt_reduction_ordered(pol) || dt_math_exact(pol)) return false;
-    const bool few = dt_cpu_wgrad_prefers_rows(conv_rows(s), conv_patch(s), s->K_out);
-    const bool one_strip = s->K_out == 16;
-    const bool strips = s->K_out >= 16 && s->K_out % 8 == 0 && !dt_cpu_wide();
+    if (dt_cpu_wgrad_prefers_rows(conv_rows(s), conv_patch(s), s->K_out)) return true;
     if (dt_math_fast(pol) && dt_reduction_library(pol, dt_cpu(be)->forced_order))
-        return few || one_strip;
-    return few || one_strip || strips;
+        return s->K_out == 16;
+    return out_strips_take(s);
 }
 
 enum dt_status dt_cpu_conv2d_backward_weight(struct dt_backend *be, float *dw, const float *x,
