@@ -1,6 +1,7 @@
 /* CPU ops: every backward against central finite differences of a double-precision
  * reference forward; forwards against the double reference; SGD against its formula;
  * the dense kernels' bits independent of the thread count. */
+#include <math.h>
 #include <stdint.h>
 
 #include "determinism/fixed_point.h"
@@ -544,20 +545,31 @@ DT_TEST(tree_as_stack)
  * serially: per element, each canonical chunk summed in row order from +0, the chunks by
  * the fixed tree -- with shards set, the same per shard into its slot. Shapes with full
  * and short tiles, one chunk and many (odd carries), 1 and 3 threads, on every kernel path
- * this CPU has. */
+ * this CPU has; at portable (a multiply and an add, two roundings) and at `fast` +
+ * `reduction: exact`, whose chunk products on the AVX-512 path are fused multiply-adds
+ * (fmaf: one rounding; dense.c's wgrad_fuses) and two roundings on the other. On the
+ * AVX-512 path the fused definition must differ from the two-rounding one in some
+ * elements here (negative control: the op's bits are told apart from portable's). */
 DT_TEST(wgrad_fixed_matches_definition)
 {
     enum { GB = 1000, GIN = 37, GOUT = 40 };
     static float x[GB * GIN], dy[GB * GOUT], got[3 * GIN * GOUT], want[3 * GIN * GOUT];
-    static float part[GB / DT_REDUCE_CHUNK + 1];
+    static float part[GB / DT_REDUCE_CHUNK + 1], part2[GB / DT_REDUCE_CHUNK + 1];
     fill(x, GB * GIN, 1.0);
     fill(dy, GB * GOUT, 1.0);
     const int64_t bs[] = {1, 31, 33, 96, 1000}, ins[] = {1, 7, 37}, outs[] = {16, 21, 40};
-    struct dt_policy pol = policy();
     const bool wide = dt_cpu_set_wide(true);
-    int cases = 0;
-    for (int path = wide ? 0 : 1; path < 2; path++) {
+    int cases = 0, fused_differs = 0;
+    for (int pi = 0; pi < 4; pi++) {
+        const int path = pi % 2 == 0 && wide ? 0 : 1;
+        if (pi % 2 == 0 && !wide) continue;
         dt_cpu_set_wide(path == 0);
+        struct dt_policy pol = policy();
+        if (pi >= 2) {
+            dt_policy_from_level(&pol, DT_LEVEL_FAST);
+            pol.reduction = DT_REDUCTION_EXACT;
+        }
+        const bool fma = pi >= 2 && path == 0;
         for (int threads = 1; threads <= 3; threads += 2) {
             struct dt_backend *be = cpu(threads);
             for (int a = 0; a < 5; a++)
@@ -574,16 +586,21 @@ DT_TEST(wgrad_fixed_matches_definition)
                                         const int64_t n = row[k + 1] - row[k];
                                         const int64_t m = dt_reduce_chunks(n);
                                         for (int64_t ch = 0; ch < m; ch++) {
-                                            float t = 0.0f;
+                                            float t = 0.0f, t2 = 0.0f;
                                             for (int64_t r = ch * DT_REDUCE_CHUNK;
                                                  r < n && r < (ch + 1) * DT_REDUCE_CHUNK; r++) {
                                                 const int64_t bb = row[k] + r;
-                                                t = t + x[bb * in + i] * dy[bb * out + o];
+                                                const float p = x[bb * in + i] * dy[bb * out + o];
+                                                t = fma ? fmaf(x[bb * in + i], dy[bb * out + o], t)
+                                                        : t + x[bb * in + i] * dy[bb * out + o];
+                                                t2 = t2 + p;
                                             }
-                                            part[ch] = t;
+                                            part[ch] = t, part2[ch] = t2;
                                         }
                                         dt_reduce_tree_vectors(part, m, 1, 1);
+                                        dt_reduce_tree_vectors(part2, m, 1, 1);
                                         want[k * in * out + i * out + o] = part[0];
+                                        fused_differs += fma && part[0] != part2[0];
                                     }
                             const struct dt_shards sh = {.count = S, .row = row};
                             if (S > 1) dt_backend_set_shards(be, &sh);
@@ -592,8 +609,9 @@ DT_TEST(wgrad_fixed_matches_definition)
                             dt_backend_set_shards(be, NULL);
                             if (memcmp(got, want, (size_t)(S * in * out) * sizeof(float))) {
                                 fprintf(stderr,
-                                        "%s path, %d threads, B %lld in %lld out %lld, %lld "
-                                        "shards: differs\n",
+                                        "%s, %s path, %d threads, B %lld in %lld out %lld, "
+                                        "%lld shards: differs\n",
+                                        pi >= 2 ? "fast+reduction=exact" : "portable",
                                         path == 0 ? "wide" : "narrow", threads, (long long)B,
                                         (long long)in, (long long)out, (long long)S);
                                 dt_check_failures_++;
@@ -605,6 +623,7 @@ DT_TEST(wgrad_fixed_matches_definition)
     }
     dt_cpu_set_wide(true);
     CHECK(cases > 100);
+    if (wide) CHECK(fused_differs > 0);
 }
 
 /* The own fixed-order product against its definition, a scalar loop summing k in

@@ -14,10 +14,13 @@
  *                    baseline (4 x 16): the same roundings per element on every path.
  *   backward-weight  the sum over the batch, under `reduction`:
  *                    fixed     -> canonical chunks of DT_REDUCE_CHUNK rows, each summed in
- *                                 index order, combined by the fixed tree of reduce.h;
- *                    unordered -> math fast: the fixed chunks read in place where the CPU
- *                                 has AVX-512 and the shape is a dense layer's (faster
- *                                 than OpenBLAS there), else OpenBLAS sgemm over the whole
+ *                                 index order, combined by the fixed tree of reduce.h (and
+ *                                 exact's shards likewise); under math fast with AVX-512
+ *                                 each chunk's multiply-adds fused (wgrad_fuses);
+ *                    unordered -> math fast: one pass of fused tiles over the batch, x
+ *                                 read in place, where the CPU has AVX-512 and the shape
+ *                                 is a dense layer's (faster than OpenBLAS there; no
+ *                                 chunks, deterministic), else OpenBLAS sgemm over the whole
  *                                 batch, each worker on its rows of dw (no partials);
  *                                 otherwise workers take chunks of DT_UNORDERED_CHUNK rows
  *                                 dynamically, sum them into private partials, and add the
@@ -282,7 +285,8 @@ DT_VECTOR_FN(wgrad_tiles_v8,
  * OpenBLAS's FMA speed, where the AVX2 tile is held back by the number of instructions.
  * Every element sees the same sequence of roundings as in matmul_ordered_v8 (the tests
  * check both against a scalar loop), so which path runs never shows in the bits. With
- * `fused` (math: fast only, matmul_fast_wide) each multiply-add is one rounding instead. */
+ * `fused` (math: fast only: matmul_fast_wide, wgrad_fast_wide, chunk_product) each multiply-add
+ * is one rounding instead, the leftover columns too (fused_tail). */
 typedef float v16f __attribute__((vector_size(64)));
 #define WR 8  /* wide tile rows */
 #define WN 16 /* wide tile columns: one vector */
@@ -313,6 +317,29 @@ wide_tile(int rows, float *restrict C, int64_t ldc, const float *restrict A, int
     for (int r = 0; r < rows; r++) memcpy(C + r * ldc, &c[r], sizeof c[r]);
 }
 
+/* wide_tile's fused products for the last `cols` (< WN) columns, by masked vectors: rows
+ * [i0, i1), FT_ROWS at a time, each multiply-add one rounding, k in order. */
+#define FT_ROWS 4
+DT_WIDE static void fused_tail(float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
+                               int64_t aks, const float *restrict Bm, int64_t ldb, int64_t K,
+                               int64_t cols, int64_t i0, int64_t i1, bool accumulate)
+{
+    const __mmask16 m = (__mmask16)((1u << cols) - 1u);
+    for (int64_t i = i0; i < i1; i += FT_ROWS) {
+        const int rows = i1 - i < FT_ROWS ? (int)(i1 - i) : FT_ROWS;
+        __m512 c[FT_ROWS];
+        for (int r = 0; r < FT_ROWS; r++)
+            c[r] = accumulate && r < rows ? _mm512_maskz_loadu_ps(m, C + (i + r) * ldc)
+                                          : _mm512_setzero_ps();
+        for (int64_t k = 0; k < K; k++) {
+            const __m512 b = _mm512_maskz_loadu_ps(m, Bm + k * ldb);
+            for (int r = 0; r < rows; r++)
+                c[r] = _mm512_fmadd_ps(_mm512_set1_ps(A[(i + r) * lda + k * aks]), b, c[r]);
+        }
+        for (int r = 0; r < rows; r++) _mm512_mask_storeu_ps(C + (i + r) * ldc, m, c[r]);
+    }
+}
+
 DT_WIDE static inline __attribute__((always_inline)) void
 matmul_wide(float *restrict C, int64_t ldc, const float *restrict A, int64_t lda, int64_t aks,
             const float *restrict Bm, int64_t ldb, int64_t K, int64_t N, int64_t i0, int64_t i1,
@@ -338,7 +365,10 @@ matmul_wide(float *restrict C, int64_t ldc, const float *restrict A, int64_t lda
             wide_tile(1, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate,
                       fused);
     }
-    if (n_tiled < N) /* leftover columns (fewer than one vector) */
+    if (n_tiled < N && fused) /* leftover columns (fewer than one vector), fused too */
+        fused_tail(C + n_tiled, ldc, A, lda, aks, Bm + n_tiled, ldb, K, N - n_tiled, i0, i1,
+                   accumulate);
+    else if (n_tiled < N)
         matmul_ordered_v8(C + n_tiled, ldc, A, lda, aks, Bm + n_tiled, ldb, K, N - n_tiled, i0, i1,
                           accumulate);
 }
@@ -388,6 +418,30 @@ static void matmul_rows_ordered_ld(float *restrict C, int64_t ldc, const float *
     }
 #endif
     matmul_ordered_v8(C, ldc, A, lda, aks, Bm, ldb, K, N, i0, i1, accumulate);
+}
+
+#ifdef DT_CPU_WIDE_KERNELS
+DT_WIDE static void matmul_fused_wide(float *restrict C, int64_t ldc, const float *restrict A,
+                                      int64_t lda, int64_t aks, const float *restrict Bm,
+                                      int64_t ldb, int64_t K, int64_t N, int64_t i0, int64_t i1)
+{
+    matmul_wide(C, ldc, A, lda, aks, Bm, ldb, K, N, i0, i1, false, true);
+}
+#endif
+
+/* An ordered reduction's chunk product from +0: k in order per element, each multiply-add
+ * one rounding where `fused` (wgrad_fuses) and two otherwise. */
+static void chunk_product(float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
+                          int64_t aks, const float *restrict Bm, int64_t ldb, int64_t K, int64_t N,
+                          int64_t i0, int64_t i1, bool fused)
+{
+#ifdef DT_CPU_WIDE_KERNELS
+    if (fused) {
+        matmul_fused_wide(C, ldc, A, lda, aks, Bm, ldb, K, N, i0, i1);
+        return;
+    }
+#endif
+    matmul_rows_ordered_ld(C, ldc, A, lda, aks, Bm, ldb, K, N, i0, i1, false);
 }
 
 #ifdef DT_CPU_WIDE_KERNELS
@@ -670,6 +724,14 @@ static bool wgrad_takes_blas(struct dt_backend *be, const struct dt_policy *pol)
     return dt_math_fast(pol) && dt_reduction_library(pol, dt_cpu(be)->forced_order);
 }
 
+/* An ordered reduction's chunk products under math: fast, on a CPU with AVX-512: the fused
+ * tiles (one rounding per multiply-add, k in order), as cuBLAS's chunk products are on the
+ * GPU: math fast allows contraction, and the order -- the chunks, the tree, the shards --
+ * stays the reduction's. So `fast` + an ordered reduction measures the order alone, not
+ * also portable's separate roundings. Dense layers only (a convolution's weight gradient
+ * keeps its tiles' two roundings, conv.c); without AVX-512 the two-rounding tiles. */
+static bool wgrad_fuses(const struct dt_policy *pol) { return dt_math_fast(pol) && dt_cpu_wide(); }
+
 static enum dt_status wgrad_blas(struct dt_backend *be, float *dw, const float *a, bool a_is_xt,
                                  const float *dy, int64_t B, int64_t in, int64_t out)
 {
@@ -687,6 +749,7 @@ struct wgrad_job {
     int64_t a_rs, a_ks; /* the fixed form's strides of (row of dw, batch row) in xt */
     int64_t n_chunks;
     atomic_llong next_chunk;
+    bool fused; /* the fixed form's chunk products: wgrad_fuses */
 };
 
 /* reduction fixed, rows [begin, end) of dw over batch rows [0, B), row begin at dw (row i at
@@ -698,7 +761,7 @@ struct wgrad_job {
  * 1, a_ks in). Same bits for any split of the rows and either layout. */
 static void wgrad_fixed_rows(struct dt_backend *be, int worker, float *dw, const float *a,
                              int64_t a_rs, int64_t a_ks, const float *dy, int64_t B, int64_t out,
-                             int64_t begin, int64_t end)
+                             int64_t begin, int64_t end, bool fused)
 {
     if (!dt_cpu_wide()) { /* the tiles with the tree as a stack, dy's strips and x packed */
         const int64_t rows = a_rs == 1 ? (end - begin + MR - 1) / MR * MR : 0; /* x packed */
@@ -720,8 +783,8 @@ static void wgrad_fixed_rows(struct dt_backend *be, int worker, float *dw, const
             for (int64_t c = 0; c < n_chunks; c++) {
                 const int64_t b0 = c * DT_REDUCE_CHUNK;
                 const int64_t len = B - b0 < DT_REDUCE_CHUNK ? B - b0 : DT_REDUCE_CHUNK;
-                matmul_rows_ordered_ld(buf + c * block, cols, a + i0 * a_rs + b0 * a_ks, a_rs, a_ks,
-                                       dy + b0 * out + j0, out, len, cols, 0, rows, false);
+                chunk_product(buf + c * block, cols, a + i0 * a_rs + b0 * a_ks, a_rs, a_ks,
+                              dy + b0 * out + j0, out, len, cols, 0, rows, fused);
             }
             reduce_tree(buf, n_chunks, block);
             for (int64_t r = 0; r < rows; r++)
@@ -743,7 +806,7 @@ static void wgrad_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
 {
     struct wgrad_job *j = ctx;
     wgrad_fixed_rows(j->be, worker, j->dw + begin * j->out, j->xt, j->a_rs, j->a_ks, j->dy, j->B,
-                     j->out, begin, end);
+                     j->out, begin, end, j->fused);
 }
 
 /* reduction exact with shards set: shard k's partial at dw + k * in * out, each the fixed
@@ -756,6 +819,7 @@ struct wgrad_shards_job {
     int64_t a_rs, a_ks;
     int64_t B, in, out;
     const struct dt_shards *sh;
+    bool fused;
 };
 
 static void wgrad_shards_part(void *ctx, int64_t begin, int64_t end, int worker)
@@ -766,7 +830,7 @@ static void wgrad_shards_part(void *ctx, int64_t begin, int64_t end, int worker)
         const int64_t i1 = end - t < j->in - i0 ? i0 + (end - t) : j->in;
         const int64_t r0 = j->sh->row[k], rows = j->sh->row[k + 1] - r0;
         wgrad_fixed_rows(j->be, worker, j->dw + (k * j->in + i0) * j->out, j->a + r0 * j->a_ks,
-                         j->a_rs, j->a_ks, j->dy + r0 * j->out, rows, j->out, i0, i1);
+                         j->a_rs, j->a_ks, j->dy + r0 * j->out, rows, j->out, i0, i1, j->fused);
         t += i1 - i0;
     }
 }
@@ -981,7 +1045,8 @@ enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float 
                                    .B = B,
                                    .in = in,
                                    .out = out,
-                                   .sh = sh};
+                                   .sh = sh,
+                                   .fused = wgrad_fuses(pol)};
     dt_pool_run(dt_cpu(be)->pool, sh->count * in, ROW_BLOCK, wgrad_shards_part, &job);
     return DT_OK;
 }
@@ -1011,6 +1076,7 @@ struct wgrad_summed_job {
     int64_t in, out, n, groups, tmp_floats;
     const struct dt_shards *sh;
     int64_t mult; /* batch rows an example (the GPT's positions) */
+    bool fused;   /* the shards' chunk products: wgrad_fuses */
     int guess, shift;
     uint8_t e_floor;
     uint32_t worker_max[DT_CPU_MAX_THREADS];
@@ -1025,11 +1091,11 @@ static void wgrad_summed_partials(const struct wgrad_summed_job *j, int worker, 
     for (int64_t k = 0; k < j->sh->count; k++) {
         const int64_t r0 = j->sh->row[k] * j->mult, len = j->sh->row[k + 1] * j->mult - r0;
         if (len <= DT_REDUCE_CHUNK) /* one chunk: its partial is the product, made in place */
-            matmul_rows_ordered_ld(t + k * rows * j->out, j->out, j->x + r0 * j->in + i0, 1, j->in,
-                                   j->dy + r0 * j->out, j->out, len, j->out, 0, rows, false);
+            chunk_product(t + k * rows * j->out, j->out, j->x + r0 * j->in + i0, 1, j->in,
+                          j->dy + r0 * j->out, j->out, len, j->out, 0, rows, j->fused);
         else
             wgrad_fixed_rows(j->be, worker, t + k * rows * j->out, j->x + r0 * j->in, 1, j->in,
-                             j->dy + r0 * j->out, len, j->out, i0, i0 + rows);
+                             j->dy + r0 * j->out, len, j->out, i0, i0 + rows, j->fused);
     }
 }
 
@@ -1124,7 +1190,7 @@ enum dt_status dt_cpu_dense_backward_weight_summed(struct dt_backend *be, float 
     const int T = dt_pool_threads(c->pool);
     struct wgrad_summed_job job = {0}, *j = &job;
     j->be = be, j->dw = dw, j->x = x, j->dy = dy, j->in = in, j->out = out, j->n = n, j->sh = sh;
-    j->mult = mult;
+    j->mult = mult, j->fused = wgrad_fuses(pol);
     j->groups = (out + DT_CPU_SPEC_GROUP - 1) / DT_CPU_SPEC_GROUP;
     j->tmp_floats = sh->count * ROW_BLOCK * out;
     /* the floor guessed from the maximum before (none: every group with a nonzero term risky) */
@@ -1198,7 +1264,8 @@ enum dt_status dt_cpu_dense_backward_weight(struct dt_backend *be, float *dw, co
                                 .in = in,
                                 .out = out,
                                 .a_rs = 1,
-                                .a_ks = in};
+                                .a_ks = in,
+                                .fused = wgrad_fuses(pol)};
         dt_pool_run(dt_cpu(be)->pool, in, ROW_BLOCK, wgrad_fixed_part, &job);
         return DT_OK;
     }
