@@ -84,7 +84,7 @@ static const char usage_text[] =
     "        folder's config, data and checkpoints), prints what would be trained, and\n"
     "        writes nothing: exit 0 exactly when the run would start (a GPU config on a\n"
     "        machine without one: said, and the rest checked with the CPU backend).\n"
-    "  report DIR [--no-plots] [--quiet]\n"
+    "  report DIR [--no-plots] [--quiet] [--tables-only]\n"
     "        Rebuild DIR/report.md, summary.csv (one row per cell), cells.csv (one row\n"
     "        per cell and replica pair), drift.csv and DIR/plots/*.svg|png (gnuplot;\n"
     "        tables only without it) from the traces, predictions and snapshots on\n"
@@ -92,7 +92,11 @@ static const char usage_text[] =
     "        churn, weight distance and drift per cell; overhead vs fast with a 95%\n"
     "        bootstrap interval per policy. The same folder gives the same files.\n"
     "        A matrix folder (matrix.json): every entry's report, then report.md and\n"
-    "        matrix.csv side by side per device.\n"
+    "        matrix.csv side by side per device: digests, step time vs fast, the\n"
+    "        hash's share of a step, and each cell's noise (accuracy spread, churn,\n"
+    "        per-class spread). --tables-only: those two files alone, from the entries'\n"
+    "        summary.csv as they stand (a committed folder whose per-step files are\n"
+    "        packed or trimmed); no entry is rebuilt.\n"
     "        A ranks folder (plain/ and np<N>/ runs of one config, scripts/ranks.sh):\n"
     "        every run's report, then report.md and ranks.csv: per policy, digest\n"
     "        equality across rank counts and step time vs reduction: unordered.\n"
@@ -487,8 +491,10 @@ static int cmd_report(const struct app *app, int argc, char **argv)
 {
     const char *dir = NULL;
     struct dt_report_options opt = {.print_summary = true, .gnuplot = NULL, .quiet = false};
+    bool tables_only = false;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--no-plots") == 0) opt.gnuplot = "none";
+        else if (strcmp(argv[i], "--tables-only") == 0) tables_only = true;
         else if (strcmp(argv[i], "--quiet") == 0) opt.quiet = true;
         else if (argv[i][0] == '-' && argv[i][1] != '\0')
             return usage_error("report: unknown option '%s'", argv[i]);
@@ -496,6 +502,10 @@ static int cmd_report(const struct app *app, int argc, char **argv)
         else return usage_error("report: unexpected argument '%s' (one DIR only)", argv[i]);
     }
     if (!dir) return usage_error("report: missing DIR (the folder `detrain run` wrote)", "");
+    if (tables_only && !dt_matrix_is_folder(dir))
+        return usage_error("report: --tables-only takes a matrix folder (one with matrix.json); "
+                           "'%s' is not one",
+                           dir);
     struct dt_error err = {0};
     /* report.md and plots/ are written into the folder: not while a run writes there */
     struct dt_folder_lock lock = {.fd = -1};
@@ -504,7 +514,7 @@ static int cmd_report(const struct app *app, int argc, char **argv)
     if (lstat(dir, &dir_st) == 0 && S_ISDIR(dir_st.st_mode))
         st = dt_folder_lock_take(&lock, dir, "detrain report", &err);
     if (st == DT_OK) {
-        if (dt_matrix_is_folder(dir)) st = dt_matrix_report(dir, &opt, true, &err);
+        if (dt_matrix_is_folder(dir)) st = dt_matrix_report(dir, &opt, !tables_only, &err);
         else if (dt_ranks_is_folder(dir)) st = dt_ranks_report(dir, opt.quiet, &err);
         else st = dt_report_build(dir, &opt, &err);
         dt_folder_lock_release(&lock);

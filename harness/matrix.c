@@ -481,6 +481,15 @@ static void policy_text(char *buf, size_t size, const struct dt_report_summary_r
     else snprintf(buf, size, "%s", r->cell);
 }
 
+/* The hash's share of a hashed step, hash / (update + hash) with inline hashing: what
+ * checking every weight every step costs beside the training itself. NaN = n/a. */
+static double hash_share(const struct dt_report_summary_row *r)
+{
+    return isfinite(r->step_ms) && isfinite(r->hash_ms) && r->step_ms + r->hash_ms > 0
+               ? r->hash_ms / (r->step_ms + r->hash_ms)
+               : NAN;
+}
+
 static void csv_num(struct dt_strbuf *sb, const char *fmt, double v)
 {
     dt_strbuf_printf(sb, ",");
@@ -503,7 +512,14 @@ static void csv_rows(struct dt_strbuf *sb, const struct entry_view *v)
         csv_num(sb, "%.6f", r->ratio);
         csv_num(sb, "%.6f", r->ci_lo);
         csv_num(sb, "%.6f", r->ci_hi);
-        dt_strbuf_printf(sb, ",%s\n", r->verdict);
+        dt_strbuf_printf(sb, ",%s", r->verdict);
+        csv_num(sb, "%.6f", r->hash_ms);
+        csv_num(sb, "%.6f", hash_share(r));
+        csv_num(sb, "%.6f", r->acc_mean);
+        csv_num(sb, "%.6f", r->acc_std);
+        csv_num(sb, "%.6f", r->churn_mean);
+        csv_num(sb, "%.6f", r->class_std_mean);
+        dt_strbuf_printf(sb, "\n");
     }
 }
 
@@ -535,8 +551,38 @@ static void md_rows(struct dt_strbuf *sb, const struct entry_view *v)
         dt_strbuf_printf(sb, " | %s | ", first[0] ? first : "n/a");
         if (isfinite(r->step_ms)) dt_strbuf_printf(sb, "%.3f", r->step_ms);
         else dt_strbuf_printf(sb, "n/a");
+        const double share = hash_share(r);
+        if (isfinite(share)) dt_strbuf_printf(sb, " | %.1f%%", 100.0 * share);
+        else dt_strbuf_printf(sb, " | n/a");
         dt_strbuf_printf(sb, " | %s |\n", ratio);
     }
+}
+
+static void md_num(struct dt_strbuf *sb, double v)
+{
+    if (isfinite(v)) dt_strbuf_printf(sb, " %.4f |", v);
+    else dt_strbuf_printf(sb, " n/a |");
+}
+
+/* The noise of each cell with two or more completed replicas: what the replicas' test
+ * accuracy, predictions and per-class accuracy spread (the entry's summary.csv). */
+static int md_noise_rows(struct dt_strbuf *sb, const struct entry_view *v)
+{
+    int n = 0;
+    for (int i = 0; i < v->n_rows; i++) {
+        const struct dt_report_summary_row *r = &v->rows[i];
+        if (r->completed < 2) continue;
+        char policy[400];
+        policy_text(policy, sizeof policy, r);
+        dt_strbuf_printf(sb, "| %s | %s | %d |", v->e->name, policy, r->completed);
+        md_num(sb, r->acc_mean);
+        md_num(sb, r->acc_std);
+        md_num(sb, r->churn_mean);
+        md_num(sb, r->class_std_mean);
+        dt_strbuf_printf(sb, "\n");
+        n++;
+    }
+    return n;
 }
 
 static void md_device(struct dt_strbuf *sb, const struct entry_view *views, int n, int device)
@@ -546,10 +592,20 @@ static void md_device(struct dt_strbuf *sb, const struct entry_view *views, int 
     for (int i = 0; i < n; i++) with_rows += views[i].e->device == device && views[i].n_rows > 0;
     if (with_rows) {
         dt_strbuf_printf(sb, "| entry | model | policy | controls | replicas | distinct digests | "
-                             "first divergent step | step ms | ratio vs fast [95%% interval] |\n"
-                             "|---|---|---|---|--:|--:|--:|--:|---|\n");
+                             "first divergent step | step ms | hash share | ratio vs fast [95%% "
+                             "interval] |\n"
+                             "|---|---|---|---|--:|--:|--:|--:|--:|---|\n");
         for (int i = 0; i < n; i++)
             if (views[i].e->device == device) md_rows(sb, &views[i]);
+        dt_strbuf_printf(sb,
+                         "\nNoise (%s): the replicas' spread, cell by cell.\n\n"
+                         "| entry | policy | replicas | test accuracy | its sd | churn | "
+                         "per-class sd |\n|---|---|--:|--:|--:|--:|--:|\n",
+                         device_names[device]);
+        int noise = 0;
+        for (int i = 0; i < n; i++)
+            if (views[i].e->device == device) noise += md_noise_rows(sb, &views[i]);
+        if (!noise) dt_strbuf_printf(sb, "| (no cell with two completed replicas) | | | | | | |\n");
         dt_strbuf_printf(sb, "\n");
     } else {
         dt_strbuf_printf(sb, "No results on this device.\n\n");
@@ -593,9 +649,16 @@ static enum dt_status write_report_md(const char *dir, const struct record *rec,
              "replicas' model digests differ; `-` = never (every replica identical at every "
              "hashed step). With `vary: []` every difference between replicas is the tooling's. "
              "*step ms*: median update time over the cell's replicas (run one after another). "
+             "*hash share*: the median hash time's share of a hashed step, hash / (update + "
+             "hash), hashing inline. "
              "*ratio vs fast*: the policy's median step time over `fast`'s on alternated steps, "
              "with its paired bootstrap 95%% interval (`inconclusive` when it holds 1.0). "
              "*controls*: reduction/atomics/math, then conv_algo (lenet) or rng (bnn_mlp). "
+             "*Noise*, per device: the completed replicas' mean test accuracy and its standard "
+             "deviation, the mean pairwise churn (the share of test predictions two replicas "
+             "disagree on) and the mean over classes of the per-class accuracy's standard "
+             "deviation -- with `vary: []` the tooling's noise alone, with a `vary` setting that "
+             "source's. "
              "`n/a` = not available.\n\n");
     for (int d = 0; d < N_DEVICES; d++) {
         bool any = false;

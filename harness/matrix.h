@@ -26,7 +26,8 @@ struct dt_test_hooks;
 #define DT_MATRIX_CSV_HEADER                                                                       \
     "device,entry,model,cell,vary,policy,controls,replicas,completed,"                             \
     "distinct_final_digests,first_divergent_step,step_ms_median,overhead_ratio,"                   \
-    "overhead_ci_lo,overhead_ci_hi,overhead_verdict"
+    "overhead_ci_lo,overhead_ci_hi,overhead_verdict,hash_ms_median,hash_share,test_acc_mean,"      \
+    "test_acc_std,churn_mean,class_acc_std_mean"
 
 struct dt_matrix_options {
     const char *config;      /* the matrix config file */

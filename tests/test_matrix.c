@@ -430,16 +430,31 @@ DT_TEST(report_aggregation)
     CHECK(md != NULL);
     if (!md) return;
     CHECK_CONTAINS(md, "# agg (matrix)\n\n4 entries: 2 done, 1 skipped, 1 failed.");
-    CHECK_CONTAINS(md,
-                   "## cpu\n\n| entry | model | policy | controls | replicas | distinct digests "
-                   "| first divergent step | step ms | ratio vs fast [95% interval] |");
-    CHECK_CONTAINS(md,
-                   "| nets | mlp | fast | unordered/float/fast | 3/3 | 3 | 1 | 2.500 | baseline |");
-    CHECK_CONTAINS(md, "| nets | mlp | portable | exact/fixed_point/portable | 3/3 | 1 | - | 3.000 "
-                       "| 1.200x [1.100, 1.300] |");
-    CHECK_CONTAINS(md, "| 3/3 | 1 | 7 | 2.600 | 1.010x [0.980, 1.040] inconclusive |");
     CHECK_CONTAINS(
-        md, "| nets | mlp | solo | exact/fixed_point/portable | 1/3 | 1 | n/a | 3.100 | - |");
+        md, "## cpu\n\n| entry | model | policy | controls | replicas | distinct digests "
+            "| first divergent step | step ms | hash share | ratio vs fast [95% interval] |");
+    /* hash share = hash / (update + hash): 0.5 / 3.0, 0.5 / 3.5, 0.5 / 3.1 */
+    CHECK_CONTAINS(
+        md,
+        "| nets | mlp | fast | unordered/float/fast | 3/3 | 3 | 1 | 2.500 | 16.7% | baseline |");
+    CHECK_CONTAINS(md, "| nets | mlp | portable | exact/fixed_point/portable | 3/3 | 1 | - | 3.000 "
+                       "| 14.3% | 1.200x [1.100, 1.300] |");
+    CHECK_CONTAINS(md, "| 3/3 | 1 | 7 | 2.600 | 16.1% | 1.010x [0.980, 1.040] inconclusive |");
+    CHECK_CONTAINS(md, "| nets | mlp | solo | exact/fixed_point/portable | 1/3 | 1 | n/a | 3.100 | "
+                       "13.9% | - |");
+    /* the noise table: cells with two or more completed replicas, the summary's spread */
+    CHECK_CONTAINS(md, "Noise (cpu): the replicas' spread, cell by cell.\n\n| entry | policy | "
+                       "replicas | test accuracy | its sd | churn | per-class sd |");
+    CHECK_CONTAINS(md, "| nets | fast | 3 | 0.8000 | 0.0100 | 0.0500 | 0.0100 |\n");
+    CHECK_CONTAINS(md, "| nets | portable | 3 | 0.8000 | 0.0000 | 0.0000 | 0.0000 |\n");
+    CHECK(strstr(md, "| nets | solo | 1 |") == NULL); /* one replica: no spread */
+    CHECK_CONTAINS(md, "| cnn | portable | 2 | 0.8000 | 0.0000 | 0.0000 | 0.0000 |\n");
+    CHECK_M(dir, 0, "hash_ms_median", "0.500000");
+    CHECK_M(dir, 0, "hash_share", "0.166667");
+    CHECK_M(dir, 0, "test_acc_std", "0.010000");
+    CHECK_M(dir, 0, "churn_mean", "0.050000");
+    CHECK_M(dir, 0, "class_acc_std_mean", "0.010000");
+    CHECK_M(dir, 3, "test_acc_std", ""); /* not available */
     CHECK_CONTAINS(md, "Failed:\n\n- `gone` (mlp): dataset missing; no results were written\n");
     CHECK_CONTAINS(md, "## cuda\n\n| entry |");
     CHECK_CONTAINS(md, "| cnn | lenet | portable | exact/fixed_point/portable/own | 2/2 | 2 | 0 |");
@@ -591,6 +606,22 @@ DT_TEST(run_two_entries)
     CHECK(dt_files_equal(csv, csv_copy));
     snprintf(path, sizeof path, "%s/a/summary.csv", dir);
     CHECK(dt_path_exists(path));
+
+    /* `--tables-only`: the matrix files again from the entries' summaries as they are (a
+     * committed folder, its per-step files packed): no entry rebuilt -- its report.md, taken
+     * away here, stays away -- and the same bytes */
+    CHECK_INT_EQ(dt_run_capture(out, sizeof out, "rm '%s' '%s' '%s/a/report.md'", md, csv, dir), 0);
+    rc = dt_run_capture(out, sizeof out, "'%s' report '%s' --tables-only --quiet", EXE, dir);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    CHECK_INT_EQ(rc, 0);
+    CHECK(dt_files_equal(md, md_copy));
+    CHECK(dt_files_equal(csv, csv_copy));
+    snprintf(path, sizeof path, "%s/a/report.md", dir);
+    CHECK(!dt_path_exists(path));
+    /* anything but a matrix folder is refused, naming the option */
+    rc = dt_run_capture(out, sizeof out, "'%s' report '%s/a' --tables-only", EXE, dir);
+    CHECK_INT_EQ(rc, 2);
+    CHECK_CONTAINS(out, "--tables-only takes a matrix folder");
 }
 
 DT_TEST(only_entries)

@@ -1751,7 +1751,9 @@ static enum dt_status summary_fields(struct dt_report_summary_row *r, const stru
     const struct {
         int col;
         double *out;
-    } num[] = {{16, &r->step_ms}, {18, &r->ratio}, {19, &r->ci_lo}, {20, &r->ci_hi}};
+    } num[] = {{16, &r->step_ms}, {17, &r->hash_ms},    {18, &r->ratio},
+               {19, &r->ci_lo},   {20, &r->ci_hi},      {8, &r->acc_mean},
+               {9, &r->acc_std},  {10, &r->churn_mean}, {14, &r->class_std_mean}};
     for (size_t i = 0; i < sizeof num / sizeof num[0]; i++)
         if (!parse_f64(f[num[i].col], num[i].out, true))
             return dt_csv_fail(c, err, "bad number '%s' in column %d", f[num[i].col],

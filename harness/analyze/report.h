@@ -67,6 +67,10 @@ struct dt_report_summary_row {
     int64_t first_step; /* earliest divergent step; -1 = the replicas never differ */
     char first_tensor[64];
     double step_ms;             /* median step time; NaN = not available */
+    double hash_ms;             /* median hash time of a hashed step; NaN = n/a */
+    double acc_mean, acc_std;   /* test accuracy over the completed replicas; NaN = n/a */
+    double churn_mean;          /* mean pairwise prediction churn; NaN = n/a */
+    double class_std_mean;      /* mean over classes of the per-class accuracy's spread */
     double ratio, ci_lo, ci_hi; /* overhead vs fast and its 95% interval; NaN = n/a */
     char verdict[16];           /* baseline, conclusive, inconclusive, or "" */
 };
