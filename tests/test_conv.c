@@ -407,8 +407,9 @@ DT_TEST(conv2d_backward_data_fixed_bits)
  * back to conv.c cannot pass for it: built with oneDNN, each op runs under `fast` and
  * matches the double reference (forward; backward against the same finite differences
  * as the gradcheck below, through conv_ref); under run_to_run, portable and a forced order
- * it declines (DT_ERR_UNSUPPORTED), leaving the output as it was. Without oneDNN every call
- * declines. */
+ * it declines (DT_ERR_UNSUPPORTED), leaving the output as it was; under `fast` with an
+ * ordered reduction it declines the weight gradient alone, with exact atomics backward-data
+ * alone. Without oneDNN every call declines. */
 static void conv_fd(double *grad, double *v, int64_t n, const double *x, const double *w,
                     const double *bias, const float *r, double *y, const struct dt_conv2d_shape *s);
 DT_TEST(conv_onednn_path)
@@ -462,6 +463,19 @@ DT_TEST(conv_onednn_path)
                 touched += bits != 0xffffffffu;
             }
             CHECK_INT_EQ(touched, 0);
+        }
+        /* a single-control ablation of fast leaves oneDNN only the op that control acts
+         * on: an ordered reduction the weight gradient (the batch sum), exact atomics
+         * backward-data (detrain's scatter-adds); the forward stays the library's */
+        for (int ab = 0; ab < 2; ab++) {
+            struct dt_policy pol = fast;
+            if (ab == 0) pol.reduction = DT_REDUCTION_FIXED;
+            else pol.atomics = DT_ATOMICS_FIXED_POINT;
+            CHECK_INT_EQ(dt_cpu_dnnl_conv_forward(be, y, x, w, bias, &s, &pol), want);
+            CHECK_INT_EQ(dt_cpu_dnnl_conv_backward_data(be, gx, r, w, &s, &pol),
+                         ab == 0 ? want : DT_ERR_UNSUPPORTED);
+            CHECK_INT_EQ(dt_cpu_dnnl_conv_backward_weight(be, gw, x, r, &s, &pol),
+                         ab == 1 ? want : DT_ERR_UNSUPPORTED);
         }
         CHECK_INT_EQ(dt_backend_set_forced_order(be, 7), DT_OK);
         CHECK_INT_EQ(dt_cpu_dnnl_conv_forward(be, y, x, w, bias, &s, &fast), DT_ERR_UNSUPPORTED);

@@ -1,8 +1,10 @@
 /* The `fast` convolutions on the CPU through oneDNN (issue 38): what a CPU user of
- * PyTorch gets, picked by measurement (docs/performance.md). Only where no control asks
- * for an order -- `conv_algo: autotune`, `math: fast`, `reduction: unordered`,
- * `atomics: float`, no forced order -- since the library's summation order is its own;
- * every other policy runs conv.c's im2col kernels, where each control acts.
+ * PyTorch gets, picked by measurement (docs/performance.md). Under `conv_algo: autotune`
+ * and `math: fast`, op by op where no control that acts on it asks for an order
+ * (library_allowed): the forward always, backward-data with `atomics: float` (detrain's
+ * own backward-data is where the scatter-adds are), the weight gradient with `reduction:
+ * unordered` (its sum over the batch); no forced order. The library's summation order is
+ * its own; every other case runs conv.c's kernels, where each control acts.
  *
  * Activations stay in detrain's NHWC (oneDNN's `nhwc`), so nothing large is reordered;
  * the weights (HWIO, oneDNN's `hwio`) are reordered into the layout the primitive chose
@@ -182,13 +184,6 @@ struct dt_cpu_dnnl *dt_cpu_dnnl_new(void)
     return d;
 }
 
-/* The library path applies: oneDNN here, and no control asks for an order. */
-static bool library_allowed(const struct dt_cpu_ctx *c, const struct dt_policy *pol)
-{
-    return c->dnnl && !c->forced_order && pol->conv_algo == DT_CONV_ALGO_AUTOTUNE &&
-           dt_math_fast(pol) && !dt_reduction_ordered(pol) && !dt_atomics_exact(pol);
-}
-
 /* The primitives for shape s with batch B, made on first use; NULL when oneDNN refuses it
  * or the cache is full (then conv.c runs the op). */
 static struct dnnl_shape *shape_for(struct dt_cpu_dnnl *d, const struct dt_conv2d_shape *s,
@@ -215,6 +210,27 @@ static struct dnnl_shape *shape_for(struct dt_cpu_dnnl *d, const struct dt_conv2
  * (they differ by at most one image): their shapes are made, and the weights reordered, by
  * the caller before the pool runs. */
 enum dnnl_op { DNNL_FWD, DNNL_BWD_DATA, DNNL_BWD_W };
+
+/* The library path applies to op: oneDNN here, `conv_algo: autotune` and `math: fast`, and
+ * no control that acts on this op's sums asks for something the library does not promise:
+ * the weight gradient sums over the batch (`reduction` must be unordered), backward-data is
+ * where detrain's own kernels scatter-add (col2im: `atomics` must be float); the forward has
+ * neither. So a single-control ablation of `fast` prices that control on the op it governs,
+ * not a switch of library on every convolution (LeNet's `fast+atomics=fixed_point` was 1.64x
+ * in the overhead matrix at git 225be5d, its forward and weight gradient off oneDNN too). */
+static bool library_allowed(const struct dt_cpu_ctx *c, const struct dt_policy *pol,
+                            enum dnnl_op op)
+{
+    if (!c->dnnl || c->forced_order || pol->conv_algo != DT_CONV_ALGO_AUTOTUNE ||
+        !dt_math_fast(pol))
+        return false;
+    switch (op) {
+    case DNNL_FWD: return true;
+    case DNNL_BWD_DATA: return !dt_atomics_exact(pol);
+    case DNNL_BWD_W: return !dt_reduction_ordered(pol);
+    }
+    return false;
+}
 struct dnnl_job {
     struct dt_backend *be;
     enum dnnl_op op;
@@ -325,7 +341,7 @@ static enum dt_status run_job(struct dnnl_job *j, const struct dt_policy *pol, c
 {
     struct dt_cpu_ctx *c = dt_cpu(j->be);
     struct dt_cpu_dnnl *d = c->dnnl;
-    if (!library_allowed(c, pol)) return DT_ERR_UNSUPPORTED;
+    if (!library_allowed(c, pol, j->op)) return DT_ERR_UNSUPPORTED;
     const int T = dt_pool_threads(c->pool);
     j->parts = j->s->B < T ? (int)j->s->B : T; /* as dt_pool_run slices B with grain 1 */
     const int64_t base = j->s->B / j->parts, rem = j->s->B % j->parts;
