@@ -755,6 +755,43 @@ DT_TEST(error_snapshot_mismatch)
     CHECK_CONTAINS(err.msg, "does not match");
 }
 
+/* A replica whose run.json says it completed but whose files were trimmed since (a committed
+ * results folder: no predictions.csv, the per-step files packed): the rebuild is refused,
+ * naming the replica and the file, and the reports already there stay as they were -- where
+ * it would have counted the replica as never completed. A run.json that says interrupted
+ * with the same files missing is the ordinary unfinished replica (negative control). */
+DT_TEST(error_trimmed_completed_replica)
+{
+    char dir[1024], path[1200], keep[1300], md[1200], keep_md[1300];
+    struct dt_error err = {0};
+    build_single(dir, sizeof dir, "trimmed");
+    CHECK_INT_EQ(build_report(dir, "none", &err), DT_OK);
+    snprintf(path, sizeof path, "%s/summary.csv", dir);
+    snprintf(keep, sizeof keep, "%s.summary.csv", dir);
+    snprintf(md, sizeof md, "%s/report.md", dir);
+    snprintf(keep_md, sizeof keep_md, "%s.report.md", dir);
+    char *text = dt_read_file(path, NULL), *text_md = dt_read_file(md, NULL);
+    CHECK(text && text_md);
+    if (!text || !text_md) return;
+    dt_write_text(keep, text);
+    dt_write_text(keep_md, text_md);
+    free(text), free(text_md);
+    char rj[1200], pred[1200];
+    snprintf(rj, sizeof rj, "%s/fast/replica-1/run.json", dir);
+    snprintf(pred, sizeof pred, "%s/fast/replica-1/predictions.csv", dir);
+    dt_write_text(rj, "{\"policy\": \"fast\", \"state\": \"completed\", \"reason\": \"\"}\n");
+    CHECK_INT_EQ(remove(pred), 0);
+    CHECK_INT_EQ(build_report(dir, "none", &err), DT_ERR_DATA);
+    CHECK_CONTAINS(err.msg, "fast/replica-1: run.json says this replica completed");
+    CHECK_CONTAINS(err.msg, "predictions.csv is missing");
+    CHECK(dt_files_equal(path, keep));
+    CHECK(dt_files_equal(md, keep_md));
+    dt_write_text(rj, "{\"policy\": \"fast\", \"state\": \"interrupted\", \"reason\": \"\"}\n");
+    err = (struct dt_error){0};
+    CHECK_INT_EQ(build_report(dir, "none", &err), DT_OK);
+    CHECK(!dt_files_equal(path, keep)); /* fast's cell now one replica short */
+}
+
 /* Append `text` (no end of line) to DIR/REL: a last line cut short, as kill -9 leaves it. */
 static void append_cut(const char *dir, const char *rel, const char *text)
 {
@@ -823,4 +860,5 @@ DT_TEST_MAIN(DT_CASE(summary_values), DT_CASE(cells_values), DT_CASE(overhead_in
              DT_CASE(algorithms_section), DT_CASE(two_settings), DT_CASE(reproducible_copy),
              DT_CASE(plots_gnuplot), DT_CASE(plots_none), DT_CASE(print_summary_table),
              DT_CASE(error_missing_config), DT_CASE(error_malformed_predictions),
-             DT_CASE(error_snapshot_mismatch), DT_CASE(cut_last_lines_ignored))
+             DT_CASE(error_snapshot_mismatch), DT_CASE(cut_last_lines_ignored),
+             DT_CASE(error_trimmed_completed_replica))

@@ -389,6 +389,19 @@ static enum dt_status load_replica(struct report *rep, struct cell *cell, int c,
     note_cut(rep, cell, r, "times.csv", cut);
     rp->completed = rp->n_trace > 0 && rp->trace[rp->n_trace - 1].step == rep->exp.train.steps &&
                     rp->label != NULL;
+    /* files taken away since the run (packed or trimmed): rebuilt, the replica would read as
+     * never completed and every number of its cell would go */
+    if (!rp->completed && dt_manifest_completed(rdir))
+        return dt_error_set(
+            err, DT_ERR_DATA,
+            "%s: run.json says this replica completed, but its %s: its files were packed or "
+            "trimmed since (a committed results folder keeps trace.csv, times.csv and "
+            "metrics.csv in per-step.tar.xz and no predictions.csv; for a matrix folder "
+            "`detrain report DIR --tables-only` remakes its tables alone); nothing was rewritten",
+            rdir,
+            rp->n_trace == 0    ? "trace.csv is missing or empty"
+            : rp->label == NULL ? "predictions.csv is missing"
+                                : "trace.csv stops short of train.steps");
     cell->completed += rp->completed;
     return DT_OK;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/fileio.h"
+#include "harness/record/layout.h"
 #include "harness/record/trace.h"
 
 #define MAX_FILE (1u << 30)
@@ -211,20 +212,6 @@ static enum dt_status compare_metrics(struct dt_values_diff *d, const char *rec,
     return DT_OK;
 }
 
-/* The value of "key": in a run.json (a number, or a string without its quotes), or "" */
-static void json_value(char *out, size_t size, const char *text, const char *key)
-{
-    char pat[80];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *at = strstr(text, pat);
-    out[0] = '\0';
-    if (!at) return;
-    at += strlen(pat);
-    if (*at == '"') at++;
-    const size_t n = strcspn(at, "\",}");
-    snprintf(out, size, "%.*s", (int)(n < size ? n : size - 1), at);
-}
-
 /* run.json: the final digest, the steps and the test metrics of a completed replica. */
 static enum dt_status compare_manifest(struct dt_values_diff *d, const char *rec, const char *now,
                                        int64_t upto, struct dt_error *err)
@@ -235,14 +222,14 @@ static enum dt_status compare_manifest(struct dt_values_diff *d, const char *rec
     if (absent_a) return DT_OK;
     enum dt_status st = read_text(&tb, &absent_b, now, "run.json", err);
     char state[32];
-    json_value(state, sizeof state, ta, "state");
+    dt_manifest_field(state, sizeof state, ta, "state");
     if (st == DT_OK && !absent_b && strcmp(state, "completed") == 0 && upto < 0) {
         static const char *const keys[] = {"final_model_digest", "steps_completed", "test_loss",
                                            "test_accuracy", "test_ece"};
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
             char va[96], vb[96];
-            json_value(va, sizeof va, ta, keys[i]);
-            json_value(vb, sizeof vb, tb, keys[i]);
+            dt_manifest_field(va, sizeof va, ta, keys[i]);
+            dt_manifest_field(vb, sizeof vb, tb, keys[i]);
             if (!va[0]) continue; /* not recorded (an older result) */
             d->n_compared++;
             if (!same_number(va, vb)) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fileio.h"
 #include "harness/record/metrics.h"
 
 void dt_vary_label(char *buf, size_t size, unsigned vary)
@@ -195,4 +196,32 @@ size_t dt_layout_longest(const struct dt_experiment *exp)
     size_t in_plots = strlen("/plots/") + 24 + strlen(".png") + 4 + pid;
     size_t m = in_replica > in_explain ? in_replica : in_explain;
     return m > in_plots ? m : in_plots;
+}
+
+void dt_manifest_field(char *out, size_t size, const char *text, const char *key)
+{
+    char pat[80];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *at = strstr(text, pat);
+    out[0] = '\0';
+    if (!at) return;
+    at += strlen(pat);
+    if (*at == '"') at++;
+    const size_t n = strcspn(at, "\",}");
+    snprintf(out, size, "%.*s", (int)(n < size ? n : size - 1), at);
+}
+
+bool dt_manifest_completed(const char *replica_dir)
+{
+    char path[4300], state[32];
+    snprintf(path, sizeof path, "%s/run.json", replica_dir);
+    if (!dt_path_exists(path)) return false;
+    char *text = NULL;
+    size_t len;
+    struct dt_error ignored;
+    if (dt_read_regular_file(&text, &len, path, "run.json", 1 << 20, &ignored) != DT_OK)
+        return false;
+    dt_manifest_field(state, sizeof state, text, "state");
+    free(text);
+    return strcmp(state, "completed") == 0;
 }

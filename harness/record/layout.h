@@ -85,6 +85,12 @@ void dt_snapshot_dir(char *buf, size_t size, const char *replica_dir);
  * count (0 when report.snapshots is 0); out holds at least report.snapshots + 1. */
 int dt_snapshot_steps(const struct dt_experiment *exp, int64_t *out);
 
+/* The value of "key" in a replica's run.json text (a number, or a string without its
+ * quotes), or "" when the key is absent: the flat form dt_replica_manifest_write writes. */
+void dt_manifest_field(char *out, size_t size, const char *text, const char *key);
+/* Whether replica_dir/run.json exists and says the replica completed ("state": "completed"). */
+bool dt_manifest_completed(const char *replica_dir);
+
 /* Whether `rel` -- a path inside an experiment folder, relative to it ("portable/replica-0/
  * trace.csv") -- is one that detrain writes for exp (a run, its report, resume, explain;
  * atomic writes' ".tmp" and ".tmp-<pid>" leftovers included), is_dir saying whether it is a
