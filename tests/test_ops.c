@@ -145,6 +145,38 @@ DT_TEST(batch_sums_every_level)
     }
 }
 
+/* `fast`'s float bias gradient (dense.c's column_sums: the flat blocks of lcm(out, 16) floats
+ * with their remainder rows, the interleaved partials, the plain loop; one worker or the
+ * pool's slices) against a double sum, for column counts on each side of those paths and
+ * row counts from one to several pool slices. */
+DT_TEST(bias_fast_column_sums_match_double)
+{
+    enum { MB = 5003, MO = 40 };
+    static float dy[MB * MO], got[MO];
+    static double want[MO];
+    fill(dy, MB * MO, 1.0);
+    const int outs[] = {1, 3, 6, 7, 10, 16, 17, 31, 32, 40}, rows[] = {1, 7, 100, 999, 5003};
+    struct dt_policy pol;
+    dt_policy_from_level(&pol, DT_LEVEL_FAST);
+    int checked = 0;
+    for (int threads = 1; threads <= 3; threads++) {
+        struct dt_backend *be = cpu(threads);
+        for (size_t oi = 0; oi < sizeof outs / sizeof outs[0]; oi++)
+            for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+                const int out = outs[oi], B = rows[ri];
+                for (int o = 0; o < out; o++) {
+                    want[o] = 0;
+                    for (int b = 0; b < B; b++) want[o] += dy[b * out + o];
+                }
+                CHECK(dt_bias_backward(be, got, dy, B, out, &pol) == DT_OK);
+                check_close("fast bias gradient", got, want, out, 1e-6 * B, 1e-4);
+                checked++;
+            }
+        dt_backend_destroy(be);
+    }
+    CHECK_INT_EQ(checked, 150);
+}
+
 /* ---- relu ----------------------------------------------------------------------------- */
 
 DT_TEST(relu_gradcheck)
@@ -783,4 +815,5 @@ DT_TEST_MAIN(DT_CASE(dense_forward_matches_double), DT_CASE(dense_backward_gradc
              DT_CASE(pool_spin_setting), DT_CASE(bias_fixed_point_split_matches_serial),
              DT_CASE(wgrad_forms_same_bits), DT_CASE(matmul_paths_match_scalar),
              DT_CASE(dense_paths_same_bits), DT_CASE(dense_fast_matches_double),
-             DT_CASE(tree_as_stack), DT_CASE(wgrad_fixed_matches_definition))
+             DT_CASE(tree_as_stack), DT_CASE(wgrad_fixed_matches_definition),
+             DT_CASE(bias_fast_column_sums_match_double))

@@ -28,12 +28,12 @@
  *                                 the forced-order hook adds them in a drawn order).
  *   bias gradient    a scatter-add over the batch, under `atomics`:
  *                    fixed_point -> exact int64 accumulation, one rounding (fixed_point.h);
- *                    float       -> rows summed into per-worker partials as workers take
- *                                   them, each partial added with a float compare-and-swap
- *                                   in arrival order (block partials + atomicAdd). Not yet
- *                                   the fastest: the fixed-point sum beats it here, and
- *                                   `detrain bench` says so (docs/performance.md); it is
- *                                   what still makes `fast` replicas part on the CPU. */
+ *                    float       -> each worker's static slice of rows summed into a
+ *                                   private partial (few columns: flat blocks of whole
+ *                                   vectors, column_sums), each partial added with a
+ *                                   float compare-and-swap in arrival order (block
+ *                                   partials + atomicAdd); with three workers or more it
+ *                                   is what can make `fast` replicas part on the CPU. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -1374,10 +1374,80 @@ DT_VECTOR_FN_RET(int64_t, fixed_sum_lanes,
 /* acc[o] = the exact int64 sum over rows [b0, b1) of round(dy[b, o] * 2^shift): columns in
  * 8-lane groups where the CPU has AVX-512, in 4-lane groups otherwise (integer sums: the
  * same values), the rest one by one. */
+/* Few columns that the lanes above leave partly to the scalar loop (out under 32, not a
+ * multiple of 8): rows [b0, b0 + returned) read as a flat run in blocks of L = lcm(out, 4)
+ * floats (L / out whole rows), each converted in 4-lane groups and added into L int64 lanes,
+ * folded into the columns at the end. Integer sums are exact, so any grouping gives
+ * dt_fixed_sum_rows's bits (ops.bias_fixed_point_split_matches_serial); acc holds out sums. */
+#define FIXED_FLAT_MAX 64
+static int64_t fixed_flat_lanes(int64_t out)
+{
+    const int64_t l = out % 4 == 0 ? out : out % 2 == 0 ? 2 * out : 4 * out;
+    return out < 32 && out % 8 != 0 && l <= FIXED_FLAT_MAX ? l : 0;
+}
+
+DT_VECTOR_FN_RET(int64_t, fixed_sum_flat,
+                 (int64_t * acc, const float *dy, int64_t b0, int64_t b1, int64_t out, double scale,
+                  int64_t L),
+                 (acc, dy, b0, b1, out, scale, L))
+{
+    const v4d up = {scale, scale, scale, scale};
+    v4i a[FIXED_FLAT_MAX / 4] = {{0}}, q;
+    const int64_t per = L / out, blocks = (b1 - b0) / per, groups = L / 4;
+    const float *p = dy + b0 * out;
+    for (int64_t k = 0; k < blocks; k++, p += L)
+        for (int64_t g = 0; g < groups; g++) to_fixed4(&q, p + 4 * g, &up), a[g] += q;
+    int64_t lanes[FIXED_FLAT_MAX];
+    memcpy(lanes, a, (size_t)L * sizeof *lanes);
+    memset(acc, 0, (size_t)out * sizeof *acc);
+    for (int64_t l = 0; l < L; l++) acc[l % out] += lanes[l];
+    return blocks * per;
+}
+
+#ifdef DT_CPU_WIDE_KERNELS
+/* The same with AVX-512, 8 lanes a conversion (FIXED_COLUMNS_WIDE's instruction), blocks of
+ * lcm(out, 8) floats. */
+DT_WIDE static int64_t fixed_sum_flat_wide(int64_t *acc, const float *dy, int64_t b0, int64_t b1,
+                                           int64_t out, double scale_d, int64_t L)
+{
+    const __m512d scale = _mm512_set1_pd(scale_d);
+    __m512i a[FIXED_FLAT_MAX / 8];
+    const int64_t per = L / out, blocks = (b1 - b0) / per, groups = L / 8;
+    for (int64_t g = 0; g < groups; g++) a[g] = _mm512_setzero_si512();
+    const float *p = dy + b0 * out;
+    for (int64_t k = 0; k < blocks; k++, p += L)
+        for (int64_t g = 0; g < groups; g++) {
+            const __m512d x = _mm512_mul_pd(_mm512_cvtps_pd(_mm256_loadu_ps(p + 8 * g)), scale);
+            a[g] = _mm512_add_epi64(
+                a[g], _mm512_cvt_roundpd_epi64(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        }
+    int64_t lanes[FIXED_FLAT_MAX];
+    for (int64_t g = 0; g < groups; g++) _mm512_storeu_si512(lanes + 8 * g, a[g]);
+    memset(acc, 0, (size_t)out * sizeof *acc);
+    for (int64_t l = 0; l < L; l++) acc[l % out] += lanes[l];
+    return blocks * per;
+}
+#endif
+
 static void fixed_sum_bounded(int64_t *acc, const float *dy, int64_t b0, int64_t b1, int64_t out,
                               int shift)
 {
     const double scale = dt_fixed_scale(shift);
+    const int64_t L = fixed_flat_lanes(out);
+    if (L && (b1 - b0) * out >= 8 * L) {
+        int64_t done;
+#ifdef DT_CPU_WIDE_KERNELS
+        const int64_t L8 = L % 8 == 0 ? L : 2 * L; /* lcm(out, 8) */
+        if (dt_cpu_wide() && L8 <= FIXED_FLAT_MAX)
+            done = fixed_sum_flat_wide(acc, dy, b0, b1, out, scale, L8);
+        else
+#endif
+            done = fixed_sum_flat(acc, dy, b0, b1, out, scale, L);
+        for (int64_t b = b0 + done; b < b1; b++)
+            for (int64_t o = 0; o < out; o++)
+                acc[o] += dt_fixed_from_float_bounded(dy[b * out + o], scale);
+        return;
+    }
     int64_t o0 = 0;
 #ifdef DT_CPU_WIDE_KERNELS
     if (dt_cpu_wide()) o0 = fixed_sum_wide(acc, dy, b0, b1, out, scale);
@@ -1443,17 +1513,46 @@ struct bgrad_job {
 };
 
 /* Column sums of rows [b0, b1) in float (the unordered bias gradient: no order to keep).
- * With few columns each column's adds would wait on each other: COLUMN_LANES interleaved
- * partial sums (row b into partial b % COLUMN_LANES), added pairwise at the end. */
+ * With few columns each column's adds would wait on each other: where the least common
+ * multiple L of `out` and 16 is at most FLAT_MAX floats, the rows are read as a flat run cut
+ * into blocks of L (L / out whole rows each) summed lane by lane into two alternating
+ * partials -- full vectors whatever `out` -- and folded into the columns at the end
+ * (LeNet's convolutions: 6 columns over 73,728 rows, 16 over 8,192); otherwise
+ * COLUMN_LANES interleaved partial sums (row b into partial b % COLUMN_LANES), added
+ * pairwise at the end. */
 #define COLUMN_LANES 8
 #define COLUMN_LANES_BELOW 32 /* columns under which they are used */
+#define FLAT_MAX 256
+static int64_t flat_lanes(int64_t out)
+{
+    int64_t a = out, b = 16;
+    while (b) { /* gcd */
+        const int64_t t = a % b;
+        a = b, b = t;
+    }
+    const int64_t lcm = out / a * 16;
+    return out < COLUMN_LANES_BELOW && lcm <= FLAT_MAX ? lcm : 0;
+}
+
 DT_VECTOR_FN(column_sums,
              (float *restrict acc, const float *restrict dy, int64_t b0, int64_t b1, int64_t out),
              (acc, dy, b0, b1, out))
 {
     memset(acc, 0, (size_t)out * sizeof *acc);
     int64_t b = b0;
-    if (out < COLUMN_LANES_BELOW && b1 - b0 >= 4 * COLUMN_LANES) {
+    const int64_t L = flat_lanes(out);
+    if (L && (b1 - b0) * out >= 8 * L) {
+        float part[2][FLAT_MAX] __attribute__((aligned(64))) = {{0}};
+        const int64_t per = L / out, blocks = (b1 - b0) / per;
+        const float *restrict p = dy + b0 * out;
+        int64_t k = 0;
+        for (; k + 2 <= blocks; k += 2, p += 2 * L)
+            for (int64_t l = 0; l < L; l++) part[0][l] += p[l], part[1][l] += p[L + l];
+        for (; k < blocks; k++, p += L)
+            for (int64_t l = 0; l < L; l++) part[0][l] += p[l];
+        for (int64_t l = 0; l < L; l++) acc[l % out] += part[0][l] + part[1][l];
+        b = b0 + blocks * per;
+    } else if (out < COLUMN_LANES_BELOW && b1 - b0 >= 4 * COLUMN_LANES) {
         float part[COLUMN_LANES][COLUMN_LANES_BELOW] = {{0}};
         for (; b + COLUMN_LANES <= b1; b += COLUMN_LANES)
             for (int u = 0; u < COLUMN_LANES; u++) {
