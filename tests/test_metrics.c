@@ -128,6 +128,27 @@ DT_TEST(bench_flags_fixed_samples)
     dt_strbuf_free(&f);
 }
 
+/* The level check (dt_bench_level_flag): run_to_run's interval wholly above portable's is
+ * flagged with both; touching or overlapping intervals, or run_to_run the cheaper, are not. */
+DT_TEST(bench_level_flag)
+{
+    const struct dt_ratio_ci r2r = {.ratio = 1.30, .lo = 1.27, .hi = 1.33};
+    const struct dt_ratio_ci cheaper = {.ratio = 1.21, .lo = 1.19, .hi = 1.23};
+    const struct dt_ratio_ci touching = {.ratio = 1.24, .lo = 1.20, .hi = 1.27};
+    struct dt_strbuf f = {0};
+    dt_bench_level_flag(&f, &r2r, &cheaper);
+    CHECK(f.data && strstr(f.data, "run_to_run costs more than portable here: 1.30x [1.27, 1.33] "
+                                   "against 1.21x [1.19, 1.23]"));
+    dt_strbuf_free(&f);
+    dt_bench_level_flag(&f, &r2r, &touching);
+    CHECK(f.len == 0);
+    dt_bench_level_flag(&f, &cheaper, &r2r);
+    CHECK(f.len == 0);
+    dt_bench_level_flag(&f, NULL, &r2r);
+    CHECK(f.len == 0);
+    dt_strbuf_free(&f);
+}
+
 DT_TEST_MAIN(DT_CASE(churn_known_vectors), DT_CASE(l2_known_weights),
              DT_CASE(log_spaced_steps_known), DT_CASE(bootstrap_interval_known),
-             DT_CASE(bench_flags_fixed_samples))
+             DT_CASE(bench_flags_fixed_samples), DT_CASE(bench_level_flag))

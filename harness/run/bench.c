@@ -124,6 +124,19 @@ void dt_bench_flags(struct dt_strbuf *flags, const char *base, const char *pol,
         op_flag(flags, base, pol, (enum dt_op)o, oa, ob, n_ops, base_step, seed);
 }
 
+void dt_bench_level_flag(struct dt_strbuf *flags, const struct dt_ratio_ci *run_to_run,
+                         const struct dt_ratio_ci *portable)
+{
+    if (run_to_run && portable && run_to_run->lo > portable->hi)
+        dt_strbuf_printf(flags,
+                         "  run_to_run costs more than portable here: %.2fx [%.2f, %.2f] against "
+                         "%.2fx [%.2f, %.2f] -- the weaker promise is the dearer one on this "
+                         "machine, a library or kernel choice of run_to_run's to look at "
+                         "(docs/performance.md)\n",
+                         run_to_run->ratio, run_to_run->lo, run_to_run->hi, portable->ratio,
+                         portable->lo, portable->hi);
+}
+
 /* The bench CSV in memory: an earlier bench CSV of this path (main.c checked it is one)
  * first, else the header; written atomically at the end. */
 static enum dt_status csv_begin(struct dt_strbuf *csv, const char *path, struct dt_error *err)
@@ -201,6 +214,9 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
     const int64_t n_ops = n < 100 ? n : 100;
     double *scratch_a = dt_xcalloc((size_t)n_ops, sizeof(double));
     double *scratch_b = dt_xcalloc((size_t)n_ops, sizeof(double));
+    /* the levels' step intervals against fast, for dt_bench_level_flag */
+    struct dt_ratio_ci level_ci[DT_LEVEL_COUNT];
+    bool level_seen[DT_LEVEL_COUNT] = {false};
     for (int p = 0; p < exp->n_policies && st == DT_OK; p++) {
         const struct dt_policy *pol = &exp->policies[p];
         if (dt_policy_equal_controls(pol, &fast)) continue;
@@ -243,6 +259,13 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
                              ci.inconclusive ? "inconclusive" : "conclusive");
         struct dt_strbuf flags = {0}; /* where the baseline is not the fastest */
         dt_bench_flags(&flags, base_name, pol->name, &ci, oa, ob, n_ops, ma, exp->train.seed);
+        for (int l = 0; l < DT_LEVEL_COUNT && !opt->baseline_first; l++) {
+            struct dt_policy lv;
+            dt_policy_from_level(&lv, (enum dt_level)l);
+            if (strcmp(pol->name, dt_level_name((enum dt_level)l)) == 0 &&
+                dt_policy_equal_controls(pol, &lv))
+                level_ci[l] = ci, level_seen[l] = true;
+        }
         for (int o = 0; o < DT_OP_COUNT; o++) {
             for (int64_t r = 0; r < n_ops; r++) col[r] = oa[r * DT_OP_COUNT + o];
             double a = dt_median(col, n_ops);
@@ -263,6 +286,12 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
     }
     free(scratch_a);
     free(scratch_b);
+    struct dt_strbuf level_flags = {0};
+    if (level_seen[DT_LEVEL_RUN_TO_RUN] && level_seen[DT_LEVEL_PORTABLE])
+        dt_bench_level_flag(&level_flags, &level_ci[DT_LEVEL_RUN_TO_RUN],
+                            &level_ci[DT_LEVEL_PORTABLE]);
+    if (level_flags.data) printf("\n%s", level_flags.data);
+    dt_strbuf_free(&level_flags);
     if (!header)
         printf("\n(no policy other than the baseline %s in this config, so no overhead table; "
                "e.g. --set 'policies=[fast, run_to_run, portable]')\n",

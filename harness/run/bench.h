@@ -76,6 +76,12 @@ void dt_bench_flags(struct dt_strbuf *flags, const char *base, const char *pol,
                     const struct dt_ratio_ci *step_ci, const double *oa, const double *ob,
                     int64_t n_ops, double base_step, uint64_t seed);
 
+/* "run_to_run costs more than portable here: ...": where run_to_run's step interval against
+ * fast lies wholly above portable's (both from the same bench, the same baseline) -- a level
+ * that promises less paying more, which a library or kernel choice of its own explains. */
+void dt_bench_level_flag(struct dt_strbuf *flags, const struct dt_ratio_ci *run_to_run,
+                         const struct dt_ratio_ci *portable);
+
 enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_bench_options *opt,
                             struct dt_error *err);
 
