@@ -137,6 +137,19 @@ void dt_bench_level_flag(struct dt_strbuf *flags, const struct dt_ratio_ci *run_
                          portable->lo, portable->hi);
 }
 
+/* A named level's step interval against fast (its name and controls the level's). */
+static void note_level(struct dt_ratio_ci *level_ci, bool *level_seen, const struct dt_policy *pol,
+                       const struct dt_ratio_ci *ci)
+{
+    for (int l = 0; l < DT_LEVEL_COUNT; l++) {
+        struct dt_policy lv;
+        dt_policy_from_level(&lv, (enum dt_level)l);
+        if (strcmp(pol->name, dt_level_name((enum dt_level)l)) == 0 &&
+            dt_policy_equal_controls(pol, &lv))
+            level_ci[l] = *ci, level_seen[l] = true;
+    }
+}
+
 /* The bench CSV in memory: an earlier bench CSV of this path (main.c checked it is one)
  * first, else the header; written atomically at the end. */
 static enum dt_status csv_begin(struct dt_strbuf *csv, const char *path, struct dt_error *err)
@@ -259,13 +272,7 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
                              ci.inconclusive ? "inconclusive" : "conclusive");
         struct dt_strbuf flags = {0}; /* where the baseline is not the fastest */
         dt_bench_flags(&flags, base_name, pol->name, &ci, oa, ob, n_ops, ma, exp->train.seed);
-        for (int l = 0; l < DT_LEVEL_COUNT && !opt->baseline_first; l++) {
-            struct dt_policy lv;
-            dt_policy_from_level(&lv, (enum dt_level)l);
-            if (strcmp(pol->name, dt_level_name((enum dt_level)l)) == 0 &&
-                dt_policy_equal_controls(pol, &lv))
-                level_ci[l] = ci, level_seen[l] = true;
-        }
+        if (!opt->baseline_first) note_level(level_ci, level_seen, pol, &ci);
         for (int o = 0; o < DT_OP_COUNT; o++) {
             for (int64_t r = 0; r < n_ops; r++) col[r] = oa[r * DT_OP_COUNT + o];
             double a = dt_median(col, n_ops);
@@ -286,12 +293,12 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
     }
     free(scratch_a);
     free(scratch_b);
-    struct dt_strbuf level_flags = {0};
-    if (level_seen[DT_LEVEL_RUN_TO_RUN] && level_seen[DT_LEVEL_PORTABLE])
-        dt_bench_level_flag(&level_flags, &level_ci[DT_LEVEL_RUN_TO_RUN],
-                            &level_ci[DT_LEVEL_PORTABLE]);
-    if (level_flags.data) printf("\n%s", level_flags.data);
-    dt_strbuf_free(&level_flags);
+    if (level_seen[DT_LEVEL_RUN_TO_RUN] && level_seen[DT_LEVEL_PORTABLE]) {
+        struct dt_strbuf f = {0};
+        dt_bench_level_flag(&f, &level_ci[DT_LEVEL_RUN_TO_RUN], &level_ci[DT_LEVEL_PORTABLE]);
+        if (f.data) printf("\n%s", f.data);
+        dt_strbuf_free(&f);
+    }
     if (!header)
         printf("\n(no policy other than the baseline %s in this config, so no overhead table; "
                "e.g. --set 'policies=[fast, run_to_run, portable]')\n",
