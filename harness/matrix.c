@@ -564,7 +564,7 @@ static void md_num(struct dt_strbuf *sb, double v)
     else dt_strbuf_printf(sb, " n/a |");
 }
 
-/* The noise of each cell with two or more completed replicas: what the replicas' test
+/* The noise of each cell with two or more completed replicas: how far the replicas' test
  * accuracy, predictions and per-class accuracy spread (the entry's summary.csv). */
 static int md_noise_rows(struct dt_strbuf *sb, const struct entry_view *v)
 {

@@ -1371,19 +1371,25 @@ DT_VECTOR_FN_RET(int64_t, fixed_sum_lanes,
     return o0;
 }
 
-/* acc[o] = the exact int64 sum over rows [b0, b1) of round(dy[b, o] * 2^shift): columns in
- * 8-lane groups where the CPU has AVX-512, in 4-lane groups otherwise (integer sums: the
- * same values), the rest one by one. */
 /* Few columns that the lanes above leave partly to the scalar loop (out under 32, not a
  * multiple of 8): rows [b0, b0 + returned) read as a flat run in blocks of L = lcm(out, 4)
  * floats (L / out whole rows), each converted in 4-lane groups and added into L int64 lanes,
  * folded into the columns at the end. Integer sums are exact, so any grouping gives
  * dt_fixed_sum_rows's bits (ops.bias_fixed_point_split_matches_serial); acc holds out sums. */
 #define FIXED_FLAT_MAX 64
-static int64_t fixed_flat_lanes(int64_t out)
+
+/* lcm(out, v) for v a power of two: a flat run's block of whole rows and whole vectors. */
+static int64_t lanes_lcm(int64_t out, int64_t v)
 {
-    const int64_t l = out % 4 == 0 ? out : out % 2 == 0 ? 2 * out : 4 * out;
-    return out < 32 && out % 8 != 0 && l <= FIXED_FLAT_MAX ? l : 0;
+    const int64_t low = out & -out; /* out's largest power-of-two factor */
+    return out * (v / (low < v ? low : v));
+}
+
+/* The fold of a flat run's L lanes into `out` column sums (lane l belongs to column l % out). */
+static void fold_lanes(int64_t *acc, const int64_t *lanes, int64_t L, int64_t out)
+{
+    memset(acc, 0, (size_t)out * sizeof *acc);
+    for (int64_t l = 0; l < L; l++) acc[l % out] += lanes[l];
 }
 
 DT_VECTOR_FN_RET(int64_t, fixed_sum_flat,
@@ -1399,8 +1405,7 @@ DT_VECTOR_FN_RET(int64_t, fixed_sum_flat,
         for (int64_t g = 0; g < groups; g++) to_fixed4(&q, p + 4 * g, &up), a[g] += q;
     int64_t lanes[FIXED_FLAT_MAX];
     memcpy(lanes, a, (size_t)L * sizeof *lanes);
-    memset(acc, 0, (size_t)out * sizeof *acc);
-    for (int64_t l = 0; l < L; l++) acc[l % out] += lanes[l];
+    fold_lanes(acc, lanes, L, out);
     return blocks * per;
 }
 
@@ -1423,21 +1428,23 @@ DT_WIDE static int64_t fixed_sum_flat_wide(int64_t *acc, const float *dy, int64_
         }
     int64_t lanes[FIXED_FLAT_MAX];
     for (int64_t g = 0; g < groups; g++) _mm512_storeu_si512(lanes + 8 * g, a[g]);
-    memset(acc, 0, (size_t)out * sizeof *acc);
-    for (int64_t l = 0; l < L; l++) acc[l % out] += lanes[l];
+    fold_lanes(acc, lanes, L, out);
     return blocks * per;
 }
 #endif
 
+/* acc[o] = the exact int64 sum over rows [b0, b1) of round(dy[b, o] * 2^shift): few columns
+ * as a flat run (fixed_sum_flat); otherwise columns in 8-lane groups where the CPU has
+ * AVX-512, in 4-lane groups otherwise (integer sums: the same values), the rest one by one. */
 static void fixed_sum_bounded(int64_t *acc, const float *dy, int64_t b0, int64_t b1, int64_t out,
                               int shift)
 {
     const double scale = dt_fixed_scale(shift);
-    const int64_t L = fixed_flat_lanes(out);
-    if (L && (b1 - b0) * out >= 8 * L) {
+    const int64_t L = lanes_lcm(out, 4);
+    if (out < 32 && out % 8 != 0 && L <= FIXED_FLAT_MAX && (b1 - b0) * out >= 8 * L) {
         int64_t done;
 #ifdef DT_CPU_WIDE_KERNELS
-        const int64_t L8 = L % 8 == 0 ? L : 2 * L; /* lcm(out, 8) */
+        const int64_t L8 = lanes_lcm(out, 8);
         if (dt_cpu_wide() && L8 <= FIXED_FLAT_MAX)
             done = fixed_sum_flat_wide(acc, dy, b0, b1, out, scale, L8);
         else
@@ -1523,16 +1530,6 @@ struct bgrad_job {
 #define COLUMN_LANES 8
 #define COLUMN_LANES_BELOW 32 /* columns under which they are used */
 #define FLAT_MAX 256
-static int64_t flat_lanes(int64_t out)
-{
-    int64_t a = out, b = 16;
-    while (b) { /* gcd */
-        const int64_t t = a % b;
-        a = b, b = t;
-    }
-    const int64_t lcm = out / a * 16;
-    return out < COLUMN_LANES_BELOW && lcm <= FLAT_MAX ? lcm : 0;
-}
 
 DT_VECTOR_FN(column_sums,
              (float *restrict acc, const float *restrict dy, int64_t b0, int64_t b1, int64_t out),
@@ -1540,8 +1537,8 @@ DT_VECTOR_FN(column_sums,
 {
     memset(acc, 0, (size_t)out * sizeof *acc);
     int64_t b = b0;
-    const int64_t L = flat_lanes(out);
-    if (L && (b1 - b0) * out >= 8 * L) {
+    const int64_t L = lanes_lcm(out, 16);
+    if (out < COLUMN_LANES_BELOW && L <= FLAT_MAX && (b1 - b0) * out >= 8 * L) {
         float part[2][FLAT_MAX] __attribute__((aligned(64))) = {{0}};
         const int64_t per = L / out, blocks = (b1 - b0) / per;
         const float *restrict p = dy + b0 * out;
