@@ -449,21 +449,52 @@ DT_TEST(conv_onednn_path)
             check_close("oneDNN conv dL/dx", gx, fx, nx, 1e-5, 1e-4);
             check_close("oneDNN conv dL/dw", gw, fw, nw, 1e-5, 1e-4);
         }
-        for (int l = 0; l < DT_LEVEL_COUNT; l++) {
-            struct dt_policy pol = level((enum dt_level)l);
-            if (l == DT_LEVEL_FAST) continue;
-            poison(y, (size_t)ny * sizeof *y);
-            CHECK_INT_EQ(dt_cpu_dnnl_conv_forward(be, y, x, w, bias, &s, &pol), DT_ERR_UNSUPPORTED);
-            CHECK_INT_EQ(dt_cpu_dnnl_conv_backward_weight(be, gw, x, r, &s, &pol),
-                         DT_ERR_UNSUPPORTED);
-            int64_t touched = 0; /* declined: y still holds the poison, every byte 0xff */
-            for (int64_t i = 0; i < ny; i++) {
-                uint32_t bits;
-                memcpy(&bits, &y[i], sizeof bits);
-                touched += bits != 0xffffffffu;
-            }
-            CHECK_INT_EQ(touched, 0);
+        /* portable (conv_algo own, math portable) declines every op, touching nothing */
+        struct dt_policy port = level(DT_LEVEL_PORTABLE);
+        float *y2 = falloc(ny), *gw2 = falloc(nw), *gx2 = falloc(nx);
+        poison(y2, (size_t)ny * sizeof *y2);
+        CHECK_INT_EQ(dt_cpu_dnnl_conv_forward(be, y2, x, w, bias, &s, &port), DT_ERR_UNSUPPORTED);
+        CHECK_INT_EQ(dt_cpu_dnnl_conv_backward_data(be, gx2, r, w, &s, &port), DT_ERR_UNSUPPORTED);
+        CHECK_INT_EQ(dt_cpu_dnnl_conv_backward_weight(be, gw2, x, r, &s, &port),
+                     DT_ERR_UNSUPPORTED);
+        int64_t touched = 0; /* declined: y2 still holds the poison, every byte 0xff */
+        for (int64_t i = 0; i < ny; i++) {
+            uint32_t bits;
+            memcpy(&bits, &y2[i], sizeof bits);
+            touched += bits != 0xffffffffu;
         }
+        CHECK_INT_EQ(touched, 0);
+        /* run_to_run (conv_algo deterministic, reduction pinned, atomics fixed_point): the
+         * forward and the weight gradient are oneDNN's -- fast's bits, the same at every
+         * call on this thread count -- and backward-data, where the scatter-adds are,
+         * detrain's own */
+        struct dt_policy r2r = level(DT_LEVEL_RUN_TO_RUN);
+        CHECK_INT_EQ(dt_cpu_dnnl_conv_backward_data(be, gx2, r, w, &s, &r2r), DT_ERR_UNSUPPORTED);
+        for (int call = 0; built && call < 2; call++) {
+            poison(y2, (size_t)ny * sizeof *y2);
+            poison(gw2, (size_t)nw * sizeof *gw2);
+            CHECK_INT_EQ(dt_cpu_dnnl_conv_forward(be, y2, x, w, bias, &s, &r2r), DT_OK);
+            CHECK_INT_EQ(dt_cpu_dnnl_conv_backward_weight(be, gw2, x, r, &s, &r2r), DT_OK);
+            CHECK(memcmp(y2, y, (size_t)ny * sizeof *y) == 0);
+            CHECK(memcmp(gw2, gw, (size_t)nw * sizeof *gw) == 0);
+        }
+        if (!built) {
+            CHECK_INT_EQ(dt_cpu_dnnl_conv_forward(be, y2, x, w, bias, &s, &r2r),
+                         DT_ERR_UNSUPPORTED);
+            CHECK_INT_EQ(dt_cpu_dnnl_conv_backward_weight(be, gw2, x, r, &s, &r2r),
+                         DT_ERR_UNSUPPORTED);
+        }
+        /* the ablations of run_to_run that leave the library: conv_algo own (every op) and
+         * an ordered reduction that is not pinned (the weight gradient) */
+        struct dt_policy own = r2r, fixed = r2r;
+        own.conv_algo = DT_CONV_ALGO_OWN;
+        fixed.reduction = DT_REDUCTION_FIXED;
+        CHECK_INT_EQ(dt_cpu_dnnl_conv_forward(be, y2, x, w, bias, &s, &own), DT_ERR_UNSUPPORTED);
+        CHECK_INT_EQ(dt_cpu_dnnl_conv_backward_weight(be, gw2, x, r, &s, &own), DT_ERR_UNSUPPORTED);
+        CHECK_INT_EQ(dt_cpu_dnnl_conv_forward(be, y2, x, w, bias, &s, &fixed), want);
+        CHECK_INT_EQ(dt_cpu_dnnl_conv_backward_weight(be, gw2, x, r, &s, &fixed),
+                     DT_ERR_UNSUPPORTED);
+        free(y2), free(gw2), free(gx2);
         /* a single-control ablation of fast leaves oneDNN only the op that control acts
          * on: an ordered reduction the weight gradient (the batch sum), exact atomics
          * backward-data (detrain's scatter-adds); the forward stays the library's */

@@ -678,7 +678,8 @@ enum dt_status dt_cpu_conv2d_forward(struct dt_backend *be, float *y, const floa
 /* The chunk tiles, under an ordered reduction (fixed, exact, pinned) and math strict or
  * fast (the tiles' products are mul and add: the fixed order's bits whichever math allows
  * more), where the shape suits them: few outputs (dense.c's rows form would be picked) or
- * out_strips_take's. pinned (run_to_run) may take a library product over the batch instead
+ * out_strips_take's. pinned (run_to_run) takes oneDNN's weight gradient first where built
+ * with it (conv_dnnl.c); without it, it may take a library product over the batch instead
  * and keeps it beyond the shapes where OpenBLAS was measured slower -- few outputs over tens
  * of thousands of rows, one strip of 16 (LeNet's weight gradient at run_to_run 4.65x `fast`'s
  * op on OpenBLAS, 1.66x on the tiles: conv-tiles-zen5/summary.txt): the fixed order keeps

@@ -1,10 +1,10 @@
-/* The `fast` convolutions on the CPU through oneDNN (issue 38): what a CPU user of
- * PyTorch gets, picked by measurement (docs/performance.md). Under `conv_algo: autotune`
- * and `math: fast`, op by op where no control that acts on it asks for an order
- * (library_allowed): the forward always, backward-data with `atomics: float` (detrain's
- * own backward-data is where the scatter-adds are), the weight gradient with `reduction:
- * unordered` (its sum over the batch); no forced order. The library's summation order is
- * its own; every other case runs conv.c's kernels, where each control acts.
+/* The `fast` and `run_to_run` convolutions on the CPU through oneDNN (issue 38): what a CPU
+ * user of PyTorch gets, picked by measurement (docs/performance.md). Under `conv_algo:
+ * autotune` or `deterministic` and `math: fast`, op by op where no control that acts on it
+ * asks for an order (library_allowed): the forward always, backward-data with `atomics:
+ * float` (detrain's own backward-data is where the scatter-adds are), the weight gradient
+ * with `reduction: unordered` or `pinned` (its sum over the batch); no forced order. The library's
+ * summation order is its own; every other case runs conv.c's kernels, where each control acts.
  *
  * Activations stay in detrain's NHWC (oneDNN's `nhwc`), so nothing large is reordered;
  * the weights (HWIO, oneDNN's `hwio`) are reordered into the layout the primitive chose
@@ -211,23 +211,27 @@ static struct dnnl_shape *shape_for(struct dt_cpu_dnnl *d, const struct dt_conv2
  * the caller before the pool runs. */
 enum dnnl_op { DNNL_FWD, DNNL_BWD_DATA, DNNL_BWD_W };
 
-/* The library path applies to op: oneDNN here, `conv_algo: autotune` and `math: fast`, and
- * no control that acts on this op's sums asks for something the library does not promise:
- * the weight gradient sums over the batch (`reduction` must be unordered), backward-data is
- * where detrain's own kernels scatter-add (col2im: `atomics` must be float); the forward has
- * neither. So a single-control ablation of `fast` prices that control on the op it governs,
- * not a switch of library on every convolution (LeNet's `fast+atomics=fixed_point` was 1.64x
- * in the overhead matrix at git 225be5d, its forward and weight gradient off oneDNN too). */
+/* The library path applies to op: oneDNN here, `conv_algo: autotune` or `deterministic`
+ * (on the CPU the two are one: oneDNN picks its kernel by ISA and shape, never by timing,
+ * and each call runs on one OpenMP thread over a fixed slice of the batch, so no atomics
+ * inside -- the same bits at every run on one machine and thread count) and `math: fast`,
+ * and no control that acts on this op's sums asks for something the library does not
+ * promise: the weight gradient sums over the batch (`reduction` unordered, or pinned: the
+ * slices' gradients added in worker order, fixed for a thread count -- what pinned asks of
+ * OpenBLAS too), backward-data is where detrain's own kernels scatter-add (col2im:
+ * `atomics` must be float); the forward has neither. So a single-control ablation of `fast` prices
+ * that control on the op it governs, not a switch of library on every convolution (LeNet's
+ * `fast+atomics=fixed_point` was 1.64x in the overhead matrix at git 225be5d, its forward and
+ * weight gradient off oneDNN too). */
 static bool library_allowed(const struct dt_cpu_ctx *c, const struct dt_policy *pol,
                             enum dnnl_op op)
 {
-    if (!c->dnnl || c->forced_order || pol->conv_algo != DT_CONV_ALGO_AUTOTUNE ||
-        !dt_math_fast(pol))
+    if (!c->dnnl || c->forced_order || !dt_conv_algo_library(pol) || !dt_math_fast(pol))
         return false;
     switch (op) {
     case DNNL_FWD: return true;
     case DNNL_BWD_DATA: return !dt_atomics_exact(pol);
-    case DNNL_BWD_W: return !dt_reduction_ordered(pol);
+    case DNNL_BWD_W: return dt_reduction_library(pol, c->forced_order);
     }
     return false;
 }
@@ -388,8 +392,8 @@ enum dt_status dt_cpu_dnnl_conv_backward_data(struct dt_backend *be, float *dx, 
 }
 
 /* The slices' weight gradients, each in its worker's buffer, added into dw in worker order
- * (a float sum over slices: `fast` promises no order, and this one follows the thread
- * count, as every split does). */
+ * (a float sum over slices: `fast` promises no order; this one follows the thread count,
+ * as every split does, and is the same at every run for one -- `pinned`'s promise). */
 enum dt_status dt_cpu_dnnl_conv_backward_weight(struct dt_backend *be, float *dw, const float *x,
                                                 const float *dy, const struct dt_conv2d_shape *s,
                                                 const struct dt_policy *pol)
