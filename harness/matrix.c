@@ -17,6 +17,7 @@
 
 #include "core/fileio.h"
 #include "core/util.h"
+#include "harness/record/layout.h"
 #include "harness/record/outdir.h"
 #include "harness/run/stop.h"
 #include "harness/run/train.h"
@@ -438,6 +439,10 @@ struct entry_view {
     struct dt_experiment *exp;          /* its config.json; NULL when not read */
     struct dt_report_summary_row *rows; /* NULL when not read */
     int n_rows;
+    /* per row: the median over its completed replicas of run.json's host waits a step over
+     * every step, after the first, and in the first (a GPU's; NaN where none recorded them:
+     * the CPU; records before 2026-12-04 have the first alone) */
+    double *waits_all, *waits_steady, *waits_first;
     char note[1100]; /* why a failed entry has no rows ("" otherwise) */
 };
 
@@ -519,6 +524,9 @@ static void csv_rows(struct dt_strbuf *sb, const struct entry_view *v)
         csv_num(sb, "%.6f", r->acc_std);
         csv_num(sb, "%.6f", r->churn_mean);
         csv_num(sb, "%.6f", r->class_std_mean);
+        csv_num(sb, "%.4f", v->waits_all[i]);
+        csv_num(sb, "%.4f", v->waits_steady[i]);
+        csv_num(sb, "%.4f", v->waits_first[i]);
         dt_strbuf_printf(sb, "\n");
     }
 }
@@ -534,7 +542,18 @@ static void ratio_text(char *buf, size_t size, const struct dt_report_summary_ro
                  strcmp(r->verdict, "inconclusive") == 0 ? " inconclusive" : "");
 }
 
-static void md_rows(struct dt_strbuf *sb, const struct entry_view *v)
+/* Host waits a step for the report: "1.00 (3)", the steady steps' and the first's, or
+ * "1.06 over all steps" from a record that has only that. */
+static void waits_text(char *buf, size_t size, const struct entry_view *v, int i)
+{
+    if (!isfinite(v->waits_steady[i]) && isfinite(v->waits_all[i]))
+        snprintf(buf, size, "%.2f over all steps", v->waits_all[i]);
+    else if (!isfinite(v->waits_steady[i])) snprintf(buf, size, "n/a");
+    else if (!isfinite(v->waits_first[i])) snprintf(buf, size, "%.2f", v->waits_steady[i]);
+    else snprintf(buf, size, "%.2f (%g)", v->waits_steady[i], v->waits_first[i]);
+}
+
+static void md_rows(struct dt_strbuf *sb, const struct entry_view *v, bool waits)
 {
     for (int i = 0; i < v->n_rows; i++) {
         const struct dt_report_summary_row *r = &v->rows[i];
@@ -554,7 +573,13 @@ static void md_rows(struct dt_strbuf *sb, const struct entry_view *v)
         const double share = hash_share(r);
         if (isfinite(share)) dt_strbuf_printf(sb, " | %.1f%%", 100.0 * share);
         else dt_strbuf_printf(sb, " | n/a");
-        dt_strbuf_printf(sb, " | %s |\n", ratio);
+        dt_strbuf_printf(sb, " | %s |", ratio);
+        if (waits) {
+            char w[48];
+            waits_text(w, sizeof w, v, i);
+            dt_strbuf_printf(sb, " %s |", w);
+        }
+        dt_strbuf_printf(sb, "\n");
     }
 }
 
@@ -589,14 +614,20 @@ static void md_device(struct dt_strbuf *sb, const struct entry_view *views, int 
 {
     dt_strbuf_printf(sb, "## %s\n\n", device_names[device]);
     int with_rows = 0;
-    for (int i = 0; i < n; i++) with_rows += views[i].e->device == device && views[i].n_rows > 0;
+    bool waits = false; /* a column for them where some cell recorded them */
+    for (int i = 0; i < n; i++) {
+        if (views[i].e->device != device) continue;
+        with_rows += views[i].n_rows > 0;
+        for (int j = 0; j < views[i].n_rows; j++) waits |= isfinite(views[i].waits_all[j]);
+    }
     if (with_rows) {
-        dt_strbuf_printf(sb, "| entry | model | policy | controls | replicas | distinct digests | "
-                             "first divergent step | step ms | hash share | ratio vs fast [95%% "
-                             "interval] |\n"
-                             "|---|---|---|---|--:|--:|--:|--:|--:|---|\n");
+        dt_strbuf_printf(sb,
+                         "| entry | model | policy | controls | replicas | distinct digests | "
+                         "first divergent step | step ms | hash share | ratio vs fast [95%% "
+                         "interval] |%s\n|---|---|---|---|--:|--:|--:|--:|--:|---|%s\n",
+                         waits ? " host waits a step (first step) |" : "", waits ? "--:|" : "");
         for (int i = 0; i < n; i++)
-            if (views[i].e->device == device) md_rows(sb, &views[i]);
+            if (views[i].e->device == device) md_rows(sb, &views[i], waits);
         dt_strbuf_printf(sb,
                          "\nNoise (%s): the replicas' spread, cell by cell.\n\n"
                          "| entry | policy | replicas | test accuracy | its sd | churn | "
@@ -653,6 +684,9 @@ static enum dt_status write_report_md(const char *dir, const struct record *rec,
              "hash), hashing inline. "
              "*ratio vs fast*: the policy's median step time over `fast`'s on alternated steps, "
              "with its paired bootstrap 95%% interval (`inconclusive` when it holds 1.0). "
+             "*host waits a step*, on a device that counts them (a GPU): the times the host "
+             "waited for the device in a step after the first, and in the first, medians over "
+             "the cell's replicas (run.json; a record with neither: over every step). "
              "*controls*: reduction/atomics/math, then conv_algo (lenet) or rng (bnn_mlp). "
              "*Noise*, per device: the completed replicas' mean test accuracy and its standard "
              "deviation, the mean pairwise churn (the share of test predictions two replicas "
@@ -717,6 +751,45 @@ static void print_table(const char *dir, const struct record *rec, const struct 
     fflush(stdout);
 }
 
+/* The median over the completed replicas of cell (policy, vary)'s run.json `key`; NaN when
+ * no replica recorded it or no cell of the config is that one. */
+static double cell_median(const char *edir, const struct dt_experiment *exp,
+                          const struct dt_report_summary_row *r, const char *key)
+{
+    for (int c = 0; c < dt_cell_count(exp); c++) {
+        char label[64];
+        dt_vary_label(label, sizeof label, exp->vary_sets[dt_cell_vary(exp, c)]);
+        if (strcmp(exp->policies[dt_cell_policy(exp, c)].name, r->policy) != 0 ||
+            strcmp(label, r->vary) != 0)
+            continue;
+        double *vals = dt_xcalloc((size_t)exp->replicas + 1, sizeof *vals);
+        int n = 0;
+        for (int k = 0; k < exp->replicas; k++) {
+            char rdir[PATH_LEN + 320];
+            dt_replica_dir(rdir, sizeof rdir, edir, exp, c, k);
+            const double w = dt_manifest_number(rdir, key);
+            if (isfinite(w)) vals[n++] = w;
+        }
+        const double m = n ? dt_median(vals, n) : NAN;
+        free(vals);
+        return m;
+    }
+    return NAN;
+}
+
+/* Each row's host waits from its replicas' run.json (a GPU's; the CPU records none). */
+static void read_waits(const char *edir, struct entry_view *v)
+{
+    v->waits_all = dt_xcalloc((size_t)v->n_rows + 1, sizeof *v->waits_all);
+    v->waits_steady = dt_xcalloc((size_t)v->n_rows + 1, sizeof *v->waits_steady);
+    v->waits_first = dt_xcalloc((size_t)v->n_rows + 1, sizeof *v->waits_first);
+    for (int i = 0; i < v->n_rows; i++) {
+        v->waits_all[i] = cell_median(edir, v->exp, &v->rows[i], "host_waits_per_step");
+        v->waits_steady[i] = cell_median(edir, v->exp, &v->rows[i], "host_waits_steady");
+        v->waits_first[i] = cell_median(edir, v->exp, &v->rows[i], "host_waits_first_step");
+    }
+}
+
 /* Rebuild (when asked) and read one entry's report. An entry that is done must have one;
  * a failed entry may not (the note says why). */
 static enum dt_status view_entry(const char *dir, struct entry_view *v,
@@ -739,7 +812,10 @@ static enum dt_status view_entry(const char *dir, struct entry_view *v,
     v->exp = dt_xcalloc(1, sizeof *v->exp);
     if (st == DT_OK) st = dt_config_load(v->exp, cfg, NULL, 0, &sub);
     if (st == DT_OK) st = dt_report_read_summary(edir, &v->rows, &v->n_rows, &sub);
-    if (st == DT_OK) return DT_OK;
+    if (st == DT_OK) {
+        read_waits(edir, v);
+        return DT_OK;
+    }
     v->n_rows = 0;
     if (e->status == ENTRY_FAILED) {
         snprintf(v->note, sizeof v->note, "no report: %s", sub.msg);
@@ -767,6 +843,9 @@ enum dt_status dt_matrix_report(const char *dir, const struct dt_report_options 
     for (int i = 0; i < rec->n; i++) {
         free(views[i].exp);
         free(views[i].rows);
+        free(views[i].waits_all);
+        free(views[i].waits_steady);
+        free(views[i].waits_first);
     }
     free(rec);
     return st;

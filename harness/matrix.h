@@ -27,7 +27,8 @@ struct dt_test_hooks;
     "device,entry,model,cell,vary,policy,controls,replicas,completed,"                             \
     "distinct_final_digests,first_divergent_step,step_ms_median,overhead_ratio,"                   \
     "overhead_ci_lo,overhead_ci_hi,overhead_verdict,hash_ms_median,hash_share,test_acc_mean,"      \
-    "test_acc_std,churn_mean,class_acc_std_mean"
+    "test_acc_std,churn_mean,class_acc_std_mean,host_waits_per_step,host_waits_steady,"            \
+    "host_waits_first_step"
 
 struct dt_matrix_options {
     const char *config;      /* the matrix config file */

@@ -385,6 +385,21 @@ static void build_folder(const char *dir)
              "portable,none,portable,2,2,2,0,conv0.weight,0.8,0,0,0,0,0,0,0,1.0,0.1,,,,\n",
              summary_head);
     dt_write_text(path, text);
+    /* the GPU's host waits, in each replica's run.json (the CPU entry's have none); a
+     * replica that did not complete is left out of the median */
+    static const char *const runs[3] = {
+        "{\"state\": \"completed\", \"host_waits_per_step\": 1.1, \"host_waits_first_step\": 3, "
+        "\"host_waits_steady\": 1}\n",
+        "{\"state\": \"completed\", \"host_waits_per_step\": 2.2, \"host_waits_first_step\": 6, "
+        "\"host_waits_steady\": 2}\n",
+        "{\"state\": \"interrupted\", \"host_waits_steady\": 40}\n"};
+    for (int r = 0; r < 3; r++) {
+        snprintf(path, sizeof path, "%s/cnn/portable/replica-%d", dir, r);
+        snprintf(text, sizeof text, "mkdir -p '%s'", path);
+        CHECK_INT_EQ(system(text), 0);
+        snprintf(path, sizeof path, "%s/cnn/portable/replica-%d/run.json", dir, r);
+        dt_write_text(path, runs[r]);
+    }
 }
 
 DT_TEST(report_aggregation)
@@ -423,6 +438,11 @@ DT_TEST(report_aggregation)
     CHECK_M(dir, 4, "first_divergent_step", "0");
     CHECK_M(dir, 4, "distinct_final_digests", "2");
     CHECK_M(dir, 5, "device", "<missing>");
+    CHECK_M(dir, 4, "host_waits_steady", "1.5000"); /* (1 + 2) / 2; the interrupted one out */
+    CHECK_M(dir, 4, "host_waits_first_step", "4.5000");
+    CHECK_M(dir, 4, "host_waits_per_step", "1.6500");
+    CHECK_M(dir, 0, "host_waits_steady", ""); /* the CPU records none */
+    CHECK_M(dir, 0, "host_waits_per_step", "");
 
     char path[1024], text[1024];
     snprintf(path, sizeof path, "%s/report.md", dir);
@@ -458,6 +478,11 @@ DT_TEST(report_aggregation)
     CHECK_CONTAINS(md, "Failed:\n\n- `gone` (mlp): dataset missing; no results were written\n");
     CHECK_CONTAINS(md, "## cuda\n\n| entry |");
     CHECK_CONTAINS(md, "| cnn | lenet | portable | exact/fixed_point/portable/own | 2/2 | 2 | 0 |");
+    /* a host-waits column on the device that counted them, none on the CPU */
+    CHECK_CONTAINS(md, "ratio vs fast [95% interval] | host waits a step (first step) |\n"
+                       "|---|---|---|---|--:|--:|--:|--:|--:|---|--:|\n| cnn |");
+    CHECK_CONTAINS(md, "| 1.000 | 9.1% | - | 1.50 (4.5) |\n");
+    CHECK(strstr(md, "host waits a step (first") > strstr(md, "## cuda"));
     CHECK_CONTAINS(md, "Skipped:\n\n- `gpu` (bnn_mlp): backend 'cuda': no CUDA device available\n");
     CHECK(strstr(md, "## cpu") < strstr(md, "## cuda"));
 

@@ -1,6 +1,7 @@
 /* File layout of an experiment folder (see layout.h). */
 #include "harness/record/layout.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,17 +212,39 @@ void dt_manifest_field(char *out, size_t size, const char *text, const char *key
     snprintf(out, size, "%.*s", (int)(n < size ? n : size - 1), at);
 }
 
-bool dt_manifest_completed(const char *replica_dir)
+/* replica_dir/run.json's text (malloc'ed), or NULL when it is missing or unreadable. */
+static char *manifest_text(const char *replica_dir)
 {
-    char path[4300], state[32];
+    char path[4300];
     snprintf(path, sizeof path, "%s/run.json", replica_dir);
-    if (!dt_path_exists(path)) return false;
+    if (!dt_path_exists(path)) return NULL;
     char *text = NULL;
     size_t len;
     struct dt_error ignored;
     if (dt_read_regular_file(&text, &len, path, "run.json", 1 << 20, &ignored) != DT_OK)
-        return false;
+        return NULL;
+    return text;
+}
+
+bool dt_manifest_completed(const char *replica_dir)
+{
+    char state[32];
+    char *text = manifest_text(replica_dir);
+    if (!text) return false;
     dt_manifest_field(state, sizeof state, text, "state");
     free(text);
     return strcmp(state, "completed") == 0;
+}
+
+double dt_manifest_number(const char *replica_dir, const char *key)
+{
+    char state[32], value[64];
+    char *text = manifest_text(replica_dir);
+    if (!text) return NAN;
+    dt_manifest_field(state, sizeof state, text, "state");
+    dt_manifest_field(value, sizeof value, text, key);
+    free(text);
+    char *end = NULL;
+    const double v = value[0] ? strtod(value, &end) : NAN;
+    return strcmp(state, "completed") == 0 && end && *end == '\0' && isfinite(v) ? v : NAN;
 }
