@@ -18,7 +18,9 @@
  *                    written, come from a padded NHWC copy (im2col: no bounds per element).
  *   backward-weight  patches^T . dy, a sum over batch AND positions, under `reduction`
  *                    (fixed -> canonical 32-row chunks + the fixed tree of reduce.h;
- *                    unordered -> dynamic chunks added in completion order), by whichever
+ *                    unordered -> the library's product, or with detrain's own sums the
+ *                    fixed order's kernels, the faster (dt_cpu_wgrad_in_order), and under
+ *                    the forced-order hook chunks added in a drawn order), by whichever
  *                    of the two same-bits forms of dense.c suits the shape; the patches are
  *                    built in the layout that form reads (rows, or already transposed from
  *                    the planar copy). Under an ordered reduction (fixed, exact, pinned;
@@ -687,7 +689,7 @@ enum dt_status dt_cpu_conv2d_forward(struct dt_backend *be, float *y, const floa
 static bool chunks_take(struct dt_backend *be, const struct dt_conv2d_shape *s,
                         const struct dt_policy *pol)
 {
-    if (!dt_reduction_ordered(pol) || dt_math_exact(pol)) return false;
+    if (!dt_cpu_wgrad_in_order(be, pol) || dt_math_exact(pol)) return false;
     if (dt_cpu_wgrad_prefers_rows(conv_rows(s), conv_patch(s), s->K_out)) return true;
     if (dt_math_fast(pol) && dt_reduction_library(pol, dt_cpu(be)->forced_order))
         return s->K_out == 16;

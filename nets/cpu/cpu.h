@@ -97,6 +97,17 @@ static inline struct dt_cpu_ctx *dt_cpu(struct dt_backend *be)
     return (struct dt_cpu_ctx *)be->ctx;
 }
 
+/* Does a weight gradient that detrain sums itself (no library product) take the fixed
+ * order's kernels? Under an ordered reduction, yes; under `unordered` too unless a test
+ * forces a combination order: the control allows any order, and the fixed order's register
+ * tiles beat adding 8-row chunk partials into the result as workers finish (issue 69: an
+ * ablation that relaxes `reduction` no longer costs more than the control it relaxes; the
+ * forced order still shows the control matters, as it does for `fast`'s library paths). */
+static inline bool dt_cpu_wgrad_in_order(struct dt_backend *be, const struct dt_policy *pol)
+{
+    return dt_reduction_ordered(pol) || !dt_cpu(be)->forced_order;
+}
+
 /* Scratch space of at least n floats (valid until the next call). */
 float *dt_cpu_scratch(struct dt_backend *be, size_t n);
 /* The im2col buffer of at least n floats (valid until the next call; distinct from

@@ -22,10 +22,11 @@
  *                                 is a dense layer's (faster than OpenBLAS there; no
  *                                 chunks, deterministic), else OpenBLAS sgemm over the whole
  *                                 batch, each worker on its rows of dw (no partials);
- *                                 otherwise workers take chunks of DT_UNORDERED_CHUNK rows
- *                                 dynamically, sum them into private partials, and add the
- *                                 partials into the result in the order they finish (and
- *                                 the forced-order hook adds them in a drawn order).
+ *                                 otherwise (detrain's own sums: math strict or portable)
+ *                                 fixed's kernels, any order being allowed and theirs the
+ *                                 fastest (dt_cpu_wgrad_in_order); under the forced-order
+ *                                 hook, chunks of DT_UNORDERED_CHUNK rows summed into
+ *                                 partials added in a drawn order.
  *   bias gradient    a scatter-add over the batch, under `atomics`:
  *                    fixed_point -> exact int64 accumulation, one rounding (fixed_point.h);
  *                    float       -> each worker's static slice of rows summed into a
@@ -747,9 +748,8 @@ struct wgrad_job {
     const float *xt, *dy; /* xt is (in,B): x transposed; the fixed form may take x itself */
     int64_t B, in, out;
     int64_t a_rs, a_ks; /* the fixed form's strides of (row of dw, batch row) in xt */
-    int64_t n_chunks;
-    atomic_llong next_chunk;
-    bool fused; /* the fixed form's chunk products: wgrad_fuses */
+    int64_t n_chunks;   /* forced order: the unordered chunks */
+    bool fused;         /* the fixed form's chunk products: wgrad_fuses */
 };
 
 /* reduction fixed, rows [begin, end) of dw over batch rows [0, B), row begin at dw (row i at
@@ -835,33 +835,10 @@ static void wgrad_shards_part(void *ctx, int64_t begin, int64_t end, int worker)
     }
 }
 
-/* Add a private partial into the shared result; the lock order is the completion order. */
+/* Add a chunk's partial into the result (the forced order's drawn sequence). */
 DT_VECTOR_FN(add_into, (float *restrict dst, const float *restrict src, int64_t n), (dst, src, n))
 {
     for (int64_t i = 0; i < n; i++) dst[i] += src[i];
-}
-
-/* reduction unordered: worker takes chunks of DT_UNORDERED_CHUNK batch rows as they come,
- * sums them into its partial, then adds the partial into dw when it runs out of work. */
-static void wgrad_unordered_part(void *ctx, int64_t begin, int64_t end, int worker)
-{
-    struct wgrad_job *j = ctx;
-    const int64_t n = j->in * j->out;
-    float *p = NULL;
-    for (;;) {
-        int64_t c = atomic_fetch_add(&j->next_chunk, 1);
-        if (c >= j->n_chunks) break;
-        int64_t b0 = c * DT_UNORDERED_CHUNK;
-        int64_t len = j->B - b0 < DT_UNORDERED_CHUNK ? j->B - b0 : DT_UNORDERED_CHUNK;
-        bool acc = p != NULL;
-        if (!p) p = dt_cpu_worker_buffer(j->be, worker, (size_t)n);
-        matmul_rows_ordered(p, j->xt + b0, j->B, j->dy + b0 * j->out, len, j->out, 0, j->in, acc);
-    }
-    if (!p) return;
-    struct dt_cpu_ctx *c = dt_cpu(j->be);
-    pthread_mutex_lock(&c->combine_mu);
-    add_into(j->dw, p, n);
-    pthread_mutex_unlock(&c->combine_mu);
 }
 
 /* Forced order (test hook): the unordered chunks' partials added serially in a
@@ -895,10 +872,9 @@ bool dt_cpu_wgrad_prefers_rows(int64_t B, int64_t in, int64_t out)
 
 struct wgrad_rows_job {
     struct dt_backend *be;
-    float *partials;      /* fixed: n_chunks x (out x in); unordered: the (out x in) sum */
+    float *partials;      /* fixed: n_chunks x (out x in); forced order: the (out x in) sum */
     const float *dyt, *x; /* dyt (out, B), x (B, in) */
     int64_t B, in, out, n_chunks, chunk;
-    atomic_llong next_chunk;
 };
 
 static inline int64_t rows_chunk_len(const struct wgrad_rows_job *j, int64_t c)
@@ -925,28 +901,6 @@ static void wgrad_rows_tree_part(void *ctx, int64_t begin, int64_t end, int work
     dt_reduce_tree_vectors(j->partials + begin, j->n_chunks, end - begin, j->out * j->in);
 }
 
-/* unordered: as wgrad_unordered_part, transposed. */
-static void wgrad_rows_unordered_part(void *ctx, int64_t begin, int64_t end, int worker)
-{
-    struct wgrad_rows_job *j = ctx;
-    const int64_t n = j->in * j->out;
-    float *p = NULL;
-    for (;;) {
-        int64_t c = atomic_fetch_add(&j->next_chunk, 1);
-        if (c >= j->n_chunks) break;
-        bool acc = p != NULL;
-        if (!p) p = dt_cpu_worker_buffer(j->be, worker, (size_t)n);
-        int64_t b0 = c * j->chunk;
-        matmul_rows_ordered(p, j->dyt + b0, j->B, j->x + b0 * j->in, rows_chunk_len(j, c), j->in, 0,
-                            j->out, acc);
-    }
-    if (!p) return;
-    struct dt_cpu_ctx *cc = dt_cpu(j->be);
-    pthread_mutex_lock(&cc->combine_mu);
-    add_into(j->partials, p, n);
-    pthread_mutex_unlock(&cc->combine_mu);
-}
-
 enum dt_status dt_cpu_wgrad_rows(struct dt_backend *be, float *dw, const float *x, const float *dy,
                                  int64_t B, int64_t in, int64_t out, const struct dt_policy *pol)
 {
@@ -955,8 +909,7 @@ enum dt_status dt_cpu_wgrad_rows(struct dt_backend *be, float *dw, const float *
     float *dyt = dt_cpu_scratch(be, (size_t)(out * B));
     transpose_parallel(be, dyt, dy, B, out); /* dyt is (out,B) */
     struct wgrad_rows_job job = {.be = be, .dyt = dyt, .x = x, .B = B, .in = in, .out = out};
-    atomic_init(&job.next_chunk, 0);
-    if (dt_reduction_ordered(pol)) {
+    if (dt_cpu_wgrad_in_order(be, pol)) {
         job.chunk = DT_REDUCE_CHUNK;
         job.n_chunks = dt_reduce_chunks(B);
         job.partials = dt_cpu_partials(be, (size_t)(job.n_chunks * out * in));
@@ -967,7 +920,7 @@ enum dt_status dt_cpu_wgrad_rows(struct dt_backend *be, float *dw, const float *
         job.n_chunks = (B + DT_UNORDERED_CHUNK - 1) / DT_UNORDERED_CHUNK;
         job.partials = dt_cpu_partials(be, (size_t)(out * in));
         memset(job.partials, 0, (size_t)(out * in) * sizeof(float));
-        if (c->forced_order) { /* the unordered chunks added serially in a drawn order */
+        { /* forced (dt_cpu_wgrad_in_order): the unordered chunks added in a drawn order */
             int64_t *perm = dt_xmalloc((size_t)job.n_chunks * sizeof *perm);
             dt_forced_permutation(perm, job.n_chunks, c->forced_order, DT_FORCED_CHUNKS);
             float *p = dt_cpu_worker_buffer(be, 0, (size_t)(out * in));
@@ -978,8 +931,6 @@ enum dt_status dt_cpu_wgrad_rows(struct dt_backend *be, float *dw, const float *
                 add_into(job.partials, p, out * in);
             }
             free(perm);
-        } else {
-            dt_pool_run(c->pool, dt_pool_threads(c->pool), 1, wgrad_rows_unordered_part, &job);
         }
     }
     transpose_parallel(be, dw, job.partials, out, in); /* dwT (out,in) -> dw (in,out) */
@@ -1255,7 +1206,7 @@ enum dt_status dt_cpu_dense_backward_weight(struct dt_backend *be, float *dw, co
         return wgrad_blas(be, dw, x, false, dy, B, in, out);
     if (dt_cpu_wgrad_prefers_rows(B, in, out))
         return dt_cpu_wgrad_rows(be, dw, x, dy, B, in, out, pol);
-    if (dt_reduction_ordered(pol)) { /* x in place */
+    if (dt_cpu_wgrad_in_order(be, pol)) { /* x in place */
         struct wgrad_job job = {.be = be,
                                 .dw = dw,
                                 .xt = x,
@@ -1281,19 +1232,14 @@ enum dt_status dt_cpu_wgrad_transposed(struct dt_backend *be, float *dw, const f
     struct wgrad_job job = {
         .be = be, .dw = dw, .xt = xt, .dy = dy, .B = B, .in = in, .out = out, .a_rs = B, .a_ks = 1};
     if (wgrad_takes_blas(be, pol)) return wgrad_blas(be, dw, xt, true, dy, B, in, out);
-    atomic_init(&job.next_chunk, 0);
     struct dt_cpu_ctx *c = dt_cpu(be);
-    if (dt_reduction_ordered(pol)) {
+    if (dt_cpu_wgrad_in_order(be, pol)) {
         dt_pool_run(c->pool, in, ROW_BLOCK, wgrad_fixed_part, &job);
         return DT_OK;
     }
     job.n_chunks = (B + DT_UNORDERED_CHUNK - 1) / DT_UNORDERED_CHUNK;
     memset(dw, 0, (size_t)(in * out) * sizeof(float));
-    if (c->forced_order) {
-        wgrad_forced(&job, c->forced_order);
-        return DT_OK;
-    }
-    dt_pool_run(c->pool, dt_pool_threads(c->pool), 1, wgrad_unordered_part, &job);
+    wgrad_forced(&job, c->forced_order); /* forced: dt_cpu_wgrad_in_order */
     return DT_OK;
 }
 
