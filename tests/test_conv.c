@@ -355,8 +355,16 @@ DT_TEST(conv2d_backward_weight_fixed_bits)
         {2, 9, 7, 3, 5, 3, 3, 2, 1},    /* stride 2, few outputs, a short last chunk */
         {2, 9, 7, 3, 24, 3, 3, 2, 1},   /* lanes over outputs: 16 + 8 of them, tiles across
                                            runs of 9, a short last tile */
+        {16, 28, 28, 1, 6, 5, 5, 1, 2}, /* 392 chunks, 3 tiles: 13 blocks of 32 on 2 threads,
+                                           the last of 8 */
+        {40, 20, 20, 2, 7, 3, 3, 1, 1}, /* 500 chunks in 16 blocks, the last of 20; 6 + 1
+                                           outputs, a pair with one tile */
     };
-    check_conv_bits(CONV_WGRAD, more, 4);
+    /* the last two take the split into blocks of chunks on 2 threads (on 1, the whole run) */
+    CHECK_INT_EQ(dt_cpu_chunk_block(392, 3, 2), 32);
+    CHECK_INT_EQ(dt_cpu_chunk_block(500, 4, 2), 32);
+    CHECK_INT_EQ(dt_cpu_chunk_block(74, 3, 2), 0); /* LeNet's first at batch 3: too few */
+    check_conv_bits(CONV_WGRAD, more, 6);
 }
 
 /* `atomics: fixed_point`'s input gradient written out serially: every patch element's

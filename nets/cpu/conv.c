@@ -174,6 +174,11 @@ struct chunks_job {
     const int64_t *row;      /* slot k: images [row[k], row[k + 1]) */
     int64_t pairs, groups;   /* per slot: pairs of tiles x groups of DIRECT_O outputs */
     int64_t etiles, oblocks; /* lanes over outputs: OUT_MR elements x 16 outputs a tile */
+    /* one slot whose tiles are too few for the pool (wgrad_chunks_split): each tile's chunks
+     * in `blocks` aligned blocks of `block` chunks (a power of two), each block's tree left
+     * in parts (TILE_FLOATS floats an item), the tree of the block results after */
+    int64_t blocks, block;
+    float *parts;
 };
 
 /* What both chunk-tile kernels below share: the tile's chunk partials as a stack
@@ -211,25 +216,59 @@ static inline int64_t tile_k0(const struct dt_conv2d_shape *s, int64_t q)
     return q / nv * run + q % nv * 8;
 }
 
-/* Tiles q0 and (two) q0 + 1 of slot k for outputs [o0, o0 + no). */
-static inline __attribute__((always_inline)) void
-chunk_tiles(const struct chunks_job *j, int64_t k, int64_t q0, bool two, int64_t o0, int no)
+#define TILE_FLOATS (2 * DIRECT_O * 8) /* a pair of chunk tiles: a[2][DIRECT_O] */
+
+/* Slot k's row r0 (a chunk's first): win_walk_at's walk moved on to it. */
+static inline struct win_walk win_walk_row(const struct chunks_job *j, int64_t k, int64_t off,
+                                           int64_t r0)
 {
     const struct dt_conv2d_shape *s = j->s;
-    const int64_t K = s->K_out, C = s->C, run = s->KW * C, Kp = conv_patch(s);
+    const int64_t C = s->C, Wp = s->W + 2 * s->pad, Hp = s->H + 2 * s->pad, st = s->stride;
+    const int64_t pos = r0 % (s->OH * s->OW);
+    struct win_walk r = win_walk_at(j, k, off);
+    r.oh = pos / s->OW, r.ow = pos % s->OW;
+    r.win += r0 / (s->OH * s->OW) * Hp * Wp * C + r.oh * st * Wp * C + r.ow * st * C;
+    return r;
+}
+
+/* A pair of tiles' sums into slot k of dw: tile h's patch elements k0[h] .. of one run. */
+static void store_tiles(const struct chunks_job *j, int64_t k, int64_t q0, bool two, int64_t o0,
+                        int no, const float *a)
+{
+    const struct dt_conv2d_shape *s = j->s;
+    const int64_t K = s->K_out, run = s->KW * s->C;
+    float *dw = j->dw + k * conv_patch(s) * K;
+    for (int h = 0; h < (two ? 2 : 1); h++) {
+        const int64_t k0 = tile_k0(s, q0 + h), nk = run - k0 % run < 8 ? run - k0 % run : 8;
+        for (int g = 0; g < no; g++)
+            for (int64_t l = 0; l < nk; l++)
+                dw[(k0 + l) * K + o0 + g] = a[(h * DIRECT_O + g) * 8 + l];
+    }
+}
+
+/* Tiles q0 and (two) q0 + 1 of slot k for outputs [o0, o0 + no), over the slot's chunks
+ * [c0, c1): all of them (out NULL: the sums stored into dw), or one aligned block of them,
+ * whose tree is the fixed tree's node over its leaves (reduce.h), left in out. */
+static inline __attribute__((always_inline)) void chunk_tiles(const struct chunks_job *j, int64_t k,
+                                                              int64_t q0, bool two, int64_t o0,
+                                                              int no, int64_t c0, int64_t c1,
+                                                              float *out)
+{
+    const struct dt_conv2d_shape *s = j->s;
+    const int64_t K = s->K_out, C = s->C, run = s->KW * C;
     const int64_t Wp = s->W + 2 * s->pad, P = s->OH * s->OW;
-    const int64_t rows = (j->row[k + 1] - j->row[k]) * P, n_chunks = dt_reduce_chunks(rows);
+    const int64_t rows = (j->row[k + 1] - j->row[k]) * P;
     const int64_t k0[2] = {tile_k0(s, q0), two ? tile_k0(s, q0 + 1) : 0};
     const int64_t off0 = k0[0] / run * Wp * C + k0[0] % run; /* in a window */
     const int64_t off1 = two ? k0[1] / run * Wp * C + k0[1] % run - off0 : 0;
     v8f stack[DT_REDUCE_STACK_MAX][STACK_V];
     int depth = 0;
-    struct win_walk r = win_walk_at(j, k, off0);
-    const float *d = j->dy + j->row[k] * P * K + o0;
+    struct win_walk r = win_walk_row(j, k, off0, c0 * DT_REDUCE_CHUNK);
+    const float *d = j->dy + (j->row[k] * P + c0 * DT_REDUCE_CHUNK) * K + o0;
     v8f a[2][DIRECT_O];
 #pragma GCC unroll 6
     for (int g = 0; g < DIRECT_O; g++) a[0][g] = a[1][g] = (v8f){0}; /* from +0 (chunk_stack.h) */
-    for (int64_t c = 0; c < n_chunks; c++) {
+    for (int64_t c = c0; c < c1; c++) {
         const int64_t len = rows - c * DT_REDUCE_CHUNK < DT_REDUCE_CHUNK
                                 ? rows - c * DT_REDUCE_CHUNK
                                 : DT_REDUCE_CHUNK;
@@ -243,33 +282,35 @@ chunk_tiles(const struct chunks_job *j, int64_t k, int64_t q0, bool two, int64_t
                 if (two) a[1][g] = a[1][g] + x1 * d[g];
             }
         }
-        stack_take(stack, &depth, a[0], c, c == n_chunks - 1);
+        stack_take(stack, &depth, a[0], c - c0, c == c1 - 1); /* the block's own tree */
     }
-    float *dw = j->dw + k * Kp * K;
-    for (int h = 0; h < (two ? 2 : 1); h++) {
-        const int64_t nk = run - k0[h] % run < 8 ? run - k0[h] % run : 8;
-        for (int g = 0; g < no; g++) {
-            float t[8];
-            memcpy(t, &a[h][g], sizeof t);
-            for (int64_t l = 0; l < nk; l++) dw[(k0[h] + l) * K + o0 + g] = t[l];
-        }
-    }
+    if (out) memcpy(out, a, sizeof a);
+    else store_tiles(j, k, q0, two, o0, no, (const float *)a);
 }
 
-/* Items [begin, end): (slot, output group, pair of tiles). */
+/* Items [begin, end): (slot, output group, pair of tiles), or with blocks (one slot)
+ * (block of chunks, output group, pair of tiles): a block's rows read by its tiles in turn
+ * while they are in cache. */
 DT_VECTOR_PART(wgrad_chunks_part)
 {
     const struct chunks_job *j = ctx;
     const struct dt_conv2d_shape *s = j->s;
     const int64_t tiles = s->KH * ((s->KW * s->C + 7) / 8);
     for (int64_t t = begin; t < end; t++) {
-        const int64_t k = t / (j->groups * j->pairs), o0 = t / j->pairs % j->groups * DIRECT_O;
-        const int64_t q0 = t % j->pairs * 2;
+        const int64_t items = j->groups * j->pairs, outer = t / items, u = t % items;
+        const int64_t k = j->blocks == 1 ? outer : 0, b = j->blocks == 1 ? 0 : outer;
+        const int64_t o0 = u / j->pairs % j->groups * DIRECT_O;
+        const int64_t q0 = u % j->pairs * 2;
+        const int64_t n_chunks = dt_reduce_chunks((j->row[k + 1] - j->row[k]) * s->OH * s->OW);
+        const int64_t c0 = b * j->block;
+        const int64_t c1 = j->blocks == 1 || c0 + j->block > n_chunks ? n_chunks : c0 + j->block;
+        float *out = j->blocks == 1 ? NULL : j->parts + t * TILE_FLOATS;
         const bool two = q0 + 1 < tiles, full = o0 + DIRECT_O <= s->K_out;
-        if (two && full) chunk_tiles(j, k, q0, true, o0, DIRECT_O);
-        else if (full) chunk_tiles(j, k, q0, false, o0, DIRECT_O);
-        else if (two) chunk_tiles(j, k, q0, true, o0, (int)(s->K_out - o0));
-        else chunk_tiles(j, k, q0, false, o0, (int)(s->K_out - o0));
+        const int no = full ? DIRECT_O : (int)(s->K_out - o0);
+        if (two && full) chunk_tiles(j, k, q0, true, o0, DIRECT_O, c0, c1, out);
+        else if (full) chunk_tiles(j, k, q0, false, o0, DIRECT_O, c0, c1, out);
+        else if (two) chunk_tiles(j, k, q0, true, o0, no, c0, c1, out);
+        else chunk_tiles(j, k, q0, false, o0, no, c0, c1, out);
     }
 }
 
@@ -345,6 +386,47 @@ DT_VECTOR_PART(wgrad_outs_part)
     }
 }
 
+/* One slot whose pairs of tiles x output groups are fewer than the pool can share out
+ * evenly (LeNet's first convolution under an ordered reduction on one rank: 3 items on 2
+ * threads; `exact`'s 4 shards give it 12): each tile's chunks in aligned blocks of a power
+ * of two, about 16 items a thread, each block's tree in registers, then the tree of the
+ * block results (wgrad_chunks_join) -- the fixed tree's pairs all the same
+ * (dt_reduce_tree_blocked: the tree of m leaves is the tree of its aligned blocks' trees),
+ * so the same bits (conv.conv2d_backward_weight_fixed_bits). */
+int64_t dt_cpu_chunk_block(int64_t n_chunks, int64_t items, int threads)
+{
+    if (threads < 2 || items >= 4 * threads) return 0;
+    const int64_t want = (16 * threads + items - 1) / items; /* blocks a tile */
+    int64_t block = 1;
+    while (2 * block * want <= n_chunks) block *= 2;
+    return block < 16 ? 0 : block; /* too few chunks to pay for the join: 0 */
+}
+
+static void wgrad_chunks_split(struct dt_backend *be, struct chunks_job *j)
+{
+    const int64_t items = j->groups * j->pairs;
+    const int64_t n_chunks = dt_reduce_chunks((j->row[1] - j->row[0]) * j->s->OH * j->s->OW);
+    const int64_t block = dt_cpu_chunk_block(n_chunks, items, dt_pool_threads(dt_cpu(be)->pool));
+    if (!block) return;
+    j->block = block;
+    j->blocks = (n_chunks + block - 1) / block;
+    j->parts = dt_cpu_partials(be, (size_t)(j->blocks * items * TILE_FLOATS));
+}
+
+/* The tree of each tile's block results, in block order, then the tile's sums into dw. */
+static void wgrad_chunks_join(const struct chunks_job *j)
+{
+    const int64_t tiles = j->s->KH * ((j->s->KW * j->s->C + 7) / 8);
+    const int64_t items = j->groups * j->pairs;
+    for (int64_t u = 0; u < items; u++) {
+        float *p = j->parts + u * TILE_FLOATS; /* block b's at + b * items * TILE_FLOATS */
+        dt_reduce_tree_vectors(p, j->blocks, TILE_FLOATS, items * TILE_FLOATS);
+        const int64_t o0 = u / j->pairs * DIRECT_O, q0 = u % j->pairs * 2;
+        const int no = o0 + DIRECT_O <= j->s->K_out ? DIRECT_O : (int)(j->s->K_out - o0);
+        store_tiles(j, 0, q0, q0 + 1 < tiles, o0, no, p);
+    }
+}
+
 /* dw's slots for images [row[k], row[k + 1]), k < count: the chunk tiles over a padded
  * copy of the whole batch, one pool run over every slot's tiles. */
 static void wgrad_chunks(struct dt_backend *be, float *dw, const float *x, const float *dy,
@@ -363,7 +445,10 @@ static void wgrad_chunks(struct dt_backend *be, float *dw, const float *x, const
                              .pairs = (tiles + 1) / 2,
                              .groups = (s->K_out + DIRECT_O - 1) / DIRECT_O};
     if (s->K_out < 16) {
-        dt_pool_run(pool, count * job.groups * job.pairs, 1, wgrad_chunks_part, &job);
+        job.blocks = 1;
+        if (count == 1) wgrad_chunks_split(be, &job);
+        dt_pool_run(pool, count * job.groups * job.pairs * job.blocks, 1, wgrad_chunks_part, &job);
+        if (job.blocks > 1) wgrad_chunks_join(&job);
         return;
     }
     job.etiles = (conv_patch(s) + OUT_MR - 1) / OUT_MR;

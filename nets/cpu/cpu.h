@@ -151,6 +151,10 @@ void dt_cpu_matmul_ordered(float *C, int64_t ldc, const float *A, int64_t lda, i
                            int64_t i1, bool accumulate);
 
 bool dt_cpu_wgrad_prefers_rows(int64_t B, int64_t in, int64_t out);
+/* conv.c's chunk tiles on one slot: the chunks a block when a weight gradient's `items`
+ * tiles over n_chunks chunks are split into aligned blocks for `threads` workers (a power
+ * of two), 0 when they are not (tests: which shapes take the split). */
+int64_t dt_cpu_chunk_block(int64_t n_chunks, int64_t items, int threads);
 enum dt_status dt_cpu_wgrad_rows(struct dt_backend *be, float *dw, const float *x, const float *dy,
                                  int64_t B, int64_t in, int64_t out, const struct dt_policy *pol);
 enum dt_status dt_cpu_wgrad_transposed(struct dt_backend *be, float *dw, const float *xt,
