@@ -149,6 +149,56 @@ DT_TEST(bench_level_flag)
     dt_strbuf_free(&f);
 }
 
+/* The relaxation check (dt_bench_relax_flag): an ablation that only relaxes its level
+ * (portable+reduction=unordered, run_to_run+atomics=float) and costs more than it, beyond
+ * both intervals, is flagged; one that tightens (fast+reduction=exact), sets a value no
+ * level has (portable+math=strict), or overlaps the level's interval is not. */
+DT_TEST(bench_relax_flag)
+{
+    struct dt_policy pol;
+    struct dt_error err;
+    const struct dt_ratio_ci dearer = {.ratio = 1.53, .lo = 1.50, .hi = 1.56};
+    const struct dt_ratio_ci level = {.ratio = 1.10, .lo = 1.08, .hi = 1.12};
+    const struct dt_ratio_ci near = {.ratio = 1.13, .lo = 1.11, .hi = 1.15};
+    struct dt_strbuf f = {0};
+    static const struct {
+        const char *base, *control, *value;
+        bool flagged;
+    } cases[] = {
+        {"portable", "reduction", "unordered", true}, /* fast's value */
+        {"portable", "reduction", "pinned", true},    /* run_to_run's */
+        {"run_to_run", "atomics", "float", true},
+        {"portable", "math", "strict", false}, /* no level's value */
+        {"portable", "reduction", "fixed", false},
+        {"fast", "reduction", "exact", false}, /* tightens */
+        {"run_to_run", "reduction", "exact", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_INT_EQ(dt_policy_from_level_name(&pol, cases[i].base, &err), DT_OK);
+        CHECK_INT_EQ(dt_policy_set_control(&pol, cases[i].control, cases[i].value, &err), DT_OK);
+        CHECK(dt_policy_auto_name(&pol));
+        dt_bench_relax_flag(&f, &pol, &dearer, &level);
+        CHECK_INT_EQ(f.len > 0, cases[i].flagged);
+        if (cases[i].flagged) {
+            char want[160];
+            snprintf(want, sizeof want,
+                     "  %s costs more than %s here: 1.53x [1.50, 1.56] against "
+                     "1.10x [1.08, 1.12]",
+                     pol.name, cases[i].base);
+            CHECK(f.data && strstr(f.data, want) == f.data);
+        }
+        dt_strbuf_free(&f);
+        dt_bench_relax_flag(&f, &pol, &near, &level); /* overlapping intervals */
+        CHECK_INT_EQ((int)f.len, 0);
+        dt_strbuf_free(&f);
+    }
+    CHECK_INT_EQ(dt_policy_from_level_name(&pol, "portable", &err), DT_OK);
+    dt_bench_relax_flag(&f, &pol, &dearer, &level); /* the level itself changes nothing */
+    CHECK_INT_EQ((int)f.len, 0);
+    dt_strbuf_free(&f);
+}
+
 DT_TEST_MAIN(DT_CASE(churn_known_vectors), DT_CASE(l2_known_weights),
              DT_CASE(log_spaced_steps_known), DT_CASE(bootstrap_interval_known),
-             DT_CASE(bench_flags_fixed_samples), DT_CASE(bench_level_flag))
+             DT_CASE(bench_flags_fixed_samples), DT_CASE(bench_level_flag),
+             DT_CASE(bench_relax_flag))

@@ -137,6 +137,57 @@ void dt_bench_level_flag(struct dt_strbuf *flags, const struct dt_ratio_ci *run_
                          portable->lo, portable->hi);
 }
 
+/* Does pol only relax its base level: some control changed, each changed one to the value
+ * of a level weaker than the base? */
+static bool only_relaxes(const struct dt_policy *pol)
+{
+    struct dt_policy base;
+    dt_policy_from_level(&base, pol->base);
+    bool changed = false;
+    for (int c = 0; c < dt_policy_control_count(); c++) {
+        const char *v = dt_policy_control_value(pol, c);
+        if (strcmp(v, dt_policy_control_value(&base, c)) == 0) continue;
+        bool weaker = false;
+        for (int l = 0; l < (int)pol->base; l++) {
+            struct dt_policy lv;
+            dt_policy_from_level(&lv, (enum dt_level)l);
+            weaker |= strcmp(v, dt_policy_control_value(&lv, c)) == 0;
+        }
+        if (!weaker) return false;
+        changed = true;
+    }
+    return changed;
+}
+
+void dt_bench_relax_flag(struct dt_strbuf *flags, const struct dt_policy *pol,
+                         const struct dt_ratio_ci *ci, const struct dt_ratio_ci *level_ci)
+{
+    if (!pol || !ci || !level_ci || !only_relaxes(pol) || ci->lo <= level_ci->hi) return;
+    dt_strbuf_printf(flags,
+                     "  %s costs more than %s here: %.2fx [%.2f, %.2f] against %.2fx [%.2f, "
+                     "%.2f] -- relaxing a control allows every path the stricter value does, so "
+                     "a kernel or library choice of the relaxed value's is slower "
+                     "(docs/performance.md)\n",
+                     pol->name, dt_level_name(pol->base), ci->ratio, ci->lo, ci->hi,
+                     level_ci->ratio, level_ci->lo, level_ci->hi);
+}
+
+/* After the table: the level check and the relaxation check, from the step intervals. */
+static void print_level_flags(const struct dt_experiment *exp, const struct dt_ratio_ci *level_ci,
+                              const bool *level_seen, const struct dt_ratio_ci *pol_ci,
+                              const bool *pol_seen)
+{
+    struct dt_strbuf f = {0};
+    if (level_seen[DT_LEVEL_RUN_TO_RUN] && level_seen[DT_LEVEL_PORTABLE])
+        dt_bench_level_flag(&f, &level_ci[DT_LEVEL_RUN_TO_RUN], &level_ci[DT_LEVEL_PORTABLE]);
+    for (int p = 0; p < exp->n_policies; p++)
+        if (pol_seen[p] && level_seen[exp->policies[p].base])
+            dt_bench_relax_flag(&f, &exp->policies[p], &pol_ci[p],
+                                &level_ci[exp->policies[p].base]);
+    if (f.data) printf("\n%s", f.data);
+    dt_strbuf_free(&f);
+}
+
 /* A named level's step interval against fast (its name and controls the level's). */
 static void note_level(struct dt_ratio_ci *level_ci, bool *level_seen, const struct dt_policy *pol,
                        const struct dt_ratio_ci *ci)
@@ -227,9 +278,12 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
     const int64_t n_ops = n < 100 ? n : 100;
     double *scratch_a = dt_xcalloc((size_t)n_ops, sizeof(double));
     double *scratch_b = dt_xcalloc((size_t)n_ops, sizeof(double));
-    /* the levels' step intervals against fast, for dt_bench_level_flag */
+    /* the levels' step intervals against fast, for dt_bench_level_flag, and every policy's,
+     * for dt_bench_relax_flag */
     struct dt_ratio_ci level_ci[DT_LEVEL_COUNT];
     bool level_seen[DT_LEVEL_COUNT] = {false};
+    struct dt_ratio_ci *pol_ci = dt_xcalloc((size_t)exp->n_policies + 1, sizeof *pol_ci);
+    bool *pol_seen = dt_xcalloc((size_t)exp->n_policies + 1, sizeof *pol_seen);
     for (int p = 0; p < exp->n_policies && st == DT_OK; p++) {
         const struct dt_policy *pol = &exp->policies[p];
         if (dt_policy_equal_controls(pol, &fast)) continue;
@@ -273,6 +327,7 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
         struct dt_strbuf flags = {0}; /* where the baseline is not the fastest */
         dt_bench_flags(&flags, base_name, pol->name, &ci, oa, ob, n_ops, ma, exp->train.seed);
         if (!opt->baseline_first) note_level(level_ci, level_seen, pol, &ci);
+        pol_ci[p] = ci, pol_seen[p] = !opt->baseline_first;
         for (int o = 0; o < DT_OP_COUNT; o++) {
             for (int64_t r = 0; r < n_ops; r++) col[r] = oa[r * DT_OP_COUNT + o];
             double a = dt_median(col, n_ops);
@@ -293,12 +348,9 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
     }
     free(scratch_a);
     free(scratch_b);
-    if (level_seen[DT_LEVEL_RUN_TO_RUN] && level_seen[DT_LEVEL_PORTABLE]) {
-        struct dt_strbuf f = {0};
-        dt_bench_level_flag(&f, &level_ci[DT_LEVEL_RUN_TO_RUN], &level_ci[DT_LEVEL_PORTABLE]);
-        if (f.data) printf("\n%s", f.data);
-        dt_strbuf_free(&f);
-    }
+    print_level_flags(exp, level_ci, level_seen, pol_ci, pol_seen);
+    free(pol_ci);
+    free(pol_seen);
     if (!header)
         printf("\n(no policy other than the baseline %s in this config, so no overhead table; "
                "e.g. --set 'policies=[fast, run_to_run, portable]')\n",

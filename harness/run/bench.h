@@ -82,6 +82,17 @@ void dt_bench_flags(struct dt_strbuf *flags, const char *base, const char *pol,
 void dt_bench_level_flag(struct dt_strbuf *flags, const struct dt_ratio_ci *run_to_run,
                          const struct dt_ratio_ci *portable);
 
+/* "<pol> costs more than <level> here: ...": where pol is an ablation of the level
+ * pol->base that only relaxes it -- every control it changes set to the value of a weaker
+ * level (fast's, or run_to_run's under portable) -- and its step interval against fast lies
+ * wholly above the level's (both from the same bench). Relaxing a control allows every
+ * path the stricter value allows, so such a cell prices a slower kernel or a library
+ * switch, not the control (the single-control table's confounds of issue 69). Nothing for
+ * a policy that tightens a control or sets a value no level has (reduction fixed, math
+ * strict: no order among them to assume). */
+void dt_bench_relax_flag(struct dt_strbuf *flags, const struct dt_policy *pol,
+                         const struct dt_ratio_ci *ci, const struct dt_ratio_ci *level_ci);
+
 enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_bench_options *opt,
                             struct dt_error *err);
 
