@@ -279,8 +279,11 @@ DT_VECTOR_FN(wgrad_tiles_v8,
 }
 
 #ifdef DT_CPU_WIDE_KERNELS
-/* The same products on a CPU with AVX-512: tiles of up to WR rows x one 16-float vector,
- * k in order per element, mul and add two roundings as everywhere. A 512-bit operation is
+/* The same products on a CPU with AVX-512: tiles of up to WR rows x one or two 16-float
+ * vectors (two wherever the columns allow: 16 accumulators cover a fused multiply-add's
+ * latency where 8 did not -- `fast`'s MLP step 0.88 -> 0.74 ms on a Zen 5,
+ * results/cpu/portable-cost/wide-tiles-zen5/), k in order per element, mul and add two
+ * roundings as everywhere. A 512-bit operation is
  * one instruction where AVX2 needs two, so a core that issues a multiply and an add per
  * cycle (Zen 4 splits each 512-bit operation over its 256-bit pipes) runs this at about
  * OpenBLAS's FMA speed, where the AVX2 tile is held back by the number of instructions.
@@ -293,29 +296,36 @@ typedef float v16f __attribute__((vector_size(64)));
 #define WN 16 /* wide tile columns: one vector */
 
 DT_WIDE static inline __attribute__((always_inline)) void
-wide_tile(int rows, float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
+wide_tile(int rows, int nv, float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
           int64_t aks, const float *restrict Bm, int64_t ldb, int64_t K, bool accumulate,
           bool fused)
 {
-    v16f c[WR];
+    v16f c[WR][2] = {{{0}}}; /* the unused ones too: GCC cannot see nv bound their use */
 #pragma GCC unroll 8
-    for (int r = 0; r < rows; r++) {
-        if (accumulate) memcpy(&c[r], C + r * ldc, sizeof c[r]);
-        else c[r] = (v16f){0};
-    }
+    for (int r = 0; r < rows; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < nv; v++)
+            if (accumulate) memcpy(&c[r][v], C + r * ldc + v * WN, sizeof c[r][v]);
     for (int64_t k = 0; k < K; k++) {
-        v16f b;
-        memcpy(&b, Bm + k * ldb, sizeof b);
+        v16f b[2];
+#pragma GCC unroll 2
+        for (int v = 0; v < nv; v++) memcpy(&b[v], Bm + k * ldb + v * WN, sizeof b[v]);
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++) {
-            if (fused) /* math: fast: one rounding per multiply-add */
-                c[r] = (v16f)_mm512_fmadd_ps(_mm512_set1_ps(A[r * lda + k * aks]), (__m512)b,
-                                             (__m512)c[r]);
-            else c[r] = c[r] + A[r * lda + k * aks] * b;
+            const float a = A[r * lda + k * aks];
+#pragma GCC unroll 2
+            for (int v = 0; v < nv; v++) {
+                if (fused) /* math: fast: one rounding per multiply-add */
+                    c[r][v] =
+                        (v16f)_mm512_fmadd_ps(_mm512_set1_ps(a), (__m512)b[v], (__m512)c[r][v]);
+                else c[r][v] = c[r][v] + a * b[v];
+            }
         }
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < rows; r++) memcpy(C + r * ldc, &c[r], sizeof c[r]);
+    for (int r = 0; r < rows; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < nv; v++) memcpy(C + r * ldc + v * WN, &c[r][v], sizeof c[r][v]);
 }
 
 /* wide_tile's fused products for the last `cols` (< WN) columns, by masked vectors: rows
@@ -347,24 +357,29 @@ matmul_wide(float *restrict C, int64_t ldc, const float *restrict A, int64_t lda
             bool accumulate, bool fused)
 {
     const int64_t n_tiled = N / WN * WN;
-    for (int64_t j = 0; j < n_tiled; j += WN) { /* the strip of Bm stays in cache */
+    for (int64_t j = 0; j < n_tiled;) { /* the strip of Bm stays in cache */
+        /* two vectors of columns where there are: 16 accumulators, enough independent
+         * multiply-add chains to cover a fused operation's latency (8 were not, on a Zen 5);
+         * each element's operations the same either way */
+        const int nv = j + 2 * WN <= n_tiled ? 2 : 1;
         int64_t i = i0;
         for (; i + WR <= i1; i += WR)
-            wide_tile(WR, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate,
-                      fused);
+            wide_tile(WR, nv, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,
+                      accumulate, fused);
         if (i + 4 <= i1) {
-            wide_tile(4, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate,
-                      fused);
+            wide_tile(4, nv, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,
+                      accumulate, fused);
             i += 4;
         }
         if (i + 2 <= i1) {
-            wide_tile(2, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate,
-                      fused);
+            wide_tile(2, nv, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,
+                      accumulate, fused);
             i += 2;
         }
         if (i < i1)
-            wide_tile(1, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K, accumulate,
-                      fused);
+            wide_tile(1, nv, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,
+                      accumulate, fused);
+        j += nv * WN;
     }
     if (n_tiled < N && fused) /* leftover columns (fewer than one vector), fused too */
         fused_tail(C + n_tiled, ldc, A, lda, aks, Bm + n_tiled, ldb, K, N - n_tiled, i0, i1,
