@@ -10,7 +10,7 @@
  *                    matmul_rows_ordered, which sums over k in increasing index order for
  *                    every output and vectorises across output columns, so the order
  *                    survives vectorisation and the row split across threads. Its tiles
- *                    are AVX-512 (8 rows x 16 columns) where the CPU has it, else AVX2 or
+ *                    are AVX-512 (8 rows x 32 or 16 columns) where the CPU has it, else AVX2 or
  *                    baseline (4 x 16): the same roundings per element on every path.
  *   backward-weight  the sum over the batch, under `reduction`:
  *                    fixed     -> canonical chunks of DT_REDUCE_CHUNK rows, each summed in
