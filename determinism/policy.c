@@ -55,9 +55,11 @@ static const struct control_row controls[] = {
                 {"philox", "regenerated in backward from its Philox4x32-10 counter; nothing "
                            "kept"}}},
     {FIELD_(conv_algo), .doc = "convolution algorithm",
-     .values = {{"autotune", "cuDNN picks by timing, in math's precision (GPU)"},
+     .values = {{"autotune", "cuDNN picks by timing, in math's precision (GPU); oneDNN under "
+                             "math fast (CPU)"},
                 {"deterministic", "an algorithm cuDNN marks deterministic, by heuristic, in "
-                                  "math's precision (GPU)"},
+                                  "math's precision (GPU); oneDNN under math fast, which picks "
+                                  "by ISA and shape, never by timing (CPU)"},
                 {"own", "detrain's own kernels, the other controls acting in them"}}},
     {FIELD_(math), .doc = "arithmetic mode",
      .values = {{"fast", "libm exp/log, library products in FP32 (OpenBLAS sgemm, FMA where "

@@ -1025,7 +1025,9 @@ static int run_command(const struct app *app, int argc, char **argv)
         printf("\nreduction, atomics and math act on the ops of both backends; reduction also\n"
                "decides how ranks combine gradients under mpirun (exact: the same bits for any\n"
                "rank count); rng acts on the Bayesian model (model.kind: bnn_mlp); conv_algo\n"
-               "acts on GPU convolutions only.\n");
+               "picks the convolutions: cuDNN on the GPU, oneDNN on the CPU (autotune and\n"
+               "deterministic, math fast, op by op where no other control orders the op),\n"
+               "or detrain's own kernels (own).\n");
         return 0;
     }
     if (strcmp(cmd, "config-reference") == 0) {

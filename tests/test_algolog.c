@@ -316,7 +316,8 @@ DT_TEST(json_text)
     dt_algolog_free(&log);
 }
 
-/* The CPU backend chooses no algorithm (conv_algo is recorded but unused there): its take
+/* The CPU backend logs no algorithm (oneDNN, under conv_algo autotune or deterministic, picks by
+ * ISA and shape, never by timing, and says nothing of it): its take
  * returns 0 after convolutions under every conv_algo, and a CPU run of LeNet under
  * run_to_run (conv_algo deterministic) and portable with conv_algo autotune writes no
  * algos.csv and no "algorithms" in any run.json. */

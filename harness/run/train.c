@@ -434,7 +434,9 @@ static void experiment_manifest(struct dt_strbuf *sb, const struct run_ctx *c, c
               "timed choice, TF32; deterministic: cuDNN deterministic algorithms by heuristic, "
               "FP32; own: detrain's kernels) -- each replica's algos.csv says what ran"
             : "reduction, atomics and math act on the CPU ops; rng acts on bnn_mlp (how epsilon "
-              "reaches backward); conv_algo is recorded but unused on the CPU");
+              "reaches backward); conv_algo picks the convolutions (autotune, deterministic: "
+              "oneDNN under math fast, op by op where no other control orders the op; own: "
+              "detrain's kernels)");
     /* the segments: each start of the run (the first `run`, then every --resume), with its
      * build; the run's start time is the first one's */
     struct dt_strbuf seg = {0};
