@@ -751,30 +751,38 @@ static void print_table(const char *dir, const struct record *rec, const struct 
     fflush(stdout);
 }
 
-/* The median over the completed replicas of cell (policy, vary)'s run.json `key`; NaN when
- * no replica recorded it or no cell of the config is that one. */
-static double cell_median(const char *edir, const struct dt_experiment *exp,
-                          const struct dt_report_summary_row *r, const char *key)
+/* The run.json keys of a row's host waits, in entry_view's order (all, steady, first). */
+#define N_WAITS 3
+static const char *const wait_keys[N_WAITS] = {"host_waits_per_step", "host_waits_steady",
+                                               "host_waits_first_step"};
+
+/* out[i]: the median over the completed replicas of cell (policy, vary) of run.json's
+ * wait_keys[i]; NaN when no replica recorded it or no cell of the config is that one. */
+static void cell_waits(const char *edir, const struct dt_experiment *exp,
+                       const struct dt_report_summary_row *r, double out[N_WAITS])
 {
+    for (int i = 0; i < N_WAITS; i++) out[i] = NAN;
     for (int c = 0; c < dt_cell_count(exp); c++) {
         char label[64];
         dt_vary_label(label, sizeof label, exp->vary_sets[dt_cell_vary(exp, c)]);
         if (strcmp(exp->policies[dt_cell_policy(exp, c)].name, r->policy) != 0 ||
             strcmp(label, r->vary) != 0)
             continue;
-        double *vals = dt_xcalloc((size_t)exp->replicas + 1, sizeof *vals);
-        int n = 0;
+        double *vals = dt_xcalloc((size_t)N_WAITS * (size_t)(exp->replicas + 1), sizeof *vals);
+        int n[N_WAITS] = {0};
         for (int k = 0; k < exp->replicas; k++) {
             char rdir[PATH_LEN + 320];
+            double w[N_WAITS];
             dt_replica_dir(rdir, sizeof rdir, edir, exp, c, k);
-            const double w = dt_manifest_number(rdir, key);
-            if (isfinite(w)) vals[n++] = w;
+            dt_manifest_numbers(rdir, wait_keys, N_WAITS, w);
+            for (int i = 0; i < N_WAITS; i++)
+                if (isfinite(w[i])) vals[i * (exp->replicas + 1) + n[i]++] = w[i];
         }
-        const double m = n ? dt_median(vals, n) : NAN;
+        for (int i = 0; i < N_WAITS; i++)
+            if (n[i]) out[i] = dt_median(vals + i * (exp->replicas + 1), n[i]);
         free(vals);
-        return m;
+        return;
     }
-    return NAN;
 }
 
 /* Each row's host waits from its replicas' run.json (a GPU's; the CPU records none). */
@@ -784,9 +792,9 @@ static void read_waits(const char *edir, struct entry_view *v)
     v->waits_steady = dt_xcalloc((size_t)v->n_rows + 1, sizeof *v->waits_steady);
     v->waits_first = dt_xcalloc((size_t)v->n_rows + 1, sizeof *v->waits_first);
     for (int i = 0; i < v->n_rows; i++) {
-        v->waits_all[i] = cell_median(edir, v->exp, &v->rows[i], "host_waits_per_step");
-        v->waits_steady[i] = cell_median(edir, v->exp, &v->rows[i], "host_waits_steady");
-        v->waits_first[i] = cell_median(edir, v->exp, &v->rows[i], "host_waits_first_step");
+        double w[N_WAITS];
+        cell_waits(edir, v->exp, &v->rows[i], w);
+        v->waits_all[i] = w[0], v->waits_steady[i] = w[1], v->waits_first[i] = w[2];
     }
 }
 

@@ -128,23 +128,30 @@ DT_TEST(bench_flags_fixed_samples)
     dt_strbuf_free(&f);
 }
 
-/* The level check (dt_bench_level_flag): run_to_run's interval wholly above portable's is
- * flagged with both; touching or overlapping intervals, or run_to_run the cheaper, are not. */
+/* run_to_run against portable (dt_bench_relax_flag): every control it changes holds a
+ * weaker level's value, so its interval wholly above portable's is flagged with both;
+ * touching or overlapping intervals, or run_to_run the cheaper, are not. */
 DT_TEST(bench_level_flag)
 {
     const struct dt_ratio_ci r2r = {.ratio = 1.30, .lo = 1.27, .hi = 1.33};
     const struct dt_ratio_ci cheaper = {.ratio = 1.21, .lo = 1.19, .hi = 1.23};
     const struct dt_ratio_ci touching = {.ratio = 1.24, .lo = 1.20, .hi = 1.27};
+    struct dt_policy run_to_run, portable;
+    dt_policy_from_level(&run_to_run, DT_LEVEL_RUN_TO_RUN);
+    dt_policy_from_level(&portable, DT_LEVEL_PORTABLE);
     struct dt_strbuf f = {0};
-    dt_bench_level_flag(&f, &r2r, &cheaper);
+    dt_bench_relax_flag(&f, &run_to_run, &r2r, DT_LEVEL_PORTABLE, &cheaper);
     CHECK(f.data && strstr(f.data, "run_to_run costs more than portable here: 1.30x [1.27, 1.33] "
                                    "against 1.21x [1.19, 1.23]"));
     dt_strbuf_free(&f);
-    dt_bench_level_flag(&f, &r2r, &touching);
+    dt_bench_relax_flag(&f, &run_to_run, &r2r, DT_LEVEL_PORTABLE, &touching);
     CHECK(f.len == 0);
-    dt_bench_level_flag(&f, &cheaper, &r2r);
+    dt_bench_relax_flag(&f, &run_to_run, &cheaper, DT_LEVEL_PORTABLE, &r2r);
     CHECK(f.len == 0);
-    dt_bench_level_flag(&f, NULL, &r2r);
+    dt_bench_relax_flag(&f, &run_to_run, NULL, DT_LEVEL_PORTABLE, &r2r);
+    CHECK(f.len == 0);
+    /* portable against run_to_run tightens: never flagged */
+    dt_bench_relax_flag(&f, &portable, &r2r, DT_LEVEL_RUN_TO_RUN, &cheaper);
     CHECK(f.len == 0);
     dt_strbuf_free(&f);
 }
@@ -177,7 +184,7 @@ DT_TEST(bench_relax_flag)
         CHECK_INT_EQ(dt_policy_from_level_name(&pol, cases[i].base, &err), DT_OK);
         CHECK_INT_EQ(dt_policy_set_control(&pol, cases[i].control, cases[i].value, &err), DT_OK);
         CHECK(dt_policy_auto_name(&pol));
-        dt_bench_relax_flag(&f, &pol, &dearer, &level);
+        dt_bench_relax_flag(&f, &pol, &dearer, pol.base, &level);
         CHECK_INT_EQ(f.len > 0, cases[i].flagged);
         if (cases[i].flagged) {
             char want[160];
@@ -188,12 +195,12 @@ DT_TEST(bench_relax_flag)
             CHECK(f.data && strstr(f.data, want) == f.data);
         }
         dt_strbuf_free(&f);
-        dt_bench_relax_flag(&f, &pol, &near, &level); /* overlapping intervals */
+        dt_bench_relax_flag(&f, &pol, &near, pol.base, &level); /* overlapping intervals */
         CHECK_INT_EQ((int)f.len, 0);
         dt_strbuf_free(&f);
     }
     CHECK_INT_EQ(dt_policy_from_level_name(&pol, "portable", &err), DT_OK);
-    dt_bench_relax_flag(&f, &pol, &dearer, &level); /* the level itself changes nothing */
+    dt_bench_relax_flag(&f, &pol, &dearer, pol.base, &level); /* the level itself: nothing */
     CHECK_INT_EQ((int)f.len, 0);
     dt_strbuf_free(&f);
 }

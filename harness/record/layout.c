@@ -236,15 +236,18 @@ bool dt_manifest_completed(const char *replica_dir)
     return strcmp(state, "completed") == 0;
 }
 
-double dt_manifest_number(const char *replica_dir, const char *key)
+void dt_manifest_numbers(const char *replica_dir, const char *const *keys, int n, double *out)
 {
     char state[32], value[64];
+    for (int i = 0; i < n; i++) out[i] = NAN;
     char *text = manifest_text(replica_dir);
-    if (!text) return NAN;
+    if (!text) return;
     dt_manifest_field(state, sizeof state, text, "state");
-    dt_manifest_field(value, sizeof value, text, key);
+    for (int i = 0; i < n && strcmp(state, "completed") == 0; i++) {
+        dt_manifest_field(value, sizeof value, text, keys[i]);
+        char *end = NULL;
+        const double v = value[0] ? strtod(value, &end) : NAN;
+        if (end && *end == '\0' && isfinite(v)) out[i] = v;
+    }
     free(text);
-    char *end = NULL;
-    const double v = value[0] ? strtod(value, &end) : NAN;
-    return strcmp(state, "completed") == 0 && end && *end == '\0' && isfinite(v) ? v : NAN;
 }

@@ -90,10 +90,10 @@ int dt_snapshot_steps(const struct dt_experiment *exp, int64_t *out);
 void dt_manifest_field(char *out, size_t size, const char *text, const char *key);
 /* Whether replica_dir/run.json exists and says the replica completed ("state": "completed"). */
 bool dt_manifest_completed(const char *replica_dir);
-/* The number "key" holds in replica_dir/run.json when the replica completed; NaN when it
- * did not, the file or the key is missing, or the value is not a finite number (a CPU run
- * has no "host_waits_steady"). */
-double dt_manifest_number(const char *replica_dir, const char *key);
+/* out[i]: the number keys[i] holds in replica_dir/run.json when the replica completed
+ * (one read of the file); NaN when it did not, the file or the key is missing, or the value
+ * is not a finite number (a CPU run has no "host_waits_steady"). */
+void dt_manifest_numbers(const char *replica_dir, const char *const *keys, int n, double *out);
 
 /* Whether `rel` -- a path inside an experiment folder, relative to it ("portable/replica-0/
  * trace.csv") -- is one that detrain writes for exp (a run, its report, resume, explain;

@@ -124,31 +124,18 @@ void dt_bench_flags(struct dt_strbuf *flags, const char *base, const char *pol,
         op_flag(flags, base, pol, (enum dt_op)o, oa, ob, n_ops, base_step, seed);
 }
 
-void dt_bench_level_flag(struct dt_strbuf *flags, const struct dt_ratio_ci *run_to_run,
-                         const struct dt_ratio_ci *portable)
+/* Does pol only relax `level`: some control differs from the level's, and each that does
+ * holds the value of a weaker level? */
+static bool only_relaxes(const struct dt_policy *pol, enum dt_level level)
 {
-    if (run_to_run && portable && run_to_run->lo > portable->hi)
-        dt_strbuf_printf(flags,
-                         "  run_to_run costs more than portable here: %.2fx [%.2f, %.2f] against "
-                         "%.2fx [%.2f, %.2f] -- the weaker promise is the dearer one on this "
-                         "machine, a library or kernel choice of run_to_run's to look at "
-                         "(docs/performance.md)\n",
-                         run_to_run->ratio, run_to_run->lo, run_to_run->hi, portable->ratio,
-                         portable->lo, portable->hi);
-}
-
-/* Does pol only relax its base level: some control changed, each changed one to the value
- * of a level weaker than the base? */
-static bool only_relaxes(const struct dt_policy *pol)
-{
-    struct dt_policy base;
-    dt_policy_from_level(&base, pol->base);
+    struct dt_policy ref;
+    dt_policy_from_level(&ref, level);
     bool changed = false;
     for (int c = 0; c < dt_policy_control_count(); c++) {
         const char *v = dt_policy_control_value(pol, c);
-        if (strcmp(v, dt_policy_control_value(&base, c)) == 0) continue;
+        if (strcmp(v, dt_policy_control_value(&ref, c)) == 0) continue;
         bool weaker = false;
-        for (int l = 0; l < (int)pol->base; l++) {
+        for (int l = 0; l < (int)level; l++) {
             struct dt_policy lv;
             dt_policy_from_level(&lv, (enum dt_level)l);
             weaker |= strcmp(v, dt_policy_control_value(&lv, c)) == 0;
@@ -160,30 +147,31 @@ static bool only_relaxes(const struct dt_policy *pol)
 }
 
 void dt_bench_relax_flag(struct dt_strbuf *flags, const struct dt_policy *pol,
-                         const struct dt_ratio_ci *ci, const struct dt_ratio_ci *level_ci)
+                         const struct dt_ratio_ci *ci, enum dt_level level,
+                         const struct dt_ratio_ci *level_ci)
 {
-    if (!pol || !ci || !level_ci || !only_relaxes(pol) || ci->lo <= level_ci->hi) return;
+    if (!pol || !ci || !level_ci || !only_relaxes(pol, level) || ci->lo <= level_ci->hi) return;
     dt_strbuf_printf(flags,
                      "  %s costs more than %s here: %.2fx [%.2f, %.2f] against %.2fx [%.2f, "
-                     "%.2f] -- relaxing a control allows every path the stricter value does, so "
-                     "a kernel or library choice of the relaxed value's is slower "
-                     "(docs/performance.md)\n",
-                     pol->name, dt_level_name(pol->base), ci->ratio, ci->lo, ci->hi,
-                     level_ci->ratio, level_ci->lo, level_ci->hi);
+                     "%.2f] -- every control it changes holds a weaker level's value, which "
+                     "allows every path the stricter one does, so a kernel or library choice of "
+                     "its own is the slower (docs/performance.md)\n",
+                     pol->name, dt_level_name(level), ci->ratio, ci->lo, ci->hi, level_ci->ratio,
+                     level_ci->lo, level_ci->hi);
 }
 
-/* After the table: the level check and the relaxation check, from the step intervals. */
+/* After the table: every policy that only relaxes a level the run also timed, and costs
+ * more than it (run_to_run against portable; an ablation against its own level). */
 static void print_level_flags(const struct dt_experiment *exp, const struct dt_ratio_ci *level_ci,
                               const bool *level_seen, const struct dt_ratio_ci *pol_ci,
                               const bool *pol_seen)
 {
     struct dt_strbuf f = {0};
-    if (level_seen[DT_LEVEL_RUN_TO_RUN] && level_seen[DT_LEVEL_PORTABLE])
-        dt_bench_level_flag(&f, &level_ci[DT_LEVEL_RUN_TO_RUN], &level_ci[DT_LEVEL_PORTABLE]);
     for (int p = 0; p < exp->n_policies; p++)
-        if (pol_seen[p] && level_seen[exp->policies[p].base])
-            dt_bench_relax_flag(&f, &exp->policies[p], &pol_ci[p],
-                                &level_ci[exp->policies[p].base]);
+        for (int l = DT_LEVEL_COUNT - 1; pol_seen[p] && l > 0; l--)
+            if (level_seen[l])
+                dt_bench_relax_flag(&f, &exp->policies[p], &pol_ci[p], (enum dt_level)l,
+                                    &level_ci[l]);
     if (f.data) printf("\n%s", f.data);
     dt_strbuf_free(&f);
 }
@@ -278,8 +266,7 @@ static enum dt_status bench_overhead(const struct dt_experiment *exp,
     const int64_t n_ops = n < 100 ? n : 100;
     double *scratch_a = dt_xcalloc((size_t)n_ops, sizeof(double));
     double *scratch_b = dt_xcalloc((size_t)n_ops, sizeof(double));
-    /* the levels' step intervals against fast, for dt_bench_level_flag, and every policy's,
-     * for dt_bench_relax_flag */
+    /* the levels' step intervals against fast, and every policy's, for dt_bench_relax_flag */
     struct dt_ratio_ci level_ci[DT_LEVEL_COUNT];
     bool level_seen[DT_LEVEL_COUNT] = {false};
     struct dt_ratio_ci *pol_ci = dt_xcalloc((size_t)exp->n_policies + 1, sizeof *pol_ci);

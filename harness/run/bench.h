@@ -76,22 +76,18 @@ void dt_bench_flags(struct dt_strbuf *flags, const char *base, const char *pol,
                     const struct dt_ratio_ci *step_ci, const double *oa, const double *ob,
                     int64_t n_ops, double base_step, uint64_t seed);
 
-/* "run_to_run costs more than portable here: ...": where run_to_run's step interval against
- * fast lies wholly above portable's (both from the same bench, the same baseline) -- a level
- * that promises less paying more, which a library or kernel choice of its own explains. */
-void dt_bench_level_flag(struct dt_strbuf *flags, const struct dt_ratio_ci *run_to_run,
-                         const struct dt_ratio_ci *portable);
-
-/* "<pol> costs more than <level> here: ...": where pol is an ablation of the level
- * pol->base that only relaxes it -- every control it changes set to the value of a weaker
- * level (fast's, or run_to_run's under portable) -- and its step interval against fast lies
- * wholly above the level's (both from the same bench). Relaxing a control allows every
- * path the stricter value allows, so such a cell prices a slower kernel or a library
- * switch, not the control (the single-control table's confounds of issue 69). Nothing for
- * a policy that tightens a control or sets a value no level has (reduction fixed, math
- * strict: no order among them to assume). */
+/* "<pol> costs more than <level> here: ...": where pol only relaxes `level` -- some control
+ * differs, each that does holds the value of a weaker level (fast's, or run_to_run's against
+ * portable) -- and its step interval against fast lies wholly above the level's (both from
+ * the same bench). A relaxed control allows every path the stricter value allows, so such a
+ * policy pays for a slower kernel or a library switch of its own: run_to_run dearer than
+ * portable, or a single-control ablation pricing something other than its control (issue
+ * 69's confounds). Nothing for a policy that tightens a control or sets a value no level
+ * has (reduction fixed, math strict: no order among them to assume), nor for the level
+ * itself. */
 void dt_bench_relax_flag(struct dt_strbuf *flags, const struct dt_policy *pol,
-                         const struct dt_ratio_ci *ci, const struct dt_ratio_ci *level_ci);
+                         const struct dt_ratio_ci *ci, enum dt_level level,
+                         const struct dt_ratio_ci *level_ci);
 
 enum dt_status dt_bench_run(const struct dt_experiment *exp, const struct dt_bench_options *opt,
                             struct dt_error *err);
