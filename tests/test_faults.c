@@ -323,9 +323,12 @@ DT_TEST(check_finite_off)
                    "dense1.weight forward: non-finite input in column 0 of B at step 8");
 }
 
-/* A file stops growing mid-run (RLIMIT_FSIZE of 3 KiB, as a full disk would stop it;
- * SIGXFSZ ignored, so the write returns EFBIG): tensors.csv outgrows it first (the config,
- * the manifests and trace.csv stay under 3 KiB). The run stops with exit 2 naming the file,
+/* A file stops growing mid-run (RLIMIT_FSIZE of 6 KiB, as a full disk would stop it;
+ * SIGXFSZ ignored, so the write returns EFBIG): tensors.csv (10 KB at the end) outgrows it
+ * first; the config, trace.csv (2.5 KB) and the manifests stay under it. The experiment's
+ * run.json names the build's flags and the output path four times: ~2.8 KB from a short
+ * folder, past 3 KiB from CI's sanitizer build in a deep one (a 3 KiB limit left it
+ * "running" there), so the limit leaves it room. The run stops with exit 2 naming the file,
  * and the replica's and the experiment's run.json say so. (A link planted in place of an
  * output is refused before the run: tests/test_folders.c.) */
 DT_TEST(write_fails_midrun)
@@ -334,7 +337,7 @@ DT_TEST(write_fails_midrun)
     const char *dir = TMP "efbig";
     CHECK_INT_EQ(dt_run_capture(out, sizeof out,
                                 "rm -rf '%s' && trap '' XFSZ && DETRAIN_GNUPLOT=none "
-                                "prlimit --fsize=3072 '%s' run '%s' --out '%s' --quiet "
+                                "prlimit --fsize=6144 '%s' run '%s' --out '%s' --quiet "
                                 "--set report.snapshots=0 --set replicas=1",
                                 dir, EXE, TINY, dir),
                  2);
