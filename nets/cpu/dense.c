@@ -295,18 +295,13 @@ typedef float v16f __attribute__((vector_size(64)));
 #define WR 8  /* wide tile rows */
 #define WN 16 /* wide tile columns: one vector */
 
+/* k in [k0, k1) into the tile's accumulators c, in order per element. */
 DT_WIDE static inline __attribute__((always_inline)) void
-wide_tile(int rows, int nv, float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
-          int64_t aks, const float *restrict Bm, int64_t ldb, int64_t K, bool accumulate,
-          bool fused)
+wide_products(int rows, int nv, v16f (*restrict c)[2], const float *restrict A, int64_t lda,
+              int64_t aks, const float *restrict Bm, int64_t ldb, int64_t k0, int64_t k1,
+              bool fused)
 {
-    v16f c[WR][2] = {{{0}}}; /* the unused ones too: GCC cannot see nv bound their use */
-#pragma GCC unroll 8
-    for (int r = 0; r < rows; r++)
-#pragma GCC unroll 2
-        for (int v = 0; v < nv; v++)
-            if (accumulate) memcpy(&c[r][v], C + r * ldc + v * WN, sizeof c[r][v]);
-    for (int64_t k = 0; k < K; k++) {
+    for (int64_t k = k0; k < k1; k++) {
         v16f b[2];
 #pragma GCC unroll 2
         for (int v = 0; v < nv; v++) memcpy(&b[v], Bm + k * ldb + v * WN, sizeof b[v]);
@@ -322,10 +317,67 @@ wide_tile(int rows, int nv, float *restrict C, int64_t ldc, const float *restric
             }
         }
     }
+}
+
+DT_WIDE static inline __attribute__((always_inline)) void
+wide_store(int rows, int nv, float *restrict C, int64_t ldc, v16f (*restrict c)[2])
+{
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++)
 #pragma GCC unroll 2
         for (int v = 0; v < nv; v++) memcpy(C + r * ldc + v * WN, &c[r][v], sizeof c[r][v]);
+}
+
+DT_WIDE static inline __attribute__((always_inline)) void
+wide_tile(int rows, int nv, float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
+          int64_t aks, const float *restrict Bm, int64_t ldb, int64_t K, bool accumulate,
+          bool fused)
+{
+    v16f c[WR][2] = {{{0}}}; /* the unused ones too: GCC cannot see nv bound their use */
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < nv; v++)
+            if (accumulate) memcpy(&c[r][v], C + r * ldc + v * WN, sizeof c[r][v]);
+    wide_products(rows, nv, c, A, lda, aks, Bm, ldb, 0, K, fused);
+    wide_store(rows, nv, C, ldc, c);
+}
+
+/* An ordered reduction over K as its canonical chunks (determinism/reduce.h), one tile:
+ * each chunk's partial from +0 in the accumulators, the chunks' tree as a stack
+ * (chunk_stack.h's pairs: a merge adds the lower partial and the registers, lower first),
+ * the sum stored once -- the bits of chunk_product per chunk and then reduce_tree, without
+ * the partials' trip through memory (the MLP's portable weight gradient at batch 256: see
+ * wgrad_fixed_rows). */
+DT_WIDE static inline __attribute__((always_inline)) void
+wide_chunk_tile(int rows, int nv, float *restrict C, int64_t ldc, const float *restrict A,
+                int64_t lda, int64_t aks, const float *restrict Bm, int64_t ldb, int64_t K,
+                bool fused)
+{
+    v16f stack[DT_REDUCE_STACK_MAX][WR][2];
+    v16f c[WR][2] = {{{0}}};
+    const int64_t n_chunks = dt_reduce_chunks(K);
+    int depth = 0;
+    for (int64_t ch = 0; ch < n_chunks; ch++) {
+        const int64_t k0 = ch * DT_REDUCE_CHUNK;
+        wide_products(rows, nv, c, A, lda, aks, Bm, ldb, k0,
+                      K - k0 < DT_REDUCE_CHUNK ? K : k0 + DT_REDUCE_CHUNK, fused);
+        const bool last = ch == n_chunks - 1;
+        for (int m = last ? depth : dt_reduce_stack_merges(ch + 1); m > 0; m--) {
+            depth--;
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++)
+#pragma GCC unroll 2
+                for (int v = 0; v < nv; v++) c[r][v] = stack[depth][r][v] + c[r][v];
+        }
+        if (last) break;
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++)
+#pragma GCC unroll 2
+            for (int v = 0; v < nv; v++) stack[depth][r][v] = c[r][v], c[r][v] = (v16f){0};
+        depth++;
+    }
+    wide_store(rows, nv, C, ldc, c);
 }
 
 /* wide_tile's fused products for the last `cols` (< WN) columns, by masked vectors: rows
@@ -351,10 +403,12 @@ DT_WIDE static void fused_tail(float *restrict C, int64_t ldc, const float *rest
     }
 }
 
+/* C rows [i0, i1) = (or +=, `accumulate`) A . Bm, tile by tile; `chunked`: each tile the
+ * canonical chunks' tree over K (wide_chunk_tile; N whole vectors, no accumulate). */
 DT_WIDE static inline __attribute__((always_inline)) void
 matmul_wide(float *restrict C, int64_t ldc, const float *restrict A, int64_t lda, int64_t aks,
             const float *restrict Bm, int64_t ldb, int64_t K, int64_t N, int64_t i0, int64_t i1,
-            bool accumulate, bool fused)
+            bool accumulate, bool fused, bool chunked)
 {
     const int64_t n_tiled = N / WN * WN;
     for (int64_t j = 0; j < n_tiled;) { /* the strip of Bm stays in cache */
@@ -362,23 +416,22 @@ matmul_wide(float *restrict C, int64_t ldc, const float *restrict A, int64_t lda
          * multiply-add chains to cover a fused operation's latency (8 were not, on a Zen 5);
          * each element's operations the same either way */
         const int nv = j + 2 * WN <= n_tiled ? 2 : 1;
+#define TILE(r)                                                                                    \
+    do {                                                                                           \
+        if (chunked)                                                                               \
+            wide_chunk_tile(r, nv, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,    \
+                            fused);                                                                \
+        else                                                                                       \
+            wide_tile(r, nv, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,          \
+                      accumulate, fused);                                                          \
+        i += r;                                                                                    \
+    } while (0)
         int64_t i = i0;
-        for (; i + WR <= i1; i += WR)
-            wide_tile(WR, nv, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,
-                      accumulate, fused);
-        if (i + 4 <= i1) {
-            wide_tile(4, nv, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,
-                      accumulate, fused);
-            i += 4;
-        }
-        if (i + 2 <= i1) {
-            wide_tile(2, nv, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,
-                      accumulate, fused);
-            i += 2;
-        }
-        if (i < i1)
-            wide_tile(1, nv, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,
-                      accumulate, fused);
+        while (i + WR <= i1) TILE(WR);
+        if (i + 4 <= i1) TILE(4);
+        if (i + 2 <= i1) TILE(2);
+        if (i < i1) TILE(1);
+#undef TILE
         j += nv * WN;
     }
     if (n_tiled < N && fused) /* leftover columns (fewer than one vector), fused too */
@@ -394,7 +447,23 @@ DT_WIDE static void matmul_ordered_wide(float *restrict C, int64_t ldc, const fl
                                         int64_t ldb, int64_t K, int64_t N, int64_t i0, int64_t i1,
                                         bool accumulate)
 {
-    matmul_wide(C, ldc, A, lda, aks, Bm, ldb, K, N, i0, i1, accumulate, false);
+    matmul_wide(C, ldc, A, lda, aks, Bm, ldb, K, N, i0, i1, accumulate, false, false);
+}
+
+/* The canonical chunks' tree per tile (wide_chunk_tile) over C's first N columns (whole
+ * vectors), rows [i0, i1): the ordered sums, or the fused ones (wgrad_fuses). */
+DT_WIDE static void chunks_ordered_wide(float *restrict C, int64_t ldc, const float *restrict A,
+                                        int64_t lda, int64_t aks, const float *restrict Bm,
+                                        int64_t ldb, int64_t K, int64_t N, int64_t i0, int64_t i1)
+{
+    matmul_wide(C, ldc, A, lda, aks, Bm, ldb, K, N, i0, i1, false, false, true);
+}
+
+DT_WIDE static void chunks_fused_wide(float *restrict C, int64_t ldc, const float *restrict A,
+                                      int64_t lda, int64_t aks, const float *restrict Bm,
+                                      int64_t ldb, int64_t K, int64_t N, int64_t i0, int64_t i1)
+{
+    matmul_wide(C, ldc, A, lda, aks, Bm, ldb, K, N, i0, i1, false, true, true);
 }
 
 /* math: fast, the weight gradient: dw rows [i0, i1) = x^T . dy over all B batch rows in
@@ -404,7 +473,7 @@ DT_WIDE static void wgrad_fast_wide(float *restrict dw, const float *restrict x,
                                     const float *restrict dy, int64_t B, int64_t in, int64_t out,
                                     int64_t i0, int64_t i1)
 {
-    matmul_wide(dw + i0 * out, out, x + i0, 1, in, dy, out, B, out, 0, i1 - i0, false, true);
+    matmul_wide(dw + i0 * out, out, x + i0, 1, in, dy, out, B, out, 0, i1 - i0, false, true, false);
 }
 
 /* math: fast on a CPU with AVX-512: the same tiles with each multiply-add fused (one
@@ -416,7 +485,7 @@ DT_WIDE static void matmul_fast_wide(float *restrict C, const float *restrict A,
                                      const float *restrict Bm, int64_t K, int64_t N, int64_t i0,
                                      int64_t i1)
 {
-    matmul_wide(C, N, A, K, 1, Bm, N, K, N, i0, i1, false, true);
+    matmul_wide(C, N, A, K, 1, Bm, N, K, N, i0, i1, false, true, false);
 }
 
 #endif
@@ -441,7 +510,7 @@ DT_WIDE static void matmul_fused_wide(float *restrict C, int64_t ldc, const floa
                                       int64_t lda, int64_t aks, const float *restrict Bm,
                                       int64_t ldb, int64_t K, int64_t N, int64_t i0, int64_t i1)
 {
-    matmul_wide(C, ldc, A, lda, aks, Bm, ldb, K, N, i0, i1, false, true);
+    matmul_wide(C, ldc, A, lda, aks, Bm, ldb, K, N, i0, i1, false, true, false);
 }
 #endif
 
@@ -784,15 +853,27 @@ static void wgrad_fixed_rows(struct dt_backend *be, int worker, float *dw, const
         wgrad_tiles_v8(dw, a, a_rs, a_ks, dy, B, out, begin, end, bp, bp + B * NR);
         return;
     }
-    /* per block of ROW_BLOCK rows and WGRAD_COLS columns: the block's chunk partials stay
-     * in L1 from their products through the tree (each element's sums and tree as over
-     * the whole row: the column split moves no bits) */
+    /* the columns in whole vectors: per tile, the chunk partials and their tree in
+     * registers and a stack (wide_chunk_tile), the sum stored once -- the MLP's portable
+     * weight gradient at batch 256 (two chunks a shard) 0.49 -> 0.40 ms on a Zen 5,
+     * results/cpu/portable-cost/chunk-stack-zen5/ */
+    int64_t j_first = 0;
+#ifdef DT_CPU_WIDE_KERNELS
+    j_first = out / WN * WN;
+    if (j_first > 0)
+        (fused ? chunks_fused_wide : chunks_ordered_wide)(dw, out, a + begin * a_rs, a_rs, a_ks, dy,
+                                                          out, B, j_first, 0, end - begin);
+#endif
+    if (j_first == out) return;
+    /* the columns left (fewer than a vector), per block of ROW_BLOCK rows: the block's chunk
+     * partials stay in L1 from their products through the tree (each element's sums and
+     * tree as over the whole row: the column split moves no bits) */
     const int64_t n_chunks = dt_reduce_chunks(B);
-    const int64_t cols_max = out < WGRAD_COLS ? out : WGRAD_COLS;
+    const int64_t cols_max = out - j_first < WGRAD_COLS ? out - j_first : WGRAD_COLS;
     float *buf = dt_cpu_worker_buffer(be, worker, (size_t)(n_chunks * ROW_BLOCK * cols_max));
     for (int64_t i0 = begin; i0 < end; i0 += ROW_BLOCK) {
         const int64_t rows = end - i0 < ROW_BLOCK ? end - i0 : ROW_BLOCK;
-        for (int64_t j0 = 0; j0 < out; j0 += WGRAD_COLS) {
+        for (int64_t j0 = j_first; j0 < out; j0 += WGRAD_COLS) {
             const int64_t cols = out - j0 < WGRAD_COLS ? out - j0 : WGRAD_COLS;
             const int64_t block = rows * cols;
             for (int64_t c = 0; c < n_chunks; c++) {
