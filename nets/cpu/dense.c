@@ -1099,36 +1099,61 @@ enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float 
 }
 
 /* ---- reduction exact on one rank: the shard partials summed where they are made ------- *
- * Per block of ROW_BLOCK rows of dw, every shard's partial of the block (wgrad_fixed_rows
- * on the shard's rows, as dt_cpu_dense_backward_weight_shards makes it: the same bits) into
- * the worker's part of the scratch, then their exact sum before the block leaves the cache
- * (dt_cpu_exact_spec_sums: the double sum where it is the exact sum's value at the shift the
+ * Per block of rows of dw (SUMMED_BLOCK_BYTES), every shard's partial of the block
+ * (wgrad_fixed_rows on the shard's rows, as dt_cpu_dense_backward_weight_shards makes it: the same
+ * bits) into the worker's part of the scratch, then their exact sum before the block leaves the
+ * cache (dt_cpu_exact_spec_sums: the double sum where it is the exact sum's value at the shift the
  * tensor's maximum will give), so most partials never reach memory. Which groups that holds
  * for depends on that maximum; the op guesses its floor from `hint` (the tensor's maximum
  * the step before: gradients move slowly), SUMMED_MARGIN binades on the safe side. A group
  * too wide for a double, or with a term whose unit may lie below the guess, is risky: its
- * terms go to their slots, and once the maximum is known the integer path sums them there.
+ * terms are kept (the worker's run, KEPT_FLOATS; past it their slots), and once the maximum
+ * is known the integer path sums them.
  * Where the maximum rose past the guess, the rows holding a stood group below the true floor
  * are made again (the same bits) and summed by the integer path. Slots 1.. hold the risky
- * groups' terms, the rest as it was (few outputs, more than DT_CPU_SPEC_TERMS_MAX shards:
- * the shard op's partials there, then their exact sum). */
+ * groups' terms past the kept run, the rest as it was (few outputs, more than DT_CPU_SPEC_TERMS_MAX
+ * shards: the shard op's partials there, then their exact sum). */
 #define SUMMED_MARGIN 2 /* binades the maximum may rise in a step before rows are made again */
+/* A worker's first risky groups keep their terms in its own run of KEPT_FLOATS floats (risky
+ * flag RISKY_KEPT) rather than in the slots, term-major (group q's term k at k * cap + q *
+ * DT_CPU_SPEC_GROUP, cap the run's groups x DT_CPU_SPEC_GROUP; a short group padded with
+ * zeros), their places in kept_at: pass 2 sums them all in one call of the integer path and
+ * copies the sums out by kept_at, walking the rows only where a row may be made again or a
+ * group went to its slots. The slots lie in a pack of S x n floats pass 1 never touches
+ * otherwise (a group's S terms had been cache misses twice), and a call a group had cost
+ * more than its sums: on the MLP at batch 64 pass 2 had taken about 20 us a step for 330
+ * groups (results/cpu/portable-cost/kept-terms-zen5/). */
+#define KEPT_FLOATS (16 * 1024)
+enum { RISKY_SLOTS = 1, RISKY_KEPT = 2 };
+/* Pass 1's blocks: as many rows as keep the S partials of a block within SUMMED_BLOCK_BYTES
+ * (in L2), from ROW_BLOCK to SUMMED_ROWS_MAX, a multiple of ROW_BLOCK: each block reads all
+ * of dy once more, so 8-row blocks had read it 49 times a worker at the MLP's first layer
+ * (weight gradient 0.307 -> 0.287 ms at 1 thread with 32 rows: kept-terms-zen5/). */
+#define SUMMED_BLOCK_BYTES (128 * 1024)
+#define SUMMED_ROWS_MAX 32
 
 struct wgrad_summed_job {
     struct dt_backend *be;
-    float *dw, *tmp; /* tmp: per worker, S x ROW_BLOCK x out floats */
+    float *dw, *tmp; /* tmp: per worker, S x block x out floats */
     uint8_t *risky;  /* per row of dw, its groups' flags (dt_cpu_exact_spec_sums) */
     uint8_t *unit;   /* per row: its stood groups' unit bound (at most 255) */
     const float *x, *dy;
     int64_t in, out, n, groups, tmp_floats;
+    int64_t block; /* pass 1's rows a block */
     const struct dt_shards *sh;
     int64_t mult; /* batch rows an example (the GPT's positions) */
     bool fused;   /* the shards' chunk products: wgrad_fuses */
     int guess, shift;
     uint8_t e_floor;
+    float *kept;      /* per worker, KEPT_FLOATS: its first risky groups' terms, term-major */
+    int64_t *kept_at; /* per worker, kept_max: each kept group's row * groups + group */
+    int64_t kept_max; /* groups a worker keeps there (the rest go to their slots) */
     uint32_t worker_max[DT_CPU_MAX_THREADS];
     uint8_t worker_unit[DT_CPU_MAX_THREADS]; /* the least of the worker's rows' */
     bool worker_risky[DT_CPU_MAX_THREADS];
+    int64_t worker_kept[DT_CPU_MAX_THREADS];  /* groups kept */
+    int64_t worker_slots[DT_CPU_MAX_THREADS]; /* risky groups in their slots */
+    int64_t worker_begin[DT_CPU_MAX_THREADS]; /* its rows in pass 1: pass 2 takes the same */
 };
 
 /* Rows [i0, i0 + rows) of dw: shard k's partial of them at t + k * rows * out. */
@@ -1156,8 +1181,11 @@ static void wgrad_summed_part(void *ctx, int64_t begin, int64_t end, int worker)
     uint32_t m = j->worker_max[worker];
     uint8_t least = j->worker_unit[worker];
     bool any = j->worker_risky[worker];
-    for (int64_t i0 = begin; i0 < end; i0 += ROW_BLOCK) {
-        const int64_t rows = end - i0 < ROW_BLOCK ? end - i0 : ROW_BLOCK;
+    int64_t kept = 0, slots = 0;
+    DT_ASSERT(j->worker_kept[worker] == 0); /* one range a worker (the pool's static slices) */
+    j->worker_begin[worker] = begin;
+    for (int64_t i0 = begin; i0 < end; i0 += j->block) {
+        const int64_t rows = end - i0 < j->block ? end - i0 : j->block;
         wgrad_summed_partials(j, worker, t, i0, rows);
         for (int64_t r = 0; r < rows; r++) {
             const int64_t i = i0 + r;
@@ -1172,9 +1200,21 @@ static void wgrad_summed_part(void *ctx, int64_t begin, int64_t end, int worker)
                 const int64_t e0 = g * DT_CPU_SPEC_GROUP;
                 const int64_t len =
                     j->out - e0 < DT_CPU_SPEC_GROUP ? j->out - e0 : DT_CPU_SPEC_GROUP;
+                float *to = j->dw + i * j->out + e0; /* term k at to + k * ld */
+                int64_t ld = j->n;
+                if (kept < j->kept_max) {
+                    to = j->kept + worker * KEPT_FLOATS + kept * DT_CPU_SPEC_GROUP;
+                    ld = j->kept_max * DT_CPU_SPEC_GROUP;
+                    j->kept_at[worker * j->kept_max + kept++] = i * j->groups + g;
+                    risky[g] = RISKY_KEPT;
+                    for (int k = 0; len < DT_CPU_SPEC_GROUP && k < nt; k++)
+                        memset(to + k * ld + len, 0,
+                               (size_t)(DT_CPU_SPEC_GROUP - len) * sizeof(float));
+                } else {
+                    slots++;
+                }
                 for (int k = 0; k < nt; k++)
-                    memcpy(j->dw + k * j->n + i * j->out + e0, tr + k * rows * j->out + e0,
-                           (size_t)len * sizeof(float));
+                    memcpy(to + k * ld, tr + k * rows * j->out + e0, (size_t)len * sizeof(float));
             }
             j->unit[i] = (uint8_t)(unit < 255 ? unit : 255);
             least = j->unit[i] < least ? j->unit[i] : least;
@@ -1183,15 +1223,31 @@ static void wgrad_summed_part(void *ctx, int64_t begin, int64_t end, int worker)
     j->worker_max[worker] = m;
     j->worker_unit[worker] = least;
     j->worker_risky[worker] = any;
+    j->worker_kept[worker] = kept;
+    j->worker_slots[worker] = slots;
 }
 
-/* Pass 2, rows [begin, end): the risky groups summed from their slots by the integer path;
- * a row with a stood group below the floor made again and summed whole the same way. */
+/* Pass 2, rows [begin, end) (pass 1's rows of this worker: the same slices): the kept
+ * groups summed by the integer path in one call and copied to their places; then, where
+ * this worker has any, the rows with a stood group below the floor made again and summed
+ * whole the same way, and the groups in their slots summed there. */
 static void wgrad_summed_fix(void *ctx, int64_t begin, int64_t end, int worker)
 {
     struct wgrad_summed_job *j = ctx;
     float *t = j->tmp + worker * j->tmp_floats;
     const int nt = (int)j->sh->count;
+    DT_ASSERT(j->worker_begin[worker] == begin);
+    float *kept = j->kept + worker * KEPT_FLOATS;
+    const int64_t n_kept = j->worker_kept[worker];
+    dt_cpu_exact_sum_terms(kept, kept, j->kept_max * DT_CPU_SPEC_GROUP, nt, 0,
+                           n_kept * DT_CPU_SPEC_GROUP, j->shift);
+    for (int64_t q = 0; q < n_kept; q++) {
+        const int64_t at = j->kept_at[worker * j->kept_max + q];
+        const int64_t i = at / j->groups, e0 = at % j->groups * DT_CPU_SPEC_GROUP;
+        const int64_t len = j->out - e0 < DT_CPU_SPEC_GROUP ? j->out - e0 : DT_CPU_SPEC_GROUP;
+        memcpy(j->dw + i * j->out + e0, kept + q * DT_CPU_SPEC_GROUP, (size_t)len * sizeof(float));
+    }
+    if (j->worker_unit[worker] >= j->e_floor && j->worker_slots[worker] == 0) return;
     for (int64_t i = begin; i < end; i++) {
         float *row = j->dw + i * j->out;
         if (j->unit[i] < j->e_floor) { /* the maximum rose past the guess */
@@ -1201,7 +1257,7 @@ static void wgrad_summed_fix(void *ctx, int64_t begin, int64_t end, int worker)
         }
         const uint8_t *risky = j->risky + i * j->groups;
         for (int64_t g = 0; g < j->groups; g++) {
-            if (!risky[g]) continue;
+            if (risky[g] != RISKY_SLOTS) continue;
             const int64_t e0 = g * DT_CPU_SPEC_GROUP;
             const int64_t e1 = e0 + DT_CPU_SPEC_GROUP < j->out ? e0 + DT_CPU_SPEC_GROUP : j->out;
             dt_cpu_exact_sum_terms(row, row, j->n, nt, e0, e1, j->shift);
@@ -1239,7 +1295,10 @@ enum dt_status dt_cpu_dense_backward_weight_summed(struct dt_backend *be, float 
     j->be = be, j->dw = dw, j->x = x, j->dy = dy, j->in = in, j->out = out, j->n = n, j->sh = sh;
     j->mult = mult, j->fused = wgrad_fuses(pol);
     j->groups = (out + DT_CPU_SPEC_GROUP - 1) / DT_CPU_SPEC_GROUP;
-    j->tmp_floats = sh->count * ROW_BLOCK * out;
+    const int64_t fit = SUMMED_BLOCK_BYTES / (sh->count * out * (int64_t)sizeof(float));
+    j->block = fit < ROW_BLOCK ? ROW_BLOCK : fit > SUMMED_ROWS_MAX ? SUMMED_ROWS_MAX : fit;
+    j->block = j->block / ROW_BLOCK * ROW_BLOCK;
+    j->tmp_floats = sh->count * j->block * out;
     /* the floor guessed from the maximum before (none: every group with a nonzero term risky) */
     int floor_before, shift_before;
     j->guess = hint != DT_EXACT_UNSUMMED &&
@@ -1247,8 +1306,12 @@ enum dt_status dt_cpu_dense_backward_weight_summed(struct dt_backend *be, float 
                    ? (floor_before + SUMMED_MARGIN < 255 ? floor_before + SUMMED_MARGIN : 255)
                    : 255;
     const int64_t flag_floats = (in * (j->groups + 1) + 3) / 4;
-    j->tmp = dt_cpu_scratch(be, (size_t)(T * j->tmp_floats + flag_floats));
-    j->risky = (uint8_t *)(j->tmp + T * j->tmp_floats);
+    j->kept_max = KEPT_FLOATS / (sh->count * DT_CPU_SPEC_GROUP);
+    j->tmp = dt_cpu_scratch(
+        be, (size_t)(T * (j->tmp_floats + KEPT_FLOATS + 2 * j->kept_max) + flag_floats));
+    j->kept = j->tmp + T * j->tmp_floats;
+    j->kept_at = (int64_t *)(j->kept + T * KEPT_FLOATS); /* 2 floats an entry */
+    j->risky = (uint8_t *)(j->kept_at + T * j->kept_max);
     j->unit = j->risky + in * j->groups;
     for (int t = 0; t < T; t++) j->worker_unit[t] = 255;
     dt_pool_run(c->pool, in, ROW_BLOCK, wgrad_summed_part, j);
