@@ -1122,8 +1122,10 @@ enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float 
  * group went to its slots. The slots lie in a pack of S x n floats pass 1 never touches
  * otherwise (a group's S terms had been cache misses twice), and a call a group had cost
  * more than its sums: on the MLP at batch 64 pass 2 had taken about 20 us a step for 330
- * groups (results/cpu/portable-cost/kept-terms-zen5/). */
-#define KEPT_FLOATS (16 * 1024)
+ * groups (results/cpu/portable-cost/kept-terms-zen5/). Risky groups grow with training (the
+ * softmax's gradients of confident examples fall below the fixed-point unit): after 2,000
+ * steps there a call met ~1,600, hence 1,024 a worker at 4 shards (256 KB). */
+#define KEPT_FLOATS (64 * 1024)
 enum { RISKY_SLOTS = 1, RISKY_KEPT = 2 };
 /* Pass 1's blocks: as many rows as keep the S partials of a block within SUMMED_BLOCK_BYTES
  * (in L2), from ROW_BLOCK to SUMMED_ROWS_MAX, a multiple of ROW_BLOCK: each block reads all
