@@ -168,10 +168,12 @@ dt_conv2d_backward_weight_fn dt_cpu_conv2d_backward_weight_shards;
 /* reduction: exact on one rank, summed where a shard op makes its partials (exact.c; used by
  * dense.c's dt_cpu_dense_backward_weight_summed). Term k of element e at t[k * ld + e], k <
  * nt <= DT_CPU_SPEC_TERMS_MAX. dt_cpu_exact_spec_sums: per group of DT_CPU_SPEC_GROUP
- * elements from 0 (the last may be short), risky[g] = 1 where the terms' double sum is not
- * exact or a term's unit exponent may lie below `guess` (a guess of the floor: nothing
- * written), else 0 with the double sum rounded into out and *unit = min(*unit, a lower bound
- * on the smallest nonzero term's unit exponent: at least guess; 255 or more: all zero);
+ * elements from 0 (the last may be short), risky[g] = a mask of the group's elements
+ * (bit x: element g * DT_CPU_SPEC_GROUP + x) whose terms' double sum is not exact or whose
+ * term's unit exponent may lie below `guess` (a guess of the floor) -- with AVX-512 those
+ * elements alone, else the whole group -- their out to be written by the caller; every other
+ * element gets the double sum rounded into out, and *unit = min(*unit, a lower bound on its
+ * smallest nonzero term's unit exponent: at least guess; 255 or more: all zero);
  * returns max(m, max |bits| of every term). dt_cpu_exact_spec_floor: from the tensor's
  * maximum over `shards` partials, *e_floor (1..255) -- stood groups whose unit reaches it
  * hold exact_sum's bits -- and *shift; false for a non-finite maximum (nothing to redo:
@@ -181,7 +183,7 @@ dt_conv2d_backward_weight_fn dt_cpu_conv2d_backward_weight_shards;
 #define DT_CPU_SPEC_GROUP 16
 #define DT_CPU_SPEC_TERMS_MAX 16
 uint32_t dt_cpu_exact_spec_sums(float *out, const float *t, int64_t ld, int nt, int64_t n,
-                                int guess, uint8_t *risky, int *unit, uint32_t m);
+                                int guess, uint16_t *risky, int *unit, uint32_t m);
 bool dt_cpu_exact_spec_floor(uint32_t max_bits, int64_t shards, int *e_floor, int *shift);
 void dt_cpu_exact_sum_terms(float *out, const float *t, int64_t ld, int nt, int64_t e0, int64_t e1,
                             int shift);

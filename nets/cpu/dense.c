@@ -1114,19 +1114,18 @@ enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float 
  * groups' terms past the kept run, the rest as it was (few outputs, more than DT_CPU_SPEC_TERMS_MAX
  * shards: the shard op's partials there, then their exact sum). */
 #define SUMMED_MARGIN 2 /* binades the maximum may rise in a step before rows are made again */
-/* A worker's first risky groups keep their terms in its own run of KEPT_FLOATS floats (risky
- * flag RISKY_KEPT) rather than in the slots, term-major (group q's term k at k * cap + q *
- * DT_CPU_SPEC_GROUP, cap the run's groups x DT_CPU_SPEC_GROUP; a short group padded with
- * zeros), their places in kept_at: pass 2 sums them all in one call of the integer path and
- * copies the sums out by kept_at, walking the rows only where a row may be made again or a
- * group went to its slots. The slots lie in a pack of S x n floats pass 1 never touches
- * otherwise (a group's S terms had been cache misses twice), and a call a group had cost
- * more than its sums: on the MLP at batch 64 pass 2 had taken about 20 us a step for 330
- * groups (results/cpu/portable-cost/kept-terms-zen5/). Risky groups grow with training (the
- * softmax's gradients of confident examples fall below the fixed-point unit): after 2,000
- * steps there a call met ~1,600, hence 1,024 a worker at 4 shards (256 KB). */
+/* A worker's first risky elements keep their terms in its own run of KEPT_FLOATS floats
+ * rather than in the slots, term-major (element q's term k at k * kept_max + q), their places
+ * in kept_at: pass 2 sums them all in one call of the integer path and copies the sums out by
+ * kept_at, walking the rows only where one may be made again or a group went to its slots
+ * (past the run: the whole group, risky[g] left nonzero). With AVX-512 a risky group names
+ * its risky elements (1.3-1.8 of 16, measured), elsewhere all of them. The slots lie in a
+ * pack of S x n floats pass 1 never touches otherwise (a group's S terms had been cache
+ * misses twice), and a call a group had cost more than its sums: on the MLP at batch 64 pass
+ * 2 had taken about 20 us a step for 330 groups (results/cpu/portable-cost/kept-terms-zen5/).
+ * Risky groups grow with training (the softmax's gradients of confident examples fall below
+ * the fixed-point unit: late-training-zen5.txt). */
 #define KEPT_FLOATS (64 * 1024)
-enum { RISKY_SLOTS = 1, RISKY_KEPT = 2 };
 /* Pass 1's blocks: as many rows as keep the S partials of a block within SUMMED_BLOCK_BYTES
  * (in L2), from ROW_BLOCK to SUMMED_ROWS_MAX, a multiple of ROW_BLOCK: each block reads all
  * of dy once more, so 8-row blocks had read it 49 times a worker at the MLP's first layer
@@ -1137,7 +1136,7 @@ enum { RISKY_SLOTS = 1, RISKY_KEPT = 2 };
 struct wgrad_summed_job {
     struct dt_backend *be;
     float *dw, *tmp; /* tmp: per worker, S x block x out floats */
-    uint8_t *risky;  /* per row of dw, its groups' flags (dt_cpu_exact_spec_sums) */
+    uint16_t *risky; /* per row of dw, its groups' risky elements (dt_cpu_exact_spec_sums) */
     uint8_t *unit;   /* per row: its stood groups' unit bound (at most 255) */
     const float *x, *dy;
     int64_t in, out, n, groups, tmp_floats;
@@ -1153,7 +1152,7 @@ struct wgrad_summed_job {
     uint32_t worker_max[DT_CPU_MAX_THREADS];
     uint8_t worker_unit[DT_CPU_MAX_THREADS]; /* the least of the worker's rows' */
     bool worker_risky[DT_CPU_MAX_THREADS];
-    int64_t worker_kept[DT_CPU_MAX_THREADS];  /* groups kept */
+    int64_t worker_kept[DT_CPU_MAX_THREADS];  /* elements kept */
     int64_t worker_slots[DT_CPU_MAX_THREADS]; /* risky groups in their slots */
     int64_t worker_begin[DT_CPU_MAX_THREADS]; /* its rows in pass 1: pass 2 takes the same */
 };
@@ -1191,7 +1190,7 @@ static void wgrad_summed_part(void *ctx, int64_t begin, int64_t end, int worker)
         wgrad_summed_partials(j, worker, t, i0, rows);
         for (int64_t r = 0; r < rows; r++) {
             const int64_t i = i0 + r;
-            uint8_t *risky = j->risky + i * j->groups;
+            uint16_t *risky = j->risky + i * j->groups;
             const float *tr = t + r * j->out;
             int unit = 255;
             m = dt_cpu_exact_spec_sums(j->dw + i * j->out, tr, rows * j->out, nt, j->out, j->guess,
@@ -1200,23 +1199,24 @@ static void wgrad_summed_part(void *ctx, int64_t begin, int64_t end, int worker)
                 if (!risky[g]) continue;
                 any = true;
                 const int64_t e0 = g * DT_CPU_SPEC_GROUP;
+                const int lanes = __builtin_popcount(risky[g]);
+                if (kept + lanes <= j->kept_max) { /* its risky elements into the run */
+                    float *run = j->kept + worker * KEPT_FLOATS;
+                    for (unsigned b = risky[g]; b; b &= b - 1, kept++) {
+                        const int64_t x = e0 + __builtin_ctz(b);
+                        for (int k = 0; k < nt; k++)
+                            run[k * j->kept_max + kept] = tr[k * rows * j->out + x];
+                        j->kept_at[worker * j->kept_max + kept] = i * j->out + x;
+                    }
+                    risky[g] = 0;
+                    continue;
+                }
+                slots++; /* the whole group into its slots (slot 0: dw itself) */
                 const int64_t len =
                     j->out - e0 < DT_CPU_SPEC_GROUP ? j->out - e0 : DT_CPU_SPEC_GROUP;
-                float *to = j->dw + i * j->out + e0; /* term k at to + k * ld */
-                int64_t ld = j->n;
-                if (kept < j->kept_max) {
-                    to = j->kept + worker * KEPT_FLOATS + kept * DT_CPU_SPEC_GROUP;
-                    ld = j->kept_max * DT_CPU_SPEC_GROUP;
-                    j->kept_at[worker * j->kept_max + kept++] = i * j->groups + g;
-                    risky[g] = RISKY_KEPT;
-                    for (int k = 0; len < DT_CPU_SPEC_GROUP && k < nt; k++)
-                        memset(to + k * ld + len, 0,
-                               (size_t)(DT_CPU_SPEC_GROUP - len) * sizeof(float));
-                } else {
-                    slots++;
-                }
                 for (int k = 0; k < nt; k++)
-                    memcpy(to + k * ld, tr + k * rows * j->out + e0, (size_t)len * sizeof(float));
+                    memcpy(j->dw + k * j->n + i * j->out + e0, tr + k * rows * j->out + e0,
+                           (size_t)len * sizeof(float));
             }
             j->unit[i] = (uint8_t)(unit < 255 ? unit : 255);
             least = j->unit[i] < least ? j->unit[i] : least;
@@ -1241,14 +1241,8 @@ static void wgrad_summed_fix(void *ctx, int64_t begin, int64_t end, int worker)
     DT_ASSERT(j->worker_begin[worker] == begin);
     float *kept = j->kept + worker * KEPT_FLOATS;
     const int64_t n_kept = j->worker_kept[worker];
-    dt_cpu_exact_sum_terms(kept, kept, j->kept_max * DT_CPU_SPEC_GROUP, nt, 0,
-                           n_kept * DT_CPU_SPEC_GROUP, j->shift);
-    for (int64_t q = 0; q < n_kept; q++) {
-        const int64_t at = j->kept_at[worker * j->kept_max + q];
-        const int64_t i = at / j->groups, e0 = at % j->groups * DT_CPU_SPEC_GROUP;
-        const int64_t len = j->out - e0 < DT_CPU_SPEC_GROUP ? j->out - e0 : DT_CPU_SPEC_GROUP;
-        memcpy(j->dw + i * j->out + e0, kept + q * DT_CPU_SPEC_GROUP, (size_t)len * sizeof(float));
-    }
+    dt_cpu_exact_sum_terms(kept, kept, j->kept_max, nt, 0, n_kept, j->shift);
+    for (int64_t q = 0; q < n_kept; q++) j->dw[j->kept_at[worker * j->kept_max + q]] = kept[q];
     if (j->worker_unit[worker] >= j->e_floor && j->worker_slots[worker] == 0) return;
     for (int64_t i = begin; i < end; i++) {
         float *row = j->dw + i * j->out;
@@ -1257,9 +1251,9 @@ static void wgrad_summed_fix(void *ctx, int64_t begin, int64_t end, int worker)
             dt_cpu_exact_sum_terms(row, t, j->out, nt, 0, j->out, j->shift);
             continue;
         }
-        const uint8_t *risky = j->risky + i * j->groups;
+        const uint16_t *risky = j->risky + i * j->groups;
         for (int64_t g = 0; g < j->groups; g++) {
-            if (risky[g] != RISKY_SLOTS) continue;
+            if (!risky[g]) continue; /* the groups in their slots */
             const int64_t e0 = g * DT_CPU_SPEC_GROUP;
             const int64_t e1 = e0 + DT_CPU_SPEC_GROUP < j->out ? e0 + DT_CPU_SPEC_GROUP : j->out;
             dt_cpu_exact_sum_terms(row, row, j->n, nt, e0, e1, j->shift);
@@ -1307,14 +1301,14 @@ enum dt_status dt_cpu_dense_backward_weight_summed(struct dt_backend *be, float 
                        dt_cpu_exact_spec_floor(hint, sh->count, &floor_before, &shift_before)
                    ? (floor_before + SUMMED_MARGIN < 255 ? floor_before + SUMMED_MARGIN : 255)
                    : 255;
-    const int64_t flag_floats = (in * (j->groups + 1) + 3) / 4;
-    j->kept_max = KEPT_FLOATS / (sh->count * DT_CPU_SPEC_GROUP);
+    const int64_t flag_floats = (in * (2 * j->groups + 1) + 3) / 4;
+    j->kept_max = KEPT_FLOATS / sh->count;
     j->tmp = dt_cpu_scratch(
         be, (size_t)(T * (j->tmp_floats + KEPT_FLOATS + 2 * j->kept_max) + flag_floats));
     j->kept = j->tmp + T * j->tmp_floats;
     j->kept_at = (int64_t *)(j->kept + T * KEPT_FLOATS); /* 2 floats an entry */
-    j->risky = (uint8_t *)(j->kept_at + T * j->kept_max);
-    j->unit = j->risky + in * j->groups;
+    j->risky = (uint16_t *)(j->kept_at + T * j->kept_max);
+    j->unit = (uint8_t *)(j->risky + in * j->groups);
     for (int t = 0; t < T; t++) j->worker_unit[t] = 255;
     dt_pool_run(c->pool, in, ROW_BLOCK, wgrad_summed_part, j);
     uint32_t m = 0;

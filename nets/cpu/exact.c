@@ -778,9 +778,10 @@ static inline int spec_one(float *out, const float *t, int64_t ld, int nt, int s
     return unit;
 }
 
-/* Elements [e, stop) as one group: 1 (risky) or 0 (the sums written, *unit lowered). */
-static uint8_t spec_group_scalar(float *out, const float *t, int64_t ld, int nt, int64_t e,
-                                 int64_t stop, int span_max, int guess, uint32_t *m, int *unit)
+/* Elements [e, stop) as one group: every lane risky (a mask of them) or 0 (the sums written,
+ * *unit lowered). */
+static uint16_t spec_group_scalar(float *out, const float *t, int64_t ld, int nt, int64_t e,
+                                  int64_t stop, int span_max, int guess, uint32_t *m, int *unit)
 {
     int u = 255;
     bool risky = false;
@@ -790,7 +791,7 @@ static uint8_t spec_group_scalar(float *out, const float *t, int64_t ld, int nt,
         risky |= v < guess; /* -1 too */
         u = v >= 0 && v < u ? v : u;
     }
-    if (risky) return 1;
+    if (risky) return (uint16_t)((1u << (stop - e)) - 1u);
     memcpy(out + e, sums, (size_t)(stop - e) * sizeof *out);
     *unit = u < *unit ? u : *unit;
     return 0;
@@ -799,8 +800,10 @@ static uint8_t spec_group_scalar(float *out, const float *t, int64_t ld, int nt,
 #ifdef DT_CPU_WIDE_KERNELS
 /* 16 elements, AVX-512: spec_one's tests lane by lane, with a unit exponent that is never
  * above the true one (the bits of the smallest nonzero |term| - 1, shifted: one less at a
- * power of two or a subnormal, 511 where all are zero), so at worst a group is redone. */
-DT_WIDE static inline __attribute__((always_inline)) uint8_t
+ * power of two or a subnormal, 511 where all are zero), so at worst a lane is redone. Every
+ * lane's double sum is written; the lanes that fail are returned (their sums to be
+ * overwritten), the others' units lower *vunit. */
+DT_WIDE static inline __attribute__((always_inline)) uint16_t
 spec16_wide(float *out, const float *t, int64_t ld, int nt, int64_t e, __m512i span_max,
             __m512i guess, __m512i *vmax, __m512i *vunit)
 {
@@ -819,15 +822,16 @@ spec16_wide(float *out, const float *t, int64_t ld, int nt, int64_t e, __m512i s
     *vmax = _mm512_max_epu32(*vmax, bmax);
     const __m512i unit = _mm512_srli_epi32(bmin, 23);
     const __m512i spread = _mm512_sub_epi32(_mm512_srli_epi32(bmax, 23), unit);
-    if (_mm512_cmpgt_epi32_mask(spread, span_max) | _mm512_cmpgt_epi32_mask(guess, unit)) return 1;
-    *vunit = _mm512_min_epi32(*vunit, unit);
+    const __mmask16 bad =
+        _mm512_cmpgt_epi32_mask(spread, span_max) | _mm512_cmpgt_epi32_mask(guess, unit);
+    *vunit = _mm512_mask_min_epi32(*vunit, (__mmask16)~bad, *vunit, unit);
     _mm256_storeu_ps(out + e, _mm512_cvtpd_ps(lo));
     _mm256_storeu_ps(out + e + 8, _mm512_cvtpd_ps(hi));
-    return 0;
+    return (uint16_t)bad;
 }
 
 DT_WIDE static uint32_t spec_sums_wide(float *out, const float *t, int64_t ld, int nt, int64_t n,
-                                       int guess, uint8_t *risky, int *unit, uint32_t m, int span)
+                                       int guess, uint16_t *risky, int *unit, uint32_t m, int span)
 {
     const __m512i span_max = _mm512_set1_epi32(span), g = _mm512_set1_epi32(guess);
     __m512i vmax = _mm512_setzero_si512(), vunit = _mm512_set1_epi32(255);
@@ -847,7 +851,7 @@ DT_WIDE static uint32_t spec_sums_wide(float *out, const float *t, int64_t ld, i
 
 /* 16 elements, AVX2: two groups of sum8_double's 8 lanes (true unit exponents). */
 DT_AVX2 static uint32_t spec_sums_avx2(float *out, const float *t, int64_t ld, int nt, int64_t n,
-                                       int guess, uint8_t *risky, int *unit, uint32_t m, int span)
+                                       int guess, uint16_t *risky, int *unit, uint32_t m, int span)
 {
     const float *tk[DT_CPU_SPEC_TERMS_MAX];
     for (int k = 0; k < nt; k++) tk[k] = t + k * ld;
@@ -863,7 +867,7 @@ DT_AVX2 static uint32_t spec_sums_avx2(float *out, const float *t, int64_t ld, i
             _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_sub_epi32(emax0, emin0), span_max),
                             _mm256_cmpgt_epi32(_mm256_sub_epi32(emax1, emin1), span_max)),
             _mm256_cmpgt_epi32(g, emin));
-        *risky = !_mm256_testz_si256(bad, bad);
+        *risky = _mm256_testz_si256(bad, bad) ? 0 : 0xffff; /* the group whole */
         if (*risky++) continue;
         sum8_store(out, tk, nt, e);
         sum8_store(out, tk, nt, e + 8);
@@ -879,7 +883,7 @@ DT_AVX2 static uint32_t spec_sums_avx2(float *out, const float *t, int64_t ld, i
 #endif
 
 uint32_t dt_cpu_exact_spec_sums(float *out, const float *t, int64_t ld, int nt, int64_t n,
-                                int guess, uint8_t *risky, int *unit, uint32_t m)
+                                int guess, uint16_t *risky, int *unit, uint32_t m)
 {
     DT_ASSERT(nt >= 1 && nt <= DT_CPU_SPEC_TERMS_MAX);
     const int span = double_span(nt);
