@@ -170,8 +170,8 @@ dt_conv2d_backward_weight_fn dt_cpu_conv2d_backward_weight_shards;
  * nt <= DT_CPU_SPEC_TERMS_MAX. dt_cpu_exact_spec_sums: per group of DT_CPU_SPEC_GROUP
  * elements from 0 (the last may be short), risky[g] = a mask of the group's elements
  * (bit x: element g * DT_CPU_SPEC_GROUP + x) whose terms' double sum is not exact or whose
- * term's unit exponent may lie below `guess` (a guess of the floor) -- with AVX-512 those
- * elements alone, else the whole group -- their out to be written by the caller; every other
+ * term's unit exponent may lie below `guess` (a guess of the floor) -- with AVX2 or AVX-512
+ * those elements alone, else the whole group -- their out to be written by the caller; every other
  * element gets the double sum rounded into out, and *unit = min(*unit, a lower bound on its
  * smallest nonzero term's unit exponent: at least guess; 255 or more: all zero);
  * returns max(m, max |bits| of every term). dt_cpu_exact_spec_floor: from the tensor's

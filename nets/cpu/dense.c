@@ -1118,13 +1118,13 @@ enum dt_status dt_cpu_dense_backward_weight_shards(struct dt_backend *be, float 
  * rather than in the slots, term-major (element q's term k at k * kept_max + q), their places
  * in kept_at: pass 2 sums them all in one call of the integer path and copies the sums out by
  * kept_at, walking the rows only where one may be made again or a group went to its slots
- * (past the run: the whole group, risky[g] left nonzero). With AVX-512 a risky group names
- * its risky elements (1.3-1.8 of 16, measured), elsewhere all of them. The slots lie in a
- * pack of S x n floats pass 1 never touches otherwise (a group's S terms had been cache
- * misses twice), and a call a group had cost more than its sums: on the MLP at batch 64 pass
- * 2 had taken about 20 us a step for 330 groups (results/cpu/portable-cost/kept-terms-zen5/).
- * Risky groups grow with training (the softmax's gradients of confident examples fall below
- * the fixed-point unit: late-training-zen5.txt). */
+ * (past the run: the whole group, risky[g] left nonzero). With AVX2 or AVX-512 a risky
+ * group names its risky elements (1.3-1.8 of 16, measured), elsewhere all of them. The slots lie in
+ * a pack of S x n floats pass 1 never touches otherwise (a group's S terms had been cache misses
+ * twice), and a call a group had cost more than its sums: on the MLP at batch 64 pass 2 had taken
+ * about 20 us a step for 330 groups (results/cpu/portable-cost/kept-terms-zen5/). Risky groups grow
+ * with training (the softmax's gradients of confident examples fall below the fixed-point unit:
+ * late-training-zen5.txt). */
 #define KEPT_FLOATS (64 * 1024)
 /* Pass 1's blocks: as many rows as keep the S partials of a block within SUMMED_BLOCK_BYTES
  * (in L2), from ROW_BLOCK to SUMMED_ROWS_MAX, a multiple of ROW_BLOCK: each block reads all

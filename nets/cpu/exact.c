@@ -862,16 +862,20 @@ DT_AVX2 static uint32_t spec_sums_avx2(float *out, const float *t, int64_t ld, i
         __m256i emax0, emin0, emax1, emin1;
         sum8_exponents(&emax0, &emin0, &bmax, tk, nt, e);
         sum8_exponents(&emax1, &emin1, &bmax, tk, nt, e + 8);
-        const __m256i emin = _mm256_min_epi32(emin0, emin1);
-        const __m256i bad = _mm256_or_si256(
+        /* lane by lane, as spec16_wide: every lane's sum written, the failing ones named */
+        const __m256i bad0 =
             _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_sub_epi32(emax0, emin0), span_max),
-                            _mm256_cmpgt_epi32(_mm256_sub_epi32(emax1, emin1), span_max)),
-            _mm256_cmpgt_epi32(g, emin));
-        *risky = _mm256_testz_si256(bad, bad) ? 0 : 0xffff; /* the group whole */
-        if (*risky++) continue;
+                            _mm256_cmpgt_epi32(g, emin0));
+        const __m256i bad1 =
+            _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_sub_epi32(emax1, emin1), span_max),
+                            _mm256_cmpgt_epi32(g, emin1));
+        *risky++ = (uint16_t)(_mm256_movemask_ps(_mm256_castsi256_ps(bad0)) |
+                              _mm256_movemask_ps(_mm256_castsi256_ps(bad1)) << 8);
         sum8_store(out, tk, nt, e);
         sum8_store(out, tk, nt, e + 8);
-        vunit = _mm256_min_epi32(vunit, emin);
+        const __m256i none = _mm256_set1_epi32(255); /* the failing lanes' units left out */
+        vunit = _mm256_min_epi32(vunit, _mm256_blendv_epi8(emin0, none, bad0));
+        vunit = _mm256_min_epi32(vunit, _mm256_blendv_epi8(emin1, none, bad1));
     }
     const uint32_t v = hmax8(bmax);
     m = v > m ? v : m;
