@@ -22,26 +22,29 @@ typedef float v8f __attribute__((vector_size(32)));
 
 #define STACK_V 12
 
-/* t = lo + t, vector by vector. */
-static inline __attribute__((always_inline)) void stack_fold(v8f *t, const v8f *lo)
-{
-#pragma GCC unroll 12
-    for (int v = 0; v < STACK_V; v++) t[v] = lo[v] + t[v];
-}
+/* Chunk c's partial t (NV vectors of type VT; c counting from 0; `last`: the tile's last
+ * chunk). Not the last: the merges it closes folded into t (t = lower + t, vector by vector),
+ * which is then pushed (one store of the registers) and reset to +0 for the next chunk. The
+ * last: every partial below folded into t, which is then the tile's sum. A caller zeroes t
+ * once before its first chunk (no chunk: t stays the zeros). One definition for every tile
+ * shape: DT_CHUNK_STACK_TAKE(NAME, VT, NV, ATTR) defines NAME for a vector type and count
+ * (ATTR: the target attribute its callers carry, if any); stack_take below is the v8f tiles'
+ * (dense.c's wide tiles define theirs of 16-float vectors). */
+#define DT_CHUNK_STACK_TAKE(NAME, VT, NV, ATTR)                                                    \
+    ATTR static inline __attribute__((always_inline)) void NAME(VT(*stack)[NV], int *depth, VT *t, \
+                                                                int64_t c, bool last)              \
+    {                                                                                              \
+        for (int m = last ? *depth : dt_reduce_stack_merges(c + 1); m > 0; m--) {                  \
+            --*depth;                                                                              \
+            _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++) t[v] =                         \
+                stack[*depth][v] + t[v];                                                           \
+        }                                                                                          \
+        if (last) return;                                                                          \
+        _Pragma("GCC unroll 16") for (int v = 0; v < (NV); v++) stack[*depth][v] = t[v],           \
+                                                                t[v] = (VT){0};                    \
+        (*depth)++;                                                                                \
+    }
 
-/* Chunk c's partial t (c counting from 0; `last`: the tile's last chunk). Not the last: the
- * merges it closes folded into t, which is then pushed (one store of the registers) and reset
- * to +0 for the next chunk. The last: every partial below folded into t, which is then the
- * tile's sum. A caller zeroes t once before its first chunk (no chunk: t stays the zeros). */
-static inline __attribute__((always_inline)) void stack_take(v8f (*stack)[STACK_V], int *depth,
-                                                             v8f *t, int64_t c, bool last)
-{
-    int m = last ? *depth : dt_reduce_stack_merges(c + 1);
-    for (; m > 0; m--) stack_fold(t, stack[--*depth]);
-    if (last) return;
-#pragma GCC unroll 12
-    for (int v = 0; v < STACK_V; v++) stack[*depth][v] = t[v], t[v] = (v8f){0};
-    (*depth)++;
-}
+DT_CHUNK_STACK_TAKE(stack_take, v8f, STACK_V, )
 
 #endif

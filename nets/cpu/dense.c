@@ -343,18 +343,20 @@ wide_tile(int rows, int nv, float *restrict C, int64_t ldc, const float *restric
     wide_store(rows, nv, C, ldc, c);
 }
 
+DT_CHUNK_STACK_TAKE(wide_stack_take, v16f, 2 * WR, DT_WIDE)
+
 /* An ordered reduction over K as its canonical chunks (determinism/reduce.h), one tile:
  * each chunk's partial from +0 in the accumulators, the chunks' tree as a stack
- * (chunk_stack.h's pairs: a merge adds the lower partial and the registers, lower first),
- * the sum stored once -- the bits of chunk_product per chunk and then reduce_tree, without
- * the partials' trip through memory (the MLP's portable weight gradient at batch 256: see
+ * (chunk_stack.h, over all 2 x WR accumulators: the unused ones stay +0), the sum stored
+ * once -- the bits of chunk_product per chunk and then reduce_tree, without the partials'
+ * trip through memory (the MLP's portable weight gradient at batch 256: see
  * wgrad_fixed_rows). */
 DT_WIDE static inline __attribute__((always_inline)) void
 wide_chunk_tile(int rows, int nv, float *restrict C, int64_t ldc, const float *restrict A,
                 int64_t lda, int64_t aks, const float *restrict Bm, int64_t ldb, int64_t K,
                 bool fused)
 {
-    v16f stack[DT_REDUCE_STACK_MAX][WR][2];
+    v16f stack[DT_REDUCE_STACK_MAX][2 * WR];
     v16f c[WR][2] = {{{0}}};
     const int64_t n_chunks = dt_reduce_chunks(K);
     int depth = 0;
@@ -362,20 +364,7 @@ wide_chunk_tile(int rows, int nv, float *restrict C, int64_t ldc, const float *r
         const int64_t k0 = ch * DT_REDUCE_CHUNK;
         wide_products(rows, nv, c, A, lda, aks, Bm, ldb, k0,
                       K - k0 < DT_REDUCE_CHUNK ? K : k0 + DT_REDUCE_CHUNK, fused);
-        const bool last = ch == n_chunks - 1;
-        for (int m = last ? depth : dt_reduce_stack_merges(ch + 1); m > 0; m--) {
-            depth--;
-#pragma GCC unroll 8
-            for (int r = 0; r < rows; r++)
-#pragma GCC unroll 2
-                for (int v = 0; v < nv; v++) c[r][v] = stack[depth][r][v] + c[r][v];
-        }
-        if (last) break;
-#pragma GCC unroll 8
-        for (int r = 0; r < rows; r++)
-#pragma GCC unroll 2
-            for (int v = 0; v < nv; v++) stack[depth][r][v] = c[r][v], c[r][v] = (v16f){0};
-        depth++;
+        wide_stack_take(stack, &depth, &c[0][0], ch, ch == n_chunks - 1);
     }
     wide_store(rows, nv, C, ldc, c);
 }
@@ -1146,9 +1135,9 @@ struct wgrad_summed_job {
     bool fused;   /* the shards' chunk products: wgrad_fuses */
     int guess, shift;
     uint8_t e_floor;
-    float *kept;      /* per worker, KEPT_FLOATS: its first risky groups' terms, term-major */
-    int64_t *kept_at; /* per worker, kept_max: each kept group's row * groups + group */
-    int64_t kept_max; /* groups a worker keeps there (the rest go to their slots) */
+    float *kept;      /* per worker, KEPT_FLOATS: its first risky elements' terms, term-major */
+    int64_t *kept_at; /* per worker, kept_max: each kept element's index in dw */
+    int64_t kept_max; /* elements a worker keeps there (past them, groups go to their slots) */
     uint32_t worker_max[DT_CPU_MAX_THREADS];
     uint8_t worker_unit[DT_CPU_MAX_THREADS]; /* the least of the worker's rows' */
     bool worker_risky[DT_CPU_MAX_THREADS];
