@@ -1119,12 +1119,14 @@ static void wgrad_summed_body(void)
     struct shape {
         int64_t S, per, mult, in, out;
     } const shapes[] = {
-        {4, 16, 1, 37, 53}, /* one chunk a shard, a short last group */
-        {3, 40, 1, 20, 32}, /* two chunks a shard: the fixed rows */
-        {5, 8, 1, 70, 8},   /* few outputs: the transposed shard op, then the sum */
-        {17, 2, 1, 19, 24}, /* more shards than the in-cache sum takes */
-        {4, 5, 3, 33, 48},  /* 3 rows an example */
-        {3, 4, 2, 40, 8},   /* and few outputs: the plain op per shard, then the sum */
+        {4, 16, 1, 37, 53},  /* one chunk a shard, a short last group */
+        {3, 40, 1, 20, 32},  /* two chunks a shard: the fixed rows */
+        {5, 8, 1, 70, 8},    /* few outputs: the transposed shard op, then the sum */
+        {17, 2, 1, 19, 24},  /* more shards than the in-cache sum takes */
+        {4, 5, 3, 33, 48},   /* 3 rows an example */
+        {3, 4, 2, 40, 8},    /* and few outputs: the plain op per shard, then the sum */
+        {4, 16, 1, 300, 64}, /* more elements than a worker's kept run (KEPT_FLOATS / S):
+                              * with no hint every group is risky, the last ones in slots */
     };
     for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
         const struct shape q = shapes[c];
