@@ -295,55 +295,71 @@ typedef float v16f __attribute__((vector_size(64)));
 #define WR 8  /* wide tile rows */
 #define WN 16 /* wide tile columns: one vector */
 
+/* A tile's 16 accumulators (the unused ones too: GCC cannot see nv bound their use), row r's
+ * vector v at c[r * cs + v]: cs 2 for the WR x 2 tiles, SQ_V for the square ones. */
+#define TILE_ACC 16
+
 /* k in [k0, k1) into the tile's accumulators c, in order per element. */
 DT_WIDE static inline __attribute__((always_inline)) void
-wide_products(int rows, int nv, v16f (*restrict c)[2], const float *restrict A, int64_t lda,
+wide_products(int rows, int nv, int cs, v16f *restrict c, const float *restrict A, int64_t lda,
               int64_t aks, const float *restrict Bm, int64_t ldb, int64_t k0, int64_t k1,
               bool fused)
 {
     for (int64_t k = k0; k < k1; k++) {
-        v16f b[2];
-#pragma GCC unroll 2
+        v16f b[4];
+#pragma GCC unroll 4
         for (int v = 0; v < nv; v++) memcpy(&b[v], Bm + k * ldb + v * WN, sizeof b[v]);
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++) {
             const float a = A[r * lda + k * aks];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
             for (int v = 0; v < nv; v++) {
+                v16f *acc = &c[r * cs + v];
                 if (fused) /* math: fast: one rounding per multiply-add */
-                    c[r][v] =
-                        (v16f)_mm512_fmadd_ps(_mm512_set1_ps(a), (__m512)b[v], (__m512)c[r][v]);
-                else c[r][v] = c[r][v] + a * b[v];
+                    *acc = (v16f)_mm512_fmadd_ps(_mm512_set1_ps(a), (__m512)b[v], (__m512)*acc);
+                else *acc = *acc + a * b[v];
             }
         }
     }
 }
 
 DT_WIDE static inline __attribute__((always_inline)) void
-wide_store(int rows, int nv, float *restrict C, int64_t ldc, v16f (*restrict c)[2])
+wide_store(int rows, int nv, int cs, float *restrict C, int64_t ldc, v16f *restrict c)
 {
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++)
-#pragma GCC unroll 2
-        for (int v = 0; v < nv; v++) memcpy(C + r * ldc + v * WN, &c[r][v], sizeof c[r][v]);
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) memcpy(C + r * ldc + v * WN, &c[r * cs + v], sizeof(v16f));
 }
 
+/* One tile of rows x nv vectors (row stride cs in c) from C's values (accumulate) or +0. */
 DT_WIDE static inline __attribute__((always_inline)) void
-wide_tile(int rows, int nv, float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
-          int64_t aks, const float *restrict Bm, int64_t ldb, int64_t K, bool accumulate,
-          bool fused)
+wide_tile(int rows, int nv, int cs, float *restrict C, int64_t ldc, const float *restrict A,
+          int64_t lda, int64_t aks, const float *restrict Bm, int64_t ldb, int64_t K,
+          bool accumulate, bool fused)
 {
-    v16f c[WR][2] = {{{0}}}; /* the unused ones too: GCC cannot see nv bound their use */
+    v16f c[TILE_ACC] = {{0}};
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int v = 0; v < nv; v++)
-            if (accumulate) memcpy(&c[r][v], C + r * ldc + v * WN, sizeof c[r][v]);
-    wide_products(rows, nv, c, A, lda, aks, Bm, ldb, 0, K, fused);
-    wide_store(rows, nv, C, ldc, c);
+            if (accumulate) memcpy(&c[r * cs + v], C + r * ldc + v * WN, sizeof(v16f));
+    wide_products(rows, nv, cs, c, A, lda, aks, Bm, ldb, 0, K, fused);
+    wide_store(rows, nv, cs, C, ldc, c);
 }
 
-DT_CHUNK_STACK_TAKE(wide_stack_take, v16f, 2 * WR, DT_WIDE)
+/* Short products (K <= DT_REDUCE_CHUNK: a shard's or a chunk's rows), ordered: square
+ * tiles of SQ_R rows x SQ_V vectors, the same 16 accumulators with 8 operand loads a k
+ * instead of 10. Each tile runs only K steps between its zeros and its stores, and there the
+ * loads told: the MLP's portable weight gradient at batch 64 (4 shards of 16 rows) about 6%
+ * faster than with WR x 2 tiles (results/cpu/portable-cost/square-tiles-zen5/), where fast's
+ * 64-row fused product ran 16% slower with them, and portable's long forward ones slower
+ * too (the WR x 2 tiles stay there). Every element's operations as wide_tile's: the same
+ * bits. */
+#define SQ_R 4
+#define SQ_V 4
+
+DT_CHUNK_STACK_TAKE(wide_stack_take, v16f, TILE_ACC, DT_WIDE)
 
 /* An ordered reduction over K as its canonical chunks (determinism/reduce.h), one tile:
  * each chunk's partial from +0 in the accumulators, the chunks' tree as a stack
@@ -356,17 +372,17 @@ wide_chunk_tile(int rows, int nv, float *restrict C, int64_t ldc, const float *r
                 int64_t lda, int64_t aks, const float *restrict Bm, int64_t ldb, int64_t K,
                 bool fused)
 {
-    v16f stack[DT_REDUCE_STACK_MAX][2 * WR];
-    v16f c[WR][2] = {{{0}}};
+    v16f stack[DT_REDUCE_STACK_MAX][TILE_ACC];
+    v16f c[TILE_ACC] = {{0}};
     const int64_t n_chunks = dt_reduce_chunks(K);
     int depth = 0;
     for (int64_t ch = 0; ch < n_chunks; ch++) {
         const int64_t k0 = ch * DT_REDUCE_CHUNK;
-        wide_products(rows, nv, c, A, lda, aks, Bm, ldb, k0,
+        wide_products(rows, nv, 2, c, A, lda, aks, Bm, ldb, k0,
                       K - k0 < DT_REDUCE_CHUNK ? K : k0 + DT_REDUCE_CHUNK, fused);
-        wide_stack_take(stack, &depth, &c[0][0], ch, ch == n_chunks - 1);
+        wide_stack_take(stack, &depth, c, ch, ch == n_chunks - 1);
     }
-    wide_store(rows, nv, C, ldc, c);
+    wide_store(rows, nv, 2, C, ldc, c);
 }
 
 /* wide_tile's fused products for the last `cols` (< WN) columns, by masked vectors: rows
@@ -400,28 +416,37 @@ matmul_wide(float *restrict C, int64_t ldc, const float *restrict A, int64_t lda
             bool accumulate, bool fused, bool chunked)
 {
     const int64_t n_tiled = N / WN * WN;
+    const bool square = !chunked && !fused && K <= DT_REDUCE_CHUNK; /* short and ordered */
     for (int64_t j = 0; j < n_tiled;) { /* the strip of Bm stays in cache */
         /* two vectors of columns where there are: 16 accumulators, enough independent
          * multiply-add chains to cover a fused operation's latency (8 were not, on a Zen 5);
-         * each element's operations the same either way */
+         * or a square tile's four; each element's operations the same either way */
+        const bool sq = square && j + SQ_V * WN <= n_tiled;
         const int nv = j + 2 * WN <= n_tiled ? 2 : 1;
-#define TILE(r)                                                                                    \
+        /* r rows, NV vectors, CS accumulators a row (a constant: c stays in registers) */
+#define TILE(r, NV, CS)                                                                            \
     do {                                                                                           \
-        if (chunked)                                                                               \
-            wide_chunk_tile(r, nv, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,    \
+        if (chunked && (CS) == 2)                                                                  \
+            wide_chunk_tile(r, NV, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,    \
                             fused);                                                                \
         else                                                                                       \
-            wide_tile(r, nv, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,          \
+            wide_tile(r, NV, CS, C + i * ldc + j, ldc, A + i * lda, lda, aks, Bm + j, ldb, K,      \
                       accumulate, fused);                                                          \
         i += r;                                                                                    \
     } while (0)
         int64_t i = i0;
-        while (i + WR <= i1) TILE(WR);
-        if (i + 4 <= i1) TILE(4);
-        if (i + 2 <= i1) TILE(2);
-        if (i < i1) TILE(1);
+        if (sq) {
+            while (i + SQ_R <= i1) TILE(SQ_R, SQ_V, SQ_V);
+            if (i + 2 <= i1) TILE(2, SQ_V, SQ_V);
+            if (i < i1) TILE(1, SQ_V, SQ_V);
+        } else {
+            while (i + WR <= i1) TILE(WR, nv, 2);
+            if (i + 4 <= i1) TILE(4, nv, 2);
+            if (i + 2 <= i1) TILE(2, nv, 2);
+            if (i < i1) TILE(1, nv, 2);
+        }
 #undef TILE
-        j += nv * WN;
+        j += (sq ? SQ_V : nv) * WN;
     }
     if (n_tiled < N && fused) /* leftover columns (fewer than one vector), fused too */
         fused_tail(C + n_tiled, ldc, A, lda, aks, Bm + n_tiled, ldb, K, N - n_tiled, i0, i1,
