@@ -854,14 +854,7 @@ DT_VECTOR_PART(col2im_fixed_part)
                     add_fixed_run(acc + (ih * s->W + iw0 + lo) * C, src, n, &up);
                 }
             }
-        float *dx = j->dx + b * n_img;
-        int64_t i = 0;
-        for (; i + 4 <= n_img; i += 4) {
-            v4i a;
-            memcpy(&a, acc + i, sizeof a);
-            to_float4(dx + i, &a, &down);
-        }
-        for (; i < n_img; i++) dx[i] = dt_fixed_to_float(acc[i], j->shift);
+        round_fixed_run(j->dx + b * n_img, acc, n_img, &down);
     }
 }
 

@@ -108,13 +108,7 @@ DT_VECTOR_PART(round_fixed_part)
     const struct scatter_job *j = ctx;
     const double dn = dt_fixed_scale(-j->shift);
     const v4d down = {dn, dn, dn, dn};
-    int64_t e = begin;
-    for (; e + 4 <= end; e += 4) {
-        v4i a;
-        memcpy(&a, j->acc + e, sizeof a);
-        to_float4(j->sums + e, &a, &down);
-    }
-    for (; e < end; e++) j->sums[e] = dt_fixed_to_float(j->acc[e], j->shift);
+    round_fixed_run(j->sums + begin, j->acc + begin, end - begin, &down);
 }
 
 enum dt_status dt_cpu_embedding_backward(struct dt_backend *be, float *dwte, const float *dh,

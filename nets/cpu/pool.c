@@ -21,6 +21,7 @@
 #include "determinism/streams.h"
 #include "nets/conv_elem.h"
 #include "nets/cpu/cpu.h"
+#include "nets/cpu/fixed_lanes.h"
 
 struct pool_job {
     struct dt_backend *be;
@@ -117,20 +118,20 @@ static void maxpool_backward_direct_part(void *ctx, int64_t begin, int64_t end, 
 }
 
 /* fixed_point: images [begin, end), exact int64 sums in the worker's buffer. */
-static void maxpool_backward_fixed_part(void *ctx, int64_t begin, int64_t end, int worker)
+DT_VECTOR_PART(maxpool_backward_fixed_part)
 {
     const struct pool_job *j = ctx;
     const struct dt_pool2d_shape *s = j->s;
     const int64_t n_img = s->H * s->W * s->C, n_out = s->OH * s->OW * s->C, C = s->C;
     int64_t *acc = (int64_t *)dt_cpu_worker_buffer(j->be, worker, (size_t)(2 * n_img));
-    const double scale = dt_fixed_scale(j->shift);
+    const double scale = dt_fixed_scale(j->shift), dn = dt_fixed_scale(-j->shift);
+    const v4d down = {dn, dn, dn, dn};
     for (int64_t b = begin; b < end; b++) {
         memset(acc, 0, (size_t)n_img * sizeof *acc);
         for (int64_t i = 0; i < n_out; i++) /* finite, within the max the shift was chosen for */
             acc[(int64_t)j->argmax[b * n_out + i] * C + i % C] +=
                 dt_fixed_from_float_bounded(j->in[b * n_out + i], scale);
-        float *dx = j->out + b * n_img;
-        for (int64_t i = 0; i < n_img; i++) dx[i] = dt_fixed_to_float(acc[i], j->shift);
+        round_fixed_run(j->out + b * n_img, acc, n_img, &down);
     }
 }
 
