@@ -351,7 +351,7 @@ wide_tile(int rows, int nv, int cs, float *restrict C, int64_t ldc, const float 
 /* Short products (K <= DT_REDUCE_CHUNK: a shard's or a chunk's rows), ordered: square
  * tiles of SQ_R rows x SQ_V vectors, the same 16 accumulators with 8 operand loads a k
  * instead of 10. Each tile runs only K steps between its zeros and its stores, and there the
- * loads told: the MLP's portable weight gradient at batch 64 (4 shards of 16 rows) about 6%
+ * loads told: the MLP's portable weight gradient at batch 64 (4 shards of 16 rows) about 4.5%
  * faster than with WR x 2 tiles (results/cpu/portable-cost/square-tiles-zen5/), where fast's
  * 64-row fused product ran 16% slower with them, and portable's long forward ones slower
  * too (the WR x 2 tiles stay there). Every element's operations as wide_tile's: the same
@@ -1582,8 +1582,9 @@ static void fixed_sum_bounded(int64_t *acc, const float *dy, int64_t b0, int64_t
             acc[o] += dt_fixed_from_float_bounded(dy[b * out + o], scale);
 }
 
-/* dbias[o] = acc[o] * down rounded once (fixed_lanes.h): one by one it had been a third
- * of the MLP's portable bias gradient at batch 64 (4 shards, each rounded on its own). */
+/* dbias[o] = acc[o] * down rounded once (fixed_lanes.h): one by one it had been over half
+ * of the MLP's portable bias gradient at batch 64 (4 shards, each rounded on its own: 12.6 -> 5.3
+ * us at 1 thread, results/cpu/portable-cost/square-tiles-zen5/). */
 DT_VECTOR_FN(round_columns, (float *dbias, const int64_t *acc, int64_t out, double down),
              (dbias, acc, out, down))
 {
