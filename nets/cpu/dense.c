@@ -386,8 +386,10 @@ wide_chunk_tile(int rows, int nv, float *restrict C, int64_t ldc, const float *r
 }
 
 /* wide_tile's fused products for the last `cols` (< WN) columns, by masked vectors: rows
- * [i0, i1), FT_ROWS at a time, each multiply-add one rounding, k in order. */
-#define FT_ROWS 4
+ * [i0, i1), FT_ROWS at a time, each multiply-add one rounding, k in order. 8 rows: 8
+ * multiply-add chains in flight, where 4 had left LeNet's dense forward under `fast` 1.2-1.4x
+ * `portable`'s (results/cpu/portable-cost/square-tiles-zen5/fused-tail-rows.txt). */
+#define FT_ROWS 8
 DT_WIDE static void fused_tail(float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
                                int64_t aks, const float *restrict Bm, int64_t ldb, int64_t K,
                                int64_t cols, int64_t i0, int64_t i1, bool accumulate)
