@@ -363,7 +363,7 @@ DT_CHUNK_STACK_TAKE(wide_stack_take, v16f, TILE_ACC, DT_WIDE)
 
 /* An ordered reduction over K as its canonical chunks (determinism/reduce.h), one tile:
  * each chunk's partial from +0 in the accumulators, the chunks' tree as a stack
- * (chunk_stack.h, over all 2 x WR accumulators: the unused ones stay +0), the sum stored
+ * (chunk_stack.h, over all TILE_ACC accumulators: the unused ones stay +0), the sum stored
  * once -- the bits of chunk_product per chunk and then reduce_tree, without the partials'
  * trip through memory (the MLP's portable weight gradient at batch 256: see
  * wgrad_fixed_rows). */

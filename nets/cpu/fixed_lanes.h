@@ -1,5 +1,6 @@
 /* The fixed-point conversions of fixed_point.h in 4 vector lanes, for the CPU backend's
- * loops without AVX-512 (the exact sum: exact.c; the bias gradient's column sums: dense.c;
+ * vector loops (DT_VECTOR_FN clones, and the exact sum's paths without AVX-512: exact.c; the
+ * bias gradient's column sums and roundings: dense.c;
  * the clipping norm's squares: optim.c; the scatters' roundings: conv.c, pool.c, embedding.c).
  * Generic GCC vectors: one AVX2 register per v4d in
  * the AVX2 copies of DT_VECTOR_FN, two SSE ones in the baseline. Same values as the scalar
