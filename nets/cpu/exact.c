@@ -798,6 +798,24 @@ static uint16_t spec_group_scalar(float *out, const float *t, int64_t ld, int nt
 }
 
 #ifdef DT_CPU_WIDE_KERNELS
+/* The end of spec16_wide and spec16_wide4: 16 lanes' largest |bits| and smallest nonzero
+ * |bits| - 1 tested, their double sums (lo, hi) rounded into out, the failing lanes
+ * returned. */
+DT_WIDE static inline __attribute__((always_inline)) uint16_t
+spec16_finish(float *out, __m512i bmax, __m512i bmin, __m512d lo, __m512d hi, __m512i span_max,
+              __m512i guess, __m512i *vmax, __m512i *vunit)
+{
+    *vmax = _mm512_max_epu32(*vmax, bmax);
+    const __m512i unit = _mm512_srli_epi32(bmin, 23);
+    const __m512i spread = _mm512_sub_epi32(_mm512_srli_epi32(bmax, 23), unit);
+    const __mmask16 bad =
+        _mm512_cmpgt_epi32_mask(spread, span_max) | _mm512_cmpgt_epi32_mask(guess, unit);
+    *vunit = _mm512_mask_min_epi32(*vunit, (__mmask16)~bad, *vunit, unit);
+    _mm256_storeu_ps(out, _mm512_cvtpd_ps(lo));
+    _mm256_storeu_ps(out + 8, _mm512_cvtpd_ps(hi));
+    return (uint16_t)bad;
+}
+
 /* 16 elements, AVX-512: spec_one's tests lane by lane, with a unit exponent that is never
  * above the true one (the bits of the smallest nonzero |term| - 1, shifted: one less at a
  * power of two or a subnormal, 511 where all are zero), so at worst a lane is redone. Every
@@ -819,15 +837,35 @@ spec16_wide(float *out, const float *t, int64_t ld, int nt, int64_t e, __m512i s
         lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(x))); /* exact */
         hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1)));
     }
-    *vmax = _mm512_max_epu32(*vmax, bmax);
-    const __m512i unit = _mm512_srli_epi32(bmin, 23);
-    const __m512i spread = _mm512_sub_epi32(_mm512_srli_epi32(bmax, 23), unit);
-    const __mmask16 bad =
-        _mm512_cmpgt_epi32_mask(spread, span_max) | _mm512_cmpgt_epi32_mask(guess, unit);
-    *vunit = _mm512_mask_min_epi32(*vunit, (__mmask16)~bad, *vunit, unit);
-    _mm256_storeu_ps(out + e, _mm512_cvtpd_ps(lo));
-    _mm256_storeu_ps(out + e + 8, _mm512_cvtpd_ps(hi));
-    return (uint16_t)bad;
+    return spec16_finish(out + e, bmax, bmin, lo, hi, span_max, guess, vmax, vunit);
+}
+
+/* spec16_wide for 4 terms (4 shards on one rank): each half converted from memory (no
+ * extract), the double sums as a tree -- where the span test passes every partial sum is
+ * exact, so any order gives the same value (a failing lane's sum is overwritten anyway).
+ * 3.9 -> 3.3 ns a group in L1 (Zen 5). */
+DT_WIDE static inline __attribute__((always_inline)) uint16_t
+spec16_wide4(float *out, const float *t, int64_t ld, int64_t e, __m512i span_max, __m512i guess,
+             __m512i *vmax, __m512i *vunit)
+{
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(1);
+    const float *p0 = t + e, *p1 = p0 + ld, *p2 = p1 + ld, *p3 = p2 + ld;
+    const __m512i b0 = _mm512_and_si512(_mm512_loadu_si512(p0), abs_mask);
+    const __m512i b1 = _mm512_and_si512(_mm512_loadu_si512(p1), abs_mask);
+    const __m512i b2 = _mm512_and_si512(_mm512_loadu_si512(p2), abs_mask);
+    const __m512i b3 = _mm512_and_si512(_mm512_loadu_si512(p3), abs_mask);
+    const __m512i bmax = _mm512_max_epu32(_mm512_max_epu32(b0, b1), _mm512_max_epu32(b2, b3));
+    const __m512i bmin =
+        _mm512_min_epu32(_mm512_min_epu32(_mm512_sub_epi32(b0, one), _mm512_sub_epi32(b1, one)),
+                         _mm512_min_epu32(_mm512_sub_epi32(b2, one), _mm512_sub_epi32(b3, one)));
+    const __m512d lo = _mm512_add_pd(
+        _mm512_add_pd(_mm512_cvtps_pd(_mm256_loadu_ps(p0)), _mm512_cvtps_pd(_mm256_loadu_ps(p1))),
+        _mm512_add_pd(_mm512_cvtps_pd(_mm256_loadu_ps(p2)), _mm512_cvtps_pd(_mm256_loadu_ps(p3))));
+    const __m512d hi = _mm512_add_pd(_mm512_add_pd(_mm512_cvtps_pd(_mm256_loadu_ps(p0 + 8)),
+                                                   _mm512_cvtps_pd(_mm256_loadu_ps(p1 + 8))),
+                                     _mm512_add_pd(_mm512_cvtps_pd(_mm256_loadu_ps(p2 + 8)),
+                                                   _mm512_cvtps_pd(_mm256_loadu_ps(p3 + 8))));
+    return spec16_finish(out + e, bmax, bmin, lo, hi, span_max, guess, vmax, vunit);
 }
 
 DT_WIDE static uint32_t spec_sums_wide(float *out, const float *t, int64_t ld, int nt, int64_t n,
@@ -838,7 +876,7 @@ DT_WIDE static uint32_t spec_sums_wide(float *out, const float *t, int64_t ld, i
     int64_t e = 0;
     if (nt == 4) /* 4 shards on one rank: the terms' loop unrolled */
         for (; e + 16 <= n; e += 16)
-            *risky++ = spec16_wide(out, t, ld, 4, e, span_max, g, &vmax, &vunit);
+            *risky++ = spec16_wide4(out, t, ld, e, span_max, g, &vmax, &vunit);
     for (; e + 16 <= n; e += 16)
         *risky++ = spec16_wide(out, t, ld, nt, e, span_max, g, &vmax, &vunit);
     const uint32_t v = _mm512_reduce_max_epu32(vmax);
