@@ -771,7 +771,7 @@ DT_TEST(maxpool_ties)
     /* NaNs: a NaN wins its window, ends the scan (a later larger value or NaN does not
      * replace it) and wins from the first cell too. */
     {
-        /* 18 channels: 0 and 1 in the CPU's block of 16, 17 after it */
+        /* 18 channels: 0 and 1 in the CPU's first block of 8, 17 in its third */
         struct dt_pool2d_shape s = pool_shape(&(struct pool_geom){1, 7, 7, 18, 3, 2, 1});
         const int64_t nx = pool_nx(&s);
         float *x = falloc(nx);

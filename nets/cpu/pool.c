@@ -34,32 +34,56 @@ struct pool_job {
     atomic_llong next;
 };
 
-/* One cell of the scan for POOL_CHANNELS channels at once (dt_maxpool_take, branch-free:
- * a fixed trip count the compiler vectorises). */
-#define POOL_CHANNELS 16
+/* The scan for POOL_CHANNELS channels at once, in vector registers: dt_maxpool_take lane by
+ * lane (the same rule: take where not done and v > best or v is a NaN; a NaN ends the
+ * lane's scan), its 0/1 flags as the vectors' 0/-1 masks and its selects as masks.
+ * tests/test_conv.c's maxpool_forward_matches_reference and maxpool_ties (ties, signed
+ * zeros, NaNs, padding) hold it to dt_maxpool_window's scan at every level and ISA. */
+#define POOL_CHANNELS 8
+typedef float pool_vf __attribute__((vector_size(POOL_CHANNELS * 4)));
+typedef int32_t pool_vi __attribute__((vector_size(POOL_CHANNELS * 4)));
+
 static inline __attribute__((always_inline)) void
-maxpool_take_block(float *restrict best, int32_t *restrict cell_of, int32_t *restrict done,
-                   const float *restrict v, int32_t cell)
+maxpool_take_vec(pool_vf *best, pool_vi *cell_of, pool_vi *done, pool_vf v, int32_t cell)
 {
-    for (int c = 0; c < POOL_CHANNELS; c++)
-        dt_maxpool_take(&best[c], &cell_of[c], &done[c], v[c], cell);
+    const pool_vi nan = v != v;
+    const pool_vi take = (*done == 0) & ((v > *best) | nan);
+    *best = (pool_vf)((take & (pool_vi)v) | (~take & (pool_vi)*best));
+    *cell_of = (take & cell) | (~take & *cell_of);
+    *done = *done | nan;
+}
+
+/* A cell's POOL_CHANNELS floats from c0 on: in place, or (a short block at the input's
+ * end) its n floats and zeros. */
+static inline __attribute__((always_inline)) void maxpool_cell(pool_vf *v, const float *row,
+                                                               const float *end_x, int n)
+{
+    if (row + POOL_CHANNELS <= end_x) {
+        memcpy(v, row, sizeof *v);
+        return;
+    }
+    float t[POOL_CHANNELS] = {0};
+    for (int c = 0; c < n; c++) t[c] = row[c];
+    memcpy(v, t, sizeof *v);
 }
 
 /* Output rows (b, oh) [begin, end): each output element the first maximum of its window --
  * dt_maxpool_window's scan (the function the CUDA kernel calls), cell after cell, for a
- * block of 16 channels at once, so each cell's channels are read as one contiguous row. A
- * short last block (all of C where C < 16: LeNet's first pool has 6) reads the next cells'
+ * block of POOL_CHANNELS channels at once, so each cell's channels are read as one contiguous
+ * row. A short last block (all of C where C < 8: LeNet's first pool has 6) reads the next cells'
  * floats in its extra lanes, whose results are discarded (a lane's scan reads only its own
  * lane); near the input's end its run is copied into a padded row. One channel at a time,
- * the scan's compares were branches that the data mispredicted: 13% of LeNet's step. */
+ * the scan's compares were branches that the data mispredicted: 13% of LeNet's step; in
+ * arrays of 16 the scan's state went through memory at every cell (LeNet's pool forward
+ * ~40 ns a window, 1.06 ms of a 4.4 ms step at 1 thread): in registers now, 8 lanes (one
+ * AVX2 vector; GCC's AVX-512 copy split 16-lane generic vectors lane by lane, 4x slower),
+ * 0.38 ms (results/cpu/portable-cost/spec-tree-zen5/). */
 DT_VECTOR_PART(maxpool_forward_part)
 {
     (void)worker;
     const struct pool_job *j = ctx;
     const struct dt_pool2d_shape *s = j->s;
     const int64_t C = s->C;
-    float best[POOL_CHANNELS];
-    int32_t cell_of[POOL_CHANNELS], done[POOL_CHANNELS];
     const float *const end_x = j->in + s->B * s->H * s->W * C;
     for (int64_t r = begin; r < end; r++) {
         const int64_t b = r / s->OH, oh = r % s->OH;
@@ -72,23 +96,23 @@ DT_VECTOR_PART(maxpool_forward_part)
             const int32_t first = (int32_t)((ih0 + kh0) * s->W + iw0 + kw0);
             for (int64_t c0 = 0; c0 < C; c0 += POOL_CHANNELS) {
                 const int n = C - c0 < POOL_CHANNELS ? (int)(C - c0) : POOL_CHANNELS;
-                for (int c = 0; c < POOL_CHANNELS; c++)
-                    best[c] = c < n ? img[first * C + c0 + c] : 0.0f, cell_of[c] = first,
-                    done[c] = 0;
+                pool_vf best, v;
+                maxpool_cell(&best, img + first * C + c0, end_x, n);
+                pool_vi cell_of = {0}, done = {0};
+                cell_of += first;
                 for (int64_t kh = kh0; kh < kh1; kh++)
                     for (int64_t kw = kw0; kw < kw1; kw++) {
                         const int32_t cell = (int32_t)((ih0 + kh) * s->W + iw0 + kw);
-                        const float *row = img + cell * C + c0;
-                        if (row + POOL_CHANNELS <= end_x) { /* in place, padded or not */
-                            maxpool_take_block(best, cell_of, done, row, cell);
-                            continue;
-                        }
-                        float v[POOL_CHANNELS] = {0}; /* a short block at the input's end */
-                        for (int c = 0; c < n; c++) v[c] = row[c];
-                        maxpool_take_block(best, cell_of, done, v, cell);
+                        maxpool_cell(&v, img + cell * C + c0, end_x, n);
+                        maxpool_take_vec(&best, &cell_of, &done, v, cell);
                     }
-                for (int c = 0; c < n; c++)
-                    j->out[o + c0 + c] = best[c], j->argmax_out[o + c0 + c] = cell_of[c];
+                if (n == POOL_CHANNELS) {
+                    memcpy(j->out + o + c0, &best, sizeof best);
+                    memcpy(j->argmax_out + o + c0, &cell_of, sizeof cell_of);
+                } else {
+                    memcpy(j->out + o + c0, &best, (size_t)n * sizeof(float));
+                    memcpy(j->argmax_out + o + c0, &cell_of, (size_t)n * sizeof(int32_t));
+                }
             }
         }
     }
