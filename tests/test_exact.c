@@ -1149,22 +1149,29 @@ static void wgrad_summed_body(void)
         for (int threads = 1; threads <= 2; threads++)
             summed_case(threads, S, 1, 1, in, out, x, dy, "summed (crafted)");
     }
+    free(dy);
     /* no group risky at all under a hint 8 binades low, yet rows below the true floor: one
-     * row of 1.5 (the maximum), the others 2^-37 with odd mantissas, dy 1 */
-    for (int64_t k = 0; k < S; k++) {
-        for (int64_t i = 0; i < in; i++)
-            x[k * in + i] =
-                i == 0
-                    ? 1.5f
-                    : ldexpf(1.0f +
-                                 (float)(2 * ((uint32_t)(i * 4 + k) * 2654435761u >> 9 & 0x3fffff) +
-                                         1) /
-                                     8388608.0f,
-                             -37);
-        for (int64_t j = 0; j < out; j++) dy[k * out + j] = 1.0f;
+     * row of 1.5 (the maximum), the others 2^-37 with odd mantissas, dy 1; 40 outputs (rows
+     * tested one at a time) and 48 (whole groups: a block of rows in one test, its unit
+     * bound each row's) */
+    const int64_t outs[] = {40, 48};
+    for (int o = 0; o < 2; o++) {
+        dy = dt_xmalloc((size_t)(S * outs[o]) * sizeof(float));
+        for (int64_t k = 0; k < S; k++) {
+            for (int64_t i = 0; i < in; i++)
+                x[k * in + i] =
+                    i == 0 ? 1.5f
+                           : ldexpf(1.0f + (float)(2 * ((uint32_t)(i * 4 + k) * 2654435761u >> 9 &
+                                                        0x3fffff) +
+                                                   1) /
+                                               8388608.0f,
+                                    -37);
+            for (int64_t j = 0; j < outs[o]; j++) dy[k * outs[o] + j] = 1.0f;
+        }
+        summed_case(2, S, 1, 1, in, outs[o], x, dy, "summed (near the floor)");
+        free(dy);
     }
-    summed_case(2, S, 1, 1, in, out, x, dy, "summed (near the floor)");
-    free(x), free(dy);
+    free(x);
 }
 
 DT_TEST(wgrad_summed_equals_exact_sum) { on_both_paths(wgrad_summed_body); }

@@ -1217,13 +1217,23 @@ static void wgrad_summed_part(void *ctx, int64_t begin, int64_t end, int worker)
     for (int64_t i0 = begin; i0 < end; i0 += j->block) {
         const int64_t rows = end - i0 < j->block ? end - i0 : j->block;
         wgrad_summed_partials(j, worker, t, i0, rows);
+        /* rows whole groups wide: the block's rows are one run in dw and in each partial,
+         * tested in one call, the block's unit bound each row's (1% of the MLP-64 step, early
+         * and late in training: results/cpu/portable-cost/spec-tree-zen5/late-half-page-block.txt)
+         */
+        const bool whole = j->out % DT_CPU_SPEC_GROUP == 0;
+        int block_unit = 255;
+        if (whole)
+            m = dt_cpu_exact_spec_sums(j->dw + i0 * j->out, t, rows * j->out, nt, rows * j->out,
+                                       j->guess, j->risky + i0 * j->groups, &block_unit, m);
         for (int64_t r = 0; r < rows; r++) {
             const int64_t i = i0 + r;
             uint16_t *risky = j->risky + i * j->groups;
             const float *tr = t + r * j->out;
-            int unit = 255;
-            m = dt_cpu_exact_spec_sums(j->dw + i * j->out, tr, rows * j->out, nt, j->out, j->guess,
-                                       risky, &unit, m);
+            int unit = block_unit;
+            if (!whole)
+                m = dt_cpu_exact_spec_sums(j->dw + i * j->out, tr, rows * j->out, nt, j->out,
+                                           j->guess, risky, &unit, m);
             for (int64_t g = 0; g < j->groups; g++) {
                 if (!risky[g]) continue;
                 any = true;
