@@ -118,14 +118,18 @@ static inline DT_HD float dt_col2im_cell_ranked(const float *dcols, const struct
  * ih*W + iw -- the rule of both devices (the CPU's loops call it per output element, the
  * CUDA kernel through dt_maxpool_out). pad < K, so the window holds an image cell. */
 /* One cell of the scan: v (at `cell`) replaces the best so far when it is larger or a NaN,
- * unless a NaN already won (done). Branch-free, so the CPU runs it across channels. */
+ * unless a NaN already won (done); a NaN ends the scan. The rule as two expressions that
+ * hold for scalars (flags 0/1) and for GCC vectors (masks 0/-1: nets/cpu/pool.c's scan of 8
+ * channels at once), so both forms are this one. */
+#define DT_MAXPOOL_TAKES(best, done, v) (((done) == 0) & (((v) > (best)) | ((v) != (v))))
+#define DT_MAXPOOL_ENDS(v) ((v) != (v))
 static inline DT_HD void dt_maxpool_take(float *best, int32_t *best_cell, int32_t *done, float v,
                                          int32_t cell)
 {
-    const int32_t take = (*done == 0) & ((v > *best) | (v != v));
+    const int32_t take = DT_MAXPOOL_TAKES(*best, *done, v);
     *best = take ? v : *best;
     *best_cell = take ? cell : *best_cell;
-    *done = *done | (v != v);
+    *done = *done | DT_MAXPOOL_ENDS(v);
 }
 
 /* The window's image cells [kh0, kh1) x [kw0, kw1) of the window at (ih0, iw0). */

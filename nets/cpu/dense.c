@@ -1214,14 +1214,13 @@ static void wgrad_summed_part(void *ctx, int64_t begin, int64_t end, int worker)
     int64_t kept = 0, slots = 0;
     DT_ASSERT(j->worker_kept[worker] == 0); /* one range a worker (the pool's static slices) */
     j->worker_begin[worker] = begin;
+    /* rows whole groups wide: a block's rows are one run in dw and in each partial, tested
+     * in one call, the block's unit bound each row's (1% of the MLP-64 step, early and late in
+     * training: results/cpu/portable-cost/spec-tree-zen5/late-half-page-block.txt) */
+    const bool whole = j->out % DT_CPU_SPEC_GROUP == 0;
     for (int64_t i0 = begin; i0 < end; i0 += j->block) {
         const int64_t rows = end - i0 < j->block ? end - i0 : j->block;
         wgrad_summed_partials(j, worker, t, i0, rows);
-        /* rows whole groups wide: the block's rows are one run in dw and in each partial,
-         * tested in one call, the block's unit bound each row's (1% of the MLP-64 step, early
-         * and late in training: results/cpu/portable-cost/spec-tree-zen5/late-half-page-block.txt)
-         */
-        const bool whole = j->out % DT_CPU_SPEC_GROUP == 0;
         int block_unit = 255;
         if (whole)
             m = dt_cpu_exact_spec_sums(j->dw + i0 * j->out, t, rows * j->out, nt, rows * j->out,

@@ -35,8 +35,8 @@ struct pool_job {
 };
 
 /* The scan for POOL_CHANNELS channels at once, in vector registers: dt_maxpool_take lane by
- * lane (the same rule: take where not done and v > best or v is a NaN; a NaN ends the
- * lane's scan), its 0/1 flags as the vectors' 0/-1 masks and its selects as masks.
+ * lane -- its rule's expressions (DT_MAXPOOL_TAKES, DT_MAXPOOL_ENDS) on vectors, their 0/1
+ * flags the vectors' 0/-1 masks, its selects done with the masks.
  * tests/test_conv.c's maxpool_forward_matches_reference and maxpool_ties (ties, signed
  * zeros, NaNs, padding) hold it to dt_maxpool_window's scan at every level and ISA. */
 #define POOL_CHANNELS 8
@@ -46,11 +46,10 @@ typedef int32_t pool_vi __attribute__((vector_size(POOL_CHANNELS * 4)));
 static inline __attribute__((always_inline)) void
 maxpool_take_vec(pool_vf *best, pool_vi *cell_of, pool_vi *done, pool_vf v, int32_t cell)
 {
-    const pool_vi nan = v != v;
-    const pool_vi take = (*done == 0) & ((v > *best) | nan);
+    const pool_vi take = DT_MAXPOOL_TAKES(*best, *done, v);
     *best = (pool_vf)((take & (pool_vi)v) | (~take & (pool_vi)*best));
     *cell_of = (take & cell) | (~take & *cell_of);
-    *done = *done | nan;
+    *done = *done | DT_MAXPOOL_ENDS(v);
 }
 
 /* A cell's POOL_CHANNELS floats from c0 on: in place, or (a short block at the input's
